@@ -65,6 +65,12 @@ func homeFor(role auth.Role) string {
 	return homePath
 }
 
+// canReadProcesses reports whether a role may read process pages:
+// operators, and designers, who publish them.
+func canReadProcesses(role auth.Role) bool {
+	return auth.Allowed(role, auth.RoleOperator) || role == auth.RoleDesigner
+}
+
 // canOpenConsole reports whether a role may sign in to the console.
 func canOpenConsole(role auth.Role) bool {
 	return auth.Allowed(role, auth.RoleOperator) || role == auth.RoleDesigner
@@ -77,7 +83,7 @@ func (c *Console) requireOperator(next http.Handler) http.Handler {
 		if p, ok := auth.FromContext(r.Context()); !ok || !auth.Allowed(p.Role, auth.RoleOperator) {
 			ctx := r.Context()
 			c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"),
-				T(ctx, "Your role can read definitions only: external tasks and process instances are for operators and administrators."))
+				T(ctx, "Your role can read definitions and processes only: external tasks and process instances are for operators and administrators."))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -232,7 +232,7 @@ func (f *fixture) expectations() map[string]expect {
 				"node-counts":       {"failed 3", "en échec 3"},
 				"node-counts-as-of": {"Counts as of ", "Décomptes au "},
 			},
-			atLeast: map[string]int{"graph-node": 4, "node-row": 3}},
+			atLeast: map[string]int{"graph-node": 4, "node-row": 3, "process-instances": 1}},
 		"search-nothing": {status: 404,
 			texts: map[string][2]string{"search-message": {"No instance or occurrence has the id “no-such-key”", "Aucune instance ni occurrence n’a l’identifiant «\u202fno-such-key\u202f»"}}},
 		"preferences": {status: 200,

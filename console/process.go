@@ -15,6 +15,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/snapshot"
 )
 
@@ -139,6 +140,9 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Name != "" {
 		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: p.Name})
+	}
+	if pr, ok := auth.FromContext(ctx); !ok || !auth.Allowed(pr.Role, auth.RoleOperator) {
+		v.InstancesHref = "" // instances are for operators: a designer reads the version
 	}
 	counts, at, err := c.nodeCounts.get(ctx, key, n)
 	byNode := map[string]map[string]int64{}

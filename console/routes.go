@@ -34,6 +34,10 @@ func (c *Console) Handler() http.Handler {
 		r.Post("/preferences", c.savePreferences)
 		r.Get("/definitions", c.definitionList)
 		r.Get("/definitions/{key}", c.definitionDetail)
+		// Designers read the processes they publish (the API lets them):
+		// the graph, the nodes and how many occurrences are at each.
+		r.Get("/processes", c.processList)
+		r.Get("/processes/{key}/versions/{version}", c.processVersion)
 		r.Group(func(r chi.Router) {
 			r.Use(c.requireOperator)
 			r.Get("/health", c.health)
@@ -49,8 +53,6 @@ func (c *Console) Handler() http.Handler {
 			r.Get("/instances/{id}", c.instanceDetail)
 			r.Get("/instances/{id}/{action:retry|abandon|stop}", c.instanceActionConfirm)
 			r.Post("/instances/{id}/{action:retry|abandon|stop}", c.instanceAct)
-			r.Get("/processes", c.processList)
-			r.Get("/processes/{key}/versions/{version}", c.processVersion)
 			r.Get("/audit", c.auditList)
 		})
 		r.Group(func(r chi.Router) {

@@ -127,9 +127,10 @@ func TestSignInRefusals(t *testing.T) {
 	}
 }
 
-// Designers read the console's definitions (DESIGN: "console (read)"); the
-// operations pages stay for operators and administrators, as in the API.
-func TestDesignersReadDefinitionsOnly(t *testing.T) {
+// Designers read the console's definitions and the processes they publish
+// (DESIGN: "console (read)"); the operations pages stay for operators and
+// administrators, as in the API.
+func TestDesignersReadDefinitionsAndProcessesOnly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	for _, lang := range []string{"en", "fr"} {
@@ -141,10 +142,17 @@ func TestDesignersReadDefinitionsOnly(t *testing.T) {
 			t.Errorf("%s: /console/ sends a designer to %q, want /console/definitions", lang, r.header.Get("Location"))
 		}
 		r := b.mustGet("/console/definitions", http.StatusOK)
-		if r.doc.Find(`[data-testid="nav-occurrences"]`).Length() != 0 || r.doc.Find(`[data-testid="nav-definitions"]`).Length() != 1 {
-			t.Errorf("%s: a designer's navigation must offer definitions only", lang)
+		if r.doc.Find(`[data-testid="nav-occurrences"]`).Length() != 0 || r.doc.Find(`[data-testid="nav-definitions"]`).Length() != 1 ||
+			r.doc.Find(`[data-testid="nav-processes"]`).Length() != 1 || r.doc.Find(`[data-testid="nav-instances"]`).Length() != 0 {
+			t.Errorf("%s: a designer's navigation must offer definitions and processes only", lang)
 		}
 		b.mustGet("/console/definitions/console_vault", http.StatusOK)
+		b.mustGet("/console/processes", http.StatusOK)
+		// The version's graph and nodes, without the way to its instances.
+		v := b.mustGet("/console/processes/vault_flow/versions/1", http.StatusOK)
+		if v.doc.Find(`[data-testid="graph-node"]`).Length() == 0 || v.doc.Find(`[data-testid="process-instances"]`).Length() != 0 {
+			t.Errorf("%s: a designer's process page must show the graph and no link to instances", lang)
+		}
 		for _, p := range f.pages() {
 			if !strings.HasPrefix(p.path, "/console/occurrences") && !strings.HasPrefix(p.path, "/console/instances") {
 				continue

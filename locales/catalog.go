@@ -534,7 +534,7 @@ var messageKeyToIndex = map[string]int{
 	"Workers serving %s":                   618,
 	"Working copy":                         144,
 	"You are signed out.":                  558,
-	"Your role can read definitions only: external tasks and process instances are for operators and administrators.":                                                            121,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              121,
 	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 559,
 	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      560,
 	"[redacted]":                          468,
@@ -710,154 +710,154 @@ var enIndex = []uint32{ // 635 elements
 	0x0000158e, 0x000015a1, 0x000015a6, 0x000015b2,
 	0x000015ba, 0x000015c1, 0x000015dc, 0x000015e5,
 	0x000015f6, 0x0000160d, 0x00001634, 0x00001655,
-	0x0000167c, 0x00001688, 0x000016f8, 0x00001708,
-	0x00001770, 0x00001787, 0x0000179b, 0x000017d8,
+	0x0000167c, 0x00001688, 0x00001706, 0x00001716,
+	0x0000177e, 0x00001795, 0x000017a9, 0x000017e6,
 	// Entry 80 - 9F
-	0x000018c5, 0x000018cf, 0x000018dc, 0x00001940,
-	0x00001958, 0x0000199e, 0x000019b3, 0x00001a22,
-	0x00001a68, 0x00001a8a, 0x00001a90, 0x00001a95,
-	0x00001a9e, 0x00001aad, 0x00001ab9, 0x00001ac5,
-	0x00001ad6, 0x00001ae3, 0x00001b40, 0x00001b45,
-	0x00001b54, 0x00001b5f, 0x00001b69, 0x00001ba7,
-	0x00001bb0, 0x00001bc0, 0x00001bc8, 0x00001bd1,
-	0x00001bd7, 0x00001be1, 0x00001bf3, 0x00001c3b,
+	0x000018d3, 0x000018dd, 0x000018ea, 0x0000194e,
+	0x00001966, 0x000019ac, 0x000019c1, 0x00001a30,
+	0x00001a76, 0x00001a98, 0x00001a9e, 0x00001aa3,
+	0x00001aac, 0x00001abb, 0x00001ac7, 0x00001ad3,
+	0x00001ae4, 0x00001af1, 0x00001b4e, 0x00001b53,
+	0x00001b62, 0x00001b6d, 0x00001b77, 0x00001bb5,
+	0x00001bbe, 0x00001bce, 0x00001bd6, 0x00001bdf,
+	0x00001be5, 0x00001bef, 0x00001c01, 0x00001c49,
 	// Entry A0 - BF
-	0x00001c49, 0x00001c55, 0x00001c5d, 0x00001c64,
-	0x00001c6b, 0x00001c7c, 0x00001c8b, 0x00001cb4,
-	0x00001cbb, 0x00001cc6, 0x00001ce1, 0x00001ce9,
-	0x00001cf5, 0x00001d11, 0x00001d28, 0x00001d4a,
-	0x00001d59, 0x00001d65, 0x00001d6c, 0x00001d85,
-	0x00001d9f, 0x00001e48, 0x00001e5e, 0x00001e9e,
-	0x00001ecf, 0x00001ef9, 0x00001f20, 0x00001f44,
-	0x00001f6b, 0x00001f8a, 0x00001fa0, 0x00001fb6,
+	0x00001c57, 0x00001c63, 0x00001c6b, 0x00001c72,
+	0x00001c79, 0x00001c8a, 0x00001c99, 0x00001cc2,
+	0x00001cc9, 0x00001cd4, 0x00001cef, 0x00001cf7,
+	0x00001d03, 0x00001d1f, 0x00001d36, 0x00001d58,
+	0x00001d67, 0x00001d73, 0x00001d7a, 0x00001d93,
+	0x00001dad, 0x00001e56, 0x00001e6c, 0x00001eac,
+	0x00001edd, 0x00001f07, 0x00001f2e, 0x00001f52,
+	0x00001f79, 0x00001f98, 0x00001fae, 0x00001fc4,
 	// Entry C0 - DF
-	0x00001fca, 0x00001fe0, 0x00001ff1, 0x00002008,
-	0x0000202b, 0x0000204e, 0x0000206b, 0x00002088,
-	0x0000208d, 0x000020d9, 0x000020ec, 0x000020f0,
-	0x00002100, 0x00002109, 0x0000211c, 0x00002142,
-	0x0000214b, 0x0000215b, 0x00002170, 0x00002194,
-	0x000021b0, 0x000021c8, 0x000021d3, 0x000021de,
-	0x000021e9, 0x000022ff, 0x00002323, 0x0000234e,
-	0x00002359, 0x0000235e, 0x0000236d, 0x00002374,
+	0x00001fd8, 0x00001fee, 0x00001fff, 0x00002016,
+	0x00002039, 0x0000205c, 0x00002079, 0x00002096,
+	0x0000209b, 0x000020e7, 0x000020fa, 0x000020fe,
+	0x0000210e, 0x00002117, 0x0000212a, 0x00002150,
+	0x00002159, 0x00002169, 0x0000217e, 0x000021a2,
+	0x000021be, 0x000021d6, 0x000021e1, 0x000021ec,
+	0x000021f7, 0x0000230d, 0x00002331, 0x0000235c,
+	0x00002367, 0x0000236c, 0x0000237b, 0x00002382,
 	// Entry E0 - FF
-	0x0000238b, 0x000023a0, 0x000023b2, 0x000023d5,
-	0x00002407, 0x0000241d, 0x00002427, 0x0000243c,
-	0x0000244c, 0x00002485, 0x000024d9, 0x000024e3,
-	0x000024ea, 0x00002500, 0x00002539, 0x0000253e,
-	0x00002548, 0x00002556, 0x00002563, 0x0000258c,
-	0x000025af, 0x000025bc, 0x000025dc, 0x000025e8,
-	0x00002601, 0x0000260a, 0x00002614, 0x0000261d,
-	0x00002625, 0x0000262f, 0x00002637, 0x0000263f,
+	0x00002399, 0x000023ae, 0x000023c0, 0x000023e3,
+	0x00002415, 0x0000242b, 0x00002435, 0x0000244a,
+	0x0000245a, 0x00002493, 0x000024e7, 0x000024f1,
+	0x000024f8, 0x0000250e, 0x00002547, 0x0000254c,
+	0x00002556, 0x00002564, 0x00002571, 0x0000259a,
+	0x000025bd, 0x000025ca, 0x000025ea, 0x000025f6,
+	0x0000260f, 0x00002618, 0x00002622, 0x0000262b,
+	0x00002633, 0x0000263d, 0x00002645, 0x0000264d,
 	// Entry 100 - 11F
-	0x00002643, 0x00002647, 0x0000264b, 0x0000264f,
-	0x00002653, 0x00002657, 0x0000265b, 0x0000265f,
-	0x00002663, 0x00002667, 0x0000266b, 0x0000266f,
-	0x00002679, 0x00002697, 0x000026b7, 0x000026db,
-	0x000026ff, 0x00002708, 0x0000271f, 0x00002727,
-	0x00002738, 0x0000273d, 0x00002782, 0x0000279a,
-	0x0000279f, 0x000027aa, 0x000027b0, 0x000027ba,
-	0x000027c2, 0x000027ca, 0x000027f4, 0x0000280e,
+	0x00002651, 0x00002655, 0x00002659, 0x0000265d,
+	0x00002661, 0x00002665, 0x00002669, 0x0000266d,
+	0x00002671, 0x00002675, 0x00002679, 0x0000267d,
+	0x00002687, 0x000026a5, 0x000026c5, 0x000026e9,
+	0x0000270d, 0x00002716, 0x0000272d, 0x00002735,
+	0x00002746, 0x0000274b, 0x00002790, 0x000027a8,
+	0x000027ad, 0x000027b8, 0x000027be, 0x000027c8,
+	0x000027d0, 0x000027d8, 0x00002802, 0x0000281c,
 	// Entry 120 - 13F
-	0x00002836, 0x00002866, 0x0000286c, 0x0000287b,
-	0x000028ce, 0x000028ec, 0x00002a0e, 0x00002acd,
-	0x00002b24, 0x00002b4e, 0x00002b7a, 0x00002ba4,
-	0x00002bac, 0x00002bb2, 0x00002bbf, 0x00002bd1,
-	0x00002bdc, 0x00002be5, 0x00002bf7, 0x00002c06,
-	0x00002c1c, 0x00002c2a, 0x00002c55, 0x00002c67,
-	0x00002c6c, 0x00002c6f, 0x00002c99, 0x00002ce2,
-	0x00002d02, 0x00002d0b, 0x00002d1d, 0x00002d40,
+	0x00002844, 0x00002874, 0x0000287a, 0x00002889,
+	0x000028dc, 0x000028fa, 0x00002a1c, 0x00002adb,
+	0x00002b32, 0x00002b5c, 0x00002b88, 0x00002bb2,
+	0x00002bba, 0x00002bc0, 0x00002bcd, 0x00002bdf,
+	0x00002bea, 0x00002bf3, 0x00002c05, 0x00002c14,
+	0x00002c2a, 0x00002c38, 0x00002c63, 0x00002c75,
+	0x00002c7a, 0x00002c7d, 0x00002ca7, 0x00002cf0,
+	0x00002d10, 0x00002d19, 0x00002d2b, 0x00002d4e,
 	// Entry 140 - 15F
-	0x00002d4e, 0x00002d5b, 0x00002d65, 0x00002d6e,
-	0x00002d77, 0x00002d81, 0x00002d89, 0x00002d8e,
-	0x00002d96, 0x00002d9f, 0x00002da8, 0x00002db5,
-	0x00002dba, 0x00002dc2, 0x00002dc9, 0x00002dd1,
-	0x00002dd6, 0x00002de4, 0x00002deb, 0x00002df2,
-	0x00002df7, 0x00002dfe, 0x00002e08, 0x00002e0f,
-	0x00002e2c, 0x00002e46, 0x00002e64, 0x00002e84,
-	0x00002e92, 0x00002e9b, 0x00002ea4, 0x00002ead,
+	0x00002d5c, 0x00002d69, 0x00002d73, 0x00002d7c,
+	0x00002d85, 0x00002d8f, 0x00002d97, 0x00002d9c,
+	0x00002da4, 0x00002dad, 0x00002db6, 0x00002dc3,
+	0x00002dc8, 0x00002dd0, 0x00002dd7, 0x00002ddf,
+	0x00002de4, 0x00002df2, 0x00002df9, 0x00002e00,
+	0x00002e05, 0x00002e0c, 0x00002e16, 0x00002e1d,
+	0x00002e3a, 0x00002e54, 0x00002e72, 0x00002e92,
+	0x00002ea0, 0x00002ea9, 0x00002eb2, 0x00002ebb,
 	// Entry 160 - 17F
-	0x00002eb1, 0x00002eb4, 0x00002ec0, 0x00002ece,
-	0x00002edb, 0x00002eec, 0x00002efb, 0x00002f12,
-	0x00002f25, 0x00002f35, 0x00002f44, 0x00002f53,
-	0x00002f5b, 0x00002f62, 0x00002f6a, 0x00002f72,
-	0x00002f80, 0x00002f8e, 0x00002fa4, 0x00002fb9,
-	0x00002fca, 0x00002fd0, 0x00002fd7, 0x00002fe0,
-	0x00002ffc, 0x00003005, 0x0000300f, 0x00003018,
-	0x00003021, 0x0000302a, 0x00003041, 0x00003049,
+	0x00002ebf, 0x00002ec2, 0x00002ece, 0x00002edc,
+	0x00002ee9, 0x00002efa, 0x00002f09, 0x00002f20,
+	0x00002f33, 0x00002f43, 0x00002f52, 0x00002f61,
+	0x00002f69, 0x00002f70, 0x00002f78, 0x00002f80,
+	0x00002f8e, 0x00002f9c, 0x00002fb2, 0x00002fc7,
+	0x00002fd8, 0x00002fde, 0x00002fe5, 0x00002fee,
+	0x0000300a, 0x00003013, 0x0000301d, 0x00003026,
+	0x0000302f, 0x00003038, 0x0000304f, 0x00003057,
 	// Entry 180 - 19F
-	0x00003057, 0x00003084, 0x00003090, 0x0000309e,
-	0x000030e5, 0x000030f1, 0x000030f9, 0x00003124,
-	0x0000316f, 0x00003231, 0x00003235, 0x0000325b,
-	0x00003260, 0x0000327b, 0x0000328c, 0x00003298,
-	0x000032a0, 0x000032d2, 0x000032db, 0x000032e4,
-	0x00003300, 0x0000330d, 0x0000331b, 0x00003347,
-	0x0000336d, 0x00003378, 0x000033a6, 0x000033c3,
-	0x000033f2, 0x00003424, 0x00003442, 0x00003477,
+	0x00003065, 0x00003092, 0x0000309e, 0x000030ac,
+	0x000030f3, 0x000030ff, 0x00003107, 0x00003132,
+	0x0000317d, 0x0000323f, 0x00003243, 0x00003269,
+	0x0000326e, 0x00003289, 0x0000329a, 0x000032a6,
+	0x000032ae, 0x000032e0, 0x000032e9, 0x000032f2,
+	0x0000330e, 0x0000331b, 0x00003329, 0x00003355,
+	0x0000337b, 0x00003386, 0x000033b4, 0x000033d1,
+	0x00003400, 0x00003432, 0x00003450, 0x00003485,
 	// Entry 1A0 - 1BF
-	0x00003493, 0x000034a2, 0x000034af, 0x000034bd,
-	0x000034ca, 0x000034d3, 0x000034ee, 0x00003509,
-	0x00003515, 0x00003536, 0x00003578, 0x00003582,
-	0x000035d5, 0x00003619, 0x00003655, 0x00003682,
-	0x000036bc, 0x00003721, 0x00003741, 0x00003767,
-	0x00003791, 0x000037c9, 0x00003806, 0x0000382a,
-	0x000038a3, 0x000038c8, 0x000038e2, 0x00003900,
-	0x00003934, 0x00003974, 0x0000399e, 0x000039ad,
+	0x000034a1, 0x000034b0, 0x000034bd, 0x000034cb,
+	0x000034d8, 0x000034e1, 0x000034fc, 0x00003517,
+	0x00003523, 0x00003544, 0x00003586, 0x00003590,
+	0x000035e3, 0x00003627, 0x00003663, 0x00003690,
+	0x000036ca, 0x0000372f, 0x0000374f, 0x00003775,
+	0x0000379f, 0x000037d7, 0x00003814, 0x00003838,
+	0x000038b1, 0x000038d6, 0x000038f0, 0x0000390e,
+	0x00003942, 0x00003982, 0x000039ac, 0x000039bb,
 	// Entry 1C0 - 1DF
-	0x000039de, 0x00003a0d, 0x00003a20, 0x00003a95,
-	0x00003aa8, 0x00003adc, 0x00003b10, 0x00003b20,
-	0x00003b67, 0x00003b94, 0x00003ba1, 0x00003bb1,
-	0x00003be1, 0x00003c1b, 0x00003c3e, 0x00003c46,
-	0x00003c5e, 0x00003c7b, 0x00003c89, 0x00003c9a,
-	0x00003ca2, 0x00003cad, 0x00003cdd, 0x00003cef,
-	0x00003cff, 0x00003d31, 0x00003d3d, 0x00003d4e,
-	0x00003d68, 0x00003d79, 0x00003d7f, 0x00003d93,
+	0x000039ec, 0x00003a1b, 0x00003a2e, 0x00003aa3,
+	0x00003ab6, 0x00003aea, 0x00003b1e, 0x00003b2e,
+	0x00003b75, 0x00003ba2, 0x00003baf, 0x00003bbf,
+	0x00003bef, 0x00003c29, 0x00003c4c, 0x00003c54,
+	0x00003c6c, 0x00003c89, 0x00003c97, 0x00003ca8,
+	0x00003cb0, 0x00003cbb, 0x00003ceb, 0x00003cfd,
+	0x00003d0d, 0x00003d3f, 0x00003d4b, 0x00003d5c,
+	0x00003d76, 0x00003d87, 0x00003d8d, 0x00003da1,
 	// Entry 1E0 - 1FF
-	0x00003dab, 0x00003dd0, 0x00003dde, 0x00003e1c,
-	0x00003e59, 0x00003e85, 0x00003ec2, 0x00003ed1,
-	0x00003ed9, 0x00003ee6, 0x00003ef6, 0x00003f0d,
-	0x00003f18, 0x00003f27, 0x00003f2d, 0x00003f3b,
-	0x00003f45, 0x00003f50, 0x00003f63, 0x00003f88,
-	0x00003fb3, 0x00003fe1, 0x00003fef, 0x00004082,
-	0x000040a0, 0x000040e6, 0x000040f4, 0x00004108,
-	0x00004129, 0x0000413d, 0x00004143, 0x00004157,
+	0x00003db9, 0x00003dde, 0x00003dec, 0x00003e2a,
+	0x00003e67, 0x00003e93, 0x00003ed0, 0x00003edf,
+	0x00003ee7, 0x00003ef4, 0x00003f04, 0x00003f1b,
+	0x00003f26, 0x00003f35, 0x00003f3b, 0x00003f49,
+	0x00003f53, 0x00003f5e, 0x00003f71, 0x00003f96,
+	0x00003fc1, 0x00003fef, 0x00003ffd, 0x00004090,
+	0x000040ae, 0x000040f4, 0x00004102, 0x00004116,
+	0x00004137, 0x0000414b, 0x00004151, 0x00004165,
 	// Entry 200 - 21F
-	0x000041ca, 0x000041db, 0x000041f2, 0x0000420f,
-	0x0000421d, 0x0000422b, 0x00004233, 0x0000423e,
-	0x00004244, 0x00004336, 0x0000433c, 0x0000436e,
-	0x00004373, 0x00004383, 0x0000438e, 0x00004397,
-	0x000043a7, 0x000043c1, 0x000043fa, 0x0000447f,
-	0x0000448e, 0x00004548, 0x0000454d, 0x0000455b,
-	0x0000456b, 0x00004577, 0x00004587, 0x00004591,
-	0x000045b4, 0x000045cd, 0x000045e0, 0x0000464c,
+	0x000041d8, 0x000041e9, 0x00004200, 0x0000421d,
+	0x0000422b, 0x00004239, 0x00004241, 0x0000424c,
+	0x00004252, 0x00004344, 0x0000434a, 0x0000437c,
+	0x00004381, 0x00004391, 0x0000439c, 0x000043a5,
+	0x000043b5, 0x000043cf, 0x00004408, 0x0000448d,
+	0x0000449c, 0x00004556, 0x0000455b, 0x00004569,
+	0x00004579, 0x00004585, 0x00004595, 0x0000459f,
+	0x000045c2, 0x000045db, 0x000045ee, 0x0000465a,
 	// Entry 220 - 23F
-	0x0000465b, 0x00004669, 0x00004685, 0x000046b7,
-	0x000046ee, 0x000046fc, 0x00004740, 0x00004765,
-	0x0000478d, 0x00004794, 0x000047ef, 0x00004819,
-	0x00004849, 0x000048a7, 0x00004947, 0x0000495b,
-	0x00004a06, 0x00004a7c, 0x00004a84, 0x00004abf,
-	0x00004ac5, 0x00004b41, 0x00004b89, 0x00004bb4,
-	0x00004c16, 0x00004c39, 0x00004ce0, 0x00004ce3,
-	0x00004ce8, 0x00004cf3, 0x00004cfd, 0x00004d05,
+	0x00004669, 0x00004677, 0x00004693, 0x000046c5,
+	0x000046fc, 0x0000470a, 0x0000474e, 0x00004773,
+	0x0000479b, 0x000047a2, 0x000047fd, 0x00004827,
+	0x00004857, 0x000048b5, 0x00004955, 0x00004969,
+	0x00004a14, 0x00004a8a, 0x00004a92, 0x00004acd,
+	0x00004ad3, 0x00004b4f, 0x00004b97, 0x00004bc2,
+	0x00004c24, 0x00004c47, 0x00004cee, 0x00004cf1,
+	0x00004cf6, 0x00004d01, 0x00004d0b, 0x00004d13,
 	// Entry 240 - 25F
-	0x00004d20, 0x00004d26, 0x00004d2e, 0x00004d3c,
-	0x00004d46, 0x00004d53, 0x00004d5d, 0x00004d74,
-	0x00004d87, 0x00004dab, 0x00004e2b, 0x00004e3c,
-	0x00004e44, 0x00004eb9, 0x00004f0d, 0x00004f1c,
-	0x00004f28, 0x00004f64, 0x00004f9e, 0x00004fac,
-	0x00004fb9, 0x00004fc7, 0x00004fd5, 0x00004fe3,
-	0x00005015, 0x00005045, 0x000050a1, 0x000050ae,
-	0x000050ce, 0x000050e8, 0x000050ed, 0x000050fe,
+	0x00004d2e, 0x00004d34, 0x00004d3c, 0x00004d4a,
+	0x00004d54, 0x00004d61, 0x00004d6b, 0x00004d82,
+	0x00004d95, 0x00004db9, 0x00004e39, 0x00004e4a,
+	0x00004e52, 0x00004ec7, 0x00004f1b, 0x00004f2a,
+	0x00004f36, 0x00004f72, 0x00004fac, 0x00004fba,
+	0x00004fc7, 0x00004fd5, 0x00004fe3, 0x00004ff1,
+	0x00005023, 0x00005053, 0x000050af, 0x000050bc,
+	0x000050dc, 0x000050f6, 0x000050fb, 0x0000510c,
 	// Entry 260 - 27F
-	0x0000510b, 0x00005137, 0x000051bd, 0x000051e2,
-	0x000051e9, 0x000051f2, 0x00005205, 0x0000520f,
-	0x00005219, 0x00005223, 0x0000523b, 0x00005251,
-	0x0000525d, 0x0000527f, 0x00005286, 0x00005293,
-	0x000052a4, 0x000052cb, 0x000052db, 0x0000532f,
-	0x0000538f, 0x000053e2, 0x0000541a, 0x0000546a,
-	0x0000549e, 0x000054bd, 0x000054dd,
+	0x00005119, 0x00005145, 0x000051cb, 0x000051f0,
+	0x000051f7, 0x00005200, 0x00005213, 0x0000521d,
+	0x00005227, 0x00005231, 0x00005249, 0x0000525f,
+	0x0000526b, 0x0000528d, 0x00005294, 0x000052a1,
+	0x000052b2, 0x000052d9, 0x000052e9, 0x0000533d,
+	0x0000539d, 0x000053f0, 0x00005428, 0x00005478,
+	0x000054ac, 0x000054cb, 0x000054eb,
 } // Size: 2564 bytes
 
-const enData string = "" + // Size: 21725 bytes
+const enData string = "" + // Size: 21739 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -947,235 +947,235 @@ const enData string = "" + // Size: 21725 bytes
 	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
 	"[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This p" +
 	"age reloads every %[1]d seconds.\x02Not allowed\x02Your role can read de" +
-	"finitions only: external tasks and process instances are for operators a" +
-	"nd administrators.\x02Invalid request\x02The field “%[1]s” holds a NUL c" +
-	"haracter or bytes that are not UTF-8 text: correct it and try again.\x02" +
-	"Back to external tasks\x02Back to definitions\x02Nothing exists at this " +
-	"address, or it is not visible to you.\x02Nothing exists at this address," +
-	" or it is not visible to you. An ended instance is deleted, with its occ" +
-	"urrences and attempts, once the retention period (RELAIS_RETENTION) has " +
-	"passed; the audit log keeps the operator actions taken on it.\x02Not fou" +
-	"nd\x02Form refused\x02This form was not sent from this console session, " +
-	"or it has expired. Reload the page and try again.\x02Temporarily unavail" +
-	"able\x02The database cannot be reached right now. Try again in a few sec" +
-	"onds.\x02Something went wrong\x02The console could not show this page. T" +
-	"ry again; if it persists, give your administrator the request id %[1]s." +
-	"\x02Counting the occurrences; the counts appear when you reload the page" +
-	".\x02Counts are unavailable right now.\x02Field\x02Type\x02Required\x02C" +
-	"lassification\x02Constraints\x02Description\x02Definition %[1]s\x02Worki" +
-	"ng copy\x02The only mutable part of a definition. Processes never use it" +
-	" directly: they pin a revision.\x02Name\x02Routing output\x02Last saved" +
-	"\x02Revisions\x02No revision yet: the Working copy has never been snapsh" +
-	"otted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes" +
-	"\x02Published\x02Compare revisions\x02Lists every change from one revisi" +
-	"on to another, and whom it may break.\x02From revision\x02To revision" +
-	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other" +
-	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
-	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
-	"\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left is not counted, its occurrence" +
-	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
-	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
-	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
-	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02Sh" +
-	"ow all definitions\x02All definitions\x02Completions and failures per 5 " +
-	"minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table a" +
-	"fter the chart gives each 5-minute slot.\x02completed\x02failed\x02The c" +
-	"hart’s numbers\x02Completions and failures per 5-minute slot, oldest fir" +
-	"st\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81" +
-	"\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s" +
-	"\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s" +
-	" %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%" +
-	"[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Au" +
-	"g\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a" +
-	"\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d" +
-	" hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second" +
-	"\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summa" +
-	"ry\x02Operator actions\x02Path\x02The nodes this instance reached, in or" +
-	"der, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occ" +
-	"urrence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has" +
-	" not reached a task yet.\x02Recorded operator actions\x02No operator has" +
-	" acted on this instance.\x02Operator actions on this instance, newest fi" +
-	"rst\x02Value\x02Process inputs\x02Inputs the instance was started with, " +
-	"labelled by process version %[1]d's contract\x02This process takes no in" +
-	"puts.\x02This instance is held at a failed node: an incident. It cannot " +
-	"be retried: its occurrence at node %[1]s failed before any attempt (its " +
-	"inputs could not be built), so it would fail the same way. Abandon fails" +
-	" the instance; stop cancels it. Each asks for a reason, recorded in the " +
-	"audit log.\x02This instance is held at a failed node: an incident. Retry" +
-	" offers the failed occurrence again; abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02Stopping" +
-	" cancels the instance and its open occurrences. It does not complete any" +
-	"thing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %" +
-	"[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ende" +
-	"d\x02Held at node\x02Failed occurrence\x02Error code\x02End node\x02Aban" +
-	"doned at node\x02Failed at node\x02Unknown status %[1]q.\x02Creation dat" +
-	"e\x02The page size must be between 1 and %[1]d.\x02Process instances\x02" +
-	"from\x02to\x02Act on every instance this filter matches\x02The next page" +
-	" counts them and asks for a reason before anything changes.\x02Process i" +
-	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
-	"atches these filters.\x02All processes\x02All statuses\x02available\x02r" +
-	"eserved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02reject" +
-	"ed\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
-	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
-	"tive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull " +
-	"(the service fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No s" +
-	"ervice has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No service ever reserved this occurrence: it ended before any attemp" +
-	"t.\x02Destination\x02Replica\x02Relais has not called the destination ye" +
-	"t.\x02Relais never called the destination: the occurrence ended before a" +
-	"ny call.\x02Relais keeps the destination’s status code only when it refu" +
-	"sed the call (destination_http_NNN); a completed call answered 2xx. The " +
-	"duration runs from the claim of the call to its settlement.\x02Now\x02Re" +
-	"try or abandon it from its instance\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the la" +
-	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
-	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
-	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
-	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
-	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
-	" Relais (in English)\x02Message from the service (its own words, protect" +
-	"ed values masked)\x02Retryable\x02no: the service marked this failure as" +
-	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
-	"answer within the call’s timeout (%[1]s).\x02The destination did not ans" +
-	"wer within the call’s timeout.\x02The deadline passed before a result ar" +
-	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
-	"elais stopped during the call: whether the destination acted is unknown," +
-	" so it is not called again.\x02The call could not be prepared.\x02The de" +
-	"stination could not be reached.\x02The destination’s answer was too larg" +
-	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
-	"s could not be built from the process’s bindings.\x02An operator abandon" +
-	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
-	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
-	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
-	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
-	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
-	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
-	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
-	"): a worker of the same consumer, or a front end with a settle token, co" +
-	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
-	"iting for an operator.\x02Its instance went on along the node’s error pa" +
-	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
-	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
-	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
-	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or " +
-	"more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance," +
-	" revision, consumer, dates\x02instance id\x02Counts by status\x02Occurre" +
-	"nces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
-	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
-	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02The" +
-	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
-	"le runs no script, so it cannot read your computer’s time zone: choose i" +
-	"ts offset from UTC. Offsets do not follow daylight saving time.\x02Reloa" +
-	"d lists and detail pages\x02Pages with a form, such as a confirmation, n" +
-	"ever reload on their own.\x02Save settings\x02Back without saving\x02UTC" +
-	" (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %" +
-	"[1]d seconds\x02Published process versions: their nodes, routes and pinn" +
-	"ed revisions, drawn, with where their occurrences are now.\x02Processes " +
-	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
-	"ion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns " +
-	"follow the longest path from the start node. Solid arrows are successes " +
-	"(labelled with their route), dashed ones failures (labelled with their e" +
-	"rror codes). Each box says how many of this version’s occurrences are at" +
-	" that node now.\x02Nodes\x02Nodes of this version, with their occurrence" +
-	"s now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrence" +
-	"s now\x02Instances of this process\x02Counts as of %[1]s (%[2]s); refres" +
-	"hed every few seconds.\x02This version has %[1]d nodes: too many to draw" +
-	" legibly (at most %[2]d). The table below lists every node with its rout" +
-	"es and counts.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node," +
-	" starting at %[2]s. The table below lists the same nodes, routes and cou" +
-	"nts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the s" +
-	"ame nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (completes" +
-	")\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an" +
-	" operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02Only administrators " +
-	"may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in" +
-	" the audit log.\x02Cannot reveal\x02Only a value this page shows as hidd" +
-	"en (sensitive) can be revealed.\x02Secret values can never be revealed." +
-	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
-	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
-	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
-	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
-	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
-	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
-	"r administrator token.\x02Token\x02The token is checked once and never s" +
-	"tored in your browser; a session cookie stands for it for up to 8 hours " +
-	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
-	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
-	"]s token cannot open the console: sign in with an operator, designer or " +
-	"administrator token.\x02Only administrators manage tokens.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staf" +
-	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
-	"\x02this session\x02No token.\x02The token was revoked.\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02routing output\x02(" +
-	"each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
-	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
-	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"finitions and processes only: external tasks and process instances are f" +
+	"or operators and administrators.\x02Invalid request\x02The field “%[1]s”" +
+	" holds a NUL character or bytes that are not UTF-8 text: correct it and " +
+	"try again.\x02Back to external tasks\x02Back to definitions\x02Nothing e" +
+	"xists at this address, or it is not visible to you.\x02Nothing exists at" +
+	" this address, or it is not visible to you. An ended instance is deleted" +
+	", with its occurrences and attempts, once the retention period (RELAIS_R" +
+	"ETENTION) has passed; the audit log keeps the operator actions taken on " +
+	"it.\x02Not found\x02Form refused\x02This form was not sent from this con" +
+	"sole session, or it has expired. Reload the page and try again.\x02Tempo" +
+	"rarily unavailable\x02The database cannot be reached right now. Try agai" +
+	"n in a few seconds.\x02Something went wrong\x02The console could not sho" +
+	"w this page. Try again; if it persists, give your administrator the requ" +
+	"est id %[1]s.\x02Counting the occurrences; the counts appear when you re" +
+	"load the page.\x02Counts are unavailable right now.\x02Field\x02Type\x02" +
+	"Required\x02Classification\x02Constraints\x02Description\x02Definition %" +
+	"[1]s\x02Working copy\x02The only mutable part of a definition. Processes" +
+	" never use it directly: they pin a revision.\x02Name\x02Routing output" +
+	"\x02Last saved\x02Revisions\x02No revision yet: the Working copy has nev" +
+	"er been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revisi" +
+	"on\x02Notes\x02Published\x02Compare revisions\x02Lists every change from" +
+	" one revision to another, and whom it may break.\x02From revision\x02To " +
+	"revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks wo" +
+	"rkers\x02These revisions have the same contracts.\x02Inputs\x02No inputs" +
+	".\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of " +
+	"the working copy\x02Releases, oldest first\x02Changes between the two re" +
+	"visions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision" +
+	" %[1]d\x02Outputs of revision %[1]d\x02The Working copy has changes not " +
+	"yet snapshotted: they are in no revision (workers and processes use revi" +
+	"sion %[1]d at most) until a snapshot makes them revision %[2]d.\x02Since" +
+	" revision %[1]d:\x02the contracts are the same (the name or a descriptio" +
+	"n changed).\x02Changes of the Working copy since revision %[1]d\x02Choos" +
+	"e two existing revisions to compare.\x02From revision %[1]d to revision " +
+	"%[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
+	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
+	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
+	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
+	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
+	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
+	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
+	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
+	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
+	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
+	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
+	"ts now, and what its workers finished in the last hour: occurrences that" +
+	" ended completed or failed. An occurrence retried since counts where it " +
+	"ends next; a failed attempt with attempts left is not counted, its occur" +
+	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
+	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
+	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
+	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
+	"\x02Show all definitions\x02All definitions\x02Completions and failures " +
+	"per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The t" +
+	"able after the chart gives each 5-minute slot.\x02completed\x02failed" +
+	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
+	"ldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]" +
+	"s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]" +
+	"s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d " +
+	"min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02J" +
+	"ul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
+	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
+	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
+	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
+	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
+	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
+	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
+	"rator has acted on this instance.\x02Operator actions on this instance, " +
+	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
+	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
+	"kes no inputs.\x02This instance is held at a failed node: an incident. I" +
+	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
+	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
+	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
+	"d in the audit log.\x02This instance is held at a failed node: an incide" +
+	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
+	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
+	"\x02Stopping cancels the instance and its open occurrences. It does not " +
+	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
+	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Error code\x02End " +
+	"node\x02Abandoned at node\x02Failed at node\x02Unknown status %[1]q.\x02" +
+	"Creation date\x02The page size must be between 1 and %[1]d.\x02Process i" +
+	"nstances\x02from\x02to\x02Act on every instance this filter matches\x02T" +
+	"he next page counts them and asks for a reason before anything changes." +
+	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
+	"No instance matches these filters.\x02All processes\x02All statuses\x02a" +
+	"vailable\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expi" +
+	"red\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
+	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
+	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
+	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
+	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
+	"hole message\x02No service ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
+	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
+	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
+	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
+	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
+	"mpt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revis" +
+	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
+	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
+	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
+	"ce ended without completing.\x02Reveal — this is recorded\x02Available f" +
+	"rom\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last" +
+	" error (attempt %[1]d)\x02Error (before any attempt)\x02Its message\x02M" +
+	"essage from Relais (in English)\x02Message from the service (its own wor" +
+	"ds, protected values masked)\x02Retryable\x02no: the service marked this" +
+	" failure as not retryable (attempts left unused: %[1]d)\x02The destinati" +
+	"on did not answer within the call’s timeout (%[1]s).\x02The destination " +
+	"did not answer within the call’s timeout.\x02The deadline passed before " +
+	"a result arrived.\x02The result did not match the revision's outputs con" +
+	"tract.\x02Relais stopped during the call: whether the destination acted " +
+	"is unknown, so it is not called again.\x02The call could not be prepared" +
+	".\x02The destination could not be reached.\x02The destination’s answer w" +
+	"as too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
+	"un again.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[" +
+	"2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to b" +
+	"e offered again.\x02Waiting for Relais to call the destination since %[1" +
+	"]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]" +
+	"s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
+	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
+	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
+	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
+	"ld here, waiting for an operator.\x02Its instance went on along the node" +
+	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
+	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
+	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
+	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
+	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx," +
+	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
+	"r too large\x02unknown\x02[redacted]\x02The revision must be a whole num" +
+	"ber, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filters:" +
+	" instance, revision, consumer, dates\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
+	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
+	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
+	" other filters\x02Totals of all definitions, not narrowed by the other f" +
+	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
+	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
+	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
+	"us page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date " +
+	"is written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02" +
+	"These settings are kept in this browser only.\x02Show times in\x02The co" +
+	"nsole runs no script, so it cannot read your computer’s time zone: choos" +
+	"e its offset from UTC. Offsets do not follow daylight saving time.\x02Re" +
+	"load lists and detail pages\x02Pages with a form, such as a confirmation" +
+	", never reload on their own.\x02Save settings\x02Back without saving\x02" +
+	"UTC (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Ever" +
+	"y %[1]d seconds\x02Published process versions: their nodes, routes and p" +
+	"inned revisions, drawn, with where their occurrences are now.\x02Process" +
+	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
+	"ersion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Colum" +
+	"ns follow the longest path from the start node. Solid arrows are success" +
+	"es (labelled with their route), dashed ones failures (labelled with thei" +
+	"r error codes). Each box says how many of this version’s occurrences are" +
+	" at that node now.\x02Nodes\x02Nodes of this version, with their occurre" +
+	"nces now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurre" +
+	"nces now\x02Instances of this process\x02Counts as of %[1]s (%[2]s); ref" +
+	"reshed every few seconds.\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes and counts.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d no" +
+	"de, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists th" +
+	"e same nodes, routes and counts.\x02pull\x02push to %[1]s\x02end (comple" +
+	"tes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for" +
+	" an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
+	"[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02Only administrat" +
+	"ors may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorde" +
+	"d in the audit log.\x02Cannot reveal\x02Only a value this page shows as " +
+	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
+	"ed.\x02This page does not accept that request.\x02Search\x02Type an inst" +
+	"ance or occurrence id (a UUID, as the pages show on hover), or a busines" +
+	"s key.\x02Nothing to find: the search box is empty.\x02That is too long " +
+	"to be an id or a business key.\x02No instance or occurrence has the id “" +
+	"%[1]s”, and no instance has it as its business key.\x02No instance has “" +
+	"%[1]s” as its business key, and it is not a whole id: the lists show the" +
+	" end of each id. Open the row, or copy its link, for the whole id.\x02Yo" +
+	"u are signed out.\x02Your session had ended (inactivity, a sign-out else" +
+	"where, a revoked token or a restart of the server), so your last action " +
+	"was not applied. Sign in again, then repeat it.\x02Your session has ende" +
+	"d (inactivity, a sign-out elsewhere, a revoked token or a restart of the" +
+	" server). Sign in again.\x02Sign in\x02Sign in with an operator, designe" +
+	"r or administrator token.\x02Token\x02The token is checked once and neve" +
+	"r stored in your browser; a session cookie stands for it for up to 8 hou" +
+	"rs of inactivity.\x02Too many failed sign-ins from your address. Try aga" +
+	"in in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A " +
+	"%[1]s token cannot open the console: sign in with an operator, designer " +
+	"or administrator token.\x02Only administrators manage tokens.\x02Staff t" +
+	"okens (administrators, designers, operators) that are not revoked. Consu" +
+	"mer tokens are managed with their consumers. Revoking a token refuses it" +
+	"s next request.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02S" +
+	"taff tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke" +
+	"…\x02this session\x02No token.\x02The token was revoked.\x02Revoke tok" +
+	"en %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refus" +
+	"ed, and console sessions opened with it end. This cannot be undone: whoe" +
+	"ver uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is" +
+	" the token you signed in with: revoking it signs you out. Its next reque" +
+	"st is refused. This cannot be undone.\x02This is the last usable adminis" +
+	"trator token: create another one before revoking it.\x02routing output" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
 	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
 	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
 	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
@@ -1233,154 +1233,154 @@ var frIndex = []uint32{ // 635 elements
 	0x00001c01, 0x00001c1d, 0x00001c25, 0x00001c32,
 	0x00001c3e, 0x00001c45, 0x00001c69, 0x00001c79,
 	0x00001c91, 0x00001cb2, 0x00001ce5, 0x00001d16,
-	0x00001d48, 0x00001d56, 0x00001df9, 0x00001e0b,
-	0x00001e8b, 0x00001ea7, 0x00001ebf, 0x00001f02,
+	0x00001d48, 0x00001d56, 0x00001e0a, 0x00001e1c,
+	0x00001e9c, 0x00001eb8, 0x00001ed0, 0x00001f13,
 	// Entry 80 - 9F
-	0x00002020, 0x0000202c, 0x0000203f, 0x000020bb,
-	0x000020d7, 0x0000212e, 0x00002146, 0x000021de,
-	0x00002244, 0x00002276, 0x0000227c, 0x00002281,
-	0x0000228d, 0x0000229c, 0x000022a8, 0x000022b4,
-	0x000022c6, 0x000022d7, 0x0000235b, 0x0000235f,
-	0x00002371, 0x00002388, 0x00002393, 0x000023e8,
-	0x000023f5, 0x0000241a, 0x00002426, 0x00002430,
-	0x00002436, 0x00002442, 0x0000245a, 0x000024ac,
+	0x00002031, 0x0000203d, 0x00002050, 0x000020cc,
+	0x000020e8, 0x0000213f, 0x00002157, 0x000021ef,
+	0x00002255, 0x00002287, 0x0000228d, 0x00002292,
+	0x0000229e, 0x000022ad, 0x000022b9, 0x000022c5,
+	0x000022d7, 0x000022e8, 0x0000236c, 0x00002370,
+	0x00002382, 0x00002399, 0x000023a4, 0x000023f9,
+	0x00002406, 0x0000242b, 0x00002437, 0x00002441,
+	0x00002447, 0x00002453, 0x0000246b, 0x000024bd,
 	// Entry A0 - BF
-	0x000024bc, 0x000024cc, 0x000024d5, 0x000024e0,
-	0x000024e8, 0x00002508, 0x0000252a, 0x00002552,
-	0x0000255b, 0x0000256b, 0x0000258b, 0x00002593,
-	0x000025a2, 0x000025c1, 0x000025ec, 0x00002612,
-	0x00002622, 0x0000262c, 0x00002636, 0x00002655,
-	0x00002673, 0x0000274b, 0x00002769, 0x000027ad,
-	0x000027ea, 0x0000281d, 0x0000284d, 0x00002879,
-	0x000028a9, 0x000028cb, 0x000028e6, 0x00002901,
+	0x000024cd, 0x000024dd, 0x000024e6, 0x000024f1,
+	0x000024f9, 0x00002519, 0x0000253b, 0x00002563,
+	0x0000256c, 0x0000257c, 0x0000259c, 0x000025a4,
+	0x000025b3, 0x000025d2, 0x000025fd, 0x00002623,
+	0x00002633, 0x0000263d, 0x00002647, 0x00002666,
+	0x00002684, 0x0000275c, 0x0000277a, 0x000027be,
+	0x000027fb, 0x0000282e, 0x0000285e, 0x0000288a,
+	0x000028ba, 0x000028dc, 0x000028f7, 0x00002912,
 	// Entry C0 - DF
-	0x0000291d, 0x00002939, 0x0000294f, 0x00002969,
-	0x000029a0, 0x000029d6, 0x000029f6, 0x00002a15,
-	0x00002a1c, 0x00002a86, 0x00002a9c, 0x00002aa1,
-	0x00002ab5, 0x00002acd, 0x00002af2, 0x00002b20,
-	0x00002b32, 0x00002b45, 0x00002b61, 0x00002b8e,
-	0x00002bab, 0x00002bce, 0x00002bd9, 0x00002be4,
-	0x00002bf0, 0x00002d59, 0x00002d80, 0x00002dbe,
-	0x00002dca, 0x00002dd3, 0x00002de7, 0x00002df1,
+	0x0000292e, 0x0000294a, 0x00002960, 0x0000297a,
+	0x000029b1, 0x000029e7, 0x00002a07, 0x00002a26,
+	0x00002a2d, 0x00002a97, 0x00002aad, 0x00002ab2,
+	0x00002ac6, 0x00002ade, 0x00002b03, 0x00002b31,
+	0x00002b43, 0x00002b56, 0x00002b72, 0x00002b9f,
+	0x00002bbc, 0x00002bdf, 0x00002bea, 0x00002bf5,
+	0x00002c01, 0x00002d6a, 0x00002d91, 0x00002dcf,
+	0x00002ddb, 0x00002de4, 0x00002df8, 0x00002e02,
 	// Entry E0 - FF
-	0x00002e18, 0x00002e34, 0x00002e4f, 0x00002e7f,
-	0x00002ebd, 0x00002ed8, 0x00002ee7, 0x00002f08,
-	0x00002f20, 0x00002f66, 0x00002fd1, 0x00002fdb,
-	0x00002fe5, 0x00002fff, 0x00003048, 0x00003050,
-	0x0000305b, 0x00003069, 0x00003079, 0x000030a3,
-	0x000030cc, 0x000030dc, 0x000030fb, 0x00003107,
-	0x00003120, 0x0000312b, 0x00003138, 0x00003147,
-	0x0000314f, 0x00003159, 0x00003161, 0x00003169,
+	0x00002e29, 0x00002e45, 0x00002e60, 0x00002e90,
+	0x00002ece, 0x00002ee9, 0x00002ef8, 0x00002f19,
+	0x00002f31, 0x00002f77, 0x00002fe2, 0x00002fec,
+	0x00002ff6, 0x00003010, 0x00003059, 0x00003061,
+	0x0000306c, 0x0000307a, 0x0000308a, 0x000030b4,
+	0x000030dd, 0x000030ed, 0x0000310c, 0x00003118,
+	0x00003131, 0x0000313c, 0x00003149, 0x00003158,
+	0x00003160, 0x0000316a, 0x00003172, 0x0000317a,
 	// Entry 100 - 11F
-	0x0000316f, 0x00003176, 0x0000317b, 0x00003180,
-	0x00003184, 0x00003189, 0x0000318f, 0x00003195,
-	0x0000319b, 0x000031a0, 0x000031a5, 0x000031ab,
-	0x000031b5, 0x000031d5, 0x000031f7, 0x0000321b,
-	0x00003241, 0x0000324a, 0x00003266, 0x0000326f,
-	0x00003287, 0x00003290, 0x000032e4, 0x00003304,
-	0x0000330a, 0x00003315, 0x0000331b, 0x00003329,
-	0x00003334, 0x00003340, 0x00003373, 0x00003397,
+	0x00003180, 0x00003187, 0x0000318c, 0x00003191,
+	0x00003195, 0x0000319a, 0x000031a0, 0x000031a6,
+	0x000031ac, 0x000031b1, 0x000031b6, 0x000031bc,
+	0x000031c6, 0x000031e6, 0x00003208, 0x0000322c,
+	0x00003252, 0x0000325b, 0x00003277, 0x00003280,
+	0x00003298, 0x000032a1, 0x000032f5, 0x00003315,
+	0x0000331b, 0x00003326, 0x0000332c, 0x0000333a,
+	0x00003345, 0x00003351, 0x00003384, 0x000033a8,
 	// Entry 120 - 13F
-	0x000033c6, 0x0000340f, 0x00003416, 0x0000342c,
-	0x0000349f, 0x000034c5, 0x00003654, 0x0000375b,
-	0x000037ab, 0x000037dc, 0x0000380f, 0x0000383e,
-	0x0000384c, 0x00003859, 0x0000386b, 0x00003880,
-	0x00003890, 0x0000389d, 0x000038b2, 0x000038c5,
-	0x000038df, 0x000038f1, 0x00003929, 0x00003940,
-	0x00003943, 0x00003946, 0x0000397a, 0x000039c4,
-	0x000039f9, 0x00003a02, 0x00003a19, 0x00003a47,
+	0x000033d7, 0x00003420, 0x00003427, 0x0000343d,
+	0x000034b0, 0x000034d6, 0x00003665, 0x0000376c,
+	0x000037bc, 0x000037ed, 0x00003820, 0x0000384f,
+	0x0000385d, 0x0000386a, 0x0000387c, 0x00003891,
+	0x000038a1, 0x000038ae, 0x000038c3, 0x000038d6,
+	0x000038f0, 0x00003902, 0x0000393a, 0x00003951,
+	0x00003954, 0x00003957, 0x0000398b, 0x000039d5,
+	0x00003a0a, 0x00003a13, 0x00003a2a, 0x00003a58,
 	// Entry 140 - 15F
-	0x00003a5a, 0x00003a6b, 0x00003a76, 0x00003a81,
-	0x00003a8c, 0x00003a95, 0x00003a9e, 0x00003aa7,
-	0x00003ab0, 0x00003ab9, 0x00003ac0, 0x00003ace,
-	0x00003ad4, 0x00003adb, 0x00003ae2, 0x00003aeb,
-	0x00003af0, 0x00003afe, 0x00003b04, 0x00003b0a,
-	0x00003b10, 0x00003b18, 0x00003b21, 0x00003b2a,
-	0x00003b47, 0x00003b62, 0x00003b85, 0x00003ba6,
-	0x00003bb5, 0x00003bc0, 0x00003bcb, 0x00003bd8,
+	0x00003a6b, 0x00003a7c, 0x00003a87, 0x00003a92,
+	0x00003a9d, 0x00003aa6, 0x00003aaf, 0x00003ab8,
+	0x00003ac1, 0x00003aca, 0x00003ad1, 0x00003adf,
+	0x00003ae5, 0x00003aec, 0x00003af3, 0x00003afc,
+	0x00003b01, 0x00003b0f, 0x00003b15, 0x00003b1b,
+	0x00003b21, 0x00003b29, 0x00003b32, 0x00003b3b,
+	0x00003b58, 0x00003b73, 0x00003b96, 0x00003bb7,
+	0x00003bc6, 0x00003bd1, 0x00003bdc, 0x00003be9,
 	// Entry 160 - 17F
-	0x00003bdc, 0x00003be0, 0x00003bee, 0x00003bfc,
-	0x00003c0a, 0x00003c2a, 0x00003c3d, 0x00003c56,
-	0x00003c6b, 0x00003c7c, 0x00003c8e, 0x00003ca0,
-	0x00003ca6, 0x00003cad, 0x00003cb5, 0x00003cbd,
-	0x00003cdb, 0x00003cf9, 0x00003d10, 0x00003d25,
-	0x00003d36, 0x00003d3c, 0x00003d55, 0x00003d60,
-	0x00003d94, 0x00003da1, 0x00003dbf, 0x00003dcd,
-	0x00003dd6, 0x00003ddd, 0x00003df8, 0x00003e02,
+	0x00003bed, 0x00003bf1, 0x00003bff, 0x00003c0d,
+	0x00003c1b, 0x00003c3b, 0x00003c4e, 0x00003c67,
+	0x00003c7c, 0x00003c8d, 0x00003c9f, 0x00003cb1,
+	0x00003cb7, 0x00003cbe, 0x00003cc6, 0x00003cce,
+	0x00003cec, 0x00003d0a, 0x00003d21, 0x00003d36,
+	0x00003d47, 0x00003d4d, 0x00003d66, 0x00003d71,
+	0x00003da5, 0x00003db2, 0x00003dd0, 0x00003dde,
+	0x00003de7, 0x00003dee, 0x00003e09, 0x00003e13,
 	// Entry 180 - 19F
-	0x00003e15, 0x00003e4f, 0x00003e58, 0x00003e67,
-	0x00003ecb, 0x00003ed7, 0x00003ee1, 0x00003f11,
-	0x00003f6c, 0x00004053, 0x0000405e, 0x00004091,
-	0x00004096, 0x000040b6, 0x000040d3, 0x000040f3,
-	0x00004108, 0x00004149, 0x00004154, 0x0000415e,
-	0x00004187, 0x00004198, 0x000041a6, 0x000041e2,
-	0x0000420c, 0x00004234, 0x00004273, 0x00004294,
-	0x000042d2, 0x00004312, 0x00004332, 0x00004373,
+	0x00003e26, 0x00003e60, 0x00003e69, 0x00003e78,
+	0x00003edc, 0x00003ee8, 0x00003ef2, 0x00003f22,
+	0x00003f7d, 0x00004064, 0x0000406f, 0x000040a2,
+	0x000040a7, 0x000040c7, 0x000040e4, 0x00004104,
+	0x00004119, 0x0000415a, 0x00004165, 0x0000416f,
+	0x00004198, 0x000041a9, 0x000041b7, 0x000041f3,
+	0x0000421d, 0x00004245, 0x00004284, 0x000042a5,
+	0x000042e3, 0x00004323, 0x00004343, 0x00004384,
 	// Entry 1A0 - 1BF
-	0x0000439f, 0x000043b7, 0x000043cb, 0x000043e2,
-	0x000043f0, 0x000043fb, 0x0000441e, 0x0000443d,
-	0x00004449, 0x00004468, 0x000044b6, 0x000044d2,
-	0x00004540, 0x00004587, 0x000045c6, 0x00004606,
-	0x0000464c, 0x000046be, 0x000046e6, 0x00004709,
-	0x00004740, 0x00004787, 0x000047da, 0x00004803,
-	0x000048a9, 0x000048cf, 0x000048f6, 0x0000491e,
-	0x00004965, 0x000049af, 0x000049e2, 0x000049f5,
+	0x000043b0, 0x000043c8, 0x000043dc, 0x000043f3,
+	0x00004401, 0x0000440c, 0x0000442f, 0x0000444e,
+	0x0000445a, 0x00004479, 0x000044c7, 0x000044e3,
+	0x00004551, 0x00004598, 0x000045d7, 0x00004617,
+	0x0000465d, 0x000046cf, 0x000046f7, 0x0000471a,
+	0x00004751, 0x00004798, 0x000047eb, 0x00004814,
+	0x000048ba, 0x000048e0, 0x00004907, 0x0000492f,
+	0x00004976, 0x000049c0, 0x000049f3, 0x00004a06,
 	// Entry 1C0 - 1DF
-	0x00004a23, 0x00004a5f, 0x00004a75, 0x00004b09,
-	0x00004b1c, 0x00004b59, 0x00004b95, 0x00004ba8,
-	0x00004bfc, 0x00004c31, 0x00004c43, 0x00004c5a,
-	0x00004c97, 0x00004ce7, 0x00004d11, 0x00004d1c,
-	0x00004d39, 0x00004d58, 0x00004d69, 0x00004d83,
-	0x00004d8c, 0x00004d96, 0x00004dcb, 0x00004de1,
-	0x00004df4, 0x00004e31, 0x00004e4a, 0x00004e60,
-	0x00004e8a, 0x00004e9d, 0x00004ea4, 0x00004ebf,
+	0x00004a34, 0x00004a70, 0x00004a86, 0x00004b1a,
+	0x00004b2d, 0x00004b6a, 0x00004ba6, 0x00004bb9,
+	0x00004c0d, 0x00004c42, 0x00004c54, 0x00004c6b,
+	0x00004ca8, 0x00004cf8, 0x00004d22, 0x00004d2d,
+	0x00004d4a, 0x00004d69, 0x00004d7a, 0x00004d94,
+	0x00004d9d, 0x00004da7, 0x00004ddc, 0x00004df2,
+	0x00004e05, 0x00004e42, 0x00004e5b, 0x00004e71,
+	0x00004e9b, 0x00004eae, 0x00004eb5, 0x00004ed0,
 	// Entry 1E0 - 1FF
-	0x00004ee1, 0x00004f11, 0x00004f28, 0x00004f60,
-	0x00004f9b, 0x00004fc7, 0x0000501a, 0x0000502a,
-	0x00005033, 0x00005047, 0x00005059, 0x0000506f,
-	0x00005081, 0x00005093, 0x00005099, 0x000050ab,
-	0x000050b9, 0x000050c8, 0x000050de, 0x00005108,
-	0x0000513b, 0x00005177, 0x0000518e, 0x00005256,
-	0x00005283, 0x000052ee, 0x00005308, 0x00005321,
-	0x00005342, 0x00005358, 0x0000535f, 0x00005379,
+	0x00004ef2, 0x00004f22, 0x00004f39, 0x00004f71,
+	0x00004fac, 0x00004fd8, 0x0000502b, 0x0000503b,
+	0x00005044, 0x00005058, 0x0000506a, 0x00005080,
+	0x00005092, 0x000050a4, 0x000050aa, 0x000050bc,
+	0x000050ca, 0x000050d9, 0x000050ef, 0x00005119,
+	0x0000514c, 0x00005188, 0x0000519f, 0x00005267,
+	0x00005294, 0x000052ff, 0x00005319, 0x00005332,
+	0x00005353, 0x00005369, 0x00005370, 0x0000538a,
 	// Entry 200 - 21F
-	0x0000540e, 0x00005421, 0x00005448, 0x00005470,
-	0x0000547e, 0x0000548e, 0x00005496, 0x000054a7,
-	0x000054ae, 0x000055e4, 0x000055eb, 0x00005625,
-	0x0000562a, 0x0000563f, 0x00005653, 0x00005665,
-	0x0000567b, 0x00005695, 0x000056df, 0x00005780,
-	0x00005790, 0x0000586a, 0x0000586f, 0x0000587f,
-	0x0000588d, 0x0000589d, 0x000058ad, 0x000058b7,
-	0x000058e0, 0x000058fa, 0x00005915, 0x000059a3,
+	0x0000541f, 0x00005432, 0x00005459, 0x00005481,
+	0x0000548f, 0x0000549f, 0x000054a7, 0x000054b8,
+	0x000054bf, 0x000055f5, 0x000055fc, 0x00005636,
+	0x0000563b, 0x00005650, 0x00005664, 0x00005676,
+	0x0000568c, 0x000056a6, 0x000056f0, 0x00005791,
+	0x000057a1, 0x0000587b, 0x00005880, 0x00005890,
+	0x0000589e, 0x000058ae, 0x000058be, 0x000058c8,
+	0x000058f1, 0x0000590b, 0x00005926, 0x000059b4,
 	// Entry 220 - 23F
-	0x000059b4, 0x000059c1, 0x000059dc, 0x00005a1d,
-	0x00005a63, 0x00005a7b, 0x00005ace, 0x00005b09,
-	0x00005b34, 0x00005b3e, 0x00005bb8, 0x00005bed,
-	0x00005c2e, 0x00005ca2, 0x00005d7b, 0x00005d94,
-	0x00005e5d, 0x00005eda, 0x00005ee7, 0x00005f39,
-	0x00005f3f, 0x00005fdb, 0x0000602f, 0x0000605a,
-	0x000060e6, 0x00006114, 0x000061d6, 0x000061d9,
-	0x000061df, 0x000061e9, 0x000061ff, 0x0000620a,
+	0x000059c5, 0x000059d2, 0x000059ed, 0x00005a2e,
+	0x00005a74, 0x00005a8c, 0x00005adf, 0x00005b1a,
+	0x00005b45, 0x00005b4f, 0x00005bc9, 0x00005bfe,
+	0x00005c3f, 0x00005cb3, 0x00005d8c, 0x00005da5,
+	0x00005e6e, 0x00005eeb, 0x00005ef8, 0x00005f4a,
+	0x00005f50, 0x00005fec, 0x00006040, 0x0000606b,
+	0x000060f7, 0x00006125, 0x000061e7, 0x000061ea,
+	0x000061f0, 0x000061fa, 0x00006210, 0x0000621b,
 	// Entry 240 - 25F
-	0x0000623a, 0x00006241, 0x0000624c, 0x0000625a,
-	0x00006267, 0x00006275, 0x00006282, 0x0000629e,
-	0x000062b7, 0x000062e4, 0x0000638d, 0x000063a0,
-	0x000063aa, 0x00006439, 0x0000649a, 0x000064ac,
-	0x000064bf, 0x000064fd, 0x00006539, 0x00006545,
-	0x00006552, 0x00006560, 0x0000656e, 0x0000657e,
-	0x000065ba, 0x000065f4, 0x00006671, 0x0000667c,
-	0x000066a6, 0x000066c2, 0x000066c6, 0x000066d8,
+	0x0000624b, 0x00006252, 0x0000625d, 0x0000626b,
+	0x00006278, 0x00006286, 0x00006293, 0x000062af,
+	0x000062c8, 0x000062f5, 0x0000639e, 0x000063b1,
+	0x000063bb, 0x0000644a, 0x000064ab, 0x000064bd,
+	0x000064d0, 0x0000650e, 0x0000654a, 0x00006556,
+	0x00006563, 0x00006571, 0x0000657f, 0x0000658f,
+	0x000065cb, 0x00006605, 0x00006682, 0x0000668d,
+	0x000066b7, 0x000066d3, 0x000066d7, 0x000066e9,
 	// Entry 260 - 27F
-	0x000066e6, 0x00006712, 0x000067d4, 0x00006807,
-	0x00006812, 0x0000681c, 0x00006831, 0x0000683a,
-	0x00006844, 0x00006852, 0x00006876, 0x00006890,
-	0x000068a5, 0x000068d1, 0x000068d6, 0x000068eb,
-	0x000068fd, 0x00006932, 0x00006943, 0x000069b9,
-	0x00006a37, 0x00006a9e, 0x00006ae0, 0x00006b53,
-	0x00006b97, 0x00006bbf, 0x00006be9,
+	0x000066f7, 0x00006723, 0x000067e5, 0x00006818,
+	0x00006823, 0x0000682d, 0x00006842, 0x0000684b,
+	0x00006855, 0x00006863, 0x00006887, 0x000068a1,
+	0x000068b6, 0x000068e2, 0x000068e7, 0x000068fc,
+	0x0000690e, 0x00006943, 0x00006954, 0x000069ca,
+	0x00006a48, 0x00006aaf, 0x00006af1, 0x00006b64,
+	0x00006ba8, 0x00006bd0, 0x00006bfa,
 } // Size: 2564 bytes
 
-const frData string = "" + // Size: 27625 bytes
+const frData string = "" + // Size: 27642 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1490,305 +1490,305 @@ const frData string = "" + // Size: 27625 bytes
 	"\x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechargement to" +
 	"utes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02C" +
 	"ette page se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votr" +
-	"e rôle ne permet de lire que les définitions\u202f: les tâches externes " +
-	"et les instances de processus sont réservées aux opérateurs et aux admin" +
-	"istrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient" +
-	" le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: co" +
-	"rrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour aux défi" +
-	"nitions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voi" +
-	"r.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. Un" +
-	"e instance terminée est supprimée, avec ses occurrences et ses tentative" +
-	"s, une fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; l" +
-	"e journal d’audit garde les actions d’opérateur menées sur elle.\x02Intr" +
-	"ouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis " +
-	"cette session de la console, ou il a expiré. Rechargez la page et réessa" +
-	"yez.\x02Temporairement indisponible\x02La base de données est injoignabl" +
-	"e pour le moment. Réessayez dans quelques secondes.\x02Une erreur est su" +
-	"rvenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si" +
-	" le problème persiste, donnez à votre administrateur l’identifiant de re" +
-	"quête %[1]s.\x02Décompte des occurrences en cours\u202f; les décomptes s" +
-	"’afficheront quand vous rechargerez la page.\x02Les décomptes sont ind" +
-	"isponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classifica" +
-	"tion\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie de trava" +
-	"il\x02La seule partie modifiable d’une définition. Les processus ne l’ut" +
-	"ilisent jamais directement\u202f: ils épinglent une révision.\x02Nom\x02" +
-	"Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune révis" +
-	"ion pour l’instant\u202f: la copie de travail n’a jamais été figée.\x02P" +
-	"ublications\x02Aucune publication pour l’instant.\x02Publication\x02Révi" +
-	"sion\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste chaque ch" +
-	"angement d’une révision à l’autre et ce qu’il peut casser.\x02De la révi" +
-	"sion\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Incompatibl" +
-	"e avec les processus\x02Incompatible avec les exécutants\x02Ces révision" +
-	"s ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la " +
-	"copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de " +
-	"travail\x02Publications, les plus anciennes d’abord\x02Changements entre" +
-	" les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrée" +
-	"s de la révision %[1]d\x02Sorties de la révision %[1]d\x02La copie de tr" +
-	"avail a des changements pas encore figés\u202f: ils ne sont dans aucune " +
-	"révision (exécutants et processus utilisent au plus la révision %[1]d) t" +
-	"ant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis la révisio" +
-	"n %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une description" +
-	" a changé).\x02Changements de la copie de travail depuis la révision %[1" +
-	"]d\x02Choisissez deux révisions existantes à comparer.\x02De la révision" +
-	" %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d c" +
-	"hangement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[" +
-	"1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1" +
-	"]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02va" +
-	"leurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs " +
-	"réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %" +
-	"[2]s (classification %[1]s)\x02champ facultatif de type %[2]s (classific" +
-	"ation %[1]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de t" +
-	"ype %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, " +
-	"leurs révisions immuables et leurs publications nommées.\x02Définitions " +
-	"par clé\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune d" +
-	"éfinition pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publicat" +
-	"ion\x00\x13\x02%[1]d publications\x02en cas d’erreur\x02toute autre erre" +
-	"ur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, abandonner" +
-	", arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’instance " +
-	"en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente " +
-	"et les incidents de chaque définition maintenant, et ce que ses exécutan" +
-	"ts ont terminé dans la dernière heure\u202f: les occurrences terminées a" +
-	"vec succès ou en échec. Une occurrence relancée depuis compte là où elle" +
-	" se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas " +
-	"compté, la page de son occurrence le montre.\x02Réussites et échecs, der" +
-	"nière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
-	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
-	"s (%[2]s)\u202f; actualisé toutes les quelques secondes.\x02disponible d" +
-	"epuis le %[1]s\x02attente longue\x02Afficher toutes les définitions\x02T" +
-	"outes les définitions\x02Réussites et échecs par tranche de 5 min, derni" +
-	"ère heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. L" +
-	"e tableau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02t" +
-	"erminée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs " +
-	"par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées" +
-	"\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1" +
-	"]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[" +
-	"1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[" +
-	"1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dan" +
-	"s %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d " +
-	"h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encore attei" +
-	"nt aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n" +
-	"’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
-	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
-	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
-	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
-	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
-	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
-	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
-	"n échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud\x02En éche" +
-	"c au nœud\x02Statut inconnu\u202f: %[1]q.\x02Date de création\x02La tail" +
-	"le de page doit être comprise entre 1 et %[1]d.\x02Instances de processu" +
-	"s\x02du\x02au\x02Agir sur toutes les instances que ce filtre retient\x02" +
-	"La page suivante les compte et demande un motif avant que rien ne change" +
-	".\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœ" +
-	"ud de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02T" +
-	"ous les processus\x02Tous les statuts\x02disponible\x02réservée\x02diffé" +
-	"rée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
-	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
-	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
-	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
-	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
-	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
-	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
-	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
-	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
-	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
-	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
-	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
-	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
-	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
-	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
-	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
-	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
-	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
-	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
-	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
-	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
-	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
-	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restan" +
-	"te\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de " +
-	"la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d" +
-	"’après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f:" +
-	" l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Au" +
-	"cune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler " +
-	"— cette action est enregistrée\x02Disponible à partir du\x02Prochaine " +
-	"tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Derniè" +
-	"re erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son mes" +
-	"sage\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pr" +
-	"opres termes, valeurs protégées masquées)\x02Nouvelle tentative possible" +
-	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
-	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
-	"du dans le délai de l’appel (%[1]s).\x02La destination n’a pas répondu d" +
-	"ans le délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un r" +
-	"ésultat.\x02Le résultat ne respectait pas le contrat de sorties de la r" +
-	"évision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
-	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
-	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
-	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
-	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
-	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
-	"’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
-	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
-	"’occurrence n’est pas relancée.\x02La destination a répondu HTTP %[1]s" +
-	".\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s —" +
-	" %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau" +
-	".\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]" +
-	"s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1" +
-	"]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1" +
-	"]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différ" +
-	"ée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou un" +
-	"e interface munie d’un jeton de règlement, la terminera plus tard.\x02Te" +
-	"rminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérate" +
-	"ur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éch" +
-	"ec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s" +
-	" — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
-	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
-	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
-	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
-	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
-	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02La révision doit être un nombre entier, 1 ou" +
-	" plus.\x02Consommateur inconnu.\x02Date de règlement\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, dates\x02identifiant d’instanc" +
-	"e\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord\x02P" +
-	"rocessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine ten" +
-	"tative ou règlement\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es quelques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
-	"ge\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Ces réglages" +
-	" sont conservés dans ce navigateur seulement.\x02Afficher les heures en" +
-	"\x02La console n’exécute aucun script et ne peut donc pas lire le fuseau" +
-	" horaire de votre ordinateur\u202f: choisissez son décalage par rapport " +
-	"à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les lis" +
-	"tes et les pages de détail\x02Les pages qui contiennent un formulaire, c" +
-	"omme une confirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregis" +
-	"trer les réglages\x02Revenir sans enregistrer\x02UTC (temps universel co" +
-	"ordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes" +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun" +
-	" processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02V" +
-	"ersion\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long " +
-	"chemin depuis le nœud de départ. Les flèches pleines sont les réussites " +
-	"(étiquetées par leur route), les pointillées les échecs (étiquetées par " +
-	"leurs codes d’erreur). Chaque case indique combien d’occurrences de cett" +
-	"e version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette v" +
-	"ersion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
-	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02In" +
-	"stances de ce processus\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés " +
-	"toutes les quelques secondes.\x02Cette version a %[1]d nœuds\u202f: trop" +
-	" pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous do" +
-	"nne chaque nœud avec ses routes et ses décomptes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en é" +
-	"chec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérat" +
-	"eur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81" +
-	"\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priori" +
-	"té %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, prior" +
-	"ité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)" +
-	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
-	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
-	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
-	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
-	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
-	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
-	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
-	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
-	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
-	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
-	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
-	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
-	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
-	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
-	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
-	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
-	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
-	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
-	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
-	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
-	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
-	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
-	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
-	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
-	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
-	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
-	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
-	" révisions %[1]s."
+	"e rôle ne permet de lire que les définitions et les processus\u202f: les" +
+	" tâches externes et les instances de processus sont réservées aux opérat" +
+	"eurs et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]" +
+	"s\u202f» contient le caractère NUL ou des octets qui ne sont pas du text" +
+	"e UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
+	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
+	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
+	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
+	"N) écoulée\u202f; le journal d’audit garde les actions d’opérateur menée" +
+	"s sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
+	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
+	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
+	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
+	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
+	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
+	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
+	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
+	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
+	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
+	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
+	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
+	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
+	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
+	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
+	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
+	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
+	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
+	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
+	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
+	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
+	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
+	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
+	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
+	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
+	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
+	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
+	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
+	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur" +
+	"\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine" +
+	" l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull " +
+	"%[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque défi" +
+	"nition maintenant, et ce que ses exécutants ont terminé dans la dernière" +
+	" heure\u202f: les occurrences terminées avec succès ou en échec. Une occ" +
+	"urrence relancée depuis compte là où elle se termine ensuite\u202f; un é" +
+	"chec qui laisse des tentatives n’est pas compté, la page de son occurren" +
+	"ce le montre.\x02Réussites et échecs, dernière heure\x02Définitions, cel" +
+	"les qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02In" +
+	"stances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
+	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02attente long" +
+	"ue\x02Afficher toutes les définitions\x02Toutes les définitions\x02Réuss" +
+	"ites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans" +
+	" la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique" +
+	" donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chif" +
+	"fres du graphique\x02Réussites et échecs par tranche de 5 min, les plus " +
+	"anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f:" +
+	" %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d te" +
+	"rminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d e" +
+	"n échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s" +
+	" %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’" +
+	"instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr." +
+	"\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov" +
+	".\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
+	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
+	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
+	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
+	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
+	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
+	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
+	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
+	"\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opérate" +
+	"urs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions" +
+	" d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
+	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
+	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
+	"essus ne prend aucune entrée.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le" +
+	"\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’erreur\x02Nœud de f" +
+	"in\x02Abandonnée au nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[" +
+	"1]q.\x02Date de création\x02La taille de page doit être comprise entre 1" +
+	" et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
+	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
+	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
+	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
+	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
+	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
+	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
+	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
+	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
+	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
+	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
+	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
+	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
+	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
+	"rminée sans aboutir.\x02Révéler — cette action est enregistrée\x02Dispon" +
+	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
+	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (ava" +
+	"nt toute tentative)\x02Son message\x02Message de Relais (en anglais)\x02" +
+	"Message de l’exécutant (ses propres termes, valeurs protégées masquées)" +
+	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
+	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
+	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s).\x02" +
+	"La destination n’a pas répondu dans le délai de l’appel.\x02L’échéance e" +
+	"st passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pa" +
+	"s le contrat de sorties de la révision.\x02Relais s’est arrêté pendant l" +
+	"’appel\u202f: on ignore si la destination a agi, elle n’est donc pas r" +
+	"appelée.\x02L’appel n’a pas pu être préparé.\x02La destination était inj" +
+	"oignable.\x02La réponse de la destination était trop volumineuse.\x02Le " +
+	"verrou de la dernière tentative a expiré sans tentative restante.\x02Les" +
+	" entrées n’ont pas pu être construites à partir des liaisons du processu" +
+	"s.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a s" +
+	"ignalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou u" +
+	"n budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La dest" +
+	"ination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02" +
+	"Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attent" +
+	"e d’être proposée de nouveau.\x02En attente de l’appel de Relais à la de" +
+	"stination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]" +
+	"s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis" +
+	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
+	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
+	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
+	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
+	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
+	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
+	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
+	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
+	"1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1" +
+	"]s (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]" +
+	"s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx" +
+	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
+	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
+	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
+	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
+	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
+	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
+	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
+	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
+	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
+	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
+	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
+	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
+	"e suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
+	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
+	"dernier.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
+	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
+	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
+	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
+	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
+	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
+	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
+	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
+	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
+	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
+	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de ce processus\x02Décomptes au %" +
+	"[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes.\x02Cette ve" +
+	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
+	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
+	"comptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à pa" +
+	"rtir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et " +
+	"décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous" +
+	" reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push vers %[1]" +
+	"s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloc" +
+	"age (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’" +
+	"instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle " +
+	"tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle" +
+	" tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02Seuls les administrateurs peuvent révéle" +
+	"r une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans" +
+	" le journal d’audit.\x02Révélation impossible\x02Seule une valeur que ce" +
+	"tte page affiche masquée (sensible) peut être révélée.\x02Les valeurs se" +
+	"crètes ne peuvent jamais être révélées.\x02Cette page n’accepte pas cett" +
+	"e requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occu" +
+	"rrence (un UUID, que les pages affichent au survol) ou une clé métier." +
+	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
+	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
+	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
+	"l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
+	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
+	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
+	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
+	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
+	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
+	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
+	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
+	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
+	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
+	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
+	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
+	"teur ou d’administrateur.\x02Seuls les administrateurs gèrent les jetons" +
+	".\x02Jetons du personnel (administrateurs, concepteurs, opérateurs) non " +
+	"révoqués. Les jetons des consommateurs se gèrent avec leurs consommateur" +
+	"s. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé l" +
+	"e\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, les plus" +
+	" anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…" +
+	"\x02cette session\x02Aucun jeton.\x02Le jeton a été révoqué.\x02Révoquer" +
+	" le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
+	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
+	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
+	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
+	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
+	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
+	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
+	"quer.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
+	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
+	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce" +
+	" lien de page ne vient pas de la console.\x02Les exécutants connectés pa" +
+	"r un flux, et ceux qui interrogent par leur dernière demande. Un exécuta" +
+	"nt est listé tant qu’il s’est manifesté dans les trois derniers battemen" +
+	"ts de cœur.\x02Exécutants vus dans les trois derniers battements\x02Exéc" +
+	"utant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02De" +
+	"rnier signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1" +
+	"]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
+	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
+	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
+	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
+	"t se connecte ou interroge.\x02Aucun processus ne tire cette définition" +
+	"\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun " +
+	"exécutant.\x02Aucun exécutant n’est connecté pour cette définition\u202f" +
+	"; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02" +
+	"Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Rév" +
+	"isions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les" +
+	" révisions accordées à leur consommateur.\x02Ils prennent toutes les rév" +
+	"isions accordées à leur consommateur.\x02Ils ne prennent que la révision" +
+	" %[1]d.\x02Ils ne prennent que les révisions %[1]s."
 
-	// Total table size 54478 bytes (53KiB); checksum: CB27AC01
+	// Total table size 54509 bytes (53KiB); checksum: E0537793
