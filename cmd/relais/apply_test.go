@@ -295,3 +295,36 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 		}
 	}
 }
+
+// TestApplySaysWhatANewVersionRefuses: a process version whose inputs may
+// refuse the starts the latest took (starts without a version run the new
+// one) says which, as it is published and in a dry run.
+func TestApplySaysWhatANewVersionRefuses(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
+	doc := filepath.Join(t.TempDir(), "claims.yaml")
+	write := func(inputs string) {
+		t.Helper()
+		body := "kind: Process\nkey: claims\ninputs:\n  fields:\n" + inputs + "start: done\nnodes:\n  done: {kind: end}\n"
+		if err := os.WriteFile(doc, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("    - {name: email, type: text, required: true}\n")
+	if out, stderr, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "published (version 1)") {
+		t.Fatalf("version 1: %q, %v\n%s", out, err, stderr)
+	}
+	// Compatible: an optional input added.
+	write("    - {name: email, type: text, required: true}\n    - {name: note, type: text}\n")
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "published (version 2)") || strings.Contains(out, "refuse") {
+		t.Errorf("a compatible version: %q, %v", out, err)
+	}
+	// The caller's email renamed contact_email.
+	write("    - {name: contact_email, type: text, required: true}\n    - {name: note, type: text}\n")
+	want := "; starts without a version run it from now on, and its inputs may refuse what version 2 took: /inputs/contact_email (added required text field), /inputs/email (removed required text field)"
+	for _, args := range [][]string{{"-f", doc, "--dry-run"}, {"-f", doc}} {
+		if out, _, err := applyRun(t, r.base, args...); err != nil || !strings.Contains(out, "(version 3"+want) {
+			t.Errorf("apply %v of a version refusing old starts: %q, %v; want %q", args, out, err, want)
+		}
+	}
+}

@@ -448,8 +448,9 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 	// refuses it with every problem (Load checks documents first, but a
 	// Client may be handed any document).
 	digest := ""
+	var parsed *process.Process
 	if p, vs := process.Parse(js); len(vs) == 0 {
-		digest = p.Digest()
+		digest, parsed = p.Digest(), p
 	}
 	base := "/api/v1/processes/" + esc(d.ID)
 	var cur struct {
@@ -477,6 +478,16 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 			return Result{Doc: d, Action: "unchanged", Detail: detail}, nil
 		}
 	}
+	latest := 0
+	for _, v := range cur.Versions {
+		latest = max(latest, v.Version)
+	}
+	breaking := ""
+	if latest > 0 && parsed != nil {
+		if breaking, err = c.breakingStarts(ctx, base, latest, parsed); err != nil {
+			return Result{}, err
+		}
+	}
 	if dryRun {
 		// The server runs every publication check without storing.
 		var plan struct {
@@ -486,11 +497,11 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 			if isNotFound(err) || dependsOnPlan(err) {
 				// Its definitions or destinations are only planned in this
 				// dry run: the server cannot check it yet.
-				return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked when its dependencies exist", len(cur.Versions)+1)}, nil
+				return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, not checked by the server: it needs definitions or destinations this apply would create first", latest+1) + breaking}, nil
 			}
 			return Result{}, err
 		}
-		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version)}, nil
+		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking}, nil
 	}
 	var out struct {
 		Version int `json:"version"`
@@ -498,7 +509,35 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 	if _, err := c.call(ctx, "POST", base+"/versions", d.Body, &out); err != nil {
 		return Result{}, err
 	}
-	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version)}, nil
+	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking}, nil
+}
+
+// breakingStarts says, for a detail, how the new version's inputs may
+// refuse the starts that worked against version latest: a start without a
+// version runs the latest, so a caller written for the old inputs (a field
+// renamed, a new required one) starts failing the moment it is published.
+// It is "" when every such start still fits.
+func (c *Client) breakingStarts(ctx context.Context, base string, latest int, next *process.Process) (string, error) {
+	var ver struct {
+		Document json.RawMessage `json:"document"`
+	}
+	if _, err := c.call(ctx, "GET", fmt.Sprintf("%s/versions/%d", base, latest), nil, &ver); err != nil {
+		return "", err
+	}
+	old, violations := process.Parse(ver.Document)
+	if len(violations) > 0 {
+		return "", nil // a version this client cannot read
+	}
+	var paths []string
+	for _, ch := range contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: next.Inputs}) {
+		if ch.BreaksProcesses {
+			paths = append(paths, ch.Path+" ("+ch.Detail+")")
+		}
+	}
+	if len(paths) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("; starts without a version run it from now on, and its inputs may refuse what version %d took: %s", latest, strings.Join(paths, ", ")), nil
 }
 
 // dependsOnPlan reports whether a dry-run refusal of a process only says

@@ -74,7 +74,7 @@ func TestClientReportsServerRefusalsAsFilePointerMessage(t *testing.T) {
 	later := relaistest.CRMProcess(nil)
 	later["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
 	doc := apply.Document{File: "procs/crm.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: later}
-	if results, got := lines([]apply.Document{doc}, true); len(got) != 0 || !reflect.DeepEqual(results, []string{"process crm_only: published (version 1, checked when its dependencies exist)"}) {
+	if results, got := lines([]apply.Document{doc}, true); len(got) != 0 || !reflect.DeepEqual(results, []string{"process crm_only: published (version 1, not checked by the server: it needs definitions or destinations this apply would create first)"}) {
 		t.Errorf("dry run of a process on a planned revision: results %q, problems %q", results, got)
 	}
 }
