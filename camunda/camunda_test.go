@@ -843,7 +843,15 @@ func TestATaskPastItsDeadlineIsGone(t *testing.T) {
 	done := map[string]any{"workerId": "w", "variables": map[string]any{
 		"result": map[string]any{"type": "String", "value": "created"}, "crm_id": map[string]any{"type": "String", "value": "C-1"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", done), 404, "RestException", "deadline_exceeded")
-	if r := f.call("POST", "/external-task/"+occ+"/unlock", nil); r.Status != 204 {
-		t.Errorf("unlock past the deadline: %d %s, want 204", r.Status, r.Body)
+	// Gone for an unlock too, before the timer fails it as after.
+	if r := f.call("POST", "/external-task/"+occ+"/unlock", nil); r.Status != 404 {
+		t.Errorf("unlock past the deadline: %d %s, want 404", r.Status, r.Body)
+	}
+	relaistest.WaitFor(t, 10*time.Second, "the timer failed it", func() (bool, string) {
+		status := f.Must(200, "GET", "/api/v1/occurrences/"+occ, f.Operator, nil).JSON(t)["status"]
+		return status == "failed", fmt.Sprint(status)
+	})
+	if r := f.call("POST", "/external-task/"+occ+"/unlock", nil); r.Status != 404 {
+		t.Errorf("unlock once the timer failed it: %d %s, want 404", r.Status, r.Body)
 	}
 }

@@ -275,12 +275,14 @@ func (f *Facade) unlock(w http.ResponseWriter, r *http.Request) error {
 	}
 	ref := engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: deref(o.WorkerID), Occurrence: id}
 	if _, err := f.eng.Release(r.Context(), ref); err != nil {
-		if fault.HasCode(err, "lock_expired") || fault.HasCode(err, engine.CodeDeadlineExceeded) {
-			// It lapsed meanwhile (or its deadline passed, which fails
-			// it): unlocked already.
+		if fault.HasCode(err, "lock_expired") {
+			// It lapsed meanwhile: unlocked already.
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
+		// Past its deadline it fails, so it is gone (404, as a
+		// completion is told), whether or not the timer failed it yet:
+		// the answer must not depend on when the timer ran.
 		return taskError(id, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
