@@ -337,7 +337,8 @@ func (p *parser) field(n *jsontree.Node, path string, parent Classification, dep
 		if validClass(Classification(c)) {
 			f.Classification = MaxClass(parent, Classification(c))
 		} else {
-			p.add(jsontree.Pointer(path, "classification"), "unknown classification %q, want normal, sensitive or secret", c)
+			p.add(jsontree.Pointer(path, "classification"), "unknown classification %q%s, want normal, sensitive or secret", c,
+				suggest.Hint(c, []string{string(ClassNormal), string(ClassSensitive), string(ClassSecret)}))
 		}
 	}
 	if d, ok := p.str(n, "description", path); ok && !p.longer(jsontree.Pointer(path, "description"), d, MaxFieldDescriptionBytes) {

@@ -65,6 +65,7 @@ func TestParseWorkingErrors(t *testing.T) {
 		{"misspelt type", withInput(`{"name":"a","type":"interger"}`), "/inputs/fields/0/type", `unknown type "interger" (did you mean "integer"?); the types are text, integer, number, boolean, date, datetime, choice, object, list`},
 		{"required wrong type", withInput(`{"name":"a","type":"text","required":"yes"}`), "/inputs/fields/0/required", "required must be a boolean, not string"},
 		{"invalid classification", withInput(`{"name":"a","type":"text","classification":"top"}`), "/inputs/fields/0/classification", `unknown classification "top", want normal, sensitive or secret`},
+		{"capitalised classification", withInput(`{"name":"a","type":"text","classification":"Secret"}`), "/inputs/fields/0/classification", `unknown classification "Secret" (did you mean "secret"?), want normal, sensitive or secret`},
 		{"option foreign to type", withInput(`{"name":"a","type":"integer","max_length":3}`), "/inputs/fields/0/max_length", "max_length is not allowed on integer fields"},
 		{"values on text", withInput(`{"name":"a","type":"text","values":["x"]}`), "/inputs/fields/0/values", "values is not allowed on text fields"},
 		{"format on integer", withInput(`{"name":"a","type":"integer","format":"email"}`), "/inputs/fields/0/format", "format is not allowed on integer fields"},

@@ -293,7 +293,7 @@ func (k *checker) routes(at string, n *Node, w contracts.Working) {
 	}
 	for _, route := range sortedKeys(n.Routes) {
 		if !contains(values, route) {
-			k.add(jsontree.Pointer(at, "routes", route), "%q is not a value of routing output %s", route, w.RoutingOutput)
+			k.add(jsontree.Pointer(at, "routes", route), "%q is not a value of routing output %s%s", route, w.RoutingOutput, suggest.Hint(route, values))
 		}
 	}
 }

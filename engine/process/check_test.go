@@ -68,6 +68,12 @@ func TestCheckDocument(t *testing.T) {
 			nil, []want{{"/nodes/crm/routes", `route "existing" is not mapped`}}},
 		{"route key not a routing value", validDoc, func(m map[string]any) { sub(node(m, "crm"), "routes")["maybe"] = "done" },
 			nil, []want{{"/nodes/crm/routes/maybe", `"maybe" is not a value of routing output result`}}},
+		{"route key misspelt", validDoc, func(m map[string]any) {
+			r := sub(node(m, "crm"), "routes")
+			r["existng"] = r["existing"]
+			delete(r, "existing")
+		}, nil, []want{{"/nodes/crm/routes", `route "existing" is not mapped`},
+			{"/nodes/crm/routes/existng", `"existng" is not a value of routing output result (did you mean "existing"?)`}}},
 		{"routes on a revision without routing output", validDoc, func(m map[string]any) {
 			n := node(m, "score")
 			delete(n, "next")
