@@ -2,6 +2,9 @@ module github.com/relais/relais
 
 go 1.26.8
 
+// npm installs the Node.js example worker's packages there; none is Go.
+ignore ./examples/nodeworker/node_modules
+
 require (
 	connectrpc.com/connect v1.21.1
 	connectrpc.com/grpchealth v1.5.0

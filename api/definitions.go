@@ -24,8 +24,6 @@ type definitionJSON struct {
 	LatestRevision int                `json:"latest_revision"`
 	CreatedAt      time.Time          `json:"created_at"`
 	UpdatedAt      time.Time          `json:"updated_at"`
-	Revisions      []revisionSummary  `json:"revisions,omitempty"`
-	Releases       []releaseJSON      `json:"releases,omitempty"`
 	ReleaseCount   *int               `json:"release_count,omitempty"`
 	Changes        []contracts.Change `json:"unsnapshotted_changes,omitempty"`
 }

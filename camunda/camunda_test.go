@@ -839,7 +839,11 @@ func TestATaskPastItsDeadlineIsGone(t *testing.T) {
 	f := setup(t, map[string]any{"deadline": "PT1H"})
 	_, occ := f.start("Acme")
 	f.fetch("w", 1)
+	_, waiting := f.start("Beta") // never fetched: available when its deadline passes
 	f.Clock.Advance(time.Hour + time.Second)
+	if r := f.call("POST", "/external-task/"+waiting+"/unlock", nil); r.Status != 404 {
+		t.Errorf("unlock of an unlocked task past its deadline: %d %s, want 404", r.Status, r.Body)
+	}
 	done := map[string]any{"workerId": "w", "variables": map[string]any{
 		"result": map[string]any{"type": "String", "value": "created"}, "crm_id": map[string]any{"type": "String", "value": "C-1"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", done), 404, "RestException", "deadline_exceeded")

@@ -138,9 +138,9 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 				navLink{Href: homePath, Label: T(ctx, "External tasks"), TestID: "nav-occurrences", Current: section == "occurrences"},
 				navLink{Href: instancesPath, Label: T(ctx, "Instances"), TestID: "nav-instances", Current: section == "instances"})
 		}
-		if canReadProcesses(p.Role) {
-			ch.Nav = append(ch.Nav, navLink{Href: processesPath, Label: T(ctx, "Processes"), TestID: "nav-processes", Current: section == "processes"})
-		}
+		// Every role that signs in reads processes (designers without
+		// their counts).
+		ch.Nav = append(ch.Nav, navLink{Href: processesPath, Label: T(ctx, "Processes"), TestID: "nav-processes", Current: section == "processes"})
 		if auth.Allowed(p.Role, auth.RoleOperator) {
 			ch.Nav = append(ch.Nav, navLink{Href: auditPath, Label: T(ctx, "Audit log"), TestID: "nav-audit", Current: section == "audit"})
 			ch.Search = &searchBox{Action: searchPath, Label: T(ctx, "Find an instance or occurrence"),

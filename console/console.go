@@ -65,12 +65,6 @@ func homeFor(role auth.Role) string {
 	return homePath
 }
 
-// canReadProcesses reports whether a role may read process pages:
-// operators, and designers, who publish them.
-func canReadProcesses(role auth.Role) bool {
-	return auth.Allowed(role, auth.RoleOperator) || role == auth.RoleDesigner
-}
-
 // canOpenConsole reports whether a role may sign in to the console.
 func canOpenConsole(role auth.Role) bool {
 	return auth.Allowed(role, auth.RoleOperator) || role == auth.RoleDesigner

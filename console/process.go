@@ -99,6 +99,9 @@ type processVersionView struct {
 	Nodes                                                                               []nodeRow
 	NoCounts                                                                            string
 	InstancesHref, InstancesLabel                                                       string
+	// Counts is whether the page shows occurrences by node: operational
+	// data, for operators (a designer reads the version itself).
+	Counts bool
 }
 
 // processVersion shows a process version, read-only: its graph drawn as
@@ -141,23 +144,16 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 	if p.Name != "" {
 		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: p.Name})
 	}
-	if pr, ok := auth.FromContext(ctx); !ok || !auth.Allowed(pr.Role, auth.RoleOperator) {
-		v.InstancesHref = "" // instances are for operators: a designer reads the version
-	}
-	counts, at, err := c.nodeCounts.get(ctx, key, n)
 	byNode := map[string]map[string]int64{}
-	if err != nil {
-		c.logger.Warn("console: node counts unavailable", "err", err)
-		v.CountsMissing = T(ctx, "Counts are unavailable right now.")
+	if pr, ok := auth.FromContext(ctx); ok && auth.Allowed(pr.Role, auth.RoleOperator) {
+		v.Counts = true
+		byNode = c.versionCountsByNode(ctx, key, n, &v)
 	} else {
-		for _, nc := range counts {
-			if byNode[nc.Node] == nil {
-				byNode[nc.Node] = map[string]int64{}
-			}
-			byNode[nc.Node][nc.Status] = nc.Count
-		}
-		when := formatTime(ctx, at)
-		v.CountsNote = T(ctx, "Counts as of %s (%s); refreshed every few seconds.", when.Text, when.Rel)
+		// Instances and their counts are for operators, as in the API: a
+		// designer reads the version itself.
+		v.InstancesHref = ""
+		v.GraphIntro = T(ctx, "Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).")
+		v.NodesCaption = T(ctx, "Nodes of this version")
 	}
 	lines := map[string][]string{}
 	for node, byStatus := range byNode {
@@ -187,8 +183,9 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		v.Graph.Title = T(ctx, "Graph of %s", name)
 		v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes, routes and counts.", len(p.Nodes), p.Start)
 	}
+	lim := c.eng.ProcessLimits()
 	for _, node := range slices.Sorted(maps.Keys(p.Nodes)) {
-		v.Nodes = append(v.Nodes, nodeRowOf(ctx, p, node, byNode[node], key, c.eng.ProcessLimits()))
+		v.Nodes = append(v.Nodes, nodeRowOf(ctx, p, node, byNode[node], key, lim))
 	}
 	// The start node first, then by name.
 	slices.SortStableFunc(v.Nodes, func(a, b nodeRow) int {
@@ -274,6 +271,28 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 		}
 	}
 	return row
+}
+
+// versionCountsByNode reads the version's occurrences by node and status
+// (cached a few seconds), saying on v when they were counted or that they
+// could not be.
+func (c *Console) versionCountsByNode(ctx context.Context, key string, n int, v *processVersionView) map[string]map[string]int64 {
+	byNode := map[string]map[string]int64{}
+	counts, at, err := c.nodeCounts.get(ctx, key, n)
+	if err != nil {
+		c.logger.Warn("console: node counts unavailable", "err", err)
+		v.CountsMissing = T(ctx, "Counts are unavailable right now.")
+		return byNode
+	}
+	for _, nc := range counts {
+		if byNode[nc.Node] == nil {
+			byNode[nc.Node] = map[string]int64{}
+		}
+		byNode[nc.Node][nc.Status] = nc.Count
+	}
+	when := formatTime(ctx, at)
+	v.CountsNote = T(ctx, "Counts as of %s (%s); refreshed every few seconds.", when.Text, when.Rel)
+	return byNode
 }
 
 // versionCounts caches each process version's node counts like the

@@ -34,8 +34,8 @@ func (c *Console) Handler() http.Handler {
 		r.Post("/preferences", c.savePreferences)
 		r.Get("/definitions", c.definitionList)
 		r.Get("/definitions/{key}", c.definitionDetail)
-		// Designers read the processes they publish (the API lets them):
-		// the graph, the nodes and how many occurrences are at each.
+		// Designers read the processes they publish, as the API lets
+		// them: the graph and the nodes (the counts are operators').
 		r.Get("/processes", c.processList)
 		r.Get("/processes/{key}/versions/{version}", c.processVersion)
 		r.Group(func(r chi.Router) {

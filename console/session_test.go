@@ -150,8 +150,9 @@ func TestDesignersReadDefinitionsAndProcessesOnly(t *testing.T) {
 		b.mustGet("/console/processes", http.StatusOK)
 		// The version's graph and nodes, without the way to its instances.
 		v := b.mustGet("/console/processes/vault_flow/versions/1", http.StatusOK)
-		if v.doc.Find(`[data-testid="graph-node"]`).Length() == 0 || v.doc.Find(`[data-testid="process-instances"]`).Length() != 0 {
-			t.Errorf("%s: a designer's process page must show the graph and no link to instances", lang)
+		if v.doc.Find(`[data-testid="graph-node"]`).Length() == 0 || v.doc.Find(`[data-testid="process-instances"]`).Length() != 0 ||
+			v.doc.Find(`[data-testid="node-counts"]`).Length() != 0 || v.doc.Find(`[data-testid="node-counts-as-of"]`).Length() != 0 {
+			t.Errorf("%s: a designer's process page must show the graph, and neither the way to its instances nor their counts", lang)
 		}
 		for _, p := range f.pages() {
 			if !strings.HasPrefix(p.path, "/console/occurrences") && !strings.HasPrefix(p.path, "/console/instances") {

@@ -151,11 +151,10 @@ func TestMigrateRetriesAMigrationThatWaitedForALock(t *testing.T) {
 	// A failure other than a lock timeout fails at once, recording nothing.
 	broken := append(second, Migration{Version: 3, Name: "0003_broken", SQL: "alter table missing add column x int"})
 	logs.Reset()
-	start := time.Now()
 	if _, err := migrate(ctx, pool, slog.New(slog.NewTextHandler(&logs, nil)), broken); err == nil || !strings.Contains(err.Error(), "0003_broken") {
 		t.Fatalf("a broken migration: %v; want its failure named", err)
 	}
-	if strings.Contains(logs.String(), "trying again") || time.Since(start) > 900*time.Millisecond {
-		t.Errorf("a broken migration was tried again (logs %q, %s)", logs.String(), time.Since(start))
+	if strings.Contains(logs.String(), "trying again") {
+		t.Errorf("a broken migration was tried again (logs %q)", logs.String())
 	}
 }

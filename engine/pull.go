@@ -212,9 +212,14 @@ func explainLapse(ctx context.Context, q *queries.Queries, o queries.Occurrence,
 	if err != nil || a.Outcome == nil || *a.Outcome != OutcomeDisconnected || a.EndedAt == nil {
 		return refusal
 	}
+	// The stream's end cut the lock short only if it was still running
+	// then: the hand-back sets the expiry to the earlier of the two.
+	if o.LockExpiresAt == nil || o.LockExpiresAt.Before(*a.EndedAt) {
+		return refusal
+	}
 	return fault.New(fault.Conflict, "lock_expired",
-		"the lock on occurrence %s ended at %s, when the worker stream holding it ended (closed, or dropped after three heartbeats went unacknowledged), and the occurrence was offered again: keep reading the stream and acknowledging its heartbeats while a task runs",
-		o.ID, a.EndedAt.UTC().Format(time.RFC3339Nano))
+		"the lock on occurrence %s ended at %s, when the worker stream holding it ended (closed, or dropped after three heartbeats went unacknowledged), and the occurrence was handed back: keep reading the stream and acknowledging its heartbeats while a task runs",
+		o.ID, o.LockExpiresAt.UTC().Format(time.RFC3339Nano))
 }
 
 // held locks the instance then the occurrence of ref, and checks that the

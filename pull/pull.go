@@ -317,7 +317,7 @@ func (p *Protocol) ref(r *http.Request, workerID string) (engine.WorkerRef, erro
 		workerID = engine.SettleTokenWorker
 	}
 	if fe := checkWorkerID(workerID); fe != nil {
-		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})
+		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
 	}
 	principal, _ := auth.FromContext(r.Context())
 	return engine.WorkerRef{ConsumerID: principal.ConsumerID, WorkerID: workerID, Occurrence: id, SettleToken: token}, nil

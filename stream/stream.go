@@ -262,7 +262,7 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", occurrence)
 	}
 	if fe := checkWorkerID(workerID); fe != nil {
-		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is required").WithErrors([]fault.FieldError{*fe})
+		return engine.WorkerRef{}, fault.New(fault.BadRequest, "invalid_request", "worker_id is invalid").WithErrors([]fault.FieldError{*fe})
 	}
 	return engine.WorkerRef{ConsumerID: p.ConsumerID, WorkerID: workerID, Occurrence: id}, nil
 }

@@ -289,9 +289,16 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 	// Breaking: amount removed (both), a required input added (processes).
 	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n")
 	want := "; 2 breaking change(s) against revision 2 (2 may break processes, 1 workers): GET /api/v1/definitions/assess_claim/revisions/2/diff/3 lists them"
-	for _, args := range [][]string{{"-f", doc, "--dry-run"}, {"-f", doc}} {
-		if out, _, err := applyRun(t, r.base, args...); err != nil || !strings.Contains(out, "revision 3"+want) {
-			t.Errorf("apply %v of a breaking update: %q, %v; want %q", args, out, err, want)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		// The revision a dry run would make does not exist yet.
+		{[]string{"-f", doc, "--dry-run"}, want + " once applied)"},
+		{[]string{"-f", doc}, want + ")"},
+	} {
+		if out, _, err := applyRun(t, r.base, c.args...); err != nil || !strings.Contains(out, "revision 3"+c.want) {
+			t.Errorf("apply %v of a breaking update: %q, %v; want %q", c.args, out, err, c.want)
 		}
 	}
 }
@@ -319,11 +326,16 @@ func TestApplySaysWhatANewVersionRefuses(t *testing.T) {
 	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "published (version 2)") || strings.Contains(out, "refuse") {
 		t.Errorf("a compatible version: %q, %v", out, err)
 	}
+	// A classification raised refuses no start.
+	write("    - {name: email, type: text, required: true, classification: sensitive}\n    - {name: note, type: text}\n")
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "published (version 3)") || strings.Contains(out, "refuse") {
+		t.Errorf("a version with a classification raised: %q, %v", out, err)
+	}
 	// The caller's email renamed contact_email.
 	write("    - {name: contact_email, type: text, required: true}\n    - {name: note, type: text}\n")
-	want := "; starts without a version run it from now on, and its inputs may refuse what version 2 took: /inputs/contact_email (added required text field), /inputs/email (removed required text field)"
+	want := "; starts without a version run it from now on, and its inputs may refuse what version 3 took: /inputs/contact_email (added required text field), /inputs/email (removed required text field)"
 	for _, args := range [][]string{{"-f", doc, "--dry-run"}, {"-f", doc}} {
-		if out, _, err := applyRun(t, r.base, args...); err != nil || !strings.Contains(out, "(version 3"+want) {
+		if out, _, err := applyRun(t, r.base, args...); err != nil || !strings.Contains(out, "(version 4"+want) {
 			t.Errorf("apply %v of a version refusing old starts: %q, %v; want %q", args, out, err, want)
 		}
 	}

@@ -79,8 +79,17 @@ type worker struct {
 	mu     sync.Mutex
 	lines  []string
 	events []map[string]any
-	stderr strings.Builder
+	stderr strings.Builder // under mu: exec writes it from its own goroutine
 	exited chan error
+}
+
+// stderrWriter appends to w.stderr under w.mu.
+type stderrWriter struct{ w *worker }
+
+func (s stderrWriter) Write(p []byte) (int, error) {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	return s.w.stderr.Write(p)
 }
 
 func start(t *testing.T, dir string, env ...string) *worker {
@@ -88,7 +97,7 @@ func start(t *testing.T, dir string, env ...string) *worker {
 	w := &worker{cmd: exec.Command("node", "worker.mjs"), exited: make(chan error, 1)}
 	w.cmd.Dir = dir
 	w.cmd.Env = append(os.Environ(), env...)
-	w.cmd.Stderr = &w.stderr
+	w.cmd.Stderr = stderrWriter{w}
 	stdout, err := w.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -146,12 +155,15 @@ func (w *worker) output() string {
 func TestNodeWorker(t *testing.T) {
 	t.Parallel()
 	dir := install(t)
-	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = 200 * time.Millisecond })
+	// Heartbeats short enough that a task spans five of them (a worker
+	// that stopped reading during a task is dropped after three), long
+	// enough that a loaded machine acknowledges each in time.
+	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = 500 * time.Millisecond })
 	env.Definition("add_company_to_crm.yaml")
 	env.Process("crm_only", relaistest.CRMProcess(nil))
 	token := env.Consumer("crm-sync", "add_company_to_crm")
 
-	w := start(t, dir, "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+token, "CRM_LATENCY_MS=1000")
+	w := start(t, dir, "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+token, "CRM_LATENCY_MS=2500")
 	relaistest.WaitFor(t, 20*time.Second, "the worker subscribed", func() (bool, string) {
 		return len(w.seen("subscribed")) == 1, w.output()
 	})

@@ -238,7 +238,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	}
 	breaking := ""
 	if action == "updated" && latest > 0 && working != nil {
-		if breaking, err = c.breakingChanges(ctx, base, latest, *working); err != nil {
+		if breaking, err = c.breakingChanges(ctx, base, latest, *working, dryRun); err != nil {
 			return Result{}, err
 		}
 	}
@@ -274,7 +274,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 // against revision latest, read from the server: a designer sees it as
 // the revision is made, not later in a diff nobody opened. It is "" when
 // nothing breaks.
-func (c *Client) breakingChanges(ctx context.Context, base string, latest int, next contracts.Working) (string, error) {
+func (c *Client) breakingChanges(ctx context.Context, base string, latest int, next contracts.Working, dryRun bool) (string, error) {
 	var rev struct {
 		Document json.RawMessage `json:"document"`
 	}
@@ -300,8 +300,12 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 	if all == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("; %d breaking change(s) against revision %d (%d may break processes, %d workers): GET %s/revisions/%d/diff/%d lists them",
-		all, latest, processes, workers, base, latest, latest+1), nil
+	where := fmt.Sprintf("GET %s/revisions/%d/diff/%d lists them", base, latest, latest+1)
+	if dryRun {
+		where += " once applied" // the revision it would become does not exist yet
+	}
+	return fmt.Sprintf("; %d breaking change(s) against revision %d (%d may break processes, %d workers): %s",
+		all, latest, processes, workers, where), nil
 }
 
 // serverChecksWorking reports whether the server takes PUT
@@ -368,13 +372,21 @@ func (c *Client) Permitted(docs []Document) []Problem {
 		case c.role == "admin" || c.role == "":
 		case d.Kind == KindDestination:
 			ps = append(ps, Problem{Doc: d, Pointer: "/kind", Message: fmt.Sprintf(
-				"a %s token may not apply destinations (they hold credentials: an admin applies them); apply this path with an admin token, or keep destinations in a folder of their own", c.role)})
+				"%s token may not apply destinations (they hold credentials: an admin applies them); apply this path with an admin token, or keep destinations in a folder of their own", article(c.role))})
 		case c.role != "designer":
 			ps = append(ps, Problem{Doc: d, Pointer: "/kind", Message: fmt.Sprintf(
-				"a %s token may not apply %s documents: apply with a designer or admin token", c.role, strings.ToLower(d.Kind))})
+				"%s token may not apply %s documents: apply with a designer or admin token", article(c.role), strings.ToLower(d.Kind))})
 		}
 	}
 	return ps
+}
+
+// article is "a role" or "an role", as English has it.
+func article(role string) string {
+	if role != "" && strings.ContainsRune("aeiou", rune(role[0])) {
+		return "an " + role
+	}
+	return "a " + role
 }
 
 // expect checks a Definition's declared revision against the one it is (or
@@ -530,7 +542,9 @@ func (c *Client) breakingStarts(ctx context.Context, base string, latest int, ne
 	}
 	var paths []string
 	for _, ch := range contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: next.Inputs}) {
-		if ch.BreaksProcesses {
+		// A start is never refused for a classification: that change
+		// breaks only the bindings of a process's nodes.
+		if ch.BreaksProcesses && ch.Kind != contracts.ChangeClassificationChanged {
 			paths = append(paths, ch.Path+" ("+ch.Detail+")")
 		}
 	}
