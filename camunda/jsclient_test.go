@@ -25,14 +25,7 @@ const jsClient = "camunda-external-task-client-js@3.1.0"
 // a message saying so, except under CI=true, where it fails: CI must run it.
 func installJSClient(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed; CI=true runs the official Camunda client test, which needs Node.js and npm", tool)
-			}
-			t.Skipf("%s is not installed: skipping the official Camunda JavaScript client test (install Node.js 20 and npm to run it)", tool)
-		}
-	}
+	relaistest.RequireNode(t, "the official Camunda JavaScript client test")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"private": true, "type": "module"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -31,14 +31,7 @@ func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.
 // fails: CI must run it.
 func install(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed; CI=true runs the Node.js example worker, which needs Node.js 20 and npm", tool)
-			}
-			t.Skipf("%s is not installed: skipping the Node.js example worker (install Node.js 20 and npm to run it)", tool)
-		}
-	}
+	relaistest.RequireNode(t, "the Node.js example worker's test")
 	dir := t.TempDir()
 	for _, name := range []string{"package.json", "package-lock.json", "worker.mjs", "gen"} {
 		if err := copyTree(name, filepath.Join(dir, name)); err != nil {
