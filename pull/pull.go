@@ -4,8 +4,10 @@
 package pull
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -152,9 +154,27 @@ func (p *Protocol) handle(h func(w http.ResponseWriter, r *http.Request) error) 
 }
 
 type subscriptionJSON struct {
-	Definition string   `json:"definition"`
-	Revisions  []int    `json:"revisions"`
-	Fields     []string `json:"fields"`
+	Definition string                `json:"definition"`
+	Revisions  subscriptionRevisions `json:"revisions"`
+	Fields     []string              `json:"fields"`
+}
+
+// subscriptionRevisions are the revisions a subscription takes: a list,
+// or "all" (as a grant says it), the same as leaving them out: every
+// revision granted.
+type subscriptionRevisions []int
+
+func (r *subscriptionRevisions) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == `"all"` {
+		*r = nil
+		return nil
+	}
+	var list []int
+	if err := json.Unmarshal(b, &list); err != nil {
+		return errors.New(`revisions must be a list of revision numbers or "all"`)
+	}
+	*r = list
+	return nil
 }
 
 type fetchRequest struct {

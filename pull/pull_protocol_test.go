@@ -1016,6 +1016,15 @@ func TestGrants(t *testing.T) {
 		if occs := fetch(t, env, rev2, map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey, "revisions": []any{2}}}}); len(occs) != 0 {
 			t.Errorf("revision 2 fetch got %v, want nothing (only revision 1 occurrences exist)", ids(occs))
 		}
+		// "all", as a grant says it: every revision granted (here 2).
+		if occs := fetch(t, env, rev2, map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey, "revisions": "all"}}}); len(occs) != 0 {
+			t.Errorf(`revisions "all" fetch got %v, want nothing (only revision 1 occurrences exist)`, ids(occs))
+		}
+		p = wantProblem(t, "revisions neither a list nor all", env.Do("POST", "/api/v1/pull/fetch-and-lock", rev2,
+			map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey, "revisions": "every"}}}), 400, "invalid_json")
+		if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["path"] != "/subscriptions/0/revisions" {
+			t.Errorf("revisions \"every\": errors %v, want one at /subscriptions/0/revisions", p["errors"])
+		}
 	})
 
 	t.Run("ungranted consumer gets 404 like an unknown id", func(t *testing.T) {
