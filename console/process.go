@@ -37,6 +37,14 @@ type processListView struct {
 	Pager                                        pagerView
 }
 
+// seesCounts reports whether the session may see occurrences counted by
+// node: operational data, for operators and admins (a designer reads the
+// versions themselves).
+func seesCounts(ctx context.Context) bool {
+	p, ok := auth.FromContext(ctx)
+	return ok && auth.Allowed(p.Role, auth.RoleOperator)
+}
+
 // maxVersionLinks bounds the version links a process row shows (the
 // newest ones).
 const maxVersionLinks = 10
@@ -55,8 +63,12 @@ func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 	if more {
 		procs = procs[:definitionsPageSize]
 	}
+	intro := T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.")
+	if !seesCounts(ctx) {
+		intro = T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn.")
+	}
 	v := processListView{Chrome: c.chrome(r, T(ctx, "Processes"), "processes"),
-		Intro:   T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now."),
+		Intro:   intro,
 		Caption: T(ctx, "Processes by key"), HeadKey: T(ctx, "Key"), HeadVersions: T(ctx, "Versions, newest first"),
 		Empty: T(ctx, "No process is published yet."), Pager: newPager(ctx)}
 	for _, p := range procs {
@@ -145,7 +157,7 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: p.Name})
 	}
 	byNode := map[string]map[string]int64{}
-	if pr, ok := auth.FromContext(ctx); ok && auth.Allowed(pr.Role, auth.RoleOperator) {
+	if seesCounts(ctx) {
 		v.Counts = true
 		byNode = c.versionCountsByNode(ctx, key, n, &v)
 	} else {
@@ -178,10 +190,16 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		// Laying out takes more than linear time, and a drawing thousands
 		// of boxes wide shows nothing: the table below lists them all.
 		v.GraphTooBig = T(ctx, "This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.", len(p.Nodes), maxGraphNodes)
+		if !v.Counts {
+			v.GraphTooBig = T(ctx, "This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.", len(p.Nodes), maxGraphNodes)
+		}
 	} else {
 		v.Graph = graphOf(ctx, p, lines)
 		v.Graph.Title = T(ctx, "Graph of %s", name)
 		v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes, routes and counts.", len(p.Nodes), p.Start)
+		if !v.Counts {
+			v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes and routes.", len(p.Nodes), p.Start)
+		}
 	}
 	lim := c.eng.ProcessLimits()
 	for _, node := range slices.Sorted(maps.Keys(p.Nodes)) {

@@ -154,6 +154,12 @@ func TestDesignersReadDefinitionsAndProcessesOnly(t *testing.T) {
 			v.doc.Find(`[data-testid="node-counts"]`).Length() != 0 || v.doc.Find(`[data-testid="node-counts-as-of"]`).Length() != 0 {
 			t.Errorf("%s: a designer's process page must show the graph, and neither the way to its instances nor their counts", lang)
 		}
+		// Nor say there are counts to see.
+		for _, page := range []response{v, b.mustGet("/console/processes", http.StatusOK)} {
+			if strings.Contains(page.body, "counts") || strings.Contains(page.body, "décomptes") || strings.Contains(page.body, "occurrences are now") {
+				t.Errorf("%s: a designer's process pages speak of counts they do not show", lang)
+			}
+		}
 		for _, p := range f.pages() {
 			if !strings.HasPrefix(p.path, "/console/occurrences") && !strings.HasPrefix(p.path, "/console/instances") {
 				continue

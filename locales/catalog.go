@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             244,
 	"%d (0 lowest, 9 highest)":                 403,
 	"%d attempts":                              407,
-	"%d attempts, retry after %s, priority %d": 543,
+	"%d attempts, retry after %s, priority %d": 546,
 	"%d breaking":                              187,
 	"%d changes":                               186,
 	"%d completed":                             242,
@@ -55,14 +55,15 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     253,
 	"%d held instances match now.":             52,
 	"%d hours":                                 269,
-	"%d items":                                 605,
+	"%d items":                                 608,
 	"%d left":                                  408,
 	"%d min":                                   252,
 	"%d minutes":                               270,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 72,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              603,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              606,
 	"%d ms": 272,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 533,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         536,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 535,
 	"%d occurrences":                          484,
 	"%d releases":                             206,
 	"%d running instances match now.":         59,
@@ -76,7 +77,7 @@ var messageKeyToIndex = map[string]int{
 	"%s (token #%d, %s)":                                  78,
 	"%s ago":                                              249,
 	"%s so far":                                           457,
-	"%s → %s":                                             538,
+	"%s → %s":                                             541,
 	"%s, revision %s":                                     369,
 	"%s, version %s":                                      370,
 	"%s: %s":                                              241,
@@ -84,11 +85,11 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.":                   498,
 	"%s: the first day comes after the last.":             499,
 	"%s–%s":                                               240,
-	"(%d characters in all)":                              606,
-	"(each item)":                                         593,
+	"(%d characters in all)":                              609,
+	"(each item)":                                         596,
 	"(worker %s)":                                         446,
 	"0 seconds":                                           267,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           569,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           572,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 439,
 	"Abandon %d instances":                                           56,
 	"Abandon every held instance this filter matches":                54,
@@ -107,7 +108,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     231,
 	"All processes":                       319,
 	"All statuses":                        320,
-	"All workers":                         621,
+	"All workers":                         624,
 	"An operator abandoned the instance.": 438,
 	"Apply filters":                       90,
 	"Apr":                                 258,
@@ -127,19 +128,19 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":                      85,
 	"Business key":                     69,
 	"Call timeout":                     404,
-	"Camunda 7 facade":                 625,
+	"Camunda 7 facade":                 628,
 	"Cancelled: the instance was stopped (%s).":               456,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
 	"Cannot act on this filter":                               73,
-	"Cannot reveal":                                           550,
+	"Cannot reveal":                                           553,
 	"Change":                                                  162,
 	"Changes between the two revisions":                       174,
 	"Changes of the Working copy since revision %d":           183,
 	"Choose two existing revisions to compare.":               184,
 	"Classification":                                          140,
 	"Clear filters":                                           91,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            529,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 520,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            530,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 521,
 	"Compare":              161,
 	"Compare revisions":    157,
 	"Completed":            239,
@@ -148,17 +149,17 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    232,
 	"Completions and failures per 5-minute slot, oldest first": 237,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                617,
+	"Connected":                                                620,
 	"Constraints":                                              141,
 	"Consumer":                                                 376,
 	"Consumer and worker":                                      478,
 	"Counting the occurrences; the counts appear when you reload the page.": 135,
 	"Counts are unavailable right now.":                                     136,
-	"Counts as of %s (%s); refreshed every few seconds.":                    547,
+	"Counts as of %s (%s); refreshed every few seconds.":                    550,
 	"Counts by status": 474,
 	"Created":          283,
 	"Created from":     70,
-	"Created on":       574,
+	"Created on":       577,
 	"Created to":       71,
 	"Creation date":    308,
 	"Dates":            372,
@@ -170,7 +171,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      143,
 	"Definitions":        110,
 	"Definitions by key": 201,
-	"Definitions served": 615,
+	"Definitions served": 618,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
 	"Destination":          388,
@@ -194,8 +195,8 @@ var messageKeyToIndex = map[string]int{
 	"Every %d seconds":            510,
 	"Every attempt, oldest first": 375,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 88,
-	"Expired token":                        580,
-	"Expires":                              576,
+	"Expired token":                        583,
+	"Expires":                              579,
 	"External tasks":                       104,
 	"Failed":                               222,
 	"Failed (%s).":                         454,
@@ -215,14 +216,14 @@ var messageKeyToIndex = map[string]int{
 	"From revision":                        159,
 	"From revision %d to revision %d:":     185,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   519,
-	"Graph of %s":             532,
+	"Graph":                   520,
+	"Graph of %s":             534,
 	"HTTP 2xx, unusable body": 463,
 	"Health":                  103,
 	"Held at node":            301,
 	"Held instances":          221,
-	"ID":                      572,
-	"In flight":               616,
+	"ID":                      575,
+	"In flight":               619,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
@@ -231,29 +232,29 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      409,
 	"Instance":                  316,
 	"Instances":                 105,
-	"Instances of this process": 528,
-	"Invalid page":              609,
+	"Instances of this process": 529,
+	"Invalid page":              612,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
 	"Its instance is held here, waiting for an operator.":                                                                   452,
 	"Its instance went on along the node’s error path.":                                                                     453,
 	"Its message": 423,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      587,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      590,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     255,
 	"Jul":                     261,
 	"Jun":                     260,
-	"Keep it":                 589,
+	"Keep it":                 592,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     202,
-	"Kind":                    523,
+	"Kind":                    524,
 	"Language":                100,
 	"Last error (attempt %d)": 421,
 	"Last reserved":           418,
 	"Last saved":              148,
-	"Last seen":               618,
-	"Last used":               575,
+	"Last seen":               621,
+	"Last used":               578,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
 	"Local time at %s": 508,
@@ -276,32 +277,32 @@ var messageKeyToIndex = map[string]int{
 	"No definition has occurrences yet.": 226,
 	"No definition yet.":                 205,
 	"No inputs.":                         168,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 559,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 562,
 	"No instance matches these filters.": 318,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 558,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 561,
 	"No occurrence matches these filters.":                                                   480,
 	"No operator action matches.":                                                            92,
 	"No operator has acted on this instance.":                                                287,
 	"No outputs yet: the occurrence has not completed.":                                      412,
 	"No outputs.": 171,
 	"No outputs: the occurrence ended without completing.":                                                         414,
-	"No process is published yet.":                                                                                 514,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              629,
+	"No process is published yet.":                                                                                 515,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              632,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
 	"No release yet.": 152,
 	"No revision yet: the Working copy has never been snapshotted.":          150,
 	"No service ever reserved this occurrence: it ended before any attempt.": 387,
 	"No service has reserved this occurrence yet.":                           384,
-	"No token.": 583,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 630,
-	"No worker is connected.":           619,
-	"No worker serves this definition.": 622,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 628,
+	"No token.": 586,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 633,
+	"No worker is connected.":           622,
+	"No worker serves this definition.": 625,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 631,
 	"Node":                  279,
 	"Node %s":               215,
-	"Nodes":                 521,
-	"Nodes of this version": 530,
-	"Nodes of this version, with their occurrences now": 522,
+	"Nodes":                 522,
+	"Nodes of this version": 531,
+	"Nodes of this version, with their occurrences now": 523,
 	"Nodes reached, in order":                           278,
 	"Not allowed":                                       120,
 	"Not found":                                         128,
@@ -309,22 +310,22 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 126,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             556,
+	"Nothing to find: the search box is empty.":                             559,
 	"Nov":                       265,
 	"Now":                       393,
 	"Occurrence":                280,
 	"Occurrence %s":             371,
 	"Occurrence offered again":  84,
-	"Occurrences now":           527,
+	"Occurrences now":           528,
 	"Occurrences, newest first": 475,
 	"Oct":                       264,
 	"Offered from %s — %s.":     442,
 	"Oldest claimable waits":    223,
-	"On error":                  526,
-	"On success":                525,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 551,
-	"Only administrators manage tokens.":                                  570,
-	"Only administrators may reveal a sensitive value.":                   548,
+	"On error":                  527,
+	"On success":                526,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 554,
+	"Only administrators manage tokens.":                                  573,
+	"Only administrators may reveal a sensitive value.":                   551,
 	"Open":             220,
 	"Operator actions": 275,
 	"Operator actions on this instance, newest first": 288,
@@ -337,12 +338,12 @@ var messageKeyToIndex = map[string]int{
 	"Pages": 493,
 	"Pages with a form, such as a confirmation, never reload on their own.": 504,
 	"Path":                            276,
-	"Pinned revision":                 524,
+	"Pinned revision":                 525,
 	"Policy":                          373,
 	"Previous page":                   494,
 	"Priority":                        402,
 	"Process":                         67,
-	"Process %s":                      516,
+	"Process %s":                      517,
 	"Process and node":                476,
 	"Process inputs":                  290,
 	"Process instance":                83,
@@ -350,10 +351,11 @@ var messageKeyToIndex = map[string]int{
 	"Process instances":               310,
 	"Process instances, newest first": 315,
 	"Processes":                       106,
-	"Processes by key":                512,
-	"Protocol":                        614,
+	"Processes by key":                513,
+	"Protocol":                        617,
 	"Published":                       156,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 511,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       512,
 	"Reason": 82,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
@@ -391,33 +393,33 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 415,
-	"Revealed by %s at %s; recorded in the audit log.": 549,
+	"Revealed by %s at %s; recorded in the audit log.": 552,
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 632,
-	"Revoke the %s token “%s”?": 586,
-	"Revoke the token":          588,
-	"Revoke token %d":           585,
-	"Revoke…":                   581,
-	"Role":                      573,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 635,
+	"Revoke the %s token “%s”?": 589,
+	"Revoke the token":          591,
+	"Revoke token %d":           588,
+	"Revoke…":                   584,
+	"Role":                      576,
 	"Route":                     281,
 	"Routing output":            147,
 	"Rows %s–%s":                497,
 	"Save settings":             505,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               554,
-	"Secret values can never be revealed.": 552,
+	"Search":                               557,
+	"Secret values can never be revealed.": 555,
 	"Sep":                                  263,
-	"Served by %d workers":                 631,
+	"Served by %d workers":                 634,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              284,
 	"Settlement date":      471,
 	"Show all definitions": 230,
 	"Show times in":        501,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 98,
-	"Sign in": 563,
-	"Sign in with an operator, designer or administrator token.": 564,
+	"Sign in": 566,
+	"Sign in with an operator, designer or administrator token.": 567,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   181,
@@ -425,9 +427,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 238,
 	"Snapshotted":          176,
 	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 571,
-	"Staff tokens, oldest first": 577,
-	"Start node":                 518,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 574,
+	"Staff tokens, oldest first": 580,
+	"Start node":                 519,
 	"Started":                    299,
 	"Status":                     68,
 	"Stop %d instances":          63,
@@ -448,7 +450,7 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 274,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
 	"Temporarily unavailable":                         131,
-	"That is too long to be an id or a business key.": 557,
+	"That is too long to be an id or a business key.": 560,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   95,
 	"The call could not be prepared.":                            433,
@@ -476,13 +478,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   431,
 	"The revision must be a whole number, 1 or more.":                                                                             469,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 566,
-	"The token was revoked.":                                                                                                      584,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 569,
+	"The token was revoked.":                                                                                                      587,
 	"These revisions have the same contracts.":                                                                                    166,
 	"These settings are kept in this browser only.":                                                                               500,
-	"They take every revision their consumer is granted.":                                                                         633,
-	"They take revision %d only.":                                                                                                 634,
-	"They take revisions %s only.":                                                                                                635,
+	"They take every revision their consumer is granted.":                                                                         636,
+	"They take revision %d only.":                                                                                                 637,
+	"They take revisions %s only.":                                                                                                638,
 	"This contract has no inputs.":                                                                                                410,
 	"This contract has no outputs.":                                                                                               413,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
@@ -496,63 +498,64 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            591,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           590,
-	"This page does not accept that request.":     553,
-	"This page link is not one the console made.": 610,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            594,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           593,
+	"This page does not accept that request.":     556,
+	"This page link is not one the console made.": 613,
 	"This page reloads every %d seconds.":         119,
 	"This process takes no inputs.":               292,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 568,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 531,
+	"This token is unknown or has been revoked.": 571,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 532,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            533,
 	"Times in %s · no auto-reload":    118,
 	"Times in %s · reload every %d s": 117,
 	"To revision":                     160,
-	"Token":                           565,
+	"Token":                           568,
 	"Tokens":                          112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 567,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 570,
 	"Totals of all definitions, not narrowed by the other filters":         483,
 	"Totals of definition %s, not narrowed by the other filters":           482,
 	"Type": 138,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 555,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 558,
 	"UTC (coordinated universal time)": 507,
 	"Unknown action.":                  42,
 	"Unknown consumer.":                470,
 	"Unknown status %q.":               307,
 	"Value":                            289,
-	"Version":                          517,
-	"Versions, newest first":           513,
+	"Version":                          518,
+	"Versions, newest first":           514,
 	"Waiting for Relais to call the destination since %s (%s).": 444,
 	"Waiting for a worker since %s (%s).":                       445,
 	"When":                                                      79,
 	"Who":                                                       80,
 	"Whole message":                                             386,
-	"Worker":                                                    613,
+	"Worker":                                                    616,
 	"Worker id":                                                 377,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        611,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        614,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 612,
-	"Workers serving %s":                   620,
+	"Workers seen within three heartbeats": 615,
+	"Workers serving %s":                   623,
 	"Working copy":                         144,
-	"You are signed out.":                  560,
+	"You are signed out.":                  563,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 561,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      562,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 564,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      565,
 	"[redacted]":                          468,
 	"abandon":                             4,
 	"administrator":                       347,
 	"an incident: retry, abandon or stop": 210,
 	"answer too large":                    466,
 	"any":                                 66,
-	"any other code → %s":                 541,
+	"any other code → %s":                 544,
 	"any other error":                     208,
 	"as of %s (%s); counts are refreshed every few seconds.": 485,
-	"at least %d characters":                                 594,
-	"at least %d items":                                      601,
+	"at least %d characters":                                 597,
+	"at least %d items":                                      604,
 	"at most %d":                                             405,
-	"at most %d characters":                                  595,
-	"at most %d items":                                       602,
+	"at most %d characters":                                  598,
+	"at most %d items":                                       605,
 	"at most %d since the last operator retry":               406,
 	"available":                                              321,
 	"boolean":                                                334,
@@ -568,28 +571,28 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           458,
 	"date":                                                   335,
 	"date and time":                                          336,
-	"deadline %s":                                            544,
+	"deadline %s":                                            547,
 	"deferred":                                               323,
 	"deferred since":                                         492,
 	"deleted":                                                86,
 	"designer":                                               349,
 	"disconnected":                                           330,
-	"end (completes)":                                        536,
-	"end (fails)":                                            537,
+	"end (completes)":                                        539,
+	"end (fails)":                                            540,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 626,
+	"every revision its consumer is granted":                 629,
 	"expired":                                                327,
 	"failed":                                                 235,
-	"fails the instance":                                     542,
+	"fails the instance":                                     545,
 	"field added":                                            353,
 	"field removed":                                          354,
 	"format":                                                 364,
-	"format %s":                                              597,
+	"format %s":                                              600,
 	"from":                                                   311,
 	"held":                                                   326,
 	"held for an operator":                                   209,
-	"hold (an incident for an operator)":                     540,
+	"hold (an incident for an operator)":                     543,
 	"id or business key":                                     108,
 	"in %s":                                                  248,
 	"in progress":                                            385,
@@ -598,17 +601,17 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               250,
 	"list":                                                   339,
 	"lock until":                                             491,
-	"long polling":                                           624,
+	"long polling":                                           627,
 	"long wait":                                              229,
 	"maximum":                                                366,
-	"maximum %s":                                             599,
+	"maximum %s":                                             602,
 	"maximum items":                                          368,
 	"maximum length":                                         362,
 	"minimum":                                                365,
-	"minimum %s":                                             598,
+	"minimum %s":                                             601,
 	"minimum items":                                          367,
 	"minimum length":                                         361,
-	"never":                                                  578,
+	"never":                                                  581,
 	"next attempt":                                           488,
 	"no":                                                     352,
 	"no answer within the timeout":                           464,
@@ -618,25 +621,25 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 204,
 	"none: a failed call takes the node’s error path": 400,
 	"normal":                          340,
-	"not provided":                    604,
-	"not yet":                         579,
-	"null":                            607,
+	"not provided":                    607,
+	"not yet":                         582,
+	"null":                            610,
 	"number":                          333,
 	"object":                          338,
 	"on error":                        207,
-	"one of: %s":                      600,
+	"one of: %s":                      603,
 	"operator":                        348,
 	"optional %s field of type %s":    196,
 	"optional field of type %s":       198,
 	"optional → required":             189,
 	"pattern":                         363,
-	"pattern %s":                      596,
-	"pull":                            534,
+	"pattern %s":                      599,
+	"pull":                            537,
 	"pull %s":                         214,
 	"pull (the service fetches it)":   345,
 	"push %s":                         213,
 	"push (Relais calls the service)": 346,
-	"push to %s":                      535,
+	"push to %s":                      538,
 	"rejected":                        328,
 	"released":                        329,
 	"required %s field of type %s":    195,
@@ -646,38 +649,38 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        322,
 	"retry":                           3,
 	"revision %d":                     486,
-	"revisions %s":                    627,
+	"revisions %s":                    630,
 	"routing changed":                 360,
-	"routing output":                  592,
+	"routing output":                  595,
 	"routing output %s → %s":          188,
 	"running":                         325,
 	"secret":                          342,
 	"sensitive":                       341,
 	"settled":                         487,
 	"stop":                            5,
-	"stream":                          623,
+	"stream":                          626,
 	"text":                            331,
 	"the contracts are the same (the name or a description changed).": 182,
-	"this session":             582,
-	"timeout %s":               545,
-	"timeout %s (the default)": 546,
+	"this session":             585,
+	"timeout %s":               548,
+	"timeout %s (the default)": 549,
 	"to":                       312,
 	"type changed":             355,
-	"unexpected value":         608,
+	"unexpected value":         611,
 	"unknown":                  467,
 	"values added: %s":         191,
 	"values changed":           357,
 	"values removed: %s":       192,
 	"values reordered":         193,
-	"version %d":               515,
+	"version %d":               516,
 	"waiting":                  462,
 	"yes":                      351,
 	"••• hidden (secret)":      344,
 	"••• hidden (sensitive)":   343,
-	"→ %s":                     539,
+	"→ %s":                     542,
 }
 
-var enIndex = []uint32{ // 637 elements
+var enIndex = []uint32{ // 640 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -823,44 +826,44 @@ var enIndex = []uint32{ // 637 elements
 	0x000040ae, 0x000040f4, 0x00004102, 0x00004116,
 	0x00004137, 0x0000414b, 0x00004151, 0x00004165,
 	// Entry 200 - 21F
-	0x000041d8, 0x000041e9, 0x00004200, 0x0000421d,
-	0x0000422b, 0x00004239, 0x00004241, 0x0000424c,
-	0x00004252, 0x00004344, 0x0000434a, 0x0000437c,
-	0x00004381, 0x00004391, 0x0000439c, 0x000043a5,
-	0x000043b5, 0x000043cf, 0x00004474, 0x0000448a,
-	0x0000450f, 0x0000451e, 0x000045d8, 0x000045dd,
-	0x000045eb, 0x000045fb, 0x00004607, 0x00004617,
-	0x00004621, 0x00004644, 0x0000465d, 0x00004670,
+	0x000041d8, 0x00004225, 0x00004236, 0x0000424d,
+	0x0000426a, 0x00004278, 0x00004286, 0x0000428e,
+	0x00004299, 0x0000429f, 0x00004391, 0x00004397,
+	0x000043c9, 0x000043ce, 0x000043de, 0x000043e9,
+	0x000043f2, 0x00004402, 0x0000441c, 0x000044c1,
+	0x000044d7, 0x0000455c, 0x000045d6, 0x000045e5,
+	0x0000469f, 0x000046f0, 0x000046f5, 0x00004703,
+	0x00004713, 0x0000471f, 0x0000472f, 0x00004739,
 	// Entry 220 - 23F
-	0x000046dc, 0x000046eb, 0x000046f9, 0x00004715,
-	0x0000474e, 0x00004780, 0x000047b7, 0x000047c5,
-	0x00004809, 0x0000482e, 0x00004856, 0x0000485d,
-	0x000048b8, 0x000048e2, 0x00004912, 0x00004970,
-	0x00004a10, 0x00004a24, 0x00004acf, 0x00004b45,
-	0x00004b4d, 0x00004b88, 0x00004b8e, 0x00004c0a,
-	0x00004c52, 0x00004c7d, 0x00004cdf, 0x00004d02,
-	0x00004da9, 0x00004dac, 0x00004db1, 0x00004dbc,
+	0x0000475c, 0x00004775, 0x00004788, 0x000047f4,
+	0x00004803, 0x00004811, 0x0000482d, 0x00004866,
+	0x00004898, 0x000048cf, 0x000048dd, 0x00004921,
+	0x00004946, 0x0000496e, 0x00004975, 0x000049d0,
+	0x000049fa, 0x00004a2a, 0x00004a88, 0x00004b28,
+	0x00004b3c, 0x00004be7, 0x00004c5d, 0x00004c65,
+	0x00004ca0, 0x00004ca6, 0x00004d22, 0x00004d6a,
+	0x00004d95, 0x00004df7, 0x00004e1a, 0x00004ec1,
 	// Entry 240 - 25F
-	0x00004dc6, 0x00004dce, 0x00004de9, 0x00004def,
-	0x00004df7, 0x00004e05, 0x00004e0f, 0x00004e1c,
-	0x00004e26, 0x00004e3d, 0x00004e50, 0x00004e74,
-	0x00004ef4, 0x00004f05, 0x00004f0d, 0x00004f82,
-	0x00004fd6, 0x00004fe5, 0x00004ff1, 0x0000502d,
-	0x00005067, 0x00005075, 0x00005082, 0x00005090,
-	0x0000509e, 0x000050ac, 0x000050de, 0x0000510e,
-	0x0000516a, 0x00005177, 0x00005197, 0x000051b1,
+	0x00004ec4, 0x00004ec9, 0x00004ed4, 0x00004ede,
+	0x00004ee6, 0x00004f01, 0x00004f07, 0x00004f0f,
+	0x00004f1d, 0x00004f27, 0x00004f34, 0x00004f3e,
+	0x00004f55, 0x00004f68, 0x00004f8c, 0x0000500c,
+	0x0000501d, 0x00005025, 0x0000509a, 0x000050ee,
+	0x000050fd, 0x00005109, 0x00005145, 0x0000517f,
+	0x0000518d, 0x0000519a, 0x000051a8, 0x000051b6,
+	0x000051c4, 0x000051f6, 0x00005226, 0x00005282,
 	// Entry 260 - 27F
-	0x000051b6, 0x000051c7, 0x000051d4, 0x00005200,
-	0x00005286, 0x000052ab, 0x000052b2, 0x000052bb,
-	0x000052ce, 0x000052d8, 0x000052e2, 0x000052ec,
-	0x00005304, 0x0000531a, 0x00005326, 0x00005348,
-	0x0000534f, 0x0000535c, 0x0000536d, 0x00005394,
-	0x000053a4, 0x000053f8, 0x00005458, 0x000054ab,
-	0x000054e3, 0x00005533, 0x00005567, 0x00005586,
-	0x000055a6,
-} // Size: 2572 bytes
+	0x0000528f, 0x000052af, 0x000052c9, 0x000052ce,
+	0x000052df, 0x000052ec, 0x00005318, 0x0000539e,
+	0x000053c3, 0x000053ca, 0x000053d3, 0x000053e6,
+	0x000053f0, 0x000053fa, 0x00005404, 0x0000541c,
+	0x00005432, 0x0000543e, 0x00005460, 0x00005467,
+	0x00005474, 0x00005485, 0x000054ac, 0x000054bc,
+	0x00005510, 0x00005570, 0x000055c3, 0x000055fb,
+	0x0000564b, 0x0000567f, 0x0000569e, 0x000056be,
+} // Size: 2584 bytes
 
-const enData string = "" + // Size: 21926 bytes
+const enData string = "" + // Size: 22206 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1123,88 +1126,92 @@ const enData string = "" + // Size: 21926 bytes
 	", never reload on their own.\x02Save settings\x02Back without saving\x02" +
 	"UTC (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Ever" +
 	"y %[1]d seconds\x02Published process versions: their nodes, routes and p" +
-	"inned revisions, drawn, with where their occurrences are now.\x02Process" +
-	"es by key\x02Versions, newest first\x02No process is published yet.\x02v" +
-	"ersion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Colum" +
-	"ns follow the longest path from the start node. Solid arrows are success" +
-	"es (labelled with their route), dashed ones failures (labelled with thei" +
-	"r error codes). Each box says how many of this version’s occurrences are" +
-	" at that node now.\x02Nodes\x02Nodes of this version, with their occurre" +
-	"nces now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurre" +
-	"nces now\x02Instances of this process\x02Columns follow the longest path" +
-	" from the start node. Solid arrows are successes (labelled with their ro" +
-	"ute), dashed ones failures (labelled with their error codes).\x02Nodes o" +
-	"f this version\x02This version has %[1]d nodes: too many to draw legibly" +
-	" (at most %[2]d). The table below lists every node with its routes and c" +
-	"ounts.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, startin" +
-	"g at %[2]s. The table below lists the same nodes, routes and counts.\x00" +
-	"Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same node" +
-	"s, routes and counts.\x02pull\x02push to %[1]s\x02end (completes)\x02end" +
-	" (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operato" +
-	"r)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00" +
-	"\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d " +
-	"attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout" +
-	" %[1]s\x02timeout %[1]s (the default)\x02Counts as of %[1]s (%[2]s); ref" +
-	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
-	"value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cann" +
-	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
-	"evealed.\x02Secret values can never be revealed.\x02This page does not a" +
-	"ccept that request.\x02Search\x02Type an instance or occurrence id (a UU" +
-	"ID, as the pages show on hover), or a business key.\x02Nothing to find: " +
-	"the search box is empty.\x02That is too long to be an id or a business k" +
-	"ey.\x02No instance or occurrence has the id “%[1]s”, and no instance has" +
-	" it as its business key.\x02No instance has “%[1]s” as its business key," +
-	" and it is not a whole id: the lists show the end of each id. Open the r" +
-	"ow, or copy its link, for the whole id.\x02You are signed out.\x02Your s" +
-	"ession had ended (inactivity, a sign-out elsewhere, a revoked token or a" +
-	" restart of the server), so your last action was not applied. Sign in ag" +
-	"ain, then repeat it.\x02Your session has ended (inactivity, a sign-out e" +
-	"lsewhere, a revoked token or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators manage tokens.\x02Staff tokens (administrators, " +
-	"designers, operators) that are not revoked. Consumer tokens are managed " +
-	"with their consumers. Revoking a token refuses its next request.\x02ID" +
-	"\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, oldest f" +
-	"irst\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
-	"No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revoke the " +
-	"%[1]s token “%[2]s”?\x02Its next request is refused, and console session" +
-	"s opened with it end. This cannot be undone: whoever uses it needs a new" +
-	" token.\x02Revoke the token\x02Keep it\x02This is the token you signed i" +
-	"n with: revoking it signs you out. Its next request is refused. This can" +
-	"not be undone.\x02This is the last usable administrator token: create an" +
-	"other one before revoking it.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
-	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
-	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
-	"cted value\x02Invalid page\x02This page link is not one the console made" +
-	".\x02Workers connected by a stream, and polling workers by their last fe" +
-	"tch. A worker is listed while it was seen within three heartbeats.\x02Wo" +
-	"rkers seen within three heartbeats\x02Worker\x02Protocol\x02Definitions " +
-	"served\x02In flight\x02Connected\x02Last seen\x02No worker is connected." +
-	"\x02Workers serving %[1]s\x02All workers\x02No worker serves this defini" +
-	"tion.\x02stream\x02long polling\x02Camunda 7 facade\x02every revision it" +
-	"s consumer is granted\x02revisions %[1]s\x02No worker serves this defini" +
-	"tion: its occurrences wait until one connects or polls.\x02No process pu" +
-	"lls this definition: Relais calls its destinations (push), and it needs " +
-	"no worker.\x02No worker is connected for this definition; none of its oc" +
-	"currences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d " +
-	"worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s;" +
-	" some take every revision their consumer is granted.\x02They take every " +
-	"revision their consumer is granted.\x02They take revision %[1]d only." +
-	"\x02They take revisions %[1]s only."
+	"inned revisions, drawn, with where their occurrences are now.\x02Publish" +
+	"ed process versions: their nodes, routes and pinned revisions, drawn." +
+	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
+	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
+	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes). Each box says how many of this version’s occu" +
+	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
+	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this process\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
+	"bly (at most %[2]d). The table below lists every node with its routes." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
+	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02Counts as of %[1]s (" +
+	"%[2]s); refreshed every few seconds.\x02Only administrators may reveal a" +
+	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
+	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
+	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
+	" does not accept that request.\x02Search\x02Type an instance or occurren" +
+	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
+	"g to find: the search box is empty.\x02That is too long to be an id or a" +
+	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
+	"nstance has it as its business key.\x02No instance has “%[1]s” as its bu" +
+	"siness key, and it is not a whole id: the lists show the end of each id." +
+	" Open the row, or copy its link, for the whole id.\x02You are signed out" +
+	".\x02Your session had ended (inactivity, a sign-out elsewhere, a revoked" +
+	" token or a restart of the server), so your last action was not applied." +
+	" Sign in again, then repeat it.\x02Your session has ended (inactivity, a" +
+	" sign-out elsewhere, a revoked token or a restart of the server). Sign i" +
+	"n again.\x02Sign in\x02Sign in with an operator, designer or administrat" +
+	"or token.\x02Token\x02The token is checked once and never stored in your" +
+	" browser; a session cookie stands for it for up to 8 hours of inactivity" +
+	".\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
+	"nds.\x02This token is unknown or has been revoked.\x02A %[1]s token cann" +
+	"ot open the console: sign in with an operator, designer or administrator" +
+	" token.\x02Only administrators manage tokens.\x02Staff tokens (administr" +
+	"ators, designers, operators) that are not revoked. Consumer tokens are m" +
+	"anaged with their consumers. Revoking a token refuses its next request." +
+	"\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, ol" +
+	"dest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sessi" +
+	"on\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revok" +
+	"e the %[1]s token “%[2]s”?\x02Its next request is refused, and console s" +
+	"essions opened with it end. This cannot be undone: whoever uses it needs" +
+	" a new token.\x02Revoke the token\x02Keep it\x02This is the token you si" +
+	"gned in with: revoking it signs you out. Its next request is refused. Th" +
+	"is cannot be undone.\x02This is the last usable administrator token: cre" +
+	"ate another one before revoking it.\x02routing output\x02(each item)\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
+	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
+	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02%[1]d more values not shown: the page shows the first %[2]d, the AP" +
+	"I's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02" +
+	"%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Invalid page\x02This page link is not one the co" +
+	"nsole made.\x02Workers connected by a stream, and polling workers by the" +
+	"ir last fetch. A worker is listed while it was seen within three heartbe" +
+	"ats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02De" +
+	"finitions served\x02In flight\x02Connected\x02Last seen\x02No worker is " +
+	"connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves t" +
+	"his definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every r" +
+	"evision its consumer is granted\x02revisions %[1]s\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process pulls this definition: Relais calls its destinations (push), and" +
+	" it needs no worker.\x02No worker is connected for this definition; none" +
+	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
+	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they ta" +
+	"ke: %[1]s; some take every revision their consumer is granted.\x02They t" +
+	"ake every revision their consumer is granted.\x02They take revision %[1]" +
+	"d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 637 elements
+var frIndex = []uint32{ // 640 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1350,44 +1357,44 @@ var frIndex = []uint32{ // 637 elements
 	0x00005294, 0x000052ff, 0x00005319, 0x00005332,
 	0x00005353, 0x00005369, 0x00005370, 0x0000538a,
 	// Entry 200 - 21F
-	0x0000541f, 0x00005432, 0x00005459, 0x00005481,
-	0x0000548f, 0x0000549f, 0x000054a7, 0x000054b8,
-	0x000054bf, 0x000055f5, 0x000055fc, 0x00005636,
-	0x0000563b, 0x00005650, 0x00005664, 0x00005676,
-	0x0000568c, 0x000056a6, 0x0000577b, 0x00005793,
-	0x00005834, 0x00005844, 0x0000591e, 0x00005923,
-	0x00005933, 0x00005941, 0x00005951, 0x00005961,
-	0x0000596b, 0x00005994, 0x000059ae, 0x000059c9,
+	0x0000541f, 0x00005482, 0x00005495, 0x000054bc,
+	0x000054e4, 0x000054f2, 0x00005502, 0x0000550a,
+	0x0000551b, 0x00005522, 0x00005658, 0x0000565f,
+	0x00005699, 0x0000569e, 0x000056b3, 0x000056c7,
+	0x000056d9, 0x000056ef, 0x00005709, 0x000057de,
+	0x000057f6, 0x00005897, 0x00005926, 0x00005936,
+	0x00005a10, 0x00005ad2, 0x00005ad7, 0x00005ae7,
+	0x00005af5, 0x00005b05, 0x00005b15, 0x00005b1f,
 	// Entry 220 - 23F
-	0x00005a57, 0x00005a68, 0x00005a75, 0x00005a90,
-	0x00005ada, 0x00005b1b, 0x00005b61, 0x00005b79,
-	0x00005bcc, 0x00005c07, 0x00005c32, 0x00005c3c,
-	0x00005cb6, 0x00005ceb, 0x00005d2c, 0x00005da0,
-	0x00005e79, 0x00005e92, 0x00005f5b, 0x00005fd8,
-	0x00005fe5, 0x00006037, 0x0000603d, 0x000060d9,
-	0x0000612d, 0x00006158, 0x000061e4, 0x00006212,
-	0x000062d4, 0x000062d7, 0x000062dd, 0x000062e7,
+	0x00005b48, 0x00005b62, 0x00005b7d, 0x00005c0b,
+	0x00005c1c, 0x00005c29, 0x00005c44, 0x00005c8e,
+	0x00005ccf, 0x00005d15, 0x00005d2d, 0x00005d80,
+	0x00005dbb, 0x00005de6, 0x00005df0, 0x00005e6a,
+	0x00005e9f, 0x00005ee0, 0x00005f54, 0x0000602d,
+	0x00006046, 0x0000610f, 0x0000618c, 0x00006199,
+	0x000061eb, 0x000061f1, 0x0000628d, 0x000062e1,
+	0x0000630c, 0x00006398, 0x000063c6, 0x00006488,
 	// Entry 240 - 25F
-	0x000062fd, 0x00006308, 0x00006338, 0x0000633f,
-	0x0000634a, 0x00006358, 0x00006365, 0x00006373,
-	0x00006380, 0x0000639c, 0x000063b5, 0x000063e2,
-	0x0000648b, 0x0000649e, 0x000064a8, 0x00006537,
-	0x00006598, 0x000065aa, 0x000065bd, 0x000065fb,
-	0x00006637, 0x00006643, 0x00006650, 0x0000665e,
-	0x0000666c, 0x0000667c, 0x000066b8, 0x000066f2,
-	0x0000676f, 0x0000677a, 0x000067a4, 0x000067c0,
+	0x0000648b, 0x00006491, 0x0000649b, 0x000064b1,
+	0x000064bc, 0x000064ec, 0x000064f3, 0x000064fe,
+	0x0000650c, 0x00006519, 0x00006527, 0x00006534,
+	0x00006550, 0x00006569, 0x00006596, 0x0000663f,
+	0x00006652, 0x0000665c, 0x000066eb, 0x0000674c,
+	0x0000675e, 0x00006771, 0x000067af, 0x000067eb,
+	0x000067f7, 0x00006804, 0x00006812, 0x00006820,
+	0x00006830, 0x0000686c, 0x000068a6, 0x00006923,
 	// Entry 260 - 27F
-	0x000067c4, 0x000067d6, 0x000067e4, 0x00006810,
-	0x000068d2, 0x00006905, 0x00006910, 0x0000691a,
-	0x0000692f, 0x00006938, 0x00006942, 0x00006950,
-	0x00006974, 0x0000698e, 0x000069a3, 0x000069cf,
-	0x000069d4, 0x000069e9, 0x000069fb, 0x00006a30,
-	0x00006a41, 0x00006ab7, 0x00006b35, 0x00006b9c,
-	0x00006bde, 0x00006c51, 0x00006c95, 0x00006cbd,
-	0x00006ce7,
-} // Size: 2572 bytes
+	0x0000692e, 0x00006958, 0x00006974, 0x00006978,
+	0x0000698a, 0x00006998, 0x000069c4, 0x00006a86,
+	0x00006ab9, 0x00006ac4, 0x00006ace, 0x00006ae3,
+	0x00006aec, 0x00006af6, 0x00006b04, 0x00006b28,
+	0x00006b42, 0x00006b57, 0x00006b83, 0x00006b88,
+	0x00006b9d, 0x00006baf, 0x00006be4, 0x00006bf5,
+	0x00006c6b, 0x00006ce9, 0x00006d50, 0x00006d92,
+	0x00006e05, 0x00006e49, 0x00006e71, 0x00006e9b,
+} // Size: 2584 bytes
 
-const frData string = "" + // Size: 27879 bytes
+const frData string = "" + // Size: 28315 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1706,100 +1713,106 @@ const frData string = "" + // Size: 27879 bytes
 	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
 	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
 	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Processus par clé\x02Versions, " +
-	"les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ver" +
-	"sion %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02" +
-	"Les colonnes suivent le plus long chemin depuis le nœud de départ. Les f" +
-	"lèches pleines sont les réussites (étiquetées par leur route), les point" +
-	"illées les échecs (étiquetées par leurs codes d’erreur). Chaque case ind" +
-	"ique combien d’occurrences de cette version se trouvent à ce nœud mainte" +
-	"nant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuell" +
-	"es\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de ce processus\x02Les colonnes s" +
-	"uivent le plus long chemin depuis le nœud de départ. Les flèches pleines" +
-	" sont les réussites (étiquetées par leur route), les pointillées les éch" +
-	"ecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version\x02" +
-	"Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (a" +
-	"u plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes e" +
-	"t ses décomptes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœ" +
-	"ud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, ro" +
-	"utes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci" +
-	"-dessous reprend les mêmes nœuds, routes et décomptes.\x02pull\x02push v" +
-	"ers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02blocage (un incident pour un opérateur)\x02tout autre code → %[1]s" +
-	"\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative," +
-	" nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives" +
-	", nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02dé" +
-	"lai %[1]s\x02délai %[1]s (par défaut)\x02Décomptes au %[1]s (%[2]s)" +
-	"\u202f; actualisés toutes les quelques secondes.\x02Seuls les administra" +
-	"teurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s" +
-	"\u202f; consigné dans le journal d’audit.\x02Révélation impossible\x02Se" +
-	"ule une valeur que cette page affiche masquée (sensible) peut être révél" +
-	"ée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02Cette p" +
-	"age n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifian" +
-	"t d’instance ou d’occurrence (un UUID, que les pages affichent au survol" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»," +
-	" et aucune instance ne l’a pour clé métier.\x02Aucune instance n’a «" +
-	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
-	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
-	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
-	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
-	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
-	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
-	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarr" +
-	"age du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous ave" +
-	"c un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02L" +
-	"e jeton est vérifié une fois et n’est jamais conservé dans votre navigat" +
-	"eur\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivit" +
-	"é.\x02Trop de connexions échouées depuis votre adresse. Réessayez dans " +
-	"%[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de" +
-	" rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un " +
-	"jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les admin" +
-	"istrateurs gèrent les jetons.\x02Jetons du personnel (administrateurs, c" +
-	"oncepteurs, opérateurs) non révoqués. Les jetons des consommateurs se gè" +
-	"rent avec leurs consommateurs. Révoquer un jeton refuse sa requête suiva" +
-	"nte.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02J" +
-	"etons du personnel, les plus anciens d’abord\x02jamais\x02pas encore\x02" +
-	"Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Le jeton a" +
-	" été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «" +
-	"\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sess" +
-	"ions de console ouvertes avec lui prennent fin. C’est irréversible\u202f" +
-	": qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02" +
-	"Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le rév" +
-	"oquer vous déconnecte. Sa requête suivante est refusée. C’est irréversib" +
-	"le.\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en " +
-	"un autre avant de le révoquer.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
-	"\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02Les " +
-	"exécutants connectés par un flux, et ceux qui interrogent par leur derni" +
-	"ère demande. Un exécutant est listé tant qu’il s’est manifesté dans les" +
-	" trois derniers battements de cœur.\x02Exécutants vus dans les trois der" +
-	"niers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En " +
-	"cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
-	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
-	"e tire cette définition\u202f: Relais appelle ses destinations (push), e" +
-	"lle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour" +
-	" cette définition\u202f; aucune de ses occurrences n’en attend.\x14\x01" +
-	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
-	" %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; cert" +
-	"ains prennent toutes les révisions accordées à leur consommateur.\x02Ils" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Ils ne " +
-	"prennent que la révision %[1]d.\x02Ils ne prennent que les révisions %[1" +
-	"]s."
+	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
+	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
+	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02Dé" +
+	"comptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes." +
+	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
+	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
+	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
+	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
+	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
+	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
+	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
+	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
+	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
+	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
+	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
+	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
+	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
+	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
+	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
+	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
+	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
+	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
+	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
+	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
+	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
+	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
+	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
+	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
+	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
+	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
+	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
+	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
+	" révisions %[1]s."
 
-	// Total table size 54949 bytes (53KiB); checksum: 2B97D49B
+	// Total table size 55689 bytes (54KiB); checksum: 7AD209EA

@@ -173,9 +173,11 @@ async function subscribe() {
 
 // drain asks for no more assignments; those held are finished.
 async function drain() {
+  // Said before asking: the stream may end (its draining heartbeat read,
+  // nothing running) before the answer comes back.
+  log("draining", { running: running.size });
   try {
     await client.drain({ streamId: stream.id });
-    log("draining", { running: running.size });
   } catch (err) {
     log("drain_refused", problem(err));
   }
