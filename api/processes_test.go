@@ -52,3 +52,39 @@ func TestLiteralIntoProtectedFieldIsRefusedAtPublish(t *testing.T) {
 		t.Errorf("version document: %s; want the contact bound from input.contact", got.Body)
 	}
 }
+
+// TestAnUnknownReferenceSaysWhatExists: a pinned revision that does not
+// exist names the definition's revisions, and a misspelt definition or
+// destination the one it most likely meant.
+func TestAnUnknownReferenceSaysWhatExists(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Must(201, "PUT", "/api/v1/destinations/claims-notifier", env.Admin, map[string]any{"url": "https://notify.example.com/", "max_timeout": "PT5S"})
+	for _, c := range []struct {
+		name, field string
+		value       any
+		want        string
+	}{
+		{"revision", "revision", 9, "unknown definition revision add_company_to_crm@9 (add_company_to_crm has revisions 1 to 1)"},
+		{"definition", "definition", "add_company_to_cmr", `unknown definition revision add_company_to_cmr@1 (did you mean "add_company_to_crm"?)`},
+		{"destination", "destination", "claims-notifer", `unknown destination "claims-notifer" (did you mean "claims-notifier"?)`},
+	} {
+		doc := relaistest.CRMProcess(nil)
+		node := doc["nodes"].(map[string]any)["crm"].(map[string]any)
+		node[c.field] = c.value
+		if c.field == "destination" {
+			node["kind"] = "push"
+		}
+		res := env.Do("POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, doc)
+		said := false
+		if res.Status == 422 {
+			for _, e := range res.JSON(t)["errors"].([]any) {
+				said = said || e.(map[string]any)["message"] == c.want
+			}
+		}
+		if !said {
+			t.Errorf("%s: %d %s; want 422 saying %q", c.name, res.Status, res.Body, c.want)
+		}
+	}
+}

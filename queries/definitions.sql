@@ -22,3 +22,7 @@ from definitions d
 where d.key > @after
 order by d.key
 limit @max;
+
+-- name: DefinitionKeys :many
+-- Every definition key, for the closest one to a misspelt reference.
+select key from definitions order by key;

@@ -45,6 +45,31 @@ func (q *Queries) DefinitionGetForUpdate(ctx context.Context, key string) (Defin
 	return i, err
 }
 
+const definitionKeys = `-- name: DefinitionKeys :many
+select key from definitions order by key
+`
+
+// Every definition key, for the closest one to a misspelt reference.
+func (q *Queries) DefinitionKeys(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, definitionKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		items = append(items, key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const definitionList = `-- name: DefinitionList :many
 select d.key, d.working, d.created_at, d.updated_at,
        coalesce((select max(r.revision) from revisions r where r.definition_key = d.key), 0)::integer as latest_revision,

@@ -26,3 +26,7 @@ for share;
 -- the destination, compares and writes, and a name not created yet has no
 -- row to lock.
 select pg_advisory_xact_lock(hashtextextended('relais destination ' || @name::text, 0));
+
+-- name: DestinationNames :many
+-- Every destination name, for the closest one to a misspelt reference.
+select name from destinations order by name;

@@ -124,6 +124,31 @@ func (q *Queries) DestinationLockName(ctx context.Context, name string) error {
 	return err
 }
 
+const destinationNames = `-- name: DestinationNames :many
+select name from destinations order by name
+`
+
+// Every destination name, for the closest one to a misspelt reference.
+func (q *Queries) DestinationNames(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, destinationNames)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const destinationUpsert = `-- name: DestinationUpsert :one
 insert into destinations (name, url, sealed_url_query, header_names, sealed_headers, max_timeout)
 values ($1, $2, $3, $4, $5, $6)

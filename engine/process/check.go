@@ -264,9 +264,30 @@ func (k *checker) revision(at string, n *Node) (contracts.Working, bool) {
 		}
 		// The resolver answers pairs only, so an unknown key and an
 		// unknown revision of a known key look alike.
-		k.add(jsontree.Pointer(at, "definition"), "unknown definition revision %s@%d", n.Definition, n.Revision)
+		k.add(jsontree.Pointer(at, "definition"), "unknown definition revision %s@%d%s", n.Definition, n.Revision, k.revisionHint(n))
 	}
 	return contracts.Working{}, false
+}
+
+// Hinter is what a Resolver may add to say what exists of a reference that
+// resolved to nothing: "(crm has revisions 1 to 2)", "(did you mean …)".
+type Hinter interface {
+	RevisionHint(definition string, revision int) string
+	DestinationHint(name string) string
+}
+
+func (k *checker) revisionHint(n *Node) string {
+	if h, ok := k.r.(Hinter); ok {
+		return h.RevisionHint(n.Definition, n.Revision)
+	}
+	return ""
+}
+
+func (k *checker) destinationHint(n *Node) string {
+	if h, ok := k.r.(Hinter); ok {
+		return h.DestinationHint(n.Destination)
+	}
+	return ""
 }
 
 // routes checks that the node branches exactly on the pinned revision's
@@ -304,7 +325,7 @@ func (k *checker) push(at string, n *Node) {
 	if n.Destination == "" {
 		k.add(jsontree.Pointer(at, "destination"), "destination is required on push nodes")
 	} else if destMax, destOK = k.r.Destination(n.Destination); !destOK {
-		k.add(jsontree.Pointer(at, "destination"), "unknown destination %q", n.Destination)
+		k.add(jsontree.Pointer(at, "destination"), "unknown destination %q%s", n.Destination, k.destinationHint(n))
 	}
 	tat := jsontree.Pointer(at, "timeout")
 	t := n.PushTimeout(k.lim)
