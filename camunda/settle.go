@@ -265,7 +265,7 @@ func (f *Facade) unlock(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch o.Status {
 	case engine.StatusAvailable:
-		if o.DeadlineAt != nil && !o.DeadlineAt.After(f.eng.Now()) {
+		if o.PastDeadline(f.eng.Now()) {
 			// Past its deadline it fails: gone, as below, before the
 			// timer fails it as after.
 			return taskNotFound(id.String())

@@ -20,6 +20,12 @@ func (o Occurrence) Remaining() int {
 	return o.AttemptsLeft
 }
 
+// PastDeadline reports whether o's deadline has passed at now: it fails
+// there, whether or not the timer has failed it yet.
+func (o Occurrence) PastDeadline(now time.Time) bool {
+	return o.DeadlineAt != nil && !o.DeadlineAt.After(now)
+}
+
 // Sort orders of ListOpen; each ends with the occurrence id.
 const (
 	OpenByID       = "id"

@@ -84,18 +84,17 @@ func (e *Engine) processLimits() process.Limits {
 type resolver struct {
 	revisions    map[revisionKey]contracts.Working
 	destinations map[string]time.Duration
-	// hints say, of a reference that resolved to nothing, what exists
-	// ("revisions 1 to 2", "did you mean …"), keyed by the reference.
-	hints map[string]string
+	// What exists of a reference that resolved to nothing ("revisions 1
+	// to 2", "did you mean …"), by reference.
+	revisionHints    map[revisionKey]string
+	destinationHints map[string]string
 }
 
 // RevisionHint says what exists of a definition revision that does not.
-func (r resolver) RevisionHint(key string, n int) string {
-	return r.hints[fmt.Sprintf("revision %s@%d", key, n)]
-}
+func (r resolver) RevisionHint(key string, n int) string { return r.revisionHints[revisionKey{key, n}] }
 
 // DestinationHint says which destination an unknown name may mean.
-func (r resolver) DestinationHint(name string) string { return r.hints["destination "+name] }
+func (r resolver) DestinationHint(name string) string { return r.destinationHints[name] }
 
 func (r resolver) Revision(key string, n int) (contracts.Working, bool) {
 	w, ok := r.revisions[revisionKey{key, n}]
@@ -108,7 +107,11 @@ func (r resolver) Destination(name string) (time.Duration, bool) {
 }
 
 func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver, error) {
-	r := resolver{revisions: map[revisionKey]contracts.Working{}, destinations: map[string]time.Duration{}, hints: map[string]string{}}
+	r := resolver{revisions: map[revisionKey]contracts.Working{}, destinations: map[string]time.Duration{},
+		revisionHints: map[revisionKey]string{}, destinationHints: map[string]string{}}
+	// Read once, and only when a reference resolved to nothing: a
+	// publication that resolves pays nothing for the hints.
+	var keys, names []string
 	for _, n := range p.Nodes {
 		if n.Kind == process.KindEnd || n.Definition == "" || n.Revision < 1 {
 			continue
@@ -118,7 +121,7 @@ func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver,
 			r.revisions[revisionKey{n.Definition, n.Revision}] = rev.Working
 		} else if !fault.HasCode(err, "not_found") {
 			return r, err
-		} else if err := e.hintRevision(ctx, r, n.Definition, n.Revision); err != nil {
+		} else if err := e.hintRevision(ctx, r, n.Definition, n.Revision, &keys); err != nil {
 			return r, err
 		}
 		if n.Kind == process.KindPush && n.Destination != "" {
@@ -129,33 +132,35 @@ func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver,
 			} else if !isNoRows(err) {
 				return r, wrap("load destination", err)
 			}
-			names, err := e.q.DestinationNames(ctx)
-			if err != nil {
-				return r, wrap("list destinations", err)
+			if names == nil {
+				if names, err = e.q.DestinationNames(ctx); err != nil {
+					return r, wrap("list destinations", err)
+				}
 			}
-			r.hints["destination "+n.Destination] = suggest.Hint(n.Destination, names)
+			r.destinationHints[n.Destination] = suggest.Hint(n.Destination, names)
 		}
 	}
 	return r, nil
 }
 
 // hintRevision records what exists of a definition revision that does
-// not: the definition's revisions, or the key a misspelt one may mean.
-// Only a refused publication pays for it.
-func (e *Engine) hintRevision(ctx context.Context, r resolver, key string, n int) error {
-	at := fmt.Sprintf("revision %s@%d", key, n)
+// not: the definition's revisions, or the key a misspelt one may mean
+// (every key, read into *keys the first time one is needed).
+func (e *Engine) hintRevision(ctx context.Context, r resolver, key string, n int, keys *[]string) error {
+	at := revisionKey{key, n}
 	d, err := e.GetDefinition(ctx, key)
 	switch {
 	case err == nil && d.LatestRevision == 0:
-		r.hints[at] = fmt.Sprintf(" (%s has no revision yet: snapshot its Working)", key)
+		r.revisionHints[at] = fmt.Sprintf(" (%s has no revision yet: snapshot its Working)", key)
 	case err == nil:
-		r.hints[at] = fmt.Sprintf(" (%s has revisions 1 to %d)", key, d.LatestRevision)
+		r.revisionHints[at] = fmt.Sprintf(" (%s has revisions 1 to %d)", key, d.LatestRevision)
 	case fault.HasCode(err, "not_found"):
-		keys, err := e.q.DefinitionKeys(ctx)
-		if err != nil {
-			return wrap("list definitions", err)
+		if *keys == nil {
+			if *keys, err = e.q.DefinitionKeys(ctx); err != nil {
+				return wrap("list definitions", err)
+			}
 		}
-		r.hints[at] = suggest.Hint(key, keys)
+		r.revisionHints[at] = suggest.Hint(key, *keys)
 	default:
 		return err
 	}

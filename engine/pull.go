@@ -32,7 +32,8 @@ type ClaimRequest struct {
 }
 
 // Reservation is an occurrence delivered to a worker, with its inputs in
-// clear (secrets included: the consumer is authorized).
+// clear (secrets included: the consumer is authorized) and compact, the
+// same bytes whichever protocol carries them.
 type Reservation struct {
 	ID            uuid.UUID
 	Definition    string

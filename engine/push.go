@@ -205,7 +205,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 		case o.Status != StatusReserved || int(o.Attempts) != attempt:
 			return fault.New(fault.Conflict, "already_settled", "occurrence %s is %s", id, o.Status)
 		}
-		if o.DeadlineAt != nil && !o.DeadlineAt.After(r.now) {
+		if pastDeadline(o, r.now) {
 			// As for a pull worker's late result: the deadline wins,
 			// whether or not the timer got there first.
 			res = PushResult{ErrorCode: CodeDeadlineExceeded, Message: "the call ended after the occurrence's deadline, " + o.DeadlineAt.UTC().Format(time.RFC3339Nano) + ": its result is not taken"}

@@ -107,7 +107,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 		}
 		lockGone := o.Status == StatusReserved && o.LockExpiresAt != nil && !o.LockExpiresAt.After(r.now)
 		switch {
-		case o.DeadlineAt != nil && !o.DeadlineAt.After(r.now):
+		case pastDeadline(o, r.now):
 			code = CodeDeadlineExceeded
 			if o.Status == StatusReserved {
 				// The holder learns at once (a worker stream, a push call in

@@ -475,13 +475,13 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 	if err != nil && !isNotFound(err) {
 		return Result{}, err
 	}
+	latest := 0
+	for _, v := range cur.Versions {
+		latest = max(latest, v.Version)
+	}
 	for _, v := range cur.Versions {
 		if v.Digest == digest {
 			detail := fmt.Sprintf("version %d", v.Version)
-			latest := 0
-			for _, w := range cur.Versions {
-				latest = max(latest, w.Version)
-			}
 			if latest != v.Version {
 				// Publishing is idempotent by digest: an older document
 				// does not become the version a start without one runs.
@@ -489,10 +489,6 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 			}
 			return Result{Doc: d, Action: "unchanged", Detail: detail}, nil
 		}
-	}
-	latest := 0
-	for _, v := range cur.Versions {
-		latest = max(latest, v.Version)
 	}
 	breaking := ""
 	if latest > 0 && parsed != nil {
