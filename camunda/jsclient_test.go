@@ -1,15 +1,11 @@
 package camunda_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,67 +44,6 @@ func installJSClient(t *testing.T) string {
 	return dir
 }
 
-// runJSWorker runs worker.mjs against env until it exits, and returns the
-// events it reported. The node process is killed when the test ends.
-func runJSWorker(t *testing.T, dir string, env []string, within time.Duration) []map[string]any {
-	t.Helper()
-	cmd := exec.Command("node", "worker.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu     sync.Mutex
-		events []map[string]any
-		lines  []string
-	)
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev map[string]any
-			mu.Lock()
-			lines = append(lines, sc.Text())
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				events = append(events, ev)
-			}
-			mu.Unlock()
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() {
-		<-read
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		// Never leave node running, whatever happened.
-		_ = cmd.Process.Kill()
-	})
-	select {
-	case err := <-exited:
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			t.Fatalf("the JavaScript worker failed: %v\nstdout:\n%s\nstderr:\n%s", err, strings.Join(lines, "\n"), stderr.String())
-		}
-		return events
-	case <-time.After(within):
-		_ = cmd.Process.Kill()
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("the JavaScript worker did not finish within %v\nstdout:\n%s\nstderr:\n%s", within, strings.Join(lines, "\n"), stderr.String())
-		return nil
-	}
-}
-
 // The official JavaScript client, unmodified, authenticates with Basic,
 // subscribes to a topic, reads typed variables, completes with typed
 // variables, reports failures with retries, throws a BPMN error and
@@ -122,12 +57,13 @@ func TestOfficialJavaScriptClient(t *testing.T) {
 	for _, name := range []string{"complete-me", "extend-me", "fail-me", "bpmn-me"} {
 		instances[name], occurrences[name] = f.start(name)
 	}
-	events := runJSWorker(t, dir, []string{
-		"RELAIS_ENGINE_REST=" + f.URL + "/engine-rest",
-		"RELAIS_CONSUMER=" + f.consumer,
-		"RELAIS_TOKEN=" + f.token,
-		"RELAIS_TOPIC=" + typedKey,
-	}, 2*time.Minute)
+	js := relaistest.StartNode(t, dir, "worker.mjs",
+		"RELAIS_ENGINE_REST="+f.URL+"/engine-rest",
+		"RELAIS_CONSUMER="+f.consumer,
+		"RELAIS_TOKEN="+f.token,
+		"RELAIS_TOPIC="+typedKey)
+	js.Wait(t, 2*time.Minute)
+	events := js.Events()
 
 	t.Logf("events: %v", events)
 	var received map[string]any

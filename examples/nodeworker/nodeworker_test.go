@@ -3,16 +3,13 @@
 package nodeworker_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,80 +63,6 @@ func copyTree(from, to string) error {
 	})
 }
 
-// worker is worker.mjs running, its JSON log lines collected.
-type worker struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	lines  []string
-	events []map[string]any
-	stderr strings.Builder // under mu: exec writes it from its own goroutine
-	exited chan error
-}
-
-// stderrWriter appends to w.stderr under w.mu.
-type stderrWriter struct{ w *worker }
-
-func (s stderrWriter) Write(p []byte) (int, error) {
-	s.w.mu.Lock()
-	defer s.w.mu.Unlock()
-	return s.w.stderr.Write(p)
-}
-
-func start(t *testing.T, dir string, env ...string) *worker {
-	t.Helper()
-	w := &worker{cmd: exec.Command("node", "worker.mjs"), exited: make(chan error, 1)}
-	w.cmd.Dir = dir
-	w.cmd.Env = append(os.Environ(), env...)
-	w.cmd.Stderr = stderrWriter{w}
-	stdout, err := w.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev map[string]any
-			w.mu.Lock()
-			w.lines = append(w.lines, sc.Text())
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				w.events = append(w.events, ev)
-			}
-			w.mu.Unlock()
-		}
-	}()
-	go func() {
-		<-read
-		w.exited <- w.cmd.Wait()
-	}()
-	// Never leave node running, whatever happened.
-	t.Cleanup(func() { _ = w.cmd.Process.Kill() })
-	return w
-}
-
-// seen returns the events named event logged so far.
-func (w *worker) seen(event string) []map[string]any {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []map[string]any
-	for _, ev := range w.events {
-		if ev["event"] == event {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func (w *worker) output() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return "stdout:\n" + strings.Join(w.lines, "\n") + "\nstderr:\n" + w.stderr.String()
-}
-
 // The example worker subscribes, runs each task while it keeps
 // acknowledging heartbeats (a task five heartbeats long completes), settles
 // through the protocol (a company created, then found existing: the
@@ -156,9 +79,9 @@ func TestNodeWorker(t *testing.T) {
 	env.Process("crm_only", relaistest.CRMProcess(nil))
 	token := env.Consumer("crm-sync", "add_company_to_crm")
 
-	w := start(t, dir, "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+token, "CRM_LATENCY_MS=2500")
+	w := relaistest.StartNode(t, dir, "worker.mjs", "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+token, "CRM_LATENCY_MS=2500")
 	relaistest.WaitFor(t, 20*time.Second, "the worker subscribed", func() (bool, string) {
-		return len(w.seen("subscribed")) == 1, w.output()
+		return len(w.Events("subscribed")) == 1, w.Output()
 	})
 
 	startCompany := func(name string) string {
@@ -166,14 +89,14 @@ func TestNodeWorker(t *testing.T) {
 	}
 	first := startCompany("Acme")
 	if got := env.WaitEnded(first, 20*time.Second); got["status"] != "completed" || got["end_node"] != "done" {
-		t.Fatalf("first Acme: %v at %v; want completed at done (created)\n%s", got["status"], got["end_node"], w.output())
+		t.Fatalf("first Acme: %v at %v; want completed at done (created)\n%s", got["status"], got["end_node"], w.Output())
 	}
 	second := startCompany(" ACME ")
 	if got := env.WaitEnded(second, 20*time.Second); got["status"] != "completed" || got["end_node"] != "known" {
-		t.Fatalf("second Acme: %v at %v; want completed at known (existing)\n%s", got["status"], got["end_node"], w.output())
+		t.Fatalf("second Acme: %v at %v; want completed at known (existing)\n%s", got["status"], got["end_node"], w.Output())
 	}
-	if n := len(w.seen("subscribed")); n != 1 {
-		t.Errorf("subscribed %d times; want once: tasks five heartbeats long must not end the stream\n%s", n, w.output())
+	if n := len(w.Events("subscribed")); n != 1 {
+		t.Errorf("subscribed %d times; want once: tasks five heartbeats long must not end the stream\n%s", n, w.Output())
 	}
 
 	// SIGTERM while a task runs: it finishes and settles, then the worker
@@ -183,24 +106,17 @@ func TestNodeWorker(t *testing.T) {
 		items := env.Must(200, "GET", "/api/v1/occurrences?status=reserved", env.Operator, nil).JSON(t)["items"].([]any)
 		return len(items) == 1, fmt.Sprint(len(items), " reserved")
 	})
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := w.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-w.exited:
-		if err != nil {
-			t.Fatalf("the worker exited with %v after SIGTERM\n%s", err, w.output())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the worker did not exit within 20s of SIGTERM\n%s", w.output())
-	}
+	w.Wait(t, 20*time.Second) // exits 0, drained
 	if got := env.WaitEnded(third, 5*time.Second); got["status"] != "completed" {
-		t.Errorf("Globex, in flight at SIGTERM: %v; want completed by the draining worker\n%s", got["status"], w.output())
+		t.Errorf("Globex, in flight at SIGTERM: %v; want completed by the draining worker\n%s", got["status"], w.Output())
 	}
-	if n := len(w.seen("completed")); n != 3 {
-		t.Errorf("%d completions logged; want 3\n%s", n, w.output())
+	if n := len(w.Events("completed")); n != 3 {
+		t.Errorf("%d completions logged; want 3\n%s", n, w.Output())
 	}
-	if len(w.seen("draining")) != 1 || len(w.seen("stopped")) != 1 {
-		t.Errorf("want the drain and the stop logged\n%s", w.output())
+	if len(w.Events("draining")) != 1 || len(w.Events("stopped")) != 1 {
+		t.Errorf("want the drain and the stop logged\n%s", w.Output())
 	}
 }

@@ -1,9 +1,15 @@
 package relaistest
 
 import (
+	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // RequireNode skips a test that needs Node.js and npm when the machine
@@ -18,5 +24,98 @@ func RequireNode(t testing.TB, what string) {
 			}
 			t.Skipf("%s is not installed: skipping %s (install Node.js 20 and npm to run it)", tool, what)
 		}
+	}
+}
+
+// NodeScript is a Node.js script running, its standard output's lines
+// collected as they come, each line that is a JSON object also as an event.
+type NodeScript struct {
+	// Cmd is the node process (to signal it).
+	Cmd    *exec.Cmd
+	mu     sync.Mutex
+	lines  []string
+	events []map[string]any
+	stderr strings.Builder // under mu: exec writes it from its own goroutine
+	exited chan error
+}
+
+type nodeStderr struct{ s *NodeScript }
+
+func (w nodeStderr) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return w.s.stderr.Write(p)
+}
+
+// StartNode runs `node script` in dir with env added to this process's
+// environment. The process is killed when the test ends, whatever
+// happened.
+func StartNode(t testing.TB, dir, script string, env ...string) *NodeScript {
+	t.Helper()
+	s := &NodeScript{Cmd: exec.Command("node", script), exited: make(chan error, 1)}
+	s.Cmd.Dir = dir
+	s.Cmd.Env = append(os.Environ(), env...)
+	s.Cmd.Stderr = nodeStderr{s}
+	stdout, err := s.Cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev map[string]any
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				s.events = append(s.events, ev)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	go func() {
+		<-read // Wait closes the pipe: every line is read first
+		s.exited <- s.Cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = s.Cmd.Process.Kill() })
+	return s
+}
+
+// Events returns the events logged so far, or only those whose "event"
+// member is one of names.
+func (s *NodeScript) Events(names ...string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, ev := range s.events {
+		if name, _ := ev["event"].(string); len(names) == 0 || slices.Contains(names, name) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// Output is everything the script wrote so far, for a failure message.
+func (s *NodeScript) Output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "stdout:\n" + strings.Join(s.lines, "\n") + "\nstderr:\n" + s.stderr.String()
+}
+
+// Wait fails the test unless the script exits 0 within d.
+func (s *NodeScript) Wait(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Fatalf("the node script failed: %v\n%s", err, s.Output())
+		}
+	case <-time.After(d):
+		_ = s.Cmd.Process.Kill()
+		t.Fatalf("the node script did not finish within %v\n%s", d, s.Output())
 	}
 }
