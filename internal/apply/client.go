@@ -275,13 +275,11 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 // the revision is made, not later in a diff nobody opened. It is "" when
 // nothing breaks.
 func (c *Client) breakingChanges(ctx context.Context, base string, latest int, next contracts.Working, dryRun bool) (string, error) {
-	var rev struct {
-		Document json.RawMessage `json:"document"`
-	}
-	if _, err := c.call(ctx, "GET", fmt.Sprintf("%s/revisions/%d", base, latest), nil, &rev); err != nil {
+	doc, err := c.document(ctx, fmt.Sprintf("%s/revisions/%d", base, latest))
+	if err != nil {
 		return "", err
 	}
-	old, violations := contracts.ParseWorking(rev.Document)
+	old, violations := contracts.ParseWorking(doc)
 	if len(violations) > 0 {
 		return "", nil // a revision this client cannot read: the server's diff tells
 	}
@@ -520,19 +518,26 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking}, nil
 }
 
+// document reads the document of a revision or a process version.
+func (c *Client) document(ctx context.Context, path string) (json.RawMessage, error) {
+	var out struct {
+		Document json.RawMessage `json:"document"`
+	}
+	_, err := c.call(ctx, "GET", path, nil, &out)
+	return out.Document, err
+}
+
 // breakingStarts says, for a detail, how the new version's inputs may
 // refuse the starts that worked against version latest: a start without a
 // version runs the latest, so a caller written for the old inputs (a field
 // renamed, a new required one) starts failing the moment it is published.
 // It is "" when every such start still fits.
 func (c *Client) breakingStarts(ctx context.Context, base string, latest int, next *process.Process) (string, error) {
-	var ver struct {
-		Document json.RawMessage `json:"document"`
-	}
-	if _, err := c.call(ctx, "GET", fmt.Sprintf("%s/versions/%d", base, latest), nil, &ver); err != nil {
+	doc, err := c.document(ctx, fmt.Sprintf("%s/versions/%d", base, latest))
+	if err != nil {
 		return "", err
 	}
-	old, violations := process.Parse(ver.Document)
+	old, violations := process.Parse(doc)
 	if len(violations) > 0 {
 		return "", nil // a version this client cannot read
 	}
