@@ -198,7 +198,24 @@ func TestHealthAndReflection(t *testing.T) {
 		t.Logf("after CloseSend: %v", err)
 	}
 
+	// A watch (gRPC's client-side health checking) hears the drain and
+	// ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	watch, err := healthv1.NewHealthClient(c.conn).Watch(ctx, &healthv1.HealthCheckRequest{Service: "relais.worker.v1.WorkerService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := watch.Recv(); err != nil || res.GetStatus() != healthv1.HealthCheckResponse_SERVING {
+		t.Fatalf("watch = %v, %v; want SERVING", res, err)
+	}
 	f.env.Drain()
+	if res, err := watch.Recv(); err != nil || res.GetStatus() != healthv1.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("watch during the drain = %v, %v; want NOT_SERVING", res, err)
+	}
+	if res, err := watch.Recv(); err != io.EOF {
+		t.Errorf("watch after the drain's status = %v, %v; want its end", res, err)
+	}
 	res2, err := healthv1.NewHealthClient(c.conn).Check(context.Background(), &healthv1.HealthCheckRequest{})
 	if err != nil || res2.GetStatus() != healthv1.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health of a stopping replica = %v, %v; want NOT_SERVING", res2, err)

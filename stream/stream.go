@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -53,9 +52,7 @@ type Service struct {
 	eng    *engine.Engine
 	lookup auth.Lookup
 	reg    *registry
-	// databaseDown is set while the replica's probe gets no answer from
-	// PostgreSQL (see SetDatabaseUp).
-	databaseDown atomic.Bool
+	health *health
 
 	claimed prometheus.Counter
 	// observe times the settling calls (see ObserveSettlements).
@@ -68,6 +65,7 @@ var _ workerv1connect.WorkerServiceHandler = (*Service)(nil)
 func New(logger *slog.Logger, cfg config.Config, eng *engine.Engine, lookup auth.Lookup, reg prometheus.Registerer) *Service {
 	s := &Service{logger: logger, cfg: cfg, eng: eng, lookup: lookup, reg: newRegistry(cfg.Stream.MaxStreams, reg),
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_stream_claimed_total", Help: "Occurrences assigned to worker streams."})}
+	s.health = newHealth(s.reg.closing)
 	if reg != nil {
 		reg.MustRegister(s.claimed)
 	}
@@ -140,8 +138,8 @@ func (s *Service) Handlers() map[string]http.Handler {
 	out[path] = h
 	path, h = grpcreflect.NewHandlerV1Alpha(reflector)
 	out[path] = h
-	path, h = grpchealth.NewHandler(health{reg: s.reg, down: &s.databaseDown})
-	out[path] = h
+	path, h = grpchealth.NewHandler(s.health)
+	out[path] = s.health.endWatches(h)
 	return out
 }
 
@@ -150,34 +148,6 @@ func (s *Service) Handlers() map[string]http.Handler {
 func (s *Service) recovered(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
 	s.logger.ErrorContext(ctx, "worker protocol handler panicked", "procedure", spec.Procedure, "panic", fmt.Sprintf("a value of type %T", v))
 	return problemError(fault.New(fault.Internal, "internal", "an internal error occurred; it was logged"))
-}
-
-// health reports the worker service as serving until its replica drains,
-// and not while its replica cannot reach PostgreSQL (as /readyz says).
-type health struct {
-	reg  *registry
-	down *atomic.Bool
-}
-
-// SetDatabaseUp tells the health service whether PostgreSQL answers the
-// replica's probe.
-func (s *Service) SetDatabaseUp(up bool) { s.databaseDown.Store(!up) }
-
-func (h health) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
-	switch req.Service {
-	case "", workerv1connect.WorkerServiceName:
-	default:
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
-	}
-	select {
-	case <-h.reg.closing:
-		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
-	default:
-	}
-	if h.down.Load() {
-		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
-	}
-	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }
 
 type responseControllerKey struct{}

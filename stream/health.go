@@ -1,0 +1,173 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+
+	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
+)
+
+// watchFarewell bounds how long a Watch stream outlives its replica's
+// drain when it has nothing to say (its last status was NOT_SERVING
+// already): long enough for a status being sent to reach the client.
+const watchFarewell = time.Second
+
+// health reports the worker service as serving until its replica drains,
+// and not while its replica cannot reach PostgreSQL (as /readyz says).
+//
+// It streams changes too (grpchealth.Watcher), for the clients that
+// balance over replicas by watching them (gRPC's client-side health
+// checking): a watch is told when PostgreSQL stops or starts answering and
+// when its replica drains, and ends once it said NOT_SERVING for the
+// drain, so that its client moves to another replica and the drain waits
+// for no watch.
+type health struct {
+	closing <-chan struct{}
+	// down is set while the replica's probe gets no answer from
+	// PostgreSQL (see Service.SetDatabaseUp).
+	down atomic.Bool
+
+	mu       sync.Mutex
+	watchers map[*func()]struct{}
+}
+
+var _ grpchealth.Watcher = (*health)(nil)
+
+func newHealth(closing <-chan struct{}) *health {
+	return &health{closing: closing, watchers: map[*func()]struct{}{}}
+}
+
+// SetDatabaseUp tells the health service whether PostgreSQL answers the
+// replica's probe.
+func (s *Service) SetDatabaseUp(up bool) {
+	if s.health.down.Swap(!up) != !up {
+		s.health.changed()
+	}
+}
+
+// changed tells every watch to check the status again.
+func (h *health) changed() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for f := range h.watchers {
+		(*f)()
+	}
+}
+
+func knownService(name string) error {
+	switch name {
+	case "", workerv1connect.WorkerServiceName:
+		return nil
+	}
+	return connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", name))
+}
+
+// Check answers the status of the replica (service "") or of its worker
+// service, which are the same.
+func (h *health) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	if err := knownService(req.Service); err != nil {
+		return nil, err
+	}
+	select {
+	case <-h.closing:
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	default:
+	}
+	if h.down.Load() {
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+}
+
+// Watch calls onChange whenever the status may have changed, until stop.
+func (h *health) Watch(_ context.Context, req *grpchealth.CheckRequest, onChange func()) (stop func(), err error) {
+	if err := knownService(req.Service); err != nil {
+		return nil, err
+	}
+	key := &onChange
+	h.mu.Lock()
+	h.watchers[key] = struct{}{}
+	h.mu.Unlock()
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-h.closing:
+			onChange()
+		case <-stopped:
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(stopped)
+		h.mu.Lock()
+		delete(h.watchers, key)
+		h.mu.Unlock()
+	}), nil
+}
+
+// endWatches ends each Watch stream once the replica drains: as soon as
+// the stream sent a status after the drain began (NOT_SERVING), or
+// watchFarewell after it began. The health handler ends a watch only when
+// its context does, and an HTTP server's graceful shutdown waits for its
+// handlers.
+func (h *health) endWatches(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/"+grpchealth.HealthV1ServiceName+"/Watch" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-h.closing:
+			case <-ctx.Done():
+				return
+			}
+			t := time.NewTimer(watchFarewell)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		next.ServeHTTP(&farewellWriter{ResponseWriter: w, closing: h.closing, cancel: cancel}, r.WithContext(ctx))
+	})
+}
+
+// farewellWriter ends its request (cancel) once it flushed a message after
+// the replica began draining (a flush of the headers alone does not count).
+type farewellWriter struct {
+	http.ResponseWriter
+	closing <-chan struct{}
+	cancel  context.CancelFunc
+	wrote   bool
+}
+
+func (w *farewellWriter) Write(p []byte) (int, error) {
+	w.wrote = w.wrote || len(p) > 0
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *farewellWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	if !w.wrote {
+		return
+	}
+	select {
+	case <-w.closing:
+		w.cancel()
+	default:
+	}
+}
+
+func (w *farewellWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
