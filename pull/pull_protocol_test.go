@@ -881,6 +881,42 @@ func TestRetryDelayIsHonoured(t *testing.T) {
 	}
 }
 
+// A waiting fetch that hears of a retry due later does not sleep past an
+// earlier one it already knew of.
+func TestLaterRetryDoesNotDelayAnEarlierOne(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, a := start(t, env, "crm_only", "Early")
+	_, b := start(t, env, "crm_only", "Late")
+	if got := fetch(t, env, consumer, fetchBody("w1", "max_tasks", 2)); len(got) != 2 {
+		t.Fatalf("fetched %v, want both", ids(got))
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+a+"/fail", consumer, failBody("w1", "retry_delay", "PT1S"))
+	failedA := time.Now()
+
+	type answer struct {
+		occs []map[string]any
+		at   time.Time
+	}
+	got := make(chan answer, 1)
+	go func() {
+		r := env.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2", "wait", "PT8S"))
+		var occs []map[string]any
+		if r.Status == 200 {
+			occs = occurrencesOf(t, r)
+		}
+		got <- answer{occs, time.Now()}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+b+"/fail", consumer, failBody("w1", "retry_delay", "PT6S"))
+
+	res := <-got
+	one(t, res.occs, a)
+	if d := res.at.Sub(failedA); d > 2500*time.Millisecond {
+		t.Errorf("the retry due 1s after its failure was fetched %v after it: the later retry's wake-up replaced its own", d)
+	}
+}
+
 // The execution policy is frozen on the occurrence at creation, with the
 // documented defaults; a failure without retry_delay uses the frozen one.
 func TestPolicyIsFrozenOnTheOccurrence(t *testing.T) {

@@ -106,11 +106,12 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 			// occurrence announced as available now is claimed at once.
 			if d := time.Until(at.Add(dueSlack)); !at.IsZero() && time.Until(at) > 0 {
 				// Announced for later (a retry delay): sleep until then
-				// unless something sooner wakes us.
+				// unless something sooner wakes us, the occurrence due
+				// first (next) included.
 				if !timer.Stop() {
 					<-timer.C
 				}
-				timer.Reset(min(d, time.Until(deadline)))
+				timer.Reset(max(min(d, time.Until(next)), time.Millisecond))
 				select {
 				case <-ctx.Done():
 					return nil, nil
