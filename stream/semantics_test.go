@@ -457,6 +457,37 @@ func TestWorkDueLaterIsPushedWhenDue(t *testing.T) {
 	}
 }
 
+// Several retries due at different times are each pushed when due: the
+// stream does not keep only the first in mind (the others waited for the
+// next keep-alive, 10 s).
+func TestEachRetryIsPushedWhenDue(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil) // heartbeat (and keep-alive) 10s: far later
+	c := newClient(t, "grpc", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w", 3))
+	for _, name := range []string{"A", "B", "C"} {
+		start(t, f.env, name)
+	}
+	delays := map[string]time.Duration{}
+	due := map[string]time.Time{}
+	for i := range 3 {
+		a := s.assignment(5 * time.Second)
+		d := time.Duration(i+1) * 700 * time.Millisecond
+		if _, err := fail(c, f.consumer, &workerv1.FailRequest{OccurrenceId: a.GetOccurrenceId(), WorkerId: "w", ErrorCode: "CRM_DOWN",
+			Retryable: true, RetryDelay: durationpb.New(d)}); err != nil {
+			t.Fatal(err)
+		}
+		delays[a.GetOccurrenceId()], due[a.GetOccurrenceId()] = d, time.Now().Add(d)
+	}
+	for range 3 {
+		again := s.assignment(5 * time.Second)
+		id := again.GetOccurrenceId()
+		if late := time.Since(due[id]); again.GetAttempt() != 2 || late > 1500*time.Millisecond {
+			t.Errorf("the retry after %v was pushed %v after it was due (attempt %d), want at once", delays[id], late, again.GetAttempt())
+		}
+	}
+}
+
 // Withdrawing a consumer's grant ends its streams at once with
 // not_granted, not at their periodic resolution six heartbeats (a minute)
 // later, and what they held is handed back. (A claim made before the

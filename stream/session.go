@@ -289,7 +289,11 @@ type runner struct {
 	// claimable (a retry delay, a lock ending).
 	due   *time.Timer
 	dueAt time.Time
-	beats int
+	// recheckDue is set when the due timer fired: the timer kept only the
+	// earliest due time, so the claim it leads to asks the database for
+	// the next one (other retries may have been announced meanwhile).
+	recheckDue bool
+	beats      int
 }
 
 // wakeAt arms the due timer for at, unless it is armed for sooner.
@@ -387,7 +391,7 @@ func (r *runner) run(ctx context.Context) error {
 			}
 		case <-r.due.C:
 			r.dueAt = time.Time{}
-			r.dirty = true
+			r.dirty, r.recheckDue = true, true
 		case <-s.signal:
 			// Only an ending replaces the reason: a client that leaves
 			// later has still left.
@@ -476,7 +480,8 @@ func (r *runner) claim(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(got) == 0 {
+	if len(got) == 0 || (r.recheckDue && len(got) < want) {
+		r.recheckDue = false
 		if due, ok, err := svc.eng.NextClaimable(ctx, s.pairs); err == nil && ok {
 			r.wakeAt(due.Add(dueSlack))
 		}
