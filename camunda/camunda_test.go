@@ -537,6 +537,31 @@ func TestFetchLongPolls(t *testing.T) {
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000}}}), 400, "InvalidRequestException", "bound_exceeded", "/asyncResponseTimeout")
 }
 
+// A fetch waiting with a token rotated meanwhile claims nothing when work
+// arrives: it is refused, and the task stays available.
+func TestWaitingFetchWithARotatedTokenClaimsNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	done := make(chan relaistest.Response, 1)
+	go func() {
+		done <- f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 20000,
+			"topics": []any{map[string]any{"topicName": "crm.*", "lockDuration": 60000}}})
+	}()
+	f.waitForWaiters(1)
+	consumers := f.Must(200, "GET", "/api/v1/consumers", f.Admin, nil).JSON(t)["items"].([]any)
+	f.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%v/rotate", consumers[0].(map[string]any)["id"]), f.Admin, nil)
+	_, occ := f.start("Late")
+	select {
+	case res := <-done:
+		mustException(t, res, 401, "AuthenticationException")
+	case <-time.After(15 * time.Second):
+		t.Fatal("the long poll did not wake")
+	}
+	if o := f.Must(200, "GET", "/api/v1/occurrences/"+occ, f.Operator, nil).JSON(t); o["status"] != "available" {
+		t.Errorf("task %v after the refused fetch, want available", o["status"])
+	}
+}
+
 // Fetch bounds and Camunda filters Relais cannot honour are refused, never
 // clamped or ignored; topics not granted are refused.
 func TestFetchRefusals(t *testing.T) {

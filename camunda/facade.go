@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
@@ -31,6 +32,9 @@ type Facade struct {
 	body   int64
 	eng    *engine.Engine
 	hub    *longpoll.Hub
+	// lookup is the one Routes authenticates with: a waiting fetch
+	// authenticates again after each wait.
+	lookup auth.Lookup
 	// heartbeat is the worker streams' heartbeat: a poller stays live in
 	// the worker catalog for its wait plus engine.LiveHeartbeats of them.
 	heartbeat time.Duration

@@ -174,16 +174,20 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		encode(w, http.StatusOK, []lockedTask{})
 		return nil
 	}
-	principal, _ := auth.FromContext(r.Context())
-	pairs, err := f.eng.ResolveSubscriptions(r.Context(), principal.ConsumerID, subs)
+	caller, _ := auth.FromContext(r.Context())
+	pairs, err := f.eng.ResolveSubscriptions(r.Context(), caller.ConsumerID, subs)
 	if err != nil {
 		return renamePaths(err)
 	}
 	// Listed in the worker catalog as the pull protocol's pollers are.
-	f.eng.SeePoller(r.Context(), engine.PollerSighting{Protocol: engine.ProtocolCamunda, ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID,
+	f.eng.SeePoller(r.Context(), engine.PollerSighting{Protocol: engine.ProtocolCamunda, ConsumerID: caller.ConsumerID, WorkerID: req.WorkerID,
 		Subscriptions: subs, Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*f.heartbeat})
-	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: *req.MaxTasks, LockDuration: lock}
-	got, err := f.hub.ClaimOrWait(r.Context(), f.eng, claim, wait)
+	claim := engine.ClaimRequest{ConsumerID: caller.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: *req.MaxTasks, LockDuration: lock}
+	still := func(ctx context.Context) error {
+		_, err := principal(r.WithContext(ctx), f.lookup)
+		return err
+	}
+	got, err := f.hub.ClaimOrWait(r.Context(), f.eng, claim, wait, still)
 	if err != nil {
 		return err
 	}
@@ -194,7 +198,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		if locks[topic] < lock {
 			// One claim locks for the longest duration asked; a topic that
 			// asked less gets its own.
-			f.shortenLock(r.Context(), principal.ConsumerID, req.WorkerID, &res, locks[topic])
+			f.shortenLock(r.Context(), caller.ConsumerID, req.WorkerID, &res, locks[topic])
 		}
 		task, err := f.lockedTask(r.Context(), res, req.WorkerID, t)
 		if err != nil {

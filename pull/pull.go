@@ -22,6 +22,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/longpoll"
@@ -37,7 +38,9 @@ type Protocol struct {
 	// the worker catalog for its wait plus three of them.
 	heartbeat time.Duration
 	eng       *engine.Engine
-	hub       *longpoll.Hub
+	// lookup authenticates a waiting fetch's token again after each wait.
+	lookup auth.Lookup
+	hub    *longpoll.Hub
 	// settled, when set, hears of each attempt a route settled: a worker
 	// stream of the same worker on this replica frees its slot at once
 	// (see OnSettled).
@@ -58,7 +61,7 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 
 // New returns the protocol on eng, waking long polls through hub.
 func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Protocol {
-	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, heartbeat: cfg.Heartbeat, eng: eng, hub: hub,
+	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, heartbeat: cfg.Heartbeat, eng: eng, lookup: eng.LookupToken, hub: hub,
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, []string{"result"}),
 		fetchTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_pull_fetch_duration_seconds",
@@ -295,7 +298,12 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*p.heartbeat})
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
 		LockDuration: lock, RequestID: req.RequestID}
-	got, err := p.hub.ClaimOrWait(r.Context(), p.eng, claim, wait)
+	token, _ := httpauth.Bearer(r.Header)
+	still := func(ctx context.Context) error {
+		_, err := auth.Authenticate(ctx, p.lookup, token)
+		return err
+	}
+	got, err := p.hub.ClaimOrWait(r.Context(), p.eng, claim, wait, still)
 	if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
 		p.fetches.WithLabelValues("too_many_waiters").Inc()
 	}

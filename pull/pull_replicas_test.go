@@ -5,6 +5,7 @@ package pull_test
 // release of a waiter whose client went away; the per-replica bound.
 
 import (
+	"fmt"
 	"bytes"
 	"strconv"
 	"testing"
@@ -33,6 +34,26 @@ func TestLongPollWakesOnNewOccurrence(t *testing.T) {
 		t.Errorf("long poll answered %v after it began (%v after the start), want well before its 5s wait (< 2s)", d, a.at.Sub(startedAt))
 	}
 	waitWaiters(t, env, 0, 3*time.Second)
+}
+
+// A fetch waiting with a token that is rotated (or revoked) meanwhile is
+// answered 401 when work arrives, and the work stays available: it is not
+// handed to a token that could never settle it.
+func TestLongPollWithARotatedTokenClaimsNothing(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	lp := background(t, env, consumer, fetchBody("w1", "wait", "PT5S"))
+	lp.waiting(t)
+	env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", env.ConsumerID("crm-sync")), env.Admin, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	a := lp.receive(t, 6*time.Second)
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	wantProblem(t, "a waiting fetch whose token was rotated", a.res, 401, "unauthorized")
+	if o := observe(t, env, id); o["status"] != "available" {
+		t.Errorf("occurrence %v after the refused fetch, want available", o["status"])
+	}
 }
 
 // With nothing available a fetch answers {"occurrences":[]} once its wait

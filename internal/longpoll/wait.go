@@ -44,7 +44,12 @@ const CodeTooManyWaiters = "too_many_waiters"
 // with 503 replica_stopping and claims nothing: the worker could not
 // report what it was handed once the replica is gone, and the work would
 // wait for its lock to lapse.
-func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.ClaimRequest, wait time.Duration) ([]engine.Reservation, error) {
+//
+// still, when set, checks before every claim after a wait that the
+// caller's credentials still hold: a token revoked or rotated while its
+// fetch waits must not be handed work it could never settle (its answer
+// is still's error).
+func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.ClaimRequest, wait time.Duration, still func(context.Context) error) ([]engine.Reservation, error) {
 	if h.Stopping() {
 		return nil, stoppingFault()
 	}
@@ -74,7 +79,12 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	for {
+	for waited := false; ; waited = true {
+		if waited && still != nil {
+			if err := still(ctx); err != nil {
+				return nil, err
+			}
+		}
 		got, err := claimFor(ctx, eng, claim)
 		if err != nil || len(got) > 0 {
 			return got, err
