@@ -89,8 +89,10 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 }
 
 // CompleteDeferred completes a deferred occurrence by id with outputs
-// (encoded as the handler's are), as worker WorkerID+"~deferred" (see
-// settlerID). Relais answers a repeated identical completion as it
+// (encoded as the handler's are), as worker WorkerID+"~deferred" (not
+// WorkerID: an outcome resent after a lost answer could otherwise land on
+// a later attempt this very worker took, and Relais would take it for
+// that attempt's). Relais answers a repeated identical completion as it
 // answered the first, so the call retries network errors, 5xx and 429 with
 // backoff until ctx ends. A refusal is an *APIError: 422 invalid_outputs
 // with every pointer, 409 already_settled when it was settled otherwise,

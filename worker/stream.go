@@ -710,7 +710,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 			var ae *APIError
 			if errors.As(err, &ae) && ae.Status == http.StatusNotImplemented {
 				if w.cfg.Protocol == ProtocolAuto && first {
-					w.log.Info("the server has no worker stream; long polling instead")
+					w.log.Info("no worker stream at this URL (an older Relais, or a URL that is not Relais's root); long polling instead", "url", w.cfg.URL)
 					return true, nil
 				}
 				return false, fmt.Errorf("worker: subscribe: the server has no worker stream: %w", err)

@@ -153,21 +153,26 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		t.ctl = &taskControl{}
 	}
 	t.ctl.run = r
+	// stopKeep stops keeping the lock and waits for the keeper to return.
+	stopKeep := func() {}
 	if keep != nil {
-		keepCtx, stopKeeping := context.WithCancel(ctx)
+		// The lock is kept until the outcome is reported, not only while
+		// the handler's context lives: a report retried through a Relais
+		// outage, or the failure of a handler that ignored the handler
+		// timeout, must not outlive the lock it settles. The keeper
+		// cancels the handler's context itself when the lock is lost.
+		keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
 		t.ctl.stopKeeping = stopKeeping
 		kept := make(chan struct{})
 		go func() {
 			defer close(kept)
 			keep(keepCtx, cancel)
 		}()
-		// The lock is kept until the outcome is reported too: a report
-		// retried through a Relais outage must not outlive the lock it
-		// settles.
-		defer func() {
+		stopKeep = func() {
 			stopKeeping()
 			<-kept
-		}()
+		}
+		defer stopKeep()
 	}
 	// The handler timeout cancels the context first, then fails the task.
 	timeout := time.AfterFunc(r.w.cfg.HandlerTimeout, func() { cancel(ErrHandlerTimeout) })
@@ -206,6 +211,8 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 			}
 			log.Error("handler ignored the handler timeout; failing the task and waiting for the handler to return")
 			r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
+			// Reported: the lock is no longer this worker's to keep.
+			stopKeep()
 			<-returned
 			return
 		}

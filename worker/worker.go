@@ -115,8 +115,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HandlerTimeout bounds one handler: past it, its context is cancelled
 	// (cause ErrHandlerTimeout), then the task is failed, retryable, with
-	// code handler_timeout (at once if the handler returns, after a few
-	// seconds' grace if it ignores its context). Default 5m.
+	// code handler_timeout: at once if the handler returns, after a few
+	// seconds' grace if it ignores its context (the lock is kept until
+	// then, and the handler keeps its Concurrency slot until it returns).
+	// Default 5m.
 	HandlerTimeout time.Duration
 	// SettleWindow is how long the outcome of a fetched task waits for
 	// others to be reported with it in one request (POST
@@ -138,7 +140,8 @@ type Config struct {
 // without retry and with code invalid_outputs: the handler's code is at
 // fault, and running it again on the same inputs would only spend the
 // remaining attempts on the same mistake. The refusal's JSON pointers are
-// logged.
+// logged. Outputs that cannot be encoded as JSON at all (a channel, a
+// function) fail the occurrence the same way, before anything is sent.
 //
 // Return a *BusinessError (see Fail) when the task cannot succeed, a
 // *RetryableError (see Retry) to choose the retry code and delay, or any
@@ -313,7 +316,9 @@ func (w *Worker) Handle(definition string, revisions []int, h Handler) {
 // error wrapping ErrShutdownTimeout if some of them then ignore the
 // cancellation for a few more seconds, and one wrapping
 // ErrOutcomesUnreported if an outcome could not be reported while it shut
-// down (Relais unreachable until the task's lock expired).
+// down (Relais unreachable until the task's lock expired). An outcome that
+// Relais refused (its token revoked meanwhile, say) is logged at WARN, as
+// it is while Run works, and is not Run's error.
 //
 // Errors that retrying cannot fix end Run early, after the same
 // shutdown: a fetch refused with a 4xx other than 408 and 429 (bad token,
@@ -472,6 +477,9 @@ func (r *run) drain(stopHandlers context.CancelCauseFunc) error {
 	// context; its lock simply expires.
 	n := r.handling.Load()
 	r.w.log.Error("handlers ignored cancellation; abandoning them", "in_flight", n)
+	if n == 1 {
+		return fmt.Errorf("%w: 1 handler did not return after cancellation", ErrShutdownTimeout)
+	}
 	return fmt.Errorf("%w: %d handlers did not return after cancellation", ErrShutdownTimeout, n)
 }
 

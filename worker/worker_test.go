@@ -945,6 +945,39 @@ func TestHandlerTimeout(t *testing.T) {
 	}
 }
 
+// A handler that ignores the handler timeout keeps its task's lock through
+// the grace that follows: the timeout's failure is reported while the lock
+// is held, not refused as expired (or, worse, recorded against the next
+// attempt).
+func TestHandlerTimeoutKeepsTheLockThroughTheGrace(t *testing.T) {
+	t.Parallel()
+	s := newFake(t)
+	s.maxAttempts = 2
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	h := newHarness(t, s, Config{HandlerTimeout: 100 * time.Millisecond, LockDuration: 300 * time.Millisecond, Concurrency: 1})
+	h.w.shutdownGrace = 700 * time.Millisecond // past the lock left when the timeout fires
+	release := make(chan struct{})
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		<-release
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "the timeout reported", func() bool { return len(failsOf(s)) == 1 })
+	if f := failsOf(s)[0]; f.ID != id || f.ErrorCode != "handler_timeout" || f.Status != http.StatusOK {
+		t.Errorf("failure = %+v; want handler_timeout of %s accepted (the lock kept)", f, id)
+	}
+	close(release)
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, extends := s.snapshot()
+	for _, e := range extends {
+		if e.Status != http.StatusOK {
+			t.Errorf("extension refused: %+v (the lock was kept after the outcome was reported)", e)
+		}
+	}
+}
+
 // TestOutcomeOutlastsAnOutage: a handler that finishes as the server goes
 // away for 5 s has its outcome retried, with backoff, until the server is
 // back (the lock is still held): the task is done once, not again after
