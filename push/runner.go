@@ -148,7 +148,12 @@ func (r *Runner) Run(ctx context.Context) {
 		}
 		free := r.cfg.Concurrency - len(slots)
 		if free > 0 {
-			calls, err := r.eng.ClaimPush(ctx, r.workerID, free)
+			// A claim runs to its end: cancelled as its COMMIT went out,
+			// it could reserve calls that are never made (and failed
+			// outcome_unknown once their reservation lapses).
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+			calls, err := r.eng.ClaimPush(cctx, r.workerID, free)
+			cancel()
 			if err != nil && ctx.Err() == nil {
 				r.logger.Warn("push claim failed", "err", err)
 			}
@@ -217,6 +222,9 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 		r.results.WithLabelValues(result).Inc()
 	})
 }
+
+// claimTimeout bounds one claim of calls.
+const claimTimeout = 10 * time.Second
 
 // settleTimeout bounds the recording of one call's result, retries
 // included.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +83,85 @@ func TestServeSpeaksGRPCOverH2CAndEndsStreamsOnShutdown(t *testing.T) {
 	if d := time.Since(stopAt); d > 5*time.Second {
 		t.Errorf("shutdown with a stream took %v", d)
 	}
+}
+
+// While serve drains after its signal, its background work still runs: a
+// worker stream settling what it holds hears at once (NOTIFY) that an
+// operator stopped an instance, rather than at its next keep-alive (10 s);
+// the push runner and the timers stop only with the replica, after the
+// drain (a claim interrupted by the signal left its push call never made
+// and its instance failed outcome_unknown).
+func TestDrainingServeStillHearsCancellations(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys,
+		"RELAIS_SHUTDOWN_TIMEOUT": "PT20S"})
+	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	consumer := must(t, 201, callH(t, "POST", r.base+"/api/v1/consumers", bootstrap, map[string]any{"name": "c",
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}))["token"].(string)
+	conn, err := grpc.NewClient(strings.TrimPrefix(r.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := conn.NewStream(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+consumer),
+		&grpc.StreamDesc{ServerStreams: true}, workerv1connect.WorkerServiceSubscribeProcedure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(&workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1,
+		Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.CloseSend()
+	events := make(chan *workerv1.WorkerEvent, 16)
+	go func() {
+		defer close(events)
+		for {
+			ev := &workerv1.WorkerEvent{}
+			if err := s.RecvMsg(ev); err != nil {
+				return
+			}
+			events <- ev
+		}
+	}()
+	next := func(what string, want func(*workerv1.WorkerEvent) bool, within time.Duration) *workerv1.WorkerEvent {
+		t.Helper()
+		timeout := time.After(within)
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("the stream ended before %s", what)
+				}
+				if want(ev) {
+					return ev
+				}
+			case <-timeout:
+				t.Fatalf("no %s within %v", what, within)
+			}
+		}
+	}
+	inst := must(t, 201, callH(t, "POST", r.base+"/api/v1/processes/onboard_company/instances", bootstrap, map[string]any{"inputs": map[string]any{
+		"company": map[string]any{"name": "Acme", "country": "FR", "contact": map[string]any{"email": "a@acme.example"}}}}))["id"].(string)
+	a := next("assignment", func(ev *workerv1.WorkerEvent) bool { return ev.GetAssignment() != nil }, 10*time.Second).GetAssignment()
+
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); r.stop(t) }()
+	next("draining heartbeat", func(ev *workerv1.WorkerEvent) bool { return ev.GetHeartbeat().GetDraining() }, 10*time.Second)
+	// The drain closed the idle connections: a new one serves the stop.
+	http.DefaultClient.CloseIdleConnections()
+	stopAt := time.Now()
+	must(t, 200, callH(t, "POST", r.base+"/api/v1/instances/"+inst+"/stop", bootstrap, map[string]any{"reason": "stopped during a drain"}))
+	c := next("cancellation", func(ev *workerv1.WorkerEvent) bool { return ev.GetCancellation() != nil }, 8*time.Second).GetCancellation()
+	if c.GetOccurrenceId() != a.GetOccurrenceId() {
+		t.Errorf("cancellation of %s, want %s", c.GetOccurrenceId(), a.GetOccurrenceId())
+	}
+	if d := time.Since(stopAt); d > 2*time.Second {
+		t.Errorf("the cancellation reached the draining replica's stream %v after the stop, want at once (NOTIFY)", d)
+	}
+	<-stopped
 }

@@ -73,7 +73,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	replica := server.Start(ctx, server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
+	// The replica's background work (the NOTIFY listener, the push runner,
+	// the timers) stops with the replica, after the drain, not at the
+	// signal: streams settling what they hold must still hear of
+	// cancellations, and a push claim cut short by the signal would leave
+	// its call never made.
+	replica := server.Start(context.WithoutCancel(ctx), server.Deps{Logger: logger, Config: cfg, Engine: eng, Registry: reg})
 	stopReplica := sync.OnceFunc(replica.Stop)
 	defer stopReplica()
 

@@ -120,8 +120,12 @@ func (r *Replica) Drain() {
 	r.streams.Close(r.streamDrain)
 }
 
-// Stop ends the background work and waits for it.
+// Stop ends the background work and waits for it. The push runner is
+// drained first: it ends its loop between claims (cancelling its context
+// could interrupt a claim whose transaction commits) and waits for the
+// calls in flight.
 func (r *Replica) Stop() {
+	r.runner.Drain()
 	r.hub.Close()
 	r.streams.Close(r.streamDrain)
 	r.cancel()
