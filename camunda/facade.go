@@ -22,6 +22,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/internal/longpoll"
 )
 
@@ -151,6 +152,9 @@ func messageOf(fe *fault.Error) string {
 // writeError answers err as Camunda does. Errors that are not faults are
 // internal: logged with their detail, answered with a generic message.
 func (f *Facade) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if fe := pgfault.CutShort(r.Context()); fe != nil {
+		err = fe
+	}
 	if httpjson.ClientGone(w, r, f.logger, err) {
 		return
 	}

@@ -68,3 +68,20 @@ func Unavailable(err error) *fault.Error {
 	fe.Cause = err
 	return fe
 }
+
+// ErrUnresponsive is the cause a request's context is cancelled with when
+// the replica's probe stops getting answers from PostgreSQL: a server that
+// hangs (a frozen machine, a network black hole) rather than refusing
+// connections would otherwise hold the request until it answers again.
+var ErrUnresponsive = errors.New("PostgreSQL stopped answering this replica's probe")
+
+// CutShort returns the 503 database_unavailable fault when ctx was
+// cancelled because the database stopped answering (ErrUnresponsive), and
+// nil otherwise: whatever error the request's work returned then (a
+// cancelled statement) is answered as that.
+func CutShort(ctx context.Context) *fault.Error {
+	if cause := context.Cause(ctx); ctx.Err() != nil && errors.Is(cause, ErrUnresponsive) {
+		return Unavailable(cause)
+	}
+	return nil
+}

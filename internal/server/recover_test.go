@@ -49,7 +49,7 @@ func panicServer(t *testing.T) (*httptest.Server, *syncBuffer) {
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	reg := prometheus.NewRegistry()
 	d := Deps{Logger: logger, Config: config.Default(), Engine: engine.New(dbtest.Pool(t), engine.Options{Logger: logger}), Registry: reg}
-	h := newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg))
+	h := newHandler(d, longpoll.NewHub(10, reg), stream.New(logger, d.Config, d.Engine, d.Engine.LookupToken, reg), newDatabaseGate())
 	mux, ok := h.(*chi.Mux)
 	if !ok {
 		t.Fatalf("the replica's handler is a %T, not a *chi.Mux", h)

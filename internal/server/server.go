@@ -94,7 +94,13 @@ func Start(ctx context.Context, d Deps) *Replica {
 	databaseUp := prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_database_up",
 		Help: "1 while PostgreSQL answers this replica's periodic ping (every 2 s), 0 from the first ping it does not answer."})
 	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger))
-	rep.done.Go(func() { probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, streams.SetDatabaseUp) })
+	gate := newDatabaseGate()
+	rep.done.Go(func() {
+		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(up bool) {
+			streams.SetDatabaseUp(up)
+			gate.set(up)
+		})
+	})
 	retention := newRetentionMetrics(d.Registry)
 	rep.done.Go(func() { d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval, retention.observe) })
 	select {
@@ -103,7 +109,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 		d.Logger.Warn("notification listener not ready after 10s; long polls fall back to polling until it is")
 	case <-ctx.Done():
 	}
-	rep.Handler = newHandler(d, hub, streams)
+	rep.Handler = newHandler(d, hub, streams, gate)
 	return rep
 }
 
@@ -132,7 +138,7 @@ func (r *Replica) Stop() {
 	r.done.Wait()
 }
 
-func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler {
+func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databaseGate) http.Handler {
 	r := chi.NewRouter()
 	r.Use(requestID(newRequestIDs()))
 	r.Use(forwarded.Middleware(d.Config.TrustedProxies))
@@ -177,7 +183,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 			}
 			return httpauth.Preauthenticate(r, lookup)
 		}
-		r.Use(noSniff, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
+		r.Use(gate.guard, noSniff, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
 		// /definitions/ is /definitions, on every route alike (chi would
 		// answer some with their list and others 404).
 		r.Use(middleware.StripSlashes)
@@ -196,6 +202,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service) http.Handler
 		})
 	})
 	r.Route("/engine-rest", func(r chi.Router) {
+		r.Use(gate.guard)
 		camunda.New(d.Logger, d.Config.Polling(), d.Engine, hub).Routes(r, lookup)
 	})
 	return r

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/relais/relais/internal/httpjson"
+)
+
+// When the probe stops getting answers, a request held by a hung database
+// is answered 503 database_unavailable at once, and so is each one that
+// needs the database until the probe gets answers again.
+func TestDatabaseGateCutsRequestsShort(t *testing.T) {
+	t.Parallel()
+	g := newDatabaseGate()
+	entered := make(chan struct{}, 1)
+	// The handler stands for one whose statement waits on a database that
+	// does not answer: it ends only with its context.
+	srv := httptest.NewServer(g.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/static" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		entered <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			httpjson.WriteError(w, r, nil, r.Context().Err())
+		case <-time.After(3 * time.Second):
+			w.WriteHeader(http.StatusOK)
+		}
+	})))
+	defer srv.Close()
+	get := func(path string) (*http.Response, map[string]any) {
+		t.Helper()
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var doc map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&doc)
+		return res, doc
+	}
+	want503 := func(what string, res *http.Response, doc map[string]any) {
+		t.Helper()
+		if res.StatusCode != http.StatusServiceUnavailable || doc["code"] != "database_unavailable" || res.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: %d %v (Retry-After %q), want 503 database_unavailable with Retry-After", what, res.StatusCode, doc, res.Header.Get("Retry-After"))
+		}
+	}
+
+	type answer struct {
+		res *http.Response
+		doc map[string]any
+		at  time.Time
+	}
+	held := make(chan answer, 1)
+	go func() {
+		res, doc := get("/held")
+		held <- answer{res, doc, time.Now()}
+	}()
+	<-entered
+	down := time.Now()
+	g.set(false)
+	a := <-held
+	want503("a request in flight", a.res, a.doc)
+	if d := a.at.Sub(down); d > 2*time.Second {
+		t.Errorf("answered %v after the probe's verdict, want at once", d)
+	}
+	res, doc := get("/later")
+	want503("a request while the database is down", res, doc)
+	<-entered
+	if res, _ := get("/static"); res.StatusCode != http.StatusNoContent {
+		t.Errorf("a request needing no database: %d", res.StatusCode)
+	}
+
+	g.set(true)
+	go func() { <-entered }()
+	fast := make(chan int, 1)
+	go func() {
+		res, err := http.Get(srv.URL + "/up")
+		if err == nil {
+			res.Body.Close()
+			fast <- res.StatusCode
+		}
+	}()
+	select {
+	case code := <-fast:
+		t.Errorf("a request once the database is back answered %d at once, want it served (held by the handler)", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
