@@ -22,8 +22,8 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
-	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/internal/longpoll"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // Facade serves the Camunda external-task routes.
