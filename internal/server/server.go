@@ -26,6 +26,7 @@ import (
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/internal/notify"
 	"github.com/relais/relais/pull"
@@ -222,8 +223,12 @@ func readyz(eng *engine.Engine, stopping func() bool) http.Handler {
 		defer cancel()
 		got, err := engine.SchemaVersion(ctx, eng.Pool())
 		switch {
+		case err != nil && pgfault.Lost(err):
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
 		case err != nil:
-			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable or not migrated", "schema_version": nil, "expected_schema_version": want})
+			// Reachable, but the schema's version cannot be read (a role
+			// without the right to read it, say).
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "schema version unreadable", "schema_version": nil, "expected_schema_version": want})
 		case got < want:
 			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "migrations pending", "schema_version": got, "expected_schema_version": want})
 		default:
