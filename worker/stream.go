@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -370,9 +372,14 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 	draining := s.draining
 	s.mu.Unlock()
 	if s.err != nil && !draining {
-		if apiCode(wireError(s.err)) == codeReplicaStopping {
+		switch {
+		case apiCode(wireError(s.err)) == codeReplicaStopping:
 			log.Info("stream ended: the replica is stopping", "err", s.err)
-		} else {
+		case errors.Is(s.err, io.ErrUnexpectedEOF) || errors.Is(s.err, syscall.ECONNRESET):
+			// connect reports a connection cut mid-message as an internal
+			// protocol error, which reads like a bug of either side.
+			log.Warn("stream ended: the connection to the replica was lost (the replica crashed, or the network cut it)", "err", s.err)
+		default:
 			log.Warn("stream ended", "err", s.err)
 		}
 	}
