@@ -2,6 +2,9 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -62,4 +65,35 @@ func ExampleTask_Defer() {
 		return w.CompleteDeferred(ctx, occurrenceID, map[string]any{"approved": true})
 	}
 	_ = approved
+}
+
+// A handler is a plain function: a unit test calls it with a Task built by
+// hand, no server needed, and reads its outputs and its error as the
+// worker would (a *worker.BusinessError fails the task for good; any other
+// error is retried). What needs a server (Task.Defer, settle tokens) is
+// for tests against a real Relais (see examples/crmworker).
+func Example_testingAHandler() {
+	addCompany := func(ctx context.Context, t *worker.Task) (any, error) {
+		var in struct {
+			CompanyName string `json:"company_name"`
+			Country     string `json:"country"`
+		}
+		if err := t.Decode(&in); err != nil {
+			return nil, worker.Fail("INVALID_INPUTS", "%v", err)
+		}
+		if in.Country == "" {
+			return nil, worker.Fail("NO_COUNTRY", "%s has no country", in.CompanyName)
+		}
+		return map[string]any{"result": "created", "crm_id": "CRM-" + in.Country + "-1"}, nil
+	}
+
+	out, err := addCompany(context.Background(), &worker.Task{Inputs: json.RawMessage(`{"company_name":"Acme","country":"FR"}`)})
+	fmt.Println(out, err)
+
+	_, err = addCompany(context.Background(), &worker.Task{Inputs: json.RawMessage(`{"company_name":"Acme"}`)})
+	var be *worker.BusinessError
+	fmt.Println(errors.As(err, &be), be.Code)
+	// Output:
+	// map[crm_id:CRM-FR-1 result:created] <nil>
+	// true NO_COUNTRY
 }
