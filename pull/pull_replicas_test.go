@@ -5,8 +5,8 @@ package pull_test
 // release of a waiter whose client went away; the per-replica bound.
 
 import (
-	"fmt"
 	"bytes"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
