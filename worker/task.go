@@ -105,6 +105,36 @@ func (t *Task) Decode(v any) error {
 	return nil
 }
 
+// Typed adapts a handler of typed inputs and outputs to a Handler: the
+// task's inputs are decoded into an In (as Task.Decode does), and the Out
+// it returns is the task's outputs (encoded as JSON, checked by Relais
+// against the contract).
+//
+// Inputs that do not decode into an In (a string where In has an int)
+// fail the task at once, without retry, with code inputs_undecodable:
+// Relais validated them against the definition's contract, so In
+// disagrees with that contract, and running the handler again on the same
+// inputs would only spend the remaining attempts on the same mistake (as
+// outputs Relais refuses do). Fields of the inputs that In lacks are
+// ignored, so that a handler keeps working when a revision adds fields.
+func Typed[In, Out any](h func(ctx context.Context, t *Task, in In) (Out, error)) Handler {
+	return func(ctx context.Context, t *Task) (any, error) {
+		var in In
+		if err := json.Unmarshal(t.Inputs, &in); err != nil {
+			// The error names the field and the types, never the value.
+			return nil, &BusinessError{Code: codeInputsUndecodable, Message: "the inputs do not decode into " + typeName[In]() + ": " + err.Error()}
+		}
+		out, err := h(ctx, t, in)
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// typeName is T's name as Go writes it (main.invoice, *main.invoice).
+func typeName[T any]() string { return fmt.Sprintf("%T", *new(T)) }
+
 func taskAttrs(t *Task) []any {
 	return []any{"occurrence", t.ID, "definition", t.Definition, "revision", t.Revision, "attempt", t.Attempt}
 }
@@ -114,6 +144,9 @@ const (
 	codeHandlerError   = "handler_error"
 	codeHandlerPanic   = "handler_panic"
 	codeInvalidOutputs = "invalid_outputs"
+	// codeInputsUndecodable reports inputs a Typed handler's type cannot
+	// hold.
+	codeInputsUndecodable = "inputs_undecodable"
 	// codeOutputsTooLarge: Relais refused the outputs' size.
 	codeOutputsTooLarge = "outputs_too_large"
 	codeWorkerShutdown  = "worker_shutdown"

@@ -325,6 +325,35 @@ func TestNilOutputsCompleteWithEmptyObject(t *testing.T) {
 	}
 }
 
+// A Typed handler gets its inputs decoded and its outputs encoded; inputs
+// its type cannot hold fail the task at once, not retried.
+func TestTypedHandler(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 3
+	good := s.add(def, 1, `{"company_name":"acme","extra":"a later revision's field"}`)
+	bad := s.add(def, 1, `{"company_name":42}`)
+	h := newHarness(t, s, Config{})
+	type outputs struct {
+		Result string `json:"result"`
+		CRMID  string `json:"crm_id"`
+	}
+	h.w.Handle(def, nil, Typed(func(_ context.Context, _ *Task, in crmInputs) (outputs, error) {
+		return outputs{Result: "created", CRMID: "CRM-" + in.CompanyName}, nil
+	}))
+	h.start()
+	waitFor(t, "both settled", func() bool { return s.status(good) == "completed" && len(failsOf(s)) == 1 })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.task(good).outputs; got != `{"crm_id":"CRM-acme","result":"created"}` {
+		t.Errorf("outputs = %s", got)
+	}
+	f := failsOf(s)[0]
+	if f.ID != bad || f.ErrorCode != "inputs_undecodable" || f.Retryable || !strings.Contains(f.Message, "worker.crmInputs") || strings.Contains(f.Message, "42") {
+		t.Errorf("failure = %+v; want a final inputs_undecodable naming the type, not the value", f)
+	}
+}
+
 func TestConcurrencyBound(t *testing.T) {
 	const limit = 3
 	s := newFake(t)
