@@ -179,6 +179,9 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return renamePaths(err)
 	}
+	if err := f.hub.Refusal(); err != nil {
+		return err
+	}
 	// Listed in the worker catalog as the pull protocol's pollers are.
 	f.eng.SeePoller(r.Context(), engine.PollerSighting{Protocol: engine.ProtocolCamunda, ConsumerID: caller.ConsumerID, WorkerID: req.WorkerID,
 		Subscriptions: subs, Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*f.heartbeat})

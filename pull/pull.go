@@ -292,6 +292,9 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := p.hub.Refusal(); err != nil {
+		return 0, err
+	}
 	// The worker catalog lists pollers by their last fetch (written at
 	// most every few seconds per worker).
 	p.eng.SeePoller(r.Context(), engine.PollerSighting{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Subscriptions: subs,

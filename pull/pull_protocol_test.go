@@ -1275,6 +1275,10 @@ func TestAStoppingReplicaClaimsNothing(t *testing.T) {
 	if got := observe(t, env, id); got["status"] != "available" {
 		t.Errorf("occurrence %v after fetches on a stopping replica, want available", got["status"])
 	}
+	// A refused fetch is no sighting: the worker is not listed as polling.
+	if items := other.Must(200, "GET", "/api/v1/workers", env.Operator, nil).JSON(t)["items"].([]any); len(items) != 0 {
+		t.Errorf("workers after refused fetches: %v, want none", items)
+	}
 	// Load balancers are told to send work elsewhere.
 	if r := env.Do("GET", "/readyz", "", nil); r.Status != 503 || !strings.Contains(string(r.Body), "shutting down") {
 		t.Errorf("readyz of a stopping replica: %d %s, want 503 shutting down", r.Status, r.Body)

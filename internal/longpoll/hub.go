@@ -58,6 +58,16 @@ func (h *Hub) unregister(w *wake.Waiter) {
 	h.gauge.Set(float64(h.count))
 }
 
+// Refusal is the refusal of a fetch on a stopping replica (503
+// replica_stopping), or nil: a fetch checks it before it is recorded as a
+// worker's sighting, which a refused one is not.
+func (h *Hub) Refusal() error {
+	if h.Stopping() {
+		return stoppingFault()
+	}
+	return nil
+}
+
 // Stopping reports whether Close was called: the replica is shutting down.
 func (h *Hub) Stopping() bool {
 	select {
