@@ -45,14 +45,31 @@ var (
 type BusinessError struct {
 	Code    string
 	Message string
+	// Err is the error the message wraps, if any (see Fail); it is not
+	// sent, Message is.
+	Err error
 }
 
-// Fail returns a *BusinessError with the code and a formatted message.
+// Fail returns a *BusinessError with the code and a message formatted as
+// fmt.Errorf does: a %w verb wraps its error, which errors.Is and
+// errors.As then find through the *BusinessError (Fail("NO_SUCH_CUSTOMER",
+// "customer %s: %w", id, err) with err a sql.ErrNoRows).
 func Fail(code, format string, args ...any) error {
-	return &BusinessError{Code: code, Message: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	be := &BusinessError{Code: code, Message: err.Error()}
+	switch w := err.(type) {
+	case interface{ Unwrap() error }:
+		be.Err = w.Unwrap()
+	case interface{ Unwrap() []error }:
+		be.Err = errors.Join(w.Unwrap()...)
+	}
+	return be
 }
 
 func (e *BusinessError) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap returns the error Fail's format wrapped (%w), if any.
+func (e *BusinessError) Unwrap() error { return e.Err }
 
 // RetryableError is a retryable failure with its own error code and,
 // when Delay is positive, the time to wait before the next attempt (zero

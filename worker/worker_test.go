@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -915,7 +916,16 @@ func TestErrorsText(t *testing.T) {
 	if got := Fail("X", "y %d", 1).Error(); got != "X: y 1" {
 		t.Errorf("BusinessError = %q", got)
 	}
+	if be := Fail("X", "y %d", 1); errors.Unwrap(be) != nil {
+		t.Errorf("Fail without %%w wraps %v", errors.Unwrap(be))
+	}
 	inner := errors.New("inner")
+	if be := Fail("NO_SUCH_CUSTOMER", "customer %s: %w", "c1", inner); !errors.Is(be, inner) || be.Error() != "NO_SUCH_CUSTOMER: customer c1: inner" {
+		t.Errorf("Fail with %%w = %q, Is(inner) %v", be, errors.Is(be, inner))
+	}
+	if be := Fail("TWO", "%w and %w", inner, io.EOF); !errors.Is(be, inner) || !errors.Is(be, io.EOF) {
+		t.Errorf("Fail with two %%w = %q: does not wrap both", be)
+	}
 	re := Retry("", 0, inner)
 	if !errors.Is(re, inner) || re.Error() != "handler_error: inner" {
 		t.Errorf("RetryableError = %q", re)
