@@ -74,17 +74,23 @@ func TestTokenRevokedBySQLIsForgotten(t *testing.T) {
 // A long poll resolves its subscriptions when it begins: a grant withdrawn
 // while it waits (on another replica), or its consumer revoked, stops it
 // from claiming what becomes available afterwards. It answers 403
-// not_granted, and the occurrence stays available for a worker still
-// granted.
+// not_granted (401 once its consumer, and so its token, is gone), and the
+// occurrence stays available for a worker still granted.
 func TestWithdrawnGrantStopsAWaitingLongPoll(t *testing.T) {
 	t.Parallel()
-	for name, withdraw := range map[string]func(b *relaistest.Env, id int64){
-		"grants emptied": func(b *relaistest.Env, id int64) {
+	for name, tc := range map[string]struct {
+		withdraw func(b *relaistest.Env, id int64)
+		// A deleted consumer's token is revoked with it: the waiting
+		// fetch authenticates again when it wakes and is refused as such.
+		status int
+		code   string
+	}{
+		"grants emptied": {func(b *relaistest.Env, id int64) {
 			b.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", id), b.Admin, map[string]any{"grants": []any{}})
-		},
-		"consumer revoked": func(b *relaistest.Env, id int64) {
+		}, 403, "not_granted"},
+		"consumer revoked": {func(b *relaistest.Env, id int64) {
 			b.Must(204, "DELETE", fmt.Sprintf("/api/v1/consumers/%d", id), b.Admin, nil)
-		},
+		}, 401, "unauthorized"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -98,7 +104,7 @@ func TestWithdrawnGrantStopsAWaitingLongPoll(t *testing.T) {
 				n := a.Metrics().Must(t, "relais_pull_waiters")
 				return n == 1, fmt.Sprint(n, " waiters")
 			})
-			withdraw(b, a.ConsumerID("crm-sync"))
+			tc.withdraw(b, a.ConsumerID("crm-sync"))
 			// Seen by replica a (its memo emptied by the notification).
 			relaistest.WaitFor(t, 2*time.Second, "replica a refuses the consumer", func() (bool, string) {
 				r := a.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2"))
@@ -107,8 +113,8 @@ func TestWithdrawnGrantStopsAWaitingLongPoll(t *testing.T) {
 			_, id := start(t, b, "crm_only", "Acme")
 			select {
 			case r := <-answered:
-				if r.Status != 403 || r.JSON(t)["code"] != "not_granted" {
-					t.Errorf("the waiting fetch answered %d %s, want 403 not_granted", r.Status, r.Body)
+				if r.Status != tc.status || r.JSON(t)["code"] != tc.code {
+					t.Errorf("the waiting fetch answered %d %s, want %d %s", r.Status, r.Body, tc.status, tc.code)
 				}
 			case <-time.After(8 * time.Second):
 				t.Fatal("the waiting fetch did not answer")
