@@ -34,6 +34,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/internal/snapshot"
 )
 
@@ -378,6 +379,12 @@ func (c *Console) forbiddenForm(w http.ResponseWriter, r *http.Request) {
 func (c *Console) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	requestID := middleware.GetReqID(ctx)
+	if cut := pgfault.CutShort(ctx); cut != nil {
+		// The replica cut the page short: PostgreSQL stopped answering.
+		// The page is rendered with a context that still lives.
+		err, ctx = cut, context.WithoutCancel(ctx)
+		r = r.WithContext(ctx)
+	}
 	if ctx.Err() != nil {
 		// The browser left (a closed tab, a second click): no fault of
 		// ours, and nobody reads the page. 499 is what the request log

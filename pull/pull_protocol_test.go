@@ -907,7 +907,7 @@ func TestLaterRetryDoesNotDelayAnEarlierOne(t *testing.T) {
 		}
 		got <- answer{occs, time.Now()}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitWaiters(t, env, 1, 3*time.Second)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+b+"/fail", consumer, failBody("w1", "retry_delay", "PT6S"))
 
 	res := <-got

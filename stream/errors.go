@@ -10,6 +10,7 @@ import (
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/pgfault"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 )
 
@@ -48,6 +49,10 @@ func toConnect(ctx context.Context, logger *slog.Logger, procedure string, err e
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		return ce
+	}
+	if cut := pgfault.CutShort(ctx); cut != nil {
+		// The replica cut the call short: PostgreSQL stopped answering.
+		err = cut
 	}
 	fe, ok := fault.As(err)
 	if !ok || fe.Kind == fault.Internal {

@@ -142,8 +142,9 @@ func (h *health) endWatches(next http.Handler) http.Handler {
 	})
 }
 
-// farewellWriter ends its request (cancel) once it flushed a message after
-// the replica began draining (a flush of the headers alone does not count).
+// farewellWriter ends its request (cancel) once it flushed a message
+// written after the replica began draining: NOT_SERVING (a flush of the
+// headers alone, or of a status written before, does not count).
 type farewellWriter struct {
 	http.ResponseWriter
 	closing <-chan struct{}
@@ -152,7 +153,13 @@ type farewellWriter struct {
 }
 
 func (w *farewellWriter) Write(p []byte) (int, error) {
-	w.wrote = w.wrote || len(p) > 0
+	if len(p) > 0 && !w.wrote {
+		select {
+		case <-w.closing:
+			w.wrote = true
+		default:
+		}
+	}
 	return w.ResponseWriter.Write(p)
 }
 

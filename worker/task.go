@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -121,8 +122,7 @@ func Typed[In, Out any](h func(ctx context.Context, t *Task, in In) (Out, error)
 	return func(ctx context.Context, t *Task) (any, error) {
 		var in In
 		if err := json.Unmarshal(t.Inputs, &in); err != nil {
-			// The error names the field and the types, never the value.
-			return nil, &BusinessError{Code: codeInputsUndecodable, Message: "the inputs do not decode into " + typeName[In]() + ": " + err.Error()}
+			return nil, &BusinessError{Code: codeInputsUndecodable, Message: undecodable[In](err)}
 		}
 		out, err := h(ctx, t, in)
 		if err != nil {
@@ -132,8 +132,23 @@ func Typed[In, Out any](h func(ctx context.Context, t *Task, in In) (Out, error)
 	}
 }
 
-// typeName is T's name as Go writes it (main.invoice, *main.invoice).
-func typeName[T any]() string { return fmt.Sprintf("%T", *new(T)) }
+// undecodable says why inputs did not decode into a T, naming the field
+// and the types but never the value: encoding/json quotes some values in
+// its errors (a number that does not fit, a time that does not parse), and
+// the message is stored and shown where the value itself may be masked.
+func undecodable[T any](err error) string {
+	msg := "the inputs do not decode into " + reflect.TypeFor[T]().String()
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		field := te.Field
+		if field == "" {
+			field = "the document"
+		}
+		// Value is the JSON kind, followed by the number itself for one.
+		kind, _, _ := strings.Cut(te.Value, " ")
+		return msg + ": " + field + " is a JSON " + kind + ", which " + te.Type.String() + " cannot hold"
+	}
+	return msg + " (a field's value does not parse as its Go type)"
+}
 
 func taskAttrs(t *Task) []any {
 	return []any{"occurrence", t.ID, "definition", t.Definition, "revision", t.Revision, "attempt", t.Attempt}
@@ -224,6 +239,11 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 	case <-returned:
 	case <-ctx.Done():
 		if !errors.Is(context.Cause(ctx), ErrHandlerTimeout) {
+			// Cancelled for good (a shutdown past its timeout, a lost
+			// lock, a cancellation): the lock is not kept for a handler
+			// that may never return; Run abandons such handlers and their
+			// locks expire.
+			stopKeep()
 			<-returned
 			break
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // dueSlack is added to a due time before re-checking: due times come from
@@ -107,7 +108,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 		case <-ctx.Done():
 			// The client left: nothing was claimed for it, and its going is
 			// not a server error.
-			return nil, nil
+			return nil, cutShort(ctx)
 		case <-h.closing:
 			return nil, nil
 		case <-timer.C:
@@ -124,7 +125,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 				timer.Reset(max(min(d, time.Until(next)), time.Millisecond))
 				select {
 				case <-ctx.Done():
-					return nil, nil
+					return nil, cutShort(ctx)
 				case <-h.closing:
 					return nil, nil
 				case <-timer.C:
@@ -135,6 +136,17 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 			}
 		}
 	}
+}
+
+// cutShort is the answer of a wait whose context ended: none when its
+// client left, 503 database_unavailable when the replica cut it short
+// because PostgreSQL stopped answering (pgfault.CutShort), so that its
+// worker backs off instead of fetching again at once.
+func cutShort(ctx context.Context) error {
+	if fe := pgfault.CutShort(ctx); fe != nil {
+		return fe
+	}
+	return nil
 }
 
 // claimFor claims for a fetch. A client that left while its claim ran

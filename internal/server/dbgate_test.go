@@ -11,11 +11,12 @@ import (
 )
 
 // When the probe stops getting answers, a request held by a hung database
-// is answered 503 database_unavailable at once, and so is each one that
-// needs the database until the probe gets answers again.
+// is answered 503 database_unavailable, and so is each one that needs the
+// database until the probe gets answers again.
 func TestDatabaseGateCutsRequestsShort(t *testing.T) {
 	t.Parallel()
 	g := newDatabaseGate()
+	g.patience = 200 * time.Millisecond
 	entered := make(chan struct{}, 1)
 	// The handler stands for one whose statement waits on a database that
 	// does not answer: it ends only with its context.
@@ -62,6 +63,14 @@ func TestDatabaseGateCutsRequestsShort(t *testing.T) {
 		held <- answer{res, doc, time.Now()}
 	}()
 	<-entered
+	// A verdict spares a request younger than the probe's patience (a slow
+	// database, maybe), and cuts it at the next one.
+	g.set(false)
+	select {
+	case a := <-held:
+		t.Fatalf("a request younger than the patience was cut: %d %v", a.res.StatusCode, a.doc)
+	case <-time.After(300 * time.Millisecond):
+	}
 	down := time.Now()
 	g.set(false)
 	a := <-held

@@ -5,8 +5,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +31,7 @@ import (
 	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/internal/notify"
 	"github.com/relais/relais/internal/pgfault"
+	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
 	"github.com/relais/relais/pull"
 	"github.com/relais/relais/push"
 	"github.com/relais/relais/stream"
@@ -162,10 +165,17 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	})
 	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
-	r.Mount("/console", console.New(d.Logger, d.Engine).Handler())
+	r.Mount("/console", gate.guard(console.New(d.Logger, d.Engine).Handler()))
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
 	// at the paths their clients call; each call authenticates itself.
+	settling := []string{workerv1connect.WorkerServiceCompleteProcedure, workerv1connect.WorkerServiceFailProcedure,
+		workerv1connect.WorkerServiceExtendProcedure, workerv1connect.WorkerServiceDeferProcedure, workerv1connect.WorkerServiceReleaseProcedure}
 	for path, h := range streams.Handlers() {
+		if slices.Contains(settling, path) {
+			// Settled as the REST routes are, cut short alike; a stream
+			// has its own heartbeats.
+			h = gate.guard(h)
+		}
 		if strings.HasSuffix(path, "/") {
 			r.Handle(path+"*", h)
 		} else {
@@ -223,7 +233,8 @@ func readyz(eng *engine.Engine, stopping func() bool) http.Handler {
 		defer cancel()
 		got, err := engine.SchemaVersion(ctx, eng.Pool())
 		switch {
-		case err != nil && pgfault.Lost(err):
+		case err != nil && (pgfault.Lost(err) || errors.Is(err, context.DeadlineExceeded)):
+			// A deadline: no connection free, or no answer, within 2 s.
 			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
 		case err != nil:
 			// Reachable, but the schema's version cannot be read (a role
