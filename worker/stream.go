@@ -277,7 +277,7 @@ func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, er
 	req := &workerv1.SubscribeRequest{WorkerId: w.cfg.WorkerID, MaxInFlight: int32(w.cfg.Concurrency),
 		LockDuration: durationpb.New(w.cfg.LockDuration)}
 	for _, s := range r.subs {
-		sub := &workerv1.Subscription{Definition: s.Definition}
+		sub := &workerv1.Subscription{Definition: s.Definition, Fields: s.Fields}
 		for _, rev := range s.Revisions {
 			sub.Revisions = append(sub.Revisions, int32(rev))
 		}

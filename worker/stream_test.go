@@ -6,6 +6,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,7 +58,7 @@ type running struct {
 	done   chan error
 }
 
-func (r *relais) run(t *testing.T, cfg Config, h Handler) *running {
+func (r *relais) run(t *testing.T, cfg Config, h Handler, configure ...func(*Worker)) *running {
 	t.Helper()
 	cfg.URL, cfg.Token = r.env.URL, r.consumer
 	cfg.WorkerID = cmpOrString(cfg.WorkerID, "stream-worker")
@@ -67,6 +68,9 @@ func (r *relais) run(t *testing.T, cfg Config, h Handler) *running {
 		t.Fatal(err)
 	}
 	w.Handle(def, nil, h)
+	for _, c := range configure {
+		c(w)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- w.Run(ctx) }()
@@ -742,5 +746,35 @@ func TestARefusedSubscriptionIsNamed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `/subscriptions/1/definition`) || !strings.Contains(err.Error(), `(the handler for "zz_not_granted")`) {
 			t.Errorf("%s: Run = %v, want the refusal naming zz_not_granted", protocol, err)
 		}
+	}
+}
+
+// A handler declared with Fields receives only those inputs, on either
+// protocol.
+func TestDeclaredFields(t *testing.T) {
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		t.Run(string(protocol), func(t *testing.T) {
+			r := newRelais(t, nil)
+			got := make(chan json.RawMessage, 1)
+			run := r.run(t, Config{Protocol: protocol, WorkerID: "minimal-" + string(protocol)},
+				func(ctx context.Context, task *Task) (any, error) {
+					got <- task.Inputs
+					return map[string]any{"result": "created", "crm_id": "C-1"}, nil
+				},
+				func(w *Worker) { w.Fields(def, "/company_name") })
+			r.start(t, "Acme")
+			select {
+			case in := <-got:
+				var m map[string]any
+				if err := json.Unmarshal(in, &m); err != nil || len(m) != 1 || m["company_name"] != "Acme" {
+					t.Errorf("inputs %s, want only company_name (declared)", in)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("no task")
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

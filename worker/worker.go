@@ -185,7 +185,9 @@ type Worker struct {
 
 type route struct {
 	revisions []int
-	h         Handler
+	// fields are the declared inputs (see Fields); nil means all.
+	fields []string
+	h      Handler
 }
 
 // settleAttempts is how many times an outcome is sent before the worker
@@ -308,6 +310,32 @@ func (w *Worker) Handle(definition string, revisions []int, h Handler) {
 	w.handlers[definition] = route{revisions: slices.Clone(revisions), h: h}
 }
 
+// Fields declares the inputs the handler of definition needs, as JSON
+// pointers into its inputs contract ("/company_name", "/contact/email"):
+// Relais then delivers only those and their parents, over either
+// protocol (data minimization: a value never delivered is never exposed,
+// whatever its classification). Without Fields a handler receives every
+// input. Call it after Handle for definition and before Run; like Handle,
+// it panics otherwise. A pointer the contract lacks in a subscribed
+// revision (or one inside a list: declare the list) ends Run with Relais's
+// refusal, an *APIError naming it.
+func (w *Worker) Fields(definition string, pointers ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("worker: Fields called after Run")
+	}
+	rt, ok := w.handlers[definition]
+	if !ok {
+		panic(fmt.Sprintf("worker: Fields for %q, which has no handler: call Handle first", definition))
+	}
+	if len(pointers) == 0 {
+		panic(fmt.Sprintf("worker: Fields for %q names no field", definition))
+	}
+	rt.fields = slices.Clone(pointers)
+	w.handlers[definition] = rt
+}
+
 // Run fetches and handles tasks until ctx ends, then shuts down
 // gracefully: it stops fetching (abandoning a pending long poll), lets
 // in-flight handlers finish and report (their contexts are not derived
@@ -381,7 +409,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) subscriptions() []subscription {
 	subs := make([]subscription, 0, len(w.handlers))
 	for def, rt := range w.handlers {
-		subs = append(subs, subscription{Definition: def, Revisions: rt.revisions})
+		subs = append(subs, subscription{Definition: def, Revisions: rt.revisions, Fields: rt.fields})
 	}
 	slices.SortFunc(subs, func(a, b subscription) int { return cmp.Compare(a.Definition, b.Definition) })
 	return subs
@@ -526,8 +554,9 @@ func (r *run) release(n int) {
 }
 
 type subscription struct {
-	Definition string `json:"definition"`
-	Revisions  []int  `json:"revisions,omitempty"`
+	Definition string   `json:"definition"`
+	Revisions  []int    `json:"revisions,omitempty"`
+	Fields     []string `json:"fields,omitempty"`
 }
 
 type fetchRequest struct {
