@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,6 +143,17 @@ func (s *Service) Handlers() map[string]http.Handler {
 	out[path] = s.health.endWatches(h)
 	return out
 }
+
+// settling are the procedures that settle an occurrence, as the REST
+// routes do.
+var settling = []string{workerv1connect.WorkerServiceCompleteProcedure, workerv1connect.WorkerServiceFailProcedure,
+	workerv1connect.WorkerServiceExtendProcedure, workerv1connect.WorkerServiceDeferProcedure, workerv1connect.WorkerServiceReleaseProcedure}
+
+// Settles reports whether path, one of Handlers' paths, is a procedure
+// that settles an occurrence (Complete, Fail, Extend, Defer, Release):
+// the replica cuts those short as it does the REST routes when PostgreSQL
+// stops answering.
+func Settles(path string) bool { return slices.Contains(settling, path) }
 
 // recovered answers a panicking handler with Internal; the value is not
 // shown (it may hold a payload) and the stack is logged.

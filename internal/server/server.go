@@ -8,7 +8,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +30,6 @@ import (
 	"github.com/relais/relais/internal/longpoll"
 	"github.com/relais/relais/internal/notify"
 	"github.com/relais/relais/internal/pgfault"
-	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
 	"github.com/relais/relais/pull"
 	"github.com/relais/relais/push"
 	"github.com/relais/relais/stream"
@@ -168,10 +166,8 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	r.Mount("/console", gate.guard(console.New(d.Logger, d.Engine).Handler()))
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
 	// at the paths their clients call; each call authenticates itself.
-	settling := []string{workerv1connect.WorkerServiceCompleteProcedure, workerv1connect.WorkerServiceFailProcedure,
-		workerv1connect.WorkerServiceExtendProcedure, workerv1connect.WorkerServiceDeferProcedure, workerv1connect.WorkerServiceReleaseProcedure}
 	for path, h := range streams.Handlers() {
-		if slices.Contains(settling, path) {
+		if stream.Settles(path) {
 			// Settled as the REST routes are, cut short alike; a stream
 			// has its own heartbeats.
 			h = gate.guard(h)
