@@ -13,6 +13,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // revisionsJSON is a grant's revisions: a list, or "all" (every revision,
@@ -168,11 +169,23 @@ func (a *API) rotateConsumer() http.Handler {
 		if err != nil {
 			return err
 		}
-		token, err := a.eng.RotateConsumerToken(r.Context(), id)
+		req, err := httpjson.DecodeOrZero[struct {
+			// Overlap keeps the old tokens working that long (see
+			// engine.RotateConsumerToken); absent, they stop at once.
+			Overlap isoduration.Duration `json:"overlap"`
+		}](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}
-		httpjson.Encode(w, http.StatusOK, map[string]any{"id": id, "token": token})
+		token, expires, err := a.eng.RotateConsumerToken(r.Context(), id, time.Duration(req.Overlap))
+		if err != nil {
+			return err
+		}
+		out := map[string]any{"id": id, "token": token}
+		if expires != nil {
+			out["previous_tokens_expire_at"] = expires.UTC()
+		}
+		httpjson.Encode(w, http.StatusOK, out)
 		return nil
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/queries"
 )
 
@@ -301,9 +302,18 @@ func grantsText(grants []Grant) string {
 }
 
 // RotateConsumerToken revokes a consumer's tokens and issues a new one.
-func (e *Engine) RotateConsumerToken(ctx context.Context, id int64) (string, error) {
+//
+// With a positive overlap (at most MaxRotationOverlap) the old tokens keep
+// working for that long instead of being revoked at once, so that workers
+// can be given the new token before the old one stops: expires is then
+// when they stop (nil without an overlap).
+func (e *Engine) RotateConsumerToken(ctx context.Context, id int64, overlap time.Duration) (token string, expires *time.Time, err error) {
+	if overlap < 0 || overlap > MaxRotationOverlap {
+		return "", nil, fault.New(fault.BadRequest, "bound_exceeded", "overlap must be between 0 and %s", isoduration.Format(MaxRotationOverlap)).
+			WithErrors([]fault.FieldError{{Path: "/overlap", Message: "must be between PT0S and " + isoduration.Format(MaxRotationOverlap)}})
+	}
 	token, hash := auth.NewToken()
-	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		c, err := q.ConsumerGet(ctx, id)
 		if isNoRows(err) {
 			return notFound("consumer %d", id)
@@ -317,18 +327,36 @@ func (e *Engine) RotateConsumerToken(ctx context.Context, id int64) (string, err
 		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
 			return err
 		}
-		if err := q.ConsumerTokenRevokeAll(ctx, &id); err != nil {
+		if overlap > 0 {
+			ends, err := q.ConsumerTokenExpireAll(ctx, queries.ConsumerTokenExpireAllParams{OverlapSeconds: overlap.Seconds(), ConsumerID: &id})
+			if err != nil {
+				return err
+			}
+			for _, t := range ends {
+				if t != nil && (expires == nil || t.After(*expires)) {
+					expires = t
+				}
+			}
+		} else if err := q.ConsumerTokenRevokeAll(ctx, &id); err != nil {
 			return err
 		}
 		_, err = q.ConsumerTokenInsert(ctx, queries.ConsumerTokenInsertParams{Name: c.Name, Hash: hash, ConsumerID: &id})
 		return err
 	})
 	if err != nil {
-		return "", wrap("rotate consumer token", err)
+		return "", nil, wrap("rotate consumer token", err)
 	}
-	e.logAccess(ctx, EventConsumerTokenRotated, "consumer", id)
-	return token, nil
+	if expires != nil {
+		e.logAccess(ctx, EventConsumerTokenRotated, "consumer", id, "previous_tokens_expire_at", expires.UTC().Format(time.RFC3339))
+	} else {
+		e.logAccess(ctx, EventConsumerTokenRotated, "consumer", id)
+	}
+	return token, expires, nil
 }
+
+// MaxRotationOverlap bounds how long a rotated consumer's old tokens may
+// keep working.
+const MaxRotationOverlap = 7 * 24 * time.Hour
 
 // RevokeConsumer revokes a consumer: its tokens stop working at once.
 func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {

@@ -13,6 +13,15 @@ update consumers set revoked_at = coalesce(revoked_at, now()) where id = @id ret
 -- name: ConsumerTokenRevokeAll :exec
 update tokens set revoked_at = now() where consumer_id = @consumer_id and revoked_at is null;
 
+-- name: ConsumerTokenExpireAll :many
+-- A rotation with an overlap: the consumer's live tokens expire at
+-- now() + overlap instead of at once (one that expires sooner keeps its
+-- expiry).
+update tokens
+set expires_at = least(coalesce(expires_at, 'infinity'::timestamptz), now() + make_interval(secs => @overlap_seconds::float8))
+where consumer_id = @consumer_id and revoked_at is null and (expires_at is null or expires_at > now())
+returning expires_at;
+
 -- name: ConsumerTokenInsert :one
 insert into tokens (name, role, hash, consumer_id) values (@name, 'consumer', @hash, @consumer_id) returning *;
 

@@ -7,6 +7,7 @@ package queries
 
 import (
 	"context"
+	"time"
 )
 
 const consumerByName = `-- name: ConsumerByName :one
@@ -134,6 +135,41 @@ func (q *Queries) ConsumerRevoke(ctx context.Context, id int64) (Consumer, error
 		&i.RevokedAt,
 	)
 	return i, err
+}
+
+const consumerTokenExpireAll = `-- name: ConsumerTokenExpireAll :many
+update tokens
+set expires_at = least(coalesce(expires_at, 'infinity'::timestamptz), now() + make_interval(secs => $1::float8))
+where consumer_id = $2 and revoked_at is null and (expires_at is null or expires_at > now())
+returning expires_at
+`
+
+type ConsumerTokenExpireAllParams struct {
+	OverlapSeconds float64
+	ConsumerID     *int64
+}
+
+// A rotation with an overlap: the consumer's live tokens expire at
+// now() + overlap instead of at once (one that expires sooner keeps its
+// expiry).
+func (q *Queries) ConsumerTokenExpireAll(ctx context.Context, arg ConsumerTokenExpireAllParams) ([]*time.Time, error) {
+	rows, err := q.db.Query(ctx, consumerTokenExpireAll, arg.OverlapSeconds, arg.ConsumerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*time.Time{}
+	for rows.Next() {
+		var expires_at *time.Time
+		if err := rows.Scan(&expires_at); err != nil {
+			return nil, err
+		}
+		items = append(items, expires_at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const consumerTokenInsert = `-- name: ConsumerTokenInsert :one
