@@ -2,10 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/relais/relais/internal/pgfault"
 )
@@ -60,6 +64,13 @@ func (g *databaseGate) set(up bool) {
 			r.cancel(pgfault.ErrUnresponsive)
 		}
 	}
+}
+
+// unanswered reports whether err is a probe that got no answer in time
+// (a hung server), as opposed to a refusal or no error.
+func unanswered(err error) bool {
+	var ne net.Error
+	return err != nil && (errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || errors.As(err, &ne) && ne.Timeout())
 }
 
 // guard is the middleware.

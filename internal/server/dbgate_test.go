@@ -1,11 +1,17 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/relais/relais/internal/httpjson"
 )
@@ -99,5 +105,25 @@ func TestDatabaseGateCutsRequestsShort(t *testing.T) {
 	case code := <-fast:
 		t.Errorf("a request once the database is back answered %d at once, want it served (held by the handler)", code)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// Only a probe that got no answer closes the gate: a refusal (a stopped
+// server, or max_connections reached while the replica's pool still works)
+// leaves requests to fail, or succeed, on their own.
+func TestOnlyAnUnansweredProbeClosesTheGate(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	tooMany := &pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"}
+	for err, want := range map[error]bool{
+		nil:                      false,
+		refused:                  false,
+		tooMany:                  false,
+		context.DeadlineExceeded: true,
+		fmt.Errorf("ping: %w", context.DeadlineExceeded): true,
+	} {
+		if got := unanswered(err); got != want {
+			t.Errorf("unanswered(%v) = %v, want %v", err, got, want)
+		}
 	}
 }

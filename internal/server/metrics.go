@@ -180,7 +180,7 @@ const (
 // pings on a connection of its own rather than through the pool, so a pool
 // busy with long requests is not mistaken for a lost database, and a lost
 // one is seen even while no request runs.
-func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge, logger *slog.Logger, observe func(up bool)) {
+func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge, logger *slog.Logger, observe func(err error)) {
 	cfg := pool.Config().ConnConfig.Copy()
 	var conn *pgx.Conn
 	closeConn := func() {
@@ -228,14 +228,14 @@ func probeDatabase(ctx context.Context, pool *pgxpool.Pool, up prometheus.Gauge,
 		case err != nil:
 			closeConn()
 			up.Set(0)
-			observe(false)
+			observe(err)
 			if wasUp {
 				logger.Warn("database probe: PostgreSQL does not answer", "err", err)
 			}
 			wasUp = false
 		default:
 			up.Set(1)
-			observe(true)
+			observe(nil)
 			if !wasUp {
 				logger.Info("database probe: PostgreSQL answers again")
 			}

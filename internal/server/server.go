@@ -98,9 +98,12 @@ func Start(ctx context.Context, d Deps) *Replica {
 	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger))
 	gate := newDatabaseGate()
 	rep.done.Go(func() {
-		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(up bool) {
-			streams.SetDatabaseUp(up)
-			gate.set(up)
+		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
+			streams.SetDatabaseUp(err == nil)
+			// Only a database that does not answer closes the gate: one
+			// that refuses (stopped, or at max_connections while this
+			// replica's pool still works) fails each statement at once.
+			gate.set(!unanswered(err))
 		})
 	})
 	retention := newRetentionMetrics(d.Registry)
