@@ -454,9 +454,12 @@ func TestListAndCount(t *testing.T) {
 		"?priorityHigherThanOrEquals=high": "priorityHigherThanOrEquals",
 		"?topicName=crm%00typed":           "NUL",
 		"?workerId=%00":                    "NUL",
+		"?workerId=%ff":                    "UTF-8",
+		"?activityIdIn=a,%ff":              "UTF-8",
 	} {
 		mustException(t, f.call("GET", "/external-task"+query, nil), 400, "InvalidRequestException", fragment)
 	}
+	mustException(t, f.call("GET", "/external-task/count?topicName=%ff", nil), 400, "InvalidRequestException", "UTF-8")
 }
 
 // Authentication: the consumer's token as Bearer, or Basic with its name;

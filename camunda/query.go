@@ -12,6 +12,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/httpjson"
 )
 
 // maxResults bounds one page of GET /external-task, and is its size when
@@ -122,10 +123,14 @@ func (qr *queryReader) integer(name string) *int {
 func openFilter(q url.Values) (engine.OpenFilter, bool, error) {
 	qr := &queryReader{q: q}
 	for name, values := range q {
-		// PostgreSQL stores no NUL character: refused here, it is bad
-		// input (400), not a failed query (500).
-		if slices.ContainsFunc(values, func(v string) bool { return strings.ContainsRune(v, 0) }) {
-			qr.fail(name, "holds the NUL character")
+		// PostgreSQL stores no NUL character and no bytes that are not
+		// UTF-8: refused here, they are bad input (400), not a failed
+		// query (500).
+		for _, v := range values {
+			if why := httpjson.UnstorableText(v); why != "" {
+				qr.fail(name, why)
+				break
+			}
 		}
 	}
 	var f engine.OpenFilter
