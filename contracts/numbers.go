@@ -2,7 +2,6 @@ package contracts
 
 import (
 	"encoding/json"
-	"strconv"
 )
 
 // Numbers are compared as exact decimals straight from their JSON literal:
@@ -171,30 +170,47 @@ func validNumberLiteral[S literal](s S) bool {
 	return ok
 }
 
-// numberInRange rejects literals that validators cannot handle safely:
-// beyond float64 range, with huge exponents (big.Rat refuses them and the
-// schema library then crashes) or absurdly long.
+// MaxNumberOrder bounds the magnitude of a nonzero number: at least
+// 1e-40, below 1e41. PostgreSQL stores numbers as numeric and writes them
+// out in full, so a wider range would let a short literal come back
+// hundreds of times longer (1e-999, six bytes, read back as a thousand
+// digits, on every read of the value); the range holds the constants of
+// physics and any amount of money.
+const MaxNumberOrder = 40
+
+// numberInRange rejects literals that validators cannot handle safely or
+// that PostgreSQL would store many times longer: a magnitude outside
+// MaxNumberOrder (which also keeps them within float64 range, and away
+// from the huge exponents big.Rat refuses, which then crash the schema
+// library), or an absurdly long literal.
 func numberInRange[S literal](s S) bool {
 	if len(s) > 512 {
 		return false
 	}
-	hasExp := false
-	for i := 0; i < len(s); i++ {
-		if s[i] == 'e' || s[i] == 'E' {
-			hasExp = true
-			break
-		}
-	}
-	// Short literals without exponent always fit a float64.
-	if len(s) < 300 && !hasExp {
-		return validNumberLiteral(s)
-	}
 	d, ok := parseDecimal(s)
-	if !ok || d.exp > 1000 || d.exp < -1000 {
+	if !ok {
 		return false
 	}
-	_, err := strconv.ParseFloat(string(s), 64)
-	return err == nil
+	order, nonzero := d.order()
+	return !nonzero || (order >= -MaxNumberOrder && order <= MaxNumberOrder)
+}
+
+// order is the decimal order of magnitude of d's value (the exponent of
+// its leading digit: 2 for 123, -3 for 0.001); nonzero is false for zero.
+func (d decimal[S]) order() (order int, nonzero bool) {
+	ip := d.ip
+	for len(ip) > 0 && ip[0] == '0' {
+		ip = ip[1:]
+	}
+	if len(ip) > 0 {
+		return len(ip) - 1 + d.exp, true
+	}
+	for k := 0; k < len(d.fp); k++ {
+		if d.fp[k] != '0' {
+			return d.exp - (k + 1), true
+		}
+	}
+	return 0, false
 }
 
 // isIntegral reports whether a JSON number literal denotes an integer.

@@ -183,6 +183,9 @@ func (v *Validator) validateSlow(value json.RawMessage) []Violation {
 // is not valid JSON.
 var nulEscape = []byte(`\u0000`)
 
+// outOfRange is the violation of a number outside MaxNumberOrder.
+var outOfRange = fmt.Sprintf("number is out of range: 0, or a magnitude from 1e-%d to below 1e%d", MaxNumberOrder, MaxNumberOrder+1)
+
 // sanitizeNumbers replaces out-of-range numbers in place.
 func sanitizeNumbers(v any, path []string, vs *[]Violation) any {
 	switch x := v.(type) {
@@ -190,7 +193,7 @@ func sanitizeNumbers(v any, path []string, vs *[]Violation) any {
 		if numberInRange(x) {
 			return x
 		}
-		*vs = append(*vs, Violation{Path: joinPointer(path), Message: "number is out of range"})
+		*vs = append(*vs, Violation{Path: joinPointer(path), Message: outOfRange})
 		f, _ := strconv.ParseFloat(string(x), 64)
 		switch {
 		case f > 1e308:

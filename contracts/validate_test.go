@@ -104,7 +104,16 @@ func TestValidateTypesAndOptions(t *testing.T) {
 		{"number minimum invalid", `{"type":"number","minimum":0.5}`, `0.4999`, "/v", "must be at least 0.5"},
 		{"number maximum exact", `{"type":"number","maximum":1e2}`, `100.000000000000000001`, "/v", "must be at most 1e2"},
 		{"number maximum valid", `{"type":"number","maximum":1e2}`, `99.99`, "", ""},
-		{"number out of range", `{"type":"number","maximum":1}`, `1e99999999`, "/v", "number is out of range"},
+		{"number out of range", `{"type":"number","maximum":1}`, `1e99999999`, "/v", "number is out of range: 0, or a magnitude from 1e-40 to below 1e41"},
+		// PostgreSQL would write these out in full: 1e-999 as a thousand
+		// digits.
+		{"number underflowing", `{"type":"number"}`, `1e-999`, "/v", "number is out of range: 0, or a magnitude from 1e-40 to below 1e41"},
+		{"number too small", `{"type":"number"}`, `-1.5e-41`, "/v", "number is out of range: 0, or a magnitude from 1e-40 to below 1e41"},
+		{"number too large", `{"type":"number"}`, `1e41`, "/v", "number is out of range: 0, or a magnitude from 1e-40 to below 1e41"},
+		{"number written out too large", `{"type":"number"}`, `100000000000000000000000000000000000000000`, "/v", "number is out of range: 0, or a magnitude from 1e-40 to below 1e41"},
+		{"number smallest", `{"type":"number"}`, `-1e-40`, "", ""},
+		{"number largest", `{"type":"number"}`, `9.99e40`, "", ""},
+		{"number zero with exponent", `{"type":"number"}`, `0.000e999`, "", ""},
 
 		{"boolean valid", `{"type":"boolean"}`, `false`, "", ""},
 		{"boolean string", `{"type":"boolean"}`, `"true"`, "/v", "must be a boolean, not string"},
@@ -205,7 +214,7 @@ func TestValidateReportsEveryViolationSorted(t *testing.T) {
 		{"/last_contact", "must be a valid RFC 3339 date-time", Invalid},
 		{"/priority", "must be at least 1", Invalid},
 		{"/request_id", "must be a valid UUID", Invalid},
-		{"/scores/0", "number is out of range", Invalid},
+		{"/scores/0", "number is out of range: 0, or a magnitude from 1e-40 to below 1e41", Invalid},
 		{"/scores/1", "must be at most 100", Invalid},
 		{"/tags/1", "must be a string, not integer", Invalid},
 		{"/tags/2", "must be at most 30 characters", Invalid},
