@@ -8,7 +8,9 @@ import (
 	"net/textproto"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,9 +37,11 @@ type Destination struct {
 
 var destinationNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
-// reservedHeaders are set by Relais on every push call; a destination may
-// not override them.
+// reservedHeaders are set by Relais on every push call (push/runner.go),
+// or by the HTTP transport; a destination may not override them: its value
+// would be dropped without a word.
 var reservedHeaders = map[string]bool{"Content-Type": true, "Content-Length": true, "Idempotency-Key": true, "Host": true,
+	"Accept": true, "User-Agent": true,
 	"Connection": true, "Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true}
 
 func destinationFromRow(row queries.Destination) Destination {
@@ -151,6 +155,16 @@ type validDestination struct {
 	query   string
 }
 
+// validPort reports whether a URL's port (empty: the scheme's) is one a
+// call can use.
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
+}
+
 // validate reports every problem of s at once, with its pointer.
 func (s DestinationSpec) validate() (validDestination, error) {
 	if !destinationNamePattern.MatchString(s.Name) {
@@ -167,6 +181,8 @@ func (s DestinationSpec) validate() (validDestination, error) {
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must be an absolute http or https URL"})
 	case u.User != nil:
 		errs = append(errs, fault.FieldError{Path: "/url", Message: "must not carry credentials; use headers (stored encrypted)"})
+	case !validPort(u.Port()):
+		errs = append(errs, fault.FieldError{Path: "/url", Message: "has a port outside 1 to 65535"})
 	case strings.Contains(s.URL, "#"):
 		// Never sent: a fragment would only be a surprise, stored in
 		// clear (a token someone put there, say).
@@ -182,7 +198,10 @@ func (s DestinationSpec) validate() (validDestination, error) {
 		errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("holds more than %d headers", MaxDestinationHdrs)})
 	}
 	v := validDestination{DestinationSpec: s, headers: make(map[string]string, len(s.Headers)), names: make([]string, 0, len(s.Headers))}
-	for k, val := range s.Headers {
+	// In order, so that of two spellings of one name the same is refused
+	// every time.
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+		val := s.Headers[k]
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		switch {
 		case len(k) > MaxHeaderName:
@@ -195,6 +214,9 @@ func (s DestinationSpec) validate() (validDestination, error) {
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is set by Relais and cannot be configured"})
 		case strings.ContainsAny(val, "\r\n"):
 			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "value must not contain line breaks"})
+		case slices.Contains(v.names, ck):
+			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k),
+				Message: fmt.Sprintf("is the header %s again (header names are case-insensitive); one value each", ck)})
 		default:
 			v.headers[ck] = val
 			v.names = append(v.names, ck)

@@ -160,3 +160,35 @@ func TestConcurrentPutsOfOneDestinationReportWhatEachDid(t *testing.T) {
 		t.Errorf("stored target %+v (%v): want the new header and the query in clear", target, err)
 	}
 }
+
+// What a push call would not send as configured is refused, never stored
+// to be dropped without a word: a header Relais sets itself, a second
+// spelling of one name, a port no call can use.
+func TestDestinationRefusesWhatACallWouldNotSend(t *testing.T) {
+	t.Parallel()
+	spec := DestinationSpec{Name: "hook", URL: "https://hooks.example/in", MaxTimeout: time.Second,
+		Headers: map[string]string{"x-a": "lower", "X-A": "upper", "Accept": "text/csv", "User-Agent": "mine", "Content-Type": "text/plain", "X-Fine": "ok"}}
+	_, err := spec.validate()
+	fe, ok := fault.As(err)
+	if !ok || fe.Code != "invalid_destination" {
+		t.Fatalf("validate = %v, want invalid_destination", err)
+	}
+	got := map[string]string{}
+	for _, e := range fe.Errors {
+		got[e.Path] = e.Message
+	}
+	for _, path := range []string{"/headers/Accept", "/headers/User-Agent", "/headers/Content-Type", "/headers/x-a"} {
+		if got[path] == "" {
+			t.Errorf("no refusal at %s in %v", path, fe.Errors)
+		}
+	}
+	if len(fe.Errors) != 4 {
+		t.Errorf("refusals %v, want exactly those four", fe.Errors)
+	}
+	for url, ok := range map[string]bool{"http://[::1]:99999/": false, "http://hooks.example:0/": false, "http://hooks.example:8080/in": true} {
+		spec := DestinationSpec{Name: "hook", URL: url, MaxTimeout: time.Second}
+		if _, err := spec.validate(); (err == nil) != ok {
+			t.Errorf("%s: %v, want accepted %v", url, err, ok)
+		}
+	}
+}
