@@ -52,6 +52,18 @@ func (a *API) handleIdempotent(h func(w http.ResponseWriter, r *http.Request) er
 	return a.serve(h, false, true)
 }
 
+// handleNoBody is handle for a write that takes no body (a DELETE, a
+// snapshot): one sent is refused as any body's unknown members are, since
+// its client would believe it was read.
+func (a *API) handleNoBody(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		if _, err := httpjson.DecodeOrZero[struct{}](w, r, a.maxBody); err != nil {
+			return err
+		}
+		return h(w, r)
+	})
+}
+
 func (a *API) serve(h func(w http.ResponseWriter, r *http.Request) error, query, idempotent bool) http.Handler {
 	return httpjson.ErrorHandler(a.logger, func(w http.ResponseWriter, r *http.Request) error {
 		if !query {

@@ -191,7 +191,7 @@ func (a *API) rotateConsumer() http.Handler {
 }
 
 func (a *API) revokeConsumer() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleNoBody(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := consumerID(r)
 		if err != nil {
 			return err

@@ -147,7 +147,7 @@ func (a *API) getDefinition() http.Handler {
 }
 
 func (a *API) snapshot() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleNoBody(func(w http.ResponseWriter, r *http.Request) error {
 		rev, created, err := a.eng.Snapshot(r.Context(), chi.URLParam(r, "key"))
 		if err != nil {
 			return err

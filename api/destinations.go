@@ -92,7 +92,7 @@ func (a *API) listDestinations() http.Handler {
 }
 
 func (a *API) deleteDestination() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleNoBody(func(w http.ResponseWriter, r *http.Request) error {
 		if err := a.eng.DeleteDestination(r.Context(), chi.URLParam(r, "name")); err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -156,4 +158,33 @@ func TestCreationsSayWhere(t *testing.T) {
 	if r.Status != 201 || r.Header.Get("Location") != "/api/v1/instances/"+r.JSON(t)["id"].(string) {
 		t.Errorf("a start: %d, Location %q", r.Status, r.Header.Get("Location"))
 	}
+}
+
+// A write that takes no body refuses one, as any route refuses a body's
+// unknown members: its client would believe it was read.
+func TestBodilessWritesRefuseABody(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	c := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "c", "grants": []any{}}).JSON(t)
+	for _, route := range [][2]string{
+		{"POST", "/api/v1/definitions/add_company_to_crm/revisions"},
+		{"DELETE", fmt.Sprintf("/api/v1/consumers/%v", c["id"])},
+		{"DELETE", "/api/v1/destinations/nope"},
+		{"DELETE", "/api/v1/tokens/1"},
+	} {
+		for body, code := range map[string]string{`{"revision":5}`: "unknown_field", `[1]`: "invalid_json"} {
+			r := env.Do(route[0], route[1], env.Admin, json.RawMessage(body))
+			if route[0] == "POST" {
+				r = env.Do(route[0], route[1], env.Designer, json.RawMessage(body))
+			}
+			if r.Status != 400 || r.Code() != code {
+				t.Errorf("%s %s with %s: %d %s, want 400 %s", route[0], route[1], body, r.Status, r.Body, code)
+			}
+		}
+	}
+	// Nothing was done: the consumer is still there, and a snapshot with
+	// no body (or a blank one) still works.
+	env.Must(200, "GET", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil)
+	env.Must(200, "POST", "/api/v1/definitions/add_company_to_crm/revisions", env.Designer, nil)
 }

@@ -120,7 +120,7 @@ func (a *API) listTokens() http.Handler {
 // revokeToken revokes a staff token at once (409 last_admin_token for the
 // last usable admin token).
 func (a *API) revokeToken() http.Handler {
-	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+	return a.handleNoBody(func(w http.ResponseWriter, r *http.Request) error {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil || id < 1 {
 			return fault.New(fault.NotFound, "not_found", "token %q not found", chi.URLParam(r, "id"))
