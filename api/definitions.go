@@ -86,8 +86,13 @@ func (a *API) putWorking() http.Handler {
 		}
 		status := http.StatusOK
 		if created {
+			// A dry run answers 201 as the save would (relais apply
+			// --dry-run reports what it would create), but names no
+			// resource: there is none.
 			status = http.StatusCreated
-			located(w, "/api/v1/definitions/"+url.PathEscape(d.Key))
+			if !dryRun {
+				located(w, "/api/v1/definitions/"+url.PathEscape(d.Key))
+			}
 		}
 		httpjson.Encode(w, status, definitionJSON{Key: d.Key, Name: d.Working.Name, Working: d.Working.Canonical(), WorkingDigest: d.WorkingDigest,
 			LatestRevision: d.LatestRevision, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt})

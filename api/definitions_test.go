@@ -340,7 +340,7 @@ func TestWorkingDryRun(t *testing.T) {
 	env := relaistest.New(t)
 	body := map[string]any{"name": "Dry", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}}
 	r := env.Do("PUT", "/api/v1/definitions/dry_key/working?dry_run=true", env.Designer, body)
-	if r.Status != 201 || r.Header.Get("Relais-Applied") != "false" || r.JSON(t)["key"] != "dry_key" {
+	if r.Status != 201 || r.Header.Get("Relais-Applied") != "false" || r.JSON(t)["key"] != "dry_key" || r.Header.Get("Location") != "" {
 		t.Errorf("dry run of a new definition: %d %s (Relais-Applied %q), want 201 as the save would answer, not applied", r.Status, r.Body, r.Header.Get("Relais-Applied"))
 	}
 	if r := env.Do("GET", "/api/v1/definitions/dry_key", env.Designer, nil); r.Status != 404 {
