@@ -149,12 +149,18 @@ func (a *API) setGrants() http.Handler {
 			return err
 		}
 		req, err := httpjson.Decode[struct {
-			Grants []grantJSON `json:"grants"`
+			Grants *[]grantJSON `json:"grants"`
 		}](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}
-		c, err := a.eng.SetGrants(r.Context(), id, toGrants(req.Grants))
+		if req.Grants == nil {
+			// Absent is not empty: a client that forgot the member must
+			// not withdraw every grant.
+			return fault.New(fault.BadRequest, "invalid_request", "grants is required: the full list of the consumer's grants ([] withdraws them all)").
+				WithErrors([]fault.FieldError{{Path: "/grants", Message: "is required"}})
+		}
+		c, err := a.eng.SetGrants(r.Context(), id, toGrants(*req.Grants))
 		if err != nil {
 			return err
 		}

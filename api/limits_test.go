@@ -188,3 +188,29 @@ func TestBodilessWritesRefuseABody(t *testing.T) {
 	env.Must(200, "GET", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil)
 	env.Must(200, "POST", "/api/v1/definitions/add_company_to_crm/revisions", env.Designer, nil)
 }
+
+// PUT .../grants replaces the grants with the list sent: an absent list is
+// refused rather than read as empty (which withdraws every grant), and a
+// revision listed twice is refused at its pointer.
+func TestGrantsAreSentWhole(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	c := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "c",
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}).JSON(t)
+	path := fmt.Sprintf("/api/v1/consumers/%v/grants", c["id"])
+	for _, body := range []string{`{}`, `{"grants":null}`} {
+		if r := env.Do("PUT", path, env.Admin, json.RawMessage(body)); r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"/grants"`) {
+			t.Errorf("grants %s: %d %s, want 400 at /grants", body, r.Status, r.Body)
+		}
+	}
+	r := env.Do("PUT", path, env.Admin, map[string]any{"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1, 1}}}})
+	if r.Status != 422 || r.Code() != "invalid_grants" || !strings.Contains(string(r.Body), `/grants/0/revisions/1`) {
+		t.Errorf("a revision listed twice: %d %s, want 422 invalid_grants at /grants/0/revisions/1", r.Status, r.Body)
+	}
+	got := env.Must(200, "GET", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil).JSON(t)
+	if gs, _ := got["grants"].([]any); len(gs) != 1 {
+		t.Errorf("grants after refused changes: %v, want the one granted", got["grants"])
+	}
+	env.Must(200, "PUT", path, env.Admin, map[string]any{"grants": []any{}})
+}

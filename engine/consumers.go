@@ -87,6 +87,8 @@ func (e *Engine) grantProblems(ctx context.Context, grants []Grant) ([]fault.Fie
 			switch {
 			case r < 1:
 				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j), Message: "must be a revision number"})
+			case slices.Contains(g.Revisions[:j], r):
+				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j), Message: fmt.Sprintf("revision %d is listed twice", r)})
 			case !slices.Contains(existing, int32(r)):
 				// A grant to a revision that does not exist yet would
 				// silently widen when it is snapshotted, to a contract
