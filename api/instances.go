@@ -69,6 +69,17 @@ func (a *API) startInstance() http.Handler {
 			return err
 		}
 		idem := r.Header.Get("Idempotency-Key")
+		switch vs := r.Header.Values("Idempotency-Key"); {
+		case len(vs) > 1:
+			// Which one would the client expect to be honoured?
+			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is given %d times: give one", len(vs)).
+				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "given more than once"}})
+		case len(vs) == 1 && strings.TrimSpace(vs[0]) == "":
+			// An unset variable, most likely: read as no key, every retry
+			// would start another instance.
+			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is empty: give a key, or leave the header out").
+				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "is empty"}})
+		}
 		if !utf8.ValidString(idem) {
 			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key must be UTF-8 text").
 				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "holds bytes that are not UTF-8 text"}})
@@ -365,7 +376,7 @@ func (a *API) listInstances() http.Handler {
 }
 
 type batchStartItem struct {
-	IdempotencyKey string          `json:"idempotency_key"`
+	IdempotencyKey *string         `json:"idempotency_key"`
 	Version        int             `json:"version"`
 	Inputs         json.RawMessage `json:"inputs"`
 	BusinessKey    *string         `json:"business_key"`
@@ -410,10 +421,18 @@ func (a *API) startInstances() http.Handler {
 		reqs := make([]engine.StartRequest, len(req.Items))
 		var errs []fault.FieldError
 		for i, it := range req.Items {
-			if len(it.IdempotencyKey) > 200 {
-				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: "must be at most 200 bytes"})
+			var idem string
+			if it.IdempotencyKey != nil {
+				idem = *it.IdempotencyKey
 			}
-			reqs[i] = engine.StartRequest{ProcessKey: key, Version: it.Version, Inputs: it.Inputs, BusinessKey: it.BusinessKey, IdempotencyKey: it.IdempotencyKey}
+			switch {
+			case it.IdempotencyKey != nil && strings.TrimSpace(idem) == "":
+				// As the header: an empty key is a mistake, not no key.
+				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: "is empty: give a key, or leave the member out"})
+			case len(idem) > engine.MaxIdempotencyKey:
+				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: fmt.Sprintf("must be at most %d bytes", engine.MaxIdempotencyKey)})
+			}
+			reqs[i] = engine.StartRequest{ProcessKey: key, Version: it.Version, Inputs: it.Inputs, BusinessKey: it.BusinessKey, IdempotencyKey: idem}
 		}
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "the batch is invalid").WithErrors(errs)

@@ -73,11 +73,19 @@ func TestFreeTextBounds(t *testing.T) {
 		}
 	}
 
-	for _, h := range []string{strings.Repeat("i", 201), "k\xff"} {
-		r := env.Do("POST", "/api/v1/processes/crm_flow/instances", env.Operator, start("ok"), "Idempotency-Key", h)
-		if r.Status != 400 {
+	for _, h := range [][]string{{strings.Repeat("i", 201)}, {"k\xff"}, {""}, {"  "}, {"k-a", "k-b"}} {
+		var headers []string
+		for _, v := range h {
+			headers = append(headers, "Idempotency-Key", v)
+		}
+		r := env.Do("POST", "/api/v1/processes/crm_flow/instances", env.Operator, start("ok"), headers...)
+		if r.Status != 400 || r.Code() != "invalid_request" {
 			t.Errorf("Idempotency-Key %.20q: %d %s; want 400", h, r.Status, r.Body)
 		}
+	}
+	if r := env.Do("POST", "/api/v1/processes/crm_flow/instances/batch", env.Operator, map[string]any{"items": []any{
+		map[string]any{"idempotency_key": "", "inputs": map[string]any{"name": "a"}}}}); r.Status != 400 || !strings.Contains(string(r.Body), "/items/0/idempotency_key") {
+		t.Errorf("a batch item's empty idempotency_key: %d %s; want 400 at /items/0/idempotency_key", r.Status, r.Body)
 	}
 	for _, path := range []string{"/api/v1/instances?business_key=%FF", "/api/v1/definitions/%FF%FE", "/api/v1/occurrences?definition=a%C3"} {
 		if r := env.Do("GET", path, env.Operator, nil); r.Status != 400 || r.Code() != "invalid_request" {

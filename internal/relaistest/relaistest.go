@@ -193,8 +193,17 @@ func (e *Env) Do(method, path, token string, body any, headers ...string) Respon
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// A header replaces the default of its name; one named again is sent
+	// again.
+	given := map[string]bool{}
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		name := http.CanonicalHeaderKey(headers[i])
+		if given[name] {
+			req.Header.Add(name, headers[i+1])
+		} else {
+			req.Header.Set(name, headers[i+1])
+		}
+		given[name] = true
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
