@@ -222,3 +222,15 @@ func TestGrantsAreSentWhole(t *testing.T) {
 	}
 	env.Must(200, "PUT", path, env.Admin, map[string]any{"grants": []any{}})
 }
+
+// A compressed body is refused as such, not as JSON with an invalid
+// character.
+func TestCompressedBodyIsRefusedAsSuch(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	r := env.Do("POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "c", "grants": []any{}}, "Content-Encoding", "gzip")
+	if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"path":"Content-Encoding"`) {
+		t.Errorf("a gzip body: %d %s, want 400 invalid_request at Content-Encoding", r.Status, r.Body)
+	}
+	env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "c", "grants": []any{}}, "Content-Encoding", "identity")
+}

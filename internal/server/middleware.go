@@ -285,6 +285,14 @@ func strictBodies(logger *slog.Logger, maxBytes int64, authenticated func(*http.
 				next.ServeHTTP(w, r)
 				return
 			}
+			if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+				// Read as JSON, a compressed body fails on its first byte
+				// with a message about an invalid character.
+				closeHTTP1(w, r)
+				httpjson.WriteError(w, r, logger, fault.New(fault.BadRequest, "invalid_request", "Content-Encoding %s is not supported: send the body uncompressed", enc).
+					WithErrors([]fault.FieldError{{Path: "Content-Encoding", Message: "not supported: send the body uncompressed"}}))
+				return
+			}
 			body, err := httpjson.ReadBody(w, r, maxBytes)
 			if err != nil {
 				// What is left of the body is not read: an HTTP/1
