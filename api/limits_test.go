@@ -236,3 +236,16 @@ func TestCompressedBodyIsRefusedAsSuch(t *testing.T) {
 		t.Errorf("an identity body: %d %s, want 201", r.Status, r.Body)
 	}
 }
+
+// An empty filter is refused rather than ignored: ?status= (an unset
+// variable) would list every status. An empty cursor is the first page.
+func TestEmptyFiltersAreRefused(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for _, path := range []string{"/api/v1/instances?status=", "/api/v1/occurrences?definition=", "/api/v1/instances?status=running&business_key="} {
+		if r := env.Do("GET", path, env.Operator, nil); r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), "is empty") {
+			t.Errorf("GET %s: %d %s, want 400 naming the empty parameter", path, r.Status, r.Body)
+		}
+	}
+	env.Must(200, "GET", "/api/v1/instances?cursor=&limit=5", env.Operator, nil)
+}

@@ -64,7 +64,7 @@ func TestReleasesArePaginated(t *testing.T) {
 // would refuse, included).
 func wantRefusals(t *testing.T, env *relaistest.Env, token, path string) {
 	t.Helper()
-	for _, q := range []string{"limit=0", "limit=501", "limit=x"} {
+	for _, q := range []string{"limit=0", "limit=501", "limit=x", "limit="} {
 		if r := env.Do("GET", path+"?"+q, token, nil); r.Status != 400 || r.Code() != "invalid_request" {
 			t.Errorf("%s?%s: %d %s; want 400 invalid_request", path, q, r.Status, r.Body)
 		}

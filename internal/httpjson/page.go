@@ -118,6 +118,10 @@ func knownParams(q url.Values, names []string, takes string) error {
 			errs = append(errs, fault.FieldError{Path: k, Message: "is not a parameter of this route"})
 		case len(q[k]) > 1:
 			errs = append(errs, fault.FieldError{Path: k, Message: "is given more than once"})
+		case q[k][0] == "" && k != "cursor":
+			// An empty filter (?status=, an unset variable) would list
+			// everything; an empty cursor is the first page.
+			errs = append(errs, fault.FieldError{Path: k, Message: "is empty: give a value, or leave the parameter out"})
 		}
 	}
 	if len(errs) == 0 {
