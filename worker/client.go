@@ -41,7 +41,12 @@ func (w *Worker) post(ctx context.Context, path string, body, out any) error {
 	if err != nil {
 		return fmt.Errorf("relais: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+w.cfg.Token)
+	token, err := w.token(ctx)
+	if err != nil {
+		// Retried as a network error: the next read may succeed.
+		return &networkError{err}
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	req.Header.Set("User-Agent", "relais-worker-go")

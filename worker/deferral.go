@@ -191,7 +191,7 @@ func (w *Worker) retried(ctx context.Context, action string, send func(ctx conte
 		rctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		err := send(rctx)
 		cancel()
-		if err == nil || !transient(err) {
+		if err == nil || !w.transient(err) {
 			return err
 		}
 		if ctx.Err() != nil {

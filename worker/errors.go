@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -146,6 +147,34 @@ func (e *APIError) Error() string {
 		fmt.Fprintf(&b, "; %s: %s", fe.Path, fe.Message)
 	}
 	return b.String()
+}
+
+// transient is the package's transient, and a 401 too when the token is
+// read for each request (Config.TokenFunc): the next read may give the
+// rotated token.
+func (w *Worker) transient(err error) bool {
+	if w.cfg.TokenFunc != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+			return true
+		}
+	}
+	return transient(err)
+}
+
+// token is the token for a request.
+func (w *Worker) token(ctx context.Context) (string, error) {
+	if w.cfg.TokenFunc == nil {
+		return w.cfg.Token, nil
+	}
+	tok, err := w.cfg.TokenFunc(ctx)
+	if err == nil && tok == "" {
+		err = errors.New("it returned no token")
+	}
+	if err != nil {
+		return "", fmt.Errorf("worker: TokenFunc: %w", err)
+	}
+	return tok, nil
 }
 
 // transient reports whether a request that failed with err may succeed

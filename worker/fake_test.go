@@ -248,7 +248,10 @@ func writeProblem(w http.ResponseWriter, pe *protoError) {
 // handler's answer.
 func (s *fakeServer) route(name string, h func(r *http.Request) (any, *protoError)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+s.token {
+		s.mu.Lock()
+		token := s.token
+		s.mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+token {
 			writeProblem(w, refuse(http.StatusUnauthorized, "unauthorized", "the token is unknown or revoked"))
 			return
 		}

@@ -32,21 +32,54 @@ const silentHeartbeats = 3
 
 // streamClient is the worker protocol's client with the consumer token.
 type streamClient struct {
-	api   workerv1connect.WorkerServiceClient
-	token string
+	api workerv1connect.WorkerServiceClient
 }
 
 func newStreamClient(w *Worker) streamClient {
 	// The stream lives as long as Run: a client timeout would cut it.
 	hc := &http.Client{Transport: w.cfg.HTTPClient.Transport, CheckRedirect: w.cfg.HTTPClient.CheckRedirect, Jar: w.cfg.HTTPClient.Jar}
-	return streamClient{api: workerv1connect.NewWorkerServiceClient(hc, w.base, connect.WithReadMaxBytes(maxResponse)), token: w.cfg.Token}
+	return streamClient{api: workerv1connect.NewWorkerServiceClient(hc, w.base, connect.WithReadMaxBytes(maxResponse),
+		connect.WithInterceptors(bearer{w}))}
 }
 
-func request[T any](c streamClient, m *T) *connect.Request[T] {
+func request[T any](_ streamClient, m *T) *connect.Request[T] {
 	r := connect.NewRequest(m)
-	r.Header().Set("Authorization", "Bearer "+c.token)
 	r.Header().Set("User-Agent", "relais-worker-go")
 	return r
+}
+
+// bearer gives each call of the worker protocol the token of the moment
+// (see Worker.token).
+type bearer struct{ w *Worker }
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		token, err := b.w.token(ctx)
+		if err != nil {
+			// Not a wire error: read as a network error, retried.
+			return nil, err
+		}
+		req.Header().Set("Authorization", "Bearer "+token)
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		// A token that cannot be read is sent as none: the refusal (401)
+		// is retried, the token read again, when TokenFunc gives it.
+		if token, err := b.w.token(ctx); err == nil {
+			conn.RequestHeader().Set("Authorization", "Bearer "+token)
+		} else {
+			b.w.log.Warn("reading the token failed; subscribing without it", "err", err)
+		}
+		return conn
+	}
+}
+
+func (bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 // streamWire settles streamed tasks with the protocol's unary calls. Any
@@ -722,7 +755,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 				}
 				return false, fmt.Errorf("worker: subscribe: the server has no worker stream: %w", err)
 			}
-			if !transient(err) {
+			if !w.transient(err) {
 				err = r.nameSubscriptions(err)
 				w.log.Error("subscription refused; stopping", "err", err)
 				return false, fmt.Errorf("worker: subscribe: %w", err)

@@ -412,7 +412,7 @@ func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog
 			return time.Time{}, ctx.Err()
 		case apiCode(err) == "occurrence_cancelled" || apiCode(err) == "deadline_exceeded":
 			return time.Time{}, fmt.Errorf("%w: %w", ErrCancelled, err)
-		case !transient(err):
+		case !w.transient(err):
 			return time.Time{}, fmt.Errorf("%w: %w", ErrLockLost, err)
 		case !time.Now().Before(expiry):
 			return time.Time{}, fmt.Errorf("%w: it expired without a successful extension: %w", ErrLockLost, err)
@@ -641,7 +641,7 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 		if err == nil {
 			return nil
 		}
-		if !transient(err) {
+		if !r.w.transient(err) {
 			if attempt > 1 {
 				return &settleRetried{err}
 			}
@@ -708,7 +708,7 @@ func (r *run) logSettleError(log *slog.Logger, action string, err error) {
 		// Final: the lock is gone or the occurrence settled or cancelled
 		// meanwhile; Relais has moved on without this outcome.
 		log.Warn("outcome refused", "action", action, "code", ae.Code, "detail", ae.Detail)
-	case errors.As(err, &ae) && !transient(err):
+	case errors.As(err, &ae) && !r.w.transient(err):
 		log.Error("outcome refused", "action", action, "err", err)
 	default:
 		log.Error("outcome not reported; the lock will expire and the task run again", "action", action, "err", err)

@@ -82,6 +82,14 @@ type Config struct {
 	URL string
 	// Token is a consumer token: only consumers may pull.
 	Token string
+	// TokenFunc, instead of Token, gives the token for each request: read
+	// from a file a secret store keeps current, say, so that a rotated
+	// token (POST /api/v1/consumers/{id}/rotate, with an overlap) is taken
+	// up without a restart. With it, a 401 is retried with backoff, the
+	// token read again each time, rather than ending Run: a worker whose
+	// new token is not in place yet waits for it. It must be safe for
+	// concurrent use and quick (cache what is slow to read).
+	TokenFunc func(ctx context.Context) (string, error)
 	// WorkerID names this process to Relais (1 to 200 bytes); locks
 	// belong to it. Default: hostname-pid. Two processes must not share
 	// one, or each could settle the other's tasks.
@@ -210,8 +218,11 @@ func New(cfg Config) (*Worker, error) {
 	if p := strings.TrimRight(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
 		return nil, fmt.Errorf("worker: URL %q must be Relais's base URL, without %s (the worker adds the paths it calls)", cfg.URL, u.Path)
 	}
-	if cfg.Token == "" {
-		return nil, errors.New("worker: a consumer Token is required")
+	switch {
+	case cfg.Token == "" && cfg.TokenFunc == nil:
+		return nil, errors.New("worker: a consumer Token (or a TokenFunc) is required")
+	case cfg.Token != "" && cfg.TokenFunc != nil:
+		return nil, errors.New("worker: give Token or TokenFunc, not both")
 	}
 	if cfg.Concurrency < 0 || cfg.LockDuration < 0 || cfg.Wait < 0 || cfg.ShutdownTimeout < 0 || cfg.HandlerTimeout < 0 {
 		return nil, errors.New("worker: Concurrency and durations must not be negative")
@@ -587,7 +598,7 @@ func (r *run) fetchLoop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !transient(err) {
+			if !w.transient(err) {
 				err = r.nameSubscriptions(err)
 				w.log.Error("fetch refused; stopping", "err", err)
 				return fmt.Errorf("worker: fetch-and-lock: %w", err)

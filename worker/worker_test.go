@@ -37,7 +37,7 @@ type harness struct {
 func newHarness(t *testing.T, s *fakeServer, cfg Config) *harness {
 	t.Helper()
 	cfg.URL = s.srv.URL
-	if cfg.Token == "" {
+	if cfg.Token == "" && cfg.TokenFunc == nil {
 		cfg.Token = s.token
 	}
 	cfg.WorkerID = cmpOrString(cfg.WorkerID, "test-worker")
@@ -606,6 +606,58 @@ func TestShutdownTimeoutCancelsHandler(t *testing.T) {
 	}
 	if st := s.status(id); st != "available" {
 		t.Errorf("status = %s; want available again", st)
+	}
+}
+
+// With TokenFunc, a rotated token is taken up without a restart: a 401
+// is retried, the token read again, and the outcome of a task fetched
+// with the old token lands with the new one.
+func TestTokenFuncTakesUpARotatedToken(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 2
+	id := s.add(def, 1, `{"company_name":"acme"}`)
+	var current atomic.Value
+	current.Store(s.token)
+	reads := atomic.Int64{}
+	h := newHarness(t, s, Config{TokenFunc: func(context.Context) (string, error) {
+		reads.Add(1)
+		return current.Load().(string), nil
+	}})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		started <- struct{}{}
+		<-release
+		return created(ctx, task)
+	})
+	h.start()
+	<-started
+	// The token is rotated: the server takes only the new one, which the
+	// worker's source gives a moment later.
+	s.mu.Lock()
+	s.token = "rotated-token"
+	s.mu.Unlock()
+	close(release)
+	time.Sleep(50 * time.Millisecond) // some refusals meanwhile
+	current.Store("rotated-token")
+	waitFor(t, "the completion with the new token", func() bool { return s.status(id) == "completed" })
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v; want nil (a 401 with TokenFunc is retried)", err)
+	}
+	if reads.Load() < 3 {
+		t.Errorf("the token was read %d times, want it read for each request", reads.Load())
+	}
+}
+
+// Token and TokenFunc: one of them.
+func TestTokenOrTokenFunc(t *testing.T) {
+	f := func(context.Context) (string, error) { return "t", nil }
+	for _, cfg := range []Config{{URL: "http://relais.example"}, {URL: "http://relais.example", Token: "t", TokenFunc: f}} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(Token %q, TokenFunc set %v) accepted", cfg.Token, cfg.TokenFunc != nil)
+		}
+	}
+	if _, err := New(Config{URL: "http://relais.example", TokenFunc: f}); err != nil {
+		t.Errorf("New with TokenFunc alone: %v", err)
 	}
 }
 
