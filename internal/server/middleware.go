@@ -154,9 +154,12 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 				// attributes is most of what this middleware allocates.
 				return
 			}
+			// https is the scheme Relais believes (TLS, or a trusted proxy's
+			// X-Forwarded-Proto): what an operator checks a proxy against.
+			client := forwarded.Of(r)
 			attrs := []any{"method", r.Method, "route", route, "path", r.URL.Path,
 				"status", status, "bytes", ww.BytesWritten(), "duration", elapsed.Round(time.Microsecond),
-				"request_id", middleware.GetReqID(r.Context()), "client", forwarded.Of(r).Addr}
+				"request_id", middleware.GetReqID(r.Context()), "client", client.Addr, "https", client.HTTPS}
 			if code != "" {
 				attrs = append(attrs, "code", code)
 			}

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -234,8 +235,8 @@ func TestForwardedHeadersOnlyFromTrustedProxies(t *testing.T) {
 				t.Errorf("HSTS sent: %v; want %v", got, c.secure)
 			}
 			for line := range strings.Lines(env.Logs.String()) {
-				if strings.Contains(line, "route=/api/v1/whoami") && !strings.Contains(line, "client="+c.wantClient) {
-					t.Errorf("request logged as %q; want client=%s", line, c.wantClient)
+				if strings.Contains(line, "route=/api/v1/whoami") && (!strings.Contains(line, "client="+c.wantClient) || !strings.Contains(line, fmt.Sprintf("https=%v", c.secure))) {
+					t.Errorf("request logged as %q; want client=%s https=%v", line, c.wantClient, c.secure)
 				}
 			}
 		})
