@@ -62,31 +62,41 @@ func toInstanceJSON(i engine.Instance, withInputs bool) instanceJSON {
 	return out
 }
 
+// idempotencyKeyProblem says what is wrong with an idempotency key that
+// was given (the Idempotency-Key header, a batch item's member), or "".
+func idempotencyKeyProblem(key string) string {
+	switch {
+	case strings.TrimSpace(key) == "":
+		// An unset variable, most likely: read as no key, every retry
+		// would start another instance.
+		return "is empty: give a key, or leave it out"
+	case !utf8.ValidString(key):
+		return "holds bytes that are not UTF-8 text"
+	case len(key) > engine.MaxIdempotencyKey:
+		return fmt.Sprintf("is longer than %d bytes", engine.MaxIdempotencyKey)
+	}
+	return ""
+}
+
 func (a *API) startInstance() http.Handler {
 	return a.handleIdempotent(func(w http.ResponseWriter, r *http.Request) error {
 		req, err := httpjson.Decode[startRequest](w, r, a.maxBody)
 		if err != nil {
 			return err
 		}
-		idem := r.Header.Get("Idempotency-Key")
-		switch vs := r.Header.Values("Idempotency-Key"); {
-		case len(vs) > 1:
+		var idem string
+		switch vs := r.Header.Values("Idempotency-Key"); len(vs) {
+		case 0:
+		case 1:
+			idem = vs[0]
+			if why := idempotencyKeyProblem(idem); why != "" {
+				return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key %s", why).
+					WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: why}})
+			}
+		default:
 			// Which one would the client expect to be honoured?
 			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is given %d times: give one", len(vs)).
 				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "given more than once"}})
-		case len(vs) == 1 && strings.TrimSpace(vs[0]) == "":
-			// An unset variable, most likely: read as no key, every retry
-			// would start another instance.
-			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is empty: give a key, or leave the header out").
-				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "is empty"}})
-		}
-		if !utf8.ValidString(idem) {
-			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key must be UTF-8 text").
-				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: "holds bytes that are not UTF-8 text"}})
-		}
-		if len(idem) > engine.MaxIdempotencyKey {
-			return fault.New(fault.BadRequest, "invalid_request", "Idempotency-Key is longer than %d bytes", engine.MaxIdempotencyKey).
-				WithErrors([]fault.FieldError{{Path: "Idempotency-Key", Message: fmt.Sprintf("is longer than %d bytes", engine.MaxIdempotencyKey)}})
 		}
 		inst, created, err := a.eng.StartInstance(r.Context(), engine.StartRequest{ProcessKey: chi.URLParam(r, "key"), Version: req.Version,
 			Inputs: req.Inputs, BusinessKey: req.BusinessKey, IdempotencyKey: idem})
@@ -424,13 +434,9 @@ func (a *API) startInstances() http.Handler {
 			var idem string
 			if it.IdempotencyKey != nil {
 				idem = *it.IdempotencyKey
-			}
-			switch {
-			case it.IdempotencyKey != nil && strings.TrimSpace(idem) == "":
-				// As the header: an empty key is a mistake, not no key.
-				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: "is empty: give a key, or leave the member out"})
-			case len(idem) > engine.MaxIdempotencyKey:
-				errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: fmt.Sprintf("must be at most %d bytes", engine.MaxIdempotencyKey)})
+				if why := idempotencyKeyProblem(idem); why != "" {
+					errs = append(errs, fault.FieldError{Path: "/items/" + strconv.Itoa(i) + "/idempotency_key", Message: why})
+				}
 			}
 			reqs[i] = engine.StartRequest{ProcessKey: key, Version: it.Version, Inputs: it.Inputs, BusinessKey: it.BusinessKey, IdempotencyKey: idem}
 		}
