@@ -152,8 +152,8 @@ func messageOf(fe *fault.Error) string {
 // writeError answers err as Camunda does. Errors that are not faults are
 // internal: logged with their detail, answered with a generic message.
 func (f *Facade) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if fe := pgfault.CutShort(r.Context()); fe != nil {
-		err = fe
+	if cut := pgfault.CutShort(r.Context()); cut != nil {
+		err = cut
 	}
 	if httpjson.ClientGone(w, r, f.logger, err) {
 		return

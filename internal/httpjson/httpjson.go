@@ -392,8 +392,8 @@ type Problem struct {
 // internal: logged with their detail and answered with a generic message,
 // because their text may carry anything (SQL, payload fragments).
 func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
-	if fe := pgfault.CutShort(r.Context()); fe != nil {
-		err = fe
+	if cut := pgfault.CutShort(r.Context()); cut != nil {
+		err = cut
 	}
 	if ClientGone(w, r, logger, err) {
 		return

@@ -107,8 +107,10 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 		select {
 		case <-ctx.Done():
 			// The client left: nothing was claimed for it, and its going is
-			// not a server error.
-			return nil, cutShort(ctx)
+			// not a server error. Or the replica cut the wait short as
+			// PostgreSQL stopped answering: 503, so that the worker backs
+			// off instead of fetching again at once.
+			return nil, pgfault.CutShort(ctx)
 		case <-h.closing:
 			return nil, nil
 		case <-timer.C:
@@ -125,7 +127,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 				timer.Reset(max(min(d, time.Until(next)), time.Millisecond))
 				select {
 				case <-ctx.Done():
-					return nil, cutShort(ctx)
+					return nil, pgfault.CutShort(ctx)
 				case <-h.closing:
 					return nil, nil
 				case <-timer.C:
@@ -136,17 +138,6 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 			}
 		}
 	}
-}
-
-// cutShort is the answer of a wait whose context ended: none when its
-// client left, 503 database_unavailable when the replica cut it short
-// because PostgreSQL stopped answering (pgfault.CutShort), so that its
-// worker backs off instead of fetching again at once.
-func cutShort(ctx context.Context) error {
-	if fe := pgfault.CutShort(ctx); fe != nil {
-		return fe
-	}
-	return nil
 }
 
 // claimFor claims for a fetch. A client that left while its claim ran

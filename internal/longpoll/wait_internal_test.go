@@ -7,8 +7,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
-	"github.com/relais/relais/internal/fault"
-	"github.com/relais/relais/internal/pgfault"
 )
 
 // fakeClaimer claims one occurrence, as the client's context ends while
@@ -52,21 +50,5 @@ func TestAClaimForADepartedClientIsReleased(t *testing.T) {
 	there := &fakeClaimer{got: got}
 	if out, err := claimFor(context.Background(), there, engine.ClaimRequest{ConsumerID: 1, WorkerID: "w"}); err != nil || len(out) != 1 || len(there.released) != 0 {
 		t.Errorf("claim for a client still there: %v, %v, released %v", out, err, there.released)
-	}
-}
-
-// A wait cut short because PostgreSQL stopped answering is answered 503
-// database_unavailable; one whose client left gets no answer at all.
-func TestCutShortWait(t *testing.T) {
-	t.Parallel()
-	gone, leave := context.WithCancel(context.Background())
-	leave()
-	if err := cutShort(gone); err != nil {
-		t.Errorf("a client that left: %v, want no error", err)
-	}
-	cut, stop := context.WithCancelCause(context.Background())
-	stop(pgfault.ErrUnresponsive)
-	if fe, ok := fault.As(cutShort(cut)); !ok || fe.Code != pgfault.UnavailableCode || fe.RetryAfter <= 0 {
-		t.Errorf("a wait cut short: %v, want 503 database_unavailable with Retry-After", cutShort(cut))
 	}
 }

@@ -77,9 +77,10 @@ var ErrUnresponsive = errors.New("PostgreSQL stopped answering this replica's pr
 
 // CutShort returns the 503 database_unavailable fault when ctx was
 // cancelled because the database stopped answering (ErrUnresponsive), and
-// nil otherwise: whatever error the request's work returned then (a
-// cancelled statement) is answered as that.
-func CutShort(ctx context.Context) *fault.Error {
+// nil otherwise (a client that left, a context still live): whatever error
+// the request's work returned then (a cancelled statement) is answered as
+// that fault.
+func CutShort(ctx context.Context) error {
 	if cause := context.Cause(ctx); ctx.Err() != nil && errors.Is(cause, ErrUnresponsive) {
 		return Unavailable(cause)
 	}

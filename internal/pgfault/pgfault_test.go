@@ -47,3 +47,22 @@ func TestUnavailableKeepsTheCause(t *testing.T) {
 		t.Errorf("Unavailable = %+v; want a 503 fault with Retry-After that wraps its cause", fe)
 	}
 }
+
+// A request cut short because PostgreSQL stopped answering is answered 503
+// database_unavailable; one whose client left gets no answer at all.
+func TestCutShort(t *testing.T) {
+	t.Parallel()
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	if err := CutShort(gone); err != nil {
+		t.Errorf("a client that left: %v, want no error", err)
+	}
+	if err := CutShort(context.Background()); err != nil {
+		t.Errorf("a live request: %v, want no error", err)
+	}
+	cut, stop := context.WithCancelCause(context.Background())
+	stop(ErrUnresponsive)
+	if fe, ok := fault.As(CutShort(cut)); !ok || fe.Code != UnavailableCode || fe.RetryAfter <= 0 {
+		t.Errorf("a request cut short: %v, want 503 database_unavailable with Retry-After", CutShort(cut))
+	}
+}
