@@ -33,8 +33,8 @@ type Facade struct {
 	body   int64
 	eng    *engine.Engine
 	hub    *longpoll.Hub
-	// lookup is the one Routes authenticates with: a waiting fetch
-	// authenticates again after each wait.
+	// lookup authenticates a waiting fetch's credentials again after each
+	// wait (the engine's token lookup, as the pull protocol's).
 	lookup auth.Lookup
 	// heartbeat is the worker streams' heartbeat: a poller stays live in
 	// the worker catalog for its wait plus engine.LiveHeartbeats of them.
@@ -44,7 +44,7 @@ type Facade struct {
 // New returns the facade on eng, waking long polls through hub (the one the
 // pull protocol shares).
 func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longpoll.Hub) *Facade {
-	return &Facade{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, hub: hub, heartbeat: cfg.Heartbeat}
+	return &Facade{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, lookup: eng.LookupToken, hub: hub, heartbeat: cfg.Heartbeat}
 }
 
 // contentType is what every JSON answer carries, exactly: the official

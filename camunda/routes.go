@@ -17,7 +17,6 @@ import (
 // ones included, needs a consumer token (Bearer, or Basic with the
 // consumer's name): without one it is 401, before any 404 or 405.
 func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
-	f.lookup = lookup
 	r.Use(f.authenticate(lookup), f.sameOrigin, f.jsonBodies)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: no Camunda external-task route for " + r.URL.Path + " (see the README for what the facade serves)"})
