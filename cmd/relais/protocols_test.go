@@ -20,31 +20,31 @@ import (
 	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
 )
 
-// relais serve speaks cleartext HTTP/2 to gRPC workers on the listener of
-// the REST API, and a stopping serve ends their streams cleanly.
-func TestServeSpeaksGRPCOverH2CAndEndsStreamsOnShutdown(t *testing.T) {
-	t.Parallel()
-	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys})
-	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples/definitions"); err != nil {
-		t.Fatalf("apply: %v\n%s", err, stderr)
-	}
-	consumer := must(t, 201, callH(t, "POST", r.base+"/api/v1/consumers", bootstrap, map[string]any{"name": "c",
+// crmConsumer creates a consumer granted add_company_to_crm and returns
+// its token.
+func crmConsumer(t *testing.T, base string) string {
+	t.Helper()
+	return must(t, 201, callH(t, "POST", base+"/api/v1/consumers", bootstrap, map[string]any{"name": "c",
 		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}))["token"].(string)
+}
 
-	conn, err := grpc.NewClient(strings.TrimPrefix(r.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+// grpcConn is a grpc-go client of the serve at base, over h2c.
+func grpcConn(t *testing.T, base string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	health, err := healthv1.NewHealthClient(conn).Check(ctx, &healthv1.HealthCheckRequest{Service: workerv1connect.WorkerServiceName})
-	if err != nil || health.GetStatus() != healthv1.HealthCheckResponse_SERVING {
-		t.Fatalf("health over h2c = %v, %v", health, err)
-	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
 
-	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+consumer)
-	s, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, workerv1connect.WorkerServiceSubscribeProcedure)
+// subscribeCRM opens a worker stream "w" of one slot on
+// add_company_to_crm, as a grpc-go client would.
+func subscribeCRM(t *testing.T, ctx context.Context, conn *grpc.ClientConn, consumer string) grpc.ClientStream {
+	t.Helper()
+	s, err := conn.NewStream(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+consumer),
+		&grpc.StreamDesc{ServerStreams: true}, workerv1connect.WorkerServiceSubscribeProcedure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,26 @@ func TestServeSpeaksGRPCOverH2CAndEndsStreamsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = s.CloseSend()
+	return s
+}
+
+// relais serve speaks cleartext HTTP/2 to gRPC workers on the listener of
+// the REST API, and a stopping serve ends their streams cleanly.
+func TestServeSpeaksGRPCOverH2CAndEndsStreamsOnShutdown(t *testing.T) {
+	t.Parallel()
+	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap, "RELAIS_DATA_KEYS": testDataKeys})
+	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples/definitions"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	consumer := crmConsumer(t, r.base)
+	conn := grpcConn(t, r.base)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	health, err := healthv1.NewHealthClient(conn).Check(ctx, &healthv1.HealthCheckRequest{Service: workerv1connect.WorkerServiceName})
+	if err != nil || health.GetStatus() != healthv1.HealthCheckResponse_SERVING {
+		t.Fatalf("health over h2c = %v, %v", health, err)
+	}
+	s := subscribeCRM(t, ctx, conn, consumer)
 	var first workerv1.WorkerEvent
 	if err := s.RecvMsg(&first); err != nil || first.GetHeartbeat() == nil {
 		t.Fatalf("first event %v, %v", &first, err)
@@ -98,25 +118,11 @@ func TestDrainingServeStillHearsCancellations(t *testing.T) {
 	if _, stderr, err := applyRun(t, r.base, "-f", "../../examples"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, stderr)
 	}
-	consumer := must(t, 201, callH(t, "POST", r.base+"/api/v1/consumers", bootstrap, map[string]any{"name": "c",
-		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": "all"}}}))["token"].(string)
-	conn, err := grpc.NewClient(strings.TrimPrefix(r.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	consumer := crmConsumer(t, r.base)
+	conn := grpcConn(t, r.base)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := conn.NewStream(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+consumer),
-		&grpc.StreamDesc{ServerStreams: true}, workerv1connect.WorkerServiceSubscribeProcedure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SendMsg(&workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1,
-		Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}}); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.CloseSend()
+	s := subscribeCRM(t, ctx, conn, consumer)
 	events := make(chan *workerv1.WorkerEvent, 16)
 	go func() {
 		defer close(events)
