@@ -348,11 +348,11 @@ func (e *Engine) RotateConsumerToken(ctx context.Context, id int64, overlap time
 	if err != nil {
 		return "", nil, wrap("rotate consumer token", err)
 	}
+	attrs := []any{"consumer", id}
 	if expires != nil {
-		e.logAccess(ctx, EventConsumerTokenRotated, "consumer", id, "previous_tokens_expire_at", expires.UTC().Format(time.RFC3339))
-	} else {
-		e.logAccess(ctx, EventConsumerTokenRotated, "consumer", id)
+		attrs = append(attrs, "previous_tokens_expire_at", expires.UTC().Format(time.RFC3339))
 	}
+	e.logAccess(ctx, EventConsumerTokenRotated, attrs...)
 	return token, expires, nil
 }
 
