@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -34,6 +35,10 @@ func (r *relais) measure(ctx context.Context, b *bench, warm, units int, run rel
 		return 0, err
 	}
 	l.label, l.from, l.n = run.label, warm, units
+	groupsBefore, err := r.groupCommits(ctx)
+	if err != nil {
+		return 0, err
+	}
 	elapsed, err := clientLoad(ctx, l, b.log)
 	prof.end(ctx, units*per, "occurrence")
 	if err != nil {
@@ -41,6 +46,11 @@ func (r *relais) measure(ctx context.Context, b *bench, warm, units int, run rel
 	}
 	rate := float64(units*per) / elapsed.Seconds()
 	b.log.printf("%s: %d occurrences in %s: %.0f/s", run.label, units*per, elapsed.Round(time.Millisecond), rate)
+	groupsAfter, err := r.groupCommits(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b.log.printf("%s: group commit: %s", run.label, groupsAfter.since(groupsBefore))
 
 	var completed int
 	if err := r.pool.QueryRow(ctx, "select count(*) from instances where status = 'completed'").Scan(&completed); err != nil {
@@ -105,4 +115,49 @@ func (p *endedPoll) counting(start func(ctx context.Context, i int) error) func(
 		}
 		return err
 	}
+}
+
+// groupCommitCounts are a replica's relais_group_commit_writes_total and
+// relais_group_commit_groups_total by lane.
+type groupCommitCounts map[string]struct{ writes, groups float64 }
+
+// groupCommits reads the replica's group commit counters from /metrics.
+func (r *relais) groupCommits(ctx context.Context) (groupCommitCounts, error) {
+	status, body, err := r.api.do(ctx, "GET", "/metrics", "", nil)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if status != 200 {
+		return nil, fmt.Errorf("metrics: status %d", status)
+	}
+	counts := groupCommitCounts{}
+	for line := range strings.Lines(string(body)) {
+		var lane string
+		var v float64
+		if n, _ := fmt.Sscanf(line, "relais_group_commit_writes_total{lane=%q} %g", &lane, &v); n == 2 {
+			c := counts[lane]
+			c.writes = v
+			counts[lane] = c
+		} else if n, _ := fmt.Sscanf(line, "relais_group_commit_groups_total{lane=%q} %g", &lane, &v); n == 2 {
+			c := counts[lane]
+			c.groups = v
+			counts[lane] = c
+		}
+	}
+	if len(counts) == 0 {
+		return nil, errors.New("metrics: no relais_group_commit_writes_total")
+	}
+	return counts, nil
+}
+
+// since says how many writes a transaction held, by lane, since before.
+func (c groupCommitCounts) since(before groupCommitCounts) string {
+	var parts []string
+	for _, lane := range []string{"starts", "settlements"} {
+		writes, groups := c[lane].writes-before[lane].writes, c[lane].groups-before[lane].groups
+		if groups > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f writes a transaction (%.0f in %.0f)", lane, writes/groups, writes, groups))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

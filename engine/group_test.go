@@ -680,3 +680,144 @@ func TestAReplayedCompletionEndsNoAttempt(t *testing.T) {
 		t.Fatalf("replay: %+v, %v; want completed with attempt 0", again, err)
 	}
 }
+
+// TestALaneWaitsForTheWritersItAnswered: after a group, a free lane waits
+// for as many writes as that group held (plus those already queued)
+// before it runs the next, rather than running the first to come alone
+// while the others queue behind it; the wait ends as soon as they are
+// there.
+func TestALaneWaitsForTheWritersItAnswered(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	e.group.gather = time.Hour // bounded by the group's own time instead
+	prepare(t, e, "")
+	release := holdLane(t, e)
+	// A group of three that takes a while: the lane then waits that long
+	// at most for three writes.
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
+				if i == 0 {
+					time.Sleep(300 * time.Millisecond)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, e, 3)
+	release()
+	wg.Wait()
+	before := e.GroupCommits()[1]
+
+	first := make(chan Instance, 1)
+	go func() {
+		inst, err := start(e, "Acme 1")
+		if err != nil {
+			t.Error(err)
+		}
+		first <- inst
+	}()
+	waitQueued(t, e, 1)
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-first:
+		t.Fatal("the first write after a group of three ran alone; want it to wait for the other two")
+	default:
+	}
+	var others [2]Instance
+	for i := range others {
+		wg.Go(func() {
+			var err error
+			if others[i], err = start(e, fmt.Sprint("Acme ", i+2)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	inst := <-first
+	if t.Failed() {
+		t.FailNow()
+	}
+	x := xactOf(t, e, "instances", inst.ID)
+	for _, o := range others {
+		if got := xactOf(t, e, "instances", o.ID); got != x {
+			t.Fatalf("the three writes after a group of three took transactions %s and %s; want one", x, got)
+		}
+	}
+	after := e.GroupCommits()[1]
+	if filled, lapsed := after.GathersFilled-before.GathersFilled, after.GathersLapsed-before.GathersLapsed; filled < 1 || lapsed != 0 {
+		t.Fatalf("%d waits for company filled, %d lapsed; want one filled at least, none lapsed (all three came)", filled, lapsed)
+	}
+}
+
+// TestALanesWaitForCompanyLapses: the writers a group answered may not
+// come back; the lane then runs what came once it has waited as long as
+// that group took.
+func TestALanesWaitForCompanyLapses(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	prepare(t, e, "")
+	var wg sync.WaitGroup
+	release := holdLane(t, e)
+	for range 3 {
+		wg.Go(func() {
+			if _, err := start(e, "Acme"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, e, 3)
+	release()
+	wg.Wait()
+	before := e.GroupCommits()[1]
+	if _, err := start(e, "Acme alone"); err != nil {
+		t.Fatal(err)
+	}
+	after := e.GroupCommits()[1]
+	if lapsed := after.GathersLapsed - before.GathersLapsed; lapsed != 1 {
+		t.Fatalf("%d waits for company lapsed; want the one the lone write waited in", lapsed)
+	}
+	waitIdle(t, e)
+}
+
+// TestRepeatingWritersShareTransactions: four writers that each write
+// again as soon as they are answered (producers starting instances) end up
+// in one group per round, not in groups of one and three.
+func TestRepeatingWritersShareTransactions(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	// Bounded by the group's own time only, and groups that take a few
+	// milliseconds, so that a slow machine (the race detector) does not
+	// make the writers late.
+	e.group.gather = time.Hour
+	const writers, rounds = 4, 25
+	before := e.GroupCommits()[1]
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range rounds {
+				err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
+					time.Sleep(2 * time.Millisecond)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after := e.GroupCommits()[1]
+	groups, writes := after.Groups-before.Groups, after.Writes-before.Writes
+	if writes != writers*rounds {
+		t.Fatalf("%d writes counted, want %d", writes, writers*rounds)
+	}
+	if per := float64(writes) / float64(groups); per < 3 {
+		t.Fatalf("%d writes in %d groups (%.2f a group); want three or more a group from four writers", writes, groups, per)
+	}
+}

@@ -99,6 +99,43 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// groupCommits exports what the engine's group commits did (see
+// engine.GroupCommitStats): writes ÷ groups is how many requests share a
+// transaction, the figure that says whether group commit is doing its job.
+type groupCommits struct {
+	eng                     *engine.Engine
+	groups, writes, gathers *prometheus.Desc
+}
+
+func newGroupCommits(eng *engine.Engine) *groupCommits {
+	return &groupCommits{eng: eng,
+		groups: prometheus.NewDesc("relais_group_commit_groups_total",
+			"Transactions this replica's group commit ran, by lane: starts, or settlements (settlements and claims).",
+			[]string{"lane"}, nil),
+		writes: prometheus.NewDesc("relais_group_commit_writes_total",
+			"Single writes (a start, a settlement, a claim) this replica's group commit ran, by lane; divided by relais_group_commit_groups_total, the writes a transaction held.",
+			[]string{"lane"}, nil),
+		gathers: prometheus.NewDesc("relais_group_commit_gathers_total",
+			"Waits of a free group-commit lane for the writers its last group answered, by lane and how they ended: filled (they came) or lapsed (the wait ran out, at most as long as that group took, 2 ms at most).",
+			[]string{"lane", "result"}, nil),
+	}
+}
+
+func (c *groupCommits) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.groups
+	ch <- c.writes
+	ch <- c.gathers
+}
+
+func (c *groupCommits) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.eng.GroupCommits() {
+		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.CounterValue, float64(s.Groups), s.Lane)
+		ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(s.Writes), s.Lane)
+		ch <- prometheus.MustNewConstMetric(c.gathers, prometheus.CounterValue, float64(s.GathersFilled), s.Lane, "filled")
+		ch <- prometheus.MustNewConstMetric(c.gathers, prometheus.CounterValue, float64(s.GathersLapsed), s.Lane, "lapsed")
+	}
+}
+
 // timerMetrics are what the replica's timer passes report.
 type timerMetrics struct {
 	lag    prometheus.Gauge

@@ -95,7 +95,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval, timers.observe) })
 	databaseUp := prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_database_up",
 		Help: "1 while PostgreSQL answers this replica's periodic ping (every 2 s), 0 from the first ping it does not answer."})
-	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger))
+	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger), newGroupCommits(d.Engine))
 	gate := newDatabaseGate()
 	rep.done.Go(func() {
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
