@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,7 @@ type groupCommit struct {
 	gen       uint64
 
 	// What GroupCommits reports.
-	groups, writes, gathersFilled, gathersLapsed atomic.Uint64
+	groups, writes, gathersFilled, gathersLapsed, gathersIdle atomic.Uint64
 }
 
 // groupWrite is one write waiting for, or running in, a group.
@@ -152,6 +153,10 @@ func (g *groupCommit) submit(ctx context.Context, w *groupWrite) error {
 				g.busy--
 			}
 		}
+		if len(g.queue) > 0 {
+			// Whatever the gathering lane runs may get stuck.
+			g.armLocked(g.spill)
+		}
 	case g.busy == 0:
 		// A lane is taken only for a group to run: the caller's context
 		// may have ended since it was checked, leaving nothing to take.
@@ -162,10 +167,17 @@ func (g *groupCommit) submit(ctx context.Context, w *groupWrite) error {
 		g.armLocked(g.spill)
 	}
 	g.mu.Unlock()
-	if len(group) > 0 {
+	switch {
+	case len(group) == 0:
+	case slices.Contains(group, w):
 		// This caller leads the group its write is in; the lane then passes
 		// to a goroutine of its own if more writes queued meanwhile.
 		g.lead(ctx, group)
+	default:
+		// Its write was dropped (its caller gave up) or left for the next
+		// group (a full one): the others' group is not for this caller to
+		// wait on.
+		go g.lead(group[0].ctx, group)
 	}
 	select {
 	case <-w.done:
@@ -243,21 +255,28 @@ func (g *groupCommit) spillOver() {
 // a goroutine of its own for the writes queued meanwhile, to the writers
 // of a gathering lane, or back.
 func (g *groupCommit) lead(ctx context.Context, group []*groupWrite) {
-	took := g.timedRun(ctx, group)
-	if group = g.nextGroup(len(group), took); len(group) > 0 {
+	if next := g.runThenNext(ctx, group); len(next) > 0 {
 		go func() {
-			for len(group) > 0 {
-				took := g.timedRun(ctx, group)
-				group = g.nextGroup(len(group), took)
+			for len(next) > 0 {
+				next = g.runThenNext(ctx, next)
 			}
 		}()
 	}
 }
 
-func (g *groupCommit) timedRun(ctx context.Context, group []*groupWrite) time.Duration {
+// runThenNext runs group, settles what the lane does next (see nextGroup),
+// and only then answers the group's writes: a writer answered first could
+// come back before the lane looks at its queue, and be counted twice in
+// what a gathering lane waits for.
+func (g *groupCommit) runThenNext(ctx context.Context, group []*groupWrite) []*groupWrite {
+	defer func() {
+		for _, w := range group {
+			close(w.done)
+		}
+	}()
 	began := time.Now()
 	g.run(ctx, group)
-	return time.Since(began)
+	return g.nextGroup(len(group), time.Since(began))
 }
 
 // nextGroup takes the queued writes as the lane's next group after a group
@@ -317,10 +336,12 @@ func (g *groupCommit) gathered(gen uint64) {
 		return
 	}
 	g.gathering = false
-	g.gathersLapsed.Add(1)
 	group := g.takeLocked()
 	if len(group) == 0 {
+		g.gathersIdle.Add(1)
 		g.busy--
+	} else {
+		g.gathersLapsed.Add(1)
 	}
 	g.mu.Unlock()
 	if len(group) > 0 {
@@ -328,17 +349,13 @@ func (g *groupCommit) gathered(gen uint64) {
 	}
 }
 
-// run commits group and answers each of its writes.
+// run commits group and sets each of its writes' outcome (runThenNext
+// answers them).
 func (g *groupCommit) run(ctx context.Context, group []*groupWrite) {
 	// The group outlives any one caller: the leader's context gives its
 	// values (a tracer's labels), not its cancellation.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
 	defer cancel()
-	defer func() {
-		for _, w := range group {
-			close(w.done)
-		}
-	}()
 	g.groups.Add(1)
 	g.writes.Add(uint64(len(group)))
 	if len(group) == 1 {
@@ -454,19 +471,22 @@ func recovered(apply func(ctx context.Context, q *queries.Queries) error) func(c
 // GroupCommitStats are what one kind of group commit did since the engine
 // started: its groups (one transaction each, unless one was run again
 // write by write), the writes they held, and how its lanes' waits for
-// company ended (see gatherLocked): filled, every awaited writer came, or
-// lapsed at their deadline.
+// company ended (see gatherLocked): filled, every awaited writer came;
+// lapsed at their deadline, running what came; or idle, nothing came and
+// the lane was freed (the load paused or ended: each write alone on an
+// idle engine ends so).
 type GroupCommitStats struct {
 	// Lane is "starts" or "settlements" (settlements and claims).
-	Lane                         string
-	Groups, Writes               uint64
-	GathersFilled, GathersLapsed uint64
+	Lane                                      string
+	Groups, Writes                            uint64
+	GathersFilled, GathersLapsed, GathersIdle uint64
 }
 
 // GroupCommits reports the group commits of starts and of settlements.
 func (e *Engine) GroupCommits() []GroupCommitStats {
 	stats := func(lane string, g *groupCommit) GroupCommitStats {
-		return GroupCommitStats{Lane: lane, Groups: g.groups.Load(), Writes: g.writes.Load(), GathersFilled: g.gathersFilled.Load(), GathersLapsed: g.gathersLapsed.Load()}
+		return GroupCommitStats{Lane: lane, Groups: g.groups.Load(), Writes: g.writes.Load(),
+			GathersFilled: g.gathersFilled.Load(), GathersLapsed: g.gathersLapsed.Load(), GathersIdle: g.gathersIdle.Load()}
 	}
 	return []GroupCommitStats{stats("starts", e.starts), stats("settlements", e.group)}
 }

@@ -739,6 +739,7 @@ func TestALaneWaitsForTheWritersItAnswered(t *testing.T) {
 	}
 	wg.Wait()
 	inst := <-first
+	after := e.GroupCommits()[1]
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -748,7 +749,6 @@ func TestALaneWaitsForTheWritersItAnswered(t *testing.T) {
 			t.Fatalf("the three writes after a group of three took transactions %s and %s; want one", x, got)
 		}
 	}
-	after := e.GroupCommits()[1]
 	if filled, lapsed := after.GathersFilled-before.GathersFilled, after.GathersLapsed-before.GathersLapsed; filled < 1 || lapsed != 0 {
 		t.Fatalf("%d waits for company filled, %d lapsed; want one filled at least, none lapsed (all three came)", filled, lapsed)
 	}
@@ -760,12 +760,19 @@ func TestALaneWaitsForTheWritersItAnswered(t *testing.T) {
 func TestALanesWaitForCompanyLapses(t *testing.T) {
 	t.Parallel()
 	e := setupLanes(t, 1)
+	e.group.gather = time.Hour // bounded by the group's own time instead
 	prepare(t, e, "")
-	var wg sync.WaitGroup
 	release := holdLane(t, e)
-	for range 3 {
+	var wg sync.WaitGroup
+	for i := range 3 {
 		wg.Go(func() {
-			if _, err := start(e, "Acme"); err != nil {
+			err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
+				if i == 0 {
+					time.Sleep(300 * time.Millisecond)
+				}
+				return nil
+			})
+			if err != nil {
 				t.Error(err)
 			}
 		})
@@ -774,14 +781,18 @@ func TestALanesWaitForCompanyLapses(t *testing.T) {
 	release()
 	wg.Wait()
 	before := e.GroupCommits()[1]
+	// One write of the three awaited: it runs when the wait lapses.
 	if _, err := start(e, "Acme alone"); err != nil {
 		t.Fatal(err)
 	}
 	after := e.GroupCommits()[1]
-	if lapsed := after.GathersLapsed - before.GathersLapsed; lapsed != 1 {
-		t.Fatalf("%d waits for company lapsed; want the one the lone write waited in", lapsed)
+	if filled, lapsed := after.GathersFilled-before.GathersFilled, after.GathersLapsed-before.GathersLapsed; filled != 0 || lapsed != 1 {
+		t.Fatalf("%d waits for company filled, %d lapsed; want the one the lone write waited in lapsed", filled, lapsed)
 	}
 	waitIdle(t, e)
+	if idle := e.GroupCommits()[1].GathersIdle - after.GathersIdle; idle != 1 {
+		t.Fatalf("%d waits ended idle after the lone write; want its own, which nothing came to", idle)
+	}
 }
 
 // TestRepeatingWritersShareTransactions: four writers that each write

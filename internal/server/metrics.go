@@ -116,7 +116,7 @@ func newGroupCommits(eng *engine.Engine) *groupCommits {
 			"Single writes (a start, a settlement, a claim) this replica's group commit ran, by lane; divided by relais_group_commit_groups_total, the writes a transaction held.",
 			[]string{"lane"}, nil),
 		gathers: prometheus.NewDesc("relais_group_commit_gathers_total",
-			"Waits of a free group-commit lane for the writers its last group answered, by lane and how they ended: filled (they came) or lapsed (the wait ran out, at most as long as that group took, 2 ms at most).",
+			"Waits of a free group-commit lane for the writers its last group answered, by lane and how they ended: filled (they came), lapsed (the wait, at most as long as that group took and 2 ms, ran out; the lane ran what came) or idle (nothing came: the load paused or ended).",
 			[]string{"lane", "result"}, nil),
 	}
 }
@@ -133,6 +133,7 @@ func (c *groupCommits) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(s.Writes), s.Lane)
 		ch <- prometheus.MustNewConstMetric(c.gathers, prometheus.CounterValue, float64(s.GathersFilled), s.Lane, "filled")
 		ch <- prometheus.MustNewConstMetric(c.gathers, prometheus.CounterValue, float64(s.GathersLapsed), s.Lane, "lapsed")
+		ch <- prometheus.MustNewConstMetric(c.gathers, prometheus.CounterValue, float64(s.GathersIdle), s.Lane, "idle")
 	}
 }
 
