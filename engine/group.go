@@ -69,6 +69,10 @@ type groupCommit struct {
 	gathering bool
 	expect    int
 	gen       uint64
+	// trust is how far recent waits paid off: a filled one raises it, one
+	// that lapsed with writes waiting lowers it twice as much, and at 0
+	// the lane waits only every gatherProbe groups (untrusted counts them).
+	trust, untrusted int
 
 	// What GroupCommits reports.
 	groups, writes, gathersFilled, gathersLapsed, gathersIdle atomic.Uint64
@@ -103,8 +107,11 @@ const (
 	defaultGroupLanes = 2
 	defaultSpill      = 10 * time.Millisecond
 	maxGroup          = 100
-	// maxGather bounds a free lane's wait for company (see gatherLocked).
-	maxGather = 2 * time.Millisecond
+	// maxGather bounds a free lane's wait for company (see gatherLocked);
+	// maxTrust and gatherProbe set how it learns whether waiting pays.
+	maxGather   = 2 * time.Millisecond
+	maxTrust    = 8
+	gatherProbe = 16
 	// groupTimeout bounds a group's transaction, which no caller can cancel.
 	groupTimeout = time.Minute
 )
@@ -113,7 +120,7 @@ func newGroupCommit(e *Engine, lanes int) *groupCommit {
 	if lanes < 1 {
 		lanes = defaultGroupLanes
 	}
-	return &groupCommit{e: e, lanes: lanes, max: maxGroup, spill: defaultSpill, gather: maxGather}
+	return &groupCommit{e: e, lanes: lanes, max: maxGroup, spill: defaultSpill, gather: maxGather, trust: 1}
 }
 
 // write runs apply in a transaction, alone or with the writes that arrive
@@ -149,6 +156,7 @@ func (g *groupCommit) submit(ctx context.Context, w *groupWrite) error {
 			// waiting lane.
 			g.gathering = false
 			g.gathersFilled.Add(1)
+			g.trust = min(g.trust+1, maxTrust)
 			if group = g.takeLocked(); len(group) == 0 {
 				g.busy--
 			}
@@ -314,10 +322,22 @@ func (g *groupCommit) nextGroup(ran int, took time.Duration) []*groupWrite {
 // than the group just run (took): the lane waits at most that long (and
 // at most gather), and runs as soon as as many writes queue as it just
 // answered plus those already queued. A lone write on an idle engine
-// still runs at once: the one group it ran answered one writer.
+// still runs at once: the one group it ran answered one writer. When the
+// writers come back too late for the wait (it lapses rather than fills),
+// the lane stops waiting but for a probe now and then (see trust).
 func (g *groupCommit) gatherLocked(ran int, took time.Duration) bool {
 	if len(g.queue) >= ran {
 		return false
+	}
+	if g.trust == 0 {
+		// Recent waits lapsed: the writers come back too late (clients in
+		// other processes on busy cores, say) for waiting to pay. Every
+		// so often the lane waits anyway, to learn whether they now come
+		// in time.
+		if g.untrusted++; g.untrusted < gatherProbe {
+			return false
+		}
+		g.untrusted = 0
 	}
 	g.gathering = true
 	g.expect = len(g.queue) + ran
@@ -342,6 +362,9 @@ func (g *groupCommit) gathered(gen uint64) {
 		g.busy--
 	} else {
 		g.gathersLapsed.Add(1)
+		// Writes waited for writers that came too late: the wait cost
+		// them and gained the group little.
+		g.trust = max(g.trust-2, 0)
 	}
 	g.mu.Unlock()
 	if len(group) > 0 {

@@ -789,9 +789,68 @@ func TestALanesWaitForCompanyLapses(t *testing.T) {
 	if filled, lapsed := after.GathersFilled-before.GathersFilled, after.GathersLapsed-before.GathersLapsed; filled != 0 || lapsed != 1 {
 		t.Fatalf("%d waits for company filled, %d lapsed; want the one the lone write waited in lapsed", filled, lapsed)
 	}
+
+	// The lapse taught the lane that its writers come back too late: after
+	// the next group of three it does not wait, but for a probe every
+	// gatherProbe groups.
+	lateAgain(t, e)
 	waitIdle(t, e)
-	if idle := e.GroupCommits()[1].GathersIdle - after.GathersIdle; idle != 1 {
-		t.Fatalf("%d waits ended idle after the lone write; want its own, which nothing came to", idle)
+	again := e.GroupCommits()[1]
+	if waits := again.GathersFilled + again.GathersLapsed + again.GathersIdle - after.GathersFilled - after.GathersLapsed - after.GathersIdle; waits != 0 {
+		t.Fatalf("%d waits after a lapse; want none until a probe", waits)
+	}
+	for range gatherProbe {
+		if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, e)
+	}
+	probed := e.GroupCommits()[1]
+	if waits := probed.GathersFilled + probed.GathersLapsed + probed.GathersIdle - again.GathersFilled - again.GathersLapsed - again.GathersIdle; waits != 1 {
+		t.Fatalf("%d waits in %d lone writes after a lapse; want the one probe", waits, gatherProbe)
+	}
+}
+
+// lateAgain runs a slow group of three on e's one lane, then a write that
+// comes alone.
+func lateAgain(t *testing.T, e *Engine) {
+	t.Helper()
+	release := holdLane(t, e)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
+				if i == 0 {
+					time.Sleep(100 * time.Millisecond)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, e, 3)
+	release()
+	wg.Wait()
+	if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestALoneWriteRunsAtOnce: on an idle engine a write runs without
+// waiting; the lane's wait for its writer to come back ends idle.
+func TestALoneWriteRunsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setupLanes(t, 1)
+	before := e.GroupCommits()[1]
+	if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, e)
+	after := e.GroupCommits()[1]
+	if filled, lapsed, idle := after.GathersFilled-before.GathersFilled, after.GathersLapsed-before.GathersLapsed, after.GathersIdle-before.GathersIdle; filled != 0 || lapsed != 0 || idle != 1 {
+		t.Fatalf("waits after a lone write: %d filled, %d lapsed, %d idle; want one idle", filled, lapsed, idle)
 	}
 }
 
