@@ -155,10 +155,13 @@ func (g *groupCommit) submit(ctx context.Context, w *groupWrite) error {
 			// The awaited writers are here: this caller runs them on the
 			// waiting lane.
 			g.gathering = false
-			g.gathersFilled.Add(1)
-			g.trust = min(g.trust+1, maxTrust)
 			if group = g.takeLocked(); len(group) == 0 {
+				// Every awaited caller gave up meanwhile.
+				g.gathersIdle.Add(1)
 				g.busy--
+			} else {
+				g.gathersFilled.Add(1)
+				g.trust = min(g.trust+1, maxTrust)
 			}
 		}
 		if len(g.queue) > 0 {

@@ -196,7 +196,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 				c.password = password
 			}
 			cfg.logger.Info("embedded postgres started",
-				"port", port, "dir", dir, "pid", c.proc.pid, "created", created, "tcp", host, "duration", time.Since(began))
+				"port", port, "dir", dir, "bin", cfg.binDir, "pid", c.proc.pid, "created", created, "tcp", host, "duration", time.Since(began))
 			return c, nil
 		}
 		if !retry || attempt >= attempts {

@@ -23,7 +23,13 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 			token, ok := Bearer(r.Header)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="relais"`)
-				httpjson.WriteError(w, r, logger, fault.New(fault.Unauthorized, "unauthorized", "an Authorization: Bearer token is required"))
+				detail := "an Authorization: Bearer token is required"
+				if r.Header.Get("Authorization") != "" {
+					// The header is there: its scheme is what is missing
+					// or wrong, the commonest slip with a token in hand.
+					detail = "an Authorization: Bearer token is required (the header must read \"Bearer \" then the token)"
+				}
+				httpjson.WriteError(w, r, logger, fault.New(fault.Unauthorized, "unauthorized", "%s", detail))
 				return
 			}
 			p, err := authenticate(r, lookup, token)

@@ -65,3 +65,32 @@ func TestRequire(t *testing.T) {
 		t.Errorf("principal in context = %+v", seen)
 	}
 }
+
+// A token sent without its scheme is told what the header must read;
+// no header at all gets the plain answer.
+func TestRequireNamesAMissingScheme(t *testing.T) {
+	t.Parallel()
+	token, _ := auth.NewToken()
+	lookup := func(context.Context, []byte) (auth.Principal, []byte, error) {
+		return auth.Principal{}, nil, auth.ErrUnknownToken
+	}
+	h := Require(lookup, nil, auth.RoleOperator)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for header, hint := range map[string]bool{"": false, token: true, "Token " + token: true} {
+		req := httptest.NewRequest("GET", "/", nil)
+		if header != "" {
+			req.Header.Set("Authorization", header)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var p struct{ Detail string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 401 {
+			t.Fatalf("%q: %d %s", header, rec.Code, rec.Body)
+		}
+		if got := bytes.Contains([]byte(p.Detail), []byte(`"Bearer "`)); got != hint {
+			t.Errorf("%q: detail %q; want the scheme named: %v", header, p.Detail, hint)
+		}
+		if bytes.Contains([]byte(p.Detail), []byte(token)) {
+			t.Errorf("%q: the detail quotes the token", header)
+		}
+	}
+}

@@ -116,7 +116,7 @@ func newGroupCommits(eng *engine.Engine) *groupCommits {
 			"Single writes (a start, a settlement, a claim) this replica's group commit ran, by lane; divided by relais_group_commit_groups_total, the writes a transaction held.",
 			[]string{"lane"}, nil),
 		gathers: prometheus.NewDesc("relais_group_commit_gathers_total",
-			"Waits of a free group-commit lane for the writers its last group answered, by lane and how they ended: filled (they came), lapsed (the wait, at most as long as that group took and 2 ms, ran out; the lane ran what came) or idle (nothing came: the load paused or ended).",
+			"Waits of a free group-commit lane for the writers its last group answered, by lane and how they ended: filled (as many writes came as that group held; after a group of one, any write fills it), lapsed (the wait, at most as long as that group took and 2 ms, ran out; the lane ran what came) or idle (nothing came: the load paused or ended).",
 			[]string{"lane", "result"}, nil),
 	}
 }
