@@ -534,6 +534,14 @@ func TestFetchLongPolls(t *testing.T) {
 	if strings.TrimSpace(string(empty.Body)) != "[]" {
 		t.Errorf("an empty long poll answered %s, want []", empty.Body)
 	}
+	// A granted topic no task can have (no such key, no such revision)
+	// matches nothing, as in Camunda; the native protocols refuse it.
+	unknown := f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 100,
+		"topics": []any{map[string]any{"topicName": "crm.no_such_key", "lockDuration": 1000}}})
+	mustJSON(t, unknown, 200)
+	if strings.TrimSpace(string(unknown.Body)) != "[]" {
+		t.Errorf("a fetch of an unknown topic answered %s, want []", unknown.Body)
+	}
 	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 1800001,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000}}}), 400, "InvalidRequestException", "1800000")
 	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 120000,

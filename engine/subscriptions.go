@@ -183,8 +183,24 @@ func (g grantSet) overlaps(pattern string) bool {
 // definition exists. A pattern resolves, at each fetch, to the granted keys
 // it matches (keys created later included), and is refused only when no
 // grant could ever cover it. Declared fields must exist in the inputs of
-// every revision subscribed.
+// every revision subscribed. A granted key with no published revision, or
+// a revision it does not have, is refused (invalid_request at its pointer)
+// rather than waited on forever: a pattern grant would otherwise let a
+// misspelt key through to a worker that silently never receives anything.
+// Only what the consumer is granted is checked, so nothing is revealed of
+// the rest.
 func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, subs []Subscription) (Pairs, error) {
+	return e.resolveSubscriptions(ctx, consumerID, subs, true)
+}
+
+// ResolveTopics is ResolveSubscriptions for the Camunda facade: a topic
+// naming a key or revision that does not exist matches nothing, as Camunda
+// answers nothing for a topic no task has, instead of being refused.
+func (e *Engine) ResolveTopics(ctx context.Context, consumerID int64, subs []Subscription) (Pairs, error) {
+	return e.resolveSubscriptions(ctx, consumerID, subs, false)
+}
+
+func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, subs []Subscription, strict bool) (Pairs, error) {
 	gs, err := e.grants(ctx, consumerID)
 	if err != nil {
 		return Pairs{}, err
@@ -219,6 +235,16 @@ func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, sub
 			if !ok {
 				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer"})
 				continue
+			}
+			if strict {
+				published, err := e.revisionNumbers(ctx, s.Definition)
+				if err != nil {
+					return Pairs{}, err
+				}
+				if unpublished := unpublishedErrors(at, s, published); len(unpublished) > 0 {
+					errs = append(errs, unpublished...)
+					continue
+				}
 			}
 			revs := s.Revisions
 			if len(revs) == 0 {
@@ -262,6 +288,32 @@ func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, sub
 		return Pairs{}, fault.New(fault.Forbidden, "not_granted", "the consumer is not granted every subscription").WithErrors(refused)
 	}
 	return p, nil
+}
+
+// unpublishedErrors refuses a subscription to a key without published
+// revisions, or to revisions the key does not have: nothing would ever
+// match it.
+func unpublishedErrors(at string, s Subscription, published []int32) []fault.FieldError {
+	if len(published) == 0 {
+		return []fault.FieldError{{Path: at + "/definition", Message: "definition " + s.Definition +
+			" has no published revision: this subscription would never receive anything (check the key, or publish a revision first)"}}
+	}
+	var errs []fault.FieldError
+	for j, r := range s.Revisions {
+		if !slices.Contains(published, int32(r)) {
+			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j),
+				Message: fmt.Sprintf("revision %d of %s is not published (published: %s): this subscription would never receive it", r, s.Definition, joinInt32s(published))})
+		}
+	}
+	return errs
+}
+
+func joinInt32s(v []int32) string {
+	ints := make([]int, len(v))
+	for i, n := range v {
+		ints[i] = int(n)
+	}
+	return joinInts(ints)
 }
 
 // stillGranted keeps the pairs the consumer's grants allow now. A long

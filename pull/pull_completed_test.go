@@ -106,6 +106,42 @@ func TestPatternGrantsAndSubscriptions(t *testing.T) {
 		subscribe("w1", map[string]any{"definition": "billing.*"})), 403, "not_granted")
 }
 
+// A subscription nothing could ever match (a key without published
+// revisions, a revision the key lacks) is refused at its pointer instead
+// of waiting forever: a pattern grant would let a misspelt key through.
+func TestSubscriptionsThatCanNeverMatchAreRefused(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	token := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-team",
+		"grants": []any{map[string]any{"definition": "crm.*"}}}).JSON(t)["token"].(string)
+	env.Process(processKeyFor("crm.add_company"), nsProcess("crm.add_company"))
+	_, occ := startNS(t, env, processKeyFor("crm.add_company"))
+
+	for name, c := range map[string]struct {
+		sub  map[string]any
+		path string
+	}{
+		"misspelt key":         {map[string]any{"definition": "crm.add_compnay"}, "/subscriptions/1/definition"},
+		"unpublished revision": {map[string]any{"definition": "crm.add_company", "revisions": []int{1, 2}}, "/subscriptions/1/revisions/1"},
+	} {
+		p := wantProblem(t, name, env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+			subscribe("w1", map[string]any{"definition": "crm.*"}, c.sub)), 400, "invalid_request")
+		if !strings.Contains(fmt.Sprint(p["errors"]), c.path) {
+			t.Errorf("%s: errors %v, want one at %s", name, p["errors"], c.path)
+		}
+	}
+	// A key outside the grants is still not_granted, whether it exists or
+	// not: nothing is revealed of what the consumer is not granted.
+	wantProblem(t, "an ungranted unknown key", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
+		subscribe("w1", map[string]any{"definition": "billing.no_such_key"})), 403, "not_granted")
+	got := fetch(t, env, token, map[string]any{"worker_id": "w1", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": "crm.add_company", "revisions": []int{1}}}})
+	if len(got) != 1 || got[0]["id"] != occ {
+		t.Fatalf("fetched %v, want %s", got, occ)
+	}
+}
+
 func processKeyFor(key string) string {
 	out := []byte(key)
 	for i, c := range out {
