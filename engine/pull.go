@@ -29,6 +29,10 @@ type ClaimRequest struct {
 	MaxTasks     int
 	LockDuration time.Duration
 	RequestID    string
+	// RequestDigest identifies the request RequestID names as its client
+	// sent it (subscriptions, fields, max_tasks, lock): a replay must carry
+	// the same, else it is refused (request_id_reused). Nil: not checked.
+	RequestDigest []byte
 }
 
 // Reservation is an occurrence delivered to a worker, with its inputs in
@@ -81,7 +85,15 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 			return nil, wrap("claim replay", err)
 		}
 		if len(prior) > 0 {
-			return e.reservations(prior, req.Pairs)
+			occs := make([]queries.Occurrence, len(prior))
+			for i, p := range prior {
+				if p.RequestDigest != nil && req.RequestDigest != nil && !bytes.Equal(p.RequestDigest, req.RequestDigest) {
+					return nil, fault.New(fault.Unprocessable, "request_id_reused",
+						"request_id %q was used by a fetch with another body (subscriptions, fields, max_tasks or lock_duration): repeat that fetch's body to replay it, or use a new request_id", req.RequestID)
+				}
+				occs[i] = p.Occurrence
+			}
+			return e.reservations(occs, req.Pairs)
 		}
 	}
 	// Under load, the claim shares the commit of the writes arriving with
@@ -91,7 +103,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 		var err error
 		rows, err = q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
 			DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(req.MaxTasks),
-			ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid})
+			ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid, RequestDigest: digestOf(rid, req.RequestDigest)})
 		return err
 	})
 	if err != nil {
@@ -102,6 +114,15 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 		occs[i] = queries.Occurrence(row)
 	}
 	return e.reservations(occs, req.Pairs)
+}
+
+// digestOf is the digest to store with a claim's attempts: only a claim
+// with a request_id can be replayed.
+func digestOf(rid *string, digest []byte) []byte {
+	if rid == nil {
+		return nil
+	}
+	return digest
 }
 
 // reservations makes the deliveries of claimed rows: inputs unsealed, and

@@ -6,6 +6,7 @@ package pull
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,6 +205,22 @@ type reservationJSON struct {
 	Priority      int             `json:"priority"`
 }
 
+// requestDigest identifies what a fetch asks for, as its client sent it
+// (not as its patterns resolve today): a replay of its request_id must ask
+// the same. Its wait is left out: a replay may wait otherwise.
+func requestDigest(subs []engine.Subscription, maxTasks int, lock time.Duration) []byte {
+	b, err := json.Marshal(struct {
+		Subscriptions []engine.Subscription
+		MaxTasks      int
+		Lock          time.Duration
+	}{subs, maxTasks, lock})
+	if err != nil {
+		panic(err) // plain values: cannot fail
+	}
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
 func checkWorkerID(id string) *fault.FieldError {
 	if m := engine.WorkerIDProblem(id); m != "" {
 		return &fault.FieldError{Path: "/worker_id", Message: m}
@@ -301,6 +318,9 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*p.heartbeat})
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
 		LockDuration: lock, RequestID: req.RequestID}
+	if req.RequestID != "" {
+		claim.RequestDigest = requestDigest(subs, maxTasks, lock)
+	}
 	token, _ := httpauth.Bearer(r.Header)
 	still := func(ctx context.Context) error {
 		_, err := auth.Authenticate(ctx, p.lookup, token)

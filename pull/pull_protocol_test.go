@@ -632,6 +632,20 @@ func TestRequestIDReplaysTheReservation(t *testing.T) {
 			t.Errorf("occurrence %s after replay: attempt_count %v attempts %v, want one attempt", id, got["attempt_count"], got["attempts"])
 		}
 	}
+	// The same request_id with another body (declared fields, a lock)
+	// is refused: it would answer the first fetch's reservations under
+	// the second one's subscriptions and fields. A different wait is the
+	// same request.
+	for name, body := range map[string]map[string]any{
+		"fields": {"worker_id": "w1", "max_tasks": 2, "request_id": "req-1",
+			"subscriptions": []any{map[string]any{"definition": crmKey, "fields": []string{"/company_name"}}}},
+		"lock": fetchBody("w1", "max_tasks", 2, "request_id", "req-1", "lock_duration", "PT2M"),
+	} {
+		wantProblem(t, "a replay with other "+name, env.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, body), 422, "request_id_reused")
+	}
+	if waited := fetch(t, env, consumer, fetchBody("w1", "max_tasks", 2, "request_id", "req-1", "wait", "PT1S")); len(waited) != 2 {
+		t.Errorf("a replay with another wait got %d occurrences, want the same 2", len(waited))
+	}
 	other := fetch(t, env, consumer, fetchBody("w1", "max_tasks", 2, "request_id", "req-2"))
 	if len(other) != 1 || slices.Contains(a, other[0]["id"].(string)) {
 		t.Errorf("another request_id got %v, want the one remaining occurrence (not one of %v)", ids(other), a)

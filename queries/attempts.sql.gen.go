@@ -104,7 +104,7 @@ func (q *Queries) AttemptExtend(ctx context.Context, arg AttemptExtendParams) er
 }
 
 const attemptListByOccurrence = `-- name: AttemptListByOccurrence :many
-select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, a.report_digest, a.report_answer, a.settled_by, a.settled_with_token, c.name as consumer_name
+select a.occurrence_id, a.number, a.consumer_id, a.worker_id, a.request_id, a.reserved_at, a.lock_expires_at, a.ended_at, a.outcome, a.error_code, a.error_message, a.report_digest, a.report_answer, a.settled_by, a.settled_with_token, a.request_digest, c.name as consumer_name
 from attempts a left join consumers c on c.id = a.consumer_id
 where a.occurrence_id = $1
 order by a.number
@@ -126,6 +126,7 @@ type AttemptListByOccurrenceRow struct {
 	ReportAnswer     json.RawMessage
 	SettledBy        *string
 	SettledWithToken bool
+	RequestDigest    []byte
 	ConsumerName     *string
 }
 
@@ -154,6 +155,7 @@ func (q *Queries) AttemptListByOccurrence(ctx context.Context, occurrenceID uuid
 			&i.ReportAnswer,
 			&i.SettledBy,
 			&i.SettledWithToken,
+			&i.RequestDigest,
 			&i.ConsumerName,
 		); err != nil {
 			return nil, err

@@ -27,6 +27,7 @@ type Attempt struct {
 	ReportAnswer     json.RawMessage
 	SettledBy        *string
 	SettledWithToken bool
+	RequestDigest    []byte
 }
 
 type Consumer struct {

@@ -121,15 +121,15 @@ expired as (
     where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
 ),
 inserted as (
-    insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, reserved_at, lock_expires_at)
-    select c.id, c.attempts, @consumer_id, @worker_id, sqlc.narg('request_id'), c.reserved_at, c.lock_expires_at
+    insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, request_digest, reserved_at, lock_expires_at)
+    select c.id, c.attempts, @consumer_id, @worker_id, sqlc.narg('request_id'), sqlc.narg('request_digest')::bytea, c.reserved_at, c.lock_expires_at
     from claimed c
 )
 select * from claimed
 order by priority desc, available_at, id;
 
 -- name: OccurrenceReplayRequest :many
-select o.* from attempts a
+select sqlc.embed(o), a.request_digest from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = @consumer_id and a.worker_id = @worker_id and a.request_id = @request_id
   and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce(sqlc.narg('now')::timestamptz, now())

@@ -111,8 +111,8 @@ expired as (
     where a.occurrence_id = c.id and a.number = c.attempts - 1 and a.ended_at is null
 ),
 inserted as (
-    insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, reserved_at, lock_expires_at)
-    select c.id, c.attempts, $5, $6, $8, c.reserved_at, c.lock_expires_at
+    insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, request_digest, reserved_at, lock_expires_at)
+    select c.id, c.attempts, $5, $6, $8, $9::bytea, c.reserved_at, c.lock_expires_at
     from claimed c
 )
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from claimed
@@ -128,6 +128,7 @@ type OccurrenceClaimPullParams struct {
 	WorkerID       *string
 	LockDuration   time.Duration
 	RequestID      *string
+	RequestDigest  []byte
 }
 
 type OccurrenceClaimPullRow struct {
@@ -188,6 +189,7 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 		arg.WorkerID,
 		arg.LockDuration,
 		arg.RequestID,
+		arg.RequestDigest,
 	)
 	if err != nil {
 		return nil, err
@@ -2249,7 +2251,7 @@ func (q *Queries) OccurrenceReleaseHeld(ctx context.Context, arg OccurrenceRelea
 }
 
 const occurrenceReplayRequest = `-- name: OccurrenceReplayRequest :many
-select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version from attempts a
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, a.request_digest from attempts a
 join occurrences o on o.id = a.occurrence_id
 where a.consumer_id = $1 and a.worker_id = $2 and a.request_id = $3
   and o.status = 'reserved' and o.attempts = a.number and o.lock_expires_at > coalesce($4::timestamptz, now())
@@ -2263,7 +2265,12 @@ type OccurrenceReplayRequestParams struct {
 	Now        *time.Time
 }
 
-func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceReplayRequestParams) ([]Occurrence, error) {
+type OccurrenceReplayRequestRow struct {
+	Occurrence    Occurrence
+	RequestDigest []byte
+}
+
+func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceReplayRequestParams) ([]OccurrenceReplayRequestRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceReplayRequest,
 		arg.ConsumerID,
 		arg.WorkerID,
@@ -2274,47 +2281,48 @@ func (q *Queries) OccurrenceReplayRequest(ctx context.Context, arg OccurrenceRep
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Occurrence{}
+	items := []OccurrenceReplayRequestRow{}
 	for rows.Next() {
-		var i Occurrence
+		var i OccurrenceReplayRequestRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.InstanceID,
-			&i.Node,
-			&i.DefinitionKey,
-			&i.Revision,
-			&i.Mode,
-			&i.Status,
-			&i.Priority,
-			&i.MaxAttempts,
-			&i.RetryDelay,
-			&i.Deadline,
-			&i.DeadlineAt,
-			&i.Destination,
-			&i.Timeout,
-			&i.Attempts,
-			&i.AvailableAt,
-			&i.ClaimableAt,
-			&i.ConsumerID,
-			&i.WorkerID,
-			&i.ReservedAt,
-			&i.LockExpiresAt,
-			&i.Inputs,
-			&i.SealedInputs,
-			&i.Outputs,
-			&i.SealedOutputs,
-			&i.OutputsDigest,
-			&i.Route,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.CreatedAt,
-			&i.SettledAt,
-			&i.DeferredAt,
-			&i.DeferReason,
-			&i.AttemptCredit,
-			&i.ProcessKey,
-			&i.BusinessKey,
-			&i.ProcessVersion,
+			&i.Occurrence.ID,
+			&i.Occurrence.InstanceID,
+			&i.Occurrence.Node,
+			&i.Occurrence.DefinitionKey,
+			&i.Occurrence.Revision,
+			&i.Occurrence.Mode,
+			&i.Occurrence.Status,
+			&i.Occurrence.Priority,
+			&i.Occurrence.MaxAttempts,
+			&i.Occurrence.RetryDelay,
+			&i.Occurrence.Deadline,
+			&i.Occurrence.DeadlineAt,
+			&i.Occurrence.Destination,
+			&i.Occurrence.Timeout,
+			&i.Occurrence.Attempts,
+			&i.Occurrence.AvailableAt,
+			&i.Occurrence.ClaimableAt,
+			&i.Occurrence.ConsumerID,
+			&i.Occurrence.WorkerID,
+			&i.Occurrence.ReservedAt,
+			&i.Occurrence.LockExpiresAt,
+			&i.Occurrence.Inputs,
+			&i.Occurrence.SealedInputs,
+			&i.Occurrence.Outputs,
+			&i.Occurrence.SealedOutputs,
+			&i.Occurrence.OutputsDigest,
+			&i.Occurrence.Route,
+			&i.Occurrence.ErrorCode,
+			&i.Occurrence.ErrorMessage,
+			&i.Occurrence.CreatedAt,
+			&i.Occurrence.SettledAt,
+			&i.Occurrence.DeferredAt,
+			&i.Occurrence.DeferReason,
+			&i.Occurrence.AttemptCredit,
+			&i.Occurrence.ProcessKey,
+			&i.Occurrence.BusinessKey,
+			&i.Occurrence.ProcessVersion,
+			&i.RequestDigest,
 		); err != nil {
 			return nil, err
 		}
