@@ -119,7 +119,7 @@ func (p *endedPoll) counting(start func(ctx context.Context, i int) error) func(
 
 // groupCommitCounts are a replica's relais_group_commit_writes_total and
 // relais_group_commit_groups_total by lane.
-type groupCommitCounts map[string]struct{ writes, groups float64 }
+type groupCommitCounts map[string]struct{ writes, groups, filled, lapsed float64 }
 
 // groupCommits reads the replica's group commit counters from /metrics.
 func (r *relais) groupCommits(ctx context.Context) (groupCommitCounts, error) {
@@ -142,6 +142,20 @@ func (r *relais) groupCommits(ctx context.Context) (groupCommitCounts, error) {
 			c := counts[lane]
 			c.groups = v
 			counts[lane] = c
+		} else if strings.HasPrefix(line, "relais_group_commit_gathers_total{") {
+			// relais_group_commit_gathers_total{lane="starts",result="filled"} 12
+			var result string
+			rest := strings.TrimPrefix(line, "relais_group_commit_gathers_total{")
+			if n, _ := fmt.Sscanf(strings.NewReplacer(",", " ", "}", " ").Replace(rest), "lane=%q result=%q %g", &lane, &result, &v); n == 3 {
+				c := counts[lane]
+				switch result {
+				case "filled":
+					c.filled = v
+				case "lapsed":
+					c.lapsed = v
+				}
+				counts[lane] = c
+			}
 		}
 	}
 	if len(counts) == 0 {
@@ -156,7 +170,8 @@ func (c groupCommitCounts) since(before groupCommitCounts) string {
 	for _, lane := range []string{"starts", "settlements"} {
 		writes, groups := c[lane].writes-before[lane].writes, c[lane].groups-before[lane].groups
 		if groups > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.2f writes a transaction (%.0f in %.0f)", lane, writes/groups, writes, groups))
+			parts = append(parts, fmt.Sprintf("%s %.2f writes a transaction (%.0f in %.0f; waits %.0f filled, %.0f lapsed)", lane, writes/groups, writes, groups,
+				c[lane].filled-before[lane].filled, c[lane].lapsed-before[lane].lapsed))
 		}
 	}
 	return strings.Join(parts, ", ")
