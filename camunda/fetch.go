@@ -175,7 +175,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	caller, _ := auth.FromContext(r.Context())
-	pairs, err := f.eng.ResolveTopics(r.Context(), caller.ConsumerID, subs)
+	pairs, err := f.eng.ResolveSubscriptionsLoosely(r.Context(), caller.ConsumerID, subs)
 	if err != nil {
 		return renamePaths(err)
 	}

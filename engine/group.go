@@ -325,11 +325,13 @@ func (g *groupCommit) nextGroup(ran int, took time.Duration) []*groupWrite {
 // than the group just run (took): the lane waits at most that long (and
 // at most gather), and runs as soon as as many writes queue as it just
 // answered plus those already queued. A lone write on an idle engine
-// still runs at once: the one group it ran answered one writer. When the
+// still runs at once: after a group of one the lane does not wait. When the
 // writers come back too late for the wait (it lapses rather than fills),
 // the lane stops waiting but for a probe now and then (see trust).
 func (g *groupCommit) gatherLocked(ran int, took time.Duration) bool {
-	if len(g.queue) >= ran {
+	if ran < 2 || len(g.queue) >= ran {
+		// After a lone write there is nothing to gather: the first write
+		// to come would end the wait as it would take a free lane.
 		return false
 	}
 	if g.trust == 0 {
@@ -499,8 +501,7 @@ func recovered(apply func(ctx context.Context, q *queries.Queries) error) func(c
 // write by write), the writes they held, and how its lanes' waits for
 // company ended (see gatherLocked): filled, every awaited writer came;
 // lapsed at their deadline, running what came; or idle, nothing came and
-// the lane was freed (the load paused or ended: each write alone on an
-// idle engine ends so).
+// the lane was freed (the load paused or ended).
 type GroupCommitStats struct {
 	// Lane is "starts" or "settlements" (settlements and claims).
 	Lane                                      string

@@ -800,15 +800,31 @@ func TestALanesWaitForCompanyLapses(t *testing.T) {
 		t.Fatalf("%d waits after a lapse; want none until a probe", waits)
 	}
 	for range gatherProbe {
-		if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
-			t.Fatal(err)
-		}
-		waitIdle(t, e)
+		pairGroup(t, e)
 	}
 	probed := e.GroupCommits()[1]
 	if waits := probed.GathersFilled + probed.GathersLapsed + probed.GathersIdle - again.GathersFilled - again.GathersLapsed - again.GathersIdle; waits != 1 {
-		t.Fatalf("%d waits in %d lone writes after a lapse; want the one probe", waits, gatherProbe)
+		t.Fatalf("%d waits in %d groups of two after a lapse; want the one probe", waits, gatherProbe)
 	}
+}
+
+// pairGroup runs a group of two writes on e's one lane and waits for the
+// lane to be free again.
+func pairGroup(t *testing.T, e *Engine) {
+	t.Helper()
+	release := holdLane(t, e)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitQueued(t, e, 2)
+	release()
+	wg.Wait()
+	waitIdle(t, e)
 }
 
 // lateAgain runs a slow group of three on e's one lane, then a write that
@@ -839,18 +855,24 @@ func lateAgain(t *testing.T, e *Engine) {
 }
 
 // TestALoneWriteRunsAtOnce: on an idle engine a write runs without
-// waiting; the lane's wait for its writer to come back ends idle.
+// waiting, and the lane does not wait after it either: the first write to
+// come would end the wait as it takes a free lane.
 func TestALoneWriteRunsAtOnce(t *testing.T) {
 	t.Parallel()
 	e := setupLanes(t, 1)
 	before := e.GroupCommits()[1]
-	if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
-		t.Fatal(err)
+	for range 3 {
+		if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitIdle(t, e)
 	after := e.GroupCommits()[1]
-	if filled, lapsed, idle := after.GathersFilled-before.GathersFilled, after.GathersLapsed-before.GathersLapsed, after.GathersIdle-before.GathersIdle; filled != 0 || lapsed != 0 || idle != 1 {
-		t.Fatalf("waits after a lone write: %d filled, %d lapsed, %d idle; want one idle", filled, lapsed, idle)
+	if waits := after.GathersFilled + after.GathersLapsed + after.GathersIdle - before.GathersFilled - before.GathersLapsed - before.GathersIdle; waits != 0 {
+		t.Fatalf("%d waits after lone writes; want none", waits)
+	}
+	if groups := after.Groups - before.Groups; groups != 3 {
+		t.Fatalf("%d groups for three lone writes; want 3", groups)
 	}
 }
 

@@ -193,10 +193,12 @@ func (e *Engine) ResolveSubscriptions(ctx context.Context, consumerID int64, sub
 	return e.resolveSubscriptions(ctx, consumerID, subs, true)
 }
 
-// ResolveTopics is ResolveSubscriptions for the Camunda facade: a topic
-// naming a key or revision that does not exist matches nothing, as Camunda
-// answers nothing for a topic no task has, instead of being refused.
-func (e *Engine) ResolveTopics(ctx context.Context, consumerID int64, subs []Subscription) (Pairs, error) {
+// ResolveSubscriptionsLoosely is ResolveSubscriptions without refusing
+// what nothing matches: a key or revision that does not exist matches
+// nothing. For the Camunda facade, since Camunda answers nothing for a
+// topic no task has, and for subscriptions checked once already (a stream
+// resolving them again).
+func (e *Engine) ResolveSubscriptionsLoosely(ctx context.Context, consumerID int64, subs []Subscription) (Pairs, error) {
 	return e.resolveSubscriptions(ctx, consumerID, subs, false)
 }
 
@@ -236,16 +238,6 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer"})
 				continue
 			}
-			if strict {
-				published, err := e.revisionNumbers(ctx, s.Definition)
-				if err != nil {
-					return Pairs{}, err
-				}
-				if unpublished := unpublishedErrors(at, s, published); len(unpublished) > 0 {
-					errs = append(errs, unpublished...)
-					continue
-				}
-			}
 			revs := s.Revisions
 			if len(revs) == 0 {
 				if granted != nil {
@@ -263,6 +255,18 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 						refused = append(refused, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j),
 							Message: "not granted to this consumer, which is granted revisions " + joinInts(granted) + " of " + s.Definition})
 					}
+				}
+			}
+			if strict {
+				// Checked against what the consumer is granted only, so
+				// that nothing is learnt of the rest.
+				unpublished, err := e.unpublished(ctx, at, s, granted)
+				if err != nil {
+					return Pairs{}, err
+				}
+				if len(unpublished) > 0 {
+					errs = append(errs, unpublished...)
+					continue
 				}
 			}
 			for _, r := range revs {
@@ -290,30 +294,45 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 	return p, nil
 }
 
-// unpublishedErrors refuses a subscription to a key without published
-// revisions, or to revisions the key does not have: nothing would ever
-// match it.
-func unpublishedErrors(at string, s Subscription, published []int32) []fault.FieldError {
-	if len(published) == 0 {
+// unpublished refuses a subscription nothing could ever match: a key
+// none of whose granted revisions is published, or a listed revision
+// granted but not published. granted nil is every revision. The memo is
+// read first, the database before refusing: a revision published a moment
+// ago may not have reached this replica's memo yet.
+func (e *Engine) unpublished(ctx context.Context, at string, s Subscription, granted []int) ([]fault.FieldError, error) {
+	published, err := e.revisionNumbers(ctx, s.Definition)
+	if err != nil {
+		return nil, err
+	}
+	errs := unpublishedErrors(at, s, granted, published)
+	if len(errs) == 0 {
+		return nil, nil
+	}
+	if published, err = e.q.RevisionNumbers(ctx, s.Definition); err != nil {
+		return nil, wrap("revisions of "+s.Definition, err)
+	}
+	return unpublishedErrors(at, s, granted, published), nil
+}
+
+func unpublishedErrors(at string, s Subscription, granted []int, published []int32) []fault.FieldError {
+	var visible []int
+	for _, r := range published {
+		if granted == nil || slices.Contains(granted, int(r)) {
+			visible = append(visible, int(r))
+		}
+	}
+	if len(visible) == 0 {
 		return []fault.FieldError{{Path: at + "/definition", Message: "definition " + s.Definition +
-			" has no published revision: this subscription would never receive anything (check the key, or publish a revision first)"}}
+			" has no published revision granted to this consumer: this subscription would never receive anything (check the key, or publish a revision first)"}}
 	}
 	var errs []fault.FieldError
 	for j, r := range s.Revisions {
-		if !slices.Contains(published, int32(r)) {
+		if (granted == nil || slices.Contains(granted, r)) && !slices.Contains(visible, r) {
 			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/revisions/%d", at, j),
-				Message: fmt.Sprintf("revision %d of %s is not published (published: %s): this subscription would never receive it", r, s.Definition, joinInt32s(published))})
+				Message: fmt.Sprintf("revision %d of %s is not published (granted and published: %s): this subscription would never receive it", r, s.Definition, joinInts(visible))})
 		}
 	}
 	return errs
-}
-
-func joinInt32s(v []int32) string {
-	ints := make([]int, len(v))
-	for i, n := range v {
-		ints[i] = int(n)
-	}
-	return joinInts(ints)
 }
 
 // stillGranted keeps the pairs the consumer's grants allow now. A long

@@ -5,6 +5,7 @@ package pull
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -206,19 +208,55 @@ type reservationJSON struct {
 }
 
 // requestDigest identifies what a fetch asks for, as its client sent it
-// (not as its patterns resolve today): a replay of its request_id must ask
-// the same. Its wait is left out: a replay may wait otherwise.
-func requestDigest(subs []engine.Subscription, maxTasks int, lock time.Duration) []byte {
+// (not as its patterns resolve today, nor with this replica's defaults),
+// in a canonical form: the order of subscriptions, revisions and fields,
+// repeats in them, and an empty list against none do not change what is
+// asked. A replay of its request_id must ask the same. Its wait is left
+// out: a replay may wait otherwise.
+func requestDigest(subs []engine.Subscription, maxTasks *int, lock *isoduration.Duration) []byte {
+	type canonical struct {
+		Definition string   `json:"d"`
+		Revisions  []int    `json:"r"`
+		Fields     []string `json:"f"`
+	}
+	c := make([]canonical, len(subs))
+	for i, sub := range subs {
+		c[i] = canonical{Definition: sub.Definition, Revisions: sortedSet(sub.Revisions), Fields: sortedSet(sub.Fields)}
+	}
+	items := make([]string, len(c))
+	for i := range c {
+		one, _ := json.Marshal(c[i])
+		items[i] = string(one)
+	}
+	items = sortedSet(items)
 	b, err := json.Marshal(struct {
-		Subscriptions []engine.Subscription
-		MaxTasks      int
-		Lock          time.Duration
-	}{subs, maxTasks, lock})
+		Version       int      `json:"v"`
+		Subscriptions []string `json:"s"`
+		MaxTasks      *int     `json:"m"`
+		Lock          string   `json:"l"`
+	}{1, items, maxTasks, lockText(lock)})
 	if err != nil {
 		panic(err) // plain values: cannot fail
 	}
 	sum := sha256.Sum256(b)
 	return sum[:]
+}
+
+func lockText(d *isoduration.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return d.Std().String()
+}
+
+// sortedSet is v sorted without repeats, nil when empty.
+func sortedSet[T cmp.Ordered](v []T) []T {
+	if len(v) == 0 {
+		return nil
+	}
+	out := slices.Clone(v)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func checkWorkerID(id string) *fault.FieldError {
@@ -319,7 +357,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
 		LockDuration: lock, RequestID: req.RequestID}
 	if req.RequestID != "" {
-		claim.RequestDigest = requestDigest(subs, maxTasks, lock)
+		claim.RequestDigest = requestDigest(subs, req.MaxTasks, req.LockDuration)
 	}
 	token, _ := httpauth.Bearer(r.Header)
 	still := func(ctx context.Context) error {

@@ -135,6 +135,12 @@ func TestSubscriptionsThatCanNeverMatchAreRefused(t *testing.T) {
 	// not: nothing is revealed of what the consumer is not granted.
 	wantProblem(t, "an ungranted unknown key", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
 		subscribe("w1", map[string]any{"definition": "billing.no_such_key"})), 403, "not_granted")
+	// Nor of revisions it is not granted: one granted revision 1 only
+	// hears not_granted for revision 7, as for any revision beyond it.
+	only1 := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "rev-1-only",
+		"grants": []any{map[string]any{"definition": "crm.add_company", "revisions": []int{1}}}}).JSON(t)["token"].(string)
+	wantProblem(t, "an ungranted unknown revision", env.Do("POST", "/api/v1/pull/fetch-and-lock", only1,
+		subscribe("w1", map[string]any{"definition": "crm.add_company", "revisions": []int{7}})), 403, "not_granted")
 	got := fetch(t, env, token, map[string]any{"worker_id": "w1", "max_tasks": 1,
 		"subscriptions": []any{map[string]any{"definition": "crm.add_company", "revisions": []int{1}}}})
 	if len(got) != 1 || got[0]["id"] != occ {

@@ -652,6 +652,23 @@ func TestRequestIDReplaysTheReservation(t *testing.T) {
 	}
 }
 
+// What a replay must repeat is what the fetch asks, not how it spells it:
+// the order of fields and repeats in them do not matter.
+func TestRequestIDReplayIgnoresSpelling(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	start(t, env, "crm_only", "A")
+	body := func(fields ...string) map[string]any {
+		return map[string]any{"worker_id": "w1", "request_id": "req-s",
+			"subscriptions": []any{map[string]any{"definition": crmKey, "fields": fields}}}
+	}
+	first := fetch(t, env, consumer, body("/company_name", "/country"))
+	again := fetch(t, env, consumer, body("/country", "/company_name", "/country"))
+	if len(first) != 1 || len(again) != 1 || first[0]["id"] != again[0]["id"] {
+		t.Fatalf("replay with the fields reordered got %v, want the same as %v", ids(again), ids(first))
+	}
+}
+
 // A replay never hands back a lock that lapsed: the worker no longer holds
 // it, and completing it would only meet lock_expired. With nothing still
 // held the request claims anew (here the same occurrence, a new attempt).

@@ -659,7 +659,7 @@ func (r *runner) reauth(ctx context.Context) (string, error) {
 // stream, as a fetch would be refused.
 func (r *runner) resolve(ctx context.Context) (string, error) {
 	svc, s := r.svc, r.s
-	pairs, err := svc.eng.ResolveSubscriptions(ctx, s.consumerID, s.subs)
+	pairs, err := svc.eng.ResolveSubscriptionsLoosely(ctx, s.consumerID, s.subs)
 	if err != nil {
 		// Only the grants' answer ends the stream: a database out of
 		// reach (Unavailable) says nothing of them, and the next

@@ -110,13 +110,13 @@ type groupCommits struct {
 func newGroupCommits(eng *engine.Engine) *groupCommits {
 	return &groupCommits{eng: eng,
 		groups: prometheus.NewDesc("relais_group_commit_groups_total",
-			"Transactions this replica's group commit ran, by lane: starts, or settlements (settlements and claims).",
+			"Groups this replica's group commit ran, by lane: starts, or settlements (settlements and claims); one transaction each, more when a group is run again (a refused write: with a savepoint per write; a rolled-back group: write by write).",
 			[]string{"lane"}, nil),
 		writes: prometheus.NewDesc("relais_group_commit_writes_total",
 			"Single writes (a start, a settlement, a claim) this replica's group commit ran, by lane; divided by relais_group_commit_groups_total, the writes a transaction held.",
 			[]string{"lane"}, nil),
 		gathers: prometheus.NewDesc("relais_group_commit_gathers_total",
-			"Waits of a free group-commit lane for the writers its last group answered, by lane and how they ended: filled (as many writes came as that group held; after a group of one, any write fills it), lapsed (the wait, at most as long as that group took and 2 ms, ran out; the lane ran what came) or idle (nothing came: the load paused or ended).",
+			"Waits of a free group-commit lane for the writers its last group answered, by lane and how they ended: filled (as many writes came as that group held), lapsed (the wait, at most as long as that group took and 2 ms, ran out; the lane ran what came) or idle (nothing came: the load paused or ended). A lane waits only after a group of two writes or more.",
 			[]string{"lane", "result"}, nil),
 	}
 }
