@@ -153,16 +153,8 @@ func (g *groupCommit) submit(ctx context.Context, w *groupWrite) error {
 	case g.gathering:
 		if len(g.queue) >= g.expect {
 			// The awaited writers are here: this caller runs them on the
-			// waiting lane.
-			g.gathering = false
-			if group = g.takeLocked(); len(group) == 0 {
-				// Every awaited caller gave up meanwhile.
-				g.gathersIdle.Add(1)
-				g.busy--
-			} else {
-				g.gathersFilled.Add(1)
-				g.trust = min(g.trust+1, maxTrust)
-			}
+			// waiting lane (unless every one gave up meanwhile).
+			group = g.endGatherLocked(true)
 		}
 		if len(g.queue) > 0 {
 			// Whatever the gathering lane runs may get stuck.
@@ -360,21 +352,34 @@ func (g *groupCommit) gathered(gen uint64) {
 		g.mu.Unlock()
 		return
 	}
+	group := g.endGatherLocked(false)
+	g.mu.Unlock()
+	if len(group) > 0 {
+		g.lead(group[0].ctx, group)
+	}
+}
+
+// endGatherLocked ends the lane's wait for company, filled (every awaited
+// writer came) or lapsed at its deadline, and takes what queued as the
+// lane's next group; with nothing queued it frees the lane (the wait
+// ended idle). What it counts teaches the lane whether waiting pays.
+func (g *groupCommit) endGatherLocked(filled bool) []*groupWrite {
 	g.gathering = false
 	group := g.takeLocked()
-	if len(group) == 0 {
+	switch {
+	case len(group) == 0:
 		g.gathersIdle.Add(1)
 		g.busy--
-	} else {
+	case filled:
+		g.gathersFilled.Add(1)
+		g.trust = min(g.trust+1, maxTrust)
+	default:
 		g.gathersLapsed.Add(1)
 		// Writes waited for writers that came too late: the wait cost
 		// them and gained the group little.
 		g.trust = max(g.trust-2, 0)
 	}
-	g.mu.Unlock()
-	if len(group) > 0 {
-		g.lead(group[0].ctx, group)
-	}
+	return group
 }
 
 // run commits group and sets each of its writes' outcome (runThenNext

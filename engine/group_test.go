@@ -691,27 +691,11 @@ func TestALaneWaitsForTheWritersItAnswered(t *testing.T) {
 	e := setupLanes(t, 1)
 	e.group.gather = time.Hour // bounded by the group's own time instead
 	prepare(t, e, "")
-	release := holdLane(t, e)
 	// A group of three that takes a while: the lane then waits that long
 	// at most for three writes.
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Go(func() {
-			err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
-				if i == 0 {
-					time.Sleep(300 * time.Millisecond)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	waitQueued(t, e, 3)
-	release()
-	wg.Wait()
+	runGroup(t, e, 3, 300*time.Millisecond)
 	before := e.GroupCommits()[1]
+	var wg sync.WaitGroup
 
 	first := make(chan Instance, 1)
 	go func() {
@@ -762,24 +746,7 @@ func TestALanesWaitForCompanyLapses(t *testing.T) {
 	e := setupLanes(t, 1)
 	e.group.gather = time.Hour // bounded by the group's own time instead
 	prepare(t, e, "")
-	release := holdLane(t, e)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Go(func() {
-			err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
-				if i == 0 {
-					time.Sleep(300 * time.Millisecond)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	waitQueued(t, e, 3)
-	release()
-	wg.Wait()
+	runGroup(t, e, 3, 300*time.Millisecond)
 	before := e.GroupCommits()[1]
 	// One write of the three awaited: it runs when the wait lapses.
 	if _, err := start(e, "Acme alone"); err != nil {
@@ -796,48 +763,30 @@ func TestALanesWaitForCompanyLapses(t *testing.T) {
 	lateAgain(t, e)
 	waitIdle(t, e)
 	again := e.GroupCommits()[1]
-	if waits := again.GathersFilled + again.GathersLapsed + again.GathersIdle - after.GathersFilled - after.GathersLapsed - after.GathersIdle; waits != 0 {
+	if waits := waitsSince(after, again); waits != 0 {
 		t.Fatalf("%d waits after a lapse; want none until a probe", waits)
 	}
 	for range gatherProbe {
-		pairGroup(t, e)
+		runGroup(t, e, 2, 0)
+		waitIdle(t, e)
 	}
 	probed := e.GroupCommits()[1]
-	if waits := probed.GathersFilled + probed.GathersLapsed + probed.GathersIdle - again.GathersFilled - again.GathersLapsed - again.GathersIdle; waits != 1 {
+	if waits := waitsSince(again, probed); waits != 1 {
 		t.Fatalf("%d waits in %d groups of two after a lapse; want the one probe", waits, gatherProbe)
 	}
 }
 
-// pairGroup runs a group of two writes on e's one lane and waits for the
-// lane to be free again.
-func pairGroup(t *testing.T, e *Engine) {
+// runGroup runs a group of n writes on e's one lane, the first of which
+// takes slow: the lane holds them back until all n have queued.
+func runGroup(t *testing.T, e *Engine, n int, slow time.Duration) {
 	t.Helper()
 	release := holdLane(t, e)
 	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	waitQueued(t, e, 2)
-	release()
-	wg.Wait()
-	waitIdle(t, e)
-}
-
-// lateAgain runs a slow group of three on e's one lane, then a write that
-// comes alone.
-func lateAgain(t *testing.T, e *Engine) {
-	t.Helper()
-	release := holdLane(t, e)
-	var wg sync.WaitGroup
-	for i := range 3 {
+	for i := range n {
 		wg.Go(func() {
 			err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error {
 				if i == 0 {
-					time.Sleep(100 * time.Millisecond)
+					time.Sleep(slow)
 				}
 				return nil
 			})
@@ -846,12 +795,25 @@ func lateAgain(t *testing.T, e *Engine) {
 			}
 		})
 	}
-	waitQueued(t, e, 3)
+	waitQueued(t, e, n)
 	release()
 	wg.Wait()
+}
+
+// lateAgain runs a slow group of three on e's one lane, then a write that
+// comes alone.
+func lateAgain(t *testing.T, e *Engine) {
+	t.Helper()
+	runGroup(t, e, 3, 100*time.Millisecond)
 	if err := e.group.write(context.Background(), uuid.Nil, func(context.Context, *queries.Queries) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitsSince counts the waits for company that ended between before and
+// after, however they ended.
+func waitsSince(before, after GroupCommitStats) uint64 {
+	return after.GathersFilled + after.GathersLapsed + after.GathersIdle - before.GathersFilled - before.GathersLapsed - before.GathersIdle
 }
 
 // TestALoneWriteRunsAtOnce: on an idle engine a write runs without
@@ -868,7 +830,7 @@ func TestALoneWriteRunsAtOnce(t *testing.T) {
 	}
 	waitIdle(t, e)
 	after := e.GroupCommits()[1]
-	if waits := after.GathersFilled + after.GathersLapsed + after.GathersIdle - before.GathersFilled - before.GathersLapsed - before.GathersIdle; waits != 0 {
+	if waits := waitsSince(before, after); waits != 0 {
 		t.Fatalf("%d waits after lone writes; want none", waits)
 	}
 	if groups := after.Groups - before.Groups; groups != 3 {
