@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relais/relais/internal/promtext"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -130,33 +131,22 @@ func (r *relais) groupCommits(ctx context.Context) (groupCommitCounts, error) {
 	if status != 200 {
 		return nil, fmt.Errorf("metrics: status %d", status)
 	}
+	m, err := promtext.Parse(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	counts := groupCommitCounts{}
-	for line := range strings.Lines(string(body)) {
-		var lane string
-		var v float64
-		if n, _ := fmt.Sscanf(line, "relais_group_commit_writes_total{lane=%q} %g", &lane, &v); n == 2 {
-			c := counts[lane]
-			c.writes = v
-			counts[lane] = c
-		} else if n, _ := fmt.Sscanf(line, "relais_group_commit_groups_total{lane=%q} %g", &lane, &v); n == 2 {
-			c := counts[lane]
-			c.groups = v
-			counts[lane] = c
-		} else if strings.HasPrefix(line, "relais_group_commit_gathers_total{") {
-			// relais_group_commit_gathers_total{lane="starts",result="filled"} 12
-			var result string
-			rest := strings.TrimPrefix(line, "relais_group_commit_gathers_total{")
-			if n, _ := fmt.Sscanf(strings.NewReplacer(",", " ", "}", " ").Replace(rest), "lane=%q result=%q %g", &lane, &result, &v); n == 3 {
-				c := counts[lane]
-				switch result {
-				case "filled":
-					c.filled = v
-				case "lapsed":
-					c.lapsed = v
-				}
-				counts[lane] = c
-			}
+	for _, lane := range []string{"starts", "settlements"} {
+		writes, ok := m.Get("relais_group_commit_writes_total", "lane", lane)
+		if !ok {
+			continue
 		}
+		c := counts[lane]
+		c.writes = writes
+		c.groups, _ = m.Get("relais_group_commit_groups_total", "lane", lane)
+		c.filled, _ = m.Get("relais_group_commit_gathers_total", "lane", lane, "result", "filled")
+		c.lapsed, _ = m.Get("relais_group_commit_gathers_total", "lane", lane, "result", "lapsed")
+		counts[lane] = c
 	}
 	if len(counts) == 0 {
 		return nil, errors.New("metrics: no relais_group_commit_writes_total")
