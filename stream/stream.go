@@ -213,17 +213,20 @@ func pointer(parts ...any) string {
 // ref authenticates a settlement and names its occurrence and worker. A
 // settle token is accepted where settleToken is set (complete and fail),
 // for its own occurrence only.
+//
+// The token is checked before the request, as on every REST route: a call
+// without a valid one is 401 whatever its body. Protobuf drops a misspelt
+// field silently, so a missing occurrence_id is then said to be missing,
+// rather than looked up as an empty id (or blamed on a settle token).
 func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID string, settleToken bool) (engine.WorkerRef, error) {
-	if occurrence == "" {
-		// Protobuf drops a misspelt field silently: say what is missing
-		// rather than look up an empty id (or blame a settle token).
-		return engine.WorkerRef{}, required("/occurrence_id")
-	}
 	id, err := uuid.Parse(occurrence)
 	if token, ok := httpauth.Bearer(h); ok && settleToken && engine.IsSettleToken(token) {
 		scope, serr := s.eng.AuthenticateSettleToken(ctx, token)
 		if serr != nil {
 			return engine.WorkerRef{}, serr
+		}
+		if occurrence == "" {
+			return engine.WorkerRef{}, required("/occurrence_id")
 		}
 		if err != nil || scope.Occurrence != id {
 			return engine.WorkerRef{}, fault.New(fault.Unauthorized, "unauthorized", "this settle token settles another occurrence")
@@ -239,6 +242,9 @@ func (s *Service) ref(ctx context.Context, h http.Header, occurrence, workerID s
 	p, _, err2 := s.consumer(ctx, h)
 	if err2 != nil {
 		return engine.WorkerRef{}, err2
+	}
+	if occurrence == "" {
+		return engine.WorkerRef{}, required("/occurrence_id")
 	}
 	if err != nil {
 		return engine.WorkerRef{}, fault.New(fault.NotFound, "not_found", "occurrence %q not found", occurrence)

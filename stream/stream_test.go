@@ -379,11 +379,27 @@ func TestUnaryCallsAndTheirRefusals(t *testing.T) {
 	}
 	_, err = complete(c, st, "", other, outputs("created", "C"))
 	wantRefusal(t, "a settle token on another occurrence", err, "unauthenticated", "unauthorized")
+	_, err = complete(c, st, "", "", outputs("created", "C"))
+	wantRefusal(t, "a settle token's completion without occurrence_id", err, "invalid_argument", "invalid_request")
 	if res, err := complete(c, st, "", d.GetOccurrenceId(), outputs("existing", "C-9")); err != nil || res.GetRoute() != "existing" {
 		t.Fatalf("completion with the settle token = %v, %v", res, err)
 	}
 	_, err = extend(st, "w3", d.GetOccurrenceId(), time.Minute)
 	wantRefusal(t, "a settle token anywhere else", err, "unauthenticated", "unauthorized")
+
+	// The token is checked first, as on REST: a call without a valid one
+	// is refused as such whatever its body; a valid one learns what its
+	// request lacks.
+	for _, token := range []string{"", "rls_nope"} {
+		_, err = call[workerv1.ExtendRequest, workerv1.ExtendResponse](ctx, c, token, workerv1connect.WorkerServiceExtendProcedure,
+			&workerv1.ExtendRequest{WorkerId: "w3"})
+		wantRefusal(t, fmt.Sprintf("an extend without occurrence_id and with token %q", token), err, "unauthenticated", "unauthorized")
+		_, err = complete(c, token, "w3", "", outputs("created", "C"))
+		wantRefusal(t, fmt.Sprintf("a completion without occurrence_id and with token %q", token), err, "unauthenticated", "unauthorized")
+	}
+	_, err = call[workerv1.ExtendRequest, workerv1.ExtendResponse](ctx, c, f.consumer, workerv1connect.WorkerServiceExtendProcedure,
+		&workerv1.ExtendRequest{WorkerId: "w3"})
+	wantRefusal(t, "an extend without occurrence_id", err, "invalid_argument", "invalid_request")
 }
 
 // TestACompletionFillsItsSlotInItsOwnTransaction: with work waiting, the
