@@ -331,6 +331,12 @@ func TestExtendLock(t *testing.T) {
 		t.Errorf("message %q, want the ceiling said once", msg)
 	}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w"}), 400, "InvalidRequestException", "/newDuration")
+	// One trailing slash changes nothing, as on /api/v1 (a client's base
+	// URL ending in a slash should not make every route 404).
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/extendLock/", map[string]any{"workerId": "w", "newDuration": 60000}))
+	if view := f.call("GET", "/external-task/"+occ+"/", nil); view.Status != 200 {
+		t.Errorf("GET /external-task/{id}/ = %d, want 200", view.Status)
+	}
 }
 
 // unlock hands the task back without spending an attempt, whichever worker
@@ -392,6 +398,7 @@ func TestListAndCount(t *testing.T) {
 	for query, want := range map[string]string{
 		"":                                       all,
 		"?topicName=" + typedKey:                 all,
+		"?topicname=nothing":                     all, // unknown, ignored as Camunda does
 		"?topicName=crm.other":                   "",
 		"?locked=true":                           occ1,
 		"?notLocked=true":                        occ2 + "," + occ3,

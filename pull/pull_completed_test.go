@@ -490,3 +490,36 @@ func TestBatchSettlementOfDeferredRecordsWhoSettled(t *testing.T) {
 		}
 	}
 }
+
+// A settling call that leaves out a member it needs is 400
+// invalid_request at that member's pointer (and the OpenAPI document
+// requires the member: TestRecordedExchanges checks each of these
+// refusals against it).
+func TestSettlementsNameWhatTheyLack(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	for _, c := range []struct {
+		action  string
+		body    map[string]any
+		pointer string
+	}{
+		{"complete", map[string]any{"worker_id": "w1"}, "/outputs"},
+		{"complete", map[string]any{"outputs": map[string]any{"result": "created", "crm_id": "C-1"}}, "/worker_id"},
+		{"fail", map[string]any{"worker_id": "w1"}, "/error_code"},
+		{"extend", map[string]any{}, "/worker_id"},
+		{"defer", map[string]any{"reason": "later"}, "/worker_id"},
+		{"release", map[string]any{}, "/worker_id"},
+		{"settle-token", map[string]any{}, "/worker_id"},
+	} {
+		p := wantProblem(t, fmt.Sprintf("%s without %s", c.action, c.pointer), act(env, consumer, id, c.action, c.body), 400, "invalid_request")
+		errs, _ := p["errors"].([]any)
+		if len(errs) != 1 || errs[0].(map[string]any)["path"] != c.pointer {
+			t.Errorf("%s without %s: errors %v, want one at %s", c.action, c.pointer, errs, c.pointer)
+		}
+	}
+	// Nothing was settled: the worker still holds its reservation.
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer,
+		map[string]any{"worker_id": "w1", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+}

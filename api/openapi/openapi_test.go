@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -206,8 +207,18 @@ func TestRecordedExchanges(t *testing.T) {
 			return strings.ReplaceAll(describe(errs), path, op.Path)
 		}
 		req, _ := ex.http(t)
-		if ok, errs := v.ValidateHttpRequestSync(req); !ok && ex.Status < 400 {
+		ok, errs := v.ValidateHttpRequestSync(req)
+		if !ok && ex.Status < 400 {
 			report("%s: the document refuses a request the server accepted (%d):%s", name, ex.Status, general(errs))
+		}
+		if ok && ex.Status == http.StatusBadRequest {
+			// The other direction, where the server says so: a member it
+			// requires that the document lets a generated client leave out.
+			for _, at := range missingRequired(ex.RequestBody, ex.ResponseBody) {
+				if _, conditional := conditionallyRequired[name+" "+at]; !conditional {
+					report("%s: the server requires %s, which the document lets a request leave out", name, at)
+				}
+			}
 		}
 		// A fresh pair: validating the request read its body.
 		req, res := ex.http(t)
@@ -259,6 +270,87 @@ func TestRecordedExchanges(t *testing.T) {
 		t.Errorf("%s: no test gets its documented success", name)
 	}
 	t.Logf("%d exchanges, %d operations called", len(exchanges), len(called))
+}
+
+// conditionallyRequired are the members the server requires of some
+// callers only, which the document cannot say: it describes them.
+var conditionallyRequired = map[string]string{
+	"POST /api/v1/pull/occurrences/{id}/complete /worker_id": "required, but for a settle token",
+	"POST /api/v1/pull/occurrences/{id}/fail /worker_id":     "required, but for a settle token",
+}
+
+// requiredAt finds the pointers a Camunda exception's message says are
+// required.
+var requiredAt = regexp.MustCompile(`(?:^|: |; )(/[^ ;:]+) is required`)
+
+// missingRequired lists the pointers a 400 answer (problem+json, or a
+// Camunda exception) says are required and that its request body did not
+// have at all (an empty value that is
+// refused is another matter: the document's types say what a value may be).
+func missingRequired(request, response []byte) []string {
+	var answer struct {
+		// A string in a problem, the number 0 in a Camunda exception.
+		Code    any    `json:"code"`
+		Message string `json:"message"`
+		Errors  []struct {
+			Path    string `json:"path"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(response, &answer) != nil {
+		return nil
+	}
+	// Only a malformed request: a contract's own required fields
+	// (invalid_inputs, invalid_outputs) are no business of the document.
+	var at []string
+	if answer.Code == "invalid_request" {
+		for _, e := range answer.Errors {
+			if strings.HasPrefix(e.Message, "is required") {
+				at = append(at, e.Path)
+			}
+		}
+	}
+	if rest, ok := strings.CutPrefix(answer.Message, "invalid_request: "); ok {
+		// A Camunda exception: its message starts with the Relais code.
+		for _, m := range requiredAt.FindAllStringSubmatch(rest, -1) {
+			at = append(at, m[1])
+		}
+	}
+	var body any
+	if json.Unmarshal(request, &body) != nil {
+		return nil
+	}
+	var missing []string
+	for _, p := range at {
+		if !present(body, p) {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// present says whether the JSON pointer p names a member of doc (one whose
+// parent is missing or not a container is not there either).
+func present(doc any, p string) bool {
+	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		switch v := doc.(type) {
+		case map[string]any:
+			next, ok := v[part]
+			if !ok {
+				return false
+			}
+			doc = next
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(v) {
+				return false
+			}
+			doc = v[i]
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func clip(b []byte) string {
