@@ -188,8 +188,7 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	if !actionAppliesTo(a, inst.Status) {
-		c.sessions.setFlash(currentOf(ctx).id, flash{Text: notApplicable(ctx, a, inst.Status), Warning: true})
-		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: notApplicable(ctx, a, inst.Status), Warning: true})
 		return
 	}
 	held, _, err := c.heldAt(ctx, id)
@@ -198,8 +197,7 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	if a == engine.ActionRetry && !engine.Retryable(held) {
-		c.sessions.setFlash(currentOf(ctx).id, flash{Text: notRetryable(ctx, held.Node), Warning: true})
-		http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: notRetryable(ctx, held.Node), Warning: true})
 		return
 	}
 	c.render(w, r, http.StatusOK, actionPage(c.actionView(r, a, inst, held.Node)))
@@ -295,9 +293,8 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	default:
 		msg.Text = T(ctx, "Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.")
 	}
-	c.sessions.setFlash(currentOf(ctx).id, msg)
 	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
-	http.Redirect(w, r, instanceHref(id), http.StatusSeeOther)
+	c.redirectWithFlash(w, r, instanceHref(id), msg)
 }
 
 // formReason is the reason a form posted, its line breaks as the
@@ -551,9 +548,8 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	if skipped > 0 {
 		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)
 	}
-	c.sessions.setFlash(currentOf(ctx).id, flash{Text: msg})
 	c.logger.Info("console: bulk operator action", "action", a, "bulk", res.ID, "applied", applied, "skipped", skipped, "by", p.Name)
-	http.Redirect(w, r, auditPath+"?bulk="+res.ID.String(), http.StatusSeeOther)
+	c.redirectWithFlash(w, r, auditPath+"?bulk="+res.ID.String(), flash{Text: msg})
 }
 
 // bulkReasonDescribedBy is the bulk reason's aria-describedby: its hint,

@@ -172,6 +172,11 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 	if r := b.get(inst + "/abandon"); r.status != http.StatusSeeOther {
 		t.Errorf("abandon confirmation of a running instance: %d, want a redirect", r.status)
 	}
+	// The notice is for that instance's page: another page opened before
+	// the redirect is followed (another tab) does not show it.
+	if got := text(b.mustGet("/console/instances", 200), "flash"); got != "" {
+		t.Errorf("the instance list shows the notice meant for an instance: %q", got)
+	}
 	if got := text(b.mustGet(inst, 200), "flash"); got != "Cette instance est en cours, pas bloquée\u202f: il n’y a rien à abandonner." {
 		t.Errorf("flash = %q", got)
 	}

@@ -28,6 +28,10 @@ var cssHref = func() string {
 	return basePath + "/static/console.css?v=" + hex.EncodeToString(sum[:6])
 }()
 
+// iconHref is the console's icon, which browsers would otherwise look for
+// at /favicon.ico (a 404 on every first page).
+const iconHref = basePath + "/static/icon.svg"
+
 var staticServer = http.StripPrefix(basePath, http.FileServerFS(staticFiles))
 
 // serveStatic serves the embedded assets. The files never change within a
@@ -48,6 +52,7 @@ type chrome struct {
 	Title     string
 	AppName   string
 	CSSHref   string
+	IconHref  string
 	HomeHref  string
 	SkipLabel string
 	NavLabel  string
@@ -105,7 +110,7 @@ var languageNames = []struct{ code, name string }{{"en", "English"}, {"fr", "Fra
 func (c *Console) chrome(r *http.Request, title, section string) chrome {
 	ctx := r.Context()
 	ch := chrome{
-		Lang: langCode(ctx), Title: title, AppName: T(ctx, "Relais console"), CSSHref: cssHref, HomeHref: homePath,
+		Lang: langCode(ctx), Title: title, AppName: T(ctx, "Relais console"), CSSHref: cssHref, IconHref: iconHref, HomeHref: homePath,
 		LangLabel: T(ctx, "Language"), SkipLabel: T(ctx, "Skip to content"),
 	}
 	here := r.URL.RequestURI()
@@ -169,7 +174,7 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 			ch.PrefsText = T(ctx, "Times in %s · no auto-reload", zone)
 		}
 		if id := currentOf(ctx).id; id != "" && r.Method == http.MethodGet {
-			ch.Flash = c.sessions.takeFlash(id)
+			ch.Flash = c.sessions.takeFlash(id, r.URL.Path)
 		}
 	}
 	return ch

@@ -356,6 +356,14 @@ func (c *Console) optionalSession(r *http.Request) *http.Request {
 	return r.WithContext(ctx)
 }
 
+// redirectWithFlash answers a form with a redirect to target, whose page
+// shows msg once (and no other page does).
+func (c *Console) redirectWithFlash(w http.ResponseWriter, r *http.Request, target string, msg flash) {
+	path, _, _ := strings.Cut(target, "?")
+	c.sessions.setFlash(currentOf(r.Context()).id, path, msg)
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	r = c.optionalSession(r)
 	ctx := r.Context()

@@ -42,9 +42,24 @@ func TestHeldInstancePage(t *testing.T) {
 			if r.status != http.StatusSeeOther {
 				t.Fatalf("stop: %d %.300s", r.status, r.body)
 			}
-			if got := text(b.mustGet(r.header.Get("Location"), 200), "instance-status"); got != "annulée" {
+			stopped := b.mustGet(r.header.Get("Location"), 200)
+			if got := text(stopped, "instance-status"); got != "annulée" {
 				t.Errorf("status after stop = %q, want annulée", got)
 			}
+			if got := text(stopped, "step-next"); got != "bloquée, puis arrêtée par un opérateur" {
+				t.Errorf("after stop, the failed crm step leads to %q, want it to say the instance was stopped since", got)
+			}
+		}
+	}
+
+	// Abandoned, the instance is no longer held: its path says so.
+	other := relaistest.New(t)
+	abandoned := other.HeldCRMInstance("Initech")
+	other.Must(200, "POST", "/api/v1/instances/"+abandoned+"/abandon", other.Operator, map[string]any{"reason": "duplicate company"})
+	for i, lang := range []string{"en", "fr"} {
+		page := signedIn(t, other.URL, lang, other.Operator).mustGet("/console/instances/"+abandoned, 200)
+		if got, want := text(page, "step-next"), []string{"held, then abandoned by an operator", "bloquée, puis abandonnée par un opérateur"}[i]; got != want {
+			t.Errorf("%s: after abandon, the failed crm step leads to %q, want %q", lang, got, want)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 			Empty:   T(ctx, "This process takes no inputs."), Rows: valueRows(ctx, pv.Process.Inputs, inst.Inputs)},
 	}
 	for i, o := range occs {
-		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, pv.Process))
+		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, inst, pv.Process))
 	}
 	held, _ := heldOccurrence(occs)
 	// Only operators and admins reach this page (requireOperator): all may act.
@@ -207,9 +207,23 @@ func endNodeLabel(ctx context.Context, inst engine.Instance, p *process.Process)
 	return T(ctx, "Failed at node")
 }
 
+// heldStepText says where a failure that held inst led: still held, or
+// ended since by an operator. A retried occurrence is offered again, so a
+// failed one whose instance is no longer held was abandoned or stopped.
+func heldStepText(ctx context.Context, inst engine.Instance) string {
+	switch {
+	case inst.Status == engine.InstanceCancelled:
+		return T(ctx, "held, then stopped by an operator")
+	case inst.Status == engine.InstanceFailed && inst.ErrorCode != nil && *inst.ErrorCode == engine.AbandonedCode:
+		return T(ctx, "held, then abandoned by an operator")
+	}
+	return T(ctx, "held for an operator")
+}
+
 // pathStepOf describes one occurrence of the path and where the process
-// went from it, read from the pinned process version.
-func pathStepOf(ctx context.Context, n int, o engine.Occurrence, p *process.Process) pathStep {
+// went from it, read from the pinned process version and, for a failure
+// that held the instance, from what became of it since.
+func pathStepOf(ctx context.Context, n int, o engine.Occurrence, inst engine.Instance, p *process.Process) pathStep {
 	s := pathStep{Number: strconv.Itoa(n), Node: o.Node, OccurrenceID: o.ID.String(), OccurrenceHref: occurrenceHref(o.ID),
 		Definition: definitionAtRevision(ctx, o.Definition, o.Revision), DefinitionHref: revisionHref(o.Definition, o.Revision),
 		Status: o.Status, StatusLabel: statusLabel(ctx, o.Status), Created: formatTime(ctx, o.CreatedAt), Settled: formatTimePtr(ctx, o.SettledAt)}
@@ -235,7 +249,7 @@ func pathStepOf(ctx context.Context, n int, o engine.Occurrence, p *process.Proc
 		if t, ok := p.NextOnFailure(o.Node, code); ok {
 			s.Next = t.Node
 			if t.Hold {
-				s.Next, s.NextText = "", T(ctx, "held for an operator")
+				s.Next, s.NextText = "", heldStepText(ctx, inst)
 			}
 		}
 	}

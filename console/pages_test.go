@@ -133,7 +133,7 @@ func (f *fixture) expectations() map[string]expect {
 		// Only push nodes use it: no worker is needed, so no warning.
 		"definition-push-only": {status: 200,
 			texts: map[string][2]string{
-				"served-by": {"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.", "Aucun processus ne tire cette définition\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun exécutant."},
+				"served-by": {"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.", "Aucun processus n’utilise cette définition en mode pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun exécutant."},
 			}},
 		"workers": {status: 200,
 			texts: map[string][2]string{
@@ -261,6 +261,9 @@ func TestEveryPageInBothLanguages(t *testing.T) {
 			if text(r, "page-title") == "" {
 				t.Errorf("%s %s: no page title", lang, p.name)
 			}
+			if icon, _ := r.doc.Find(`link[rel=icon]`).Attr("href"); icon != "/console/static/icon.svg" {
+				t.Errorf("%s %s: icon %q, want the console's own (else browsers ask /favicon.ico, a 404)", lang, p.name, icon)
+			}
 			for id, texts := range exp.texts {
 				if got := text(r, id); !strings.Contains(got, texts[i]) {
 					t.Errorf("%s %s: [data-testid=%s] = %q, want it to contain %q", lang, p.name, id, got, texts[i])
@@ -271,6 +274,9 @@ func TestEveryPageInBothLanguages(t *testing.T) {
 					t.Errorf("%s %s: %d [data-testid=%s], want at least %d", lang, p.name, got, id, n)
 				}
 			}
+		}
+		if icon := b.mustGet("/console/static/icon.svg", 200); icon.header.Get("Content-Type") != "image/svg+xml" {
+			t.Errorf("the icon is served as %q", icon.header.Get("Content-Type"))
 		}
 		signIn := newBrowser(t, f.env.URL, lang).mustGet("/console/sign-in", 200)
 		if got, want := text(signIn, "sign-in"), []string{"Sign in", "Se connecter"}[i]; got != want {

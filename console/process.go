@@ -340,5 +340,7 @@ func (vc *versionCounts) get(ctx context.Context, key string, version int) ([]en
 		vc.caches[id] = sc
 	}
 	vc.mu.Unlock()
-	return sc.Get(ctx)
+	// A person opens this page: after a quiet spell it waits a moment for
+	// counts of now rather than show those of the last visit.
+	return sc.Fresh(ctx)
 }

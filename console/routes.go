@@ -15,7 +15,7 @@ func (c *Console) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { c.notFound(w, r) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		r = c.optionalSession(r)
-		c.errorPage(w, r, http.StatusMethodNotAllowed, T(r.Context(), "Not allowed"), T(r.Context(), "This page does not accept that request."))
+		c.errorPage(w, r, http.StatusMethodNotAllowed, T(r.Context(), "Method not allowed"), T(r.Context(), "This page does not accept that request."))
 	})
 
 	r.Get("/static/*", serveStatic)

@@ -53,6 +53,10 @@ type flash struct {
 	// under NotRecorded (which says it was not recorded); empty when there
 	// is none.
 	Reason, NotRecorded string
+	// page is the path of the page the notice is for (its form's
+	// redirect): another page opened meanwhile, in another tab or instead
+	// of following the redirect, does not show it.
+	page string
 }
 
 // sessionStore keeps sessions in this replica's memory, keyed by the
@@ -115,22 +119,24 @@ func (s *sessionStore) get(id string, now time.Time) (session, bool) {
 	return *sess, true
 }
 
-// setFlash keeps a notice for the next page the session of id opens.
-func (s *sessionStore) setFlash(id string, msg flash) {
+// setFlash keeps a notice for the page at path (without its query) that
+// the session of id opens next.
+func (s *sessionStore) setFlash(id, path string, msg flash) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[sessionKey(id)]; ok {
+		msg.page = path
 		sess.flash = msg
 	}
 }
 
-// takeFlash returns the session's notice and forgets it: a reload does not
-// show it again.
-func (s *sessionStore) takeFlash(id string) flash {
+// takeFlash returns the session's notice if it is for the page at path,
+// and forgets it: a reload does not show it again.
+func (s *sessionStore) takeFlash(id, path string) flash {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess, ok := s.sessions[sessionKey(id)]
-	if !ok {
+	if !ok || sess.flash.page != path {
 		return flash{}
 	}
 	msg := sess.flash

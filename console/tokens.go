@@ -46,7 +46,7 @@ type tokenRow struct {
 // tokenListView is the staff tokens page.
 type tokenListView struct {
 	Chrome                                                             chrome
-	Notice, Intro                                                      string
+	Intro                                                              string
 	TableLabel                                                         string
 	HeadID, HeadName, HeadRole, HeadCreated, HeadLastUsed, HeadExpires string
 	HeadAction                                                         string
@@ -88,9 +88,6 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 		RevokeLabel: T(ctx, "Revoke…"), CurrentLabel: T(ctx, "this session"),
 		Empty: T(ctx, "No token."),
 		Pager: newPager(ctx),
-	}
-	if r.URL.Query().Get("revoked") == "1" {
-		v.Notice = T(ctx, "The token was revoked.")
 	}
 	now := c.now()
 	for _, t := range tokens {
@@ -187,5 +184,5 @@ func (c *Console) tokenRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := auth.FromContext(ctx)
 	c.logger.Info("console: token revoked", "token_id", t.ID, "by", p.Name)
-	http.Redirect(w, r, tokensPath+"?revoked=1", http.StatusSeeOther)
+	c.redirectWithFlash(w, r, tokensPath, flash{Text: T(ctx, "The token %s (%s) was revoked: its next request is refused.", t.Name, roleLabel(ctx, t.Role))})
 }

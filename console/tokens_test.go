@@ -91,15 +91,18 @@ func TestTokensPage(t *testing.T) {
 	}
 	env.Must(200, "GET", "/api/v1/whoami", env.Designer, nil)
 	r := b.do("POST", href, url.Values{"csrf": {csrfOf(t, confirm)}})
-	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/tokens?revoked=1" {
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/tokens" {
 		t.Fatalf("revoke: %d Location %q", r.status, r.header.Get("Location"))
 	}
 	if res := env.Do("GET", "/api/v1/whoami", env.Designer, nil); res.Status != 401 {
 		t.Errorf("the revoked token's next request: %d, want 401", res.Status)
 	}
-	after := b.mustGet("/console/tokens?revoked=1", 200)
-	if count(after, "token-row") != 2 || text(after, "notice") == "" {
-		t.Errorf("after revoking: %d rows, notice %q; want 2 and a notice", count(after, "token-row"), text(after, "notice"))
+	after := b.mustGet("/console/tokens", 200)
+	if count(after, "token-row") != 2 || !strings.Contains(text(after, "flash"), "designer") {
+		t.Errorf("after revoking: %d rows, notice %q; want 2 and a notice naming the token", count(after, "token-row"), text(after, "flash"))
+	}
+	if again := b.mustGet("/console/tokens", 200); text(again, "flash") != "" {
+		t.Errorf("the notice shows again on reload: %q", text(again, "flash"))
 	}
 
 	own := revokeHref("admin")

@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 247,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          245,
 	"%[1]s; %[2]s":                             244,
-	"%d (0 lowest, 9 highest)":                 403,
-	"%d attempts":                              407,
-	"%d attempts, retry after %s, priority %d": 546,
+	"%d (0 lowest, 9 highest)":                 405,
+	"%d attempts":                              409,
+	"%d attempts, retry after %s, priority %d": 548,
 	"%d breaking":                              187,
 	"%d changes":                               186,
 	"%d completed":                             242,
@@ -55,42 +55,42 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     253,
 	"%d held instances match now.":             52,
 	"%d hours":                                 269,
-	"%d items":                                 608,
-	"%d left":                                  408,
+	"%d items":                                 611,
+	"%d left":                                  410,
 	"%d min":                                   252,
 	"%d minutes":                               270,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 72,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              606,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              609,
 	"%d ms": 272,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         536,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 535,
-	"%d occurrences":                          484,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         538,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 537,
+	"%d occurrences":                          486,
 	"%d releases":                             206,
 	"%d running instances match now.":         59,
 	"%d running or held instances match now.": 61,
 	"%d s":       251,
 	"%d seconds": 271,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 77,
-	"%s (deferred; settled by %s)":                        461,
-	"%s (deferred; settled with its settle token)":        459,
-	"%s (deferred; settled with its settle token, as %s)": 460,
+	"%s (deferred; settled by %s)":                        463,
+	"%s (deferred; settled with its settle token)":        461,
+	"%s (deferred; settled with its settle token, as %s)": 462,
 	"%s (token #%d, %s)":                                  78,
 	"%s ago":                                              249,
-	"%s so far":                                           457,
-	"%s → %s":                                             541,
-	"%s, revision %s":                                     369,
-	"%s, version %s":                                      370,
+	"%s so far":                                           459,
+	"%s → %s":                                             543,
+	"%s, revision %s":                                     371,
+	"%s, version %s":                                      372,
 	"%s: %s":                                              241,
 	"%s: %s → %s":                                         194,
-	"%s: a date is written 2026-12-01.":                   498,
-	"%s: the first day comes after the last.":             499,
+	"%s: a date is written 2026-12-01.":                   500,
+	"%s: the first day comes after the last.":             501,
 	"%s–%s":                                               240,
-	"(%d characters in all)":                              609,
-	"(each item)":                                         596,
-	"(worker %s)":                                         446,
+	"(%d characters in all)":                              612,
+	"(each item)":                                         599,
+	"(worker %s)":                                         448,
 	"0 seconds":                                           267,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           572,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 439,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           575,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 441,
 	"Abandon %d instances":                                           56,
 	"Abandon every held instance this filter matches":                54,
 	"Abandon every held instance…":                                   7,
@@ -101,105 +101,105 @@ var messageKeyToIndex = map[string]int{
 	"Abandoned by %s at %s — “%s”":                                   297,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 313,
+	"Act on every instance this filter matches": 315,
 	"Action":                              81,
 	"All actions":                         93,
-	"All consumers":                       481,
+	"All consumers":                       483,
 	"All definitions":                     231,
-	"All processes":                       319,
-	"All statuses":                        320,
-	"All workers":                         624,
-	"An operator abandoned the instance.": 438,
+	"All processes":                       321,
+	"All statuses":                        322,
+	"All workers":                         627,
+	"An operator abandoned the instance.": 440,
 	"Apply filters":                       90,
 	"Apr":                                 258,
 	"As of %s (%s); refreshed every few seconds.": 227,
-	"Attempts":                         374,
+	"Attempts":                         376,
 	"Audit log":                        87,
 	"Aug":                              262,
-	"Available from":                   416,
+	"Available from":                   418,
 	"Back to definitions":              125,
 	"Back to external tasks":           124,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              506,
+	"Back without saving":              508,
 	"Breaks processes":                 164,
 	"Breaks workers":                   165,
 	"Bulk %s applied to %d instances.": 76,
 	"Bulk action":                      85,
 	"Business key":                     69,
-	"Call timeout":                     404,
-	"Camunda 7 facade":                 628,
-	"Cancelled: the instance was stopped (%s).":               456,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 455,
+	"Call timeout":                     406,
+	"Camunda 7 facade":                 631,
+	"Cancelled: the instance was stopped (%s).":               458,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 457,
 	"Cannot act on this filter":                               73,
-	"Cannot reveal":                                           553,
+	"Cannot reveal":                                           555,
 	"Change":                                                  162,
 	"Changes between the two revisions":                       174,
 	"Changes of the Working copy since revision %d":           183,
 	"Choose two existing revisions to compare.":               184,
 	"Classification":                                          140,
 	"Clear filters":                                           91,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            530,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 521,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            532,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 523,
 	"Compare":              161,
 	"Compare revisions":    157,
 	"Completed":            239,
-	"Completed (%s).":      451,
+	"Completed (%s).":      453,
 	"Completed, last hour": 224,
 	"Completions and failures per 5 minutes, last hour: %s":    232,
 	"Completions and failures per 5-minute slot, oldest first": 237,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                620,
+	"Connected":                                                623,
 	"Constraints":                                              141,
-	"Consumer":                                                 376,
-	"Consumer and worker":                                      478,
+	"Consumer":                                                 378,
+	"Consumer and worker":                                      480,
 	"Counting the occurrences; the counts appear when you reload the page.": 135,
 	"Counts are unavailable right now.":                                     136,
-	"Counts as of %s (%s); refreshed every few seconds.":                    550,
-	"Counts by status": 474,
+	"Counts as of %s (%s); refreshed every few seconds.":                    552,
+	"Counts by status": 476,
 	"Created":          283,
 	"Created from":     70,
-	"Created on":       577,
+	"Created on":       580,
 	"Created to":       71,
-	"Creation date":    308,
-	"Dates":            372,
-	"Deadline":         401,
+	"Creation date":    310,
+	"Dates":            374,
+	"Deadline":         403,
 	"Dec":              266,
-	"Deferred":         420,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 450,
+	"Deferred":         422,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 452,
 	"Definition":         219,
 	"Definition %s":      143,
 	"Definitions":        110,
 	"Definitions by key": 201,
-	"Definitions served": 618,
+	"Definitions served": 621,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
-	"Destination":          388,
-	"Destination’s answer": 381,
+	"Destination":          390,
+	"Destination’s answer": 383,
 	"Detail":               163,
 	"Digest":               177,
 	"Display settings":     115,
 	"Display settings: ":   116,
-	"Duration":             380,
+	"Duration":             382,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 216,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  62,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     55,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 51,
 	"End node":                    304,
-	"End node or error":           317,
+	"End node or error":           319,
 	"Ended":                       300,
-	"Error":                       477,
-	"Error (before any attempt)":  422,
+	"Error":                       479,
+	"Error (before any attempt)":  424,
 	"Error code":                  303,
-	"Error message":               383,
-	"Every %d seconds":            510,
-	"Every attempt, oldest first": 375,
+	"Error message":               385,
+	"Every %d seconds":            512,
+	"Every attempt, oldest first": 377,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 88,
-	"Expired token":                        583,
-	"Expires":                              579,
+	"Expired token":                        586,
+	"Expires":                              582,
 	"External tasks":                       104,
 	"Failed":                               222,
-	"Failed (%s).":                         454,
+	"Failed (%s).":                         456,
 	"Failed at node":                       306,
 	"Failed occurrence":                    302,
 	"Failed, last hour":                    225,
@@ -209,100 +209,101 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              89,
 	"Find":                                 109,
 	"Find an instance or occurrence":       107,
-	"Finished":                             379,
-	"First page":                           496,
+	"Finished":                             381,
+	"First page":                           498,
 	"Follow it in the audit log (new tab)": 49,
 	"Form refused":                         129,
 	"From revision":                        159,
 	"From revision %d to revision %d:":     185,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   520,
-	"Graph of %s":             534,
-	"HTTP 2xx, unusable body": 463,
+	"Graph":                   522,
+	"Graph of %s":             536,
+	"HTTP 2xx, unusable body": 465,
 	"Health":                  103,
 	"Held at node":            301,
 	"Held instances":          221,
-	"ID":                      575,
-	"In flight":               619,
+	"ID":                      578,
+	"In flight":               622,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
 	"Inputs of the working copy": 169,
 	"Inputs the instance was started with, labelled by process version %d's contract": 291,
-	"Inputs, labelled by revision %d's contract":                                      409,
-	"Instance":                  316,
+	"Inputs, labelled by revision %d's contract":                                      411,
+	"Instance":                  318,
 	"Instances":                 105,
-	"Instances of this process": 529,
-	"Invalid page":              612,
+	"Instances of this process": 531,
+	"Invalid page":              615,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   452,
-	"Its instance went on along the node’s error path.":                                                                     453,
-	"Its message": 423,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      590,
+	"Its instance is held here, waiting for an operator.":                                                                   454,
+	"Its instance went on along the node’s error path.":                                                                     455,
+	"Its message": 425,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      592,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
 	"Jan":                     255,
 	"Jul":                     261,
 	"Jun":                     260,
-	"Keep it":                 592,
+	"Keep it":                 594,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     202,
-	"Kind":                    524,
+	"Kind":                    526,
 	"Language":                100,
-	"Last error (attempt %d)": 421,
-	"Last reserved":           418,
+	"Last error (attempt %d)": 423,
+	"Last reserved":           420,
 	"Last saved":              148,
-	"Last seen":               621,
-	"Last used":               578,
+	"Last seen":               624,
+	"Last used":               581,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
-	"Local time at %s": 508,
-	"Lock expired %s — waiting to be offered again.": 443,
-	"Lock expires":                     419,
+	"Local time at %s": 510,
+	"Lock expired %s — waiting to be offered again.": 445,
+	"Lock expires":                     421,
 	"Main navigation":                  102,
 	"Mar":                              257,
-	"Maximum attempts":                 397,
+	"Maximum attempts":                 399,
 	"May":                              259,
-	"Message from Relais (in English)": 424,
-	"Message from the service (its own words, protected values masked)": 425,
-	"Mode": 395,
-	"More filters: instance, revision, consumer, dates": 472,
+	"Message from Relais (in English)": 426,
+	"Message from the service (its own words, protected values masked)": 427,
+	"Method not allowed": 558,
+	"Mode":               397,
+	"More filters: instance, revision, consumer, dates": 474,
 	"Name":                               146,
-	"Never":                              509,
-	"Next attempt":                       417,
-	"Next attempt or settled":            479,
+	"Never":                              511,
+	"Next attempt":                       419,
+	"Next attempt or settled":            481,
 	"Next node":                          282,
-	"Next page":                          495,
+	"Next page":                          497,
 	"No definition has occurrences yet.": 226,
 	"No definition yet.":                 205,
 	"No inputs.":                         168,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 562,
-	"No instance matches these filters.": 318,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 561,
-	"No occurrence matches these filters.":                                                   480,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 565,
+	"No instance matches these filters.": 320,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 564,
+	"No occurrence matches these filters.":                                                   482,
 	"No operator action matches.":                                                            92,
 	"No operator has acted on this instance.":                                                287,
-	"No outputs yet: the occurrence has not completed.":                                      412,
+	"No outputs yet: the occurrence has not completed.":                                      414,
 	"No outputs.": 171,
-	"No outputs: the occurrence ended without completing.":                                                         414,
-	"No process is published yet.":                                                                                 515,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              632,
+	"No outputs: the occurrence ended without completing.":                                                         416,
+	"No process is published yet.":                                                                                 517,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              635,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
 	"No release yet.": 152,
 	"No revision yet: the Working copy has never been snapshotted.":          150,
-	"No service ever reserved this occurrence: it ended before any attempt.": 387,
-	"No service has reserved this occurrence yet.":                           384,
-	"No token.": 586,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 633,
-	"No worker is connected.":           622,
-	"No worker serves this definition.": 625,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 631,
+	"No service ever reserved this occurrence: it ended before any attempt.": 389,
+	"No service has reserved this occurrence yet.":                           386,
+	"No token.": 589,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 636,
+	"No worker is connected.":           625,
+	"No worker serves this definition.": 628,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 634,
 	"Node":                  279,
 	"Node %s":               215,
-	"Nodes":                 522,
-	"Nodes of this version": 531,
-	"Nodes of this version, with their occurrences now": 523,
+	"Nodes":                 524,
+	"Nodes of this version": 533,
+	"Nodes of this version, with their occurrences now": 525,
 	"Nodes reached, in order":                           278,
 	"Not allowed":                                       120,
 	"Not found":                                         128,
@@ -310,116 +311,116 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 126,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             559,
+	"Nothing to find: the search box is empty.":                             562,
 	"Nov":                       265,
-	"Now":                       393,
+	"Now":                       395,
 	"Occurrence":                280,
-	"Occurrence %s":             371,
+	"Occurrence %s":             373,
 	"Occurrence offered again":  84,
-	"Occurrences now":           528,
-	"Occurrences, newest first": 475,
+	"Occurrences now":           530,
+	"Occurrences, newest first": 477,
 	"Oct":                       264,
-	"Offered from %s — %s.":     442,
+	"Offered from %s — %s.":     444,
 	"Oldest claimable waits":    223,
-	"On error":                  527,
-	"On success":                526,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 554,
-	"Only administrators manage tokens.":                                  573,
-	"Only administrators may reveal a sensitive value.":                   551,
+	"On error":                  529,
+	"On success":                528,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 556,
+	"Only administrators manage tokens.":                                  576,
+	"Only administrators may reveal a sensitive value.":                   553,
 	"Open":             220,
 	"Operator actions": 275,
 	"Operator actions on this instance, newest first": 288,
 	"Operator actions, newest first":                  97,
-	"Outcome":                                         382,
+	"Outcome":                                         384,
 	"Outputs":                                         170,
 	"Outputs of revision %d":                          179,
 	"Outputs of the working copy":                     172,
-	"Outputs, labelled by revision %d's contract":     411,
-	"Pages": 493,
-	"Pages with a form, such as a confirmation, never reload on their own.": 504,
+	"Outputs, labelled by revision %d's contract":     413,
+	"Pages": 495,
+	"Pages with a form, such as a confirmation, never reload on their own.": 506,
 	"Path":                            276,
-	"Pinned revision":                 525,
-	"Policy":                          373,
-	"Previous page":                   494,
-	"Priority":                        402,
+	"Pinned revision":                 527,
+	"Policy":                          375,
+	"Previous page":                   496,
+	"Priority":                        404,
 	"Process":                         67,
-	"Process %s":                      517,
-	"Process and node":                476,
+	"Process %s":                      519,
+	"Process and node":                478,
 	"Process inputs":                  290,
 	"Process instance":                83,
 	"Process instance %s":             273,
-	"Process instances":               310,
-	"Process instances, newest first": 315,
+	"Process instances":               312,
+	"Process instances, newest first": 317,
 	"Processes":                       106,
-	"Processes by key":                513,
-	"Protocol":                        617,
+	"Processes by key":                515,
+	"Protocol":                        620,
 	"Published":                       156,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 511,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       512,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 513,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       514,
 	"Reason": 82,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            396,
+	"Reason given by the worker":                            398,
 	"Recorded operator actions":                             286,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            390,
-	"Relais is calling the destination (since %s).":         447,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 392,
-	"Relais never called the destination: the occurrence ended before any call.":                           391,
+	"Relais has not called the destination yet.":            392,
+	"Relais is calling the destination (since %s).":         449,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 394,
+	"Relais never called the destination: the occurrence ended before any call.":                           393,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 432,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 434,
 	"Release":                             153,
 	"Releases":                            151,
 	"Releases, oldest first":              173,
-	"Reload lists and detail pages":       503,
-	"Replica":                             389,
+	"Reload lists and detail pages":       505,
+	"Replica":                             391,
 	"Required":                            139,
-	"Reserved":                            378,
-	"Reserved by %s.":                     449,
-	"Reserved by %s; lock until %s — %s.": 448,
+	"Reserved":                            380,
+	"Reserved by %s.":                     451,
+	"Reserved by %s; lock until %s — %s.": 450,
 	"Retried by %s at %s — “%s”":          298,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            399,
+	"Retries":            401,
 	"Retry %d instances": 53,
-	"Retry at %s — %s.":  441,
-	"Retry delay":        398,
+	"Retry at %s — %s.":  443,
+	"Retry delay":        400,
 	"Retry every held instance this filter matches": 50,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         394,
+	"Retry or abandon it from its instance":         396,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 426,
+	"Retryable": 428,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 415,
-	"Revealed by %s at %s; recorded in the audit log.": 552,
+	"Reveal — this is recorded": 417,
+	"Revealed by %s at %s; recorded in the audit log.": 554,
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 635,
-	"Revoke the %s token “%s”?": 589,
-	"Revoke the token":          591,
-	"Revoke token %d":           588,
-	"Revoke…":                   584,
-	"Role":                      576,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 638,
+	"Revoke the %s token “%s”?": 591,
+	"Revoke the token":          593,
+	"Revoke token %d":           590,
+	"Revoke…":                   587,
+	"Role":                      579,
 	"Route":                     281,
 	"Routing output":            147,
-	"Rows %s–%s":                497,
-	"Save settings":             505,
+	"Rows %s–%s":                499,
+	"Save settings":             507,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               557,
-	"Secret values can never be revealed.": 555,
+	"Search":                               560,
+	"Secret values can never be revealed.": 557,
 	"Sep":                                  263,
-	"Served by %d workers":                 634,
+	"Served by %d workers":                 637,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              284,
-	"Settlement date":      471,
+	"Settlement date":      473,
 	"Show all definitions": 230,
-	"Show times in":        501,
+	"Show times in":        503,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 98,
-	"Sign in": 566,
-	"Sign in with an operator, designer or administrator token.": 567,
+	"Sign in": 569,
+	"Sign in with an operator, designer or administrator token.": 570,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   181,
@@ -427,9 +428,9 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 238,
 	"Snapshotted":          176,
 	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 574,
-	"Staff tokens, oldest first": 580,
-	"Start node":                 519,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 577,
+	"Staff tokens, oldest first": 583,
+	"Start node":                 521,
 	"Started":                    299,
 	"Status":                     68,
 	"Stop %d instances":          63,
@@ -450,43 +451,43 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 274,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
 	"Temporarily unavailable":                         131,
-	"That is too long to be an id or a business key.": 560,
+	"That is too long to be an id or a business key.": 563,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   95,
-	"The call could not be prepared.":                            433,
+	"The call could not be prepared.":                            435,
 	"The chart’s numbers":                                        236,
 	"The confirmed count is missing: start again from the list.": 74,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           134,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      502,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      504,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 75,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
-	"The deadline passed before a result arrived.":                                                                                430,
-	"The destination answered HTTP %s.":                                                                                           440,
-	"The destination could not be reached.":                                                                                       434,
-	"The destination did not answer within the call’s timeout (%s).":                                                              428,
-	"The destination did not answer within the call’s timeout.":                                                                   429,
-	"The destination’s answer was too large.":                                                                                     435,
+	"The deadline passed before a result arrived.":                                                                                432,
+	"The destination answered HTTP %s.":                                                                                           442,
+	"The destination could not be reached.":                                                                                       436,
+	"The destination did not answer within the call’s timeout (%s).":                                                              430,
+	"The destination did not answer within the call’s timeout.":                                                                   431,
+	"The destination’s answer was too large.":                                                                                     437,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
-	"The inputs could not be built from the process’s bindings.":                                                                  437,
-	"The last attempt’s lock expired with no attempt left.":                                                                       436,
-	"The next page counts them and asks for a reason before anything changes.":                                                    314,
+	"The inputs could not be built from the process’s bindings.":                                                                  439,
+	"The last attempt’s lock expired with no attempt left.":                                                                       438,
+	"The next page counts them and asks for a reason before anything changes.":                                                    316,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                        277,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                145,
 	"The page cursor is invalid: go back to the first page.":                                                                      96,
-	"The page size must be between 1 and %d.":                                                                                     309,
+	"The page size must be between 1 and %d.":                                                                                     311,
 	"The process instance must be an instance id (a UUID).":                                                                       94,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   431,
-	"The revision must be a whole number, 1 or more.":                                                                             469,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 569,
-	"The token was revoked.":                                                                                                      587,
+	"The result did not match the revision's outputs contract.":                                                                   433,
+	"The revision must be a whole number, 1 or more.":                                                                             471,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                 597,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 572,
 	"These revisions have the same contracts.":                                                                                    166,
-	"These settings are kept in this browser only.":                                                                               500,
-	"They take every revision their consumer is granted.":                                                                         636,
-	"They take revision %d only.":                                                                                                 637,
-	"They take revisions %s only.":                                                                                                638,
-	"This contract has no inputs.":                                                                                                410,
-	"This contract has no outputs.":                                                                                               413,
+	"These settings are kept in this browser only.":                                                                               502,
+	"They take every revision their consumer is granted.":                                                                         639,
+	"They take revision %d only.":                                                                                                 640,
+	"They take revisions %s only.":                                                                                                641,
+	"This contract has no inputs.":                                                                                                412,
+	"This contract has no outputs.":                                                                                               415,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
@@ -498,189 +499,191 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            594,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           593,
-	"This page does not accept that request.":     556,
-	"This page link is not one the console made.": 613,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            596,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           595,
+	"This page does not accept that request.":     559,
+	"This page link is not one the console made.": 616,
 	"This page reloads every %d seconds.":         119,
 	"This process takes no inputs.":               292,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 571,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 532,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            533,
+	"This token is unknown or has been revoked.": 574,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 534,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            535,
 	"Times in %s · no auto-reload":    118,
 	"Times in %s · reload every %d s": 117,
 	"To revision":                     160,
-	"Token":                           568,
+	"Token":                           571,
 	"Tokens":                          112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 570,
-	"Totals of all definitions, not narrowed by the other filters":         483,
-	"Totals of definition %s, not narrowed by the other filters":           482,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 573,
+	"Totals of all definitions, not narrowed by the other filters":         485,
+	"Totals of definition %s, not narrowed by the other filters":           484,
 	"Type": 138,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 558,
-	"UTC (coordinated universal time)": 507,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 561,
+	"UTC (coordinated universal time)": 509,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                470,
-	"Unknown status %q.":               307,
+	"Unknown consumer.":                472,
+	"Unknown status %q.":               309,
 	"Value":                            289,
-	"Version":                          518,
-	"Versions, newest first":           514,
-	"Waiting for Relais to call the destination since %s (%s).": 444,
-	"Waiting for a worker since %s (%s).":                       445,
+	"Version":                          520,
+	"Versions, newest first":           516,
+	"Waiting for Relais to call the destination since %s (%s).": 446,
+	"Waiting for a worker since %s (%s).":                       447,
 	"When":                                                      79,
 	"Who":                                                       80,
-	"Whole message":                                             386,
-	"Worker":                                                    616,
-	"Worker id":                                                 377,
+	"Whole message":                                             388,
+	"Worker":                                                    619,
+	"Worker id":                                                 379,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        614,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        617,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 615,
-	"Workers serving %s":                   623,
+	"Workers seen within three heartbeats": 618,
+	"Workers serving %s":                   626,
 	"Working copy":                         144,
-	"You are signed out.":                  563,
+	"You are signed out.":                  566,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 564,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      565,
-	"[redacted]":                          468,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 567,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      568,
+	"[redacted]":                          470,
 	"abandon":                             4,
-	"administrator":                       347,
+	"administrator":                       349,
 	"an incident: retry, abandon or stop": 210,
-	"answer too large":                    466,
+	"answer too large":                    468,
 	"any":                                 66,
-	"any other code → %s":                 544,
+	"any other code → %s":                 546,
 	"any other error":                     208,
-	"as of %s (%s); counts are refreshed every few seconds.": 485,
-	"at least %d characters":                                 597,
-	"at least %d items":                                      604,
-	"at most %d":                                             405,
-	"at most %d characters":                                  598,
-	"at most %d items":                                       605,
-	"at most %d since the last operator retry":               406,
-	"available":                                              321,
-	"boolean":                                                334,
-	"call in progress since":                                 490,
-	"cancelled":                                              324,
-	"choice":                                                 337,
-	"claimable since":                                        489,
+	"as of %s (%s); counts are refreshed every few seconds.": 487,
+	"at least %d characters":                                 600,
+	"at least %d items":                                      607,
+	"at most %d":                                             407,
+	"at most %d characters":                                  601,
+	"at most %d items":                                       608,
+	"at most %d since the last operator retry":               408,
+	"available":                                              323,
+	"boolean":                                                336,
+	"call in progress since":                                 492,
+	"cancelled":                                              326,
+	"choice":                                                 339,
+	"claimable since":                                        491,
 	"claimable since %s":                                     228,
-	"classification changed":                                 358,
+	"classification changed":                                 360,
 	"completed":                                              234,
-	"constraint changed":                                     359,
-	"consumer":                                               350,
-	"consumer #%s":                                           458,
-	"date":                                                   335,
-	"date and time":                                          336,
-	"deadline %s":                                            547,
-	"deferred":                                               323,
-	"deferred since":                                         492,
+	"constraint changed":                                     361,
+	"consumer":                                               352,
+	"consumer #%s":                                           460,
+	"date":                                                   337,
+	"date and time":                                          338,
+	"deadline %s":                                            549,
+	"deferred":                                               325,
+	"deferred since":                                         494,
 	"deleted":                                                86,
-	"designer":                                               349,
-	"disconnected":                                           330,
-	"end (completes)":                                        539,
-	"end (fails)":                                            540,
+	"designer":                                               351,
+	"disconnected":                                           332,
+	"end (completes)":                                        541,
+	"end (fails)":                                            542,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 629,
-	"expired":                                                327,
+	"every revision its consumer is granted":                 632,
+	"expired":                                                329,
 	"failed":                                                 235,
-	"fails the instance":                                     545,
-	"field added":                                            353,
-	"field removed":                                          354,
-	"format":                                                 364,
-	"format %s":                                              600,
-	"from":                                                   311,
-	"held":                                                   326,
+	"fails the instance":                                     547,
+	"field added":                                            355,
+	"field removed":                                          356,
+	"format":                                                 366,
+	"format %s":                                              603,
+	"from":                                                   313,
+	"held":                                                   328,
 	"held for an operator":                                   209,
-	"hold (an incident for an operator)":                     543,
+	"held, then abandoned by an operator":                    308,
+	"held, then stopped by an operator":                      307,
+	"hold (an incident for an operator)":                     545,
 	"id or business key":                                     108,
 	"in %s":                                                  248,
-	"in progress":                                            385,
-	"instance id":                                            473,
-	"integer":                                                332,
+	"in progress":                                            387,
+	"instance id":                                            475,
+	"integer":                                                334,
 	"just now":                                               250,
-	"list":                                                   339,
-	"lock until":                                             491,
-	"long polling":                                           627,
+	"list":                                                   341,
+	"lock until":                                             493,
+	"long polling":                                           630,
 	"long wait":                                              229,
-	"maximum":                                                366,
-	"maximum %s":                                             602,
-	"maximum items":                                          368,
-	"maximum length":                                         362,
-	"minimum":                                                365,
-	"minimum %s":                                             601,
-	"minimum items":                                          367,
-	"minimum length":                                         361,
-	"never":                                                  581,
-	"next attempt":                                           488,
-	"no":                                                     352,
-	"no answer within the timeout":                           464,
-	"no connection":                                          465,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 427,
+	"maximum":                                                368,
+	"maximum %s":                                             605,
+	"maximum items":                                          370,
+	"maximum length":                                         364,
+	"minimum":                                                367,
+	"minimum %s":                                             604,
+	"minimum items":                                          369,
+	"minimum length":                                         363,
+	"never":                                                  584,
+	"next attempt":                                           490,
+	"no":                                                     354,
+	"no answer within the timeout":                           466,
+	"no connection":                                          467,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 429,
 	"none":     199,
 	"none yet": 204,
-	"none: a failed call takes the node’s error path": 400,
-	"normal":                          340,
-	"not provided":                    607,
-	"not yet":                         582,
-	"null":                            610,
-	"number":                          333,
-	"object":                          338,
+	"none: a failed call takes the node’s error path": 402,
+	"normal":                          342,
+	"not provided":                    610,
+	"not yet":                         585,
+	"null":                            613,
+	"number":                          335,
+	"object":                          340,
 	"on error":                        207,
-	"one of: %s":                      603,
-	"operator":                        348,
+	"one of: %s":                      606,
+	"operator":                        350,
 	"optional %s field of type %s":    196,
 	"optional field of type %s":       198,
 	"optional → required":             189,
-	"pattern":                         363,
-	"pattern %s":                      599,
-	"pull":                            537,
+	"pattern":                         365,
+	"pattern %s":                      602,
+	"pull":                            539,
 	"pull %s":                         214,
-	"pull (the service fetches it)":   345,
+	"pull (the service fetches it)":   347,
 	"push %s":                         213,
-	"push (Relais calls the service)": 346,
-	"push to %s":                      538,
-	"rejected":                        328,
-	"released":                        329,
+	"push (Relais calls the service)": 348,
+	"push to %s":                      540,
+	"rejected":                        330,
+	"released":                        331,
 	"required %s field of type %s":    195,
-	"required changed":                356,
+	"required changed":                358,
 	"required field of type %s":       197,
 	"required → optional":             190,
-	"reserved":                        322,
+	"reserved":                        324,
 	"retry":                           3,
-	"revision %d":                     486,
-	"revisions %s":                    630,
-	"routing changed":                 360,
-	"routing output":                  595,
+	"revision %d":                     488,
+	"revisions %s":                    633,
+	"routing changed":                 362,
+	"routing output":                  598,
 	"routing output %s → %s":          188,
-	"running":                         325,
-	"secret":                          342,
-	"sensitive":                       341,
-	"settled":                         487,
+	"running":                         327,
+	"secret":                          344,
+	"sensitive":                       343,
+	"settled":                         489,
 	"stop":                            5,
-	"stream":                          626,
-	"text":                            331,
+	"stream":                          629,
+	"text":                            333,
 	"the contracts are the same (the name or a description changed).": 182,
-	"this session":             585,
-	"timeout %s":               548,
-	"timeout %s (the default)": 549,
-	"to":                       312,
-	"type changed":             355,
-	"unexpected value":         611,
-	"unknown":                  467,
+	"this session":             588,
+	"timeout %s":               550,
+	"timeout %s (the default)": 551,
+	"to":                       314,
+	"type changed":             357,
+	"unexpected value":         614,
+	"unknown":                  469,
 	"values added: %s":         191,
-	"values changed":           357,
+	"values changed":           359,
 	"values removed: %s":       192,
 	"values reordered":         193,
-	"version %d":               516,
-	"waiting":                  462,
-	"yes":                      351,
-	"••• hidden (secret)":      344,
-	"••• hidden (sensitive)":   343,
-	"→ %s":                     542,
+	"version %d":               518,
+	"waiting":                  464,
+	"yes":                      353,
+	"••• hidden (secret)":      346,
+	"••• hidden (sensitive)":   345,
+	"→ %s":                     544,
 }
 
-var enIndex = []uint32{ // 640 elements
+var enIndex = []uint32{ // 643 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -768,102 +771,104 @@ var enIndex = []uint32{ // 640 elements
 	0x00002b32, 0x00002b5c, 0x00002b88, 0x00002bb2,
 	0x00002bba, 0x00002bc0, 0x00002bcd, 0x00002bdf,
 	0x00002bea, 0x00002bf3, 0x00002c05, 0x00002c14,
-	0x00002c2a, 0x00002c38, 0x00002c63, 0x00002c75,
-	0x00002c7a, 0x00002c7d, 0x00002ca7, 0x00002cf0,
-	0x00002d10, 0x00002d19, 0x00002d2b, 0x00002d4e,
+	0x00002c36, 0x00002c5a, 0x00002c70, 0x00002c7e,
+	0x00002ca9, 0x00002cbb, 0x00002cc0, 0x00002cc3,
+	0x00002ced, 0x00002d36, 0x00002d56, 0x00002d5f,
 	// Entry 140 - 15F
-	0x00002d5c, 0x00002d69, 0x00002d73, 0x00002d7c,
-	0x00002d85, 0x00002d8f, 0x00002d97, 0x00002d9c,
-	0x00002da4, 0x00002dad, 0x00002db6, 0x00002dc3,
-	0x00002dc8, 0x00002dd0, 0x00002dd7, 0x00002ddf,
-	0x00002de4, 0x00002df2, 0x00002df9, 0x00002e00,
-	0x00002e05, 0x00002e0c, 0x00002e16, 0x00002e1d,
-	0x00002e3a, 0x00002e54, 0x00002e72, 0x00002e92,
-	0x00002ea0, 0x00002ea9, 0x00002eb2, 0x00002ebb,
+	0x00002d71, 0x00002d94, 0x00002da2, 0x00002daf,
+	0x00002db9, 0x00002dc2, 0x00002dcb, 0x00002dd5,
+	0x00002ddd, 0x00002de2, 0x00002dea, 0x00002df3,
+	0x00002dfc, 0x00002e09, 0x00002e0e, 0x00002e16,
+	0x00002e1d, 0x00002e25, 0x00002e2a, 0x00002e38,
+	0x00002e3f, 0x00002e46, 0x00002e4b, 0x00002e52,
+	0x00002e5c, 0x00002e63, 0x00002e80, 0x00002e9a,
+	0x00002eb8, 0x00002ed8, 0x00002ee6, 0x00002eef,
 	// Entry 160 - 17F
-	0x00002ebf, 0x00002ec2, 0x00002ece, 0x00002edc,
-	0x00002ee9, 0x00002efa, 0x00002f09, 0x00002f20,
-	0x00002f33, 0x00002f43, 0x00002f52, 0x00002f61,
-	0x00002f69, 0x00002f70, 0x00002f78, 0x00002f80,
-	0x00002f8e, 0x00002f9c, 0x00002fb2, 0x00002fc7,
-	0x00002fd8, 0x00002fde, 0x00002fe5, 0x00002fee,
-	0x0000300a, 0x00003013, 0x0000301d, 0x00003026,
-	0x0000302f, 0x00003038, 0x0000304f, 0x00003057,
+	0x00002ef8, 0x00002f01, 0x00002f05, 0x00002f08,
+	0x00002f14, 0x00002f22, 0x00002f2f, 0x00002f40,
+	0x00002f4f, 0x00002f66, 0x00002f79, 0x00002f89,
+	0x00002f98, 0x00002fa7, 0x00002faf, 0x00002fb6,
+	0x00002fbe, 0x00002fc6, 0x00002fd4, 0x00002fe2,
+	0x00002ff8, 0x0000300d, 0x0000301e, 0x00003024,
+	0x0000302b, 0x00003034, 0x00003050, 0x00003059,
+	0x00003063, 0x0000306c, 0x00003075, 0x0000307e,
 	// Entry 180 - 19F
-	0x00003065, 0x00003092, 0x0000309e, 0x000030ac,
-	0x000030f3, 0x000030ff, 0x00003107, 0x00003132,
-	0x0000317d, 0x0000323f, 0x00003243, 0x00003269,
-	0x0000326e, 0x00003289, 0x0000329a, 0x000032a6,
-	0x000032ae, 0x000032e0, 0x000032e9, 0x000032f2,
-	0x0000330e, 0x0000331b, 0x00003329, 0x00003355,
-	0x0000337b, 0x00003386, 0x000033b4, 0x000033d1,
-	0x00003400, 0x00003432, 0x00003450, 0x00003485,
+	0x00003095, 0x0000309d, 0x000030ab, 0x000030d8,
+	0x000030e4, 0x000030f2, 0x00003139, 0x00003145,
+	0x0000314d, 0x00003178, 0x000031c3, 0x00003285,
+	0x00003289, 0x000032af, 0x000032b4, 0x000032cf,
+	0x000032e0, 0x000032ec, 0x000032f4, 0x00003326,
+	0x0000332f, 0x00003338, 0x00003354, 0x00003361,
+	0x0000336f, 0x0000339b, 0x000033c1, 0x000033cc,
+	0x000033fa, 0x00003417, 0x00003446, 0x00003478,
 	// Entry 1A0 - 1BF
-	0x000034a1, 0x000034b0, 0x000034bd, 0x000034cb,
-	0x000034d8, 0x000034e1, 0x000034fc, 0x00003517,
-	0x00003523, 0x00003544, 0x00003586, 0x00003590,
-	0x000035e3, 0x00003627, 0x00003663, 0x00003690,
-	0x000036ca, 0x0000372f, 0x0000374f, 0x00003775,
-	0x0000379f, 0x000037d7, 0x00003814, 0x00003838,
-	0x000038b1, 0x000038d6, 0x000038f0, 0x0000390e,
-	0x00003942, 0x00003982, 0x000039ac, 0x000039bb,
+	0x00003496, 0x000034cb, 0x000034e7, 0x000034f6,
+	0x00003503, 0x00003511, 0x0000351e, 0x00003527,
+	0x00003542, 0x0000355d, 0x00003569, 0x0000358a,
+	0x000035cc, 0x000035d6, 0x00003629, 0x0000366d,
+	0x000036a9, 0x000036d6, 0x00003710, 0x00003775,
+	0x00003795, 0x000037bb, 0x000037e5, 0x0000381d,
+	0x0000385a, 0x0000387e, 0x000038f7, 0x0000391c,
+	0x00003936, 0x00003954, 0x00003988, 0x000039c8,
 	// Entry 1C0 - 1DF
-	0x000039ec, 0x00003a1b, 0x00003a2e, 0x00003aa3,
-	0x00003ab6, 0x00003aea, 0x00003b1e, 0x00003b2e,
-	0x00003b75, 0x00003ba2, 0x00003baf, 0x00003bbf,
-	0x00003bef, 0x00003c29, 0x00003c4c, 0x00003c54,
-	0x00003c6c, 0x00003c89, 0x00003c97, 0x00003ca8,
-	0x00003cb0, 0x00003cbb, 0x00003ceb, 0x00003cfd,
-	0x00003d0d, 0x00003d3f, 0x00003d4b, 0x00003d5c,
-	0x00003d76, 0x00003d87, 0x00003d8d, 0x00003da1,
+	0x000039f2, 0x00003a01, 0x00003a32, 0x00003a61,
+	0x00003a74, 0x00003ae9, 0x00003afc, 0x00003b30,
+	0x00003b64, 0x00003b74, 0x00003bbb, 0x00003be8,
+	0x00003bf5, 0x00003c05, 0x00003c35, 0x00003c6f,
+	0x00003c92, 0x00003c9a, 0x00003cb2, 0x00003ccf,
+	0x00003cdd, 0x00003cee, 0x00003cf6, 0x00003d01,
+	0x00003d31, 0x00003d43, 0x00003d53, 0x00003d85,
+	0x00003d91, 0x00003da2, 0x00003dbc, 0x00003dcd,
 	// Entry 1E0 - 1FF
-	0x00003db9, 0x00003dde, 0x00003dec, 0x00003e2a,
-	0x00003e67, 0x00003e93, 0x00003ed0, 0x00003edf,
-	0x00003ee7, 0x00003ef4, 0x00003f04, 0x00003f1b,
-	0x00003f26, 0x00003f35, 0x00003f3b, 0x00003f49,
-	0x00003f53, 0x00003f5e, 0x00003f71, 0x00003f96,
-	0x00003fc1, 0x00003fef, 0x00003ffd, 0x00004090,
-	0x000040ae, 0x000040f4, 0x00004102, 0x00004116,
-	0x00004137, 0x0000414b, 0x00004151, 0x00004165,
+	0x00003dd3, 0x00003de7, 0x00003dff, 0x00003e24,
+	0x00003e32, 0x00003e70, 0x00003ead, 0x00003ed9,
+	0x00003f16, 0x00003f25, 0x00003f2d, 0x00003f3a,
+	0x00003f4a, 0x00003f61, 0x00003f6c, 0x00003f7b,
+	0x00003f81, 0x00003f8f, 0x00003f99, 0x00003fa4,
+	0x00003fb7, 0x00003fdc, 0x00004007, 0x00004035,
+	0x00004043, 0x000040d6, 0x000040f4, 0x0000413a,
+	0x00004148, 0x0000415c, 0x0000417d, 0x00004191,
 	// Entry 200 - 21F
-	0x000041d8, 0x00004225, 0x00004236, 0x0000424d,
-	0x0000426a, 0x00004278, 0x00004286, 0x0000428e,
-	0x00004299, 0x0000429f, 0x00004391, 0x00004397,
-	0x000043c9, 0x000043ce, 0x000043de, 0x000043e9,
-	0x000043f2, 0x00004402, 0x0000441c, 0x000044c1,
-	0x000044d7, 0x0000455c, 0x000045d6, 0x000045e5,
-	0x0000469f, 0x000046f0, 0x000046f5, 0x00004703,
-	0x00004713, 0x0000471f, 0x0000472f, 0x00004739,
+	0x00004197, 0x000041ab, 0x0000421e, 0x0000426b,
+	0x0000427c, 0x00004293, 0x000042b0, 0x000042be,
+	0x000042cc, 0x000042d4, 0x000042df, 0x000042e5,
+	0x000043d7, 0x000043dd, 0x0000440f, 0x00004414,
+	0x00004424, 0x0000442f, 0x00004438, 0x00004448,
+	0x00004462, 0x00004507, 0x0000451d, 0x000045a2,
+	0x0000461c, 0x0000462b, 0x000046e5, 0x00004736,
+	0x0000473b, 0x00004749, 0x00004759, 0x00004765,
 	// Entry 220 - 23F
-	0x0000475c, 0x00004775, 0x00004788, 0x000047f4,
-	0x00004803, 0x00004811, 0x0000482d, 0x00004866,
-	0x00004898, 0x000048cf, 0x000048dd, 0x00004921,
-	0x00004946, 0x0000496e, 0x00004975, 0x000049d0,
-	0x000049fa, 0x00004a2a, 0x00004a88, 0x00004b28,
-	0x00004b3c, 0x00004be7, 0x00004c5d, 0x00004c65,
-	0x00004ca0, 0x00004ca6, 0x00004d22, 0x00004d6a,
-	0x00004d95, 0x00004df7, 0x00004e1a, 0x00004ec1,
+	0x00004775, 0x0000477f, 0x000047a2, 0x000047bb,
+	0x000047ce, 0x0000483a, 0x00004849, 0x00004857,
+	0x00004873, 0x000048ac, 0x000048de, 0x00004915,
+	0x00004923, 0x00004967, 0x0000498c, 0x0000499f,
+	0x000049c7, 0x000049ce, 0x00004a29, 0x00004a53,
+	0x00004a83, 0x00004ae1, 0x00004b81, 0x00004b95,
+	0x00004c40, 0x00004cb6, 0x00004cbe, 0x00004cf9,
+	0x00004cff, 0x00004d7b, 0x00004dc3, 0x00004dee,
 	// Entry 240 - 25F
-	0x00004ec4, 0x00004ec9, 0x00004ed4, 0x00004ede,
-	0x00004ee6, 0x00004f01, 0x00004f07, 0x00004f0f,
-	0x00004f1d, 0x00004f27, 0x00004f34, 0x00004f3e,
-	0x00004f55, 0x00004f68, 0x00004f8c, 0x0000500c,
-	0x0000501d, 0x00005025, 0x0000509a, 0x000050ee,
-	0x000050fd, 0x00005109, 0x00005145, 0x0000517f,
-	0x0000518d, 0x0000519a, 0x000051a8, 0x000051b6,
-	0x000051c4, 0x000051f6, 0x00005226, 0x00005282,
+	0x00004e50, 0x00004e73, 0x00004f1a, 0x00004f1d,
+	0x00004f22, 0x00004f2d, 0x00004f37, 0x00004f3f,
+	0x00004f5a, 0x00004f60, 0x00004f68, 0x00004f76,
+	0x00004f80, 0x00004f8d, 0x00004f97, 0x00004faa,
+	0x00004fce, 0x0000504e, 0x0000505f, 0x00005067,
+	0x000050dc, 0x00005130, 0x00005172, 0x00005181,
+	0x0000518d, 0x000051c9, 0x00005203, 0x00005211,
+	0x0000521e, 0x0000522c, 0x0000523a, 0x00005248,
 	// Entry 260 - 27F
-	0x0000528f, 0x000052af, 0x000052c9, 0x000052ce,
-	0x000052df, 0x000052ec, 0x00005318, 0x0000539e,
-	0x000053c3, 0x000053ca, 0x000053d3, 0x000053e6,
-	0x000053f0, 0x000053fa, 0x00005404, 0x0000541c,
-	0x00005432, 0x0000543e, 0x00005460, 0x00005467,
-	0x00005474, 0x00005485, 0x000054ac, 0x000054bc,
-	0x00005510, 0x00005570, 0x000055c3, 0x000055fb,
-	0x0000564b, 0x0000567f, 0x0000569e, 0x000056be,
-} // Size: 2584 bytes
+	0x0000527a, 0x000052aa, 0x00005306, 0x00005313,
+	0x00005333, 0x0000534d, 0x00005352, 0x00005363,
+	0x00005370, 0x0000539c, 0x00005422, 0x00005447,
+	0x0000544e, 0x00005457, 0x0000546a, 0x00005474,
+	0x0000547e, 0x00005488, 0x000054a0, 0x000054b6,
+	0x000054c2, 0x000054e4, 0x000054eb, 0x000054f8,
+	0x00005509, 0x00005530, 0x00005540, 0x00005594,
+	0x000055f4, 0x00005647, 0x0000567f, 0x000056cf,
+	// Entry 280 - 29F
+	0x00005703, 0x00005722, 0x00005742,
+} // Size: 2596 bytes
 
-const enData string = "" + // Size: 22206 bytes
+const enData string = "" + // Size: 22338 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1040,151 +1045,153 @@ const enData string = "" + // Size: 22206 bytes
 	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
 	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
 	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Error code\x02End " +
-	"node\x02Abandoned at node\x02Failed at node\x02Unknown status %[1]q.\x02" +
-	"Creation date\x02The page size must be between 1 and %[1]d.\x02Process i" +
-	"nstances\x02from\x02to\x02Act on every instance this filter matches\x02T" +
-	"he next page counts them and asks for a reason before anything changes." +
-	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
-	"No instance matches these filters.\x02All processes\x02All statuses\x02a" +
-	"vailable\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expi" +
-	"red\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
-	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
-	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
-	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
-	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
-	"hole message\x02No service ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
-	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
-	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
-	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
-	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
-	"mpt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revis" +
-	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
-	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
-	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
-	"ce ended without completing.\x02Reveal — this is recorded\x02Available f" +
-	"rom\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last" +
-	" error (attempt %[1]d)\x02Error (before any attempt)\x02Its message\x02M" +
-	"essage from Relais (in English)\x02Message from the service (its own wor" +
-	"ds, protected values masked)\x02Retryable\x02no: the service marked this" +
-	" failure as not retryable (attempts left unused: %[1]d)\x02The destinati" +
-	"on did not answer within the call’s timeout (%[1]s).\x02The destination " +
-	"did not answer within the call’s timeout.\x02The deadline passed before " +
-	"a result arrived.\x02The result did not match the revision's outputs con" +
-	"tract.\x02Relais stopped during the call: whether the destination acted " +
-	"is unknown, so it is not called again.\x02The call could not be prepared" +
-	".\x02The destination could not be reached.\x02The destination’s answer w" +
-	"as too large.\x02The last attempt’s lock expired with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
-	"un again.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[" +
-	"2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to b" +
-	"e offered again.\x02Waiting for Relais to call the destination since %[1" +
-	"]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]" +
-	"s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
-	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
-	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
-	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
-	"ld here, waiting for an operator.\x02Its instance went on along the node" +
-	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
-	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
-	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
-	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
-	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx," +
-	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
-	"r too large\x02unknown\x02[redacted]\x02The revision must be a whole num" +
-	"ber, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filters:" +
-	" instance, revision, consumer, dates\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
-	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
-	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
-	" other filters\x02Totals of all definitions, not narrowed by the other f" +
-	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
-	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
-	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
-	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
-	"us page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date " +
-	"is written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02" +
-	"These settings are kept in this browser only.\x02Show times in\x02The co" +
-	"nsole runs no script, so it cannot read your computer’s time zone: choos" +
-	"e its offset from UTC. Offsets do not follow daylight saving time.\x02Re" +
-	"load lists and detail pages\x02Pages with a form, such as a confirmation" +
-	", never reload on their own.\x02Save settings\x02Back without saving\x02" +
-	"UTC (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Ever" +
-	"y %[1]d seconds\x02Published process versions: their nodes, routes and p" +
-	"inned revisions, drawn, with where their occurrences are now.\x02Publish" +
-	"ed process versions: their nodes, routes and pinned revisions, drawn." +
-	"\x02Processes by key\x02Versions, newest first\x02No process is publishe" +
-	"d yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Gra" +
-	"ph\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes). Each box says how many of this version’s occu" +
-	"rrences are at that node now.\x02Nodes\x02Nodes of this version, with th" +
-	"eir occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this process\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
+	"node\x02Abandoned at node\x02Failed at node\x02held, then stopped by an " +
+	"operator\x02held, then abandoned by an operator\x02Unknown status %[1]q." +
+	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
+	"ss instances\x02from\x02to\x02Act on every instance this filter matches" +
+	"\x02The next page counts them and asks for a reason before anything chan" +
+	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
+	"\x02No instance matches these filters.\x02All processes\x02All statuses" +
+	"\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
+	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
+	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
+	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
+	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
+	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
+	"no\x02field added\x02field removed\x02type changed\x02required changed" +
+	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
+	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
+	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
+	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy" +
+	"\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02" +
+	"Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02E" +
+	"rror message\x02No service has reserved this occurrence yet.\x02in progr" +
+	"ess\x02Whole message\x02No service ever reserved this occurrence: it end" +
+	"ed before any attempt.\x02Destination\x02Replica\x02Relais has not calle" +
+	"d the destination yet.\x02Relais never called the destination: the occur" +
+	"rence ended before any call.\x02Relais keeps the destination’s status co" +
+	"de only when it refused the call (destination_http_NNN); a completed cal" +
+	"l answered 2xx. The duration runs from the claim of the call to its sett" +
+	"lement.\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reaso" +
+	"n given by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02n" +
+	"one: a failed call takes the node’s error path\x02Deadline\x02Priority" +
+	"\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at m" +
+	"ost %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%" +
+	"[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled" +
+	" by revision %[1]d's contract\x02This contract has no inputs.\x02Outputs" +
+	", labelled by revision %[1]d's contract\x02No outputs yet: the occurrenc" +
+	"e has not completed.\x02This contract has no outputs.\x02No outputs: the" +
+	" occurrence ended without completing.\x02Reveal — this is recorded\x02Av" +
+	"ailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferre" +
+	"d\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its mes" +
+	"sage\x02Message from Relais (in English)\x02Message from the service (it" +
+	"s own words, protected values masked)\x02Retryable\x02no: the service ma" +
+	"rked this failure as not retryable (attempts left unused: %[1]d)\x02The " +
+	"destination did not answer within the call’s timeout (%[1]s).\x02The des" +
+	"tination did not answer within the call’s timeout.\x02The deadline passe" +
+	"d before a result arrived.\x02The result did not match the revision's ou" +
+	"tputs contract.\x02Relais stopped during the call: whether the destinati" +
+	"on acted is unknown, so it is not called again.\x02The call could not be" +
+	" prepared.\x02The destination could not be reached.\x02The destination’s" +
+	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
+	"t left.\x02The inputs could not be built from the process’s bindings." +
+	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
+	" failure with no retries left (retries: 0, or a budget already spent): i" +
+	"t is not run again.\x02The destination answered HTTP %[1]s.\x02Retry at " +
+	"%[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — wa" +
+	"iting to be offered again.\x02Waiting for Relais to call the destination" +
+	" since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(w" +
+	"orker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Rese" +
+	"rved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferr" +
+	"ed since %[1]s (%[2]s): a worker of the same consumer, or a front end wi" +
+	"th a settle token, completes it later.\x02Completed (%[1]s).\x02Its inst" +
+	"ance is held here, waiting for an operator.\x02Its instance went on alon" +
+	"g the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance w" +
+	"as stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was s" +
+	"topped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; s" +
+	"ettled with its settle token)\x02%[1]s (deferred; settled with its settl" +
+	"e token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02H" +
+	"TTP 2xx, unusable body\x02no answer within the timeout\x02no connection" +
+	"\x02answer too large\x02unknown\x02[redacted]\x02The revision must be a " +
+	"whole number, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More" +
+	" filters: instance, revision, consumer, dates\x02instance id\x02Counts b" +
+	"y status\x02Occurrences, newest first\x02Process and node\x02Error\x02Co" +
+	"nsumer and worker\x02Next attempt or settled\x02No occurrence matches th" +
+	"ese filters.\x02All consumers\x02Totals of definition %[1]s, not narrowe" +
+	"d by the other filters\x02Totals of all definitions, not narrowed by the" +
+	" other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every" +
+	" few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable " +
+	"since\x02call in progress since\x02lock until\x02deferred since\x02Pages" +
+	"\x02Previous page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]" +
+	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
+	" last.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
+	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
+	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
+	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start nod" +
+	"e\x02Graph\x02Columns follow the longest path from the start node. Solid" +
+	" arrows are successes (labelled with their route), dashed ones failures " +
+	"(labelled with their error codes). Each box says how many of this versio" +
+	"n’s occurrences are at that node now.\x02Nodes\x02Nodes of this version," +
+	" with their occurrences now\x02Kind\x02Pinned revision\x02On success\x02" +
+	"On error\x02Occurrences now\x02Instances of this process\x02Columns foll" +
+	"ow the longest path from the start node. Solid arrows are successes (lab" +
+	"elled with their route), dashed ones failures (labelled with their error" +
+	" codes).\x02Nodes of this version\x02This version has %[1]d nodes: too m" +
+	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
+	"th its routes and counts.\x02This version has %[1]d nodes: too many to d" +
 	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
-	"bly (at most %[2]d). The table below lists every node with its routes." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
-	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02Counts as of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02Only administrators may reveal a" +
-	" sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit l" +
-	"og.\x02Cannot reveal\x02Only a value this page shows as hidden (sensitiv" +
-	"e) can be revealed.\x02Secret values can never be revealed.\x02This page" +
-	" does not accept that request.\x02Search\x02Type an instance or occurren" +
-	"ce id (a UUID, as the pages show on hover), or a business key.\x02Nothin" +
-	"g to find: the search box is empty.\x02That is too long to be an id or a" +
-	" business key.\x02No instance or occurrence has the id “%[1]s”, and no i" +
-	"nstance has it as its business key.\x02No instance has “%[1]s” as its bu" +
-	"siness key, and it is not a whole id: the lists show the end of each id." +
-	" Open the row, or copy its link, for the whole id.\x02You are signed out" +
-	".\x02Your session had ended (inactivity, a sign-out elsewhere, a revoked" +
-	" token or a restart of the server), so your last action was not applied." +
-	" Sign in again, then repeat it.\x02Your session has ended (inactivity, a" +
-	" sign-out elsewhere, a revoked token or a restart of the server). Sign i" +
-	"n again.\x02Sign in\x02Sign in with an operator, designer or administrat" +
-	"or token.\x02Token\x02The token is checked once and never stored in your" +
-	" browser; a session cookie stands for it for up to 8 hours of inactivity" +
-	".\x02Too many failed sign-ins from your address. Try again in %[1]d seco" +
-	"nds.\x02This token is unknown or has been revoked.\x02A %[1]s token cann" +
-	"ot open the console: sign in with an operator, designer or administrator" +
-	" token.\x02Only administrators manage tokens.\x02Staff tokens (administr" +
-	"ators, designers, operators) that are not revoked. Consumer tokens are m" +
-	"anaged with their consumers. Revoking a token refuses its next request." +
-	"\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, ol" +
-	"dest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this sessi" +
-	"on\x02No token.\x02The token was revoked.\x02Revoke token %[1]d\x02Revok" +
+	"outes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, startin" +
+	"g at %[2]s. The table below lists the same nodes, routes and counts.\x00" +
+	"Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same node" +
+	"s, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below" +
+	" lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (compl" +
+	"etes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident fo" +
+	"r an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
+	"[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02Counts as of %[1" +
+	"]s (%[2]s); refreshed every few seconds.\x02Only administrators may reve" +
+	"al a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the aud" +
+	"it log.\x02Cannot reveal\x02Only a value this page shows as hidden (sens" +
+	"itive) can be revealed.\x02Secret values can never be revealed.\x02Metho" +
+	"d not allowed\x02This page does not accept that request.\x02Search\x02Ty" +
+	"pe an instance or occurrence id (a UUID, as the pages show on hover), or" +
+	" a business key.\x02Nothing to find: the search box is empty.\x02That is" +
+	" too long to be an id or a business key.\x02No instance or occurrence ha" +
+	"s the id “%[1]s”, and no instance has it as its business key.\x02No inst" +
+	"ance has “%[1]s” as its business key, and it is not a whole id: the list" +
+	"s show the end of each id. Open the row, or copy its link, for the whole" +
+	" id.\x02You are signed out.\x02Your session had ended (inactivity, a sig" +
+	"n-out elsewhere, a revoked token or a restart of the server), so your la" +
+	"st action was not applied. Sign in again, then repeat it.\x02Your sessio" +
+	"n has ended (inactivity, a sign-out elsewhere, a revoked token or a rest" +
+	"art of the server). Sign in again.\x02Sign in\x02Sign in with an operato" +
+	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
+	"e and never stored in your browser; a session cookie stands for it for u" +
+	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
+	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
+	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
+	" designer or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
+	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
+	"n\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revok" +
 	"e the %[1]s token “%[2]s”?\x02Its next request is refused, and console s" +
 	"essions opened with it end. This cannot be undone: whoever uses it needs" +
 	" a new token.\x02Revoke the token\x02Keep it\x02This is the token you si" +
 	"gned in with: revoking it signs you out. Its next request is refused. Th" +
 	"is cannot be undone.\x02This is the last usable administrator token: cre" +
-	"ate another one before revoking it.\x02routing output\x02(each item)\x14" +
+	"ate another one before revoking it.\x02The token %[1]s (%[2]s) was revok" +
+	"ed: its next request is refused.\x02routing output\x02(each item)\x14" +
 	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
 	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
 	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
@@ -1211,7 +1218,7 @@ const enData string = "" + // Size: 22206 bytes
 	"ake every revision their consumer is granted.\x02They take revision %[1]" +
 	"d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 640 elements
+var frIndex = []uint32{ // 643 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1231,170 +1238,172 @@ var frIndex = []uint32{ // 640 elements
 	0x00000fed, 0x0000102b, 0x00001069, 0x000010a6,
 	0x00001125, 0x0000116f, 0x00001207, 0x00001270,
 	// Entry 40 - 5F
-	0x000012aa, 0x0000130b, 0x0000139d, 0x000013a4,
-	0x000013ae, 0x000013b5, 0x000013c2, 0x000013d5,
-	0x000013e9, 0x00001595, 0x000015b7, 0x000015ec,
-	0x000016d5, 0x0000174a, 0x00001829, 0x00001849,
-	0x0000184f, 0x00001853, 0x0000185a, 0x00001860,
-	0x00001876, 0x0000188d, 0x0000189d, 0x000018a8,
-	0x000018ba, 0x00001965, 0x0000196d, 0x00001983,
-	0x00001997, 0x000019c3, 0x000019d6, 0x00001a22,
+	0x000012aa, 0x0000130b, 0x0000139d, 0x000013a9,
+	0x000013b3, 0x000013ba, 0x000013c7, 0x000013da,
+	0x000013ee, 0x0000159a, 0x000015bc, 0x000015f1,
+	0x000016da, 0x0000174f, 0x0000182e, 0x0000184e,
+	0x00001854, 0x00001858, 0x0000185f, 0x00001865,
+	0x0000187b, 0x00001892, 0x000018a2, 0x000018ad,
+	0x000018bf, 0x0000196a, 0x00001972, 0x00001988,
+	0x0000199c, 0x000019c8, 0x000019db, 0x00001a27,
 	// Entry 60 - 7F
-	0x00001a6b, 0x00001aad, 0x00001ae3, 0x00001b72,
-	0x00001b81, 0x00001b88, 0x00001b99, 0x00001baf,
-	0x00001bb5, 0x00001bc6, 0x00001bd0, 0x00001bda,
-	0x00001c01, 0x00001c1d, 0x00001c25, 0x00001c32,
-	0x00001c3e, 0x00001c45, 0x00001c69, 0x00001c79,
-	0x00001c91, 0x00001cb2, 0x00001ce5, 0x00001d16,
-	0x00001d48, 0x00001d56, 0x00001e0a, 0x00001e1c,
-	0x00001e9c, 0x00001eb8, 0x00001ed0, 0x00001f13,
+	0x00001a70, 0x00001ab2, 0x00001ae8, 0x00001b77,
+	0x00001b86, 0x00001b8d, 0x00001b9e, 0x00001bb4,
+	0x00001bba, 0x00001bcb, 0x00001bd5, 0x00001bdf,
+	0x00001c06, 0x00001c22, 0x00001c2a, 0x00001c37,
+	0x00001c43, 0x00001c4a, 0x00001c6e, 0x00001c7e,
+	0x00001c96, 0x00001cb7, 0x00001cea, 0x00001d1b,
+	0x00001d4d, 0x00001d5b, 0x00001e0f, 0x00001e21,
+	0x00001ea1, 0x00001ebd, 0x00001ed5, 0x00001f18,
 	// Entry 80 - 9F
-	0x00002031, 0x0000203d, 0x00002050, 0x000020cc,
-	0x000020e8, 0x0000213f, 0x00002157, 0x000021ef,
-	0x00002255, 0x00002287, 0x0000228d, 0x00002292,
-	0x0000229e, 0x000022ad, 0x000022b9, 0x000022c5,
-	0x000022d7, 0x000022e8, 0x0000236c, 0x00002370,
-	0x00002382, 0x00002399, 0x000023a4, 0x000023f9,
-	0x00002406, 0x0000242b, 0x00002437, 0x00002441,
-	0x00002447, 0x00002453, 0x0000246b, 0x000024bd,
+	0x00002036, 0x00002042, 0x00002055, 0x000020d1,
+	0x000020ed, 0x00002144, 0x0000215c, 0x000021f4,
+	0x0000225a, 0x0000228c, 0x00002292, 0x00002297,
+	0x000022a3, 0x000022b2, 0x000022be, 0x000022ca,
+	0x000022dc, 0x000022ed, 0x00002371, 0x00002375,
+	0x00002387, 0x0000239e, 0x000023a9, 0x000023fe,
+	0x0000240b, 0x00002430, 0x0000243c, 0x00002446,
+	0x0000244c, 0x00002458, 0x00002470, 0x000024c2,
 	// Entry A0 - BF
-	0x000024cd, 0x000024dd, 0x000024e6, 0x000024f1,
-	0x000024f9, 0x00002519, 0x0000253b, 0x00002563,
-	0x0000256c, 0x0000257c, 0x0000259c, 0x000025a4,
-	0x000025b3, 0x000025d2, 0x000025fd, 0x00002623,
-	0x00002633, 0x0000263d, 0x00002647, 0x00002666,
-	0x00002684, 0x0000275c, 0x0000277a, 0x000027be,
-	0x000027fb, 0x0000282e, 0x0000285e, 0x0000288a,
-	0x000028ba, 0x000028dc, 0x000028f7, 0x00002912,
+	0x000024d2, 0x000024e2, 0x000024eb, 0x000024f6,
+	0x000024fe, 0x0000251e, 0x00002540, 0x00002568,
+	0x00002571, 0x00002581, 0x000025a1, 0x000025a9,
+	0x000025b8, 0x000025d7, 0x00002602, 0x00002628,
+	0x00002638, 0x00002642, 0x0000264c, 0x0000266b,
+	0x00002689, 0x00002761, 0x0000277f, 0x000027c3,
+	0x00002800, 0x00002833, 0x00002863, 0x0000288f,
+	0x000028bf, 0x000028e1, 0x000028fc, 0x00002917,
 	// Entry C0 - DF
-	0x0000292e, 0x0000294a, 0x00002960, 0x0000297a,
-	0x000029b1, 0x000029e7, 0x00002a07, 0x00002a26,
-	0x00002a2d, 0x00002a97, 0x00002aad, 0x00002ab2,
-	0x00002ac6, 0x00002ade, 0x00002b03, 0x00002b31,
-	0x00002b43, 0x00002b56, 0x00002b72, 0x00002b9f,
-	0x00002bbc, 0x00002bdf, 0x00002bea, 0x00002bf5,
-	0x00002c01, 0x00002d6a, 0x00002d91, 0x00002dcf,
-	0x00002ddb, 0x00002de4, 0x00002df8, 0x00002e02,
+	0x00002933, 0x0000294f, 0x00002965, 0x0000297f,
+	0x000029b6, 0x000029ec, 0x00002a0c, 0x00002a2b,
+	0x00002a32, 0x00002a9c, 0x00002ab2, 0x00002ab7,
+	0x00002acb, 0x00002ae3, 0x00002b08, 0x00002b36,
+	0x00002b48, 0x00002b5b, 0x00002b77, 0x00002ba4,
+	0x00002bc1, 0x00002be4, 0x00002bef, 0x00002bfa,
+	0x00002c06, 0x00002d6f, 0x00002d96, 0x00002dd4,
+	0x00002de0, 0x00002de9, 0x00002dfd, 0x00002e07,
 	// Entry E0 - FF
-	0x00002e29, 0x00002e45, 0x00002e60, 0x00002e90,
-	0x00002ece, 0x00002ee9, 0x00002ef8, 0x00002f19,
-	0x00002f31, 0x00002f77, 0x00002fe2, 0x00002fec,
-	0x00002ff6, 0x00003010, 0x00003059, 0x00003061,
-	0x0000306c, 0x0000307a, 0x0000308a, 0x000030b4,
-	0x000030dd, 0x000030ed, 0x0000310c, 0x00003118,
-	0x00003131, 0x0000313c, 0x00003149, 0x00003158,
-	0x00003160, 0x0000316a, 0x00003172, 0x0000317a,
+	0x00002e2e, 0x00002e4a, 0x00002e65, 0x00002e95,
+	0x00002ed3, 0x00002eee, 0x00002efd, 0x00002f1e,
+	0x00002f36, 0x00002f7c, 0x00002fe7, 0x00002ff1,
+	0x00002ffb, 0x00003015, 0x0000305e, 0x00003066,
+	0x00003071, 0x0000307f, 0x0000308f, 0x000030b9,
+	0x000030e2, 0x000030f2, 0x00003111, 0x0000311d,
+	0x00003136, 0x00003141, 0x0000314e, 0x0000315d,
+	0x00003165, 0x0000316f, 0x00003177, 0x0000317f,
 	// Entry 100 - 11F
-	0x00003180, 0x00003187, 0x0000318c, 0x00003191,
-	0x00003195, 0x0000319a, 0x000031a0, 0x000031a6,
-	0x000031ac, 0x000031b1, 0x000031b6, 0x000031bc,
-	0x000031c6, 0x000031e6, 0x00003208, 0x0000322c,
-	0x00003252, 0x0000325b, 0x00003277, 0x00003280,
-	0x00003298, 0x000032a1, 0x000032f5, 0x00003315,
-	0x0000331b, 0x00003326, 0x0000332c, 0x0000333a,
-	0x00003345, 0x00003351, 0x00003384, 0x000033a8,
+	0x00003185, 0x0000318c, 0x00003191, 0x00003196,
+	0x0000319a, 0x0000319f, 0x000031a5, 0x000031ab,
+	0x000031b1, 0x000031b6, 0x000031bb, 0x000031c1,
+	0x000031cb, 0x000031eb, 0x0000320d, 0x00003231,
+	0x00003257, 0x00003260, 0x0000327c, 0x00003285,
+	0x0000329d, 0x000032a6, 0x000032fa, 0x0000331a,
+	0x00003320, 0x0000332b, 0x00003331, 0x0000333f,
+	0x0000334a, 0x00003356, 0x00003389, 0x000033ad,
 	// Entry 120 - 13F
-	0x000033d7, 0x00003420, 0x00003427, 0x0000343d,
-	0x000034b0, 0x000034d6, 0x00003665, 0x0000376c,
-	0x000037bc, 0x000037ed, 0x00003820, 0x0000384f,
-	0x0000385d, 0x0000386a, 0x0000387c, 0x00003891,
-	0x000038a1, 0x000038ae, 0x000038c3, 0x000038d6,
-	0x000038f0, 0x00003902, 0x0000393a, 0x00003951,
-	0x00003954, 0x00003957, 0x0000398b, 0x000039d5,
-	0x00003a0a, 0x00003a13, 0x00003a2a, 0x00003a58,
+	0x000033dc, 0x00003425, 0x0000342c, 0x00003442,
+	0x000034b5, 0x000034db, 0x0000366a, 0x00003771,
+	0x000037c1, 0x000037f2, 0x00003825, 0x00003854,
+	0x00003862, 0x0000386f, 0x00003881, 0x00003896,
+	0x000038a6, 0x000038b3, 0x000038c8, 0x000038db,
+	0x00003906, 0x00003933, 0x0000394d, 0x0000395f,
+	0x00003997, 0x000039ae, 0x000039b1, 0x000039b4,
+	0x000039e8, 0x00003a32, 0x00003a67, 0x00003a70,
 	// Entry 140 - 15F
-	0x00003a6b, 0x00003a7c, 0x00003a87, 0x00003a92,
-	0x00003a9d, 0x00003aa6, 0x00003aaf, 0x00003ab8,
-	0x00003ac1, 0x00003aca, 0x00003ad1, 0x00003adf,
-	0x00003ae5, 0x00003aec, 0x00003af3, 0x00003afc,
-	0x00003b01, 0x00003b0f, 0x00003b15, 0x00003b1b,
-	0x00003b21, 0x00003b29, 0x00003b32, 0x00003b3b,
-	0x00003b58, 0x00003b73, 0x00003b96, 0x00003bb7,
-	0x00003bc6, 0x00003bd1, 0x00003bdc, 0x00003be9,
+	0x00003a87, 0x00003ab5, 0x00003ac8, 0x00003ad9,
+	0x00003ae4, 0x00003aef, 0x00003afa, 0x00003b03,
+	0x00003b0c, 0x00003b15, 0x00003b1e, 0x00003b27,
+	0x00003b2e, 0x00003b3c, 0x00003b42, 0x00003b49,
+	0x00003b50, 0x00003b59, 0x00003b5e, 0x00003b6c,
+	0x00003b72, 0x00003b78, 0x00003b7e, 0x00003b86,
+	0x00003b8f, 0x00003b98, 0x00003bb5, 0x00003bd0,
+	0x00003bf3, 0x00003c14, 0x00003c23, 0x00003c2e,
 	// Entry 160 - 17F
-	0x00003bed, 0x00003bf1, 0x00003bff, 0x00003c0d,
-	0x00003c1b, 0x00003c3b, 0x00003c4e, 0x00003c67,
-	0x00003c7c, 0x00003c8d, 0x00003c9f, 0x00003cb1,
-	0x00003cb7, 0x00003cbe, 0x00003cc6, 0x00003cce,
-	0x00003cec, 0x00003d0a, 0x00003d21, 0x00003d36,
-	0x00003d47, 0x00003d4d, 0x00003d66, 0x00003d71,
-	0x00003da5, 0x00003db2, 0x00003dd0, 0x00003dde,
-	0x00003de7, 0x00003dee, 0x00003e09, 0x00003e13,
+	0x00003c39, 0x00003c46, 0x00003c4a, 0x00003c4e,
+	0x00003c5c, 0x00003c6a, 0x00003c78, 0x00003c98,
+	0x00003cab, 0x00003cc4, 0x00003cd9, 0x00003cea,
+	0x00003cfc, 0x00003d0e, 0x00003d14, 0x00003d1b,
+	0x00003d23, 0x00003d2b, 0x00003d49, 0x00003d67,
+	0x00003d7e, 0x00003d93, 0x00003da4, 0x00003daa,
+	0x00003dc3, 0x00003dce, 0x00003e02, 0x00003e0f,
+	0x00003e2d, 0x00003e3b, 0x00003e44, 0x00003e4b,
 	// Entry 180 - 19F
-	0x00003e26, 0x00003e60, 0x00003e69, 0x00003e78,
-	0x00003edc, 0x00003ee8, 0x00003ef2, 0x00003f22,
-	0x00003f7d, 0x00004064, 0x0000406f, 0x000040a2,
-	0x000040a7, 0x000040c7, 0x000040e4, 0x00004104,
-	0x00004119, 0x0000415a, 0x00004165, 0x0000416f,
-	0x00004198, 0x000041a9, 0x000041b7, 0x000041f3,
-	0x0000421d, 0x00004245, 0x00004284, 0x000042a5,
-	0x000042e3, 0x00004323, 0x00004343, 0x00004384,
+	0x00003e66, 0x00003e70, 0x00003e83, 0x00003ebd,
+	0x00003ec6, 0x00003ed5, 0x00003f39, 0x00003f45,
+	0x00003f4f, 0x00003f7f, 0x00003fda, 0x000040c1,
+	0x000040cc, 0x000040ff, 0x00004104, 0x00004124,
+	0x00004141, 0x00004161, 0x00004176, 0x000041b7,
+	0x000041c2, 0x000041cc, 0x000041f5, 0x00004206,
+	0x00004214, 0x00004250, 0x0000427a, 0x000042a2,
+	0x000042e1, 0x00004302, 0x00004340, 0x00004380,
 	// Entry 1A0 - 1BF
-	0x000043b0, 0x000043c8, 0x000043dc, 0x000043f3,
-	0x00004401, 0x0000440c, 0x0000442f, 0x0000444e,
-	0x0000445a, 0x00004479, 0x000044c7, 0x000044e3,
-	0x00004551, 0x00004598, 0x000045d7, 0x00004617,
-	0x0000465d, 0x000046cf, 0x000046f7, 0x0000471a,
-	0x00004751, 0x00004798, 0x000047eb, 0x00004814,
-	0x000048ba, 0x000048e0, 0x00004907, 0x0000492f,
-	0x00004976, 0x000049c0, 0x000049f3, 0x00004a06,
+	0x000043a0, 0x000043e1, 0x0000440d, 0x00004425,
+	0x00004439, 0x00004450, 0x0000445e, 0x00004469,
+	0x0000448c, 0x000044ab, 0x000044b7, 0x000044d6,
+	0x00004524, 0x00004540, 0x000045ae, 0x000045f5,
+	0x00004634, 0x00004674, 0x000046ba, 0x0000472c,
+	0x00004754, 0x00004777, 0x000047ae, 0x000047f5,
+	0x00004848, 0x00004871, 0x00004917, 0x0000493d,
+	0x00004964, 0x0000498c, 0x000049d3, 0x00004a1d,
 	// Entry 1C0 - 1DF
-	0x00004a34, 0x00004a70, 0x00004a86, 0x00004b1a,
-	0x00004b2d, 0x00004b6a, 0x00004ba6, 0x00004bb9,
-	0x00004c0d, 0x00004c42, 0x00004c54, 0x00004c6b,
-	0x00004ca8, 0x00004cf8, 0x00004d22, 0x00004d2d,
-	0x00004d4a, 0x00004d69, 0x00004d7a, 0x00004d94,
-	0x00004d9d, 0x00004da7, 0x00004ddc, 0x00004df2,
-	0x00004e05, 0x00004e42, 0x00004e5b, 0x00004e71,
-	0x00004e9b, 0x00004eae, 0x00004eb5, 0x00004ed0,
+	0x00004a50, 0x00004a63, 0x00004a91, 0x00004acd,
+	0x00004ae3, 0x00004b77, 0x00004b8a, 0x00004bc7,
+	0x00004c03, 0x00004c16, 0x00004c6a, 0x00004c9f,
+	0x00004cb1, 0x00004cc8, 0x00004d05, 0x00004d55,
+	0x00004d7f, 0x00004d8a, 0x00004da7, 0x00004dc6,
+	0x00004dd7, 0x00004df1, 0x00004dfa, 0x00004e04,
+	0x00004e39, 0x00004e4f, 0x00004e62, 0x00004e9f,
+	0x00004eb8, 0x00004ece, 0x00004ef8, 0x00004f0b,
 	// Entry 1E0 - 1FF
-	0x00004ef2, 0x00004f22, 0x00004f39, 0x00004f71,
-	0x00004fac, 0x00004fd8, 0x0000502b, 0x0000503b,
-	0x00005044, 0x00005058, 0x0000506a, 0x00005080,
-	0x00005092, 0x000050a4, 0x000050aa, 0x000050bc,
-	0x000050ca, 0x000050d9, 0x000050ef, 0x00005119,
-	0x0000514c, 0x00005188, 0x0000519f, 0x00005267,
-	0x00005294, 0x000052ff, 0x00005319, 0x00005332,
-	0x00005353, 0x00005369, 0x00005370, 0x0000538a,
+	0x00004f12, 0x00004f2d, 0x00004f4f, 0x00004f7f,
+	0x00004f96, 0x00004fce, 0x00005009, 0x00005035,
+	0x00005088, 0x00005098, 0x000050a1, 0x000050b5,
+	0x000050c7, 0x000050dd, 0x000050ef, 0x00005101,
+	0x00005107, 0x00005119, 0x00005127, 0x00005136,
+	0x0000514c, 0x00005176, 0x000051a9, 0x000051e5,
+	0x000051fc, 0x000052c4, 0x000052f1, 0x0000535c,
+	0x00005376, 0x0000538f, 0x000053b0, 0x000053c6,
 	// Entry 200 - 21F
-	0x0000541f, 0x00005482, 0x00005495, 0x000054bc,
-	0x000054e4, 0x000054f2, 0x00005502, 0x0000550a,
-	0x0000551b, 0x00005522, 0x00005658, 0x0000565f,
-	0x00005699, 0x0000569e, 0x000056b3, 0x000056c7,
-	0x000056d9, 0x000056ef, 0x00005709, 0x000057de,
-	0x000057f6, 0x00005897, 0x00005926, 0x00005936,
-	0x00005a10, 0x00005ad2, 0x00005ad7, 0x00005ae7,
-	0x00005af5, 0x00005b05, 0x00005b15, 0x00005b1f,
+	0x000053cd, 0x000053e7, 0x0000547c, 0x000054df,
+	0x000054f2, 0x00005519, 0x00005541, 0x0000554f,
+	0x0000555f, 0x00005567, 0x00005578, 0x0000557f,
+	0x000056b5, 0x000056bc, 0x000056f6, 0x000056fb,
+	0x00005710, 0x00005724, 0x00005736, 0x0000574c,
+	0x00005766, 0x0000583b, 0x00005853, 0x000058f4,
+	0x00005983, 0x00005993, 0x00005a6d, 0x00005b2f,
+	0x00005b34, 0x00005b44, 0x00005b52, 0x00005b62,
 	// Entry 220 - 23F
-	0x00005b48, 0x00005b62, 0x00005b7d, 0x00005c0b,
-	0x00005c1c, 0x00005c29, 0x00005c44, 0x00005c8e,
-	0x00005ccf, 0x00005d15, 0x00005d2d, 0x00005d80,
-	0x00005dbb, 0x00005de6, 0x00005df0, 0x00005e6a,
-	0x00005e9f, 0x00005ee0, 0x00005f54, 0x0000602d,
-	0x00006046, 0x0000610f, 0x0000618c, 0x00006199,
-	0x000061eb, 0x000061f1, 0x0000628d, 0x000062e1,
-	0x0000630c, 0x00006398, 0x000063c6, 0x00006488,
+	0x00005b72, 0x00005b7c, 0x00005ba5, 0x00005bbf,
+	0x00005bda, 0x00005c68, 0x00005c79, 0x00005c86,
+	0x00005ca1, 0x00005ceb, 0x00005d2c, 0x00005d72,
+	0x00005d8a, 0x00005ddd, 0x00005e18, 0x00005e30,
+	0x00005e5b, 0x00005e65, 0x00005edf, 0x00005f14,
+	0x00005f55, 0x00005fc9, 0x000060a2, 0x000060bb,
+	0x00006184, 0x00006201, 0x0000620e, 0x00006260,
+	0x00006266, 0x00006302, 0x00006356, 0x00006381,
 	// Entry 240 - 25F
-	0x0000648b, 0x00006491, 0x0000649b, 0x000064b1,
-	0x000064bc, 0x000064ec, 0x000064f3, 0x000064fe,
-	0x0000650c, 0x00006519, 0x00006527, 0x00006534,
-	0x00006550, 0x00006569, 0x00006596, 0x0000663f,
-	0x00006652, 0x0000665c, 0x000066eb, 0x0000674c,
-	0x0000675e, 0x00006771, 0x000067af, 0x000067eb,
-	0x000067f7, 0x00006804, 0x00006812, 0x00006820,
-	0x00006830, 0x0000686c, 0x000068a6, 0x00006923,
+	0x0000640d, 0x0000643b, 0x000064fd, 0x00006500,
+	0x00006506, 0x00006510, 0x00006526, 0x00006531,
+	0x00006561, 0x00006568, 0x00006573, 0x00006581,
+	0x0000658e, 0x0000659c, 0x000065a9, 0x000065c2,
+	0x000065ef, 0x00006698, 0x000066ab, 0x000066b5,
+	0x00006744, 0x000067a5, 0x000067f7, 0x00006809,
+	0x0000681c, 0x0000685a, 0x00006896, 0x000068a2,
+	0x000068af, 0x000068bd, 0x000068cb, 0x000068db,
 	// Entry 260 - 27F
-	0x0000692e, 0x00006958, 0x00006974, 0x00006978,
-	0x0000698a, 0x00006998, 0x000069c4, 0x00006a86,
-	0x00006ab9, 0x00006ac4, 0x00006ace, 0x00006ae3,
-	0x00006aec, 0x00006af6, 0x00006b04, 0x00006b28,
-	0x00006b42, 0x00006b57, 0x00006b83, 0x00006b88,
-	0x00006b9d, 0x00006baf, 0x00006be4, 0x00006bf5,
-	0x00006c6b, 0x00006ce9, 0x00006d50, 0x00006d92,
-	0x00006e05, 0x00006e49, 0x00006e71, 0x00006e9b,
-} // Size: 2584 bytes
+	0x00006917, 0x00006951, 0x000069ce, 0x000069d9,
+	0x00006a03, 0x00006a1f, 0x00006a23, 0x00006a35,
+	0x00006a43, 0x00006a6f, 0x00006b31, 0x00006b64,
+	0x00006b6f, 0x00006b79, 0x00006b8e, 0x00006b97,
+	0x00006ba1, 0x00006baf, 0x00006bd3, 0x00006bed,
+	0x00006c02, 0x00006c2e, 0x00006c33, 0x00006c48,
+	0x00006c5a, 0x00006c8f, 0x00006ca0, 0x00006d16,
+	0x00006da5, 0x00006e0c, 0x00006e4e, 0x00006ec1,
+	// Entry 280 - 29F
+	0x00006f09, 0x00006f37, 0x00006f6a,
+} // Size: 2596 bytes
 
-const frData string = "" + // Size: 28315 bytes
+const frData string = "" + // Size: 28522 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1467,76 +1476,76 @@ const frData string = "" + // Size: 28315 bytes
 	"e instance à laquelle cette action s’applique ne correspond au filtre." +
 	"\x02Aucun processus, aucune clé métier ni date de création ne restreint " +
 	"ce filtre\u202f: l’action s’applique aux instances de tous les processus" +
-	".\x02toutes\x02Processus\x02Statut\x02Clé métier\x02Créées depuis le\x02" +
-	"Créées jusqu’au\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance " +
-	"bloquée a échoué avant toute tentative (ses entrées n’ont pas pu être co" +
-	"nstruites)\u202f: elle ne peut pas être reprise et n’est pas comptée. Ab" +
-	"andonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquée" +
-	"s ont échoué avant toute tentative (leurs entrées n’ont pas pu être cons" +
-	"truites)\u202f: elles ne peuvent pas être reprises et ne sont pas compté" +
-	"es. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre" +
-	"\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre " +
-	"a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: entr" +
-	"e-temps, des instances ont été réglées, démarrées ou traitées. Rien n’a " +
-	"été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x14" +
-	"\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance." +
-	"\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81" +
-	"\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (r" +
-	"églée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f:" +
-	" elles ont changé après le comptage (réglées, ou traitées par quelqu’un " +
-	"d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Actio" +
-	"n\x02Motif\x02Instance de processus\x02Occurrence reproposée\x02Action g" +
-	"roupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arr" +
-	"êt appliqué par un opérateur, avec son motif. Les révélations de valeur" +
-	"s sensibles ont leur propre journal (GET /api/v1/audit/reveals).\x02Filt" +
-	"res\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’o" +
-	"pérateur ne correspond.\x02Toutes les actions\x02L’instance de processus" +
-	" doit être un identifiant d’instance (un UUID).\x02L’action groupée doit" +
-	" être désignée par son identifiant (un UUID).\x02Le curseur de page est " +
-	"invalide\u202f: revenez à la première page.\x02Actions d’opérateurs, les" +
-	" plus récentes d’abord\x02Voici les %[1]d instances que l’action groupée" +
-	" %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement montre o" +
-	"ù elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navig" +
-	"ation principale\x02État\x02Tâches externes\x02Instances\x02Processus" +
-	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
-	"\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant q" +
-	"ue %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
-	"\x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechargement to" +
-	"utes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02C" +
-	"ette page se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votr" +
-	"e rôle ne permet de lire que les définitions et les processus\u202f: les" +
-	" tâches externes et les instances de processus sont réservées aux opérat" +
-	"eurs et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]" +
-	"s\u202f» contient le caractère NUL ou des octets qui ne sont pas du text" +
-	"e UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
-	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
-	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
-	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
-	"N) écoulée\u202f; le journal d’audit garde les actions d’opérateur menée" +
-	"s sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
-	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
-	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
-	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
-	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
-	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
-	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
-	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
-	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
-	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
-	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
-	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	".\x02sans filtre\x02Processus\x02Statut\x02Clé métier\x02Créées depuis l" +
+	"e\x02Créées jusqu’au\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre inst" +
+	"ance bloquée a échoué avant toute tentative (ses entrées n’ont pas pu êt" +
+	"re construites)\u202f: elle ne peut pas être reprise et n’est pas compté" +
+	"e. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bl" +
+	"oquées ont échoué avant toute tentative (leurs entrées n’ont pas pu être" +
+	" construites)\u202f: elles ne peuvent pas être reprises et ne sont pas c" +
+	"omptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filt" +
+	"re\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombr" +
+	"e a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: en" +
+	"tre-temps, des instances ont été réglées, démarrées ou traitées. Rien n’" +
+	"a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
+	"\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instan" +
+	"ce.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptag" +
+	"e (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées" +
+	"\u202f: elles ont changé après le comptage (réglées, ou traitées par que" +
+	"lqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui" +
+	"\x02Action\x02Motif\x02Instance de processus\x02Occurrence reproposée" +
+	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
+	"andon et arrêt appliqué par un opérateur, avec son motif. Les révélation" +
+	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
+	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
+	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
+	"e processus doit être un identifiant d’instance (un UUID).\x02L’action g" +
+	"roupée doit être désignée par son identifiant (un UUID).\x02Le curseur d" +
+	"e page est invalide\u202f: revenez à la première page.\x02Actions d’opér" +
+	"ateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l’act" +
+	"ion groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargeme" +
+	"nt montre où elle en est.\x02Console Relais\x02Langue\x02Aller au conten" +
+	"u\x02Navigation principale\x02État\x02Tâches externes\x02Instances\x02Pr" +
+	"ocessus\x02Trouver une instance ou une occurrence\x02identifiant ou clé " +
+	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en " +
+	"tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00" +
+	"\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechargeme" +
+	"nt toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique" +
+	"\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autorisé" +
+	"\x02Votre rôle ne permet de lire que les définitions et les processus" +
+	"\u202f: les tâches externes et les instances de processus sont réservées" +
+	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
+	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
+	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
+	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
+	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
+	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
+	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
+	"S_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opéra" +
+	"teur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulai" +
+	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
+	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
+	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
+	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
+	"istrateur l’identifiant de requête %[1]s.\x02Décompte des occurrences en" +
+	" cours\u202f; les décomptes s’afficheront quand vous rechargerez la page" +
+	".\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
+	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
+	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
+	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
+	"lent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement" +
+	"\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de trava" +
+	"il n’a jamais été figée.\x02Publications\x02Aucune publication pour l’in" +
+	"stant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des" +
+	" révisions\x02Liste chaque changement d’une révision à l’autre et ce qu’" +
+	"il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Change" +
+	"ment\x02Détail\x02Incompatible avec les processus\x02Incompatible avec l" +
+	"es exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
+	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
+	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
+	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
 	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
 	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
 	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
@@ -1610,209 +1619,212 @@ const frData string = "" + // Size: 28315 bytes
 	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
 	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le" +
 	"\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’erreur\x02Nœud de f" +
-	"in\x02Abandonnée au nœud\x02En échec au nœud\x02Statut inconnu\u202f: %[" +
-	"1]q.\x02Date de création\x02La taille de page doit être comprise entre 1" +
-	" et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir sur toutes les " +
-	"instances que ce filtre retient\x02La page suivante les compte et demand" +
-	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
-	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
-	"e ne correspond à ces filtres.\x02Tous les processus\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
-	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
-	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
-	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
-	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
-	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
-	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
-	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
-	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
-	"\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées" +
-	", nommées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucu" +
-	"ne entrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d" +
-	"\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce " +
-	"contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est te" +
-	"rminée sans aboutir.\x02Révéler — cette action est enregistrée\x02Dispon" +
-	"ible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin d" +
-	"u verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (ava" +
-	"nt toute tentative)\x02Son message\x02Message de Relais (en anglais)\x02" +
-	"Message de l’exécutant (ses propres termes, valeurs protégées masquées)" +
-	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
-	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
-	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s).\x02" +
-	"La destination n’a pas répondu dans le délai de l’appel.\x02L’échéance e" +
-	"st passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pa" +
-	"s le contrat de sorties de la révision.\x02Relais s’est arrêté pendant l" +
-	"’appel\u202f: on ignore si la destination a agi, elle n’est donc pas r" +
-	"appelée.\x02L’appel n’a pas pu être préparé.\x02La destination était inj" +
-	"oignable.\x02La réponse de la destination était trop volumineuse.\x02Le " +
-	"verrou de la dernière tentative a expiré sans tentative restante.\x02Les" +
-	" entrées n’ont pas pu être construites à partir des liaisons du processu" +
-	"s.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a s" +
-	"ignalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou u" +
-	"n budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La dest" +
-	"ination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02" +
-	"Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attent" +
-	"e d’être proposée de nouveau.\x02En attente de l’appel de Relais à la de" +
-	"stination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]" +
-	"s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
-	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
-	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
-	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
-	"1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1" +
-	"]s (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]" +
-	"s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx" +
-	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit" +
-	" être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de r" +
-	"èglement\x02Plus de filtres\u202f: instance, révision, consommateur, da" +
-	"tes\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, le" +
-	"s plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur e" +
-	"t exécutant\x02Prochaine tentative ou règlement\x02Aucune occurrence ne " +
-	"correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la défi" +
-	"nition %[1]s, sans les autres filtres\x02Totaux de toutes les définition" +
-	"s, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurren" +
-	"ce\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes" +
-	" sont actualisés toutes les quelques secondes.\x02révision %[1]d\x02régl" +
-	"ée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
-	"e suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
-	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
-	"dernier.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
-	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
-	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
-	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
-	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
-	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
-	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
-	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02Dé" +
-	"comptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques secondes." +
-	"\x02Seuls les administrateurs peuvent révéler une valeur sensible.\x02Ré" +
-	"vélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Révé" +
-	"lation impossible\x02Seule une valeur que cette page affiche masquée (se" +
-	"nsible) peut être révélée.\x02Les valeurs secrètes ne peuvent jamais êtr" +
-	"e révélées.\x02Cette page n’accepte pas cette requête.\x02Recherche\x02S" +
-	"aisissez un identifiant d’instance ou d’occurrence (un UUID, que les pag" +
-	"es affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le " +
-	"champ de recherche est vide.\x02C’est trop long pour être un identifiant" +
-	" ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
-	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
-	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
-	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
-	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
-	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
-	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
-	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
-	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
-	"eton.\x02Le jeton a été révoqué.\x02Révoquer le jeton %[1]d\x02Révoquer " +
-	"le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est ref" +
-	"usée et les sessions de console ouvertes avec lui prennent fin. C’est ir" +
-	"réversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
-	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
-	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
-	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
-	"\u202f: créez-en un autre avant de le révoquer.\x02sortie de routage\x02" +
-	"(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus ne tire cette définition\u202f: Relais appelle ses destina" +
-	"tions (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’es" +
-	"t connecté pour cette définition\u202f; aucune de ses occurrences n’en a" +
-	"ttend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
-	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
-	"mateur.\x02Ils prennent toutes les révisions accordées à leur consommate" +
-	"ur.\x02Ils ne prennent que la révision %[1]d.\x02Ils ne prennent que les" +
-	" révisions %[1]s."
+	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
+	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut in" +
+	"connu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être c" +
+	"omprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir " +
+	"sur toutes les instances que ce filtre retient\x02La page suivante les c" +
+	"ompte et demande un motif avant que rien ne change.\x02Instances de proc" +
+	"essus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
+	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
+	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
+	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
+	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
+	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
+	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
+	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
+	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
+	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
+	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00" +
+	"\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la rév" +
+	"ision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après" +
+	" le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occur" +
+	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
+	"tie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette " +
+	"action est enregistrée\x02Disponible à partir du\x02Prochaine tentative" +
+	"\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur" +
+	" (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02M" +
+	"essage de Relais (en anglais)\x02Message de l’exécutant (ses propres ter" +
+	"mes, valeurs protégées masquées)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
+	" le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le " +
+	"délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat" +
+	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
+	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
+	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
+	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
+	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
+	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
+	".\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative r" +
+	"estante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence" +
+	" n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle" +
+	" tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ve" +
+	"rrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atten" +
+	"te de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En att" +
+	"ente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais" +
+	" appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ver" +
+	"rou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1" +
+	"]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mu" +
+	"nie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)" +
+	".\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son ins" +
+	"tance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
+	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
+	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée av" +
+	"ec son jeton de règlement)\x02%[1]s (différée\u202f; réglée avec son jet" +
+	"on de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par" +
+	" %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse " +
+	"dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnu" +
+	"e\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02C" +
+	"onsommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: inst" +
+	"ance, révision, consommateur, dates\x02identifiant d’instance\x02Décompt" +
+	"es par statut\x02Occurrences, les plus récentes d’abord\x02Processus et " +
+	"nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou rè" +
+	"glement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les co" +
+	"nsommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
+	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les que" +
+	"lques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02di" +
+	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
+	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
+	"ignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]" +
+	"s\u202f: le premier jour vient après le dernier.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Le" +
+	"s décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les" +
+	" pages de détail\x02Les pages qui contiennent un formulaire, comme une c" +
+	"onfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les r" +
+	"églages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les v" +
+	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
+	"inglées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Le" +
+	"s versions de processus publiées\u202f: leurs nœuds, routes et révisions" +
+	" épinglées, dessinés.\x02Processus par clé\x02Versions, les plus récente" +
+	"s d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Pr" +
+	"ocessus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes sui" +
+	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
+	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
+	"s (étiquetées par leurs codes d’erreur). Chaque case indique combien d’o" +
+	"ccurrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds" +
+	"\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02" +
+	"Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrence" +
+	"s actuelles\x02Instances de ce processus\x02Les colonnes suivent le plus" +
+	" long chemin depuis le nœud de départ. Les flèches pleines sont les réus" +
+	"sites (étiquetées par leur route), les pointillées les échecs (étiquetée" +
+	"s par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version " +
+	"a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)." +
+	" Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompte" +
+	"s.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblem" +
+	"ent (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses ro" +
+	"utes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à parti" +
+	"r de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et déc" +
+	"omptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous re" +
+	"prend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
+	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
+	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
+	"\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloca" +
+	"ge (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’i" +
+	"nstance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle t" +
+	"entative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle " +
+	"tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02Décomptes au %[1]s (%[2]s)\u202f; actual" +
+	"isés toutes les quelques secondes.\x02Seuls les administrateurs peuvent " +
+	"révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consign" +
+	"é dans le journal d’audit.\x02Révélation impossible\x02Seule une valeur" +
+	" que cette page affiche masquée (sensible) peut être révélée.\x02Les val" +
+	"eurs secrètes ne peuvent jamais être révélées.\x02Méthode non autorisée" +
+	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
+	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
+	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
+	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
+	" métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s" +
+	"\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instance n" +
+	"’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant" +
+	" entier\u202f: les listes montrent la fin de chaque identifiant. Ouvrez " +
+	"la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes dé" +
+	"connecté.\x02Votre session avait pris fin (inactivité, déconnexion aille" +
+	"urs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière acti" +
+	"on n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre s" +
+	"ession a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou re" +
+	"démarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vo" +
+	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeto" +
+	"n\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre n" +
+	"avigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’ina" +
+	"ctivité.\x02Trop de connexions échouées depuis votre adresse. Réessayez " +
+	"dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jet" +
+	"on de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous ave" +
+	"c un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les " +
+	"administrateurs gèrent les jetons.\x02Jetons du personnel (administrateu" +
+	"rs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs " +
+	"se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête " +
+	"suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration" +
+	"\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas encor" +
+	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoq" +
+	"uer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
+	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
+	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
+	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
+	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
+	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
+	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
+	"quer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
+	"e sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
+	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
+	"\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page montre les" +
+	" %[2]d premières, le détail de l’API les donne toutes.\x02non fourni\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(" +
+	"%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Page invalide" +
+	"\x02Ce lien de page ne vient pas de la console.\x02Les exécutants connec" +
+	"tés par un flux, et ceux qui interrogent par leur dernière demande. Un e" +
+	"xécutant est listé tant qu’il s’est manifesté dans les trois derniers ba" +
+	"ttements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
+	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
+	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
+	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
+	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
+	"écutant se connecte ou interroge.\x02Aucun processus n’utilise cette dé" +
+	"finition en mode pull\u202f: Relais appelle ses destinations (push), ell" +
+	"e n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour c" +
+	"ette définition\u202f; aucune de ses occurrences n’en attend.\x14\x01" +
+	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
+	" %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; cert" +
+	"ains prennent toutes les révisions accordées à leur consommateur.\x02Tou" +
+	"tes les révisions accordées au consommateur sont prises en charge.\x02Se" +
+	"ule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s" +
+	" sont prises en charge."
 
-	// Total table size 55689 bytes (54KiB); checksum: 7AD209EA
+	// Total table size 56052 bytes (54KiB); checksum: 1D458E76
