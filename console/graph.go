@@ -224,6 +224,7 @@ func nodeBox(ctx context.Context, p *process.Process, name string, lines []strin
 		gn.Name = T(ctx, "held for an operator")
 		gn.Sub = T(ctx, "an incident: retry, abandon or stop")
 		gn.Href = ""
+		gn.Lines = lines
 		return gn
 	}
 	n := p.Nodes[name]

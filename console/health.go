@@ -30,6 +30,7 @@ type healthView struct {
 	Intro, AsOf                                      string
 	Missing                                          string
 	ChartLabel, ChartScope, ChartAllHref, ChartAll   string
+	ChartUnknown                                     string
 	Chart                                            chartView
 	TableCaption                                     string
 	HeadKey, HeadOpen, HeadHeld, HeadFailed, HeadLag string
@@ -127,7 +128,8 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		dh := h.Definitions[key]
 		open := byStatus[engine.StatusAvailable] + byStatus[engine.StatusReserved] + byStatus[engine.StatusDeferred]
 		row := definitionHealth{Key: key, Href: occurrenceFilter{Definition: key}.href(),
-			Open: number(ctx, open), OpenHref: occurrenceFilter{Definition: key, Status: engine.StatusAvailable}.href(),
+			// Open is three statuses; the definition's list counts each.
+			Open: number(ctx, open), OpenHref: occurrenceFilter{Definition: key}.href(),
 			Failed: number(ctx, byStatus[engine.StatusFailed]), FailedHref: occurrenceFilter{Definition: key, Status: engine.StatusFailed}.href(),
 			Held: number(ctx, 0), HeldHref: instanceFilter{Status: engine.InstanceHeld}.href(),
 			Lag:       "—",
@@ -178,6 +180,11 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		key := scope
 		v.ChartScope = T(ctx, "Definition %s", key)
 		v.ChartAllHref, v.ChartAll = healthPath+"#chart", T(ctx, "Show all definitions")
+		if !keys[key] {
+			// A mistyped key would otherwise draw an empty hour, as for a
+			// definition whose workers are idle.
+			v.ChartUnknown = T(ctx, "No definition %s has occurrences: check the key, or show all definitions.", key)
+		}
 	} else {
 		for _, dh := range h.Definitions {
 			for i, b := range dh.Buckets {

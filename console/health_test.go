@@ -74,6 +74,18 @@ func TestHealthPage(t *testing.T) {
 	if got := scoped.doc.Find(`svg[data-testid=chart] desc`).Text(); !strings.Contains(got, "0 completed, 3 failed") {
 		t.Errorf("scoped chart desc %q", got)
 	}
+	if got := text(scoped, "chart-unknown"); got != "" {
+		t.Errorf("a known definition's chart is said unknown: %q", got)
+	}
+	// A mistyped key says so rather than draw an idle hour.
+	if got := text(b.mustGet("/console/health?definition=charge_crad", 200), "chart-unknown"); !strings.Contains(got, "charge_crad") {
+		t.Errorf("an unknown definition's chart: notice %q, want one naming the key", got)
+	}
+	// Open counts three statuses: it links to the definition's list, whose
+	// counts by status show each, not to one of them.
+	if href, _ := r.doc.Find(`[data-testid=health-row][data-key="add_company_to_crm"] [data-testid=health-open]`).Attr("href"); href != "/console/occurrences?definition=add_company_to_crm" {
+		t.Errorf("open links to %q", href)
+	}
 }
 
 // TestProcessVersionGraph: the graph names every node and the hold, draws
@@ -105,8 +117,21 @@ func TestProcessVersionGraph(t *testing.T) {
 		}
 	}
 	charge := collapse(svg.Find(`[data-node=charge]`).Text())
-	if !strings.Contains(charge, "en échec 3") {
-		t.Errorf("charge node %q: want its 3 failed occurrences", charge)
+	if !strings.Contains(charge, "en échec 3") || !strings.Contains(charge, "instances bloquées\u202f: 2") {
+		t.Errorf("charge node %q: want its 3 failed occurrences, and the 2 instances held there", charge)
+	}
+	// The hold's box counts every incident of the version.
+	if hold := collapse(svg.Find(`[data-node="bloquée pour un opérateur"]`).Text()); !strings.Contains(hold, "instances bloquées\u202f: 2") {
+		t.Errorf("hold node %q: want the 2 held instances", hold)
+	}
+	var charged string
+	r.doc.Find(`[data-testid=node-counts]`).Each(func(_ int, s *goquery.Selection) {
+		if t := collapse(s.Text()); strings.Contains(t, "instances bloquées") {
+			charged = t
+		}
+	})
+	if !strings.Contains(charged, "instances bloquées 2") {
+		t.Errorf("node table: no held count (%q)", charged)
 	}
 	if svg.Find("[style]").Length() != 0 || strings.Contains(r.body, "style=") {
 		t.Error("the graph carries inline styles")

@@ -100,11 +100,11 @@ type bulkLink struct {
 type instanceListView struct {
 	Chrome chrome
 
-	FiltersLabel, ProcessLabel, StatusLabel, BusinessKeyLabel string
-	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref string
-	ProcessOptions, StatusOptions                             []option
-	Filter                                                    instanceFilter
-	Errors                                                    []string
+	FiltersLabel, ProcessLabel, StatusLabel, BusinessKeyLabel, BusinessKeyHint string
+	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref                  string
+	ProcessOptions, StatusOptions                                              []option
+	Filter                                                                     instanceFilter
+	Errors                                                                     []string
 
 	BulkLabel, BulkIntro string
 	Bulk                 []bulkLink
@@ -127,7 +127,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	v := instanceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), StatusLabel: T(ctx, "Status"),
-		BusinessKeyLabel: T(ctx, "Business key"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
+		BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,
 		Filter: f, Errors: errs,
 		BulkLabel:  T(ctx, "Act on every instance this filter matches"),

@@ -172,7 +172,7 @@ type occurrenceListView struct {
 
 	FiltersLabel, MoreFilters                                                 string
 	DefinitionLabel, StatusLabel, InstanceLabel, RevisionLabel, ConsumerLabel string
-	ProcessLabel, BusinessKeyLabel, ErrorCodeLabel                            string
+	ProcessLabel, BusinessKeyLabel, BusinessKeyHint, ErrorCodeLabel           string
 	CreatedLabel, SettledLabel, FromLabel, ToLabel                            string
 	Apply, Reset, ResetHref                                                   string
 	InstancePlaceholder                                                       string
@@ -207,7 +207,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		FiltersLabel: T(ctx, "Filters"), MoreFilters: T(ctx, "More filters: instance, revision, consumer, dates"),
 		DefinitionLabel: T(ctx, "Definition"), StatusLabel: T(ctx, "Status"),
 		InstanceLabel: T(ctx, "Process instance"), RevisionLabel: T(ctx, "Revision"), ConsumerLabel: T(ctx, "Consumer"),
-		ProcessLabel: T(ctx, "Process"), BusinessKeyLabel: T(ctx, "Business key"), ErrorCodeLabel: T(ctx, "Error code"),
+		ProcessLabel: T(ctx, "Process"), BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"), ErrorCodeLabel: T(ctx, "Error code"),
 		CreatedLabel: T(ctx, "Creation date"), SettledLabel: T(ctx, "Settlement date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		InstancePlaceholder: T(ctx, "instance id"),
 		Apply:               T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: homePath,

@@ -186,6 +186,18 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// Incidents: the instances held at each node, and all of them in the
+	// hold's box, where the graph's failure edges lead.
+	var held int64
+	for node, byStatus := range byNode {
+		if n := byStatus[engine.InstanceHeld]; n > 0 {
+			lines[node] = append(lines[node], heldLine(ctx, n))
+			held += n
+		}
+	}
+	if held > 0 {
+		lines[process.Hold] = []string{heldLine(ctx, held)}
+	}
 	if len(p.Nodes) > maxGraphNodes {
 		// Laying out takes more than linear time, and a drawing thousands
 		// of boxes wide shows nothing: the table below lists them all.
@@ -288,7 +300,16 @@ func nodeRowOf(ctx context.Context, p *process.Process, name string, byStatus ma
 			row.Counts = append(row.Counts, statusCount{Status: s, Label: statusLabel(ctx, s), Count: number(ctx, cnt)})
 		}
 	}
+	if cnt := byStatus[engine.InstanceHeld]; cnt > 0 {
+		row.Counts = append(row.Counts, statusCount{Status: engine.InstanceHeld, Label: T(ctx, "instances held"), Count: number(ctx, cnt)})
+	}
 	return row
+}
+
+// heldLine is a graph box's line for n held instances.
+func heldLine(ctx context.Context, n int64) string {
+	count := number(ctx, n)
+	return T(ctx, "instances held: %s", count)
 }
 
 // versionCountsByNode reads the version's occurrences by node and status

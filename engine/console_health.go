@@ -18,7 +18,8 @@ func (e *Engine) Now() time.Time {
 }
 
 // NodeCount is how many occurrences of one process version are in one
-// status at one node.
+// status at one node, or, with Status InstanceHeld, how many of its
+// instances are held at that node (incidents).
 type NodeCount struct {
 	Node   string
 	Status string
@@ -26,8 +27,8 @@ type NodeCount struct {
 }
 
 // CountOccurrencesByNode counts the occurrences of a process version per
-// node and status; reserved occurrences whose lock lapsed count as
-// available, as observations show them. It reads every occurrence of the
+// node and status, and its held instances per node; reserved occurrences
+// whose lock lapsed count as available, as observations show them. It reads every occurrence of the
 // version (from one index), so callers cache it.
 func (e *Engine) CountOccurrencesByNode(ctx context.Context, key string, version int) ([]NodeCount, error) {
 	v := int32(version)
@@ -67,6 +68,13 @@ func (e *Engine) CountOccurrencesByNode(ctx context.Context, key string, version
 		if n := byKey[k]; n > 0 {
 			out = append(out, NodeCount{Node: k[0], Status: k[1], Count: n})
 		}
+	}
+	held, err := e.q.InstanceHeldByNode(ctx, queries.InstanceHeldByNodeParams{ProcessKey: key, Version: v})
+	if err != nil {
+		return nil, wrap("count held instances by node", err)
+	}
+	for _, h := range held {
+		out = append(out, NodeCount{Node: h.Node, Status: InstanceHeld, Count: h.Count})
 	}
 	return out, nil
 }

@@ -39,399 +39,400 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              246,
-	"%[1]s %[2]s, %[3]s %[4]s":                 247,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          245,
-	"%[1]s; %[2]s":                             244,
-	"%d (0 lowest, 9 highest)":                 405,
-	"%d attempts":                              409,
-	"%d attempts, retry after %s, priority %d": 548,
+	"%[1]s %[2]s":                              247,
+	"%[1]s %[2]s, %[3]s %[4]s":                 248,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          246,
+	"%[1]s; %[2]s":                             245,
+	"%d (0 lowest, 9 highest)":                 407,
+	"%d attempts":                              411,
+	"%d attempts, retry after %s, priority %d": 550,
 	"%d breaking":                              187,
 	"%d changes":                               186,
-	"%d completed":                             242,
-	"%d d":                                     254,
-	"%d days":                                  268,
-	"%d failed":                                243,
-	"%d h":                                     253,
+	"%d completed":                             243,
+	"%d d":                                     255,
+	"%d days":                                  269,
+	"%d failed":                                244,
+	"%d h":                                     254,
 	"%d held instances match now.":             52,
-	"%d hours":                                 269,
-	"%d items":                                 611,
-	"%d left":                                  410,
-	"%d min":                                   252,
-	"%d minutes":                               270,
+	"%d hours":                                 270,
+	"%d items":                                 615,
+	"%d left":                                  412,
+	"%d min":                                   253,
+	"%d minutes":                               271,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 72,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              609,
-	"%d ms": 272,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         538,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 537,
-	"%d occurrences":                          486,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              613,
+	"%d ms": 273,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         540,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 539,
+	"%d occurrences":                          488,
 	"%d releases":                             206,
 	"%d running instances match now.":         59,
 	"%d running or held instances match now.": 61,
-	"%d s":       251,
-	"%d seconds": 271,
+	"%d s":       252,
+	"%d seconds": 272,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 77,
-	"%s (deferred; settled by %s)":                        463,
-	"%s (deferred; settled with its settle token)":        461,
-	"%s (deferred; settled with its settle token, as %s)": 462,
+	"%s (deferred; settled by %s)":                        465,
+	"%s (deferred; settled with its settle token)":        463,
+	"%s (deferred; settled with its settle token, as %s)": 464,
 	"%s (token #%d, %s)":                                  78,
-	"%s ago":                                              249,
-	"%s so far":                                           459,
-	"%s → %s":                                             543,
-	"%s, revision %s":                                     371,
-	"%s, version %s":                                      372,
-	"%s: %s":                                              241,
+	"%s ago":                                              250,
+	"%s so far":                                           461,
+	"%s → %s":                                             545,
+	"%s, revision %s":                                     373,
+	"%s, version %s":                                      374,
+	"%s: %s":                                              242,
 	"%s: %s → %s":                                         194,
-	"%s: a date is written 2026-12-01.":                   500,
-	"%s: the first day comes after the last.":             501,
-	"%s–%s":                                               240,
-	"(%d characters in all)":                              612,
-	"(each item)":                                         599,
-	"(worker %s)":                                         448,
-	"0 seconds":                                           267,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           575,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 441,
+	"%s: a date is written 2026-12-01.":                   502,
+	"%s: the first day comes after the last.":             503,
+	"%s–%s":                                               241,
+	"(%d characters in all)":                              616,
+	"(each item)":                                         603,
+	"(worker %s)":                                         450,
+	"0 seconds":                                           268,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           579,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 443,
 	"Abandon %d instances":                                           56,
 	"Abandon every held instance this filter matches":                54,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              305,
-	"Abandoned by %s at %s — “%s”":                                   297,
+	"Abandoned at node":                                              306,
+	"Abandoned by %s at %s — “%s”":                                   298,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 315,
+	"Act on every instance this filter matches": 317,
 	"Action":                              81,
 	"All actions":                         93,
-	"All consumers":                       483,
-	"All definitions":                     231,
-	"All processes":                       321,
-	"All statuses":                        322,
-	"All workers":                         627,
-	"An operator abandoned the instance.": 440,
+	"All consumers":                       485,
+	"All definitions":                     232,
+	"All processes":                       323,
+	"All statuses":                        324,
+	"All workers":                         631,
+	"An operator abandoned the instance.": 442,
 	"Apply filters":                       90,
-	"Apr":                                 258,
+	"Apr":                                 259,
 	"As of %s (%s); refreshed every few seconds.": 227,
-	"Attempts":                         376,
+	"Attempts":                         378,
 	"Audit log":                        87,
-	"Aug":                              262,
-	"Available from":                   418,
+	"Aug":                              263,
+	"Available from":                   420,
 	"Back to definitions":              125,
 	"Back to external tasks":           124,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              508,
+	"Back without saving":              510,
 	"Breaks processes":                 164,
 	"Breaks workers":                   165,
 	"Bulk %s applied to %d instances.": 76,
 	"Bulk action":                      85,
 	"Business key":                     69,
-	"Call timeout":                     406,
-	"Camunda 7 facade":                 631,
-	"Cancelled: the instance was stopped (%s).":               458,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 457,
+	"Call timeout":                     408,
+	"Camunda 7 facade":                 635,
+	"Cancelled: the instance was stopped (%s).":               460,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 459,
 	"Cannot act on this filter":                               73,
-	"Cannot reveal":                                           555,
+	"Cannot reveal":                                           559,
 	"Change":                                                  162,
 	"Changes between the two revisions":                       174,
 	"Changes of the Working copy since revision %d":           183,
 	"Choose two existing revisions to compare.":               184,
 	"Classification":                                          140,
 	"Clear filters":                                           91,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            532,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 523,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            534,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 525,
 	"Compare":              161,
 	"Compare revisions":    157,
-	"Completed":            239,
-	"Completed (%s).":      453,
+	"Completed":            240,
+	"Completed (%s).":      455,
 	"Completed, last hour": 224,
-	"Completions and failures per 5 minutes, last hour: %s":    232,
-	"Completions and failures per 5-minute slot, oldest first": 237,
+	"Completions and failures per 5 minutes, last hour: %s":    233,
+	"Completions and failures per 5-minute slot, oldest first": 238,
 	"Completions and failures, last hour":                      217,
-	"Connected":                                                623,
+	"Connected":                                                627,
 	"Constraints":                                              141,
-	"Consumer":                                                 378,
-	"Consumer and worker":                                      480,
+	"Consumer":                                                 380,
+	"Consumer and worker":                                      482,
 	"Counting the occurrences; the counts appear when you reload the page.": 135,
 	"Counts are unavailable right now.":                                     136,
-	"Counts as of %s (%s); refreshed every few seconds.":                    552,
-	"Counts by status": 476,
-	"Created":          283,
+	"Counts as of %s (%s); refreshed every few seconds.":                    556,
+	"Counts by status": 478,
+	"Created":          284,
 	"Created from":     70,
-	"Created on":       580,
+	"Created on":       584,
 	"Created to":       71,
-	"Creation date":    310,
-	"Dates":            374,
-	"Deadline":         403,
-	"Dec":              266,
-	"Deferred":         422,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 452,
+	"Creation date":    311,
+	"Dates":            376,
+	"Deadline":         405,
+	"Dec":              267,
+	"Deferred":         424,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 454,
 	"Definition":         219,
 	"Definition %s":      143,
 	"Definitions":        110,
 	"Definitions by key": 201,
-	"Definitions served": 621,
+	"Definitions served": 625,
 	"Definitions, those needing attention first": 218,
 	"Description":          142,
-	"Destination":          390,
-	"Destination’s answer": 383,
+	"Destination":          392,
+	"Destination’s answer": 385,
 	"Detail":               163,
 	"Digest":               177,
 	"Display settings":     115,
 	"Display settings: ":   116,
-	"Duration":             382,
+	"Duration":             384,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 216,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  62,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     55,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 51,
-	"End node":                    304,
-	"End node or error":           319,
-	"Ended":                       300,
-	"Error":                       479,
-	"Error (before any attempt)":  424,
-	"Error code":                  303,
-	"Error message":               385,
-	"Every %d seconds":            512,
-	"Every attempt, oldest first": 377,
+	"End node":                    305,
+	"End node or error":           321,
+	"Ended":                       301,
+	"Error":                       481,
+	"Error (before any attempt)":  426,
+	"Error code":                  304,
+	"Error message":               387,
+	"Every %d seconds":            514,
+	"Every attempt, oldest first": 379,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 88,
-	"Expired token":                        586,
-	"Expires":                              582,
+	"Expired token":                        590,
+	"Expires":                              586,
 	"External tasks":                       104,
 	"Failed":                               222,
-	"Failed (%s).":                         456,
-	"Failed at node":                       306,
-	"Failed occurrence":                    302,
+	"Failed (%s).":                         458,
+	"Failed at node":                       307,
+	"Failed occurrence":                    303,
 	"Failed, last hour":                    225,
-	"Feb":                                  256,
+	"Feb":                                  257,
 	"Field":                                137,
 	"Filter":                               45,
 	"Filters":                              89,
 	"Find":                                 109,
 	"Find an instance or occurrence":       107,
-	"Finished":                             381,
-	"First page":                           498,
+	"Finished":                             383,
+	"First page":                           500,
 	"Follow it in the audit log (new tab)": 49,
 	"Form refused":                         129,
 	"From revision":                        159,
 	"From revision %d to revision %d:":     185,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   522,
-	"Graph of %s":             536,
-	"HTTP 2xx, unusable body": 465,
+	"Graph":                   524,
+	"Graph of %s":             538,
+	"HTTP 2xx, unusable body": 467,
 	"Health":                  103,
-	"Held at node":            301,
+	"Held at node":            302,
 	"Held instances":          221,
-	"ID":                      578,
-	"In flight":               622,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 233,
+	"ID":                      582,
+	"In flight":               626,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 234,
 	"Inputs":                     167,
 	"Inputs of revision %d":      178,
 	"Inputs of the working copy": 169,
-	"Inputs the instance was started with, labelled by process version %d's contract": 291,
-	"Inputs, labelled by revision %d's contract":                                      411,
-	"Instance":                  318,
+	"Inputs the instance was started with, labelled by process version %d's contract": 292,
+	"Inputs, labelled by revision %d's contract":                                      413,
+	"Instance":                  320,
 	"Instances":                 105,
-	"Instances of this process": 531,
-	"Invalid page":              615,
+	"Instances of this process": 533,
+	"Invalid page":              619,
 	"Invalid request":           122,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   454,
-	"Its instance went on along the node’s error path.":                                                                     455,
-	"Its message": 425,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      592,
+	"Its instance is held here, waiting for an operator.":                                                                   456,
+	"Its instance went on along the node’s error path.":                                                                     457,
+	"Its message": 427,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      596,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     255,
-	"Jul":                     261,
-	"Jun":                     260,
-	"Keep it":                 594,
+	"Jan":                     256,
+	"Jul":                     262,
+	"Jun":                     261,
+	"Keep it":                 598,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     202,
-	"Kind":                    526,
+	"Kind":                    528,
 	"Language":                100,
-	"Last error (attempt %d)": 423,
-	"Last reserved":           420,
+	"Last error (attempt %d)": 425,
+	"Last reserved":           422,
 	"Last saved":              148,
-	"Last seen":               624,
-	"Last used":               581,
+	"Last seen":               628,
+	"Last used":               585,
 	"Latest revision":         203,
 	"Lists every change from one revision to another, and whom it may break.": 158,
-	"Local time at %s": 510,
-	"Lock expired %s — waiting to be offered again.": 445,
-	"Lock expires":                     421,
+	"Local time at %s": 512,
+	"Lock expired %s — waiting to be offered again.": 447,
+	"Lock expires":                     423,
 	"Main navigation":                  102,
-	"Mar":                              257,
-	"Maximum attempts":                 399,
-	"May":                              259,
-	"Message from Relais (in English)": 426,
-	"Message from the service (its own words, protected values masked)": 427,
-	"Method not allowed": 558,
-	"Mode":               397,
-	"More filters: instance, revision, consumer, dates": 474,
-	"Name":                               146,
-	"Never":                              511,
-	"Next attempt":                       419,
-	"Next attempt or settled":            481,
-	"Next node":                          282,
-	"Next page":                          497,
-	"No definition has occurrences yet.": 226,
-	"No definition yet.":                 205,
-	"No inputs.":                         168,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 565,
-	"No instance matches these filters.": 320,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 564,
-	"No occurrence matches these filters.":                                                   482,
+	"Mar":                              258,
+	"Maximum attempts":                 401,
+	"May":                              260,
+	"Message from Relais (in English)": 428,
+	"Message from the service (its own words, protected values masked)": 429,
+	"Method not allowed": 562,
+	"Mode":               399,
+	"More filters: instance, revision, consumer, dates": 476,
+	"Name":                    146,
+	"Never":                   513,
+	"Next attempt":            421,
+	"Next attempt or settled": 483,
+	"Next node":               283,
+	"Next page":               499,
+	"No definition %s has occurrences: check the key, or show all definitions.": 231,
+	"No definition has occurrences yet.":                                        226,
+	"No definition yet.":                                                        205,
+	"No inputs.":                                                                168,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 569,
+	"No instance matches these filters.": 322,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 568,
+	"No occurrence matches these filters.":                                                   484,
 	"No operator action matches.":                                                            92,
-	"No operator has acted on this instance.":                                                287,
-	"No outputs yet: the occurrence has not completed.":                                      414,
+	"No operator has acted on this instance.":                                                288,
+	"No outputs yet: the occurrence has not completed.":                                      416,
 	"No outputs.": 171,
-	"No outputs: the occurrence ended without completing.":                                                         416,
-	"No process is published yet.":                                                                                 517,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              635,
+	"No outputs: the occurrence ended without completing.":                                                         418,
+	"No process is published yet.":                                                                                 519,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              639,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
 	"No release yet.": 152,
 	"No revision yet: the Working copy has never been snapshotted.":          150,
-	"No service ever reserved this occurrence: it ended before any attempt.": 389,
-	"No service has reserved this occurrence yet.":                           386,
-	"No token.": 589,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 636,
-	"No worker is connected.":           625,
-	"No worker serves this definition.": 628,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 634,
-	"Node":                  279,
+	"No service ever reserved this occurrence: it ended before any attempt.": 391,
+	"No service has reserved this occurrence yet.":                           388,
+	"No token.": 593,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 640,
+	"No worker is connected.":           629,
+	"No worker serves this definition.": 632,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 638,
+	"Node":                  280,
 	"Node %s":               215,
-	"Nodes":                 524,
-	"Nodes of this version": 533,
-	"Nodes of this version, with their occurrences now": 525,
-	"Nodes reached, in order":                           278,
+	"Nodes":                 526,
+	"Nodes of this version": 535,
+	"Nodes of this version, with their occurrences now": 527,
+	"Nodes reached, in order":                           279,
 	"Not allowed":                                       120,
 	"Not found":                                         128,
 	"Notes":                                             155,
 	"Nothing exists at this address, or it is not visible to you.": 126,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             562,
-	"Nov":                       265,
-	"Now":                       395,
-	"Occurrence":                280,
-	"Occurrence %s":             373,
+	"Nothing to find: the search box is empty.":                             566,
+	"Nov":                       266,
+	"Now":                       397,
+	"Occurrence":                281,
+	"Occurrence %s":             375,
 	"Occurrence offered again":  84,
-	"Occurrences now":           530,
-	"Occurrences, newest first": 477,
-	"Oct":                       264,
-	"Offered from %s — %s.":     444,
+	"Occurrences now":           532,
+	"Occurrences, newest first": 479,
+	"Oct":                       265,
+	"Offered from %s — %s.":     446,
 	"Oldest claimable waits":    223,
-	"On error":                  529,
-	"On success":                528,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 556,
-	"Only administrators manage tokens.":                                  576,
-	"Only administrators may reveal a sensitive value.":                   553,
+	"On error":                  531,
+	"On success":                530,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 560,
+	"Only administrators manage tokens.":                                  580,
+	"Only administrators may reveal a sensitive value.":                   557,
 	"Open":             220,
-	"Operator actions": 275,
-	"Operator actions on this instance, newest first": 288,
+	"Operator actions": 276,
+	"Operator actions on this instance, newest first": 289,
 	"Operator actions, newest first":                  97,
-	"Outcome":                                         384,
+	"Outcome":                                         386,
 	"Outputs":                                         170,
 	"Outputs of revision %d":                          179,
 	"Outputs of the working copy":                     172,
-	"Outputs, labelled by revision %d's contract":     413,
-	"Pages": 495,
-	"Pages with a form, such as a confirmation, never reload on their own.": 506,
-	"Path":                            276,
-	"Pinned revision":                 527,
-	"Policy":                          375,
-	"Previous page":                   496,
-	"Priority":                        404,
+	"Outputs, labelled by revision %d's contract":     415,
+	"Pages": 497,
+	"Pages with a form, such as a confirmation, never reload on their own.": 508,
+	"Path":                            277,
+	"Pinned revision":                 529,
+	"Policy":                          377,
+	"Previous page":                   498,
+	"Priority":                        406,
 	"Process":                         67,
-	"Process %s":                      519,
-	"Process and node":                478,
-	"Process inputs":                  290,
+	"Process %s":                      521,
+	"Process and node":                480,
+	"Process inputs":                  291,
 	"Process instance":                83,
-	"Process instance %s":             273,
-	"Process instances":               312,
-	"Process instances, newest first": 317,
+	"Process instance %s":             274,
+	"Process instances":               313,
+	"Process instances, newest first": 319,
 	"Processes":                       106,
-	"Processes by key":                515,
-	"Protocol":                        620,
+	"Processes by key":                517,
+	"Protocol":                        624,
 	"Published":                       156,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 513,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       514,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 515,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       516,
 	"Reason": 82,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            398,
-	"Recorded operator actions":                             286,
+	"Reason given by the worker":                            400,
+	"Recorded operator actions":                             287,
 	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            392,
-	"Relais is calling the destination (since %s).":         449,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 394,
-	"Relais never called the destination: the occurrence ended before any call.":                           393,
+	"Relais has not called the destination yet.":            394,
+	"Relais is calling the destination (since %s).":         451,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 396,
+	"Relais never called the destination: the occurrence ended before any call.":                           395,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 434,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 436,
 	"Release":                             153,
 	"Releases":                            151,
 	"Releases, oldest first":              173,
-	"Reload lists and detail pages":       505,
-	"Replica":                             391,
+	"Reload lists and detail pages":       507,
+	"Replica":                             393,
 	"Required":                            139,
-	"Reserved":                            380,
-	"Reserved by %s.":                     451,
-	"Reserved by %s; lock until %s — %s.": 450,
-	"Retried by %s at %s — “%s”":          298,
+	"Reserved":                            382,
+	"Reserved by %s.":                     453,
+	"Reserved by %s; lock until %s — %s.": 452,
+	"Retried by %s at %s — “%s”":          299,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            401,
+	"Retries":            403,
 	"Retry %d instances": 53,
-	"Retry at %s — %s.":  443,
-	"Retry delay":        400,
+	"Retry at %s — %s.":  445,
+	"Retry delay":        402,
 	"Retry every held instance this filter matches": 50,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         396,
+	"Retry or abandon it from its instance":         398,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 428,
+	"Retryable": 430,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 417,
-	"Revealed by %s at %s; recorded in the audit log.": 554,
+	"Reveal — this is recorded": 419,
+	"Revealed by %s at %s; recorded in the audit log.": 558,
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 638,
-	"Revoke the %s token “%s”?": 591,
-	"Revoke the token":          593,
-	"Revoke token %d":           590,
-	"Revoke…":                   587,
-	"Role":                      579,
-	"Route":                     281,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 642,
+	"Revoke the %s token “%s”?": 595,
+	"Revoke the token":          597,
+	"Revoke token %d":           594,
+	"Revoke…":                   591,
+	"Role":                      583,
+	"Route":                     282,
 	"Routing output":            147,
-	"Rows %s–%s":                499,
-	"Save settings":             507,
+	"Rows %s–%s":                501,
+	"Save settings":             509,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               560,
-	"Secret values can never be revealed.": 557,
-	"Sep":                                  263,
-	"Served by %d workers":                 637,
+	"Search":                               564,
+	"Secret values can never be revealed.": 561,
+	"Sep":                                  264,
+	"Served by %d workers":                 641,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              284,
-	"Settlement date":      473,
+	"Settled":              285,
+	"Settlement date":      475,
 	"Show all definitions": 230,
-	"Show times in":        503,
+	"Show times in":        505,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 98,
-	"Sign in": 569,
-	"Sign in with an operator, designer or administrator token.": 570,
+	"Sign in": 573,
+	"Sign in with an operator, designer or administrator token.": 574,
 	"Sign out":             114,
 	"Signed in as %s (%s)": 113,
 	"Since revision %d:":   181,
 	"Skip to content":      101,
-	"Slot":                 238,
+	"Slot":                 239,
 	"Snapshotted":          176,
 	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 577,
-	"Staff tokens, oldest first": 583,
-	"Start node":                 521,
-	"Started":                    299,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 581,
+	"Staff tokens, oldest first": 587,
+	"Start node":                 523,
+	"Started":                    300,
 	"Status":                     68,
 	"Stop %d instances":          63,
 	"Stop every held instance this filter matches":            57,
@@ -444,246 +445,249 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              296,
+	"Stopped by %s at %s — “%s”":                              297,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   295,
-	"Summary": 274,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   296,
+	"Summary": 275,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
 	"Temporarily unavailable":                         131,
-	"That is too long to be an id or a business key.": 563,
+	"That is too long to be an id or a business key.": 567,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
 	"The bulk action must be its id (a UUID).":                   95,
-	"The call could not be prepared.":                            435,
-	"The chart’s numbers":                                        236,
+	"The call could not be prepared.":                            437,
+	"The chart’s numbers":                                        237,
 	"The confirmed count is missing: start again from the list.": 74,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           134,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      504,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      506,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 75,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
-	"The deadline passed before a result arrived.":                                                                                432,
-	"The destination answered HTTP %s.":                                                                                           442,
-	"The destination could not be reached.":                                                                                       436,
-	"The destination did not answer within the call’s timeout (%s).":                                                              430,
-	"The destination did not answer within the call’s timeout.":                                                                   431,
-	"The destination’s answer was too large.":                                                                                     437,
+	"The deadline passed before a result arrived.":                                                                                434,
+	"The destination answered HTTP %s.":                                                                                           444,
+	"The destination could not be reached.":                                                                                       438,
+	"The destination did not answer within the call’s timeout (%s).":                                                              432,
+	"The destination did not answer within the call’s timeout.":                                                                   433,
+	"The destination’s answer was too large.":                                                                                     439,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
-	"The inputs could not be built from the process’s bindings.":                                                                  439,
-	"The last attempt’s lock expired with no attempt left.":                                                                       438,
-	"The next page counts them and asks for a reason before anything changes.":                                                    316,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        277,
+	"The inputs could not be built from the process’s bindings.":                                                                  441,
+	"The last attempt’s lock expired with no attempt left.":                                                                       440,
+	"The next page counts them and asks for a reason before anything changes.":                                                    318,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                        278,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                145,
 	"The page cursor is invalid: go back to the first page.":                                                                      96,
-	"The page size must be between 1 and %d.":                                                                                     311,
+	"The page size must be between 1 and %d.":                                                                                     312,
 	"The process instance must be an instance id (a UUID).":                                                                       94,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   433,
-	"The revision must be a whole number, 1 or more.":                                                                             471,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                 597,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 572,
+	"The result did not match the revision's outputs contract.":                                                                   435,
+	"The revision must be a whole number, 1 or more.":                                                                             473,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                 601,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 576,
 	"These revisions have the same contracts.":                                                                                    166,
-	"These settings are kept in this browser only.":                                                                               502,
-	"They take every revision their consumer is granted.":                                                                         639,
-	"They take revision %d only.":                                                                                                 640,
-	"They take revisions %s only.":                                                                                                641,
-	"This contract has no inputs.":                                                                                                412,
-	"This contract has no outputs.":                                                                                               415,
+	"These settings are kept in this browser only.":                                                                               504,
+	"They take every revision their consumer is granted.":                                                                         643,
+	"They take revision %d only.":                                                                                                 644,
+	"They take revisions %s only.":                                                                                                645,
+	"This contract has no inputs.":                                                                                                414,
+	"This contract has no outputs.":                                                                                               417,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   285,
+	"This instance has not reached a task yet.":                   286,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 293,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 294,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 294,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 295,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            596,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           595,
-	"This page does not accept that request.":     559,
-	"This page link is not one the console made.": 616,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            600,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           599,
+	"This page does not accept that request.":     563,
+	"This page link is not one the console made.": 620,
 	"This page reloads every %d seconds.":         119,
-	"This process takes no inputs.":               292,
+	"This process takes no inputs.":               293,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 574,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 534,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            535,
+	"This token is unknown or has been revoked.": 578,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 536,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            537,
 	"Times in %s · no auto-reload":    118,
 	"Times in %s · reload every %d s": 117,
 	"To revision":                     160,
-	"Token":                           571,
+	"Token":                           575,
 	"Tokens":                          112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 573,
-	"Totals of all definitions, not narrowed by the other filters":         485,
-	"Totals of definition %s, not narrowed by the other filters":           484,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 577,
+	"Totals of all definitions, not narrowed by the other filters":         487,
+	"Totals of definition %s, not narrowed by the other filters":           486,
 	"Type": 138,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 561,
-	"UTC (coordinated universal time)": 509,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 565,
+	"UTC (coordinated universal time)": 511,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                472,
-	"Unknown status %q.":               309,
-	"Value":                            289,
-	"Version":                          520,
-	"Versions, newest first":           516,
-	"Waiting for Relais to call the destination since %s (%s).": 446,
-	"Waiting for a worker since %s (%s).":                       447,
+	"Unknown consumer.":                474,
+	"Unknown status %q.":               310,
+	"Value":                            290,
+	"Version":                          522,
+	"Versions, newest first":           518,
+	"Waiting for Relais to call the destination since %s (%s).": 448,
+	"Waiting for a worker since %s (%s).":                       449,
 	"When":                                                      79,
 	"Who":                                                       80,
-	"Whole message":                                             388,
-	"Worker":                                                    619,
-	"Worker id":                                                 379,
+	"Whole message":                                             390,
+	"Worker":                                                    623,
+	"Worker id":                                                 381,
 	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        617,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        621,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 618,
-	"Workers serving %s":                   626,
+	"Workers seen within three heartbeats": 622,
+	"Workers serving %s":                   630,
 	"Working copy":                         144,
-	"You are signed out.":                  566,
+	"You are signed out.":                  570,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 567,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      568,
-	"[redacted]":                          470,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 571,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      572,
+	"[redacted]":                          472,
 	"abandon":                             4,
-	"administrator":                       349,
+	"administrator":                       351,
 	"an incident: retry, abandon or stop": 210,
-	"answer too large":                    468,
+	"answer too large":                    470,
 	"any":                                 66,
-	"any other code → %s":                 546,
+	"any other code → %s":                 548,
 	"any other error":                     208,
-	"as of %s (%s); counts are refreshed every few seconds.": 487,
-	"at least %d characters":                                 600,
-	"at least %d items":                                      607,
-	"at most %d":                                             407,
-	"at most %d characters":                                  601,
-	"at most %d items":                                       608,
-	"at most %d since the last operator retry":               408,
-	"available":                                              323,
-	"boolean":                                                336,
-	"call in progress since":                                 492,
-	"cancelled":                                              326,
-	"choice":                                                 339,
-	"claimable since":                                        491,
+	"as of %s (%s); counts are refreshed every few seconds.": 489,
+	"at least %d characters":                                 604,
+	"at least %d items":                                      611,
+	"at most %d":                                             409,
+	"at most %d characters":                                  605,
+	"at most %d items":                                       612,
+	"at most %d since the last operator retry":               410,
+	"available":                                              325,
+	"boolean":                                                338,
+	"call in progress since":                                 494,
+	"cancelled":                                              328,
+	"choice":                                                 341,
+	"claimable since":                                        493,
 	"claimable since %s":                                     228,
-	"classification changed":                                 360,
-	"completed":                                              234,
-	"constraint changed":                                     361,
-	"consumer":                                               352,
-	"consumer #%s":                                           460,
-	"date":                                                   337,
-	"date and time":                                          338,
-	"deadline %s":                                            549,
-	"deferred":                                               325,
-	"deferred since":                                         494,
+	"classification changed":                                 362,
+	"completed":                                              235,
+	"constraint changed":                                     363,
+	"consumer":                                               354,
+	"consumer #%s":                                           462,
+	"date":                                                   339,
+	"date and time":                                          340,
+	"deadline %s":                                            551,
+	"deferred":                                               327,
+	"deferred since":                                         496,
 	"deleted":                                                86,
-	"designer":                                               351,
-	"disconnected":                                           332,
-	"end (completes)":                                        541,
-	"end (fails)":                                            542,
+	"designer":                                               353,
+	"disconnected":                                           334,
+	"end (completes)":                                        543,
+	"end (fails)":                                            544,
 	"end: completes the instance":                            211,
 	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 632,
-	"expired":                                                329,
-	"failed":                                                 235,
-	"fails the instance":                                     547,
-	"field added":                                            355,
-	"field removed":                                          356,
-	"format":                                                 366,
-	"format %s":                                              603,
-	"from":                                                   313,
-	"held":                                                   328,
+	"every revision its consumer is granted":                 636,
+	"exact, case-sensitive":                                  314,
+	"expired":                                                331,
+	"failed":                                                 236,
+	"fails the instance":                                     549,
+	"field added":                                            357,
+	"field removed":                                          358,
+	"format":                                                 368,
+	"format %s":                                              607,
+	"from":                                                   315,
+	"held":                                                   330,
 	"held for an operator":                                   209,
-	"held, then abandoned by an operator":                    308,
-	"held, then stopped by an operator":                      307,
-	"hold (an incident for an operator)":                     545,
+	"held, then abandoned by an operator":                    309,
+	"held, then stopped by an operator":                      308,
+	"hold (an incident for an operator)":                     547,
 	"id or business key":                                     108,
-	"in %s":                                                  248,
-	"in progress":                                            387,
-	"instance id":                                            475,
-	"integer":                                                334,
-	"just now":                                               250,
-	"list":                                                   341,
-	"lock until":                                             493,
-	"long polling":                                           630,
+	"in %s":                                                  249,
+	"in progress":                                            389,
+	"instance id":                                            477,
+	"instances held":                                         554,
+	"instances held: %s":                                     555,
+	"integer":                                                336,
+	"just now":                                               251,
+	"list":                                                   343,
+	"lock until":                                             495,
+	"long polling":                                           634,
 	"long wait":                                              229,
-	"maximum":                                                368,
-	"maximum %s":                                             605,
-	"maximum items":                                          370,
-	"maximum length":                                         364,
-	"minimum":                                                367,
-	"minimum %s":                                             604,
-	"minimum items":                                          369,
-	"minimum length":                                         363,
-	"never":                                                  584,
-	"next attempt":                                           490,
-	"no":                                                     354,
-	"no answer within the timeout":                           466,
-	"no connection":                                          467,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 429,
+	"maximum":                                                370,
+	"maximum %s":                                             609,
+	"maximum items":                                          372,
+	"maximum length":                                         366,
+	"minimum":                                                369,
+	"minimum %s":                                             608,
+	"minimum items":                                          371,
+	"minimum length":                                         365,
+	"never":                                                  588,
+	"next attempt":                                           492,
+	"no":                                                     356,
+	"no answer within the timeout":                           468,
+	"no connection":                                          469,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 431,
 	"none":     199,
 	"none yet": 204,
-	"none: a failed call takes the node’s error path": 402,
-	"normal":                          342,
-	"not provided":                    610,
-	"not yet":                         585,
-	"null":                            613,
-	"number":                          335,
-	"object":                          340,
+	"none: a failed call takes the node’s error path": 404,
+	"normal":                          344,
+	"not provided":                    614,
+	"not yet":                         589,
+	"null":                            617,
+	"number":                          337,
+	"object":                          342,
 	"on error":                        207,
-	"one of: %s":                      606,
-	"operator":                        350,
+	"one of: %s":                      610,
+	"operator":                        352,
 	"optional %s field of type %s":    196,
 	"optional field of type %s":       198,
 	"optional → required":             189,
-	"pattern":                         365,
-	"pattern %s":                      602,
-	"pull":                            539,
+	"pattern":                         367,
+	"pattern %s":                      606,
+	"pull":                            541,
 	"pull %s":                         214,
-	"pull (the service fetches it)":   347,
+	"pull (the service fetches it)":   349,
 	"push %s":                         213,
-	"push (Relais calls the service)": 348,
-	"push to %s":                      540,
-	"rejected":                        330,
-	"released":                        331,
+	"push (Relais calls the service)": 350,
+	"push to %s":                      542,
+	"rejected":                        332,
+	"released":                        333,
 	"required %s field of type %s":    195,
-	"required changed":                358,
+	"required changed":                360,
 	"required field of type %s":       197,
 	"required → optional":             190,
-	"reserved":                        324,
+	"reserved":                        326,
 	"retry":                           3,
-	"revision %d":                     488,
-	"revisions %s":                    633,
-	"routing changed":                 362,
-	"routing output":                  598,
+	"revision %d":                     490,
+	"revisions %s":                    637,
+	"routing changed":                 364,
+	"routing output":                  602,
 	"routing output %s → %s":          188,
-	"running":                         327,
-	"secret":                          344,
-	"sensitive":                       343,
-	"settled":                         489,
+	"running":                         329,
+	"secret":                          346,
+	"sensitive":                       345,
+	"settled":                         491,
 	"stop":                            5,
-	"stream":                          629,
-	"text":                            333,
+	"stream":                          633,
+	"text":                            335,
 	"the contracts are the same (the name or a description changed).": 182,
-	"this session":             588,
-	"timeout %s":               550,
-	"timeout %s (the default)": 551,
-	"to":                       314,
-	"type changed":             357,
-	"unexpected value":         614,
-	"unknown":                  469,
+	"this session":             592,
+	"timeout %s":               552,
+	"timeout %s (the default)": 553,
+	"to":                       316,
+	"type changed":             359,
+	"unexpected value":         618,
+	"unknown":                  471,
 	"values added: %s":         191,
-	"values changed":           359,
+	"values changed":           361,
 	"values removed: %s":       192,
 	"values reordered":         193,
-	"version %d":               518,
-	"waiting":                  464,
-	"yes":                      353,
-	"••• hidden (secret)":      346,
-	"••• hidden (sensitive)":   345,
-	"→ %s":                     544,
+	"version %d":               520,
+	"waiting":                  466,
+	"yes":                      355,
+	"••• hidden (secret)":      348,
+	"••• hidden (sensitive)":   347,
+	"→ %s":                     546,
 }
 
-var enIndex = []uint32{ // 643 elements
+var enIndex = []uint32{ // 647 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -750,125 +754,126 @@ var enIndex = []uint32{ // 643 elements
 	// Entry E0 - FF
 	0x00002399, 0x000023ae, 0x000023c0, 0x000023e3,
 	0x00002415, 0x0000242b, 0x00002435, 0x0000244a,
-	0x0000245a, 0x00002493, 0x000024e7, 0x000024f1,
-	0x000024f8, 0x0000250e, 0x00002547, 0x0000254c,
-	0x00002556, 0x00002564, 0x00002571, 0x0000259a,
-	0x000025bd, 0x000025ca, 0x000025ea, 0x000025f6,
-	0x0000260f, 0x00002618, 0x00002622, 0x0000262b,
-	0x00002633, 0x0000263d, 0x00002645, 0x0000264d,
+	0x00002497, 0x000024a7, 0x000024e0, 0x00002534,
+	0x0000253e, 0x00002545, 0x0000255b, 0x00002594,
+	0x00002599, 0x000025a3, 0x000025b1, 0x000025be,
+	0x000025e7, 0x0000260a, 0x00002617, 0x00002637,
+	0x00002643, 0x0000265c, 0x00002665, 0x0000266f,
+	0x00002678, 0x00002680, 0x0000268a, 0x00002692,
 	// Entry 100 - 11F
-	0x00002651, 0x00002655, 0x00002659, 0x0000265d,
-	0x00002661, 0x00002665, 0x00002669, 0x0000266d,
-	0x00002671, 0x00002675, 0x00002679, 0x0000267d,
-	0x00002687, 0x000026a5, 0x000026c5, 0x000026e9,
-	0x0000270d, 0x00002716, 0x0000272d, 0x00002735,
-	0x00002746, 0x0000274b, 0x00002790, 0x000027a8,
-	0x000027ad, 0x000027b8, 0x000027be, 0x000027c8,
-	0x000027d0, 0x000027d8, 0x00002802, 0x0000281c,
+	0x0000269a, 0x0000269e, 0x000026a2, 0x000026a6,
+	0x000026aa, 0x000026ae, 0x000026b2, 0x000026b6,
+	0x000026ba, 0x000026be, 0x000026c2, 0x000026c6,
+	0x000026ca, 0x000026d4, 0x000026f2, 0x00002712,
+	0x00002736, 0x0000275a, 0x00002763, 0x0000277a,
+	0x00002782, 0x00002793, 0x00002798, 0x000027dd,
+	0x000027f5, 0x000027fa, 0x00002805, 0x0000280b,
+	0x00002815, 0x0000281d, 0x00002825, 0x0000284f,
 	// Entry 120 - 13F
-	0x00002844, 0x00002874, 0x0000287a, 0x00002889,
-	0x000028dc, 0x000028fa, 0x00002a1c, 0x00002adb,
-	0x00002b32, 0x00002b5c, 0x00002b88, 0x00002bb2,
-	0x00002bba, 0x00002bc0, 0x00002bcd, 0x00002bdf,
-	0x00002bea, 0x00002bf3, 0x00002c05, 0x00002c14,
-	0x00002c36, 0x00002c5a, 0x00002c70, 0x00002c7e,
-	0x00002ca9, 0x00002cbb, 0x00002cc0, 0x00002cc3,
-	0x00002ced, 0x00002d36, 0x00002d56, 0x00002d5f,
+	0x00002869, 0x00002891, 0x000028c1, 0x000028c7,
+	0x000028d6, 0x00002929, 0x00002947, 0x00002a69,
+	0x00002b28, 0x00002b7f, 0x00002ba9, 0x00002bd5,
+	0x00002bff, 0x00002c07, 0x00002c0d, 0x00002c1a,
+	0x00002c2c, 0x00002c37, 0x00002c40, 0x00002c52,
+	0x00002c61, 0x00002c83, 0x00002ca7, 0x00002cbd,
+	0x00002ccb, 0x00002cf6, 0x00002d08, 0x00002d1e,
+	0x00002d23, 0x00002d26, 0x00002d50, 0x00002d99,
 	// Entry 140 - 15F
-	0x00002d71, 0x00002d94, 0x00002da2, 0x00002daf,
-	0x00002db9, 0x00002dc2, 0x00002dcb, 0x00002dd5,
-	0x00002ddd, 0x00002de2, 0x00002dea, 0x00002df3,
-	0x00002dfc, 0x00002e09, 0x00002e0e, 0x00002e16,
-	0x00002e1d, 0x00002e25, 0x00002e2a, 0x00002e38,
-	0x00002e3f, 0x00002e46, 0x00002e4b, 0x00002e52,
-	0x00002e5c, 0x00002e63, 0x00002e80, 0x00002e9a,
-	0x00002eb8, 0x00002ed8, 0x00002ee6, 0x00002eef,
+	0x00002db9, 0x00002dc2, 0x00002dd4, 0x00002df7,
+	0x00002e05, 0x00002e12, 0x00002e1c, 0x00002e25,
+	0x00002e2e, 0x00002e38, 0x00002e40, 0x00002e45,
+	0x00002e4d, 0x00002e56, 0x00002e5f, 0x00002e6c,
+	0x00002e71, 0x00002e79, 0x00002e80, 0x00002e88,
+	0x00002e8d, 0x00002e9b, 0x00002ea2, 0x00002ea9,
+	0x00002eae, 0x00002eb5, 0x00002ebf, 0x00002ec6,
+	0x00002ee3, 0x00002efd, 0x00002f1b, 0x00002f3b,
 	// Entry 160 - 17F
-	0x00002ef8, 0x00002f01, 0x00002f05, 0x00002f08,
-	0x00002f14, 0x00002f22, 0x00002f2f, 0x00002f40,
-	0x00002f4f, 0x00002f66, 0x00002f79, 0x00002f89,
-	0x00002f98, 0x00002fa7, 0x00002faf, 0x00002fb6,
-	0x00002fbe, 0x00002fc6, 0x00002fd4, 0x00002fe2,
-	0x00002ff8, 0x0000300d, 0x0000301e, 0x00003024,
-	0x0000302b, 0x00003034, 0x00003050, 0x00003059,
-	0x00003063, 0x0000306c, 0x00003075, 0x0000307e,
+	0x00002f49, 0x00002f52, 0x00002f5b, 0x00002f64,
+	0x00002f68, 0x00002f6b, 0x00002f77, 0x00002f85,
+	0x00002f92, 0x00002fa3, 0x00002fb2, 0x00002fc9,
+	0x00002fdc, 0x00002fec, 0x00002ffb, 0x0000300a,
+	0x00003012, 0x00003019, 0x00003021, 0x00003029,
+	0x00003037, 0x00003045, 0x0000305b, 0x00003070,
+	0x00003081, 0x00003087, 0x0000308e, 0x00003097,
+	0x000030b3, 0x000030bc, 0x000030c6, 0x000030cf,
 	// Entry 180 - 19F
-	0x00003095, 0x0000309d, 0x000030ab, 0x000030d8,
-	0x000030e4, 0x000030f2, 0x00003139, 0x00003145,
-	0x0000314d, 0x00003178, 0x000031c3, 0x00003285,
-	0x00003289, 0x000032af, 0x000032b4, 0x000032cf,
-	0x000032e0, 0x000032ec, 0x000032f4, 0x00003326,
-	0x0000332f, 0x00003338, 0x00003354, 0x00003361,
-	0x0000336f, 0x0000339b, 0x000033c1, 0x000033cc,
-	0x000033fa, 0x00003417, 0x00003446, 0x00003478,
+	0x000030d8, 0x000030e1, 0x000030f8, 0x00003100,
+	0x0000310e, 0x0000313b, 0x00003147, 0x00003155,
+	0x0000319c, 0x000031a8, 0x000031b0, 0x000031db,
+	0x00003226, 0x000032e8, 0x000032ec, 0x00003312,
+	0x00003317, 0x00003332, 0x00003343, 0x0000334f,
+	0x00003357, 0x00003389, 0x00003392, 0x0000339b,
+	0x000033b7, 0x000033c4, 0x000033d2, 0x000033fe,
+	0x00003424, 0x0000342f, 0x0000345d, 0x0000347a,
 	// Entry 1A0 - 1BF
-	0x00003496, 0x000034cb, 0x000034e7, 0x000034f6,
-	0x00003503, 0x00003511, 0x0000351e, 0x00003527,
-	0x00003542, 0x0000355d, 0x00003569, 0x0000358a,
-	0x000035cc, 0x000035d6, 0x00003629, 0x0000366d,
-	0x000036a9, 0x000036d6, 0x00003710, 0x00003775,
-	0x00003795, 0x000037bb, 0x000037e5, 0x0000381d,
-	0x0000385a, 0x0000387e, 0x000038f7, 0x0000391c,
-	0x00003936, 0x00003954, 0x00003988, 0x000039c8,
+	0x000034a9, 0x000034db, 0x000034f9, 0x0000352e,
+	0x0000354a, 0x00003559, 0x00003566, 0x00003574,
+	0x00003581, 0x0000358a, 0x000035a5, 0x000035c0,
+	0x000035cc, 0x000035ed, 0x0000362f, 0x00003639,
+	0x0000368c, 0x000036d0, 0x0000370c, 0x00003739,
+	0x00003773, 0x000037d8, 0x000037f8, 0x0000381e,
+	0x00003848, 0x00003880, 0x000038bd, 0x000038e1,
+	0x0000395a, 0x0000397f, 0x00003999, 0x000039b7,
 	// Entry 1C0 - 1DF
-	0x000039f2, 0x00003a01, 0x00003a32, 0x00003a61,
-	0x00003a74, 0x00003ae9, 0x00003afc, 0x00003b30,
-	0x00003b64, 0x00003b74, 0x00003bbb, 0x00003be8,
-	0x00003bf5, 0x00003c05, 0x00003c35, 0x00003c6f,
-	0x00003c92, 0x00003c9a, 0x00003cb2, 0x00003ccf,
-	0x00003cdd, 0x00003cee, 0x00003cf6, 0x00003d01,
-	0x00003d31, 0x00003d43, 0x00003d53, 0x00003d85,
-	0x00003d91, 0x00003da2, 0x00003dbc, 0x00003dcd,
+	0x000039eb, 0x00003a2b, 0x00003a55, 0x00003a64,
+	0x00003a95, 0x00003ac4, 0x00003ad7, 0x00003b4c,
+	0x00003b5f, 0x00003b93, 0x00003bc7, 0x00003bd7,
+	0x00003c1e, 0x00003c4b, 0x00003c58, 0x00003c68,
+	0x00003c98, 0x00003cd2, 0x00003cf5, 0x00003cfd,
+	0x00003d15, 0x00003d32, 0x00003d40, 0x00003d51,
+	0x00003d59, 0x00003d64, 0x00003d94, 0x00003da6,
+	0x00003db6, 0x00003de8, 0x00003df4, 0x00003e05,
 	// Entry 1E0 - 1FF
-	0x00003dd3, 0x00003de7, 0x00003dff, 0x00003e24,
-	0x00003e32, 0x00003e70, 0x00003ead, 0x00003ed9,
-	0x00003f16, 0x00003f25, 0x00003f2d, 0x00003f3a,
-	0x00003f4a, 0x00003f61, 0x00003f6c, 0x00003f7b,
-	0x00003f81, 0x00003f8f, 0x00003f99, 0x00003fa4,
-	0x00003fb7, 0x00003fdc, 0x00004007, 0x00004035,
-	0x00004043, 0x000040d6, 0x000040f4, 0x0000413a,
-	0x00004148, 0x0000415c, 0x0000417d, 0x00004191,
+	0x00003e1f, 0x00003e30, 0x00003e36, 0x00003e4a,
+	0x00003e62, 0x00003e87, 0x00003e95, 0x00003ed3,
+	0x00003f10, 0x00003f3c, 0x00003f79, 0x00003f88,
+	0x00003f90, 0x00003f9d, 0x00003fad, 0x00003fc4,
+	0x00003fcf, 0x00003fde, 0x00003fe4, 0x00003ff2,
+	0x00003ffc, 0x00004007, 0x0000401a, 0x0000403f,
+	0x0000406a, 0x00004098, 0x000040a6, 0x00004139,
+	0x00004157, 0x0000419d, 0x000041ab, 0x000041bf,
 	// Entry 200 - 21F
-	0x00004197, 0x000041ab, 0x0000421e, 0x0000426b,
-	0x0000427c, 0x00004293, 0x000042b0, 0x000042be,
-	0x000042cc, 0x000042d4, 0x000042df, 0x000042e5,
-	0x000043d7, 0x000043dd, 0x0000440f, 0x00004414,
-	0x00004424, 0x0000442f, 0x00004438, 0x00004448,
-	0x00004462, 0x00004507, 0x0000451d, 0x000045a2,
-	0x0000461c, 0x0000462b, 0x000046e5, 0x00004736,
-	0x0000473b, 0x00004749, 0x00004759, 0x00004765,
+	0x000041e0, 0x000041f4, 0x000041fa, 0x0000420e,
+	0x00004281, 0x000042ce, 0x000042df, 0x000042f6,
+	0x00004313, 0x00004321, 0x0000432f, 0x00004337,
+	0x00004342, 0x00004348, 0x0000443a, 0x00004440,
+	0x00004472, 0x00004477, 0x00004487, 0x00004492,
+	0x0000449b, 0x000044ab, 0x000044c5, 0x0000456a,
+	0x00004580, 0x00004605, 0x0000467f, 0x0000468e,
+	0x00004748, 0x00004799, 0x0000479e, 0x000047ac,
 	// Entry 220 - 23F
-	0x00004775, 0x0000477f, 0x000047a2, 0x000047bb,
-	0x000047ce, 0x0000483a, 0x00004849, 0x00004857,
-	0x00004873, 0x000048ac, 0x000048de, 0x00004915,
-	0x00004923, 0x00004967, 0x0000498c, 0x0000499f,
-	0x000049c7, 0x000049ce, 0x00004a29, 0x00004a53,
-	0x00004a83, 0x00004ae1, 0x00004b81, 0x00004b95,
-	0x00004c40, 0x00004cb6, 0x00004cbe, 0x00004cf9,
-	0x00004cff, 0x00004d7b, 0x00004dc3, 0x00004dee,
+	0x000047bc, 0x000047c8, 0x000047d8, 0x000047e2,
+	0x00004805, 0x0000481e, 0x00004831, 0x0000489d,
+	0x000048ac, 0x000048ba, 0x000048d6, 0x000048e5,
+	0x000048fb, 0x00004934, 0x00004966, 0x0000499d,
+	0x000049ab, 0x000049ef, 0x00004a14, 0x00004a27,
+	0x00004a4f, 0x00004a56, 0x00004ab1, 0x00004adb,
+	0x00004b0b, 0x00004b69, 0x00004c09, 0x00004c1d,
+	0x00004cc8, 0x00004d3e, 0x00004d46, 0x00004d81,
 	// Entry 240 - 25F
-	0x00004e50, 0x00004e73, 0x00004f1a, 0x00004f1d,
-	0x00004f22, 0x00004f2d, 0x00004f37, 0x00004f3f,
-	0x00004f5a, 0x00004f60, 0x00004f68, 0x00004f76,
-	0x00004f80, 0x00004f8d, 0x00004f97, 0x00004faa,
-	0x00004fce, 0x0000504e, 0x0000505f, 0x00005067,
-	0x000050dc, 0x00005130, 0x00005172, 0x00005181,
-	0x0000518d, 0x000051c9, 0x00005203, 0x00005211,
-	0x0000521e, 0x0000522c, 0x0000523a, 0x00005248,
+	0x00004d87, 0x00004e03, 0x00004e4b, 0x00004e76,
+	0x00004ed8, 0x00004efb, 0x00004fa2, 0x00004fa5,
+	0x00004faa, 0x00004fb5, 0x00004fbf, 0x00004fc7,
+	0x00004fe2, 0x00004fe8, 0x00004ff0, 0x00004ffe,
+	0x00005008, 0x00005015, 0x0000501f, 0x00005032,
+	0x00005056, 0x000050d6, 0x000050e7, 0x000050ef,
+	0x00005164, 0x000051b8, 0x000051fa, 0x00005209,
+	0x00005215, 0x00005251, 0x0000528b, 0x00005299,
 	// Entry 260 - 27F
-	0x0000527a, 0x000052aa, 0x00005306, 0x00005313,
-	0x00005333, 0x0000534d, 0x00005352, 0x00005363,
-	0x00005370, 0x0000539c, 0x00005422, 0x00005447,
-	0x0000544e, 0x00005457, 0x0000546a, 0x00005474,
-	0x0000547e, 0x00005488, 0x000054a0, 0x000054b6,
-	0x000054c2, 0x000054e4, 0x000054eb, 0x000054f8,
-	0x00005509, 0x00005530, 0x00005540, 0x00005594,
-	0x000055f4, 0x00005647, 0x0000567f, 0x000056cf,
+	0x000052a6, 0x000052b4, 0x000052c2, 0x000052d0,
+	0x00005302, 0x00005332, 0x0000538e, 0x0000539b,
+	0x000053bb, 0x000053d5, 0x000053da, 0x000053eb,
+	0x000053f8, 0x00005424, 0x000054aa, 0x000054cf,
+	0x000054d6, 0x000054df, 0x000054f2, 0x000054fc,
+	0x00005506, 0x00005510, 0x00005528, 0x0000553e,
+	0x0000554a, 0x0000556c, 0x00005573, 0x00005580,
+	0x00005591, 0x000055b8, 0x000055c8, 0x0000561c,
 	// Entry 280 - 29F
-	0x00005703, 0x00005722, 0x00005742,
-} // Size: 2596 bytes
+	0x0000567c, 0x000056cf, 0x00005707, 0x00005757,
+	0x0000578b, 0x000057aa, 0x000057ca,
+} // Size: 2612 bytes
 
-const enData string = "" + // Size: 22338 bytes
+const enData string = "" + // Size: 22474 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1012,213 +1017,215 @@ const enData string = "" + // Size: 22338 bytes
 	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
 	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
 	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
-	"\x02Show all definitions\x02All definitions\x02Completions and failures " +
-	"per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The t" +
-	"able after the chart gives each 5-minute slot.\x02completed\x02failed" +
-	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
-	"ldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]" +
-	"s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]" +
-	"s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d " +
-	"min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02J" +
-	"ul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
-	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
-	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
-	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
-	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
-	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
-	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
-	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
-	"rator has acted on this instance.\x02Operator actions on this instance, " +
-	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
-	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
-	"kes no inputs.\x02This instance is held at a failed node: an incident. I" +
-	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
-	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
-	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
-	"d in the audit log.\x02This instance is held at a failed node: an incide" +
-	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
-	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
-	"\x02Stopping cancels the instance and its open occurrences. It does not " +
-	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
-	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Error code\x02End " +
-	"node\x02Abandoned at node\x02Failed at node\x02held, then stopped by an " +
-	"operator\x02held, then abandoned by an operator\x02Unknown status %[1]q." +
-	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
-	"ss instances\x02from\x02to\x02Act on every instance this filter matches" +
-	"\x02The next page counts them and asks for a reason before anything chan" +
-	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
-	"\x02No instance matches these filters.\x02All processes\x02All statuses" +
-	"\x02available\x02reserved\x02deferred\x02cancelled\x02running\x02held" +
-	"\x02expired\x02rejected\x02released\x02disconnected\x02text\x02integer" +
-	"\x02number\x02boolean\x02date\x02date and time\x02choice\x02object\x02li" +
-	"st\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hid" +
-	"den (secret)\x02pull (the service fetches it)\x02push (Relais calls the " +
-	"service)\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02" +
-	"no\x02field added\x02field removed\x02type changed\x02required changed" +
-	"\x02values changed\x02classification changed\x02constraint changed\x02ro" +
-	"uting changed\x02minimum length\x02maximum length\x02pattern\x02format" +
-	"\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revis" +
-	"ion %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy" +
-	"\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02" +
-	"Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02E" +
-	"rror message\x02No service has reserved this occurrence yet.\x02in progr" +
-	"ess\x02Whole message\x02No service ever reserved this occurrence: it end" +
-	"ed before any attempt.\x02Destination\x02Replica\x02Relais has not calle" +
-	"d the destination yet.\x02Relais never called the destination: the occur" +
-	"rence ended before any call.\x02Relais keeps the destination’s status co" +
-	"de only when it refused the call (destination_http_NNN); a completed cal" +
-	"l answered 2xx. The duration runs from the claim of the call to its sett" +
-	"lement.\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reaso" +
-	"n given by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02n" +
-	"one: a failed call takes the node’s error path\x02Deadline\x02Priority" +
-	"\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at m" +
-	"ost %[1]d since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%" +
-	"[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled" +
-	" by revision %[1]d's contract\x02This contract has no inputs.\x02Outputs" +
-	", labelled by revision %[1]d's contract\x02No outputs yet: the occurrenc" +
-	"e has not completed.\x02This contract has no outputs.\x02No outputs: the" +
-	" occurrence ended without completing.\x02Reveal — this is recorded\x02Av" +
-	"ailable from\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferre" +
-	"d\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02Its mes" +
-	"sage\x02Message from Relais (in English)\x02Message from the service (it" +
-	"s own words, protected values masked)\x02Retryable\x02no: the service ma" +
-	"rked this failure as not retryable (attempts left unused: %[1]d)\x02The " +
-	"destination did not answer within the call’s timeout (%[1]s).\x02The des" +
-	"tination did not answer within the call’s timeout.\x02The deadline passe" +
-	"d before a result arrived.\x02The result did not match the revision's ou" +
-	"tputs contract.\x02Relais stopped during the call: whether the destinati" +
-	"on acted is unknown, so it is not called again.\x02The call could not be" +
-	" prepared.\x02The destination could not be reached.\x02The destination’s" +
-	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
-	"t left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
-	" failure with no retries left (retries: 0, or a budget already spent): i" +
-	"t is not run again.\x02The destination answered HTTP %[1]s.\x02Retry at " +
-	"%[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — wa" +
-	"iting to be offered again.\x02Waiting for Relais to call the destination" +
-	" since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(w" +
-	"orker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Rese" +
-	"rved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferr" +
-	"ed since %[1]s (%[2]s): a worker of the same consumer, or a front end wi" +
-	"th a settle token, completes it later.\x02Completed (%[1]s).\x02Its inst" +
-	"ance is held here, waiting for an operator.\x02Its instance went on alon" +
-	"g the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance w" +
-	"as stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was s" +
-	"topped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; s" +
-	"ettled with its settle token)\x02%[1]s (deferred; settled with its settl" +
-	"e token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02H" +
-	"TTP 2xx, unusable body\x02no answer within the timeout\x02no connection" +
-	"\x02answer too large\x02unknown\x02[redacted]\x02The revision must be a " +
-	"whole number, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More" +
-	" filters: instance, revision, consumer, dates\x02instance id\x02Counts b" +
-	"y status\x02Occurrences, newest first\x02Process and node\x02Error\x02Co" +
-	"nsumer and worker\x02Next attempt or settled\x02No occurrence matches th" +
-	"ese filters.\x02All consumers\x02Totals of definition %[1]s, not narrowe" +
-	"d by the other filters\x02Totals of all definitions, not narrowed by the" +
-	" other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every" +
-	" few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable " +
-	"since\x02call in progress since\x02lock until\x02deferred since\x02Pages" +
-	"\x02Previous page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]" +
-	"s: a date is written 2026-12-01.\x02%[1]s: the first day comes after the" +
-	" last.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
-	"ime.\x02Reload lists and detail pages\x02Pages with a form, such as a co" +
-	"nfirmation, never reload on their own.\x02Save settings\x02Back without " +
-	"saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start nod" +
-	"e\x02Graph\x02Columns follow the longest path from the start node. Solid" +
-	" arrows are successes (labelled with their route), dashed ones failures " +
-	"(labelled with their error codes). Each box says how many of this versio" +
-	"n’s occurrences are at that node now.\x02Nodes\x02Nodes of this version," +
-	" with their occurrences now\x02Kind\x02Pinned revision\x02On success\x02" +
-	"On error\x02Occurrences now\x02Instances of this process\x02Columns foll" +
-	"ow the longest path from the start node. Solid arrows are successes (lab" +
-	"elled with their route), dashed ones failures (labelled with their error" +
-	" codes).\x02Nodes of this version\x02This version has %[1]d nodes: too m" +
-	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
-	"th its routes and counts.\x02This version has %[1]d nodes: too many to d" +
-	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, startin" +
-	"g at %[2]s. The table below lists the same nodes, routes and counts.\x00" +
-	"Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same node" +
-	"s, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below" +
-	" lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (compl" +
-	"etes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident fo" +
-	"r an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
-	"[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02Counts as of %[1" +
-	"]s (%[2]s); refreshed every few seconds.\x02Only administrators may reve" +
-	"al a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the aud" +
-	"it log.\x02Cannot reveal\x02Only a value this page shows as hidden (sens" +
-	"itive) can be revealed.\x02Secret values can never be revealed.\x02Metho" +
-	"d not allowed\x02This page does not accept that request.\x02Search\x02Ty" +
-	"pe an instance or occurrence id (a UUID, as the pages show on hover), or" +
-	" a business key.\x02Nothing to find: the search box is empty.\x02That is" +
-	" too long to be an id or a business key.\x02No instance or occurrence ha" +
-	"s the id “%[1]s”, and no instance has it as its business key.\x02No inst" +
-	"ance has “%[1]s” as its business key, and it is not a whole id: the list" +
-	"s show the end of each id. Open the row, or copy its link, for the whole" +
-	" id.\x02You are signed out.\x02Your session had ended (inactivity, a sig" +
-	"n-out elsewhere, a revoked token or a restart of the server), so your la" +
-	"st action was not applied. Sign in again, then repeat it.\x02Your sessio" +
-	"n has ended (inactivity, a sign-out elsewhere, a revoked token or a rest" +
-	"art of the server). Sign in again.\x02Sign in\x02Sign in with an operato" +
-	"r, designer or administrator token.\x02Token\x02The token is checked onc" +
-	"e and never stored in your browser; a session cookie stands for it for u" +
-	"p to 8 hours of inactivity.\x02Too many failed sign-ins from your addres" +
-	"s. Try again in %[1]d seconds.\x02This token is unknown or has been revo" +
-	"ked.\x02A %[1]s token cannot open the console: sign in with an operator," +
-	" designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
-	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
-	"n\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revok" +
-	"e the %[1]s token “%[2]s”?\x02Its next request is refused, and console s" +
-	"essions opened with it end. This cannot be undone: whoever uses it needs" +
-	" a new token.\x02Revoke the token\x02Keep it\x02This is the token you si" +
-	"gned in with: revoking it signs you out. Its next request is refused. Th" +
-	"is cannot be undone.\x02This is the last usable administrator token: cre" +
-	"ate another one before revoking it.\x02The token %[1]s (%[2]s) was revok" +
-	"ed: its next request is refused.\x02routing output\x02(each item)\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
-	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
-	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02%[1]d more values not shown: the page shows the first %[2]d, the AP" +
-	"I's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02" +
-	"%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Invalid page\x02This page link is not one the co" +
-	"nsole made.\x02Workers connected by a stream, and polling workers by the" +
-	"ir last fetch. A worker is listed while it was seen within three heartbe" +
-	"ats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02De" +
-	"finitions served\x02In flight\x02Connected\x02Last seen\x02No worker is " +
-	"connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves t" +
-	"his definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every r" +
-	"evision its consumer is granted\x02revisions %[1]s\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process pulls this definition: Relais calls its destinations (push), and" +
-	" it needs no worker.\x02No worker is connected for this definition; none" +
-	" of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served" +
-	" by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they ta" +
-	"ke: %[1]s; some take every revision their consumer is granted.\x02They t" +
-	"ake every revision their consumer is granted.\x02They take revision %[1]" +
-	"d only.\x02They take revisions %[1]s only."
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
+	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
+	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02This instance is held at a failed node: an i" +
+	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
+	"e any attempt (its inputs could not be built), so it would fail the same" +
+	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
+	" an incident. Retry offers the failed occurrence again; abandon fails th" +
+	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
+	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
+	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
+	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
+	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
+	"s %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]d." +
+	"\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on e" +
+	"very instance this filter matches\x02The next page counts them and asks " +
+	"for a reason before anything changes.\x02Process instances, newest first" +
+	"\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02All processes\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
+	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
+	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
+	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
+	" changed\x02required changed\x02values changed\x02classification changed" +
+	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
+	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
+	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
+	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
+	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
+	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
+	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
+	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
+	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
+	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
+	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
+	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
+	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%" +
+	"[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contr" +
+	"act has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02" +
+	"No outputs yet: the occurrence has not completed.\x02This contract has n" +
+	"o outputs.\x02No outputs: the occurrence ended without completing.\x02Re" +
+	"veal — this is recorded\x02Available from\x02Next attempt\x02Last reserv" +
+	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (b" +
+	"efore any attempt)\x02Its message\x02Message from Relais (in English)" +
+	"\x02Message from the service (its own words, protected values masked)" +
+	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
+	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
+	" call’s timeout (%[1]s).\x02The destination did not answer within the ca" +
+	"ll’s timeout.\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — " +
+	"%[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting f" +
+	"or Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a " +
+	"worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the d" +
+	"estination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s" +
+	".\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the" +
+	" same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
+	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
+	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
+	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
+	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
+	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
+	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
+	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
+	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
+	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
+	"ock until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fi" +
+	"rst page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02" +
+	"%[1]s: the first day comes after the last.\x02These settings are kept in" +
+	" this browser only.\x02Show times in\x02The console runs no script, so i" +
+	"t cannot read your computer’s time zone: choose its offset from UTC. Off" +
+	"sets do not follow daylight saving time.\x02Reload lists and detail page" +
+	"s\x02Pages with a form, such as a confirmation, never reload on their ow" +
+	"n.\x02Save settings\x02Back without saving\x02UTC (coordinated universal" +
+	" time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Publish" +
+	"ed process versions: their nodes, routes and pinned revisions, drawn, wi" +
+	"th where their occurrences are now.\x02Published process versions: their" +
+	" nodes, routes and pinned revisions, drawn.\x02Processes by key\x02Versi" +
+	"ons, newest first\x02No process is published yet.\x02version %[1]d\x02Pr" +
+	"ocess %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the long" +
+	"est path from the start node. Solid arrows are successes (labelled with " +
+	"their route), dashed ones failures (labelled with their error codes). Ea" +
+	"ch box says how many of this version’s occurrences are at that node now." +
+	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
+	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inst" +
+	"ances of this process\x02Columns follow the longest path from the start " +
+	"node. Solid arrows are successes (labelled with their route), dashed one" +
+	"s failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
+	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
+	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
+	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
+	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
+	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
+	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
+	"y reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Cannot reveal\x02Only a value this page shows as hidden" +
+	" (sensitive) can be revealed.\x02Secret values can never be revealed." +
+	"\x02Method not allowed\x02This page does not accept that request.\x02Sea" +
+	"rch\x02Type an instance or occurrence id (a UUID, as the pages show on h" +
+	"over), or a business key.\x02Nothing to find: the search box is empty." +
+	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	"\x02No instance has “%[1]s” as its business key, and it is not a whole i" +
+	"d: the lists show the end of each id. Open the row, or copy its link, fo" +
+	"r the whole id.\x02You are signed out.\x02Your session had ended (inacti" +
+	"vity, a sign-out elsewhere, a revoked token or a restart of the server)," +
+	" so your last action was not applied. Sign in again, then repeat it.\x02" +
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked toke" +
+	"n or a restart of the server). Sign in again.\x02Sign in\x02Sign in with" +
+	" an operator, designer or administrator token.\x02Token\x02The token is " +
+	"checked once and never stored in your browser; a session cookie stands f" +
+	"or it for up to 8 hours of inactivity.\x02Too many failed sign-ins from " +
+	"your address. Try again in %[1]d seconds.\x02This token is unknown or ha" +
+	"s been revoked.\x02A %[1]s token cannot open the console: sign in with a" +
+	"n operator, designer or administrator token.\x02Only administrators mana" +
+	"ge tokens.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02ID\x02Role\x02Created on\x02Last" +
+	" used\x02Expires\x02Staff tokens, oldest first\x02never\x02not yet\x02Ex" +
+	"pired token\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]" +
+	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
+	" console sessions opened with it end. This cannot be undone: whoever use" +
+	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
+	"ken you signed in with: revoking it signs you out. Its next request is r" +
+	"efused. This cannot be undone.\x02This is the last usable administrator " +
+	"token: create another one before revoking it.\x02The token %[1]s (%[2]s)" +
+	" was revoked: its next request is refused.\x02routing output\x02(each it" +
+	"em)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02a" +
+	"t least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d ch" +
+	"aracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %" +
+	"[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
+	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
+	" this definition: its occurrences wait until one connects or polls.\x02N" +
+	"o process pulls this definition: Relais calls its destinations (push), a" +
+	"nd it needs no worker.\x02No worker is connected for this definition; no" +
+	"ne of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Serv" +
+	"ed by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they " +
+	"take: %[1]s; some take every revision their consumer is granted.\x02They" +
+	" take every revision their consumer is granted.\x02They take revision %[" +
+	"1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 643 elements
+var frIndex = []uint32{ // 647 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1285,125 +1292,126 @@ var frIndex = []uint32{ // 643 elements
 	// Entry E0 - FF
 	0x00002e2e, 0x00002e4a, 0x00002e65, 0x00002e95,
 	0x00002ed3, 0x00002eee, 0x00002efd, 0x00002f1e,
-	0x00002f36, 0x00002f7c, 0x00002fe7, 0x00002ff1,
-	0x00002ffb, 0x00003015, 0x0000305e, 0x00003066,
-	0x00003071, 0x0000307f, 0x0000308f, 0x000030b9,
-	0x000030e2, 0x000030f2, 0x00003111, 0x0000311d,
-	0x00003136, 0x00003141, 0x0000314e, 0x0000315d,
-	0x00003165, 0x0000316f, 0x00003177, 0x0000317f,
+	0x00002f89, 0x00002fa1, 0x00002fe7, 0x00003052,
+	0x0000305c, 0x00003066, 0x00003080, 0x000030c9,
+	0x000030d1, 0x000030dc, 0x000030ea, 0x000030fa,
+	0x00003124, 0x0000314d, 0x0000315d, 0x0000317c,
+	0x00003188, 0x000031a1, 0x000031ac, 0x000031b9,
+	0x000031c8, 0x000031d0, 0x000031da, 0x000031e2,
 	// Entry 100 - 11F
-	0x00003185, 0x0000318c, 0x00003191, 0x00003196,
-	0x0000319a, 0x0000319f, 0x000031a5, 0x000031ab,
-	0x000031b1, 0x000031b6, 0x000031bb, 0x000031c1,
-	0x000031cb, 0x000031eb, 0x0000320d, 0x00003231,
-	0x00003257, 0x00003260, 0x0000327c, 0x00003285,
-	0x0000329d, 0x000032a6, 0x000032fa, 0x0000331a,
-	0x00003320, 0x0000332b, 0x00003331, 0x0000333f,
-	0x0000334a, 0x00003356, 0x00003389, 0x000033ad,
+	0x000031ea, 0x000031f0, 0x000031f7, 0x000031fc,
+	0x00003201, 0x00003205, 0x0000320a, 0x00003210,
+	0x00003216, 0x0000321c, 0x00003221, 0x00003226,
+	0x0000322c, 0x00003236, 0x00003256, 0x00003278,
+	0x0000329c, 0x000032c2, 0x000032cb, 0x000032e7,
+	0x000032f0, 0x00003308, 0x00003311, 0x00003365,
+	0x00003385, 0x0000338b, 0x00003396, 0x0000339c,
+	0x000033aa, 0x000033b5, 0x000033c1, 0x000033f4,
 	// Entry 120 - 13F
-	0x000033dc, 0x00003425, 0x0000342c, 0x00003442,
-	0x000034b5, 0x000034db, 0x0000366a, 0x00003771,
-	0x000037c1, 0x000037f2, 0x00003825, 0x00003854,
-	0x00003862, 0x0000386f, 0x00003881, 0x00003896,
-	0x000038a6, 0x000038b3, 0x000038c8, 0x000038db,
-	0x00003906, 0x00003933, 0x0000394d, 0x0000395f,
-	0x00003997, 0x000039ae, 0x000039b1, 0x000039b4,
-	0x000039e8, 0x00003a32, 0x00003a67, 0x00003a70,
+	0x00003418, 0x00003447, 0x00003490, 0x00003497,
+	0x000034ad, 0x00003520, 0x00003546, 0x000036d5,
+	0x000037dc, 0x0000382c, 0x0000385d, 0x00003890,
+	0x000038bf, 0x000038cd, 0x000038da, 0x000038ec,
+	0x00003901, 0x00003911, 0x0000391e, 0x00003933,
+	0x00003946, 0x00003971, 0x0000399e, 0x000039b8,
+	0x000039ca, 0x00003a02, 0x00003a19, 0x00003a30,
+	0x00003a33, 0x00003a36, 0x00003a6a, 0x00003ab4,
 	// Entry 140 - 15F
-	0x00003a87, 0x00003ab5, 0x00003ac8, 0x00003ad9,
-	0x00003ae4, 0x00003aef, 0x00003afa, 0x00003b03,
-	0x00003b0c, 0x00003b15, 0x00003b1e, 0x00003b27,
-	0x00003b2e, 0x00003b3c, 0x00003b42, 0x00003b49,
-	0x00003b50, 0x00003b59, 0x00003b5e, 0x00003b6c,
-	0x00003b72, 0x00003b78, 0x00003b7e, 0x00003b86,
-	0x00003b8f, 0x00003b98, 0x00003bb5, 0x00003bd0,
-	0x00003bf3, 0x00003c14, 0x00003c23, 0x00003c2e,
+	0x00003ae9, 0x00003af2, 0x00003b09, 0x00003b37,
+	0x00003b4a, 0x00003b5b, 0x00003b66, 0x00003b71,
+	0x00003b7c, 0x00003b85, 0x00003b8e, 0x00003b97,
+	0x00003ba0, 0x00003ba9, 0x00003bb0, 0x00003bbe,
+	0x00003bc4, 0x00003bcb, 0x00003bd2, 0x00003bdb,
+	0x00003be0, 0x00003bee, 0x00003bf4, 0x00003bfa,
+	0x00003c00, 0x00003c08, 0x00003c11, 0x00003c1a,
+	0x00003c37, 0x00003c52, 0x00003c75, 0x00003c96,
 	// Entry 160 - 17F
-	0x00003c39, 0x00003c46, 0x00003c4a, 0x00003c4e,
-	0x00003c5c, 0x00003c6a, 0x00003c78, 0x00003c98,
-	0x00003cab, 0x00003cc4, 0x00003cd9, 0x00003cea,
-	0x00003cfc, 0x00003d0e, 0x00003d14, 0x00003d1b,
-	0x00003d23, 0x00003d2b, 0x00003d49, 0x00003d67,
-	0x00003d7e, 0x00003d93, 0x00003da4, 0x00003daa,
-	0x00003dc3, 0x00003dce, 0x00003e02, 0x00003e0f,
-	0x00003e2d, 0x00003e3b, 0x00003e44, 0x00003e4b,
+	0x00003ca5, 0x00003cb0, 0x00003cbb, 0x00003cc8,
+	0x00003ccc, 0x00003cd0, 0x00003cde, 0x00003cec,
+	0x00003cfa, 0x00003d1a, 0x00003d2d, 0x00003d46,
+	0x00003d5b, 0x00003d6c, 0x00003d7e, 0x00003d90,
+	0x00003d96, 0x00003d9d, 0x00003da5, 0x00003dad,
+	0x00003dcb, 0x00003de9, 0x00003e00, 0x00003e15,
+	0x00003e26, 0x00003e2c, 0x00003e45, 0x00003e50,
+	0x00003e84, 0x00003e91, 0x00003eaf, 0x00003ebd,
 	// Entry 180 - 19F
-	0x00003e66, 0x00003e70, 0x00003e83, 0x00003ebd,
-	0x00003ec6, 0x00003ed5, 0x00003f39, 0x00003f45,
-	0x00003f4f, 0x00003f7f, 0x00003fda, 0x000040c1,
-	0x000040cc, 0x000040ff, 0x00004104, 0x00004124,
-	0x00004141, 0x00004161, 0x00004176, 0x000041b7,
-	0x000041c2, 0x000041cc, 0x000041f5, 0x00004206,
-	0x00004214, 0x00004250, 0x0000427a, 0x000042a2,
-	0x000042e1, 0x00004302, 0x00004340, 0x00004380,
+	0x00003ec6, 0x00003ecd, 0x00003ee8, 0x00003ef2,
+	0x00003f05, 0x00003f3f, 0x00003f48, 0x00003f57,
+	0x00003fbb, 0x00003fc7, 0x00003fd1, 0x00004001,
+	0x0000405c, 0x00004143, 0x0000414e, 0x00004181,
+	0x00004186, 0x000041a6, 0x000041c3, 0x000041e3,
+	0x000041f8, 0x00004239, 0x00004244, 0x0000424e,
+	0x00004277, 0x00004288, 0x00004296, 0x000042d2,
+	0x000042fc, 0x00004324, 0x00004363, 0x00004384,
 	// Entry 1A0 - 1BF
-	0x000043a0, 0x000043e1, 0x0000440d, 0x00004425,
-	0x00004439, 0x00004450, 0x0000445e, 0x00004469,
-	0x0000448c, 0x000044ab, 0x000044b7, 0x000044d6,
-	0x00004524, 0x00004540, 0x000045ae, 0x000045f5,
-	0x00004634, 0x00004674, 0x000046ba, 0x0000472c,
-	0x00004754, 0x00004777, 0x000047ae, 0x000047f5,
-	0x00004848, 0x00004871, 0x00004917, 0x0000493d,
-	0x00004964, 0x0000498c, 0x000049d3, 0x00004a1d,
+	0x000043c2, 0x00004402, 0x00004422, 0x00004463,
+	0x0000448f, 0x000044a7, 0x000044bb, 0x000044d2,
+	0x000044e0, 0x000044eb, 0x0000450e, 0x0000452d,
+	0x00004539, 0x00004558, 0x000045a6, 0x000045c2,
+	0x00004630, 0x00004677, 0x000046b6, 0x000046f6,
+	0x0000473c, 0x000047ae, 0x000047d6, 0x000047f9,
+	0x00004830, 0x00004877, 0x000048ca, 0x000048f3,
+	0x00004999, 0x000049bf, 0x000049e6, 0x00004a0e,
 	// Entry 1C0 - 1DF
-	0x00004a50, 0x00004a63, 0x00004a91, 0x00004acd,
-	0x00004ae3, 0x00004b77, 0x00004b8a, 0x00004bc7,
-	0x00004c03, 0x00004c16, 0x00004c6a, 0x00004c9f,
-	0x00004cb1, 0x00004cc8, 0x00004d05, 0x00004d55,
-	0x00004d7f, 0x00004d8a, 0x00004da7, 0x00004dc6,
-	0x00004dd7, 0x00004df1, 0x00004dfa, 0x00004e04,
-	0x00004e39, 0x00004e4f, 0x00004e62, 0x00004e9f,
-	0x00004eb8, 0x00004ece, 0x00004ef8, 0x00004f0b,
+	0x00004a55, 0x00004a9f, 0x00004ad2, 0x00004ae5,
+	0x00004b13, 0x00004b4f, 0x00004b65, 0x00004bf9,
+	0x00004c0c, 0x00004c49, 0x00004c85, 0x00004c98,
+	0x00004cec, 0x00004d21, 0x00004d33, 0x00004d4a,
+	0x00004d87, 0x00004dd7, 0x00004e01, 0x00004e0c,
+	0x00004e29, 0x00004e48, 0x00004e59, 0x00004e73,
+	0x00004e7c, 0x00004e86, 0x00004ebb, 0x00004ed1,
+	0x00004ee4, 0x00004f21, 0x00004f3a, 0x00004f50,
 	// Entry 1E0 - 1FF
-	0x00004f12, 0x00004f2d, 0x00004f4f, 0x00004f7f,
-	0x00004f96, 0x00004fce, 0x00005009, 0x00005035,
-	0x00005088, 0x00005098, 0x000050a1, 0x000050b5,
-	0x000050c7, 0x000050dd, 0x000050ef, 0x00005101,
-	0x00005107, 0x00005119, 0x00005127, 0x00005136,
-	0x0000514c, 0x00005176, 0x000051a9, 0x000051e5,
-	0x000051fc, 0x000052c4, 0x000052f1, 0x0000535c,
-	0x00005376, 0x0000538f, 0x000053b0, 0x000053c6,
+	0x00004f7a, 0x00004f8d, 0x00004f94, 0x00004faf,
+	0x00004fd1, 0x00005001, 0x00005018, 0x00005050,
+	0x0000508b, 0x000050b7, 0x0000510a, 0x0000511a,
+	0x00005123, 0x00005137, 0x00005149, 0x0000515f,
+	0x00005171, 0x00005183, 0x00005189, 0x0000519b,
+	0x000051a9, 0x000051b8, 0x000051ce, 0x000051f8,
+	0x0000522b, 0x00005267, 0x0000527e, 0x00005346,
+	0x00005373, 0x000053de, 0x000053f8, 0x00005411,
 	// Entry 200 - 21F
-	0x000053cd, 0x000053e7, 0x0000547c, 0x000054df,
-	0x000054f2, 0x00005519, 0x00005541, 0x0000554f,
-	0x0000555f, 0x00005567, 0x00005578, 0x0000557f,
-	0x000056b5, 0x000056bc, 0x000056f6, 0x000056fb,
-	0x00005710, 0x00005724, 0x00005736, 0x0000574c,
-	0x00005766, 0x0000583b, 0x00005853, 0x000058f4,
-	0x00005983, 0x00005993, 0x00005a6d, 0x00005b2f,
-	0x00005b34, 0x00005b44, 0x00005b52, 0x00005b62,
+	0x00005432, 0x00005448, 0x0000544f, 0x00005469,
+	0x000054fe, 0x00005561, 0x00005574, 0x0000559b,
+	0x000055c3, 0x000055d1, 0x000055e1, 0x000055e9,
+	0x000055fa, 0x00005601, 0x00005737, 0x0000573e,
+	0x00005778, 0x0000577d, 0x00005792, 0x000057a6,
+	0x000057b8, 0x000057ce, 0x000057e8, 0x000058bd,
+	0x000058d5, 0x00005976, 0x00005a05, 0x00005a15,
+	0x00005aef, 0x00005bb1, 0x00005bb6, 0x00005bc6,
 	// Entry 220 - 23F
-	0x00005b72, 0x00005b7c, 0x00005ba5, 0x00005bbf,
-	0x00005bda, 0x00005c68, 0x00005c79, 0x00005c86,
-	0x00005ca1, 0x00005ceb, 0x00005d2c, 0x00005d72,
-	0x00005d8a, 0x00005ddd, 0x00005e18, 0x00005e30,
-	0x00005e5b, 0x00005e65, 0x00005edf, 0x00005f14,
-	0x00005f55, 0x00005fc9, 0x000060a2, 0x000060bb,
-	0x00006184, 0x00006201, 0x0000620e, 0x00006260,
-	0x00006266, 0x00006302, 0x00006356, 0x00006381,
+	0x00005bd4, 0x00005be4, 0x00005bf4, 0x00005bfe,
+	0x00005c27, 0x00005c41, 0x00005c5c, 0x00005cea,
+	0x00005cfb, 0x00005d08, 0x00005d23, 0x00005d37,
+	0x00005d55, 0x00005d9f, 0x00005de0, 0x00005e26,
+	0x00005e3e, 0x00005e91, 0x00005ecc, 0x00005ee4,
+	0x00005f0f, 0x00005f19, 0x00005f93, 0x00005fc8,
+	0x00006009, 0x0000607d, 0x00006156, 0x0000616f,
+	0x00006238, 0x000062b5, 0x000062c2, 0x00006314,
 	// Entry 240 - 25F
-	0x0000640d, 0x0000643b, 0x000064fd, 0x00006500,
-	0x00006506, 0x00006510, 0x00006526, 0x00006531,
-	0x00006561, 0x00006568, 0x00006573, 0x00006581,
-	0x0000658e, 0x0000659c, 0x000065a9, 0x000065c2,
-	0x000065ef, 0x00006698, 0x000066ab, 0x000066b5,
-	0x00006744, 0x000067a5, 0x000067f7, 0x00006809,
-	0x0000681c, 0x0000685a, 0x00006896, 0x000068a2,
-	0x000068af, 0x000068bd, 0x000068cb, 0x000068db,
+	0x0000631a, 0x000063b6, 0x0000640a, 0x00006435,
+	0x000064c1, 0x000064ef, 0x000065b1, 0x000065b4,
+	0x000065ba, 0x000065c4, 0x000065da, 0x000065e5,
+	0x00006615, 0x0000661c, 0x00006627, 0x00006635,
+	0x00006642, 0x00006650, 0x0000665d, 0x00006676,
+	0x000066a3, 0x0000674c, 0x0000675f, 0x00006769,
+	0x000067f8, 0x00006859, 0x000068ab, 0x000068bd,
+	0x000068d0, 0x0000690e, 0x0000694a, 0x00006956,
 	// Entry 260 - 27F
-	0x00006917, 0x00006951, 0x000069ce, 0x000069d9,
-	0x00006a03, 0x00006a1f, 0x00006a23, 0x00006a35,
-	0x00006a43, 0x00006a6f, 0x00006b31, 0x00006b64,
-	0x00006b6f, 0x00006b79, 0x00006b8e, 0x00006b97,
-	0x00006ba1, 0x00006baf, 0x00006bd3, 0x00006bed,
-	0x00006c02, 0x00006c2e, 0x00006c33, 0x00006c48,
-	0x00006c5a, 0x00006c8f, 0x00006ca0, 0x00006d16,
-	0x00006da5, 0x00006e0c, 0x00006e4e, 0x00006ec1,
+	0x00006963, 0x00006971, 0x0000697f, 0x0000698f,
+	0x000069cb, 0x00006a05, 0x00006a82, 0x00006a8d,
+	0x00006ab7, 0x00006ad3, 0x00006ad7, 0x00006ae9,
+	0x00006af7, 0x00006b23, 0x00006be5, 0x00006c18,
+	0x00006c23, 0x00006c2d, 0x00006c42, 0x00006c4b,
+	0x00006c55, 0x00006c63, 0x00006c87, 0x00006ca1,
+	0x00006cb6, 0x00006ce2, 0x00006ce7, 0x00006cfc,
+	0x00006d0e, 0x00006d43, 0x00006d54, 0x00006dca,
 	// Entry 280 - 29F
-	0x00006f09, 0x00006f37, 0x00006f6a,
-} // Size: 2596 bytes
+	0x00006e59, 0x00006ec0, 0x00006f02, 0x00006f75,
+	0x00006fbd, 0x00006feb, 0x0000701e,
+} // Size: 2612 bytes
 
-const frData string = "" + // Size: 28522 bytes
+const frData string = "" + // Size: 28702 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1580,251 +1588,253 @@ const frData string = "" + // Size: 28522 bytes
 	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
 	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
 	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02attente long" +
-	"ue\x02Afficher toutes les définitions\x02Toutes les définitions\x02Réuss" +
-	"ites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans" +
-	" la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique" +
-	" donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chif" +
-	"fres du graphique\x02Réussites et échecs par tranche de 5 min, les plus " +
-	"anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f:" +
-	" %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d te" +
-	"rminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d e" +
-	"n échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s" +
-	" %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’" +
-	"instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr." +
-	"\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov" +
-	".\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c" +
-	"\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[" +
-	"1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d " +
-	"minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d se" +
-	"condes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d" +
-	"’opérateurs\x02Parcours\x02Les nœuds atteints par cette instance, dans" +
-	" l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre" +
-	"\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Réglée le" +
-	"\x02Cette instance n’a encore atteint aucune tâche.\x02Actions d’opérate" +
-	"urs consignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions" +
-	" d’opérateurs sur cette instance, les plus récentes d’abord\x02Valeur" +
-	"\x02Entrées du processus\x02Entrées avec lesquelles l’instance a démarré" +
-	", nommées d’après le contrat de la version %[1]d du processus\x02Ce proc" +
-	"essus ne prend aucune entrée.\x02Cette instance est bloquée à un nœud en" +
-	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
-	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
-	"’ont pas pu être construites), une reprise échouerait donc de la même " +
-	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
-	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
-	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
-	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
-	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
-	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
-	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
-	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le" +
-	"\x02Bloquée au nœud\x02Occurrence en échec\x02Code d’erreur\x02Nœud de f" +
-	"in\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée pa" +
-	"r un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut in" +
-	"connu\u202f: %[1]q.\x02Date de création\x02La taille de page doit être c" +
-	"omprise entre 1 et %[1]d.\x02Instances de processus\x02du\x02au\x02Agir " +
-	"sur toutes les instances que ce filtre retient\x02La page suivante les c" +
-	"ompte et demande un motif avant que rien ne change.\x02Instances de proc" +
-	"essus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
-	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
-	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
-	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
-	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
-	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
-	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
-	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
-	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
-	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
-	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
-	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
-	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
-	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
-	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00" +
-	"\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la rév" +
-	"ision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après" +
-	" le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occur" +
-	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
-	"tie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette " +
-	"action est enregistrée\x02Disponible à partir du\x02Prochaine tentative" +
-	"\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur" +
-	" (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02M" +
-	"essage de Relais (en anglais)\x02Message de l’exécutant (ses propres ter" +
-	"mes, valeurs protégées masquées)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
-	" le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le " +
-	"délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat" +
-	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
-	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
-	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
-	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
-	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
-	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
-	".\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative r" +
-	"estante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence" +
-	" n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle" +
-	" tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ve" +
-	"rrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atten" +
-	"te de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En att" +
-	"ente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais" +
-	" appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ver" +
-	"rou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1" +
-	"]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mu" +
-	"nie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)" +
-	".\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son ins" +
-	"tance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
-	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
-	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée av" +
-	"ec son jeton de règlement)\x02%[1]s (différée\u202f; réglée avec son jet" +
-	"on de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par" +
-	" %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse " +
-	"dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnu" +
-	"e\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02C" +
-	"onsommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: inst" +
-	"ance, révision, consommateur, dates\x02identifiant d’instance\x02Décompt" +
-	"es par statut\x02Occurrences, les plus récentes d’abord\x02Processus et " +
-	"nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou rè" +
-	"glement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les co" +
-	"nsommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
-	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les que" +
-	"lques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02di" +
-	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
-	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
-	"ignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]" +
-	"s\u202f: le premier jour vient après le dernier.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Le" +
-	"s décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les" +
-	" pages de détail\x02Les pages qui contiennent un formulaire, comme une c" +
-	"onfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les r" +
-	"églages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les v" +
-	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
-	"inglées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Le" +
-	"s versions de processus publiées\u202f: leurs nœuds, routes et révisions" +
-	" épinglées, dessinés.\x02Processus par clé\x02Versions, les plus récente" +
-	"s d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Pr" +
-	"ocessus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes sui" +
-	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
-	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
-	"s (étiquetées par leurs codes d’erreur). Chaque case indique combien d’o" +
-	"ccurrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds" +
-	"\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02" +
-	"Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrence" +
-	"s actuelles\x02Instances de ce processus\x02Les colonnes suivent le plus" +
-	" long chemin depuis le nœud de départ. Les flèches pleines sont les réus" +
-	"sites (étiquetées par leur route), les pointillées les échecs (étiquetée" +
-	"s par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version " +
-	"a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)." +
-	" Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompte" +
-	"s.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblem" +
-	"ent (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses ro" +
-	"utes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à parti" +
-	"r de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et déc" +
-	"omptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous re" +
-	"prend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
-	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
-	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
-	"\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloca" +
-	"ge (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’i" +
-	"nstance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle t" +
-	"entative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle " +
-	"tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02Décomptes au %[1]s (%[2]s)\u202f; actual" +
-	"isés toutes les quelques secondes.\x02Seuls les administrateurs peuvent " +
-	"révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consign" +
-	"é dans le journal d’audit.\x02Révélation impossible\x02Seule une valeur" +
-	" que cette page affiche masquée (sensible) peut être révélée.\x02Les val" +
-	"eurs secrètes ne peuvent jamais être révélées.\x02Méthode non autorisée" +
-	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
-	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
-	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
-	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
-	" métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s" +
-	"\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instance n" +
-	"’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant" +
-	" entier\u202f: les listes montrent la fin de chaque identifiant. Ouvrez " +
-	"la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes dé" +
-	"connecté.\x02Votre session avait pris fin (inactivité, déconnexion aille" +
-	"urs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière acti" +
-	"on n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre s" +
-	"ession a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou re" +
-	"démarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vo" +
-	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeto" +
-	"n\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre n" +
-	"avigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’ina" +
-	"ctivité.\x02Trop de connexions échouées depuis votre adresse. Réessayez " +
-	"dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jet" +
-	"on de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous ave" +
-	"c un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les " +
-	"administrateurs gèrent les jetons.\x02Jetons du personnel (administrateu" +
-	"rs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs " +
-	"se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête " +
-	"suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration" +
-	"\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas encor" +
-	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoq" +
-	"uer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
-	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
-	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
-	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
-	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
-	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
-	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
-	"quer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
-	"e sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
-	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
-	"\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page montre les" +
-	" %[2]d premières, le détail de l’API les donne toutes.\x02non fourni\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(" +
-	"%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Page invalide" +
-	"\x02Ce lien de page ne vient pas de la console.\x02Les exécutants connec" +
-	"tés par un flux, et ceux qui interrogent par leur dernière demande. Un e" +
-	"xécutant est listé tant qu’il s’est manifesté dans les trois derniers ba" +
-	"ttements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe\x02Aucun exécutant n’est connecté.\x02Exécutants ser" +
-	"vant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défin" +
-	"ition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les" +
-	" révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exéc" +
-	"utant ne sert cette définition\u202f: ses occurrences attendent qu’un ex" +
-	"écutant se connecte ou interroge.\x02Aucun processus n’utilise cette dé" +
-	"finition en mode pull\u202f: Relais appelle ses destinations (push), ell" +
-	"e n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour c" +
-	"ette définition\u202f; aucune de ses occurrences n’en attend.\x14\x01" +
-	"\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par" +
-	" %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; cert" +
-	"ains prennent toutes les révisions accordées à leur consommateur.\x02Tou" +
-	"tes les révisions accordées au consommateur sont prises en charge.\x02Se" +
-	"ule la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s" +
-	" sont prises en charge."
+	"ue\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’o" +
+	"ccurrences\u202f: vérifiez la clé, ou affichez toutes les définitions." +
+	"\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min, " +
+	"dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]" +
+	"s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
+	"\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et éc" +
+	"hecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Term" +
+	"inées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
+	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
+	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
+	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encor" +
+	"e atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opér" +
+	"ateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette inst" +
+	"ance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Ent" +
+	"rées avec lesquelles l’instance a démarré, nommées d’après le contrat de" +
+	" la version %[1]d du processus\x02Ce processus ne prend aucune entrée." +
+	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
+	"nt. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a " +
+	"échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
+	"), une reprise échouerait donc de la même façon. L’abandon met l’instanc" +
+	"e en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné da" +
+	"ns le journal d’audit.\x02Cette instance est bloquée à un nœud en échec" +
+	"\u202f: c’est un incident. La reprise propose de nouveau l’occurrence en" +
+	" échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule." +
+	" Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrêt " +
+	"annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Ar" +
+	"rêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s l" +
+	"e %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3" +
+	"]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence" +
+	" en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud\x02En éc" +
+	"hec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis a" +
+	"bandonnée par un opérateur\x02Statut inconnu\u202f: %[1]q.\x02Date de cr" +
+	"éation\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Ins" +
+	"tances de processus\x02exacte, casse comprise\x02du\x02au\x02Agir sur to" +
+	"utes les instances que ce filtre retient\x02La page suivante les compte " +
+	"et demande un motif avant que rien ne change.\x02Instances de processus," +
+	" les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucun" +
+	"e instance ne correspond à ces filtres.\x02Tous les processus\x02Tous le" +
+	"s statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
+	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
+	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
+	"\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02" +
+	"••• masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relais" +
+	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
+	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
+	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
+	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
+	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
+	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
+	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
+	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
+	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
+	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
+	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
+	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
+	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
+	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
+	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
+	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
+	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
+	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
+	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
+	"ce\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentative" +
+	"s\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
+	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
+	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appe" +
+	"l\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un op" +
+	"érateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d" +
+	" tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1" +
+	"]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]d" +
+	"\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat" +
+	" de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est" +
+	" pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: " +
+	"l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est " +
+	"enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02Dernière" +
+	" réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative " +
+	"%[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Message de Re" +
+	"lais (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs" +
+	" protégées masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exéc" +
+	"utant a signalé cet échec comme définitif (tentatives restantes non util" +
+	"isées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l" +
+	"’appel (%[1]s).\x02La destination n’a pas répondu dans le délai de l’a" +
+	"ppel.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résu" +
+	"ltat ne respectait pas le contrat de sorties de la révision.\x02Relais s" +
+	"’est arrêté pendant l’appel\u202f: on ignore si la destination a agi, " +
+	"elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La " +
+	"destination était injoignable.\x02La réponse de la destination était tro" +
+	"p volumineuse.\x02Le verrou de la dernière tentative a expiré sans tenta" +
+	"tive restante.\x02Les entrées n’ont pas pu être construites à partir des" +
+	" liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un ex" +
+	"écutant Camunda 7 a signalé un échec sans nouvelle tentative restante (" +
+	"retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pa" +
+	"s relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentativ" +
+	"e à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expi" +
+	"ré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’a" +
+	"ppel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un" +
+	" exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle " +
+	"la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu" +
+	"’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
+	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
+	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
+	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
+	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
+	"lement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)" +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consomma" +
+	"teur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: instance, r" +
+	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
+	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
+	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou règlem" +
+	"ent\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
+	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
+	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les quelques secon" +
+	"des.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02disponible de" +
+	"puis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pa" +
+	"ges\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s" +
+	" à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
+	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
+	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
+	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
+	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
+	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
+	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
+	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
+	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
+	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les version" +
+	"s de processus publiées\u202f: leurs nœuds, routes et révisions épinglée" +
+	"s, dessinés.\x02Processus par clé\x02Versions, les plus récentes d’abord" +
+	"\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus %" +
+	"[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le p" +
+	"lus long chemin depuis le nœud de départ. Les flèches pleines sont les r" +
+	"éussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
+	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
+	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
+	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
+	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
+	"s\x02Instances de ce processus\x02Les colonnes suivent le plus long chem" +
+	"in depuis le nœud de départ. Les flèches pleines sont les réussites (éti" +
+	"quetées par leur route), les pointillées les échecs (étiquetées par leur" +
+	"s codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœ" +
+	"uds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tablea" +
+	"u ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cett" +
+	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
+	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02G" +
+	"raphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s" +
+	". Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes." +
+	"\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend l" +
+	"es mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d " +
+	"nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds e" +
+	"t routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous " +
+	"reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (te" +
+	"rmine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inci" +
+	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
+	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
+	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
+	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[" +
+	"1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]" +
+	"s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques se" +
+	"condes.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
+	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
+	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
+	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
+	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
+	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
+	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
+	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
+	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
+	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
+	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
+	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
+	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
+	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
+	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
+	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
+	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
+	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
+	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
+	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
+	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
+	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
+	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
+	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
+	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
+	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
+	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
+	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
+	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
+	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
+	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
+	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe\x02A" +
+	"ucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les e" +
+	"xécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interr" +
+	"ogation longue\x02façade Camunda 7\x02toutes les révisions accordées à s" +
+	"on consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette défi" +
+	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
+	"nterroge.\x02Aucun processus n’utilise cette définition en mode pull" +
+	"\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun " +
+	"exécutant.\x02Aucun exécutant n’est connecté pour cette définition\u202f" +
+	"; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02" +
+	"Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Rév" +
+	"isions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les" +
+	" révisions accordées à leur consommateur.\x02Toutes les révisions accord" +
+	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
+	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 56052 bytes (54KiB); checksum: 1D458E76
+	// Total table size 56400 bytes (55KiB); checksum: F6B1D926

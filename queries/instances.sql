@@ -196,6 +196,21 @@ cross join lateral (
 where i.status = 'held'
 group by o.definition_key;
 
+-- name: InstanceHeldByNode :many
+-- The held instances of one process version by the node each is held at
+-- (that of its latest failed occurrence), for the version's graph: few
+-- instances are held, and instances_by_status finds them.
+select o.node, count(*)::bigint as count
+from instances i
+cross join lateral (
+    select x.node from occurrences x
+    where x.instance_id = i.id and x.status = 'failed'
+    order by x.settled_at desc, x.created_at desc
+    limit 1
+) o
+where i.status = 'held' and i.process_key = @process_key and i.version = @version
+group by o.node;
+
 -- name: InstanceInsertNewMany :exec
 -- InstanceInsertNew for many rows in one statement (engine/merge.go): the
 -- nth array holds each row's nth parameter of InstanceInsertNew.

@@ -337,6 +337,52 @@ func (q *Queries) InstanceHeldByDefinition(ctx context.Context) ([]InstanceHeldB
 	return items, nil
 }
 
+const instanceHeldByNode = `-- name: InstanceHeldByNode :many
+select o.node, count(*)::bigint as count
+from instances i
+cross join lateral (
+    select x.node from occurrences x
+    where x.instance_id = i.id and x.status = 'failed'
+    order by x.settled_at desc, x.created_at desc
+    limit 1
+) o
+where i.status = 'held' and i.process_key = $1 and i.version = $2
+group by o.node
+`
+
+type InstanceHeldByNodeParams struct {
+	ProcessKey string
+	Version    int32
+}
+
+type InstanceHeldByNodeRow struct {
+	Node  string
+	Count int64
+}
+
+// The held instances of one process version by the node each is held at
+// (that of its latest failed occurrence), for the version's graph: few
+// instances are held, and instances_by_status finds them.
+func (q *Queries) InstanceHeldByNode(ctx context.Context, arg InstanceHeldByNodeParams) ([]InstanceHeldByNodeRow, error) {
+	rows, err := q.db.Query(ctx, instanceHeldByNode, arg.ProcessKey, arg.Version)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InstanceHeldByNodeRow{}
+	for rows.Next() {
+		var i InstanceHeldByNodeRow
+		if err := rows.Scan(&i.Node, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const instanceHold = `-- name: InstanceHold :execrows
 update instances
 set status = 'held', error_code = $1
