@@ -60,7 +60,7 @@ func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter
 	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, Limit: defaultPageSize}
 	var errs []string
 	if f.Status != "" && !slices.Contains(instanceStatuses, f.Status) {
-		errs = append(errs, T(ctx, "Unknown status %q.", f.Status))
+		errs = append(errs, T(ctx, "Unknown status “%s”.", f.Status))
 	}
 	var e []string
 	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))

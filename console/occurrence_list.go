@@ -85,7 +85,7 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 	var errs []string
 	if f.Status != "" {
 		if !slices.Contains(occurrenceStatuses, f.Status) {
-			errs = append(errs, T(ctx, "Unknown status %q.", f.Status))
+			errs = append(errs, T(ctx, "Unknown status “%s”.", f.Status))
 		}
 		ef.Status = f.Status
 	}

@@ -523,7 +523,7 @@ var messageKeyToIndex = map[string]int{
 	"UTC (coordinated universal time)": 511,
 	"Unknown action.":                  42,
 	"Unknown consumer.":                474,
-	"Unknown status %q.":               310,
+	"Unknown status “%s”.":             310,
 	"Value":                            290,
 	"Version":                          522,
 	"Versions, newest first":           518,
@@ -775,105 +775,105 @@ var enIndex = []uint32{ // 647 elements
 	0x00002b28, 0x00002b7f, 0x00002ba9, 0x00002bd5,
 	0x00002bff, 0x00002c07, 0x00002c0d, 0x00002c1a,
 	0x00002c2c, 0x00002c37, 0x00002c40, 0x00002c52,
-	0x00002c61, 0x00002c83, 0x00002ca7, 0x00002cbd,
-	0x00002ccb, 0x00002cf6, 0x00002d08, 0x00002d1e,
-	0x00002d23, 0x00002d26, 0x00002d50, 0x00002d99,
+	0x00002c61, 0x00002c83, 0x00002ca7, 0x00002cc3,
+	0x00002cd1, 0x00002cfc, 0x00002d0e, 0x00002d24,
+	0x00002d29, 0x00002d2c, 0x00002d56, 0x00002d9f,
 	// Entry 140 - 15F
-	0x00002db9, 0x00002dc2, 0x00002dd4, 0x00002df7,
-	0x00002e05, 0x00002e12, 0x00002e1c, 0x00002e25,
-	0x00002e2e, 0x00002e38, 0x00002e40, 0x00002e45,
-	0x00002e4d, 0x00002e56, 0x00002e5f, 0x00002e6c,
-	0x00002e71, 0x00002e79, 0x00002e80, 0x00002e88,
-	0x00002e8d, 0x00002e9b, 0x00002ea2, 0x00002ea9,
-	0x00002eae, 0x00002eb5, 0x00002ebf, 0x00002ec6,
-	0x00002ee3, 0x00002efd, 0x00002f1b, 0x00002f3b,
+	0x00002dbf, 0x00002dc8, 0x00002dda, 0x00002dfd,
+	0x00002e0b, 0x00002e18, 0x00002e22, 0x00002e2b,
+	0x00002e34, 0x00002e3e, 0x00002e46, 0x00002e4b,
+	0x00002e53, 0x00002e5c, 0x00002e65, 0x00002e72,
+	0x00002e77, 0x00002e7f, 0x00002e86, 0x00002e8e,
+	0x00002e93, 0x00002ea1, 0x00002ea8, 0x00002eaf,
+	0x00002eb4, 0x00002ebb, 0x00002ec5, 0x00002ecc,
+	0x00002ee9, 0x00002f03, 0x00002f21, 0x00002f41,
 	// Entry 160 - 17F
-	0x00002f49, 0x00002f52, 0x00002f5b, 0x00002f64,
-	0x00002f68, 0x00002f6b, 0x00002f77, 0x00002f85,
-	0x00002f92, 0x00002fa3, 0x00002fb2, 0x00002fc9,
-	0x00002fdc, 0x00002fec, 0x00002ffb, 0x0000300a,
-	0x00003012, 0x00003019, 0x00003021, 0x00003029,
-	0x00003037, 0x00003045, 0x0000305b, 0x00003070,
-	0x00003081, 0x00003087, 0x0000308e, 0x00003097,
-	0x000030b3, 0x000030bc, 0x000030c6, 0x000030cf,
+	0x00002f4f, 0x00002f58, 0x00002f61, 0x00002f6a,
+	0x00002f6e, 0x00002f71, 0x00002f7d, 0x00002f8b,
+	0x00002f98, 0x00002fa9, 0x00002fb8, 0x00002fcf,
+	0x00002fe2, 0x00002ff2, 0x00003001, 0x00003010,
+	0x00003018, 0x0000301f, 0x00003027, 0x0000302f,
+	0x0000303d, 0x0000304b, 0x00003061, 0x00003076,
+	0x00003087, 0x0000308d, 0x00003094, 0x0000309d,
+	0x000030b9, 0x000030c2, 0x000030cc, 0x000030d5,
 	// Entry 180 - 19F
-	0x000030d8, 0x000030e1, 0x000030f8, 0x00003100,
-	0x0000310e, 0x0000313b, 0x00003147, 0x00003155,
-	0x0000319c, 0x000031a8, 0x000031b0, 0x000031db,
-	0x00003226, 0x000032e8, 0x000032ec, 0x00003312,
-	0x00003317, 0x00003332, 0x00003343, 0x0000334f,
-	0x00003357, 0x00003389, 0x00003392, 0x0000339b,
-	0x000033b7, 0x000033c4, 0x000033d2, 0x000033fe,
-	0x00003424, 0x0000342f, 0x0000345d, 0x0000347a,
+	0x000030de, 0x000030e7, 0x000030fe, 0x00003106,
+	0x00003114, 0x00003141, 0x0000314d, 0x0000315b,
+	0x000031a2, 0x000031ae, 0x000031b6, 0x000031e1,
+	0x0000322c, 0x000032ee, 0x000032f2, 0x00003318,
+	0x0000331d, 0x00003338, 0x00003349, 0x00003355,
+	0x0000335d, 0x0000338f, 0x00003398, 0x000033a1,
+	0x000033bd, 0x000033ca, 0x000033d8, 0x00003404,
+	0x0000342a, 0x00003435, 0x00003463, 0x00003480,
 	// Entry 1A0 - 1BF
-	0x000034a9, 0x000034db, 0x000034f9, 0x0000352e,
-	0x0000354a, 0x00003559, 0x00003566, 0x00003574,
-	0x00003581, 0x0000358a, 0x000035a5, 0x000035c0,
-	0x000035cc, 0x000035ed, 0x0000362f, 0x00003639,
-	0x0000368c, 0x000036d0, 0x0000370c, 0x00003739,
-	0x00003773, 0x000037d8, 0x000037f8, 0x0000381e,
-	0x00003848, 0x00003880, 0x000038bd, 0x000038e1,
-	0x0000395a, 0x0000397f, 0x00003999, 0x000039b7,
+	0x000034af, 0x000034e1, 0x000034ff, 0x00003534,
+	0x00003550, 0x0000355f, 0x0000356c, 0x0000357a,
+	0x00003587, 0x00003590, 0x000035ab, 0x000035c6,
+	0x000035d2, 0x000035f3, 0x00003635, 0x0000363f,
+	0x00003692, 0x000036d6, 0x00003712, 0x0000373f,
+	0x00003779, 0x000037de, 0x000037fe, 0x00003824,
+	0x0000384e, 0x00003886, 0x000038c3, 0x000038e7,
+	0x00003960, 0x00003985, 0x0000399f, 0x000039bd,
 	// Entry 1C0 - 1DF
-	0x000039eb, 0x00003a2b, 0x00003a55, 0x00003a64,
-	0x00003a95, 0x00003ac4, 0x00003ad7, 0x00003b4c,
-	0x00003b5f, 0x00003b93, 0x00003bc7, 0x00003bd7,
-	0x00003c1e, 0x00003c4b, 0x00003c58, 0x00003c68,
-	0x00003c98, 0x00003cd2, 0x00003cf5, 0x00003cfd,
-	0x00003d15, 0x00003d32, 0x00003d40, 0x00003d51,
-	0x00003d59, 0x00003d64, 0x00003d94, 0x00003da6,
-	0x00003db6, 0x00003de8, 0x00003df4, 0x00003e05,
+	0x000039f1, 0x00003a31, 0x00003a5b, 0x00003a6a,
+	0x00003a9b, 0x00003aca, 0x00003add, 0x00003b52,
+	0x00003b65, 0x00003b99, 0x00003bcd, 0x00003bdd,
+	0x00003c24, 0x00003c51, 0x00003c5e, 0x00003c6e,
+	0x00003c9e, 0x00003cd8, 0x00003cfb, 0x00003d03,
+	0x00003d1b, 0x00003d38, 0x00003d46, 0x00003d57,
+	0x00003d5f, 0x00003d6a, 0x00003d9a, 0x00003dac,
+	0x00003dbc, 0x00003dee, 0x00003dfa, 0x00003e0b,
 	// Entry 1E0 - 1FF
-	0x00003e1f, 0x00003e30, 0x00003e36, 0x00003e4a,
-	0x00003e62, 0x00003e87, 0x00003e95, 0x00003ed3,
-	0x00003f10, 0x00003f3c, 0x00003f79, 0x00003f88,
-	0x00003f90, 0x00003f9d, 0x00003fad, 0x00003fc4,
-	0x00003fcf, 0x00003fde, 0x00003fe4, 0x00003ff2,
-	0x00003ffc, 0x00004007, 0x0000401a, 0x0000403f,
-	0x0000406a, 0x00004098, 0x000040a6, 0x00004139,
-	0x00004157, 0x0000419d, 0x000041ab, 0x000041bf,
+	0x00003e25, 0x00003e36, 0x00003e3c, 0x00003e50,
+	0x00003e68, 0x00003e8d, 0x00003e9b, 0x00003ed9,
+	0x00003f16, 0x00003f42, 0x00003f7f, 0x00003f8e,
+	0x00003f96, 0x00003fa3, 0x00003fb3, 0x00003fca,
+	0x00003fd5, 0x00003fe4, 0x00003fea, 0x00003ff8,
+	0x00004002, 0x0000400d, 0x00004020, 0x00004045,
+	0x00004070, 0x0000409e, 0x000040ac, 0x0000413f,
+	0x0000415d, 0x000041a3, 0x000041b1, 0x000041c5,
 	// Entry 200 - 21F
-	0x000041e0, 0x000041f4, 0x000041fa, 0x0000420e,
-	0x00004281, 0x000042ce, 0x000042df, 0x000042f6,
-	0x00004313, 0x00004321, 0x0000432f, 0x00004337,
-	0x00004342, 0x00004348, 0x0000443a, 0x00004440,
-	0x00004472, 0x00004477, 0x00004487, 0x00004492,
-	0x0000449b, 0x000044ab, 0x000044c5, 0x0000456a,
-	0x00004580, 0x00004605, 0x0000467f, 0x0000468e,
-	0x00004748, 0x00004799, 0x0000479e, 0x000047ac,
+	0x000041e6, 0x000041fa, 0x00004200, 0x00004214,
+	0x00004287, 0x000042d4, 0x000042e5, 0x000042fc,
+	0x00004319, 0x00004327, 0x00004335, 0x0000433d,
+	0x00004348, 0x0000434e, 0x00004440, 0x00004446,
+	0x00004478, 0x0000447d, 0x0000448d, 0x00004498,
+	0x000044a1, 0x000044b1, 0x000044cb, 0x00004570,
+	0x00004586, 0x0000460b, 0x00004685, 0x00004694,
+	0x0000474e, 0x0000479f, 0x000047a4, 0x000047b2,
 	// Entry 220 - 23F
-	0x000047bc, 0x000047c8, 0x000047d8, 0x000047e2,
-	0x00004805, 0x0000481e, 0x00004831, 0x0000489d,
-	0x000048ac, 0x000048ba, 0x000048d6, 0x000048e5,
-	0x000048fb, 0x00004934, 0x00004966, 0x0000499d,
-	0x000049ab, 0x000049ef, 0x00004a14, 0x00004a27,
-	0x00004a4f, 0x00004a56, 0x00004ab1, 0x00004adb,
-	0x00004b0b, 0x00004b69, 0x00004c09, 0x00004c1d,
-	0x00004cc8, 0x00004d3e, 0x00004d46, 0x00004d81,
+	0x000047c2, 0x000047ce, 0x000047de, 0x000047e8,
+	0x0000480b, 0x00004824, 0x00004837, 0x000048a3,
+	0x000048b2, 0x000048c0, 0x000048dc, 0x000048eb,
+	0x00004901, 0x0000493a, 0x0000496c, 0x000049a3,
+	0x000049b1, 0x000049f5, 0x00004a1a, 0x00004a2d,
+	0x00004a55, 0x00004a5c, 0x00004ab7, 0x00004ae1,
+	0x00004b11, 0x00004b6f, 0x00004c0f, 0x00004c23,
+	0x00004cce, 0x00004d44, 0x00004d4c, 0x00004d87,
 	// Entry 240 - 25F
-	0x00004d87, 0x00004e03, 0x00004e4b, 0x00004e76,
-	0x00004ed8, 0x00004efb, 0x00004fa2, 0x00004fa5,
-	0x00004faa, 0x00004fb5, 0x00004fbf, 0x00004fc7,
-	0x00004fe2, 0x00004fe8, 0x00004ff0, 0x00004ffe,
-	0x00005008, 0x00005015, 0x0000501f, 0x00005032,
-	0x00005056, 0x000050d6, 0x000050e7, 0x000050ef,
-	0x00005164, 0x000051b8, 0x000051fa, 0x00005209,
-	0x00005215, 0x00005251, 0x0000528b, 0x00005299,
+	0x00004d8d, 0x00004e09, 0x00004e51, 0x00004e7c,
+	0x00004ede, 0x00004f01, 0x00004fa8, 0x00004fab,
+	0x00004fb0, 0x00004fbb, 0x00004fc5, 0x00004fcd,
+	0x00004fe8, 0x00004fee, 0x00004ff6, 0x00005004,
+	0x0000500e, 0x0000501b, 0x00005025, 0x00005038,
+	0x0000505c, 0x000050dc, 0x000050ed, 0x000050f5,
+	0x0000516a, 0x000051be, 0x00005200, 0x0000520f,
+	0x0000521b, 0x00005257, 0x00005291, 0x0000529f,
 	// Entry 260 - 27F
-	0x000052a6, 0x000052b4, 0x000052c2, 0x000052d0,
-	0x00005302, 0x00005332, 0x0000538e, 0x0000539b,
-	0x000053bb, 0x000053d5, 0x000053da, 0x000053eb,
-	0x000053f8, 0x00005424, 0x000054aa, 0x000054cf,
-	0x000054d6, 0x000054df, 0x000054f2, 0x000054fc,
-	0x00005506, 0x00005510, 0x00005528, 0x0000553e,
-	0x0000554a, 0x0000556c, 0x00005573, 0x00005580,
-	0x00005591, 0x000055b8, 0x000055c8, 0x0000561c,
+	0x000052ac, 0x000052ba, 0x000052c8, 0x000052d6,
+	0x00005308, 0x00005338, 0x00005394, 0x000053a1,
+	0x000053c1, 0x000053db, 0x000053e0, 0x000053f1,
+	0x000053fe, 0x0000542a, 0x000054b0, 0x000054d5,
+	0x000054dc, 0x000054e5, 0x000054f8, 0x00005502,
+	0x0000550c, 0x00005516, 0x0000552e, 0x00005544,
+	0x00005550, 0x00005572, 0x00005579, 0x00005586,
+	0x00005597, 0x000055be, 0x000055ce, 0x00005622,
 	// Entry 280 - 29F
-	0x0000567c, 0x000056cf, 0x00005707, 0x00005757,
-	0x0000578b, 0x000057aa, 0x000057ca,
+	0x00005682, 0x000056d5, 0x0000570d, 0x0000575d,
+	0x00005791, 0x000057b0, 0x000057d0,
 } // Size: 2612 bytes
 
-const enData string = "" + // Size: 22474 bytes
+const enData string = "" + // Size: 22480 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1053,11 +1053,11 @@ const enData string = "" + // Size: 22474 bytes
 	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
 	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
 	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
-	"s %[1]q.\x02Creation date\x02The page size must be between 1 and %[1]d." +
-	"\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on e" +
-	"very instance this filter matches\x02The next page counts them and asks " +
-	"for a reason before anything changes.\x02Process instances, newest first" +
-	"\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"s “%[1]s”.\x02Creation date\x02The page size must be between 1 and %[1]d" +
+	".\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on " +
+	"every instance this filter matches\x02The next page counts them and asks" +
+	" for a reason before anything changes.\x02Process instances, newest firs" +
+	"t\x02Instance\x02End node or error\x02No instance matches these filters." +
 	"\x02All processes\x02All statuses\x02available\x02reserved\x02deferred" +
 	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
 	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
@@ -1313,105 +1313,105 @@ var frIndex = []uint32{ // 647 elements
 	0x000037dc, 0x0000382c, 0x0000385d, 0x00003890,
 	0x000038bf, 0x000038cd, 0x000038da, 0x000038ec,
 	0x00003901, 0x00003911, 0x0000391e, 0x00003933,
-	0x00003946, 0x00003971, 0x0000399e, 0x000039b8,
-	0x000039ca, 0x00003a02, 0x00003a19, 0x00003a30,
-	0x00003a33, 0x00003a36, 0x00003a6a, 0x00003ab4,
+	0x00003946, 0x00003971, 0x0000399e, 0x000039c2,
+	0x000039d4, 0x00003a0c, 0x00003a23, 0x00003a3a,
+	0x00003a3d, 0x00003a40, 0x00003a74, 0x00003abe,
 	// Entry 140 - 15F
-	0x00003ae9, 0x00003af2, 0x00003b09, 0x00003b37,
-	0x00003b4a, 0x00003b5b, 0x00003b66, 0x00003b71,
-	0x00003b7c, 0x00003b85, 0x00003b8e, 0x00003b97,
-	0x00003ba0, 0x00003ba9, 0x00003bb0, 0x00003bbe,
-	0x00003bc4, 0x00003bcb, 0x00003bd2, 0x00003bdb,
-	0x00003be0, 0x00003bee, 0x00003bf4, 0x00003bfa,
-	0x00003c00, 0x00003c08, 0x00003c11, 0x00003c1a,
-	0x00003c37, 0x00003c52, 0x00003c75, 0x00003c96,
+	0x00003af3, 0x00003afc, 0x00003b13, 0x00003b41,
+	0x00003b54, 0x00003b65, 0x00003b70, 0x00003b7b,
+	0x00003b86, 0x00003b8f, 0x00003b98, 0x00003ba1,
+	0x00003baa, 0x00003bb3, 0x00003bba, 0x00003bc8,
+	0x00003bce, 0x00003bd5, 0x00003bdc, 0x00003be5,
+	0x00003bea, 0x00003bf8, 0x00003bfe, 0x00003c04,
+	0x00003c0a, 0x00003c12, 0x00003c1b, 0x00003c24,
+	0x00003c41, 0x00003c5c, 0x00003c7f, 0x00003ca0,
 	// Entry 160 - 17F
-	0x00003ca5, 0x00003cb0, 0x00003cbb, 0x00003cc8,
-	0x00003ccc, 0x00003cd0, 0x00003cde, 0x00003cec,
-	0x00003cfa, 0x00003d1a, 0x00003d2d, 0x00003d46,
-	0x00003d5b, 0x00003d6c, 0x00003d7e, 0x00003d90,
-	0x00003d96, 0x00003d9d, 0x00003da5, 0x00003dad,
-	0x00003dcb, 0x00003de9, 0x00003e00, 0x00003e15,
-	0x00003e26, 0x00003e2c, 0x00003e45, 0x00003e50,
-	0x00003e84, 0x00003e91, 0x00003eaf, 0x00003ebd,
+	0x00003caf, 0x00003cba, 0x00003cc5, 0x00003cd2,
+	0x00003cd6, 0x00003cda, 0x00003ce8, 0x00003cf6,
+	0x00003d04, 0x00003d24, 0x00003d37, 0x00003d50,
+	0x00003d65, 0x00003d76, 0x00003d88, 0x00003d9a,
+	0x00003da0, 0x00003da7, 0x00003daf, 0x00003db7,
+	0x00003dd5, 0x00003df3, 0x00003e0a, 0x00003e1f,
+	0x00003e30, 0x00003e36, 0x00003e4f, 0x00003e5a,
+	0x00003e8e, 0x00003e9b, 0x00003eb9, 0x00003ec7,
 	// Entry 180 - 19F
-	0x00003ec6, 0x00003ecd, 0x00003ee8, 0x00003ef2,
-	0x00003f05, 0x00003f3f, 0x00003f48, 0x00003f57,
-	0x00003fbb, 0x00003fc7, 0x00003fd1, 0x00004001,
-	0x0000405c, 0x00004143, 0x0000414e, 0x00004181,
-	0x00004186, 0x000041a6, 0x000041c3, 0x000041e3,
-	0x000041f8, 0x00004239, 0x00004244, 0x0000424e,
-	0x00004277, 0x00004288, 0x00004296, 0x000042d2,
-	0x000042fc, 0x00004324, 0x00004363, 0x00004384,
+	0x00003ed0, 0x00003ed7, 0x00003ef2, 0x00003efc,
+	0x00003f0f, 0x00003f49, 0x00003f52, 0x00003f61,
+	0x00003fc5, 0x00003fd1, 0x00003fdb, 0x0000400b,
+	0x00004066, 0x0000414d, 0x00004158, 0x0000418b,
+	0x00004190, 0x000041b0, 0x000041cd, 0x000041ed,
+	0x00004202, 0x00004243, 0x0000424e, 0x00004258,
+	0x00004281, 0x00004292, 0x000042a0, 0x000042dc,
+	0x00004306, 0x0000432e, 0x0000436d, 0x0000438e,
 	// Entry 1A0 - 1BF
-	0x000043c2, 0x00004402, 0x00004422, 0x00004463,
-	0x0000448f, 0x000044a7, 0x000044bb, 0x000044d2,
-	0x000044e0, 0x000044eb, 0x0000450e, 0x0000452d,
-	0x00004539, 0x00004558, 0x000045a6, 0x000045c2,
-	0x00004630, 0x00004677, 0x000046b6, 0x000046f6,
-	0x0000473c, 0x000047ae, 0x000047d6, 0x000047f9,
-	0x00004830, 0x00004877, 0x000048ca, 0x000048f3,
-	0x00004999, 0x000049bf, 0x000049e6, 0x00004a0e,
+	0x000043cc, 0x0000440c, 0x0000442c, 0x0000446d,
+	0x00004499, 0x000044b1, 0x000044c5, 0x000044dc,
+	0x000044ea, 0x000044f5, 0x00004518, 0x00004537,
+	0x00004543, 0x00004562, 0x000045b0, 0x000045cc,
+	0x0000463a, 0x00004681, 0x000046c0, 0x00004700,
+	0x00004746, 0x000047b8, 0x000047e0, 0x00004803,
+	0x0000483a, 0x00004881, 0x000048d4, 0x000048fd,
+	0x000049a3, 0x000049c9, 0x000049f0, 0x00004a18,
 	// Entry 1C0 - 1DF
-	0x00004a55, 0x00004a9f, 0x00004ad2, 0x00004ae5,
-	0x00004b13, 0x00004b4f, 0x00004b65, 0x00004bf9,
-	0x00004c0c, 0x00004c49, 0x00004c85, 0x00004c98,
-	0x00004cec, 0x00004d21, 0x00004d33, 0x00004d4a,
-	0x00004d87, 0x00004dd7, 0x00004e01, 0x00004e0c,
-	0x00004e29, 0x00004e48, 0x00004e59, 0x00004e73,
-	0x00004e7c, 0x00004e86, 0x00004ebb, 0x00004ed1,
-	0x00004ee4, 0x00004f21, 0x00004f3a, 0x00004f50,
+	0x00004a5f, 0x00004aa9, 0x00004adc, 0x00004aef,
+	0x00004b1d, 0x00004b59, 0x00004b6f, 0x00004c03,
+	0x00004c16, 0x00004c53, 0x00004c8f, 0x00004ca2,
+	0x00004cf6, 0x00004d2b, 0x00004d3d, 0x00004d54,
+	0x00004d91, 0x00004de1, 0x00004e0b, 0x00004e16,
+	0x00004e33, 0x00004e52, 0x00004e63, 0x00004e7d,
+	0x00004e86, 0x00004e90, 0x00004ec5, 0x00004edb,
+	0x00004eee, 0x00004f2b, 0x00004f44, 0x00004f5a,
 	// Entry 1E0 - 1FF
-	0x00004f7a, 0x00004f8d, 0x00004f94, 0x00004faf,
-	0x00004fd1, 0x00005001, 0x00005018, 0x00005050,
-	0x0000508b, 0x000050b7, 0x0000510a, 0x0000511a,
-	0x00005123, 0x00005137, 0x00005149, 0x0000515f,
-	0x00005171, 0x00005183, 0x00005189, 0x0000519b,
-	0x000051a9, 0x000051b8, 0x000051ce, 0x000051f8,
-	0x0000522b, 0x00005267, 0x0000527e, 0x00005346,
-	0x00005373, 0x000053de, 0x000053f8, 0x00005411,
+	0x00004f84, 0x00004f97, 0x00004f9e, 0x00004fb9,
+	0x00004fdb, 0x0000500b, 0x00005022, 0x0000505a,
+	0x00005095, 0x000050c1, 0x00005114, 0x00005124,
+	0x0000512d, 0x00005141, 0x00005153, 0x00005169,
+	0x0000517b, 0x0000518d, 0x00005193, 0x000051a5,
+	0x000051b3, 0x000051c2, 0x000051d8, 0x00005202,
+	0x00005235, 0x00005271, 0x00005288, 0x00005350,
+	0x0000537d, 0x000053e8, 0x00005402, 0x0000541b,
 	// Entry 200 - 21F
-	0x00005432, 0x00005448, 0x0000544f, 0x00005469,
-	0x000054fe, 0x00005561, 0x00005574, 0x0000559b,
-	0x000055c3, 0x000055d1, 0x000055e1, 0x000055e9,
-	0x000055fa, 0x00005601, 0x00005737, 0x0000573e,
-	0x00005778, 0x0000577d, 0x00005792, 0x000057a6,
-	0x000057b8, 0x000057ce, 0x000057e8, 0x000058bd,
-	0x000058d5, 0x00005976, 0x00005a05, 0x00005a15,
-	0x00005aef, 0x00005bb1, 0x00005bb6, 0x00005bc6,
+	0x0000543c, 0x00005452, 0x00005459, 0x00005473,
+	0x00005508, 0x0000556b, 0x0000557e, 0x000055a5,
+	0x000055cd, 0x000055db, 0x000055eb, 0x000055f3,
+	0x00005604, 0x0000560b, 0x00005741, 0x00005748,
+	0x00005782, 0x00005787, 0x0000579c, 0x000057b0,
+	0x000057c2, 0x000057d8, 0x000057f2, 0x000058c7,
+	0x000058df, 0x00005980, 0x00005a0f, 0x00005a1f,
+	0x00005af9, 0x00005bbb, 0x00005bc0, 0x00005bd0,
 	// Entry 220 - 23F
-	0x00005bd4, 0x00005be4, 0x00005bf4, 0x00005bfe,
-	0x00005c27, 0x00005c41, 0x00005c5c, 0x00005cea,
-	0x00005cfb, 0x00005d08, 0x00005d23, 0x00005d37,
-	0x00005d55, 0x00005d9f, 0x00005de0, 0x00005e26,
-	0x00005e3e, 0x00005e91, 0x00005ecc, 0x00005ee4,
-	0x00005f0f, 0x00005f19, 0x00005f93, 0x00005fc8,
-	0x00006009, 0x0000607d, 0x00006156, 0x0000616f,
-	0x00006238, 0x000062b5, 0x000062c2, 0x00006314,
+	0x00005bde, 0x00005bee, 0x00005bfe, 0x00005c08,
+	0x00005c31, 0x00005c4b, 0x00005c66, 0x00005cf4,
+	0x00005d05, 0x00005d12, 0x00005d2d, 0x00005d41,
+	0x00005d5f, 0x00005da9, 0x00005dea, 0x00005e30,
+	0x00005e48, 0x00005e9b, 0x00005ed6, 0x00005eee,
+	0x00005f19, 0x00005f23, 0x00005f9d, 0x00005fd2,
+	0x00006013, 0x00006087, 0x00006160, 0x00006179,
+	0x00006242, 0x000062bf, 0x000062cc, 0x0000631e,
 	// Entry 240 - 25F
-	0x0000631a, 0x000063b6, 0x0000640a, 0x00006435,
-	0x000064c1, 0x000064ef, 0x000065b1, 0x000065b4,
-	0x000065ba, 0x000065c4, 0x000065da, 0x000065e5,
-	0x00006615, 0x0000661c, 0x00006627, 0x00006635,
-	0x00006642, 0x00006650, 0x0000665d, 0x00006676,
-	0x000066a3, 0x0000674c, 0x0000675f, 0x00006769,
-	0x000067f8, 0x00006859, 0x000068ab, 0x000068bd,
-	0x000068d0, 0x0000690e, 0x0000694a, 0x00006956,
+	0x00006324, 0x000063c0, 0x00006414, 0x0000643f,
+	0x000064cb, 0x000064f9, 0x000065bb, 0x000065be,
+	0x000065c4, 0x000065ce, 0x000065e4, 0x000065ef,
+	0x0000661f, 0x00006626, 0x00006631, 0x0000663f,
+	0x0000664c, 0x0000665a, 0x00006667, 0x00006680,
+	0x000066ad, 0x00006756, 0x00006769, 0x00006773,
+	0x00006802, 0x00006863, 0x000068b5, 0x000068c7,
+	0x000068da, 0x00006918, 0x00006954, 0x00006960,
 	// Entry 260 - 27F
-	0x00006963, 0x00006971, 0x0000697f, 0x0000698f,
-	0x000069cb, 0x00006a05, 0x00006a82, 0x00006a8d,
-	0x00006ab7, 0x00006ad3, 0x00006ad7, 0x00006ae9,
-	0x00006af7, 0x00006b23, 0x00006be5, 0x00006c18,
-	0x00006c23, 0x00006c2d, 0x00006c42, 0x00006c4b,
-	0x00006c55, 0x00006c63, 0x00006c87, 0x00006ca1,
-	0x00006cb6, 0x00006ce2, 0x00006ce7, 0x00006cfc,
-	0x00006d0e, 0x00006d43, 0x00006d54, 0x00006dca,
+	0x0000696d, 0x0000697b, 0x00006989, 0x00006999,
+	0x000069d5, 0x00006a0f, 0x00006a8c, 0x00006a97,
+	0x00006ac1, 0x00006add, 0x00006ae1, 0x00006af3,
+	0x00006b01, 0x00006b2d, 0x00006bef, 0x00006c22,
+	0x00006c2d, 0x00006c37, 0x00006c4c, 0x00006c55,
+	0x00006c5f, 0x00006c6d, 0x00006c91, 0x00006cab,
+	0x00006cc0, 0x00006cec, 0x00006cf1, 0x00006d06,
+	0x00006d18, 0x00006d4d, 0x00006d5e, 0x00006dd4,
 	// Entry 280 - 29F
-	0x00006e59, 0x00006ec0, 0x00006f02, 0x00006f75,
-	0x00006fbd, 0x00006feb, 0x0000701e,
+	0x00006e63, 0x00006eca, 0x00006f0c, 0x00006f7f,
+	0x00006fc7, 0x00006ff5, 0x00007028,
 } // Size: 2612 bytes
 
-const frData string = "" + // Size: 28702 bytes
+const frData string = "" + // Size: 28712 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1630,211 +1630,212 @@ const frData string = "" + // Size: 28702 bytes
 	"]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence" +
 	" en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud\x02En éc" +
 	"hec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis a" +
-	"bandonnée par un opérateur\x02Statut inconnu\u202f: %[1]q.\x02Date de cr" +
-	"éation\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Ins" +
-	"tances de processus\x02exacte, casse comprise\x02du\x02au\x02Agir sur to" +
-	"utes les instances que ce filtre retient\x02La page suivante les compte " +
-	"et demande un motif avant que rien ne change.\x02Instances de processus," +
-	" les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucun" +
-	"e instance ne correspond à ces filtres.\x02Tous les processus\x02Tous le" +
-	"s statuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours" +
-	"\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02e" +
-	"ntier\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet" +
-	"\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02" +
-	"••• masqué (secret)\x02pull (un exécutant la récupère)\x02push (Relais" +
-	" appelle le service)\x02administrateur\x02opérateur\x02concepteur\x02con" +
-	"sommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié" +
-	"\x02caractère obligatoire modifié\x02valeurs modifiées\x02classification" +
-	" modifiée\x02contrainte modifiée\x02routage modifié\x02longueur minimale" +
-	"\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre" +
-	" minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]" +
-	"s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’ex" +
-	"écution\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’ab" +
-	"ord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Fini" +
-	"e le\x02Durée\x02Réponse de la destination\x02Résultat\x02Message d’erre" +
-	"ur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02en cours" +
-	"\x02Message entier\x02Aucun exécutant n’a jamais réservé cette occurrenc" +
-	"e\u202f: elle a pris fin avant toute tentative.\x02Destination\x02Répliq" +
-	"ue\x02Relais n’a pas encore appelé la destination.\x02Relais n’a jamais " +
-	"appelé la destination\u202f: l’occurrence a pris fin avant tout appel." +
-	"\x02Relais ne conserve le code de statut de la destination que lorsqu’el" +
-	"le a refusé l’appel (destination_http_NNN)\u202f; un appel terminé a reç" +
-	"u une réponse 2xx. La durée va de la prise en charge de l’appel à son rè" +
-	"glement.\x02Maintenant\x02La reprendre ou l’abandonner depuis son instan" +
-	"ce\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de tentative" +
-	"s\x02Délai avant nouvelle tentative\x02Nouvelles tentatives\x02aucune" +
-	"\u202f: un appel en échec suit le chemin d’erreur du nœud\x02Échéance" +
-	"\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appe" +
-	"l\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise par un op" +
-	"érateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d" +
-	" tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1" +
-	"]d restantes\x02Entrées, nommées d’après le contrat de la révision %[1]d" +
-	"\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat" +
-	" de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est" +
-	" pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: " +
-	"l’occurrence s’est terminée sans aboutir.\x02Révéler — cette action est " +
-	"enregistrée\x02Disponible à partir du\x02Prochaine tentative\x02Dernière" +
-	" réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative " +
-	"%[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02Message de Re" +
-	"lais (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs" +
-	" protégées masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exéc" +
-	"utant a signalé cet échec comme définitif (tentatives restantes non util" +
-	"isées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l" +
-	"’appel (%[1]s).\x02La destination n’a pas répondu dans le délai de l’a" +
-	"ppel.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résu" +
-	"ltat ne respectait pas le contrat de sorties de la révision.\x02Relais s" +
-	"’est arrêté pendant l’appel\u202f: on ignore si la destination a agi, " +
-	"elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La " +
-	"destination était injoignable.\x02La réponse de la destination était tro" +
-	"p volumineuse.\x02Le verrou de la dernière tentative a expiré sans tenta" +
-	"tive restante.\x02Les entrées n’ont pas pu être construites à partir des" +
-	" liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un ex" +
-	"écutant Camunda 7 a signalé un échec sans nouvelle tentative restante (" +
-	"retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pa" +
-	"s relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentativ" +
-	"e à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expi" +
-	"ré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’a" +
-	"ppel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un" +
-	" exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle " +
-	"la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu" +
-	"’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
-	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
-	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
-	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
-	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
-	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
-	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
-	"lement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)" +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consomma" +
-	"teur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: instance, r" +
-	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
-	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
-	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou règlem" +
-	"ent\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
-	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
-	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les quelques secon" +
-	"des.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02disponible de" +
-	"puis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pa" +
-	"ges\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s" +
-	" à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
-	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
-	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
-	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
-	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
-	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
-	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
-	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
-	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
-	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les version" +
-	"s de processus publiées\u202f: leurs nœuds, routes et révisions épinglée" +
-	"s, dessinés.\x02Processus par clé\x02Versions, les plus récentes d’abord" +
-	"\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus %" +
-	"[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le p" +
-	"lus long chemin depuis le nœud de départ. Les flèches pleines sont les r" +
-	"éussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
-	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
-	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
-	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
-	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
-	"s\x02Instances de ce processus\x02Les colonnes suivent le plus long chem" +
-	"in depuis le nœud de départ. Les flèches pleines sont les réussites (éti" +
-	"quetées par leur route), les pointillées les échecs (étiquetées par leur" +
-	"s codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœ" +
-	"uds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tablea" +
-	"u ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cett" +
-	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
-	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02G" +
-	"raphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s" +
-	". Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes." +
-	"\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend l" +
-	"es mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d " +
-	"nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds e" +
-	"t routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous " +
-	"reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (te" +
-	"rmine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inci" +
-	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
-	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
-	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
-	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[" +
-	"1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]" +
-	"s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les quelques se" +
-	"condes.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
-	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
-	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
-	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
-	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
-	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
-	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
-	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
-	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
-	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
-	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
-	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
-	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
-	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
-	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
-	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
-	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
-	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
-	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
-	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
-	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
-	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
-	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
-	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
-	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
-	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
-	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
-	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
-	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
-	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
-	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
-	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe\x02A" +
-	"ucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les e" +
-	"xécutants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interr" +
-	"ogation longue\x02façade Camunda 7\x02toutes les révisions accordées à s" +
-	"on consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette défi" +
-	"nition\u202f: ses occurrences attendent qu’un exécutant se connecte ou i" +
-	"nterroge.\x02Aucun processus n’utilise cette définition en mode pull" +
-	"\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun " +
-	"exécutant.\x02Aucun exécutant n’est connecté pour cette définition\u202f" +
-	"; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02" +
-	"Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Rév" +
-	"isions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les" +
-	" révisions accordées à leur consommateur.\x02Toutes les révisions accord" +
-	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
-	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"bandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
+	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
+	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02du\x02au" +
+	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
+	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
+	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
+	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
+	"ssus\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulé" +
+	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
+	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
+	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
+	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
+	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
+	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
+	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
+	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
+	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
+	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
+	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00" +
+	"\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la rév" +
+	"ision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après" +
+	" le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occur" +
+	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
+	"tie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette " +
+	"action est enregistrée\x02Disponible à partir du\x02Prochaine tentative" +
+	"\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur" +
+	" (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02M" +
+	"essage de Relais (en anglais)\x02Message de l’exécutant (ses propres ter" +
+	"mes, valeurs protégées masquées)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
+	" le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le " +
+	"délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat" +
+	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
+	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
+	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
+	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
+	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
+	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
+	".\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative r" +
+	"estante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence" +
+	" n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle" +
+	" tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ve" +
+	"rrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atten" +
+	"te de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En att" +
+	"ente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais" +
+	" appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ver" +
+	"rou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1" +
+	"]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mu" +
+	"nie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)" +
+	".\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son ins" +
+	"tance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
+	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
+	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
+	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée av" +
+	"ec son jeton de règlement)\x02%[1]s (différée\u202f; réglée avec son jet" +
+	"on de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par" +
+	" %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse " +
+	"dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnu" +
+	"e\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02C" +
+	"onsommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: inst" +
+	"ance, révision, consommateur, dates\x02identifiant d’instance\x02Décompt" +
+	"es par statut\x02Occurrences, les plus récentes d’abord\x02Processus et " +
+	"nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou rè" +
+	"glement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les co" +
+	"nsommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
+	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les que" +
+	"lques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02di" +
+	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
+	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
+	"ignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]" +
+	"s\u202f: le premier jour vient après le dernier.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Le" +
+	"s décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les" +
+	" pages de détail\x02Les pages qui contiennent un formulaire, comme une c" +
+	"onfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les r" +
+	"églages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les v" +
+	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
+	"inglées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Le" +
+	"s versions de processus publiées\u202f: leurs nœuds, routes et révisions" +
+	" épinglées, dessinés.\x02Processus par clé\x02Versions, les plus récente" +
+	"s d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Pr" +
+	"ocessus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes sui" +
+	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
+	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
+	"s (étiquetées par leurs codes d’erreur). Chaque case indique combien d’o" +
+	"ccurrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds" +
+	"\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02" +
+	"Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrence" +
+	"s actuelles\x02Instances de ce processus\x02Les colonnes suivent le plus" +
+	" long chemin depuis le nœud de départ. Les flèches pleines sont les réus" +
+	"sites (étiquetées par leur route), les pointillées les échecs (étiquetée" +
+	"s par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version " +
+	"a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)." +
+	" Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompte" +
+	"s.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblem" +
+	"ent (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses ro" +
+	"utes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à parti" +
+	"r de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et déc" +
+	"omptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous re" +
+	"prend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
+	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
+	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
+	"\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloca" +
+	"ge (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’i" +
+	"nstance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle t" +
+	"entative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle " +
+	"tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées" +
+	"\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les" +
+	" quelques secondes.\x02Seuls les administrateurs peuvent révéler une val" +
+	"eur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journ" +
+	"al d’audit.\x02Révélation impossible\x02Seule une valeur que cette page " +
+	"affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne" +
+	" peuvent jamais être révélées.\x02Méthode non autorisée\x02Cette page n’" +
+	"accepte pas cette requête.\x02Recherche\x02Saisissez un identifiant d’in" +
+	"stance ou d’occurrence (un UUID, que les pages affichent au survol) ou u" +
+	"ne clé métier.\x02Rien à chercher\u202f: le champ de recherche est vide." +
+	"\x02C’est trop long pour être un identifiant ou une clé métier.\x02Aucun" +
+	"e instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucun" +
+	"e instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
+	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
+	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
+	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
+	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
+	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
+	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
+	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
+	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
+	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
+	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
+	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop" +
+	" de connexions échouées depuis votre adresse. Réessayez dans %[1]d secon" +
+	"des.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s" +
+	" ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opé" +
+	"rateur, de concepteur ou d’administrateur.\x02Seuls les administrateurs " +
+	"gèrent les jetons.\x02Jetons du personnel (administrateurs, concepteurs," +
+	" opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec l" +
+	"eurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID" +
+	"\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du p" +
+	"ersonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expi" +
+	"ré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[" +
+	"1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête " +
+	"suivante est refusée et les sessions de console ouvertes avec lui prenne" +
+	"nt fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau" +
+	" jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel " +
+	"vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivan" +
+	"te est refusée. C’est irréversible.\x02C’est le dernier jeton administra" +
+	"teur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jet" +
+	"on %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
+	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
+	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
+	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
+	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lie" +
+	"n de page ne vient pas de la console.\x02Les exécutants connectés par un" +
+	" flux, et ceux qui interrogent par leur dernière demande. Un exécutant e" +
+	"st listé tant qu’il s’est manifesté dans les trois derniers battements d" +
+	"e cœur.\x02Exécutants vus dans les trois derniers battements\x02Exécutan" +
+	"t\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernie" +
+	"r signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise cette définition en" +
+	" mode pull\u202f: Relais appelle ses destinations (push), elle n’a besoi" +
+	"n d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette défini" +
+	"tion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
+	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge."
 
-	// Total table size 56400 bytes (55KiB); checksum: F6B1D926
+	// Total table size 56416 bytes (55KiB); checksum: D7134320
