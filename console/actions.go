@@ -351,7 +351,8 @@ func bulkAction(ctx context.Context, get func(string) string) (engine.Action, in
 	a, ok := engine.ParseAction(get("action"))
 	if !ok {
 		errs = append(errs, T(ctx, "Unknown action."))
-	} else if f.Status != "" && !actionAppliesTo(a, f.Status) {
+	} else if slices.Contains(instanceStatuses, f.Status) && !actionAppliesTo(a, f.Status) {
+		// An unknown status was refused already, in words of its own.
 		errs = append(errs, notApplicableToStatus(ctx, a, f.Status))
 	}
 	return a, f, ef, errs
@@ -460,7 +461,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	a, f, ef, errs := bulkAction(ctx, r.URL.Query().Get)
 	if len(errs) > 0 {
-		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), semicolonList(ctx, errs))
+		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
 	}
 	n, err := c.eng.CountForAction(ctx, a, ef)
@@ -485,7 +486,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	a, f, ef, errs := bulkAction(ctx, r.PostFormValue)
 	if len(errs) > 0 {
-		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), semicolonList(ctx, errs))
+		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
 	}
 	confirm, err := strconv.ParseInt(r.PostFormValue("confirm_count"), 10, 64)

@@ -398,6 +398,12 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	if r := b.get("/console/instances/bulk?action=retry&status=running"); r.status != http.StatusBadRequest {
 		t.Errorf("bulk retry of running instances: %d, want 400", r.status)
 	}
+	// A status that does not exist is said to be unknown, once, in a
+	// sentence of its own.
+	r := b.get("/console/instances/bulk?action=stop&status=bogus&revision=x")
+	if got := text(r, "error-message"); r.status != http.StatusBadRequest || strings.Contains(got, "ones") || strings.Contains(got, ".;") || !strings.Contains(got, "bogus") {
+		t.Errorf("bulk stop of an unknown status: %d %q", r.status, got)
+	}
 }
 
 // TestActionFormsNeedCSRFAndAnOperator: every form that changes something
