@@ -112,7 +112,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	if instance != "" {
 		id, err := uuid.Parse(instance)
 		if err != nil {
-			v.Errors = append(v.Errors, T(ctx, "The process instance must be an instance id (a UUID)."))
+			v.Errors = append(v.Errors, T(ctx, "The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id."))
 		}
 		f.Instance = &id
 	}

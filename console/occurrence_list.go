@@ -92,7 +92,7 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 	if f.Instance != "" {
 		id, err := uuid.Parse(f.Instance)
 		if err != nil {
-			errs = append(errs, T(ctx, "The process instance must be an instance id (a UUID)."))
+			errs = append(errs, T(ctx, "The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id."))
 		}
 		ef.Instance = &id
 	}

@@ -65,7 +65,7 @@ func TestOperationsViewFilters(t *testing.T) {
 	r := fr.mustGet("/console/occurrences?instance=nope&revision=-1&status=lost", 200)
 	var problems []string
 	r.doc.Find(`[data-testid=filter-errors] li`).Each(func(_ int, s *goquery.Selection) { problems = append(problems, s.Text()) })
-	if want := []string{"Statut inconnu\u202f: «\u202flost\u202f».", "L’instance de processus doit être un identifiant d’instance (un UUID).",
+	if want := []string{"Statut inconnu\u202f: «\u202flost\u202f».", "L’instance de processus doit être un identifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant complet.",
 		"La révision doit être un nombre entier, 1 ou plus."}; !slices.Equal(problems, want) {
 		t.Errorf("filter errors = %q, want %q", problems, want)
 	}

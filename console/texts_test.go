@@ -179,8 +179,8 @@ func TestSingleNoticeIsAParagraph(t *testing.T) {
 	for i, lang := range []string{"en", "fr"} {
 		b := signedIn(t, env.URL, lang, env.Operator)
 		checks := []struct{ path, testid, want string }{
-			{"/console/occurrences?instance=xyz", "filter-errors", []string{"The process instance must be an instance id (a UUID).",
-				"L’instance de processus doit être un identifiant d’instance (un UUID)."}[i]},
+			{"/console/occurrences?instance=xyz", "filter-errors", []string{"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.",
+				"L’instance de processus doit être un identifiant d’instance complet (un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant complet."}[i]},
 			{"/console/instances/" + inst, "attribution", []string{"Stopped by ops at ", "Arrêtée par ops le "}[i]},
 		}
 		for _, c := range checks {

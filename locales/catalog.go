@@ -462,21 +462,21 @@ var messageKeyToIndex = map[string]int{
 	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      506,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 75,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
-	"The deadline passed before a result arrived.":                                                                                434,
-	"The destination answered HTTP %s.":                                                                                           444,
-	"The destination could not be reached.":                                                                                       438,
-	"The destination did not answer within the call’s timeout (%s).":                                                              432,
-	"The destination did not answer within the call’s timeout.":                                                                   433,
-	"The destination’s answer was too large.":                                                                                     439,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                            123,
-	"The inputs could not be built from the process’s bindings.":                                                                  441,
-	"The last attempt’s lock expired with no attempt left.":                                                                       440,
-	"The next page counts them and asks for a reason before anything changes.":                                                    318,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                        278,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                145,
-	"The page cursor is invalid: go back to the first page.":                                                                      96,
-	"The page size must be between 1 and %d.":                                                                                     312,
-	"The process instance must be an instance id (a UUID).":                                                                       94,
+	"The deadline passed before a result arrived.":                                                     434,
+	"The destination answered HTTP %s.":                                                                444,
+	"The destination could not be reached.":                                                            438,
+	"The destination did not answer within the call’s timeout (%s).":                                   432,
+	"The destination did not answer within the call’s timeout.":                                        433,
+	"The destination’s answer was too large.":                                                          439,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.": 123,
+	"The inputs could not be built from the process’s bindings.":                                       441,
+	"The last attempt’s lock expired with no attempt left.":                                            440,
+	"The next page counts them and asks for a reason before anything changes.":                         318,
+	"The nodes this instance reached, in order, each with its occurrence.":                             278,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":     145,
+	"The page cursor is invalid: go back to the first page.":                                           96,
+	"The page size must be between 1 and %d.":                                                          312,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 94,
 	"The reason you gave, not recorded:":                                                                                          31,
 	"The result did not match the revision's outputs contract.":                                                                   435,
 	"The revision must be a whole number, 1 or more.":                                                                             473,
@@ -714,166 +714,166 @@ var enIndex = []uint32{ // 647 elements
 	0x000012ba, 0x000012be, 0x000012c5, 0x000012cc,
 	0x000012dd, 0x000012f6, 0x00001302, 0x0000130a,
 	0x00001314, 0x000013a4, 0x000013ac, 0x000013ba,
-	0x000013c8, 0x000013e4, 0x000013f0, 0x00001426,
+	0x000013c8, 0x000013e4, 0x000013f0, 0x00001485,
 	// Entry 60 - 7F
-	0x0000144f, 0x00001486, 0x000014a5, 0x0000150d,
-	0x0000151c, 0x00001525, 0x00001535, 0x00001545,
-	0x0000154c, 0x0000155b, 0x00001565, 0x0000156f,
-	0x0000158e, 0x000015a1, 0x000015a6, 0x000015b2,
-	0x000015ba, 0x000015c1, 0x000015dc, 0x000015e5,
-	0x000015f6, 0x0000160d, 0x00001634, 0x00001655,
-	0x0000167c, 0x00001688, 0x00001706, 0x00001716,
-	0x0000177e, 0x00001795, 0x000017a9, 0x000017e6,
+	0x000014ae, 0x000014e5, 0x00001504, 0x0000156c,
+	0x0000157b, 0x00001584, 0x00001594, 0x000015a4,
+	0x000015ab, 0x000015ba, 0x000015c4, 0x000015ce,
+	0x000015ed, 0x00001600, 0x00001605, 0x00001611,
+	0x00001619, 0x00001620, 0x0000163b, 0x00001644,
+	0x00001655, 0x0000166c, 0x00001693, 0x000016b4,
+	0x000016db, 0x000016e7, 0x00001765, 0x00001775,
+	0x000017dd, 0x000017f4, 0x00001808, 0x00001845,
 	// Entry 80 - 9F
-	0x000018d3, 0x000018dd, 0x000018ea, 0x0000194e,
-	0x00001966, 0x000019ac, 0x000019c1, 0x00001a30,
-	0x00001a76, 0x00001a98, 0x00001a9e, 0x00001aa3,
-	0x00001aac, 0x00001abb, 0x00001ac7, 0x00001ad3,
-	0x00001ae4, 0x00001af1, 0x00001b4e, 0x00001b53,
-	0x00001b62, 0x00001b6d, 0x00001b77, 0x00001bb5,
-	0x00001bbe, 0x00001bce, 0x00001bd6, 0x00001bdf,
-	0x00001be5, 0x00001bef, 0x00001c01, 0x00001c49,
+	0x00001932, 0x0000193c, 0x00001949, 0x000019ad,
+	0x000019c5, 0x00001a0b, 0x00001a20, 0x00001a8f,
+	0x00001ad5, 0x00001af7, 0x00001afd, 0x00001b02,
+	0x00001b0b, 0x00001b1a, 0x00001b26, 0x00001b32,
+	0x00001b43, 0x00001b50, 0x00001bad, 0x00001bb2,
+	0x00001bc1, 0x00001bcc, 0x00001bd6, 0x00001c14,
+	0x00001c1d, 0x00001c2d, 0x00001c35, 0x00001c3e,
+	0x00001c44, 0x00001c4e, 0x00001c60, 0x00001ca8,
 	// Entry A0 - BF
-	0x00001c57, 0x00001c63, 0x00001c6b, 0x00001c72,
-	0x00001c79, 0x00001c8a, 0x00001c99, 0x00001cc2,
-	0x00001cc9, 0x00001cd4, 0x00001cef, 0x00001cf7,
-	0x00001d03, 0x00001d1f, 0x00001d36, 0x00001d58,
-	0x00001d67, 0x00001d73, 0x00001d7a, 0x00001d93,
-	0x00001dad, 0x00001e56, 0x00001e6c, 0x00001eac,
-	0x00001edd, 0x00001f07, 0x00001f2e, 0x00001f52,
-	0x00001f79, 0x00001f98, 0x00001fae, 0x00001fc4,
+	0x00001cb6, 0x00001cc2, 0x00001cca, 0x00001cd1,
+	0x00001cd8, 0x00001ce9, 0x00001cf8, 0x00001d21,
+	0x00001d28, 0x00001d33, 0x00001d4e, 0x00001d56,
+	0x00001d62, 0x00001d7e, 0x00001d95, 0x00001db7,
+	0x00001dc6, 0x00001dd2, 0x00001dd9, 0x00001df2,
+	0x00001e0c, 0x00001eb5, 0x00001ecb, 0x00001f0b,
+	0x00001f3c, 0x00001f66, 0x00001f8d, 0x00001fb1,
+	0x00001fd8, 0x00001ff7, 0x0000200d, 0x00002023,
 	// Entry C0 - DF
-	0x00001fd8, 0x00001fee, 0x00001fff, 0x00002016,
-	0x00002039, 0x0000205c, 0x00002079, 0x00002096,
-	0x0000209b, 0x000020e7, 0x000020fa, 0x000020fe,
-	0x0000210e, 0x00002117, 0x0000212a, 0x00002150,
-	0x00002159, 0x00002169, 0x0000217e, 0x000021a2,
-	0x000021be, 0x000021d6, 0x000021e1, 0x000021ec,
-	0x000021f7, 0x0000230d, 0x00002331, 0x0000235c,
-	0x00002367, 0x0000236c, 0x0000237b, 0x00002382,
+	0x00002037, 0x0000204d, 0x0000205e, 0x00002075,
+	0x00002098, 0x000020bb, 0x000020d8, 0x000020f5,
+	0x000020fa, 0x00002146, 0x00002159, 0x0000215d,
+	0x0000216d, 0x00002176, 0x00002189, 0x000021af,
+	0x000021b8, 0x000021c8, 0x000021dd, 0x00002201,
+	0x0000221d, 0x00002235, 0x00002240, 0x0000224b,
+	0x00002256, 0x0000236c, 0x00002390, 0x000023bb,
+	0x000023c6, 0x000023cb, 0x000023da, 0x000023e1,
 	// Entry E0 - FF
-	0x00002399, 0x000023ae, 0x000023c0, 0x000023e3,
-	0x00002415, 0x0000242b, 0x00002435, 0x0000244a,
-	0x00002497, 0x000024a7, 0x000024e0, 0x00002534,
-	0x0000253e, 0x00002545, 0x0000255b, 0x00002594,
-	0x00002599, 0x000025a3, 0x000025b1, 0x000025be,
-	0x000025e7, 0x0000260a, 0x00002617, 0x00002637,
-	0x00002643, 0x0000265c, 0x00002665, 0x0000266f,
-	0x00002678, 0x00002680, 0x0000268a, 0x00002692,
+	0x000023f8, 0x0000240d, 0x0000241f, 0x00002442,
+	0x00002474, 0x0000248a, 0x00002494, 0x000024a9,
+	0x000024f6, 0x00002506, 0x0000253f, 0x00002593,
+	0x0000259d, 0x000025a4, 0x000025ba, 0x000025f3,
+	0x000025f8, 0x00002602, 0x00002610, 0x0000261d,
+	0x00002646, 0x00002669, 0x00002676, 0x00002696,
+	0x000026a2, 0x000026bb, 0x000026c4, 0x000026ce,
+	0x000026d7, 0x000026df, 0x000026e9, 0x000026f1,
 	// Entry 100 - 11F
-	0x0000269a, 0x0000269e, 0x000026a2, 0x000026a6,
-	0x000026aa, 0x000026ae, 0x000026b2, 0x000026b6,
-	0x000026ba, 0x000026be, 0x000026c2, 0x000026c6,
-	0x000026ca, 0x000026d4, 0x000026f2, 0x00002712,
-	0x00002736, 0x0000275a, 0x00002763, 0x0000277a,
-	0x00002782, 0x00002793, 0x00002798, 0x000027dd,
-	0x000027f5, 0x000027fa, 0x00002805, 0x0000280b,
-	0x00002815, 0x0000281d, 0x00002825, 0x0000284f,
+	0x000026f9, 0x000026fd, 0x00002701, 0x00002705,
+	0x00002709, 0x0000270d, 0x00002711, 0x00002715,
+	0x00002719, 0x0000271d, 0x00002721, 0x00002725,
+	0x00002729, 0x00002733, 0x00002751, 0x00002771,
+	0x00002795, 0x000027b9, 0x000027c2, 0x000027d9,
+	0x000027e1, 0x000027f2, 0x000027f7, 0x0000283c,
+	0x00002854, 0x00002859, 0x00002864, 0x0000286a,
+	0x00002874, 0x0000287c, 0x00002884, 0x000028ae,
 	// Entry 120 - 13F
-	0x00002869, 0x00002891, 0x000028c1, 0x000028c7,
-	0x000028d6, 0x00002929, 0x00002947, 0x00002a69,
-	0x00002b28, 0x00002b7f, 0x00002ba9, 0x00002bd5,
-	0x00002bff, 0x00002c07, 0x00002c0d, 0x00002c1a,
-	0x00002c2c, 0x00002c37, 0x00002c40, 0x00002c52,
-	0x00002c61, 0x00002c83, 0x00002ca7, 0x00002cc3,
-	0x00002cd1, 0x00002cfc, 0x00002d0e, 0x00002d24,
-	0x00002d29, 0x00002d2c, 0x00002d56, 0x00002d9f,
+	0x000028c8, 0x000028f0, 0x00002920, 0x00002926,
+	0x00002935, 0x00002988, 0x000029a6, 0x00002ac8,
+	0x00002b87, 0x00002bde, 0x00002c08, 0x00002c34,
+	0x00002c5e, 0x00002c66, 0x00002c6c, 0x00002c79,
+	0x00002c8b, 0x00002c96, 0x00002c9f, 0x00002cb1,
+	0x00002cc0, 0x00002ce2, 0x00002d06, 0x00002d22,
+	0x00002d30, 0x00002d5b, 0x00002d6d, 0x00002d83,
+	0x00002d88, 0x00002d8b, 0x00002db5, 0x00002dfe,
 	// Entry 140 - 15F
-	0x00002dbf, 0x00002dc8, 0x00002dda, 0x00002dfd,
-	0x00002e0b, 0x00002e18, 0x00002e22, 0x00002e2b,
-	0x00002e34, 0x00002e3e, 0x00002e46, 0x00002e4b,
-	0x00002e53, 0x00002e5c, 0x00002e65, 0x00002e72,
-	0x00002e77, 0x00002e7f, 0x00002e86, 0x00002e8e,
-	0x00002e93, 0x00002ea1, 0x00002ea8, 0x00002eaf,
-	0x00002eb4, 0x00002ebb, 0x00002ec5, 0x00002ecc,
-	0x00002ee9, 0x00002f03, 0x00002f21, 0x00002f41,
+	0x00002e1e, 0x00002e27, 0x00002e39, 0x00002e5c,
+	0x00002e6a, 0x00002e77, 0x00002e81, 0x00002e8a,
+	0x00002e93, 0x00002e9d, 0x00002ea5, 0x00002eaa,
+	0x00002eb2, 0x00002ebb, 0x00002ec4, 0x00002ed1,
+	0x00002ed6, 0x00002ede, 0x00002ee5, 0x00002eed,
+	0x00002ef2, 0x00002f00, 0x00002f07, 0x00002f0e,
+	0x00002f13, 0x00002f1a, 0x00002f24, 0x00002f2b,
+	0x00002f48, 0x00002f62, 0x00002f80, 0x00002fa0,
 	// Entry 160 - 17F
-	0x00002f4f, 0x00002f58, 0x00002f61, 0x00002f6a,
-	0x00002f6e, 0x00002f71, 0x00002f7d, 0x00002f8b,
-	0x00002f98, 0x00002fa9, 0x00002fb8, 0x00002fcf,
-	0x00002fe2, 0x00002ff2, 0x00003001, 0x00003010,
-	0x00003018, 0x0000301f, 0x00003027, 0x0000302f,
-	0x0000303d, 0x0000304b, 0x00003061, 0x00003076,
-	0x00003087, 0x0000308d, 0x00003094, 0x0000309d,
-	0x000030b9, 0x000030c2, 0x000030cc, 0x000030d5,
+	0x00002fae, 0x00002fb7, 0x00002fc0, 0x00002fc9,
+	0x00002fcd, 0x00002fd0, 0x00002fdc, 0x00002fea,
+	0x00002ff7, 0x00003008, 0x00003017, 0x0000302e,
+	0x00003041, 0x00003051, 0x00003060, 0x0000306f,
+	0x00003077, 0x0000307e, 0x00003086, 0x0000308e,
+	0x0000309c, 0x000030aa, 0x000030c0, 0x000030d5,
+	0x000030e6, 0x000030ec, 0x000030f3, 0x000030fc,
+	0x00003118, 0x00003121, 0x0000312b, 0x00003134,
 	// Entry 180 - 19F
-	0x000030de, 0x000030e7, 0x000030fe, 0x00003106,
-	0x00003114, 0x00003141, 0x0000314d, 0x0000315b,
-	0x000031a2, 0x000031ae, 0x000031b6, 0x000031e1,
-	0x0000322c, 0x000032ee, 0x000032f2, 0x00003318,
-	0x0000331d, 0x00003338, 0x00003349, 0x00003355,
-	0x0000335d, 0x0000338f, 0x00003398, 0x000033a1,
-	0x000033bd, 0x000033ca, 0x000033d8, 0x00003404,
-	0x0000342a, 0x00003435, 0x00003463, 0x00003480,
+	0x0000313d, 0x00003146, 0x0000315d, 0x00003165,
+	0x00003173, 0x000031a0, 0x000031ac, 0x000031ba,
+	0x00003201, 0x0000320d, 0x00003215, 0x00003240,
+	0x0000328b, 0x0000334d, 0x00003351, 0x00003377,
+	0x0000337c, 0x00003397, 0x000033a8, 0x000033b4,
+	0x000033bc, 0x000033ee, 0x000033f7, 0x00003400,
+	0x0000341c, 0x00003429, 0x00003437, 0x00003463,
+	0x00003489, 0x00003494, 0x000034c2, 0x000034df,
 	// Entry 1A0 - 1BF
-	0x000034af, 0x000034e1, 0x000034ff, 0x00003534,
-	0x00003550, 0x0000355f, 0x0000356c, 0x0000357a,
-	0x00003587, 0x00003590, 0x000035ab, 0x000035c6,
-	0x000035d2, 0x000035f3, 0x00003635, 0x0000363f,
-	0x00003692, 0x000036d6, 0x00003712, 0x0000373f,
-	0x00003779, 0x000037de, 0x000037fe, 0x00003824,
-	0x0000384e, 0x00003886, 0x000038c3, 0x000038e7,
-	0x00003960, 0x00003985, 0x0000399f, 0x000039bd,
+	0x0000350e, 0x00003540, 0x0000355e, 0x00003593,
+	0x000035af, 0x000035be, 0x000035cb, 0x000035d9,
+	0x000035e6, 0x000035ef, 0x0000360a, 0x00003625,
+	0x00003631, 0x00003652, 0x00003694, 0x0000369e,
+	0x000036f1, 0x00003735, 0x00003771, 0x0000379e,
+	0x000037d8, 0x0000383d, 0x0000385d, 0x00003883,
+	0x000038ad, 0x000038e5, 0x00003922, 0x00003946,
+	0x000039bf, 0x000039e4, 0x000039fe, 0x00003a1c,
 	// Entry 1C0 - 1DF
-	0x000039f1, 0x00003a31, 0x00003a5b, 0x00003a6a,
-	0x00003a9b, 0x00003aca, 0x00003add, 0x00003b52,
-	0x00003b65, 0x00003b99, 0x00003bcd, 0x00003bdd,
-	0x00003c24, 0x00003c51, 0x00003c5e, 0x00003c6e,
-	0x00003c9e, 0x00003cd8, 0x00003cfb, 0x00003d03,
-	0x00003d1b, 0x00003d38, 0x00003d46, 0x00003d57,
-	0x00003d5f, 0x00003d6a, 0x00003d9a, 0x00003dac,
-	0x00003dbc, 0x00003dee, 0x00003dfa, 0x00003e0b,
+	0x00003a50, 0x00003a90, 0x00003aba, 0x00003ac9,
+	0x00003afa, 0x00003b29, 0x00003b3c, 0x00003bb1,
+	0x00003bc4, 0x00003bf8, 0x00003c2c, 0x00003c3c,
+	0x00003c83, 0x00003cb0, 0x00003cbd, 0x00003ccd,
+	0x00003cfd, 0x00003d37, 0x00003d5a, 0x00003d62,
+	0x00003d7a, 0x00003d97, 0x00003da5, 0x00003db6,
+	0x00003dbe, 0x00003dc9, 0x00003df9, 0x00003e0b,
+	0x00003e1b, 0x00003e4d, 0x00003e59, 0x00003e6a,
 	// Entry 1E0 - 1FF
-	0x00003e25, 0x00003e36, 0x00003e3c, 0x00003e50,
-	0x00003e68, 0x00003e8d, 0x00003e9b, 0x00003ed9,
-	0x00003f16, 0x00003f42, 0x00003f7f, 0x00003f8e,
-	0x00003f96, 0x00003fa3, 0x00003fb3, 0x00003fca,
-	0x00003fd5, 0x00003fe4, 0x00003fea, 0x00003ff8,
-	0x00004002, 0x0000400d, 0x00004020, 0x00004045,
-	0x00004070, 0x0000409e, 0x000040ac, 0x0000413f,
-	0x0000415d, 0x000041a3, 0x000041b1, 0x000041c5,
+	0x00003e84, 0x00003e95, 0x00003e9b, 0x00003eaf,
+	0x00003ec7, 0x00003eec, 0x00003efa, 0x00003f38,
+	0x00003f75, 0x00003fa1, 0x00003fde, 0x00003fed,
+	0x00003ff5, 0x00004002, 0x00004012, 0x00004029,
+	0x00004034, 0x00004043, 0x00004049, 0x00004057,
+	0x00004061, 0x0000406c, 0x0000407f, 0x000040a4,
+	0x000040cf, 0x000040fd, 0x0000410b, 0x0000419e,
+	0x000041bc, 0x00004202, 0x00004210, 0x00004224,
 	// Entry 200 - 21F
-	0x000041e6, 0x000041fa, 0x00004200, 0x00004214,
-	0x00004287, 0x000042d4, 0x000042e5, 0x000042fc,
-	0x00004319, 0x00004327, 0x00004335, 0x0000433d,
-	0x00004348, 0x0000434e, 0x00004440, 0x00004446,
-	0x00004478, 0x0000447d, 0x0000448d, 0x00004498,
-	0x000044a1, 0x000044b1, 0x000044cb, 0x00004570,
-	0x00004586, 0x0000460b, 0x00004685, 0x00004694,
-	0x0000474e, 0x0000479f, 0x000047a4, 0x000047b2,
+	0x00004245, 0x00004259, 0x0000425f, 0x00004273,
+	0x000042e6, 0x00004333, 0x00004344, 0x0000435b,
+	0x00004378, 0x00004386, 0x00004394, 0x0000439c,
+	0x000043a7, 0x000043ad, 0x0000449f, 0x000044a5,
+	0x000044d7, 0x000044dc, 0x000044ec, 0x000044f7,
+	0x00004500, 0x00004510, 0x0000452a, 0x000045cf,
+	0x000045e5, 0x0000466a, 0x000046e4, 0x000046f3,
+	0x000047ad, 0x000047fe, 0x00004803, 0x00004811,
 	// Entry 220 - 23F
-	0x000047c2, 0x000047ce, 0x000047de, 0x000047e8,
-	0x0000480b, 0x00004824, 0x00004837, 0x000048a3,
-	0x000048b2, 0x000048c0, 0x000048dc, 0x000048eb,
-	0x00004901, 0x0000493a, 0x0000496c, 0x000049a3,
-	0x000049b1, 0x000049f5, 0x00004a1a, 0x00004a2d,
-	0x00004a55, 0x00004a5c, 0x00004ab7, 0x00004ae1,
-	0x00004b11, 0x00004b6f, 0x00004c0f, 0x00004c23,
-	0x00004cce, 0x00004d44, 0x00004d4c, 0x00004d87,
+	0x00004821, 0x0000482d, 0x0000483d, 0x00004847,
+	0x0000486a, 0x00004883, 0x00004896, 0x00004902,
+	0x00004911, 0x0000491f, 0x0000493b, 0x0000494a,
+	0x00004960, 0x00004999, 0x000049cb, 0x00004a02,
+	0x00004a10, 0x00004a54, 0x00004a79, 0x00004a8c,
+	0x00004ab4, 0x00004abb, 0x00004b16, 0x00004b40,
+	0x00004b70, 0x00004bce, 0x00004c6e, 0x00004c82,
+	0x00004d2d, 0x00004da3, 0x00004dab, 0x00004de6,
 	// Entry 240 - 25F
-	0x00004d8d, 0x00004e09, 0x00004e51, 0x00004e7c,
-	0x00004ede, 0x00004f01, 0x00004fa8, 0x00004fab,
-	0x00004fb0, 0x00004fbb, 0x00004fc5, 0x00004fcd,
-	0x00004fe8, 0x00004fee, 0x00004ff6, 0x00005004,
-	0x0000500e, 0x0000501b, 0x00005025, 0x00005038,
-	0x0000505c, 0x000050dc, 0x000050ed, 0x000050f5,
-	0x0000516a, 0x000051be, 0x00005200, 0x0000520f,
-	0x0000521b, 0x00005257, 0x00005291, 0x0000529f,
+	0x00004dec, 0x00004e68, 0x00004eb0, 0x00004edb,
+	0x00004f3d, 0x00004f60, 0x00005007, 0x0000500a,
+	0x0000500f, 0x0000501a, 0x00005024, 0x0000502c,
+	0x00005047, 0x0000504d, 0x00005055, 0x00005063,
+	0x0000506d, 0x0000507a, 0x00005084, 0x00005097,
+	0x000050bb, 0x0000513b, 0x0000514c, 0x00005154,
+	0x000051c9, 0x0000521d, 0x0000525f, 0x0000526e,
+	0x0000527a, 0x000052b6, 0x000052f0, 0x000052fe,
 	// Entry 260 - 27F
-	0x000052ac, 0x000052ba, 0x000052c8, 0x000052d6,
-	0x00005308, 0x00005338, 0x00005394, 0x000053a1,
-	0x000053c1, 0x000053db, 0x000053e0, 0x000053f1,
-	0x000053fe, 0x0000542a, 0x000054b0, 0x000054d5,
-	0x000054dc, 0x000054e5, 0x000054f8, 0x00005502,
-	0x0000550c, 0x00005516, 0x0000552e, 0x00005544,
-	0x00005550, 0x00005572, 0x00005579, 0x00005586,
-	0x00005597, 0x000055be, 0x000055ce, 0x00005622,
+	0x0000530b, 0x00005319, 0x00005327, 0x00005335,
+	0x00005367, 0x00005397, 0x000053f3, 0x00005400,
+	0x00005420, 0x0000543a, 0x0000543f, 0x00005450,
+	0x0000545d, 0x00005489, 0x0000550f, 0x00005534,
+	0x0000553b, 0x00005544, 0x00005557, 0x00005561,
+	0x0000556b, 0x00005575, 0x0000558d, 0x000055a3,
+	0x000055af, 0x000055d1, 0x000055d8, 0x000055e5,
+	0x000055f6, 0x0000561d, 0x0000562d, 0x00005681,
 	// Entry 280 - 29F
-	0x00005682, 0x000056d5, 0x0000570d, 0x0000575d,
-	0x00005791, 0x000057b0, 0x000057d0,
+	0x000056e1, 0x00005734, 0x0000576c, 0x000057bc,
+	0x000057f0, 0x0000580f, 0x0000582f,
 } // Size: 2612 bytes
 
-const enData string = "" + // Size: 22480 bytes
+const enData string = "" + // Size: 22575 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -952,278 +952,279 @@ const enData string = "" + // Size: 22480 bytes
 	"abandon and stop an operator applied, with its reason. Reveals of sensit" +
 	"ive values have their own log (GET /api/v1/audit/reveals).\x02Filters" +
 	"\x02Apply filters\x02Clear filters\x02No operator action matches.\x02All" +
-	" actions\x02The process instance must be an instance id (a UUID).\x02The" +
-	" bulk action must be its id (a UUID).\x02The page cursor is invalid: go " +
-	"back to the first page.\x02Operator actions, newest first\x02Showing the" +
-	" %[1]d instances bulk action %[2]s changed. While it runs, each reload s" +
-	"hows how far it got.\x02Relais console\x02Language\x02Skip to content" +
-	"\x02Main navigation\x02Health\x02External tasks\x02Instances\x02Processe" +
-	"s\x02Find an instance or occurrence\x02id or business key\x02Find\x02Def" +
-	"initions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
-	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
-	"[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This p" +
-	"age reloads every %[1]d seconds.\x02Not allowed\x02Your role can read de" +
-	"finitions and processes only: external tasks and process instances are f" +
-	"or operators and administrators.\x02Invalid request\x02The field “%[1]s”" +
-	" holds a NUL character or bytes that are not UTF-8 text: correct it and " +
-	"try again.\x02Back to external tasks\x02Back to definitions\x02Nothing e" +
-	"xists at this address, or it is not visible to you.\x02Nothing exists at" +
-	" this address, or it is not visible to you. An ended instance is deleted" +
-	", with its occurrences and attempts, once the retention period (RELAIS_R" +
-	"ETENTION) has passed; the audit log keeps the operator actions taken on " +
-	"it.\x02Not found\x02Form refused\x02This form was not sent from this con" +
-	"sole session, or it has expired. Reload the page and try again.\x02Tempo" +
-	"rarily unavailable\x02The database cannot be reached right now. Try agai" +
-	"n in a few seconds.\x02Something went wrong\x02The console could not sho" +
-	"w this page. Try again; if it persists, give your administrator the requ" +
-	"est id %[1]s.\x02Counting the occurrences; the counts appear when you re" +
-	"load the page.\x02Counts are unavailable right now.\x02Field\x02Type\x02" +
-	"Required\x02Classification\x02Constraints\x02Description\x02Definition %" +
-	"[1]s\x02Working copy\x02The only mutable part of a definition. Processes" +
-	" never use it directly: they pin a revision.\x02Name\x02Routing output" +
-	"\x02Last saved\x02Revisions\x02No revision yet: the Working copy has nev" +
-	"er been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revisi" +
-	"on\x02Notes\x02Published\x02Compare revisions\x02Lists every change from" +
-	" one revision to another, and whom it may break.\x02From revision\x02To " +
-	"revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks wo" +
-	"rkers\x02These revisions have the same contracts.\x02Inputs\x02No inputs" +
-	".\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of " +
-	"the working copy\x02Releases, oldest first\x02Changes between the two re" +
-	"visions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision" +
-	" %[1]d\x02Outputs of revision %[1]d\x02The Working copy has changes not " +
-	"yet snapshotted: they are in no revision (workers and processes use revi" +
-	"sion %[1]d at most) until a snapshot makes them revision %[2]d.\x02Since" +
-	" revision %[1]d:\x02the contracts are the same (the name or a descriptio" +
-	"n changed).\x02Changes of the Working copy since revision %[1]d\x02Choos" +
-	"e two existing revisions to compare.\x02From revision %[1]d to revision " +
-	"%[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
-	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
-	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
-	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
-	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
-	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
-	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
-	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
-	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
-	"ts now, and what its workers finished in the last hour: occurrences that" +
-	" ended completed or failed. An occurrence retried since counts where it " +
-	"ends next; a failed attempt with attempts left is not counted, its occur" +
-	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
-	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
-	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
-	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
-	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
-	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02This instance is held at a failed node: an i" +
-	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
-	"e any attempt (its inputs could not be built), so it would fail the same" +
-	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
-	" an incident. Retry offers the failed occurrence again; abandon fails th" +
-	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
-	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
-	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
-	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
-	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
-	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
-	"s “%[1]s”.\x02Creation date\x02The page size must be between 1 and %[1]d" +
-	".\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on " +
-	"every instance this filter matches\x02The next page counts them and asks" +
-	" for a reason before anything changes.\x02Process instances, newest firs" +
-	"t\x02Instance\x02End node or error\x02No instance matches these filters." +
-	"\x02All processes\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
-	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
-	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
-	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
-	" changed\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
-	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
-	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
-	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
-	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
-	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
-	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
-	"s the destination’s status code only when it refused the call (destinati" +
-	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
-	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
-	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
-	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
-	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
-	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%" +
-	"[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contr" +
-	"act has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02" +
-	"No outputs yet: the occurrence has not completed.\x02This contract has n" +
-	"o outputs.\x02No outputs: the occurrence ended without completing.\x02Re" +
-	"veal — this is recorded\x02Available from\x02Next attempt\x02Last reserv" +
-	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (b" +
-	"efore any attempt)\x02Its message\x02Message from Relais (in English)" +
-	"\x02Message from the service (its own words, protected values masked)" +
-	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
-	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
-	" call’s timeout (%[1]s).\x02The destination did not answer within the ca" +
-	"ll’s timeout.\x02The deadline passed before a result arrived.\x02The res" +
-	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
-	"ing the call: whether the destination acted is unknown, so it is not cal" +
-	"led again.\x02The call could not be prepared.\x02The destination could n" +
-	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
-	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — " +
-	"%[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting f" +
-	"or Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a " +
-	"worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the d" +
-	"estination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s" +
-	".\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the" +
-	" same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
-	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
-	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
-	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
-	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
-	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
-	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
-	"ock until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fi" +
-	"rst page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02" +
-	"%[1]s: the first day comes after the last.\x02These settings are kept in" +
-	" this browser only.\x02Show times in\x02The console runs no script, so i" +
-	"t cannot read your computer’s time zone: choose its offset from UTC. Off" +
-	"sets do not follow daylight saving time.\x02Reload lists and detail page" +
-	"s\x02Pages with a form, such as a confirmation, never reload on their ow" +
-	"n.\x02Save settings\x02Back without saving\x02UTC (coordinated universal" +
-	" time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Publish" +
-	"ed process versions: their nodes, routes and pinned revisions, drawn, wi" +
-	"th where their occurrences are now.\x02Published process versions: their" +
-	" nodes, routes and pinned revisions, drawn.\x02Processes by key\x02Versi" +
-	"ons, newest first\x02No process is published yet.\x02version %[1]d\x02Pr" +
-	"ocess %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the long" +
-	"est path from the start node. Solid arrows are successes (labelled with " +
-	"their route), dashed ones failures (labelled with their error codes). Ea" +
-	"ch box says how many of this version’s occurrences are at that node now." +
-	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
-	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inst" +
-	"ances of this process\x02Columns follow the longest path from the start " +
-	"node. Solid arrows are successes (labelled with their route), dashed one" +
-	"s failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
-	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
-	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
-	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
-	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
-	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
-	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
-	"y reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Cannot reveal\x02Only a value this page shows as hidden" +
-	" (sensitive) can be revealed.\x02Secret values can never be revealed." +
-	"\x02Method not allowed\x02This page does not accept that request.\x02Sea" +
-	"rch\x02Type an instance or occurrence id (a UUID, as the pages show on h" +
-	"over), or a business key.\x02Nothing to find: the search box is empty." +
-	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
-	"\x02No instance has “%[1]s” as its business key, and it is not a whole i" +
-	"d: the lists show the end of each id. Open the row, or copy its link, fo" +
-	"r the whole id.\x02You are signed out.\x02Your session had ended (inacti" +
-	"vity, a sign-out elsewhere, a revoked token or a restart of the server)," +
-	" so your last action was not applied. Sign in again, then repeat it.\x02" +
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked toke" +
-	"n or a restart of the server). Sign in again.\x02Sign in\x02Sign in with" +
-	" an operator, designer or administrator token.\x02Token\x02The token is " +
-	"checked once and never stored in your browser; a session cookie stands f" +
-	"or it for up to 8 hours of inactivity.\x02Too many failed sign-ins from " +
-	"your address. Try again in %[1]d seconds.\x02This token is unknown or ha" +
-	"s been revoked.\x02A %[1]s token cannot open the console: sign in with a" +
-	"n operator, designer or administrator token.\x02Only administrators mana" +
-	"ge tokens.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02ID\x02Role\x02Created on\x02Last" +
-	" used\x02Expires\x02Staff tokens, oldest first\x02never\x02not yet\x02Ex" +
-	"pired token\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]" +
-	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
-	" console sessions opened with it end. This cannot be undone: whoever use" +
-	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
-	"ken you signed in with: revoking it signs you out. Its next request is r" +
-	"efused. This cannot be undone.\x02This is the last usable administrator " +
-	"token: create another one before revoking it.\x02The token %[1]s (%[2]s)" +
-	" was revoked: its next request is refused.\x02routing output\x02(each it" +
-	"em)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02a" +
-	"t least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d ch" +
-	"aracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %" +
-	"[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
-	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
-	" this definition: its occurrences wait until one connects or polls.\x02N" +
-	"o process pulls this definition: Relais calls its destinations (push), a" +
-	"nd it needs no worker.\x02No worker is connected for this definition; no" +
-	"ne of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Serv" +
-	"ed by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they " +
-	"take: %[1]s; some take every revision their consumer is granted.\x02They" +
-	" take every revision their consumer is granted.\x02They take revision %[" +
-	"1]d only.\x02They take revisions %[1]s only."
+	" actions\x02The process instance must be a whole instance id (a UUID): t" +
+	"he lists show the end of each id; open the instance, or copy its link, f" +
+	"or the whole id.\x02The bulk action must be its id (a UUID).\x02The page" +
+	" cursor is invalid: go back to the first page.\x02Operator actions, newe" +
+	"st first\x02Showing the %[1]d instances bulk action %[2]s changed. While" +
+	" it runs, each reload shows how far it got.\x02Relais console\x02Languag" +
+	"e\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02I" +
+	"nstances\x02Processes\x02Find an instance or occurrence\x02id or busines" +
+	"s key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s " +
+	"(%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display sett" +
+	"ings:\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no au" +
+	"to-reload\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Yo" +
+	"ur role can read definitions and processes only: external tasks and proc" +
+	"ess instances are for operators and administrators.\x02Invalid request" +
+	"\x02The field “%[1]s” holds a NUL character or bytes that are not UTF-8 " +
+	"text: correct it and try again.\x02Back to external tasks\x02Back to def" +
+	"initions\x02Nothing exists at this address, or it is not visible to you." +
+	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
+	"d instance is deleted, with its occurrences and attempts, once the reten" +
+	"tion period (RELAIS_RETENTION) has passed; the audit log keeps the opera" +
+	"tor actions taken on it.\x02Not found\x02Form refused\x02This form was n" +
+	"ot sent from this console session, or it has expired. Reload the page an" +
+	"d try again.\x02Temporarily unavailable\x02The database cannot be reache" +
+	"d right now. Try again in a few seconds.\x02Something went wrong\x02The " +
+	"console could not show this page. Try again; if it persists, give your a" +
+	"dministrator the request id %[1]s.\x02Counting the occurrences; the coun" +
+	"ts appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Nam" +
+	"e\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: the W" +
+	"orking copy has never been snapshotted.\x02Releases\x02No release yet." +
+	"\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Li" +
+	"sts every change from one revision to another, and whom it may break." +
+	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
+	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
+	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
+	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
+	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
+	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
+	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
+	"s and processes use revision %[1]d at most) until a snapshot makes them " +
+	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
+	"the name or a description changed).\x02Changes of the Working copy since" +
+	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
+	"ision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
+	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
+	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
+	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
+	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
+	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
+	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02Task cont" +
+	"racts: their Working copy, immutable revisions and named releases.\x02De" +
+	"finitions by key\x02Key\x02Latest revision\x02none yet\x02No definition " +
+	"yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d relea" +
+	"ses\x02on error\x02any other error\x02held for an operator\x02an inciden" +
+	"t: retry, abandon or stop\x02end: completes the instance\x02end: fails t" +
+	"he instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition" +
+	"’s queue and incidents now, and what its workers finished in the last " +
+	"hour: occurrences that ended completed or failed. An occurrence retried " +
+	"since counts where it ends next; a failed attempt with attempts left is " +
+	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
+	", last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02long wait\x02Show all definitions\x02No definition %[1]s has " +
+	"occurrences: check the key, or show all definitions.\x02All definitions" +
+	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
+	"ast hour: %[1]s, %[2]s. The table after the chart gives each 5-minute sl" +
+	"ot.\x02completed\x02failed\x02The chart’s numbers\x02Completions and fai" +
+	"lures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]" +
+	"s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
+	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
+	"\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%" +
+	"[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just " +
+	"now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar" +
+	"\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 sec" +
+	"onds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d m" +
+	"s\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02Th" +
+	"e nodes this instance reached, in order, each with its occurrence.\x02No" +
+	"des reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Cre" +
+	"ated\x02Settled\x02This instance has not reached a task yet.\x02Recorded" +
+	" operator actions\x02No operator has acted on this instance.\x02Operator" +
+	" actions on this instance, newest first\x02Value\x02Process inputs\x02In" +
+	"puts the instance was started with, labelled by process version %[1]d's " +
+	"contract\x02This process takes no inputs.\x02This instance is held at a " +
+	"failed node: an incident. It cannot be retried: its occurrence at node %" +
+	"[1]s failed before any attempt (its inputs could not be built), so it wo" +
+	"uld fail the same way. Abandon fails the instance; stop cancels it. Each" +
+	" asks for a reason, recorded in the audit log.\x02This instance is held " +
+	"at a failed node: an incident. Retry offers the failed occurrence again;" +
+	" abandon fails the instance; stop cancels it. Each asks for a reason, re" +
+	"corded in the audit log.\x02Stopping cancels the instance and its open o" +
+	"ccurrences. It does not complete anything.\x02Stopped by %[1]s at %[2]s " +
+	"— “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s" +
+	" at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurr" +
+	"ence\x02Error code\x02End node\x02Abandoned at node\x02Failed at node" +
+	"\x02held, then stopped by an operator\x02held, then abandoned by an oper" +
+	"ator\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must b" +
+	"e between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02" +
+	"from\x02to\x02Act on every instance this filter matches\x02The next page" +
+	" counts them and asks for a reason before anything changes.\x02Process i" +
+	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
+	"atches these filters.\x02All processes\x02All statuses\x02available\x02r" +
+	"eserved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02reject" +
+	"ed\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
+	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
+	"tive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull " +
+	"(the service fetches it)\x02push (Relais calls the service)\x02administr" +
+	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
+	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
+	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
+	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
+	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
+	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
+	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No s" +
+	"ervice has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No service ever reserved this occurrence: it ended before any attemp" +
+	"t.\x02Destination\x02Replica\x02Relais has not called the destination ye" +
+	"t.\x02Relais never called the destination: the occurrence ended before a" +
+	"ny call.\x02Relais keeps the destination’s status code only when it refu" +
+	"sed the call (destination_http_NNN); a completed call answered 2xx. The " +
+	"duration runs from the claim of the call to its settlement.\x02Now\x02Re" +
+	"try or abandon it from its instance\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the la" +
+	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
+	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
+	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
+	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
+	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
+	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
+	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
+	" Relais (in English)\x02Message from the service (its own words, protect" +
+	"ed values masked)\x02Retryable\x02no: the service marked this failure as" +
+	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
+	"answer within the call’s timeout (%[1]s).\x02The destination did not ans" +
+	"wer within the call’s timeout.\x02The deadline passed before a result ar" +
+	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
+	"elais stopped during the call: whether the destination acted is unknown," +
+	" so it is not called again.\x02The call could not be prepared.\x02The de" +
+	"stination could not be reached.\x02The destination’s answer was too larg" +
+	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
+	"s could not be built from the process’s bindings.\x02An operator abandon" +
+	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
+	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
+	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
+	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
+	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
+	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
+	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
+	"): a worker of the same consumer, or a front end with a settle token, co" +
+	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
+	"iting for an operator.\x02Its instance went on along the node’s error pa" +
+	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
+	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
+	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
+	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or " +
+	"more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance," +
+	" revision, consumer, dates\x02instance id\x02Counts by status\x02Occurre" +
+	"nces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
+	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
+	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02The" +
+	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
+	"le runs no script, so it cannot read your computer’s time zone: choose i" +
+	"ts offset from UTC. Offsets do not follow daylight saving time.\x02Reloa" +
+	"d lists and detail pages\x02Pages with a form, such as a confirmation, n" +
+	"ever reload on their own.\x02Save settings\x02Back without saving\x02UTC" +
+	" (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %" +
+	"[1]d seconds\x02Published process versions: their nodes, routes and pinn" +
+	"ed revisions, drawn, with where their occurrences are now.\x02Published " +
+	"process versions: their nodes, routes and pinned revisions, drawn.\x02Pr" +
+	"ocesses by key\x02Versions, newest first\x02No process is published yet." +
+	"\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02" +
+	"Columns follow the longest path from the start node. Solid arrows are su" +
+	"ccesses (labelled with their route), dashed ones failures (labelled with" +
+	" their error codes). Each box says how many of this version’s occurrence" +
+	"s are at that node now.\x02Nodes\x02Nodes of this version, with their oc" +
+	"currences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Oc" +
+	"currences now\x02Instances of this process\x02Columns follow the longest" +
+	" path from the start node. Solid arrows are successes (labelled with the" +
+	"ir route), dashed ones failures (labelled with their error codes).\x02No" +
+	"des of this version\x02This version has %[1]d nodes: too many to draw le" +
+	"gibly (at most %[2]d). The table below lists every node with its routes " +
+	"and counts.\x02This version has %[1]d nodes: too many to draw legibly (a" +
+	"t most %[2]d). The table below lists every node with its routes.\x02Grap" +
+	"h of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. Th" +
+	"e table below lists the same nodes, routes and counts.\x00Y\x02%[1]d nod" +
+	"es, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
+	"e nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (" +
+	"fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
+	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
+	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
+	"mpts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1" +
+	"]s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %" +
+	"[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only" +
+	" administrators may reveal a sensitive value.\x02Revealed by %[1]s at %[" +
+	"2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this pa" +
+	"ge shows as hidden (sensitive) can be revealed.\x02Secret values can nev" +
+	"er be revealed.\x02Method not allowed\x02This page does not accept that " +
+	"request.\x02Search\x02Type an instance or occurrence id (a UUID, as the " +
+	"pages show on hover), or a business key.\x02Nothing to find: the search " +
+	"box is empty.\x02That is too long to be an id or a business key.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key.\x02No instance has “%[1]s” as its business key, and it is " +
+	"not a whole id: the lists show the end of each id. Open the row, or copy" +
+	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
+	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
+	" the server), so your last action was not applied. Sign in again, then r" +
+	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
+	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
+	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
+	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
+	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
+	"ministrators manage tokens.\x02Staff tokens (administrators, designers, " +
+	"operators) that are not revoked. Consumer tokens are managed with their " +
+	"consumers. Revoking a token refuses its next request.\x02ID\x02Role\x02C" +
+	"reated on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02" +
+	"Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next reques" +
+	"t is refused, and console sessions opened with it end. This cannot be un" +
+	"done: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken %[1]s (%[2]s) was revoked: its next request is refused.\x02routing " +
+	"output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d char" +
+	"acter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
+	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
+	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
+	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
+	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
+	"link is not one the console made.\x02Workers connected by a stream, and " +
+	"polling workers by their last fetch. A worker is listed while it was see" +
+	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
+	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
+	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
+	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
+	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No process pulls this definition: Relais calls its de" +
+	"stinations (push), and it needs no worker.\x02No worker is connected for" +
+	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 647 elements
 	// Entry 0 - 1F
@@ -1252,166 +1253,166 @@ var frIndex = []uint32{ // 647 elements
 	0x00001854, 0x00001858, 0x0000185f, 0x00001865,
 	0x0000187b, 0x00001892, 0x000018a2, 0x000018ad,
 	0x000018bf, 0x0000196a, 0x00001972, 0x00001988,
-	0x0000199c, 0x000019c8, 0x000019db, 0x00001a27,
+	0x0000199c, 0x000019c8, 0x000019db, 0x00001aae,
 	// Entry 60 - 7F
-	0x00001a70, 0x00001ab2, 0x00001ae8, 0x00001b77,
-	0x00001b86, 0x00001b8d, 0x00001b9e, 0x00001bb4,
-	0x00001bba, 0x00001bcb, 0x00001bd5, 0x00001bdf,
-	0x00001c06, 0x00001c22, 0x00001c2a, 0x00001c37,
-	0x00001c43, 0x00001c4a, 0x00001c6e, 0x00001c7e,
-	0x00001c96, 0x00001cb7, 0x00001cea, 0x00001d1b,
-	0x00001d4d, 0x00001d5b, 0x00001e0f, 0x00001e21,
-	0x00001ea1, 0x00001ebd, 0x00001ed5, 0x00001f18,
+	0x00001af7, 0x00001b39, 0x00001b6f, 0x00001bfe,
+	0x00001c0d, 0x00001c14, 0x00001c25, 0x00001c3b,
+	0x00001c41, 0x00001c52, 0x00001c5c, 0x00001c66,
+	0x00001c8d, 0x00001ca9, 0x00001cb1, 0x00001cbe,
+	0x00001cca, 0x00001cd1, 0x00001cf5, 0x00001d05,
+	0x00001d1d, 0x00001d3e, 0x00001d71, 0x00001da2,
+	0x00001dd4, 0x00001de2, 0x00001e96, 0x00001ea8,
+	0x00001f28, 0x00001f44, 0x00001f5c, 0x00001f9f,
 	// Entry 80 - 9F
-	0x00002036, 0x00002042, 0x00002055, 0x000020d1,
-	0x000020ed, 0x00002144, 0x0000215c, 0x000021f4,
-	0x0000225a, 0x0000228c, 0x00002292, 0x00002297,
-	0x000022a3, 0x000022b2, 0x000022be, 0x000022ca,
-	0x000022dc, 0x000022ed, 0x00002371, 0x00002375,
-	0x00002387, 0x0000239e, 0x000023a9, 0x000023fe,
-	0x0000240b, 0x00002430, 0x0000243c, 0x00002446,
-	0x0000244c, 0x00002458, 0x00002470, 0x000024c2,
+	0x000020bd, 0x000020c9, 0x000020dc, 0x00002158,
+	0x00002174, 0x000021cb, 0x000021e3, 0x0000227b,
+	0x000022e1, 0x00002313, 0x00002319, 0x0000231e,
+	0x0000232a, 0x00002339, 0x00002345, 0x00002351,
+	0x00002363, 0x00002374, 0x000023f8, 0x000023fc,
+	0x0000240e, 0x00002425, 0x00002430, 0x00002485,
+	0x00002492, 0x000024b7, 0x000024c3, 0x000024cd,
+	0x000024d3, 0x000024df, 0x000024f7, 0x00002549,
 	// Entry A0 - BF
-	0x000024d2, 0x000024e2, 0x000024eb, 0x000024f6,
-	0x000024fe, 0x0000251e, 0x00002540, 0x00002568,
-	0x00002571, 0x00002581, 0x000025a1, 0x000025a9,
-	0x000025b8, 0x000025d7, 0x00002602, 0x00002628,
-	0x00002638, 0x00002642, 0x0000264c, 0x0000266b,
-	0x00002689, 0x00002761, 0x0000277f, 0x000027c3,
-	0x00002800, 0x00002833, 0x00002863, 0x0000288f,
-	0x000028bf, 0x000028e1, 0x000028fc, 0x00002917,
+	0x00002559, 0x00002569, 0x00002572, 0x0000257d,
+	0x00002585, 0x000025a5, 0x000025c7, 0x000025ef,
+	0x000025f8, 0x00002608, 0x00002628, 0x00002630,
+	0x0000263f, 0x0000265e, 0x00002689, 0x000026af,
+	0x000026bf, 0x000026c9, 0x000026d3, 0x000026f2,
+	0x00002710, 0x000027e8, 0x00002806, 0x0000284a,
+	0x00002887, 0x000028ba, 0x000028ea, 0x00002916,
+	0x00002946, 0x00002968, 0x00002983, 0x0000299e,
 	// Entry C0 - DF
-	0x00002933, 0x0000294f, 0x00002965, 0x0000297f,
-	0x000029b6, 0x000029ec, 0x00002a0c, 0x00002a2b,
-	0x00002a32, 0x00002a9c, 0x00002ab2, 0x00002ab7,
-	0x00002acb, 0x00002ae3, 0x00002b08, 0x00002b36,
-	0x00002b48, 0x00002b5b, 0x00002b77, 0x00002ba4,
-	0x00002bc1, 0x00002be4, 0x00002bef, 0x00002bfa,
-	0x00002c06, 0x00002d6f, 0x00002d96, 0x00002dd4,
-	0x00002de0, 0x00002de9, 0x00002dfd, 0x00002e07,
+	0x000029ba, 0x000029d6, 0x000029ec, 0x00002a06,
+	0x00002a3d, 0x00002a73, 0x00002a93, 0x00002ab2,
+	0x00002ab9, 0x00002b23, 0x00002b39, 0x00002b3e,
+	0x00002b52, 0x00002b6a, 0x00002b8f, 0x00002bbd,
+	0x00002bcf, 0x00002be2, 0x00002bfe, 0x00002c2b,
+	0x00002c48, 0x00002c6b, 0x00002c76, 0x00002c81,
+	0x00002c8d, 0x00002df6, 0x00002e1d, 0x00002e5b,
+	0x00002e67, 0x00002e70, 0x00002e84, 0x00002e8e,
 	// Entry E0 - FF
-	0x00002e2e, 0x00002e4a, 0x00002e65, 0x00002e95,
-	0x00002ed3, 0x00002eee, 0x00002efd, 0x00002f1e,
-	0x00002f89, 0x00002fa1, 0x00002fe7, 0x00003052,
-	0x0000305c, 0x00003066, 0x00003080, 0x000030c9,
-	0x000030d1, 0x000030dc, 0x000030ea, 0x000030fa,
-	0x00003124, 0x0000314d, 0x0000315d, 0x0000317c,
-	0x00003188, 0x000031a1, 0x000031ac, 0x000031b9,
-	0x000031c8, 0x000031d0, 0x000031da, 0x000031e2,
+	0x00002eb5, 0x00002ed1, 0x00002eec, 0x00002f1c,
+	0x00002f5a, 0x00002f75, 0x00002f84, 0x00002fa5,
+	0x00003010, 0x00003028, 0x0000306e, 0x000030d9,
+	0x000030e3, 0x000030ed, 0x00003107, 0x00003150,
+	0x00003158, 0x00003163, 0x00003171, 0x00003181,
+	0x000031ab, 0x000031d4, 0x000031e4, 0x00003203,
+	0x0000320f, 0x00003228, 0x00003233, 0x00003240,
+	0x0000324f, 0x00003257, 0x00003261, 0x00003269,
 	// Entry 100 - 11F
-	0x000031ea, 0x000031f0, 0x000031f7, 0x000031fc,
-	0x00003201, 0x00003205, 0x0000320a, 0x00003210,
-	0x00003216, 0x0000321c, 0x00003221, 0x00003226,
-	0x0000322c, 0x00003236, 0x00003256, 0x00003278,
-	0x0000329c, 0x000032c2, 0x000032cb, 0x000032e7,
-	0x000032f0, 0x00003308, 0x00003311, 0x00003365,
-	0x00003385, 0x0000338b, 0x00003396, 0x0000339c,
-	0x000033aa, 0x000033b5, 0x000033c1, 0x000033f4,
+	0x00003271, 0x00003277, 0x0000327e, 0x00003283,
+	0x00003288, 0x0000328c, 0x00003291, 0x00003297,
+	0x0000329d, 0x000032a3, 0x000032a8, 0x000032ad,
+	0x000032b3, 0x000032bd, 0x000032dd, 0x000032ff,
+	0x00003323, 0x00003349, 0x00003352, 0x0000336e,
+	0x00003377, 0x0000338f, 0x00003398, 0x000033ec,
+	0x0000340c, 0x00003412, 0x0000341d, 0x00003423,
+	0x00003431, 0x0000343c, 0x00003448, 0x0000347b,
 	// Entry 120 - 13F
-	0x00003418, 0x00003447, 0x00003490, 0x00003497,
-	0x000034ad, 0x00003520, 0x00003546, 0x000036d5,
-	0x000037dc, 0x0000382c, 0x0000385d, 0x00003890,
-	0x000038bf, 0x000038cd, 0x000038da, 0x000038ec,
-	0x00003901, 0x00003911, 0x0000391e, 0x00003933,
-	0x00003946, 0x00003971, 0x0000399e, 0x000039c2,
-	0x000039d4, 0x00003a0c, 0x00003a23, 0x00003a3a,
-	0x00003a3d, 0x00003a40, 0x00003a74, 0x00003abe,
+	0x0000349f, 0x000034ce, 0x00003517, 0x0000351e,
+	0x00003534, 0x000035a7, 0x000035cd, 0x0000375c,
+	0x00003863, 0x000038b3, 0x000038e4, 0x00003917,
+	0x00003946, 0x00003954, 0x00003961, 0x00003973,
+	0x00003988, 0x00003998, 0x000039a5, 0x000039ba,
+	0x000039cd, 0x000039f8, 0x00003a25, 0x00003a49,
+	0x00003a5b, 0x00003a93, 0x00003aaa, 0x00003ac1,
+	0x00003ac4, 0x00003ac7, 0x00003afb, 0x00003b45,
 	// Entry 140 - 15F
-	0x00003af3, 0x00003afc, 0x00003b13, 0x00003b41,
-	0x00003b54, 0x00003b65, 0x00003b70, 0x00003b7b,
-	0x00003b86, 0x00003b8f, 0x00003b98, 0x00003ba1,
-	0x00003baa, 0x00003bb3, 0x00003bba, 0x00003bc8,
-	0x00003bce, 0x00003bd5, 0x00003bdc, 0x00003be5,
-	0x00003bea, 0x00003bf8, 0x00003bfe, 0x00003c04,
-	0x00003c0a, 0x00003c12, 0x00003c1b, 0x00003c24,
-	0x00003c41, 0x00003c5c, 0x00003c7f, 0x00003ca0,
+	0x00003b7a, 0x00003b83, 0x00003b9a, 0x00003bc8,
+	0x00003bdb, 0x00003bec, 0x00003bf7, 0x00003c02,
+	0x00003c0d, 0x00003c16, 0x00003c1f, 0x00003c28,
+	0x00003c31, 0x00003c3a, 0x00003c41, 0x00003c4f,
+	0x00003c55, 0x00003c5c, 0x00003c63, 0x00003c6c,
+	0x00003c71, 0x00003c7f, 0x00003c85, 0x00003c8b,
+	0x00003c91, 0x00003c99, 0x00003ca2, 0x00003cab,
+	0x00003cc8, 0x00003ce3, 0x00003d06, 0x00003d27,
 	// Entry 160 - 17F
-	0x00003caf, 0x00003cba, 0x00003cc5, 0x00003cd2,
-	0x00003cd6, 0x00003cda, 0x00003ce8, 0x00003cf6,
-	0x00003d04, 0x00003d24, 0x00003d37, 0x00003d50,
-	0x00003d65, 0x00003d76, 0x00003d88, 0x00003d9a,
-	0x00003da0, 0x00003da7, 0x00003daf, 0x00003db7,
-	0x00003dd5, 0x00003df3, 0x00003e0a, 0x00003e1f,
-	0x00003e30, 0x00003e36, 0x00003e4f, 0x00003e5a,
-	0x00003e8e, 0x00003e9b, 0x00003eb9, 0x00003ec7,
+	0x00003d36, 0x00003d41, 0x00003d4c, 0x00003d59,
+	0x00003d5d, 0x00003d61, 0x00003d6f, 0x00003d7d,
+	0x00003d8b, 0x00003dab, 0x00003dbe, 0x00003dd7,
+	0x00003dec, 0x00003dfd, 0x00003e0f, 0x00003e21,
+	0x00003e27, 0x00003e2e, 0x00003e36, 0x00003e3e,
+	0x00003e5c, 0x00003e7a, 0x00003e91, 0x00003ea6,
+	0x00003eb7, 0x00003ebd, 0x00003ed6, 0x00003ee1,
+	0x00003f15, 0x00003f22, 0x00003f40, 0x00003f4e,
 	// Entry 180 - 19F
-	0x00003ed0, 0x00003ed7, 0x00003ef2, 0x00003efc,
-	0x00003f0f, 0x00003f49, 0x00003f52, 0x00003f61,
-	0x00003fc5, 0x00003fd1, 0x00003fdb, 0x0000400b,
-	0x00004066, 0x0000414d, 0x00004158, 0x0000418b,
-	0x00004190, 0x000041b0, 0x000041cd, 0x000041ed,
-	0x00004202, 0x00004243, 0x0000424e, 0x00004258,
-	0x00004281, 0x00004292, 0x000042a0, 0x000042dc,
-	0x00004306, 0x0000432e, 0x0000436d, 0x0000438e,
+	0x00003f57, 0x00003f5e, 0x00003f79, 0x00003f83,
+	0x00003f96, 0x00003fd0, 0x00003fd9, 0x00003fe8,
+	0x0000404c, 0x00004058, 0x00004062, 0x00004092,
+	0x000040ed, 0x000041d4, 0x000041df, 0x00004212,
+	0x00004217, 0x00004237, 0x00004254, 0x00004274,
+	0x00004289, 0x000042ca, 0x000042d5, 0x000042df,
+	0x00004308, 0x00004319, 0x00004327, 0x00004363,
+	0x0000438d, 0x000043b5, 0x000043f4, 0x00004415,
 	// Entry 1A0 - 1BF
-	0x000043cc, 0x0000440c, 0x0000442c, 0x0000446d,
-	0x00004499, 0x000044b1, 0x000044c5, 0x000044dc,
-	0x000044ea, 0x000044f5, 0x00004518, 0x00004537,
-	0x00004543, 0x00004562, 0x000045b0, 0x000045cc,
-	0x0000463a, 0x00004681, 0x000046c0, 0x00004700,
-	0x00004746, 0x000047b8, 0x000047e0, 0x00004803,
-	0x0000483a, 0x00004881, 0x000048d4, 0x000048fd,
-	0x000049a3, 0x000049c9, 0x000049f0, 0x00004a18,
+	0x00004453, 0x00004493, 0x000044b3, 0x000044f4,
+	0x00004520, 0x00004538, 0x0000454c, 0x00004563,
+	0x00004571, 0x0000457c, 0x0000459f, 0x000045be,
+	0x000045ca, 0x000045e9, 0x00004637, 0x00004653,
+	0x000046c1, 0x00004708, 0x00004747, 0x00004787,
+	0x000047cd, 0x0000483f, 0x00004867, 0x0000488a,
+	0x000048c1, 0x00004908, 0x0000495b, 0x00004984,
+	0x00004a2a, 0x00004a50, 0x00004a77, 0x00004a9f,
 	// Entry 1C0 - 1DF
-	0x00004a5f, 0x00004aa9, 0x00004adc, 0x00004aef,
-	0x00004b1d, 0x00004b59, 0x00004b6f, 0x00004c03,
-	0x00004c16, 0x00004c53, 0x00004c8f, 0x00004ca2,
-	0x00004cf6, 0x00004d2b, 0x00004d3d, 0x00004d54,
-	0x00004d91, 0x00004de1, 0x00004e0b, 0x00004e16,
-	0x00004e33, 0x00004e52, 0x00004e63, 0x00004e7d,
-	0x00004e86, 0x00004e90, 0x00004ec5, 0x00004edb,
-	0x00004eee, 0x00004f2b, 0x00004f44, 0x00004f5a,
+	0x00004ae6, 0x00004b30, 0x00004b63, 0x00004b76,
+	0x00004ba4, 0x00004be0, 0x00004bf6, 0x00004c8a,
+	0x00004c9d, 0x00004cda, 0x00004d16, 0x00004d29,
+	0x00004d7d, 0x00004db2, 0x00004dc4, 0x00004ddb,
+	0x00004e18, 0x00004e68, 0x00004e92, 0x00004e9d,
+	0x00004eba, 0x00004ed9, 0x00004eea, 0x00004f04,
+	0x00004f0d, 0x00004f17, 0x00004f4c, 0x00004f62,
+	0x00004f75, 0x00004fb2, 0x00004fcb, 0x00004fe1,
 	// Entry 1E0 - 1FF
-	0x00004f84, 0x00004f97, 0x00004f9e, 0x00004fb9,
-	0x00004fdb, 0x0000500b, 0x00005022, 0x0000505a,
-	0x00005095, 0x000050c1, 0x00005114, 0x00005124,
-	0x0000512d, 0x00005141, 0x00005153, 0x00005169,
-	0x0000517b, 0x0000518d, 0x00005193, 0x000051a5,
-	0x000051b3, 0x000051c2, 0x000051d8, 0x00005202,
-	0x00005235, 0x00005271, 0x00005288, 0x00005350,
-	0x0000537d, 0x000053e8, 0x00005402, 0x0000541b,
+	0x0000500b, 0x0000501e, 0x00005025, 0x00005040,
+	0x00005062, 0x00005092, 0x000050a9, 0x000050e1,
+	0x0000511c, 0x00005148, 0x0000519b, 0x000051ab,
+	0x000051b4, 0x000051c8, 0x000051da, 0x000051f0,
+	0x00005202, 0x00005214, 0x0000521a, 0x0000522c,
+	0x0000523a, 0x00005249, 0x0000525f, 0x00005289,
+	0x000052bc, 0x000052f8, 0x0000530f, 0x000053d7,
+	0x00005404, 0x0000546f, 0x00005489, 0x000054a2,
 	// Entry 200 - 21F
-	0x0000543c, 0x00005452, 0x00005459, 0x00005473,
-	0x00005508, 0x0000556b, 0x0000557e, 0x000055a5,
-	0x000055cd, 0x000055db, 0x000055eb, 0x000055f3,
-	0x00005604, 0x0000560b, 0x00005741, 0x00005748,
-	0x00005782, 0x00005787, 0x0000579c, 0x000057b0,
-	0x000057c2, 0x000057d8, 0x000057f2, 0x000058c7,
-	0x000058df, 0x00005980, 0x00005a0f, 0x00005a1f,
-	0x00005af9, 0x00005bbb, 0x00005bc0, 0x00005bd0,
+	0x000054c3, 0x000054d9, 0x000054e0, 0x000054fa,
+	0x0000558f, 0x000055f2, 0x00005605, 0x0000562c,
+	0x00005654, 0x00005662, 0x00005672, 0x0000567a,
+	0x0000568b, 0x00005692, 0x000057c8, 0x000057cf,
+	0x00005809, 0x0000580e, 0x00005823, 0x00005837,
+	0x00005849, 0x0000585f, 0x00005879, 0x0000594e,
+	0x00005966, 0x00005a07, 0x00005a96, 0x00005aa6,
+	0x00005b80, 0x00005c42, 0x00005c47, 0x00005c57,
 	// Entry 220 - 23F
-	0x00005bde, 0x00005bee, 0x00005bfe, 0x00005c08,
-	0x00005c31, 0x00005c4b, 0x00005c66, 0x00005cf4,
-	0x00005d05, 0x00005d12, 0x00005d2d, 0x00005d41,
-	0x00005d5f, 0x00005da9, 0x00005dea, 0x00005e30,
-	0x00005e48, 0x00005e9b, 0x00005ed6, 0x00005eee,
-	0x00005f19, 0x00005f23, 0x00005f9d, 0x00005fd2,
-	0x00006013, 0x00006087, 0x00006160, 0x00006179,
-	0x00006242, 0x000062bf, 0x000062cc, 0x0000631e,
+	0x00005c65, 0x00005c75, 0x00005c85, 0x00005c8f,
+	0x00005cb8, 0x00005cd2, 0x00005ced, 0x00005d7b,
+	0x00005d8c, 0x00005d99, 0x00005db4, 0x00005dc8,
+	0x00005de6, 0x00005e30, 0x00005e71, 0x00005eb7,
+	0x00005ecf, 0x00005f22, 0x00005f5d, 0x00005f75,
+	0x00005fa0, 0x00005faa, 0x00006024, 0x00006059,
+	0x0000609a, 0x0000610e, 0x000061e7, 0x00006200,
+	0x000062c9, 0x00006346, 0x00006353, 0x000063a5,
 	// Entry 240 - 25F
-	0x00006324, 0x000063c0, 0x00006414, 0x0000643f,
-	0x000064cb, 0x000064f9, 0x000065bb, 0x000065be,
-	0x000065c4, 0x000065ce, 0x000065e4, 0x000065ef,
-	0x0000661f, 0x00006626, 0x00006631, 0x0000663f,
-	0x0000664c, 0x0000665a, 0x00006667, 0x00006680,
-	0x000066ad, 0x00006756, 0x00006769, 0x00006773,
-	0x00006802, 0x00006863, 0x000068b5, 0x000068c7,
-	0x000068da, 0x00006918, 0x00006954, 0x00006960,
+	0x000063ab, 0x00006447, 0x0000649b, 0x000064c6,
+	0x00006552, 0x00006580, 0x00006642, 0x00006645,
+	0x0000664b, 0x00006655, 0x0000666b, 0x00006676,
+	0x000066a6, 0x000066ad, 0x000066b8, 0x000066c6,
+	0x000066d3, 0x000066e1, 0x000066ee, 0x00006707,
+	0x00006734, 0x000067dd, 0x000067f0, 0x000067fa,
+	0x00006889, 0x000068ea, 0x0000693c, 0x0000694e,
+	0x00006961, 0x0000699f, 0x000069db, 0x000069e7,
 	// Entry 260 - 27F
-	0x0000696d, 0x0000697b, 0x00006989, 0x00006999,
-	0x000069d5, 0x00006a0f, 0x00006a8c, 0x00006a97,
-	0x00006ac1, 0x00006add, 0x00006ae1, 0x00006af3,
-	0x00006b01, 0x00006b2d, 0x00006bef, 0x00006c22,
-	0x00006c2d, 0x00006c37, 0x00006c4c, 0x00006c55,
-	0x00006c5f, 0x00006c6d, 0x00006c91, 0x00006cab,
-	0x00006cc0, 0x00006cec, 0x00006cf1, 0x00006d06,
-	0x00006d18, 0x00006d4d, 0x00006d5e, 0x00006dd4,
+	0x000069f4, 0x00006a02, 0x00006a10, 0x00006a20,
+	0x00006a5c, 0x00006a96, 0x00006b13, 0x00006b1e,
+	0x00006b48, 0x00006b64, 0x00006b68, 0x00006b7a,
+	0x00006b88, 0x00006bb4, 0x00006c76, 0x00006ca9,
+	0x00006cb4, 0x00006cbe, 0x00006cd3, 0x00006cdc,
+	0x00006ce6, 0x00006cf4, 0x00006d18, 0x00006d32,
+	0x00006d47, 0x00006d73, 0x00006d78, 0x00006d8d,
+	0x00006d9f, 0x00006dd4, 0x00006de5, 0x00006e5b,
 	// Entry 280 - 29F
-	0x00006e63, 0x00006eca, 0x00006f0c, 0x00006f7f,
-	0x00006fc7, 0x00006ff5, 0x00007028,
+	0x00006eea, 0x00006f51, 0x00006f93, 0x00007006,
+	0x0000704e, 0x0000707c, 0x000070af,
 } // Size: 2612 bytes
 
-const frData string = "" + // Size: 28712 bytes
+const frData string = "" + // Size: 28847 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1508,52 +1509,54 @@ const frData string = "" + // Size: 28712 bytes
 	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
 	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
 	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
-	"e processus doit être un identifiant d’instance (un UUID).\x02L’action g" +
-	"roupée doit être désignée par son identifiant (un UUID).\x02Le curseur d" +
-	"e page est invalide\u202f: revenez à la première page.\x02Actions d’opér" +
-	"ateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l’act" +
-	"ion groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargeme" +
-	"nt montre où elle en est.\x02Console Relais\x02Langue\x02Aller au conten" +
-	"u\x02Navigation principale\x02État\x02Tâches externes\x02Instances\x02Pr" +
-	"ocessus\x02Trouver une instance ou une occurrence\x02identifiant ou clé " +
-	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en " +
-	"tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00" +
-	"\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechargeme" +
-	"nt toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique" +
-	"\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autorisé" +
-	"\x02Votre rôle ne permet de lire que les définitions et les processus" +
-	"\u202f: les tâches externes et les instances de processus sont réservées" +
-	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
-	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
-	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
-	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
-	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
-	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
-	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
-	"S_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulai" +
-	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
-	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
-	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
-	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
-	"istrateur l’identifiant de requête %[1]s.\x02Décompte des occurrences en" +
-	" cours\u202f; les décomptes s’afficheront quand vous rechargerez la page" +
-	".\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
-	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
-	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
-	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
-	"lent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement" +
-	"\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de trava" +
-	"il n’a jamais été figée.\x02Publications\x02Aucune publication pour l’in" +
-	"stant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des" +
-	" révisions\x02Liste chaque changement d’une révision à l’autre et ce qu’" +
-	"il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Change" +
-	"ment\x02Détail\x02Incompatible avec les processus\x02Incompatible avec l" +
-	"es exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
-	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
-	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
-	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	"e processus doit être un identifiant d’instance complet (un UUID)\u202f:" +
+	" les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instan" +
+	"ce, ou copiez son lien, pour l’identifiant complet.\x02L’action groupée " +
+	"doit être désignée par son identifiant (un UUID).\x02Le curseur de page " +
+	"est invalide\u202f: revenez à la première page.\x02Actions d’opérateurs," +
+	" les plus récentes d’abord\x02Voici les %[1]d instances que l’action gro" +
+	"upée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mont" +
+	"re où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Na" +
+	"vigation principale\x02État\x02Tâches externes\x02Instances\x02Processus" +
+	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
+	"\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant q" +
+	"ue %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
+	"\x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechargement to" +
+	"utes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02C" +
+	"ette page se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votr" +
+	"e rôle ne permet de lire que les définitions et les processus\u202f: les" +
+	" tâches externes et les instances de processus sont réservées aux opérat" +
+	"eurs et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]" +
+	"s\u202f» contient le caractère NUL ou des octets qui ne sont pas du text" +
+	"e UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
+	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
+	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
+	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
+	"N) écoulée\u202f; le journal d’audit garde les actions d’opérateur menée" +
+	"s sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
+	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
+	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
+	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
+	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
+	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
+	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
+	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
+	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
+	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
+	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
+	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
+	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
+	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
+	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
+	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
+	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
+	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
+	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
 	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
 	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
 	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
@@ -1838,4 +1841,4 @@ const frData string = "" + // Size: 28712 bytes
 	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
 	" en charge."
 
-	// Total table size 56416 bytes (55KiB); checksum: D7134320
+	// Total table size 56646 bytes (55KiB); checksum: 8D9A5A09
