@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/internal/dbtest"
 )
 
 // relaisProcess is relais serve running as a child process (the test binary
@@ -274,5 +276,32 @@ func TestEmbeddedServeRestartsAKilledCluster(t *testing.T) {
 	}
 	if postgresRunningIn(t, pgData) {
 		t.Fatal("the restarted cluster still runs after relais stopped")
+	}
+}
+
+// SIGHUP, which operators send for a reload, does not end a replica (Go's
+// default for it would, at once and without a drain): it says there is
+// nothing to reload without a certificate, and the replica serves on.
+func TestSIGHUPDoesNotStopTheReplica(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, "RELAIS_DATABASE_URL="+dbtest.EmptyURL(t))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.stderr.String(), "SIGHUP: nothing to reload"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the SIGHUP; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res := call(t, "GET", p.base+"/readyz", "", nil); res.status != 200 {
+		t.Fatalf("readyz after SIGHUP: %d %s", res.status, res.body)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("relais exited with %v after SIGTERM; stderr:\n%s", err, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "shutting down") {
+		t.Errorf("SIGTERM after SIGHUP did not drain; stderr:\n%s", p.stderr)
 	}
 }

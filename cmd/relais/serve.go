@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +26,12 @@ import (
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// SIGHUP, which operators send for a reload (logrotate, a renewed
+	// certificate, systemd's ExecReload), must not end the replica as Go's
+	// default would, without its drain: it reloads what can be reloaded.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := config.Load("usage: relais serve [flags]\n\nRuns the API, the pull protocol, worker streams, the push runner,\ntimers and the console.", args, getenv, stderr)
 	if err != nil {
 		return err
@@ -37,7 +46,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 
-	srv, err := server.NewHTTPServer(cfg, nil)
+	srv, cert, err := server.NewHTTPServer(cfg, nil)
 	if err != nil {
 		return err
 	}
@@ -73,6 +82,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cert != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relais_tls_certificate_expiry_timestamp_seconds",
+			Help: "When the TLS certificate served expires (Unix seconds): alert well before it, should its renewal fail."},
+			func() float64 { return float64(cert.NotAfter().Unix()) }))
+	}
 	// The replica's background work (the NOTIFY listener, the push runner,
 	// the timers) stops with the replica, after the drain, not at the
 	// signal: streams settling what they hold must still hear of
@@ -98,13 +112,31 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// (API requests answer 503 database_unavailable meanwhile); only when
 	// restarts keep failing does serve give up.
 	clusterFailed := db.superviseCluster(embeddedpg.DefaultRestartPolicy)
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("http server: %w", err)
-	case err := <-clusterFailed:
-		_ = srv.Close()
-		return fmt.Errorf("giving up: %w; see postgres.log in that folder", err)
-	case <-ctx.Done():
+	// A renewed certificate is taken when its files change (a mounted
+	// secret is replaced without any signal), or at once on SIGHUP.
+	certCheck := time.NewTicker(certCheckInterval)
+	defer certCheck.Stop()
+wait:
+	for {
+		select {
+		case err := <-serveErr:
+			return fmt.Errorf("http server: %w", err)
+		case err := <-clusterFailed:
+			_ = srv.Close()
+			return fmt.Errorf("giving up: %w; see postgres.log in that folder", err)
+		case <-hup:
+			if cert == nil {
+				logger.Info("SIGHUP: nothing to reload (no TLS certificate); the configuration is read at start: restart to change it")
+				continue
+			}
+			reloadCertificate(logger, cert, true)
+		case <-certCheck.C:
+			if cert != nil {
+				reloadCertificate(logger, cert, false)
+			}
+		case <-ctx.Done():
+			break wait
+		}
 	}
 
 	stopping := time.Now()
@@ -115,6 +147,26 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	stopReplica()
 	logger.Info("stopped", "took", time.Since(stopping).Round(time.Millisecond))
 	return nil
+}
+
+// certCheckInterval is how often the certificate's files are read for a
+// renewal.
+const certCheckInterval = time.Minute
+
+// reloadCertificate takes the certificate's files again, logging a change
+// or a failure (the certificate served then stays); asked says a SIGHUP
+// asked for it, which is answered even when nothing changed.
+func reloadCertificate(logger *slog.Logger, cert *server.Certificate, asked bool) {
+	changed, err := cert.Reload()
+	switch {
+	case err != nil:
+		logger.Error("reloading the TLS certificate failed; the one served stays", "err", err,
+			"serial", cert.Serial(), "not_after", cert.NotAfter().UTC().Format(time.RFC3339))
+	case changed:
+		logger.Info("TLS certificate reloaded", "serial", cert.Serial(), "not_after", cert.NotAfter().UTC().Format(time.RFC3339))
+	case asked:
+		logger.Info("SIGHUP: the TLS certificate's files are unchanged", "serial", cert.Serial(), "not_after", cert.NotAfter().UTC().Format(time.RFC3339))
+	}
 }
 
 // logReady says the replica serves, with what an operator checks first;

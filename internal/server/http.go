@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -13,8 +12,9 @@ import (
 // NewHTTPServer returns the http.Server that serves h as cfg says: HTTPS
 // with HTTP/2 and HTTP/1.1 when a certificate is configured, otherwise
 // cleartext HTTP/1.1 and h2c (HTTP/2 with prior knowledge), which gRPC
-// clients speak without TLS. Serve it with Serve.
-func NewHTTPServer(cfg config.Config, h http.Handler) (*http.Server, error) {
+// clients speak without TLS. Serve it with Serve. With TLS, the
+// certificate is returned too: its Reload takes a renewed one.
+func NewHTTPServer(cfg config.Config, h http.Handler) (*http.Server, *Certificate, error) {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -24,15 +24,15 @@ func NewHTTPServer(cfg config.Config, h http.Handler) (*http.Server, error) {
 	srv.Protocols.SetHTTP1(true)
 	if cfg.TLSCertFile == "" {
 		srv.Protocols.SetUnencryptedHTTP2(true)
-		return srv, nil
+		return srv, nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+	cert, err := LoadCertificate(cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE: %w", err)
+		return nil, nil, err
 	}
 	srv.Protocols.SetHTTP2(true)
-	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	return srv, nil
+	srv.TLSConfig = &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS12}
+	return srv, cert, nil
 }
 
 // Serve serves srv on ln, over TLS when NewHTTPServer configured it. (Do

@@ -30,12 +30,21 @@ import (
 // and returns their paths and a pool that trusts the certificate.
 func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 	t.Helper()
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	return certFile, keyFile, writeSelfSigned(t, certFile, keyFile, 1)
+}
+
+// writeSelfSigned writes a certificate for 127.0.0.1 with serial and its
+// key to the files named, and returns a pool that trusts it.
+func writeSelfSigned(t *testing.T, certFile, keyFile string, serial int64) (roots *x509.CertPool) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relais test"},
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "relais test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
@@ -51,22 +60,20 @@ func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return certFile, keyFile, roots
+	return roots
 }
 
 // serve serves env's handler with the server relais serve builds from
 // env's configuration and returns its base URL.
 func serve(t *testing.T, env *relaistest.Env) string {
 	t.Helper()
-	srv, err := server.NewHTTPServer(env.Config, env.Handler)
+	srv, _, err := server.NewHTTPServer(env.Config, env.Handler)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +184,63 @@ func TestTLSServesHTTP2(t *testing.T) {
 	}
 
 	checkSecure(t, "over TLS", consoleCookies(t, h2, base, env.Operator, nil), true)
+}
+
+// TestRenewedCertificateIsServed: Reload takes the files' new certificate
+// for the next connections, says when nothing changed, and keeps serving
+// the current one when the files do not load (a renewal half written).
+func TestRenewedCertificateIsServed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile, 1)
+	srv, cert, err := server.NewHTTPServer(config.Config{TLSCertFile: certFile, TLSKeyFile: keyFile},
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = server.Serve(srv, ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	served := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	if got := served(); got != "1" || cert.Serial() != "1" {
+		t.Fatalf("serial %s served (%s said), want 1", got, cert.Serial())
+	}
+
+	writeSelfSigned(t, certFile, keyFile, 2)
+	if changed, err := cert.Reload(); err != nil || !changed {
+		t.Fatalf("Reload after a renewal = %v, %v; want a change", changed, err)
+	}
+	if got := served(); got != "2" {
+		t.Errorf("after the reload: serial %s served, want 2", got)
+	}
+	if changed, err := cert.Reload(); err != nil || changed {
+		t.Errorf("Reload of unchanged files = %v, %v; want no change", changed, err)
+	}
+
+	if err := os.WriteFile(keyFile, []byte("-----BEGIN PRIVATE KEY-----\nhalf"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cert.Reload(); err == nil {
+		t.Error("Reload of a broken key succeeded")
+	}
+	if got := served(); got != "2" {
+		t.Errorf("after a failed reload: serial %s served, want 2 still", got)
+	}
+	if time.Until(cert.NotAfter()) < 50*time.Minute {
+		t.Errorf("NotAfter %v, want the served certificate's (an hour from now)", cert.NotAfter())
+	}
 }
 
 // TestCleartextServesHTTP1AndH2C: without a certificate the same listener
