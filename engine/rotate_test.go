@@ -72,7 +72,7 @@ func TestKeyRotation(t *testing.T) {
 	// rotation (its notification), refuses to seal rather than store values
 	// that removing the retired key would make unreadable.
 	e.Invalidate("keys")
-	for deadline := time.Now().Add(5 * time.Second); !e.primaryRetired.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); !e.PrimaryKeyRetired(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica with the retired key first did not notice the rotation")
 		}

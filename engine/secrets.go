@@ -48,6 +48,11 @@ func (e *Engine) sealable() error {
 	return nil
 }
 
+// PrimaryKeyRetired says whether a key rotation retired this replica's
+// first data key: it then refuses to seal sensitive and secret values
+// until it restarts with the newer key first.
+func (e *Engine) PrimaryKeyRetired() bool { return e.primaryRetired.Load() }
+
 // CheckPrimaryKey notes whether a rotation retired this replica's first
 // data key, which then refuses to seal (see sealable), and logs it. Run at
 // a keys notification, and whenever the replica starts listening again

@@ -95,7 +95,15 @@ func Start(ctx context.Context, d Deps) *Replica {
 	rep.done.Go(func() { d.Engine.RunTimerLoop(ctx, d.Config.TimerInterval, timers.observe) })
 	databaseUp := prometheus.NewGauge(prometheus.GaugeOpts{Name: "relais_database_up",
 		Help: "1 while PostgreSQL answers this replica's periodic ping (every 2 s), 0 from the first ping it does not answer."})
-	d.Registry.MustRegister(databaseUp, newOccurrenceCounts(d.Engine, d.Logger), newGroupCommits(d.Engine))
+	keyRetired := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relais_data_key_retired",
+		Help: "1 while a key rotation has retired this replica's first data key: it refuses every write of a sensitive or secret value (503 data_key_retired) until restarted with the newer key first."},
+		func() float64 {
+			if d.Engine.PrimaryKeyRetired() {
+				return 1
+			}
+			return 0
+		})
+	d.Registry.MustRegister(databaseUp, keyRetired, newOccurrenceCounts(d.Engine, d.Logger), newGroupCommits(d.Engine))
 	gate := newDatabaseGate()
 	rep.done.Go(func() {
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
