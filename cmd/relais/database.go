@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -88,6 +89,11 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	// pool in the URL knows their server's max_connections better.
 	if !strings.Contains(db.url, "pool_max_conns") && pcfg.MaxConns < defaultPoolSize {
 		pcfg.MaxConns = defaultPoolSize
+	}
+	if _, set := pcfg.ConnConfig.RuntimeParams["application_name"]; !set {
+		// pg_stat_activity then ties each backend to its replica (named
+		// as the worker catalog names it), unless the URL names it.
+		pcfg.ConnConfig.RuntimeParams["application_name"] = applicationName()
 	}
 	pguuid.Configure(pcfg)
 	pgutc.Configure(pcfg)
@@ -370,4 +376,16 @@ func urlHint(url string) string {
 		return ""
 	}
 	return " (a URL starts with postgres:// or postgresql://, as in postgres://user:password@host:5432/database)"
+}
+
+// applicationName names this process to PostgreSQL: "relais" and the
+// engine's default replica name (host and process id), within the 63
+// bytes PostgreSQL keeps.
+func applicationName() string {
+	host, _ := os.Hostname()
+	name := "relais " + cmp.Or(host, "relais") + "-" + strconv.Itoa(os.Getpid())
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
 }

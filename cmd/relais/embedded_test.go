@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/internal/dbtest"
 )
@@ -284,7 +288,24 @@ func TestEmbeddedServeRestartsAKilledCluster(t *testing.T) {
 // nothing to reload without a certificate, and the replica serves on.
 func TestSIGHUPDoesNotStopTheReplica(t *testing.T) {
 	t.Parallel()
-	p := startProcess(t, "RELAIS_DATABASE_URL="+dbtest.EmptyURL(t))
+	url := dbtest.EmptyURL(t)
+	p := startProcess(t, "RELAIS_DATABASE_URL="+url, "RELAIS_RETENSION=P3D")
+	// Beside: a misspelt setting is named at start, and the replica's
+	// connections are named in pg_stat_activity.
+	if !strings.Contains(p.stderr.String(), `RELAIS_RETENSION is not a Relais setting (did you mean \"RELAIS_RETENTION\"?)`) &&
+		!strings.Contains(p.stderr.String(), `RELAIS_RETENSION is not a Relais setting (did you mean "RELAIS_RETENTION"?)`) {
+		t.Errorf("the misspelt RELAIS_RETENSION went unsaid; stderr:\n%s", p.stderr)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var named int
+	if err := pool.QueryRow(context.Background(), "select count(*) from pg_stat_activity where application_name = 'relais ' || $1::text",
+		fmt.Sprintf("%s-%d", hostname(t), p.cmd.Process.Pid)).Scan(&named); err != nil || named == 0 {
+		t.Errorf("%d connections named after the replica in pg_stat_activity (%v)", named, err)
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -304,4 +325,13 @@ func TestSIGHUPDoesNotStopTheReplica(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "shutting down") {
 		t.Errorf("SIGTERM after SIGHUP did not drain; stderr:\n%s", p.stderr)
 	}
+}
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

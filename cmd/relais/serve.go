@@ -37,6 +37,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	logger := newLogger(cfg, stderr)
+	for _, w := range config.UnknownVariables(os.Environ()) {
+		logger.Warn(w)
+	}
 	start := time.Now()
 	// The keys, the address and the TLS files first: a malformed key, a
 	// port in use or a bad certificate fails before a cluster is created

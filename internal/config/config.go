@@ -20,6 +20,7 @@ import (
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // Config is the validated configuration of one relais process. Each field
@@ -434,4 +435,34 @@ func Default() Config {
 		panic("config: defaults do not validate: " + err.Error())
 	}
 	return c
+}
+
+// otherVariables are the RELAIS_ variables that are not settings of the
+// server but are read by its other commands and clients (apply, the
+// examples' workers); otherPrefixes, those of its test and bench tooling.
+var (
+	otherVariables = []string{"RELAIS_URL", "RELAIS_TOKEN", "RELAIS_WORKER_PROTOCOL"}
+	otherPrefixes  = []string{"RELAIS_TEST_", "RELAIS_BENCH_", "RELAIS_OPENAPI_", "RELAIS_SKIP_"}
+)
+
+// UnknownVariables says, for each RELAIS_ variable of environ (as
+// os.Environ lists them) that is no setting, that it is ignored, with the
+// setting it most likely misspells: a typo would otherwise leave the
+// default in force without a word.
+func UnknownVariables(environ []string) []string {
+	names := make([]string, len(Settings))
+	for i, s := range Settings {
+		names[i] = s.Env
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "RELAIS_") || slices.Contains(names, name) || slices.Contains(otherVariables, name) ||
+			slices.ContainsFunc(otherPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s is not a Relais setting%s: it is ignored", name, suggest.Hint(name, names)))
+	}
+	slices.Sort(out)
+	return out
 }

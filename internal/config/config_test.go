@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,20 @@ func TestLoadAdminTakesOnlyTheDatabaseSettings(t *testing.T) {
 	}
 	if !strings.Contains(help.String(), "-database-url") || strings.Contains(help.String(), "-listen") || strings.Contains(help.String(), "-pull-") {
 		t.Errorf("admin help lists:\n%s", help.String())
+	}
+}
+
+// A RELAIS_ variable that is no setting is said to be ignored, with the
+// setting it likely misspells; settings and the variables other commands
+// and tooling read are not.
+func TestUnknownVariablesAreNamed(t *testing.T) {
+	got := UnknownVariables([]string{"RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D", "RELAIS_URL=http://x", "RELAIS_TEST_DATABASE_URL=postgres://",
+		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080"})
+	want := []string{
+		`RELAIS_COLOUR is not a Relais setting: it is ignored`,
+		`RELAIS_RETENSION is not a Relais setting (did you mean "RELAIS_RETENTION"?): it is ignored`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("UnknownVariables = %q, want %q", got, want)
 	}
 }
