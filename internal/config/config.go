@@ -140,6 +140,16 @@ const (
 // still reading must not vanish under them.
 const MinRetention = time.Hour
 
+// Bounds of settings that parse yet would harm a replica outside them.
+const (
+	MinTimerInterval = 100 * time.Millisecond
+	MaxTimerInterval = time.Minute
+	MinHeartbeat     = time.Second
+	MaxHeartbeat     = 5 * time.Minute
+	MinBodyBytes     = 64 << 10
+	MaxBodyBytes     = 64 << 20
+)
+
 // Setting describes one configuration key; the README's configuration table
 // lists exactly these (a test keeps the two in step).
 type Setting struct {
@@ -187,7 +197,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Pull.MaxRetryDelay = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_WAITERS", Flag: "pull-max-waiters", Default: "1000", Description: "long-polling fetches one replica holds at once; past it 429 too_many_waiters", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxWaiters = v.(int) }},
-	{Env: "RELAIS_STREAM_HEARTBEAT", Flag: "stream-heartbeat", Default: "PT10S", Description: "heartbeat interval of worker streams; a worker unseen for three heartbeats is no longer live", kind: kindDuration,
+	{Env: "RELAIS_STREAM_HEARTBEAT", Flag: "stream-heartbeat", Default: "PT10S", Description: "heartbeat interval of worker streams (PT1S to PT5M); a worker unseen for three heartbeats is no longer live", kind: kindDuration,
 		set: func(c *Config, v any) { c.Stream.Heartbeat = v.(time.Duration) }},
 	{Env: "RELAIS_STREAM_MAX_IN_FLIGHT", Flag: "stream-max-in-flight", Default: "100", Description: "ceiling of a worker stream's max_in_flight", kind: kindInt,
 		set: func(c *Config, v any) { c.Stream.MaxInFlight = v.(int) }},
@@ -201,9 +211,9 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.Push.Concurrency = v.(int) }},
 	{Env: "RELAIS_PUSH_MAX_RESPONSE_BYTES", Flag: "push-max-response-bytes", Default: "1048576", Description: "largest destination response read", kind: kindInt,
 		set: func(c *Config, v any) { c.Push.MaxResponseBytes = int64(v.(int)) }},
-	{Env: "RELAIS_MAX_BODY_BYTES", Flag: "max-body-bytes", Default: "1048576", Description: "largest API request body (413 above)", kind: kindInt,
+	{Env: "RELAIS_MAX_BODY_BYTES", Flag: "max-body-bytes", Default: "1048576", Description: "largest API request body (413 above), from 65536 to 67108864", kind: kindInt,
 		set: func(c *Config, v any) { c.MaxBodyBytes = int64(v.(int)) }},
-	{Env: "RELAIS_TIMER_INTERVAL", Flag: "timer-interval", Default: "PT1S", Description: "how often a replica looks for deadlines and expired last attempts", kind: kindDuration,
+	{Env: "RELAIS_TIMER_INTERVAL", Flag: "timer-interval", Default: "PT1S", Description: "how often a replica looks for deadlines and expired last attempts (PT0.1S to PT1M)", kind: kindDuration,
 		set: func(c *Config, v any) { c.TimerInterval = v.(time.Duration) }},
 	{Env: "RELAIS_RETENTION", Flag: "retention", Default: "P30D", Description: "how long ended instances (completed, failed, cancelled) are kept with their occurrences and attempts, at least PT1H; forever keeps everything (audit logs are kept regardless)", kind: kindRetention,
 		set: func(c *Config, v any) { c.Retention = v.(time.Duration) }},
@@ -397,6 +407,20 @@ func (c Config) check(defaulted map[string]bool) []string {
 	}
 	if c.Push.DefaultTimeout > c.Push.MaxTimeout {
 		aboveCeiling("RELAIS_PUSH_DEFAULT_TIMEOUT", c.Push.DefaultTimeout, "RELAIS_PUSH_MAX_TIMEOUT", c.Push.MaxTimeout)
+	}
+	// Values that parse yet would harm the replica or its users: a timer
+	// spinning PostgreSQL at full speed or checking deadlines once a day,
+	// heartbeats flooding streams or missing dead ones for an hour, bodies
+	// so small that no definition fits.
+	within := func(env string, v, lo, hi time.Duration) {
+		if v < lo || v > hi {
+			p = append(p, fmt.Sprintf("%s: %s is out of range: from %s to %s", env, isoduration.Format(v), isoduration.Format(lo), isoduration.Format(hi)))
+		}
+	}
+	within("RELAIS_TIMER_INTERVAL", c.TimerInterval, MinTimerInterval, MaxTimerInterval)
+	within("RELAIS_STREAM_HEARTBEAT", c.Stream.Heartbeat, MinHeartbeat, MaxHeartbeat)
+	if c.MaxBodyBytes < MinBodyBytes || c.MaxBodyBytes > MaxBodyBytes {
+		p = append(p, fmt.Sprintf("RELAIS_MAX_BODY_BYTES: %d is out of range: from %d to %d", c.MaxBodyBytes, MinBodyBytes, MaxBodyBytes))
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
 		p = append(p, "RELAIS_BOOTSTRAP_TOKEN: must be at least 20 characters")

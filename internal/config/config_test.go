@@ -56,6 +56,12 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"pair that does not load", map[string]string{"RELAIS_TLS_CERT_FILE": "/nonexistent/cert.pem", "RELAIS_TLS_KEY_FILE": "/nonexistent/key.pem"}, nil, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE"},
 		{"trusted proxies", map[string]string{"RELAIS_TRUSTED_PROXIES": "10.0.0.0/8,10.0.0.0/33"}, nil, "RELAIS_TRUSTED_PROXIES"},
 		{"connect timeout", map[string]string{"RELAIS_DATABASE_CONNECT_TIMEOUT": "30s"}, nil, "RELAIS_DATABASE_CONNECT_TIMEOUT"},
+		{"timer spinning", map[string]string{"RELAIS_TIMER_INTERVAL": "PT0.0000001S"}, nil, "RELAIS_TIMER_INTERVAL: PT0.0000001S is out of range: from PT0.1S to PT1M"},
+		{"timer asleep", map[string]string{"RELAIS_TIMER_INTERVAL": "P1D"}, nil, "RELAIS_TIMER_INTERVAL"},
+		{"heartbeat flooding", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT0.01S"}, nil, "RELAIS_STREAM_HEARTBEAT"},
+		{"heartbeat missing the dead", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT1H"}, nil, "RELAIS_STREAM_HEARTBEAT"},
+		{"body too small for anything", map[string]string{"RELAIS_MAX_BODY_BYTES": "1"}, nil, "RELAIS_MAX_BODY_BYTES: 1 is out of range"},
+		{"body too large to hold", map[string]string{"RELAIS_MAX_BODY_BYTES": "1073741824"}, nil, "RELAIS_MAX_BODY_BYTES"},
 	}
 	for _, tt := range tests {
 		_, err := Load("relais serve", tt.args, env(tt.env), io.Discard)
