@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/relais/relais/internal/outage"
 	"time"
 
 	"github.com/google/uuid"
@@ -153,6 +154,7 @@ func derefDuration(d *time.Duration) time.Duration {
 func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration, observe func(TimerPass)) {
 	t := time.NewTimer(interval)
 	defer t.Stop()
+	passes, prunes := outage.New(e.logger, "timer pass"), outage.New(e.logger, "worker catalog pruning")
 	for {
 		select {
 		case <-ctx.Done():
@@ -160,14 +162,20 @@ func (e *Engine) RunTimerLoop(ctx context.Context, interval time.Duration, obser
 		case <-t.C:
 		}
 		pass, err := e.RunTimerPass(ctx)
-		if err != nil && ctx.Err() == nil {
-			e.logger.Warn("timer pass failed", "err", err)
+		switch {
+		case err == nil:
+			passes.Succeeded()
+		case ctx.Err() == nil:
+			passes.Failed(err)
 		}
 		if err == nil && observe != nil {
 			observe(pass)
 		}
-		if _, err := e.PruneWorkers(ctx); err != nil && ctx.Err() == nil {
-			e.logger.Warn("worker catalog pruning failed", "err", err)
+		switch _, err := e.PruneWorkers(ctx); {
+		case err == nil:
+			prunes.Succeeded()
+		case ctx.Err() == nil:
+			prunes.Failed(err)
 		}
 		next := interval
 		if pass.Settled >= timerBatch {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relais/relais/internal/outage"
 	"io"
 	"log/slog"
 	"net"
@@ -130,6 +131,7 @@ func (r *Runner) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	defer r.calls.Wait()
+	claims := outage.New(r.logger, "push claim")
 	for {
 		select {
 		case <-ctx.Done():
@@ -154,8 +156,11 @@ func (r *Runner) Run(ctx context.Context) {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 			calls, err := r.eng.ClaimPush(cctx, r.workerID, free)
 			cancel()
-			if err != nil && ctx.Err() == nil {
-				r.logger.Warn("push claim failed", "err", err)
+			switch {
+			case err == nil:
+				claims.Succeeded()
+			case ctx.Err() == nil:
+				claims.Failed(err)
 			}
 			for _, c := range calls {
 				slots <- struct{}{}

@@ -7,6 +7,8 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/relais/relais/internal/outage"
 	"log/slog"
 	"sync"
 	"time"
@@ -77,8 +79,9 @@ func (l *Listener) Run(ctx context.Context) {
 	const firstBackoff = 100 * time.Millisecond
 	backoff := firstBackoff
 	first := true
+	down := outage.New(l.logger, "notification listener")
 	for ctx.Err() == nil {
-		since, err := l.listen(ctx, !first)
+		since, err := l.listen(ctx, !first, down.Succeeded)
 		if ctx.Err() != nil {
 			return
 		}
@@ -86,7 +89,7 @@ func (l *Listener) Run(ctx context.Context) {
 		if !since.IsZero() && time.Since(since) >= time.Second {
 			backoff = firstBackoff
 		}
-		l.logger.Warn("notification listener disconnected; reconnecting", "err", err, "in", backoff)
+		down.Failed(fmt.Errorf("disconnected, reconnecting in %s: %w", backoff, err))
 		select {
 		case <-ctx.Done():
 			return
@@ -97,8 +100,8 @@ func (l *Listener) Run(ctx context.Context) {
 }
 
 // listen runs one LISTEN session until it ends; since is when it was in
-// place (zero if it never was).
-func (l *Listener) listen(ctx context.Context, reconnect bool) (since time.Time, err error) {
+// place (zero if it never was), which it tells up as well.
+func (l *Listener) listen(ctx context.Context, reconnect bool, up func()) (since time.Time, err error) {
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return time.Time{}, err
@@ -122,6 +125,7 @@ func (l *Listener) listen(ctx context.Context, reconnect bool) (since time.Time,
 		}
 	}
 	since = time.Now()
+	up()
 	for _, f := range listening {
 		f(true)
 	}

@@ -96,7 +96,7 @@ func TestBackoffStartsOverOnceListening(t *testing.T) {
 			t.Fatal("no reconnection")
 		}
 	}
-	waits := regexp.MustCompile(`in=(\S+)`).FindAllStringSubmatch(logs.String(), -1)
+	waits := regexp.MustCompile(`reconnecting in (\S+):`).FindAllStringSubmatch(logs.String(), -1)
 	if len(waits) != 4 {
 		t.Fatalf("%d reconnections logged, want 4:\n%s", len(waits), logs.String())
 	}
