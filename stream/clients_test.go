@@ -197,8 +197,10 @@ type subscription struct {
 	done   chan struct{}
 	// silent stops acknowledging heartbeats.
 	silent atomic.Bool
-	// ackVia is the client acknowledgements go through (c by default).
-	ackVia atomic.Pointer[client]
+	// ackVia is the client acknowledgements go through (c by default);
+	// ackToken, when set, the token they carry instead of token.
+	ackVia   atomic.Pointer[client]
+	ackToken atomic.Pointer[string]
 }
 
 // open subscribes and reads the first heartbeat; the subscription is
@@ -256,7 +258,11 @@ func tryOpen(t testing.TB, c *client, token string, req *workerv1.SubscribeReque
 }
 
 func (s *subscription) ack(seq int64) {
-	_, _ = call[workerv1.HeartbeatRequest, workerv1.HeartbeatResponse](context.Background(), s.ackVia.Load(), s.token,
+	token := s.token
+	if t := s.ackToken.Load(); t != nil {
+		token = *t
+	}
+	_, _ = call[workerv1.HeartbeatRequest, workerv1.HeartbeatResponse](context.Background(), s.ackVia.Load(), token,
 		workerv1connect.WorkerServiceHeartbeatProcedure, &workerv1.HeartbeatRequest{StreamId: s.id, Sequence: seq})
 }
 

@@ -538,6 +538,44 @@ func TestRotatedTokenEndsTheStream(t *testing.T) {
 	wantRefusal(t, "the stream after its token was rotated", s.end(3*time.Second), "unauthenticated", "unauthorized")
 }
 
+// After a rotation with an overlap, a stream whose client acknowledges
+// its heartbeats with the new token moves to it and outlives the overlap,
+// keeping what it holds; one that keeps the old token ends when the
+// overlap does, as before.
+func TestAStreamMovesToTheTokenItsHeartbeatsCarry(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, heartbeat(200*time.Millisecond))
+	c := newClient(t, "grpc", f.env.URL)
+	moving := open(t, c, f.consumer, subscribeRequest("w-moving", 2))
+	staying := open(t, c, f.consumer, subscribeRequest("w-staying", 2))
+	start(t, f.env, "Acme")
+	start(t, f.env, "Beta")
+	var held *workerv1.Assignment
+	select {
+	case ev := <-moving.events:
+		held = ev.GetAssignment()
+	case ev := <-staying.events:
+		// Work for the moving stream: hand this one to it by completing.
+		if _, err := complete(c, f.consumer, "w-staying", ev.GetAssignment().GetOccurrenceId(), outputs("created", "C-1")); err != nil {
+			t.Fatal(err)
+		}
+		held = moving.assignment(5 * time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no assignment")
+	}
+	rotated := f.env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", f.env.ConsumerID("crm-sync")), f.env.Admin,
+		map[string]any{"overlap": "PT1S"}).JSON(t)["token"].(string)
+	moving.ackToken.Store(&rotated)
+	wantRefusal(t, "the stream that kept the old token, after the overlap", staying.end(5*time.Second), "unauthenticated", "unauthorized")
+	moving.quiet(600 * time.Millisecond) // three heartbeats past the overlap
+	if _, err := complete(c, rotated, "w-moving", held.GetOccurrenceId(), outputs("created", "C-2")); err != nil {
+		t.Errorf("completing what the moved stream held: %v", err)
+	}
+	if got := outcomes(t, f.env, held.GetOccurrenceId()); !slices.Equal(got, []string{"completed"}) {
+		t.Errorf("the moved stream's occurrence: attempts %q, want one, completed (not handed back)", got)
+	}
+}
+
 // A stream's assignment settled over REST by the same worker frees the
 // stream's slot at once (DESIGN §10: a settlement frees a slot and the
 // next task is pushed), not at the stream's next keep-alive, ten seconds

@@ -77,9 +77,12 @@ const (
 // goroutine and owns everything but the inbox and the acknowledged
 // heartbeat, which other goroutines (notifications, unary calls) write.
 type session struct {
-	id          uuid.UUID
-	consumerID  int64
-	token       string
+	id         uuid.UUID
+	consumerID int64
+	// token authenticates the stream while it lives (see reauth); a
+	// heartbeat acknowledged with another valid token of the consumer (a
+	// rotation's new one) replaces it (see adopt).
+	token       atomic.Pointer[string]
 	workerID    string
 	subs        []engine.Subscription
 	credit      int
@@ -163,6 +166,20 @@ func (s *session) take() []event {
 // a heartbeat the stream never sent: taken, a client that sent a sequence
 // far ahead once would never be found to have stopped reading, and would
 // keep its assignments while it is stuck.
+// currentToken is the token the stream lives by.
+func (s *session) currentToken() string { return *s.token.Load() }
+
+// adopt moves the stream to token, another token of its consumer that
+// just authenticated one of its heartbeats: after a rotation with an
+// overlap, a client that reads the new token acknowledges with it, and its
+// stream then outlives the old one instead of ending, its assignments
+// handed back (an attempt each), when the overlap ends.
+func (s *session) adopt(token string) {
+	if cur := s.token.Load(); cur == nil || *cur != token {
+		s.token.Store(&token)
+	}
+}
+
 func (s *session) ack(seq int64) bool {
 	if seq < 0 || seq > s.sent.Load() {
 		return false
@@ -253,9 +270,10 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 	if err != nil {
 		return toConnect(ctx, svc.logger, procedure, err)
 	}
-	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, token: token, workerID: p.workerID, subs: p.subs,
+	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, workerID: p.workerID, subs: p.subs,
 		credit: p.credit, lock: p.lock, connectedAt: time.Now(), pairs: pairs, pairsSeen: pairs, held: map[uuid.UUID]int{},
 		signal: make(chan struct{}, 1)}
+	s.token.Store(&token)
 	s.acked.Store(-1)
 	s.seq = -1 // the first heartbeat, sent at once, is 0
 	s.sent.Store(-1)
@@ -646,7 +664,7 @@ func (r *runner) beat(ctx context.Context) (string, error) {
 // rotated, expired). A lookup that fails otherwise (the database) leaves it
 // to the next heartbeat.
 func (r *runner) reauth(ctx context.Context) (string, error) {
-	if _, err := auth.Authenticate(ctx, r.svc.lookup, r.s.token); err != nil {
+	if _, err := auth.Authenticate(ctx, r.svc.lookup, r.s.currentToken()); err != nil {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.Unauthorized {
 			return endTokenRevoked, problemError(fe)
 		}

@@ -506,7 +506,7 @@ func (s *Service) localWithToken(h http.Header, streamID string) *session {
 		return nil
 	}
 	local := s.reg.stream(id)
-	if local == nil || subtle.ConstantTimeCompare([]byte(token), []byte(local.token)) != 1 {
+	if local == nil || subtle.ConstantTimeCompare([]byte(token), []byte(local.currentToken())) != 1 {
 		return nil
 	}
 	return local
@@ -533,6 +533,10 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[workerv1.H
 	}
 	if local == nil {
 		err = s.eng.SignalWorkers(ctx, engine.WorkerSignal{Kind: engine.SignalAck, Stream: id, ConsumerID: consumer, Sequence: seq})
+	} else if token, ok := httpauth.Bearer(req.Header()); ok {
+		// streamOf authenticated it as the stream's consumer (or, while
+		// the database is out of reach, found it to be the stream's own).
+		local.adopt(token)
 	}
 	if err != nil {
 		return nil, toConnect(ctx, s.logger, procedure, err)
