@@ -162,10 +162,32 @@ func compact(doc json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
-// NextClaimable returns when the earliest not-yet-claimable occurrence of
-// the pairs becomes claimable (a retry delay or a lock ending), if any.
-func (e *Engine) NextClaimable(ctx context.Context, p Pairs) (time.Time, bool, error) {
-	t, err := e.q.OccurrenceNextClaimable(ctx, queries.OccurrenceNextClaimableParams{DefinitionKeys: p.Keys, Revisions: p.Revisions, Now: e.at()})
+// ClaimMark is a moment no later than the database's clock now, for a
+// caller to take before a claim and give NextClaimable after it; zero when
+// this replica has no fresh reading of that clock.
+func (e *Engine) ClaimMark() time.Time {
+	if at := e.at(); at != nil {
+		return *at
+	}
+	if t, ok := e.clock.now(time.Now()); ok {
+		return t
+	}
+	return time.Time{}
+}
+
+// NextClaimable returns when the earliest occurrence of the pairs that was
+// not yet claimable at since (a ClaimMark taken before the caller's claim;
+// zero: now) becomes claimable (a retry delay or a lock ending), if any.
+// One that came due between the claim and this read is returned too, due
+// already, so that the caller claims again at once: measured from this
+// statement's own clock, it would be left for the caller's next periodic
+// check (a stream's keep-alive, seconds away).
+func (e *Engine) NextClaimable(ctx context.Context, p Pairs, since time.Time) (time.Time, bool, error) {
+	after := e.at()
+	if !since.IsZero() {
+		after = &since
+	}
+	t, err := e.q.OccurrenceNextClaimable(ctx, queries.OccurrenceNextClaimableParams{DefinitionKeys: p.Keys, Revisions: p.Revisions, Now: after})
 	if isNoRows(err) {
 		return time.Time{}, false, nil
 	}

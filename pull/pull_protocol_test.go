@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/relaistest"
@@ -909,6 +910,36 @@ func TestRetryDelayIsHonoured(t *testing.T) {
 	obs := observe(t, env, id)
 	if as := attemptsOf(t, obs); len(as) != 2 || as[0]["outcome"] != "failed" || as[0]["error_code"] != "CRM_DOWN" {
 		t.Errorf("attempts = %v, want the first failed with CRM_DOWN", obs["attempts"])
+	}
+}
+
+// NextClaimable, given a mark taken before a claim, still names an
+// occurrence that came due between that claim and its own read (due
+// already, so the waiter claims again at once); without the mark it would
+// look past it, and the waiter would learn of it at its next periodic
+// check only (QA saw streamed retries come at the next heartbeat).
+func TestNextClaimableSeesWhatCameDueSinceTheClaim(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "retry_delay", "PT10S")).JSON(t)
+	due := relaistest.TimeOf(t, "available_at", res["available_at"])
+	ctx := context.Background()
+	pairs, err := env.Engine.ResolveSubscriptions(ctx, env.ConsumerID("crm-sync"), []engine.Subscription{{Definition: "add_company_to_crm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next, ok, err := env.Engine.NextClaimable(ctx, pairs, time.Time{}); err != nil || !ok || !next.Equal(due) {
+		t.Fatalf("before it is due: NextClaimable = %v, %v, %v; want %v", next, ok, err, due)
+	}
+	mark := env.Engine.ClaimMark()
+	env.Clock.Advance(11 * time.Second) // it comes due after the mark
+	if next, ok, err := env.Engine.NextClaimable(ctx, pairs, mark); err != nil || !ok || !next.Equal(due) {
+		t.Errorf("due since the mark: NextClaimable = %v, %v, %v; want %v (claim again now)", next, ok, err, due)
+	}
+	if _, ok, err := env.Engine.NextClaimable(ctx, pairs, time.Time{}); err != nil || ok {
+		t.Errorf("without a mark: NextClaimable found %v (%v), want nothing ahead", ok, err)
 	}
 }
 

@@ -362,6 +362,19 @@ func (r *runner) run(ctx context.Context) error {
 			return replicaStopping()
 		}
 		if r.dirty && !r.draining && len(s.held) < s.credit {
+			// Events posted before this claim (a Drain, say) come first:
+			// select picks at random among ready cases, so the wake-up
+			// that led here may have been taken before them.
+			select {
+			case <-s.signal:
+				if why, err := r.handle(ctx, s.take()); why != "" {
+					reason = why
+					return err
+				}
+			default:
+			}
+		}
+		if r.dirty && !r.draining && len(s.held) < s.credit {
 			if err := r.claim(ctx); err != nil {
 				if ctx.Err() == nil {
 					reason = endSendFailed
@@ -467,6 +480,7 @@ func (r *runner) claim(ctx context.Context) error {
 	// that what it reserved is known and handed back.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
+	mark := svc.eng.ClaimMark()
 	got, err := svc.eng.Claim(cctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
 		MaxTasks: want, LockDuration: s.lock})
 	if fault.HasCode(err, "not_granted") {
@@ -500,7 +514,7 @@ func (r *runner) claim(ctx context.Context) error {
 	}
 	if len(got) == 0 || (r.recheckDue && len(got) < want) {
 		r.recheckDue = false
-		if due, ok, err := svc.eng.NextClaimable(ctx, s.pairs); err == nil && ok {
+		if due, ok, err := svc.eng.NextClaimable(ctx, s.pairs, mark); err == nil && ok {
 			r.wakeAt(due.Add(dueSlack))
 		}
 	}

@@ -86,6 +86,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 				return nil, err
 			}
 		}
+		mark := eng.ClaimMark()
 		got, err := claimFor(ctx, eng, claim)
 		if err != nil || len(got) > 0 {
 			return got, err
@@ -98,7 +99,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 		if deadline.Before(next) {
 			next = deadline
 		}
-		if due, ok, err := eng.NextClaimable(ctx, claim.Pairs); err != nil {
+		if due, ok, err := eng.NextClaimable(ctx, claim.Pairs, mark); err != nil {
 			return nil, err
 		} else if ok && due.Before(next) {
 			next = due.Add(dueSlack)
