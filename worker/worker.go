@@ -138,7 +138,11 @@ type Config struct {
 	// a worker stream and falls back to long polling when the server has
 	// none; ProtocolStream and ProtocolLongPoll use only one.
 	Protocol Protocol
-	// Logger receives the worker's logs. Default: discarded.
+	// Logger receives the worker's logs. Default: slog.Default() (the
+	// process's default logger, stderr at info level unless the program
+	// set another): a refused outcome (invalid outputs, a revoked token)
+	// is only ever told there. Use slog.New(slog.DiscardHandler) to
+	// silence it.
 	Logger *slog.Logger
 }
 
@@ -265,7 +269,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	logger := cfg.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	if cfg.SettleWindow == 0 {
 		cfg.SettleWindow = DefaultSettleWindow

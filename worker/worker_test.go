@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1233,3 +1234,39 @@ func TestFetchNeverSentIsNotReplayed(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Without a Logger the worker logs to the program's default logger: a
+// refused outcome is told only in the logs, and discarding them by
+// default hid it from every newcomer.
+func TestTheDefaultLoggerIsTheProgramsOwn(t *testing.T) {
+	var buf syncBuffer
+	was := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(was)
+	w, err := New(Config{URL: "http://127.0.0.1:1", Token: "rls_x", WorkerID: "w-default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.log.Info("outcome refused")
+	if !strings.Contains(buf.String(), "outcome refused") || !strings.Contains(buf.String(), "worker_id=w-default") {
+		t.Errorf("a worker without a Logger logged %q to the default logger, want its line", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the goroutines that log into it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
