@@ -692,8 +692,9 @@ func TestALaneWaitsForTheWritersItAnswered(t *testing.T) {
 	e.group.gather = time.Hour // bounded by the group's own time instead
 	prepare(t, e, "")
 	// A group of three that takes a while: the lane then waits that long
-	// at most for three writes.
-	runGroup(t, e, 3, 300*time.Millisecond)
+	// at most for three writes, long enough for them to come however
+	// loaded the machine (a CI run under -race lapsed a 300 ms wait).
+	runGroup(t, e, 3, 2*time.Second)
 	before := e.GroupCommits()[1]
 	var wg sync.WaitGroup
 
