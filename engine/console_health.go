@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/relais/relais/queries"
@@ -69,12 +71,18 @@ func (e *Engine) CountOccurrencesByNode(ctx context.Context, key string, version
 			out = append(out, NodeCount{Node: k[0], Status: k[1], Count: n})
 		}
 	}
-	held, err := e.q.InstanceHeldByNode(ctx, queries.InstanceHeldByNodeParams{ProcessKey: key, Version: v})
+	held, err := e.q.InstanceHeldAt(ctx)
 	if err != nil {
 		return nil, wrap("count held instances by node", err)
 	}
+	heldAt := map[string]int64{}
 	for _, h := range held {
-		out = append(out, NodeCount{Node: h.Node, Status: InstanceHeld, Count: h.Count})
+		if h.ProcessKey == key && h.Version == v {
+			heldAt[h.Node] += h.Count
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(heldAt)) {
+		out = append(out, NodeCount{Node: node, Status: InstanceHeld, Count: heldAt[node]})
 	}
 	return out, nil
 }
@@ -164,12 +172,12 @@ func (e *Engine) Health(ctx context.Context) (Health, error) {
 			since(r.DefinitionKey, *r.LockExpiresAt)
 		}
 	}
-	held, err := e.q.InstanceHeldByDefinition(ctx)
+	held, err := e.q.InstanceHeldAt(ctx)
 	if err != nil {
 		return h, wrap("health: held instances", err)
 	}
 	for _, r := range held {
-		of(r.DefinitionKey).Held = r.Count
+		of(r.DefinitionKey).Held += r.Count
 	}
 	buckets, err := e.q.OccurrenceSettledBuckets(ctx, at)
 	if err != nil {

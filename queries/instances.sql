@@ -182,34 +182,21 @@ select count(*)::bigint from gone;
 -- name: InstanceGetMany :many
 select * from instances where id = any(@ids::uuid[]);
 
--- name: InstanceHeldByDefinition :many
--- Held instances (incidents) by the definition of the occurrence each is
--- held at: few instances are held, and instances_by_status finds them.
-select o.definition_key, count(*)::bigint as count
+-- name: InstanceHeldAt :many
+-- Held instances (incidents) by where each is held: the node, and its
+-- definition, of its latest failed occurrence, per process version. Few
+-- instances are held, and instances_by_status finds them; the health page
+-- sums them by definition, a version's graph takes its own nodes.
+select i.process_key, i.version, o.node, o.definition_key, count(*)::bigint as count
 from instances i
 cross join lateral (
-    select x.definition_key from occurrences x
+    select x.node, x.definition_key from occurrences x
     where x.instance_id = i.id and x.status = 'failed'
     order by x.settled_at desc, x.created_at desc
     limit 1
 ) o
 where i.status = 'held'
-group by o.definition_key;
-
--- name: InstanceHeldByNode :many
--- The held instances of one process version by the node each is held at
--- (that of its latest failed occurrence), for the version's graph: few
--- instances are held, and instances_by_status finds them.
-select o.node, count(*)::bigint as count
-from instances i
-cross join lateral (
-    select x.node from occurrences x
-    where x.instance_id = i.id and x.status = 'failed'
-    order by x.settled_at desc, x.created_at desc
-    limit 1
-) o
-where i.status = 'held' and i.process_key = @process_key and i.version = @version
-group by o.node;
+group by i.process_key, i.version, o.node, o.definition_key;
 
 -- name: InstanceInsertNewMany :exec
 -- InstanceInsertNew for many rows in one statement (engine/merge.go): the

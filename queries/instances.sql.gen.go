@@ -297,82 +297,47 @@ func (q *Queries) InstanceGetMany(ctx context.Context, ids []uuid.UUID) ([]Insta
 	return items, nil
 }
 
-const instanceHeldByDefinition = `-- name: InstanceHeldByDefinition :many
-select o.definition_key, count(*)::bigint as count
+const instanceHeldAt = `-- name: InstanceHeldAt :many
+select i.process_key, i.version, o.node, o.definition_key, count(*)::bigint as count
 from instances i
 cross join lateral (
-    select x.definition_key from occurrences x
+    select x.node, x.definition_key from occurrences x
     where x.instance_id = i.id and x.status = 'failed'
     order by x.settled_at desc, x.created_at desc
     limit 1
 ) o
 where i.status = 'held'
-group by o.definition_key
+group by i.process_key, i.version, o.node, o.definition_key
 `
 
-type InstanceHeldByDefinitionRow struct {
+type InstanceHeldAtRow struct {
+	ProcessKey    string
+	Version       int32
+	Node          string
 	DefinitionKey string
 	Count         int64
 }
 
-// Held instances (incidents) by the definition of the occurrence each is
-// held at: few instances are held, and instances_by_status finds them.
-func (q *Queries) InstanceHeldByDefinition(ctx context.Context) ([]InstanceHeldByDefinitionRow, error) {
-	rows, err := q.db.Query(ctx, instanceHeldByDefinition)
+// Held instances (incidents) by where each is held: the node, and its
+// definition, of its latest failed occurrence, per process version. Few
+// instances are held, and instances_by_status finds them; the health page
+// sums them by definition, a version's graph takes its own nodes.
+func (q *Queries) InstanceHeldAt(ctx context.Context) ([]InstanceHeldAtRow, error) {
+	rows, err := q.db.Query(ctx, instanceHeldAt)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []InstanceHeldByDefinitionRow{}
+	items := []InstanceHeldAtRow{}
 	for rows.Next() {
-		var i InstanceHeldByDefinitionRow
-		if err := rows.Scan(&i.DefinitionKey, &i.Count); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const instanceHeldByNode = `-- name: InstanceHeldByNode :many
-select o.node, count(*)::bigint as count
-from instances i
-cross join lateral (
-    select x.node from occurrences x
-    where x.instance_id = i.id and x.status = 'failed'
-    order by x.settled_at desc, x.created_at desc
-    limit 1
-) o
-where i.status = 'held' and i.process_key = $1 and i.version = $2
-group by o.node
-`
-
-type InstanceHeldByNodeParams struct {
-	ProcessKey string
-	Version    int32
-}
-
-type InstanceHeldByNodeRow struct {
-	Node  string
-	Count int64
-}
-
-// The held instances of one process version by the node each is held at
-// (that of its latest failed occurrence), for the version's graph: few
-// instances are held, and instances_by_status finds them.
-func (q *Queries) InstanceHeldByNode(ctx context.Context, arg InstanceHeldByNodeParams) ([]InstanceHeldByNodeRow, error) {
-	rows, err := q.db.Query(ctx, instanceHeldByNode, arg.ProcessKey, arg.Version)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []InstanceHeldByNodeRow{}
-	for rows.Next() {
-		var i InstanceHeldByNodeRow
-		if err := rows.Scan(&i.Node, &i.Count); err != nil {
+		var i InstanceHeldAtRow
+		if err := rows.Scan(
+			&i.ProcessKey,
+			&i.Version,
+			&i.Node,
+			&i.DefinitionKey,
+			&i.Count,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
