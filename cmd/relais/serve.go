@@ -117,8 +117,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	clusterFailed := db.superviseCluster(embeddedpg.DefaultRestartPolicy)
 	// A renewed certificate is taken when its files change (a mounted
 	// secret is replaced without any signal), or at once on SIGHUP.
-	certCheck := time.NewTicker(certCheckInterval)
-	defer certCheck.Stop()
+	var certCheck <-chan time.Time
+	if cert != nil {
+		t := time.NewTicker(certCheckInterval)
+		defer t.Stop()
+		certCheck = t.C
+	}
 wait:
 	for {
 		select {
@@ -133,10 +137,8 @@ wait:
 				continue
 			}
 			reloadCertificate(logger, cert, true)
-		case <-certCheck.C:
-			if cert != nil {
-				reloadCertificate(logger, cert, false)
-			}
+		case <-certCheck:
+			reloadCertificate(logger, cert, false)
 		case <-ctx.Done():
 			break wait
 		}
