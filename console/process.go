@@ -168,6 +168,9 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		v.NodesCaption = T(ctx, "Nodes of this version")
 	}
 	lines := map[string][]string{}
+	// held counts the incidents of every node, for the hold's box, where
+	// the graph's failure edges lead.
+	var held int64
 	for node, byStatus := range byNode {
 		var open, done []string
 		for _, s := range occurrenceStatuses {
@@ -185,11 +188,6 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 				lines[node] = append(lines[node], strings.Join(l, " · "))
 			}
 		}
-	}
-	// Incidents: the instances held at each node, and all of them in the
-	// hold's box, where the graph's failure edges lead.
-	var held int64
-	for node, byStatus := range byNode {
 		if n := byStatus[engine.InstanceHeld]; n > 0 {
 			lines[node] = append(lines[node], heldLine(ctx, n))
 			held += n
