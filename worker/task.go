@@ -446,7 +446,9 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 		if res.Route != nil {
 			route = *res.Route
 		}
-		log.Info("task completed", "route", route)
+		// Debug: a worker busy at a few thousand tasks a second would
+		// write as many lines; what went wrong is logged above it.
+		log.Debug("task completed", "route", route)
 	case errors.As(err, &ae) && ae.Status == http.StatusUnprocessableEntity && ae.Code == codeInvalidOutputs:
 		// The problem's pointers and messages describe the contract,
 		// never the values, so they are safe to log.

@@ -141,8 +141,9 @@ type Config struct {
 	// Logger receives the worker's logs. Default: slog.Default() (the
 	// process's default logger, stderr at info level unless the program
 	// set another): a refused outcome (invalid outputs, a revoked token)
-	// is only ever told there. Use slog.New(slog.DiscardHandler) to
-	// silence it.
+	// is only ever told there. A task started or completed is logged at
+	// debug level, a failure reported at info, what went wrong at warn
+	// and error. Use slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
 }
 

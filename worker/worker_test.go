@@ -1253,6 +1253,37 @@ func TestTheDefaultLoggerIsTheProgramsOwn(t *testing.T) {
 	}
 }
 
+// At info level a worker logs what a person should see (a failure
+// reported), not each task started and completed: thousands a second
+// would bury the rest.
+func TestInfoLogsNoRoutineTask(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 3
+	s.add(def, 2, `{"company_name":"acme"}`)
+	s.add(def, 2, `{"company_name":"nowhere"}`)
+	h := newHarness(t, s, Config{})
+	var buf syncBuffer
+	h.w.log = slog.New(slog.NewTextHandler(&buf, nil))
+	h.w.Handle(def, []int{2}, func(ctx context.Context, task *Task) (any, error) {
+		if strings.Contains(string(task.Inputs), "nowhere") {
+			return nil, Fail("NO_SUCH_COMPANY", "no company named nowhere")
+		}
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "both settled", func() bool { return s.countStatus("completed") == 1 && s.countStatus("failed") == 1 })
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	logs := buf.String()
+	if strings.Contains(logs, "task completed") || strings.Contains(logs, "task started") {
+		t.Errorf("info-level logs:\n%s\nwant no line for a task started or completed", logs)
+	}
+	if !strings.Contains(logs, "task failed") || !strings.Contains(logs, "error_code=NO_SUCH_COMPANY") {
+		t.Errorf("info-level logs:\n%s\nwant the failure reported", logs)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for the goroutines that log into it.
 type syncBuffer struct {
 	mu sync.Mutex
