@@ -79,6 +79,13 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "apply":
 		return applyCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
+		if wantsHelp(args[1:]) {
+			fmt.Fprintln(stderr, "usage: relais version (prints the version and the commit it was built from)")
+			return flag.ErrHelp
+		}
+		if len(args) > 1 {
+			return fmt.Errorf("relais version takes no arguments (got %q)", args[1])
+		}
 		fmt.Fprintln(stdout, version())
 		return nil
 	case "help", "-h", "--help":

@@ -386,6 +386,7 @@ func TestEveryCommandTakesHelp(t *testing.T) {
 		{[]string{"apply", "--help"}, "usage: relais apply"},
 		{[]string{"token", "--help"}, "usage: relais token create"},
 		{[]string{"keys", "--help"}, "usage: relais keys rotate"},
+		{[]string{"version", "--help"}, "usage: relais version"},
 	} {
 		var stdout, stderr bytes.Buffer
 		// No database is configured: answering by opening one would fail.
@@ -400,9 +401,12 @@ func TestEveryCommandTakesHelp(t *testing.T) {
 			t.Errorf("%v wrote %q; want it to contain %q", tc.args, help, tc.want)
 		}
 		group := len(tc.args) == 2 && (tc.args[0] == "token" || tc.args[0] == "keys") // a command group's help lists its commands
-		if tc.args[0] != "apply" && !group && !strings.Contains(help, "-database-url") {
+		if tc.args[0] != "apply" && tc.args[0] != "version" && !group && !strings.Contains(help, "-database-url") {
 			t.Errorf("%v: the help lists no configuration flags:\n%s", tc.args, help)
 		}
+	}
+	if err := run(context.Background(), []string{"version", "now"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no arguments") {
+		t.Errorf("version now: %v; want the argument refused", err)
 	}
 	var stderr bytes.Buffer
 	err := run(context.Background(), []string{"token", "create", "--name", "x"}, func(string) string { return "" }, io.Discard, &stderr)
