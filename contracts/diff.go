@@ -189,9 +189,10 @@ func (d *differ) field(fa, fb Field, path string, pa, pb Classification, named b
 		d.countBound(path, "min_length", fa.MinLength, fb.MinLength, true)
 		d.countBound(path, "max_length", fa.MaxLength, fb.MaxLength, false)
 		d.textRule(path, "pattern", fa.Pattern, fb.Pattern, breaksBoth)
-		// A changed format counts as a tightening: the new format rejects
-		// values the old one accepted, which is what producers notice first.
-		d.textRule(path, "format", fa.Format, fb.Format, breaksProducers)
+		// No format's values are another's (a date is never a datetime, an
+		// email never a uri): a changed format both rejects what fillers
+		// sent and hands readers values of a kind they never received.
+		d.textRule(path, "format", fa.Format, fb.Format, breaksBoth)
 	case TypeInteger, TypeNumber:
 		d.numberBound(path, "minimum", fa.Minimum, fb.Minimum, true)
 		d.numberBound(path, "maximum", fa.Maximum, fb.Maximum, false)

@@ -71,7 +71,7 @@ func TestDiffRules(t *testing.T) {
 		{"in pattern changed", "inputs", `{"name":"f","type":"text","pattern":"^a"}`, `{"name":"f","type":"text","pattern":"^b"}`, ChangeConstraintChanged, "/inputs/f", `pattern "^a" → "^b"`, both},
 		{"in pattern removed", "inputs", `{"name":"f","type":"text","pattern":"^a"}`, text, ChangeConstraintChanged, "/inputs/f", `pattern "^a" → none`, workers},
 		{"in format added", "inputs", text, `{"name":"f","type":"text","format":"email"}`, ChangeConstraintChanged, "/inputs/f", `format none → "email"`, procs},
-		{"in format changed", "inputs", `{"name":"f","type":"text","format":"uri"}`, `{"name":"f","type":"text","format":"email"}`, ChangeConstraintChanged, "/inputs/f", `format "uri" → "email"`, procs},
+		{"in format changed", "inputs", `{"name":"f","type":"text","format":"uri"}`, `{"name":"f","type":"text","format":"email"}`, ChangeConstraintChanged, "/inputs/f", `format "uri" → "email"`, both},
 		{"in format removed", "inputs", `{"name":"f","type":"text","format":"uri"}`, text, ChangeConstraintChanged, "/inputs/f", `format "uri" → none`, workers},
 		{"in min_items added", "inputs", `{"name":"f","type":"list","items":{"type":"text"}}`, `{"name":"f","type":"list","items":{"type":"text"},"min_items":1}`, ChangeConstraintChanged, "/inputs/f", "min_items none → 1", procs},
 		{"in max_items raised", "inputs", `{"name":"f","type":"list","items":{"type":"text"},"max_items":1}`, `{"name":"f","type":"list","items":{"type":"text"},"max_items":5}`, ChangeConstraintChanged, "/inputs/f", "max_items 1 → 5", workers},
@@ -97,6 +97,7 @@ func TestDiffRules(t *testing.T) {
 		{"out tightened", "outputs", `{"name":"f","type":"text","max_length":100}`, `{"name":"f","type":"text","max_length":10}`, ChangeConstraintChanged, "/outputs/f", "max_length 100 → 10", workers},
 		{"out loosened", "outputs", `{"name":"f","type":"integer","minimum":1}`, `{"name":"f","type":"integer"}`, ChangeConstraintChanged, "/outputs/f", "minimum 1 → none", procs},
 		{"out pattern changed", "outputs", `{"name":"f","type":"text","pattern":"^a"}`, `{"name":"f","type":"text","pattern":"^b"}`, ChangeConstraintChanged, "/outputs/f", `pattern "^a" → "^b"`, both},
+		{"out format changed", "outputs", `{"name":"f","type":"text","format":"email"}`, `{"name":"f","type":"text","format":"uuid"}`, ChangeConstraintChanged, "/outputs/f", `format "email" → "uuid"`, both},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
