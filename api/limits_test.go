@@ -40,6 +40,10 @@ func TestFreeTextBounds(t *testing.T) {
 	}{
 		{"business key", "POST", "/api/v1/processes/crm_flow/instances", env.Operator, start(huge), 400, "/business_key"},
 		{"business key at its maximum", "POST", "/api/v1/processes/crm_flow/instances", env.Operator, start(strings.Repeat("b", 200)), 201, ""},
+		// Stored as sent, these could never be filtered on.
+		{"empty business key", "POST", "/api/v1/processes/crm_flow/instances", env.Operator, start(""), 400, "/business_key"},
+		{"blank business key", "POST", "/api/v1/processes/crm_flow/instances", env.Operator, start(" \t "), 400, "/business_key"},
+		{"business key with a trailing space", "POST", "/api/v1/processes/crm_flow/instances", env.Operator, start("acme "), 400, "/business_key"},
 		{"consumer name", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": huge, "grants": []any{}}, 400, "/name"},
 		{"consumer name at its maximum", "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": strings.Repeat("c", 200), "grants": []any{}}, 201, ""},
 		{"token name", "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": huge, "role": "operator"}, 400, "/name"},
@@ -71,6 +75,11 @@ func TestFreeTextBounds(t *testing.T) {
 		if !found {
 			t.Errorf("%s: %s; want an error at %s", c.name, r.Body, c.pointer)
 		}
+	}
+
+	batch := env.Do("POST", "/api/v1/processes/crm_flow/instances/batch", env.Operator, map[string]any{"items": []any{start("")}})
+	if !strings.Contains(string(batch.Body), `"status":400`) || !strings.Contains(string(batch.Body), `"/items/0/business_key"`) {
+		t.Errorf("a batch item with an empty business key: %d %s; want its problem at /items/0/business_key", batch.Status, batch.Body)
 	}
 
 	for _, h := range [][]string{{strings.Repeat("i", 201)}, {"k\xff"}, {""}, {"  "}, {"k-a", "k-b"}} {

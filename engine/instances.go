@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -268,6 +269,19 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 	if req.BusinessKey != nil && len(*req.BusinessKey) > MaxBusinessKey {
 		return p, fault.New(fault.BadRequest, "invalid_request", "business_key is too long").
 			WithErrors([]fault.FieldError{tooLong("/business_key", MaxBusinessKey)})
+	}
+	if req.BusinessKey != nil {
+		// An empty key (a script's unset variable) or one padded with
+		// spaces would be stored as sent and never found: filters refuse
+		// an empty key, and the console trims what is typed.
+		switch k := *req.BusinessKey; {
+		case strings.TrimSpace(k) == "":
+			return p, fault.New(fault.BadRequest, "invalid_request", "business_key is empty: leave it out for an instance without one").
+				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not be empty or blank"}})
+		case strings.TrimSpace(k) != k:
+			return p, fault.New(fault.BadRequest, "invalid_request", "business_key begins or ends with white space, which filters and the console trim").
+				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not begin or end with white space"}})
+		}
 	}
 	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
 	if err != nil {
