@@ -19,6 +19,8 @@ const (
 	EventConsumerRevoked      = "consumer.revoked"
 	EventDestinationPut       = "destination.put"
 	EventDestinationDeleted   = "destination.deleted"
+	// A settle token is a credential: who issued one, for what, until when.
+	EventSettleTokenIssued = "settle_token.issued"
 )
 
 // logAccess logs an access event of ctx's principal (the API's or the

@@ -304,6 +304,8 @@ func grantsText(grants []Grant) string {
 }
 
 // RotateConsumerToken revokes a consumer's tokens and issues a new one.
+// Without an overlap it also revokes the settle tokens the consumer issued
+// (see IssueSettleToken): a rotation at once is how a leak is answered.
 //
 // With a positive overlap (at most MaxRotationOverlap) the old tokens keep
 // working for that long instead of being revoked at once, so that workers
@@ -315,6 +317,7 @@ func (e *Engine) RotateConsumerToken(ctx context.Context, id int64, overlap time
 			WithErrors([]fault.FieldError{{Path: "/overlap", Message: "must be between PT0S and " + isoduration.Format(MaxRotationOverlap)}})
 	}
 	token, hash := auth.NewToken()
+	var settleRevoked int64
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		c, err := q.ConsumerGet(ctx, id)
 		if isNoRows(err) {
@@ -339,8 +342,15 @@ func (e *Engine) RotateConsumerToken(ctx context.Context, id int64, overlap time
 					expires = t
 				}
 			}
-		} else if err := q.ConsumerTokenRevokeAll(ctx, &id); err != nil {
-			return err
+		} else {
+			if err := q.ConsumerTokenRevokeAll(ctx, &id); err != nil {
+				return err
+			}
+			// A rotation without overlap answers a leak: a settle token
+			// the leaked token issued must stop too.
+			if settleRevoked, err = q.SettleTokenDeleteByConsumer(ctx, id); err != nil {
+				return err
+			}
 		}
 		_, err = q.ConsumerTokenInsert(ctx, queries.ConsumerTokenInsertParams{Name: c.Name, Hash: hash, ConsumerID: &id})
 		return err
@@ -351,6 +361,8 @@ func (e *Engine) RotateConsumerToken(ctx context.Context, id int64, overlap time
 	attrs := []any{"consumer", id}
 	if expires != nil {
 		attrs = append(attrs, "previous_tokens_expire_at", expires.UTC().Format(time.RFC3339))
+	} else {
+		attrs = append(attrs, "settle_tokens_revoked", settleRevoked)
 	}
 	e.logAccess(ctx, EventConsumerTokenRotated, attrs...)
 	return token, expires, nil
@@ -372,6 +384,9 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 			return err
 		}
 		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
+			return err
+		}
+		if _, err := q.SettleTokenDeleteByConsumer(ctx, id); err != nil {
 			return err
 		}
 		return q.ConsumerTokenRevokeAll(ctx, &id)

@@ -146,7 +146,12 @@ func (e *Engine) IssueSettleToken(ctx context.Context, ref WorkerRef) (SettleTok
 		out = SettleToken{Token: token, ExpiresAt: expires}
 		return nil
 	})
-	return out, wrap("settle token", err)
+	if err != nil {
+		return SettleToken{}, wrap("settle token", err)
+	}
+	e.logAccess(ctx, EventSettleTokenIssued, "occurrence", ref.Occurrence, "consumer", ref.ConsumerID, "worker_id", ref.WorkerID,
+		"expires_at", out.ExpiresAt.UTC().Format(time.RFC3339))
+	return out, nil
 }
 
 // SettleScope is what a settle token may do: settle one occurrence on

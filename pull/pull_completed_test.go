@@ -290,6 +290,35 @@ func TestDeferAndSettleToken(t *testing.T) {
 	}
 }
 
+// A rotation at once answers a leaked consumer token: the settle tokens
+// it could have issued stop with it. A rotation with an overlap is
+// planned, and the front ends holding settle tokens keep them.
+func TestSettleTokensEndWithARotationAtOnce(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"deadline": "P2D"})
+	settleToken := func(token, id string) string {
+		t.Helper()
+		one(t, fetch(t, env, token, fetchBody("w1")), id)
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", token, map[string]any{"worker_id": "w1"})
+		return env.Must(201, "POST", "/api/v1/pull/occurrences/"+id+"/settle-token", token, map[string]any{"worker_id": "ui"}).JSON(t)["token"].(string)
+	}
+	_, planned := start(t, env, "crm_only", "Planned")
+	plannedToken := settleToken(consumer, planned)
+	_, leaked := start(t, env, "crm_only", "Leaked")
+	leakedToken := settleToken(consumer, leaked)
+
+	rotate := fmt.Sprintf("/api/v1/consumers/%d/rotate", env.ConsumerID("crm-sync"))
+	fresh := env.Must(200, "POST", rotate, env.Admin, map[string]any{"overlap": "PT1H"}).JSON(t)["token"].(string)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+planned+"/complete", plannedToken, map[string]any{"outputs": created})
+
+	env.Must(200, "POST", rotate, env.Admin, nil)
+	wantProblem(t, "settle token after a rotation at once", act(env, leakedToken, leaked, "complete", map[string]any{"outputs": created}), 401, "unauthorized")
+	wantProblem(t, "the rotated token", act(env, fresh, leaked, "settle-token", map[string]any{"worker_id": "ui"}), 401, "unauthorized")
+	if s := observe(t, env, leaked)["status"]; s != "deferred" {
+		t.Errorf("occurrence %v after its settle token was refused, want still deferred", s)
+	}
+}
+
 // A deferred occurrence is completed or failed by any worker of its
 // consumer; a stop cancels it; its deadline still applies.
 func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {

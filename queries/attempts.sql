@@ -46,6 +46,12 @@ select t.occurrence_id, t.consumer_id, t.hash,
 from settle_tokens t join occurrences o on o.id = t.occurrence_id
 where t.hash = @hash;
 
+-- name: SettleTokenDeleteByConsumer :execrows
+-- A consumer's settle tokens, revoked with its tokens (a rotation without
+-- overlap, the answer to a leak; a revocation): they were issued on the
+-- strength of a token that no longer holds.
+delete from settle_tokens where consumer_id = @consumer_id;
+
 -- name: SettleTokenDeleteByOccurrence :exec
 delete from settle_tokens where occurrence_id = @occurrence_id;
 

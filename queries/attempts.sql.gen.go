@@ -218,6 +218,21 @@ func (q *Queries) AttemptSettledBy(ctx context.Context, arg AttemptSettledByPara
 	return err
 }
 
+const settleTokenDeleteByConsumer = `-- name: SettleTokenDeleteByConsumer :execrows
+delete from settle_tokens where consumer_id = $1
+`
+
+// A consumer's settle tokens, revoked with its tokens (a rotation without
+// overlap, the answer to a leak; a revocation): they were issued on the
+// strength of a token that no longer holds.
+func (q *Queries) SettleTokenDeleteByConsumer(ctx context.Context, consumerID int64) (int64, error) {
+	result, err := q.db.Exec(ctx, settleTokenDeleteByConsumer, consumerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const settleTokenDeleteByOccurrence = `-- name: SettleTokenDeleteByOccurrence :exec
 delete from settle_tokens where occurrence_id = $1
 `
