@@ -39,7 +39,8 @@ func TestConsumerGrantsAndRotation(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
 	key := env.Definition("score_company.yaml")
-	res := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "scorer", "grants": []any{}}).JSON(t)
+	res0 := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "scorer", "grants": []any{}})
+	res := res0.JSON(t)
 	id, old := res["id"], res["token"].(string)
 	path := fmt.Sprintf("/api/v1/consumers/%v", id)
 	// Every problem at once: the name and the grants.
@@ -64,8 +65,22 @@ func TestConsumerGrantsAndRotation(t *testing.T) {
 	if g := c["grants"].([]any); len(g) != 1 {
 		t.Fatalf("grants = %v, want one", g)
 	}
-	env.Must(200, "GET", schema, old, nil)
-	rot := env.Must(200, "POST", path+"/rotate", env.Admin, nil).JSON(t)
+	// No answer is stored on the way (a token shown once, secrets in
+	// clear), but a revision's schema, which never changes.
+	if r := env.Must(200, "GET", schema, old, nil); r.Header.Get("Cache-Control") != "private, max-age=31536000, immutable" {
+		t.Errorf("a schema's Cache-Control = %q, want it kept for good", r.Header.Get("Cache-Control"))
+	}
+	rotated := env.Must(200, "POST", path+"/rotate", env.Admin, nil)
+	current := rotated.JSON(t)["token"].(string)
+	for _, r := range []relaistest.Response{res0, rotated, env.Do("POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ops", "role": "operator"}),
+		env.Do("POST", "/api/v1/pull/fetch-and-lock", current, map[string]any{"worker_id": "w", "subscriptions": []any{map[string]any{"definition": key}}}),
+		env.Do("POST", "/engine-rest/external-task/fetchAndLock", current, map[string]any{"workerId": "w", "maxTasks": 1, "topics": []any{map[string]any{"topicName": key, "lockDuration": 1000}}}),
+		env.Do("GET", "/api/v1/nowhere", current, nil)} {
+		if got := r.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%d %.100s: Cache-Control %q, want no-store", r.Status, r.Body, got)
+		}
+	}
+	rot := rotated.JSON(t)
 	fresh, _ := rot["token"].(string)
 	if r := env.Do("GET", schema, old, nil); r.Status != 401 {
 		t.Errorf("the rotated-out token: %d, want 401", r.Status)
@@ -90,8 +105,9 @@ func TestDestinations(t *testing.T) {
 	}
 	body["max_timeout"] = "PT3S"
 	// A dry run shows what the put would store, and stores nothing.
-	if d := env.Must(200, "PUT", "/api/v1/destinations/scoring?dry_run=true", env.Admin, body).JSON(t); d["change"] != "updated" || d["max_timeout"] != "PT3S" {
-		t.Errorf("dry run: %v, want updated to PT3S", d)
+	dry := env.Must(200, "PUT", "/api/v1/destinations/scoring?dry_run=true", env.Admin, body)
+	if d := dry.JSON(t); d["change"] != "updated" || d["max_timeout"] != "PT3S" || dry.Header.Get("Relais-Applied") != "false" {
+		t.Errorf("dry run: %v (Relais-Applied %q), want updated to PT3S, not applied", d, dry.Header.Get("Relais-Applied"))
 	}
 	got := env.Must(200, "GET", "/api/v1/destinations/scoring", env.Admin, nil)
 	if got.JSON(t)["max_timeout"] != "PT5S" {

@@ -54,6 +54,10 @@ func (a *API) putDestination() http.Handler {
 			return err
 		}
 		status := http.StatusOK
+		if dryRun {
+			// The answer says what the put would change: nothing did.
+			w.Header().Set("Relais-Applied", "false")
+		}
 		if change == engine.Created && !dryRun {
 			status = http.StatusCreated
 			located(w, "/api/v1/destinations/"+url.PathEscape(dest.Name))

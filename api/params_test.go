@@ -46,7 +46,9 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	}
 	env.Must(404, "GET", "/api/v1/processes/onboard", env.Designer, nil)
 	env.Must(404, "GET", "/api/v1/destinations/scoring", env.Admin, nil)
-	env.Must(200, "POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, doc)
+	if r := env.Must(200, "POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, doc); r.Header.Get("Relais-Applied") != "false" {
+		t.Errorf("a process's dry run: Relais-Applied %q, want false", r.Header.Get("Relais-Applied"))
+	}
 	env.Must(201, "POST", "/api/v1/processes/onboard/versions?dry_run=false", env.Designer, doc)
 }
 

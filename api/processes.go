@@ -50,6 +50,7 @@ func (a *API) publishProcess() http.Handler {
 			if err != nil {
 				return err
 			}
+			w.Header().Set("Relais-Applied", "false")
 			httpjson.Encode(w, http.StatusOK, map[string]any{"process": chi.URLParam(r, "key"), "version": v, "exists": exists, "dry_run": true})
 			return nil
 		}

@@ -203,6 +203,17 @@ func noSniff(next http.Handler) http.Handler {
 	})
 }
 
+// noStore keeps API answers out of every cache, the browser's included:
+// they carry tokens shown once, secrets delivered in clear, a consumer's
+// view. A route whose answer never changes says so itself (a revision's
+// JSON Schema), overriding it.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
 // bodyReadTimeout bounds the reading of a request body, from the end of
 // its headers to its last byte (a variable for tests).
 var bodyReadTimeout = 30 * time.Second

@@ -201,7 +201,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 			}
 			return httpauth.Preauthenticate(r, lookup)
 		}
-		r.Use(gate.guard, noSniff, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
+		r.Use(gate.guard, noSniff, noStore, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
 		// /definitions/ is /definitions, on every route alike (chi would
 		// answer some with their list and others 404).
 		r.Use(middleware.StripSlashes)
@@ -220,7 +220,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 		})
 	})
 	r.Route("/engine-rest", func(r chi.Router) {
-		r.Use(gate.guard, middleware.StripSlashes)
+		r.Use(gate.guard, noStore, middleware.StripSlashes)
 		camunda.New(d.Logger, d.Config.Polling(), d.Engine, hub).Routes(r, lookup)
 	})
 	return r
