@@ -158,6 +158,8 @@ func newFixture(t *testing.T) *fixture {
 
 	env.Definition("add_company_to_crm.yaml")
 	env.Process("crm_only", relaistest.CRMProcess(nil))
+	// No process uses it yet: its page must not call it push.
+	env.Must(201, "PUT", "/api/v1/definitions/console_unused/working", env.Designer, vaultWorking(100, []string{"ok"}))
 	// Its business key is as long as allowed, one word: the lists must
 	// still fit a laptop's screen.
 	f.crmInst = env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"business_key": longBusinessKey,
@@ -197,6 +199,7 @@ func (f *fixture) pages() []page {
 		{"definition", "/console/definitions/console_vault?from=1&to=2"},
 		{"definition-unserved", "/console/definitions/add_company_to_crm"},
 		{"definition-push-only", "/console/definitions/charge_card"},
+		{"definition-unused", "/console/definitions/console_unused"},
 		{"workers", "/console/workers"},
 		{"workers-of-definition", "/console/workers?definition=console_vault"},
 		{"not-found", "/console/occurrences/00000000-0000-7000-8000-000000000000"},

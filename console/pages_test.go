@@ -135,6 +135,10 @@ func (f *fixture) expectations() map[string]expect {
 			texts: map[string][2]string{
 				"served-by": {"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.", "Aucun processus n’utilise cette définition en mode pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun exécutant."},
 			}},
+		"definition-unused": {status: 200,
+			texts: map[string][2]string{
+				"served-by": {"No process uses this definition yet: it needs a worker once a process pulls it.", "Aucun processus n’utilise encore cette définition : elle aura besoin d’un exécutant quand un processus l’utilisera en mode pull."},
+			}},
 		"workers": {status: 200,
 			texts: map[string][2]string{
 				"page-title":         {"Workers", "Exécutants"},

@@ -188,9 +188,9 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		if err != nil {
 			return servedBy{}, err
 		}
-		pulled := true
+		use := engine.DefinitionUse{Pulled: true}
 		if !waits {
-			if pulled, err = c.eng.DefinitionPulled(ctx, key); err != nil {
+			if use, err = c.eng.DefinitionUse(ctx, key); err != nil {
 				return servedBy{}, err
 			}
 		}
@@ -198,7 +198,9 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		case waits:
 			s.Warning = true
 			s.Text = T(ctx, "No worker serves this definition: its occurrences wait until one connects or polls.")
-		case !pulled:
+		case !use.Pulled && !use.Pushed:
+			s.Text = T(ctx, "No process uses this definition yet: it needs a worker once a process pulls it.")
+		case !use.Pulled:
 			s.Text = T(ctx, "No process pulls this definition: Relais calls its destinations (push), and it needs no worker.")
 		default:
 			s.Text = T(ctx, "No worker is connected for this definition; none of its occurrences waits for one.")

@@ -228,12 +228,22 @@ func (e *Engine) PullWorkWaits(ctx context.Context, definition string) (bool, er
 	return waits, wrap("pull work waits", err)
 }
 
-// DefinitionPulled reports whether a published process version pulls the
-// definition (a pull node on it): if none does, Relais calls destinations
-// for it and no worker is ever needed.
-func (e *Engine) DefinitionPulled(ctx context.Context, definition string) (bool, error) {
-	pulled, err := e.q.DefinitionPulled(ctx, definition)
-	return pulled, wrap("definition pulled", err)
+// DefinitionUse is how published process versions use a definition.
+type DefinitionUse struct {
+	// Pulled: a pull node is on it, and its work waits for workers.
+	// Pushed: a push node is; Relais calls destinations for it.
+	Pulled, Pushed bool
+}
+
+// DefinitionUse reports how published process versions use the
+// definition: a definition only push nodes use never needs a worker, one
+// no process uses needs none yet.
+func (e *Engine) DefinitionUse(ctx context.Context, definition string) (DefinitionUse, error) {
+	row, err := e.q.DefinitionUse(ctx, definition)
+	if err != nil {
+		return DefinitionUse{}, wrap("definition use", err)
+	}
+	return DefinitionUse{Pulled: row.Pulled, Pushed: row.Pushed}, nil
 }
 
 // pruneBatch bounds one pass over catalog rows that are no longer live.

@@ -289,14 +289,15 @@ var messageKeyToIndex = map[string]int{
 	"No outputs.": 171,
 	"No outputs: the occurrence ended without completing.":                                                         418,
 	"No process is published yet.":                                                                                 519,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              639,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              640,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                              639,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
 	"No release yet.": 152,
 	"No revision yet: the Working copy has never been snapshotted.":          150,
 	"No service ever reserved this occurrence: it ended before any attempt.": 391,
 	"No service has reserved this occurrence yet.":                           388,
 	"No token.": 593,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 640,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 641,
 	"No worker is connected.":           629,
 	"No worker serves this definition.": 632,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 638,
@@ -399,7 +400,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":    154,
 	"Revision %d": 175,
 	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 642,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 643,
 	"Revoke the %s token “%s”?": 595,
 	"Revoke the token":          597,
 	"Revoke token %d":           594,
@@ -413,7 +414,7 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               564,
 	"Secret values can never be revealed.": 561,
 	"Sep":                                  264,
-	"Served by %d workers":                 641,
+	"Served by %d workers":                 642,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              285,
 	"Settlement date":      475,
@@ -484,9 +485,9 @@ var messageKeyToIndex = map[string]int{
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 576,
 	"These revisions have the same contracts.":                                                                                    166,
 	"These settings are kept in this browser only.":                                                                               504,
-	"They take every revision their consumer is granted.":                                                                         643,
-	"They take revision %d only.":                                                                                                 644,
-	"They take revisions %s only.":                                                                                                645,
+	"They take every revision their consumer is granted.":                                                                         644,
+	"They take revision %d only.":                                                                                                 645,
+	"They take revisions %s only.":                                                                                                646,
 	"This contract has no inputs.":                                                                                                414,
 	"This contract has no outputs.":                                                                                               417,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
@@ -687,7 +688,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     546,
 }
 
-var enIndex = []uint32{ // 647 elements
+var enIndex = []uint32{ // 648 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -869,11 +870,11 @@ var enIndex = []uint32{ // 647 elements
 	0x000055af, 0x000055d1, 0x000055d8, 0x000055e5,
 	0x000055f6, 0x0000561d, 0x0000562d, 0x00005681,
 	// Entry 280 - 29F
-	0x000056e1, 0x00005734, 0x0000576c, 0x000057bc,
-	0x000057f0, 0x0000580f, 0x0000582f,
-} // Size: 2612 bytes
+	0x000056d1, 0x00005731, 0x00005784, 0x000057bc,
+	0x0000580c, 0x00005840, 0x0000585f, 0x0000587f,
+} // Size: 2616 bytes
 
-const enData string = "" + // Size: 22575 bytes
+const enData string = "" + // Size: 22655 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1218,15 +1219,17 @@ const enData string = "" + // Size: 22575 bytes
 	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
 	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
 	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process pulls this definition: Relais calls its de" +
-	"stinations (push), and it needs no worker.\x02No worker is connected for" +
-	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
-	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
-	" is granted.\x02They take every revision their consumer is granted.\x02T" +
-	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
+	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
+	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
+	"nnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 647 elements
+var frIndex = []uint32{ // 648 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1408,11 +1411,11 @@ var frIndex = []uint32{ // 647 elements
 	0x00006d47, 0x00006d73, 0x00006d78, 0x00006d8d,
 	0x00006d9f, 0x00006dd4, 0x00006de5, 0x00006e5b,
 	// Entry 280 - 29F
-	0x00006eea, 0x00006f51, 0x00006f93, 0x00007006,
-	0x0000704e, 0x0000707c, 0x000070af,
-} // Size: 2612 bytes
+	0x00006ee6, 0x00006f75, 0x00006fdc, 0x0000701e,
+	0x00007091, 0x000070d9, 0x00007107, 0x0000713a,
+} // Size: 2616 bytes
 
-const frData string = "" + // Size: 28847 bytes
+const frData string = "" + // Size: 28986 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1830,15 +1833,17 @@ const frData string = "" + // Size: 28847 bytes
 	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
 	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
 	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise cette définition en" +
-	" mode pull\u202f: Relais appelle ses destinations (push), elle n’a besoi" +
-	"n d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette défini" +
-	"tion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
-	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge."
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Toutes les révision" +
+	"s accordées au consommateur sont prises en charge.\x02Seule la révision " +
+	"%[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises en " +
+	"charge."
 
-	// Total table size 56646 bytes (55KiB); checksum: 8D9A5A09
+	// Total table size 56873 bytes (55KiB); checksum: 433360D7

@@ -71,10 +71,11 @@ select exists (
     where mode = 'pull' and definition_key = @definition_key and status in ('available', 'reserved')
 )::boolean;
 
--- name: DefinitionPulled :one
--- Whether a published process version has a pull node on the definition:
--- one that only push nodes use needs no worker at all.
-select exists (
-    select 1 from process_versions pv, json_each(pv.document->'nodes') n
-    where n.value->>'kind' = 'pull' and n.value->>'definition' = @definition_key::text
-)::boolean;
+-- name: DefinitionUse :one
+-- Whether published process versions have pull nodes, push nodes, on the
+-- definition: one that only push nodes use needs no worker at all, one
+-- that no process uses needs none yet.
+select coalesce(bool_or(n.value->>'kind' = 'pull'), false)::boolean as pulled,
+       coalesce(bool_or(n.value->>'kind' = 'push'), false)::boolean as pushed
+from process_versions pv, json_each(pv.document->'nodes') n
+where n.value->>'definition' = @definition_key::text;

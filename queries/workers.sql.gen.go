@@ -13,20 +13,26 @@ import (
 	"github.com/google/uuid"
 )
 
-const definitionPulled = `-- name: DefinitionPulled :one
-select exists (
-    select 1 from process_versions pv, json_each(pv.document->'nodes') n
-    where n.value->>'kind' = 'pull' and n.value->>'definition' = $1::text
-)::boolean
+const definitionUse = `-- name: DefinitionUse :one
+select coalesce(bool_or(n.value->>'kind' = 'pull'), false)::boolean as pulled,
+       coalesce(bool_or(n.value->>'kind' = 'push'), false)::boolean as pushed
+from process_versions pv, json_each(pv.document->'nodes') n
+where n.value->>'definition' = $1::text
 `
 
-// Whether a published process version has a pull node on the definition:
-// one that only push nodes use needs no worker at all.
-func (q *Queries) DefinitionPulled(ctx context.Context, definitionKey string) (bool, error) {
-	row := q.db.QueryRow(ctx, definitionPulled, definitionKey)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
+type DefinitionUseRow struct {
+	Pulled bool
+	Pushed bool
+}
+
+// Whether published process versions have pull nodes, push nodes, on the
+// definition: one that only push nodes use needs no worker at all, one
+// that no process uses needs none yet.
+func (q *Queries) DefinitionUse(ctx context.Context, definitionKey string) (DefinitionUseRow, error) {
+	row := q.db.QueryRow(ctx, definitionUse, definitionKey)
+	var i DefinitionUseRow
+	err := row.Scan(&i.Pulled, &i.Pushed)
+	return i, err
 }
 
 const pullWorkWaits = `-- name: PullWorkWaits :one
