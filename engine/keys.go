@@ -17,6 +17,23 @@ var probePlain = []byte("relais data key probe")
 
 const probeAAD = "data_keys/probe"
 
+// RecordedDataKeys lists the data keys the database recorded and no
+// rotation retired: values sealed with them may be stored, and only they
+// open them.
+func RecordedDataKeys(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	rows, err := queries.New(pool).DataKeyList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("data keys: %w", err)
+	}
+	var ids []string
+	for _, r := range rows {
+		if r.RetiredAt == nil {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
+}
+
 // CheckKeys verifies the keyring against the database before a replica
 // serves: every key it holds must open its recorded probe (a wrong key is
 // caught now, not when a consumer asks for inputs), the primary key is
@@ -34,7 +51,7 @@ func CheckKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring) e
 			return fmt.Errorf("data keys: %w", err)
 		}
 		if exists {
-			return errors.New("secret values are stored encrypted but no data key is configured: set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE")
+			return errors.New("sensitive or secret values are stored encrypted but no data key is configured: set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE")
 		}
 		return nil
 	}

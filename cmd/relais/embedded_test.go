@@ -160,6 +160,33 @@ func TestEmbeddedServeStartsStopsAndSurvivesKill9(t *testing.T) {
 	if postgresRunningIn(t, pgData) {
 		t.Fatal("the cluster still runs after relais stopped")
 	}
+
+	// The generated key file opens every sealed value: one others may
+	// read is said at start; one lost is never silently replaced (a new
+	// key opens nothing the old one sealed).
+	keyFile := filepath.Join(dataDir, "data-keys")
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shared := startProcess(t, env...)
+	shared.awaitLog(t, "the data key file may be read by others than its owner")
+	_ = shared.cmd.Process.Signal(syscall.SIGTERM)
+	_ = shared.cmd.Wait()
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	lost := exec.Command(os.Args[0], "-test.run=^$")
+	lost.Env = append(os.Environ(), append([]string{"RELAIS_TEST_AS_RELAIS=1", "RELAIS_TEST_ARGS=serve", "RELAIS_LISTEN=127.0.0.1:0"}, env...)...)
+	out, err := lost.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is missing, but this database recorded data key(s) k1: restore the file") {
+		t.Errorf("serve without its key file: %v\n%s\nwant a refusal saying to restore it", err, out)
+	}
+	if _, err := os.Stat(keyFile); !os.IsNotExist(err) {
+		t.Errorf("serve without its key file wrote one (%v): it would look right and open nothing", err)
+	}
+	if postgresRunningIn(t, pgData) {
+		t.Fatal("the cluster still runs after relais refused to start")
+	}
 }
 
 func TestNoServerBinariesExplainsWhatToDo(t *testing.T) {

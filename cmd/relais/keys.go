@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
@@ -31,6 +32,16 @@ func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyrin
 		path := filepath.Join(cfg.DataDir, "data-keys")
 		b, rerr := os.ReadFile(path)
 		if errors.Is(rerr, fs.ErrNotExist) {
+			// A new key opens nothing sealed with the lost one, and a
+			// file that looks right would hide what was lost.
+			recorded, err := engine.RecordedDataKeys(ctx, db.pool)
+			if err != nil {
+				return nil, err
+			}
+			if len(recorded) > 0 {
+				return nil, fmt.Errorf("data key file %s is missing, but this database recorded data key(s) %s: restore the file from a backup of the data directory (or give the keys in RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE); a new key could not open what they sealed",
+					path, strings.Join(recorded, ", "))
+			}
 			b = []byte(keyring.NewKeySpec("k1") + "\n")
 			if err := os.WriteFile(path, b, 0o600); err != nil {
 				return nil, fmt.Errorf("generate data key file: %w", err)
@@ -42,13 +53,27 @@ func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyrin
 		if ring, err = keyring.Parse(string(b)); err != nil {
 			return nil, fmt.Errorf("data key file %s: %w", path, err)
 		}
+		warnIfShared(path, logger)
 	default:
 		logger.Warn("no data key configured: values of secret fields will be refused (set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
+	}
+	if configured != nil && cfg.DataKeyFile != "" {
+		warnIfShared(cfg.DataKeyFile, logger)
 	}
 	if err := engine.CheckKeys(ctx, db.pool, ring); err != nil {
 		return nil, err
 	}
 	return ring, nil
+}
+
+// warnIfShared warns when the key file at path may be read by others than
+// its owner: it opens every sensitive and secret value.
+func warnIfShared(path string, logger *slog.Logger) {
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	logger.Warn("the data key file may be read by others than its owner: chmod 600 it", "file", path, "mode", fmt.Sprintf("%04o", info.Mode().Perm()))
 }
 
 // configuredKeys reads the keys RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE
