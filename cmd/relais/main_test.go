@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
 )
@@ -441,5 +443,36 @@ func TestMalformedDataKeysStopServeBeforeTheCluster(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the data directory holds %d entries; want nothing created", len(entries))
+	}
+}
+
+// `relais migrate` says the database's schema version: after a rollback it
+// is newer than the binary's, which is not the one to report.
+func TestMigrateSaysTheDatabasesVersion(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	env := func(k string) string { return map[string]string{"RELAIS_DATABASE_URL": url}[k] }
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"migrate"}, env, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	known := engine.LatestSchemaVersion()
+	if want := fmt.Sprintf("schema version %d (0 migrations applied now)\n", known); out.String() != want {
+		t.Errorf("migrate on a migrated database wrote %q, want %q", out.String(), want)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(context.Background(), "insert into relais_schema_migrations (version, name) values ($1, 'from_the_future')", known+1); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"migrate"}, env, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("schema version %d, newer than this binary's %d", known+1, known); !strings.Contains(out.String(), want) {
+		t.Errorf("migrate on a newer database wrote %q, want %q", out.String(), want)
 	}
 }

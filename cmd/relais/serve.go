@@ -69,6 +69,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer db.close()
+	schema, err := engine.SchemaVersion(ctx, db.pool)
+	if err != nil {
+		return err
+	}
 	keys, err := loadKeys(ctx, cfg, configured, db, logger)
 	if err != nil {
 		return err
@@ -109,7 +113,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	serving = true // Serve closes ln
 	go func() { serveErr <- server.Serve(srv, ln) }()
 	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
-	logReady(logger, cfg, ln.Addr(), scheme == "https", db.cluster != nil, time.Since(start))
+	logReady(logger, cfg, ln.Addr(), scheme == "https", db.cluster != nil, schema, time.Since(start))
 
 	// A dead embedded server is restarted while the HTTP surface stays up
 	// (API requests answer 503 database_unavailable meanwhile); only when
@@ -176,7 +180,7 @@ func reloadCertificate(logger *slog.Logger, cert *server.Certificate, asked bool
 
 // logReady says the replica serves, with what an operator checks first;
 // a proxy list that trusts every peer is warned about.
-func logReady(logger *slog.Logger, cfg config.Config, addr net.Addr, tls, embedded bool, took time.Duration) {
+func logReady(logger *slog.Logger, cfg config.Config, addr net.Addr, tls, embedded bool, schema int, took time.Duration) {
 	proxies := make([]string, len(cfg.TrustedProxies))
 	for i, p := range cfg.TrustedProxies {
 		proxies[i] = p.String()
@@ -185,9 +189,15 @@ func logReady(logger *slog.Logger, cfg config.Config, addr net.Addr, tls, embedd
 				"prefix", p.String())
 		}
 	}
-	logger.Info("relais ready", "listen", addr.String(), "tls", tls, "embedded_postgres", embedded,
-		"schema_version", engine.LatestSchemaVersion(), "retention", retentionText(cfg.Retention), "trusted_proxies", strings.Join(proxies, ","),
-		"startup", took.Round(time.Millisecond))
+	// The database's version: after a rollback it is newer than this
+	// binary's, which the line then names too.
+	versions := []any{"schema_version", schema}
+	if known := engine.LatestSchemaVersion(); known != schema {
+		versions = append(versions, "known_schema_version", known)
+	}
+	logger.Info("relais ready", append(append([]any{"listen", addr.String(), "tls", tls, "embedded_postgres", embedded}, versions...),
+		"retention", retentionText(cfg.Retention), "trusted_proxies", strings.Join(proxies, ","),
+		"startup", took.Round(time.Millisecond))...)
 }
 
 // shutdown drains the replica's streams (drain) and then the requests in
@@ -224,7 +234,15 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer db.close()
-	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", engine.LatestSchemaVersion(), len(applied))
+	schema, err := engine.SchemaVersion(ctx, db.pool)
+	if err != nil {
+		return err
+	}
+	if known := engine.LatestSchemaVersion(); schema > known {
+		fmt.Fprintf(stdout, "schema version %d, newer than this binary's %d (a newer relais migrated it; nothing applied)\n", schema, known)
+		return nil
+	}
+	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", schema, len(applied))
 	return nil
 }
 
