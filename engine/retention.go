@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/relais/relais/queries"
@@ -39,13 +40,27 @@ type RetentionPass struct {
 	Failed  bool // the pass stopped on an error (logged); the next one goes on
 }
 
+// firstRetentionPass bounds the wait for a replica's first retention pass.
+const firstRetentionPass = 10 * time.Second
+
+// firstPassDelay is the wait before a replica's first retention pass: half
+// the bound, or of interval when shorter, and a random part of the other
+// half.
+func firstPassDelay(interval time.Duration) time.Duration {
+	first := min(interval, firstRetentionPass)
+	return first/2 + rand.N(first/2+1)
+}
+
 // RunRetentionLoop runs DeleteEnded every interval until ctx ends, telling
 // observe (when set) of each pass; a zero retention (forever) runs nothing.
+// The first pass comes sooner, within firstRetentionPass: a replica
+// restarted more often than every interval would otherwise never delete,
+// and replicas started together spread their first passes.
 func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration, observe func(RetentionPass)) {
 	if retention <= 0 {
 		return
 	}
-	t := time.NewTimer(interval)
+	t := time.NewTimer(firstPassDelay(interval))
 	defer t.Stop()
 	for {
 		select {

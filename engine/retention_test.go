@@ -82,6 +82,21 @@ func TestRetentionDeletesEndedHistoryOnce(t *testing.T) {
 	}
 }
 
+// A replica's first retention pass comes within seconds of its start, not
+// an interval later: one restarted more often than every interval would
+// never delete anything.
+func TestFirstRetentionPassComesSoon(t *testing.T) {
+	t.Parallel()
+	for range 100 {
+		if d := firstPassDelay(time.Minute); d < 5*time.Second || d > 10*time.Second {
+			t.Fatalf("first pass after %v with passes every minute, want 5 to 10 s", d)
+		}
+		if d := firstPassDelay(10 * time.Millisecond); d < 5*time.Millisecond || d > 10*time.Millisecond {
+			t.Fatalf("first pass after %v with passes every 10 ms, want 5 to 10 ms", d)
+		}
+	}
+}
+
 // The retention loop tells its observer what each pass deleted (the
 // replica's relais_retention_* metrics), a pass that deleted nothing
 // included.
