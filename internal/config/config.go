@@ -354,10 +354,10 @@ func parseValue(s Setting, raw string) (any, error) {
 		}
 		d, err := isoduration.Parse(raw)
 		if err != nil {
-			return nil, fmt.Errorf("%w (or forever)", err)
+			return nil, fmt.Errorf("%w; or forever, to keep everything", err)
 		}
 		if d < MinRetention {
-			return nil, fmt.Errorf("must be at least %s (or forever)", isoduration.Format(MinRetention))
+			return nil, fmt.Errorf("must be at least %s, or forever to keep everything", isoduration.Format(MinRetention))
 		}
 		return d, nil
 	case kindPrefixes:

@@ -28,6 +28,17 @@ func (e calendarError) Error() string {
 // Unwrap makes it an ErrSyntax for callers that tell parse errors apart.
 func (e calendarError) Unwrap() error { return ErrSyntax }
 
+// tooLongError refuses a valid duration longer than a time.Duration holds,
+// naming the longest one accepted rather than calling it malformed.
+type tooLongError string
+
+func (e tooLongError) Error() string {
+	return fmt.Sprintf("%q is longer than Relais can count: at most %s (about 292 years)", string(e), Format(time.Duration(math.MaxInt64).Truncate(24*time.Hour)))
+}
+
+// Unwrap makes it an ErrSyntax for callers that tell parse errors apart.
+func (e tooLongError) Unwrap() error { return ErrSyntax }
+
 // Parse reads an ISO-8601 duration made of days, hours, minutes and seconds
 // (P[nD][T[nH][nM][n[.f]S]]). Weeks are accepted (PnW). Years and months are
 // refused because their length depends on a calendar date; negative durations
@@ -108,7 +119,7 @@ func Parse(s string) (time.Duration, error) {
 		return fail("no components")
 	}
 	if total > math.MaxInt64 {
-		return fail("too large")
+		return 0, tooLongError(orig)
 	}
 	return time.Duration(math.Round(total)), nil
 }

@@ -2,6 +2,7 @@ package isoduration
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,6 +37,19 @@ func TestParseRejects(t *testing.T) {
 		if got, err := Parse(in); !errors.Is(err, ErrSyntax) {
 			t.Errorf("Parse(%q) = %v, %v; want ErrSyntax", in, got, err)
 		}
+	}
+}
+
+// A valid duration past what Relais can count is refused naming the
+// longest one it takes, not called malformed.
+func TestParseRefusesTooLongNamingTheLongest(t *testing.T) {
+	t.Parallel()
+	if _, err := Parse("P106751D"); err != nil {
+		t.Errorf("Parse(P106751D) = %v, want the longest accepted", err)
+	}
+	_, err := Parse("P106752D")
+	if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "at most P106751D") || strings.Contains(err.Error(), "not an ISO-8601") {
+		t.Errorf("Parse(P106752D) = %v; want a refusal naming P106751D", err)
 	}
 }
 
