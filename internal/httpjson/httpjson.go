@@ -258,6 +258,9 @@ func nulStrings(v reflect.Value, at string, errs *[]fault.FieldError) {
 	}
 }
 
+// maxNamed bounds the unknown members a detail names (errors lists them).
+const maxNamed = 10
+
 // shapeError reports every unknown member of a well-formed body (400
 // unknown_field), else every value its type refuses (400 invalid_json), each
 // with its pointer; nil when the body is not well-formed JSON, which
@@ -268,9 +271,12 @@ func shapeError(body []byte, t reflect.Type) error {
 	case !ok:
 		return nil
 	case len(unknown) > 0:
-		names := make([]string, len(unknown))
-		for i, u := range unknown {
-			names[i] = u.Path
+		var names []string
+		for _, u := range unknown[:min(len(unknown), maxNamed)] {
+			names = append(names, u.Path)
+		}
+		if len(unknown) > maxNamed {
+			names = append(names, fmt.Sprintf("… (%d in all)", len(unknown)))
 		}
 		return fault.New(fault.BadRequest, "unknown_field", "unknown field(s): %s", strings.Join(names, ", ")).WithErrors(unknown)
 	case len(invalid) > 0:
@@ -440,6 +446,10 @@ func answerable(r *http.Request, logger *slog.Logger, err error) *fault.Error {
 	return fe
 }
 
+// MaxProblemErrors bounds the errors a problem lists; errors_omitted
+// counts the rest.
+const MaxProblemErrors = 100
+
 // ProblemOf is the problem+json document of fe and its status, for a
 // response or for one item of a batch answer.
 func ProblemOf(fe *fault.Error) (int, map[string]any) {
@@ -453,7 +463,11 @@ func ProblemOf(fe *fault.Error) (int, map[string]any) {
 	if fe.Detail != "" {
 		doc["detail"] = fe.Detail
 	}
-	if len(fe.Errors) > 0 {
+	if len(fe.Errors) > MaxProblemErrors {
+		// A 1 MB body of 80,000 unknown keys must not get a 5 MB answer.
+		doc["errors"] = fe.Errors[:MaxProblemErrors]
+		doc["errors_omitted"] = len(fe.Errors) - MaxProblemErrors
+	} else if len(fe.Errors) > 0 {
 		doc["errors"] = fe.Errors
 	}
 	for k, v := range fe.Extra {

@@ -3,6 +3,8 @@ package httpjson
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -196,6 +198,36 @@ func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
 	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"name":"a","wait":"PT1S","lock":"PT2M","grants":[{"definition":"x","revisions":[1]}]}`))
 	if v, err := Decode[nested](httptest.NewRecorder(), req, 1<<20); err != nil || v.Lock.Std() != 2*time.Minute {
 		t.Errorf("valid body: %+v, %v", v, err)
+	}
+}
+
+// A body of many thousand mistakes gets an answer of a bounded size: the
+// first MaxProblemErrors pointers, the rest counted, a detail naming ten.
+func TestProblemsAreBounded(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString(`{"name":"a"`)
+	for i := range 5000 {
+		fmt.Fprintf(&b, `,"k%d":1`, i)
+	}
+	b.WriteString("}")
+	req := httptest.NewRequest("POST", "/", strings.NewReader(b.String()))
+	_, err := Decode[nested](httptest.NewRecorder(), req, 1<<20)
+	rec := httptest.NewRecorder()
+	WriteError(rec, req, slog.New(slog.DiscardHandler), err)
+	var doc struct {
+		Code          string `json:"code"`
+		Detail        string `json:"detail"`
+		Errors        []any  `json:"errors"`
+		ErrorsOmitted int    `json:"errors_omitted"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Code != "unknown_field" || len(doc.Errors) != MaxProblemErrors || doc.ErrorsOmitted != 5000-MaxProblemErrors ||
+		!strings.HasSuffix(doc.Detail, "… (5000 in all)") || rec.Body.Len() > 20_000 {
+		t.Errorf("5,000 unknown fields: %s %d errors, %d omitted, %d bytes, detail %.200q; want %d errors, the rest counted, ten named",
+			doc.Code, len(doc.Errors), doc.ErrorsOmitted, rec.Body.Len(), doc.Detail, MaxProblemErrors)
 	}
 }
 
