@@ -454,9 +454,38 @@ func (e *Engine) openDestination(row queries.Destination) (destinationTarget, er
 		rest, _ := splitQuery(row.Url)
 		t.URL = withQuery(rest, string(query))
 	}
-	_, query := splitQuery(t.URL)
+	rest, query := splitQuery(t.URL)
 	t.Secrets = append(t.Secrets, querySecrets(query)...)
+	t.Secrets = append(t.Secrets, pathSecrets(rest)...)
 	return t, nil
+}
+
+// minPathSecret is the length from which a URL path segment is taken for
+// a credential: webhooks carry theirs in the path (Slack's 24 characters,
+// Discord's 68, Teams's GUIDs), where words such as "score" or "webhooks"
+// are not worth scrubbing from every message.
+const minPathSecret = 16
+
+// pathSecrets lists the segments of rawURL's path of minPathSecret bytes
+// or more, as sent and decoded, for scrubbing what a destination says back
+// (one echoing its URL in an error would otherwise hand the credential to
+// operators).
+func pathSecrets(rawURL string) []string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for seg := range strings.SplitSeq(u.EscapedPath(), "/") {
+		if len(seg) < minPathSecret {
+			continue
+		}
+		out = append(out, seg)
+		if d, err := url.PathUnescape(seg); err == nil && d != seg {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // urlHost is raw's scheme and host ("https://hooks.example"), what the

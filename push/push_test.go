@@ -427,6 +427,29 @@ func TestLoweredDestinationCapBoundsCalls(t *testing.T) {
 	}
 }
 
+// A webhook carries its credential in its URL's path (Slack's, Discord's):
+// a destination echoing its path in an error must not hand it to
+// operators, while short words of the path ("hooks") stay readable.
+func TestEchoedURLPathCredentialIsScrubbed(t *testing.T) {
+	t.Parallel()
+	const credential = "Xq7LmP2vR9tK4wZ1bN6c"
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, "no hook at "+r.URL.Path)
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	env.Must(201, "PUT", "/api/v1/destinations/hook", env.Admin, map[string]any{"url": d.URL + "/hooks/T0001/" + credential, "max_timeout": "PT2S"})
+	env.Process("scoring", scoreProcess("hook", "PT1S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 5*time.Second)
+	occID := got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+occID, env.Operator, nil).JSON(t)
+	if msg, _ := occ["error_message"].(string); strings.Contains(msg, credential) || !strings.Contains(msg, "/hooks/T0001/[redacted]") {
+		t.Errorf("error message %q: want the path's credential redacted, its short segments kept", msg)
+	}
+}
+
 // TestDestinationURLQueryIsSealed: a destination URL's query values are
 // secret like header values: responses mask them, the database holds them
 // sealed only, the call carries them, and an echo of one is scrubbed.
