@@ -789,13 +789,12 @@ func scrubMessage(message string, protected []string) string {
 // redactCode replaces a worker's error code that holds a protected value,
 // in any letter case (codes are often upper-cased from what they quote):
 // inside it for values of minCodeMatch characters or more, as a piece
-// between separators (CVV_737_REJECTED) for shorter ones. Codes Relais
-// makes itself never hold one and are not passed here.
+// for shorter ones: between separators (CVV_737_REJECTED), or a run of
+// digits among letters (CVV737, ERR737X). Codes Relais makes itself never
+// hold one and are not passed here.
 func redactCode(original string, protected []string) string {
 	code := strings.ToLower(original)
-	pieces := strings.FieldsFunc(code, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
+	pieces := codePieces(code)
 	for _, p := range protected {
 		p = strings.ToLower(p)
 		if utf8.RuneCountInString(p) >= minCodeMatch && strings.Contains(code, p) || code == p || slices.Contains(pieces, p) {
@@ -803,6 +802,31 @@ func redactCode(original string, protected []string) string {
 		}
 	}
 	return original
+}
+
+// codePieces splits code at separators and where letters and digits meet.
+func codePieces(code string) []string {
+	var pieces []string
+	start, digits := -1, false
+	for i, r := range code {
+		letter, digit := unicode.IsLetter(r), unicode.IsDigit(r)
+		switch {
+		case !letter && !digit:
+			if start >= 0 {
+				pieces = append(pieces, code[start:i])
+			}
+			start = -1
+		case start < 0:
+			start, digits = i, digit
+		case digit != digits:
+			pieces = append(pieces, code[start:i])
+			start, digits = i, digit
+		}
+	}
+	if start >= 0 {
+		pieces = append(pieces, code[start:])
+	}
+	return pieces
 }
 
 // Extend prolongs the worker's lock. It is also how a worker learns that

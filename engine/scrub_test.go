@@ -14,7 +14,9 @@ func TestRedactCode(t *testing.T) {
 		"5":                      redactedCode, // a short value only as the whole code
 		"HTTP_503":               "HTTP_503",   // holds "5", too short to look for inside
 		"CVV_737_REJECTED":       redactedCode, // a short value as a piece of the code
-		"E7370":                  "E7370",      // … but not inside a longer piece
+		"CVV737":                 redactedCode, // … or a run of digits among letters
+		"ERR737X":                redactedCode,
+		"E7370":                  "E7370", // … but not inside a longer piece
 		"ERR.5":                  redactedCode,
 		"CRM_DOWN":               "CRM_DOWN",
 		"destination_unreliable": "destination_unreliable",
