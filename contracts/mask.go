@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -465,13 +466,27 @@ func sortLongestFirst(s []string) {
 // side of hiding. Longer strings are tried first, so that a
 // secret containing another is redacted whole rather than leaving a
 // recognisable remainder.
+//
+// A service may also quote a value cut short, or encode it: a stretch of
+// at least half a value (and minPartial bytes) that begins or ends it is
+// redacted as far as it matches (a truncated "tok-9d2kq-7pw4…", a card
+// shown by its last digits), and so is the value's base64 encoding. A value
+// reversed, hashed or spelled with its letters masked is not recognised.
 func Scrub(message string, protected []string) string {
 	ps := make([]string, 0, len(protected))
 	seen := map[string]bool{}
-	for _, p := range protected {
+	add := func(p string) {
 		if p = foldCase(p); p != "" && !seen[p] {
 			seen[p] = true
 			ps = append(ps, p)
+		}
+	}
+	for _, p := range protected {
+		add(p)
+		if len(p) >= minEncoded {
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+				add(enc.EncodeToString([]byte(p)))
+			}
 		}
 	}
 	if len(ps) == 0 {
@@ -535,6 +550,20 @@ type span struct{ start, end int }
 func matches(text string, ps []string, from []span) []span {
 	var out []span
 	taken := make([]bool, len(text))
+	take := func(start, end int) bool {
+		if slices.Contains(taken[start:end], true) {
+			return false
+		}
+		for k := start; k < end; k++ {
+			taken[k] = true
+		}
+		if from == nil {
+			out = append(out, span{start, end})
+		} else {
+			out = append(out, span{from[start].start, from[end-1].end})
+		}
+		return true
+	}
 	for _, p := range ps {
 		for i := 0; i+len(p) <= len(text); {
 			j := strings.Index(text[i:], p)
@@ -542,22 +571,85 @@ func matches(text string, ps []string, from []span) []span {
 				break
 			}
 			j += i
-			if slices.Contains(taken[j:j+len(p)], true) {
+			if !take(j, j+len(p)) {
 				i = j + 1
 				continue
-			}
-			for k := j; k < j+len(p); k++ {
-				taken[k] = true
-			}
-			if from == nil {
-				out = append(out, span{j, j + len(p)})
-			} else {
-				out = append(out, span{from[j].start, from[j+len(p)-1].end})
 			}
 			i = j + len(p)
 		}
 	}
+	// Then what is left of a value cut short: a start or an end of it.
+	for _, p := range ps {
+		n := partialLength(p)
+		if n == 0 {
+			continue
+		}
+		head := p[:n]
+		for i := 0; i+n <= len(text); {
+			j := strings.Index(text[i:], head)
+			if j < 0 {
+				break
+			}
+			j += i
+			k := n
+			for j+k < len(text) && k < len(p) && text[j+k] == p[k] {
+				k++
+			}
+			for k < len(p) && !utf8.RuneStart(p[k]) {
+				k-- // end on a whole character
+			}
+			take(j, j+k)
+			i = j + 1
+		}
+		t := len(p) - n
+		for t > 0 && !utf8.RuneStart(p[t]) {
+			t-- // begin on a whole character
+		}
+		tail := p[t:]
+		for i := 0; i+len(tail) <= len(text); {
+			j := strings.Index(text[i:], tail)
+			if j < 0 {
+				break
+			}
+			j += i
+			start, m := j, len(tail)
+			for start > 0 && m < len(p) && text[start-1] == p[len(p)-m-1] {
+				start--
+				m++
+			}
+			for start < j && !utf8.RuneStart(text[start]) {
+				start++ // begin on a whole character
+			}
+			take(start, j+len(tail))
+			i = j + 1
+		}
+	}
 	return out
+}
+
+// minPartial is the shortest stretch of a value Scrub redacts as a piece of
+// it; shorter ones are ordinary words and numbers. minEncoded is the
+// shortest value whose base64 spellings it looks for.
+const (
+	minPartial = 8
+	minEncoded = 6
+)
+
+// partialLength is how long a start or an end of p must be for Scrub to
+// redact it (at least half of p, on a character boundary), or 0 when p is
+// too short to be looked for in pieces.
+func partialLength(p string) int {
+	if len(p) <= minPartial {
+		return 0
+	}
+	n := max(minPartial, (len(p)+1)/2)
+	for n < len(p) && !utf8.RuneStart(p[n]) {
+		n++
+	}
+	if n >= len(p) {
+		return 0
+	}
+	return n
 }
 
 // decoded is a message with its escapes decoded, each byte with the span

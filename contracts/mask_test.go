@@ -1,10 +1,12 @@
 package contracts
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestMask(t *testing.T) {
@@ -282,6 +284,40 @@ func TestScrubCatchesEscapedSpellings(t *testing.T) {
 		if got := Scrub(msg, []string{"secret"}); got != msg {
 			t.Errorf("Scrub(%s) = %s, want it unchanged", msg, got)
 		}
+	}
+}
+
+// A service quoting a value cut short (a truncated echo, a card shown by
+// its last digits) or base64-encoded leaves no piece of it of half its
+// length or more; shorter stretches, common to many words, stay.
+func TestScrubCatchesPiecesAndEncodings(t *testing.T) {
+	t.Parallel()
+	const secret = "CARDTOKEN-ZYXW-9876"
+	for _, msg := range []string{
+		"partial=CARDTOKEN-ZYXW-987 end",
+		"shown as ...N-ZYXW-9876 here",
+		"lower cardtoken-zyxw-98 end",
+		"b64=" + base64.StdEncoding.EncodeToString([]byte(secret)),
+		"b64url=" + base64.RawURLEncoding.EncodeToString([]byte(secret)),
+		`{"q":"CARDTOKEN\u002dZYXW"}`,
+	} {
+		got := Scrub(msg, []string{secret})
+		if !strings.Contains(got, Redacted) || strings.Contains(strings.ToLower(got), "zyxw") || strings.Contains(got, "Q0FSRFRPS0VO") {
+			t.Errorf("Scrub(%q) = %q: a piece or encoding of the value is left", msg, got)
+		}
+	}
+	for _, msg := range []string{"CARDTOKE is a word", "ZYXW-9876 alone is short", "no value here"} {
+		if got := Scrub(msg, []string{secret}); got != msg {
+			t.Errorf("Scrub(%q) = %q, want it unchanged (under half the value)", msg, got)
+		}
+	}
+	// A cut falls on a whole character: the rest stays valid UTF-8.
+	if got := Scrub("quoted: éléphant-rosé-ß", []string{"éléphant-rosé-ßxyz"}); !utf8.ValidString(got) || strings.Contains(got, "phant") {
+		t.Errorf("a piece of a value with accents: %q", got)
+	}
+	// A short value is looked for whole only.
+	if got := Scrub("code 1234 and 12345678", []string{"12345"}); got != "code 1234 and [redacted]678" {
+		t.Errorf("a short value: %q", got)
 	}
 }
 
