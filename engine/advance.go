@@ -331,7 +331,7 @@ func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queri
 		return "", err
 	}
 	if vs := v.Validate(inputs); len(vs) > 0 {
-		return "inputs violate the pinned revision: " + describeViolations(vs), nil
+		return "inputs violate the pinned revision: " + describeViolations(protectedUndescribed(rev.Working.Inputs, vs)), nil
 	}
 	public, sealed, err := r.e.seal(rev.Working.Inputs, v.Integers(inputs), aadOccurrenceInputs(id))
 	if err != nil {
@@ -355,7 +355,21 @@ func describeViolations(vs []contracts.Violation) string {
 		parts = append(parts, v.Path+": "+v.Message)
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, "; ")
+	return strings.Join(slices.Compact(parts), "; ")
+}
+
+// protectedUndescribed hides what vs say of protected values: a value
+// bound from a secret that breaks "at most 4 characters" or a pattern
+// tells operators its length and shape. The pointer stays, which names
+// the field, not the value.
+func protectedUndescribed(c contracts.Contract, vs []contracts.Violation) []contracts.Violation {
+	out := slices.Clone(vs)
+	for i, v := range out {
+		if v.Path != "" && classAt(c, v.Path) != contracts.ClassNormal {
+			out[i].Message = "does not satisfy its contract (a protected value: how is not said)"
+		}
+	}
+	return out
 }
 
 // ended records on r.inst what InstanceEnd stored, so the run's caller

@@ -242,7 +242,7 @@ func (e *Engine) SettlePush(ctx context.Context, id uuid.UUID, attempt int, res 
 			if err != nil {
 				return err
 			}
-			return r.fail(o, OutcomeRejected, CodeInvalidOutputs, scrubMessage("the destination's outputs violate the pinned revision: "+describeViolations(vs), protected))
+			return r.fail(o, OutcomeRejected, CodeInvalidOutputs, scrubMessage("the destination's outputs violate the pinned revision: "+describeViolations(protectedUndescribed(rev.Working.Outputs, vs)), protected))
 		}
 		outputs := ov.Integers(res.Outputs)
 		route, err := rev.Working.Route(outputs)

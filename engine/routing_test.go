@@ -269,6 +269,33 @@ func TestFailedFromBirthFeedsItsError(t *testing.T) {
 	}
 }
 
+// A protected field's violation names the field, not the constraint the
+// value broke: "at most 3 characters" of a secret tells operators its
+// length; a normal field's still says it.
+func TestFailedFromBirthDoesNotDescribeProtectedValues(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "crm", crmWorking)
+	define(t, e, "notify", notifyWorking)
+	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3,"classification":"secret"},
+		{"name":"label","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
+	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"},"label":{"from":"input.name"}},"next":"done",
+	           "on_error":{"invalid_inputs":"notify"}},
+	 "notify":{"kind":"pull","definition":"notify","revision":1,
+	           "inputs":{"code":{"from":"nodes.strict.error.code"},"message":{"from":"nodes.strict.error.message"}},"next":"done"},
+	 "done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	inst := startRouting(t, e, `{"name":"Acme Corporation"}`)
+	msg, _ := inputsOf(t, e, inst.ID, "notify")["message"].(string)
+	if !strings.Contains(msg, "/company_name: does not satisfy its contract (a protected value") || strings.Contains(msg, "/company_name: must") ||
+		!strings.Contains(msg, "/label: must be at most 3") {
+		t.Errorf("notify's message %q: want /company_name named without its constraint, /label with it", msg)
+	}
+}
+
 // TestErrorBindingConstraintsAtCreation: bindings are checked by type at
 // publish, constraints when the occurrence is created: an error code too
 // long for the target fails the reading node from birth.
