@@ -56,6 +56,26 @@ func TestLongPollWithARotatedTokenClaimsNothing(t *testing.T) {
 	}
 }
 
+// A fetch waiting with a token revoked meanwhile is answered 401 at once,
+// without waiting for work or its fallback poll: the worker hears that
+// its token is gone when it is.
+func TestLongPollEndsWhenItsTokenIsRevoked(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, nil)
+	lp := background(t, env, consumer, fetchBody("w1", "wait", "PT30S"))
+	lp.waiting(t)
+	revoked := time.Now()
+	env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%d/rotate", env.ConsumerID("crm-sync")), env.Admin, nil)
+	a := lp.receive(t, 10*time.Second)
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	wantProblem(t, "a waiting fetch whose token was revoked", a.res, 401, "unauthorized")
+	if d := a.at.Sub(revoked); d > 2*time.Second {
+		t.Errorf("answered %v after the revocation, want at once (the fallback poll is 5 s)", d)
+	}
+}
+
 // With nothing available a fetch answers {"occurrences":[]} once its wait
 // elapses.
 func TestLongPollAnswersEmptyAfterWait(t *testing.T) {

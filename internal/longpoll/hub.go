@@ -4,6 +4,7 @@
 package longpoll
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,17 @@ func (h *Hub) Notify(payload string) { h.wake.Notify(payload) }
 // WakeAll wakes every waiter to re-check, e.g. after the LISTEN connection
 // was lost and notifications may have been missed.
 func (h *Hub) WakeAll() { h.wake.WakeAll() }
+
+// Invalidate handles a ChannelInvalidate payload: a change of tokens or
+// grants wakes every waiter, which checks its caller's credentials again
+// (a revoked token's fetch is answered 401 at once, not at its next
+// fallback poll).
+func (h *Hub) Invalidate(payload string) {
+	switch kind, _, _ := strings.Cut(payload, ":"); kind {
+	case "tokens", "grants":
+		h.wake.WakeAll()
+	}
+}
 
 // Close makes every waiter answer now and refuses new ones: a stopping
 // replica drains its long polls instead of holding them to their deadline.

@@ -84,6 +84,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	// After the engine's handler: the streams resolve with the grants read
 	// afresh.
 	listener.Handle(engine.ChannelInvalidate, streams.Invalidate)
+	listener.Handle(engine.ChannelInvalidate, hub.Invalidate)
 	listener.OnListening(d.Engine.SetListening)
 	runner := push.NewRunner(d.Engine, d.Logger, d.Config.Push, d.Registry)
 	rep.runner = runner
