@@ -35,6 +35,9 @@ type definitionDetailJSON struct {
 	definitionJSON
 	Revisions []revisionSummary `json:"revisions"`
 	Releases  []releaseJSON     `json:"releases"`
+	// Unsnapshotted: a snapshot would make a revision, even when only
+	// names or descriptions changed (unsnapshotted_changes lists none).
+	Unsnapshotted bool `json:"unsnapshotted"`
 }
 
 type revisionSummary struct {
@@ -139,6 +142,7 @@ func (a *API) getDefinition() http.Handler {
 		for _, rv := range revs {
 			out.Revisions = append(out.Revisions, revisionSummary{Revision: rv.Revision, Digest: rv.Digest, CreatedAt: rv.CreatedAt})
 		}
+		out.Unsnapshotted = len(revs) == 0 || revs[len(revs)-1].Digest != d.WorkingDigest
 		if n := len(revs); n > 0 && revs[n-1].Digest != d.WorkingDigest {
 			// Designers see at a glance what a snapshot would change.
 			out.Changes = contracts.Diff(revs[n-1].Working, d.Working)

@@ -113,8 +113,15 @@ func TestDefinitionLifecycleAsANewUser(t *testing.T) {
 	}
 
 	detail := env.Must(200, "GET", base, env.Operator, nil).JSON(t)
-	if detail["latest_revision"] != 2.0 || len(detail["revisions"].([]any)) != 2 {
+	if detail["latest_revision"] != 2.0 || len(detail["revisions"].([]any)) != 2 || detail["unsnapshotted"] != false {
 		t.Errorf("definition detail = %v", detail)
+	}
+	// A new description changes no contract, so no change is listed, but a
+	// snapshot would still make a revision: the detail says so.
+	working["description"] = "Reworded."
+	env.Must(200, "PUT", base+"/working", env.Designer, working)
+	if d := env.Must(200, "GET", base, env.Operator, nil).JSON(t); d["unsnapshotted"] != true || d["unsnapshotted_changes"] != nil {
+		t.Errorf("after a new description: unsnapshotted %v, changes %v; want true and none", d["unsnapshotted"], d["unsnapshotted_changes"])
 	}
 	list := env.Must(200, "GET", "/api/v1/definitions", env.Operator, nil).JSON(t)
 	if items := list["items"].([]any); len(items) != 1 || items[0].(map[string]any)["latest_revision"] != 2.0 {
