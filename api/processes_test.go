@@ -55,7 +55,7 @@ func TestLiteralIntoProtectedFieldIsRefusedAtPublish(t *testing.T) {
 
 // TestAnUnknownReferenceSaysWhatExists: a pinned revision that does not
 // exist names the definition's revisions, and a misspelt definition or
-// destination the one it most likely meant.
+// destination the one it most likely meant, each at its own member.
 func TestAnUnknownReferenceSaysWhatExists(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
@@ -80,7 +80,10 @@ func TestAnUnknownReferenceSaysWhatExists(t *testing.T) {
 		said := false
 		if res.Status == 422 {
 			for _, e := range res.JSON(t)["errors"].([]any) {
-				said = said || e.(map[string]any)["message"] == c.want
+				// At the member that is wrong: the revision of a known
+				// definition, the key of an unknown one.
+				e := e.(map[string]any)
+				said = said || e["message"] == c.want && e["path"] == "/nodes/crm/"+c.field
 			}
 		}
 		if !said {

@@ -187,7 +187,11 @@ func (p *parser) routing(w Working, root *jsontree.Node) {
 		// A field that failed to parse is not in w.Outputs; say so only when
 		// the document really has no such output.
 		if !rawHasOutput(root, ro) {
-			p.add(at, "routing_output %q is not an output field", ro)
+			names := make([]string, len(w.Outputs.Fields))
+			for i, f := range w.Outputs.Fields {
+				names[i] = f.Name
+			}
+			p.add(at, "routing_output %q is not an output field%s", ro, suggest.Hint(ro, names))
 		}
 		return
 	}

@@ -100,6 +100,7 @@ func TestParseWorkingErrors(t *testing.T) {
 		{"output field error", `{"name":"Doc","inputs":{"fields":[]},"outputs":{"fields":[{"name":"x","type":"text","min_length":-1}]}}`, "/outputs/fields/0/min_length", "min_length must not be negative"},
 		{"too deep", withInput(nested(MaxDepth + 1)), "/inputs/fields/0" + strings.Repeat("/fields/0", MaxDepth), "fields nested deeper than 32 levels"},
 		{"routing missing", withOutputs(`{"name":"d","type":"choice","required":true,"values":["a"]}`, `"nope"`), "/routing_output", `routing_output "nope" is not an output field`},
+		{"routing misspelt", withOutputs(`{"name":"result","type":"choice","required":true,"values":["a"]}`, `"reslt"`), "/routing_output", `routing_output "reslt" is not an output field (did you mean "result"?)`},
 		{"routing not choice", withOutputs(`{"name":"d","type":"text","required":true}`, `"d"`), "/routing_output", `routing_output "d" must be a choice field, not text`},
 		{"routing not required", withOutputs(`{"name":"d","type":"choice","values":["a"]}`, `"d"`), "/routing_output", `routing_output "d" must be required`},
 		{"routing sensitive", withOutputs(`{"name":"d","type":"choice","required":true,"classification":"sensitive","values":["a"]}`, `"d"`), "/routing_output", `routing_output "d" must have classification normal, not sensitive`},

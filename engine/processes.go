@@ -88,7 +88,14 @@ type resolver struct {
 	// to 2", "did you mean …"), by reference.
 	revisionHints    map[revisionKey]string
 	destinationHints map[string]string
+	// defined are the keys of unresolved references that are definitions:
+	// their revision is what is wrong.
+	defined map[string]bool
 }
+
+// DefinitionExists says whether key, named by a reference that resolved
+// to nothing, is a definition (its revision does not exist).
+func (r resolver) DefinitionExists(key string) bool { return r.defined[key] }
 
 // RevisionHint says what exists of a definition revision that does not.
 func (r resolver) RevisionHint(key string, n int) string { return r.revisionHints[revisionKey{key, n}] }
@@ -108,7 +115,7 @@ func (r resolver) Destination(name string) (time.Duration, bool) {
 
 func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver, error) {
 	r := resolver{revisions: map[revisionKey]contracts.Working{}, destinations: map[string]time.Duration{},
-		revisionHints: map[revisionKey]string{}, destinationHints: map[string]string{}}
+		revisionHints: map[revisionKey]string{}, destinationHints: map[string]string{}, defined: map[string]bool{}}
 	// Read once, and only when a reference resolved to nothing: a
 	// publication that resolves pays nothing for the hints.
 	var keys, names []string
@@ -149,6 +156,9 @@ func (e *Engine) newResolver(ctx context.Context, p *process.Process) (resolver,
 func (e *Engine) hintRevision(ctx context.Context, r resolver, key string, n int, keys *[]string) error {
 	at := revisionKey{key, n}
 	d, err := e.GetDefinition(ctx, key)
+	if err == nil {
+		r.defined[key] = true
+	}
 	switch {
 	case err == nil && d.LatestRevision == 0:
 		r.revisionHints[at] = fmt.Sprintf(" (%s has no revision yet: snapshot its Working)", key)

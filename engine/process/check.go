@@ -262,9 +262,13 @@ func (k *checker) revision(at string, n *Node) (contracts.Working, bool) {
 		if ok {
 			return w, true
 		}
-		// The resolver answers pairs only, so an unknown key and an
-		// unknown revision of a known key look alike.
-		k.add(jsontree.Pointer(at, "definition"), "unknown definition revision %s@%d%s", n.Definition, n.Revision, k.revisionHint(n))
+		// The resolver answers pairs; a Hinter tells an unknown revision
+		// of a definition (the revision is wrong) from an unknown key.
+		wrong := "definition"
+		if h, ok := k.r.(Hinter); ok && h.DefinitionExists(n.Definition) {
+			wrong = "revision"
+		}
+		k.add(jsontree.Pointer(at, wrong), "unknown definition revision %s@%d%s", n.Definition, n.Revision, k.revisionHint(n))
 	}
 	return contracts.Working{}, false
 }
@@ -274,6 +278,9 @@ func (k *checker) revision(at string, n *Node) (contracts.Working, bool) {
 type Hinter interface {
 	RevisionHint(definition string, revision int) string
 	DestinationHint(name string) string
+	// DefinitionExists says whether a definition named by a reference
+	// that resolved to nothing exists (its revision does not).
+	DefinitionExists(definition string) bool
 }
 
 func (k *checker) revisionHint(n *Node) string {
