@@ -120,7 +120,8 @@ func (e *Engine) newRun(ctx context.Context, q *queries.Queries, inst queries.In
 func (e *Engine) runForOccurrence(ctx context.Context, q *queries.Queries, occurrence uuid.UUID) (*run, error) {
 	row, err := q.InstanceLockByOccurrence(ctx, queries.InstanceLockByOccurrenceParams{OccurrenceID: occurrence, Now: e.at()})
 	if isNoRows(err) {
-		return nil, notFound("occurrence %s", occurrence)
+		// A worker settling late may find it deleted by retention.
+		return nil, notKept("occurrence %s", occurrence)
 	}
 	if err != nil {
 		return nil, err
