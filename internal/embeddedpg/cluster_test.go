@@ -607,6 +607,42 @@ func TestNonTraversableParent(t *testing.T) {
 	}
 }
 
+// A cluster folder another account owns (a relais run as root made it for
+// postgres, then one run as another user) is refused saying whose it is:
+// the traversal advice would not help.
+func TestClusterOfAnotherUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("only root can hand a folder to another user")
+	}
+	parent := testDir(t)
+	dir := filepath.Join(parent, "pg")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	ra, err := resolveRunAs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := ra.uid + 1
+	if err := os.Chown(dir, int(other), int(ra.gid)); err != nil {
+		t.Fatal(err)
+	}
+	err = prepareDir(dir, ra)
+	if err == nil || !strings.Contains(err.Error(), "belongs to") || !strings.Contains(err.Error(), "run relais the way that made the cluster") {
+		t.Errorf("prepareDir of another user's cluster = %v; want whose it is said", err)
+	}
+	if err := os.Chown(dir, int(ra.uid), int(ra.gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareDir(dir, ra); err != nil {
+		t.Errorf("prepareDir of the run-as user's own cluster = %v", err)
+	}
+}
+
 func TestStartInvalidOptions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +50,12 @@ func prepareDir(dir string, ra *runAs) error {
 		existing = parent
 	}
 	if err := checkTraversable(existing, ra); err != nil {
+		if existing == dir {
+			// Another user's cluster: say whose, which is what to fix.
+			if oerr := checkOwner(dir, ra); oerr != nil {
+				return oerr
+			}
+		}
 		return err
 	}
 	for _, p := range slices.Backward(missing) {
@@ -73,6 +81,29 @@ func prepareDir(dir string, ra *runAs) error {
 		}
 	}
 	return nil
+}
+
+// checkOwner explains a cluster folder another user owns (not root), which
+// the run-as user cannot enter: made by a relais run as root, it belongs
+// to the account its server ran as, and loosening its mode is not the fix.
+func checkOwner(dir string, ra *runAs) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("embeddedpg: cluster folder: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid == ra.uid || st.Uid == 0 {
+		// Root's folder (a volume mounted for the cluster) is the
+		// traversal's business.
+		return nil
+	}
+	owner := "uid " + strconv.FormatUint(uint64(st.Uid), 10)
+	if u, err := user.LookupId(strconv.FormatUint(uint64(st.Uid), 10)); err == nil {
+		owner = u.Username + " (" + owner + ")"
+	}
+	return fmt.Errorf("embeddedpg: cluster folder %s belongs to %s, but its server would run as %s (uid %d); "+
+		"a relais run as root runs the server as postgres (else nobody): run relais the way that made the cluster (as root, or as its owner), or chown -R the folder to %s",
+		dir, owner, ra.name, ra.uid, ra.name)
 }
 
 // checkTraversable verifies that ra can reach path: every folder on the
