@@ -457,7 +457,13 @@ func (c *collector) binding(v *jsontree.Node, at string) (Binding, bool) {
 	case hasFrom && hasValue:
 		c.add(at, "binding must have either from or value, not both")
 	case !hasFrom && !hasValue:
-		c.add(at, "binding must have either from or value")
+		if nv, ok := v.Get("value"); ok && nv.Kind == jsontree.Null {
+			// null reads as absent everywhere else; here it is a value the
+			// author meant to give.
+			c.add(jsontree.Pointer(at, "value"), "value must not be null: leave the input unbound to give it none")
+		} else {
+			c.add(at, "binding must have either from or value")
+		}
 	case hasFrom:
 		if from.Kind != jsontree.String {
 			c.add(jsontree.Pointer(at, "from"), "from must be a string, not %s", from.Kind)

@@ -197,6 +197,8 @@ func TestParseViolations(t *testing.T) {
 		}), []want{{"/nodes/crm/inputs/source", "binding must have either from or value, not both"}}},
 		{"binding with neither", ed(func(m map[string]any) { sub(node(m, "crm"), "inputs")["source"] = map[string]any{} }),
 			[]want{{"/nodes/crm/inputs/source", "binding must have either from or value"}}},
+		{"binding with a null value", ed(func(m map[string]any) { sub(node(m, "crm"), "inputs")["source"] = map[string]any{"value": nil} }),
+			[]want{{"/nodes/crm/inputs/source/value", "value must not be null: leave the input unbound to give it none"}}},
 		{"binding with an unknown key", ed(func(m map[string]any) {
 			sub(node(m, "crm"), "inputs")["source"] = map[string]any{"value": "web", "default": "web"}
 		}), []want{{"/nodes/crm/inputs/source/default", `unknown key "default"`}}},
