@@ -747,6 +747,9 @@ func TestBrowserRequestsFromElsewhereAreRefused(t *testing.T) {
 		mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", ct), 415, "NotSupportedException", "unsupported_media_type", ct)
 	}
 	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", ""), 415, "NotSupportedException", "none")
+	// A body above RELAIS_MAX_BODY_BYTES, as the README's table says.
+	huge := `{"workerId":"` + strings.Repeat("x", 2<<20) + `"}`
+	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, huge, "Content-Type", "application/json"), 413, "InvalidRequestException")
 	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", f.token, fetch, "Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"), 403, "AuthorizationException", "cross_origin")
 	// Credentials are checked first, as on every route.
 	mustException(t, f.Do("POST", "/engine-rest/external-task/fetchAndLock", "", fetch, "Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"), 401, "AuthenticationException")

@@ -75,6 +75,24 @@ func TestEveryProblemCodeIsDocumented(t *testing.T) {
 			t.Errorf("the README's table of problem codes lists %s, which no source answers", code)
 		}
 	}
+	// The text before the table counts the codes that share 409.
+	conflicts := 0
+	for _, statuses := range used {
+		if slices.Contains(statuses, 409) {
+			conflicts++
+		}
+	}
+	words := []string{"ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+		"twenty", "twenty-one", "twenty-two", "twenty-three", "twenty-four", "twenty-five"}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conflicts < 10 || conflicts >= 10+len(words) {
+		t.Errorf("%d codes share 409: extend the words of this check", conflicts)
+	} else if want := "(" + words[conflicts-10] + " codes share 409)"; !strings.Contains(string(readme), want) {
+		t.Errorf("the README should say %q: %d codes are answered with 409", want, conflicts)
+	}
 }
 
 // kinds names fault's kinds as the sources spell them; their statuses are

@@ -40,10 +40,11 @@ commands:
   keys rotate    re-encrypt sensitive and secret values with the first data key (resumable)
   version        print the version
 
-serve, migrate, token and keys rotate read the configuration listed by
-"relais serve --help" (a flag, else its environment variable); apply reads
-RELAIS_URL (default http://127.0.0.1:8080) and RELAIS_TOKEN. Each command
-takes --help.
+serve reads the configuration "relais serve --help" lists (a flag, else its
+environment variable); migrate, token and keys rotate read the settings that
+reach the database (their --help lists them) and ignore the others; apply
+reads RELAIS_URL (default http://127.0.0.1:8080) and RELAIS_TOKEN. Each
+command takes --help.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

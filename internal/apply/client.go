@@ -564,7 +564,10 @@ func dependsOnPlan(err error) bool {
 		return false
 	}
 	for _, e := range ae.Errors {
-		missingRevision := strings.HasSuffix(e.Path, "/definition") && strings.HasPrefix(e.Message, "unknown definition revision ")
+		// At /revision for a known definition, at /definition for a new
+		// one (and for any, from a server before that distinction).
+		missingRevision := (strings.HasSuffix(e.Path, "/definition") || strings.HasSuffix(e.Path, "/revision")) &&
+			strings.HasPrefix(e.Message, "unknown definition revision ")
 		missingDestination := strings.HasSuffix(e.Path, "/destination") && strings.HasPrefix(e.Message, "unknown destination ")
 		if !missingRevision && !missingDestination {
 			return false

@@ -163,7 +163,7 @@ type Setting struct {
 
 // Settings lists every configuration key in the order the README shows them.
 var Settings = []Setting{
-	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory. A replica opens at most 20 connections unless the URL sets pool_max_conns", kind: kindSecret,
+	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory. A replica's pool holds up to 20 connections (as many as the cores above 20) unless the URL sets pool_max_conns, plus one for its database probe", kind: kindSecret,
 		set: func(c *Config, v any) { c.DatabaseURL = v.(string) }},
 	{Env: "RELAIS_DATABASE_CONNECT_TIMEOUT", Flag: "database-connect-timeout", Default: "PT30S", Description: "how long a start waits for PostgreSQL to accept connections (logging why every 2 s) before exiting", kind: kindDuration,
 		set: func(c *Config, v any) { c.DatabaseConnectTimeout = v.(time.Duration) }},
@@ -466,7 +466,7 @@ func Default() Config {
 // examples' workers); otherPrefixes, those of its test and bench tooling.
 var (
 	otherVariables = []string{"RELAIS_URL", "RELAIS_TOKEN", "RELAIS_WORKER_PROTOCOL"}
-	otherPrefixes  = []string{"RELAIS_TEST_", "RELAIS_BENCH_", "RELAIS_OPENAPI_", "RELAIS_SKIP_"}
+	otherPrefixes  = []string{"RELAIS_TEST_", "RELAIS_BENCH_", "RELAIS_BROWSER_", "RELAIS_OPENAPI_", "RELAIS_SKIP_"}
 )
 
 // UnknownVariables says, for each RELAIS_ variable of environ (as

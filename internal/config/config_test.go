@@ -198,7 +198,7 @@ func TestLoadAdminTakesOnlyTheDatabaseSettings(t *testing.T) {
 // setting it likely misspells; settings and the variables other commands
 // and tooling read are not.
 func TestUnknownVariablesAreNamed(t *testing.T) {
-	got := UnknownVariables([]string{"RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D", "RELAIS_URL=http://x", "RELAIS_TEST_DATABASE_URL=postgres://",
+	got := UnknownVariables([]string{"RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D", "RELAIS_URL=http://x", "RELAIS_TEST_DATABASE_URL=postgres://", "RELAIS_BROWSER_TESTS=1",
 		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080"})
 	want := []string{
 		`RELAIS_COLOUR is not a Relais setting: it is ignored`,
