@@ -67,14 +67,14 @@ func CheckKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring) e
 			continue
 		}
 		if r.ID == ring.Primary() && r.RetiredAt != nil {
-			return fmt.Errorf("data key %q was retired by a key rotation: the key that rotation sealed with must come first in RELAIS_DATA_KEYS (add it if it is missing)", r.ID)
+			return fmt.Errorf("data key %q was retired by a key rotation: the key that rotation sealed with must come first among the data keys (add it if it is missing)", r.ID)
 		}
 		if _, err := ring.Open(r.Probe, []byte(probeAAD)); err != nil {
 			return fmt.Errorf("data key %q does not match the key that was used under that id: %w", r.ID, err)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("values sealed with data key(s) %s may still be stored: keep them in RELAIS_DATA_KEYS (after the primary) until `relais keys rotate` has finished",
+		return fmt.Errorf("values sealed with data key(s) %s may still be stored: keep them among the data keys (after the primary) until `relais keys rotate` has finished",
 			strings.Join(missing, ", "))
 	}
 	if !known[ring.Primary()] {

@@ -26,6 +26,11 @@ import (
 func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyring, db *database, logger *slog.Logger) (*keyring.Keyring, error) {
 	ring := configured
 	var err error
+	// Where the keys come from, which a refusal names: the fix is there.
+	source := "RELAIS_DATA_KEYS"
+	if cfg.DataKeys == "" && cfg.DataKeyFile != "" {
+		source = "RELAIS_DATA_KEY_FILE " + cfg.DataKeyFile
+	}
 	switch {
 	case ring != nil:
 	case db.embedded():
@@ -54,14 +59,21 @@ func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyrin
 			return nil, fmt.Errorf("data key file %s: %w", path, err)
 		}
 		warnIfShared(path, logger)
-	default:
-		logger.Warn("no data key configured: values of secret fields will be refused (set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
+		source = "data key file " + path
 	}
 	if configured != nil && cfg.DataKeyFile != "" {
 		warnIfShared(cfg.DataKeyFile, logger)
 	}
 	if err := engine.CheckKeys(ctx, db.pool, ring); err != nil {
-		return nil, err
+		if ring == nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	if ring == nil {
+		// Said once the database is known to hold nothing sealed: a
+		// replica that cannot start is not told what it would refuse.
+		logger.Warn("no data key configured: values of sensitive and secret fields will be refused (set RELAIS_DATA_KEYS or RELAIS_DATA_KEY_FILE)")
 	}
 	return ring, nil
 }

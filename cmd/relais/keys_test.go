@@ -29,6 +29,10 @@ func TestServeRefusesToStartWithoutTheKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "key") {
 			t.Errorf("%s: serve returned %v; want a refusal naming the data key", name, err)
 		}
+		// A wrong key is refused naming where it came from: the fix is there.
+		if keys != "" && (err == nil || !strings.HasPrefix(err.Error(), "RELAIS_DATA_KEYS: data key")) {
+			t.Errorf("%s: serve returned %v; want the refusal to name RELAIS_DATA_KEYS", name, err)
+		}
 	}
 	// With the right key it starts again.
 	startServe(t, map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_DATA_KEYS": testDataKeys})
