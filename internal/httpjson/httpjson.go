@@ -486,8 +486,9 @@ func ItemProblemOf(r *http.Request, logger *slog.Logger, err error, index int) (
 	status, doc := ProblemOf(fe)
 	if len(fe.Errors) > 0 {
 		prefix := "/items/" + strconv.Itoa(index)
-		errs := make([]fault.FieldError, len(fe.Errors))
-		for i, e := range fe.Errors {
+		listed := fe.Errors[:min(len(fe.Errors), MaxProblemErrors)] // as ProblemOf bounds them
+		errs := make([]fault.FieldError, len(listed))
+		for i, e := range listed {
 			errs[i] = fault.FieldError{Path: prefix + e.Path, Message: e.Message}
 		}
 		doc["errors"] = errs

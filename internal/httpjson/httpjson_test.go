@@ -224,6 +224,10 @@ func TestProblemsAreBounded(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
+	// A batch item's problem is bounded alike.
+	if _, item := ItemProblemOf(req, slog.New(slog.DiscardHandler), err, 3); len(item["errors"].([]fault.FieldError)) != MaxProblemErrors || item["errors_omitted"] != 5000-MaxProblemErrors {
+		t.Errorf("a batch item's problem lists %d errors, omits %v; want %d, the rest counted", len(item["errors"].([]fault.FieldError)), item["errors_omitted"], MaxProblemErrors)
+	}
 	if doc.Code != "unknown_field" || len(doc.Errors) != MaxProblemErrors || doc.ErrorsOmitted != 5000-MaxProblemErrors ||
 		!strings.HasSuffix(doc.Detail, "… (5000 in all)") || rec.Body.Len() > 20_000 {
 		t.Errorf("5,000 unknown fields: %s %d errors, %d omitted, %d bytes, detail %.200q; want %d errors, the rest counted, ten named",
