@@ -334,7 +334,13 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		}
 		return nil
 	}
-	if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID || o.WorkerID == nil || *o.WorkerID != ref.WorkerID {
+	if o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID != ref.WorkerID {
+		// The consumer's own worker: named, since a worker_id that differs
+		// from the fetch's is the usual slip (another consumer learns
+		// nothing of who holds it).
+		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by worker %q of this consumer, not %q: settle it with the worker_id that fetched it", o.ID, *o.WorkerID, ref.WorkerID)
+	}
+	if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID || o.WorkerID == nil {
 		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by another worker", o.ID)
 	}
 	if pastDeadline(o, now) {

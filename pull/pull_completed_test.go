@@ -230,8 +230,14 @@ func TestDeferAndSettleToken(t *testing.T) {
 
 	// Only the holder may defer: the usual refusals.
 	other := env.Consumer("other", crmKey)
-	wantProblem(t, "defer by another worker", act(env, consumer, id, "defer", map[string]any{"worker_id": "w2"}), 409, "locked_by_other_worker")
-	wantProblem(t, "defer by another consumer", act(env, other, id, "defer", map[string]any{"worker_id": "w1"}), 409, "locked_by_other_worker")
+	// The consumer's own other worker is told who holds it (a worker_id
+	// unlike the fetch's is the usual slip); another consumer is not.
+	if p := wantProblem(t, "defer by another worker", act(env, consumer, id, "defer", map[string]any{"worker_id": "w2"}), 409, "locked_by_other_worker"); !strings.Contains(fmt.Sprint(p["detail"]), `reserved by worker "w1" of this consumer, not "w2"`) {
+		t.Errorf("defer by another worker of the consumer: %v; want the holder named", p["detail"])
+	}
+	if p := wantProblem(t, "defer by another consumer", act(env, other, id, "defer", map[string]any{"worker_id": "w1"}), 409, "locked_by_other_worker"); strings.Contains(fmt.Sprint(p["detail"]), "w1") {
+		t.Errorf("defer by another consumer: %v; want no worker named", p["detail"])
+	}
 	d := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "waiting for a signature"}).JSON(t)
 	if d["status"] != "deferred" || d["deadline_at"] == nil {
 		t.Errorf("defer answered %v, want deferred with its deadline", d)

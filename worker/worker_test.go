@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/testlog"
 )
 
 const def = "add_company_to_crm"
@@ -1239,7 +1239,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // refused outcome is told only in the logs, and discarding them by
 // default hid it from every newcomer.
 func TestTheDefaultLoggerIsTheProgramsOwn(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	was := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	defer slog.SetDefault(was)
@@ -1262,7 +1262,7 @@ func TestInfoLogsNoRoutineTask(t *testing.T) {
 	s.add(def, 2, `{"company_name":"acme"}`)
 	s.add(def, 2, `{"company_name":"nowhere"}`)
 	h := newHarness(t, s, Config{})
-	var buf syncBuffer
+	var buf testlog.Buffer
 	h.w.log = slog.New(slog.NewTextHandler(&buf, nil))
 	h.w.Handle(def, []int{2}, func(ctx context.Context, task *Task) (any, error) {
 		if strings.Contains(string(task.Inputs), "nowhere") {
@@ -1282,22 +1282,4 @@ func TestInfoLogsNoRoutineTask(t *testing.T) {
 	if !strings.Contains(logs, "task failed") || !strings.Contains(logs, "error_code=NO_SUCH_COMPANY") {
 		t.Errorf("info-level logs:\n%s\nwant the failure reported", logs)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the goroutines that log into it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // TestUnreachableDatabaseReportsProgress: a start against a database that
@@ -30,7 +31,7 @@ func TestUnreachableDatabaseReportsProgress(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			stdout, stderr := &syncBuffer{}, &syncBuffer{}
+			stdout, stderr := &testlog.Buffer{}, &testlog.Buffer{}
 			env := map[string]string{
 				"RELAIS_DATABASE_URL":             "postgres://relais:" + password + "@" + c.addr + "/relais?sslmode=disable",
 				"RELAIS_DATABASE_CONNECT_TIMEOUT": "PT6S",
@@ -132,7 +133,7 @@ func TestMalformedDatabaseURLSaysWhatAURLLooksLike(t *testing.T) {
 	t.Parallel()
 	for _, url := range []string{"postgress://relais:s3cret-canary@127.0.0.1:5432/relais", "127.0.0.1:5432/relais"} {
 		env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_LISTEN": "127.0.0.1:0"}
-		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &syncBuffer{}, &syncBuffer{})
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &testlog.Buffer{}, &testlog.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), "starts with postgres://") || strings.Contains(err.Error(), "s3cret-canary") {
 			t.Errorf("%s: err = %v; want RELAIS_DATABASE_URL refused with the shape of a URL, no password", url, err)
 		}

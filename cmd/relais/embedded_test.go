@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // relaisProcess is relais serve running as a child process (the test binary
@@ -26,7 +27,7 @@ import (
 type relaisProcess struct {
 	cmd    *exec.Cmd
 	base   string
-	stderr *syncBuffer
+	stderr *testlog.Buffer
 }
 
 func startProcess(t *testing.T, env ...string) *relaisProcess {
@@ -37,7 +38,7 @@ func startProcess(t *testing.T, env ...string) *relaisProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &relaisProcess{cmd: cmd, stderr: &syncBuffer{}}
+	p := &relaisProcess{cmd: cmd, stderr: &testlog.Buffer{}}
 	cmd.Stderr = p.stderr
 	began := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // The test binary doubles as the relais binary for tests that must kill it:
@@ -41,31 +42,13 @@ func TestMain(m *testing.M) {
 	dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate)
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var listenRE = regexp.MustCompile(`Relais listening on (http://\S+)`)
 
 // relais is a serve running in this process.
 type relais struct {
 	base   string
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *testlog.Buffer
+	stderr *testlog.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -73,7 +56,7 @@ type relais struct {
 func startServe(t *testing.T, env map[string]string) *relais {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &relais{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	r := &relais{stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	if _, ok := env["RELAIS_LISTEN"]; !ok {
 		env["RELAIS_LISTEN"] = "127.0.0.1:0"
 	}

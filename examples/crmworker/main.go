@@ -48,7 +48,16 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	}
 	// Revision 1 is the contract this code was written against; a later
 	// revision stays with the workers that understand it.
-	w.Handle("add_company_to_crm", []int{1}, newCRM().addCompany)
+	c := newCRM()
+	w.Handle("add_company_to_crm", []int{1}, func(ctx context.Context, t *worker.Task) (any, error) {
+		out, err := c.addCompany(ctx, t)
+		if r, ok := out.(result); ok && err == nil {
+			// The SDK logs a completion at debug level only: a worker says
+			// what it did in its own words (never the inputs' values).
+			logger.Info("company added to the CRM", "occurrence", t.ID, "result", r.Result, "crm_id", r.CRMID)
+		}
+		return out, err
+	})
 	return w.Run(ctx)
 }
 

@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/internal/testlog"
 )
 
 // relais is the least of the pull protocol this worker needs: a queue of
@@ -76,8 +79,9 @@ func TestRun(t *testing.T) {
 	env := map[string]string{"RELAIS_URL": srv.URL, "RELAIS_TOKEN": "consumer-token"}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	var logs testlog.Buffer
 	go func() {
-		done <- run(ctx, func(k string) string { return env[k] }, slog.New(slog.NewTextHandler(t.Output(), nil)))
+		done <- run(ctx, func(k string) string { return env[k] }, slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), &logs), nil)))
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		fake.mu.Lock()
@@ -112,6 +116,11 @@ func TestRun(t *testing.T) {
 	}
 	if c := fake.settled["c"]; c["action"] != "fail" || c["error_code"] != "INVALID_COUNTRY" || c["retryable"] != false {
 		t.Errorf("c settled as %v; want a non-retryable INVALID_COUNTRY failure", c)
+	}
+	// Someone running the example sees what it did, line by line, and no
+	// input's value (the company's name).
+	if got := strings.Count(logs.String(), "company added to the CRM"); got != 2 || strings.Contains(logs.String(), "Acme") {
+		t.Errorf("logs:\n%s\nwant a line for each of the two companies handled, without their names", logs.String())
 	}
 }
 

@@ -1,16 +1,15 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, engine.SchemaFingerprint(), engine.Migrate) }
@@ -73,7 +72,7 @@ func TestDeliversAndReconnects(t *testing.T) {
 func TestBackoffStartsOverOnceListening(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	l := New(pool, slog.New(slog.NewTextHandler(&logs, nil)))
 	reconnected := make(chan struct{}, 1)
 	l.Handle("relais_test", func(string) {})
@@ -106,15 +105,3 @@ func TestBackoffStartsOverOnceListening(t *testing.T) {
 		}
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
