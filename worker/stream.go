@@ -252,9 +252,9 @@ type streamSession struct {
 // lock duration, so after the stream's last event it should last about two
 // thirds of a lock duration more: a replica that dies leaves it held, and
 // an outcome reported meanwhile (to the replica restarted, or another)
-// still settles the task instead of seeing it run again. Retries stop half
-// a lock duration past the last event, leaving a sixth for the network and
-// a late extension. The estimate can only be long, never wrong in effect:
+// still settles the task instead of seeing it run again. Once the stream
+// ended (or the worker drains), retries stop half a lock duration past the
+// last event, leaving a sixth for the network and a late extension. The estimate can only be long, never wrong in effect:
 // Relais checks the lock, and refuses an outcome whose lock lapsed (an
 // extension that failed while heartbeats went on, in a database outage),
 // which ends the retries as any refusal does; a stream that ends cleanly
@@ -266,12 +266,23 @@ type streamLock struct {
 	taskCtx context.Context
 }
 
-// expiry is half a lock duration past the stream's last event, and one
-// lock duration past since at most: a stream whose heartbeats go on while
-// its replica cannot reach the database keeps the last event fresh but not
-// the lock, and a worker shutting down would wait for the outage's end.
+// expiry is, while the stream lives and the worker runs on, a lock
+// duration from now: the replica extends the lock for as long as the
+// stream holds the task, and says so if it lost it (lost), or refuses the
+// outcome (lock_expired after a database outage longer than the lock).
+// Giving up then would leave the task held by the stream, neither settled
+// nor offered again, until the stream ends. Otherwise (the stream ended,
+// its replica perhaps dead with the lock held; the worker shutting down)
+// it is half a lock duration past the stream's last event, and one lock
+// duration past since at most: a stream whose heartbeats go on while its
+// replica cannot reach the database keeps the last event fresh but not
+// the lock, and a worker shutting down would wait for the outage's end
+// (its stream, closed at the end of Run, hands back what it holds).
 func (l *streamLock) expiry(since time.Time) time.Time {
 	d := l.s.r.w.cfg.LockDuration
+	if l.s.live() && !l.s.r.draining.Load() {
+		return time.Now().Add(d)
+	}
 	until := time.Unix(0, l.s.lastEvent.Load()).Add(d / 2)
 	if limit := since.Add(d); limit.Before(until) {
 		return limit
@@ -285,6 +296,17 @@ func (l *streamLock) expiry(since time.Time) time.Time {
 func (l *streamLock) lost() bool {
 	cause := context.Cause(l.taskCtx)
 	return errors.Is(cause, ErrCancelled) || errors.Is(cause, ErrLockLost) && !errors.Is(cause, errStreamEnded)
+}
+
+// live reports whether the session's reader still runs (its stream has
+// not ended).
+func (s *streamSession) live() bool {
+	select {
+	case <-s.ended:
+		return false
+	default:
+		return true
+	}
 }
 
 // errStreamEnded is why a streamed task's handler is cancelled when its

@@ -375,6 +375,38 @@ func TestStreamOutcomeOutlastsAnOutage(t *testing.T) {
 	}
 }
 
+// An outcome the replica cannot take for longer than a lock duration,
+// while the stream lives and the replica extends the lock (a database
+// outage the stream's heartbeats outlive), is reported once it can: the
+// worker used to give up after a lock duration, leaving the task held by
+// the stream, neither settled nor offered again, until the stream ended.
+func TestStreamOutcomeOutlastsTheLockWhileTheStreamLives(t *testing.T) {
+	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	r := &relais{env: env, consumer: env.Consumer("crm-sync", def)}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	down := &outage{procedure: "Complete", lasts: 5 * time.Second, base: tr}
+	var handled atomic.Int32
+	run := r.run(t, Config{Concurrency: 1, LockDuration: 2 * time.Second, HTTPClient: &http.Client{Transport: down}}, func(ctx context.Context, task *Task) (any, error) {
+		handled.Add(1)
+		return created(ctx, task)
+	})
+	inst := r.start(t, "Acme")
+	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed once the outcome could be reported", got)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := handled.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want once", n)
+	}
+	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 1 {
+		t.Errorf("attempts %v, want one", a)
+	}
+}
+
 // A task pushed on a new stream while the only slot is still held by a
 // task of the stream that ended (its handler ignoring the cancellation)
 // waits for that slot, and runs once the old handler returns: slots are
@@ -485,12 +517,29 @@ func TestStreamNeverHoldsMoreThanItsConcurrency(t *testing.T) {
 	}
 }
 
-// A started streamed task's outcome is retried for half a lock duration
-// past its stream's last event, and no longer once Relais took the task
-// back; a stream that ended says nothing of its lock (its replica may have
+// A started streamed task's outcome is retried while its stream lives
+// (the replica extends the lock meanwhile: giving up left the task held by
+// the stream, neither settled nor offered again, after a database outage);
+// once the stream ended, or the worker drains, for half a lock duration
+// past the stream's last event; and no longer once Relais took the task
+// back. A stream that ended says nothing of its lock (its replica may have
 // died holding it).
 func TestStreamLockBound(t *testing.T) {
-	s := &streamSession{r: &run{w: &Worker{cfg: Config{LockDuration: time.Minute}}}}
+	r := &run{w: &Worker{cfg: Config{LockDuration: time.Minute}}}
+	live := &streamSession{r: r, ended: make(chan struct{})}
+	live.lastEvent.Store(time.Now().Add(-10 * time.Minute).UnixNano())
+	l := &streamLock{s: live, taskCtx: context.Background()}
+	if left := time.Until(l.expiry(time.Now().Add(-time.Hour))); left < 50*time.Second {
+		t.Errorf("a live stream's task: %v left to report its outcome, want a lock duration from now whatever the last event", left)
+	}
+	r.draining.Store(true)
+	if left := time.Until(l.expiry(time.Now().Add(-time.Hour))); left > 0 {
+		t.Errorf("a draining worker's task: %v left, want the bound of its last event", left)
+	}
+	r.draining.Store(false)
+
+	s := &streamSession{r: r, ended: make(chan struct{})}
+	close(s.ended)
 	last := time.Now().Add(-10 * time.Second)
 	s.lastEvent.Store(last.UnixNano())
 	for _, c := range []struct {
