@@ -46,6 +46,10 @@ type fakeServer struct {
 	extends   []extendRecord
 	releases  []settleRecord
 	noRelease bool // answer release with 404, as a Relais before DESIGN §11
+	// loseAnswer makes the next fetch that claims tasks keep its answer
+	// until the client leaves, as an answer written into a connection the
+	// worker was closing.
+	loseAnswer bool
 	waiting   int  // long polls now waiting
 	aborted   int  // long polls the client gave up on
 	dropped   int  // requests lost to an outage
@@ -385,6 +389,14 @@ func (s *fakeServer) fetch(r *http.Request) (any, *protoError) {
 			ids = s.claimLocked(req.WorkerID, req.Subscriptions, *req.MaxTasks+s.overdeliver, lock)
 		}
 		rec.Replayed = replay
+		if len(ids) > 0 && s.loseAnswer {
+			s.loseAnswer = false
+			s.replays[key] = ids
+			s.fetches = append(s.fetches, rec)
+			s.mu.Unlock()
+			<-r.Context().Done()
+			return nil, refuse(499, "client_gone", "the client gave up")
+		}
 		if len(ids) > 0 || !time.Now().Before(deadline) {
 			if req.RequestID != "" && !replay {
 				s.replays[key] = ids

@@ -686,7 +686,33 @@ func (r *run) fetch(ctx context.Context, n int) ([]*Task, error) {
 		out.Occurrences = nil
 		err = r.post(ctx, req, &out)
 	}
+	if err != nil && ctx.Err() != nil && !neverSent(err) {
+		r.handBackCutFetch(ctx, req)
+	}
 	return out.Occurrences, err
+}
+
+// handBackCutFetch gives back what a fetch the shutdown cut short may have
+// claimed: a server that claimed tasks as the worker left answered into a
+// closed connection, and they would wait for their locks to lapse, an
+// attempt spent each. The same request_id without a wait answers what the
+// fetch still holds (or claims what is available now, given back alike).
+func (r *run) handBackCutFetch(ctx context.Context, req fetchRequest) {
+	w := r.w
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	req.Wait = isoduration.Format(0)
+	var out struct {
+		Occurrences []*Task `json:"occurrences"`
+	}
+	if err := w.post(pctx, fetchPath, req, &out); err != nil {
+		w.log.Debug("asking what a fetch cut short by the shutdown had claimed failed", "err", err)
+		return
+	}
+	for _, t := range out.Occurrences {
+		t.wire = restWire{w}
+		r.handBack(t, w.log.With(taskAttrs(t)...))
+	}
 }
 
 func (r *run) post(ctx context.Context, req fetchRequest, out any) error {

@@ -577,8 +577,10 @@ func TestGracefulShutdownWaitsForHandler(t *testing.T) {
 	if st := s.status(id); st != "completed" {
 		t.Errorf("status = %s; want completed", st)
 	}
-	if f, _, _, _ := s.snapshot(); len(f) != 2 {
-		t.Errorf("fetches = %d; want the first and the abandoned one only", len(f))
+	// The first, the abandoned one, and the same again without a wait,
+	// which asks what the abandoned one held (nothing, here).
+	if f, _, _, _ := s.snapshot(); len(f) != 3 || f[2].RequestID != f[1].RequestID || f[2].Wait != "PT0S" {
+		t.Errorf("fetches = %+v; want the first, the abandoned one, and its replay without a wait", f)
 	}
 }
 
@@ -1234,6 +1236,34 @@ func TestFetchNeverSentIsNotReplayed(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A fetch the shutdown cuts short as the server claims tasks for it (its
+// answer written into a connection the worker was closing) leaves nothing
+// locked to nobody: the worker asks again with the same request_id and
+// gives back what it held, instead of leaving each task to wait for its
+// lock to lapse, an attempt spent.
+func TestShutdownGivesBackWhatACutFetchClaimed(t *testing.T) {
+	s := newFake(t)
+	s.maxAttempts = 3
+	s.loseAnswer = true
+	h := newHarness(t, s, Config{})
+	h.w.Handle(def, []int{2}, func(ctx context.Context, task *Task) (any, error) {
+		t.Errorf("handler ran for %s: the lost answer's task must not run", task.ID)
+		return created(ctx, task)
+	})
+	h.start()
+	id := s.add(def, 2, `{"company_name":"acme"}`)
+	waitFor(t, "the claim whose answer is lost", func() bool { return s.countStatus("reserved") == 1 })
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	s.mu.Lock()
+	status, attempt, releases := s.tasks[id].status, s.tasks[id].attempt, len(s.releases)
+	s.mu.Unlock()
+	if status != "available" || attempt != 0 || releases != 1 {
+		t.Errorf("after the shutdown: task %s at attempt %d, %d releases; want available again, its attempt given back", status, attempt, releases)
+	}
+}
 
 // Without a Logger the worker logs to the program's default logger: a
 // refused outcome is told only in the logs, and discarding them by
