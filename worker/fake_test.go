@@ -50,9 +50,9 @@ type fakeServer struct {
 	// until the client leaves, as an answer written into a connection the
 	// worker was closing.
 	loseAnswer bool
-	waiting   int  // long polls now waiting
-	aborted   int  // long polls the client gave up on
-	dropped   int  // requests lost to an outage
+	waiting    int // long polls now waiting
+	aborted    int // long polls the client gave up on
+	dropped    int // requests lost to an outage
 }
 
 type fakeTask struct {
