@@ -685,10 +685,12 @@ func (s *streamSession) acknowledge(ctx context.Context) {
 }
 
 // watch drops a connection that fell silent: a half-open TCP connection
-// would otherwise hold the worker forever.
+// would otherwise hold the worker forever. It looks every second at most,
+// so that a silence is caught when it passes its bound, not up to an
+// interval later.
 func (s *streamSession) watch(ctx context.Context) {
 	defer s.done.Done()
-	t := time.NewTicker(s.interval)
+	t := time.NewTicker(min(s.interval, time.Second))
 	defer t.Stop()
 	for {
 		select {

@@ -724,6 +724,77 @@ func TestSubscribeGivesUpOnASilentServer(t *testing.T) {
 	}
 }
 
+// freezer stops the first Subscribe's answer once told to, as a half-open
+// connection would: its body neither yields bytes nor ends until the
+// client closes it. Other requests, later subscriptions included, pass.
+type freezer struct {
+	base       http.RoundTripper
+	frozen     chan struct{}
+	subscribes atomic.Int32
+}
+
+func (f *freezer) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := f.base.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, "/Subscribe") || f.subscribes.Add(1) > 1 {
+		return res, err
+	}
+	res.Body = &frozenBody{ReadCloser: res.Body, ctx: req.Context(), frozen: f.frozen, closed: make(chan struct{})}
+	return res, nil
+}
+
+type frozenBody struct {
+	io.ReadCloser
+	ctx       context.Context // the request's: the client giving up ends a read
+	frozen    chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (b *frozenBody) Read(p []byte) (int, error) {
+	select {
+	case <-b.frozen:
+		select {
+		case <-b.closed:
+		case <-b.ctx.Done():
+		}
+		return 0, io.ErrUnexpectedEOF
+	default:
+		return b.ReadCloser.Read(p)
+	}
+}
+
+func (b *frozenBody) Close() error {
+	b.closeOnce.Do(func() { close(b.closed) })
+	return b.ReadCloser.Close()
+}
+
+// A stream that falls silent (a half-open connection, a frozen replica) is
+// dropped once three heartbeat intervals and a second pass without an
+// event, and the worker subscribes again and takes work.
+func TestASilentStreamIsDroppedInTime(t *testing.T) {
+	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	r := &relais{env: env, consumer: env.Consumer("crm-sync", def)}
+	f := &freezer{base: http.DefaultTransport.(*http.Transport).Clone(), frozen: make(chan struct{})}
+	r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: f}}, created)
+	close(f.frozen)
+	froze := time.Now()
+	relaistest.WaitFor(t, 10*time.Second, "a new subscription after the silence", func() (bool, string) {
+		return f.subscribes.Load() >= 2, fmt.Sprint(f.subscribes.Load(), " subscriptions")
+	})
+	// Silent for 3 s and a second (from the last heartbeat, up to a second
+	// before the freeze), caught within the second after; a loaded
+	// machine's scheduling aside.
+	if d := time.Since(froze); d > 8*time.Second {
+		t.Errorf("subscribed again %v after the stream fell silent, want within 3 heartbeats, a second, and the second it is checked in", d)
+	}
+	inst := r.start(t, "Acme")
+	if got := r.env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
+		t.Errorf("an instance started after the new subscription: %v, want completed", got)
+	}
+}
+
 // A clean shutdown under load spends no attempt on work that never ran
 // (six shutdowns: without the draining heartbeat, about one in three
 // loses some):
