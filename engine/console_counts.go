@@ -88,3 +88,11 @@ func (e *Engine) OccurrenceCounts(ctx context.Context) ([]OccurrenceCount, time.
 func (e *Engine) FreshOccurrenceCounts(ctx context.Context) ([]OccurrenceCount, time.Time, error) {
 	return e.counts.Fresh(ctx)
 }
+
+// DefinitionKeys is every definition's key, cached as OccurrenceCounts is:
+// the relais_occurrences gauge gives a definition without occurrences its
+// zeros, so that an alert on a status has a series from the start.
+func (e *Engine) DefinitionKeys(ctx context.Context) ([]string, error) {
+	keys, _, err := e.defined.Get(ctx)
+	return keys, err
+}

@@ -49,6 +49,7 @@ type Engine struct {
 	schemas   *contracts.Cache
 	memo      *memo
 	counts    *snapshot.Cache[[]OccurrenceCount]
+	defined   *snapshot.Cache[[]string]
 	health    *snapshot.Cache[Health]
 	// group commits settlements and claims, starts their own lanes: a
 	// producer waits for its start, which must not queue behind the
@@ -111,6 +112,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
 		StampWith(e.Now)
 	e.health = snapshot.New("health", e.Health, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now)
+	e.defined = snapshot.New("definition keys", e.q.DefinitionKeys, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now)
 	e.group = newGroupCommit(e, opts.GroupLanes)
 	e.starts = newGroupCommit(e, opts.GroupLanes)
 	return e

@@ -77,6 +77,18 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 		}
 		byDefinition[r.Definition][r.Status] = r.Count
 	}
+	// A definition without occurrences (new, or its history deleted by
+	// retention) has its series too, at zero: an alert on a status must
+	// not wait for a first occurrence to have something to watch.
+	if keys, err := c.eng.DefinitionKeys(ctx); err != nil {
+		c.logger.Debug("metrics: definition keys unavailable", "err", err)
+	} else {
+		for _, k := range keys {
+			if byDefinition[k] == nil {
+				byDefinition[k] = map[string]int64{}
+			}
+		}
+	}
 	for def, byStatus := range byDefinition {
 		for _, s := range occurrenceStatuses {
 			ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(byStatus[s]), def, s)

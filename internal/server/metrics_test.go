@@ -34,6 +34,8 @@ func TestMetricsAfterActivity(t *testing.T) {
 	env := relaistest.New(t)
 	crm := env.Definition("add_company_to_crm.yaml")
 	score := env.Definition("score_company.yaml")
+	// Defined, never run: its series are there, at zero.
+	idle := env.Definition("charge_card.yaml")
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"outputs":{"score":42,"band":"low"}}`)
@@ -118,7 +120,7 @@ func TestMetricsAfterActivity(t *testing.T) {
 
 	// The counts are the engine's cache: they catch up within its TTL.
 	want := map[[2]string]float64{{crm, "completed"}: 2, {crm, "failed"}: 1, {crm, "available"}: 0, {crm, "reserved"}: 0,
-		{crm, "cancelled"}: 0, {crm, "deferred"}: 0, {score, "completed"}: 1}
+		{crm, "cancelled"}: 0, {crm, "deferred"}: 0, {score, "completed"}: 1, {idle, "available"}: 0, {idle, "failed"}: 0}
 	var m relaistest.Metrics
 	relaistest.WaitFor(t, 15*time.Second, "relais_occurrences counts what happened", func() (bool, string) {
 		m = env.Metrics()
