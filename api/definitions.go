@@ -80,8 +80,7 @@ func (a *API) putWorking() http.Handler {
 		if dryRun {
 			// Every check, nothing stored: `relais apply --dry-run` refuses
 			// what the real apply would.
-			save = a.eng.CheckWorking
-			w.Header().Set("Relais-Applied", "false")
+			save = a.eng.CheckWorking // Relais-Applied: false is the server's
 		}
 		d, created, err := save(r.Context(), chi.URLParam(r, "key"), body)
 		if err != nil {

@@ -44,6 +44,7 @@ func (a *API) putDestination() http.Handler {
 		if err != nil {
 			return err
 		}
+		// Relais-Applied: false is the server's, for every dry run.
 		dryRun, err := httpjson.DryRun(r)
 		if err != nil {
 			return err
@@ -54,10 +55,6 @@ func (a *API) putDestination() http.Handler {
 			return err
 		}
 		status := http.StatusOK
-		if dryRun {
-			// The answer says what the put would change: nothing did.
-			w.Header().Set("Relais-Applied", "false")
-		}
 		if change == engine.Created && !dryRun {
 			status = http.StatusCreated
 			located(w, "/api/v1/destinations/"+url.PathEscape(dest.Name))

@@ -49,6 +49,20 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	if r := env.Must(200, "POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, doc); r.Header.Get("Relais-Applied") != "false" {
 		t.Errorf("a process's dry run: Relais-Applied %q, want false", r.Header.Get("Relais-Applied"))
 	}
+	// A refused dry run says so too, malformed bodies included.
+	for _, c := range []struct {
+		method, path, token string
+		body                any
+	}{
+		{"POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, map[string]any{"start": 3}},
+		{"POST", "/api/v1/processes/onboard/versions?dry_run=true", env.Designer, "{"},
+		{"PUT", "/api/v1/destinations/scoring?dry_run=true", env.Admin, map[string]any{"url": "ftp://x", "max_timeout": "PT5S"}},
+		{"PUT", "/api/v1/destinations/scoring?dry_run=true", env.Admin, "{"},
+	} {
+		if r := env.Do(c.method, c.path, c.token, c.body); r.Status < 400 || r.Header.Get("Relais-Applied") != "false" {
+			t.Errorf("%s %s with %v: %d, Relais-Applied %q; want a refusal saying false", c.method, c.path, c.body, r.Status, r.Header.Get("Relais-Applied"))
+		}
+	}
 	env.Must(201, "POST", "/api/v1/processes/onboard/versions?dry_run=false", env.Designer, doc)
 }
 

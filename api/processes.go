@@ -39,6 +39,7 @@ func (a *API) publishProcess() http.Handler {
 		if err != nil {
 			return err
 		}
+		// Relais-Applied: false is the server's, for every dry run.
 		dryRun, err := httpjson.DryRun(r)
 		if err != nil {
 			return err
@@ -50,7 +51,6 @@ func (a *API) publishProcess() http.Handler {
 			if err != nil {
 				return err
 			}
-			w.Header().Set("Relais-Applied", "false")
 			httpjson.Encode(w, http.StatusOK, map[string]any{"process": chi.URLParam(r, "key"), "version": v, "exists": exists, "dry_run": true})
 			return nil
 		}

@@ -374,6 +374,7 @@ const MaxRotationOverlap = 7 * 24 * time.Hour
 
 // RevokeConsumer revokes a consumer: its tokens stop working at once.
 func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
+	var settleRevoked int64
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		if _, err := q.ConsumerRevoke(ctx, id); isNoRows(err) {
 			return notFound("consumer %d", id)
@@ -386,15 +387,17 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
 			return err
 		}
-		if _, err := q.SettleTokenDeleteByConsumer(ctx, id); err != nil {
+		n, err := q.SettleTokenDeleteByConsumer(ctx, id)
+		if err != nil {
 			return err
 		}
+		settleRevoked = n
 		return q.ConsumerTokenRevokeAll(ctx, &id)
 	})
 	if err != nil {
 		return wrap("revoke consumer", err)
 	}
-	e.logAccess(ctx, EventConsumerRevoked, "consumer", id)
+	e.logAccess(ctx, EventConsumerRevoked, "consumer", id, "settle_tokens_revoked", settleRevoked)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -279,8 +280,11 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 			return p, fault.New(fault.BadRequest, "invalid_request", "business_key is empty: leave it out for an instance without one").
 				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not be empty or blank"}})
 		case strings.TrimSpace(k) != k:
-			return p, fault.New(fault.BadRequest, "invalid_request", "business_key begins or ends with white space, which filters and the console trim").
+			return p, fault.New(fault.BadRequest, "invalid_request", "business_key begins or ends with white space, which the console's filter trims: an instance so keyed is found only by an exact API filter").
 				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not begin or end with white space"}})
+		case strings.ContainsFunc(k, invisible):
+			return p, fault.New(fault.BadRequest, "invalid_request", "business_key holds an invisible character (a control or format character, such as a byte order mark from a CSV export): nobody could type it in a filter").
+				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not hold control or format characters"}})
 		}
 	}
 	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
@@ -530,3 +534,7 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 	}
 	return e.GetInstance(ctx, id)
 }
+
+// invisible reports a control or format character (a byte order mark, a
+// zero-width space): one no filter typed by hand would hold.
+func invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }

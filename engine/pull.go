@@ -338,7 +338,7 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		// The consumer's own worker: named, since a worker_id that differs
 		// from the fetch's is the usual slip (another consumer learns
 		// nothing of who holds it).
-		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by worker %q of this consumer, not %q: settle it with the worker_id that fetched it", o.ID, *o.WorkerID, ref.WorkerID)
+		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by worker %q of this consumer, not %q: use the worker_id that fetched it", o.ID, *o.WorkerID, ref.WorkerID)
 	}
 	if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID || o.WorkerID == nil {
 		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by another worker", o.ID)

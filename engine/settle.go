@@ -163,7 +163,7 @@ type SettleScope struct {
 
 // errSettleToken is the one refusal of a settle token, whatever the cause
 // (unknown, expired, settled): it reveals nothing.
-var errSettleToken = fault.New(fault.Unauthorized, "unauthorized", "the settle token is unknown, expired or used (its occurrence is no longer deferred)")
+var errSettleToken = fault.New(fault.Unauthorized, "unauthorized", "the settle token is unknown, expired, used (its occurrence is no longer deferred), or revoked with its consumer's tokens")
 
 // AuthenticateSettleToken resolves a settle token to its scope.
 func (e *Engine) AuthenticateSettleToken(ctx context.Context, token string) (SettleScope, error) {

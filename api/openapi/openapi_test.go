@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -453,4 +454,43 @@ func TestNoProseBecameAKey(t *testing.T) {
 		}
 	}
 	walk(doc, "")
+}
+
+// Every operation that can succeed has its own operationId: a generated
+// client names its methods after them, and one left without is named by
+// the generator's guess (apiV1InstancesIdStopPost). Writes that only ever
+// answer 405 (immutable resources) need none.
+func TestEveryOperationHasAnID(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.JSON(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for path, ops := range doc.Paths {
+		for method, raw := range ops {
+			if method == "parameters" {
+				continue
+			}
+			var op struct {
+				OperationID string                     `json:"operationId"`
+				Responses   map[string]json.RawMessage `json:"responses"`
+			}
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			succeeds := slices.ContainsFunc(slices.Collect(maps.Keys(op.Responses)), func(s string) bool { return strings.HasPrefix(s, "2") })
+			if !succeeds {
+				continue
+			}
+			where := method + " " + path
+			if op.OperationID == "" {
+				t.Errorf("%s has no operationId", where)
+			} else if other, dup := seen[op.OperationID]; dup {
+				t.Errorf("%s and %s share the operationId %s", where, other, op.OperationID)
+			}
+			seen[op.OperationID] = where
+		}
+	}
 }

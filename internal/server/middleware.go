@@ -214,6 +214,21 @@ func noStore(next http.Handler) http.Handler {
 	})
 }
 
+// dryRunMarked says Relais-Applied: false on every answer to a request
+// that asks ?dry_run=true, a refusal included, whoever refuses it (a body
+// check before the route, the route's own checks): nothing was applied,
+// and a client reading the header learns it whatever the status. A route
+// that takes no dry_run refuses the parameter, which applies nothing
+// either.
+func dryRunMarked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("dry_run") == "true" {
+			w.Header().Set("Relais-Applied", "false")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // bodyReadTimeout bounds the reading of a request body, from the end of
 // its headers to its last byte (a variable for tests).
 var bodyReadTimeout = 30 * time.Second

@@ -202,7 +202,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 			}
 			return httpauth.Preauthenticate(r, lookup)
 		}
-		r.Use(gate.guard, noSniff, noStore, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
+		r.Use(gate.guard, noSniff, noStore, dryRunMarked, refuseUnstorable(d.Logger), strictBodies(d.Logger, d.Config.MaxBodyBytes, authenticated))
 		// /definitions/ is /definitions, on every route alike (chi would
 		// answer some with their list and others 404).
 		r.Use(middleware.StripSlashes)
