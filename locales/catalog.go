@@ -1231,249 +1231,249 @@ const enData string = "" + // Size: 22655 bytes
 
 var frIndex = []uint32{ // 648 elements
 	// Entry 0 - 1F
-	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
-	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
-	0x000000a6, 0x000000d1, 0x000000fb, 0x00000132,
-	0x00000184, 0x000001b0, 0x000001c5, 0x000001d9,
-	0x00000203, 0x00000285, 0x0000035a, 0x00000371,
-	0x0000039c, 0x000003f2, 0x00000478, 0x00000490,
-	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
-	0x000006c8, 0x00000711, 0x0000075b, 0x00000795,
+	0x00000000, 0x0000000c, 0x0000001a, 0x00000035,
+	0x0000003d, 0x00000045, 0x0000004c, 0x00000077,
+	0x000000a4, 0x000000cf, 0x000000f9, 0x00000130,
+	0x00000182, 0x000001ae, 0x000001c3, 0x000001d7,
+	0x00000200, 0x00000281, 0x00000356, 0x0000036c,
+	0x00000397, 0x000003ed, 0x00000473, 0x0000048b,
+	0x000004b4, 0x000004f9, 0x000005c1, 0x000005d7,
+	0x000006c3, 0x0000070c, 0x00000756, 0x00000790,
 	// Entry 20 - 3F
-	0x000007c6, 0x000007dd, 0x00000862, 0x0000093a,
-	0x0000097f, 0x000009f4, 0x00000a28, 0x00000a85,
-	0x00000aee, 0x00000b65, 0x00000bce, 0x00000bdf,
-	0x00000c3a, 0x00000c9a, 0x00000ca1, 0x00000ce2,
-	0x00000cf6, 0x00000d94, 0x00000dc8, 0x00000e07,
-	0x00000e98, 0x00000f18, 0x00000f54, 0x00000f94,
-	0x00000fed, 0x0000102b, 0x00001069, 0x000010a6,
-	0x00001125, 0x0000116f, 0x00001207, 0x00001270,
+	0x000007c1, 0x000007d8, 0x0000085d, 0x00000935,
+	0x0000097a, 0x000009ef, 0x00000a23, 0x00000a80,
+	0x00000ae9, 0x00000b60, 0x00000bc9, 0x00000bda,
+	0x00000c35, 0x00000c95, 0x00000c9c, 0x00000cdd,
+	0x00000cf1, 0x00000d8f, 0x00000dc3, 0x00000e01,
+	0x00000e92, 0x00000f12, 0x00000f4c, 0x00000f8c,
+	0x00000fe5, 0x00001023, 0x00001061, 0x0000109e,
+	0x0000111d, 0x00001167, 0x000011ff, 0x00001268,
 	// Entry 40 - 5F
-	0x000012aa, 0x0000130b, 0x0000139d, 0x000013a9,
-	0x000013b3, 0x000013ba, 0x000013c7, 0x000013da,
-	0x000013ee, 0x0000159a, 0x000015bc, 0x000015f1,
-	0x000016da, 0x0000174f, 0x0000182e, 0x0000184e,
-	0x00001854, 0x00001858, 0x0000185f, 0x00001865,
-	0x0000187b, 0x00001892, 0x000018a2, 0x000018ad,
-	0x000018bf, 0x0000196a, 0x00001972, 0x00001988,
-	0x0000199c, 0x000019c8, 0x000019db, 0x00001aae,
+	0x000012a2, 0x00001303, 0x00001395, 0x000013a1,
+	0x000013ab, 0x000013b2, 0x000013bf, 0x000013d2,
+	0x000013e6, 0x00001592, 0x000015b4, 0x000015e9,
+	0x000016d2, 0x00001747, 0x00001826, 0x00001846,
+	0x0000184c, 0x00001850, 0x00001857, 0x0000185d,
+	0x00001873, 0x0000188a, 0x0000189a, 0x000018a5,
+	0x000018b7, 0x00001962, 0x0000196a, 0x00001980,
+	0x00001994, 0x000019c0, 0x000019d3, 0x00001aa6,
 	// Entry 60 - 7F
-	0x00001af7, 0x00001b39, 0x00001b6f, 0x00001bfe,
-	0x00001c0d, 0x00001c14, 0x00001c25, 0x00001c3b,
-	0x00001c41, 0x00001c52, 0x00001c5c, 0x00001c66,
-	0x00001c8d, 0x00001ca9, 0x00001cb1, 0x00001cbe,
-	0x00001cca, 0x00001cd1, 0x00001cf5, 0x00001d05,
-	0x00001d1d, 0x00001d3e, 0x00001d71, 0x00001da2,
-	0x00001dd4, 0x00001de2, 0x00001e96, 0x00001ea8,
-	0x00001f28, 0x00001f44, 0x00001f5c, 0x00001f9f,
+	0x00001aef, 0x00001b31, 0x00001b67, 0x00001bf6,
+	0x00001c05, 0x00001c0c, 0x00001c1d, 0x00001c33,
+	0x00001c39, 0x00001c4a, 0x00001c54, 0x00001c5e,
+	0x00001c85, 0x00001ca1, 0x00001ca9, 0x00001cb6,
+	0x00001cc2, 0x00001cc9, 0x00001ced, 0x00001cfd,
+	0x00001d15, 0x00001d36, 0x00001d69, 0x00001d9a,
+	0x00001dcc, 0x00001dda, 0x00001e8e, 0x00001ea0,
+	0x00001f20, 0x00001f3c, 0x00001f54, 0x00001f97,
 	// Entry 80 - 9F
-	0x000020bd, 0x000020c9, 0x000020dc, 0x00002158,
-	0x00002174, 0x000021cb, 0x000021e3, 0x0000227b,
-	0x000022e1, 0x00002313, 0x00002319, 0x0000231e,
-	0x0000232a, 0x00002339, 0x00002345, 0x00002351,
-	0x00002363, 0x00002374, 0x000023f8, 0x000023fc,
-	0x0000240e, 0x00002425, 0x00002430, 0x00002485,
-	0x00002492, 0x000024b7, 0x000024c3, 0x000024cd,
-	0x000024d3, 0x000024df, 0x000024f7, 0x00002549,
+	0x000020b5, 0x000020c1, 0x000020d4, 0x00002150,
+	0x0000216c, 0x000021c3, 0x000021db, 0x00002273,
+	0x000022d9, 0x0000230b, 0x00002311, 0x00002316,
+	0x00002322, 0x00002331, 0x0000233d, 0x00002349,
+	0x0000235b, 0x0000236c, 0x000023f0, 0x000023f4,
+	0x00002406, 0x0000241d, 0x00002428, 0x0000247d,
+	0x0000248a, 0x000024af, 0x000024bb, 0x000024c5,
+	0x000024cb, 0x000024d7, 0x000024ef, 0x00002541,
 	// Entry A0 - BF
-	0x00002559, 0x00002569, 0x00002572, 0x0000257d,
-	0x00002585, 0x000025a5, 0x000025c7, 0x000025ef,
-	0x000025f8, 0x00002608, 0x00002628, 0x00002630,
-	0x0000263f, 0x0000265e, 0x00002689, 0x000026af,
-	0x000026bf, 0x000026c9, 0x000026d3, 0x000026f2,
-	0x00002710, 0x000027e8, 0x00002806, 0x0000284a,
-	0x00002887, 0x000028ba, 0x000028ea, 0x00002916,
-	0x00002946, 0x00002968, 0x00002983, 0x0000299e,
+	0x00002551, 0x00002561, 0x0000256a, 0x00002575,
+	0x0000257d, 0x0000259d, 0x000025bf, 0x000025e7,
+	0x000025f0, 0x00002600, 0x00002620, 0x00002628,
+	0x00002637, 0x00002656, 0x00002681, 0x000026a7,
+	0x000026b7, 0x000026c1, 0x000026cb, 0x000026ea,
+	0x00002708, 0x000027e0, 0x000027fe, 0x00002842,
+	0x0000287f, 0x000028b2, 0x000028e2, 0x0000290e,
+	0x0000293e, 0x00002960, 0x0000297b, 0x00002996,
 	// Entry C0 - DF
-	0x000029ba, 0x000029d6, 0x000029ec, 0x00002a06,
-	0x00002a3d, 0x00002a73, 0x00002a93, 0x00002ab2,
-	0x00002ab9, 0x00002b23, 0x00002b39, 0x00002b3e,
-	0x00002b52, 0x00002b6a, 0x00002b8f, 0x00002bbd,
-	0x00002bcf, 0x00002be2, 0x00002bfe, 0x00002c2b,
-	0x00002c48, 0x00002c6b, 0x00002c76, 0x00002c81,
-	0x00002c8d, 0x00002df6, 0x00002e1d, 0x00002e5b,
-	0x00002e67, 0x00002e70, 0x00002e84, 0x00002e8e,
+	0x000029b2, 0x000029ce, 0x000029e4, 0x000029fe,
+	0x00002a35, 0x00002a6b, 0x00002a8b, 0x00002aaa,
+	0x00002ab1, 0x00002b1b, 0x00002b31, 0x00002b36,
+	0x00002b4a, 0x00002b62, 0x00002b87, 0x00002bb5,
+	0x00002bc7, 0x00002bda, 0x00002bf6, 0x00002c23,
+	0x00002c40, 0x00002c63, 0x00002c6e, 0x00002c79,
+	0x00002c85, 0x00002dee, 0x00002e15, 0x00002e53,
+	0x00002e5f, 0x00002e68, 0x00002e7c, 0x00002e86,
 	// Entry E0 - FF
-	0x00002eb5, 0x00002ed1, 0x00002eec, 0x00002f1c,
-	0x00002f5a, 0x00002f75, 0x00002f84, 0x00002fa5,
-	0x00003010, 0x00003028, 0x0000306e, 0x000030d9,
-	0x000030e3, 0x000030ed, 0x00003107, 0x00003150,
-	0x00003158, 0x00003163, 0x00003171, 0x00003181,
-	0x000031ab, 0x000031d4, 0x000031e4, 0x00003203,
-	0x0000320f, 0x00003228, 0x00003233, 0x00003240,
-	0x0000324f, 0x00003257, 0x00003261, 0x00003269,
+	0x00002ead, 0x00002ec9, 0x00002ee4, 0x00002f14,
+	0x00002f53, 0x00002f6e, 0x00002f7d, 0x00002f9e,
+	0x00003009, 0x00003021, 0x00003067, 0x000030d2,
+	0x000030dc, 0x000030e6, 0x00003100, 0x00003149,
+	0x00003151, 0x0000315c, 0x0000316a, 0x0000317a,
+	0x000031a4, 0x000031cd, 0x000031dd, 0x000031fc,
+	0x00003208, 0x00003221, 0x0000322c, 0x00003239,
+	0x00003248, 0x00003250, 0x0000325a, 0x00003262,
 	// Entry 100 - 11F
-	0x00003271, 0x00003277, 0x0000327e, 0x00003283,
-	0x00003288, 0x0000328c, 0x00003291, 0x00003297,
-	0x0000329d, 0x000032a3, 0x000032a8, 0x000032ad,
-	0x000032b3, 0x000032bd, 0x000032dd, 0x000032ff,
-	0x00003323, 0x00003349, 0x00003352, 0x0000336e,
-	0x00003377, 0x0000338f, 0x00003398, 0x000033ec,
-	0x0000340c, 0x00003412, 0x0000341d, 0x00003423,
-	0x00003431, 0x0000343c, 0x00003448, 0x0000347b,
+	0x0000326a, 0x00003270, 0x00003277, 0x0000327c,
+	0x00003281, 0x00003285, 0x0000328a, 0x00003290,
+	0x00003296, 0x0000329c, 0x000032a1, 0x000032a6,
+	0x000032ac, 0x000032b6, 0x000032d6, 0x000032f8,
+	0x0000331c, 0x00003342, 0x0000334b, 0x00003367,
+	0x00003370, 0x00003388, 0x00003391, 0x000033e5,
+	0x00003405, 0x0000340b, 0x00003416, 0x0000341c,
+	0x0000342a, 0x00003435, 0x00003443, 0x00003476,
 	// Entry 120 - 13F
-	0x0000349f, 0x000034ce, 0x00003517, 0x0000351e,
-	0x00003534, 0x000035a7, 0x000035cd, 0x0000375c,
-	0x00003863, 0x000038b3, 0x000038e4, 0x00003917,
-	0x00003946, 0x00003954, 0x00003961, 0x00003973,
-	0x00003988, 0x00003998, 0x000039a5, 0x000039ba,
-	0x000039cd, 0x000039f8, 0x00003a25, 0x00003a49,
-	0x00003a5b, 0x00003a93, 0x00003aaa, 0x00003ac1,
-	0x00003ac4, 0x00003ac7, 0x00003afb, 0x00003b45,
+	0x0000349a, 0x000034c9, 0x00003512, 0x00003519,
+	0x0000352f, 0x000035a2, 0x000035c8, 0x00003757,
+	0x0000385e, 0x000038ae, 0x000038df, 0x00003912,
+	0x00003941, 0x0000394f, 0x0000395c, 0x0000396e,
+	0x00003983, 0x00003993, 0x000039a0, 0x000039b5,
+	0x000039c8, 0x000039f3, 0x00003a20, 0x00003a44,
+	0x00003a56, 0x00003a8e, 0x00003aa5, 0x00003abc,
+	0x00003abf, 0x00003ac2, 0x00003af6, 0x00003b40,
 	// Entry 140 - 15F
-	0x00003b7a, 0x00003b83, 0x00003b9a, 0x00003bc8,
-	0x00003bdb, 0x00003bec, 0x00003bf7, 0x00003c02,
-	0x00003c0d, 0x00003c16, 0x00003c1f, 0x00003c28,
-	0x00003c31, 0x00003c3a, 0x00003c41, 0x00003c4f,
-	0x00003c55, 0x00003c5c, 0x00003c63, 0x00003c6c,
-	0x00003c71, 0x00003c7f, 0x00003c85, 0x00003c8b,
-	0x00003c91, 0x00003c99, 0x00003ca2, 0x00003cab,
-	0x00003cc8, 0x00003ce3, 0x00003d06, 0x00003d27,
+	0x00003b75, 0x00003b7e, 0x00003b95, 0x00003bc3,
+	0x00003bd6, 0x00003be7, 0x00003bf2, 0x00003bfd,
+	0x00003c08, 0x00003c11, 0x00003c1a, 0x00003c23,
+	0x00003c2c, 0x00003c35, 0x00003c3c, 0x00003c4a,
+	0x00003c50, 0x00003c57, 0x00003c5e, 0x00003c67,
+	0x00003c6c, 0x00003c7a, 0x00003c80, 0x00003c86,
+	0x00003c8c, 0x00003c94, 0x00003c9d, 0x00003ca6,
+	0x00003cc3, 0x00003cde, 0x00003d01, 0x00003d22,
 	// Entry 160 - 17F
-	0x00003d36, 0x00003d41, 0x00003d4c, 0x00003d59,
-	0x00003d5d, 0x00003d61, 0x00003d6f, 0x00003d7d,
-	0x00003d8b, 0x00003dab, 0x00003dbe, 0x00003dd7,
-	0x00003dec, 0x00003dfd, 0x00003e0f, 0x00003e21,
-	0x00003e27, 0x00003e2e, 0x00003e36, 0x00003e3e,
-	0x00003e5c, 0x00003e7a, 0x00003e91, 0x00003ea6,
-	0x00003eb7, 0x00003ebd, 0x00003ed6, 0x00003ee1,
-	0x00003f15, 0x00003f22, 0x00003f40, 0x00003f4e,
+	0x00003d31, 0x00003d3c, 0x00003d47, 0x00003d54,
+	0x00003d58, 0x00003d5c, 0x00003d6a, 0x00003d78,
+	0x00003d86, 0x00003da6, 0x00003db9, 0x00003dd2,
+	0x00003de7, 0x00003df8, 0x00003e0a, 0x00003e1c,
+	0x00003e22, 0x00003e29, 0x00003e31, 0x00003e39,
+	0x00003e57, 0x00003e75, 0x00003e8c, 0x00003ea1,
+	0x00003eb2, 0x00003eb8, 0x00003ed1, 0x00003edc,
+	0x00003f10, 0x00003f1d, 0x00003f3b, 0x00003f49,
 	// Entry 180 - 19F
-	0x00003f57, 0x00003f5e, 0x00003f79, 0x00003f83,
-	0x00003f96, 0x00003fd0, 0x00003fd9, 0x00003fe8,
-	0x0000404c, 0x00004058, 0x00004062, 0x00004092,
-	0x000040ed, 0x000041d4, 0x000041df, 0x00004212,
-	0x00004217, 0x00004237, 0x00004254, 0x00004274,
-	0x00004289, 0x000042ca, 0x000042d5, 0x000042df,
-	0x00004308, 0x00004319, 0x00004327, 0x00004363,
-	0x0000438d, 0x000043b5, 0x000043f4, 0x00004415,
+	0x00003f52, 0x00003f59, 0x00003f74, 0x00003f7e,
+	0x00003f91, 0x00003fcb, 0x00003fd4, 0x00003fe3,
+	0x00004047, 0x00004053, 0x0000405d, 0x0000408d,
+	0x000040e8, 0x000041cf, 0x000041da, 0x0000420d,
+	0x00004212, 0x00004232, 0x0000424f, 0x0000426f,
+	0x00004284, 0x000042c5, 0x000042d0, 0x000042da,
+	0x00004303, 0x00004314, 0x00004322, 0x0000435e,
+	0x00004388, 0x000043b0, 0x000043ef, 0x00004410,
 	// Entry 1A0 - 1BF
-	0x00004453, 0x00004493, 0x000044b3, 0x000044f4,
-	0x00004520, 0x00004538, 0x0000454c, 0x00004563,
-	0x00004571, 0x0000457c, 0x0000459f, 0x000045be,
-	0x000045ca, 0x000045e9, 0x00004637, 0x00004653,
-	0x000046c1, 0x00004708, 0x00004747, 0x00004787,
-	0x000047cd, 0x0000483f, 0x00004867, 0x0000488a,
-	0x000048c1, 0x00004908, 0x0000495b, 0x00004984,
-	0x00004a2a, 0x00004a50, 0x00004a77, 0x00004a9f,
+	0x0000444e, 0x0000448e, 0x000044ae, 0x000044ef,
+	0x0000451b, 0x00004533, 0x00004547, 0x0000455e,
+	0x0000456c, 0x00004577, 0x0000459a, 0x000045b9,
+	0x000045c5, 0x000045e4, 0x00004632, 0x0000464e,
+	0x000046bc, 0x00004703, 0x00004742, 0x00004782,
+	0x000047c8, 0x0000483a, 0x00004862, 0x00004885,
+	0x000048bc, 0x00004903, 0x00004956, 0x0000497f,
+	0x00004a25, 0x00004a4b, 0x00004a72, 0x00004a9a,
 	// Entry 1C0 - 1DF
-	0x00004ae6, 0x00004b30, 0x00004b63, 0x00004b76,
-	0x00004ba4, 0x00004be0, 0x00004bf6, 0x00004c8a,
-	0x00004c9d, 0x00004cda, 0x00004d16, 0x00004d29,
-	0x00004d7d, 0x00004db2, 0x00004dc4, 0x00004ddb,
-	0x00004e18, 0x00004e68, 0x00004e92, 0x00004e9d,
-	0x00004eba, 0x00004ed9, 0x00004eea, 0x00004f04,
-	0x00004f0d, 0x00004f17, 0x00004f4c, 0x00004f62,
-	0x00004f75, 0x00004fb2, 0x00004fcb, 0x00004fe1,
+	0x00004ae1, 0x00004b2b, 0x00004b5e, 0x00004b71,
+	0x00004b9f, 0x00004bdb, 0x00004bf1, 0x00004c85,
+	0x00004c98, 0x00004cd5, 0x00004d11, 0x00004d24,
+	0x00004d78, 0x00004dad, 0x00004dbf, 0x00004dd6,
+	0x00004e13, 0x00004e63, 0x00004e8d, 0x00004e98,
+	0x00004eb5, 0x00004ed4, 0x00004ee5, 0x00004eff,
+	0x00004f08, 0x00004f12, 0x00004f47, 0x00004f5d,
+	0x00004f6e, 0x00004fab, 0x00004fc4, 0x00004fda,
 	// Entry 1E0 - 1FF
-	0x0000500b, 0x0000501e, 0x00005025, 0x00005040,
-	0x00005062, 0x00005092, 0x000050a9, 0x000050e1,
-	0x0000511c, 0x00005148, 0x0000519b, 0x000051ab,
-	0x000051b4, 0x000051c8, 0x000051da, 0x000051f0,
-	0x00005202, 0x00005214, 0x0000521a, 0x0000522c,
-	0x0000523a, 0x00005249, 0x0000525f, 0x00005289,
-	0x000052bc, 0x000052f8, 0x0000530f, 0x000053d7,
-	0x00005404, 0x0000546f, 0x00005489, 0x000054a2,
+	0x00005004, 0x00005017, 0x0000501e, 0x00005039,
+	0x00005059, 0x00005089, 0x000050a0, 0x000050d8,
+	0x00005113, 0x0000513f, 0x00005193, 0x000051a3,
+	0x000051ae, 0x000051c2, 0x000051d4, 0x000051ea,
+	0x000051fc, 0x0000520e, 0x00005214, 0x00005226,
+	0x00005234, 0x00005243, 0x00005259, 0x00005283,
+	0x000052b6, 0x000052f2, 0x00005309, 0x000053d1,
+	0x000053fe, 0x00005469, 0x00005483, 0x0000549c,
 	// Entry 200 - 21F
-	0x000054c3, 0x000054d9, 0x000054e0, 0x000054fa,
-	0x0000558f, 0x000055f2, 0x00005605, 0x0000562c,
-	0x00005654, 0x00005662, 0x00005672, 0x0000567a,
-	0x0000568b, 0x00005692, 0x000057c8, 0x000057cf,
-	0x00005809, 0x0000580e, 0x00005823, 0x00005837,
-	0x00005849, 0x0000585f, 0x00005879, 0x0000594e,
-	0x00005966, 0x00005a07, 0x00005a96, 0x00005aa6,
-	0x00005b80, 0x00005c42, 0x00005c47, 0x00005c57,
+	0x000054bd, 0x000054d3, 0x000054da, 0x000054f4,
+	0x00005589, 0x000055ec, 0x000055ff, 0x00005626,
+	0x0000564e, 0x0000565c, 0x0000566c, 0x00005674,
+	0x00005685, 0x0000568c, 0x000057c2, 0x000057c9,
+	0x00005803, 0x00005808, 0x0000581d, 0x00005831,
+	0x00005843, 0x00005859, 0x00005873, 0x00005948,
+	0x00005960, 0x00005a01, 0x00005a90, 0x00005aa0,
+	0x00005b7a, 0x00005c3c, 0x00005c41, 0x00005c51,
 	// Entry 220 - 23F
-	0x00005c65, 0x00005c75, 0x00005c85, 0x00005c8f,
-	0x00005cb8, 0x00005cd2, 0x00005ced, 0x00005d7b,
-	0x00005d8c, 0x00005d99, 0x00005db4, 0x00005dc8,
-	0x00005de6, 0x00005e30, 0x00005e71, 0x00005eb7,
-	0x00005ecf, 0x00005f22, 0x00005f5d, 0x00005f75,
-	0x00005fa0, 0x00005faa, 0x00006024, 0x00006059,
-	0x0000609a, 0x0000610e, 0x000061e7, 0x00006200,
-	0x000062c9, 0x00006346, 0x00006353, 0x000063a5,
+	0x00005c5f, 0x00005c6f, 0x00005c7f, 0x00005c89,
+	0x00005cb2, 0x00005ccc, 0x00005ce7, 0x00005d75,
+	0x00005d86, 0x00005d93, 0x00005dae, 0x00005dc2,
+	0x00005de0, 0x00005e2b, 0x00005e6c, 0x00005eb2,
+	0x00005eca, 0x00005f1d, 0x00005f58, 0x00005f70,
+	0x00005f9b, 0x00005fa5, 0x0000601f, 0x00006054,
+	0x00006095, 0x00006109, 0x000061e2, 0x000061fb,
+	0x000062c4, 0x00006341, 0x0000634e, 0x000063a0,
 	// Entry 240 - 25F
-	0x000063ab, 0x00006447, 0x0000649b, 0x000064c6,
-	0x00006552, 0x00006580, 0x00006642, 0x00006645,
-	0x0000664b, 0x00006655, 0x0000666b, 0x00006676,
-	0x000066a6, 0x000066ad, 0x000066b8, 0x000066c6,
-	0x000066d3, 0x000066e1, 0x000066ee, 0x00006707,
-	0x00006734, 0x000067dd, 0x000067f0, 0x000067fa,
-	0x00006889, 0x000068ea, 0x0000693c, 0x0000694e,
-	0x00006961, 0x0000699f, 0x000069db, 0x000069e7,
+	0x000063a6, 0x00006442, 0x00006496, 0x000064c1,
+	0x0000654d, 0x0000657b, 0x0000663d, 0x00006640,
+	0x00006646, 0x00006650, 0x00006666, 0x00006671,
+	0x000066a1, 0x000066a8, 0x000066b3, 0x000066c1,
+	0x000066ce, 0x000066dc, 0x000066e9, 0x00006702,
+	0x0000672f, 0x000067d8, 0x000067eb, 0x000067f5,
+	0x00006884, 0x000068e5, 0x00006937, 0x00006949,
+	0x0000695c, 0x0000699a, 0x000069d6, 0x000069e2,
 	// Entry 260 - 27F
-	0x000069f4, 0x00006a02, 0x00006a10, 0x00006a20,
-	0x00006a5c, 0x00006a96, 0x00006b13, 0x00006b1e,
-	0x00006b48, 0x00006b64, 0x00006b68, 0x00006b7a,
-	0x00006b88, 0x00006bb4, 0x00006c76, 0x00006ca9,
-	0x00006cb4, 0x00006cbe, 0x00006cd3, 0x00006cdc,
-	0x00006ce6, 0x00006cf4, 0x00006d18, 0x00006d32,
-	0x00006d47, 0x00006d73, 0x00006d78, 0x00006d8d,
-	0x00006d9f, 0x00006dd4, 0x00006de5, 0x00006e5b,
+	0x000069ef, 0x000069fd, 0x00006a0b, 0x00006a1b,
+	0x00006a57, 0x00006a91, 0x00006b0e, 0x00006b19,
+	0x00006b43, 0x00006b5f, 0x00006b63, 0x00006b75,
+	0x00006b83, 0x00006baf, 0x00006c71, 0x00006ca4,
+	0x00006caf, 0x00006cb9, 0x00006cce, 0x00006cd7,
+	0x00006ce1, 0x00006cf6, 0x00006d1a, 0x00006d34,
+	0x00006d49, 0x00006d75, 0x00006d7a, 0x00006d8f,
+	0x00006da1, 0x00006dd6, 0x00006de7, 0x00006e5d,
 	// Entry 280 - 29F
-	0x00006ee6, 0x00006f75, 0x00006fdc, 0x0000701e,
-	0x00007091, 0x000070d9, 0x00007107, 0x0000713a,
+	0x00006ee8, 0x00006f77, 0x00006fde, 0x00007020,
+	0x00007093, 0x000070db, 0x00007109, 0x0000713c,
 } // Size: 2616 bytes
 
-const frData string = "" + // Size: 28986 bytes
-	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
-	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
-	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
-	"s…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les insta" +
-	"nces en cours ou bloquées…\x02Dites pourquoi, pour qui lira le journal p" +
-	"lus tard\u202f: %[1]d caractères au plus.\x02Motif (consigné dans le jou" +
-	"rnal d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre" +
-	" l’instance de processus %[1]s\x02Reprendre cette instance\u202f? Son oc" +
-	"currence en échec au nœud %[1]s est proposée de nouveau, avec un budget " +
-	"de tentatives neuf.\x02Les exécutants peuvent la reprendre (une occurren" +
-	"ce push rappelle sa destination). Ses tentatives précédentes et sa derni" +
-	"ère erreur restent dans son historique. Rien n’est terminé à la place d" +
-	"e quiconque.\x02Reprendre l’instance\x02Abandonner l’instance de process" +
-	"us %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le" +
-	" code d’erreur abandoned.\x02Son occurrence en échec reste telle quelle " +
-	"et rien n’est terminé à sa place. Une instance abandonnée ne peut pas êt" +
-	"re reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus " +
-	"%[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont ann" +
-	"ulées.\x02Les exécutants qui en détiennent une l’apprennent à leur proch" +
-	"ain retour, et leurs résultats sont refusés. Rien n’est terminé à leur p" +
-	"lace, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instan" +
-	"ce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au n" +
-	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
-	" construites), une reprise échouerait donc de la même façon. Abandonnez-" +
-	"la ou arrêtez-la.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y" +
-	" a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il " +
-	"n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rie" +
-	"n à arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Ret" +
-	"our à l’instance\x02Cette instance n’est plus bloquée (elle est %[1]s dé" +
-	"sormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait" +
-	".\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’" +
-	"ont pas pu être construites, une reprise échouerait donc de la même faço" +
-	"n. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette " +
-	"instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez u" +
-	"n motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères" +
-	" au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été " +
-	"fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rie" +
-	"n n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est pro" +
-	"posée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’" +
-	"instance est passée en échec avec le code d’erreur abandoned. Consigné d" +
-	"ans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ou" +
-	"vertes sont annulées. Consigné dans le journal d’audit.\x02Action inconn" +
-	"ue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à cell" +
-	"es qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances" +
-	" bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dan" +
-	"s le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela" +
-	" prend environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f" +
-	": si elle cesse d’attendre avant, l’action va tout de même jusqu’au bout" +
-	".\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre tout" +
-	"es les instances bloquées que ce filtre retient\x02L’occurrence en échec" +
-	" de chacune est proposée de nouveau, avec un budget de tentatives neuf. " +
-	"Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02" +
-	"%[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d in" +
-	"stances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
-	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
-	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
-	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
+const frData string = "" + // Size: 28988 bytes
+	"\x02Relancer…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02ab" +
+	"andon\x02arrêt\x02Relancer toutes les instances bloquées…\x02Abandonner " +
+	"toutes les instances bloquées…\x02Arrêter toutes les instances bloquées…" +
+	"\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les instanc" +
+	"es en cours ou bloquées…\x02Dites pourquoi, pour qui lira le journal plu" +
+	"s tard\u202f: %[1]d caractères au plus.\x02Motif (consigné dans le journ" +
+	"al d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Relancer l’" +
+	"instance de processus %[1]s\x02Relancer cette instance\u202f? Son occurr" +
+	"ence en échec au nœud %[1]s est proposée de nouveau, avec un budget de t" +
+	"entatives neuf.\x02Les exécutants peuvent la reprendre (une occurrence p" +
+	"ush rappelle sa destination). Ses tentatives précédentes et sa dernière " +
+	"erreur restent dans son historique. Rien n’est terminé à la place de qui" +
+	"conque.\x02Relancer l’instance\x02Abandonner l’instance de processus %[1" +
+	"]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code " +
+	"d’erreur abandoned.\x02Son occurrence en échec reste telle quelle et rie" +
+	"n n’est terminé à sa place. Une instance abandonnée ne peut pas être rep" +
+	"rise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
+	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
+	".\x02Les exécutants qui en détiennent une l’apprennent à leur prochain r" +
+	"etour, et leurs résultats sont refusés. Rien n’est terminé à leur place," +
+	" et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance" +
+	"\x02Cette instance ne peut pas être reprise\u202f: son occurrence au nœu" +
+	"d %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être co" +
+	"nstruites), une reprise échouerait donc de la même façon. Abandonnez-la " +
+	"ou arrêtez-la.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a " +
+	"rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y" +
+	" a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à" +
+	" arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Retour" +
+	" à l’instance\x02Cette instance n’est plus bloquée (elle est %[1]s désor" +
+	"mais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait." +
+	"\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’o" +
+	"nt pas pu être construites, une reprise échouerait donc de la même façon" +
+	". Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette i" +
+	"nstance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez un" +
+	" motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères " +
+	"au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été f" +
+	"ait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rien" +
+	" n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est prop" +
+	"osée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’i" +
+	"nstance est passée en échec avec le code d’erreur abandoned. Consigné da" +
+	"ns le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouv" +
+	"ertes sont annulées. Consigné dans le journal d’audit.\x02Action inconnu" +
+	"e.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à celle" +
+	"s qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances " +
+	"bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans" +
+	" le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela " +
+	"prend environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f:" +
+	" si elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
+	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Relancer toutes" +
+	" les instances bloquées que ce filtre retient\x02L’occurrence en échec d" +
+	"e chacune est proposée de nouveau, avec un budget de tentatives neuf. Ri" +
+	"en n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[" +
+	"1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d inst" +
+	"ances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02Relancer %[1]d instance\x00\x19\x02Relancer %[1]d instances" +
+	"\x02Abandonner toutes les instances bloquées que ce filtre retient\x02Ch" +
+	"acune passe en échec avec le code d’erreur abandoned et ne peut plus êtr" +
+	"e reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
 	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
 	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
 	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
@@ -1593,9 +1593,9 @@ const frData string = "" + // Size: 28986 bytes
 	"stances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
 	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
 	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
-	"tes les quelques secondes.\x02disponible depuis le %[1]s\x02attente long" +
-	"ue\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’o" +
-	"ccurrences\u202f: vérifiez la clé, ou affichez toutes les définitions." +
+	"tes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente lon" +
+	"gue\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’" +
+	"occurrences\u202f: vérifiez la clé, ou affichez toutes les définitions." +
 	"\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min, " +
 	"dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]" +
 	"s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
@@ -1615,15 +1615,15 @@ const frData string = "" + // Size: 28986 bytes
 	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
 	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
 	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Réglée le\x02Cette instance n’a encor" +
-	"e atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opér" +
-	"ateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette inst" +
-	"ance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Ent" +
-	"rées avec lesquelles l’instance a démarré, nommées d’après le contrat de" +
-	" la version %[1]d du processus\x02Ce processus ne prend aucune entrée." +
-	"\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incide" +
-	"nt. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a " +
-	"échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
+	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
+	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
+	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
+	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
+	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
+	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
+	".\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incid" +
+	"ent. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a" +
+	" échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
 	"), une reprise échouerait donc de la même façon. L’abandon met l’instanc" +
 	"e en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné da" +
 	"ns le journal d’audit.\x02Cette instance est bloquée à un nœud en échec" +
@@ -1716,27 +1716,27 @@ const frData string = "" + // Size: 28986 bytes
 	" %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse " +
 	"dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnu" +
 	"e\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02C" +
-	"onsommateur inconnu.\x02Date de règlement\x02Plus de filtres\u202f: inst" +
-	"ance, révision, consommateur, dates\x02identifiant d’instance\x02Décompt" +
-	"es par statut\x02Occurrences, les plus récentes d’abord\x02Processus et " +
-	"nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou rè" +
-	"glement\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les co" +
-	"nsommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
-	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les que" +
-	"lques secondes.\x02révision %[1]d\x02réglée\x02prochaine tentative\x02di" +
-	"sponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée d" +
-	"epuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02L" +
-	"ignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]" +
-	"s\u202f: le premier jour vient après le dernier.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Le" +
-	"s décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les" +
-	" pages de détail\x02Les pages qui contiennent un formulaire, comme une c" +
-	"onfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les r" +
-	"églages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
+	"onsommateur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instan" +
+	"ce, révision, consommateur, dates\x02identifiant d’instance\x02Décomptes" +
+	" par statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœ" +
+	"ud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôt" +
+	"ure\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
+	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
+	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
+	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes env" +
+	"iron.\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible" +
+	" depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis" +
+	"\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Lignes" +
+	" %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s" +
+	"\u202f: le premier jour vient après le dernier.\x02Ces réglages sont con" +
+	"servés dans ce navigateur seulement.\x02Afficher les heures en\x02La con" +
+	"sole n’exécute aucun script et ne peut donc pas lire le fuseau horaire d" +
+	"e votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Les" +
+	" décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les " +
+	"pages de détail\x02Les pages qui contiennent un formulaire, comme une co" +
+	"nfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les ré" +
+	"glages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
 	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les v" +
 	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
 	"inglées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Le" +
@@ -1772,78 +1772,78 @@ const frData string = "" + // Size: 28986 bytes
 	"tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
 	"\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées" +
 	"\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les" +
-	" quelques secondes.\x02Seuls les administrateurs peuvent révéler une val" +
-	"eur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journ" +
-	"al d’audit.\x02Révélation impossible\x02Seule une valeur que cette page " +
-	"affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne" +
-	" peuvent jamais être révélées.\x02Méthode non autorisée\x02Cette page n’" +
-	"accepte pas cette requête.\x02Recherche\x02Saisissez un identifiant d’in" +
-	"stance ou d’occurrence (un UUID, que les pages affichent au survol) ou u" +
-	"ne clé métier.\x02Rien à chercher\u202f: le champ de recherche est vide." +
-	"\x02C’est trop long pour être un identifiant ou une clé métier.\x02Aucun" +
-	"e instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucun" +
-	"e instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
-	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
-	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
-	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
-	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop" +
-	" de connexions échouées depuis votre adresse. Réessayez dans %[1]d secon" +
-	"des.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s" +
-	" ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opé" +
-	"rateur, de concepteur ou d’administrateur.\x02Seuls les administrateurs " +
-	"gèrent les jetons.\x02Jetons du personnel (administrateurs, concepteurs," +
-	" opérateurs) non révoqués. Les jetons des consommateurs se gèrent avec l" +
-	"eurs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02ID" +
-	"\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du p" +
-	"ersonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expi" +
-	"ré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[" +
-	"1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête " +
-	"suivante est refusée et les sessions de console ouvertes avec lui prenne" +
-	"nt fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau" +
-	" jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel " +
-	"vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivan" +
-	"te est refusée. C’est irréversible.\x02C’est le dernier jeton administra" +
-	"teur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jet" +
-	"on %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
-	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
-	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
-	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lie" +
-	"n de page ne vient pas de la console.\x02Les exécutants connectés par un" +
-	" flux, et ceux qui interrogent par leur dernière demande. Un exécutant e" +
-	"st listé tant qu’il s’est manifesté dans les trois derniers battements d" +
-	"e cœur.\x02Exécutants vus dans les trois derniers battements\x02Exécutan" +
-	"t\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernie" +
-	"r signe\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
-	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
-	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
-	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
-	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
-	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
-	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
-	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
-	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
-	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
-	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
-	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Toutes les révision" +
-	"s accordées au consommateur sont prises en charge.\x02Seule la révision " +
-	"%[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises en " +
-	"charge."
+	" 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une va" +
+	"leur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le jour" +
+	"nal d’audit.\x02Révélation impossible\x02Seule une valeur que cette page" +
+	" affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes n" +
+	"e peuvent jamais être révélées.\x02Méthode non autorisée\x02Cette page n" +
+	"’accepte pas cette requête.\x02Recherche\x02Saisissez un identifiant d" +
+	"’instance ou d’occurrence (un UUID, que les pages affichent au survol)" +
+	" ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est " +
+	"vide.\x02C’est trop long pour être un identifiant ou une clé métier.\x02" +
+	"Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et " +
+	"aucune instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[" +
+	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
+	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
+	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
+	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
+	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
+	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
+	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
+	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
+	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
+	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
+	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
+	"rateurs gèrent les jetons.\x02Jetons du personnel (administrateurs, conc" +
+	"epteurs, opérateurs) non révoqués. Les jetons des consommateurs se gèren" +
+	"t avec leurs consommateurs. Révoquer un jeton refuse sa requête suivante" +
+	".\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jeto" +
+	"ns du personnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jet" +
+	"on expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoquer le j" +
+	"eton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa r" +
+	"equête suivante est refusée et les sessions de console ouvertes avec lui" +
+	" prennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un " +
+	"nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec " +
+	"lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête" +
+	" suivante est refusée. C’est irréversible.\x02C’est le dernier jeton adm" +
+	"inistrateur utilisable\u202f: créez-en un autre avant de le révoquer." +
+	"\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête ser" +
+	"a refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00" +
+	"\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractère" +
+	"s\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au p" +
+	"lus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02" +
+	"maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au mo" +
+	"ins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
+	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
+	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce" +
+	" lien de page ne vient pas de la console.\x02Les exécutants connectés pa" +
+	"r un flux, et ceux qui interrogent par leur dernière demande. Un exécuta" +
+	"nt est listé tant qu’il s’est manifesté dans les trois derniers battemen" +
+	"ts de cœur.\x02Exécutants vus dans les trois derniers battements\x02Exéc" +
+	"utant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02De" +
+	"rnier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants serv" +
+	"ant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défini" +
+	"tion.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les " +
+	"révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécu" +
+	"tant ne sert cette définition\u202f: ses occurrences attendent qu’un exé" +
+	"cutant se connecte ou interroge.\x02Aucun processus n’utilise encore cet" +
+	"te définition\u202f: elle aura besoin d’un exécutant quand un processus " +
+	"l’utilisera en mode pull.\x02Aucun processus n’utilise cette définition " +
+	"en mode pull\u202f: Relais appelle ses destinations (push), elle n’a bes" +
+	"oin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette défi" +
+	"nition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
+	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge."
 
-	// Total table size 56873 bytes (55KiB); checksum: 433360D7
+	// Total table size 56875 bytes (55KiB); checksum: 6A29830
