@@ -531,6 +531,19 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		case "count_changed":
 			was := confirm
 			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
+			if bulkID != uuid.Nil {
+				// The same form sent again (a double click, a reload): the
+				// first one's records say it ran, which is what changed the
+				// count.
+				ran, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Bulk: &bulkID, Limit: 1})
+				if err != nil {
+					c.serverError(w, r, err)
+					return
+				}
+				if len(ran) > 0 {
+					v.Changed = T(ctx, "This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.")
+				}
+			}
 		case "invalid_request":
 			status = http.StatusBadRequest
 			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)

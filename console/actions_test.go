@@ -390,6 +390,10 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	if again.status != http.StatusConflict || count(again, "bulk-nothing") != 1 || count(again, "bulk-form") != 0 {
 		t.Errorf("repeated bulk form: %d, nothing %d, form %d", again.status, count(again, "bulk-nothing"), count(again, "bulk-form"))
 	}
+	// It says the action ran, not that something else changed the count.
+	if got := text(again, "bulk-changed"); !strings.HasPrefix(got, "Cette action groupée a déjà été appliquée") {
+		t.Errorf("repeated bulk form says %q, want that it was already applied", got)
+	}
 	if f.auditCount(t, a, "retry") != 1 {
 		t.Error("a repeated bulk form retried again")
 	}

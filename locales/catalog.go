@@ -39,401 +39,401 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              247,
-	"%[1]s %[2]s, %[3]s %[4]s":                 248,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          246,
-	"%[1]s; %[2]s":                             245,
-	"%d (0 lowest, 9 highest)":                 407,
-	"%d attempts":                              411,
-	"%d attempts, retry after %s, priority %d": 550,
-	"%d breaking":                              187,
-	"%d changes":                               186,
-	"%d completed":                             243,
-	"%d d":                                     255,
-	"%d days":                                  269,
-	"%d failed":                                244,
-	"%d h":                                     254,
+	"%[1]s %[2]s":                              248,
+	"%[1]s %[2]s, %[3]s %[4]s":                 249,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          247,
+	"%[1]s; %[2]s":                             246,
+	"%d (0 lowest, 9 highest)":                 408,
+	"%d attempts":                              412,
+	"%d attempts, retry after %s, priority %d": 551,
+	"%d breaking":                              188,
+	"%d changes":                               187,
+	"%d completed":                             244,
+	"%d d":                                     256,
+	"%d days":                                  270,
+	"%d failed":                                245,
+	"%d h":                                     255,
 	"%d held instances match now.":             52,
-	"%d hours":                                 270,
-	"%d items":                                 615,
-	"%d left":                                  412,
-	"%d min":                                   253,
-	"%d minutes":                               271,
+	"%d hours":                                 271,
+	"%d items":                                 616,
+	"%d left":                                  413,
+	"%d min":                                   254,
+	"%d minutes":                               272,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 72,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              613,
-	"%d ms": 273,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         540,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 539,
-	"%d occurrences":                          488,
-	"%d releases":                             206,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              614,
+	"%d ms": 274,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         541,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 540,
+	"%d occurrences":                          489,
+	"%d releases":                             207,
 	"%d running instances match now.":         59,
 	"%d running or held instances match now.": 61,
-	"%d s":       252,
-	"%d seconds": 272,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 77,
-	"%s (deferred; settled by %s)":                        465,
-	"%s (deferred; settled with its settle token)":        463,
-	"%s (deferred; settled with its settle token, as %s)": 464,
-	"%s (token #%d, %s)":                                  78,
-	"%s ago":                                              250,
-	"%s so far":                                           461,
-	"%s → %s":                                             545,
-	"%s, revision %s":                                     373,
-	"%s, version %s":                                      374,
-	"%s: %s":                                              242,
-	"%s: %s → %s":                                         194,
-	"%s: a date is written 2026-12-01.":                   502,
-	"%s: the first day comes after the last.":             503,
-	"%s–%s":                                               241,
-	"(%d characters in all)":                              616,
-	"(each item)":                                         603,
-	"(worker %s)":                                         450,
-	"0 seconds":                                           268,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           579,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 443,
+	"%d s":       253,
+	"%d seconds": 273,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 78,
+	"%s (deferred; settled by %s)":                        466,
+	"%s (deferred; settled with its settle token)":        464,
+	"%s (deferred; settled with its settle token, as %s)": 465,
+	"%s (token #%d, %s)":                                  79,
+	"%s ago":                                              251,
+	"%s so far":                                           462,
+	"%s → %s":                                             546,
+	"%s, revision %s":                                     374,
+	"%s, version %s":                                      375,
+	"%s: %s":                                              243,
+	"%s: %s → %s":                                         195,
+	"%s: a date is written 2026-12-01.":                   503,
+	"%s: the first day comes after the last.":             504,
+	"%s–%s":                                               242,
+	"(%d characters in all)":                              617,
+	"(each item)":                                         604,
+	"(worker %s)":                                         451,
+	"0 seconds":                                           269,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           580,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 444,
 	"Abandon %d instances":                                           56,
 	"Abandon every held instance this filter matches":                54,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              306,
-	"Abandoned by %s at %s — “%s”":                                   298,
+	"Abandoned at node":                                              307,
+	"Abandoned by %s at %s — “%s”":                                   299,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 317,
-	"Action":                              81,
-	"All actions":                         93,
-	"All consumers":                       485,
-	"All definitions":                     232,
-	"All processes":                       323,
-	"All statuses":                        324,
-	"All workers":                         631,
-	"An operator abandoned the instance.": 442,
-	"Apply filters":                       90,
-	"Apr":                                 259,
-	"As of %s (%s); refreshed every few seconds.": 227,
-	"Attempts":                         378,
-	"Audit log":                        87,
-	"Aug":                              263,
-	"Available from":                   420,
-	"Back to definitions":              125,
-	"Back to external tasks":           124,
+	"Act on every instance this filter matches": 318,
+	"Action":                              82,
+	"All actions":                         94,
+	"All consumers":                       486,
+	"All definitions":                     233,
+	"All processes":                       324,
+	"All statuses":                        325,
+	"All workers":                         632,
+	"An operator abandoned the instance.": 443,
+	"Apply filters":                       91,
+	"Apr":                                 260,
+	"As of %s (%s); refreshed every few seconds.": 228,
+	"Attempts":                         379,
+	"Audit log":                        88,
+	"Aug":                              264,
+	"Available from":                   421,
+	"Back to definitions":              126,
+	"Back to external tasks":           125,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              510,
-	"Breaks processes":                 164,
-	"Breaks workers":                   165,
-	"Bulk %s applied to %d instances.": 76,
-	"Bulk action":                      85,
+	"Back without saving":              511,
+	"Breaks processes":                 165,
+	"Breaks workers":                   166,
+	"Bulk %s applied to %d instances.": 77,
+	"Bulk action":                      86,
 	"Business key":                     69,
-	"Call timeout":                     408,
-	"Camunda 7 facade":                 635,
-	"Cancelled: the instance was stopped (%s).":               460,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 459,
+	"Call timeout":                     409,
+	"Camunda 7 facade":                 636,
+	"Cancelled: the instance was stopped (%s).":               461,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 460,
 	"Cannot act on this filter":                               73,
-	"Cannot reveal":                                           559,
-	"Change":                                                  162,
-	"Changes between the two revisions":                       174,
-	"Changes of the Working copy since revision %d":           183,
-	"Choose two existing revisions to compare.":               184,
-	"Classification":                                          140,
-	"Clear filters":                                           91,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            534,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 525,
-	"Compare":              161,
-	"Compare revisions":    157,
-	"Completed":            240,
-	"Completed (%s).":      455,
-	"Completed, last hour": 224,
-	"Completions and failures per 5 minutes, last hour: %s":    233,
-	"Completions and failures per 5-minute slot, oldest first": 238,
-	"Completions and failures, last hour":                      217,
-	"Connected":                                                627,
-	"Constraints":                                              141,
-	"Consumer":                                                 380,
-	"Consumer and worker":                                      482,
-	"Counting the occurrences; the counts appear when you reload the page.": 135,
-	"Counts are unavailable right now.":                                     136,
-	"Counts as of %s (%s); refreshed every few seconds.":                    556,
-	"Counts by status": 478,
-	"Created":          284,
+	"Cannot reveal":                                           560,
+	"Change":                                                  163,
+	"Changes between the two revisions":                       175,
+	"Changes of the Working copy since revision %d":           184,
+	"Choose two existing revisions to compare.":               185,
+	"Classification":                                          141,
+	"Clear filters":                                           92,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            535,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 526,
+	"Compare":              162,
+	"Compare revisions":    158,
+	"Completed":            241,
+	"Completed (%s).":      456,
+	"Completed, last hour": 225,
+	"Completions and failures per 5 minutes, last hour: %s":    234,
+	"Completions and failures per 5-minute slot, oldest first": 239,
+	"Completions and failures, last hour":                      218,
+	"Connected":                                                628,
+	"Constraints":                                              142,
+	"Consumer":                                                 381,
+	"Consumer and worker":                                      483,
+	"Counting the occurrences; the counts appear when you reload the page.": 136,
+	"Counts are unavailable right now.":                                     137,
+	"Counts as of %s (%s); refreshed every few seconds.":                    557,
+	"Counts by status": 479,
+	"Created":          285,
 	"Created from":     70,
-	"Created on":       584,
+	"Created on":       585,
 	"Created to":       71,
-	"Creation date":    311,
-	"Dates":            376,
-	"Deadline":         405,
-	"Dec":              267,
-	"Deferred":         424,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 454,
-	"Definition":         219,
-	"Definition %s":      143,
-	"Definitions":        110,
-	"Definitions by key": 201,
-	"Definitions served": 625,
-	"Definitions, those needing attention first": 218,
-	"Description":          142,
-	"Destination":          392,
-	"Destination’s answer": 385,
-	"Detail":               163,
-	"Digest":               177,
-	"Display settings":     115,
-	"Display settings: ":   116,
-	"Duration":             384,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 216,
+	"Creation date":    312,
+	"Dates":            377,
+	"Deadline":         406,
+	"Dec":              268,
+	"Deferred":         425,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 455,
+	"Definition":         220,
+	"Definition %s":      144,
+	"Definitions":        111,
+	"Definitions by key": 202,
+	"Definitions served": 626,
+	"Definitions, those needing attention first": 219,
+	"Description":          143,
+	"Destination":          393,
+	"Destination’s answer": 386,
+	"Detail":               164,
+	"Digest":               178,
+	"Display settings":     116,
+	"Display settings: ":   117,
+	"Duration":             385,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 217,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  62,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     55,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 51,
-	"End node":                    305,
-	"End node or error":           321,
-	"Ended":                       301,
-	"Error":                       481,
-	"Error (before any attempt)":  426,
-	"Error code":                  304,
-	"Error message":               387,
-	"Every %d seconds":            514,
-	"Every attempt, oldest first": 379,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 88,
-	"Expired token":                        590,
-	"Expires":                              586,
-	"External tasks":                       104,
-	"Failed":                               222,
-	"Failed (%s).":                         458,
-	"Failed at node":                       307,
-	"Failed occurrence":                    303,
-	"Failed, last hour":                    225,
-	"Feb":                                  257,
-	"Field":                                137,
+	"End node":                    306,
+	"End node or error":           322,
+	"Ended":                       302,
+	"Error":                       482,
+	"Error (before any attempt)":  427,
+	"Error code":                  305,
+	"Error message":               388,
+	"Every %d seconds":            515,
+	"Every attempt, oldest first": 380,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 89,
+	"Expired token":                        591,
+	"Expires":                              587,
+	"External tasks":                       105,
+	"Failed":                               223,
+	"Failed (%s).":                         459,
+	"Failed at node":                       308,
+	"Failed occurrence":                    304,
+	"Failed, last hour":                    226,
+	"Feb":                                  258,
+	"Field":                                138,
 	"Filter":                               45,
-	"Filters":                              89,
-	"Find":                                 109,
-	"Find an instance or occurrence":       107,
-	"Finished":                             383,
-	"First page":                           500,
+	"Filters":                              90,
+	"Find":                                 110,
+	"Find an instance or occurrence":       108,
+	"Finished":                             384,
+	"First page":                           501,
 	"Follow it in the audit log (new tab)": 49,
-	"Form refused":                         129,
-	"From revision":                        159,
-	"From revision %d to revision %d:":     185,
+	"Form refused":                         130,
+	"From revision":                        160,
+	"From revision %d to revision %d:":     186,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   524,
-	"Graph of %s":             538,
-	"HTTP 2xx, unusable body": 467,
-	"Health":                  103,
-	"Held at node":            302,
-	"Held instances":          221,
-	"ID":                      582,
-	"In flight":               626,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 234,
-	"Inputs":                     167,
-	"Inputs of revision %d":      178,
-	"Inputs of the working copy": 169,
-	"Inputs the instance was started with, labelled by process version %d's contract": 292,
-	"Inputs, labelled by revision %d's contract":                                      413,
-	"Instance":                  320,
-	"Instances":                 105,
-	"Instances of this process": 533,
-	"Invalid page":              619,
-	"Invalid request":           122,
+	"Graph":                   525,
+	"Graph of %s":             539,
+	"HTTP 2xx, unusable body": 468,
+	"Health":                  104,
+	"Held at node":            303,
+	"Held instances":          222,
+	"ID":                      583,
+	"In flight":               627,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 235,
+	"Inputs":                     168,
+	"Inputs of revision %d":      179,
+	"Inputs of the working copy": 170,
+	"Inputs the instance was started with, labelled by process version %d's contract": 293,
+	"Inputs, labelled by revision %d's contract":                                      414,
+	"Instance":                  321,
+	"Instances":                 106,
+	"Instances of this process": 534,
+	"Invalid page":              620,
+	"Invalid request":           123,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   456,
-	"Its instance went on along the node’s error path.":                                                                     457,
-	"Its message": 427,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      596,
+	"Its instance is held here, waiting for an operator.":                                                                   457,
+	"Its instance went on along the node’s error path.":                                                                     458,
+	"Its message": 428,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      597,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     256,
-	"Jul":                     262,
-	"Jun":                     261,
-	"Keep it":                 598,
+	"Jan":                     257,
+	"Jul":                     263,
+	"Jun":                     262,
+	"Keep it":                 599,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     202,
-	"Kind":                    528,
-	"Language":                100,
-	"Last error (attempt %d)": 425,
-	"Last reserved":           422,
-	"Last saved":              148,
-	"Last seen":               628,
-	"Last used":               585,
-	"Latest revision":         203,
-	"Lists every change from one revision to another, and whom it may break.": 158,
-	"Local time at %s": 512,
-	"Lock expired %s — waiting to be offered again.": 447,
-	"Lock expires":                     423,
-	"Main navigation":                  102,
-	"Mar":                              258,
-	"Maximum attempts":                 401,
-	"May":                              260,
-	"Message from Relais (in English)": 428,
-	"Message from the service (its own words, protected values masked)": 429,
-	"Method not allowed": 562,
-	"Mode":               399,
-	"More filters: instance, revision, consumer, dates": 476,
-	"Name":                    146,
-	"Never":                   513,
-	"Next attempt":            421,
-	"Next attempt or settled": 483,
-	"Next node":               283,
-	"Next page":               499,
-	"No definition %s has occurrences: check the key, or show all definitions.": 231,
-	"No definition has occurrences yet.":                                        226,
-	"No definition yet.":                                                        205,
-	"No inputs.":                                                                168,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 569,
-	"No instance matches these filters.": 322,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 568,
-	"No occurrence matches these filters.":                                                   484,
-	"No operator action matches.":                                                            92,
-	"No operator has acted on this instance.":                                                288,
-	"No outputs yet: the occurrence has not completed.":                                      416,
-	"No outputs.": 171,
-	"No outputs: the occurrence ended without completing.":                                                         418,
-	"No process is published yet.":                                                                                 519,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              640,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                              639,
+	"Key":                     203,
+	"Kind":                    529,
+	"Language":                101,
+	"Last error (attempt %d)": 426,
+	"Last reserved":           423,
+	"Last saved":              149,
+	"Last seen":               629,
+	"Last used":               586,
+	"Latest revision":         204,
+	"Lists every change from one revision to another, and whom it may break.": 159,
+	"Local time at %s": 513,
+	"Lock expired %s — waiting to be offered again.": 448,
+	"Lock expires":                     424,
+	"Main navigation":                  103,
+	"Mar":                              259,
+	"Maximum attempts":                 402,
+	"May":                              261,
+	"Message from Relais (in English)": 429,
+	"Message from the service (its own words, protected values masked)": 430,
+	"Method not allowed": 563,
+	"Mode":               400,
+	"More filters: instance, revision, consumer, dates": 477,
+	"Name":                    147,
+	"Never":                   514,
+	"Next attempt":            422,
+	"Next attempt or settled": 484,
+	"Next node":               284,
+	"Next page":               500,
+	"No definition %s has occurrences: check the key, or show all definitions.": 232,
+	"No definition has occurrences yet.":                                        227,
+	"No definition yet.":                                                        206,
+	"No inputs.":                                                                169,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 570,
+	"No instance matches these filters.": 323,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 569,
+	"No occurrence matches these filters.":                                                   485,
+	"No operator action matches.":                                                            93,
+	"No operator has acted on this instance.":                                                289,
+	"No outputs yet: the occurrence has not completed.":                                      417,
+	"No outputs.": 172,
+	"No outputs: the occurrence ended without completing.":                                                         419,
+	"No process is published yet.":                                                                                 520,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              641,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                              640,
 	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
-	"No release yet.": 152,
-	"No revision yet: the Working copy has never been snapshotted.":          150,
-	"No service ever reserved this occurrence: it ended before any attempt.": 391,
-	"No service has reserved this occurrence yet.":                           388,
-	"No token.": 593,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 641,
-	"No worker is connected.":           629,
-	"No worker serves this definition.": 632,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 638,
-	"Node":                  280,
-	"Node %s":               215,
-	"Nodes":                 526,
-	"Nodes of this version": 535,
-	"Nodes of this version, with their occurrences now": 527,
-	"Nodes reached, in order":                           279,
-	"Not allowed":                                       120,
-	"Not found":                                         128,
-	"Notes":                                             155,
-	"Nothing exists at this address, or it is not visible to you.": 126,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 127,
+	"No release yet.": 153,
+	"No revision yet: the Working copy has never been snapshotted.":          151,
+	"No service ever reserved this occurrence: it ended before any attempt.": 392,
+	"No service has reserved this occurrence yet.":                           389,
+	"No token.": 594,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 642,
+	"No worker is connected.":           630,
+	"No worker serves this definition.": 633,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 639,
+	"Node":                  281,
+	"Node %s":               216,
+	"Nodes":                 527,
+	"Nodes of this version": 536,
+	"Nodes of this version, with their occurrences now": 528,
+	"Nodes reached, in order":                           280,
+	"Not allowed":                                       121,
+	"Not found":                                         129,
+	"Notes":                                             156,
+	"Nothing exists at this address, or it is not visible to you.": 127,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 128,
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             566,
-	"Nov":                       266,
-	"Now":                       397,
-	"Occurrence":                281,
-	"Occurrence %s":             375,
-	"Occurrence offered again":  84,
-	"Occurrences now":           532,
-	"Occurrences, newest first": 479,
-	"Oct":                       265,
-	"Offered from %s — %s.":     446,
-	"Oldest claimable waits":    223,
-	"On error":                  531,
-	"On success":                530,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 560,
-	"Only administrators manage tokens.":                                  580,
-	"Only administrators may reveal a sensitive value.":                   557,
-	"Open":             220,
-	"Operator actions": 276,
-	"Operator actions on this instance, newest first": 289,
-	"Operator actions, newest first":                  97,
-	"Outcome":                                         386,
-	"Outputs":                                         170,
-	"Outputs of revision %d":                          179,
-	"Outputs of the working copy":                     172,
-	"Outputs, labelled by revision %d's contract":     415,
-	"Pages": 497,
-	"Pages with a form, such as a confirmation, never reload on their own.": 508,
-	"Path":                            277,
-	"Pinned revision":                 529,
-	"Policy":                          377,
-	"Previous page":                   498,
-	"Priority":                        406,
+	"Nothing to find: the search box is empty.":                             567,
+	"Nov":                       267,
+	"Now":                       398,
+	"Occurrence":                282,
+	"Occurrence %s":             376,
+	"Occurrence offered again":  85,
+	"Occurrences now":           533,
+	"Occurrences, newest first": 480,
+	"Oct":                       266,
+	"Offered from %s — %s.":     447,
+	"Oldest claimable waits":    224,
+	"On error":                  532,
+	"On success":                531,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 561,
+	"Only administrators manage tokens.":                                  581,
+	"Only administrators may reveal a sensitive value.":                   558,
+	"Open":             221,
+	"Operator actions": 277,
+	"Operator actions on this instance, newest first": 290,
+	"Operator actions, newest first":                  98,
+	"Outcome":                                         387,
+	"Outputs":                                         171,
+	"Outputs of revision %d":                          180,
+	"Outputs of the working copy":                     173,
+	"Outputs, labelled by revision %d's contract":     416,
+	"Pages": 498,
+	"Pages with a form, such as a confirmation, never reload on their own.": 509,
+	"Path":                            278,
+	"Pinned revision":                 530,
+	"Policy":                          378,
+	"Previous page":                   499,
+	"Priority":                        407,
 	"Process":                         67,
-	"Process %s":                      521,
-	"Process and node":                480,
-	"Process inputs":                  291,
-	"Process instance":                83,
-	"Process instance %s":             274,
-	"Process instances":               313,
-	"Process instances, newest first": 319,
-	"Processes":                       106,
-	"Processes by key":                517,
-	"Protocol":                        624,
-	"Published":                       156,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 515,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       516,
-	"Reason": 82,
+	"Process %s":                      522,
+	"Process and node":                481,
+	"Process inputs":                  292,
+	"Process instance":                84,
+	"Process instance %s":             275,
+	"Process instances":               314,
+	"Process instances, newest first": 320,
+	"Processes":                       107,
+	"Processes by key":                518,
+	"Protocol":                        625,
+	"Published":                       157,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 516,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       517,
+	"Reason": 83,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            400,
-	"Recorded operator actions":                             287,
-	"Relais console":                                        99,
-	"Relais has not called the destination yet.":            394,
-	"Relais is calling the destination (since %s).":         451,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 396,
-	"Relais never called the destination: the occurrence ended before any call.":                           395,
+	"Reason given by the worker":                            401,
+	"Recorded operator actions":                             288,
+	"Relais console":                                        100,
+	"Relais has not called the destination yet.":            395,
+	"Relais is calling the destination (since %s).":         452,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 397,
+	"Relais never called the destination: the occurrence ended before any call.":                           396,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 436,
-	"Release":                             153,
-	"Releases":                            151,
-	"Releases, oldest first":              173,
-	"Reload lists and detail pages":       507,
-	"Replica":                             393,
-	"Required":                            139,
-	"Reserved":                            382,
-	"Reserved by %s.":                     453,
-	"Reserved by %s; lock until %s — %s.": 452,
-	"Retried by %s at %s — “%s”":          299,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 437,
+	"Release":                             154,
+	"Releases":                            152,
+	"Releases, oldest first":              174,
+	"Reload lists and detail pages":       508,
+	"Replica":                             394,
+	"Required":                            140,
+	"Reserved":                            383,
+	"Reserved by %s.":                     454,
+	"Reserved by %s; lock until %s — %s.": 453,
+	"Retried by %s at %s — “%s”":          300,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            403,
+	"Retries":            404,
 	"Retry %d instances": 53,
-	"Retry at %s — %s.":  445,
-	"Retry delay":        402,
+	"Retry at %s — %s.":  446,
+	"Retry delay":        403,
 	"Retry every held instance this filter matches": 50,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         398,
+	"Retry or abandon it from its instance":         399,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 430,
+	"Retryable": 431,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 419,
-	"Revealed by %s at %s; recorded in the audit log.": 558,
-	"Revision":    154,
-	"Revision %d": 175,
-	"Revisions":   149,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 643,
-	"Revoke the %s token “%s”?": 595,
-	"Revoke the token":          597,
-	"Revoke token %d":           594,
-	"Revoke…":                   591,
-	"Role":                      583,
-	"Route":                     282,
-	"Routing output":            147,
-	"Rows %s–%s":                501,
-	"Save settings":             509,
+	"Reveal — this is recorded": 420,
+	"Revealed by %s at %s; recorded in the audit log.": 559,
+	"Revision":    155,
+	"Revision %d": 176,
+	"Revisions":   150,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 644,
+	"Revoke the %s token “%s”?": 596,
+	"Revoke the token":          598,
+	"Revoke token %d":           595,
+	"Revoke…":                   592,
+	"Role":                      584,
+	"Route":                     283,
+	"Routing output":            148,
+	"Rows %s–%s":                502,
+	"Save settings":             510,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               564,
-	"Secret values can never be revealed.": 561,
-	"Sep":                                  264,
-	"Served by %d workers":                 642,
+	"Search":                               565,
+	"Secret values can never be revealed.": 562,
+	"Sep":                                  265,
+	"Served by %d workers":                 643,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              285,
-	"Settlement date":      475,
-	"Show all definitions": 230,
-	"Show times in":        505,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 98,
-	"Sign in": 573,
-	"Sign in with an operator, designer or administrator token.": 574,
-	"Sign out":             114,
-	"Signed in as %s (%s)": 113,
-	"Since revision %d:":   181,
-	"Skip to content":      101,
-	"Slot":                 239,
-	"Snapshotted":          176,
-	"Something went wrong": 133,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 581,
-	"Staff tokens, oldest first": 587,
-	"Start node":                 523,
-	"Started":                    300,
+	"Settled":              286,
+	"Settlement date":      476,
+	"Show all definitions": 231,
+	"Show times in":        506,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 99,
+	"Sign in": 574,
+	"Sign in with an operator, designer or administrator token.": 575,
+	"Sign out":             115,
+	"Signed in as %s (%s)": 114,
+	"Since revision %d:":   182,
+	"Skip to content":      102,
+	"Slot":                 240,
+	"Snapshotted":          177,
+	"Something went wrong": 134,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 582,
+	"Staff tokens, oldest first": 588,
+	"Start node":                 524,
+	"Started":                    301,
 	"Status":                     68,
 	"Stop %d instances":          63,
 	"Stop every held instance this filter matches":            57,
@@ -446,249 +446,250 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              297,
+	"Stopped by %s at %s — “%s”":                              298,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   296,
-	"Summary": 275,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 200,
-	"Temporarily unavailable":                         131,
-	"That is too long to be an id or a business key.": 567,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 180,
-	"The bulk action must be its id (a UUID).":                   95,
-	"The call could not be prepared.":                            437,
-	"The chart’s numbers":                                        237,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   297,
+	"Summary": 276,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 201,
+	"Temporarily unavailable":                         132,
+	"That is too long to be an id or a business key.": 568,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 181,
+	"The bulk action must be its id (a UUID).":                   96,
+	"The call could not be prepared.":                            438,
+	"The chart’s numbers":                                        238,
 	"The confirmed count is missing: start again from the list.": 74,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           134,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      506,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           135,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      507,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 75,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 132,
-	"The deadline passed before a result arrived.":                                                     434,
-	"The destination answered HTTP %s.":                                                                444,
-	"The destination could not be reached.":                                                            438,
-	"The destination did not answer within the call’s timeout (%s).":                                   432,
-	"The destination did not answer within the call’s timeout.":                                        433,
-	"The destination’s answer was too large.":                                                          439,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.": 123,
-	"The inputs could not be built from the process’s bindings.":                                       441,
-	"The last attempt’s lock expired with no attempt left.":                                            440,
-	"The next page counts them and asks for a reason before anything changes.":                         318,
-	"The nodes this instance reached, in order, each with its occurrence.":                             278,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":     145,
-	"The page cursor is invalid: go back to the first page.":                                           96,
-	"The page size must be between 1 and %d.":                                                          312,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 94,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 133,
+	"The deadline passed before a result arrived.":                                                     435,
+	"The destination answered HTTP %s.":                                                                445,
+	"The destination could not be reached.":                                                            439,
+	"The destination did not answer within the call’s timeout (%s).":                                   433,
+	"The destination did not answer within the call’s timeout.":                                        434,
+	"The destination’s answer was too large.":                                                          440,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.": 124,
+	"The inputs could not be built from the process’s bindings.":                                       442,
+	"The last attempt’s lock expired with no attempt left.":                                            441,
+	"The next page counts them and asks for a reason before anything changes.":                         319,
+	"The nodes this instance reached, in order, each with its occurrence.":                             279,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":     146,
+	"The page cursor is invalid: go back to the first page.":                                           97,
+	"The page size must be between 1 and %d.":                                                          313,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 95,
 	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   435,
-	"The revision must be a whole number, 1 or more.":                                                                             473,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                 601,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 576,
-	"These revisions have the same contracts.":                                                                                    166,
-	"These settings are kept in this browser only.":                                                                               504,
-	"They take every revision their consumer is granted.":                                                                         644,
-	"They take revision %d only.":                                                                                                 645,
-	"They take revisions %s only.":                                                                                                646,
-	"This contract has no inputs.":                                                                                                414,
-	"This contract has no outputs.":                                                                                               417,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                         130,
+	"The result did not match the revision's outputs contract.":                                                                   436,
+	"The revision must be a whole number, 1 or more.":                                                                             474,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                 602,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 577,
+	"These revisions have the same contracts.":                                                                                    167,
+	"These settings are kept in this browser only.":                                                                               505,
+	"They take every revision their consumer is granted.":                                                                         645,
+	"They take revision %d only.":                                                                                                 646,
+	"They take revisions %s only.":                                                                                                647,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.": 76,
+	"This contract has no inputs.":  415,
+	"This contract has no outputs.": 418,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      131,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   286,
-	"This instance is %s, not held: there is nothing to abandon.": 29,
-	"This instance is %s, not held: there is nothing to retry.":   28,
-	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 294,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 295,
+	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
+	"This instance has not reached a task yet.":                                                                                                                                287,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
+	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 295,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 296,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            600,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           599,
-	"This page does not accept that request.":     563,
-	"This page link is not one the console made.": 620,
-	"This page reloads every %d seconds.":         119,
-	"This process takes no inputs.":               293,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            601,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           600,
+	"This page does not accept that request.":     564,
+	"This page link is not one the console made.": 621,
+	"This page reloads every %d seconds.":         120,
+	"This process takes no inputs.":               294,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 578,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 536,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            537,
-	"Times in %s · no auto-reload":    118,
-	"Times in %s · reload every %d s": 117,
-	"To revision":                     160,
-	"Token":                           575,
-	"Tokens":                          112,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 577,
-	"Totals of all definitions, not narrowed by the other filters":         487,
-	"Totals of definition %s, not narrowed by the other filters":           486,
-	"Type": 138,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 565,
-	"UTC (coordinated universal time)": 511,
+	"This token is unknown or has been revoked.": 579,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 537,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            538,
+	"Times in %s · no auto-reload":    119,
+	"Times in %s · reload every %d s": 118,
+	"To revision":                     161,
+	"Token":                           576,
+	"Tokens":                          113,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 578,
+	"Totals of all definitions, not narrowed by the other filters":         488,
+	"Totals of definition %s, not narrowed by the other filters":           487,
+	"Type": 139,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 566,
+	"UTC (coordinated universal time)": 512,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                474,
-	"Unknown status “%s”.":             310,
-	"Value":                            290,
-	"Version":                          522,
-	"Versions, newest first":           518,
-	"Waiting for Relais to call the destination since %s (%s).": 448,
-	"Waiting for a worker since %s (%s).":                       449,
-	"When":                                                      79,
-	"Who":                                                       80,
-	"Whole message":                                             390,
-	"Worker":                                                    623,
-	"Worker id":                                                 381,
-	"Workers":                                                   111,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        621,
+	"Unknown consumer.":                475,
+	"Unknown status “%s”.":             311,
+	"Value":                            291,
+	"Version":                          523,
+	"Versions, newest first":           519,
+	"Waiting for Relais to call the destination since %s (%s).": 449,
+	"Waiting for a worker since %s (%s).":                       450,
+	"When":                                                      80,
+	"Who":                                                       81,
+	"Whole message":                                             391,
+	"Worker":                                                    624,
+	"Worker id":                                                 382,
+	"Workers":                                                   112,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        622,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 622,
-	"Workers serving %s":                   630,
-	"Working copy":                         144,
-	"You are signed out.":                  570,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              121,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 571,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      572,
-	"[redacted]":                          472,
+	"Workers seen within three heartbeats": 623,
+	"Workers serving %s":                   631,
+	"Working copy":                         145,
+	"You are signed out.":                  571,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              122,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 572,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      573,
+	"[redacted]":                          473,
 	"abandon":                             4,
-	"administrator":                       351,
-	"an incident: retry, abandon or stop": 210,
-	"answer too large":                    470,
+	"administrator":                       352,
+	"an incident: retry, abandon or stop": 211,
+	"answer too large":                    471,
 	"any":                                 66,
-	"any other code → %s":                 548,
-	"any other error":                     208,
-	"as of %s (%s); counts are refreshed every few seconds.": 489,
-	"at least %d characters":                                 604,
-	"at least %d items":                                      611,
-	"at most %d":                                             409,
-	"at most %d characters":                                  605,
-	"at most %d items":                                       612,
-	"at most %d since the last operator retry":               410,
-	"available":                                              325,
-	"boolean":                                                338,
-	"call in progress since":                                 494,
-	"cancelled":                                              328,
-	"choice":                                                 341,
-	"claimable since":                                        493,
-	"claimable since %s":                                     228,
-	"classification changed":                                 362,
-	"completed":                                              235,
-	"constraint changed":                                     363,
-	"consumer":                                               354,
-	"consumer #%s":                                           462,
-	"date":                                                   339,
-	"date and time":                                          340,
-	"deadline %s":                                            551,
-	"deferred":                                               327,
-	"deferred since":                                         496,
-	"deleted":                                                86,
-	"designer":                                               353,
-	"disconnected":                                           334,
-	"end (completes)":                                        543,
-	"end (fails)":                                            544,
-	"end: completes the instance":                            211,
-	"end: fails the instance":                                212,
-	"every revision its consumer is granted":                 636,
-	"exact, case-sensitive":                                  314,
-	"expired":                                                331,
-	"failed":                                                 236,
-	"fails the instance":                                     549,
-	"field added":                                            357,
-	"field removed":                                          358,
-	"format":                                                 368,
-	"format %s":                                              607,
-	"from":                                                   315,
-	"held":                                                   330,
-	"held for an operator":                                   209,
-	"held, then abandoned by an operator":                    309,
-	"held, then stopped by an operator":                      308,
-	"hold (an incident for an operator)":                     547,
-	"id or business key":                                     108,
-	"in %s":                                                  249,
-	"in progress":                                            389,
-	"instance id":                                            477,
-	"instances held":                                         554,
-	"instances held: %s":                                     555,
-	"integer":                                                336,
-	"just now":                                               251,
-	"list":                                                   343,
-	"lock until":                                             495,
-	"long polling":                                           634,
-	"long wait":                                              229,
-	"maximum":                                                370,
-	"maximum %s":                                             609,
-	"maximum items":                                          372,
-	"maximum length":                                         366,
-	"minimum":                                                369,
-	"minimum %s":                                             608,
-	"minimum items":                                          371,
-	"minimum length":                                         365,
-	"never":                                                  588,
-	"next attempt":                                           492,
-	"no":                                                     356,
-	"no answer within the timeout":                           468,
-	"no connection":                                          469,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 431,
-	"none":     199,
-	"none yet": 204,
-	"none: a failed call takes the node’s error path": 404,
-	"normal":                          344,
-	"not provided":                    614,
-	"not yet":                         589,
-	"null":                            617,
-	"number":                          337,
-	"object":                          342,
-	"on error":                        207,
-	"one of: %s":                      610,
-	"operator":                        352,
-	"optional %s field of type %s":    196,
-	"optional field of type %s":       198,
-	"optional → required":             189,
-	"pattern":                         367,
-	"pattern %s":                      606,
-	"pull":                            541,
-	"pull %s":                         214,
-	"pull (the service fetches it)":   349,
-	"push %s":                         213,
-	"push (Relais calls the service)": 350,
-	"push to %s":                      542,
-	"rejected":                        332,
-	"released":                        333,
-	"required %s field of type %s":    195,
-	"required changed":                360,
-	"required field of type %s":       197,
-	"required → optional":             190,
-	"reserved":                        326,
+	"any other code → %s":                 549,
+	"any other error":                     209,
+	"as of %s (%s); counts are refreshed every few seconds.": 490,
+	"at least %d characters":                                 605,
+	"at least %d items":                                      612,
+	"at most %d":                                             410,
+	"at most %d characters":                                  606,
+	"at most %d items":                                       613,
+	"at most %d since the last operator retry":               411,
+	"available":                                              326,
+	"boolean":                                                339,
+	"call in progress since":                                 495,
+	"cancelled":                                              329,
+	"choice":                                                 342,
+	"claimable since":                                        494,
+	"claimable since %s":                                     229,
+	"classification changed":                                 363,
+	"completed":                                              236,
+	"constraint changed":                                     364,
+	"consumer":                                               355,
+	"consumer #%s":                                           463,
+	"date":                                                   340,
+	"date and time":                                          341,
+	"deadline %s":                                            552,
+	"deferred":                                               328,
+	"deferred since":                                         497,
+	"deleted":                                                87,
+	"designer":                                               354,
+	"disconnected":                                           335,
+	"end (completes)":                                        544,
+	"end (fails)":                                            545,
+	"end: completes the instance":                            212,
+	"end: fails the instance":                                213,
+	"every revision its consumer is granted":                 637,
+	"exact, case-sensitive":                                  315,
+	"expired":                                                332,
+	"failed":                                                 237,
+	"fails the instance":                                     550,
+	"field added":                                            358,
+	"field removed":                                          359,
+	"format":                                                 369,
+	"format %s":                                              608,
+	"from":                                                   316,
+	"held":                                                   331,
+	"held for an operator":                                   210,
+	"held, then abandoned by an operator":                    310,
+	"held, then stopped by an operator":                      309,
+	"hold (an incident for an operator)":                     548,
+	"id or business key":                                     109,
+	"in %s":                                                  250,
+	"in progress":                                            390,
+	"instance id":                                            478,
+	"instances held":                                         555,
+	"instances held: %s":                                     556,
+	"integer":                                                337,
+	"just now":                                               252,
+	"list":                                                   344,
+	"lock until":                                             496,
+	"long polling":                                           635,
+	"long wait":                                              230,
+	"maximum":                                                371,
+	"maximum %s":                                             610,
+	"maximum items":                                          373,
+	"maximum length":                                         367,
+	"minimum":                                                370,
+	"minimum %s":                                             609,
+	"minimum items":                                          372,
+	"minimum length":                                         366,
+	"never":                                                  589,
+	"next attempt":                                           493,
+	"no":                                                     357,
+	"no answer within the timeout":                           469,
+	"no connection":                                          470,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 432,
+	"none":     200,
+	"none yet": 205,
+	"none: a failed call takes the node’s error path": 405,
+	"normal":                          345,
+	"not provided":                    615,
+	"not yet":                         590,
+	"null":                            618,
+	"number":                          338,
+	"object":                          343,
+	"on error":                        208,
+	"one of: %s":                      611,
+	"operator":                        353,
+	"optional %s field of type %s":    197,
+	"optional field of type %s":       199,
+	"optional → required":             190,
+	"pattern":                         368,
+	"pattern %s":                      607,
+	"pull":                            542,
+	"pull %s":                         215,
+	"pull (the service fetches it)":   350,
+	"push %s":                         214,
+	"push (Relais calls the service)": 351,
+	"push to %s":                      543,
+	"rejected":                        333,
+	"released":                        334,
+	"required %s field of type %s":    196,
+	"required changed":                361,
+	"required field of type %s":       198,
+	"required → optional":             191,
+	"reserved":                        327,
 	"retry":                           3,
-	"revision %d":                     490,
-	"revisions %s":                    637,
-	"routing changed":                 364,
-	"routing output":                  602,
-	"routing output %s → %s":          188,
-	"running":                         329,
-	"secret":                          346,
-	"sensitive":                       345,
-	"settled":                         491,
+	"revision %d":                     491,
+	"revisions %s":                    638,
+	"routing changed":                 365,
+	"routing output":                  603,
+	"routing output %s → %s":          189,
+	"running":                         330,
+	"secret":                          347,
+	"sensitive":                       346,
+	"settled":                         492,
 	"stop":                            5,
-	"stream":                          633,
-	"text":                            335,
-	"the contracts are the same (the name or a description changed).": 182,
-	"this session":             592,
-	"timeout %s":               552,
-	"timeout %s (the default)": 553,
-	"to":                       316,
-	"type changed":             359,
-	"unexpected value":         618,
-	"unknown":                  471,
-	"values added: %s":         191,
-	"values changed":           361,
-	"values removed: %s":       192,
-	"values reordered":         193,
-	"version %d":               520,
-	"waiting":                  466,
-	"yes":                      355,
-	"••• hidden (secret)":      348,
-	"••• hidden (sensitive)":   347,
-	"→ %s":                     546,
+	"stream":                          634,
+	"text":                            336,
+	"the contracts are the same (the name or a description changed).": 183,
+	"this session":             593,
+	"timeout %s":               553,
+	"timeout %s (the default)": 554,
+	"to":                       317,
+	"type changed":             360,
+	"unexpected value":         619,
+	"unknown":                  472,
+	"values added: %s":         192,
+	"values changed":           362,
+	"values removed: %s":       193,
+	"values reordered":         194,
+	"version %d":               521,
+	"waiting":                  467,
+	"yes":                      356,
+	"••• hidden (secret)":      349,
+	"••• hidden (sensitive)":   348,
+	"→ %s":                     547,
 }
 
-var enIndex = []uint32{ // 648 elements
+var enIndex = []uint32{ // 649 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -711,170 +712,171 @@ var enIndex = []uint32{ // 648 elements
 	0x00000e7d, 0x00000ec3, 0x00000f30, 0x00000f34,
 	0x00000f3c, 0x00000f43, 0x00000f50, 0x00000f5d,
 	0x00000f68, 0x00001097, 0x000010b1, 0x000010ec,
-	0x00001195, 0x000011ea, 0x00001299, 0x000012b5,
-	0x000012ba, 0x000012be, 0x000012c5, 0x000012cc,
-	0x000012dd, 0x000012f6, 0x00001302, 0x0000130a,
-	0x00001314, 0x000013a4, 0x000013ac, 0x000013ba,
-	0x000013c8, 0x000013e4, 0x000013f0, 0x00001485,
+	0x00001195, 0x0000120e, 0x00001263, 0x00001312,
+	0x0000132e, 0x00001333, 0x00001337, 0x0000133e,
+	0x00001345, 0x00001356, 0x0000136f, 0x0000137b,
+	0x00001383, 0x0000138d, 0x0000141d, 0x00001425,
+	0x00001433, 0x00001441, 0x0000145d, 0x00001469,
 	// Entry 60 - 7F
-	0x000014ae, 0x000014e5, 0x00001504, 0x0000156c,
-	0x0000157b, 0x00001584, 0x00001594, 0x000015a4,
-	0x000015ab, 0x000015ba, 0x000015c4, 0x000015ce,
-	0x000015ed, 0x00001600, 0x00001605, 0x00001611,
-	0x00001619, 0x00001620, 0x0000163b, 0x00001644,
-	0x00001655, 0x0000166c, 0x00001693, 0x000016b4,
-	0x000016db, 0x000016e7, 0x00001765, 0x00001775,
-	0x000017dd, 0x000017f4, 0x00001808, 0x00001845,
+	0x000014fe, 0x00001527, 0x0000155e, 0x0000157d,
+	0x000015e5, 0x000015f4, 0x000015fd, 0x0000160d,
+	0x0000161d, 0x00001624, 0x00001633, 0x0000163d,
+	0x00001647, 0x00001666, 0x00001679, 0x0000167e,
+	0x0000168a, 0x00001692, 0x00001699, 0x000016b4,
+	0x000016bd, 0x000016ce, 0x000016e5, 0x0000170c,
+	0x0000172d, 0x00001754, 0x00001760, 0x000017de,
+	0x000017ee, 0x00001856, 0x0000186d, 0x00001881,
 	// Entry 80 - 9F
-	0x00001932, 0x0000193c, 0x00001949, 0x000019ad,
-	0x000019c5, 0x00001a0b, 0x00001a20, 0x00001a8f,
-	0x00001ad5, 0x00001af7, 0x00001afd, 0x00001b02,
-	0x00001b0b, 0x00001b1a, 0x00001b26, 0x00001b32,
-	0x00001b43, 0x00001b50, 0x00001bad, 0x00001bb2,
-	0x00001bc1, 0x00001bcc, 0x00001bd6, 0x00001c14,
-	0x00001c1d, 0x00001c2d, 0x00001c35, 0x00001c3e,
-	0x00001c44, 0x00001c4e, 0x00001c60, 0x00001ca8,
+	0x000018be, 0x000019ab, 0x000019b5, 0x000019c2,
+	0x00001a26, 0x00001a3e, 0x00001a84, 0x00001a99,
+	0x00001b08, 0x00001b4e, 0x00001b70, 0x00001b76,
+	0x00001b7b, 0x00001b84, 0x00001b93, 0x00001b9f,
+	0x00001bab, 0x00001bbc, 0x00001bc9, 0x00001c26,
+	0x00001c2b, 0x00001c3a, 0x00001c45, 0x00001c4f,
+	0x00001c8d, 0x00001c96, 0x00001ca6, 0x00001cae,
+	0x00001cb7, 0x00001cbd, 0x00001cc7, 0x00001cd9,
 	// Entry A0 - BF
-	0x00001cb6, 0x00001cc2, 0x00001cca, 0x00001cd1,
-	0x00001cd8, 0x00001ce9, 0x00001cf8, 0x00001d21,
-	0x00001d28, 0x00001d33, 0x00001d4e, 0x00001d56,
-	0x00001d62, 0x00001d7e, 0x00001d95, 0x00001db7,
-	0x00001dc6, 0x00001dd2, 0x00001dd9, 0x00001df2,
-	0x00001e0c, 0x00001eb5, 0x00001ecb, 0x00001f0b,
-	0x00001f3c, 0x00001f66, 0x00001f8d, 0x00001fb1,
-	0x00001fd8, 0x00001ff7, 0x0000200d, 0x00002023,
+	0x00001d21, 0x00001d2f, 0x00001d3b, 0x00001d43,
+	0x00001d4a, 0x00001d51, 0x00001d62, 0x00001d71,
+	0x00001d9a, 0x00001da1, 0x00001dac, 0x00001dc7,
+	0x00001dcf, 0x00001ddb, 0x00001df7, 0x00001e0e,
+	0x00001e30, 0x00001e3f, 0x00001e4b, 0x00001e52,
+	0x00001e6b, 0x00001e85, 0x00001f2e, 0x00001f44,
+	0x00001f84, 0x00001fb5, 0x00001fdf, 0x00002006,
+	0x0000202a, 0x00002051, 0x00002070, 0x00002086,
 	// Entry C0 - DF
-	0x00002037, 0x0000204d, 0x0000205e, 0x00002075,
-	0x00002098, 0x000020bb, 0x000020d8, 0x000020f5,
-	0x000020fa, 0x00002146, 0x00002159, 0x0000215d,
-	0x0000216d, 0x00002176, 0x00002189, 0x000021af,
-	0x000021b8, 0x000021c8, 0x000021dd, 0x00002201,
-	0x0000221d, 0x00002235, 0x00002240, 0x0000224b,
-	0x00002256, 0x0000236c, 0x00002390, 0x000023bb,
-	0x000023c6, 0x000023cb, 0x000023da, 0x000023e1,
+	0x0000209c, 0x000020b0, 0x000020c6, 0x000020d7,
+	0x000020ee, 0x00002111, 0x00002134, 0x00002151,
+	0x0000216e, 0x00002173, 0x000021bf, 0x000021d2,
+	0x000021d6, 0x000021e6, 0x000021ef, 0x00002202,
+	0x00002228, 0x00002231, 0x00002241, 0x00002256,
+	0x0000227a, 0x00002296, 0x000022ae, 0x000022b9,
+	0x000022c4, 0x000022cf, 0x000023e5, 0x00002409,
+	0x00002434, 0x0000243f, 0x00002444, 0x00002453,
 	// Entry E0 - FF
-	0x000023f8, 0x0000240d, 0x0000241f, 0x00002442,
-	0x00002474, 0x0000248a, 0x00002494, 0x000024a9,
-	0x000024f6, 0x00002506, 0x0000253f, 0x00002593,
-	0x0000259d, 0x000025a4, 0x000025ba, 0x000025f3,
-	0x000025f8, 0x00002602, 0x00002610, 0x0000261d,
-	0x00002646, 0x00002669, 0x00002676, 0x00002696,
-	0x000026a2, 0x000026bb, 0x000026c4, 0x000026ce,
-	0x000026d7, 0x000026df, 0x000026e9, 0x000026f1,
+	0x0000245a, 0x00002471, 0x00002486, 0x00002498,
+	0x000024bb, 0x000024ed, 0x00002503, 0x0000250d,
+	0x00002522, 0x0000256f, 0x0000257f, 0x000025b8,
+	0x0000260c, 0x00002616, 0x0000261d, 0x00002633,
+	0x0000266c, 0x00002671, 0x0000267b, 0x00002689,
+	0x00002696, 0x000026bf, 0x000026e2, 0x000026ef,
+	0x0000270f, 0x0000271b, 0x00002734, 0x0000273d,
+	0x00002747, 0x00002750, 0x00002758, 0x00002762,
 	// Entry 100 - 11F
-	0x000026f9, 0x000026fd, 0x00002701, 0x00002705,
-	0x00002709, 0x0000270d, 0x00002711, 0x00002715,
-	0x00002719, 0x0000271d, 0x00002721, 0x00002725,
-	0x00002729, 0x00002733, 0x00002751, 0x00002771,
-	0x00002795, 0x000027b9, 0x000027c2, 0x000027d9,
-	0x000027e1, 0x000027f2, 0x000027f7, 0x0000283c,
-	0x00002854, 0x00002859, 0x00002864, 0x0000286a,
-	0x00002874, 0x0000287c, 0x00002884, 0x000028ae,
+	0x0000276a, 0x00002772, 0x00002776, 0x0000277a,
+	0x0000277e, 0x00002782, 0x00002786, 0x0000278a,
+	0x0000278e, 0x00002792, 0x00002796, 0x0000279a,
+	0x0000279e, 0x000027a2, 0x000027ac, 0x000027ca,
+	0x000027ea, 0x0000280e, 0x00002832, 0x0000283b,
+	0x00002852, 0x0000285a, 0x0000286b, 0x00002870,
+	0x000028b5, 0x000028cd, 0x000028d2, 0x000028dd,
+	0x000028e3, 0x000028ed, 0x000028f5, 0x000028fd,
 	// Entry 120 - 13F
-	0x000028c8, 0x000028f0, 0x00002920, 0x00002926,
-	0x00002935, 0x00002988, 0x000029a6, 0x00002ac8,
-	0x00002b87, 0x00002bde, 0x00002c08, 0x00002c34,
-	0x00002c5e, 0x00002c66, 0x00002c6c, 0x00002c79,
-	0x00002c8b, 0x00002c96, 0x00002c9f, 0x00002cb1,
-	0x00002cc0, 0x00002ce2, 0x00002d06, 0x00002d22,
-	0x00002d30, 0x00002d5b, 0x00002d6d, 0x00002d83,
-	0x00002d88, 0x00002d8b, 0x00002db5, 0x00002dfe,
+	0x00002927, 0x00002941, 0x00002969, 0x00002999,
+	0x0000299f, 0x000029ae, 0x00002a01, 0x00002a1f,
+	0x00002b41, 0x00002c00, 0x00002c57, 0x00002c81,
+	0x00002cad, 0x00002cd7, 0x00002cdf, 0x00002ce5,
+	0x00002cf2, 0x00002d04, 0x00002d0f, 0x00002d18,
+	0x00002d2a, 0x00002d39, 0x00002d5b, 0x00002d7f,
+	0x00002d9b, 0x00002da9, 0x00002dd4, 0x00002de6,
+	0x00002dfc, 0x00002e01, 0x00002e04, 0x00002e2e,
 	// Entry 140 - 15F
-	0x00002e1e, 0x00002e27, 0x00002e39, 0x00002e5c,
-	0x00002e6a, 0x00002e77, 0x00002e81, 0x00002e8a,
-	0x00002e93, 0x00002e9d, 0x00002ea5, 0x00002eaa,
-	0x00002eb2, 0x00002ebb, 0x00002ec4, 0x00002ed1,
-	0x00002ed6, 0x00002ede, 0x00002ee5, 0x00002eed,
-	0x00002ef2, 0x00002f00, 0x00002f07, 0x00002f0e,
-	0x00002f13, 0x00002f1a, 0x00002f24, 0x00002f2b,
-	0x00002f48, 0x00002f62, 0x00002f80, 0x00002fa0,
+	0x00002e77, 0x00002e97, 0x00002ea0, 0x00002eb2,
+	0x00002ed5, 0x00002ee3, 0x00002ef0, 0x00002efa,
+	0x00002f03, 0x00002f0c, 0x00002f16, 0x00002f1e,
+	0x00002f23, 0x00002f2b, 0x00002f34, 0x00002f3d,
+	0x00002f4a, 0x00002f4f, 0x00002f57, 0x00002f5e,
+	0x00002f66, 0x00002f6b, 0x00002f79, 0x00002f80,
+	0x00002f87, 0x00002f8c, 0x00002f93, 0x00002f9d,
+	0x00002fa4, 0x00002fc1, 0x00002fdb, 0x00002ff9,
 	// Entry 160 - 17F
-	0x00002fae, 0x00002fb7, 0x00002fc0, 0x00002fc9,
-	0x00002fcd, 0x00002fd0, 0x00002fdc, 0x00002fea,
-	0x00002ff7, 0x00003008, 0x00003017, 0x0000302e,
-	0x00003041, 0x00003051, 0x00003060, 0x0000306f,
-	0x00003077, 0x0000307e, 0x00003086, 0x0000308e,
-	0x0000309c, 0x000030aa, 0x000030c0, 0x000030d5,
-	0x000030e6, 0x000030ec, 0x000030f3, 0x000030fc,
-	0x00003118, 0x00003121, 0x0000312b, 0x00003134,
+	0x00003019, 0x00003027, 0x00003030, 0x00003039,
+	0x00003042, 0x00003046, 0x00003049, 0x00003055,
+	0x00003063, 0x00003070, 0x00003081, 0x00003090,
+	0x000030a7, 0x000030ba, 0x000030ca, 0x000030d9,
+	0x000030e8, 0x000030f0, 0x000030f7, 0x000030ff,
+	0x00003107, 0x00003115, 0x00003123, 0x00003139,
+	0x0000314e, 0x0000315f, 0x00003165, 0x0000316c,
+	0x00003175, 0x00003191, 0x0000319a, 0x000031a4,
 	// Entry 180 - 19F
-	0x0000313d, 0x00003146, 0x0000315d, 0x00003165,
-	0x00003173, 0x000031a0, 0x000031ac, 0x000031ba,
-	0x00003201, 0x0000320d, 0x00003215, 0x00003240,
-	0x0000328b, 0x0000334d, 0x00003351, 0x00003377,
-	0x0000337c, 0x00003397, 0x000033a8, 0x000033b4,
-	0x000033bc, 0x000033ee, 0x000033f7, 0x00003400,
-	0x0000341c, 0x00003429, 0x00003437, 0x00003463,
-	0x00003489, 0x00003494, 0x000034c2, 0x000034df,
+	0x000031ad, 0x000031b6, 0x000031bf, 0x000031d6,
+	0x000031de, 0x000031ec, 0x00003219, 0x00003225,
+	0x00003233, 0x0000327a, 0x00003286, 0x0000328e,
+	0x000032b9, 0x00003304, 0x000033c6, 0x000033ca,
+	0x000033f0, 0x000033f5, 0x00003410, 0x00003421,
+	0x0000342d, 0x00003435, 0x00003467, 0x00003470,
+	0x00003479, 0x00003495, 0x000034a2, 0x000034b0,
+	0x000034dc, 0x00003502, 0x0000350d, 0x0000353b,
 	// Entry 1A0 - 1BF
-	0x0000350e, 0x00003540, 0x0000355e, 0x00003593,
-	0x000035af, 0x000035be, 0x000035cb, 0x000035d9,
-	0x000035e6, 0x000035ef, 0x0000360a, 0x00003625,
-	0x00003631, 0x00003652, 0x00003694, 0x0000369e,
-	0x000036f1, 0x00003735, 0x00003771, 0x0000379e,
-	0x000037d8, 0x0000383d, 0x0000385d, 0x00003883,
-	0x000038ad, 0x000038e5, 0x00003922, 0x00003946,
-	0x000039bf, 0x000039e4, 0x000039fe, 0x00003a1c,
+	0x00003558, 0x00003587, 0x000035b9, 0x000035d7,
+	0x0000360c, 0x00003628, 0x00003637, 0x00003644,
+	0x00003652, 0x0000365f, 0x00003668, 0x00003683,
+	0x0000369e, 0x000036aa, 0x000036cb, 0x0000370d,
+	0x00003717, 0x0000376a, 0x000037ae, 0x000037ea,
+	0x00003817, 0x00003851, 0x000038b6, 0x000038d6,
+	0x000038fc, 0x00003926, 0x0000395e, 0x0000399b,
+	0x000039bf, 0x00003a38, 0x00003a5d, 0x00003a77,
 	// Entry 1C0 - 1DF
-	0x00003a50, 0x00003a90, 0x00003aba, 0x00003ac9,
-	0x00003afa, 0x00003b29, 0x00003b3c, 0x00003bb1,
-	0x00003bc4, 0x00003bf8, 0x00003c2c, 0x00003c3c,
-	0x00003c83, 0x00003cb0, 0x00003cbd, 0x00003ccd,
-	0x00003cfd, 0x00003d37, 0x00003d5a, 0x00003d62,
-	0x00003d7a, 0x00003d97, 0x00003da5, 0x00003db6,
-	0x00003dbe, 0x00003dc9, 0x00003df9, 0x00003e0b,
-	0x00003e1b, 0x00003e4d, 0x00003e59, 0x00003e6a,
+	0x00003a95, 0x00003ac9, 0x00003b09, 0x00003b33,
+	0x00003b42, 0x00003b73, 0x00003ba2, 0x00003bb5,
+	0x00003c2a, 0x00003c3d, 0x00003c71, 0x00003ca5,
+	0x00003cb5, 0x00003cfc, 0x00003d29, 0x00003d36,
+	0x00003d46, 0x00003d76, 0x00003db0, 0x00003dd3,
+	0x00003ddb, 0x00003df3, 0x00003e10, 0x00003e1e,
+	0x00003e2f, 0x00003e37, 0x00003e42, 0x00003e72,
+	0x00003e84, 0x00003e94, 0x00003ec6, 0x00003ed2,
 	// Entry 1E0 - 1FF
-	0x00003e84, 0x00003e95, 0x00003e9b, 0x00003eaf,
-	0x00003ec7, 0x00003eec, 0x00003efa, 0x00003f38,
-	0x00003f75, 0x00003fa1, 0x00003fde, 0x00003fed,
-	0x00003ff5, 0x00004002, 0x00004012, 0x00004029,
-	0x00004034, 0x00004043, 0x00004049, 0x00004057,
-	0x00004061, 0x0000406c, 0x0000407f, 0x000040a4,
-	0x000040cf, 0x000040fd, 0x0000410b, 0x0000419e,
-	0x000041bc, 0x00004202, 0x00004210, 0x00004224,
+	0x00003ee3, 0x00003efd, 0x00003f0e, 0x00003f14,
+	0x00003f28, 0x00003f40, 0x00003f65, 0x00003f73,
+	0x00003fb1, 0x00003fee, 0x0000401a, 0x00004057,
+	0x00004066, 0x0000406e, 0x0000407b, 0x0000408b,
+	0x000040a2, 0x000040ad, 0x000040bc, 0x000040c2,
+	0x000040d0, 0x000040da, 0x000040e5, 0x000040f8,
+	0x0000411d, 0x00004148, 0x00004176, 0x00004184,
+	0x00004217, 0x00004235, 0x0000427b, 0x00004289,
 	// Entry 200 - 21F
-	0x00004245, 0x00004259, 0x0000425f, 0x00004273,
-	0x000042e6, 0x00004333, 0x00004344, 0x0000435b,
-	0x00004378, 0x00004386, 0x00004394, 0x0000439c,
-	0x000043a7, 0x000043ad, 0x0000449f, 0x000044a5,
-	0x000044d7, 0x000044dc, 0x000044ec, 0x000044f7,
-	0x00004500, 0x00004510, 0x0000452a, 0x000045cf,
-	0x000045e5, 0x0000466a, 0x000046e4, 0x000046f3,
-	0x000047ad, 0x000047fe, 0x00004803, 0x00004811,
+	0x0000429d, 0x000042be, 0x000042d2, 0x000042d8,
+	0x000042ec, 0x0000435f, 0x000043ac, 0x000043bd,
+	0x000043d4, 0x000043f1, 0x000043ff, 0x0000440d,
+	0x00004415, 0x00004420, 0x00004426, 0x00004518,
+	0x0000451e, 0x00004550, 0x00004555, 0x00004565,
+	0x00004570, 0x00004579, 0x00004589, 0x000045a3,
+	0x00004648, 0x0000465e, 0x000046e3, 0x0000475d,
+	0x0000476c, 0x00004826, 0x00004877, 0x0000487c,
 	// Entry 220 - 23F
-	0x00004821, 0x0000482d, 0x0000483d, 0x00004847,
-	0x0000486a, 0x00004883, 0x00004896, 0x00004902,
-	0x00004911, 0x0000491f, 0x0000493b, 0x0000494a,
-	0x00004960, 0x00004999, 0x000049cb, 0x00004a02,
-	0x00004a10, 0x00004a54, 0x00004a79, 0x00004a8c,
-	0x00004ab4, 0x00004abb, 0x00004b16, 0x00004b40,
-	0x00004b70, 0x00004bce, 0x00004c6e, 0x00004c82,
-	0x00004d2d, 0x00004da3, 0x00004dab, 0x00004de6,
+	0x0000488a, 0x0000489a, 0x000048a6, 0x000048b6,
+	0x000048c0, 0x000048e3, 0x000048fc, 0x0000490f,
+	0x0000497b, 0x0000498a, 0x00004998, 0x000049b4,
+	0x000049c3, 0x000049d9, 0x00004a12, 0x00004a44,
+	0x00004a7b, 0x00004a89, 0x00004acd, 0x00004af2,
+	0x00004b05, 0x00004b2d, 0x00004b34, 0x00004b8f,
+	0x00004bb9, 0x00004be9, 0x00004c47, 0x00004ce7,
+	0x00004cfb, 0x00004da6, 0x00004e1c, 0x00004e24,
 	// Entry 240 - 25F
-	0x00004dec, 0x00004e68, 0x00004eb0, 0x00004edb,
-	0x00004f3d, 0x00004f60, 0x00005007, 0x0000500a,
-	0x0000500f, 0x0000501a, 0x00005024, 0x0000502c,
-	0x00005047, 0x0000504d, 0x00005055, 0x00005063,
-	0x0000506d, 0x0000507a, 0x00005084, 0x00005097,
-	0x000050bb, 0x0000513b, 0x0000514c, 0x00005154,
-	0x000051c9, 0x0000521d, 0x0000525f, 0x0000526e,
-	0x0000527a, 0x000052b6, 0x000052f0, 0x000052fe,
+	0x00004e5f, 0x00004e65, 0x00004ee1, 0x00004f29,
+	0x00004f54, 0x00004fb6, 0x00004fd9, 0x00005080,
+	0x00005083, 0x00005088, 0x00005093, 0x0000509d,
+	0x000050a5, 0x000050c0, 0x000050c6, 0x000050ce,
+	0x000050dc, 0x000050e6, 0x000050f3, 0x000050fd,
+	0x00005110, 0x00005134, 0x000051b4, 0x000051c5,
+	0x000051cd, 0x00005242, 0x00005296, 0x000052d8,
+	0x000052e7, 0x000052f3, 0x0000532f, 0x00005369,
 	// Entry 260 - 27F
-	0x0000530b, 0x00005319, 0x00005327, 0x00005335,
-	0x00005367, 0x00005397, 0x000053f3, 0x00005400,
-	0x00005420, 0x0000543a, 0x0000543f, 0x00005450,
-	0x0000545d, 0x00005489, 0x0000550f, 0x00005534,
-	0x0000553b, 0x00005544, 0x00005557, 0x00005561,
-	0x0000556b, 0x00005575, 0x0000558d, 0x000055a3,
-	0x000055af, 0x000055d1, 0x000055d8, 0x000055e5,
-	0x000055f6, 0x0000561d, 0x0000562d, 0x00005681,
+	0x00005377, 0x00005384, 0x00005392, 0x000053a0,
+	0x000053ae, 0x000053e0, 0x00005410, 0x0000546c,
+	0x00005479, 0x00005499, 0x000054b3, 0x000054b8,
+	0x000054c9, 0x000054d6, 0x00005502, 0x00005588,
+	0x000055ad, 0x000055b4, 0x000055bd, 0x000055d0,
+	0x000055da, 0x000055e4, 0x000055ee, 0x00005606,
+	0x0000561c, 0x00005628, 0x0000564a, 0x00005651,
+	0x0000565e, 0x0000566f, 0x00005696, 0x000056a6,
 	// Entry 280 - 29F
-	0x000056d1, 0x00005731, 0x00005784, 0x000057bc,
-	0x0000580c, 0x00005840, 0x0000585f, 0x0000587f,
-} // Size: 2616 bytes
+	0x000056fa, 0x0000574a, 0x000057aa, 0x000057fd,
+	0x00005835, 0x00005885, 0x000058b9, 0x000058d8,
+	0x000058f8,
+} // Size: 2620 bytes
 
-const enData string = "" + // Size: 22655 bytes
+const enData string = "" + // Size: 22776 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -943,537 +945,539 @@ const enData string = "" + // Size: 22655 bytes
 	"ter\x02The confirmed count is missing: start again from the list.\x02The" +
 	" count changed since you confirmed it (it was %[1]d): instances were set" +
 	"tled, started or acted on meanwhile. Nothing was done; check the new cou" +
-	"nt and confirm again.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]" +
-	"d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81" +
-	"\x01\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or " +
-	"acted on by someone else).\x00T\x02%[1]d skipped: they changed after the" +
-	" count (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %" +
-	"[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurren" +
-	"ce offered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, " +
-	"abandon and stop an operator applied, with its reason. Reveals of sensit" +
-	"ive values have their own log (GET /api/v1/audit/reveals).\x02Filters" +
-	"\x02Apply filters\x02Clear filters\x02No operator action matches.\x02All" +
-	" actions\x02The process instance must be a whole instance id (a UUID): t" +
-	"he lists show the end of each id; open the instance, or copy its link, f" +
-	"or the whole id.\x02The bulk action must be its id (a UUID).\x02The page" +
-	" cursor is invalid: go back to the first page.\x02Operator actions, newe" +
-	"st first\x02Showing the %[1]d instances bulk action %[2]s changed. While" +
-	" it runs, each reload shows how far it got.\x02Relais console\x02Languag" +
-	"e\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02I" +
-	"nstances\x02Processes\x02Find an instance or occurrence\x02id or busines" +
-	"s key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s " +
-	"(%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display sett" +
-	"ings:\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no au" +
-	"to-reload\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Yo" +
-	"ur role can read definitions and processes only: external tasks and proc" +
-	"ess instances are for operators and administrators.\x02Invalid request" +
-	"\x02The field “%[1]s” holds a NUL character or bytes that are not UTF-8 " +
-	"text: correct it and try again.\x02Back to external tasks\x02Back to def" +
-	"initions\x02Nothing exists at this address, or it is not visible to you." +
-	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
-	"d instance is deleted, with its occurrences and attempts, once the reten" +
-	"tion period (RELAIS_RETENTION) has passed; the audit log keeps the opera" +
-	"tor actions taken on it.\x02Not found\x02Form refused\x02This form was n" +
-	"ot sent from this console session, or it has expired. Reload the page an" +
-	"d try again.\x02Temporarily unavailable\x02The database cannot be reache" +
-	"d right now. Try again in a few seconds.\x02Something went wrong\x02The " +
-	"console could not show this page. Try again; if it persists, give your a" +
-	"dministrator the request id %[1]s.\x02Counting the occurrences; the coun" +
-	"ts appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Nam" +
-	"e\x02Routing output\x02Last saved\x02Revisions\x02No revision yet: the W" +
-	"orking copy has never been snapshotted.\x02Releases\x02No release yet." +
-	"\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Li" +
-	"sts every change from one revision to another, and whom it may break." +
-	"\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Break" +
-	"s processes\x02Breaks workers\x02These revisions have the same contracts" +
-	".\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No" +
-	" outputs.\x02Outputs of the working copy\x02Releases, oldest first\x02Ch" +
-	"anges between the two revisions\x02Revision %[1]d\x02Snapshotted\x02Dige" +
-	"st\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02The Worki" +
-	"ng copy has changes not yet snapshotted: they are in no revision (worker" +
-	"s and processes use revision %[1]d at most) until a snapshot makes them " +
-	"revision %[2]d.\x02Since revision %[1]d:\x02the contracts are the same (" +
-	"the name or a description changed).\x02Changes of the Working copy since" +
-	" revision %[1]d\x02Choose two existing revisions to compare.\x02From rev" +
-	"ision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d chan" +
-	"ge\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breakin" +
-	"g\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional " +
-	"→ required\x02required → optional\x02values added: %[1]s\x02values rem" +
-	"oved: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]" +
-	"s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02required " +
-	"field of type %[1]s\x02optional field of type %[1]s\x02none\x02Task cont" +
-	"racts: their Working copy, immutable revisions and named releases.\x02De" +
-	"finitions by key\x02Key\x02Latest revision\x02none yet\x02No definition " +
-	"yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d relea" +
-	"ses\x02on error\x02any other error\x02held for an operator\x02an inciden" +
-	"t: retry, abandon or stop\x02end: completes the instance\x02end: fails t" +
-	"he instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition" +
-	"’s queue and incidents now, and what its workers finished in the last " +
-	"hour: occurrences that ended completed or failed. An occurrence retried " +
-	"since counts where it ends next; a failed attempt with attempts left is " +
-	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
-	", last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
-	"e %[1]s\x02long wait\x02Show all definitions\x02No definition %[1]s has " +
-	"occurrences: check the key, or show all definitions.\x02All definitions" +
-	"\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In the l" +
-	"ast hour: %[1]s, %[2]s. The table after the chart gives each 5-minute sl" +
-	"ot.\x02completed\x02failed\x02The chart’s numbers\x02Completions and fai" +
-	"lures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]" +
-	"s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
-	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
-	"\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%" +
-	"[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just " +
-	"now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar" +
-	"\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 sec" +
-	"onds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d m" +
-	"s\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02Th" +
-	"e nodes this instance reached, in order, each with its occurrence.\x02No" +
-	"des reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Cre" +
-	"ated\x02Settled\x02This instance has not reached a task yet.\x02Recorded" +
-	" operator actions\x02No operator has acted on this instance.\x02Operator" +
-	" actions on this instance, newest first\x02Value\x02Process inputs\x02In" +
-	"puts the instance was started with, labelled by process version %[1]d's " +
-	"contract\x02This process takes no inputs.\x02This instance is held at a " +
-	"failed node: an incident. It cannot be retried: its occurrence at node %" +
-	"[1]s failed before any attempt (its inputs could not be built), so it wo" +
-	"uld fail the same way. Abandon fails the instance; stop cancels it. Each" +
-	" asks for a reason, recorded in the audit log.\x02This instance is held " +
-	"at a failed node: an incident. Retry offers the failed occurrence again;" +
-	" abandon fails the instance; stop cancels it. Each asks for a reason, re" +
-	"corded in the audit log.\x02Stopping cancels the instance and its open o" +
-	"ccurrences. It does not complete anything.\x02Stopped by %[1]s at %[2]s " +
-	"— “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s" +
-	" at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurr" +
-	"ence\x02Error code\x02End node\x02Abandoned at node\x02Failed at node" +
-	"\x02held, then stopped by an operator\x02held, then abandoned by an oper" +
-	"ator\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must b" +
-	"e between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02" +
-	"from\x02to\x02Act on every instance this filter matches\x02The next page" +
-	" counts them and asks for a reason before anything changes.\x02Process i" +
-	"nstances, newest first\x02Instance\x02End node or error\x02No instance m" +
-	"atches these filters.\x02All processes\x02All statuses\x02available\x02r" +
-	"eserved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02reject" +
-	"ed\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean" +
-	"\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensi" +
-	"tive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull " +
-	"(the service fetches it)\x02push (Relais calls the service)\x02administr" +
-	"ator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02" +
-	"field removed\x02type changed\x02required changed\x02values changed\x02c" +
-	"lassification changed\x02constraint changed\x02routing changed\x02minimu" +
-	"m length\x02maximum length\x02pattern\x02format\x02minimum\x02maximum" +
-	"\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, ve" +
-	"rsion %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every " +
-	"attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No s" +
-	"ervice has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No service ever reserved this occurrence: it ended before any attemp" +
-	"t.\x02Destination\x02Replica\x02Relais has not called the destination ye" +
-	"t.\x02Relais never called the destination: the occurrence ended before a" +
-	"ny call.\x02Relais keeps the destination’s status code only when it refu" +
-	"sed the call (destination_http_NNN); a completed call answered 2xx. The " +
-	"duration runs from the claim of the call to its settlement.\x02Now\x02Re" +
-	"try or abandon it from its instance\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the la" +
-	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's" +
-	" contract\x02This contract has no inputs.\x02Outputs, labelled by revisi" +
-	"on %[1]d's contract\x02No outputs yet: the occurrence has not completed." +
-	"\x02This contract has no outputs.\x02No outputs: the occurrence ended wi" +
-	"thout completing.\x02Reveal — this is recorded\x02Available from\x02Next" +
-	" attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (att" +
-	"empt %[1]d)\x02Error (before any attempt)\x02Its message\x02Message from" +
-	" Relais (in English)\x02Message from the service (its own words, protect" +
-	"ed values masked)\x02Retryable\x02no: the service marked this failure as" +
-	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
-	"answer within the call’s timeout (%[1]s).\x02The destination did not ans" +
-	"wer within the call’s timeout.\x02The deadline passed before a result ar" +
-	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
-	"elais stopped during the call: whether the destination acted is unknown," +
-	" so it is not called again.\x02The call could not be prepared.\x02The de" +
-	"stination could not be reached.\x02The destination’s answer was too larg" +
-	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
-	"s could not be built from the process’s bindings.\x02An operator abandon" +
-	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
-	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
-	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
-	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
-	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
-	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
-	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
-	"): a worker of the same consumer, or a front end with a settle token, co" +
-	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
-	"iting for an operator.\x02Its instance went on along the node’s error pa" +
-	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
-	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
-	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
-	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02The revision must be a whole number, 1 or " +
-	"more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance," +
-	" revision, consumer, dates\x02instance id\x02Counts by status\x02Occurre" +
-	"nces, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
-	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
-	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02The" +
-	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
-	"le runs no script, so it cannot read your computer’s time zone: choose i" +
-	"ts offset from UTC. Offsets do not follow daylight saving time.\x02Reloa" +
-	"d lists and detail pages\x02Pages with a form, such as a confirmation, n" +
-	"ever reload on their own.\x02Save settings\x02Back without saving\x02UTC" +
-	" (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %" +
-	"[1]d seconds\x02Published process versions: their nodes, routes and pinn" +
-	"ed revisions, drawn, with where their occurrences are now.\x02Published " +
-	"process versions: their nodes, routes and pinned revisions, drawn.\x02Pr" +
-	"ocesses by key\x02Versions, newest first\x02No process is published yet." +
-	"\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02" +
-	"Columns follow the longest path from the start node. Solid arrows are su" +
-	"ccesses (labelled with their route), dashed ones failures (labelled with" +
-	" their error codes). Each box says how many of this version’s occurrence" +
-	"s are at that node now.\x02Nodes\x02Nodes of this version, with their oc" +
-	"currences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Oc" +
-	"currences now\x02Instances of this process\x02Columns follow the longest" +
-	" path from the start node. Solid arrows are successes (labelled with the" +
-	"ir route), dashed ones failures (labelled with their error codes).\x02No" +
-	"des of this version\x02This version has %[1]d nodes: too many to draw le" +
-	"gibly (at most %[2]d). The table below lists every node with its routes " +
-	"and counts.\x02This version has %[1]d nodes: too many to draw legibly (a" +
-	"t most %[2]d). The table below lists every node with its routes.\x02Grap" +
-	"h of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. Th" +
-	"e table below lists the same nodes, routes and counts.\x00Y\x02%[1]d nod" +
-	"es, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
-	"e nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (" +
-	"fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
-	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
-	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
-	"mpts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1" +
-	"]s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %" +
-	"[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only" +
-	" administrators may reveal a sensitive value.\x02Revealed by %[1]s at %[" +
-	"2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this pa" +
-	"ge shows as hidden (sensitive) can be revealed.\x02Secret values can nev" +
-	"er be revealed.\x02Method not allowed\x02This page does not accept that " +
-	"request.\x02Search\x02Type an instance or occurrence id (a UUID, as the " +
-	"pages show on hover), or a business key.\x02Nothing to find: the search " +
-	"box is empty.\x02That is too long to be an id or a business key.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key.\x02No instance has “%[1]s” as its business key, and it is " +
-	"not a whole id: the lists show the end of each id. Open the row, or copy" +
-	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
-	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
-	" the server), so your last action was not applied. Sign in again, then r" +
-	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
-	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
-	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
-	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
-	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
-	"ministrators manage tokens.\x02Staff tokens (administrators, designers, " +
-	"operators) that are not revoked. Consumer tokens are managed with their " +
-	"consumers. Revoking a token refuses its next request.\x02ID\x02Role\x02C" +
-	"reated on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02" +
-	"Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next reques" +
-	"t is refused, and console sessions opened with it end. This cannot be un" +
-	"done: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken %[1]s (%[2]s) was revoked: its next request is refused.\x02routing " +
-	"output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d char" +
-	"acter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
-	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
-	"link is not one the console made.\x02Workers connected by a stream, and " +
-	"polling workers by their last fetch. A worker is listed while it was see" +
-	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
-	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
-	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
-	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
-	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
-	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
-	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
-	"nnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"nt and confirm again.\x02This bulk action was already applied (the form " +
+	"was sent again): its records are in the audit log. Nothing more was done" +
+	".\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02" +
+	"Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d" +
+	" skipped: it changed after the count (settled, or acted on by someone el" +
+	"se).\x00T\x02%[1]d skipped: they changed after the count (settled, or ac" +
+	"ted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who" +
+	"\x02Action\x02Reason\x02Process instance\x02Occurrence offered again\x02" +
+	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
+	"operator applied, with its reason. Reveals of sensitive values have thei" +
+	"r own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters\x02Cl" +
+	"ear filters\x02No operator action matches.\x02All actions\x02The process" +
+	" instance must be a whole instance id (a UUID): the lists show the end o" +
+	"f each id; open the instance, or copy its link, for the whole id.\x02The" +
+	" bulk action must be its id (a UUID).\x02The page cursor is invalid: go " +
+	"back to the first page.\x02Operator actions, newest first\x02Showing the" +
+	" %[1]d instances bulk action %[2]s changed. While it runs, each reload s" +
+	"hows how far it got.\x02Relais console\x02Language\x02Skip to content" +
+	"\x02Main navigation\x02Health\x02External tasks\x02Instances\x02Processe" +
+	"s\x02Find an instance or occurrence\x02id or business key\x02Find\x02Def" +
+	"initions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
+	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
+	"[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This p" +
+	"age reloads every %[1]d seconds.\x02Not allowed\x02Your role can read de" +
+	"finitions and processes only: external tasks and process instances are f" +
+	"or operators and administrators.\x02Invalid request\x02The field “%[1]s”" +
+	" holds a NUL character or bytes that are not UTF-8 text: correct it and " +
+	"try again.\x02Back to external tasks\x02Back to definitions\x02Nothing e" +
+	"xists at this address, or it is not visible to you.\x02Nothing exists at" +
+	" this address, or it is not visible to you. An ended instance is deleted" +
+	", with its occurrences and attempts, once the retention period (RELAIS_R" +
+	"ETENTION) has passed; the audit log keeps the operator actions taken on " +
+	"it.\x02Not found\x02Form refused\x02This form was not sent from this con" +
+	"sole session, or it has expired. Reload the page and try again.\x02Tempo" +
+	"rarily unavailable\x02The database cannot be reached right now. Try agai" +
+	"n in a few seconds.\x02Something went wrong\x02The console could not sho" +
+	"w this page. Try again; if it persists, give your administrator the requ" +
+	"est id %[1]s.\x02Counting the occurrences; the counts appear when you re" +
+	"load the page.\x02Counts are unavailable right now.\x02Field\x02Type\x02" +
+	"Required\x02Classification\x02Constraints\x02Description\x02Definition %" +
+	"[1]s\x02Working copy\x02The only mutable part of a definition. Processes" +
+	" never use it directly: they pin a revision.\x02Name\x02Routing output" +
+	"\x02Last saved\x02Revisions\x02No revision yet: the Working copy has nev" +
+	"er been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revisi" +
+	"on\x02Notes\x02Published\x02Compare revisions\x02Lists every change from" +
+	" one revision to another, and whom it may break.\x02From revision\x02To " +
+	"revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks wo" +
+	"rkers\x02These revisions have the same contracts.\x02Inputs\x02No inputs" +
+	".\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of " +
+	"the working copy\x02Releases, oldest first\x02Changes between the two re" +
+	"visions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision" +
+	" %[1]d\x02Outputs of revision %[1]d\x02The Working copy has changes not " +
+	"yet snapshotted: they are in no revision (workers and processes use revi" +
+	"sion %[1]d at most) until a snapshot makes them revision %[2]d.\x02Since" +
+	" revision %[1]d:\x02the contracts are the same (the name or a descriptio" +
+	"n changed).\x02Changes of the Working copy since revision %[1]d\x02Choos" +
+	"e two existing revisions to compare.\x02From revision %[1]d to revision " +
+	"%[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
+	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
+	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
+	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
+	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
+	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
+	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
+	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
+	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
+	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
+	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
+	"ts now, and what its workers finished in the last hour: occurrences that" +
+	" ended completed or failed. An occurrence retried since counts where it " +
+	"ends next; a failed attempt with attempts left is not counted, its occur" +
+	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
+	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
+	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
+	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
+	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
+	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02This instance is held at a failed node: an i" +
+	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
+	"e any attempt (its inputs could not be built), so it would fail the same" +
+	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
+	" an incident. Retry offers the failed occurrence again; abandon fails th" +
+	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
+	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
+	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
+	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
+	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
+	"s “%[1]s”.\x02Creation date\x02The page size must be between 1 and %[1]d" +
+	".\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on " +
+	"every instance this filter matches\x02The next page counts them and asks" +
+	" for a reason before anything changes.\x02Process instances, newest firs" +
+	"t\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02All processes\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
+	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
+	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
+	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
+	" changed\x02required changed\x02values changed\x02classification changed" +
+	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
+	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
+	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
+	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
+	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
+	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
+	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
+	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
+	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
+	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
+	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
+	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
+	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%" +
+	"[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contr" +
+	"act has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02" +
+	"No outputs yet: the occurrence has not completed.\x02This contract has n" +
+	"o outputs.\x02No outputs: the occurrence ended without completing.\x02Re" +
+	"veal — this is recorded\x02Available from\x02Next attempt\x02Last reserv" +
+	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (b" +
+	"efore any attempt)\x02Its message\x02Message from Relais (in English)" +
+	"\x02Message from the service (its own words, protected values masked)" +
+	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
+	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
+	" call’s timeout (%[1]s).\x02The destination did not answer within the ca" +
+	"ll’s timeout.\x02The deadline passed before a result arrived.\x02The res" +
+	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
+	"ing the call: whether the destination acted is unknown, so it is not cal" +
+	"led again.\x02The call could not be prepared.\x02The destination could n" +
+	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
+	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
+	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — " +
+	"%[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting f" +
+	"or Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a " +
+	"worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the d" +
+	"estination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s" +
+	".\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the" +
+	" same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
+	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
+	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
+	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
+	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
+	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
+	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
+	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
+	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
+	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
+	"ock until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fi" +
+	"rst page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02" +
+	"%[1]s: the first day comes after the last.\x02These settings are kept in" +
+	" this browser only.\x02Show times in\x02The console runs no script, so i" +
+	"t cannot read your computer’s time zone: choose its offset from UTC. Off" +
+	"sets do not follow daylight saving time.\x02Reload lists and detail page" +
+	"s\x02Pages with a form, such as a confirmation, never reload on their ow" +
+	"n.\x02Save settings\x02Back without saving\x02UTC (coordinated universal" +
+	" time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Publish" +
+	"ed process versions: their nodes, routes and pinned revisions, drawn, wi" +
+	"th where their occurrences are now.\x02Published process versions: their" +
+	" nodes, routes and pinned revisions, drawn.\x02Processes by key\x02Versi" +
+	"ons, newest first\x02No process is published yet.\x02version %[1]d\x02Pr" +
+	"ocess %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the long" +
+	"est path from the start node. Solid arrows are successes (labelled with " +
+	"their route), dashed ones failures (labelled with their error codes). Ea" +
+	"ch box says how many of this version’s occurrences are at that node now." +
+	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
+	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inst" +
+	"ances of this process\x02Columns follow the longest path from the start " +
+	"node. Solid arrows are successes (labelled with their route), dashed one" +
+	"s failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
+	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
+	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
+	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
+	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
+	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
+	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
+	"y reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in t" +
+	"he audit log.\x02Cannot reveal\x02Only a value this page shows as hidden" +
+	" (sensitive) can be revealed.\x02Secret values can never be revealed." +
+	"\x02Method not allowed\x02This page does not accept that request.\x02Sea" +
+	"rch\x02Type an instance or occurrence id (a UUID, as the pages show on h" +
+	"over), or a business key.\x02Nothing to find: the search box is empty." +
+	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
+	"currence has the id “%[1]s”, and no instance has it as its business key." +
+	"\x02No instance has “%[1]s” as its business key, and it is not a whole i" +
+	"d: the lists show the end of each id. Open the row, or copy its link, fo" +
+	"r the whole id.\x02You are signed out.\x02Your session had ended (inacti" +
+	"vity, a sign-out elsewhere, a revoked token or a restart of the server)," +
+	" so your last action was not applied. Sign in again, then repeat it.\x02" +
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked toke" +
+	"n or a restart of the server). Sign in again.\x02Sign in\x02Sign in with" +
+	" an operator, designer or administrator token.\x02Token\x02The token is " +
+	"checked once and never stored in your browser; a session cookie stands f" +
+	"or it for up to 8 hours of inactivity.\x02Too many failed sign-ins from " +
+	"your address. Try again in %[1]d seconds.\x02This token is unknown or ha" +
+	"s been revoked.\x02A %[1]s token cannot open the console: sign in with a" +
+	"n operator, designer or administrator token.\x02Only administrators mana" +
+	"ge tokens.\x02Staff tokens (administrators, designers, operators) that a" +
+	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
+	"ng a token refuses its next request.\x02ID\x02Role\x02Created on\x02Last" +
+	" used\x02Expires\x02Staff tokens, oldest first\x02never\x02not yet\x02Ex" +
+	"pired token\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]" +
+	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
+	" console sessions opened with it end. This cannot be undone: whoever use" +
+	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
+	"ken you signed in with: revoking it signs you out. Its next request is r" +
+	"efused. This cannot be undone.\x02This is the last usable administrator " +
+	"token: create another one before revoking it.\x02The token %[1]s (%[2]s)" +
+	" was revoked: its next request is refused.\x02routing output\x02(each it" +
+	"em)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02a" +
+	"t least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d ch" +
+	"aracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %" +
+	"[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
+	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
+	"console made.\x02Workers connected by a stream, and polling workers by t" +
+	"heir last fetch. A worker is listed while it was seen within three heart" +
+	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
+	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
+	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
+	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
+	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
+	" this definition: its occurrences wait until one connects or polls.\x02N" +
+	"o process uses this definition yet: it needs a worker once a process pul" +
+	"ls it.\x02No process pulls this definition: Relais calls its destination" +
+	"s (push), and it needs no worker.\x02No worker is connected for this def" +
+	"inition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Rev" +
+	"isions they take: %[1]s; some take every revision their consumer is gran" +
+	"ted.\x02They take every revision their consumer is granted.\x02They take" +
+	" revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 648 elements
+var frIndex = []uint32{ // 649 elements
 	// Entry 0 - 1F
-	0x00000000, 0x0000000c, 0x0000001a, 0x00000035,
-	0x0000003d, 0x00000045, 0x0000004c, 0x00000077,
-	0x000000a4, 0x000000cf, 0x000000f9, 0x00000130,
-	0x00000182, 0x000001ae, 0x000001c3, 0x000001d7,
-	0x00000200, 0x00000281, 0x00000356, 0x0000036c,
-	0x00000397, 0x000003ed, 0x00000473, 0x0000048b,
-	0x000004b4, 0x000004f9, 0x000005c1, 0x000005d7,
-	0x000006c3, 0x0000070c, 0x00000756, 0x00000790,
+	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
+	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
+	0x000000a6, 0x000000d1, 0x000000fb, 0x00000132,
+	0x00000184, 0x000001b0, 0x000001c5, 0x000001d9,
+	0x00000203, 0x00000285, 0x0000035a, 0x00000371,
+	0x0000039c, 0x000003f2, 0x00000478, 0x00000490,
+	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
+	0x000006c8, 0x00000711, 0x0000075b, 0x00000795,
 	// Entry 20 - 3F
-	0x000007c1, 0x000007d8, 0x0000085d, 0x00000935,
-	0x0000097a, 0x000009ef, 0x00000a23, 0x00000a80,
-	0x00000ae9, 0x00000b60, 0x00000bc9, 0x00000bda,
-	0x00000c35, 0x00000c95, 0x00000c9c, 0x00000cdd,
-	0x00000cf1, 0x00000d8f, 0x00000dc3, 0x00000e01,
-	0x00000e92, 0x00000f12, 0x00000f4c, 0x00000f8c,
-	0x00000fe5, 0x00001023, 0x00001061, 0x0000109e,
-	0x0000111d, 0x00001167, 0x000011ff, 0x00001268,
+	0x000007c6, 0x000007dd, 0x00000862, 0x0000093a,
+	0x0000097f, 0x000009f4, 0x00000a28, 0x00000a85,
+	0x00000aee, 0x00000b65, 0x00000bce, 0x00000bdf,
+	0x00000c3a, 0x00000c9a, 0x00000ca1, 0x00000ce2,
+	0x00000cf6, 0x00000d94, 0x00000dc8, 0x00000e07,
+	0x00000e98, 0x00000f18, 0x00000f54, 0x00000f94,
+	0x00000fed, 0x0000102b, 0x00001069, 0x000010a6,
+	0x00001125, 0x0000116f, 0x00001207, 0x00001270,
 	// Entry 40 - 5F
-	0x000012a2, 0x00001303, 0x00001395, 0x000013a1,
-	0x000013ab, 0x000013b2, 0x000013bf, 0x000013d2,
-	0x000013e6, 0x00001592, 0x000015b4, 0x000015e9,
-	0x000016d2, 0x00001747, 0x00001826, 0x00001846,
-	0x0000184c, 0x00001850, 0x00001857, 0x0000185d,
-	0x00001873, 0x0000188a, 0x0000189a, 0x000018a5,
-	0x000018b7, 0x00001962, 0x0000196a, 0x00001980,
-	0x00001994, 0x000019c0, 0x000019d3, 0x00001aa6,
+	0x000012aa, 0x0000130b, 0x0000139d, 0x000013a9,
+	0x000013b3, 0x000013ba, 0x000013c7, 0x000013da,
+	0x000013ee, 0x0000159a, 0x000015bc, 0x000015f1,
+	0x000016da, 0x00001783, 0x000017f8, 0x000018d7,
+	0x000018f7, 0x000018fd, 0x00001901, 0x00001908,
+	0x0000190e, 0x00001924, 0x0000193b, 0x0000194b,
+	0x00001956, 0x00001968, 0x00001a13, 0x00001a1b,
+	0x00001a31, 0x00001a45, 0x00001a71, 0x00001a84,
 	// Entry 60 - 7F
-	0x00001aef, 0x00001b31, 0x00001b67, 0x00001bf6,
-	0x00001c05, 0x00001c0c, 0x00001c1d, 0x00001c33,
-	0x00001c39, 0x00001c4a, 0x00001c54, 0x00001c5e,
-	0x00001c85, 0x00001ca1, 0x00001ca9, 0x00001cb6,
-	0x00001cc2, 0x00001cc9, 0x00001ced, 0x00001cfd,
-	0x00001d15, 0x00001d36, 0x00001d69, 0x00001d9a,
-	0x00001dcc, 0x00001dda, 0x00001e8e, 0x00001ea0,
-	0x00001f20, 0x00001f3c, 0x00001f54, 0x00001f97,
+	0x00001b57, 0x00001ba0, 0x00001be2, 0x00001c18,
+	0x00001ca7, 0x00001cb6, 0x00001cbd, 0x00001cce,
+	0x00001ce4, 0x00001cea, 0x00001cfb, 0x00001d05,
+	0x00001d0f, 0x00001d36, 0x00001d52, 0x00001d5a,
+	0x00001d67, 0x00001d73, 0x00001d7a, 0x00001d9e,
+	0x00001dae, 0x00001dc6, 0x00001de7, 0x00001e1a,
+	0x00001e4b, 0x00001e7d, 0x00001e8b, 0x00001f3f,
+	0x00001f51, 0x00001fd1, 0x00001fed, 0x00002005,
 	// Entry 80 - 9F
-	0x000020b5, 0x000020c1, 0x000020d4, 0x00002150,
-	0x0000216c, 0x000021c3, 0x000021db, 0x00002273,
-	0x000022d9, 0x0000230b, 0x00002311, 0x00002316,
-	0x00002322, 0x00002331, 0x0000233d, 0x00002349,
-	0x0000235b, 0x0000236c, 0x000023f0, 0x000023f4,
-	0x00002406, 0x0000241d, 0x00002428, 0x0000247d,
-	0x0000248a, 0x000024af, 0x000024bb, 0x000024c5,
-	0x000024cb, 0x000024d7, 0x000024ef, 0x00002541,
+	0x00002048, 0x00002166, 0x00002172, 0x00002185,
+	0x00002201, 0x0000221d, 0x00002274, 0x0000228c,
+	0x00002324, 0x0000238a, 0x000023bc, 0x000023c2,
+	0x000023c7, 0x000023d3, 0x000023e2, 0x000023ee,
+	0x000023fa, 0x0000240c, 0x0000241d, 0x000024a1,
+	0x000024a5, 0x000024b7, 0x000024ce, 0x000024d9,
+	0x0000252e, 0x0000253b, 0x00002560, 0x0000256c,
+	0x00002576, 0x0000257c, 0x00002588, 0x000025a0,
 	// Entry A0 - BF
-	0x00002551, 0x00002561, 0x0000256a, 0x00002575,
-	0x0000257d, 0x0000259d, 0x000025bf, 0x000025e7,
-	0x000025f0, 0x00002600, 0x00002620, 0x00002628,
-	0x00002637, 0x00002656, 0x00002681, 0x000026a7,
-	0x000026b7, 0x000026c1, 0x000026cb, 0x000026ea,
-	0x00002708, 0x000027e0, 0x000027fe, 0x00002842,
-	0x0000287f, 0x000028b2, 0x000028e2, 0x0000290e,
-	0x0000293e, 0x00002960, 0x0000297b, 0x00002996,
+	0x000025f2, 0x00002602, 0x00002612, 0x0000261b,
+	0x00002626, 0x0000262e, 0x0000264e, 0x00002670,
+	0x00002698, 0x000026a1, 0x000026b1, 0x000026d1,
+	0x000026d9, 0x000026e8, 0x00002707, 0x00002732,
+	0x00002758, 0x00002768, 0x00002772, 0x0000277c,
+	0x0000279b, 0x000027b9, 0x00002891, 0x000028af,
+	0x000028f3, 0x00002930, 0x00002963, 0x00002993,
+	0x000029bf, 0x000029ef, 0x00002a11, 0x00002a2c,
 	// Entry C0 - DF
-	0x000029b2, 0x000029ce, 0x000029e4, 0x000029fe,
-	0x00002a35, 0x00002a6b, 0x00002a8b, 0x00002aaa,
-	0x00002ab1, 0x00002b1b, 0x00002b31, 0x00002b36,
-	0x00002b4a, 0x00002b62, 0x00002b87, 0x00002bb5,
-	0x00002bc7, 0x00002bda, 0x00002bf6, 0x00002c23,
-	0x00002c40, 0x00002c63, 0x00002c6e, 0x00002c79,
-	0x00002c85, 0x00002dee, 0x00002e15, 0x00002e53,
-	0x00002e5f, 0x00002e68, 0x00002e7c, 0x00002e86,
+	0x00002a47, 0x00002a63, 0x00002a7f, 0x00002a95,
+	0x00002aaf, 0x00002ae6, 0x00002b1c, 0x00002b3c,
+	0x00002b5b, 0x00002b62, 0x00002bcc, 0x00002be2,
+	0x00002be7, 0x00002bfb, 0x00002c13, 0x00002c38,
+	0x00002c66, 0x00002c78, 0x00002c8b, 0x00002ca7,
+	0x00002cd4, 0x00002cf1, 0x00002d14, 0x00002d1f,
+	0x00002d2a, 0x00002d36, 0x00002e9f, 0x00002ec6,
+	0x00002f04, 0x00002f10, 0x00002f19, 0x00002f2d,
 	// Entry E0 - FF
-	0x00002ead, 0x00002ec9, 0x00002ee4, 0x00002f14,
-	0x00002f53, 0x00002f6e, 0x00002f7d, 0x00002f9e,
-	0x00003009, 0x00003021, 0x00003067, 0x000030d2,
-	0x000030dc, 0x000030e6, 0x00003100, 0x00003149,
-	0x00003151, 0x0000315c, 0x0000316a, 0x0000317a,
-	0x000031a4, 0x000031cd, 0x000031dd, 0x000031fc,
-	0x00003208, 0x00003221, 0x0000322c, 0x00003239,
-	0x00003248, 0x00003250, 0x0000325a, 0x00003262,
+	0x00002f37, 0x00002f5e, 0x00002f7a, 0x00002f95,
+	0x00002fc5, 0x00003004, 0x0000301f, 0x0000302e,
+	0x0000304f, 0x000030ba, 0x000030d2, 0x00003118,
+	0x00003183, 0x0000318d, 0x00003197, 0x000031b1,
+	0x000031fa, 0x00003202, 0x0000320d, 0x0000321b,
+	0x0000322b, 0x00003255, 0x0000327e, 0x0000328e,
+	0x000032ad, 0x000032b9, 0x000032d2, 0x000032dd,
+	0x000032ea, 0x000032f9, 0x00003301, 0x0000330b,
 	// Entry 100 - 11F
-	0x0000326a, 0x00003270, 0x00003277, 0x0000327c,
-	0x00003281, 0x00003285, 0x0000328a, 0x00003290,
-	0x00003296, 0x0000329c, 0x000032a1, 0x000032a6,
-	0x000032ac, 0x000032b6, 0x000032d6, 0x000032f8,
-	0x0000331c, 0x00003342, 0x0000334b, 0x00003367,
-	0x00003370, 0x00003388, 0x00003391, 0x000033e5,
-	0x00003405, 0x0000340b, 0x00003416, 0x0000341c,
-	0x0000342a, 0x00003435, 0x00003443, 0x00003476,
+	0x00003313, 0x0000331b, 0x00003321, 0x00003328,
+	0x0000332d, 0x00003332, 0x00003336, 0x0000333b,
+	0x00003341, 0x00003347, 0x0000334d, 0x00003352,
+	0x00003357, 0x0000335d, 0x00003367, 0x00003387,
+	0x000033a9, 0x000033cd, 0x000033f3, 0x000033fc,
+	0x00003418, 0x00003421, 0x00003439, 0x00003442,
+	0x00003496, 0x000034b6, 0x000034bc, 0x000034c7,
+	0x000034cd, 0x000034db, 0x000034e6, 0x000034f4,
 	// Entry 120 - 13F
-	0x0000349a, 0x000034c9, 0x00003512, 0x00003519,
-	0x0000352f, 0x000035a2, 0x000035c8, 0x00003757,
-	0x0000385e, 0x000038ae, 0x000038df, 0x00003912,
-	0x00003941, 0x0000394f, 0x0000395c, 0x0000396e,
-	0x00003983, 0x00003993, 0x000039a0, 0x000039b5,
-	0x000039c8, 0x000039f3, 0x00003a20, 0x00003a44,
-	0x00003a56, 0x00003a8e, 0x00003aa5, 0x00003abc,
-	0x00003abf, 0x00003ac2, 0x00003af6, 0x00003b40,
+	0x00003527, 0x0000354b, 0x0000357a, 0x000035c3,
+	0x000035ca, 0x000035e0, 0x00003653, 0x00003679,
+	0x00003808, 0x0000390f, 0x0000395f, 0x00003990,
+	0x000039c3, 0x000039f2, 0x00003a00, 0x00003a0d,
+	0x00003a1f, 0x00003a34, 0x00003a44, 0x00003a51,
+	0x00003a66, 0x00003a79, 0x00003aa4, 0x00003ad1,
+	0x00003af5, 0x00003b07, 0x00003b3f, 0x00003b56,
+	0x00003b6d, 0x00003b70, 0x00003b73, 0x00003ba7,
 	// Entry 140 - 15F
-	0x00003b75, 0x00003b7e, 0x00003b95, 0x00003bc3,
-	0x00003bd6, 0x00003be7, 0x00003bf2, 0x00003bfd,
-	0x00003c08, 0x00003c11, 0x00003c1a, 0x00003c23,
-	0x00003c2c, 0x00003c35, 0x00003c3c, 0x00003c4a,
-	0x00003c50, 0x00003c57, 0x00003c5e, 0x00003c67,
-	0x00003c6c, 0x00003c7a, 0x00003c80, 0x00003c86,
-	0x00003c8c, 0x00003c94, 0x00003c9d, 0x00003ca6,
-	0x00003cc3, 0x00003cde, 0x00003d01, 0x00003d22,
+	0x00003bf1, 0x00003c26, 0x00003c2f, 0x00003c46,
+	0x00003c74, 0x00003c87, 0x00003c98, 0x00003ca3,
+	0x00003cae, 0x00003cb9, 0x00003cc2, 0x00003ccb,
+	0x00003cd4, 0x00003cdd, 0x00003ce6, 0x00003ced,
+	0x00003cfb, 0x00003d01, 0x00003d08, 0x00003d0f,
+	0x00003d18, 0x00003d1d, 0x00003d2b, 0x00003d31,
+	0x00003d37, 0x00003d3d, 0x00003d45, 0x00003d4e,
+	0x00003d57, 0x00003d74, 0x00003d8f, 0x00003db2,
 	// Entry 160 - 17F
-	0x00003d31, 0x00003d3c, 0x00003d47, 0x00003d54,
-	0x00003d58, 0x00003d5c, 0x00003d6a, 0x00003d78,
-	0x00003d86, 0x00003da6, 0x00003db9, 0x00003dd2,
-	0x00003de7, 0x00003df8, 0x00003e0a, 0x00003e1c,
-	0x00003e22, 0x00003e29, 0x00003e31, 0x00003e39,
-	0x00003e57, 0x00003e75, 0x00003e8c, 0x00003ea1,
-	0x00003eb2, 0x00003eb8, 0x00003ed1, 0x00003edc,
-	0x00003f10, 0x00003f1d, 0x00003f3b, 0x00003f49,
+	0x00003dd3, 0x00003de2, 0x00003ded, 0x00003df8,
+	0x00003e05, 0x00003e09, 0x00003e0d, 0x00003e1b,
+	0x00003e29, 0x00003e37, 0x00003e57, 0x00003e6a,
+	0x00003e83, 0x00003e98, 0x00003ea9, 0x00003ebb,
+	0x00003ecd, 0x00003ed3, 0x00003eda, 0x00003ee2,
+	0x00003eea, 0x00003f08, 0x00003f26, 0x00003f3d,
+	0x00003f52, 0x00003f63, 0x00003f69, 0x00003f82,
+	0x00003f8d, 0x00003fc1, 0x00003fce, 0x00003fec,
 	// Entry 180 - 19F
-	0x00003f52, 0x00003f59, 0x00003f74, 0x00003f7e,
-	0x00003f91, 0x00003fcb, 0x00003fd4, 0x00003fe3,
-	0x00004047, 0x00004053, 0x0000405d, 0x0000408d,
-	0x000040e8, 0x000041cf, 0x000041da, 0x0000420d,
-	0x00004212, 0x00004232, 0x0000424f, 0x0000426f,
-	0x00004284, 0x000042c5, 0x000042d0, 0x000042da,
-	0x00004303, 0x00004314, 0x00004322, 0x0000435e,
-	0x00004388, 0x000043b0, 0x000043ef, 0x00004410,
+	0x00003ffa, 0x00004003, 0x0000400a, 0x00004025,
+	0x0000402f, 0x00004042, 0x0000407c, 0x00004085,
+	0x00004094, 0x000040f8, 0x00004104, 0x0000410e,
+	0x0000413e, 0x00004199, 0x00004280, 0x0000428b,
+	0x000042be, 0x000042c3, 0x000042e3, 0x00004300,
+	0x00004320, 0x00004335, 0x00004376, 0x00004381,
+	0x0000438b, 0x000043b4, 0x000043c5, 0x000043d3,
+	0x0000440f, 0x00004439, 0x00004461, 0x000044a0,
 	// Entry 1A0 - 1BF
-	0x0000444e, 0x0000448e, 0x000044ae, 0x000044ef,
-	0x0000451b, 0x00004533, 0x00004547, 0x0000455e,
-	0x0000456c, 0x00004577, 0x0000459a, 0x000045b9,
-	0x000045c5, 0x000045e4, 0x00004632, 0x0000464e,
-	0x000046bc, 0x00004703, 0x00004742, 0x00004782,
-	0x000047c8, 0x0000483a, 0x00004862, 0x00004885,
-	0x000048bc, 0x00004903, 0x00004956, 0x0000497f,
-	0x00004a25, 0x00004a4b, 0x00004a72, 0x00004a9a,
+	0x000044c1, 0x000044ff, 0x0000453f, 0x0000455f,
+	0x000045a0, 0x000045cc, 0x000045e4, 0x000045f8,
+	0x0000460f, 0x0000461d, 0x00004628, 0x0000464b,
+	0x0000466a, 0x00004676, 0x00004695, 0x000046e3,
+	0x000046ff, 0x0000476d, 0x000047b4, 0x000047f3,
+	0x00004833, 0x00004879, 0x000048eb, 0x00004913,
+	0x00004936, 0x0000496d, 0x000049b4, 0x00004a07,
+	0x00004a30, 0x00004ad6, 0x00004afc, 0x00004b23,
 	// Entry 1C0 - 1DF
-	0x00004ae1, 0x00004b2b, 0x00004b5e, 0x00004b71,
-	0x00004b9f, 0x00004bdb, 0x00004bf1, 0x00004c85,
-	0x00004c98, 0x00004cd5, 0x00004d11, 0x00004d24,
-	0x00004d78, 0x00004dad, 0x00004dbf, 0x00004dd6,
-	0x00004e13, 0x00004e63, 0x00004e8d, 0x00004e98,
-	0x00004eb5, 0x00004ed4, 0x00004ee5, 0x00004eff,
-	0x00004f08, 0x00004f12, 0x00004f47, 0x00004f5d,
-	0x00004f6e, 0x00004fab, 0x00004fc4, 0x00004fda,
+	0x00004b4b, 0x00004b92, 0x00004bdc, 0x00004c0f,
+	0x00004c22, 0x00004c50, 0x00004c8c, 0x00004ca2,
+	0x00004d36, 0x00004d49, 0x00004d86, 0x00004dc2,
+	0x00004dd5, 0x00004e29, 0x00004e5e, 0x00004e70,
+	0x00004e87, 0x00004ec4, 0x00004f14, 0x00004f3e,
+	0x00004f49, 0x00004f66, 0x00004f85, 0x00004f96,
+	0x00004fb0, 0x00004fb9, 0x00004fc3, 0x00004ff8,
+	0x0000500e, 0x0000501f, 0x0000505c, 0x00005075,
 	// Entry 1E0 - 1FF
-	0x00005004, 0x00005017, 0x0000501e, 0x00005039,
-	0x00005059, 0x00005089, 0x000050a0, 0x000050d8,
-	0x00005113, 0x0000513f, 0x00005193, 0x000051a3,
-	0x000051ae, 0x000051c2, 0x000051d4, 0x000051ea,
-	0x000051fc, 0x0000520e, 0x00005214, 0x00005226,
-	0x00005234, 0x00005243, 0x00005259, 0x00005283,
-	0x000052b6, 0x000052f2, 0x00005309, 0x000053d1,
-	0x000053fe, 0x00005469, 0x00005483, 0x0000549c,
+	0x0000508b, 0x000050b5, 0x000050c8, 0x000050cf,
+	0x000050ea, 0x0000510a, 0x0000513a, 0x00005151,
+	0x00005189, 0x000051c4, 0x000051f0, 0x00005244,
+	0x00005254, 0x0000525f, 0x00005273, 0x00005285,
+	0x0000529b, 0x000052ad, 0x000052bf, 0x000052c5,
+	0x000052d7, 0x000052e5, 0x000052f4, 0x0000530a,
+	0x00005334, 0x00005367, 0x000053a3, 0x000053ba,
+	0x00005482, 0x000054af, 0x0000551a, 0x00005534,
 	// Entry 200 - 21F
-	0x000054bd, 0x000054d3, 0x000054da, 0x000054f4,
-	0x00005589, 0x000055ec, 0x000055ff, 0x00005626,
-	0x0000564e, 0x0000565c, 0x0000566c, 0x00005674,
-	0x00005685, 0x0000568c, 0x000057c2, 0x000057c9,
-	0x00005803, 0x00005808, 0x0000581d, 0x00005831,
-	0x00005843, 0x00005859, 0x00005873, 0x00005948,
-	0x00005960, 0x00005a01, 0x00005a90, 0x00005aa0,
-	0x00005b7a, 0x00005c3c, 0x00005c41, 0x00005c51,
+	0x0000554d, 0x0000556e, 0x00005584, 0x0000558b,
+	0x000055a5, 0x0000563a, 0x0000569d, 0x000056b0,
+	0x000056d7, 0x000056ff, 0x0000570d, 0x0000571d,
+	0x00005725, 0x00005736, 0x0000573d, 0x00005873,
+	0x0000587a, 0x000058b4, 0x000058b9, 0x000058ce,
+	0x000058e2, 0x000058f4, 0x0000590a, 0x00005924,
+	0x000059f9, 0x00005a11, 0x00005ab2, 0x00005b41,
+	0x00005b51, 0x00005c2b, 0x00005ced, 0x00005cf2,
 	// Entry 220 - 23F
-	0x00005c5f, 0x00005c6f, 0x00005c7f, 0x00005c89,
-	0x00005cb2, 0x00005ccc, 0x00005ce7, 0x00005d75,
-	0x00005d86, 0x00005d93, 0x00005dae, 0x00005dc2,
-	0x00005de0, 0x00005e2b, 0x00005e6c, 0x00005eb2,
-	0x00005eca, 0x00005f1d, 0x00005f58, 0x00005f70,
-	0x00005f9b, 0x00005fa5, 0x0000601f, 0x00006054,
-	0x00006095, 0x00006109, 0x000061e2, 0x000061fb,
-	0x000062c4, 0x00006341, 0x0000634e, 0x000063a0,
+	0x00005d02, 0x00005d10, 0x00005d20, 0x00005d30,
+	0x00005d3a, 0x00005d63, 0x00005d7d, 0x00005d98,
+	0x00005e26, 0x00005e37, 0x00005e44, 0x00005e5f,
+	0x00005e73, 0x00005e91, 0x00005edc, 0x00005f1d,
+	0x00005f63, 0x00005f7b, 0x00005fce, 0x00006009,
+	0x00006021, 0x0000604c, 0x00006056, 0x000060d0,
+	0x00006105, 0x00006146, 0x000061ba, 0x00006293,
+	0x000062ac, 0x00006375, 0x000063f2, 0x000063ff,
 	// Entry 240 - 25F
-	0x000063a6, 0x00006442, 0x00006496, 0x000064c1,
-	0x0000654d, 0x0000657b, 0x0000663d, 0x00006640,
-	0x00006646, 0x00006650, 0x00006666, 0x00006671,
-	0x000066a1, 0x000066a8, 0x000066b3, 0x000066c1,
-	0x000066ce, 0x000066dc, 0x000066e9, 0x00006702,
-	0x0000672f, 0x000067d8, 0x000067eb, 0x000067f5,
-	0x00006884, 0x000068e5, 0x00006937, 0x00006949,
-	0x0000695c, 0x0000699a, 0x000069d6, 0x000069e2,
+	0x00006451, 0x00006457, 0x000064f3, 0x00006547,
+	0x00006572, 0x000065fe, 0x0000662c, 0x000066ee,
+	0x000066f1, 0x000066f7, 0x00006701, 0x00006717,
+	0x00006722, 0x00006752, 0x00006759, 0x00006764,
+	0x00006772, 0x0000677f, 0x0000678d, 0x0000679a,
+	0x000067b3, 0x000067e0, 0x00006889, 0x0000689c,
+	0x000068a6, 0x00006935, 0x00006996, 0x000069e8,
+	0x000069fa, 0x00006a0d, 0x00006a4b, 0x00006a87,
 	// Entry 260 - 27F
-	0x000069ef, 0x000069fd, 0x00006a0b, 0x00006a1b,
-	0x00006a57, 0x00006a91, 0x00006b0e, 0x00006b19,
-	0x00006b43, 0x00006b5f, 0x00006b63, 0x00006b75,
-	0x00006b83, 0x00006baf, 0x00006c71, 0x00006ca4,
-	0x00006caf, 0x00006cb9, 0x00006cce, 0x00006cd7,
-	0x00006ce1, 0x00006cf6, 0x00006d1a, 0x00006d34,
-	0x00006d49, 0x00006d75, 0x00006d7a, 0x00006d8f,
-	0x00006da1, 0x00006dd6, 0x00006de7, 0x00006e5d,
+	0x00006a93, 0x00006aa0, 0x00006aae, 0x00006abc,
+	0x00006acc, 0x00006b08, 0x00006b42, 0x00006bbf,
+	0x00006bca, 0x00006bf4, 0x00006c10, 0x00006c14,
+	0x00006c26, 0x00006c34, 0x00006c60, 0x00006d22,
+	0x00006d55, 0x00006d60, 0x00006d6a, 0x00006d7f,
+	0x00006d88, 0x00006d92, 0x00006da7, 0x00006dcb,
+	0x00006de5, 0x00006dfa, 0x00006e26, 0x00006e2b,
+	0x00006e40, 0x00006e52, 0x00006e87, 0x00006e98,
 	// Entry 280 - 29F
-	0x00006ee8, 0x00006f77, 0x00006fde, 0x00007020,
-	0x00007093, 0x000070db, 0x00007109, 0x0000713c,
-} // Size: 2616 bytes
+	0x00006f0e, 0x00006f99, 0x00007028, 0x0000708f,
+	0x000070d1, 0x00007144, 0x0000718c, 0x000071ba,
+	0x000071ed,
+} // Size: 2620 bytes
 
-const frData string = "" + // Size: 28988 bytes
-	"\x02Relancer…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02ab" +
-	"andon\x02arrêt\x02Relancer toutes les instances bloquées…\x02Abandonner " +
-	"toutes les instances bloquées…\x02Arrêter toutes les instances bloquées…" +
-	"\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les instanc" +
-	"es en cours ou bloquées…\x02Dites pourquoi, pour qui lira le journal plu" +
-	"s tard\u202f: %[1]d caractères au plus.\x02Motif (consigné dans le journ" +
-	"al d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Relancer l’" +
-	"instance de processus %[1]s\x02Relancer cette instance\u202f? Son occurr" +
-	"ence en échec au nœud %[1]s est proposée de nouveau, avec un budget de t" +
-	"entatives neuf.\x02Les exécutants peuvent la reprendre (une occurrence p" +
-	"ush rappelle sa destination). Ses tentatives précédentes et sa dernière " +
-	"erreur restent dans son historique. Rien n’est terminé à la place de qui" +
-	"conque.\x02Relancer l’instance\x02Abandonner l’instance de processus %[1" +
-	"]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code " +
-	"d’erreur abandoned.\x02Son occurrence en échec reste telle quelle et rie" +
-	"n n’est terminé à sa place. Une instance abandonnée ne peut pas être rep" +
-	"rise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
-	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
-	".\x02Les exécutants qui en détiennent une l’apprennent à leur prochain r" +
-	"etour, et leurs résultats sont refusés. Rien n’est terminé à leur place," +
-	" et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance" +
-	"\x02Cette instance ne peut pas être reprise\u202f: son occurrence au nœu" +
-	"d %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être co" +
-	"nstruites), une reprise échouerait donc de la même façon. Abandonnez-la " +
-	"ou arrêtez-la.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a " +
-	"rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y" +
-	" a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à" +
-	" arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Retour" +
-	" à l’instance\x02Cette instance n’est plus bloquée (elle est %[1]s désor" +
-	"mais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait." +
-	"\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’o" +
-	"nt pas pu être construites, une reprise échouerait donc de la même façon" +
-	". Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette i" +
-	"nstance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez un" +
-	" motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères " +
-	"au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été f" +
-	"ait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rien" +
-	" n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est prop" +
-	"osée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’i" +
-	"nstance est passée en échec avec le code d’erreur abandoned. Consigné da" +
-	"ns le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouv" +
-	"ertes sont annulées. Consigné dans le journal d’audit.\x02Action inconnu" +
-	"e.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à celle" +
-	"s qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances " +
-	"bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans" +
-	" le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela " +
-	"prend environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f:" +
-	" si elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
-	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Relancer toutes" +
-	" les instances bloquées que ce filtre retient\x02L’occurrence en échec d" +
-	"e chacune est proposée de nouveau, avec un budget de tentatives neuf. Ri" +
-	"en n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[" +
-	"1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d inst" +
-	"ances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02Relancer %[1]d instance\x00\x19\x02Relancer %[1]d instances" +
-	"\x02Abandonner toutes les instances bloquées que ce filtre retient\x02Ch" +
-	"acune passe en échec avec le code d’erreur abandoned et ne peut plus êtr" +
-	"e reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
+const frData string = "" + // Size: 29165 bytes
+	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
+	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
+	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
+	"s…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les insta" +
+	"nces en cours ou bloquées…\x02Dites pourquoi, pour qui lira le journal p" +
+	"lus tard\u202f: %[1]d caractères au plus.\x02Motif (consigné dans le jou" +
+	"rnal d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre" +
+	" l’instance de processus %[1]s\x02Reprendre cette instance\u202f? Son oc" +
+	"currence en échec au nœud %[1]s est proposée de nouveau, avec un budget " +
+	"de tentatives neuf.\x02Les exécutants peuvent la reprendre (une occurren" +
+	"ce push rappelle sa destination). Ses tentatives précédentes et sa derni" +
+	"ère erreur restent dans son historique. Rien n’est terminé à la place d" +
+	"e quiconque.\x02Reprendre l’instance\x02Abandonner l’instance de process" +
+	"us %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le" +
+	" code d’erreur abandoned.\x02Son occurrence en échec reste telle quelle " +
+	"et rien n’est terminé à sa place. Une instance abandonnée ne peut pas êt" +
+	"re reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus " +
+	"%[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont ann" +
+	"ulées.\x02Les exécutants qui en détiennent une l’apprennent à leur proch" +
+	"ain retour, et leurs résultats sont refusés. Rien n’est terminé à leur p" +
+	"lace, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instan" +
+	"ce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au n" +
+	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
+	" construites), une reprise échouerait donc de la même façon. Abandonnez-" +
+	"la ou arrêtez-la.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y" +
+	" a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il " +
+	"n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rie" +
+	"n à arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Ret" +
+	"our à l’instance\x02Cette instance n’est plus bloquée (elle est %[1]s dé" +
+	"sormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait" +
+	".\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’" +
+	"ont pas pu être construites, une reprise échouerait donc de la même faço" +
+	"n. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette " +
+	"instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez u" +
+	"n motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères" +
+	" au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été " +
+	"fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rie" +
+	"n n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est pro" +
+	"posée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’" +
+	"instance est passée en échec avec le code d’erreur abandoned. Consigné d" +
+	"ans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ou" +
+	"vertes sont annulées. Consigné dans le journal d’audit.\x02Action inconn" +
+	"ue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à cell" +
+	"es qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances" +
+	" bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dan" +
+	"s le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela" +
+	" prend environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f" +
+	": si elle cesse d’attendre avant, l’action va tout de même jusqu’au bout" +
+	".\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre tout" +
+	"es les instances bloquées que ce filtre retient\x02L’occurrence en échec" +
+	" de chacune est proposée de nouveau, avec un budget de tentatives neuf. " +
+	"Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02" +
+	"%[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d in" +
+	"stances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
+	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
+	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
+	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
 	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
 	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
 	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
@@ -1500,66 +1504,68 @@ const frData string = "" + // Size: 28988 bytes
 	"e a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: en" +
 	"tre-temps, des instances ont été réglées, démarrées ou traitées. Rien n’" +
 	"a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
-	"\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instan" +
-	"ce.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptag" +
-	"e (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées" +
-	"\u202f: elles ont changé après le comptage (réglées, ou traitées par que" +
-	"lqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui" +
-	"\x02Action\x02Motif\x02Instance de processus\x02Occurrence reproposée" +
-	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
-	"andon et arrêt appliqué par un opérateur, avec son motif. Les révélation" +
-	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
-	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
-	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
-	"e processus doit être un identifiant d’instance complet (un UUID)\u202f:" +
-	" les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instan" +
-	"ce, ou copiez son lien, pour l’identifiant complet.\x02L’action groupée " +
-	"doit être désignée par son identifiant (un UUID).\x02Le curseur de page " +
-	"est invalide\u202f: revenez à la première page.\x02Actions d’opérateurs," +
-	" les plus récentes d’abord\x02Voici les %[1]d instances que l’action gro" +
-	"upée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mont" +
-	"re où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Na" +
-	"vigation principale\x02État\x02Tâches externes\x02Instances\x02Processus" +
-	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
-	"\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant q" +
-	"ue %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 " +
-	"\x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechargement to" +
-	"utes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02C" +
-	"ette page se recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votr" +
-	"e rôle ne permet de lire que les définitions et les processus\u202f: les" +
-	" tâches externes et les instances de processus sont réservées aux opérat" +
-	"eurs et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]" +
-	"s\u202f» contient le caractère NUL ou des octets qui ne sont pas du text" +
-	"e UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
-	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
-	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
-	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
-	"N) écoulée\u202f; le journal d’audit garde les actions d’opérateur menée" +
-	"s sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
-	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Décompte des occurrences en cours" +
-	"\u202f; les décomptes s’afficheront quand vous rechargerez la page.\x02L" +
-	"es décomptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obli" +
-	"gatoire\x02Classification\x02Contraintes\x02Description\x02Définition %[" +
-	"1]s\x02Copie de travail\x02La seule partie modifiable d’une définition. " +
-	"Les processus ne l’utilisent jamais directement\u202f: ils épinglent une" +
-	" révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révi" +
-	"sions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a j" +
-	"amais été figée.\x02Publications\x02Aucune publication pour l’instant." +
-	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
-	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
-	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
-	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
-	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
-	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
-	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
-	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	"\x02Cette action groupée a déjà été appliquée (le formulaire a été envoy" +
+	"é de nouveau)\u202f: ses traces sont dans le journal d’audit. Rien de p" +
+	"lus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliqu" +
+	"ée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d i" +
+	"nstances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé" +
+	" après le comptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%" +
+	"[1]d ignorées\u202f: elles ont changé après le comptage (réglées, ou tra" +
+	"itées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Q" +
+	"uand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurrence re" +
+	"proposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque rep" +
+	"rise, abandon et arrêt appliqué par un opérateur, avec son motif. Les ré" +
+	"vélations de valeurs sensibles ont leur propre journal (GET /api/v1/audi" +
+	"t/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres" +
+	"\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’" +
+	"instance de processus doit être un identifiant d’instance complet (un UU" +
+	"ID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvre" +
+	"z l’instance, ou copiez son lien, pour l’identifiant complet.\x02L’actio" +
+	"n groupée doit être désignée par son identifiant (un UUID).\x02Le curseu" +
+	"r de page est invalide\u202f: revenez à la première page.\x02Actions d’o" +
+	"pérateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l’" +
+	"action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque recharg" +
+	"ement montre où elle en est.\x02Console Relais\x02Langue\x02Aller au con" +
+	"tenu\x02Navigation principale\x02État\x02Tâches externes\x02Instances" +
+	"\x02Processus\x02Trouver une instance ou une occurrence\x02identifiant o" +
+	"u clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connec" +
+	"té en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage" +
+	"\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · re" +
+	"chargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement aut" +
+	"omatique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non aut" +
+	"orisé\x02Votre rôle ne permet de lire que les définitions et les process" +
+	"us\u202f: les tâches externes et les instances de processus sont réservé" +
+	"es aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le cham" +
+	"p «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne son" +
+	"t pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâch" +
+	"es externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, o" +
+	"u à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à r" +
+	"ien que vous puissiez voir. Une instance terminée est supprimée, avec se" +
+	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
+	"IS_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opér" +
+	"ateur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formula" +
+	"ire n’a pas été envoyé depuis cette session de la console, ou il a expir" +
+	"é. Rechargez la page et réessayez.\x02Temporairement indisponible\x02La" +
+	" base de données est injoignable pour le moment. Réessayez dans quelques" +
+	" secondes.\x02Une erreur est survenue\x02La console n’a pas pu afficher " +
+	"cette page. Réessayez\u202f; si le problème persiste, donnez à votre adm" +
+	"inistrateur l’identifiant de requête %[1]s.\x02Décompte des occurrences " +
+	"en cours\u202f; les décomptes s’afficheront quand vous rechargerez la pa" +
+	"ge.\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
+	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
+	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
+	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
+	"lent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement" +
+	"\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de trava" +
+	"il n’a jamais été figée.\x02Publications\x02Aucune publication pour l’in" +
+	"stant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des" +
+	" révisions\x02Liste chaque changement d’une révision à l’autre et ce qu’" +
+	"il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Change" +
+	"ment\x02Détail\x02Incompatible avec les processus\x02Incompatible avec l" +
+	"es exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
+	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
+	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
+	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
 	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
 	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
 	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
@@ -1846,4 +1852,4 @@ const frData string = "" + // Size: 28988 bytes
 	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
 	" en charge."
 
-	// Total table size 56875 bytes (55KiB); checksum: 6A29830
+	// Total table size 57181 bytes (55KiB); checksum: D40C8DEA
