@@ -413,10 +413,12 @@ func occurrenceErrorMeaning(ctx context.Context, code string, o *engine.Occurren
 			msg = *o.ErrorMessage
 		}
 		if o.Policy.Deadline == nil || strings.Contains(msg, "within the budget of") {
+			// A call cut short may still have been carried out (a card
+			// charged): an operator checks before retrying it.
 			if o.Timeout != nil {
-				return T(ctx, "The destination did not answer within the call’s timeout (%s).", formatDuration(ctx, *o.Timeout))
+				return T(ctx, "The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.", formatDuration(ctx, *o.Timeout))
 			}
-			return T(ctx, "The destination did not answer within the call’s timeout.")
+			return T(ctx, "The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.")
 		}
 	}
 	return errorCodeMeaning(ctx, code)

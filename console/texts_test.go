@@ -50,8 +50,8 @@ func TestPushTimeoutSaysTheCallTimedOut(t *testing.T) {
 
 	for i, lang := range []string{"en", "fr"} {
 		b := signedIn(t, env.URL, lang, env.Operator)
-		want := []string{"The destination did not answer within the call’s timeout (1 second).",
-			"La destination n’a pas répondu dans le délai de l’appel (1 seconde)."}[i]
+		want := []string{"The destination did not answer within the call’s timeout (1 second): it may have acted all the same, so check before retrying.",
+			"La destination n’a pas répondu dans le délai de l’appel (1 seconde)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre."}[i]
 		summary := text(b.mustGet("/console/occurrences/"+occ, 200), "summary")
 		if !strings.Contains(summary, "deadline_exceeded — "+want) {
 			t.Errorf("%s: occurrence summary %q, want %q", lang, summary, want)

@@ -463,41 +463,41 @@ var messageKeyToIndex = map[string]int{
 	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      507,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 75,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 133,
-	"The deadline passed before a result arrived.":                                                     435,
-	"The destination answered HTTP %s.":                                                                445,
-	"The destination could not be reached.":                                                            439,
-	"The destination did not answer within the call’s timeout (%s).":                                   433,
-	"The destination did not answer within the call’s timeout.":                                        434,
-	"The destination’s answer was too large.":                                                          440,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.": 124,
-	"The inputs could not be built from the process’s bindings.":                                       442,
-	"The last attempt’s lock expired with no attempt left.":                                            441,
-	"The next page counts them and asks for a reason before anything changes.":                         319,
-	"The nodes this instance reached, in order, each with its occurrence.":                             279,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":     146,
-	"The page cursor is invalid: go back to the first page.":                                           97,
-	"The page size must be between 1 and %d.":                                                          313,
+	"The deadline passed before a result arrived.": 435,
+	"The destination answered HTTP %s.":            445,
+	"The destination could not be reached.":        439,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 433,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      434,
+	"The destination’s answer was too large.":                                                                                                              440,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     124,
+	"The inputs could not be built from the process’s bindings.":                                                                                           442,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                441,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             319,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 279,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         146,
+	"The page cursor is invalid: go back to the first page.":                                                                                               97,
+	"The page size must be between 1 and %d.":                                                                                                              313,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 95,
-	"The reason you gave, not recorded:":                                                                                          31,
-	"The result did not match the revision's outputs contract.":                                                                   436,
-	"The revision must be a whole number, 1 or more.":                                                                             474,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                 602,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.": 577,
-	"These revisions have the same contracts.":                                                                                    167,
-	"These settings are kept in this browser only.":                                                                               505,
-	"They take every revision their consumer is granted.":                                                                         645,
-	"They take revision %d only.":                                                                                                 646,
-	"They take revisions %s only.":                                                                                                647,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.": 76,
-	"This contract has no inputs.":  415,
-	"This contract has no outputs.": 418,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      131,
+	"The reason you gave, not recorded:":                                                                                                                   31,
+	"The result did not match the revision's outputs contract.":                                                                                            436,
+	"The revision must be a whole number, 1 or more.":                                                                                                      474,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          602,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          577,
+	"These revisions have the same contracts.":                                                                                                             167,
+	"These settings are kept in this browser only.":                                                                                                        505,
+	"They take every revision their consumer is granted.":                                                                                                  645,
+	"They take revision %d only.":                                                                                                                          646,
+	"They take revisions %s only.":                                                                                                                         647,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             76,
+	"This contract has no inputs.":                                                                                                                         415,
+	"This contract has no outputs.":                                                                                                                        418,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  131,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":                                                                                                               35,
-	"This instance has not reached a task yet.":                                                                                                                                287,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              29,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                28,
-	"This instance is %s: there is nothing to stop.":                                                                                                                           30,
+	"This instance has already ended; there is nothing to stop.":  35,
+	"This instance has not reached a task yet.":                   287,
+	"This instance is %s, not held: there is nothing to abandon.": 29,
+	"This instance is %s, not held: there is nothing to retry.":   28,
+	"This instance is %s: there is nothing to stop.":              30,
 	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 295,
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 296,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
@@ -812,71 +812,71 @@ var enIndex = []uint32{ // 649 elements
 	0x0000360c, 0x00003628, 0x00003637, 0x00003644,
 	0x00003652, 0x0000365f, 0x00003668, 0x00003683,
 	0x0000369e, 0x000036aa, 0x000036cb, 0x0000370d,
-	0x00003717, 0x0000376a, 0x000037ae, 0x000037ea,
-	0x00003817, 0x00003851, 0x000038b6, 0x000038d6,
-	0x000038fc, 0x00003926, 0x0000395e, 0x0000399b,
-	0x000039bf, 0x00003a38, 0x00003a5d, 0x00003a77,
+	0x00003717, 0x0000376a, 0x000037e8, 0x0000385e,
+	0x0000388b, 0x000038c5, 0x0000392a, 0x0000394a,
+	0x00003970, 0x0000399a, 0x000039d2, 0x00003a0f,
+	0x00003a33, 0x00003aac, 0x00003ad1, 0x00003aeb,
 	// Entry 1C0 - 1DF
-	0x00003a95, 0x00003ac9, 0x00003b09, 0x00003b33,
-	0x00003b42, 0x00003b73, 0x00003ba2, 0x00003bb5,
-	0x00003c2a, 0x00003c3d, 0x00003c71, 0x00003ca5,
-	0x00003cb5, 0x00003cfc, 0x00003d29, 0x00003d36,
-	0x00003d46, 0x00003d76, 0x00003db0, 0x00003dd3,
-	0x00003ddb, 0x00003df3, 0x00003e10, 0x00003e1e,
-	0x00003e2f, 0x00003e37, 0x00003e42, 0x00003e72,
-	0x00003e84, 0x00003e94, 0x00003ec6, 0x00003ed2,
+	0x00003b09, 0x00003b3d, 0x00003b7d, 0x00003ba7,
+	0x00003bb6, 0x00003be7, 0x00003c16, 0x00003c29,
+	0x00003c9e, 0x00003cb1, 0x00003ce5, 0x00003d19,
+	0x00003d29, 0x00003d70, 0x00003d9d, 0x00003daa,
+	0x00003dba, 0x00003dea, 0x00003e24, 0x00003e47,
+	0x00003e4f, 0x00003e67, 0x00003e84, 0x00003e92,
+	0x00003ea3, 0x00003eab, 0x00003eb6, 0x00003ee6,
+	0x00003ef8, 0x00003f08, 0x00003f3a, 0x00003f46,
 	// Entry 1E0 - 1FF
-	0x00003ee3, 0x00003efd, 0x00003f0e, 0x00003f14,
-	0x00003f28, 0x00003f40, 0x00003f65, 0x00003f73,
-	0x00003fb1, 0x00003fee, 0x0000401a, 0x00004057,
-	0x00004066, 0x0000406e, 0x0000407b, 0x0000408b,
-	0x000040a2, 0x000040ad, 0x000040bc, 0x000040c2,
-	0x000040d0, 0x000040da, 0x000040e5, 0x000040f8,
-	0x0000411d, 0x00004148, 0x00004176, 0x00004184,
-	0x00004217, 0x00004235, 0x0000427b, 0x00004289,
+	0x00003f57, 0x00003f71, 0x00003f82, 0x00003f88,
+	0x00003f9c, 0x00003fb4, 0x00003fd9, 0x00003fe7,
+	0x00004025, 0x00004062, 0x0000408e, 0x000040cb,
+	0x000040da, 0x000040e2, 0x000040ef, 0x000040ff,
+	0x00004116, 0x00004121, 0x00004130, 0x00004136,
+	0x00004144, 0x0000414e, 0x00004159, 0x0000416c,
+	0x00004191, 0x000041bc, 0x000041ea, 0x000041f8,
+	0x0000428b, 0x000042a9, 0x000042ef, 0x000042fd,
 	// Entry 200 - 21F
-	0x0000429d, 0x000042be, 0x000042d2, 0x000042d8,
-	0x000042ec, 0x0000435f, 0x000043ac, 0x000043bd,
-	0x000043d4, 0x000043f1, 0x000043ff, 0x0000440d,
-	0x00004415, 0x00004420, 0x00004426, 0x00004518,
-	0x0000451e, 0x00004550, 0x00004555, 0x00004565,
-	0x00004570, 0x00004579, 0x00004589, 0x000045a3,
-	0x00004648, 0x0000465e, 0x000046e3, 0x0000475d,
-	0x0000476c, 0x00004826, 0x00004877, 0x0000487c,
+	0x00004311, 0x00004332, 0x00004346, 0x0000434c,
+	0x00004360, 0x000043d3, 0x00004420, 0x00004431,
+	0x00004448, 0x00004465, 0x00004473, 0x00004481,
+	0x00004489, 0x00004494, 0x0000449a, 0x0000458c,
+	0x00004592, 0x000045c4, 0x000045c9, 0x000045d9,
+	0x000045e4, 0x000045ed, 0x000045fd, 0x00004617,
+	0x000046bc, 0x000046d2, 0x00004757, 0x000047d1,
+	0x000047e0, 0x0000489a, 0x000048eb, 0x000048f0,
 	// Entry 220 - 23F
-	0x0000488a, 0x0000489a, 0x000048a6, 0x000048b6,
-	0x000048c0, 0x000048e3, 0x000048fc, 0x0000490f,
-	0x0000497b, 0x0000498a, 0x00004998, 0x000049b4,
-	0x000049c3, 0x000049d9, 0x00004a12, 0x00004a44,
-	0x00004a7b, 0x00004a89, 0x00004acd, 0x00004af2,
-	0x00004b05, 0x00004b2d, 0x00004b34, 0x00004b8f,
-	0x00004bb9, 0x00004be9, 0x00004c47, 0x00004ce7,
-	0x00004cfb, 0x00004da6, 0x00004e1c, 0x00004e24,
+	0x000048fe, 0x0000490e, 0x0000491a, 0x0000492a,
+	0x00004934, 0x00004957, 0x00004970, 0x00004983,
+	0x000049ef, 0x000049fe, 0x00004a0c, 0x00004a28,
+	0x00004a37, 0x00004a4d, 0x00004a86, 0x00004ab8,
+	0x00004aef, 0x00004afd, 0x00004b41, 0x00004b66,
+	0x00004b79, 0x00004ba1, 0x00004ba8, 0x00004c03,
+	0x00004c2d, 0x00004c5d, 0x00004cbb, 0x00004d5b,
+	0x00004d6f, 0x00004e1a, 0x00004e90, 0x00004e98,
 	// Entry 240 - 25F
-	0x00004e5f, 0x00004e65, 0x00004ee1, 0x00004f29,
-	0x00004f54, 0x00004fb6, 0x00004fd9, 0x00005080,
-	0x00005083, 0x00005088, 0x00005093, 0x0000509d,
-	0x000050a5, 0x000050c0, 0x000050c6, 0x000050ce,
-	0x000050dc, 0x000050e6, 0x000050f3, 0x000050fd,
-	0x00005110, 0x00005134, 0x000051b4, 0x000051c5,
-	0x000051cd, 0x00005242, 0x00005296, 0x000052d8,
-	0x000052e7, 0x000052f3, 0x0000532f, 0x00005369,
+	0x00004ed3, 0x00004ed9, 0x00004f55, 0x00004f9d,
+	0x00004fc8, 0x0000502a, 0x0000504d, 0x000050f4,
+	0x000050f7, 0x000050fc, 0x00005107, 0x00005111,
+	0x00005119, 0x00005134, 0x0000513a, 0x00005142,
+	0x00005150, 0x0000515a, 0x00005167, 0x00005171,
+	0x00005184, 0x000051a8, 0x00005228, 0x00005239,
+	0x00005241, 0x000052b6, 0x0000530a, 0x0000534c,
+	0x0000535b, 0x00005367, 0x000053a3, 0x000053dd,
 	// Entry 260 - 27F
-	0x00005377, 0x00005384, 0x00005392, 0x000053a0,
-	0x000053ae, 0x000053e0, 0x00005410, 0x0000546c,
-	0x00005479, 0x00005499, 0x000054b3, 0x000054b8,
-	0x000054c9, 0x000054d6, 0x00005502, 0x00005588,
-	0x000055ad, 0x000055b4, 0x000055bd, 0x000055d0,
-	0x000055da, 0x000055e4, 0x000055ee, 0x00005606,
-	0x0000561c, 0x00005628, 0x0000564a, 0x00005651,
-	0x0000565e, 0x0000566f, 0x00005696, 0x000056a6,
+	0x000053eb, 0x000053f8, 0x00005406, 0x00005414,
+	0x00005422, 0x00005454, 0x00005484, 0x000054e0,
+	0x000054ed, 0x0000550d, 0x00005527, 0x0000552c,
+	0x0000553d, 0x0000554a, 0x00005576, 0x000055fc,
+	0x00005621, 0x00005628, 0x00005631, 0x00005644,
+	0x0000564e, 0x00005658, 0x00005662, 0x0000567a,
+	0x00005690, 0x0000569c, 0x000056be, 0x000056c5,
+	0x000056d2, 0x000056e3, 0x0000570a, 0x0000571a,
 	// Entry 280 - 29F
-	0x000056fa, 0x0000574a, 0x000057aa, 0x000057fd,
-	0x00005835, 0x00005885, 0x000058b9, 0x000058d8,
-	0x000058f8,
+	0x0000576e, 0x000057be, 0x0000581e, 0x00005871,
+	0x000058a9, 0x000058f9, 0x0000592d, 0x0000594c,
+	0x0000596c,
 } // Size: 2620 bytes
 
-const enData string = "" + // Size: 22776 bytes
+const enData string = "" + // Size: 22892 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1100,137 +1100,139 @@ const enData string = "" + // Size: 22776 bytes
 	"\x02Message from the service (its own words, protected values masked)" +
 	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
 	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
-	" call’s timeout (%[1]s).\x02The destination did not answer within the ca" +
-	"ll’s timeout.\x02The deadline passed before a result arrived.\x02The res" +
-	"ult did not match the revision's outputs contract.\x02Relais stopped dur" +
-	"ing the call: whether the destination acted is unknown, so it is not cal" +
-	"led again.\x02The call could not be prepared.\x02The destination could n" +
-	"ot be reached.\x02The destination’s answer was too large.\x02The last at" +
-	"tempt’s lock expired with no attempt left.\x02The inputs could not be bu" +
-	"ilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — " +
-	"%[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting f" +
-	"or Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a " +
-	"worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the d" +
-	"estination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s" +
-	".\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the" +
-	" same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
-	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
-	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
-	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
-	"acted]\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
-	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
-	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
-	"ock until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fi" +
-	"rst page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02" +
-	"%[1]s: the first day comes after the last.\x02These settings are kept in" +
-	" this browser only.\x02Show times in\x02The console runs no script, so i" +
-	"t cannot read your computer’s time zone: choose its offset from UTC. Off" +
-	"sets do not follow daylight saving time.\x02Reload lists and detail page" +
-	"s\x02Pages with a form, such as a confirmation, never reload on their ow" +
-	"n.\x02Save settings\x02Back without saving\x02UTC (coordinated universal" +
-	" time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Publish" +
-	"ed process versions: their nodes, routes and pinned revisions, drawn, wi" +
-	"th where their occurrences are now.\x02Published process versions: their" +
-	" nodes, routes and pinned revisions, drawn.\x02Processes by key\x02Versi" +
-	"ons, newest first\x02No process is published yet.\x02version %[1]d\x02Pr" +
-	"ocess %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the long" +
-	"est path from the start node. Solid arrows are successes (labelled with " +
-	"their route), dashed ones failures (labelled with their error codes). Ea" +
-	"ch box says how many of this version’s occurrences are at that node now." +
-	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
-	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inst" +
-	"ances of this process\x02Columns follow the longest path from the start " +
-	"node. Solid arrows are successes (labelled with their route), dashed one" +
-	"s failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
-	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
-	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
-	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
-	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
-	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
-	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
-	"y reveal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in t" +
-	"he audit log.\x02Cannot reveal\x02Only a value this page shows as hidden" +
-	" (sensitive) can be revealed.\x02Secret values can never be revealed." +
-	"\x02Method not allowed\x02This page does not accept that request.\x02Sea" +
-	"rch\x02Type an instance or occurrence id (a UUID, as the pages show on h" +
-	"over), or a business key.\x02Nothing to find: the search box is empty." +
-	"\x02That is too long to be an id or a business key.\x02No instance or oc" +
-	"currence has the id “%[1]s”, and no instance has it as its business key." +
-	"\x02No instance has “%[1]s” as its business key, and it is not a whole i" +
-	"d: the lists show the end of each id. Open the row, or copy its link, fo" +
-	"r the whole id.\x02You are signed out.\x02Your session had ended (inacti" +
-	"vity, a sign-out elsewhere, a revoked token or a restart of the server)," +
-	" so your last action was not applied. Sign in again, then repeat it.\x02" +
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked toke" +
-	"n or a restart of the server). Sign in again.\x02Sign in\x02Sign in with" +
-	" an operator, designer or administrator token.\x02Token\x02The token is " +
-	"checked once and never stored in your browser; a session cookie stands f" +
-	"or it for up to 8 hours of inactivity.\x02Too many failed sign-ins from " +
-	"your address. Try again in %[1]d seconds.\x02This token is unknown or ha" +
-	"s been revoked.\x02A %[1]s token cannot open the console: sign in with a" +
-	"n operator, designer or administrator token.\x02Only administrators mana" +
-	"ge tokens.\x02Staff tokens (administrators, designers, operators) that a" +
-	"re not revoked. Consumer tokens are managed with their consumers. Revoki" +
-	"ng a token refuses its next request.\x02ID\x02Role\x02Created on\x02Last" +
-	" used\x02Expires\x02Staff tokens, oldest first\x02never\x02not yet\x02Ex" +
-	"pired token\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]" +
-	"d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and" +
-	" console sessions opened with it end. This cannot be undone: whoever use" +
-	"s it needs a new token.\x02Revoke the token\x02Keep it\x02This is the to" +
-	"ken you signed in with: revoking it signs you out. Its next request is r" +
-	"efused. This cannot be undone.\x02This is the last usable administrator " +
-	"token: create another one before revoking it.\x02The token %[1]s (%[2]s)" +
-	" was revoked: its next request is refused.\x02routing output\x02(each it" +
-	"em)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02a" +
-	"t least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d ch" +
-	"aracter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %" +
-	"[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
-	"ll\x02unexpected value\x02Invalid page\x02This page link is not one the " +
-	"console made.\x02Workers connected by a stream, and polling workers by t" +
-	"heir last fetch. A worker is listed while it was seen within three heart" +
-	"beats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02" +
-	"Definitions served\x02In flight\x02Connected\x02Last seen\x02No worker i" +
-	"s connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves" +
-	" this definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every" +
-	" revision its consumer is granted\x02revisions %[1]s\x02No worker serves" +
-	" this definition: its occurrences wait until one connects or polls.\x02N" +
-	"o process uses this definition yet: it needs a worker once a process pul" +
-	"ls it.\x02No process pulls this definition: Relais calls its destination" +
-	"s (push), and it needs no worker.\x02No worker is connected for this def" +
-	"inition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02They take" +
-	" revision %[1]d only.\x02They take revisions %[1]s only."
+	" call’s timeout (%[1]s): it may have acted all the same, so check before" +
+	" retrying.\x02The destination did not answer within the call’s timeout: " +
+	"it may have acted all the same, so check before retrying.\x02The deadlin" +
+	"e passed before a result arrived.\x02The result did not match the revisi" +
+	"on's outputs contract.\x02Relais stopped during the call: whether the de" +
+	"stination acted is unknown, so it is not called again.\x02The call could" +
+	" not be prepared.\x02The destination could not be reached.\x02The destin" +
+	"ation’s answer was too large.\x02The last attempt’s lock expired with no" +
+	" attempt left.\x02The inputs could not be built from the process’s bindi" +
+	"ngs.\x02An operator abandoned the instance.\x02A Camunda 7 worker report" +
+	"ed a failure with no retries left (retries: 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02Retry" +
+	" at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s " +
+	"— waiting to be offered again.\x02Waiting for Relais to call the desti" +
+	"nation since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s)." +
+	"\x02(worker %[1]s)\x02Relais is calling the destination (since %[1]s)." +
+	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
+	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
+	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
+	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
+	"went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: th" +
+	"e instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the in" +
+	"stance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s " +
+	"(deferred; settled with its settle token)\x02%[1]s (deferred; settled wi" +
+	"th its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02" +
+	"waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no" +
+	" connection\x02answer too large\x02unknown\x02[redacted]\x02The revision" +
+	" must be a whole number, 1 or more.\x02Unknown consumer.\x02Settlement d" +
+	"ate\x02More filters: instance, revision, consumer, dates\x02instance id" +
+	"\x02Counts by status\x02Occurrences, newest first\x02Process and node" +
+	"\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occurr" +
+	"ence matches these filters.\x02All consumers\x02Totals of definition %[1" +
+	"]s, not narrowed by the other filters\x02Totals of all definitions, not " +
+	"narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occur" +
+	"rence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are re" +
+	"freshed every few seconds.\x02revision %[1]d\x02settled\x02next attempt" +
+	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
+	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s" +
+	"–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
+	" comes after the last.\x02These settings are kept in this browser only." +
+	"\x02Show times in\x02The console runs no script, so it cannot read your " +
+	"computer’s time zone: choose its offset from UTC. Offsets do not follow " +
+	"daylight saving time.\x02Reload lists and detail pages\x02Pages with a f" +
+	"orm, such as a confirmation, never reload on their own.\x02Save settings" +
+	"\x02Back without saving\x02UTC (coordinated universal time)\x02Local tim" +
+	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
+	": their nodes, routes and pinned revisions, drawn, with where their occu" +
+	"rrences are now.\x02Published process versions: their nodes, routes and " +
+	"pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Ve" +
+	"rsion\x02Start node\x02Graph\x02Columns follow the longest path from the" +
+	" start node. Solid arrows are successes (labelled with their route), das" +
+	"hed ones failures (labelled with their error codes). Each box says how m" +
+	"any of this version’s occurrences are at that node now.\x02Nodes\x02Node" +
+	"s of this version, with their occurrences now\x02Kind\x02Pinned revision" +
+	"\x02On success\x02On error\x02Occurrences now\x02Instances of this proce" +
+	"ss\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02ho" +
+	"ld (an incident for an operator)\x02any other code → %[1]s\x02fails the " +
+	"instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, p" +
+	"riority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
+	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
+	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
+	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
+	"value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cann" +
+	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
+	"evealed.\x02Secret values can never be revealed.\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
+	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
+	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
+	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
+	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
+	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
+	"r administrator token.\x02Token\x02The token is checked once and never s" +
+	"tored in your browser; a session cookie stands for it for up to 8 hours " +
+	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
+	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
+	"]s token cannot open the console: sign in with an operator, designer or " +
+	"administrator token.\x02Only administrators manage tokens.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staf" +
+	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
+	"\x02this session\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s " +
+	"token “%[2]s”?\x02Its next request is refused, and console sessions open" +
+	"ed with it end. This cannot be undone: whoever uses it needs a new token" +
+	".\x02Revoke the token\x02Keep it\x02This is the token you signed in with" +
+	": revoking it signs you out. Its next request is refused. This cannot be" +
+	" undone.\x02This is the last usable administrator token: create another " +
+	"one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next" +
+	" request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Invalid page\x02This page link is not one the console made.\x02W" +
+	"orkers connected by a stream, and polling workers by their last fetch. A" +
+	" worker is listed while it was seen within three heartbeats.\x02Workers " +
+	"seen within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
+	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
+	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
+	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
+	"sumer is granted\x02revisions %[1]s\x02No worker serves this definition:" +
+	" its occurrences wait until one connects or polls.\x02No process uses th" +
+	"is definition yet: it needs a worker once a process pulls it.\x02No proc" +
+	"ess pulls this definition: Relais calls its destinations (push), and it " +
+	"needs no worker.\x02No worker is connected for this definition; none of " +
+	"its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by " +
+	"%[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: " +
+	"%[1]s; some take every revision their consumer is granted.\x02They take " +
+	"every revision their consumer is granted.\x02They take revision %[1]d on" +
+	"ly.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 649 elements
 	// Entry 0 - 1F
@@ -1355,71 +1357,71 @@ var frIndex = []uint32{ // 649 elements
 	0x000045a0, 0x000045cc, 0x000045e4, 0x000045f8,
 	0x0000460f, 0x0000461d, 0x00004628, 0x0000464b,
 	0x0000466a, 0x00004676, 0x00004695, 0x000046e3,
-	0x000046ff, 0x0000476d, 0x000047b4, 0x000047f3,
-	0x00004833, 0x00004879, 0x000048eb, 0x00004913,
-	0x00004936, 0x0000496d, 0x000049b4, 0x00004a07,
-	0x00004a30, 0x00004ad6, 0x00004afc, 0x00004b23,
+	0x000046ff, 0x0000476d, 0x000047f2, 0x0000486f,
+	0x000048af, 0x000048f5, 0x00004967, 0x0000498f,
+	0x000049b2, 0x000049e9, 0x00004a30, 0x00004a83,
+	0x00004aac, 0x00004b52, 0x00004b78, 0x00004b9f,
 	// Entry 1C0 - 1DF
-	0x00004b4b, 0x00004b92, 0x00004bdc, 0x00004c0f,
-	0x00004c22, 0x00004c50, 0x00004c8c, 0x00004ca2,
-	0x00004d36, 0x00004d49, 0x00004d86, 0x00004dc2,
-	0x00004dd5, 0x00004e29, 0x00004e5e, 0x00004e70,
-	0x00004e87, 0x00004ec4, 0x00004f14, 0x00004f3e,
-	0x00004f49, 0x00004f66, 0x00004f85, 0x00004f96,
-	0x00004fb0, 0x00004fb9, 0x00004fc3, 0x00004ff8,
-	0x0000500e, 0x0000501f, 0x0000505c, 0x00005075,
+	0x00004bc7, 0x00004c0e, 0x00004c58, 0x00004c8b,
+	0x00004c9e, 0x00004ccc, 0x00004d08, 0x00004d1e,
+	0x00004db2, 0x00004dc5, 0x00004e02, 0x00004e3e,
+	0x00004e51, 0x00004ea5, 0x00004eda, 0x00004eec,
+	0x00004f03, 0x00004f40, 0x00004f90, 0x00004fba,
+	0x00004fc5, 0x00004fe2, 0x00005001, 0x00005012,
+	0x0000502c, 0x00005035, 0x0000503f, 0x00005074,
+	0x0000508a, 0x0000509b, 0x000050d8, 0x000050f1,
 	// Entry 1E0 - 1FF
-	0x0000508b, 0x000050b5, 0x000050c8, 0x000050cf,
-	0x000050ea, 0x0000510a, 0x0000513a, 0x00005151,
-	0x00005189, 0x000051c4, 0x000051f0, 0x00005244,
-	0x00005254, 0x0000525f, 0x00005273, 0x00005285,
-	0x0000529b, 0x000052ad, 0x000052bf, 0x000052c5,
-	0x000052d7, 0x000052e5, 0x000052f4, 0x0000530a,
-	0x00005334, 0x00005367, 0x000053a3, 0x000053ba,
-	0x00005482, 0x000054af, 0x0000551a, 0x00005534,
+	0x00005107, 0x00005131, 0x00005144, 0x0000514b,
+	0x00005166, 0x00005186, 0x000051b6, 0x000051cd,
+	0x00005205, 0x00005240, 0x0000526c, 0x000052c0,
+	0x000052d0, 0x000052db, 0x000052ef, 0x00005301,
+	0x00005317, 0x00005329, 0x0000533b, 0x00005341,
+	0x00005353, 0x00005361, 0x00005370, 0x00005386,
+	0x000053b0, 0x000053e3, 0x0000541f, 0x00005436,
+	0x000054fe, 0x0000552b, 0x00005596, 0x000055b0,
 	// Entry 200 - 21F
-	0x0000554d, 0x0000556e, 0x00005584, 0x0000558b,
-	0x000055a5, 0x0000563a, 0x0000569d, 0x000056b0,
-	0x000056d7, 0x000056ff, 0x0000570d, 0x0000571d,
-	0x00005725, 0x00005736, 0x0000573d, 0x00005873,
-	0x0000587a, 0x000058b4, 0x000058b9, 0x000058ce,
-	0x000058e2, 0x000058f4, 0x0000590a, 0x00005924,
-	0x000059f9, 0x00005a11, 0x00005ab2, 0x00005b41,
-	0x00005b51, 0x00005c2b, 0x00005ced, 0x00005cf2,
+	0x000055c9, 0x000055ea, 0x00005600, 0x00005607,
+	0x00005621, 0x000056b6, 0x00005719, 0x0000572c,
+	0x00005753, 0x0000577b, 0x00005789, 0x00005799,
+	0x000057a1, 0x000057b2, 0x000057b9, 0x000058ef,
+	0x000058f6, 0x00005930, 0x00005935, 0x0000594a,
+	0x0000595e, 0x00005970, 0x00005986, 0x000059a0,
+	0x00005a75, 0x00005a8d, 0x00005b2e, 0x00005bbd,
+	0x00005bcd, 0x00005ca7, 0x00005d69, 0x00005d6e,
 	// Entry 220 - 23F
-	0x00005d02, 0x00005d10, 0x00005d20, 0x00005d30,
-	0x00005d3a, 0x00005d63, 0x00005d7d, 0x00005d98,
-	0x00005e26, 0x00005e37, 0x00005e44, 0x00005e5f,
-	0x00005e73, 0x00005e91, 0x00005edc, 0x00005f1d,
-	0x00005f63, 0x00005f7b, 0x00005fce, 0x00006009,
-	0x00006021, 0x0000604c, 0x00006056, 0x000060d0,
-	0x00006105, 0x00006146, 0x000061ba, 0x00006293,
-	0x000062ac, 0x00006375, 0x000063f2, 0x000063ff,
+	0x00005d7e, 0x00005d8c, 0x00005d9c, 0x00005dac,
+	0x00005db6, 0x00005ddf, 0x00005df9, 0x00005e14,
+	0x00005ea2, 0x00005eb3, 0x00005ec0, 0x00005edb,
+	0x00005eef, 0x00005f0d, 0x00005f58, 0x00005f99,
+	0x00005fdf, 0x00005ff7, 0x0000604a, 0x00006085,
+	0x0000609d, 0x000060c8, 0x000060d2, 0x0000614c,
+	0x00006181, 0x000061c2, 0x00006236, 0x0000630f,
+	0x00006328, 0x000063f1, 0x0000646e, 0x0000647b,
 	// Entry 240 - 25F
-	0x00006451, 0x00006457, 0x000064f3, 0x00006547,
-	0x00006572, 0x000065fe, 0x0000662c, 0x000066ee,
-	0x000066f1, 0x000066f7, 0x00006701, 0x00006717,
-	0x00006722, 0x00006752, 0x00006759, 0x00006764,
-	0x00006772, 0x0000677f, 0x0000678d, 0x0000679a,
-	0x000067b3, 0x000067e0, 0x00006889, 0x0000689c,
-	0x000068a6, 0x00006935, 0x00006996, 0x000069e8,
-	0x000069fa, 0x00006a0d, 0x00006a4b, 0x00006a87,
+	0x000064cd, 0x000064d3, 0x0000656f, 0x000065c3,
+	0x000065ee, 0x0000667a, 0x000066a8, 0x0000676a,
+	0x0000676d, 0x00006773, 0x0000677d, 0x00006793,
+	0x0000679e, 0x000067ce, 0x000067d5, 0x000067e0,
+	0x000067ee, 0x000067fb, 0x00006809, 0x00006816,
+	0x0000682f, 0x0000685c, 0x00006905, 0x00006918,
+	0x00006922, 0x000069b1, 0x00006a12, 0x00006a64,
+	0x00006a76, 0x00006a89, 0x00006ac7, 0x00006b03,
 	// Entry 260 - 27F
-	0x00006a93, 0x00006aa0, 0x00006aae, 0x00006abc,
-	0x00006acc, 0x00006b08, 0x00006b42, 0x00006bbf,
-	0x00006bca, 0x00006bf4, 0x00006c10, 0x00006c14,
-	0x00006c26, 0x00006c34, 0x00006c60, 0x00006d22,
-	0x00006d55, 0x00006d60, 0x00006d6a, 0x00006d7f,
-	0x00006d88, 0x00006d92, 0x00006da7, 0x00006dcb,
-	0x00006de5, 0x00006dfa, 0x00006e26, 0x00006e2b,
-	0x00006e40, 0x00006e52, 0x00006e87, 0x00006e98,
+	0x00006b0f, 0x00006b1c, 0x00006b2a, 0x00006b38,
+	0x00006b48, 0x00006b84, 0x00006bbe, 0x00006c3b,
+	0x00006c46, 0x00006c70, 0x00006c8c, 0x00006c90,
+	0x00006ca2, 0x00006cb0, 0x00006cdc, 0x00006d9e,
+	0x00006dd1, 0x00006ddc, 0x00006de6, 0x00006dfb,
+	0x00006e04, 0x00006e0e, 0x00006e23, 0x00006e47,
+	0x00006e61, 0x00006e76, 0x00006ea2, 0x00006ea7,
+	0x00006ebc, 0x00006ece, 0x00006f03, 0x00006f14,
 	// Entry 280 - 29F
-	0x00006f0e, 0x00006f99, 0x00007028, 0x0000708f,
-	0x000070d1, 0x00007144, 0x0000718c, 0x000071ba,
-	0x000071ed,
+	0x00006f8a, 0x00007015, 0x000070a4, 0x0000710b,
+	0x0000714d, 0x000071c0, 0x00007208, 0x00007236,
+	0x00007269,
 } // Size: 2620 bytes
 
-const frData string = "" + // Size: 29165 bytes
+const frData string = "" + // Size: 29289 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1692,164 +1694,165 @@ const frData string = "" + // Size: 29165 bytes
 	"mes, valeurs protégées masquées)\x02Nouvelle tentative possible\x02non" +
 	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
 	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
-	" le délai de l’appel (%[1]s).\x02La destination n’a pas répondu dans le " +
-	"délai de l’appel.\x02L’échéance est passée avant l’arrivée d’un résultat" +
-	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
-	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
-	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
-	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
-	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
-	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
-	".\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative r" +
-	"estante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence" +
-	" n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle" +
-	" tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Ve" +
-	"rrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En atten" +
-	"te de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En att" +
-	"ente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais" +
-	" appelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; ver" +
-	"rou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1" +
-	"]s (%[2]s)\u202f: un exécutant du même consommateur, ou une interface mu" +
-	"nie d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)" +
-	".\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son ins" +
-	"tance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s)." +
-	"\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%" +
-	"[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]" +
-	"s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée av" +
-	"ec son jeton de règlement)\x02%[1]s (différée\u202f; réglée avec son jet" +
-	"on de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par" +
-	" %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse " +
-	"dans le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnu" +
-	"e\x02[masqué]\x02La révision doit être un nombre entier, 1 ou plus.\x02C" +
-	"onsommateur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instan" +
-	"ce, révision, consommateur, dates\x02identifiant d’instance\x02Décomptes" +
-	" par statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœ" +
-	"ud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôt" +
-	"ure\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consom" +
-	"mateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Tot" +
-	"aux de toutes les définitions, sans les autres filtres\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]" +
-	"s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes env" +
-	"iron.\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible" +
-	" depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis" +
-	"\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Lignes" +
-	" %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s" +
-	"\u202f: le premier jour vient après le dernier.\x02Ces réglages sont con" +
-	"servés dans ce navigateur seulement.\x02Afficher les heures en\x02La con" +
-	"sole n’exécute aucun script et ne peut donc pas lire le fuseau horaire d" +
-	"e votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Les" +
-	" décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les " +
-	"pages de détail\x02Les pages qui contiennent un formulaire, comme une co" +
-	"nfirmation, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les ré" +
-	"glages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)" +
-	"\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les v" +
-	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
-	"inglées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Le" +
-	"s versions de processus publiées\u202f: leurs nœuds, routes et révisions" +
-	" épinglées, dessinés.\x02Processus par clé\x02Versions, les plus récente" +
-	"s d’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Pr" +
-	"ocessus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes sui" +
-	"vent le plus long chemin depuis le nœud de départ. Les flèches pleines s" +
-	"ont les réussites (étiquetées par leur route), les pointillées les échec" +
-	"s (étiquetées par leurs codes d’erreur). Chaque case indique combien d’o" +
-	"ccurrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds" +
-	"\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02" +
-	"Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrence" +
-	"s actuelles\x02Instances de ce processus\x02Les colonnes suivent le plus" +
-	" long chemin depuis le nœud de départ. Les flèches pleines sont les réus" +
-	"sites (étiquetées par leur route), les pointillées les échecs (étiquetée" +
-	"s par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version " +
-	"a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)." +
-	" Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompte" +
-	"s.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblem" +
-	"ent (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses ro" +
-	"utes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à parti" +
-	"r de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et déc" +
-	"omptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous re" +
-	"prend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
-	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
-	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
-	"\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloca" +
-	"ge (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’i" +
-	"nstance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle t" +
-	"entative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle " +
-	"tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées" +
-	"\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les" +
-	" 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une va" +
-	"leur sensible.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le jour" +
-	"nal d’audit.\x02Révélation impossible\x02Seule une valeur que cette page" +
-	" affiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes n" +
-	"e peuvent jamais être révélées.\x02Méthode non autorisée\x02Cette page n" +
-	"’accepte pas cette requête.\x02Recherche\x02Saisissez un identifiant d" +
-	"’instance ou d’occurrence (un UUID, que les pages affichent au survol)" +
-	" ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est " +
-	"vide.\x02C’est trop long pour être un identifiant ou une clé métier.\x02" +
-	"Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et " +
-	"aucune instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[" +
-	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
-	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
-	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
-	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
-	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
-	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
-	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
-	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
-	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
-	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
-	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
-	"rateurs gèrent les jetons.\x02Jetons du personnel (administrateurs, conc" +
-	"epteurs, opérateurs) non révoqués. Les jetons des consommateurs se gèren" +
-	"t avec leurs consommateurs. Révoquer un jeton refuse sa requête suivante" +
-	".\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration\x02Jeto" +
-	"ns du personnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jet" +
-	"on expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoquer le j" +
-	"eton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa r" +
-	"equête suivante est refusée et les sessions de console ouvertes avec lui" +
-	" prennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un " +
-	"nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec " +
-	"lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête" +
-	" suivante est refusée. C’est irréversible.\x02C’est le dernier jeton adm" +
-	"inistrateur utilisable\u202f: créez-en un autre avant de le révoquer." +
-	"\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête ser" +
-	"a refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00" +
-	"\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractère" +
-	"s\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au p" +
-	"lus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02" +
-	"maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au mo" +
-	"ins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
-	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
-	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce" +
-	" lien de page ne vient pas de la console.\x02Les exécutants connectés pa" +
-	"r un flux, et ceux qui interrogent par leur dernière demande. Un exécuta" +
-	"nt est listé tant qu’il s’est manifesté dans les trois derniers battemen" +
-	"ts de cœur.\x02Exécutants vus dans les trois derniers battements\x02Exéc" +
-	"utant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02De" +
-	"rnier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants serv" +
-	"ant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette défini" +
-	"tion.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les " +
-	"révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécu" +
-	"tant ne sert cette définition\u202f: ses occurrences attendent qu’un exé" +
-	"cutant se connecte ou interroge.\x02Aucun processus n’utilise encore cet" +
-	"te définition\u202f: elle aura besoin d’un exécutant quand un processus " +
-	"l’utilisera en mode pull.\x02Aucun processus n’utilise cette définition " +
-	"en mode pull\u202f: Relais appelle ses destinations (push), elle n’a bes" +
-	"oin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette défi" +
-	"nition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
-	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge."
+	" le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez" +
+	" avant de reprendre.\x02La destination n’a pas répondu dans le délai de " +
+	"l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre." +
+	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
+	"ne respectait pas le contrat de sorties de la révision.\x02Relais s’est " +
+	"arrêté pendant l’appel\u202f: on ignore si la destination a agi, elle n’" +
+	"est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destina" +
+	"tion était injoignable.\x02La réponse de la destination était trop volum" +
+	"ineuse.\x02Le verrou de la dernière tentative a expiré sans tentative re" +
+	"stante.\x02Les entrées n’ont pas pu être construites à partir des liaiso" +
+	"ns du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant" +
+	" Camunda 7 a signalé un échec sans nouvelle tentative restante (retries" +
+	"\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relan" +
+	"cée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1" +
+	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
+	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
+	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
+	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la dest" +
+	"ination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]" +
+	"s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
+	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
+	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
+	"e est bloquée ici, en attente d’un opérateur.\x02Son instance a continué" +
+	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
+	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
+	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
+	"ommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
+	"lement)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en" +
+	" tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en atten" +
+	"te\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pa" +
+	"s de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La" +
+	" révision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu" +
+	".\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, conso" +
+	"mmateur, dates\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
+	"rrences, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Con" +
+	"sommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occur" +
+	"rence ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux d" +
+	"e la définition %[1]s, sans les autres filtres\x02Totaux de toutes les d" +
+	"éfinitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]" +
+	"d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les" +
+	" décomptes sont actualisés toutes les 5 secondes environ.\x02révision %[" +
+	"1]d\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en " +
+	"cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précé" +
+	"dente\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Les versions de processus publ" +
+	"iées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
+	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s" +
+	" le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossi" +
+	"ble\x02Seule une valeur que cette page affiche masquée (sensible) peut ê" +
+	"tre révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
+	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
+	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
+	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
+	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
+	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
+	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
+	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
+	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
+	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
+	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
+	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
+	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
+	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
+	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
+	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
+	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
+	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons " +
+	"du personnel (administrateurs, concepteurs, opérateurs) non révoqués. Le" +
+	"s jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer " +
+	"un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernièr" +
+	"e utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
+	"on\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s" +
+	" «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécut" +
+	"ant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en " +
+	"charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accord" +
+	"ées à leur consommateur.\x02Toutes les révisions accordées au consommat" +
+	"eur sont prises en charge.\x02Seule la révision %[1]d est prise en charg" +
+	"e.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 57181 bytes (55KiB); checksum: D40C8DEA
+	// Total table size 57421 bytes (56KiB); checksum: 6C47F81
