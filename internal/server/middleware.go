@@ -222,7 +222,8 @@ func noStore(next http.Handler) http.Handler {
 // either.
 func dryRunMarked(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("dry_run") == "true" {
+		// Parsed only when named: every start and completion passes here.
+		if strings.Contains(r.URL.RawQuery, "dry_run") && r.URL.Query().Get("dry_run") == "true" {
 			w.Header().Set("Relais-Applied", "false")
 		}
 		next.ServeHTTP(w, r)
