@@ -347,48 +347,24 @@ func (o *outage) RoundTrip(req *http.Request) (*http.Response, error) {
 // used to give a streamed outcome (their backoff sums to 3 s at most).
 func TestStreamOutcomeOutlastsAnOutage(t *testing.T) {
 	r := newRelais(t, nil)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	down := &outage{procedure: "Complete", lasts: 3500 * time.Millisecond, base: tr}
-	var handled atomic.Int32
-	run := r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: down}}, func(ctx context.Context, task *Task) (any, error) {
-		handled.Add(1)
-		return created(ctx, task)
-	})
-	inst := r.start(t, "Acme")
-	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
-		t.Fatalf("instance %v, want completed", got)
-	}
-	if err := run.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	down := &outage{procedure: "Complete", lasts: 3500 * time.Millisecond, base: http.DefaultTransport.(*http.Transport).Clone()}
+	completedOnceThrough(t, r, down, Config{Concurrency: 1})
 	down.mu.Lock()
 	calls := down.calls
 	down.mu.Unlock()
 	if calls <= settleAttempts {
 		t.Errorf("the outcome was sent %d times; the outage should have taken more than %d", calls, settleAttempts)
 	}
-	if n := handled.Load(); n != 1 {
-		t.Errorf("the handler ran %d times, want once", n)
-	}
-	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 1 {
-		t.Errorf("attempts %v, want one", a)
-	}
 }
 
-// An outcome the replica cannot take for longer than a lock duration,
-// while the stream lives and the replica extends the lock (a database
-// outage the stream's heartbeats outlive), is reported once it can: the
-// worker used to give up after a lock duration, leaving the task held by
-// the stream, neither settled nor offered again, until the stream ended.
-func TestStreamOutcomeOutlastsTheLockWhileTheStreamLives(t *testing.T) {
-	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	r := &relais{env: env, consumer: env.Consumer("crm-sync", def)}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	down := &outage{procedure: "Complete", lasts: 5 * time.Second, base: tr}
+// completedOnceThrough runs a stream worker with cfg whose outcomes pass
+// through down, and checks that an instance started then completes with
+// its handler run once, in one attempt: the outcome outlasted the outage.
+func completedOnceThrough(t *testing.T, r *relais, down *outage, cfg Config) {
+	t.Helper()
+	cfg.HTTPClient = &http.Client{Transport: down}
 	var handled atomic.Int32
-	run := r.run(t, Config{Concurrency: 1, LockDuration: 2 * time.Second, HTTPClient: &http.Client{Transport: down}}, func(ctx context.Context, task *Task) (any, error) {
+	run := r.run(t, cfg, func(ctx context.Context, task *Task) (any, error) {
 		handled.Add(1)
 		return created(ctx, task)
 	})
@@ -405,6 +381,17 @@ func TestStreamOutcomeOutlastsTheLockWhileTheStreamLives(t *testing.T) {
 	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 1 {
 		t.Errorf("attempts %v, want one", a)
 	}
+}
+
+// An outcome the replica cannot take for longer than a lock duration,
+// while the stream lives and the replica extends the lock (a database
+// outage the stream's heartbeats outlive), is reported once it can: the
+// worker used to give up after a lock duration, leaving the task held by
+// the stream, neither settled nor offered again, until the stream ended.
+func TestStreamOutcomeOutlastsTheLockWhileTheStreamLives(t *testing.T) {
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	down := &outage{procedure: "Complete", lasts: 5 * time.Second, base: http.DefaultTransport.(*http.Transport).Clone()}
+	completedOnceThrough(t, r, down, Config{Concurrency: 1, LockDuration: 2 * time.Second})
 }
 
 // A task pushed on a new stream while the only slot is still held by a
@@ -630,10 +617,7 @@ func TestLocalResourceExhaustedIsRetried(t *testing.T) {
 func TestStreamOutcomeRetriesEndWithinALockDuration(t *testing.T) {
 	// Heartbeats far more often than a lock duration: the stream's last
 	// event alone would keep the retries going.
-	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = 100 * time.Millisecond })
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	r := &relais{env: env, consumer: env.Consumer("crm-sync", def)}
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = 100 * time.Millisecond })
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	down := &outage{procedure: "Complete", lasts: time.Hour, base: tr}
 	run := r.run(t, Config{Concurrency: 1, LockDuration: 2 * time.Second, HTTPClient: &http.Client{Transport: down}}, created)
@@ -772,10 +756,7 @@ func (b *frozenBody) Close() error {
 // dropped once three heartbeat intervals and a second pass without an
 // event, and the worker subscribes again and takes work.
 func TestASilentStreamIsDroppedInTime(t *testing.T) {
-	env := relaistest.New(t, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
-	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(nil))
-	r := &relais{env: env, consumer: env.Consumer("crm-sync", def)}
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
 	f := &freezer{base: http.DefaultTransport.(*http.Transport).Clone(), frozen: make(chan struct{})}
 	r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: f}}, created)
 	close(f.frozen)

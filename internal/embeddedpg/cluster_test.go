@@ -14,11 +14,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/internal/testlog"
 )
 
 const (
@@ -80,26 +81,9 @@ func testDir(t *testing.T) string {
 	return filepath.Join(testBase, fmt.Sprintf("%s-%d", name, testDirs.Add(1)))
 }
 
-// logBuffer collects slog output; the cluster logs from its own goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+// newLogger logs into a buffer: the cluster logs from its own goroutines.
+func newLogger() (*slog.Logger, *testlog.Buffer) {
+	b := &testlog.Buffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 

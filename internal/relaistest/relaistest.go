@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/internal/server"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // Env is a running Relais with one token per role.
@@ -39,7 +39,7 @@ type Env struct {
 	Engine  *engine.Engine
 	Pool    *pgxpool.Pool
 	Config  config.Config
-	Logs    *LogBuffer
+	Logs    *testlog.Buffer
 	// Clock is the engine's clock: tests Advance it past lock expiries and
 	// deadlines instead of sleeping.
 	Clock    *Clock
@@ -98,7 +98,7 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 	for _, o := range opts {
 		o(&cfg)
 	}
-	logs := &LogBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	keys, err := keyring.Parse(TestKeys)
 	if err != nil {
@@ -222,24 +222,4 @@ func (e *Env) Must(want int, method, path, token string, body any) Response {
 		e.T.Fatalf("%s %s: status %d, want %d; body: %s", method, path, r.Status, want, r.Body)
 	}
 	return r
-}
-
-// LogBuffer collects log output safely across goroutines.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns everything logged so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
