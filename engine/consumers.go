@@ -381,10 +381,13 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 		} else if err != nil {
 			return err
 		}
-		if err := e.notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
+		// Tokens first: a waiting long poll wakes on either, and one woken
+		// by the grants must find its token already gone, to answer 401
+		// (the consumer is gone) rather than 403 (no longer granted).
+		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
 			return err
 		}
-		if err := e.notifyInvalidate(ctx, q, "tokens"); err != nil {
+		if err := e.notifyInvalidate(ctx, q, "grants:"+strconv.FormatInt(id, 10)); err != nil {
 			return err
 		}
 		n, err := q.SettleTokenDeleteByConsumer(ctx, id)
