@@ -57,6 +57,13 @@ func Append(b []byte, n *Node, sortKeys bool) []byte {
 // encoding/json escapes it except that <, > and & are left alone: canonical
 // documents are compared and hashed, never embedded in HTML.
 func AppendString(b []byte, s string) []byte {
+	if plainASCII(s) {
+		// Most keys and values (names, ids, codes): nothing to escape,
+		// so no encoder and no buffer for them.
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -65,4 +72,15 @@ func AppendString(b []byte, s string) []byte {
 		return append(b, `""`...)
 	}
 	return append(b, bytes.TrimRight(buf.Bytes(), "\n")...)
+}
+
+// plainASCII reports whether s is printable ASCII without a quote or a
+// backslash: written as is between quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -33,7 +33,13 @@ func TestAppend(t *testing.T) {
 // escaping. Canonical process documents are hashed, so it must not drift.
 func TestAppendString(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"", "plain", "<>&", "\"\\/", "\b\f\n\r\t\x00\x1f", "\u2028\u2029", "caf\xc3\xa9", "\xff", "\U0001F600"} {
+	cases := []string{"", "plain", "<>&", "\"\\/", "\b\f\n\r\t\x00\x1f", "\u2028\u2029", "caf\xc3\xa9", "\xff", "\U0001F600"}
+	// Every byte between plain letters: the plain ASCII shortcut must
+	// end exactly where encoding/json starts escaping.
+	for c := range 256 {
+		cases = append(cases, "a"+string([]byte{byte(c)})+"b")
+	}
+	for _, s := range cases {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
