@@ -233,6 +233,9 @@ func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
 	if count["count"] != 1.0 {
 		t.Fatalf("bulk retry count = %v, want 1 (the instance held from birth cannot be retried)", count["count"])
 	}
+	if b := fmt.Sprint(count["breakdown"]); b != "[map[count:1 error_code:CRM_DOWN process:crm_hold]]" {
+		t.Errorf("bulk retry breakdown = %s, want the one CRM_DOWN instance it retries", b)
+	}
 	done := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter, "confirm_count": 1}).JSON(t)
 	if done["applied_count"] != 1.0 || done["skipped_count"] != 0.0 {
 		t.Errorf("bulk retry = %v, want 1 applied, 0 skipped", done)
@@ -245,6 +248,59 @@ func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
 	// Abandon applies to every held instance, this one included.
 	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": filter}).JSON(t)["count"]; n != 1.0 {
 		t.Errorf("bulk abandon count = %v, want 1", n)
+	}
+}
+
+// Incidents are found and acted on by their error code: the list filters
+// by it, a bulk action's count says what its instances are by process and
+// error code, and a bulk action on one error code leaves the others held.
+func TestBulkActionsByErrorCode(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	down1, _ := hold("A")
+	down2, _ := hold("B")
+	birth := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"name": strings.Repeat("x", 201)}}).JSON(t)
+	invalid := birth["id"].(string)
+	ids := func(query string) []string {
+		t.Helper()
+		var out []string
+		for _, it := range env.Must(200, "GET", "/api/v1/instances?"+query, env.Operator, nil).JSON(t)["items"].([]any) {
+			out = append(out, it.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	if got := ids("error_code=CRM_DOWN"); len(got) != 2 || got[0] != down2 || got[1] != down1 {
+		t.Errorf("instances with error_code CRM_DOWN = %v, want [%s %s]", got, down2, down1)
+	}
+	if got := ids("status=held&error_code=invalid_inputs"); len(got) != 1 || got[0] != invalid {
+		t.Errorf("held instances with error_code invalid_inputs = %v, want [%s]", got, invalid)
+	}
+	if got := ids("error_code=crm_down"); len(got) != 0 {
+		t.Errorf("instances with error_code crm_down = %v, want none (codes are exact)", got)
+	}
+
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"process": "crm_hold"}}).JSON(t)
+	breakdown := fmt.Sprint(count["breakdown"])
+	if count["count"] != 3.0 || breakdown != "[map[count:2 error_code:CRM_DOWN process:crm_hold] map[count:1 error_code:invalid_inputs process:crm_hold]]" {
+		t.Errorf("bulk abandon count = %v, breakdown %s, want 3: 2 CRM_DOWN then 1 invalid_inputs", count["count"], breakdown)
+	}
+	filter := map[string]any{"error_code": "CRM_DOWN"}
+	count = env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": filter}).JSON(t)
+	if count["count"] != 2.0 || len(count["breakdown"].([]any)) != 1 {
+		t.Fatalf("bulk abandon count of CRM_DOWN = %v, want 2 in one group", count)
+	}
+	done := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": filter, "confirm_count": 2}).JSON(t)
+	if done["applied_count"] != 2.0 || done["skipped_count"] != 0.0 {
+		t.Errorf("bulk abandon of CRM_DOWN = %v, want 2 applied", done)
+	}
+	for id, want := range map[string]string{down1: "failed", down2: "failed", invalid: "held"} {
+		if s := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)["status"]; s != want {
+			t.Errorf("instance %s is %v after abandoning CRM_DOWN, want %s", id, s, want)
+		}
+	}
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"error_code": " "}}); r.Status != 400 || !strings.Contains(string(r.Body), `"path":"/filter/error_code"`) {
+		t.Errorf("blank error_code filter: %d %s, want 400 at /filter/error_code", r.Status, r.Body)
 	}
 }
 

@@ -191,12 +191,12 @@ func actorOf(r *http.Request) engine.Actor {
 }
 
 // instanceParams are the query parameters of instanceFilter.
-var instanceParams = []string{"process", "status", "business_key", "created_after", "created_before"}
+var instanceParams = []string{"process", "status", "business_key", "error_code", "created_after", "created_before"}
 
 // instanceFilter reads the instance filters shared by the list, bulk
 // actions and the console.
 func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
-	f := engine.InstanceFilter{ProcessKey: q.Get("process"), Status: q.Get("status"), BusinessKey: q.Get("business_key")}
+	f := engine.InstanceFilter{ProcessKey: q.Get("process"), Status: q.Get("status"), BusinessKey: q.Get("business_key"), ErrorCode: q.Get("error_code")}
 	var errs []fault.FieldError
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled"})
@@ -215,6 +215,7 @@ type bulkFilterJSON struct {
 	Process     filterText `json:"process"`
 	Status      filterText `json:"status"`
 	BusinessKey filterText `json:"business_key"`
+	ErrorCode   filterText `json:"error_code"`
 	// Text, not time.Time: the filter takes what the list's query takes
 	// (a date too), and a decoding error would quote Go's layout.
 	CreatedAfter  filterText `json:"created_after"`
@@ -235,6 +236,17 @@ func (f *filterText) UnmarshalJSON(b []byte) error {
 	}
 	f.v = &s
 	return nil
+}
+
+// maxBreakdown bounds the groups a bulk action's count lists.
+const maxBreakdown = 20
+
+// bulkGroupJSON is one process and error code among the instances a bulk
+// action's filter matches.
+type bulkGroupJSON struct {
+	Process   string  `json:"process"`
+	ErrorCode *string `json:"error_code"`
+	Count     int64   `json:"count"`
 }
 
 type bulkRequest struct {
@@ -271,7 +283,7 @@ func (a *API) actOnFilter() http.Handler {
 			return deref(v)
 		}
 		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process.v, "process"), Status: given(req.Filter.Status.v, "status"),
-			BusinessKey:   given(req.Filter.BusinessKey.v, "business_key"),
+			BusinessKey:   given(req.Filter.BusinessKey.v, "business_key"), ErrorCode: given(req.Filter.ErrorCode.v, "error_code"),
 			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter.v, "created_after"), "/filter/created_after", &errs),
 			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore.v, "created_before"), "/filter/created_before", &errs)}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
@@ -291,7 +303,15 @@ func (a *API) actOnFilter() http.Handler {
 			if err != nil {
 				return err
 			}
-			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": n, "applied": false})
+			groups, err := a.eng.BreakdownForAction(r.Context(), action, f, maxBreakdown)
+			if err != nil {
+				return err
+			}
+			breakdown := make([]bulkGroupJSON, len(groups))
+			for i, g := range groups {
+				breakdown[i] = bulkGroupJSON{Process: g.ProcessKey, ErrorCode: g.ErrorCode, Count: g.Count}
+			}
+			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": n, "applied": false, "breakdown": breakdown})
 			return nil
 		}
 		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount, bulkID)

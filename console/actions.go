@@ -315,6 +315,11 @@ type bulkView struct {
 	Count       string
 	CountValue  string
 	Nothing     string
+	// Groups say what the count is made of, by process and error code,
+	// the largest first; GroupsCut that only the largest are listed.
+	GroupsLabel, GroupProcess, GroupErrorCode, GroupCount string
+	Groups                                                []bulkGroup
+	GroupsCut                                             string
 	// LeftOut says how many held instances the filter matches that a
 	// retry cannot offer again (they failed before any attempt) and leaves
 	// out of the count.
@@ -413,13 +418,14 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	}
 	crit := f.criteria()
 	if len(crit) == 0 || len(crit) == 1 && crit.Has("status") {
-		v.Unfiltered = T(ctx, "No process, business key or creation date narrows this filter: it applies to the instances of every process.")
+		v.Unfiltered = T(ctx, "No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.")
 	}
 	all := T(ctx, "any")
 	v.Filter = []fact{
 		{Label: T(ctx, "Process"), Value: orAll(f.Process, all), Code: f.Process != ""},
 		{Label: T(ctx, "Status"), Value: orAll(statusLabel(ctx, f.Status), all)},
 		{Label: T(ctx, "Business key"), Value: orAll(f.BusinessKey, all), Code: f.BusinessKey != ""},
+		{Label: T(ctx, "Error code"), Value: orAll(f.ErrorCode, all), Code: f.ErrorCode != ""},
 		{Label: T(ctx, "Created from"), Value: orAll(f.CreatedFrom, all)},
 		{Label: T(ctx, "Created to"), Value: orAll(f.CreatedTo, all)},
 	}
@@ -427,6 +433,45 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		v.Hidden = append(v.Hidden, option{Value: crit.Get(k), Label: k})
 	}
 	return v
+}
+
+// bulkGroup is one line of a bulk action's breakdown.
+type bulkGroup struct {
+	// Href lists the group's instances.
+	Process, ErrorCode, Count, Href string
+}
+
+// maxBulkGroups bounds the breakdown a bulk confirmation shows.
+const maxBulkGroups = 10
+
+// whatMatches says what the count is made of: the instances by process
+// and error code and, for a retry, those it leaves out.
+func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action, f instanceFilter, ef engine.InstanceFilter, count int64) error {
+	if count > 0 {
+		groups, err := c.eng.BreakdownForAction(ctx, a, ef, maxBulkGroups+1)
+		if err != nil {
+			return err
+		}
+		v.GroupsLabel = T(ctx, "By process and error code")
+		v.GroupProcess, v.GroupErrorCode, v.GroupCount = T(ctx, "Process"), T(ctx, "Error code"), T(ctx, "Instances")
+		if len(groups) > maxBulkGroups {
+			groups = groups[:maxBulkGroups]
+			v.GroupsCut = T(ctx, "The %d largest groups; the filter matches more.", maxBulkGroups)
+		}
+		for _, g := range groups {
+			// Held instances have an error code and running ones none:
+			// each group's list shows its own.
+			list := f
+			list.Process, list.ErrorCode, list.Status = g.ProcessKey, "", engine.InstanceRunning
+			row := bulkGroup{Process: g.ProcessKey, Count: number(ctx, g.Count)}
+			if g.ErrorCode != nil {
+				list.ErrorCode, list.Status, row.ErrorCode = *g.ErrorCode, engine.InstanceHeld, *g.ErrorCode
+			}
+			row.Href = list.href()
+			v.Groups = append(v.Groups, row)
+		}
+	}
+	return c.leaveOut(ctx, v, a, ef, count)
 }
 
 // leaveOut says, for a bulk retry, how many held instances f matches
@@ -470,7 +515,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.bulkView(r, a, f, n)
-	if err := c.leaveOut(ctx, &v, a, ef, n); err != nil {
+	if err := c.whatMatches(ctx, &v, a, f, ef, n); err != nil {
 		c.serverError(w, r, err)
 		return
 	}
@@ -522,7 +567,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		v.Reason = reason
-		if err := c.leaveOut(ctx, &v, a, ef, count); err != nil {
+		if err := c.whatMatches(ctx, &v, a, f, ef, count); err != nil {
 			c.serverError(w, r, err)
 			return
 		}

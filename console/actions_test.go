@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -580,6 +581,76 @@ func (f *fixture) holdFromBirth(t *testing.T) string {
 		t.Fatalf("strict scoring: %v with %v, want held with invalid_inputs", inst["status"], inst["error_code"])
 	}
 	return inst["id"].(string)
+}
+
+// TestBulkByErrorCode: the instances list filters by error code, a bulk
+// action's confirmation breaks its count down by process and error code
+// (each group linking to its instances), and a bulk action on one error
+// code carries it through its form and leaves the others held.
+func TestBulkByErrorCode(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	f.holdScoring(t, "lead-8")
+	apiCount := func(query string) int {
+		return len(f.env.Must(200, "GET", "/api/v1/instances?"+query, f.env.Operator, nil).JSON(t)["items"].([]any))
+	}
+	scorerDown, unavailable := apiCount("status=held&error_code=SCORER_DOWN"), apiCount("status=held&error_code=destination_http_503")
+	if scorerDown < 2 || unavailable != 2 {
+		t.Fatalf("fixture: %d SCORER_DOWN and %d destination_http_503 held, want at least 2 and 2", scorerDown, unavailable)
+	}
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		if got := count(b.mustGet("/console/instances?error_code=SCORER_DOWN", 200), "instance-row"); got != scorerDown {
+			t.Errorf("%s: %d instances listed with error code SCORER_DOWN, want %d", lang, got, scorerDown)
+		}
+		confirm := b.mustGet("/console/instances/bulk?action=abandon&status=held", 200)
+		if got, want := text(confirm, "bulk-groups"), []string{"By process and error code", "Par processus et code d’erreur"}[i]; !strings.HasPrefix(got, want) {
+			t.Errorf("%s: breakdown %q, want it captioned %q", lang, got, want)
+		}
+		total := 0
+		groups := map[string]int{}
+		confirm.doc.Find(`[data-testid=bulk-group]`).Each(func(_ int, row *goquery.Selection) {
+			cells := row.Children()
+			n, err := strconv.Atoi(strings.TrimSpace(cells.Eq(2).Text()))
+			if err != nil {
+				t.Errorf("%s: group count %q", lang, cells.Eq(2).Text())
+			}
+			total += n
+			groups[strings.TrimSpace(cells.Eq(0).Text())+"/"+strings.TrimSpace(cells.Eq(1).Text())] = n
+			href, _ := cells.Eq(2).Find("a").Attr("href")
+			if listed := count(b.mustGet(href, 200), "instance-row"); listed != n {
+				t.Errorf("%s: the group of %d links to a list of %d (%s)", lang, n, listed, href)
+			}
+		})
+		if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != strconv.Itoa(total) {
+			t.Errorf("%s: the groups add up to %d, the count is %s", lang, total, got)
+		}
+		if groups["scoring/SCORER_DOWN"] != scorerDown || groups["checkout/destination_http_503"] != 2 {
+			t.Errorf("%s: groups %v, want scoring/SCORER_DOWN %d and checkout/destination_http_503 2", lang, groups, scorerDown)
+		}
+	}
+
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	list := b.mustGet("/console/instances?status=held&error_code=destination_http_503", 200)
+	href, _ := list.doc.Find(`[data-testid=bulk-abandon]`).Attr("href")
+	confirm := b.mustGet(href, 200)
+	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "2" {
+		t.Fatalf("bulk abandon of destination_http_503: count %q, want 2", got)
+	}
+	action, form := formOf(t, confirm, "bulk-form")
+	if form.Get("error_code") != "destination_http_503" {
+		t.Fatalf("the bulk form carries %v, want the error code", form)
+	}
+	form.Set("reason", "payment provider gone")
+	if done := b.do("POST", action, form); done.status != http.StatusSeeOther {
+		t.Fatalf("bulk abandon: %d %.300s", done.status, done.body)
+	}
+	if n := apiCount("status=held&error_code=SCORER_DOWN"); n != scorerDown {
+		t.Errorf("%d SCORER_DOWN instances held after abandoning destination_http_503, want %d", n, scorerDown)
+	}
+	if n := apiCount("status=held&error_code=destination_http_503"); n != 0 {
+		t.Errorf("%d destination_http_503 instances still held, want 0", n)
+	}
 }
 
 // TestBulkRetryLeavesOutWhatCannotBeRetried: the bulk retry's count leaves

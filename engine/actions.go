@@ -94,7 +94,7 @@ func (e *Engine) ActApplied(ctx context.Context, actor Actor, action Action, id 
 	}
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		var err error
-		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil, "")
+		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil, InstanceFilter{})
 		return err
 	})
 	if err != nil {
@@ -106,7 +106,7 @@ func (e *Engine) ActApplied(ctx context.Context, actor Actor, action Action, id 
 
 // actIn applies action to id inside q's transaction; applied is false when
 // the instance was already as the action would leave it (a repeated stop).
-func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, status string) (applied bool, err error) {
+func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, f InstanceFilter) (applied bool, err error) {
 	row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
 		return false, notFound("instance %s", id)
@@ -115,9 +115,10 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		return false, err
 	}
 	inst, now := row.Instance, row.Now
-	if status != "" && inst.Status != status {
-		// A bulk action's filter named a status the instance left
-		// meanwhile: it is skipped, not acted on under another status.
+	if f.Status != "" && inst.Status != f.Status || f.ErrorCode != "" && deref(inst.ErrorCode) != f.ErrorCode {
+		// A bulk action's filter named a status or an error code the
+		// instance left meanwhile (retried, it failed again otherwise):
+		// it is skipped, not acted on for another incident.
 		return false, nil
 	}
 	var occurrence *uuid.UUID
@@ -238,9 +239,38 @@ func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFi
 		return 0, err
 	}
 	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
 		RetryableOnly: action == ActionRetry})
 	return n, wrap("count instances", err)
+}
+
+// BulkGroup is one process and error code among the instances a bulk
+// action's filter matches.
+type BulkGroup struct {
+	ProcessKey string
+	ErrorCode  *string // nil: no error code (running instances, for a stop)
+	Count      int64
+}
+
+// BreakdownForAction says what the instances action would change among
+// those f matches are made of: at most limit groups by process and error
+// code, the largest first, which add up to CountForAction's count (when
+// there are no more groups than limit).
+func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f InstanceFilter, limit int) ([]BulkGroup, error) {
+	if err := checkBulkFilter(action, f); err != nil {
+		return nil, err
+	}
+	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		RetryableOnly: action == ActionRetry, Max: int32(limit)})
+	if err != nil {
+		return nil, wrap("break instances down", err)
+	}
+	out := make([]BulkGroup, len(rows))
+	for i, r := range rows {
+		out[i] = BulkGroup{ProcessKey: r.ProcessKey, ErrorCode: r.ErrorCode, Count: r.Count}
+	}
+	return out, nil
 }
 
 func checkBulkFilter(action Action, f InstanceFilter) error {
@@ -294,7 +324,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	// Every matching id at once (16 bytes each), one more than confirmed
 	// to see a count that grew: the walk then works on this set alone.
 	ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
 		RetryableOnly: action == ActionRetry, Max: int32(min(confirm, maxBulk) + 1)})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
@@ -322,7 +352,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 				var applied bool
 				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 					var err error
-					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f.Status)
+					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f)
 					return err
 				})
 				switch _, refused := fault.As(err); {

@@ -39,401 +39,402 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              248,
-	"%[1]s %[2]s, %[3]s %[4]s":                 249,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          247,
-	"%[1]s; %[2]s":                             246,
-	"%d (0 lowest, 9 highest)":                 408,
-	"%d attempts":                              412,
-	"%d attempts, retry after %s, priority %d": 551,
-	"%d breaking":                              188,
-	"%d changes":                               187,
-	"%d completed":                             244,
-	"%d d":                                     256,
-	"%d days":                                  270,
-	"%d failed":                                245,
-	"%d h":                                     255,
+	"%[1]s %[2]s":                              251,
+	"%[1]s %[2]s, %[3]s %[4]s":                 252,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          250,
+	"%[1]s; %[2]s":                             249,
+	"%d (0 lowest, 9 highest)":                 410,
+	"%d attempts":                              414,
+	"%d attempts, retry after %s, priority %d": 553,
+	"%d breaking":                              191,
+	"%d changes":                               190,
+	"%d completed":                             247,
+	"%d d":                                     259,
+	"%d days":                                  273,
+	"%d failed":                                248,
+	"%d h":                                     258,
 	"%d held instances match now.":             52,
-	"%d hours":                                 271,
-	"%d items":                                 616,
-	"%d left":                                  413,
-	"%d min":                                   254,
-	"%d minutes":                               272,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 72,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              614,
-	"%d ms": 274,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         541,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 540,
-	"%d occurrences":                          489,
-	"%d releases":                             207,
+	"%d hours":                                 274,
+	"%d items":                                 618,
+	"%d left":                                  415,
+	"%d min":                                   257,
+	"%d minutes":                               275,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 76,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              616,
+	"%d ms": 277,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         543,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 542,
+	"%d occurrences":                          491,
+	"%d releases":                             210,
 	"%d running instances match now.":         59,
 	"%d running or held instances match now.": 61,
-	"%d s":       253,
-	"%d seconds": 273,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 78,
-	"%s (deferred; settled by %s)":                        466,
-	"%s (deferred; settled with its settle token)":        464,
-	"%s (deferred; settled with its settle token, as %s)": 465,
-	"%s (token #%d, %s)":                                  79,
-	"%s ago":                                              251,
-	"%s so far":                                           462,
-	"%s → %s":                                             546,
-	"%s, revision %s":                                     374,
-	"%s, version %s":                                      375,
-	"%s: %s":                                              243,
-	"%s: %s → %s":                                         195,
-	"%s: a date is written 2026-12-01.":                   503,
-	"%s: the first day comes after the last.":             504,
-	"%s–%s":                                               242,
-	"(%d characters in all)":                              617,
-	"(each item)":                                         604,
-	"(worker %s)":                                         451,
-	"0 seconds":                                           269,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           580,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 444,
+	"%d s":       256,
+	"%d seconds": 276,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 82,
+	"%s (deferred; settled by %s)":                        468,
+	"%s (deferred; settled with its settle token)":        466,
+	"%s (deferred; settled with its settle token, as %s)": 467,
+	"%s (token #%d, %s)":                                  83,
+	"%s ago":                                              254,
+	"%s so far":                                           464,
+	"%s → %s":                                             548,
+	"%s, revision %s":                                     376,
+	"%s, version %s":                                      377,
+	"%s: %s":                                              246,
+	"%s: %s → %s":                                         198,
+	"%s: a date is written 2026-12-01.":                   505,
+	"%s: the first day comes after the last.":             506,
+	"%s–%s":                                               245,
+	"(%d characters in all)":                              619,
+	"(each item)":                                         606,
+	"(worker %s)":                                         453,
+	"0 seconds":                                           272,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           582,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 446,
 	"Abandon %d instances":                                           56,
 	"Abandon every held instance this filter matches":                54,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              307,
-	"Abandoned by %s at %s — “%s”":                                   299,
+	"Abandoned at node":                                              309,
+	"Abandoned by %s at %s — “%s”":                                   302,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 318,
-	"Action":                              82,
-	"All actions":                         94,
-	"All consumers":                       486,
-	"All definitions":                     233,
-	"All processes":                       324,
-	"All statuses":                        325,
-	"All workers":                         632,
-	"An operator abandoned the instance.": 443,
-	"Apply filters":                       91,
-	"Apr":                                 260,
-	"As of %s (%s); refreshed every few seconds.": 228,
-	"Attempts":                         379,
-	"Audit log":                        88,
-	"Aug":                              264,
-	"Available from":                   421,
-	"Back to definitions":              126,
-	"Back to external tasks":           125,
+	"Act on every instance this filter matches": 320,
+	"Action":                              86,
+	"All actions":                         98,
+	"All consumers":                       488,
+	"All definitions":                     236,
+	"All processes":                       326,
+	"All statuses":                        327,
+	"All workers":                         634,
+	"An operator abandoned the instance.": 445,
+	"Apply filters":                       95,
+	"Apr":                                 263,
+	"As of %s (%s); refreshed every few seconds.": 231,
+	"Attempts":                         381,
+	"Audit log":                        92,
+	"Aug":                              267,
+	"Available from":                   423,
+	"Back to definitions":              129,
+	"Back to external tasks":           128,
 	"Back to the instance":             32,
 	"Back to the list":                 47,
-	"Back without saving":              511,
-	"Breaks processes":                 165,
-	"Breaks workers":                   166,
-	"Bulk %s applied to %d instances.": 77,
-	"Bulk action":                      86,
+	"Back without saving":              513,
+	"Breaks processes":                 168,
+	"Breaks workers":                   169,
+	"Bulk %s applied to %d instances.": 81,
+	"Bulk action":                      90,
 	"Business key":                     69,
-	"Call timeout":                     409,
-	"Camunda 7 facade":                 636,
-	"Cancelled: the instance was stopped (%s).":               461,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 460,
-	"Cannot act on this filter":                               73,
-	"Cannot reveal":                                           560,
-	"Change":                                                  163,
-	"Changes between the two revisions":                       175,
-	"Changes of the Working copy since revision %d":           184,
-	"Choose two existing revisions to compare.":               185,
-	"Classification":                                          141,
-	"Clear filters":                                           92,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            535,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 526,
-	"Compare":              162,
-	"Compare revisions":    158,
-	"Completed":            241,
-	"Completed (%s).":      456,
-	"Completed, last hour": 225,
-	"Completions and failures per 5 minutes, last hour: %s":    234,
-	"Completions and failures per 5-minute slot, oldest first": 239,
-	"Completions and failures, last hour":                      218,
-	"Connected":                                                628,
-	"Constraints":                                              142,
-	"Consumer":                                                 381,
-	"Consumer and worker":                                      483,
-	"Counting the occurrences; the counts appear when you reload the page.": 136,
-	"Counts are unavailable right now.":                                     137,
-	"Counts as of %s (%s); refreshed every few seconds.":                    557,
-	"Counts by status": 479,
-	"Created":          285,
-	"Created from":     70,
-	"Created on":       585,
-	"Created to":       71,
-	"Creation date":    312,
-	"Dates":            377,
-	"Deadline":         406,
-	"Dec":              268,
-	"Deferred":         425,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 455,
-	"Definition":         220,
-	"Definition %s":      144,
-	"Definitions":        111,
-	"Definitions by key": 202,
-	"Definitions served": 626,
-	"Definitions, those needing attention first": 219,
-	"Description":          143,
-	"Destination":          393,
-	"Destination’s answer": 386,
-	"Detail":               164,
-	"Digest":               178,
-	"Display settings":     116,
-	"Display settings: ":   117,
-	"Duration":             385,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 217,
+	"By process and error code":        73,
+	"Call timeout":                     411,
+	"Camunda 7 facade":                 638,
+	"Cancelled: the instance was stopped (%s).":               463,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 462,
+	"Cannot act on this filter":                               77,
+	"Cannot reveal":                                           562,
+	"Change":                                                  166,
+	"Changes between the two revisions":                       178,
+	"Changes of the Working copy since revision %d":           187,
+	"Choose two existing revisions to compare.":               188,
+	"Classification":                                          144,
+	"Clear filters":                                           96,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            537,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 528,
+	"Compare":              165,
+	"Compare revisions":    161,
+	"Completed":            244,
+	"Completed (%s).":      458,
+	"Completed, last hour": 228,
+	"Completions and failures per 5 minutes, last hour: %s":    237,
+	"Completions and failures per 5-minute slot, oldest first": 242,
+	"Completions and failures, last hour":                      221,
+	"Connected":                                                630,
+	"Constraints":                                              145,
+	"Consumer":                                                 383,
+	"Consumer and worker":                                      485,
+	"Counting the occurrences; the counts appear when you reload the page.": 139,
+	"Counts are unavailable right now.":                                     140,
+	"Counts as of %s (%s); refreshed every few seconds.":                    559,
+	"Counts by status": 481,
+	"Created":          288,
+	"Created from":     71,
+	"Created on":       587,
+	"Created to":       72,
+	"Creation date":    314,
+	"Dates":            379,
+	"Deadline":         408,
+	"Dec":              271,
+	"Deferred":         427,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 457,
+	"Definition":         223,
+	"Definition %s":      147,
+	"Definitions":        114,
+	"Definitions by key": 205,
+	"Definitions served": 628,
+	"Definitions, those needing attention first": 222,
+	"Description":          146,
+	"Destination":          395,
+	"Destination’s answer": 388,
+	"Detail":               167,
+	"Digest":               181,
+	"Display settings":     119,
+	"Display settings: ":   120,
+	"Duration":             387,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 220,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  62,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     55,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 51,
-	"End node":                    306,
-	"End node or error":           322,
-	"Ended":                       302,
-	"Error":                       482,
-	"Error (before any attempt)":  427,
-	"Error code":                  305,
-	"Error message":               388,
-	"Every %d seconds":            515,
-	"Every attempt, oldest first": 380,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 89,
-	"Expired token":                        591,
-	"Expires":                              587,
-	"External tasks":                       105,
-	"Failed":                               223,
-	"Failed (%s).":                         459,
-	"Failed at node":                       308,
-	"Failed occurrence":                    304,
-	"Failed, last hour":                    226,
-	"Feb":                                  258,
-	"Field":                                138,
+	"End node":                    308,
+	"End node or error":           324,
+	"Ended":                       305,
+	"Error":                       484,
+	"Error (before any attempt)":  429,
+	"Error code":                  70,
+	"Error message":               390,
+	"Every %d seconds":            517,
+	"Every attempt, oldest first": 382,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 93,
+	"Expired token":                        593,
+	"Expires":                              589,
+	"External tasks":                       109,
+	"Failed":                               226,
+	"Failed (%s).":                         461,
+	"Failed at node":                       310,
+	"Failed occurrence":                    307,
+	"Failed, last hour":                    229,
+	"Feb":                                  261,
+	"Field":                                141,
 	"Filter":                               45,
-	"Filters":                              90,
-	"Find":                                 110,
-	"Find an instance or occurrence":       108,
-	"Finished":                             384,
-	"First page":                           501,
+	"Filters":                              94,
+	"Find":                                 113,
+	"Find an instance or occurrence":       111,
+	"Finished":                             386,
+	"First page":                           503,
 	"Follow it in the audit log (new tab)": 49,
-	"Form refused":                         130,
-	"From revision":                        160,
-	"From revision %d to revision %d:":     186,
+	"Form refused":                         133,
+	"From revision":                        163,
+	"From revision %d to revision %d:":     189,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   525,
-	"Graph of %s":             539,
-	"HTTP 2xx, unusable body": 468,
-	"Health":                  104,
-	"Held at node":            303,
-	"Held instances":          222,
-	"ID":                      583,
-	"In flight":               627,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 235,
-	"Inputs":                     168,
-	"Inputs of revision %d":      179,
-	"Inputs of the working copy": 170,
-	"Inputs the instance was started with, labelled by process version %d's contract": 293,
-	"Inputs, labelled by revision %d's contract":                                      414,
-	"Instance":                  321,
-	"Instances":                 106,
-	"Instances of this process": 534,
-	"Invalid page":              620,
-	"Invalid request":           123,
+	"Graph":                   527,
+	"Graph of %s":             541,
+	"HTTP 2xx, unusable body": 470,
+	"Health":                  108,
+	"Held at node":            306,
+	"Held instances":          225,
+	"ID":                      585,
+	"In flight":               629,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 238,
+	"Inputs":                     171,
+	"Inputs of revision %d":      182,
+	"Inputs of the working copy": 173,
+	"Inputs the instance was started with, labelled by process version %d's contract": 296,
+	"Inputs, labelled by revision %d's contract":                                      416,
+	"Instance":                  323,
+	"Instances":                 74,
+	"Instances of this process": 536,
+	"Invalid page":              622,
+	"Invalid request":           126,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   457,
-	"Its instance went on along the node’s error path.":                                                                     458,
-	"Its message": 428,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      597,
+	"Its instance is held here, waiting for an operator.":                                                                   459,
+	"Its instance went on along the node’s error path.":                                                                     460,
+	"Its message": 430,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      599,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     257,
-	"Jul":                     263,
-	"Jun":                     262,
-	"Keep it":                 599,
+	"Jan":                     260,
+	"Jul":                     266,
+	"Jun":                     265,
+	"Keep it":                 601,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     203,
-	"Kind":                    529,
-	"Language":                101,
-	"Last error (attempt %d)": 426,
-	"Last reserved":           423,
-	"Last saved":              149,
-	"Last seen":               629,
-	"Last used":               586,
-	"Latest revision":         204,
-	"Lists every change from one revision to another, and whom it may break.": 159,
-	"Local time at %s": 513,
-	"Lock expired %s — waiting to be offered again.": 448,
-	"Lock expires":                     424,
-	"Main navigation":                  103,
-	"Mar":                              259,
-	"Maximum attempts":                 402,
-	"May":                              261,
-	"Message from Relais (in English)": 429,
-	"Message from the service (its own words, protected values masked)": 430,
-	"Method not allowed": 563,
-	"Mode":               400,
-	"More filters: instance, revision, consumer, dates": 477,
-	"Name":                    147,
-	"Never":                   514,
-	"Next attempt":            422,
-	"Next attempt or settled": 484,
-	"Next node":               284,
-	"Next page":               500,
-	"No definition %s has occurrences: check the key, or show all definitions.": 232,
-	"No definition has occurrences yet.":                                        227,
-	"No definition yet.":                                                        206,
-	"No inputs.":                                                                169,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 570,
-	"No instance matches these filters.": 323,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 569,
-	"No occurrence matches these filters.":                                                   485,
-	"No operator action matches.":                                                            93,
-	"No operator has acted on this instance.":                                                289,
-	"No outputs yet: the occurrence has not completed.":                                      417,
-	"No outputs.": 172,
-	"No outputs: the occurrence ended without completing.":                                                         419,
-	"No process is published yet.":                                                                                 520,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":              641,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                              640,
-	"No process, business key or creation date narrows this filter: it applies to the instances of every process.": 65,
-	"No release yet.": 153,
-	"No revision yet: the Working copy has never been snapshotted.":          151,
-	"No service ever reserved this occurrence: it ended before any attempt.": 392,
-	"No service has reserved this occurrence yet.":                           389,
-	"No token.": 594,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 642,
-	"No worker is connected.":           630,
-	"No worker serves this definition.": 633,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 639,
-	"Node":                  281,
-	"Node %s":               216,
-	"Nodes":                 527,
-	"Nodes of this version": 536,
-	"Nodes of this version, with their occurrences now": 528,
-	"Nodes reached, in order":                           280,
-	"Not allowed":                                       121,
-	"Not found":                                         129,
-	"Notes":                                             156,
-	"Nothing exists at this address, or it is not visible to you.": 127,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 128,
+	"Key":                     206,
+	"Kind":                    531,
+	"Language":                105,
+	"Last error (attempt %d)": 428,
+	"Last reserved":           425,
+	"Last saved":              152,
+	"Last seen":               631,
+	"Last used":               588,
+	"Latest revision":         207,
+	"Lists every change from one revision to another, and whom it may break.": 162,
+	"Local time at %s": 515,
+	"Lock expired %s — waiting to be offered again.": 450,
+	"Lock expires":                     426,
+	"Main navigation":                  107,
+	"Mar":                              262,
+	"Maximum attempts":                 404,
+	"May":                              264,
+	"Message from Relais (in English)": 431,
+	"Message from the service (its own words, protected values masked)": 432,
+	"Method not allowed": 565,
+	"Mode":               402,
+	"More filters: instance, revision, consumer, dates": 479,
+	"Name":                    150,
+	"Never":                   516,
+	"Next attempt":            424,
+	"Next attempt or settled": 486,
+	"Next node":               287,
+	"Next page":               502,
+	"No definition %s has occurrences: check the key, or show all definitions.": 235,
+	"No definition has occurrences yet.":                                        230,
+	"No definition yet.":                                                        209,
+	"No inputs.":                                                                172,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 572,
+	"No instance matches these filters.": 325,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 571,
+	"No occurrence matches these filters.":                                                   487,
+	"No operator action matches.":                                                            97,
+	"No operator has acted on this instance.":                                                292,
+	"No outputs yet: the occurrence has not completed.":                                      419,
+	"No outputs.": 175,
+	"No outputs: the occurrence ended without completing.":                                                                     421,
+	"No process is published yet.":                                                                                             522,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          643,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          642,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 65,
+	"No release yet.": 156,
+	"No revision yet: the Working copy has never been snapshotted.":          154,
+	"No service ever reserved this occurrence: it ended before any attempt.": 394,
+	"No service has reserved this occurrence yet.":                           391,
+	"No token.": 596,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 644,
+	"No worker is connected.":           632,
+	"No worker serves this definition.": 635,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 641,
+	"Node":                  284,
+	"Node %s":               219,
+	"Nodes":                 529,
+	"Nodes of this version": 538,
+	"Nodes of this version, with their occurrences now": 530,
+	"Nodes reached, in order":                           283,
+	"Not allowed":                                       124,
+	"Not found":                                         132,
+	"Notes":                                             159,
+	"Nothing exists at this address, or it is not visible to you.": 130,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 131,
 	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             567,
-	"Nov":                       267,
-	"Now":                       398,
-	"Occurrence":                282,
-	"Occurrence %s":             376,
-	"Occurrence offered again":  85,
-	"Occurrences now":           533,
-	"Occurrences, newest first": 480,
-	"Oct":                       266,
-	"Offered from %s — %s.":     447,
-	"Oldest claimable waits":    224,
-	"On error":                  532,
-	"On success":                531,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 561,
-	"Only administrators manage tokens.":                                  581,
-	"Only administrators may reveal a sensitive value.":                   558,
-	"Open":             221,
-	"Operator actions": 277,
-	"Operator actions on this instance, newest first": 290,
-	"Operator actions, newest first":                  98,
-	"Outcome":                                         387,
-	"Outputs":                                         171,
-	"Outputs of revision %d":                          180,
-	"Outputs of the working copy":                     173,
-	"Outputs, labelled by revision %d's contract":     416,
-	"Pages": 498,
-	"Pages with a form, such as a confirmation, never reload on their own.": 509,
-	"Path":                            278,
-	"Pinned revision":                 530,
-	"Policy":                          378,
-	"Previous page":                   499,
-	"Priority":                        407,
+	"Nothing to find: the search box is empty.":                             569,
+	"Nov":                       270,
+	"Now":                       400,
+	"Occurrence":                285,
+	"Occurrence %s":             378,
+	"Occurrence offered again":  89,
+	"Occurrences now":           535,
+	"Occurrences, newest first": 482,
+	"Oct":                       269,
+	"Offered from %s — %s.":     449,
+	"Oldest claimable waits":    227,
+	"On error":                  534,
+	"On success":                533,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 563,
+	"Only administrators manage tokens.":                                  583,
+	"Only administrators may reveal a sensitive value.":                   560,
+	"Open":             224,
+	"Operator actions": 280,
+	"Operator actions on this instance, newest first": 293,
+	"Operator actions, newest first":                  102,
+	"Outcome":                                         389,
+	"Outputs":                                         174,
+	"Outputs of revision %d":                          183,
+	"Outputs of the working copy":                     176,
+	"Outputs, labelled by revision %d's contract":     418,
+	"Pages": 500,
+	"Pages with a form, such as a confirmation, never reload on their own.": 511,
+	"Path":                            281,
+	"Pinned revision":                 532,
+	"Policy":                          380,
+	"Previous page":                   501,
+	"Priority":                        409,
 	"Process":                         67,
-	"Process %s":                      522,
-	"Process and node":                481,
-	"Process inputs":                  292,
-	"Process instance":                84,
-	"Process instance %s":             275,
-	"Process instances":               314,
-	"Process instances, newest first": 320,
-	"Processes":                       107,
-	"Processes by key":                518,
-	"Protocol":                        625,
-	"Published":                       157,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 516,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       517,
-	"Reason": 83,
+	"Process %s":                      524,
+	"Process and node":                483,
+	"Process inputs":                  295,
+	"Process instance":                88,
+	"Process instance %s":             278,
+	"Process instances":               316,
+	"Process instances, newest first": 322,
+	"Processes":                       110,
+	"Processes by key":                520,
+	"Protocol":                        627,
+	"Published":                       160,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 518,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       519,
+	"Reason": 87,
 	"Reason (recorded in the audit log for every instance)": 46,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            401,
-	"Recorded operator actions":                             288,
-	"Relais console":                                        100,
-	"Relais has not called the destination yet.":            395,
-	"Relais is calling the destination (since %s).":         452,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 397,
-	"Relais never called the destination: the occurrence ended before any call.":                           396,
+	"Reason given by the worker":                            403,
+	"Recorded operator actions":                             291,
+	"Relais console":                                        104,
+	"Relais has not called the destination yet.":            397,
+	"Relais is calling the destination (since %s).":         454,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 399,
+	"Relais never called the destination: the occurrence ended before any call.":                           398,
 	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 437,
-	"Release":                             154,
-	"Releases":                            152,
-	"Releases, oldest first":              174,
-	"Reload lists and detail pages":       508,
-	"Replica":                             394,
-	"Required":                            140,
-	"Reserved":                            383,
-	"Reserved by %s.":                     454,
-	"Reserved by %s; lock until %s — %s.": 453,
-	"Retried by %s at %s — “%s”":          300,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 439,
+	"Release":                             157,
+	"Releases":                            155,
+	"Releases, oldest first":              177,
+	"Reload lists and detail pages":       510,
+	"Replica":                             396,
+	"Required":                            143,
+	"Reserved":                            385,
+	"Reserved by %s.":                     456,
+	"Reserved by %s; lock until %s — %s.": 455,
+	"Retried by %s at %s — “%s”":          303,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            404,
+	"Retries":            406,
 	"Retry %d instances": 53,
-	"Retry at %s — %s.":  446,
-	"Retry delay":        403,
+	"Retry at %s — %s.":  448,
+	"Retry delay":        405,
 	"Retry every held instance this filter matches": 50,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         399,
+	"Retry or abandon it from its instance":         401,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 431,
+	"Retryable": 433,
 	"Retrying and abandoning apply to held instances, not %s ones.": 44,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 420,
-	"Revealed by %s at %s; recorded in the audit log.": 559,
-	"Revision":    155,
-	"Revision %d": 176,
-	"Revisions":   150,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 644,
-	"Revoke the %s token “%s”?": 596,
-	"Revoke the token":          598,
-	"Revoke token %d":           595,
-	"Revoke…":                   592,
-	"Role":                      584,
-	"Route":                     283,
-	"Routing output":            148,
-	"Rows %s–%s":                502,
-	"Save settings":             510,
+	"Reveal — this is recorded": 422,
+	"Revealed by %s at %s; recorded in the audit log.": 561,
+	"Revision":    158,
+	"Revision %d": 179,
+	"Revisions":   153,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 646,
+	"Revoke the %s token “%s”?": 598,
+	"Revoke the token":          600,
+	"Revoke token %d":           597,
+	"Revoke…":                   594,
+	"Role":                      586,
+	"Route":                     286,
+	"Routing output":            151,
+	"Rows %s–%s":                504,
+	"Save settings":             512,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               565,
-	"Secret values can never be revealed.": 562,
-	"Sep":                                  265,
-	"Served by %d workers":                 643,
+	"Search":                               567,
+	"Secret values can never be revealed.": 564,
+	"Sep":                                  268,
+	"Served by %d workers":                 645,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              286,
-	"Settlement date":      476,
-	"Show all definitions": 231,
-	"Show times in":        506,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 99,
-	"Sign in": 574,
-	"Sign in with an operator, designer or administrator token.": 575,
-	"Sign out":             115,
-	"Signed in as %s (%s)": 114,
-	"Since revision %d:":   182,
-	"Skip to content":      102,
-	"Slot":                 240,
-	"Snapshotted":          177,
-	"Something went wrong": 134,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 582,
-	"Staff tokens, oldest first": 588,
-	"Start node":                 524,
-	"Started":                    301,
+	"Settled":              289,
+	"Settlement date":      478,
+	"Show all definitions": 234,
+	"Show times in":        508,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 103,
+	"Sign in": 576,
+	"Sign in with an operator, designer or administrator token.": 577,
+	"Sign out":             118,
+	"Signed in as %s (%s)": 117,
+	"Since revision %d:":   185,
+	"Skip to content":      106,
+	"Slot":                 243,
+	"Snapshotted":          180,
+	"Something went wrong": 137,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 584,
+	"Staff tokens, oldest first": 590,
+	"Start node":                 526,
+	"Started":                    304,
 	"Status":                     68,
 	"Stop %d instances":          63,
 	"Stop every held instance this filter matches":            57,
@@ -446,250 +447,251 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              298,
+	"Stopped by %s at %s — “%s”":                              301,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
 	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   297,
-	"Summary": 276,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 201,
-	"Temporarily unavailable":                         132,
-	"That is too long to be an id or a business key.": 568,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 181,
-	"The bulk action must be its id (a UUID).":                   96,
-	"The call could not be prepared.":                            438,
-	"The chart’s numbers":                                        238,
-	"The confirmed count is missing: start again from the list.": 74,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           135,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      507,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 75,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 133,
-	"The deadline passed before a result arrived.": 435,
-	"The destination answered HTTP %s.":            445,
-	"The destination could not be reached.":        439,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 433,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      434,
-	"The destination’s answer was too large.":                                                                                                              440,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     124,
-	"The inputs could not be built from the process’s bindings.":                                                                                           442,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                441,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             319,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 279,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         146,
-	"The page cursor is invalid: go back to the first page.":                                                                                               97,
-	"The page size must be between 1 and %d.":                                                                                                              313,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 95,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   300,
+	"Summary": 279,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 204,
+	"Temporarily unavailable":                         135,
+	"That is too long to be an id or a business key.": 570,
+	"The %d largest groups; the filter matches more.": 75,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 184,
+	"The bulk action must be its id (a UUID).":                   100,
+	"The call could not be prepared.":                            440,
+	"The chart’s numbers":                                        241,
+	"The confirmed count is missing: start again from the list.": 78,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           138,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      509,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 79,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 136,
+	"The deadline passed before a result arrived.": 437,
+	"The destination answered HTTP %s.":            447,
+	"The destination could not be reached.":        441,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 435,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      436,
+	"The destination’s answer was too large.":                                                                                                              442,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     127,
+	"The inputs could not be built from the process’s bindings.":                                                                                           444,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                443,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             321,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 282,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         149,
+	"The page cursor is invalid: go back to the first page.":                                                                                               101,
+	"The page size must be between 1 and %d.":                                                                                                              315,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 99,
 	"The reason you gave, not recorded:":                                                                                                                   31,
-	"The result did not match the revision's outputs contract.":                                                                                            436,
-	"The revision must be a whole number, 1 or more.":                                                                                                      474,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          602,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          577,
-	"These revisions have the same contracts.":                                                                                                             167,
-	"These settings are kept in this browser only.":                                                                                                        505,
-	"They take every revision their consumer is granted.":                                                                                                  645,
-	"They take revision %d only.":                                                                                                                          646,
-	"They take revisions %s only.":                                                                                                                         647,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             76,
-	"This contract has no inputs.":                                                                                                                         415,
-	"This contract has no outputs.":                                                                                                                        418,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  131,
+	"The result did not match the revision's outputs contract.":                                                                                            438,
+	"The revision must be a whole number, 1 or more.":                                                                                                      476,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          604,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          579,
+	"These revisions have the same contracts.":                                                                                                             170,
+	"These settings are kept in this browser only.":                                                                                                        507,
+	"They take every revision their consumer is granted.":                                                                                                  647,
+	"They take revision %d only.":                                                                                                                          648,
+	"They take revisions %s only.":                                                                                                                         649,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             80,
+	"This contract has no inputs.":                                                                                                                         417,
+	"This contract has no outputs.":                                                                                                                        420,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  134,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   287,
+	"This instance has not reached a task yet.":                   290,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 295,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 296,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 298,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 299,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            601,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           600,
-	"This page does not accept that request.":     564,
-	"This page link is not one the console made.": 621,
-	"This page reloads every %d seconds.":         120,
-	"This process takes no inputs.":               294,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            603,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           602,
+	"This page does not accept that request.":     566,
+	"This page link is not one the console made.": 623,
+	"This page reloads every %d seconds.":         123,
+	"This process takes no inputs.":               297,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 579,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 537,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            538,
-	"Times in %s · no auto-reload":    119,
-	"Times in %s · reload every %d s": 118,
-	"To revision":                     161,
-	"Token":                           576,
-	"Tokens":                          113,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 578,
-	"Totals of all definitions, not narrowed by the other filters":         488,
-	"Totals of definition %s, not narrowed by the other filters":           487,
-	"Type": 139,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 566,
-	"UTC (coordinated universal time)": 512,
+	"This token is unknown or has been revoked.": 581,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 539,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            540,
+	"Times in %s · no auto-reload":    122,
+	"Times in %s · reload every %d s": 121,
+	"To revision":                     164,
+	"Token":                           578,
+	"Tokens":                          116,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 580,
+	"Totals of all definitions, not narrowed by the other filters":         490,
+	"Totals of definition %s, not narrowed by the other filters":           489,
+	"Type": 142,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 568,
+	"UTC (coordinated universal time)": 514,
 	"Unknown action.":                  42,
-	"Unknown consumer.":                475,
-	"Unknown status “%s”.":             311,
-	"Value":                            291,
-	"Version":                          523,
-	"Versions, newest first":           519,
-	"Waiting for Relais to call the destination since %s (%s).": 449,
-	"Waiting for a worker since %s (%s).":                       450,
-	"When":                                                      80,
-	"Who":                                                       81,
-	"Whole message":                                             391,
-	"Worker":                                                    624,
-	"Worker id":                                                 382,
-	"Workers":                                                   112,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        622,
+	"Unknown consumer.":                477,
+	"Unknown status “%s”.":             313,
+	"Value":                            294,
+	"Version":                          525,
+	"Versions, newest first":           521,
+	"Waiting for Relais to call the destination since %s (%s).": 451,
+	"Waiting for a worker since %s (%s).":                       452,
+	"When":                                                      84,
+	"Who":                                                       85,
+	"Whole message":                                             393,
+	"Worker":                                                    626,
+	"Worker id":                                                 384,
+	"Workers":                                                   115,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        624,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 623,
-	"Workers serving %s":                   631,
-	"Working copy":                         145,
-	"You are signed out.":                  571,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              122,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 572,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      573,
-	"[redacted]":                          473,
+	"Workers seen within three heartbeats": 625,
+	"Workers serving %s":                   633,
+	"Working copy":                         148,
+	"You are signed out.":                  573,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              125,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 574,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      575,
+	"[redacted]":                          475,
 	"abandon":                             4,
-	"administrator":                       352,
-	"an incident: retry, abandon or stop": 211,
-	"answer too large":                    471,
+	"administrator":                       354,
+	"an incident: retry, abandon or stop": 214,
+	"answer too large":                    473,
 	"any":                                 66,
-	"any other code → %s":                 549,
-	"any other error":                     209,
-	"as of %s (%s); counts are refreshed every few seconds.": 490,
-	"at least %d characters":                                 605,
-	"at least %d items":                                      612,
-	"at most %d":                                             410,
-	"at most %d characters":                                  606,
-	"at most %d items":                                       613,
-	"at most %d since the last operator retry":               411,
-	"available":                                              326,
-	"boolean":                                                339,
-	"call in progress since":                                 495,
-	"cancelled":                                              329,
-	"choice":                                                 342,
-	"claimable since":                                        494,
-	"claimable since %s":                                     229,
-	"classification changed":                                 363,
-	"completed":                                              236,
-	"constraint changed":                                     364,
-	"consumer":                                               355,
-	"consumer #%s":                                           463,
-	"date":                                                   340,
-	"date and time":                                          341,
-	"deadline %s":                                            552,
-	"deferred":                                               328,
-	"deferred since":                                         497,
-	"deleted":                                                87,
-	"designer":                                               354,
-	"disconnected":                                           335,
-	"end (completes)":                                        544,
-	"end (fails)":                                            545,
-	"end: completes the instance":                            212,
-	"end: fails the instance":                                213,
-	"every revision its consumer is granted":                 637,
-	"exact, case-sensitive":                                  315,
-	"expired":                                                332,
-	"failed":                                                 237,
-	"fails the instance":                                     550,
-	"field added":                                            358,
-	"field removed":                                          359,
-	"format":                                                 369,
-	"format %s":                                              608,
-	"from":                                                   316,
-	"held":                                                   331,
-	"held for an operator":                                   210,
-	"held, then abandoned by an operator":                    310,
-	"held, then stopped by an operator":                      309,
-	"hold (an incident for an operator)":                     548,
-	"id or business key":                                     109,
-	"in %s":                                                  250,
-	"in progress":                                            390,
-	"instance id":                                            478,
-	"instances held":                                         555,
-	"instances held: %s":                                     556,
-	"integer":                                                337,
-	"just now":                                               252,
-	"list":                                                   344,
-	"lock until":                                             496,
-	"long polling":                                           635,
-	"long wait":                                              230,
-	"maximum":                                                371,
-	"maximum %s":                                             610,
-	"maximum items":                                          373,
-	"maximum length":                                         367,
-	"minimum":                                                370,
-	"minimum %s":                                             609,
-	"minimum items":                                          372,
-	"minimum length":                                         366,
-	"never":                                                  589,
-	"next attempt":                                           493,
-	"no":                                                     357,
-	"no answer within the timeout":                           469,
-	"no connection":                                          470,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 432,
-	"none":     200,
-	"none yet": 205,
-	"none: a failed call takes the node’s error path": 405,
-	"normal":                          345,
-	"not provided":                    615,
-	"not yet":                         590,
-	"null":                            618,
-	"number":                          338,
-	"object":                          343,
-	"on error":                        208,
-	"one of: %s":                      611,
-	"operator":                        353,
-	"optional %s field of type %s":    197,
-	"optional field of type %s":       199,
-	"optional → required":             190,
-	"pattern":                         368,
-	"pattern %s":                      607,
-	"pull":                            542,
-	"pull %s":                         215,
-	"pull (the service fetches it)":   350,
-	"push %s":                         214,
-	"push (Relais calls the service)": 351,
-	"push to %s":                      543,
-	"rejected":                        333,
-	"released":                        334,
-	"required %s field of type %s":    196,
-	"required changed":                361,
-	"required field of type %s":       198,
-	"required → optional":             191,
-	"reserved":                        327,
+	"any other code → %s":                 551,
+	"any other error":                     212,
+	"as of %s (%s); counts are refreshed every few seconds.": 492,
+	"at least %d characters":                                 607,
+	"at least %d items":                                      614,
+	"at most %d":                                             412,
+	"at most %d characters":                                  608,
+	"at most %d items":                                       615,
+	"at most %d since the last operator retry":               413,
+	"available":                                              328,
+	"boolean":                                                341,
+	"call in progress since":                                 497,
+	"cancelled":                                              331,
+	"choice":                                                 344,
+	"claimable since":                                        496,
+	"claimable since %s":                                     232,
+	"classification changed":                                 365,
+	"completed":                                              239,
+	"constraint changed":                                     366,
+	"consumer":                                               357,
+	"consumer #%s":                                           465,
+	"date":                                                   342,
+	"date and time":                                          343,
+	"deadline %s":                                            554,
+	"deferred":                                               330,
+	"deferred since":                                         499,
+	"deleted":                                                91,
+	"designer":                                               356,
+	"disconnected":                                           337,
+	"end (completes)":                                        546,
+	"end (fails)":                                            547,
+	"end: completes the instance":                            215,
+	"end: fails the instance":                                216,
+	"every revision its consumer is granted":                 639,
+	"exact, case-sensitive":                                  317,
+	"expired":                                                334,
+	"failed":                                                 240,
+	"fails the instance":                                     552,
+	"field added":                                            360,
+	"field removed":                                          361,
+	"format":                                                 371,
+	"format %s":                                              610,
+	"from":                                                   318,
+	"held":                                                   333,
+	"held for an operator":                                   213,
+	"held, then abandoned by an operator":                    312,
+	"held, then stopped by an operator":                      311,
+	"hold (an incident for an operator)":                     550,
+	"id or business key":                                     112,
+	"in %s":                                                  253,
+	"in progress":                                            392,
+	"instance id":                                            480,
+	"instances held":                                         557,
+	"instances held: %s":                                     558,
+	"integer":                                                339,
+	"just now":                                               255,
+	"list":                                                   346,
+	"lock until":                                             498,
+	"long polling":                                           637,
+	"long wait":                                              233,
+	"maximum":                                                373,
+	"maximum %s":                                             612,
+	"maximum items":                                          375,
+	"maximum length":                                         369,
+	"minimum":                                                372,
+	"minimum %s":                                             611,
+	"minimum items":                                          374,
+	"minimum length":                                         368,
+	"never":                                                  591,
+	"next attempt":                                           495,
+	"no":                                                     359,
+	"no answer within the timeout":                           471,
+	"no connection":                                          472,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 434,
+	"none":     203,
+	"none yet": 208,
+	"none: a failed call takes the node’s error path": 407,
+	"normal":                          347,
+	"not provided":                    617,
+	"not yet":                         592,
+	"null":                            620,
+	"number":                          340,
+	"object":                          345,
+	"on error":                        211,
+	"one of: %s":                      613,
+	"operator":                        355,
+	"optional %s field of type %s":    200,
+	"optional field of type %s":       202,
+	"optional → required":             193,
+	"pattern":                         370,
+	"pattern %s":                      609,
+	"pull":                            544,
+	"pull %s":                         218,
+	"pull (the service fetches it)":   352,
+	"push %s":                         217,
+	"push (Relais calls the service)": 353,
+	"push to %s":                      545,
+	"rejected":                        335,
+	"released":                        336,
+	"required %s field of type %s":    199,
+	"required changed":                363,
+	"required field of type %s":       201,
+	"required → optional":             194,
+	"reserved":                        329,
 	"retry":                           3,
-	"revision %d":                     491,
-	"revisions %s":                    638,
-	"routing changed":                 365,
-	"routing output":                  603,
-	"routing output %s → %s":          189,
-	"running":                         330,
-	"secret":                          347,
-	"sensitive":                       346,
-	"settled":                         492,
+	"revision %d":                     493,
+	"revisions %s":                    640,
+	"routing changed":                 367,
+	"routing output":                  605,
+	"routing output %s → %s":          192,
+	"running":                         332,
+	"secret":                          349,
+	"sensitive":                       348,
+	"settled":                         494,
 	"stop":                            5,
-	"stream":                          634,
-	"text":                            336,
-	"the contracts are the same (the name or a description changed).": 183,
-	"this session":             593,
-	"timeout %s":               553,
-	"timeout %s (the default)": 554,
-	"to":                       317,
-	"type changed":             360,
-	"unexpected value":         619,
-	"unknown":                  472,
-	"values added: %s":         192,
-	"values changed":           362,
-	"values removed: %s":       193,
-	"values reordered":         194,
-	"version %d":               521,
-	"waiting":                  467,
-	"yes":                      356,
-	"••• hidden (secret)":      349,
-	"••• hidden (sensitive)":   348,
-	"→ %s":                     547,
+	"stream":                          636,
+	"text":                            338,
+	"the contracts are the same (the name or a description changed).": 186,
+	"this session":             595,
+	"timeout %s":               555,
+	"timeout %s (the default)": 556,
+	"to":                       319,
+	"type changed":             362,
+	"unexpected value":         621,
+	"unknown":                  474,
+	"values added: %s":         195,
+	"values changed":           364,
+	"values removed: %s":       196,
+	"values reordered":         197,
+	"version %d":               523,
+	"waiting":                  469,
+	"yes":                      358,
+	"••• hidden (secret)":      351,
+	"••• hidden (sensitive)":   350,
+	"→ %s":                     549,
 }
 
-var enIndex = []uint32{ // 649 elements
+var enIndex = []uint32{ // 651 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -709,174 +711,174 @@ var enIndex = []uint32{ // 649 elements
 	0x00000c77, 0x00000caf, 0x00000cdc, 0x00000d0c,
 	0x00000d5c, 0x00000d94, 0x00000df4, 0x00000e4b,
 	// Entry 40 - 5F
-	0x00000e7d, 0x00000ec3, 0x00000f30, 0x00000f34,
-	0x00000f3c, 0x00000f43, 0x00000f50, 0x00000f5d,
-	0x00000f68, 0x00001097, 0x000010b1, 0x000010ec,
-	0x00001195, 0x0000120e, 0x00001263, 0x00001312,
-	0x0000132e, 0x00001333, 0x00001337, 0x0000133e,
-	0x00001345, 0x00001356, 0x0000136f, 0x0000137b,
-	0x00001383, 0x0000138d, 0x0000141d, 0x00001425,
-	0x00001433, 0x00001441, 0x0000145d, 0x00001469,
+	0x00000e7d, 0x00000ec3, 0x00000f3c, 0x00000f40,
+	0x00000f48, 0x00000f4f, 0x00000f5c, 0x00000f67,
+	0x00000f74, 0x00000f7f, 0x00000f99, 0x00000fa3,
+	0x00000fd6, 0x00001105, 0x0000111f, 0x0000115a,
+	0x00001203, 0x0000127c, 0x000012d1, 0x00001380,
+	0x0000139c, 0x000013a1, 0x000013a5, 0x000013ac,
+	0x000013b3, 0x000013c4, 0x000013dd, 0x000013e9,
+	0x000013f1, 0x000013fb, 0x0000148b, 0x00001493,
 	// Entry 60 - 7F
-	0x000014fe, 0x00001527, 0x0000155e, 0x0000157d,
-	0x000015e5, 0x000015f4, 0x000015fd, 0x0000160d,
-	0x0000161d, 0x00001624, 0x00001633, 0x0000163d,
-	0x00001647, 0x00001666, 0x00001679, 0x0000167e,
-	0x0000168a, 0x00001692, 0x00001699, 0x000016b4,
-	0x000016bd, 0x000016ce, 0x000016e5, 0x0000170c,
-	0x0000172d, 0x00001754, 0x00001760, 0x000017de,
-	0x000017ee, 0x00001856, 0x0000186d, 0x00001881,
+	0x000014a1, 0x000014af, 0x000014cb, 0x000014d7,
+	0x0000156c, 0x00001595, 0x000015cc, 0x000015eb,
+	0x00001653, 0x00001662, 0x0000166b, 0x0000167b,
+	0x0000168b, 0x00001692, 0x000016a1, 0x000016ab,
+	0x000016ca, 0x000016dd, 0x000016e2, 0x000016ee,
+	0x000016f6, 0x000016fd, 0x00001718, 0x00001721,
+	0x00001732, 0x00001749, 0x00001770, 0x00001791,
+	0x000017b8, 0x000017c4, 0x00001842, 0x00001852,
 	// Entry 80 - 9F
-	0x000018be, 0x000019ab, 0x000019b5, 0x000019c2,
-	0x00001a26, 0x00001a3e, 0x00001a84, 0x00001a99,
-	0x00001b08, 0x00001b4e, 0x00001b70, 0x00001b76,
-	0x00001b7b, 0x00001b84, 0x00001b93, 0x00001b9f,
-	0x00001bab, 0x00001bbc, 0x00001bc9, 0x00001c26,
-	0x00001c2b, 0x00001c3a, 0x00001c45, 0x00001c4f,
-	0x00001c8d, 0x00001c96, 0x00001ca6, 0x00001cae,
-	0x00001cb7, 0x00001cbd, 0x00001cc7, 0x00001cd9,
+	0x000018ba, 0x000018d1, 0x000018e5, 0x00001922,
+	0x00001a0f, 0x00001a19, 0x00001a26, 0x00001a8a,
+	0x00001aa2, 0x00001ae8, 0x00001afd, 0x00001b6c,
+	0x00001bb2, 0x00001bd4, 0x00001bda, 0x00001bdf,
+	0x00001be8, 0x00001bf7, 0x00001c03, 0x00001c0f,
+	0x00001c20, 0x00001c2d, 0x00001c8a, 0x00001c8f,
+	0x00001c9e, 0x00001ca9, 0x00001cb3, 0x00001cf1,
+	0x00001cfa, 0x00001d0a, 0x00001d12, 0x00001d1b,
 	// Entry A0 - BF
-	0x00001d21, 0x00001d2f, 0x00001d3b, 0x00001d43,
-	0x00001d4a, 0x00001d51, 0x00001d62, 0x00001d71,
-	0x00001d9a, 0x00001da1, 0x00001dac, 0x00001dc7,
-	0x00001dcf, 0x00001ddb, 0x00001df7, 0x00001e0e,
-	0x00001e30, 0x00001e3f, 0x00001e4b, 0x00001e52,
-	0x00001e6b, 0x00001e85, 0x00001f2e, 0x00001f44,
-	0x00001f84, 0x00001fb5, 0x00001fdf, 0x00002006,
-	0x0000202a, 0x00002051, 0x00002070, 0x00002086,
+	0x00001d21, 0x00001d2b, 0x00001d3d, 0x00001d85,
+	0x00001d93, 0x00001d9f, 0x00001da7, 0x00001dae,
+	0x00001db5, 0x00001dc6, 0x00001dd5, 0x00001dfe,
+	0x00001e05, 0x00001e10, 0x00001e2b, 0x00001e33,
+	0x00001e3f, 0x00001e5b, 0x00001e72, 0x00001e94,
+	0x00001ea3, 0x00001eaf, 0x00001eb6, 0x00001ecf,
+	0x00001ee9, 0x00001f92, 0x00001fa8, 0x00001fe8,
+	0x00002019, 0x00002043, 0x0000206a, 0x0000208e,
 	// Entry C0 - DF
-	0x0000209c, 0x000020b0, 0x000020c6, 0x000020d7,
-	0x000020ee, 0x00002111, 0x00002134, 0x00002151,
-	0x0000216e, 0x00002173, 0x000021bf, 0x000021d2,
-	0x000021d6, 0x000021e6, 0x000021ef, 0x00002202,
-	0x00002228, 0x00002231, 0x00002241, 0x00002256,
-	0x0000227a, 0x00002296, 0x000022ae, 0x000022b9,
-	0x000022c4, 0x000022cf, 0x000023e5, 0x00002409,
-	0x00002434, 0x0000243f, 0x00002444, 0x00002453,
+	0x000020b5, 0x000020d4, 0x000020ea, 0x00002100,
+	0x00002114, 0x0000212a, 0x0000213b, 0x00002152,
+	0x00002175, 0x00002198, 0x000021b5, 0x000021d2,
+	0x000021d7, 0x00002223, 0x00002236, 0x0000223a,
+	0x0000224a, 0x00002253, 0x00002266, 0x0000228c,
+	0x00002295, 0x000022a5, 0x000022ba, 0x000022de,
+	0x000022fa, 0x00002312, 0x0000231d, 0x00002328,
+	0x00002333, 0x00002449, 0x0000246d, 0x00002498,
 	// Entry E0 - FF
-	0x0000245a, 0x00002471, 0x00002486, 0x00002498,
-	0x000024bb, 0x000024ed, 0x00002503, 0x0000250d,
-	0x00002522, 0x0000256f, 0x0000257f, 0x000025b8,
-	0x0000260c, 0x00002616, 0x0000261d, 0x00002633,
-	0x0000266c, 0x00002671, 0x0000267b, 0x00002689,
-	0x00002696, 0x000026bf, 0x000026e2, 0x000026ef,
-	0x0000270f, 0x0000271b, 0x00002734, 0x0000273d,
-	0x00002747, 0x00002750, 0x00002758, 0x00002762,
+	0x000024a3, 0x000024a8, 0x000024b7, 0x000024be,
+	0x000024d5, 0x000024ea, 0x000024fc, 0x0000251f,
+	0x00002551, 0x00002567, 0x00002571, 0x00002586,
+	0x000025d3, 0x000025e3, 0x0000261c, 0x00002670,
+	0x0000267a, 0x00002681, 0x00002697, 0x000026d0,
+	0x000026d5, 0x000026df, 0x000026ed, 0x000026fa,
+	0x00002723, 0x00002746, 0x00002753, 0x00002773,
+	0x0000277f, 0x00002798, 0x000027a1, 0x000027ab,
 	// Entry 100 - 11F
-	0x0000276a, 0x00002772, 0x00002776, 0x0000277a,
-	0x0000277e, 0x00002782, 0x00002786, 0x0000278a,
-	0x0000278e, 0x00002792, 0x00002796, 0x0000279a,
-	0x0000279e, 0x000027a2, 0x000027ac, 0x000027ca,
-	0x000027ea, 0x0000280e, 0x00002832, 0x0000283b,
-	0x00002852, 0x0000285a, 0x0000286b, 0x00002870,
-	0x000028b5, 0x000028cd, 0x000028d2, 0x000028dd,
-	0x000028e3, 0x000028ed, 0x000028f5, 0x000028fd,
+	0x000027b4, 0x000027bc, 0x000027c6, 0x000027ce,
+	0x000027d6, 0x000027da, 0x000027de, 0x000027e2,
+	0x000027e6, 0x000027ea, 0x000027ee, 0x000027f2,
+	0x000027f6, 0x000027fa, 0x000027fe, 0x00002802,
+	0x00002806, 0x00002810, 0x0000282e, 0x0000284e,
+	0x00002872, 0x00002896, 0x0000289f, 0x000028b6,
+	0x000028be, 0x000028cf, 0x000028d4, 0x00002919,
+	0x00002931, 0x00002936, 0x00002941, 0x00002947,
 	// Entry 120 - 13F
-	0x00002927, 0x00002941, 0x00002969, 0x00002999,
-	0x0000299f, 0x000029ae, 0x00002a01, 0x00002a1f,
-	0x00002b41, 0x00002c00, 0x00002c57, 0x00002c81,
-	0x00002cad, 0x00002cd7, 0x00002cdf, 0x00002ce5,
-	0x00002cf2, 0x00002d04, 0x00002d0f, 0x00002d18,
-	0x00002d2a, 0x00002d39, 0x00002d5b, 0x00002d7f,
-	0x00002d9b, 0x00002da9, 0x00002dd4, 0x00002de6,
-	0x00002dfc, 0x00002e01, 0x00002e04, 0x00002e2e,
+	0x00002951, 0x00002959, 0x00002961, 0x0000298b,
+	0x000029a5, 0x000029cd, 0x000029fd, 0x00002a03,
+	0x00002a12, 0x00002a65, 0x00002a83, 0x00002ba5,
+	0x00002c64, 0x00002cbb, 0x00002ce5, 0x00002d11,
+	0x00002d3b, 0x00002d43, 0x00002d49, 0x00002d56,
+	0x00002d68, 0x00002d71, 0x00002d83, 0x00002d92,
+	0x00002db4, 0x00002dd8, 0x00002df4, 0x00002e02,
+	0x00002e2d, 0x00002e3f, 0x00002e55, 0x00002e5a,
 	// Entry 140 - 15F
-	0x00002e77, 0x00002e97, 0x00002ea0, 0x00002eb2,
-	0x00002ed5, 0x00002ee3, 0x00002ef0, 0x00002efa,
-	0x00002f03, 0x00002f0c, 0x00002f16, 0x00002f1e,
-	0x00002f23, 0x00002f2b, 0x00002f34, 0x00002f3d,
-	0x00002f4a, 0x00002f4f, 0x00002f57, 0x00002f5e,
-	0x00002f66, 0x00002f6b, 0x00002f79, 0x00002f80,
-	0x00002f87, 0x00002f8c, 0x00002f93, 0x00002f9d,
-	0x00002fa4, 0x00002fc1, 0x00002fdb, 0x00002ff9,
+	0x00002e5d, 0x00002e87, 0x00002ed0, 0x00002ef0,
+	0x00002ef9, 0x00002f0b, 0x00002f2e, 0x00002f3c,
+	0x00002f49, 0x00002f53, 0x00002f5c, 0x00002f65,
+	0x00002f6f, 0x00002f77, 0x00002f7c, 0x00002f84,
+	0x00002f8d, 0x00002f96, 0x00002fa3, 0x00002fa8,
+	0x00002fb0, 0x00002fb7, 0x00002fbf, 0x00002fc4,
+	0x00002fd2, 0x00002fd9, 0x00002fe0, 0x00002fe5,
+	0x00002fec, 0x00002ff6, 0x00002ffd, 0x0000301a,
 	// Entry 160 - 17F
-	0x00003019, 0x00003027, 0x00003030, 0x00003039,
-	0x00003042, 0x00003046, 0x00003049, 0x00003055,
-	0x00003063, 0x00003070, 0x00003081, 0x00003090,
-	0x000030a7, 0x000030ba, 0x000030ca, 0x000030d9,
-	0x000030e8, 0x000030f0, 0x000030f7, 0x000030ff,
-	0x00003107, 0x00003115, 0x00003123, 0x00003139,
-	0x0000314e, 0x0000315f, 0x00003165, 0x0000316c,
-	0x00003175, 0x00003191, 0x0000319a, 0x000031a4,
+	0x00003034, 0x00003052, 0x00003072, 0x00003080,
+	0x00003089, 0x00003092, 0x0000309b, 0x0000309f,
+	0x000030a2, 0x000030ae, 0x000030bc, 0x000030c9,
+	0x000030da, 0x000030e9, 0x00003100, 0x00003113,
+	0x00003123, 0x00003132, 0x00003141, 0x00003149,
+	0x00003150, 0x00003158, 0x00003160, 0x0000316e,
+	0x0000317c, 0x00003192, 0x000031a7, 0x000031b8,
+	0x000031be, 0x000031c5, 0x000031ce, 0x000031ea,
 	// Entry 180 - 19F
-	0x000031ad, 0x000031b6, 0x000031bf, 0x000031d6,
-	0x000031de, 0x000031ec, 0x00003219, 0x00003225,
-	0x00003233, 0x0000327a, 0x00003286, 0x0000328e,
-	0x000032b9, 0x00003304, 0x000033c6, 0x000033ca,
-	0x000033f0, 0x000033f5, 0x00003410, 0x00003421,
-	0x0000342d, 0x00003435, 0x00003467, 0x00003470,
-	0x00003479, 0x00003495, 0x000034a2, 0x000034b0,
-	0x000034dc, 0x00003502, 0x0000350d, 0x0000353b,
+	0x000031f3, 0x000031fd, 0x00003206, 0x0000320f,
+	0x00003218, 0x0000322f, 0x00003237, 0x00003245,
+	0x00003272, 0x0000327e, 0x0000328c, 0x000032d3,
+	0x000032df, 0x000032e7, 0x00003312, 0x0000335d,
+	0x0000341f, 0x00003423, 0x00003449, 0x0000344e,
+	0x00003469, 0x0000347a, 0x00003486, 0x0000348e,
+	0x000034c0, 0x000034c9, 0x000034d2, 0x000034ee,
+	0x000034fb, 0x00003509, 0x00003535, 0x0000355b,
 	// Entry 1A0 - 1BF
-	0x00003558, 0x00003587, 0x000035b9, 0x000035d7,
-	0x0000360c, 0x00003628, 0x00003637, 0x00003644,
-	0x00003652, 0x0000365f, 0x00003668, 0x00003683,
-	0x0000369e, 0x000036aa, 0x000036cb, 0x0000370d,
-	0x00003717, 0x0000376a, 0x000037e8, 0x0000385e,
-	0x0000388b, 0x000038c5, 0x0000392a, 0x0000394a,
-	0x00003970, 0x0000399a, 0x000039d2, 0x00003a0f,
-	0x00003a33, 0x00003aac, 0x00003ad1, 0x00003aeb,
+	0x00003566, 0x00003594, 0x000035b1, 0x000035e0,
+	0x00003612, 0x00003630, 0x00003665, 0x00003681,
+	0x00003690, 0x0000369d, 0x000036ab, 0x000036b8,
+	0x000036c1, 0x000036dc, 0x000036f7, 0x00003703,
+	0x00003724, 0x00003766, 0x00003770, 0x000037c3,
+	0x00003841, 0x000038b7, 0x000038e4, 0x0000391e,
+	0x00003983, 0x000039a3, 0x000039c9, 0x000039f3,
+	0x00003a2b, 0x00003a68, 0x00003a8c, 0x00003b05,
 	// Entry 1C0 - 1DF
-	0x00003b09, 0x00003b3d, 0x00003b7d, 0x00003ba7,
-	0x00003bb6, 0x00003be7, 0x00003c16, 0x00003c29,
-	0x00003c9e, 0x00003cb1, 0x00003ce5, 0x00003d19,
-	0x00003d29, 0x00003d70, 0x00003d9d, 0x00003daa,
-	0x00003dba, 0x00003dea, 0x00003e24, 0x00003e47,
-	0x00003e4f, 0x00003e67, 0x00003e84, 0x00003e92,
-	0x00003ea3, 0x00003eab, 0x00003eb6, 0x00003ee6,
-	0x00003ef8, 0x00003f08, 0x00003f3a, 0x00003f46,
+	0x00003b2a, 0x00003b44, 0x00003b62, 0x00003b96,
+	0x00003bd6, 0x00003c00, 0x00003c0f, 0x00003c40,
+	0x00003c6f, 0x00003c82, 0x00003cf7, 0x00003d0a,
+	0x00003d3e, 0x00003d72, 0x00003d82, 0x00003dc9,
+	0x00003df6, 0x00003e03, 0x00003e13, 0x00003e43,
+	0x00003e7d, 0x00003ea0, 0x00003ea8, 0x00003ec0,
+	0x00003edd, 0x00003eeb, 0x00003efc, 0x00003f04,
+	0x00003f0f, 0x00003f3f, 0x00003f51, 0x00003f61,
 	// Entry 1E0 - 1FF
-	0x00003f57, 0x00003f71, 0x00003f82, 0x00003f88,
-	0x00003f9c, 0x00003fb4, 0x00003fd9, 0x00003fe7,
-	0x00004025, 0x00004062, 0x0000408e, 0x000040cb,
-	0x000040da, 0x000040e2, 0x000040ef, 0x000040ff,
-	0x00004116, 0x00004121, 0x00004130, 0x00004136,
-	0x00004144, 0x0000414e, 0x00004159, 0x0000416c,
-	0x00004191, 0x000041bc, 0x000041ea, 0x000041f8,
-	0x0000428b, 0x000042a9, 0x000042ef, 0x000042fd,
+	0x00003f93, 0x00003f9f, 0x00003fb0, 0x00003fca,
+	0x00003fdb, 0x00003fe1, 0x00003ff5, 0x0000400d,
+	0x00004032, 0x00004040, 0x0000407e, 0x000040bb,
+	0x000040e7, 0x00004124, 0x00004133, 0x0000413b,
+	0x00004148, 0x00004158, 0x0000416f, 0x0000417a,
+	0x00004189, 0x0000418f, 0x0000419d, 0x000041a7,
+	0x000041b2, 0x000041c5, 0x000041ea, 0x00004215,
+	0x00004243, 0x00004251, 0x000042e4, 0x00004302,
 	// Entry 200 - 21F
-	0x00004311, 0x00004332, 0x00004346, 0x0000434c,
-	0x00004360, 0x000043d3, 0x00004420, 0x00004431,
-	0x00004448, 0x00004465, 0x00004473, 0x00004481,
-	0x00004489, 0x00004494, 0x0000449a, 0x0000458c,
-	0x00004592, 0x000045c4, 0x000045c9, 0x000045d9,
-	0x000045e4, 0x000045ed, 0x000045fd, 0x00004617,
-	0x000046bc, 0x000046d2, 0x00004757, 0x000047d1,
-	0x000047e0, 0x0000489a, 0x000048eb, 0x000048f0,
+	0x00004348, 0x00004356, 0x0000436a, 0x0000438b,
+	0x0000439f, 0x000043a5, 0x000043b9, 0x0000442c,
+	0x00004479, 0x0000448a, 0x000044a1, 0x000044be,
+	0x000044cc, 0x000044da, 0x000044e2, 0x000044ed,
+	0x000044f3, 0x000045e5, 0x000045eb, 0x0000461d,
+	0x00004622, 0x00004632, 0x0000463d, 0x00004646,
+	0x00004656, 0x00004670, 0x00004715, 0x0000472b,
+	0x000047b0, 0x0000482a, 0x00004839, 0x000048f3,
 	// Entry 220 - 23F
-	0x000048fe, 0x0000490e, 0x0000491a, 0x0000492a,
-	0x00004934, 0x00004957, 0x00004970, 0x00004983,
-	0x000049ef, 0x000049fe, 0x00004a0c, 0x00004a28,
-	0x00004a37, 0x00004a4d, 0x00004a86, 0x00004ab8,
-	0x00004aef, 0x00004afd, 0x00004b41, 0x00004b66,
-	0x00004b79, 0x00004ba1, 0x00004ba8, 0x00004c03,
-	0x00004c2d, 0x00004c5d, 0x00004cbb, 0x00004d5b,
-	0x00004d6f, 0x00004e1a, 0x00004e90, 0x00004e98,
+	0x00004944, 0x00004949, 0x00004957, 0x00004967,
+	0x00004973, 0x00004983, 0x0000498d, 0x000049b0,
+	0x000049c9, 0x000049dc, 0x00004a48, 0x00004a57,
+	0x00004a65, 0x00004a81, 0x00004a90, 0x00004aa6,
+	0x00004adf, 0x00004b11, 0x00004b48, 0x00004b56,
+	0x00004b9a, 0x00004bbf, 0x00004bd2, 0x00004bfa,
+	0x00004c01, 0x00004c5c, 0x00004c86, 0x00004cb6,
+	0x00004d14, 0x00004db4, 0x00004dc8, 0x00004e73,
 	// Entry 240 - 25F
-	0x00004ed3, 0x00004ed9, 0x00004f55, 0x00004f9d,
-	0x00004fc8, 0x0000502a, 0x0000504d, 0x000050f4,
-	0x000050f7, 0x000050fc, 0x00005107, 0x00005111,
-	0x00005119, 0x00005134, 0x0000513a, 0x00005142,
-	0x00005150, 0x0000515a, 0x00005167, 0x00005171,
-	0x00005184, 0x000051a8, 0x00005228, 0x00005239,
-	0x00005241, 0x000052b6, 0x0000530a, 0x0000534c,
-	0x0000535b, 0x00005367, 0x000053a3, 0x000053dd,
+	0x00004ee9, 0x00004ef1, 0x00004f2c, 0x00004f32,
+	0x00004fae, 0x00004ff6, 0x00005021, 0x00005083,
+	0x000050a6, 0x0000514d, 0x00005150, 0x00005155,
+	0x00005160, 0x0000516a, 0x00005172, 0x0000518d,
+	0x00005193, 0x0000519b, 0x000051a9, 0x000051b3,
+	0x000051c0, 0x000051ca, 0x000051dd, 0x00005201,
+	0x00005281, 0x00005292, 0x0000529a, 0x0000530f,
+	0x00005363, 0x000053a5, 0x000053b4, 0x000053c0,
 	// Entry 260 - 27F
-	0x000053eb, 0x000053f8, 0x00005406, 0x00005414,
-	0x00005422, 0x00005454, 0x00005484, 0x000054e0,
-	0x000054ed, 0x0000550d, 0x00005527, 0x0000552c,
-	0x0000553d, 0x0000554a, 0x00005576, 0x000055fc,
-	0x00005621, 0x00005628, 0x00005631, 0x00005644,
-	0x0000564e, 0x00005658, 0x00005662, 0x0000567a,
-	0x00005690, 0x0000569c, 0x000056be, 0x000056c5,
-	0x000056d2, 0x000056e3, 0x0000570a, 0x0000571a,
+	0x000053fc, 0x00005436, 0x00005444, 0x00005451,
+	0x0000545f, 0x0000546d, 0x0000547b, 0x000054ad,
+	0x000054dd, 0x00005539, 0x00005546, 0x00005566,
+	0x00005580, 0x00005585, 0x00005596, 0x000055a3,
+	0x000055cf, 0x00005655, 0x0000567a, 0x00005681,
+	0x0000568a, 0x0000569d, 0x000056a7, 0x000056b1,
+	0x000056bb, 0x000056d3, 0x000056e9, 0x000056f5,
+	0x00005717, 0x0000571e, 0x0000572b, 0x0000573c,
 	// Entry 280 - 29F
-	0x0000576e, 0x000057be, 0x0000581e, 0x00005871,
-	0x000058a9, 0x000058f9, 0x0000592d, 0x0000594c,
-	0x0000596c,
-} // Size: 2620 bytes
+	0x00005763, 0x00005773, 0x000057c7, 0x00005817,
+	0x00005877, 0x000058ca, 0x00005902, 0x00005952,
+	0x00005986, 0x000059a5, 0x000059c5,
+} // Size: 2628 bytes
 
-const enData string = "" + // Size: 22892 bytes
+const enData string = "" + // Size: 22981 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -934,212 +936,213 @@ const enData string = "" + // Size: 22892 bytes
 	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
 	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
 	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
-	"matches the filter.\x02No process, business key or creation date narrows" +
-	" this filter: it applies to the instances of every process.\x02any\x02Pr" +
-	"ocess\x02Status\x02Business key\x02Created from\x02Created to\x14\x01" +
-	"\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any a" +
-	"ttempt (its inputs could not be built): it cannot be retried and is left" +
-	" out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances faile" +
-	"d before any attempt (their inputs could not be built): they cannot be r" +
-	"etried and are left out. Abandon or stop them.\x02Cannot act on this fil" +
-	"ter\x02The confirmed count is missing: start again from the list.\x02The" +
-	" count changed since you confirmed it (it was %[1]d): instances were set" +
-	"tled, started or acted on meanwhile. Nothing was done; check the new cou" +
-	"nt and confirm again.\x02This bulk action was already applied (the form " +
-	"was sent again): its records are in the audit log. Nothing more was done" +
-	".\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02" +
-	"Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d" +
-	" skipped: it changed after the count (settled, or acted on by someone el" +
-	"se).\x00T\x02%[1]d skipped: they changed after the count (settled, or ac" +
-	"ted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who" +
-	"\x02Action\x02Reason\x02Process instance\x02Occurrence offered again\x02" +
-	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
-	"operator applied, with its reason. Reveals of sensitive values have thei" +
-	"r own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filters\x02Cl" +
-	"ear filters\x02No operator action matches.\x02All actions\x02The process" +
-	" instance must be a whole instance id (a UUID): the lists show the end o" +
-	"f each id; open the instance, or copy its link, for the whole id.\x02The" +
-	" bulk action must be its id (a UUID).\x02The page cursor is invalid: go " +
-	"back to the first page.\x02Operator actions, newest first\x02Showing the" +
-	" %[1]d instances bulk action %[2]s changed. While it runs, each reload s" +
-	"hows how far it got.\x02Relais console\x02Language\x02Skip to content" +
-	"\x02Main navigation\x02Health\x02External tasks\x02Instances\x02Processe" +
-	"s\x02Find an instance or occurrence\x02id or business key\x02Find\x02Def" +
-	"initions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out" +
-	"\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %" +
-	"[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02This p" +
-	"age reloads every %[1]d seconds.\x02Not allowed\x02Your role can read de" +
-	"finitions and processes only: external tasks and process instances are f" +
-	"or operators and administrators.\x02Invalid request\x02The field “%[1]s”" +
-	" holds a NUL character or bytes that are not UTF-8 text: correct it and " +
-	"try again.\x02Back to external tasks\x02Back to definitions\x02Nothing e" +
-	"xists at this address, or it is not visible to you.\x02Nothing exists at" +
-	" this address, or it is not visible to you. An ended instance is deleted" +
-	", with its occurrences and attempts, once the retention period (RELAIS_R" +
-	"ETENTION) has passed; the audit log keeps the operator actions taken on " +
-	"it.\x02Not found\x02Form refused\x02This form was not sent from this con" +
-	"sole session, or it has expired. Reload the page and try again.\x02Tempo" +
-	"rarily unavailable\x02The database cannot be reached right now. Try agai" +
-	"n in a few seconds.\x02Something went wrong\x02The console could not sho" +
-	"w this page. Try again; if it persists, give your administrator the requ" +
-	"est id %[1]s.\x02Counting the occurrences; the counts appear when you re" +
-	"load the page.\x02Counts are unavailable right now.\x02Field\x02Type\x02" +
-	"Required\x02Classification\x02Constraints\x02Description\x02Definition %" +
-	"[1]s\x02Working copy\x02The only mutable part of a definition. Processes" +
-	" never use it directly: they pin a revision.\x02Name\x02Routing output" +
-	"\x02Last saved\x02Revisions\x02No revision yet: the Working copy has nev" +
-	"er been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revisi" +
-	"on\x02Notes\x02Published\x02Compare revisions\x02Lists every change from" +
-	" one revision to another, and whom it may break.\x02From revision\x02To " +
-	"revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks wo" +
-	"rkers\x02These revisions have the same contracts.\x02Inputs\x02No inputs" +
-	".\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of " +
-	"the working copy\x02Releases, oldest first\x02Changes between the two re" +
-	"visions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision" +
-	" %[1]d\x02Outputs of revision %[1]d\x02The Working copy has changes not " +
-	"yet snapshotted: they are in no revision (workers and processes use revi" +
-	"sion %[1]d at most) until a snapshot makes them revision %[2]d.\x02Since" +
-	" revision %[1]d:\x02the contracts are the same (the name or a descriptio" +
-	"n changed).\x02Changes of the Working copy since revision %[1]d\x02Choos" +
-	"e two existing revisions to compare.\x02From revision %[1]d to revision " +
-	"%[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
-	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
-	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
-	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
-	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
-	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02a" +
-	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
-	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
-	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
-	"ts now, and what its workers finished in the last hour: occurrences that" +
-	" ended completed or failed. An occurrence retried since counts where it " +
-	"ends next; a failed attempt with attempts left is not counted, its occur" +
-	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
-	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
-	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
-	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
-	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
-	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02This instance is held at a failed node: an i" +
-	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
-	"e any attempt (its inputs could not be built), so it would fail the same" +
-	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
-	" an incident. Retry offers the failed occurrence again; abandon fails th" +
-	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
-	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
-	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
-	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Error code" +
-	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
-	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
-	"s “%[1]s”.\x02Creation date\x02The page size must be between 1 and %[1]d" +
-	".\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on " +
-	"every instance this filter matches\x02The next page counts them and asks" +
-	" for a reason before anything changes.\x02Process instances, newest firs" +
-	"t\x02Instance\x02End node or error\x02No instance matches these filters." +
-	"\x02All processes\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
-	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
-	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
-	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
-	" changed\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
-	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
-	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
-	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
-	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
-	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
-	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
-	"s the destination’s status code only when it refused the call (destinati" +
-	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
-	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
-	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
-	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
-	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
-	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%" +
-	"[1]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contr" +
-	"act has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02" +
-	"No outputs yet: the occurrence has not completed.\x02This contract has n" +
-	"o outputs.\x02No outputs: the occurrence ended without completing.\x02Re" +
-	"veal — this is recorded\x02Available from\x02Next attempt\x02Last reserv" +
-	"ed\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (b" +
-	"efore any attempt)\x02Its message\x02Message from Relais (in English)" +
-	"\x02Message from the service (its own words, protected values masked)" +
-	"\x02Retryable\x02no: the service marked this failure as not retryable (a" +
-	"ttempts left unused: %[1]d)\x02The destination did not answer within the" +
-	" call’s timeout (%[1]s): it may have acted all the same, so check before" +
-	" retrying.\x02The destination did not answer within the call’s timeout: " +
-	"it may have acted all the same, so check before retrying.\x02The deadlin" +
-	"e passed before a result arrived.\x02The result did not match the revisi" +
-	"on's outputs contract.\x02Relais stopped during the call: whether the de" +
-	"stination acted is unknown, so it is not called again.\x02The call could" +
-	" not be prepared.\x02The destination could not be reached.\x02The destin" +
-	"ation’s answer was too large.\x02The last attempt’s lock expired with no" +
-	" attempt left.\x02The inputs could not be built from the process’s bindi" +
-	"ngs.\x02An operator abandoned the instance.\x02A Camunda 7 worker report" +
-	"ed a failure with no retries left (retries: 0, or a budget already spent" +
-	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02Retry" +
-	" at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s " +
-	"— waiting to be offered again.\x02Waiting for Relais to call the desti" +
-	"nation since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s)." +
-	"\x02(worker %[1]s)\x02Relais is calling the destination (since %[1]s)." +
-	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
-	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
-	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
-	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
-	"went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: th" +
-	"e instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the in" +
-	"stance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s " +
-	"(deferred; settled with its settle token)\x02%[1]s (deferred; settled wi" +
-	"th its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02" +
-	"waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no" +
-	" connection\x02answer too large\x02unknown\x02[redacted]\x02The revision" +
-	" must be a whole number, 1 or more.\x02Unknown consumer.\x02Settlement d" +
-	"ate\x02More filters: instance, revision, consumer, dates\x02instance id" +
-	"\x02Counts by status\x02Occurrences, newest first\x02Process and node" +
-	"\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occurr" +
-	"ence matches these filters.\x02All consumers\x02Totals of definition %[1" +
-	"]s, not narrowed by the other filters\x02Totals of all definitions, not " +
-	"narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occur" +
-	"rence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are re" +
-	"freshed every few seconds.\x02revision %[1]d\x02settled\x02next attempt" +
-	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
-	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s" +
-	"–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
-	" comes after the last.\x02These settings are kept in this browser only." +
+	"matches the filter.\x02No process, business key, error code or creation " +
+	"date narrows this filter: it applies to the instances of every process." +
+	"\x02any\x02Process\x02Status\x02Business key\x02Error code\x02Created fr" +
+	"om\x02Created to\x02By process and error code\x02Instances\x02The %[1]d " +
+	"largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01" +
+	"\x02%[1]d more held instance failed before any attempt (its inputs could" +
+	" not be built): it cannot be retried and is left out. Abandon or stop it" +
+	".\x00\x96\x01\x02%[1]d more held instances failed before any attempt (th" +
+	"eir inputs could not be built): they cannot be retried and are left out." +
+	" Abandon or stop them.\x02Cannot act on this filter\x02The confirmed cou" +
+	"nt is missing: start again from the list.\x02The count changed since you" +
+	" confirmed it (it was %[1]d): instances were settled, started or acted o" +
+	"n meanwhile. Nothing was done; check the new count and confirm again." +
+	"\x02This bulk action was already applied (the form was sent again): its " +
+	"records are in the audit log. Nothing more was done.\x14\x02\x80\x01\x02" +
+	"&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to" +
+	" %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed " +
+	"after the count (settled, or acted on by someone else).\x00T\x02%[1]d sk" +
+	"ipped: they changed after the count (settled, or acted on by someone els" +
+	"e).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason" +
+	"\x02Process instance\x02Occurrence offered again\x02Bulk action\x02delet" +
+	"ed\x02Audit log\x02Every retry, abandon and stop an operator applied, wi" +
+	"th its reason. Reveals of sensitive values have their own log (GET /api/" +
+	"v1/audit/reveals).\x02Filters\x02Apply filters\x02Clear filters\x02No op" +
+	"erator action matches.\x02All actions\x02The process instance must be a " +
+	"whole instance id (a UUID): the lists show the end of each id; open the " +
+	"instance, or copy its link, for the whole id.\x02The bulk action must be" +
+	" its id (a UUID).\x02The page cursor is invalid: go back to the first pa" +
+	"ge.\x02Operator actions, newest first\x02Showing the %[1]d instances bul" +
+	"k action %[2]s changed. While it runs, each reload shows how far it got." +
+	"\x02Relais console\x02Language\x02Skip to content\x02Main navigation\x02" +
+	"Health\x02External tasks\x02Processes\x02Find an instance or occurrence" +
+	"\x02id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Si" +
+	"gned in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
+	"\x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s\x02Ti" +
+	"mes in %[1]s · no auto-reload\x02This page reloads every %[1]d seconds." +
+	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
+	"ternal tasks and process instances are for operators and administrators." +
+	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
+	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
+	"asks\x02Back to definitions\x02Nothing exists at this address, or it is " +
+	"not visible to you.\x02Nothing exists at this address, or it is not visi" +
+	"ble to you. An ended instance is deleted, with its occurrences and attem" +
+	"pts, once the retention period (RELAIS_RETENTION) has passed; the audit " +
+	"log keeps the operator actions taken on it.\x02Not found\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired." +
+	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
+	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
+	" went wrong\x02The console could not show this page. Try again; if it pe" +
+	"rsists, give your administrator the request id %[1]s.\x02Counting the oc" +
+	"currences; the counts appear when you reload the page.\x02Counts are una" +
+	"vailable right now.\x02Field\x02Type\x02Required\x02Classification\x02Co" +
+	"nstraints\x02Description\x02Definition %[1]s\x02Working copy\x02The only" +
+	" mutable part of a definition. Processes never use it directly: they pin" +
+	" a revision.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No " +
+	"revision yet: the Working copy has never been snapshotted.\x02Releases" +
+	"\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Comp" +
+	"are revisions\x02Lists every change from one revision to another, and wh" +
+	"om it may break.\x02From revision\x02To revision\x02Compare\x02Change" +
+	"\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions have" +
+	" the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the working co" +
+	"py\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Releases," +
+	" oldest first\x02Changes between the two revisions\x02Revision %[1]d\x02" +
+	"Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision" +
+	" %[1]d\x02The Working copy has changes not yet snapshotted: they are in " +
+	"no revision (workers and processes use revision %[1]d at most) until a s" +
+	"napshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the contr" +
+	"acts are the same (the name or a description changed).\x02Changes of the" +
+	" Working copy since revision %[1]d\x02Choose two existing revisions to c" +
+	"ompare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
+	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
+	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
+	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
+	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
+	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
+	"]s\x02none\x02Task contracts: their Working copy, immutable revisions an" +
+	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
+	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
+	"\x00\x0f\x02%[1]d releases\x02on error\x02any other error\x02held for an" +
+	" operator\x02an incident: retry, abandon or stop\x02end: completes the i" +
+	"nstance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %" +
+	"[1]s\x02Each definition’s queue and incidents now, and what its workers " +
+	"finished in the last hour: occurrences that ended completed or failed. A" +
+	"n occurrence retried since counts where it ends next; a failed attempt w" +
+	"ith attempts left is not counted, its occurrence’s page lists it.\x02Com" +
+	"pletions and failures, last hour\x02Definitions, those needing attention" +
+	" first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claim" +
+	"able waits\x02Completed, last hour\x02Failed, last hour\x02No definition" +
+	" has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few second" +
+	"s.\x02claimable since %[1]s\x02long wait\x02Show all definitions\x02No d" +
+	"efinition %[1]s has occurrences: check the key, or show all definitions." +
+	"\x02All definitions\x02Completions and failures per 5 minutes, last hour" +
+	": %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart giv" +
+	"es each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02" +
+	"Completions and failures per 5-minute slot, oldest first\x02Slot\x02Comp" +
+	"leted\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
+	"d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s" +
+	", %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02" +
+	"%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02J" +
+	"an\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
+	" is held at a failed node: an incident. It cannot be retried: its occurr" +
+	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
+	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
+	"tance is held at a failed node: an incident. Retry offers the failed occ" +
+	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
+	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
+	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
+	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
+	"ailed occurrence\x02End node\x02Abandoned at node\x02Failed at node\x02h" +
+	"eld, then stopped by an operator\x02held, then abandoned by an operator" +
+	"\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must be be" +
+	"tween 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02from" +
+	"\x02to\x02Act on every instance this filter matches\x02The next page cou" +
+	"nts them and asks for a reason before anything changes.\x02Process insta" +
+	"nces, newest first\x02Instance\x02End node or error\x02No instance match" +
+	"es these filters.\x02All processes\x02All statuses\x02available\x02reser" +
+	"ved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected" +
+	"\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02" +
+	"date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive" +
+	"\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the" +
+	" service fetches it)\x02push (Relais calls the service)\x02administrator" +
+	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
+	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
+	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
+	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
+	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
+	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
+	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
+	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
+	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
+	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
+	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
+	"ais never called the destination: the occurrence ended before any call." +
+	"\x02Relais keeps the destination’s status code only when it refused the " +
+	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
+	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
+	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
+	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
+	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
+	")\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last opera" +
+	"tor retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d " +
+	"attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Available from\x02Next attempt" +
+	"\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1" +
+	"]d)\x02Error (before any attempt)\x02Its message\x02Message from Relais " +
+	"(in English)\x02Message from the service (its own words, protected value" +
+	"s masked)\x02Retryable\x02no: the service marked this failure as not ret" +
+	"ryable (attempts left unused: %[1]d)\x02The destination did not answer w" +
+	"ithin the call’s timeout (%[1]s): it may have acted all the same, so che" +
+	"ck before retrying.\x02The destination did not answer within the call’s " +
+	"timeout: it may have acted all the same, so check before retrying.\x02Th" +
+	"e deadline passed before a result arrived.\x02The result did not match t" +
+	"he revision's outputs contract.\x02Relais stopped during the call: wheth" +
+	"er the destination acted is unknown, so it is not called again.\x02The c" +
+	"all could not be prepared.\x02The destination could not be reached.\x02T" +
+	"he destination’s answer was too large.\x02The last attempt’s lock expire" +
+	"d with no attempt left.\x02The inputs could not be built from the proces" +
+	"s’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 work" +
+	"er reported a failure with no retries left (retries: 0, or a budget alre" +
+	"ady spent): it is not run again.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
+	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
+	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
+	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
+	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
+	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
+	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
+	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
+	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
+	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
+	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
+	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
+	" since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]" +
+	"s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day " +
+	"comes after the last.\x02These settings are kept in this browser only." +
 	"\x02Show times in\x02The console runs no script, so it cannot read your " +
 	"computer’s time zone: choose its offset from UTC. Offsets do not follow " +
 	"daylight saving time.\x02Reload lists and detail pages\x02Pages with a f" +
@@ -1234,7 +1237,7 @@ const enData string = "" + // Size: 22892 bytes
 	"every revision their consumer is granted.\x02They take revision %[1]d on" +
 	"ly.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 649 elements
+var frIndex = []uint32{ // 651 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1254,174 +1257,174 @@ var frIndex = []uint32{ // 649 elements
 	0x00000fed, 0x0000102b, 0x00001069, 0x000010a6,
 	0x00001125, 0x0000116f, 0x00001207, 0x00001270,
 	// Entry 40 - 5F
-	0x000012aa, 0x0000130b, 0x0000139d, 0x000013a9,
-	0x000013b3, 0x000013ba, 0x000013c7, 0x000013da,
-	0x000013ee, 0x0000159a, 0x000015bc, 0x000015f1,
-	0x000016da, 0x00001783, 0x000017f8, 0x000018d7,
-	0x000018f7, 0x000018fd, 0x00001901, 0x00001908,
-	0x0000190e, 0x00001924, 0x0000193b, 0x0000194b,
-	0x00001956, 0x00001968, 0x00001a13, 0x00001a1b,
-	0x00001a31, 0x00001a45, 0x00001a71, 0x00001a84,
+	0x000012aa, 0x0000130b, 0x000013b4, 0x000013c0,
+	0x000013ca, 0x000013d1, 0x000013de, 0x000013ee,
+	0x00001401, 0x00001415, 0x00001436, 0x00001440,
+	0x00001488, 0x00001634, 0x00001656, 0x0000168b,
+	0x00001774, 0x0000181d, 0x00001892, 0x00001971,
+	0x00001991, 0x00001997, 0x0000199b, 0x000019a2,
+	0x000019a8, 0x000019be, 0x000019d5, 0x000019e5,
+	0x000019f0, 0x00001a02, 0x00001aad, 0x00001ab5,
 	// Entry 60 - 7F
-	0x00001b57, 0x00001ba0, 0x00001be2, 0x00001c18,
-	0x00001ca7, 0x00001cb6, 0x00001cbd, 0x00001cce,
-	0x00001ce4, 0x00001cea, 0x00001cfb, 0x00001d05,
-	0x00001d0f, 0x00001d36, 0x00001d52, 0x00001d5a,
-	0x00001d67, 0x00001d73, 0x00001d7a, 0x00001d9e,
-	0x00001dae, 0x00001dc6, 0x00001de7, 0x00001e1a,
-	0x00001e4b, 0x00001e7d, 0x00001e8b, 0x00001f3f,
-	0x00001f51, 0x00001fd1, 0x00001fed, 0x00002005,
+	0x00001acb, 0x00001adf, 0x00001b0b, 0x00001b1e,
+	0x00001bf1, 0x00001c3a, 0x00001c7c, 0x00001cb2,
+	0x00001d41, 0x00001d50, 0x00001d57, 0x00001d68,
+	0x00001d7e, 0x00001d84, 0x00001d95, 0x00001d9f,
+	0x00001dc6, 0x00001de2, 0x00001dea, 0x00001df7,
+	0x00001e03, 0x00001e0a, 0x00001e2e, 0x00001e3e,
+	0x00001e56, 0x00001e77, 0x00001eaa, 0x00001edb,
+	0x00001f0d, 0x00001f1b, 0x00001fcf, 0x00001fe1,
 	// Entry 80 - 9F
-	0x00002048, 0x00002166, 0x00002172, 0x00002185,
-	0x00002201, 0x0000221d, 0x00002274, 0x0000228c,
-	0x00002324, 0x0000238a, 0x000023bc, 0x000023c2,
-	0x000023c7, 0x000023d3, 0x000023e2, 0x000023ee,
-	0x000023fa, 0x0000240c, 0x0000241d, 0x000024a1,
-	0x000024a5, 0x000024b7, 0x000024ce, 0x000024d9,
-	0x0000252e, 0x0000253b, 0x00002560, 0x0000256c,
-	0x00002576, 0x0000257c, 0x00002588, 0x000025a0,
+	0x00002061, 0x0000207d, 0x00002095, 0x000020d8,
+	0x000021f6, 0x00002202, 0x00002215, 0x00002291,
+	0x000022ad, 0x00002304, 0x0000231c, 0x000023b4,
+	0x0000241a, 0x0000244c, 0x00002452, 0x00002457,
+	0x00002463, 0x00002472, 0x0000247e, 0x0000248a,
+	0x0000249c, 0x000024ad, 0x00002531, 0x00002535,
+	0x00002547, 0x0000255e, 0x00002569, 0x000025be,
+	0x000025cb, 0x000025f0, 0x000025fc, 0x00002606,
 	// Entry A0 - BF
-	0x000025f2, 0x00002602, 0x00002612, 0x0000261b,
-	0x00002626, 0x0000262e, 0x0000264e, 0x00002670,
-	0x00002698, 0x000026a1, 0x000026b1, 0x000026d1,
-	0x000026d9, 0x000026e8, 0x00002707, 0x00002732,
-	0x00002758, 0x00002768, 0x00002772, 0x0000277c,
-	0x0000279b, 0x000027b9, 0x00002891, 0x000028af,
-	0x000028f3, 0x00002930, 0x00002963, 0x00002993,
-	0x000029bf, 0x000029ef, 0x00002a11, 0x00002a2c,
+	0x0000260c, 0x00002618, 0x00002630, 0x00002682,
+	0x00002692, 0x000026a2, 0x000026ab, 0x000026b6,
+	0x000026be, 0x000026de, 0x00002700, 0x00002728,
+	0x00002731, 0x00002741, 0x00002761, 0x00002769,
+	0x00002778, 0x00002797, 0x000027c2, 0x000027e8,
+	0x000027f8, 0x00002802, 0x0000280c, 0x0000282b,
+	0x00002849, 0x00002921, 0x0000293f, 0x00002983,
+	0x000029c0, 0x000029f3, 0x00002a23, 0x00002a4f,
 	// Entry C0 - DF
-	0x00002a47, 0x00002a63, 0x00002a7f, 0x00002a95,
-	0x00002aaf, 0x00002ae6, 0x00002b1c, 0x00002b3c,
-	0x00002b5b, 0x00002b62, 0x00002bcc, 0x00002be2,
-	0x00002be7, 0x00002bfb, 0x00002c13, 0x00002c38,
-	0x00002c66, 0x00002c78, 0x00002c8b, 0x00002ca7,
-	0x00002cd4, 0x00002cf1, 0x00002d14, 0x00002d1f,
-	0x00002d2a, 0x00002d36, 0x00002e9f, 0x00002ec6,
-	0x00002f04, 0x00002f10, 0x00002f19, 0x00002f2d,
+	0x00002a7f, 0x00002aa1, 0x00002abc, 0x00002ad7,
+	0x00002af3, 0x00002b0f, 0x00002b25, 0x00002b3f,
+	0x00002b76, 0x00002bac, 0x00002bcc, 0x00002beb,
+	0x00002bf2, 0x00002c5c, 0x00002c72, 0x00002c77,
+	0x00002c8b, 0x00002ca3, 0x00002cc8, 0x00002cf6,
+	0x00002d08, 0x00002d1b, 0x00002d37, 0x00002d64,
+	0x00002d81, 0x00002da4, 0x00002daf, 0x00002dba,
+	0x00002dc6, 0x00002f2f, 0x00002f56, 0x00002f94,
 	// Entry E0 - FF
-	0x00002f37, 0x00002f5e, 0x00002f7a, 0x00002f95,
-	0x00002fc5, 0x00003004, 0x0000301f, 0x0000302e,
-	0x0000304f, 0x000030ba, 0x000030d2, 0x00003118,
-	0x00003183, 0x0000318d, 0x00003197, 0x000031b1,
-	0x000031fa, 0x00003202, 0x0000320d, 0x0000321b,
-	0x0000322b, 0x00003255, 0x0000327e, 0x0000328e,
-	0x000032ad, 0x000032b9, 0x000032d2, 0x000032dd,
-	0x000032ea, 0x000032f9, 0x00003301, 0x0000330b,
+	0x00002fa0, 0x00002fa9, 0x00002fbd, 0x00002fc7,
+	0x00002fee, 0x0000300a, 0x00003025, 0x00003055,
+	0x00003094, 0x000030af, 0x000030be, 0x000030df,
+	0x0000314a, 0x00003162, 0x000031a8, 0x00003213,
+	0x0000321d, 0x00003227, 0x00003241, 0x0000328a,
+	0x00003292, 0x0000329d, 0x000032ab, 0x000032bb,
+	0x000032e5, 0x0000330e, 0x0000331e, 0x0000333d,
+	0x00003349, 0x00003362, 0x0000336d, 0x0000337a,
 	// Entry 100 - 11F
-	0x00003313, 0x0000331b, 0x00003321, 0x00003328,
-	0x0000332d, 0x00003332, 0x00003336, 0x0000333b,
-	0x00003341, 0x00003347, 0x0000334d, 0x00003352,
-	0x00003357, 0x0000335d, 0x00003367, 0x00003387,
-	0x000033a9, 0x000033cd, 0x000033f3, 0x000033fc,
-	0x00003418, 0x00003421, 0x00003439, 0x00003442,
-	0x00003496, 0x000034b6, 0x000034bc, 0x000034c7,
-	0x000034cd, 0x000034db, 0x000034e6, 0x000034f4,
+	0x00003389, 0x00003391, 0x0000339b, 0x000033a3,
+	0x000033ab, 0x000033b1, 0x000033b8, 0x000033bd,
+	0x000033c2, 0x000033c6, 0x000033cb, 0x000033d1,
+	0x000033d7, 0x000033dd, 0x000033e2, 0x000033e7,
+	0x000033ed, 0x000033f7, 0x00003417, 0x00003439,
+	0x0000345d, 0x00003483, 0x0000348c, 0x000034a8,
+	0x000034b1, 0x000034c9, 0x000034d2, 0x00003526,
+	0x00003546, 0x0000354c, 0x00003557, 0x0000355d,
 	// Entry 120 - 13F
-	0x00003527, 0x0000354b, 0x0000357a, 0x000035c3,
-	0x000035ca, 0x000035e0, 0x00003653, 0x00003679,
-	0x00003808, 0x0000390f, 0x0000395f, 0x00003990,
-	0x000039c3, 0x000039f2, 0x00003a00, 0x00003a0d,
-	0x00003a1f, 0x00003a34, 0x00003a44, 0x00003a51,
-	0x00003a66, 0x00003a79, 0x00003aa4, 0x00003ad1,
-	0x00003af5, 0x00003b07, 0x00003b3f, 0x00003b56,
-	0x00003b6d, 0x00003b70, 0x00003b73, 0x00003ba7,
+	0x0000356b, 0x00003576, 0x00003584, 0x000035b7,
+	0x000035db, 0x0000360a, 0x00003653, 0x0000365a,
+	0x00003670, 0x000036e3, 0x00003709, 0x00003898,
+	0x0000399f, 0x000039ef, 0x00003a20, 0x00003a53,
+	0x00003a82, 0x00003a90, 0x00003a9d, 0x00003aaf,
+	0x00003ac4, 0x00003ad1, 0x00003ae6, 0x00003af9,
+	0x00003b24, 0x00003b51, 0x00003b75, 0x00003b87,
+	0x00003bbf, 0x00003bd6, 0x00003bed, 0x00003bf0,
 	// Entry 140 - 15F
-	0x00003bf1, 0x00003c26, 0x00003c2f, 0x00003c46,
-	0x00003c74, 0x00003c87, 0x00003c98, 0x00003ca3,
-	0x00003cae, 0x00003cb9, 0x00003cc2, 0x00003ccb,
-	0x00003cd4, 0x00003cdd, 0x00003ce6, 0x00003ced,
-	0x00003cfb, 0x00003d01, 0x00003d08, 0x00003d0f,
-	0x00003d18, 0x00003d1d, 0x00003d2b, 0x00003d31,
-	0x00003d37, 0x00003d3d, 0x00003d45, 0x00003d4e,
-	0x00003d57, 0x00003d74, 0x00003d8f, 0x00003db2,
+	0x00003bf3, 0x00003c27, 0x00003c71, 0x00003ca6,
+	0x00003caf, 0x00003cc6, 0x00003cf4, 0x00003d07,
+	0x00003d18, 0x00003d23, 0x00003d2e, 0x00003d39,
+	0x00003d42, 0x00003d4b, 0x00003d54, 0x00003d5d,
+	0x00003d66, 0x00003d6d, 0x00003d7b, 0x00003d81,
+	0x00003d88, 0x00003d8f, 0x00003d98, 0x00003d9d,
+	0x00003dab, 0x00003db1, 0x00003db7, 0x00003dbd,
+	0x00003dc5, 0x00003dce, 0x00003dd7, 0x00003df4,
 	// Entry 160 - 17F
-	0x00003dd3, 0x00003de2, 0x00003ded, 0x00003df8,
-	0x00003e05, 0x00003e09, 0x00003e0d, 0x00003e1b,
-	0x00003e29, 0x00003e37, 0x00003e57, 0x00003e6a,
-	0x00003e83, 0x00003e98, 0x00003ea9, 0x00003ebb,
-	0x00003ecd, 0x00003ed3, 0x00003eda, 0x00003ee2,
-	0x00003eea, 0x00003f08, 0x00003f26, 0x00003f3d,
-	0x00003f52, 0x00003f63, 0x00003f69, 0x00003f82,
-	0x00003f8d, 0x00003fc1, 0x00003fce, 0x00003fec,
+	0x00003e0f, 0x00003e32, 0x00003e53, 0x00003e62,
+	0x00003e6d, 0x00003e78, 0x00003e85, 0x00003e89,
+	0x00003e8d, 0x00003e9b, 0x00003ea9, 0x00003eb7,
+	0x00003ed7, 0x00003eea, 0x00003f03, 0x00003f18,
+	0x00003f29, 0x00003f3b, 0x00003f4d, 0x00003f53,
+	0x00003f5a, 0x00003f62, 0x00003f6a, 0x00003f88,
+	0x00003fa6, 0x00003fbd, 0x00003fd2, 0x00003fe3,
+	0x00003fe9, 0x00004002, 0x0000400d, 0x00004041,
 	// Entry 180 - 19F
-	0x00003ffa, 0x00004003, 0x0000400a, 0x00004025,
-	0x0000402f, 0x00004042, 0x0000407c, 0x00004085,
-	0x00004094, 0x000040f8, 0x00004104, 0x0000410e,
-	0x0000413e, 0x00004199, 0x00004280, 0x0000428b,
-	0x000042be, 0x000042c3, 0x000042e3, 0x00004300,
-	0x00004320, 0x00004335, 0x00004376, 0x00004381,
-	0x0000438b, 0x000043b4, 0x000043c5, 0x000043d3,
-	0x0000440f, 0x00004439, 0x00004461, 0x000044a0,
+	0x0000404e, 0x0000406c, 0x0000407a, 0x00004083,
+	0x0000408a, 0x000040a5, 0x000040af, 0x000040c2,
+	0x000040fc, 0x00004105, 0x00004114, 0x00004178,
+	0x00004184, 0x0000418e, 0x000041be, 0x00004219,
+	0x00004300, 0x0000430b, 0x0000433e, 0x00004343,
+	0x00004363, 0x00004380, 0x000043a0, 0x000043b5,
+	0x000043f6, 0x00004401, 0x0000440b, 0x00004434,
+	0x00004445, 0x00004453, 0x0000448f, 0x000044b9,
 	// Entry 1A0 - 1BF
-	0x000044c1, 0x000044ff, 0x0000453f, 0x0000455f,
-	0x000045a0, 0x000045cc, 0x000045e4, 0x000045f8,
-	0x0000460f, 0x0000461d, 0x00004628, 0x0000464b,
-	0x0000466a, 0x00004676, 0x00004695, 0x000046e3,
-	0x000046ff, 0x0000476d, 0x000047f2, 0x0000486f,
-	0x000048af, 0x000048f5, 0x00004967, 0x0000498f,
-	0x000049b2, 0x000049e9, 0x00004a30, 0x00004a83,
-	0x00004aac, 0x00004b52, 0x00004b78, 0x00004b9f,
+	0x000044e1, 0x00004520, 0x00004541, 0x0000457f,
+	0x000045bf, 0x000045df, 0x00004620, 0x0000464c,
+	0x00004664, 0x00004678, 0x0000468f, 0x0000469d,
+	0x000046a8, 0x000046cb, 0x000046ea, 0x000046f6,
+	0x00004715, 0x00004763, 0x0000477f, 0x000047ed,
+	0x00004872, 0x000048ef, 0x0000492f, 0x00004975,
+	0x000049e7, 0x00004a0f, 0x00004a32, 0x00004a69,
+	0x00004ab0, 0x00004b03, 0x00004b2c, 0x00004bd2,
 	// Entry 1C0 - 1DF
-	0x00004bc7, 0x00004c0e, 0x00004c58, 0x00004c8b,
-	0x00004c9e, 0x00004ccc, 0x00004d08, 0x00004d1e,
-	0x00004db2, 0x00004dc5, 0x00004e02, 0x00004e3e,
-	0x00004e51, 0x00004ea5, 0x00004eda, 0x00004eec,
-	0x00004f03, 0x00004f40, 0x00004f90, 0x00004fba,
-	0x00004fc5, 0x00004fe2, 0x00005001, 0x00005012,
-	0x0000502c, 0x00005035, 0x0000503f, 0x00005074,
-	0x0000508a, 0x0000509b, 0x000050d8, 0x000050f1,
+	0x00004bf8, 0x00004c1f, 0x00004c47, 0x00004c8e,
+	0x00004cd8, 0x00004d0b, 0x00004d1e, 0x00004d4c,
+	0x00004d88, 0x00004d9e, 0x00004e32, 0x00004e45,
+	0x00004e82, 0x00004ebe, 0x00004ed1, 0x00004f25,
+	0x00004f5a, 0x00004f6c, 0x00004f83, 0x00004fc0,
+	0x00005010, 0x0000503a, 0x00005045, 0x00005062,
+	0x00005081, 0x00005092, 0x000050ac, 0x000050b5,
+	0x000050bf, 0x000050f4, 0x0000510a, 0x0000511b,
 	// Entry 1E0 - 1FF
-	0x00005107, 0x00005131, 0x00005144, 0x0000514b,
-	0x00005166, 0x00005186, 0x000051b6, 0x000051cd,
-	0x00005205, 0x00005240, 0x0000526c, 0x000052c0,
-	0x000052d0, 0x000052db, 0x000052ef, 0x00005301,
-	0x00005317, 0x00005329, 0x0000533b, 0x00005341,
-	0x00005353, 0x00005361, 0x00005370, 0x00005386,
-	0x000053b0, 0x000053e3, 0x0000541f, 0x00005436,
-	0x000054fe, 0x0000552b, 0x00005596, 0x000055b0,
+	0x00005158, 0x00005171, 0x00005187, 0x000051b1,
+	0x000051c4, 0x000051cb, 0x000051e6, 0x00005206,
+	0x00005236, 0x0000524d, 0x00005285, 0x000052c0,
+	0x000052ec, 0x00005340, 0x00005350, 0x0000535b,
+	0x0000536f, 0x00005381, 0x00005397, 0x000053a9,
+	0x000053bb, 0x000053c1, 0x000053d3, 0x000053e1,
+	0x000053f0, 0x00005406, 0x00005430, 0x00005463,
+	0x0000549f, 0x000054b6, 0x0000557e, 0x000055ab,
 	// Entry 200 - 21F
-	0x000055c9, 0x000055ea, 0x00005600, 0x00005607,
-	0x00005621, 0x000056b6, 0x00005719, 0x0000572c,
-	0x00005753, 0x0000577b, 0x00005789, 0x00005799,
-	0x000057a1, 0x000057b2, 0x000057b9, 0x000058ef,
-	0x000058f6, 0x00005930, 0x00005935, 0x0000594a,
-	0x0000595e, 0x00005970, 0x00005986, 0x000059a0,
-	0x00005a75, 0x00005a8d, 0x00005b2e, 0x00005bbd,
-	0x00005bcd, 0x00005ca7, 0x00005d69, 0x00005d6e,
+	0x00005616, 0x00005630, 0x00005649, 0x0000566a,
+	0x00005680, 0x00005687, 0x000056a1, 0x00005736,
+	0x00005799, 0x000057ac, 0x000057d3, 0x000057fb,
+	0x00005809, 0x00005819, 0x00005821, 0x00005832,
+	0x00005839, 0x0000596f, 0x00005976, 0x000059b0,
+	0x000059b5, 0x000059ca, 0x000059de, 0x000059f0,
+	0x00005a06, 0x00005a20, 0x00005af5, 0x00005b0d,
+	0x00005bae, 0x00005c3d, 0x00005c4d, 0x00005d27,
 	// Entry 220 - 23F
-	0x00005d7e, 0x00005d8c, 0x00005d9c, 0x00005dac,
-	0x00005db6, 0x00005ddf, 0x00005df9, 0x00005e14,
-	0x00005ea2, 0x00005eb3, 0x00005ec0, 0x00005edb,
-	0x00005eef, 0x00005f0d, 0x00005f58, 0x00005f99,
-	0x00005fdf, 0x00005ff7, 0x0000604a, 0x00006085,
-	0x0000609d, 0x000060c8, 0x000060d2, 0x0000614c,
-	0x00006181, 0x000061c2, 0x00006236, 0x0000630f,
-	0x00006328, 0x000063f1, 0x0000646e, 0x0000647b,
+	0x00005de9, 0x00005dee, 0x00005dfe, 0x00005e0c,
+	0x00005e1c, 0x00005e2c, 0x00005e36, 0x00005e5f,
+	0x00005e79, 0x00005e94, 0x00005f22, 0x00005f33,
+	0x00005f40, 0x00005f5b, 0x00005f6f, 0x00005f8d,
+	0x00005fd8, 0x00006019, 0x0000605f, 0x00006077,
+	0x000060ca, 0x00006105, 0x0000611d, 0x00006148,
+	0x00006152, 0x000061cc, 0x00006201, 0x00006242,
+	0x000062b6, 0x0000638f, 0x000063a8, 0x00006471,
 	// Entry 240 - 25F
-	0x000064cd, 0x000064d3, 0x0000656f, 0x000065c3,
-	0x000065ee, 0x0000667a, 0x000066a8, 0x0000676a,
-	0x0000676d, 0x00006773, 0x0000677d, 0x00006793,
-	0x0000679e, 0x000067ce, 0x000067d5, 0x000067e0,
-	0x000067ee, 0x000067fb, 0x00006809, 0x00006816,
-	0x0000682f, 0x0000685c, 0x00006905, 0x00006918,
-	0x00006922, 0x000069b1, 0x00006a12, 0x00006a64,
-	0x00006a76, 0x00006a89, 0x00006ac7, 0x00006b03,
+	0x000064ee, 0x000064fb, 0x0000654d, 0x00006553,
+	0x000065ef, 0x00006643, 0x0000666e, 0x000066fa,
+	0x00006728, 0x000067ea, 0x000067ed, 0x000067f3,
+	0x000067fd, 0x00006813, 0x0000681e, 0x0000684e,
+	0x00006855, 0x00006860, 0x0000686e, 0x0000687b,
+	0x00006889, 0x00006896, 0x000068af, 0x000068dc,
+	0x00006985, 0x00006998, 0x000069a2, 0x00006a31,
+	0x00006a92, 0x00006ae4, 0x00006af6, 0x00006b09,
 	// Entry 260 - 27F
-	0x00006b0f, 0x00006b1c, 0x00006b2a, 0x00006b38,
-	0x00006b48, 0x00006b84, 0x00006bbe, 0x00006c3b,
-	0x00006c46, 0x00006c70, 0x00006c8c, 0x00006c90,
-	0x00006ca2, 0x00006cb0, 0x00006cdc, 0x00006d9e,
-	0x00006dd1, 0x00006ddc, 0x00006de6, 0x00006dfb,
-	0x00006e04, 0x00006e0e, 0x00006e23, 0x00006e47,
-	0x00006e61, 0x00006e76, 0x00006ea2, 0x00006ea7,
-	0x00006ebc, 0x00006ece, 0x00006f03, 0x00006f14,
+	0x00006b47, 0x00006b83, 0x00006b8f, 0x00006b9c,
+	0x00006baa, 0x00006bb8, 0x00006bc8, 0x00006c04,
+	0x00006c3e, 0x00006cbb, 0x00006cc6, 0x00006cf0,
+	0x00006d0c, 0x00006d10, 0x00006d22, 0x00006d30,
+	0x00006d5c, 0x00006e1e, 0x00006e51, 0x00006e5c,
+	0x00006e66, 0x00006e7b, 0x00006e84, 0x00006e8e,
+	0x00006ea3, 0x00006ec7, 0x00006ee1, 0x00006ef6,
+	0x00006f22, 0x00006f27, 0x00006f3c, 0x00006f4e,
 	// Entry 280 - 29F
-	0x00006f8a, 0x00007015, 0x000070a4, 0x0000710b,
-	0x0000714d, 0x000071c0, 0x00007208, 0x00007236,
-	0x00007269,
-} // Size: 2620 bytes
+	0x00006f83, 0x00006f94, 0x0000700a, 0x00007095,
+	0x00007124, 0x0000718b, 0x000071cd, 0x00007240,
+	0x00007288, 0x000072b6, 0x000072e9,
+} // Size: 2628 bytes
 
-const frData string = "" + // Size: 29289 bytes
+const frData string = "" + // Size: 29417 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1492,43 +1495,45 @@ const frData string = "" + // Size: 29289 bytes
 	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
 	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
 	"e instance à laquelle cette action s’applique ne correspond au filtre." +
-	"\x02Aucun processus, aucune clé métier ni date de création ne restreint " +
-	"ce filtre\u202f: l’action s’applique aux instances de tous les processus" +
-	".\x02sans filtre\x02Processus\x02Statut\x02Clé métier\x02Créées depuis l" +
-	"e\x02Créées jusqu’au\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre inst" +
-	"ance bloquée a échoué avant toute tentative (ses entrées n’ont pas pu êt" +
-	"re construites)\u202f: elle ne peut pas être reprise et n’est pas compté" +
-	"e. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bl" +
-	"oquées ont échoué avant toute tentative (leurs entrées n’ont pas pu être" +
-	" construites)\u202f: elles ne peuvent pas être reprises et ne sont pas c" +
-	"omptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filt" +
-	"re\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le nombr" +
-	"e a changé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: en" +
-	"tre-temps, des instances ont été réglées, démarrées ou traitées. Rien n’" +
-	"a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouveau." +
-	"\x02Cette action groupée a déjà été appliquée (le formulaire a été envoy" +
-	"é de nouveau)\u202f: ses traces sont dans le journal d’audit. Rien de p" +
-	"lus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliqu" +
-	"ée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d i" +
-	"nstances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé" +
-	" après le comptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%" +
-	"[1]d ignorées\u202f: elles ont changé après le comptage (réglées, ou tra" +
-	"itées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Q" +
-	"uand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurrence re" +
-	"proposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque rep" +
-	"rise, abandon et arrêt appliqué par un opérateur, avec son motif. Les ré" +
-	"vélations de valeurs sensibles ont leur propre journal (GET /api/v1/audi" +
-	"t/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres" +
-	"\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’" +
-	"instance de processus doit être un identifiant d’instance complet (un UU" +
-	"ID)\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvre" +
-	"z l’instance, ou copiez son lien, pour l’identifiant complet.\x02L’actio" +
-	"n groupée doit être désignée par son identifiant (un UUID).\x02Le curseu" +
-	"r de page est invalide\u202f: revenez à la première page.\x02Actions d’o" +
-	"pérateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l’" +
-	"action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque recharg" +
-	"ement montre où elle en est.\x02Console Relais\x02Langue\x02Aller au con" +
-	"tenu\x02Navigation principale\x02État\x02Tâches externes\x02Instances" +
+	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
+	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
+	"de tous les processus.\x02sans filtre\x02Processus\x02Statut\x02Clé méti" +
+	"er\x02Code d’erreur\x02Créées depuis le\x02Créées jusqu’au\x02Par proces" +
+	"sus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux" +
+	"\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9\x01" +
+	"\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses ent" +
+	"rées n’ont pas pu être construites)\u202f: elle ne peut pas être reprise" +
+	" et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d" +
+	" autres instances bloquées ont échoué avant toute tentative (leurs entré" +
+	"es n’ont pas pu être construites)\u202f: elles ne peuvent pas être repri" +
+	"ses et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossibl" +
+	"e d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez de l" +
+	"a liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il était" +
+	" de %[1]d)\u202f: entre-temps, des instances ont été réglées, démarrées " +
+	"ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et conf" +
+	"irmez de nouveau.\x02Cette action groupée a déjà été appliquée (le formu" +
+	"laire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’" +
+	"audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée" +
+	" (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appl" +
+	"iquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f" +
+	": elle a changé après le comptage (réglée, ou traitée par quelqu’un d’au" +
+	"tre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comptage (" +
+	"réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2" +
+	"]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
+	"\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journal d’au" +
+	"dit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, avec " +
+	"son motif. Les révélations de valeurs sensibles ont leur propre journal " +
+	"(GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effa" +
+	"cer les filtres\x02Aucune action d’opérateur ne correspond.\x02Toutes le" +
+	"s actions\x02L’instance de processus doit être un identifiant d’instance" +
+	" complet (un UUID)\u202f: les listes montrent la fin de chaque identifia" +
+	"nt\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant comp" +
+	"let.\x02L’action groupée doit être désignée par son identifiant (un UUID" +
+	").\x02Le curseur de page est invalide\u202f: revenez à la première page." +
+	"\x02Actions d’opérateurs, les plus récentes d’abord\x02Voici les %[1]d i" +
+	"nstances que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute," +
+	" chaque rechargement montre où elle en est.\x02Console Relais\x02Langue" +
+	"\x02Aller au contenu\x02Navigation principale\x02État\x02Tâches externes" +
 	"\x02Processus\x02Trouver une instance ou une occurrence\x02identifiant o" +
 	"u clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connec" +
 	"té en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage" +
@@ -1642,217 +1647,217 @@ const frData string = "" + // Size: 29289 bytes
 	"rêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s l" +
 	"e %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3" +
 	"]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence" +
-	" en échec\x02Code d’erreur\x02Nœud de fin\x02Abandonnée au nœud\x02En éc" +
-	"hec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis a" +
-	"bandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
-	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
-	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02du\x02au" +
-	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
-	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
-	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
-	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
-	"ssus\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulé" +
-	"e\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
-	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
-	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
-	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
-	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
-	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
-	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
-	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
-	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
-	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
-	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
-	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
-	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00" +
-	"\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la rév" +
-	"ision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après" +
-	" le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occur" +
-	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
-	"tie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette " +
-	"action est enregistrée\x02Disponible à partir du\x02Prochaine tentative" +
-	"\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur" +
-	" (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son message\x02M" +
-	"essage de Relais (en anglais)\x02Message de l’exécutant (ses propres ter" +
-	"mes, valeurs protégées masquées)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
-	" le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez" +
-	" avant de reprendre.\x02La destination n’a pas répondu dans le délai de " +
-	"l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre." +
-	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
-	"ne respectait pas le contrat de sorties de la révision.\x02Relais s’est " +
-	"arrêté pendant l’appel\u202f: on ignore si la destination a agi, elle n’" +
-	"est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destina" +
-	"tion était injoignable.\x02La réponse de la destination était trop volum" +
-	"ineuse.\x02Le verrou de la dernière tentative a expiré sans tentative re" +
-	"stante.\x02Les entrées n’ont pas pu être construites à partir des liaiso" +
-	"ns du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant" +
-	" Camunda 7 a signalé un échec sans nouvelle tentative restante (retries" +
-	"\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relan" +
-	"cée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1" +
-	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
-	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
-	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
-	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la dest" +
-	"ination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]" +
-	"s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
-	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
-	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
-	"e est bloquée ici, en attente d’un opérateur.\x02Son instance a continué" +
-	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
-	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
-	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
-	"ommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
-	"lement)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en" +
-	" tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en atten" +
-	"te\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pa" +
-	"s de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02La" +
-	" révision doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu" +
-	".\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, conso" +
-	"mmateur, dates\x02identifiant d’instance\x02Décomptes par statut\x02Occu" +
-	"rrences, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Con" +
-	"sommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occur" +
-	"rence ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux d" +
-	"e la définition %[1]s, sans les autres filtres\x02Totaux de toutes les d" +
-	"éfinitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]" +
-	"d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les" +
-	" décomptes sont actualisés toutes les 5 secondes environ.\x02révision %[" +
-	"1]d\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en " +
-	"cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précé" +
-	"dente\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
-	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
-	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
-	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
-	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
-	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
-	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
-	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Les versions de processus publ" +
-	"iées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
-	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
-	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s" +
-	" le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossi" +
-	"ble\x02Seule une valeur que cette page affiche masquée (sensible) peut ê" +
-	"tre révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
-	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
-	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
-	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
-	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
-	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
-	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
-	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
-	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
-	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
-	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
-	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
-	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
-	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
-	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
-	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
-	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
-	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
-	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons " +
-	"du personnel (administrateurs, concepteurs, opérateurs) non révoqués. Le" +
-	"s jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer " +
-	"un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernièr" +
-	"e utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
-	"on\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s" +
-	" «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
-	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
-	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécut" +
-	"ant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en " +
-	"charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accord" +
-	"ées à leur consommateur.\x02Toutes les révisions accordées au consommat" +
-	"eur sont prises en charge.\x02Seule la révision %[1]d est prise en charg" +
-	"e.\x02Seules les révisions %[1]s sont prises en charge."
+	" en échec\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bl" +
+	"oquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un " +
+	"opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02Date de créat" +
+	"ion\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instanc" +
+	"es de processus\x02exacte, casse comprise\x02du\x02au\x02Agir sur toutes" +
+	" les instances que ce filtre retient\x02La page suivante les compte et d" +
+	"emande un motif avant que rien ne change.\x02Instances de processus, les" +
+	" plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune in" +
+	"stance ne correspond à ces filtres.\x02Tous les processus\x02Tous les st" +
+	"atuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bl" +
+	"oquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
+	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
+	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
+	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
+	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
+	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1" +
+	"]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
+	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
+	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a sig" +
+	"nalé cet échec comme définitif (tentatives restantes non utilisées\u202f" +
+	": %[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1" +
+	"]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L" +
+	"a destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu " +
+	"agir malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée " +
+	"avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contr" +
+	"at de sorties de la révision.\x02Relais s’est arrêté pendant l’appel" +
+	"\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée." +
+	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
+	".\x02La réponse de la destination était trop volumineuse.\x02Le verrou d" +
+	"e la dernière tentative a expiré sans tentative restante.\x02Les entrées" +
+	" n’ont pas pu être construites à partir des liaisons du processus.\x02Un" +
+	" opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé u" +
+	"n échec sans nouvelle tentative restante (retries\u202f: 0, ou un budget" +
+	" déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destination " +
+	"a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée" +
+	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
+	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
+	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
+	").\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s)." +
+	"\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée " +
+	"par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même " +
+	"consommateur, ou une interface munie d’un jeton de règlement, la termine" +
+	"ra plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en a" +
+	"ttente d’un opérateur.\x02Son instance a continué par le chemin d’erreur" +
+	" du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêté" +
+	"e par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance " +
+	"a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[" +
+	"1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (diffé" +
+	"rée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1" +
+	"]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps i" +
+	"nutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répon" +
+	"se trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un " +
+	"nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
+	"nt\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond " +
+	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
+	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
+	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02p" +
+	"rochaine tentative\x02disponible depuis\x02appel en cours depuis\x02verr" +
+	"ou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivan" +
+	"te\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’é" +
+	"crit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
+	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
+	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
+	" lire le fuseau horaire de votre ordinateur\u202f: choisissez son décala" +
+	"ge par rapport à UTC. Les décalages ne suivent pas l’heure d’été.\x02Rec" +
+	"harger les listes et les pages de détail\x02Les pages qui contiennent un" +
+	" formulaire, comme une confirmation, ne se rechargent jamais d’elles-mêm" +
+	"es.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temp" +
+	"s universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %" +
+	"[1]d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, " +
+	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
+	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
+	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
+	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Gra" +
+	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
+	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
+	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
+	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
+	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
+	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
+	"’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02Les c" +
+	"olonnes suivent le plus long chemin depuis le nœud de départ. Les flèche" +
+	"s pleines sont les réussites (étiquetées par leur route), les pointillée" +
+	"s les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette ve" +
+	"rsion\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisib" +
+	"lement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses" +
+	" routes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pou" +
+	"r les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne " +
+	"chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h" +
+	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
+	"es nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14" +
+	"\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-d" +
+	"essous reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir " +
+	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pu" +
+	"ll\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]" +
+	"s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre co" +
+	"de → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d " +
+	"tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d " +
+	"tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %" +
+	"[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées" +
+	"\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f;" +
+	" actualisés toutes les 5 secondes environ.\x02Seuls les administrateurs " +
+	"peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f;" +
+	" consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une" +
+	" valeur que cette page affiche masquée (sensible) peut être révélée.\x02" +
+	"Les valeurs secrètes ne peuvent jamais être révélées.\x02Méthode non aut" +
+	"orisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisis" +
+	"sez un identifiant d’instance ou d’occurrence (un UUID, que les pages af" +
+	"fichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ" +
+	" de recherche est vide.\x02C’est trop long pour être un identifiant ou u" +
+	"ne clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
+	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
+	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
+	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
+	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
+	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
+	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
+	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
+	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
+	"eton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
+	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
+	"\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02Les " +
+	"exécutants connectés par un flux, et ceux qui interrogent par leur derni" +
+	"ère demande. Un exécutant est listé tant qu’il s’est manifesté dans les" +
+	" trois derniers battements de cœur.\x02Exécutants vus dans les trois der" +
+	"niers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En " +
+	"cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est conn" +
+	"ecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécut" +
+	"ant ne sert cette définition.\x02flux\x02interrogation longue\x02façade " +
+	"Camunda 7\x02toutes les révisions accordées à son consommateur\x02révisi" +
+	"ons %[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurre" +
+	"nces attendent qu’un exécutant se connecte ou interroge.\x02Aucun proces" +
+	"sus n’utilise encore cette définition\u202f: elle aura besoin d’un exécu" +
+	"tant quand un processus l’utilisera en mode pull.\x02Aucun processus n’u" +
+	"tilise cette définition en mode pull\u202f: Relais appelle ses destinati" +
+	"ons (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est " +
+	"connecté pour cette définition\u202f; aucune de ses occurrences n’en att" +
+	"end.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
+	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
+	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
+	"mateur.\x02Toutes les révisions accordées au consommateur sont prises en" +
+	" charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les r" +
+	"évisions %[1]s sont prises en charge."
 
-	// Total table size 57421 bytes (56KiB); checksum: 6C47F81
+	// Total table size 57654 bytes (56KiB); checksum: 8A98D511

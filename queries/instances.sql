@@ -47,6 +47,7 @@ select id, process_key, version, status, business_key, end_node, error_code, cre
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -60,6 +61,7 @@ select id, process_key, version, status, business_key, end_node, error_code, cre
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -77,6 +79,7 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- A retry refuses (not_retryable) a held instance whose failed
@@ -89,6 +92,28 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       order by o.settled_at desc, o.created_at desc
       limit 1), false));
 
+-- name: InstanceBreakdownForAction :many
+-- What a bulk action's filter matches now, by process and error code, the
+-- largest groups first: the confirmation says what the count is made of
+-- (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
+-- The same instances InstanceCount counts: the groups add up to its count.
+select process_key, error_code, count(*)::bigint as count from instances
+where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
+  and status = any(@status_in::text[])
+  and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
+  and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
+  and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  and (not @retryable_only::boolean or coalesce((
+      select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
+      where o.instance_id = instances.id and o.status = 'failed'
+      order by o.settled_at desc, o.created_at desc
+      limit 1), false))
+group by process_key, error_code
+order by count(*) desc, process_key, error_code
+limit @max;
+
 -- name: InstanceIDsForAction :many
 -- The instances a bulk action applies to, newest first, at most @max.
 select id from instances
@@ -96,6 +121,7 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
+  and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The same instances InstanceCount counts.

@@ -25,6 +25,77 @@ func (q *Queries) Clock(ctx context.Context, now *time.Time) (time.Time, error) 
 	return column_1, err
 }
 
+const instanceBreakdownForAction = `-- name: InstanceBreakdownForAction :many
+select process_key, error_code, count(*)::bigint as count from instances
+where ($1::text is null or process_key = $1)
+  and ($2::text is null or status = $2)
+  and status = any($3::text[])
+  and ($4::text is null or business_key = $4)
+  and ($5::text is null or error_code = $5)
+  and ($6::uuid is null or id >= $6)
+  and ($7::uuid is null or id < $7)
+  and (not $8::boolean or coalesce((
+      select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
+      where o.instance_id = instances.id and o.status = 'failed'
+      order by o.settled_at desc, o.created_at desc
+      limit 1), false))
+group by process_key, error_code
+order by count(*) desc, process_key, error_code
+limit $9
+`
+
+type InstanceBreakdownForActionParams struct {
+	ProcessKey    *string
+	Status        *string
+	StatusIn      []string
+	BusinessKey   *string
+	ErrorCode     *string
+	CreatedFrom   *uuid.UUID
+	CreatedTo     *uuid.UUID
+	RetryableOnly bool
+	Max           int32
+}
+
+type InstanceBreakdownForActionRow struct {
+	ProcessKey string
+	ErrorCode  *string
+	Count      int64
+}
+
+// What a bulk action's filter matches now, by process and error code, the
+// largest groups first: the confirmation says what the count is made of
+// (a retry of 40 instances that are 38 CRM_DOWN and 2 invalid_inputs).
+// The same instances InstanceCount counts: the groups add up to its count.
+func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBreakdownForActionParams) ([]InstanceBreakdownForActionRow, error) {
+	rows, err := q.db.Query(ctx, instanceBreakdownForAction,
+		arg.ProcessKey,
+		arg.Status,
+		arg.StatusIn,
+		arg.BusinessKey,
+		arg.ErrorCode,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.RetryableOnly,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InstanceBreakdownForActionRow{}
+	for rows.Next() {
+		var i InstanceBreakdownForActionRow
+		if err := rows.Scan(&i.ProcessKey, &i.ErrorCode, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const instanceCancel = `-- name: InstanceCancel :execrows
 update instances
 set status = 'cancelled', ended_at = coalesce($1::timestamptz, now())
@@ -51,13 +122,14 @@ where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and status = any($3::text[])
   and ($4::text is null or business_key = $4)
-  and ($5::uuid is null or id >= $5)
-  and ($6::uuid is null or id < $6)
+  and ($5::text is null or error_code = $5)
+  and ($6::uuid is null or id >= $6)
+  and ($7::uuid is null or id < $7)
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
   -- retry then skips.
-  and (not $7::boolean or coalesce((
+  and (not $8::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
@@ -69,6 +141,7 @@ type InstanceCountParams struct {
 	Status        *string
 	StatusIn      []string
 	BusinessKey   *string
+	ErrorCode     *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	RetryableOnly bool
@@ -84,6 +157,7 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 		arg.Status,
 		arg.StatusIn,
 		arg.BusinessKey,
+		arg.ErrorCode,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.RetryableOnly,
@@ -375,16 +449,17 @@ where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and status = any($3::text[])
   and ($4::text is null or business_key = $4)
-  and ($5::uuid is null or id >= $5)
-  and ($6::uuid is null or id < $6)
+  and ($5::text is null or error_code = $5)
+  and ($6::uuid is null or id >= $6)
+  and ($7::uuid is null or id < $7)
   -- The same instances InstanceCount counts.
-  and (not $7::boolean or coalesce((
+  and (not $8::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 order by id desc
-limit $8
+limit $9
 `
 
 type InstanceIDsForActionParams struct {
@@ -392,6 +467,7 @@ type InstanceIDsForActionParams struct {
 	Status        *string
 	StatusIn      []string
 	BusinessKey   *string
+	ErrorCode     *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	RetryableOnly bool
@@ -405,6 +481,7 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.Status,
 		arg.StatusIn,
 		arg.BusinessKey,
+		arg.ErrorCode,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.RetryableOnly,
@@ -554,18 +631,20 @@ select id, process_key, version, status, business_key, end_node, error_code, cre
 where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and ($3::text is null or business_key = $3)
+  and ($4::text is null or error_code = $4)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($4::uuid is null or id >= $4)
-  and ($5::uuid is null or id < $5)
+  and ($5::uuid is null or id >= $5)
   and ($6::uuid is null or id < $6)
+  and ($7::uuid is null or id < $7)
 order by id desc
-limit $7
+limit $8
 `
 
 type InstanceListParams struct {
 	ProcessKey  *string
 	Status      *string
 	BusinessKey *string
+	ErrorCode   *string
 	CreatedFrom *uuid.UUID
 	CreatedTo   *uuid.UUID
 	Before      *uuid.UUID
@@ -591,6 +670,7 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		arg.ProcessKey,
 		arg.Status,
 		arg.BusinessKey,
+		arg.ErrorCode,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.Before,
@@ -629,18 +709,20 @@ select id, process_key, version, status, business_key, end_node, error_code, cre
 where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and ($3::text is null or business_key = $3)
+  and ($4::text is null or error_code = $4)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($4::uuid is null or id >= $4)
-  and ($5::uuid is null or id < $5)
-  and id > $6::uuid
+  and ($5::uuid is null or id >= $5)
+  and ($6::uuid is null or id < $6)
+  and id > $7::uuid
 order by id
-limit $7
+limit $8
 `
 
 type InstanceListAfterParams struct {
 	ProcessKey  *string
 	Status      *string
 	BusinessKey *string
+	ErrorCode   *string
 	CreatedFrom *uuid.UUID
 	CreatedTo   *uuid.UUID
 	After       uuid.UUID
@@ -665,6 +747,7 @@ func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterPa
 		arg.ProcessKey,
 		arg.Status,
 		arg.BusinessKey,
+		arg.ErrorCode,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.After,
