@@ -283,7 +283,7 @@ func (a *API) actOnFilter() http.Handler {
 			return deref(v)
 		}
 		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process.v, "process"), Status: given(req.Filter.Status.v, "status"),
-			BusinessKey:   given(req.Filter.BusinessKey.v, "business_key"), ErrorCode: given(req.Filter.ErrorCode.v, "error_code"),
+			BusinessKey: given(req.Filter.BusinessKey.v, "business_key"), ErrorCode: given(req.Filter.ErrorCode.v, "error_code"),
 			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter.v, "created_after"), "/filter/created_after", &errs),
 			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore.v, "created_before"), "/filter/created_before", &errs)}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
