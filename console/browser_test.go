@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
+
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -467,5 +469,25 @@ func waitHeld(t *testing.T, f *fixture, id string) {
 			t.Fatalf("instance %s never held", id)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestBrowserLongKeysFitAPhone: a definition and a process whose keys are
+// long (dotted, 100 characters and more) keep their pages within a 320 px
+// phone's width, their titles included: a title may break a key, where a
+// table cell scrolls instead.
+func TestBrowserLongKeysFitAPhone(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	env := relaistest.New(t)
+	key := "crm.customers.add_company_to_the_customer_relationship_system.with_every_contact_verified_by_hand"
+	env.Must(201, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, vaultWorking(100, []string{"ok", "ko"}))
+	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	for _, lang := range []string{"en", "fr"} {
+		b := openTab(t, browserPath, phone, "long-keys-"+lang)
+		b.signIn(env.URL, lang, env.Operator)
+		b.open(env.URL, "/console/definitions/"+key, 200)
+		b.shot("definition")
+		b.open(env.URL, "/console/occurrences?definition="+key, 200)
 	}
 }
