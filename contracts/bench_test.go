@@ -11,14 +11,14 @@ func BenchmarkValidate20Fields(b *testing.B) {
 	w := mustParseWorking(b, richWorking)
 	cache := NewCache()
 	payload := []byte(richPayload)
-	if _, err := cache.Validator(w.Digest(), w.Inputs); err != nil {
+	if _, err := cache.Validator(w.Digest(), "inputs", w.Inputs); err != nil {
 		b.Fatal(err)
 	}
 	digest := w.Digest()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		v, err := cache.Validator(digest, w.Inputs)
+		v, err := cache.Validator(digest, "inputs", w.Inputs)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -534,8 +534,14 @@ func nextToken(p string) (string, string) {
 // Cache holds compiled validators keyed by revision digest, so that each
 // revision's schema is compiled once per process.
 type Cache struct {
-	m sync.Map // digest → *cacheEntry
+	// A map under a lock rather than a sync.Map: looked up on every start
+	// and settlement, a struct key in a typed map allocates nothing where
+	// an interface key would.
+	mu sync.RWMutex
+	m  map[cacheKey]*cacheEntry
 }
+
+type cacheKey struct{ digest, part string }
 
 type cacheEntry struct {
 	once sync.Once
@@ -544,18 +550,26 @@ type cacheEntry struct {
 }
 
 // NewCache returns an empty Cache.
-func NewCache() *Cache { return &Cache{} }
+func NewCache() *Cache { return &Cache{m: map[cacheKey]*cacheEntry{}} }
 
-// Validator returns the validator cached under digest, compiling ct on first
-// use. Concurrent callers for the same digest wait for a single compilation.
+// Validator returns the validator cached under digest and part (a
+// revision's "inputs" or "outputs", say), compiling ct on first use.
+// Concurrent callers for the same key wait for a single compilation.
 // The digest must identify ct's content (for example a revision digest):
 // the cache trusts it and never compiles a second contract for one key.
-func (c *Cache) Validator(digest string, ct Contract) (*Validator, error) {
-	e, ok := c.m.Load(digest)
+func (c *Cache) Validator(digest, part string, ct Contract) (*Validator, error) {
+	k := cacheKey{digest, part}
+	c.mu.RLock()
+	entry, ok := c.m[k]
+	c.mu.RUnlock()
 	if !ok {
-		e, _ = c.m.LoadOrStore(digest, &cacheEntry{})
+		c.mu.Lock()
+		if entry, ok = c.m[k]; !ok {
+			entry = &cacheEntry{}
+			c.m[k] = entry
+		}
+		c.mu.Unlock()
 	}
-	entry := e.(*cacheEntry)
 	entry.once.Do(func() {
 		entry.v, entry.err = Compile(ct)
 	})

@@ -319,7 +319,7 @@ func TestCacheCompilesOncePerDigest(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := cache.Validator(w.Digest(), w.Inputs)
+			v, err := cache.Validator(w.Digest(), "inputs", w.Inputs)
 			if err != nil {
 				t.Errorf("Validator: %v", err)
 			}
@@ -332,12 +332,20 @@ func TestCacheCompilesOncePerDigest(t *testing.T) {
 			t.Fatalf("validator %d is %p, want the single cached %p", i, v, got[0])
 		}
 	}
-	other, err := cache.Validator(w.Outputs.Digest(), w.Outputs)
+	other, err := cache.Validator(w.Outputs.Digest(), "outputs", w.Outputs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if other == got[0] {
 		t.Fatal("different digests share a validator, want one per digest")
+	}
+	// One revision digest, two parts: two validators.
+	outputs, err := cache.Validator(w.Digest(), "outputs", w.Outputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outputs == got[0] {
+		t.Fatal("a revision's inputs and outputs share a validator, want one per part")
 	}
 	if vs := other.Validate([]byte(`{"decision":"approved"}`)); vs != nil {
 		t.Fatalf("outputs validator: got %v, want valid", vs)

@@ -266,11 +266,11 @@ func (e *Engine) ListRevisions(ctx context.Context, key string) ([]Revision, err
 
 // Validators returns the compiled input and output validators of a revision.
 func (e *Engine) Validators(r *Revision) (inputs, outputs *contracts.Validator, err error) {
-	inputs, err = e.revisions.schemas.Validator(r.Digest+"/inputs", r.Working.Inputs)
+	inputs, err = e.revisions.schemas.Validator(r.Digest, "inputs", r.Working.Inputs)
 	if err != nil {
 		return nil, nil, wrap("compile inputs", err)
 	}
-	outputs, err = e.revisions.schemas.Validator(r.Digest+"/outputs", r.Working.Outputs)
+	outputs, err = e.revisions.schemas.Validator(r.Digest, "outputs", r.Working.Outputs)
 	if err != nil {
 		return nil, nil, wrap("compile outputs", err)
 	}

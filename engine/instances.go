@@ -287,7 +287,7 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not hold control or format characters"}})
 		}
 	}
-	v, err := e.schemas.Validator(pv.Digest+"/inputs", pv.Process.Inputs)
+	v, err := e.schemas.Validator(pv.Digest, "inputs", pv.Process.Inputs)
 	if err != nil {
 		return p, wrap("compile process inputs", err)
 	}
