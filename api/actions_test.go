@@ -304,6 +304,52 @@ func TestBulkActionsByErrorCode(t *testing.T) {
 	}
 }
 
+// An action sent with the newest audit record its client saw is refused
+// when another was recorded since: a colleague's retry that ended held
+// again by the same error leaves the instance looking unchanged, and
+// abandoning it then would act on an incident nobody decided on.
+func TestActionRefusedWhenActedMeanwhile(t *testing.T) {
+	t.Parallel()
+	env, consumer, hold := incidents(t)
+	id, occ := hold("Acme")
+	path := "/api/v1/instances/" + id
+	env.Must(200, "POST", path+"/retry", env.Operator, map[string]any{"reason": "CRM back?", "last_action_id": 0})
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["id"] != occ {
+		t.Fatalf("fetched %v after the retry, want %s", got, occ)
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": "CRM_DOWN", "message": "503"})
+	if s := env.Must(200, "GET", path, env.Operator, nil).JSON(t)["status"]; s != "held" {
+		t.Fatalf("instance %v after failing again, want held", s)
+	}
+	records := env.Must(200, "GET", "/api/v1/audit/actions?instance="+id+"&limit=1", env.Operator, nil).JSON(t)["items"].([]any)
+	retry := records[0].(map[string]any)["id"].(float64)
+
+	// Seen before the retry (no record): refused, nothing applied.
+	stale := env.Do("POST", path+"/abandon", env.Operator, map[string]any{"reason": "give up", "last_action_id": 0})
+	if stale.Status != 409 || stale.Code() != "acted_meanwhile" || stale.JSON(t)["last_action_id"] != retry ||
+		!strings.Contains(stale.JSON(t)["detail"].(string), "retry by ") {
+		t.Fatalf("abandon after a colleague's retry: %d %s, want 409 acted_meanwhile naming the retry %v", stale.Status, stale.Body, retry)
+	}
+	if s := env.Must(200, "GET", path, env.Operator, nil).JSON(t)["status"]; s != "held" {
+		t.Fatalf("instance %v after a refused abandon, want still held", s)
+	}
+	if r := env.Do("POST", path+"/abandon", env.Operator, map[string]any{"reason": "give up", "last_action_id": -1}); r.Status != 400 {
+		t.Errorf("negative last_action_id: %d %s, want 400", r.Status, r.Body)
+	}
+	// Seen the retry: applied.
+	env.Must(200, "POST", path+"/abandon", env.Operator, map[string]any{"reason": "give up", "last_action_id": retry})
+	if s := env.Must(200, "GET", path, env.Operator, nil).JSON(t)["status"]; s != "failed" {
+		t.Errorf("instance %v after the abandon, want failed", s)
+	}
+	// An action that no longer applies is refused for that, in its own
+	// words, whatever was seen.
+	if r := env.Do("POST", path+"/retry", env.Operator, map[string]any{"reason": "x", "last_action_id": 0}); r.Status != 409 || r.Code() != "not_held" {
+		t.Errorf("retry of the abandoned instance with a stale view: %d %s, want 409 not_held", r.Status, r.Body)
+	}
+}
+
 // A reason is bounded in characters, not bytes: 1,000 accented letters
 // (2,000 bytes) are accepted, and 1,001 characters are refused naming the
 // limit in characters.

@@ -158,6 +158,9 @@ func (a *API) getInstance() http.Handler {
 
 type actionRequest struct {
 	Reason string `json:"reason"`
+	// LastActionID is the id of the newest audit record the client saw on
+	// the instance (0: none): another recorded since refuses the action.
+	LastActionID *int64 `json:"last_action_id"`
 }
 
 // actOnInstance applies an operator action (stop, retry, abandon) to one
@@ -173,7 +176,7 @@ func (a *API) actOnInstance(action engine.Action) http.Handler {
 		if err != nil {
 			return err
 		}
-		inst, applied, err := a.eng.ActApplied(r.Context(), actorOf(r), action, id, req.Reason)
+		inst, applied, err := a.eng.ActSeen(r.Context(), actorOf(r), action, id, req.Reason, req.LastActionID)
 		if err != nil {
 			return err
 		}

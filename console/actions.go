@@ -108,6 +108,11 @@ type actionView struct {
 	// happened and keeps the reason typed, but offers no form to post.
 	Closed      bool
 	NotRecorded string
+	// LastSeen is the id of the newest audit record on the instance when
+	// the page was made ("0": none), posted back: an action recorded since
+	// refuses the form (acted_meanwhile) rather than act on an incident
+	// the operator did not see.
+	LastSeen string
 }
 
 // actionView asks to apply a to inst.
@@ -200,7 +205,22 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: notRetryable(ctx, held.Node), Warning: true})
 		return
 	}
-	c.render(w, r, http.StatusOK, actionPage(c.actionView(r, a, inst, held.Node)))
+	v := c.actionView(r, a, inst, held.Node)
+	if v.LastSeen, err = c.lastSeen(ctx, id); err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, actionPage(v))
+}
+
+// lastSeen is the id of the newest operator action on an instance, as a
+// form carries it.
+func (c *Console) lastSeen(ctx context.Context, id uuid.UUID) (string, error) {
+	last, err := c.eng.LastAction(ctx, id)
+	if err != nil || last == nil {
+		return "0", err
+	}
+	return strconv.FormatInt(last.ID, 10), nil
 }
 
 // notApplicable says why an action does not apply to an instance now.
@@ -240,7 +260,12 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	node := held.Node
-	inst, applied, err := c.eng.ActApplied(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason)
+	// A form made before this check existed carries none: not checked.
+	var lastSeen *int64
+	if n, err := strconv.ParseInt(r.PostFormValue("last_action"), 10, 64); err == nil && n >= 0 {
+		lastSeen = &n
+	}
+	inst, applied, err := c.eng.ActSeen(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason, lastSeen)
 	if err != nil {
 		fe, isFault := fault.As(err)
 		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal {
@@ -260,8 +285,23 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
 			v.Cancel = T(ctx, "Back to the instance")
 		}
+		// Offered again, the form still carries what the operator saw,
+		// unless the refusal says what changed since.
+		v.LastSeen = r.PostFormValue("last_action")
 		status := http.StatusConflict
 		switch fe.Code {
+		case "acted_meanwhile":
+			// The form is offered again carrying the action it names:
+			// sent again, it acts on the instance as it is now.
+			if v.LastSeen, err = c.lastSeen(ctx, id); err != nil {
+				c.serverError(w, r, err)
+				return
+			}
+			v.Error = T(ctx, "Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.")
+			if last, err := c.eng.LastAction(ctx, id); err == nil && last != nil {
+				v.Error = T(ctx, "Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.",
+					actionName(ctx, last.Action), last.ActorName, formatTime(ctx, last.At).Text)
+			}
 		case "not_held":
 			v.Error = T(ctx, "This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.", statusLabel(ctx, now.Status))
 		case "not_retryable":

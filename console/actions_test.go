@@ -316,6 +316,46 @@ func TestRetryAfterStopIsRefused(t *testing.T) {
 	}
 }
 
+// TestActionRefusedWhenSomeoneActedMeanwhile: a confirmation sent after a
+// colleague retried the instance, which the same error held again (so it
+// looks unchanged), is refused naming who did what, and nothing is done;
+// the form offered again carries that action, and sent again it applies.
+func TestActionRefusedWhenSomeoneActedMeanwhile(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	id, occ := f.holdScoring(t, "lead-7")
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	action, form := formOf(t, b.mustGet("/console/instances/"+id+"/abandon", 200), "abandon-form")
+	if form.Get("last_action") != "0" {
+		t.Fatalf("the abandon form carries last_action %q, want 0 (nothing recorded yet)", form.Get("last_action"))
+	}
+	f.env.Must(200, "POST", "/api/v1/instances/"+id+"/retry", f.env.Admin, map[string]any{"reason": "scorer back?"})
+	f.failScoring(t, occ)
+	if s := f.status(t, id); s != "held" {
+		t.Fatalf("instance %s after the colleague's retry failed again, want held", s)
+	}
+	form.Set("reason", "on abandonne")
+	stale := b.do("POST", action, form)
+	want := "Quelqu’un a agi sur cette instance après l’ouverture de cette page (reprise par "
+	if stale.status != http.StatusConflict || !strings.HasPrefix(text(stale, "abandon-error"), want) {
+		t.Fatalf("abandon after a colleague's retry: %d %q, want 409 %q…", stale.status, text(stale, "abandon-error"), want)
+	}
+	if s := f.status(t, id); s != "held" || f.auditCount(t, id, "abandon") != 0 {
+		t.Fatalf("a refused abandon left the instance %s with %d abandon records, want held with none", s, f.auditCount(t, id, "abandon"))
+	}
+	action, form = formOf(t, stale, "abandon-form")
+	if form.Get("last_action") == "0" || text(stale, "abandon-reason") != "on abandonne" {
+		t.Fatalf("the form offered again carries %v and the reason %q, want the colleague's action and the reason typed", form, text(stale, "abandon-reason"))
+	}
+	form.Set("reason", "on abandonne")
+	if done := b.do("POST", action, form); done.status != http.StatusSeeOther {
+		t.Fatalf("abandon sent again: %d %q", done.status, text(done, "abandon-error"))
+	}
+	if s := f.status(t, id); s != "failed" {
+		t.Errorf("instance %s after the abandon sent again, want failed", s)
+	}
+}
+
 // TestBulkRetryConfirmsTheCount: the count shown is the count confirmed; a
 // count that changed meanwhile is shown again to confirm and nothing is
 // applied; applied, the result says how many; repeating the form applies

@@ -472,10 +472,10 @@ func waitHeld(t *testing.T, f *fixture, id string) {
 	}
 }
 
-// TestBrowserLongKeysFitAPhone: a definition and a process whose keys are
-// long (dotted, 100 characters and more) keep their pages within a 320 px
-// phone's width, their titles included: a title may break a key, where a
-// table cell scrolls instead.
+// TestBrowserLongKeysFitAPhone: a definition whose key is long (dotted,
+// 100 characters) keeps its pages within a 320 px phone's width, their
+// titles included: a heading naming the key scrolls sideways, as a table
+// cell does, for a key is never broken inside.
 func TestBrowserLongKeysFitAPhone(t *testing.T) {
 	t.Parallel()
 	browserPath := needChromium(t)

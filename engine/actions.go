@@ -89,12 +89,40 @@ func (e *Engine) Act(ctx context.Context, actor Actor, action Action, id uuid.UU
 // (a stop of a stopped instance), in which case nothing was recorded. A
 // console tells the operator who lost a race that way.
 func (e *Engine) ActApplied(ctx context.Context, actor Actor, action Action, id uuid.UUID, reason string) (inst Instance, applied bool, err error) {
+	return e.ActSeen(ctx, actor, action, id, reason, nil)
+}
+
+// LastAction is the newest operator action recorded on an instance, or
+// nil when there is none: what an operator sees before acting, and what
+// ActSeen checks.
+func (e *Engine) LastAction(ctx context.Context, id uuid.UUID) (*OperatorAction, error) {
+	row, err := e.q.OperatorActionLatest(ctx, id)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap("last action", err)
+	}
+	return &OperatorAction{ID: row.ID, At: row.At, ActorName: row.ActorName, Action: row.Action, InstanceID: id}, nil
+}
+
+// ActSeen is ActApplied for an operator who looked at the instance first:
+// lastSeen is the id of the newest operator action they saw on it (0:
+// none; nil: no check). If another was recorded since, nothing is applied
+// and the refusal is 409 acted_meanwhile, naming who did what: an instance
+// retried by someone else and held again by the same error looks
+// unchanged, but is not the incident the operator decided on.
+func (e *Engine) ActSeen(ctx context.Context, actor Actor, action Action, id uuid.UUID, reason string, lastSeen *int64) (inst Instance, applied bool, err error) {
 	if err := checkReason(reason); err != nil {
 		return Instance{}, false, err
 	}
+	if lastSeen != nil && *lastSeen < 0 {
+		return Instance{}, false, fault.New(fault.BadRequest, "invalid_request", "last_action_id must be 0 or more").
+			WithErrors([]fault.FieldError{{Path: "/last_action_id", Message: "must be the id of the newest audit record seen on the instance, or 0 for none"}})
+	}
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		var err error
-		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil, InstanceFilter{})
+		applied, err = e.actIn(ctx, q, actor, action, id, strings.TrimSpace(reason), nil, InstanceFilter{}, lastSeen)
 		return err
 	})
 	if err != nil {
@@ -106,13 +134,32 @@ func (e *Engine) ActApplied(ctx context.Context, actor Actor, action Action, id 
 
 // actIn applies action to id inside q's transaction; applied is false when
 // the instance was already as the action would leave it (a repeated stop).
-func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, f InstanceFilter) (applied bool, err error) {
+func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, f InstanceFilter, lastSeen *int64) (applied bool, err error) {
 	row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
 		return false, notFound("instance %s", id)
 	}
 	if err != nil {
 		return false, err
+	}
+	if lastSeen != nil && slices.Contains(action.appliesTo(), row.Instance.Status) {
+		// Under the instance's lock, which every action takes first: no
+		// other action can be recorded between this check and this one's.
+		// An action that no longer applies (the instance was stopped,
+		// say) is refused below in words of its own.
+		last, err := q.OperatorActionLatest(ctx, id)
+		switch {
+		case isNoRows(err):
+			last.ID = 0
+		case err != nil:
+			return false, err
+		}
+		if last.ID != *lastSeen {
+			fe := fault.New(fault.Conflict, "acted_meanwhile", "instance %s was acted on since you looked at it (%s by %s at %s): look at it again before acting",
+				id, last.Action, last.ActorName, last.At.UTC().Format(time.RFC3339))
+			fe.Extra = map[string]any{"last_action_id": last.ID}
+			return false, fe
+		}
 	}
 	inst, now := row.Instance, row.Now
 	if f.Status != "" && inst.Status != f.Status || f.ErrorCode != "" && deref(inst.ErrorCode) != f.ErrorCode {
@@ -352,7 +399,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 				var applied bool
 				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 					var err error
-					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f)
+					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f, nil)
 					return err
 				})
 				switch _, refused := fault.As(err); {

@@ -39,659 +39,661 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              251,
-	"%[1]s %[2]s, %[3]s %[4]s":                 252,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          250,
-	"%[1]s; %[2]s":                             249,
-	"%d (0 lowest, 9 highest)":                 410,
-	"%d attempts":                              414,
-	"%d attempts, retry after %s, priority %d": 553,
-	"%d breaking":                              191,
-	"%d changes":                               190,
-	"%d completed":                             247,
-	"%d d":                                     259,
-	"%d days":                                  273,
-	"%d failed":                                248,
-	"%d h":                                     258,
-	"%d held instances match now.":             52,
-	"%d hours":                                 274,
-	"%d items":                                 618,
-	"%d left":                                  415,
-	"%d min":                                   257,
-	"%d minutes":                               275,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 76,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              616,
-	"%d ms": 277,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         543,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 542,
-	"%d occurrences":                          491,
-	"%d releases":                             210,
-	"%d running instances match now.":         59,
-	"%d running or held instances match now.": 61,
-	"%d s":       256,
-	"%d seconds": 276,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 82,
-	"%s (deferred; settled by %s)":                        468,
-	"%s (deferred; settled with its settle token)":        466,
-	"%s (deferred; settled with its settle token, as %s)": 467,
-	"%s (token #%d, %s)":                                  83,
-	"%s ago":                                              254,
-	"%s so far":                                           464,
-	"%s → %s":                                             548,
-	"%s, revision %s":                                     376,
-	"%s, version %s":                                      377,
-	"%s: %s":                                              246,
-	"%s: %s → %s":                                         198,
-	"%s: a date is written 2026-12-01.":                   505,
-	"%s: the first day comes after the last.":             506,
-	"%s–%s":                                               245,
-	"(%d characters in all)":                              619,
-	"(each item)":                                         606,
-	"(worker %s)":                                         453,
-	"0 seconds":                                           272,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           582,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 446,
-	"Abandon %d instances":                                           56,
-	"Abandon every held instance this filter matches":                54,
+	"%[1]s %[2]s":                              253,
+	"%[1]s %[2]s, %[3]s %[4]s":                 254,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          252,
+	"%[1]s; %[2]s":                             251,
+	"%d (0 lowest, 9 highest)":                 412,
+	"%d attempts":                              416,
+	"%d attempts, retry after %s, priority %d": 555,
+	"%d breaking":                              193,
+	"%d changes":                               192,
+	"%d completed":                             249,
+	"%d d":                                     261,
+	"%d days":                                  275,
+	"%d failed":                                250,
+	"%d h":                                     260,
+	"%d held instances match now.":             54,
+	"%d hours":                                 276,
+	"%d items":                                 620,
+	"%d left":                                  417,
+	"%d min":                                   259,
+	"%d minutes":                               277,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 78,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              618,
+	"%d ms": 279,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         545,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 544,
+	"%d occurrences":                          493,
+	"%d releases":                             212,
+	"%d running instances match now.":         61,
+	"%d running or held instances match now.": 63,
+	"%d s":       258,
+	"%d seconds": 278,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 84,
+	"%s (deferred; settled by %s)":                        470,
+	"%s (deferred; settled with its settle token)":        468,
+	"%s (deferred; settled with its settle token, as %s)": 469,
+	"%s (token #%d, %s)":                                  85,
+	"%s ago":                                              256,
+	"%s so far":                                           466,
+	"%s → %s":                                             550,
+	"%s, revision %s":                                     378,
+	"%s, version %s":                                      379,
+	"%s: %s":                                              248,
+	"%s: %s → %s":                                         200,
+	"%s: a date is written 2026-12-01.":                   507,
+	"%s: the first day comes after the last.":             508,
+	"%s–%s":                                               247,
+	"(%d characters in all)":                              621,
+	"(each item)":                                         608,
+	"(worker %s)":                                         455,
+	"0 seconds":                                           274,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           584,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 448,
+	"Abandon %d instances":                                           58,
+	"Abandon every held instance this filter matches":                56,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              309,
-	"Abandoned by %s at %s — “%s”":                                   302,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 40,
+	"Abandoned at node":                                              311,
+	"Abandoned by %s at %s — “%s”":                                   304,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 42,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 320,
-	"Action":                              86,
-	"All actions":                         98,
-	"All consumers":                       488,
-	"All definitions":                     236,
-	"All processes":                       326,
-	"All statuses":                        327,
-	"All workers":                         634,
-	"An operator abandoned the instance.": 445,
-	"Apply filters":                       95,
-	"Apr":                                 263,
-	"As of %s (%s); refreshed every few seconds.": 231,
-	"Attempts":                         381,
-	"Audit log":                        92,
-	"Aug":                              267,
-	"Available from":                   423,
-	"Back to definitions":              129,
-	"Back to external tasks":           128,
+	"Act on every instance this filter matches": 322,
+	"Action":                              88,
+	"All actions":                         100,
+	"All consumers":                       490,
+	"All definitions":                     238,
+	"All processes":                       328,
+	"All statuses":                        329,
+	"All workers":                         636,
+	"An operator abandoned the instance.": 447,
+	"Apply filters":                       97,
+	"Apr":                                 265,
+	"As of %s (%s); refreshed every few seconds.": 233,
+	"Attempts":                         383,
+	"Audit log":                        94,
+	"Aug":                              269,
+	"Available from":                   425,
+	"Back to definitions":              131,
+	"Back to external tasks":           130,
 	"Back to the instance":             32,
-	"Back to the list":                 47,
-	"Back without saving":              513,
-	"Breaks processes":                 168,
-	"Breaks workers":                   169,
-	"Bulk %s applied to %d instances.": 81,
-	"Bulk action":                      90,
-	"Business key":                     69,
-	"By process and error code":        73,
-	"Call timeout":                     411,
-	"Camunda 7 facade":                 638,
-	"Cancelled: the instance was stopped (%s).":               463,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 462,
-	"Cannot act on this filter":                               77,
-	"Cannot reveal":                                           562,
-	"Change":                                                  166,
-	"Changes between the two revisions":                       178,
-	"Changes of the Working copy since revision %d":           187,
-	"Choose two existing revisions to compare.":               188,
-	"Classification":                                          144,
-	"Clear filters":                                           96,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            537,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 528,
-	"Compare":              165,
-	"Compare revisions":    161,
-	"Completed":            244,
-	"Completed (%s).":      458,
-	"Completed, last hour": 228,
-	"Completions and failures per 5 minutes, last hour: %s":    237,
-	"Completions and failures per 5-minute slot, oldest first": 242,
-	"Completions and failures, last hour":                      221,
-	"Connected":                                                630,
-	"Constraints":                                              145,
-	"Consumer":                                                 383,
-	"Consumer and worker":                                      485,
-	"Counting the occurrences; the counts appear when you reload the page.": 139,
-	"Counts are unavailable right now.":                                     140,
-	"Counts as of %s (%s); refreshed every few seconds.":                    559,
-	"Counts by status": 481,
-	"Created":          288,
-	"Created from":     71,
-	"Created on":       587,
-	"Created to":       72,
-	"Creation date":    314,
-	"Dates":            379,
-	"Deadline":         408,
-	"Dec":              271,
-	"Deferred":         427,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 457,
-	"Definition":         223,
-	"Definition %s":      147,
-	"Definitions":        114,
-	"Definitions by key": 205,
-	"Definitions served": 628,
-	"Definitions, those needing attention first": 222,
-	"Description":          146,
-	"Destination":          395,
-	"Destination’s answer": 388,
-	"Detail":               167,
-	"Digest":               181,
-	"Display settings":     119,
-	"Display settings: ":   120,
-	"Duration":             387,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 220,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  62,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     55,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 51,
-	"End node":                    308,
-	"End node or error":           324,
-	"Ended":                       305,
-	"Error":                       484,
-	"Error (before any attempt)":  429,
-	"Error code":                  70,
-	"Error message":               390,
-	"Every %d seconds":            517,
-	"Every attempt, oldest first": 382,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 93,
-	"Expired token":                        593,
-	"Expires":                              589,
-	"External tasks":                       109,
-	"Failed":                               226,
-	"Failed (%s).":                         461,
-	"Failed at node":                       310,
-	"Failed occurrence":                    307,
-	"Failed, last hour":                    229,
-	"Feb":                                  261,
-	"Field":                                141,
-	"Filter":                               45,
-	"Filters":                              94,
-	"Find":                                 113,
-	"Find an instance or occurrence":       111,
-	"Finished":                             386,
-	"First page":                           503,
-	"Follow it in the audit log (new tab)": 49,
-	"Form refused":                         133,
-	"From revision":                        163,
-	"From revision %d to revision %d:":     189,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 36,
-	"Graph":                   527,
-	"Graph of %s":             541,
-	"HTTP 2xx, unusable body": 470,
-	"Health":                  108,
-	"Held at node":            306,
-	"Held instances":          225,
-	"ID":                      585,
-	"In flight":               629,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 238,
-	"Inputs":                     171,
-	"Inputs of revision %d":      182,
-	"Inputs of the working copy": 173,
-	"Inputs the instance was started with, labelled by process version %d's contract": 296,
-	"Inputs, labelled by revision %d's contract":                                      416,
-	"Instance":                  323,
-	"Instances":                 74,
-	"Instances of this process": 536,
-	"Invalid page":              622,
-	"Invalid request":           126,
+	"Back to the list":                 49,
+	"Back without saving":              515,
+	"Breaks processes":                 170,
+	"Breaks workers":                   171,
+	"Bulk %s applied to %d instances.": 83,
+	"Bulk action":                      92,
+	"Business key":                     71,
+	"By process and error code":        75,
+	"Call timeout":                     413,
+	"Camunda 7 facade":                 640,
+	"Cancelled: the instance was stopped (%s).":               465,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 464,
+	"Cannot act on this filter":                               79,
+	"Cannot reveal":                                           564,
+	"Change":                                                  168,
+	"Changes between the two revisions":                       180,
+	"Changes of the Working copy since revision %d":           189,
+	"Choose two existing revisions to compare.":               190,
+	"Classification":                                          146,
+	"Clear filters":                                           98,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            539,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 530,
+	"Compare":              167,
+	"Compare revisions":    163,
+	"Completed":            246,
+	"Completed (%s).":      460,
+	"Completed, last hour": 230,
+	"Completions and failures per 5 minutes, last hour: %s":    239,
+	"Completions and failures per 5-minute slot, oldest first": 244,
+	"Completions and failures, last hour":                      223,
+	"Connected":                                                632,
+	"Constraints":                                              147,
+	"Consumer":                                                 385,
+	"Consumer and worker":                                      487,
+	"Counting the occurrences; the counts appear when you reload the page.": 141,
+	"Counts are unavailable right now.":                                     142,
+	"Counts as of %s (%s); refreshed every few seconds.":                    561,
+	"Counts by status": 483,
+	"Created":          290,
+	"Created from":     73,
+	"Created on":       589,
+	"Created to":       74,
+	"Creation date":    316,
+	"Dates":            381,
+	"Deadline":         410,
+	"Dec":              273,
+	"Deferred":         429,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 459,
+	"Definition":         225,
+	"Definition %s":      149,
+	"Definitions":        116,
+	"Definitions by key": 207,
+	"Definitions served": 630,
+	"Definitions, those needing attention first": 224,
+	"Description":          148,
+	"Destination":          397,
+	"Destination’s answer": 390,
+	"Detail":               169,
+	"Digest":               183,
+	"Display settings":     121,
+	"Display settings: ":   122,
+	"Duration":             389,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 222,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  64,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     57,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 53,
+	"End node":                    310,
+	"End node or error":           326,
+	"Ended":                       307,
+	"Error":                       486,
+	"Error (before any attempt)":  431,
+	"Error code":                  72,
+	"Error message":               392,
+	"Every %d seconds":            519,
+	"Every attempt, oldest first": 384,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 95,
+	"Expired token":                        595,
+	"Expires":                              591,
+	"External tasks":                       111,
+	"Failed":                               228,
+	"Failed (%s).":                         463,
+	"Failed at node":                       312,
+	"Failed occurrence":                    309,
+	"Failed, last hour":                    231,
+	"Feb":                                  263,
+	"Field":                                143,
+	"Filter":                               47,
+	"Filters":                              96,
+	"Find":                                 115,
+	"Find an instance or occurrence":       113,
+	"Finished":                             388,
+	"First page":                           505,
+	"Follow it in the audit log (new tab)": 51,
+	"Form refused":                         135,
+	"From revision":                        165,
+	"From revision %d to revision %d:":     191,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 38,
+	"Graph":                   529,
+	"Graph of %s":             543,
+	"HTTP 2xx, unusable body": 472,
+	"Health":                  110,
+	"Held at node":            308,
+	"Held instances":          227,
+	"ID":                      587,
+	"In flight":               631,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 240,
+	"Inputs":                     173,
+	"Inputs of revision %d":      184,
+	"Inputs of the working copy": 175,
+	"Inputs the instance was started with, labelled by process version %d's contract": 298,
+	"Inputs, labelled by revision %d's contract":                                      418,
+	"Instance":                  325,
+	"Instances":                 76,
+	"Instances of this process": 538,
+	"Invalid page":              624,
+	"Invalid request":           128,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   459,
-	"Its instance went on along the node’s error path.":                                                                     460,
-	"Its message": 430,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      599,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 34,
-	"Jan":                     260,
-	"Jul":                     266,
-	"Jun":                     265,
-	"Keep it":                 601,
+	"Its instance is held here, waiting for an operator.":                                                                   461,
+	"Its instance went on along the node’s error path.":                                                                     462,
+	"Its message": 432,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      601,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 36,
+	"Jan":                     262,
+	"Jul":                     268,
+	"Jun":                     267,
+	"Keep it":                 603,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     206,
-	"Kind":                    531,
-	"Language":                105,
-	"Last error (attempt %d)": 428,
-	"Last reserved":           425,
-	"Last saved":              152,
-	"Last seen":               631,
-	"Last used":               588,
-	"Latest revision":         207,
-	"Lists every change from one revision to another, and whom it may break.": 162,
-	"Local time at %s": 515,
-	"Lock expired %s — waiting to be offered again.": 450,
-	"Lock expires":                     426,
-	"Main navigation":                  107,
-	"Mar":                              262,
-	"Maximum attempts":                 404,
-	"May":                              264,
-	"Message from Relais (in English)": 431,
-	"Message from the service (its own words, protected values masked)": 432,
-	"Method not allowed": 565,
-	"Mode":               402,
-	"More filters: instance, revision, consumer, dates": 479,
-	"Name":                    150,
-	"Never":                   516,
-	"Next attempt":            424,
-	"Next attempt or settled": 486,
-	"Next node":               287,
-	"Next page":               502,
-	"No definition %s has occurrences: check the key, or show all definitions.": 235,
-	"No definition has occurrences yet.":                                        230,
-	"No definition yet.":                                                        209,
-	"No inputs.":                                                                172,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 572,
-	"No instance matches these filters.": 325,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 571,
-	"No occurrence matches these filters.":                                                   487,
-	"No operator action matches.":                                                            97,
-	"No operator has acted on this instance.":                                                292,
-	"No outputs yet: the occurrence has not completed.":                                      419,
-	"No outputs.": 175,
-	"No outputs: the occurrence ended without completing.":                                                                     421,
-	"No process is published yet.":                                                                                             522,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          643,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          642,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 65,
-	"No release yet.": 156,
-	"No revision yet: the Working copy has never been snapshotted.":          154,
-	"No service ever reserved this occurrence: it ended before any attempt.": 394,
-	"No service has reserved this occurrence yet.":                           391,
-	"No token.": 596,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 644,
-	"No worker is connected.":           632,
-	"No worker serves this definition.": 635,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 641,
-	"Node":                  284,
-	"Node %s":               219,
-	"Nodes":                 529,
-	"Nodes of this version": 538,
-	"Nodes of this version, with their occurrences now": 530,
-	"Nodes reached, in order":                           283,
-	"Not allowed":                                       124,
-	"Not found":                                         132,
-	"Notes":                                             159,
-	"Nothing exists at this address, or it is not visible to you.": 130,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 131,
-	"Nothing to do: no instance this action applies to matches the filter.": 64,
-	"Nothing to find: the search box is empty.":                             569,
-	"Nov":                       270,
-	"Now":                       400,
-	"Occurrence":                285,
-	"Occurrence %s":             378,
-	"Occurrence offered again":  89,
-	"Occurrences now":           535,
-	"Occurrences, newest first": 482,
-	"Oct":                       269,
-	"Offered from %s — %s.":     449,
-	"Oldest claimable waits":    227,
-	"On error":                  534,
-	"On success":                533,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 563,
-	"Only administrators manage tokens.":                                  583,
-	"Only administrators may reveal a sensitive value.":                   560,
-	"Open":             224,
-	"Operator actions": 280,
-	"Operator actions on this instance, newest first": 293,
-	"Operator actions, newest first":                  102,
-	"Outcome":                                         389,
-	"Outputs":                                         174,
-	"Outputs of revision %d":                          183,
-	"Outputs of the working copy":                     176,
-	"Outputs, labelled by revision %d's contract":     418,
-	"Pages": 500,
-	"Pages with a form, such as a confirmation, never reload on their own.": 511,
-	"Path":                            281,
-	"Pinned revision":                 532,
-	"Policy":                          380,
-	"Previous page":                   501,
-	"Priority":                        409,
-	"Process":                         67,
-	"Process %s":                      524,
-	"Process and node":                483,
-	"Process inputs":                  295,
-	"Process instance":                88,
-	"Process instance %s":             278,
-	"Process instances":               316,
-	"Process instances, newest first": 322,
-	"Processes":                       110,
-	"Processes by key":                520,
-	"Protocol":                        627,
-	"Published":                       160,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 518,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       519,
-	"Reason": 87,
-	"Reason (recorded in the audit log for every instance)": 46,
+	"Key":                     208,
+	"Kind":                    533,
+	"Language":                107,
+	"Last error (attempt %d)": 430,
+	"Last reserved":           427,
+	"Last saved":              154,
+	"Last seen":               633,
+	"Last used":               590,
+	"Latest revision":         209,
+	"Lists every change from one revision to another, and whom it may break.": 164,
+	"Local time at %s": 517,
+	"Lock expired %s — waiting to be offered again.": 452,
+	"Lock expires":                     428,
+	"Main navigation":                  109,
+	"Mar":                              264,
+	"Maximum attempts":                 406,
+	"May":                              266,
+	"Message from Relais (in English)": 433,
+	"Message from the service (its own words, protected values masked)": 434,
+	"Method not allowed": 567,
+	"Mode":               404,
+	"More filters: instance, revision, consumer, dates": 481,
+	"Name":                    152,
+	"Never":                   518,
+	"Next attempt":            426,
+	"Next attempt or settled": 488,
+	"Next node":               289,
+	"Next page":               504,
+	"No definition %s has occurrences: check the key, or show all definitions.": 237,
+	"No definition has occurrences yet.":                                        232,
+	"No definition yet.":                                                        211,
+	"No inputs.":                                                                174,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 574,
+	"No instance matches these filters.": 327,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 573,
+	"No occurrence matches these filters.":                                                   489,
+	"No operator action matches.":                                                            99,
+	"No operator has acted on this instance.":                                                294,
+	"No outputs yet: the occurrence has not completed.":                                      421,
+	"No outputs.": 177,
+	"No outputs: the occurrence ended without completing.":                                                                     423,
+	"No process is published yet.":                                                                                             524,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          645,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          644,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 67,
+	"No release yet.": 158,
+	"No revision yet: the Working copy has never been snapshotted.":          156,
+	"No service ever reserved this occurrence: it ended before any attempt.": 396,
+	"No service has reserved this occurrence yet.":                           393,
+	"No token.": 598,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 646,
+	"No worker is connected.":           634,
+	"No worker serves this definition.": 637,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 643,
+	"Node":                  286,
+	"Node %s":               221,
+	"Nodes":                 531,
+	"Nodes of this version": 540,
+	"Nodes of this version, with their occurrences now": 532,
+	"Nodes reached, in order":                           285,
+	"Not allowed":                                       126,
+	"Not found":                                         134,
+	"Notes":                                             161,
+	"Nothing exists at this address, or it is not visible to you.": 132,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 133,
+	"Nothing to do: no instance this action applies to matches the filter.": 66,
+	"Nothing to find: the search box is empty.":                             571,
+	"Nov":                       272,
+	"Now":                       402,
+	"Occurrence":                287,
+	"Occurrence %s":             380,
+	"Occurrence offered again":  91,
+	"Occurrences now":           537,
+	"Occurrences, newest first": 484,
+	"Oct":                       271,
+	"Offered from %s — %s.":     451,
+	"Oldest claimable waits":    229,
+	"On error":                  536,
+	"On success":                535,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 565,
+	"Only administrators manage tokens.":                                  585,
+	"Only administrators may reveal a sensitive value.":                   562,
+	"Open":             226,
+	"Operator actions": 282,
+	"Operator actions on this instance, newest first": 295,
+	"Operator actions, newest first":                  104,
+	"Outcome":                                         391,
+	"Outputs":                                         176,
+	"Outputs of revision %d":                          185,
+	"Outputs of the working copy":                     178,
+	"Outputs, labelled by revision %d's contract":     420,
+	"Pages": 502,
+	"Pages with a form, such as a confirmation, never reload on their own.": 513,
+	"Path":                            283,
+	"Pinned revision":                 534,
+	"Policy":                          382,
+	"Previous page":                   503,
+	"Priority":                        411,
+	"Process":                         69,
+	"Process %s":                      526,
+	"Process and node":                485,
+	"Process inputs":                  297,
+	"Process instance":                90,
+	"Process instance %s":             280,
+	"Process instances":               318,
+	"Process instances, newest first": 324,
+	"Processes":                       112,
+	"Processes by key":                522,
+	"Protocol":                        629,
+	"Published":                       162,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 520,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       521,
+	"Reason": 89,
+	"Reason (recorded in the audit log for every instance)": 48,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            403,
-	"Recorded operator actions":                             291,
-	"Relais console":                                        104,
-	"Relais has not called the destination yet.":            397,
-	"Relais is calling the destination (since %s).":         454,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 399,
-	"Relais never called the destination: the occurrence ended before any call.":                           398,
-	"Relais refused the action. Nothing was done.":                                                         37,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 439,
-	"Release":                             157,
-	"Releases":                            155,
-	"Releases, oldest first":              177,
-	"Reload lists and detail pages":       510,
-	"Replica":                             396,
-	"Required":                            143,
-	"Reserved":                            385,
-	"Reserved by %s.":                     456,
-	"Reserved by %s; lock until %s — %s.": 455,
-	"Retried by %s at %s — “%s”":          303,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 39,
-	"Retries":            406,
-	"Retry %d instances": 53,
-	"Retry at %s — %s.":  448,
-	"Retry delay":        405,
-	"Retry every held instance this filter matches": 50,
+	"Reason given by the worker":                            405,
+	"Recorded operator actions":                             293,
+	"Relais console":                                        106,
+	"Relais has not called the destination yet.":            399,
+	"Relais is calling the destination (since %s).":         456,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 401,
+	"Relais never called the destination: the occurrence ended before any call.":                           400,
+	"Relais refused the action. Nothing was done.":                                                         39,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 441,
+	"Release":                             159,
+	"Releases":                            157,
+	"Releases, oldest first":              179,
+	"Reload lists and detail pages":       512,
+	"Replica":                             398,
+	"Required":                            145,
+	"Reserved":                            387,
+	"Reserved by %s.":                     458,
+	"Reserved by %s; lock until %s — %s.": 457,
+	"Retried by %s at %s — “%s”":          305,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 41,
+	"Retries":            408,
+	"Retry %d instances": 55,
+	"Retry at %s — %s.":  450,
+	"Retry delay":        407,
+	"Retry every held instance this filter matches": 52,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         401,
+	"Retry or abandon it from its instance":         403,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 433,
-	"Retrying and abandoning apply to held instances, not %s ones.": 44,
+	"Retryable": 435,
+	"Retrying and abandoning apply to held instances, not %s ones.": 46,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 422,
-	"Revealed by %s at %s; recorded in the audit log.": 561,
-	"Revision":    158,
-	"Revision %d": 179,
-	"Revisions":   153,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 646,
-	"Revoke the %s token “%s”?": 598,
-	"Revoke the token":          600,
-	"Revoke token %d":           597,
-	"Revoke…":                   594,
-	"Role":                      586,
-	"Route":                     286,
-	"Routing output":            151,
-	"Rows %s–%s":                504,
-	"Save settings":             512,
+	"Reveal — this is recorded": 424,
+	"Revealed by %s at %s; recorded in the audit log.": 563,
+	"Revision":    160,
+	"Revision %d": 181,
+	"Revisions":   155,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 648,
+	"Revoke the %s token “%s”?": 600,
+	"Revoke the token":          602,
+	"Revoke token %d":           599,
+	"Revoke…":                   596,
+	"Role":                      588,
+	"Route":                     288,
+	"Routing output":            153,
+	"Rows %s–%s":                506,
+	"Save settings":             514,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               567,
-	"Secret values can never be revealed.": 564,
-	"Sep":                                  268,
-	"Served by %d workers":                 645,
+	"Search":                               569,
+	"Secret values can never be revealed.": 566,
+	"Sep":                                  270,
+	"Served by %d workers":                 647,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              289,
-	"Settlement date":      478,
-	"Show all definitions": 234,
-	"Show times in":        508,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 103,
-	"Sign in": 576,
-	"Sign in with an operator, designer or administrator token.": 577,
-	"Sign out":             118,
-	"Signed in as %s (%s)": 117,
-	"Since revision %d:":   185,
-	"Skip to content":      106,
-	"Slot":                 243,
-	"Snapshotted":          180,
-	"Something went wrong": 137,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 584,
-	"Staff tokens, oldest first": 590,
-	"Start node":                 526,
-	"Started":                    304,
-	"Status":                     68,
-	"Stop %d instances":          63,
-	"Stop every held instance this filter matches":            57,
+	"Settled":              291,
+	"Settlement date":      480,
+	"Show all definitions": 236,
+	"Show times in":        510,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 105,
+	"Sign in": 578,
+	"Sign in with an operator, designer or administrator token.": 579,
+	"Sign out":             120,
+	"Signed in as %s (%s)": 119,
+	"Since revision %d:":   187,
+	"Skip to content":      108,
+	"Slot":                 245,
+	"Snapshotted":          182,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                33,
+	"Something went wrong": 139,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 586,
+	"Staff tokens, oldest first": 592,
+	"Start node":                 528,
+	"Started":                    306,
+	"Status":                     70,
+	"Stop %d instances":          65,
+	"Stop every held instance this filter matches":            59,
 	"Stop every held instance…":                               8,
-	"Stop every running instance this filter matches":         58,
+	"Stop every running instance this filter matches":         60,
 	"Stop every running instance…":                            9,
-	"Stop every running or held instance this filter matches": 60,
+	"Stop every running or held instance this filter matches": 62,
 	"Stop every running or held instance…":                    10,
 	"Stop process instance %s":                                23,
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              301,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 41,
-	"Stopping applies to running or held instances, not %s ones.":                              43,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   300,
-	"Summary": 279,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 204,
-	"Temporarily unavailable":                         135,
-	"That is too long to be an id or a business key.": 570,
-	"The %d largest groups; the filter matches more.": 75,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 184,
-	"The bulk action must be its id (a UUID).":                   100,
-	"The call could not be prepared.":                            440,
-	"The chart’s numbers":                                        241,
-	"The confirmed count is missing: start again from the list.": 78,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           138,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      509,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 79,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 136,
-	"The deadline passed before a result arrived.": 437,
-	"The destination answered HTTP %s.":            447,
-	"The destination could not be reached.":        441,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 435,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      436,
-	"The destination’s answer was too large.":                                                                                                              442,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     127,
-	"The inputs could not be built from the process’s bindings.":                                                                                           444,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                443,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             321,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 282,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         149,
-	"The page cursor is invalid: go back to the first page.":                                                                                               101,
-	"The page size must be between 1 and %d.":                                                                                                              315,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 99,
+	"Stopped by %s at %s — “%s”":                              303,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 43,
+	"Stopping applies to running or held instances, not %s ones.":                              45,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   302,
+	"Summary": 281,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 206,
+	"Temporarily unavailable":                         137,
+	"That is too long to be an id or a business key.": 572,
+	"The %d largest groups; the filter matches more.": 77,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 186,
+	"The bulk action must be its id (a UUID).":                   102,
+	"The call could not be prepared.":                            442,
+	"The chart’s numbers":                                        243,
+	"The confirmed count is missing: start again from the list.": 80,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           140,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      511,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 81,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 138,
+	"The deadline passed before a result arrived.": 439,
+	"The destination answered HTTP %s.":            449,
+	"The destination could not be reached.":        443,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 437,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      438,
+	"The destination’s answer was too large.":                                                                                                              444,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     129,
+	"The inputs could not be built from the process’s bindings.":                                                                                           446,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                445,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             323,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 284,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         151,
+	"The page cursor is invalid: go back to the first page.":                                                                                               103,
+	"The page size must be between 1 and %d.":                                                                                                              317,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 101,
 	"The reason you gave, not recorded:":                                                                                                                   31,
-	"The result did not match the revision's outputs contract.":                                                                                            438,
-	"The revision must be a whole number, 1 or more.":                                                                                                      476,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          604,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          579,
-	"These revisions have the same contracts.":                                                                                                             170,
-	"These settings are kept in this browser only.":                                                                                                        507,
-	"They take every revision their consumer is granted.":                                                                                                  647,
-	"They take revision %d only.":                                                                                                                          648,
-	"They take revisions %s only.":                                                                                                                         649,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             80,
-	"This contract has no inputs.":                                                                                                                         417,
-	"This contract has no outputs.":                                                                                                                        420,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  134,
+	"The result did not match the revision's outputs contract.":                                                                                            440,
+	"The revision must be a whole number, 1 or more.":                                                                                                      478,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          606,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          581,
+	"These revisions have the same contracts.":                                                                                                             172,
+	"These settings are kept in this browser only.":                                                                                                        509,
+	"They take every revision their consumer is granted.":                                                                                                  649,
+	"They take revision %d only.":                                                                                                                          650,
+	"They take revisions %s only.":                                                                                                                         651,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             82,
+	"This contract has no inputs.":                                                                                                                         419,
+	"This contract has no outputs.":                                                                                                                        422,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  136,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":  35,
-	"This instance has not reached a task yet.":                   290,
+	"This instance has already ended; there is nothing to stop.":  37,
+	"This instance has not reached a task yet.":                   292,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 298,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 299,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          33,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   38,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            603,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           602,
-	"This page does not accept that request.":     566,
-	"This page link is not one the console made.": 623,
-	"This page reloads every %d seconds.":         123,
-	"This process takes no inputs.":               297,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 48,
-	"This token is unknown or has been revoked.": 581,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 539,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            540,
-	"Times in %s · no auto-reload":    122,
-	"Times in %s · reload every %d s": 121,
-	"To revision":                     164,
-	"Token":                           578,
-	"Tokens":                          116,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 580,
-	"Totals of all definitions, not narrowed by the other filters":         490,
-	"Totals of definition %s, not narrowed by the other filters":           489,
-	"Type": 142,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 568,
-	"UTC (coordinated universal time)": 514,
-	"Unknown action.":                  42,
-	"Unknown consumer.":                477,
-	"Unknown status “%s”.":             313,
-	"Value":                            294,
-	"Version":                          525,
-	"Versions, newest first":           521,
-	"Waiting for Relais to call the destination since %s (%s).": 451,
-	"Waiting for a worker since %s (%s).":                       452,
-	"When":                                                      84,
-	"Who":                                                       85,
-	"Whole message":                                             393,
-	"Worker":                                                    626,
-	"Worker id":                                                 384,
-	"Workers":                                                   115,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        624,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 300,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 301,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          35,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   40,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            605,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           604,
+	"This page does not accept that request.":     568,
+	"This page link is not one the console made.": 625,
+	"This page reloads every %d seconds.":         125,
+	"This process takes no inputs.":               299,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 50,
+	"This token is unknown or has been revoked.": 583,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 541,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            542,
+	"Times in %s · no auto-reload":    124,
+	"Times in %s · reload every %d s": 123,
+	"To revision":                     166,
+	"Token":                           580,
+	"Tokens":                          118,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 582,
+	"Totals of all definitions, not narrowed by the other filters":         492,
+	"Totals of definition %s, not narrowed by the other filters":           491,
+	"Type": 144,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 570,
+	"UTC (coordinated universal time)": 516,
+	"Unknown action.":                  44,
+	"Unknown consumer.":                479,
+	"Unknown status “%s”.":             315,
+	"Value":                            296,
+	"Version":                          527,
+	"Versions, newest first":           523,
+	"Waiting for Relais to call the destination since %s (%s).": 453,
+	"Waiting for a worker since %s (%s).":                       454,
+	"When":                                                      86,
+	"Who":                                                       87,
+	"Whole message":                                             395,
+	"Worker":                                                    628,
+	"Worker id":                                                 386,
+	"Workers":                                                   117,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        626,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 625,
-	"Workers serving %s":                   633,
-	"Working copy":                         148,
-	"You are signed out.":                  573,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              125,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 574,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      575,
-	"[redacted]":                          475,
+	"Workers seen within three heartbeats": 627,
+	"Workers serving %s":                   635,
+	"Working copy":                         150,
+	"You are signed out.":                  575,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              127,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 576,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      577,
+	"[redacted]":                          477,
 	"abandon":                             4,
-	"administrator":                       354,
-	"an incident: retry, abandon or stop": 214,
-	"answer too large":                    473,
-	"any":                                 66,
-	"any other code → %s":                 551,
-	"any other error":                     212,
-	"as of %s (%s); counts are refreshed every few seconds.": 492,
-	"at least %d characters":                                 607,
-	"at least %d items":                                      614,
-	"at most %d":                                             412,
-	"at most %d characters":                                  608,
-	"at most %d items":                                       615,
-	"at most %d since the last operator retry":               413,
-	"available":                                              328,
-	"boolean":                                                341,
-	"call in progress since":                                 497,
-	"cancelled":                                              331,
-	"choice":                                                 344,
-	"claimable since":                                        496,
-	"claimable since %s":                                     232,
-	"classification changed":                                 365,
-	"completed":                                              239,
-	"constraint changed":                                     366,
-	"consumer":                                               357,
-	"consumer #%s":                                           465,
-	"date":                                                   342,
-	"date and time":                                          343,
-	"deadline %s":                                            554,
-	"deferred":                                               330,
-	"deferred since":                                         499,
-	"deleted":                                                91,
-	"designer":                                               356,
-	"disconnected":                                           337,
-	"end (completes)":                                        546,
-	"end (fails)":                                            547,
-	"end: completes the instance":                            215,
-	"end: fails the instance":                                216,
-	"every revision its consumer is granted":                 639,
-	"exact, case-sensitive":                                  317,
-	"expired":                                                334,
-	"failed":                                                 240,
-	"fails the instance":                                     552,
-	"field added":                                            360,
-	"field removed":                                          361,
-	"format":                                                 371,
-	"format %s":                                              610,
-	"from":                                                   318,
-	"held":                                                   333,
-	"held for an operator":                                   213,
-	"held, then abandoned by an operator":                    312,
-	"held, then stopped by an operator":                      311,
-	"hold (an incident for an operator)":                     550,
-	"id or business key":                                     112,
-	"in %s":                                                  253,
-	"in progress":                                            392,
-	"instance id":                                            480,
-	"instances held":                                         557,
-	"instances held: %s":                                     558,
-	"integer":                                                339,
-	"just now":                                               255,
-	"list":                                                   346,
-	"lock until":                                             498,
-	"long polling":                                           637,
-	"long wait":                                              233,
-	"maximum":                                                373,
-	"maximum %s":                                             612,
-	"maximum items":                                          375,
-	"maximum length":                                         369,
-	"minimum":                                                372,
-	"minimum %s":                                             611,
-	"minimum items":                                          374,
-	"minimum length":                                         368,
-	"never":                                                  591,
-	"next attempt":                                           495,
-	"no":                                                     359,
-	"no answer within the timeout":                           471,
-	"no connection":                                          472,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 434,
-	"none":     203,
-	"none yet": 208,
-	"none: a failed call takes the node’s error path": 407,
-	"normal":                          347,
-	"not provided":                    617,
-	"not yet":                         592,
-	"null":                            620,
-	"number":                          340,
-	"object":                          345,
-	"on error":                        211,
-	"one of: %s":                      613,
-	"operator":                        355,
-	"optional %s field of type %s":    200,
-	"optional field of type %s":       202,
-	"optional → required":             193,
-	"pattern":                         370,
-	"pattern %s":                      609,
-	"pull":                            544,
-	"pull %s":                         218,
-	"pull (the service fetches it)":   352,
-	"push %s":                         217,
-	"push (Relais calls the service)": 353,
-	"push to %s":                      545,
-	"rejected":                        335,
-	"released":                        336,
-	"required %s field of type %s":    199,
-	"required changed":                363,
-	"required field of type %s":       201,
-	"required → optional":             194,
-	"reserved":                        329,
+	"administrator":                       356,
+	"an incident: retry, abandon or stop": 216,
+	"answer too large":                    475,
+	"any":                                 68,
+	"any other code → %s":                 553,
+	"any other error":                     214,
+	"as of %s (%s); counts are refreshed every few seconds.": 494,
+	"at least %d characters":                                 609,
+	"at least %d items":                                      616,
+	"at most %d":                                             414,
+	"at most %d characters":                                  610,
+	"at most %d items":                                       617,
+	"at most %d since the last operator retry":               415,
+	"available":                                              330,
+	"boolean":                                                343,
+	"call in progress since":                                 499,
+	"cancelled":                                              333,
+	"choice":                                                 346,
+	"claimable since":                                        498,
+	"claimable since %s":                                     234,
+	"classification changed":                                 367,
+	"completed":                                              241,
+	"constraint changed":                                     368,
+	"consumer":                                               359,
+	"consumer #%s":                                           467,
+	"date":                                                   344,
+	"date and time":                                          345,
+	"deadline %s":                                            556,
+	"deferred":                                               332,
+	"deferred since":                                         501,
+	"deleted":                                                93,
+	"designer":                                               358,
+	"disconnected":                                           339,
+	"end (completes)":                                        548,
+	"end (fails)":                                            549,
+	"end: completes the instance":                            217,
+	"end: fails the instance":                                218,
+	"every revision its consumer is granted":                 641,
+	"exact, case-sensitive":                                  319,
+	"expired":                                                336,
+	"failed":                                                 242,
+	"fails the instance":                                     554,
+	"field added":                                            362,
+	"field removed":                                          363,
+	"format":                                                 373,
+	"format %s":                                              612,
+	"from":                                                   320,
+	"held":                                                   335,
+	"held for an operator":                                   215,
+	"held, then abandoned by an operator":                    314,
+	"held, then stopped by an operator":                      313,
+	"hold (an incident for an operator)":                     552,
+	"id or business key":                                     114,
+	"in %s":                                                  255,
+	"in progress":                                            394,
+	"instance id":                                            482,
+	"instances held":                                         559,
+	"instances held: %s":                                     560,
+	"integer":                                                341,
+	"just now":                                               257,
+	"list":                                                   348,
+	"lock until":                                             500,
+	"long polling":                                           639,
+	"long wait":                                              235,
+	"maximum":                                                375,
+	"maximum %s":                                             614,
+	"maximum items":                                          377,
+	"maximum length":                                         371,
+	"minimum":                                                374,
+	"minimum %s":                                             613,
+	"minimum items":                                          376,
+	"minimum length":                                         370,
+	"never":                                                  593,
+	"next attempt":                                           497,
+	"no":                                                     361,
+	"no answer within the timeout":                           473,
+	"no connection":                                          474,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 436,
+	"none":     205,
+	"none yet": 210,
+	"none: a failed call takes the node’s error path": 409,
+	"normal":                          349,
+	"not provided":                    619,
+	"not yet":                         594,
+	"null":                            622,
+	"number":                          342,
+	"object":                          347,
+	"on error":                        213,
+	"one of: %s":                      615,
+	"operator":                        357,
+	"optional %s field of type %s":    202,
+	"optional field of type %s":       204,
+	"optional → required":             195,
+	"pattern":                         372,
+	"pattern %s":                      611,
+	"pull":                            546,
+	"pull %s":                         220,
+	"pull (the service fetches it)":   354,
+	"push %s":                         219,
+	"push (Relais calls the service)": 355,
+	"push to %s":                      547,
+	"rejected":                        337,
+	"released":                        338,
+	"required %s field of type %s":    201,
+	"required changed":                365,
+	"required field of type %s":       203,
+	"required → optional":             196,
+	"reserved":                        331,
 	"retry":                           3,
-	"revision %d":                     493,
-	"revisions %s":                    640,
-	"routing changed":                 367,
-	"routing output":                  605,
-	"routing output %s → %s":          192,
-	"running":                         332,
-	"secret":                          349,
-	"sensitive":                       348,
-	"settled":                         494,
+	"revision %d":                     495,
+	"revisions %s":                    642,
+	"routing changed":                 369,
+	"routing output":                  607,
+	"routing output %s → %s":          194,
+	"running":                         334,
+	"secret":                          351,
+	"sensitive":                       350,
+	"settled":                         496,
 	"stop":                            5,
-	"stream":                          636,
-	"text":                            338,
-	"the contracts are the same (the name or a description changed).": 186,
-	"this session":             595,
-	"timeout %s":               555,
-	"timeout %s (the default)": 556,
-	"to":                       319,
-	"type changed":             362,
-	"unexpected value":         621,
-	"unknown":                  474,
-	"values added: %s":         195,
-	"values changed":           364,
-	"values removed: %s":       196,
-	"values reordered":         197,
-	"version %d":               523,
-	"waiting":                  469,
-	"yes":                      358,
-	"••• hidden (secret)":      351,
-	"••• hidden (sensitive)":   350,
-	"→ %s":                     549,
+	"stream":                          638,
+	"text":                            340,
+	"the contracts are the same (the name or a description changed).": 188,
+	"this session":             597,
+	"timeout %s":               557,
+	"timeout %s (the default)": 558,
+	"to":                       321,
+	"type changed":             364,
+	"unexpected value":         623,
+	"unknown":                  476,
+	"values added: %s":         197,
+	"values changed":           366,
+	"values removed: %s":       198,
+	"values reordered":         199,
+	"version %d":               525,
+	"waiting":                  471,
+	"yes":                      360,
+	"••• hidden (secret)":      353,
+	"••• hidden (sensitive)":   352,
+	"→ %s":                     551,
 }
 
-var enIndex = []uint32{ // 651 elements
+var enIndex = []uint32{ // 653 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -702,183 +704,184 @@ var enIndex = []uint32{ // 651 elements
 	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
 	0x00000552, 0x0000058f, 0x000005ce, 0x00000600,
 	// Entry 20 - 3F
-	0x00000623, 0x00000638, 0x000006a1, 0x00000746,
-	0x00000781, 0x000007de, 0x0000080b, 0x00000858,
-	0x000008ab, 0x00000904, 0x0000095d, 0x0000096d,
-	0x000009ac, 0x000009ed, 0x000009f4, 0x00000a2a,
-	0x00000a3b, 0x00000ab6, 0x00000adb, 0x00000b09,
-	0x00000b85, 0x00000bcf, 0x00000c03, 0x00000c33,
-	0x00000c77, 0x00000caf, 0x00000cdc, 0x00000d0c,
-	0x00000d5c, 0x00000d94, 0x00000df4, 0x00000e4b,
+	0x00000623, 0x00000638, 0x000006a7, 0x0000072e,
+	0x00000797, 0x0000083c, 0x00000877, 0x000008d4,
+	0x00000901, 0x0000094e, 0x000009a1, 0x000009fa,
+	0x00000a53, 0x00000a63, 0x00000aa2, 0x00000ae3,
+	0x00000aea, 0x00000b20, 0x00000b31, 0x00000bac,
+	0x00000bd1, 0x00000bff, 0x00000c7b, 0x00000cc5,
+	0x00000cf9, 0x00000d29, 0x00000d6d, 0x00000da5,
+	0x00000dd2, 0x00000e02, 0x00000e52, 0x00000e8a,
 	// Entry 40 - 5F
-	0x00000e7d, 0x00000ec3, 0x00000f3c, 0x00000f40,
-	0x00000f48, 0x00000f4f, 0x00000f5c, 0x00000f67,
-	0x00000f74, 0x00000f7f, 0x00000f99, 0x00000fa3,
-	0x00000fd6, 0x00001105, 0x0000111f, 0x0000115a,
-	0x00001203, 0x0000127c, 0x000012d1, 0x00001380,
-	0x0000139c, 0x000013a1, 0x000013a5, 0x000013ac,
-	0x000013b3, 0x000013c4, 0x000013dd, 0x000013e9,
-	0x000013f1, 0x000013fb, 0x0000148b, 0x00001493,
+	0x00000eea, 0x00000f41, 0x00000f73, 0x00000fb9,
+	0x00001032, 0x00001036, 0x0000103e, 0x00001045,
+	0x00001052, 0x0000105d, 0x0000106a, 0x00001075,
+	0x0000108f, 0x00001099, 0x000010cc, 0x000011fb,
+	0x00001215, 0x00001250, 0x000012f9, 0x00001372,
+	0x000013c7, 0x00001476, 0x00001492, 0x00001497,
+	0x0000149b, 0x000014a2, 0x000014a9, 0x000014ba,
+	0x000014d3, 0x000014df, 0x000014e7, 0x000014f1,
 	// Entry 60 - 7F
-	0x000014a1, 0x000014af, 0x000014cb, 0x000014d7,
-	0x0000156c, 0x00001595, 0x000015cc, 0x000015eb,
-	0x00001653, 0x00001662, 0x0000166b, 0x0000167b,
-	0x0000168b, 0x00001692, 0x000016a1, 0x000016ab,
-	0x000016ca, 0x000016dd, 0x000016e2, 0x000016ee,
-	0x000016f6, 0x000016fd, 0x00001718, 0x00001721,
-	0x00001732, 0x00001749, 0x00001770, 0x00001791,
-	0x000017b8, 0x000017c4, 0x00001842, 0x00001852,
+	0x00001581, 0x00001589, 0x00001597, 0x000015a5,
+	0x000015c1, 0x000015cd, 0x00001662, 0x0000168b,
+	0x000016c2, 0x000016e1, 0x00001749, 0x00001758,
+	0x00001761, 0x00001771, 0x00001781, 0x00001788,
+	0x00001797, 0x000017a1, 0x000017c0, 0x000017d3,
+	0x000017d8, 0x000017e4, 0x000017ec, 0x000017f3,
+	0x0000180e, 0x00001817, 0x00001828, 0x0000183f,
+	0x00001866, 0x00001887, 0x000018ae, 0x000018ba,
 	// Entry 80 - 9F
-	0x000018ba, 0x000018d1, 0x000018e5, 0x00001922,
-	0x00001a0f, 0x00001a19, 0x00001a26, 0x00001a8a,
-	0x00001aa2, 0x00001ae8, 0x00001afd, 0x00001b6c,
-	0x00001bb2, 0x00001bd4, 0x00001bda, 0x00001bdf,
-	0x00001be8, 0x00001bf7, 0x00001c03, 0x00001c0f,
-	0x00001c20, 0x00001c2d, 0x00001c8a, 0x00001c8f,
-	0x00001c9e, 0x00001ca9, 0x00001cb3, 0x00001cf1,
-	0x00001cfa, 0x00001d0a, 0x00001d12, 0x00001d1b,
+	0x00001938, 0x00001948, 0x000019b0, 0x000019c7,
+	0x000019db, 0x00001a18, 0x00001b05, 0x00001b0f,
+	0x00001b1c, 0x00001b80, 0x00001b98, 0x00001bde,
+	0x00001bf3, 0x00001c62, 0x00001ca8, 0x00001cca,
+	0x00001cd0, 0x00001cd5, 0x00001cde, 0x00001ced,
+	0x00001cf9, 0x00001d05, 0x00001d16, 0x00001d23,
+	0x00001d80, 0x00001d85, 0x00001d94, 0x00001d9f,
+	0x00001da9, 0x00001de7, 0x00001df0, 0x00001e00,
 	// Entry A0 - BF
-	0x00001d21, 0x00001d2b, 0x00001d3d, 0x00001d85,
-	0x00001d93, 0x00001d9f, 0x00001da7, 0x00001dae,
-	0x00001db5, 0x00001dc6, 0x00001dd5, 0x00001dfe,
-	0x00001e05, 0x00001e10, 0x00001e2b, 0x00001e33,
-	0x00001e3f, 0x00001e5b, 0x00001e72, 0x00001e94,
-	0x00001ea3, 0x00001eaf, 0x00001eb6, 0x00001ecf,
-	0x00001ee9, 0x00001f92, 0x00001fa8, 0x00001fe8,
-	0x00002019, 0x00002043, 0x0000206a, 0x0000208e,
+	0x00001e08, 0x00001e11, 0x00001e17, 0x00001e21,
+	0x00001e33, 0x00001e7b, 0x00001e89, 0x00001e95,
+	0x00001e9d, 0x00001ea4, 0x00001eab, 0x00001ebc,
+	0x00001ecb, 0x00001ef4, 0x00001efb, 0x00001f06,
+	0x00001f21, 0x00001f29, 0x00001f35, 0x00001f51,
+	0x00001f68, 0x00001f8a, 0x00001f99, 0x00001fa5,
+	0x00001fac, 0x00001fc5, 0x00001fdf, 0x00002088,
+	0x0000209e, 0x000020de, 0x0000210f, 0x00002139,
 	// Entry C0 - DF
-	0x000020b5, 0x000020d4, 0x000020ea, 0x00002100,
-	0x00002114, 0x0000212a, 0x0000213b, 0x00002152,
-	0x00002175, 0x00002198, 0x000021b5, 0x000021d2,
-	0x000021d7, 0x00002223, 0x00002236, 0x0000223a,
-	0x0000224a, 0x00002253, 0x00002266, 0x0000228c,
-	0x00002295, 0x000022a5, 0x000022ba, 0x000022de,
-	0x000022fa, 0x00002312, 0x0000231d, 0x00002328,
-	0x00002333, 0x00002449, 0x0000246d, 0x00002498,
+	0x00002160, 0x00002184, 0x000021ab, 0x000021ca,
+	0x000021e0, 0x000021f6, 0x0000220a, 0x00002220,
+	0x00002231, 0x00002248, 0x0000226b, 0x0000228e,
+	0x000022ab, 0x000022c8, 0x000022cd, 0x00002319,
+	0x0000232c, 0x00002330, 0x00002340, 0x00002349,
+	0x0000235c, 0x00002382, 0x0000238b, 0x0000239b,
+	0x000023b0, 0x000023d4, 0x000023f0, 0x00002408,
+	0x00002413, 0x0000241e, 0x00002429, 0x0000253f,
 	// Entry E0 - FF
-	0x000024a3, 0x000024a8, 0x000024b7, 0x000024be,
-	0x000024d5, 0x000024ea, 0x000024fc, 0x0000251f,
-	0x00002551, 0x00002567, 0x00002571, 0x00002586,
-	0x000025d3, 0x000025e3, 0x0000261c, 0x00002670,
-	0x0000267a, 0x00002681, 0x00002697, 0x000026d0,
-	0x000026d5, 0x000026df, 0x000026ed, 0x000026fa,
-	0x00002723, 0x00002746, 0x00002753, 0x00002773,
-	0x0000277f, 0x00002798, 0x000027a1, 0x000027ab,
+	0x00002563, 0x0000258e, 0x00002599, 0x0000259e,
+	0x000025ad, 0x000025b4, 0x000025cb, 0x000025e0,
+	0x000025f2, 0x00002615, 0x00002647, 0x0000265d,
+	0x00002667, 0x0000267c, 0x000026c9, 0x000026d9,
+	0x00002712, 0x00002766, 0x00002770, 0x00002777,
+	0x0000278d, 0x000027c6, 0x000027cb, 0x000027d5,
+	0x000027e3, 0x000027f0, 0x00002819, 0x0000283c,
+	0x00002849, 0x00002869, 0x00002875, 0x0000288e,
 	// Entry 100 - 11F
-	0x000027b4, 0x000027bc, 0x000027c6, 0x000027ce,
-	0x000027d6, 0x000027da, 0x000027de, 0x000027e2,
-	0x000027e6, 0x000027ea, 0x000027ee, 0x000027f2,
-	0x000027f6, 0x000027fa, 0x000027fe, 0x00002802,
-	0x00002806, 0x00002810, 0x0000282e, 0x0000284e,
-	0x00002872, 0x00002896, 0x0000289f, 0x000028b6,
-	0x000028be, 0x000028cf, 0x000028d4, 0x00002919,
-	0x00002931, 0x00002936, 0x00002941, 0x00002947,
+	0x00002897, 0x000028a1, 0x000028aa, 0x000028b2,
+	0x000028bc, 0x000028c4, 0x000028cc, 0x000028d0,
+	0x000028d4, 0x000028d8, 0x000028dc, 0x000028e0,
+	0x000028e4, 0x000028e8, 0x000028ec, 0x000028f0,
+	0x000028f4, 0x000028f8, 0x000028fc, 0x00002906,
+	0x00002924, 0x00002944, 0x00002968, 0x0000298c,
+	0x00002995, 0x000029ac, 0x000029b4, 0x000029c5,
+	0x000029ca, 0x00002a0f, 0x00002a27, 0x00002a2c,
 	// Entry 120 - 13F
-	0x00002951, 0x00002959, 0x00002961, 0x0000298b,
-	0x000029a5, 0x000029cd, 0x000029fd, 0x00002a03,
-	0x00002a12, 0x00002a65, 0x00002a83, 0x00002ba5,
-	0x00002c64, 0x00002cbb, 0x00002ce5, 0x00002d11,
-	0x00002d3b, 0x00002d43, 0x00002d49, 0x00002d56,
-	0x00002d68, 0x00002d71, 0x00002d83, 0x00002d92,
-	0x00002db4, 0x00002dd8, 0x00002df4, 0x00002e02,
-	0x00002e2d, 0x00002e3f, 0x00002e55, 0x00002e5a,
+	0x00002a37, 0x00002a3d, 0x00002a47, 0x00002a4f,
+	0x00002a57, 0x00002a81, 0x00002a9b, 0x00002ac3,
+	0x00002af3, 0x00002af9, 0x00002b08, 0x00002b5b,
+	0x00002b79, 0x00002c9b, 0x00002d5a, 0x00002db1,
+	0x00002ddb, 0x00002e07, 0x00002e31, 0x00002e39,
+	0x00002e3f, 0x00002e4c, 0x00002e5e, 0x00002e67,
+	0x00002e79, 0x00002e88, 0x00002eaa, 0x00002ece,
+	0x00002eea, 0x00002ef8, 0x00002f23, 0x00002f35,
 	// Entry 140 - 15F
-	0x00002e5d, 0x00002e87, 0x00002ed0, 0x00002ef0,
-	0x00002ef9, 0x00002f0b, 0x00002f2e, 0x00002f3c,
-	0x00002f49, 0x00002f53, 0x00002f5c, 0x00002f65,
-	0x00002f6f, 0x00002f77, 0x00002f7c, 0x00002f84,
-	0x00002f8d, 0x00002f96, 0x00002fa3, 0x00002fa8,
-	0x00002fb0, 0x00002fb7, 0x00002fbf, 0x00002fc4,
-	0x00002fd2, 0x00002fd9, 0x00002fe0, 0x00002fe5,
-	0x00002fec, 0x00002ff6, 0x00002ffd, 0x0000301a,
+	0x00002f4b, 0x00002f50, 0x00002f53, 0x00002f7d,
+	0x00002fc6, 0x00002fe6, 0x00002fef, 0x00003001,
+	0x00003024, 0x00003032, 0x0000303f, 0x00003049,
+	0x00003052, 0x0000305b, 0x00003065, 0x0000306d,
+	0x00003072, 0x0000307a, 0x00003083, 0x0000308c,
+	0x00003099, 0x0000309e, 0x000030a6, 0x000030ad,
+	0x000030b5, 0x000030ba, 0x000030c8, 0x000030cf,
+	0x000030d6, 0x000030db, 0x000030e2, 0x000030ec,
 	// Entry 160 - 17F
-	0x00003034, 0x00003052, 0x00003072, 0x00003080,
-	0x00003089, 0x00003092, 0x0000309b, 0x0000309f,
-	0x000030a2, 0x000030ae, 0x000030bc, 0x000030c9,
-	0x000030da, 0x000030e9, 0x00003100, 0x00003113,
-	0x00003123, 0x00003132, 0x00003141, 0x00003149,
-	0x00003150, 0x00003158, 0x00003160, 0x0000316e,
-	0x0000317c, 0x00003192, 0x000031a7, 0x000031b8,
-	0x000031be, 0x000031c5, 0x000031ce, 0x000031ea,
+	0x000030f3, 0x00003110, 0x0000312a, 0x00003148,
+	0x00003168, 0x00003176, 0x0000317f, 0x00003188,
+	0x00003191, 0x00003195, 0x00003198, 0x000031a4,
+	0x000031b2, 0x000031bf, 0x000031d0, 0x000031df,
+	0x000031f6, 0x00003209, 0x00003219, 0x00003228,
+	0x00003237, 0x0000323f, 0x00003246, 0x0000324e,
+	0x00003256, 0x00003264, 0x00003272, 0x00003288,
+	0x0000329d, 0x000032ae, 0x000032b4, 0x000032bb,
 	// Entry 180 - 19F
-	0x000031f3, 0x000031fd, 0x00003206, 0x0000320f,
-	0x00003218, 0x0000322f, 0x00003237, 0x00003245,
-	0x00003272, 0x0000327e, 0x0000328c, 0x000032d3,
-	0x000032df, 0x000032e7, 0x00003312, 0x0000335d,
-	0x0000341f, 0x00003423, 0x00003449, 0x0000344e,
-	0x00003469, 0x0000347a, 0x00003486, 0x0000348e,
-	0x000034c0, 0x000034c9, 0x000034d2, 0x000034ee,
-	0x000034fb, 0x00003509, 0x00003535, 0x0000355b,
+	0x000032c4, 0x000032e0, 0x000032e9, 0x000032f3,
+	0x000032fc, 0x00003305, 0x0000330e, 0x00003325,
+	0x0000332d, 0x0000333b, 0x00003368, 0x00003374,
+	0x00003382, 0x000033c9, 0x000033d5, 0x000033dd,
+	0x00003408, 0x00003453, 0x00003515, 0x00003519,
+	0x0000353f, 0x00003544, 0x0000355f, 0x00003570,
+	0x0000357c, 0x00003584, 0x000035b6, 0x000035bf,
+	0x000035c8, 0x000035e4, 0x000035f1, 0x000035ff,
 	// Entry 1A0 - 1BF
-	0x00003566, 0x00003594, 0x000035b1, 0x000035e0,
-	0x00003612, 0x00003630, 0x00003665, 0x00003681,
-	0x00003690, 0x0000369d, 0x000036ab, 0x000036b8,
-	0x000036c1, 0x000036dc, 0x000036f7, 0x00003703,
-	0x00003724, 0x00003766, 0x00003770, 0x000037c3,
-	0x00003841, 0x000038b7, 0x000038e4, 0x0000391e,
-	0x00003983, 0x000039a3, 0x000039c9, 0x000039f3,
-	0x00003a2b, 0x00003a68, 0x00003a8c, 0x00003b05,
+	0x0000362b, 0x00003651, 0x0000365c, 0x0000368a,
+	0x000036a7, 0x000036d6, 0x00003708, 0x00003726,
+	0x0000375b, 0x00003777, 0x00003786, 0x00003793,
+	0x000037a1, 0x000037ae, 0x000037b7, 0x000037d2,
+	0x000037ed, 0x000037f9, 0x0000381a, 0x0000385c,
+	0x00003866, 0x000038b9, 0x00003937, 0x000039ad,
+	0x000039da, 0x00003a14, 0x00003a79, 0x00003a99,
+	0x00003abf, 0x00003ae9, 0x00003b21, 0x00003b5e,
 	// Entry 1C0 - 1DF
-	0x00003b2a, 0x00003b44, 0x00003b62, 0x00003b96,
-	0x00003bd6, 0x00003c00, 0x00003c0f, 0x00003c40,
-	0x00003c6f, 0x00003c82, 0x00003cf7, 0x00003d0a,
-	0x00003d3e, 0x00003d72, 0x00003d82, 0x00003dc9,
-	0x00003df6, 0x00003e03, 0x00003e13, 0x00003e43,
-	0x00003e7d, 0x00003ea0, 0x00003ea8, 0x00003ec0,
-	0x00003edd, 0x00003eeb, 0x00003efc, 0x00003f04,
-	0x00003f0f, 0x00003f3f, 0x00003f51, 0x00003f61,
+	0x00003b82, 0x00003bfb, 0x00003c20, 0x00003c3a,
+	0x00003c58, 0x00003c8c, 0x00003ccc, 0x00003cf6,
+	0x00003d05, 0x00003d36, 0x00003d65, 0x00003d78,
+	0x00003ded, 0x00003e00, 0x00003e34, 0x00003e68,
+	0x00003e78, 0x00003ebf, 0x00003eec, 0x00003ef9,
+	0x00003f09, 0x00003f39, 0x00003f73, 0x00003f96,
+	0x00003f9e, 0x00003fb6, 0x00003fd3, 0x00003fe1,
+	0x00003ff2, 0x00003ffa, 0x00004005, 0x00004035,
 	// Entry 1E0 - 1FF
-	0x00003f93, 0x00003f9f, 0x00003fb0, 0x00003fca,
-	0x00003fdb, 0x00003fe1, 0x00003ff5, 0x0000400d,
-	0x00004032, 0x00004040, 0x0000407e, 0x000040bb,
-	0x000040e7, 0x00004124, 0x00004133, 0x0000413b,
-	0x00004148, 0x00004158, 0x0000416f, 0x0000417a,
-	0x00004189, 0x0000418f, 0x0000419d, 0x000041a7,
-	0x000041b2, 0x000041c5, 0x000041ea, 0x00004215,
-	0x00004243, 0x00004251, 0x000042e4, 0x00004302,
+	0x00004047, 0x00004057, 0x00004089, 0x00004095,
+	0x000040a6, 0x000040c0, 0x000040d1, 0x000040d7,
+	0x000040eb, 0x00004103, 0x00004128, 0x00004136,
+	0x00004174, 0x000041b1, 0x000041dd, 0x0000421a,
+	0x00004229, 0x00004231, 0x0000423e, 0x0000424e,
+	0x00004265, 0x00004270, 0x0000427f, 0x00004285,
+	0x00004293, 0x0000429d, 0x000042a8, 0x000042bb,
+	0x000042e0, 0x0000430b, 0x00004339, 0x00004347,
 	// Entry 200 - 21F
-	0x00004348, 0x00004356, 0x0000436a, 0x0000438b,
-	0x0000439f, 0x000043a5, 0x000043b9, 0x0000442c,
-	0x00004479, 0x0000448a, 0x000044a1, 0x000044be,
-	0x000044cc, 0x000044da, 0x000044e2, 0x000044ed,
-	0x000044f3, 0x000045e5, 0x000045eb, 0x0000461d,
-	0x00004622, 0x00004632, 0x0000463d, 0x00004646,
-	0x00004656, 0x00004670, 0x00004715, 0x0000472b,
-	0x000047b0, 0x0000482a, 0x00004839, 0x000048f3,
+	0x000043da, 0x000043f8, 0x0000443e, 0x0000444c,
+	0x00004460, 0x00004481, 0x00004495, 0x0000449b,
+	0x000044af, 0x00004522, 0x0000456f, 0x00004580,
+	0x00004597, 0x000045b4, 0x000045c2, 0x000045d0,
+	0x000045d8, 0x000045e3, 0x000045e9, 0x000046db,
+	0x000046e1, 0x00004713, 0x00004718, 0x00004728,
+	0x00004733, 0x0000473c, 0x0000474c, 0x00004766,
+	0x0000480b, 0x00004821, 0x000048a6, 0x00004920,
 	// Entry 220 - 23F
-	0x00004944, 0x00004949, 0x00004957, 0x00004967,
-	0x00004973, 0x00004983, 0x0000498d, 0x000049b0,
-	0x000049c9, 0x000049dc, 0x00004a48, 0x00004a57,
-	0x00004a65, 0x00004a81, 0x00004a90, 0x00004aa6,
-	0x00004adf, 0x00004b11, 0x00004b48, 0x00004b56,
-	0x00004b9a, 0x00004bbf, 0x00004bd2, 0x00004bfa,
-	0x00004c01, 0x00004c5c, 0x00004c86, 0x00004cb6,
-	0x00004d14, 0x00004db4, 0x00004dc8, 0x00004e73,
+	0x0000492f, 0x000049e9, 0x00004a3a, 0x00004a3f,
+	0x00004a4d, 0x00004a5d, 0x00004a69, 0x00004a79,
+	0x00004a83, 0x00004aa6, 0x00004abf, 0x00004ad2,
+	0x00004b3e, 0x00004b4d, 0x00004b5b, 0x00004b77,
+	0x00004b86, 0x00004b9c, 0x00004bd5, 0x00004c07,
+	0x00004c3e, 0x00004c4c, 0x00004c90, 0x00004cb5,
+	0x00004cc8, 0x00004cf0, 0x00004cf7, 0x00004d52,
+	0x00004d7c, 0x00004dac, 0x00004e0a, 0x00004eaa,
 	// Entry 240 - 25F
-	0x00004ee9, 0x00004ef1, 0x00004f2c, 0x00004f32,
-	0x00004fae, 0x00004ff6, 0x00005021, 0x00005083,
-	0x000050a6, 0x0000514d, 0x00005150, 0x00005155,
-	0x00005160, 0x0000516a, 0x00005172, 0x0000518d,
-	0x00005193, 0x0000519b, 0x000051a9, 0x000051b3,
-	0x000051c0, 0x000051ca, 0x000051dd, 0x00005201,
-	0x00005281, 0x00005292, 0x0000529a, 0x0000530f,
-	0x00005363, 0x000053a5, 0x000053b4, 0x000053c0,
+	0x00004ebe, 0x00004f69, 0x00004fdf, 0x00004fe7,
+	0x00005022, 0x00005028, 0x000050a4, 0x000050ec,
+	0x00005117, 0x00005179, 0x0000519c, 0x00005243,
+	0x00005246, 0x0000524b, 0x00005256, 0x00005260,
+	0x00005268, 0x00005283, 0x00005289, 0x00005291,
+	0x0000529f, 0x000052a9, 0x000052b6, 0x000052c0,
+	0x000052d3, 0x000052f7, 0x00005377, 0x00005388,
+	0x00005390, 0x00005405, 0x00005459, 0x0000549b,
 	// Entry 260 - 27F
-	0x000053fc, 0x00005436, 0x00005444, 0x00005451,
-	0x0000545f, 0x0000546d, 0x0000547b, 0x000054ad,
-	0x000054dd, 0x00005539, 0x00005546, 0x00005566,
-	0x00005580, 0x00005585, 0x00005596, 0x000055a3,
-	0x000055cf, 0x00005655, 0x0000567a, 0x00005681,
-	0x0000568a, 0x0000569d, 0x000056a7, 0x000056b1,
-	0x000056bb, 0x000056d3, 0x000056e9, 0x000056f5,
-	0x00005717, 0x0000571e, 0x0000572b, 0x0000573c,
+	0x000054aa, 0x000054b6, 0x000054f2, 0x0000552c,
+	0x0000553a, 0x00005547, 0x00005555, 0x00005563,
+	0x00005571, 0x000055a3, 0x000055d3, 0x0000562f,
+	0x0000563c, 0x0000565c, 0x00005676, 0x0000567b,
+	0x0000568c, 0x00005699, 0x000056c5, 0x0000574b,
+	0x00005770, 0x00005777, 0x00005780, 0x00005793,
+	0x0000579d, 0x000057a7, 0x000057b1, 0x000057c9,
+	0x000057df, 0x000057eb, 0x0000580d, 0x00005814,
 	// Entry 280 - 29F
-	0x00005763, 0x00005773, 0x000057c7, 0x00005817,
-	0x00005877, 0x000058ca, 0x00005902, 0x00005952,
-	0x00005986, 0x000059a5, 0x000059c5,
-} // Size: 2628 bytes
+	0x00005821, 0x00005832, 0x00005859, 0x00005869,
+	0x000058bd, 0x0000590d, 0x0000596d, 0x000059c0,
+	0x000059f8, 0x00005a48, 0x00005a7c, 0x00005a9b,
+	0x00005abb,
+} // Size: 2636 bytes
 
-const enData string = "" + // Size: 22981 bytes
+const enData string = "" + // Size: 23227 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -902,319 +905,323 @@ const enData string = "" + // Size: 22981 bytes
 	"tance is %[1]s, not held: there is nothing to retry.\x02This instance is" +
 	" %[1]s, not held: there is nothing to abandon.\x02This instance is %[1]s" +
 	": there is nothing to stop.\x02The reason you gave, not recorded:\x02Bac" +
-	"k to the instance\x02This instance is no longer held (it is %[1]s now): " +
-	"someone may have acted on it first. Nothing was done.\x02Its occurrence " +
-	"failed before any attempt: its inputs could not be built, so a retry wou" +
-	"ld fail the same way. Abandon or stop the instance instead. Nothing was " +
-	"done.\x02This instance has already ended; there is nothing to stop.\x02G" +
-	"ive a reason: it is recorded in the audit log (at most %[1]d characters)" +
-	". Nothing was done.\x02Relais refused the action. Nothing was done.\x02T" +
-	"his instance was already stopped; nothing changed and nothing was record" +
-	"ed.\x02Retried: the occurrence at node %[1]s is offered again. Recorded " +
-	"in the audit log.\x02Abandoned: the instance failed with the error code " +
-	"abandoned. Recorded in the audit log.\x02Stopped: the instance and its o" +
-	"pen occurrences are cancelled. Recorded in the audit log.\x02Unknown act" +
-	"ion.\x02Stopping applies to running or held instances, not %[1]s ones." +
-	"\x02Retrying and abandoning apply to held instances, not %[1]s ones.\x02" +
-	"Filter\x02Reason (recorded in the audit log for every instance)\x02Back " +
-	"to the list\x02This takes about %[1]s. Keep this page open until it answ" +
-	"ers: if it stops waiting first, the action still runs to its end.\x02Fol" +
-	"low it in the audit log (new tab)\x02Retry every held instance this filt" +
-	"er matches\x02Each one’s failed occurrence is offered again with a fresh" +
-	" budget of attempts. Nothing is completed on anyone’s behalf.\x14\x01" +
-	"\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held" +
-	" instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instanc" +
-	"e\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this f" +
-	"ilter matches\x02Each one fails with the error code abandoned and cannot" +
-	" be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
-	"\x18\x02Abandon %[1]d instances\x02Stop every held instance this filter " +
-	"matches\x02Stop every running instance this filter matches\x14\x01\x81" +
-	"\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d runni" +
-	"ng instances match now.\x02Stop every running or held instance this filt" +
-	"er matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance ma" +
-	"tches now.\x00+\x02%[1]d running or held instances match now.\x02Each on" +
-	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
-	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
-	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
-	"matches the filter.\x02No process, business key, error code or creation " +
-	"date narrows this filter: it applies to the instances of every process." +
-	"\x02any\x02Process\x02Status\x02Business key\x02Error code\x02Created fr" +
-	"om\x02Created to\x02By process and error code\x02Instances\x02The %[1]d " +
-	"largest groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01" +
-	"\x02%[1]d more held instance failed before any attempt (its inputs could" +
-	" not be built): it cannot be retried and is left out. Abandon or stop it" +
-	".\x00\x96\x01\x02%[1]d more held instances failed before any attempt (th" +
-	"eir inputs could not be built): they cannot be retried and are left out." +
-	" Abandon or stop them.\x02Cannot act on this filter\x02The confirmed cou" +
-	"nt is missing: start again from the list.\x02The count changed since you" +
-	" confirmed it (it was %[1]d): instances were settled, started or acted o" +
-	"n meanwhile. Nothing was done; check the new count and confirm again." +
-	"\x02This bulk action was already applied (the form was sent again): its " +
-	"records are in the audit log. Nothing more was done.\x14\x02\x80\x01\x02" +
-	"&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to" +
-	" %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed " +
-	"after the count (settled, or acted on by someone else).\x00T\x02%[1]d sk" +
-	"ipped: they changed after the count (settled, or acted on by someone els" +
-	"e).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason" +
-	"\x02Process instance\x02Occurrence offered again\x02Bulk action\x02delet" +
-	"ed\x02Audit log\x02Every retry, abandon and stop an operator applied, wi" +
-	"th its reason. Reveals of sensitive values have their own log (GET /api/" +
-	"v1/audit/reveals).\x02Filters\x02Apply filters\x02Clear filters\x02No op" +
-	"erator action matches.\x02All actions\x02The process instance must be a " +
-	"whole instance id (a UUID): the lists show the end of each id; open the " +
-	"instance, or copy its link, for the whole id.\x02The bulk action must be" +
-	" its id (a UUID).\x02The page cursor is invalid: go back to the first pa" +
-	"ge.\x02Operator actions, newest first\x02Showing the %[1]d instances bul" +
-	"k action %[2]s changed. While it runs, each reload shows how far it got." +
-	"\x02Relais console\x02Language\x02Skip to content\x02Main navigation\x02" +
-	"Health\x02External tasks\x02Processes\x02Find an instance or occurrence" +
-	"\x02id or business key\x02Find\x02Definitions\x02Workers\x02Tokens\x02Si" +
-	"gned in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
-	"\x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s\x02Ti" +
-	"mes in %[1]s · no auto-reload\x02This page reloads every %[1]d seconds." +
-	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
-	"ternal tasks and process instances are for operators and administrators." +
-	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
-	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
-	"asks\x02Back to definitions\x02Nothing exists at this address, or it is " +
-	"not visible to you.\x02Nothing exists at this address, or it is not visi" +
-	"ble to you. An ended instance is deleted, with its occurrences and attem" +
-	"pts, once the retention period (RELAIS_RETENTION) has passed; the audit " +
-	"log keeps the operator actions taken on it.\x02Not found\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired." +
-	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
-	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
-	" went wrong\x02The console could not show this page. Try again; if it pe" +
-	"rsists, give your administrator the request id %[1]s.\x02Counting the oc" +
-	"currences; the counts appear when you reload the page.\x02Counts are una" +
-	"vailable right now.\x02Field\x02Type\x02Required\x02Classification\x02Co" +
-	"nstraints\x02Description\x02Definition %[1]s\x02Working copy\x02The only" +
-	" mutable part of a definition. Processes never use it directly: they pin" +
-	" a revision.\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No " +
-	"revision yet: the Working copy has never been snapshotted.\x02Releases" +
-	"\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published\x02Comp" +
-	"are revisions\x02Lists every change from one revision to another, and wh" +
-	"om it may break.\x02From revision\x02To revision\x02Compare\x02Change" +
-	"\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions have" +
-	" the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the working co" +
-	"py\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Releases," +
-	" oldest first\x02Changes between the two revisions\x02Revision %[1]d\x02" +
-	"Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision" +
-	" %[1]d\x02The Working copy has changes not yet snapshotted: they are in " +
-	"no revision (workers and processes use revision %[1]d at most) until a s" +
-	"napshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the contr" +
-	"acts are the same (the name or a description changed).\x02Changes of the" +
-	" Working copy since revision %[1]d\x02Choose two existing revisions to c" +
-	"ompare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00" +
-	"\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing output %" +
-	"[1]s → %[2]s\x02optional → required\x02required → optional\x02values add" +
-	"ed: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2]s →" +
-	" %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field of " +
-	"type %[2]s\x02required field of type %[1]s\x02optional field of type %[1" +
-	"]s\x02none\x02Task contracts: their Working copy, immutable revisions an" +
-	"d named releases.\x02Definitions by key\x02Key\x02Latest revision\x02non" +
-	"e yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release" +
-	"\x00\x0f\x02%[1]d releases\x02on error\x02any other error\x02held for an" +
-	" operator\x02an incident: retry, abandon or stop\x02end: completes the i" +
-	"nstance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %" +
-	"[1]s\x02Each definition’s queue and incidents now, and what its workers " +
-	"finished in the last hour: occurrences that ended completed or failed. A" +
-	"n occurrence retried since counts where it ends next; a failed attempt w" +
-	"ith attempts left is not counted, its occurrence’s page lists it.\x02Com" +
-	"pletions and failures, last hour\x02Definitions, those needing attention" +
-	" first\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claim" +
-	"able waits\x02Completed, last hour\x02Failed, last hour\x02No definition" +
-	" has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few second" +
-	"s.\x02claimable since %[1]s\x02long wait\x02Show all definitions\x02No d" +
-	"efinition %[1]s has occurrences: check the key, or show all definitions." +
-	"\x02All definitions\x02Completions and failures per 5 minutes, last hour" +
-	": %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart giv" +
-	"es each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02" +
-	"Completions and failures per 5-minute slot, oldest first\x02Slot\x02Comp" +
-	"leted\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
-	"d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s" +
-	", %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02" +
-	"%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02J" +
-	"an\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
-	" is held at a failed node: an incident. It cannot be retried: its occurr" +
-	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
-	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
-	"tance is held at a failed node: an incident. Retry offers the failed occ" +
-	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
-	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
-	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
-	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
-	"ailed occurrence\x02End node\x02Abandoned at node\x02Failed at node\x02h" +
-	"eld, then stopped by an operator\x02held, then abandoned by an operator" +
-	"\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must be be" +
-	"tween 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02from" +
-	"\x02to\x02Act on every instance this filter matches\x02The next page cou" +
-	"nts them and asks for a reason before anything changes.\x02Process insta" +
-	"nces, newest first\x02Instance\x02End node or error\x02No instance match" +
-	"es these filters.\x02All processes\x02All statuses\x02available\x02reser" +
-	"ved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected" +
-	"\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02" +
-	"date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive" +
-	"\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the" +
-	" service fetches it)\x02push (Relais calls the service)\x02administrator" +
-	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
-	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
-	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
-	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
-	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
-	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
-	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
-	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
-	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
-	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
-	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
-	"ais never called the destination: the occurrence ended before any call." +
-	"\x02Relais keeps the destination’s status code only when it refused the " +
-	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
-	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
-	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
-	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
-	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
-	")\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last opera" +
-	"tor retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d " +
-	"attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Available from\x02Next attempt" +
-	"\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1" +
-	"]d)\x02Error (before any attempt)\x02Its message\x02Message from Relais " +
-	"(in English)\x02Message from the service (its own words, protected value" +
-	"s masked)\x02Retryable\x02no: the service marked this failure as not ret" +
-	"ryable (attempts left unused: %[1]d)\x02The destination did not answer w" +
-	"ithin the call’s timeout (%[1]s): it may have acted all the same, so che" +
-	"ck before retrying.\x02The destination did not answer within the call’s " +
-	"timeout: it may have acted all the same, so check before retrying.\x02Th" +
-	"e deadline passed before a result arrived.\x02The result did not match t" +
-	"he revision's outputs contract.\x02Relais stopped during the call: wheth" +
-	"er the destination acted is unknown, so it is not called again.\x02The c" +
-	"all could not be prepared.\x02The destination could not be reached.\x02T" +
-	"he destination’s answer was too large.\x02The last attempt’s lock expire" +
-	"d with no attempt left.\x02The inputs could not be built from the proces" +
-	"s’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 work" +
-	"er reported a failure with no retries left (retries: 0, or a budget alre" +
-	"ady spent): it is not run again.\x02The destination answered HTTP %[1]s." +
-	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
-	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
-	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
-	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
-	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
-	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
-	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
-	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
-	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
-	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
-	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
-	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Settle" +
-	"ment date\x02More filters: instance, revision, consumer, dates\x02instan" +
-	"ce id\x02Counts by status\x02Occurrences, newest first\x02Process and no" +
-	"de\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occu" +
-	"rrence matches these filters.\x02All consumers\x02Totals of definition %" +
-	"[1]s, not narrowed by the other filters\x02Totals of all definitions, no" +
-	"t narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occ" +
-	"urrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are " +
-	"refreshed every few seconds.\x02revision %[1]d\x02settled\x02next attemp" +
-	"t\x02claimable since\x02call in progress since\x02lock until\x02deferred" +
-	" since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]" +
-	"s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day " +
-	"comes after the last.\x02These settings are kept in this browser only." +
-	"\x02Show times in\x02The console runs no script, so it cannot read your " +
-	"computer’s time zone: choose its offset from UTC. Offsets do not follow " +
-	"daylight saving time.\x02Reload lists and detail pages\x02Pages with a f" +
-	"orm, such as a confirmation, never reload on their own.\x02Save settings" +
-	"\x02Back without saving\x02UTC (coordinated universal time)\x02Local tim" +
-	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
-	": their nodes, routes and pinned revisions, drawn, with where their occu" +
-	"rrences are now.\x02Published process versions: their nodes, routes and " +
-	"pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
-	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Ve" +
-	"rsion\x02Start node\x02Graph\x02Columns follow the longest path from the" +
-	" start node. Solid arrows are successes (labelled with their route), das" +
-	"hed ones failures (labelled with their error codes). Each box says how m" +
-	"any of this version’s occurrences are at that node now.\x02Nodes\x02Node" +
-	"s of this version, with their occurrences now\x02Kind\x02Pinned revision" +
-	"\x02On success\x02On error\x02Occurrences now\x02Instances of this proce" +
-	"ss\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02ho" +
-	"ld (an incident for an operator)\x02any other code → %[1]s\x02fails the " +
-	"instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, p" +
-	"riority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
-	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
-	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
-	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
-	"value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Cann" +
-	"ot reveal\x02Only a value this page shows as hidden (sensitive) can be r" +
-	"evealed.\x02Secret values can never be revealed.\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
-	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
-	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
-	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
-	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
-	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
-	"r administrator token.\x02Token\x02The token is checked once and never s" +
-	"tored in your browser; a session cookie stands for it for up to 8 hours " +
-	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
-	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
-	"]s token cannot open the console: sign in with an operator, designer or " +
-	"administrator token.\x02Only administrators manage tokens.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staf" +
-	"f tokens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…" +
-	"\x02this session\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s " +
-	"token “%[2]s”?\x02Its next request is refused, and console sessions open" +
-	"ed with it end. This cannot be undone: whoever uses it needs a new token" +
-	".\x02Revoke the token\x02Keep it\x02This is the token you signed in with" +
-	": revoking it signs you out. Its next request is refused. This cannot be" +
-	" undone.\x02This is the last usable administrator token: create another " +
-	"one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next" +
-	" request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"k to the instance\x02Someone acted on this instance after this page was " +
+	"opened. Nothing was done: look at it again before deciding.\x02Someone a" +
+	"cted on this instance after this page was opened (%[1]s by %[2]s, %[3]s)" +
+	". Nothing was done: look at it again before deciding.\x02This instance i" +
+	"s no longer held (it is %[1]s now): someone may have acted on it first. " +
+	"Nothing was done.\x02Its occurrence failed before any attempt: its input" +
+	"s could not be built, so a retry would fail the same way. Abandon or sto" +
+	"p the instance instead. Nothing was done.\x02This instance has already e" +
+	"nded; there is nothing to stop.\x02Give a reason: it is recorded in the " +
+	"audit log (at most %[1]d characters). Nothing was done.\x02Relais refuse" +
+	"d the action. Nothing was done.\x02This instance was already stopped; no" +
+	"thing changed and nothing was recorded.\x02Retried: the occurrence at no" +
+	"de %[1]s is offered again. Recorded in the audit log.\x02Abandoned: the " +
+	"instance failed with the error code abandoned. Recorded in the audit log" +
+	".\x02Stopped: the instance and its open occurrences are cancelled. Recor" +
+	"ded in the audit log.\x02Unknown action.\x02Stopping applies to running " +
+	"or held instances, not %[1]s ones.\x02Retrying and abandoning apply to h" +
+	"eld instances, not %[1]s ones.\x02Filter\x02Reason (recorded in the audi" +
+	"t log for every instance)\x02Back to the list\x02This takes about %[1]s." +
+	" Keep this page open until it answers: if it stops waiting first, the ac" +
+	"tion still runs to its end.\x02Follow it in the audit log (new tab)\x02R" +
+	"etry every held instance this filter matches\x02Each one’s failed occurr" +
+	"ence is offered again with a fresh budget of attempts. Nothing is comple" +
+	"ted on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance " +
+	"matches now.\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00" +
+	"\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Aba" +
+	"ndon every held instance this filter matches\x02Each one fails with the " +
+	"error code abandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop ev" +
+	"ery held instance this filter matches\x02Stop every running instance thi" +
+	"s filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matc" +
+	"hes now.\x00#\x02%[1]d running instances match now.\x02Stop every runnin" +
+	"g or held instance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d" +
+	" running or held instance matches now.\x00+\x02%[1]d running or held ins" +
+	"tances match now.\x02Each one and its open occurrences are cancelled; a " +
+	"stopped instance cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop " +
+	"%[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no inst" +
+	"ance this action applies to matches the filter.\x02No process, business " +
+	"key, error code or creation date narrows this filter: it applies to the " +
+	"instances of every process.\x02any\x02Process\x02Status\x02Business key" +
+	"\x02Error code\x02Created from\x02Created to\x02By process and error cod" +
+	"e\x02Instances\x02The %[1]d largest groups; the filter matches more.\x14" +
+	"\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before a" +
+	"ny attempt (its inputs could not be built): it cannot be retried and is " +
+	"left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances f" +
+	"ailed before any attempt (their inputs could not be built): they cannot " +
+	"be retried and are left out. Abandon or stop them.\x02Cannot act on this" +
+	" filter\x02The confirmed count is missing: start again from the list." +
+	"\x02The count changed since you confirmed it (it was %[1]d): instances w" +
+	"ere settled, started or acted on meanwhile. Nothing was done; check the " +
+	"new count and confirm again.\x02This bulk action was already applied (th" +
+	"e form was sent again): its records are in the audit log. Nothing more w" +
+	"as done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance." +
+	"\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R" +
+	"\x02%[1]d skipped: it changed after the count (settled, or acted on by s" +
+	"omeone else).\x00T\x02%[1]d skipped: they changed after the count (settl" +
+	"ed, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When" +
+	"\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence offered ag" +
+	"ain\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and s" +
+	"top an operator applied, with its reason. Reveals of sensitive values ha" +
+	"ve their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filter" +
+	"s\x02Clear filters\x02No operator action matches.\x02All actions\x02The " +
+	"process instance must be a whole instance id (a UUID): the lists show th" +
+	"e end of each id; open the instance, or copy its link, for the whole id." +
+	"\x02The bulk action must be its id (a UUID).\x02The page cursor is inval" +
+	"id: go back to the first page.\x02Operator actions, newest first\x02Show" +
+	"ing the %[1]d instances bulk action %[2]s changed. While it runs, each r" +
+	"eload shows how far it got.\x02Relais console\x02Language\x02Skip to con" +
+	"tent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find" +
+	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
+	"\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Displ" +
+	"ay settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · re" +
+	"load every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloa" +
+	"ds every %[1]d seconds.\x02Not allowed\x02Your role can read definitions" +
+	" and processes only: external tasks and process instances are for operat" +
+	"ors and administrators.\x02Invalid request\x02The field “%[1]s” holds a " +
+	"NUL character or bytes that are not UTF-8 text: correct it and try again" +
+	".\x02Back to external tasks\x02Back to definitions\x02Nothing exists at " +
+	"this address, or it is not visible to you.\x02Nothing exists at this add" +
+	"ress, or it is not visible to you. An ended instance is deleted, with it" +
+	"s occurrences and attempts, once the retention period (RELAIS_RETENTION)" +
+	" has passed; the audit log keeps the operator actions taken on it.\x02No" +
+	"t found\x02Form refused\x02This form was not sent from this console sess" +
+	"ion, or it has expired. Reload the page and try again.\x02Temporarily un" +
+	"available\x02The database cannot be reached right now. Try again in a fe" +
+	"w seconds.\x02Something went wrong\x02The console could not show this pa" +
+	"ge. Try again; if it persists, give your administrator the request id %[" +
+	"1]s.\x02Counting the occurrences; the counts appear when you reload the " +
+	"page.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
+	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
+	"Working copy\x02The only mutable part of a definition. Processes never u" +
+	"se it directly: they pin a revision.\x02Name\x02Routing output\x02Last s" +
+	"aved\x02Revisions\x02No revision yet: the Working copy has never been sn" +
+	"apshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Note" +
+	"s\x02Published\x02Compare revisions\x02Lists every change from one revis" +
+	"ion to another, and whom it may break.\x02From revision\x02To revision" +
+	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other" +
+	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
+	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
+	"\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents no" +
+	"w, and what its workers finished in the last hour: occurrences that ende" +
+	"d completed or failed. An occurrence retried since counts where it ends " +
+	"next; a failed attempt with attempts left is not counted, its occurrence" +
+	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
+	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
+	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
+	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
+	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02Sh" +
+	"ow all definitions\x02No definition %[1]s has occurrences: check the key" +
+	", or show all definitions.\x02All definitions\x02Completions and failure" +
+	"s per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The" +
+	" table after the chart gives each 5-minute slot.\x02completed\x02failed" +
+	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
+	"ldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]" +
+	"s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]" +
+	"s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d " +
+	"min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02J" +
+	"ul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
+	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
+	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
+	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
+	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
+	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
+	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
+	"rator has acted on this instance.\x02Operator actions on this instance, " +
+	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
+	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
+	"kes no inputs.\x02This instance is held at a failed node: an incident. I" +
+	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
+	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
+	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
+	"d in the audit log.\x02This instance is held at a failed node: an incide" +
+	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
+	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
+	"\x02Stopping cancels the instance and its open occurrences. It does not " +
+	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
+	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02End node\x02Abando" +
+	"ned at node\x02Failed at node\x02held, then stopped by an operator\x02he" +
+	"ld, then abandoned by an operator\x02Unknown status “%[1]s”.\x02Creation" +
+	" date\x02The page size must be between 1 and %[1]d.\x02Process instances" +
+	"\x02exact, case-sensitive\x02from\x02to\x02Act on every instance this fi" +
+	"lter matches\x02The next page counts them and asks for a reason before a" +
+	"nything changes.\x02Process instances, newest first\x02Instance\x02End n" +
+	"ode or error\x02No instance matches these filters.\x02All processes\x02A" +
+	"ll statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
+	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
+	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
+	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
+	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
+	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
+	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
+	"d changed\x02values changed\x02classification changed\x02constraint chan" +
+	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
+	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais never called the destinatio" +
+	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
+	"’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
+	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
+	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
+	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
+	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
+	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
+	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
+	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
+	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
+	"is is recorded\x02Available from\x02Next attempt\x02Last reserved\x02Loc" +
+	"k expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any" +
+	" attempt)\x02Its message\x02Message from Relais (in English)\x02Message " +
+	"from the service (its own words, protected values masked)\x02Retryable" +
+	"\x02no: the service marked this failure as not retryable (attempts left " +
+	"unused: %[1]d)\x02The destination did not answer within the call’s timeo" +
+	"ut (%[1]s): it may have acted all the same, so check before retrying." +
+	"\x02The destination did not answer within the call’s timeout: it may hav" +
+	"e acted all the same, so check before retrying.\x02The deadline passed b" +
+	"efore a result arrived.\x02The result did not match the revision's outpu" +
+	"ts contract.\x02Relais stopped during the call: whether the destination " +
+	"acted is unknown, so it is not called again.\x02The call could not be pr" +
+	"epared.\x02The destination could not be reached.\x02The destination’s an" +
+	"swer was too large.\x02The last attempt’s lock expired with no attempt l" +
+	"eft.\x02The inputs could not be built from the process’s bindings.\x02An" +
+	" operator abandoned the instance.\x02A Camunda 7 worker reported a failu" +
+	"re with no retries left (retries: 0, or a budget already spent): it is n" +
+	"ot run again.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s " +
+	"— %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
+	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
+	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
+	"r %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved" +
+	" by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred s" +
+	"ince %[1]s (%[2]s): a worker of the same consumer, or a front end with a" +
+	" settle token, completes it later.\x02Completed (%[1]s).\x02Its instance" +
+	" is held here, waiting for an operator.\x02Its instance went on along th" +
+	"e node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was s" +
+	"topped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopp" +
+	"ed (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settl" +
+	"ed with its settle token)\x02%[1]s (deferred; settled with its settle to" +
+	"ken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP " +
+	"2xx, unusable body\x02no answer within the timeout\x02no connection\x02a" +
+	"nswer too large\x02unknown\x02[redacted]\x02The revision must be a whole" +
+	" number, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filt" +
+	"ers: instance, revision, consumer, dates\x02instance id\x02Counts by sta" +
+	"tus\x02Occurrences, newest first\x02Process and node\x02Error\x02Consume" +
+	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
+	"ilters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by " +
+	"the other filters\x02Totals of all definitions, not narrowed by the othe" +
+	"r filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1" +
+	"]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few se" +
+	"conds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since" +
+	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
+	"revious page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a " +
+	"date is written 2026-12-01.\x02%[1]s: the first day comes after the last" +
+	".\x02These settings are kept in this browser only.\x02Show times in\x02T" +
+	"he console runs no script, so it cannot read your computer’s time zone: " +
+	"choose its offset from UTC. Offsets do not follow daylight saving time." +
+	"\x02Reload lists and detail pages\x02Pages with a form, such as a confir" +
+	"mation, never reload on their own.\x02Save settings\x02Back without savi" +
+	"ng\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Never" +
+	"\x02Every %[1]d seconds\x02Published process versions: their nodes, rout" +
+	"es and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start nod" +
+	"e\x02Graph\x02Columns follow the longest path from the start node. Solid" +
+	" arrows are successes (labelled with their route), dashed ones failures " +
+	"(labelled with their error codes). Each box says how many of this versio" +
+	"n’s occurrences are at that node now.\x02Nodes\x02Nodes of this version," +
+	" with their occurrences now\x02Kind\x02Pinned revision\x02On success\x02" +
+	"On error\x02Occurrences now\x02Instances of this process\x02Columns foll" +
+	"ow the longest path from the start node. Solid arrows are successes (lab" +
+	"elled with their route), dashed ones failures (labelled with their error" +
+	" codes).\x02Nodes of this version\x02This version has %[1]d nodes: too m" +
+	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
+	"th its routes and counts.\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, startin" +
+	"g at %[2]s. The table below lists the same nodes, routes and counts.\x00" +
+	"Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same node" +
+	"s, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below" +
+	" lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (compl" +
+	"etes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident fo" +
+	"r an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
+	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
+	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
+	"[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Re" +
+	"vealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal" +
+	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
+	"\x02Secret values can never be revealed.\x02Method not allowed\x02This p" +
+	"age does not accept that request.\x02Search\x02Type an instance or occur" +
+	"rence id (a UUID, as the pages show on hover), or a business key.\x02Not" +
+	"hing to find: the search box is empty.\x02That is too long to be an id o" +
+	"r a business key.\x02No instance or occurrence has the id “%[1]s”, and n" +
+	"o instance has it as its business key.\x02No instance has “%[1]s” as its" +
+	" business key, and it is not a whole id: the lists show the end of each " +
+	"id. Open the row, or copy its link, for the whole id.\x02You are signed " +
+	"out.\x02Your session had ended (inactivity, a sign-out elsewhere, a revo" +
+	"ked token or a restart of the server), so your last action was not appli" +
+	"ed. Sign in again, then repeat it.\x02Your session has ended (inactivity" +
+	", a sign-out elsewhere, a revoked token or a restart of the server). Sig" +
+	"n in again.\x02Sign in\x02Sign in with an operator, designer or administ" +
+	"rator token.\x02Token\x02The token is checked once and never stored in y" +
+	"our browser; a session cookie stands for it for up to 8 hours of inactiv" +
+	"ity.\x02Too many failed sign-ins from your address. Try again in %[1]d s" +
+	"econds.\x02This token is unknown or has been revoked.\x02A %[1]s token c" +
+	"annot open the console: sign in with an operator, designer or administra" +
+	"tor token.\x02Only administrators manage tokens.\x02Staff tokens (admini" +
+	"strators, designers, operators) that are not revoked. Consumer tokens ar" +
+	"e managed with their consumers. Revoking a token refuses its next reques" +
+	"t.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, " +
+	"oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this ses" +
+	"sion\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s" +
+	"”?\x02Its next request is refused, and console sessions opened with it" +
+	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
+	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
+	" it signs you out. Its next request is refused. This cannot be undone." +
+	"\x02This is the last usable administrator token: create another one befo" +
+	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
+	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
 	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
 	"values not shown: the page shows the first %[2]d, the API's detail has t" +
 	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
@@ -1237,7 +1244,7 @@ const enData string = "" + // Size: 22981 bytes
 	"every revision their consumer is granted.\x02They take revision %[1]d on" +
 	"ly.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 651 elements
+var frIndex = []uint32{ // 653 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1248,183 +1255,184 @@ var frIndex = []uint32{ // 651 elements
 	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
 	0x000006c8, 0x00000711, 0x0000075b, 0x00000795,
 	// Entry 20 - 3F
-	0x000007c6, 0x000007dd, 0x00000862, 0x0000093a,
-	0x0000097f, 0x000009f4, 0x00000a28, 0x00000a85,
-	0x00000aee, 0x00000b65, 0x00000bce, 0x00000bdf,
-	0x00000c3a, 0x00000c9a, 0x00000ca1, 0x00000ce2,
-	0x00000cf6, 0x00000d94, 0x00000dc8, 0x00000e07,
-	0x00000e98, 0x00000f18, 0x00000f54, 0x00000f94,
-	0x00000fed, 0x0000102b, 0x00001069, 0x000010a6,
-	0x00001125, 0x0000116f, 0x00001207, 0x00001270,
+	0x000007c6, 0x000007dd, 0x0000086a, 0x00000910,
+	0x00000995, 0x00000a6d, 0x00000ab2, 0x00000b27,
+	0x00000b5b, 0x00000bb8, 0x00000c21, 0x00000c98,
+	0x00000d01, 0x00000d12, 0x00000d6d, 0x00000dcd,
+	0x00000dd4, 0x00000e15, 0x00000e29, 0x00000ec7,
+	0x00000efb, 0x00000f3a, 0x00000fcb, 0x0000104b,
+	0x00001087, 0x000010c7, 0x00001120, 0x0000115e,
+	0x0000119c, 0x000011d9, 0x00001258, 0x000012a2,
 	// Entry 40 - 5F
-	0x000012aa, 0x0000130b, 0x000013b4, 0x000013c0,
-	0x000013ca, 0x000013d1, 0x000013de, 0x000013ee,
-	0x00001401, 0x00001415, 0x00001436, 0x00001440,
-	0x00001488, 0x00001634, 0x00001656, 0x0000168b,
-	0x00001774, 0x0000181d, 0x00001892, 0x00001971,
-	0x00001991, 0x00001997, 0x0000199b, 0x000019a2,
-	0x000019a8, 0x000019be, 0x000019d5, 0x000019e5,
-	0x000019f0, 0x00001a02, 0x00001aad, 0x00001ab5,
+	0x0000133a, 0x000013a3, 0x000013dd, 0x0000143e,
+	0x000014e7, 0x000014f3, 0x000014fd, 0x00001504,
+	0x00001511, 0x00001521, 0x00001534, 0x00001548,
+	0x00001569, 0x00001573, 0x000015bb, 0x00001767,
+	0x00001789, 0x000017be, 0x000018a7, 0x00001950,
+	0x000019c5, 0x00001aa4, 0x00001ac4, 0x00001aca,
+	0x00001ace, 0x00001ad5, 0x00001adb, 0x00001af1,
+	0x00001b08, 0x00001b18, 0x00001b23, 0x00001b35,
 	// Entry 60 - 7F
-	0x00001acb, 0x00001adf, 0x00001b0b, 0x00001b1e,
-	0x00001bf1, 0x00001c3a, 0x00001c7c, 0x00001cb2,
-	0x00001d41, 0x00001d50, 0x00001d57, 0x00001d68,
-	0x00001d7e, 0x00001d84, 0x00001d95, 0x00001d9f,
-	0x00001dc6, 0x00001de2, 0x00001dea, 0x00001df7,
-	0x00001e03, 0x00001e0a, 0x00001e2e, 0x00001e3e,
-	0x00001e56, 0x00001e77, 0x00001eaa, 0x00001edb,
-	0x00001f0d, 0x00001f1b, 0x00001fcf, 0x00001fe1,
+	0x00001be0, 0x00001be8, 0x00001bfe, 0x00001c12,
+	0x00001c3e, 0x00001c51, 0x00001d24, 0x00001d6d,
+	0x00001daf, 0x00001de5, 0x00001e74, 0x00001e83,
+	0x00001e8a, 0x00001e9b, 0x00001eb1, 0x00001eb7,
+	0x00001ec8, 0x00001ed2, 0x00001ef9, 0x00001f15,
+	0x00001f1d, 0x00001f2a, 0x00001f36, 0x00001f3d,
+	0x00001f61, 0x00001f71, 0x00001f89, 0x00001faa,
+	0x00001fdd, 0x0000200e, 0x00002040, 0x0000204e,
 	// Entry 80 - 9F
-	0x00002061, 0x0000207d, 0x00002095, 0x000020d8,
-	0x000021f6, 0x00002202, 0x00002215, 0x00002291,
-	0x000022ad, 0x00002304, 0x0000231c, 0x000023b4,
-	0x0000241a, 0x0000244c, 0x00002452, 0x00002457,
-	0x00002463, 0x00002472, 0x0000247e, 0x0000248a,
-	0x0000249c, 0x000024ad, 0x00002531, 0x00002535,
-	0x00002547, 0x0000255e, 0x00002569, 0x000025be,
-	0x000025cb, 0x000025f0, 0x000025fc, 0x00002606,
+	0x00002102, 0x00002114, 0x00002194, 0x000021b0,
+	0x000021c8, 0x0000220b, 0x00002329, 0x00002335,
+	0x00002348, 0x000023c4, 0x000023e0, 0x00002437,
+	0x0000244f, 0x000024e7, 0x0000254d, 0x0000257f,
+	0x00002585, 0x0000258a, 0x00002596, 0x000025a5,
+	0x000025b1, 0x000025bd, 0x000025cf, 0x000025e0,
+	0x00002664, 0x00002668, 0x0000267a, 0x00002691,
+	0x0000269c, 0x000026f1, 0x000026fe, 0x00002723,
 	// Entry A0 - BF
-	0x0000260c, 0x00002618, 0x00002630, 0x00002682,
-	0x00002692, 0x000026a2, 0x000026ab, 0x000026b6,
-	0x000026be, 0x000026de, 0x00002700, 0x00002728,
-	0x00002731, 0x00002741, 0x00002761, 0x00002769,
-	0x00002778, 0x00002797, 0x000027c2, 0x000027e8,
-	0x000027f8, 0x00002802, 0x0000280c, 0x0000282b,
-	0x00002849, 0x00002921, 0x0000293f, 0x00002983,
-	0x000029c0, 0x000029f3, 0x00002a23, 0x00002a4f,
+	0x0000272f, 0x00002739, 0x0000273f, 0x0000274b,
+	0x00002763, 0x000027b5, 0x000027c5, 0x000027d5,
+	0x000027de, 0x000027e9, 0x000027f1, 0x00002811,
+	0x00002833, 0x0000285b, 0x00002864, 0x00002874,
+	0x00002894, 0x0000289c, 0x000028ab, 0x000028ca,
+	0x000028f5, 0x0000291b, 0x0000292b, 0x00002935,
+	0x0000293f, 0x0000295e, 0x0000297c, 0x00002a54,
+	0x00002a72, 0x00002ab6, 0x00002af3, 0x00002b26,
 	// Entry C0 - DF
-	0x00002a7f, 0x00002aa1, 0x00002abc, 0x00002ad7,
-	0x00002af3, 0x00002b0f, 0x00002b25, 0x00002b3f,
-	0x00002b76, 0x00002bac, 0x00002bcc, 0x00002beb,
-	0x00002bf2, 0x00002c5c, 0x00002c72, 0x00002c77,
-	0x00002c8b, 0x00002ca3, 0x00002cc8, 0x00002cf6,
-	0x00002d08, 0x00002d1b, 0x00002d37, 0x00002d64,
-	0x00002d81, 0x00002da4, 0x00002daf, 0x00002dba,
-	0x00002dc6, 0x00002f2f, 0x00002f56, 0x00002f94,
+	0x00002b56, 0x00002b82, 0x00002bb2, 0x00002bd4,
+	0x00002bef, 0x00002c0a, 0x00002c26, 0x00002c42,
+	0x00002c58, 0x00002c72, 0x00002ca9, 0x00002cdf,
+	0x00002cff, 0x00002d1e, 0x00002d25, 0x00002d8f,
+	0x00002da5, 0x00002daa, 0x00002dbe, 0x00002dd6,
+	0x00002dfb, 0x00002e29, 0x00002e3b, 0x00002e4e,
+	0x00002e6a, 0x00002e97, 0x00002eb4, 0x00002ed7,
+	0x00002ee2, 0x00002eed, 0x00002ef9, 0x00003062,
 	// Entry E0 - FF
-	0x00002fa0, 0x00002fa9, 0x00002fbd, 0x00002fc7,
-	0x00002fee, 0x0000300a, 0x00003025, 0x00003055,
-	0x00003094, 0x000030af, 0x000030be, 0x000030df,
-	0x0000314a, 0x00003162, 0x000031a8, 0x00003213,
-	0x0000321d, 0x00003227, 0x00003241, 0x0000328a,
-	0x00003292, 0x0000329d, 0x000032ab, 0x000032bb,
-	0x000032e5, 0x0000330e, 0x0000331e, 0x0000333d,
-	0x00003349, 0x00003362, 0x0000336d, 0x0000337a,
+	0x00003089, 0x000030c7, 0x000030d3, 0x000030dc,
+	0x000030f0, 0x000030fa, 0x00003121, 0x0000313d,
+	0x00003158, 0x00003188, 0x000031c7, 0x000031e2,
+	0x000031f1, 0x00003212, 0x0000327d, 0x00003295,
+	0x000032db, 0x00003346, 0x00003350, 0x0000335a,
+	0x00003374, 0x000033bd, 0x000033c5, 0x000033d0,
+	0x000033de, 0x000033ee, 0x00003418, 0x00003441,
+	0x00003451, 0x00003470, 0x0000347c, 0x00003495,
 	// Entry 100 - 11F
-	0x00003389, 0x00003391, 0x0000339b, 0x000033a3,
-	0x000033ab, 0x000033b1, 0x000033b8, 0x000033bd,
-	0x000033c2, 0x000033c6, 0x000033cb, 0x000033d1,
-	0x000033d7, 0x000033dd, 0x000033e2, 0x000033e7,
-	0x000033ed, 0x000033f7, 0x00003417, 0x00003439,
-	0x0000345d, 0x00003483, 0x0000348c, 0x000034a8,
-	0x000034b1, 0x000034c9, 0x000034d2, 0x00003526,
-	0x00003546, 0x0000354c, 0x00003557, 0x0000355d,
+	0x000034a0, 0x000034ad, 0x000034bc, 0x000034c4,
+	0x000034ce, 0x000034d6, 0x000034de, 0x000034e4,
+	0x000034eb, 0x000034f0, 0x000034f5, 0x000034f9,
+	0x000034fe, 0x00003504, 0x0000350a, 0x00003510,
+	0x00003515, 0x0000351a, 0x00003520, 0x0000352a,
+	0x0000354a, 0x0000356c, 0x00003590, 0x000035b6,
+	0x000035bf, 0x000035db, 0x000035e4, 0x000035fc,
+	0x00003605, 0x00003659, 0x00003679, 0x0000367f,
 	// Entry 120 - 13F
-	0x0000356b, 0x00003576, 0x00003584, 0x000035b7,
-	0x000035db, 0x0000360a, 0x00003653, 0x0000365a,
-	0x00003670, 0x000036e3, 0x00003709, 0x00003898,
-	0x0000399f, 0x000039ef, 0x00003a20, 0x00003a53,
-	0x00003a82, 0x00003a90, 0x00003a9d, 0x00003aaf,
-	0x00003ac4, 0x00003ad1, 0x00003ae6, 0x00003af9,
-	0x00003b24, 0x00003b51, 0x00003b75, 0x00003b87,
-	0x00003bbf, 0x00003bd6, 0x00003bed, 0x00003bf0,
+	0x0000368a, 0x00003690, 0x0000369e, 0x000036a9,
+	0x000036b7, 0x000036ea, 0x0000370e, 0x0000373d,
+	0x00003786, 0x0000378d, 0x000037a3, 0x00003816,
+	0x0000383c, 0x000039cb, 0x00003ad2, 0x00003b22,
+	0x00003b53, 0x00003b86, 0x00003bb5, 0x00003bc3,
+	0x00003bd0, 0x00003be2, 0x00003bf7, 0x00003c04,
+	0x00003c19, 0x00003c2c, 0x00003c57, 0x00003c84,
+	0x00003ca8, 0x00003cba, 0x00003cf2, 0x00003d09,
 	// Entry 140 - 15F
-	0x00003bf3, 0x00003c27, 0x00003c71, 0x00003ca6,
-	0x00003caf, 0x00003cc6, 0x00003cf4, 0x00003d07,
-	0x00003d18, 0x00003d23, 0x00003d2e, 0x00003d39,
-	0x00003d42, 0x00003d4b, 0x00003d54, 0x00003d5d,
-	0x00003d66, 0x00003d6d, 0x00003d7b, 0x00003d81,
-	0x00003d88, 0x00003d8f, 0x00003d98, 0x00003d9d,
-	0x00003dab, 0x00003db1, 0x00003db7, 0x00003dbd,
-	0x00003dc5, 0x00003dce, 0x00003dd7, 0x00003df4,
+	0x00003d20, 0x00003d23, 0x00003d26, 0x00003d5a,
+	0x00003da4, 0x00003dd9, 0x00003de2, 0x00003df9,
+	0x00003e27, 0x00003e3a, 0x00003e4b, 0x00003e56,
+	0x00003e61, 0x00003e6c, 0x00003e75, 0x00003e7e,
+	0x00003e87, 0x00003e90, 0x00003e99, 0x00003ea0,
+	0x00003eae, 0x00003eb4, 0x00003ebb, 0x00003ec2,
+	0x00003ecb, 0x00003ed0, 0x00003ede, 0x00003ee4,
+	0x00003eea, 0x00003ef0, 0x00003ef8, 0x00003f01,
 	// Entry 160 - 17F
-	0x00003e0f, 0x00003e32, 0x00003e53, 0x00003e62,
-	0x00003e6d, 0x00003e78, 0x00003e85, 0x00003e89,
-	0x00003e8d, 0x00003e9b, 0x00003ea9, 0x00003eb7,
-	0x00003ed7, 0x00003eea, 0x00003f03, 0x00003f18,
-	0x00003f29, 0x00003f3b, 0x00003f4d, 0x00003f53,
-	0x00003f5a, 0x00003f62, 0x00003f6a, 0x00003f88,
-	0x00003fa6, 0x00003fbd, 0x00003fd2, 0x00003fe3,
-	0x00003fe9, 0x00004002, 0x0000400d, 0x00004041,
+	0x00003f0a, 0x00003f27, 0x00003f42, 0x00003f65,
+	0x00003f86, 0x00003f95, 0x00003fa0, 0x00003fab,
+	0x00003fb8, 0x00003fbc, 0x00003fc0, 0x00003fce,
+	0x00003fdc, 0x00003fea, 0x0000400a, 0x0000401d,
+	0x00004036, 0x0000404b, 0x0000405c, 0x0000406e,
+	0x00004080, 0x00004086, 0x0000408d, 0x00004095,
+	0x0000409d, 0x000040bb, 0x000040d9, 0x000040f0,
+	0x00004105, 0x00004116, 0x0000411c, 0x00004135,
 	// Entry 180 - 19F
-	0x0000404e, 0x0000406c, 0x0000407a, 0x00004083,
-	0x0000408a, 0x000040a5, 0x000040af, 0x000040c2,
-	0x000040fc, 0x00004105, 0x00004114, 0x00004178,
-	0x00004184, 0x0000418e, 0x000041be, 0x00004219,
-	0x00004300, 0x0000430b, 0x0000433e, 0x00004343,
-	0x00004363, 0x00004380, 0x000043a0, 0x000043b5,
-	0x000043f6, 0x00004401, 0x0000440b, 0x00004434,
-	0x00004445, 0x00004453, 0x0000448f, 0x000044b9,
+	0x00004140, 0x00004174, 0x00004181, 0x0000419f,
+	0x000041ad, 0x000041b6, 0x000041bd, 0x000041d8,
+	0x000041e2, 0x000041f5, 0x0000422f, 0x00004238,
+	0x00004247, 0x000042ab, 0x000042b7, 0x000042c1,
+	0x000042f1, 0x0000434c, 0x00004433, 0x0000443e,
+	0x00004471, 0x00004476, 0x00004496, 0x000044b3,
+	0x000044d3, 0x000044e8, 0x00004529, 0x00004534,
+	0x0000453e, 0x00004567, 0x00004578, 0x00004586,
 	// Entry 1A0 - 1BF
-	0x000044e1, 0x00004520, 0x00004541, 0x0000457f,
-	0x000045bf, 0x000045df, 0x00004620, 0x0000464c,
-	0x00004664, 0x00004678, 0x0000468f, 0x0000469d,
-	0x000046a8, 0x000046cb, 0x000046ea, 0x000046f6,
-	0x00004715, 0x00004763, 0x0000477f, 0x000047ed,
-	0x00004872, 0x000048ef, 0x0000492f, 0x00004975,
-	0x000049e7, 0x00004a0f, 0x00004a32, 0x00004a69,
-	0x00004ab0, 0x00004b03, 0x00004b2c, 0x00004bd2,
+	0x000045c2, 0x000045ec, 0x00004614, 0x00004653,
+	0x00004674, 0x000046b2, 0x000046f2, 0x00004712,
+	0x00004753, 0x0000477f, 0x00004797, 0x000047ab,
+	0x000047c2, 0x000047d0, 0x000047db, 0x000047fe,
+	0x0000481d, 0x00004829, 0x00004848, 0x00004896,
+	0x000048b2, 0x00004920, 0x000049a5, 0x00004a22,
+	0x00004a62, 0x00004aa8, 0x00004b1a, 0x00004b42,
+	0x00004b65, 0x00004b9c, 0x00004be3, 0x00004c36,
 	// Entry 1C0 - 1DF
-	0x00004bf8, 0x00004c1f, 0x00004c47, 0x00004c8e,
-	0x00004cd8, 0x00004d0b, 0x00004d1e, 0x00004d4c,
-	0x00004d88, 0x00004d9e, 0x00004e32, 0x00004e45,
-	0x00004e82, 0x00004ebe, 0x00004ed1, 0x00004f25,
-	0x00004f5a, 0x00004f6c, 0x00004f83, 0x00004fc0,
-	0x00005010, 0x0000503a, 0x00005045, 0x00005062,
-	0x00005081, 0x00005092, 0x000050ac, 0x000050b5,
-	0x000050bf, 0x000050f4, 0x0000510a, 0x0000511b,
+	0x00004c5f, 0x00004d05, 0x00004d2b, 0x00004d52,
+	0x00004d7a, 0x00004dc1, 0x00004e0b, 0x00004e3e,
+	0x00004e51, 0x00004e7f, 0x00004ebb, 0x00004ed1,
+	0x00004f65, 0x00004f78, 0x00004fb5, 0x00004ff1,
+	0x00005004, 0x00005058, 0x0000508d, 0x0000509f,
+	0x000050b6, 0x000050f3, 0x00005143, 0x0000516d,
+	0x00005178, 0x00005195, 0x000051b4, 0x000051c5,
+	0x000051df, 0x000051e8, 0x000051f2, 0x00005227,
 	// Entry 1E0 - 1FF
-	0x00005158, 0x00005171, 0x00005187, 0x000051b1,
-	0x000051c4, 0x000051cb, 0x000051e6, 0x00005206,
-	0x00005236, 0x0000524d, 0x00005285, 0x000052c0,
-	0x000052ec, 0x00005340, 0x00005350, 0x0000535b,
-	0x0000536f, 0x00005381, 0x00005397, 0x000053a9,
-	0x000053bb, 0x000053c1, 0x000053d3, 0x000053e1,
-	0x000053f0, 0x00005406, 0x00005430, 0x00005463,
-	0x0000549f, 0x000054b6, 0x0000557e, 0x000055ab,
+	0x0000523d, 0x0000524e, 0x0000528b, 0x000052a4,
+	0x000052ba, 0x000052e4, 0x000052f7, 0x000052fe,
+	0x00005319, 0x00005339, 0x00005369, 0x00005380,
+	0x000053b8, 0x000053f3, 0x0000541f, 0x00005473,
+	0x00005483, 0x0000548e, 0x000054a2, 0x000054b4,
+	0x000054ca, 0x000054dc, 0x000054ee, 0x000054f4,
+	0x00005506, 0x00005514, 0x00005523, 0x00005539,
+	0x00005563, 0x00005596, 0x000055d2, 0x000055e9,
 	// Entry 200 - 21F
-	0x00005616, 0x00005630, 0x00005649, 0x0000566a,
-	0x00005680, 0x00005687, 0x000056a1, 0x00005736,
-	0x00005799, 0x000057ac, 0x000057d3, 0x000057fb,
-	0x00005809, 0x00005819, 0x00005821, 0x00005832,
-	0x00005839, 0x0000596f, 0x00005976, 0x000059b0,
-	0x000059b5, 0x000059ca, 0x000059de, 0x000059f0,
-	0x00005a06, 0x00005a20, 0x00005af5, 0x00005b0d,
-	0x00005bae, 0x00005c3d, 0x00005c4d, 0x00005d27,
+	0x000056b1, 0x000056de, 0x00005749, 0x00005763,
+	0x0000577c, 0x0000579d, 0x000057b3, 0x000057ba,
+	0x000057d4, 0x00005869, 0x000058cc, 0x000058df,
+	0x00005906, 0x0000592e, 0x0000593c, 0x0000594c,
+	0x00005954, 0x00005965, 0x0000596c, 0x00005aa2,
+	0x00005aa9, 0x00005ae3, 0x00005ae8, 0x00005afd,
+	0x00005b11, 0x00005b23, 0x00005b39, 0x00005b53,
+	0x00005c28, 0x00005c40, 0x00005ce1, 0x00005d70,
 	// Entry 220 - 23F
-	0x00005de9, 0x00005dee, 0x00005dfe, 0x00005e0c,
-	0x00005e1c, 0x00005e2c, 0x00005e36, 0x00005e5f,
-	0x00005e79, 0x00005e94, 0x00005f22, 0x00005f33,
-	0x00005f40, 0x00005f5b, 0x00005f6f, 0x00005f8d,
-	0x00005fd8, 0x00006019, 0x0000605f, 0x00006077,
-	0x000060ca, 0x00006105, 0x0000611d, 0x00006148,
-	0x00006152, 0x000061cc, 0x00006201, 0x00006242,
-	0x000062b6, 0x0000638f, 0x000063a8, 0x00006471,
+	0x00005d80, 0x00005e5a, 0x00005f1c, 0x00005f21,
+	0x00005f31, 0x00005f3f, 0x00005f4f, 0x00005f5f,
+	0x00005f69, 0x00005f92, 0x00005fac, 0x00005fc7,
+	0x00006055, 0x00006066, 0x00006073, 0x0000608e,
+	0x000060a2, 0x000060c0, 0x0000610b, 0x0000614c,
+	0x00006192, 0x000061aa, 0x000061fd, 0x00006238,
+	0x00006250, 0x0000627b, 0x00006285, 0x000062ff,
+	0x00006334, 0x00006375, 0x000063e9, 0x000064c2,
 	// Entry 240 - 25F
-	0x000064ee, 0x000064fb, 0x0000654d, 0x00006553,
-	0x000065ef, 0x00006643, 0x0000666e, 0x000066fa,
-	0x00006728, 0x000067ea, 0x000067ed, 0x000067f3,
-	0x000067fd, 0x00006813, 0x0000681e, 0x0000684e,
-	0x00006855, 0x00006860, 0x0000686e, 0x0000687b,
-	0x00006889, 0x00006896, 0x000068af, 0x000068dc,
-	0x00006985, 0x00006998, 0x000069a2, 0x00006a31,
-	0x00006a92, 0x00006ae4, 0x00006af6, 0x00006b09,
+	0x000064db, 0x000065a4, 0x00006621, 0x0000662e,
+	0x00006680, 0x00006686, 0x00006722, 0x00006776,
+	0x000067a1, 0x0000682d, 0x0000685b, 0x0000691d,
+	0x00006920, 0x00006926, 0x00006930, 0x00006946,
+	0x00006951, 0x00006981, 0x00006988, 0x00006993,
+	0x000069a1, 0x000069ae, 0x000069bc, 0x000069c9,
+	0x000069e2, 0x00006a0f, 0x00006ab8, 0x00006acb,
+	0x00006ad5, 0x00006b64, 0x00006bc5, 0x00006c17,
 	// Entry 260 - 27F
-	0x00006b47, 0x00006b83, 0x00006b8f, 0x00006b9c,
-	0x00006baa, 0x00006bb8, 0x00006bc8, 0x00006c04,
-	0x00006c3e, 0x00006cbb, 0x00006cc6, 0x00006cf0,
-	0x00006d0c, 0x00006d10, 0x00006d22, 0x00006d30,
-	0x00006d5c, 0x00006e1e, 0x00006e51, 0x00006e5c,
-	0x00006e66, 0x00006e7b, 0x00006e84, 0x00006e8e,
-	0x00006ea3, 0x00006ec7, 0x00006ee1, 0x00006ef6,
-	0x00006f22, 0x00006f27, 0x00006f3c, 0x00006f4e,
+	0x00006c29, 0x00006c3c, 0x00006c7a, 0x00006cb6,
+	0x00006cc2, 0x00006ccf, 0x00006cdd, 0x00006ceb,
+	0x00006cfb, 0x00006d37, 0x00006d71, 0x00006dee,
+	0x00006df9, 0x00006e23, 0x00006e3f, 0x00006e43,
+	0x00006e55, 0x00006e63, 0x00006e8f, 0x00006f51,
+	0x00006f84, 0x00006f8f, 0x00006f99, 0x00006fae,
+	0x00006fb7, 0x00006fc1, 0x00006fd6, 0x00006ffa,
+	0x00007014, 0x00007029, 0x00007055, 0x0000705a,
 	// Entry 280 - 29F
-	0x00006f83, 0x00006f94, 0x0000700a, 0x00007095,
-	0x00007124, 0x0000718b, 0x000071cd, 0x00007240,
-	0x00007288, 0x000072b6, 0x000072e9,
-} // Size: 2628 bytes
+	0x0000706f, 0x00007081, 0x000070b6, 0x000070c7,
+	0x0000713d, 0x000071c8, 0x00007257, 0x000072be,
+	0x00007300, 0x00007373, 0x000073bb, 0x000073e9,
+	0x0000741c,
+} // Size: 2636 bytes
 
-const frData string = "" + // Size: 29417 bytes
+const frData string = "" + // Size: 29724 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1453,411 +1461,415 @@ const frData string = "" + // Size: 29417 bytes
 	" a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il " +
 	"n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rie" +
 	"n à arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Ret" +
-	"our à l’instance\x02Cette instance n’est plus bloquée (elle est %[1]s dé" +
-	"sormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait" +
-	".\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées n’" +
-	"ont pas pu être construites, une reprise échouerait donc de la même faço" +
-	"n. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cette " +
-	"instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indiquez u" +
-	"n motif\u202f: il est consigné dans le journal d’audit (%[1]d caractères" +
-	" au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a été " +
-	"fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rie" +
-	"n n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est pro" +
-	"posée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f: l’" +
-	"instance est passée en échec avec le code d’erreur abandoned. Consigné d" +
-	"ans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrences ou" +
-	"vertes sont annulées. Consigné dans le journal d’audit.\x02Action inconn" +
-	"ue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à cell" +
-	"es qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances" +
-	" bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dan" +
-	"s le journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela" +
-	" prend environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f" +
-	": si elle cesse d’attendre avant, l’action va tout de même jusqu’au bout" +
-	".\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre tout" +
-	"es les instances bloquées que ce filtre retient\x02L’occurrence en échec" +
-	" de chacune est proposée de nouveau, avec un budget de tentatives neuf. " +
-	"Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02" +
-	"%[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d in" +
-	"stances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
-	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
-	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
-	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
-	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
-	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
-	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
-	"rrespond au filtre maintenant.\x00=\x02%[1]d instances en cours correspo" +
-	"ndent au filtre maintenant.\x02Arrêter toutes les instances en cours ou " +
-	"bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instanc" +
-	"e en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d ins" +
-	"tances en cours ou bloquées correspondent au filtre maintenant.\x02Chacu" +
-	"ne est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée" +
-	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
-	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
-	"e instance à laquelle cette action s’applique ne correspond au filtre." +
-	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
-	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
-	"de tous les processus.\x02sans filtre\x02Processus\x02Statut\x02Clé méti" +
-	"er\x02Code d’erreur\x02Créées depuis le\x02Créées jusqu’au\x02Par proces" +
-	"sus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux" +
-	"\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9\x01" +
-	"\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses ent" +
-	"rées n’ont pas pu être construites)\u202f: elle ne peut pas être reprise" +
-	" et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d" +
-	" autres instances bloquées ont échoué avant toute tentative (leurs entré" +
-	"es n’ont pas pu être construites)\u202f: elles ne peuvent pas être repri" +
-	"ses et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossibl" +
-	"e d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez de l" +
-	"a liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il était" +
-	" de %[1]d)\u202f: entre-temps, des instances ont été réglées, démarrées " +
-	"ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et conf" +
-	"irmez de nouveau.\x02Cette action groupée a déjà été appliquée (le formu" +
-	"laire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’" +
-	"audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée" +
-	" (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appl" +
-	"iquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f" +
-	": elle a changé après le comptage (réglée, ou traitée par quelqu’un d’au" +
-	"tre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comptage (" +
-	"réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2" +
-	"]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
-	"\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journal d’au" +
-	"dit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, avec " +
-	"son motif. Les révélations de valeurs sensibles ont leur propre journal " +
-	"(GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effa" +
-	"cer les filtres\x02Aucune action d’opérateur ne correspond.\x02Toutes le" +
-	"s actions\x02L’instance de processus doit être un identifiant d’instance" +
-	" complet (un UUID)\u202f: les listes montrent la fin de chaque identifia" +
-	"nt\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifiant comp" +
-	"let.\x02L’action groupée doit être désignée par son identifiant (un UUID" +
-	").\x02Le curseur de page est invalide\u202f: revenez à la première page." +
-	"\x02Actions d’opérateurs, les plus récentes d’abord\x02Voici les %[1]d i" +
-	"nstances que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute," +
-	" chaque rechargement montre où elle en est.\x02Console Relais\x02Langue" +
-	"\x02Aller au contenu\x02Navigation principale\x02État\x02Tâches externes" +
-	"\x02Processus\x02Trouver une instance ou une occurrence\x02identifiant o" +
-	"u clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Connec" +
-	"té en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage" +
-	"\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · re" +
-	"chargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement aut" +
-	"omatique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non aut" +
-	"orisé\x02Votre rôle ne permet de lire que les définitions et les process" +
-	"us\u202f: les tâches externes et les instances de processus sont réservé" +
-	"es aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le cham" +
-	"p «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne son" +
-	"t pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâch" +
-	"es externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, o" +
-	"u à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à r" +
-	"ien que vous puissiez voir. Une instance terminée est supprimée, avec se" +
-	"s occurrences et ses tentatives, une fois la durée de conservation (RELA" +
-	"IS_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opér" +
-	"ateur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formula" +
-	"ire n’a pas été envoyé depuis cette session de la console, ou il a expir" +
-	"é. Rechargez la page et réessayez.\x02Temporairement indisponible\x02La" +
-	" base de données est injoignable pour le moment. Réessayez dans quelques" +
-	" secondes.\x02Une erreur est survenue\x02La console n’a pas pu afficher " +
-	"cette page. Réessayez\u202f; si le problème persiste, donnez à votre adm" +
-	"inistrateur l’identifiant de requête %[1]s.\x02Décompte des occurrences " +
-	"en cours\u202f; les décomptes s’afficheront quand vous rechargerez la pa" +
-	"ge.\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
-	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
-	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
-	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
-	"lent une révision.\x02Nom\x02Sortie de routage\x02Dernier enregistrement" +
-	"\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de trava" +
-	"il n’a jamais été figée.\x02Publications\x02Aucune publication pour l’in" +
-	"stant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des" +
-	" révisions\x02Liste chaque changement d’une révision à l’autre et ce qu’" +
-	"il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Change" +
-	"ment\x02Détail\x02Incompatible avec les processus\x02Incompatible avec l" +
-	"es exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Auc" +
-	"une entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sorti" +
-	"e.\x02Sorties de la copie de travail\x02Publications, les plus anciennes" +
-	" d’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
-	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
-	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
-	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
-	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
-	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
-	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
-	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
-	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
-	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
-	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
-	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
-	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
-	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
-	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
-	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
-	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
-	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur" +
-	"\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine" +
-	" l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull " +
-	"%[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque défi" +
-	"nition maintenant, et ce que ses exécutants ont terminé dans la dernière" +
-	" heure\u202f: les occurrences terminées avec succès ou en échec. Une occ" +
-	"urrence relancée depuis compte là où elle se termine ensuite\u202f; un é" +
-	"chec qui laisse des tentatives n’est pas compté, la page de son occurren" +
-	"ce le montre.\x02Réussites et échecs, dernière heure\x02Définitions, cel" +
-	"les qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02In" +
-	"stances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
-	"tes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente lon" +
-	"gue\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d’" +
-	"occurrences\u202f: vérifiez la clé, ou affichez toutes les définitions." +
-	"\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min, " +
-	"dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]" +
-	"s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min." +
-	"\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et éc" +
-	"hecs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Term" +
-	"inées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
-	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
-	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
-	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
-	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
-	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
-	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
-	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
-	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
-	".\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incid" +
-	"ent. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a" +
-	" échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
-	"), une reprise échouerait donc de la même façon. L’abandon met l’instanc" +
-	"e en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné da" +
-	"ns le journal d’audit.\x02Cette instance est bloquée à un nœud en échec" +
-	"\u202f: c’est un incident. La reprise propose de nouveau l’occurrence en" +
-	" échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule." +
-	" Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrêt " +
-	"annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Ar" +
-	"rêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s l" +
-	"e %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3" +
-	"]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence" +
-	" en échec\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bl" +
-	"oquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un " +
-	"opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02Date de créat" +
-	"ion\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instanc" +
-	"es de processus\x02exacte, casse comprise\x02du\x02au\x02Agir sur toutes" +
-	" les instances que ce filtre retient\x02La page suivante les compte et d" +
-	"emande un motif avant que rien ne change.\x02Instances de processus, les" +
-	" plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune in" +
-	"stance ne correspond à ces filtres.\x02Tous les processus\x02Tous les st" +
-	"atuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bl" +
-	"oquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
-	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
-	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
-	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
-	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
-	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
-	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
-	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1" +
-	"]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
-	"rreur (avant toute tentative)\x02Son message\x02Message de Relais (en an" +
-	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
-	"masquées)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a sig" +
-	"nalé cet échec comme définitif (tentatives restantes non utilisées\u202f" +
-	": %[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1" +
-	"]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L" +
-	"a destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu " +
-	"agir malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée " +
-	"avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contr" +
-	"at de sorties de la révision.\x02Relais s’est arrêté pendant l’appel" +
-	"\u202f: on ignore si la destination a agi, elle n’est donc pas rappelée." +
-	"\x02L’appel n’a pas pu être préparé.\x02La destination était injoignable" +
-	".\x02La réponse de la destination était trop volumineuse.\x02Le verrou d" +
-	"e la dernière tentative a expiré sans tentative restante.\x02Les entrées" +
-	" n’ont pas pu être construites à partir des liaisons du processus.\x02Un" +
-	" opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé u" +
-	"n échec sans nouvelle tentative restante (retries\u202f: 0, ou un budget" +
-	" déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destination " +
-	"a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée" +
-	" à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être" +
-	" proposée de nouveau.\x02En attente de l’appel de Relais à la destinatio" +
-	"n depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s" +
-	").\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s)." +
-	"\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée " +
-	"par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même " +
-	"consommateur, ou une interface munie d’un jeton de règlement, la termine" +
-	"ra plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en a" +
-	"ttente d’un opérateur.\x02Son instance a continué par le chemin d’erreur" +
-	" du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêté" +
-	"e par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance " +
-	"a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[" +
-	"1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (diffé" +
-	"rée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1" +
-	"]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps i" +
-	"nutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répon" +
-	"se trop volumineuse\x02inconnue\x02[masqué]\x02La révision doit être un " +
-	"nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
-	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
-	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
-	"nt\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond " +
-	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
-	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
-	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02p" +
-	"rochaine tentative\x02disponible depuis\x02appel en cours depuis\x02verr" +
-	"ou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivan" +
-	"te\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’é" +
-	"crit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
-	"\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Affiche" +
-	"r les heures en\x02La console n’exécute aucun script et ne peut donc pas" +
-	" lire le fuseau horaire de votre ordinateur\u202f: choisissez son décala" +
-	"ge par rapport à UTC. Les décalages ne suivent pas l’heure d’été.\x02Rec" +
-	"harger les listes et les pages de détail\x02Les pages qui contiennent un" +
-	" formulaire, comme une confirmation, ne se rechargent jamais d’elles-mêm" +
-	"es.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temp" +
-	"s universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %" +
-	"[1]d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, " +
-	"routes et révisions épinglées, dessinés, avec l’emplacement actuel de le" +
-	"urs occurrences.\x02Les versions de processus publiées\u202f: leurs nœud" +
-	"s, routes et révisions épinglées, dessinés.\x02Processus par clé\x02Vers" +
-	"ions, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02Processus %[1]s\x02Version\x02Nœud de départ\x02Gra" +
-	"phe\x02Les colonnes suivent le plus long chemin depuis le nœud de départ" +
-	". Les flèches pleines sont les réussites (étiquetées par leur route), le" +
-	"s pointillées les échecs (étiquetées par leurs codes d’erreur). Chaque c" +
-	"ase indique combien d’occurrences de cette version se trouvent à ce nœud" +
-	" maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences " +
-	"actuelles\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d" +
-	"’erreur\x02Occurrences actuelles\x02Instances de ce processus\x02Les c" +
-	"olonnes suivent le plus long chemin depuis le nœud de départ. Les flèche" +
-	"s pleines sont les réussites (étiquetées par leur route), les pointillée" +
-	"s les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette ve" +
-	"rsion\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisib" +
-	"lement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses" +
-	" routes et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pou" +
-	"r les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne " +
-	"chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h" +
-	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
-	"es nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14" +
-	"\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-d" +
-	"essous reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir " +
-	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pu" +
-	"ll\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]" +
-	"s\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre co" +
-	"de → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d " +
-	"tentative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d " +
-	"tentatives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %" +
-	"[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées" +
-	"\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f;" +
-	" actualisés toutes les 5 secondes environ.\x02Seuls les administrateurs " +
-	"peuvent révéler une valeur sensible.\x02Révélé par %[1]s le %[2]s\u202f;" +
-	" consigné dans le journal d’audit.\x02Révélation impossible\x02Seule une" +
-	" valeur que cette page affiche masquée (sensible) peut être révélée.\x02" +
-	"Les valeurs secrètes ne peuvent jamais être révélées.\x02Méthode non aut" +
-	"orisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisis" +
-	"sez un identifiant d’instance ou d’occurrence (un UUID, que les pages af" +
-	"fichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ" +
-	" de recherche est vide.\x02C’est trop long pour être un identifiant ou u" +
-	"ne clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
-	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
-	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
-	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
-	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
-	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
-	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs gèrent les jetons.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation" +
-	"\x02Expiration\x02Jetons du personnel, les plus anciens d’abord\x02jamai" +
-	"s\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun j" +
-	"eton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
-	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
-	"\x02Page invalide\x02Ce lien de page ne vient pas de la console.\x02Les " +
-	"exécutants connectés par un flux, et ceux qui interrogent par leur derni" +
-	"ère demande. Un exécutant est listé tant qu’il s’est manifesté dans les" +
-	" trois derniers battements de cœur.\x02Exécutants vus dans les trois der" +
-	"niers battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En " +
-	"cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est conn" +
-	"ecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécut" +
-	"ant ne sert cette définition.\x02flux\x02interrogation longue\x02façade " +
-	"Camunda 7\x02toutes les révisions accordées à son consommateur\x02révisi" +
-	"ons %[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurre" +
-	"nces attendent qu’un exécutant se connecte ou interroge.\x02Aucun proces" +
-	"sus n’utilise encore cette définition\u202f: elle aura besoin d’un exécu" +
-	"tant quand un processus l’utilisera en mode pull.\x02Aucun processus n’u" +
-	"tilise cette définition en mode pull\u202f: Relais appelle ses destinati" +
-	"ons (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est " +
-	"connecté pour cette définition\u202f; aucune de ses occurrences n’en att" +
-	"end.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d" +
-	"\x02Servie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1" +
-	"]s\u202f; certains prennent toutes les révisions accordées à leur consom" +
-	"mateur.\x02Toutes les révisions accordées au consommateur sont prises en" +
-	" charge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les r" +
-	"évisions %[1]s sont prises en charge."
+	"our à l’instance\x02Quelqu’un a agi sur cette instance après l’ouverture" +
+	" de cette page. Rien n’a été fait\u202f: regardez-la de nouveau avant de" +
+	" décider.\x02Quelqu’un a agi sur cette instance après l’ouverture de cet" +
+	"te page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: regardez-la d" +
+	"e nouveau avant de décider.\x02Cette instance n’est plus bloquée (elle e" +
+	"st %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n" +
+	"’a été fait.\x02Son occurrence a échoué avant toute tentative\u202f: s" +
+	"es entrées n’ont pas pu être construites, une reprise échouerait donc de" +
+	" la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fa" +
+	"it.\x02Cette instance est déjà terminée\u202f; il n’y a rien à arrêter." +
+	"\x02Indiquez un motif\u202f: il est consigné dans le journal d’audit (%[" +
+	"1]d caractères au plus). Rien n’a été fait.\x02Relais a refusé l’action." +
+	" Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a" +
+	" changé et rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud" +
+	" %[1]s est proposée de nouveau. Consigné dans le journal d’audit.\x02Aba" +
+	"ndon\u202f: l’instance est passée en échec avec le code d’erreur abandon" +
+	"ed. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses " +
+	"occurrences ouvertes sont annulées. Consigné dans le journal d’audit." +
+	"\x02Action inconnue.\x02L’arrêt s’applique aux instances en cours ou blo" +
+	"quées, pas à celles qui sont %[1]s.\x02La reprise et l’abandon s’appliqu" +
+	"ent aux instances bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Mo" +
+	"tif (consigné dans le journal d’audit pour chaque instance)\x02Revenir à" +
+	" la liste\x02Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à" +
+	" sa réponse\u202f: si elle cesse d’attendre avant, l’action va tout de m" +
+	"ême jusqu’au bout.\x02La suivre dans le journal d’audit (nouvel onglet)" +
+	"\x02Reprendre toutes les instances bloquées que ce filtre retient\x02L’o" +
+	"ccurrence en échec de chacune est proposée de nouveau, avec un budget de" +
+	" tentatives neuf. Rien n’est terminé à la place de quiconque.\x14\x01" +
+	"\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au filtre mainten" +
+	"ant.\x00>\x02%[1]d instances bloquées correspondent au filtre maintenant" +
+	".\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Rep" +
+	"rendre %[1]d instances\x02Abandonner toutes les instances bloquées que c" +
+	"e filtre retient\x02Chacune passe en échec avec le code d’erreur abandon" +
+	"ed et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonn" +
+	"er %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toute" +
+	"s les instances bloquées que ce filtre retient\x02Arrêter toutes les ins" +
+	"tances en cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d " +
+	"instance en cours correspond au filtre maintenant.\x00=\x02%[1]d instanc" +
+	"es en cours correspondent au filtre maintenant.\x02Arrêter toutes les in" +
+	"stances en cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00" +
+	"\x02E\x02%[1]d instance en cours ou bloquée correspond au filtre mainten" +
+	"ant.\x00J\x02%[1]d instances en cours ou bloquées correspondent au filtr" +
+	"e maintenant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f" +
+	"; une instance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
+	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
+	"orrespond au filtre.\x02Aucun processus, aucune clé métier, aucun code d" +
+	"’erreur ni date de création ne restreint ce filtre\u202f: l’action s’a" +
+	"pplique aux instances de tous les processus.\x02sans filtre\x02Processus" +
+	"\x02Statut\x02Clé métier\x02Code d’erreur\x02Créées depuis le\x02Créées " +
+	"jusqu’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d gro" +
+	"upes les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81" +
+	"\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant tout" +
+	"e tentative (ses entrées n’ont pas pu être construites)\u202f: elle ne p" +
+	"eut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la." +
+	"\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute t" +
+	"entative (leurs entrées n’ont pas pu être construites)\u202f: elles ne p" +
+	"euvent pas être reprises et ne sont pas comptées. Abandonnez-les ou arrê" +
+	"tez-les.\x02Impossible d’agir sur ce filtre\x02Le nombre confirmé manque" +
+	"\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l’av" +
+	"ez confirmé (il était de %[1]d)\u202f: entre-temps, des instances ont ét" +
+	"é réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez le " +
+	"nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déjà é" +
+	"té appliquée (le formulaire a été envoyé de nouveau)\u202f: ses traces s" +
+	"ont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01" +
+	"\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Acti" +
+	"on groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h" +
+	"\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, ou tra" +
+	"itée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont cha" +
+	"ngé après le comptage (réglées, ou traitées par quelqu’un d’autre).\x02%" +
+	"[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02" +
+	"Instance de processus\x02Occurrence reproposée\x02Action groupée\x02supp" +
+	"rimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué pa" +
+	"r un opérateur, avec son motif. Les révélations de valeurs sensibles ont" +
+	" leur propre journal (GET /api/v1/audit/reveals).\x02Filtres\x02Applique" +
+	"r les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne cor" +
+	"respond.\x02Toutes les actions\x02L’instance de processus doit être un i" +
+	"dentifiant d’instance complet (un UUID)\u202f: les listes montrent la fi" +
+	"n de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, po" +
+	"ur l’identifiant complet.\x02L’action groupée doit être désignée par son" +
+	" identifiant (un UUID).\x02Le curseur de page est invalide\u202f: revene" +
+	"z à la première page.\x02Actions d’opérateurs, les plus récentes d’abord" +
+	"\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées. Ta" +
+	"nt qu’elle s’exécute, chaque rechargement montre où elle en est.\x02Cons" +
+	"ole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Éta" +
+	"t\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurre" +
+	"nce\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
+	"\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Ré" +
+	"glages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02He" +
+	"ures en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · san" +
+	"s rechargement automatique\x02Cette page se recharge toutes les %[1]d se" +
+	"condes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définiti" +
+	"ons et les processus\u202f: les tâches externes et les instances de proc" +
+	"essus sont réservées aux opérateurs et aux administrateurs.\x02Requête i" +
+	"nvalide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des" +
+	" octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
+	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
+	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
+	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
+	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
+	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
+	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
+	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
+	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
+	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
+	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
+	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Décompt" +
+	"e des occurrences en cours\u202f; les décomptes s’afficheront quand vous" +
+	" rechargerez la page.\x02Les décomptes sont indisponibles pour le moment" +
+	".\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02De" +
+	"scription\x02Définition %[1]s\x02Copie de travail\x02La seule partie mod" +
+	"ifiable d’une définition. Les processus ne l’utilisent jamais directemen" +
+	"t\u202f: ils épinglent une révision.\x02Nom\x02Sortie de routage\x02Dern" +
+	"ier enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f:" +
+	" la copie de travail n’a jamais été figée.\x02Publications\x02Aucune pub" +
+	"lication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée " +
+	"le\x02Comparer des révisions\x02Liste chaque changement d’une révision à" +
+	" l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02" +
+	"Comparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02I" +
+	"ncompatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
+	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
+	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
+	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
+	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
+	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
+	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
+	"[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%" +
+	"[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
+	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
+	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
+	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification" +
+	" %[1]s)\x02champ facultatif de type %[2]s (classification %[1]s)\x02cham" +
+	"p obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune" +
+	"\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions imm" +
+	"uables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02D" +
+	"ernière révision\x02aucune pour l’instant\x02Aucune définition pour l’in" +
+	"stant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d" +
+	" publications\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour u" +
+	"n opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
+	" de chaque définition maintenant, et ce que ses exécutants ont terminé d" +
+	"ans la dernière heure\u202f: les occurrences terminées avec succès ou en" +
+	" échec. Une occurrence relancée depuis compte là où elle se termine ensu" +
+	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
+	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
+	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02Afficher toutes les définitions\x02Aucune dé" +
+	"finition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez tou" +
+	"tes les définitions.\x02Toutes les définitions\x02Réussites et échecs pa" +
+	"r tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heur" +
+	"e\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tra" +
+	"nche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
+	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
+	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
+	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
+	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
+	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
+	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
+	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
+	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
+	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
+	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
+	"as pu être construites), une reprise échouerait donc de la même façon. L" +
+	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
+	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
+	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
+	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
+	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
+	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
+	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
+	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
+	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud" +
+	"\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloqué" +
+	"e, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Date de création\x02La taille de page doit être comprise en" +
+	"tre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02d" +
+	"u\x02au\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
+	"s processus\x02Tous les statuts\x02disponible\x02réservée\x02différée" +
+	"\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02dé" +
+	"connectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heu" +
+	"re\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• m" +
+	"asqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant la récupèr" +
+	"e)\x02push (Relais appelle le service)\x02administrateur\x02opérateur" +
+	"\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ re" +
+	"tiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifié" +
+	"es\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
+	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
+	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
+	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
+	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
+	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
+	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
+	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
+	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
+	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
+	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
+	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
+	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
+	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
+	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
+	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restan" +
+	"te\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de " +
+	"la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d" +
+	"’après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f:" +
+	" l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Au" +
+	"cune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler " +
+	"— cette action est enregistrée\x02Disponible à partir du\x02Prochaine " +
+	"tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Derniè" +
+	"re erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son mes" +
+	"sage\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pr" +
+	"opres termes, valeurs protégées masquées)\x02Nouvelle tentative possible" +
+	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
+	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
+	"du dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02La destination n’a pas répondu dans le d" +
+	"élai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de re" +
+	"prendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le r" +
+	"ésultat ne respectait pas le contrat de sorties de la révision.\x02Rela" +
+	"is s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi" +
+	", elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02L" +
+	"a destination était injoignable.\x02La réponse de la destination était t" +
+	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
+	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un " +
+	"exécutant Camunda 7 a signalé un échec sans nouvelle tentative restante " +
+	"(retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est p" +
+	"as relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentati" +
+	"ve à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou exp" +
+	"iré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’" +
+	"appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’u" +
+	"n exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle" +
+	" la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusq" +
+	"u’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]" +
+	"s)\u202f: un exécutant du même consommateur, ou une interface munie d’un" +
+	" jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son" +
+	" instance est bloquée ici, en attente d’un opérateur.\x02Son instance a " +
+	"continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
+	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
+	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
+	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
+	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
+	"é]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateu" +
+	"r inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révisi" +
+	"on, consommateur, dates\x02identifiant d’instance\x02Décomptes par statu" +
+	"t\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Erre" +
+	"ur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Auc" +
+	"une occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
+	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
+	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
+	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
+	"remier jour vient après le dernier.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Les pages qui contiennent un formulaire, comme une confirmation, " +
+	"ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Re" +
+	"venir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure local" +
+	"e à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proc" +
+	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
+	"és, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
+	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
+	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
+	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
+	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
+	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
+	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
+	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
+	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
+	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
+	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
+	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
+	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
+	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
+	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
+	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
+	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
+	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
+	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
+	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
+	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
+	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
+	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
+	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
+	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
+	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
+	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
+	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
+	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
+	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
+	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
+	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
+	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
+	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
+	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
+	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
+	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
+	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
+	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
+	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
+	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
+	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
+	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
+	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
+	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
+	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
+	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
+	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
+	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
+	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
+	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
+	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
+	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
+	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
+	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
+	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
+	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
+	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe de v" +
+	"ie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tou" +
+	"s les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux" +
+	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
+	"ordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert " +
+	"cette définition\u202f: ses occurrences attendent qu’un exécutant se con" +
+	"necte ou interroge.\x02Aucun processus n’utilise encore cette définition" +
+	"\u202f: elle aura besoin d’un exécutant quand un processus l’utilisera e" +
+	"n mode pull.\x02Aucun processus n’utilise cette définition en mode pull" +
+	"\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun " +
+	"exécutant.\x02Aucun exécutant n’est connecté pour cette définition\u202f" +
+	"; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02" +
+	"Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Rév" +
+	"isions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les" +
+	" révisions accordées à leur consommateur.\x02Toutes les révisions accord" +
+	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
+	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 57654 bytes (56KiB); checksum: 8A98D511
+	// Total table size 58223 bytes (56KiB); checksum: 177CB58D

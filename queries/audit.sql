@@ -40,3 +40,12 @@ limit @max;
 -- name: OperatorActionCountBulk :one
 -- What a bulk action applied so far: one record per instance it changed.
 select count(*) from operator_actions where bulk_id = @bulk_id;
+
+-- name: OperatorActionLatest :one
+-- The newest operator action recorded on an instance (no row: none): a
+-- confirmation carries its id, and an action is refused when another was
+-- recorded since (operator_actions_by_instance finds it).
+select id, at, actor_name, action from operator_actions
+where instance_id = @instance_id
+order by id desc
+limit 1;

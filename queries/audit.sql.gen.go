@@ -54,6 +54,35 @@ func (q *Queries) OperatorActionInsert(ctx context.Context, arg OperatorActionIn
 	return err
 }
 
+const operatorActionLatest = `-- name: OperatorActionLatest :one
+select id, at, actor_name, action from operator_actions
+where instance_id = $1
+order by id desc
+limit 1
+`
+
+type OperatorActionLatestRow struct {
+	ID        int64
+	At        time.Time
+	ActorName string
+	Action    string
+}
+
+// The newest operator action recorded on an instance (no row: none): a
+// confirmation carries its id, and an action is refused when another was
+// recorded since (operator_actions_by_instance finds it).
+func (q *Queries) OperatorActionLatest(ctx context.Context, instanceID uuid.UUID) (OperatorActionLatestRow, error) {
+	row := q.db.QueryRow(ctx, operatorActionLatest, instanceID)
+	var i OperatorActionLatestRow
+	err := row.Scan(
+		&i.ID,
+		&i.At,
+		&i.ActorName,
+		&i.Action,
+	)
+	return i, err
+}
+
 const operatorActionList = `-- name: OperatorActionList :many
 select a.id, a.at, a.actor_id, a.actor_name, a.action, a.reason, a.instance_id, a.occurrence_id, a.bulk_id, t.role as actor_role, exists(select 1 from instances i where i.id = a.instance_id)::boolean as instance_exists
 from operator_actions a
