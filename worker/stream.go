@@ -398,7 +398,7 @@ func (s *streamSession) read(stream *connect.ServerStreamForClient[workerv1.Work
 		case *workerv1.WorkerEvent_Assignment:
 			s.assigned(taskOf(e.Assignment))
 		case *workerv1.WorkerEvent_Cancellation:
-			cause := fmt.Errorf("%w: the lock was lost (%s)", ErrLockLost, reasonText(e.Cancellation.GetReason()))
+			cause := fmt.Errorf("%w: Relais took the task back", ErrLockLost)
 			if r := e.Cancellation.GetReason(); r == workerv1.CancellationReason_CANCELLATION_REASON_INSTANCE_STOPPED ||
 				r == workerv1.CancellationReason_CANCELLATION_REASON_DEADLINE_EXCEEDED {
 				cause = fmt.Errorf("%w (%s)", ErrCancelled, reasonText(r))

@@ -879,3 +879,106 @@ func TestDeclaredFields(t *testing.T) {
 		})
 	}
 }
+
+// cutter plays a replica that dies with its streams' locks held: once cut,
+// the first subscription's events stop and its body reads as a connection
+// cut mid-stream, while the connection to the replica is left open (closed
+// at the test's end), so that the replica neither sees the stream end nor
+// hands its tasks back, as a dead one would not.
+type cutter struct {
+	base http.RoundTripper
+	cut  chan struct{}
+
+	mu     sync.Mutex
+	first  bool
+	bodies []io.ReadCloser
+}
+
+func (c *cutter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(req.URL.Path, "/Subscribe") {
+		return c.base.RoundTrip(req)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.first {
+		return c.base.RoundTrip(req)
+	}
+	c.first = true
+	// The worker cancelling its stream must not reach the replica either.
+	res, err := c.base.RoundTrip(req.WithContext(context.WithoutCancel(req.Context())))
+	if err != nil {
+		return res, err
+	}
+	c.bodies = append(c.bodies, res.Body)
+	res.Body = &cutBody{rc: res.Body, cut: c.cut}
+	return res, nil
+}
+
+func (c *cutter) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bodies {
+		_ = b.Close()
+	}
+}
+
+type cutBody struct {
+	rc  io.ReadCloser
+	cut chan struct{}
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	select {
+	case <-b.cut:
+		return 0, io.ErrUnexpectedEOF
+	default:
+	}
+	n, err := b.rc.Read(p)
+	select {
+	case <-b.cut:
+		return 0, io.ErrUnexpectedEOF
+	default:
+		return n, err
+	}
+}
+
+// Left open: closing it would tell the replica the stream ended.
+func (b *cutBody) Close() error { return nil }
+
+// A handler that finishes after its stream ended without Relais saying
+// the task was lost (its replica died, the lock held on) has its outcome
+// reported: the replica that takes it finds the lock still this worker's,
+// and the finished work is neither lost nor done again. It used to be
+// dropped, the task left to its lock's expiry, then run again on a second
+// attempt.
+func TestStreamEndedOutcomeIsReported(t *testing.T) {
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
+	t.Cleanup(c.close)
+	var handled atomic.Int32
+	started := make(chan struct{}, 4)
+	r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: c}}, func(ctx context.Context, task *Task) (any, error) {
+		handled.Add(1)
+		started <- struct{}{}
+		// Its work done just as the stream ends (the cut is read at the
+		// next heartbeat, within a second).
+		<-ctx.Done()
+		return created(context.WithoutCancel(ctx), task)
+	})
+	inst := r.start(t, "Acme")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	close(c.cut)
+	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed by the outcome reported after the stream ended", got)
+	}
+	if n := handled.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want once", n)
+	}
+	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 1 {
+		t.Errorf("attempts %v, want one", a)
+	}
+}

@@ -280,6 +280,14 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 	}
 	cause := context.Cause(ctx)
 	switch {
+	case errors.Is(cause, errStreamEnded):
+		// The stream ended without Relais saying the task is gone: its
+		// replica may have died with the lock held, which then outlives
+		// it. What the handler produced is reported (a replica that saw
+		// the stream end handed the task back, and refuses it); a handler
+		// cut short gives the task back now, its attempt not spent,
+		// rather than leave it to wait for its lock to expire.
+		r.afterStreamEnded(t, outputs, err, log)
 	case errors.Is(cause, ErrLockLost), errors.Is(cause, ErrCancelled):
 		// Relais would refuse any outcome now, and another worker may
 		// hold the task: settling could only mislead.
@@ -514,6 +522,31 @@ func (r *run) handBack(t *Task, log *slog.Logger) {
 		return
 	}
 	log.Info("task released (the worker is shutting down)")
+}
+
+// afterStreamEnded settles a streamed task whose stream ended while its
+// handler ran: its outputs if it succeeded, a release otherwise (cut
+// short by the stream's end, not wrong). A refusal (the replica that saw
+// the stream end handed the task back, and another worker may hold it)
+// is expected, not a fault.
+func (r *run) afterStreamEnded(t *Task, outputs any, err error, log *slog.Logger) {
+	if err == nil {
+		log.Info("the stream ended while the handler ran; reporting its outcome (its replica may have died with the lock held)")
+		r.complete(t, outputs, log)
+		return
+	}
+	rerr := r.settle(t, "release", func(ctx context.Context) error {
+		return t.wire.release(ctx, t.ID, workerRequest{WorkerID: r.w.cfg.WorkerID})
+	}, log)
+	var ae *APIError
+	switch {
+	case rerr == nil:
+		log.Info("task released: its stream ended while the handler ran, which its cancellation cut short")
+	case errors.As(rerr, &ae) && ae.Status == http.StatusConflict:
+		log.Info("the task was handed back when its stream ended", "code", ae.Code)
+	default:
+		r.logSettleError(log, "release", rerr)
+	}
 }
 
 // settleFail reports a failure. The message goes to Relais, which scrubs

@@ -164,9 +164,12 @@ type Config struct {
 // ctx stays alive while Run shuts down gracefully, but ends when the
 // lock is lost or the occurrence cancelled; whatever the handler returns
 // then is dropped, because Relais would refuse it. On a worker stream the
-// lock is lost when the stream is (a network blip included: Relais hands
-// the task back at once, the attempt spent); long polling rides out blips
-// shorter than the lock.
+// handler's context ends when the stream does (a network blip included: a
+// live replica hands the task back at once, the attempt spent); long
+// polling rides out blips shorter than the lock. As the replica may have
+// died with the lock held instead, what a handler returns after its
+// stream ended is reported all the same (refused if the task was handed
+// back), and a failure is given back as a release, its attempt not spent.
 type Handler func(ctx context.Context, t *Task) (outputs any, err error)
 
 // Worker pulls tasks from Relais and runs handlers on them. Create it
