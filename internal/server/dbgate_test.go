@@ -127,3 +127,18 @@ func TestOnlyAnUnansweredProbeClosesTheGate(t *testing.T) {
 		}
 	}
 }
+
+// /readyz follows the probe's verdict: while the gate refuses the API's
+// requests, the replica is not ready, even if a query of its own would be
+// answered (the database just came back, the probe not yet).
+func TestReadyzFollowsTheGate(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	// No engine: a replica whose gate is closed does not ask the database.
+	readyz(nil, func() bool { return false }, func() bool { return true }).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	var doc map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+	if rec.Code != http.StatusServiceUnavailable || doc["status"] != "database unreachable" {
+		t.Errorf("readyz with the gate closed: %d %v, want 503 database unreachable", rec.Code, doc)
+	}
+}

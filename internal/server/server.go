@@ -173,7 +173,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Encode(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping))
+	r.Method(http.MethodGet, "/readyz", readyz(d.Engine, hub.Stopping, gate.down.Load))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 	r.Mount("/console", gate.guard(console.New(d.Logger, d.Engine).Handler()))
 	// The worker protocol (gRPC, gRPC-Web, Connect), reflection and health,
@@ -230,11 +230,18 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 // readyz says whether the replica takes work: its database migrated and
 // reachable, and it is not shutting down (a load balancer then sends new
 // requests elsewhere while its streams' workers settle what they hold).
-func readyz(eng *engine.Engine, stopping func() bool) http.Handler {
+// gateDown is the database probe's verdict, which the API's requests
+// follow: ready only once they are taken again, not when one query of its
+// own gets through while the probe still finds the database down.
+func readyz(eng *engine.Engine, stopping, gateDown func() bool) http.Handler {
 	want := engine.LatestSchemaVersion()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if stopping() {
 			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting down", "expected_schema_version": want})
+			return
+		}
+		if gateDown() {
+			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
