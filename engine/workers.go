@@ -220,6 +220,23 @@ func (e *Engine) CountWorkers(ctx context.Context, definition string) (int, erro
 	return int(n), wrap("count workers", err)
 }
 
+// LiveWorkersByDefinition counts the live workers (streams on every
+// replica and pollers) by definition key and protocol.
+func (e *Engine) LiveWorkersByDefinition(ctx context.Context) (map[string]map[string]int64, error) {
+	rows, err := e.q.WorkerCountLiveByDefinition(ctx, e.at())
+	if err != nil {
+		return nil, wrap("count live workers", err)
+	}
+	out := map[string]map[string]int64{}
+	for _, r := range rows {
+		if out[r.DefinitionKey] == nil {
+			out[r.DefinitionKey] = map[string]int64{}
+		}
+		out[r.DefinitionKey][r.Protocol] = r.Count
+	}
+	return out, nil
+}
+
 // PullWorkWaits reports whether pull occurrences of definition wait for a
 // worker: available ones, or reserved ones (with no worker connected,
 // their worker is gone and their lock will lapse).

@@ -44,6 +44,15 @@ limit @max;
 select count(*)::integer from workers
 where live_until > coalesce(sqlc.narg('now')::timestamptz, now()) and @definition_key::text = any(definition_keys);
 
+-- name: WorkerCountLiveByDefinition :many
+-- Live workers (every replica's streams and pollers) by definition key and
+-- protocol: what /metrics exports for an alert on a definition nobody
+-- serves. The catalog holds a row per live worker: a few hundred at most.
+select k.key::text as definition_key, w.protocol, count(*)::bigint as count
+from workers w cross join lateral unnest(w.definition_keys) as k(key)
+where w.live_until > coalesce(sqlc.narg('now')::timestamptz, now())
+group by k.key, w.protocol;
+
 -- name: WorkerStreamOf :one
 -- The consumer of a stream still in the catalog.
 select consumer_id from workers where id = @id and protocol = 'stream';

@@ -71,6 +71,42 @@ func (q *Queries) WorkerCountLive(ctx context.Context, arg WorkerCountLiveParams
 	return column_1, err
 }
 
+const workerCountLiveByDefinition = `-- name: WorkerCountLiveByDefinition :many
+select k.key::text as definition_key, w.protocol, count(*)::bigint as count
+from workers w cross join lateral unnest(w.definition_keys) as k(key)
+where w.live_until > coalesce($1::timestamptz, now())
+group by k.key, w.protocol
+`
+
+type WorkerCountLiveByDefinitionRow struct {
+	DefinitionKey string
+	Protocol      string
+	Count         int64
+}
+
+// Live workers (every replica's streams and pollers) by definition key and
+// protocol: what /metrics exports for an alert on a definition nobody
+// serves. The catalog holds a row per live worker: a few hundred at most.
+func (q *Queries) WorkerCountLiveByDefinition(ctx context.Context, now *time.Time) ([]WorkerCountLiveByDefinitionRow, error) {
+	rows, err := q.db.Query(ctx, workerCountLiveByDefinition, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WorkerCountLiveByDefinitionRow{}
+	for rows.Next() {
+		var i WorkerCountLiveByDefinitionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.Protocol, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerDelete = `-- name: WorkerDelete :exec
 delete from workers where id = $1
 `

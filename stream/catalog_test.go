@@ -50,7 +50,7 @@ func TestWorkerCatalog(t *testing.T) {
 	if string(subs) != `[{"definition":"add_company_to_crm","fields":["/company_name"]}]` {
 		t.Errorf("subscriptions %s", subs)
 	}
-	if v := connectedGauge(t, f.env, "add_company_to_crm"); v != 1 {
+	if v, _ := connectedGauge(t, f.env, "add_company_to_crm"); v != 1 {
 		t.Errorf("relais_workers_connected{definition=add_company_to_crm} = %v, want 1", v)
 	}
 
@@ -85,8 +85,8 @@ func TestWorkerCatalog(t *testing.T) {
 			return strings.Contains(f.env.Logs.String(), want), "not logged"
 		})
 	}
-	if v := connectedGauge(t, f.env, "add_company_to_crm"); v != 0 {
-		t.Errorf("relais_workers_connected after the stream ended = %v, want 0", v)
+	if v, ok := connectedGauge(t, f.env, "add_company_to_crm"); v != 0 || !ok {
+		t.Errorf("relais_workers_connected after the stream ended = %v (present %v), want 0, present (not vanished)", v, ok)
 	}
 }
 
@@ -105,8 +105,8 @@ func TestPollersLeaveTheCatalogWhenTheyStop(t *testing.T) {
 }
 
 // connectedGauge reads relais_workers_connected{definition} of env's
-// replica (0 when the series is absent).
-func connectedGauge(t *testing.T, env *relaistest.Env, definition string) float64 {
+// replica, and whether the series is there.
+func connectedGauge(t *testing.T, env *relaistest.Env, definition string) (float64, bool) {
 	t.Helper()
 	families, err := env.Registry.Gather()
 	if err != nil {
@@ -119,12 +119,12 @@ func connectedGauge(t *testing.T, env *relaistest.Env, definition string) float6
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "definition" && l.GetValue() == definition {
-					return m.GetGauge().GetValue()
+					return m.GetGauge().GetValue(), true
 				}
 			}
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // Declared fields: the stream receives only those inputs.

@@ -164,12 +164,12 @@ func (r *registry) remove(s *session) {
 // setKeys moves s's count in relais_workers_connected to keys.
 func (r *registry) setKeys(s *session, keys []string) {
 	for _, k := range s.keys {
+		// A definition's series falls to 0 when its last stream leaves,
+		// rather than vanish: an alert compares with 0, no absent().
 		r.byKey[k]--
+		r.connected.WithLabelValues(k).Set(float64(r.byKey[k]))
 		if r.byKey[k] == 0 {
 			delete(r.byKey, k)
-			r.connected.DeleteLabelValues(k)
-		} else {
-			r.connected.WithLabelValues(k).Set(float64(r.byKey[k]))
 		}
 	}
 	s.keys = keys

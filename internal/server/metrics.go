@@ -38,7 +38,13 @@ type occurrenceCounts struct {
 	byState *prometheus.Desc
 	at      *prometheus.Desc
 	held    *prometheus.Desc
+	waiting *prometheus.Desc
+	workers *prometheus.Desc
 }
+
+// workerProtocols are the protocols relais_workers_live reports for every
+// definition, zero included.
+var workerProtocols = []string{engine.ProtocolStream, engine.ProtocolLongPoll, engine.ProtocolCamunda}
 
 func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCounts {
 	return &occurrenceCounts{eng: eng, logger: logger,
@@ -51,6 +57,12 @@ func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCou
 		held: prometheus.NewDesc("relais_instances_held",
 			"Instances held for an operator (incidents: retry, abandon or stop them), by the definition of the node they are held at; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
 			[]string{"definition"}, nil),
+		waiting: prometheus.NewDesc("relais_oldest_claimable_age_seconds",
+			"How long the oldest claimable pull occurrence of a definition has waited for a worker (0: none waits), as the console's health page shows it; from the health snapshot, refreshed in the background when older than 5 s.",
+			[]string{"definition"}, nil),
+		workers: prometheus.NewDesc("relais_workers_live",
+			"Live workers by subscribed definition and protocol, on every replica (streams connected, pollers seen within their wait and three heartbeats), as GET /api/v1/workers lists them; read from the database at each scrape.",
+			[]string{"definition", "protocol"}, nil),
 	}
 }
 
@@ -58,6 +70,8 @@ func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.byState
 	ch <- c.at
 	ch <- c.held
+	ch <- c.waiting
+	ch <- c.workers
 }
 
 func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
@@ -95,6 +109,17 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.at, prometheus.GaugeValue, float64(at.UnixNano())/1e9)
+	// Every definition and protocol, zero included: an alert on a
+	// definition nobody serves compares with 0, no absent() needed.
+	if live, err := c.eng.LiveWorkersByDefinition(ctx); err != nil {
+		c.logger.Debug("metrics: live workers unavailable", "err", err)
+	} else {
+		for def := range byDefinition {
+			for _, p := range workerProtocols {
+				ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(live[def][p]), def, p)
+			}
+		}
+	}
 	health, _, err := c.eng.CachedHealth(ctx)
 	if err != nil {
 		c.logger.Debug("metrics: held instances unavailable", "err", err)
@@ -104,10 +129,16 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 	// falls to 0 when its last incident is resolved rather than vanish.
 	for def := range byDefinition {
 		var held int64
+		var waited time.Duration
 		if d := health.Definitions[def]; d != nil {
 			held = d.Held
+			if d.ClaimableSince != nil {
+				// Its age now: the snapshot dates the oldest, not the wait.
+				waited = max(c.eng.Now().Sub(*d.ClaimableSince), 0)
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held), def)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, waited.Seconds(), def)
 	}
 }
 

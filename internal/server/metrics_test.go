@@ -242,3 +242,38 @@ func TestHeldInstancesGauge(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/instances/"+inst["id"].(string)+"/abandon", env.Operator, map[string]any{"reason": "test"})
 	held(0)
 }
+
+// relais_workers_live counts every replica's live workers by definition
+// and protocol, zero included before any connects (an alert compares with
+// 0); relais_oldest_claimable_age_seconds says how long the oldest
+// claimable occurrence has waited, 0 once none waits.
+func TestLiveWorkersAndQueueAgeGauges(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", crm)
+	gauge := func(name string, want func(float64) bool, what string, labels ...string) {
+		t.Helper()
+		relaistest.WaitFor(t, 15*time.Second, fmt.Sprintf("%s%v %s", name, labels, what), func() (bool, string) {
+			got, ok := env.Metrics().Get(name, labels...)
+			return ok && want(got), fmt.Sprintf("%v (present %v)", got, ok)
+		})
+	}
+	is := func(v float64) func(float64) bool { return func(got float64) bool { return got == v } }
+	gauge("relais_workers_live", is(0), "= 0", "definition", crm, "protocol", "long_poll")
+	gauge("relais_workers_live", is(0), "= 0", "definition", crm, "protocol", "stream")
+	gauge("relais_oldest_claimable_age_seconds", is(0), "= 0", "definition", crm)
+
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	env.Clock.Advance(time.Minute)
+	gauge("relais_oldest_claimable_age_seconds", func(got float64) bool { return got >= 60 }, ">= 60")
+
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "poller-1", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v, want the occurrence", got)
+	}
+	gauge("relais_workers_live", is(1), "= 1", "definition", crm, "protocol", "long_poll")
+	gauge("relais_oldest_claimable_age_seconds", is(0), "= 0 once claimed", "definition", crm)
+}
