@@ -92,11 +92,16 @@ type StreamPresence struct {
 
 // SeeStream writes a stream's catalog row: when it connects, then every
 // heartbeat (its resolved keys may change as patterns match new keys).
-func (e *Engine) SeeStream(ctx context.Context, s StreamPresence) error {
-	err := e.q.WorkerStreamUpsert(ctx, queries.WorkerStreamUpsertParams{ID: s.ID, ConsumerID: s.ConsumerID, WorkerID: s.WorkerID,
+//
+// inserted is true when the row was written anew: at the stream's first
+// sighting, or after a pruning pass took it (the database unreachable
+// from this replica for longer than the row lives), which logged the
+// worker disconnected; its caller then logs it connected again.
+func (e *Engine) SeeStream(ctx context.Context, s StreamPresence) (inserted bool, err error) {
+	inserted, err = e.q.WorkerStreamUpsert(ctx, queries.WorkerStreamUpsertParams{ID: s.ID, ConsumerID: s.ConsumerID, WorkerID: s.WorkerID,
 		Replica: e.replica, Subscriptions: encodeSubscriptions(s.Subscriptions), DefinitionKeys: s.Pairs.DefinitionKeys(),
 		ConnectedAt: s.ConnectedAt, Now: e.at(), LiveFor: s.LiveFor})
-	return wrap("see stream", err)
+	return inserted, wrap("see stream", err)
 }
 
 // ForgetStream removes an ended stream's catalog row.

@@ -1,13 +1,15 @@
--- name: WorkerStreamUpsert :exec
+-- name: WorkerStreamUpsert :one
 -- A stream's catalog row, written when it connects and every heartbeat
--- (re-created should a pruning replica have taken it meanwhile).
+-- (re-created should a pruning replica have taken it meanwhile: inserted
+-- says so, xmax being 0 only for a row this statement inserted).
 insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
                      connected_at, last_seen_at, live_until)
 values (@id, @consumer_id, @worker_id, 'stream', @replica, @subscriptions, @definition_keys::text[],
         @connected_at::timestamptz, coalesce(sqlc.narg('now')::timestamptz, now()),
         coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
 on conflict (id) do update
-set definition_keys = excluded.definition_keys, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until;
+set definition_keys = excluded.definition_keys, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
+returning (xmax = 0)::boolean as inserted;
 
 -- name: WorkerDelete :exec
 delete from workers where id = @id;

@@ -299,7 +299,7 @@ func (q *Queries) WorkerStreamOf(ctx context.Context, id uuid.UUID) (int64, erro
 	return consumer_id, err
 }
 
-const workerStreamUpsert = `-- name: WorkerStreamUpsert :exec
+const workerStreamUpsert = `-- name: WorkerStreamUpsert :one
 insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
                      connected_at, last_seen_at, live_until)
 values ($1, $2, $3, 'stream', $4, $5, $6::text[],
@@ -307,6 +307,7 @@ values ($1, $2, $3, 'stream', $4, $5, $6::text[],
         coalesce($8::timestamptz, now()) + $9::interval)
 on conflict (id) do update
 set definition_keys = excluded.definition_keys, last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
+returning (xmax = 0)::boolean as inserted
 `
 
 type WorkerStreamUpsertParams struct {
@@ -322,9 +323,10 @@ type WorkerStreamUpsertParams struct {
 }
 
 // A stream's catalog row, written when it connects and every heartbeat
-// (re-created should a pruning replica have taken it meanwhile).
-func (q *Queries) WorkerStreamUpsert(ctx context.Context, arg WorkerStreamUpsertParams) error {
-	_, err := q.db.Exec(ctx, workerStreamUpsert,
+// (re-created should a pruning replica have taken it meanwhile: inserted
+// says so, xmax being 0 only for a row this statement inserted).
+func (q *Queries) WorkerStreamUpsert(ctx context.Context, arg WorkerStreamUpsertParams) (bool, error) {
+	row := q.db.QueryRow(ctx, workerStreamUpsert,
 		arg.ID,
 		arg.ConsumerID,
 		arg.WorkerID,
@@ -335,5 +337,7 @@ func (q *Queries) WorkerStreamUpsert(ctx context.Context, arg WorkerStreamUpsert
 		arg.Now,
 		arg.LiveFor,
 	)
-	return err
+	var inserted bool
+	err := row.Scan(&inserted)
+	return inserted, err
 }

@@ -13,6 +13,7 @@ import (
 	healthv1 "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/relaistest"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 )
@@ -87,6 +88,30 @@ func TestWorkerCatalog(t *testing.T) {
 	}
 	if v, ok := connectedGauge(t, f.env, "add_company_to_crm"); v != 0 || !ok {
 		t.Errorf("relais_workers_connected after the stream ended = %v (present %v), want 0, present (not vanished)", v, ok)
+	}
+}
+
+// A stream whose catalog row was pruned while its replica could not
+// refresh it (a database outage longer than the row lives: another
+// replica logged it disconnected) is logged connected again when its next
+// heartbeat writes the row back.
+func TestAStreamBackInTheCatalogIsLoggedConnected(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	open(t, newClient(t, "grpc", f.env.URL), f.consumer, subscribeRequest("crm-sync-8", 1))
+	relaistest.WaitFor(t, 5*time.Second, "the stream in the catalog", func() (bool, string) {
+		return len(f.env.Must(200, "GET", "/api/v1/workers", f.env.Operator, nil).JSON(t)["items"].([]any)) == 1, ""
+	})
+	// What a pruning replica does to a row its replica did not refresh.
+	if _, err := f.env.Pool.Exec(context.Background(), "delete from workers where worker_id = 'crm-sync-8'"); err != nil {
+		t.Fatal(err)
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the stream logged connected again", func() (bool, string) {
+		return strings.Contains(f.env.Logs.String(), `event=worker.connected protocol=stream`) &&
+			strings.Contains(f.env.Logs.String(), `reason="back in the catalog after its row lapsed"`), "not logged"
+	})
+	if got := f.env.Must(200, "GET", "/api/v1/workers", f.env.Operator, nil).JSON(t)["items"].([]any); len(got) != 1 {
+		t.Errorf("workers after the row came back: %v, want the stream", got)
 	}
 }
 

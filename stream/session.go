@@ -325,7 +325,7 @@ func (r *runner) wakeAt(at time.Time) {
 
 func (r *runner) run(ctx context.Context) error {
 	svc, s := r.svc, r.s
-	if err := svc.eng.SeeStream(ctx, r.presence()); err != nil {
+	if _, err := svc.eng.SeeStream(ctx, r.presence()); err != nil {
 		return toConnect(ctx, svc.logger, "Subscribe", err)
 	}
 	svc.eng.LogWorker(engine.EventWorkerConnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
@@ -668,8 +668,14 @@ func (r *runner) beat(ctx context.Context) (string, error) {
 			return reason, err
 		}
 	}
-	if err := svc.eng.SeeStream(ctx, r.presence()); err != nil && ctx.Err() == nil {
+	switch back, err := svc.eng.SeeStream(ctx, r.presence()); {
+	case err != nil && ctx.Err() == nil:
 		svc.logger.Warn("refreshing the stream's catalog row failed", "stream", s.id, "err", err)
+	case back:
+		// A replica pruned the row while this one could not refresh it,
+		// and logged the worker disconnected: it never was.
+		svc.eng.LogWorker(engine.EventWorkerConnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
+			"stream", s.id, "reason", "back in the catalog after its row lapsed")
 	}
 	return "", nil
 }
