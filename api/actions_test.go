@@ -279,6 +279,15 @@ func TestBulkActionsByErrorCode(t *testing.T) {
 	if got := ids("error_code=crm_down"); len(got) != 0 {
 		t.Errorf("instances with error_code crm_down = %v, want none (codes are exact)", got)
 	}
+	// A blank or padded text filter would match nothing and read as
+	// "none": refused, as an empty one is.
+	for _, query := range []string{"error_code=%20", "error_code=%20CRM_DOWN", "business_key=A%20", "process=%09"} {
+		for _, list := range []string{"/api/v1/instances?", "/api/v1/occurrences?"} {
+			if r := env.Do("GET", list+query, env.Operator, nil); r.Status != 400 || r.Code() != "invalid_request" {
+				t.Errorf("GET %s%s: %d %s, want 400 invalid_request", list, query, r.Status, r.Body)
+			}
+		}
+	}
 
 	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"process": "crm_hold"}}).JSON(t)
 	breakdown := fmt.Sprint(count["breakdown"])

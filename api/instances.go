@@ -199,8 +199,9 @@ var instanceParams = []string{"process", "status", "business_key", "error_code",
 // instanceFilter reads the instance filters shared by the list, bulk
 // actions and the console.
 func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
-	f := engine.InstanceFilter{ProcessKey: q.Get("process"), Status: q.Get("status"), BusinessKey: q.Get("business_key"), ErrorCode: q.Get("error_code")}
 	var errs []fault.FieldError
+	f := engine.InstanceFilter{ProcessKey: textParam(q, "process", &errs), Status: q.Get("status"),
+		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs)}
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled"})
 	}

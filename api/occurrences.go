@@ -154,7 +154,7 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 		}
 		f.ConsumerID = n
 	}
-	f.ProcessKey, f.BusinessKey, f.ErrorCode = q.Get("process"), q.Get("business_key"), q.Get("error_code")
+	f.ProcessKey, f.BusinessKey, f.ErrorCode = textParam(q, "process", &errs), textParam(q, "business_key", &errs), textParam(q, "error_code", &errs)
 	f.CreatedAfter = timeParam(q, "created_after", &errs)
 	f.CreatedBefore = timeParam(q, "created_before", &errs)
 	f.SettledAfter = timeParam(q, "settled_after", &errs)
@@ -163,6 +163,18 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 		return f, fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
 	}
 	return f, nil
+}
+
+// textParam reads a text filter (left out: no filter; given empty, the
+// page parameters refused it already). A value padded with white space,
+// or nothing else, is refused: no key or code holds one (a business key's
+// is refused at start), so it would match nothing and read as "none".
+func textParam(q url.Values, name string, errs *[]fault.FieldError) string {
+	s := q.Get(name)
+	if s != "" && strings.TrimSpace(s) != s {
+		*errs = append(*errs, fault.FieldError{Path: name, Message: "must not be blank or padded with white space: no key or code is"})
+	}
+	return s
 }
 
 // timeParam reads an RFC 3339 time (or a date, meaning its midnight UTC)
