@@ -84,3 +84,36 @@ func TestBatchItemProblemPointsIntoTheOutcome(t *testing.T) {
 		t.Errorf("problem %d %s, want 422 invalid_outputs", ae.Status, ae.Code)
 	}
 }
+
+// Outputs a Go struct marshals with null members (a nil slice, map or
+// pointer without omitempty) are sent without them: no Relais type takes
+// null, and an optional field left out is valid where null failed the
+// task for good. A "null" inside a string stays.
+func TestOutputsDropNullMembers(t *testing.T) {
+	t.Parallel()
+	type item struct {
+		X *int `json:"x"`
+		Y int  `json:"y"`
+	}
+	out := struct {
+		Matched []string          `json:"matched_on"`
+		Extra   map[string]string `json:"extra"`
+		Note    string            `json:"note"`
+		Nested  struct {
+			Tags []int `json:"tags"`
+		} `json:"nested"`
+		Items []item `json:"items"`
+		Link  string `json:"link"`
+	}{Note: "null", Items: []item{{Y: 1}}, Link: "a<b&c"}
+	got, err := encodeOutputs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"items":[{"y":1}],"link":"a<b&c","nested":{},"note":"null"}`; string(got) != want {
+		t.Errorf("outputs %s, want %s", got, want)
+	}
+	plain, err := encodeOutputs(map[string]any{"b": 1.50, "a": "x"})
+	if err != nil || string(plain) != `{"a":"x","b":1.5}` {
+		t.Errorf("outputs without nulls: %s %v, want them as marshalled", plain, err)
+	}
+}

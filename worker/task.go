@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -485,7 +486,49 @@ func encodeOutputs(outputs any) (json.RawMessage, error) {
 	if string(b) == "null" {
 		return json.RawMessage("{}"), nil
 	}
+	if bytes.Contains(b, []byte("null")) {
+		return withoutNulls(b)
+	}
 	return b, nil
+}
+
+// withoutNulls drops the object members whose value is null, at any
+// depth: no Relais type takes null, so a member a Go struct marshals as
+// null (a nil slice, map or pointer without omitempty) is left out, which
+// an optional field takes as absent, where null would fail the task for
+// good (invalid_outputs). A required one is then reported missing.
+func withoutNulls(b []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	var drop func(v any)
+	drop = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, m := range v {
+				if m == nil {
+					delete(v, k)
+					continue
+				}
+				drop(m)
+			}
+		case []any:
+			for _, m := range v {
+				drop(m)
+			}
+		}
+	}
+	drop(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func violations(errs []FieldError) string {
