@@ -94,7 +94,8 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 // a later attempt this very worker took, and Relais would take it for
 // that attempt's). Relais answers a repeated identical completion as it
 // answered the first, so the call retries network errors, 5xx and 429 with
-// backoff until ctx ends. A refusal is an *APIError: 422 invalid_outputs
+// backoff until ctx ends (then the error wraps ErrUnanswered and ctx's
+// error: it may have landed). A refusal is an *APIError: 422 invalid_outputs
 // with every pointer, 409 already_settled when it was settled otherwise,
 // 409 deadline_exceeded past its deadline, 409 locked_by_other_worker or
 // not_reserved when it is not deferred (a worker holds it, or it waits to
@@ -173,7 +174,8 @@ type SettleToken struct {
 // locked_by_other_worker while another does, not_reserved while it waits
 // to be offered, already_settled once settled; deadline_exceeded past its
 // deadline. Each call issues a new
-// token; network errors, 5xx and 429 are retried until ctx ends.
+// token; network errors, 5xx and 429 are retried until ctx ends (then the
+// error wraps ErrUnanswered).
 func (w *Worker) IssueSettleToken(ctx context.Context, occurrenceID string) (SettleToken, error) {
 	var tok SettleToken
 	err := w.retried(ctx, "settle-token", func(ctx context.Context) error {
@@ -195,12 +197,19 @@ func (w *Worker) retried(ctx context.Context, action string, send func(ctx conte
 			return err
 		}
 		if ctx.Err() != nil {
-			return err
+			return unanswered(ctx, action, err)
 		}
 		d := max(bo.next(), retryAfter(err))
 		w.log.Warn("a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
 		if !w.sleep(ctx, d) {
-			return err
+			return unanswered(ctx, action, err)
 		}
 	}
+}
+
+// unanswered is what retried returns when ctx ends before an answer:
+// ErrUnanswered, ctx's error and the last attempt's, so that a caller
+// tells "no answer" from a refusal (an *APIError alone).
+func unanswered(ctx context.Context, action string, last error) error {
+	return fmt.Errorf("%w (%s): %w; last attempt: %w", ErrUnanswered, action, context.Cause(ctx), last)
 }

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -328,5 +330,43 @@ func TestDeferReasonIsCut(t *testing.T) {
 	occ := waitStatus(t, r, inst, "deferred")
 	if reason, _ := occ["defer_reason"].(string); reason != strings.Repeat("é", 250) {
 		t.Errorf("reason %q (%d bytes), want the first 250 characters", reason, len(reason))
+	}
+}
+
+// CompleteDeferred, FailDeferred and IssueSettleToken that give up when
+// their context ends without an answer (Relais unreachable, or answering
+// 503) say so with ErrUnanswered and the context's error, never as a
+// bare refusal: the caller sends the same outcome again later.
+func TestDeferredCallsThatGetNoAnswerSaySo(t *testing.T) {
+	t.Parallel()
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":503,"code":"database_unavailable","title":"Service Unavailable"}`))
+	}))
+	defer busy.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	for name, url := range map[string]string{"503": busy.URL, "unreachable": gone.URL} {
+		w, err := New(Config{URL: url, Token: "t", WorkerID: "w", Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for call, f := range map[string]func(ctx context.Context) error{
+			"CompleteDeferred": func(ctx context.Context) error { return w.CompleteDeferred(ctx, "0193", map[string]any{"a": 1}) },
+			"FailDeferred":     func(ctx context.Context) error { return w.FailDeferred(ctx, "0193", errors.New("x")) },
+			"IssueSettleToken": func(ctx context.Context) error { _, err := w.IssueSettleToken(ctx, "0193"); return err },
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			err := f(ctx)
+			cancel()
+			if !errors.Is(err, ErrUnanswered) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s, %s: %v, want ErrUnanswered and the context's deadline", name, call, err)
+			}
+			var ae *APIError
+			if got := errors.As(err, &ae); got != (name == "503") {
+				t.Errorf("%s, %s: an *APIError in %v is %v, want it only for the 503", name, call, err, got)
+			}
+		}
 	}
 }

@@ -34,6 +34,13 @@ var (
 	// Config.HandlerTimeout; the task is failed (retryable) with code
 	// handler_timeout.
 	ErrHandlerTimeout = errors.New("worker: handler timeout")
+	// ErrUnanswered means a CompleteDeferred, FailDeferred or
+	// IssueSettleToken gave up when its context ended while Relais could
+	// not be reached or answered 5xx or 429: the request may or may not
+	// have landed. The error also wraps the context's error and the last
+	// attempt's (an *APIError for a 5xx). Sending the same outcome again
+	// is safe: Relais answers a repeat as it answered the first.
+	ErrUnanswered = errors.New("worker: no answer from Relais before the context ended")
 )
 
 // BusinessError is a non-retryable failure with a business code (for
