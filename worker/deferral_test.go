@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/relais/relais/internal/relaistest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // deferring is a handler that defers its task, sends its id on ids, and
@@ -138,6 +139,35 @@ func TestDeferStopsKeepingTheLock(t *testing.T) {
 		t.Fatal("the handler did not return")
 	}
 	waitStatus(t, r, inst, "deferred")
+}
+
+// A typed handler that defers and returns its type's zero value returned
+// no outcome: nothing is logged about an outcome after Defer (it used to
+// warn every time, Typed boxing the zero value).
+func TestTypedHandlerThatDefersReturnsNoOutcome(t *testing.T) {
+	r := newRelais(t, nil)
+	logs := &testlog.Buffer{}
+	ids := make(chan string, 1)
+	returned := make(chan struct{})
+	type out struct {
+		Result string `json:"result"`
+	}
+	r.run(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, Typed(func(ctx context.Context, t *Task, _ struct{}) (out, error) {
+		defer close(returned)
+		if _, err := t.Defer(ctx, "waiting for the sales team"); err != nil {
+			return out{}, err
+		}
+		ids <- t.ID
+		return out{}, nil
+	}))
+	inst := r.start(t, "Acme")
+	receive(t, ids)
+	<-returned
+	waitStatus(t, r, inst, "deferred")
+	time.Sleep(200 * time.Millisecond)
+	if strings.Contains(logs.String(), "outcome after deferring") {
+		t.Errorf("a typed handler returning its zero value after Defer was warned about: %s", logs.String())
+	}
 }
 
 // What a handler returns after deferring is not reported.

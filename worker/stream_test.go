@@ -62,7 +62,9 @@ func (r *relais) run(t *testing.T, cfg Config, h Handler, configure ...func(*Wor
 	t.Helper()
 	cfg.URL, cfg.Token = r.env.URL, r.consumer
 	cfg.WorkerID = cmpOrString(cfg.WorkerID, "stream-worker")
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

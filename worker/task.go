@@ -129,6 +129,11 @@ func Typed[In, Out any](h func(ctx context.Context, t *Task, in In) (Out, error)
 		if err != nil {
 			return nil, err
 		}
+		if t.ctl.deferred(false) && reflect.ValueOf(&out).Elem().IsZero() {
+			// A typed handler that deferred its task has no outcome to
+			// give but its type's zero value, which is not one.
+			return nil, nil
+		}
 		return out, nil
 	}
 }
