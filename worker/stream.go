@@ -797,12 +797,14 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 		}
 		w.log.Info("stream connected", "stream", s.id, "max_in_flight", w.cfg.Concurrency)
 		r.stream = s
+		w.connected.Store(true)
 		connectedAt := time.Now()
 		select {
 		case <-ctx.Done():
 			return false, nil
 		case <-s.ended:
 		}
+		w.connected.Store(false)
 		s.close()
 		r.stream = nil
 		ended := apiCode(wireError(s.err))

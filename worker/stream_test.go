@@ -984,3 +984,47 @@ func TestStreamEndedOutcomeIsReported(t *testing.T) {
 		t.Errorf("attempts %v, want one", a)
 	}
 }
+
+// Connected says whether tasks can arrive: false before Run and after it
+// returns, true once the stream connected (or a fetch was answered), and
+// false all along against an address nothing answers at, where Run keeps
+// retrying.
+func TestConnectedSaysWhetherTasksCanArrive(t *testing.T) {
+	r := newRelais(t, nil)
+	for _, p := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		var w *Worker
+		run := r.run(t, Config{Protocol: p, WorkerID: "connected-" + string(p)}, created, func(x *Worker) {
+			w = x
+			if w.Connected() {
+				t.Errorf("%s: connected before Run", p)
+			}
+		})
+		r.env.WaitEnded(r.start(t, "Acme "+string(p)), 10*time.Second)
+		relaistest.WaitFor(t, 5*time.Second, string(p)+" connected", func() (bool, string) { return w.Connected(), "" })
+		if err := run.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		if w.Connected() {
+			t.Errorf("%s: connected after Run returned", p)
+		}
+	}
+
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	w, err := New(Config{URL: gone.URL, Token: "t", WorkerID: "nowhere", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(def, nil, created)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	for ctx.Err() == nil {
+		if w.Connected() {
+			t.Fatal("connected to an address nothing answers at")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	<-done
+}

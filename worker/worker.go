@@ -197,7 +197,17 @@ type Worker struct {
 
 	// batch gathers fetched tasks' outcomes; nil reports each alone.
 	batch *settleBatch
+
+	// connected is what Connected reports.
+	connected atomic.Bool
 }
+
+// Connected reports whether the worker is taking tasks from Relais now:
+// its stream is connected, or (long polling) its latest fetch was
+// answered. It is false before Run, while Run cannot reach Relais (a
+// wrong URL, an outage: Run retries without returning) and after Run
+// returns: a readiness probe of the worker's process reads it.
+func (w *Worker) Connected() bool { return w.connected.Load() }
 
 type route struct {
 	revisions []int
@@ -396,7 +406,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		handlerCtx: handlerCtx,
 		settleCtx:  detached,
 	}
-	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "definitions", len(r.subs))
+	protocol := cmp.Or(string(w.cfg.Protocol), "auto")
+	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "definitions", len(r.subs), "protocol", protocol)
+	defer w.connected.Store(false)
 	var fatal error
 	if w.cfg.Protocol == ProtocolLongPoll {
 		fatal = r.fetchLoop(ctx)
@@ -601,6 +613,7 @@ func (r *run) fetchLoop(ctx context.Context) error {
 		}
 		started := time.Now()
 		tasks, err := r.fetch(ctx, n)
+		w.connected.Store(err == nil)
 		if err != nil {
 			r.release(n)
 			if ctx.Err() != nil {
