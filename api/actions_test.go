@@ -303,6 +303,10 @@ func TestBulkActionsByErrorCode(t *testing.T) {
 	if done["applied_count"] != 2.0 || done["skipped_count"] != 0.0 {
 		t.Errorf("bulk abandon of CRM_DOWN = %v, want 2 applied", done)
 	}
+	if logs := env.Logs.String(); !strings.Contains(logs, `msg="bulk operator action" action=abandon bulk=`+done["bulk_id"].(string)+` matched=2 applied=2 skipped=0`) ||
+		!strings.Contains(logs, "filter_error_code=CRM_DOWN") {
+		t.Errorf("the bulk action is not logged with its filter: %s", logs)
+	}
 	for id, want := range map[string]string{down1: "failed", down2: "failed", invalid: "held"} {
 		if s := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)["status"]; s != want {
 			t.Errorf("instance %s is %v after abandoning CRM_DOWN, want %s", id, s, want)

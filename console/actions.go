@@ -647,7 +647,6 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	if skipped > 0 {
 		msg += " " + T(ctx, "%d skipped: they changed after the count (settled, or acted on by someone else).", skipped)
 	}
-	c.logger.Info("console: bulk operator action", "action", a, "bulk", res.ID, "applied", applied, "skipped", skipped, "by", p.Name)
 	c.redirectWithFlash(w, r, auditPath+"?bulk="+res.ID.String(), flash{Text: msg})
 }
 

@@ -169,7 +169,7 @@ func newFixture(t *testing.T) *fixture {
 
 	// A worker stream of console_vault, in the catalog for the whole test
 	// (the fetches above list their pollers too, for a while).
-	if err := env.Engine.SeeStream(context.Background(), engine.StreamPresence{ID: uuid.Must(uuid.NewV7()), ConsumerID: f.consumerID,
+	if _, err := env.Engine.SeeStream(context.Background(), engine.StreamPresence{ID: uuid.Must(uuid.NewV7()), ConsumerID: f.consumerID,
 		WorkerID: "stream-7", Subscriptions: []engine.Subscription{{Definition: "console_vault"}},
 		Pairs: engine.Pairs{Keys: []string{"console_vault"}, Revisions: []int32{2}}, ConnectedAt: time.Now(), LiveFor: time.Hour}); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func TestWorkersSayWhichRevisions(t *testing.T) {
 	id := env.ConsumerID("crm-sync")
 	see := func(worker string, subs ...engine.Subscription) {
 		t.Helper()
-		if err := env.Engine.SeeStream(context.Background(), engine.StreamPresence{ID: uuid.Must(uuid.NewV7()), ConsumerID: id,
+		if _, err := env.Engine.SeeStream(context.Background(), engine.StreamPresence{ID: uuid.Must(uuid.NewV7()), ConsumerID: id,
 			WorkerID: worker, Subscriptions: subs, Pairs: engine.Pairs{Keys: []string{key}, Revisions: []int32{1}},
 			ConnectedAt: time.Now(), LiveFor: time.Hour}); err != nil {
 			t.Fatal(err)

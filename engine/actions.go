@@ -414,10 +414,37 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 			return nil
 		})
 		if err != nil {
+			e.logBulk(actor, action, f, res, err)
 			return res, wrap("bulk "+string(action), err)
 		}
 	}
+	e.logBulk(actor, action, f, res, nil)
 	return res, nil
+}
+
+// logBulk logs a bulk action once it ran, with the filter it applied: the
+// audit log has a record per instance under the bulk id, but not the
+// filter that chose them.
+func (e *Engine) logBulk(actor Actor, action Action, f InstanceFilter, res BulkResult, err error) {
+	attrs := []any{"action", action, "bulk", res.ID, "matched", res.Matched, "applied", res.Applied, "skipped", res.Skipped, "by", actor.Name}
+	for _, kv := range [][2]string{{"filter_process", f.ProcessKey}, {"filter_status", f.Status}, {"filter_business_key", f.BusinessKey},
+		{"filter_error_code", f.ErrorCode}} {
+		if kv[1] != "" {
+			attrs = append(attrs, kv[0], kv[1])
+		}
+	}
+	if f.CreatedAfter != nil {
+		attrs = append(attrs, "filter_created_after", f.CreatedAfter.UTC().Format(time.RFC3339))
+	}
+	if f.CreatedBefore != nil {
+		attrs = append(attrs, "filter_created_before", f.CreatedBefore.UTC().Format(time.RFC3339))
+	}
+	if err != nil {
+		// Each batch is whole: what ran before the failure stays applied.
+		e.logger.Error("bulk operator action stopped by an error", append(attrs, "err", err)...)
+		return
+	}
+	e.logger.Info("bulk operator action", attrs...)
 }
 
 // OperatorAction is one record of the operator audit log.
