@@ -356,6 +356,20 @@ func TestActionRefusedWhenSomeoneActedMeanwhile(t *testing.T) {
 	}
 }
 
+// TestHeldInstanceShowsItsError: a held instance's page shows what the
+// service said when it failed, beside its error code, not one page away.
+func TestHeldInstanceShowsItsError(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	id, _ := f.holdScoring(t, "lead-6")
+	for _, lang := range []string{"en", "fr"} {
+		page := signedIn(t, f.env.URL, lang, f.env.Operator).mustGet("/console/instances/"+id, 200)
+		if got := text(page, "instance-error-message"); got != "down" {
+			t.Errorf("%s: the held instance's error message reads %q, want the service's \"down\"", lang, got)
+		}
+	}
+}
+
 // TestBulkRetryConfirmsTheCount: the count shown is the count confirmed; a
 // count that changed meanwhile is shown again to confirm and nothing is
 // applied; applied, the result says how many; repeating the form applies

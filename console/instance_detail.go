@@ -191,6 +191,13 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 		}
 		fs = append(fs, fact{Label: T(ctx, "Error code"), Value: *inst.ErrorCode, Code: true, TestID: "instance-error-code",
 			Note: occurrenceErrorMeaning(ctx, *inst.ErrorCode, failed)})
+		if failed != nil {
+			// What the service said, read here rather than one page away.
+			if f, ok := errorMessageFact(ctx, *inst.ErrorCode, failed.ErrorMessage); ok {
+				f.TestID = "instance-error-message"
+				fs = append(fs, f)
+			}
+		}
 	}
 	return fs
 }

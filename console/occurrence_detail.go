@@ -373,14 +373,7 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 		label = T(ctx, "Error (before any attempt)")
 	}
 	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o)}}
-	if o.ErrorMessage != nil && *o.ErrorMessage != "" {
-		f := fact{Label: T(ctx, "Its message"), Value: errorMessage(ctx, *o.ErrorMessage), TestID: "error-message"}
-		if relaisCode(code) {
-			// Relais wrote it, in English: say so in the reader's language.
-			f.Label, f.Lang = T(ctx, "Message from Relais (in English)"), "en"
-		} else {
-			f.Label = T(ctx, "Message from the service (its own words, protected values masked)")
-		}
+	if f, ok := errorMessageFact(ctx, code, o.ErrorMessage); ok {
 		fs = append(fs, f)
 	}
 	if o.Status == engine.StatusFailed && o.Mode == "pull" && !relaisCode(code) && o.AttemptsLeft > 0 {
@@ -660,4 +653,20 @@ func optionalDuration(ctx context.Context, d *time.Duration) string {
 		return T(ctx, "none")
 	}
 	return formatDuration(ctx, *d)
+}
+
+// errorMessageFact shows the message an error came with, saying who wrote
+// it: Relais (in English) or the service; ok is false without one.
+func errorMessageFact(ctx context.Context, code string, message *string) (fact, bool) {
+	if message == nil || *message == "" {
+		return fact{}, false
+	}
+	f := fact{Value: errorMessage(ctx, *message), TestID: "error-message"}
+	if relaisCode(code) {
+		// Relais wrote it, in English: say so in the reader's language.
+		f.Label, f.Lang = T(ctx, "Message from Relais (in English)"), "en"
+	} else {
+		f.Label = T(ctx, "Message from the service (its own words, protected values masked)")
+	}
+	return f, true
 }

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             251,
 	"%d (0 lowest, 9 highest)":                 412,
 	"%d attempts":                              416,
-	"%d attempts, retry after %s, priority %d": 555,
+	"%d attempts, retry after %s, priority %d": 554,
 	"%d breaking":                              193,
 	"%d changes":                               192,
 	"%d completed":                             249,
@@ -55,42 +55,42 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     260,
 	"%d held instances match now.":             54,
 	"%d hours":                                 276,
-	"%d items":                                 620,
+	"%d items":                                 619,
 	"%d left":                                  417,
 	"%d min":                                   259,
 	"%d minutes":                               277,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 78,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              618,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              617,
 	"%d ms": 279,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         545,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 544,
-	"%d occurrences":                          493,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         544,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 543,
+	"%d occurrences":                          492,
 	"%d releases":                             212,
 	"%d running instances match now.":         61,
 	"%d running or held instances match now.": 63,
 	"%d s":       258,
 	"%d seconds": 278,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 84,
-	"%s (deferred; settled by %s)":                        470,
-	"%s (deferred; settled with its settle token)":        468,
-	"%s (deferred; settled with its settle token, as %s)": 469,
+	"%s (deferred; settled by %s)":                        467,
+	"%s (deferred; settled with its settle token)":        465,
+	"%s (deferred; settled with its settle token, as %s)": 466,
 	"%s (token #%d, %s)":                                  85,
 	"%s ago":                                              256,
-	"%s so far":                                           466,
-	"%s → %s":                                             550,
+	"%s so far":                                           463,
+	"%s → %s":                                             549,
 	"%s, revision %s":                                     378,
 	"%s, version %s":                                      379,
 	"%s: %s":                                              248,
 	"%s: %s → %s":                                         200,
-	"%s: a date is written 2026-12-01.":                   507,
-	"%s: the first day comes after the last.":             508,
+	"%s: a date is written 2026-12-01.":                   506,
+	"%s: the first day comes after the last.":             507,
 	"%s–%s":                                               247,
-	"(%d characters in all)":                              621,
-	"(each item)":                                         608,
-	"(worker %s)":                                         455,
+	"(%d characters in all)":                              620,
+	"(each item)":                                         607,
+	"(worker %s)":                                         452,
 	"0 seconds":                                           274,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           584,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 448,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           583,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 445,
 	"Abandon %d instances":                                           58,
 	"Abandon every held instance this filter matches":                56,
 	"Abandon every held instance…":                                   7,
@@ -104,12 +104,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 322,
 	"Action":                              88,
 	"All actions":                         100,
-	"All consumers":                       490,
+	"All consumers":                       489,
 	"All definitions":                     238,
 	"All processes":                       328,
 	"All statuses":                        329,
-	"All workers":                         636,
-	"An operator abandoned the instance.": 447,
+	"All workers":                         635,
+	"An operator abandoned the instance.": 444,
 	"Apply filters":                       97,
 	"Apr":                                 265,
 	"As of %s (%s); refreshed every few seconds.": 233,
@@ -121,7 +121,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           130,
 	"Back to the instance":             32,
 	"Back to the list":                 49,
-	"Back without saving":              515,
+	"Back without saving":              514,
 	"Breaks processes":                 170,
 	"Breaks workers":                   171,
 	"Bulk %s applied to %d instances.": 83,
@@ -129,50 +129,50 @@ var messageKeyToIndex = map[string]int{
 	"Business key":                     71,
 	"By process and error code":        75,
 	"Call timeout":                     413,
-	"Camunda 7 facade":                 640,
-	"Cancelled: the instance was stopped (%s).":               465,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 464,
+	"Camunda 7 facade":                 639,
+	"Cancelled: the instance was stopped (%s).":               462,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 461,
 	"Cannot act on this filter":                               79,
-	"Cannot reveal":                                           564,
+	"Cannot reveal":                                           563,
 	"Change":                                                  168,
 	"Changes between the two revisions":                       180,
 	"Changes of the Working copy since revision %d":           189,
 	"Choose two existing revisions to compare.":               190,
 	"Classification":                                          146,
 	"Clear filters":                                           98,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            539,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 530,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            538,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 529,
 	"Compare":              167,
 	"Compare revisions":    163,
 	"Completed":            246,
-	"Completed (%s).":      460,
+	"Completed (%s).":      457,
 	"Completed, last hour": 230,
 	"Completions and failures per 5 minutes, last hour: %s":    239,
 	"Completions and failures per 5-minute slot, oldest first": 244,
 	"Completions and failures, last hour":                      223,
-	"Connected":                                                632,
+	"Connected":                                                631,
 	"Constraints":                                              147,
 	"Consumer":                                                 385,
-	"Consumer and worker":                                      487,
+	"Consumer and worker":                                      486,
 	"Counting the occurrences; the counts appear when you reload the page.": 141,
 	"Counts are unavailable right now.":                                     142,
-	"Counts as of %s (%s); refreshed every few seconds.":                    561,
-	"Counts by status": 483,
+	"Counts as of %s (%s); refreshed every few seconds.":                    560,
+	"Counts by status": 482,
 	"Created":          290,
 	"Created from":     73,
-	"Created on":       589,
+	"Created on":       588,
 	"Created to":       74,
 	"Creation date":    316,
 	"Dates":            381,
 	"Deadline":         410,
 	"Dec":              273,
 	"Deferred":         429,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 459,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 456,
 	"Definition":         225,
 	"Definition %s":      149,
 	"Definitions":        116,
 	"Definitions by key": 207,
-	"Definitions served": 630,
+	"Definitions served": 629,
 	"Definitions, those needing attention first": 224,
 	"Description":          148,
 	"Destination":          397,
@@ -189,18 +189,18 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    310,
 	"End node or error":           326,
 	"Ended":                       307,
-	"Error":                       486,
+	"Error":                       485,
 	"Error (before any attempt)":  431,
 	"Error code":                  72,
 	"Error message":               392,
-	"Every %d seconds":            519,
+	"Every %d seconds":            518,
 	"Every attempt, oldest first": 384,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 95,
-	"Expired token":                        595,
-	"Expires":                              591,
+	"Expired token":                        594,
+	"Expires":                              590,
 	"External tasks":                       111,
 	"Failed":                               228,
-	"Failed (%s).":                         463,
+	"Failed (%s).":                         460,
 	"Failed at node":                       312,
 	"Failed occurrence":                    309,
 	"Failed, last hour":                    231,
@@ -211,20 +211,20 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 115,
 	"Find an instance or occurrence":       113,
 	"Finished":                             388,
-	"First page":                           505,
+	"First page":                           504,
 	"Follow it in the audit log (new tab)": 51,
 	"Form refused":                         135,
 	"From revision":                        165,
 	"From revision %d to revision %d:":     191,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 38,
-	"Graph":                   529,
-	"Graph of %s":             543,
-	"HTTP 2xx, unusable body": 472,
+	"Graph":                   528,
+	"Graph of %s":             542,
+	"HTTP 2xx, unusable body": 469,
 	"Health":                  110,
 	"Held at node":            308,
 	"Held instances":          227,
-	"ID":                      587,
-	"In flight":               631,
+	"ID":                      586,
+	"In flight":               630,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 240,
 	"Inputs":                     173,
 	"Inputs of revision %d":      184,
@@ -233,80 +233,79 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      418,
 	"Instance":                  325,
 	"Instances":                 76,
-	"Instances of this process": 538,
-	"Invalid page":              624,
+	"Instances of this process": 537,
+	"Invalid page":              623,
 	"Invalid request":           128,
-	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.": 21,
-	"Its instance is held here, waiting for an operator.":                                                                   461,
-	"Its instance went on along the node’s error path.":                                                                     462,
-	"Its message": 432,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      601,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  458,
+	"Its instance went on along the node’s error path.":                                                                                                                    459,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      600,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 36,
 	"Jan":                     262,
 	"Jul":                     268,
 	"Jun":                     267,
-	"Keep it":                 603,
+	"Keep it":                 602,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     208,
-	"Kind":                    533,
+	"Kind":                    532,
 	"Language":                107,
 	"Last error (attempt %d)": 430,
 	"Last reserved":           427,
 	"Last saved":              154,
-	"Last seen":               633,
-	"Last used":               590,
+	"Last seen":               632,
+	"Last used":               589,
 	"Latest revision":         209,
 	"Lists every change from one revision to another, and whom it may break.": 164,
-	"Local time at %s": 517,
-	"Lock expired %s — waiting to be offered again.": 452,
+	"Local time at %s": 516,
+	"Lock expired %s — waiting to be offered again.": 449,
 	"Lock expires":                     428,
 	"Main navigation":                  109,
 	"Mar":                              264,
 	"Maximum attempts":                 406,
 	"May":                              266,
-	"Message from Relais (in English)": 433,
-	"Message from the service (its own words, protected values masked)": 434,
-	"Method not allowed": 567,
+	"Message from Relais (in English)": 475,
+	"Message from the service (its own words, protected values masked)": 476,
+	"Method not allowed": 566,
 	"Mode":               404,
-	"More filters: instance, revision, consumer, dates": 481,
+	"More filters: instance, revision, consumer, dates": 480,
 	"Name":                    152,
-	"Never":                   518,
+	"Never":                   517,
 	"Next attempt":            426,
-	"Next attempt or settled": 488,
+	"Next attempt or settled": 487,
 	"Next node":               289,
-	"Next page":               504,
+	"Next page":               503,
 	"No definition %s has occurrences: check the key, or show all definitions.": 237,
 	"No definition has occurrences yet.":                                        232,
 	"No definition yet.":                                                        211,
 	"No inputs.":                                                                174,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 574,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 573,
 	"No instance matches these filters.": 327,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 573,
-	"No occurrence matches these filters.":                                                   489,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 572,
+	"No occurrence matches these filters.":                                                   488,
 	"No operator action matches.":                                                            99,
 	"No operator has acted on this instance.":                                                294,
 	"No outputs yet: the occurrence has not completed.":                                      421,
 	"No outputs.": 177,
 	"No outputs: the occurrence ended without completing.":                                                                     423,
-	"No process is published yet.":                                                                                             524,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          645,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          644,
+	"No process is published yet.":                                                                                             523,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          644,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          643,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 67,
 	"No release yet.": 158,
 	"No revision yet: the Working copy has never been snapshotted.":          156,
 	"No service ever reserved this occurrence: it ended before any attempt.": 396,
 	"No service has reserved this occurrence yet.":                           393,
-	"No token.": 598,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 646,
-	"No worker is connected.":           634,
-	"No worker serves this definition.": 637,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 643,
+	"No token.": 597,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 645,
+	"No worker is connected.":           633,
+	"No worker serves this definition.": 636,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 642,
 	"Node":                  286,
 	"Node %s":               221,
-	"Nodes":                 531,
-	"Nodes of this version": 540,
-	"Nodes of this version, with their occurrences now": 532,
+	"Nodes":                 530,
+	"Nodes of this version": 539,
+	"Nodes of this version, with their occurrences now": 531,
 	"Nodes reached, in order":                           285,
 	"Not allowed":                                       126,
 	"Not found":                                         134,
@@ -314,22 +313,22 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 132,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 133,
 	"Nothing to do: no instance this action applies to matches the filter.": 66,
-	"Nothing to find: the search box is empty.":                             571,
+	"Nothing to find: the search box is empty.":                             570,
 	"Nov":                       272,
 	"Now":                       402,
 	"Occurrence":                287,
 	"Occurrence %s":             380,
 	"Occurrence offered again":  91,
-	"Occurrences now":           537,
-	"Occurrences, newest first": 484,
+	"Occurrences now":           536,
+	"Occurrences, newest first": 483,
 	"Oct":                       271,
-	"Offered from %s — %s.":     451,
+	"Offered from %s — %s.":     448,
 	"Oldest claimable waits":    229,
-	"On error":                  536,
-	"On success":                535,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 565,
-	"Only administrators manage tokens.":                                  585,
-	"Only administrators may reveal a sensitive value.":                   562,
+	"On error":                  535,
+	"On success":                534,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 564,
+	"Only administrators manage tokens.":                                  584,
+	"Only administrators may reveal a sensitive value.":                   561,
 	"Open":             226,
 	"Operator actions": 282,
 	"Operator actions on this instance, newest first": 295,
@@ -339,27 +338,27 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          185,
 	"Outputs of the working copy":                     178,
 	"Outputs, labelled by revision %d's contract":     420,
-	"Pages": 502,
-	"Pages with a form, such as a confirmation, never reload on their own.": 513,
+	"Pages": 501,
+	"Pages with a form, such as a confirmation, never reload on their own.": 512,
 	"Path":                            283,
-	"Pinned revision":                 534,
+	"Pinned revision":                 533,
 	"Policy":                          382,
-	"Previous page":                   503,
+	"Previous page":                   502,
 	"Priority":                        411,
 	"Process":                         69,
-	"Process %s":                      526,
-	"Process and node":                485,
+	"Process %s":                      525,
+	"Process and node":                484,
 	"Process inputs":                  297,
 	"Process instance":                90,
 	"Process instance %s":             280,
 	"Process instances":               318,
 	"Process instances, newest first": 324,
 	"Processes":                       112,
-	"Processes by key":                522,
-	"Protocol":                        629,
+	"Processes by key":                521,
+	"Protocol":                        628,
 	"Published":                       162,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 520,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       521,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 519,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       520,
 	"Reason": 89,
 	"Reason (recorded in the audit log for every instance)": 48,
 	"Reason (recorded in the audit log)":                    12,
@@ -367,25 +366,25 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             293,
 	"Relais console":                                        106,
 	"Relais has not called the destination yet.":            399,
-	"Relais is calling the destination (since %s).":         456,
+	"Relais is calling the destination (since %s).":         453,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 401,
 	"Relais never called the destination: the occurrence ended before any call.":                           400,
 	"Relais refused the action. Nothing was done.":                                                         39,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 441,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 438,
 	"Release":                             159,
 	"Releases":                            157,
 	"Releases, oldest first":              179,
-	"Reload lists and detail pages":       512,
+	"Reload lists and detail pages":       511,
 	"Replica":                             398,
 	"Required":                            145,
 	"Reserved":                            387,
-	"Reserved by %s.":                     458,
-	"Reserved by %s; lock until %s — %s.": 457,
+	"Reserved by %s.":                     455,
+	"Reserved by %s; lock until %s — %s.": 454,
 	"Retried by %s at %s — “%s”":          305,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 41,
 	"Retries":            408,
 	"Retry %d instances": 55,
-	"Retry at %s — %s.":  450,
+	"Retry at %s — %s.":  447,
 	"Retry delay":        407,
 	"Retry every held instance this filter matches": 52,
 	"Retry every held instance…":                    6,
@@ -393,37 +392,37 @@ var messageKeyToIndex = map[string]int{
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 435,
+	"Retryable": 432,
 	"Retrying and abandoning apply to held instances, not %s ones.": 46,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 424,
-	"Revealed by %s at %s; recorded in the audit log.": 563,
+	"Revealed by %s at %s; recorded in the audit log.": 562,
 	"Revision":    160,
 	"Revision %d": 181,
 	"Revisions":   155,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 648,
-	"Revoke the %s token “%s”?": 600,
-	"Revoke the token":          602,
-	"Revoke token %d":           599,
-	"Revoke…":                   596,
-	"Role":                      588,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 647,
+	"Revoke the %s token “%s”?": 599,
+	"Revoke the token":          601,
+	"Revoke token %d":           598,
+	"Revoke…":                   595,
+	"Role":                      587,
 	"Route":                     288,
 	"Routing output":            153,
-	"Rows %s–%s":                506,
-	"Save settings":             514,
+	"Rows %s–%s":                505,
+	"Save settings":             513,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               569,
-	"Secret values can never be revealed.": 566,
+	"Search":                               568,
+	"Secret values can never be revealed.": 565,
 	"Sep":                                  270,
-	"Served by %d workers":                 647,
+	"Served by %d workers":                 646,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              291,
-	"Settlement date":      480,
+	"Settlement date":      479,
 	"Show all definitions": 236,
-	"Show times in":        510,
+	"Show times in":        509,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 105,
-	"Sign in": 578,
-	"Sign in with an operator, designer or administrator token.": 579,
+	"Sign in": 577,
+	"Sign in with an operator, designer or administrator token.": 578,
 	"Sign out":             120,
 	"Signed in as %s (%s)": 119,
 	"Since revision %d:":   187,
@@ -433,9 +432,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                33,
 	"Something went wrong": 139,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 586,
-	"Staff tokens, oldest first": 592,
-	"Start node":                 528,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 585,
+	"Staff tokens, oldest first": 591,
+	"Start node":                 527,
 	"Started":                    306,
 	"Status":                     70,
 	"Stop %d instances":          65,
@@ -456,26 +455,26 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 281,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 206,
 	"Temporarily unavailable":                         137,
-	"That is too long to be an id or a business key.": 572,
+	"That is too long to be an id or a business key.": 571,
 	"The %d largest groups; the filter matches more.": 77,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 186,
 	"The bulk action must be its id (a UUID).":                   102,
-	"The call could not be prepared.":                            442,
+	"The call could not be prepared.":                            439,
 	"The chart’s numbers":                                        243,
 	"The confirmed count is missing: start again from the list.": 80,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           140,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      511,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      510,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 81,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 138,
-	"The deadline passed before a result arrived.": 439,
-	"The destination answered HTTP %s.":            449,
-	"The destination could not be reached.":        443,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 437,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      438,
-	"The destination’s answer was too large.":                                                                                                              444,
+	"The deadline passed before a result arrived.": 436,
+	"The destination answered HTTP %s.":            446,
+	"The destination could not be reached.":        440,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 434,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      435,
+	"The destination’s answer was too large.":                                                                                                              441,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     129,
-	"The inputs could not be built from the process’s bindings.":                                                                                           446,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                445,
+	"The inputs could not be built from the process’s bindings.":                                                                                           443,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                442,
 	"The next page counts them and asks for a reason before anything changes.":                                                                             323,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 284,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         151,
@@ -483,15 +482,15 @@ var messageKeyToIndex = map[string]int{
 	"The page size must be between 1 and %d.":                                                                                                              317,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 101,
 	"The reason you gave, not recorded:":                                                                                                                   31,
-	"The result did not match the revision's outputs contract.":                                                                                            440,
-	"The revision must be a whole number, 1 or more.":                                                                                                      478,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          606,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          581,
+	"The result did not match the revision's outputs contract.":                                                                                            437,
+	"The revision must be a whole number, 1 or more.":                                                                                                      477,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          605,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          580,
 	"These revisions have the same contracts.":                                                                                                             172,
-	"These settings are kept in this browser only.":                                                                                                        509,
-	"They take every revision their consumer is granted.":                                                                                                  649,
-	"They take revision %d only.":                                                                                                                          650,
-	"They take revisions %s only.":                                                                                                                         651,
+	"These settings are kept in this browser only.":                                                                                                        508,
+	"They take every revision their consumer is granted.":                                                                                                  648,
+	"They take revision %d only.":                                                                                                                          649,
+	"They take revisions %s only.":                                                                                                                         650,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             82,
 	"This contract has no inputs.":                                                                                                                         419,
 	"This contract has no outputs.":                                                                                                                        422,
@@ -506,153 +505,153 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 301,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          35,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   40,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            605,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           604,
-	"This page does not accept that request.":     568,
-	"This page link is not one the console made.": 625,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            604,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           603,
+	"This page does not accept that request.":     567,
+	"This page link is not one the console made.": 624,
 	"This page reloads every %d seconds.":         125,
 	"This process takes no inputs.":               299,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 50,
-	"This token is unknown or has been revoked.": 583,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 541,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            542,
+	"This token is unknown or has been revoked.": 582,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 540,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            541,
 	"Times in %s · no auto-reload":    124,
 	"Times in %s · reload every %d s": 123,
 	"To revision":                     166,
-	"Token":                           580,
+	"Token":                           579,
 	"Tokens":                          118,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 582,
-	"Totals of all definitions, not narrowed by the other filters":         492,
-	"Totals of definition %s, not narrowed by the other filters":           491,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 581,
+	"Totals of all definitions, not narrowed by the other filters":         491,
+	"Totals of definition %s, not narrowed by the other filters":           490,
 	"Type": 144,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 570,
-	"UTC (coordinated universal time)": 516,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 569,
+	"UTC (coordinated universal time)": 515,
 	"Unknown action.":                  44,
-	"Unknown consumer.":                479,
+	"Unknown consumer.":                478,
 	"Unknown status “%s”.":             315,
 	"Value":                            296,
-	"Version":                          527,
-	"Versions, newest first":           523,
-	"Waiting for Relais to call the destination since %s (%s).": 453,
-	"Waiting for a worker since %s (%s).":                       454,
+	"Version":                          526,
+	"Versions, newest first":           522,
+	"Waiting for Relais to call the destination since %s (%s).": 450,
+	"Waiting for a worker since %s (%s).":                       451,
 	"When":                                                      86,
 	"Who":                                                       87,
 	"Whole message":                                             395,
-	"Worker":                                                    628,
+	"Worker":                                                    627,
 	"Worker id":                                                 386,
 	"Workers":                                                   117,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        626,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        625,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 627,
-	"Workers serving %s":                   635,
+	"Workers seen within three heartbeats": 626,
+	"Workers serving %s":                   634,
 	"Working copy":                         150,
-	"You are signed out.":                  575,
+	"You are signed out.":                  574,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              127,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 576,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      577,
-	"[redacted]":                          477,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 575,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      576,
+	"[redacted]":                          474,
 	"abandon":                             4,
 	"administrator":                       356,
 	"an incident: retry, abandon or stop": 216,
-	"answer too large":                    475,
+	"answer too large":                    472,
 	"any":                                 68,
-	"any other code → %s":                 553,
+	"any other code → %s":                 552,
 	"any other error":                     214,
-	"as of %s (%s); counts are refreshed every few seconds.": 494,
-	"at least %d characters":                                 609,
-	"at least %d items":                                      616,
+	"as of %s (%s); counts are refreshed every few seconds.": 493,
+	"at least %d characters":                                 608,
+	"at least %d items":                                      615,
 	"at most %d":                                             414,
-	"at most %d characters":                                  610,
-	"at most %d items":                                       617,
+	"at most %d characters":                                  609,
+	"at most %d items":                                       616,
 	"at most %d since the last operator retry":               415,
 	"available":                                              330,
 	"boolean":                                                343,
-	"call in progress since":                                 499,
+	"call in progress since":                                 498,
 	"cancelled":                                              333,
 	"choice":                                                 346,
-	"claimable since":                                        498,
+	"claimable since":                                        497,
 	"claimable since %s":                                     234,
 	"classification changed":                                 367,
 	"completed":                                              241,
 	"constraint changed":                                     368,
 	"consumer":                                               359,
-	"consumer #%s":                                           467,
+	"consumer #%s":                                           464,
 	"date":                                                   344,
 	"date and time":                                          345,
-	"deadline %s":                                            556,
+	"deadline %s":                                            555,
 	"deferred":                                               332,
-	"deferred since":                                         501,
+	"deferred since":                                         500,
 	"deleted":                                                93,
 	"designer":                                               358,
 	"disconnected":                                           339,
-	"end (completes)":                                        548,
-	"end (fails)":                                            549,
+	"end (completes)":                                        547,
+	"end (fails)":                                            548,
 	"end: completes the instance":                            217,
 	"end: fails the instance":                                218,
-	"every revision its consumer is granted":                 641,
+	"every revision its consumer is granted":                 640,
 	"exact, case-sensitive":                                  319,
 	"expired":                                                336,
 	"failed":                                                 242,
-	"fails the instance":                                     554,
+	"fails the instance":                                     553,
 	"field added":                                            362,
 	"field removed":                                          363,
 	"format":                                                 373,
-	"format %s":                                              612,
+	"format %s":                                              611,
 	"from":                                                   320,
 	"held":                                                   335,
 	"held for an operator":                                   215,
 	"held, then abandoned by an operator":                    314,
 	"held, then stopped by an operator":                      313,
-	"hold (an incident for an operator)":                     552,
+	"hold (an incident for an operator)":                     551,
 	"id or business key":                                     114,
 	"in %s":                                                  255,
 	"in progress":                                            394,
-	"instance id":                                            482,
-	"instances held":                                         559,
-	"instances held: %s":                                     560,
+	"instance id":                                            481,
+	"instances held":                                         558,
+	"instances held: %s":                                     559,
 	"integer":                                                341,
 	"just now":                                               257,
 	"list":                                                   348,
-	"lock until":                                             500,
-	"long polling":                                           639,
+	"lock until":                                             499,
+	"long polling":                                           638,
 	"long wait":                                              235,
 	"maximum":                                                375,
-	"maximum %s":                                             614,
+	"maximum %s":                                             613,
 	"maximum items":                                          377,
 	"maximum length":                                         371,
 	"minimum":                                                374,
-	"minimum %s":                                             613,
+	"minimum %s":                                             612,
 	"minimum items":                                          376,
 	"minimum length":                                         370,
-	"never":                                                  593,
-	"next attempt":                                           497,
+	"never":                                                  592,
+	"next attempt":                                           496,
 	"no":                                                     361,
-	"no answer within the timeout":                           473,
-	"no connection":                                          474,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 436,
+	"no answer within the timeout":                           470,
+	"no connection":                                          471,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 433,
 	"none":     205,
 	"none yet": 210,
 	"none: a failed call takes the node’s error path": 409,
 	"normal":                          349,
-	"not provided":                    619,
-	"not yet":                         594,
-	"null":                            622,
+	"not provided":                    618,
+	"not yet":                         593,
+	"null":                            621,
 	"number":                          342,
 	"object":                          347,
 	"on error":                        213,
-	"one of: %s":                      615,
+	"one of: %s":                      614,
 	"operator":                        357,
 	"optional %s field of type %s":    202,
 	"optional field of type %s":       204,
 	"optional → required":             195,
 	"pattern":                         372,
-	"pattern %s":                      611,
-	"pull":                            546,
+	"pattern %s":                      610,
+	"pull":                            545,
 	"pull %s":                         220,
 	"pull (the service fetches it)":   354,
 	"push %s":                         219,
 	"push (Relais calls the service)": 355,
-	"push to %s":                      547,
+	"push to %s":                      546,
 	"rejected":                        337,
 	"released":                        338,
 	"required %s field of type %s":    201,
@@ -661,39 +660,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             196,
 	"reserved":                        331,
 	"retry":                           3,
-	"revision %d":                     495,
-	"revisions %s":                    642,
+	"revision %d":                     494,
+	"revisions %s":                    641,
 	"routing changed":                 369,
-	"routing output":                  607,
+	"routing output":                  606,
 	"routing output %s → %s":          194,
 	"running":                         334,
 	"secret":                          351,
 	"sensitive":                       350,
-	"settled":                         496,
+	"settled":                         495,
 	"stop":                            5,
-	"stream":                          638,
+	"stream":                          637,
 	"text":                            340,
 	"the contracts are the same (the name or a description changed).": 188,
-	"this session":             597,
-	"timeout %s":               557,
-	"timeout %s (the default)": 558,
+	"this session":             596,
+	"timeout %s":               556,
+	"timeout %s (the default)": 557,
 	"to":                       321,
 	"type changed":             364,
-	"unexpected value":         623,
-	"unknown":                  476,
+	"unexpected value":         622,
+	"unknown":                  473,
 	"values added: %s":         197,
 	"values changed":           366,
 	"values removed: %s":       198,
 	"values reordered":         199,
-	"version %d":               525,
-	"waiting":                  471,
+	"version %d":               524,
+	"waiting":                  468,
 	"yes":                      360,
 	"••• hidden (secret)":      353,
 	"••• hidden (sensitive)":   352,
-	"→ %s":                     551,
+	"→ %s":                     550,
 }
 
-var enIndex = []uint32{ // 653 elements
+var enIndex = []uint32{ // 652 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -816,72 +815,71 @@ var enIndex = []uint32{ // 653 elements
 	0x000036a7, 0x000036d6, 0x00003708, 0x00003726,
 	0x0000375b, 0x00003777, 0x00003786, 0x00003793,
 	0x000037a1, 0x000037ae, 0x000037b7, 0x000037d2,
-	0x000037ed, 0x000037f9, 0x0000381a, 0x0000385c,
-	0x00003866, 0x000038b9, 0x00003937, 0x000039ad,
-	0x000039da, 0x00003a14, 0x00003a79, 0x00003a99,
-	0x00003abf, 0x00003ae9, 0x00003b21, 0x00003b5e,
+	0x000037ed, 0x000037f7, 0x0000384a, 0x000038c8,
+	0x0000393e, 0x0000396b, 0x000039a5, 0x00003a0a,
+	0x00003a2a, 0x00003a50, 0x00003a7a, 0x00003ab2,
+	0x00003aef, 0x00003b13, 0x00003b8c, 0x00003bb1,
 	// Entry 1C0 - 1DF
-	0x00003b82, 0x00003bfb, 0x00003c20, 0x00003c3a,
-	0x00003c58, 0x00003c8c, 0x00003ccc, 0x00003cf6,
-	0x00003d05, 0x00003d36, 0x00003d65, 0x00003d78,
-	0x00003ded, 0x00003e00, 0x00003e34, 0x00003e68,
-	0x00003e78, 0x00003ebf, 0x00003eec, 0x00003ef9,
-	0x00003f09, 0x00003f39, 0x00003f73, 0x00003f96,
-	0x00003f9e, 0x00003fb6, 0x00003fd3, 0x00003fe1,
-	0x00003ff2, 0x00003ffa, 0x00004005, 0x00004035,
+	0x00003bcb, 0x00003be9, 0x00003c1d, 0x00003c5d,
+	0x00003c87, 0x00003c96, 0x00003cc7, 0x00003cf6,
+	0x00003d09, 0x00003d7e, 0x00003d91, 0x00003dc5,
+	0x00003df9, 0x00003e09, 0x00003e50, 0x00003e7d,
+	0x00003e8a, 0x00003e9a, 0x00003eca, 0x00003f04,
+	0x00003f27, 0x00003f2f, 0x00003f47, 0x00003f64,
+	0x00003f72, 0x00003f83, 0x00003f8b, 0x00003f96,
+	0x00003fb7, 0x00003ff9, 0x00004029, 0x0000403b,
 	// Entry 1E0 - 1FF
-	0x00004047, 0x00004057, 0x00004089, 0x00004095,
-	0x000040a6, 0x000040c0, 0x000040d1, 0x000040d7,
-	0x000040eb, 0x00004103, 0x00004128, 0x00004136,
-	0x00004174, 0x000041b1, 0x000041dd, 0x0000421a,
-	0x00004229, 0x00004231, 0x0000423e, 0x0000424e,
-	0x00004265, 0x00004270, 0x0000427f, 0x00004285,
-	0x00004293, 0x0000429d, 0x000042a8, 0x000042bb,
-	0x000042e0, 0x0000430b, 0x00004339, 0x00004347,
+	0x0000404b, 0x0000407d, 0x00004089, 0x0000409a,
+	0x000040b4, 0x000040c5, 0x000040cb, 0x000040df,
+	0x000040f7, 0x0000411c, 0x0000412a, 0x00004168,
+	0x000041a5, 0x000041d1, 0x0000420e, 0x0000421d,
+	0x00004225, 0x00004232, 0x00004242, 0x00004259,
+	0x00004264, 0x00004273, 0x00004279, 0x00004287,
+	0x00004291, 0x0000429c, 0x000042af, 0x000042d4,
+	0x000042ff, 0x0000432d, 0x0000433b, 0x000043ce,
 	// Entry 200 - 21F
-	0x000043da, 0x000043f8, 0x0000443e, 0x0000444c,
-	0x00004460, 0x00004481, 0x00004495, 0x0000449b,
-	0x000044af, 0x00004522, 0x0000456f, 0x00004580,
-	0x00004597, 0x000045b4, 0x000045c2, 0x000045d0,
-	0x000045d8, 0x000045e3, 0x000045e9, 0x000046db,
-	0x000046e1, 0x00004713, 0x00004718, 0x00004728,
-	0x00004733, 0x0000473c, 0x0000474c, 0x00004766,
-	0x0000480b, 0x00004821, 0x000048a6, 0x00004920,
+	0x000043ec, 0x00004432, 0x00004440, 0x00004454,
+	0x00004475, 0x00004489, 0x0000448f, 0x000044a3,
+	0x00004516, 0x00004563, 0x00004574, 0x0000458b,
+	0x000045a8, 0x000045b6, 0x000045c4, 0x000045cc,
+	0x000045d7, 0x000045dd, 0x000046cf, 0x000046d5,
+	0x00004707, 0x0000470c, 0x0000471c, 0x00004727,
+	0x00004730, 0x00004740, 0x0000475a, 0x000047ff,
+	0x00004815, 0x0000489a, 0x00004914, 0x00004923,
 	// Entry 220 - 23F
-	0x0000492f, 0x000049e9, 0x00004a3a, 0x00004a3f,
-	0x00004a4d, 0x00004a5d, 0x00004a69, 0x00004a79,
-	0x00004a83, 0x00004aa6, 0x00004abf, 0x00004ad2,
-	0x00004b3e, 0x00004b4d, 0x00004b5b, 0x00004b77,
-	0x00004b86, 0x00004b9c, 0x00004bd5, 0x00004c07,
-	0x00004c3e, 0x00004c4c, 0x00004c90, 0x00004cb5,
-	0x00004cc8, 0x00004cf0, 0x00004cf7, 0x00004d52,
-	0x00004d7c, 0x00004dac, 0x00004e0a, 0x00004eaa,
+	0x000049dd, 0x00004a2e, 0x00004a33, 0x00004a41,
+	0x00004a51, 0x00004a5d, 0x00004a6d, 0x00004a77,
+	0x00004a9a, 0x00004ab3, 0x00004ac6, 0x00004b32,
+	0x00004b41, 0x00004b4f, 0x00004b6b, 0x00004b7a,
+	0x00004b90, 0x00004bc9, 0x00004bfb, 0x00004c32,
+	0x00004c40, 0x00004c84, 0x00004ca9, 0x00004cbc,
+	0x00004ce4, 0x00004ceb, 0x00004d46, 0x00004d70,
+	0x00004da0, 0x00004dfe, 0x00004e9e, 0x00004eb2,
 	// Entry 240 - 25F
-	0x00004ebe, 0x00004f69, 0x00004fdf, 0x00004fe7,
-	0x00005022, 0x00005028, 0x000050a4, 0x000050ec,
-	0x00005117, 0x00005179, 0x0000519c, 0x00005243,
-	0x00005246, 0x0000524b, 0x00005256, 0x00005260,
-	0x00005268, 0x00005283, 0x00005289, 0x00005291,
-	0x0000529f, 0x000052a9, 0x000052b6, 0x000052c0,
-	0x000052d3, 0x000052f7, 0x00005377, 0x00005388,
-	0x00005390, 0x00005405, 0x00005459, 0x0000549b,
+	0x00004f5d, 0x00004fd3, 0x00004fdb, 0x00005016,
+	0x0000501c, 0x00005098, 0x000050e0, 0x0000510b,
+	0x0000516d, 0x00005190, 0x00005237, 0x0000523a,
+	0x0000523f, 0x0000524a, 0x00005254, 0x0000525c,
+	0x00005277, 0x0000527d, 0x00005285, 0x00005293,
+	0x0000529d, 0x000052aa, 0x000052b4, 0x000052c7,
+	0x000052eb, 0x0000536b, 0x0000537c, 0x00005384,
+	0x000053f9, 0x0000544d, 0x0000548f, 0x0000549e,
 	// Entry 260 - 27F
-	0x000054aa, 0x000054b6, 0x000054f2, 0x0000552c,
-	0x0000553a, 0x00005547, 0x00005555, 0x00005563,
-	0x00005571, 0x000055a3, 0x000055d3, 0x0000562f,
-	0x0000563c, 0x0000565c, 0x00005676, 0x0000567b,
-	0x0000568c, 0x00005699, 0x000056c5, 0x0000574b,
-	0x00005770, 0x00005777, 0x00005780, 0x00005793,
-	0x0000579d, 0x000057a7, 0x000057b1, 0x000057c9,
-	0x000057df, 0x000057eb, 0x0000580d, 0x00005814,
+	0x000054aa, 0x000054e6, 0x00005520, 0x0000552e,
+	0x0000553b, 0x00005549, 0x00005557, 0x00005565,
+	0x00005597, 0x000055c7, 0x00005623, 0x00005630,
+	0x00005650, 0x0000566a, 0x0000566f, 0x00005680,
+	0x0000568d, 0x000056b9, 0x0000573f, 0x00005764,
+	0x0000576b, 0x00005774, 0x00005787, 0x00005791,
+	0x0000579b, 0x000057a5, 0x000057bd, 0x000057d3,
+	0x000057df, 0x00005801, 0x00005808, 0x00005815,
 	// Entry 280 - 29F
-	0x00005821, 0x00005832, 0x00005859, 0x00005869,
-	0x000058bd, 0x0000590d, 0x0000596d, 0x000059c0,
-	0x000059f8, 0x00005a48, 0x00005a7c, 0x00005a9b,
-	0x00005abb,
-} // Size: 2636 bytes
+	0x00005826, 0x0000584d, 0x0000585d, 0x000058b1,
+	0x00005901, 0x00005961, 0x000059b4, 0x000059ec,
+	0x00005a3c, 0x00005a70, 0x00005a8f, 0x00005aaf,
+} // Size: 2632 bytes
 
-const enData string = "" + // Size: 23227 bytes
+const enData string = "" + // Size: 23215 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1106,145 +1104,144 @@ const enData string = "" + // Size: 23227 bytes
 	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
 	"is is recorded\x02Available from\x02Next attempt\x02Last reserved\x02Loc" +
 	"k expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any" +
-	" attempt)\x02Its message\x02Message from Relais (in English)\x02Message " +
-	"from the service (its own words, protected values masked)\x02Retryable" +
-	"\x02no: the service marked this failure as not retryable (attempts left " +
-	"unused: %[1]d)\x02The destination did not answer within the call’s timeo" +
-	"ut (%[1]s): it may have acted all the same, so check before retrying." +
-	"\x02The destination did not answer within the call’s timeout: it may hav" +
-	"e acted all the same, so check before retrying.\x02The deadline passed b" +
-	"efore a result arrived.\x02The result did not match the revision's outpu" +
-	"ts contract.\x02Relais stopped during the call: whether the destination " +
-	"acted is unknown, so it is not called again.\x02The call could not be pr" +
-	"epared.\x02The destination could not be reached.\x02The destination’s an" +
-	"swer was too large.\x02The last attempt’s lock expired with no attempt l" +
-	"eft.\x02The inputs could not be built from the process’s bindings.\x02An" +
-	" operator abandoned the instance.\x02A Camunda 7 worker reported a failu" +
-	"re with no retries left (retries: 0, or a budget already spent): it is n" +
-	"ot run again.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s " +
-	"— %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
-	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
-	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
-	"r %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Reserved" +
-	" by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred s" +
-	"ince %[1]s (%[2]s): a worker of the same consumer, or a front end with a" +
-	" settle token, completes it later.\x02Completed (%[1]s).\x02Its instance" +
-	" is held here, waiting for an operator.\x02Its instance went on along th" +
-	"e node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was s" +
-	"topped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopp" +
-	"ed (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settl" +
-	"ed with its settle token)\x02%[1]s (deferred; settled with its settle to" +
-	"ken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP " +
-	"2xx, unusable body\x02no answer within the timeout\x02no connection\x02a" +
-	"nswer too large\x02unknown\x02[redacted]\x02The revision must be a whole" +
-	" number, 1 or more.\x02Unknown consumer.\x02Settlement date\x02More filt" +
-	"ers: instance, revision, consumer, dates\x02instance id\x02Counts by sta" +
-	"tus\x02Occurrences, newest first\x02Process and node\x02Error\x02Consume" +
-	"r and worker\x02Next attempt or settled\x02No occurrence matches these f" +
-	"ilters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by " +
-	"the other filters\x02Totals of all definitions, not narrowed by the othe" +
-	"r filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1" +
-	"]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few se" +
-	"conds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since" +
-	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
-	"revious page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a " +
-	"date is written 2026-12-01.\x02%[1]s: the first day comes after the last" +
-	".\x02These settings are kept in this browser only.\x02Show times in\x02T" +
-	"he console runs no script, so it cannot read your computer’s time zone: " +
-	"choose its offset from UTC. Offsets do not follow daylight saving time." +
-	"\x02Reload lists and detail pages\x02Pages with a form, such as a confir" +
-	"mation, never reload on their own.\x02Save settings\x02Back without savi" +
-	"ng\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02Never" +
-	"\x02Every %[1]d seconds\x02Published process versions: their nodes, rout" +
-	"es and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Start nod" +
-	"e\x02Graph\x02Columns follow the longest path from the start node. Solid" +
-	" arrows are successes (labelled with their route), dashed ones failures " +
-	"(labelled with their error codes). Each box says how many of this versio" +
-	"n’s occurrences are at that node now.\x02Nodes\x02Nodes of this version," +
-	" with their occurrences now\x02Kind\x02Pinned revision\x02On success\x02" +
-	"On error\x02Occurrences now\x02Instances of this process\x02Columns foll" +
-	"ow the longest path from the start node. Solid arrows are successes (lab" +
-	"elled with their route), dashed ones failures (labelled with their error" +
-	" codes).\x02Nodes of this version\x02This version has %[1]d nodes: too m" +
-	"any to draw legibly (at most %[2]d). The table below lists every node wi" +
-	"th its routes and counts.\x02This version has %[1]d nodes: too many to d" +
-	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, startin" +
-	"g at %[2]s. The table below lists the same nodes, routes and counts.\x00" +
-	"Y\x02%[1]d nodes, starting at %[2]s. The table below lists the same node" +
-	"s, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table below" +
-	" lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end (compl" +
-	"etes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident fo" +
-	"r an operator)\x02any other code → %[1]s\x02fails the instance\x14\x01" +
-	"\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d" +
-	"\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %" +
-	"[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Re" +
-	"vealed by %[1]s at %[2]s; recorded in the audit log.\x02Cannot reveal" +
-	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
-	"\x02Secret values can never be revealed.\x02Method not allowed\x02This p" +
-	"age does not accept that request.\x02Search\x02Type an instance or occur" +
-	"rence id (a UUID, as the pages show on hover), or a business key.\x02Not" +
-	"hing to find: the search box is empty.\x02That is too long to be an id o" +
-	"r a business key.\x02No instance or occurrence has the id “%[1]s”, and n" +
-	"o instance has it as its business key.\x02No instance has “%[1]s” as its" +
-	" business key, and it is not a whole id: the lists show the end of each " +
-	"id. Open the row, or copy its link, for the whole id.\x02You are signed " +
-	"out.\x02Your session had ended (inactivity, a sign-out elsewhere, a revo" +
-	"ked token or a restart of the server), so your last action was not appli" +
-	"ed. Sign in again, then repeat it.\x02Your session has ended (inactivity" +
-	", a sign-out elsewhere, a revoked token or a restart of the server). Sig" +
-	"n in again.\x02Sign in\x02Sign in with an operator, designer or administ" +
-	"rator token.\x02Token\x02The token is checked once and never stored in y" +
-	"our browser; a session cookie stands for it for up to 8 hours of inactiv" +
-	"ity.\x02Too many failed sign-ins from your address. Try again in %[1]d s" +
-	"econds.\x02This token is unknown or has been revoked.\x02A %[1]s token c" +
-	"annot open the console: sign in with an operator, designer or administra" +
-	"tor token.\x02Only administrators manage tokens.\x02Staff tokens (admini" +
-	"strators, designers, operators) that are not revoked. Consumer tokens ar" +
-	"e managed with their consumers. Revoking a token refuses its next reques" +
-	"t.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, " +
-	"oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this ses" +
-	"sion\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s" +
-	"”?\x02Its next request is refused, and console sessions opened with it" +
-	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
-	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
-	" it signs you out. Its next request is refused. This cannot be undone." +
-	"\x02This is the last usable administrator token: create another one befo" +
-	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
-	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Invalid page\x02This page link is not one the console made.\x02W" +
-	"orkers connected by a stream, and polling workers by their last fetch. A" +
-	" worker is listed while it was seen within three heartbeats.\x02Workers " +
-	"seen within three heartbeats\x02Worker\x02Protocol\x02Definitions served" +
-	"\x02In flight\x02Connected\x02Last seen\x02No worker is connected.\x02Wo" +
-	"rkers serving %[1]s\x02All workers\x02No worker serves this definition." +
-	"\x02stream\x02long polling\x02Camunda 7 facade\x02every revision its con" +
-	"sumer is granted\x02revisions %[1]s\x02No worker serves this definition:" +
-	" its occurrences wait until one connects or polls.\x02No process uses th" +
-	"is definition yet: it needs a worker once a process pulls it.\x02No proc" +
-	"ess pulls this definition: Relais calls its destinations (push), and it " +
-	"needs no worker.\x02No worker is connected for this definition; none of " +
-	"its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by " +
-	"%[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisions they take: " +
-	"%[1]s; some take every revision their consumer is granted.\x02They take " +
-	"every revision their consumer is granted.\x02They take revision %[1]d on" +
-	"ly.\x02They take revisions %[1]s only."
+	" attempt)\x02Retryable\x02no: the service marked this failure as not ret" +
+	"ryable (attempts left unused: %[1]d)\x02The destination did not answer w" +
+	"ithin the call’s timeout (%[1]s): it may have acted all the same, so che" +
+	"ck before retrying.\x02The destination did not answer within the call’s " +
+	"timeout: it may have acted all the same, so check before retrying.\x02Th" +
+	"e deadline passed before a result arrived.\x02The result did not match t" +
+	"he revision's outputs contract.\x02Relais stopped during the call: wheth" +
+	"er the destination acted is unknown, so it is not called again.\x02The c" +
+	"all could not be prepared.\x02The destination could not be reached.\x02T" +
+	"he destination’s answer was too large.\x02The last attempt’s lock expire" +
+	"d with no attempt left.\x02The inputs could not be built from the proces" +
+	"s’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 work" +
+	"er reported a failure with no retries left (retries: 0, or a budget alre" +
+	"ady spent): it is not run again.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
+	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
+	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, re" +
+	"vision, consumer, dates\x02instance id\x02Counts by status\x02Occurrence" +
+	"s, newest first\x02Process and node\x02Error\x02Consumer and worker\x02N" +
+	"ext attempt or settled\x02No occurrence matches these filters.\x02All co" +
+	"nsumers\x02Totals of definition %[1]s, not narrowed by the other filters" +
+	"\x02Totals of all definitions, not narrowed by the other filters\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02as of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revi" +
+	"sion %[1]d\x02settled\x02next attempt\x02claimable since\x02call in prog" +
+	"ress since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02" +
+	"Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
+	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
+	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
+	"no script, so it cannot read your computer’s time zone: choose its offse" +
+	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
+	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
+	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
+	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
+	"onds\x02Published process versions: their nodes, routes and pinned revis" +
+	"ions, drawn, with where their occurrences are now.\x02Published process " +
+	"versions: their nodes, routes and pinned revisions, drawn.\x02Processes " +
+	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
+	"ion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns " +
+	"follow the longest path from the start node. Solid arrows are successes " +
+	"(labelled with their route), dashed ones failures (labelled with their e" +
+	"rror codes). Each box says how many of this version’s occurrences are at" +
+	" that node now.\x02Nodes\x02Nodes of this version, with their occurrence" +
+	"s now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrence" +
+	"s now\x02Instances of this process\x02Columns follow the longest path fr" +
+	"om the start node. Solid arrows are successes (labelled with their route" +
+	"), dashed ones failures (labelled with their error codes).\x02Nodes of t" +
+	"his version\x02This version has %[1]d nodes: too many to draw legibly (a" +
+	"t most %[2]d). The table below lists every node with its routes and coun" +
+	"ts.\x02This version has %[1]d nodes: too many to draw legibly (at most %" +
+	"[2]d). The table below lists every node with its routes.\x02Graph of %[1" +
+	"]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table " +
+	"below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, star" +
+	"ting at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
+	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02Method not allowed\x02This page does not accept that requ" +
+	"est.\x02Search\x02Type an instance or occurrence id (a UUID, as the page" +
+	"s show on hover), or a business key.\x02Nothing to find: the search box " +
+	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
+	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
+	"ness key.\x02No instance has “%[1]s” as its business key, and it is not " +
+	"a whole id: the lists show the end of each id. Open the row, or copy its" +
+	" link, for the whole id.\x02You are signed out.\x02Your session had ende" +
+	"d (inactivity, a sign-out elsewhere, a revoked token or a restart of the" +
+	" server), so your last action was not applied. Sign in again, then repea" +
+	"t it.\x02Your session has ended (inactivity, a sign-out elsewhere, a rev" +
+	"oked token or a restart of the server). Sign in again.\x02Sign in\x02Sig" +
+	"n in with an operator, designer or administrator token.\x02Token\x02The " +
+	"token is checked once and never stored in your browser; a session cookie" +
+	" stands for it for up to 8 hours of inactivity.\x02Too many failed sign-" +
+	"ins from your address. Try again in %[1]d seconds.\x02This token is unkn" +
+	"own or has been revoked.\x02A %[1]s token cannot open the console: sign " +
+	"in with an operator, designer or administrator token.\x02Only administra" +
+	"tors manage tokens.\x02Staff tokens (administrators, designers, operator" +
+	"s) that are not revoked. Consumer tokens are managed with their consumer" +
+	"s. Revoking a token refuses its next request.\x02ID\x02Role\x02Created o" +
+	"n\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not " +
+	"yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke t" +
+	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
+	"used, and console sessions opened with it end. This cannot be undone: wh" +
+	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
+	"is the token you signed in with: revoking it signs you out. Its next req" +
+	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
+	"istrator token: create another one before revoking it.\x02The token %[1]" +
+	"s (%[2]s) was revoked: its next request is refused.\x02routing output" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Invalid page\x02This page link is " +
+	"not one the console made.\x02Workers connected by a stream, and polling " +
+	"workers by their last fetch. A worker is listed while it was seen within" +
+	" three heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02" +
+	"Protocol\x02Definitions served\x02In flight\x02Connected\x02Last seen" +
+	"\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02N" +
+	"o worker serves this definition.\x02stream\x02long polling\x02Camunda 7 " +
+	"facade\x02every revision its consumer is granted\x02revisions %[1]s\x02N" +
+	"o worker serves this definition: its occurrences wait until one connects" +
+	" or polls.\x02No process uses this definition yet: it needs a worker onc" +
+	"e a process pulls it.\x02No process pulls this definition: Relais calls " +
+	"its destinations (push), and it needs no worker.\x02No worker is connect" +
+	"ed for this definition; none of its occurrences waits for one.\x14\x01" +
+	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
+	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
+	"consumer is granted.\x02They take every revision their consumer is grant" +
+	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 653 elements
+var frIndex = []uint32{ // 652 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1367,72 +1364,71 @@ var frIndex = []uint32{ // 653 elements
 	0x00004674, 0x000046b2, 0x000046f2, 0x00004712,
 	0x00004753, 0x0000477f, 0x00004797, 0x000047ab,
 	0x000047c2, 0x000047d0, 0x000047db, 0x000047fe,
-	0x0000481d, 0x00004829, 0x00004848, 0x00004896,
-	0x000048b2, 0x00004920, 0x000049a5, 0x00004a22,
-	0x00004a62, 0x00004aa8, 0x00004b1a, 0x00004b42,
-	0x00004b65, 0x00004b9c, 0x00004be3, 0x00004c36,
+	0x0000481d, 0x00004839, 0x000048a7, 0x0000492c,
+	0x000049a9, 0x000049e9, 0x00004a2f, 0x00004aa1,
+	0x00004ac9, 0x00004aec, 0x00004b23, 0x00004b6a,
+	0x00004bbd, 0x00004be6, 0x00004c8c, 0x00004cb2,
 	// Entry 1C0 - 1DF
-	0x00004c5f, 0x00004d05, 0x00004d2b, 0x00004d52,
-	0x00004d7a, 0x00004dc1, 0x00004e0b, 0x00004e3e,
-	0x00004e51, 0x00004e7f, 0x00004ebb, 0x00004ed1,
-	0x00004f65, 0x00004f78, 0x00004fb5, 0x00004ff1,
-	0x00005004, 0x00005058, 0x0000508d, 0x0000509f,
-	0x000050b6, 0x000050f3, 0x00005143, 0x0000516d,
-	0x00005178, 0x00005195, 0x000051b4, 0x000051c5,
-	0x000051df, 0x000051e8, 0x000051f2, 0x00005227,
+	0x00004cd9, 0x00004d01, 0x00004d48, 0x00004d92,
+	0x00004dc5, 0x00004dd8, 0x00004e06, 0x00004e42,
+	0x00004e58, 0x00004eec, 0x00004eff, 0x00004f3c,
+	0x00004f78, 0x00004f8b, 0x00004fdf, 0x00005014,
+	0x00005026, 0x0000503d, 0x0000507a, 0x000050ca,
+	0x000050f4, 0x000050ff, 0x0000511c, 0x0000513b,
+	0x0000514c, 0x00005166, 0x0000516f, 0x00005179,
+	0x00005198, 0x000051e6, 0x0000521b, 0x00005231,
 	// Entry 1E0 - 1FF
-	0x0000523d, 0x0000524e, 0x0000528b, 0x000052a4,
-	0x000052ba, 0x000052e4, 0x000052f7, 0x000052fe,
-	0x00005319, 0x00005339, 0x00005369, 0x00005380,
-	0x000053b8, 0x000053f3, 0x0000541f, 0x00005473,
-	0x00005483, 0x0000548e, 0x000054a2, 0x000054b4,
-	0x000054ca, 0x000054dc, 0x000054ee, 0x000054f4,
-	0x00005506, 0x00005514, 0x00005523, 0x00005539,
-	0x00005563, 0x00005596, 0x000055d2, 0x000055e9,
+	0x00005242, 0x0000527f, 0x00005298, 0x000052ae,
+	0x000052d8, 0x000052eb, 0x000052f2, 0x0000530d,
+	0x0000532d, 0x0000535d, 0x00005374, 0x000053ac,
+	0x000053e7, 0x00005413, 0x00005467, 0x00005477,
+	0x00005482, 0x00005496, 0x000054a8, 0x000054be,
+	0x000054d0, 0x000054e2, 0x000054e8, 0x000054fa,
+	0x00005508, 0x00005517, 0x0000552d, 0x00005557,
+	0x0000558a, 0x000055c6, 0x000055dd, 0x000056a5,
 	// Entry 200 - 21F
-	0x000056b1, 0x000056de, 0x00005749, 0x00005763,
-	0x0000577c, 0x0000579d, 0x000057b3, 0x000057ba,
-	0x000057d4, 0x00005869, 0x000058cc, 0x000058df,
-	0x00005906, 0x0000592e, 0x0000593c, 0x0000594c,
-	0x00005954, 0x00005965, 0x0000596c, 0x00005aa2,
-	0x00005aa9, 0x00005ae3, 0x00005ae8, 0x00005afd,
-	0x00005b11, 0x00005b23, 0x00005b39, 0x00005b53,
-	0x00005c28, 0x00005c40, 0x00005ce1, 0x00005d70,
+	0x000056d2, 0x0000573d, 0x00005757, 0x00005770,
+	0x00005791, 0x000057a7, 0x000057ae, 0x000057c8,
+	0x0000585d, 0x000058c0, 0x000058d3, 0x000058fa,
+	0x00005922, 0x00005930, 0x00005940, 0x00005948,
+	0x00005959, 0x00005960, 0x00005a96, 0x00005a9d,
+	0x00005ad7, 0x00005adc, 0x00005af1, 0x00005b05,
+	0x00005b17, 0x00005b2d, 0x00005b47, 0x00005c1c,
+	0x00005c34, 0x00005cd5, 0x00005d64, 0x00005d74,
 	// Entry 220 - 23F
-	0x00005d80, 0x00005e5a, 0x00005f1c, 0x00005f21,
-	0x00005f31, 0x00005f3f, 0x00005f4f, 0x00005f5f,
-	0x00005f69, 0x00005f92, 0x00005fac, 0x00005fc7,
-	0x00006055, 0x00006066, 0x00006073, 0x0000608e,
-	0x000060a2, 0x000060c0, 0x0000610b, 0x0000614c,
-	0x00006192, 0x000061aa, 0x000061fd, 0x00006238,
-	0x00006250, 0x0000627b, 0x00006285, 0x000062ff,
-	0x00006334, 0x00006375, 0x000063e9, 0x000064c2,
+	0x00005e4e, 0x00005f10, 0x00005f15, 0x00005f25,
+	0x00005f33, 0x00005f43, 0x00005f53, 0x00005f5d,
+	0x00005f86, 0x00005fa0, 0x00005fbb, 0x00006049,
+	0x0000605a, 0x00006067, 0x00006082, 0x00006096,
+	0x000060b4, 0x000060ff, 0x00006140, 0x00006186,
+	0x0000619e, 0x000061f1, 0x0000622c, 0x00006244,
+	0x0000626f, 0x00006279, 0x000062f3, 0x00006328,
+	0x00006369, 0x000063dd, 0x000064b6, 0x000064cf,
 	// Entry 240 - 25F
-	0x000064db, 0x000065a4, 0x00006621, 0x0000662e,
-	0x00006680, 0x00006686, 0x00006722, 0x00006776,
-	0x000067a1, 0x0000682d, 0x0000685b, 0x0000691d,
-	0x00006920, 0x00006926, 0x00006930, 0x00006946,
-	0x00006951, 0x00006981, 0x00006988, 0x00006993,
-	0x000069a1, 0x000069ae, 0x000069bc, 0x000069c9,
-	0x000069e2, 0x00006a0f, 0x00006ab8, 0x00006acb,
-	0x00006ad5, 0x00006b64, 0x00006bc5, 0x00006c17,
+	0x00006598, 0x00006615, 0x00006622, 0x00006674,
+	0x0000667a, 0x00006716, 0x0000676a, 0x00006795,
+	0x00006821, 0x0000684f, 0x00006911, 0x00006914,
+	0x0000691a, 0x00006924, 0x0000693a, 0x00006945,
+	0x00006975, 0x0000697c, 0x00006987, 0x00006995,
+	0x000069a2, 0x000069b0, 0x000069bd, 0x000069d6,
+	0x00006a03, 0x00006aac, 0x00006abf, 0x00006ac9,
+	0x00006b58, 0x00006bb9, 0x00006c0b, 0x00006c1d,
 	// Entry 260 - 27F
-	0x00006c29, 0x00006c3c, 0x00006c7a, 0x00006cb6,
-	0x00006cc2, 0x00006ccf, 0x00006cdd, 0x00006ceb,
-	0x00006cfb, 0x00006d37, 0x00006d71, 0x00006dee,
-	0x00006df9, 0x00006e23, 0x00006e3f, 0x00006e43,
-	0x00006e55, 0x00006e63, 0x00006e8f, 0x00006f51,
-	0x00006f84, 0x00006f8f, 0x00006f99, 0x00006fae,
-	0x00006fb7, 0x00006fc1, 0x00006fd6, 0x00006ffa,
-	0x00007014, 0x00007029, 0x00007055, 0x0000705a,
+	0x00006c30, 0x00006c6e, 0x00006caa, 0x00006cb6,
+	0x00006cc3, 0x00006cd1, 0x00006cdf, 0x00006cef,
+	0x00006d2b, 0x00006d65, 0x00006de2, 0x00006ded,
+	0x00006e17, 0x00006e33, 0x00006e37, 0x00006e49,
+	0x00006e57, 0x00006e83, 0x00006f45, 0x00006f78,
+	0x00006f83, 0x00006f8d, 0x00006fa2, 0x00006fab,
+	0x00006fb5, 0x00006fca, 0x00006fee, 0x00007008,
+	0x0000701d, 0x00007049, 0x0000704e, 0x00007063,
 	// Entry 280 - 29F
-	0x0000706f, 0x00007081, 0x000070b6, 0x000070c7,
-	0x0000713d, 0x000071c8, 0x00007257, 0x000072be,
-	0x00007300, 0x00007373, 0x000073bb, 0x000073e9,
-	0x0000741c,
-} // Size: 2636 bytes
+	0x00007075, 0x000070aa, 0x000070bb, 0x00007131,
+	0x000071bc, 0x0000724b, 0x000072b2, 0x000072f4,
+	0x00007367, 0x000073af, 0x000073dd, 0x00007410,
+} // Size: 2632 bytes
 
-const frData string = "" + // Size: 29724 bytes
+const frData string = "" + // Size: 29712 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1706,170 +1702,170 @@ const frData string = "" + // Size: 29724 bytes
 	"cune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler " +
 	"— cette action est enregistrée\x02Disponible à partir du\x02Prochaine " +
 	"tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Derniè" +
-	"re erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Son mes" +
-	"sage\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pr" +
-	"opres termes, valeurs protégées masquées)\x02Nouvelle tentative possible" +
-	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
-	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
-	"du dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02La destination n’a pas répondu dans le d" +
-	"élai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de re" +
-	"prendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le r" +
-	"ésultat ne respectait pas le contrat de sorties de la révision.\x02Rela" +
-	"is s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi" +
-	", elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02L" +
-	"a destination était injoignable.\x02La réponse de la destination était t" +
-	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
-	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un " +
-	"exécutant Camunda 7 a signalé un échec sans nouvelle tentative restante " +
-	"(retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est p" +
-	"as relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentati" +
-	"ve à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou exp" +
-	"iré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’" +
-	"appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’u" +
-	"n exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle" +
-	" la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusq" +
-	"u’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]" +
-	"s)\u202f: un exécutant du même consommateur, ou une interface munie d’un" +
-	" jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son" +
-	" instance est bloquée ici, en attente d’un opérateur.\x02Son instance a " +
-	"continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
-	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
-	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
-	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
-	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
-	"é]\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateu" +
-	"r inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révisi" +
-	"on, consommateur, dates\x02identifiant d’instance\x02Décomptes par statu" +
-	"t\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Erre" +
-	"ur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Auc" +
-	"une occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
-	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
-	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
-	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
-	"remier jour vient après le dernier.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Les pages qui contiennent un formulaire, comme une confirmation, " +
-	"ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Re" +
-	"venir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure local" +
-	"e à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proc" +
-	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
-	"és, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
-	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
-	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
-	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
-	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
-	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
-	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
-	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
-	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
-	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
-	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
-	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
-	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
-	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
-	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
-	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
-	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
-	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
-	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
-	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
-	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
-	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
-	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
-	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
-	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
-	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
-	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
-	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
-	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
-	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
-	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
-	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
-	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
-	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
-	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
-	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
-	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
-	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
-	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
-	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
-	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
-	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
-	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
-	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
-	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
-	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
-	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
-	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
-	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
-	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
-	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
-	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
-	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
-	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
-	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
-	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
-	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
-	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe de v" +
-	"ie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tou" +
-	"s les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux" +
-	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
-	"ordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert " +
-	"cette définition\u202f: ses occurrences attendent qu’un exécutant se con" +
-	"necte ou interroge.\x02Aucun processus n’utilise encore cette définition" +
-	"\u202f: elle aura besoin d’un exécutant quand un processus l’utilisera e" +
-	"n mode pull.\x02Aucun processus n’utilise cette définition en mode pull" +
-	"\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun " +
-	"exécutant.\x02Aucun exécutant n’est connecté pour cette définition\u202f" +
-	"; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02" +
-	"Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Rév" +
-	"isions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les" +
-	" révisions accordées à leur consommateur.\x02Toutes les révisions accord" +
-	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
-	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"re erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvell" +
+	"e tentative possible\x02non\u202f: l’exécutant a signalé cet échec comme" +
+	" définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La desti" +
+	"nation n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu" +
+	" agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a pa" +
+	"s répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, vé" +
+	"rifiez avant de reprendre.\x02L’échéance est passée avant l’arrivée d’un" +
+	" résultat.\x02Le résultat ne respectait pas le contrat de sorties de la " +
+	"révision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
+	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
+	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
+	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
+	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
+	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
+	"’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
+	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
+	"’occurrence n’est pas relancée.\x02La destination a répondu HTTP %[1]s" +
+	".\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s —" +
+	" %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau" +
+	".\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]" +
+	"s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1" +
+	"]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1" +
+	"]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différ" +
+	"ée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou un" +
+	"e interface munie d’un jeton de règlement, la terminera plus tard.\x02Te" +
+	"rminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérate" +
+	"ur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éch" +
+	"ec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s" +
+	" — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
+	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
+	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
+	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
+	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
+	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
+	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Message de" +
+	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révi" +
+	"sion doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02" +
+	"Date de clôture\x02Plus de filtres\u202f: instance, révision, consommate" +
+	"ur, dates\x02identifiant d’instance\x02Décomptes par statut\x02Occurrenc" +
+	"es, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consomma" +
+	"teur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence" +
+	" ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la " +
+	"définition %[1]s, sans les autres filtres\x02Totaux de toutes les défini" +
+	"tions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décom" +
+	"ptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
+	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
+	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
+	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
+	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
+	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
+	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
+	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
+	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
+	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
+	"placement actuel de leurs occurrences.\x02Les versions de processus publ" +
+	"iées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
+	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s" +
+	" le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossi" +
+	"ble\x02Seule une valeur que cette page affiche masquée (sensible) peut ê" +
+	"tre révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
+	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
+	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
+	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
+	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
+	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
+	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
+	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
+	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
+	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
+	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
+	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
+	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
+	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
+	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
+	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
+	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
+	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons " +
+	"du personnel (administrateurs, concepteurs, opérateurs) non révoqués. Le" +
+	"s jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer " +
+	"un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernièr" +
+	"e utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
+	"on\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s" +
+	" «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
+	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
+	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
+	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
+	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
+	"servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécut" +
+	"ant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
+	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
+	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
+	"mateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en " +
+	"charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accord" +
+	"ées à leur consommateur.\x02Toutes les révisions accordées au consommat" +
+	"eur sont prises en charge.\x02Seule la révision %[1]d est prise en charg" +
+	"e.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 58223 bytes (56KiB); checksum: 177CB58D
+	// Total table size 58191 bytes (56KiB); checksum: 136DDCF0
