@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ type definitionHealth struct {
 	Failed, FailedHref               string
 	Lag, LagTitle, LagNote           string
 	LagLong                          bool
+	// NoWorker says that occurrences wait and no live worker serves the
+	// definition: the lag only grows.
+	NoWorker, WorkersHref string
 	Completed1h, Failed1h, ChartHref string
 	Attention                        bool
 }
@@ -123,6 +127,12 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		keys[k] = true
 	}
 	now := prefsOf(ctx).now
+	// Who serves what, for the definitions whose work waits: one read of
+	// the worker catalog (a few hundred rows at most).
+	live, liveErr := c.eng.LiveWorkersByDefinition(ctx)
+	if liveErr != nil {
+		c.logger.Warn("console: live workers unavailable", "err", liveErr)
+	}
 	for _, key := range slices.Sorted(maps.Keys(keys)) {
 		byStatus := snap[key]
 		dh := h.Definitions[key]
@@ -156,6 +166,11 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 					row.LagNote = T(ctx, "long wait")
 				}
 				row.Attention = row.Attention || row.LagLong
+				if liveErr == nil && len(live[key]) == 0 {
+					// Said in words, as the long wait is.
+					row.NoWorker, row.WorkersHref = T(ctx, "no worker"), workersHref(key)
+					row.Attention = true
+				}
 			}
 		} else {
 			row.Completed1h, row.Failed1h = number(ctx, 0), number(ctx, 0)
@@ -270,4 +285,9 @@ func completedCount(ctx context.Context, n int64) string {
 // failedCount is "3 failed", its words agreeing with n.
 func failedCount(ctx context.Context, n int64) string {
 	return T(ctx, "%d failed", n)
+}
+
+// workersHref lists the live workers of a definition.
+func workersHref(key string) string {
+	return workersPath + "?" + url.Values{"definition": {key}}.Encode()
 }

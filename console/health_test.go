@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,12 +48,13 @@ func TestHealthPage(t *testing.T) {
 			}
 		}
 	}
-	if lag := row("add_company_to_crm")["health-lag"]; !strings.HasSuffix(lag, " s") && !strings.HasSuffix(lag, " min") {
-		t.Errorf("queue lag of a waiting occurrence = %q, want a duration", lag)
+	// Nothing polls add_company_to_crm: its lag is said to have no worker.
+	if lag := row("add_company_to_crm")["health-lag"]; !regexp.MustCompile(`^\d+ (s|min) \(no worker\)$`).MatchString(lag) {
+		t.Errorf("queue lag of a waiting occurrence = %q, want a duration, with no worker", lag)
 	}
-	// Held or failing definitions come first.
+	// Held, failing or unserved definitions come first.
 	first, _ := r.doc.Find(`[data-testid=health-row]`).First().Attr("data-key")
-	if first != "charge_card" && first != "score_company" && first != "console_vault" {
+	if first != "charge_card" && first != "score_company" && first != "console_vault" && first != "add_company_to_crm" {
 		t.Errorf("first row %s: definitions needing attention come first", first)
 	}
 	// The chart: one bar per status and 5-minute slot, its numbers in a
@@ -244,5 +246,35 @@ func TestOnePageListsHaveNoPager(t *testing.T) {
 		if r := b.mustGet(path, 200); count(r, "pager") != 0 || r.doc.Find("nav.pager").Length() != 0 {
 			t.Errorf("%s fits one page and still has a pager", path)
 		}
+	}
+}
+
+// TestHealthSaysWhenNoWorkerServes: a definition whose occurrences wait
+// with no live worker says so on its row, linking to its workers, and
+// needs attention; once a worker polls, the note goes.
+func TestHealthSaysWhenNoWorkerServes(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", crm)
+	for _, name := range []string{"Acme", "Globex"} {
+		env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": name}})
+	}
+	for i, lang := range []string{"en", "fr"} {
+		r := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/health", 200)
+		note := r.doc.Find(`[data-testid=health-row][data-key="` + crm + `"] [data-testid=no-worker]`)
+		if got, want := collapse(note.Text()), []string{"(no worker)", "(aucun exécutant)"}[i]; got != want {
+			t.Errorf("%s: no-worker note %q, want %q", lang, got, want)
+		}
+		if href, _ := note.Attr("href"); href != "/console/workers?definition="+crm {
+			t.Errorf("%s: the note links to %q, want the definition's workers", lang, href)
+		}
+	}
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "poller-1", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm}}})
+	r := signedIn(t, env.URL, "en", env.Operator).mustGet("/console/health", 200)
+	if n := r.doc.Find(`[data-testid=no-worker]`).Length(); n != 0 {
+		t.Errorf("%d no-worker notes with a poller live, want none", n)
 	}
 }

@@ -238,7 +238,7 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		}
 	}
 	if operator {
-		s.Href = workersPath + "?" + url.Values{"definition": {key}}.Encode()
+		s.Href = workersHref(key)
 	}
 	return s, nil
 }

@@ -39,403 +39,403 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              253,
-	"%[1]s %[2]s, %[3]s %[4]s":                 254,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          252,
-	"%[1]s; %[2]s":                             251,
-	"%d (0 lowest, 9 highest)":                 412,
-	"%d attempts":                              416,
-	"%d attempts, retry after %s, priority %d": 554,
+	"%[1]s %[2]s":                              254,
+	"%[1]s %[2]s, %[3]s %[4]s":                 255,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          253,
+	"%[1]s; %[2]s":                             252,
+	"%d (0 lowest, 9 highest)":                 413,
+	"%d attempts":                              417,
+	"%d attempts, retry after %s, priority %d": 555,
 	"%d breaking":                              193,
 	"%d changes":                               192,
-	"%d completed":                             249,
-	"%d d":                                     261,
-	"%d days":                                  275,
-	"%d failed":                                250,
-	"%d h":                                     260,
+	"%d completed":                             250,
+	"%d d":                                     262,
+	"%d days":                                  276,
+	"%d failed":                                251,
+	"%d h":                                     261,
 	"%d held instances match now.":             54,
-	"%d hours":                                 276,
-	"%d items":                                 619,
-	"%d left":                                  417,
-	"%d min":                                   259,
-	"%d minutes":                               277,
+	"%d hours":                                 277,
+	"%d items":                                 620,
+	"%d left":                                  418,
+	"%d min":                                   260,
+	"%d minutes":                               278,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 78,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              617,
-	"%d ms": 279,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         544,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 543,
-	"%d occurrences":                          492,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              618,
+	"%d ms": 280,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         545,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 544,
+	"%d occurrences":                          493,
 	"%d releases":                             212,
 	"%d running instances match now.":         61,
 	"%d running or held instances match now.": 63,
-	"%d s":       258,
-	"%d seconds": 278,
+	"%d s":       259,
+	"%d seconds": 279,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 84,
-	"%s (deferred; settled by %s)":                        467,
-	"%s (deferred; settled with its settle token)":        465,
-	"%s (deferred; settled with its settle token, as %s)": 466,
+	"%s (deferred; settled by %s)":                        468,
+	"%s (deferred; settled with its settle token)":        466,
+	"%s (deferred; settled with its settle token, as %s)": 467,
 	"%s (token #%d, %s)":                                  85,
-	"%s ago":                                              256,
-	"%s so far":                                           463,
-	"%s → %s":                                             549,
-	"%s, revision %s":                                     378,
-	"%s, version %s":                                      379,
-	"%s: %s":                                              248,
+	"%s ago":                                              257,
+	"%s so far":                                           464,
+	"%s → %s":                                             550,
+	"%s, revision %s":                                     379,
+	"%s, version %s":                                      380,
+	"%s: %s":                                              249,
 	"%s: %s → %s":                                         200,
-	"%s: a date is written 2026-12-01.":                   506,
-	"%s: the first day comes after the last.":             507,
-	"%s–%s":                                               247,
-	"(%d characters in all)":                              620,
-	"(each item)":                                         607,
-	"(worker %s)":                                         452,
-	"0 seconds":                                           274,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           583,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 445,
+	"%s: a date is written 2026-12-01.":                   507,
+	"%s: the first day comes after the last.":             508,
+	"%s–%s":                                               248,
+	"(%d characters in all)":                              621,
+	"(each item)":                                         608,
+	"(worker %s)":                                         453,
+	"0 seconds":                                           275,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           584,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 446,
 	"Abandon %d instances":                                           58,
 	"Abandon every held instance this filter matches":                56,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              311,
-	"Abandoned by %s at %s — “%s”":                                   304,
+	"Abandoned at node":                                              312,
+	"Abandoned by %s at %s — “%s”":                                   305,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 42,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 322,
+	"Act on every instance this filter matches": 323,
 	"Action":                              88,
 	"All actions":                         100,
-	"All consumers":                       489,
-	"All definitions":                     238,
-	"All processes":                       328,
-	"All statuses":                        329,
-	"All workers":                         635,
-	"An operator abandoned the instance.": 444,
+	"All consumers":                       490,
+	"All definitions":                     239,
+	"All processes":                       329,
+	"All statuses":                        330,
+	"All workers":                         636,
+	"An operator abandoned the instance.": 445,
 	"Apply filters":                       97,
-	"Apr":                                 265,
+	"Apr":                                 266,
 	"As of %s (%s); refreshed every few seconds.": 233,
-	"Attempts":                         383,
+	"Attempts":                         384,
 	"Audit log":                        94,
-	"Aug":                              269,
-	"Available from":                   425,
+	"Aug":                              270,
+	"Available from":                   426,
 	"Back to definitions":              131,
 	"Back to external tasks":           130,
 	"Back to the instance":             32,
 	"Back to the list":                 49,
-	"Back without saving":              514,
+	"Back without saving":              515,
 	"Breaks processes":                 170,
 	"Breaks workers":                   171,
 	"Bulk %s applied to %d instances.": 83,
 	"Bulk action":                      92,
 	"Business key":                     71,
 	"By process and error code":        75,
-	"Call timeout":                     413,
-	"Camunda 7 facade":                 639,
-	"Cancelled: the instance was stopped (%s).":               462,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 461,
+	"Call timeout":                     414,
+	"Camunda 7 facade":                 640,
+	"Cancelled: the instance was stopped (%s).":               463,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 462,
 	"Cannot act on this filter":                               79,
-	"Cannot reveal":                                           563,
+	"Cannot reveal":                                           564,
 	"Change":                                                  168,
 	"Changes between the two revisions":                       180,
 	"Changes of the Working copy since revision %d":           189,
 	"Choose two existing revisions to compare.":               190,
 	"Classification":                                          146,
 	"Clear filters":                                           98,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            538,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 529,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            539,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 530,
 	"Compare":              167,
 	"Compare revisions":    163,
-	"Completed":            246,
-	"Completed (%s).":      457,
+	"Completed":            247,
+	"Completed (%s).":      458,
 	"Completed, last hour": 230,
-	"Completions and failures per 5 minutes, last hour: %s":    239,
-	"Completions and failures per 5-minute slot, oldest first": 244,
+	"Completions and failures per 5 minutes, last hour: %s":    240,
+	"Completions and failures per 5-minute slot, oldest first": 245,
 	"Completions and failures, last hour":                      223,
-	"Connected":                                                631,
+	"Connected":                                                632,
 	"Constraints":                                              147,
-	"Consumer":                                                 385,
-	"Consumer and worker":                                      486,
+	"Consumer":                                                 386,
+	"Consumer and worker":                                      487,
 	"Counting the occurrences; the counts appear when you reload the page.": 141,
 	"Counts are unavailable right now.":                                     142,
-	"Counts as of %s (%s); refreshed every few seconds.":                    560,
-	"Counts by status": 482,
-	"Created":          290,
+	"Counts as of %s (%s); refreshed every few seconds.":                    561,
+	"Counts by status": 483,
+	"Created":          291,
 	"Created from":     73,
-	"Created on":       588,
+	"Created on":       589,
 	"Created to":       74,
-	"Creation date":    316,
-	"Dates":            381,
-	"Deadline":         410,
-	"Dec":              273,
-	"Deferred":         429,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 456,
+	"Creation date":    317,
+	"Dates":            382,
+	"Deadline":         411,
+	"Dec":              274,
+	"Deferred":         430,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 457,
 	"Definition":         225,
 	"Definition %s":      149,
 	"Definitions":        116,
 	"Definitions by key": 207,
-	"Definitions served": 629,
+	"Definitions served": 630,
 	"Definitions, those needing attention first": 224,
 	"Description":          148,
-	"Destination":          397,
-	"Destination’s answer": 390,
+	"Destination":          398,
+	"Destination’s answer": 391,
 	"Detail":               169,
 	"Digest":               183,
 	"Display settings":     121,
 	"Display settings: ":   122,
-	"Duration":             389,
+	"Duration":             390,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 222,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  64,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     57,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 53,
-	"End node":                    310,
-	"End node or error":           326,
-	"Ended":                       307,
-	"Error":                       485,
-	"Error (before any attempt)":  431,
+	"End node":                    311,
+	"End node or error":           327,
+	"Ended":                       308,
+	"Error":                       486,
+	"Error (before any attempt)":  432,
 	"Error code":                  72,
-	"Error message":               392,
-	"Every %d seconds":            518,
-	"Every attempt, oldest first": 384,
+	"Error message":               393,
+	"Every %d seconds":            519,
+	"Every attempt, oldest first": 385,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 95,
-	"Expired token":                        594,
-	"Expires":                              590,
+	"Expired token":                        595,
+	"Expires":                              591,
 	"External tasks":                       111,
 	"Failed":                               228,
-	"Failed (%s).":                         460,
-	"Failed at node":                       312,
-	"Failed occurrence":                    309,
+	"Failed (%s).":                         461,
+	"Failed at node":                       313,
+	"Failed occurrence":                    310,
 	"Failed, last hour":                    231,
-	"Feb":                                  263,
+	"Feb":                                  264,
 	"Field":                                143,
 	"Filter":                               47,
 	"Filters":                              96,
 	"Find":                                 115,
 	"Find an instance or occurrence":       113,
-	"Finished":                             388,
-	"First page":                           504,
+	"Finished":                             389,
+	"First page":                           505,
 	"Follow it in the audit log (new tab)": 51,
 	"Form refused":                         135,
 	"From revision":                        165,
 	"From revision %d to revision %d:":     191,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 38,
-	"Graph":                   528,
-	"Graph of %s":             542,
-	"HTTP 2xx, unusable body": 469,
+	"Graph":                   529,
+	"Graph of %s":             543,
+	"HTTP 2xx, unusable body": 470,
 	"Health":                  110,
-	"Held at node":            308,
+	"Held at node":            309,
 	"Held instances":          227,
-	"ID":                      586,
-	"In flight":               630,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 240,
+	"ID":                      587,
+	"In flight":               631,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 241,
 	"Inputs":                     173,
 	"Inputs of revision %d":      184,
 	"Inputs of the working copy": 175,
-	"Inputs the instance was started with, labelled by process version %d's contract": 298,
-	"Inputs, labelled by revision %d's contract":                                      418,
-	"Instance":                  325,
+	"Inputs the instance was started with, labelled by process version %d's contract": 299,
+	"Inputs, labelled by revision %d's contract":                                      419,
+	"Instance":                  326,
 	"Instances":                 76,
-	"Instances of this process": 537,
-	"Invalid page":              623,
+	"Instances of this process": 538,
+	"Invalid page":              624,
 	"Invalid request":           128,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  458,
-	"Its instance went on along the node’s error path.":                                                                                                                    459,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      600,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  459,
+	"Its instance went on along the node’s error path.":                                                                                                                    460,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      601,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 36,
-	"Jan":                     262,
-	"Jul":                     268,
-	"Jun":                     267,
-	"Keep it":                 602,
+	"Jan":                     263,
+	"Jul":                     269,
+	"Jun":                     268,
+	"Keep it":                 603,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     208,
-	"Kind":                    532,
+	"Kind":                    533,
 	"Language":                107,
-	"Last error (attempt %d)": 430,
-	"Last reserved":           427,
+	"Last error (attempt %d)": 431,
+	"Last reserved":           428,
 	"Last saved":              154,
-	"Last seen":               632,
-	"Last used":               589,
+	"Last seen":               633,
+	"Last used":               590,
 	"Latest revision":         209,
 	"Lists every change from one revision to another, and whom it may break.": 164,
-	"Local time at %s": 516,
-	"Lock expired %s — waiting to be offered again.": 449,
-	"Lock expires":                     428,
+	"Local time at %s": 517,
+	"Lock expired %s — waiting to be offered again.": 450,
+	"Lock expires":                     429,
 	"Main navigation":                  109,
-	"Mar":                              264,
-	"Maximum attempts":                 406,
-	"May":                              266,
-	"Message from Relais (in English)": 475,
-	"Message from the service (its own words, protected values masked)": 476,
-	"Method not allowed": 566,
-	"Mode":               404,
-	"More filters: instance, revision, consumer, dates": 480,
+	"Mar":                              265,
+	"Maximum attempts":                 407,
+	"May":                              267,
+	"Message from Relais (in English)": 476,
+	"Message from the service (its own words, protected values masked)": 477,
+	"Method not allowed": 567,
+	"Mode":               405,
+	"More filters: instance, revision, consumer, dates": 481,
 	"Name":                    152,
-	"Never":                   517,
-	"Next attempt":            426,
-	"Next attempt or settled": 487,
-	"Next node":               289,
-	"Next page":               503,
-	"No definition %s has occurrences: check the key, or show all definitions.": 237,
+	"Never":                   518,
+	"Next attempt":            427,
+	"Next attempt or settled": 488,
+	"Next node":               290,
+	"Next page":               504,
+	"No definition %s has occurrences: check the key, or show all definitions.": 238,
 	"No definition has occurrences yet.":                                        232,
 	"No definition yet.":                                                        211,
 	"No inputs.":                                                                174,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 573,
-	"No instance matches these filters.": 327,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 572,
-	"No occurrence matches these filters.":                                                   488,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 574,
+	"No instance matches these filters.": 328,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 573,
+	"No occurrence matches these filters.":                                                   489,
 	"No operator action matches.":                                                            99,
-	"No operator has acted on this instance.":                                                294,
-	"No outputs yet: the occurrence has not completed.":                                      421,
+	"No operator has acted on this instance.":                                                295,
+	"No outputs yet: the occurrence has not completed.":                                      422,
 	"No outputs.": 177,
-	"No outputs: the occurrence ended without completing.":                                                                     423,
-	"No process is published yet.":                                                                                             523,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          644,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          643,
+	"No outputs: the occurrence ended without completing.":                                                                     424,
+	"No process is published yet.":                                                                                             524,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          645,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          644,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 67,
 	"No release yet.": 158,
 	"No revision yet: the Working copy has never been snapshotted.":          156,
-	"No service ever reserved this occurrence: it ended before any attempt.": 396,
-	"No service has reserved this occurrence yet.":                           393,
-	"No token.": 597,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 645,
-	"No worker is connected.":           633,
-	"No worker serves this definition.": 636,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 642,
-	"Node":                  286,
+	"No service ever reserved this occurrence: it ended before any attempt.": 397,
+	"No service has reserved this occurrence yet.":                           394,
+	"No token.": 598,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 646,
+	"No worker is connected.":           634,
+	"No worker serves this definition.": 637,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 643,
+	"Node":                  287,
 	"Node %s":               221,
-	"Nodes":                 530,
-	"Nodes of this version": 539,
-	"Nodes of this version, with their occurrences now": 531,
-	"Nodes reached, in order":                           285,
+	"Nodes":                 531,
+	"Nodes of this version": 540,
+	"Nodes of this version, with their occurrences now": 532,
+	"Nodes reached, in order":                           286,
 	"Not allowed":                                       126,
 	"Not found":                                         134,
 	"Notes":                                             161,
 	"Nothing exists at this address, or it is not visible to you.": 132,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 133,
 	"Nothing to do: no instance this action applies to matches the filter.": 66,
-	"Nothing to find: the search box is empty.":                             570,
-	"Nov":                       272,
-	"Now":                       402,
-	"Occurrence":                287,
-	"Occurrence %s":             380,
+	"Nothing to find: the search box is empty.":                             571,
+	"Nov":                       273,
+	"Now":                       403,
+	"Occurrence":                288,
+	"Occurrence %s":             381,
 	"Occurrence offered again":  91,
-	"Occurrences now":           536,
-	"Occurrences, newest first": 483,
-	"Oct":                       271,
-	"Offered from %s — %s.":     448,
+	"Occurrences now":           537,
+	"Occurrences, newest first": 484,
+	"Oct":                       272,
+	"Offered from %s — %s.":     449,
 	"Oldest claimable waits":    229,
-	"On error":                  535,
-	"On success":                534,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 564,
-	"Only administrators manage tokens.":                                  584,
-	"Only administrators may reveal a sensitive value.":                   561,
+	"On error":                  536,
+	"On success":                535,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 565,
+	"Only administrators manage tokens.":                                  585,
+	"Only administrators may reveal a sensitive value.":                   562,
 	"Open":             226,
-	"Operator actions": 282,
-	"Operator actions on this instance, newest first": 295,
+	"Operator actions": 283,
+	"Operator actions on this instance, newest first": 296,
 	"Operator actions, newest first":                  104,
-	"Outcome":                                         391,
+	"Outcome":                                         392,
 	"Outputs":                                         176,
 	"Outputs of revision %d":                          185,
 	"Outputs of the working copy":                     178,
-	"Outputs, labelled by revision %d's contract":     420,
-	"Pages": 501,
-	"Pages with a form, such as a confirmation, never reload on their own.": 512,
-	"Path":                            283,
-	"Pinned revision":                 533,
-	"Policy":                          382,
-	"Previous page":                   502,
-	"Priority":                        411,
+	"Outputs, labelled by revision %d's contract":     421,
+	"Pages": 502,
+	"Pages with a form, such as a confirmation, never reload on their own.": 513,
+	"Path":                            284,
+	"Pinned revision":                 534,
+	"Policy":                          383,
+	"Previous page":                   503,
+	"Priority":                        412,
 	"Process":                         69,
-	"Process %s":                      525,
-	"Process and node":                484,
-	"Process inputs":                  297,
+	"Process %s":                      526,
+	"Process and node":                485,
+	"Process inputs":                  298,
 	"Process instance":                90,
-	"Process instance %s":             280,
-	"Process instances":               318,
-	"Process instances, newest first": 324,
+	"Process instance %s":             281,
+	"Process instances":               319,
+	"Process instances, newest first": 325,
 	"Processes":                       112,
-	"Processes by key":                521,
-	"Protocol":                        628,
+	"Processes by key":                522,
+	"Protocol":                        629,
 	"Published":                       162,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 519,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       520,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 520,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       521,
 	"Reason": 89,
 	"Reason (recorded in the audit log for every instance)": 48,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            405,
-	"Recorded operator actions":                             293,
+	"Reason given by the worker":                            406,
+	"Recorded operator actions":                             294,
 	"Relais console":                                        106,
-	"Relais has not called the destination yet.":            399,
-	"Relais is calling the destination (since %s).":         453,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 401,
-	"Relais never called the destination: the occurrence ended before any call.":                           400,
+	"Relais has not called the destination yet.":            400,
+	"Relais is calling the destination (since %s).":         454,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 402,
+	"Relais never called the destination: the occurrence ended before any call.":                           401,
 	"Relais refused the action. Nothing was done.":                                                         39,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 438,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 439,
 	"Release":                             159,
 	"Releases":                            157,
 	"Releases, oldest first":              179,
-	"Reload lists and detail pages":       511,
-	"Replica":                             398,
+	"Reload lists and detail pages":       512,
+	"Replica":                             399,
 	"Required":                            145,
-	"Reserved":                            387,
-	"Reserved by %s.":                     455,
-	"Reserved by %s; lock until %s — %s.": 454,
-	"Retried by %s at %s — “%s”":          305,
+	"Reserved":                            388,
+	"Reserved by %s.":                     456,
+	"Reserved by %s; lock until %s — %s.": 455,
+	"Retried by %s at %s — “%s”":          306,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 41,
-	"Retries":            408,
+	"Retries":            409,
 	"Retry %d instances": 55,
-	"Retry at %s — %s.":  447,
-	"Retry delay":        407,
+	"Retry at %s — %s.":  448,
+	"Retry delay":        408,
 	"Retry every held instance this filter matches": 52,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         403,
+	"Retry or abandon it from its instance":         404,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 432,
+	"Retryable": 433,
 	"Retrying and abandoning apply to held instances, not %s ones.": 46,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 424,
-	"Revealed by %s at %s; recorded in the audit log.": 562,
+	"Reveal — this is recorded": 425,
+	"Revealed by %s at %s; recorded in the audit log.": 563,
 	"Revision":    160,
 	"Revision %d": 181,
 	"Revisions":   155,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 647,
-	"Revoke the %s token “%s”?": 599,
-	"Revoke the token":          601,
-	"Revoke token %d":           598,
-	"Revoke…":                   595,
-	"Role":                      587,
-	"Route":                     288,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 648,
+	"Revoke the %s token “%s”?": 600,
+	"Revoke the token":          602,
+	"Revoke token %d":           599,
+	"Revoke…":                   596,
+	"Role":                      588,
+	"Route":                     289,
 	"Routing output":            153,
-	"Rows %s–%s":                505,
-	"Save settings":             513,
+	"Rows %s–%s":                506,
+	"Save settings":             514,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               568,
-	"Secret values can never be revealed.": 565,
-	"Sep":                                  270,
-	"Served by %d workers":                 646,
+	"Search":                               569,
+	"Secret values can never be revealed.": 566,
+	"Sep":                                  271,
+	"Served by %d workers":                 647,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              291,
-	"Settlement date":      479,
-	"Show all definitions": 236,
-	"Show times in":        509,
+	"Settled":              292,
+	"Settlement date":      480,
+	"Show all definitions": 237,
+	"Show times in":        510,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 105,
-	"Sign in": 577,
-	"Sign in with an operator, designer or administrator token.": 578,
+	"Sign in": 578,
+	"Sign in with an operator, designer or administrator token.": 579,
 	"Sign out":             120,
 	"Signed in as %s (%s)": 119,
 	"Since revision %d:":   187,
 	"Skip to content":      108,
-	"Slot":                 245,
+	"Slot":                 246,
 	"Snapshotted":          182,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                33,
 	"Something went wrong": 139,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 585,
-	"Staff tokens, oldest first": 591,
-	"Start node":                 527,
-	"Started":                    306,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 586,
+	"Staff tokens, oldest first": 592,
+	"Start node":                 528,
+	"Started":                    307,
 	"Status":                     70,
 	"Stop %d instances":          65,
 	"Stop every held instance this filter matches":            59,
@@ -448,251 +448,252 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              303,
+	"Stopped by %s at %s — “%s”":                              304,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 43,
 	"Stopping applies to running or held instances, not %s ones.":                              45,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   302,
-	"Summary": 281,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   303,
+	"Summary": 282,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 206,
 	"Temporarily unavailable":                         137,
-	"That is too long to be an id or a business key.": 571,
+	"That is too long to be an id or a business key.": 572,
 	"The %d largest groups; the filter matches more.": 77,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 186,
 	"The bulk action must be its id (a UUID).":                   102,
-	"The call could not be prepared.":                            439,
-	"The chart’s numbers":                                        243,
+	"The call could not be prepared.":                            440,
+	"The chart’s numbers":                                        244,
 	"The confirmed count is missing: start again from the list.": 80,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           140,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      510,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      511,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 81,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 138,
-	"The deadline passed before a result arrived.": 436,
-	"The destination answered HTTP %s.":            446,
-	"The destination could not be reached.":        440,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 434,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      435,
-	"The destination’s answer was too large.":                                                                                                              441,
+	"The deadline passed before a result arrived.": 437,
+	"The destination answered HTTP %s.":            447,
+	"The destination could not be reached.":        441,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 435,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      436,
+	"The destination’s answer was too large.":                                                                                                              442,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     129,
-	"The inputs could not be built from the process’s bindings.":                                                                                           443,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                442,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             323,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 284,
+	"The inputs could not be built from the process’s bindings.":                                                                                           444,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                443,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             324,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 285,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         151,
 	"The page cursor is invalid: go back to the first page.":                                                                                               103,
-	"The page size must be between 1 and %d.":                                                                                                              317,
+	"The page size must be between 1 and %d.":                                                                                                              318,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 101,
 	"The reason you gave, not recorded:":                                                                                                                   31,
-	"The result did not match the revision's outputs contract.":                                                                                            437,
-	"The revision must be a whole number, 1 or more.":                                                                                                      477,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          605,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          580,
+	"The result did not match the revision's outputs contract.":                                                                                            438,
+	"The revision must be a whole number, 1 or more.":                                                                                                      478,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          606,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          581,
 	"These revisions have the same contracts.":                                                                                                             172,
-	"These settings are kept in this browser only.":                                                                                                        508,
-	"They take every revision their consumer is granted.":                                                                                                  648,
-	"They take revision %d only.":                                                                                                                          649,
-	"They take revisions %s only.":                                                                                                                         650,
+	"These settings are kept in this browser only.":                                                                                                        509,
+	"They take every revision their consumer is granted.":                                                                                                  649,
+	"They take revision %d only.":                                                                                                                          650,
+	"They take revisions %s only.":                                                                                                                         651,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             82,
-	"This contract has no inputs.":                                                                                                                         419,
-	"This contract has no outputs.":                                                                                                                        422,
+	"This contract has no inputs.":                                                                                                                         420,
+	"This contract has no outputs.":                                                                                                                        423,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  136,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  37,
-	"This instance has not reached a task yet.":                   292,
+	"This instance has not reached a task yet.":                   293,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 300,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 301,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 301,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 302,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          35,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   40,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            604,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           603,
-	"This page does not accept that request.":     567,
-	"This page link is not one the console made.": 624,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            605,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           604,
+	"This page does not accept that request.":     568,
+	"This page link is not one the console made.": 625,
 	"This page reloads every %d seconds.":         125,
-	"This process takes no inputs.":               299,
+	"This process takes no inputs.":               300,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 50,
-	"This token is unknown or has been revoked.": 582,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 540,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            541,
+	"This token is unknown or has been revoked.": 583,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 541,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            542,
 	"Times in %s · no auto-reload":    124,
 	"Times in %s · reload every %d s": 123,
 	"To revision":                     166,
-	"Token":                           579,
+	"Token":                           580,
 	"Tokens":                          118,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 581,
-	"Totals of all definitions, not narrowed by the other filters":         491,
-	"Totals of definition %s, not narrowed by the other filters":           490,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 582,
+	"Totals of all definitions, not narrowed by the other filters":         492,
+	"Totals of definition %s, not narrowed by the other filters":           491,
 	"Type": 144,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 569,
-	"UTC (coordinated universal time)": 515,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 570,
+	"UTC (coordinated universal time)": 516,
 	"Unknown action.":                  44,
-	"Unknown consumer.":                478,
-	"Unknown status “%s”.":             315,
-	"Value":                            296,
-	"Version":                          526,
-	"Versions, newest first":           522,
-	"Waiting for Relais to call the destination since %s (%s).": 450,
-	"Waiting for a worker since %s (%s).":                       451,
+	"Unknown consumer.":                479,
+	"Unknown status “%s”.":             316,
+	"Value":                            297,
+	"Version":                          527,
+	"Versions, newest first":           523,
+	"Waiting for Relais to call the destination since %s (%s).": 451,
+	"Waiting for a worker since %s (%s).":                       452,
 	"When":                                                      86,
 	"Who":                                                       87,
-	"Whole message":                                             395,
-	"Worker":                                                    627,
-	"Worker id":                                                 386,
+	"Whole message":                                             396,
+	"Worker":                                                    628,
+	"Worker id":                                                 387,
 	"Workers":                                                   117,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        625,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        626,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 626,
-	"Workers serving %s":                   634,
+	"Workers seen within three heartbeats": 627,
+	"Workers serving %s":                   635,
 	"Working copy":                         150,
-	"You are signed out.":                  574,
+	"You are signed out.":                  575,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              127,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 575,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      576,
-	"[redacted]":                          474,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 576,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      577,
+	"[redacted]":                          475,
 	"abandon":                             4,
-	"administrator":                       356,
+	"administrator":                       357,
 	"an incident: retry, abandon or stop": 216,
-	"answer too large":                    472,
+	"answer too large":                    473,
 	"any":                                 68,
-	"any other code → %s":                 552,
+	"any other code → %s":                 553,
 	"any other error":                     214,
-	"as of %s (%s); counts are refreshed every few seconds.": 493,
-	"at least %d characters":                                 608,
-	"at least %d items":                                      615,
-	"at most %d":                                             414,
-	"at most %d characters":                                  609,
-	"at most %d items":                                       616,
-	"at most %d since the last operator retry":               415,
-	"available":                                              330,
-	"boolean":                                                343,
-	"call in progress since":                                 498,
-	"cancelled":                                              333,
-	"choice":                                                 346,
-	"claimable since":                                        497,
+	"as of %s (%s); counts are refreshed every few seconds.": 494,
+	"at least %d characters":                                 609,
+	"at least %d items":                                      616,
+	"at most %d":                                             415,
+	"at most %d characters":                                  610,
+	"at most %d items":                                       617,
+	"at most %d since the last operator retry":               416,
+	"available":                                              331,
+	"boolean":                                                344,
+	"call in progress since":                                 499,
+	"cancelled":                                              334,
+	"choice":                                                 347,
+	"claimable since":                                        498,
 	"claimable since %s":                                     234,
-	"classification changed":                                 367,
-	"completed":                                              241,
-	"constraint changed":                                     368,
-	"consumer":                                               359,
-	"consumer #%s":                                           464,
-	"date":                                                   344,
-	"date and time":                                          345,
-	"deadline %s":                                            555,
-	"deferred":                                               332,
-	"deferred since":                                         500,
+	"classification changed":                                 368,
+	"completed":                                              242,
+	"constraint changed":                                     369,
+	"consumer":                                               360,
+	"consumer #%s":                                           465,
+	"date":                                                   345,
+	"date and time":                                          346,
+	"deadline %s":                                            556,
+	"deferred":                                               333,
+	"deferred since":                                         501,
 	"deleted":                                                93,
-	"designer":                                               358,
-	"disconnected":                                           339,
-	"end (completes)":                                        547,
-	"end (fails)":                                            548,
+	"designer":                                               359,
+	"disconnected":                                           340,
+	"end (completes)":                                        548,
+	"end (fails)":                                            549,
 	"end: completes the instance":                            217,
 	"end: fails the instance":                                218,
-	"every revision its consumer is granted":                 640,
-	"exact, case-sensitive":                                  319,
-	"expired":                                                336,
-	"failed":                                                 242,
-	"fails the instance":                                     553,
-	"field added":                                            362,
-	"field removed":                                          363,
-	"format":                                                 373,
-	"format %s":                                              611,
-	"from":                                                   320,
-	"held":                                                   335,
+	"every revision its consumer is granted":                 641,
+	"exact, case-sensitive":                                  320,
+	"expired":                                                337,
+	"failed":                                                 243,
+	"fails the instance":                                     554,
+	"field added":                                            363,
+	"field removed":                                          364,
+	"format":                                                 374,
+	"format %s":                                              612,
+	"from":                                                   321,
+	"held":                                                   336,
 	"held for an operator":                                   215,
-	"held, then abandoned by an operator":                    314,
-	"held, then stopped by an operator":                      313,
-	"hold (an incident for an operator)":                     551,
+	"held, then abandoned by an operator":                    315,
+	"held, then stopped by an operator":                      314,
+	"hold (an incident for an operator)":                     552,
 	"id or business key":                                     114,
-	"in %s":                                                  255,
-	"in progress":                                            394,
-	"instance id":                                            481,
-	"instances held":                                         558,
-	"instances held: %s":                                     559,
-	"integer":                                                341,
-	"just now":                                               257,
-	"list":                                                   348,
-	"lock until":                                             499,
-	"long polling":                                           638,
+	"in %s":                                                  256,
+	"in progress":                                            395,
+	"instance id":                                            482,
+	"instances held":                                         559,
+	"instances held: %s":                                     560,
+	"integer":                                                342,
+	"just now":                                               258,
+	"list":                                                   349,
+	"lock until":                                             500,
+	"long polling":                                           639,
 	"long wait":                                              235,
-	"maximum":                                                375,
-	"maximum %s":                                             613,
-	"maximum items":                                          377,
-	"maximum length":                                         371,
-	"minimum":                                                374,
-	"minimum %s":                                             612,
-	"minimum items":                                          376,
-	"minimum length":                                         370,
-	"never":                                                  592,
-	"next attempt":                                           496,
-	"no":                                                     361,
-	"no answer within the timeout":                           470,
-	"no connection":                                          471,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 433,
+	"maximum":                                                376,
+	"maximum %s":                                             614,
+	"maximum items":                                          378,
+	"maximum length":                                         372,
+	"minimum":                                                375,
+	"minimum %s":                                             613,
+	"minimum items":                                          377,
+	"minimum length":                                         371,
+	"never":                                                  593,
+	"next attempt":                                           497,
+	"no":                                                     362,
+	"no answer within the timeout":                           471,
+	"no connection":                                          472,
+	"no worker":                                              236,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 434,
 	"none":     205,
 	"none yet": 210,
-	"none: a failed call takes the node’s error path": 409,
-	"normal":                          349,
-	"not provided":                    618,
-	"not yet":                         593,
-	"null":                            621,
-	"number":                          342,
-	"object":                          347,
+	"none: a failed call takes the node’s error path": 410,
+	"normal":                          350,
+	"not provided":                    619,
+	"not yet":                         594,
+	"null":                            622,
+	"number":                          343,
+	"object":                          348,
 	"on error":                        213,
-	"one of: %s":                      614,
-	"operator":                        357,
+	"one of: %s":                      615,
+	"operator":                        358,
 	"optional %s field of type %s":    202,
 	"optional field of type %s":       204,
 	"optional → required":             195,
-	"pattern":                         372,
-	"pattern %s":                      610,
-	"pull":                            545,
+	"pattern":                         373,
+	"pattern %s":                      611,
+	"pull":                            546,
 	"pull %s":                         220,
-	"pull (the service fetches it)":   354,
+	"pull (the service fetches it)":   355,
 	"push %s":                         219,
-	"push (Relais calls the service)": 355,
-	"push to %s":                      546,
-	"rejected":                        337,
-	"released":                        338,
+	"push (Relais calls the service)": 356,
+	"push to %s":                      547,
+	"rejected":                        338,
+	"released":                        339,
 	"required %s field of type %s":    201,
-	"required changed":                365,
+	"required changed":                366,
 	"required field of type %s":       203,
 	"required → optional":             196,
-	"reserved":                        331,
+	"reserved":                        332,
 	"retry":                           3,
-	"revision %d":                     494,
-	"revisions %s":                    641,
-	"routing changed":                 369,
-	"routing output":                  606,
+	"revision %d":                     495,
+	"revisions %s":                    642,
+	"routing changed":                 370,
+	"routing output":                  607,
 	"routing output %s → %s":          194,
-	"running":                         334,
-	"secret":                          351,
-	"sensitive":                       350,
-	"settled":                         495,
+	"running":                         335,
+	"secret":                          352,
+	"sensitive":                       351,
+	"settled":                         496,
 	"stop":                            5,
-	"stream":                          637,
-	"text":                            340,
+	"stream":                          638,
+	"text":                            341,
 	"the contracts are the same (the name or a description changed).": 188,
-	"this session":             596,
-	"timeout %s":               556,
-	"timeout %s (the default)": 557,
-	"to":                       321,
-	"type changed":             364,
-	"unexpected value":         622,
-	"unknown":                  473,
+	"this session":             597,
+	"timeout %s":               557,
+	"timeout %s (the default)": 558,
+	"to":                       322,
+	"type changed":             365,
+	"unexpected value":         623,
+	"unknown":                  474,
 	"values added: %s":         197,
-	"values changed":           366,
+	"values changed":           367,
 	"values removed: %s":       198,
 	"values reordered":         199,
-	"version %d":               524,
-	"waiting":                  468,
-	"yes":                      360,
-	"••• hidden (secret)":      353,
-	"••• hidden (sensitive)":   352,
-	"→ %s":                     550,
+	"version %d":               525,
+	"waiting":                  469,
+	"yes":                      361,
+	"••• hidden (secret)":      354,
+	"••• hidden (sensitive)":   353,
+	"→ %s":                     551,
 }
 
-var enIndex = []uint32{ // 652 elements
+var enIndex = []uint32{ // 653 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -760,126 +761,127 @@ var enIndex = []uint32{ // 652 elements
 	0x00002563, 0x0000258e, 0x00002599, 0x0000259e,
 	0x000025ad, 0x000025b4, 0x000025cb, 0x000025e0,
 	0x000025f2, 0x00002615, 0x00002647, 0x0000265d,
-	0x00002667, 0x0000267c, 0x000026c9, 0x000026d9,
-	0x00002712, 0x00002766, 0x00002770, 0x00002777,
-	0x0000278d, 0x000027c6, 0x000027cb, 0x000027d5,
-	0x000027e3, 0x000027f0, 0x00002819, 0x0000283c,
-	0x00002849, 0x00002869, 0x00002875, 0x0000288e,
+	0x00002667, 0x00002671, 0x00002686, 0x000026d3,
+	0x000026e3, 0x0000271c, 0x00002770, 0x0000277a,
+	0x00002781, 0x00002797, 0x000027d0, 0x000027d5,
+	0x000027df, 0x000027ed, 0x000027fa, 0x00002823,
+	0x00002846, 0x00002853, 0x00002873, 0x0000287f,
 	// Entry 100 - 11F
-	0x00002897, 0x000028a1, 0x000028aa, 0x000028b2,
-	0x000028bc, 0x000028c4, 0x000028cc, 0x000028d0,
-	0x000028d4, 0x000028d8, 0x000028dc, 0x000028e0,
-	0x000028e4, 0x000028e8, 0x000028ec, 0x000028f0,
-	0x000028f4, 0x000028f8, 0x000028fc, 0x00002906,
-	0x00002924, 0x00002944, 0x00002968, 0x0000298c,
-	0x00002995, 0x000029ac, 0x000029b4, 0x000029c5,
-	0x000029ca, 0x00002a0f, 0x00002a27, 0x00002a2c,
+	0x00002898, 0x000028a1, 0x000028ab, 0x000028b4,
+	0x000028bc, 0x000028c6, 0x000028ce, 0x000028d6,
+	0x000028da, 0x000028de, 0x000028e2, 0x000028e6,
+	0x000028ea, 0x000028ee, 0x000028f2, 0x000028f6,
+	0x000028fa, 0x000028fe, 0x00002902, 0x00002906,
+	0x00002910, 0x0000292e, 0x0000294e, 0x00002972,
+	0x00002996, 0x0000299f, 0x000029b6, 0x000029be,
+	0x000029cf, 0x000029d4, 0x00002a19, 0x00002a31,
 	// Entry 120 - 13F
-	0x00002a37, 0x00002a3d, 0x00002a47, 0x00002a4f,
-	0x00002a57, 0x00002a81, 0x00002a9b, 0x00002ac3,
-	0x00002af3, 0x00002af9, 0x00002b08, 0x00002b5b,
-	0x00002b79, 0x00002c9b, 0x00002d5a, 0x00002db1,
-	0x00002ddb, 0x00002e07, 0x00002e31, 0x00002e39,
-	0x00002e3f, 0x00002e4c, 0x00002e5e, 0x00002e67,
-	0x00002e79, 0x00002e88, 0x00002eaa, 0x00002ece,
-	0x00002eea, 0x00002ef8, 0x00002f23, 0x00002f35,
+	0x00002a36, 0x00002a41, 0x00002a47, 0x00002a51,
+	0x00002a59, 0x00002a61, 0x00002a8b, 0x00002aa5,
+	0x00002acd, 0x00002afd, 0x00002b03, 0x00002b12,
+	0x00002b65, 0x00002b83, 0x00002ca5, 0x00002d64,
+	0x00002dbb, 0x00002de5, 0x00002e11, 0x00002e3b,
+	0x00002e43, 0x00002e49, 0x00002e56, 0x00002e68,
+	0x00002e71, 0x00002e83, 0x00002e92, 0x00002eb4,
+	0x00002ed8, 0x00002ef4, 0x00002f02, 0x00002f2d,
 	// Entry 140 - 15F
-	0x00002f4b, 0x00002f50, 0x00002f53, 0x00002f7d,
-	0x00002fc6, 0x00002fe6, 0x00002fef, 0x00003001,
-	0x00003024, 0x00003032, 0x0000303f, 0x00003049,
-	0x00003052, 0x0000305b, 0x00003065, 0x0000306d,
-	0x00003072, 0x0000307a, 0x00003083, 0x0000308c,
-	0x00003099, 0x0000309e, 0x000030a6, 0x000030ad,
-	0x000030b5, 0x000030ba, 0x000030c8, 0x000030cf,
-	0x000030d6, 0x000030db, 0x000030e2, 0x000030ec,
+	0x00002f3f, 0x00002f55, 0x00002f5a, 0x00002f5d,
+	0x00002f87, 0x00002fd0, 0x00002ff0, 0x00002ff9,
+	0x0000300b, 0x0000302e, 0x0000303c, 0x00003049,
+	0x00003053, 0x0000305c, 0x00003065, 0x0000306f,
+	0x00003077, 0x0000307c, 0x00003084, 0x0000308d,
+	0x00003096, 0x000030a3, 0x000030a8, 0x000030b0,
+	0x000030b7, 0x000030bf, 0x000030c4, 0x000030d2,
+	0x000030d9, 0x000030e0, 0x000030e5, 0x000030ec,
 	// Entry 160 - 17F
-	0x000030f3, 0x00003110, 0x0000312a, 0x00003148,
-	0x00003168, 0x00003176, 0x0000317f, 0x00003188,
-	0x00003191, 0x00003195, 0x00003198, 0x000031a4,
-	0x000031b2, 0x000031bf, 0x000031d0, 0x000031df,
-	0x000031f6, 0x00003209, 0x00003219, 0x00003228,
-	0x00003237, 0x0000323f, 0x00003246, 0x0000324e,
-	0x00003256, 0x00003264, 0x00003272, 0x00003288,
-	0x0000329d, 0x000032ae, 0x000032b4, 0x000032bb,
+	0x000030f6, 0x000030fd, 0x0000311a, 0x00003134,
+	0x00003152, 0x00003172, 0x00003180, 0x00003189,
+	0x00003192, 0x0000319b, 0x0000319f, 0x000031a2,
+	0x000031ae, 0x000031bc, 0x000031c9, 0x000031da,
+	0x000031e9, 0x00003200, 0x00003213, 0x00003223,
+	0x00003232, 0x00003241, 0x00003249, 0x00003250,
+	0x00003258, 0x00003260, 0x0000326e, 0x0000327c,
+	0x00003292, 0x000032a7, 0x000032b8, 0x000032be,
 	// Entry 180 - 19F
-	0x000032c4, 0x000032e0, 0x000032e9, 0x000032f3,
-	0x000032fc, 0x00003305, 0x0000330e, 0x00003325,
-	0x0000332d, 0x0000333b, 0x00003368, 0x00003374,
-	0x00003382, 0x000033c9, 0x000033d5, 0x000033dd,
-	0x00003408, 0x00003453, 0x00003515, 0x00003519,
-	0x0000353f, 0x00003544, 0x0000355f, 0x00003570,
-	0x0000357c, 0x00003584, 0x000035b6, 0x000035bf,
-	0x000035c8, 0x000035e4, 0x000035f1, 0x000035ff,
+	0x000032c5, 0x000032ce, 0x000032ea, 0x000032f3,
+	0x000032fd, 0x00003306, 0x0000330f, 0x00003318,
+	0x0000332f, 0x00003337, 0x00003345, 0x00003372,
+	0x0000337e, 0x0000338c, 0x000033d3, 0x000033df,
+	0x000033e7, 0x00003412, 0x0000345d, 0x0000351f,
+	0x00003523, 0x00003549, 0x0000354e, 0x00003569,
+	0x0000357a, 0x00003586, 0x0000358e, 0x000035c0,
+	0x000035c9, 0x000035d2, 0x000035ee, 0x000035fb,
 	// Entry 1A0 - 1BF
-	0x0000362b, 0x00003651, 0x0000365c, 0x0000368a,
-	0x000036a7, 0x000036d6, 0x00003708, 0x00003726,
-	0x0000375b, 0x00003777, 0x00003786, 0x00003793,
-	0x000037a1, 0x000037ae, 0x000037b7, 0x000037d2,
-	0x000037ed, 0x000037f7, 0x0000384a, 0x000038c8,
-	0x0000393e, 0x0000396b, 0x000039a5, 0x00003a0a,
-	0x00003a2a, 0x00003a50, 0x00003a7a, 0x00003ab2,
-	0x00003aef, 0x00003b13, 0x00003b8c, 0x00003bb1,
+	0x00003609, 0x00003635, 0x0000365b, 0x00003666,
+	0x00003694, 0x000036b1, 0x000036e0, 0x00003712,
+	0x00003730, 0x00003765, 0x00003781, 0x00003790,
+	0x0000379d, 0x000037ab, 0x000037b8, 0x000037c1,
+	0x000037dc, 0x000037f7, 0x00003801, 0x00003854,
+	0x000038d2, 0x00003948, 0x00003975, 0x000039af,
+	0x00003a14, 0x00003a34, 0x00003a5a, 0x00003a84,
+	0x00003abc, 0x00003af9, 0x00003b1d, 0x00003b96,
 	// Entry 1C0 - 1DF
-	0x00003bcb, 0x00003be9, 0x00003c1d, 0x00003c5d,
-	0x00003c87, 0x00003c96, 0x00003cc7, 0x00003cf6,
-	0x00003d09, 0x00003d7e, 0x00003d91, 0x00003dc5,
-	0x00003df9, 0x00003e09, 0x00003e50, 0x00003e7d,
-	0x00003e8a, 0x00003e9a, 0x00003eca, 0x00003f04,
-	0x00003f27, 0x00003f2f, 0x00003f47, 0x00003f64,
-	0x00003f72, 0x00003f83, 0x00003f8b, 0x00003f96,
-	0x00003fb7, 0x00003ff9, 0x00004029, 0x0000403b,
+	0x00003bbb, 0x00003bd5, 0x00003bf3, 0x00003c27,
+	0x00003c67, 0x00003c91, 0x00003ca0, 0x00003cd1,
+	0x00003d00, 0x00003d13, 0x00003d88, 0x00003d9b,
+	0x00003dcf, 0x00003e03, 0x00003e13, 0x00003e5a,
+	0x00003e87, 0x00003e94, 0x00003ea4, 0x00003ed4,
+	0x00003f0e, 0x00003f31, 0x00003f39, 0x00003f51,
+	0x00003f6e, 0x00003f7c, 0x00003f8d, 0x00003f95,
+	0x00003fa0, 0x00003fc1, 0x00004003, 0x00004033,
 	// Entry 1E0 - 1FF
-	0x0000404b, 0x0000407d, 0x00004089, 0x0000409a,
-	0x000040b4, 0x000040c5, 0x000040cb, 0x000040df,
-	0x000040f7, 0x0000411c, 0x0000412a, 0x00004168,
-	0x000041a5, 0x000041d1, 0x0000420e, 0x0000421d,
-	0x00004225, 0x00004232, 0x00004242, 0x00004259,
-	0x00004264, 0x00004273, 0x00004279, 0x00004287,
-	0x00004291, 0x0000429c, 0x000042af, 0x000042d4,
-	0x000042ff, 0x0000432d, 0x0000433b, 0x000043ce,
+	0x00004045, 0x00004055, 0x00004087, 0x00004093,
+	0x000040a4, 0x000040be, 0x000040cf, 0x000040d5,
+	0x000040e9, 0x00004101, 0x00004126, 0x00004134,
+	0x00004172, 0x000041af, 0x000041db, 0x00004218,
+	0x00004227, 0x0000422f, 0x0000423c, 0x0000424c,
+	0x00004263, 0x0000426e, 0x0000427d, 0x00004283,
+	0x00004291, 0x0000429b, 0x000042a6, 0x000042b9,
+	0x000042de, 0x00004309, 0x00004337, 0x00004345,
 	// Entry 200 - 21F
-	0x000043ec, 0x00004432, 0x00004440, 0x00004454,
-	0x00004475, 0x00004489, 0x0000448f, 0x000044a3,
-	0x00004516, 0x00004563, 0x00004574, 0x0000458b,
-	0x000045a8, 0x000045b6, 0x000045c4, 0x000045cc,
-	0x000045d7, 0x000045dd, 0x000046cf, 0x000046d5,
-	0x00004707, 0x0000470c, 0x0000471c, 0x00004727,
-	0x00004730, 0x00004740, 0x0000475a, 0x000047ff,
-	0x00004815, 0x0000489a, 0x00004914, 0x00004923,
+	0x000043d8, 0x000043f6, 0x0000443c, 0x0000444a,
+	0x0000445e, 0x0000447f, 0x00004493, 0x00004499,
+	0x000044ad, 0x00004520, 0x0000456d, 0x0000457e,
+	0x00004595, 0x000045b2, 0x000045c0, 0x000045ce,
+	0x000045d6, 0x000045e1, 0x000045e7, 0x000046d9,
+	0x000046df, 0x00004711, 0x00004716, 0x00004726,
+	0x00004731, 0x0000473a, 0x0000474a, 0x00004764,
+	0x00004809, 0x0000481f, 0x000048a4, 0x0000491e,
 	// Entry 220 - 23F
-	0x000049dd, 0x00004a2e, 0x00004a33, 0x00004a41,
-	0x00004a51, 0x00004a5d, 0x00004a6d, 0x00004a77,
-	0x00004a9a, 0x00004ab3, 0x00004ac6, 0x00004b32,
-	0x00004b41, 0x00004b4f, 0x00004b6b, 0x00004b7a,
-	0x00004b90, 0x00004bc9, 0x00004bfb, 0x00004c32,
-	0x00004c40, 0x00004c84, 0x00004ca9, 0x00004cbc,
-	0x00004ce4, 0x00004ceb, 0x00004d46, 0x00004d70,
-	0x00004da0, 0x00004dfe, 0x00004e9e, 0x00004eb2,
+	0x0000492d, 0x000049e7, 0x00004a38, 0x00004a3d,
+	0x00004a4b, 0x00004a5b, 0x00004a67, 0x00004a77,
+	0x00004a81, 0x00004aa4, 0x00004abd, 0x00004ad0,
+	0x00004b3c, 0x00004b4b, 0x00004b59, 0x00004b75,
+	0x00004b84, 0x00004b9a, 0x00004bd3, 0x00004c05,
+	0x00004c3c, 0x00004c4a, 0x00004c8e, 0x00004cb3,
+	0x00004cc6, 0x00004cee, 0x00004cf5, 0x00004d50,
+	0x00004d7a, 0x00004daa, 0x00004e08, 0x00004ea8,
 	// Entry 240 - 25F
-	0x00004f5d, 0x00004fd3, 0x00004fdb, 0x00005016,
-	0x0000501c, 0x00005098, 0x000050e0, 0x0000510b,
-	0x0000516d, 0x00005190, 0x00005237, 0x0000523a,
-	0x0000523f, 0x0000524a, 0x00005254, 0x0000525c,
-	0x00005277, 0x0000527d, 0x00005285, 0x00005293,
-	0x0000529d, 0x000052aa, 0x000052b4, 0x000052c7,
-	0x000052eb, 0x0000536b, 0x0000537c, 0x00005384,
-	0x000053f9, 0x0000544d, 0x0000548f, 0x0000549e,
+	0x00004ebc, 0x00004f67, 0x00004fdd, 0x00004fe5,
+	0x00005020, 0x00005026, 0x000050a2, 0x000050ea,
+	0x00005115, 0x00005177, 0x0000519a, 0x00005241,
+	0x00005244, 0x00005249, 0x00005254, 0x0000525e,
+	0x00005266, 0x00005281, 0x00005287, 0x0000528f,
+	0x0000529d, 0x000052a7, 0x000052b4, 0x000052be,
+	0x000052d1, 0x000052f5, 0x00005375, 0x00005386,
+	0x0000538e, 0x00005403, 0x00005457, 0x00005499,
 	// Entry 260 - 27F
-	0x000054aa, 0x000054e6, 0x00005520, 0x0000552e,
-	0x0000553b, 0x00005549, 0x00005557, 0x00005565,
-	0x00005597, 0x000055c7, 0x00005623, 0x00005630,
-	0x00005650, 0x0000566a, 0x0000566f, 0x00005680,
-	0x0000568d, 0x000056b9, 0x0000573f, 0x00005764,
-	0x0000576b, 0x00005774, 0x00005787, 0x00005791,
-	0x0000579b, 0x000057a5, 0x000057bd, 0x000057d3,
-	0x000057df, 0x00005801, 0x00005808, 0x00005815,
+	0x000054a8, 0x000054b4, 0x000054f0, 0x0000552a,
+	0x00005538, 0x00005545, 0x00005553, 0x00005561,
+	0x0000556f, 0x000055a1, 0x000055d1, 0x0000562d,
+	0x0000563a, 0x0000565a, 0x00005674, 0x00005679,
+	0x0000568a, 0x00005697, 0x000056c3, 0x00005749,
+	0x0000576e, 0x00005775, 0x0000577e, 0x00005791,
+	0x0000579b, 0x000057a5, 0x000057af, 0x000057c7,
+	0x000057dd, 0x000057e9, 0x0000580b, 0x00005812,
 	// Entry 280 - 29F
-	0x00005826, 0x0000584d, 0x0000585d, 0x000058b1,
-	0x00005901, 0x00005961, 0x000059b4, 0x000059ec,
-	0x00005a3c, 0x00005a70, 0x00005a8f, 0x00005aaf,
-} // Size: 2632 bytes
+	0x0000581f, 0x00005830, 0x00005857, 0x00005867,
+	0x000058bb, 0x0000590b, 0x0000596b, 0x000059be,
+	0x000059f6, 0x00005a46, 0x00005a7a, 0x00005a99,
+	0x00005ab9,
+} // Size: 2636 bytes
 
-const enData string = "" + // Size: 23215 bytes
+const enData string = "" + // Size: 23225 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1030,218 +1032,219 @@ const enData string = "" + // Size: 23215 bytes
 	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
 	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
 	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02Sh" +
-	"ow all definitions\x02No definition %[1]s has occurrences: check the key" +
-	", or show all definitions.\x02All definitions\x02Completions and failure" +
-	"s per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The" +
-	" table after the chart gives each 5-minute slot.\x02completed\x02failed" +
-	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
-	"ldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]" +
-	"s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]" +
-	"s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d " +
-	"min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02J" +
-	"ul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
-	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
-	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
-	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
-	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
-	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
-	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
-	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
-	"rator has acted on this instance.\x02Operator actions on this instance, " +
-	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
-	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
-	"kes no inputs.\x02This instance is held at a failed node: an incident. I" +
-	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
-	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
-	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
-	"d in the audit log.\x02This instance is held at a failed node: an incide" +
-	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
-	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
-	"\x02Stopping cancels the instance and its open occurrences. It does not " +
-	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
-	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02End node\x02Abando" +
-	"ned at node\x02Failed at node\x02held, then stopped by an operator\x02he" +
-	"ld, then abandoned by an operator\x02Unknown status “%[1]s”.\x02Creation" +
-	" date\x02The page size must be between 1 and %[1]d.\x02Process instances" +
-	"\x02exact, case-sensitive\x02from\x02to\x02Act on every instance this fi" +
-	"lter matches\x02The next page counts them and asks for a reason before a" +
-	"nything changes.\x02Process instances, newest first\x02Instance\x02End n" +
-	"ode or error\x02No instance matches these filters.\x02All processes\x02A" +
-	"ll statuses\x02available\x02reserved\x02deferred\x02cancelled\x02running" +
-	"\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text\x02i" +
-	"nteger\x02number\x02boolean\x02date\x02date and time\x02choice\x02object" +
-	"\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02•" +
-	"•• hidden (secret)\x02pull (the service fetches it)\x02push (Relais ca" +
-	"lls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
-	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
-	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
-	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
-	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
-	"is is recorded\x02Available from\x02Next attempt\x02Last reserved\x02Loc" +
-	"k expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any" +
-	" attempt)\x02Retryable\x02no: the service marked this failure as not ret" +
-	"ryable (attempts left unused: %[1]d)\x02The destination did not answer w" +
-	"ithin the call’s timeout (%[1]s): it may have acted all the same, so che" +
-	"ck before retrying.\x02The destination did not answer within the call’s " +
-	"timeout: it may have acted all the same, so check before retrying.\x02Th" +
-	"e deadline passed before a result arrived.\x02The result did not match t" +
-	"he revision's outputs contract.\x02Relais stopped during the call: wheth" +
-	"er the destination acted is unknown, so it is not called again.\x02The c" +
-	"all could not be prepared.\x02The destination could not be reached.\x02T" +
-	"he destination’s answer was too large.\x02The last attempt’s lock expire" +
-	"d with no attempt left.\x02The inputs could not be built from the proces" +
-	"s’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 work" +
-	"er reported a failure with no retries left (retries: 0, or a budget alre" +
-	"ady spent): it is not run again.\x02The destination answered HTTP %[1]s." +
-	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
-	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
-	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
-	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
-	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
-	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
-	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
-	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
-	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
-	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
-	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
-	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from Relais (in English)\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, re" +
-	"vision, consumer, dates\x02instance id\x02Counts by status\x02Occurrence" +
-	"s, newest first\x02Process and node\x02Error\x02Consumer and worker\x02N" +
-	"ext attempt or settled\x02No occurrence matches these filters.\x02All co" +
-	"nsumers\x02Totals of definition %[1]s, not narrowed by the other filters" +
-	"\x02Totals of all definitions, not narrowed by the other filters\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02as of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revi" +
-	"sion %[1]d\x02settled\x02next attempt\x02claimable since\x02call in prog" +
-	"ress since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02" +
-	"Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02These setti" +
-	"ngs are kept in this browser only.\x02Show times in\x02The console runs " +
-	"no script, so it cannot read your computer’s time zone: choose its offse" +
-	"t from UTC. Offsets do not follow daylight saving time.\x02Reload lists " +
-	"and detail pages\x02Pages with a form, such as a confirmation, never rel" +
-	"oad on their own.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Published process " +
-	"versions: their nodes, routes and pinned revisions, drawn.\x02Processes " +
-	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
-	"ion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns " +
-	"follow the longest path from the start node. Solid arrows are successes " +
-	"(labelled with their route), dashed ones failures (labelled with their e" +
-	"rror codes). Each box says how many of this version’s occurrences are at" +
-	" that node now.\x02Nodes\x02Nodes of this version, with their occurrence" +
-	"s now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrence" +
-	"s now\x02Instances of this process\x02Columns follow the longest path fr" +
-	"om the start node. Solid arrows are successes (labelled with their route" +
-	"), dashed ones failures (labelled with their error codes).\x02Nodes of t" +
-	"his version\x02This version has %[1]d nodes: too many to draw legibly (a" +
-	"t most %[2]d). The table below lists every node with its routes and coun" +
-	"ts.\x02This version has %[1]d nodes: too many to draw legibly (at most %" +
-	"[2]d). The table below lists every node with its routes.\x02Graph of %[1" +
-	"]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table " +
-	"below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, star" +
-	"ting at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
-	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02Method not allowed\x02This page does not accept that requ" +
-	"est.\x02Search\x02Type an instance or occurrence id (a UUID, as the page" +
-	"s show on hover), or a business key.\x02Nothing to find: the search box " +
-	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
-	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
-	"ness key.\x02No instance has “%[1]s” as its business key, and it is not " +
-	"a whole id: the lists show the end of each id. Open the row, or copy its" +
-	" link, for the whole id.\x02You are signed out.\x02Your session had ende" +
-	"d (inactivity, a sign-out elsewhere, a revoked token or a restart of the" +
-	" server), so your last action was not applied. Sign in again, then repea" +
-	"t it.\x02Your session has ended (inactivity, a sign-out elsewhere, a rev" +
-	"oked token or a restart of the server). Sign in again.\x02Sign in\x02Sig" +
-	"n in with an operator, designer or administrator token.\x02Token\x02The " +
-	"token is checked once and never stored in your browser; a session cookie" +
-	" stands for it for up to 8 hours of inactivity.\x02Too many failed sign-" +
-	"ins from your address. Try again in %[1]d seconds.\x02This token is unkn" +
-	"own or has been revoked.\x02A %[1]s token cannot open the console: sign " +
-	"in with an operator, designer or administrator token.\x02Only administra" +
-	"tors manage tokens.\x02Staff tokens (administrators, designers, operator" +
-	"s) that are not revoked. Consumer tokens are managed with their consumer" +
-	"s. Revoking a token refuses its next request.\x02ID\x02Role\x02Created o" +
-	"n\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not " +
-	"yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke t" +
-	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
-	"used, and console sessions opened with it end. This cannot be undone: wh" +
-	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
-	"is the token you signed in with: revoking it signs you out. Its next req" +
-	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
-	"istrator token: create another one before revoking it.\x02The token %[1]" +
-	"s (%[2]s) was revoked: its next request is refused.\x02routing output" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Invalid page\x02This page link is " +
-	"not one the console made.\x02Workers connected by a stream, and polling " +
-	"workers by their last fetch. A worker is listed while it was seen within" +
-	" three heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02" +
-	"Protocol\x02Definitions served\x02In flight\x02Connected\x02Last seen" +
-	"\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02N" +
-	"o worker serves this definition.\x02stream\x02long polling\x02Camunda 7 " +
-	"facade\x02every revision its consumer is granted\x02revisions %[1]s\x02N" +
-	"o worker serves this definition: its occurrences wait until one connects" +
-	" or polls.\x02No process uses this definition yet: it needs a worker onc" +
-	"e a process pulls it.\x02No process pulls this definition: Relais calls " +
-	"its destinations (push), and it needs no worker.\x02No worker is connect" +
-	"ed for this definition; none of its occurrences waits for one.\x14\x01" +
-	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
-	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
-	"consumer is granted.\x02They take every revision their consumer is grant" +
-	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
+	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02no" +
+	" worker\x02Show all definitions\x02No definition %[1]s has occurrences: " +
+	"check the key, or show all definitions.\x02All definitions\x02Completion" +
+	"s and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]" +
+	"s, %[2]s. The table after the chart gives each 5-minute slot.\x02complet" +
+	"ed\x02failed\x02The chart’s numbers\x02Completions and failures per 5-mi" +
+	"nute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[" +
+	"2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comp" +
+	"leted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d faile" +
+	"d\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
+	"[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
+	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
+	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
+	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
+	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
+	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
+	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
+	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
+	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
+	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
+	"tance was started with, labelled by process version %[1]d's contract\x02" +
+	"This process takes no inputs.\x02This instance is held at a failed node:" +
+	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
+	"before any attempt (its inputs could not be built), so it would fail the" +
+	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
+	"reason, recorded in the audit log.\x02This instance is held at a failed " +
+	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
+	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
+	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
+	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
+	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02End" +
+	" node\x02Abandoned at node\x02Failed at node\x02held, then stopped by an" +
+	" operator\x02held, then abandoned by an operator\x02Unknown status “%[1]" +
+	"s”.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Pr" +
+	"ocess instances\x02exact, case-sensitive\x02from\x02to\x02Act on every i" +
+	"nstance this filter matches\x02The next page counts them and asks for a " +
+	"reason before anything changes.\x02Process instances, newest first\x02In" +
+	"stance\x02End node or error\x02No instance matches these filters.\x02All" +
+	" processes\x02All statuses\x02available\x02reserved\x02deferred\x02cance" +
+	"lled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnect" +
+	"ed\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02c" +
+	"hoice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (" +
+	"sensitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02pu" +
+	"sh (Relais calls the service)\x02administrator\x02operator\x02designer" +
+	"\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type change" +
+	"d\x02required changed\x02values changed\x02classification changed\x02con" +
+	"straint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
+	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
+	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
+	"\x02Relais has not called the destination yet.\x02Relais never called th" +
+	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
+	" destination’s status code only when it refused the call (destination_ht" +
+	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
+	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
+	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
+	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
+	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d" +
+	" left\x02Inputs, labelled by revision %[1]d's contract\x02This contract " +
+	"has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No o" +
+	"utputs yet: the occurrence has not completed.\x02This contract has no ou" +
+	"tputs.\x02No outputs: the occurrence ended without completing.\x02Reveal" +
+	" — this is recorded\x02Available from\x02Next attempt\x02Last reserved" +
+	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
+	"ore any attempt)\x02Retryable\x02no: the service marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination did not a" +
+	"nswer within the call’s timeout (%[1]s): it may have acted all the same," +
+	" so check before retrying.\x02The destination did not answer within the " +
+	"call’s timeout: it may have acted all the same, so check before retrying" +
+	".\x02The deadline passed before a result arrived.\x02The result did not " +
+	"match the revision's outputs contract.\x02Relais stopped during the call" +
+	": whether the destination acted is unknown, so it is not called again." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
+	"ck expired with no attempt left.\x02The inputs could not be built from t" +
+	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
+	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
+	"dget already spent): it is not run again.\x02The destination answered HT" +
+	"TP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02L" +
+	"ock expired %[1]s — waiting to be offered again.\x02Waiting for Relais t" +
+	"o call the destination since %[1]s (%[2]s).\x02Waiting for a worker sinc" +
+	"e %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination " +
+	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
+	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
+	"mer, or a front end with a settle token, completes it later.\x02Complete" +
+	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
+	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
+	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
+	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
+	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
+	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
+	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
+	"ssage from Relais (in English)\x02Message from the service (its own word" +
+	"s, protected values masked)\x02The revision must be a whole number, 1 or" +
+	" more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance" +
+	", revision, consumer, dates\x02instance id\x02Counts by status\x02Occurr" +
+	"ences, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
+	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
+	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02The" +
+	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
+	"le runs no script, so it cannot read your computer’s time zone: choose i" +
+	"ts offset from UTC. Offsets do not follow daylight saving time.\x02Reloa" +
+	"d lists and detail pages\x02Pages with a form, such as a confirmation, n" +
+	"ever reload on their own.\x02Save settings\x02Back without saving\x02UTC" +
+	" (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %" +
+	"[1]d seconds\x02Published process versions: their nodes, routes and pinn" +
+	"ed revisions, drawn, with where their occurrences are now.\x02Published " +
+	"process versions: their nodes, routes and pinned revisions, drawn.\x02Pr" +
+	"ocesses by key\x02Versions, newest first\x02No process is published yet." +
+	"\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02" +
+	"Columns follow the longest path from the start node. Solid arrows are su" +
+	"ccesses (labelled with their route), dashed ones failures (labelled with" +
+	" their error codes). Each box says how many of this version’s occurrence" +
+	"s are at that node now.\x02Nodes\x02Nodes of this version, with their oc" +
+	"currences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Oc" +
+	"currences now\x02Instances of this process\x02Columns follow the longest" +
+	" path from the start node. Solid arrows are successes (labelled with the" +
+	"ir route), dashed ones failures (labelled with their error codes).\x02No" +
+	"des of this version\x02This version has %[1]d nodes: too many to draw le" +
+	"gibly (at most %[2]d). The table below lists every node with its routes " +
+	"and counts.\x02This version has %[1]d nodes: too many to draw legibly (a" +
+	"t most %[2]d). The table below lists every node with its routes.\x02Grap" +
+	"h of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. Th" +
+	"e table below lists the same nodes, routes and counts.\x00Y\x02%[1]d nod" +
+	"es, starting at %[2]s. The table below lists the same nodes, routes and " +
+	"counts.\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
+	"e nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (" +
+	"fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
+	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
+	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
+	"mpts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1" +
+	"]s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %" +
+	"[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only" +
+	" administrators may reveal a sensitive value.\x02Revealed by %[1]s at %[" +
+	"2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this pa" +
+	"ge shows as hidden (sensitive) can be revealed.\x02Secret values can nev" +
+	"er be revealed.\x02Method not allowed\x02This page does not accept that " +
+	"request.\x02Search\x02Type an instance or occurrence id (a UUID, as the " +
+	"pages show on hover), or a business key.\x02Nothing to find: the search " +
+	"box is empty.\x02That is too long to be an id or a business key.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key.\x02No instance has “%[1]s” as its business key, and it is " +
+	"not a whole id: the lists show the end of each id. Open the row, or copy" +
+	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
+	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
+	" the server), so your last action was not applied. Sign in again, then r" +
+	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
+	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
+	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
+	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
+	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
+	"ministrators manage tokens.\x02Staff tokens (administrators, designers, " +
+	"operators) that are not revoked. Consumer tokens are managed with their " +
+	"consumers. Revoking a token refuses its next request.\x02ID\x02Role\x02C" +
+	"reated on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02" +
+	"Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next reques" +
+	"t is refused, and console sessions opened with it end. This cannot be un" +
+	"done: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken %[1]s (%[2]s) was revoked: its next request is refused.\x02routing " +
+	"output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d char" +
+	"acter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
+	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
+	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
+	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
+	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
+	"link is not one the console made.\x02Workers connected by a stream, and " +
+	"polling workers by their last fetch. A worker is listed while it was see" +
+	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
+	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
+	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
+	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
+	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
+	"\x02No worker serves this definition: its occurrences wait until one con" +
+	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
+	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
+	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
+	"nnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 652 elements
+var frIndex = []uint32{ // 653 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1309,126 +1312,127 @@ var frIndex = []uint32{ // 652 elements
 	0x00003089, 0x000030c7, 0x000030d3, 0x000030dc,
 	0x000030f0, 0x000030fa, 0x00003121, 0x0000313d,
 	0x00003158, 0x00003188, 0x000031c7, 0x000031e2,
-	0x000031f1, 0x00003212, 0x0000327d, 0x00003295,
-	0x000032db, 0x00003346, 0x00003350, 0x0000335a,
-	0x00003374, 0x000033bd, 0x000033c5, 0x000033d0,
-	0x000033de, 0x000033ee, 0x00003418, 0x00003441,
-	0x00003451, 0x00003470, 0x0000347c, 0x00003495,
+	0x000031f1, 0x00003202, 0x00003223, 0x0000328e,
+	0x000032a6, 0x000032ec, 0x00003357, 0x00003361,
+	0x0000336b, 0x00003385, 0x000033ce, 0x000033d6,
+	0x000033e1, 0x000033ef, 0x000033ff, 0x00003429,
+	0x00003452, 0x00003462, 0x00003481, 0x0000348d,
 	// Entry 100 - 11F
-	0x000034a0, 0x000034ad, 0x000034bc, 0x000034c4,
-	0x000034ce, 0x000034d6, 0x000034de, 0x000034e4,
-	0x000034eb, 0x000034f0, 0x000034f5, 0x000034f9,
-	0x000034fe, 0x00003504, 0x0000350a, 0x00003510,
-	0x00003515, 0x0000351a, 0x00003520, 0x0000352a,
-	0x0000354a, 0x0000356c, 0x00003590, 0x000035b6,
-	0x000035bf, 0x000035db, 0x000035e4, 0x000035fc,
-	0x00003605, 0x00003659, 0x00003679, 0x0000367f,
+	0x000034a6, 0x000034b1, 0x000034be, 0x000034cd,
+	0x000034d5, 0x000034df, 0x000034e7, 0x000034ef,
+	0x000034f5, 0x000034fc, 0x00003501, 0x00003506,
+	0x0000350a, 0x0000350f, 0x00003515, 0x0000351b,
+	0x00003521, 0x00003526, 0x0000352b, 0x00003531,
+	0x0000353b, 0x0000355b, 0x0000357d, 0x000035a1,
+	0x000035c7, 0x000035d0, 0x000035ec, 0x000035f5,
+	0x0000360d, 0x00003616, 0x0000366a, 0x0000368a,
 	// Entry 120 - 13F
-	0x0000368a, 0x00003690, 0x0000369e, 0x000036a9,
-	0x000036b7, 0x000036ea, 0x0000370e, 0x0000373d,
-	0x00003786, 0x0000378d, 0x000037a3, 0x00003816,
-	0x0000383c, 0x000039cb, 0x00003ad2, 0x00003b22,
-	0x00003b53, 0x00003b86, 0x00003bb5, 0x00003bc3,
-	0x00003bd0, 0x00003be2, 0x00003bf7, 0x00003c04,
-	0x00003c19, 0x00003c2c, 0x00003c57, 0x00003c84,
-	0x00003ca8, 0x00003cba, 0x00003cf2, 0x00003d09,
+	0x00003690, 0x0000369b, 0x000036a1, 0x000036af,
+	0x000036ba, 0x000036c8, 0x000036fb, 0x0000371f,
+	0x0000374e, 0x00003797, 0x0000379e, 0x000037b4,
+	0x00003827, 0x0000384d, 0x000039dc, 0x00003ae3,
+	0x00003b33, 0x00003b64, 0x00003b97, 0x00003bc6,
+	0x00003bd4, 0x00003be1, 0x00003bf3, 0x00003c08,
+	0x00003c15, 0x00003c2a, 0x00003c3d, 0x00003c68,
+	0x00003c95, 0x00003cb9, 0x00003ccb, 0x00003d03,
 	// Entry 140 - 15F
-	0x00003d20, 0x00003d23, 0x00003d26, 0x00003d5a,
-	0x00003da4, 0x00003dd9, 0x00003de2, 0x00003df9,
-	0x00003e27, 0x00003e3a, 0x00003e4b, 0x00003e56,
-	0x00003e61, 0x00003e6c, 0x00003e75, 0x00003e7e,
-	0x00003e87, 0x00003e90, 0x00003e99, 0x00003ea0,
-	0x00003eae, 0x00003eb4, 0x00003ebb, 0x00003ec2,
-	0x00003ecb, 0x00003ed0, 0x00003ede, 0x00003ee4,
-	0x00003eea, 0x00003ef0, 0x00003ef8, 0x00003f01,
+	0x00003d1a, 0x00003d31, 0x00003d34, 0x00003d37,
+	0x00003d6b, 0x00003db5, 0x00003dea, 0x00003df3,
+	0x00003e0a, 0x00003e38, 0x00003e4b, 0x00003e5c,
+	0x00003e67, 0x00003e72, 0x00003e7d, 0x00003e86,
+	0x00003e8f, 0x00003e98, 0x00003ea1, 0x00003eaa,
+	0x00003eb1, 0x00003ebf, 0x00003ec5, 0x00003ecc,
+	0x00003ed3, 0x00003edc, 0x00003ee1, 0x00003eef,
+	0x00003ef5, 0x00003efb, 0x00003f01, 0x00003f09,
 	// Entry 160 - 17F
-	0x00003f0a, 0x00003f27, 0x00003f42, 0x00003f65,
-	0x00003f86, 0x00003f95, 0x00003fa0, 0x00003fab,
-	0x00003fb8, 0x00003fbc, 0x00003fc0, 0x00003fce,
-	0x00003fdc, 0x00003fea, 0x0000400a, 0x0000401d,
-	0x00004036, 0x0000404b, 0x0000405c, 0x0000406e,
-	0x00004080, 0x00004086, 0x0000408d, 0x00004095,
-	0x0000409d, 0x000040bb, 0x000040d9, 0x000040f0,
-	0x00004105, 0x00004116, 0x0000411c, 0x00004135,
+	0x00003f12, 0x00003f1b, 0x00003f38, 0x00003f53,
+	0x00003f76, 0x00003f97, 0x00003fa6, 0x00003fb1,
+	0x00003fbc, 0x00003fc9, 0x00003fcd, 0x00003fd1,
+	0x00003fdf, 0x00003fed, 0x00003ffb, 0x0000401b,
+	0x0000402e, 0x00004047, 0x0000405c, 0x0000406d,
+	0x0000407f, 0x00004091, 0x00004097, 0x0000409e,
+	0x000040a6, 0x000040ae, 0x000040cc, 0x000040ea,
+	0x00004101, 0x00004116, 0x00004127, 0x0000412d,
 	// Entry 180 - 19F
-	0x00004140, 0x00004174, 0x00004181, 0x0000419f,
-	0x000041ad, 0x000041b6, 0x000041bd, 0x000041d8,
-	0x000041e2, 0x000041f5, 0x0000422f, 0x00004238,
-	0x00004247, 0x000042ab, 0x000042b7, 0x000042c1,
-	0x000042f1, 0x0000434c, 0x00004433, 0x0000443e,
-	0x00004471, 0x00004476, 0x00004496, 0x000044b3,
-	0x000044d3, 0x000044e8, 0x00004529, 0x00004534,
-	0x0000453e, 0x00004567, 0x00004578, 0x00004586,
+	0x00004146, 0x00004151, 0x00004185, 0x00004192,
+	0x000041b0, 0x000041be, 0x000041c7, 0x000041ce,
+	0x000041e9, 0x000041f3, 0x00004206, 0x00004240,
+	0x00004249, 0x00004258, 0x000042bc, 0x000042c8,
+	0x000042d2, 0x00004302, 0x0000435d, 0x00004444,
+	0x0000444f, 0x00004482, 0x00004487, 0x000044a7,
+	0x000044c4, 0x000044e4, 0x000044f9, 0x0000453a,
+	0x00004545, 0x0000454f, 0x00004578, 0x00004589,
 	// Entry 1A0 - 1BF
-	0x000045c2, 0x000045ec, 0x00004614, 0x00004653,
-	0x00004674, 0x000046b2, 0x000046f2, 0x00004712,
-	0x00004753, 0x0000477f, 0x00004797, 0x000047ab,
-	0x000047c2, 0x000047d0, 0x000047db, 0x000047fe,
-	0x0000481d, 0x00004839, 0x000048a7, 0x0000492c,
-	0x000049a9, 0x000049e9, 0x00004a2f, 0x00004aa1,
-	0x00004ac9, 0x00004aec, 0x00004b23, 0x00004b6a,
-	0x00004bbd, 0x00004be6, 0x00004c8c, 0x00004cb2,
+	0x00004597, 0x000045d3, 0x000045fd, 0x00004625,
+	0x00004664, 0x00004685, 0x000046c3, 0x00004703,
+	0x00004723, 0x00004764, 0x00004790, 0x000047a8,
+	0x000047bc, 0x000047d3, 0x000047e1, 0x000047ec,
+	0x0000480f, 0x0000482e, 0x0000484a, 0x000048b8,
+	0x0000493d, 0x000049ba, 0x000049fa, 0x00004a40,
+	0x00004ab2, 0x00004ada, 0x00004afd, 0x00004b34,
+	0x00004b7b, 0x00004bce, 0x00004bf7, 0x00004c9d,
 	// Entry 1C0 - 1DF
-	0x00004cd9, 0x00004d01, 0x00004d48, 0x00004d92,
-	0x00004dc5, 0x00004dd8, 0x00004e06, 0x00004e42,
-	0x00004e58, 0x00004eec, 0x00004eff, 0x00004f3c,
-	0x00004f78, 0x00004f8b, 0x00004fdf, 0x00005014,
-	0x00005026, 0x0000503d, 0x0000507a, 0x000050ca,
-	0x000050f4, 0x000050ff, 0x0000511c, 0x0000513b,
-	0x0000514c, 0x00005166, 0x0000516f, 0x00005179,
-	0x00005198, 0x000051e6, 0x0000521b, 0x00005231,
+	0x00004cc3, 0x00004cea, 0x00004d12, 0x00004d59,
+	0x00004da3, 0x00004dd6, 0x00004de9, 0x00004e17,
+	0x00004e53, 0x00004e69, 0x00004efd, 0x00004f10,
+	0x00004f4d, 0x00004f89, 0x00004f9c, 0x00004ff0,
+	0x00005025, 0x00005037, 0x0000504e, 0x0000508b,
+	0x000050db, 0x00005105, 0x00005110, 0x0000512d,
+	0x0000514c, 0x0000515d, 0x00005177, 0x00005180,
+	0x0000518a, 0x000051a9, 0x000051f7, 0x0000522c,
 	// Entry 1E0 - 1FF
-	0x00005242, 0x0000527f, 0x00005298, 0x000052ae,
-	0x000052d8, 0x000052eb, 0x000052f2, 0x0000530d,
-	0x0000532d, 0x0000535d, 0x00005374, 0x000053ac,
-	0x000053e7, 0x00005413, 0x00005467, 0x00005477,
-	0x00005482, 0x00005496, 0x000054a8, 0x000054be,
-	0x000054d0, 0x000054e2, 0x000054e8, 0x000054fa,
-	0x00005508, 0x00005517, 0x0000552d, 0x00005557,
-	0x0000558a, 0x000055c6, 0x000055dd, 0x000056a5,
+	0x00005242, 0x00005253, 0x00005290, 0x000052a9,
+	0x000052bf, 0x000052e9, 0x000052fc, 0x00005303,
+	0x0000531e, 0x0000533e, 0x0000536e, 0x00005385,
+	0x000053bd, 0x000053f8, 0x00005424, 0x00005478,
+	0x00005488, 0x00005493, 0x000054a7, 0x000054b9,
+	0x000054cf, 0x000054e1, 0x000054f3, 0x000054f9,
+	0x0000550b, 0x00005519, 0x00005528, 0x0000553e,
+	0x00005568, 0x0000559b, 0x000055d7, 0x000055ee,
 	// Entry 200 - 21F
-	0x000056d2, 0x0000573d, 0x00005757, 0x00005770,
-	0x00005791, 0x000057a7, 0x000057ae, 0x000057c8,
-	0x0000585d, 0x000058c0, 0x000058d3, 0x000058fa,
-	0x00005922, 0x00005930, 0x00005940, 0x00005948,
-	0x00005959, 0x00005960, 0x00005a96, 0x00005a9d,
-	0x00005ad7, 0x00005adc, 0x00005af1, 0x00005b05,
-	0x00005b17, 0x00005b2d, 0x00005b47, 0x00005c1c,
-	0x00005c34, 0x00005cd5, 0x00005d64, 0x00005d74,
+	0x000056b6, 0x000056e3, 0x0000574e, 0x00005768,
+	0x00005781, 0x000057a2, 0x000057b8, 0x000057bf,
+	0x000057d9, 0x0000586e, 0x000058d1, 0x000058e4,
+	0x0000590b, 0x00005933, 0x00005941, 0x00005951,
+	0x00005959, 0x0000596a, 0x00005971, 0x00005aa7,
+	0x00005aae, 0x00005ae8, 0x00005aed, 0x00005b02,
+	0x00005b16, 0x00005b28, 0x00005b3e, 0x00005b58,
+	0x00005c2d, 0x00005c45, 0x00005ce6, 0x00005d75,
 	// Entry 220 - 23F
-	0x00005e4e, 0x00005f10, 0x00005f15, 0x00005f25,
-	0x00005f33, 0x00005f43, 0x00005f53, 0x00005f5d,
-	0x00005f86, 0x00005fa0, 0x00005fbb, 0x00006049,
-	0x0000605a, 0x00006067, 0x00006082, 0x00006096,
-	0x000060b4, 0x000060ff, 0x00006140, 0x00006186,
-	0x0000619e, 0x000061f1, 0x0000622c, 0x00006244,
-	0x0000626f, 0x00006279, 0x000062f3, 0x00006328,
-	0x00006369, 0x000063dd, 0x000064b6, 0x000064cf,
+	0x00005d85, 0x00005e5f, 0x00005f21, 0x00005f26,
+	0x00005f36, 0x00005f44, 0x00005f54, 0x00005f64,
+	0x00005f6e, 0x00005f97, 0x00005fb1, 0x00005fcc,
+	0x0000605a, 0x0000606b, 0x00006078, 0x00006093,
+	0x000060a7, 0x000060c5, 0x00006110, 0x00006151,
+	0x00006197, 0x000061af, 0x00006202, 0x0000623d,
+	0x00006255, 0x00006280, 0x0000628a, 0x00006304,
+	0x00006339, 0x0000637a, 0x000063ee, 0x000064c7,
 	// Entry 240 - 25F
-	0x00006598, 0x00006615, 0x00006622, 0x00006674,
-	0x0000667a, 0x00006716, 0x0000676a, 0x00006795,
-	0x00006821, 0x0000684f, 0x00006911, 0x00006914,
-	0x0000691a, 0x00006924, 0x0000693a, 0x00006945,
-	0x00006975, 0x0000697c, 0x00006987, 0x00006995,
-	0x000069a2, 0x000069b0, 0x000069bd, 0x000069d6,
-	0x00006a03, 0x00006aac, 0x00006abf, 0x00006ac9,
-	0x00006b58, 0x00006bb9, 0x00006c0b, 0x00006c1d,
+	0x000064e0, 0x000065a9, 0x00006626, 0x00006633,
+	0x00006685, 0x0000668b, 0x00006727, 0x0000677b,
+	0x000067a6, 0x00006832, 0x00006860, 0x00006922,
+	0x00006925, 0x0000692b, 0x00006935, 0x0000694b,
+	0x00006956, 0x00006986, 0x0000698d, 0x00006998,
+	0x000069a6, 0x000069b3, 0x000069c1, 0x000069ce,
+	0x000069e7, 0x00006a14, 0x00006abd, 0x00006ad0,
+	0x00006ada, 0x00006b69, 0x00006bca, 0x00006c1c,
 	// Entry 260 - 27F
-	0x00006c30, 0x00006c6e, 0x00006caa, 0x00006cb6,
-	0x00006cc3, 0x00006cd1, 0x00006cdf, 0x00006cef,
-	0x00006d2b, 0x00006d65, 0x00006de2, 0x00006ded,
-	0x00006e17, 0x00006e33, 0x00006e37, 0x00006e49,
-	0x00006e57, 0x00006e83, 0x00006f45, 0x00006f78,
-	0x00006f83, 0x00006f8d, 0x00006fa2, 0x00006fab,
-	0x00006fb5, 0x00006fca, 0x00006fee, 0x00007008,
-	0x0000701d, 0x00007049, 0x0000704e, 0x00007063,
+	0x00006c2e, 0x00006c41, 0x00006c7f, 0x00006cbb,
+	0x00006cc7, 0x00006cd4, 0x00006ce2, 0x00006cf0,
+	0x00006d00, 0x00006d3c, 0x00006d76, 0x00006df3,
+	0x00006dfe, 0x00006e28, 0x00006e44, 0x00006e48,
+	0x00006e5a, 0x00006e68, 0x00006e94, 0x00006f56,
+	0x00006f89, 0x00006f94, 0x00006f9e, 0x00006fb3,
+	0x00006fbc, 0x00006fc6, 0x00006fdb, 0x00006fff,
+	0x00007019, 0x0000702e, 0x0000705a, 0x0000705f,
 	// Entry 280 - 29F
-	0x00007075, 0x000070aa, 0x000070bb, 0x00007131,
-	0x000071bc, 0x0000724b, 0x000072b2, 0x000072f4,
-	0x00007367, 0x000073af, 0x000073dd, 0x00007410,
-} // Size: 2632 bytes
+	0x00007074, 0x00007086, 0x000070bb, 0x000070cc,
+	0x00007142, 0x000071cd, 0x0000725c, 0x000072c3,
+	0x00007305, 0x00007378, 0x000073c0, 0x000073ee,
+	0x00007421,
+} // Size: 2636 bytes
 
-const frData string = "" + // Size: 29712 bytes
+const frData string = "" + // Size: 29729 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1615,257 +1619,257 @@ const frData string = "" + // Size: 29712 bytes
 	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
 	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
 	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02Afficher toutes les définitions\x02Aucune dé" +
-	"finition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez tou" +
-	"tes les définitions.\x02Toutes les définitions\x02Réussites et échecs pa" +
-	"r tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heur" +
-	"e\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tra" +
-	"nche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
-	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
-	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
-	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
-	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
-	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
-	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
-	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
-	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
-	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
-	"as pu être construites), une reprise échouerait donc de la même façon. L" +
-	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
-	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
-	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
-	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
-	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
-	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
-	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
-	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
-	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud" +
-	"\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloqué" +
-	"e, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Date de création\x02La taille de page doit être comprise en" +
-	"tre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02d" +
-	"u\x02au\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
-	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
-	"s processus\x02Tous les statuts\x02disponible\x02réservée\x02différée" +
-	"\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02dé" +
-	"connectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heu" +
-	"re\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• m" +
-	"asqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant la récupèr" +
-	"e)\x02push (Relais appelle le service)\x02administrateur\x02opérateur" +
-	"\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ re" +
-	"tiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifié" +
-	"es\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
-	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
-	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
-	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
-	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
-	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
-	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
-	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
-	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
-	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
-	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
-	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
-	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
-	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
-	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
-	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restan" +
-	"te\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de " +
-	"la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d" +
-	"’après le contrat de la révision %[1]d\x02Pas encore de sorties\u202f:" +
-	" l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Au" +
-	"cune sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler " +
-	"— cette action est enregistrée\x02Disponible à partir du\x02Prochaine " +
-	"tentative\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Derniè" +
-	"re erreur (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvell" +
-	"e tentative possible\x02non\u202f: l’exécutant a signalé cet échec comme" +
-	" définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La desti" +
-	"nation n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu" +
-	" agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a pa" +
-	"s répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, vé" +
-	"rifiez avant de reprendre.\x02L’échéance est passée avant l’arrivée d’un" +
-	" résultat.\x02Le résultat ne respectait pas le contrat de sorties de la " +
-	"révision.\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la " +
-	"destination a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu ê" +
-	"tre préparé.\x02La destination était injoignable.\x02La réponse de la de" +
-	"stination était trop volumineuse.\x02Le verrou de la dernière tentative " +
-	"a expiré sans tentative restante.\x02Les entrées n’ont pas pu être const" +
-	"ruites à partir des liaisons du processus.\x02Un opérateur a abandonné l" +
-	"’instance.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle " +
-	"tentative restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l" +
-	"’occurrence n’est pas relancée.\x02La destination a répondu HTTP %[1]s" +
-	".\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s —" +
-	" %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau" +
-	".\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]" +
-	"s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1" +
-	"]s)\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %[1" +
-	"]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différ" +
-	"ée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou un" +
-	"e interface munie d’un jeton de règlement, la terminera plus tard.\x02Te" +
-	"rminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opérate" +
-	"ur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En éch" +
-	"ec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s" +
-	" — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]" +
-	"s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f" +
-	"; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; réglée a" +
-	"vec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée\u202f;" +
-	" réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas " +
-	"de réponse dans le délai\x02pas de connexion\x02réponse trop volumineuse" +
-	"\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Message de" +
-	" l’exécutant (ses propres termes, valeurs protégées masquées)\x02La révi" +
-	"sion doit être un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02" +
-	"Date de clôture\x02Plus de filtres\u202f: instance, révision, consommate" +
-	"ur, dates\x02identifiant d’instance\x02Décomptes par statut\x02Occurrenc" +
-	"es, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consomma" +
-	"teur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence" +
-	" ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la " +
-	"définition %[1]s, sans les autres filtres\x02Totaux de toutes les défini" +
-	"tions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décom" +
-	"ptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Ces réglages sont conservés dans ce navigateur s" +
-	"eulement.\x02Afficher les heures en\x02La console n’exécute aucun script" +
-	" et ne peut donc pas lire le fuseau horaire de votre ordinateur\u202f: c" +
-	"hoisissez son décalage par rapport à UTC. Les décalages ne suivent pas l" +
-	"’heure d’été.\x02Recharger les listes et les pages de détail\x02Les pa" +
-	"ges qui contiennent un formulaire, comme une confirmation, ne se recharg" +
-	"ent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans en" +
-	"registrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02" +
-	"Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus publiée" +
-	"s\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’em" +
-	"placement actuel de leurs occurrences.\x02Les versions de processus publ" +
-	"iées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
-	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
-	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s" +
-	" le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossi" +
-	"ble\x02Seule une valeur que cette page affiche masquée (sensible) peut ê" +
-	"tre révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
-	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
-	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
-	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
-	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
-	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
-	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
-	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
-	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
-	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
-	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
-	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
-	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
-	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
-	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
-	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
-	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
-	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
-	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons " +
-	"du personnel (administrateurs, concepteurs, opérateurs) non révoqués. Le" +
-	"s jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer " +
-	"un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernièr" +
-	"e utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
-	"on\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s" +
-	" «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
-	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
-	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Page invalide\x02Ce lien de page ne vient pas de la c" +
-	"onsole.\x02Les exécutants connectés par un flux, et ceux qui interrogent" +
-	" par leur dernière demande. Un exécutant est listé tant qu’il s’est mani" +
-	"festé dans les trois derniers battements de cœur.\x02Exécutants vus dans" +
-	" les trois derniers battements\x02Exécutant\x02Protocole\x02Définitions " +
-	"servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécut" +
-	"ant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants" +
-	"\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogation l" +
-	"ongue\x02façade Camunda 7\x02toutes les révisions accordées à son consom" +
-	"mateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition" +
-	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
-	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
-	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
-	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
-	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
-	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
-	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
-	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en " +
-	"charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accord" +
-	"ées à leur consommateur.\x02Toutes les révisions accordées au consommat" +
-	"eur sont prises en charge.\x02Seule la révision %[1]d est prise en charg" +
-	"e.\x02Seules les révisions %[1]s sont prises en charge."
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
+	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
+	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
+	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
+	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
+	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
+	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
+	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
+	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
+	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de fin" +
+	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
+	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inco" +
+	"nnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de page" +
+	" doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exact" +
+	"e, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
+	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
+	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
+	"\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
+	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
+	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
+	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
+	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
+	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
+	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
+	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02" +
+	"Toutes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ide" +
+	"ntifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse d" +
+	"e la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a " +
+	"encore réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun " +
+	"exécutant n’a jamais réservé cette occurrence\u202f: elle a pris fin ava" +
+	"nt toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore " +
+	"appelé la destination.\x02Relais n’a jamais appelé la destination\u202f:" +
+	" l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code" +
+	" de statut de la destination que lorsqu’elle a refusé l’appel (destinati" +
+	"on_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va" +
+	" de la prise en charge de l’appel à son règlement.\x02Maintenant\x02La r" +
+	"eprendre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par " +
+	"l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tent" +
+	"ative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le" +
+	" chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus bas" +
+	"se, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
+	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
+	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
+	"tative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signa" +
+	"lé cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
+	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s" +
+	")\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La " +
+	"destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu ag" +
+	"ir malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée av" +
+	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
+	" de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f" +
+	": on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’" +
+	"appel n’a pas pu être préparé.\x02La destination était injoignable.\x02L" +
+	"a réponse de la destination était trop volumineuse.\x02Le verrou de la d" +
+	"ernière tentative a expiré sans tentative restante.\x02Les entrées n’ont" +
+	" pas pu être construites à partir des liaisons du processus.\x02Un opéra" +
+	"teur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éche" +
+	"c sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà " +
+	"épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a rép" +
+	"ondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à pa" +
+	"rtir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être prop" +
+	"osée de nouveau.\x02En attente de l’appel de Relais à la destination dep" +
+	"uis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
+	"\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s)." +
+	"\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée " +
+	"par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même " +
+	"consommateur, ou une interface munie d’un jeton de règlement, la termine" +
+	"ra plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en a" +
+	"ttente d’un opérateur.\x02Son instance a continué par le chemin d’erreur" +
+	" du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêté" +
+	"e par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance " +
+	"a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[" +
+	"1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (diffé" +
+	"rée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1" +
+	"]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps i" +
+	"nutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répon" +
+	"se trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en ang" +
+	"lais)\x02Message de l’exécutant (ses propres termes, valeurs protégées m" +
+	"asquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consom" +
+	"mateur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, r" +
+	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
+	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
+	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôtur" +
+	"e\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consomma" +
+	"teurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totau" +
+	"x de toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%" +
+	"[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes environ" +
+	".\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible dep" +
+	"uis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pag" +
+	"es\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s " +
+	"à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
+	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
+	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
+	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
+	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
+	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
+	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
+	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
+	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
+	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
+	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
+	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les version" +
+	"s de processus publiées\u202f: leurs nœuds, routes et révisions épinglée" +
+	"s, dessinés.\x02Processus par clé\x02Versions, les plus récentes d’abord" +
+	"\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus %" +
+	"[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le p" +
+	"lus long chemin depuis le nœud de départ. Les flèches pleines sont les r" +
+	"éussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
+	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
+	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
+	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
+	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
+	"s\x02Instances de ce processus\x02Les colonnes suivent le plus long chem" +
+	"in depuis le nœud de départ. Les flèches pleines sont les réussites (éti" +
+	"quetées par leur route), les pointillées les échecs (étiquetées par leur" +
+	"s codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœ" +
+	"uds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tablea" +
+	"u ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cett" +
+	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
+	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02G" +
+	"raphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s" +
+	". Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes." +
+	"\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend l" +
+	"es mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d " +
+	"nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds e" +
+	"t routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous " +
+	"reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (te" +
+	"rmine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inci" +
+	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
+	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
+	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
+	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[" +
+	"1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]" +
+	"s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes " +
+	"environ.\x02Seuls les administrateurs peuvent révéler une valeur sensibl" +
+	"e.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
+	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
+	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
+	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
+	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
+	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
+	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
+	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
+	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
+	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
+	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
+	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
+	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
+	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
+	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
+	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
+	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
+	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
+	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
+	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
+	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
+	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
+	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
+	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
+	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
+	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
+	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
+	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
+	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
+	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
+	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
+	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe de v" +
+	"ie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tou" +
+	"s les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux" +
+	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
+	"ordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert " +
+	"cette définition\u202f: ses occurrences attendent qu’un exécutant se con" +
+	"necte ou interroge.\x02Aucun processus n’utilise encore cette définition" +
+	"\u202f: elle aura besoin d’un exécutant quand un processus l’utilisera e" +
+	"n mode pull.\x02Aucun processus n’utilise cette définition en mode pull" +
+	"\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun " +
+	"exécutant.\x02Aucun exécutant n’est connecté pour cette définition\u202f" +
+	"; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02" +
+	"Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Rév" +
+	"isions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les" +
+	" révisions accordées à leur consommateur.\x02Toutes les révisions accord" +
+	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
+	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 58191 bytes (56KiB); checksum: 136DDCF0
+	// Total table size 58226 bytes (56KiB); checksum: 692D8481
