@@ -15,15 +15,15 @@ import (
 
 // definitionHealth is one definition's line on the health page.
 type definitionHealth struct {
-	Key, Href                        string
-	Open, OpenHref                   string
-	Held, HeldHref                   string
-	Failed, FailedHref               string
-	Lag, LagTitle, LagNote           string
-	LagLong                          bool
+	Key, Href              string
+	Open, OpenHref         string
+	Held, HeldHref         string
+	Failed, FailedHref     string
+	Lag, LagTitle, LagNote string
+	LagLong                bool
 	// NoWorker says that occurrences wait and no live worker serves the
 	// definition: the lag only grows.
-	NoWorker, WorkersHref string
+	NoWorker, WorkersHref            string
 	Completed1h, Failed1h, ChartHref string
 	Attention                        bool
 }
