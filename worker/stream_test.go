@@ -24,6 +24,7 @@ import (
 
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/relaistest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 type relais struct {
@@ -1027,4 +1028,20 @@ func TestConnectedSaysWhetherTasksCanArrive(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	<-done
+}
+
+// An outcome retried through an outage is warned about once, its retries
+// at debug level, and its report after them is said at info level: an
+// outage of seconds used to write a warning per try and task.
+func TestOutcomeRetriesAreWarnedOnce(t *testing.T) {
+	r := newRelais(t, nil)
+	logs := &testlog.Buffer{}
+	down := &outage{procedure: "Complete", lasts: 2 * time.Second, base: http.DefaultTransport.(*http.Transport).Clone()}
+	completedOnceThrough(t, r, down, Config{Concurrency: 1, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if n := strings.Count(logs.String(), "reporting to Relais failed"); n != 1 {
+		t.Errorf("%d warnings about the outcome's retries, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "reported to Relais after retrying"); n != 1 {
+		t.Errorf("%d lines saying the outcome was reported after retrying, want 1:\n%s", n, logs.String())
+	}
 }

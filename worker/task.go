@@ -66,6 +66,10 @@ type taskControl struct {
 	state deferState
 	// inFlight is set while a Defer is in flight, and closed when it ends.
 	inFlight chan struct{}
+
+	// returned is set once the handler returned: a lock lost after it
+	// loses an outcome being reported, not a handler's work.
+	returned atomic.Bool
 }
 
 // deferState is where a task stands with Defer.
@@ -240,6 +244,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		defer close(returned)
 		defer r.handling.Add(-1)
 		outputs, err = invoke(ctx, h, t, log)
+		t.ctl.returned.Store(true)
 	}()
 	select {
 	case <-returned:
@@ -385,9 +390,12 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 				return
 			}
 			if ctx.Err() == nil {
-				if errors.Is(err, ErrCancelled) {
+				switch {
+				case t.ctl.returned.Load():
+					log.Warn("lock lost while the outcome was being reported; it is given up", "cause", err)
+				case errors.Is(err, ErrCancelled):
 					log.Warn("task cancelled by Relais; cancelling the handler", "cause", err)
-				} else {
+				default:
 					log.Warn("lock lost; cancelling the handler", "cause", err)
 				}
 				lose(err)
@@ -722,6 +730,9 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 		err := send(ctx)
 		cancel()
 		if err == nil {
+			if attempt > 1 {
+				log.Info("reported to Relais after retrying", "action", action, "tries", attempt, "after", time.Since(since).Round(time.Millisecond))
+			}
 			return nil
 		}
 		if !r.w.transient(err) {
@@ -737,12 +748,22 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 				return err
 			}
 			d = min(d, left)
-			log.Warn("reporting to Relais failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
+			// One warning per outcome, its retries at debug: an outage of
+			// a few seconds would write a line per try and task.
+			level := slog.LevelWarn
+			if attempt > 1 {
+				level = slog.LevelDebug
+			}
+			log.Log(base, level, "reporting to Relais failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
 		} else {
 			if attempt == settleAttempts {
 				return err
 			}
-			log.Warn("reporting to Relais failed; retrying", "action", action, "err", err, "delay", d)
+			level := slog.LevelWarn
+			if attempt > 1 {
+				level = slog.LevelDebug
+			}
+			log.Log(base, level, "reporting to Relais failed; retrying", "action", action, "err", err, "delay", d)
 		}
 		if !w.sleep(base, d) {
 			return err
