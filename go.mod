@@ -1,6 +1,6 @@
 module github.com/relais/relais
 
-go 1.26.8
+go 1.26.0
 
 // npm installs the Node.js example worker's packages there; none is Go.
 ignore ./examples/nodeworker/node_modules
