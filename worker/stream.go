@@ -777,7 +777,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 					w.log.Info("no worker stream at this URL (an older Relais, or a URL that is not Relais's root); long polling instead", "url", w.cfg.URL)
 					return true, nil
 				}
-				return false, fmt.Errorf("worker: subscribe: the server has no worker stream: %w", err)
+				return false, fmt.Errorf("worker: subscribe: no worker stream at %s (an older Relais, or a URL that is not Relais's root): %w", w.cfg.URL, err)
 			}
 			if !w.transient(err) {
 				err = r.nameSubscriptions(err)
