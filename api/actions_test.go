@@ -279,6 +279,12 @@ func TestBulkActionsByErrorCode(t *testing.T) {
 	if got := ids("error_code=crm_down"); len(got) != 0 {
 		t.Errorf("instances with error_code crm_down = %v, want none (codes are exact)", got)
 	}
+	if got := ids("held_at=add_company_to_crm"); len(got) != 3 {
+		t.Errorf("instances held at add_company_to_crm = %v, want all 3", got)
+	}
+	if got := ids("held_at=crm_hold"); len(got) != 0 {
+		t.Errorf("instances held at crm_hold (a process, not a definition) = %v, want none", got)
+	}
 	// A blank or padded text filter would match nothing and read as
 	// "none": refused, as an empty one is.
 	for _, query := range []string{"error_code=%20", "error_code=%20CRM_DOWN", "business_key=A%20", "process=%09"} {

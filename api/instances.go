@@ -194,14 +194,14 @@ func actorOf(r *http.Request) engine.Actor {
 }
 
 // instanceParams are the query parameters of instanceFilter.
-var instanceParams = []string{"process", "status", "business_key", "error_code", "created_after", "created_before"}
+var instanceParams = []string{"process", "status", "business_key", "error_code", "held_at", "created_after", "created_before"}
 
 // instanceFilter reads the instance filters shared by the list, bulk
 // actions and the console.
 func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 	var errs []fault.FieldError
 	f := engine.InstanceFilter{ProcessKey: textParam(q, "process", &errs), Status: q.Get("status"),
-		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs)}
+		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs)}
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled"})
 	}
@@ -220,6 +220,7 @@ type bulkFilterJSON struct {
 	Status      filterText `json:"status"`
 	BusinessKey filterText `json:"business_key"`
 	ErrorCode   filterText `json:"error_code"`
+	HeldAt      filterText `json:"held_at"`
 	// Text, not time.Time: the filter takes what the list's query takes
 	// (a date too), and a decoding error would quote Go's layout.
 	CreatedAfter  filterText `json:"created_after"`
@@ -288,6 +289,7 @@ func (a *API) actOnFilter() http.Handler {
 		}
 		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process.v, "process"), Status: given(req.Filter.Status.v, "status"),
 			BusinessKey: given(req.Filter.BusinessKey.v, "business_key"), ErrorCode: given(req.Filter.ErrorCode.v, "error_code"),
+			HeldAt:        given(req.Filter.HeldAt.v, "held_at"),
 			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter.v, "created_after"), "/filter/created_after", &errs),
 			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore.v, "created_before"), "/filter/created_before", &errs)}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {

@@ -466,6 +466,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 		{Label: T(ctx, "Status"), Value: orAll(statusLabel(ctx, f.Status), all)},
 		{Label: T(ctx, "Business key"), Value: orAll(f.BusinessKey, all), Code: f.BusinessKey != ""},
 		{Label: T(ctx, "Error code"), Value: orAll(f.ErrorCode, all), Code: f.ErrorCode != ""},
+		{Label: T(ctx, "Held at a node of"), Value: orAll(f.HeldAt, all), Code: f.HeldAt != ""},
 		{Label: T(ctx, "Created from"), Value: orAll(f.CreatedFrom, all)},
 		{Label: T(ctx, "Created to"), Value: orAll(f.CreatedTo, all)},
 	}

@@ -141,7 +141,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 			// Open is three statuses; the definition's list counts each.
 			Open: number(ctx, open), OpenHref: occurrenceFilter{Definition: key}.href(),
 			Failed: number(ctx, byStatus[engine.StatusFailed]), FailedHref: occurrenceFilter{Definition: key, Status: engine.StatusFailed}.href(),
-			Held: number(ctx, 0), HeldHref: instanceFilter{Status: engine.InstanceHeld}.href(),
+			Held: number(ctx, 0), HeldHref: instanceFilter{Status: engine.InstanceHeld, HeldAt: key}.href(),
 			Lag:       "—",
 			ChartHref: healthPath + "?definition=" + key + "#chart",
 		}

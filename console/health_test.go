@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -276,5 +277,41 @@ func TestHealthSaysWhenNoWorkerServes(t *testing.T) {
 	r := signedIn(t, env.URL, "en", env.Operator).mustGet("/console/health", 200)
 	if n := r.doc.Find(`[data-testid=no-worker]`).Length(); n != 0 {
 		t.Errorf("%d no-worker notes with a poller live, want none", n)
+	}
+}
+
+// TestHealthHeldLinksToItsInstances: a definition's held count links to
+// the instances held at its nodes, as many as it says, and a bulk action
+// from that list carries the filter.
+func TestHealthHeldLinksToItsInstances(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	r := b.mustGet("/console/health", 200)
+	checked := 0
+	r.doc.Find(`[data-testid=health-row]`).Each(func(_ int, row *goquery.Selection) {
+		key, _ := row.Attr("data-key")
+		held := row.Find(`[data-testid=health-held]`)
+		n, err := strconv.Atoi(collapse(held.Text()))
+		if err != nil || n == 0 {
+			return
+		}
+		checked++
+		href, _ := held.Attr("href")
+		list := b.mustGet(href, 200)
+		if got := count(list, "instance-row"); got != n {
+			t.Errorf("%s: %d held, its link %s lists %d", key, n, href, got)
+		}
+		api := f.env.Must(200, "GET", "/api/v1/instances?held_at="+key, f.env.Operator, nil).JSON(t)["items"].([]any)
+		if len(api) != n {
+			t.Errorf("%s: %d held, GET /instances?held_at= lists %d", key, n, len(api))
+		}
+		bulk, _ := list.doc.Find(`[data-testid=bulk-abandon]`).Attr("href")
+		if _, form := formOf(t, b.mustGet(bulk, 200), "bulk-form"); form.Get("held_at") != key || form.Get("confirm_count") != strconv.Itoa(n) {
+			t.Errorf("%s: the bulk abandon from that list carries %v, want held_at and a count of %d", key, form, n)
+		}
+	})
+	if checked < 2 {
+		t.Fatalf("%d definitions with held instances checked, want at least 2 (the fixture holds some at two)", checked)
 	}
 }

@@ -18,15 +18,15 @@ var instanceStatuses = []string{engine.InstanceRunning, engine.InstanceHeld, eng
 // instanceFilter is the instances list's query, as the URL carries it; the
 // bulk actions take the same filter.
 type instanceFilter struct {
-	Process, Status, BusinessKey, ErrorCode string
-	CreatedFrom, CreatedTo                  string
-	Limit                                   string
-	Page                                    page
+	Process, Status, BusinessKey, ErrorCode, HeldAt string
+	CreatedFrom, CreatedTo                          string
+	Limit                                           string
+	Page                                            page
 }
 
 func instanceFilterFrom(get func(string) string) instanceFilter {
 	g := func(k string) string { return strings.TrimSpace(get(k)) }
-	return instanceFilter{Process: g("process"), Status: g("status"), BusinessKey: g("business_key"), ErrorCode: g("error_code"),
+	return instanceFilter{Process: g("process"), Status: g("status"), BusinessKey: g("business_key"), ErrorCode: g("error_code"), HeldAt: g("held_at"),
 		CreatedFrom: g("created_from"), CreatedTo: g("created_to"), Limit: g("limit"),
 		Page: page{Before: g("before"), After: g("after"), From: g("from")}}
 }
@@ -35,7 +35,7 @@ func instanceFilterFrom(get func(string) string) instanceFilter {
 func (f instanceFilter) criteria() url.Values {
 	q := url.Values{}
 	for _, kv := range [][2]string{{"process", f.Process}, {"status", f.Status}, {"business_key", f.BusinessKey},
-		{"error_code", f.ErrorCode}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo}} {
+		{"error_code", f.ErrorCode}, {"held_at", f.HeldAt}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo}} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
 		}
@@ -57,7 +57,7 @@ func (f instanceFilter) href() string {
 
 // engineFilter validates the filter; each problem is a translated message.
 func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter, []string) {
-	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, ErrorCode: f.ErrorCode, Limit: defaultPageSize}
+	ef := engine.InstanceFilter{ProcessKey: f.Process, Status: f.Status, BusinessKey: f.BusinessKey, ErrorCode: f.ErrorCode, HeldAt: f.HeldAt, Limit: defaultPageSize}
 	var errs []string
 	if f.Status != "" && !slices.Contains(instanceStatuses, f.Status) {
 		errs = append(errs, T(ctx, "Unknown status “%s”.", f.Status))
@@ -101,7 +101,8 @@ type instanceListView struct {
 	Chrome chrome
 
 	FiltersLabel, ProcessLabel, StatusLabel, BusinessKeyLabel, BusinessKeyHint string
-	ErrorCodeLabel, ErrorCodeHint                                              string
+	ErrorCodeLabel, ErrorCodeHint, HeldAtLabel                                 string
+	HeldAtOptions                                                              []option
 	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref                  string
 	ProcessOptions, StatusOptions                                              []option
 	Filter                                                                     instanceFilter
@@ -129,7 +130,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), StatusLabel: T(ctx, "Status"),
 		BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"),
-		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
+		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), HeldAtLabel: T(ctx, "Held at a node of"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,
 		Filter: f, Errors: errs,
 		BulkLabel:  T(ctx, "Act on every instance this filter matches"),
@@ -145,6 +146,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.ProcessOptions = menuOptions(T(ctx, "All processes"), menus.processes, f.Process)
+	v.HeldAtOptions = menuOptions(T(ctx, "Any definition"), menus.definitions, f.HeldAt)
 	v.StatusOptions = []option{{Value: "", Label: T(ctx, "All statuses"), Selected: f.Status == ""}}
 	for _, s := range instanceStatuses {
 		v.StatusOptions = append(v.StatusOptions, option{Value: s, Label: statusLabel(ctx, s), Selected: s == f.Status})

@@ -162,7 +162,8 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		}
 	}
 	inst, now := row.Instance, row.Now
-	if f.Status != "" && inst.Status != f.Status || f.ErrorCode != "" && deref(inst.ErrorCode) != f.ErrorCode {
+	if f.Status != "" && inst.Status != f.Status || f.ErrorCode != "" && deref(inst.ErrorCode) != f.ErrorCode ||
+		f.HeldAt != "" && inst.Status != InstanceHeld {
 		// A bulk action's filter named a status or an error code the
 		// instance left meanwhile (retried, it failed again otherwise):
 		// it is skipped, not acted on for another incident.
@@ -286,7 +287,7 @@ func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFi
 		return 0, err
 	}
 	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
 		RetryableOnly: action == ActionRetry})
 	return n, wrap("count instances", err)
 }
@@ -308,7 +309,7 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 		return nil, err
 	}
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
 		RetryableOnly: action == ActionRetry, Max: int32(limit)})
 	if err != nil {
 		return nil, wrap("break instances down", err)
@@ -371,7 +372,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	// Every matching id at once (16 bytes each), one more than confirmed
 	// to see a count that grew: the walk then works on this set alone.
 	ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
 		RetryableOnly: action == ActionRetry, Max: int32(min(confirm, maxBulk) + 1)})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)

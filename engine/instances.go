@@ -451,6 +451,10 @@ type InstanceFilter struct {
 	BusinessKey string
 	// ErrorCode is the error code a held or failed instance stopped with.
 	ErrorCode string
+	// HeldAt is a definition key: held instances whose failed occurrence,
+	// where they wait, is of that definition (as the health page counts
+	// them by definition).
+	HeldAt string
 	// CreatedAfter and CreatedBefore bound the creation time: [after, before).
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
@@ -483,14 +487,14 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instanc
 	if f.After != nil && f.Before == nil {
 		var after []queries.InstanceListAfterRow
 		after, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), After: *f.After, Max: int32(f.Limit)})
+			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), After: *f.After, Max: int32(f.Limit)})
 		rows = make([]queries.InstanceListRow, len(after))
 		for i, r := range after {
 			rows[len(after)-1-i] = queries.InstanceListRow(r)
 		}
 	} else {
 		rows, err = e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), Before: f.Before, Max: int32(f.Limit)})
+			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), Before: f.Before, Max: int32(f.Limit)})
 	}
 	if err != nil {
 		return nil, wrap("list instances", err)

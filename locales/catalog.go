@@ -39,403 +39,405 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              254,
-	"%[1]s %[2]s, %[3]s %[4]s":                 255,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          253,
-	"%[1]s; %[2]s":                             252,
-	"%d (0 lowest, 9 highest)":                 413,
-	"%d attempts":                              417,
-	"%d attempts, retry after %s, priority %d": 555,
-	"%d breaking":                              193,
-	"%d changes":                               192,
-	"%d completed":                             250,
-	"%d d":                                     262,
-	"%d days":                                  276,
-	"%d failed":                                251,
-	"%d h":                                     261,
+	"%[1]s %[2]s":                              255,
+	"%[1]s %[2]s, %[3]s %[4]s":                 256,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          254,
+	"%[1]s; %[2]s":                             253,
+	"%d (0 lowest, 9 highest)":                 415,
+	"%d attempts":                              419,
+	"%d attempts, retry after %s, priority %d": 557,
+	"%d breaking":                              194,
+	"%d changes":                               193,
+	"%d completed":                             251,
+	"%d d":                                     263,
+	"%d days":                                  277,
+	"%d failed":                                252,
+	"%d h":                                     262,
 	"%d held instances match now.":             54,
-	"%d hours":                                 277,
-	"%d items":                                 620,
-	"%d left":                                  418,
-	"%d min":                                   260,
-	"%d minutes":                               278,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 78,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              618,
-	"%d ms": 280,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         545,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 544,
-	"%d occurrences":                          493,
-	"%d releases":                             212,
+	"%d hours":                                 278,
+	"%d items":                                 622,
+	"%d left":                                  420,
+	"%d min":                                   261,
+	"%d minutes":                               279,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 79,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              620,
+	"%d ms": 281,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         547,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 546,
+	"%d occurrences":                          495,
+	"%d releases":                             213,
 	"%d running instances match now.":         61,
 	"%d running or held instances match now.": 63,
-	"%d s":       259,
-	"%d seconds": 279,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 84,
-	"%s (deferred; settled by %s)":                        468,
-	"%s (deferred; settled with its settle token)":        466,
-	"%s (deferred; settled with its settle token, as %s)": 467,
-	"%s (token #%d, %s)":                                  85,
-	"%s ago":                                              257,
-	"%s so far":                                           464,
-	"%s → %s":                                             550,
-	"%s, revision %s":                                     379,
-	"%s, version %s":                                      380,
-	"%s: %s":                                              249,
-	"%s: %s → %s":                                         200,
-	"%s: a date is written 2026-12-01.":                   507,
-	"%s: the first day comes after the last.":             508,
-	"%s–%s":                                               248,
-	"(%d characters in all)":                              621,
-	"(each item)":                                         608,
-	"(worker %s)":                                         453,
-	"0 seconds":                                           275,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           584,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 446,
+	"%d s":       260,
+	"%d seconds": 280,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 85,
+	"%s (deferred; settled by %s)":                        470,
+	"%s (deferred; settled with its settle token)":        468,
+	"%s (deferred; settled with its settle token, as %s)": 469,
+	"%s (token #%d, %s)":                                  86,
+	"%s ago":                                              258,
+	"%s so far":                                           466,
+	"%s → %s":                                             552,
+	"%s, revision %s":                                     381,
+	"%s, version %s":                                      382,
+	"%s: %s":                                              250,
+	"%s: %s → %s":                                         201,
+	"%s: a date is written 2026-12-01.":                   509,
+	"%s: the first day comes after the last.":             510,
+	"%s–%s":                                               249,
+	"(%d characters in all)":                              623,
+	"(each item)":                                         610,
+	"(worker %s)":                                         455,
+	"0 seconds":                                           276,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           586,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 448,
 	"Abandon %d instances":                                           58,
 	"Abandon every held instance this filter matches":                56,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              312,
-	"Abandoned by %s at %s — “%s”":                                   305,
+	"Abandoned at node":                                              313,
+	"Abandoned by %s at %s — “%s”":                                   306,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 42,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 323,
-	"Action":                              88,
-	"All actions":                         100,
-	"All consumers":                       490,
-	"All definitions":                     239,
-	"All processes":                       329,
-	"All statuses":                        330,
-	"All workers":                         636,
-	"An operator abandoned the instance.": 445,
-	"Apply filters":                       97,
-	"Apr":                                 266,
-	"As of %s (%s); refreshed every few seconds.": 233,
-	"Attempts":                         384,
-	"Audit log":                        94,
-	"Aug":                              270,
-	"Available from":                   426,
-	"Back to definitions":              131,
-	"Back to external tasks":           130,
+	"Act on every instance this filter matches": 324,
+	"Action":                              89,
+	"All actions":                         101,
+	"All consumers":                       492,
+	"All definitions":                     240,
+	"All processes":                       330,
+	"All statuses":                        332,
+	"All workers":                         638,
+	"An operator abandoned the instance.": 447,
+	"Any definition":                      331,
+	"Apply filters":                       98,
+	"Apr":                                 267,
+	"As of %s (%s); refreshed every few seconds.": 234,
+	"Attempts":                         386,
+	"Audit log":                        95,
+	"Aug":                              271,
+	"Available from":                   428,
+	"Back to definitions":              132,
+	"Back to external tasks":           131,
 	"Back to the instance":             32,
 	"Back to the list":                 49,
-	"Back without saving":              515,
-	"Breaks processes":                 170,
-	"Breaks workers":                   171,
-	"Bulk %s applied to %d instances.": 83,
-	"Bulk action":                      92,
+	"Back without saving":              517,
+	"Breaks processes":                 171,
+	"Breaks workers":                   172,
+	"Bulk %s applied to %d instances.": 84,
+	"Bulk action":                      93,
 	"Business key":                     71,
-	"By process and error code":        75,
-	"Call timeout":                     414,
-	"Camunda 7 facade":                 640,
-	"Cancelled: the instance was stopped (%s).":               463,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 462,
-	"Cannot act on this filter":                               79,
-	"Cannot reveal":                                           564,
-	"Change":                                                  168,
-	"Changes between the two revisions":                       180,
-	"Changes of the Working copy since revision %d":           189,
-	"Choose two existing revisions to compare.":               190,
-	"Classification":                                          146,
-	"Clear filters":                                           98,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            539,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 530,
-	"Compare":              167,
-	"Compare revisions":    163,
-	"Completed":            247,
-	"Completed (%s).":      458,
-	"Completed, last hour": 230,
-	"Completions and failures per 5 minutes, last hour: %s":    240,
-	"Completions and failures per 5-minute slot, oldest first": 245,
-	"Completions and failures, last hour":                      223,
-	"Connected":                                                632,
-	"Constraints":                                              147,
-	"Consumer":                                                 386,
-	"Consumer and worker":                                      487,
-	"Counting the occurrences; the counts appear when you reload the page.": 141,
-	"Counts are unavailable right now.":                                     142,
-	"Counts as of %s (%s); refreshed every few seconds.":                    561,
-	"Counts by status": 483,
-	"Created":          291,
-	"Created from":     73,
-	"Created on":       589,
-	"Created to":       74,
-	"Creation date":    317,
-	"Dates":            382,
-	"Deadline":         411,
-	"Dec":              274,
-	"Deferred":         430,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 457,
-	"Definition":         225,
-	"Definition %s":      149,
-	"Definitions":        116,
-	"Definitions by key": 207,
-	"Definitions served": 630,
-	"Definitions, those needing attention first": 224,
-	"Description":          148,
-	"Destination":          398,
-	"Destination’s answer": 391,
-	"Detail":               169,
-	"Digest":               183,
-	"Display settings":     121,
-	"Display settings: ":   122,
-	"Duration":             390,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 222,
+	"By process and error code":        76,
+	"Call timeout":                     416,
+	"Camunda 7 facade":                 642,
+	"Cancelled: the instance was stopped (%s).":               465,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 464,
+	"Cannot act on this filter":                               80,
+	"Cannot reveal":                                           566,
+	"Change":                                                  169,
+	"Changes between the two revisions":                       181,
+	"Changes of the Working copy since revision %d":           190,
+	"Choose two existing revisions to compare.":               191,
+	"Classification":                                          147,
+	"Clear filters":                                           99,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            541,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 532,
+	"Compare":              168,
+	"Compare revisions":    164,
+	"Completed":            248,
+	"Completed (%s).":      460,
+	"Completed, last hour": 231,
+	"Completions and failures per 5 minutes, last hour: %s":    241,
+	"Completions and failures per 5-minute slot, oldest first": 246,
+	"Completions and failures, last hour":                      224,
+	"Connected":                                                634,
+	"Constraints":                                              148,
+	"Consumer":                                                 388,
+	"Consumer and worker":                                      489,
+	"Counting the occurrences; the counts appear when you reload the page.": 142,
+	"Counts are unavailable right now.":                                     143,
+	"Counts as of %s (%s); refreshed every few seconds.":                    563,
+	"Counts by status": 485,
+	"Created":          292,
+	"Created from":     74,
+	"Created on":       591,
+	"Created to":       75,
+	"Creation date":    318,
+	"Dates":            384,
+	"Deadline":         413,
+	"Dec":              275,
+	"Deferred":         432,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 459,
+	"Definition":         226,
+	"Definition %s":      150,
+	"Definitions":        117,
+	"Definitions by key": 208,
+	"Definitions served": 632,
+	"Definitions, those needing attention first": 225,
+	"Description":          149,
+	"Destination":          400,
+	"Destination’s answer": 393,
+	"Detail":               170,
+	"Digest":               184,
+	"Display settings":     122,
+	"Display settings: ":   123,
+	"Duration":             392,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 223,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  64,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     57,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 53,
-	"End node":                    311,
-	"End node or error":           327,
-	"Ended":                       308,
-	"Error":                       486,
-	"Error (before any attempt)":  432,
+	"End node":                    312,
+	"End node or error":           328,
+	"Ended":                       309,
+	"Error":                       488,
+	"Error (before any attempt)":  434,
 	"Error code":                  72,
-	"Error message":               393,
-	"Every %d seconds":            519,
-	"Every attempt, oldest first": 385,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 95,
-	"Expired token":                        595,
-	"Expires":                              591,
-	"External tasks":                       111,
-	"Failed":                               228,
-	"Failed (%s).":                         461,
-	"Failed at node":                       313,
-	"Failed occurrence":                    310,
-	"Failed, last hour":                    231,
-	"Feb":                                  264,
-	"Field":                                143,
+	"Error message":               395,
+	"Every %d seconds":            521,
+	"Every attempt, oldest first": 387,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 96,
+	"Expired token":                        597,
+	"Expires":                              593,
+	"External tasks":                       112,
+	"Failed":                               229,
+	"Failed (%s).":                         463,
+	"Failed at node":                       314,
+	"Failed occurrence":                    311,
+	"Failed, last hour":                    232,
+	"Feb":                                  265,
+	"Field":                                144,
 	"Filter":                               47,
-	"Filters":                              96,
-	"Find":                                 115,
-	"Find an instance or occurrence":       113,
-	"Finished":                             389,
-	"First page":                           505,
+	"Filters":                              97,
+	"Find":                                 116,
+	"Find an instance or occurrence":       114,
+	"Finished":                             391,
+	"First page":                           507,
 	"Follow it in the audit log (new tab)": 51,
-	"Form refused":                         135,
-	"From revision":                        165,
-	"From revision %d to revision %d:":     191,
+	"Form refused":                         136,
+	"From revision":                        166,
+	"From revision %d to revision %d:":     192,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 38,
-	"Graph":                   529,
-	"Graph of %s":             543,
-	"HTTP 2xx, unusable body": 470,
-	"Health":                  110,
-	"Held at node":            309,
-	"Held instances":          227,
-	"ID":                      587,
-	"In flight":               631,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 241,
-	"Inputs":                     173,
-	"Inputs of revision %d":      184,
-	"Inputs of the working copy": 175,
-	"Inputs the instance was started with, labelled by process version %d's contract": 299,
-	"Inputs, labelled by revision %d's contract":                                      419,
-	"Instance":                  326,
-	"Instances":                 76,
-	"Instances of this process": 538,
-	"Invalid page":              624,
-	"Invalid request":           128,
+	"Graph":                   531,
+	"Graph of %s":             545,
+	"HTTP 2xx, unusable body": 472,
+	"Health":                  111,
+	"Held at a node of":       73,
+	"Held at node":            310,
+	"Held instances":          228,
+	"ID":                      589,
+	"In flight":               633,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 242,
+	"Inputs":                     174,
+	"Inputs of revision %d":      185,
+	"Inputs of the working copy": 176,
+	"Inputs the instance was started with, labelled by process version %d's contract": 300,
+	"Inputs, labelled by revision %d's contract":                                      421,
+	"Instance":                  327,
+	"Instances":                 77,
+	"Instances of this process": 540,
+	"Invalid page":              626,
+	"Invalid request":           129,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  459,
-	"Its instance went on along the node’s error path.":                                                                                                                    460,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      601,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  461,
+	"Its instance went on along the node’s error path.":                                                                                                                    462,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      603,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 36,
-	"Jan":                     263,
-	"Jul":                     269,
-	"Jun":                     268,
-	"Keep it":                 603,
+	"Jan":                     264,
+	"Jul":                     270,
+	"Jun":                     269,
+	"Keep it":                 605,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     208,
-	"Kind":                    533,
-	"Language":                107,
-	"Last error (attempt %d)": 431,
-	"Last reserved":           428,
-	"Last saved":              154,
-	"Last seen":               633,
-	"Last used":               590,
-	"Latest revision":         209,
-	"Lists every change from one revision to another, and whom it may break.": 164,
-	"Local time at %s": 517,
-	"Lock expired %s — waiting to be offered again.": 450,
-	"Lock expires":                     429,
-	"Main navigation":                  109,
-	"Mar":                              265,
-	"Maximum attempts":                 407,
-	"May":                              267,
-	"Message from Relais (in English)": 476,
-	"Message from the service (its own words, protected values masked)": 477,
-	"Method not allowed": 567,
-	"Mode":               405,
-	"More filters: instance, revision, consumer, dates": 481,
-	"Name":                    152,
-	"Never":                   518,
-	"Next attempt":            427,
-	"Next attempt or settled": 488,
-	"Next node":               290,
-	"Next page":               504,
-	"No definition %s has occurrences: check the key, or show all definitions.": 238,
-	"No definition has occurrences yet.":                                        232,
-	"No definition yet.":                                                        211,
-	"No inputs.":                                                                174,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 574,
-	"No instance matches these filters.": 328,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 573,
-	"No occurrence matches these filters.":                                                   489,
-	"No operator action matches.":                                                            99,
-	"No operator has acted on this instance.":                                                295,
-	"No outputs yet: the occurrence has not completed.":                                      422,
-	"No outputs.": 177,
-	"No outputs: the occurrence ended without completing.":                                                                     424,
-	"No process is published yet.":                                                                                             524,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          645,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          644,
+	"Key":                     209,
+	"Kind":                    535,
+	"Language":                108,
+	"Last error (attempt %d)": 433,
+	"Last reserved":           430,
+	"Last saved":              155,
+	"Last seen":               635,
+	"Last used":               592,
+	"Latest revision":         210,
+	"Lists every change from one revision to another, and whom it may break.": 165,
+	"Local time at %s": 519,
+	"Lock expired %s — waiting to be offered again.": 452,
+	"Lock expires":                     431,
+	"Main navigation":                  110,
+	"Mar":                              266,
+	"Maximum attempts":                 409,
+	"May":                              268,
+	"Message from Relais (in English)": 478,
+	"Message from the service (its own words, protected values masked)": 479,
+	"Method not allowed": 569,
+	"Mode":               407,
+	"More filters: instance, revision, consumer, dates": 483,
+	"Name":                    153,
+	"Never":                   520,
+	"Next attempt":            429,
+	"Next attempt or settled": 490,
+	"Next node":               291,
+	"Next page":               506,
+	"No definition %s has occurrences: check the key, or show all definitions.": 239,
+	"No definition has occurrences yet.":                                        233,
+	"No definition yet.":                                                        212,
+	"No inputs.":                                                                175,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 576,
+	"No instance matches these filters.": 329,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 575,
+	"No occurrence matches these filters.":                                                   491,
+	"No operator action matches.":                                                            100,
+	"No operator has acted on this instance.":                                                296,
+	"No outputs yet: the occurrence has not completed.":                                      424,
+	"No outputs.": 178,
+	"No outputs: the occurrence ended without completing.":                                                                     426,
+	"No process is published yet.":                                                                                             526,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          647,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          646,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 67,
-	"No release yet.": 158,
-	"No revision yet: the Working copy has never been snapshotted.":          156,
-	"No service ever reserved this occurrence: it ended before any attempt.": 397,
-	"No service has reserved this occurrence yet.":                           394,
-	"No token.": 598,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 646,
-	"No worker is connected.":           634,
-	"No worker serves this definition.": 637,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 643,
-	"Node":                  287,
-	"Node %s":               221,
-	"Nodes":                 531,
-	"Nodes of this version": 540,
-	"Nodes of this version, with their occurrences now": 532,
-	"Nodes reached, in order":                           286,
-	"Not allowed":                                       126,
-	"Not found":                                         134,
-	"Notes":                                             161,
-	"Nothing exists at this address, or it is not visible to you.": 132,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 133,
+	"No release yet.": 159,
+	"No revision yet: the Working copy has never been snapshotted.":          157,
+	"No service ever reserved this occurrence: it ended before any attempt.": 399,
+	"No service has reserved this occurrence yet.":                           396,
+	"No token.": 600,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 648,
+	"No worker is connected.":           636,
+	"No worker serves this definition.": 639,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 645,
+	"Node":                  288,
+	"Node %s":               222,
+	"Nodes":                 533,
+	"Nodes of this version": 542,
+	"Nodes of this version, with their occurrences now": 534,
+	"Nodes reached, in order":                           287,
+	"Not allowed":                                       127,
+	"Not found":                                         135,
+	"Notes":                                             162,
+	"Nothing exists at this address, or it is not visible to you.": 133,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 134,
 	"Nothing to do: no instance this action applies to matches the filter.": 66,
-	"Nothing to find: the search box is empty.":                             571,
-	"Nov":                       273,
-	"Now":                       403,
-	"Occurrence":                288,
-	"Occurrence %s":             381,
-	"Occurrence offered again":  91,
-	"Occurrences now":           537,
-	"Occurrences, newest first": 484,
-	"Oct":                       272,
-	"Offered from %s — %s.":     449,
-	"Oldest claimable waits":    229,
-	"On error":                  536,
-	"On success":                535,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 565,
-	"Only administrators manage tokens.":                                  585,
-	"Only administrators may reveal a sensitive value.":                   562,
-	"Open":             226,
-	"Operator actions": 283,
-	"Operator actions on this instance, newest first": 296,
-	"Operator actions, newest first":                  104,
-	"Outcome":                                         392,
-	"Outputs":                                         176,
-	"Outputs of revision %d":                          185,
-	"Outputs of the working copy":                     178,
-	"Outputs, labelled by revision %d's contract":     421,
-	"Pages": 502,
-	"Pages with a form, such as a confirmation, never reload on their own.": 513,
-	"Path":                            284,
-	"Pinned revision":                 534,
-	"Policy":                          383,
-	"Previous page":                   503,
-	"Priority":                        412,
+	"Nothing to find: the search box is empty.":                             573,
+	"Nov":                       274,
+	"Now":                       405,
+	"Occurrence":                289,
+	"Occurrence %s":             383,
+	"Occurrence offered again":  92,
+	"Occurrences now":           539,
+	"Occurrences, newest first": 486,
+	"Oct":                       273,
+	"Offered from %s — %s.":     451,
+	"Oldest claimable waits":    230,
+	"On error":                  538,
+	"On success":                537,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 567,
+	"Only administrators manage tokens.":                                  587,
+	"Only administrators may reveal a sensitive value.":                   564,
+	"Open":             227,
+	"Operator actions": 284,
+	"Operator actions on this instance, newest first": 297,
+	"Operator actions, newest first":                  105,
+	"Outcome":                                         394,
+	"Outputs":                                         177,
+	"Outputs of revision %d":                          186,
+	"Outputs of the working copy":                     179,
+	"Outputs, labelled by revision %d's contract":     423,
+	"Pages": 504,
+	"Pages with a form, such as a confirmation, never reload on their own.": 515,
+	"Path":                            285,
+	"Pinned revision":                 536,
+	"Policy":                          385,
+	"Previous page":                   505,
+	"Priority":                        414,
 	"Process":                         69,
-	"Process %s":                      526,
-	"Process and node":                485,
-	"Process inputs":                  298,
-	"Process instance":                90,
-	"Process instance %s":             281,
-	"Process instances":               319,
-	"Process instances, newest first": 325,
-	"Processes":                       112,
-	"Processes by key":                522,
-	"Protocol":                        629,
-	"Published":                       162,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 520,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       521,
-	"Reason": 89,
+	"Process %s":                      528,
+	"Process and node":                487,
+	"Process inputs":                  299,
+	"Process instance":                91,
+	"Process instance %s":             282,
+	"Process instances":               320,
+	"Process instances, newest first": 326,
+	"Processes":                       113,
+	"Processes by key":                524,
+	"Protocol":                        631,
+	"Published":                       163,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 522,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       523,
+	"Reason": 90,
 	"Reason (recorded in the audit log for every instance)": 48,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            406,
-	"Recorded operator actions":                             294,
-	"Relais console":                                        106,
-	"Relais has not called the destination yet.":            400,
-	"Relais is calling the destination (since %s).":         454,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 402,
-	"Relais never called the destination: the occurrence ended before any call.":                           401,
+	"Reason given by the worker":                            408,
+	"Recorded operator actions":                             295,
+	"Relais console":                                        107,
+	"Relais has not called the destination yet.":            402,
+	"Relais is calling the destination (since %s).":         456,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 404,
+	"Relais never called the destination: the occurrence ended before any call.":                           403,
 	"Relais refused the action. Nothing was done.":                                                         39,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 439,
-	"Release":                             159,
-	"Releases":                            157,
-	"Releases, oldest first":              179,
-	"Reload lists and detail pages":       512,
-	"Replica":                             399,
-	"Required":                            145,
-	"Reserved":                            388,
-	"Reserved by %s.":                     456,
-	"Reserved by %s; lock until %s — %s.": 455,
-	"Retried by %s at %s — “%s”":          306,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 441,
+	"Release":                             160,
+	"Releases":                            158,
+	"Releases, oldest first":              180,
+	"Reload lists and detail pages":       514,
+	"Replica":                             401,
+	"Required":                            146,
+	"Reserved":                            390,
+	"Reserved by %s.":                     458,
+	"Reserved by %s; lock until %s — %s.": 457,
+	"Retried by %s at %s — “%s”":          307,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 41,
-	"Retries":            409,
+	"Retries":            411,
 	"Retry %d instances": 55,
-	"Retry at %s — %s.":  448,
-	"Retry delay":        408,
+	"Retry at %s — %s.":  450,
+	"Retry delay":        410,
 	"Retry every held instance this filter matches": 52,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         404,
+	"Retry or abandon it from its instance":         406,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 433,
+	"Retryable": 435,
 	"Retrying and abandoning apply to held instances, not %s ones.": 46,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 425,
-	"Revealed by %s at %s; recorded in the audit log.": 563,
-	"Revision":    160,
-	"Revision %d": 181,
-	"Revisions":   155,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 648,
-	"Revoke the %s token “%s”?": 600,
-	"Revoke the token":          602,
-	"Revoke token %d":           599,
-	"Revoke…":                   596,
-	"Role":                      588,
-	"Route":                     289,
-	"Routing output":            153,
-	"Rows %s–%s":                506,
-	"Save settings":             514,
+	"Reveal — this is recorded": 427,
+	"Revealed by %s at %s; recorded in the audit log.": 565,
+	"Revision":    161,
+	"Revision %d": 182,
+	"Revisions":   156,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 650,
+	"Revoke the %s token “%s”?": 602,
+	"Revoke the token":          604,
+	"Revoke token %d":           601,
+	"Revoke…":                   598,
+	"Role":                      590,
+	"Route":                     290,
+	"Routing output":            154,
+	"Rows %s–%s":                508,
+	"Save settings":             516,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               569,
-	"Secret values can never be revealed.": 566,
-	"Sep":                                  271,
-	"Served by %d workers":                 647,
+	"Search":                               571,
+	"Secret values can never be revealed.": 568,
+	"Sep":                                  272,
+	"Served by %d workers":                 649,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              292,
-	"Settlement date":      480,
-	"Show all definitions": 237,
-	"Show times in":        510,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 105,
-	"Sign in": 578,
-	"Sign in with an operator, designer or administrator token.": 579,
-	"Sign out":             120,
-	"Signed in as %s (%s)": 119,
-	"Since revision %d:":   187,
-	"Skip to content":      108,
-	"Slot":                 246,
-	"Snapshotted":          182,
+	"Settled":              293,
+	"Settlement date":      482,
+	"Show all definitions": 238,
+	"Show times in":        512,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 106,
+	"Sign in": 580,
+	"Sign in with an operator, designer or administrator token.": 581,
+	"Sign out":             121,
+	"Signed in as %s (%s)": 120,
+	"Since revision %d:":   188,
+	"Skip to content":      109,
+	"Slot":                 247,
+	"Snapshotted":          183,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                33,
-	"Something went wrong": 139,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 586,
-	"Staff tokens, oldest first": 592,
-	"Start node":                 528,
-	"Started":                    307,
+	"Something went wrong": 140,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 588,
+	"Staff tokens, oldest first": 594,
+	"Start node":                 530,
+	"Started":                    308,
 	"Status":                     70,
 	"Stop %d instances":          65,
 	"Stop every held instance this filter matches":            59,
@@ -448,252 +450,252 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              304,
+	"Stopped by %s at %s — “%s”":                              305,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 43,
 	"Stopping applies to running or held instances, not %s ones.":                              45,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   303,
-	"Summary": 282,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 206,
-	"Temporarily unavailable":                         137,
-	"That is too long to be an id or a business key.": 572,
-	"The %d largest groups; the filter matches more.": 77,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 186,
-	"The bulk action must be its id (a UUID).":                   102,
-	"The call could not be prepared.":                            440,
-	"The chart’s numbers":                                        244,
-	"The confirmed count is missing: start again from the list.": 80,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           140,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      511,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 81,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 138,
-	"The deadline passed before a result arrived.": 437,
-	"The destination answered HTTP %s.":            447,
-	"The destination could not be reached.":        441,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 435,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      436,
-	"The destination’s answer was too large.":                                                                                                              442,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     129,
-	"The inputs could not be built from the process’s bindings.":                                                                                           444,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                443,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             324,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 285,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         151,
-	"The page cursor is invalid: go back to the first page.":                                                                                               103,
-	"The page size must be between 1 and %d.":                                                                                                              318,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 101,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   304,
+	"Summary": 283,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 207,
+	"Temporarily unavailable":                         138,
+	"That is too long to be an id or a business key.": 574,
+	"The %d largest groups; the filter matches more.": 78,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 187,
+	"The bulk action must be its id (a UUID).":                   103,
+	"The call could not be prepared.":                            442,
+	"The chart’s numbers":                                        245,
+	"The confirmed count is missing: start again from the list.": 81,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           141,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      513,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 82,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 139,
+	"The deadline passed before a result arrived.": 439,
+	"The destination answered HTTP %s.":            449,
+	"The destination could not be reached.":        443,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 437,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      438,
+	"The destination’s answer was too large.":                                                                                                              444,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     130,
+	"The inputs could not be built from the process’s bindings.":                                                                                           446,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                445,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             325,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 286,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         152,
+	"The page cursor is invalid: go back to the first page.":                                                                                               104,
+	"The page size must be between 1 and %d.":                                                                                                              319,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 102,
 	"The reason you gave, not recorded:":                                                                                                                   31,
-	"The result did not match the revision's outputs contract.":                                                                                            438,
-	"The revision must be a whole number, 1 or more.":                                                                                                      478,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          606,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          581,
-	"These revisions have the same contracts.":                                                                                                             172,
-	"These settings are kept in this browser only.":                                                                                                        509,
-	"They take every revision their consumer is granted.":                                                                                                  649,
-	"They take revision %d only.":                                                                                                                          650,
-	"They take revisions %s only.":                                                                                                                         651,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             82,
-	"This contract has no inputs.":                                                                                                                         420,
-	"This contract has no outputs.":                                                                                                                        423,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  136,
+	"The result did not match the revision's outputs contract.":                                                                                            440,
+	"The revision must be a whole number, 1 or more.":                                                                                                      480,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          608,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          583,
+	"These revisions have the same contracts.":                                                                                                             173,
+	"These settings are kept in this browser only.":                                                                                                        511,
+	"They take every revision their consumer is granted.":                                                                                                  651,
+	"They take revision %d only.":                                                                                                                          652,
+	"They take revisions %s only.":                                                                                                                         653,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             83,
+	"This contract has no inputs.":                                                                                                                         422,
+	"This contract has no outputs.":                                                                                                                        425,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  137,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  37,
-	"This instance has not reached a task yet.":                   293,
+	"This instance has not reached a task yet.":                   294,
 	"This instance is %s, not held: there is nothing to abandon.": 29,
 	"This instance is %s, not held: there is nothing to retry.":   28,
 	"This instance is %s: there is nothing to stop.":              30,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 301,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 302,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 302,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 303,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          35,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   40,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            605,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           604,
-	"This page does not accept that request.":     568,
-	"This page link is not one the console made.": 625,
-	"This page reloads every %d seconds.":         125,
-	"This process takes no inputs.":               300,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            607,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           606,
+	"This page does not accept that request.":     570,
+	"This page link is not one the console made.": 627,
+	"This page reloads every %d seconds.":         126,
+	"This process takes no inputs.":               301,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 50,
-	"This token is unknown or has been revoked.": 583,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 541,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            542,
-	"Times in %s · no auto-reload":    124,
-	"Times in %s · reload every %d s": 123,
-	"To revision":                     166,
-	"Token":                           580,
-	"Tokens":                          118,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 582,
-	"Totals of all definitions, not narrowed by the other filters":         492,
-	"Totals of definition %s, not narrowed by the other filters":           491,
-	"Type": 144,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 570,
-	"UTC (coordinated universal time)": 516,
+	"This token is unknown or has been revoked.": 585,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 543,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            544,
+	"Times in %s · no auto-reload":    125,
+	"Times in %s · reload every %d s": 124,
+	"To revision":                     167,
+	"Token":                           582,
+	"Tokens":                          119,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 584,
+	"Totals of all definitions, not narrowed by the other filters":         494,
+	"Totals of definition %s, not narrowed by the other filters":           493,
+	"Type": 145,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 572,
+	"UTC (coordinated universal time)": 518,
 	"Unknown action.":                  44,
-	"Unknown consumer.":                479,
-	"Unknown status “%s”.":             316,
-	"Value":                            297,
-	"Version":                          527,
-	"Versions, newest first":           523,
-	"Waiting for Relais to call the destination since %s (%s).": 451,
-	"Waiting for a worker since %s (%s).":                       452,
-	"When":                                                      86,
-	"Who":                                                       87,
-	"Whole message":                                             396,
-	"Worker":                                                    628,
-	"Worker id":                                                 387,
-	"Workers":                                                   117,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        626,
+	"Unknown consumer.":                481,
+	"Unknown status “%s”.":             317,
+	"Value":                            298,
+	"Version":                          529,
+	"Versions, newest first":           525,
+	"Waiting for Relais to call the destination since %s (%s).": 453,
+	"Waiting for a worker since %s (%s).":                       454,
+	"When":                                                      87,
+	"Who":                                                       88,
+	"Whole message":                                             398,
+	"Worker":                                                    630,
+	"Worker id":                                                 389,
+	"Workers":                                                   118,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        628,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 627,
-	"Workers serving %s":                   635,
-	"Working copy":                         150,
-	"You are signed out.":                  575,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              127,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 576,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      577,
-	"[redacted]":                          475,
+	"Workers seen within three heartbeats": 629,
+	"Workers serving %s":                   637,
+	"Working copy":                         151,
+	"You are signed out.":                  577,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              128,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 578,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      579,
+	"[redacted]":                          477,
 	"abandon":                             4,
-	"administrator":                       357,
-	"an incident: retry, abandon or stop": 216,
-	"answer too large":                    473,
+	"administrator":                       359,
+	"an incident: retry, abandon or stop": 217,
+	"answer too large":                    475,
 	"any":                                 68,
-	"any other code → %s":                 553,
-	"any other error":                     214,
-	"as of %s (%s); counts are refreshed every few seconds.": 494,
-	"at least %d characters":                                 609,
-	"at least %d items":                                      616,
-	"at most %d":                                             415,
-	"at most %d characters":                                  610,
-	"at most %d items":                                       617,
-	"at most %d since the last operator retry":               416,
-	"available":                                              331,
-	"boolean":                                                344,
-	"call in progress since":                                 499,
-	"cancelled":                                              334,
-	"choice":                                                 347,
-	"claimable since":                                        498,
-	"claimable since %s":                                     234,
-	"classification changed":                                 368,
-	"completed":                                              242,
-	"constraint changed":                                     369,
-	"consumer":                                               360,
-	"consumer #%s":                                           465,
-	"date":                                                   345,
-	"date and time":                                          346,
-	"deadline %s":                                            556,
-	"deferred":                                               333,
-	"deferred since":                                         501,
-	"deleted":                                                93,
-	"designer":                                               359,
-	"disconnected":                                           340,
-	"end (completes)":                                        548,
-	"end (fails)":                                            549,
-	"end: completes the instance":                            217,
-	"end: fails the instance":                                218,
-	"every revision its consumer is granted":                 641,
-	"exact, case-sensitive":                                  320,
-	"expired":                                                337,
-	"failed":                                                 243,
-	"fails the instance":                                     554,
-	"field added":                                            363,
-	"field removed":                                          364,
-	"format":                                                 374,
-	"format %s":                                              612,
-	"from":                                                   321,
-	"held":                                                   336,
-	"held for an operator":                                   215,
-	"held, then abandoned by an operator":                    315,
-	"held, then stopped by an operator":                      314,
-	"hold (an incident for an operator)":                     552,
-	"id or business key":                                     114,
-	"in %s":                                                  256,
-	"in progress":                                            395,
-	"instance id":                                            482,
-	"instances held":                                         559,
-	"instances held: %s":                                     560,
-	"integer":                                                342,
-	"just now":                                               258,
-	"list":                                                   349,
-	"lock until":                                             500,
-	"long polling":                                           639,
-	"long wait":                                              235,
-	"maximum":                                                376,
-	"maximum %s":                                             614,
-	"maximum items":                                          378,
-	"maximum length":                                         372,
-	"minimum":                                                375,
-	"minimum %s":                                             613,
-	"minimum items":                                          377,
-	"minimum length":                                         371,
-	"never":                                                  593,
-	"next attempt":                                           497,
-	"no":                                                     362,
-	"no answer within the timeout":                           471,
-	"no connection":                                          472,
-	"no worker":                                              236,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 434,
-	"none":     205,
-	"none yet": 210,
-	"none: a failed call takes the node’s error path": 410,
-	"normal":                          350,
-	"not provided":                    619,
-	"not yet":                         594,
-	"null":                            622,
-	"number":                          343,
-	"object":                          348,
-	"on error":                        213,
-	"one of: %s":                      615,
-	"operator":                        358,
-	"optional %s field of type %s":    202,
-	"optional field of type %s":       204,
-	"optional → required":             195,
-	"pattern":                         373,
-	"pattern %s":                      611,
-	"pull":                            546,
-	"pull %s":                         220,
-	"pull (the service fetches it)":   355,
-	"push %s":                         219,
-	"push (Relais calls the service)": 356,
-	"push to %s":                      547,
-	"rejected":                        338,
-	"released":                        339,
-	"required %s field of type %s":    201,
-	"required changed":                366,
-	"required field of type %s":       203,
-	"required → optional":             196,
-	"reserved":                        332,
+	"any other code → %s":                 555,
+	"any other error":                     215,
+	"as of %s (%s); counts are refreshed every few seconds.": 496,
+	"at least %d characters":                                 611,
+	"at least %d items":                                      618,
+	"at most %d":                                             417,
+	"at most %d characters":                                  612,
+	"at most %d items":                                       619,
+	"at most %d since the last operator retry":               418,
+	"available":                                              333,
+	"boolean":                                                346,
+	"call in progress since":                                 501,
+	"cancelled":                                              336,
+	"choice":                                                 349,
+	"claimable since":                                        500,
+	"claimable since %s":                                     235,
+	"classification changed":                                 370,
+	"completed":                                              243,
+	"constraint changed":                                     371,
+	"consumer":                                               362,
+	"consumer #%s":                                           467,
+	"date":                                                   347,
+	"date and time":                                          348,
+	"deadline %s":                                            558,
+	"deferred":                                               335,
+	"deferred since":                                         503,
+	"deleted":                                                94,
+	"designer":                                               361,
+	"disconnected":                                           342,
+	"end (completes)":                                        550,
+	"end (fails)":                                            551,
+	"end: completes the instance":                            218,
+	"end: fails the instance":                                219,
+	"every revision its consumer is granted":                 643,
+	"exact, case-sensitive":                                  321,
+	"expired":                                                339,
+	"failed":                                                 244,
+	"fails the instance":                                     556,
+	"field added":                                            365,
+	"field removed":                                          366,
+	"format":                                                 376,
+	"format %s":                                              614,
+	"from":                                                   322,
+	"held":                                                   338,
+	"held for an operator":                                   216,
+	"held, then abandoned by an operator":                    316,
+	"held, then stopped by an operator":                      315,
+	"hold (an incident for an operator)":                     554,
+	"id or business key":                                     115,
+	"in %s":                                                  257,
+	"in progress":                                            397,
+	"instance id":                                            484,
+	"instances held":                                         561,
+	"instances held: %s":                                     562,
+	"integer":                                                344,
+	"just now":                                               259,
+	"list":                                                   351,
+	"lock until":                                             502,
+	"long polling":                                           641,
+	"long wait":                                              236,
+	"maximum":                                                378,
+	"maximum %s":                                             616,
+	"maximum items":                                          380,
+	"maximum length":                                         374,
+	"minimum":                                                377,
+	"minimum %s":                                             615,
+	"minimum items":                                          379,
+	"minimum length":                                         373,
+	"never":                                                  595,
+	"next attempt":                                           499,
+	"no":                                                     364,
+	"no answer within the timeout":                           473,
+	"no connection":                                          474,
+	"no worker":                                              237,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 436,
+	"none":     206,
+	"none yet": 211,
+	"none: a failed call takes the node’s error path": 412,
+	"normal":                          352,
+	"not provided":                    621,
+	"not yet":                         596,
+	"null":                            624,
+	"number":                          345,
+	"object":                          350,
+	"on error":                        214,
+	"one of: %s":                      617,
+	"operator":                        360,
+	"optional %s field of type %s":    203,
+	"optional field of type %s":       205,
+	"optional → required":             196,
+	"pattern":                         375,
+	"pattern %s":                      613,
+	"pull":                            548,
+	"pull %s":                         221,
+	"pull (the service fetches it)":   357,
+	"push %s":                         220,
+	"push (Relais calls the service)": 358,
+	"push to %s":                      549,
+	"rejected":                        340,
+	"released":                        341,
+	"required %s field of type %s":    202,
+	"required changed":                368,
+	"required field of type %s":       204,
+	"required → optional":             197,
+	"reserved":                        334,
 	"retry":                           3,
-	"revision %d":                     495,
-	"revisions %s":                    642,
-	"routing changed":                 370,
-	"routing output":                  607,
-	"routing output %s → %s":          194,
-	"running":                         335,
-	"secret":                          352,
-	"sensitive":                       351,
-	"settled":                         496,
+	"revision %d":                     497,
+	"revisions %s":                    644,
+	"routing changed":                 372,
+	"routing output":                  609,
+	"routing output %s → %s":          195,
+	"running":                         337,
+	"secret":                          354,
+	"sensitive":                       353,
+	"settled":                         498,
 	"stop":                            5,
-	"stream":                          638,
-	"text":                            341,
-	"the contracts are the same (the name or a description changed).": 188,
-	"this session":             597,
-	"timeout %s":               557,
-	"timeout %s (the default)": 558,
-	"to":                       322,
-	"type changed":             365,
-	"unexpected value":         623,
-	"unknown":                  474,
-	"values added: %s":         197,
-	"values changed":           367,
-	"values removed: %s":       198,
-	"values reordered":         199,
-	"version %d":               525,
-	"waiting":                  469,
-	"yes":                      361,
-	"••• hidden (secret)":      354,
-	"••• hidden (sensitive)":   353,
-	"→ %s":                     551,
+	"stream":                          640,
+	"text":                            343,
+	"the contracts are the same (the name or a description changed).": 189,
+	"this session":             599,
+	"timeout %s":               559,
+	"timeout %s (the default)": 560,
+	"to":                       323,
+	"type changed":             367,
+	"unexpected value":         625,
+	"unknown":                  476,
+	"values added: %s":         198,
+	"values changed":           369,
+	"values removed: %s":       199,
+	"values reordered":         200,
+	"version %d":               527,
+	"waiting":                  471,
+	"yes":                      363,
+	"••• hidden (secret)":      356,
+	"••• hidden (sensitive)":   355,
+	"→ %s":                     553,
 }
 
-var enIndex = []uint32{ // 653 elements
+var enIndex = []uint32{ // 655 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -715,173 +717,173 @@ var enIndex = []uint32{ // 653 elements
 	// Entry 40 - 5F
 	0x00000eea, 0x00000f41, 0x00000f73, 0x00000fb9,
 	0x00001032, 0x00001036, 0x0000103e, 0x00001045,
-	0x00001052, 0x0000105d, 0x0000106a, 0x00001075,
-	0x0000108f, 0x00001099, 0x000010cc, 0x000011fb,
-	0x00001215, 0x00001250, 0x000012f9, 0x00001372,
-	0x000013c7, 0x00001476, 0x00001492, 0x00001497,
-	0x0000149b, 0x000014a2, 0x000014a9, 0x000014ba,
-	0x000014d3, 0x000014df, 0x000014e7, 0x000014f1,
+	0x00001052, 0x0000105d, 0x0000106f, 0x0000107c,
+	0x00001087, 0x000010a1, 0x000010ab, 0x000010de,
+	0x0000120d, 0x00001227, 0x00001262, 0x0000130b,
+	0x00001384, 0x000013d9, 0x00001488, 0x000014a4,
+	0x000014a9, 0x000014ad, 0x000014b4, 0x000014bb,
+	0x000014cc, 0x000014e5, 0x000014f1, 0x000014f9,
 	// Entry 60 - 7F
-	0x00001581, 0x00001589, 0x00001597, 0x000015a5,
-	0x000015c1, 0x000015cd, 0x00001662, 0x0000168b,
-	0x000016c2, 0x000016e1, 0x00001749, 0x00001758,
-	0x00001761, 0x00001771, 0x00001781, 0x00001788,
-	0x00001797, 0x000017a1, 0x000017c0, 0x000017d3,
-	0x000017d8, 0x000017e4, 0x000017ec, 0x000017f3,
-	0x0000180e, 0x00001817, 0x00001828, 0x0000183f,
-	0x00001866, 0x00001887, 0x000018ae, 0x000018ba,
+	0x00001503, 0x00001593, 0x0000159b, 0x000015a9,
+	0x000015b7, 0x000015d3, 0x000015df, 0x00001674,
+	0x0000169d, 0x000016d4, 0x000016f3, 0x0000175b,
+	0x0000176a, 0x00001773, 0x00001783, 0x00001793,
+	0x0000179a, 0x000017a9, 0x000017b3, 0x000017d2,
+	0x000017e5, 0x000017ea, 0x000017f6, 0x000017fe,
+	0x00001805, 0x00001820, 0x00001829, 0x0000183a,
+	0x00001851, 0x00001878, 0x00001899, 0x000018c0,
 	// Entry 80 - 9F
-	0x00001938, 0x00001948, 0x000019b0, 0x000019c7,
-	0x000019db, 0x00001a18, 0x00001b05, 0x00001b0f,
-	0x00001b1c, 0x00001b80, 0x00001b98, 0x00001bde,
-	0x00001bf3, 0x00001c62, 0x00001ca8, 0x00001cca,
-	0x00001cd0, 0x00001cd5, 0x00001cde, 0x00001ced,
-	0x00001cf9, 0x00001d05, 0x00001d16, 0x00001d23,
-	0x00001d80, 0x00001d85, 0x00001d94, 0x00001d9f,
-	0x00001da9, 0x00001de7, 0x00001df0, 0x00001e00,
+	0x000018cc, 0x0000194a, 0x0000195a, 0x000019c2,
+	0x000019d9, 0x000019ed, 0x00001a2a, 0x00001b17,
+	0x00001b21, 0x00001b2e, 0x00001b92, 0x00001baa,
+	0x00001bf0, 0x00001c05, 0x00001c74, 0x00001cba,
+	0x00001cdc, 0x00001ce2, 0x00001ce7, 0x00001cf0,
+	0x00001cff, 0x00001d0b, 0x00001d17, 0x00001d28,
+	0x00001d35, 0x00001d92, 0x00001d97, 0x00001da6,
+	0x00001db1, 0x00001dbb, 0x00001df9, 0x00001e02,
 	// Entry A0 - BF
-	0x00001e08, 0x00001e11, 0x00001e17, 0x00001e21,
-	0x00001e33, 0x00001e7b, 0x00001e89, 0x00001e95,
-	0x00001e9d, 0x00001ea4, 0x00001eab, 0x00001ebc,
-	0x00001ecb, 0x00001ef4, 0x00001efb, 0x00001f06,
-	0x00001f21, 0x00001f29, 0x00001f35, 0x00001f51,
-	0x00001f68, 0x00001f8a, 0x00001f99, 0x00001fa5,
-	0x00001fac, 0x00001fc5, 0x00001fdf, 0x00002088,
-	0x0000209e, 0x000020de, 0x0000210f, 0x00002139,
+	0x00001e12, 0x00001e1a, 0x00001e23, 0x00001e29,
+	0x00001e33, 0x00001e45, 0x00001e8d, 0x00001e9b,
+	0x00001ea7, 0x00001eaf, 0x00001eb6, 0x00001ebd,
+	0x00001ece, 0x00001edd, 0x00001f06, 0x00001f0d,
+	0x00001f18, 0x00001f33, 0x00001f3b, 0x00001f47,
+	0x00001f63, 0x00001f7a, 0x00001f9c, 0x00001fab,
+	0x00001fb7, 0x00001fbe, 0x00001fd7, 0x00001ff1,
+	0x0000209a, 0x000020b0, 0x000020f0, 0x00002121,
 	// Entry C0 - DF
-	0x00002160, 0x00002184, 0x000021ab, 0x000021ca,
-	0x000021e0, 0x000021f6, 0x0000220a, 0x00002220,
-	0x00002231, 0x00002248, 0x0000226b, 0x0000228e,
-	0x000022ab, 0x000022c8, 0x000022cd, 0x00002319,
-	0x0000232c, 0x00002330, 0x00002340, 0x00002349,
-	0x0000235c, 0x00002382, 0x0000238b, 0x0000239b,
-	0x000023b0, 0x000023d4, 0x000023f0, 0x00002408,
-	0x00002413, 0x0000241e, 0x00002429, 0x0000253f,
+	0x0000214b, 0x00002172, 0x00002196, 0x000021bd,
+	0x000021dc, 0x000021f2, 0x00002208, 0x0000221c,
+	0x00002232, 0x00002243, 0x0000225a, 0x0000227d,
+	0x000022a0, 0x000022bd, 0x000022da, 0x000022df,
+	0x0000232b, 0x0000233e, 0x00002342, 0x00002352,
+	0x0000235b, 0x0000236e, 0x00002394, 0x0000239d,
+	0x000023ad, 0x000023c2, 0x000023e6, 0x00002402,
+	0x0000241a, 0x00002425, 0x00002430, 0x0000243b,
 	// Entry E0 - FF
-	0x00002563, 0x0000258e, 0x00002599, 0x0000259e,
-	0x000025ad, 0x000025b4, 0x000025cb, 0x000025e0,
-	0x000025f2, 0x00002615, 0x00002647, 0x0000265d,
-	0x00002667, 0x00002671, 0x00002686, 0x000026d3,
-	0x000026e3, 0x0000271c, 0x00002770, 0x0000277a,
-	0x00002781, 0x00002797, 0x000027d0, 0x000027d5,
-	0x000027df, 0x000027ed, 0x000027fa, 0x00002823,
-	0x00002846, 0x00002853, 0x00002873, 0x0000287f,
+	0x00002551, 0x00002575, 0x000025a0, 0x000025ab,
+	0x000025b0, 0x000025bf, 0x000025c6, 0x000025dd,
+	0x000025f2, 0x00002604, 0x00002627, 0x00002659,
+	0x0000266f, 0x00002679, 0x00002683, 0x00002698,
+	0x000026e5, 0x000026f5, 0x0000272e, 0x00002782,
+	0x0000278c, 0x00002793, 0x000027a9, 0x000027e2,
+	0x000027e7, 0x000027f1, 0x000027ff, 0x0000280c,
+	0x00002835, 0x00002858, 0x00002865, 0x00002885,
 	// Entry 100 - 11F
-	0x00002898, 0x000028a1, 0x000028ab, 0x000028b4,
-	0x000028bc, 0x000028c6, 0x000028ce, 0x000028d6,
-	0x000028da, 0x000028de, 0x000028e2, 0x000028e6,
-	0x000028ea, 0x000028ee, 0x000028f2, 0x000028f6,
-	0x000028fa, 0x000028fe, 0x00002902, 0x00002906,
-	0x00002910, 0x0000292e, 0x0000294e, 0x00002972,
-	0x00002996, 0x0000299f, 0x000029b6, 0x000029be,
-	0x000029cf, 0x000029d4, 0x00002a19, 0x00002a31,
+	0x00002891, 0x000028aa, 0x000028b3, 0x000028bd,
+	0x000028c6, 0x000028ce, 0x000028d8, 0x000028e0,
+	0x000028e8, 0x000028ec, 0x000028f0, 0x000028f4,
+	0x000028f8, 0x000028fc, 0x00002900, 0x00002904,
+	0x00002908, 0x0000290c, 0x00002910, 0x00002914,
+	0x00002918, 0x00002922, 0x00002940, 0x00002960,
+	0x00002984, 0x000029a8, 0x000029b1, 0x000029c8,
+	0x000029d0, 0x000029e1, 0x000029e6, 0x00002a2b,
 	// Entry 120 - 13F
-	0x00002a36, 0x00002a41, 0x00002a47, 0x00002a51,
-	0x00002a59, 0x00002a61, 0x00002a8b, 0x00002aa5,
-	0x00002acd, 0x00002afd, 0x00002b03, 0x00002b12,
-	0x00002b65, 0x00002b83, 0x00002ca5, 0x00002d64,
-	0x00002dbb, 0x00002de5, 0x00002e11, 0x00002e3b,
-	0x00002e43, 0x00002e49, 0x00002e56, 0x00002e68,
-	0x00002e71, 0x00002e83, 0x00002e92, 0x00002eb4,
-	0x00002ed8, 0x00002ef4, 0x00002f02, 0x00002f2d,
+	0x00002a43, 0x00002a48, 0x00002a53, 0x00002a59,
+	0x00002a63, 0x00002a6b, 0x00002a73, 0x00002a9d,
+	0x00002ab7, 0x00002adf, 0x00002b0f, 0x00002b15,
+	0x00002b24, 0x00002b77, 0x00002b95, 0x00002cb7,
+	0x00002d76, 0x00002dcd, 0x00002df7, 0x00002e23,
+	0x00002e4d, 0x00002e55, 0x00002e5b, 0x00002e68,
+	0x00002e7a, 0x00002e83, 0x00002e95, 0x00002ea4,
+	0x00002ec6, 0x00002eea, 0x00002f06, 0x00002f14,
 	// Entry 140 - 15F
-	0x00002f3f, 0x00002f55, 0x00002f5a, 0x00002f5d,
-	0x00002f87, 0x00002fd0, 0x00002ff0, 0x00002ff9,
-	0x0000300b, 0x0000302e, 0x0000303c, 0x00003049,
-	0x00003053, 0x0000305c, 0x00003065, 0x0000306f,
-	0x00003077, 0x0000307c, 0x00003084, 0x0000308d,
-	0x00003096, 0x000030a3, 0x000030a8, 0x000030b0,
-	0x000030b7, 0x000030bf, 0x000030c4, 0x000030d2,
-	0x000030d9, 0x000030e0, 0x000030e5, 0x000030ec,
+	0x00002f3f, 0x00002f51, 0x00002f67, 0x00002f6c,
+	0x00002f6f, 0x00002f99, 0x00002fe2, 0x00003002,
+	0x0000300b, 0x0000301d, 0x00003040, 0x0000304e,
+	0x0000305d, 0x0000306a, 0x00003074, 0x0000307d,
+	0x00003086, 0x00003090, 0x00003098, 0x0000309d,
+	0x000030a5, 0x000030ae, 0x000030b7, 0x000030c4,
+	0x000030c9, 0x000030d1, 0x000030d8, 0x000030e0,
+	0x000030e5, 0x000030f3, 0x000030fa, 0x00003101,
 	// Entry 160 - 17F
-	0x000030f6, 0x000030fd, 0x0000311a, 0x00003134,
-	0x00003152, 0x00003172, 0x00003180, 0x00003189,
-	0x00003192, 0x0000319b, 0x0000319f, 0x000031a2,
-	0x000031ae, 0x000031bc, 0x000031c9, 0x000031da,
-	0x000031e9, 0x00003200, 0x00003213, 0x00003223,
-	0x00003232, 0x00003241, 0x00003249, 0x00003250,
-	0x00003258, 0x00003260, 0x0000326e, 0x0000327c,
-	0x00003292, 0x000032a7, 0x000032b8, 0x000032be,
+	0x00003106, 0x0000310d, 0x00003117, 0x0000311e,
+	0x0000313b, 0x00003155, 0x00003173, 0x00003193,
+	0x000031a1, 0x000031aa, 0x000031b3, 0x000031bc,
+	0x000031c0, 0x000031c3, 0x000031cf, 0x000031dd,
+	0x000031ea, 0x000031fb, 0x0000320a, 0x00003221,
+	0x00003234, 0x00003244, 0x00003253, 0x00003262,
+	0x0000326a, 0x00003271, 0x00003279, 0x00003281,
+	0x0000328f, 0x0000329d, 0x000032b3, 0x000032c8,
 	// Entry 180 - 19F
-	0x000032c5, 0x000032ce, 0x000032ea, 0x000032f3,
-	0x000032fd, 0x00003306, 0x0000330f, 0x00003318,
-	0x0000332f, 0x00003337, 0x00003345, 0x00003372,
-	0x0000337e, 0x0000338c, 0x000033d3, 0x000033df,
-	0x000033e7, 0x00003412, 0x0000345d, 0x0000351f,
-	0x00003523, 0x00003549, 0x0000354e, 0x00003569,
-	0x0000357a, 0x00003586, 0x0000358e, 0x000035c0,
-	0x000035c9, 0x000035d2, 0x000035ee, 0x000035fb,
+	0x000032d9, 0x000032df, 0x000032e6, 0x000032ef,
+	0x0000330b, 0x00003314, 0x0000331e, 0x00003327,
+	0x00003330, 0x00003339, 0x00003350, 0x00003358,
+	0x00003366, 0x00003393, 0x0000339f, 0x000033ad,
+	0x000033f4, 0x00003400, 0x00003408, 0x00003433,
+	0x0000347e, 0x00003540, 0x00003544, 0x0000356a,
+	0x0000356f, 0x0000358a, 0x0000359b, 0x000035a7,
+	0x000035af, 0x000035e1, 0x000035ea, 0x000035f3,
 	// Entry 1A0 - 1BF
-	0x00003609, 0x00003635, 0x0000365b, 0x00003666,
-	0x00003694, 0x000036b1, 0x000036e0, 0x00003712,
-	0x00003730, 0x00003765, 0x00003781, 0x00003790,
-	0x0000379d, 0x000037ab, 0x000037b8, 0x000037c1,
-	0x000037dc, 0x000037f7, 0x00003801, 0x00003854,
-	0x000038d2, 0x00003948, 0x00003975, 0x000039af,
-	0x00003a14, 0x00003a34, 0x00003a5a, 0x00003a84,
-	0x00003abc, 0x00003af9, 0x00003b1d, 0x00003b96,
+	0x0000360f, 0x0000361c, 0x0000362a, 0x00003656,
+	0x0000367c, 0x00003687, 0x000036b5, 0x000036d2,
+	0x00003701, 0x00003733, 0x00003751, 0x00003786,
+	0x000037a2, 0x000037b1, 0x000037be, 0x000037cc,
+	0x000037d9, 0x000037e2, 0x000037fd, 0x00003818,
+	0x00003822, 0x00003875, 0x000038f3, 0x00003969,
+	0x00003996, 0x000039d0, 0x00003a35, 0x00003a55,
+	0x00003a7b, 0x00003aa5, 0x00003add, 0x00003b1a,
 	// Entry 1C0 - 1DF
-	0x00003bbb, 0x00003bd5, 0x00003bf3, 0x00003c27,
-	0x00003c67, 0x00003c91, 0x00003ca0, 0x00003cd1,
-	0x00003d00, 0x00003d13, 0x00003d88, 0x00003d9b,
-	0x00003dcf, 0x00003e03, 0x00003e13, 0x00003e5a,
-	0x00003e87, 0x00003e94, 0x00003ea4, 0x00003ed4,
-	0x00003f0e, 0x00003f31, 0x00003f39, 0x00003f51,
-	0x00003f6e, 0x00003f7c, 0x00003f8d, 0x00003f95,
-	0x00003fa0, 0x00003fc1, 0x00004003, 0x00004033,
+	0x00003b3e, 0x00003bb7, 0x00003bdc, 0x00003bf6,
+	0x00003c14, 0x00003c48, 0x00003c88, 0x00003cb2,
+	0x00003cc1, 0x00003cf2, 0x00003d21, 0x00003d34,
+	0x00003da9, 0x00003dbc, 0x00003df0, 0x00003e24,
+	0x00003e34, 0x00003e7b, 0x00003ea8, 0x00003eb5,
+	0x00003ec5, 0x00003ef5, 0x00003f2f, 0x00003f52,
+	0x00003f5a, 0x00003f72, 0x00003f8f, 0x00003f9d,
+	0x00003fae, 0x00003fb6, 0x00003fc1, 0x00003fe2,
 	// Entry 1E0 - 1FF
-	0x00004045, 0x00004055, 0x00004087, 0x00004093,
-	0x000040a4, 0x000040be, 0x000040cf, 0x000040d5,
-	0x000040e9, 0x00004101, 0x00004126, 0x00004134,
-	0x00004172, 0x000041af, 0x000041db, 0x00004218,
-	0x00004227, 0x0000422f, 0x0000423c, 0x0000424c,
-	0x00004263, 0x0000426e, 0x0000427d, 0x00004283,
-	0x00004291, 0x0000429b, 0x000042a6, 0x000042b9,
-	0x000042de, 0x00004309, 0x00004337, 0x00004345,
+	0x00004024, 0x00004054, 0x00004066, 0x00004076,
+	0x000040a8, 0x000040b4, 0x000040c5, 0x000040df,
+	0x000040f0, 0x000040f6, 0x0000410a, 0x00004122,
+	0x00004147, 0x00004155, 0x00004193, 0x000041d0,
+	0x000041fc, 0x00004239, 0x00004248, 0x00004250,
+	0x0000425d, 0x0000426d, 0x00004284, 0x0000428f,
+	0x0000429e, 0x000042a4, 0x000042b2, 0x000042bc,
+	0x000042c7, 0x000042da, 0x000042ff, 0x0000432a,
 	// Entry 200 - 21F
-	0x000043d8, 0x000043f6, 0x0000443c, 0x0000444a,
-	0x0000445e, 0x0000447f, 0x00004493, 0x00004499,
-	0x000044ad, 0x00004520, 0x0000456d, 0x0000457e,
-	0x00004595, 0x000045b2, 0x000045c0, 0x000045ce,
-	0x000045d6, 0x000045e1, 0x000045e7, 0x000046d9,
-	0x000046df, 0x00004711, 0x00004716, 0x00004726,
-	0x00004731, 0x0000473a, 0x0000474a, 0x00004764,
-	0x00004809, 0x0000481f, 0x000048a4, 0x0000491e,
+	0x00004358, 0x00004366, 0x000043f9, 0x00004417,
+	0x0000445d, 0x0000446b, 0x0000447f, 0x000044a0,
+	0x000044b4, 0x000044ba, 0x000044ce, 0x00004541,
+	0x0000458e, 0x0000459f, 0x000045b6, 0x000045d3,
+	0x000045e1, 0x000045ef, 0x000045f7, 0x00004602,
+	0x00004608, 0x000046fa, 0x00004700, 0x00004732,
+	0x00004737, 0x00004747, 0x00004752, 0x0000475b,
+	0x0000476b, 0x00004785, 0x0000482a, 0x00004840,
 	// Entry 220 - 23F
-	0x0000492d, 0x000049e7, 0x00004a38, 0x00004a3d,
-	0x00004a4b, 0x00004a5b, 0x00004a67, 0x00004a77,
-	0x00004a81, 0x00004aa4, 0x00004abd, 0x00004ad0,
-	0x00004b3c, 0x00004b4b, 0x00004b59, 0x00004b75,
-	0x00004b84, 0x00004b9a, 0x00004bd3, 0x00004c05,
-	0x00004c3c, 0x00004c4a, 0x00004c8e, 0x00004cb3,
-	0x00004cc6, 0x00004cee, 0x00004cf5, 0x00004d50,
-	0x00004d7a, 0x00004daa, 0x00004e08, 0x00004ea8,
+	0x000048c5, 0x0000493f, 0x0000494e, 0x00004a08,
+	0x00004a59, 0x00004a5e, 0x00004a6c, 0x00004a7c,
+	0x00004a88, 0x00004a98, 0x00004aa2, 0x00004ac5,
+	0x00004ade, 0x00004af1, 0x00004b5d, 0x00004b6c,
+	0x00004b7a, 0x00004b96, 0x00004ba5, 0x00004bbb,
+	0x00004bf4, 0x00004c26, 0x00004c5d, 0x00004c6b,
+	0x00004caf, 0x00004cd4, 0x00004ce7, 0x00004d0f,
+	0x00004d16, 0x00004d71, 0x00004d9b, 0x00004dcb,
 	// Entry 240 - 25F
-	0x00004ebc, 0x00004f67, 0x00004fdd, 0x00004fe5,
-	0x00005020, 0x00005026, 0x000050a2, 0x000050ea,
-	0x00005115, 0x00005177, 0x0000519a, 0x00005241,
-	0x00005244, 0x00005249, 0x00005254, 0x0000525e,
-	0x00005266, 0x00005281, 0x00005287, 0x0000528f,
-	0x0000529d, 0x000052a7, 0x000052b4, 0x000052be,
-	0x000052d1, 0x000052f5, 0x00005375, 0x00005386,
-	0x0000538e, 0x00005403, 0x00005457, 0x00005499,
+	0x00004e29, 0x00004ec9, 0x00004edd, 0x00004f88,
+	0x00004ffe, 0x00005006, 0x00005041, 0x00005047,
+	0x000050c3, 0x0000510b, 0x00005136, 0x00005198,
+	0x000051bb, 0x00005262, 0x00005265, 0x0000526a,
+	0x00005275, 0x0000527f, 0x00005287, 0x000052a2,
+	0x000052a8, 0x000052b0, 0x000052be, 0x000052c8,
+	0x000052d5, 0x000052df, 0x000052f2, 0x00005316,
+	0x00005396, 0x000053a7, 0x000053af, 0x00005424,
 	// Entry 260 - 27F
-	0x000054a8, 0x000054b4, 0x000054f0, 0x0000552a,
-	0x00005538, 0x00005545, 0x00005553, 0x00005561,
-	0x0000556f, 0x000055a1, 0x000055d1, 0x0000562d,
-	0x0000563a, 0x0000565a, 0x00005674, 0x00005679,
-	0x0000568a, 0x00005697, 0x000056c3, 0x00005749,
-	0x0000576e, 0x00005775, 0x0000577e, 0x00005791,
-	0x0000579b, 0x000057a5, 0x000057af, 0x000057c7,
-	0x000057dd, 0x000057e9, 0x0000580b, 0x00005812,
+	0x00005478, 0x000054ba, 0x000054c9, 0x000054d5,
+	0x00005511, 0x0000554b, 0x00005559, 0x00005566,
+	0x00005574, 0x00005582, 0x00005590, 0x000055c2,
+	0x000055f2, 0x0000564e, 0x0000565b, 0x0000567b,
+	0x00005695, 0x0000569a, 0x000056ab, 0x000056b8,
+	0x000056e4, 0x0000576a, 0x0000578f, 0x00005796,
+	0x0000579f, 0x000057b2, 0x000057bc, 0x000057c6,
+	0x000057d0, 0x000057e8, 0x000057fe, 0x0000580a,
 	// Entry 280 - 29F
-	0x0000581f, 0x00005830, 0x00005857, 0x00005867,
-	0x000058bb, 0x0000590b, 0x0000596b, 0x000059be,
-	0x000059f6, 0x00005a46, 0x00005a7a, 0x00005a99,
-	0x00005ab9,
-} // Size: 2636 bytes
+	0x0000582c, 0x00005833, 0x00005840, 0x00005851,
+	0x00005878, 0x00005888, 0x000058dc, 0x0000592c,
+	0x0000598c, 0x000059df, 0x00005a17, 0x00005a67,
+	0x00005a9b, 0x00005aba, 0x00005ada,
+} // Size: 2644 bytes
 
-const enData string = "" + // Size: 23225 bytes
+const enData string = "" + // Size: 23258 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -945,306 +947,306 @@ const enData string = "" + // Size: 23225 bytes
 	"ance this action applies to matches the filter.\x02No process, business " +
 	"key, error code or creation date narrows this filter: it applies to the " +
 	"instances of every process.\x02any\x02Process\x02Status\x02Business key" +
-	"\x02Error code\x02Created from\x02Created to\x02By process and error cod" +
-	"e\x02Instances\x02The %[1]d largest groups; the filter matches more.\x14" +
-	"\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before a" +
-	"ny attempt (its inputs could not be built): it cannot be retried and is " +
-	"left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances f" +
-	"ailed before any attempt (their inputs could not be built): they cannot " +
-	"be retried and are left out. Abandon or stop them.\x02Cannot act on this" +
-	" filter\x02The confirmed count is missing: start again from the list." +
-	"\x02The count changed since you confirmed it (it was %[1]d): instances w" +
-	"ere settled, started or acted on meanwhile. Nothing was done; check the " +
-	"new count and confirm again.\x02This bulk action was already applied (th" +
-	"e form was sent again): its records are in the audit log. Nothing more w" +
-	"as done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance." +
-	"\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R" +
-	"\x02%[1]d skipped: it changed after the count (settled, or acted on by s" +
-	"omeone else).\x00T\x02%[1]d skipped: they changed after the count (settl" +
-	"ed, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When" +
-	"\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence offered ag" +
-	"ain\x02Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and s" +
-	"top an operator applied, with its reason. Reveals of sensitive values ha" +
-	"ve their own log (GET /api/v1/audit/reveals).\x02Filters\x02Apply filter" +
-	"s\x02Clear filters\x02No operator action matches.\x02All actions\x02The " +
-	"process instance must be a whole instance id (a UUID): the lists show th" +
-	"e end of each id; open the instance, or copy its link, for the whole id." +
-	"\x02The bulk action must be its id (a UUID).\x02The page cursor is inval" +
-	"id: go back to the first page.\x02Operator actions, newest first\x02Show" +
-	"ing the %[1]d instances bulk action %[2]s changed. While it runs, each r" +
-	"eload shows how far it got.\x02Relais console\x02Language\x02Skip to con" +
-	"tent\x02Main navigation\x02Health\x02External tasks\x02Processes\x02Find" +
-	" an instance or occurrence\x02id or business key\x02Find\x02Definitions" +
-	"\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Displ" +
-	"ay settings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · re" +
-	"load every %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloa" +
-	"ds every %[1]d seconds.\x02Not allowed\x02Your role can read definitions" +
-	" and processes only: external tasks and process instances are for operat" +
-	"ors and administrators.\x02Invalid request\x02The field “%[1]s” holds a " +
-	"NUL character or bytes that are not UTF-8 text: correct it and try again" +
-	".\x02Back to external tasks\x02Back to definitions\x02Nothing exists at " +
-	"this address, or it is not visible to you.\x02Nothing exists at this add" +
-	"ress, or it is not visible to you. An ended instance is deleted, with it" +
-	"s occurrences and attempts, once the retention period (RELAIS_RETENTION)" +
-	" has passed; the audit log keeps the operator actions taken on it.\x02No" +
-	"t found\x02Form refused\x02This form was not sent from this console sess" +
-	"ion, or it has expired. Reload the page and try again.\x02Temporarily un" +
-	"available\x02The database cannot be reached right now. Try again in a fe" +
-	"w seconds.\x02Something went wrong\x02The console could not show this pa" +
-	"ge. Try again; if it persists, give your administrator the request id %[" +
-	"1]s.\x02Counting the occurrences; the counts appear when you reload the " +
-	"page.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
-	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
-	"Working copy\x02The only mutable part of a definition. Processes never u" +
-	"se it directly: they pin a revision.\x02Name\x02Routing output\x02Last s" +
-	"aved\x02Revisions\x02No revision yet: the Working copy has never been sn" +
-	"apshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Note" +
-	"s\x02Published\x02Compare revisions\x02Lists every change from one revis" +
-	"ion to another, and whom it may break.\x02From revision\x02To revision" +
-	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02on error\x02any other" +
-	" error\x02held for an operator\x02an incident: retry, abandon or stop" +
-	"\x02end: completes the instance\x02end: fails the instance\x02push %[1]s" +
-	"\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents no" +
-	"w, and what its workers finished in the last hour: occurrences that ende" +
-	"d completed or failed. An occurrence retried since counts where it ends " +
-	"next; a failed attempt with attempts left is not counted, its occurrence" +
-	"’s page lists it.\x02Completions and failures, last hour\x02Definition" +
-	"s, those needing attention first\x02Definition\x02Open\x02Held instances" +
-	"\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Failed, " +
-	"last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); " +
-	"refreshed every few seconds.\x02claimable since %[1]s\x02long wait\x02no" +
-	" worker\x02Show all definitions\x02No definition %[1]s has occurrences: " +
-	"check the key, or show all definitions.\x02All definitions\x02Completion" +
-	"s and failures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]" +
-	"s, %[2]s. The table after the chart gives each 5-minute slot.\x02complet" +
-	"ed\x02failed\x02The chart’s numbers\x02Completions and failures per 5-mi" +
-	"nute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[" +
-	"2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d comp" +
-	"leted\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d faile" +
-	"d\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s" +
-	"\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May" +
-	"\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01" +
-	"\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process" +
-	" instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this" +
-	" instance reached, in order, each with its occurrence.\x02Nodes reached," +
-	" in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Sett" +
-	"led\x02This instance has not reached a task yet.\x02Recorded operator ac" +
-	"tions\x02No operator has acted on this instance.\x02Operator actions on " +
-	"this instance, newest first\x02Value\x02Process inputs\x02Inputs the ins" +
-	"tance was started with, labelled by process version %[1]d's contract\x02" +
-	"This process takes no inputs.\x02This instance is held at a failed node:" +
-	" an incident. It cannot be retried: its occurrence at node %[1]s failed " +
-	"before any attempt (its inputs could not be built), so it would fail the" +
-	" same way. Abandon fails the instance; stop cancels it. Each asks for a " +
-	"reason, recorded in the audit log.\x02This instance is held at a failed " +
-	"node: an incident. Retry offers the failed occurrence again; abandon fai" +
-	"ls the instance; stop cancels it. Each asks for a reason, recorded in th" +
-	"e audit log.\x02Stopping cancels the instance and its open occurrences. " +
-	"It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s —" +
-	" “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02End" +
-	" node\x02Abandoned at node\x02Failed at node\x02held, then stopped by an" +
-	" operator\x02held, then abandoned by an operator\x02Unknown status “%[1]" +
-	"s”.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Pr" +
-	"ocess instances\x02exact, case-sensitive\x02from\x02to\x02Act on every i" +
-	"nstance this filter matches\x02The next page counts them and asks for a " +
-	"reason before anything changes.\x02Process instances, newest first\x02In" +
-	"stance\x02End node or error\x02No instance matches these filters.\x02All" +
-	" processes\x02All statuses\x02available\x02reserved\x02deferred\x02cance" +
-	"lled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnect" +
-	"ed\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02c" +
-	"hoice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (" +
-	"sensitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02pu" +
-	"sh (Relais calls the service)\x02administrator\x02operator\x02designer" +
-	"\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type change" +
-	"d\x02required changed\x02values changed\x02classification changed\x02con" +
-	"straint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
-	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
-	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
-	"\x02Relais has not called the destination yet.\x02Relais never called th" +
-	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
-	" destination’s status code only when it refused the call (destination_ht" +
-	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
-	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
-	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
-	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
-	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d" +
-	" left\x02Inputs, labelled by revision %[1]d's contract\x02This contract " +
-	"has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No o" +
-	"utputs yet: the occurrence has not completed.\x02This contract has no ou" +
-	"tputs.\x02No outputs: the occurrence ended without completing.\x02Reveal" +
-	" — this is recorded\x02Available from\x02Next attempt\x02Last reserved" +
-	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
-	"ore any attempt)\x02Retryable\x02no: the service marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination did not a" +
-	"nswer within the call’s timeout (%[1]s): it may have acted all the same," +
-	" so check before retrying.\x02The destination did not answer within the " +
-	"call’s timeout: it may have acted all the same, so check before retrying" +
-	".\x02The deadline passed before a result arrived.\x02The result did not " +
-	"match the revision's outputs contract.\x02Relais stopped during the call" +
-	": whether the destination acted is unknown, so it is not called again." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
-	"ck expired with no attempt left.\x02The inputs could not be built from t" +
-	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
-	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
-	"dget already spent): it is not run again.\x02The destination answered HT" +
-	"TP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02L" +
-	"ock expired %[1]s — waiting to be offered again.\x02Waiting for Relais t" +
-	"o call the destination since %[1]s (%[2]s).\x02Waiting for a worker sinc" +
-	"e %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination " +
-	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
-	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
-	"mer, or a front end with a settle token, completes it later.\x02Complete" +
-	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
-	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
-	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
-	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
-	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
-	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
-	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
-	"ssage from Relais (in English)\x02Message from the service (its own word" +
-	"s, protected values masked)\x02The revision must be a whole number, 1 or" +
-	" more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance" +
-	", revision, consumer, dates\x02instance id\x02Counts by status\x02Occurr" +
-	"ences, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
-	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
-	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02The" +
-	"se settings are kept in this browser only.\x02Show times in\x02The conso" +
-	"le runs no script, so it cannot read your computer’s time zone: choose i" +
-	"ts offset from UTC. Offsets do not follow daylight saving time.\x02Reloa" +
-	"d lists and detail pages\x02Pages with a form, such as a confirmation, n" +
-	"ever reload on their own.\x02Save settings\x02Back without saving\x02UTC" +
-	" (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %" +
-	"[1]d seconds\x02Published process versions: their nodes, routes and pinn" +
-	"ed revisions, drawn, with where their occurrences are now.\x02Published " +
-	"process versions: their nodes, routes and pinned revisions, drawn.\x02Pr" +
-	"ocesses by key\x02Versions, newest first\x02No process is published yet." +
-	"\x02version %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02" +
-	"Columns follow the longest path from the start node. Solid arrows are su" +
-	"ccesses (labelled with their route), dashed ones failures (labelled with" +
-	" their error codes). Each box says how many of this version’s occurrence" +
-	"s are at that node now.\x02Nodes\x02Nodes of this version, with their oc" +
-	"currences now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Oc" +
-	"currences now\x02Instances of this process\x02Columns follow the longest" +
-	" path from the start node. Solid arrows are successes (labelled with the" +
-	"ir route), dashed ones failures (labelled with their error codes).\x02No" +
-	"des of this version\x02This version has %[1]d nodes: too many to draw le" +
-	"gibly (at most %[2]d). The table below lists every node with its routes " +
-	"and counts.\x02This version has %[1]d nodes: too many to draw legibly (a" +
-	"t most %[2]d). The table below lists every node with its routes.\x02Grap" +
-	"h of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. Th" +
-	"e table below lists the same nodes, routes and counts.\x00Y\x02%[1]d nod" +
-	"es, starting at %[2]s. The table below lists the same nodes, routes and " +
-	"counts.\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
-	"e nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (" +
-	"fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)" +
-	"\x02any other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x02" +
-	"1\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d atte" +
-	"mpts, retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1" +
-	"]s\x02timeout %[1]s (the default)\x02instances held\x02instances held: %" +
-	"[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only" +
-	" administrators may reveal a sensitive value.\x02Revealed by %[1]s at %[" +
-	"2]s; recorded in the audit log.\x02Cannot reveal\x02Only a value this pa" +
-	"ge shows as hidden (sensitive) can be revealed.\x02Secret values can nev" +
-	"er be revealed.\x02Method not allowed\x02This page does not accept that " +
-	"request.\x02Search\x02Type an instance or occurrence id (a UUID, as the " +
-	"pages show on hover), or a business key.\x02Nothing to find: the search " +
-	"box is empty.\x02That is too long to be an id or a business key.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key.\x02No instance has “%[1]s” as its business key, and it is " +
-	"not a whole id: the lists show the end of each id. Open the row, or copy" +
-	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
-	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
-	" the server), so your last action was not applied. Sign in again, then r" +
-	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
-	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
-	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
-	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
-	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
-	"ministrators manage tokens.\x02Staff tokens (administrators, designers, " +
-	"operators) that are not revoked. Consumer tokens are managed with their " +
-	"consumers. Revoking a token refuses its next request.\x02ID\x02Role\x02C" +
-	"reated on\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02" +
-	"Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next reques" +
-	"t is refused, and console sessions opened with it end. This cannot be un" +
-	"done: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken %[1]s (%[2]s) was revoked: its next request is refused.\x02routing " +
-	"output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d char" +
-	"acter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
-	"acters in all)\x02null\x02unexpected value\x02Invalid page\x02This page " +
-	"link is not one the console made.\x02Workers connected by a stream, and " +
-	"polling workers by their last fetch. A worker is listed while it was see" +
-	"n within three heartbeats.\x02Workers seen within three heartbeats\x02Wo" +
-	"rker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last" +
-	" seen\x02No worker is connected.\x02Workers serving %[1]s\x02All workers" +
-	"\x02No worker serves this definition.\x02stream\x02long polling\x02Camun" +
-	"da 7 facade\x02every revision its consumer is granted\x02revisions %[1]s" +
-	"\x02No worker serves this definition: its occurrences wait until one con" +
-	"nects or polls.\x02No process uses this definition yet: it needs a worke" +
-	"r once a process pulls it.\x02No process pulls this definition: Relais c" +
-	"alls its destinations (push), and it needs no worker.\x02No worker is co" +
-	"nnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02By " +
+	"process and error code\x02Instances\x02The %[1]d largest groups; the fil" +
+	"ter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held ins" +
+	"tance failed before any attempt (its inputs could not be built): it cann" +
+	"ot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d " +
+	"more held instances failed before any attempt (their inputs could not be" +
+	" built): they cannot be retried and are left out. Abandon or stop them." +
+	"\x02Cannot act on this filter\x02The confirmed count is missing: start a" +
+	"gain from the list.\x02The count changed since you confirmed it (it was " +
+	"%[1]d): instances were settled, started or acted on meanwhile. Nothing w" +
+	"as done; check the new count and confirm again.\x02This bulk action was " +
+	"already applied (the form was sent again): its records are in the audit " +
+	"log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied t" +
+	"o %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01" +
+	"\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (settled," +
+	" or acted on by someone else).\x00T\x02%[1]d skipped: they changed after" +
+	" the count (settled, or acted on by someone else).\x02%[1]s (token #%[2]" +
+	"d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occu" +
+	"rrence offered again\x02Bulk action\x02deleted\x02Audit log\x02Every ret" +
+	"ry, abandon and stop an operator applied, with its reason. Reveals of se" +
+	"nsitive values have their own log (GET /api/v1/audit/reveals).\x02Filter" +
+	"s\x02Apply filters\x02Clear filters\x02No operator action matches.\x02Al" +
+	"l actions\x02The process instance must be a whole instance id (a UUID): " +
+	"the lists show the end of each id; open the instance, or copy its link, " +
+	"for the whole id.\x02The bulk action must be its id (a UUID).\x02The pag" +
+	"e cursor is invalid: go back to the first page.\x02Operator actions, new" +
+	"est first\x02Showing the %[1]d instances bulk action %[2]s changed. Whil" +
+	"e it runs, each reload shows how far it got.\x02Relais console\x02Langua" +
+	"ge\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02" +
+	"Processes\x02Find an instance or occurrence\x02id or business key\x02Fin" +
+	"d\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02S" +
+	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
+	"es in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload" +
+	"\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Your role c" +
+	"an read definitions and processes only: external tasks and process insta" +
+	"nces are for operators and administrators.\x02Invalid request\x02The fie" +
+	"ld “%[1]s” holds a NUL character or bytes that are not UTF-8 text: corre" +
+	"ct it and try again.\x02Back to external tasks\x02Back to definitions" +
+	"\x02Nothing exists at this address, or it is not visible to you.\x02Noth" +
+	"ing exists at this address, or it is not visible to you. An ended instan" +
+	"ce is deleted, with its occurrences and attempts, once the retention per" +
+	"iod (RELAIS_RETENTION) has passed; the audit log keeps the operator acti" +
+	"ons taken on it.\x02Not found\x02Form refused\x02This form was not sent " +
+	"from this console session, or it has expired. Reload the page and try ag" +
+	"ain.\x02Temporarily unavailable\x02The database cannot be reached right " +
+	"now. Try again in a few seconds.\x02Something went wrong\x02The console " +
+	"could not show this page. Try again; if it persists, give your administr" +
+	"ator the request id %[1]s.\x02Counting the occurrences; the counts appea" +
+	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
+	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
+	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
+	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
+	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
+	"g copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rel" +
+	"ease\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists eve" +
+	"ry change from one revision to another, and whom it may break.\x02From r" +
+	"evision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processe" +
+	"s\x02Breaks workers\x02These revisions have the same contracts.\x02Input" +
+	"s\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
+	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
+	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
+	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
+	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
+	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
+	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
+	"their Working copy, immutable revisions and named releases.\x02Definitio" +
+	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
+	"queue and incidents now, and what its workers finished in the last hour:" +
+	" occurrences that ended completed or failed. An occurrence retried since" +
+	" counts where it ends next; a failed attempt with attempts left is not c" +
+	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
+	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
+	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
+	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
+	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
+	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
+	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
+	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
+	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
+	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
+	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
+	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
+	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
+	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
+	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
+	" is held at a failed node: an incident. It cannot be retried: its occurr" +
+	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
+	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
+	"tance is held at a failed node: an incident. Retry offers the failed occ" +
+	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
+	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
+	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
+	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
+	"ailed occurrence\x02End node\x02Abandoned at node\x02Failed at node\x02h" +
+	"eld, then stopped by an operator\x02held, then abandoned by an operator" +
+	"\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must be be" +
+	"tween 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02from" +
+	"\x02to\x02Act on every instance this filter matches\x02The next page cou" +
+	"nts them and asks for a reason before anything changes.\x02Process insta" +
+	"nces, newest first\x02Instance\x02End node or error\x02No instance match" +
+	"es these filters.\x02All processes\x02Any definition\x02All statuses\x02" +
+	"available\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02exp" +
+	"ired\x02rejected\x02released\x02disconnected\x02text\x02integer\x02numbe" +
+	"r\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02nor" +
+	"mal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secr" +
+	"et)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
+	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
+	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
+	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
+	"hole message\x02No service ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
+	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
+	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
+	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
+	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
+	"mpt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revis" +
+	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
+	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
+	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
+	"ce ended without completing.\x02Reveal — this is recorded\x02Available f" +
+	"rom\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last" +
+	" error (attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no:" +
+	" the service marked this failure as not retryable (attempts left unused:" +
+	" %[1]d)\x02The destination did not answer within the call’s timeout (%[1" +
+	"]s): it may have acted all the same, so check before retrying.\x02The de" +
+	"stination did not answer within the call’s timeout: it may have acted al" +
+	"l the same, so check before retrying.\x02The deadline passed before a re" +
+	"sult arrived.\x02The result did not match the revision's outputs contrac" +
+	"t.\x02Relais stopped during the call: whether the destination acted is u" +
+	"nknown, so it is not called again.\x02The call could not be prepared." +
+	"\x02The destination could not be reached.\x02The destination’s answer wa" +
+	"s too large.\x02The last attempt’s lock expired with no attempt left." +
+	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
+	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
+	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
+	"un again.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[" +
+	"2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to b" +
+	"e offered again.\x02Waiting for Relais to call the destination since %[1" +
+	"]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]" +
+	"s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
+	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
+	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
+	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
+	"ld here, waiting for an operator.\x02Its instance went on along the node" +
+	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
+	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
+	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
+	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
+	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx," +
+	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
+	"r too large\x02unknown\x02[redacted]\x02Message from Relais (in English)" +
+	"\x02Message from the service (its own words, protected values masked)" +
+	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
+	"\x02Settlement date\x02More filters: instance, revision, consumer, dates" +
+	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Proc" +
+	"ess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
+	" the first day comes after the last.\x02These settings are kept in this " +
+	"browser only.\x02Show times in\x02The console runs no script, so it cann" +
+	"ot read your computer’s time zone: choose its offset from UTC. Offsets d" +
+	"o not follow daylight saving time.\x02Reload lists and detail pages\x02P" +
+	"ages with a form, such as a confirmation, never reload on their own.\x02" +
+	"Save settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published pro" +
+	"cess versions: their nodes, routes and pinned revisions, drawn, with whe" +
+	"re their occurrences are now.\x02Published process versions: their nodes" +
+	", routes and pinned revisions, drawn.\x02Processes by key\x02Versions, n" +
+	"ewest first\x02No process is published yet.\x02version %[1]d\x02Process " +
+	"%[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the longest pa" +
+	"th from the start node. Solid arrows are successes (labelled with their " +
+	"route), dashed ones failures (labelled with their error codes). Each box" +
+	" says how many of this version’s occurrences are at that node now.\x02No" +
+	"des\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinn" +
+	"ed revision\x02On success\x02On error\x02Occurrences now\x02Instances of" +
+	" this process\x02Columns follow the longest path from the start node. So" +
+	"lid arrows are successes (labelled with their route), dashed ones failur" +
+	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
+	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
+	"ble below lists every node with its routes and counts.\x02This version h" +
+	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
+	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
+	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
+	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
+	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
+	"eal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the au" +
+	"dit log.\x02Cannot reveal\x02Only a value this page shows as hidden (sen" +
+	"sitive) can be revealed.\x02Secret values can never be revealed.\x02Meth" +
+	"od not allowed\x02This page does not accept that request.\x02Search\x02T" +
+	"ype an instance or occurrence id (a UUID, as the pages show on hover), o" +
+	"r a business key.\x02Nothing to find: the search box is empty.\x02That i" +
+	"s too long to be an id or a business key.\x02No instance or occurrence h" +
+	"as the id “%[1]s”, and no instance has it as its business key.\x02No ins" +
+	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
+	"ts show the end of each id. Open the row, or copy its link, for the whol" +
+	"e id.\x02You are signed out.\x02Your session had ended (inactivity, a si" +
+	"gn-out elsewhere, a revoked token or a restart of the server), so your l" +
+	"ast action was not applied. Sign in again, then repeat it.\x02Your sessi" +
+	"on has ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
+	"tart of the server). Sign in again.\x02Sign in\x02Sign in with an operat" +
+	"or, designer or administrator token.\x02Token\x02The token is checked on" +
+	"ce and never stored in your browser; a session cookie stands for it for " +
+	"up to 8 hours of inactivity.\x02Too many failed sign-ins from your addre" +
+	"ss. Try again in %[1]d seconds.\x02This token is unknown or has been rev" +
+	"oked.\x02A %[1]s token cannot open the console: sign in with an operator" +
+	", designer or administrator token.\x02Only administrators manage tokens." +
+	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
+	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
+	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
+	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
+	"n\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revok" +
+	"e the %[1]s token “%[2]s”?\x02Its next request is refused, and console s" +
+	"essions opened with it end. This cannot be undone: whoever uses it needs" +
+	" a new token.\x02Revoke the token\x02Keep it\x02This is the token you si" +
+	"gned in with: revoking it signs you out. Its next request is refused. Th" +
+	"is cannot be undone.\x02This is the last usable administrator token: cre" +
+	"ate another one before revoking it.\x02The token %[1]s (%[2]s) was revok" +
+	"ed: its next request is refused.\x02routing output\x02(each item)\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
+	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
+	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
+	"s\x02%[1]d more values not shown: the page shows the first %[2]d, the AP" +
+	"I's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02" +
+	"%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null" +
+	"\x02unexpected value\x02Invalid page\x02This page link is not one the co" +
+	"nsole made.\x02Workers connected by a stream, and polling workers by the" +
+	"ir last fetch. A worker is listed while it was seen within three heartbe" +
+	"ats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02De" +
+	"finitions served\x02In flight\x02Connected\x02Last seen\x02No worker is " +
+	"connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves t" +
+	"his definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every r" +
+	"evision its consumer is granted\x02revisions %[1]s\x02No worker serves t" +
+	"his definition: its occurrences wait until one connects or polls.\x02No " +
+	"process uses this definition yet: it needs a worker once a process pulls" +
+	" it.\x02No process pulls this definition: Relais calls its destinations " +
+	"(push), and it needs no worker.\x02No worker is connected for this defin" +
+	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
+	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Rev" +
+	"isions they take: %[1]s; some take every revision their consumer is gran" +
+	"ted.\x02They take every revision their consumer is granted.\x02They take" +
+	" revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 653 elements
+var frIndex = []uint32{ // 655 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1266,173 +1268,173 @@ var frIndex = []uint32{ // 653 elements
 	// Entry 40 - 5F
 	0x0000133a, 0x000013a3, 0x000013dd, 0x0000143e,
 	0x000014e7, 0x000014f3, 0x000014fd, 0x00001504,
-	0x00001511, 0x00001521, 0x00001534, 0x00001548,
-	0x00001569, 0x00001573, 0x000015bb, 0x00001767,
-	0x00001789, 0x000017be, 0x000018a7, 0x00001950,
-	0x000019c5, 0x00001aa4, 0x00001ac4, 0x00001aca,
-	0x00001ace, 0x00001ad5, 0x00001adb, 0x00001af1,
-	0x00001b08, 0x00001b18, 0x00001b23, 0x00001b35,
+	0x00001511, 0x00001521, 0x00001539, 0x0000154c,
+	0x00001560, 0x00001581, 0x0000158b, 0x000015d3,
+	0x0000177f, 0x000017a1, 0x000017d6, 0x000018bf,
+	0x00001968, 0x000019dd, 0x00001abc, 0x00001adc,
+	0x00001ae2, 0x00001ae6, 0x00001aed, 0x00001af3,
+	0x00001b09, 0x00001b20, 0x00001b30, 0x00001b3b,
 	// Entry 60 - 7F
-	0x00001be0, 0x00001be8, 0x00001bfe, 0x00001c12,
-	0x00001c3e, 0x00001c51, 0x00001d24, 0x00001d6d,
-	0x00001daf, 0x00001de5, 0x00001e74, 0x00001e83,
-	0x00001e8a, 0x00001e9b, 0x00001eb1, 0x00001eb7,
-	0x00001ec8, 0x00001ed2, 0x00001ef9, 0x00001f15,
-	0x00001f1d, 0x00001f2a, 0x00001f36, 0x00001f3d,
-	0x00001f61, 0x00001f71, 0x00001f89, 0x00001faa,
-	0x00001fdd, 0x0000200e, 0x00002040, 0x0000204e,
+	0x00001b4d, 0x00001bf8, 0x00001c00, 0x00001c16,
+	0x00001c2a, 0x00001c56, 0x00001c69, 0x00001d3c,
+	0x00001d85, 0x00001dc7, 0x00001dfd, 0x00001e8c,
+	0x00001e9b, 0x00001ea2, 0x00001eb3, 0x00001ec9,
+	0x00001ecf, 0x00001ee0, 0x00001eea, 0x00001f11,
+	0x00001f2d, 0x00001f35, 0x00001f42, 0x00001f4e,
+	0x00001f55, 0x00001f79, 0x00001f89, 0x00001fa1,
+	0x00001fc2, 0x00001ff5, 0x00002026, 0x00002058,
 	// Entry 80 - 9F
-	0x00002102, 0x00002114, 0x00002194, 0x000021b0,
-	0x000021c8, 0x0000220b, 0x00002329, 0x00002335,
-	0x00002348, 0x000023c4, 0x000023e0, 0x00002437,
-	0x0000244f, 0x000024e7, 0x0000254d, 0x0000257f,
-	0x00002585, 0x0000258a, 0x00002596, 0x000025a5,
-	0x000025b1, 0x000025bd, 0x000025cf, 0x000025e0,
-	0x00002664, 0x00002668, 0x0000267a, 0x00002691,
-	0x0000269c, 0x000026f1, 0x000026fe, 0x00002723,
+	0x00002066, 0x0000211a, 0x0000212c, 0x000021ac,
+	0x000021c8, 0x000021e0, 0x00002223, 0x00002341,
+	0x0000234d, 0x00002360, 0x000023dc, 0x000023f8,
+	0x0000244f, 0x00002467, 0x000024ff, 0x00002565,
+	0x00002597, 0x0000259d, 0x000025a2, 0x000025ae,
+	0x000025bd, 0x000025c9, 0x000025d5, 0x000025e7,
+	0x000025f8, 0x0000267c, 0x00002680, 0x00002692,
+	0x000026a9, 0x000026b4, 0x00002709, 0x00002716,
 	// Entry A0 - BF
-	0x0000272f, 0x00002739, 0x0000273f, 0x0000274b,
-	0x00002763, 0x000027b5, 0x000027c5, 0x000027d5,
-	0x000027de, 0x000027e9, 0x000027f1, 0x00002811,
-	0x00002833, 0x0000285b, 0x00002864, 0x00002874,
-	0x00002894, 0x0000289c, 0x000028ab, 0x000028ca,
-	0x000028f5, 0x0000291b, 0x0000292b, 0x00002935,
-	0x0000293f, 0x0000295e, 0x0000297c, 0x00002a54,
-	0x00002a72, 0x00002ab6, 0x00002af3, 0x00002b26,
+	0x0000273b, 0x00002747, 0x00002751, 0x00002757,
+	0x00002763, 0x0000277b, 0x000027cd, 0x000027dd,
+	0x000027ed, 0x000027f6, 0x00002801, 0x00002809,
+	0x00002829, 0x0000284b, 0x00002873, 0x0000287c,
+	0x0000288c, 0x000028ac, 0x000028b4, 0x000028c3,
+	0x000028e2, 0x0000290d, 0x00002933, 0x00002943,
+	0x0000294d, 0x00002957, 0x00002976, 0x00002994,
+	0x00002a6c, 0x00002a8a, 0x00002ace, 0x00002b0b,
 	// Entry C0 - DF
-	0x00002b56, 0x00002b82, 0x00002bb2, 0x00002bd4,
-	0x00002bef, 0x00002c0a, 0x00002c26, 0x00002c42,
-	0x00002c58, 0x00002c72, 0x00002ca9, 0x00002cdf,
-	0x00002cff, 0x00002d1e, 0x00002d25, 0x00002d8f,
-	0x00002da5, 0x00002daa, 0x00002dbe, 0x00002dd6,
-	0x00002dfb, 0x00002e29, 0x00002e3b, 0x00002e4e,
-	0x00002e6a, 0x00002e97, 0x00002eb4, 0x00002ed7,
-	0x00002ee2, 0x00002eed, 0x00002ef9, 0x00003062,
+	0x00002b3e, 0x00002b6e, 0x00002b9a, 0x00002bca,
+	0x00002bec, 0x00002c07, 0x00002c22, 0x00002c3e,
+	0x00002c5a, 0x00002c70, 0x00002c8a, 0x00002cc1,
+	0x00002cf7, 0x00002d17, 0x00002d36, 0x00002d3d,
+	0x00002da7, 0x00002dbd, 0x00002dc2, 0x00002dd6,
+	0x00002dee, 0x00002e13, 0x00002e41, 0x00002e53,
+	0x00002e66, 0x00002e82, 0x00002eaf, 0x00002ecc,
+	0x00002eef, 0x00002efa, 0x00002f05, 0x00002f11,
 	// Entry E0 - FF
-	0x00003089, 0x000030c7, 0x000030d3, 0x000030dc,
-	0x000030f0, 0x000030fa, 0x00003121, 0x0000313d,
-	0x00003158, 0x00003188, 0x000031c7, 0x000031e2,
-	0x000031f1, 0x00003202, 0x00003223, 0x0000328e,
-	0x000032a6, 0x000032ec, 0x00003357, 0x00003361,
-	0x0000336b, 0x00003385, 0x000033ce, 0x000033d6,
-	0x000033e1, 0x000033ef, 0x000033ff, 0x00003429,
-	0x00003452, 0x00003462, 0x00003481, 0x0000348d,
+	0x0000307a, 0x000030a1, 0x000030df, 0x000030eb,
+	0x000030f4, 0x00003108, 0x00003112, 0x00003139,
+	0x00003155, 0x00003170, 0x000031a0, 0x000031df,
+	0x000031fa, 0x00003209, 0x0000321a, 0x0000323b,
+	0x000032a6, 0x000032be, 0x00003304, 0x0000336f,
+	0x00003379, 0x00003383, 0x0000339d, 0x000033e6,
+	0x000033ee, 0x000033f9, 0x00003407, 0x00003417,
+	0x00003441, 0x0000346a, 0x0000347a, 0x00003499,
 	// Entry 100 - 11F
-	0x000034a6, 0x000034b1, 0x000034be, 0x000034cd,
-	0x000034d5, 0x000034df, 0x000034e7, 0x000034ef,
-	0x000034f5, 0x000034fc, 0x00003501, 0x00003506,
-	0x0000350a, 0x0000350f, 0x00003515, 0x0000351b,
-	0x00003521, 0x00003526, 0x0000352b, 0x00003531,
-	0x0000353b, 0x0000355b, 0x0000357d, 0x000035a1,
-	0x000035c7, 0x000035d0, 0x000035ec, 0x000035f5,
-	0x0000360d, 0x00003616, 0x0000366a, 0x0000368a,
+	0x000034a5, 0x000034be, 0x000034c9, 0x000034d6,
+	0x000034e5, 0x000034ed, 0x000034f7, 0x000034ff,
+	0x00003507, 0x0000350d, 0x00003514, 0x00003519,
+	0x0000351e, 0x00003522, 0x00003527, 0x0000352d,
+	0x00003533, 0x00003539, 0x0000353e, 0x00003543,
+	0x00003549, 0x00003553, 0x00003573, 0x00003595,
+	0x000035b9, 0x000035df, 0x000035e8, 0x00003604,
+	0x0000360d, 0x00003625, 0x0000362e, 0x00003682,
 	// Entry 120 - 13F
-	0x00003690, 0x0000369b, 0x000036a1, 0x000036af,
-	0x000036ba, 0x000036c8, 0x000036fb, 0x0000371f,
-	0x0000374e, 0x00003797, 0x0000379e, 0x000037b4,
-	0x00003827, 0x0000384d, 0x000039dc, 0x00003ae3,
-	0x00003b33, 0x00003b64, 0x00003b97, 0x00003bc6,
-	0x00003bd4, 0x00003be1, 0x00003bf3, 0x00003c08,
-	0x00003c15, 0x00003c2a, 0x00003c3d, 0x00003c68,
-	0x00003c95, 0x00003cb9, 0x00003ccb, 0x00003d03,
+	0x000036a2, 0x000036a8, 0x000036b3, 0x000036b9,
+	0x000036c7, 0x000036d2, 0x000036e0, 0x00003713,
+	0x00003737, 0x00003766, 0x000037af, 0x000037b6,
+	0x000037cc, 0x0000383f, 0x00003865, 0x000039f4,
+	0x00003afb, 0x00003b4b, 0x00003b7c, 0x00003baf,
+	0x00003bde, 0x00003bec, 0x00003bf9, 0x00003c0b,
+	0x00003c20, 0x00003c2d, 0x00003c42, 0x00003c55,
+	0x00003c80, 0x00003cad, 0x00003cd1, 0x00003ce3,
 	// Entry 140 - 15F
-	0x00003d1a, 0x00003d31, 0x00003d34, 0x00003d37,
-	0x00003d6b, 0x00003db5, 0x00003dea, 0x00003df3,
-	0x00003e0a, 0x00003e38, 0x00003e4b, 0x00003e5c,
-	0x00003e67, 0x00003e72, 0x00003e7d, 0x00003e86,
-	0x00003e8f, 0x00003e98, 0x00003ea1, 0x00003eaa,
-	0x00003eb1, 0x00003ebf, 0x00003ec5, 0x00003ecc,
-	0x00003ed3, 0x00003edc, 0x00003ee1, 0x00003eef,
-	0x00003ef5, 0x00003efb, 0x00003f01, 0x00003f09,
+	0x00003d1b, 0x00003d32, 0x00003d49, 0x00003d4c,
+	0x00003d4f, 0x00003d83, 0x00003dcd, 0x00003e02,
+	0x00003e0b, 0x00003e22, 0x00003e50, 0x00003e63,
+	0x00003e75, 0x00003e86, 0x00003e91, 0x00003e9c,
+	0x00003ea7, 0x00003eb0, 0x00003eb9, 0x00003ec2,
+	0x00003ecb, 0x00003ed4, 0x00003edb, 0x00003ee9,
+	0x00003eef, 0x00003ef6, 0x00003efd, 0x00003f06,
+	0x00003f0b, 0x00003f19, 0x00003f1f, 0x00003f25,
 	// Entry 160 - 17F
-	0x00003f12, 0x00003f1b, 0x00003f38, 0x00003f53,
-	0x00003f76, 0x00003f97, 0x00003fa6, 0x00003fb1,
-	0x00003fbc, 0x00003fc9, 0x00003fcd, 0x00003fd1,
-	0x00003fdf, 0x00003fed, 0x00003ffb, 0x0000401b,
-	0x0000402e, 0x00004047, 0x0000405c, 0x0000406d,
-	0x0000407f, 0x00004091, 0x00004097, 0x0000409e,
-	0x000040a6, 0x000040ae, 0x000040cc, 0x000040ea,
-	0x00004101, 0x00004116, 0x00004127, 0x0000412d,
+	0x00003f2b, 0x00003f33, 0x00003f3c, 0x00003f45,
+	0x00003f62, 0x00003f7d, 0x00003fa0, 0x00003fc1,
+	0x00003fd0, 0x00003fdb, 0x00003fe6, 0x00003ff3,
+	0x00003ff7, 0x00003ffb, 0x00004009, 0x00004017,
+	0x00004025, 0x00004045, 0x00004058, 0x00004071,
+	0x00004086, 0x00004097, 0x000040a9, 0x000040bb,
+	0x000040c1, 0x000040c8, 0x000040d0, 0x000040d8,
+	0x000040f6, 0x00004114, 0x0000412b, 0x00004140,
 	// Entry 180 - 19F
-	0x00004146, 0x00004151, 0x00004185, 0x00004192,
-	0x000041b0, 0x000041be, 0x000041c7, 0x000041ce,
-	0x000041e9, 0x000041f3, 0x00004206, 0x00004240,
-	0x00004249, 0x00004258, 0x000042bc, 0x000042c8,
-	0x000042d2, 0x00004302, 0x0000435d, 0x00004444,
-	0x0000444f, 0x00004482, 0x00004487, 0x000044a7,
-	0x000044c4, 0x000044e4, 0x000044f9, 0x0000453a,
-	0x00004545, 0x0000454f, 0x00004578, 0x00004589,
+	0x00004151, 0x00004157, 0x00004170, 0x0000417b,
+	0x000041af, 0x000041bc, 0x000041da, 0x000041e8,
+	0x000041f1, 0x000041f8, 0x00004213, 0x0000421d,
+	0x00004230, 0x0000426a, 0x00004273, 0x00004282,
+	0x000042e6, 0x000042f2, 0x000042fc, 0x0000432c,
+	0x00004387, 0x0000446e, 0x00004479, 0x000044ac,
+	0x000044b1, 0x000044d1, 0x000044ee, 0x0000450e,
+	0x00004523, 0x00004564, 0x0000456f, 0x00004579,
 	// Entry 1A0 - 1BF
-	0x00004597, 0x000045d3, 0x000045fd, 0x00004625,
-	0x00004664, 0x00004685, 0x000046c3, 0x00004703,
-	0x00004723, 0x00004764, 0x00004790, 0x000047a8,
-	0x000047bc, 0x000047d3, 0x000047e1, 0x000047ec,
-	0x0000480f, 0x0000482e, 0x0000484a, 0x000048b8,
-	0x0000493d, 0x000049ba, 0x000049fa, 0x00004a40,
-	0x00004ab2, 0x00004ada, 0x00004afd, 0x00004b34,
-	0x00004b7b, 0x00004bce, 0x00004bf7, 0x00004c9d,
+	0x000045a2, 0x000045b3, 0x000045c1, 0x000045fd,
+	0x00004627, 0x0000464f, 0x0000468e, 0x000046af,
+	0x000046ed, 0x0000472d, 0x0000474d, 0x0000478e,
+	0x000047ba, 0x000047d2, 0x000047e6, 0x000047fd,
+	0x0000480b, 0x00004816, 0x00004839, 0x00004858,
+	0x00004874, 0x000048e2, 0x00004967, 0x000049e4,
+	0x00004a24, 0x00004a6a, 0x00004adc, 0x00004b04,
+	0x00004b27, 0x00004b5e, 0x00004ba5, 0x00004bf8,
 	// Entry 1C0 - 1DF
-	0x00004cc3, 0x00004cea, 0x00004d12, 0x00004d59,
-	0x00004da3, 0x00004dd6, 0x00004de9, 0x00004e17,
-	0x00004e53, 0x00004e69, 0x00004efd, 0x00004f10,
-	0x00004f4d, 0x00004f89, 0x00004f9c, 0x00004ff0,
-	0x00005025, 0x00005037, 0x0000504e, 0x0000508b,
-	0x000050db, 0x00005105, 0x00005110, 0x0000512d,
-	0x0000514c, 0x0000515d, 0x00005177, 0x00005180,
-	0x0000518a, 0x000051a9, 0x000051f7, 0x0000522c,
+	0x00004c21, 0x00004cc7, 0x00004ced, 0x00004d14,
+	0x00004d3c, 0x00004d83, 0x00004dcd, 0x00004e00,
+	0x00004e13, 0x00004e41, 0x00004e7d, 0x00004e93,
+	0x00004f27, 0x00004f3a, 0x00004f77, 0x00004fb3,
+	0x00004fc6, 0x0000501a, 0x0000504f, 0x00005061,
+	0x00005078, 0x000050b5, 0x00005105, 0x0000512f,
+	0x0000513a, 0x00005157, 0x00005176, 0x00005187,
+	0x000051a1, 0x000051aa, 0x000051b4, 0x000051d3,
 	// Entry 1E0 - 1FF
-	0x00005242, 0x00005253, 0x00005290, 0x000052a9,
-	0x000052bf, 0x000052e9, 0x000052fc, 0x00005303,
-	0x0000531e, 0x0000533e, 0x0000536e, 0x00005385,
-	0x000053bd, 0x000053f8, 0x00005424, 0x00005478,
-	0x00005488, 0x00005493, 0x000054a7, 0x000054b9,
-	0x000054cf, 0x000054e1, 0x000054f3, 0x000054f9,
-	0x0000550b, 0x00005519, 0x00005528, 0x0000553e,
-	0x00005568, 0x0000559b, 0x000055d7, 0x000055ee,
+	0x00005221, 0x00005256, 0x0000526c, 0x0000527d,
+	0x000052ba, 0x000052d3, 0x000052e9, 0x00005313,
+	0x00005326, 0x0000532d, 0x00005348, 0x00005368,
+	0x00005398, 0x000053af, 0x000053e7, 0x00005422,
+	0x0000544e, 0x000054a2, 0x000054b2, 0x000054bd,
+	0x000054d1, 0x000054e3, 0x000054f9, 0x0000550b,
+	0x0000551d, 0x00005523, 0x00005535, 0x00005543,
+	0x00005552, 0x00005568, 0x00005592, 0x000055c5,
 	// Entry 200 - 21F
-	0x000056b6, 0x000056e3, 0x0000574e, 0x00005768,
-	0x00005781, 0x000057a2, 0x000057b8, 0x000057bf,
-	0x000057d9, 0x0000586e, 0x000058d1, 0x000058e4,
-	0x0000590b, 0x00005933, 0x00005941, 0x00005951,
-	0x00005959, 0x0000596a, 0x00005971, 0x00005aa7,
-	0x00005aae, 0x00005ae8, 0x00005aed, 0x00005b02,
-	0x00005b16, 0x00005b28, 0x00005b3e, 0x00005b58,
-	0x00005c2d, 0x00005c45, 0x00005ce6, 0x00005d75,
+	0x00005601, 0x00005618, 0x000056e0, 0x0000570d,
+	0x00005778, 0x00005792, 0x000057ab, 0x000057cc,
+	0x000057e2, 0x000057e9, 0x00005803, 0x00005898,
+	0x000058fb, 0x0000590e, 0x00005935, 0x0000595d,
+	0x0000596b, 0x0000597b, 0x00005983, 0x00005994,
+	0x0000599b, 0x00005ad1, 0x00005ad8, 0x00005b12,
+	0x00005b17, 0x00005b2c, 0x00005b40, 0x00005b52,
+	0x00005b68, 0x00005b82, 0x00005c57, 0x00005c6f,
 	// Entry 220 - 23F
-	0x00005d85, 0x00005e5f, 0x00005f21, 0x00005f26,
-	0x00005f36, 0x00005f44, 0x00005f54, 0x00005f64,
-	0x00005f6e, 0x00005f97, 0x00005fb1, 0x00005fcc,
-	0x0000605a, 0x0000606b, 0x00006078, 0x00006093,
-	0x000060a7, 0x000060c5, 0x00006110, 0x00006151,
-	0x00006197, 0x000061af, 0x00006202, 0x0000623d,
-	0x00006255, 0x00006280, 0x0000628a, 0x00006304,
-	0x00006339, 0x0000637a, 0x000063ee, 0x000064c7,
+	0x00005d10, 0x00005d9f, 0x00005daf, 0x00005e89,
+	0x00005f4b, 0x00005f50, 0x00005f60, 0x00005f6e,
+	0x00005f7e, 0x00005f8e, 0x00005f98, 0x00005fc1,
+	0x00005fdb, 0x00005ff6, 0x00006084, 0x00006095,
+	0x000060a2, 0x000060bd, 0x000060d1, 0x000060ef,
+	0x0000613a, 0x0000617b, 0x000061c1, 0x000061d9,
+	0x0000622c, 0x00006267, 0x0000627f, 0x000062aa,
+	0x000062b4, 0x0000632e, 0x00006363, 0x000063a4,
 	// Entry 240 - 25F
-	0x000064e0, 0x000065a9, 0x00006626, 0x00006633,
-	0x00006685, 0x0000668b, 0x00006727, 0x0000677b,
-	0x000067a6, 0x00006832, 0x00006860, 0x00006922,
-	0x00006925, 0x0000692b, 0x00006935, 0x0000694b,
-	0x00006956, 0x00006986, 0x0000698d, 0x00006998,
-	0x000069a6, 0x000069b3, 0x000069c1, 0x000069ce,
-	0x000069e7, 0x00006a14, 0x00006abd, 0x00006ad0,
-	0x00006ada, 0x00006b69, 0x00006bca, 0x00006c1c,
+	0x00006418, 0x000064f1, 0x0000650a, 0x000065d3,
+	0x00006650, 0x0000665d, 0x000066af, 0x000066b5,
+	0x00006751, 0x000067a5, 0x000067d0, 0x0000685c,
+	0x0000688a, 0x0000694c, 0x0000694f, 0x00006955,
+	0x0000695f, 0x00006975, 0x00006980, 0x000069b0,
+	0x000069b7, 0x000069c2, 0x000069d0, 0x000069dd,
+	0x000069eb, 0x000069f8, 0x00006a11, 0x00006a3e,
+	0x00006ae7, 0x00006afa, 0x00006b04, 0x00006b93,
 	// Entry 260 - 27F
-	0x00006c2e, 0x00006c41, 0x00006c7f, 0x00006cbb,
-	0x00006cc7, 0x00006cd4, 0x00006ce2, 0x00006cf0,
-	0x00006d00, 0x00006d3c, 0x00006d76, 0x00006df3,
-	0x00006dfe, 0x00006e28, 0x00006e44, 0x00006e48,
-	0x00006e5a, 0x00006e68, 0x00006e94, 0x00006f56,
-	0x00006f89, 0x00006f94, 0x00006f9e, 0x00006fb3,
-	0x00006fbc, 0x00006fc6, 0x00006fdb, 0x00006fff,
-	0x00007019, 0x0000702e, 0x0000705a, 0x0000705f,
+	0x00006bf4, 0x00006c46, 0x00006c58, 0x00006c6b,
+	0x00006ca9, 0x00006ce5, 0x00006cf1, 0x00006cfe,
+	0x00006d0c, 0x00006d1a, 0x00006d2a, 0x00006d66,
+	0x00006da0, 0x00006e1d, 0x00006e28, 0x00006e52,
+	0x00006e6e, 0x00006e72, 0x00006e84, 0x00006e92,
+	0x00006ebe, 0x00006f80, 0x00006fb3, 0x00006fbe,
+	0x00006fc8, 0x00006fdd, 0x00006fe6, 0x00006ff0,
+	0x00007005, 0x00007029, 0x00007043, 0x00007058,
 	// Entry 280 - 29F
-	0x00007074, 0x00007086, 0x000070bb, 0x000070cc,
-	0x00007142, 0x000071cd, 0x0000725c, 0x000072c3,
-	0x00007305, 0x00007378, 0x000073c0, 0x000073ee,
-	0x00007421,
-} // Size: 2636 bytes
+	0x00007084, 0x00007089, 0x0000709e, 0x000070b0,
+	0x000070e5, 0x000070f6, 0x0000716c, 0x000071f7,
+	0x00007286, 0x000072ed, 0x0000732f, 0x000073a2,
+	0x000073ea, 0x00007418, 0x0000744b,
+} // Size: 2644 bytes
 
-const frData string = "" + // Size: 29729 bytes
+const frData string = "" + // Size: 29771 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1510,297 +1512,298 @@ const frData string = "" + // Size: 29729 bytes
 	"orrespond au filtre.\x02Aucun processus, aucune clé métier, aucun code d" +
 	"’erreur ni date de création ne restreint ce filtre\u202f: l’action s’a" +
 	"pplique aux instances de tous les processus.\x02sans filtre\x02Processus" +
-	"\x02Statut\x02Clé métier\x02Code d’erreur\x02Créées depuis le\x02Créées " +
-	"jusqu’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d gro" +
-	"upes les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81" +
-	"\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant tout" +
-	"e tentative (ses entrées n’ont pas pu être construites)\u202f: elle ne p" +
-	"eut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la." +
-	"\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute t" +
-	"entative (leurs entrées n’ont pas pu être construites)\u202f: elles ne p" +
-	"euvent pas être reprises et ne sont pas comptées. Abandonnez-les ou arrê" +
-	"tez-les.\x02Impossible d’agir sur ce filtre\x02Le nombre confirmé manque" +
-	"\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l’av" +
-	"ez confirmé (il était de %[1]d)\u202f: entre-temps, des instances ont ét" +
-	"é réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez le " +
-	"nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déjà é" +
-	"té appliquée (le formulaire a été envoyé de nouveau)\u202f: ses traces s" +
-	"ont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01" +
-	"\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Acti" +
-	"on groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h" +
-	"\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, ou tra" +
-	"itée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont cha" +
-	"ngé après le comptage (réglées, ou traitées par quelqu’un d’autre).\x02%" +
-	"[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02" +
-	"Instance de processus\x02Occurrence reproposée\x02Action groupée\x02supp" +
-	"rimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué pa" +
-	"r un opérateur, avec son motif. Les révélations de valeurs sensibles ont" +
-	" leur propre journal (GET /api/v1/audit/reveals).\x02Filtres\x02Applique" +
-	"r les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne cor" +
-	"respond.\x02Toutes les actions\x02L’instance de processus doit être un i" +
-	"dentifiant d’instance complet (un UUID)\u202f: les listes montrent la fi" +
-	"n de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, po" +
-	"ur l’identifiant complet.\x02L’action groupée doit être désignée par son" +
-	" identifiant (un UUID).\x02Le curseur de page est invalide\u202f: revene" +
-	"z à la première page.\x02Actions d’opérateurs, les plus récentes d’abord" +
-	"\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées. Ta" +
-	"nt qu’elle s’exécute, chaque rechargement montre où elle en est.\x02Cons" +
-	"ole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Éta" +
-	"t\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurre" +
-	"nce\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
-	"\x02Jetons\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Ré" +
-	"glages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02He" +
-	"ures en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · san" +
-	"s rechargement automatique\x02Cette page se recharge toutes les %[1]d se" +
-	"condes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définiti" +
-	"ons et les processus\u202f: les tâches externes et les instances de proc" +
-	"essus sont réservées aux opérateurs et aux administrateurs.\x02Requête i" +
-	"nvalide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des" +
-	" octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
-	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
-	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
-	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
-	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
-	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
-	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
-	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
-	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
-	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
-	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
-	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Décompt" +
-	"e des occurrences en cours\u202f; les décomptes s’afficheront quand vous" +
-	" rechargerez la page.\x02Les décomptes sont indisponibles pour le moment" +
-	".\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02De" +
-	"scription\x02Définition %[1]s\x02Copie de travail\x02La seule partie mod" +
-	"ifiable d’une définition. Les processus ne l’utilisent jamais directemen" +
-	"t\u202f: ils épinglent une révision.\x02Nom\x02Sortie de routage\x02Dern" +
-	"ier enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f:" +
-	" la copie de travail n’a jamais été figée.\x02Publications\x02Aucune pub" +
-	"lication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée " +
-	"le\x02Comparer des révisions\x02Liste chaque changement d’une révision à" +
-	" l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02" +
-	"Comparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02I" +
-	"ncompatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
-	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
-	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
-	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
-	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
-	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
-	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
-	"[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%" +
-	"[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
-	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
-	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
-	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
-	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification" +
-	" %[1]s)\x02champ facultatif de type %[2]s (classification %[1]s)\x02cham" +
-	"p obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune" +
-	"\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions imm" +
-	"uables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02D" +
-	"ernière révision\x02aucune pour l’instant\x02Aucune définition pour l’in" +
-	"stant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d" +
-	" publications\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour u" +
-	"n opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
-	" de chaque définition maintenant, et ce que ses exécutants ont terminé d" +
-	"ans la dernière heure\u202f: les occurrences terminées avec succès ou en" +
-	" échec. Une occurrence relancée depuis compte là où elle se termine ensu" +
-	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
-	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
-	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
-	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
-	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
-	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
-	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
-	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
-	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
-	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
-	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
-	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
-	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
-	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
-	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
-	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de fin" +
-	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
-	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inco" +
-	"nnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de page" +
-	" doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exact" +
-	"e, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
-	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
-	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
-	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
-	" ces filtres.\x02Tous les processus\x02Tous les statuts\x02disponible" +
-	"\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
-	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
-	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
-	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
-	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
-	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
-	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
-	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02" +
-	"Toutes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ide" +
-	"ntifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse d" +
-	"e la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a " +
-	"encore réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun " +
-	"exécutant n’a jamais réservé cette occurrence\u202f: elle a pris fin ava" +
-	"nt toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore " +
-	"appelé la destination.\x02Relais n’a jamais appelé la destination\u202f:" +
-	" l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code" +
-	" de statut de la destination que lorsqu’elle a refusé l’appel (destinati" +
-	"on_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va" +
-	" de la prise en charge de l’appel à son règlement.\x02Maintenant\x02La r" +
-	"eprendre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par " +
-	"l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tent" +
-	"ative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le" +
-	" chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus bas" +
-	"se, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Disponible à parti" +
-	"r du\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02" +
-	"Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute ten" +
-	"tative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signa" +
-	"lé cet échec comme définitif (tentatives restantes non utilisées\u202f: " +
-	"%[1]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s" +
-	")\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La " +
-	"destination n’a pas répondu dans le délai de l’appel\u202f: elle a pu ag" +
-	"ir malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée av" +
-	"ant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat" +
-	" de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f" +
-	": on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’" +
-	"appel n’a pas pu être préparé.\x02La destination était injoignable.\x02L" +
-	"a réponse de la destination était trop volumineuse.\x02Le verrou de la d" +
-	"ernière tentative a expiré sans tentative restante.\x02Les entrées n’ont" +
-	" pas pu être construites à partir des liaisons du processus.\x02Un opéra" +
-	"teur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un éche" +
-	"c sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà " +
-	"épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a rép" +
-	"ondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à pa" +
-	"rtir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être prop" +
-	"osée de nouveau.\x02En attente de l’appel de Relais à la destination dep" +
-	"uis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
-	"\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s)." +
-	"\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée " +
-	"par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même " +
-	"consommateur, ou une interface munie d’un jeton de règlement, la termine" +
-	"ra plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en a" +
-	"ttente d’un opérateur.\x02Son instance a continué par le chemin d’erreur" +
-	" du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêté" +
-	"e par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance " +
-	"a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[" +
-	"1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (diffé" +
-	"rée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1" +
-	"]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps i" +
-	"nutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répon" +
-	"se trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en ang" +
-	"lais)\x02Message de l’exécutant (ses propres termes, valeurs protégées m" +
-	"asquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consom" +
-	"mateur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, r" +
-	"évision, consommateur, dates\x02identifiant d’instance\x02Décomptes par" +
-	" statut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud" +
-	"\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou clôtur" +
-	"e\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les consomma" +
-	"teurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totau" +
-	"x de toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%" +
-	"[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes environ" +
-	".\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible dep" +
-	"uis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pag" +
-	"es\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s " +
-	"à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le" +
-	" premier jour vient après le dernier.\x02Ces réglages sont conservés dan" +
-	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
-	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
-	"dinateur\u202f: choisissez son décalage par rapport à UTC. Les décalages" +
-	" ne suivent pas l’heure d’été.\x02Recharger les listes et les pages de d" +
-	"étail\x02Les pages qui contiennent un formulaire, comme une confirmatio" +
-	"n, ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages" +
-	"\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure" +
-	" locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions d" +
-	"e processus publiées\u202f: leurs nœuds, routes et révisions épinglées, " +
-	"dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les version" +
-	"s de processus publiées\u202f: leurs nœuds, routes et révisions épinglée" +
-	"s, dessinés.\x02Processus par clé\x02Versions, les plus récentes d’abord" +
-	"\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processus %" +
-	"[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le p" +
-	"lus long chemin depuis le nœud de départ. Les flèches pleines sont les r" +
-	"éussites (étiquetées par leur route), les pointillées les échecs (étiqu" +
-	"etées par leurs codes d’erreur). Chaque case indique combien d’occurrenc" +
-	"es de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds " +
-	"de cette version, avec leurs occurrences actuelles\x02Type\x02Révision é" +
-	"pinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelle" +
-	"s\x02Instances de ce processus\x02Les colonnes suivent le plus long chem" +
-	"in depuis le nœud de départ. Les flèches pleines sont les réussites (éti" +
-	"quetées par leur route), les pointillées les échecs (étiquetées par leur" +
-	"s codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœ" +
-	"uds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tablea" +
-	"u ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cett" +
-	"e version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au pl" +
-	"us %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02G" +
-	"raphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s" +
-	". Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes." +
-	"\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend l" +
-	"es mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d " +
-	"nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds e" +
-	"t routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous " +
-	"reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (te" +
-	"rmine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inci" +
-	"dent pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en " +
-	"échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative a" +
-	"près %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative " +
-	"après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[" +
-	"1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]" +
-	"s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes " +
-	"environ.\x02Seuls les administrateurs peuvent révéler une valeur sensibl" +
-	"e.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Cré" +
+	"ées depuis le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02I" +
+	"nstances\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trou" +
+	"ve d’autres.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance blo" +
+	"quée a échoué avant toute tentative (ses entrées n’ont pas pu être const" +
+	"ruites)\u202f: elle ne peut pas être reprise et n’est pas comptée. Aband" +
+	"onnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées o" +
+	"nt échoué avant toute tentative (leurs entrées n’ont pas pu être constru" +
+	"ites)\u202f: elles ne peuvent pas être reprises et ne sont pas comptées." +
+	" Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le" +
+	" nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre a chan" +
+	"gé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: entre-temp" +
+	"s, des instances ont été réglées, démarrées ou traitées. Rien n’a été fa" +
+	"it\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x02Cette a" +
+	"ction groupée a déjà été appliquée (le formulaire a été envoyé de nouvea" +
+	"u)\u202f: ses traces sont dans le journal d’audit. Rien de plus n’a été " +
+	"fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d i" +
+	"nstance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le com" +
+	"ptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées" +
+	"\u202f: elles ont changé après le comptage (réglées, ou traitées par que" +
+	"lqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui" +
+	"\x02Action\x02Motif\x02Instance de processus\x02Occurrence reproposée" +
+	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
+	"andon et arrêt appliqué par un opérateur, avec son motif. Les révélation" +
+	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
+	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
+	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
+	"e processus doit être un identifiant d’instance complet (un UUID)\u202f:" +
+	" les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instan" +
+	"ce, ou copiez son lien, pour l’identifiant complet.\x02L’action groupée " +
+	"doit être désignée par son identifiant (un UUID).\x02Le curseur de page " +
+	"est invalide\u202f: revenez à la première page.\x02Actions d’opérateurs," +
+	" les plus récentes d’abord\x02Voici les %[1]d instances que l’action gro" +
+	"upée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mont" +
+	"re où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Na" +
+	"vigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver u" +
+	"ne instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
+	"\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s (%" +
+	"[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Régl" +
+	"ages d’affichage\u202f:\x02Heures en %[1]s · rechargement toutes les %[2" +
+	"]d s\x02Heures en %[1]s · sans rechargement automatique\x02Cette page se" +
+	" recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne pe" +
+	"rmet de lire que les définitions et les processus\u202f: les tâches exte" +
+	"rnes et les instances de processus sont réservées aux opérateurs et aux " +
+	"administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» con" +
+	"tient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
+	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
+	"r aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous pu" +
+	"issiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissie" +
+	"z voir. Une instance terminée est supprimée, avec ses occurrences et ses" +
+	" tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoulé" +
+	"e\u202f; le journal d’audit garde les actions d’opérateur menées sur ell" +
+	"e.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envo" +
+	"yé depuis cette session de la console, ou il a expiré. Rechargez la page" +
+	" et réessayez.\x02Temporairement indisponible\x02La base de données est " +
+	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
+	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Décompte des occurrences en cours\u202f; les d" +
+	"écomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
+	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
+	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
+	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
+	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
+	"\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02A" +
+	"ucune révision pour l’instant\u202f: la copie de travail n’a jamais été " +
+	"figée.\x02Publications\x02Aucune publication pour l’instant.\x02Publicat" +
+	"ion\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02List" +
+	"e chaque changement d’une révision à l’autre et ce qu’il peut casser." +
+	"\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Détail" +
+	"\x02Incompatible avec les processus\x02Incompatible avec les exécutants" +
+	"\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée." +
+	"\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorti" +
+	"es de la copie de travail\x02Publications, les plus anciennes d’abord" +
+	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
+	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
+	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
+	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
+	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
+	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
+	" nom ou une description a changé).\x02Changements de la copie de travail" +
+	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
+	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01" +
+	"\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01" +
+	"\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatible" +
+	"s\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obli" +
+	"gatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirée" +
+	"s\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02c" +
+	"hamp obligatoire de type %[2]s (classification %[1]s)\x02champ facultati" +
+	"f de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]" +
+	"s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâches" +
+	"\u202f: leur copie de travail, leurs révisions immuables et leurs public" +
+	"ations nommées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02au" +
+	"cune pour l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01" +
+	"\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en ca" +
+	"s d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inciden" +
+	"t\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
+	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœ" +
+	"ud %[1]s\x02La file d’attente et les incidents de chaque définition main" +
+	"tenant, et ce que ses exécutants ont terminé dans la dernière heure" +
+	"\u202f: les occurrences terminées avec succès ou en échec. Une occurrenc" +
+	"e relancée depuis compte là où elle se termine ensuite\u202f; un échec q" +
+	"ui laisse des tentatives n’est pas compté, la page de son occurrence le " +
+	"montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles qu" +
+	"i demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instance" +
+	"s bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Term" +
+	"inées, dernière heure\x02En échec, dernière heure\x02Aucune définition n" +
+	"’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
+	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
+	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
+	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
+	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
+	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
+	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
+	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
+	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
+	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
+	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
+	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
+	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
+	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
+	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
+	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
+	"as pu être construites), une reprise échouerait donc de la même façon. L" +
+	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
+	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
+	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
+	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
+	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
+	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
+	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
+	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
+	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud" +
+	"\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloqué" +
+	"e, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Date de création\x02La taille de page doit être comprise en" +
+	"tre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02d" +
+	"u\x02au\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
+	"s processus\x02Toute définition\x02Tous les statuts\x02disponible\x02rés" +
+	"ervée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejeté" +
+	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
+	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
+	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
+	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
+	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
+	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
+	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
+	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
+	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
+	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
+	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
+	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
+	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
+	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
+	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
+	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
+	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
+	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
+	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
+	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
+	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
+	"ndre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’ex" +
+	"écutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentati" +
+	"ve\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le ch" +
+	"emin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse," +
+	" 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d dep" +
+	"uis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f" +
+	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
+	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
+	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
+	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
+	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
+	"r.\x02Révéler — cette action est enregistrée\x02Disponible à partir du" +
+	"\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Diff" +
+	"érée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentat" +
+	"ive)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé " +
+	"cet échec comme définitif (tentatives restantes non utilisées\u202f: %[1" +
+	"]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
+	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
+	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
+	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
+	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
+	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
+	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
+	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
+	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
+	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
+	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
+	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
+	"du HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à part" +
+	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
+	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
+	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
+	"(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Ré" +
+	"servée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[" +
+	"1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consom" +
+	"mateur, ou une interface munie d’un jeton de règlement, la terminera plu" +
+	"s tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente" +
+	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
+	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
+	"%[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été " +
+	"arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (d" +
+	"ifférée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
+	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
+	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
+	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
+	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
+	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
+	"eur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révi" +
+	"sion, consommateur, dates\x02identifiant d’instance\x02Décomptes par sta" +
+	"tut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Er" +
+	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
+	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
+	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
+	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
+	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
+	"remier jour vient après le dernier.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Les pages qui contiennent un formulaire, comme une confirmation, " +
+	"ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Re" +
+	"venir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure local" +
+	"e à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proc" +
+	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
+	"és, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
+	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
+	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
+	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
+	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
+	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
+	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
+	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
+	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
+	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
+	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
+	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
+	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
+	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
+	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
+	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
+	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
+	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
+	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
+	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
+	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
+	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
+	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
+	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
+	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
+	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
+	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
 	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
 	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
 	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
@@ -1872,4 +1875,4 @@ const frData string = "" + // Size: 29729 bytes
 	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
 	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 58226 bytes (56KiB); checksum: 692D8481
+	// Total table size 58317 bytes (56KiB); checksum: A9B0A1C9

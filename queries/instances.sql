@@ -48,6 +48,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and (sqlc.narg('held_at')::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = sqlc.narg('held_at'))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -62,6 +68,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and (sqlc.narg('held_at')::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = sqlc.narg('held_at'))
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
@@ -80,6 +92,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and (sqlc.narg('held_at')::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = sqlc.narg('held_at'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- A retry refuses (not_retryable) a held instance whose failed
@@ -103,6 +121,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and (sqlc.narg('held_at')::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = sqlc.narg('held_at'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   and (not @retryable_only::boolean or coalesce((
@@ -122,6 +146,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and (sqlc.narg('held_at')::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = sqlc.narg('held_at'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
   -- The same instances InstanceCount counts.

@@ -32,16 +32,22 @@ where ($1::text is null or process_key = $1)
   and status = any($3::text[])
   and ($4::text is null or business_key = $4)
   and ($5::text is null or error_code = $5)
-  and ($6::uuid is null or id >= $6)
-  and ($7::uuid is null or id < $7)
-  and (not $8::boolean or coalesce((
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and ($6::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = $6)
+  and ($7::uuid is null or id >= $7)
+  and ($8::uuid is null or id < $8)
+  and (not $9::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 group by process_key, error_code
 order by count(*) desc, process_key, error_code
-limit $9
+limit $10
 `
 
 type InstanceBreakdownForActionParams struct {
@@ -50,6 +56,7 @@ type InstanceBreakdownForActionParams struct {
 	StatusIn      []string
 	BusinessKey   *string
 	ErrorCode     *string
+	HeldAt        *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	RetryableOnly bool
@@ -73,6 +80,7 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 		arg.StatusIn,
 		arg.BusinessKey,
 		arg.ErrorCode,
+		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.RetryableOnly,
@@ -123,13 +131,19 @@ where ($1::text is null or process_key = $1)
   and status = any($3::text[])
   and ($4::text is null or business_key = $4)
   and ($5::text is null or error_code = $5)
-  and ($6::uuid is null or id >= $6)
-  and ($7::uuid is null or id < $7)
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and ($6::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = $6)
+  and ($7::uuid is null or id >= $7)
+  and ($8::uuid is null or id < $8)
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
   -- retry then skips.
-  and (not $8::boolean or coalesce((
+  and (not $9::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
@@ -142,6 +156,7 @@ type InstanceCountParams struct {
 	StatusIn      []string
 	BusinessKey   *string
 	ErrorCode     *string
+	HeldAt        *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	RetryableOnly bool
@@ -158,6 +173,7 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 		arg.StatusIn,
 		arg.BusinessKey,
 		arg.ErrorCode,
+		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.RetryableOnly,
@@ -450,16 +466,22 @@ where ($1::text is null or process_key = $1)
   and status = any($3::text[])
   and ($4::text is null or business_key = $4)
   and ($5::text is null or error_code = $5)
-  and ($6::uuid is null or id >= $6)
-  and ($7::uuid is null or id < $7)
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and ($6::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = $6)
+  and ($7::uuid is null or id >= $7)
+  and ($8::uuid is null or id < $8)
   -- The same instances InstanceCount counts.
-  and (not $8::boolean or coalesce((
+  and (not $9::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 order by id desc
-limit $9
+limit $10
 `
 
 type InstanceIDsForActionParams struct {
@@ -468,6 +490,7 @@ type InstanceIDsForActionParams struct {
 	StatusIn      []string
 	BusinessKey   *string
 	ErrorCode     *string
+	HeldAt        *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
 	RetryableOnly bool
@@ -482,6 +505,7 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.StatusIn,
 		arg.BusinessKey,
 		arg.ErrorCode,
+		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.RetryableOnly,
@@ -632,12 +656,18 @@ where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and ($3::text is null or business_key = $3)
   and ($4::text is null or error_code = $4)
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and ($5::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = $5)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($5::uuid is null or id >= $5)
-  and ($6::uuid is null or id < $6)
+  and ($6::uuid is null or id >= $6)
   and ($7::uuid is null or id < $7)
+  and ($8::uuid is null or id < $8)
 order by id desc
-limit $8
+limit $9
 `
 
 type InstanceListParams struct {
@@ -645,6 +675,7 @@ type InstanceListParams struct {
 	Status      *string
 	BusinessKey *string
 	ErrorCode   *string
+	HeldAt      *string
 	CreatedFrom *uuid.UUID
 	CreatedTo   *uuid.UUID
 	Before      *uuid.UUID
@@ -671,6 +702,7 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		arg.Status,
 		arg.BusinessKey,
 		arg.ErrorCode,
+		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.Before,
@@ -710,12 +742,18 @@ where ($1::text is null or process_key = $1)
   and ($2::text is null or status = $2)
   and ($3::text is null or business_key = $3)
   and ($4::text is null or error_code = $4)
+  -- Held at a node of a definition: where InstanceHeldAt counts it.
+  and ($5::text is null or status = 'held' and (
+      select x.definition_key from occurrences x
+      where x.instance_id = instances.id and x.status = 'failed'
+      order by x.settled_at desc, x.created_at desc
+      limit 1) = $5)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($5::uuid is null or id >= $5)
-  and ($6::uuid is null or id < $6)
-  and id > $7::uuid
+  and ($6::uuid is null or id >= $6)
+  and ($7::uuid is null or id < $7)
+  and id > $8::uuid
 order by id
-limit $8
+limit $9
 `
 
 type InstanceListAfterParams struct {
@@ -723,6 +761,7 @@ type InstanceListAfterParams struct {
 	Status      *string
 	BusinessKey *string
 	ErrorCode   *string
+	HeldAt      *string
 	CreatedFrom *uuid.UUID
 	CreatedTo   *uuid.UUID
 	After       uuid.UUID
@@ -748,6 +787,7 @@ func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterPa
 		arg.Status,
 		arg.BusinessKey,
 		arg.ErrorCode,
+		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
 		arg.After,
