@@ -474,6 +474,7 @@ func taskOf(a *workerv1.Assignment) *Task {
 // attempt spent).
 func (s *streamSession) assigned(t *Task) {
 	r := s.r
+	r.assigned.Store(t.ID, t)
 	t.wire = streamWire{s.c}
 	log := r.w.log.With(taskAttrs(t)...)
 	s.mu.Lock()
@@ -567,6 +568,7 @@ func (s *streamSession) startLocked(t *Task) {
 		defer r.wg.Done()
 		defer r.freeSlot()
 		defer forget()
+		defer r.assigned.CompareAndDelete(t.ID, t)
 		r.process(t, r.handler(t), ctx, cancel, nil)
 	}()
 }

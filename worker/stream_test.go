@@ -889,8 +889,9 @@ func TestDeclaredFields(t *testing.T) {
 // at the test's end), so that the replica neither sees the stream end nor
 // hands its tasks back, as a dead one would not.
 type cutter struct {
-	base http.RoundTripper
-	cut  chan struct{}
+	base     http.RoundTripper
+	cut      chan struct{}
+	releases atomic.Int32
 
 	mu     sync.Mutex
 	first  bool
@@ -898,6 +899,9 @@ type cutter struct {
 }
 
 func (c *cutter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/Release") {
+		c.releases.Add(1)
+	}
 	if !strings.HasSuffix(req.URL.Path, "/Subscribe") {
 		return c.base.RoundTrip(req)
 	}
@@ -1043,5 +1047,87 @@ func TestOutcomeRetriesAreWarnedOnce(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "reported to Relais after retrying"); n != 1 {
 		t.Errorf("%d lines saying the outcome was reported after retrying, want 1:\n%s", n, logs.String())
+	}
+}
+
+// A handler cut short by its stream's end reports nothing: the replica
+// hands its task back (here, a live one when the worker subscribes again),
+// the attempt spent, and the task runs again. A release by worker id alone
+// could hand back the new attempt this very worker was given meanwhile,
+// and a task that kills its replica would never spend its attempts.
+func TestStreamEndedHandlerCutShortReportsNothing(t *testing.T) {
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
+	t.Cleanup(c.close)
+	logs := &testlog.Buffer{}
+	var handled atomic.Int32
+	started := make(chan struct{}, 4)
+	r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: c}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+		func(ctx context.Context, task *Task) (any, error) {
+			if handled.Add(1) == 1 {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, context.Cause(ctx)
+			}
+			return created(ctx, task)
+		})
+	inst := r.start(t, "Acme")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	close(c.cut)
+	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed by the task's next attempt", got)
+	}
+	if n := c.releases.Load(); n != 0 {
+		t.Errorf("%d releases sent after the stream ended, want none", n)
+	}
+	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 2 || a[0].(map[string]any)["outcome"] != "disconnected" {
+		t.Errorf("attempts %v, want the first handed back disconnected (spent), then a second", a)
+	}
+	if !strings.Contains(logs.String(), "which failed or was cut short: nothing reported") {
+		t.Errorf("the cut-short handler's outcome is not said to be left unreported:\n%s", logs.String())
+	}
+}
+
+// A handler whose stream ended and whose task was assigned again since to
+// this very worker (a live replica handed it back, and offered it to the
+// worker's new stream) reports nothing: the new attempt does, and an
+// outcome sent by worker id alone would settle that attempt instead.
+func TestStreamEndedOutcomeOfATaskAssignedAgainIsNotSent(t *testing.T) {
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
+	t.Cleanup(c.close)
+	logs := &testlog.Buffer{}
+	var handled atomic.Int32
+	first, second := make(chan struct{}), make(chan struct{})
+	r.run(t, Config{Concurrency: 2, HTTPClient: &http.Client{Transport: c}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+		func(ctx context.Context, task *Task) (any, error) {
+			if handled.Add(1) == 1 {
+				close(first)
+				<-ctx.Done()
+				<-second // returns once its task runs again
+				return created(context.WithoutCancel(ctx), task)
+			}
+			close(second)
+			return created(ctx, task)
+		})
+	inst := r.start(t, "Acme")
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	close(c.cut)
+	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
+		t.Fatalf("instance %v, want completed by the task's next attempt", got)
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the first handler's outcome left unsent", func() (bool, string) {
+		return strings.Contains(logs.String(), "the task was assigned again since: its new attempt reports"), logs.String()
+	})
+	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 2 || a[1].(map[string]any)["outcome"] != "completed" {
+		t.Errorf("attempts %v, want the second completed by its own handler", a)
 	}
 }

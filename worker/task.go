@@ -564,6 +564,7 @@ type workerRequest struct {
 // delay instead, which spends one. (An occurrence unknown to a newer Relais
 // is 404 too; its fail is then refused alike, at no cost.)
 func (r *run) handBack(t *Task, log *slog.Logger) {
+	r.assigned.CompareAndDelete(t.ID, t)
 	err := r.settle(t, "release", func(ctx context.Context) error {
 		return t.wire.release(ctx, t.ID, workerRequest{WorkerID: r.w.cfg.WorkerID})
 	}, log)
@@ -580,29 +581,26 @@ func (r *run) handBack(t *Task, log *slog.Logger) {
 	log.Info("task released (the worker is shutting down)")
 }
 
-// afterStreamEnded settles a streamed task whose stream ended while its
-// handler ran: its outputs if it succeeded, a release otherwise (cut
-// short by the stream's end, not wrong). A refusal (the replica that saw
-// the stream end handed the task back, and another worker may hold it)
-// is expected, not a fault.
+// afterStreamEnded reports the outcome of a streamed task whose stream
+// ended while its handler ran, if it succeeded and its task was not
+// assigned again since (to this worker: its new attempt reports, and an
+// outcome sent by worker id alone would settle it). A handler that failed
+// or was cut short reports nothing: its task is handed back by the live
+// replica that saw the stream end, or by its lock's expiry, the attempt
+// spent, so that a task that kills its replica still ends. A refusal (the
+// replica handed the task back, another worker may hold it) is logged as
+// any refused outcome is.
 func (r *run) afterStreamEnded(t *Task, outputs any, err error, log *slog.Logger) {
-	if err == nil {
-		log.Info("the stream ended while the handler ran; reporting its outcome (its replica may have died with the lock held)")
-		r.complete(t, outputs, log)
+	if latest, ok := r.assigned.Load(t.ID); ok && latest.(*Task) != t {
+		log.Info("the stream ended while the handler ran, and the task was assigned again since: its new attempt reports")
 		return
 	}
-	rerr := r.settle(t, "release", func(ctx context.Context) error {
-		return t.wire.release(ctx, t.ID, workerRequest{WorkerID: r.w.cfg.WorkerID})
-	}, log)
-	var ae *APIError
-	switch {
-	case rerr == nil:
-		log.Info("task released: its stream ended while the handler ran, which its cancellation cut short")
-	case errors.As(rerr, &ae) && ae.Status == http.StatusConflict:
-		log.Info("the task was handed back when its stream ended", "code", ae.Code)
-	default:
-		r.logSettleError(log, "release", rerr)
+	if err != nil {
+		log.Info("the stream ended while the handler ran, which failed or was cut short: nothing reported (the task is handed back, or its lock expires)")
+		return
 	}
+	log.Info("the stream ended while the handler ran; reporting its outcome (its replica may have died with the lock held)")
+	r.complete(t, outputs, log)
 }
 
 // settleFail reports a failure. The message goes to Relais, which scrubs

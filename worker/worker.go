@@ -167,9 +167,10 @@ type Config struct {
 // handler's context ends when the stream does (a network blip included: a
 // live replica hands the task back at once, the attempt spent); long
 // polling rides out blips shorter than the lock. As the replica may have
-// died with the lock held instead, what a handler returns after its
-// stream ended is reported all the same (refused if the task was handed
-// back), and a failure is given back as a release, its attempt not spent.
+// died with the lock held instead, outputs a handler returns after its
+// stream ended are reported all the same (refused if the task was handed
+// back; not sent if it was assigned to this worker again); a failure then
+// is not reported.
 type Handler func(ctx context.Context, t *Task) (outputs any, err error)
 
 // Worker pulls tasks from Relais and runs handlers on them. Create it
@@ -493,6 +494,11 @@ type run struct {
 	// run began to stop; draining says it has.
 	unreported atomic.Int64
 	draining   atomic.Bool
+	// assigned maps a streamed occurrence's id to its latest assignment
+	// (*Task), across the run's streams: a handler whose stream ended
+	// reports nothing once its task was assigned again, which the new
+	// attempt settles.
+	assigned sync.Map
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown
