@@ -167,9 +167,12 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 				}
 				row.Attention = row.Attention || row.LagLong
 				if liveErr == nil && len(live[key]) == 0 {
-					// Said in words, as the long wait is.
-					row.NoWorker, row.WorkersHref = T(ctx, "no worker"), workersHref(key)
-					row.Attention = true
+					// Said in words, as the long wait is; only of a definition
+					// a process pulls (push work waits for Relais's calls).
+					if use, err := c.eng.DefinitionUse(ctx, key); err == nil && use.Pulled {
+						row.NoWorker, row.WorkersHref = T(ctx, "no worker"), workersHref(key)
+						row.Attention = true
+					}
 				}
 			}
 		} else {

@@ -58,7 +58,7 @@ func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCou
 			"Instances held for an operator (incidents: retry, abandon or stop them), by the definition of the node they are held at; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
 			[]string{"definition"}, nil),
 		waiting: prometheus.NewDesc("relais_oldest_claimable_age_seconds",
-			"How long the oldest claimable pull occurrence of a definition has waited for a worker (0: none waits), as the console's health page shows it; from the health snapshot, refreshed in the background when older than 5 s.",
+			"How long the oldest claimable occurrence of a definition has waited (0: none waits), for a worker (pull) or for Relais's call (push), as the console's health page shows its queue lag; from the health snapshot, refreshed in the background when older than 5 s.",
 			[]string{"definition"}, nil),
 		workers: prometheus.NewDesc("relais_workers_live",
 			"Live workers by subscribed definition and protocol, on every replica (streams connected, pollers seen within their wait and three heartbeats), as GET /api/v1/workers lists them; read from the database at each scrape.",
