@@ -169,6 +169,16 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		// it is skipped, not acted on for another incident.
 		return false, nil
 	}
+	if f.HeldAt != "" {
+		// Held again since, at a node of another definition: skipped too.
+		o, err := q.OccurrenceHeldAt(ctx, id)
+		if err != nil && !isNoRows(err) {
+			return false, err
+		}
+		if err != nil || o.DefinitionKey != f.HeldAt {
+			return false, nil
+		}
+	}
 	var occurrence *uuid.UUID
 	switch action {
 	case ActionStop:
@@ -428,11 +438,15 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 // filter that chose them.
 func (e *Engine) logBulk(actor Actor, action Action, f InstanceFilter, res BulkResult, err error) {
 	attrs := []any{"action", action, "bulk", res.ID, "matched", res.Matched, "applied", res.Applied, "skipped", res.Skipped, "by", actor.Name}
-	for _, kv := range [][2]string{{"filter_process", f.ProcessKey}, {"filter_status", f.Status}, {"filter_business_key", f.BusinessKey},
-		{"filter_error_code", f.ErrorCode}} {
+	for _, kv := range [][2]string{{"filter_process", f.ProcessKey}, {"filter_status", f.Status}, {"filter_error_code", f.ErrorCode},
+		{"filter_held_at", f.HeldAt}} {
 		if kv[1] != "" {
 			attrs = append(attrs, kv[0], kv[1])
 		}
+	}
+	if f.BusinessKey != "" {
+		// A customer's identifier: said to be there, not logged.
+		attrs = append(attrs, "filter_business_key_given", true)
 	}
 	if f.CreatedAfter != nil {
 		attrs = append(attrs, "filter_created_after", f.CreatedAfter.UTC().Format(time.RFC3339))
