@@ -357,6 +357,11 @@ func TestActionRefusedWhenActedMeanwhile(t *testing.T) {
 	if r := env.Do("POST", path+"/abandon", env.Operator, map[string]any{"reason": "give up", "last_action_id": -1}); r.Status != 400 {
 		t.Errorf("negative last_action_id: %d %s, want 400", r.Status, r.Body)
 	}
+	other, _ := hold("Globex")
+	if r := env.Do("POST", "/api/v1/instances/"+other+"/abandon", env.Operator, map[string]any{"reason": "x", "last_action_id": retry}); r.Status != 409 ||
+		!strings.Contains(r.JSON(t)["detail"].(string), "no operator action is recorded on instance") {
+		t.Errorf("another instance's record id: %d %s, want 409 saying none is recorded on this one", r.Status, r.Body)
+	}
 	// Seen the retry: applied.
 	env.Must(200, "POST", path+"/abandon", env.Operator, map[string]any{"reason": "give up", "last_action_id": retry})
 	if s := env.Must(200, "GET", path, env.Operator, nil).JSON(t)["status"]; s != "failed" {

@@ -206,21 +206,29 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	v := c.actionView(r, a, inst, held.Node)
-	if v.LastSeen, err = c.lastSeen(ctx, id); err != nil {
+	last, err := c.eng.LastAction(ctx, id)
+	if err != nil {
 		c.serverError(w, r, err)
+		return
+	}
+	v.LastSeen = "0"
+	if last != nil {
+		v.LastSeen = strconv.FormatInt(last.ID, 10)
+	}
+	// Opened from the instance's page, which says what it showed: an
+	// action recorded since sends the operator back to look again.
+	if seen := r.URL.Query().Get("seen"); seen != "" && seen != v.LastSeen && last != nil {
+		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: actedMeanwhile(ctx, last), Warning: true})
 		return
 	}
 	c.render(w, r, http.StatusOK, actionPage(v))
 }
 
-// lastSeen is the id of the newest operator action on an instance, as a
-// form carries it.
-func (c *Console) lastSeen(ctx context.Context, id uuid.UUID) (string, error) {
-	last, err := c.eng.LastAction(ctx, id)
-	if err != nil || last == nil {
-		return "0", err
-	}
-	return strconv.FormatInt(last.ID, 10), nil
+// actedMeanwhile says that someone acted on an instance after the
+// operator's page showed it, naming the action.
+func actedMeanwhile(ctx context.Context, last *engine.OperatorAction) string {
+	return T(ctx, "Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.",
+		actionName(ctx, last.Action), last.ActorName, formatTime(ctx, last.At).Text)
 }
 
 // notApplicable says why an action does not apply to an instance now.
@@ -285,22 +293,19 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
 			v.Cancel = T(ctx, "Back to the instance")
 		}
-		// Offered again, the form still carries what the operator saw,
-		// unless the refusal says what changed since.
+		// Offered again, the form still carries what the operator saw.
 		v.LastSeen = r.PostFormValue("last_action")
 		status := http.StatusConflict
 		switch fe.Code {
 		case "acted_meanwhile":
-			// The form is offered again carrying the action it names:
-			// sent again, it acts on the instance as it is now.
-			if v.LastSeen, err = c.lastSeen(ctx, id); err != nil {
-				c.serverError(w, r, err)
-				return
-			}
+			// No form: the operator looks at the instance again (its page
+			// lists the action) before deciding anew.
+			v.Closed = true
+			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
+			v.Cancel = T(ctx, "Back to the instance")
 			v.Error = T(ctx, "Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.")
 			if last, err := c.eng.LastAction(ctx, id); err == nil && last != nil {
-				v.Error = T(ctx, "Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.",
-					actionName(ctx, last.Action), last.ActorName, formatTime(ctx, last.At).Text)
+				v.Error = actedMeanwhile(ctx, last)
 			}
 		case "not_held":
 			v.Error = T(ctx, "This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.", statusLabel(ctx, now.Status))

@@ -316,43 +316,67 @@ func TestRetryAfterStopIsRefused(t *testing.T) {
 	}
 }
 
-// TestActionRefusedWhenSomeoneActedMeanwhile: a confirmation sent after a
-// colleague retried the instance, which the same error held again (so it
-// looks unchanged), is refused naming who did what, and nothing is done;
-// the form offered again carries that action, and sent again it applies.
+// TestActionRefusedWhenSomeoneActedMeanwhile: the operator decides on the
+// instance's page; a colleague's retry since, held again by the same error
+// (so the instance looks unchanged), sends them back to look again, from
+// the confirmation page as from its form, and nothing is done; from the
+// page as it is now, the action applies.
 func TestActionRefusedWhenSomeoneActedMeanwhile(t *testing.T) {
 	t.Parallel()
 	f := newIncidentFixture(t)
 	id, occ := f.holdScoring(t, "lead-7")
 	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
-	action, form := formOf(t, b.mustGet("/console/instances/"+id+"/abandon", 200), "abandon-form")
-	if form.Get("last_action") != "0" {
-		t.Fatalf("the abandon form carries last_action %q, want 0 (nothing recorded yet)", form.Get("last_action"))
+	retryByColleague := func() {
+		t.Helper()
+		f.env.Must(200, "POST", "/api/v1/instances/"+id+"/retry", f.env.Admin, map[string]any{"reason": "scorer back?"})
+		f.failScoring(t, occ)
+		if s := f.status(t, id); s != "held" {
+			t.Fatalf("instance %s after the colleague's retry failed again, want held", s)
+		}
 	}
-	f.env.Must(200, "POST", "/api/v1/instances/"+id+"/retry", f.env.Admin, map[string]any{"reason": "scorer back?"})
-	f.failScoring(t, occ)
-	if s := f.status(t, id); s != "held" {
-		t.Fatalf("instance %s after the colleague's retry failed again, want held", s)
+	abandonHref := func() string {
+		t.Helper()
+		href, _ := b.mustGet("/console/instances/"+id, 200).doc.Find(`[data-testid=abandon-instance]`).Attr("href")
+		if !strings.Contains(href, "seen=") {
+			t.Fatalf("the abandon link %q does not say what the page showed", href)
+		}
+		return href
 	}
+	want := "Quelqu’un a agi sur cette instance après l’ouverture de cette page (reprise par "
+
+	// Seen on the instance page, acted on by a colleague before the
+	// confirmation opens: back to the instance, with why.
+	href := abandonHref()
+	retryByColleague()
+	back := b.get(href)
+	if back.status != http.StatusSeeOther || back.header.Get("Location") != "/console/instances/"+id {
+		t.Fatalf("the confirmation after a colleague's retry: %d to %q, want 303 back to the instance", back.status, back.header.Get("Location"))
+	}
+	if got := text(b.mustGet("/console/instances/"+id, 200), "flash"); !strings.HasPrefix(got, want) {
+		t.Errorf("the instance page says %q, want %q…", got, want)
+	}
+
+	// Acted on by a colleague while the confirmation is open: refused,
+	// no form offered, the reason shown as not recorded.
+	action, form := formOf(t, b.mustGet(abandonHref(), 200), "abandon-form")
+	retryByColleague()
 	form.Set("reason", "on abandonne")
 	stale := b.do("POST", action, form)
-	want := "Quelqu’un a agi sur cette instance après l’ouverture de cette page (reprise par "
-	if stale.status != http.StatusConflict || !strings.HasPrefix(text(stale, "abandon-error"), want) {
-		t.Fatalf("abandon after a colleague's retry: %d %q, want 409 %q…", stale.status, text(stale, "abandon-error"), want)
+	if stale.status != http.StatusConflict || !strings.HasPrefix(text(stale, "abandon-error"), want) || count(stale, "abandon-form") != 0 {
+		t.Fatalf("abandon after a colleague's retry: %d %q (%d forms), want 409 %q… and no form", stale.status, text(stale, "abandon-error"), count(stale, "abandon-form"), want)
 	}
 	if s := f.status(t, id); s != "held" || f.auditCount(t, id, "abandon") != 0 {
 		t.Fatalf("a refused abandon left the instance %s with %d abandon records, want held with none", s, f.auditCount(t, id, "abandon"))
 	}
-	action, form = formOf(t, stale, "abandon-form")
-	if form.Get("last_action") == "0" || text(stale, "abandon-reason") != "on abandonne" {
-		t.Fatalf("the form offered again carries %v and the reason %q, want the colleague's action and the reason typed", form, text(stale, "abandon-reason"))
-	}
+
+	// From the page as it is now: applied.
+	action, form = formOf(t, b.mustGet(abandonHref(), 200), "abandon-form")
 	form.Set("reason", "on abandonne")
 	if done := b.do("POST", action, form); done.status != http.StatusSeeOther {
-		t.Fatalf("abandon sent again: %d %q", done.status, text(done, "abandon-error"))
+		t.Fatalf("abandon from the page as it is now: %d %q", done.status, text(done, "abandon-error"))
 	}
 	if s := f.status(t, id); s != "failed" {
-		t.Errorf("instance %s after the abandon sent again, want failed", s)
+		t.Errorf("instance %s after the abandon, want failed", s)
 	}
 }
 

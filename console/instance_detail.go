@@ -113,12 +113,21 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		v.Path = append(v.Path, pathStepOf(ctx, i+1, o, inst, pv.Process))
 	}
 	held, _ := heldOccurrence(occs)
+	// The operator decides here, on what this page shows: its action links
+	// carry the newest operator action it lists, and one recorded since
+	// refuses the action (acted_meanwhile) rather than act on an incident
+	// the operator did not see.
+	seen := int64(0)
+	if len(acts) > 0 {
+		seen = acts[0].ID
+	}
 	// Only operators and admins reach this page (requireOperator): all may act.
 	for _, a := range []engine.Action{engine.ActionRetry, engine.ActionAbandon, engine.ActionStop} {
 		if !actionAppliesTo(a, inst.Status) || a == engine.ActionRetry && !engine.Retryable(held) {
 			continue
 		}
-		v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a), Href: instanceHref(id) + "/" + string(a)})
+		v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a),
+			Href: instanceHref(id) + "/" + string(a) + "?seen=" + strconv.FormatInt(seen, 10)})
 	}
 	switch {
 	case inst.Status == engine.InstanceHeld && !engine.Retryable(held):

@@ -155,8 +155,14 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			return false, err
 		}
 		if last.ID != *lastSeen {
-			fe := fault.New(fault.Conflict, "acted_meanwhile", "instance %s was acted on since you looked at it (%s by %s at %s): look at it again before acting",
-				id, last.Action, last.ActorName, last.At.UTC().Format(time.RFC3339))
+			var fe *fault.Error
+			if last.ID == 0 {
+				// An id of another instance's record, most likely.
+				fe = fault.New(fault.Conflict, "acted_meanwhile", "no operator action is recorded on instance %s, not the %d sent: look at it again before acting", id, *lastSeen)
+			} else {
+				fe = fault.New(fault.Conflict, "acted_meanwhile", "instance %s was acted on since you looked at it (%s by %s at %s): look at it again before acting",
+					id, last.Action, last.ActorName, last.At.UTC().Format(time.RFC3339))
+			}
 			fe.Extra = map[string]any{"last_action_id": last.ID}
 			return false, fe
 		}

@@ -120,7 +120,7 @@ var messageKeyToIndex = map[string]int{
 	"Available from":                   428,
 	"Back to definitions":              132,
 	"Back to external tasks":           131,
-	"Back to the instance":             32,
+	"Back to the instance":             33,
 	"Back to the list":                 49,
 	"Back without saving":              517,
 	"Breaks processes":                 171,
@@ -431,8 +431,8 @@ var messageKeyToIndex = map[string]int{
 	"Skip to content":      109,
 	"Slot":                 247,
 	"Snapshotted":          183,
-	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 34,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                33,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 28,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                34,
 	"Something went wrong": 140,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 588,
 	"Staff tokens, oldest first": 594,
@@ -483,7 +483,7 @@ var messageKeyToIndex = map[string]int{
 	"The page cursor is invalid: go back to the first page.":                                                                                               104,
 	"The page size must be between 1 and %d.":                                                                                                              319,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 102,
-	"The reason you gave, not recorded:":                                                                                                                   31,
+	"The reason you gave, not recorded:":                                                                                                                   32,
 	"The result did not match the revision's outputs contract.":                                                                                            440,
 	"The revision must be a whole number, 1 or more.":                                                                                                      480,
 	"The token %s (%s) was revoked: its next request is refused.":                                                                                          608,
@@ -500,9 +500,9 @@ var messageKeyToIndex = map[string]int{
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  37,
 	"This instance has not reached a task yet.":                   294,
-	"This instance is %s, not held: there is nothing to abandon.": 29,
-	"This instance is %s, not held: there is nothing to retry.":   28,
-	"This instance is %s: there is nothing to stop.":              30,
+	"This instance is %s, not held: there is nothing to abandon.": 30,
+	"This instance is %s, not held: there is nothing to retry.":   29,
+	"This instance is %s: there is nothing to stop.":              31,
 	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 302,
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 303,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          35,
@@ -704,9 +704,9 @@ var enIndex = []uint32{ // 655 elements
 	0x0000017c, 0x000001e7, 0x00000296, 0x000002a9,
 	0x000002c8, 0x00000307, 0x0000037d, 0x00000392,
 	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
-	0x00000552, 0x0000058f, 0x000005ce, 0x00000600,
+	0x00000552, 0x000005d9, 0x00000616, 0x00000655,
 	// Entry 20 - 3F
-	0x00000623, 0x00000638, 0x000006a7, 0x0000072e,
+	0x00000687, 0x000006aa, 0x000006bf, 0x0000072e,
 	0x00000797, 0x0000083c, 0x00000877, 0x000008d4,
 	0x00000901, 0x0000094e, 0x000009a1, 0x000009fa,
 	0x00000a53, 0x00000a63, 0x00000aa2, 0x00000ae3,
@@ -903,13 +903,13 @@ const enData string = "" + // Size: 23258 bytes
 	" Nothing is completed on their behalf, and a stopped instance cannot be " +
 	"resumed.\x02Stop the instance\x02This instance cannot be retried: its oc" +
 	"currence at node %[1]s failed before any attempt (its inputs could not b" +
-	"e built), so it would fail the same way. Abandon or stop it.\x02This ins" +
-	"tance is %[1]s, not held: there is nothing to retry.\x02This instance is" +
-	" %[1]s, not held: there is nothing to abandon.\x02This instance is %[1]s" +
-	": there is nothing to stop.\x02The reason you gave, not recorded:\x02Bac" +
-	"k to the instance\x02Someone acted on this instance after this page was " +
-	"opened. Nothing was done: look at it again before deciding.\x02Someone a" +
-	"cted on this instance after this page was opened (%[1]s by %[2]s, %[3]s)" +
+	"e built), so it would fail the same way. Abandon or stop it.\x02Someone " +
+	"acted on this instance after this page was opened (%[1]s by %[2]s, %[3]s" +
+	"). Nothing was done: look at it again before deciding.\x02This instance " +
+	"is %[1]s, not held: there is nothing to retry.\x02This instance is %[1]s" +
+	", not held: there is nothing to abandon.\x02This instance is %[1]s: ther" +
+	"e is nothing to stop.\x02The reason you gave, not recorded:\x02Back to t" +
+	"he instance\x02Someone acted on this instance after this page was opened" +
 	". Nothing was done: look at it again before deciding.\x02This instance i" +
 	"s no longer held (it is %[1]s now): someone may have acted on it first. " +
 	"Nothing was done.\x02Its occurrence failed before any attempt: its input" +
@@ -1255,9 +1255,9 @@ var frIndex = []uint32{ // 655 elements
 	0x00000203, 0x00000285, 0x0000035a, 0x00000371,
 	0x0000039c, 0x000003f2, 0x00000478, 0x00000490,
 	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
-	0x000006c8, 0x00000711, 0x0000075b, 0x00000795,
+	0x000006c8, 0x0000076e, 0x000007b7, 0x00000801,
 	// Entry 20 - 3F
-	0x000007c6, 0x000007dd, 0x0000086a, 0x00000910,
+	0x0000083b, 0x0000086c, 0x00000883, 0x00000910,
 	0x00000995, 0x00000a6d, 0x00000ab2, 0x00000b27,
 	0x00000b5b, 0x00000bb8, 0x00000c21, 0x00000c98,
 	0x00000d01, 0x00000d12, 0x00000d6d, 0x00000dcd,
@@ -1459,17 +1459,17 @@ const frData string = "" + // Size: 29771 bytes
 	"ce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au n" +
 	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
 	" construites), une reprise échouerait donc de la même façon. Abandonnez-" +
-	"la ou arrêtez-la.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y" +
-	" a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il " +
-	"n’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rie" +
-	"n à arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Ret" +
-	"our à l’instance\x02Quelqu’un a agi sur cette instance après l’ouverture" +
-	" de cette page. Rien n’a été fait\u202f: regardez-la de nouveau avant de" +
-	" décider.\x02Quelqu’un a agi sur cette instance après l’ouverture de cet" +
-	"te page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: regardez-la d" +
-	"e nouveau avant de décider.\x02Cette instance n’est plus bloquée (elle e" +
-	"st %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n" +
-	"’a été fait.\x02Son occurrence a échoué avant toute tentative\u202f: s" +
+	"la ou arrêtez-la.\x02Quelqu’un a agi sur cette instance après l’ouvertur" +
+	"e de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: regar" +
+	"dez-la de nouveau avant de décider.\x02Cette instance est %[1]s, pas blo" +
+	"quée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas " +
+	"bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
+	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
+	"nsigné\u202f:\x02Retour à l’instance\x02Quelqu’un a agi sur cette instan" +
+	"ce après l’ouverture de cette page. Rien n’a été fait\u202f: regardez-la" +
+	" de nouveau avant de décider.\x02Cette instance n’est plus bloquée (elle" +
+	" est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien" +
+	" n’a été fait.\x02Son occurrence a échoué avant toute tentative\u202f: s" +
 	"es entrées n’ont pas pu être construites, une reprise échouerait donc de" +
 	" la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fa" +
 	"it.\x02Cette instance est déjà terminée\u202f; il n’y a rien à arrêter." +
@@ -1875,4 +1875,4 @@ const frData string = "" + // Size: 29771 bytes
 	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
 	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 58317 bytes (56KiB); checksum: A9B0A1C9
+	// Total table size 58317 bytes (56KiB); checksum: 11282C22
