@@ -166,13 +166,18 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 // tried again shortly, up to migrationLockTries times.
 func applyMigration(ctx context.Context, conn *pgx.Conn, logger *slog.Logger, m Migration) error {
 	for try := 1; ; try++ {
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+		var err error
+		if strings.HasPrefix(m.SQL, noTransaction) {
+			err = applyOutsideTransaction(ctx, conn, m)
+		} else {
+			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, m.SQL); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
 				return err
-			}
-			_, err := tx.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
-			return err
-		})
+			})
+		}
 		var pgErr *pgconn.PgError
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55P03" || try == migrationLockTries {
 			return err
@@ -184,6 +189,44 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, logger *slog.Logger, m 
 		case <-time.After(time.Duration(try) * time.Second):
 		}
 	}
+}
+
+// noTransaction opens a migration that cannot run in a transaction: an
+// index built CONCURRENTLY on a table every start writes, which a plain
+// CREATE INDEX would block for the whole build.
+const noTransaction = "-- relais:no-transaction"
+
+// applyOutsideTransaction runs m's statements one by one, each on its own
+// (CONCURRENTLY refuses a transaction block, an implicit one included),
+// with a lock_timeout of 5 s, then records it. Its statements must be
+// safe to run again: a crash before the record runs them again at the
+// next start (drop an index left invalid by an interrupted build first).
+func applyOutsideTransaction(ctx context.Context, conn *pgx.Conn, m Migration) error {
+	if _, err := conn.Exec(ctx, "set lock_timeout = '5s'"); err != nil {
+		return err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "reset lock_timeout") }()
+	for _, stmt := range strings.Split(m.SQL, ";\n") {
+		if sqlWithoutComments(stmt) == "" {
+			continue
+		}
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	_, err := conn.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", m.Version, m.Name)
+	return err
+}
+
+// sqlWithoutComments is stmt without its -- comments and spaces: empty
+// for a chunk that holds none.
+func sqlWithoutComments(stmt string) string {
+	var b strings.Builder
+	for line := range strings.Lines(stmt) {
+		code, _, _ := strings.Cut(line, "--")
+		b.WriteString(strings.TrimSpace(code))
+	}
+	return b.String()
 }
 
 // privilegeHint says what to do about a migration the database role may

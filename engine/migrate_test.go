@@ -161,3 +161,48 @@ func TestMigrateRetriesAMigrationThatWaitedForALock(t *testing.T) {
 		t.Errorf("a broken migration was tried again (logs %q)", logs.String())
 	}
 }
+
+// A migration marked relais:no-transaction runs its statements one by one
+// outside a transaction (CREATE INDEX CONCURRENTLY refuses one, which a
+// transaction would fail) and is recorded once; run again after a crash
+// before its record (its index already there), it succeeds.
+func TestMigrationOutsideATransaction(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbtest.EmptyURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ms := []Migration{{Version: 1, Name: "0001_table", SQL: "create table busy (id int, code text); insert into busy select g, null from generate_series(1, 1000) g"}}
+	if _, err := migrate(ctx, pool, nil, ms); err != nil {
+		t.Fatal(err)
+	}
+	index := Migration{Version: 2, Name: "0002_index", SQL: noTransaction + `
+-- a comment; and another
+drop index concurrently if exists busy_by_code;
+
+create index concurrently busy_by_code on busy (code) where code is not null;
+`}
+	// What a crash between the build and its record leaves: the index,
+	// no record. The migration builds it again.
+	if _, err := pool.Exec(ctx, "create index busy_by_code on busy (code) where code is not null"); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := migrate(ctx, pool, nil, append(ms, index))
+	if err != nil || !slices.Equal(applied, []int{2}) {
+		t.Fatalf("the migration outside a transaction: applied %v, %v; want [2]", applied, err)
+	}
+	var valid bool
+	var recorded int
+	if err := pool.QueryRow(ctx, `select (select i.indisvalid from pg_index i join pg_class c on c.oid = i.indexrelid where c.relname = 'busy_by_code'),
+		(select count(*) from relais_schema_migrations where version = 2)`).Scan(&valid, &recorded); err != nil {
+		t.Fatal(err)
+	}
+	if !valid || recorded != 1 {
+		t.Errorf("index valid %v, recorded %d times; want a valid index recorded once", valid, recorded)
+	}
+	var timeout string
+	if err := pool.QueryRow(ctx, "show lock_timeout").Scan(&timeout); err != nil || timeout != "0" {
+		t.Errorf("lock_timeout after the migration: %q %v, want the default 0 on pooled connections", timeout, err)
+	}
+}
