@@ -374,6 +374,28 @@ func TestActionRefusedWhenActedMeanwhile(t *testing.T) {
 	}
 }
 
+// A bulk action's breakdown lists the 20 largest groups and says when the
+// filter matches more; the count still counts them all.
+func TestBulkBreakdownSaysWhenItIsCut(t *testing.T) {
+	t.Parallel()
+	env, consumer, _ := incidents(t)
+	for i := range 21 {
+		inst := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": fmt.Sprint("C", i)}}).JSON(t)
+		occ := inst["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+		env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 1,
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}})
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": fmt.Sprintf("E%02d", i)})
+	}
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"process": "crm_hold"}}).JSON(t)
+	if count["count"] != 21.0 || len(count["breakdown"].([]any)) != 20 || count["breakdown_truncated"] != true {
+		t.Errorf("count %v, %d groups, truncated %v; want 21, 20 groups, truncated", count["count"], len(count["breakdown"].([]any)), count["breakdown_truncated"])
+	}
+	one := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "x", "filter": map[string]any{"error_code": "E07"}}).JSON(t)
+	if one["count"] != 1.0 || len(one["breakdown"].([]any)) != 1 || one["breakdown_truncated"] != false {
+		t.Errorf("count of E07 = %v, breakdown %v, truncated %v; want 1 in one group, not truncated", one["count"], one["breakdown"], one["breakdown_truncated"])
+	}
+}
+
 // A reason is bounded in characters, not bytes: 1,000 accented letters
 // (2,000 bytes) are accepted, and 1,001 characters are refused naming the
 // limit in characters.
