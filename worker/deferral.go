@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 )
@@ -189,7 +190,7 @@ func (w *Worker) IssueSettleToken(ctx context.Context, occurrenceID string) (Set
 // ctx ends.
 func (w *Worker) retried(ctx context.Context, action string, send func(ctx context.Context) error) error {
 	bo := w.settleBackoff
-	for {
+	for try := 1; ; try++ {
 		rctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		err := send(rctx)
 		cancel()
@@ -200,7 +201,12 @@ func (w *Worker) retried(ctx context.Context, action string, send func(ctx conte
 			return unanswered(ctx, action, err)
 		}
 		d := max(bo.next(), retryAfter(err))
-		w.log.Warn("a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
+		// Warned once per call, its retries at debug, as outcomes are.
+		level := slog.LevelWarn
+		if try > 1 {
+			level = slog.LevelDebug
+		}
+		w.log.Log(ctx, level, "a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
 		if !w.sleep(ctx, d) {
 			return unanswered(ctx, action, err)
 		}

@@ -619,7 +619,10 @@ func (r *run) fetchLoop(ctx context.Context) error {
 		}
 		started := time.Now()
 		tasks, err := r.fetch(ctx, n)
-		w.connected.Store(err == nil)
+		// Answered, if only to wait (429 too_many_waiters): still
+		// connected; unreachable or unavailable (5xx): not.
+		var ae *APIError
+		w.connected.Store(err == nil || errors.As(err, &ae) && ae.Status < 500)
 		if err != nil {
 			r.release(n)
 			if ctx.Err() != nil {
