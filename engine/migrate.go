@@ -104,7 +104,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 		return nil, fmt.Errorf("migrate: acquire: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1)", migrateLockKey); err != nil {
+	if err := lockMigrations(ctx, conn.Conn()); err != nil {
 		return nil, fmt.Errorf("migrate: lock: %w", err)
 	}
 	defer func() {
@@ -158,6 +158,32 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 		done = append(done, m.Version)
 	}
 	return done, nil
+}
+
+// lockMigrationsEvery is how often a replica waiting for another's
+// migrations asks for their lock again.
+const lockMigrationsEvery = 100 * time.Millisecond
+
+// lockMigrations takes the migrations' advisory lock, asking again until
+// it gets it rather than wait in pg_advisory_lock: a replica waiting there
+// holds a transaction open, which an index built CONCURRENTLY by the
+// replica holding the lock waits for, and PostgreSQL ends the two with a
+// deadlock. Between two tries nothing is held.
+func lockMigrations(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", migrateLockKey).Scan(&got); err != nil {
+			return err
+		}
+		if got {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(lockMigrationsEvery):
+		}
+	}
 }
 
 // applyMigration runs m and records it, in one transaction. A migration
