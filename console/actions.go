@@ -552,7 +552,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	a, f, ef, errs := bulkAction(ctx, r.URL.Query().Get)
 	if len(errs) > 0 {
-		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
+		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
 	}
 	n, err := c.eng.CountForAction(ctx, a, ef)
@@ -577,12 +577,12 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	a, f, ef, errs := bulkAction(ctx, r.PostFormValue)
 	if len(errs) > 0 {
-		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
+		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
 	}
 	confirm, err := strconv.ParseInt(r.PostFormValue("confirm_count"), 10, 64)
 	if err != nil || confirm < 0 {
-		c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), T(ctx, "The confirmed count is missing: start again from the list."))
+		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), T(ctx, "The confirmed count is missing: start again from the list."))
 		return
 	}
 	// The id the confirmation linked to; a form without one (or a

@@ -380,6 +380,24 @@ func TestActionRefusedWhenSomeoneActedMeanwhile(t *testing.T) {
 	}
 }
 
+// TestBulkRefusalLeadsBackToTheList: a bulk action the console cannot
+// take (an unknown action, a status it does not apply to) says why and
+// leads back to the instances list it came from, in the reader's language.
+func TestBulkRefusalLeadsBackToTheList(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		for _, path := range []string{"/console/instances/bulk?action=bogus", "/console/instances/bulk?action=retry&status=running"} {
+			r := b.mustGet(path, http.StatusBadRequest)
+			back := r.doc.Find(`main a[href="/console/instances"]`)
+			if want := []string{"Back to the list", "Revenir à la liste"}[i]; back.Length() == 0 || !strings.Contains(back.Text(), want) {
+				t.Errorf("%s %s: no link %q back to the instances list", lang, path, want)
+			}
+		}
+	}
+}
+
 // TestHeldInstanceShowsItsError: a held instance's page shows what the
 // service said when it failed, beside its error code, not one page away.
 func TestHeldInstanceShowsItsError(t *testing.T) {

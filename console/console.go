@@ -331,6 +331,14 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	c.render(w, r, status, errorPage(v))
 }
 
+// instancesErrorPage is errorPage for a request made from the instances
+// list (a bulk action): it leads back there, not to the external tasks.
+func (c *Console) instancesErrorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	ctx := r.Context()
+	c.render(w, r, status, errorPage(errorView{Chrome: c.chrome(r, title, "instances"), Message: message,
+		Back: T(ctx, "Back to the list"), BackHref: instancesPath}))
+}
+
 // optionalSession attaches the browser's session to a request that no
 // guard read it for (an unknown address): the page then keeps the full
 // chrome (navigation, search, the signed-in box) instead of looking like
