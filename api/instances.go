@@ -243,12 +243,8 @@ func (f *filterText) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// maxBreakdown bounds the groups a bulk action's count lists; allGroups
-// the groups it reads to sum its count from.
-const (
-	maxBreakdown = 20
-	allGroups    = 10_000
-)
+// maxBreakdown bounds the groups a bulk action's count lists.
+const maxBreakdown = 20
 
 // bulkGroupJSON is one process and error code among the instances a bulk
 // action's filter matches.
@@ -309,28 +305,16 @@ func (a *API) actOnFilter() http.Handler {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid bulk action").WithErrors(errs)
 		}
 		if req.ConfirmCount == nil {
-			// The count is the groups' sum, read in the same statement:
-			// the two cannot disagree. Past allGroups groups (error codes
-			// that hold ids, say), it is counted on its own.
-			groups, err := a.eng.BreakdownForAction(r.Context(), action, f, allGroups+1)
+			b, err := a.eng.BreakdownForAction(r.Context(), action, f, maxBreakdown)
 			if err != nil {
 				return err
 			}
-			var n int64
-			for _, g := range groups {
-				n += g.Count
+			breakdown := make([]bulkGroupJSON, len(b.Groups))
+			for i, g := range b.Groups {
+				breakdown[i] = bulkGroupJSON{Process: g.ProcessKey, ErrorCode: g.ErrorCode, Count: g.Count}
 			}
-			if len(groups) > allGroups {
-				if n, err = a.eng.CountForAction(r.Context(), action, f); err != nil {
-					return err
-				}
-			}
-			breakdown := make([]bulkGroupJSON, 0, min(len(groups), maxBreakdown))
-			for _, g := range groups[:min(len(groups), maxBreakdown)] {
-				breakdown = append(breakdown, bulkGroupJSON{Process: g.ProcessKey, ErrorCode: g.ErrorCode, Count: g.Count})
-			}
-			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": n, "applied": false, "breakdown": breakdown,
-				"breakdown_truncated": len(groups) > maxBreakdown})
+			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": b.Count, "applied": false, "breakdown": breakdown,
+				"breakdown_truncated": b.Truncated})
 			return nil
 		}
 		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount, bulkID)

@@ -492,19 +492,14 @@ const maxBulkGroups = 10
 
 // whatMatches says what the count is made of: the instances by process
 // and error code and, for a retry, those it leaves out.
-func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action, f instanceFilter, ef engine.InstanceFilter, count int64) error {
+func (c *Console) whatMatches(ctx context.Context, v *bulkView, a engine.Action, f instanceFilter, ef engine.InstanceFilter, count int64, b engine.Breakdown) error {
 	if count > 0 {
-		groups, err := c.eng.BreakdownForAction(ctx, a, ef, maxBulkGroups+1)
-		if err != nil {
-			return err
-		}
 		v.GroupsLabel = T(ctx, "By process and error code")
 		v.GroupProcess, v.GroupErrorCode, v.GroupCount = T(ctx, "Process"), T(ctx, "Error code"), T(ctx, "Instances")
-		if len(groups) > maxBulkGroups {
-			groups = groups[:maxBulkGroups]
+		if b.Truncated {
 			v.GroupsCut = T(ctx, "The %d largest groups; the filter matches more.", maxBulkGroups)
 		}
-		for _, g := range groups {
+		for _, g := range b.Groups {
 			// Held instances have an error code and running ones none:
 			// each group's list shows its own.
 			list := f
@@ -555,13 +550,13 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
 	}
-	n, err := c.eng.CountForAction(ctx, a, ef)
+	b, err := c.eng.BreakdownForAction(ctx, a, ef, maxBulkGroups)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	v := c.bulkView(r, a, f, n)
-	if err := c.whatMatches(ctx, &v, a, f, ef, n); err != nil {
+	v := c.bulkView(r, a, f, b.Count)
+	if err := c.whatMatches(ctx, &v, a, f, ef, b.Count, b); err != nil {
 		c.serverError(w, r, err)
 		return
 	}
@@ -613,7 +608,12 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		v.Reason = reason
-		if err := c.whatMatches(ctx, &v, a, f, ef, count); err != nil {
+		b, err := c.eng.BreakdownForAction(ctx, a, ef, maxBulkGroups)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		if err := c.whatMatches(ctx, &v, a, f, ef, count, b); err != nil {
 			c.serverError(w, r, err)
 			return
 		}

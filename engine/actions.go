@@ -316,25 +316,49 @@ type BulkGroup struct {
 	Count      int64
 }
 
-// BreakdownForAction says what the instances action would change among
-// those f matches are made of: at most limit groups by process and error
-// code, the largest first, which add up to CountForAction's count (when
-// there are no more groups than limit).
-func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f InstanceFilter, limit int) ([]BulkGroup, error) {
+// Breakdown is what a bulk action would change among the instances a
+// filter matches: how many, and by process and error code, the largest
+// groups first.
+type Breakdown struct {
+	Count  int64
+	Groups []BulkGroup // at most the number asked for
+	// Truncated says that more groups match than Groups lists.
+	Truncated bool
+}
+
+// allGroups bounds the groups BreakdownForAction reads to sum its count
+// from; past it (error codes that hold ids, say) the count is read on its
+// own.
+const allGroups = 10_000
+
+// BreakdownForAction counts the instances action would change among those
+// f matches, as CountForAction does, and lists at most shown groups of
+// them. The count is the groups' sum, read in the same statement: the two
+// cannot disagree.
+func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f InstanceFilter, shown int) (Breakdown, error) {
 	if err := checkBulkFilter(action, f); err != nil {
-		return nil, err
+		return Breakdown{}, err
 	}
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
 		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
-		RetryableOnly: action == ActionRetry, Max: int32(limit)})
+		RetryableOnly: action == ActionRetry, Max: allGroups + 1})
 	if err != nil {
-		return nil, wrap("break instances down", err)
+		return Breakdown{}, wrap("break instances down", err)
 	}
-	out := make([]BulkGroup, len(rows))
+	var b Breakdown
 	for i, r := range rows {
-		out[i] = BulkGroup{ProcessKey: r.ProcessKey, ErrorCode: r.ErrorCode, Count: r.Count}
+		b.Count += r.Count
+		if i < shown {
+			b.Groups = append(b.Groups, BulkGroup{ProcessKey: r.ProcessKey, ErrorCode: r.ErrorCode, Count: r.Count})
+		}
 	}
-	return out, nil
+	b.Truncated = len(rows) > shown
+	if len(rows) > allGroups {
+		if b.Count, err = e.CountForAction(ctx, action, f); err != nil {
+			return Breakdown{}, err
+		}
+	}
+	return b, nil
 }
 
 func checkBulkFilter(action Action, f InstanceFilter) error {
