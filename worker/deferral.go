@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 	"unicode/utf8"
 )
@@ -201,12 +200,7 @@ func (w *Worker) retried(ctx context.Context, action string, send func(ctx conte
 			return unanswered(ctx, action, err)
 		}
 		d := max(bo.next(), retryAfter(err))
-		// Warned once per call, its retries at debug, as outcomes are.
-		level := slog.LevelWarn
-		if try > 1 {
-			level = slog.LevelDebug
-		}
-		w.log.Log(ctx, level, "a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
+		w.log.Log(ctx, retryLevel(try), "a request about a deferred occurrence failed; retrying", "action", action, "err", err, "delay", d)
 		if !w.sleep(ctx, d) {
 			return unanswered(ctx, action, err)
 		}

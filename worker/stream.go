@@ -254,7 +254,8 @@ type streamSession struct {
 // an outcome reported meanwhile (to the replica restarted, or another)
 // still settles the task instead of seeing it run again. Once the stream
 // ended (or the worker drains), retries stop half a lock duration past the
-// last event, leaving a sixth for the network and a late extension. The estimate can only be long, never wrong in effect:
+// last event, leaving a sixth for the network and a late extension. The
+// estimate can only be long, never wrong in effect:
 // Relais checks the lock, and refuses an outcome whose lock lapsed (an
 // extension that failed while heartbeats went on, in a database outage),
 // which ends the retries as any refusal does; a stream that ends cleanly

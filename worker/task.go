@@ -294,10 +294,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 	case errors.Is(cause, errStreamEnded):
 		// The stream ended without Relais saying the task is gone: its
 		// replica may have died with the lock held, which then outlives
-		// it. What the handler produced is reported (a replica that saw
-		// the stream end handed the task back, and refuses it); a handler
-		// cut short gives the task back now, its attempt not spent,
-		// rather than leave it to wait for its lock to expire.
+		// it (see afterStreamEnded).
 		r.afterStreamEnded(t, outputs, err, log)
 	case errors.Is(cause, ErrLockLost), errors.Is(cause, ErrCancelled):
 		// Relais would refuse any outcome now, and another worker may
@@ -746,27 +743,27 @@ func (r *run) settleIn(base context.Context, t *Task, action string, send func(c
 				return err
 			}
 			d = min(d, left)
-			// One warning per outcome, its retries at debug: an outage of
-			// a few seconds would write a line per try and task.
-			level := slog.LevelWarn
-			if attempt > 1 {
-				level = slog.LevelDebug
-			}
-			log.Log(base, level, "reporting to Relais failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
+			log.Log(base, retryLevel(attempt), "reporting to Relais failed; retrying until the lock expires", "action", action, "err", err, "delay", d, "lock_left", left.Round(time.Millisecond))
 		} else {
 			if attempt == settleAttempts {
 				return err
 			}
-			level := slog.LevelWarn
-			if attempt > 1 {
-				level = slog.LevelDebug
-			}
-			log.Log(base, level, "reporting to Relais failed; retrying", "action", action, "err", err, "delay", d)
+			log.Log(base, retryLevel(attempt), "reporting to Relais failed; retrying", "action", action, "err", err, "delay", d)
 		}
 		if !w.sleep(base, d) {
 			return err
 		}
 	}
+}
+
+// retryLevel is the level a failed try is logged at: a warning for the
+// first, debug for those after (an outage of a few seconds would write a
+// line per try and outcome), the report that lands saying how many it took.
+func retryLevel(try int) slog.Level {
+	if try > 1 {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // lockBound is what settle needs to know of a task's lock: until when, by
