@@ -959,26 +959,16 @@ func (b *cutBody) Close() error { return nil }
 // dropped, the task left to its lock's expiry, then run again on a second
 // attempt.
 func TestStreamEndedOutcomeIsReported(t *testing.T) {
-	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
-	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
-	t.Cleanup(c.close)
 	var handled atomic.Int32
 	started := make(chan struct{}, 4)
-	r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: c}}, func(ctx context.Context, task *Task) (any, error) {
+	r, _, inst, _ := cutWhileHandling(t, 1, func(ctx context.Context, task *Task) (any, error) {
 		handled.Add(1)
 		started <- struct{}{}
 		// Its work done just as the stream ends (the cut is read at the
 		// next heartbeat, within a second).
 		<-ctx.Done()
 		return created(context.WithoutCancel(ctx), task)
-	})
-	inst := r.start(t, "Acme")
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler did not start")
-	}
-	close(c.cut)
+	}, started)
 	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
 		t.Fatalf("instance %v, want completed by the outcome reported after the stream ended", got)
 	}
@@ -1056,28 +1046,16 @@ func TestOutcomeRetriesAreWarnedOnce(t *testing.T) {
 // could hand back the new attempt this very worker was given meanwhile,
 // and a task that kills its replica would never spend its attempts.
 func TestStreamEndedHandlerCutShortReportsNothing(t *testing.T) {
-	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
-	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
-	t.Cleanup(c.close)
-	logs := &testlog.Buffer{}
 	var handled atomic.Int32
 	started := make(chan struct{}, 4)
-	r.run(t, Config{Concurrency: 1, HTTPClient: &http.Client{Transport: c}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
-		func(ctx context.Context, task *Task) (any, error) {
-			if handled.Add(1) == 1 {
-				started <- struct{}{}
-				<-ctx.Done()
-				return nil, context.Cause(ctx)
-			}
-			return created(ctx, task)
-		})
-	inst := r.start(t, "Acme")
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler did not start")
-	}
-	close(c.cut)
+	r, c, inst, logs := cutWhileHandling(t, 1, func(ctx context.Context, task *Task) (any, error) {
+		if handled.Add(1) == 1 {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}
+		return created(ctx, task)
+	}, started)
 	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
 		t.Fatalf("instance %v, want completed by the task's next attempt", got)
 	}
@@ -1097,30 +1075,18 @@ func TestStreamEndedHandlerCutShortReportsNothing(t *testing.T) {
 // worker's new stream) reports nothing: the new attempt does, and an
 // outcome sent by worker id alone would settle that attempt instead.
 func TestStreamEndedOutcomeOfATaskAssignedAgainIsNotSent(t *testing.T) {
-	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
-	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
-	t.Cleanup(c.close)
-	logs := &testlog.Buffer{}
 	var handled atomic.Int32
 	first, second := make(chan struct{}), make(chan struct{})
-	r.run(t, Config{Concurrency: 2, HTTPClient: &http.Client{Transport: c}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
-		func(ctx context.Context, task *Task) (any, error) {
-			if handled.Add(1) == 1 {
-				close(first)
-				<-ctx.Done()
-				<-second // returns once its task runs again
-				return created(context.WithoutCancel(ctx), task)
-			}
-			close(second)
-			return created(ctx, task)
-		})
-	inst := r.start(t, "Acme")
-	select {
-	case <-first:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler did not start")
-	}
-	close(c.cut)
+	r, _, inst, logs := cutWhileHandling(t, 2, func(ctx context.Context, task *Task) (any, error) {
+		if handled.Add(1) == 1 {
+			close(first)
+			<-ctx.Done()
+			<-second // returns once its task runs again
+			return created(context.WithoutCancel(ctx), task)
+		}
+		close(second)
+		return created(ctx, task)
+	}, first)
 	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
 		t.Fatalf("instance %v, want completed by the task's next attempt", got)
 	}
@@ -1130,4 +1096,25 @@ func TestStreamEndedOutcomeOfATaskAssignedAgainIsNotSent(t *testing.T) {
 	if a := r.occurrenceOf(t, inst)["attempts"].([]any); len(a) != 2 || a[1].(map[string]any)["outcome"] != "completed" {
 		t.Errorf("attempts %v, want the second completed by its own handler", a)
 	}
+}
+
+// cutWhileHandling runs a stream worker of concurrency handlers through a
+// cutter, starts an instance, and cuts the stream once started says h
+// began on it, as a replica dying mid-task would: it returns the instance
+// (to wait for), the cutter (to count what was sent) and the worker's logs.
+func cutWhileHandling(t *testing.T, concurrency int, h Handler, started <-chan struct{}) (*relais, *cutter, string, *testlog.Buffer) {
+	t.Helper()
+	r := newRelais(t, nil, func(c *config.Config) { c.Stream.Heartbeat = time.Second })
+	c := &cutter{base: http.DefaultTransport.(*http.Transport).Clone(), cut: make(chan struct{})}
+	t.Cleanup(c.close)
+	logs := &testlog.Buffer{}
+	r.run(t, Config{Concurrency: concurrency, HTTPClient: &http.Client{Transport: c}, Logger: slog.New(slog.NewTextHandler(logs, nil))}, h)
+	inst := r.start(t, "Acme")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	close(c.cut)
+	return r, c, inst, logs
 }
