@@ -393,11 +393,15 @@ func (r *run) followFailure(node, code, message string) error {
 	next, ok := r.pv.Process.NextOnFailure(node, code)
 	switch {
 	case ok && next.Hold:
-		if _, err := r.q.InstanceHold(r.ctx, queries.InstanceHoldParams{ID: r.inst.ID, ErrorCode: &code}); err != nil {
+		held, err := r.q.InstanceHold(r.ctx, queries.InstanceHoldParams{ID: r.inst.ID, ErrorCode: &code})
+		if err != nil {
 			return err
 		}
 		r.inst.Status, r.inst.ErrorCode = InstanceHeld, &code
-		return nil
+		if held == 0 {
+			return nil
+		}
+		return r.noteHeld(node, code)
 	case ok:
 		return r.enter(next.Node)
 	}

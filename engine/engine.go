@@ -42,6 +42,9 @@ type Engine struct {
 	now    func() time.Time // nil: the database's clock
 	// replica names this process in the worker catalog.
 	replica string
+	// origin tells this engine's ChannelIncident notifications from
+	// other replicas'.
+	origin  string
 	pollers pollerSeen
 
 	revisions revisionCache
@@ -108,7 +111,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	}
 	schemas := contracts.NewCache()
 	e := &Engine{pool: pool, q: queries.New(pool), hot: hotQueries(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
-		replica: opts.Replica, revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
+		replica: opts.Replica, origin: newOrigin(), revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
 		StampWith(e.Now)
 	e.health = snapshot.New("health", e.Health, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now)
