@@ -37,9 +37,10 @@ func problemPaths(t *testing.T, what string, r relaistest.Response, status int, 
 // TestDocumentsRefuseUnknownKeysAndMalformedJSONWith400: DESIGN §8 rejects
 // unknown JSON fields with 400, and the Working and process documents are
 // request bodies like any other: every unknown key, at any depth, is
-// listed in a 400 unknown_field (even when the document has other
-// problems), malformed JSON is 400 invalid_json, and only well-formed
-// documents with known keys get the 422 with every pointer.
+// listed in a 400 unknown_field, followed by the document's other
+// problems (one answer says all that is wrong), malformed JSON is 400
+// invalid_json, and only well-formed documents with known keys get the
+// 422 with every pointer.
 func TestDocumentsRefuseUnknownKeysAndMalformedJSONWith400(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
@@ -49,11 +50,14 @@ func TestDocumentsRefuseUnknownKeysAndMalformedJSONWith400(t *testing.T) {
 	working["colour"] = "red"
 	working["inputs"].(map[string]any)["strict"] = true
 	working["inputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["default"] = "x"
-	working["outputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["type"] = "texte" // 422 alone
-	wantUnknown := []string{"/colour", "/inputs/fields/0/default", "/inputs/strict"}
+	working["outputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["type"] = "texte" // 422 alone, listed after
+	wantUnknown := []string{"/colour", "/inputs/fields/0/default", "/inputs/strict", "/outputs/fields/0/type"}
 	res := env.Do("PUT", "/api/v1/definitions/unknown_keys/working", env.Designer, working)
 	if got := problemPaths(t, "Working with unknown keys", res, 400, "unknown_field"); !reflect.DeepEqual(got, wantUnknown) {
 		t.Errorf("Working with unknown keys: pointers %v, want %v", got, wantUnknown)
+	}
+	if p := res.JSON(t)["errors"].([]any); p[len(p)-1].(map[string]any)["path"] != "/outputs/fields/0/type" {
+		t.Errorf("Working with unknown keys: %v, want the unknown keys first, then the other problem", p)
 	}
 	if r := env.Do("GET", "/api/v1/definitions/unknown_keys", env.Operator, nil); r.Status != 404 {
 		t.Errorf("a refused Working created the definition: %d", r.Status)
@@ -72,7 +76,7 @@ func TestDocumentsRefuseUnknownKeysAndMalformedJSONWith400(t *testing.T) {
 	crm["inputs"].(map[string]any)["source"] = map[string]any{"value": "web", "default": "x"}
 	proc["inputs"].(map[string]any)["fields"].([]any)[0].(map[string]any)["colour"] = "x"
 	nodes["done"].(map[string]any)["next"] = "known" // foreign to end nodes: 422, not unknown
-	wantUnknown = []string{"/inputs/fields/0/colour", "/nodes/crm/colour", "/nodes/crm/inputs/source/default", "/nodes/crm/policy/backoff", "/version"}
+	wantUnknown = []string{"/inputs/fields/0/colour", "/nodes/crm/colour", "/nodes/crm/inputs/source/default", "/nodes/crm/policy/backoff", "/nodes/crm/policy/priority", "/nodes/done/next", "/version"}
 	for _, path := range []string{"/api/v1/processes/unknown_keys/versions", "/api/v1/processes/unknown_keys/versions?dry_run=true"} {
 		res := env.Do("POST", path, env.Designer, proc)
 		if got := problemPaths(t, "process with unknown keys", res, 400, "unknown_field"); !reflect.DeepEqual(got, wantUnknown) {

@@ -113,9 +113,43 @@ func (p *parser) members(n *jsontree.Node, path string, allowed []string) {
 	}
 	for _, k := range n.Keys {
 		if !slices.Contains(allowed, k) {
-			p.vs = append(p.vs, Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k) + suggest.Hint(k, allowed), Cause: UnknownKey})
+			p.vs = append(p.vs, Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k) + keyHint(k, path, allowed), Cause: UnknownKey})
 		}
 	}
+}
+
+// yamlBoolWord reports whether s is a word YAML 1.1 read as a boolean.
+func yamlBoolWord(s string) bool {
+	switch strings.ToLower(s) {
+	case "yes", "no", "on", "off", "y", "n":
+		return true
+	}
+	return false
+}
+
+// schemaWords are JSON Schema's words for what a contract names otherwise:
+// a designer who knows JSON Schema writes them first.
+var schemaWords = map[string]string{"enum": "values", "properties": "fields", "minLength": "min_length", "maxLength": "max_length",
+	"minItems": "min_items", "maxItems": "max_items"}
+
+// ApplyKeysHint explains an unknown kind or key at a document's root: a
+// relais apply file's header, copied into a request body.
+const ApplyKeysHint = " (kind and key head a relais apply file; over the API the route's path names the key, and the body is the document without them)"
+
+// keyHint names the allowed key k most likely meant: a misspelling of it,
+// or JSON Schema's word for it; at the root, kind and key are an apply
+// file's.
+func keyHint(k, path string, allowed []string) string {
+	if path == "" && (k == "kind" || k == "key") {
+		return ApplyKeysHint
+	}
+	if h := suggest.Hint(k, allowed); h != "" {
+		return h
+	}
+	if w, ok := schemaWords[k]; ok && slices.Contains(allowed, w) {
+		return fmt.Sprintf(" (did you mean %q? it is JSON Schema's word for it)", w)
+	}
+	return ""
 }
 
 // str reads an optional string member. JSON null counts as absent because
@@ -327,6 +361,10 @@ func (p *parser) field(n *jsontree.Node, path string, parent Classification, dep
 		switch {
 		case items:
 			p.add(jsontree.Pointer(path, "required"), "list items must not set required")
+		case v.Kind == jsontree.String && yamlBoolWord(v.Str):
+			// YAML 1.1 read yes as true; the YAML 1.2 apply reads, and
+			// JSON, take it for text.
+			p.add(jsontree.Pointer(path, "required"), "required must be a boolean, not string %q: write true or false (YAML 1.2 reads yes, no, on and off as text)", v.Str)
 		case v.Kind != jsontree.Bool:
 			p.add(jsontree.Pointer(path, "required"), "required must be a boolean, not %s", v.Kind)
 		default:

@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // schemaURL is the in-memory address contracts are compiled under; nothing
@@ -271,9 +272,17 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 		}
 	case "additionalProperties":
 		obj, _ := value.(map[string]any)
+		// A misspelt field is named with the field it meant, among those
+		// the object lacks.
+		var absent []string
+		for _, cf := range container {
+			if _, present := obj[cf.Name]; !present {
+				absent = append(absent, cf.Name)
+			}
+		}
 		for k := range obj {
 			if _, known := find(container, k); !known {
-				*vs = append(*vs, Violation{Path: jsontree.Pointer(inst, k), Message: "is not a field of the contract"})
+				*vs = append(*vs, Violation{Path: jsontree.Pointer(inst, k), Message: "is not a field of the contract" + suggest.Hint(k, absent)})
 			}
 		}
 	case "enum":

@@ -130,6 +130,7 @@ func TestValidateTypesAndOptions(t *testing.T) {
 
 		{"object valid", `{"type":"object","fields":[{"name":"x","type":"text","required":true}]}`, `{"x":"1"}`, "", ""},
 		{"object additional", `{"type":"object","fields":[{"name":"x","type":"text"}]}`, `{"x":"1","y":2}`, "/v/y", "is not a field of the contract"},
+		{"object misspelt field", `{"type":"object","fields":[{"name":"email","type":"text"},{"name":"mail_id","type":"text"}]}`, `{"emial":"a","mail_id":"b"}`, "/v/emial", `is not a field of the contract (did you mean "email"?)`},
 		{"object missing required", `{"type":"object","fields":[{"name":"x","type":"text","required":true}]}`, `{}`, "/v/x", "is required"},
 		{"object nested type", `{"type":"object","fields":[{"name":"x","type":"integer"}]}`, `{"x":"1"}`, "/v/x", "must be an integer, not string"},
 		{"object wrong type", `{"type":"object","fields":[]}`, `"x"`, "/v", "must be an object, not string"},

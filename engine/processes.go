@@ -46,27 +46,32 @@ func violations(code, detail string, vs []contracts.Violation) error {
 
 // refuseDocument is the error for the violations of a submitted document,
 // what being "the Working" or "the process". A document that is not JSON
-// Relais reads is 400 invalid_json and one with keys its format does not
-// define 400 unknown_field, as any other request body (DESIGN §8): the
-// request is malformed whatever else is wrong with it, so only those
-// problems are listed. Anything else is 422 code with every pointer.
+// Relais reads is 400 invalid_json, with only those problems (nothing else
+// can be judged). One with keys its format does not define is 400
+// unknown_field, as any other request body (DESIGN §8), and lists the
+// unknown keys first, then the document's other problems: a designer who
+// misspelt a key and a type fixes both at once, as relais apply reports
+// them. Anything else is 422 code with every pointer.
 func refuseDocument(what, code string, vs []contracts.Violation) error {
-	for _, c := range []struct {
-		cause        contracts.Cause
-		code, detail string
-	}{
-		{cause: contracts.Malformed, code: "invalid_json", detail: what + " is not JSON that Relais reads"},
-		{cause: contracts.UnknownKey, code: "unknown_field", detail: what + " has unknown fields"},
-	} {
-		var errs []fault.FieldError
-		for _, v := range vs {
-			if v.Cause == c.cause {
-				errs = append(errs, fault.FieldError{Path: v.Path, Message: v.Message})
-			}
+	var malformed, unknown, other []fault.FieldError
+	for _, v := range vs {
+		fe := fault.FieldError{Path: v.Path, Message: v.Message}
+		switch v.Cause {
+		case contracts.Malformed:
+			malformed = append(malformed, fe)
+		case contracts.UnknownKey:
+			unknown = append(unknown, fe)
+		default:
+			other = append(other, fe)
 		}
-		if len(errs) > 0 {
-			return fault.New(fault.BadRequest, c.code, "%s: %d problem(s)", c.detail, len(errs)).WithErrors(errs)
-		}
+	}
+	switch {
+	case len(malformed) > 0:
+		return fault.New(fault.BadRequest, "invalid_json", "%s is not JSON that Relais reads: %d problem(s)", what, len(malformed)).WithErrors(malformed)
+	case len(unknown) > 0 && len(other) > 0:
+		return fault.New(fault.BadRequest, "unknown_field", "%s has unknown fields: %d problem(s), and %d other problem(s), listed after them", what, len(unknown), len(other)).WithErrors(append(unknown, other...))
+	case len(unknown) > 0:
+		return fault.New(fault.BadRequest, "unknown_field", "%s has unknown fields: %d problem(s)", what, len(unknown)).WithErrors(unknown)
 	}
 	return violations(code, what+" is invalid", vs)
 }

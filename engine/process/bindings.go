@@ -3,6 +3,7 @@ package process
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/relais/relais/contracts"
@@ -186,7 +187,11 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		return walk(k.p.Inputs.Fields, segs[1:], from)
 	case srcNodes:
 		if len(segs) < 3 || (segs[2] != srcOutput && segs[2] != srcError) || (segs[2] == srcOutput && len(segs) < 4) {
-			return src, fmt.Sprintf("source %q must look like nodes.<node>.output.<field> or nodes.<node>.error.code", from), false
+			hint := ""
+			if len(segs) >= 3 {
+				hint = segmentHint(segs, 2, srcOutput, srcError)
+			}
+			return src, fmt.Sprintf("source %q must look like nodes.<node>.output.<field> or nodes.<node>.error.code%s", from, hint), false
 		}
 		up := segs[1]
 		what := "outputs"
@@ -227,7 +232,20 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		}
 		return src, fmt.Sprintf("unknown source %q: want instance.id or instance.business_key", from), false
 	}
-	return src, fmt.Sprintf("unknown source %q: want %s", from, sourceForms), false
+	return src, fmt.Sprintf("unknown source %q: want %s%s", from, sourceForms, segmentHint(segs, 0, srcInput, srcNodes, srcInstance)), false
+}
+
+// segmentHint returns ` (did you mean "…"?)` with the source segs with
+// segment i replaced by the word it most likely misspells ("outputs" for
+// output), or "" when none is close.
+func segmentHint(segs []string, i int, words ...string) string {
+	w, ok := suggest.Closest(segs[i], words)
+	if !ok {
+		return ""
+	}
+	fixed := slices.Clone(segs)
+	fixed[i] = w
+	return fmt.Sprintf(" (did you mean %q?)", strings.Join(fixed, "."))
 }
 
 // errorSource resolves nodes.<up>.error.<rest> read by node: the code or

@@ -193,7 +193,8 @@ func (k *checker) onError(at, name string, o OnError) {
 		case t == name:
 			k.add(tat, "on_error must not point at the node itself")
 		case !k.known(t):
-			k.add(tat, "on_error names unknown node %q%s", t, suggest.Hint(t, k.names))
+			// hold is a target too: "hodl" meant it.
+			k.add(tat, "on_error names unknown node %q%s", t, suggest.Hint(t, append(slices.Clone(k.names), Hold)))
 		}
 	}
 	if o.Codes == nil {

@@ -39,6 +39,14 @@ func TestCheckDocument(t *testing.T) {
 		{"source with a misspelt field", validDoc, func(m map[string]any) {
 			sub(node(m, "crm"), "inputs")["company_name"] = map[string]any{"from": "input.company.nmae"}
 		}, nil, []want{{"/nodes/crm/inputs/company_name/from", `unknown source "input.company.nmae": no field "nmae" (did you mean "name"?)`}}},
+		{"on_error misspells hold", validDoc, func(m map[string]any) { node(m, "crm")["on_error"] = map[string]any{"CRM_DOWN": "hodl"} },
+			nil, []want{{"/nodes/crm/on_error/CRM_DOWN", `on_error names unknown node "hodl" (did you mean "hold"?)`}}},
+		{"source misspelling output", validDoc, func(m map[string]any) {
+			sub(node(m, "score"), "inputs")["crm_id"] = map[string]any{"from": "nodes.crm.outputs.crm_id"}
+		}, nil, []want{{"/nodes/score/inputs/crm_id/from", `source "nodes.crm.outputs.crm_id" must look like nodes.<node>.output.<field> or nodes.<node>.error.code (did you mean "nodes.crm.output.crm_id"?)`}}},
+		{"source misspelling input", validDoc, func(m map[string]any) {
+			sub(node(m, "crm"), "inputs")["company_name"] = map[string]any{"from": "inputs.company.name"}
+		}, nil, []want{{"/nodes/crm/inputs/company_name/from", `unknown source "inputs.company.name": want ` + sourceForms + ` (did you mean "input.company.name"?)`}}},
 		{"on_error names unknown node", validDoc, func(m map[string]any) { node(m, "crm")["on_error"] = "nowhere" },
 			nil, []want{{"/nodes/crm/on_error", `on_error names unknown node "nowhere"`}}},
 		{"on_error points at itself", validDoc, func(m map[string]any) { node(m, "crm")["on_error"] = "crm" },

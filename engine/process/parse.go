@@ -93,7 +93,7 @@ func (c *collector) members(n *jsontree.Node, path string, allowed ...string) {
 			}
 		}
 		if !known {
-			c.vs = append(c.vs, contracts.Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k) + suggest.Hint(k, allowed), Cause: contracts.UnknownKey})
+			c.vs = append(c.vs, contracts.Violation{Path: jsontree.Pointer(path, k), Message: fmt.Sprintf("unknown key %q", k) + keyHint(k, path, allowed), Cause: contracts.UnknownKey})
 		}
 	}
 }
@@ -107,6 +107,15 @@ func (c *collector) dups(n *jsontree.Node, path string) {
 
 // member returns an optional member; JSON null counts as absent because
 // YAML documents converted to JSON write unset values that way.
+// keyHint names the allowed key k most likely meant; at the root, kind and
+// key are a relais apply file's.
+func keyHint(k, path string, allowed []string) string {
+	if path == "" && (k == "kind" || k == "key") {
+		return contracts.ApplyKeysHint
+	}
+	return suggest.Hint(k, allowed)
+}
+
 func member(n *jsontree.Node, key string) (*jsontree.Node, bool) {
 	v, ok := n.Get(key)
 	if !ok || v.Kind == jsontree.Null {

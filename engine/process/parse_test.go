@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/relais/relais/contracts"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -166,6 +168,8 @@ func TestParseViolations(t *testing.T) {
 			[]want{{"/nodes/crm/policy/priority", "priority must be between 0 and 9"}}},
 		{"unknown policy key", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["backoff"] = "exponential" }),
 			[]want{{"/nodes/crm/policy/backoff", `unknown key "backoff"`}}},
+		{"an apply file's header", ed(func(m map[string]any) { m["kind"], m["key"] = "Process", "onboard" }),
+			[]want{{"/key", `unknown key "key"` + contracts.ApplyKeysHint}, {"/kind", `unknown key "kind"` + contracts.ApplyKeysHint}}},
 		{"misspelt policy key", ed(func(m map[string]any) { sub(node(m, "crm"), "policy")["max_attempt"] = 2 }),
 			[]want{{"/nodes/crm/policy/max_attempt", `unknown key "max_attempt" (did you mean "max_attempts"?)`}}},
 		{"policy not an object", ed(func(m map[string]any) { node(m, "crm")["policy"] = "fast" }),

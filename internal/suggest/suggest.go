@@ -4,25 +4,33 @@ package suggest
 
 import "fmt"
 
-// Hint returns ` (did you mean "x"?)` for the candidate closest to name,
-// when it is close enough to be a typo of it: at most two edits (a swap of
-// two neighbours is one) and fewer than half of name's length. Otherwise
-// it returns "". Ties go to the earlier candidate.
+// Hint returns ` (did you mean "x"?)` for the candidate Closest to name,
+// or "" when none is.
 func Hint(name string, candidates []string) string {
-	best, bestD := "", 0
-	for _, c := range candidates {
-		if c == name {
-			return ""
-		}
-		d := distance(name, c)
-		if d <= 2 && 2*d < len([]rune(name)) && (best == "" || d < bestD) {
-			best, bestD = c, d
-		}
-	}
-	if best == "" {
+	best, ok := Closest(name, candidates)
+	if !ok {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// Closest returns the candidate closest to name when it is close enough to
+// be a typo of it: at most two edits (a swap of two neighbours is one) and
+// fewer than half of name's length. A candidate equal to name is no typo:
+// then, as when none is close, ok is false. Ties go to the earlier
+// candidate.
+func Closest(name string, candidates []string) (best string, ok bool) {
+	bestD := 0
+	for _, c := range candidates {
+		if c == name {
+			return "", false
+		}
+		d := distance(name, c)
+		if d <= 2 && 2*d < len([]rune(name)) && (!ok || d < bestD) {
+			best, bestD, ok = c, d, true
+		}
+	}
+	return best, ok
 }
 
 // distance is the optimal string alignment distance between a and b, in
