@@ -206,7 +206,7 @@ func (a *API) getSchema(side string) http.Handler {
 				return err
 			}
 			if !ok {
-				return fault.New(fault.NotFound, "not_found", "revision %d of definition %q not found", n, chi.URLParam(r, "key"))
+				return fault.New(fault.NotFound, "not_found", "revision %d of definition %q not found among the revisions this consumer is granted", n, chi.URLParam(r, "key"))
 			}
 		}
 		rev, err := a.eng.GetRevision(r.Context(), chi.URLParam(r, "key"), n)

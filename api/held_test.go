@@ -20,12 +20,16 @@ func TestHeldInstanceIsObservedAndStopped(t *testing.T) {
 		path[0].(map[string]any)["status"] != "failed" || path[0].(map[string]any)["error_code"] != "CRM_LOCKED" {
 		t.Fatalf("held instance: %v", inst)
 	}
+	// Where it waits, without scanning the path.
+	if h, _ := inst["held_at"].(map[string]any); h["node"] != "crm" || h["definition"] != "add_company_to_crm" || h["occurrence_id"] != path[0].(map[string]any)["occurrence_id"] {
+		t.Errorf("held_at %v, want the failed occurrence at crm", inst["held_at"])
+	}
 	items := env.Must(200, "GET", "/api/v1/instances?status=held", env.Operator, nil).JSON(t)["items"].([]any)
 	if len(items) != 1 || items[0].(map[string]any)["id"] != id {
 		t.Fatalf("status=held: %v; want the held instance", items)
 	}
 	stopped := env.Must(200, "POST", "/api/v1/instances/"+id+"/stop", env.Operator, map[string]any{"reason": "test stop"}).JSON(t)
-	if stopped["status"] != "cancelled" || stopped["ended_at"] == nil {
+	if stopped["status"] != "cancelled" || stopped["ended_at"] == nil || stopped["held_at"] != nil {
 		t.Fatalf("stop of a held instance: %v; want cancelled", stopped)
 	}
 }

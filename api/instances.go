@@ -50,7 +50,16 @@ type instanceJSON struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	EndedAt     *time.Time      `json:"ended_at"`
 	Inputs      json.RawMessage `json:"inputs,omitempty"`
-	Path        []pathStep      `json:"path,omitempty"`
+	// HeldAt is, on a held instance's detail, the failed occurrence it
+	// waits at, found without scanning the path.
+	HeldAt *heldAtJSON `json:"held_at,omitempty"`
+	Path   []pathStep  `json:"path,omitempty"`
+}
+
+type heldAtJSON struct {
+	Node         string    `json:"node"`
+	Definition   string    `json:"definition"`
+	OccurrenceID uuid.UUID `json:"occurrence_id"`
 }
 
 func toInstanceJSON(i engine.Instance, withInputs bool) instanceJSON {
@@ -129,6 +138,16 @@ func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.
 	for i, s := range steps {
 		out.Path[i] = pathStep{Node: s.Node, OccurrenceID: s.Occurrence, Definition: s.Definition, Revision: s.Revision, Mode: s.Mode,
 			Status: s.Status, Route: s.Route, ErrorCode: s.ErrorCode, CreatedAt: s.CreatedAt, SettledAt: s.SettledAt}
+	}
+	if inst.Status == engine.InstanceHeld {
+		// The latest failed occurrence, as the held_at filter and
+		// relais_instances_held find it.
+		for i := len(steps) - 1; i >= 0; i-- {
+			if s := steps[i]; s.Status == engine.StatusFailed {
+				out.HeldAt = &heldAtJSON{Node: s.Node, Definition: s.Definition, OccurrenceID: s.Occurrence}
+				break
+			}
+		}
 	}
 	httpjson.Encode(w, status, out)
 	return nil

@@ -154,7 +154,8 @@ func (d *differ) field(fa, fb Field, path string, pa, pb Classification, named b
 	if ca != cb {
 		// An input's bindings are judged by its classification either
 		// way: lowered, a protected source may no longer feed it; raised,
-		// a literal or a less protected source may no longer. Raising an
+		// a literal may no longer (protection may only grow along a
+		// binding, so a less protected source still may). Raising an
 		// output hides data processes read; lowering it breaks nothing.
 		im := breaksNone
 		raised := cb.Rank() > ca.Rank()

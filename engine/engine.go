@@ -170,9 +170,11 @@ func notFound(what string, args ...any) *fault.Error {
 }
 
 // notKept is notFound for what retention deletes with its ended instance:
-// the answer cannot tell that from an id that never existed, and says so.
+// the answer cannot tell that from an id that never existed, nor, for a
+// consumer, from another consumer's occurrence, and says so (a worker
+// settling with the wrong token looks at its grants, not at retention).
 func notKept(what string, args ...any) *fault.Error {
-	return fault.New(fault.NotFound, "not_found", what+" not found: there is none, or retention deleted it (ended instances are kept for RELAIS_RETENTION)", args...)
+	return fault.New(fault.NotFound, "not_found", what+" not found: there is none this token may see (a consumer sees the definitions it is granted), or retention deleted it (ended instances are kept for RELAIS_RETENTION)", args...)
 }
 
 // wrap prefixes an error with the operation that met it. Every error the

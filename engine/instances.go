@@ -114,12 +114,19 @@ func instanceOf(row queries.Instance, pv *ProcessVersion) Instance {
 // canonicalRequest identifies a start request for Idempotency-Key replays,
 // over the request as sent: the process key, the version as given (absent
 // and 0 both mean "the latest"), the inputs and the business key. Equal
-// JSON is equal whatever its formatting and key order; number literals
-// are compared as written, so that two large integers a float64 would
-// confuse never pass for one request. It depends on nothing stored, so a
-// replay is recognized before the version is resolved or the inputs
-// validated.
-func canonicalRequest(req StartRequest) []byte {
+// JSON is equal whatever its formatting and key order, numbers by their
+// exact decimal value (120.5 and 120.50 are one, as a client's decimal
+// type may write either on a retry; two large integers a float64 would
+// confuse are two). It depends on nothing stored, so a replay is
+// recognized before the version is resolved or the inputs validated.
+func canonicalRequest(req StartRequest) []byte { return canonicalRequestAs(req, false) }
+
+// legacyCanonicalRequest is canonicalRequest as it was until numbers were
+// compared by value: their literals as written. A key used before that
+// stored its digest so.
+func legacyCanonicalRequest(req StartRequest) []byte { return canonicalRequestAs(req, true) }
+
+func canonicalRequestAs(req StartRequest, literalNumbers bool) []byte {
 	b := append([]byte(nil), `{"business_key":`...)
 	if req.BusinessKey != nil {
 		b = jsontree.AppendString(b, *req.BusinessKey)
@@ -128,7 +135,11 @@ func canonicalRequest(req StartRequest) []byte {
 	}
 	if n, err := jsontree.Read(req.Inputs, maxInputsDepth); err == nil {
 		b = append(b, `,"inputs":`...)
-		b = jsontree.Append(b, n, true)
+		if literalNumbers {
+			b = jsontree.Append(b, n, true)
+		} else {
+			b = jsontree.AppendCanonical(b, n)
+		}
 	} else {
 		// Not JSON the reader accepts (too deep): the bytes as sent
 		// stand for it, under a member no JSON inputs can produce.
@@ -162,8 +173,10 @@ func (e *Engine) replayStart(ctx context.Context, q *queries.Queries, req StartR
 	if err != nil {
 		return queries.Instance{}, true, err
 	}
-	if existing.RequestDigest == nil || !e.sameDigest(canonical, *existing.RequestDigest) {
-		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused", "Idempotency-Key %q was used for a different request", req.IdempotencyKey)
+	if existing.RequestDigest == nil || !e.sameDigest(canonical, *existing.RequestDigest) &&
+		!e.sameDigest(legacyCanonicalRequest(req), *existing.RequestDigest) {
+		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused",
+			"Idempotency-Key %q was used for a different request (another process, version, business key or inputs; JSON formatting, key order and how a number is written do not count)", req.IdempotencyKey)
 	}
 	return existing, true, nil
 }

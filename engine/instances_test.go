@@ -141,15 +141,15 @@ func TestConcurrentFirstStartsWithOneKey(t *testing.T) {
 	}
 }
 
-// TestRequestDigest: formatting and key order do not make another
-// request; anything the request states does, number literals included
-// (float64 would make these two integers one).
+// TestRequestDigest: formatting, key order and how a number is written
+// do not make another request; anything the request states does, numbers
+// by their exact value (float64 would make these two integers one).
 func TestRequestDigest(t *testing.T) {
 	t.Parallel()
 	bk := "acme"
 	base := StartRequest{ProcessKey: "p", Inputs: json.RawMessage(`{"a":1,"b":{"c":12345678901234567890}}`)}
 	same := base
-	same.Inputs = json.RawMessage(" {\"b\" : {\"c\":12345678901234567890}, \"a\":1}\n")
+	same.Inputs = json.RawMessage(" {\"b\" : {\"c\":1234567890123456789.0e1}, \"a\":1.00}\n")
 	same.IdempotencyKey = "keys are not part of the request body"
 	if !bytes.Equal(canonicalRequest(same), canonicalRequest(base)) {
 		t.Errorf("reformatted inputs digest differently")
@@ -166,6 +166,34 @@ func TestRequestDigest(t *testing.T) {
 		if bytes.Equal(canonicalRequest(other), canonicalRequest(base)) {
 			t.Errorf("another %s digests like the base request", name)
 		}
+	}
+}
+
+// TestReplayOfAKeyDigestedBeforeNumbersWereValues: a key used before
+// numbers were compared by value stored the digest of their literals; a
+// retry that sends them alike still replays its instance.
+func TestReplayOfAKeyDigestedBeforeNumbersWereValues(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	first, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`), IdempotencyKey: "legacy-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme","amount":120.50}`), IdempotencyKey: "legacy-1"}
+	if bytes.Equal(legacyCanonicalRequest(retry), canonicalRequest(retry)) {
+		t.Fatal("the two digests agree on 120.50: nothing to test")
+	}
+	if _, err := e.pool.Exec(ctx, "update instances set request_digest = $1 where id = $2", e.digest(legacyCanonicalRequest(retry)), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if inst, created, err := e.StartInstance(ctx, retry); err != nil || created || inst.ID != first.ID {
+		t.Fatalf("retry with the literal as first sent: %v, created %v, %v; want instance %s replayed", inst.ID, created, err, first.ID)
+	}
+	retry.Inputs = json.RawMessage(`{"name":"Acme","amount":120.51}`)
+	if _, _, err := e.StartInstance(ctx, retry); !fault.HasCode(err, "idempotency_key_reused") {
+		t.Fatalf("retry with another value: %v; want idempotency_key_reused", err)
 	}
 }
 

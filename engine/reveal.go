@@ -201,6 +201,11 @@ func isDigits(s string) bool {
 }
 
 func invalidField(side, pointer string) *fault.Error {
+	if pointer != "" && !strings.HasPrefix(pointer, "/") {
+		// A field's name where its pointer belongs: say which pointer.
+		return fault.New(fault.Unprocessable, "invalid_field", "%q is not a JSON pointer: a field is named by its pointer, as in %q", pointer, "/"+pointer).
+			WithErrors([]fault.FieldError{{Path: "/field", Message: "must be the JSON pointer of a field of the pinned revision's contract, starting with /"}})
+	}
 	return fault.New(fault.Unprocessable, "invalid_field", "%q is not a field of this occurrence's %s contract", pointer, side).
 		WithErrors([]fault.FieldError{{Path: "/field", Message: "must be the JSON pointer of a field of the pinned revision's contract"}})
 }

@@ -190,6 +190,10 @@ func TestRevealRefusals(t *testing.T) {
 	if fe, _ := fault.As(func() error { _, err := e.RevealSensitive(ctx, admin, occ, "inputs", "/token"); return err }()); fe.Detail != "secret values can never be revealed" {
 		t.Errorf("secret refusal detail %q", fe.Detail)
 	}
+	// A field's name where its pointer belongs is answered with the pointer.
+	if fe, _ := fault.As(func() error { _, err := e.RevealSensitive(ctx, admin, occ, "inputs", "contact"); return err }()); !strings.Contains(fe.Detail, `as in "/contact"`) {
+		t.Errorf("a name for a pointer: detail %q, want the pointer it means", fe.Detail)
+	}
 	if n := auditCount(t, e, occ); n != 0 {
 		t.Fatalf("%d audit rows after refused reveals; want none", n)
 	}

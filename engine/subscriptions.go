@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/queries"
 )
 
@@ -164,6 +165,15 @@ func (g grantSet) revisions(key string) ([]int, bool) {
 	return some, found
 }
 
+// keys returns the definition keys (and patterns) granted.
+func (g grantSet) keys() []string {
+	out := make([]string, len(g))
+	for i, gr := range g {
+		out[i] = gr.Definition
+	}
+	return out
+}
+
 // overlaps reports whether some grant may cover a key matched by pattern.
 func (g grantSet) overlaps(pattern string) bool {
 	prefix := patternPrefix(pattern)
@@ -235,7 +245,9 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 		case validDefinitionKey(s.Definition):
 			granted, ok := grants.revisions(s.Definition)
 			if !ok {
-				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer"})
+				// A misspelt key is named with the granted key it meant:
+				// the consumer's own grants, nothing learnt of the rest.
+				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + suggest.Hint(s.Definition, grants.keys())})
 				continue
 			}
 			revs := s.Revisions

@@ -1109,6 +1109,12 @@ func TestGrants(t *testing.T) {
 			!strings.Contains(errs[0].(map[string]any)["message"].(string), "granted revisions 2 of "+crmKey) {
 			t.Errorf("not_granted errors %v, want one at /subscriptions/0/revisions/0 saying which revisions are granted", p["errors"])
 		}
+		// A misspelt key is named with the granted key it meant.
+		p = wantProblem(t, "fetch of a misspelt definition", env.Do("POST", "/api/v1/pull/fetch-and-lock", rev2,
+			map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey + "s"}}}), 403, "not_granted")
+		if errs, _ := p["errors"].([]any); len(errs) != 1 || !strings.Contains(errs[0].(map[string]any)["message"].(string), `(did you mean "`+crmKey+`"?)`) {
+			t.Errorf("not_granted errors %v, want the granted key suggested", p["errors"])
+		}
 		wantProblem(t, "fetch of an ungranted definition", env.Do("POST", "/api/v1/pull/fetch-and-lock", rev2,
 			map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": "score_company"}}}), 403, "not_granted")
 		if occs := fetch(t, env, rev2, map[string]any{"worker_id": "w1", "subscriptions": []any{map[string]any{"definition": crmKey, "revisions": []any{2}}}}); len(occs) != 0 {

@@ -41,12 +41,35 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 				return
 			}
 			if !auth.Allowed(p.Role, roles...) {
-				httpjson.WriteError(w, r, logger, fault.New(fault.Forbidden, "forbidden", "role %s may not do this", p.Role))
+				httpjson.WriteError(w, r, logger, fault.New(fault.Forbidden, "forbidden", "role %s may not do this: it takes %s token", p.Role, needed(roles)))
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 		})
 	}
+}
+
+// needed names the roles a route admits, admin last: "a designer, an
+// operator or an admin".
+func needed(roles []auth.Role) string {
+	var names []string
+	for _, r := range roles {
+		if r != auth.RoleAdmin {
+			names = append(names, article(string(r))+" "+string(r))
+		}
+	}
+	names = append(names, "an admin")
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+func article(word string) string {
+	if strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // preauth is the outcome of Preauthenticate, kept for Require.

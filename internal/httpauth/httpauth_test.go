@@ -66,6 +66,25 @@ func TestRequire(t *testing.T) {
 	}
 }
 
+// TestForbiddenNamesTheRolesAdmitted: a 403 says which token the route
+// takes.
+func TestForbiddenNamesTheRolesAdmitted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		roles []auth.Role
+		want  string
+	}{
+		{nil, "an admin"},
+		{[]auth.Role{auth.RoleAdmin}, "an admin"},
+		{[]auth.Role{auth.RoleConsumer}, "a consumer or an admin"},
+		{[]auth.Role{auth.RoleDesigner, auth.RoleOperator}, "a designer, an operator or an admin"},
+	} {
+		if got := needed(c.roles); got != c.want {
+			t.Errorf("needed(%v) = %q, want %q", c.roles, got, c.want)
+		}
+	}
+}
+
 // A token sent without its scheme is told what the header must read;
 // no header at all gets the plain answer.
 func TestRequireNamesAMissingScheme(t *testing.T) {
