@@ -69,11 +69,23 @@ flags:
 		prefix = "(dry run) "
 	}
 	done := 0
+	actions := map[string]int{}
+	var order []string
 	problems = c.Apply(ctx, docs, *dryRun, func(r apply.Result) {
 		done++
+		if actions[r.Action] == 0 {
+			order = append(order, r.Action)
+		}
+		actions[r.Action]++
 		fmt.Fprintln(stdout, prefix+r.String())
 	})
 	if len(problems) == 0 {
+		// One line to end on, so that a run that changed nothing says so.
+		counts := make([]string, len(order))
+		for i, a := range order {
+			counts[i] = fmt.Sprintf("%d %s", actions[a], a)
+		}
+		fmt.Fprintf(stdout, "%s%d document(s): %s\n", prefix, done, strings.Join(counts, ", "))
 		return nil
 	}
 	for _, p := range problems {

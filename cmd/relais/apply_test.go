@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,9 @@ func TestApplyExamplesIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply: %v\n%s", err, stderr)
 	}
+	if !strings.HasSuffix(first, "\n8 document(s): 6 created, 2 published\n") {
+		t.Errorf("first apply does not end with its count:\n%s", first)
+	}
 	if strings.Contains(first, "unchanged") {
 		t.Errorf("first apply reports unchanged documents:\n%s", first)
 	}
@@ -55,7 +59,12 @@ func TestApplyExamplesIsIdempotent(t *testing.T) {
 	if len(lines) != len(strings.Split(strings.TrimSpace(first), "\n")) {
 		t.Errorf("second apply reports %d documents, first %d", len(lines), len(strings.Split(strings.TrimSpace(first), "\n")))
 	}
-	for _, l := range lines {
+	// Its last line sums it up.
+	n := len(lines) - 1
+	if want := fmt.Sprintf("%d document(s): %d unchanged", n, n); lines[n] != want {
+		t.Errorf("second apply ends with %q, want %q", lines[n], want)
+	}
+	for _, l := range lines[:n] {
 		if !strings.Contains(l, ": unchanged") {
 			t.Errorf("second apply changed something: %q", l)
 		}
