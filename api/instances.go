@@ -139,15 +139,9 @@ func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.
 		out.Path[i] = pathStep{Node: s.Node, OccurrenceID: s.Occurrence, Definition: s.Definition, Revision: s.Revision, Mode: s.Mode,
 			Status: s.Status, Route: s.Route, ErrorCode: s.ErrorCode, CreatedAt: s.CreatedAt, SettledAt: s.SettledAt}
 	}
-	if inst.Status == engine.InstanceHeld {
-		// The latest failed occurrence, as the held_at filter and
-		// relais_instances_held find it.
-		for i := len(steps) - 1; i >= 0; i-- {
-			if s := steps[i]; s.Status == engine.StatusFailed {
-				out.HeldAt = &heldAtJSON{Node: s.Node, Definition: s.Definition, OccurrenceID: s.Occurrence}
-				break
-			}
-		}
+	if i, ok := engine.HeldStep(steps); ok && inst.Status == engine.InstanceHeld {
+		s := steps[i]
+		out.HeldAt = &heldAtJSON{Node: s.Node, Definition: s.Definition, OccurrenceID: s.Occurrence}
 	}
 	httpjson.Encode(w, status, out)
 	return nil

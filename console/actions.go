@@ -151,13 +151,15 @@ func actionOf(r *http.Request) (engine.Action, bool) {
 	return engine.ParseAction(chi.URLParam(r, "action"))
 }
 
-// heldOccurrence is the occurrence a held instance waits at: its latest
-// failed one (occs in creation order, as InstanceOccurrences lists them).
+// heldOccurrence is the occurrence a held instance waits at (see
+// engine.HeldStep).
 func heldOccurrence(occs []engine.Occurrence) (engine.Occurrence, bool) {
-	for i := len(occs) - 1; i >= 0; i-- {
-		if occs[i].Status == engine.StatusFailed {
-			return occs[i], true
-		}
+	steps := make([]engine.Step, len(occs))
+	for i, o := range occs {
+		steps[i] = o.Step()
+	}
+	if i, ok := engine.HeldStep(steps); ok {
+		return occs[i], true
 	}
 	return engine.Occurrence{}, false
 }

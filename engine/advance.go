@@ -121,7 +121,7 @@ func (e *Engine) runForOccurrence(ctx context.Context, q *queries.Queries, occur
 	row, err := q.InstanceLockByOccurrence(ctx, queries.InstanceLockByOccurrenceParams{OccurrenceID: occurrence, Now: e.at()})
 	if isNoRows(err) {
 		// A worker settling late may find it deleted by retention.
-		return nil, notKept("occurrence %s", occurrence)
+		return nil, notKeptForConsumer(occurrence)
 	}
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -170,11 +171,17 @@ func notFound(what string, args ...any) *fault.Error {
 }
 
 // notKept is notFound for what retention deletes with its ended instance:
-// the answer cannot tell that from an id that never existed, nor, for a
-// consumer, from another consumer's occurrence, and says so (a worker
-// settling with the wrong token looks at its grants, not at retention).
+// the answer cannot tell that from an id that never existed, and says so.
 func notKept(what string, args ...any) *fault.Error {
-	return fault.New(fault.NotFound, "not_found", what+" not found: there is none this token may see (a consumer sees the definitions it is granted), or retention deleted it (ended instances are kept for RELAIS_RETENTION)", args...)
+	return fault.New(fault.NotFound, "not_found", what+" not found: there is none, or retention deleted it (ended instances are kept for RELAIS_RETENTION)", args...)
+}
+
+// notKeptForConsumer is notKept for an occurrence a consumer names: the
+// answer cannot tell either from an occurrence its grants do not cover,
+// and says that too (a worker settling with another consumer's token
+// looks at its grants, not at retention).
+func notKeptForConsumer(id uuid.UUID) *fault.Error {
+	return fault.New(fault.NotFound, "not_found", "occurrence %s not found: there is none this consumer may see (one of a definition it is granted, pulled), or retention deleted it (ended instances are kept for RELAIS_RETENTION)", id)
 }
 
 // wrap prefixes an error with the operation that met it. Every error the

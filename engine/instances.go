@@ -68,6 +68,32 @@ func (o Occurrence) Step() Step {
 		Route: o.Route, ErrorCode: stepError(o.Status, o.ErrorCode), CreatedAt: o.CreatedAt, SettledAt: o.SettledAt}
 }
 
+// HeldStep returns the index in steps of the failed occurrence a held
+// instance waits at: its latest settled, as the held_at filter, the
+// Health page and relais_instances_held find it (OccurrenceHeldAt's
+// order: settled_at, then created_at, latest first). ok is false without
+// a failed step.
+func HeldStep(steps []Step) (i int, ok bool) {
+	later := func(a, b Step) bool {
+		switch {
+		case a.SettledAt == nil || b.SettledAt == nil:
+			// PostgreSQL puts NULLs first in a descending order.
+			if (a.SettledAt == nil) != (b.SettledAt == nil) {
+				return a.SettledAt == nil
+			}
+		case !a.SettledAt.Equal(*b.SettledAt):
+			return a.SettledAt.After(*b.SettledAt)
+		}
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	for j, s := range steps {
+		if s.Status == StatusFailed && (!ok || later(s, steps[i])) {
+			i, ok = j, true
+		}
+	}
+	return i, ok
+}
+
 // stepOf is the step of an occurrence a start has just created.
 func stepOf(o queries.Occurrence) Step {
 	return Step{Occurrence: o.ID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision), Mode: o.Mode, Status: o.Status,
@@ -123,7 +149,11 @@ func canonicalRequest(req StartRequest) []byte { return canonicalRequestAs(req, 
 
 // legacyCanonicalRequest is canonicalRequest as it was until numbers were
 // compared by value: their literals as written. A key used before that
-// stored its digest so.
+// stored its digest so. The two agree on every number written plainly
+// (100, 120.5: CanonicalNumber keeps them), so replicas of both releases
+// side by side disagree only on literals such as 120.50 or 1e2. It can go
+// once no instance started before the change is kept (RELAIS_RETENTION
+// after the upgrade; never under forever).
 func legacyCanonicalRequest(req StartRequest) []byte { return canonicalRequestAs(req, true) }
 
 func canonicalRequestAs(req StartRequest, literalNumbers bool) []byte {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -213,5 +214,30 @@ func TestObservationsReportWhatTheyCannotMask(t *testing.T) {
 	_, err = e.occurrenceFromRow(ctx, observed{row: queries.Occurrence{ID: id, DefinitionKey: "vanished", Revision: 2, Inputs: []byte(`{}`)}})
 	if err == nil || !strings.Contains(err.Error(), "revision vanished/2") {
 		t.Errorf("an occurrence whose revision cannot be read: %v, want an error naming it", err)
+	}
+}
+
+// TestHeldStepIsTheLatestSettledFailure: a held instance waits at its
+// failed occurrence settled last, as OccurrenceHeldAt orders them, not at
+// the one created last.
+func TestHeldStepIsTheLatestSettledFailure(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
+	steps := []Step{
+		{Node: "a", Status: StatusCompleted, CreatedAt: t0, SettledAt: at(time.Second)},
+		{Node: "b", Status: StatusFailed, CreatedAt: t0.Add(time.Second), SettledAt: at(9 * time.Second)},
+		{Node: "c", Status: StatusFailed, CreatedAt: t0.Add(2 * time.Second), SettledAt: at(5 * time.Second)},
+		{Node: "d", Status: StatusAvailable, CreatedAt: t0.Add(3 * time.Second)},
+	}
+	if i, ok := HeldStep(steps); !ok || steps[i].Node != "b" {
+		t.Errorf("HeldStep = %d, %v; want b, the failure settled last", i, ok)
+	}
+	steps[2].SettledAt = at(9 * time.Second)
+	if i, ok := HeldStep(steps); !ok || steps[i].Node != "c" {
+		t.Errorf("HeldStep with a tie = %d, %v; want c, created later", i, ok)
+	}
+	if _, ok := HeldStep(steps[:1]); ok {
+		t.Error("HeldStep found a failure among none")
 	}
 }

@@ -147,20 +147,20 @@ func (e *Engine) CountOpen(ctx context.Context, consumerID int64, f OpenFilter) 
 func (e *Engine) ConsumerOccurrence(ctx context.Context, consumerID int64, id uuid.UUID) (Occurrence, error) {
 	x, err := e.q.OccurrenceObserve(ctx, queries.OccurrenceObserveParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
-		return Occurrence{}, notKept("occurrence %s", id)
+		return Occurrence{}, notKeptForConsumer(id)
 	}
 	if err != nil {
 		return Occurrence{}, wrap("consumer occurrence", err)
 	}
 	if x.Occurrence.Mode != ModePull {
-		return Occurrence{}, notKept("occurrence %s", id)
+		return Occurrence{}, notKeptForConsumer(id)
 	}
 	ok, err := granted(ctx, e.memo, e.q, consumerID, x.Occurrence.DefinitionKey, int(x.Occurrence.Revision))
 	if err != nil {
 		return Occurrence{}, wrap("consumer occurrence", err)
 	}
 	if !ok {
-		return Occurrence{}, notKept("occurrence %s", id)
+		return Occurrence{}, notKeptForConsumer(id)
 	}
 	o, err := e.occurrenceFromRow(ctx, observed{x.Occurrence, x.Lapsed})
 	if err != nil {

@@ -290,14 +290,14 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 	}
 	// Refused word for word as an unknown id (see runForOccurrence).
 	if o.Mode != ModePull {
-		return nil, o, notKept("occurrence %s", ref.Occurrence)
+		return nil, o, notKeptForConsumer(ref.Occurrence)
 	}
 	ok, err := granted(ctx, e.memo, q, ref.ConsumerID, o.DefinitionKey, int(o.Revision))
 	if err != nil {
 		return nil, o, err
 	}
 	if !ok {
-		return nil, o, notKept("occurrence %s", ref.Occurrence)
+		return nil, o, notKeptForConsumer(ref.Occurrence)
 	}
 	return r, o, nil
 }

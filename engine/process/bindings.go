@@ -188,7 +188,9 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 	case srcNodes:
 		if len(segs) < 3 || (segs[2] != srcOutput && segs[2] != srcError) || (segs[2] == srcOutput && len(segs) < 4) {
 			hint := ""
-			if len(segs) >= 3 {
+			if len(segs) >= 4 {
+				// Only a source that, mended, names a field or the error's
+				// code or message: a hint must not lead to another refusal.
 				hint = segmentHint(segs, 2, srcOutput, srcError)
 			}
 			return src, fmt.Sprintf("source %q must look like nodes.<node>.output.<field> or nodes.<node>.error.code%s", from, hint), false

@@ -105,8 +105,6 @@ func (c *collector) dups(n *jsontree.Node, path string) {
 	}
 }
 
-// member returns an optional member; JSON null counts as absent because
-// YAML documents converted to JSON write unset values that way.
 // keyHint names the allowed key k most likely meant; at the root, kind and
 // key are a relais apply file's.
 func keyHint(k, path string, allowed []string) string {
@@ -116,6 +114,8 @@ func keyHint(k, path string, allowed []string) string {
 	return suggest.Hint(k, allowed)
 }
 
+// member returns an optional member; JSON null counts as absent because
+// YAML documents converted to JSON write unset values that way.
 func member(n *jsontree.Node, key string) (*jsontree.Node, bool) {
 	v, ok := n.Get(key)
 	if !ok || v.Kind == jsontree.Null {

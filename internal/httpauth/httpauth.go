@@ -50,8 +50,13 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 }
 
 // needed names the roles a route admits, admin last: "a designer, an
-// operator or an admin".
+// operator or an admin". A route for consumers alone is a worker
+// protocol's, which an admin token may not use either (what a worker
+// receives is decided by its consumer's grants): "a consumer".
 func needed(roles []auth.Role) string {
+	if len(roles) == 1 && roles[0] == auth.RoleConsumer {
+		return "a consumer"
+	}
 	var names []string
 	for _, r := range roles {
 		if r != auth.RoleAdmin {

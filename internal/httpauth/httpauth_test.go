@@ -76,7 +76,8 @@ func TestForbiddenNamesTheRolesAdmitted(t *testing.T) {
 	}{
 		{nil, "an admin"},
 		{[]auth.Role{auth.RoleAdmin}, "an admin"},
-		{[]auth.Role{auth.RoleConsumer}, "a consumer or an admin"},
+		{[]auth.Role{auth.RoleConsumer}, "a consumer"},
+		{[]auth.Role{auth.RoleOperator, auth.RoleConsumer}, "an operator, a consumer or an admin"},
 		{[]auth.Role{auth.RoleDesigner, auth.RoleOperator}, "a designer, an operator or an admin"},
 	} {
 		if got := needed(c.roles); got != c.want {

@@ -69,48 +69,66 @@ func appendNode(b []byte, n *Node, sortKeys, canonicalNumbers bool) []byte {
 	}
 }
 
-// CanonicalNumber writes the JSON number literal lit in one form per
-// decimal value, exactly (never through a float64, so that two integers a
-// float64 would confuse stay apart): its significant digits without
-// leading or trailing zeros, then e and the exponent when it is not 0,
-// with a leading - when negative. 120.50, 120.5 and 1.205e2 are all
-// 1205e-1; 100, 1e2 and 100.0 are 1e2; -0 and 0.0 are 0. A literal it
-// cannot read (not JSON's grammar, an exponent beyond int64) is returned
-// as it is.
+// CanonicalNumber writes the JSON number literal lit (as Read reads it) in
+// one form per decimal value, exactly (never through a float64, so that two
+// integers a float64 would confuse stay apart), and in the form most
+// literals already have, so that a digest of a document whose numbers are
+// written plainly is the same whether or not it went through here: an
+// integer as its digits (100 for 1e2 or 100.0), a fraction with a point and
+// no trailing zero (120.5 for 120.50 or 1.205e2), 0 for any zero; only a
+// value more than 100 places from the point keeps an exponent, after its
+// significant digits (1e101, 15e-102). A literal it cannot read (an
+// exponent beyond int64) is returned as it is.
 func CanonicalNumber(lit string) string {
 	s := lit
 	neg := strings.HasPrefix(s, "-")
 	if neg {
 		s = s[1:]
 	}
-	mant, exp := s, int64(0)
+	mant, expLit, hasExp := s, "", false
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		e, err := strconv.ParseInt(strings.TrimPrefix(s[i+1:], "+"), 10, 64)
-		if err != nil {
-			return lit
-		}
-		mant, exp = s[:i], e
+		mant, expLit, hasExp = s[:i], strings.TrimPrefix(s[i+1:], "+"), true
 	}
 	intPart, frac, _ := strings.Cut(mant, ".")
 	if intPart == "" || !digits(intPart) || !digits(frac) {
 		return lit
 	}
+	d := strings.TrimLeft(intPart+frac, "0")
+	if d == "" {
+		// Zero, whatever its sign and exponent.
+		return "0"
+	}
+	exp := int64(0)
+	if hasExp {
+		e, err := strconv.ParseInt(expLit, 10, 64)
+		if err != nil {
+			return lit
+		}
+		exp = e
+	}
 	if exp < math.MinInt64+int64(len(frac)) {
 		return lit
 	}
 	exp -= int64(len(frac))
-	d := strings.TrimLeft(intPart+frac, "0")
-	if d == "" {
-		return "0"
-	}
 	trimmed := strings.TrimRight(d, "0")
 	if exp > math.MaxInt64-int64(len(d)-len(trimmed)) {
 		return lit
 	}
 	exp += int64(len(d) - len(trimmed))
-	out := trimmed
-	if exp != 0 {
-		out += "e" + strconv.FormatInt(exp, 10)
+	// The value is trimmed × 10^exp.
+	const plain = 100
+	var out string
+	switch {
+	case exp >= 0 && exp <= plain:
+		out = trimmed + strings.Repeat("0", int(exp))
+	case exp < 0 && -exp <= plain:
+		if point := len(trimmed) + int(exp); point > 0 {
+			out = trimmed[:point] + "." + trimmed[point:]
+		} else {
+			out = "0." + strings.Repeat("0", -point) + trimmed
+		}
+	default:
+		out = trimmed + "e" + strconv.FormatInt(exp, 10)
 	}
 	if neg {
 		out = "-" + out

@@ -3,15 +3,18 @@ package jsontree
 import "testing"
 
 // TestCanonicalNumber: one form per decimal value, exact, whatever the
-// literal's zeros, point and exponent.
+// literal's zeros, point and exponent; a number already written plainly
+// keeps its literal.
 func TestCanonicalNumber(t *testing.T) {
 	t.Parallel()
 	same := [][]string{
 		{"120.5", "120.50", "1.205e2", "1205E-1", "12050e-2", "0.1205e+3"},
 		{"100", "1e2", "100.0", "1E+2", "0.001e5"},
-		{"0", "-0", "0.0", "0e10", "-0.000e-3"},
+		{"0", "-0", "0.0", "0e10", "-0.000e-3", "0e99999999999999999999"},
 		{"-3.25", "-325e-2", "-3.2500"},
+		{"0.05", "5e-2", "0.050", "50e-3"},
 		{"1", "1.0", "10e-1"},
+		{"1e101", "10e100", "0.1e102"},
 	}
 	for _, group := range same {
 		want := CanonicalNumber(group[0])
@@ -22,9 +25,12 @@ func TestCanonicalNumber(t *testing.T) {
 		}
 	}
 	for lit, want := range map[string]string{
-		"120.50": "1205e-1", "100": "1e2", "0.0": "0", "-3.25": "-325e-2", "7": "7",
+		// Written plainly: kept as written.
+		"100": "100", "7": "7", "-3.25": "-3.25", "0.05": "0.05", "120.5": "120.5", "0": "0",
+		"12345678901234567890123": "12345678901234567890123",
 		// Past a float64's 53 bits: two integers stay two.
 		"9007199254740993": "9007199254740993", "9007199254740992": "9007199254740992",
+		"120.50": "120.5", "1e2": "100", "-0.0": "0", "1e101": "1e101", "15e-102": "15e-102",
 		// Not read: returned as is.
 		"1e99999999999999999999": "1e99999999999999999999", "abc": "abc", "-": "-",
 	} {
@@ -36,7 +42,7 @@ func TestCanonicalNumber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(AppendCanonical(nil, n)); got != `{"a":0,"b":[15e-1,2]}` {
+	if got := string(AppendCanonical(nil, n)); got != `{"a":0,"b":[1.5,2]}` {
 		t.Errorf("AppendCanonical = %s", got)
 	}
 }
