@@ -122,3 +122,32 @@ func TestDocumentsRefuseUnknownKeysAndMalformedJSONWith400(t *testing.T) {
 		t.Errorf("a refused process was stored: %d", r.Status)
 	}
 }
+
+// TestProcessProblemsInOneAnswer: a process whose only parse problems are
+// leaf values (a policy's duration) is checked statically all the same,
+// and one 422 lists both kinds; a problem in the graph's own structure
+// (a next that is not a name) is reported alone, the graph unjudged.
+func TestProcessProblemsInOneAnswer(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	proc := relaistest.CRMProcess(map[string]any{"retry_delay": "10s", "priority": 42})
+	crm := proc["nodes"].(map[string]any)["crm"].(map[string]any)
+	crm["inputs"].(map[string]any)["company_name"] = map[string]any{"from": "input.nmae"}
+	crm["routes"].(map[string]any)["existing"] = "knwon"
+	res := env.Do("POST", "/api/v1/processes/one_answer/versions?dry_run=true", env.Designer, proc)
+	got := problemPaths(t, "leaf and static problems", res, 422, "invalid_process")
+	want := []string{"/nodes/crm/inputs/company_name/from", "/nodes/crm/policy/priority", "/nodes/crm/policy/retry_delay", "/nodes/crm/routes/existing", "/nodes/known"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pointers %v, want %v (the durations', then the graph's)", got, want)
+	}
+
+	// next on an end node, and routes that are not an object: the graph
+	// cannot be judged, only the parse problems are said.
+	proc = relaistest.CRMProcess(map[string]any{"retry_delay": "10s"})
+	proc["nodes"].(map[string]any)["crm"].(map[string]any)["routes"] = "done"
+	res = env.Do("POST", "/api/v1/processes/one_answer/versions?dry_run=true", env.Designer, proc)
+	if got := problemPaths(t, "structural problem", res, 422, "invalid_process"); !slices.Equal(got, []string{"/nodes/crm/policy/retry_delay", "/nodes/crm/routes"}) {
+		t.Errorf("structural problem: pointers %v, want the two parse problems only", got)
+	}
+}

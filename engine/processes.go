@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -190,8 +192,18 @@ func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) 
 	if !keyPattern.MatchString(key) {
 		return nil, resolver{}, fault.New(fault.BadRequest, "invalid_key", "process key %q must match %s", key, keyPattern)
 	}
-	p, vs := process.Parse(document)
+	p, vs := process.ParseLenient(document)
 	if len(vs) > 0 {
+		if p != nil {
+			// Only leaf values failed: the static checks judge the rest,
+			// so that one answer lists every problem.
+			res, err := e.newResolver(ctx, p)
+			if err != nil {
+				return nil, resolver{}, err
+			}
+			vs = append(vs, staticBeside(process.Check(p, res, e.processLimits()), vs)...)
+			slices.SortStableFunc(vs, func(a, b contracts.Violation) int { return strings.Compare(a.Path, b.Path) })
+		}
 		return nil, resolver{}, refuseDocument("the process", "invalid_process", vs)
 	}
 	res, err := e.newResolver(ctx, p)
@@ -202,6 +214,19 @@ func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) 
 		return nil, resolver{}, violations("invalid_process", "the process is invalid", vs)
 	}
 	return p, res, nil
+}
+
+// staticBeside returns the static problems that are not at, above or
+// under a parse problem's pointer: those may come from the value that did
+// not parse (a default in its place), and the parse problem is reported.
+func staticBeside(static, parsed []contracts.Violation) []contracts.Violation {
+	var out []contracts.Violation
+	for _, v := range static {
+		if !slices.ContainsFunc(parsed, func(p contracts.Violation) bool { return process.Overlaps(v.Path, p.Path) }) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // lockDestinations re-reads, FOR SHARE in the publishing transaction, the

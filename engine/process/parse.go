@@ -81,6 +81,43 @@ func Parse(data []byte) (*Process, []contracts.Violation) {
 	return p, nil
 }
 
+// leafValue matches the pointers of values no static check reads past
+// their own node: a process's name and description, a node's policy and
+// timeout. A document whose only problems are there can be checked
+// statically all the same (see ParseLenient).
+var leafValue = regexp.MustCompile(`^/(name|description)$|^/nodes/[^/]+/(policy|timeout)(/.*)?$`)
+
+// ParseLenient parses like Parse but also returns, when every problem
+// found is a value the static checks do not read past its node (a policy's
+// max_attempts or retry_delay, a push node's timeout: see leafValue), the
+// process as far as it parsed, for Check to judge the rest. A designer
+// then reads every problem in one answer instead of learning of the graph's
+// after fixing a duration. Check's findings at, above or under a parse
+// problem's pointer are for the caller to drop (Overlaps): they may come
+// from the value that did not parse. p is nil when the problems are
+// anywhere else.
+func ParseLenient(data []byte) (p *Process, vs []contracts.Violation) {
+	root, err := jsontree.Read(data, maxJSONDepth)
+	if err != nil {
+		return nil, contracts.ReadViolations(err)
+	}
+	var c collector
+	p = c.process(root)
+	vs = c.sorted()
+	for _, v := range vs {
+		if v.Cause != contracts.Invalid || !leafValue.MatchString(v.Path) {
+			return nil, vs
+		}
+	}
+	return p, vs
+}
+
+// Overlaps reports whether a and b are the same place of a document or one
+// holds the other.
+func Overlaps(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}
+
 // members reports duplicate and unknown keys of an object node.
 func (c *collector) members(n *jsontree.Node, path string, allowed ...string) {
 	c.dups(n, path)

@@ -2,6 +2,7 @@ package process
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,5 +258,34 @@ func TestParseNullMeansAbsent(t *testing.T) {
 	if p.Description != "" || p.Nodes["crm"].Policy.Deadline != 0 || p.Nodes["done"].Status != StatusCompleted {
 		t.Errorf("null members: got description %q, deadline %v, status %q; want defaults",
 			p.Description, p.Nodes["crm"].Policy.Deadline, p.Nodes["done"].Status)
+	}
+}
+
+// TestParseLenient: a document whose only problems are leaf values comes
+// back parsed for the static checks; any other problem keeps it back.
+func TestParseLenient(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		fn        func(m map[string]any)
+		checkable bool
+	}{
+		"a retry delay":     {func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_delay"] = "10s" }, true},
+		"a push timeout":    {func(m map[string]any) { node(m, "score")["timeout"] = "30 seconds" }, true},
+		"a name too long":   {func(m map[string]any) { m["name"] = strings.Repeat("x", 5000) }, true},
+		"a next not a name": {func(m map[string]any) { node(m, "score")["next"] = 3 }, false},
+		"an unknown key":    {func(m map[string]any) { sub(node(m, "crm"), "policy")["backoff"] = "PT1S" }, false},
+	} {
+		p, vs := ParseLenient(edit(t, validDoc, c.fn))
+		if len(vs) == 0 || (p != nil) != c.checkable {
+			t.Errorf("%s: process %v, %d problem(s); want checkable %v", name, p != nil, len(vs), c.checkable)
+		}
+	}
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{{"/nodes/a", "/nodes/a/policy", true}, {"/nodes/a/policy", "/nodes/a", true}, {"/nodes/a", "/nodes/a", true}, {"/nodes/a", "/nodes/ab", false}} {
+		if got := Overlaps(c.a, c.b); got != c.want {
+			t.Errorf("Overlaps(%s, %s) = %v", c.a, c.b, got)
+		}
 	}
 }
