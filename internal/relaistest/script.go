@@ -27,10 +27,10 @@ func RequireNode(t testing.TB, what string) {
 	}
 }
 
-// NodeScript is a Node.js script running, its standard output's lines
+// Script is a script (Node.js, Python) running, its standard output's lines
 // collected as they come, each line that is a JSON object also as an event.
-type NodeScript struct {
-	// Cmd is the node process (to signal it).
+type Script struct {
+	// Cmd is the process (to signal it).
 	Cmd    *exec.Cmd
 	mu     sync.Mutex
 	lines  []string
@@ -39,23 +39,42 @@ type NodeScript struct {
 	exited chan error
 }
 
-type nodeStderr struct{ s *NodeScript }
+type scriptStderr struct{ s *Script }
 
-func (w nodeStderr) Write(p []byte) (int, error) {
+func (w scriptStderr) Write(p []byte) (int, error) {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	return w.s.stderr.Write(p)
 }
 
+// RequirePython skips a test that needs python3 when the machine lacks it,
+// except under CI=true, where it fails.
+func RequirePython(t testing.TB, what string) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("python3 is not installed; CI=true runs %s, which needs Python 3.8 or later", what)
+		}
+		t.Skipf("python3 is not installed: skipping %s", what)
+	}
+}
+
 // StartNode runs `node script` in dir with env added to this process's
 // environment. The process is killed when the test ends, whatever
 // happened.
-func StartNode(t testing.TB, dir, script string, env ...string) *NodeScript {
+func StartNode(t testing.TB, dir, script string, env ...string) *Script {
 	t.Helper()
-	s := &NodeScript{Cmd: exec.Command("node", script), exited: make(chan error, 1)}
+	return StartScript(t, dir, "node", script, env...)
+}
+
+// StartScript runs `interpreter script` in dir with env added to this
+// process's environment, as StartNode does.
+func StartScript(t testing.TB, dir, interpreter, script string, env ...string) *Script {
+	t.Helper()
+	s := &Script{Cmd: exec.Command(interpreter, script), exited: make(chan error, 1)}
 	s.Cmd.Dir = dir
 	s.Cmd.Env = append(os.Environ(), env...)
-	s.Cmd.Stderr = nodeStderr{s}
+	s.Cmd.Stderr = scriptStderr{s}
 	stdout, err := s.Cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +106,7 @@ func StartNode(t testing.TB, dir, script string, env ...string) *NodeScript {
 
 // Events returns the events logged so far, or only those whose "event"
 // member is one of names.
-func (s *NodeScript) Events(names ...string) []map[string]any {
+func (s *Script) Events(names ...string) []map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []map[string]any
@@ -100,22 +119,26 @@ func (s *NodeScript) Events(names ...string) []map[string]any {
 }
 
 // Output is everything the script wrote so far, for a failure message.
-func (s *NodeScript) Output() string {
+func (s *Script) Output() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return "stdout:\n" + strings.Join(s.lines, "\n") + "\nstderr:\n" + s.stderr.String()
 }
 
+// Exited delivers the script's exit once: nil for status 0. Wait reads
+// the same channel: use one or the other.
+func (s *Script) Exited() <-chan error { return s.exited }
+
 // Wait fails the test unless the script exits 0 within d.
-func (s *NodeScript) Wait(t testing.TB, d time.Duration) {
+func (s *Script) Wait(t testing.TB, d time.Duration) {
 	t.Helper()
 	select {
 	case err := <-s.exited:
 		if err != nil {
-			t.Fatalf("the node script failed: %v\n%s", err, s.Output())
+			t.Fatalf("the script failed: %v\n%s", err, s.Output())
 		}
 	case <-time.After(d):
 		_ = s.Cmd.Process.Kill()
-		t.Fatalf("the node script did not finish within %v\n%s", d, s.Output())
+		t.Fatalf("the script did not finish within %v\n%s", d, s.Output())
 	}
 }
