@@ -20,7 +20,10 @@ type revealJSON struct {
 	Side         string    `json:"side"`
 	Field        string    `json:"field"`
 	Principal    string    `json:"principal"`
-	RevealedAt   time.Time `json:"revealed_at"`
+	// TokenID tells apart tokens that share a name (names are not
+	// unique); null for a principal without a stored token.
+	TokenID    *int64    `json:"token_id"`
+	RevealedAt time.Time `json:"revealed_at"`
 }
 
 // revealOccurrence shows an admin one sensitive value of an occurrence in
@@ -79,7 +82,7 @@ func (a *API) listReveals() http.Handler {
 			return err
 		}
 		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(reveals, limit, func(rv engine.Reveal) any { return rv.ID }, func(rv engine.Reveal) revealJSON {
-			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, RevealedAt: rv.RevealedAt}
+			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, TokenID: rv.TokenID, RevealedAt: rv.RevealedAt}
 		}))
 		return nil
 	})

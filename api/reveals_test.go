@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -149,6 +150,18 @@ func TestRevealAuditLog(t *testing.T) {
 	if r := env.Do("GET", "/api/v1/audit/reveals?occurrence=nope", env.Admin, nil); r.Status != 400 {
 		t.Errorf("bad occurrence filter: %d", r.Status)
 	}
+	// Token names are not unique: the record and the log name the token.
+	twin := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "admin", "role": "admin"}).JSON(t)
+	env.Must(200, "POST", reveal, twin["token"].(string), map[string]any{"side": "inputs", "field": "/contact"})
+	items = env.Must(200, "GET", "/api/v1/audit/reveals", env.Admin, nil).JSON(t)["items"].([]any)
+	newest, older := items[0].(map[string]any), items[1].(map[string]any)
+	if newest["principal"] != "admin" || newest["token_id"] != twin["id"] || older["token_id"] == nil || older["token_id"] == twin["id"] {
+		t.Errorf("records %v and %v; want the twin's token id %v on the newest only", newest, older, twin["id"])
+	}
+	if want := fmt.Sprintf("by=admin by_token_id=%v", twin["id"]); !strings.Contains(env.Logs.String(), want) {
+		t.Errorf("no log line with %q", want)
+	}
+
 	if r := env.Do("GET", "/api/v1/audit/reveals", env.Operator, nil); r.Status != 403 {
 		t.Errorf("operator reads the audit log: %d", r.Status)
 	}

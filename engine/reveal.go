@@ -135,9 +135,14 @@ func (e *Engine) RevealValue(ctx context.Context, p auth.Principal, occurrence u
 	if err != nil {
 		return Revealed{}, err
 	}
-	// The record, never the value: logs are an observation surface.
+	// The record, never the value: logs are an observation surface. The
+	// token's id tells apart tokens that share a name.
+	var byToken any
+	if id := out.Audit.TokenID; id != nil {
+		byToken = *id
+	}
 	e.logger.InfoContext(ctx, "sensitive value revealed", "audit_id", out.Audit.ID, "occurrence", occurrence,
-		"side", side, "field", pointer, "by", p.Name)
+		"side", side, "field", pointer, "by", p.Name, "by_token_id", byToken)
 	return out, nil
 }
 
