@@ -93,7 +93,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 				}
 				occs[i] = p.Occurrence
 			}
-			return e.reservations(occs, req.Pairs)
+			return e.deliver(ctx, req, occs)
 		}
 	}
 	// Under load, the claim shares the commit of the writes arriving with
@@ -113,7 +113,35 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	for i, row := range rows {
 		occs[i] = queries.Occurrence(row)
 	}
-	return e.reservations(occs, req.Pairs)
+	return e.deliver(ctx, req, occs)
+}
+
+// deliver makes the reservations of what a claim took. When one cannot be
+// delivered (its values were sealed with a data key this replica lacks,
+// as when a key rotation ran before every replica had the new key), the
+// whole claim is handed back, no attempt spent, and the fetch is refused
+// with 503 data_key_missing: a worker that retries may reach a replica
+// that has the key, and none burns its budget on tasks it never received.
+func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.Occurrence) ([]Reservation, error) {
+	got, err := e.reservations(occs, req.Pairs)
+	if err == nil {
+		return got, nil
+	}
+	held := make([]Held, len(occs))
+	for i, o := range occs {
+		held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
+	}
+	e.logger.Error("a claim cannot be delivered; handing it back", "err", err, "occurrences", len(occs), "worker_id", req.WorkerID)
+	if _, herr := e.HandBack(context.WithoutCancel(ctx), req.ConsumerID, req.WorkerID, held, true); herr != nil {
+		e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", herr)
+	}
+	if _, refused := fault.As(err); refused {
+		return nil, err
+	}
+	fe := fault.New(fault.Unavailable, "data_key_missing",
+		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS); they were handed back, no attempt spent: fetch again")
+	fe.RetryAfter = time.Second
+	return nil, fe
 }
 
 // digestOf is the digest to store with a claim's attempts: only a claim

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,5 +235,62 @@ func TestUnopenablePushInputsFailAsUnprepared(t *testing.T) {
 	}
 	if status != StatusFailed || code != CodePushUnprepared {
 		t.Errorf("occurrence %s (%s); want failed push_unprepared at once", status, code)
+	}
+}
+
+// TestUndeliverableClaimIsHandedBack: a replica that claims pull tasks
+// whose values were sealed with a data key it lacks hands them back, no
+// attempt spent, and refuses the fetch with 503 data_key_missing; a
+// replica with the key then delivers them with their budget whole.
+func TestUndeliverableClaimIsHandedBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	oldSpec, newSpec := keyring.NewKeySpec("old"), keyring.NewKeySpec("new")
+	oldRing, _ := keyring.Parse(oldSpec)
+	both, _ := keyring.Parse(newSpec + "," + oldSpec)
+	base := setup(t)
+	if err := CheckKeys(ctx, base.pool, both); err != nil {
+		t.Fatal(err)
+	}
+	upgraded := New(base.pool, Options{Keys: both})
+	if _, _, err := upgraded.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := upgraded.Snapshot(ctx, "crm"); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"inputs":{"fields":[{"name":"tok","type":"text","required":true,"classification":"secret"}]},
+	 "start":"crm","nodes":{"crm":{"kind":"pull","definition":"crm","revision":1,
+	 "inputs":{"company_name":{"value":"Acme"},"token":{"from":"input.tok"}},"routes":{"created":"done","existing":"done"}},"done":{"kind":"end"}}}`
+	if _, _, err := upgraded.PublishProcess(ctx, "sealed", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"sealed-with-new"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := consumer(t, upgraded)
+	req := ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}}, MaxTasks: 10, LockDuration: time.Minute}
+	lagging := New(base.pool, Options{Keys: oldRing})
+	got, err := lagging.Claim(ctx, req)
+	if fe, ok := fault.As(err); !ok || fe.Code != "data_key_missing" || fe.Kind != fault.Unavailable || fe.RetryAfter <= 0 || len(got) != 0 {
+		t.Fatalf("claim by the replica without the key: %d tasks, %v; want 503 data_key_missing with Retry-After", len(got), err)
+	}
+	var available int
+	if err := base.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'available'`).Scan(&available); err != nil {
+		t.Fatal(err)
+	}
+	if available != 2 {
+		t.Fatalf("%d of 2 occurrences available after the hand-back", available)
+	}
+	got, err = upgraded.Claim(ctx, req)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim by a replica with the key: %d tasks, %v; want both", len(got), err)
+	}
+	for _, r := range got {
+		if r.AttemptsLeft != 2 || !strings.Contains(string(r.Inputs), "sealed-with-new") {
+			t.Errorf("task %s: %d attempts left, inputs %s; want the whole budget (3, this attempt taking one) and the secret opened", r.ID, r.AttemptsLeft, r.Inputs)
+		}
 	}
 }

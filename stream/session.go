@@ -312,6 +312,10 @@ type runner struct {
 	// the next one (other retries may have been announced meanwhile).
 	recheckDue bool
 	beats      int
+	// holdOff, when set, is when the stream may claim again: a claim this
+	// replica could not deliver was handed back, and the hand-back's
+	// notification would otherwise make it claim the same tasks in a loop.
+	holdOff time.Time
 }
 
 // wakeAt arms the due timer for at, unless it is armed for sooner.
@@ -374,13 +378,16 @@ func (r *runner) run(ctx context.Context) error {
 			default:
 			}
 		}
-		if r.dirty && !r.draining && len(s.held) < s.credit {
+		if r.dirty && !r.draining && len(s.held) < s.credit && !time.Now().Before(r.holdOff) {
 			if err := r.claim(ctx); err != nil {
 				if ctx.Err() == nil {
 					reason = endSendFailed
 				}
 				return nil
 			}
+		}
+		if r.dirty && time.Now().Before(r.holdOff) {
+			r.wakeAt(r.holdOff) // the claim held off comes then
 		}
 		r.publishRefill()
 		select {
@@ -487,6 +494,15 @@ func (r *runner) claim(ctx context.Context) error {
 		// Its grants changed since it resolved them: resolving again ends
 		// the stream, or narrows it to what is still granted.
 		s.post(event{kind: eventResolve})
+		return nil
+	}
+	if fault.HasCode(err, "data_key_missing") {
+		// Handed back, no attempt spent: try again in a second, not at the
+		// hand-back's own notification.
+		r.dirty = true
+		r.holdOff = time.Now().Add(time.Second)
+		r.wakeAt(r.holdOff)
+		svc.logger.Warn("stream claim undeliverable; retrying in 1s", "stream", s.id, "err", err)
 		return nil
 	}
 	if err != nil {

@@ -100,7 +100,12 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 	}
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	keys, err := keyring.Parse(TestKeys)
+	spec := TestKeys
+	if cfg.DataKeys != "" {
+		// A test of replicas whose keys differ.
+		spec = cfg.DataKeys
+	}
+	keys, err := keyring.Parse(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
