@@ -323,11 +323,12 @@ func TestEmbeddedServeRestartsAKilledCluster(t *testing.T) {
 func TestSIGHUPDoesNotStopTheReplica(t *testing.T) {
 	t.Parallel()
 	url := dbtest.EmptyURL(t)
-	p := startProcess(t, "RELAIS_DATABASE_URL="+url, "RELAIS_RETENSION=P3D")
-	// Beside: a misspelt setting is named at start, and the replica's
+	p := startProcess(t, "RELAIS_DATABASE_URL="+url, "RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D")
+	// Beside: a misspelt setting is named at start (the setting it
+	// misspells being set too, it is only ignored), and the replica's
 	// connections are named in pg_stat_activity.
 	// The text handler writes the message quoted, its quotes escaped.
-	if !strings.Contains(p.stderr.String(), `RELAIS_RETENSION is not a Relais setting (did you mean \"RELAIS_RETENTION\"?)`) {
+	if !strings.Contains(p.stderr.String(), `RELAIS_RETENSION is not a Relais setting (did you mean \"RELAIS_RETENTION\"? it is set too)`) {
 		t.Errorf("the misspelt RELAIS_RETENSION went unsaid; stderr:\n%s", p.stderr)
 	}
 	pool, err := pgxpool.New(context.Background(), url)
@@ -363,4 +364,23 @@ func hostname(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestServeRefusesAMisspeltSetting: a variable that misspells a setting
+// not set itself stops serve before anything is created: a misspelt
+// RELAIS_DATABASE_URL would otherwise serve a new, empty embedded
+// database with a new admin token.
+func TestServeRefusesAMisspeltSetting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "RELAIS_TEST_AS_RELAIS=1", "RELAIS_TEST_ARGS=serve", "RELAIS_LISTEN=127.0.0.1:0",
+		"RELAIS_DATA_DIR="+dir, "RELAIS_DATABASE_URI=postgres://db.example/relais")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `RELAIS_DATABASE_URI is not a Relais setting (did you mean "RELAIS_DATABASE_URL"?): correct or unset it`) {
+		t.Fatalf("serve with RELAIS_DATABASE_URI: %v\n%s\nwant it refused, naming RELAIS_DATABASE_URL", err, out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused serve created %d entries in its data folder", len(entries))
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,8 +38,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	logger := newLogger(cfg, stderr)
-	for _, w := range config.UnknownVariables(os.Environ()) {
+	warnings, refusals := config.UnknownVariables(os.Environ())
+	for _, w := range warnings {
 		logger.Warn(w)
+	}
+	if len(refusals) > 0 {
+		return errors.New(strings.Join(refusals, "; "))
 	}
 	start := time.Now()
 	// The keys, the address and the TLS files first: a malformed key, a

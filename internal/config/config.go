@@ -472,21 +472,38 @@ var (
 // UnknownVariables says, for each RELAIS_ variable of environ (as
 // os.Environ lists them) that is no setting, that it is ignored, with the
 // setting it most likely misspells: a typo would otherwise leave the
-// default in force without a word.
-func UnknownVariables(environ []string) []string {
+// default in force without a word. A misspelling of a setting that is not
+// set itself is a refusal rather than a warning: serve does not start,
+// since the default it would run with may be far from what was meant (a
+// misspelt RELAIS_DATABASE_URL would serve a new, empty embedded
+// database, with a new admin token).
+func UnknownVariables(environ []string) (warnings, refusals []string) {
 	names := make([]string, len(Settings))
 	for i, s := range Settings {
 		names[i] = s.Env
 	}
-	var out []string
+	set := map[string]bool{}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "RELAIS_") || slices.Contains(names, name) || slices.Contains(otherVariables, name) ||
 			slices.ContainsFunc(otherPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s is not a Relais setting%s: it is ignored", name, suggest.Hint(name, names)))
+		meant, ok := suggest.Closest(name, names)
+		switch {
+		case !ok:
+			warnings = append(warnings, fmt.Sprintf("%s is not a Relais setting: it is ignored", name))
+		case set[meant]:
+			warnings = append(warnings, fmt.Sprintf("%s is not a Relais setting (did you mean %q? it is set too): it is ignored", name, meant))
+		default:
+			refusals = append(refusals, fmt.Sprintf("%s is not a Relais setting (did you mean %q?): correct or unset it; %s would otherwise run with its default", name, meant, meant))
+		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(warnings)
+	slices.Sort(refusals)
+	return warnings, refusals
 }

@@ -195,16 +195,20 @@ func TestLoadAdminTakesOnlyTheDatabaseSettings(t *testing.T) {
 }
 
 // A RELAIS_ variable that is no setting is said to be ignored, with the
-// setting it likely misspells; settings and the variables other commands
-// and tooling read are not.
+// setting it likely misspells; a misspelling of a setting that is not set
+// itself is refused (serve does not start); settings and the variables
+// other commands and tooling read are neither.
 func TestUnknownVariablesAreNamed(t *testing.T) {
-	got := UnknownVariables([]string{"RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D", "RELAIS_URL=http://x", "RELAIS_TEST_DATABASE_URL=postgres://", "RELAIS_BROWSER_TESTS=1",
-		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080"})
-	want := []string{
+	warnings, refusals := UnknownVariables([]string{"RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D", "RELAIS_URL=http://x", "RELAIS_TEST_DATABASE_URL=postgres://", "RELAIS_BROWSER_TESTS=1",
+		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080", "RELAIS_DATABASE_URI=postgres://db/relais"})
+	wantWarnings := []string{
 		`RELAIS_COLOUR is not a Relais setting: it is ignored`,
-		`RELAIS_RETENSION is not a Relais setting (did you mean "RELAIS_RETENTION"?): it is ignored`,
+		`RELAIS_RETENSION is not a Relais setting (did you mean "RELAIS_RETENTION"? it is set too): it is ignored`,
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("UnknownVariables = %q, want %q", got, want)
+	wantRefusals := []string{
+		`RELAIS_DATABASE_URI is not a Relais setting (did you mean "RELAIS_DATABASE_URL"?): correct or unset it; RELAIS_DATABASE_URL would otherwise run with its default`,
+	}
+	if !slices.Equal(warnings, wantWarnings) || !slices.Equal(refusals, wantRefusals) {
+		t.Errorf("UnknownVariables = %q, %q; want %q, %q", warnings, refusals, wantWarnings, wantRefusals)
 	}
 }
