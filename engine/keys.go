@@ -34,12 +34,40 @@ func RecordedDataKeys(ctx context.Context, pool *pgxpool.Pool) ([]string, error)
 	return ids, nil
 }
 
+// MissingKeysError is CheckKeys's refusal of a keyring that lacks keys the
+// database recorded and no rotation retired: Used sealed values still
+// stored (only they open them); Unused sealed none still stored (a replica
+// started with them, say, and was given another key since).
+type MissingKeysError struct {
+	Used, Unused []string
+}
+
+func (e *MissingKeysError) Error() string {
+	if len(e.Used) > 0 {
+		return fmt.Sprintf("values sealed with data key(s) %s may still be stored: keep them among the data keys (after the primary) until `relais keys rotate` has finished",
+			strings.Join(e.Used, ", "))
+	}
+	return fmt.Sprintf("data key(s) %s were recorded (a replica started with them) but no stored value is sealed with them: if no replica runs with them any more, `relais keys rotate` with these data keys retires them; otherwise give them to this replica too",
+		strings.Join(e.Unused, ", "))
+}
+
 // CheckKeys verifies the keyring against the database before a replica
 // serves: every key it holds must open its recorded probe (a wrong key is
 // caught now, not when a consumer asks for inputs), the primary key is
-// recorded, and no key that sealed values still in the database may be
-// missing. Without a keyring, it refuses once secret values exist.
+// recorded, and no recorded key may be missing (a *MissingKeysError).
+// Without a keyring, it refuses once secret values exist.
 func CheckKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring) error {
+	return checkKeys(ctx, pool, ring, false)
+}
+
+// CheckKeysForRotation is CheckKeys for `relais keys rotate`, which may
+// lack recorded keys that sealed nothing still stored: it retires them
+// with the others.
+func CheckKeysForRotation(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring) error {
+	return checkKeys(ctx, pool, ring, true)
+}
+
+func checkKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring, unusedMayLack bool) error {
 	q := queries.New(pool)
 	rows, err := q.DataKeyList(ctx)
 	if err != nil {
@@ -74,8 +102,23 @@ func CheckKeys(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyring) e
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("values sealed with data key(s) %s may still be stored: keep them among the data keys (after the primary) until `relais keys rotate` has finished",
-			strings.Join(missing, ", "))
+		// Which ones sealed values still stored: a full read of the sealed
+		// columns, only when a key is missing.
+		var refusal MissingKeysError
+		for _, id := range missing {
+			used, err := q.SealedUnderKeyExists(ctx, id)
+			if err != nil {
+				return fmt.Errorf("data keys: %w", err)
+			}
+			if used {
+				refusal.Used = append(refusal.Used, id)
+			} else {
+				refusal.Unused = append(refusal.Unused, id)
+			}
+		}
+		if len(refusal.Used) > 0 || !unusedMayLack {
+			return &refusal
+		}
 	}
 	if !known[ring.Primary()] {
 		if err := q.DataKeyInsert(ctx, queries.DataKeyInsertParams{ID: ring.Primary(), Probe: ring.Seal(probePlain, []byte(probeAAD))}); err != nil {

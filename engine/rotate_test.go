@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +294,55 @@ func TestUndeliverableClaimIsHandedBack(t *testing.T) {
 		if r.AttemptsLeft != 2 || !strings.Contains(string(r.Inputs), "sealed-with-new") {
 			t.Errorf("task %s: %d attempts left, inputs %s; want the whole budget (3, this attempt taking one) and the secret opened", r.ID, r.AttemptsLeft, r.Inputs)
 		}
+	}
+}
+
+// TestARecordedKeyThatSealedNothingIsRetiredByARotation: a replica started
+// once with a key (which the database recorded) and then discarded leaves a
+// key no other replica has. Serving without it is refused, saying it
+// sealed nothing still stored; a rotation without it goes through and
+// retires it; then a replica starts without it.
+func TestARecordedKeyThatSealedNothingIsRetiredByARotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mainSpec, strayID := keyring.NewKeySpec("k2"), "k3"
+	mainRing, _ := keyring.Parse(mainSpec)
+	stray, _ := keyring.Parse(keyring.NewKeySpec(strayID) + "," + mainSpec)
+	base := setup(t)
+	if err := CheckKeys(ctx, base.pool, mainRing); err != nil {
+		t.Fatal(err)
+	}
+	e := New(base.pool, Options{Keys: mainRing})
+	if _, _, err := e.PutDestination(ctx, DestinationSpec{Name: "api", URL: "https://example.com", Headers: map[string]string{"X-Key": "hdr-secret"}, MaxTimeout: time.Second}, false); err != nil {
+		t.Fatal(err)
+	}
+	// The stray replica starts (its key recorded) and seals nothing.
+	if err := CheckKeys(ctx, base.pool, stray); err != nil {
+		t.Fatal(err)
+	}
+	var missing *MissingKeysError
+	if err := CheckKeys(ctx, base.pool, mainRing); !errors.As(err, &missing) || len(missing.Used) != 0 || !slices.Equal(missing.Unused, []string{strayID}) ||
+		!strings.Contains(err.Error(), "no stored value is sealed with them") {
+		t.Fatalf("serving without the stray key: %v; want it named as sealing nothing still stored", err)
+	}
+	if err := CheckKeysForRotation(ctx, base.pool, mainRing); err != nil {
+		t.Fatalf("a rotation without the stray key: %v", err)
+	}
+	if err := New(base.pool, Options{Keys: mainRing}).RotateKeys(ctx, func(RotationProgress) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckKeys(ctx, base.pool, mainRing); err != nil {
+		t.Fatalf("serving after the rotation: %v", err)
+	}
+	// A key that sealed a value still stored is still refused, rotation or not.
+	sealing, _ := keyring.Parse(keyring.NewKeySpec("k4") + "," + mainSpec)
+	if err := CheckKeys(ctx, base.pool, sealing); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := New(base.pool, Options{Keys: sealing}).PutDestination(ctx, DestinationSpec{Name: "api2", URL: "https://example.com", Headers: map[string]string{"X-Key": "k4-secret"}, MaxTimeout: time.Second}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckKeysForRotation(ctx, base.pool, mainRing); !errors.As(err, &missing) || !slices.Equal(missing.Used, []string{"k4"}) {
+		t.Fatalf("a rotation without a key that sealed a stored value: %v; want it refused", err)
 	}
 }

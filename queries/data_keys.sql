@@ -62,3 +62,20 @@ select ((select count(*) from instances
                 and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) <> convert_to(@primary_key::text, 'UTF8'))
             or (sealed_url_query is not null
                 and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) <> convert_to(@primary_key::text, 'UTF8'))))::bigint;
+
+-- name: SealedUnderKeyExists :one
+-- Whether any stored value is sealed with @key_id (the id in the value's
+-- header): a recorded key that sealed nothing still stored may go.
+select (exists (select 1 from instances
+                where sealed_inputs is not null
+                  and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) = convert_to(@key_id::text, 'UTF8'))
+     or exists (select 1 from occurrences
+                where (sealed_inputs is not null
+                       and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) = convert_to(@key_id::text, 'UTF8'))
+                   or (sealed_outputs is not null
+                       and substring(sealed_outputs from 3 for get_byte(sealed_outputs, 1)) = convert_to(@key_id::text, 'UTF8')))
+     or exists (select 1 from destinations
+                where (sealed_headers is not null
+                       and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) = convert_to(@key_id::text, 'UTF8'))
+                   or (sealed_url_query is not null
+                       and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) = convert_to(@key_id::text, 'UTF8'))))::boolean;

@@ -229,6 +229,31 @@ func (q *Queries) OccurrenceSealedBatch(ctx context.Context, arg OccurrenceSeale
 	return items, nil
 }
 
+const sealedUnderKeyExists = `-- name: SealedUnderKeyExists :one
+select (exists (select 1 from instances
+                where sealed_inputs is not null
+                  and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) = convert_to($1::text, 'UTF8'))
+     or exists (select 1 from occurrences
+                where (sealed_inputs is not null
+                       and substring(sealed_inputs from 3 for get_byte(sealed_inputs, 1)) = convert_to($1::text, 'UTF8'))
+                   or (sealed_outputs is not null
+                       and substring(sealed_outputs from 3 for get_byte(sealed_outputs, 1)) = convert_to($1::text, 'UTF8')))
+     or exists (select 1 from destinations
+                where (sealed_headers is not null
+                       and substring(sealed_headers from 3 for get_byte(sealed_headers, 1)) = convert_to($1::text, 'UTF8'))
+                   or (sealed_url_query is not null
+                       and substring(sealed_url_query from 3 for get_byte(sealed_url_query, 1)) = convert_to($1::text, 'UTF8'))))::boolean
+`
+
+// Whether any stored value is sealed with @key_id (the id in the value's
+// header): a recorded key that sealed nothing still stored may go.
+func (q *Queries) SealedUnderKeyExists(ctx context.Context, keyID string) (bool, error) {
+	row := q.db.QueryRow(ctx, sealedUnderKeyExists, keyID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const sealedUnderOtherKeys = `-- name: SealedUnderOtherKeys :one
 select ((select count(*) from instances
          where sealed_inputs is not null

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/keyring"
@@ -24,6 +26,12 @@ import (
 //
 // configured is what configuredKeys read, before anything was started.
 func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyring, db *database, logger *slog.Logger) (*keyring.Keyring, error) {
+	return loadKeysWith(ctx, cfg, configured, db, logger, engine.CheckKeys)
+}
+
+// loadKeysWith is loadKeys checking the keyring with check.
+func loadKeysWith(ctx context.Context, cfg config.Config, configured *keyring.Keyring, db *database, logger *slog.Logger,
+	check func(context.Context, *pgxpool.Pool, *keyring.Keyring) error) (*keyring.Keyring, error) {
 	ring := configured
 	var err error
 	// Where the keys come from, which a refusal names: the fix is there.
@@ -64,7 +72,7 @@ func loadKeys(ctx context.Context, cfg config.Config, configured *keyring.Keyrin
 	if configured != nil && cfg.DataKeyFile != "" {
 		warnIfShared(cfg.DataKeyFile, logger)
 	}
-	if err := engine.CheckKeys(ctx, db.pool, ring); err != nil {
+	if err := check(ctx, db.pool, ring); err != nil {
 		if ring == nil {
 			return nil, err
 		}
@@ -131,7 +139,9 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer db.close()
-	ring, err := loadKeys(ctx, cfg, configured, db, logger)
+	// Recorded keys that sealed nothing still stored may be missing: the
+	// rotation retires them with the others.
+	ring, err := loadKeysWith(ctx, cfg, configured, db, logger, engine.CheckKeysForRotation)
 	if err != nil {
 		return err
 	}
