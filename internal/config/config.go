@@ -272,6 +272,17 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 		shown.String(s.Flag, "", help+")")
 	}
 	if err := fs.Parse(args); err != nil {
+		// A misspelt flag is named with the one it most likely meant, as
+		// a misspelt variable is.
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			flags := make([]string, len(Settings))
+			for i, s := range Settings {
+				flags[i] = s.Flag
+			}
+			if meant, ok := suggest.Closest(strings.TrimLeft(name, "-"), flags); ok {
+				return Config{}, fmt.Errorf("%w (did you mean --%s?)", err, meant)
+			}
+		}
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {

@@ -212,3 +212,15 @@ func TestUnknownVariablesAreNamed(t *testing.T) {
 		t.Errorf("UnknownVariables = %q, %q; want %q, %q", warnings, refusals, wantWarnings, wantRefusals)
 	}
 }
+
+// A misspelt flag is named with the flag it most likely meant.
+func TestMisspeltFlagIsNamed(t *testing.T) {
+	_, err := Load("usage", []string{"--retenton", "P3D"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "(did you mean --retention?)") {
+		t.Errorf("Load(--retenton) = %v; want the flag it meant", err)
+	}
+	_, err = Load("usage", []string{"--colour", "blue"}, func(string) string { return "" }, io.Discard)
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("Load(--colour) = %v; want a refusal without a guess", err)
+	}
+}
