@@ -216,13 +216,14 @@ func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) 
 	return p, res, nil
 }
 
-// staticBeside returns the static problems that are not at, above or
-// under a parse problem's pointer: those may come from the value that did
-// not parse (a default in its place), and the parse problem is reported.
+// staticBeside returns the static problems that are not at or under a
+// parse problem's pointer: those may come from the value that did not
+// parse (a default in its place), and the parse problem is reported.
+// Those at the node above stand: none reads a policy or a timeout.
 func staticBeside(static, parsed []contracts.Violation) []contracts.Violation {
 	var out []contracts.Violation
 	for _, v := range static {
-		if !slices.ContainsFunc(parsed, func(p contracts.Violation) bool { return process.Overlaps(v.Path, p.Path) }) {
+		if !slices.ContainsFunc(parsed, func(p contracts.Violation) bool { return v.Path == p.Path || strings.HasPrefix(v.Path, p.Path+"/") }) {
 			out = append(out, v)
 		}
 	}

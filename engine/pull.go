@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/queries"
 )
 
@@ -93,7 +95,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 				}
 				occs[i] = p.Occurrence
 			}
-			return e.deliver(ctx, req, occs)
+			return e.deliver(ctx, req, occs, true)
 		}
 	}
 	// Under load, the claim shares the commit of the writes arriving with
@@ -113,33 +115,49 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	for i, row := range rows {
 		occs[i] = queries.Occurrence(row)
 	}
-	return e.deliver(ctx, req, occs)
+	return e.deliver(ctx, req, occs, false)
 }
 
 // deliver makes the reservations of what a claim took. When one cannot be
-// delivered (its values were sealed with a data key this replica lacks,
-// as when a key rotation ran before every replica had the new key), the
-// whole claim is handed back, no attempt spent, and the fetch is refused
-// with 503 data_key_missing: a worker that retries may reach a replica
-// that has the key, and none burns its budget on tasks it never received.
-func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.Occurrence) ([]Reservation, error) {
+// delivered for want of a data key (its values sealed with a key this
+// replica lacks, as when a key rotation ran before every replica had the
+// new key, or this replica has none), the whole claim is handed back, no
+// attempt spent, and the fetch is refused with 503 data_key_missing: a
+// worker that retries may reach a replica that has the key, and none burns
+// its budget on tasks it never received. A replay (the same request_id
+// again) hands nothing back: the worker may hold those tasks from the
+// first answer, and a replica with the key replays them. Any other failure
+// to open a value (damaged, not the key's) is returned as it is.
+// handBackTimeout bounds a hand-back of an undeliverable claim, which a
+// fetch waits for.
+const handBackTimeout = 10 * time.Second
+
+func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.Occurrence, replay bool) ([]Reservation, error) {
 	got, err := e.reservations(occs, req.Pairs)
 	if err == nil {
 		return got, nil
 	}
-	held := make([]Held, len(occs))
-	for i, o := range occs {
-		held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
-	}
-	e.logger.Error("a claim cannot be delivered; handing it back", "err", err, "occurrences", len(occs), "worker_id", req.WorkerID)
-	if _, herr := e.HandBack(context.WithoutCancel(ctx), req.ConsumerID, req.WorkerID, held, true); herr != nil {
-		e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", herr)
-	}
-	if _, refused := fault.As(err); refused {
+	if !errors.Is(err, keyring.ErrNoKey) && !fault.HasCode(err, "encryption_unavailable") {
 		return nil, err
 	}
+	if !replay {
+		held := make([]Held, len(occs))
+		for i, o := range occs {
+			held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
+		}
+		e.logger.Error("a claim cannot be delivered; handing it back", "err", err, "occurrences", len(occs), "worker_id", req.WorkerID)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		defer cancel()
+		if _, herr := e.HandBack(hctx, req.ConsumerID, req.WorkerID, held, true); herr != nil {
+			e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", herr)
+		}
+	}
+	then := "they were handed back, no attempt spent: fetch again"
+	if replay {
+		then = "they stay this worker's: the same request_id replays them from a replica that has the key"
+	}
 	fe := fault.New(fault.Unavailable, "data_key_missing",
-		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS); they were handed back, no attempt spent: fetch again")
+		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS); %s", then)
 	fe.RetryAfter = time.Second
 	return nil, fe
 }

@@ -295,6 +295,24 @@ func TestUndeliverableClaimIsHandedBack(t *testing.T) {
 			t.Errorf("task %s: %d attempts left, inputs %s; want the whole budget (3, this attempt taking one) and the secret opened", r.ID, r.AttemptsLeft, r.Inputs)
 		}
 	}
+
+	// A replay of a claim the worker may hold from its first answer is
+	// refused by the replica without the key, and hands nothing back.
+	if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"third"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	replayed := req
+	replayed.WorkerID, replayed.RequestID, replayed.RequestDigest = "w2", "r1", []byte("d1")
+	if got, err := upgraded.Claim(ctx, replayed); err != nil || len(got) != 1 {
+		t.Fatalf("first claim with a request_id: %d tasks, %v", len(got), err)
+	}
+	if _, err := lagging.Claim(ctx, replayed); !fault.HasCode(err, "data_key_missing") {
+		t.Fatalf("replay on the replica without the key: %v; want data_key_missing", err)
+	}
+	var reserved int
+	if err := base.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'reserved'`).Scan(&reserved); err != nil || reserved != 3 {
+		t.Fatalf("%d reserved after the refused replay, %v; want all 3 still held", reserved, err)
+	}
 }
 
 // TestARecordedKeyThatSealedNothingIsRetiredByARotation: a replica started

@@ -227,9 +227,10 @@ func TestRecordedExchanges(t *testing.T) {
 			report("%s: the %d response breaks the document:%s", name, ex.Status, general(errs))
 		}
 		if ex.Status >= 500 && !(ex.Status == http.StatusServiceUnavailable && (strings.Contains(string(ex.ResponseBody), `"database_unavailable"`) ||
-			strings.Contains(string(ex.ResponseBody), `"replica_stopping"`))) {
-			// A lost database or a stopping replica (tests cause both on
-			// purpose) is a documented 503; any other 5xx is a bug.
+			strings.Contains(string(ex.ResponseBody), `"replica_stopping"`) || strings.Contains(string(ex.ResponseBody), `"data_key_missing"`))) {
+			// A lost database, a stopping replica or one without a data key
+			// (tests cause each on purpose) is a documented 503; any other
+			// 5xx is a bug.
 			report("%s answered %d: %s", name, ex.Status, clip(ex.ResponseBody))
 		}
 	}

@@ -38,7 +38,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	logger := newLogger(cfg, stderr)
-	warnings, refusals := config.UnknownVariables(os.Environ())
+	warnings, refusals := config.UnknownVariables(os.Environ(), cfg.Flagged)
 	for _, w := range warnings {
 		logger.Warn(w)
 	}

@@ -92,9 +92,9 @@ var leafValue = regexp.MustCompile(`^/(name|description)$|^/nodes/[^/]+/(policy|
 // max_attempts or retry_delay, a push node's timeout: see leafValue), the
 // process as far as it parsed, for Check to judge the rest. A designer
 // then reads every problem in one answer instead of learning of the graph's
-// after fixing a duration. Check's findings at, above or under a parse
-// problem's pointer are for the caller to drop (Overlaps): they may come
-// from the value that did not parse. p is nil when the problems are
+// after fixing a duration. Check's findings at or under a parse problem's
+// pointer are for the caller to drop: they may come from the value that
+// did not parse. p is nil when the problems are
 // anywhere else.
 func ParseLenient(data []byte) (p *Process, vs []contracts.Violation) {
 	root, err := jsontree.Read(data, maxJSONDepth)
@@ -110,12 +110,6 @@ func ParseLenient(data []byte) (p *Process, vs []contracts.Violation) {
 		}
 	}
 	return p, vs
-}
-
-// Overlaps reports whether a and b are the same place of a document or one
-// holds the other.
-func Overlaps(a, b string) bool {
-	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
 // members reports duplicate and unknown keys of an object node.

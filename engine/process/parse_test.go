@@ -280,12 +280,4 @@ func TestParseLenient(t *testing.T) {
 			t.Errorf("%s: process %v, %d problem(s); want checkable %v", name, p != nil, len(vs), c.checkable)
 		}
 	}
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{{"/nodes/a", "/nodes/a/policy", true}, {"/nodes/a/policy", "/nodes/a", true}, {"/nodes/a", "/nodes/a", true}, {"/nodes/a", "/nodes/ab", false}} {
-		if got := Overlaps(c.a, c.b); got != c.want {
-			t.Errorf("Overlaps(%s, %s) = %v", c.a, c.b, got)
-		}
-	}
 }

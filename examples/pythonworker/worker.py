@@ -57,7 +57,8 @@ concurrency = int(os.environ.get("CONCURRENCY", "4"))
 # Stands in for a slow CRM call, in milliseconds.
 crm_latency = int(os.environ.get("CRM_LATENCY_MS", "0")) / 1000
 
-log_lock = threading.Lock()
+# Re-entrant: the signal handler may log while the main thread is logging.
+log_lock = threading.RLock()
 
 
 def log(event, **fields):
@@ -136,9 +137,11 @@ def close_if_done():
     read that waits for its next event."""
     with running_lock:
         done = drained.is_set() and not running
-    if done and stream_conn is not None and stream_conn.sock is not None:
+    conn = stream_conn
+    sock = conn.sock if conn is not None else None  # read once: the main thread may close it
+    if done and sock is not None:
         try:
-            stream_conn.sock.shutdown(socket.SHUT_RDWR)
+            sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
 
@@ -149,9 +152,8 @@ def run(assignment):
     run, or after three unacknowledged ones Relais ends the stream and
     offers the tasks to another worker."""
     occurrence = assignment["occurrenceId"]
-    cancelled = threading.Event()
     with running_lock:
-        running[occurrence] = cancelled
+        cancelled = running[occurrence]  # registered by the read loop
     try:
         inputs = json.loads(base64.b64decode(assignment["inputs"]))
         try:
@@ -197,10 +199,16 @@ def read_frame(r):
 def drain():
     """Asks for no more assignments; those held are finished."""
     log("draining", running=len(running))
-    try:
-        call("Drain", {"streamId": stream_id})
-    except (Refused, OSError, http.client.HTTPException) as err:
-        log("drain_refused", error=str(err))
+    for attempt in range(3):
+        try:
+            call("Drain", {"streamId": stream_id})
+            return
+        except Refused as err:
+            log("drain_refused", **err.fields())
+            return
+        except (OSError, http.client.HTTPException) as err:
+            log("drain_unanswered", error=str(err), attempt=attempt + 1)
+            time.sleep(1)
 
 
 def subscribe():
@@ -234,6 +242,10 @@ def subscribe():
                 if stream_id != hb.get("streamId"):
                     stream_id = hb.get("streamId")
                     log("subscribed", stream=stream_id, heartbeat=hb.get("interval"))
+                    # Three heartbeats without one means the stream is gone.
+                    interval = float(str(hb.get("interval", "10s")).rstrip("s") or 10)
+                    if c.sock is not None:
+                        c.sock.settimeout(max(3 * interval, 5))
                     if stopping.is_set():
                         threading.Thread(target=drain, daemon=True).start()
                 # Acknowledged in a thread: the loop never stops reading.
@@ -248,7 +260,12 @@ def subscribe():
                         if not running:
                             return True
             elif "assignment" in event:
-                threading.Thread(target=run, args=(event["assignment"],), daemon=True).start()
+                assignment = event["assignment"]
+                # Registered before its thread starts: a draining heartbeat
+                # read next must find it running.
+                with running_lock:
+                    running[assignment["occurrenceId"]] = threading.Event()
+                threading.Thread(target=run, args=(assignment,), daemon=True).start()
             elif "cancellation" in event:
                 cancel = event["cancellation"]
                 log("cancelled", occurrence=cancel["occurrenceId"], reason=cancel.get("reason"))
@@ -268,16 +285,21 @@ def acknowledge(ack):
 
 
 def on_signal(signum, _frame):
+    # Only a flag and a thread here: the main thread may be anywhere.
     if stopping.is_set():
         return
     stopping.set()
-    log("stopping", signal=signal.Signals(signum).name, running=len(running))
+    threading.Thread(target=stop, args=(signal.Signals(signum).name,), daemon=True).start()
+
+
+def stop(name):
+    log("stopping", signal=name, running=len(running))
     if stream_id is None:
-        # Between streams: nothing is held (a stream that ends hands back
-        # what it held).
-        log("stopped", running=0)
-        os._exit(0)
-    threading.Thread(target=drain, daemon=True).start()
+        # Between streams: a stream that ends hands back what it held, so
+        # the tasks still running from the last one cannot settle; the
+        # main loop exits at its next turn.
+        return
+    drain()
 
 
 signal.signal(signal.SIGINT, on_signal)
@@ -290,7 +312,7 @@ signal.signal(signal.SIGTERM, on_signal)
 RETRIED = {"unavailable", "resource_exhausted", "deadline_exceeded", "unknown", "internal", "aborted"}
 backoff = 0.5
 status = 0
-while True:
+while not stopping.is_set():
     stream_id = None
     try:
         if subscribe():
@@ -306,6 +328,6 @@ while True:
         break
     # A stream that was up starts the backoff again.
     backoff = 0.5 if stream_id else min(backoff * 2, 10)
-    time.sleep(backoff)
+    stopping.wait(backoff)  # a signal ends the wait
 log("stopped", running=len(running))
 sys.exit(status)

@@ -28,6 +28,9 @@ import (
 // each means and its default); a comment here says what its zero value
 // does when that is not "the default".
 type Config struct {
+	// Flagged lists the settings (by variable) given as flags, which
+	// UnknownVariables counts as set.
+	Flagged []string
 	// DatabaseURL is PostgreSQL's URL; empty runs the embedded cluster
 	// of DataDir.
 	DatabaseURL string
@@ -298,6 +301,11 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 	}
 
 	var c Config
+	for _, st := range Settings {
+		if given[st.Flag] {
+			c.Flagged = append(c.Flagged, st.Env)
+		}
+	}
 	var problems []string
 	defaulted := map[string]bool{}
 	for _, s := range Settings {
@@ -477,7 +485,9 @@ func Default() Config {
 // examples' workers); otherPrefixes, those of its test and bench tooling.
 var (
 	otherVariables = []string{"RELAIS_URL", "RELAIS_TOKEN", "RELAIS_WORKER_PROTOCOL"}
-	otherPrefixes  = []string{"RELAIS_TEST_", "RELAIS_BENCH_", "RELAIS_BROWSER_", "RELAIS_OPENAPI_", "RELAIS_SKIP_"}
+	// alternatives are settings that give the same thing two ways.
+	alternatives  = map[string]string{"RELAIS_DATA_KEYS": "RELAIS_DATA_KEY_FILE"}
+	otherPrefixes = []string{"RELAIS_TEST_", "RELAIS_BENCH_", "RELAIS_BROWSER_", "RELAIS_OPENAPI_", "RELAIS_SKIP_"}
 )
 
 // UnknownVariables says, for each RELAIS_ variable of environ (as
@@ -488,7 +498,11 @@ var (
 // since the default it would run with may be far from what was meant (a
 // misspelt RELAIS_DATABASE_URL would serve a new, empty embedded
 // database, with a new admin token).
-func UnknownVariables(environ []string) (warnings, refusals []string) {
+//
+// flagged lists the settings given as flags, set as much as a variable.
+// A setting one of whose alternatives is set (RELAIS_DATA_KEY_FILE for
+// RELAIS_DATA_KEYS) counts as set too.
+func UnknownVariables(environ, flagged []string) (warnings, refusals []string) {
 	names := make([]string, len(Settings))
 	for i, s := range Settings {
 		names[i] = s.Env
@@ -497,6 +511,14 @@ func UnknownVariables(environ []string) (warnings, refusals []string) {
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		set[name] = true
+	}
+	for _, name := range flagged {
+		set[name] = true
+	}
+	for a, b := range alternatives {
+		if set[a] || set[b] {
+			set[a], set[b] = true, true
+		}
 	}
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")

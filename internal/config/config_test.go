@@ -200,7 +200,7 @@ func TestLoadAdminTakesOnlyTheDatabaseSettings(t *testing.T) {
 // other commands and tooling read are neither.
 func TestUnknownVariablesAreNamed(t *testing.T) {
 	warnings, refusals := UnknownVariables([]string{"RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D", "RELAIS_URL=http://x", "RELAIS_TEST_DATABASE_URL=postgres://", "RELAIS_BROWSER_TESTS=1",
-		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080", "RELAIS_DATABASE_URI=postgres://db/relais"})
+		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080", "RELAIS_DATABASE_URI=postgres://db/relais"}, nil)
 	wantWarnings := []string{
 		`RELAIS_COLOUR is not a Relais setting: it is ignored`,
 		`RELAIS_RETENSION is not a Relais setting (did you mean "RELAIS_RETENTION"? it is set too): it is ignored`,
@@ -222,5 +222,22 @@ func TestMisspeltFlagIsNamed(t *testing.T) {
 	_, err = Load("usage", []string{"--colour", "blue"}, func(string) string { return "" }, io.Discard)
 	if err == nil || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("Load(--colour) = %v; want a refusal without a guess", err)
+	}
+}
+
+// A setting given as a flag, or by its alternative, is set: a variable
+// misspelling it is only ignored.
+func TestMisspellingOfASettingGivenOtherwiseIsIgnored(t *testing.T) {
+	environ := []string{"RELAIS_DATABASE_URI=postgres://db/relais", "RELAIS_DATA_KEY=k1:x", "RELAIS_DATA_KEY_FILE=/keys"}
+	warnings, refusals := UnknownVariables(environ, []string{"RELAIS_DATABASE_URL"})
+	if len(refusals) != 0 || len(warnings) != 2 {
+		t.Errorf("UnknownVariables = %q, %q; want two warnings and no refusal", warnings, refusals)
+	}
+	if _, refusals := UnknownVariables(environ, nil); len(refusals) != 1 || !strings.Contains(refusals[0], "RELAIS_DATABASE_URI") {
+		t.Errorf("without the flag: refusals %q; want RELAIS_DATABASE_URI refused", refusals)
+	}
+	cfg, err := Load("usage", []string{"--database-url", "postgres://db/relais"}, func(string) string { return "" }, io.Discard)
+	if err != nil || !slices.Equal(cfg.Flagged, []string{"RELAIS_DATABASE_URL"}) {
+		t.Errorf("Load(--database-url): Flagged %q, %v", cfg.Flagged, err)
 	}
 }
