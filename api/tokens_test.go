@@ -210,6 +210,11 @@ func TestAccessChangesAreLogged(t *testing.T) {
 		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1}}}})
 	env.Must(200, "POST", fmt.Sprintf("/api/v1/consumers/%v/rotate", c["id"]), env.Admin, nil)
 	env.Must(204, "DELETE", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil)
+	// Revoked again: nothing changes, and nothing is logged as changed.
+	env.Must(204, "DELETE", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil)
+	if n := strings.Count(env.Logs.String(), "event=consumer.revoked "); n != 1 {
+		t.Errorf("%d consumer.revoked events for one revocation repeated; want 1", n)
+	}
 	env.Must(201, "PUT", "/api/v1/destinations/scoring", env.Admin, map[string]any{"url": "https://scoring.example/path-secret-3/v1?key=qs-secret-1",
 		"headers": map[string]any{"Authorization": "Bearer hdr-secret-2"}, "max_timeout": "PT5S"})
 	env.Must(204, "DELETE", "/api/v1/destinations/scoring", env.Admin, nil)

@@ -375,11 +375,18 @@ const MaxRotationOverlap = 7 * 24 * time.Hour
 // RevokeConsumer revokes a consumer: its tokens stop working at once.
 func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 	var settleRevoked int64
+	revokedNow := false
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
-		if _, err := q.ConsumerRevoke(ctx, id); isNoRows(err) {
+		var err error
+		if revokedNow, err = q.ConsumerRevoke(ctx, id); isNoRows(err) {
 			return notFound("consumer %d", id)
 		} else if err != nil {
 			return err
+		}
+		if !revokedNow {
+			// Revoked before, its tokens with it: nothing changes, and
+			// nothing is said to have.
+			return nil
 		}
 		// Tokens first: a waiting long poll wakes on either, and one woken
 		// by the grants must find its token already gone, to answer 401
@@ -400,7 +407,9 @@ func (e *Engine) RevokeConsumer(ctx context.Context, id int64) error {
 	if err != nil {
 		return wrap("revoke consumer", err)
 	}
-	e.logAccess(ctx, EventConsumerRevoked, "consumer", id, "settle_tokens_revoked", settleRevoked)
+	if revokedNow {
+		e.logAccess(ctx, EventConsumerRevoked, "consumer", id, "settle_tokens_revoked", settleRevoked)
+	}
 	return nil
 }
 

@@ -8,7 +8,10 @@ select * from consumers where id = @id;
 select * from consumers where id > @after order by id limit @max;
 
 -- name: ConsumerRevoke :one
-update consumers set revoked_at = coalesce(revoked_at, now()) where id = @id returning *;
+-- Whether this statement revoked it: now() is the transaction's start, so
+-- revoked_at equals it only when set here (an earlier revocation is older).
+update consumers set revoked_at = coalesce(revoked_at, now()) where id = @id
+returning (revoked_at = now())::boolean as revoked_now;
 
 -- name: ConsumerTokenRevokeAll :exec
 update tokens set revoked_at = now() where consumer_id = @consumer_id and revoked_at is null;

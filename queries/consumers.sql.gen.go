@@ -122,19 +122,17 @@ func (q *Queries) ConsumerNames(ctx context.Context, ids []int64) ([]ConsumerNam
 }
 
 const consumerRevoke = `-- name: ConsumerRevoke :one
-update consumers set revoked_at = coalesce(revoked_at, now()) where id = $1 returning id, name, created_at, revoked_at
+update consumers set revoked_at = coalesce(revoked_at, now()) where id = $1
+returning (revoked_at = now())::boolean as revoked_now
 `
 
-func (q *Queries) ConsumerRevoke(ctx context.Context, id int64) (Consumer, error) {
+// Whether this statement revoked it: now() is the transaction's start, so
+// revoked_at equals it only when set here (an earlier revocation is older).
+func (q *Queries) ConsumerRevoke(ctx context.Context, id int64) (bool, error) {
 	row := q.db.QueryRow(ctx, consumerRevoke, id)
-	var i Consumer
-	err := row.Scan(
-		&i.ID,
-		&i.Name,
-		&i.CreatedAt,
-		&i.RevokedAt,
-	)
-	return i, err
+	var revoked_now bool
+	err := row.Scan(&revoked_now)
+	return revoked_now, err
 }
 
 const consumerTokenExpireAll = `-- name: ConsumerTokenExpireAll :many
