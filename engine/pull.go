@@ -118,6 +118,10 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	return e.deliver(ctx, req, occs, false)
 }
 
+// handBackTimeout bounds a hand-back of an undeliverable claim, which a
+// fetch waits for.
+const handBackTimeout = 10 * time.Second
+
 // deliver makes the reservations of what a claim took. When one cannot be
 // delivered for want of a data key (its values sealed with a key this
 // replica lacks, as when a key rotation ran before every replica had the
@@ -128,10 +132,6 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 // again) hands nothing back: the worker may hold those tasks from the
 // first answer, and a replica with the key replays them. Any other failure
 // to open a value (damaged, not the key's) is returned as it is.
-// handBackTimeout bounds a hand-back of an undeliverable claim, which a
-// fetch waits for.
-const handBackTimeout = 10 * time.Second
-
 func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.Occurrence, replay bool) ([]Reservation, error) {
 	got, err := e.reservations(occs, req.Pairs)
 	if err == nil {
@@ -141,16 +141,10 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 		return nil, err
 	}
 	if !replay {
-		held := make([]Held, len(occs))
-		for i, o := range occs {
-			held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
-		}
 		e.logger.Error("a claim cannot be delivered; handing it back", "err", err, "occurrences", len(occs), "worker_id", req.WorkerID)
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 		defer cancel()
-		if _, herr := e.HandBack(hctx, req.ConsumerID, req.WorkerID, held, true); herr != nil {
-			e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", herr)
-		}
+		e.handBackClaim(hctx, req.ConsumerID, req.WorkerID, occs)
 	}
 	then := "they were handed back, no attempt spent: fetch again"
 	if replay {
@@ -160,6 +154,18 @@ func (e *Engine) deliver(ctx context.Context, req ClaimRequest, occs []queries.O
 		"this replica cannot open the values of the tasks it claimed (sealed with a data key it lacks: start every replica with the data keys the others use, RELAIS_DATA_KEYS); %s", then)
 	fe.RetryAfter = time.Second
 	return nil, fe
+}
+
+// handBackClaim releases what a claim reserved and could not deliver, no
+// attempt spent; a failure is logged, the locks then lapsing instead.
+func (e *Engine) handBackClaim(ctx context.Context, consumerID int64, workerID string, occs []queries.Occurrence) {
+	held := make([]Held, len(occs))
+	for i, o := range occs {
+		held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
+	}
+	if _, err := e.HandBack(ctx, consumerID, workerID, held, true); err != nil {
+		e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", err)
+	}
 }
 
 // digestOf is the digest to store with a claim's attempts: only a claim
@@ -509,14 +515,8 @@ func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimR
 	}
 	got, err := e.reservations(w.refilled, next.Pairs)
 	if err != nil {
-		held := make([]Held, len(w.refilled))
-		for i, o := range w.refilled {
-			held[i] = Held{Occurrence: o.ID, Attempt: int(o.Attempts)}
-		}
 		e.logger.Error("delivering the claim made with a settlement failed; handing it back", "err", err)
-		if _, err := e.HandBack(context.WithoutCancel(ctx), next.ConsumerID, next.WorkerID, held, true); err != nil {
-			e.logger.Error("handing back an undeliverable claim failed; its locks lapse instead", "err", err)
-		}
+		e.handBackClaim(context.WithoutCancel(ctx), next.ConsumerID, next.WorkerID, w.refilled)
 		return out, nil, nil
 	}
 	return out, got, nil

@@ -200,39 +200,16 @@ func TestKeyRotationWaitsForLockedRows(t *testing.T) {
 func TestUnopenablePushInputsFailAsUnprepared(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	oldSpec, newSpec := keyring.NewKeySpec("old"), keyring.NewKeySpec("new")
-	oldRing, _ := keyring.Parse(oldSpec)
-	both, _ := keyring.Parse(newSpec + "," + oldSpec)
-	base := setup(t)
-	if err := CheckKeys(ctx, base.pool, both); err != nil {
-		t.Fatal(err)
-	}
-	upgraded := New(base.pool, Options{Keys: both})
-	if _, _, err := upgraded.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := upgraded.Snapshot(ctx, "crm"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := upgraded.PutDestination(ctx, DestinationSpec{Name: "api", URL: "https://example.com", MaxTimeout: 5 * time.Second}, false); err != nil {
-		t.Fatal(err)
-	}
-	doc := `{"inputs":{"fields":[{"name":"tok","type":"text","required":true,"classification":"secret"}]},
-	 "start":"crm","nodes":{"crm":{"kind":"push","definition":"crm","revision":1,"destination":"api",
-	 "inputs":{"company_name":{"value":"Acme"},"token":{"from":"input.tok"}},"routes":{"created":"done","existing":"done"}},"done":{"kind":"end"}}}`
-	if _, _, err := upgraded.PublishProcess(ctx, "pushed", []byte(doc)); err != nil {
-		t.Fatal(err)
-	}
+	upgraded, lagging := keyRollFixture(t, "pushed", "push")
 	if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "pushed", Inputs: json.RawMessage(`{"tok":"sealed-with-new"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	lagging := New(base.pool, Options{Keys: oldRing})
 	calls, err := lagging.ClaimPush(ctx, "replica-lagging", 10)
 	if err != nil || len(calls) != 0 {
 		t.Fatalf("claim by the replica without the key: %d calls, %v; want none", len(calls), err)
 	}
 	var status, code string
-	if err := base.pool.QueryRow(ctx, `select status, coalesce(error_code, '') from occurrences where definition_key = 'crm'`).Scan(&status, &code); err != nil {
+	if err := upgraded.pool.QueryRow(ctx, `select status, coalesce(error_code, '') from occurrences where definition_key = 'crm'`).Scan(&status, &code); err != nil {
 		t.Fatal(err)
 	}
 	if status != StatusFailed || code != CodePushUnprepared {
@@ -247,26 +224,7 @@ func TestUnopenablePushInputsFailAsUnprepared(t *testing.T) {
 func TestUndeliverableClaimIsHandedBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	oldSpec, newSpec := keyring.NewKeySpec("old"), keyring.NewKeySpec("new")
-	oldRing, _ := keyring.Parse(oldSpec)
-	both, _ := keyring.Parse(newSpec + "," + oldSpec)
-	base := setup(t)
-	if err := CheckKeys(ctx, base.pool, both); err != nil {
-		t.Fatal(err)
-	}
-	upgraded := New(base.pool, Options{Keys: both})
-	if _, _, err := upgraded.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := upgraded.Snapshot(ctx, "crm"); err != nil {
-		t.Fatal(err)
-	}
-	doc := `{"inputs":{"fields":[{"name":"tok","type":"text","required":true,"classification":"secret"}]},
-	 "start":"crm","nodes":{"crm":{"kind":"pull","definition":"crm","revision":1,
-	 "inputs":{"company_name":{"value":"Acme"},"token":{"from":"input.tok"}},"routes":{"created":"done","existing":"done"}},"done":{"kind":"end"}}}`
-	if _, _, err := upgraded.PublishProcess(ctx, "sealed", []byte(doc)); err != nil {
-		t.Fatal(err)
-	}
+	upgraded, lagging := keyRollFixture(t, "sealed", "pull")
 	for range 2 {
 		if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "sealed", Inputs: json.RawMessage(`{"tok":"sealed-with-new"}`)}); err != nil {
 			t.Fatal(err)
@@ -274,13 +232,12 @@ func TestUndeliverableClaimIsHandedBack(t *testing.T) {
 	}
 	c := consumer(t, upgraded)
 	req := ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}}, MaxTasks: 10, LockDuration: time.Minute}
-	lagging := New(base.pool, Options{Keys: oldRing})
 	got, err := lagging.Claim(ctx, req)
 	if fe, ok := fault.As(err); !ok || fe.Code != "data_key_missing" || fe.Kind != fault.Unavailable || fe.RetryAfter <= 0 || len(got) != 0 {
 		t.Fatalf("claim by the replica without the key: %d tasks, %v; want 503 data_key_missing with Retry-After", len(got), err)
 	}
 	var available int
-	if err := base.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'available'`).Scan(&available); err != nil {
+	if err := upgraded.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'available'`).Scan(&available); err != nil {
 		t.Fatal(err)
 	}
 	if available != 2 {
@@ -310,7 +267,7 @@ func TestUndeliverableClaimIsHandedBack(t *testing.T) {
 		t.Fatalf("replay on the replica without the key: %v; want data_key_missing", err)
 	}
 	var reserved int
-	if err := base.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'reserved'`).Scan(&reserved); err != nil || reserved != 3 {
+	if err := upgraded.pool.QueryRow(ctx, `select count(*) from occurrences where definition_key = 'crm' and status = 'reserved'`).Scan(&reserved); err != nil || reserved != 3 {
 		t.Fatalf("%d reserved after the refused replay, %v; want all 3 still held", reserved, err)
 	}
 }
@@ -363,4 +320,42 @@ func TestARecordedKeyThatSealedNothingIsRetiredByARotation(t *testing.T) {
 	if err := CheckKeysForRotation(ctx, base.pool, mainRing); !errors.As(err, &missing) || !slices.Equal(missing.Used, []string{"k4"}) {
 		t.Fatalf("a rotation without a key that sealed a stored value: %v; want it refused", err)
 	}
+}
+
+// keyRollFixture is a database where a key rotation ran ahead of a
+// replica's roll: upgraded seals with the new key (the old one kept
+// second), lagging has the old one only. It publishes process, whose
+// secret input tok feeds node crm, of kind pull or push (to destination
+// api).
+func keyRollFixture(t *testing.T, process, kind string) (upgraded, lagging *Engine) {
+	t.Helper()
+	ctx := context.Background()
+	oldSpec, newSpec := keyring.NewKeySpec("old"), keyring.NewKeySpec("new")
+	oldRing, _ := keyring.Parse(oldSpec)
+	both, _ := keyring.Parse(newSpec + "," + oldSpec)
+	base := setup(t)
+	if err := CheckKeys(ctx, base.pool, both); err != nil {
+		t.Fatal(err)
+	}
+	upgraded = New(base.pool, Options{Keys: both})
+	if _, _, err := upgraded.SaveWorking(ctx, "crm", []byte(crmWorking)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := upgraded.Snapshot(ctx, "crm"); err != nil {
+		t.Fatal(err)
+	}
+	destination := ""
+	if kind == "push" {
+		if _, _, err := upgraded.PutDestination(ctx, DestinationSpec{Name: "api", URL: "https://example.com", MaxTimeout: 5 * time.Second}, false); err != nil {
+			t.Fatal(err)
+		}
+		destination = `"destination":"api",`
+	}
+	doc := `{"inputs":{"fields":[{"name":"tok","type":"text","required":true,"classification":"secret"}]},
+	 "start":"crm","nodes":{"crm":{"kind":"` + kind + `","definition":"crm","revision":1,` + destination + `
+	 "inputs":{"company_name":{"value":"Acme"},"token":{"from":"input.tok"}},"routes":{"created":"done","existing":"done"}},"done":{"kind":"end"}}}`
+	if _, _, err := upgraded.PublishProcess(ctx, process, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	return upgraded, New(base.pool, Options{Keys: oldRing})
 }
