@@ -49,7 +49,7 @@ func Parse(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q: %w (%s; examples: PT30S, PT5M, PT1H, P1D)", orig, ErrSyntax, why)
 	}
 	if !strings.HasPrefix(s, "P") {
-		return fail("must start with P")
+		return fail("must start with P" + spelledOtherwise(s))
 	}
 	s = s[1:]
 	if s == "" || s == "T" {
@@ -122,6 +122,21 @@ func Parse(s string) (time.Duration, error) {
 		return 0, tooLongError(orig)
 	}
 	return time.Duration(math.Round(total)), nil
+}
+
+// spelledOtherwise names the ISO-8601 spelling of a duration written in
+// lower case (pt10s) or in Go's dialect (10s, 1h30m), the two mistakes
+// people who know what they mean make; it is empty for anything else.
+func spelledOtherwise(s string) string {
+	if up := strings.ToUpper(s); up != s && strings.HasPrefix(up, "P") {
+		if _, err := Parse(up); err == nil {
+			return ", in upper case: " + up
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 && s != "0" {
+		return ", as in " + Format(d) + " for " + s
+	}
+	return ""
 }
 
 // Format writes d in the shortest ISO-8601 form Parse reads back exactly:

@@ -40,6 +40,35 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
+// A duration in lower case or in Go's dialect is refused with its ISO-8601
+// spelling, so that the fix is in the message.
+func TestParseNamesTheSpellingMeant(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"pt10s":  "in upper case: PT10S",
+		"p1dt2h": "in upper case: P1DT2H",
+		"10s":    "as in PT10S for 10s",
+		"1h30m":  "as in PT1H30M for 1h30m",
+		"1.5s":   "as in PT1.5S for 1.5s",
+		"1 hour": "",
+		"pt1x":   "",
+		"-10s":   "",
+	} {
+		_, err := Parse(in)
+		if !errors.Is(err, ErrSyntax) {
+			t.Errorf("Parse(%q) = %v; want ErrSyntax", in, err)
+			continue
+		}
+		if want == "" {
+			if strings.Contains(err.Error(), "upper case") || strings.Contains(err.Error(), "as in") {
+				t.Errorf("Parse(%q) = %v; want no spelling offered", in, err)
+			}
+		} else if !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v; want it to say %q", in, err, want)
+		}
+	}
+}
+
 // A valid duration past what Relais can count is refused naming the
 // longest one it takes, not called malformed.
 func TestParseRefusesTooLongNamingTheLongest(t *testing.T) {
