@@ -1073,20 +1073,29 @@ func TestStreamEndedHandlerCutShortReportsNothing(t *testing.T) {
 // A handler whose stream ended and whose task was assigned again since to
 // this very worker (a live replica handed it back, and offered it to the
 // worker's new stream) reports nothing: the new attempt does, and an
-// outcome sent by worker id alone would settle that attempt instead.
+// outcome sent by worker id alone would settle that attempt instead. The
+// new attempt's handler starts once the first returned.
 func TestStreamEndedOutcomeOfATaskAssignedAgainIsNotSent(t *testing.T) {
 	var handled atomic.Int32
-	first, second := make(chan struct{}), make(chan struct{})
+	var logsOf atomic.Pointer[testlog.Buffer]
+	first := make(chan struct{})
 	r, _, inst, logs := cutWhileHandling(t, 2, func(ctx context.Context, task *Task) (any, error) {
 		if handled.Add(1) == 1 {
 			close(first)
 			<-ctx.Done()
-			<-second // returns once its task runs again
+			// Returns once its task was assigned again, its new attempt
+			// waiting for this handler.
+			for l := logsOf.Load(); l == nil || !strings.Contains(l.String(), "an earlier attempt of this task still runs"); l = logsOf.Load() {
+				time.Sleep(10 * time.Millisecond)
+			}
 			return created(context.WithoutCancel(ctx), task)
 		}
-		close(second)
+		if handled.Load() != 2 {
+			t.Error("the task's attempts ran more than twice")
+		}
 		return created(ctx, task)
 	}, first)
+	logsOf.Store(logs)
 	if got := r.env.WaitEnded(inst, 20*time.Second)["status"]; got != "completed" {
 		t.Fatalf("instance %v, want completed by the task's next attempt", got)
 	}

@@ -235,6 +235,11 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 	// The handler timeout cancels the context first, then fails the task.
 	timeout := time.AfterFunc(r.w.cfg.HandlerTimeout, func() { cancel(ErrHandlerTimeout) })
 	defer timeout.Stop()
+	finished, ok := r.waitEarlierAttempt(t, ctx, log)
+	if !ok {
+		return
+	}
+	defer finished()
 	log.Debug("task started")
 	r.handling.Add(1)
 	var outputs any
@@ -314,6 +319,60 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 	default:
 		r.settleFail(t, failureOf(err), log)
 	}
+}
+
+// waitEarlierAttempt registers t as running on this worker and, when a
+// handler of an earlier attempt of the same occurrence still runs here
+// (one that ignored its timeout or its lost lock, whose task came back to
+// this worker), waits for it to return before t's handler starts: two
+// attempts of one task never run side by side in one worker, whatever the
+// handler does with its context. The wait is bounded as a handler is, by
+// t's context; cut short, t is settled as its cause asks without its
+// handler ever starting, and ok is false. Otherwise finished must be
+// called once t's handler returned.
+func (r *run) waitEarlierAttempt(t *Task, ctx context.Context, log *slog.Logger) (finished func(), ok bool) {
+	mine := make(chan struct{})
+	r.runningMu.Lock()
+	if r.running == nil {
+		r.running = make(map[string]chan struct{})
+	}
+	earlier := r.running[t.ID]
+	r.running[t.ID] = mine
+	r.runningMu.Unlock()
+	done := func() {
+		close(mine)
+		r.runningMu.Lock()
+		if r.running[t.ID] == mine {
+			delete(r.running, t.ID)
+		}
+		r.runningMu.Unlock()
+	}
+	if earlier == nil {
+		return done, true
+	}
+	log.Warn("an earlier attempt of this task still runs its handler on this worker; waiting for it to return")
+	select {
+	case <-earlier:
+		return done, true
+	case <-ctx.Done():
+	}
+	// A later attempt waits on this one's channel: it must not open before
+	// the handler this one waited for returns.
+	go func() {
+		<-earlier
+		done()
+	}()
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrHandlerTimeout):
+		r.settleFail(t, failRequest{ErrorCode: codeHandlerTimeout, Retryable: true,
+			Message: "not started: the handler of an earlier attempt still runs on this worker"}, log)
+	case errors.Is(cause, ErrShutdownTimeout):
+		r.handBack(t, log)
+	default:
+		// Lost, cancelled, or its stream ended: no outcome to report.
+		log.Warn("task abandoned before its handler started", "cause", cause)
+	}
+	return nil, false
 }
 
 func timeoutFailure(d time.Duration) failRequest {

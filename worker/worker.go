@@ -499,6 +499,10 @@ type run struct {
 	// reports nothing once its task was assigned again, which the new
 	// attempt settles.
 	assigned sync.Map
+	// running maps an occurrence's id to a channel closed when this run's
+	// handler of it returns (see waitEarlierAttempt), under runningMu.
+	runningMu sync.Mutex
+	running   map[string]chan struct{}
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown

@@ -1092,6 +1092,75 @@ func TestHandlerTimeout(t *testing.T) {
 	}
 }
 
+// A task failed for a handler that ignored its timeout may come back to
+// the same worker while that handler still runs: the new attempt's
+// handler starts only once the earlier one returned, and if that takes
+// longer than the new attempt's own timeout, the new attempt is failed
+// without its handler ever starting.
+func TestRetriedTaskWaitsForItsStuckHandler(t *testing.T) {
+	for _, returns := range []bool{true, false} {
+		t.Run(fmt.Sprintf("the stuck handler returns in time %v", returns), func(t *testing.T) {
+			t.Parallel()
+			s := newFake(t)
+			s.maxAttempts = 2
+			s.retryDelay = 0
+			id := s.add(def, 1, `{"company_name":"acme"}`)
+			timeout := 300 * time.Millisecond
+			if returns {
+				timeout = 2 * time.Second
+			}
+			h := newHarness(t, s, Config{HandlerTimeout: timeout, Concurrency: 2})
+			h.w.shutdownGrace = 50 * time.Millisecond
+			release := make(chan struct{})
+			var running, most, runs atomic.Int32
+			h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+				n := running.Add(1)
+				defer running.Add(-1)
+				if n > most.Load() {
+					most.Store(n)
+				}
+				if runs.Add(1) == 1 {
+					<-release // ignores its context
+				}
+				return created(ctx, task)
+			})
+			h.start()
+			waitFor(t, "the first attempt's timeout reported", func() bool { return len(failsOf(s)) == 1 })
+			waitFor(t, "the second attempt fetched", func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.tasks[id].attempt == 2 && s.tasks[id].status == "reserved"
+			})
+			if returns {
+				time.Sleep(300 * time.Millisecond)
+				if got := runs.Load(); got != 1 {
+					t.Errorf("handler runs while the first still ran = %d, want 1", got)
+				}
+				close(release)
+				waitFor(t, "the second attempt completed", func() bool {
+					_, completes, _, _ := s.snapshot()
+					return len(completes) == 1
+				})
+			} else {
+				waitFor(t, "the second attempt failed", func() bool { return len(failsOf(s)) == 2 })
+				if f := failsOf(s)[1]; f.ID != id || f.ErrorCode != "handler_timeout" || !strings.Contains(f.Message, "earlier attempt") {
+					t.Errorf("second failure = %+v; want handler_timeout naming the earlier attempt", f)
+				}
+				if got := runs.Load(); got != 1 {
+					t.Errorf("handler runs = %d, want 1 (the second attempt never started)", got)
+				}
+				close(release)
+			}
+			if got := most.Load(); got != 1 {
+				t.Errorf("handlers of one task running at once = %d, want 1", got)
+			}
+			if err := h.stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // A handler that ignores the handler timeout keeps its task's lock through
 // the grace that follows: the timeout's failure is reported while the lock
 // is held, not refused as expired (or, worse, recorded against the next
