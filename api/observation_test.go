@@ -87,6 +87,14 @@ func TestObservationFiltersAndPagination(t *testing.T) {
 	if len(attempts) != 1 || attempts[0].(map[string]any)["outcome"] != "completed" || attempts[0].(map[string]any)["worker_id"] != "w" {
 		t.Errorf("attempts = %v", attempts)
 	}
+	// An occurrence never claimed has no attempts: [], not a missing member.
+	var unclaimed string
+	for _, it := range env.Must(200, "GET", "/api/v1/occurrences?status=available&limit=1", env.Operator, nil).JSON(t)["items"].([]any) {
+		unclaimed = it.(map[string]any)["id"].(string)
+	}
+	if got, has := env.Must(200, "GET", "/api/v1/occurrences/"+unclaimed, env.Operator, nil).JSON(t)["attempts"]; !has || got == nil || len(got.([]any)) != 0 {
+		t.Errorf("an unclaimed occurrence's attempts = %v (present: %t), want []", got, has)
+	}
 	if p := detail["policy"].(map[string]any); p["max_attempts"] != 3.0 || p["retry_delay"] != "PT10S" || p["priority"] != 5.0 {
 		t.Errorf("policy = %v", p)
 	}

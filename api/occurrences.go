@@ -79,6 +79,13 @@ type occurrenceJSON struct {
 	Attempts      []attemptJSON         `json:"attempts,omitempty"`
 }
 
+// occurrenceDetailJSON is an occurrence's detail: its attempts always
+// present, [] before any claim (lists leave them out).
+type occurrenceDetailJSON struct {
+	occurrenceJSON
+	Attempts []attemptJSON `json:"attempts"`
+}
+
 func durPtr(d *time.Duration) *isoduration.Duration {
 	if d == nil {
 		return nil
@@ -230,7 +237,8 @@ func (a *API) getOccurrence() http.Handler {
 		if err != nil {
 			return err
 		}
-		out := toOccurrenceJSON(o)
+		out := occurrenceDetailJSON{occurrenceJSON: toOccurrenceJSON(o)}
+		out.Attempts = out.occurrenceJSON.Attempts
 		if out.Attempts == nil {
 			out.Attempts = []attemptJSON{}
 		}
