@@ -143,7 +143,7 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 	if retries < 0 {
 		return badRequest("/retries", "must be 0 or more")
 	}
-	fl := engine.Failure{ErrorCode: FailureCode, Message: deref(req.ErrorMessage), AttemptsLeft: &retries, ClampAttemptsLeft: true, Retryable: retries > 0}
+	fl := engine.Failure{ErrorCode: FailureCode, Message: deref(req.ErrorMessage), AttemptsLeft: &retries, ClampAttemptsLeft: true, FinalDelayIgnored: true, Retryable: retries > 0}
 	if req.RetryTimeout != nil {
 		d, err := millis("/retryTimeout", req.RetryTimeout, 0, true, f.bounds.MaxRetryDelay)
 		if err != nil {

@@ -633,6 +633,11 @@ type Failure struct {
 	// (bound_exceeded). The Camunda facade sets it: a Camunda worker's
 	// retries is a wish the occurrence's frozen budget caps.
 	ClampAttemptsLeft bool
+	// FinalDelayIgnored lets a terminal failure carry a RetryDelay, which
+	// is otherwise refused (a worker that sent a delay meant a retry, and
+	// would fail the instance for good). The Camunda facade sets it: its
+	// clients send retryTimeout with every failure, retries 0 included.
+	FinalDelayIgnored bool
 }
 
 // canonical is the failure as a replay is recognized: the same worker
@@ -666,8 +671,14 @@ func (e *Engine) Fail(ctx context.Context, ref WorkerRef, f Failure) (Settlement
 func (e *Engine) checkFailure(f Failure) error {
 	var errs []fault.FieldError
 	// The codes on_error maps are keyed by: one pattern for both.
-	if !process.ErrorCodePattern.MatchString(f.ErrorCode) {
+	switch {
+	case f.ErrorCode == "":
+		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "is required: the code on_error routes by, 1 to 64 letters, digits or _ . : -"})
+	case !process.ErrorCodePattern.MatchString(f.ErrorCode):
 		errs = append(errs, fault.FieldError{Path: "/error_code", Message: "must be 1 to 64 letters, digits or _ . : -"})
+	}
+	if f.RetryDelay != nil && !f.Retryable && !f.FinalDelayIgnored {
+		errs = append(errs, fault.FieldError{Path: "/retry_delay", Message: "is only taken with retryable true: without it the failure is terminal and the delay would be ignored"})
 	}
 	if strings.ContainsRune(f.Message, 0) {
 		// The REST routes refuse it reading the body; the worker protocol

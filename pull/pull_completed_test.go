@@ -413,6 +413,18 @@ func TestFailReplayAndAttemptsLeft(t *testing.T) {
 	if errs := fmt.Sprint(both["errors"]); !strings.Contains(errs, "/error_code") || !strings.Contains(errs, "/retry_delay") {
 		t.Errorf("errors %s; want /error_code and /retry_delay", errs)
 	}
+	// A delay on a terminal failure would be ignored: the worker meant a
+	// retry, and is told so rather than failing the instance for good.
+	for _, retryable := range []any{false, nil} {
+		b := failBody("w1", "retry_delay", "PT5S", "retryable", retryable)
+		if retryable == nil {
+			delete(b, "retryable")
+		}
+		p := wantProblem(t, fmt.Sprintf("a delay with retryable %v", retryable), act(env, consumer, id, "fail", b), 400, "invalid_request")
+		if errs := fmt.Sprint(p["errors"]); !strings.Contains(errs, "/retry_delay") || !strings.Contains(errs, "retryable true") {
+			t.Errorf("errors %s; want /retry_delay asking for retryable true", errs)
+		}
+	}
 	body := failBody("w1", "attempts_left", 1, "retry_delay", "PT1S")
 	first := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t)
 	if first["status"] != "available" || first["attempts_left"] != 1.0 {
@@ -552,6 +564,8 @@ func TestSettlementsNameWhatTheyLack(t *testing.T) {
 		errs, _ := p["errors"].([]any)
 		if len(errs) != 1 || errs[0].(map[string]any)["path"] != c.pointer {
 			t.Errorf("%s without %s: errors %v, want one at %s", c.action, c.pointer, errs, c.pointer)
+		} else if msg, _ := errs[0].(map[string]any)["message"].(string); c.pointer == "/error_code" && !strings.HasPrefix(msg, "is required") {
+			t.Errorf("fail without an error code: %q, want it to say the code is required", msg)
 		}
 	}
 	// Nothing was settled: the worker still holds its reservation.
