@@ -29,7 +29,8 @@ const (
 
 // WorkerIDProblem says what is wrong with a worker id, "" when nothing:
 // every protocol (REST, the stream, the facade) takes 1 to MaxWorkerID
-// bytes of UTF-8 without NUL, and names the problem at its own pointer.
+// bytes of UTF-8 without NUL, blank, surrounding white space or invisible
+// characters, and names the problem at its own pointer.
 func WorkerIDProblem(id string) string {
 	switch {
 	case id == "":
@@ -38,6 +39,14 @@ func WorkerIDProblem(id string) string {
 		return fmt.Sprintf("is %d bytes long: at most %d bytes of UTF-8", len(id), MaxWorkerID)
 	case strings.ContainsRune(id, 0) || !utf8.ValidString(id):
 		return "must be UTF-8 without NUL"
+	// Operators read and filter by worker id as by business key: an id
+	// nobody could type in a filter names no worker to them.
+	case strings.TrimSpace(id) == "":
+		return "must not be blank: name the worker (its host or pod name, say)"
+	case strings.TrimSpace(id) != id:
+		return "must not begin or end with white space"
+	case strings.ContainsFunc(id, invisible):
+		return "must not hold control or format characters"
 	}
 	return ""
 }

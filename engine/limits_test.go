@@ -16,6 +16,10 @@ func TestWorkerIDProblem(t *testing.T) {
 		strings.Repeat("w", MaxWorkerID+1): "is 201 bytes long: at most 200",
 		"w\x00":                            "without NUL",
 		"w\xff":                            "must be UTF-8",
+		"  ":                               "must not be blank",
+		" w-1":                             "white space",
+		"w-1\n":                            "white space",
+		"w\u200b1":                         "control or format",
 	} {
 		got := WorkerIDProblem(id)
 		if (want == "") != (got == "") || !strings.Contains(got, want) {
