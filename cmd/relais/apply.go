@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/relais/relais/internal/apply"
+	"github.com/relais/relais/internal/config"
 )
 
 // applyCommand is `relais apply -f PATH [--dry-run]` against RELAIS_URL with
@@ -35,6 +36,9 @@ flags:
 	}
 	if *path == "" {
 		return errors.New("usage: relais apply -f PATH [--dry-run]")
+	}
+	if err := checkEnvironment(config.ApplyVariables(), nil, func(w string) { fmt.Fprintln(stderr, "warning: "+w) }); err != nil {
+		return err
 	}
 	base := getenv("RELAIS_URL")
 	if base == "" {

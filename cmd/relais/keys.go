@@ -125,7 +125,7 @@ func configuredKeys(cfg config.Config) (*keyring.Keyring, error) {
 // keysRotate is `relais keys rotate`: re-encrypt every secret value under the
 // first key of the configured keyring, in resumable batches.
 func keysRotate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.LoadAdmin("usage: relais keys rotate [flags]\n\nRe-encrypts every sealed value (sensitive and secret) with the first\ndata key, in resumable batches.", args, getenv, stderr)
+	cfg, logger, err := loadAdmin("usage: relais keys rotate [flags]\n\nRe-encrypts every sealed value (sensitive and secret) with the first\ndata key, in resumable batches.", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,6 @@ func keysRotate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg, stderr)
 	db, err := openExisting(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,12 +37,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	logger := newLogger(cfg, stderr)
-	warnings, refusals := config.UnknownVariables(os.Environ(), cfg.Flagged)
-	for _, w := range warnings {
-		logger.Warn(w)
-	}
-	if len(refusals) > 0 {
-		return errors.New(strings.Join(refusals, "; "))
+	if err := checkEnvironment(config.ServeVariables(), cfg.Flagged, warnTo(logger)); err != nil {
+		return err
 	}
 	start := time.Now()
 	// The keys, the address and the TLS files first: a malformed key, a
@@ -229,11 +224,10 @@ func shutdown(logger *slog.Logger, cfg config.Config, srv *http.Server, drain fu
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.LoadAdmin("usage: relais migrate [flags]\n\nApplies the pending database migrations and exits.", args, getenv, stderr)
+	cfg, logger, err := loadAdmin("usage: relais migrate [flags]\n\nApplies the pending database migrations and exits.", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg, stderr)
 	db, applied, err := openMigrated(ctx, cfg, logger, true)
 	if err != nil {
 		return err

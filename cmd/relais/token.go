@@ -108,11 +108,10 @@ func ownFlags(args []string, own map[string]string) (rest []string, err error) {
 // openEngine opens the existing database of cfg for an administration
 // command.
 func openEngine(ctx context.Context, usage string, rest []string, getenv func(string) string, stderr io.Writer) (*engine.Engine, func(), error) {
-	cfg, err := config.LoadAdmin(usage, rest, getenv, stderr)
+	cfg, logger, err := loadAdmin(usage, rest, getenv, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
-	logger := newLogger(cfg, stderr)
 	db, err := openExisting(ctx, cfg, logger)
 	if err != nil {
 		return nil, nil, err

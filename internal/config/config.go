@@ -480,33 +480,52 @@ func Default() Config {
 	return c
 }
 
-// otherVariables are the RELAIS_ variables that are not settings of the
-// server but are read by its other commands and clients (apply, the
-// examples' workers); otherPrefixes, those of its test and bench tooling.
+// applyVariables are what relais apply reads (the examples' workers read
+// them too); otherVariables, the RELAIS_ variables that are not settings
+// of the server but are read by its other commands and clients;
+// otherPrefixes, those of its test and bench tooling.
 var (
-	otherVariables = []string{"RELAIS_URL", "RELAIS_TOKEN", "RELAIS_WORKER_PROTOCOL"}
+	applyVariables = []string{"RELAIS_URL", "RELAIS_TOKEN"}
+	otherVariables = append(slices.Clone(applyVariables), "RELAIS_WORKER_PROTOCOL")
 	// alternatives are settings that give the same thing two ways.
 	alternatives  = map[string]string{"RELAIS_DATA_KEYS": "RELAIS_DATA_KEY_FILE"}
 	otherPrefixes = []string{"RELAIS_TEST_", "RELAIS_BENCH_", "RELAIS_BROWSER_", "RELAIS_OPENAPI_", "RELAIS_SKIP_"}
 )
 
-// UnknownVariables says, for each RELAIS_ variable of environ (as
-// os.Environ lists them) that is no setting, that it is ignored, with the
-// setting it most likely misspells: a typo would otherwise leave the
-// default in force without a word. A misspelling of a setting that is not
-// set itself is a refusal rather than a warning: serve does not start,
-// since the default it would run with may be far from what was meant (a
-// misspelt RELAIS_DATABASE_URL would serve a new, empty embedded
-// database, with a new admin token).
-//
-// flagged lists the settings given as flags, set as much as a variable.
-// A setting one of whose alternatives is set (RELAIS_DATA_KEY_FILE for
-// RELAIS_DATA_KEYS) counts as set too.
-func UnknownVariables(environ, flagged []string) (warnings, refusals []string) {
+// ServeVariables lists what relais serve reads: every setting.
+func ServeVariables() []string {
 	names := make([]string, len(Settings))
 	for i, s := range Settings {
 		names[i] = s.Env
 	}
+	return names
+}
+
+// AdminVariables lists what a command that only opens the database reads
+// (LoadAdmin's settings).
+func AdminVariables() []string { return slices.Clone(adminSettings) }
+
+// ApplyVariables lists what relais apply reads.
+func ApplyVariables() []string { return slices.Clone(applyVariables) }
+
+// UnknownVariables says, for each RELAIS_ variable of environ (as
+// os.Environ lists them) that no command reads, that it is ignored, with
+// the variable it most likely misspells: a typo would otherwise leave the
+// default in force without a word. A misspelling of a variable the command
+// reads (reads: ServeVariables, AdminVariables or ApplyVariables) that is
+// not set itself is a refusal rather than a warning: the command does not
+// run, since the default it would run with may be far from what was meant
+// (a misspelt RELAIS_DATABASE_URL would serve, or create a token in, a
+// new, empty embedded database). A misspelling of a variable the command
+// ignores anyway is only a warning.
+//
+// flagged lists the settings given as flags, set as much as a variable.
+// A setting one of whose alternatives is set (RELAIS_DATA_KEY_FILE for
+// RELAIS_DATA_KEYS) counts as set too.
+func UnknownVariables(environ, flagged, reads []string) (warnings, refusals []string) {
+	// Every command's variables are candidates, so that a misspelt
+	// RELAIS_URL is named as such whichever command meets it.
+	names := append(ServeVariables(), otherVariables...)
 	set := map[string]bool{}
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
@@ -522,7 +541,7 @@ func UnknownVariables(environ, flagged []string) (warnings, refusals []string) {
 	}
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "RELAIS_") || slices.Contains(names, name) || slices.Contains(otherVariables, name) ||
+		if !strings.HasPrefix(name, "RELAIS_") || slices.Contains(names, name) ||
 			slices.ContainsFunc(otherPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
@@ -532,6 +551,8 @@ func UnknownVariables(environ, flagged []string) (warnings, refusals []string) {
 			warnings = append(warnings, fmt.Sprintf("%s is not a Relais setting: it is ignored", name))
 		case set[meant]:
 			warnings = append(warnings, fmt.Sprintf("%s is not a Relais setting (did you mean %q? it is set too): it is ignored", name, meant))
+		case !slices.Contains(reads, meant):
+			warnings = append(warnings, fmt.Sprintf("%s is not a Relais setting (did you mean %q? this command does not read it either): it is ignored", name, meant))
 		default:
 			refusals = append(refusals, fmt.Sprintf("%s is not a Relais setting (did you mean %q?): correct or unset it; %s would otherwise run with its default", name, meant, meant))
 		}

@@ -200,7 +200,7 @@ func TestLoadAdminTakesOnlyTheDatabaseSettings(t *testing.T) {
 // other commands and tooling read are neither.
 func TestUnknownVariablesAreNamed(t *testing.T) {
 	warnings, refusals := UnknownVariables([]string{"RELAIS_RETENSION=P3D", "RELAIS_RETENTION=P3D", "RELAIS_URL=http://x", "RELAIS_TEST_DATABASE_URL=postgres://", "RELAIS_BROWSER_TESTS=1",
-		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080", "RELAIS_DATABASE_URI=postgres://db/relais"}, nil)
+		"PATH=/bin", "RELAIS_COLOUR=blue", "RELAIS_LISTEN=:8080", "RELAIS_DATABASE_URI=postgres://db/relais"}, nil, ServeVariables())
 	wantWarnings := []string{
 		`RELAIS_COLOUR is not a Relais setting: it is ignored`,
 		`RELAIS_RETENSION is not a Relais setting (did you mean "RELAIS_RETENTION"? it is set too): it is ignored`,
@@ -229,15 +229,45 @@ func TestMisspeltFlagIsNamed(t *testing.T) {
 // misspelling it is only ignored.
 func TestMisspellingOfASettingGivenOtherwiseIsIgnored(t *testing.T) {
 	environ := []string{"RELAIS_DATABASE_URI=postgres://db/relais", "RELAIS_DATA_KEY=k1:x", "RELAIS_DATA_KEY_FILE=/keys"}
-	warnings, refusals := UnknownVariables(environ, []string{"RELAIS_DATABASE_URL"})
+	warnings, refusals := UnknownVariables(environ, []string{"RELAIS_DATABASE_URL"}, ServeVariables())
 	if len(refusals) != 0 || len(warnings) != 2 {
 		t.Errorf("UnknownVariables = %q, %q; want two warnings and no refusal", warnings, refusals)
 	}
-	if _, refusals := UnknownVariables(environ, nil); len(refusals) != 1 || !strings.Contains(refusals[0], "RELAIS_DATABASE_URI") {
+	if _, refusals := UnknownVariables(environ, nil, ServeVariables()); len(refusals) != 1 || !strings.Contains(refusals[0], "RELAIS_DATABASE_URI") {
 		t.Errorf("without the flag: refusals %q; want RELAIS_DATABASE_URI refused", refusals)
 	}
 	cfg, err := Load("usage", []string{"--database-url", "postgres://db/relais"}, func(string) string { return "" }, io.Discard)
 	if err != nil || !slices.Equal(cfg.Flagged, []string{"RELAIS_DATABASE_URL"}) {
 		t.Errorf("Load(--database-url): Flagged %q, %v", cfg.Flagged, err)
+	}
+}
+
+// Each command refuses a misspelling of a variable it reads, apply's
+// RELAIS_URL included, and only warns of one it would ignore anyway.
+func TestMisspeltVariableIsRefusedByTheCommandsReadingIt(t *testing.T) {
+	environ := []string{"RELAIS_DATABASE_URI=postgres://db/relais", "RELAIS_URI=http://relais.example", "RELAIS_LISTN=:9090"}
+	for _, c := range []struct {
+		command  string
+		reads    []string
+		refused  []string
+		warnings int
+	}{
+		{"serve", ServeVariables(), []string{"RELAIS_DATABASE_URI", "RELAIS_LISTN"}, 1},
+		{"migrate, token, keys", AdminVariables(), []string{"RELAIS_DATABASE_URI"}, 2},
+		{"apply", ApplyVariables(), []string{"RELAIS_URI"}, 2},
+	} {
+		warnings, refusals := UnknownVariables(environ, nil, c.reads)
+		var refused []string
+		for _, r := range refusals {
+			name, _, _ := strings.Cut(r, " ")
+			refused = append(refused, name)
+		}
+		if !slices.Equal(refused, c.refused) || len(warnings) != c.warnings {
+			t.Errorf("%s: UnknownVariables = %q, %q; want %q refused and %d warnings", c.command, warnings, refusals, c.refused, c.warnings)
+		}
+	}
+	_, refusals := UnknownVariables(environ, nil, ApplyVariables())
+	if want := `RELAIS_URI is not a Relais setting (did you mean "RELAIS_URL"?): correct or unset it`; len(refusals) != 1 || !strings.HasPrefix(refusals[0], want) {
+		t.Errorf("apply: refusals %q; want %q", refusals, want)
 	}
 }
