@@ -145,8 +145,13 @@ func tokenCreate(ctx context.Context, args []string, getenv func(string) string,
 	}
 	var expiry engine.Expiry
 	if s := own["expires-in"]; s != "" {
-		if expiry.In, err = isoduration.Parse(s); err != nil || expiry.In <= 0 {
-			return fmt.Errorf("--expires-in %q: must be a positive ISO-8601 duration such as P90D", s)
+		// The API's parser (expires_in), whose errors say what to write
+		// instead (PT1H for pt1h, days for months).
+		if expiry.In, err = isoduration.Parse(s); err != nil {
+			return fmt.Errorf("--expires-in: %w", err)
+		}
+		if expiry.In <= 0 {
+			return fmt.Errorf("--expires-in %q: must be a positive duration, such as P90D", s)
 		}
 	}
 	eng, closeDB, err := openEngine(ctx, tokenCreateUsage, rest, getenv, stderr)

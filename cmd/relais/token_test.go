@@ -11,6 +11,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // TestTokenListAndRevokeCommands: relais token list shows staff tokens
@@ -111,5 +112,27 @@ func TestAdminCommandsUpgradeNoSchema(t *testing.T) {
 	}
 	if v, _ := engine.SchemaVersion(ctx, pool); v != latest-1 {
 		t.Errorf("the refused commands moved the schema to %d", v)
+	}
+}
+
+// TestTokenCreateNamesWhatIsWrongWithExpiresIn: --expires-in is read as
+// the API reads expires_in, and refused with its hint (before any
+// database is opened).
+func TestTokenCreateNamesWhatIsWrongWithExpiresIn(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"90d":  "must start with P",
+		"P3M":  "years and months have no fixed length",
+		"pt1h": "in upper case: PT1H",
+		"PT0S": `--expires-in "PT0S": must be a positive duration`,
+	} {
+		err := run(context.Background(), []string{"token", "create", "--role", "admin", "--name", "x", "--expires-in", in},
+			func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--expires-in %s: %v; want %q", in, err, want)
+		}
+		if _, perr := isoduration.Parse(in); perr != nil && (err == nil || !strings.Contains(err.Error(), perr.Error())) {
+			t.Errorf("--expires-in %s: %v; want the API's message %q", in, err, perr)
+		}
 	}
 }
