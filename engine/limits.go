@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/relais/relais/internal/fault"
@@ -26,6 +27,11 @@ const (
 	MaxDestinationHdrs = 50     // headers of one destination
 	MaxWorkerID        = 200    // a worker_id, on every protocol
 )
+
+// MinLockDuration is the shortest lock a fetch or an extension may ask
+// for: a shorter one lapses before its worker's completion can arrive
+// over a network, and each lapse spends an attempt.
+const MinLockDuration = time.Second
 
 // WorkerIDProblem says what is wrong with a worker id, "" when nothing:
 // every protocol (REST, the stream, the facade) takes 1 to MaxWorkerID

@@ -344,7 +344,7 @@ func TestRefusalLockedByOtherWorker(t *testing.T) {
 	t.Parallel()
 	env, consumer := newCRM(t, nil)
 	inst, id := start(t, env, "crm_only", "Acme")
-	one(t, fetch(t, env, consumer, fetchBody("worker-a", "lock_duration", "PT0.3S")), id)
+	one(t, fetch(t, env, consumer, fetchBody("worker-a", "lock_duration", "PT1S")), id)
 	// B long-polls: the occurrence becomes claimable when A's lock ends.
 	b := one(t, fetch(t, env, consumer, fetchBody("worker-b", "wait", "PT5S", "lock_duration", "PT1M")), id)
 	if b["attempt"] != 2.0 {
@@ -527,6 +527,14 @@ func TestBoundsAreRejections(t *testing.T) {
 		t.Errorf("fetch over three ceilings: errors %v, want max_tasks, lock_duration and wait", errs)
 	}
 	wantBound("fetch wait PT11S", post(fetchBody("w1", "wait", "PT11S")), "wait", 10*time.Second)
+	// A lock below a second would lapse before its completion came back,
+	// spending an attempt: refused, as a stream's subscription refuses it.
+	for _, d := range []string{"PT0.1S", "PT0S"} {
+		p := wantProblem(t, "fetch lock_duration "+d, post(fetchBody("w1", "lock_duration", d)), 400, "invalid_request")
+		if errs := fmt.Sprint(p["errors"]); !strings.Contains(errs, "/lock_duration") || !strings.Contains(errs, "at least PT1S") {
+			t.Errorf("fetch lock_duration %s: errors %s, want /lock_duration at least PT1S", d, errs)
+		}
+	}
 	if got := observe(t, env, id); got["status"] != "available" || got["attempt_count"] != 0.0 {
 		t.Fatalf("after refused fetches the occurrence is %v with %v attempts, want available with 0 (never clamped)", got["status"], got["attempt_count"])
 	}
@@ -537,6 +545,7 @@ func TestBoundsAreRejections(t *testing.T) {
 
 	wantBound("fail retry_delay PT2H", act(env, consumer, id, "fail", failBody("w1", "retry_delay", "PT2H")), "retry_delay", time.Hour)
 	wantBound("extend lock_duration PT2M1S", act(env, consumer, id, "extend", map[string]any{"worker_id": "w1", "lock_duration": "PT2M1S"}), "lock_duration", 2*time.Minute)
+	wantProblem(t, "extend lock_duration PT0.5S", act(env, consumer, id, "extend", map[string]any{"worker_id": "w1", "lock_duration": "PT0.5S"}), 400, "invalid_request")
 	got := observe(t, env, id)
 	if got["status"] != "reserved" || got["worker_id"] != "w1" || !sameTime(got["lock_expires_at"], lock) {
 		t.Errorf("after refused fail and extend: status %v worker %v lock %v, want reserved by w1 until %v", got["status"], got["worker_id"], got["lock_expires_at"], lock)
@@ -722,7 +731,7 @@ func TestExpiredLockIsReoffered(t *testing.T) {
 	t.Parallel()
 	env, consumer := newCRM(t, nil)
 	_, id := start(t, env, "crm_only", "Acme")
-	first := one(t, fetch(t, env, consumer, fetchBody("dead-worker", "lock_duration", "PT0.3S")), id)
+	first := one(t, fetch(t, env, consumer, fetchBody("dead-worker", "lock_duration", "PT1S")), id)
 	lockEnd := relaistest.TimeOf(t, "lock_expires_at", first["lock_expires_at"])
 
 	second := one(t, fetch(t, env, consumer, fetchBody("w2", "wait", "PT5S", "lock_duration", "PT1M")), id)
@@ -854,8 +863,8 @@ func TestCrashingTaskEndsFailedAfterMaxAttempts(t *testing.T) {
 	env, consumer := newCRM(t, map[string]any{"max_attempts": 2})
 	inst, id := start(t, env, "crm_only", "Acme")
 
-	one(t, fetch(t, env, consumer, fetchBody("crash-1", "lock_duration", "PT0.3S")), id)
-	last := one(t, fetch(t, env, consumer, fetchBody("crash-2", "wait", "PT5S", "lock_duration", "PT0.3S")), id)
+	one(t, fetch(t, env, consumer, fetchBody("crash-1", "lock_duration", "PT1S")), id)
+	last := one(t, fetch(t, env, consumer, fetchBody("crash-2", "wait", "PT5S", "lock_duration", "PT1S")), id)
 	if last["attempt"] != 2.0 || last["attempts_left"] != 0.0 {
 		t.Fatalf("second fetch got attempt %v attempts_left %v, want 2 and 0", last["attempt"], last["attempts_left"])
 	}

@@ -252,7 +252,7 @@ func TestCanary(t *testing.T) {
 	// (c) Lock expiry on the only attempt: the timer fails it.
 	pullExpiry := start("pull-expiry", pullProcess)
 	pullExpiry.wantStatus = "failed"
-	fetch(pullExpiry, "w-dead", "PT0.3S")
+	fetch(pullExpiry, "w-dead", "PT1S")
 	env.WaitEnded(pullExpiry.instance, 15*time.Second)
 	// The dead worker comes back with protected outputs: refused.
 	settle(pullExpiry, "complete", 409, map[string]any{"worker_id": "w-dead", "outputs": protectedOutputs()})
