@@ -390,6 +390,11 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 		// The consumer's own worker: named, since a worker_id that differs
 		// from the fetch's is the usual slip (another consumer learns
 		// nothing of who holds it).
+		if o.Attempts > 1 {
+			// An earlier attempt may have been this worker's, its lock
+			// lapsed: the usual cause then, and no slip of the id to fix.
+			return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by worker %q of this consumer (attempt %d), not %q: if %q held an earlier attempt, its lock lapsed and the occurrence was offered again (stop this work); otherwise use the worker_id that fetched it", o.ID, *o.WorkerID, o.Attempts, ref.WorkerID, ref.WorkerID)
+		}
 		return fault.New(fault.Conflict, "locked_by_other_worker", "occurrence %s is reserved by worker %q of this consumer, not %q: use the worker_id that fetched it", o.ID, *o.WorkerID, ref.WorkerID)
 	}
 	if o.ConsumerID == nil || *o.ConsumerID != ref.ConsumerID || o.WorkerID == nil {

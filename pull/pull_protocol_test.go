@@ -351,7 +351,11 @@ func TestRefusalLockedByOtherWorker(t *testing.T) {
 		t.Fatalf("worker B got attempt %v, want 2", b["attempt"])
 	}
 	for _, a := range actions {
-		wantProblem(t, a+" by worker A", act(env, consumer, id, a, bodyFor(a, "worker-a")), 409, "locked_by_other_worker")
+		p := wantProblem(t, a+" by worker A", act(env, consumer, id, a, bodyFor(a, "worker-a")), 409, "locked_by_other_worker")
+		// A's lock lapsed: it is told so, not only to fix its worker_id.
+		if d, _ := p["detail"].(string); !strings.Contains(d, "lock lapsed") {
+			t.Errorf("%s by worker A: %q, want it to say its lock may have lapsed", a, d)
+		}
 	}
 	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer, completeBody("worker-b", created)).JSON(t)
 	if res["status"] != "completed" || res["route"] != "created" {
