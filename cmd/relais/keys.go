@@ -63,7 +63,7 @@ func loadKeysWith(ctx context.Context, cfg config.Config, configured *keyring.Ke
 		} else if rerr != nil {
 			return nil, fmt.Errorf("data key file: %w", rerr)
 		}
-		if ring, err = keyring.Parse(string(b)); err != nil {
+		if ring, err = keyring.ParseFile(string(b)); err != nil {
 			return nil, fmt.Errorf("data key file %s: %w", path, err)
 		}
 		warnIfShared(path, logger)
@@ -113,7 +113,7 @@ func configuredKeys(cfg config.Config) (*keyring.Keyring, error) {
 		if err != nil {
 			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE: %w", err)
 		}
-		ring, err := keyring.Parse(string(b))
+		ring, err := keyring.ParseFile(string(b))
 		if err != nil {
 			return nil, fmt.Errorf("RELAIS_DATA_KEY_FILE %s: %w", cfg.DataKeyFile, err)
 		}

@@ -406,7 +406,7 @@ func TestMalformedDataKeysStopServeBeforeTheCluster(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	keyFile := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(keyFile, []byte("k1\n"), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte("# data keys\n\nk1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -414,7 +414,7 @@ func TestMalformedDataKeysStopServeBeforeTheCluster(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"RELAIS_DATA_KEYS": "k1:abc"}, `RELAIS_DATA_KEYS: keyring: key "k1": decodes to 2 bytes`},
-		{map[string]string{"RELAIS_DATA_KEY_FILE": keyFile}, "RELAIS_DATA_KEY_FILE " + keyFile + ": keyring: entry 1"},
+		{map[string]string{"RELAIS_DATA_KEY_FILE": keyFile}, "RELAIS_DATA_KEY_FILE " + keyFile + ": keyring: line 3: want id:base64key"},
 		{map[string]string{"RELAIS_DATA_KEY_FILE": keyFile + ".missing"}, "RELAIS_DATA_KEY_FILE: "},
 	} {
 		tc.env["RELAIS_DATA_DIR"] = dir

@@ -186,7 +186,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.BootstrapToken = v.(string) }},
 	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys sealing sensitive and secret values at rest: id:base64-32-bytes[,id:key...], the first one seals (make one with: head -c32 /dev/urandom | base64)", kind: kindSecret,
 		set: func(c *Config, v any) { c.DataKeys = v.(string) }},
-	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
+	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line; blank lines and lines starting with # are skipped); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
 		set: func(c *Config, v any) { c.DataKeyFile = v.(string) }},
 	{Env: "RELAIS_PULL_DEFAULT_LOCK_DURATION", Flag: "pull-default-lock-duration", Default: "PT1M", Description: "lock duration when a fetch gives none", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.DefaultLockDuration = v.(time.Duration) }},

@@ -36,37 +36,97 @@ type Keyring struct {
 var ErrNoKey = errors.New("keyring: key not in the ring")
 
 // Parse reads "id:base64key[,id:base64key...]" (standard or URL base64 of 32
-// bytes). Whitespace and newlines between entries are ignored, so a key file
-// may hold one key per line.
+// bytes), as RELAIS_DATA_KEYS gives them. Whitespace and newlines between
+// entries are ignored. An error names the key by its id, or a malformed
+// entry by its rank. A key file is read by ParseFile.
 func Parse(spec string) (*Keyring, error) {
-	k := &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}}
-	fields := strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' || r == ' ' || r == '\t' })
-	for i, f := range fields {
-		id, b64, ok := strings.Cut(f, ":")
-		if !ok || !idPattern.MatchString(id) {
-			return nil, fmt.Errorf("keyring: entry %d: want id:base64key with id of letters, digits, . _ -", i+1)
+	k := newKeyring()
+	for i, f := range entries(spec) {
+		err := k.add(f)
+		if errors.Is(err, errEntry) {
+			return nil, fmt.Errorf("keyring: entry %d: %w", i+1, err)
 		}
-		key, err := decodeKey(b64)
 		if err != nil {
-			return nil, fmt.Errorf("keyring: key %q: %w", id, err)
+			return nil, fmt.Errorf("keyring: %w", err)
 		}
-		if _, dup := k.aeads[id]; dup {
-			return nil, fmt.Errorf("keyring: key %q appears twice", id)
-		}
-		block, err := aes.NewCipher(key)
-		if err != nil {
-			return nil, fmt.Errorf("keyring: key %q: %w", id, err)
-		}
-		aead, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, fmt.Errorf("keyring: key %q: %w", id, err)
-		}
-		k.aeads[id] = aead
-		k.macKeys[id] = deriveMACKey(key)
-		k.order = append(k.order, id)
 	}
+	return k.done("no key given")
+}
+
+// ParseFile reads a key file: Parse's entries, one per line (or several
+// on a line, separated by commas). Blank lines and comment lines, whose
+// first non-space character is #, are skipped; an error names its line,
+// as an editor numbers it.
+func ParseFile(content string) (*Keyring, error) {
+	k := newKeyring()
+	for i, line := range strings.Split(content, "\n") {
+		if trimmed := strings.TrimSpace(line); trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		for _, f := range entries(line) {
+			if err := k.addFromFile(f); err != nil {
+				return nil, fmt.Errorf("keyring: line %d: %w", i+1, err)
+			}
+		}
+	}
+	return k.done("no key in the file (only blank or # comment lines)")
+}
+
+func newKeyring() *Keyring {
+	return &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}}
+}
+
+// entries splits a list of keys at commas and whitespace.
+func entries(spec string) []string {
+	return strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' || r == ' ' || r == '\t' })
+}
+
+// addFromFile is add, with a comment after a key on its line refused as
+// such rather than as a malformed key.
+func (k *Keyring) addFromFile(entry string) error {
+	if strings.HasPrefix(entry, "#") {
+		return errors.New("a comment takes a line of its own, with # first")
+	}
+	return k.add(entry)
+}
+
+// errEntry refuses an entry that is not id:base64key. It does not quote
+// the entry, which may be a key.
+var errEntry = errors.New("want id:base64key with id of letters, digits, . _ -")
+
+// add adds the key of one "id:base64key" entry to the ring. Its errors
+// never quote the entry: only an id, never key material, may be named.
+func (k *Keyring) add(entry string) error {
+	id, b64, ok := strings.Cut(entry, ":")
+	if !ok || !idPattern.MatchString(id) {
+		return errEntry
+	}
+	key, err := decodeKey(b64)
+	if err != nil {
+		return fmt.Errorf("key %q: %w", id, err)
+	}
+	if _, dup := k.aeads[id]; dup {
+		return fmt.Errorf("key %q appears twice", id)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return fmt.Errorf("key %q: %w", id, err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return fmt.Errorf("key %q: %w", id, err)
+	}
+	k.aeads[id] = aead
+	k.macKeys[id] = deriveMACKey(key)
+	k.order = append(k.order, id)
+	return nil
+}
+
+// done returns the ring once every entry is added, or the error empty
+// when none was.
+func (k *Keyring) done(empty string) (*Keyring, error) {
 	if len(k.order) == 0 {
-		return nil, errors.New("keyring: no key given")
+		return nil, errors.New("keyring: " + empty)
 	}
 	k.primary = k.order[0]
 	return k, nil

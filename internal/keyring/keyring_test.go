@@ -84,3 +84,38 @@ func TestDigest(t *testing.T) {
 		}
 	}
 }
+
+// A key file may hold blank and comment lines; an error names the file's
+// line (as an editor numbers it) and never the key material.
+func TestParseFile(t *testing.T) {
+	t.Parallel()
+	k1, k2 := NewKeySpec("k1"), NewKeySpec("k2")
+	ring, err := ParseFile("# the first key seals\r\n" + k2 + "\r\n\n   # k1: retire after relais keys rotate\n\t" + k1 + "\n")
+	if err != nil {
+		t.Fatalf("ParseFile with comments: %v", err)
+	}
+	if ids := ring.IDs(); len(ids) != 2 || ids[0] != "k2" || ids[1] != "k1" {
+		t.Errorf("ParseFile ids = %q; want k2, k1", ids)
+	}
+	const secret = "c2VjcmV0LWtleS1tYXRlcmlhbC1uZXZlci1zaG93bg" // not a key: 31 bytes
+	for content, want := range map[string]string{
+		"# keys\n\nk1:" + secret + "\n":                     `keyring: line 3: key "k1": decodes to 31 bytes`,
+		"# keys\n" + k1 + "\n\n" + secret + "\n":            "keyring: line 4: want id:base64key",
+		k1 + "\n# k1 again\n" + k1 + "\n":                   `keyring: line 3: key "k1" appears twice`,
+		k1 + " # the first key\n":                           "keyring: line 1: a comment takes a line of its own",
+		"# no key yet\n\n":                                  "keyring: no key in the file",
+		"\n\nk1:" + strings.Repeat("!", 10) + secret + "\n": `keyring: line 3: key "k1": not base64`,
+	} {
+		_, err := ParseFile(content)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("ParseFile(%q) = %v; want %q", content, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), secret[:10]) {
+			t.Errorf("ParseFile(%q) error %q shows key material", content, err)
+		}
+	}
+	// RELAIS_DATA_KEYS, on one line, names an entry by its rank.
+	if _, err := Parse(k1 + "," + secret); err == nil || err.Error() != "keyring: entry 2: want id:base64key with id of letters, digits, . _ -" {
+		t.Errorf("Parse of a malformed second entry = %v", err)
+	}
+}
