@@ -33,8 +33,13 @@ const countsScrapeTimeout = 5 * time.Second
 // scrape never runs the counting query itself, it starts a background
 // refresh when the counts are older than engine.OccurrenceCountsTTL.
 type occurrenceCounts struct {
-	eng     *engine.Engine
-	logger  *slog.Logger
+	eng    countsSource
+	logger *slog.Logger
+	// down says the database probe gets no answer: a scrape then skips
+	// its reads of the database, which would hold it until its timeout
+	// (Prometheus would drop the whole target, relais_database_up with
+	// it, in the very outage that gauge is there to report).
+	down    func() bool
 	byState *prometheus.Desc
 	at      *prometheus.Desc
 	held    *prometheus.Desc
@@ -46,8 +51,17 @@ type occurrenceCounts struct {
 // definition, zero included.
 var workerProtocols = []string{engine.ProtocolStream, engine.ProtocolLongPoll, engine.ProtocolCamunda}
 
-func newOccurrenceCounts(eng *engine.Engine, logger *slog.Logger) *occurrenceCounts {
-	return &occurrenceCounts{eng: eng, logger: logger,
+// countsSource is what occurrenceCounts reads of the engine.
+type countsSource interface {
+	OccurrenceCounts(ctx context.Context) ([]engine.OccurrenceCount, time.Time, error)
+	DefinitionKeys(ctx context.Context) ([]string, error)
+	LiveWorkersByDefinition(ctx context.Context) (map[string]map[string]int64, error)
+	CachedHealth(ctx context.Context) (engine.Health, time.Time, error)
+	Now() time.Time
+}
+
+func newOccurrenceCounts(eng countsSource, logger *slog.Logger, down func() bool) *occurrenceCounts {
+	return &occurrenceCounts{eng: eng, logger: logger, down: down,
 		byState: prometheus.NewDesc("relais_occurrences",
 			"Occurrences by definition and status, as counted at relais_occurrences_counted_timestamp_seconds (a reserved pull occurrence whose lock lapsed counts as available).",
 			[]string{"definition", "status"}, nil),
@@ -94,7 +108,10 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 	// A definition without occurrences (new, or its history deleted by
 	// retention) has its series too, at zero: an alert on a status must
 	// not wait for a first occurrence to have something to watch.
-	if keys, err := c.eng.DefinitionKeys(ctx); err != nil {
+	down := c.down()
+	if down {
+		c.logger.Debug("metrics: the database does not answer: definitions without occurrences and live workers left out")
+	} else if keys, err := c.eng.DefinitionKeys(ctx); err != nil {
 		c.logger.Debug("metrics: definition keys unavailable", "err", err)
 	} else {
 		for _, k := range keys {
@@ -111,7 +128,10 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.at, prometheus.GaugeValue, float64(at.UnixNano())/1e9)
 	// Every definition and protocol, zero included: an alert on a
 	// definition nobody serves compares with 0, no absent() needed.
-	if live, err := c.eng.LiveWorkersByDefinition(ctx); err != nil {
+	if down {
+		// Workers cannot be told live from a database that does not
+		// answer: no sample rather than a made-up zero.
+	} else if live, err := c.eng.LiveWorkersByDefinition(ctx); err != nil {
 		c.logger.Debug("metrics: live workers unavailable", "err", err)
 	} else {
 		for def := range byDefinition {

@@ -105,8 +105,8 @@ func Start(ctx context.Context, d Deps) *Replica {
 			}
 			return 0
 		})
-	d.Registry.MustRegister(databaseUp, keyRetired, newOccurrenceCounts(d.Engine, d.Logger), newGroupCommits(d.Engine))
 	gate := newDatabaseGate()
+	d.Registry.MustRegister(databaseUp, keyRetired, newOccurrenceCounts(d.Engine, d.Logger, gate.down.Load), newGroupCommits(d.Engine))
 	rep.done.Go(func() {
 		probeDatabase(ctx, d.Engine.Pool(), databaseUp, d.Logger, func(err error) {
 			streams.SetDatabaseUp(err == nil)
