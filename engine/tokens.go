@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -215,13 +218,20 @@ func (e *Engine) RevokeStaffToken(ctx context.Context, id int64) error {
 // fresh admin token only when the database has no active token at all. It
 // runs under the migration lock's sibling advisory lock so replicas
 // starting together create one token.
+//
+// A token it creates is logged as any other (token.created). Nothing is
+// revoked here, but what an operator may not expect is warned about: a
+// given token that is revoked (it will not authenticate), and a new given
+// token beside older bootstrap admin tokens still valid (changing the
+// variable to replace a leaked token leaves the leaked one working).
 func (e *Engine) Bootstrap(ctx context.Context, given string) (created string, err error) {
+	var out bootstrapOutcome
 	err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", bootstrapLockKey); err != nil {
 			return err
 		}
 		if given != "" {
-			_, err := q.TokenInsertIfHashAbsent(ctx, queries.TokenInsertIfHashAbsentParams{Name: "bootstrap", Role: string(auth.RoleAdmin), Hash: auth.Hash(given)})
+			out, err = e.ensureBootstrapToken(ctx, q, auth.Hash(given))
 			return err
 		}
 		n, err := q.TokenCountActive(ctx)
@@ -229,13 +239,112 @@ func (e *Engine) Bootstrap(ctx context.Context, given string) (created string, e
 			return err
 		}
 		token, hash := auth.NewToken()
-		if _, err := q.TokenInsert(ctx, queries.TokenInsertParams{Name: "bootstrap", Role: string(auth.RoleAdmin), Hash: hash}); err != nil {
+		row, err := q.TokenInsert(ctx, queries.TokenInsertParams{Name: bootstrapName, Role: string(auth.RoleAdmin), Hash: hash})
+		if err != nil {
 			return err
 		}
-		created = token
+		created, out.created = token, row.ID
 		return nil
 	})
-	return created, wrap("bootstrap", err)
+	if err != nil {
+		return "", wrap("bootstrap", err)
+	}
+	e.logBootstrap(ctx, out)
+	return created, nil
+}
+
+// bootstrapName names the tokens Bootstrap creates.
+const bootstrapName = "bootstrap"
+
+// bootstrapOutcome is what Bootstrap did and found, logged once committed.
+type bootstrapOutcome struct {
+	// created is the id of the token created, or 0.
+	created int64
+	// unusable says why the given token, which exists, does not
+	// authenticate ("revoked" or "expired"), or is empty.
+	unusable string
+	// others are the ids of the other usable admin tokens named
+	// bootstrap, when the given token was created.
+	others []int64
+}
+
+// ensureBootstrapToken makes the given token (by its hash) an admin token
+// unless a token has that hash already, usable or not.
+func (e *Engine) ensureBootstrapToken(ctx context.Context, q *queries.Queries, hash []byte) (bootstrapOutcome, error) {
+	var out bootstrapOutcome
+	inserted, err := q.TokenInsertIfHashAbsent(ctx, queries.TokenInsertIfHashAbsentParams{Name: bootstrapName, Role: string(auth.RoleAdmin), Hash: hash})
+	if err != nil {
+		return out, err
+	}
+	row, err := q.TokenGetByHash(ctx, queries.TokenGetByHashParams{Hash: hash, Now: e.at()})
+	switch {
+	case inserted == 0 && isNoRows(err):
+		out.unusable, err = unusableBecause(ctx, q, hash)
+		return out, err
+	case err != nil || inserted == 0:
+		return out, err
+	}
+	out.created = row.ID
+	out.others, err = e.usableBootstrapAdmins(ctx, q, row.ID)
+	return out, err
+}
+
+// unusableBecause says why the token of hash, which exists but does not
+// authenticate, does not: TokenGetByHash at the beginning of time finds a
+// token that is not revoked, which must then have expired.
+func unusableBecause(ctx context.Context, q *queries.Queries, hash []byte) (string, error) {
+	_, err := q.TokenGetByHash(ctx, queries.TokenGetByHashParams{Hash: hash, Now: &time.Time{}})
+	switch {
+	case isNoRows(err):
+		return "revoked", nil
+	case err != nil:
+		return "", err
+	}
+	return "expired", nil
+}
+
+// usableBootstrapAdmins returns the ids of the usable admin tokens named
+// bootstrap but the one of id.
+func (e *Engine) usableBootstrapAdmins(ctx context.Context, q *queries.Queries, id int64) ([]int64, error) {
+	now := e.Now()
+	var ids []int64
+	for after := int64(0); ; {
+		page, err := q.TokenListStaff(ctx, queries.TokenListStaffParams{After: after, Max: tokenScanPage})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page {
+			usable := t.ExpiresAt == nil || t.ExpiresAt.After(now)
+			if t.ID != id && t.Name == bootstrapName && t.Role == string(auth.RoleAdmin) && usable {
+				ids = append(ids, t.ID)
+			}
+			after = t.ID
+		}
+		if len(page) < tokenScanPage {
+			return ids, nil
+		}
+	}
+}
+
+// tokenScanPage is how many tokens one read of usableBootstrapAdmins takes.
+const tokenScanPage = 500
+
+// logBootstrap logs what Bootstrap did and the warnings it found.
+func (e *Engine) logBootstrap(ctx context.Context, out bootstrapOutcome) {
+	if out.created != 0 {
+		e.logAccess(ctx, EventTokenCreated, "token_id", out.created, "name", bootstrapName, "role", string(auth.RoleAdmin))
+	}
+	if out.unusable != "" {
+		e.logger.WarnContext(ctx, fmt.Sprintf("RELAIS_BOOTSTRAP_TOKEN is %s: it will not authenticate, and it is not created again; unset it, or set a new value to create a new admin token", out.unusable))
+	}
+	if len(out.others) > 0 {
+		ids := make([]string, len(out.others))
+		for i, id := range out.others {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		e.logger.WarnContext(ctx, fmt.Sprintf("RELAIS_BOOTSTRAP_TOKEN is new: it created admin token %d, and the older bootstrap admin token(s) %s still authenticate; if the new value replaces a leaked one, revoke them (relais token revoke ID, or DELETE /api/v1/tokens/ID)", out.created, strings.Join(ids, ", ")),
+			"token_id", out.created, "older_token_ids", out.others)
+	}
 }
 
 const bootstrapLockKey int64 = 0x72656c6169730002
