@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relais/relais/contracts"
+	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/queries"
 )
 
@@ -124,7 +126,13 @@ func (e *Engine) CheckWorking(ctx context.Context, key string, document []byte) 
 func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, error) {
 	row, err := e.q.DefinitionGet(ctx, key)
 	if isNoRows(err) {
-		return Definition{}, notFound("definition %q", key)
+		// Keys are typed by hand (a URL, a release's YAML): say which one
+		// a misspelt key may mean.
+		keys, kerr := e.q.DefinitionKeys(ctx)
+		if kerr != nil {
+			return Definition{}, wrap("list definitions", kerr)
+		}
+		return Definition{}, fault.New(fault.NotFound, "not_found", "definition %q not found%s", key, suggest.Hint(key, keys))
 	}
 	if err != nil {
 		return Definition{}, wrap("get definition", err)
@@ -305,15 +313,12 @@ func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision i
 	if len(errs) > 0 {
 		return Release{}, false, fault.New(fault.BadRequest, "invalid_request", "the release is invalid").WithErrors(errs)
 	}
-	if _, err := e.GetDefinition(ctx, key); err != nil {
+	d, err := e.GetDefinition(ctx, key)
+	if err != nil {
 		return Release{}, false, err
 	}
-	if _, err := e.GetRevision(ctx, key, revision); err != nil {
-		if fault.HasCode(err, "not_found") {
-			return Release{}, false, fault.New(fault.Unprocessable, "unknown_revision", "definition %q has no revision %d", key, revision).
-				WithErrors([]fault.FieldError{{Path: "/revision", Message: "no such revision"}})
-		}
-		return Release{}, false, err
+	if revision > d.LatestRevision {
+		return Release{}, false, unknownReleaseRevision(key, revision, d.LatestRevision)
 	}
 	row, err := e.q.ReleaseInsert(ctx, queries.ReleaseInsertParams{DefinitionKey: key, Name: name, Revision: int32(revision), Notes: notes})
 	if isUniqueViolation(err, "releases_pkey") {
@@ -326,6 +331,14 @@ func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision i
 		return Release{}, false, wrap("create release", err)
 	}
 	return releaseFromRow(row), true, nil
+}
+
+// unknownReleaseRevision refuses a release of a revision key does not
+// have, latest being its newest (0 before its first snapshot).
+func unknownReleaseRevision(key string, revision, latest int) *fault.Error {
+	have := process.Revisions(key, latest)
+	return fault.New(fault.Unprocessable, "unknown_revision", "definition %q has no revision %d (%s)", key, revision, have).
+		WithErrors([]fault.FieldError{{Path: "/revision", Message: "no such revision (" + have + ")"}})
 }
 
 var releaseNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -167,10 +166,8 @@ func (e *Engine) hintRevision(ctx context.Context, r resolver, key string, n int
 		r.defined[key] = true
 	}
 	switch {
-	case err == nil && d.LatestRevision == 0:
-		r.revisionHints[at] = fmt.Sprintf(" (%s has no revision yet: snapshot its Working)", key)
 	case err == nil:
-		r.revisionHints[at] = fmt.Sprintf(" (%s has revisions 1 to %d)", key, d.LatestRevision)
+		r.revisionHints[at] = " (" + process.Revisions(key, d.LatestRevision) + ")"
 	case fault.HasCode(err, "not_found"):
 		if *keys == nil {
 			if *keys, err = e.q.DefinitionKeys(ctx); err != nil {

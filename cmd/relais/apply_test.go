@@ -182,7 +182,7 @@ outputs: {fields: []}
 		t.Fatal("apply succeeded")
 	}
 	for _, want := range []string{
-		file + ":4: /revision: no such revision\n",
+		file + ":4: /revision: no such revision (qa_score has revisions 1 to 1)\n",
 		"applied (in apply order: destinations, definitions, releases, processes): definition qa_score\n",
 		"not applied: release qa_score/r1 (refused), process qa_flow\n",
 	} {

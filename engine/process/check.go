@@ -1,6 +1,7 @@
 package process
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -547,4 +548,15 @@ func findField(fs []contracts.Field, name string) (contracts.Field, bool) {
 		}
 	}
 	return contracts.Field{}, false
+}
+
+// Revisions says which revisions definition key has, its newest being
+// latest (0 before its first snapshot), for a refusal that names a
+// revision it lacks: a process node's, a release's, or `relais apply
+// --dry-run`'s, in the same words.
+func Revisions(key string, latest int) string {
+	if latest == 0 {
+		return key + " has no revision yet: snapshot its Working"
+	}
+	return fmt.Sprintf("%s has revisions 1 to %d", key, latest)
 }

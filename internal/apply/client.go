@@ -422,7 +422,7 @@ func (c *Client) release(ctx context.Context, d Document, dryRun bool, planned m
 			return Result{}, err
 		}
 	} else if _, err := c.call(ctx, "POST", base, map[string]any{"name": d.ID, "revision": rev, "notes": notes}, nil); err != nil {
-		return Result{}, err
+		return Result{}, atDefinition(err)
 	}
 	return Result{Doc: d, Action: "created", Detail: fmt.Sprintf("revision %d", rev)}, nil
 }
@@ -441,15 +441,31 @@ func (c *Client) revisionExists(ctx context.Context, key string, rev int, planne
 	if !isNotFound(err) {
 		return err
 	}
+	latest := next
 	if !inRun {
 		// A definition on neither side is refused as such, as creating
 		// the release is.
-		if _, err := c.call(ctx, "GET", base, nil, nil); err != nil {
-			return err
+		var def struct {
+			LatestRevision int `json:"latest_revision"`
 		}
+		if _, err := c.call(ctx, "GET", base, nil, &def); err != nil {
+			return atDefinition(err)
+		}
+		latest = def.LatestRevision
 	}
-	return &apiError{Status: http.StatusUnprocessableEntity, Code: "unknown_revision", Detail: fmt.Sprintf("definition %q has no revision %d", key, rev),
-		Errors: []apiFieldError{{Path: "/revision", Message: "no such revision"}}}
+	have := process.Revisions(key, latest)
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: "unknown_revision", Detail: fmt.Sprintf("definition %q has no revision %d (%s)", key, rev, have),
+		Errors: []apiFieldError{{Path: "/revision", Message: "no such revision (" + have + ")"}}}
+}
+
+// atDefinition points a release's unknown definition (the only thing a
+// release's creation finds missing) at the document's `definition`
+// member, whose line the problem then shows.
+func atDefinition(err error) error {
+	if ae, ok := err.(*apiError); ok && isNotFound(err) && len(ae.Errors) == 0 {
+		ae.Errors = []apiFieldError{{Path: "/definition", Message: ae.Detail}}
+	}
+	return err
 }
 
 func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, error) {

@@ -108,12 +108,13 @@ outputs: {fields: []}
 		want  string // the only problem, or "" for none
 	}{
 		{"existing revision", []string{release(key, 1)}, ""},
-		{"missing revision", []string{release(key, 7)}, "rel.yaml:4: /revision: no such revision"},
+		{"missing revision", []string{release(key, 7)}, "rel.yaml:4: /revision: no such revision (" + key + " has revisions 1 to 1)"},
 		{"revision snapshotted by the same run", []string{release(key, 2), changed}, ""},
-		{"revision after the one snapshotted", []string{release(key, 3), changed}, "rel.yaml:4: /revision: no such revision"},
+		{"revision after the one snapshotted", []string{release(key, 3), changed}, "rel.yaml:4: /revision: no such revision (" + key + " has revisions 1 to 2)"},
 		{"definition created by the same run", []string{release("fresh", 1), fresh}, ""},
-		{"revision the created definition lacks", []string{release("fresh", 2), fresh}, "rel.yaml:4: /revision: no such revision"},
-		{"definition on neither side", []string{release("nowhere", 1)}, `rel.yaml:1: /: definition "nowhere" not found (not_found)`},
+		{"revision the created definition lacks", []string{release("fresh", 2), fresh}, "rel.yaml:4: /revision: no such revision (fresh has revisions 1 to 1)"},
+		{"definition on neither side", []string{release("nowhere", 1)}, `rel.yaml:2: /definition: definition "nowhere" not found`},
+		{"misspelt definition", []string{release("add_company_to_cmr", 1)}, `rel.yaml:2: /definition: definition "add_company_to_cmr" not found (did you mean "add_company_to_crm"?)`},
 	} {
 		dir := t.TempDir()
 		for i, body := range tc.files {
@@ -148,7 +149,7 @@ outputs: {fields: []}
 		got = append(got, p.String())
 	}
 	// A document built in code has no lines to show.
-	if want := []string{"rel.yaml: /revision: no such revision"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"rel.yaml: /revision: no such revision (" + key + " has revisions 1 to 1)"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("apply problems %q; want %q", got, want)
 	}
 }
