@@ -141,7 +141,7 @@ func (r *relais) start(ctx context.Context, b *bench) error {
 	r.api.base = r.url
 	// The server relais serve builds: HTTP/1.1 and h2c, which worker
 	// streams need.
-	if r.srv, _, err = server.NewHTTPServer(cfg, r.instrument(r.replica.Handler, b.opts.Profile != "")); err != nil {
+	if r.srv, _, err = server.NewHTTPServer(cfg, r.instrument(r.replica.Handler, b.opts.Profile != ""), logger); err != nil {
 		return err
 	}
 	go func() {

@@ -49,7 +49,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 
-	srv, cert, err := server.NewHTTPServer(cfg, nil)
+	srv, cert, err := server.NewHTTPServer(cfg, nil, logger)
 	if err != nil {
 		return err
 	}

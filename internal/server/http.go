@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/relais/relais/internal/config"
@@ -14,9 +18,15 @@ import (
 // cleartext HTTP/1.1 and h2c (HTTP/2 with prior knowledge), which gRPC
 // clients speak without TLS. Serve it with Serve. With TLS, the
 // certificate is returned too: its Reload takes a renewed one.
-func NewHTTPServer(cfg config.Config, h http.Handler) (*http.Server, *Certificate, error) {
+//
+// What net/http itself reports (a failed TLS handshake, a broken HTTP/2
+// connection, a panic it recovered) goes to logger: at debug level for
+// what any peer can cause (a scanner, a load balancer's TCP check), at
+// warn level for the rest, never as unstructured lines beside slog's.
+func NewHTTPServer(cfg config.Config, h http.Handler, logger *slog.Logger) (*http.Server, *Certificate, error) {
 	srv := &http.Server{
 		Handler:           h,
+		ErrorLog:          log.New(serverErrors{logger}, "", 0),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		Protocols:         new(http.Protocols),
@@ -42,4 +52,25 @@ func Serve(srv *http.Server, ln net.Listener) error {
 		return srv.ServeTLS(ln, "", "")
 	}
 	return srv.Serve(ln)
+}
+
+// serverErrors is the writer of net/http's error log: each line it writes
+// becomes one slog record.
+type serverErrors struct{ logger *slog.Logger }
+
+// peerCaused are the beginnings of the lines that report what a peer did
+// to its own connection, which the server survives.
+var peerCaused = []string{"http: TLS handshake error", "http2: server connection error", "http2: received GOAWAY", "http: URL query contains semicolon"}
+
+func (s serverErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	for _, prefix := range peerCaused {
+		if strings.HasPrefix(msg, prefix) {
+			level = slog.LevelDebug
+			break
+		}
+	}
+	s.logger.Log(context.Background(), level, "http server: "+msg)
+	return len(p), nil
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/relaistest"
 	"github.com/relais/relais/internal/server"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key as PEM files
@@ -73,7 +75,7 @@ func writeSelfSigned(t *testing.T, certFile, keyFile string, serial int64) (root
 // env's configuration and returns its base URL.
 func serve(t *testing.T, env *relaistest.Env) string {
 	t.Helper()
-	srv, _, err := server.NewHTTPServer(env.Config, env.Handler)
+	srv, _, err := server.NewHTTPServer(env.Config, env.Handler, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +196,10 @@ func TestRenewedCertificateIsServed(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeSelfSigned(t, certFile, keyFile, 1)
+	var logs testlog.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, cert, err := server.NewHTTPServer(config.Config{TLSCertFile: certFile, TLSKeyFile: keyFile},
-		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +221,15 @@ func TestRenewedCertificateIsServed(t *testing.T) {
 	if got := served(); got != "1" || cert.Serial() != "1" {
 		t.Fatalf("serial %s served (%s said), want 1", got, cert.Serial())
 	}
+	// Plain HTTP to the TLS port (a peer's mistake): net/http's complaint
+	// is a structured record at debug level, not a line of its own.
+	if res, err := http.Get("http://" + ln.Addr().String() + "/"); err == nil {
+		res.Body.Close()
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the handshake error logged", func() (bool, string) {
+		out := logs.String()
+		return strings.Contains(out, `"level":"DEBUG","msg":"http server: http: TLS handshake error`), out
+	})
 
 	writeSelfSigned(t, certFile, keyFile, 2)
 	if changed, err := cert.Reload(); err != nil || !changed {
