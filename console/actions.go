@@ -189,6 +189,12 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		c.notFound(w, r)
 		return
 	}
+	// seen guards against acting on what changed meanwhile: a misspelt
+	// one would drop the guard unsaid.
+	if errs := queryProblems(ctx, r.URL.RawQuery, "seen"); len(errs) > 0 {
+		c.cannotActOnInstance(w, r, id, errs)
+		return
+	}
 	inst, err := c.eng.GetInstance(ctx, id)
 	if err != nil {
 		c.fail(w, r, err)
@@ -226,6 +232,15 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 	c.render(w, r, http.StatusOK, actionPage(v))
 }
 
+// cannotActOnInstance refuses an action request carrying parameters its
+// page does not read (400): nothing is done, and the page leads back to
+// the instance.
+func (c *Console) cannotActOnInstance(w http.ResponseWriter, r *http.Request, id uuid.UUID, errs []string) {
+	ctx := r.Context()
+	msg := strings.Join(append(errs, T(ctx, "Nothing was done.")), " ")
+	c.errorPageBack(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this instance"), msg, "instances", T(ctx, "Back to the instance"), instanceHref(id))
+}
+
 // actedMeanwhile says that someone acted on an instance after the
 // operator's page showed it, naming the action.
 func actedMeanwhile(ctx context.Context, last *engine.OperatorAction) string {
@@ -255,6 +270,12 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if !ok || err != nil {
 		c.notFound(w, r)
+		return
+	}
+	// Its address may be the confirmation's own, seen included (a form
+	// posts to it); the form's check is last_action.
+	if errs := append(queryProblems(ctx, r.URL.RawQuery, "seen"), paramProblems(ctx, r.PostForm, csrfField, "last_action", "reason")...); len(errs) > 0 {
+		c.cannotActOnInstance(w, r, id, errs)
 		return
 	}
 	p, _ := auth.FromContext(ctx)
@@ -392,6 +413,14 @@ const bulkCostPerInstance = 500 * time.Microsecond
 
 // longBulk is the estimated wait past which the confirmation warns of it.
 const longBulk = 5 * time.Second
+
+// bulkParams are the parameters of the bulk confirmation: the action and
+// the filter's criteria, no page (it acts on every instance the filter
+// matches); bulkFields are the fields of its form.
+var (
+	bulkParams = append([]string{"action"}, instanceCriteria...)
+	bulkFields = append([]string{csrfField, "confirm_count", "bulk_id", "reason"}, bulkParams...)
+)
 
 // bulkAction reads the action and filter of a bulk request (query or
 // form), validated.
@@ -548,6 +577,9 @@ func orAll(s, all string) string {
 func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	a, f, ef, errs := bulkAction(ctx, r.URL.Query().Get)
+	// A parameter the filter does not read would leave it wider than the
+	// operator meant: no count, no form.
+	errs = append(queryProblems(ctx, r.URL.RawQuery, bulkParams...), errs...)
 	if len(errs) > 0 {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
@@ -573,6 +605,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	a, f, ef, errs := bulkAction(ctx, r.PostFormValue)
+	errs = append(formProblems(ctx, r, bulkFields...), errs...)
 	if len(errs) > 0 {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return

@@ -85,6 +85,10 @@ type auditListView struct {
 	Pager                                    pagerView
 }
 
+// auditParams are the parameters the audit log reads: its filters and
+// its page.
+var auditParams = []string{"action", "instance", "bulk", "before"}
+
 // auditList is the operator audit log: who did what, when, why and to
 // which instance, newest first, filtered by action, instance or bulk
 // action, keyset paginated.
@@ -101,6 +105,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		Instance: instance, Bulk: bulk,
 		Empty: T(ctx, "No operator action matches."),
 	}
+	v.Errors = queryProblems(ctx, r.URL.RawQuery, auditParams...)
 	f := engine.AuditFilter{Action: action, Limit: defaultPageSize + 1}
 	v.ActionOptions = []option{{Value: "", Label: T(ctx, "All actions"), Selected: action == ""}}
 	for _, a := range []string{string(engine.ActionRetry), string(engine.ActionAbandon), string(engine.ActionStop)} {
@@ -126,7 +131,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	if before != "" {
 		n, err := strconv.ParseInt(before, 10, 64)
 		if err != nil || n < 1 {
-			v.Errors = append(v.Errors, T(ctx, "The page cursor is invalid: go back to the first page."))
+			v.Errors = append(v.Errors, invalidCursor(ctx))
 		}
 		f.Before = n
 	}

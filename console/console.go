@@ -334,9 +334,13 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 // instancesErrorPage is errorPage for a request made from the instances
 // list (a bulk action): it leads back there, not to the external tasks.
 func (c *Console) instancesErrorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	ctx := r.Context()
-	c.render(w, r, status, errorPage(errorView{Chrome: c.chrome(r, title, "instances"), Message: message,
-		Back: T(ctx, "Back to the list"), BackHref: instancesPath}))
+	c.errorPageBack(w, r, status, title, message, "instances", T(r.Context(), "Back to the list"), instancesPath)
+}
+
+// errorPageBack is errorPage for a request made from a page it leads back
+// to (back, labelled label), under the navigation entry section.
+func (c *Console) errorPageBack(w http.ResponseWriter, r *http.Request, status int, title, message, section, label, back string) {
+	c.render(w, r, status, errorPage(errorView{Chrome: c.chrome(r, title, section), Message: message, Back: label, BackHref: back}))
 }
 
 // optionalSession attaches the browser's session to a request that no

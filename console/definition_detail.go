@@ -214,6 +214,12 @@ func (c *Console) diff(ctx context.Context, r *http.Request, v *definitionView, 
 		v.FromOptions = append(v.FromOptions, option{Value: n, Label: n, Selected: n == from})
 		v.ToOptions = append(v.ToOptions, option{Value: n, Label: n, Selected: n == to})
 	}
+	// The page reads nothing else: another parameter (a misspelt one) is
+	// said, not left to show the default comparison as if asked for.
+	if errs := queryProblems(ctx, r.URL.RawQuery, "from", "to"); len(errs) > 0 {
+		v.DiffError = strings.Join(errs, " ")
+		return
+	}
 	if q.Get("from") == "" && q.Get("to") == "" {
 		return
 	}

@@ -30,21 +30,15 @@ type definitionListView struct {
 	Rows                                        []definitionRow
 	Empty                                       string
 	Pager                                       pagerView
+	// Errors say why the page lists nothing: parameters it cannot read.
+	Errors []string
 }
 
 // definitionList lists definitions by key, keyset-paginated.
 func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	after := r.URL.Query().Get("after")
-	defs, err := c.eng.ListDefinitions(ctx, after, definitionsPageSize+1)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
-	more := len(defs) > definitionsPageSize
-	if more {
-		defs = defs[:definitionsPageSize]
-	}
+	errs := append(queryProblems(ctx, r.URL.RawQuery, "after"), keyCursorProblems(ctx, after)...)
 	v := definitionListView{
 		Chrome:  c.chrome(r, T(ctx, "Definitions"), "definitions"),
 		Intro:   T(ctx, "Task contracts: their Working copy, immutable revisions and named releases."),
@@ -53,6 +47,20 @@ func (c *Console) definitionList(w http.ResponseWriter, r *http.Request) {
 		NoRevision: T(ctx, "none yet"),
 		Empty:      T(ctx, "No definition yet."),
 		Pager:      newPager(ctx),
+		Errors:     errs,
+	}
+	if len(errs) > 0 {
+		c.render(w, r, http.StatusOK, definitionListPage(v))
+		return
+	}
+	defs, err := c.eng.ListDefinitions(ctx, after, definitionsPageSize+1)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	more := len(defs) > definitionsPageSize
+	if more {
+		defs = defs[:definitionsPageSize]
 	}
 	for _, d := range defs {
 		row := definitionRow{Key: d.Key, Href: definitionHref(d.Key), Name: d.Working.Name,

@@ -42,6 +42,9 @@ type healthView struct {
 	Rows                                             []definitionHealth
 	Empty                                            string
 	ChartTable                                       chartTable
+	// Errors say why the page shows no figures: parameters it cannot
+	// read.
+	Errors []string
 }
 
 // chartBar is one bar of the chart.
@@ -99,7 +102,12 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		HeadKey:      T(ctx, "Definition"), HeadOpen: T(ctx, "Open"), HeadHeld: T(ctx, "Held instances"),
 		HeadFailed: T(ctx, "Failed"), HeadLag: T(ctx, "Oldest claimable waits"),
 		HeadCompleted: T(ctx, "Completed, last hour"), HeadFailed1h: T(ctx, "Failed, last hour"),
-		Empty: T(ctx, "No definition has occurrences yet."),
+		Empty:  T(ctx, "No definition has occurrences yet."),
+		Errors: queryProblems(ctx, r.URL.RawQuery, "definition"),
+	}
+	if len(v.Errors) > 0 {
+		c.render(w, r, http.StatusOK, healthPage(v))
+		return
 	}
 	snap, countsAt, err := c.counts(ctx)
 	if err != nil {

@@ -24,6 +24,13 @@ type instanceFilter struct {
 	Page                                            page
 }
 
+// instanceCriteria are the parameters of an instance filter that select
+// (criteria's); instanceParams are those the instances list reads.
+var (
+	instanceCriteria = []string{"process", "status", "business_key", "error_code", "held_at", "created_from", "created_to"}
+	instanceParams   = append(append(slices.Clone(instanceCriteria), "limit"), pagingParams...)
+)
+
 func instanceFilterFrom(get func(string) string) instanceFilter {
 	g := func(k string) string { return strings.TrimSpace(get(k)) }
 	return instanceFilter{Process: g("process"), Status: g("status"), BusinessKey: g("business_key"), ErrorCode: g("error_code"), HeldAt: g("held_at"),
@@ -126,6 +133,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := instanceFilterFrom(r.URL.Query().Get)
 	ef, errs := f.engineFilter(ctx)
+	errs = append(queryProblems(ctx, r.URL.RawQuery, instanceParams...), errs...)
 	v := instanceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), StatusLabel: T(ctx, "Status"),

@@ -33,6 +33,11 @@ type occurrenceFilter struct {
 	Page                                             page
 }
 
+// occurrenceParams are the parameters the operations view reads: its
+// filters (query's) and its page.
+var occurrenceParams = append([]string{"definition", "status", "instance", "revision", "consumer", "process", "business_key",
+	"error_code", "created_from", "created_to", "settled_from", "settled_to", "limit"}, pagingParams...)
+
 func filterFromQuery(q url.Values) occurrenceFilter {
 	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
 	return occurrenceFilter{Definition: get("definition"), Status: get("status"), Instance: get("instance"),
@@ -201,6 +206,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterFromQuery(r.URL.Query())
 	ef, errs := f.engineFilter(ctx)
+	errs = append(queryProblems(ctx, r.URL.RawQuery, occurrenceParams...), errs...)
 
 	v := occurrenceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "External tasks"), "occurrences"),

@@ -43,10 +43,17 @@ func (p page) cursors(ctx context.Context) (before, after *uuid.UUID, errs []str
 		}
 		id, err := uuid.Parse(c.s)
 		if err != nil {
-			errs = append(errs, T(ctx, "The page cursor is invalid: go back to the first page."))
+			errs = append(errs, invalidCursor(ctx))
 			continue
 		}
 		*c.dst = &id
+	}
+	// The first row's position comes with a cursor, as a whole number: a
+	// mangled one would show a range that is not the page's.
+	if p.From != "" && len(errs) == 0 {
+		if n, err := strconv.Atoi(p.From); err != nil || n < 1 || p.Before == "" && p.After == "" {
+			errs = append(errs, invalidCursor(ctx))
+		}
 	}
 	return before, after, errs
 }

@@ -35,6 +35,8 @@ type processListView struct {
 	Intro, Caption, HeadKey, HeadVersions, Empty string
 	Rows                                         []processRow
 	Pager                                        pagerView
+	// Errors say why the page lists nothing: parameters it cannot read.
+	Errors []string
 }
 
 // seesCounts reports whether the session may see occurrences counted by
@@ -54,6 +56,19 @@ const maxVersionLinks = 10
 func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	after := r.URL.Query().Get("after")
+	errs := append(queryProblems(ctx, r.URL.RawQuery, "after"), keyCursorProblems(ctx, after)...)
+	intro := T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.")
+	if !seesCounts(ctx) {
+		intro = T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn.")
+	}
+	v := processListView{Chrome: c.chrome(r, T(ctx, "Processes"), "processes"),
+		Intro:   intro,
+		Caption: T(ctx, "Processes by key"), HeadKey: T(ctx, "Key"), HeadVersions: T(ctx, "Versions, newest first"),
+		Empty: T(ctx, "No process is published yet."), Pager: newPager(ctx), Errors: errs}
+	if len(errs) > 0 {
+		c.render(w, r, http.StatusOK, processListPage(v))
+		return
+	}
 	procs, err := c.eng.ListProcesses(ctx, after, definitionsPageSize+1)
 	if err != nil {
 		c.serverError(w, r, err)
@@ -63,14 +78,6 @@ func (c *Console) processList(w http.ResponseWriter, r *http.Request) {
 	if more {
 		procs = procs[:definitionsPageSize]
 	}
-	intro := T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.")
-	if !seesCounts(ctx) {
-		intro = T(ctx, "Published process versions: their nodes, routes and pinned revisions, drawn.")
-	}
-	v := processListView{Chrome: c.chrome(r, T(ctx, "Processes"), "processes"),
-		Intro:   intro,
-		Caption: T(ctx, "Processes by key"), HeadKey: T(ctx, "Key"), HeadVersions: T(ctx, "Versions, newest first"),
-		Empty: T(ctx, "No process is published yet."), Pager: newPager(ctx)}
 	for _, p := range procs {
 		row := processRow{Key: p.Key}
 		for n := p.LatestVersion; n >= 1 && n > p.LatestVersion-maxVersionLinks; n-- {

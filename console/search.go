@@ -30,7 +30,13 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	v := searchView{Chrome: c.chrome(r, T(ctx, "Search"), ""),
 		Hint: T(ctx, "Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.")}
-	switch {
+	switch errs := queryProblems(ctx, r.URL.RawQuery, "q"); {
+	case len(errs) > 0:
+		// A search box other than the header's: say so rather than search
+		// for what was not typed.
+		v.Message = strings.Join(errs, " ")
+		c.render(w, r, http.StatusBadRequest, searchPage(v))
+		return
 	case q == "":
 		v.Message = T(ctx, "Nothing to find: the search box is empty.")
 		c.render(w, r, http.StatusOK, searchPage(v))

@@ -54,29 +54,15 @@ type tokenListView struct {
 	Rows                                                               []tokenRow
 	Empty                                                              string
 	Pager                                                              pagerView
+	// Errors say why the page lists nothing: parameters it cannot read.
+	Errors []string
 }
 
 // tokenList lists the staff tokens that are not revoked, keyset-paginated.
 func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	var after int64
-	if s := r.URL.Query().Get("after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			c.notFound(w, r)
-			return
-		}
-		after = n
-	}
-	tokens, err := c.eng.ListStaffTokens(ctx, after, tokensPageSize+1)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
-	}
-	more := len(tokens) > tokensPageSize
-	if more {
-		tokens = tokens[:tokensPageSize]
-	}
+	after, errs := idCursorProblems(ctx, r.URL.Query().Get("after"))
+	errs = append(queryProblems(ctx, r.URL.RawQuery, "after"), errs...)
 	p, _ := auth.FromContext(ctx)
 	v := tokenListView{
 		Chrome: c.chrome(r, T(ctx, "Tokens"), "tokens"),
@@ -86,8 +72,22 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 		HeadAction: T(ctx, "Action"), TableLabel: T(ctx, "Staff tokens, oldest first"),
 		Never: T(ctx, "never"), NeverUsed: T(ctx, "not yet"), ExpiredLabel: T(ctx, "Expired token"),
 		RevokeLabel: T(ctx, "Revoke…"), CurrentLabel: T(ctx, "this session"),
-		Empty: T(ctx, "No token."),
-		Pager: newPager(ctx),
+		Empty:  T(ctx, "No token."),
+		Pager:  newPager(ctx),
+		Errors: errs,
+	}
+	if len(errs) > 0 {
+		c.render(w, r, http.StatusOK, tokenListPage(v))
+		return
+	}
+	tokens, err := c.eng.ListStaffTokens(ctx, after, tokensPageSize+1)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	more := len(tokens) > tokensPageSize
+	if more {
+		tokens = tokens[:tokensPageSize]
 	}
 	now := c.now()
 	for _, t := range tokens {

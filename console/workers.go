@@ -47,6 +47,8 @@ type workerListView struct {
 	Rows                                                                  []workerRow
 	Empty                                                                 string
 	Pager                                                                 pagerView
+	// Errors say why the page lists nothing: parameters it cannot read.
+	Errors []string
 }
 
 // workerList lists live workers (streams and pollers), of one definition
@@ -55,18 +57,13 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	f := engine.WorkerFilter{Definition: strings.TrimSpace(q.Get("definition")), Limit: workersPageSize + 1}
+	errs := queryProblems(ctx, r.URL.RawQuery, "definition", "after")
 	if a := q.Get("after"); a != "" {
 		id, err := uuid.Parse(a)
 		if err != nil {
-			c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Invalid page"), T(ctx, "This page link is not one the console made."))
-			return
+			errs = append(errs, invalidCursor(ctx))
 		}
 		f.After = &id
-	}
-	workers, err := c.eng.ListWorkers(ctx, f)
-	if err != nil {
-		c.serverError(w, r, err)
-		return
 	}
 	v := workerListView{
 		Chrome:     c.chrome(r, T(ctx, "Workers"), "workers"),
@@ -75,13 +72,23 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		HeadWorker: T(ctx, "Worker"), HeadConsumer: T(ctx, "Consumer"), HeadProtocol: T(ctx, "Protocol"),
 		HeadDefinitions: T(ctx, "Definitions served"), HeadInFlight: T(ctx, "In flight"),
 		HeadConnected: T(ctx, "Connected"), HeadLastSeen: T(ctx, "Last seen"), HeadReplica: T(ctx, "Replica"),
-		Empty: T(ctx, "No worker is connected."),
-		Pager: newPager(ctx),
+		Empty:  T(ctx, "No worker is connected."),
+		Pager:  newPager(ctx),
+		Errors: errs,
 	}
 	if f.Definition != "" {
 		v.Scope = T(ctx, "Workers serving %s", f.Definition)
 		v.ScopeHref, v.AllWorkers = workersPath, T(ctx, "All workers")
 		v.Empty = T(ctx, "No worker serves this definition.")
+	}
+	if len(errs) > 0 {
+		c.render(w, r, http.StatusOK, workerListPage(v))
+		return
+	}
+	workers, err := c.eng.ListWorkers(ctx, f)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
 	}
 	if len(workers) > workersPageSize {
 		workers = workers[:workersPageSize]

@@ -39,663 +39,667 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              255,
-	"%[1]s %[2]s, %[3]s %[4]s":                 256,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          254,
-	"%[1]s; %[2]s":                             253,
-	"%d (0 lowest, 9 highest)":                 415,
-	"%d attempts":                              419,
-	"%d attempts, retry after %s, priority %d": 557,
-	"%d breaking":                              194,
-	"%d changes":                               193,
-	"%d completed":                             251,
-	"%d d":                                     263,
-	"%d days":                                  277,
-	"%d failed":                                252,
-	"%d h":                                     262,
-	"%d held instances match now.":             54,
-	"%d hours":                                 278,
-	"%d items":                                 622,
-	"%d left":                                  420,
-	"%d min":                                   261,
-	"%d minutes":                               279,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 79,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              620,
-	"%d ms": 281,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         547,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 546,
-	"%d occurrences":                          495,
-	"%d releases":                             213,
-	"%d running instances match now.":         61,
-	"%d running or held instances match now.": 63,
-	"%d s":       260,
-	"%d seconds": 280,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 85,
-	"%s (deferred; settled by %s)":                        470,
-	"%s (deferred; settled with its settle token)":        468,
-	"%s (deferred; settled with its settle token, as %s)": 469,
-	"%s (token #%d, %s)":                                  86,
-	"%s ago":                                              258,
-	"%s so far":                                           466,
-	"%s → %s":                                             552,
-	"%s, revision %s":                                     381,
-	"%s, version %s":                                      382,
-	"%s: %s":                                              250,
-	"%s: %s → %s":                                         201,
-	"%s: a date is written 2026-12-01.":                   509,
-	"%s: the first day comes after the last.":             510,
-	"%s–%s":                                               249,
-	"(%d characters in all)":                              623,
-	"(each item)":                                         610,
-	"(worker %s)":                                         455,
-	"0 seconds":                                           276,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           586,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 448,
-	"Abandon %d instances":                                           58,
-	"Abandon every held instance this filter matches":                56,
+	"%[1]s %[2]s":                              256,
+	"%[1]s %[2]s, %[3]s %[4]s":                 257,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          255,
+	"%[1]s; %[2]s":                             254,
+	"%d (0 lowest, 9 highest)":                 416,
+	"%d attempts":                              420,
+	"%d attempts, retry after %s, priority %d": 563,
+	"%d breaking":                              195,
+	"%d changes":                               194,
+	"%d completed":                             252,
+	"%d d":                                     264,
+	"%d days":                                  278,
+	"%d failed":                                253,
+	"%d h":                                     263,
+	"%d held instances match now.":             56,
+	"%d hours":                                 279,
+	"%d items":                                 628,
+	"%d left":                                  421,
+	"%d min":                                   262,
+	"%d minutes":                               280,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 81,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              626,
+	"%d ms": 282,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         553,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 552,
+	"%d occurrences":                          496,
+	"%d releases":                             214,
+	"%d running instances match now.":         63,
+	"%d running or held instances match now.": 65,
+	"%d s":       261,
+	"%d seconds": 281,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 87,
+	"%s (deferred; settled by %s)":                        471,
+	"%s (deferred; settled with its settle token)":        469,
+	"%s (deferred; settled with its settle token, as %s)": 470,
+	"%s (token #%d, %s)":                                  88,
+	"%s ago":                                              259,
+	"%s so far":                                           467,
+	"%s → %s":                                             558,
+	"%s, revision %s":                                     382,
+	"%s, version %s":                                      383,
+	"%s: %s":                                              251,
+	"%s: %s → %s":                                         202,
+	"%s: a date is written 2026-12-01.":                   510,
+	"%s: the first day comes after the last.":             511,
+	"%s–%s":                                               250,
+	"(%d characters in all)":                              629,
+	"(each item)":                                         616,
+	"(worker %s)":                                         456,
+	"0 seconds":                                           277,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           592,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 449,
+	"Abandon %d instances":                                           60,
+	"Abandon every held instance this filter matches":                58,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              313,
-	"Abandoned by %s at %s — “%s”":                                   306,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 42,
+	"Abandoned at node":                                              314,
+	"Abandoned by %s at %s — “%s”":                                   307,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 44,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 324,
-	"Action":                              89,
-	"All actions":                         101,
-	"All consumers":                       492,
-	"All definitions":                     240,
-	"All processes":                       330,
-	"All statuses":                        332,
-	"All workers":                         638,
-	"An operator abandoned the instance.": 447,
-	"Any definition":                      331,
-	"Apply filters":                       98,
-	"Apr":                                 267,
-	"As of %s (%s); refreshed every few seconds.": 234,
-	"Attempts":                         386,
-	"Audit log":                        95,
-	"Aug":                              271,
-	"Available from":                   428,
-	"Back to definitions":              132,
-	"Back to external tasks":           131,
-	"Back to the instance":             33,
-	"Back to the list":                 49,
-	"Back without saving":              517,
-	"Breaks processes":                 171,
-	"Breaks workers":                   172,
-	"Bulk %s applied to %d instances.": 84,
-	"Bulk action":                      93,
-	"Business key":                     71,
-	"By process and error code":        76,
-	"Call timeout":                     416,
-	"Camunda 7 facade":                 642,
-	"Cancelled: the instance was stopped (%s).":               465,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 464,
-	"Cannot act on this filter":                               80,
-	"Cannot reveal":                                           566,
-	"Change":                                                  169,
-	"Changes between the two revisions":                       181,
-	"Changes of the Working copy since revision %d":           190,
-	"Choose two existing revisions to compare.":               191,
-	"Classification":                                          147,
-	"Clear filters":                                           99,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            541,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 532,
-	"Compare":              168,
-	"Compare revisions":    164,
-	"Completed":            248,
-	"Completed (%s).":      460,
-	"Completed, last hour": 231,
-	"Completions and failures per 5 minutes, last hour: %s":    241,
-	"Completions and failures per 5-minute slot, oldest first": 246,
-	"Completions and failures, last hour":                      224,
-	"Connected":                                                634,
-	"Constraints":                                              148,
-	"Consumer":                                                 388,
-	"Consumer and worker":                                      489,
-	"Counting the occurrences; the counts appear when you reload the page.": 142,
-	"Counts are unavailable right now.":                                     143,
-	"Counts as of %s (%s); refreshed every few seconds.":                    563,
-	"Counts by status": 485,
-	"Created":          292,
-	"Created from":     74,
-	"Created on":       591,
-	"Created to":       75,
-	"Creation date":    318,
-	"Dates":            384,
-	"Deadline":         413,
-	"Dec":              275,
-	"Deferred":         432,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 459,
-	"Definition":         226,
-	"Definition %s":      150,
-	"Definitions":        117,
-	"Definitions by key": 208,
-	"Definitions served": 632,
-	"Definitions, those needing attention first": 225,
-	"Description":          149,
-	"Destination":          400,
-	"Destination’s answer": 393,
-	"Detail":               170,
-	"Digest":               184,
-	"Display settings":     122,
-	"Display settings: ":   123,
-	"Duration":             392,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 223,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  64,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     57,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 53,
-	"End node":                    312,
-	"End node or error":           328,
-	"Ended":                       309,
-	"Error":                       488,
-	"Error (before any attempt)":  434,
-	"Error code":                  72,
-	"Error message":               395,
-	"Every %d seconds":            521,
-	"Every attempt, oldest first": 387,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 96,
-	"Expired token":                        597,
-	"Expires":                              593,
-	"External tasks":                       112,
-	"Failed":                               229,
-	"Failed (%s).":                         463,
-	"Failed at node":                       314,
-	"Failed occurrence":                    311,
-	"Failed, last hour":                    232,
-	"Feb":                                  265,
-	"Field":                                144,
-	"Filter":                               47,
-	"Filters":                              97,
-	"Find":                                 116,
-	"Find an instance or occurrence":       114,
-	"Finished":                             391,
-	"First page":                           507,
-	"Follow it in the audit log (new tab)": 51,
-	"Form refused":                         136,
-	"From revision":                        166,
-	"From revision %d to revision %d:":     192,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 38,
-	"Graph":                   531,
-	"Graph of %s":             545,
-	"HTTP 2xx, unusable body": 472,
-	"Health":                  111,
-	"Held at a node of":       73,
-	"Held at node":            310,
-	"Held instances":          228,
-	"ID":                      589,
-	"In flight":               633,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 242,
-	"Inputs":                     174,
-	"Inputs of revision %d":      185,
-	"Inputs of the working copy": 176,
-	"Inputs the instance was started with, labelled by process version %d's contract": 300,
-	"Inputs, labelled by revision %d's contract":                                      421,
-	"Instance":                  327,
-	"Instances":                 77,
-	"Instances of this process": 540,
-	"Invalid page":              626,
-	"Invalid request":           129,
+	"Act on every instance this filter matches": 325,
+	"Action":                              91,
+	"All actions":                         103,
+	"All consumers":                       493,
+	"All definitions":                     241,
+	"All processes":                       331,
+	"All statuses":                        333,
+	"All workers":                         642,
+	"An operator abandoned the instance.": 448,
+	"Any definition":                      332,
+	"Apply filters":                       100,
+	"Apr":                                 268,
+	"As of %s (%s); refreshed every few seconds.": 235,
+	"Attempts":                         387,
+	"Audit log":                        97,
+	"Aug":                              272,
+	"Available from":                   429,
+	"Back to definitions":              133,
+	"Back to external tasks":           132,
+	"Back to the instance":             30,
+	"Back to the list":                 51,
+	"Back without saving":              523,
+	"Breaks processes":                 172,
+	"Breaks workers":                   173,
+	"Bulk %s applied to %d instances.": 86,
+	"Bulk action":                      95,
+	"Business key":                     73,
+	"By process and error code":        78,
+	"Call timeout":                     417,
+	"Camunda 7 facade":                 646,
+	"Cancelled: the instance was stopped (%s).":               466,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 465,
+	"Cannot act on this filter":                               82,
+	"Cannot act on this instance":                             29,
+	"Cannot reveal":                                           572,
+	"Change":                                                  170,
+	"Changes between the two revisions":                       182,
+	"Changes of the Working copy since revision %d":           191,
+	"Choose two existing revisions to compare.":               192,
+	"Classification":                                          148,
+	"Clear filters":                                           101,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            547,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 538,
+	"Compare":              169,
+	"Compare revisions":    165,
+	"Completed":            249,
+	"Completed (%s).":      461,
+	"Completed, last hour": 232,
+	"Completions and failures per 5 minutes, last hour: %s":    242,
+	"Completions and failures per 5-minute slot, oldest first": 247,
+	"Completions and failures, last hour":                      225,
+	"Connected":                                                638,
+	"Constraints":                                              149,
+	"Consumer":                                                 389,
+	"Consumer and worker":                                      490,
+	"Counting the occurrences; the counts appear when you reload the page.": 143,
+	"Counts are unavailable right now.":                                     144,
+	"Counts as of %s (%s); refreshed every few seconds.":                    569,
+	"Counts by status": 486,
+	"Created":          293,
+	"Created from":     76,
+	"Created on":       597,
+	"Created to":       77,
+	"Creation date":    319,
+	"Dates":            385,
+	"Deadline":         414,
+	"Dec":              276,
+	"Deferred":         433,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 460,
+	"Definition":         227,
+	"Definition %s":      151,
+	"Definitions":        118,
+	"Definitions by key": 209,
+	"Definitions served": 636,
+	"Definitions, those needing attention first": 226,
+	"Description":          150,
+	"Destination":          401,
+	"Destination’s answer": 394,
+	"Detail":               171,
+	"Digest":               185,
+	"Display settings":     123,
+	"Display settings: ":   124,
+	"Duration":             393,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 224,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  66,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     59,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 55,
+	"End node":                    313,
+	"End node or error":           329,
+	"Ended":                       310,
+	"Error":                       489,
+	"Error (before any attempt)":  435,
+	"Error code":                  74,
+	"Error message":               396,
+	"Every %d seconds":            527,
+	"Every attempt, oldest first": 388,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 98,
+	"Expired token":                        603,
+	"Expires":                              599,
+	"External tasks":                       113,
+	"Failed":                               230,
+	"Failed (%s).":                         464,
+	"Failed at node":                       315,
+	"Failed occurrence":                    312,
+	"Failed, last hour":                    233,
+	"Feb":                                  266,
+	"Field":                                145,
+	"Filter":                               49,
+	"Filters":                              99,
+	"Find":                                 117,
+	"Find an instance or occurrence":       115,
+	"Finished":                             392,
+	"First page":                           508,
+	"Follow it in the audit log (new tab)": 53,
+	"Form refused":                         137,
+	"From revision":                        167,
+	"From revision %d to revision %d:":     193,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 40,
+	"Graph":                   537,
+	"Graph of %s":             551,
+	"HTTP 2xx, unusable body": 473,
+	"Health":                  112,
+	"Held at a node of":       75,
+	"Held at node":            311,
+	"Held instances":          229,
+	"ID":                      595,
+	"In flight":               637,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 243,
+	"Inputs":                     175,
+	"Inputs of revision %d":      186,
+	"Inputs of the working copy": 177,
+	"Inputs the instance was started with, labelled by process version %d's contract": 301,
+	"Inputs, labelled by revision %d's contract":                                      422,
+	"Instance":                  328,
+	"Instances":                 79,
+	"Instances of this process": 546,
+	"Invalid request":           130,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  461,
-	"Its instance went on along the node’s error path.":                                                                                                                    462,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      603,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 36,
-	"Jan":                     264,
-	"Jul":                     270,
-	"Jun":                     269,
-	"Keep it":                 605,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  462,
+	"Its instance went on along the node’s error path.":                                                                                                                    463,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      609,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
+	"Jan":                     265,
+	"Jul":                     271,
+	"Jun":                     270,
+	"Keep it":                 611,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     209,
-	"Kind":                    535,
-	"Language":                108,
-	"Last error (attempt %d)": 433,
-	"Last reserved":           430,
-	"Last saved":              155,
-	"Last seen":               635,
-	"Last used":               592,
-	"Latest revision":         210,
-	"Lists every change from one revision to another, and whom it may break.": 165,
-	"Local time at %s": 519,
-	"Lock expired %s — waiting to be offered again.": 452,
-	"Lock expires":                     431,
-	"Main navigation":                  110,
-	"Mar":                              266,
-	"Maximum attempts":                 409,
-	"May":                              268,
-	"Message from Relais (in English)": 478,
-	"Message from the service (its own words, protected values masked)": 479,
-	"Method not allowed": 569,
-	"Mode":               407,
-	"More filters: instance, revision, consumer, dates": 483,
-	"Name":                    153,
-	"Never":                   520,
-	"Next attempt":            429,
-	"Next attempt or settled": 490,
-	"Next node":               291,
-	"Next page":               506,
-	"No definition %s has occurrences: check the key, or show all definitions.": 239,
-	"No definition has occurrences yet.":                                        233,
-	"No definition yet.":                                                        212,
-	"No inputs.":                                                                175,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 576,
-	"No instance matches these filters.": 329,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 575,
-	"No occurrence matches these filters.":                                                   491,
-	"No operator action matches.":                                                            100,
-	"No operator has acted on this instance.":                                                296,
-	"No outputs yet: the occurrence has not completed.":                                      424,
-	"No outputs.": 178,
-	"No outputs: the occurrence ended without completing.":                                                                     426,
-	"No process is published yet.":                                                                                             526,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          647,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          646,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 67,
-	"No release yet.": 159,
-	"No revision yet: the Working copy has never been snapshotted.":          157,
-	"No service ever reserved this occurrence: it ended before any attempt.": 399,
-	"No service has reserved this occurrence yet.":                           396,
-	"No token.": 600,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 648,
-	"No worker is connected.":           636,
-	"No worker serves this definition.": 639,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 645,
-	"Node":                  288,
-	"Node %s":               222,
-	"Nodes":                 533,
-	"Nodes of this version": 542,
-	"Nodes of this version, with their occurrences now": 534,
-	"Nodes reached, in order":                           287,
-	"Not allowed":                                       127,
-	"Not found":                                         135,
-	"Notes":                                             162,
-	"Nothing exists at this address, or it is not visible to you.": 133,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 134,
-	"Nothing to do: no instance this action applies to matches the filter.": 66,
-	"Nothing to find: the search box is empty.":                             573,
-	"Nov":                       274,
-	"Now":                       405,
-	"Occurrence":                289,
-	"Occurrence %s":             383,
-	"Occurrence offered again":  92,
-	"Occurrences now":           539,
-	"Occurrences, newest first": 486,
-	"Oct":                       273,
-	"Offered from %s — %s.":     451,
-	"Oldest claimable waits":    230,
-	"On error":                  538,
-	"On success":                537,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 567,
-	"Only administrators manage tokens.":                                  587,
-	"Only administrators may reveal a sensitive value.":                   564,
-	"Open":             227,
-	"Operator actions": 284,
-	"Operator actions on this instance, newest first": 297,
-	"Operator actions, newest first":                  105,
-	"Outcome":                                         394,
-	"Outputs":                                         177,
-	"Outputs of revision %d":                          186,
-	"Outputs of the working copy":                     179,
-	"Outputs, labelled by revision %d's contract":     423,
-	"Pages": 504,
-	"Pages with a form, such as a confirmation, never reload on their own.": 515,
-	"Path":                            285,
-	"Pinned revision":                 536,
-	"Policy":                          385,
-	"Previous page":                   505,
-	"Priority":                        414,
-	"Process":                         69,
-	"Process %s":                      528,
-	"Process and node":                487,
-	"Process inputs":                  299,
-	"Process instance":                91,
-	"Process instance %s":             282,
-	"Process instances":               320,
-	"Process instances, newest first": 326,
-	"Processes":                       113,
-	"Processes by key":                524,
-	"Protocol":                        631,
-	"Published":                       163,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 522,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       523,
-	"Reason": 90,
-	"Reason (recorded in the audit log for every instance)": 48,
+	"Key":                     210,
+	"Kind":                    541,
+	"Language":                109,
+	"Last error (attempt %d)": 434,
+	"Last reserved":           431,
+	"Last saved":              156,
+	"Last seen":               639,
+	"Last used":               598,
+	"Latest revision":         211,
+	"Lists every change from one revision to another, and whom it may break.": 166,
+	"Local time at %s": 525,
+	"Lock expired %s — waiting to be offered again.": 453,
+	"Lock expires":                     432,
+	"Main navigation":                  111,
+	"Mar":                              267,
+	"Maximum attempts":                 410,
+	"May":                              269,
+	"Message from Relais (in English)": 479,
+	"Message from the service (its own words, protected values masked)": 480,
+	"Method not allowed": 575,
+	"Mode":               408,
+	"More filters: instance, revision, consumer, dates": 484,
+	"Name":                    154,
+	"Never":                   526,
+	"Next attempt":            430,
+	"Next attempt or settled": 491,
+	"Next node":               292,
+	"Next page":               507,
+	"No definition %s has occurrences: check the key, or show all definitions.": 240,
+	"No definition has occurrences yet.":                                        234,
+	"No definition yet.":                                                        213,
+	"No inputs.":                                                                176,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 582,
+	"No instance matches these filters.": 330,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 581,
+	"No occurrence matches these filters.":                                                   492,
+	"No operator action matches.":                                                            102,
+	"No operator has acted on this instance.":                                                297,
+	"No outputs yet: the occurrence has not completed.":                                      425,
+	"No outputs.": 179,
+	"No outputs: the occurrence ended without completing.":                                                                     427,
+	"No process is published yet.":                                                                                             532,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          651,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          650,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 69,
+	"No release yet.": 160,
+	"No revision yet: the Working copy has never been snapshotted.":          158,
+	"No service ever reserved this occurrence: it ended before any attempt.": 400,
+	"No service has reserved this occurrence yet.":                           397,
+	"No token.": 606,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 652,
+	"No worker is connected.":           640,
+	"No worker serves this definition.": 643,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 649,
+	"Node":                  289,
+	"Node %s":               223,
+	"Nodes":                 539,
+	"Nodes of this version": 548,
+	"Nodes of this version, with their occurrences now": 540,
+	"Nodes reached, in order":                           288,
+	"Not allowed":                                       128,
+	"Not found":                                         136,
+	"Notes":                                             163,
+	"Nothing exists at this address, or it is not visible to you.": 134,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 135,
+	"Nothing to do: no instance this action applies to matches the filter.": 68,
+	"Nothing to find: the search box is empty.":                             579,
+	"Nothing was done.":         28,
+	"Nov":                       275,
+	"Now":                       406,
+	"Occurrence":                290,
+	"Occurrence %s":             384,
+	"Occurrence offered again":  94,
+	"Occurrences now":           545,
+	"Occurrences, newest first": 487,
+	"Oct":                       274,
+	"Offered from %s — %s.":     452,
+	"Oldest claimable waits":    231,
+	"On error":                  544,
+	"On success":                543,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 573,
+	"Only administrators manage tokens.":                                  593,
+	"Only administrators may reveal a sensitive value.":                   570,
+	"Open":             228,
+	"Operator actions": 285,
+	"Operator actions on this instance, newest first": 298,
+	"Operator actions, newest first":                  106,
+	"Outcome":                                         395,
+	"Outputs":                                         178,
+	"Outputs of revision %d":                          187,
+	"Outputs of the working copy":                     180,
+	"Outputs, labelled by revision %d's contract":     424,
+	"Pages": 505,
+	"Pages with a form, such as a confirmation, never reload on their own.": 521,
+	"Path":                            286,
+	"Pinned revision":                 542,
+	"Policy":                          386,
+	"Previous page":                   506,
+	"Priority":                        415,
+	"Process":                         71,
+	"Process %s":                      534,
+	"Process and node":                488,
+	"Process inputs":                  300,
+	"Process instance":                93,
+	"Process instance %s":             283,
+	"Process instances":               321,
+	"Process instances, newest first": 327,
+	"Processes":                       114,
+	"Processes by key":                530,
+	"Protocol":                        635,
+	"Published":                       164,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 528,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       529,
+	"Reason": 92,
+	"Reason (recorded in the audit log for every instance)": 50,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            408,
-	"Recorded operator actions":                             295,
-	"Relais console":                                        107,
-	"Relais has not called the destination yet.":            402,
-	"Relais is calling the destination (since %s).":         456,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 404,
-	"Relais never called the destination: the occurrence ended before any call.":                           403,
-	"Relais refused the action. Nothing was done.":                                                         39,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 441,
-	"Release":                             160,
-	"Releases":                            158,
-	"Releases, oldest first":              180,
-	"Reload lists and detail pages":       514,
-	"Replica":                             401,
-	"Required":                            146,
-	"Reserved":                            390,
-	"Reserved by %s.":                     458,
-	"Reserved by %s; lock until %s — %s.": 457,
-	"Retried by %s at %s — “%s”":          307,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 41,
-	"Retries":            411,
-	"Retry %d instances": 55,
-	"Retry at %s — %s.":  450,
-	"Retry delay":        410,
-	"Retry every held instance this filter matches": 52,
+	"Reason given by the worker":                            409,
+	"Recorded operator actions":                             296,
+	"Relais console":                                        108,
+	"Relais has not called the destination yet.":            403,
+	"Relais is calling the destination (since %s).":         457,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 405,
+	"Relais never called the destination: the occurrence ended before any call.":                           404,
+	"Relais refused the action. Nothing was done.":                                                         41,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 442,
+	"Release":                             161,
+	"Releases":                            159,
+	"Releases, oldest first":              181,
+	"Reload lists and detail pages":       520,
+	"Replica":                             402,
+	"Required":                            147,
+	"Reserved":                            391,
+	"Reserved by %s.":                     459,
+	"Reserved by %s; lock until %s — %s.": 458,
+	"Retried by %s at %s — “%s”":          308,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 43,
+	"Retries":            412,
+	"Retry %d instances": 57,
+	"Retry at %s — %s.":  451,
+	"Retry delay":        411,
+	"Retry every held instance this filter matches": 54,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         406,
+	"Retry or abandon it from its instance":         407,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 435,
-	"Retrying and abandoning apply to held instances, not %s ones.": 46,
+	"Retryable": 436,
+	"Retrying and abandoning apply to held instances, not %s ones.": 48,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 427,
-	"Revealed by %s at %s; recorded in the audit log.": 565,
-	"Revision":    161,
-	"Revision %d": 182,
-	"Revisions":   156,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 650,
-	"Revoke the %s token “%s”?": 602,
-	"Revoke the token":          604,
-	"Revoke token %d":           601,
-	"Revoke…":                   598,
-	"Role":                      590,
-	"Route":                     290,
-	"Routing output":            154,
-	"Rows %s–%s":                508,
-	"Save settings":             516,
+	"Reveal — this is recorded": 428,
+	"Revealed by %s at %s; recorded in the audit log.": 571,
+	"Revision":    162,
+	"Revision %d": 183,
+	"Revisions":   157,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 654,
+	"Revoke the %s token “%s”?": 608,
+	"Revoke the token":          610,
+	"Revoke token %d":           607,
+	"Revoke…":                   604,
+	"Role":                      596,
+	"Route":                     291,
+	"Routing output":            155,
+	"Rows %s–%s":                509,
+	"Save settings":             522,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               571,
-	"Secret values can never be revealed.": 568,
-	"Sep":                                  272,
-	"Served by %d workers":                 649,
+	"Search":                               577,
+	"Secret values can never be revealed.": 574,
+	"Sep":                                  273,
+	"Served by %d workers":                 653,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              293,
-	"Settlement date":      482,
-	"Show all definitions": 238,
-	"Show times in":        512,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 106,
-	"Sign in": 580,
-	"Sign in with an operator, designer or administrator token.": 581,
-	"Sign out":             121,
-	"Signed in as %s (%s)": 120,
-	"Since revision %d:":   188,
-	"Skip to content":      109,
-	"Slot":                 247,
-	"Snapshotted":          183,
-	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 28,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                34,
-	"Something went wrong": 140,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 588,
-	"Staff tokens, oldest first": 594,
-	"Start node":                 530,
-	"Started":                    308,
-	"Status":                     70,
-	"Stop %d instances":          65,
-	"Stop every held instance this filter matches":            59,
+	"Settled":              294,
+	"Settlement date":      483,
+	"Show all definitions": 239,
+	"Show times in":        518,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 107,
+	"Sign in": 586,
+	"Sign in with an operator, designer or administrator token.": 587,
+	"Sign out":             122,
+	"Signed in as %s (%s)": 121,
+	"Since revision %d:":   189,
+	"Skip to content":      110,
+	"Slot":                 248,
+	"Snapshotted":          184,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
+	"Something went wrong": 141,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 594,
+	"Staff tokens, oldest first": 600,
+	"Start node":                 536,
+	"Started":                    309,
+	"Status":                     72,
+	"Stop %d instances":          67,
+	"Stop every held instance this filter matches":            61,
 	"Stop every held instance…":                               8,
-	"Stop every running instance this filter matches":         60,
+	"Stop every running instance this filter matches":         62,
 	"Stop every running instance…":                            9,
-	"Stop every running or held instance this filter matches": 62,
+	"Stop every running or held instance this filter matches": 64,
 	"Stop every running or held instance…":                    10,
 	"Stop process instance %s":                                23,
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              305,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 43,
-	"Stopping applies to running or held instances, not %s ones.":                              45,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   304,
-	"Summary": 283,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 207,
-	"Temporarily unavailable":                         138,
-	"That is too long to be an id or a business key.": 574,
-	"The %d largest groups; the filter matches more.": 78,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 187,
-	"The bulk action must be its id (a UUID).":                   103,
-	"The call could not be prepared.":                            442,
-	"The chart’s numbers":                                        245,
-	"The confirmed count is missing: start again from the list.": 81,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           141,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      513,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 82,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 139,
-	"The deadline passed before a result arrived.": 439,
-	"The destination answered HTTP %s.":            449,
-	"The destination could not be reached.":        443,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 437,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      438,
-	"The destination’s answer was too large.":                                                                                                              444,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     130,
-	"The inputs could not be built from the process’s bindings.":                                                                                           446,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                445,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             325,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 286,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         152,
-	"The page cursor is invalid: go back to the first page.":                                                                                               104,
-	"The page size must be between 1 and %d.":                                                                                                              319,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 102,
-	"The reason you gave, not recorded:":                                                                                                                   32,
-	"The result did not match the revision's outputs contract.":                                                                                            440,
-	"The revision must be a whole number, 1 or more.":                                                                                                      480,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          608,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          583,
-	"These revisions have the same contracts.":                                                                                                             173,
-	"These settings are kept in this browser only.":                                                                                                        511,
-	"They take every revision their consumer is granted.":                                                                                                  651,
-	"They take revision %d only.":                                                                                                                          652,
-	"They take revisions %s only.":                                                                                                                         653,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             83,
-	"This contract has no inputs.":                                                                                                                         422,
-	"This contract has no outputs.":                                                                                                                        425,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  137,
+	"Stopped by %s at %s — “%s”":                              306,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 45,
+	"Stopping applies to running or held instances, not %s ones.":                              47,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   305,
+	"Summary": 284,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 208,
+	"Temporarily unavailable":                         139,
+	"That is too long to be an id or a business key.": 580,
+	"The %d largest groups; the filter matches more.": 80,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 188,
+	"The bulk action must be its id (a UUID).":                   105,
+	"The call could not be prepared.":                            443,
+	"The chart’s numbers":                                        246,
+	"The confirmed count is missing: start again from the list.": 83,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           142,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      519,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 84,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 140,
+	"The deadline passed before a result arrived.": 440,
+	"The destination answered HTTP %s.":            450,
+	"The destination could not be reached.":        444,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 438,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      439,
+	"The destination’s answer was too large.":                                                                                                              445,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     131,
+	"The inputs could not be built from the process’s bindings.":                                                                                           447,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                446,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             326,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 287,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         153,
+	"The page cursor is invalid: go back to the first page.":                                                                                               516,
+	"The page size must be between 1 and %d.":                                                                                                              320,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  515,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 104,
+	"The reason you gave, not recorded:":                                                                                                                   35,
+	"The result did not match the revision's outputs contract.":                                                                                            441,
+	"The revision must be a whole number, 1 or more.":                                                                                                      481,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          614,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          589,
+	"These revisions have the same contracts.":                                                                                                             174,
+	"These settings are kept in this browser only.":                                                                                                        517,
+	"They take every revision their consumer is granted.":                                                                                                  655,
+	"They take revision %d only.":                                                                                                                          656,
+	"They take revisions %s only.":                                                                                                                         657,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 512,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         85,
+	"This contract has no inputs.":  423,
+	"This contract has no outputs.": 426,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      138,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":  37,
-	"This instance has not reached a task yet.":                   294,
-	"This instance is %s, not held: there is nothing to abandon.": 30,
-	"This instance is %s, not held: there is nothing to retry.":   29,
-	"This instance is %s: there is nothing to stop.":              31,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 302,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 303,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          35,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   40,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            607,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           606,
-	"This page does not accept that request.":     570,
-	"This page link is not one the console made.": 627,
-	"This page reloads every %d seconds.":         126,
-	"This process takes no inputs.":               301,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 50,
-	"This token is unknown or has been revoked.": 585,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 543,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            544,
-	"Times in %s · no auto-reload":    125,
-	"Times in %s · reload every %d s": 124,
-	"To revision":                     167,
-	"Token":                           582,
-	"Tokens":                          119,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 584,
-	"Totals of all definitions, not narrowed by the other filters":         494,
-	"Totals of definition %s, not narrowed by the other filters":           493,
-	"Type": 145,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 572,
-	"UTC (coordinated universal time)": 518,
-	"Unknown action.":                  44,
-	"Unknown consumer.":                481,
-	"Unknown status “%s”.":             317,
-	"Value":                            298,
-	"Version":                          529,
-	"Versions, newest first":           525,
-	"Waiting for Relais to call the destination since %s (%s).": 453,
-	"Waiting for a worker since %s (%s).":                       454,
-	"When":                                                      87,
-	"Who":                                                       88,
-	"Whole message":                                             398,
-	"Worker":                                                    630,
-	"Worker id":                                                 389,
-	"Workers":                                                   118,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        628,
+	"This instance has already ended; there is nothing to stop.":                                                                                                               39,
+	"This instance has not reached a task yet.":                                                                                                                                295,
+	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              33,
+	"This instance is %s, not held: there is nothing to retry.":                                                                                                                32,
+	"This instance is %s: there is nothing to stop.":                                                                                                                           34,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 303,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 304,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   42,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            613,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           612,
+	"This page does not accept that request.": 576,
+	"This page reloads every %d seconds.":     127,
+	"This process takes no inputs.":           302,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 52,
+	"This token is unknown or has been revoked.": 591,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 549,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            550,
+	"Times in %s · no auto-reload":    126,
+	"Times in %s · reload every %d s": 125,
+	"To revision":                     168,
+	"Token":                           588,
+	"Tokens":                          120,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 590,
+	"Totals of all definitions, not narrowed by the other filters":         495,
+	"Totals of definition %s, not narrowed by the other filters":           494,
+	"Type": 146,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 578,
+	"UTC (coordinated universal time)":             524,
+	"Unknown action.":                              46,
+	"Unknown consumer.":                            482,
+	"Unknown parameter “%s” (did you mean “%s”?).": 513,
+	"Unknown parameter “%s”.":                      514,
+	"Unknown status “%s”.":                         318,
+	"Value":                                        299,
+	"Version":                                      535,
+	"Versions, newest first":                       531,
+	"Waiting for Relais to call the destination since %s (%s).": 454,
+	"Waiting for a worker since %s (%s).":                       455,
+	"When":                                                      89,
+	"Who":                                                       90,
+	"Whole message":                                             399,
+	"Worker":                                                    634,
+	"Worker id":                                                 390,
+	"Workers":                                                   119,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        632,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 629,
-	"Workers serving %s":                   637,
-	"Working copy":                         151,
-	"You are signed out.":                  577,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              128,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 578,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      579,
-	"[redacted]":                          477,
+	"Workers seen within three heartbeats": 633,
+	"Workers serving %s":                   641,
+	"Working copy":                         152,
+	"You are signed out.":                  583,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              129,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 584,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      585,
+	"[redacted]":                          478,
 	"abandon":                             4,
-	"administrator":                       359,
-	"an incident: retry, abandon or stop": 217,
-	"answer too large":                    475,
-	"any":                                 68,
-	"any other code → %s":                 555,
-	"any other error":                     215,
-	"as of %s (%s); counts are refreshed every few seconds.": 496,
-	"at least %d characters":                                 611,
-	"at least %d items":                                      618,
-	"at most %d":                                             417,
-	"at most %d characters":                                  612,
-	"at most %d items":                                       619,
-	"at most %d since the last operator retry":               418,
-	"available":                                              333,
-	"boolean":                                                346,
-	"call in progress since":                                 501,
-	"cancelled":                                              336,
-	"choice":                                                 349,
-	"claimable since":                                        500,
-	"claimable since %s":                                     235,
-	"classification changed":                                 370,
-	"completed":                                              243,
-	"constraint changed":                                     371,
-	"consumer":                                               362,
-	"consumer #%s":                                           467,
-	"date":                                                   347,
-	"date and time":                                          348,
-	"deadline %s":                                            558,
-	"deferred":                                               335,
-	"deferred since":                                         503,
-	"deleted":                                                94,
-	"designer":                                               361,
-	"disconnected":                                           342,
-	"end (completes)":                                        550,
-	"end (fails)":                                            551,
-	"end: completes the instance":                            218,
-	"end: fails the instance":                                219,
-	"every revision its consumer is granted":                 643,
-	"exact, case-sensitive":                                  321,
-	"expired":                                                339,
-	"failed":                                                 244,
-	"fails the instance":                                     556,
-	"field added":                                            365,
-	"field removed":                                          366,
-	"format":                                                 376,
-	"format %s":                                              614,
-	"from":                                                   322,
-	"held":                                                   338,
-	"held for an operator":                                   216,
-	"held, then abandoned by an operator":                    316,
-	"held, then stopped by an operator":                      315,
-	"hold (an incident for an operator)":                     554,
-	"id or business key":                                     115,
-	"in %s":                                                  257,
-	"in progress":                                            397,
-	"instance id":                                            484,
-	"instances held":                                         561,
-	"instances held: %s":                                     562,
-	"integer":                                                344,
-	"just now":                                               259,
-	"list":                                                   351,
-	"lock until":                                             502,
-	"long polling":                                           641,
-	"long wait":                                              236,
-	"maximum":                                                378,
-	"maximum %s":                                             616,
-	"maximum items":                                          380,
-	"maximum length":                                         374,
-	"minimum":                                                377,
-	"minimum %s":                                             615,
-	"minimum items":                                          379,
-	"minimum length":                                         373,
-	"never":                                                  595,
-	"next attempt":                                           499,
-	"no":                                                     364,
-	"no answer within the timeout":                           473,
-	"no connection":                                          474,
-	"no worker":                                              237,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 436,
-	"none":     206,
-	"none yet": 211,
-	"none: a failed call takes the node’s error path": 412,
-	"normal":                          352,
-	"not provided":                    621,
-	"not yet":                         596,
-	"null":                            624,
-	"number":                          345,
-	"object":                          350,
-	"on error":                        214,
-	"one of: %s":                      617,
-	"operator":                        360,
-	"optional %s field of type %s":    203,
-	"optional field of type %s":       205,
-	"optional → required":             196,
-	"pattern":                         375,
-	"pattern %s":                      613,
-	"pull":                            548,
-	"pull %s":                         221,
-	"pull (the service fetches it)":   357,
-	"push %s":                         220,
-	"push (Relais calls the service)": 358,
-	"push to %s":                      549,
-	"rejected":                        340,
-	"released":                        341,
-	"required %s field of type %s":    202,
-	"required changed":                368,
-	"required field of type %s":       204,
-	"required → optional":             197,
-	"reserved":                        334,
+	"administrator":                       360,
+	"an incident: retry, abandon or stop": 218,
+	"answer too large":                    476,
+	"any":                                 70,
+	"any other code → %s":                 561,
+	"any other error":                     216,
+	"as of %s (%s); counts are refreshed every few seconds.": 497,
+	"at least %d characters":                                 617,
+	"at least %d items":                                      624,
+	"at most %d":                                             418,
+	"at most %d characters":                                  618,
+	"at most %d items":                                       625,
+	"at most %d since the last operator retry":               419,
+	"available":                                              334,
+	"boolean":                                                347,
+	"call in progress since":                                 502,
+	"cancelled":                                              337,
+	"choice":                                                 350,
+	"claimable since":                                        501,
+	"claimable since %s":                                     236,
+	"classification changed":                                 371,
+	"completed":                                              244,
+	"constraint changed":                                     372,
+	"consumer":                                               363,
+	"consumer #%s":                                           468,
+	"date":                                                   348,
+	"date and time":                                          349,
+	"deadline %s":                                            564,
+	"deferred":                                               336,
+	"deferred since":                                         504,
+	"deleted":                                                96,
+	"designer":                                               362,
+	"disconnected":                                           343,
+	"end (completes)":                                        556,
+	"end (fails)":                                            557,
+	"end: completes the instance":                            219,
+	"end: fails the instance":                                220,
+	"every revision its consumer is granted":                 647,
+	"exact, case-sensitive":                                  322,
+	"expired":                                                340,
+	"failed":                                                 245,
+	"fails the instance":                                     562,
+	"field added":                                            366,
+	"field removed":                                          367,
+	"format":                                                 377,
+	"format %s":                                              620,
+	"from":                                                   323,
+	"held":                                                   339,
+	"held for an operator":                                   217,
+	"held, then abandoned by an operator":                    317,
+	"held, then stopped by an operator":                      316,
+	"hold (an incident for an operator)":                     560,
+	"id or business key":                                     116,
+	"in %s":                                                  258,
+	"in progress":                                            398,
+	"instance id":                                            485,
+	"instances held":                                         567,
+	"instances held: %s":                                     568,
+	"integer":                                                345,
+	"just now":                                               260,
+	"list":                                                   352,
+	"lock until":                                             503,
+	"long polling":                                           645,
+	"long wait":                                              237,
+	"maximum":                                                379,
+	"maximum %s":                                             622,
+	"maximum items":                                          381,
+	"maximum length":                                         375,
+	"minimum":                                                378,
+	"minimum %s":                                             621,
+	"minimum items":                                          380,
+	"minimum length":                                         374,
+	"never":                                                  601,
+	"next attempt":                                           500,
+	"no":                                                     365,
+	"no answer within the timeout":                           474,
+	"no connection":                                          475,
+	"no worker":                                              238,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 437,
+	"none":     207,
+	"none yet": 212,
+	"none: a failed call takes the node’s error path": 413,
+	"normal":                          353,
+	"not provided":                    627,
+	"not yet":                         602,
+	"null":                            630,
+	"number":                          346,
+	"object":                          351,
+	"on error":                        215,
+	"one of: %s":                      623,
+	"operator":                        361,
+	"optional %s field of type %s":    204,
+	"optional field of type %s":       206,
+	"optional → required":             197,
+	"pattern":                         376,
+	"pattern %s":                      619,
+	"pull":                            554,
+	"pull %s":                         222,
+	"pull (the service fetches it)":   358,
+	"push %s":                         221,
+	"push (Relais calls the service)": 359,
+	"push to %s":                      555,
+	"rejected":                        341,
+	"released":                        342,
+	"required %s field of type %s":    203,
+	"required changed":                369,
+	"required field of type %s":       205,
+	"required → optional":             198,
+	"reserved":                        335,
 	"retry":                           3,
-	"revision %d":                     497,
-	"revisions %s":                    644,
-	"routing changed":                 372,
-	"routing output":                  609,
-	"routing output %s → %s":          195,
-	"running":                         337,
-	"secret":                          354,
-	"sensitive":                       353,
-	"settled":                         498,
+	"revision %d":                     498,
+	"revisions %s":                    648,
+	"routing changed":                 373,
+	"routing output":                  615,
+	"routing output %s → %s":          196,
+	"running":                         338,
+	"secret":                          355,
+	"sensitive":                       354,
+	"settled":                         499,
 	"stop":                            5,
-	"stream":                          640,
-	"text":                            343,
-	"the contracts are the same (the name or a description changed).": 189,
-	"this session":             599,
-	"timeout %s":               559,
-	"timeout %s (the default)": 560,
-	"to":                       323,
-	"type changed":             367,
-	"unexpected value":         625,
-	"unknown":                  476,
-	"values added: %s":         198,
-	"values changed":           369,
-	"values removed: %s":       199,
-	"values reordered":         200,
-	"version %d":               527,
-	"waiting":                  471,
-	"yes":                      363,
-	"••• hidden (secret)":      356,
-	"••• hidden (sensitive)":   355,
-	"→ %s":                     553,
+	"stream":                          644,
+	"text":                            344,
+	"the contracts are the same (the name or a description changed).": 190,
+	"this session":             605,
+	"timeout %s":               565,
+	"timeout %s (the default)": 566,
+	"to":                       324,
+	"type changed":             368,
+	"unexpected value":         631,
+	"unknown":                  477,
+	"values added: %s":         199,
+	"values changed":           370,
+	"values removed: %s":       200,
+	"values reordered":         201,
+	"version %d":               533,
+	"waiting":                  472,
+	"yes":                      364,
+	"••• hidden (secret)":      357,
+	"••• hidden (sensitive)":   356,
+	"→ %s":                     559,
 }
 
-var enIndex = []uint32{ // 655 elements
+var enIndex = []uint32{ // 659 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -704,186 +708,187 @@ var enIndex = []uint32{ // 655 elements
 	0x0000017c, 0x000001e7, 0x00000296, 0x000002a9,
 	0x000002c8, 0x00000307, 0x0000037d, 0x00000392,
 	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
-	0x00000552, 0x000005d9, 0x00000616, 0x00000655,
+	0x00000552, 0x00000564, 0x00000580, 0x00000595,
 	// Entry 20 - 3F
-	0x00000687, 0x000006aa, 0x000006bf, 0x0000072e,
-	0x00000797, 0x0000083c, 0x00000877, 0x000008d4,
-	0x00000901, 0x0000094e, 0x000009a1, 0x000009fa,
-	0x00000a53, 0x00000a63, 0x00000aa2, 0x00000ae3,
-	0x00000aea, 0x00000b20, 0x00000b31, 0x00000bac,
-	0x00000bd1, 0x00000bff, 0x00000c7b, 0x00000cc5,
-	0x00000cf9, 0x00000d29, 0x00000d6d, 0x00000da5,
-	0x00000dd2, 0x00000e02, 0x00000e52, 0x00000e8a,
+	0x0000061c, 0x00000659, 0x00000698, 0x000006ca,
+	0x000006ed, 0x0000075c, 0x000007c5, 0x0000086a,
+	0x000008a5, 0x00000902, 0x0000092f, 0x0000097c,
+	0x000009cf, 0x00000a28, 0x00000a81, 0x00000a91,
+	0x00000ad0, 0x00000b11, 0x00000b18, 0x00000b4e,
+	0x00000b5f, 0x00000bda, 0x00000bff, 0x00000c2d,
+	0x00000ca9, 0x00000cf3, 0x00000d27, 0x00000d57,
+	0x00000d9b, 0x00000dd3, 0x00000e00, 0x00000e30,
 	// Entry 40 - 5F
-	0x00000eea, 0x00000f41, 0x00000f73, 0x00000fb9,
-	0x00001032, 0x00001036, 0x0000103e, 0x00001045,
-	0x00001052, 0x0000105d, 0x0000106f, 0x0000107c,
-	0x00001087, 0x000010a1, 0x000010ab, 0x000010de,
-	0x0000120d, 0x00001227, 0x00001262, 0x0000130b,
-	0x00001384, 0x000013d9, 0x00001488, 0x000014a4,
-	0x000014a9, 0x000014ad, 0x000014b4, 0x000014bb,
-	0x000014cc, 0x000014e5, 0x000014f1, 0x000014f9,
+	0x00000e80, 0x00000eb8, 0x00000f18, 0x00000f6f,
+	0x00000fa1, 0x00000fe7, 0x00001060, 0x00001064,
+	0x0000106c, 0x00001073, 0x00001080, 0x0000108b,
+	0x0000109d, 0x000010aa, 0x000010b5, 0x000010cf,
+	0x000010d9, 0x0000110c, 0x0000123b, 0x00001255,
+	0x00001290, 0x00001339, 0x000013b2, 0x00001407,
+	0x000014b6, 0x000014d2, 0x000014d7, 0x000014db,
+	0x000014e2, 0x000014e9, 0x000014fa, 0x00001513,
 	// Entry 60 - 7F
-	0x00001503, 0x00001593, 0x0000159b, 0x000015a9,
-	0x000015b7, 0x000015d3, 0x000015df, 0x00001674,
-	0x0000169d, 0x000016d4, 0x000016f3, 0x0000175b,
-	0x0000176a, 0x00001773, 0x00001783, 0x00001793,
-	0x0000179a, 0x000017a9, 0x000017b3, 0x000017d2,
-	0x000017e5, 0x000017ea, 0x000017f6, 0x000017fe,
-	0x00001805, 0x00001820, 0x00001829, 0x0000183a,
-	0x00001851, 0x00001878, 0x00001899, 0x000018c0,
+	0x0000151f, 0x00001527, 0x00001531, 0x000015c1,
+	0x000015c9, 0x000015d7, 0x000015e5, 0x00001601,
+	0x0000160d, 0x000016a2, 0x000016cb, 0x000016ea,
+	0x00001752, 0x00001761, 0x0000176a, 0x0000177a,
+	0x0000178a, 0x00001791, 0x000017a0, 0x000017aa,
+	0x000017c9, 0x000017dc, 0x000017e1, 0x000017ed,
+	0x000017f5, 0x000017fc, 0x00001817, 0x00001820,
+	0x00001831, 0x00001848, 0x0000186f, 0x00001890,
 	// Entry 80 - 9F
-	0x000018cc, 0x0000194a, 0x0000195a, 0x000019c2,
-	0x000019d9, 0x000019ed, 0x00001a2a, 0x00001b17,
-	0x00001b21, 0x00001b2e, 0x00001b92, 0x00001baa,
-	0x00001bf0, 0x00001c05, 0x00001c74, 0x00001cba,
-	0x00001cdc, 0x00001ce2, 0x00001ce7, 0x00001cf0,
-	0x00001cff, 0x00001d0b, 0x00001d17, 0x00001d28,
-	0x00001d35, 0x00001d92, 0x00001d97, 0x00001da6,
-	0x00001db1, 0x00001dbb, 0x00001df9, 0x00001e02,
+	0x000018b7, 0x000018c3, 0x00001941, 0x00001951,
+	0x000019b9, 0x000019d0, 0x000019e4, 0x00001a21,
+	0x00001b0e, 0x00001b18, 0x00001b25, 0x00001b89,
+	0x00001ba1, 0x00001be7, 0x00001bfc, 0x00001c6b,
+	0x00001cb1, 0x00001cd3, 0x00001cd9, 0x00001cde,
+	0x00001ce7, 0x00001cf6, 0x00001d02, 0x00001d0e,
+	0x00001d1f, 0x00001d2c, 0x00001d89, 0x00001d8e,
+	0x00001d9d, 0x00001da8, 0x00001db2, 0x00001df0,
 	// Entry A0 - BF
-	0x00001e12, 0x00001e1a, 0x00001e23, 0x00001e29,
-	0x00001e33, 0x00001e45, 0x00001e8d, 0x00001e9b,
-	0x00001ea7, 0x00001eaf, 0x00001eb6, 0x00001ebd,
-	0x00001ece, 0x00001edd, 0x00001f06, 0x00001f0d,
-	0x00001f18, 0x00001f33, 0x00001f3b, 0x00001f47,
-	0x00001f63, 0x00001f7a, 0x00001f9c, 0x00001fab,
-	0x00001fb7, 0x00001fbe, 0x00001fd7, 0x00001ff1,
-	0x0000209a, 0x000020b0, 0x000020f0, 0x00002121,
+	0x00001df9, 0x00001e09, 0x00001e11, 0x00001e1a,
+	0x00001e20, 0x00001e2a, 0x00001e3c, 0x00001e84,
+	0x00001e92, 0x00001e9e, 0x00001ea6, 0x00001ead,
+	0x00001eb4, 0x00001ec5, 0x00001ed4, 0x00001efd,
+	0x00001f04, 0x00001f0f, 0x00001f2a, 0x00001f32,
+	0x00001f3e, 0x00001f5a, 0x00001f71, 0x00001f93,
+	0x00001fa2, 0x00001fae, 0x00001fb5, 0x00001fce,
+	0x00001fe8, 0x00002091, 0x000020a7, 0x000020e7,
 	// Entry C0 - DF
-	0x0000214b, 0x00002172, 0x00002196, 0x000021bd,
-	0x000021dc, 0x000021f2, 0x00002208, 0x0000221c,
-	0x00002232, 0x00002243, 0x0000225a, 0x0000227d,
-	0x000022a0, 0x000022bd, 0x000022da, 0x000022df,
-	0x0000232b, 0x0000233e, 0x00002342, 0x00002352,
-	0x0000235b, 0x0000236e, 0x00002394, 0x0000239d,
-	0x000023ad, 0x000023c2, 0x000023e6, 0x00002402,
-	0x0000241a, 0x00002425, 0x00002430, 0x0000243b,
+	0x00002118, 0x00002142, 0x00002169, 0x0000218d,
+	0x000021b4, 0x000021d3, 0x000021e9, 0x000021ff,
+	0x00002213, 0x00002229, 0x0000223a, 0x00002251,
+	0x00002274, 0x00002297, 0x000022b4, 0x000022d1,
+	0x000022d6, 0x00002322, 0x00002335, 0x00002339,
+	0x00002349, 0x00002352, 0x00002365, 0x0000238b,
+	0x00002394, 0x000023a4, 0x000023b9, 0x000023dd,
+	0x000023f9, 0x00002411, 0x0000241c, 0x00002427,
 	// Entry E0 - FF
-	0x00002551, 0x00002575, 0x000025a0, 0x000025ab,
-	0x000025b0, 0x000025bf, 0x000025c6, 0x000025dd,
-	0x000025f2, 0x00002604, 0x00002627, 0x00002659,
-	0x0000266f, 0x00002679, 0x00002683, 0x00002698,
-	0x000026e5, 0x000026f5, 0x0000272e, 0x00002782,
-	0x0000278c, 0x00002793, 0x000027a9, 0x000027e2,
-	0x000027e7, 0x000027f1, 0x000027ff, 0x0000280c,
-	0x00002835, 0x00002858, 0x00002865, 0x00002885,
+	0x00002432, 0x00002548, 0x0000256c, 0x00002597,
+	0x000025a2, 0x000025a7, 0x000025b6, 0x000025bd,
+	0x000025d4, 0x000025e9, 0x000025fb, 0x0000261e,
+	0x00002650, 0x00002666, 0x00002670, 0x0000267a,
+	0x0000268f, 0x000026dc, 0x000026ec, 0x00002725,
+	0x00002779, 0x00002783, 0x0000278a, 0x000027a0,
+	0x000027d9, 0x000027de, 0x000027e8, 0x000027f6,
+	0x00002803, 0x0000282c, 0x0000284f, 0x0000285c,
 	// Entry 100 - 11F
-	0x00002891, 0x000028aa, 0x000028b3, 0x000028bd,
-	0x000028c6, 0x000028ce, 0x000028d8, 0x000028e0,
-	0x000028e8, 0x000028ec, 0x000028f0, 0x000028f4,
-	0x000028f8, 0x000028fc, 0x00002900, 0x00002904,
-	0x00002908, 0x0000290c, 0x00002910, 0x00002914,
-	0x00002918, 0x00002922, 0x00002940, 0x00002960,
-	0x00002984, 0x000029a8, 0x000029b1, 0x000029c8,
-	0x000029d0, 0x000029e1, 0x000029e6, 0x00002a2b,
+	0x0000287c, 0x00002888, 0x000028a1, 0x000028aa,
+	0x000028b4, 0x000028bd, 0x000028c5, 0x000028cf,
+	0x000028d7, 0x000028df, 0x000028e3, 0x000028e7,
+	0x000028eb, 0x000028ef, 0x000028f3, 0x000028f7,
+	0x000028fb, 0x000028ff, 0x00002903, 0x00002907,
+	0x0000290b, 0x0000290f, 0x00002919, 0x00002937,
+	0x00002957, 0x0000297b, 0x0000299f, 0x000029a8,
+	0x000029bf, 0x000029c7, 0x000029d8, 0x000029dd,
 	// Entry 120 - 13F
-	0x00002a43, 0x00002a48, 0x00002a53, 0x00002a59,
-	0x00002a63, 0x00002a6b, 0x00002a73, 0x00002a9d,
-	0x00002ab7, 0x00002adf, 0x00002b0f, 0x00002b15,
-	0x00002b24, 0x00002b77, 0x00002b95, 0x00002cb7,
-	0x00002d76, 0x00002dcd, 0x00002df7, 0x00002e23,
-	0x00002e4d, 0x00002e55, 0x00002e5b, 0x00002e68,
-	0x00002e7a, 0x00002e83, 0x00002e95, 0x00002ea4,
-	0x00002ec6, 0x00002eea, 0x00002f06, 0x00002f14,
+	0x00002a22, 0x00002a3a, 0x00002a3f, 0x00002a4a,
+	0x00002a50, 0x00002a5a, 0x00002a62, 0x00002a6a,
+	0x00002a94, 0x00002aae, 0x00002ad6, 0x00002b06,
+	0x00002b0c, 0x00002b1b, 0x00002b6e, 0x00002b8c,
+	0x00002cae, 0x00002d6d, 0x00002dc4, 0x00002dee,
+	0x00002e1a, 0x00002e44, 0x00002e4c, 0x00002e52,
+	0x00002e5f, 0x00002e71, 0x00002e7a, 0x00002e8c,
+	0x00002e9b, 0x00002ebd, 0x00002ee1, 0x00002efd,
 	// Entry 140 - 15F
-	0x00002f3f, 0x00002f51, 0x00002f67, 0x00002f6c,
-	0x00002f6f, 0x00002f99, 0x00002fe2, 0x00003002,
-	0x0000300b, 0x0000301d, 0x00003040, 0x0000304e,
-	0x0000305d, 0x0000306a, 0x00003074, 0x0000307d,
-	0x00003086, 0x00003090, 0x00003098, 0x0000309d,
-	0x000030a5, 0x000030ae, 0x000030b7, 0x000030c4,
-	0x000030c9, 0x000030d1, 0x000030d8, 0x000030e0,
-	0x000030e5, 0x000030f3, 0x000030fa, 0x00003101,
+	0x00002f0b, 0x00002f36, 0x00002f48, 0x00002f5e,
+	0x00002f63, 0x00002f66, 0x00002f90, 0x00002fd9,
+	0x00002ff9, 0x00003002, 0x00003014, 0x00003037,
+	0x00003045, 0x00003054, 0x00003061, 0x0000306b,
+	0x00003074, 0x0000307d, 0x00003087, 0x0000308f,
+	0x00003094, 0x0000309c, 0x000030a5, 0x000030ae,
+	0x000030bb, 0x000030c0, 0x000030c8, 0x000030cf,
+	0x000030d7, 0x000030dc, 0x000030ea, 0x000030f1,
 	// Entry 160 - 17F
-	0x00003106, 0x0000310d, 0x00003117, 0x0000311e,
-	0x0000313b, 0x00003155, 0x00003173, 0x00003193,
-	0x000031a1, 0x000031aa, 0x000031b3, 0x000031bc,
-	0x000031c0, 0x000031c3, 0x000031cf, 0x000031dd,
-	0x000031ea, 0x000031fb, 0x0000320a, 0x00003221,
-	0x00003234, 0x00003244, 0x00003253, 0x00003262,
-	0x0000326a, 0x00003271, 0x00003279, 0x00003281,
-	0x0000328f, 0x0000329d, 0x000032b3, 0x000032c8,
+	0x000030f8, 0x000030fd, 0x00003104, 0x0000310e,
+	0x00003115, 0x00003132, 0x0000314c, 0x0000316a,
+	0x0000318a, 0x00003198, 0x000031a1, 0x000031aa,
+	0x000031b3, 0x000031b7, 0x000031ba, 0x000031c6,
+	0x000031d4, 0x000031e1, 0x000031f2, 0x00003201,
+	0x00003218, 0x0000322b, 0x0000323b, 0x0000324a,
+	0x00003259, 0x00003261, 0x00003268, 0x00003270,
+	0x00003278, 0x00003286, 0x00003294, 0x000032aa,
 	// Entry 180 - 19F
-	0x000032d9, 0x000032df, 0x000032e6, 0x000032ef,
-	0x0000330b, 0x00003314, 0x0000331e, 0x00003327,
-	0x00003330, 0x00003339, 0x00003350, 0x00003358,
-	0x00003366, 0x00003393, 0x0000339f, 0x000033ad,
-	0x000033f4, 0x00003400, 0x00003408, 0x00003433,
-	0x0000347e, 0x00003540, 0x00003544, 0x0000356a,
-	0x0000356f, 0x0000358a, 0x0000359b, 0x000035a7,
-	0x000035af, 0x000035e1, 0x000035ea, 0x000035f3,
+	0x000032bf, 0x000032d0, 0x000032d6, 0x000032dd,
+	0x000032e6, 0x00003302, 0x0000330b, 0x00003315,
+	0x0000331e, 0x00003327, 0x00003330, 0x00003347,
+	0x0000334f, 0x0000335d, 0x0000338a, 0x00003396,
+	0x000033a4, 0x000033eb, 0x000033f7, 0x000033ff,
+	0x0000342a, 0x00003475, 0x00003537, 0x0000353b,
+	0x00003561, 0x00003566, 0x00003581, 0x00003592,
+	0x0000359e, 0x000035a6, 0x000035d8, 0x000035e1,
 	// Entry 1A0 - 1BF
-	0x0000360f, 0x0000361c, 0x0000362a, 0x00003656,
-	0x0000367c, 0x00003687, 0x000036b5, 0x000036d2,
-	0x00003701, 0x00003733, 0x00003751, 0x00003786,
-	0x000037a2, 0x000037b1, 0x000037be, 0x000037cc,
-	0x000037d9, 0x000037e2, 0x000037fd, 0x00003818,
-	0x00003822, 0x00003875, 0x000038f3, 0x00003969,
-	0x00003996, 0x000039d0, 0x00003a35, 0x00003a55,
-	0x00003a7b, 0x00003aa5, 0x00003add, 0x00003b1a,
+	0x000035ea, 0x00003606, 0x00003613, 0x00003621,
+	0x0000364d, 0x00003673, 0x0000367e, 0x000036ac,
+	0x000036c9, 0x000036f8, 0x0000372a, 0x00003748,
+	0x0000377d, 0x00003799, 0x000037a8, 0x000037b5,
+	0x000037c3, 0x000037d0, 0x000037d9, 0x000037f4,
+	0x0000380f, 0x00003819, 0x0000386c, 0x000038ea,
+	0x00003960, 0x0000398d, 0x000039c7, 0x00003a2c,
+	0x00003a4c, 0x00003a72, 0x00003a9c, 0x00003ad4,
 	// Entry 1C0 - 1DF
-	0x00003b3e, 0x00003bb7, 0x00003bdc, 0x00003bf6,
-	0x00003c14, 0x00003c48, 0x00003c88, 0x00003cb2,
-	0x00003cc1, 0x00003cf2, 0x00003d21, 0x00003d34,
-	0x00003da9, 0x00003dbc, 0x00003df0, 0x00003e24,
-	0x00003e34, 0x00003e7b, 0x00003ea8, 0x00003eb5,
-	0x00003ec5, 0x00003ef5, 0x00003f2f, 0x00003f52,
-	0x00003f5a, 0x00003f72, 0x00003f8f, 0x00003f9d,
-	0x00003fae, 0x00003fb6, 0x00003fc1, 0x00003fe2,
+	0x00003b11, 0x00003b35, 0x00003bae, 0x00003bd3,
+	0x00003bed, 0x00003c0b, 0x00003c3f, 0x00003c7f,
+	0x00003ca9, 0x00003cb8, 0x00003ce9, 0x00003d18,
+	0x00003d2b, 0x00003da0, 0x00003db3, 0x00003de7,
+	0x00003e1b, 0x00003e2b, 0x00003e72, 0x00003e9f,
+	0x00003eac, 0x00003ebc, 0x00003eec, 0x00003f26,
+	0x00003f49, 0x00003f51, 0x00003f69, 0x00003f86,
+	0x00003f94, 0x00003fa5, 0x00003fad, 0x00003fb8,
 	// Entry 1E0 - 1FF
-	0x00004024, 0x00004054, 0x00004066, 0x00004076,
-	0x000040a8, 0x000040b4, 0x000040c5, 0x000040df,
-	0x000040f0, 0x000040f6, 0x0000410a, 0x00004122,
-	0x00004147, 0x00004155, 0x00004193, 0x000041d0,
-	0x000041fc, 0x00004239, 0x00004248, 0x00004250,
-	0x0000425d, 0x0000426d, 0x00004284, 0x0000428f,
-	0x0000429e, 0x000042a4, 0x000042b2, 0x000042bc,
-	0x000042c7, 0x000042da, 0x000042ff, 0x0000432a,
+	0x00003fd9, 0x0000401b, 0x0000404b, 0x0000405d,
+	0x0000406d, 0x0000409f, 0x000040ab, 0x000040bc,
+	0x000040d6, 0x000040e7, 0x000040ed, 0x00004101,
+	0x00004119, 0x0000413e, 0x0000414c, 0x0000418a,
+	0x000041c7, 0x000041f3, 0x00004230, 0x0000423f,
+	0x00004247, 0x00004254, 0x00004264, 0x0000427b,
+	0x00004286, 0x00004295, 0x0000429b, 0x000042a9,
+	0x000042b3, 0x000042be, 0x000042d1, 0x000042f6,
 	// Entry 200 - 21F
-	0x00004358, 0x00004366, 0x000043f9, 0x00004417,
-	0x0000445d, 0x0000446b, 0x0000447f, 0x000044a0,
-	0x000044b4, 0x000044ba, 0x000044ce, 0x00004541,
-	0x0000458e, 0x0000459f, 0x000045b6, 0x000045d3,
-	0x000045e1, 0x000045ef, 0x000045f7, 0x00004602,
-	0x00004608, 0x000046fa, 0x00004700, 0x00004732,
-	0x00004737, 0x00004747, 0x00004752, 0x0000475b,
-	0x0000476b, 0x00004785, 0x0000482a, 0x00004840,
+	0x00004321, 0x000043b2, 0x000043ed, 0x0000440c,
+	0x0000444a, 0x00004481, 0x000044af, 0x000044bd,
+	0x00004550, 0x0000456e, 0x000045b4, 0x000045c2,
+	0x000045d6, 0x000045f7, 0x0000460b, 0x00004611,
+	0x00004625, 0x00004698, 0x000046e5, 0x000046f6,
+	0x0000470d, 0x0000472a, 0x00004738, 0x00004746,
+	0x0000474e, 0x00004759, 0x0000475f, 0x00004851,
+	0x00004857, 0x00004889, 0x0000488e, 0x0000489e,
 	// Entry 220 - 23F
-	0x000048c5, 0x0000493f, 0x0000494e, 0x00004a08,
-	0x00004a59, 0x00004a5e, 0x00004a6c, 0x00004a7c,
-	0x00004a88, 0x00004a98, 0x00004aa2, 0x00004ac5,
-	0x00004ade, 0x00004af1, 0x00004b5d, 0x00004b6c,
-	0x00004b7a, 0x00004b96, 0x00004ba5, 0x00004bbb,
-	0x00004bf4, 0x00004c26, 0x00004c5d, 0x00004c6b,
-	0x00004caf, 0x00004cd4, 0x00004ce7, 0x00004d0f,
-	0x00004d16, 0x00004d71, 0x00004d9b, 0x00004dcb,
+	0x000048a9, 0x000048b2, 0x000048c2, 0x000048dc,
+	0x00004981, 0x00004997, 0x00004a1c, 0x00004a96,
+	0x00004aa5, 0x00004b5f, 0x00004bb0, 0x00004bb5,
+	0x00004bc3, 0x00004bd3, 0x00004bdf, 0x00004bef,
+	0x00004bf9, 0x00004c1c, 0x00004c35, 0x00004c48,
+	0x00004cb4, 0x00004cc3, 0x00004cd1, 0x00004ced,
+	0x00004cfc, 0x00004d12, 0x00004d4b, 0x00004d7d,
+	0x00004db4, 0x00004dc2, 0x00004e06, 0x00004e2b,
 	// Entry 240 - 25F
-	0x00004e29, 0x00004ec9, 0x00004edd, 0x00004f88,
-	0x00004ffe, 0x00005006, 0x00005041, 0x00005047,
-	0x000050c3, 0x0000510b, 0x00005136, 0x00005198,
-	0x000051bb, 0x00005262, 0x00005265, 0x0000526a,
-	0x00005275, 0x0000527f, 0x00005287, 0x000052a2,
-	0x000052a8, 0x000052b0, 0x000052be, 0x000052c8,
-	0x000052d5, 0x000052df, 0x000052f2, 0x00005316,
-	0x00005396, 0x000053a7, 0x000053af, 0x00005424,
+	0x00004e3e, 0x00004e66, 0x00004e6d, 0x00004ec8,
+	0x00004ef2, 0x00004f22, 0x00004f80, 0x00005020,
+	0x00005034, 0x000050df, 0x00005155, 0x0000515d,
+	0x00005198, 0x0000519e, 0x0000521a, 0x00005262,
+	0x0000528d, 0x000052ef, 0x00005312, 0x000053b9,
+	0x000053bc, 0x000053c1, 0x000053cc, 0x000053d6,
+	0x000053de, 0x000053f9, 0x000053ff, 0x00005407,
+	0x00005415, 0x0000541f, 0x0000542c, 0x00005436,
 	// Entry 260 - 27F
-	0x00005478, 0x000054ba, 0x000054c9, 0x000054d5,
-	0x00005511, 0x0000554b, 0x00005559, 0x00005566,
-	0x00005574, 0x00005582, 0x00005590, 0x000055c2,
-	0x000055f2, 0x0000564e, 0x0000565b, 0x0000567b,
-	0x00005695, 0x0000569a, 0x000056ab, 0x000056b8,
-	0x000056e4, 0x0000576a, 0x0000578f, 0x00005796,
-	0x0000579f, 0x000057b2, 0x000057bc, 0x000057c6,
-	0x000057d0, 0x000057e8, 0x000057fe, 0x0000580a,
+	0x00005449, 0x0000546d, 0x000054ed, 0x000054fe,
+	0x00005506, 0x0000557b, 0x000055cf, 0x00005611,
+	0x00005620, 0x0000562c, 0x00005668, 0x000056a2,
+	0x000056b0, 0x000056bd, 0x000056cb, 0x000056d9,
+	0x000056e7, 0x00005719, 0x00005749, 0x000057a5,
+	0x000057b2, 0x000057d2, 0x000057ec, 0x000057f1,
+	0x00005802, 0x00005888, 0x000058ad, 0x000058b4,
+	0x000058bd, 0x000058d0, 0x000058da, 0x000058e4,
 	// Entry 280 - 29F
-	0x0000582c, 0x00005833, 0x00005840, 0x00005851,
-	0x00005878, 0x00005888, 0x000058dc, 0x0000592c,
-	0x0000598c, 0x000059df, 0x00005a17, 0x00005a67,
-	0x00005a9b, 0x00005aba, 0x00005ada,
-} // Size: 2644 bytes
+	0x000058ee, 0x00005906, 0x0000591c, 0x00005928,
+	0x0000594a, 0x00005951, 0x0000595e, 0x0000596f,
+	0x00005996, 0x000059a6, 0x000059fa, 0x00005a4a,
+	0x00005aaa, 0x00005afd, 0x00005b35, 0x00005b85,
+	0x00005bb9, 0x00005bd8, 0x00005bf8,
+} // Size: 2660 bytes
 
-const enData string = "" + // Size: 23258 bytes
+const enData string = "" + // Size: 23544 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -903,100 +908,100 @@ const enData string = "" + // Size: 23258 bytes
 	" Nothing is completed on their behalf, and a stopped instance cannot be " +
 	"resumed.\x02Stop the instance\x02This instance cannot be retried: its oc" +
 	"currence at node %[1]s failed before any attempt (its inputs could not b" +
-	"e built), so it would fail the same way. Abandon or stop it.\x02Someone " +
-	"acted on this instance after this page was opened (%[1]s by %[2]s, %[3]s" +
-	"). Nothing was done: look at it again before deciding.\x02This instance " +
-	"is %[1]s, not held: there is nothing to retry.\x02This instance is %[1]s" +
-	", not held: there is nothing to abandon.\x02This instance is %[1]s: ther" +
-	"e is nothing to stop.\x02The reason you gave, not recorded:\x02Back to t" +
-	"he instance\x02Someone acted on this instance after this page was opened" +
-	". Nothing was done: look at it again before deciding.\x02This instance i" +
-	"s no longer held (it is %[1]s now): someone may have acted on it first. " +
-	"Nothing was done.\x02Its occurrence failed before any attempt: its input" +
-	"s could not be built, so a retry would fail the same way. Abandon or sto" +
-	"p the instance instead. Nothing was done.\x02This instance has already e" +
-	"nded; there is nothing to stop.\x02Give a reason: it is recorded in the " +
-	"audit log (at most %[1]d characters). Nothing was done.\x02Relais refuse" +
-	"d the action. Nothing was done.\x02This instance was already stopped; no" +
-	"thing changed and nothing was recorded.\x02Retried: the occurrence at no" +
-	"de %[1]s is offered again. Recorded in the audit log.\x02Abandoned: the " +
-	"instance failed with the error code abandoned. Recorded in the audit log" +
-	".\x02Stopped: the instance and its open occurrences are cancelled. Recor" +
-	"ded in the audit log.\x02Unknown action.\x02Stopping applies to running " +
-	"or held instances, not %[1]s ones.\x02Retrying and abandoning apply to h" +
-	"eld instances, not %[1]s ones.\x02Filter\x02Reason (recorded in the audi" +
-	"t log for every instance)\x02Back to the list\x02This takes about %[1]s." +
-	" Keep this page open until it answers: if it stops waiting first, the ac" +
-	"tion still runs to its end.\x02Follow it in the audit log (new tab)\x02R" +
-	"etry every held instance this filter matches\x02Each one’s failed occurr" +
-	"ence is offered again with a fresh budget of attempts. Nothing is comple" +
-	"ted on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance " +
-	"matches now.\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00" +
-	"\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Aba" +
-	"ndon every held instance this filter matches\x02Each one fails with the " +
-	"error code abandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop ev" +
-	"ery held instance this filter matches\x02Stop every running instance thi" +
-	"s filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matc" +
-	"hes now.\x00#\x02%[1]d running instances match now.\x02Stop every runnin" +
-	"g or held instance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d" +
-	" running or held instance matches now.\x00+\x02%[1]d running or held ins" +
-	"tances match now.\x02Each one and its open occurrences are cancelled; a " +
-	"stopped instance cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop " +
-	"%[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no inst" +
-	"ance this action applies to matches the filter.\x02No process, business " +
-	"key, error code or creation date narrows this filter: it applies to the " +
-	"instances of every process.\x02any\x02Process\x02Status\x02Business key" +
-	"\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02By " +
-	"process and error code\x02Instances\x02The %[1]d largest groups; the fil" +
-	"ter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held ins" +
-	"tance failed before any attempt (its inputs could not be built): it cann" +
-	"ot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d " +
-	"more held instances failed before any attempt (their inputs could not be" +
-	" built): they cannot be retried and are left out. Abandon or stop them." +
-	"\x02Cannot act on this filter\x02The confirmed count is missing: start a" +
-	"gain from the list.\x02The count changed since you confirmed it (it was " +
-	"%[1]d): instances were settled, started or acted on meanwhile. Nothing w" +
-	"as done; check the new count and confirm again.\x02This bulk action was " +
-	"already applied (the form was sent again): its records are in the audit " +
-	"log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied t" +
-	"o %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01" +
-	"\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the count (settled," +
-	" or acted on by someone else).\x00T\x02%[1]d skipped: they changed after" +
-	" the count (settled, or acted on by someone else).\x02%[1]s (token #%[2]" +
-	"d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occu" +
-	"rrence offered again\x02Bulk action\x02deleted\x02Audit log\x02Every ret" +
-	"ry, abandon and stop an operator applied, with its reason. Reveals of se" +
-	"nsitive values have their own log (GET /api/v1/audit/reveals).\x02Filter" +
-	"s\x02Apply filters\x02Clear filters\x02No operator action matches.\x02Al" +
-	"l actions\x02The process instance must be a whole instance id (a UUID): " +
-	"the lists show the end of each id; open the instance, or copy its link, " +
-	"for the whole id.\x02The bulk action must be its id (a UUID).\x02The pag" +
-	"e cursor is invalid: go back to the first page.\x02Operator actions, new" +
-	"est first\x02Showing the %[1]d instances bulk action %[2]s changed. Whil" +
-	"e it runs, each reload shows how far it got.\x02Relais console\x02Langua" +
-	"ge\x02Skip to content\x02Main navigation\x02Health\x02External tasks\x02" +
-	"Processes\x02Find an instance or occurrence\x02id or business key\x02Fin" +
-	"d\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]s)\x02S" +
-	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
-	"es in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload" +
-	"\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Your role c" +
-	"an read definitions and processes only: external tasks and process insta" +
-	"nces are for operators and administrators.\x02Invalid request\x02The fie" +
-	"ld “%[1]s” holds a NUL character or bytes that are not UTF-8 text: corre" +
-	"ct it and try again.\x02Back to external tasks\x02Back to definitions" +
-	"\x02Nothing exists at this address, or it is not visible to you.\x02Noth" +
-	"ing exists at this address, or it is not visible to you. An ended instan" +
-	"ce is deleted, with its occurrences and attempts, once the retention per" +
-	"iod (RELAIS_RETENTION) has passed; the audit log keeps the operator acti" +
-	"ons taken on it.\x02Not found\x02Form refused\x02This form was not sent " +
-	"from this console session, or it has expired. Reload the page and try ag" +
-	"ain.\x02Temporarily unavailable\x02The database cannot be reached right " +
-	"now. Try again in a few seconds.\x02Something went wrong\x02The console " +
-	"could not show this page. Try again; if it persists, give your administr" +
-	"ator the request id %[1]s.\x02Counting the occurrences; the counts appea" +
-	"r when you reload the page.\x02Counts are unavailable right now.\x02Fiel" +
-	"d\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
+	"e built), so it would fail the same way. Abandon or stop it.\x02Nothing " +
+	"was done.\x02Cannot act on this instance\x02Back to the instance\x02Some" +
+	"one acted on this instance after this page was opened (%[1]s by %[2]s, %" +
+	"[3]s). Nothing was done: look at it again before deciding.\x02This insta" +
+	"nce is %[1]s, not held: there is nothing to retry.\x02This instance is %" +
+	"[1]s, not held: there is nothing to abandon.\x02This instance is %[1]s: " +
+	"there is nothing to stop.\x02The reason you gave, not recorded:\x02Someo" +
+	"ne acted on this instance after this page was opened. Nothing was done: " +
+	"look at it again before deciding.\x02This instance is no longer held (it" +
+	" is %[1]s now): someone may have acted on it first. Nothing was done." +
+	"\x02Its occurrence failed before any attempt: its inputs could not be bu" +
+	"ilt, so a retry would fail the same way. Abandon or stop the instance in" +
+	"stead. Nothing was done.\x02This instance has already ended; there is no" +
+	"thing to stop.\x02Give a reason: it is recorded in the audit log (at mos" +
+	"t %[1]d characters). Nothing was done.\x02Relais refused the action. Not" +
+	"hing was done.\x02This instance was already stopped; nothing changed and" +
+	" nothing was recorded.\x02Retried: the occurrence at node %[1]s is offer" +
+	"ed again. Recorded in the audit log.\x02Abandoned: the instance failed w" +
+	"ith the error code abandoned. Recorded in the audit log.\x02Stopped: the" +
+	" instance and its open occurrences are cancelled. Recorded in the audit " +
+	"log.\x02Unknown action.\x02Stopping applies to running or held instances" +
+	", not %[1]s ones.\x02Retrying and abandoning apply to held instances, no" +
+	"t %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for every i" +
+	"nstance)\x02Back to the list\x02This takes about %[1]s. Keep this page o" +
+	"pen until it answers: if it stops waiting first, the action still runs t" +
+	"o its end.\x02Follow it in the audit log (new tab)\x02Retry every held i" +
+	"nstance this filter matches\x02Each one’s failed occurrence is offered a" +
+	"gain with a fresh budget of attempts. Nothing is completed on anyone’s b" +
+	"ehalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 " +
+	"\x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry" +
+	" %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every held i" +
+	"nstance this filter matches\x02Each one fails with the error code abando" +
+	"ned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d " +
+	"instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance " +
+	"this filter matches\x02Stop every running instance this filter matches" +
+	"\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
+	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
+	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
+	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
+	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
+	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
+	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
+	"ion applies to matches the filter.\x02No process, business key, error co" +
+	"de or creation date narrows this filter: it applies to the instances of " +
+	"every process.\x02any\x02Process\x02Status\x02Business key\x02Error code" +
+	"\x02Held at a node of\x02Created from\x02Created to\x02By process and er" +
+	"ror code\x02Instances\x02The %[1]d largest groups; the filter matches mo" +
+	"re.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
+	"efore any attempt (its inputs could not be built): it cannot be retried " +
+	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
+	"ances failed before any attempt (their inputs could not be built): they " +
+	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
+	"on this filter\x02The confirmed count is missing: start again from the l" +
+	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
+	"es were settled, started or acted on meanwhile. Nothing was done; check " +
+	"the new count and confirm again.\x02This bulk action was already applied" +
+	" (the form was sent again): its records are in the audit log. Nothing mo" +
+	"re was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instanc" +
+	"e.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02R\x02%[1]d skipped: it changed after the count (settled, or acted on" +
+	" by someone else).\x00T\x02%[1]d skipped: they changed after the count (" +
+	"settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)" +
+	"\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence of" +
+	"fered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aband" +
+	"on and stop an operator applied, with its reason. Reveals of sensitive v" +
+	"alues have their own log (GET /api/v1/audit/reveals).\x02Filters\x02Appl" +
+	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be a whole instance id (a UUID): the lists" +
+	" show the end of each id; open the instance, or copy its link, for the w" +
+	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
+	", newest first\x02Showing the %[1]d instances bulk action %[2]s changed." +
+	" While it runs, each reload shows how far it got.\x02Relais console\x02L" +
+	"anguage\x02Skip to content\x02Main navigation\x02Health\x02External task" +
+	"s\x02Processes\x02Find an instance or occurrence\x02id or business key" +
+	"\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]" +
+	"s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
+	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
+	"load\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Your ro" +
+	"le can read definitions and processes only: external tasks and process i" +
+	"nstances are for operators and administrators.\x02Invalid request\x02The" +
+	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
+	"orrect it and try again.\x02Back to external tasks\x02Back to definition" +
+	"s\x02Nothing exists at this address, or it is not visible to you.\x02Not" +
+	"hing exists at this address, or it is not visible to you. An ended insta" +
+	"nce is deleted, with its occurrences and attempts, once the retention pe" +
+	"riod (RELAIS_RETENTION) has passed; the audit log keeps the operator act" +
+	"ions taken on it.\x02Not found\x02Form refused\x02This form was not sent" +
+	" from this console session, or it has expired. Reload the page and try a" +
+	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
+	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
+	" could not show this page. Try again; if it persists, give your administ" +
+	"rator the request id %[1]s.\x02Counting the occurrences; the counts appe" +
+	"ar when you reload the page.\x02Counts are unavailable right now.\x02Fie" +
+	"ld\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
 	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
 	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
 	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
@@ -1151,102 +1156,106 @@ const enData string = "" + // Size: 23258 bytes
 	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
 	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
 	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
-	" the first day comes after the last.\x02These settings are kept in this " +
-	"browser only.\x02Show times in\x02The console runs no script, so it cann" +
-	"ot read your computer’s time zone: choose its offset from UTC. Offsets d" +
-	"o not follow daylight saving time.\x02Reload lists and detail pages\x02P" +
-	"ages with a form, such as a confirmation, never reload on their own.\x02" +
-	"Save settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published pro" +
-	"cess versions: their nodes, routes and pinned revisions, drawn, with whe" +
-	"re their occurrences are now.\x02Published process versions: their nodes" +
-	", routes and pinned revisions, drawn.\x02Processes by key\x02Versions, n" +
-	"ewest first\x02No process is published yet.\x02version %[1]d\x02Process " +
-	"%[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the longest pa" +
-	"th from the start node. Solid arrows are successes (labelled with their " +
-	"route), dashed ones failures (labelled with their error codes). Each box" +
-	" says how many of this version’s occurrences are at that node now.\x02No" +
-	"des\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinn" +
-	"ed revision\x02On success\x02On error\x02Occurrences now\x02Instances of" +
-	" this process\x02Columns follow the longest path from the start node. So" +
-	"lid arrows are successes (labelled with their route), dashed ones failur" +
-	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
-	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
-	"ble below lists every node with its routes and counts.\x02This version h" +
-	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
-	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
-	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
-	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
-	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
-	"eal a sensitive value.\x02Revealed by %[1]s at %[2]s; recorded in the au" +
-	"dit log.\x02Cannot reveal\x02Only a value this page shows as hidden (sen" +
-	"sitive) can be revealed.\x02Secret values can never be revealed.\x02Meth" +
-	"od not allowed\x02This page does not accept that request.\x02Search\x02T" +
-	"ype an instance or occurrence id (a UUID, as the pages show on hover), o" +
-	"r a business key.\x02Nothing to find: the search box is empty.\x02That i" +
-	"s too long to be an id or a business key.\x02No instance or occurrence h" +
-	"as the id “%[1]s”, and no instance has it as its business key.\x02No ins" +
-	"tance has “%[1]s” as its business key, and it is not a whole id: the lis" +
-	"ts show the end of each id. Open the row, or copy its link, for the whol" +
-	"e id.\x02You are signed out.\x02Your session had ended (inactivity, a si" +
-	"gn-out elsewhere, a revoked token or a restart of the server), so your l" +
-	"ast action was not applied. Sign in again, then repeat it.\x02Your sessi" +
-	"on has ended (inactivity, a sign-out elsewhere, a revoked token or a res" +
-	"tart of the server). Sign in again.\x02Sign in\x02Sign in with an operat" +
-	"or, designer or administrator token.\x02Token\x02The token is checked on" +
-	"ce and never stored in your browser; a session cookie stands for it for " +
-	"up to 8 hours of inactivity.\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02This token is unknown or has been rev" +
-	"oked.\x02A %[1]s token cannot open the console: sign in with an operator" +
-	", designer or administrator token.\x02Only administrators manage tokens." +
-	"\x02Staff tokens (administrators, designers, operators) that are not rev" +
-	"oked. Consumer tokens are managed with their consumers. Revoking a token" +
-	" refuses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02E" +
-	"xpires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired toke" +
-	"n\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revok" +
-	"e the %[1]s token “%[2]s”?\x02Its next request is refused, and console s" +
-	"essions opened with it end. This cannot be undone: whoever uses it needs" +
-	" a new token.\x02Revoke the token\x02Keep it\x02This is the token you si" +
-	"gned in with: revoking it signs you out. Its next request is refused. Th" +
-	"is cannot be undone.\x02This is the last usable administrator token: cre" +
-	"ate another one before revoking it.\x02The token %[1]s (%[2]s) was revok" +
-	"ed: its next request is refused.\x02routing output\x02(each item)\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least" +
-	" %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character" +
-	"\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d item" +
-	"s\x02%[1]d more values not shown: the page shows the first %[2]d, the AP" +
-	"I's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02" +
-	"%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null" +
-	"\x02unexpected value\x02Invalid page\x02This page link is not one the co" +
-	"nsole made.\x02Workers connected by a stream, and polling workers by the" +
-	"ir last fetch. A worker is listed while it was seen within three heartbe" +
-	"ats.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02De" +
-	"finitions served\x02In flight\x02Connected\x02Last seen\x02No worker is " +
-	"connected.\x02Workers serving %[1]s\x02All workers\x02No worker serves t" +
-	"his definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every r" +
-	"evision its consumer is granted\x02revisions %[1]s\x02No worker serves t" +
-	"his definition: its occurrences wait until one connects or polls.\x02No " +
-	"process uses this definition yet: it needs a worker once a process pulls" +
-	" it.\x02No process pulls this definition: Relais calls its destinations " +
-	"(push), and it needs no worker.\x02No worker is connected for this defin" +
-	"ition; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02" +
-	"\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Rev" +
-	"isions they take: %[1]s; some take every revision their consumer is gran" +
-	"ted.\x02They take every revision their consumer is granted.\x02They take" +
-	" revision %[1]d only.\x02They take revisions %[1]s only."
+	" the first day comes after the last.\x02This address holds a parameter t" +
+	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
+	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
+	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
+	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
+	" go back to the first page.\x02These settings are kept in this browser o" +
+	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
+	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
+	"low daylight saving time.\x02Reload lists and detail pages\x02Pages with" +
+	" a form, such as a confirmation, never reload on their own.\x02Save sett" +
+	"ings\x02Back without saving\x02UTC (coordinated universal time)\x02Local" +
+	" time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process vers" +
+	"ions: their nodes, routes and pinned revisions, drawn, with where their " +
+	"occurrences are now.\x02Published process versions: their nodes, routes " +
+	"and pinned revisions, drawn.\x02Processes by key\x02Versions, newest fir" +
+	"st\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02" +
+	"Version\x02Start node\x02Graph\x02Columns follow the longest path from t" +
+	"he start node. Solid arrows are successes (labelled with their route), d" +
+	"ashed ones failures (labelled with their error codes). Each box says how" +
+	" many of this version’s occurrences are at that node now.\x02Nodes\x02No" +
+	"des of this version, with their occurrences now\x02Kind\x02Pinned revisi" +
+	"on\x02On success\x02On error\x02Occurrences now\x02Instances of this pro" +
+	"cess\x02Columns follow the longest path from the start node. Solid arrow" +
+	"s are successes (labelled with their route), dashed ones failures (label" +
+	"led with their error codes).\x02Nodes of this version\x02This version ha" +
+	"s %[1]d nodes: too many to draw legibly (at most %[2]d). The table below" +
+	" lists every node with its routes and counts.\x02This version has %[1]d " +
+	"nodes: too many to draw legibly (at most %[2]d). The table below lists e" +
+	"very node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
+	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
+	"itive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
+	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Method not a" +
+	"llowed\x02This page does not accept that request.\x02Search\x02Type an i" +
+	"nstance or occurrence id (a UUID, as the pages show on hover), or a busi" +
+	"ness key.\x02Nothing to find: the search box is empty.\x02That is too lo" +
+	"ng to be an id or a business key.\x02No instance or occurrence has the i" +
+	"d “%[1]s”, and no instance has it as its business key.\x02No instance ha" +
+	"s “%[1]s” as its business key, and it is not a whole id: the lists show " +
+	"the end of each id. Open the row, or copy its link, for the whole id." +
+	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
+	"t elsewhere, a revoked token or a restart of the server), so your last a" +
+	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
+	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
+	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
+	"esigner or administrator token.\x02Token\x02The token is checked once an" +
+	"d never stored in your browser; a session cookie stands for it for up to" +
+	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
+	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
+	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
+	"igner or administrator token.\x02Only administrators manage tokens.\x02S" +
+	"taff tokens (administrators, designers, operators) that are not revoked." +
+	" Consumer tokens are managed with their consumers. Revoking a token refu" +
+	"ses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02Expire" +
+	"s\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token\x02" +
+	"Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revoke the" +
+	" %[1]s token “%[2]s”?\x02Its next request is refused, and console sessio" +
+	"ns opened with it end. This cannot be undone: whoever uses it needs a ne" +
+	"w token.\x02Revoke the token\x02Keep it\x02This is the token you signed " +
+	"in with: revoking it signs you out. Its next request is refused. This ca" +
+	"nnot be undone.\x02This is the last usable administrator token: create a" +
+	"nother one before revoking it.\x02The token %[1]s (%[2]s) was revoked: i" +
+	"ts next request is refused.\x02routing output\x02(each item)\x14\x01\x81" +
+	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
+	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
+	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
+	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
+	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
+	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
+	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
+	"\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpect" +
+	"ed value\x02Workers connected by a stream, and polling workers by their " +
+	"last fetch. A worker is listed while it was seen within three heartbeats" +
+	".\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defin" +
+	"itions served\x02In flight\x02Connected\x02Last seen\x02No worker is con" +
+	"nected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this" +
+	" definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revi" +
+	"sion its consumer is granted\x02revisions %[1]s\x02No worker serves this" +
+	" definition: its occurrences wait until one connects or polls.\x02No pro" +
+	"cess uses this definition yet: it needs a worker once a process pulls it" +
+	".\x02No process pulls this definition: Relais calls its destinations (pu" +
+	"sh), and it needs no worker.\x02No worker is connected for this definiti" +
+	"on; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 655 elements
+var frIndex = []uint32{ // 659 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1255,186 +1264,187 @@ var frIndex = []uint32{ // 655 elements
 	0x00000203, 0x00000285, 0x0000035a, 0x00000371,
 	0x0000039c, 0x000003f2, 0x00000478, 0x00000490,
 	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
-	0x000006c8, 0x0000076e, 0x000007b7, 0x00000801,
+	0x000006c8, 0x000006df, 0x00000706, 0x0000071d,
 	// Entry 20 - 3F
-	0x0000083b, 0x0000086c, 0x00000883, 0x00000910,
-	0x00000995, 0x00000a6d, 0x00000ab2, 0x00000b27,
-	0x00000b5b, 0x00000bb8, 0x00000c21, 0x00000c98,
-	0x00000d01, 0x00000d12, 0x00000d6d, 0x00000dcd,
-	0x00000dd4, 0x00000e15, 0x00000e29, 0x00000ec7,
-	0x00000efb, 0x00000f3a, 0x00000fcb, 0x0000104b,
-	0x00001087, 0x000010c7, 0x00001120, 0x0000115e,
-	0x0000119c, 0x000011d9, 0x00001258, 0x000012a2,
+	0x000007c3, 0x0000080c, 0x00000856, 0x00000890,
+	0x000008c1, 0x0000094e, 0x000009d3, 0x00000aab,
+	0x00000af0, 0x00000b65, 0x00000b99, 0x00000bf6,
+	0x00000c5f, 0x00000cd6, 0x00000d3f, 0x00000d50,
+	0x00000dab, 0x00000e0b, 0x00000e12, 0x00000e53,
+	0x00000e67, 0x00000f05, 0x00000f39, 0x00000f78,
+	0x00001009, 0x00001089, 0x000010c5, 0x00001105,
+	0x0000115e, 0x0000119c, 0x000011da, 0x00001217,
 	// Entry 40 - 5F
-	0x0000133a, 0x000013a3, 0x000013dd, 0x0000143e,
-	0x000014e7, 0x000014f3, 0x000014fd, 0x00001504,
-	0x00001511, 0x00001521, 0x00001539, 0x0000154c,
-	0x00001560, 0x00001581, 0x0000158b, 0x000015d3,
-	0x0000177f, 0x000017a1, 0x000017d6, 0x000018bf,
-	0x00001968, 0x000019dd, 0x00001abc, 0x00001adc,
-	0x00001ae2, 0x00001ae6, 0x00001aed, 0x00001af3,
-	0x00001b09, 0x00001b20, 0x00001b30, 0x00001b3b,
+	0x00001296, 0x000012e0, 0x00001378, 0x000013e1,
+	0x0000141b, 0x0000147c, 0x00001525, 0x00001531,
+	0x0000153b, 0x00001542, 0x0000154f, 0x0000155f,
+	0x00001577, 0x0000158a, 0x0000159e, 0x000015bf,
+	0x000015c9, 0x00001611, 0x000017bd, 0x000017df,
+	0x00001814, 0x000018fd, 0x000019a6, 0x00001a1b,
+	0x00001afa, 0x00001b1a, 0x00001b20, 0x00001b24,
+	0x00001b2b, 0x00001b31, 0x00001b47, 0x00001b5e,
 	// Entry 60 - 7F
-	0x00001b4d, 0x00001bf8, 0x00001c00, 0x00001c16,
-	0x00001c2a, 0x00001c56, 0x00001c69, 0x00001d3c,
-	0x00001d85, 0x00001dc7, 0x00001dfd, 0x00001e8c,
-	0x00001e9b, 0x00001ea2, 0x00001eb3, 0x00001ec9,
-	0x00001ecf, 0x00001ee0, 0x00001eea, 0x00001f11,
-	0x00001f2d, 0x00001f35, 0x00001f42, 0x00001f4e,
-	0x00001f55, 0x00001f79, 0x00001f89, 0x00001fa1,
-	0x00001fc2, 0x00001ff5, 0x00002026, 0x00002058,
+	0x00001b6e, 0x00001b79, 0x00001b8b, 0x00001c36,
+	0x00001c3e, 0x00001c54, 0x00001c68, 0x00001c94,
+	0x00001ca7, 0x00001d7a, 0x00001dc3, 0x00001df9,
+	0x00001e88, 0x00001e97, 0x00001e9e, 0x00001eaf,
+	0x00001ec5, 0x00001ecb, 0x00001edc, 0x00001ee6,
+	0x00001f0d, 0x00001f29, 0x00001f31, 0x00001f3e,
+	0x00001f4a, 0x00001f51, 0x00001f75, 0x00001f85,
+	0x00001f9d, 0x00001fbe, 0x00001ff1, 0x00002022,
 	// Entry 80 - 9F
-	0x00002066, 0x0000211a, 0x0000212c, 0x000021ac,
-	0x000021c8, 0x000021e0, 0x00002223, 0x00002341,
-	0x0000234d, 0x00002360, 0x000023dc, 0x000023f8,
-	0x0000244f, 0x00002467, 0x000024ff, 0x00002565,
-	0x00002597, 0x0000259d, 0x000025a2, 0x000025ae,
-	0x000025bd, 0x000025c9, 0x000025d5, 0x000025e7,
-	0x000025f8, 0x0000267c, 0x00002680, 0x00002692,
-	0x000026a9, 0x000026b4, 0x00002709, 0x00002716,
+	0x00002054, 0x00002062, 0x00002116, 0x00002128,
+	0x000021a8, 0x000021c4, 0x000021dc, 0x0000221f,
+	0x0000233d, 0x00002349, 0x0000235c, 0x000023d8,
+	0x000023f4, 0x0000244b, 0x00002463, 0x000024fb,
+	0x00002561, 0x00002593, 0x00002599, 0x0000259e,
+	0x000025aa, 0x000025b9, 0x000025c5, 0x000025d1,
+	0x000025e3, 0x000025f4, 0x00002678, 0x0000267c,
+	0x0000268e, 0x000026a5, 0x000026b0, 0x00002705,
 	// Entry A0 - BF
-	0x0000273b, 0x00002747, 0x00002751, 0x00002757,
-	0x00002763, 0x0000277b, 0x000027cd, 0x000027dd,
-	0x000027ed, 0x000027f6, 0x00002801, 0x00002809,
-	0x00002829, 0x0000284b, 0x00002873, 0x0000287c,
-	0x0000288c, 0x000028ac, 0x000028b4, 0x000028c3,
-	0x000028e2, 0x0000290d, 0x00002933, 0x00002943,
-	0x0000294d, 0x00002957, 0x00002976, 0x00002994,
-	0x00002a6c, 0x00002a8a, 0x00002ace, 0x00002b0b,
+	0x00002712, 0x00002737, 0x00002743, 0x0000274d,
+	0x00002753, 0x0000275f, 0x00002777, 0x000027c9,
+	0x000027d9, 0x000027e9, 0x000027f2, 0x000027fd,
+	0x00002805, 0x00002825, 0x00002847, 0x0000286f,
+	0x00002878, 0x00002888, 0x000028a8, 0x000028b0,
+	0x000028bf, 0x000028de, 0x00002909, 0x0000292f,
+	0x0000293f, 0x00002949, 0x00002953, 0x00002972,
+	0x00002990, 0x00002a68, 0x00002a86, 0x00002aca,
 	// Entry C0 - DF
-	0x00002b3e, 0x00002b6e, 0x00002b9a, 0x00002bca,
-	0x00002bec, 0x00002c07, 0x00002c22, 0x00002c3e,
-	0x00002c5a, 0x00002c70, 0x00002c8a, 0x00002cc1,
-	0x00002cf7, 0x00002d17, 0x00002d36, 0x00002d3d,
-	0x00002da7, 0x00002dbd, 0x00002dc2, 0x00002dd6,
-	0x00002dee, 0x00002e13, 0x00002e41, 0x00002e53,
-	0x00002e66, 0x00002e82, 0x00002eaf, 0x00002ecc,
-	0x00002eef, 0x00002efa, 0x00002f05, 0x00002f11,
+	0x00002b07, 0x00002b3a, 0x00002b6a, 0x00002b96,
+	0x00002bc6, 0x00002be8, 0x00002c03, 0x00002c1e,
+	0x00002c3a, 0x00002c56, 0x00002c6c, 0x00002c86,
+	0x00002cbd, 0x00002cf3, 0x00002d13, 0x00002d32,
+	0x00002d39, 0x00002da3, 0x00002db9, 0x00002dbe,
+	0x00002dd2, 0x00002dea, 0x00002e0f, 0x00002e3d,
+	0x00002e4f, 0x00002e62, 0x00002e7e, 0x00002eab,
+	0x00002ec8, 0x00002eeb, 0x00002ef6, 0x00002f01,
 	// Entry E0 - FF
-	0x0000307a, 0x000030a1, 0x000030df, 0x000030eb,
-	0x000030f4, 0x00003108, 0x00003112, 0x00003139,
-	0x00003155, 0x00003170, 0x000031a0, 0x000031df,
-	0x000031fa, 0x00003209, 0x0000321a, 0x0000323b,
-	0x000032a6, 0x000032be, 0x00003304, 0x0000336f,
-	0x00003379, 0x00003383, 0x0000339d, 0x000033e6,
-	0x000033ee, 0x000033f9, 0x00003407, 0x00003417,
-	0x00003441, 0x0000346a, 0x0000347a, 0x00003499,
+	0x00002f0d, 0x00003076, 0x0000309d, 0x000030db,
+	0x000030e7, 0x000030f0, 0x00003104, 0x0000310e,
+	0x00003135, 0x00003151, 0x0000316c, 0x0000319c,
+	0x000031db, 0x000031f6, 0x00003205, 0x00003216,
+	0x00003237, 0x000032a2, 0x000032ba, 0x00003300,
+	0x0000336b, 0x00003375, 0x0000337f, 0x00003399,
+	0x000033e2, 0x000033ea, 0x000033f5, 0x00003403,
+	0x00003413, 0x0000343d, 0x00003466, 0x00003476,
 	// Entry 100 - 11F
-	0x000034a5, 0x000034be, 0x000034c9, 0x000034d6,
-	0x000034e5, 0x000034ed, 0x000034f7, 0x000034ff,
-	0x00003507, 0x0000350d, 0x00003514, 0x00003519,
-	0x0000351e, 0x00003522, 0x00003527, 0x0000352d,
-	0x00003533, 0x00003539, 0x0000353e, 0x00003543,
-	0x00003549, 0x00003553, 0x00003573, 0x00003595,
-	0x000035b9, 0x000035df, 0x000035e8, 0x00003604,
-	0x0000360d, 0x00003625, 0x0000362e, 0x00003682,
+	0x00003495, 0x000034a1, 0x000034ba, 0x000034c5,
+	0x000034d2, 0x000034e1, 0x000034e9, 0x000034f3,
+	0x000034fb, 0x00003503, 0x00003509, 0x00003510,
+	0x00003515, 0x0000351a, 0x0000351e, 0x00003523,
+	0x00003529, 0x0000352f, 0x00003535, 0x0000353a,
+	0x0000353f, 0x00003545, 0x0000354f, 0x0000356f,
+	0x00003591, 0x000035b5, 0x000035db, 0x000035e4,
+	0x00003600, 0x00003609, 0x00003621, 0x0000362a,
 	// Entry 120 - 13F
-	0x000036a2, 0x000036a8, 0x000036b3, 0x000036b9,
-	0x000036c7, 0x000036d2, 0x000036e0, 0x00003713,
-	0x00003737, 0x00003766, 0x000037af, 0x000037b6,
-	0x000037cc, 0x0000383f, 0x00003865, 0x000039f4,
-	0x00003afb, 0x00003b4b, 0x00003b7c, 0x00003baf,
-	0x00003bde, 0x00003bec, 0x00003bf9, 0x00003c0b,
-	0x00003c20, 0x00003c2d, 0x00003c42, 0x00003c55,
-	0x00003c80, 0x00003cad, 0x00003cd1, 0x00003ce3,
+	0x0000367e, 0x0000369e, 0x000036a4, 0x000036af,
+	0x000036b5, 0x000036c3, 0x000036ce, 0x000036dc,
+	0x0000370f, 0x00003733, 0x00003762, 0x000037ab,
+	0x000037b2, 0x000037c8, 0x0000383b, 0x00003861,
+	0x000039f0, 0x00003af7, 0x00003b47, 0x00003b78,
+	0x00003bab, 0x00003bda, 0x00003be8, 0x00003bf5,
+	0x00003c07, 0x00003c1c, 0x00003c29, 0x00003c3e,
+	0x00003c51, 0x00003c7c, 0x00003ca9, 0x00003ccd,
 	// Entry 140 - 15F
-	0x00003d1b, 0x00003d32, 0x00003d49, 0x00003d4c,
-	0x00003d4f, 0x00003d83, 0x00003dcd, 0x00003e02,
-	0x00003e0b, 0x00003e22, 0x00003e50, 0x00003e63,
-	0x00003e75, 0x00003e86, 0x00003e91, 0x00003e9c,
-	0x00003ea7, 0x00003eb0, 0x00003eb9, 0x00003ec2,
-	0x00003ecb, 0x00003ed4, 0x00003edb, 0x00003ee9,
-	0x00003eef, 0x00003ef6, 0x00003efd, 0x00003f06,
-	0x00003f0b, 0x00003f19, 0x00003f1f, 0x00003f25,
+	0x00003cdf, 0x00003d17, 0x00003d2e, 0x00003d45,
+	0x00003d48, 0x00003d4b, 0x00003d7f, 0x00003dc9,
+	0x00003dfe, 0x00003e07, 0x00003e1e, 0x00003e4c,
+	0x00003e5f, 0x00003e71, 0x00003e82, 0x00003e8d,
+	0x00003e98, 0x00003ea3, 0x00003eac, 0x00003eb5,
+	0x00003ebe, 0x00003ec7, 0x00003ed0, 0x00003ed7,
+	0x00003ee5, 0x00003eeb, 0x00003ef2, 0x00003ef9,
+	0x00003f02, 0x00003f07, 0x00003f15, 0x00003f1b,
 	// Entry 160 - 17F
-	0x00003f2b, 0x00003f33, 0x00003f3c, 0x00003f45,
-	0x00003f62, 0x00003f7d, 0x00003fa0, 0x00003fc1,
-	0x00003fd0, 0x00003fdb, 0x00003fe6, 0x00003ff3,
-	0x00003ff7, 0x00003ffb, 0x00004009, 0x00004017,
-	0x00004025, 0x00004045, 0x00004058, 0x00004071,
-	0x00004086, 0x00004097, 0x000040a9, 0x000040bb,
-	0x000040c1, 0x000040c8, 0x000040d0, 0x000040d8,
-	0x000040f6, 0x00004114, 0x0000412b, 0x00004140,
+	0x00003f21, 0x00003f27, 0x00003f2f, 0x00003f38,
+	0x00003f41, 0x00003f5e, 0x00003f79, 0x00003f9c,
+	0x00003fbd, 0x00003fcc, 0x00003fd7, 0x00003fe2,
+	0x00003fef, 0x00003ff3, 0x00003ff7, 0x00004005,
+	0x00004013, 0x00004021, 0x00004041, 0x00004054,
+	0x0000406d, 0x00004082, 0x00004093, 0x000040a5,
+	0x000040b7, 0x000040bd, 0x000040c4, 0x000040cc,
+	0x000040d4, 0x000040f2, 0x00004110, 0x00004127,
 	// Entry 180 - 19F
-	0x00004151, 0x00004157, 0x00004170, 0x0000417b,
-	0x000041af, 0x000041bc, 0x000041da, 0x000041e8,
-	0x000041f1, 0x000041f8, 0x00004213, 0x0000421d,
-	0x00004230, 0x0000426a, 0x00004273, 0x00004282,
-	0x000042e6, 0x000042f2, 0x000042fc, 0x0000432c,
-	0x00004387, 0x0000446e, 0x00004479, 0x000044ac,
-	0x000044b1, 0x000044d1, 0x000044ee, 0x0000450e,
-	0x00004523, 0x00004564, 0x0000456f, 0x00004579,
+	0x0000413c, 0x0000414d, 0x00004153, 0x0000416c,
+	0x00004177, 0x000041ab, 0x000041b8, 0x000041d6,
+	0x000041e4, 0x000041ed, 0x000041f4, 0x0000420f,
+	0x00004219, 0x0000422c, 0x00004266, 0x0000426f,
+	0x0000427e, 0x000042e2, 0x000042ee, 0x000042f8,
+	0x00004328, 0x00004383, 0x0000446a, 0x00004475,
+	0x000044a8, 0x000044ad, 0x000044cd, 0x000044ea,
+	0x0000450a, 0x0000451f, 0x00004560, 0x0000456b,
 	// Entry 1A0 - 1BF
-	0x000045a2, 0x000045b3, 0x000045c1, 0x000045fd,
-	0x00004627, 0x0000464f, 0x0000468e, 0x000046af,
-	0x000046ed, 0x0000472d, 0x0000474d, 0x0000478e,
-	0x000047ba, 0x000047d2, 0x000047e6, 0x000047fd,
-	0x0000480b, 0x00004816, 0x00004839, 0x00004858,
-	0x00004874, 0x000048e2, 0x00004967, 0x000049e4,
-	0x00004a24, 0x00004a6a, 0x00004adc, 0x00004b04,
-	0x00004b27, 0x00004b5e, 0x00004ba5, 0x00004bf8,
+	0x00004575, 0x0000459e, 0x000045af, 0x000045bd,
+	0x000045f9, 0x00004623, 0x0000464b, 0x0000468a,
+	0x000046ab, 0x000046e9, 0x00004729, 0x00004749,
+	0x0000478a, 0x000047b6, 0x000047ce, 0x000047e2,
+	0x000047f9, 0x00004807, 0x00004812, 0x00004835,
+	0x00004854, 0x00004870, 0x000048de, 0x00004963,
+	0x000049e0, 0x00004a20, 0x00004a66, 0x00004ad8,
+	0x00004b00, 0x00004b23, 0x00004b5a, 0x00004ba1,
 	// Entry 1C0 - 1DF
-	0x00004c21, 0x00004cc7, 0x00004ced, 0x00004d14,
-	0x00004d3c, 0x00004d83, 0x00004dcd, 0x00004e00,
-	0x00004e13, 0x00004e41, 0x00004e7d, 0x00004e93,
-	0x00004f27, 0x00004f3a, 0x00004f77, 0x00004fb3,
-	0x00004fc6, 0x0000501a, 0x0000504f, 0x00005061,
-	0x00005078, 0x000050b5, 0x00005105, 0x0000512f,
-	0x0000513a, 0x00005157, 0x00005176, 0x00005187,
-	0x000051a1, 0x000051aa, 0x000051b4, 0x000051d3,
+	0x00004bf4, 0x00004c1d, 0x00004cc3, 0x00004ce9,
+	0x00004d10, 0x00004d38, 0x00004d7f, 0x00004dc9,
+	0x00004dfc, 0x00004e0f, 0x00004e3d, 0x00004e79,
+	0x00004e8f, 0x00004f23, 0x00004f36, 0x00004f73,
+	0x00004faf, 0x00004fc2, 0x00005016, 0x0000504b,
+	0x0000505d, 0x00005074, 0x000050b1, 0x00005101,
+	0x0000512b, 0x00005136, 0x00005153, 0x00005172,
+	0x00005183, 0x0000519d, 0x000051a6, 0x000051b0,
 	// Entry 1E0 - 1FF
-	0x00005221, 0x00005256, 0x0000526c, 0x0000527d,
-	0x000052ba, 0x000052d3, 0x000052e9, 0x00005313,
-	0x00005326, 0x0000532d, 0x00005348, 0x00005368,
-	0x00005398, 0x000053af, 0x000053e7, 0x00005422,
-	0x0000544e, 0x000054a2, 0x000054b2, 0x000054bd,
-	0x000054d1, 0x000054e3, 0x000054f9, 0x0000550b,
-	0x0000551d, 0x00005523, 0x00005535, 0x00005543,
-	0x00005552, 0x00005568, 0x00005592, 0x000055c5,
+	0x000051cf, 0x0000521d, 0x00005252, 0x00005268,
+	0x00005279, 0x000052b6, 0x000052cf, 0x000052e5,
+	0x0000530f, 0x00005322, 0x00005329, 0x00005344,
+	0x00005364, 0x00005394, 0x000053ab, 0x000053e3,
+	0x0000541e, 0x0000544a, 0x0000549e, 0x000054ae,
+	0x000054b9, 0x000054cd, 0x000054df, 0x000054f5,
+	0x00005507, 0x00005519, 0x0000551f, 0x00005531,
+	0x0000553f, 0x0000554e, 0x00005564, 0x0000558e,
 	// Entry 200 - 21F
-	0x00005601, 0x00005618, 0x000056e0, 0x0000570d,
-	0x00005778, 0x00005792, 0x000057ab, 0x000057cc,
-	0x000057e2, 0x000057e9, 0x00005803, 0x00005898,
-	0x000058fb, 0x0000590e, 0x00005935, 0x0000595d,
-	0x0000596b, 0x0000597b, 0x00005983, 0x00005994,
-	0x0000599b, 0x00005ad1, 0x00005ad8, 0x00005b12,
-	0x00005b17, 0x00005b2c, 0x00005b40, 0x00005b52,
-	0x00005b68, 0x00005b82, 0x00005c57, 0x00005c6f,
+	0x000055c1, 0x00005669, 0x000056b9, 0x000056e1,
+	0x00005733, 0x00005775, 0x000057b1, 0x000057c8,
+	0x00005890, 0x000058bd, 0x00005928, 0x00005942,
+	0x0000595b, 0x0000597c, 0x00005992, 0x00005999,
+	0x000059b3, 0x00005a48, 0x00005aab, 0x00005abe,
+	0x00005ae5, 0x00005b0d, 0x00005b1b, 0x00005b2b,
+	0x00005b33, 0x00005b44, 0x00005b4b, 0x00005c81,
+	0x00005c88, 0x00005cc2, 0x00005cc7, 0x00005cdc,
 	// Entry 220 - 23F
-	0x00005d10, 0x00005d9f, 0x00005daf, 0x00005e89,
-	0x00005f4b, 0x00005f50, 0x00005f60, 0x00005f6e,
-	0x00005f7e, 0x00005f8e, 0x00005f98, 0x00005fc1,
-	0x00005fdb, 0x00005ff6, 0x00006084, 0x00006095,
-	0x000060a2, 0x000060bd, 0x000060d1, 0x000060ef,
-	0x0000613a, 0x0000617b, 0x000061c1, 0x000061d9,
-	0x0000622c, 0x00006267, 0x0000627f, 0x000062aa,
-	0x000062b4, 0x0000632e, 0x00006363, 0x000063a4,
+	0x00005cf0, 0x00005d02, 0x00005d18, 0x00005d32,
+	0x00005e07, 0x00005e1f, 0x00005ec0, 0x00005f4f,
+	0x00005f5f, 0x00006039, 0x000060fb, 0x00006100,
+	0x00006110, 0x0000611e, 0x0000612e, 0x0000613e,
+	0x00006148, 0x00006171, 0x0000618b, 0x000061a6,
+	0x00006234, 0x00006245, 0x00006252, 0x0000626d,
+	0x00006281, 0x0000629f, 0x000062ea, 0x0000632b,
+	0x00006371, 0x00006389, 0x000063dc, 0x00006417,
 	// Entry 240 - 25F
-	0x00006418, 0x000064f1, 0x0000650a, 0x000065d3,
-	0x00006650, 0x0000665d, 0x000066af, 0x000066b5,
-	0x00006751, 0x000067a5, 0x000067d0, 0x0000685c,
-	0x0000688a, 0x0000694c, 0x0000694f, 0x00006955,
-	0x0000695f, 0x00006975, 0x00006980, 0x000069b0,
-	0x000069b7, 0x000069c2, 0x000069d0, 0x000069dd,
-	0x000069eb, 0x000069f8, 0x00006a11, 0x00006a3e,
-	0x00006ae7, 0x00006afa, 0x00006b04, 0x00006b93,
+	0x0000642f, 0x0000645a, 0x00006464, 0x000064de,
+	0x00006513, 0x00006554, 0x000065c8, 0x000066a1,
+	0x000066ba, 0x00006783, 0x00006800, 0x0000680d,
+	0x0000685f, 0x00006865, 0x00006901, 0x00006955,
+	0x00006980, 0x00006a0c, 0x00006a3a, 0x00006afc,
+	0x00006aff, 0x00006b05, 0x00006b0f, 0x00006b25,
+	0x00006b30, 0x00006b60, 0x00006b67, 0x00006b72,
+	0x00006b80, 0x00006b8d, 0x00006b9b, 0x00006ba8,
 	// Entry 260 - 27F
-	0x00006bf4, 0x00006c46, 0x00006c58, 0x00006c6b,
-	0x00006ca9, 0x00006ce5, 0x00006cf1, 0x00006cfe,
-	0x00006d0c, 0x00006d1a, 0x00006d2a, 0x00006d66,
-	0x00006da0, 0x00006e1d, 0x00006e28, 0x00006e52,
-	0x00006e6e, 0x00006e72, 0x00006e84, 0x00006e92,
-	0x00006ebe, 0x00006f80, 0x00006fb3, 0x00006fbe,
-	0x00006fc8, 0x00006fdd, 0x00006fe6, 0x00006ff0,
-	0x00007005, 0x00007029, 0x00007043, 0x00007058,
+	0x00006bc1, 0x00006bee, 0x00006c97, 0x00006caa,
+	0x00006cb4, 0x00006d43, 0x00006da4, 0x00006df6,
+	0x00006e08, 0x00006e1b, 0x00006e59, 0x00006e95,
+	0x00006ea1, 0x00006eae, 0x00006ebc, 0x00006eca,
+	0x00006eda, 0x00006f16, 0x00006f50, 0x00006fcd,
+	0x00006fd8, 0x00007002, 0x0000701e, 0x00007022,
+	0x00007034, 0x000070f6, 0x00007129, 0x00007134,
+	0x0000713e, 0x00007153, 0x0000715c, 0x00007166,
 	// Entry 280 - 29F
-	0x00007084, 0x00007089, 0x0000709e, 0x000070b0,
-	0x000070e5, 0x000070f6, 0x0000716c, 0x000071f7,
-	0x00007286, 0x000072ed, 0x0000732f, 0x000073a2,
-	0x000073ea, 0x00007418, 0x0000744b,
-} // Size: 2644 bytes
+	0x0000717b, 0x0000719f, 0x000071b9, 0x000071ce,
+	0x000071fa, 0x000071ff, 0x00007214, 0x00007226,
+	0x0000725b, 0x0000726c, 0x000072e2, 0x0000736d,
+	0x000073fc, 0x00007463, 0x000074a5, 0x00007518,
+	0x00007560, 0x0000758e, 0x000075c1,
+} // Size: 2660 bytes
 
-const frData string = "" + // Size: 29771 bytes
+const frData string = "" + // Size: 30145 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1459,77 +1469,78 @@ const frData string = "" + // Size: 29771 bytes
 	"ce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au n" +
 	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
 	" construites), une reprise échouerait donc de la même façon. Abandonnez-" +
-	"la ou arrêtez-la.\x02Quelqu’un a agi sur cette instance après l’ouvertur" +
-	"e de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: regar" +
-	"dez-la de nouveau avant de décider.\x02Cette instance est %[1]s, pas blo" +
-	"quée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pas " +
-	"bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
-	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
-	"nsigné\u202f:\x02Retour à l’instance\x02Quelqu’un a agi sur cette instan" +
-	"ce après l’ouverture de cette page. Rien n’a été fait\u202f: regardez-la" +
-	" de nouveau avant de décider.\x02Cette instance n’est plus bloquée (elle" +
-	" est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien" +
-	" n’a été fait.\x02Son occurrence a échoué avant toute tentative\u202f: s" +
-	"es entrées n’ont pas pu être construites, une reprise échouerait donc de" +
-	" la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fa" +
-	"it.\x02Cette instance est déjà terminée\u202f; il n’y a rien à arrêter." +
-	"\x02Indiquez un motif\u202f: il est consigné dans le journal d’audit (%[" +
-	"1]d caractères au plus). Rien n’a été fait.\x02Relais a refusé l’action." +
-	" Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a" +
-	" changé et rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud" +
-	" %[1]s est proposée de nouveau. Consigné dans le journal d’audit.\x02Aba" +
-	"ndon\u202f: l’instance est passée en échec avec le code d’erreur abandon" +
-	"ed. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses " +
-	"occurrences ouvertes sont annulées. Consigné dans le journal d’audit." +
-	"\x02Action inconnue.\x02L’arrêt s’applique aux instances en cours ou blo" +
-	"quées, pas à celles qui sont %[1]s.\x02La reprise et l’abandon s’appliqu" +
-	"ent aux instances bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Mo" +
-	"tif (consigné dans le journal d’audit pour chaque instance)\x02Revenir à" +
-	" la liste\x02Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à" +
-	" sa réponse\u202f: si elle cesse d’attendre avant, l’action va tout de m" +
-	"ême jusqu’au bout.\x02La suivre dans le journal d’audit (nouvel onglet)" +
-	"\x02Reprendre toutes les instances bloquées que ce filtre retient\x02L’o" +
-	"ccurrence en échec de chacune est proposée de nouveau, avec un budget de" +
-	" tentatives neuf. Rien n’est terminé à la place de quiconque.\x14\x01" +
-	"\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au filtre mainten" +
-	"ant.\x00>\x02%[1]d instances bloquées correspondent au filtre maintenant" +
-	".\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Rep" +
-	"rendre %[1]d instances\x02Abandonner toutes les instances bloquées que c" +
-	"e filtre retient\x02Chacune passe en échec avec le code d’erreur abandon" +
-	"ed et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonn" +
-	"er %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toute" +
-	"s les instances bloquées que ce filtre retient\x02Arrêter toutes les ins" +
-	"tances en cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d " +
-	"instance en cours correspond au filtre maintenant.\x00=\x02%[1]d instanc" +
-	"es en cours correspondent au filtre maintenant.\x02Arrêter toutes les in" +
-	"stances en cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00" +
-	"\x02E\x02%[1]d instance en cours ou bloquée correspond au filtre mainten" +
-	"ant.\x00J\x02%[1]d instances en cours ou bloquées correspondent au filtr" +
-	"e maintenant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f" +
-	"; une instance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rie" +
-	"n à faire\u202f: aucune instance à laquelle cette action s’applique ne c" +
-	"orrespond au filtre.\x02Aucun processus, aucune clé métier, aucun code d" +
-	"’erreur ni date de création ne restreint ce filtre\u202f: l’action s’a" +
-	"pplique aux instances de tous les processus.\x02sans filtre\x02Processus" +
-	"\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Cré" +
-	"ées depuis le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02I" +
-	"nstances\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trou" +
-	"ve d’autres.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance blo" +
-	"quée a échoué avant toute tentative (ses entrées n’ont pas pu être const" +
-	"ruites)\u202f: elle ne peut pas être reprise et n’est pas comptée. Aband" +
-	"onnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées o" +
-	"nt échoué avant toute tentative (leurs entrées n’ont pas pu être constru" +
-	"ites)\u202f: elles ne peuvent pas être reprises et ne sont pas comptées." +
-	" Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le" +
-	" nombre confirmé manque\u202f: repartez de la liste.\x02Le nombre a chan" +
-	"gé depuis que vous l’avez confirmé (il était de %[1]d)\u202f: entre-temp" +
-	"s, des instances ont été réglées, démarrées ou traitées. Rien n’a été fa" +
-	"it\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x02Cette a" +
-	"ction groupée a déjà été appliquée (le formulaire a été envoyé de nouvea" +
-	"u)\u202f: ses traces sont dans le journal d’audit. Rien de plus n’a été " +
-	"fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d i" +
-	"nstance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14" +
+	"la ou arrêtez-la.\x02Rien n’a été fait.\x02Impossible d’agir sur cette i" +
+	"nstance\x02Retour à l’instance\x02Quelqu’un a agi sur cette instance apr" +
+	"ès l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fai" +
+	"t\u202f: regardez-la de nouveau avant de décider.\x02Cette instance est " +
+	"%[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette instance e" +
+	"st %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette instan" +
+	"ce est %[1]s\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez d" +
+	"onné, non consigné\u202f:\x02Quelqu’un a agi sur cette instance après l’" +
+	"ouverture de cette page. Rien n’a été fait\u202f: regardez-la de nouveau" +
+	" avant de décider.\x02Cette instance n’est plus bloquée (elle est %[1]s " +
+	"désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fa" +
+	"it.\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées " +
+	"n’ont pas pu être construites, une reprise échouerait donc de la même fa" +
+	"çon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cet" +
+	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indique" +
+	"z un motif\u202f: il est consigné dans le journal d’audit (%[1]d caractè" +
+	"res au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a é" +
+	"té fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et " +
+	"rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est " +
+	"proposée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f:" +
+	" l’instance est passée en échec avec le code d’erreur abandoned. Consign" +
+	"é dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrence" +
+	"s ouvertes sont annulées. Consigné dans le journal d’audit.\x02Action in" +
+	"connue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à " +
+	"celles qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux insta" +
+	"nces bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné" +
+	" dans le journal d’audit pour chaque instance)\x02Revenir à la liste\x02" +
+	"Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse" +
+	"\u202f: si elle cesse d’attendre avant, l’action va tout de même jusqu’a" +
+	"u bout.\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendr" +
+	"e toutes les instances bloquées que ce filtre retient\x02L’occurrence en" +
+	" échec de chacune est proposée de nouveau, avec un budget de tentatives " +
+	"neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00" +
+	"\x029\x02%[1]d instance bloquée correspond au filtre maintenant.\x00>" +
+	"\x02%[1]d instances bloquées correspondent au filtre maintenant.\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[" +
+	"1]d instances\x02Abandonner toutes les instances bloquées que ce filtre " +
+	"retient\x02Chacune passe en échec avec le code d’erreur abandoned et ne " +
+	"peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d " +
+	"instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les ins" +
+	"tances bloquées que ce filtre retient\x02Arrêter toutes les instances en" +
+	" cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance " +
+	"en cours correspond au filtre maintenant.\x00=\x02%[1]d instances en cou" +
+	"rs correspondent au filtre maintenant.\x02Arrêter toutes les instances e" +
+	"n cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[" +
+	"1]d instance en cours ou bloquée correspond au filtre maintenant.\x00J" +
+	"\x02%[1]d instances en cours ou bloquées correspondent au filtre mainten" +
+	"ant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f; une ins" +
+	"tance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02A" +
+	"rrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire" +
+	"\u202f: aucune instance à laquelle cette action s’applique ne correspond" +
+	" au filtre.\x02Aucun processus, aucune clé métier, aucun code d’erreur n" +
+	"i date de création ne restreint ce filtre\u202f: l’action s’applique aux" +
+	" instances de tous les processus.\x02sans filtre\x02Processus\x02Statut" +
+	"\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis" +
+	" le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02Instances" +
+	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
+	"res.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a é" +
+	"choué avant toute tentative (ses entrées n’ont pas pu être construites)" +
+	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
+	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
+	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
+	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
+	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nomb" +
+	"re confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé de" +
+	"puis que vous l’avez confirmé (il était de %[1]d)\u202f: entre-temps, de" +
+	"s instances ont été réglées, démarrées ou traitées. Rien n’a été fait" +
+	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x02Cette act" +
+	"ion groupée a déjà été appliquée (le formulaire a été envoyé de nouveau)" +
+	"\u202f: ses traces sont dans le journal d’audit. Rien de plus n’a été fa" +
+	"it.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d ins" +
+	"tance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14" +
 	"\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le com" +
 	"ptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées" +
 	"\u202f: elles ont changé après le comptage (réglées, ou traitées par que" +
@@ -1543,13 +1554,12 @@ const frData string = "" + // Size: 29771 bytes
 	"e processus doit être un identifiant d’instance complet (un UUID)\u202f:" +
 	" les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instan" +
 	"ce, ou copiez son lien, pour l’identifiant complet.\x02L’action groupée " +
-	"doit être désignée par son identifiant (un UUID).\x02Le curseur de page " +
-	"est invalide\u202f: revenez à la première page.\x02Actions d’opérateurs," +
-	" les plus récentes d’abord\x02Voici les %[1]d instances que l’action gro" +
-	"upée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mont" +
-	"re où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Na" +
-	"vigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver u" +
-	"ne instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
+	"doit être désignée par son identifiant (un UUID).\x02Actions d’opérateur" +
+	"s, les plus récentes d’abord\x02Voici les %[1]d instances que l’action g" +
+	"roupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mo" +
+	"ntre où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02" +
+	"Navigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver" +
+	" une instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
 	"\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s (%" +
 	"[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Régl" +
 	"ages d’affichage\u202f:\x02Heures en %[1]s · rechargement toutes les %[2" +
@@ -1759,120 +1769,126 @@ const frData string = "" + // Size: 29771 bytes
 	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
 	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
 	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
-	"remier jour vient après le dernier.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Les pages qui contiennent un formulaire, comme une confirmation, " +
-	"ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Re" +
-	"venir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure local" +
-	"e à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proc" +
-	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
-	"és, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
-	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
-	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
-	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
-	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
-	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
-	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
-	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
-	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
-	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
-	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
-	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
-	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
-	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
-	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
-	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
-	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
-	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
-	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
-	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
-	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
-	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
-	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
-	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
-	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
-	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
-	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
-	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
-	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
-	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
-	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
-	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
-	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
-	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
-	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
-	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
-	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
-	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
-	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
-	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
-	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
-	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
-	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
-	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
-	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
-	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
-	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
-	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
-	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
-	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
-	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
-	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
-	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Page invalide\x02Ce lien de page ne" +
-	" vient pas de la console.\x02Les exécutants connectés par un flux, et ce" +
-	"ux qui interrogent par leur dernière demande. Un exécutant est listé tan" +
-	"t qu’il s’est manifesté dans les trois derniers battements de cœur.\x02E" +
-	"xécutants vus dans les trois derniers battements\x02Exécutant\x02Protoco" +
-	"le\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe de v" +
-	"ie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tou" +
-	"s les exécutants\x02Aucun exécutant ne sert cette définition.\x02flux" +
-	"\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions acc" +
-	"ordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert " +
-	"cette définition\u202f: ses occurrences attendent qu’un exécutant se con" +
-	"necte ou interroge.\x02Aucun processus n’utilise encore cette définition" +
-	"\u202f: elle aura besoin d’un exécutant quand un processus l’utilisera e" +
-	"n mode pull.\x02Aucun processus n’utilise cette définition en mode pull" +
-	"\u202f: Relais appelle ses destinations (push), elle n’a besoin d’aucun " +
-	"exécutant.\x02Aucun exécutant n’est connecté pour cette définition\u202f" +
-	"; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02" +
-	"Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Rév" +
-	"isions prises en charge\u202f: %[1]s\u202f; certains prennent toutes les" +
-	" révisions accordées à leur consommateur.\x02Toutes les révisions accord" +
-	"ées au consommateur sont prises en charge.\x02Seule la révision %[1]d e" +
-	"st prise en charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
+	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
+	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
+	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
+	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
+	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
+	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
+	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s" +
+	" le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossi" +
+	"ble\x02Seule une valeur que cette page affiche masquée (sensible) peut ê" +
+	"tre révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
+	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
+	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
+	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
+	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
+	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
+	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
+	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
+	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
+	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
+	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
+	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
+	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
+	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
+	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
+	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
+	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
+	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons " +
+	"du personnel (administrateurs, concepteurs, opérateurs) non révoqués. Le" +
+	"s jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer " +
+	"un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernièr" +
+	"e utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
+	"on\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s" +
+	" «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
+	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
+	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
+	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
+	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
+	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
+	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
+	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
+	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
+	" charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 58317 bytes (56KiB); checksum: 11282C22
+	// Total table size 59009 bytes (57KiB); checksum: 6C26171
