@@ -337,7 +337,7 @@ func (c *collector) node(v *jsontree.Node, at string) *Node {
 		case KindPull, KindPush, KindEnd:
 			n.Kind = Kind(k)
 		default:
-			c.add(jsontree.Pointer(at, "kind"), "unknown kind %q, want pull, push or end", k)
+			c.add(jsontree.Pointer(at, "kind"), "unknown kind %q, want pull, push or end%s", k, suggest.Hint(k, []string{string(KindPull), string(KindPush), string(KindEnd)}))
 		}
 	} else if _, present := member(v, "kind"); !present {
 		c.add(jsontree.Pointer(at, "kind"), "kind is required")

@@ -133,6 +133,8 @@ func TestParseViolations(t *testing.T) {
 			[]want{{"/nodes/crm/kind", "kind is required"}}},
 		{"unknown kind", ed(func(m map[string]any) { node(m, "crm")["kind"] = "timer" }),
 			[]want{{"/nodes/crm/kind", `unknown kind "timer", want pull, push or end`}}},
+		{"misspelt kind", ed(func(m map[string]any) { node(m, "crm")["kind"] = "pul" }),
+			[]want{{"/nodes/crm/kind", `unknown kind "pul", want pull, push or end (did you mean "pull"?)`}}},
 		{"missing definition and revision", ed(func(m map[string]any) {
 			delete(node(m, "crm"), "definition")
 			delete(node(m, "score"), "revision")

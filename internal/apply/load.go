@@ -445,7 +445,8 @@ func envelope(d *Document, m map[string]any) []Problem {
 	case "":
 		return []Problem{{Doc: *d, Pointer: "/kind", Message: "is required (Definition, Release, Process or Destination)"}}
 	default:
-		return []Problem{{Doc: *d, Pointer: "/kind", Message: fmt.Sprintf("unknown kind %q (Definition, Release, Process or Destination)", d.Kind)}}
+		return []Problem{{Doc: *d, Pointer: "/kind", Message: fmt.Sprintf("unknown kind %q (Definition, Release, Process or Destination)%s", d.Kind,
+			suggest.Hint(d.Kind, []string{KindDefinition, KindRelease, KindProcess, KindDestination}))}}
 	}
 	d.Body = body
 	return ps

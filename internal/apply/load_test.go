@@ -79,7 +79,7 @@ outputs: {fields: []}
 		lines = append(lines, pr.String())
 	}
 	all := strings.Join(lines, "\n")
-	for _, want := range []string{p + `:1: /kind: unknown kind "Definiton"`, q + ":4: /inputs/fields/0/max_items: "} {
+	for _, want := range []string{p + `:1: /kind: unknown kind "Definiton" (Definition, Release, Process or Destination) (did you mean "Definition"?)`, q + ":4: /inputs/fields/0/max_items: "} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems lack %q:\n%s", want, all)
 		}
