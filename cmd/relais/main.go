@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/relais/relais/internal/suggest"
 )
 
 func main() {
@@ -47,6 +49,9 @@ reads RELAIS_URL (default http://127.0.0.1:8080) and RELAIS_TOKEN. Each
 command takes --help.
 `
 
+// commands are the first words dispatch knows, for a misspelt one's hint.
+var commands = []string{"serve", "migrate", "token", "apply", "keys", "version", "help"}
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	err := dispatch(ctx, args, getenv, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -73,8 +78,11 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 			fmt.Fprintln(stderr, "usage: relais keys rotate [flags] (relais keys rotate --help lists them)")
 			return flag.ErrHelp
 		}
-		if len(args) < 2 || args[1] != "rotate" {
+		if len(args) < 2 {
 			return fmt.Errorf("usage: relais keys rotate [flags]")
+		}
+		if args[1] != "rotate" {
+			return fmt.Errorf("unknown command \"keys %s\"%s: usage: relais keys rotate [flags]", args[1], suggest.Hint(args[1], []string{"rotate"}))
 		}
 		return keysRotate(ctx, args[2:], getenv, stdout, stderr)
 	case "apply":
@@ -94,6 +102,6 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return nil
 	default:
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
+		return fmt.Errorf("unknown command %q%s", args[0], suggest.Hint(args[0], commands))
 	}
 }

@@ -459,3 +459,19 @@ func TestMigrateSaysTheDatabasesVersion(t *testing.T) {
 		t.Errorf("migrate on a newer database wrote %q, want %q", out.String(), want)
 	}
 }
+
+// A misspelt command is refused with the command it may mean, at every
+// level (relais servee, relais token craete, relais keys rotat).
+func TestMisspeltCommandIsNamed(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]string{
+		"servee":       `unknown command "servee" (did you mean "serve"?)`,
+		"token craete": `unknown command "token craete" (did you mean "create"?)`,
+		"keys rotat":   `unknown command "keys rotat" (did you mean "rotate"?)`,
+	} {
+		err := run(context.Background(), strings.Fields(args), func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("relais %s: %v; want %q", args, err, want)
+		}
+	}
+}

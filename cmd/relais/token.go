@@ -14,6 +14,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/internal/isoduration"
 )
 
@@ -78,6 +79,9 @@ func tokenCommand(ctx context.Context, args []string, getenv func(string) string
 		return tokenList(ctx, args[1:], getenv, stdout, stderr)
 	case "revoke":
 		return tokenRevoke(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if hint := suggest.Hint(args[0], []string{"create", "list", "revoke"}); hint != "" {
+		return fmt.Errorf("unknown command \"token %s\"%s: %s", args[0], hint, tokenUsage)
 	}
 	return errors.New(tokenUsage)
 }
