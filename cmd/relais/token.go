@@ -14,8 +14,8 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/config"
-	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // tokenPage is how many tokens token list reads at once.
