@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -338,8 +339,10 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
 		case "invalid_request":
 			status = http.StatusBadRequest
-			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
-			v.ReasonInvalid = true
+			v.Error, v.ReasonInvalid = reasonRefused(ctx, reason)
+			if !v.ReasonInvalid {
+				v.Detail = fe.Detail
+			}
 		default:
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
 			v.Detail = fe.Detail
@@ -363,6 +366,20 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	}
 	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
 	c.redirectWithFlash(w, r, instanceHref(id), msg)
+}
+
+// reasonRefused says why the engine refused an action's request
+// (invalid_request) when its reason is the cause: none given, or longer
+// than engine.MaxReason characters (counted as the engine does), saying
+// by how much. ok is false for another cause, said in general words.
+func reasonRefused(ctx context.Context, reason string) (msg string, ok bool) {
+	switch n := utf8.RuneCountInString(reason); {
+	case strings.TrimSpace(reason) == "":
+		return T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason), true
+	case n > engine.MaxReason:
+		return T(ctx, "The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.", n, engine.MaxReason), true
+	}
+	return T(ctx, "Relais refused the action. Nothing was done."), false
 }
 
 // formReason is the reason a form posted, its line breaks as the
@@ -672,8 +689,10 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 			}
 		case "invalid_request":
 			status = http.StatusBadRequest
-			v.Error = T(ctx, "Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.", engine.MaxReason)
-			v.ReasonInvalid = true
+			v.Error, v.ReasonInvalid = reasonRefused(ctx, reason)
+			if !v.ReasonInvalid {
+				v.Detail = fe.Detail
+			}
 		default:
 			status = http.StatusBadRequest
 			v.Error = T(ctx, "Relais refused the action. Nothing was done.")

@@ -855,6 +855,46 @@ func TestReasonLimitIsInCharacters(t *testing.T) {
 	}
 }
 
+// TestTooLongReasonIsSaidSo: a reason over the limit is refused with its
+// length and the limit (one instance's action and a bulk one alike), not
+// as if none were given; an empty one is still asked for.
+func TestTooLongReasonIsSaidSo(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		long := strings.Repeat("é", 1234)
+		tooLong := []string{"The reason is too long: 1,234 characters, for at most 1,000. Shorten it. Nothing was done.",
+			"Le motif est trop long\u202f: 1\u202f234 caractères, pour 1\u202f000 au plus. Raccourcissez-le. Rien n’a été fait."}[i]
+		empty := []string{"Give a reason: it is recorded in the audit log (at most 1,000 characters). Nothing was done.",
+			"Indiquez un motif\u202f: il est consigné dans le journal d’audit (1\u202f000 caractères au plus). Rien n’a été fait."}[i]
+		for _, a := range []string{"retry", "abandon", "stop"} {
+			action, form := formOf(t, b.mustGet("/console/instances/"+f.pullHeld+"/"+a, 200), a+"-form")
+			for reason, want := range map[string]string{long: tooLong, " ": empty} {
+				form.Set("reason", reason)
+				r := b.do("POST", action, form)
+				if got := text(r, a+"-error"); r.status != http.StatusBadRequest || got != want {
+					t.Errorf("%s %s with %d characters: %d %q, want %q", lang, a, len([]rune(reason)), r.status, got, want)
+				}
+				if inv, _ := r.doc.Find(`[data-testid=` + a + `-reason]`).Attr("aria-invalid"); inv != "true" {
+					t.Errorf("%s %s with %d characters: the reason is not marked invalid", lang, a, len([]rune(reason)))
+				}
+			}
+		}
+		action, form := formOf(t, b.mustGet("/console/instances/bulk?action=stop&process=checkout&status=held", 200), "bulk-form")
+		for reason, want := range map[string]string{long: tooLong, "": empty} {
+			form.Set("reason", reason)
+			r := b.do("POST", action, form)
+			if got := text(r, "bulk-error"); r.status != http.StatusBadRequest || got != want {
+				t.Errorf("%s bulk stop with %d characters: %d %q, want %q", lang, len([]rune(reason)), r.status, got, want)
+			}
+		}
+	}
+	if s := f.status(t, f.pullHeld); s != "held" {
+		t.Errorf("instance %s after refused reasons", s)
+	}
+}
+
 // TestARefusedActionIsNotOfferedAgain: a retry posted twice (a double
 // click, a reload) is refused the second time with what happened, keeping
 // the reason typed, and the page neither names an empty node nor offers

@@ -39,667 +39,668 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              256,
-	"%[1]s %[2]s, %[3]s %[4]s":                 257,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          255,
-	"%[1]s; %[2]s":                             254,
-	"%d (0 lowest, 9 highest)":                 416,
-	"%d attempts":                              420,
-	"%d attempts, retry after %s, priority %d": 563,
-	"%d breaking":                              195,
-	"%d changes":                               194,
-	"%d completed":                             252,
-	"%d d":                                     264,
-	"%d days":                                  278,
-	"%d failed":                                253,
-	"%d h":                                     263,
-	"%d held instances match now.":             56,
-	"%d hours":                                 279,
-	"%d items":                                 628,
-	"%d left":                                  421,
-	"%d min":                                   262,
-	"%d minutes":                               280,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 81,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              626,
-	"%d ms": 282,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         553,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 552,
-	"%d occurrences":                          496,
-	"%d releases":                             214,
-	"%d running instances match now.":         63,
-	"%d running or held instances match now.": 65,
-	"%d s":       261,
-	"%d seconds": 281,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 87,
-	"%s (deferred; settled by %s)":                        471,
-	"%s (deferred; settled with its settle token)":        469,
-	"%s (deferred; settled with its settle token, as %s)": 470,
-	"%s (token #%d, %s)":                                  88,
-	"%s ago":                                              259,
-	"%s so far":                                           467,
-	"%s → %s":                                             558,
-	"%s, revision %s":                                     382,
-	"%s, version %s":                                      383,
-	"%s: %s":                                              251,
-	"%s: %s → %s":                                         202,
-	"%s: a date is written 2026-12-01.":                   510,
-	"%s: the first day comes after the last.":             511,
-	"%s–%s":                                               250,
-	"(%d characters in all)":                              629,
-	"(each item)":                                         616,
-	"(worker %s)":                                         456,
-	"0 seconds":                                           277,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           592,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 449,
-	"Abandon %d instances":                                           60,
-	"Abandon every held instance this filter matches":                58,
+	"%[1]s %[2]s":                              257,
+	"%[1]s %[2]s, %[3]s %[4]s":                 258,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          256,
+	"%[1]s; %[2]s":                             255,
+	"%d (0 lowest, 9 highest)":                 417,
+	"%d attempts":                              421,
+	"%d attempts, retry after %s, priority %d": 564,
+	"%d breaking":                              196,
+	"%d changes":                               195,
+	"%d completed":                             253,
+	"%d d":                                     265,
+	"%d days":                                  279,
+	"%d failed":                                254,
+	"%d h":                                     264,
+	"%d held instances match now.":             57,
+	"%d hours":                                 280,
+	"%d items":                                 629,
+	"%d left":                                  422,
+	"%d min":                                   263,
+	"%d minutes":                               281,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 82,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              627,
+	"%d ms": 283,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         554,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 553,
+	"%d occurrences":                          497,
+	"%d releases":                             215,
+	"%d running instances match now.":         64,
+	"%d running or held instances match now.": 66,
+	"%d s":       262,
+	"%d seconds": 282,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 88,
+	"%s (deferred; settled by %s)":                        472,
+	"%s (deferred; settled with its settle token)":        470,
+	"%s (deferred; settled with its settle token, as %s)": 471,
+	"%s (token #%d, %s)":                                  89,
+	"%s ago":                                              260,
+	"%s so far":                                           468,
+	"%s → %s":                                             559,
+	"%s, revision %s":                                     383,
+	"%s, version %s":                                      384,
+	"%s: %s":                                              252,
+	"%s: %s → %s":                                         203,
+	"%s: a date is written 2026-12-01.":                   511,
+	"%s: the first day comes after the last.":             512,
+	"%s–%s":                                               251,
+	"(%d characters in all)":                              630,
+	"(each item)":                                         617,
+	"(worker %s)":                                         457,
+	"0 seconds":                                           278,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           593,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 450,
+	"Abandon %d instances":                                           61,
+	"Abandon every held instance this filter matches":                59,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              314,
-	"Abandoned by %s at %s — “%s”":                                   307,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 44,
+	"Abandoned at node":                                              315,
+	"Abandoned by %s at %s — “%s”":                                   308,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 43,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 325,
-	"Action":                              91,
-	"All actions":                         103,
-	"All consumers":                       493,
-	"All definitions":                     241,
-	"All processes":                       331,
-	"All statuses":                        333,
-	"All workers":                         642,
-	"An operator abandoned the instance.": 448,
-	"Any definition":                      332,
-	"Apply filters":                       100,
-	"Apr":                                 268,
-	"As of %s (%s); refreshed every few seconds.": 235,
-	"Attempts":                         387,
-	"Audit log":                        97,
-	"Aug":                              272,
-	"Available from":                   429,
-	"Back to definitions":              133,
-	"Back to external tasks":           132,
+	"Act on every instance this filter matches": 326,
+	"Action":                              92,
+	"All actions":                         104,
+	"All consumers":                       494,
+	"All definitions":                     242,
+	"All processes":                       332,
+	"All statuses":                        334,
+	"All workers":                         643,
+	"An operator abandoned the instance.": 449,
+	"Any definition":                      333,
+	"Apply filters":                       101,
+	"Apr":                                 269,
+	"As of %s (%s); refreshed every few seconds.": 236,
+	"Attempts":                         388,
+	"Audit log":                        98,
+	"Aug":                              273,
+	"Available from":                   430,
+	"Back to definitions":              134,
+	"Back to external tasks":           133,
 	"Back to the instance":             30,
-	"Back to the list":                 51,
-	"Back without saving":              523,
-	"Breaks processes":                 172,
-	"Breaks workers":                   173,
-	"Bulk %s applied to %d instances.": 86,
-	"Bulk action":                      95,
-	"Business key":                     73,
-	"By process and error code":        78,
-	"Call timeout":                     417,
-	"Camunda 7 facade":                 646,
-	"Cancelled: the instance was stopped (%s).":               466,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 465,
-	"Cannot act on this filter":                               82,
+	"Back to the list":                 52,
+	"Back without saving":              524,
+	"Breaks processes":                 173,
+	"Breaks workers":                   174,
+	"Bulk %s applied to %d instances.": 87,
+	"Bulk action":                      96,
+	"Business key":                     74,
+	"By process and error code":        79,
+	"Call timeout":                     418,
+	"Camunda 7 facade":                 647,
+	"Cancelled: the instance was stopped (%s).":               467,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 466,
+	"Cannot act on this filter":                               83,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           572,
-	"Change":                                                  170,
-	"Changes between the two revisions":                       182,
-	"Changes of the Working copy since revision %d":           191,
-	"Choose two existing revisions to compare.":               192,
-	"Classification":                                          148,
-	"Clear filters":                                           101,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            547,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 538,
-	"Compare":              169,
-	"Compare revisions":    165,
-	"Completed":            249,
-	"Completed (%s).":      461,
-	"Completed, last hour": 232,
-	"Completions and failures per 5 minutes, last hour: %s":    242,
-	"Completions and failures per 5-minute slot, oldest first": 247,
-	"Completions and failures, last hour":                      225,
-	"Connected":                                                638,
-	"Constraints":                                              149,
-	"Consumer":                                                 389,
-	"Consumer and worker":                                      490,
-	"Counting the occurrences; the counts appear when you reload the page.": 143,
-	"Counts are unavailable right now.":                                     144,
-	"Counts as of %s (%s); refreshed every few seconds.":                    569,
-	"Counts by status": 486,
-	"Created":          293,
-	"Created from":     76,
-	"Created on":       597,
-	"Created to":       77,
-	"Creation date":    319,
-	"Dates":            385,
-	"Deadline":         414,
-	"Dec":              276,
-	"Deferred":         433,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 460,
-	"Definition":         227,
-	"Definition %s":      151,
-	"Definitions":        118,
-	"Definitions by key": 209,
-	"Definitions served": 636,
-	"Definitions, those needing attention first": 226,
-	"Description":          150,
-	"Destination":          401,
-	"Destination’s answer": 394,
-	"Detail":               171,
-	"Digest":               185,
-	"Display settings":     123,
-	"Display settings: ":   124,
-	"Duration":             393,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 224,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  66,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     59,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 55,
-	"End node":                    313,
-	"End node or error":           329,
-	"Ended":                       310,
-	"Error":                       489,
-	"Error (before any attempt)":  435,
-	"Error code":                  74,
-	"Error message":               396,
-	"Every %d seconds":            527,
-	"Every attempt, oldest first": 388,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 98,
-	"Expired token":                        603,
-	"Expires":                              599,
-	"External tasks":                       113,
-	"Failed":                               230,
-	"Failed (%s).":                         464,
-	"Failed at node":                       315,
-	"Failed occurrence":                    312,
-	"Failed, last hour":                    233,
-	"Feb":                                  266,
-	"Field":                                145,
-	"Filter":                               49,
-	"Filters":                              99,
-	"Find":                                 117,
-	"Find an instance or occurrence":       115,
-	"Finished":                             392,
-	"First page":                           508,
-	"Follow it in the audit log (new tab)": 53,
-	"Form refused":                         137,
-	"From revision":                        167,
-	"From revision %d to revision %d:":     193,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 40,
-	"Graph":                   537,
-	"Graph of %s":             551,
-	"HTTP 2xx, unusable body": 473,
-	"Health":                  112,
-	"Held at a node of":       75,
-	"Held at node":            311,
-	"Held instances":          229,
-	"ID":                      595,
-	"In flight":               637,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 243,
-	"Inputs":                     175,
-	"Inputs of revision %d":      186,
-	"Inputs of the working copy": 177,
-	"Inputs the instance was started with, labelled by process version %d's contract": 301,
-	"Inputs, labelled by revision %d's contract":                                      422,
-	"Instance":                  328,
-	"Instances":                 79,
-	"Instances of this process": 546,
-	"Invalid request":           130,
+	"Cannot reveal":                                           573,
+	"Change":                                                  171,
+	"Changes between the two revisions":                       183,
+	"Changes of the Working copy since revision %d":           192,
+	"Choose two existing revisions to compare.":               193,
+	"Classification":                                          149,
+	"Clear filters":                                           102,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            548,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 539,
+	"Compare":              170,
+	"Compare revisions":    166,
+	"Completed":            250,
+	"Completed (%s).":      462,
+	"Completed, last hour": 233,
+	"Completions and failures per 5 minutes, last hour: %s":    243,
+	"Completions and failures per 5-minute slot, oldest first": 248,
+	"Completions and failures, last hour":                      226,
+	"Connected":                                                639,
+	"Constraints":                                              150,
+	"Consumer":                                                 390,
+	"Consumer and worker":                                      491,
+	"Counting the occurrences; the counts appear when you reload the page.": 144,
+	"Counts are unavailable right now.":                                     145,
+	"Counts as of %s (%s); refreshed every few seconds.":                    570,
+	"Counts by status": 487,
+	"Created":          294,
+	"Created from":     77,
+	"Created on":       598,
+	"Created to":       78,
+	"Creation date":    320,
+	"Dates":            386,
+	"Deadline":         415,
+	"Dec":              277,
+	"Deferred":         434,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 461,
+	"Definition":         228,
+	"Definition %s":      152,
+	"Definitions":        119,
+	"Definitions by key": 210,
+	"Definitions served": 637,
+	"Definitions, those needing attention first": 227,
+	"Description":          151,
+	"Destination":          402,
+	"Destination’s answer": 395,
+	"Detail":               172,
+	"Digest":               186,
+	"Display settings":     124,
+	"Display settings: ":   125,
+	"Duration":             394,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 225,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  67,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     60,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 56,
+	"End node":                    314,
+	"End node or error":           330,
+	"Ended":                       311,
+	"Error":                       490,
+	"Error (before any attempt)":  436,
+	"Error code":                  75,
+	"Error message":               397,
+	"Every %d seconds":            528,
+	"Every attempt, oldest first": 389,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 99,
+	"Expired token":                        604,
+	"Expires":                              600,
+	"External tasks":                       114,
+	"Failed":                               231,
+	"Failed (%s).":                         465,
+	"Failed at node":                       316,
+	"Failed occurrence":                    313,
+	"Failed, last hour":                    234,
+	"Feb":                                  267,
+	"Field":                                146,
+	"Filter":                               50,
+	"Filters":                              100,
+	"Find":                                 118,
+	"Find an instance or occurrence":       116,
+	"Finished":                             393,
+	"First page":                           509,
+	"Follow it in the audit log (new tab)": 54,
+	"Form refused":                         138,
+	"From revision":                        168,
+	"From revision %d to revision %d:":     194,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 45,
+	"Graph":                   538,
+	"Graph of %s":             552,
+	"HTTP 2xx, unusable body": 474,
+	"Health":                  113,
+	"Held at a node of":       76,
+	"Held at node":            312,
+	"Held instances":          230,
+	"ID":                      596,
+	"In flight":               638,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 244,
+	"Inputs":                     176,
+	"Inputs of revision %d":      187,
+	"Inputs of the working copy": 178,
+	"Inputs the instance was started with, labelled by process version %d's contract": 302,
+	"Inputs, labelled by revision %d's contract":                                      423,
+	"Instance":                  329,
+	"Instances":                 80,
+	"Instances of this process": 547,
+	"Invalid request":           131,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  462,
-	"Its instance went on along the node’s error path.":                                                                                                                    463,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      609,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  463,
+	"Its instance went on along the node’s error path.":                                                                                                                    464,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      610,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
-	"Jan":                     265,
-	"Jul":                     271,
-	"Jun":                     270,
-	"Keep it":                 611,
+	"Jan":                     266,
+	"Jul":                     272,
+	"Jun":                     271,
+	"Keep it":                 612,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     210,
-	"Kind":                    541,
-	"Language":                109,
-	"Last error (attempt %d)": 434,
-	"Last reserved":           431,
-	"Last saved":              156,
-	"Last seen":               639,
-	"Last used":               598,
-	"Latest revision":         211,
-	"Lists every change from one revision to another, and whom it may break.": 166,
-	"Local time at %s": 525,
-	"Lock expired %s — waiting to be offered again.": 453,
-	"Lock expires":                     432,
-	"Main navigation":                  111,
-	"Mar":                              267,
-	"Maximum attempts":                 410,
-	"May":                              269,
-	"Message from Relais (in English)": 479,
-	"Message from the service (its own words, protected values masked)": 480,
-	"Method not allowed": 575,
-	"Mode":               408,
-	"More filters: instance, revision, consumer, dates": 484,
-	"Name":                    154,
-	"Never":                   526,
-	"Next attempt":            430,
-	"Next attempt or settled": 491,
-	"Next node":               292,
-	"Next page":               507,
-	"No definition %s has occurrences: check the key, or show all definitions.": 240,
-	"No definition has occurrences yet.":                                        234,
-	"No definition yet.":                                                        213,
-	"No inputs.":                                                                176,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 582,
-	"No instance matches these filters.": 330,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 581,
-	"No occurrence matches these filters.":                                                   492,
-	"No operator action matches.":                                                            102,
-	"No operator has acted on this instance.":                                                297,
-	"No outputs yet: the occurrence has not completed.":                                      425,
-	"No outputs.": 179,
-	"No outputs: the occurrence ended without completing.":                                                                     427,
-	"No process is published yet.":                                                                                             532,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          651,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          650,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 69,
-	"No release yet.": 160,
-	"No revision yet: the Working copy has never been snapshotted.":          158,
-	"No service ever reserved this occurrence: it ended before any attempt.": 400,
-	"No service has reserved this occurrence yet.":                           397,
-	"No token.": 606,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 652,
-	"No worker is connected.":           640,
-	"No worker serves this definition.": 643,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 649,
-	"Node":                  289,
-	"Node %s":               223,
-	"Nodes":                 539,
-	"Nodes of this version": 548,
-	"Nodes of this version, with their occurrences now": 540,
-	"Nodes reached, in order":                           288,
-	"Not allowed":                                       128,
-	"Not found":                                         136,
-	"Notes":                                             163,
-	"Nothing exists at this address, or it is not visible to you.": 134,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 135,
-	"Nothing to do: no instance this action applies to matches the filter.": 68,
-	"Nothing to find: the search box is empty.":                             579,
+	"Key":                     211,
+	"Kind":                    542,
+	"Language":                110,
+	"Last error (attempt %d)": 435,
+	"Last reserved":           432,
+	"Last saved":              157,
+	"Last seen":               640,
+	"Last used":               599,
+	"Latest revision":         212,
+	"Lists every change from one revision to another, and whom it may break.": 167,
+	"Local time at %s": 526,
+	"Lock expired %s — waiting to be offered again.": 454,
+	"Lock expires":                     433,
+	"Main navigation":                  112,
+	"Mar":                              268,
+	"Maximum attempts":                 411,
+	"May":                              270,
+	"Message from Relais (in English)": 480,
+	"Message from the service (its own words, protected values masked)": 481,
+	"Method not allowed": 576,
+	"Mode":               409,
+	"More filters: instance, revision, consumer, dates": 485,
+	"Name":                    155,
+	"Never":                   527,
+	"Next attempt":            431,
+	"Next attempt or settled": 492,
+	"Next node":               293,
+	"Next page":               508,
+	"No definition %s has occurrences: check the key, or show all definitions.": 241,
+	"No definition has occurrences yet.":                                        235,
+	"No definition yet.":                                                        214,
+	"No inputs.":                                                                177,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 583,
+	"No instance matches these filters.": 331,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 582,
+	"No occurrence matches these filters.":                                                   493,
+	"No operator action matches.":                                                            103,
+	"No operator has acted on this instance.":                                                298,
+	"No outputs yet: the occurrence has not completed.":                                      426,
+	"No outputs.": 180,
+	"No outputs: the occurrence ended without completing.":                                                                     428,
+	"No process is published yet.":                                                                                             533,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          652,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          651,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 70,
+	"No release yet.": 161,
+	"No revision yet: the Working copy has never been snapshotted.":          159,
+	"No service ever reserved this occurrence: it ended before any attempt.": 401,
+	"No service has reserved this occurrence yet.":                           398,
+	"No token.": 607,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 653,
+	"No worker is connected.":           641,
+	"No worker serves this definition.": 644,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 650,
+	"Node":                  290,
+	"Node %s":               224,
+	"Nodes":                 540,
+	"Nodes of this version": 549,
+	"Nodes of this version, with their occurrences now": 541,
+	"Nodes reached, in order":                           289,
+	"Not allowed":                                       129,
+	"Not found":                                         137,
+	"Notes":                                             164,
+	"Nothing exists at this address, or it is not visible to you.": 135,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 136,
+	"Nothing to do: no instance this action applies to matches the filter.": 69,
+	"Nothing to find: the search box is empty.":                             580,
 	"Nothing was done.":         28,
-	"Nov":                       275,
-	"Now":                       406,
-	"Occurrence":                290,
-	"Occurrence %s":             384,
-	"Occurrence offered again":  94,
-	"Occurrences now":           545,
-	"Occurrences, newest first": 487,
-	"Oct":                       274,
-	"Offered from %s — %s.":     452,
-	"Oldest claimable waits":    231,
-	"On error":                  544,
-	"On success":                543,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 573,
-	"Only administrators manage tokens.":                                  593,
-	"Only administrators may reveal a sensitive value.":                   570,
-	"Open":             228,
-	"Operator actions": 285,
-	"Operator actions on this instance, newest first": 298,
-	"Operator actions, newest first":                  106,
-	"Outcome":                                         395,
-	"Outputs":                                         178,
-	"Outputs of revision %d":                          187,
-	"Outputs of the working copy":                     180,
-	"Outputs, labelled by revision %d's contract":     424,
-	"Pages": 505,
-	"Pages with a form, such as a confirmation, never reload on their own.": 521,
-	"Path":                            286,
-	"Pinned revision":                 542,
-	"Policy":                          386,
-	"Previous page":                   506,
-	"Priority":                        415,
-	"Process":                         71,
-	"Process %s":                      534,
-	"Process and node":                488,
-	"Process inputs":                  300,
-	"Process instance":                93,
-	"Process instance %s":             283,
-	"Process instances":               321,
-	"Process instances, newest first": 327,
-	"Processes":                       114,
-	"Processes by key":                530,
-	"Protocol":                        635,
-	"Published":                       164,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 528,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       529,
-	"Reason": 92,
-	"Reason (recorded in the audit log for every instance)": 50,
+	"Nov":                       276,
+	"Now":                       407,
+	"Occurrence":                291,
+	"Occurrence %s":             385,
+	"Occurrence offered again":  95,
+	"Occurrences now":           546,
+	"Occurrences, newest first": 488,
+	"Oct":                       275,
+	"Offered from %s — %s.":     453,
+	"Oldest claimable waits":    232,
+	"On error":                  545,
+	"On success":                544,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 574,
+	"Only administrators manage tokens.":                                  594,
+	"Only administrators may reveal a sensitive value.":                   571,
+	"Open":             229,
+	"Operator actions": 286,
+	"Operator actions on this instance, newest first": 299,
+	"Operator actions, newest first":                  107,
+	"Outcome":                                         396,
+	"Outputs":                                         179,
+	"Outputs of revision %d":                          188,
+	"Outputs of the working copy":                     181,
+	"Outputs, labelled by revision %d's contract":     425,
+	"Pages": 506,
+	"Pages with a form, such as a confirmation, never reload on their own.": 522,
+	"Path":                            287,
+	"Pinned revision":                 543,
+	"Policy":                          387,
+	"Previous page":                   507,
+	"Priority":                        416,
+	"Process":                         72,
+	"Process %s":                      535,
+	"Process and node":                489,
+	"Process inputs":                  301,
+	"Process instance":                94,
+	"Process instance %s":             284,
+	"Process instances":               322,
+	"Process instances, newest first": 328,
+	"Processes":                       115,
+	"Processes by key":                531,
+	"Protocol":                        636,
+	"Published":                       165,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 529,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       530,
+	"Reason": 93,
+	"Reason (recorded in the audit log for every instance)": 51,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            409,
-	"Recorded operator actions":                             296,
-	"Relais console":                                        108,
-	"Relais has not called the destination yet.":            403,
-	"Relais is calling the destination (since %s).":         457,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 405,
-	"Relais never called the destination: the occurrence ended before any call.":                           404,
-	"Relais refused the action. Nothing was done.":                                                         41,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 442,
-	"Release":                             161,
-	"Releases":                            159,
-	"Releases, oldest first":              181,
-	"Reload lists and detail pages":       520,
-	"Replica":                             402,
-	"Required":                            147,
-	"Reserved":                            391,
-	"Reserved by %s.":                     459,
-	"Reserved by %s; lock until %s — %s.": 458,
-	"Retried by %s at %s — “%s”":          308,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 43,
-	"Retries":            412,
-	"Retry %d instances": 57,
-	"Retry at %s — %s.":  451,
-	"Retry delay":        411,
-	"Retry every held instance this filter matches": 54,
+	"Reason given by the worker":                            410,
+	"Recorded operator actions":                             297,
+	"Relais console":                                        109,
+	"Relais has not called the destination yet.":            404,
+	"Relais is calling the destination (since %s).":         458,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 406,
+	"Relais never called the destination: the occurrence ended before any call.":                           405,
+	"Relais refused the action. Nothing was done.":                                                         40,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 443,
+	"Release":                             162,
+	"Releases":                            160,
+	"Releases, oldest first":              182,
+	"Reload lists and detail pages":       521,
+	"Replica":                             403,
+	"Required":                            148,
+	"Reserved":                            392,
+	"Reserved by %s.":                     460,
+	"Reserved by %s; lock until %s — %s.": 459,
+	"Retried by %s at %s — “%s”":          309,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 42,
+	"Retries":            413,
+	"Retry %d instances": 58,
+	"Retry at %s — %s.":  452,
+	"Retry delay":        412,
+	"Retry every held instance this filter matches": 55,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         407,
+	"Retry or abandon it from its instance":         408,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 436,
-	"Retrying and abandoning apply to held instances, not %s ones.": 48,
+	"Retryable": 437,
+	"Retrying and abandoning apply to held instances, not %s ones.": 49,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 428,
-	"Revealed by %s at %s; recorded in the audit log.": 571,
-	"Revision":    162,
-	"Revision %d": 183,
-	"Revisions":   157,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 654,
-	"Revoke the %s token “%s”?": 608,
-	"Revoke the token":          610,
-	"Revoke token %d":           607,
-	"Revoke…":                   604,
-	"Role":                      596,
-	"Route":                     291,
-	"Routing output":            155,
-	"Rows %s–%s":                509,
-	"Save settings":             522,
+	"Reveal — this is recorded": 429,
+	"Revealed by %s at %s; recorded in the audit log.": 572,
+	"Revision":    163,
+	"Revision %d": 184,
+	"Revisions":   158,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 655,
+	"Revoke the %s token “%s”?": 609,
+	"Revoke the token":          611,
+	"Revoke token %d":           608,
+	"Revoke…":                   605,
+	"Role":                      597,
+	"Route":                     292,
+	"Routing output":            156,
+	"Rows %s–%s":                510,
+	"Save settings":             523,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               577,
-	"Secret values can never be revealed.": 574,
-	"Sep":                                  273,
-	"Served by %d workers":                 653,
+	"Search":                               578,
+	"Secret values can never be revealed.": 575,
+	"Sep":                                  274,
+	"Served by %d workers":                 654,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              294,
-	"Settlement date":      483,
-	"Show all definitions": 239,
-	"Show times in":        518,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 107,
-	"Sign in": 586,
-	"Sign in with an operator, designer or administrator token.": 587,
-	"Sign out":             122,
-	"Signed in as %s (%s)": 121,
-	"Since revision %d:":   189,
-	"Skip to content":      110,
-	"Slot":                 248,
-	"Snapshotted":          184,
+	"Settled":              295,
+	"Settlement date":      484,
+	"Show all definitions": 240,
+	"Show times in":        519,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 108,
+	"Sign in": 587,
+	"Sign in with an operator, designer or administrator token.": 588,
+	"Sign out":             123,
+	"Signed in as %s (%s)": 122,
+	"Since revision %d:":   190,
+	"Skip to content":      111,
+	"Slot":                 249,
+	"Snapshotted":          185,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
-	"Something went wrong": 141,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 594,
-	"Staff tokens, oldest first": 600,
-	"Start node":                 536,
-	"Started":                    309,
-	"Status":                     72,
-	"Stop %d instances":          67,
-	"Stop every held instance this filter matches":            61,
+	"Something went wrong": 142,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 595,
+	"Staff tokens, oldest first": 601,
+	"Start node":                 537,
+	"Started":                    310,
+	"Status":                     73,
+	"Stop %d instances":          68,
+	"Stop every held instance this filter matches":            62,
 	"Stop every held instance…":                               8,
-	"Stop every running instance this filter matches":         62,
+	"Stop every running instance this filter matches":         63,
 	"Stop every running instance…":                            9,
-	"Stop every running or held instance this filter matches": 64,
+	"Stop every running or held instance this filter matches": 65,
 	"Stop every running or held instance…":                    10,
 	"Stop process instance %s":                                23,
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              306,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 45,
-	"Stopping applies to running or held instances, not %s ones.":                              47,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   305,
-	"Summary": 284,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 208,
-	"Temporarily unavailable":                         139,
-	"That is too long to be an id or a business key.": 580,
-	"The %d largest groups; the filter matches more.": 80,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 188,
-	"The bulk action must be its id (a UUID).":                   105,
-	"The call could not be prepared.":                            443,
-	"The chart’s numbers":                                        246,
-	"The confirmed count is missing: start again from the list.": 83,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           142,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      519,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 84,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 140,
-	"The deadline passed before a result arrived.": 440,
-	"The destination answered HTTP %s.":            450,
-	"The destination could not be reached.":        444,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 438,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      439,
-	"The destination’s answer was too large.":                                                                                                              445,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     131,
-	"The inputs could not be built from the process’s bindings.":                                                                                           447,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                446,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             326,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 287,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         153,
-	"The page cursor is invalid: go back to the first page.":                                                                                               516,
-	"The page size must be between 1 and %d.":                                                                                                              320,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  515,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 104,
+	"Stopped by %s at %s — “%s”":                              307,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 44,
+	"Stopping applies to running or held instances, not %s ones.":                              48,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   306,
+	"Summary": 285,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 209,
+	"Temporarily unavailable":                         140,
+	"That is too long to be an id or a business key.": 581,
+	"The %d largest groups; the filter matches more.": 81,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 189,
+	"The bulk action must be its id (a UUID).":                   106,
+	"The call could not be prepared.":                            444,
+	"The chart’s numbers":                                        247,
+	"The confirmed count is missing: start again from the list.": 84,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           143,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      520,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 85,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 141,
+	"The deadline passed before a result arrived.": 441,
+	"The destination answered HTTP %s.":            451,
+	"The destination could not be reached.":        445,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 439,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      440,
+	"The destination’s answer was too large.":                                                                                                              446,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     132,
+	"The inputs could not be built from the process’s bindings.":                                                                                           448,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                447,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             327,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 288,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         154,
+	"The page cursor is invalid: go back to the first page.":                                                                                               517,
+	"The page size must be between 1 and %d.":                                                                                                              321,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  516,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 105,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 46,
 	"The reason you gave, not recorded:":                                                                                                                   35,
-	"The result did not match the revision's outputs contract.":                                                                                            441,
-	"The revision must be a whole number, 1 or more.":                                                                                                      481,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          614,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          589,
-	"These revisions have the same contracts.":                                                                                                             174,
-	"These settings are kept in this browser only.":                                                                                                        517,
-	"They take every revision their consumer is granted.":                                                                                                  655,
-	"They take revision %d only.":                                                                                                                          656,
-	"They take revisions %s only.":                                                                                                                         657,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.": 512,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                         85,
-	"This contract has no inputs.":  423,
-	"This contract has no outputs.": 426,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                      138,
+	"The result did not match the revision's outputs contract.":                                                                                            442,
+	"The revision must be a whole number, 1 or more.":                                                                                                      482,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          615,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          590,
+	"These revisions have the same contracts.":                                                                                                             175,
+	"These settings are kept in this browser only.":                                                                                                        518,
+	"They take every revision their consumer is granted.":                                                                                                  656,
+	"They take revision %d only.":                                                                                                                          657,
+	"They take revisions %s only.":                                                                                                                         658,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     513,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             86,
+	"This contract has no inputs.":                                                                                                                         424,
+	"This contract has no outputs.":                                                                                                                        427,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  139,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":                                                                                                               39,
-	"This instance has not reached a task yet.":                                                                                                                                295,
-	"This instance is %s, not held: there is nothing to abandon.":                                                                                                              33,
-	"This instance is %s, not held: there is nothing to retry.":                                                                                                                32,
-	"This instance is %s: there is nothing to stop.":                                                                                                                           34,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 303,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 304,
+	"This instance has already ended; there is nothing to stop.":  39,
+	"This instance has not reached a task yet.":                   296,
+	"This instance is %s, not held: there is nothing to abandon.": 33,
+	"This instance is %s, not held: there is nothing to retry.":   32,
+	"This instance is %s: there is nothing to stop.":              34,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 304,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 305,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   42,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            613,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           612,
-	"This page does not accept that request.": 576,
-	"This page reloads every %d seconds.":     127,
-	"This process takes no inputs.":           302,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 52,
-	"This token is unknown or has been revoked.": 591,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 549,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            550,
-	"Times in %s · no auto-reload":    126,
-	"Times in %s · reload every %d s": 125,
-	"To revision":                     168,
-	"Token":                           588,
-	"Tokens":                          120,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 590,
-	"Totals of all definitions, not narrowed by the other filters":         495,
-	"Totals of definition %s, not narrowed by the other filters":           494,
-	"Type": 146,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 578,
-	"UTC (coordinated universal time)":             524,
-	"Unknown action.":                              46,
-	"Unknown consumer.":                            482,
-	"Unknown parameter “%s” (did you mean “%s”?).": 513,
-	"Unknown parameter “%s”.":                      514,
-	"Unknown status “%s”.":                         318,
-	"Value":                                        299,
-	"Version":                                      535,
-	"Versions, newest first":                       531,
-	"Waiting for Relais to call the destination since %s (%s).": 454,
-	"Waiting for a worker since %s (%s).":                       455,
-	"When":                                                      89,
-	"Who":                                                       90,
-	"Whole message":                                             399,
-	"Worker":                                                    634,
-	"Worker id":                                                 390,
-	"Workers":                                                   119,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        632,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   41,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            614,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           613,
+	"This page does not accept that request.": 577,
+	"This page reloads every %d seconds.":     128,
+	"This process takes no inputs.":           303,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 53,
+	"This token is unknown or has been revoked.": 592,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 550,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            551,
+	"Times in %s · no auto-reload":    127,
+	"Times in %s · reload every %d s": 126,
+	"To revision":                     169,
+	"Token":                           589,
+	"Tokens":                          121,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 591,
+	"Totals of all definitions, not narrowed by the other filters":         496,
+	"Totals of definition %s, not narrowed by the other filters":           495,
+	"Type": 147,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 579,
+	"UTC (coordinated universal time)":             525,
+	"Unknown action.":                              47,
+	"Unknown consumer.":                            483,
+	"Unknown parameter “%s” (did you mean “%s”?).": 514,
+	"Unknown parameter “%s”.":                      515,
+	"Unknown status “%s”.":                         319,
+	"Value":                                        300,
+	"Version":                                      536,
+	"Versions, newest first":                       532,
+	"Waiting for Relais to call the destination since %s (%s).": 455,
+	"Waiting for a worker since %s (%s).":                       456,
+	"When":                                                      90,
+	"Who":                                                       91,
+	"Whole message":                                             400,
+	"Worker":                                                    635,
+	"Worker id":                                                 391,
+	"Workers":                                                   120,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        633,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 633,
-	"Workers serving %s":                   641,
-	"Working copy":                         152,
-	"You are signed out.":                  583,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              129,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 584,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      585,
-	"[redacted]":                          478,
+	"Workers seen within three heartbeats": 634,
+	"Workers serving %s":                   642,
+	"Working copy":                         153,
+	"You are signed out.":                  584,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              130,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 585,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      586,
+	"[redacted]":                          479,
 	"abandon":                             4,
-	"administrator":                       360,
-	"an incident: retry, abandon or stop": 218,
-	"answer too large":                    476,
-	"any":                                 70,
-	"any other code → %s":                 561,
-	"any other error":                     216,
-	"as of %s (%s); counts are refreshed every few seconds.": 497,
-	"at least %d characters":                                 617,
-	"at least %d items":                                      624,
-	"at most %d":                                             418,
-	"at most %d characters":                                  618,
-	"at most %d items":                                       625,
-	"at most %d since the last operator retry":               419,
-	"available":                                              334,
-	"boolean":                                                347,
-	"call in progress since":                                 502,
-	"cancelled":                                              337,
-	"choice":                                                 350,
-	"claimable since":                                        501,
-	"claimable since %s":                                     236,
-	"classification changed":                                 371,
-	"completed":                                              244,
-	"constraint changed":                                     372,
-	"consumer":                                               363,
-	"consumer #%s":                                           468,
-	"date":                                                   348,
-	"date and time":                                          349,
-	"deadline %s":                                            564,
-	"deferred":                                               336,
-	"deferred since":                                         504,
-	"deleted":                                                96,
-	"designer":                                               362,
-	"disconnected":                                           343,
-	"end (completes)":                                        556,
-	"end (fails)":                                            557,
-	"end: completes the instance":                            219,
-	"end: fails the instance":                                220,
-	"every revision its consumer is granted":                 647,
-	"exact, case-sensitive":                                  322,
-	"expired":                                                340,
-	"failed":                                                 245,
-	"fails the instance":                                     562,
-	"field added":                                            366,
-	"field removed":                                          367,
-	"format":                                                 377,
-	"format %s":                                              620,
-	"from":                                                   323,
-	"held":                                                   339,
-	"held for an operator":                                   217,
-	"held, then abandoned by an operator":                    317,
-	"held, then stopped by an operator":                      316,
-	"hold (an incident for an operator)":                     560,
-	"id or business key":                                     116,
-	"in %s":                                                  258,
-	"in progress":                                            398,
-	"instance id":                                            485,
-	"instances held":                                         567,
-	"instances held: %s":                                     568,
-	"integer":                                                345,
-	"just now":                                               260,
-	"list":                                                   352,
-	"lock until":                                             503,
-	"long polling":                                           645,
-	"long wait":                                              237,
-	"maximum":                                                379,
-	"maximum %s":                                             622,
-	"maximum items":                                          381,
-	"maximum length":                                         375,
-	"minimum":                                                378,
-	"minimum %s":                                             621,
-	"minimum items":                                          380,
-	"minimum length":                                         374,
-	"never":                                                  601,
-	"next attempt":                                           500,
-	"no":                                                     365,
-	"no answer within the timeout":                           474,
-	"no connection":                                          475,
-	"no worker":                                              238,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 437,
-	"none":     207,
-	"none yet": 212,
-	"none: a failed call takes the node’s error path": 413,
-	"normal":                          353,
-	"not provided":                    627,
-	"not yet":                         602,
-	"null":                            630,
-	"number":                          346,
-	"object":                          351,
-	"on error":                        215,
-	"one of: %s":                      623,
-	"operator":                        361,
-	"optional %s field of type %s":    204,
-	"optional field of type %s":       206,
-	"optional → required":             197,
-	"pattern":                         376,
-	"pattern %s":                      619,
-	"pull":                            554,
-	"pull %s":                         222,
-	"pull (the service fetches it)":   358,
-	"push %s":                         221,
-	"push (Relais calls the service)": 359,
-	"push to %s":                      555,
-	"rejected":                        341,
-	"released":                        342,
-	"required %s field of type %s":    203,
-	"required changed":                369,
-	"required field of type %s":       205,
-	"required → optional":             198,
-	"reserved":                        335,
+	"administrator":                       361,
+	"an incident: retry, abandon or stop": 219,
+	"answer too large":                    477,
+	"any":                                 71,
+	"any other code → %s":                 562,
+	"any other error":                     217,
+	"as of %s (%s); counts are refreshed every few seconds.": 498,
+	"at least %d characters":                                 618,
+	"at least %d items":                                      625,
+	"at most %d":                                             419,
+	"at most %d characters":                                  619,
+	"at most %d items":                                       626,
+	"at most %d since the last operator retry":               420,
+	"available":                                              335,
+	"boolean":                                                348,
+	"call in progress since":                                 503,
+	"cancelled":                                              338,
+	"choice":                                                 351,
+	"claimable since":                                        502,
+	"claimable since %s":                                     237,
+	"classification changed":                                 372,
+	"completed":                                              245,
+	"constraint changed":                                     373,
+	"consumer":                                               364,
+	"consumer #%s":                                           469,
+	"date":                                                   349,
+	"date and time":                                          350,
+	"deadline %s":                                            565,
+	"deferred":                                               337,
+	"deferred since":                                         505,
+	"deleted":                                                97,
+	"designer":                                               363,
+	"disconnected":                                           344,
+	"end (completes)":                                        557,
+	"end (fails)":                                            558,
+	"end: completes the instance":                            220,
+	"end: fails the instance":                                221,
+	"every revision its consumer is granted":                 648,
+	"exact, case-sensitive":                                  323,
+	"expired":                                                341,
+	"failed":                                                 246,
+	"fails the instance":                                     563,
+	"field added":                                            367,
+	"field removed":                                          368,
+	"format":                                                 378,
+	"format %s":                                              621,
+	"from":                                                   324,
+	"held":                                                   340,
+	"held for an operator":                                   218,
+	"held, then abandoned by an operator":                    318,
+	"held, then stopped by an operator":                      317,
+	"hold (an incident for an operator)":                     561,
+	"id or business key":                                     117,
+	"in %s":                                                  259,
+	"in progress":                                            399,
+	"instance id":                                            486,
+	"instances held":                                         568,
+	"instances held: %s":                                     569,
+	"integer":                                                346,
+	"just now":                                               261,
+	"list":                                                   353,
+	"lock until":                                             504,
+	"long polling":                                           646,
+	"long wait":                                              238,
+	"maximum":                                                380,
+	"maximum %s":                                             623,
+	"maximum items":                                          382,
+	"maximum length":                                         376,
+	"minimum":                                                379,
+	"minimum %s":                                             622,
+	"minimum items":                                          381,
+	"minimum length":                                         375,
+	"never":                                                  602,
+	"next attempt":                                           501,
+	"no":                                                     366,
+	"no answer within the timeout":                           475,
+	"no connection":                                          476,
+	"no worker":                                              239,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 438,
+	"none":     208,
+	"none yet": 213,
+	"none: a failed call takes the node’s error path": 414,
+	"normal":                          354,
+	"not provided":                    628,
+	"not yet":                         603,
+	"null":                            631,
+	"number":                          347,
+	"object":                          352,
+	"on error":                        216,
+	"one of: %s":                      624,
+	"operator":                        362,
+	"optional %s field of type %s":    205,
+	"optional field of type %s":       207,
+	"optional → required":             198,
+	"pattern":                         377,
+	"pattern %s":                      620,
+	"pull":                            555,
+	"pull %s":                         223,
+	"pull (the service fetches it)":   359,
+	"push %s":                         222,
+	"push (Relais calls the service)": 360,
+	"push to %s":                      556,
+	"rejected":                        342,
+	"released":                        343,
+	"required %s field of type %s":    204,
+	"required changed":                370,
+	"required field of type %s":       206,
+	"required → optional":             199,
+	"reserved":                        336,
 	"retry":                           3,
-	"revision %d":                     498,
-	"revisions %s":                    648,
-	"routing changed":                 373,
-	"routing output":                  615,
-	"routing output %s → %s":          196,
-	"running":                         338,
-	"secret":                          355,
-	"sensitive":                       354,
-	"settled":                         499,
+	"revision %d":                     499,
+	"revisions %s":                    649,
+	"routing changed":                 374,
+	"routing output":                  616,
+	"routing output %s → %s":          197,
+	"running":                         339,
+	"secret":                          356,
+	"sensitive":                       355,
+	"settled":                         500,
 	"stop":                            5,
-	"stream":                          644,
-	"text":                            344,
-	"the contracts are the same (the name or a description changed).": 190,
-	"this session":             605,
-	"timeout %s":               565,
-	"timeout %s (the default)": 566,
-	"to":                       324,
-	"type changed":             368,
-	"unexpected value":         631,
-	"unknown":                  477,
-	"values added: %s":         199,
-	"values changed":           370,
-	"values removed: %s":       200,
-	"values reordered":         201,
-	"version %d":               533,
-	"waiting":                  472,
-	"yes":                      364,
-	"••• hidden (secret)":      357,
-	"••• hidden (sensitive)":   356,
-	"→ %s":                     559,
+	"stream":                          645,
+	"text":                            345,
+	"the contracts are the same (the name or a description changed).": 191,
+	"this session":             606,
+	"timeout %s":               566,
+	"timeout %s (the default)": 567,
+	"to":                       325,
+	"type changed":             369,
+	"unexpected value":         632,
+	"unknown":                  478,
+	"values added: %s":         200,
+	"values changed":           371,
+	"values removed: %s":       201,
+	"values reordered":         202,
+	"version %d":               534,
+	"waiting":                  473,
+	"yes":                      365,
+	"••• hidden (secret)":      358,
+	"••• hidden (sensitive)":   357,
+	"→ %s":                     560,
 }
 
-var enIndex = []uint32{ // 659 elements
+var enIndex = []uint32{ // 660 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -712,183 +713,183 @@ var enIndex = []uint32{ // 659 elements
 	// Entry 20 - 3F
 	0x0000061c, 0x00000659, 0x00000698, 0x000006ca,
 	0x000006ed, 0x0000075c, 0x000007c5, 0x0000086a,
-	0x000008a5, 0x00000902, 0x0000092f, 0x0000097c,
-	0x000009cf, 0x00000a28, 0x00000a81, 0x00000a91,
-	0x00000ad0, 0x00000b11, 0x00000b18, 0x00000b4e,
-	0x00000b5f, 0x00000bda, 0x00000bff, 0x00000c2d,
-	0x00000ca9, 0x00000cf3, 0x00000d27, 0x00000d57,
-	0x00000d9b, 0x00000dd3, 0x00000e00, 0x00000e30,
+	0x000008a5, 0x000008d2, 0x0000091f, 0x00000972,
+	0x000009cb, 0x00000a24, 0x00000a81, 0x00000adc,
+	0x00000aec, 0x00000b2b, 0x00000b6c, 0x00000b73,
+	0x00000ba9, 0x00000bba, 0x00000c35, 0x00000c5a,
+	0x00000c88, 0x00000d04, 0x00000d4e, 0x00000d82,
+	0x00000db2, 0x00000df6, 0x00000e2e, 0x00000e5b,
 	// Entry 40 - 5F
-	0x00000e80, 0x00000eb8, 0x00000f18, 0x00000f6f,
-	0x00000fa1, 0x00000fe7, 0x00001060, 0x00001064,
-	0x0000106c, 0x00001073, 0x00001080, 0x0000108b,
-	0x0000109d, 0x000010aa, 0x000010b5, 0x000010cf,
-	0x000010d9, 0x0000110c, 0x0000123b, 0x00001255,
-	0x00001290, 0x00001339, 0x000013b2, 0x00001407,
-	0x000014b6, 0x000014d2, 0x000014d7, 0x000014db,
-	0x000014e2, 0x000014e9, 0x000014fa, 0x00001513,
+	0x00000e8b, 0x00000edb, 0x00000f13, 0x00000f73,
+	0x00000fca, 0x00000ffc, 0x00001042, 0x000010bb,
+	0x000010bf, 0x000010c7, 0x000010ce, 0x000010db,
+	0x000010e6, 0x000010f8, 0x00001105, 0x00001110,
+	0x0000112a, 0x00001134, 0x00001167, 0x00001296,
+	0x000012b0, 0x000012eb, 0x00001394, 0x0000140d,
+	0x00001462, 0x00001511, 0x0000152d, 0x00001532,
+	0x00001536, 0x0000153d, 0x00001544, 0x00001555,
 	// Entry 60 - 7F
-	0x0000151f, 0x00001527, 0x00001531, 0x000015c1,
-	0x000015c9, 0x000015d7, 0x000015e5, 0x00001601,
-	0x0000160d, 0x000016a2, 0x000016cb, 0x000016ea,
-	0x00001752, 0x00001761, 0x0000176a, 0x0000177a,
-	0x0000178a, 0x00001791, 0x000017a0, 0x000017aa,
-	0x000017c9, 0x000017dc, 0x000017e1, 0x000017ed,
-	0x000017f5, 0x000017fc, 0x00001817, 0x00001820,
-	0x00001831, 0x00001848, 0x0000186f, 0x00001890,
+	0x0000156e, 0x0000157a, 0x00001582, 0x0000158c,
+	0x0000161c, 0x00001624, 0x00001632, 0x00001640,
+	0x0000165c, 0x00001668, 0x000016fd, 0x00001726,
+	0x00001745, 0x000017ad, 0x000017bc, 0x000017c5,
+	0x000017d5, 0x000017e5, 0x000017ec, 0x000017fb,
+	0x00001805, 0x00001824, 0x00001837, 0x0000183c,
+	0x00001848, 0x00001850, 0x00001857, 0x00001872,
+	0x0000187b, 0x0000188c, 0x000018a3, 0x000018ca,
 	// Entry 80 - 9F
-	0x000018b7, 0x000018c3, 0x00001941, 0x00001951,
-	0x000019b9, 0x000019d0, 0x000019e4, 0x00001a21,
-	0x00001b0e, 0x00001b18, 0x00001b25, 0x00001b89,
-	0x00001ba1, 0x00001be7, 0x00001bfc, 0x00001c6b,
-	0x00001cb1, 0x00001cd3, 0x00001cd9, 0x00001cde,
-	0x00001ce7, 0x00001cf6, 0x00001d02, 0x00001d0e,
-	0x00001d1f, 0x00001d2c, 0x00001d89, 0x00001d8e,
-	0x00001d9d, 0x00001da8, 0x00001db2, 0x00001df0,
+	0x000018eb, 0x00001912, 0x0000191e, 0x0000199c,
+	0x000019ac, 0x00001a14, 0x00001a2b, 0x00001a3f,
+	0x00001a7c, 0x00001b69, 0x00001b73, 0x00001b80,
+	0x00001be4, 0x00001bfc, 0x00001c42, 0x00001c57,
+	0x00001cc6, 0x00001d0c, 0x00001d2e, 0x00001d34,
+	0x00001d39, 0x00001d42, 0x00001d51, 0x00001d5d,
+	0x00001d69, 0x00001d7a, 0x00001d87, 0x00001de4,
+	0x00001de9, 0x00001df8, 0x00001e03, 0x00001e0d,
 	// Entry A0 - BF
-	0x00001df9, 0x00001e09, 0x00001e11, 0x00001e1a,
-	0x00001e20, 0x00001e2a, 0x00001e3c, 0x00001e84,
-	0x00001e92, 0x00001e9e, 0x00001ea6, 0x00001ead,
-	0x00001eb4, 0x00001ec5, 0x00001ed4, 0x00001efd,
-	0x00001f04, 0x00001f0f, 0x00001f2a, 0x00001f32,
-	0x00001f3e, 0x00001f5a, 0x00001f71, 0x00001f93,
-	0x00001fa2, 0x00001fae, 0x00001fb5, 0x00001fce,
-	0x00001fe8, 0x00002091, 0x000020a7, 0x000020e7,
+	0x00001e4b, 0x00001e54, 0x00001e64, 0x00001e6c,
+	0x00001e75, 0x00001e7b, 0x00001e85, 0x00001e97,
+	0x00001edf, 0x00001eed, 0x00001ef9, 0x00001f01,
+	0x00001f08, 0x00001f0f, 0x00001f20, 0x00001f2f,
+	0x00001f58, 0x00001f5f, 0x00001f6a, 0x00001f85,
+	0x00001f8d, 0x00001f99, 0x00001fb5, 0x00001fcc,
+	0x00001fee, 0x00001ffd, 0x00002009, 0x00002010,
+	0x00002029, 0x00002043, 0x000020ec, 0x00002102,
 	// Entry C0 - DF
-	0x00002118, 0x00002142, 0x00002169, 0x0000218d,
-	0x000021b4, 0x000021d3, 0x000021e9, 0x000021ff,
-	0x00002213, 0x00002229, 0x0000223a, 0x00002251,
-	0x00002274, 0x00002297, 0x000022b4, 0x000022d1,
-	0x000022d6, 0x00002322, 0x00002335, 0x00002339,
-	0x00002349, 0x00002352, 0x00002365, 0x0000238b,
-	0x00002394, 0x000023a4, 0x000023b9, 0x000023dd,
-	0x000023f9, 0x00002411, 0x0000241c, 0x00002427,
+	0x00002142, 0x00002173, 0x0000219d, 0x000021c4,
+	0x000021e8, 0x0000220f, 0x0000222e, 0x00002244,
+	0x0000225a, 0x0000226e, 0x00002284, 0x00002295,
+	0x000022ac, 0x000022cf, 0x000022f2, 0x0000230f,
+	0x0000232c, 0x00002331, 0x0000237d, 0x00002390,
+	0x00002394, 0x000023a4, 0x000023ad, 0x000023c0,
+	0x000023e6, 0x000023ef, 0x000023ff, 0x00002414,
+	0x00002438, 0x00002454, 0x0000246c, 0x00002477,
 	// Entry E0 - FF
-	0x00002432, 0x00002548, 0x0000256c, 0x00002597,
-	0x000025a2, 0x000025a7, 0x000025b6, 0x000025bd,
-	0x000025d4, 0x000025e9, 0x000025fb, 0x0000261e,
-	0x00002650, 0x00002666, 0x00002670, 0x0000267a,
-	0x0000268f, 0x000026dc, 0x000026ec, 0x00002725,
-	0x00002779, 0x00002783, 0x0000278a, 0x000027a0,
-	0x000027d9, 0x000027de, 0x000027e8, 0x000027f6,
-	0x00002803, 0x0000282c, 0x0000284f, 0x0000285c,
+	0x00002482, 0x0000248d, 0x000025a3, 0x000025c7,
+	0x000025f2, 0x000025fd, 0x00002602, 0x00002611,
+	0x00002618, 0x0000262f, 0x00002644, 0x00002656,
+	0x00002679, 0x000026ab, 0x000026c1, 0x000026cb,
+	0x000026d5, 0x000026ea, 0x00002737, 0x00002747,
+	0x00002780, 0x000027d4, 0x000027de, 0x000027e5,
+	0x000027fb, 0x00002834, 0x00002839, 0x00002843,
+	0x00002851, 0x0000285e, 0x00002887, 0x000028aa,
 	// Entry 100 - 11F
-	0x0000287c, 0x00002888, 0x000028a1, 0x000028aa,
-	0x000028b4, 0x000028bd, 0x000028c5, 0x000028cf,
-	0x000028d7, 0x000028df, 0x000028e3, 0x000028e7,
-	0x000028eb, 0x000028ef, 0x000028f3, 0x000028f7,
-	0x000028fb, 0x000028ff, 0x00002903, 0x00002907,
-	0x0000290b, 0x0000290f, 0x00002919, 0x00002937,
-	0x00002957, 0x0000297b, 0x0000299f, 0x000029a8,
-	0x000029bf, 0x000029c7, 0x000029d8, 0x000029dd,
+	0x000028b7, 0x000028d7, 0x000028e3, 0x000028fc,
+	0x00002905, 0x0000290f, 0x00002918, 0x00002920,
+	0x0000292a, 0x00002932, 0x0000293a, 0x0000293e,
+	0x00002942, 0x00002946, 0x0000294a, 0x0000294e,
+	0x00002952, 0x00002956, 0x0000295a, 0x0000295e,
+	0x00002962, 0x00002966, 0x0000296a, 0x00002974,
+	0x00002992, 0x000029b2, 0x000029d6, 0x000029fa,
+	0x00002a03, 0x00002a1a, 0x00002a22, 0x00002a33,
 	// Entry 120 - 13F
-	0x00002a22, 0x00002a3a, 0x00002a3f, 0x00002a4a,
-	0x00002a50, 0x00002a5a, 0x00002a62, 0x00002a6a,
-	0x00002a94, 0x00002aae, 0x00002ad6, 0x00002b06,
-	0x00002b0c, 0x00002b1b, 0x00002b6e, 0x00002b8c,
-	0x00002cae, 0x00002d6d, 0x00002dc4, 0x00002dee,
-	0x00002e1a, 0x00002e44, 0x00002e4c, 0x00002e52,
-	0x00002e5f, 0x00002e71, 0x00002e7a, 0x00002e8c,
-	0x00002e9b, 0x00002ebd, 0x00002ee1, 0x00002efd,
+	0x00002a38, 0x00002a7d, 0x00002a95, 0x00002a9a,
+	0x00002aa5, 0x00002aab, 0x00002ab5, 0x00002abd,
+	0x00002ac5, 0x00002aef, 0x00002b09, 0x00002b31,
+	0x00002b61, 0x00002b67, 0x00002b76, 0x00002bc9,
+	0x00002be7, 0x00002d09, 0x00002dc8, 0x00002e1f,
+	0x00002e49, 0x00002e75, 0x00002e9f, 0x00002ea7,
+	0x00002ead, 0x00002eba, 0x00002ecc, 0x00002ed5,
+	0x00002ee7, 0x00002ef6, 0x00002f18, 0x00002f3c,
 	// Entry 140 - 15F
-	0x00002f0b, 0x00002f36, 0x00002f48, 0x00002f5e,
-	0x00002f63, 0x00002f66, 0x00002f90, 0x00002fd9,
-	0x00002ff9, 0x00003002, 0x00003014, 0x00003037,
-	0x00003045, 0x00003054, 0x00003061, 0x0000306b,
-	0x00003074, 0x0000307d, 0x00003087, 0x0000308f,
-	0x00003094, 0x0000309c, 0x000030a5, 0x000030ae,
-	0x000030bb, 0x000030c0, 0x000030c8, 0x000030cf,
-	0x000030d7, 0x000030dc, 0x000030ea, 0x000030f1,
+	0x00002f58, 0x00002f66, 0x00002f91, 0x00002fa3,
+	0x00002fb9, 0x00002fbe, 0x00002fc1, 0x00002feb,
+	0x00003034, 0x00003054, 0x0000305d, 0x0000306f,
+	0x00003092, 0x000030a0, 0x000030af, 0x000030bc,
+	0x000030c6, 0x000030cf, 0x000030d8, 0x000030e2,
+	0x000030ea, 0x000030ef, 0x000030f7, 0x00003100,
+	0x00003109, 0x00003116, 0x0000311b, 0x00003123,
+	0x0000312a, 0x00003132, 0x00003137, 0x00003145,
 	// Entry 160 - 17F
-	0x000030f8, 0x000030fd, 0x00003104, 0x0000310e,
-	0x00003115, 0x00003132, 0x0000314c, 0x0000316a,
-	0x0000318a, 0x00003198, 0x000031a1, 0x000031aa,
-	0x000031b3, 0x000031b7, 0x000031ba, 0x000031c6,
-	0x000031d4, 0x000031e1, 0x000031f2, 0x00003201,
-	0x00003218, 0x0000322b, 0x0000323b, 0x0000324a,
-	0x00003259, 0x00003261, 0x00003268, 0x00003270,
-	0x00003278, 0x00003286, 0x00003294, 0x000032aa,
+	0x0000314c, 0x00003153, 0x00003158, 0x0000315f,
+	0x00003169, 0x00003170, 0x0000318d, 0x000031a7,
+	0x000031c5, 0x000031e5, 0x000031f3, 0x000031fc,
+	0x00003205, 0x0000320e, 0x00003212, 0x00003215,
+	0x00003221, 0x0000322f, 0x0000323c, 0x0000324d,
+	0x0000325c, 0x00003273, 0x00003286, 0x00003296,
+	0x000032a5, 0x000032b4, 0x000032bc, 0x000032c3,
+	0x000032cb, 0x000032d3, 0x000032e1, 0x000032ef,
 	// Entry 180 - 19F
-	0x000032bf, 0x000032d0, 0x000032d6, 0x000032dd,
-	0x000032e6, 0x00003302, 0x0000330b, 0x00003315,
-	0x0000331e, 0x00003327, 0x00003330, 0x00003347,
-	0x0000334f, 0x0000335d, 0x0000338a, 0x00003396,
-	0x000033a4, 0x000033eb, 0x000033f7, 0x000033ff,
-	0x0000342a, 0x00003475, 0x00003537, 0x0000353b,
-	0x00003561, 0x00003566, 0x00003581, 0x00003592,
-	0x0000359e, 0x000035a6, 0x000035d8, 0x000035e1,
+	0x00003305, 0x0000331a, 0x0000332b, 0x00003331,
+	0x00003338, 0x00003341, 0x0000335d, 0x00003366,
+	0x00003370, 0x00003379, 0x00003382, 0x0000338b,
+	0x000033a2, 0x000033aa, 0x000033b8, 0x000033e5,
+	0x000033f1, 0x000033ff, 0x00003446, 0x00003452,
+	0x0000345a, 0x00003485, 0x000034d0, 0x00003592,
+	0x00003596, 0x000035bc, 0x000035c1, 0x000035dc,
+	0x000035ed, 0x000035f9, 0x00003601, 0x00003633,
 	// Entry 1A0 - 1BF
-	0x000035ea, 0x00003606, 0x00003613, 0x00003621,
-	0x0000364d, 0x00003673, 0x0000367e, 0x000036ac,
-	0x000036c9, 0x000036f8, 0x0000372a, 0x00003748,
-	0x0000377d, 0x00003799, 0x000037a8, 0x000037b5,
-	0x000037c3, 0x000037d0, 0x000037d9, 0x000037f4,
-	0x0000380f, 0x00003819, 0x0000386c, 0x000038ea,
-	0x00003960, 0x0000398d, 0x000039c7, 0x00003a2c,
-	0x00003a4c, 0x00003a72, 0x00003a9c, 0x00003ad4,
+	0x0000363c, 0x00003645, 0x00003661, 0x0000366e,
+	0x0000367c, 0x000036a8, 0x000036ce, 0x000036d9,
+	0x00003707, 0x00003724, 0x00003753, 0x00003785,
+	0x000037a3, 0x000037d8, 0x000037f4, 0x00003803,
+	0x00003810, 0x0000381e, 0x0000382b, 0x00003834,
+	0x0000384f, 0x0000386a, 0x00003874, 0x000038c7,
+	0x00003945, 0x000039bb, 0x000039e8, 0x00003a22,
+	0x00003a87, 0x00003aa7, 0x00003acd, 0x00003af7,
 	// Entry 1C0 - 1DF
-	0x00003b11, 0x00003b35, 0x00003bae, 0x00003bd3,
-	0x00003bed, 0x00003c0b, 0x00003c3f, 0x00003c7f,
-	0x00003ca9, 0x00003cb8, 0x00003ce9, 0x00003d18,
-	0x00003d2b, 0x00003da0, 0x00003db3, 0x00003de7,
-	0x00003e1b, 0x00003e2b, 0x00003e72, 0x00003e9f,
-	0x00003eac, 0x00003ebc, 0x00003eec, 0x00003f26,
-	0x00003f49, 0x00003f51, 0x00003f69, 0x00003f86,
-	0x00003f94, 0x00003fa5, 0x00003fad, 0x00003fb8,
+	0x00003b2f, 0x00003b6c, 0x00003b90, 0x00003c09,
+	0x00003c2e, 0x00003c48, 0x00003c66, 0x00003c9a,
+	0x00003cda, 0x00003d04, 0x00003d13, 0x00003d44,
+	0x00003d73, 0x00003d86, 0x00003dfb, 0x00003e0e,
+	0x00003e42, 0x00003e76, 0x00003e86, 0x00003ecd,
+	0x00003efa, 0x00003f07, 0x00003f17, 0x00003f47,
+	0x00003f81, 0x00003fa4, 0x00003fac, 0x00003fc4,
+	0x00003fe1, 0x00003fef, 0x00004000, 0x00004008,
 	// Entry 1E0 - 1FF
-	0x00003fd9, 0x0000401b, 0x0000404b, 0x0000405d,
-	0x0000406d, 0x0000409f, 0x000040ab, 0x000040bc,
-	0x000040d6, 0x000040e7, 0x000040ed, 0x00004101,
-	0x00004119, 0x0000413e, 0x0000414c, 0x0000418a,
-	0x000041c7, 0x000041f3, 0x00004230, 0x0000423f,
-	0x00004247, 0x00004254, 0x00004264, 0x0000427b,
-	0x00004286, 0x00004295, 0x0000429b, 0x000042a9,
-	0x000042b3, 0x000042be, 0x000042d1, 0x000042f6,
+	0x00004013, 0x00004034, 0x00004076, 0x000040a6,
+	0x000040b8, 0x000040c8, 0x000040fa, 0x00004106,
+	0x00004117, 0x00004131, 0x00004142, 0x00004148,
+	0x0000415c, 0x00004174, 0x00004199, 0x000041a7,
+	0x000041e5, 0x00004222, 0x0000424e, 0x0000428b,
+	0x0000429a, 0x000042a2, 0x000042af, 0x000042bf,
+	0x000042d6, 0x000042e1, 0x000042f0, 0x000042f6,
+	0x00004304, 0x0000430e, 0x00004319, 0x0000432c,
 	// Entry 200 - 21F
-	0x00004321, 0x000043b2, 0x000043ed, 0x0000440c,
-	0x0000444a, 0x00004481, 0x000044af, 0x000044bd,
-	0x00004550, 0x0000456e, 0x000045b4, 0x000045c2,
-	0x000045d6, 0x000045f7, 0x0000460b, 0x00004611,
-	0x00004625, 0x00004698, 0x000046e5, 0x000046f6,
-	0x0000470d, 0x0000472a, 0x00004738, 0x00004746,
-	0x0000474e, 0x00004759, 0x0000475f, 0x00004851,
-	0x00004857, 0x00004889, 0x0000488e, 0x0000489e,
+	0x00004351, 0x0000437c, 0x0000440d, 0x00004448,
+	0x00004467, 0x000044a5, 0x000044dc, 0x0000450a,
+	0x00004518, 0x000045ab, 0x000045c9, 0x0000460f,
+	0x0000461d, 0x00004631, 0x00004652, 0x00004666,
+	0x0000466c, 0x00004680, 0x000046f3, 0x00004740,
+	0x00004751, 0x00004768, 0x00004785, 0x00004793,
+	0x000047a1, 0x000047a9, 0x000047b4, 0x000047ba,
+	0x000048ac, 0x000048b2, 0x000048e4, 0x000048e9,
 	// Entry 220 - 23F
-	0x000048a9, 0x000048b2, 0x000048c2, 0x000048dc,
-	0x00004981, 0x00004997, 0x00004a1c, 0x00004a96,
-	0x00004aa5, 0x00004b5f, 0x00004bb0, 0x00004bb5,
-	0x00004bc3, 0x00004bd3, 0x00004bdf, 0x00004bef,
-	0x00004bf9, 0x00004c1c, 0x00004c35, 0x00004c48,
-	0x00004cb4, 0x00004cc3, 0x00004cd1, 0x00004ced,
-	0x00004cfc, 0x00004d12, 0x00004d4b, 0x00004d7d,
-	0x00004db4, 0x00004dc2, 0x00004e06, 0x00004e2b,
+	0x000048f9, 0x00004904, 0x0000490d, 0x0000491d,
+	0x00004937, 0x000049dc, 0x000049f2, 0x00004a77,
+	0x00004af1, 0x00004b00, 0x00004bba, 0x00004c0b,
+	0x00004c10, 0x00004c1e, 0x00004c2e, 0x00004c3a,
+	0x00004c4a, 0x00004c54, 0x00004c77, 0x00004c90,
+	0x00004ca3, 0x00004d0f, 0x00004d1e, 0x00004d2c,
+	0x00004d48, 0x00004d57, 0x00004d6d, 0x00004da6,
+	0x00004dd8, 0x00004e0f, 0x00004e1d, 0x00004e61,
 	// Entry 240 - 25F
-	0x00004e3e, 0x00004e66, 0x00004e6d, 0x00004ec8,
-	0x00004ef2, 0x00004f22, 0x00004f80, 0x00005020,
-	0x00005034, 0x000050df, 0x00005155, 0x0000515d,
-	0x00005198, 0x0000519e, 0x0000521a, 0x00005262,
-	0x0000528d, 0x000052ef, 0x00005312, 0x000053b9,
-	0x000053bc, 0x000053c1, 0x000053cc, 0x000053d6,
-	0x000053de, 0x000053f9, 0x000053ff, 0x00005407,
-	0x00005415, 0x0000541f, 0x0000542c, 0x00005436,
+	0x00004e86, 0x00004e99, 0x00004ec1, 0x00004ec8,
+	0x00004f23, 0x00004f4d, 0x00004f7d, 0x00004fdb,
+	0x0000507b, 0x0000508f, 0x0000513a, 0x000051b0,
+	0x000051b8, 0x000051f3, 0x000051f9, 0x00005275,
+	0x000052bd, 0x000052e8, 0x0000534a, 0x0000536d,
+	0x00005414, 0x00005417, 0x0000541c, 0x00005427,
+	0x00005431, 0x00005439, 0x00005454, 0x0000545a,
+	0x00005462, 0x00005470, 0x0000547a, 0x00005487,
 	// Entry 260 - 27F
-	0x00005449, 0x0000546d, 0x000054ed, 0x000054fe,
-	0x00005506, 0x0000557b, 0x000055cf, 0x00005611,
-	0x00005620, 0x0000562c, 0x00005668, 0x000056a2,
-	0x000056b0, 0x000056bd, 0x000056cb, 0x000056d9,
-	0x000056e7, 0x00005719, 0x00005749, 0x000057a5,
-	0x000057b2, 0x000057d2, 0x000057ec, 0x000057f1,
-	0x00005802, 0x00005888, 0x000058ad, 0x000058b4,
-	0x000058bd, 0x000058d0, 0x000058da, 0x000058e4,
+	0x00005491, 0x000054a4, 0x000054c8, 0x00005548,
+	0x00005559, 0x00005561, 0x000055d6, 0x0000562a,
+	0x0000566c, 0x0000567b, 0x00005687, 0x000056c3,
+	0x000056fd, 0x0000570b, 0x00005718, 0x00005726,
+	0x00005734, 0x00005742, 0x00005774, 0x000057a4,
+	0x00005800, 0x0000580d, 0x0000582d, 0x00005847,
+	0x0000584c, 0x0000585d, 0x000058e3, 0x00005908,
+	0x0000590f, 0x00005918, 0x0000592b, 0x00005935,
 	// Entry 280 - 29F
-	0x000058ee, 0x00005906, 0x0000591c, 0x00005928,
-	0x0000594a, 0x00005951, 0x0000595e, 0x0000596f,
-	0x00005996, 0x000059a6, 0x000059fa, 0x00005a4a,
-	0x00005aaa, 0x00005afd, 0x00005b35, 0x00005b85,
-	0x00005bb9, 0x00005bd8, 0x00005bf8,
-} // Size: 2660 bytes
+	0x0000593f, 0x00005949, 0x00005961, 0x00005977,
+	0x00005983, 0x000059a5, 0x000059ac, 0x000059b9,
+	0x000059ca, 0x000059f1, 0x00005a01, 0x00005a55,
+	0x00005aa5, 0x00005b05, 0x00005b58, 0x00005b90,
+	0x00005be0, 0x00005c14, 0x00005c33, 0x00005c53,
+} // Size: 2664 bytes
 
-const enData string = "" + // Size: 23544 bytes
+const enData string = "" + // Size: 23635 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -921,341 +922,343 @@ const enData string = "" + // Size: 23544 bytes
 	"\x02Its occurrence failed before any attempt: its inputs could not be bu" +
 	"ilt, so a retry would fail the same way. Abandon or stop the instance in" +
 	"stead. Nothing was done.\x02This instance has already ended; there is no" +
-	"thing to stop.\x02Give a reason: it is recorded in the audit log (at mos" +
-	"t %[1]d characters). Nothing was done.\x02Relais refused the action. Not" +
-	"hing was done.\x02This instance was already stopped; nothing changed and" +
-	" nothing was recorded.\x02Retried: the occurrence at node %[1]s is offer" +
-	"ed again. Recorded in the audit log.\x02Abandoned: the instance failed w" +
-	"ith the error code abandoned. Recorded in the audit log.\x02Stopped: the" +
-	" instance and its open occurrences are cancelled. Recorded in the audit " +
-	"log.\x02Unknown action.\x02Stopping applies to running or held instances" +
-	", not %[1]s ones.\x02Retrying and abandoning apply to held instances, no" +
-	"t %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for every i" +
-	"nstance)\x02Back to the list\x02This takes about %[1]s. Keep this page o" +
-	"pen until it answers: if it stops waiting first, the action still runs t" +
-	"o its end.\x02Follow it in the audit log (new tab)\x02Retry every held i" +
-	"nstance this filter matches\x02Each one’s failed occurrence is offered a" +
-	"gain with a fresh budget of attempts. Nothing is completed on anyone’s b" +
-	"ehalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now.\x00 " +
-	"\x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry" +
-	" %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every held i" +
-	"nstance this filter matches\x02Each one fails with the error code abando" +
-	"ned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d " +
-	"instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held instance " +
-	"this filter matches\x02Stop every running instance this filter matches" +
-	"\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
-	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
-	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
-	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
-	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
-	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
-	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
-	"ion applies to matches the filter.\x02No process, business key, error co" +
-	"de or creation date narrows this filter: it applies to the instances of " +
-	"every process.\x02any\x02Process\x02Status\x02Business key\x02Error code" +
-	"\x02Held at a node of\x02Created from\x02Created to\x02By process and er" +
-	"ror code\x02Instances\x02The %[1]d largest groups; the filter matches mo" +
-	"re.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
-	"efore any attempt (its inputs could not be built): it cannot be retried " +
-	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
-	"ances failed before any attempt (their inputs could not be built): they " +
-	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
-	"on this filter\x02The confirmed count is missing: start again from the l" +
-	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
-	"es were settled, started or acted on meanwhile. Nothing was done; check " +
-	"the new count and confirm again.\x02This bulk action was already applied" +
-	" (the form was sent again): its records are in the audit log. Nothing mo" +
-	"re was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instanc" +
-	"e.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00" +
-	"\x02R\x02%[1]d skipped: it changed after the count (settled, or acted on" +
-	" by someone else).\x00T\x02%[1]d skipped: they changed after the count (" +
-	"settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)" +
-	"\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence of" +
-	"fered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aband" +
-	"on and stop an operator applied, with its reason. Reveals of sensitive v" +
-	"alues have their own log (GET /api/v1/audit/reveals).\x02Filters\x02Appl" +
-	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
-	"\x02The process instance must be a whole instance id (a UUID): the lists" +
-	" show the end of each id; open the instance, or copy its link, for the w" +
-	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
-	", newest first\x02Showing the %[1]d instances bulk action %[2]s changed." +
-	" While it runs, each reload shows how far it got.\x02Relais console\x02L" +
-	"anguage\x02Skip to content\x02Main navigation\x02Health\x02External task" +
-	"s\x02Processes\x02Find an instance or occurrence\x02id or business key" +
-	"\x02Find\x02Definitions\x02Workers\x02Tokens\x02Signed in as %[1]s (%[2]" +
-	"s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
-	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
-	"load\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Your ro" +
-	"le can read definitions and processes only: external tasks and process i" +
-	"nstances are for operators and administrators.\x02Invalid request\x02The" +
-	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
-	"orrect it and try again.\x02Back to external tasks\x02Back to definition" +
-	"s\x02Nothing exists at this address, or it is not visible to you.\x02Not" +
-	"hing exists at this address, or it is not visible to you. An ended insta" +
-	"nce is deleted, with its occurrences and attempts, once the retention pe" +
-	"riod (RELAIS_RETENTION) has passed; the audit log keeps the operator act" +
-	"ions taken on it.\x02Not found\x02Form refused\x02This form was not sent" +
-	" from this console session, or it has expired. Reload the page and try a" +
-	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
-	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
-	" could not show this page. Try again; if it persists, give your administ" +
-	"rator the request id %[1]s.\x02Counting the occurrences; the counts appe" +
-	"ar when you reload the page.\x02Counts are unavailable right now.\x02Fie" +
-	"ld\x02Type\x02Required\x02Classification\x02Constraints\x02Description" +
-	"\x02Definition %[1]s\x02Working copy\x02The only mutable part of a defin" +
-	"ition. Processes never use it directly: they pin a revision.\x02Name\x02" +
-	"Routing output\x02Last saved\x02Revisions\x02No revision yet: the Workin" +
-	"g copy has never been snapshotted.\x02Releases\x02No release yet.\x02Rel" +
-	"ease\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists eve" +
-	"ry change from one revision to another, and whom it may break.\x02From r" +
-	"evision\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processe" +
-	"s\x02Breaks workers\x02These revisions have the same contracts.\x02Input" +
-	"s\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
-	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
-	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
-	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
-	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
-	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Definitio" +
-	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
-	"queue and incidents now, and what its workers finished in the last hour:" +
-	" occurrences that ended completed or failed. An occurrence retried since" +
-	" counts where it ends next; a failed attempt with attempts left is not c" +
-	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
-	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
-	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
-	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
-	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
-	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
-	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
-	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
-	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
-	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
-	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
-	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
-	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
-	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
-	" is held at a failed node: an incident. It cannot be retried: its occurr" +
-	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
-	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
-	"tance is held at a failed node: an incident. Retry offers the failed occ" +
-	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
-	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
-	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
-	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
-	"ailed occurrence\x02End node\x02Abandoned at node\x02Failed at node\x02h" +
-	"eld, then stopped by an operator\x02held, then abandoned by an operator" +
-	"\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must be be" +
-	"tween 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02from" +
-	"\x02to\x02Act on every instance this filter matches\x02The next page cou" +
-	"nts them and asks for a reason before anything changes.\x02Process insta" +
-	"nces, newest first\x02Instance\x02End node or error\x02No instance match" +
-	"es these filters.\x02All processes\x02Any definition\x02All statuses\x02" +
-	"available\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02exp" +
-	"ired\x02rejected\x02released\x02disconnected\x02text\x02integer\x02numbe" +
-	"r\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02nor" +
-	"mal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secr" +
-	"et)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
-	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
-	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
-	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
-	"hole message\x02No service ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
-	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
-	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
-	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
-	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
-	"mpt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revis" +
-	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
-	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
-	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
-	"ce ended without completing.\x02Reveal — this is recorded\x02Available f" +
-	"rom\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last" +
-	" error (attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no:" +
-	" the service marked this failure as not retryable (attempts left unused:" +
-	" %[1]d)\x02The destination did not answer within the call’s timeout (%[1" +
-	"]s): it may have acted all the same, so check before retrying.\x02The de" +
-	"stination did not answer within the call’s timeout: it may have acted al" +
-	"l the same, so check before retrying.\x02The deadline passed before a re" +
-	"sult arrived.\x02The result did not match the revision's outputs contrac" +
-	"t.\x02Relais stopped during the call: whether the destination acted is u" +
-	"nknown, so it is not called again.\x02The call could not be prepared." +
-	"\x02The destination could not be reached.\x02The destination’s answer wa" +
-	"s too large.\x02The last attempt’s lock expired with no attempt left." +
-	"\x02The inputs could not be built from the process’s bindings.\x02An ope" +
-	"rator abandoned the instance.\x02A Camunda 7 worker reported a failure w" +
-	"ith no retries left (retries: 0, or a budget already spent): it is not r" +
-	"un again.\x02The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[" +
-	"2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to b" +
-	"e offered again.\x02Waiting for Relais to call the destination since %[1" +
-	"]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]" +
-	"s)\x02Relais is calling the destination (since %[1]s).\x02Reserved by %[" +
-	"1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %" +
-	"[1]s (%[2]s): a worker of the same consumer, or a front end with a settl" +
-	"e token, completes it later.\x02Completed (%[1]s).\x02Its instance is he" +
-	"ld here, waiting for an operator.\x02Its instance went on along the node" +
-	"’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopp" +
-	"ed by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (" +
-	"%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled w" +
-	"ith its settle token)\x02%[1]s (deferred; settled with its settle token," +
-	" as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx," +
-	" unusable body\x02no answer within the timeout\x02no connection\x02answe" +
-	"r too large\x02unknown\x02[redacted]\x02Message from Relais (in English)" +
-	"\x02Message from the service (its own words, protected values masked)" +
-	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
-	"\x02Settlement date\x02More filters: instance, revision, consumer, dates" +
-	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Proc" +
-	"ess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
-	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
-	" the first day comes after the last.\x02This address holds a parameter t" +
-	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
-	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
-	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
-	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
-	" go back to the first page.\x02These settings are kept in this browser o" +
-	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
-	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
-	"low daylight saving time.\x02Reload lists and detail pages\x02Pages with" +
-	" a form, such as a confirmation, never reload on their own.\x02Save sett" +
-	"ings\x02Back without saving\x02UTC (coordinated universal time)\x02Local" +
-	" time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process vers" +
-	"ions: their nodes, routes and pinned revisions, drawn, with where their " +
-	"occurrences are now.\x02Published process versions: their nodes, routes " +
-	"and pinned revisions, drawn.\x02Processes by key\x02Versions, newest fir" +
-	"st\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02" +
-	"Version\x02Start node\x02Graph\x02Columns follow the longest path from t" +
-	"he start node. Solid arrows are successes (labelled with their route), d" +
-	"ashed ones failures (labelled with their error codes). Each box says how" +
-	" many of this version’s occurrences are at that node now.\x02Nodes\x02No" +
-	"des of this version, with their occurrences now\x02Kind\x02Pinned revisi" +
-	"on\x02On success\x02On error\x02Occurrences now\x02Instances of this pro" +
-	"cess\x02Columns follow the longest path from the start node. Solid arrow" +
-	"s are successes (labelled with their route), dashed ones failures (label" +
-	"led with their error codes).\x02Nodes of this version\x02This version ha" +
-	"s %[1]d nodes: too many to draw legibly (at most %[2]d). The table below" +
-	" lists every node with its routes and counts.\x02This version has %[1]d " +
-	"nodes: too many to draw legibly (at most %[2]d). The table below lists e" +
-	"very node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
-	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
-	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
-	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
-	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
-	"itive value.\x02Revealed by %[1]s at %[2]s; recorded in the audit log." +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Method not a" +
-	"llowed\x02This page does not accept that request.\x02Search\x02Type an i" +
-	"nstance or occurrence id (a UUID, as the pages show on hover), or a busi" +
-	"ness key.\x02Nothing to find: the search box is empty.\x02That is too lo" +
-	"ng to be an id or a business key.\x02No instance or occurrence has the i" +
-	"d “%[1]s”, and no instance has it as its business key.\x02No instance ha" +
-	"s “%[1]s” as its business key, and it is not a whole id: the lists show " +
-	"the end of each id. Open the row, or copy its link, for the whole id." +
-	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
-	"t elsewhere, a revoked token or a restart of the server), so your last a" +
-	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
-	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
-	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
-	"esigner or administrator token.\x02Token\x02The token is checked once an" +
-	"d never stored in your browser; a session cookie stands for it for up to" +
-	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
-	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02Only administrators manage tokens.\x02S" +
-	"taff tokens (administrators, designers, operators) that are not revoked." +
-	" Consumer tokens are managed with their consumers. Revoking a token refu" +
-	"ses its next request.\x02ID\x02Role\x02Created on\x02Last used\x02Expire" +
-	"s\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token\x02" +
-	"Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revoke the" +
-	" %[1]s token “%[2]s”?\x02Its next request is refused, and console sessio" +
-	"ns opened with it end. This cannot be undone: whoever uses it needs a ne" +
-	"w token.\x02Revoke the token\x02Keep it\x02This is the token you signed " +
-	"in with: revoking it signs you out. Its next request is refused. This ca" +
-	"nnot be undone.\x02This is the last usable administrator token: create a" +
-	"nother one before revoking it.\x02The token %[1]s (%[2]s) was revoked: i" +
-	"ts next request is refused.\x02routing output\x02(each item)\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d c" +
-	"haracters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19" +
-	"\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum" +
-	" %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02" +
-	"at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d m" +
-	"ore values not shown: the page shows the first %[2]d, the API's detail h" +
-	"as them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item" +
-	"\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpect" +
-	"ed value\x02Workers connected by a stream, and polling workers by their " +
-	"last fetch. A worker is listed while it was seen within three heartbeats" +
-	".\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defin" +
-	"itions served\x02In flight\x02Connected\x02Last seen\x02No worker is con" +
-	"nected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this" +
-	" definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revi" +
-	"sion its consumer is granted\x02revisions %[1]s\x02No worker serves this" +
-	" definition: its occurrences wait until one connects or polls.\x02No pro" +
-	"cess uses this definition yet: it needs a worker once a process pulls it" +
-	".\x02No process pulls this definition: Relais calls its destinations (pu" +
-	"sh), and it needs no worker.\x02No worker is connected for this definiti" +
-	"on; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"thing to stop.\x02Relais refused the action. Nothing was done.\x02This i" +
+	"nstance was already stopped; nothing changed and nothing was recorded." +
+	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
+	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
+	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
+	" occurrences are cancelled. Recorded in the audit log.\x02Give a reason:" +
+	" it is recorded in the audit log (at most %[1]d characters). Nothing was" +
+	" done.\x02The reason is too long: %[1]d characters, for at most %[2]d. S" +
+	"horten it. Nothing was done.\x02Unknown action.\x02Stopping applies to r" +
+	"unning or held instances, not %[1]s ones.\x02Retrying and abandoning app" +
+	"ly to held instances, not %[1]s ones.\x02Filter\x02Reason (recorded in t" +
+	"he audit log for every instance)\x02Back to the list\x02This takes about" +
+	" %[1]s. Keep this page open until it answers: if it stops waiting first," +
+	" the action still runs to its end.\x02Follow it in the audit log (new ta" +
+	"b)\x02Retry every held instance this filter matches\x02Each one’s failed" +
+	" occurrence is offered again with a fresh budget of attempts. Nothing is" +
+	" completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held in" +
+	"stance matches now.\x00 \x02%[1]d held instances match now.\x14\x01\x81" +
+	"\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instance" +
+	"s\x02Abandon every held instance this filter matches\x02Each one fails w" +
+	"ith the error code abandoned and cannot be resumed.\x14\x01\x81\x01\x00" +
+	"\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instances" +
+	"\x02Stop every held instance this filter matches\x02Stop every running i" +
+	"nstance this filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running in" +
+	"stance matches now.\x00#\x02%[1]d running instances match now.\x02Stop e" +
+	"very running or held instance this filter matches\x14\x01\x81\x01\x00" +
+	"\x02,\x02%[1]d running or held instance matches now.\x00+\x02%[1]d runni" +
+	"ng or held instances match now.\x02Each one and its open occurrences are" +
+	" cancelled; a stopped instance cannot be resumed.\x14\x01\x81\x01\x00" +
+	"\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothi" +
+	"ng to do: no instance this action applies to matches the filter.\x02No p" +
+	"rocess, business key, error code or creation date narrows this filter: i" +
+	"t applies to the instances of every process.\x02any\x02Process\x02Status" +
+	"\x02Business key\x02Error code\x02Held at a node of\x02Created from\x02C" +
+	"reated to\x02By process and error code\x02Instances\x02The %[1]d largest" +
+	" groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1" +
+	"]d more held instance failed before any attempt (its inputs could not be" +
+	" built): it cannot be retried and is left out. Abandon or stop it.\x00" +
+	"\x96\x01\x02%[1]d more held instances failed before any attempt (their i" +
+	"nputs could not be built): they cannot be retried and are left out. Aban" +
+	"don or stop them.\x02Cannot act on this filter\x02The confirmed count is" +
+	" missing: start again from the list.\x02The count changed since you conf" +
+	"irmed it (it was %[1]d): instances were settled, started or acted on mea" +
+	"nwhile. Nothing was done; check the new count and confirm again.\x02This" +
+	" bulk action was already applied (the form was sent again): its records " +
+	"are in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bul" +
+	"k %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d i" +
+	"nstances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after th" +
+	"e count (settled, or acted on by someone else).\x00T\x02%[1]d skipped: t" +
+	"hey changed after the count (settled, or acted on by someone else).\x02%" +
+	"[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process" +
+	" instance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit" +
+	" log\x02Every retry, abandon and stop an operator applied, with its reas" +
+	"on. Reveals of sensitive values have their own log (GET /api/v1/audit/re" +
+	"veals).\x02Filters\x02Apply filters\x02Clear filters\x02No operator acti" +
+	"on matches.\x02All actions\x02The process instance must be a whole insta" +
+	"nce id (a UUID): the lists show the end of each id; open the instance, o" +
+	"r copy its link, for the whole id.\x02The bulk action must be its id (a " +
+	"UUID).\x02Operator actions, newest first\x02Showing the %[1]d instances " +
+	"bulk action %[2]s changed. While it runs, each reload shows how far it g" +
+	"ot.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
+	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
+	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Tokens" +
+	"\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00" +
+	"\x01 \x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s" +
+	"\x02Times in %[1]s · no auto-reload\x02This page reloads every %[1]d sec" +
+	"onds.\x02Not allowed\x02Your role can read definitions and processes onl" +
+	"y: external tasks and process instances are for operators and administra" +
+	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
+	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
+	"nal tasks\x02Back to definitions\x02Nothing exists at this address, or i" +
+	"t is not visible to you.\x02Nothing exists at this address, or it is not" +
+	" visible to you. An ended instance is deleted, with its occurrences and " +
+	"attempts, once the retention period (RELAIS_RETENTION) has passed; the a" +
+	"udit log keeps the operator actions taken on it.\x02Not found\x02Form re" +
+	"fused\x02This form was not sent from this console session, or it has exp" +
+	"ired. Reload the page and try again.\x02Temporarily unavailable\x02The d" +
+	"atabase cannot be reached right now. Try again in a few seconds.\x02Some" +
+	"thing went wrong\x02The console could not show this page. Try again; if " +
+	"it persists, give your administrator the request id %[1]s.\x02Counting t" +
+	"he occurrences; the counts appear when you reload the page.\x02Counts ar" +
+	"e unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
+	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
+	"e only mutable part of a definition. Processes never use it directly: th" +
+	"ey pin a revision.\x02Name\x02Routing output\x02Last saved\x02Revisions" +
+	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
+	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
+	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
+	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
+	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
+	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
+	"e in no revision (workers and processes use revision %[1]d at most) unti" +
+	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
+	"contracts are the same (the name or a description changed).\x02Changes o" +
+	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
+	" to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing outp" +
+	"ut %[1]s → %[2]s\x02optional → required\x02required → optional\x02values" +
+	" added: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2" +
+	"]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field" +
+	" of type %[2]s\x02required field of type %[1]s\x02optional field of type" +
+	" %[1]s\x02none\x02Task contracts: their Working copy, immutable revision" +
+	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
+	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
+	"release\x00\x0f\x02%[1]d releases\x02on error\x02any other error\x02held" +
+	" for an operator\x02an incident: retry, abandon or stop\x02end: complete" +
+	"s the instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s" +
+	"\x02Node %[1]s\x02Each definition’s queue and incidents now, and what it" +
+	"s workers finished in the last hour: occurrences that ended completed or" +
+	" failed. An occurrence retried since counts where it ends next; a failed" +
+	" attempt with attempts left is not counted, its occurrence’s page lists " +
+	"it.\x02Completions and failures, last hour\x02Definitions, those needing" +
+	" attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Ol" +
+	"dest claimable waits\x02Completed, last hour\x02Failed, last hour\x02No " +
+	"definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every " +
+	"few seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show " +
+	"all definitions\x02No definition %[1]s has occurrences: check the key, o" +
+	"r show all definitions.\x02All definitions\x02Completions and failures p" +
+	"er 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The ta" +
+	"ble after the chart gives each 5-minute slot.\x02completed\x02failed\x02" +
+	"The chart’s numbers\x02Completions and failures per 5-minute slot, oldes" +
+	"t first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %" +
+	"[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %" +
+	"[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
+	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
+	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
+	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
+	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
+	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
+	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
+	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
+	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
+	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
+	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
+	"s acted on this instance.\x02Operator actions on this instance, newest f" +
+	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
+	" labelled by process version %[1]d's contract\x02This process takes no i" +
+	"nputs.\x02This instance is held at a failed node: an incident. It cannot" +
+	" be retried: its occurrence at node %[1]s failed before any attempt (its" +
+	" inputs could not be built), so it would fail the same way. Abandon fail" +
+	"s the instance; stop cancels it. Each asks for a reason, recorded in the" +
+	" audit log.\x02This instance is held at a failed node: an incident. Retr" +
+	"y offers the failed occurrence again; abandon fails the instance; stop c" +
+	"ancels it. Each asks for a reason, recorded in the audit log.\x02Stoppin" +
+	"g cancels the instance and its open occurrences. It does not complete an" +
+	"ything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at " +
+	"%[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02End" +
+	"ed\x02Held at node\x02Failed occurrence\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02Unknown status “%[1]s”.\x02Creation date\x02Th" +
+	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
+	"case-sensitive\x02from\x02to\x02Act on every instance this filter matche" +
+	"s\x02The next page counts them and asks for a reason before anything cha" +
+	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
+	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
+	"on\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02" +
+	"running\x02held\x02expired\x02rejected\x02released\x02disconnected\x02te" +
+	"xt\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice" +
+	"\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensi" +
+	"tive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (R" +
+	"elais calls the service)\x02administrator\x02operator\x02designer\x02con" +
+	"sumer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02re" +
+	"quired changed\x02values changed\x02classification changed\x02constraint" +
+	" changed\x02routing changed\x02minimum length\x02maximum length\x02patte" +
+	"rn\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02" +
+	"%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dat" +
+	"es\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02W" +
+	"orker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02" +
+	"Outcome\x02Error message\x02No service has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
+	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais never called the destinatio" +
+	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
+	"’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
+	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
+	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
+	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
+	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
+	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
+	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
+	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
+	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
+	"is is recorded\x02Available from\x02Next attempt\x02Last reserved\x02Loc" +
+	"k expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any" +
+	" attempt)\x02Retryable\x02no: the service marked this failure as not ret" +
+	"ryable (attempts left unused: %[1]d)\x02The destination did not answer w" +
+	"ithin the call’s timeout (%[1]s): it may have acted all the same, so che" +
+	"ck before retrying.\x02The destination did not answer within the call’s " +
+	"timeout: it may have acted all the same, so check before retrying.\x02Th" +
+	"e deadline passed before a result arrived.\x02The result did not match t" +
+	"he revision's outputs contract.\x02Relais stopped during the call: wheth" +
+	"er the destination acted is unknown, so it is not called again.\x02The c" +
+	"all could not be prepared.\x02The destination could not be reached.\x02T" +
+	"he destination’s answer was too large.\x02The last attempt’s lock expire" +
+	"d with no attempt left.\x02The inputs could not be built from the proces" +
+	"s’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 work" +
+	"er reported a failure with no retries left (retries: 0, or a budget alre" +
+	"ady spent): it is not run again.\x02The destination answered HTTP %[1]s." +
+	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
+	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
+	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
+	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
+	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
+	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
+	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
+	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
+	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
+	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
+	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
+	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
+	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, re" +
+	"vision, consumer, dates\x02instance id\x02Counts by status\x02Occurrence" +
+	"s, newest first\x02Process and node\x02Error\x02Consumer and worker\x02N" +
+	"ext attempt or settled\x02No occurrence matches these filters.\x02All co" +
+	"nsumers\x02Totals of definition %[1]s, not narrowed by the other filters" +
+	"\x02Totals of all definitions, not narrowed by the other filters\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02as of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revi" +
+	"sion %[1]d\x02settled\x02next attempt\x02claimable since\x02call in prog" +
+	"ress since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02" +
+	"Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
+	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02This addres" +
+	"s holds a parameter that cannot be read (a percent sign not followed by " +
+	"two hexadecimal digits, or a semicolon): correct the address.\x02Unknown" +
+	" parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”" +
+	".\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pa" +
+	"ge cursor is invalid: go back to the first page.\x02These settings are k" +
+	"ept in this browser only.\x02Show times in\x02The console runs no script" +
+	", so it cannot read your computer’s time zone: choose its offset from UT" +
+	"C. Offsets do not follow daylight saving time.\x02Reload lists and detai" +
+	"l pages\x02Pages with a form, such as a confirmation, never reload on th" +
+	"eir own.\x02Save settings\x02Back without saving\x02UTC (coordinated uni" +
+	"versal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02P" +
+	"ublished process versions: their nodes, routes and pinned revisions, dra" +
+	"wn, with where their occurrences are now.\x02Published process versions:" +
+	" their nodes, routes and pinned revisions, drawn.\x02Processes by key" +
+	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
+	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
+	" the longest path from the start node. Solid arrows are successes (label" +
+	"led with their route), dashed ones failures (labelled with their error c" +
+	"odes). Each box says how many of this version’s occurrences are at that " +
+	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
+	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
+	"\x02Instances of this process\x02Columns follow the longest path from th" +
+	"e start node. Solid arrows are successes (labelled with their route), da" +
+	"shed ones failures (labelled with their error codes).\x02Nodes of this v" +
+	"ersion\x02This version has %[1]d nodes: too many to draw legibly (at mos" +
+	"t %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
+	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
+	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
+	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
+	"e revealed.\x02Method not allowed\x02This page does not accept that requ" +
+	"est.\x02Search\x02Type an instance or occurrence id (a UUID, as the page" +
+	"s show on hover), or a business key.\x02Nothing to find: the search box " +
+	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
+	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
+	"ness key.\x02No instance has “%[1]s” as its business key, and it is not " +
+	"a whole id: the lists show the end of each id. Open the row, or copy its" +
+	" link, for the whole id.\x02You are signed out.\x02Your session had ende" +
+	"d (inactivity, a sign-out elsewhere, a revoked token or a restart of the" +
+	" server), so your last action was not applied. Sign in again, then repea" +
+	"t it.\x02Your session has ended (inactivity, a sign-out elsewhere, a rev" +
+	"oked token or a restart of the server). Sign in again.\x02Sign in\x02Sig" +
+	"n in with an operator, designer or administrator token.\x02Token\x02The " +
+	"token is checked once and never stored in your browser; a session cookie" +
+	" stands for it for up to 8 hours of inactivity.\x02Too many failed sign-" +
+	"ins from your address. Try again in %[1]d seconds.\x02This token is unkn" +
+	"own or has been revoked.\x02A %[1]s token cannot open the console: sign " +
+	"in with an operator, designer or administrator token.\x02Only administra" +
+	"tors manage tokens.\x02Staff tokens (administrators, designers, operator" +
+	"s) that are not revoked. Consumer tokens are managed with their consumer" +
+	"s. Revoking a token refuses its next request.\x02ID\x02Role\x02Created o" +
+	"n\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not " +
+	"yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke t" +
+	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
+	"used, and console sessions opened with it end. This cannot be undone: wh" +
+	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
+	"is the token you signed in with: revoking it signs you out. Its next req" +
+	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
+	"istrator token: create another one before revoking it.\x02The token %[1]" +
+	"s (%[2]s) was revoked: its next request is refused.\x02routing output" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 659 elements
+var frIndex = []uint32{ // 660 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1268,183 +1271,183 @@ var frIndex = []uint32{ // 659 elements
 	// Entry 20 - 3F
 	0x000007c3, 0x0000080c, 0x00000856, 0x00000890,
 	0x000008c1, 0x0000094e, 0x000009d3, 0x00000aab,
-	0x00000af0, 0x00000b65, 0x00000b99, 0x00000bf6,
-	0x00000c5f, 0x00000cd6, 0x00000d3f, 0x00000d50,
-	0x00000dab, 0x00000e0b, 0x00000e12, 0x00000e53,
-	0x00000e67, 0x00000f05, 0x00000f39, 0x00000f78,
-	0x00001009, 0x00001089, 0x000010c5, 0x00001105,
-	0x0000115e, 0x0000119c, 0x000011da, 0x00001217,
+	0x00000af0, 0x00000b24, 0x00000b81, 0x00000bea,
+	0x00000c61, 0x00000cca, 0x00000d3f, 0x00000daa,
+	0x00000dbb, 0x00000e16, 0x00000e76, 0x00000e7d,
+	0x00000ebe, 0x00000ed2, 0x00000f70, 0x00000fa4,
+	0x00000fe3, 0x00001074, 0x000010f4, 0x00001130,
+	0x00001170, 0x000011c9, 0x00001207, 0x00001245,
 	// Entry 40 - 5F
-	0x00001296, 0x000012e0, 0x00001378, 0x000013e1,
-	0x0000141b, 0x0000147c, 0x00001525, 0x00001531,
-	0x0000153b, 0x00001542, 0x0000154f, 0x0000155f,
-	0x00001577, 0x0000158a, 0x0000159e, 0x000015bf,
-	0x000015c9, 0x00001611, 0x000017bd, 0x000017df,
-	0x00001814, 0x000018fd, 0x000019a6, 0x00001a1b,
-	0x00001afa, 0x00001b1a, 0x00001b20, 0x00001b24,
-	0x00001b2b, 0x00001b31, 0x00001b47, 0x00001b5e,
+	0x00001282, 0x00001301, 0x0000134b, 0x000013e3,
+	0x0000144c, 0x00001486, 0x000014e7, 0x00001590,
+	0x0000159c, 0x000015a6, 0x000015ad, 0x000015ba,
+	0x000015ca, 0x000015e2, 0x000015f5, 0x00001609,
+	0x0000162a, 0x00001634, 0x0000167c, 0x00001828,
+	0x0000184a, 0x0000187f, 0x00001968, 0x00001a11,
+	0x00001a86, 0x00001b65, 0x00001b85, 0x00001b8b,
+	0x00001b8f, 0x00001b96, 0x00001b9c, 0x00001bb2,
 	// Entry 60 - 7F
-	0x00001b6e, 0x00001b79, 0x00001b8b, 0x00001c36,
-	0x00001c3e, 0x00001c54, 0x00001c68, 0x00001c94,
-	0x00001ca7, 0x00001d7a, 0x00001dc3, 0x00001df9,
-	0x00001e88, 0x00001e97, 0x00001e9e, 0x00001eaf,
-	0x00001ec5, 0x00001ecb, 0x00001edc, 0x00001ee6,
-	0x00001f0d, 0x00001f29, 0x00001f31, 0x00001f3e,
-	0x00001f4a, 0x00001f51, 0x00001f75, 0x00001f85,
-	0x00001f9d, 0x00001fbe, 0x00001ff1, 0x00002022,
+	0x00001bc9, 0x00001bd9, 0x00001be4, 0x00001bf6,
+	0x00001ca1, 0x00001ca9, 0x00001cbf, 0x00001cd3,
+	0x00001cff, 0x00001d12, 0x00001de5, 0x00001e2e,
+	0x00001e64, 0x00001ef3, 0x00001f02, 0x00001f09,
+	0x00001f1a, 0x00001f30, 0x00001f36, 0x00001f47,
+	0x00001f51, 0x00001f78, 0x00001f94, 0x00001f9c,
+	0x00001fa9, 0x00001fb5, 0x00001fbc, 0x00001fe0,
+	0x00001ff0, 0x00002008, 0x00002029, 0x0000205c,
 	// Entry 80 - 9F
-	0x00002054, 0x00002062, 0x00002116, 0x00002128,
-	0x000021a8, 0x000021c4, 0x000021dc, 0x0000221f,
-	0x0000233d, 0x00002349, 0x0000235c, 0x000023d8,
-	0x000023f4, 0x0000244b, 0x00002463, 0x000024fb,
-	0x00002561, 0x00002593, 0x00002599, 0x0000259e,
-	0x000025aa, 0x000025b9, 0x000025c5, 0x000025d1,
-	0x000025e3, 0x000025f4, 0x00002678, 0x0000267c,
-	0x0000268e, 0x000026a5, 0x000026b0, 0x00002705,
+	0x0000208d, 0x000020bf, 0x000020cd, 0x00002181,
+	0x00002193, 0x00002213, 0x0000222f, 0x00002247,
+	0x0000228a, 0x000023a8, 0x000023b4, 0x000023c7,
+	0x00002443, 0x0000245f, 0x000024b6, 0x000024ce,
+	0x00002566, 0x000025cc, 0x000025fe, 0x00002604,
+	0x00002609, 0x00002615, 0x00002624, 0x00002630,
+	0x0000263c, 0x0000264e, 0x0000265f, 0x000026e3,
+	0x000026e7, 0x000026f9, 0x00002710, 0x0000271b,
 	// Entry A0 - BF
-	0x00002712, 0x00002737, 0x00002743, 0x0000274d,
-	0x00002753, 0x0000275f, 0x00002777, 0x000027c9,
-	0x000027d9, 0x000027e9, 0x000027f2, 0x000027fd,
-	0x00002805, 0x00002825, 0x00002847, 0x0000286f,
-	0x00002878, 0x00002888, 0x000028a8, 0x000028b0,
-	0x000028bf, 0x000028de, 0x00002909, 0x0000292f,
-	0x0000293f, 0x00002949, 0x00002953, 0x00002972,
-	0x00002990, 0x00002a68, 0x00002a86, 0x00002aca,
+	0x00002770, 0x0000277d, 0x000027a2, 0x000027ae,
+	0x000027b8, 0x000027be, 0x000027ca, 0x000027e2,
+	0x00002834, 0x00002844, 0x00002854, 0x0000285d,
+	0x00002868, 0x00002870, 0x00002890, 0x000028b2,
+	0x000028da, 0x000028e3, 0x000028f3, 0x00002913,
+	0x0000291b, 0x0000292a, 0x00002949, 0x00002974,
+	0x0000299a, 0x000029aa, 0x000029b4, 0x000029be,
+	0x000029dd, 0x000029fb, 0x00002ad3, 0x00002af1,
 	// Entry C0 - DF
-	0x00002b07, 0x00002b3a, 0x00002b6a, 0x00002b96,
-	0x00002bc6, 0x00002be8, 0x00002c03, 0x00002c1e,
-	0x00002c3a, 0x00002c56, 0x00002c6c, 0x00002c86,
-	0x00002cbd, 0x00002cf3, 0x00002d13, 0x00002d32,
-	0x00002d39, 0x00002da3, 0x00002db9, 0x00002dbe,
-	0x00002dd2, 0x00002dea, 0x00002e0f, 0x00002e3d,
-	0x00002e4f, 0x00002e62, 0x00002e7e, 0x00002eab,
-	0x00002ec8, 0x00002eeb, 0x00002ef6, 0x00002f01,
+	0x00002b35, 0x00002b72, 0x00002ba5, 0x00002bd5,
+	0x00002c01, 0x00002c31, 0x00002c53, 0x00002c6e,
+	0x00002c89, 0x00002ca5, 0x00002cc1, 0x00002cd7,
+	0x00002cf1, 0x00002d28, 0x00002d5e, 0x00002d7e,
+	0x00002d9d, 0x00002da4, 0x00002e0e, 0x00002e24,
+	0x00002e29, 0x00002e3d, 0x00002e55, 0x00002e7a,
+	0x00002ea8, 0x00002eba, 0x00002ecd, 0x00002ee9,
+	0x00002f16, 0x00002f33, 0x00002f56, 0x00002f61,
 	// Entry E0 - FF
-	0x00002f0d, 0x00003076, 0x0000309d, 0x000030db,
-	0x000030e7, 0x000030f0, 0x00003104, 0x0000310e,
-	0x00003135, 0x00003151, 0x0000316c, 0x0000319c,
-	0x000031db, 0x000031f6, 0x00003205, 0x00003216,
-	0x00003237, 0x000032a2, 0x000032ba, 0x00003300,
-	0x0000336b, 0x00003375, 0x0000337f, 0x00003399,
-	0x000033e2, 0x000033ea, 0x000033f5, 0x00003403,
-	0x00003413, 0x0000343d, 0x00003466, 0x00003476,
+	0x00002f6c, 0x00002f78, 0x000030e1, 0x00003108,
+	0x00003146, 0x00003152, 0x0000315b, 0x0000316f,
+	0x00003179, 0x000031a0, 0x000031bc, 0x000031d7,
+	0x00003207, 0x00003246, 0x00003261, 0x00003270,
+	0x00003281, 0x000032a2, 0x0000330d, 0x00003325,
+	0x0000336b, 0x000033d6, 0x000033e0, 0x000033ea,
+	0x00003404, 0x0000344d, 0x00003455, 0x00003460,
+	0x0000346e, 0x0000347e, 0x000034a8, 0x000034d1,
 	// Entry 100 - 11F
-	0x00003495, 0x000034a1, 0x000034ba, 0x000034c5,
-	0x000034d2, 0x000034e1, 0x000034e9, 0x000034f3,
-	0x000034fb, 0x00003503, 0x00003509, 0x00003510,
-	0x00003515, 0x0000351a, 0x0000351e, 0x00003523,
-	0x00003529, 0x0000352f, 0x00003535, 0x0000353a,
-	0x0000353f, 0x00003545, 0x0000354f, 0x0000356f,
-	0x00003591, 0x000035b5, 0x000035db, 0x000035e4,
-	0x00003600, 0x00003609, 0x00003621, 0x0000362a,
+	0x000034e1, 0x00003500, 0x0000350c, 0x00003525,
+	0x00003530, 0x0000353d, 0x0000354c, 0x00003554,
+	0x0000355e, 0x00003566, 0x0000356e, 0x00003574,
+	0x0000357b, 0x00003580, 0x00003585, 0x00003589,
+	0x0000358e, 0x00003594, 0x0000359a, 0x000035a0,
+	0x000035a5, 0x000035aa, 0x000035b0, 0x000035ba,
+	0x000035da, 0x000035fc, 0x00003620, 0x00003646,
+	0x0000364f, 0x0000366b, 0x00003674, 0x0000368c,
 	// Entry 120 - 13F
-	0x0000367e, 0x0000369e, 0x000036a4, 0x000036af,
-	0x000036b5, 0x000036c3, 0x000036ce, 0x000036dc,
-	0x0000370f, 0x00003733, 0x00003762, 0x000037ab,
-	0x000037b2, 0x000037c8, 0x0000383b, 0x00003861,
-	0x000039f0, 0x00003af7, 0x00003b47, 0x00003b78,
-	0x00003bab, 0x00003bda, 0x00003be8, 0x00003bf5,
-	0x00003c07, 0x00003c1c, 0x00003c29, 0x00003c3e,
-	0x00003c51, 0x00003c7c, 0x00003ca9, 0x00003ccd,
+	0x00003695, 0x000036e9, 0x00003709, 0x0000370f,
+	0x0000371a, 0x00003720, 0x0000372e, 0x00003739,
+	0x00003747, 0x0000377a, 0x0000379e, 0x000037cd,
+	0x00003816, 0x0000381d, 0x00003833, 0x000038a6,
+	0x000038cc, 0x00003a5b, 0x00003b62, 0x00003bb2,
+	0x00003be3, 0x00003c16, 0x00003c45, 0x00003c53,
+	0x00003c60, 0x00003c72, 0x00003c87, 0x00003c94,
+	0x00003ca9, 0x00003cbc, 0x00003ce7, 0x00003d14,
 	// Entry 140 - 15F
-	0x00003cdf, 0x00003d17, 0x00003d2e, 0x00003d45,
-	0x00003d48, 0x00003d4b, 0x00003d7f, 0x00003dc9,
-	0x00003dfe, 0x00003e07, 0x00003e1e, 0x00003e4c,
-	0x00003e5f, 0x00003e71, 0x00003e82, 0x00003e8d,
-	0x00003e98, 0x00003ea3, 0x00003eac, 0x00003eb5,
-	0x00003ebe, 0x00003ec7, 0x00003ed0, 0x00003ed7,
-	0x00003ee5, 0x00003eeb, 0x00003ef2, 0x00003ef9,
-	0x00003f02, 0x00003f07, 0x00003f15, 0x00003f1b,
+	0x00003d38, 0x00003d4a, 0x00003d82, 0x00003d99,
+	0x00003db0, 0x00003db3, 0x00003db6, 0x00003dea,
+	0x00003e34, 0x00003e69, 0x00003e72, 0x00003e89,
+	0x00003eb7, 0x00003eca, 0x00003edc, 0x00003eed,
+	0x00003ef8, 0x00003f03, 0x00003f0e, 0x00003f17,
+	0x00003f20, 0x00003f29, 0x00003f32, 0x00003f3b,
+	0x00003f42, 0x00003f50, 0x00003f56, 0x00003f5d,
+	0x00003f64, 0x00003f6d, 0x00003f72, 0x00003f80,
 	// Entry 160 - 17F
-	0x00003f21, 0x00003f27, 0x00003f2f, 0x00003f38,
-	0x00003f41, 0x00003f5e, 0x00003f79, 0x00003f9c,
-	0x00003fbd, 0x00003fcc, 0x00003fd7, 0x00003fe2,
-	0x00003fef, 0x00003ff3, 0x00003ff7, 0x00004005,
-	0x00004013, 0x00004021, 0x00004041, 0x00004054,
-	0x0000406d, 0x00004082, 0x00004093, 0x000040a5,
-	0x000040b7, 0x000040bd, 0x000040c4, 0x000040cc,
-	0x000040d4, 0x000040f2, 0x00004110, 0x00004127,
+	0x00003f86, 0x00003f8c, 0x00003f92, 0x00003f9a,
+	0x00003fa3, 0x00003fac, 0x00003fc9, 0x00003fe4,
+	0x00004007, 0x00004028, 0x00004037, 0x00004042,
+	0x0000404d, 0x0000405a, 0x0000405e, 0x00004062,
+	0x00004070, 0x0000407e, 0x0000408c, 0x000040ac,
+	0x000040bf, 0x000040d8, 0x000040ed, 0x000040fe,
+	0x00004110, 0x00004122, 0x00004128, 0x0000412f,
+	0x00004137, 0x0000413f, 0x0000415d, 0x0000417b,
 	// Entry 180 - 19F
-	0x0000413c, 0x0000414d, 0x00004153, 0x0000416c,
-	0x00004177, 0x000041ab, 0x000041b8, 0x000041d6,
-	0x000041e4, 0x000041ed, 0x000041f4, 0x0000420f,
-	0x00004219, 0x0000422c, 0x00004266, 0x0000426f,
-	0x0000427e, 0x000042e2, 0x000042ee, 0x000042f8,
-	0x00004328, 0x00004383, 0x0000446a, 0x00004475,
-	0x000044a8, 0x000044ad, 0x000044cd, 0x000044ea,
-	0x0000450a, 0x0000451f, 0x00004560, 0x0000456b,
+	0x00004192, 0x000041a7, 0x000041b8, 0x000041be,
+	0x000041d7, 0x000041e2, 0x00004216, 0x00004223,
+	0x00004241, 0x0000424f, 0x00004258, 0x0000425f,
+	0x0000427a, 0x00004284, 0x00004297, 0x000042d1,
+	0x000042da, 0x000042e9, 0x0000434d, 0x00004359,
+	0x00004363, 0x00004393, 0x000043ee, 0x000044d5,
+	0x000044e0, 0x00004513, 0x00004518, 0x00004538,
+	0x00004555, 0x00004575, 0x0000458a, 0x000045cb,
 	// Entry 1A0 - 1BF
-	0x00004575, 0x0000459e, 0x000045af, 0x000045bd,
-	0x000045f9, 0x00004623, 0x0000464b, 0x0000468a,
-	0x000046ab, 0x000046e9, 0x00004729, 0x00004749,
-	0x0000478a, 0x000047b6, 0x000047ce, 0x000047e2,
-	0x000047f9, 0x00004807, 0x00004812, 0x00004835,
-	0x00004854, 0x00004870, 0x000048de, 0x00004963,
-	0x000049e0, 0x00004a20, 0x00004a66, 0x00004ad8,
-	0x00004b00, 0x00004b23, 0x00004b5a, 0x00004ba1,
+	0x000045d6, 0x000045e0, 0x00004609, 0x0000461a,
+	0x00004628, 0x00004664, 0x0000468e, 0x000046b6,
+	0x000046f5, 0x00004716, 0x00004754, 0x00004794,
+	0x000047b4, 0x000047f5, 0x00004821, 0x00004839,
+	0x0000484d, 0x00004864, 0x00004872, 0x0000487d,
+	0x000048a0, 0x000048bf, 0x000048db, 0x00004949,
+	0x000049ce, 0x00004a4b, 0x00004a8b, 0x00004ad1,
+	0x00004b43, 0x00004b6b, 0x00004b8e, 0x00004bc5,
 	// Entry 1C0 - 1DF
-	0x00004bf4, 0x00004c1d, 0x00004cc3, 0x00004ce9,
-	0x00004d10, 0x00004d38, 0x00004d7f, 0x00004dc9,
-	0x00004dfc, 0x00004e0f, 0x00004e3d, 0x00004e79,
-	0x00004e8f, 0x00004f23, 0x00004f36, 0x00004f73,
-	0x00004faf, 0x00004fc2, 0x00005016, 0x0000504b,
-	0x0000505d, 0x00005074, 0x000050b1, 0x00005101,
-	0x0000512b, 0x00005136, 0x00005153, 0x00005172,
-	0x00005183, 0x0000519d, 0x000051a6, 0x000051b0,
+	0x00004c0c, 0x00004c5f, 0x00004c88, 0x00004d2e,
+	0x00004d54, 0x00004d7b, 0x00004da3, 0x00004dea,
+	0x00004e34, 0x00004e67, 0x00004e7a, 0x00004ea8,
+	0x00004ee4, 0x00004efa, 0x00004f8e, 0x00004fa1,
+	0x00004fde, 0x0000501a, 0x0000502d, 0x00005081,
+	0x000050b6, 0x000050c8, 0x000050df, 0x0000511c,
+	0x0000516c, 0x00005196, 0x000051a1, 0x000051be,
+	0x000051dd, 0x000051ee, 0x00005208, 0x00005211,
 	// Entry 1E0 - 1FF
-	0x000051cf, 0x0000521d, 0x00005252, 0x00005268,
-	0x00005279, 0x000052b6, 0x000052cf, 0x000052e5,
-	0x0000530f, 0x00005322, 0x00005329, 0x00005344,
-	0x00005364, 0x00005394, 0x000053ab, 0x000053e3,
-	0x0000541e, 0x0000544a, 0x0000549e, 0x000054ae,
-	0x000054b9, 0x000054cd, 0x000054df, 0x000054f5,
-	0x00005507, 0x00005519, 0x0000551f, 0x00005531,
-	0x0000553f, 0x0000554e, 0x00005564, 0x0000558e,
+	0x0000521b, 0x0000523a, 0x00005288, 0x000052bd,
+	0x000052d3, 0x000052e4, 0x00005321, 0x0000533a,
+	0x00005350, 0x0000537a, 0x0000538d, 0x00005394,
+	0x000053af, 0x000053cf, 0x000053ff, 0x00005416,
+	0x0000544e, 0x00005489, 0x000054b5, 0x00005509,
+	0x00005519, 0x00005524, 0x00005538, 0x0000554a,
+	0x00005560, 0x00005572, 0x00005584, 0x0000558a,
+	0x0000559c, 0x000055aa, 0x000055b9, 0x000055cf,
 	// Entry 200 - 21F
-	0x000055c1, 0x00005669, 0x000056b9, 0x000056e1,
-	0x00005733, 0x00005775, 0x000057b1, 0x000057c8,
-	0x00005890, 0x000058bd, 0x00005928, 0x00005942,
-	0x0000595b, 0x0000597c, 0x00005992, 0x00005999,
-	0x000059b3, 0x00005a48, 0x00005aab, 0x00005abe,
-	0x00005ae5, 0x00005b0d, 0x00005b1b, 0x00005b2b,
-	0x00005b33, 0x00005b44, 0x00005b4b, 0x00005c81,
-	0x00005c88, 0x00005cc2, 0x00005cc7, 0x00005cdc,
+	0x000055f9, 0x0000562c, 0x000056d4, 0x00005724,
+	0x0000574c, 0x0000579e, 0x000057e0, 0x0000581c,
+	0x00005833, 0x000058fb, 0x00005928, 0x00005993,
+	0x000059ad, 0x000059c6, 0x000059e7, 0x000059fd,
+	0x00005a04, 0x00005a1e, 0x00005ab3, 0x00005b16,
+	0x00005b29, 0x00005b50, 0x00005b78, 0x00005b86,
+	0x00005b96, 0x00005b9e, 0x00005baf, 0x00005bb6,
+	0x00005cec, 0x00005cf3, 0x00005d2d, 0x00005d32,
 	// Entry 220 - 23F
-	0x00005cf0, 0x00005d02, 0x00005d18, 0x00005d32,
-	0x00005e07, 0x00005e1f, 0x00005ec0, 0x00005f4f,
-	0x00005f5f, 0x00006039, 0x000060fb, 0x00006100,
-	0x00006110, 0x0000611e, 0x0000612e, 0x0000613e,
-	0x00006148, 0x00006171, 0x0000618b, 0x000061a6,
-	0x00006234, 0x00006245, 0x00006252, 0x0000626d,
-	0x00006281, 0x0000629f, 0x000062ea, 0x0000632b,
-	0x00006371, 0x00006389, 0x000063dc, 0x00006417,
+	0x00005d47, 0x00005d5b, 0x00005d6d, 0x00005d83,
+	0x00005d9d, 0x00005e72, 0x00005e8a, 0x00005f2b,
+	0x00005fba, 0x00005fca, 0x000060a4, 0x00006166,
+	0x0000616b, 0x0000617b, 0x00006189, 0x00006199,
+	0x000061a9, 0x000061b3, 0x000061dc, 0x000061f6,
+	0x00006211, 0x0000629f, 0x000062b0, 0x000062bd,
+	0x000062d8, 0x000062ec, 0x0000630a, 0x00006355,
+	0x00006396, 0x000063dc, 0x000063f4, 0x00006447,
 	// Entry 240 - 25F
-	0x0000642f, 0x0000645a, 0x00006464, 0x000064de,
-	0x00006513, 0x00006554, 0x000065c8, 0x000066a1,
-	0x000066ba, 0x00006783, 0x00006800, 0x0000680d,
-	0x0000685f, 0x00006865, 0x00006901, 0x00006955,
-	0x00006980, 0x00006a0c, 0x00006a3a, 0x00006afc,
-	0x00006aff, 0x00006b05, 0x00006b0f, 0x00006b25,
-	0x00006b30, 0x00006b60, 0x00006b67, 0x00006b72,
-	0x00006b80, 0x00006b8d, 0x00006b9b, 0x00006ba8,
+	0x00006482, 0x0000649a, 0x000064c5, 0x000064cf,
+	0x00006549, 0x0000657e, 0x000065bf, 0x00006633,
+	0x0000670c, 0x00006725, 0x000067ee, 0x0000686b,
+	0x00006878, 0x000068ca, 0x000068d0, 0x0000696c,
+	0x000069c0, 0x000069eb, 0x00006a77, 0x00006aa5,
+	0x00006b67, 0x00006b6a, 0x00006b70, 0x00006b7a,
+	0x00006b90, 0x00006b9b, 0x00006bcb, 0x00006bd2,
+	0x00006bdd, 0x00006beb, 0x00006bf8, 0x00006c06,
 	// Entry 260 - 27F
-	0x00006bc1, 0x00006bee, 0x00006c97, 0x00006caa,
-	0x00006cb4, 0x00006d43, 0x00006da4, 0x00006df6,
-	0x00006e08, 0x00006e1b, 0x00006e59, 0x00006e95,
-	0x00006ea1, 0x00006eae, 0x00006ebc, 0x00006eca,
-	0x00006eda, 0x00006f16, 0x00006f50, 0x00006fcd,
-	0x00006fd8, 0x00007002, 0x0000701e, 0x00007022,
-	0x00007034, 0x000070f6, 0x00007129, 0x00007134,
-	0x0000713e, 0x00007153, 0x0000715c, 0x00007166,
+	0x00006c13, 0x00006c2c, 0x00006c59, 0x00006d02,
+	0x00006d15, 0x00006d1f, 0x00006dae, 0x00006e0f,
+	0x00006e61, 0x00006e73, 0x00006e86, 0x00006ec4,
+	0x00006f00, 0x00006f0c, 0x00006f19, 0x00006f27,
+	0x00006f35, 0x00006f45, 0x00006f81, 0x00006fbb,
+	0x00007038, 0x00007043, 0x0000706d, 0x00007089,
+	0x0000708d, 0x0000709f, 0x00007161, 0x00007194,
+	0x0000719f, 0x000071a9, 0x000071be, 0x000071c7,
 	// Entry 280 - 29F
-	0x0000717b, 0x0000719f, 0x000071b9, 0x000071ce,
-	0x000071fa, 0x000071ff, 0x00007214, 0x00007226,
-	0x0000725b, 0x0000726c, 0x000072e2, 0x0000736d,
-	0x000073fc, 0x00007463, 0x000074a5, 0x00007518,
-	0x00007560, 0x0000758e, 0x000075c1,
-} // Size: 2660 bytes
+	0x000071d1, 0x000071e6, 0x0000720a, 0x00007224,
+	0x00007239, 0x00007265, 0x0000726a, 0x0000727f,
+	0x00007291, 0x000072c6, 0x000072d7, 0x0000734d,
+	0x000073d8, 0x00007467, 0x000074ce, 0x00007510,
+	0x00007583, 0x000075cb, 0x000075f9, 0x0000762c,
+} // Size: 2664 bytes
 
-const frData string = "" + // Size: 30145 bytes
+const frData string = "" + // Size: 30252 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1483,412 +1486,414 @@ const frData string = "" + // Size: 30145 bytes
 	"it.\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées " +
 	"n’ont pas pu être construites, une reprise échouerait donc de la même fa" +
 	"çon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cet" +
-	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Indique" +
-	"z un motif\u202f: il est consigné dans le journal d’audit (%[1]d caractè" +
-	"res au plus). Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a é" +
-	"té fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et " +
-	"rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s est " +
-	"proposée de nouveau. Consigné dans le journal d’audit.\x02Abandon\u202f:" +
-	" l’instance est passée en échec avec le code d’erreur abandoned. Consign" +
-	"é dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occurrence" +
-	"s ouvertes sont annulées. Consigné dans le journal d’audit.\x02Action in" +
-	"connue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à " +
-	"celles qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux insta" +
-	"nces bloquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné" +
-	" dans le journal d’audit pour chaque instance)\x02Revenir à la liste\x02" +
-	"Cela prend environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse" +
-	"\u202f: si elle cesse d’attendre avant, l’action va tout de même jusqu’a" +
-	"u bout.\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendr" +
-	"e toutes les instances bloquées que ce filtre retient\x02L’occurrence en" +
-	" échec de chacune est proposée de nouveau, avec un budget de tentatives " +
-	"neuf. Rien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00" +
-	"\x029\x02%[1]d instance bloquée correspond au filtre maintenant.\x00>" +
-	"\x02%[1]d instances bloquées correspondent au filtre maintenant.\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[" +
-	"1]d instances\x02Abandonner toutes les instances bloquées que ce filtre " +
-	"retient\x02Chacune passe en échec avec le code d’erreur abandoned et ne " +
-	"peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d " +
-	"instance\x00\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les ins" +
-	"tances bloquées que ce filtre retient\x02Arrêter toutes les instances en" +
-	" cours que ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance " +
-	"en cours correspond au filtre maintenant.\x00=\x02%[1]d instances en cou" +
-	"rs correspondent au filtre maintenant.\x02Arrêter toutes les instances e" +
-	"n cours ou bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[" +
-	"1]d instance en cours ou bloquée correspond au filtre maintenant.\x00J" +
-	"\x02%[1]d instances en cours ou bloquées correspondent au filtre mainten" +
-	"ant.\x02Chacune est annulée avec ses occurrences ouvertes\u202f; une ins" +
-	"tance arrêtée ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02A" +
-	"rrêter %[1]d instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire" +
-	"\u202f: aucune instance à laquelle cette action s’applique ne correspond" +
-	" au filtre.\x02Aucun processus, aucune clé métier, aucun code d’erreur n" +
-	"i date de création ne restreint ce filtre\u202f: l’action s’applique aux" +
-	" instances de tous les processus.\x02sans filtre\x02Processus\x02Statut" +
-	"\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis" +
-	" le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02Instances" +
-	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
-	"res.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a é" +
-	"choué avant toute tentative (ses entrées n’ont pas pu être construites)" +
-	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
-	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
-	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
-	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
-	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nomb" +
-	"re confirmé manque\u202f: repartez de la liste.\x02Le nombre a changé de" +
-	"puis que vous l’avez confirmé (il était de %[1]d)\u202f: entre-temps, de" +
-	"s instances ont été réglées, démarrées ou traitées. Rien n’a été fait" +
-	"\u202f; vérifiez le nouveau nombre et confirmez de nouveau.\x02Cette act" +
-	"ion groupée a déjà été appliquée (le formulaire a été envoyé de nouveau)" +
-	"\u202f: ses traces sont dans le journal d’audit. Rien de plus n’a été fa" +
-	"it.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d ins" +
-	"tance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le com" +
-	"ptage (réglée, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées" +
-	"\u202f: elles ont changé après le comptage (réglées, ou traitées par que" +
-	"lqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui" +
-	"\x02Action\x02Motif\x02Instance de processus\x02Occurrence reproposée" +
-	"\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaque reprise, ab" +
-	"andon et arrêt appliqué par un opérateur, avec son motif. Les révélation" +
-	"s de valeurs sensibles ont leur propre journal (GET /api/v1/audit/reveal" +
-	"s).\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune" +
-	" action d’opérateur ne correspond.\x02Toutes les actions\x02L’instance d" +
-	"e processus doit être un identifiant d’instance complet (un UUID)\u202f:" +
-	" les listes montrent la fin de chaque identifiant\u202f; ouvrez l’instan" +
-	"ce, ou copiez son lien, pour l’identifiant complet.\x02L’action groupée " +
-	"doit être désignée par son identifiant (un UUID).\x02Actions d’opérateur" +
-	"s, les plus récentes d’abord\x02Voici les %[1]d instances que l’action g" +
-	"roupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mo" +
-	"ntre où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02" +
-	"Navigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver" +
-	" une instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
-	"\x02Définitions\x02Exécutants\x02Jetons\x02Connecté en tant que %[1]s (%" +
-	"[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Régl" +
-	"ages d’affichage\u202f:\x02Heures en %[1]s · rechargement toutes les %[2" +
-	"]d s\x02Heures en %[1]s · sans rechargement automatique\x02Cette page se" +
-	" recharge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne pe" +
-	"rmet de lire que les définitions et les processus\u202f: les tâches exte" +
-	"rnes et les instances de processus sont réservées aux opérateurs et aux " +
-	"administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» con" +
-	"tient le caractère NUL ou des octets qui ne sont pas du texte UTF-8" +
-	"\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retou" +
-	"r aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous pu" +
-	"issiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissie" +
-	"z voir. Une instance terminée est supprimée, avec ses occurrences et ses" +
-	" tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoulé" +
-	"e\u202f; le journal d’audit garde les actions d’opérateur menées sur ell" +
-	"e.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envo" +
-	"yé depuis cette session de la console, ou il a expiré. Rechargez la page" +
-	" et réessayez.\x02Temporairement indisponible\x02La base de données est " +
-	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
-	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Décompte des occurrences en cours\u202f; les d" +
-	"écomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
-	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
-	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
-	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
-	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
-	"\x02Nom\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02A" +
-	"ucune révision pour l’instant\u202f: la copie de travail n’a jamais été " +
-	"figée.\x02Publications\x02Aucune publication pour l’instant.\x02Publicat" +
-	"ion\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02List" +
-	"e chaque changement d’une révision à l’autre et ce qu’il peut casser." +
-	"\x02De la révision\x02À la révision\x02Comparer\x02Changement\x02Détail" +
-	"\x02Incompatible avec les processus\x02Incompatible avec les exécutants" +
-	"\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée." +
-	"\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorti" +
-	"es de la copie de travail\x02Publications, les plus anciennes d’abord" +
-	"\x02Changements entre les deux révisions\x02Révision %[1]d\x02Figée le" +
-	"\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la révision " +
-	"%[1]d\x02La copie de travail a des changements pas encore figés\u202f: i" +
-	"ls ne sont dans aucune révision (exécutants et processus utilisent au pl" +
-	"us la révision %[1]d) tant qu’un figement n’en fait pas la révision %[2]" +
-	"d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les mêmes (le" +
-	" nom ou une description a changé).\x02Changements de la copie de travail" +
-	" depuis la révision %[1]d\x02Choisissez deux révisions existantes à comp" +
-	"arer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01" +
-	"\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01" +
-	"\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatible" +
-	"s\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obli" +
-	"gatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirée" +
-	"s\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02c" +
-	"hamp obligatoire de type %[2]s (classification %[1]s)\x02champ facultati" +
-	"f de type %[2]s (classification %[1]s)\x02champ obligatoire de type %[1]" +
-	"s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâches" +
-	"\u202f: leur copie de travail, leurs révisions immuables et leurs public" +
-	"ations nommées.\x02Définitions par clé\x02Clé\x02Dernière révision\x02au" +
-	"cune pour l’instant\x02Aucune définition pour l’instant.\x14\x01\x81\x01" +
-	"\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en ca" +
-	"s d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inciden" +
-	"t\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
-	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœ" +
-	"ud %[1]s\x02La file d’attente et les incidents de chaque définition main" +
-	"tenant, et ce que ses exécutants ont terminé dans la dernière heure" +
-	"\u202f: les occurrences terminées avec succès ou en échec. Une occurrenc" +
-	"e relancée depuis compte là où elle se termine ensuite\u202f; un échec q" +
-	"ui laisse des tentatives n’est pas compté, la page de son occurrence le " +
-	"montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles qu" +
-	"i demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instance" +
-	"s bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Term" +
-	"inées, dernière heure\x02En échec, dernière heure\x02Aucune définition n" +
-	"’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
-	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
-	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
-	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
-	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
-	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
-	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
-	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
-	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
-	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
-	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
-	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
-	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
-	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
-	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
-	"as pu être construites), une reprise échouerait donc de la même façon. L" +
-	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
-	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
-	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
-	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
-	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
-	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
-	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
-	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
-	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud" +
-	"\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloqué" +
-	"e, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Date de création\x02La taille de page doit être comprise en" +
-	"tre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02d" +
-	"u\x02au\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
-	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
-	"s processus\x02Toute définition\x02Tous les statuts\x02disponible\x02rés" +
-	"ervée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejeté" +
-	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
-	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
-	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
-	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
-	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
-	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
-	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
-	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
-	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
-	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
-	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
-	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
-	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
-	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
-	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
-	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
-	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
-	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
-	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
-	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
-	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
-	"ndre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’ex" +
-	"écutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentati" +
-	"ve\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le ch" +
-	"emin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse," +
-	" 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d dep" +
-	"uis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f" +
-	"\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’aprè" +
-	"s le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02So" +
-	"rties, nommées d’après le contrat de la révision %[1]d\x02Pas encore de " +
-	"sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune" +
-	" sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans abouti" +
-	"r.\x02Révéler — cette action est enregistrée\x02Disponible à partir du" +
-	"\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Diff" +
-	"érée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentat" +
-	"ive)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé " +
-	"cet échec comme définitif (tentatives restantes non utilisées\u202f: %[1" +
-	"]d)\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
-	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
-	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
-	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
-	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
-	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
-	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
-	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
-	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
-	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
-	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
-	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
-	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
-	"du HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à part" +
-	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
-	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
-	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
-	"(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Ré" +
-	"servée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[" +
-	"1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consom" +
-	"mateur, ou une interface munie d’un jeton de règlement, la terminera plu" +
-	"s tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente" +
-	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
-	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
-	"%[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été " +
-	"arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (d" +
-	"ifférée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
-	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
-	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
-	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
-	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
-	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
-	"eur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révi" +
-	"sion, consommateur, dates\x02identifiant d’instance\x02Décomptes par sta" +
-	"tut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Er" +
-	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
-	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
-	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
-	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
-	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
-	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
-	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
-	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
-	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
-	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
-	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
-	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
-	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
-	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
-	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
-	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Révélé par %[1]s" +
-	" le %[2]s\u202f; consigné dans le journal d’audit.\x02Révélation impossi" +
-	"ble\x02Seule une valeur que cette page affiche masquée (sensible) peut ê" +
-	"tre révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées." +
-	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
-	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
-	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
-	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
-	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
-	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
-	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
-	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
-	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
-	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
-	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
-	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
-	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
-	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
-	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
-	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
-	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
-	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons " +
-	"du personnel (administrateurs, concepteurs, opérateurs) non révoqués. Le" +
-	"s jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer " +
-	"un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernièr" +
-	"e utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessi" +
-	"on\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s" +
-	" «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
-	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
-	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
-	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
-	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
-	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
-	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
-	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
-	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
-	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
-	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
-	" charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Relais " +
+	"a refusé l’action. Rien n’a été fait.\x02Cette instance était déjà arrêt" +
+	"ée\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l" +
+	"’occurrence du nœud %[1]s est proposée de nouveau. Consigné dans le jo" +
+	"urnal d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le " +
+	"code d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt" +
+	"\u202f: l’instance et ses occurrences ouvertes sont annulées. Consigné d" +
+	"ans le journal d’audit.\x02Indiquez un motif\u202f: il est consigné dans" +
+	" le journal d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le" +
+	" motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccou" +
+	"rcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique" +
+	" aux instances en cours ou bloquées, pas à celles qui sont %[1]s.\x02La " +
+	"reprise et l’abandon s’appliquent aux instances bloquées, pas à celles q" +
+	"ui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d’audit pour" +
+	" chaque instance)\x02Revenir à la liste\x02Cela prend environ %[1]s. Gar" +
+	"dez cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’attendr" +
+	"e avant, l’action va tout de même jusqu’au bout.\x02La suivre dans le jo" +
+	"urnal d’audit (nouvel onglet)\x02Reprendre toutes les instances bloquées" +
+	" que ce filtre retient\x02L’occurrence en échec de chacune est proposée " +
+	"de nouveau, avec un budget de tentatives neuf. Rien n’est terminé à la p" +
+	"lace de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée co" +
+	"rrespond au filtre maintenant.\x00>\x02%[1]d instances bloquées correspo" +
+	"ndent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1" +
+	"]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes le" +
+	"s instances bloquées que ce filtre retient\x02Chacune passe en échec ave" +
+	"c le code d’erreur abandoned et ne peut plus être reprise.\x14\x01\x81" +
+	"\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]" +
+	"d instances\x02Arrêter toutes les instances bloquées que ce filtre retie" +
+	"nt\x02Arrêter toutes les instances en cours que ce filtre retient\x14" +
+	"\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtre ma" +
+	"intenant.\x00=\x02%[1]d instances en cours correspondent au filtre maint" +
+	"enant.\x02Arrêter toutes les instances en cours ou bloquées que ce filtr" +
+	"e retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée" +
+	" correspond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bl" +
+	"oquées correspondent au filtre maintenant.\x02Chacune est annulée avec s" +
+	"es occurrences ouvertes\u202f; une instance arrêtée ne peut pas être rep" +
+	"rise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02A" +
+	"rrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle" +
+	" cette action s’applique ne correspond au filtre.\x02Aucun processus, au" +
+	"cune clé métier, aucun code d’erreur ni date de création ne restreint ce" +
+	" filtre\u202f: l’action s’applique aux instances de tous les processus." +
+	"\x02sans filtre\x02Processus\x02Statut\x02Clé métier\x02Code d’erreur" +
+	"\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par p" +
+	"rocessus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nom" +
+	"breux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9" +
+	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
+	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
+	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
+	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
+	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
+	"sible d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez " +
+	"de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il é" +
+	"tait de %[1]d)\u202f: entre-temps, des instances ont été réglées, démarr" +
+	"ées ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et" +
+	" confirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le " +
+	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
+	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
+	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
+	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée" +
+	"\u202f: elle a changé après le comptage (réglée, ou traitée par quelqu’u" +
+	"n d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comp" +
+	"tage (réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°" +
+	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
+	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
+	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
+	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
+	"ournal (GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres" +
+	"\x02Effacer les filtres\x02Aucune action d’opérateur ne correspond.\x02T" +
+	"outes les actions\x02L’instance de processus doit être un identifiant d’" +
+	"instance complet (un UUID)\u202f: les listes montrent la fin de chaque i" +
+	"dentifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifi" +
+	"ant complet.\x02L’action groupée doit être désignée par son identifiant " +
+	"(un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Voici l" +
+	"es %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle " +
+	"s’exécute, chaque rechargement montre où elle en est.\x02Console Relais" +
+	"\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâche" +
+	"s externes\x02Processus\x02Trouver une instance ou une occurrence\x02ide" +
+	"ntifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons" +
+	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
+	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[" +
+	"1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans recharge" +
+	"ment automatique\x02Cette page se recharge toutes les %[1]d secondes." +
+	"\x02Non autorisé\x02Votre rôle ne permet de lire que les définitions et " +
+	"les processus\u202f: les tâches externes et les instances de processus s" +
+	"ont réservées aux opérateurs et aux administrateurs.\x02Requête invalide" +
+	"\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des octets" +
+	" qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Reto" +
+	"ur aux tâches externes\x02Retour aux définitions\x02Cette adresse ne mèn" +
+	"e à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne mène à r" +
+	"ien, ou à rien que vous puissiez voir. Une instance terminée est supprim" +
+	"ée, avec ses occurrences et ses tentatives, une fois la durée de conser" +
+	"vation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde les ac" +
+	"tions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire refusé" +
+	"\x02Ce formulaire n’a pas été envoyé depuis cette session de la console," +
+	" ou il a expiré. Rechargez la page et réessayez.\x02Temporairement indis" +
+	"ponible\x02La base de données est injoignable pour le moment. Réessayez " +
+	"dans quelques secondes.\x02Une erreur est survenue\x02La console n’a pas" +
+	" pu afficher cette page. Réessayez\u202f; si le problème persiste, donne" +
+	"z à votre administrateur l’identifiant de requête %[1]s.\x02Décompte des" +
+	" occurrences en cours\u202f; les décomptes s’afficheront quand vous rech" +
+	"argerez la page.\x02Les décomptes sont indisponibles pour le moment.\x02" +
+	"Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Descrip" +
+	"tion\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiab" +
+	"le d’une définition. Les processus ne l’utilisent jamais directement" +
+	"\u202f: ils épinglent une révision.\x02Nom\x02Sortie de routage\x02Derni" +
+	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
+	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
+	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
+	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
+	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
+	"omparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02In" +
+	"compatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
+	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
+	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
+	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
+	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
+	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
+	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
+	"[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%" +
+	"[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
+	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
+	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
+	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification" +
+	" %[1]s)\x02champ facultatif de type %[2]s (classification %[1]s)\x02cham" +
+	"p obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune" +
+	"\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions imm" +
+	"uables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02D" +
+	"ernière révision\x02aucune pour l’instant\x02Aucune définition pour l’in" +
+	"stant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d" +
+	" publications\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour u" +
+	"n opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
+	" de chaque définition maintenant, et ce que ses exécutants ont terminé d" +
+	"ans la dernière heure\u202f: les occurrences terminées avec succès ou en" +
+	" échec. Une occurrence relancée depuis compte là où elle se termine ensu" +
+	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
+	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
+	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
+	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
+	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
+	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
+	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
+	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
+	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
+	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
+	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
+	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de fin" +
+	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
+	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inco" +
+	"nnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de page" +
+	" doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exact" +
+	"e, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
+	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
+	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les stat" +
+	"uts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloq" +
+	"uée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
+	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
+	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
+	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
+	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
+	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1" +
+	"]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
+	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
+	"rreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
+	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
+	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
+	" le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez" +
+	" avant de reprendre.\x02La destination n’a pas répondu dans le délai de " +
+	"l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre." +
+	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
+	"ne respectait pas le contrat de sorties de la révision.\x02Relais s’est " +
+	"arrêté pendant l’appel\u202f: on ignore si la destination a agi, elle n’" +
+	"est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destina" +
+	"tion était injoignable.\x02La réponse de la destination était trop volum" +
+	"ineuse.\x02Le verrou de la dernière tentative a expiré sans tentative re" +
+	"stante.\x02Les entrées n’ont pas pu être construites à partir des liaiso" +
+	"ns du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant" +
+	" Camunda 7 a signalé un échec sans nouvelle tentative restante (retries" +
+	"\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relan" +
+	"cée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1" +
+	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
+	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
+	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
+	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la dest" +
+	"ination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]" +
+	"s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
+	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
+	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
+	"e est bloquée ici, en attente d’un opérateur.\x02Son instance a continué" +
+	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
+	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
+	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
+	"ommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
+	"lement)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en" +
+	" tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en atten" +
+	"te\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pa" +
+	"s de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Me" +
+	"ssage de Relais (en anglais)\x02Message de l’exécutant (ses propres term" +
+	"es, valeurs protégées masquées)\x02La révision doit être un nombre entie" +
+	"r, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture\x02Plus de fil" +
+	"tres\u202f: instance, révision, consommateur, dates\x02identifiant d’ins" +
+	"tance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord" +
+	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
+	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
+	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
+	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
+	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
+	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
+	"es 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tentat" +
+	"ive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02d" +
+	"ifférée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première " +
+	"page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01" +
+	".\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adres" +
+	"se contient un paramètre illisible (un signe pour cent qui n’est pas sui" +
+	"vi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l" +
+	"’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vou" +
+	"s dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%" +
+	"[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
+	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Les pages qui contiennent un formulaire, comme une confirmation, " +
+	"ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Re" +
+	"venir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure local" +
+	"e à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proc" +
+	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
+	"és, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
+	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
+	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
+	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
+	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
+	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
+	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
+	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
+	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
+	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
+	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
+	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
+	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
+	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
+	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
+	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
+	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
+	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
+	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
+	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
+	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
+	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
+	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
+	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
+	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
+	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
+	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
+	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
+	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
+	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
+	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
+	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
+	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
+	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
+	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
+	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
+	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
+	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
+	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
+	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
+	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
+	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
+	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
+	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
+	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
+	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
+	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
+	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
+	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
+	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
+	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
+	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
+	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
+	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
+	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
+	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
+	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
+	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
+	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
+	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
+	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
+	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
+	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
+	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
+	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
+	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
+	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
+	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
+	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
+	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
+	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge."
 
-	// Total table size 59009 bytes (57KiB); checksum: 6C26171
+	// Total table size 59215 bytes (57KiB); checksum: 7F36ED50
