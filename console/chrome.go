@@ -161,7 +161,7 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		if p.Role == auth.RoleAdmin {
 			ch.Nav = append(ch.Nav, navLink{Href: tokensPath, Label: T(ctx, "Tokens"), TestID: "nav-tokens", Current: section == "tokens"})
 		}
-		ch.User = &userBox{SignedInAs: T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)),
+		ch.User = &userBox{SignedInAs: elided(ctx, T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)), p.Name),
 			SignOut: T(ctx, "Sign out"), Action: basePath + "/sign-out", CSRF: currentOf(ctx).csrf}
 		pr := prefsOf(ctx)
 		zone := zoneLabel(pr.utc, pr.offset)

@@ -8,10 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 	xnumber "golang.org/x/text/number"
+	"golang.org/x/text/unicode/norm"
 
 	// The generated catalog registers the en and fr translations as
 	// message.DefaultCatalog, which every printer below reads.
@@ -106,6 +109,66 @@ func langCode(ctx context.Context) string {
 func T(ctx context.Context, format string, args ...any) string {
 	l := localeOf(ctx)
 	return l.grouped(l.printer.Sprintf(format, args...))
+}
+
+// elidable are the French words T's messages put before a name (someone's,
+// a process's, a node's) that elide before a vowel: "Connecté en tant que
+// {Name}", "Graphe de {Name}".
+var elidable = []string{"que", "de", "le", "la"}
+
+// elided writes, in French, the elision a name starting with a vowel
+// calls for in s, a message T made with name in it: "en tant que Éloïse"
+// becomes "en tant qu’Éloïse", "à partir de enrich" "à partir d’enrich".
+// The name's value is only known at run time, so no translation can
+// write it. A mute h is not told from an aspirate one (le héros): h is
+// left as it is, as are other languages.
+func elided(ctx context.Context, s, name string) string {
+	if localeOf(ctx).tag != language.French || !startsWithVowel(name) {
+		return s
+	}
+	for _, w := range elidable {
+		for _, word := range []string{w, strings.ToUpper(w[:1]) + w[1:]} {
+			s = elideWord(s, word, name)
+		}
+	}
+	return s
+}
+
+// elideWord replaces each "word name" of s, word a whole word, with
+// "w’name" (word without its final e or a).
+func elideWord(s, word, name string) string {
+	from := word + " " + name
+	var b strings.Builder
+	for {
+		i := strings.Index(s, from)
+		if i < 0 {
+			break
+		}
+		prev, _ := utf8.DecodeLastRuneInString(s[:i])
+		if i > 0 && (unicode.IsLetter(prev) || prev == '’' || prev == '\'') {
+			// The end of a longer word (chaque, presque): not this one.
+			b.WriteString(s[:i+len(word)])
+			s = s[i+len(word):]
+			continue
+		}
+		b.WriteString(s[:i])
+		b.WriteString(word[:len(word)-1] + "’" + name)
+		s = s[i+len(from):]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// startsWithVowel reports whether s starts with a vowel, accented or not,
+// in either case (Éloïse, ulysse, Yvonne, Œdipe).
+func startsWithVowel(s string) bool {
+	r, _ := utf8.DecodeRuneInString(norm.NFD.String(firstRune(s)))
+	return strings.ContainsRune("aeiouyæœ", unicode.ToLower(r))
+}
+
+func firstRune(s string) string {
+	_, n := utf8.DecodeRuneInString(s)
+	return s[:n]
 }
 
 // number formats n with the language's digit grouping (1,234 / 1 234).

@@ -217,3 +217,35 @@ func TestLocalNumbersAndLists(t *testing.T) {
 		t.Errorf("en list = %q", got)
 	}
 }
+
+// TestFrenchElisionBeforeNames: the French messages that put a name after
+// que, de, le or la elide it before a vowel, accented or not, in either
+// case; not before a consonant or an h, not inside a longer word, and not
+// in English.
+func TestFrenchElisionBeforeNames(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		ctx        context.Context
+		s, name    string
+		want       string
+		whatIsDone string
+	}{
+		{fr, "Connecté en tant que Éloïse (opérateur)", "Éloïse", "Connecté en tant qu’Éloïse (opérateur)", "an accented capital"},
+		{fr, "Connecté en tant que operator (opérateur)", "operator", "Connecté en tant qu’operator (opérateur)", "a lower-case vowel"},
+		{fr, "Connecté en tant que Yann (opérateur)", "Yann", "Connecté en tant qu’Yann (opérateur)", "a y"},
+		{fr, "Connecté en tant que Œdipe (opérateur)", "Œdipe", "Connecté en tant qu’Œdipe (opérateur)", "an œ"},
+		{fr, "Connecté en tant que âme (opérateur)", "âme", "Connecté en tant qu’âme (opérateur)", "a circumflex"},
+		{fr, "Connecté en tant que Bruno (opérateur)", "Bruno", "Connecté en tant que Bruno (opérateur)", "a consonant"},
+		{fr, "Connecté en tant que Hélène (opérateur)", "Hélène", "Connecté en tant que Hélène (opérateur)", "an h"},
+		{fr, "Graphe de onboarding, version 2", "onboarding", "Graphe d’onboarding, version 2", "de"},
+		{fr, "3 nœuds, à partir de enrich. Le tableau", "enrich", "3 nœuds, à partir d’enrich. Le tableau", "de, a node"},
+		{fr, "chaque ami, de ami", "ami", "chaque ami, d’ami", "the end of a longer word"},
+		{fr, "Le ami", "ami", "L’ami", "a capital word"},
+		{en, "Signed in as Éloïse (operator)", "Éloïse", "Signed in as Éloïse (operator)", "English"},
+		{fr, "Connecté en tant que  (opérateur)", "", "Connecté en tant que  (opérateur)", "no name"},
+	} {
+		if got := elided(c.ctx, c.s, c.name); got != c.want {
+			t.Errorf("%s: elided(%q, %q) = %q, want %q", c.whatIsDone, c.s, c.name, got, c.want)
+		}
+	}
+}

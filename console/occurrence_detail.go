@@ -589,7 +589,7 @@ func attemptRowOf(ctx context.Context, a engine.Attempt, push bool, destination 
 			// The token's call named no worker.
 			row.Worker = T(ctx, "%s (deferred; settled with its settle token)", worker)
 		case a.SettledWithToken:
-			row.Worker = T(ctx, "%s (deferred; settled with its settle token, as %s)", worker, by)
+			row.Worker = elided(ctx, T(ctx, "%s (deferred; settled with its settle token, as %s)", worker, by), by)
 		default:
 			row.Worker = T(ctx, "%s (deferred; settled by %s)", worker, by)
 		}

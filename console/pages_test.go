@@ -30,7 +30,7 @@ func (f *fixture) expectations() map[string]expect {
 				"counts-total":      {"8 occurrences", "8 occurrences"},
 				"counts-as-of":      {"as of ", "au "},
 				"nav-occurrences":   {"External tasks", "Tâches externes"},
-				"signed-in-as":      {"Signed in as operator (operator)", "Connecté en tant que operator (opérateur)"},
+				"signed-in-as":      {"Signed in as operator (operator)", "Connecté en tant qu’operator (opérateur)"},
 				"filter-status":     {"All statuses", "Tous les statuts"},
 				"filter-consumer":   {"vault-sync", "vault-sync"},
 				"filter-definition": {"console_vault", "console_vault"},

@@ -212,11 +212,12 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		v.Graph = graphOf(ctx, p, lines)
-		v.Graph.Title = T(ctx, "Graph of %s", name)
+		v.Graph.Title = elided(ctx, T(ctx, "Graph of %s", name), name)
 		v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes, routes and counts.", len(p.Nodes), p.Start)
 		if !v.Counts {
 			v.Graph.Desc = T(ctx, "%d nodes, starting at %s. The table below lists the same nodes and routes.", len(p.Nodes), p.Start)
 		}
+		v.Graph.Desc = elided(ctx, v.Graph.Desc, p.Start)
 	}
 	lim := c.eng.ProcessLimits()
 	for _, node := range slices.Sorted(maps.Keys(p.Nodes)) {

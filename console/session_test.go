@@ -92,6 +92,26 @@ func TestSignInAndOut(t *testing.T) {
 	}
 }
 
+// TestSignedInAsElidesInFrench: the header names who is signed in; in
+// French « que » elides before a name starting with a vowel, accented
+// or not, and only then.
+func TestSignedInAsElidesInFrench(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	for name, want := range map[string][2]string{
+		"Éloïse": {"Signed in as Éloïse (operator)", "Connecté en tant qu’Éloïse (opérateur)"},
+		"Bruno":  {"Signed in as Bruno (operator)", "Connecté en tant que Bruno (opérateur)"},
+	} {
+		token := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": name, "role": "operator"}).JSON(t)["token"].(string)
+		for i, lang := range []string{"en", "fr"} {
+			r := signedIn(t, env.URL, lang, token).mustGet("/console/occurrences", 200)
+			if got := text(r, "signed-in-as"); got != want[i] {
+				t.Errorf("%s, %s: %q, want %q", name, lang, got, want[i])
+			}
+		}
+	}
+}
+
 func TestSignInRefusals(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
