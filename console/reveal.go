@@ -32,7 +32,7 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 	}
 	p, ok := auth.FromContext(ctx)
 	if !ok || p.Role != auth.RoleAdmin {
-		c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Only administrators may reveal a sensitive value."))
+		c.revealRefused(w, r, id, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Only administrators may reveal a sensitive value."))
 		return
 	}
 	v, err := c.occurrenceView(r, id)
@@ -61,10 +61,10 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case row == nil:
-		c.cannotReveal(w, r)
+		c.cannotReveal(w, r, id)
 		return
 	case !row.Sensitive:
-		c.secretNotRevealable(w, r)
+		c.secretNotRevealable(w, r, id)
 		return
 	}
 	got, err := c.eng.RevealValue(ctx, p, id, side, field)
@@ -72,9 +72,9 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 		fe, _ := fault.As(err)
 		switch {
 		case fe != nil && fe.Code == "not_revealable":
-			c.secretNotRevealable(w, r)
+			c.secretNotRevealable(w, r, id)
 		case fe != nil && (fe.Kind == fault.Unprocessable || fe.Kind == fault.BadRequest):
-			c.cannotReveal(w, r)
+			c.cannotReveal(w, r, id)
 		default:
 			c.fail(w, r, err)
 		}
@@ -99,13 +99,19 @@ func (c *Console) occurrenceRevealGet(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, occurrenceHref(id), http.StatusSeeOther)
 }
 
-func (c *Console) cannotReveal(w http.ResponseWriter, r *http.Request) {
+// revealRefused answers a reveal that was refused: its page leads back to
+// the occurrence the form was on.
+func (c *Console) revealRefused(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int, title, message string) {
+	c.errorPageBack(w, r, status, title, message, "occurrences", T(r.Context(), "Back to the occurrence"), occurrenceHref(id))
+}
+
+func (c *Console) cannotReveal(w http.ResponseWriter, r *http.Request, id uuid.UUID) {
 	ctx := r.Context()
-	c.errorPage(w, r, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"),
+	c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"),
 		T(ctx, "Only a value this page shows as hidden (sensitive) can be revealed."))
 }
 
-func (c *Console) secretNotRevealable(w http.ResponseWriter, r *http.Request) {
+func (c *Console) secretNotRevealable(w http.ResponseWriter, r *http.Request, id uuid.UUID) {
 	ctx := r.Context()
-	c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Secret values can never be revealed."))
+	c.revealRefused(w, r, id, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Secret values can never be revealed."))
 }

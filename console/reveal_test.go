@@ -172,9 +172,10 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 func TestRevealRefusals(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	action := "/console/occurrences/" + f.completed + "/reveal"
+	occurrence := "/console/occurrences/" + f.completed
+	action := occurrence + "/reveal"
 	admin := signedIn(t, f.env.URL, "en", f.env.Admin)
-	csrf := csrfOf(t, admin.mustGet("/console/occurrences/"+f.completed, 200))
+	csrf := csrfOf(t, admin.mustGet(occurrence, 200))
 	for _, tt := range []struct {
 		name, side, field string
 		status            int
@@ -190,6 +191,15 @@ func TestRevealRefusals(t *testing.T) {
 		if r.status != tt.status || strings.Contains(r.body, canarySensitive) || strings.Contains(r.body, canarySecret) {
 			t.Errorf("%s: %d, want %d", tt.name, r.status, tt.status)
 		}
+		// The refusal leads back to the occurrence the form was on.
+		if back := r.doc.Find(`main a[href="` + occurrence + `"]`); back.Length() != 1 || back.Text() != "Back to the occurrence" {
+			t.Errorf("%s: %d links back to the occurrence (%q)", tt.name, back.Length(), back.Text())
+		}
+	}
+	fr := signedIn(t, f.env.URL, "fr", f.env.Admin)
+	r := fr.do("POST", action, url.Values{"csrf": {csrfOf(t, fr.mustGet(occurrence, 200))}, "side": {"inputs"}, "field": {"/api_key"}})
+	if back := r.doc.Find(`main a[href="` + occurrence + `"]`); r.status != http.StatusForbidden || back.Text() != "Retour à l’occurrence" {
+		t.Errorf("French secret refusal: %d, link back %q", r.status, back.Text())
 	}
 	if r := admin.do("POST", "/console/occurrences/00000000-0000-7000-8000-000000000000/reveal",
 		url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}}); r.status != http.StatusNotFound {
@@ -198,9 +208,12 @@ func TestRevealRefusals(t *testing.T) {
 
 	operator := signedIn(t, f.env.URL, "en", f.env.Operator)
 	opCSRF := csrfOf(t, operator.mustGet("/console/occurrences/"+f.completed, 200))
-	r := operator.do("POST", action, url.Values{"csrf": {opCSRF}, "side": {"inputs"}, "field": {"/contact"}})
+	r = operator.do("POST", action, url.Values{"csrf": {opCSRF}, "side": {"inputs"}, "field": {"/contact"}})
 	if r.status != http.StatusForbidden || strings.Contains(r.body, canarySensitive) {
 		t.Errorf("operator reveal: %d", r.status)
+	}
+	if back := r.doc.Find(`main a[href="` + occurrence + `"]`); back.Length() != 1 {
+		t.Error("the operator's refusal does not lead back to the occurrence")
 	}
 	if n := len(reveals(t, f, f.completed)); n != 0 {
 		t.Errorf("%d audit records after refusals; want none", n)

@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     264,
 	"%d held instances match now.":             57,
 	"%d hours":                                 280,
-	"%d items":                                 629,
+	"%d items":                                 630,
 	"%d left":                                  422,
 	"%d min":                                   263,
 	"%d minutes":                               281,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 82,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              627,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              628,
 	"%d ms": 283,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         554,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 553,
@@ -85,11 +85,11 @@ var messageKeyToIndex = map[string]int{
 	"%s: a date is written 2026-12-01.":                   511,
 	"%s: the first day comes after the last.":             512,
 	"%s–%s":                                               251,
-	"(%d characters in all)":                              630,
-	"(each item)":                                         617,
+	"(%d characters in all)":                              631,
+	"(each item)":                                         618,
 	"(worker %s)":                                         457,
 	"0 seconds":                                           278,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           593,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           594,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 450,
 	"Abandon %d instances":                                           61,
 	"Abandon every held instance this filter matches":                59,
@@ -108,7 +108,7 @@ var messageKeyToIndex = map[string]int{
 	"All definitions":                     242,
 	"All processes":                       332,
 	"All statuses":                        334,
-	"All workers":                         643,
+	"All workers":                         644,
 	"An operator abandoned the instance.": 449,
 	"Any definition":                      333,
 	"Apply filters":                       101,
@@ -122,6 +122,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           133,
 	"Back to the instance":             30,
 	"Back to the list":                 52,
+	"Back to the occurrence":           573,
 	"Back without saving":              524,
 	"Breaks processes":                 173,
 	"Breaks workers":                   174,
@@ -130,12 +131,12 @@ var messageKeyToIndex = map[string]int{
 	"Business key":                     74,
 	"By process and error code":        79,
 	"Call timeout":                     418,
-	"Camunda 7 facade":                 647,
+	"Camunda 7 facade":                 648,
 	"Cancelled: the instance was stopped (%s).":               467,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 466,
 	"Cannot act on this filter":                               83,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           573,
+	"Cannot reveal":                                           574,
 	"Change":                                                  171,
 	"Changes between the two revisions":                       183,
 	"Changes of the Working copy since revision %d":           192,
@@ -152,7 +153,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    243,
 	"Completions and failures per 5-minute slot, oldest first": 248,
 	"Completions and failures, last hour":                      226,
-	"Connected":                                                639,
+	"Connected":                                                640,
 	"Constraints":                                              150,
 	"Consumer":                                                 390,
 	"Consumer and worker":                                      491,
@@ -162,7 +163,7 @@ var messageKeyToIndex = map[string]int{
 	"Counts by status": 487,
 	"Created":          294,
 	"Created from":     77,
-	"Created on":       598,
+	"Created on":       599,
 	"Created to":       78,
 	"Creation date":    320,
 	"Dates":            386,
@@ -174,7 +175,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      152,
 	"Definitions":        119,
 	"Definitions by key": 210,
-	"Definitions served": 637,
+	"Definitions served": 638,
 	"Definitions, those needing attention first": 227,
 	"Description":          151,
 	"Destination":          402,
@@ -198,8 +199,8 @@ var messageKeyToIndex = map[string]int{
 	"Every %d seconds":            528,
 	"Every attempt, oldest first": 389,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 99,
-	"Expired token":                        604,
-	"Expires":                              600,
+	"Expired token":                        605,
+	"Expires":                              601,
 	"External tasks":                       114,
 	"Failed":                               231,
 	"Failed (%s).":                         465,
@@ -226,8 +227,8 @@ var messageKeyToIndex = map[string]int{
 	"Held at a node of":       76,
 	"Held at node":            312,
 	"Held instances":          230,
-	"ID":                      596,
-	"In flight":               638,
+	"ID":                      597,
+	"In flight":               639,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 244,
 	"Inputs":                     176,
 	"Inputs of revision %d":      187,
@@ -241,12 +242,12 @@ var messageKeyToIndex = map[string]int{
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  463,
 	"Its instance went on along the node’s error path.":                                                                                                                    464,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      610,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      611,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
 	"Jan":                     266,
 	"Jul":                     272,
 	"Jun":                     271,
-	"Keep it":                 612,
+	"Keep it":                 613,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     211,
@@ -255,8 +256,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 435,
 	"Last reserved":           432,
 	"Last saved":              157,
-	"Last seen":               640,
-	"Last used":               599,
+	"Last seen":               641,
+	"Last used":               600,
 	"Latest revision":         212,
 	"Lists every change from one revision to another, and whom it may break.": 167,
 	"Local time at %s": 526,
@@ -268,7 +269,7 @@ var messageKeyToIndex = map[string]int{
 	"May":                              270,
 	"Message from Relais (in English)": 480,
 	"Message from the service (its own words, protected values masked)": 481,
-	"Method not allowed": 576,
+	"Method not allowed": 577,
 	"Mode":               409,
 	"More filters: instance, revision, consumer, dates": 485,
 	"Name":                    155,
@@ -281,9 +282,9 @@ var messageKeyToIndex = map[string]int{
 	"No definition has occurrences yet.":                                        235,
 	"No definition yet.":                                                        214,
 	"No inputs.":                                                                177,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 583,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 584,
 	"No instance matches these filters.": 331,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 582,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 583,
 	"No occurrence matches these filters.":                                                   493,
 	"No operator action matches.":                                                            103,
 	"No operator has acted on this instance.":                                                298,
@@ -291,18 +292,18 @@ var messageKeyToIndex = map[string]int{
 	"No outputs.": 180,
 	"No outputs: the occurrence ended without completing.":                                                                     428,
 	"No process is published yet.":                                                                                             533,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          652,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          651,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          653,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          652,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 70,
 	"No release yet.": 161,
 	"No revision yet: the Working copy has never been snapshotted.":          159,
 	"No service ever reserved this occurrence: it ended before any attempt.": 401,
 	"No service has reserved this occurrence yet.":                           398,
-	"No token.": 607,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 653,
-	"No worker is connected.":           641,
-	"No worker serves this definition.": 644,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 650,
+	"No token.": 608,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 654,
+	"No worker is connected.":           642,
+	"No worker serves this definition.": 645,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 651,
 	"Node":                  290,
 	"Node %s":               224,
 	"Nodes":                 540,
@@ -315,7 +316,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 135,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 136,
 	"Nothing to do: no instance this action applies to matches the filter.": 69,
-	"Nothing to find: the search box is empty.":                             580,
+	"Nothing to find: the search box is empty.":                             581,
 	"Nothing was done.":         28,
 	"Nov":                       276,
 	"Now":                       407,
@@ -329,8 +330,8 @@ var messageKeyToIndex = map[string]int{
 	"Oldest claimable waits":    232,
 	"On error":                  545,
 	"On success":                544,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 574,
-	"Only administrators manage tokens.":                                  594,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 575,
+	"Only administrators manage tokens.":                                  595,
 	"Only administrators may reveal a sensitive value.":                   571,
 	"Open":             229,
 	"Operator actions": 286,
@@ -358,7 +359,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 328,
 	"Processes":                       115,
 	"Processes by key":                531,
-	"Protocol":                        636,
+	"Protocol":                        637,
 	"Published":                       165,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 529,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       530,
@@ -403,29 +404,29 @@ var messageKeyToIndex = map[string]int{
 	"Revision":    163,
 	"Revision %d": 184,
 	"Revisions":   158,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 655,
-	"Revoke the %s token “%s”?": 609,
-	"Revoke the token":          611,
-	"Revoke token %d":           608,
-	"Revoke…":                   605,
-	"Role":                      597,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 656,
+	"Revoke the %s token “%s”?": 610,
+	"Revoke the token":          612,
+	"Revoke token %d":           609,
+	"Revoke…":                   606,
+	"Role":                      598,
 	"Route":                     292,
 	"Routing output":            156,
 	"Rows %s–%s":                510,
 	"Save settings":             523,
 	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               578,
-	"Secret values can never be revealed.": 575,
+	"Search":                               579,
+	"Secret values can never be revealed.": 576,
 	"Sep":                                  274,
-	"Served by %d workers":                 654,
+	"Served by %d workers":                 655,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              295,
 	"Settlement date":      484,
 	"Show all definitions": 240,
 	"Show times in":        519,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 108,
-	"Sign in": 587,
-	"Sign in with an operator, designer or administrator token.": 588,
+	"Sign in": 588,
+	"Sign in with an operator, designer or administrator token.": 589,
 	"Sign out":             123,
 	"Signed in as %s (%s)": 122,
 	"Since revision %d:":   190,
@@ -435,8 +436,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
 	"Something went wrong": 142,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 595,
-	"Staff tokens, oldest first": 601,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 596,
+	"Staff tokens, oldest first": 602,
 	"Start node":                 537,
 	"Started":                    310,
 	"Status":                     73,
@@ -458,7 +459,7 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 285,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 209,
 	"Temporarily unavailable":                         140,
-	"That is too long to be an id or a business key.": 581,
+	"That is too long to be an id or a business key.": 582,
 	"The %d largest groups; the filter matches more.": 81,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 189,
 	"The bulk action must be its id (a UUID).":                   106,
@@ -489,13 +490,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                                                   35,
 	"The result did not match the revision's outputs contract.":                                                                                            442,
 	"The revision must be a whole number, 1 or more.":                                                                                                      482,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          615,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          590,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          616,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          591,
 	"These revisions have the same contracts.":                                                                                                             175,
 	"These settings are kept in this browser only.":                                                                                                        518,
-	"They take every revision their consumer is granted.":                                                                                                  656,
-	"They take revision %d only.":                                                                                                                          657,
-	"They take revisions %s only.":                                                                                                                         658,
+	"They take every revision their consumer is granted.":                                                                                                  657,
+	"They take revision %d only.":                                                                                                                          658,
+	"They take revisions %s only.":                                                                                                                         659,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     513,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             86,
 	"This contract has no inputs.":                                                                                                                         424,
@@ -511,25 +512,25 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 305,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   41,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            614,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           613,
-	"This page does not accept that request.": 577,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            615,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           614,
+	"This page does not accept that request.": 578,
 	"This page reloads every %d seconds.":     128,
 	"This process takes no inputs.":           303,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 53,
-	"This token is unknown or has been revoked.": 592,
+	"This token is unknown or has been revoked.": 593,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 550,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            551,
 	"Times in %s · no auto-reload":    127,
 	"Times in %s · reload every %d s": 126,
 	"To revision":                     169,
-	"Token":                           589,
+	"Token":                           590,
 	"Tokens":                          121,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 591,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 592,
 	"Totals of all definitions, not narrowed by the other filters":         496,
 	"Totals of definition %s, not narrowed by the other filters":           495,
 	"Type": 147,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 579,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 580,
 	"UTC (coordinated universal time)":             525,
 	"Unknown action.":                              47,
 	"Unknown consumer.":                            483,
@@ -544,18 +545,18 @@ var messageKeyToIndex = map[string]int{
 	"When":                                                      90,
 	"Who":                                                       91,
 	"Whole message":                                             400,
-	"Worker":                                                    635,
+	"Worker":                                                    636,
 	"Worker id":                                                 391,
 	"Workers":                                                   120,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        633,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        634,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 634,
-	"Workers serving %s":                   642,
+	"Workers seen within three heartbeats": 635,
+	"Workers serving %s":                   643,
 	"Working copy":                         153,
-	"You are signed out.":                  584,
+	"You are signed out.":                  585,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              130,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 585,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      586,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 586,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      587,
 	"[redacted]":                          479,
 	"abandon":                             4,
 	"administrator":                       361,
@@ -565,11 +566,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 562,
 	"any other error":                     217,
 	"as of %s (%s); counts are refreshed every few seconds.": 498,
-	"at least %d characters":                                 618,
-	"at least %d items":                                      625,
+	"at least %d characters":                                 619,
+	"at least %d items":                                      626,
 	"at most %d":                                             419,
-	"at most %d characters":                                  619,
-	"at most %d items":                                       626,
+	"at most %d characters":                                  620,
+	"at most %d items":                                       627,
 	"at most %d since the last operator retry":               420,
 	"available":                                              335,
 	"boolean":                                                348,
@@ -595,7 +596,7 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            558,
 	"end: completes the instance":                            220,
 	"end: fails the instance":                                221,
-	"every revision its consumer is granted":                 648,
+	"every revision its consumer is granted":                 649,
 	"exact, case-sensitive":                                  323,
 	"expired":                                                341,
 	"failed":                                                 246,
@@ -603,7 +604,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            367,
 	"field removed":                                          368,
 	"format":                                                 378,
-	"format %s":                                              621,
+	"format %s":                                              622,
 	"from":                                                   324,
 	"held":                                                   340,
 	"held for an operator":                                   218,
@@ -620,17 +621,17 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               261,
 	"list":                                                   353,
 	"lock until":                                             504,
-	"long polling":                                           646,
+	"long polling":                                           647,
 	"long wait":                                              238,
 	"maximum":                                                380,
-	"maximum %s":                                             623,
+	"maximum %s":                                             624,
 	"maximum items":                                          382,
 	"maximum length":                                         376,
 	"minimum":                                                379,
-	"minimum %s":                                             622,
+	"minimum %s":                                             623,
 	"minimum items":                                          381,
 	"minimum length":                                         375,
-	"never":                                                  602,
+	"never":                                                  603,
 	"next attempt":                                           501,
 	"no":                                                     366,
 	"no answer within the timeout":                           475,
@@ -641,19 +642,19 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 213,
 	"none: a failed call takes the node’s error path": 414,
 	"normal":                          354,
-	"not provided":                    628,
-	"not yet":                         603,
-	"null":                            631,
+	"not provided":                    629,
+	"not yet":                         604,
+	"null":                            632,
 	"number":                          347,
 	"object":                          352,
 	"on error":                        216,
-	"one of: %s":                      624,
+	"one of: %s":                      625,
 	"operator":                        362,
 	"optional %s field of type %s":    205,
 	"optional field of type %s":       207,
 	"optional → required":             198,
 	"pattern":                         377,
-	"pattern %s":                      620,
+	"pattern %s":                      621,
 	"pull":                            555,
 	"pull %s":                         223,
 	"pull (the service fetches it)":   359,
@@ -669,24 +670,24 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        336,
 	"retry":                           3,
 	"revision %d":                     499,
-	"revisions %s":                    649,
+	"revisions %s":                    650,
 	"routing changed":                 374,
-	"routing output":                  616,
+	"routing output":                  617,
 	"routing output %s → %s":          197,
 	"running":                         339,
 	"secret":                          356,
 	"sensitive":                       355,
 	"settled":                         500,
 	"stop":                            5,
-	"stream":                          645,
+	"stream":                          646,
 	"text":                            345,
 	"the contracts are the same (the name or a description changed).": 191,
-	"this session":             606,
+	"this session":             607,
 	"timeout %s":               566,
 	"timeout %s (the default)": 567,
 	"to":                       325,
 	"type changed":             369,
-	"unexpected value":         632,
+	"unexpected value":         633,
 	"unknown":                  478,
 	"values added: %s":         200,
 	"values changed":           371,
@@ -700,7 +701,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     560,
 }
 
-var enIndex = []uint32{ // 660 elements
+var enIndex = []uint32{ // 661 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -862,34 +863,35 @@ var enIndex = []uint32{ // 660 elements
 	0x00004c4a, 0x00004c54, 0x00004c77, 0x00004c90,
 	0x00004ca3, 0x00004d0f, 0x00004d1e, 0x00004d2c,
 	0x00004d48, 0x00004d57, 0x00004d6d, 0x00004da6,
-	0x00004dd8, 0x00004e0f, 0x00004e1d, 0x00004e61,
+	0x00004dd8, 0x00004e0f, 0x00004e26, 0x00004e34,
 	// Entry 240 - 25F
-	0x00004e86, 0x00004e99, 0x00004ec1, 0x00004ec8,
-	0x00004f23, 0x00004f4d, 0x00004f7d, 0x00004fdb,
-	0x0000507b, 0x0000508f, 0x0000513a, 0x000051b0,
-	0x000051b8, 0x000051f3, 0x000051f9, 0x00005275,
-	0x000052bd, 0x000052e8, 0x0000534a, 0x0000536d,
-	0x00005414, 0x00005417, 0x0000541c, 0x00005427,
-	0x00005431, 0x00005439, 0x00005454, 0x0000545a,
-	0x00005462, 0x00005470, 0x0000547a, 0x00005487,
+	0x00004e78, 0x00004e9d, 0x00004eb0, 0x00004ed8,
+	0x00004edf, 0x00004f3a, 0x00004f64, 0x00004f94,
+	0x00004ff2, 0x00005092, 0x000050a6, 0x00005151,
+	0x000051c7, 0x000051cf, 0x0000520a, 0x00005210,
+	0x0000528c, 0x000052d4, 0x000052ff, 0x00005361,
+	0x00005384, 0x0000542b, 0x0000542e, 0x00005433,
+	0x0000543e, 0x00005448, 0x00005450, 0x0000546b,
+	0x00005471, 0x00005479, 0x00005487, 0x00005491,
 	// Entry 260 - 27F
-	0x00005491, 0x000054a4, 0x000054c8, 0x00005548,
-	0x00005559, 0x00005561, 0x000055d6, 0x0000562a,
-	0x0000566c, 0x0000567b, 0x00005687, 0x000056c3,
-	0x000056fd, 0x0000570b, 0x00005718, 0x00005726,
-	0x00005734, 0x00005742, 0x00005774, 0x000057a4,
-	0x00005800, 0x0000580d, 0x0000582d, 0x00005847,
-	0x0000584c, 0x0000585d, 0x000058e3, 0x00005908,
-	0x0000590f, 0x00005918, 0x0000592b, 0x00005935,
+	0x0000549e, 0x000054a8, 0x000054bb, 0x000054df,
+	0x0000555f, 0x00005570, 0x00005578, 0x000055ed,
+	0x00005641, 0x00005683, 0x00005692, 0x0000569e,
+	0x000056da, 0x00005714, 0x00005722, 0x0000572f,
+	0x0000573d, 0x0000574b, 0x00005759, 0x0000578b,
+	0x000057bb, 0x00005817, 0x00005824, 0x00005844,
+	0x0000585e, 0x00005863, 0x00005874, 0x000058fa,
+	0x0000591f, 0x00005926, 0x0000592f, 0x00005942,
 	// Entry 280 - 29F
-	0x0000593f, 0x00005949, 0x00005961, 0x00005977,
-	0x00005983, 0x000059a5, 0x000059ac, 0x000059b9,
-	0x000059ca, 0x000059f1, 0x00005a01, 0x00005a55,
-	0x00005aa5, 0x00005b05, 0x00005b58, 0x00005b90,
-	0x00005be0, 0x00005c14, 0x00005c33, 0x00005c53,
-} // Size: 2664 bytes
+	0x0000594c, 0x00005956, 0x00005960, 0x00005978,
+	0x0000598e, 0x0000599a, 0x000059bc, 0x000059c3,
+	0x000059d0, 0x000059e1, 0x00005a08, 0x00005a18,
+	0x00005a6c, 0x00005abc, 0x00005b1c, 0x00005b6f,
+	0x00005ba7, 0x00005bf7, 0x00005c2b, 0x00005c4a,
+	0x00005c6a,
+} // Size: 2668 bytes
 
-const enData string = "" + // Size: 23635 bytes
+const enData string = "" + // Size: 23658 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1199,66 +1201,66 @@ const enData string = "" + // Size: 23635 bytes
 	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
 	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
 	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Cannot reveal\x02Only a value this page s" +
-	"hows as hidden (sensitive) can be revealed.\x02Secret values can never b" +
-	"e revealed.\x02Method not allowed\x02This page does not accept that requ" +
-	"est.\x02Search\x02Type an instance or occurrence id (a UUID, as the page" +
-	"s show on hover), or a business key.\x02Nothing to find: the search box " +
-	"is empty.\x02That is too long to be an id or a business key.\x02No insta" +
-	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
-	"ness key.\x02No instance has “%[1]s” as its business key, and it is not " +
-	"a whole id: the lists show the end of each id. Open the row, or copy its" +
-	" link, for the whole id.\x02You are signed out.\x02Your session had ende" +
-	"d (inactivity, a sign-out elsewhere, a revoked token or a restart of the" +
-	" server), so your last action was not applied. Sign in again, then repea" +
-	"t it.\x02Your session has ended (inactivity, a sign-out elsewhere, a rev" +
-	"oked token or a restart of the server). Sign in again.\x02Sign in\x02Sig" +
-	"n in with an operator, designer or administrator token.\x02Token\x02The " +
-	"token is checked once and never stored in your browser; a session cookie" +
-	" stands for it for up to 8 hours of inactivity.\x02Too many failed sign-" +
-	"ins from your address. Try again in %[1]d seconds.\x02This token is unkn" +
-	"own or has been revoked.\x02A %[1]s token cannot open the console: sign " +
-	"in with an operator, designer or administrator token.\x02Only administra" +
-	"tors manage tokens.\x02Staff tokens (administrators, designers, operator" +
-	"s) that are not revoked. Consumer tokens are managed with their consumer" +
-	"s. Revoking a token refuses its next request.\x02ID\x02Role\x02Created o" +
-	"n\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not " +
-	"yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke t" +
-	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
-	"used, and console sessions opened with it end. This cannot be undone: wh" +
-	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
-	"is the token you signed in with: revoking it signs you out. Its next req" +
-	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
-	"istrator token: create another one before revoking it.\x02The token %[1]" +
-	"s (%[2]s) was revoked: its next request is refused.\x02routing output" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
-	" polling workers by their last fetch. A worker is listed while it was se" +
-	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
-	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
-	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
-	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	" recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
+	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
+	"\x02Secret values can never be revealed.\x02Method not allowed\x02This p" +
+	"age does not accept that request.\x02Search\x02Type an instance or occur" +
+	"rence id (a UUID, as the pages show on hover), or a business key.\x02Not" +
+	"hing to find: the search box is empty.\x02That is too long to be an id o" +
+	"r a business key.\x02No instance or occurrence has the id “%[1]s”, and n" +
+	"o instance has it as its business key.\x02No instance has “%[1]s” as its" +
+	" business key, and it is not a whole id: the lists show the end of each " +
+	"id. Open the row, or copy its link, for the whole id.\x02You are signed " +
+	"out.\x02Your session had ended (inactivity, a sign-out elsewhere, a revo" +
+	"ked token or a restart of the server), so your last action was not appli" +
+	"ed. Sign in again, then repeat it.\x02Your session has ended (inactivity" +
+	", a sign-out elsewhere, a revoked token or a restart of the server). Sig" +
+	"n in again.\x02Sign in\x02Sign in with an operator, designer or administ" +
+	"rator token.\x02Token\x02The token is checked once and never stored in y" +
+	"our browser; a session cookie stands for it for up to 8 hours of inactiv" +
+	"ity.\x02Too many failed sign-ins from your address. Try again in %[1]d s" +
+	"econds.\x02This token is unknown or has been revoked.\x02A %[1]s token c" +
+	"annot open the console: sign in with an operator, designer or administra" +
+	"tor token.\x02Only administrators manage tokens.\x02Staff tokens (admini" +
+	"strators, designers, operators) that are not revoked. Consumer tokens ar" +
+	"e managed with their consumers. Revoking a token refuses its next reques" +
+	"t.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, " +
+	"oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this ses" +
+	"sion\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s" +
+	"”?\x02Its next request is refused, and console sessions opened with it" +
+	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
+	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
+	" it signs you out. Its next request is refused. This cannot be undone." +
+	"\x02This is the last usable administrator token: create another one befo" +
+	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
+	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No proc" +
+	"ess uses this definition yet: it needs a worker once a process pulls it." +
+	"\x02No process pulls this definition: Relais calls its destinations (pus" +
+	"h), and it needs no worker.\x02No worker is connected for this definitio" +
+	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 660 elements
+var frIndex = []uint32{ // 661 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1420,34 +1422,35 @@ var frIndex = []uint32{ // 660 elements
 	0x000061a9, 0x000061b3, 0x000061dc, 0x000061f6,
 	0x00006211, 0x0000629f, 0x000062b0, 0x000062bd,
 	0x000062d8, 0x000062ec, 0x0000630a, 0x00006355,
-	0x00006396, 0x000063dc, 0x000063f4, 0x00006447,
+	0x00006396, 0x000063dc, 0x000063f5, 0x0000640d,
 	// Entry 240 - 25F
-	0x00006482, 0x0000649a, 0x000064c5, 0x000064cf,
-	0x00006549, 0x0000657e, 0x000065bf, 0x00006633,
-	0x0000670c, 0x00006725, 0x000067ee, 0x0000686b,
-	0x00006878, 0x000068ca, 0x000068d0, 0x0000696c,
-	0x000069c0, 0x000069eb, 0x00006a77, 0x00006aa5,
-	0x00006b67, 0x00006b6a, 0x00006b70, 0x00006b7a,
-	0x00006b90, 0x00006b9b, 0x00006bcb, 0x00006bd2,
-	0x00006bdd, 0x00006beb, 0x00006bf8, 0x00006c06,
+	0x00006460, 0x0000649b, 0x000064b3, 0x000064de,
+	0x000064e8, 0x00006562, 0x00006597, 0x000065d8,
+	0x0000664c, 0x00006725, 0x0000673e, 0x00006807,
+	0x00006884, 0x00006891, 0x000068e3, 0x000068e9,
+	0x00006985, 0x000069d9, 0x00006a04, 0x00006a90,
+	0x00006abe, 0x00006b80, 0x00006b83, 0x00006b89,
+	0x00006b93, 0x00006ba9, 0x00006bb4, 0x00006be4,
+	0x00006beb, 0x00006bf6, 0x00006c04, 0x00006c11,
 	// Entry 260 - 27F
-	0x00006c13, 0x00006c2c, 0x00006c59, 0x00006d02,
-	0x00006d15, 0x00006d1f, 0x00006dae, 0x00006e0f,
-	0x00006e61, 0x00006e73, 0x00006e86, 0x00006ec4,
-	0x00006f00, 0x00006f0c, 0x00006f19, 0x00006f27,
-	0x00006f35, 0x00006f45, 0x00006f81, 0x00006fbb,
-	0x00007038, 0x00007043, 0x0000706d, 0x00007089,
-	0x0000708d, 0x0000709f, 0x00007161, 0x00007194,
-	0x0000719f, 0x000071a9, 0x000071be, 0x000071c7,
+	0x00006c1f, 0x00006c2c, 0x00006c45, 0x00006c72,
+	0x00006d1b, 0x00006d2e, 0x00006d38, 0x00006dc7,
+	0x00006e28, 0x00006e7a, 0x00006e8c, 0x00006e9f,
+	0x00006edd, 0x00006f19, 0x00006f25, 0x00006f32,
+	0x00006f40, 0x00006f4e, 0x00006f5e, 0x00006f9a,
+	0x00006fd4, 0x00007051, 0x0000705c, 0x00007086,
+	0x000070a2, 0x000070a6, 0x000070b8, 0x0000717a,
+	0x000071ad, 0x000071b8, 0x000071c2, 0x000071d7,
 	// Entry 280 - 29F
-	0x000071d1, 0x000071e6, 0x0000720a, 0x00007224,
-	0x00007239, 0x00007265, 0x0000726a, 0x0000727f,
-	0x00007291, 0x000072c6, 0x000072d7, 0x0000734d,
-	0x000073d8, 0x00007467, 0x000074ce, 0x00007510,
-	0x00007583, 0x000075cb, 0x000075f9, 0x0000762c,
-} // Size: 2664 bytes
+	0x000071e0, 0x000071ea, 0x000071ff, 0x00007223,
+	0x0000723d, 0x00007252, 0x0000727e, 0x00007283,
+	0x00007298, 0x000072aa, 0x000072df, 0x000072f0,
+	0x00007366, 0x000073f1, 0x00007480, 0x000074e7,
+	0x00007529, 0x0000759c, 0x000075e4, 0x00007612,
+	0x00007645,
+} // Size: 2668 bytes
 
-const frData string = "" + // Size: 30252 bytes
+const frData string = "" + // Size: 30277 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1825,75 +1828,75 @@ const frData string = "" + // Size: 30252 bytes
 	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
 	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
 	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Méthode non autorisée\x02Cette page n’accepte pas" +
-	" cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d" +
-	"’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
-	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
-	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
-	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
-	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
-	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
-	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
-	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
-	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
-	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
-	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
-	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
-	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
-	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
-	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
-	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Seuls les administrateurs gèrent les " +
-	"jetons.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs" +
-	") non révoqués. Les jetons des consommateurs se gèrent avec leurs consom" +
-	"mateurs. Révoquer un jeton refuse sa requête suivante.\x02ID\x02Rôle\x02" +
-	"Créé le\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, le" +
-	"s plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoqu" +
-	"er…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoq" +
-	"uer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est" +
-	" refusée et les sessions de console ouvertes avec lui prennent fin. C’es" +
-	"t irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02R" +
-	"évoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
-	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
-	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
-	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
-	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
-	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
-	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
-	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
-	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
-	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
-	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
-	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge."
+	"\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeur q" +
+	"ue cette page affiche masquée (sensible) peut être révélée.\x02Les valeu" +
+	"rs secrètes ne peuvent jamais être révélées.\x02Méthode non autorisée" +
+	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
+	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
+	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
+	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
+	" métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s" +
+	"\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instance n" +
+	"’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant" +
+	" entier\u202f: les listes montrent la fin de chaque identifiant. Ouvrez " +
+	"la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes dé" +
+	"connecté.\x02Votre session avait pris fin (inactivité, déconnexion aille" +
+	"urs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière acti" +
+	"on n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre s" +
+	"ession a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou re" +
+	"démarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vo" +
+	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeto" +
+	"n\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre n" +
+	"avigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’ina" +
+	"ctivité.\x02Trop de connexions échouées depuis votre adresse. Réessayez " +
+	"dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jet" +
+	"on de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous ave" +
+	"c un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les " +
+	"administrateurs gèrent les jetons.\x02Jetons du personnel (administrateu" +
+	"rs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs " +
+	"se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête " +
+	"suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration" +
+	"\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas encor" +
+	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoq" +
+	"uer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
+	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
+	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
+	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
+	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
+	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
+	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
+	"quer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
+	"e sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
+	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
+	"\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page montre les" +
+	" %[2]d premières, le détail de l’API les donne toutes.\x02non fourni\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(" +
+	"%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants " +
+	"connectés par un flux, et ceux qui interrogent par leur dernière demande" +
+	". Un exécutant est listé tant qu’il s’est manifesté dans les trois derni" +
+	"ers battements de cœur.\x02Exécutants vus dans les trois derniers battem" +
+	"ents\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Con" +
+	"nexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun processus n’uti" +
+	"lise encore cette définition\u202f: elle aura besoin d’un exécutant quan" +
+	"d un processus l’utilisera en mode pull.\x02Aucun processus n’utilise ce" +
+	"tte définition en mode pull\u202f: Relais appelle ses destinations (push" +
+	"), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté " +
+	"pour cette définition\u202f; aucune de ses occurrences n’en attend.\x14" +
+	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
+	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
+	"certains prennent toutes les révisions accordées à leur consommateur." +
+	"\x02Toutes les révisions accordées au consommateur sont prises en charge" +
+	".\x02Seule la révision %[1]d est prise en charge.\x02Seules les révision" +
+	"s %[1]s sont prises en charge."
 
-	// Total table size 59215 bytes (57KiB); checksum: 7F36ED50
+	// Total table size 59271 bytes (57KiB); checksum: 57BBEB58
