@@ -138,16 +138,19 @@ func TestPushOutcomes(t *testing.T) {
 				}
 			}
 			// The budget is 1 s: whatever happened, the occurrence is settled
-			// within the budget plus 200 ms of the call's start (its attempt's
-			// reservation; database clock on both ends).
+			// within the budget plus 1 s of the call's start (its attempt's
+			// reservation; database clock on both ends): well before the 3 s
+			// a destination sleeps, so a call not cut at its budget fails,
+			// while the settlement's own transaction may take a few hundred
+			// milliseconds on a loaded machine under -race.
 			attempts := occ["attempts"].([]any)
 			if len(attempts) != 1 {
 				t.Fatalf("%d attempts; want 1", len(attempts))
 			}
 			reserved, _ := time.Parse(time.RFC3339Nano, attempts[0].(map[string]any)["reserved_at"].(string))
 			settled, _ := time.Parse(time.RFC3339Nano, occ["settled_at"].(string))
-			if d := settled.Sub(reserved); d > time.Second+200*time.Millisecond {
-				t.Errorf("settled %v after the call started; budget PT1S + 200 ms", d)
+			if d := settled.Sub(reserved); d > 2*time.Second {
+				t.Errorf("settled %v after the call started; budget PT1S + 1 s", d)
 			}
 			if elapsed > 3*time.Second {
 				t.Errorf("observed the end after %v", elapsed)
