@@ -123,7 +123,7 @@ func (a *API) listDefinitions() http.Handler {
 func (a *API) getDefinition() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		key := chi.URLParam(r, "key")
-		d, err := a.eng.GetDefinition(r.Context(), key)
+		d, err := a.eng.FindDefinition(r.Context(), key)
 		if err != nil {
 			return err
 		}

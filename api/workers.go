@@ -55,7 +55,7 @@ func (a *API) listWorkers(perDefinition bool) http.Handler {
 		f := engine.WorkerFilter{After: after, Limit: limit + 1}
 		if perDefinition {
 			key := chi.URLParam(r, "key")
-			if _, err := a.eng.GetDefinition(r.Context(), key); err != nil {
+			if _, err := a.eng.FindDefinition(r.Context(), key); err != nil {
 				return err
 			}
 			f.Definition = key

@@ -126,13 +126,7 @@ func (e *Engine) CheckWorking(ctx context.Context, key string, document []byte) 
 func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, error) {
 	row, err := e.q.DefinitionGet(ctx, key)
 	if isNoRows(err) {
-		// Keys are typed by hand (a URL, a release's YAML): say which one
-		// a misspelt key may mean.
-		keys, kerr := e.q.DefinitionKeys(ctx)
-		if kerr != nil {
-			return Definition{}, wrap("list definitions", kerr)
-		}
-		return Definition{}, fault.New(fault.NotFound, "not_found", "definition %q not found%s", key, suggest.Hint(key, keys))
+		return Definition{}, notFound("definition %q", key)
 	}
 	if err != nil {
 		return Definition{}, wrap("get definition", err)
@@ -146,6 +140,22 @@ func (e *Engine) GetDefinition(ctx context.Context, key string) (Definition, err
 		return Definition{}, wrap("get definition", err)
 	}
 	return d, nil
+}
+
+// FindDefinition is GetDefinition for a key someone typed (a URL, a
+// release's YAML): a key that is not there is refused naming the one it
+// may misspell. Lookups whose miss is expected (a definition being
+// created) ask GetDefinition, which reads no other key.
+func (e *Engine) FindDefinition(ctx context.Context, key string) (Definition, error) {
+	d, err := e.GetDefinition(ctx, key)
+	if !fault.HasCode(err, "not_found") {
+		return d, err
+	}
+	keys, kerr := e.q.DefinitionKeys(ctx)
+	if kerr != nil {
+		return Definition{}, wrap("list definitions", kerr)
+	}
+	return Definition{}, fault.New(fault.NotFound, "not_found", "definition %q not found%s", key, suggest.Hint(key, keys))
 }
 
 // latestRevision is the number of key's latest revision, 0 before the first
@@ -313,7 +323,7 @@ func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision i
 	if len(errs) > 0 {
 		return Release{}, false, fault.New(fault.BadRequest, "invalid_request", "the release is invalid").WithErrors(errs)
 	}
-	d, err := e.GetDefinition(ctx, key)
+	d, err := e.FindDefinition(ctx, key)
 	if err != nil {
 		return Release{}, false, err
 	}
