@@ -16,6 +16,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/wake"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 )
@@ -32,10 +33,6 @@ const missedHeartbeats = 3
 // stream's subscriptions against its grants (a pattern's new keys are
 // picked up at once, from their first notification).
 const resolveEvery = 6
-
-// minStreamLock is the shortest lock a stream may ask for: it is kept
-// alive three times per duration, by a database statement each time.
-const minStreamLock = time.Second
 
 // handBackTimeout bounds handing a stream's assignments back when it ends.
 const handBackTimeout = 10 * time.Second
@@ -237,8 +234,10 @@ func (svc *Service) subscribeParams(m *workerv1.SubscribeRequest) (subscribePara
 		errs = append(errs, fault.FieldError{Path: "/max_in_flight", Message: "must be at least 1: it is how many unsettled assignments the stream may hold"})
 	}
 	if d := m.GetLockDuration(); d != nil {
-		if err := d.CheckValid(); err != nil || d.AsDuration() < minStreamLock {
-			errs = append(errs, fault.FieldError{Path: "/lock_duration", Message: "must be at least PT1S: the stream extends it three times per duration"})
+		if err := d.CheckValid(); err != nil || d.AsDuration() < engine.MinLockDuration {
+			// A stream keeps its locks alive three times per duration, a
+			// statement each time: the fetch's floor bounds that too.
+			errs = append(errs, fault.FieldError{Path: "/lock_duration", Message: "must be at least " + isoduration.Format(engine.MinLockDuration) + ": the stream extends it three times per duration"})
 		} else {
 			p.lock = d.AsDuration()
 		}
