@@ -128,13 +128,10 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Bulk = &id
 	}
-	if before != "" {
-		n, err := strconv.ParseInt(before, 10, 64)
-		if err != nil || n < 1 {
-			v.Errors = append(v.Errors, invalidCursor(ctx))
-		}
-		f.Before = n
-	}
+	// Ids start at 1: before=1 is an empty page, before=0 a mangled link.
+	n, errs := idCursorProblems(ctx, before, 1)
+	v.Errors = append(v.Errors, errs...)
+	f.Before = n
 	caption := T(ctx, "Operator actions, newest first")
 	if len(v.Errors) == 0 && f.Bulk != nil {
 		// A bulk action's page may be opened while it runs (its

@@ -90,14 +90,15 @@ func keyCursorProblems(ctx context.Context, after string) []string {
 	return []string{invalidCursor(ctx)}
 }
 
-// idCursorProblems checks a list's after= number (tokens); a problem is a
-// translated message.
-func idCursorProblems(ctx context.Context, after string) (int64, []string) {
-	if after == "" {
+// idCursorProblems checks a list's numeric cursor (the tokens' after=, the
+// audit log's before=), no lower than least; a problem is a translated
+// message. An empty cursor is the first page (0).
+func idCursorProblems(ctx context.Context, cursor string, least int64) (int64, []string) {
+	if cursor == "" {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(after, 10, 64)
-	if err != nil || n < 0 {
+	n, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil || n < least {
 		return 0, []string{invalidCursor(ctx)}
 	}
 	return n, nil

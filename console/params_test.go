@@ -48,6 +48,8 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 		{"/console/occurrences?before=" + f.crmOcc + "&from=zzz", "occurrence-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/occurrences?from=51", "occurrence-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/audit?actor=x", "audit-row", "Unknown parameter “actor” (did you mean “action”?)."},
+		{"/console/audit?before=0", "audit-row", "The page cursor is invalid: go back to the first page."},
+		{"/console/audit?before=x1", "audit-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/workers?defintion=console_vault", "worker-row", "Unknown parameter “defintion” (did you mean “definition”?)."},
 		{"/console/workers?after=zzz", "worker-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/definitions?sort=key", "definition-row", "Unknown parameter “sort”."},

@@ -61,7 +61,7 @@ type tokenListView struct {
 // tokenList lists the staff tokens that are not revoked, keyset-paginated.
 func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	after, errs := idCursorProblems(ctx, r.URL.Query().Get("after"))
+	after, errs := idCursorProblems(ctx, r.URL.Query().Get("after"), 0)
 	errs = append(queryProblems(ctx, r.URL.RawQuery, "after"), errs...)
 	p, _ := auth.FromContext(ctx)
 	v := tokenListView{

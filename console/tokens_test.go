@@ -29,6 +29,11 @@ func TestTokensPage(t *testing.T) {
 		if n := count(page, "token-row"); n != 3 {
 			t.Errorf("%s: %d token rows, want 3 (admin, designer, operator; no consumer token)", lang, n)
 		}
+		// A cursor the console did not make lists nothing rather than
+		// the first page under a second page's links.
+		if bad := b.mustGet("/console/tokens?after=-1", 200); count(bad, "token-row") != 0 || text(bad, "filter-errors") == "" {
+			t.Errorf("%s: after=-1 listed %d tokens, errors %q", lang, count(bad, "token-row"), text(bad, "filter-errors"))
+		}
 		// A list like the others: a caption, a name over every column
 		// (the revoke buttons' too), each value labelled for the cards
 		// it becomes on a phone.
