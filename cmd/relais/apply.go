@@ -12,15 +12,15 @@ import (
 	"github.com/relais/relais/internal/config"
 )
 
-// applyCommand is `relais apply -f PATH [--dry-run]` against RELAIS_URL with
+// applyCommand is `relais apply -f PATH [-f PATH...] [--dry-run]` against RELAIS_URL with
 // RELAIS_TOKEN (a designer or admin token; destinations need admin).
 func applyCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: relais apply -f PATH [--dry-run]
+		fmt.Fprint(stderr, `usage: relais apply -f PATH [-f PATH...] [--dry-run]
 
-Applies the YAML or JSON documents of a file or folder (definitions,
+Applies the YAML or JSON documents of files or folders (definitions,
 releases, processes, destinations) to a running Relais: RELAIS_URL (default
 http://127.0.0.1:8080) with RELAIS_TOKEN (a designer token; destinations
 need an admin one).
@@ -29,13 +29,19 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	path := fs.String("f", "", "file or folder of YAML/JSON documents (kind: Definition, Release, Process, Destination)")
+	var paths pathList
+	fs.Var(&paths, "f", "file or folder of YAML/JSON documents (kind: Definition, Release, Process, Destination); repeat -f for more, all applied as one set")
 	dryRun := fs.Bool("dry-run", false, "show what would change without changing anything")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return errors.New("usage: relais apply -f PATH [--dry-run]")
+	if fs.NArg() > 0 {
+		// A path after the first would otherwise go unread while the
+		// run reports success (apply -f a.yaml b.yaml).
+		return fmt.Errorf("unexpected argument %q: give each file or folder with its own -f (relais apply -f a.yaml -f b.yaml)", fs.Arg(0))
+	}
+	if len(paths) == 0 {
+		return errors.New("usage: relais apply -f PATH [-f PATH...] [--dry-run]")
 	}
 	if err := checkEnvironment(config.ApplyVariables(), nil, func(w string) { fmt.Fprintln(stderr, "warning: "+w) }); err != nil {
 		return err
@@ -48,7 +54,7 @@ flags:
 	if token == "" {
 		return errors.New("RELAIS_TOKEN is required (a designer or admin token)")
 	}
-	docs, problems, err := apply.Load(*path)
+	docs, problems, err := apply.Load(paths...)
 	if err != nil {
 		return err
 	}
@@ -130,4 +136,17 @@ func names(docs []apply.Document) string {
 		out[i] = d.Name()
 	}
 	return strings.Join(out, ", ")
+}
+
+// pathList is apply's -f, which may be repeated (as kubectl's).
+type pathList []string
+
+func (p *pathList) String() string { return strings.Join(*p, ", ") }
+
+func (p *pathList) Set(v string) error {
+	if v == "" {
+		return errors.New("a file or folder is required")
+	}
+	*p = append(*p, v)
+	return nil
 }

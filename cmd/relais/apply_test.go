@@ -227,6 +227,24 @@ func TestApplyRefusesAnEmptyPath(t *testing.T) {
 	}
 }
 
+// TestApplyRefusesAStrayPath: a second path without its -f would go
+// unread while the run reports success; it is refused before anything is
+// sent.
+func TestApplyRefusesAStrayPath(t *testing.T) {
+	t.Parallel()
+	// Nothing listens there: nothing may be sent.
+	stdout, _, err := applyRun(t, "http://127.0.0.1:1", "-f", "../../examples/definitions", "../../examples/processes")
+	if want := `unexpected argument "../../examples/processes": give each file or folder with its own -f`; err == nil || !strings.HasPrefix(err.Error(), want) || stdout != "" {
+		t.Errorf("err %v, stdout %q; want an error starting %q", err, stdout, want)
+	}
+	// Each -f is read (the last is empty: its refusal shows it was).
+	empty := t.TempDir()
+	stdout, _, err = applyRun(t, "http://127.0.0.1:1", "-f", "../../examples/definitions", "-f", empty)
+	if want := "no documents found in " + empty; err == nil || !strings.HasPrefix(err.Error(), want) || stdout != "" {
+		t.Errorf("-f twice: err %v, stdout %q; want an error starting %q", err, stdout, want)
+	}
+}
+
 // A token the server refuses, or a server that does not answer, is
 // reported once as what it is, before any document is sent, not as the
 // first document's problem.

@@ -214,63 +214,89 @@ func skipped(d fs.DirEntry) bool {
 	return otherTools[d.Name()]
 }
 
-// Load reads path (a file, or a folder of .yaml, .yml and .json files,
-// recursively, in name order, other tools' files skipped) and checks every document locally. It returns
-// the documents in apply order and every problem found; a path with no
-// document at all is an error.
-func Load(path string) ([]Document, []Problem, error) {
-	var files []string
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	if info.IsDir() {
-		err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if p != path && skipped(d) {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			switch strings.ToLower(filepath.Ext(p)) {
-			case ".yaml", ".yml", ".json":
-				if !d.IsDir() {
-					files = append(files, p)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		sort.Strings(files)
-	} else {
-		files = []string{path}
+// Load reads paths (each a file, or a folder of .yaml, .yml and .json
+// files, recursively, in name order, other tools' files skipped) as one set
+// and checks every document locally. It returns the documents in apply
+// order and every problem found; a path with no document at all is an
+// error, and a file named twice (directly or through a folder) is read once.
+func Load(paths ...string) ([]Document, []Problem, error) {
+	if len(paths) == 0 {
+		return nil, nil, errors.New("no file or folder to apply")
 	}
 	var docs []Document
 	var problems []Problem
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
+	read := map[string]bool{}
+	for _, path := range paths {
+		files, err := documentFiles(path)
 		if err != nil {
 			return nil, nil, err
 		}
-		ds, ps := parseFile(f, raw)
-		docs = append(docs, ds...)
-		problems = append(problems, ps...)
-	}
-	if len(docs) == 0 && len(problems) == 0 {
-		// As with kubectl apply: a path that names nothing to apply is
-		// most likely the wrong path, and succeeding would hide it.
-		if len(files) == 0 {
-			return nil, nil, fmt.Errorf("no documents found in %s: it holds no .yaml, .yml or .json file", path)
+		found := false
+		for _, f := range files {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return nil, nil, err
+			}
+			if read[abs] {
+				found = true
+				continue
+			}
+			read[abs] = true
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				return nil, nil, err
+			}
+			ds, ps := parseFile(f, raw)
+			docs = append(docs, ds...)
+			problems = append(problems, ps...)
+			found = found || len(ds) > 0 || len(ps) > 0
 		}
-		return nil, nil, fmt.Errorf("no documents found in %s: only empty documents or comments", path)
+		if !found {
+			// As with kubectl apply: a path that names nothing to apply
+			// is most likely the wrong path, and succeeding would hide it.
+			if len(files) == 0 {
+				return nil, nil, fmt.Errorf("no documents found in %s: it holds no .yaml, .yml or .json file", path)
+			}
+			return nil, nil, fmt.Errorf("no documents found in %s: only empty documents or comments", path)
+		}
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return kindOrder[docs[i].Kind] < kindOrder[docs[j].Kind] })
 	return docs, problems, nil
+}
+
+// documentFiles lists the files Load reads for path.
+func documentFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != path && skipped(d) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".yaml", ".yml", ".json":
+			if !d.IsDir() {
+				files = append(files, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	return files, nil
 }
 
 var separator = regexp.MustCompile(`(?m)^---\s*$`)

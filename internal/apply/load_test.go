@@ -164,6 +164,31 @@ notes: [not, text]
 // TestLoadRefusesAPathWithoutDocuments: a folder or file with nothing to
 // apply is an error naming the path, as kubectl apply has it, not a
 // silent success.
+// TestLoadReadsEveryPath: several paths are one set, in apply order
+// across them; a file named twice (itself and through its folder) is read
+// once, and an empty path among them is refused by name.
+func TestLoadReadsEveryPath(t *testing.T) {
+	t.Parallel()
+	procs := t.TempDir()
+	proc := write(t, procs, "p.yaml", "kind: Process\nkey: p_one\ninputs: {fields: []}\nstart: done\nnodes: {done: {kind: end}}\n")
+	def := write(t, t.TempDir(), "d.yaml", "kind: Definition\nkey: consent\nname: Consent\ninputs: {fields: []}\noutputs: {fields: []}\n")
+	docs, problems, err := Load(proc, def, procs)
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("load: %v %v", err, problems)
+	}
+	var got []string
+	for _, d := range docs {
+		got = append(got, d.Name())
+	}
+	if strings.Join(got, ", ") != "definition consent, process p_one" {
+		t.Errorf("documents %q; want the definition then the process, each once", got)
+	}
+	empty := t.TempDir()
+	if _, _, err := Load(def, empty); err == nil || !strings.Contains(err.Error(), "no documents found in "+empty) {
+		t.Errorf("an empty second path: err %v", err)
+	}
+}
+
 func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
 	t.Parallel()
 	empty := t.TempDir()
