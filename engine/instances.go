@@ -206,7 +206,7 @@ func (e *Engine) replayStart(ctx context.Context, q *queries.Queries, req StartR
 	if existing.RequestDigest == nil || !e.sameDigest(canonical, *existing.RequestDigest) &&
 		!e.sameDigest(legacyCanonicalRequest(req), *existing.RequestDigest) {
 		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused",
-			"Idempotency-Key %q was used for a different request (another process, version, business key or inputs; JSON formatting, key order and how a number is written do not count)", req.IdempotencyKey)
+			"Idempotency-Key %q was used with this process for a different request (another version, business key or inputs; JSON formatting, key order and how a number is written do not count)", req.IdempotencyKey)
 	}
 	return existing, true, nil
 }
