@@ -307,7 +307,7 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 		}
 	}
 	var problems []string
-	defaulted := map[string]bool{}
+	sources := map[string]string{}
 	for _, s := range Settings {
 		raw, from := s.Default, "default"
 		if v := getenv(s.Env); v != "" && takes(s) {
@@ -316,7 +316,7 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 		if given[s.Flag] && takes(s) {
 			raw, from = *flagValues[s.Env], "flag --"+s.Flag
 		}
-		defaulted[s.Env] = from == "default"
+		sources[s.Env] = from
 		v, err := parseValue(s, raw)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s (%s): %v", s.Env, from, err))
@@ -325,7 +325,7 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 		s.set(&c, v)
 	}
 	if len(problems) == 0 {
-		problems = c.check(defaulted)
+		problems = c.check(sources)
 	}
 	if len(problems) > 0 {
 		return Config{}, &Error{Problems: problems}
@@ -393,23 +393,33 @@ func parseValue(s Setting, raw string) (any, error) {
 	}
 }
 
-// check validates relations between settings. defaulted says which
-// settings kept their default, so that a message can say the operator
-// lowered a ceiling below a default they never set.
+// check validates relations between settings. sources says where each
+// setting's value came from ("default", "environment", "flag --x"), so that
+// a message names the flag a value was given with, as parseValue's do, and
+// can say the operator lowered a ceiling below a default they never set.
 //
 // Every default is checked against its ceiling, the configurable ones and
 // the built-in ones of process documents alike: a default above its
 // ceiling would let the server boot and then refuse every request or
 // document relying on it, pointing at a field its author never wrote.
-func (c Config) check(defaulted map[string]bool) []string {
+func (c Config) check(sources map[string]string) []string {
 	var p []string
+	// named is a setting as a message names it: with its flag when it
+	// was given as one (the variable alone would send the operator
+	// looking through an environment they never touched).
+	named := func(env string) string {
+		if from := sources[env]; strings.HasPrefix(from, "flag ") {
+			return env + " (" + from + ")"
+		}
+		return env
+	}
 	aboveCeiling := func(env string, v time.Duration, ceilingEnv string, ceiling time.Duration) {
-		if defaulted[env] {
+		if sources[env] == "default" {
 			p = append(p, fmt.Sprintf("%s: its default %s is above its ceiling %s %s; set %s at most %s too, or raise %s",
-				env, isoduration.Format(v), ceilingEnv, isoduration.Format(ceiling), env, isoduration.Format(ceiling), ceilingEnv))
+				env, isoduration.Format(v), named(ceilingEnv), isoduration.Format(ceiling), env, isoduration.Format(ceiling), ceilingEnv))
 			return
 		}
-		p = append(p, fmt.Sprintf("%s: %s is above its ceiling %s %s", env, isoduration.Format(v), ceilingEnv, isoduration.Format(ceiling)))
+		p = append(p, fmt.Sprintf("%s: %s is above its ceiling %s %s", named(env), isoduration.Format(v), named(ceilingEnv), isoduration.Format(ceiling)))
 	}
 	if c.Pull.DefaultLockDuration > c.Pull.MaxLockDuration {
 		aboveCeiling("RELAIS_PULL_DEFAULT_LOCK_DURATION", c.Pull.DefaultLockDuration, "RELAIS_PULL_MAX_LOCK_DURATION", c.Pull.MaxLockDuration)
@@ -418,11 +428,11 @@ func (c Config) check(defaulted map[string]bool) []string {
 	// (frozen into its document), which publish checks against this
 	// ceiling like a written one.
 	if c.Pull.MaxRetryDelay < process.DefaultRetryDelay {
-		p = append(p, fmt.Sprintf("RELAIS_PULL_MAX_RETRY_DELAY: %s is below the built-in default retry_delay %s of pull nodes that give none, so every such process would be refused at publish; set it to at least %s",
-			isoduration.Format(c.Pull.MaxRetryDelay), isoduration.Format(process.DefaultRetryDelay), isoduration.Format(process.DefaultRetryDelay)))
+		p = append(p, fmt.Sprintf("%s: %s is below the built-in default retry_delay %s of pull nodes that give none, so every such process would be refused at publish; set it to at least %s",
+			named("RELAIS_PULL_MAX_RETRY_DELAY"), isoduration.Format(c.Pull.MaxRetryDelay), isoduration.Format(process.DefaultRetryDelay), isoduration.Format(process.DefaultRetryDelay)))
 	}
 	if c.Push.MaxTimeout > process.HardMaxPushTimeout {
-		p = append(p, fmt.Sprintf("RELAIS_PUSH_MAX_TIMEOUT: %s is above the hard ceiling %s", isoduration.Format(c.Push.MaxTimeout), isoduration.Format(process.HardMaxPushTimeout)))
+		p = append(p, fmt.Sprintf("%s: %s is above the hard ceiling %s", named("RELAIS_PUSH_MAX_TIMEOUT"), isoduration.Format(c.Push.MaxTimeout), isoduration.Format(process.HardMaxPushTimeout)))
 	}
 	if c.Push.DefaultTimeout > c.Push.MaxTimeout {
 		aboveCeiling("RELAIS_PUSH_DEFAULT_TIMEOUT", c.Push.DefaultTimeout, "RELAIS_PUSH_MAX_TIMEOUT", c.Push.MaxTimeout)
@@ -433,39 +443,39 @@ func (c Config) check(defaulted map[string]bool) []string {
 	// so small that no definition fits.
 	within := func(env string, v, lo, hi time.Duration) {
 		if v < lo || v > hi {
-			p = append(p, fmt.Sprintf("%s: %s is out of range: from %s to %s", env, isoduration.Format(v), isoduration.Format(lo), isoduration.Format(hi)))
+			p = append(p, fmt.Sprintf("%s: %s is out of range: from %s to %s", named(env), isoduration.Format(v), isoduration.Format(lo), isoduration.Format(hi)))
 		}
 	}
 	within("RELAIS_TIMER_INTERVAL", c.TimerInterval, MinTimerInterval, MaxTimerInterval)
 	within("RELAIS_STREAM_HEARTBEAT", c.Stream.Heartbeat, MinHeartbeat, MaxHeartbeat)
 	if c.MaxBodyBytes < MinBodyBytes || c.MaxBodyBytes > MaxBodyBytes {
-		p = append(p, fmt.Sprintf("RELAIS_MAX_BODY_BYTES: %d is out of range: from %d to %d", c.MaxBodyBytes, MinBodyBytes, MaxBodyBytes))
+		p = append(p, fmt.Sprintf("%s: %d is out of range: from %d to %d", named("RELAIS_MAX_BODY_BYTES"), c.MaxBodyBytes, MinBodyBytes, MaxBodyBytes))
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 20 {
-		p = append(p, "RELAIS_BOOTSTRAP_TOKEN: must be at least 20 characters")
+		p = append(p, named("RELAIS_BOOTSTRAP_TOKEN")+": must be at least 20 characters")
 	}
 	switch {
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		missing := "RELAIS_TLS_KEY_FILE"
+		set, missing := "RELAIS_TLS_CERT_FILE", "RELAIS_TLS_KEY_FILE"
 		if c.TLSCertFile == "" {
-			missing = "RELAIS_TLS_CERT_FILE"
+			set, missing = missing, set
 		}
-		p = append(p, missing+": must be set with the other of RELAIS_TLS_CERT_FILE and RELAIS_TLS_KEY_FILE (both or neither)")
+		p = append(p, fmt.Sprintf("%s is set without %s: set both (a certificate and its key) or neither", named(set), missing))
 	case c.TLSCertFile != "":
 		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
-			p = append(p, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE: "+err.Error())
+			p = append(p, named("RELAIS_TLS_CERT_FILE")+", "+named("RELAIS_TLS_KEY_FILE")+": "+err.Error())
 		}
 	}
 	if c.DataKeys != "" && c.DataKeyFile != "" {
 		// One would be ignored, and with it perhaps the key that opens
 		// what the other never sealed.
-		p = append(p, "RELAIS_DATA_KEYS, RELAIS_DATA_KEY_FILE: set one or the other, not both")
+		p = append(p, named("RELAIS_DATA_KEYS")+", "+named("RELAIS_DATA_KEY_FILE")+": set one or the other, not both")
 	}
 	if c.Listen == "" {
-		p = append(p, "RELAIS_LISTEN: must not be empty")
+		p = append(p, named("RELAIS_LISTEN")+": must not be empty")
 	}
 	if c.DatabaseURL == "" && c.DataDir == "" {
-		p = append(p, "RELAIS_DATA_DIR: must not be empty without RELAIS_DATABASE_URL")
+		p = append(p, named("RELAIS_DATA_DIR")+": must not be empty without RELAIS_DATABASE_URL")
 	}
 	return p
 }

@@ -51,8 +51,8 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"short bootstrap token", map[string]string{"RELAIS_BOOTSTRAP_TOKEN": "short"}, nil, "RELAIS_BOOTSTRAP_TOKEN"},
 		{"keys and a key file", map[string]string{"RELAIS_DATA_KEYS": "k1:AAAA", "RELAIS_DATA_KEY_FILE": "/nonexistent"}, nil, "RELAIS_DATA_KEY_FILE"},
 		{"log level", map[string]string{"RELAIS_LOG_LEVEL": "loud"}, nil, "RELAIS_LOG_LEVEL"},
-		{"certificate without key", map[string]string{"RELAIS_TLS_CERT_FILE": "/etc/relais/cert.pem"}, nil, "RELAIS_TLS_KEY_FILE: must be set"},
-		{"key without certificate", map[string]string{"RELAIS_TLS_KEY_FILE": "/etc/relais/key.pem"}, nil, "RELAIS_TLS_CERT_FILE: must be set"},
+		{"certificate without key", map[string]string{"RELAIS_TLS_CERT_FILE": "/etc/relais/cert.pem"}, nil, "RELAIS_TLS_CERT_FILE is set without RELAIS_TLS_KEY_FILE"},
+		{"key without certificate", map[string]string{"RELAIS_TLS_KEY_FILE": "/etc/relais/key.pem"}, nil, "RELAIS_TLS_KEY_FILE is set without RELAIS_TLS_CERT_FILE"},
 		{"pair that does not load", map[string]string{"RELAIS_TLS_CERT_FILE": "/nonexistent/cert.pem", "RELAIS_TLS_KEY_FILE": "/nonexistent/key.pem"}, nil, "RELAIS_TLS_CERT_FILE, RELAIS_TLS_KEY_FILE"},
 		{"trusted proxies", map[string]string{"RELAIS_TRUSTED_PROXIES": "10.0.0.0/8,10.0.0.0/33"}, nil, "RELAIS_TRUSTED_PROXIES"},
 		{"connect timeout", map[string]string{"RELAIS_DATABASE_CONNECT_TIMEOUT": "30s"}, nil, "RELAIS_DATABASE_CONNECT_TIMEOUT"},
@@ -62,6 +62,14 @@ func TestFailsClosedNamingTheKey(t *testing.T) {
 		{"heartbeat missing the dead", map[string]string{"RELAIS_STREAM_HEARTBEAT": "PT1H"}, nil, "RELAIS_STREAM_HEARTBEAT"},
 		{"body too small for anything", map[string]string{"RELAIS_MAX_BODY_BYTES": "1"}, nil, "RELAIS_MAX_BODY_BYTES: 1 is out of range"},
 		{"body too large to hold", map[string]string{"RELAIS_MAX_BODY_BYTES": "1073741824"}, nil, "RELAIS_MAX_BODY_BYTES"},
+		// A value given as a flag is named with its flag in the checks
+		// between settings too, not only where it is parsed.
+		{"flag above hard ceiling", nil, []string{"--push-max-timeout", "PT20S"}, "RELAIS_PUSH_MAX_TIMEOUT (flag --push-max-timeout): PT20S is above the hard ceiling PT10S"},
+		{"flag out of range", nil, []string{"--stream-heartbeat", "PT0.5S"}, "RELAIS_STREAM_HEARTBEAT (flag --stream-heartbeat): PT0.5S is out of range"},
+		{"flag below a default", nil, []string{"--pull-max-retry-delay", "PT5S"}, "RELAIS_PULL_MAX_RETRY_DELAY (flag --pull-max-retry-delay): PT5S is below"},
+		{"flag body", nil, []string{"--max-body-bytes", "1000"}, "RELAIS_MAX_BODY_BYTES (flag --max-body-bytes): 1000 is out of range"},
+		{"flag certificate without key", nil, []string{"--tls-cert-file", "/x"}, "RELAIS_TLS_CERT_FILE (flag --tls-cert-file) is set without RELAIS_TLS_KEY_FILE"},
+		{"flag ceiling below a set default", map[string]string{"RELAIS_PULL_DEFAULT_LOCK_DURATION": "PT5M"}, []string{"--pull-max-lock-duration", "PT2M"}, "RELAIS_PULL_DEFAULT_LOCK_DURATION: PT5M is above its ceiling RELAIS_PULL_MAX_LOCK_DURATION (flag --pull-max-lock-duration) PT2M"},
 	}
 	for _, tt := range tests {
 		_, err := Load("relais serve", tt.args, env(tt.env), io.Discard)
