@@ -10,14 +10,18 @@ import (
 
 	"github.com/relais/relais/internal/apply"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/suggest"
 )
 
 // applyCommand is `relais apply -f PATH [-f PATH...] [--dry-run]` against RELAIS_URL with
 // RELAIS_TOKEN (a designer or admin token; destinations need admin).
 func applyCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
+	// The help is for -h; an error is returned once, with a pointer to it
+	// (see config.Load).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	help := func() {
 		fmt.Fprint(stderr, `usage: relais apply -f PATH [-f PATH...] [--dry-run]
 
 Applies the YAML or JSON documents of files or folders (definitions,
@@ -27,13 +31,23 @@ need an admin one).
 
 flags:
 `)
+		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 	}
 	var paths pathList
 	fs.Var(&paths, "f", "file or folder of YAML/JSON documents (kind: Definition, Release, Process, Destination); repeat -f for more, all applied as one set")
 	dryRun := fs.Bool("dry-run", false, "show what would change without changing anything")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			help()
+			return err
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			if meant, ok := suggest.Closest(strings.TrimLeft(name, "-"), []string{"f", "dry-run"}); ok {
+				return fmt.Errorf("%w (did you mean --%s?)", err, meant)
+			}
+		}
+		return fmt.Errorf("%w (relais apply --help lists the flags)", err)
 	}
 	if fs.NArg() > 0 {
 		// A path after the first would otherwise go unread while the

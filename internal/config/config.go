@@ -251,13 +251,18 @@ func LoadAdmin(usage string, args []string, getenv func(string) string, output i
 
 func load(usage string, args []string, getenv func(string) string, output io.Writer, takes func(Setting) bool) (Config, error) {
 	fs := flag.NewFlagSet("relais", flag.ContinueOnError)
-	fs.SetOutput(output)
+	// The flag package writes its error and then the whole help for a
+	// flag it does not know: the error, and the flag meant, would scroll
+	// past sixty lines of help. The help is written for -h only, and an
+	// error is returned once, by the caller.
+	fs.SetOutput(io.Discard)
 	// The help lists the settings the command takes; the others are
 	// accepted and ignored, so that one script may pass the same flags to
 	// migrate and to serve.
 	shown := flag.NewFlagSet("relais", flag.ContinueOnError)
 	shown.SetOutput(output)
-	fs.Usage = func() {
+	fs.Usage = func() {}
+	help := func() {
 		fmt.Fprintf(output, "%s\n\nflags (each can also be set by its environment variable):\n", usage)
 		shown.PrintDefaults()
 	}
@@ -275,6 +280,10 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 		shown.String(s.Flag, "", help+")")
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			help()
+			return Config{}, err
+		}
 		// A misspelt flag is named with the one it most likely meant, as
 		// a misspelt variable is.
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
@@ -286,7 +295,7 @@ func load(usage string, args []string, getenv func(string) string, output io.Wri
 				return Config{}, fmt.Errorf("%w (did you mean --%s?)", err, meant)
 			}
 		}
-		return Config{}, err
+		return Config{}, fmt.Errorf("%w (--help lists the flags)", err)
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))

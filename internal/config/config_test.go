@@ -221,15 +221,25 @@ func TestUnknownVariablesAreNamed(t *testing.T) {
 	}
 }
 
-// A misspelt flag is named with the flag it most likely meant.
+// A misspelt flag is named with the flag it most likely meant, in the one
+// error returned: the help is written for -h only, where it would bury the
+// error under sixty lines.
 func TestMisspeltFlagIsNamed(t *testing.T) {
-	_, err := Load("usage", []string{"--retenton", "P3D"}, func(string) string { return "" }, io.Discard)
+	var out strings.Builder
+	_, err := Load("usage", []string{"--retenton", "P3D"}, func(string) string { return "" }, &out)
 	if err == nil || !strings.Contains(err.Error(), "(did you mean --retention?)") {
 		t.Errorf("Load(--retenton) = %v; want the flag it meant", err)
 	}
-	_, err = Load("usage", []string{"--colour", "blue"}, func(string) string { return "" }, io.Discard)
-	if err == nil || strings.Contains(err.Error(), "did you mean") {
-		t.Errorf("Load(--colour) = %v; want a refusal without a guess", err)
+	_, err = Load("usage", []string{"--colour", "blue"}, func(string) string { return "" }, &out)
+	if err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), "--help lists the flags") {
+		t.Errorf("Load(--colour) = %v; want a refusal without a guess, pointing at --help", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("a flag error wrote %q; want nothing but the error returned", out.String())
+	}
+	_, err = Load("usage: relais serve", []string{"-h"}, func(string) string { return "" }, &out)
+	if !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(out.String(), "usage: relais serve") || !strings.Contains(out.String(), "-retention string") {
+		t.Errorf("-h: err %v, output %q; want the help", err, out.String())
 	}
 }
 
