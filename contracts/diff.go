@@ -46,6 +46,11 @@ type Change struct {
 	// BreaksWorkers: workers that read the inputs or write the outputs may
 	// stop working.
 	BreaksWorkers bool `json:"breaks_workers"`
+	// LowersProtection: a classification change to a lower one (secret →
+	// sensitive or normal, sensitive → normal). It may break nothing, yet
+	// values masked and sealed until then are shown and stored in clear
+	// from this revision on, which a reviewer wants named, not counted.
+	LowersProtection bool `json:"lowers_protection"`
 }
 
 // impact says which side of the data flow a change breaks. Inputs are
@@ -166,6 +171,7 @@ func (d *differ) field(fa, fb Field, path string, pa, pb Classification, named b
 			im = breaksConsumers
 		}
 		d.add(ChangeClassificationChanged, path, fmt.Sprintf("classification %s → %s", ca, cb), im)
+		d.out[len(d.out)-1].LowersProtection = !raised
 	}
 
 	if fa.Type != fb.Type {

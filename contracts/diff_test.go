@@ -104,7 +104,8 @@ func TestDiffRules(t *testing.T) {
 			t.Parallel()
 			a, b := diffPair(t, tt.section, tt.before, tt.after)
 			got := Diff(a, b)
-			want := []Change{{Kind: tt.kind, Path: tt.path, Detail: tt.detail, BreaksProcesses: tt.want.processes, BreaksWorkers: tt.want.workers}}
+			want := []Change{{Kind: tt.kind, Path: tt.path, Detail: tt.detail, BreaksProcesses: tt.want.processes, BreaksWorkers: tt.want.workers,
+				LowersProtection: strings.HasSuffix(tt.name, "classification lowered")}}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("Diff:\n got %+v\nwant %+v", got, want)
 			}
@@ -153,11 +154,11 @@ func TestDiffOrderAndCombination(t *testing.T) {
 	b := mustParseWorking(t, bDoc)
 	got := Diff(a, b)
 	want := []Change{
-		{ChangeTypeChanged, "/inputs/address/postcode", "type text → integer", true, true},
-		{ChangeConstraintChanged, "/inputs/company_name", "max_length 200 → 100", true, false},
-		{ChangeRemoved, "/inputs/is_customer", "removed optional boolean field", true, true},
-		{ChangeChoicesChanged, "/inputs/tier", `values added: "platinum"; values removed: "bronze"`, true, true},
-		{ChangeRequiredChanged, "/inputs/tier", "required → optional", false, true},
+		{ChangeTypeChanged, "/inputs/address/postcode", "type text → integer", true, true, false},
+		{ChangeConstraintChanged, "/inputs/company_name", "max_length 200 → 100", true, false, false},
+		{ChangeRemoved, "/inputs/is_customer", "removed optional boolean field", true, true, false},
+		{ChangeChoicesChanged, "/inputs/tier", `values added: "platinum"; values removed: "bronze"`, true, true, false},
+		{ChangeRequiredChanged, "/inputs/tier", "required → optional", false, true, false},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Diff:\n got %+v\nwant %+v", got, want)

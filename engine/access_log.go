@@ -21,14 +21,23 @@ const (
 	EventDestinationDeleted   = "destination.deleted"
 	// A settle token is a credential: who issued one, for what, until when.
 	EventSettleTokenIssued = "settle_token.issued"
+	// A revision that lowers a field's classification: from it on, values
+	// masked and sealed until then are shown and stored in clear. Logged at
+	// WARN, for a security team to alert on.
+	EventProtectionLowered = "definition.protection_lowered"
 )
 
 // logAccess logs an access event of ctx's principal (the API's or the
 // console's caller; "system" without one, as for the command line).
 func (e *Engine) logAccess(ctx context.Context, event string, attrs ...any) {
+	e.logger.InfoContext(ctx, "access changed", append(actorAttrs(ctx, event), attrs...)...)
+}
+
+// actorAttrs are an access event's name and ctx's principal.
+func actorAttrs(ctx context.Context, event string) []any {
 	actor, tokenID, role := "system", int64(0), ""
 	if p, ok := auth.FromContext(ctx); ok {
 		actor, tokenID, role = p.Name, p.TokenID, string(p.Role)
 	}
-	e.logger.InfoContext(ctx, "access changed", append([]any{"event", event, "actor", actor, "actor_token_id", tokenID, "actor_role", role}, attrs...)...)
+	return []any{"event", event, "actor", actor, "actor_token_id", tokenID, "actor_role", role}
 }

@@ -192,7 +192,9 @@ func (e *Engine) ListDefinitions(ctx context.Context, after string, limit int) (
 func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, error) {
 	var rev Revision
 	var created bool
+	var lowered []string
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		lowered = nil // a retried transaction starts over
 		def, err := q.DefinitionGetForUpdate(ctx, key)
 		if isNoRows(err) {
 			return notFound("definition %q", key)
@@ -215,6 +217,9 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 			return err
 		case err == nil:
 			next = latest.Revision + 1
+			if old, vs := contracts.ParseWorking(latest.Document); len(vs) == 0 {
+				lowered = protectionLowered(old, w)
+			}
 		case !isNoRows(err):
 			return err
 		}
@@ -229,6 +234,10 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		rev, err = revisionFromRow(row)
 		return err
 	})
+	if err == nil && len(lowered) > 0 {
+		e.logger.WarnContext(ctx, "protection lowered", append(actorAttrs(ctx, EventProtectionLowered),
+			"definition", key, "revision", rev.Revision, "fields", lowered)...)
+	}
 	return rev, created, wrap("snapshot "+key, err)
 }
 

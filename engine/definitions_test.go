@@ -2,7 +2,12 @@ package engine
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
+
+	"github.com/relais/relais/internal/dbtest"
+	"github.com/relais/relais/internal/testlog"
 )
 
 // Numbers may be written in any JSON notation; the Working is kept as the
@@ -66,5 +71,70 @@ func TestSnapshotOfAWorkingRewrittenByJSONB(t *testing.T) {
 	}
 	if d, err := e.GetDefinition(ctx, "score"); err != nil || d.WorkingDigest != first.Digest {
 		t.Errorf("working digest %s (%v), want the revision's %s: nothing is left to snapshot", d.WorkingDigest, err, first.Digest)
+	}
+}
+
+// TestLoweredProtectionIsLoggedAtWarn: a revision or a process version
+// that lowers a classification shows and stores in clear, from then on,
+// values masked and sealed until then. It is allowed (a designer's call),
+// and logged at WARN with who did it and each field, for a security team
+// to alert on; raising one, or a first revision, logs nothing.
+func TestLoweredProtectionIsLoggedAtWarn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var logs testlog.Buffer
+	e := New(dbtest.Pool(t), Options{Keys: testRing(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	working := func(class string) string {
+		return `{"name":"KYC","inputs":{"fields":[{"name":"ssn","type":"text","required":true` + class + `},{"name":"tier","type":"text"}]},
+		 "outputs":{"fields":[{"name":"ok","type":"boolean","required":true}]}}`
+	}
+	snapshot := func(class string) string {
+		t.Helper()
+		before := len(logs.String())
+		if _, _, err := e.SaveWorking(ctx, "kyc", []byte(working(class))); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.Snapshot(ctx, "kyc"); err != nil {
+			t.Fatal(err)
+		}
+		return logs.String()[before:]
+	}
+	if got := snapshot(`,"classification":"secret"`); strings.Contains(got, "protection lowered") {
+		t.Errorf("first revision logged %q", got)
+	}
+	got := snapshot("")
+	if !strings.Contains(got, `level=WARN msg="protection lowered" event=definition.protection_lowered actor=system`) ||
+		!strings.Contains(got, `definition=kyc revision=2 fields="[/inputs/ssn (classification secret → normal)]"`) {
+		t.Errorf("revision 2 lowering /inputs/ssn logged\n%s", got)
+	}
+	if got := snapshot(`,"classification":"sensitive"`); strings.Contains(got, "protection lowered") {
+		t.Errorf("a raised classification logged %q", got)
+	}
+
+	publish := func(class string) string {
+		t.Helper()
+		before := len(logs.String())
+		doc := `{"inputs":{"fields":[{"name":"ssn","type":"text","required":true` + class + `}]},"start":"kyc","nodes":{
+		 "kyc":{"kind":"pull","definition":"kyc","revision":1,"inputs":{"ssn":{"from":"input.ssn"}},"next":"done"},"done":{"kind":"end"}}}`
+		if _, _, err := e.PublishProcess(ctx, "onboard", []byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+		return logs.String()[before:]
+	}
+	if got := publish(`,"classification":"secret"`); strings.Contains(got, "protection lowered") {
+		t.Errorf("first version logged %q", got)
+	}
+	// Revision 1's ssn is secret: a normal process input may not feed it
+	// (classification never decreases along a binding), so version 2
+	// pins revision 3, whose ssn is sensitive, from a sensitive input.
+	doc := `{"inputs":{"fields":[{"name":"ssn","type":"text","required":true,"classification":"sensitive"}]},"start":"kyc","nodes":{
+	 "kyc":{"kind":"pull","definition":"kyc","revision":3,"inputs":{"ssn":{"from":"input.ssn"}},"next":"done"},"done":{"kind":"end"}}}`
+	before := len(logs.String())
+	if _, _, err := e.PublishProcess(ctx, "onboard", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String()[before:]; !strings.Contains(got, `event=definition.protection_lowered`) ||
+		!strings.Contains(got, `process=onboard version=2 fields="[/inputs/ssn (classification secret → sensitive)]"`) {
+		t.Errorf("version 2 lowering /inputs/ssn logged\n%s", got)
 	}
 }

@@ -271,6 +271,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 	canonical, digest := p.Canonical(), p.Digest()
 	var out ProcessVersion
 	var created bool
+	var lowered []string
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		if err := q.ProcessEnsure(ctx, key); err != nil {
 			return err
@@ -290,8 +291,12 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 			return err
 		}
 		next := int32(1)
+		lowered = nil // a retried transaction starts over
 		if latest, err := q.ProcessVersionLatest(ctx, key); err == nil {
 			next = latest.Version + 1
+			if old, vs := process.Parse(latest.Document); len(vs) == 0 {
+				lowered = protectionLowered(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: p.Inputs})
+			}
 		} else if !isNoRows(err) {
 			return err
 		}
@@ -309,7 +314,23 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 	if err != nil {
 		return ProcessVersion{}, false, wrap("publish process "+key, err)
 	}
+	if len(lowered) > 0 {
+		e.logger.WarnContext(ctx, "protection lowered", append(actorAttrs(ctx, EventProtectionLowered),
+			"process", key, "version", out.Version, "fields", lowered)...)
+	}
 	return out, created, nil
+}
+
+// protectionLowered lists the fields whose classification is lower in next
+// than in prev, each with what changed.
+func protectionLowered(prev, next contracts.Working) []string {
+	var out []string
+	for _, c := range contracts.Diff(prev, next) {
+		if c.LowersProtection {
+			out = append(out, c.Path+" ("+c.Detail+")")
+		}
+	}
+	return out
 }
 
 // GetProcessVersion returns one version; version 0 means the latest.

@@ -328,6 +328,17 @@ func TestApplySaysWhatARevisionBreaks(t *testing.T) {
 			t.Errorf("apply %v of a breaking update: %q, %v; want %q", c.args, out, err, c.want)
 		}
 	}
+	// A lowered classification breaks nobody, and is named all the same.
+	write("    - {name: note, type: text, classification: sensitive}\n    - {name: policy, type: text, required: true}\n")
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "updated (revision 4;") || strings.Contains(out, "LOWERS") {
+		t.Errorf("a raised classification: %q, %v; want revision 4 and nothing lowered", out, err)
+	}
+	write("    - {name: note, type: text}\n    - {name: policy, type: text, required: true}\n")
+	lowered := "(revision 5; 1 breaking change(s) against revision 4 (1 may break processes, 0 workers): GET /api/v1/definitions/assess_claim/revisions/4/diff/5 lists them" +
+		"; LOWERS PROTECTION of /inputs/note (classification sensitive → normal): values of these fields are shown and stored in clear from this revision on)"
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, lowered) {
+		t.Errorf("a lowered classification: %q, %v; want %q", out, err, lowered)
+	}
 }
 
 // TestApplySaysWhatANewVersionRefuses: a process version whose inputs may

@@ -272,8 +272,9 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 
 // breakingChanges says, for a detail, what the new contract breaks
 // against revision latest, read from the server: a designer sees it as
-// the revision is made, not later in a diff nobody opened. It is "" when
-// nothing breaks.
+// the revision is made, not later in a diff nobody opened, and each field
+// whose protection it lowers. It is "" when nothing breaks and no
+// classification is lowered.
 func (c *Client) breakingChanges(ctx context.Context, base string, latest int, next contracts.Working, dryRun bool) (string, error) {
 	doc, err := c.document(ctx, fmt.Sprintf("%s/revisions/%d", base, latest))
 	if err != nil {
@@ -284,7 +285,11 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 		return "", nil // a revision this client cannot read: the server's diff tells
 	}
 	var all, processes, workers int
+	var lowered []string
 	for _, ch := range contracts.Diff(old, next) {
+		if ch.LowersProtection {
+			lowered = append(lowered, ch.Path+" ("+ch.Detail+")")
+		}
 		if ch.BreaksProcesses || ch.BreaksWorkers {
 			all++
 		}
@@ -295,15 +300,22 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 			workers++
 		}
 	}
+	// A lowered classification may break nobody, yet values masked and
+	// sealed until now would be shown and stored in clear: it is named,
+	// not only counted.
+	protection := ""
+	if len(lowered) > 0 {
+		protection = "; LOWERS PROTECTION of " + strings.Join(lowered, ", ") + ": values of these fields are shown and stored in clear from this revision on"
+	}
 	if all == 0 {
-		return "", nil
+		return protection, nil
 	}
 	where := fmt.Sprintf("GET %s/revisions/%d/diff/%d lists them", base, latest, latest+1)
 	if dryRun {
 		where += " once applied" // the revision it would become does not exist yet
 	}
 	return fmt.Sprintf("; %d breaking change(s) against revision %d (%d may break processes, %d workers): %s",
-		all, latest, processes, workers, where), nil
+		all, latest, processes, workers, where) + protection, nil
 }
 
 // serverChecksWorking reports whether the server takes PUT
