@@ -164,6 +164,11 @@ type Violation struct {
 	Cause Cause `json:"-"`
 }
 
+// NotAField starts the message of a member the contract does not have. It
+// describes no value, so a caller hiding what violations say of protected
+// values keeps it (the member's name is in the pointer anyway).
+const NotAField = "is not a field of the contract"
+
 // Cause classifies a Violation, so that a transport can refuse a malformed
 // request (400) apart from a well-formed but invalid one (422).
 type Cause uint8

@@ -282,7 +282,7 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 		}
 		for k := range obj {
 			if _, known := find(container, k); !known {
-				*vs = append(*vs, Violation{Path: jsontree.Pointer(inst, k), Message: "is not a field of the contract" + suggest.Hint(k, absent)})
+				*vs = append(*vs, Violation{Path: jsontree.Pointer(inst, k), Message: NotAField + suggest.Hint(k, absent)})
 			}
 		}
 	case "enum":

@@ -362,11 +362,14 @@ func describeViolations(vs []contracts.Violation) string {
 // protectedUndescribed hides what vs say of protected values: a value
 // bound from a secret that breaks "at most 4 characters" or a pattern
 // tells operators its length and shape. The pointer stays, which names
-// the field, not the value.
+// the field, not the value. A member the contract lacks (a misspelt
+// output) keeps its message, which says so and names the field meant:
+// called protected, it would send an operator looking for a protected
+// field that does not exist.
 func protectedUndescribed(c contracts.Contract, vs []contracts.Violation) []contracts.Violation {
 	out := slices.Clone(vs)
 	for i, v := range out {
-		if v.Path != "" && classAt(c, v.Path) != contracts.ClassNormal {
+		if v.Path != "" && !strings.HasPrefix(v.Message, contracts.NotAField) && classAt(c, v.Path) != contracts.ClassNormal {
 			out[i].Message = "does not satisfy its contract (a protected value: how is not said)"
 		}
 	}

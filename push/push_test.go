@@ -395,6 +395,31 @@ func TestRefusedOutputsMessageIsScrubbedAndBounded(t *testing.T) {
 	}
 }
 
+// A destination's misspelt output is said to be no field of the contract,
+// with the field it meant, as a worker's is: hidden as "a protected value"
+// (an unknown pointer has no classification, so it was taken for the most
+// protected), it sent operators looking for a protected field that does
+// not exist.
+func TestMisspeltDestinationOutputIsNamed(t *testing.T) {
+	t.Parallel()
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"outputs":{"scroe":42,"band":"low"}}`))
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	env.Must(201, "PUT", "/api/v1/destinations/typo", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT2S"})
+	env.Process("scoring", scoreProcess("typo", "PT1S"))
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	got := env.WaitEnded(inst["id"].(string), 5*time.Second)
+	occID := got["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences/"+occID, env.Operator, nil).JSON(t)
+	msg, _ := occ["error_message"].(string)
+	if occ["error_code"] != "invalid_outputs" || !strings.Contains(msg, `/scroe: is not a field of the contract (did you mean "score"?)`) || strings.Contains(msg, "protected") {
+		t.Errorf("error %v: %q; want /scroe named as no field of the contract", occ["error_code"], msg)
+	}
+}
+
 // Lowering a destination's max_timeout caps the budget of calls made from
 // then on, even for a version published with a longer timeout.
 func TestLoweredDestinationCapBoundsCalls(t *testing.T) {
