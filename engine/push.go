@@ -14,10 +14,18 @@ import (
 	"github.com/relais/relais/queries"
 )
 
+// PushSettleWindow is how long a replica keeps trying to record a push
+// call's result while the database cannot take it (a restart, a failover).
+const PushSettleWindow = 30 * time.Second
+
 // PushGrace is added to a push call's budget to form its lock: a replica
-// alive at the end of the budget settles the call itself; past the grace,
-// the call is presumed orphaned by a crash and fails outcome_unknown.
-const PushGrace = 5 * time.Second
+// alive at the end of the budget settles the call itself, retrying through
+// a database outage for PushSettleWindow; past the grace, the call is
+// presumed orphaned by a crash and fails outcome_unknown. A grace shorter
+// than the window let the timers, once the database was back, fail as
+// orphaned a call whose live replica held its answer and was about to
+// record it.
+const PushGrace = PushSettleWindow + 5*time.Second
 
 // PushCall is a claimed push occurrence, ready to be delivered.
 type PushCall struct {

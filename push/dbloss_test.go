@@ -42,8 +42,10 @@ func TestResultRecordedThroughADatabaseOutage(t *testing.T) {
 		case <-answered:
 		case <-time.After(10 * time.Second):
 		}
-		// The database goes while the call is in flight, and is back a
-		// second later, well within the reservation (budget + 5 s).
+		// The database goes while the call is in flight, and is back 9 s
+		// later: past the call's budget and 5 s (the reservation once,
+		// when the timers, back first, failed the call outcome_unknown),
+		// within the 30 s the runner retries.
 		mu.Lock()
 		err := running.Stop(context.Background())
 		running = nil
@@ -52,7 +54,7 @@ func TestResultRecordedThroughADatabaseOutage(t *testing.T) {
 			restarted <- err
 		} else {
 			go func() {
-				time.Sleep(time.Second)
+				time.Sleep(9 * time.Second)
 				c, err := embeddedpg.Start(context.Background(), opts)
 				mu.Lock()
 				running = c

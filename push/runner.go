@@ -232,8 +232,8 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 const claimTimeout = 10 * time.Second
 
 // settleTimeout bounds the recording of one call's result, retries
-// included.
-const settleTimeout = 30 * time.Second
+// included: the call's lock outlasts it (engine.PushGrace).
+const settleTimeout = engine.PushSettleWindow
 
 // settle records the result of c's call and returns the code the
 // occurrence failed with ("" when it completed; the call's own code when

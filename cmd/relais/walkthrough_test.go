@@ -186,7 +186,8 @@ func TestPushCallInFlightWhenRelaisDies(t *testing.T) {
 
 	second := startProcess(t, env...)
 	occID := ""
-	deadline := time.Now().Add(20 * time.Second)
+	// The call's budget (2 s) and engine.PushGrace (35 s), with room.
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		got := must(t, 200, callH(t, "GET", second.base+"/api/v1/instances/"+inst["id"].(string), bootstrap, nil))
 		step := got["path"].([]any)[0].(map[string]any)

@@ -77,7 +77,7 @@ func TestFaults(t *testing.T) {
 	// Which failures each fault explains: a push call whose result could
 	// not be recorded (its replica died, or PostgreSQL went away under
 	// the settlement) is failed outcome_unknown by the timers once its
-	// budget and 5 s have passed, and never made again (DESIGN §4); a
+	// budget and engine.PushGrace (35 s) have passed, and never made again (DESIGN §4); a
 	// call that hangs past its budget is deadline_exceeded. Pull tasks
 	// must all complete: a worker reports a finished task's outcome
 	// through an outage for as long as its lock lasts, and a task whose
