@@ -245,9 +245,26 @@ func (db *database) superviseCluster(policy embeddedpg.RestartPolicy) <-chan err
 	return db.supervisor.Failed()
 }
 
+// poolCloseTimeout bounds closing the pool at exit. Closing waits for
+// every connection in use to be given back, and one blocked on a database
+// that stopped answering (frozen, black-holed) held a stop for over a
+// minute past the drain: the process exits without them, which closes
+// their sockets all the same.
+const poolCloseTimeout = 5 * time.Second
+
 func (db *database) close() {
 	if db.pool != nil {
-		db.pool.Close()
+		closed := make(chan struct{})
+		go func() {
+			db.pool.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(poolCloseTimeout):
+			db.logger.Warn("database connections not closed within "+poolCloseTimeout.String()+" (the database does not answer): exiting without them",
+				"in_use", db.pool.Stat().AcquiredConns())
+		}
 	}
 	if db.supervisor == nil && db.cluster == nil {
 		return
