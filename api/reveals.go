@@ -24,6 +24,8 @@ type revealJSON struct {
 	// unique); null for a principal without a stored token.
 	TokenID    *int64    `json:"token_id"`
 	RevealedAt time.Time `json:"revealed_at"`
+	// Reason is null for reveals recorded before reasons were required.
+	Reason *string `json:"reason"`
 }
 
 // revealOccurrence shows an admin one sensitive value of an occurrence in
@@ -36,8 +38,9 @@ func (a *API) revealOccurrence() http.Handler {
 			return err
 		}
 		req, err := httpjson.Decode[struct {
-			Side  string `json:"side"`
-			Field string `json:"field"`
+			Side   string `json:"side"`
+			Field  string `json:"field"`
+			Reason string `json:"reason"`
 		}](w, r, a.maxBody)
 		if err != nil {
 			return err
@@ -46,7 +49,7 @@ func (a *API) revealOccurrence() http.Handler {
 		if !ok {
 			return fault.New(fault.Unauthorized, "unauthorized", "a bearer token is required")
 		}
-		got, err := a.eng.RevealValue(r.Context(), p, id, req.Side, req.Field)
+		got, err := a.eng.RevealValue(r.Context(), p, id, req.Side, req.Field, req.Reason)
 		if err != nil {
 			return err
 		}
@@ -82,7 +85,7 @@ func (a *API) listReveals() http.Handler {
 			return err
 		}
 		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(reveals, limit, func(rv engine.Reveal) any { return rv.ID }, func(rv engine.Reveal) revealJSON {
-			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, TokenID: rv.TokenID, RevealedAt: rv.RevealedAt}
+			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, TokenID: rv.TokenID, RevealedAt: rv.RevealedAt, Reason: rv.Reason}
 		}))
 		return nil
 	})

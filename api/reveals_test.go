@@ -51,7 +51,7 @@ func TestRevealSensitiveValueOverTheAPI(t *testing.T) {
 	occ := revealOccurrence(t, env)
 	reveal := "/api/v1/occurrences/" + occ + "/reveal"
 
-	res := env.Must(200, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": "/contact/email"})
+	res := env.Must(200, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": "/contact/email", "reason": "ticket 42"})
 	body := res.JSON(t)
 	if body["value"] != revealCanary || body["audit_id"] == nil || body["audit_id"].(float64) < 1 {
 		t.Fatalf("reveal answered %s", res.Body)
@@ -59,7 +59,7 @@ func TestRevealSensitiveValueOverTheAPI(t *testing.T) {
 	if res.Header.Get("Cache-Control") != "no-store" {
 		t.Errorf("a revealed value may be cached: Cache-Control %q", res.Header.Get("Cache-Control"))
 	}
-	whole := env.Must(200, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": "/contact"}).JSON(t)["value"].(map[string]any)
+	whole := env.Must(200, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": "/contact", "reason": "ticket 42"}).JSON(t)["value"].(map[string]any)
 	if whole["email"] != revealCanary || whole["pin"].(map[string]any)["$masked"] != "secret" {
 		t.Fatalf("revealed object %v; want the email and the pin still masked", whole)
 	}
@@ -70,19 +70,21 @@ func TestRevealSensitiveValueOverTheAPI(t *testing.T) {
 		status            int
 		code              string
 	}{
-		{"operator", env.Operator, reveal, map[string]any{"side": "inputs", "field": "/contact/email"}, 403, "forbidden"},
-		{"designer", env.Designer, reveal, map[string]any{"side": "inputs", "field": "/contact/email"}, 403, "forbidden"},
-		{"no token", "", reveal, map[string]any{"side": "inputs", "field": "/contact/email"}, 401, "unauthorized"},
-		{"secret", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/api_key"}, 403, "not_revealable"},
-		{"nested secret", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/contact/pin"}, 403, "not_revealable"},
-		{"normal", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/company"}, 422, "not_protected"},
-		{"unknown field", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/nowhere"}, 422, "invalid_field"},
-		{"bad side", env.Admin, reveal, map[string]any{"side": "both", "field": "/contact"}, 400, "invalid_request"},
-		{"unknown body member", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/contact", "why": "x"}, 400, "unknown_field"},
-		{"no outputs yet", env.Admin, reveal, map[string]any{"side": "outputs", "field": "/ref"}, 422, "not_protected"},
+		{"operator", env.Operator, reveal, map[string]any{"side": "inputs", "field": "/contact/email", "reason": "ticket 42"}, 403, "forbidden"},
+		{"designer", env.Designer, reveal, map[string]any{"side": "inputs", "field": "/contact/email", "reason": "ticket 42"}, 403, "forbidden"},
+		{"no token", "", reveal, map[string]any{"side": "inputs", "field": "/contact/email", "reason": "ticket 42"}, 401, "unauthorized"},
+		{"secret", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/api_key", "reason": "ticket 42"}, 403, "not_revealable"},
+		{"nested secret", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/contact/pin", "reason": "ticket 42"}, 403, "not_revealable"},
+		{"normal", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/company", "reason": "ticket 42"}, 422, "not_protected"},
+		{"unknown field", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/nowhere", "reason": "ticket 42"}, 422, "invalid_field"},
+		{"no reason", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/contact/email"}, 400, "invalid_request"},
+		{"blank reason", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/contact/email", "reason": " "}, 400, "invalid_request"},
+		{"bad side", env.Admin, reveal, map[string]any{"side": "both", "field": "/contact", "reason": "ticket 42"}, 400, "invalid_request"},
+		{"unknown body member", env.Admin, reveal, map[string]any{"side": "inputs", "field": "/contact", "reason": "ticket 42", "why": "x"}, 400, "unknown_field"},
+		{"no outputs yet", env.Admin, reveal, map[string]any{"side": "outputs", "field": "/ref", "reason": "ticket 42"}, 422, "not_protected"},
 		{"unknown occurrence", env.Admin, "/api/v1/occurrences/00000000-0000-7000-8000-000000000000/reveal",
-			map[string]any{"side": "inputs", "field": "/contact"}, 404, "not_found"},
-		{"not an id", env.Admin, "/api/v1/occurrences/nope/reveal", map[string]any{"side": "inputs", "field": "/contact"}, 404, "not_found"},
+			map[string]any{"side": "inputs", "field": "/contact", "reason": "ticket 42"}, 404, "not_found"},
+		{"not an id", env.Admin, "/api/v1/occurrences/nope/reveal", map[string]any{"side": "inputs", "field": "/contact", "reason": "ticket 42"}, 404, "not_found"},
 	}
 	for _, tt := range refusals {
 		r := env.Do("POST", tt.path, tt.token, tt.body)
@@ -111,11 +113,11 @@ func TestRevealAuditLog(t *testing.T) {
 	reveal := "/api/v1/occurrences/" + occ + "/reveal"
 	var ids []float64
 	for _, field := range []string{"/contact/email", "/contact"} {
-		ids = append(ids, env.Must(200, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": field}).JSON(t)["audit_id"].(float64))
+		ids = append(ids, env.Must(200, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": field, "reason": "ticket " + field}).JSON(t)["audit_id"].(float64))
 	}
 	// Refusals are not reveals: nothing is recorded for them.
-	env.Must(403, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": "/api_key"})
-	env.Must(403, "POST", reveal, env.Operator, map[string]any{"side": "inputs", "field": "/contact"})
+	env.Must(403, "POST", reveal, env.Admin, map[string]any{"side": "inputs", "field": "/api_key", "reason": "ticket 42"})
+	env.Must(403, "POST", reveal, env.Operator, map[string]any{"side": "inputs", "field": "/contact", "reason": "ticket 42"})
 
 	list := env.Must(200, "GET", "/api/v1/audit/reveals", env.Admin, nil)
 	items := list.JSON(t)["items"].([]any)
@@ -124,7 +126,7 @@ func TestRevealAuditLog(t *testing.T) {
 	}
 	first := items[0].(map[string]any)
 	if first["id"] != ids[1] || first["occurrence_id"] != occ || first["side"] != "inputs" || first["field"] != "/contact" ||
-		first["principal"] != "admin" || first["revealed_at"] == "" {
+		first["principal"] != "admin" || first["revealed_at"] == "" || first["reason"] != "ticket /contact" {
 		t.Errorf("newest record %v", first)
 	}
 	if items[1].(map[string]any)["id"] != ids[0] || items[1].(map[string]any)["field"] != "/contact/email" {
@@ -152,7 +154,7 @@ func TestRevealAuditLog(t *testing.T) {
 	}
 	// Token names are not unique: the record and the log name the token.
 	twin := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "admin", "role": "admin"}).JSON(t)
-	env.Must(200, "POST", reveal, twin["token"].(string), map[string]any{"side": "inputs", "field": "/contact"})
+	env.Must(200, "POST", reveal, twin["token"].(string), map[string]any{"side": "inputs", "field": "/contact", "reason": "ticket 42"})
 	items = env.Must(200, "GET", "/api/v1/audit/reveals", env.Admin, nil).JSON(t)["items"].([]any)
 	newest, older := items[0].(map[string]any), items[1].(map[string]any)
 	if newest["principal"] != "admin" || newest["token_id"] != twin["id"] || older["token_id"] == nil || older["token_id"] == twin["id"] {

@@ -87,6 +87,10 @@ type revealControl struct {
 	CSRF   string
 	Side   string // engine.SideInputs or engine.SideOutputs
 	Label  string
+	// ReasonLabel names the reason field (required, recorded with the
+	// reveal); ReasonMax bounds it as the engine does.
+	ReasonLabel string
+	ReasonMax   string
 }
 
 // occurrenceView is the occurrence detail page.
@@ -283,8 +287,9 @@ func occurrenceValues(ctx context.Context, id uuid.UUID, o engine.Occurrence, re
 	if p, ok := auth.FromContext(ctx); ok && p.Role == auth.RoleAdmin {
 		label := T(ctx, "Reveal — this is recorded")
 		csrf := currentOf(ctx).csrf
-		inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label}
-		outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label}
+		reason, max := T(ctx, "Why (recorded with the reveal)"), strconv.Itoa(engine.MaxReason)
+		inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label, ReasonLabel: reason, ReasonMax: max}
+		outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label, ReasonLabel: reason, ReasonMax: max}
 		for _, t := range []*valueTable{&inputs, &outputs} {
 			for i := range t.Rows {
 				if row := &t.Rows[i]; row.Masked && row.Sensitive {

@@ -2,6 +2,8 @@ package console
 
 import (
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -67,7 +69,18 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 		c.secretNotRevealable(w, r, id)
 		return
 	}
-	got, err := c.eng.RevealValue(ctx, p, id, side, field)
+	reason := r.PostFormValue("reason")
+	switch n, why := utf8.RuneCountInString(reason), strings.TrimSpace(reason); {
+	case why == "":
+		c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"),
+			T(ctx, "Say why you reveal this value: the reason is recorded with the reveal in the audit log."))
+		return
+	case n > engine.MaxReason:
+		c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"),
+			T(ctx, "The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.", n, engine.MaxReason))
+		return
+	}
+	got, err := c.eng.RevealValue(ctx, p, id, side, field, reason)
 	if err != nil {
 		fe, _ := fault.As(err)
 		switch {

@@ -100,7 +100,21 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 		t.Fatalf("%d audit records after refused forms", n)
 	}
 
-	r := b.do("POST", action, url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}})
+	// Without a reason: refused, nothing revealed or recorded.
+	for _, why := range []string{"", "   "} {
+		r := b.do("POST", action, url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}, "reason": {why}})
+		if r.status != http.StatusUnprocessableEntity || !strings.Contains(text(r, "error-message")+r.body, "Say why you reveal this value") || strings.Contains(r.body, canarySensitive) {
+			t.Errorf("reveal with reason %q: %d %q", why, r.status, text(r, "page-title"))
+		}
+	}
+	if n := len(reveals(t, f, f.completed)); n != 0 {
+		t.Fatalf("%d audit records after reveals without a reason", n)
+	}
+	if n := count(b.mustGet(page, 200), "reveal-reason"); n != count(b.mustGet(page, 200), "reveal-form") || n == 0 {
+		t.Errorf("no reason field on the reveal forms")
+	}
+
+	r := b.do("POST", action, url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}, "reason": {"support ticket 42"}})
 	if r.status != http.StatusOK {
 		t.Fatalf("reveal: %d %.500s", r.status, r.body)
 	}
@@ -136,7 +150,7 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 		t.Fatalf("%d audit records after one reveal", len(recs))
 	}
 	rec := recs[0].(map[string]any)
-	if rec["principal"] != "admin" || rec["side"] != "inputs" || rec["field"] != "/contact" || rec["occurrence_id"] != f.completed {
+	if rec["principal"] != "admin" || rec["side"] != "inputs" || rec["field"] != "/contact" || rec["occurrence_id"] != f.completed || rec["reason"] != "support ticket 42" {
 		t.Errorf("audit record %v", rec)
 	}
 
@@ -153,7 +167,7 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 
 	// In French, with an output.
 	fr := signedIn(t, f.env.URL, "fr", f.env.Admin)
-	rf := fr.do("POST", action, url.Values{"csrf": {csrfOf(t, fr.mustGet(page, 200))}, "side": {"outputs"}, "field": {"/note"}})
+	rf := fr.do("POST", action, url.Values{"csrf": {csrfOf(t, fr.mustGet(page, 200))}, "side": {"outputs"}, "field": {"/note"}, "reason": {"demande RGPD"}})
 	if rf.status != http.StatusOK || text(rf, "revealed-value") != canarySensitive || !strings.HasPrefix(text(rf, "reveal-notice"), "Révélé par admin le ") ||
 		!strings.HasSuffix(text(rf, "reveal-notice"), "UTC\u202f; consigné dans le journal d’audit.") {
 		t.Errorf("French reveal: %d %q %q", rf.status, text(rf, "revealed-value"), text(rf, "reveal-notice"))

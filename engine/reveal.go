@@ -31,6 +31,9 @@ type Reveal struct {
 	TokenID      *int64 // nil when the principal had no stored token
 	Principal    string // the token's name at the time of the reveal
 	RevealedAt   time.Time
+	// Reason is why, as the admin wrote it; nil for reveals recorded
+	// before reasons were asked for.
+	Reason *string
 }
 
 // Revealed is a sensitive value shown in clear and the audit record that
@@ -49,9 +52,9 @@ type RevealFilter struct {
 
 // RevealSensitive returns one sensitive value of an occurrence in clear,
 // for an admin who asked for it explicitly, and records who saw which
-// field and when. See RevealValue.
-func (e *Engine) RevealSensitive(ctx context.Context, p auth.Principal, occurrence uuid.UUID, side, pointer string) (json.RawMessage, error) {
-	r, err := e.RevealValue(ctx, p, occurrence, side, pointer)
+// field, when and why. See RevealValue.
+func (e *Engine) RevealSensitive(ctx context.Context, p auth.Principal, occurrence uuid.UUID, side, pointer, reason string) (json.RawMessage, error) {
+	r, err := e.RevealValue(ctx, p, occurrence, side, pointer, reason)
 	if err != nil {
 		return nil, err
 	}
@@ -65,10 +68,15 @@ func (e *Engine) RevealSensitive(ctx context.Context, p auth.Principal, occurren
 // can never be revealed (DESIGN §5), and normal values are not masked in
 // the first place. Secret values nested in the revealed one stay masked.
 // The audit row and the read of the value are one transaction, so no value
-// leaves the engine without its record committed.
-func (e *Engine) RevealValue(ctx context.Context, p auth.Principal, occurrence uuid.UUID, side, pointer string) (Revealed, error) {
+// leaves the engine without its record committed. reason (required, at
+// most MaxReason characters) is recorded with it.
+func (e *Engine) RevealValue(ctx context.Context, p auth.Principal, occurrence uuid.UUID, side, pointer, reason string) (Revealed, error) {
 	if p.Role != auth.RoleAdmin {
 		return Revealed{}, fault.New(fault.Forbidden, "forbidden", "only an admin may reveal a sensitive value")
+	}
+	// Why is half of an audit: required, as an operator action's reason.
+	if err := checkReason(reason); err != nil {
+		return Revealed{}, err
 	}
 	if side != SideInputs && side != SideOutputs {
 		return Revealed{}, fault.New(fault.BadRequest, "invalid_request", "side must be inputs or outputs").
@@ -117,7 +125,8 @@ func (e *Engine) RevealValue(ctx context.Context, p auth.Principal, occurrence u
 		if !ok {
 			return notFound("a value at %s %s of occurrence %s", side, pointer, occurrence)
 		}
-		params := queries.RevealAuditInsertParams{OccurrenceID: row.ID, Side: side, Field: pointer, Principal: p.Name}
+		why := strings.TrimSpace(reason)
+		params := queries.RevealAuditInsertParams{OccurrenceID: row.ID, Side: side, Field: pointer, Principal: p.Name, Reason: &why}
 		if p.TokenID != 0 {
 			params.TokenID = &p.TokenID
 		}
@@ -175,7 +184,7 @@ func (e *Engine) ListReveals(ctx context.Context, f RevealFilter) ([]Reveal, err
 
 func revealFromRow(r queries.RevealAudit) Reveal {
 	return Reveal{ID: r.ID, OccurrenceID: r.OccurrenceID, Side: r.Side, Field: r.Field, TokenID: r.TokenID,
-		Principal: r.Principal, RevealedAt: r.RevealedAt}
+		Principal: r.Principal, RevealedAt: r.RevealedAt, Reason: r.Reason}
 }
 
 // pointerPath splits a JSON pointer into the field path Lookup takes. It

@@ -101,7 +101,7 @@ func TestRevealSensitiveRecordsWhoSawWhat(t *testing.T) {
 	e, occ, admin, _ := revealFixture(t)
 	ctx := context.Background()
 
-	got, err := e.RevealValue(ctx, admin, occ, SideInputs, "/contact/email")
+	got, err := e.RevealValue(ctx, admin, occ, SideInputs, "/contact/email", "support ticket 42")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +110,21 @@ func TestRevealSensitiveRecordsWhoSawWhat(t *testing.T) {
 	}
 	a := got.Audit
 	if a.ID == 0 || a.OccurrenceID != occ || a.Side != "inputs" || a.Field != "/contact/email" || a.Principal != "alice" ||
-		a.TokenID == nil || *a.TokenID != admin.TokenID || time.Since(a.RevealedAt) > time.Minute {
+		a.TokenID == nil || *a.TokenID != admin.TokenID || time.Since(a.RevealedAt) > time.Minute || a.Reason == nil || *a.Reason != "support ticket 42" {
 		t.Fatalf("audit record %+v", a)
+	}
+	// Why is required, as an operator action's reason, and recorded
+	// trimmed; nothing is revealed or recorded without it.
+	for _, reason := range []string{"", "  \n", strings.Repeat("é", MaxReason+1)} {
+		if v, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/contact/email", reason); !fault.HasCode(err, "invalid_request") || v != nil {
+			t.Errorf("reveal with reason %.20q: %s, %v; want invalid_request", reason, v, err)
+		}
+	}
+	if got, err := e.RevealValue(ctx, admin, occ, SideInputs, "/contact/email", "  GDPR request #7 \n"); err != nil || *got.Audit.Reason != "GDPR request #7" {
+		t.Errorf("a padded reason: %v, %v; want it recorded trimmed", got.Audit.Reason, err)
+	}
+	if list, err := e.ListReveals(ctx, RevealFilter{Occurrence: &occ}); err != nil || len(list) != 2 || list[1].Reason == nil || *list[1].Reason != "support ticket 42" {
+		t.Errorf("ListReveals: %+v, %v; want the two reveals with their reasons", list, err)
 	}
 	var principalName, field, side string
 	var tokenID int64
@@ -121,19 +134,19 @@ func TestRevealSensitiveRecordsWhoSawWhat(t *testing.T) {
 	}
 
 	// A list item is addressed by its index.
-	v, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/phones/1")
+	v, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/phones/1", "support ticket 42")
 	if err != nil || string(v) != `"+33 2 00"` {
 		t.Fatalf("reveal /phones/1 = %s, %v", v, err)
 	}
-	if n := auditCount(t, e, occ); n != 2 {
-		t.Fatalf("%d audit rows after two reveals; want 2", n)
+	if n := auditCount(t, e, occ); n != 3 {
+		t.Fatalf("%d audit rows after three reveals (the refused ones record nothing); want 3", n)
 	}
 }
 
 func TestRevealNeverShowsANestedSecret(t *testing.T) {
 	t.Parallel()
 	e, occ, admin, _ := revealFixture(t)
-	v, err := e.RevealSensitive(context.Background(), admin, occ, SideInputs, "/contact")
+	v, err := e.RevealSensitive(context.Background(), admin, occ, SideInputs, "/contact", "support ticket 42")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +191,7 @@ func TestRevealRefusals(t *testing.T) {
 		{"unknown occurrence", admin, uuid.Must(uuid.NewV7()), "inputs", "/contact", fault.NotFound, "not_found"},
 	}
 	for _, tt := range tests {
-		v, err := e.RevealSensitive(ctx, tt.p, tt.occ, tt.side, tt.pointer)
+		v, err := e.RevealSensitive(ctx, tt.p, tt.occ, tt.side, tt.pointer, "support ticket 42")
 		fe, ok := fault.As(err)
 		if !ok || fe.Kind != tt.kind || fe.Code != tt.code || v != nil {
 			t.Errorf("%s: %s, %v; want %s", tt.name, v, err, tt.code)
@@ -187,11 +200,17 @@ func TestRevealRefusals(t *testing.T) {
 			t.Errorf("%s: the error shows a protected value: %v", tt.name, err)
 		}
 	}
-	if fe, _ := fault.As(func() error { _, err := e.RevealSensitive(ctx, admin, occ, "inputs", "/token"); return err }()); fe.Detail != "secret values can never be revealed" {
+	if fe, _ := fault.As(func() error {
+		_, err := e.RevealSensitive(ctx, admin, occ, "inputs", "/token", "support ticket 42")
+		return err
+	}()); fe.Detail != "secret values can never be revealed" {
 		t.Errorf("secret refusal detail %q", fe.Detail)
 	}
 	// A field's name where its pointer belongs is answered with the pointer.
-	if fe, _ := fault.As(func() error { _, err := e.RevealSensitive(ctx, admin, occ, "inputs", "contact"); return err }()); !strings.Contains(fe.Detail, `as in "/contact"`) {
+	if fe, _ := fault.As(func() error {
+		_, err := e.RevealSensitive(ctx, admin, occ, "inputs", "contact", "support ticket 42")
+		return err
+	}()); !strings.Contains(fe.Detail, `as in "/contact"`) {
 		t.Errorf("a name for a pointer: detail %q, want the pointer it means", fe.Detail)
 	}
 	if n := auditCount(t, e, occ); n != 0 {
@@ -215,14 +234,14 @@ func TestRevealOutputsAndListReveals(t *testing.T) {
 	if _, err := e.Complete(ctx, WorkerRef{ConsumerID: c.ID, WorkerID: "w", Occurrence: occ}, json.RawMessage(`{"note":"`+revealSensitive+`-out","ref":"R-1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	v, err := e.RevealSensitive(ctx, admin, occ, SideOutputs, "/note")
+	v, err := e.RevealSensitive(ctx, admin, occ, SideOutputs, "/note", "support ticket 42")
 	if err != nil || string(v) != `"`+revealSensitive+`-out"` {
 		t.Fatalf("reveal an output: %s, %v", v, err)
 	}
-	if _, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/contact/email"); err != nil {
+	if _, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/contact/email", "support ticket 42"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/phones/0"); err != nil {
+	if _, err := e.RevealSensitive(ctx, admin, occ, SideInputs, "/phones/0", "support ticket 42"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -232,7 +251,7 @@ func TestRevealOutputsAndListReveals(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherOcc := occurrences(t, e, other.ID)["vault"][0].ID
-	if _, err := e.RevealSensitive(ctx, admin, otherOcc, SideInputs, "/contact"); err != nil {
+	if _, err := e.RevealSensitive(ctx, admin, otherOcc, SideInputs, "/contact", "support ticket 42"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             255,
 	"%d (0 lowest, 9 highest)":                 417,
 	"%d attempts":                              421,
-	"%d attempts, retry after %s, priority %d": 564,
+	"%d attempts, retry after %s, priority %d": 565,
 	"%d breaking":                              196,
 	"%d changes":                               195,
 	"%d completed":                             253,
@@ -55,42 +55,42 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     264,
 	"%d held instances match now.":             57,
 	"%d hours":                                 280,
-	"%d items":                                 630,
+	"%d items":                                 632,
 	"%d left":                                  422,
 	"%d min":                                   263,
 	"%d minutes":                               281,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 82,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              628,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              630,
 	"%d ms": 283,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         554,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 553,
-	"%d occurrences":                          497,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         555,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 554,
+	"%d occurrences":                          498,
 	"%d releases":                             215,
 	"%d running instances match now.":         64,
 	"%d running or held instances match now.": 66,
 	"%d s":       262,
 	"%d seconds": 282,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 88,
-	"%s (deferred; settled by %s)":                        472,
-	"%s (deferred; settled with its settle token)":        470,
-	"%s (deferred; settled with its settle token, as %s)": 471,
+	"%s (deferred; settled by %s)":                        473,
+	"%s (deferred; settled with its settle token)":        471,
+	"%s (deferred; settled with its settle token, as %s)": 472,
 	"%s (token #%d, %s)":                                  89,
 	"%s ago":                                              260,
-	"%s so far":                                           468,
-	"%s → %s":                                             559,
+	"%s so far":                                           469,
+	"%s → %s":                                             560,
 	"%s, revision %s":                                     383,
 	"%s, version %s":                                      384,
 	"%s: %s":                                              252,
 	"%s: %s → %s":                                         203,
-	"%s: a date is written 2026-12-01.":                   511,
-	"%s: the first day comes after the last.":             512,
+	"%s: a date is written 2026-12-01.":                   512,
+	"%s: the first day comes after the last.":             513,
 	"%s–%s":                                               251,
-	"(%d characters in all)":                              631,
-	"(each item)":                                         618,
-	"(worker %s)":                                         457,
+	"(%d characters in all)":                              633,
+	"(each item)":                                         620,
+	"(worker %s)":                                         458,
 	"0 seconds":                                           278,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           594,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 450,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           596,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 451,
 	"Abandon %d instances":                                           61,
 	"Abandon every held instance this filter matches":                59,
 	"Abandon every held instance…":                                   7,
@@ -104,12 +104,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 326,
 	"Action":                              92,
 	"All actions":                         104,
-	"All consumers":                       494,
+	"All consumers":                       495,
 	"All definitions":                     242,
 	"All processes":                       332,
 	"All statuses":                        334,
-	"All workers":                         644,
-	"An operator abandoned the instance.": 449,
+	"All workers":                         646,
+	"An operator abandoned the instance.": 450,
 	"Any definition":                      333,
 	"Apply filters":                       101,
 	"Apr":                                 269,
@@ -117,13 +117,13 @@ var messageKeyToIndex = map[string]int{
 	"Attempts":                         388,
 	"Audit log":                        98,
 	"Aug":                              273,
-	"Available from":                   430,
+	"Available from":                   431,
 	"Back to definitions":              134,
 	"Back to external tasks":           133,
 	"Back to the instance":             30,
 	"Back to the list":                 52,
-	"Back to the occurrence":           573,
-	"Back without saving":              524,
+	"Back to the occurrence":           576,
+	"Back without saving":              525,
 	"Breaks processes":                 173,
 	"Breaks workers":                   174,
 	"Bulk %s applied to %d instances.": 87,
@@ -131,51 +131,51 @@ var messageKeyToIndex = map[string]int{
 	"Business key":                     74,
 	"By process and error code":        79,
 	"Call timeout":                     418,
-	"Camunda 7 facade":                 648,
-	"Cancelled: the instance was stopped (%s).":               467,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 466,
+	"Camunda 7 facade":                 650,
+	"Cancelled: the instance was stopped (%s).":               468,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 467,
 	"Cannot act on this filter":                               83,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           574,
+	"Cannot reveal":                                           573,
 	"Change":                                                  171,
 	"Changes between the two revisions":                       183,
 	"Changes of the Working copy since revision %d":           192,
 	"Choose two existing revisions to compare.":               193,
 	"Classification":                                          149,
 	"Clear filters":                                           102,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            548,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 539,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            549,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 540,
 	"Compare":              170,
 	"Compare revisions":    166,
 	"Completed":            250,
-	"Completed (%s).":      462,
+	"Completed (%s).":      463,
 	"Completed, last hour": 233,
 	"Completions and failures per 5 minutes, last hour: %s":    243,
 	"Completions and failures per 5-minute slot, oldest first": 248,
 	"Completions and failures, last hour":                      226,
-	"Connected":                                                640,
+	"Connected":                                                642,
 	"Constraints":                                              150,
 	"Consumer":                                                 390,
-	"Consumer and worker":                                      491,
+	"Consumer and worker":                                      492,
 	"Counting the occurrences; the counts appear when you reload the page.": 144,
 	"Counts are unavailable right now.":                                     145,
-	"Counts as of %s (%s); refreshed every few seconds.":                    570,
-	"Counts by status": 487,
+	"Counts as of %s (%s); refreshed every few seconds.":                    571,
+	"Counts by status": 488,
 	"Created":          294,
 	"Created from":     77,
-	"Created on":       599,
+	"Created on":       601,
 	"Created to":       78,
 	"Creation date":    320,
 	"Dates":            386,
 	"Deadline":         415,
 	"Dec":              277,
-	"Deferred":         434,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 461,
+	"Deferred":         435,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 462,
 	"Definition":         228,
 	"Definition %s":      152,
 	"Definitions":        119,
 	"Definitions by key": 210,
-	"Definitions served": 638,
+	"Definitions served": 640,
 	"Definitions, those needing attention first": 227,
 	"Description":          151,
 	"Destination":          402,
@@ -192,18 +192,18 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    314,
 	"End node or error":           330,
 	"Ended":                       311,
-	"Error":                       490,
-	"Error (before any attempt)":  436,
+	"Error":                       491,
+	"Error (before any attempt)":  437,
 	"Error code":                  75,
 	"Error message":               397,
-	"Every %d seconds":            528,
+	"Every %d seconds":            529,
 	"Every attempt, oldest first": 389,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 99,
-	"Expired token":                        605,
-	"Expires":                              601,
+	"Expired token":                        607,
+	"Expires":                              603,
 	"External tasks":                       114,
 	"Failed":                               231,
-	"Failed (%s).":                         465,
+	"Failed (%s).":                         466,
 	"Failed at node":                       316,
 	"Failed occurrence":                    313,
 	"Failed, last hour":                    234,
@@ -214,21 +214,21 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 118,
 	"Find an instance or occurrence":       116,
 	"Finished":                             393,
-	"First page":                           509,
+	"First page":                           510,
 	"Follow it in the audit log (new tab)": 54,
 	"Form refused":                         138,
 	"From revision":                        168,
 	"From revision %d to revision %d:":     194,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 45,
-	"Graph":                   538,
-	"Graph of %s":             552,
-	"HTTP 2xx, unusable body": 474,
+	"Graph":                   539,
+	"Graph of %s":             553,
+	"HTTP 2xx, unusable body": 475,
 	"Health":                  113,
 	"Held at a node of":       76,
 	"Held at node":            312,
 	"Held instances":          230,
-	"ID":                      597,
-	"In flight":               639,
+	"ID":                      599,
+	"In flight":               641,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 244,
 	"Inputs":                     176,
 	"Inputs of revision %d":      187,
@@ -237,78 +237,78 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      423,
 	"Instance":                  329,
 	"Instances":                 80,
-	"Instances of this process": 547,
+	"Instances of this process": 548,
 	"Invalid request":           131,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  463,
-	"Its instance went on along the node’s error path.":                                                                                                                    464,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      611,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  464,
+	"Its instance went on along the node’s error path.":                                                                                                                    465,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      613,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
 	"Jan":                     266,
 	"Jul":                     272,
 	"Jun":                     271,
-	"Keep it":                 613,
+	"Keep it":                 615,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     211,
-	"Kind":                    542,
+	"Kind":                    543,
 	"Language":                110,
-	"Last error (attempt %d)": 435,
-	"Last reserved":           432,
+	"Last error (attempt %d)": 436,
+	"Last reserved":           433,
 	"Last saved":              157,
-	"Last seen":               641,
-	"Last used":               600,
+	"Last seen":               643,
+	"Last used":               602,
 	"Latest revision":         212,
 	"Lists every change from one revision to another, and whom it may break.": 167,
-	"Local time at %s": 526,
-	"Lock expired %s — waiting to be offered again.": 454,
-	"Lock expires":                     433,
+	"Local time at %s": 527,
+	"Lock expired %s — waiting to be offered again.": 455,
+	"Lock expires":                     434,
 	"Main navigation":                  112,
 	"Mar":                              268,
 	"Maximum attempts":                 411,
 	"May":                              270,
-	"Message from Relais (in English)": 480,
-	"Message from the service (its own words, protected values masked)": 481,
-	"Method not allowed": 577,
+	"Message from Relais (in English)": 481,
+	"Message from the service (its own words, protected values masked)": 482,
+	"Method not allowed": 579,
 	"Mode":               409,
-	"More filters: instance, revision, consumer, dates": 485,
+	"More filters: instance, revision, consumer, dates": 486,
 	"Name":                    155,
-	"Never":                   527,
-	"Next attempt":            431,
-	"Next attempt or settled": 492,
+	"Never":                   528,
+	"Next attempt":            432,
+	"Next attempt or settled": 493,
 	"Next node":               293,
-	"Next page":               508,
+	"Next page":               509,
 	"No definition %s has occurrences: check the key, or show all definitions.": 241,
 	"No definition has occurrences yet.":                                        235,
 	"No definition yet.":                                                        214,
 	"No inputs.":                                                                177,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 584,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 586,
 	"No instance matches these filters.": 331,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 583,
-	"No occurrence matches these filters.":                                                   493,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 585,
+	"No occurrence matches these filters.":                                                   494,
 	"No operator action matches.":                                                            103,
 	"No operator has acted on this instance.":                                                298,
 	"No outputs yet: the occurrence has not completed.":                                      426,
 	"No outputs.": 180,
 	"No outputs: the occurrence ended without completing.":                                                                     428,
-	"No process is published yet.":                                                                                             533,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          653,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          652,
+	"No process is published yet.":                                                                                             534,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          655,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          654,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 70,
 	"No release yet.": 161,
 	"No revision yet: the Working copy has never been snapshotted.":          159,
 	"No service ever reserved this occurrence: it ended before any attempt.": 401,
 	"No service has reserved this occurrence yet.":                           398,
-	"No token.": 608,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 654,
-	"No worker is connected.":           642,
-	"No worker serves this definition.": 645,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 651,
+	"No token.": 610,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 656,
+	"No worker is connected.":           644,
+	"No worker serves this definition.": 647,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 653,
 	"Node":                  290,
 	"Node %s":               224,
-	"Nodes":                 540,
-	"Nodes of this version": 549,
-	"Nodes of this version, with their occurrences now": 541,
+	"Nodes":                 541,
+	"Nodes of this version": 550,
+	"Nodes of this version, with their occurrences now": 542,
 	"Nodes reached, in order":                           289,
 	"Not allowed":                                       129,
 	"Not found":                                         137,
@@ -316,23 +316,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 135,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 136,
 	"Nothing to do: no instance this action applies to matches the filter.": 69,
-	"Nothing to find: the search box is empty.":                             581,
+	"Nothing to find: the search box is empty.":                             583,
 	"Nothing was done.":         28,
 	"Nov":                       276,
 	"Now":                       407,
 	"Occurrence":                291,
 	"Occurrence %s":             385,
 	"Occurrence offered again":  95,
-	"Occurrences now":           546,
-	"Occurrences, newest first": 488,
+	"Occurrences now":           547,
+	"Occurrences, newest first": 489,
 	"Oct":                       275,
-	"Offered from %s — %s.":     453,
+	"Offered from %s — %s.":     454,
 	"Oldest claimable waits":    232,
-	"On error":                  545,
-	"On success":                544,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 575,
-	"Only administrators manage tokens.":                                  595,
-	"Only administrators may reveal a sensitive value.":                   571,
+	"On error":                  546,
+	"On success":                545,
+	"Only a value this page shows as hidden (sensitive) can be revealed.": 577,
+	"Only administrators manage tokens.":                                  597,
+	"Only administrators may reveal a sensitive value.":                   572,
 	"Open":             229,
 	"Operator actions": 286,
 	"Operator actions on this instance, newest first": 299,
@@ -342,27 +342,27 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          188,
 	"Outputs of the working copy":                     181,
 	"Outputs, labelled by revision %d's contract":     425,
-	"Pages": 506,
-	"Pages with a form, such as a confirmation, never reload on their own.": 522,
+	"Pages": 507,
+	"Pages with a form, such as a confirmation, never reload on their own.": 523,
 	"Path":                            287,
-	"Pinned revision":                 543,
+	"Pinned revision":                 544,
 	"Policy":                          387,
-	"Previous page":                   507,
+	"Previous page":                   508,
 	"Priority":                        416,
 	"Process":                         72,
-	"Process %s":                      535,
-	"Process and node":                489,
+	"Process %s":                      536,
+	"Process and node":                490,
 	"Process inputs":                  301,
 	"Process instance":                94,
 	"Process instance %s":             284,
 	"Process instances":               322,
 	"Process instances, newest first": 328,
 	"Processes":                       115,
-	"Processes by key":                531,
-	"Protocol":                        637,
+	"Processes by key":                532,
+	"Protocol":                        639,
 	"Published":                       165,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 529,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       530,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 530,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       531,
 	"Reason": 93,
 	"Reason (recorded in the audit log for every instance)": 51,
 	"Reason (recorded in the audit log)":                    12,
@@ -370,25 +370,25 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             297,
 	"Relais console":                                        109,
 	"Relais has not called the destination yet.":            404,
-	"Relais is calling the destination (since %s).":         458,
+	"Relais is calling the destination (since %s).":         459,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 406,
 	"Relais never called the destination: the occurrence ended before any call.":                           405,
 	"Relais refused the action. Nothing was done.":                                                         40,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 443,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 444,
 	"Release":                             162,
 	"Releases":                            160,
 	"Releases, oldest first":              182,
-	"Reload lists and detail pages":       521,
+	"Reload lists and detail pages":       522,
 	"Replica":                             403,
 	"Required":                            148,
 	"Reserved":                            392,
-	"Reserved by %s.":                     460,
-	"Reserved by %s; lock until %s — %s.": 459,
+	"Reserved by %s.":                     461,
+	"Reserved by %s; lock until %s — %s.": 460,
 	"Retried by %s at %s — “%s”":          309,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 42,
 	"Retries":            413,
 	"Retry %d instances": 58,
-	"Retry at %s — %s.":  452,
+	"Retry at %s — %s.":  453,
 	"Retry delay":        412,
 	"Retry every held instance this filter matches": 55,
 	"Retry every held instance…":                    6,
@@ -396,37 +396,38 @@ var messageKeyToIndex = map[string]int{
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 437,
+	"Retryable": 438,
 	"Retrying and abandoning apply to held instances, not %s ones.": 49,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 429,
-	"Revealed by %s at %s; recorded in the audit log.": 572,
+	"Revealed by %s at %s; recorded in the audit log.": 575,
 	"Revision":    163,
 	"Revision %d": 184,
 	"Revisions":   158,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 656,
-	"Revoke the %s token “%s”?": 610,
-	"Revoke the token":          612,
-	"Revoke token %d":           609,
-	"Revoke…":                   606,
-	"Role":                      598,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 658,
+	"Revoke the %s token “%s”?": 612,
+	"Revoke the token":          614,
+	"Revoke token %d":           611,
+	"Revoke…":                   608,
+	"Role":                      600,
 	"Route":                     292,
 	"Routing output":            156,
-	"Rows %s–%s":                510,
-	"Save settings":             523,
-	"Say why, for whoever reads the log later: at most %d characters.": 11,
-	"Search":                               579,
-	"Secret values can never be revealed.": 576,
+	"Rows %s–%s":                511,
+	"Save settings":             524,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 574,
+	"Say why, for whoever reads the log later: at most %d characters.":                        11,
+	"Search":                               581,
+	"Secret values can never be revealed.": 578,
 	"Sep":                                  274,
-	"Served by %d workers":                 655,
+	"Served by %d workers":                 657,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              295,
-	"Settlement date":      484,
+	"Settlement date":      485,
 	"Show all definitions": 240,
-	"Show times in":        519,
+	"Show times in":        520,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 108,
-	"Sign in": 588,
-	"Sign in with an operator, designer or administrator token.": 589,
+	"Sign in": 590,
+	"Sign in with an operator, designer or administrator token.": 591,
 	"Sign out":             123,
 	"Signed in as %s (%s)": 122,
 	"Since revision %d:":   190,
@@ -436,9 +437,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
 	"Something went wrong": 142,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 596,
-	"Staff tokens, oldest first": 602,
-	"Start node":                 537,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 598,
+	"Staff tokens, oldest first": 604,
+	"Start node":                 538,
 	"Started":                    310,
 	"Status":                     73,
 	"Stop %d instances":          68,
@@ -459,45 +460,45 @@ var messageKeyToIndex = map[string]int{
 	"Summary": 285,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 209,
 	"Temporarily unavailable":                         140,
-	"That is too long to be an id or a business key.": 582,
+	"That is too long to be an id or a business key.": 584,
 	"The %d largest groups; the filter matches more.": 81,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 189,
 	"The bulk action must be its id (a UUID).":                   106,
-	"The call could not be prepared.":                            444,
+	"The call could not be prepared.":                            445,
 	"The chart’s numbers":                                        247,
 	"The confirmed count is missing: start again from the list.": 84,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           143,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      520,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      521,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 85,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 141,
-	"The deadline passed before a result arrived.": 441,
-	"The destination answered HTTP %s.":            451,
-	"The destination could not be reached.":        445,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 439,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      440,
-	"The destination’s answer was too large.":                                                                                                              446,
+	"The deadline passed before a result arrived.": 442,
+	"The destination answered HTTP %s.":            452,
+	"The destination could not be reached.":        446,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 440,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      441,
+	"The destination’s answer was too large.":                                                                                                              447,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     132,
-	"The inputs could not be built from the process’s bindings.":                                                                                           448,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                447,
+	"The inputs could not be built from the process’s bindings.":                                                                                           449,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                448,
 	"The next page counts them and asks for a reason before anything changes.":                                                                             327,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 288,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         154,
-	"The page cursor is invalid: go back to the first page.":                                                                                               517,
+	"The page cursor is invalid: go back to the first page.":                                                                                               518,
 	"The page size must be between 1 and %d.":                                                                                                              321,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  516,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  517,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 105,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 46,
 	"The reason you gave, not recorded:":                                                                                                                   35,
-	"The result did not match the revision's outputs contract.":                                                                                            442,
-	"The revision must be a whole number, 1 or more.":                                                                                                      482,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          616,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          591,
+	"The result did not match the revision's outputs contract.":                                                                                            443,
+	"The revision must be a whole number, 1 or more.":                                                                                                      483,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          618,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          593,
 	"These revisions have the same contracts.":                                                                                                             175,
-	"These settings are kept in this browser only.":                                                                                                        518,
-	"They take every revision their consumer is granted.":                                                                                                  657,
-	"They take revision %d only.":                                                                                                                          658,
-	"They take revisions %s only.":                                                                                                                         659,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     513,
+	"These settings are kept in this browser only.":                                                                                                        519,
+	"They take every revision their consumer is granted.":                                                                                                  659,
+	"They take revision %d only.":                                                                                                                          660,
+	"They take revisions %s only.":                                                                                                                         661,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     514,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             86,
 	"This contract has no inputs.":                                                                                                                         424,
 	"This contract has no outputs.":                                                                                                                        427,
@@ -512,155 +513,156 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 305,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   41,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            615,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           614,
-	"This page does not accept that request.": 578,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            617,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           616,
+	"This page does not accept that request.": 580,
 	"This page reloads every %d seconds.":     128,
 	"This process takes no inputs.":           303,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 53,
-	"This token is unknown or has been revoked.": 593,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 550,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            551,
+	"This token is unknown or has been revoked.": 595,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 551,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            552,
 	"Times in %s · no auto-reload":    127,
 	"Times in %s · reload every %d s": 126,
 	"To revision":                     169,
-	"Token":                           590,
+	"Token":                           592,
 	"Tokens":                          121,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 592,
-	"Totals of all definitions, not narrowed by the other filters":         496,
-	"Totals of definition %s, not narrowed by the other filters":           495,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 594,
+	"Totals of all definitions, not narrowed by the other filters":         497,
+	"Totals of definition %s, not narrowed by the other filters":           496,
 	"Type": 147,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 580,
-	"UTC (coordinated universal time)":             525,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 582,
+	"UTC (coordinated universal time)":             526,
 	"Unknown action.":                              47,
-	"Unknown consumer.":                            483,
-	"Unknown parameter “%s” (did you mean “%s”?).": 514,
-	"Unknown parameter “%s”.":                      515,
+	"Unknown consumer.":                            484,
+	"Unknown parameter “%s” (did you mean “%s”?).": 515,
+	"Unknown parameter “%s”.":                      516,
 	"Unknown status “%s”.":                         319,
 	"Value":                                        300,
-	"Version":                                      536,
-	"Versions, newest first":                       532,
-	"Waiting for Relais to call the destination since %s (%s).": 455,
-	"Waiting for a worker since %s (%s).":                       456,
+	"Version":                                      537,
+	"Versions, newest first":                       533,
+	"Waiting for Relais to call the destination since %s (%s).": 456,
+	"Waiting for a worker since %s (%s).":                       457,
 	"When":                                                      90,
 	"Who":                                                       91,
 	"Whole message":                                             400,
-	"Worker":                                                    636,
+	"Why (recorded with the reveal)":                            430,
+	"Worker":                                                    638,
 	"Worker id":                                                 391,
 	"Workers":                                                   120,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        634,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        636,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 635,
-	"Workers serving %s":                   643,
+	"Workers seen within three heartbeats": 637,
+	"Workers serving %s":                   645,
 	"Working copy":                         153,
-	"You are signed out.":                  585,
+	"You are signed out.":                  587,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              130,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 586,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      587,
-	"[redacted]":                          479,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 588,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      589,
+	"[redacted]":                          480,
 	"abandon":                             4,
 	"administrator":                       361,
 	"an incident: retry, abandon or stop": 219,
-	"answer too large":                    477,
+	"answer too large":                    478,
 	"any":                                 71,
-	"any other code → %s":                 562,
+	"any other code → %s":                 563,
 	"any other error":                     217,
-	"as of %s (%s); counts are refreshed every few seconds.": 498,
-	"at least %d characters":                                 619,
-	"at least %d items":                                      626,
+	"as of %s (%s); counts are refreshed every few seconds.": 499,
+	"at least %d characters":                                 621,
+	"at least %d items":                                      628,
 	"at most %d":                                             419,
-	"at most %d characters":                                  620,
-	"at most %d items":                                       627,
+	"at most %d characters":                                  622,
+	"at most %d items":                                       629,
 	"at most %d since the last operator retry":               420,
 	"available":                                              335,
 	"boolean":                                                348,
-	"call in progress since":                                 503,
+	"call in progress since":                                 504,
 	"cancelled":                                              338,
 	"choice":                                                 351,
-	"claimable since":                                        502,
+	"claimable since":                                        503,
 	"claimable since %s":                                     237,
 	"classification changed":                                 372,
 	"completed":                                              245,
 	"constraint changed":                                     373,
 	"consumer":                                               364,
-	"consumer #%s":                                           469,
+	"consumer #%s":                                           470,
 	"date":                                                   349,
 	"date and time":                                          350,
-	"deadline %s":                                            565,
+	"deadline %s":                                            566,
 	"deferred":                                               337,
-	"deferred since":                                         505,
+	"deferred since":                                         506,
 	"deleted":                                                97,
 	"designer":                                               363,
 	"disconnected":                                           344,
-	"end (completes)":                                        557,
-	"end (fails)":                                            558,
+	"end (completes)":                                        558,
+	"end (fails)":                                            559,
 	"end: completes the instance":                            220,
 	"end: fails the instance":                                221,
-	"every revision its consumer is granted":                 649,
+	"every revision its consumer is granted":                 651,
 	"exact, case-sensitive":                                  323,
 	"expired":                                                341,
 	"failed":                                                 246,
-	"fails the instance":                                     563,
+	"fails the instance":                                     564,
 	"field added":                                            367,
 	"field removed":                                          368,
 	"format":                                                 378,
-	"format %s":                                              622,
+	"format %s":                                              624,
 	"from":                                                   324,
 	"held":                                                   340,
 	"held for an operator":                                   218,
 	"held, then abandoned by an operator":                    318,
 	"held, then stopped by an operator":                      317,
-	"hold (an incident for an operator)":                     561,
+	"hold (an incident for an operator)":                     562,
 	"id or business key":                                     117,
 	"in %s":                                                  259,
 	"in progress":                                            399,
-	"instance id":                                            486,
-	"instances held":                                         568,
-	"instances held: %s":                                     569,
+	"instance id":                                            487,
+	"instances held":                                         569,
+	"instances held: %s":                                     570,
 	"integer":                                                346,
 	"just now":                                               261,
 	"list":                                                   353,
-	"lock until":                                             504,
-	"long polling":                                           647,
+	"lock until":                                             505,
+	"long polling":                                           649,
 	"long wait":                                              238,
 	"maximum":                                                380,
-	"maximum %s":                                             624,
+	"maximum %s":                                             626,
 	"maximum items":                                          382,
 	"maximum length":                                         376,
 	"minimum":                                                379,
-	"minimum %s":                                             623,
+	"minimum %s":                                             625,
 	"minimum items":                                          381,
 	"minimum length":                                         375,
-	"never":                                                  603,
-	"next attempt":                                           501,
+	"never":                                                  605,
+	"next attempt":                                           502,
 	"no":                                                     366,
-	"no answer within the timeout":                           475,
-	"no connection":                                          476,
+	"no answer within the timeout":                           476,
+	"no connection":                                          477,
 	"no worker":                                              239,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 438,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 439,
 	"none":     208,
 	"none yet": 213,
 	"none: a failed call takes the node’s error path": 414,
 	"normal":                          354,
-	"not provided":                    629,
-	"not yet":                         604,
-	"null":                            632,
+	"not provided":                    631,
+	"not yet":                         606,
+	"null":                            634,
 	"number":                          347,
 	"object":                          352,
 	"on error":                        216,
-	"one of: %s":                      625,
+	"one of: %s":                      627,
 	"operator":                        362,
 	"optional %s field of type %s":    205,
 	"optional field of type %s":       207,
 	"optional → required":             198,
 	"pattern":                         377,
-	"pattern %s":                      621,
-	"pull":                            555,
+	"pattern %s":                      623,
+	"pull":                            556,
 	"pull %s":                         223,
 	"pull (the service fetches it)":   359,
 	"push %s":                         222,
 	"push (Relais calls the service)": 360,
-	"push to %s":                      556,
+	"push to %s":                      557,
 	"rejected":                        342,
 	"released":                        343,
 	"required %s field of type %s":    204,
@@ -669,39 +671,39 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             199,
 	"reserved":                        336,
 	"retry":                           3,
-	"revision %d":                     499,
-	"revisions %s":                    650,
+	"revision %d":                     500,
+	"revisions %s":                    652,
 	"routing changed":                 374,
-	"routing output":                  617,
+	"routing output":                  619,
 	"routing output %s → %s":          197,
 	"running":                         339,
 	"secret":                          356,
 	"sensitive":                       355,
-	"settled":                         500,
+	"settled":                         501,
 	"stop":                            5,
-	"stream":                          646,
+	"stream":                          648,
 	"text":                            345,
 	"the contracts are the same (the name or a description changed).": 191,
-	"this session":             607,
-	"timeout %s":               566,
-	"timeout %s (the default)": 567,
+	"this session":             609,
+	"timeout %s":               567,
+	"timeout %s (the default)": 568,
 	"to":                       325,
 	"type changed":             369,
-	"unexpected value":         633,
-	"unknown":                  478,
+	"unexpected value":         635,
+	"unknown":                  479,
 	"values added: %s":         200,
 	"values changed":           371,
 	"values removed: %s":       201,
 	"values reordered":         202,
-	"version %d":               534,
-	"waiting":                  473,
+	"version %d":               535,
+	"waiting":                  474,
 	"yes":                      365,
 	"••• hidden (secret)":      358,
 	"••• hidden (sensitive)":   357,
-	"→ %s":                     560,
+	"→ %s":                     561,
 }
 
-var enIndex = []uint32{ // 661 elements
+var enIndex = []uint32{ // 663 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -823,75 +825,75 @@ var enIndex = []uint32{ // 661 elements
 	0x0000363c, 0x00003645, 0x00003661, 0x0000366e,
 	0x0000367c, 0x000036a8, 0x000036ce, 0x000036d9,
 	0x00003707, 0x00003724, 0x00003753, 0x00003785,
-	0x000037a3, 0x000037d8, 0x000037f4, 0x00003803,
-	0x00003810, 0x0000381e, 0x0000382b, 0x00003834,
-	0x0000384f, 0x0000386a, 0x00003874, 0x000038c7,
-	0x00003945, 0x000039bb, 0x000039e8, 0x00003a22,
-	0x00003a87, 0x00003aa7, 0x00003acd, 0x00003af7,
+	0x000037a3, 0x000037d8, 0x000037f4, 0x00003813,
+	0x00003822, 0x0000382f, 0x0000383d, 0x0000384a,
+	0x00003853, 0x0000386e, 0x00003889, 0x00003893,
+	0x000038e6, 0x00003964, 0x000039da, 0x00003a07,
+	0x00003a41, 0x00003aa6, 0x00003ac6, 0x00003aec,
 	// Entry 1C0 - 1DF
-	0x00003b2f, 0x00003b6c, 0x00003b90, 0x00003c09,
-	0x00003c2e, 0x00003c48, 0x00003c66, 0x00003c9a,
-	0x00003cda, 0x00003d04, 0x00003d13, 0x00003d44,
-	0x00003d73, 0x00003d86, 0x00003dfb, 0x00003e0e,
-	0x00003e42, 0x00003e76, 0x00003e86, 0x00003ecd,
-	0x00003efa, 0x00003f07, 0x00003f17, 0x00003f47,
-	0x00003f81, 0x00003fa4, 0x00003fac, 0x00003fc4,
-	0x00003fe1, 0x00003fef, 0x00004000, 0x00004008,
+	0x00003b16, 0x00003b4e, 0x00003b8b, 0x00003baf,
+	0x00003c28, 0x00003c4d, 0x00003c67, 0x00003c85,
+	0x00003cb9, 0x00003cf9, 0x00003d23, 0x00003d32,
+	0x00003d63, 0x00003d92, 0x00003da5, 0x00003e1a,
+	0x00003e2d, 0x00003e61, 0x00003e95, 0x00003ea5,
+	0x00003eec, 0x00003f19, 0x00003f26, 0x00003f36,
+	0x00003f66, 0x00003fa0, 0x00003fc3, 0x00003fcb,
+	0x00003fe3, 0x00004000, 0x0000400e, 0x0000401f,
 	// Entry 1E0 - 1FF
-	0x00004013, 0x00004034, 0x00004076, 0x000040a6,
-	0x000040b8, 0x000040c8, 0x000040fa, 0x00004106,
-	0x00004117, 0x00004131, 0x00004142, 0x00004148,
-	0x0000415c, 0x00004174, 0x00004199, 0x000041a7,
-	0x000041e5, 0x00004222, 0x0000424e, 0x0000428b,
-	0x0000429a, 0x000042a2, 0x000042af, 0x000042bf,
-	0x000042d6, 0x000042e1, 0x000042f0, 0x000042f6,
-	0x00004304, 0x0000430e, 0x00004319, 0x0000432c,
+	0x00004027, 0x00004032, 0x00004053, 0x00004095,
+	0x000040c5, 0x000040d7, 0x000040e7, 0x00004119,
+	0x00004125, 0x00004136, 0x00004150, 0x00004161,
+	0x00004167, 0x0000417b, 0x00004193, 0x000041b8,
+	0x000041c6, 0x00004204, 0x00004241, 0x0000426d,
+	0x000042aa, 0x000042b9, 0x000042c1, 0x000042ce,
+	0x000042de, 0x000042f5, 0x00004300, 0x0000430f,
+	0x00004315, 0x00004323, 0x0000432d, 0x00004338,
 	// Entry 200 - 21F
-	0x00004351, 0x0000437c, 0x0000440d, 0x00004448,
-	0x00004467, 0x000044a5, 0x000044dc, 0x0000450a,
-	0x00004518, 0x000045ab, 0x000045c9, 0x0000460f,
-	0x0000461d, 0x00004631, 0x00004652, 0x00004666,
-	0x0000466c, 0x00004680, 0x000046f3, 0x00004740,
-	0x00004751, 0x00004768, 0x00004785, 0x00004793,
-	0x000047a1, 0x000047a9, 0x000047b4, 0x000047ba,
-	0x000048ac, 0x000048b2, 0x000048e4, 0x000048e9,
+	0x0000434b, 0x00004370, 0x0000439b, 0x0000442c,
+	0x00004467, 0x00004486, 0x000044c4, 0x000044fb,
+	0x00004529, 0x00004537, 0x000045ca, 0x000045e8,
+	0x0000462e, 0x0000463c, 0x00004650, 0x00004671,
+	0x00004685, 0x0000468b, 0x0000469f, 0x00004712,
+	0x0000475f, 0x00004770, 0x00004787, 0x000047a4,
+	0x000047b2, 0x000047c0, 0x000047c8, 0x000047d3,
+	0x000047d9, 0x000048cb, 0x000048d1, 0x00004903,
 	// Entry 220 - 23F
-	0x000048f9, 0x00004904, 0x0000490d, 0x0000491d,
-	0x00004937, 0x000049dc, 0x000049f2, 0x00004a77,
-	0x00004af1, 0x00004b00, 0x00004bba, 0x00004c0b,
-	0x00004c10, 0x00004c1e, 0x00004c2e, 0x00004c3a,
-	0x00004c4a, 0x00004c54, 0x00004c77, 0x00004c90,
-	0x00004ca3, 0x00004d0f, 0x00004d1e, 0x00004d2c,
-	0x00004d48, 0x00004d57, 0x00004d6d, 0x00004da6,
-	0x00004dd8, 0x00004e0f, 0x00004e26, 0x00004e34,
+	0x00004908, 0x00004918, 0x00004923, 0x0000492c,
+	0x0000493c, 0x00004956, 0x000049fb, 0x00004a11,
+	0x00004a96, 0x00004b10, 0x00004b1f, 0x00004bd9,
+	0x00004c2a, 0x00004c2f, 0x00004c3d, 0x00004c4d,
+	0x00004c59, 0x00004c69, 0x00004c73, 0x00004c96,
+	0x00004caf, 0x00004cc2, 0x00004d2e, 0x00004d3d,
+	0x00004d4b, 0x00004d67, 0x00004d76, 0x00004d8c,
+	0x00004dc5, 0x00004df7, 0x00004e05, 0x00004e5d,
 	// Entry 240 - 25F
-	0x00004e78, 0x00004e9d, 0x00004eb0, 0x00004ed8,
-	0x00004edf, 0x00004f3a, 0x00004f64, 0x00004f94,
-	0x00004ff2, 0x00005092, 0x000050a6, 0x00005151,
-	0x000051c7, 0x000051cf, 0x0000520a, 0x00005210,
-	0x0000528c, 0x000052d4, 0x000052ff, 0x00005361,
-	0x00005384, 0x0000542b, 0x0000542e, 0x00005433,
-	0x0000543e, 0x00005448, 0x00005450, 0x0000546b,
-	0x00005471, 0x00005479, 0x00005487, 0x00005491,
+	0x00004e94, 0x00004eab, 0x00004eef, 0x00004f14,
+	0x00004f27, 0x00004f4f, 0x00004f56, 0x00004fb1,
+	0x00004fdb, 0x0000500b, 0x00005069, 0x00005109,
+	0x0000511d, 0x000051c8, 0x0000523e, 0x00005246,
+	0x00005281, 0x00005287, 0x00005303, 0x0000534b,
+	0x00005376, 0x000053d8, 0x000053fb, 0x000054a2,
+	0x000054a5, 0x000054aa, 0x000054b5, 0x000054bf,
+	0x000054c7, 0x000054e2, 0x000054e8, 0x000054f0,
 	// Entry 260 - 27F
-	0x0000549e, 0x000054a8, 0x000054bb, 0x000054df,
-	0x0000555f, 0x00005570, 0x00005578, 0x000055ed,
-	0x00005641, 0x00005683, 0x00005692, 0x0000569e,
-	0x000056da, 0x00005714, 0x00005722, 0x0000572f,
-	0x0000573d, 0x0000574b, 0x00005759, 0x0000578b,
-	0x000057bb, 0x00005817, 0x00005824, 0x00005844,
-	0x0000585e, 0x00005863, 0x00005874, 0x000058fa,
-	0x0000591f, 0x00005926, 0x0000592f, 0x00005942,
+	0x000054fe, 0x00005508, 0x00005515, 0x0000551f,
+	0x00005532, 0x00005556, 0x000055d6, 0x000055e7,
+	0x000055ef, 0x00005664, 0x000056b8, 0x000056fa,
+	0x00005709, 0x00005715, 0x00005751, 0x0000578b,
+	0x00005799, 0x000057a6, 0x000057b4, 0x000057c2,
+	0x000057d0, 0x00005802, 0x00005832, 0x0000588e,
+	0x0000589b, 0x000058bb, 0x000058d5, 0x000058da,
+	0x000058eb, 0x00005971, 0x00005996, 0x0000599d,
 	// Entry 280 - 29F
-	0x0000594c, 0x00005956, 0x00005960, 0x00005978,
-	0x0000598e, 0x0000599a, 0x000059bc, 0x000059c3,
-	0x000059d0, 0x000059e1, 0x00005a08, 0x00005a18,
-	0x00005a6c, 0x00005abc, 0x00005b1c, 0x00005b6f,
-	0x00005ba7, 0x00005bf7, 0x00005c2b, 0x00005c4a,
-	0x00005c6a,
-} // Size: 2668 bytes
+	0x000059a6, 0x000059b9, 0x000059c3, 0x000059cd,
+	0x000059d7, 0x000059ef, 0x00005a05, 0x00005a11,
+	0x00005a33, 0x00005a3a, 0x00005a47, 0x00005a58,
+	0x00005a7f, 0x00005a8f, 0x00005ae3, 0x00005b33,
+	0x00005b93, 0x00005be6, 0x00005c1e, 0x00005c6e,
+	0x00005ca2, 0x00005cc1, 0x00005ce1,
+} // Size: 2676 bytes
 
-const enData string = "" + // Size: 23658 bytes
+const enData string = "" + // Size: 23777 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1116,151 +1118,153 @@ const enData string = "" + // Size: 23658 bytes
 	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
 	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
 	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
-	"is is recorded\x02Available from\x02Next attempt\x02Last reserved\x02Loc" +
-	"k expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any" +
-	" attempt)\x02Retryable\x02no: the service marked this failure as not ret" +
-	"ryable (attempts left unused: %[1]d)\x02The destination did not answer w" +
-	"ithin the call’s timeout (%[1]s): it may have acted all the same, so che" +
-	"ck before retrying.\x02The destination did not answer within the call’s " +
-	"timeout: it may have acted all the same, so check before retrying.\x02Th" +
-	"e deadline passed before a result arrived.\x02The result did not match t" +
-	"he revision's outputs contract.\x02Relais stopped during the call: wheth" +
-	"er the destination acted is unknown, so it is not called again.\x02The c" +
-	"all could not be prepared.\x02The destination could not be reached.\x02T" +
-	"he destination’s answer was too large.\x02The last attempt’s lock expire" +
-	"d with no attempt left.\x02The inputs could not be built from the proces" +
-	"s’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7 work" +
-	"er reported a failure with no retries left (retries: 0, or a budget alre" +
-	"ady spent): it is not run again.\x02The destination answered HTTP %[1]s." +
-	"\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expir" +
-	"ed %[1]s — waiting to be offered again.\x02Waiting for Relais to call th" +
-	"e destination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (" +
-	"%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination (since %[" +
-	"1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1" +
-	"]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a" +
-	" front end with a settle token, completes it later.\x02Completed (%[1]s)" +
-	".\x02Its instance is held here, waiting for an operator.\x02Its instance" +
-	" went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: t" +
-	"he instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the i" +
-	"nstance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s" +
-	" (deferred; settled with its settle token)\x02%[1]s (deferred; settled w" +
-	"ith its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from Relais (in English)\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02Unknown consumer.\x02Settlement date\x02More filters: instance, re" +
-	"vision, consumer, dates\x02instance id\x02Counts by status\x02Occurrence" +
-	"s, newest first\x02Process and node\x02Error\x02Consumer and worker\x02N" +
-	"ext attempt or settled\x02No occurrence matches these filters.\x02All co" +
-	"nsumers\x02Totals of definition %[1]s, not narrowed by the other filters" +
-	"\x02Totals of all definitions, not narrowed by the other filters\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02as of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revi" +
-	"sion %[1]d\x02settled\x02next attempt\x02claimable since\x02call in prog" +
-	"ress since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02" +
-	"Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02This addres" +
-	"s holds a parameter that cannot be read (a percent sign not followed by " +
-	"two hexadecimal digits, or a semicolon): correct the address.\x02Unknown" +
-	" parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”" +
-	".\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pa" +
-	"ge cursor is invalid: go back to the first page.\x02These settings are k" +
-	"ept in this browser only.\x02Show times in\x02The console runs no script" +
-	", so it cannot read your computer’s time zone: choose its offset from UT" +
-	"C. Offsets do not follow daylight saving time.\x02Reload lists and detai" +
-	"l pages\x02Pages with a form, such as a confirmation, never reload on th" +
-	"eir own.\x02Save settings\x02Back without saving\x02UTC (coordinated uni" +
-	"versal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02P" +
-	"ublished process versions: their nodes, routes and pinned revisions, dra" +
-	"wn, with where their occurrences are now.\x02Published process versions:" +
-	" their nodes, routes and pinned revisions, drawn.\x02Processes by key" +
-	"\x02Versions, newest first\x02No process is published yet.\x02version %[" +
-	"1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow" +
-	" the longest path from the start node. Solid arrows are successes (label" +
-	"led with their route), dashed ones failures (labelled with their error c" +
-	"odes). Each box says how many of this version’s occurrences are at that " +
-	"node now.\x02Nodes\x02Nodes of this version, with their occurrences now" +
-	"\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now" +
-	"\x02Instances of this process\x02Columns follow the longest path from th" +
-	"e start node. Solid arrows are successes (labelled with their route), da" +
-	"shed ones failures (labelled with their error codes).\x02Nodes of this v" +
-	"ersion\x02This version has %[1]d nodes: too many to draw legibly (at mos" +
-	"t %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
-	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Revealed by %[1]s at %[2]s;" +
-	" recorded in the audit log.\x02Back to the occurrence\x02Cannot reveal" +
-	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
-	"\x02Secret values can never be revealed.\x02Method not allowed\x02This p" +
-	"age does not accept that request.\x02Search\x02Type an instance or occur" +
-	"rence id (a UUID, as the pages show on hover), or a business key.\x02Not" +
-	"hing to find: the search box is empty.\x02That is too long to be an id o" +
-	"r a business key.\x02No instance or occurrence has the id “%[1]s”, and n" +
-	"o instance has it as its business key.\x02No instance has “%[1]s” as its" +
-	" business key, and it is not a whole id: the lists show the end of each " +
-	"id. Open the row, or copy its link, for the whole id.\x02You are signed " +
-	"out.\x02Your session had ended (inactivity, a sign-out elsewhere, a revo" +
-	"ked token or a restart of the server), so your last action was not appli" +
-	"ed. Sign in again, then repeat it.\x02Your session has ended (inactivity" +
-	", a sign-out elsewhere, a revoked token or a restart of the server). Sig" +
-	"n in again.\x02Sign in\x02Sign in with an operator, designer or administ" +
-	"rator token.\x02Token\x02The token is checked once and never stored in y" +
-	"our browser; a session cookie stands for it for up to 8 hours of inactiv" +
-	"ity.\x02Too many failed sign-ins from your address. Try again in %[1]d s" +
-	"econds.\x02This token is unknown or has been revoked.\x02A %[1]s token c" +
-	"annot open the console: sign in with an operator, designer or administra" +
-	"tor token.\x02Only administrators manage tokens.\x02Staff tokens (admini" +
-	"strators, designers, operators) that are not revoked. Consumer tokens ar" +
-	"e managed with their consumers. Revoking a token refuses its next reques" +
-	"t.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tokens, " +
-	"oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this ses" +
-	"sion\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s" +
-	"”?\x02Its next request is refused, and console sessions opened with it" +
-	" end. This cannot be undone: whoever uses it needs a new token.\x02Revok" +
-	"e the token\x02Keep it\x02This is the token you signed in with: revoking" +
-	" it signs you out. Its next request is refused. This cannot be undone." +
-	"\x02This is the last usable administrator token: create another one befo" +
-	"re revoking it.\x02The token %[1]s (%[2]s) was revoked: its next request" +
-	" is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
-	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
-	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
-	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No proc" +
-	"ess uses this definition yet: it needs a worker once a process pulls it." +
-	"\x02No process pulls this definition: Relais calls its destinations (pus" +
-	"h), and it needs no worker.\x02No worker is connected for this definitio" +
-	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"is is recorded\x02Why (recorded with the reveal)\x02Available from\x02Ne" +
+	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
+	"ttempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the serv" +
+	"ice marked this failure as not retryable (attempts left unused: %[1]d)" +
+	"\x02The destination did not answer within the call’s timeout (%[1]s): it" +
+	" may have acted all the same, so check before retrying.\x02The destinati" +
+	"on did not answer within the call’s timeout: it may have acted all the s" +
+	"ame, so check before retrying.\x02The deadline passed before a result ar" +
+	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
+	"elais stopped during the call: whether the destination acted is unknown," +
+	" so it is not called again.\x02The call could not be prepared.\x02The de" +
+	"stination could not be reached.\x02The destination’s answer was too larg" +
+	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
+	"s could not be built from the process’s bindings.\x02An operator abandon" +
+	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
+	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
+	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
+	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
+	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
+	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
+	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
+	"): a worker of the same consumer, or a front end with a settle token, co" +
+	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
+	"iting for an operator.\x02Its instance went on along the node’s error pa" +
+	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
+	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
+	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
+	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
+	"e from the service (its own words, protected values masked)\x02The revis" +
+	"ion must be a whole number, 1 or more.\x02Unknown consumer.\x02Settlemen" +
+	"t date\x02More filters: instance, revision, consumer, dates\x02instance " +
+	"id\x02Counts by status\x02Occurrences, newest first\x02Process and node" +
+	"\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occurr" +
+	"ence matches these filters.\x02All consumers\x02Totals of definition %[1" +
+	"]s, not narrowed by the other filters\x02Totals of all definitions, not " +
+	"narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occur" +
+	"rence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are re" +
+	"freshed every few seconds.\x02revision %[1]d\x02settled\x02next attempt" +
+	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
+	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s" +
+	"–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
+	" comes after the last.\x02This address holds a parameter that cannot be " +
+	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
+	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
+	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
+	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
+	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
+	"imes in\x02The console runs no script, so it cannot read your computer’s" +
+	" time zone: choose its offset from UTC. Offsets do not follow daylight s" +
+	"aving time.\x02Reload lists and detail pages\x02Pages with a form, such " +
+	"as a confirmation, never reload on their own.\x02Save settings\x02Back w" +
+	"ithout saving\x02UTC (coordinated universal time)\x02Local time at %[1]s" +
+	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Sta" +
+	"rt node\x02Graph\x02Columns follow the longest path from the start node." +
+	" Solid arrows are successes (labelled with their route), dashed ones fai" +
+	"lures (labelled with their error codes). Each box says how many of this " +
+	"version’s occurrences are at that node now.\x02Nodes\x02Nodes of this ve" +
+	"rsion, with their occurrences now\x02Kind\x02Pinned revision\x02On succe" +
+	"ss\x02On error\x02Occurrences now\x02Instances of this process\x02Column" +
+	"s follow the longest path from the start node. Solid arrows are successe" +
+	"s (labelled with their route), dashed ones failures (labelled with their" +
+	" error codes).\x02Nodes of this version\x02This version has %[1]d nodes:" +
+	" too many to draw legibly (at most %[2]d). The table below lists every n" +
+	"ode with its routes and counts.\x02This version has %[1]d nodes: too man" +
+	"y to draw legibly (at most %[2]d). The table below lists every node with" +
+	" its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, s" +
+	"tarting at %[2]s. The table below lists the same nodes, routes and count" +
+	"s.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
+	"e nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table" +
+	" below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end " +
+	"(completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incid" +
+	"ent for an operator)\x02any other code → %[1]s\x02fails the instance\x14" +
+	"\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]" +
+	"d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline " +
+	"%[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Ca" +
+	"nnot reveal\x02Say why you reveal this value: the reason is recorded wit" +
+	"h the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded i" +
+	"n the audit log.\x02Back to the occurrence\x02Only a value this page sho" +
+	"ws as hidden (sensitive) can be revealed.\x02Secret values can never be " +
+	"revealed.\x02Method not allowed\x02This page does not accept that reques" +
+	"t.\x02Search\x02Type an instance or occurrence id (a UUID, as the pages " +
+	"show on hover), or a business key.\x02Nothing to find: the search box is" +
+	" empty.\x02That is too long to be an id or a business key.\x02No instanc" +
+	"e or occurrence has the id “%[1]s”, and no instance has it as its busine" +
+	"ss key.\x02No instance has “%[1]s” as its business key, and it is not a " +
+	"whole id: the lists show the end of each id. Open the row, or copy its l" +
+	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
+	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
+	"erver), so your last action was not applied. Sign in again, then repeat " +
+	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a revok" +
+	"ed token or a restart of the server). Sign in again.\x02Sign in\x02Sign " +
+	"in with an operator, designer or administrator token.\x02Token\x02The to" +
+	"ken is checked once and never stored in your browser; a session cookie s" +
+	"tands for it for up to 8 hours of inactivity.\x02Too many failed sign-in" +
+	"s from your address. Try again in %[1]d seconds.\x02This token is unknow" +
+	"n or has been revoked.\x02A %[1]s token cannot open the console: sign in" +
+	" with an operator, designer or administrator token.\x02Only administrato" +
+	"rs manage tokens.\x02Staff tokens (administrators, designers, operators)" +
+	" that are not revoked. Consumer tokens are managed with their consumers." +
+	" Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
+	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
+	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke to" +
+	"ken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refu" +
+	"sed, and console sessions opened with it end. This cannot be undone: who" +
+	"ever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This i" +
+	"s the token you signed in with: revoking it signs you out. Its next requ" +
+	"est is refused. This cannot be undone.\x02This is the last usable admini" +
+	"strator token: create another one before revoking it.\x02The token %[1]s" +
+	" (%[2]s) was revoked: its next request is refused.\x02routing output\x02" +
+	"(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
+	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
+	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 661 elements
+var frIndex = []uint32{ // 663 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1382,75 +1386,75 @@ var frIndex = []uint32{ // 661 elements
 	0x000045d6, 0x000045e0, 0x00004609, 0x0000461a,
 	0x00004628, 0x00004664, 0x0000468e, 0x000046b6,
 	0x000046f5, 0x00004716, 0x00004754, 0x00004794,
-	0x000047b4, 0x000047f5, 0x00004821, 0x00004839,
-	0x0000484d, 0x00004864, 0x00004872, 0x0000487d,
-	0x000048a0, 0x000048bf, 0x000048db, 0x00004949,
-	0x000049ce, 0x00004a4b, 0x00004a8b, 0x00004ad1,
-	0x00004b43, 0x00004b6b, 0x00004b8e, 0x00004bc5,
+	0x000047b4, 0x000047f5, 0x00004821, 0x00004848,
+	0x00004860, 0x00004874, 0x0000488b, 0x00004899,
+	0x000048a4, 0x000048c7, 0x000048e6, 0x00004902,
+	0x00004970, 0x000049f5, 0x00004a72, 0x00004ab2,
+	0x00004af8, 0x00004b6a, 0x00004b92, 0x00004bb5,
 	// Entry 1C0 - 1DF
-	0x00004c0c, 0x00004c5f, 0x00004c88, 0x00004d2e,
-	0x00004d54, 0x00004d7b, 0x00004da3, 0x00004dea,
-	0x00004e34, 0x00004e67, 0x00004e7a, 0x00004ea8,
-	0x00004ee4, 0x00004efa, 0x00004f8e, 0x00004fa1,
-	0x00004fde, 0x0000501a, 0x0000502d, 0x00005081,
-	0x000050b6, 0x000050c8, 0x000050df, 0x0000511c,
-	0x0000516c, 0x00005196, 0x000051a1, 0x000051be,
-	0x000051dd, 0x000051ee, 0x00005208, 0x00005211,
+	0x00004bec, 0x00004c33, 0x00004c86, 0x00004caf,
+	0x00004d55, 0x00004d7b, 0x00004da2, 0x00004dca,
+	0x00004e11, 0x00004e5b, 0x00004e8e, 0x00004ea1,
+	0x00004ecf, 0x00004f0b, 0x00004f21, 0x00004fb5,
+	0x00004fc8, 0x00005005, 0x00005041, 0x00005054,
+	0x000050a8, 0x000050dd, 0x000050ef, 0x00005106,
+	0x00005143, 0x00005193, 0x000051bd, 0x000051c8,
+	0x000051e5, 0x00005204, 0x00005215, 0x0000522f,
 	// Entry 1E0 - 1FF
-	0x0000521b, 0x0000523a, 0x00005288, 0x000052bd,
-	0x000052d3, 0x000052e4, 0x00005321, 0x0000533a,
-	0x00005350, 0x0000537a, 0x0000538d, 0x00005394,
-	0x000053af, 0x000053cf, 0x000053ff, 0x00005416,
-	0x0000544e, 0x00005489, 0x000054b5, 0x00005509,
-	0x00005519, 0x00005524, 0x00005538, 0x0000554a,
-	0x00005560, 0x00005572, 0x00005584, 0x0000558a,
-	0x0000559c, 0x000055aa, 0x000055b9, 0x000055cf,
+	0x00005238, 0x00005242, 0x00005261, 0x000052af,
+	0x000052e4, 0x000052fa, 0x0000530b, 0x00005348,
+	0x00005361, 0x00005377, 0x000053a1, 0x000053b4,
+	0x000053bb, 0x000053d6, 0x000053f6, 0x00005426,
+	0x0000543d, 0x00005475, 0x000054b0, 0x000054dc,
+	0x00005530, 0x00005540, 0x0000554b, 0x0000555f,
+	0x00005571, 0x00005587, 0x00005599, 0x000055ab,
+	0x000055b1, 0x000055c3, 0x000055d1, 0x000055e0,
 	// Entry 200 - 21F
-	0x000055f9, 0x0000562c, 0x000056d4, 0x00005724,
-	0x0000574c, 0x0000579e, 0x000057e0, 0x0000581c,
-	0x00005833, 0x000058fb, 0x00005928, 0x00005993,
-	0x000059ad, 0x000059c6, 0x000059e7, 0x000059fd,
-	0x00005a04, 0x00005a1e, 0x00005ab3, 0x00005b16,
-	0x00005b29, 0x00005b50, 0x00005b78, 0x00005b86,
-	0x00005b96, 0x00005b9e, 0x00005baf, 0x00005bb6,
-	0x00005cec, 0x00005cf3, 0x00005d2d, 0x00005d32,
+	0x000055f6, 0x00005620, 0x00005653, 0x000056fb,
+	0x0000574b, 0x00005773, 0x000057c5, 0x00005807,
+	0x00005843, 0x0000585a, 0x00005922, 0x0000594f,
+	0x000059ba, 0x000059d4, 0x000059ed, 0x00005a0e,
+	0x00005a24, 0x00005a2b, 0x00005a45, 0x00005ada,
+	0x00005b3d, 0x00005b50, 0x00005b77, 0x00005b9f,
+	0x00005bad, 0x00005bbd, 0x00005bc5, 0x00005bd6,
+	0x00005bdd, 0x00005d13, 0x00005d1a, 0x00005d54,
 	// Entry 220 - 23F
-	0x00005d47, 0x00005d5b, 0x00005d6d, 0x00005d83,
-	0x00005d9d, 0x00005e72, 0x00005e8a, 0x00005f2b,
-	0x00005fba, 0x00005fca, 0x000060a4, 0x00006166,
-	0x0000616b, 0x0000617b, 0x00006189, 0x00006199,
-	0x000061a9, 0x000061b3, 0x000061dc, 0x000061f6,
-	0x00006211, 0x0000629f, 0x000062b0, 0x000062bd,
-	0x000062d8, 0x000062ec, 0x0000630a, 0x00006355,
-	0x00006396, 0x000063dc, 0x000063f5, 0x0000640d,
+	0x00005d59, 0x00005d6e, 0x00005d82, 0x00005d94,
+	0x00005daa, 0x00005dc4, 0x00005e99, 0x00005eb1,
+	0x00005f52, 0x00005fe1, 0x00005ff1, 0x000060cb,
+	0x0000618d, 0x00006192, 0x000061a2, 0x000061b0,
+	0x000061c0, 0x000061d0, 0x000061da, 0x00006203,
+	0x0000621d, 0x00006238, 0x000062c6, 0x000062d7,
+	0x000062e4, 0x000062ff, 0x00006313, 0x00006331,
+	0x0000637c, 0x000063bd, 0x000063d5, 0x0000644b,
 	// Entry 240 - 25F
-	0x00006460, 0x0000649b, 0x000064b3, 0x000064de,
-	0x000064e8, 0x00006562, 0x00006597, 0x000065d8,
-	0x0000664c, 0x00006725, 0x0000673e, 0x00006807,
-	0x00006884, 0x00006891, 0x000068e3, 0x000068e9,
-	0x00006985, 0x000069d9, 0x00006a04, 0x00006a90,
-	0x00006abe, 0x00006b80, 0x00006b83, 0x00006b89,
-	0x00006b93, 0x00006ba9, 0x00006bb4, 0x00006be4,
-	0x00006beb, 0x00006bf6, 0x00006c04, 0x00006c11,
+	0x00006491, 0x000064aa, 0x000064fd, 0x00006538,
+	0x00006550, 0x0000657b, 0x00006585, 0x000065ff,
+	0x00006634, 0x00006675, 0x000066e9, 0x000067c2,
+	0x000067db, 0x000068a4, 0x00006921, 0x0000692e,
+	0x00006980, 0x00006986, 0x00006a22, 0x00006a76,
+	0x00006aa1, 0x00006b2d, 0x00006b5b, 0x00006c1d,
+	0x00006c20, 0x00006c26, 0x00006c30, 0x00006c46,
+	0x00006c51, 0x00006c81, 0x00006c88, 0x00006c93,
 	// Entry 260 - 27F
-	0x00006c1f, 0x00006c2c, 0x00006c45, 0x00006c72,
-	0x00006d1b, 0x00006d2e, 0x00006d38, 0x00006dc7,
-	0x00006e28, 0x00006e7a, 0x00006e8c, 0x00006e9f,
-	0x00006edd, 0x00006f19, 0x00006f25, 0x00006f32,
-	0x00006f40, 0x00006f4e, 0x00006f5e, 0x00006f9a,
-	0x00006fd4, 0x00007051, 0x0000705c, 0x00007086,
-	0x000070a2, 0x000070a6, 0x000070b8, 0x0000717a,
-	0x000071ad, 0x000071b8, 0x000071c2, 0x000071d7,
+	0x00006ca1, 0x00006cae, 0x00006cbc, 0x00006cc9,
+	0x00006ce2, 0x00006d0f, 0x00006db8, 0x00006dcb,
+	0x00006dd5, 0x00006e64, 0x00006ec5, 0x00006f17,
+	0x00006f29, 0x00006f3c, 0x00006f7a, 0x00006fb6,
+	0x00006fc2, 0x00006fcf, 0x00006fdd, 0x00006feb,
+	0x00006ffb, 0x00007037, 0x00007071, 0x000070ee,
+	0x000070f9, 0x00007123, 0x0000713f, 0x00007143,
+	0x00007155, 0x00007217, 0x0000724a, 0x00007255,
 	// Entry 280 - 29F
-	0x000071e0, 0x000071ea, 0x000071ff, 0x00007223,
-	0x0000723d, 0x00007252, 0x0000727e, 0x00007283,
-	0x00007298, 0x000072aa, 0x000072df, 0x000072f0,
-	0x00007366, 0x000073f1, 0x00007480, 0x000074e7,
-	0x00007529, 0x0000759c, 0x000075e4, 0x00007612,
-	0x00007645,
-} // Size: 2668 bytes
+	0x0000725f, 0x00007274, 0x0000727d, 0x00007287,
+	0x0000729c, 0x000072c0, 0x000072da, 0x000072ef,
+	0x0000731b, 0x00007320, 0x00007335, 0x00007347,
+	0x0000737c, 0x0000738d, 0x00007403, 0x0000748e,
+	0x0000751d, 0x00007584, 0x000075c6, 0x00007639,
+	0x00007681, 0x000076af, 0x000076e2,
+} // Size: 2676 bytes
 
-const frData string = "" + // Size: 30277 bytes
+const frData string = "" + // Size: 30434 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1725,178 +1729,180 @@ const frData string = "" + // Size: 30277 bytes
 	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
 	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
 	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Disponible à partir du\x02Prochaine tentative\x02Dernière réservatio" +
-	"n\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02E" +
-	"rreur (avant toute tentative)\x02Nouvelle tentative possible\x02non" +
-	"\u202f: l’exécutant a signalé cet échec comme définitif (tentatives rest" +
-	"antes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans" +
-	" le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez" +
-	" avant de reprendre.\x02La destination n’a pas répondu dans le délai de " +
-	"l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre." +
-	"\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résultat " +
-	"ne respectait pas le contrat de sorties de la révision.\x02Relais s’est " +
-	"arrêté pendant l’appel\u202f: on ignore si la destination a agi, elle n’" +
-	"est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destina" +
-	"tion était injoignable.\x02La réponse de la destination était trop volum" +
-	"ineuse.\x02Le verrou de la dernière tentative a expiré sans tentative re" +
-	"stante.\x02Les entrées n’ont pas pu être construites à partir des liaiso" +
-	"ns du processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant" +
-	" Camunda 7 a signalé un échec sans nouvelle tentative restante (retries" +
-	"\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relan" +
-	"cée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1" +
-	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
-	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
-	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
-	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la dest" +
-	"ination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]" +
-	"s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f" +
-	": un exécutant du même consommateur, ou une interface munie d’un jeton d" +
-	"e règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instanc" +
-	"e est bloquée ici, en attente d’un opérateur.\x02Son instance a continué" +
-	" par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: " +
-	"l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Ann" +
-	"ulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02cons" +
-	"ommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
-	"lement)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en" +
-	" tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en atten" +
-	"te\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pa" +
-	"s de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Me" +
-	"ssage de Relais (en anglais)\x02Message de l’exécutant (ses propres term" +
-	"es, valeurs protégées masquées)\x02La révision doit être un nombre entie" +
-	"r, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture\x02Plus de fil" +
-	"tres\u202f: instance, révision, consommateur, dates\x02identifiant d’ins" +
-	"tance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abord" +
-	"\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochain" +
-	"e tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres." +
-	"\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les au" +
-	"tres filtres\x02Totaux de toutes les définitions, sans les autres filtre" +
-	"s\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occur" +
-	"rences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes l" +
-	"es 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tentat" +
-	"ive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02d" +
-	"ifférée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première " +
-	"page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01" +
-	".\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adres" +
-	"se contient un paramètre illisible (un signe pour cent qui n’est pas sui" +
-	"vi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l" +
-	"’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vou" +
-	"s dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%" +
-	"[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
-	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Les pages qui contiennent un formulaire, comme une confirmation, " +
-	"ne se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Re" +
-	"venir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure local" +
-	"e à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proc" +
-	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
-	"és, avec l’emplacement actuel de leurs occurrences.\x02Les versions de " +
-	"processus publiées\u202f: leurs nœuds, routes et révisions épinglées, de" +
-	"ssinés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02A" +
-	"ucun processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
-	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
-	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
-	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
-	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
-	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
-	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
-	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
-	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
-	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
-	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
-	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
-	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
-	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
-	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
-	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
-	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
-	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
-	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
-	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
-	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
-	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
-	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
-	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
-	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
-	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
-	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeur q" +
-	"ue cette page affiche masquée (sensible) peut être révélée.\x02Les valeu" +
-	"rs secrètes ne peuvent jamais être révélées.\x02Méthode non autorisée" +
-	"\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Saisissez un" +
-	" identifiant d’instance ou d’occurrence (un UUID, que les pages affichen" +
-	"t au survol) ou une clé métier.\x02Rien à chercher\u202f: le champ de re" +
-	"cherche est vide.\x02C’est trop long pour être un identifiant ou une clé" +
-	" métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s" +
-	"\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instance n" +
-	"’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant" +
-	" entier\u202f: les listes montrent la fin de chaque identifiant. Ouvrez " +
-	"la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes dé" +
-	"connecté.\x02Votre session avait pris fin (inactivité, déconnexion aille" +
-	"urs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernière acti" +
-	"on n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre s" +
-	"ession a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou re" +
-	"démarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vo" +
-	"us avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Jeto" +
-	"n\x02Le jeton est vérifié une fois et n’est jamais conservé dans votre n" +
-	"avigateur\u202f; un cookie de session le remplace jusqu’à 8 heures d’ina" +
-	"ctivité.\x02Trop de connexions échouées depuis votre adresse. Réessayez " +
-	"dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jet" +
-	"on de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous ave" +
-	"c un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls les " +
-	"administrateurs gèrent les jetons.\x02Jetons du personnel (administrateu" +
-	"rs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs " +
-	"se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête " +
-	"suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière utilisation\x02Expiration" +
-	"\x02Jetons du personnel, les plus anciens d’abord\x02jamais\x02pas encor" +
-	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoq" +
-	"uer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
-	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
-	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
-	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
-	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
-	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
-	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
-	"quer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
-	"e sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
-	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
-	"\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page montre les" +
-	" %[2]d premières, le détail de l’API les donne toutes.\x02non fourni\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(" +
-	"%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants " +
-	"connectés par un flux, et ceux qui interrogent par leur dernière demande" +
-	". Un exécutant est listé tant qu’il s’est manifesté dans les trois derni" +
-	"ers battements de cœur.\x02Exécutants vus dans les trois derniers battem" +
-	"ents\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Con" +
-	"nexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun processus n’uti" +
-	"lise encore cette définition\u202f: elle aura besoin d’un exécutant quan" +
-	"d un processus l’utilisera en mode pull.\x02Aucun processus n’utilise ce" +
-	"tte définition en mode pull\u202f: Relais appelle ses destinations (push" +
-	"), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté " +
-	"pour cette définition\u202f; aucune de ses occurrences n’en attend.\x14" +
-	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
-	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
-	"certains prennent toutes les révisions accordées à leur consommateur." +
-	"\x02Toutes les révisions accordées au consommateur sont prises en charge" +
-	".\x02Seule la révision %[1]d est prise en charge.\x02Seules les révision" +
-	"s %[1]s sont prises en charge."
+	"\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pro" +
+	"chaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
+	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
+	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
+	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
+	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
+	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
+	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
+	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
+	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
+	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
+	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
+	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
+	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
+	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
+	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
+	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
+	"du HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à part" +
+	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
+	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
+	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
+	"(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Ré" +
+	"servée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[" +
+	"1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consom" +
+	"mateur, ou une interface munie d’un jeton de règlement, la terminera plu" +
+	"s tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente" +
+	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
+	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
+	"%[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été " +
+	"arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (d" +
+	"ifférée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
+	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
+	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
+	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
+	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
+	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
+	"eur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révi" +
+	"sion, consommateur, dates\x02identifiant d’instance\x02Décomptes par sta" +
+	"tut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Er" +
+	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
+	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
+	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
+	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
+	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
+	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
+	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
+	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
+	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
+	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
+	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
+	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
+	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
+	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
+	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
+	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02M" +
+	"éthode non autorisée\x02Cette page n’accepte pas cette requête.\x02Rech" +
+	"erche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, q" +
+	"ue les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
+	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
+	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
+	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
+	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
+	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
+	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
+	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
+	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
+	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
+	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
+	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
+	"inistrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons d" +
+	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
+	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
+	"n jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière" +
+	" utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’ab" +
+	"ord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessio" +
+	"n\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
+	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
+	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
+	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
+	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
+	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
+	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
+	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
+	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
+	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
+	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
+	" charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 59271 bytes (57KiB); checksum: 57BBEB58
+	// Total table size 59563 bytes (58KiB); checksum: 491476B0

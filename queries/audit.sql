@@ -1,6 +1,6 @@
 -- name: RevealAuditInsert :one
-insert into reveal_audit (occurrence_id, side, field, token_id, principal, revealed_at)
-values (@occurrence_id, @side, @field, sqlc.narg('token_id'), @principal, coalesce(sqlc.narg('revealed_at')::timestamptz, now()))
+insert into reveal_audit (occurrence_id, side, field, token_id, principal, revealed_at, reason)
+values (@occurrence_id, @side, @field, sqlc.narg('token_id'), @principal, coalesce(sqlc.narg('revealed_at')::timestamptz, now()), @reason)
 returning *;
 
 -- name: RevealAuditList :many

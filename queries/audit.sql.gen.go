@@ -161,9 +161,9 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 }
 
 const revealAuditInsert = `-- name: RevealAuditInsert :one
-insert into reveal_audit (occurrence_id, side, field, token_id, principal, revealed_at)
-values ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()))
-returning id, occurrence_id, side, field, token_id, principal, revealed_at
+insert into reveal_audit (occurrence_id, side, field, token_id, principal, revealed_at, reason)
+values ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()), $7)
+returning id, occurrence_id, side, field, token_id, principal, revealed_at, reason
 `
 
 type RevealAuditInsertParams struct {
@@ -173,6 +173,7 @@ type RevealAuditInsertParams struct {
 	TokenID      *int64
 	Principal    string
 	RevealedAt   *time.Time
+	Reason       *string
 }
 
 func (q *Queries) RevealAuditInsert(ctx context.Context, arg RevealAuditInsertParams) (RevealAudit, error) {
@@ -183,6 +184,7 @@ func (q *Queries) RevealAuditInsert(ctx context.Context, arg RevealAuditInsertPa
 		arg.TokenID,
 		arg.Principal,
 		arg.RevealedAt,
+		arg.Reason,
 	)
 	var i RevealAudit
 	err := row.Scan(
@@ -193,12 +195,13 @@ func (q *Queries) RevealAuditInsert(ctx context.Context, arg RevealAuditInsertPa
 		&i.TokenID,
 		&i.Principal,
 		&i.RevealedAt,
+		&i.Reason,
 	)
 	return i, err
 }
 
 const revealAuditList = `-- name: RevealAuditList :many
-select id, occurrence_id, side, field, token_id, principal, revealed_at from reveal_audit
+select id, occurrence_id, side, field, token_id, principal, revealed_at, reason from reveal_audit
 where ($1::bigint is null or id < $1)
 order by id desc
 limit $2
@@ -227,6 +230,7 @@ func (q *Queries) RevealAuditList(ctx context.Context, arg RevealAuditListParams
 			&i.TokenID,
 			&i.Principal,
 			&i.RevealedAt,
+			&i.Reason,
 		); err != nil {
 			return nil, err
 		}
@@ -239,7 +243,7 @@ func (q *Queries) RevealAuditList(ctx context.Context, arg RevealAuditListParams
 }
 
 const revealAuditListByOccurrence = `-- name: RevealAuditListByOccurrence :many
-select id, occurrence_id, side, field, token_id, principal, revealed_at from reveal_audit
+select id, occurrence_id, side, field, token_id, principal, revealed_at, reason from reveal_audit
 where occurrence_id = $1
   and ($2::bigint is null or id < $2)
 order by id desc
@@ -269,6 +273,7 @@ func (q *Queries) RevealAuditListByOccurrence(ctx context.Context, arg RevealAud
 			&i.TokenID,
 			&i.Principal,
 			&i.RevealedAt,
+			&i.Reason,
 		); err != nil {
 			return nil, err
 		}

@@ -206,6 +206,7 @@ type RevealAudit struct {
 	TokenID      *int64
 	Principal    string
 	RevealedAt   time.Time
+	Reason       *string
 }
 
 type Revision struct {
