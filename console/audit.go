@@ -99,7 +99,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		strings.TrimSpace(q.Get("bulk")), q.Get("before")
 	v := auditListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Audit log"), "audit"),
-		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals)."),
+		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals)."),
 		FiltersLabel: T(ctx, "Filters"), ActionLabel: T(ctx, "Action"), InstanceLabel: T(ctx, "Process instance"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: auditPath,
 		Instance: instance, Bulk: bulk,

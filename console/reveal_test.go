@@ -233,3 +233,47 @@ func TestRevealRefusals(t *testing.T) {
 		t.Errorf("%d audit records after refusals; want none", n)
 	}
 }
+
+// TestRevealLogPage: administrators read the reveal log in the console,
+// as through GET /api/v1/audit/reveals: who, when, which field and why,
+// never the value, in both languages; operators may not open it.
+func TestRevealLogPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	admin := signedIn(t, f.env.URL, "en", f.env.Admin)
+	if r := admin.mustGet("/console/reveals", 200); count(r, "reveal-row") != 0 || text(r, "empty") != "No value was revealed." {
+		t.Errorf("empty log: %d rows, %q", count(r, "reveal-row"), text(r, "empty"))
+	}
+	page := "/console/occurrences/" + f.completed
+	admin.do("POST", page+"/reveal", url.Values{"csrf": {csrfOf(t, admin.mustGet(page, 200))}, "side": {"inputs"}, "field": {"/contact"}, "reason": {"<b>ticket</b> 42"}})
+	checked := map[string]int{}
+	for _, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Admin)
+		r := b.mustGet("/console/reveals", 200)
+		if count(r, "reveal-row") != 1 || text(r, "reveal-reason-recorded") != "<b>ticket</b> 42" || !strings.HasPrefix(text(r, "reveal-who"), "admin (") {
+			t.Errorf("%s: %d rows, reason %q, who %q", lang, count(r, "reveal-row"), text(r, "reveal-reason-recorded"), text(r, "reveal-who"))
+		}
+		if r.doc.Find(`[data-testid=reveal-row] a[href="`+page+`"]`).Length() != 1 || strings.Contains(r.body, canarySensitive) {
+			t.Errorf("%s: the row does not link to its occurrence, or shows the value", lang)
+		}
+		if count(r, "nav-reveals") != 1 {
+			t.Errorf("%s: no Reveals link in the navigation", lang)
+		}
+		checkLabelled(t, lang+" reveals", r.doc, checked)
+		if lang == "fr" {
+			shown := visibleText(r.doc)
+			for _, w := range englishWords {
+				if containsWord(shown, w) {
+					t.Errorf("French reveal log contains %q: %s", w, around(shown, w))
+				}
+			}
+		}
+	}
+	if r := admin.mustGet("/console/reveals?before=0", 200); text(r, "filter-errors") == "" || count(r, "reveal-row") != 0 {
+		t.Errorf("before=0: %d rows, errors %q", count(r, "reveal-row"), text(r, "filter-errors"))
+	}
+	op := signedIn(t, f.env.URL, "en", f.env.Operator)
+	if r := op.get("/console/reveals"); r.status != http.StatusForbidden || count(op.mustGet("/console/audit", 200), "nav-reveals") != 0 {
+		t.Errorf("operator: /console/reveals %d, or a Reveals link shown", r.status)
+	}
+}

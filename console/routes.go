@@ -60,6 +60,7 @@ func (c *Console) Handler() http.Handler {
 			r.Get("/tokens", c.tokenList)
 			r.Get("/tokens/{id}/revoke", c.tokenRevokeConfirm)
 			r.Post("/tokens/{id}/revoke", c.tokenRevoke)
+			r.Get("/reveals", c.revealList)
 		})
 	})
 	return r

@@ -39,408 +39,412 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              257,
-	"%[1]s %[2]s, %[3]s %[4]s":                 258,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          256,
-	"%[1]s; %[2]s":                             255,
-	"%d (0 lowest, 9 highest)":                 417,
-	"%d attempts":                              421,
-	"%d attempts, retry after %s, priority %d": 565,
-	"%d breaking":                              196,
-	"%d changes":                               195,
-	"%d completed":                             253,
-	"%d d":                                     265,
-	"%d days":                                  279,
-	"%d failed":                                254,
-	"%d h":                                     264,
+	"%[1]s %[2]s":                              258,
+	"%[1]s %[2]s, %[3]s %[4]s":                 259,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          257,
+	"%[1]s; %[2]s":                             256,
+	"%d (0 lowest, 9 highest)":                 418,
+	"%d attempts":                              422,
+	"%d attempts, retry after %s, priority %d": 566,
+	"%d breaking":                              197,
+	"%d changes":                               196,
+	"%d completed":                             254,
+	"%d d":                                     266,
+	"%d days":                                  280,
+	"%d failed":                                255,
+	"%d h":                                     265,
 	"%d held instances match now.":             57,
-	"%d hours":                                 280,
-	"%d items":                                 632,
-	"%d left":                                  422,
-	"%d min":                                   263,
-	"%d minutes":                               281,
+	"%d hours":                                 281,
+	"%d items":                                 638,
+	"%d left":                                  423,
+	"%d min":                                   264,
+	"%d minutes":                               282,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 82,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              630,
-	"%d ms": 283,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         555,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 554,
-	"%d occurrences":                          498,
-	"%d releases":                             215,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              636,
+	"%d ms": 284,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         556,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 555,
+	"%d occurrences":                          499,
+	"%d releases":                             216,
 	"%d running instances match now.":         64,
 	"%d running or held instances match now.": 66,
-	"%d s":       262,
-	"%d seconds": 282,
+	"%d s":       263,
+	"%d seconds": 283,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 88,
-	"%s (deferred; settled by %s)":                        473,
-	"%s (deferred; settled with its settle token)":        471,
-	"%s (deferred; settled with its settle token, as %s)": 472,
+	"%s (deferred; settled by %s)":                        474,
+	"%s (deferred; settled with its settle token)":        472,
+	"%s (deferred; settled with its settle token, as %s)": 473,
 	"%s (token #%d, %s)":                                  89,
-	"%s ago":                                              260,
-	"%s so far":                                           469,
-	"%s → %s":                                             560,
-	"%s, revision %s":                                     383,
-	"%s, version %s":                                      384,
-	"%s: %s":                                              252,
-	"%s: %s → %s":                                         203,
-	"%s: a date is written 2026-12-01.":                   512,
-	"%s: the first day comes after the last.":             513,
-	"%s–%s":                                               251,
-	"(%d characters in all)":                              633,
-	"(each item)":                                         620,
-	"(worker %s)":                                         458,
-	"0 seconds":                                           278,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           596,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 451,
+	"%s ago":                                              261,
+	"%s so far":                                           470,
+	"%s → %s":                                             561,
+	"%s, revision %s":                                     384,
+	"%s, version %s":                                      385,
+	"%s: %s":                                              253,
+	"%s: %s → %s":                                         204,
+	"%s: a date is written 2026-12-01.":                   513,
+	"%s: the first day comes after the last.":             514,
+	"%s–%s":                                               252,
+	"(%d characters in all)":                              639,
+	"(each item)":                                         626,
+	"(worker %s)":                                         459,
+	"0 seconds":                                           279,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           602,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 452,
 	"Abandon %d instances":                                           61,
 	"Abandon every held instance this filter matches":                59,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              315,
-	"Abandoned by %s at %s — “%s”":                                   308,
+	"Abandoned at node":                                              316,
+	"Abandoned by %s at %s — “%s”":                                   309,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 43,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 326,
+	"Act on every instance this filter matches": 327,
 	"Action":                              92,
 	"All actions":                         104,
-	"All consumers":                       495,
-	"All definitions":                     242,
-	"All processes":                       332,
-	"All statuses":                        334,
-	"All workers":                         646,
-	"An operator abandoned the instance.": 450,
-	"Any definition":                      333,
+	"All consumers":                       496,
+	"All definitions":                     243,
+	"All processes":                       333,
+	"All statuses":                        335,
+	"All workers":                         652,
+	"An operator abandoned the instance.": 451,
+	"Any definition":                      334,
 	"Apply filters":                       101,
-	"Apr":                                 269,
-	"As of %s (%s); refreshed every few seconds.": 236,
-	"Attempts":                         388,
+	"Apr":                                 270,
+	"As of %s (%s); refreshed every few seconds.": 237,
+	"Attempts":                         389,
 	"Audit log":                        98,
-	"Aug":                              273,
-	"Available from":                   431,
-	"Back to definitions":              134,
-	"Back to external tasks":           133,
+	"Aug":                              274,
+	"Available from":                   432,
+	"Back to definitions":              135,
+	"Back to external tasks":           134,
 	"Back to the instance":             30,
 	"Back to the list":                 52,
-	"Back to the occurrence":           576,
-	"Back without saving":              525,
-	"Breaks processes":                 173,
-	"Breaks workers":                   174,
+	"Back to the occurrence":           577,
+	"Back without saving":              526,
+	"Breaks processes":                 174,
+	"Breaks workers":                   175,
 	"Bulk %s applied to %d instances.": 87,
 	"Bulk action":                      96,
 	"Business key":                     74,
 	"By process and error code":        79,
-	"Call timeout":                     418,
-	"Camunda 7 facade":                 650,
-	"Cancelled: the instance was stopped (%s).":               468,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 467,
+	"Call timeout":                     419,
+	"Camunda 7 facade":                 656,
+	"Cancelled: the instance was stopped (%s).":               469,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 468,
 	"Cannot act on this filter":                               83,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           573,
-	"Change":                                                  171,
-	"Changes between the two revisions":                       183,
-	"Changes of the Working copy since revision %d":           192,
-	"Choose two existing revisions to compare.":               193,
-	"Classification":                                          149,
+	"Cannot reveal":                                           574,
+	"Change":                                                  172,
+	"Changes between the two revisions":                       184,
+	"Changes of the Working copy since revision %d":           193,
+	"Choose two existing revisions to compare.":               194,
+	"Classification":                                          150,
 	"Clear filters":                                           102,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            549,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 540,
-	"Compare":              170,
-	"Compare revisions":    166,
-	"Completed":            250,
-	"Completed (%s).":      463,
-	"Completed, last hour": 233,
-	"Completions and failures per 5 minutes, last hour: %s":    243,
-	"Completions and failures per 5-minute slot, oldest first": 248,
-	"Completions and failures, last hour":                      226,
-	"Connected":                                                642,
-	"Constraints":                                              150,
-	"Consumer":                                                 390,
-	"Consumer and worker":                                      492,
-	"Counting the occurrences; the counts appear when you reload the page.": 144,
-	"Counts are unavailable right now.":                                     145,
-	"Counts as of %s (%s); refreshed every few seconds.":                    571,
-	"Counts by status": 488,
-	"Created":          294,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            550,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 541,
+	"Compare":              171,
+	"Compare revisions":    167,
+	"Completed":            251,
+	"Completed (%s).":      464,
+	"Completed, last hour": 234,
+	"Completions and failures per 5 minutes, last hour: %s":    244,
+	"Completions and failures per 5-minute slot, oldest first": 249,
+	"Completions and failures, last hour":                      227,
+	"Connected":                                                648,
+	"Constraints":                                              151,
+	"Consumer":                                                 391,
+	"Consumer and worker":                                      493,
+	"Counting the occurrences; the counts appear when you reload the page.": 145,
+	"Counts are unavailable right now.":                                     146,
+	"Counts as of %s (%s); refreshed every few seconds.":                    572,
+	"Counts by status": 489,
+	"Created":          295,
 	"Created from":     77,
-	"Created on":       601,
+	"Created on":       607,
 	"Created to":       78,
-	"Creation date":    320,
-	"Dates":            386,
-	"Deadline":         415,
-	"Dec":              277,
-	"Deferred":         435,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 462,
-	"Definition":         228,
-	"Definition %s":      152,
+	"Creation date":    321,
+	"Dates":            387,
+	"Deadline":         416,
+	"Dec":              278,
+	"Deferred":         436,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 463,
+	"Definition":         229,
+	"Definition %s":      153,
 	"Definitions":        119,
-	"Definitions by key": 210,
-	"Definitions served": 640,
-	"Definitions, those needing attention first": 227,
-	"Description":          151,
-	"Destination":          402,
-	"Destination’s answer": 395,
-	"Detail":               172,
-	"Digest":               186,
-	"Display settings":     124,
-	"Display settings: ":   125,
-	"Duration":             394,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 225,
+	"Definitions by key": 211,
+	"Definitions served": 646,
+	"Definitions, those needing attention first": 228,
+	"Description":          152,
+	"Destination":          403,
+	"Destination’s answer": 396,
+	"Detail":               173,
+	"Digest":               187,
+	"Display settings":     125,
+	"Display settings: ":   126,
+	"Duration":             395,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 226,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  67,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     60,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 56,
-	"End node":                    314,
-	"End node or error":           330,
-	"Ended":                       311,
-	"Error":                       491,
-	"Error (before any attempt)":  437,
+	"End node":                    315,
+	"End node or error":           331,
+	"Ended":                       312,
+	"Error":                       492,
+	"Error (before any attempt)":  438,
 	"Error code":                  75,
-	"Error message":               397,
-	"Every %d seconds":            529,
-	"Every attempt, oldest first": 389,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log (GET /api/v1/audit/reveals).": 99,
-	"Expired token":                        607,
-	"Expires":                              603,
+	"Error message":               398,
+	"Every %d seconds":            530,
+	"Every attempt, oldest first": 390,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 99,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         580,
+	"Expired token":                        613,
+	"Expires":                              609,
 	"External tasks":                       114,
-	"Failed":                               231,
-	"Failed (%s).":                         466,
-	"Failed at node":                       316,
-	"Failed occurrence":                    313,
-	"Failed, last hour":                    234,
-	"Feb":                                  267,
-	"Field":                                146,
+	"Failed":                               232,
+	"Failed (%s).":                         467,
+	"Failed at node":                       317,
+	"Failed occurrence":                    314,
+	"Failed, last hour":                    235,
+	"Feb":                                  268,
+	"Field":                                147,
 	"Filter":                               50,
 	"Filters":                              100,
 	"Find":                                 118,
 	"Find an instance or occurrence":       116,
-	"Finished":                             393,
-	"First page":                           510,
+	"Finished":                             394,
+	"First page":                           511,
 	"Follow it in the audit log (new tab)": 54,
-	"Form refused":                         138,
-	"From revision":                        168,
-	"From revision %d to revision %d:":     194,
+	"Form refused":                         139,
+	"From revision":                        169,
+	"From revision %d to revision %d:":     195,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 45,
-	"Graph":                   539,
-	"Graph of %s":             553,
-	"HTTP 2xx, unusable body": 475,
+	"Graph":                   540,
+	"Graph of %s":             554,
+	"HTTP 2xx, unusable body": 476,
 	"Health":                  113,
 	"Held at a node of":       76,
-	"Held at node":            312,
-	"Held instances":          230,
-	"ID":                      599,
-	"In flight":               641,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 244,
-	"Inputs":                     176,
-	"Inputs of revision %d":      187,
-	"Inputs of the working copy": 178,
-	"Inputs the instance was started with, labelled by process version %d's contract": 302,
-	"Inputs, labelled by revision %d's contract":                                      423,
-	"Instance":                  329,
+	"Held at node":            313,
+	"Held instances":          231,
+	"ID":                      605,
+	"In flight":               647,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 245,
+	"Inputs":                     177,
+	"Inputs of revision %d":      188,
+	"Inputs of the working copy": 179,
+	"Inputs the instance was started with, labelled by process version %d's contract": 303,
+	"Inputs, labelled by revision %d's contract":                                      424,
+	"Instance":                  330,
 	"Instances":                 80,
-	"Instances of this process": 548,
-	"Invalid request":           131,
+	"Instances of this process": 549,
+	"Invalid request":           132,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  464,
-	"Its instance went on along the node’s error path.":                                                                                                                    465,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      613,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  465,
+	"Its instance went on along the node’s error path.":                                                                                                                    466,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      619,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
-	"Jan":                     266,
-	"Jul":                     272,
-	"Jun":                     271,
-	"Keep it":                 615,
+	"Jan":                     267,
+	"Jul":                     273,
+	"Jun":                     272,
+	"Keep it":                 621,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     211,
-	"Kind":                    543,
+	"Key":                     212,
+	"Kind":                    544,
 	"Language":                110,
-	"Last error (attempt %d)": 436,
-	"Last reserved":           433,
-	"Last saved":              157,
-	"Last seen":               643,
-	"Last used":               602,
-	"Latest revision":         212,
-	"Lists every change from one revision to another, and whom it may break.": 167,
-	"Local time at %s": 527,
-	"Lock expired %s — waiting to be offered again.": 455,
-	"Lock expires":                     434,
+	"Last error (attempt %d)": 437,
+	"Last reserved":           434,
+	"Last saved":              158,
+	"Last seen":               649,
+	"Last used":               608,
+	"Latest revision":         213,
+	"Lists every change from one revision to another, and whom it may break.": 168,
+	"Local time at %s": 528,
+	"Lock expired %s — waiting to be offered again.": 456,
+	"Lock expires":                     435,
 	"Main navigation":                  112,
-	"Mar":                              268,
-	"Maximum attempts":                 411,
-	"May":                              270,
-	"Message from Relais (in English)": 481,
-	"Message from the service (its own words, protected values masked)": 482,
-	"Method not allowed": 579,
-	"Mode":               409,
-	"More filters: instance, revision, consumer, dates": 486,
-	"Name":                    155,
-	"Never":                   528,
-	"Next attempt":            432,
-	"Next attempt or settled": 493,
-	"Next node":               293,
-	"Next page":               509,
-	"No definition %s has occurrences: check the key, or show all definitions.": 241,
-	"No definition has occurrences yet.":                                        235,
-	"No definition yet.":                                                        214,
-	"No inputs.":                                                                177,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 586,
-	"No instance matches these filters.": 331,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 585,
-	"No occurrence matches these filters.":                                                   494,
+	"Mar":                              269,
+	"Maximum attempts":                 412,
+	"May":                              271,
+	"Message from Relais (in English)": 482,
+	"Message from the service (its own words, protected values masked)": 483,
+	"Method not allowed": 585,
+	"Mode":               410,
+	"More filters: instance, revision, consumer, dates": 487,
+	"Name":                    156,
+	"Never":                   529,
+	"Next attempt":            433,
+	"Next attempt or settled": 494,
+	"Next node":               294,
+	"Next page":               510,
+	"No definition %s has occurrences: check the key, or show all definitions.": 242,
+	"No definition has occurrences yet.":                                        236,
+	"No definition yet.":                                                        215,
+	"No inputs.":                                                                178,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 592,
+	"No instance matches these filters.": 332,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 591,
+	"No occurrence matches these filters.":                                                   495,
 	"No operator action matches.":                                                            103,
-	"No operator has acted on this instance.":                                                298,
-	"No outputs yet: the occurrence has not completed.":                                      426,
-	"No outputs.": 180,
-	"No outputs: the occurrence ended without completing.":                                                                     428,
-	"No process is published yet.":                                                                                             534,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          655,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          654,
+	"No operator has acted on this instance.":                                                299,
+	"No outputs yet: the occurrence has not completed.":                                      427,
+	"No outputs.": 181,
+	"No outputs: the occurrence ended without completing.":                                                                     429,
+	"No process is published yet.":                                                                                             535,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          661,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          660,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 70,
-	"No release yet.": 161,
-	"No revision yet: the Working copy has never been snapshotted.":          159,
-	"No service ever reserved this occurrence: it ended before any attempt.": 401,
-	"No service has reserved this occurrence yet.":                           398,
-	"No token.": 610,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 656,
-	"No worker is connected.":           644,
-	"No worker serves this definition.": 647,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 653,
-	"Node":                  290,
-	"Node %s":               224,
-	"Nodes":                 541,
-	"Nodes of this version": 550,
-	"Nodes of this version, with their occurrences now": 542,
-	"Nodes reached, in order":                           289,
-	"Not allowed":                                       129,
-	"Not found":                                         137,
-	"Notes":                                             164,
-	"Nothing exists at this address, or it is not visible to you.": 135,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 136,
+	"No release yet.": 162,
+	"No revision yet: the Working copy has never been snapshotted.":          160,
+	"No service ever reserved this occurrence: it ended before any attempt.": 402,
+	"No service has reserved this occurrence yet.":                           399,
+	"No token.":              616,
+	"No value was revealed.": 583,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 662,
+	"No worker is connected.":           650,
+	"No worker serves this definition.": 653,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 659,
+	"Node":                  291,
+	"Node %s":               225,
+	"Nodes":                 542,
+	"Nodes of this version": 551,
+	"Nodes of this version, with their occurrences now": 543,
+	"Nodes reached, in order":                           290,
+	"Not allowed":                                       130,
+	"Not found":                                         138,
+	"Notes":                                             165,
+	"Nothing exists at this address, or it is not visible to you.": 136,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 137,
 	"Nothing to do: no instance this action applies to matches the filter.": 69,
-	"Nothing to find: the search box is empty.":                             583,
+	"Nothing to find: the search box is empty.":                             589,
 	"Nothing was done.":         28,
-	"Nov":                       276,
-	"Now":                       407,
-	"Occurrence":                291,
-	"Occurrence %s":             385,
+	"Nov":                       277,
+	"Now":                       408,
+	"Occurrence":                292,
+	"Occurrence %s":             386,
 	"Occurrence offered again":  95,
-	"Occurrences now":           547,
-	"Occurrences, newest first": 489,
-	"Oct":                       275,
-	"Offered from %s — %s.":     454,
-	"Oldest claimable waits":    232,
-	"On error":                  546,
-	"On success":                545,
-	"Only a value this page shows as hidden (sensitive) can be revealed.": 577,
-	"Only administrators manage tokens.":                                  597,
-	"Only administrators may reveal a sensitive value.":                   572,
-	"Open":             229,
-	"Operator actions": 286,
-	"Operator actions on this instance, newest first": 299,
+	"Occurrences now":           548,
+	"Occurrences, newest first": 490,
+	"Oct":                       276,
+	"Offered from %s — %s.":     455,
+	"Oldest claimable waits":    233,
+	"On error":                  547,
+	"On success":                546,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":      578,
+	"Only administrators may reveal a sensitive value.":                        573,
+	"Only administrators see this page: tokens and the reveal log are theirs.": 603,
+	"Open":             230,
+	"Operator actions": 287,
+	"Operator actions on this instance, newest first": 300,
 	"Operator actions, newest first":                  107,
-	"Outcome":                                         396,
-	"Outputs":                                         179,
-	"Outputs of revision %d":                          188,
-	"Outputs of the working copy":                     181,
-	"Outputs, labelled by revision %d's contract":     425,
-	"Pages": 507,
-	"Pages with a form, such as a confirmation, never reload on their own.": 523,
-	"Path":                            287,
-	"Pinned revision":                 544,
-	"Policy":                          387,
-	"Previous page":                   508,
-	"Priority":                        416,
+	"Outcome":                                         397,
+	"Outputs":                                         180,
+	"Outputs of revision %d":                          189,
+	"Outputs of the working copy":                     182,
+	"Outputs, labelled by revision %d's contract":     426,
+	"Pages": 508,
+	"Pages with a form, such as a confirmation, never reload on their own.": 524,
+	"Path":                            288,
+	"Pinned revision":                 545,
+	"Policy":                          388,
+	"Previous page":                   509,
+	"Priority":                        417,
 	"Process":                         72,
-	"Process %s":                      536,
-	"Process and node":                490,
-	"Process inputs":                  301,
+	"Process %s":                      537,
+	"Process and node":                491,
+	"Process inputs":                  302,
 	"Process instance":                94,
-	"Process instance %s":             284,
-	"Process instances":               322,
-	"Process instances, newest first": 328,
+	"Process instance %s":             285,
+	"Process instances":               323,
+	"Process instances, newest first": 329,
 	"Processes":                       115,
-	"Processes by key":                532,
-	"Protocol":                        639,
-	"Published":                       165,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 530,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       531,
+	"Processes by key":                533,
+	"Protocol":                        645,
+	"Published":                       166,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 531,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       532,
 	"Reason": 93,
 	"Reason (recorded in the audit log for every instance)": 51,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            410,
-	"Recorded operator actions":                             297,
+	"Reason given by the worker":                            411,
+	"Recorded operator actions":                             298,
 	"Relais console":                                        109,
-	"Relais has not called the destination yet.":            404,
-	"Relais is calling the destination (since %s).":         459,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 406,
-	"Relais never called the destination: the occurrence ended before any call.":                           405,
+	"Relais has not called the destination yet.":            405,
+	"Relais is calling the destination (since %s).":         460,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 407,
+	"Relais never called the destination: the occurrence ended before any call.":                           406,
 	"Relais refused the action. Nothing was done.":                                                         40,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 444,
-	"Release":                             162,
-	"Releases":                            160,
-	"Releases, oldest first":              182,
-	"Reload lists and detail pages":       522,
-	"Replica":                             403,
-	"Required":                            148,
-	"Reserved":                            392,
-	"Reserved by %s.":                     461,
-	"Reserved by %s; lock until %s — %s.": 460,
-	"Retried by %s at %s — “%s”":          309,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 445,
+	"Release":                             163,
+	"Releases":                            161,
+	"Releases, oldest first":              183,
+	"Reload lists and detail pages":       523,
+	"Replica":                             404,
+	"Required":                            149,
+	"Reserved":                            393,
+	"Reserved by %s.":                     462,
+	"Reserved by %s; lock until %s — %s.": 461,
+	"Retried by %s at %s — “%s”":          310,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 42,
-	"Retries":            413,
+	"Retries":            414,
 	"Retry %d instances": 58,
-	"Retry at %s — %s.":  453,
-	"Retry delay":        412,
+	"Retry at %s — %s.":  454,
+	"Retry delay":        413,
 	"Retry every held instance this filter matches": 55,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         408,
+	"Retry or abandon it from its instance":         409,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 438,
+	"Retryable": 439,
 	"Retrying and abandoning apply to held instances, not %s ones.": 49,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 429,
-	"Revealed by %s at %s; recorded in the audit log.": 575,
-	"Revision":    163,
-	"Revision %d": 184,
-	"Revisions":   158,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 658,
-	"Revoke the %s token “%s”?": 612,
-	"Revoke the token":          614,
-	"Revoke token %d":           611,
-	"Revoke…":                   608,
-	"Role":                      600,
-	"Route":                     292,
-	"Routing output":            156,
-	"Rows %s–%s":                511,
-	"Save settings":             524,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 574,
+	"Reveal — this is recorded": 430,
+	"Revealed by %s at %s; recorded in the audit log.": 576,
+	"Reveals":               122,
+	"Reveals, newest first": 581,
+	"Revision":              164,
+	"Revision %d":           185,
+	"Revisions":             159,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 664,
+	"Revoke the %s token “%s”?": 618,
+	"Revoke the token":          620,
+	"Revoke token %d":           617,
+	"Revoke…":                   614,
+	"Role":                      606,
+	"Route":                     293,
+	"Routing output":            157,
+	"Rows %s–%s":                512,
+	"Save settings":             525,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 575,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               581,
-	"Secret values can never be revealed.": 578,
-	"Sep":                                  274,
-	"Served by %d workers":                 657,
+	"Search":                               587,
+	"Secret values can never be revealed.": 579,
+	"Sep":                                  275,
+	"Served by %d workers":                 663,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              295,
-	"Settlement date":      485,
-	"Show all definitions": 240,
-	"Show times in":        520,
+	"Settled":              296,
+	"Settlement date":      486,
+	"Show all definitions": 241,
+	"Show times in":        521,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 108,
-	"Sign in": 590,
-	"Sign in with an operator, designer or administrator token.": 591,
-	"Sign out":             123,
-	"Signed in as %s (%s)": 122,
-	"Since revision %d:":   190,
+	"Sign in": 596,
+	"Sign in with an operator, designer or administrator token.": 597,
+	"Sign out":             124,
+	"Signed in as %s (%s)": 123,
+	"Since revision %d:":   191,
 	"Skip to content":      111,
-	"Slot":                 249,
-	"Snapshotted":          185,
+	"Slot":                 250,
+	"Snapshotted":          186,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
-	"Something went wrong": 142,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 598,
-	"Staff tokens, oldest first": 604,
-	"Start node":                 538,
-	"Started":                    310,
+	"Something went wrong": 143,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 604,
+	"Staff tokens, oldest first": 610,
+	"Start node":                 539,
+	"Started":                    311,
 	"Status":                     73,
 	"Stop %d instances":          68,
 	"Stop every held instance this filter matches":            62,
@@ -453,257 +457,259 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              307,
+	"Stopped by %s at %s — “%s”":                              308,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 44,
 	"Stopping applies to running or held instances, not %s ones.":                              48,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   306,
-	"Summary": 285,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 209,
-	"Temporarily unavailable":                         140,
-	"That is too long to be an id or a business key.": 584,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   307,
+	"Summary": 286,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 210,
+	"Temporarily unavailable":                         141,
+	"That is too long to be an id or a business key.": 590,
 	"The %d largest groups; the filter matches more.": 81,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 189,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 190,
 	"The bulk action must be its id (a UUID).":                   106,
-	"The call could not be prepared.":                            445,
-	"The chart’s numbers":                                        247,
+	"The call could not be prepared.":                            446,
+	"The chart’s numbers":                                        248,
 	"The confirmed count is missing: start again from the list.": 84,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           143,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      521,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           144,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      522,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 85,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 141,
-	"The deadline passed before a result arrived.": 442,
-	"The destination answered HTTP %s.":            452,
-	"The destination could not be reached.":        446,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 440,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      441,
-	"The destination’s answer was too large.":                                                                                                              447,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     132,
-	"The inputs could not be built from the process’s bindings.":                                                                                           449,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                448,
-	"The next page counts them and asks for a reason before anything changes.":                                                                             327,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 288,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         154,
-	"The page cursor is invalid: go back to the first page.":                                                                                               518,
-	"The page size must be between 1 and %d.":                                                                                                              321,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                  517,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 142,
+	"The deadline passed before a result arrived.": 443,
+	"The destination answered HTTP %s.":            453,
+	"The destination could not be reached.":        447,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 441,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      442,
+	"The destination’s answer was too large.":                                                                                                              448,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                     133,
+	"The inputs could not be built from the process’s bindings.":                                                                                           450,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                449,
+	"The next page counts them and asks for a reason before anything changes.":                                                                             328,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                 289,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                         155,
+	"The page cursor is invalid: go back to the first page.":                                                                                               519,
+	"The page size must be between 1 and %d.":                                                                                                              322,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                  518,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.": 105,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                 46,
 	"The reason you gave, not recorded:":                                                                                                                   35,
-	"The result did not match the revision's outputs contract.":                                                                                            443,
-	"The revision must be a whole number, 1 or more.":                                                                                                      483,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                          618,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          593,
-	"These revisions have the same contracts.":                                                                                                             175,
-	"These settings are kept in this browser only.":                                                                                                        519,
-	"They take every revision their consumer is granted.":                                                                                                  659,
-	"They take revision %d only.":                                                                                                                          660,
-	"They take revisions %s only.":                                                                                                                         661,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     514,
+	"The result did not match the revision's outputs contract.":                                                                                            444,
+	"The revision must be a whole number, 1 or more.":                                                                                                      484,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                          624,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                          599,
+	"These revisions have the same contracts.":                                                                                                             176,
+	"These settings are kept in this browser only.":                                                                                                        520,
+	"They take every revision their consumer is granted.":                                                                                                  665,
+	"They take revision %d only.":                                                                                                                          666,
+	"They take revisions %s only.":                                                                                                                         667,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":     515,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                             86,
-	"This contract has no inputs.":                                                                                                                         424,
-	"This contract has no outputs.":                                                                                                                        427,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  139,
+	"This contract has no inputs.":                                                                                                                         425,
+	"This contract has no outputs.":                                                                                                                        428,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                  140,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  39,
-	"This instance has not reached a task yet.":                   296,
+	"This instance has not reached a task yet.":                   297,
 	"This instance is %s, not held: there is nothing to abandon.": 33,
 	"This instance is %s, not held: there is nothing to retry.":   32,
 	"This instance is %s: there is nothing to stop.":              34,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 304,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 305,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 305,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 306,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   41,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            617,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           616,
-	"This page does not accept that request.": 580,
-	"This page reloads every %d seconds.":     128,
-	"This process takes no inputs.":           303,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            623,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           622,
+	"This page does not accept that request.": 586,
+	"This page reloads every %d seconds.":     129,
+	"This process takes no inputs.":           304,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 53,
-	"This token is unknown or has been revoked.": 595,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 551,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            552,
-	"Times in %s · no auto-reload":    127,
-	"Times in %s · reload every %d s": 126,
-	"To revision":                     169,
-	"Token":                           592,
+	"This token is unknown or has been revoked.": 601,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 552,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            553,
+	"Times in %s · no auto-reload":    128,
+	"Times in %s · reload every %d s": 127,
+	"To revision":                     170,
+	"Token":                           598,
 	"Tokens":                          121,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 594,
-	"Totals of all definitions, not narrowed by the other filters":         497,
-	"Totals of definition %s, not narrowed by the other filters":           496,
-	"Type": 147,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 582,
-	"UTC (coordinated universal time)":             526,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 600,
+	"Totals of all definitions, not narrowed by the other filters":         498,
+	"Totals of definition %s, not narrowed by the other filters":           497,
+	"Type": 148,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 588,
+	"UTC (coordinated universal time)":             527,
 	"Unknown action.":                              47,
-	"Unknown consumer.":                            484,
-	"Unknown parameter “%s” (did you mean “%s”?).": 515,
-	"Unknown parameter “%s”.":                      516,
-	"Unknown status “%s”.":                         319,
-	"Value":                                        300,
-	"Version":                                      537,
-	"Versions, newest first":                       533,
-	"Waiting for Relais to call the destination since %s (%s).": 456,
-	"Waiting for a worker since %s (%s).":                       457,
+	"Unknown consumer.":                            485,
+	"Unknown parameter “%s” (did you mean “%s”?).": 516,
+	"Unknown parameter “%s”.":                      517,
+	"Unknown status “%s”.":                         320,
+	"Value":                                        301,
+	"Version":                                      538,
+	"Versions, newest first":                       534,
+	"Waiting for Relais to call the destination since %s (%s).": 457,
+	"Waiting for a worker since %s (%s).":                       458,
 	"When":                                                      90,
 	"Who":                                                       91,
-	"Whole message":                                             400,
-	"Why (recorded with the reveal)":                            430,
-	"Worker":                                                    638,
-	"Worker id":                                                 391,
+	"Whole message":                                             401,
+	"Why (recorded with the reveal)":                            431,
+	"Worker":                                                    644,
+	"Worker id":                                                 392,
 	"Workers":                                                   120,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        636,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        642,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 637,
-	"Workers serving %s":                   645,
-	"Working copy":                         153,
-	"You are signed out.":                  587,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              130,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 588,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      589,
-	"[redacted]":                          480,
+	"Workers seen within three heartbeats": 643,
+	"Workers serving %s":                   651,
+	"Working copy":                         154,
+	"You are signed out.":                  593,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              131,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 594,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      595,
+	"[redacted]":                          481,
 	"abandon":                             4,
-	"administrator":                       361,
-	"an incident: retry, abandon or stop": 219,
-	"answer too large":                    478,
+	"administrator":                       362,
+	"an incident: retry, abandon or stop": 220,
+	"answer too large":                    479,
 	"any":                                 71,
-	"any other code → %s":                 563,
-	"any other error":                     217,
-	"as of %s (%s); counts are refreshed every few seconds.": 499,
-	"at least %d characters":                                 621,
-	"at least %d items":                                      628,
-	"at most %d":                                             419,
-	"at most %d characters":                                  622,
-	"at most %d items":                                       629,
-	"at most %d since the last operator retry":               420,
-	"available":                                              335,
-	"boolean":                                                348,
-	"call in progress since":                                 504,
-	"cancelled":                                              338,
-	"choice":                                                 351,
-	"claimable since":                                        503,
-	"claimable since %s":                                     237,
-	"classification changed":                                 372,
-	"completed":                                              245,
-	"constraint changed":                                     373,
-	"consumer":                                               364,
-	"consumer #%s":                                           470,
-	"date":                                                   349,
-	"date and time":                                          350,
-	"deadline %s":                                            566,
-	"deferred":                                               337,
-	"deferred since":                                         506,
+	"any other code → %s":                 564,
+	"any other error":                     218,
+	"as of %s (%s); counts are refreshed every few seconds.": 500,
+	"at least %d characters":                                 627,
+	"at least %d items":                                      634,
+	"at most %d":                                             420,
+	"at most %d characters":                                  628,
+	"at most %d items":                                       635,
+	"at most %d since the last operator retry":               421,
+	"available":                                              336,
+	"boolean":                                                349,
+	"call in progress since":                                 505,
+	"cancelled":                                              339,
+	"choice":                                                 352,
+	"claimable since":                                        504,
+	"claimable since %s":                                     238,
+	"classification changed":                                 373,
+	"completed":                                              246,
+	"constraint changed":                                     374,
+	"consumer":                                               365,
+	"consumer #%s":                                           471,
+	"date":                                                   350,
+	"date and time":                                          351,
+	"deadline %s":                                            567,
+	"deferred":                                               338,
+	"deferred since":                                         507,
 	"deleted":                                                97,
-	"designer":                                               363,
-	"disconnected":                                           344,
-	"end (completes)":                                        558,
-	"end (fails)":                                            559,
-	"end: completes the instance":                            220,
-	"end: fails the instance":                                221,
-	"every revision its consumer is granted":                 651,
-	"exact, case-sensitive":                                  323,
-	"expired":                                                341,
-	"failed":                                                 246,
-	"fails the instance":                                     564,
-	"field added":                                            367,
-	"field removed":                                          368,
-	"format":                                                 378,
-	"format %s":                                              624,
-	"from":                                                   324,
-	"held":                                                   340,
-	"held for an operator":                                   218,
-	"held, then abandoned by an operator":                    318,
-	"held, then stopped by an operator":                      317,
-	"hold (an incident for an operator)":                     562,
+	"designer":                                               364,
+	"disconnected":                                           345,
+	"end (completes)":                                        559,
+	"end (fails)":                                            560,
+	"end: completes the instance":                            221,
+	"end: fails the instance":                                222,
+	"every revision its consumer is granted":                 657,
+	"exact, case-sensitive":                                  324,
+	"expired":                                                342,
+	"failed":                                                 247,
+	"fails the instance":                                     565,
+	"field added":                                            368,
+	"field removed":                                          369,
+	"format":                                                 379,
+	"format %s":                                              630,
+	"from":                                                   325,
+	"held":                                                   341,
+	"held for an operator":                                   219,
+	"held, then abandoned by an operator":                    319,
+	"held, then stopped by an operator":                      318,
+	"hold (an incident for an operator)":                     563,
 	"id or business key":                                     117,
-	"in %s":                                                  259,
-	"in progress":                                            399,
-	"instance id":                                            487,
-	"instances held":                                         569,
-	"instances held: %s":                                     570,
-	"integer":                                                346,
-	"just now":                                               261,
-	"list":                                                   353,
-	"lock until":                                             505,
-	"long polling":                                           649,
-	"long wait":                                              238,
-	"maximum":                                                380,
-	"maximum %s":                                             626,
-	"maximum items":                                          382,
-	"maximum length":                                         376,
-	"minimum":                                                379,
-	"minimum %s":                                             625,
-	"minimum items":                                          381,
-	"minimum length":                                         375,
-	"never":                                                  605,
-	"next attempt":                                           502,
-	"no":                                                     366,
-	"no answer within the timeout":                           476,
-	"no connection":                                          477,
-	"no worker":                                              239,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 439,
-	"none":     208,
-	"none yet": 213,
-	"none: a failed call takes the node’s error path": 414,
-	"normal":                          354,
-	"not provided":                    631,
-	"not yet":                         606,
-	"null":                            634,
-	"number":                          347,
-	"object":                          352,
-	"on error":                        216,
-	"one of: %s":                      627,
-	"operator":                        362,
-	"optional %s field of type %s":    205,
-	"optional field of type %s":       207,
-	"optional → required":             198,
-	"pattern":                         377,
-	"pattern %s":                      623,
-	"pull":                            556,
-	"pull %s":                         223,
-	"pull (the service fetches it)":   359,
-	"push %s":                         222,
-	"push (Relais calls the service)": 360,
-	"push to %s":                      557,
-	"rejected":                        342,
-	"released":                        343,
-	"required %s field of type %s":    204,
-	"required changed":                370,
-	"required field of type %s":       206,
-	"required → optional":             199,
-	"reserved":                        336,
+	"in %s":                                                  260,
+	"in progress":                                            400,
+	"instance id":                                            488,
+	"instances held":                                         570,
+	"instances held: %s":                                     571,
+	"integer":                                                347,
+	"just now":                                               262,
+	"list":                                                   354,
+	"lock until":                                             506,
+	"long polling":                                           655,
+	"long wait":                                              239,
+	"maximum":                                                381,
+	"maximum %s":                                             632,
+	"maximum items":                                          383,
+	"maximum length":                                         377,
+	"minimum":                                                380,
+	"minimum %s":                                             631,
+	"minimum items":                                          382,
+	"minimum length":                                         376,
+	"never":                                                  611,
+	"next attempt":                                           503,
+	"no":                                                     367,
+	"no answer within the timeout":                           477,
+	"no connection":                                          478,
+	"no worker":                                              240,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 440,
+	"none": 209,
+	"none (revealed before reasons were asked for)": 582,
+	"none yet": 214,
+	"none: a failed call takes the node’s error path": 415,
+	"normal":                          355,
+	"not provided":                    637,
+	"not yet":                         612,
+	"null":                            640,
+	"number":                          348,
+	"object":                          353,
+	"on error":                        217,
+	"one of: %s":                      633,
+	"operator":                        363,
+	"optional %s field of type %s":    206,
+	"optional field of type %s":       208,
+	"optional → required":             199,
+	"pattern":                         378,
+	"pattern %s":                      629,
+	"pull":                            557,
+	"pull %s":                         224,
+	"pull (the service fetches it)":   360,
+	"push %s":                         223,
+	"push (Relais calls the service)": 361,
+	"push to %s":                      558,
+	"rejected":                        343,
+	"released":                        344,
+	"required %s field of type %s":    205,
+	"required changed":                371,
+	"required field of type %s":       207,
+	"required → optional":             200,
+	"reserved":                        337,
 	"retry":                           3,
-	"revision %d":                     500,
-	"revisions %s":                    652,
-	"routing changed":                 374,
-	"routing output":                  619,
-	"routing output %s → %s":          197,
-	"running":                         339,
-	"secret":                          356,
-	"sensitive":                       355,
-	"settled":                         501,
+	"revision %d":                     501,
+	"revisions %s":                    658,
+	"routing changed":                 375,
+	"routing output":                  625,
+	"routing output %s → %s":          198,
+	"running":                         340,
+	"secret":                          357,
+	"sensitive":                       356,
+	"settled":                         502,
 	"stop":                            5,
-	"stream":                          648,
-	"text":                            345,
-	"the contracts are the same (the name or a description changed).": 191,
-	"this session":             609,
-	"timeout %s":               567,
-	"timeout %s (the default)": 568,
-	"to":                       325,
-	"type changed":             369,
-	"unexpected value":         635,
-	"unknown":                  479,
-	"values added: %s":         200,
-	"values changed":           371,
-	"values removed: %s":       201,
-	"values reordered":         202,
-	"version %d":               535,
-	"waiting":                  474,
-	"yes":                      365,
-	"••• hidden (secret)":      358,
-	"••• hidden (sensitive)":   357,
-	"→ %s":                     561,
+	"stream":                          654,
+	"text":                            346,
+	"the contracts are the same (the name or a description changed).": 192,
+	"this session":             615,
+	"timeout %s":               568,
+	"timeout %s (the default)": 569,
+	"to":                       326,
+	"token %d":                 584,
+	"type changed":             370,
+	"unexpected value":         641,
+	"unknown":                  480,
+	"values added: %s":         201,
+	"values changed":           372,
+	"values removed: %s":       202,
+	"values reordered":         203,
+	"version %d":               536,
+	"waiting":                  475,
+	"yes":                      366,
+	"••• hidden (secret)":      359,
+	"••• hidden (sensitive)":   358,
+	"→ %s":                     562,
 }
 
-var enIndex = []uint32{ // 663 elements
+var enIndex = []uint32{ // 669 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -733,167 +739,169 @@ var enIndex = []uint32{ // 663 elements
 	0x00001536, 0x0000153d, 0x00001544, 0x00001555,
 	// Entry 60 - 7F
 	0x0000156e, 0x0000157a, 0x00001582, 0x0000158c,
-	0x0000161c, 0x00001624, 0x00001632, 0x00001640,
-	0x0000165c, 0x00001668, 0x000016fd, 0x00001726,
-	0x00001745, 0x000017ad, 0x000017bc, 0x000017c5,
-	0x000017d5, 0x000017e5, 0x000017ec, 0x000017fb,
-	0x00001805, 0x00001824, 0x00001837, 0x0000183c,
-	0x00001848, 0x00001850, 0x00001857, 0x00001872,
-	0x0000187b, 0x0000188c, 0x000018a3, 0x000018ca,
+	0x0000164b, 0x00001653, 0x00001661, 0x0000166f,
+	0x0000168b, 0x00001697, 0x0000172c, 0x00001755,
+	0x00001774, 0x000017dc, 0x000017eb, 0x000017f4,
+	0x00001804, 0x00001814, 0x0000181b, 0x0000182a,
+	0x00001834, 0x00001853, 0x00001866, 0x0000186b,
+	0x00001877, 0x0000187f, 0x00001886, 0x0000188e,
+	0x000018a9, 0x000018b2, 0x000018c3, 0x000018da,
 	// Entry 80 - 9F
-	0x000018eb, 0x00001912, 0x0000191e, 0x0000199c,
-	0x000019ac, 0x00001a14, 0x00001a2b, 0x00001a3f,
-	0x00001a7c, 0x00001b69, 0x00001b73, 0x00001b80,
-	0x00001be4, 0x00001bfc, 0x00001c42, 0x00001c57,
-	0x00001cc6, 0x00001d0c, 0x00001d2e, 0x00001d34,
-	0x00001d39, 0x00001d42, 0x00001d51, 0x00001d5d,
-	0x00001d69, 0x00001d7a, 0x00001d87, 0x00001de4,
-	0x00001de9, 0x00001df8, 0x00001e03, 0x00001e0d,
+	0x00001901, 0x00001922, 0x00001949, 0x00001955,
+	0x000019d3, 0x000019e3, 0x00001a4b, 0x00001a62,
+	0x00001a76, 0x00001ab3, 0x00001ba0, 0x00001baa,
+	0x00001bb7, 0x00001c1b, 0x00001c33, 0x00001c79,
+	0x00001c8e, 0x00001cfd, 0x00001d43, 0x00001d65,
+	0x00001d6b, 0x00001d70, 0x00001d79, 0x00001d88,
+	0x00001d94, 0x00001da0, 0x00001db1, 0x00001dbe,
+	0x00001e1b, 0x00001e20, 0x00001e2f, 0x00001e3a,
 	// Entry A0 - BF
-	0x00001e4b, 0x00001e54, 0x00001e64, 0x00001e6c,
-	0x00001e75, 0x00001e7b, 0x00001e85, 0x00001e97,
-	0x00001edf, 0x00001eed, 0x00001ef9, 0x00001f01,
-	0x00001f08, 0x00001f0f, 0x00001f20, 0x00001f2f,
-	0x00001f58, 0x00001f5f, 0x00001f6a, 0x00001f85,
-	0x00001f8d, 0x00001f99, 0x00001fb5, 0x00001fcc,
-	0x00001fee, 0x00001ffd, 0x00002009, 0x00002010,
-	0x00002029, 0x00002043, 0x000020ec, 0x00002102,
+	0x00001e44, 0x00001e82, 0x00001e8b, 0x00001e9b,
+	0x00001ea3, 0x00001eac, 0x00001eb2, 0x00001ebc,
+	0x00001ece, 0x00001f16, 0x00001f24, 0x00001f30,
+	0x00001f38, 0x00001f3f, 0x00001f46, 0x00001f57,
+	0x00001f66, 0x00001f8f, 0x00001f96, 0x00001fa1,
+	0x00001fbc, 0x00001fc4, 0x00001fd0, 0x00001fec,
+	0x00002003, 0x00002025, 0x00002034, 0x00002040,
+	0x00002047, 0x00002060, 0x0000207a, 0x00002123,
 	// Entry C0 - DF
-	0x00002142, 0x00002173, 0x0000219d, 0x000021c4,
-	0x000021e8, 0x0000220f, 0x0000222e, 0x00002244,
-	0x0000225a, 0x0000226e, 0x00002284, 0x00002295,
-	0x000022ac, 0x000022cf, 0x000022f2, 0x0000230f,
-	0x0000232c, 0x00002331, 0x0000237d, 0x00002390,
-	0x00002394, 0x000023a4, 0x000023ad, 0x000023c0,
-	0x000023e6, 0x000023ef, 0x000023ff, 0x00002414,
-	0x00002438, 0x00002454, 0x0000246c, 0x00002477,
+	0x00002139, 0x00002179, 0x000021aa, 0x000021d4,
+	0x000021fb, 0x0000221f, 0x00002246, 0x00002265,
+	0x0000227b, 0x00002291, 0x000022a5, 0x000022bb,
+	0x000022cc, 0x000022e3, 0x00002306, 0x00002329,
+	0x00002346, 0x00002363, 0x00002368, 0x000023b4,
+	0x000023c7, 0x000023cb, 0x000023db, 0x000023e4,
+	0x000023f7, 0x0000241d, 0x00002426, 0x00002436,
+	0x0000244b, 0x0000246f, 0x0000248b, 0x000024a3,
 	// Entry E0 - FF
-	0x00002482, 0x0000248d, 0x000025a3, 0x000025c7,
-	0x000025f2, 0x000025fd, 0x00002602, 0x00002611,
-	0x00002618, 0x0000262f, 0x00002644, 0x00002656,
-	0x00002679, 0x000026ab, 0x000026c1, 0x000026cb,
-	0x000026d5, 0x000026ea, 0x00002737, 0x00002747,
-	0x00002780, 0x000027d4, 0x000027de, 0x000027e5,
-	0x000027fb, 0x00002834, 0x00002839, 0x00002843,
-	0x00002851, 0x0000285e, 0x00002887, 0x000028aa,
+	0x000024ae, 0x000024b9, 0x000024c4, 0x000025da,
+	0x000025fe, 0x00002629, 0x00002634, 0x00002639,
+	0x00002648, 0x0000264f, 0x00002666, 0x0000267b,
+	0x0000268d, 0x000026b0, 0x000026e2, 0x000026f8,
+	0x00002702, 0x0000270c, 0x00002721, 0x0000276e,
+	0x0000277e, 0x000027b7, 0x0000280b, 0x00002815,
+	0x0000281c, 0x00002832, 0x0000286b, 0x00002870,
+	0x0000287a, 0x00002888, 0x00002895, 0x000028be,
 	// Entry 100 - 11F
-	0x000028b7, 0x000028d7, 0x000028e3, 0x000028fc,
-	0x00002905, 0x0000290f, 0x00002918, 0x00002920,
-	0x0000292a, 0x00002932, 0x0000293a, 0x0000293e,
-	0x00002942, 0x00002946, 0x0000294a, 0x0000294e,
-	0x00002952, 0x00002956, 0x0000295a, 0x0000295e,
-	0x00002962, 0x00002966, 0x0000296a, 0x00002974,
-	0x00002992, 0x000029b2, 0x000029d6, 0x000029fa,
-	0x00002a03, 0x00002a1a, 0x00002a22, 0x00002a33,
+	0x000028e1, 0x000028ee, 0x0000290e, 0x0000291a,
+	0x00002933, 0x0000293c, 0x00002946, 0x0000294f,
+	0x00002957, 0x00002961, 0x00002969, 0x00002971,
+	0x00002975, 0x00002979, 0x0000297d, 0x00002981,
+	0x00002985, 0x00002989, 0x0000298d, 0x00002991,
+	0x00002995, 0x00002999, 0x0000299d, 0x000029a1,
+	0x000029ab, 0x000029c9, 0x000029e9, 0x00002a0d,
+	0x00002a31, 0x00002a3a, 0x00002a51, 0x00002a59,
 	// Entry 120 - 13F
-	0x00002a38, 0x00002a7d, 0x00002a95, 0x00002a9a,
-	0x00002aa5, 0x00002aab, 0x00002ab5, 0x00002abd,
-	0x00002ac5, 0x00002aef, 0x00002b09, 0x00002b31,
-	0x00002b61, 0x00002b67, 0x00002b76, 0x00002bc9,
-	0x00002be7, 0x00002d09, 0x00002dc8, 0x00002e1f,
-	0x00002e49, 0x00002e75, 0x00002e9f, 0x00002ea7,
-	0x00002ead, 0x00002eba, 0x00002ecc, 0x00002ed5,
-	0x00002ee7, 0x00002ef6, 0x00002f18, 0x00002f3c,
+	0x00002a6a, 0x00002a6f, 0x00002ab4, 0x00002acc,
+	0x00002ad1, 0x00002adc, 0x00002ae2, 0x00002aec,
+	0x00002af4, 0x00002afc, 0x00002b26, 0x00002b40,
+	0x00002b68, 0x00002b98, 0x00002b9e, 0x00002bad,
+	0x00002c00, 0x00002c1e, 0x00002d40, 0x00002dff,
+	0x00002e56, 0x00002e80, 0x00002eac, 0x00002ed6,
+	0x00002ede, 0x00002ee4, 0x00002ef1, 0x00002f03,
+	0x00002f0c, 0x00002f1e, 0x00002f2d, 0x00002f4f,
 	// Entry 140 - 15F
-	0x00002f58, 0x00002f66, 0x00002f91, 0x00002fa3,
-	0x00002fb9, 0x00002fbe, 0x00002fc1, 0x00002feb,
-	0x00003034, 0x00003054, 0x0000305d, 0x0000306f,
-	0x00003092, 0x000030a0, 0x000030af, 0x000030bc,
-	0x000030c6, 0x000030cf, 0x000030d8, 0x000030e2,
-	0x000030ea, 0x000030ef, 0x000030f7, 0x00003100,
-	0x00003109, 0x00003116, 0x0000311b, 0x00003123,
-	0x0000312a, 0x00003132, 0x00003137, 0x00003145,
+	0x00002f73, 0x00002f8f, 0x00002f9d, 0x00002fc8,
+	0x00002fda, 0x00002ff0, 0x00002ff5, 0x00002ff8,
+	0x00003022, 0x0000306b, 0x0000308b, 0x00003094,
+	0x000030a6, 0x000030c9, 0x000030d7, 0x000030e6,
+	0x000030f3, 0x000030fd, 0x00003106, 0x0000310f,
+	0x00003119, 0x00003121, 0x00003126, 0x0000312e,
+	0x00003137, 0x00003140, 0x0000314d, 0x00003152,
+	0x0000315a, 0x00003161, 0x00003169, 0x0000316e,
 	// Entry 160 - 17F
-	0x0000314c, 0x00003153, 0x00003158, 0x0000315f,
-	0x00003169, 0x00003170, 0x0000318d, 0x000031a7,
-	0x000031c5, 0x000031e5, 0x000031f3, 0x000031fc,
-	0x00003205, 0x0000320e, 0x00003212, 0x00003215,
-	0x00003221, 0x0000322f, 0x0000323c, 0x0000324d,
-	0x0000325c, 0x00003273, 0x00003286, 0x00003296,
-	0x000032a5, 0x000032b4, 0x000032bc, 0x000032c3,
-	0x000032cb, 0x000032d3, 0x000032e1, 0x000032ef,
+	0x0000317c, 0x00003183, 0x0000318a, 0x0000318f,
+	0x00003196, 0x000031a0, 0x000031a7, 0x000031c4,
+	0x000031de, 0x000031fc, 0x0000321c, 0x0000322a,
+	0x00003233, 0x0000323c, 0x00003245, 0x00003249,
+	0x0000324c, 0x00003258, 0x00003266, 0x00003273,
+	0x00003284, 0x00003293, 0x000032aa, 0x000032bd,
+	0x000032cd, 0x000032dc, 0x000032eb, 0x000032f3,
+	0x000032fa, 0x00003302, 0x0000330a, 0x00003318,
 	// Entry 180 - 19F
-	0x00003305, 0x0000331a, 0x0000332b, 0x00003331,
-	0x00003338, 0x00003341, 0x0000335d, 0x00003366,
-	0x00003370, 0x00003379, 0x00003382, 0x0000338b,
-	0x000033a2, 0x000033aa, 0x000033b8, 0x000033e5,
-	0x000033f1, 0x000033ff, 0x00003446, 0x00003452,
-	0x0000345a, 0x00003485, 0x000034d0, 0x00003592,
-	0x00003596, 0x000035bc, 0x000035c1, 0x000035dc,
-	0x000035ed, 0x000035f9, 0x00003601, 0x00003633,
+	0x00003326, 0x0000333c, 0x00003351, 0x00003362,
+	0x00003368, 0x0000336f, 0x00003378, 0x00003394,
+	0x0000339d, 0x000033a7, 0x000033b0, 0x000033b9,
+	0x000033c2, 0x000033d9, 0x000033e1, 0x000033ef,
+	0x0000341c, 0x00003428, 0x00003436, 0x0000347d,
+	0x00003489, 0x00003491, 0x000034bc, 0x00003507,
+	0x000035c9, 0x000035cd, 0x000035f3, 0x000035f8,
+	0x00003613, 0x00003624, 0x00003630, 0x00003638,
 	// Entry 1A0 - 1BF
-	0x0000363c, 0x00003645, 0x00003661, 0x0000366e,
-	0x0000367c, 0x000036a8, 0x000036ce, 0x000036d9,
-	0x00003707, 0x00003724, 0x00003753, 0x00003785,
-	0x000037a3, 0x000037d8, 0x000037f4, 0x00003813,
-	0x00003822, 0x0000382f, 0x0000383d, 0x0000384a,
-	0x00003853, 0x0000386e, 0x00003889, 0x00003893,
-	0x000038e6, 0x00003964, 0x000039da, 0x00003a07,
-	0x00003a41, 0x00003aa6, 0x00003ac6, 0x00003aec,
+	0x0000366a, 0x00003673, 0x0000367c, 0x00003698,
+	0x000036a5, 0x000036b3, 0x000036df, 0x00003705,
+	0x00003710, 0x0000373e, 0x0000375b, 0x0000378a,
+	0x000037bc, 0x000037da, 0x0000380f, 0x0000382b,
+	0x0000384a, 0x00003859, 0x00003866, 0x00003874,
+	0x00003881, 0x0000388a, 0x000038a5, 0x000038c0,
+	0x000038ca, 0x0000391d, 0x0000399b, 0x00003a11,
+	0x00003a3e, 0x00003a78, 0x00003add, 0x00003afd,
 	// Entry 1C0 - 1DF
-	0x00003b16, 0x00003b4e, 0x00003b8b, 0x00003baf,
-	0x00003c28, 0x00003c4d, 0x00003c67, 0x00003c85,
-	0x00003cb9, 0x00003cf9, 0x00003d23, 0x00003d32,
-	0x00003d63, 0x00003d92, 0x00003da5, 0x00003e1a,
-	0x00003e2d, 0x00003e61, 0x00003e95, 0x00003ea5,
-	0x00003eec, 0x00003f19, 0x00003f26, 0x00003f36,
-	0x00003f66, 0x00003fa0, 0x00003fc3, 0x00003fcb,
-	0x00003fe3, 0x00004000, 0x0000400e, 0x0000401f,
+	0x00003b23, 0x00003b4d, 0x00003b85, 0x00003bc2,
+	0x00003be6, 0x00003c5f, 0x00003c84, 0x00003c9e,
+	0x00003cbc, 0x00003cf0, 0x00003d30, 0x00003d5a,
+	0x00003d69, 0x00003d9a, 0x00003dc9, 0x00003ddc,
+	0x00003e51, 0x00003e64, 0x00003e98, 0x00003ecc,
+	0x00003edc, 0x00003f23, 0x00003f50, 0x00003f5d,
+	0x00003f6d, 0x00003f9d, 0x00003fd7, 0x00003ffa,
+	0x00004002, 0x0000401a, 0x00004037, 0x00004045,
 	// Entry 1E0 - 1FF
-	0x00004027, 0x00004032, 0x00004053, 0x00004095,
-	0x000040c5, 0x000040d7, 0x000040e7, 0x00004119,
-	0x00004125, 0x00004136, 0x00004150, 0x00004161,
-	0x00004167, 0x0000417b, 0x00004193, 0x000041b8,
-	0x000041c6, 0x00004204, 0x00004241, 0x0000426d,
-	0x000042aa, 0x000042b9, 0x000042c1, 0x000042ce,
-	0x000042de, 0x000042f5, 0x00004300, 0x0000430f,
-	0x00004315, 0x00004323, 0x0000432d, 0x00004338,
+	0x00004056, 0x0000405e, 0x00004069, 0x0000408a,
+	0x000040cc, 0x000040fc, 0x0000410e, 0x0000411e,
+	0x00004150, 0x0000415c, 0x0000416d, 0x00004187,
+	0x00004198, 0x0000419e, 0x000041b2, 0x000041ca,
+	0x000041ef, 0x000041fd, 0x0000423b, 0x00004278,
+	0x000042a4, 0x000042e1, 0x000042f0, 0x000042f8,
+	0x00004305, 0x00004315, 0x0000432c, 0x00004337,
+	0x00004346, 0x0000434c, 0x0000435a, 0x00004364,
 	// Entry 200 - 21F
-	0x0000434b, 0x00004370, 0x0000439b, 0x0000442c,
-	0x00004467, 0x00004486, 0x000044c4, 0x000044fb,
-	0x00004529, 0x00004537, 0x000045ca, 0x000045e8,
-	0x0000462e, 0x0000463c, 0x00004650, 0x00004671,
-	0x00004685, 0x0000468b, 0x0000469f, 0x00004712,
-	0x0000475f, 0x00004770, 0x00004787, 0x000047a4,
-	0x000047b2, 0x000047c0, 0x000047c8, 0x000047d3,
-	0x000047d9, 0x000048cb, 0x000048d1, 0x00004903,
+	0x0000436f, 0x00004382, 0x000043a7, 0x000043d2,
+	0x00004463, 0x0000449e, 0x000044bd, 0x000044fb,
+	0x00004532, 0x00004560, 0x0000456e, 0x00004601,
+	0x0000461f, 0x00004665, 0x00004673, 0x00004687,
+	0x000046a8, 0x000046bc, 0x000046c2, 0x000046d6,
+	0x00004749, 0x00004796, 0x000047a7, 0x000047be,
+	0x000047db, 0x000047e9, 0x000047f7, 0x000047ff,
+	0x0000480a, 0x00004810, 0x00004902, 0x00004908,
 	// Entry 220 - 23F
-	0x00004908, 0x00004918, 0x00004923, 0x0000492c,
-	0x0000493c, 0x00004956, 0x000049fb, 0x00004a11,
-	0x00004a96, 0x00004b10, 0x00004b1f, 0x00004bd9,
-	0x00004c2a, 0x00004c2f, 0x00004c3d, 0x00004c4d,
-	0x00004c59, 0x00004c69, 0x00004c73, 0x00004c96,
-	0x00004caf, 0x00004cc2, 0x00004d2e, 0x00004d3d,
-	0x00004d4b, 0x00004d67, 0x00004d76, 0x00004d8c,
-	0x00004dc5, 0x00004df7, 0x00004e05, 0x00004e5d,
+	0x0000493a, 0x0000493f, 0x0000494f, 0x0000495a,
+	0x00004963, 0x00004973, 0x0000498d, 0x00004a32,
+	0x00004a48, 0x00004acd, 0x00004b47, 0x00004b56,
+	0x00004c10, 0x00004c61, 0x00004c66, 0x00004c74,
+	0x00004c84, 0x00004c90, 0x00004ca0, 0x00004caa,
+	0x00004ccd, 0x00004ce6, 0x00004cf9, 0x00004d65,
+	0x00004d74, 0x00004d82, 0x00004d9e, 0x00004dad,
+	0x00004dc3, 0x00004dfc, 0x00004e2e, 0x00004e3c,
 	// Entry 240 - 25F
-	0x00004e94, 0x00004eab, 0x00004eef, 0x00004f14,
-	0x00004f27, 0x00004f4f, 0x00004f56, 0x00004fb1,
-	0x00004fdb, 0x0000500b, 0x00005069, 0x00005109,
-	0x0000511d, 0x000051c8, 0x0000523e, 0x00005246,
-	0x00005281, 0x00005287, 0x00005303, 0x0000534b,
-	0x00005376, 0x000053d8, 0x000053fb, 0x000054a2,
-	0x000054a5, 0x000054aa, 0x000054b5, 0x000054bf,
-	0x000054c7, 0x000054e2, 0x000054e8, 0x000054f0,
+	0x00004e94, 0x00004ecb, 0x00004ee2, 0x00004f26,
+	0x00004f4b, 0x00004fc2, 0x00004fd8, 0x00005006,
+	0x0000501d, 0x00005029, 0x0000503c, 0x00005064,
+	0x0000506b, 0x000050c6, 0x000050f0, 0x00005120,
+	0x0000517e, 0x0000521e, 0x00005232, 0x000052dd,
+	0x00005353, 0x0000535b, 0x00005396, 0x0000539c,
+	0x00005418, 0x00005460, 0x0000548b, 0x000054ed,
+	0x00005536, 0x000055dd, 0x000055e0, 0x000055e5,
 	// Entry 260 - 27F
-	0x000054fe, 0x00005508, 0x00005515, 0x0000551f,
-	0x00005532, 0x00005556, 0x000055d6, 0x000055e7,
-	0x000055ef, 0x00005664, 0x000056b8, 0x000056fa,
-	0x00005709, 0x00005715, 0x00005751, 0x0000578b,
-	0x00005799, 0x000057a6, 0x000057b4, 0x000057c2,
-	0x000057d0, 0x00005802, 0x00005832, 0x0000588e,
-	0x0000589b, 0x000058bb, 0x000058d5, 0x000058da,
-	0x000058eb, 0x00005971, 0x00005996, 0x0000599d,
+	0x000055f0, 0x000055fa, 0x00005602, 0x0000561d,
+	0x00005623, 0x0000562b, 0x00005639, 0x00005643,
+	0x00005650, 0x0000565a, 0x0000566d, 0x00005691,
+	0x00005711, 0x00005722, 0x0000572a, 0x0000579f,
+	0x000057f3, 0x00005835, 0x00005844, 0x00005850,
+	0x0000588c, 0x000058c6, 0x000058d4, 0x000058e1,
+	0x000058ef, 0x000058fd, 0x0000590b, 0x0000593d,
+	0x0000596d, 0x000059c9, 0x000059d6, 0x000059f6,
 	// Entry 280 - 29F
-	0x000059a6, 0x000059b9, 0x000059c3, 0x000059cd,
-	0x000059d7, 0x000059ef, 0x00005a05, 0x00005a11,
-	0x00005a33, 0x00005a3a, 0x00005a47, 0x00005a58,
-	0x00005a7f, 0x00005a8f, 0x00005ae3, 0x00005b33,
-	0x00005b93, 0x00005be6, 0x00005c1e, 0x00005c6e,
-	0x00005ca2, 0x00005cc1, 0x00005ce1,
-} // Size: 2676 bytes
+	0x00005a10, 0x00005a15, 0x00005a26, 0x00005aac,
+	0x00005ad1, 0x00005ad8, 0x00005ae1, 0x00005af4,
+	0x00005afe, 0x00005b08, 0x00005b12, 0x00005b2a,
+	0x00005b40, 0x00005b4c, 0x00005b6e, 0x00005b75,
+	0x00005b82, 0x00005b93, 0x00005bba, 0x00005bca,
+	0x00005c1e, 0x00005c6e, 0x00005cce, 0x00005d21,
+	0x00005d59, 0x00005da9, 0x00005ddd, 0x00005dfc,
+	0x00005e1c,
+} // Size: 2700 bytes
 
-const enData string = "" + // Size: 23777 bytes
+const enData string = "" + // Size: 24092 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -979,292 +987,296 @@ const enData string = "" + // Size: 23777 bytes
 	"[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process" +
 	" instance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit" +
 	" log\x02Every retry, abandon and stop an operator applied, with its reas" +
-	"on. Reveals of sensitive values have their own log (GET /api/v1/audit/re" +
-	"veals).\x02Filters\x02Apply filters\x02Clear filters\x02No operator acti" +
-	"on matches.\x02All actions\x02The process instance must be a whole insta" +
-	"nce id (a UUID): the lists show the end of each id; open the instance, o" +
-	"r copy its link, for the whole id.\x02The bulk action must be its id (a " +
-	"UUID).\x02Operator actions, newest first\x02Showing the %[1]d instances " +
-	"bulk action %[2]s changed. While it runs, each reload shows how far it g" +
-	"ot.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
-	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
-	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Tokens" +
-	"\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00" +
-	"\x01 \x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s" +
-	"\x02Times in %[1]s · no auto-reload\x02This page reloads every %[1]d sec" +
-	"onds.\x02Not allowed\x02Your role can read definitions and processes onl" +
-	"y: external tasks and process instances are for operators and administra" +
-	"tors.\x02Invalid request\x02The field “%[1]s” holds a NUL character or b" +
-	"ytes that are not UTF-8 text: correct it and try again.\x02Back to exter" +
-	"nal tasks\x02Back to definitions\x02Nothing exists at this address, or i" +
-	"t is not visible to you.\x02Nothing exists at this address, or it is not" +
-	" visible to you. An ended instance is deleted, with its occurrences and " +
-	"attempts, once the retention period (RELAIS_RETENTION) has passed; the a" +
-	"udit log keeps the operator actions taken on it.\x02Not found\x02Form re" +
-	"fused\x02This form was not sent from this console session, or it has exp" +
-	"ired. Reload the page and try again.\x02Temporarily unavailable\x02The d" +
-	"atabase cannot be reached right now. Try again in a few seconds.\x02Some" +
-	"thing went wrong\x02The console could not show this page. Try again; if " +
-	"it persists, give your administrator the request id %[1]s.\x02Counting t" +
-	"he occurrences; the counts appear when you reload the page.\x02Counts ar" +
-	"e unavailable right now.\x02Field\x02Type\x02Required\x02Classification" +
-	"\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy\x02Th" +
-	"e only mutable part of a definition. Processes never use it directly: th" +
-	"ey pin a revision.\x02Name\x02Routing output\x02Last saved\x02Revisions" +
-	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
-	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
-	"\x02Compare revisions\x02Lists every change from one revision to another" +
-	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
-	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
-	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
-	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
-	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
-	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
-	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
-	"e in no revision (workers and processes use revision %[1]d at most) unti" +
-	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
-	"contracts are the same (the name or a description changed).\x02Changes o" +
-	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
-	" to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing outp" +
-	"ut %[1]s → %[2]s\x02optional → required\x02required → optional\x02values" +
-	" added: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2" +
-	"]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field" +
-	" of type %[2]s\x02required field of type %[1]s\x02optional field of type" +
-	" %[1]s\x02none\x02Task contracts: their Working copy, immutable revision" +
-	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
-	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
-	"release\x00\x0f\x02%[1]d releases\x02on error\x02any other error\x02held" +
-	" for an operator\x02an incident: retry, abandon or stop\x02end: complete" +
-	"s the instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s" +
-	"\x02Node %[1]s\x02Each definition’s queue and incidents now, and what it" +
-	"s workers finished in the last hour: occurrences that ended completed or" +
-	" failed. An occurrence retried since counts where it ends next; a failed" +
-	" attempt with attempts left is not counted, its occurrence’s page lists " +
-	"it.\x02Completions and failures, last hour\x02Definitions, those needing" +
-	" attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Ol" +
-	"dest claimable waits\x02Completed, last hour\x02Failed, last hour\x02No " +
-	"definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every " +
-	"few seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show " +
-	"all definitions\x02No definition %[1]s has occurrences: check the key, o" +
-	"r show all definitions.\x02All definitions\x02Completions and failures p" +
-	"er 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The ta" +
-	"ble after the chart gives each 5-minute slot.\x02completed\x02failed\x02" +
-	"The chart’s numbers\x02Completions and failures per 5-minute slot, oldes" +
-	"t first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %" +
-	"[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %" +
-	"[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
-	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
-	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
-	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
-	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
-	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
-	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
-	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
-	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
-	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
-	"s acted on this instance.\x02Operator actions on this instance, newest f" +
-	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
-	" labelled by process version %[1]d's contract\x02This process takes no i" +
-	"nputs.\x02This instance is held at a failed node: an incident. It cannot" +
-	" be retried: its occurrence at node %[1]s failed before any attempt (its" +
-	" inputs could not be built), so it would fail the same way. Abandon fail" +
-	"s the instance; stop cancels it. Each asks for a reason, recorded in the" +
-	" audit log.\x02This instance is held at a failed node: an incident. Retr" +
-	"y offers the failed occurrence again; abandon fails the instance; stop c" +
-	"ancels it. Each asks for a reason, recorded in the audit log.\x02Stoppin" +
-	"g cancels the instance and its open occurrences. It does not complete an" +
-	"ything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at " +
-	"%[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02End" +
-	"ed\x02Held at node\x02Failed occurrence\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02Unknown status “%[1]s”.\x02Creation date\x02Th" +
-	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
-	"case-sensitive\x02from\x02to\x02Act on every instance this filter matche" +
-	"s\x02The next page counts them and asks for a reason before anything cha" +
-	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
-	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
-	"on\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02" +
-	"running\x02held\x02expired\x02rejected\x02released\x02disconnected\x02te" +
-	"xt\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice" +
-	"\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensi" +
-	"tive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (R" +
-	"elais calls the service)\x02administrator\x02operator\x02designer\x02con" +
-	"sumer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02re" +
-	"quired changed\x02values changed\x02classification changed\x02constraint" +
-	" changed\x02routing changed\x02minimum length\x02maximum length\x02patte" +
-	"rn\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02" +
-	"%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dat" +
-	"es\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02W" +
-	"orker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02" +
-	"Outcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
-	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
-	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
-	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
-	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
-	"is is recorded\x02Why (recorded with the reveal)\x02Available from\x02Ne" +
-	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
-	"ttempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the serv" +
-	"ice marked this failure as not retryable (attempts left unused: %[1]d)" +
-	"\x02The destination did not answer within the call’s timeout (%[1]s): it" +
-	" may have acted all the same, so check before retrying.\x02The destinati" +
-	"on did not answer within the call’s timeout: it may have acted all the s" +
-	"ame, so check before retrying.\x02The deadline passed before a result ar" +
-	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
-	"elais stopped during the call: whether the destination acted is unknown," +
-	" so it is not called again.\x02The call could not be prepared.\x02The de" +
-	"stination could not be reached.\x02The destination’s answer was too larg" +
-	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
-	"s could not be built from the process’s bindings.\x02An operator abandon" +
-	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
-	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
-	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
-	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
-	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
-	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
-	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
-	"): a worker of the same consumer, or a front end with a settle token, co" +
-	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
-	"iting for an operator.\x02Its instance went on along the node’s error pa" +
-	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
-	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
-	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
-	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
-	"e from the service (its own words, protected values masked)\x02The revis" +
-	"ion must be a whole number, 1 or more.\x02Unknown consumer.\x02Settlemen" +
-	"t date\x02More filters: instance, revision, consumer, dates\x02instance " +
-	"id\x02Counts by status\x02Occurrences, newest first\x02Process and node" +
-	"\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occurr" +
-	"ence matches these filters.\x02All consumers\x02Totals of definition %[1" +
-	"]s, not narrowed by the other filters\x02Totals of all definitions, not " +
-	"narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occur" +
-	"rence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are re" +
-	"freshed every few seconds.\x02revision %[1]d\x02settled\x02next attempt" +
-	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
-	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s" +
-	"–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
-	" comes after the last.\x02This address holds a parameter that cannot be " +
-	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
-	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
-	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
-	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
-	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
-	"imes in\x02The console runs no script, so it cannot read your computer’s" +
-	" time zone: choose its offset from UTC. Offsets do not follow daylight s" +
-	"aving time.\x02Reload lists and detail pages\x02Pages with a form, such " +
-	"as a confirmation, never reload on their own.\x02Save settings\x02Back w" +
-	"ithout saving\x02UTC (coordinated universal time)\x02Local time at %[1]s" +
-	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
-	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
-	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
-	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Sta" +
-	"rt node\x02Graph\x02Columns follow the longest path from the start node." +
-	" Solid arrows are successes (labelled with their route), dashed ones fai" +
-	"lures (labelled with their error codes). Each box says how many of this " +
-	"version’s occurrences are at that node now.\x02Nodes\x02Nodes of this ve" +
-	"rsion, with their occurrences now\x02Kind\x02Pinned revision\x02On succe" +
-	"ss\x02On error\x02Occurrences now\x02Instances of this process\x02Column" +
+	"on. Reveals of sensitive values have their own log, which administrators" +
+	" read on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02App" +
+	"ly filters\x02Clear filters\x02No operator action matches.\x02All action" +
+	"s\x02The process instance must be a whole instance id (a UUID): the list" +
+	"s show the end of each id; open the instance, or copy its link, for the " +
+	"whole id.\x02The bulk action must be its id (a UUID).\x02Operator action" +
+	"s, newest first\x02Showing the %[1]d instances bulk action %[2]s changed" +
+	". While it runs, each reload shows how far it got.\x02Relais console\x02" +
+	"Language\x02Skip to content\x02Main navigation\x02Health\x02External tas" +
+	"ks\x02Processes\x02Find an instance or occurrence\x02id or business key" +
+	"\x02Find\x02Definitions\x02Workers\x02Tokens\x02Reveals\x02Signed in as " +
+	"%[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Displa" +
+	"y settings:\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s ·" +
+	" no auto-reload\x02This page reloads every %[1]d seconds.\x02Not allowed" +
+	"\x02Your role can read definitions and processes only: external tasks an" +
+	"d process instances are for operators and administrators.\x02Invalid req" +
+	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
+	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
+	" definitions\x02Nothing exists at this address, or it is not visible to " +
+	"you.\x02Nothing exists at this address, or it is not visible to you. An " +
+	"ended instance is deleted, with its occurrences and attempts, once the r" +
+	"etention period (RELAIS_RETENTION) has passed; the audit log keeps the o" +
+	"perator actions taken on it.\x02Not found\x02Form refused\x02This form w" +
+	"as not sent from this console session, or it has expired. Reload the pag" +
+	"e and try again.\x02Temporarily unavailable\x02The database cannot be re" +
+	"ached right now. Try again in a few seconds.\x02Something went wrong\x02" +
+	"The console could not show this page. Try again; if it persists, give yo" +
+	"ur administrator the request id %[1]s.\x02Counting the occurrences; the " +
+	"counts appear when you reload the page.\x02Counts are unavailable right " +
+	"now.\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02De" +
+	"scription\x02Definition %[1]s\x02Working copy\x02The only mutable part o" +
+	"f a definition. Processes never use it directly: they pin a revision." +
+	"\x02Name\x02Routing output\x02Last saved\x02Revisions\x02No revision yet" +
+	": the Working copy has never been snapshotted.\x02Releases\x02No release" +
+	" yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
+	"\x02Lists every change from one revision to another, and whom it may bre" +
+	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
+	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
+	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
+	"he Working copy has changes not yet snapshotted: they are in no revision" +
+	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
+	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
+	"e same (the name or a description changed).\x02Changes of the Working co" +
+	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
+	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02on error\x02any other error\x02held for an operator\x02an i" +
+	"ncident: retry, abandon or stop\x02end: completes the instance\x02end: f" +
+	"ails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each defi" +
+	"nition’s queue and incidents now, and what its workers finished in the l" +
+	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
+	"ied since counts where it ends next; a failed attempt with attempts left" +
+	" is not counted, its occurrence’s page lists it.\x02Completions and fail" +
+	"ures, last hour\x02Definitions, those needing attention first\x02Definit" +
+	"ion\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Com" +
+	"pleted, last hour\x02Failed, last hour\x02No definition has occurrences " +
+	"yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable s" +
+	"ince %[1]s\x02long wait\x02no worker\x02Show all definitions\x02No defin" +
+	"ition %[1]s has occurrences: check the key, or show all definitions.\x02" +
+	"All definitions\x02Completions and failures per 5 minutes, last hour: %[" +
+	"1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart gives e" +
+	"ach 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Comp" +
+	"letions and failures per 5-minute slot, oldest first\x02Slot\x02Complete" +
+	"d\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d co" +
+	"mpleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[" +
+	"4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]" +
+	"s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
+	" is held at a failed node: an incident. It cannot be retried: its occurr" +
+	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
+	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
+	"tance is held at a failed node: an incident. Retry offers the failed occ" +
+	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
+	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
+	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
+	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
+	"ailed occurrence\x02End node\x02Abandoned at node\x02Failed at node\x02h" +
+	"eld, then stopped by an operator\x02held, then abandoned by an operator" +
+	"\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must be be" +
+	"tween 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02from" +
+	"\x02to\x02Act on every instance this filter matches\x02The next page cou" +
+	"nts them and asks for a reason before anything changes.\x02Process insta" +
+	"nces, newest first\x02Instance\x02End node or error\x02No instance match" +
+	"es these filters.\x02All processes\x02Any definition\x02All statuses\x02" +
+	"available\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02exp" +
+	"ired\x02rejected\x02released\x02disconnected\x02text\x02integer\x02numbe" +
+	"r\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02nor" +
+	"mal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secr" +
+	"et)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
+	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
+	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
+	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
+	"hole message\x02No service ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
+	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
+	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
+	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
+	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
+	"mpt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revis" +
+	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
+	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
+	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
+	"ce ended without completing.\x02Reveal — this is recorded\x02Why (record" +
+	"ed with the reveal)\x02Available from\x02Next attempt\x02Last reserved" +
+	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
+	"ore any attempt)\x02Retryable\x02no: the service marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination did not a" +
+	"nswer within the call’s timeout (%[1]s): it may have acted all the same," +
+	" so check before retrying.\x02The destination did not answer within the " +
+	"call’s timeout: it may have acted all the same, so check before retrying" +
+	".\x02The deadline passed before a result arrived.\x02The result did not " +
+	"match the revision's outputs contract.\x02Relais stopped during the call" +
+	": whether the destination acted is unknown, so it is not called again." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
+	"ck expired with no attempt left.\x02The inputs could not be built from t" +
+	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
+	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
+	"dget already spent): it is not run again.\x02The destination answered HT" +
+	"TP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02L" +
+	"ock expired %[1]s — waiting to be offered again.\x02Waiting for Relais t" +
+	"o call the destination since %[1]s (%[2]s).\x02Waiting for a worker sinc" +
+	"e %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination " +
+	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
+	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
+	"mer, or a front end with a settle token, completes it later.\x02Complete" +
+	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
+	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
+	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
+	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
+	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
+	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
+	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
+	"ssage from Relais (in English)\x02Message from the service (its own word" +
+	"s, protected values masked)\x02The revision must be a whole number, 1 or" +
+	" more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance" +
+	", revision, consumer, dates\x02instance id\x02Counts by status\x02Occurr" +
+	"ences, newest first\x02Process and node\x02Error\x02Consumer and worker" +
+	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
+	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
+	"lters\x02Totals of all definitions, not narrowed by the other filters" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
+	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
+	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
+	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02Thi" +
+	"s address holds a parameter that cannot be read (a percent sign not foll" +
+	"owed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose its off" +
+	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
+	"s and detail pages\x02Pages with a form, such as a confirmation, never r" +
+	"eload on their own.\x02Save settings\x02Back without saving\x02UTC (coor" +
+	"dinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
+	"econds\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn, with where their occurrences are now.\x02Published proces" +
+	"s versions: their nodes, routes and pinned revisions, drawn.\x02Processe" +
+	"s by key\x02Versions, newest first\x02No process is published yet.\x02ve" +
+	"rsion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Column" +
 	"s follow the longest path from the start node. Solid arrows are successe" +
 	"s (labelled with their route), dashed ones failures (labelled with their" +
-	" error codes).\x02Nodes of this version\x02This version has %[1]d nodes:" +
-	" too many to draw legibly (at most %[2]d). The table below lists every n" +
-	"ode with its routes and counts.\x02This version has %[1]d nodes: too man" +
-	"y to draw legibly (at most %[2]d). The table below lists every node with" +
-	" its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, s" +
-	"tarting at %[2]s. The table below lists the same nodes, routes and count" +
-	"s.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
-	"e nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table" +
-	" below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end " +
-	"(completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incid" +
-	"ent for an operator)\x02any other code → %[1]s\x02fails the instance\x14" +
-	"\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]" +
-	"d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline " +
-	"%[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Ca" +
-	"nnot reveal\x02Say why you reveal this value: the reason is recorded wit" +
-	"h the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded i" +
-	"n the audit log.\x02Back to the occurrence\x02Only a value this page sho" +
-	"ws as hidden (sensitive) can be revealed.\x02Secret values can never be " +
-	"revealed.\x02Method not allowed\x02This page does not accept that reques" +
-	"t.\x02Search\x02Type an instance or occurrence id (a UUID, as the pages " +
-	"show on hover), or a business key.\x02Nothing to find: the search box is" +
-	" empty.\x02That is too long to be an id or a business key.\x02No instanc" +
-	"e or occurrence has the id “%[1]s”, and no instance has it as its busine" +
-	"ss key.\x02No instance has “%[1]s” as its business key, and it is not a " +
-	"whole id: the lists show the end of each id. Open the row, or copy its l" +
-	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
-	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
-	"erver), so your last action was not applied. Sign in again, then repeat " +
-	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a revok" +
-	"ed token or a restart of the server). Sign in again.\x02Sign in\x02Sign " +
-	"in with an operator, designer or administrator token.\x02Token\x02The to" +
-	"ken is checked once and never stored in your browser; a session cookie s" +
-	"tands for it for up to 8 hours of inactivity.\x02Too many failed sign-in" +
-	"s from your address. Try again in %[1]d seconds.\x02This token is unknow" +
-	"n or has been revoked.\x02A %[1]s token cannot open the console: sign in" +
-	" with an operator, designer or administrator token.\x02Only administrato" +
-	"rs manage tokens.\x02Staff tokens (administrators, designers, operators)" +
-	" that are not revoked. Consumer tokens are managed with their consumers." +
-	" Revoking a token refuses its next request.\x02ID\x02Role\x02Created on" +
-	"\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not y" +
-	"et\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke to" +
-	"ken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refu" +
-	"sed, and console sessions opened with it end. This cannot be undone: who" +
-	"ever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This i" +
-	"s the token you signed in with: revoking it signs you out. Its next requ" +
-	"est is refused. This cannot be undone.\x02This is the last usable admini" +
-	"strator token: create another one before revoking it.\x02The token %[1]s" +
-	" (%[2]s) was revoked: its next request is refused.\x02routing output\x02" +
-	"(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00" +
-	"\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most" +
-	" %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
-	" polling workers by their last fetch. A worker is listed while it was se" +
-	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
-	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
-	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
-	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	" error codes). Each box says how many of this version’s occurrences are " +
+	"at that node now.\x02Nodes\x02Nodes of this version, with their occurren" +
+	"ces now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurren" +
+	"ces now\x02Instances of this process\x02Columns follow the longest path " +
+	"from the start node. Solid arrows are successes (labelled with their rou" +
+	"te), dashed ones failures (labelled with their error codes).\x02Nodes of" +
+	" this version\x02This version has %[1]d nodes: too many to draw legibly " +
+	"(at most %[2]d). The table below lists every node with its routes and co" +
+	"unts.\x02This version has %[1]d nodes: too many to draw legibly (at most" +
+	" %[2]d). The table below lists every node with its routes.\x02Graph of %" +
+	"[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The tabl" +
+	"e below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, st" +
+	"arting at %[2]s. The table below lists the same nodes, routes and counts" +
+	".\x02%[1]d nodes, starting at %[2]s. The table below lists the same node" +
+	"s and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
+	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Cannot reveal\x02Say why yo" +
+	"u reveal this value: the reason is recorded with the reveal in the audit" +
+	" log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back " +
+	"to the occurrence\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02none (rev" +
+	"ealed before reasons were asked for)\x02No value was revealed.\x02token " +
+	"%[1]d\x02Method not allowed\x02This page does not accept that request." +
+	"\x02Search\x02Type an instance or occurrence id (a UUID, as the pages sh" +
+	"ow on hover), or a business key.\x02Nothing to find: the search box is e" +
+	"mpty.\x02That is too long to be an id or a business key.\x02No instance " +
+	"or occurrence has the id “%[1]s”, and no instance has it as its business" +
+	" key.\x02No instance has “%[1]s” as its business key, and it is not a wh" +
+	"ole id: the lists show the end of each id. Open the row, or copy its lin" +
+	"k, for the whole id.\x02You are signed out.\x02Your session had ended (i" +
+	"nactivity, a sign-out elsewhere, a revoked token or a restart of the ser" +
+	"ver), so your last action was not applied. Sign in again, then repeat it" +
+	".\x02Your session has ended (inactivity, a sign-out elsewhere, a revoked" +
+	" token or a restart of the server). Sign in again.\x02Sign in\x02Sign in" +
+	" with an operator, designer or administrator token.\x02Token\x02The toke" +
+	"n is checked once and never stored in your browser; a session cookie sta" +
+	"nds for it for up to 8 hours of inactivity.\x02Too many failed sign-ins " +
+	"from your address. Try again in %[1]d seconds.\x02This token is unknown " +
+	"or has been revoked.\x02A %[1]s token cannot open the console: sign in w" +
+	"ith an operator, designer or administrator token.\x02Only administrators" +
+	" see this page: tokens and the reveal log are theirs.\x02Staff tokens (a" +
+	"dministrators, designers, operators) that are not revoked. Consumer toke" +
+	"ns are managed with their consumers. Revoking a token refuses its next r" +
+	"equest.\x02ID\x02Role\x02Created on\x02Last used\x02Expires\x02Staff tok" +
+	"ens, oldest first\x02never\x02not yet\x02Expired token\x02Revoke…\x02thi" +
+	"s session\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “" +
+	"%[2]s”?\x02Its next request is refused, and console sessions opened with" +
+	" it end. This cannot be undone: whoever uses it needs a new token.\x02Re" +
+	"voke the token\x02Keep it\x02This is the token you signed in with: revok" +
+	"ing it signs you out. Its next request is refused. This cannot be undone" +
+	".\x02This is the last usable administrator token: create another one bef" +
+	"ore revoking it.\x02The token %[1]s (%[2]s) was revoked: its next reques" +
+	"t is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d characters" +
+	"\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at mo" +
+	"st %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No proc" +
+	"ess uses this definition yet: it needs a worker once a process pulls it." +
+	"\x02No process pulls this definition: Relais calls its destinations (pus" +
+	"h), and it needs no worker.\x02No worker is connected for this definitio" +
+	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 663 elements
+var frIndex = []uint32{ // 669 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1294,167 +1306,169 @@ var frIndex = []uint32{ // 663 elements
 	0x00001b8f, 0x00001b96, 0x00001b9c, 0x00001bb2,
 	// Entry 60 - 7F
 	0x00001bc9, 0x00001bd9, 0x00001be4, 0x00001bf6,
-	0x00001ca1, 0x00001ca9, 0x00001cbf, 0x00001cd3,
-	0x00001cff, 0x00001d12, 0x00001de5, 0x00001e2e,
-	0x00001e64, 0x00001ef3, 0x00001f02, 0x00001f09,
-	0x00001f1a, 0x00001f30, 0x00001f36, 0x00001f47,
-	0x00001f51, 0x00001f78, 0x00001f94, 0x00001f9c,
-	0x00001fa9, 0x00001fb5, 0x00001fbc, 0x00001fe0,
-	0x00001ff0, 0x00002008, 0x00002029, 0x0000205c,
+	0x00001cdb, 0x00001ce3, 0x00001cf9, 0x00001d0d,
+	0x00001d39, 0x00001d4c, 0x00001e1f, 0x00001e68,
+	0x00001e9e, 0x00001f2d, 0x00001f3c, 0x00001f43,
+	0x00001f54, 0x00001f6a, 0x00001f70, 0x00001f81,
+	0x00001f8b, 0x00001fb2, 0x00001fce, 0x00001fd6,
+	0x00001fe3, 0x00001fef, 0x00001ff6, 0x00002004,
+	0x00002028, 0x00002038, 0x00002050, 0x00002071,
 	// Entry 80 - 9F
-	0x0000208d, 0x000020bf, 0x000020cd, 0x00002181,
-	0x00002193, 0x00002213, 0x0000222f, 0x00002247,
-	0x0000228a, 0x000023a8, 0x000023b4, 0x000023c7,
-	0x00002443, 0x0000245f, 0x000024b6, 0x000024ce,
-	0x00002566, 0x000025cc, 0x000025fe, 0x00002604,
-	0x00002609, 0x00002615, 0x00002624, 0x00002630,
-	0x0000263c, 0x0000264e, 0x0000265f, 0x000026e3,
-	0x000026e7, 0x000026f9, 0x00002710, 0x0000271b,
+	0x000020a4, 0x000020d5, 0x00002107, 0x00002115,
+	0x000021c9, 0x000021db, 0x0000225b, 0x00002277,
+	0x0000228f, 0x000022d2, 0x000023f0, 0x000023fc,
+	0x0000240f, 0x0000248b, 0x000024a7, 0x000024fe,
+	0x00002516, 0x000025ae, 0x00002614, 0x00002646,
+	0x0000264c, 0x00002651, 0x0000265d, 0x0000266c,
+	0x00002678, 0x00002684, 0x00002696, 0x000026a7,
+	0x0000272b, 0x0000272f, 0x00002741, 0x00002758,
 	// Entry A0 - BF
-	0x00002770, 0x0000277d, 0x000027a2, 0x000027ae,
-	0x000027b8, 0x000027be, 0x000027ca, 0x000027e2,
-	0x00002834, 0x00002844, 0x00002854, 0x0000285d,
-	0x00002868, 0x00002870, 0x00002890, 0x000028b2,
-	0x000028da, 0x000028e3, 0x000028f3, 0x00002913,
-	0x0000291b, 0x0000292a, 0x00002949, 0x00002974,
-	0x0000299a, 0x000029aa, 0x000029b4, 0x000029be,
-	0x000029dd, 0x000029fb, 0x00002ad3, 0x00002af1,
+	0x00002763, 0x000027b8, 0x000027c5, 0x000027ea,
+	0x000027f6, 0x00002800, 0x00002806, 0x00002812,
+	0x0000282a, 0x0000287c, 0x0000288c, 0x0000289c,
+	0x000028a5, 0x000028b0, 0x000028b8, 0x000028d8,
+	0x000028fa, 0x00002922, 0x0000292b, 0x0000293b,
+	0x0000295b, 0x00002963, 0x00002972, 0x00002991,
+	0x000029bc, 0x000029e2, 0x000029f2, 0x000029fc,
+	0x00002a06, 0x00002a25, 0x00002a43, 0x00002b1b,
 	// Entry C0 - DF
-	0x00002b35, 0x00002b72, 0x00002ba5, 0x00002bd5,
-	0x00002c01, 0x00002c31, 0x00002c53, 0x00002c6e,
-	0x00002c89, 0x00002ca5, 0x00002cc1, 0x00002cd7,
-	0x00002cf1, 0x00002d28, 0x00002d5e, 0x00002d7e,
-	0x00002d9d, 0x00002da4, 0x00002e0e, 0x00002e24,
-	0x00002e29, 0x00002e3d, 0x00002e55, 0x00002e7a,
-	0x00002ea8, 0x00002eba, 0x00002ecd, 0x00002ee9,
-	0x00002f16, 0x00002f33, 0x00002f56, 0x00002f61,
+	0x00002b39, 0x00002b7d, 0x00002bba, 0x00002bed,
+	0x00002c1d, 0x00002c49, 0x00002c79, 0x00002c9b,
+	0x00002cb6, 0x00002cd1, 0x00002ced, 0x00002d09,
+	0x00002d1f, 0x00002d39, 0x00002d70, 0x00002da6,
+	0x00002dc6, 0x00002de5, 0x00002dec, 0x00002e56,
+	0x00002e6c, 0x00002e71, 0x00002e85, 0x00002e9d,
+	0x00002ec2, 0x00002ef0, 0x00002f02, 0x00002f15,
+	0x00002f31, 0x00002f5e, 0x00002f7b, 0x00002f9e,
 	// Entry E0 - FF
-	0x00002f6c, 0x00002f78, 0x000030e1, 0x00003108,
-	0x00003146, 0x00003152, 0x0000315b, 0x0000316f,
-	0x00003179, 0x000031a0, 0x000031bc, 0x000031d7,
-	0x00003207, 0x00003246, 0x00003261, 0x00003270,
-	0x00003281, 0x000032a2, 0x0000330d, 0x00003325,
-	0x0000336b, 0x000033d6, 0x000033e0, 0x000033ea,
-	0x00003404, 0x0000344d, 0x00003455, 0x00003460,
-	0x0000346e, 0x0000347e, 0x000034a8, 0x000034d1,
+	0x00002fa9, 0x00002fb4, 0x00002fc0, 0x00003129,
+	0x00003150, 0x0000318e, 0x0000319a, 0x000031a3,
+	0x000031b7, 0x000031c1, 0x000031e8, 0x00003204,
+	0x0000321f, 0x0000324f, 0x0000328e, 0x000032a9,
+	0x000032b8, 0x000032c9, 0x000032ea, 0x00003355,
+	0x0000336d, 0x000033b3, 0x0000341e, 0x00003428,
+	0x00003432, 0x0000344c, 0x00003495, 0x0000349d,
+	0x000034a8, 0x000034b6, 0x000034c6, 0x000034f0,
 	// Entry 100 - 11F
-	0x000034e1, 0x00003500, 0x0000350c, 0x00003525,
-	0x00003530, 0x0000353d, 0x0000354c, 0x00003554,
-	0x0000355e, 0x00003566, 0x0000356e, 0x00003574,
-	0x0000357b, 0x00003580, 0x00003585, 0x00003589,
-	0x0000358e, 0x00003594, 0x0000359a, 0x000035a0,
-	0x000035a5, 0x000035aa, 0x000035b0, 0x000035ba,
-	0x000035da, 0x000035fc, 0x00003620, 0x00003646,
-	0x0000364f, 0x0000366b, 0x00003674, 0x0000368c,
+	0x00003519, 0x00003529, 0x00003548, 0x00003554,
+	0x0000356d, 0x00003578, 0x00003585, 0x00003594,
+	0x0000359c, 0x000035a6, 0x000035ae, 0x000035b6,
+	0x000035bc, 0x000035c3, 0x000035c8, 0x000035cd,
+	0x000035d1, 0x000035d6, 0x000035dc, 0x000035e2,
+	0x000035e8, 0x000035ed, 0x000035f2, 0x000035f8,
+	0x00003602, 0x00003622, 0x00003644, 0x00003668,
+	0x0000368e, 0x00003697, 0x000036b3, 0x000036bc,
 	// Entry 120 - 13F
-	0x00003695, 0x000036e9, 0x00003709, 0x0000370f,
-	0x0000371a, 0x00003720, 0x0000372e, 0x00003739,
-	0x00003747, 0x0000377a, 0x0000379e, 0x000037cd,
-	0x00003816, 0x0000381d, 0x00003833, 0x000038a6,
-	0x000038cc, 0x00003a5b, 0x00003b62, 0x00003bb2,
-	0x00003be3, 0x00003c16, 0x00003c45, 0x00003c53,
-	0x00003c60, 0x00003c72, 0x00003c87, 0x00003c94,
-	0x00003ca9, 0x00003cbc, 0x00003ce7, 0x00003d14,
+	0x000036d4, 0x000036dd, 0x00003731, 0x00003751,
+	0x00003757, 0x00003762, 0x00003768, 0x00003776,
+	0x00003781, 0x0000378f, 0x000037c2, 0x000037e6,
+	0x00003815, 0x0000385e, 0x00003865, 0x0000387b,
+	0x000038ee, 0x00003914, 0x00003aa3, 0x00003baa,
+	0x00003bfa, 0x00003c2b, 0x00003c5e, 0x00003c8d,
+	0x00003c9b, 0x00003ca8, 0x00003cba, 0x00003ccf,
+	0x00003cdc, 0x00003cf1, 0x00003d04, 0x00003d2f,
 	// Entry 140 - 15F
-	0x00003d38, 0x00003d4a, 0x00003d82, 0x00003d99,
-	0x00003db0, 0x00003db3, 0x00003db6, 0x00003dea,
-	0x00003e34, 0x00003e69, 0x00003e72, 0x00003e89,
-	0x00003eb7, 0x00003eca, 0x00003edc, 0x00003eed,
-	0x00003ef8, 0x00003f03, 0x00003f0e, 0x00003f17,
-	0x00003f20, 0x00003f29, 0x00003f32, 0x00003f3b,
-	0x00003f42, 0x00003f50, 0x00003f56, 0x00003f5d,
-	0x00003f64, 0x00003f6d, 0x00003f72, 0x00003f80,
+	0x00003d5c, 0x00003d80, 0x00003d92, 0x00003dca,
+	0x00003de1, 0x00003df8, 0x00003dfb, 0x00003dfe,
+	0x00003e32, 0x00003e7c, 0x00003eb1, 0x00003eba,
+	0x00003ed1, 0x00003eff, 0x00003f12, 0x00003f24,
+	0x00003f35, 0x00003f40, 0x00003f4b, 0x00003f56,
+	0x00003f5f, 0x00003f68, 0x00003f71, 0x00003f7a,
+	0x00003f83, 0x00003f8a, 0x00003f98, 0x00003f9e,
+	0x00003fa5, 0x00003fac, 0x00003fb5, 0x00003fba,
 	// Entry 160 - 17F
-	0x00003f86, 0x00003f8c, 0x00003f92, 0x00003f9a,
-	0x00003fa3, 0x00003fac, 0x00003fc9, 0x00003fe4,
-	0x00004007, 0x00004028, 0x00004037, 0x00004042,
-	0x0000404d, 0x0000405a, 0x0000405e, 0x00004062,
-	0x00004070, 0x0000407e, 0x0000408c, 0x000040ac,
-	0x000040bf, 0x000040d8, 0x000040ed, 0x000040fe,
-	0x00004110, 0x00004122, 0x00004128, 0x0000412f,
-	0x00004137, 0x0000413f, 0x0000415d, 0x0000417b,
+	0x00003fc8, 0x00003fce, 0x00003fd4, 0x00003fda,
+	0x00003fe2, 0x00003feb, 0x00003ff4, 0x00004011,
+	0x0000402c, 0x0000404f, 0x00004070, 0x0000407f,
+	0x0000408a, 0x00004095, 0x000040a2, 0x000040a6,
+	0x000040aa, 0x000040b8, 0x000040c6, 0x000040d4,
+	0x000040f4, 0x00004107, 0x00004120, 0x00004135,
+	0x00004146, 0x00004158, 0x0000416a, 0x00004170,
+	0x00004177, 0x0000417f, 0x00004187, 0x000041a5,
 	// Entry 180 - 19F
-	0x00004192, 0x000041a7, 0x000041b8, 0x000041be,
-	0x000041d7, 0x000041e2, 0x00004216, 0x00004223,
-	0x00004241, 0x0000424f, 0x00004258, 0x0000425f,
-	0x0000427a, 0x00004284, 0x00004297, 0x000042d1,
-	0x000042da, 0x000042e9, 0x0000434d, 0x00004359,
-	0x00004363, 0x00004393, 0x000043ee, 0x000044d5,
-	0x000044e0, 0x00004513, 0x00004518, 0x00004538,
-	0x00004555, 0x00004575, 0x0000458a, 0x000045cb,
+	0x000041c3, 0x000041da, 0x000041ef, 0x00004200,
+	0x00004206, 0x0000421f, 0x0000422a, 0x0000425e,
+	0x0000426b, 0x00004289, 0x00004297, 0x000042a0,
+	0x000042a7, 0x000042c2, 0x000042cc, 0x000042df,
+	0x00004319, 0x00004322, 0x00004331, 0x00004395,
+	0x000043a1, 0x000043ab, 0x000043db, 0x00004436,
+	0x0000451d, 0x00004528, 0x0000455b, 0x00004560,
+	0x00004580, 0x0000459d, 0x000045bd, 0x000045d2,
 	// Entry 1A0 - 1BF
-	0x000045d6, 0x000045e0, 0x00004609, 0x0000461a,
-	0x00004628, 0x00004664, 0x0000468e, 0x000046b6,
-	0x000046f5, 0x00004716, 0x00004754, 0x00004794,
-	0x000047b4, 0x000047f5, 0x00004821, 0x00004848,
-	0x00004860, 0x00004874, 0x0000488b, 0x00004899,
-	0x000048a4, 0x000048c7, 0x000048e6, 0x00004902,
-	0x00004970, 0x000049f5, 0x00004a72, 0x00004ab2,
-	0x00004af8, 0x00004b6a, 0x00004b92, 0x00004bb5,
+	0x00004613, 0x0000461e, 0x00004628, 0x00004651,
+	0x00004662, 0x00004670, 0x000046ac, 0x000046d6,
+	0x000046fe, 0x0000473d, 0x0000475e, 0x0000479c,
+	0x000047dc, 0x000047fc, 0x0000483d, 0x00004869,
+	0x00004890, 0x000048a8, 0x000048bc, 0x000048d3,
+	0x000048e1, 0x000048ec, 0x0000490f, 0x0000492e,
+	0x0000494a, 0x000049b8, 0x00004a3d, 0x00004aba,
+	0x00004afa, 0x00004b40, 0x00004bb2, 0x00004bda,
 	// Entry 1C0 - 1DF
-	0x00004bec, 0x00004c33, 0x00004c86, 0x00004caf,
-	0x00004d55, 0x00004d7b, 0x00004da2, 0x00004dca,
-	0x00004e11, 0x00004e5b, 0x00004e8e, 0x00004ea1,
-	0x00004ecf, 0x00004f0b, 0x00004f21, 0x00004fb5,
-	0x00004fc8, 0x00005005, 0x00005041, 0x00005054,
-	0x000050a8, 0x000050dd, 0x000050ef, 0x00005106,
-	0x00005143, 0x00005193, 0x000051bd, 0x000051c8,
-	0x000051e5, 0x00005204, 0x00005215, 0x0000522f,
+	0x00004bfd, 0x00004c34, 0x00004c7b, 0x00004cce,
+	0x00004cf7, 0x00004d9d, 0x00004dc3, 0x00004dea,
+	0x00004e12, 0x00004e59, 0x00004ea3, 0x00004ed6,
+	0x00004ee9, 0x00004f17, 0x00004f53, 0x00004f69,
+	0x00004ffd, 0x00005010, 0x0000504d, 0x00005089,
+	0x0000509c, 0x000050f0, 0x00005125, 0x00005137,
+	0x0000514e, 0x0000518b, 0x000051db, 0x00005205,
+	0x00005210, 0x0000522d, 0x0000524c, 0x0000525d,
 	// Entry 1E0 - 1FF
-	0x00005238, 0x00005242, 0x00005261, 0x000052af,
-	0x000052e4, 0x000052fa, 0x0000530b, 0x00005348,
-	0x00005361, 0x00005377, 0x000053a1, 0x000053b4,
-	0x000053bb, 0x000053d6, 0x000053f6, 0x00005426,
-	0x0000543d, 0x00005475, 0x000054b0, 0x000054dc,
-	0x00005530, 0x00005540, 0x0000554b, 0x0000555f,
-	0x00005571, 0x00005587, 0x00005599, 0x000055ab,
-	0x000055b1, 0x000055c3, 0x000055d1, 0x000055e0,
+	0x00005277, 0x00005280, 0x0000528a, 0x000052a9,
+	0x000052f7, 0x0000532c, 0x00005342, 0x00005353,
+	0x00005390, 0x000053a9, 0x000053bf, 0x000053e9,
+	0x000053fc, 0x00005403, 0x0000541e, 0x0000543e,
+	0x0000546e, 0x00005485, 0x000054bd, 0x000054f8,
+	0x00005524, 0x00005578, 0x00005588, 0x00005593,
+	0x000055a7, 0x000055b9, 0x000055cf, 0x000055e1,
+	0x000055f3, 0x000055f9, 0x0000560b, 0x00005619,
 	// Entry 200 - 21F
-	0x000055f6, 0x00005620, 0x00005653, 0x000056fb,
-	0x0000574b, 0x00005773, 0x000057c5, 0x00005807,
-	0x00005843, 0x0000585a, 0x00005922, 0x0000594f,
-	0x000059ba, 0x000059d4, 0x000059ed, 0x00005a0e,
-	0x00005a24, 0x00005a2b, 0x00005a45, 0x00005ada,
-	0x00005b3d, 0x00005b50, 0x00005b77, 0x00005b9f,
-	0x00005bad, 0x00005bbd, 0x00005bc5, 0x00005bd6,
-	0x00005bdd, 0x00005d13, 0x00005d1a, 0x00005d54,
+	0x00005628, 0x0000563e, 0x00005668, 0x0000569b,
+	0x00005743, 0x00005793, 0x000057bb, 0x0000580d,
+	0x0000584f, 0x0000588b, 0x000058a2, 0x0000596a,
+	0x00005997, 0x00005a02, 0x00005a1c, 0x00005a35,
+	0x00005a56, 0x00005a6c, 0x00005a73, 0x00005a8d,
+	0x00005b22, 0x00005b85, 0x00005b98, 0x00005bbf,
+	0x00005be7, 0x00005bf5, 0x00005c05, 0x00005c0d,
+	0x00005c1e, 0x00005c25, 0x00005d5b, 0x00005d62,
 	// Entry 220 - 23F
-	0x00005d59, 0x00005d6e, 0x00005d82, 0x00005d94,
-	0x00005daa, 0x00005dc4, 0x00005e99, 0x00005eb1,
-	0x00005f52, 0x00005fe1, 0x00005ff1, 0x000060cb,
-	0x0000618d, 0x00006192, 0x000061a2, 0x000061b0,
-	0x000061c0, 0x000061d0, 0x000061da, 0x00006203,
-	0x0000621d, 0x00006238, 0x000062c6, 0x000062d7,
-	0x000062e4, 0x000062ff, 0x00006313, 0x00006331,
-	0x0000637c, 0x000063bd, 0x000063d5, 0x0000644b,
+	0x00005d9c, 0x00005da1, 0x00005db6, 0x00005dca,
+	0x00005ddc, 0x00005df2, 0x00005e0c, 0x00005ee1,
+	0x00005ef9, 0x00005f9a, 0x00006029, 0x00006039,
+	0x00006113, 0x000061d5, 0x000061da, 0x000061ea,
+	0x000061f8, 0x00006208, 0x00006218, 0x00006222,
+	0x0000624b, 0x00006265, 0x00006280, 0x0000630e,
+	0x0000631f, 0x0000632c, 0x00006347, 0x0000635b,
+	0x00006379, 0x000063c4, 0x00006405, 0x0000641d,
 	// Entry 240 - 25F
-	0x00006491, 0x000064aa, 0x000064fd, 0x00006538,
-	0x00006550, 0x0000657b, 0x00006585, 0x000065ff,
-	0x00006634, 0x00006675, 0x000066e9, 0x000067c2,
-	0x000067db, 0x000068a4, 0x00006921, 0x0000692e,
-	0x00006980, 0x00006986, 0x00006a22, 0x00006a76,
-	0x00006aa1, 0x00006b2d, 0x00006b5b, 0x00006c1d,
-	0x00006c20, 0x00006c26, 0x00006c30, 0x00006c46,
-	0x00006c51, 0x00006c81, 0x00006c88, 0x00006c93,
+	0x00006493, 0x000064d9, 0x000064f2, 0x00006545,
+	0x00006580, 0x00006618, 0x00006644, 0x00006678,
+	0x0000669e, 0x000066aa, 0x000066c2, 0x000066ed,
+	0x000066f7, 0x00006771, 0x000067a6, 0x000067e7,
+	0x0000685b, 0x00006934, 0x0000694d, 0x00006a16,
+	0x00006a93, 0x00006aa0, 0x00006af2, 0x00006af8,
+	0x00006b94, 0x00006be8, 0x00006c13, 0x00006c9f,
+	0x00006d10, 0x00006dd2, 0x00006dd5, 0x00006ddb,
 	// Entry 260 - 27F
-	0x00006ca1, 0x00006cae, 0x00006cbc, 0x00006cc9,
-	0x00006ce2, 0x00006d0f, 0x00006db8, 0x00006dcb,
-	0x00006dd5, 0x00006e64, 0x00006ec5, 0x00006f17,
-	0x00006f29, 0x00006f3c, 0x00006f7a, 0x00006fb6,
-	0x00006fc2, 0x00006fcf, 0x00006fdd, 0x00006feb,
-	0x00006ffb, 0x00007037, 0x00007071, 0x000070ee,
-	0x000070f9, 0x00007123, 0x0000713f, 0x00007143,
-	0x00007155, 0x00007217, 0x0000724a, 0x00007255,
+	0x00006de5, 0x00006dfb, 0x00006e06, 0x00006e36,
+	0x00006e3d, 0x00006e48, 0x00006e56, 0x00006e63,
+	0x00006e71, 0x00006e7e, 0x00006e97, 0x00006ec4,
+	0x00006f6d, 0x00006f80, 0x00006f8a, 0x00007019,
+	0x0000707a, 0x000070cc, 0x000070de, 0x000070f1,
+	0x0000712f, 0x0000716b, 0x00007177, 0x00007184,
+	0x00007192, 0x000071a0, 0x000071b0, 0x000071ec,
+	0x00007226, 0x000072a3, 0x000072ae, 0x000072d8,
 	// Entry 280 - 29F
-	0x0000725f, 0x00007274, 0x0000727d, 0x00007287,
-	0x0000729c, 0x000072c0, 0x000072da, 0x000072ef,
-	0x0000731b, 0x00007320, 0x00007335, 0x00007347,
-	0x0000737c, 0x0000738d, 0x00007403, 0x0000748e,
-	0x0000751d, 0x00007584, 0x000075c6, 0x00007639,
-	0x00007681, 0x000076af, 0x000076e2,
-} // Size: 2676 bytes
+	0x000072f4, 0x000072f8, 0x0000730a, 0x000073cc,
+	0x000073ff, 0x0000740a, 0x00007414, 0x00007429,
+	0x00007432, 0x0000743c, 0x00007451, 0x00007475,
+	0x0000748f, 0x000074a4, 0x000074d0, 0x000074d5,
+	0x000074ea, 0x000074fc, 0x00007531, 0x00007542,
+	0x000075b8, 0x00007643, 0x000076d2, 0x00007739,
+	0x0000777b, 0x000077ee, 0x00007836, 0x00007864,
+	0x00007897,
+} // Size: 2700 bytes
 
-const frData string = "" + // Size: 30434 bytes
+const frData string = "" + // Size: 30871 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1560,18 +1574,19 @@ const frData string = "" + // Size: 30434 bytes
 	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
 	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
 	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
-	"ournal (GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres" +
-	"\x02Effacer les filtres\x02Aucune action d’opérateur ne correspond.\x02T" +
-	"outes les actions\x02L’instance de processus doit être un identifiant d’" +
-	"instance complet (un UUID)\u202f: les listes montrent la fin de chaque i" +
-	"dentifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’identifi" +
-	"ant complet.\x02L’action groupée doit être désignée par son identifiant " +
-	"(un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Voici l" +
-	"es %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’elle " +
-	"s’exécute, chaque rechargement montre où elle en est.\x02Console Relais" +
-	"\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02Tâche" +
-	"s externes\x02Processus\x02Trouver une instance ou une occurrence\x02ide" +
-	"ntifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons" +
+	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
+	"/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les f" +
+	"iltres\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions" +
+	"\x02L’instance de processus doit être un identifiant d’instance complet " +
+	"(un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f;" +
+	" ouvrez l’instance, ou copiez son lien, pour l’identifiant complet.\x02L" +
+	"’action groupée doit être désignée par son identifiant (un UUID).\x02A" +
+	"ctions d’opérateurs, les plus récentes d’abord\x02Voici les %[1]d instan" +
+	"ces que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaq" +
+	"ue rechargement montre où elle en est.\x02Console Relais\x02Langue\x02Al" +
+	"ler au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Pr" +
+	"ocessus\x02Trouver une instance ou une occurrence\x02identifiant ou clé " +
+	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Jetons\x02Révélations" +
 	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
 	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[" +
 	"1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans recharge" +
@@ -1836,73 +1851,78 @@ const frData string = "" + // Size: 30434 bytes
 	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
 	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
 	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02M" +
-	"éthode non autorisée\x02Cette page n’accepte pas cette requête.\x02Rech" +
-	"erche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, q" +
-	"ue les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
-	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
-	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
-	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
-	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
-	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
-	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
-	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
-	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
-	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
-	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
-	"inistrateur.\x02Seuls les administrateurs gèrent les jetons.\x02Jetons d" +
-	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
-	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
-	"n jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière" +
-	" utilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’ab" +
-	"ord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette sessio" +
-	"n\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s " +
-	"«\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les se" +
-	"ssions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
-	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
-	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
-	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
-	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
-	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
-	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
-	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
-	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
-	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
-	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
-	" charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02aucun (révélée avant que" +
+	" le motif soit demandé)\x02Aucune valeur n’a été révélée.\x02jeton %[1]d" +
+	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
+	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
+	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
+	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
+	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
+	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
+	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
+	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
+	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
+	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
+	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
+	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
+	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
+	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
+	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
+	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
+	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Seuls les administrateurs voient cette page\u202f: les " +
+	"jetons et le journal des révélations sont de leur ressort.\x02Jetons du " +
+	"personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les j" +
+	"etons des consommateurs se gèrent avec leurs consommateurs. Révoquer un " +
+	"jeton refuse sa requête suivante.\x02ID\x02Rôle\x02Créé le\x02Dernière u" +
+	"tilisation\x02Expiration\x02Jetons du personnel, les plus anciens d’abor" +
+	"d\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «" +
+	"\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sess" +
+	"ions de console ouvertes avec lui prennent fin. C’est irréversible\u202f" +
+	": qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02" +
+	"Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: le rév" +
+	"oquer vous déconnecte. Sa requête suivante est refusée. C’est irréversib" +
+	"le.\x02C’est le dernier jeton administrateur utilisable\u202f: créez-en " +
+	"un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué" +
+	"\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(chaq" +
+	"ue élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00" +
+	"\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus" +
+	" %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02f" +
+	"ormat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %" +
+	"[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00" +
+	"\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affic" +
+	"hées\u202f: la page montre les %[2]d premières, le détail de l’API les d" +
+	"onne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément" +
+	"\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeu" +
+	"r inattendue\x02Les exécutants connectés par un flux, et ceux qui interr" +
+	"ogent par leur dernière demande. Un exécutant est listé tant qu’il s’est" +
+	" manifesté dans les trois derniers battements de cœur.\x02Exécutants vus" +
+	" dans les trois derniers battements\x02Exécutant\x02Protocole\x02Définit" +
+	"ions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun e" +
+	"xécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécuta" +
+	"nts\x02Aucun exécutant ne sert cette définition.\x02flux\x02interrogatio" +
+	"n longue\x02façade Camunda 7\x02toutes les révisions accordées à son con" +
+	"sommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition" +
+	"\u202f: ses occurrences attendent qu’un exécutant se connecte ou interro" +
+	"ge.\x02Aucun processus n’utilise encore cette définition\u202f: elle aur" +
+	"a besoin d’un exécutant quand un processus l’utilisera en mode pull.\x02" +
+	"Aucun processus n’utilise cette définition en mode pull\u202f: Relais ap" +
+	"pelle ses destinations (push), elle n’a besoin d’aucun exécutant.\x02Auc" +
+	"un exécutant n’est connecté pour cette définition\u202f; aucune de ses o" +
+	"ccurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d " +
+	"exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en " +
+	"charge\u202f: %[1]s\u202f; certains prennent toutes les révisions accord" +
+	"ées à leur consommateur.\x02Toutes les révisions accordées au consommat" +
+	"eur sont prises en charge.\x02Seule la révision %[1]d est prise en charg" +
+	"e.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 59563 bytes (58KiB); checksum: 491476B0
+	// Total table size 60363 bytes (58KiB); checksum: A050227B

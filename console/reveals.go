@@ -1,0 +1,93 @@
+package console
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/relais/relais/engine"
+)
+
+// revealsPath is the admins' page of the reveal audit log.
+const revealsPath = basePath + "/reveals"
+
+// revealsPageSize is the reveal log's page size.
+const revealsPageSize = 50
+
+// revealRow is one reveal of the log: who saw which field, when and why;
+// never the value.
+type revealRow struct {
+	ID             string
+	At             timeView
+	Who            string
+	TokenID        string
+	OccurrenceHref string
+	Occurrence     string
+	Field          string
+	Reason         string
+}
+
+// revealListView is the reveal log page.
+type revealListView struct {
+	Chrome                                                 chrome
+	Intro                                                  string
+	TableLabel                                             string
+	HeadAt, HeadWho, HeadOccurrence, HeadField, HeadReason string
+	NoReason                                               string
+	Rows                                                   []revealRow
+	Empty                                                  string
+	Pager                                                  pagerView
+	// Errors say why the page lists nothing: parameters it cannot read.
+	Errors []string
+}
+
+// revealList is the reveal audit log, newest first, keyset-paginated: the
+// console's view of GET /api/v1/audit/reveals, for admins (who alone may
+// reveal).
+func (c *Console) revealList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	// Ids start at 1: before=1 is an empty page, before=0 a mangled link.
+	before, errs := idCursorProblems(ctx, r.URL.Query().Get("before"), 1)
+	errs = append(queryProblems(ctx, r.URL.RawQuery, "before"), errs...)
+	v := revealListView{
+		Chrome:     c.chrome(r, T(ctx, "Reveals"), "reveals"),
+		Intro:      T(ctx, "Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept."),
+		TableLabel: T(ctx, "Reveals, newest first"),
+		HeadAt:     T(ctx, "When"), HeadWho: T(ctx, "Who"), HeadOccurrence: T(ctx, "Occurrence"), HeadField: T(ctx, "Field"), HeadReason: T(ctx, "Reason"),
+		NoReason: T(ctx, "none (revealed before reasons were asked for)"),
+		Empty:    T(ctx, "No value was revealed."),
+		Pager:    newPager(ctx),
+		Errors:   errs,
+	}
+	if len(errs) > 0 {
+		c.render(w, r, http.StatusOK, revealListPage(v))
+		return
+	}
+	reveals, err := c.eng.ListReveals(ctx, engine.RevealFilter{Before: before, Limit: revealsPageSize + 1})
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	more := len(reveals) > revealsPageSize
+	if more {
+		reveals = reveals[:revealsPageSize]
+	}
+	for _, rv := range reveals {
+		row := revealRow{ID: strconv.FormatInt(rv.ID, 10), At: formatTime(ctx, rv.RevealedAt), Who: rv.Principal,
+			OccurrenceHref: occurrenceHref(rv.OccurrenceID), Occurrence: rv.OccurrenceID.String(), Field: rv.Side + " " + rv.Field}
+		if rv.TokenID != nil {
+			// Names are not unique: the token's id tells them apart.
+			row.TokenID = T(ctx, "token %d", *rv.TokenID)
+		}
+		if rv.Reason != nil {
+			row.Reason = *rv.Reason
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if more {
+		v.Pager.NextHref = revealsPath + "?before=" + strconv.FormatInt(reveals[len(reveals)-1].ID, 10)
+	}
+	if before != 0 {
+		v.Pager.FirstHref = revealsPath
+	}
+	c.render(w, r, http.StatusOK, revealListPage(v))
+}
