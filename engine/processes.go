@@ -273,6 +273,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 	var created bool
 	var lowered []string
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		lowered = nil // a transaction run again starts over
 		if err := q.ProcessEnsure(ctx, key); err != nil {
 			return err
 		}
@@ -291,7 +292,6 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 			return err
 		}
 		next := int32(1)
-		lowered = nil // a retried transaction starts over
 		if latest, err := q.ProcessVersionLatest(ctx, key); err == nil {
 			next = latest.Version + 1
 			if old, vs := process.Parse(latest.Document); len(vs) == 0 {

@@ -377,4 +377,15 @@ func TestApplySaysWhatANewVersionRefuses(t *testing.T) {
 			t.Errorf("apply %v of a version refusing old starts: %q, %v; want %q", args, out, err, want)
 		}
 	}
+	// An input less protected than the last version's refuses no start,
+	// and is named all the same.
+	write("    - {name: contact_email, type: text, required: true, classification: sensitive}\n    - {name: note, type: text}\n")
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, "published (version 5") {
+		t.Fatalf("version 5: %q, %v", out, err)
+	}
+	write("    - {name: contact_email, type: text, required: true}\n    - {name: note, type: text, description: A note}\n")
+	lowered := "(version 6; LOWERS PROTECTION of /inputs/contact_email (classification sensitive → normal): values of these inputs are shown and stored in clear from this version on)"
+	if out, _, err := applyRun(t, r.base, "-f", doc); err != nil || !strings.Contains(out, lowered) {
+		t.Errorf("a version lowering an input: %q, %v; want %q", out, err, lowered)
+	}
 }

@@ -38,7 +38,7 @@ commands:
   token create   create a staff token: relais token create --role ROLE --name NAME [--expires-in P90D]
   token list     list the staff tokens (id, name, role, created, last used, expires)
   token revoke   revoke a staff token at once: relais token revoke ID
-  apply          apply definitions, releases, processes and destinations: relais apply -f PATH [--dry-run]
+  apply          apply definitions, releases, processes and destinations: relais apply -f PATH [-f PATH...] [--dry-run]
   keys rotate    re-encrypt sensitive and secret values with the first data key (resumable)
   version        print the version
 

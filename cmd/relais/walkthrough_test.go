@@ -199,7 +199,7 @@ func TestPushCallInFlightWhenRelaisDies(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the orphaned call was not failed within 20 s")
+			t.Fatal("the orphaned call was not failed within 60 s")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

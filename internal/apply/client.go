@@ -569,18 +569,26 @@ func (c *Client) breakingStarts(ctx context.Context, base string, latest int, ne
 	if len(violations) > 0 {
 		return "", nil // a version this client cannot read
 	}
-	var paths []string
+	var paths, lowered []string
 	for _, ch := range contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: next.Inputs}) {
+		if ch.LowersProtection {
+			lowered = append(lowered, ch.Path+" ("+ch.Detail+")")
+		}
 		// A start is never refused for a classification: that change
 		// breaks only the bindings of a process's nodes.
 		if ch.BreaksProcesses && ch.Kind != contracts.ChangeClassificationChanged {
 			paths = append(paths, ch.Path+" ("+ch.Detail+")")
 		}
 	}
-	if len(paths) == 0 {
-		return "", nil
+	out := ""
+	if len(paths) > 0 {
+		out = fmt.Sprintf("; starts without a version run it from now on, and its inputs may refuse what version %d took: %s", latest, strings.Join(paths, ", "))
 	}
-	return fmt.Sprintf("; starts without a version run it from now on, and its inputs may refuse what version %d took: %s", latest, strings.Join(paths, ", ")), nil
+	if len(lowered) > 0 {
+		// As for a definition's revision (see breakingChanges).
+		out += "; LOWERS PROTECTION of " + strings.Join(lowered, ", ") + ": values of these inputs are shown and stored in clear from this version on"
+	}
+	return out, nil
 }
 
 // dependsOnPlan reports whether a dry-run refusal of a process only says

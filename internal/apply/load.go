@@ -237,6 +237,9 @@ func Load(paths ...string) ([]Document, []Problem, error) {
 			if err != nil {
 				return nil, nil, err
 			}
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				abs = real // a link to a file already read is that file
+			}
 			if read[abs] {
 				found = true
 				continue
@@ -259,6 +262,24 @@ func Load(paths ...string) ([]Document, []Problem, error) {
 			}
 			return nil, nil, fmt.Errorf("no documents found in %s: only empty documents or comments", path)
 		}
+	}
+	// One set applies each document once: the same one twice (from two
+	// folders, say) would make two revisions or versions, the last one
+	// read winning, with nothing to say which was meant.
+	first := map[string]Document{}
+	for _, d := range docs {
+		if d.ID == "" {
+			continue // its own problem says what is missing
+		}
+		if prev, ok := first[d.Name()]; ok {
+			where := prev.Where()
+			if line := lineOf(prev.node, ""); line > 0 {
+				where = prev.File + ":" + strconv.Itoa(line)
+			}
+			problems = append(problems, Problem{Doc: d, Message: fmt.Sprintf("%s is also defined at %s: each document may appear once in what is applied", d.Name(), where)})
+			continue
+		}
+		first[d.Name()] = d
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return kindOrder[docs[i].Kind] < kindOrder[docs[j].Kind] })
 	return docs, problems, nil

@@ -161,9 +161,6 @@ notes: [not, text]
 	}
 }
 
-// TestLoadRefusesAPathWithoutDocuments: a folder or file with nothing to
-// apply is an error naming the path, as kubectl apply has it, not a
-// silent success.
 // TestLoadReadsEveryPath: several paths are one set, in apply order
 // across them; a file named twice (itself and through its folder) is read
 // once, and an empty path among them is refused by name.
@@ -187,8 +184,17 @@ func TestLoadReadsEveryPath(t *testing.T) {
 	if _, _, err := Load(def, empty); err == nil || !strings.Contains(err.Error(), "no documents found in "+empty) {
 		t.Errorf("an empty second path: err %v", err)
 	}
+	// The same document in two files is a problem, not two revisions.
+	copied := write(t, t.TempDir(), "copy.yaml", "# the same definition\nkind: Definition\nkey: consent\nname: Consent, again\ninputs: {fields: []}\noutputs: {fields: []}\n")
+	_, problems, err = Load(def, copied)
+	if want := copied + ":2: /: definition consent is also defined at " + def + ":1: each document may appear once in what is applied"; err != nil || len(problems) != 1 || problems[0].String() != want {
+		t.Errorf("a document twice: %v, %v; want %q", problems, err, want)
+	}
 }
 
+// TestLoadRefusesAPathWithoutDocuments: a folder or file with nothing to
+// apply is an error naming the path, as kubectl apply has it, not a
+// silent success.
 func TestLoadRefusesAPathWithoutDocuments(t *testing.T) {
 	t.Parallel()
 	empty := t.TempDir()
