@@ -65,6 +65,12 @@ func TestDefinitionLifecycleAsANewUser(t *testing.T) {
 	inputs := working["inputs"].(map[string]any)["fields"].([]any)
 	inputs[0].(map[string]any)["max_length"] = 100
 	working["inputs"].(map[string]any)["fields"] = append(inputs, map[string]any{"name": "segment", "type": "text", "required": true})
+	// And lower the contact's protection: said as such in the diff.
+	for _, f := range inputs {
+		if f.(map[string]any)["name"] == "contact" {
+			delete(f.(map[string]any), "classification")
+		}
+	}
 	outputs := working["outputs"].(map[string]any)["fields"].([]any)
 	outputs[0].(map[string]any)["values"] = []any{"created", "existing", "rejected"}
 	working["outputs"].(map[string]any)["fields"] = outputs[:2]
@@ -84,6 +90,7 @@ func TestDefinitionLifecycleAsANewUser(t *testing.T) {
 		Path            string
 		BreaksProcesses bool `json:"breaks_processes"`
 		BreaksWorkers   bool `json:"breaks_workers"`
+		Lowers          bool `json:"lowers_protection"`
 	}
 	var changes []change
 	b, _ := json.Marshal(diff["changes"])
@@ -93,10 +100,14 @@ func TestDefinitionLifecycleAsANewUser(t *testing.T) {
 		got[c.Kind+" "+c.Path] = c
 	}
 	want := []change{
-		{"constraint_changed", "/inputs/company_name", true, false},
-		{"added", "/inputs/segment", true, false},
-		{"choices_changed", "/outputs/result", true, false},
-		{"removed", "/outputs/matched_on", true, true},
+		{"constraint_changed", "/inputs/company_name", true, false, false},
+		{"added", "/inputs/segment", true, false, false},
+		{"classification_changed", "/inputs/contact", true, false, true},
+		// Its fields were sensitive through it.
+		{"classification_changed", "/inputs/contact/email", true, false, true},
+		{"classification_changed", "/inputs/contact/phone", true, false, true},
+		{"choices_changed", "/outputs/result", true, false, false},
+		{"removed", "/outputs/matched_on", true, true, false},
 	}
 	for _, w := range want {
 		g, ok := got[w.Kind+" "+w.Path]
@@ -104,8 +115,8 @@ func TestDefinitionLifecycleAsANewUser(t *testing.T) {
 			t.Errorf("diff lacks %s %s; got %v", w.Kind, w.Path, changes)
 			continue
 		}
-		if g.BreaksProcesses != w.BreaksProcesses || g.BreaksWorkers != w.BreaksWorkers {
-			t.Errorf("%s %s: breaks processes/workers = %v/%v, want %v/%v", w.Kind, w.Path, g.BreaksProcesses, g.BreaksWorkers, w.BreaksProcesses, w.BreaksWorkers)
+		if g.BreaksProcesses != w.BreaksProcesses || g.BreaksWorkers != w.BreaksWorkers || g.Lowers != w.Lowers {
+			t.Errorf("%s %s: breaks processes/workers, lowers protection = %v/%v, %v, want %v/%v, %v", w.Kind, w.Path, g.BreaksProcesses, g.BreaksWorkers, g.Lowers, w.BreaksProcesses, w.BreaksWorkers, w.Lowers)
 		}
 	}
 	if len(changes) != len(want) {

@@ -107,6 +107,10 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 			t.Errorf("reveal with reason %q: %d %q", why, r.status, text(r, "page-title"))
 		}
 	}
+	long := b.do("POST", action, url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}, "reason": {strings.Repeat("é", 1001)}})
+	if long.status != http.StatusUnprocessableEntity || !strings.Contains(long.body, "The reason is too long: 1,001 characters, for at most 1,000.") {
+		t.Errorf("reveal with a reason too long: %d %q", long.status, text(long, "page-title"))
+	}
 	if n := len(reveals(t, f, f.completed)); n != 0 {
 		t.Fatalf("%d audit records after reveals without a reason", n)
 	}
