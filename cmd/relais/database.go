@@ -104,7 +104,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	}
 	// Fail now, with a clear message, rather than on the first request.
 	if err := waitForDatabase(ctx, pool, pcfg, cfg.DatabaseConnectTimeout, logger); err != nil {
-		pool.Close()
+		db.pool = pool // closed as at exit: a database that does not answer is not waited for
 		db.close()
 		return nil, err
 	}
