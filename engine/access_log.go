@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/relais/relais/internal/auth"
+	"github.com/relais/relais/internal/pgfault"
 )
 
 // Access events: who changed who may do what, and where Relais sends
@@ -31,6 +32,21 @@ const (
 // console's caller; "system" without one, as for the command line).
 func (e *Engine) logAccess(ctx context.Context, event string, attrs ...any) {
 	e.logger.InfoContext(ctx, "access changed", append(actorAttrs(ctx, event), attrs...)...)
+}
+
+// logProtectionLowered logs, at WARN, a revision or process version that
+// lowered the classification of fields (attrs name it): once committed, or
+// as possible when the database's answer was lost (err), since the change
+// may have landed and an apply run again would then find it unchanged and
+// say nothing.
+func (e *Engine) logProtectionLowered(ctx context.Context, err error, fields []string, attrs ...any) {
+	switch {
+	case len(fields) == 0:
+	case err == nil:
+		e.logger.WarnContext(ctx, "protection lowered", append(append(actorAttrs(ctx, EventProtectionLowered), attrs...), "fields", fields)...)
+	case pgfault.Lost(err):
+		e.logger.WarnContext(ctx, "protection may have been lowered: the database's answer was lost", append(append(actorAttrs(ctx, EventProtectionLowered), attrs...), "fields", fields, "outcome", "unknown")...)
+	}
 }
 
 // actorAttrs are an access event's name and ctx's principal.

@@ -193,6 +193,7 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 	var rev Revision
 	var created bool
 	var lowered []string
+	var next int32 // the revision made, for the log of a lowered classification
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		lowered = nil // a retried transaction starts over
 		def, err := q.DefinitionGetForUpdate(ctx, key)
@@ -209,7 +210,7 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		if len(vs) > 0 {
 			return errCorrupt("working of " + key)
 		}
-		next := int32(1)
+		next = 1
 		latest, err := q.RevisionLatest(ctx, key)
 		switch {
 		case err == nil && latest.Digest == w.Digest():
@@ -234,10 +235,7 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		rev, err = revisionFromRow(row)
 		return err
 	})
-	if err == nil && len(lowered) > 0 {
-		e.logger.WarnContext(ctx, "protection lowered", append(actorAttrs(ctx, EventProtectionLowered),
-			"definition", key, "revision", rev.Revision, "fields", lowered)...)
-	}
+	e.logProtectionLowered(ctx, err, lowered, "definition", key, "revision", next)
 	return rev, created, wrap("snapshot "+key, err)
 }
 

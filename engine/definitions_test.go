@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -136,5 +139,26 @@ func TestLoweredProtectionIsLoggedAtWarn(t *testing.T) {
 	if got := logs.String()[before:]; !strings.Contains(got, `event=definition.protection_lowered`) ||
 		!strings.Contains(got, `process=onboard version=2 fields="[/inputs/ssn (classification secret → sensitive)]"`) {
 		t.Errorf("version 2 lowering /inputs/ssn logged\n%s", got)
+	}
+}
+
+// TestLoweredProtectionWithALostAnswerIsLoggedAsPossible: a change whose
+// COMMIT's answer was lost may have landed, and an apply run again would
+// find it unchanged and say nothing: the WARN says it may have happened.
+// Another failure (a refusal) logs nothing.
+func TestLoweredProtectionWithALostAnswerIsLoggedAsPossible(t *testing.T) {
+	t.Parallel()
+	var logs testlog.Buffer
+	e := New(dbtest.Pool(t), Options{Keys: testRing(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	fields := []string{"/inputs/ssn (classification secret → normal)"}
+	e.logProtectionLowered(context.Background(), fmt.Errorf("commit: %w", io.ErrUnexpectedEOF), fields, "definition", "kyc", "revision", int32(2))
+	if got := logs.String(); !strings.Contains(got, `level=WARN msg="protection may have been lowered: the database's answer was lost" event=definition.protection_lowered`) ||
+		!strings.Contains(got, `definition=kyc revision=2 fields="[/inputs/ssn (classification secret → normal)]" outcome=unknown`) {
+		t.Errorf("log %q", got)
+	}
+	before := len(logs.String())
+	e.logProtectionLowered(context.Background(), errors.New("refused"), fields, "definition", "kyc", "revision", int32(2))
+	if got := logs.String()[before:]; got != "" {
+		t.Errorf("a refused change logged %q", got)
 	}
 }

@@ -272,6 +272,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 	var out ProcessVersion
 	var created bool
 	var lowered []string
+	var next int32 // the version made, for the log of a lowered classification
 	err = e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		lowered = nil // a transaction run again starts over
 		if err := q.ProcessEnsure(ctx, key); err != nil {
@@ -291,7 +292,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		if err := e.lockDestinations(ctx, q, p, res); err != nil {
 			return err
 		}
-		next := int32(1)
+		next = 1
 		if latest, err := q.ProcessVersionLatest(ctx, key); err == nil {
 			next = latest.Version + 1
 			if old, vs := process.Parse(latest.Document); len(vs) == 0 {
@@ -311,12 +312,9 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		out = ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}
 		return nil
 	})
+	e.logProtectionLowered(ctx, err, lowered, "process", key, "version", next)
 	if err != nil {
 		return ProcessVersion{}, false, wrap("publish process "+key, err)
-	}
-	if len(lowered) > 0 {
-		e.logger.WarnContext(ctx, "protection lowered", append(actorAttrs(ctx, EventProtectionLowered),
-			"process", key, "version", out.Version, "fields", lowered)...)
 	}
 	return out, created, nil
 }
