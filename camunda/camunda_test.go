@@ -492,6 +492,8 @@ func TestAuthentication(t *testing.T) {
 	mustException(t, f.Do("GET", "/engine-rest/external-task/count", f.Operator, nil), 403, "AuthorizationException")
 	mustException(t, f.Do("GET", "/engine-rest/nope", "", nil), 401, "AuthenticationException")
 	mustException(t, f.call("GET", "/nope", nil), 404, "NotFoundException")
+	// Camunda's topic list is no task of id "topic-names".
+	mustException(t, f.call("GET", "/external-task/topic-names", nil), 404, "NotFoundException", "is not served by the facade")
 	mustException(t, f.call("DELETE", "/external-task/count", nil), 405, "NotAllowedException")
 	// A revoked consumer is refused at once.
 	consumers := f.Must(200, "GET", "/api/v1/consumers", f.Admin, nil).JSON(t)["items"].([]any)
@@ -604,7 +606,9 @@ func TestFetchRefusals(t *testing.T) {
 		"zero lock":        {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("lockDuration", 0)}, 400, "/topics/0/lockDuration"},
 		"no topic name":    {map[string]any{"workerId": "w", "maxTasks": 1, "topics": []any{map[string]any{"lockDuration": 1000}}}, 400, "/topics/0/topicName"},
 		"business key":     {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("businessKey", "b")}, 400, "businessKey"},
-		"process key":      {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("processDefinitionKeyIn", []any{"typed"})}, 400, "processDefinitionKey"},
+		"process key":      {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("processDefinitionKeyIn", []any{"typed"})}, 400, "/topics/0/processDefinitionKeyIn is not supported"},
+		"process ids":      {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("processDefinitionIdIn", []any{"x"})}, 400, "/topics/0/processDefinitionIdIn is not supported"},
+		"sorting no order": {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic(), "sorting": []any{map[string]any{"sortBy": "createTime"}}}, 400, "/sorting/0/sortOrder is required"},
 		"tenants":          {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("tenantIdIn", []any{"t"})}, 400, "tenantIdIn"},
 		"process vars":     {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic("processVariables", map[string]any{"a": 1})}, 400, "processVariables"},
 		"sorting desc":     {map[string]any{"workerId": "w", "maxTasks": 1, "topics": topic(), "sorting": []any{map[string]any{"sortBy": "createTime", "sortOrder": "desc"}}}, 400, "sortOrder"},

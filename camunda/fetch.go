@@ -94,10 +94,14 @@ func checkTopic(at string, t topicJSON) error {
 	switch {
 	case t.BusinessKey != nil:
 		return unsupported(at+"/businessKey", "a fetch claims by topic (definition) and revision, not by business key")
-	case t.ProcessDefinitionID != nil, len(t.ProcessDefinitionIDIn) > 0:
+	case t.ProcessDefinitionID != nil:
 		return unsupported(at+"/processDefinitionId", "a fetch claims by topic (definition) and revision, not by process")
-	case t.ProcessDefinitionKey != nil, len(t.ProcessDefinitionKeyIn) > 0:
+	case len(t.ProcessDefinitionIDIn) > 0:
+		return unsupported(at+"/processDefinitionIdIn", "a fetch claims by topic (definition) and revision, not by process")
+	case t.ProcessDefinitionKey != nil:
 		return unsupported(at+"/processDefinitionKey", "a fetch claims by topic (definition) and revision, not by process")
+	case len(t.ProcessDefinitionKeyIn) > 0:
+		return unsupported(at+"/processDefinitionKeyIn", "a fetch claims by topic (definition) and revision, not by process")
 	case t.ProcessDefinitionVersionTag != nil:
 		return unsupported(at+"/processDefinitionVersionTag", "Relais process versions have no tag")
 	case len(t.TenantIDIn) > 0:
@@ -137,6 +141,9 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		at := "/sorting/" + strconv.Itoa(i)
 		if s.SortBy != "createTime" {
 			return badRequest(at+"/sortBy", "must be createTime")
+		}
+		if s.SortOrder == "" {
+			return badRequest(at+"/sortOrder", "is required with sortBy (asc: Relais claims oldest first, after priority)")
 		}
 		if s.SortOrder != "asc" {
 			// Relais claims by priority, then by the time an occurrence

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -260,6 +261,14 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 	default:
 		return nil, false, fmt.Errorf("type %s is not supported by Relais (String, Integer, Long, Short, Double, Boolean, Date, Json, Object as JSON, Null)", v.Type)
 	}
+	if names, ok := typeNamesFor[f.Type]; ok && kind != "" && !slices.Contains(names, kind) && fitsJSON(f.Type, raw) {
+		// The value alone would pass (5 in an integer field), but a
+		// worker that says Date for it holds something else than it
+		// thinks: refused, as Camunda's own conversion would fail. A
+		// value that does not fit either is left to the contract, which
+		// reports it with every other problem.
+		return nil, false, fmt.Errorf("%s %s does not fit %s %s field: give it as %s", article(v.Type), v.Type, article(string(f.Type)), f.Type, typeNameList[f.Type])
+	}
 	if kind == "object" {
 		var info struct {
 			SerializationDataFormat string `json:"serializationDataFormat"`
@@ -310,6 +319,49 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 		}
 	}
 	return json.RawMessage(raw), true, nil
+}
+
+// typeNamesFor lists the Camunda type names (lower case) a completion may
+// give a field of each contract type; a value without a type name is
+// judged by its JSON alone, and text and choice fields take any name
+// (README: Camunda 7 facade).
+var typeNamesFor = map[contracts.Type][]string{
+	contracts.TypeInteger:  {"integer", "long", "short", "double"},
+	contracts.TypeNumber:   {"integer", "long", "short", "double"},
+	contracts.TypeBoolean:  {"boolean"},
+	contracts.TypeDate:     {"date", "string"},
+	contracts.TypeDatetime: {"date", "string"},
+	contracts.TypeObject:   {"json", "object"},
+	contracts.TypeList:     {"json", "object"},
+}
+
+// fitsJSON reports whether raw is of the JSON kind a field of type t
+// holds (a number, a boolean, an object, a list, a string for dates).
+func fitsJSON(t contracts.Type, raw []byte) bool {
+	switch t {
+	case contracts.TypeInteger, contracts.TypeNumber:
+		return raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'
+	case contracts.TypeBoolean:
+		return string(raw) == "true" || string(raw) == "false"
+	case contracts.TypeObject:
+		return raw[0] == '{'
+	case contracts.TypeList:
+		return raw[0] == '['
+	case contracts.TypeDate, contracts.TypeDatetime:
+		return raw[0] == '"'
+	}
+	return false
+}
+
+// typeNameList says typeNamesFor's names as a message does.
+var typeNameList = map[contracts.Type]string{
+	contracts.TypeInteger:  "an Integer, Long, Short or Double",
+	contracts.TypeNumber:   "an Integer, Long, Short or Double",
+	contracts.TypeBoolean:  "a Boolean",
+	contracts.TypeDate:     "a Date or a yyyy-MM-dd String",
+	contracts.TypeDatetime: "a Date or an RFC 3339 String",
+	contracts.TypeObject:   "Json (or an Object serialized as application/json)",
+	contracts.TypeList:     "Json (or an Object serialized as application/json)",
 }
 
 // article is the indefinite article before a type name: "an Integer", "a

@@ -2,6 +2,7 @@ package camunda
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/relais/relais/contracts"
@@ -56,5 +57,40 @@ func TestOutputsOf(t *testing.T) {
 	want := `{"at":"2026-12-24T10:11:12.345Z","day":"2026-12-24","obj":{"k":1},"raw":[1,2],"text":"2026-12-24T00:00:00.000+0000"}`
 	if string(got) != want {
 		t.Errorf("outputs %s, want %s", got, want)
+	}
+}
+
+// TestOutputsOfRefusesATypeNameTheValueBelies: a value that fits its field
+// under a type name that says something else (5 as a Date in an integer
+// field) is refused, as Camunda's own conversion would fail, naming the
+// names the field takes; one that fits neither is left to the contract,
+// which reports it with every other problem.
+func TestOutputsOfRefusesATypeNameTheValueBelies(t *testing.T) {
+	t.Parallel()
+	c := contracts.Contract{Fields: []contracts.Field{
+		{Name: "i", Type: contracts.TypeInteger}, {Name: "n", Type: contracts.TypeNumber}, {Name: "b", Type: contracts.TypeBoolean},
+		{Name: "o", Type: contracts.TypeObject}, {Name: "l", Type: contracts.TypeList},
+	}}
+	for _, tt := range []struct {
+		name string
+		v    variableIn
+		want string
+	}{
+		{"i", variableIn{Type: "Date", Value: json.RawMessage(`5`)}, "/variables/i/value: a Date does not fit an integer field: give it as an Integer, Long, Short or Double"},
+		{"n", variableIn{Type: "Boolean", Value: json.RawMessage(`1.5`)}, "/variables/n/value: a Boolean does not fit a number field"},
+		{"b", variableIn{Type: "Integer", Value: json.RawMessage(`true`)}, "/variables/b/value: an Integer does not fit a boolean field: give it as a Boolean"},
+		{"o", variableIn{Type: "String", Value: json.RawMessage(`{"a":"b"}`)}, "/variables/o/value: a String does not fit an object field"},
+		{"l", variableIn{Type: "String", Value: json.RawMessage(`[1,2]`)}, "/variables/l/value: a String does not fit a list field"},
+	} {
+		_, err := outputsOf(map[string]variableIn{tt.name: tt.v}, nil, c)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s %s %s: %v; want %q", tt.name, tt.v.Type, tt.v.Value, err, tt.want)
+		}
+	}
+	// Untyped, or under a name the field takes, the same values pass.
+	if got, err := outputsOf(map[string]variableIn{"i": {Value: json.RawMessage(`5`)}, "n": {Type: "Integer", Value: json.RawMessage(`2`)},
+		"b": {Type: "Boolean", Value: json.RawMessage(`true`)}, "o": {Type: "Json", Value: json.RawMessage(`{"a":"b"}`)}}, nil, c); err != nil ||
+		string(got) != `{"b":true,"i":5,"n":2,"o":{"a":"b"}}` {
+		t.Errorf("fitting names: %s, %v", got, err)
 	}
 }
