@@ -177,7 +177,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	if len(req.Topics) == 0 || *req.MaxTasks == 0 {
+	if len(req.Topics) == 0 {
 		encode(w, http.StatusOK, []lockedTask{})
 		return nil
 	}
@@ -185,6 +185,12 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 	pairs, err := f.eng.ResolveSubscriptionsLoosely(r.Context(), caller.ConsumerID, subs)
 	if err != nil {
 		return renamePaths(err)
+	}
+	if *req.MaxTasks == 0 {
+		// Asks for nothing, but its topics are judged as a fetch's: a
+		// topic not granted is refused whatever the count.
+		encode(w, http.StatusOK, []lockedTask{})
+		return nil
 	}
 	if err := f.hub.Refusal(); err != nil {
 		return err
