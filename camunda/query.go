@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/engine"
@@ -272,6 +273,13 @@ func (f *Facade) countTasks(w http.ResponseWriter, r *http.Request) error {
 // getTask answers GET /external-task/{id}: an open occurrence of the
 // consumer's grants; a settled one is no longer an external task (404).
 func (f *Facade) getTask(w http.ResponseWriter, r *http.Request) error {
+	if chi.URLParam(r, "id") == "topic-names" {
+		// Camunda's list of topic names, which the facade does not
+		// serve (a consumer's topics are its grants): said as what it
+		// is, not as a task of id "topic-names" that does not exist.
+		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: GET /external-task/topic-names is not served by the facade: a consumer's topics are the definitions it is granted (an admin reads them with GET /api/v1/consumers)"})
+		return nil
+	}
 	id, err := taskID(r)
 	if err != nil {
 		return err

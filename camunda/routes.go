@@ -30,12 +30,6 @@ func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
 	r.Method("POST", "/external-task/fetchAndLock", f.handle(f.fetchAndLock))
 	r.Method("GET", "/external-task", f.handle(f.listTasks))
 	r.Method("GET", "/external-task/count", f.handle(f.countTasks))
-	// Camunda's list of topic names: a consumer's topics are its grants,
-	// which the facade does not list. Answered as what it is, not as a
-	// task of id "topic-names" that does not exist.
-	r.Get("/external-task/topic-names", func(w http.ResponseWriter, r *http.Request) {
-		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: GET /external-task/topic-names is not served by the facade: a consumer's topics are the definitions it is granted (an admin reads them with GET /api/v1/consumers)"})
-	})
 	r.Method("GET", "/external-task/{id}", f.handle(f.getTask))
 	r.Method("POST", "/external-task/{id}/complete", f.handle(f.complete))
 	r.Method("POST", "/external-task/{id}/failure", f.handle(f.failure))
