@@ -3,7 +3,6 @@ package console
 import (
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -70,14 +69,14 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reason := r.PostFormValue("reason")
-	switch n, why := utf8.RuneCountInString(reason), strings.TrimSpace(reason); {
-	case why == "":
+	if strings.TrimSpace(reason) == "" {
 		c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"),
 			T(ctx, "Say why you reveal this value: the reason is recorded with the reveal in the audit log."))
 		return
-	case n > engine.MaxReason:
-		c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"),
-			T(ctx, "The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.", n, engine.MaxReason))
+	}
+	// Too long, said as an action's reason is (the same bound).
+	if msg, refused := reasonRefused(ctx, reason); refused {
+		c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"), msg)
 		return
 	}
 	got, err := c.eng.RevealValue(ctx, p, id, side, field, reason)

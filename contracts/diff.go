@@ -81,6 +81,19 @@ func (d *differ) add(kind ChangeKind, path, detail string, im impact) {
 	d.out = append(d.out, c)
 }
 
+// LoweredProtection lists the changes that lower a classification, each
+// as its path and what changed: "/inputs/ssn (classification secret →
+// normal)".
+func LoweredProtection(changes []Change) []string {
+	var out []string
+	for _, c := range changes {
+		if c.LowersProtection {
+			out = append(out, c.Path+" ("+c.Detail+")")
+		}
+	}
+	return out
+}
+
 // Diff lists every change from a (older) to b (newer), ordered by path,
 // then kind, then detail. Name and description changes are not reported:
 // they break nobody.

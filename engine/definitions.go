@@ -219,7 +219,7 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		case err == nil:
 			next = latest.Revision + 1
 			if old, vs := contracts.ParseWorking(latest.Document); len(vs) == 0 {
-				lowered = protectionLowered(old, w)
+				lowered = contracts.LoweredProtection(contracts.Diff(old, w))
 			}
 		case !isNoRows(err):
 			return err

@@ -296,7 +296,7 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		if latest, err := q.ProcessVersionLatest(ctx, key); err == nil {
 			next = latest.Version + 1
 			if old, vs := process.Parse(latest.Document); len(vs) == 0 {
-				lowered = protectionLowered(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: p.Inputs})
+				lowered = contracts.LoweredProtection(contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: p.Inputs}))
 			}
 		} else if !isNoRows(err) {
 			return err
@@ -317,18 +317,6 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		return ProcessVersion{}, false, wrap("publish process "+key, err)
 	}
 	return out, created, nil
-}
-
-// protectionLowered lists the fields whose classification is lower in next
-// than in prev, each with what changed.
-func protectionLowered(prev, next contracts.Working) []string {
-	var out []string
-	for _, c := range contracts.Diff(prev, next) {
-		if c.LowersProtection {
-			out = append(out, c.Path+" ("+c.Detail+")")
-		}
-	}
-	return out
 }
 
 // GetProcessVersion returns one version; version 0 means the latest.

@@ -285,11 +285,9 @@ func (c *Client) breakingChanges(ctx context.Context, base string, latest int, n
 		return "", nil // a revision this client cannot read: the server's diff tells
 	}
 	var all, processes, workers int
-	var lowered []string
-	for _, ch := range contracts.Diff(old, next) {
-		if ch.LowersProtection {
-			lowered = append(lowered, ch.Path+" ("+ch.Detail+")")
-		}
+	changes := contracts.Diff(old, next)
+	lowered := contracts.LoweredProtection(changes)
+	for _, ch := range changes {
 		if ch.BreaksProcesses || ch.BreaksWorkers {
 			all++
 		}
@@ -569,11 +567,10 @@ func (c *Client) breakingStarts(ctx context.Context, base string, latest int, ne
 	if len(violations) > 0 {
 		return "", nil // a version this client cannot read
 	}
-	var paths, lowered []string
-	for _, ch := range contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: next.Inputs}) {
-		if ch.LowersProtection {
-			lowered = append(lowered, ch.Path+" ("+ch.Detail+")")
-		}
+	var paths []string
+	changes := contracts.Diff(contracts.Working{Inputs: old.Inputs}, contracts.Working{Inputs: next.Inputs})
+	lowered := contracts.LoweredProtection(changes)
+	for _, ch := range changes {
 		// A start is never refused for a classification: that change
 		// breaks only the bindings of a process's nodes.
 		if ch.BreaksProcesses && ch.Kind != contracts.ChangeClassificationChanged {
