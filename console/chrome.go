@@ -159,7 +159,8 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 			ch.Nav = append(ch.Nav, navLink{Href: workersPath, Label: T(ctx, "Workers"), TestID: "nav-workers", Current: section == "workers"})
 		}
 		if p.Role == auth.RoleAdmin {
-			ch.Nav = append(ch.Nav, navLink{Href: tokensPath, Label: T(ctx, "Tokens"), TestID: "nav-tokens", Current: section == "tokens"},
+			ch.Nav = append(ch.Nav, navLink{Href: consumersPath, Label: T(ctx, "Consumers"), TestID: "nav-consumers", Current: section == "consumers"},
+				navLink{Href: tokensPath, Label: T(ctx, "Tokens"), TestID: "nav-tokens", Current: section == "tokens"},
 				navLink{Href: revealsPath, Label: T(ctx, "Reveals"), TestID: "nav-reveals", Current: section == "reveals"})
 		}
 		ch.User = &userBox{SignedInAs: elided(ctx, T(ctx, "Signed in as %s (%s)", p.Name, roleLabel(ctx, p.Role)), p.Name),

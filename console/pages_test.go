@@ -300,13 +300,13 @@ var (
 		"running", "yes", "hours", "day", "minutes", "seconds", "Field", "Value", "Required", "Constraints", "Token",
 		"Language", "Stop", "Keep it running", "Path", "Node", "Not found", "Signed in", "items", "at most", "Jan", "Feb",
 		"Dec", "Nov", "Oct", "Sep", "Aug", "Jul", "Jun", "Apr", "Mar", "revision", "Revision", "Definition", "Workers", "Last seen",
-		"In flight", "long polling"}
+		"In flight", "long polling", "Consumers", "Grants"}
 	frenchWords = []string{"Tentatives", "tentative", "tentatives", "Définitions", "Tâches externes", "Se déconnecter", "Statut",
 		"Entrées", "Sorties", "masqué", "Page suivante", "Filtres", "Révision", "révision", "Publications", "publication",
 		"Résumé", "Politique", "terminée", "disponible", "annulée", "en échec", "oui", "non", "heures", "jour",
 		"secondes", "Champ", "Valeur", "Obligatoire", "Jeton", "Langue", "Arrêter", "Parcours", "Nœud", "Introuvable",
 		"Connecté", "éléments", "au plus", "nov.", "déc.", "Définition", "Créée", "secrète", "sensible", "Exécutants", "Dernier signe de vie",
-		"interrogation longue"}
+		"interrogation longue", "Consommateurs"}
 )
 
 // TestNoOtherLanguageWords fails when a French page shows English interface
@@ -326,12 +326,19 @@ func TestNoOtherLanguageWords(t *testing.T) {
 				client = newBrowser(t, f.env.URL, tc.lang)
 			}
 			r := client.get(p.path)
-			shown := visibleText(r.doc)
-			for _, w := range tc.forbidden {
-				if containsWord(shown, w) {
-					t.Errorf("%s page %s contains %q: %s", tc.lang, p.name, w, around(shown, w))
-				}
-			}
+			checkNoWords(t, tc.lang+" page "+p.name, r.doc, tc.forbidden)
+		}
+	}
+}
+
+// checkNoWords fails when what a reader of doc sees holds one of words
+// (another language's interface words).
+func checkNoWords(t *testing.T, name string, doc *goquery.Document, words []string) {
+	t.Helper()
+	shown := visibleText(doc)
+	for _, w := range words {
+		if containsWord(shown, w) {
+			t.Errorf("%s contains %q: %s", name, w, around(shown, w))
 		}
 	}
 }

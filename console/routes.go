@@ -61,6 +61,7 @@ func (c *Console) Handler() http.Handler {
 			r.Get("/tokens/{id}/revoke", c.tokenRevokeConfirm)
 			r.Post("/tokens/{id}/revoke", c.tokenRevoke)
 			r.Get("/reveals", c.revealList)
+			r.Get("/consumers", c.consumerList)
 		})
 	})
 	return r

@@ -1,0 +1,112 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/relais/relais/engine"
+)
+
+// consumersPath is the admins' page of consumers and their grants.
+const consumersPath = basePath + "/consumers"
+
+// consumersPageSize is the consumer list's page size.
+const consumersPageSize = 50
+
+// consumerRow is one consumer of the list: what it may take, never its
+// token.
+type consumerRow struct {
+	ID       string
+	Name     string
+	Grants   []string
+	Created  timeView
+	Revoked  timeView
+	Reserved string
+	All      string
+}
+
+// consumerListView is the consumers page.
+type consumerListView struct {
+	Chrome                                               chrome
+	Intro                                                string
+	TableLabel                                           string
+	HeadID, HeadName, HeadGrants, HeadCreated, HeadState string
+	HeadTasks                                            string
+	Active, RevokedLabel, NoGrant, ReservedLink, AllLink string
+	Rows                                                 []consumerRow
+	Empty                                                string
+	Pager                                                pagerView
+	// Errors say why the page lists nothing: parameters it cannot read.
+	Errors []string
+}
+
+// consumerList lists the consumers, oldest first, with their grants: the
+// console's view of GET /api/v1/consumers, for admins (who alone manage
+// consumers in the API). Revoked consumers stay listed, marked: the tasks
+// they settled still name them.
+func (c *Console) consumerList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	after, errs := idCursorProblems(ctx, r.URL.Query().Get("after"), 0)
+	errs = append(queryProblems(ctx, r.URL.RawQuery, "after"), errs...)
+	v := consumerListView{
+		Chrome:     c.chrome(r, T(ctx, "Consumers"), "consumers"),
+		Intro:      T(ctx, "The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown."),
+		TableLabel: T(ctx, "Consumers, oldest first"),
+		HeadID:     T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadGrants: T(ctx, "Grants"), HeadCreated: T(ctx, "Created on"),
+		HeadState: T(ctx, "State"), HeadTasks: T(ctx, "Tasks"),
+		Active: T(ctx, "active"), RevokedLabel: T(ctx, "revoked"), NoGrant: T(ctx, "no grant: it takes nothing"),
+		ReservedLink: T(ctx, "Reserved now"), AllLink: T(ctx, "All its tasks"),
+		Empty:  T(ctx, "No consumer yet."),
+		Pager:  newPager(ctx),
+		Errors: errs,
+	}
+	if after != 0 {
+		v.Empty = T(ctx, "No more consumers.")
+	}
+	if len(errs) > 0 {
+		c.render(w, r, http.StatusOK, consumerListPage(v))
+		return
+	}
+	consumers, err := c.eng.ListConsumers(ctx, after, consumersPageSize+1)
+	if err != nil {
+		c.serverError(w, r, err)
+		return
+	}
+	more := len(consumers) > consumersPageSize
+	if more {
+		consumers = consumers[:consumersPageSize]
+	}
+	for _, cs := range consumers {
+		id := strconv.FormatInt(cs.ID, 10)
+		row := consumerRow{ID: id, Name: cs.Name, Created: formatTime(ctx, cs.CreatedAt), Revoked: formatTimePtr(ctx, cs.RevokedAt),
+			Reserved: homePath + "?" + url.Values{"consumer": {id}, "status": {"reserved"}}.Encode(),
+			All:      homePath + "?" + url.Values{"consumer": {id}}.Encode()}
+		for _, g := range cs.Grants {
+			row.Grants = append(row.Grants, grantLabel(ctx, g))
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if more {
+		v.Pager.NextHref = consumersPath + "?after=" + strconv.FormatInt(consumers[len(consumers)-1].ID, 10)
+	}
+	if after != 0 {
+		v.Pager.FirstHref = consumersPath
+	}
+	c.render(w, r, http.StatusOK, consumerListPage(v))
+}
+
+// grantLabel says which revisions of a definition a grant covers.
+func grantLabel(ctx context.Context, g engine.Grant) string {
+	if g.Revisions == nil {
+		return T(ctx, "%s: every revision, present and future", g.Definition)
+	}
+	revs := make([]string, len(g.Revisions))
+	for i, n := range g.Revisions {
+		revs[i] = number(ctx, n)
+	}
+	revisions := strings.Join(revs, ", ")
+	return T(ctx, "%s: revisions %s", g.Definition, revisions)
+}
