@@ -160,6 +160,7 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		}
 		if p.Role == auth.RoleAdmin {
 			ch.Nav = append(ch.Nav, navLink{Href: consumersPath, Label: T(ctx, "Consumers"), TestID: "nav-consumers", Current: section == "consumers"},
+				navLink{Href: destinationsPath, Label: T(ctx, "Destinations"), TestID: "nav-destinations", Current: section == "destinations"},
 				navLink{Href: tokensPath, Label: T(ctx, "Tokens"), TestID: "nav-tokens", Current: section == "tokens"},
 				navLink{Href: revealsPath, Label: T(ctx, "Reveals"), TestID: "nav-reveals", Current: section == "reveals"})
 		}

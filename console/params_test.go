@@ -188,7 +188,7 @@ func TestConsoleLinksAndFormsAreNotRefused(t *testing.T) {
 	for _, to := range redirects {
 		queue = append(queue, visit{"a redirect", to})
 	}
-	for _, p := range append(f.allPages(), page{"tokens", "/console/tokens"}, page{"reveals", "/console/reveals"}, page{"consumers", "/console/consumers"}, page{"occurrences-by-one", "/console/occurrences?limit=1"},
+	for _, p := range append(f.allPages(), page{"tokens", "/console/tokens"}, page{"reveals", "/console/reveals"}, page{"consumers", "/console/consumers"}, page{"destinations", "/console/destinations"}, page{"occurrences-by-one", "/console/occurrences?limit=1"},
 		page{"instances-by-one", "/console/instances?limit=1"}, page{"audit-by-one", "/console/audit?action=stop"}) {
 		queue = append(queue, visit{p.name, p.path})
 	}

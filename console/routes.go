@@ -62,6 +62,7 @@ func (c *Console) Handler() http.Handler {
 			r.Post("/tokens/{id}/revoke", c.tokenRevoke)
 			r.Get("/reveals", c.revealList)
 			r.Get("/consumers", c.consumerList)
+			r.Get("/destinations", c.destinationList)
 		})
 	})
 	return r

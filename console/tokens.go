@@ -17,13 +17,13 @@ const tokensPath = basePath + "/tokens"
 // tokensPageSize is the token list's page size.
 const tokensPageSize = 50
 
-// requireAdmin guards the token pages, the consumers and the reveal log:
-// they are an administrator's business, as in the API.
+// requireAdmin guards the token pages, consumers, destinations and the
+// reveal log: they are an administrator's business, as in the API.
 func (c *Console) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p, ok := auth.FromContext(r.Context()); !ok || p.Role != auth.RoleAdmin {
 			ctx := r.Context()
-			c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Only administrators see this page: tokens, consumers and the reveal log are theirs."))
+			c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs."))
 			return
 		}
 		next.ServeHTTP(w, r)

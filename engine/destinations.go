@@ -37,6 +37,10 @@ type Destination struct {
 
 var destinationNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
+// IsDestinationName reports whether name is of the destinations' grammar:
+// anything else names no destination (a list's mangled cursor).
+func IsDestinationName(name string) bool { return destinationNamePattern.MatchString(name) }
+
 // reservedHeaders are set by Relais on every push call (push/runner.go),
 // or by the HTTP transport; a destination may not override them: its value
 // would be dropped without a word.

@@ -39,422 +39,429 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              275,
-	"%[1]s %[2]s, %[3]s %[4]s":                 276,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          274,
-	"%[1]s; %[2]s":                             273,
-	"%d (0 lowest, 9 highest)":                 435,
-	"%d attempts":                              439,
-	"%d attempts, retry after %s, priority %d": 583,
-	"%d breaking":                              214,
-	"%d changes":                               213,
-	"%d completed":                             271,
-	"%d d":                                     283,
-	"%d days":                                  297,
-	"%d failed":                                272,
-	"%d h":                                     282,
+	"%[1]s %[2]s":                              285,
+	"%[1]s %[2]s, %[3]s %[4]s":                 286,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          284,
+	"%[1]s; %[2]s":                             283,
+	"%d (0 lowest, 9 highest)":                 445,
+	"%d attempts":                              449,
+	"%d attempts, retry after %s, priority %d": 593,
+	"%d breaking":                              215,
+	"%d changes":                               214,
+	"%d completed":                             281,
+	"%d d":                                     293,
+	"%d days":                                  307,
+	"%d failed":                                282,
+	"%d h":                                     292,
 	"%d held instances match now.":             57,
-	"%d hours":                                 298,
-	"%d items":                                 653,
-	"%d left":                                  440,
-	"%d min":                                   281,
-	"%d minutes":                               299,
+	"%d hours":                                 308,
+	"%d items":                                 663,
+	"%d left":                                  450,
+	"%d min":                                   291,
+	"%d minutes":                               309,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 82,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              651,
-	"%d ms": 301,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         573,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 572,
-	"%d occurrences":                          516,
-	"%d releases":                             233,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              661,
+	"%d ms": 311,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         583,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 582,
+	"%d occurrences":                          526,
+	"%d releases":                             234,
 	"%d running instances match now.":         64,
 	"%d running or held instances match now.": 66,
-	"%d s":       280,
-	"%d seconds": 300,
+	"%d s":       290,
+	"%d seconds": 310,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 88,
-	"%s (deferred; settled by %s)":                        491,
-	"%s (deferred; settled with its settle token)":        489,
-	"%s (deferred; settled with its settle token, as %s)": 490,
+	"%s (deferred; settled by %s)":                        501,
+	"%s (deferred; settled with its settle token)":        499,
+	"%s (deferred; settled with its settle token, as %s)": 500,
 	"%s (token #%d, %s)":                                  89,
-	"%s ago":                                              278,
-	"%s so far":                                           487,
-	"%s → %s":                                             578,
-	"%s, revision %s":                                     401,
-	"%s, version %s":                                      402,
-	"%s: %s":                                              270,
-	"%s: %s → %s":                                         221,
-	"%s: a date is written 2026-12-01.":                   530,
-	"%s: every revision, present and future":              161,
-	"%s: revisions %s":                                    162,
-	"%s: the first day comes after the last.":             531,
-	"%s–%s":                                               269,
-	"(%d characters in all)":                              654,
-	"(each item)":                                         641,
-	"(worker %s)":                                         476,
-	"0 seconds":                                           296,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           619,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 469,
+	"%s ago":                                              288,
+	"%s so far":                                           497,
+	"%s → %s":                                             588,
+	"%s, revision %s":                                     411,
+	"%s, version %s":                                      412,
+	"%s: %s":                                              280,
+	"%s: %s → %s":                                         222,
+	"%s: a date is written 2026-12-01.":                   540,
+	"%s: every revision, present and future":              162,
+	"%s: revisions %s":                                    163,
+	"%s: the first day comes after the last.":             541,
+	"%s–%s":                                               279,
+	"(%d characters in all)":                              664,
+	"(each item)":                                         651,
+	"(worker %s)":                                         486,
+	"0 seconds":                                           306,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           629,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 479,
 	"Abandon %d instances":                                           61,
 	"Abandon every held instance this filter matches":                59,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              333,
-	"Abandoned by %s at %s — “%s”":                                   326,
+	"Abandoned at node":                                              343,
+	"Abandoned by %s at %s — “%s”":                                   336,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 43,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 344,
+	"Act on every instance this filter matches": 354,
 	"Action":                              92,
 	"All actions":                         104,
-	"All consumers":                       513,
-	"All definitions":                     260,
-	"All its tasks":                       158,
-	"All processes":                       350,
-	"All statuses":                        352,
-	"All workers":                         667,
-	"An operator abandoned the instance.": 468,
-	"Any definition":                      351,
+	"All consumers":                       523,
+	"All definitions":                     270,
+	"All its tasks":                       159,
+	"All processes":                       360,
+	"All statuses":                        362,
+	"All workers":                         677,
+	"An operator abandoned the instance.": 478,
+	"Any definition":                      361,
 	"Apply filters":                       101,
-	"Apr":                                 287,
-	"As of %s (%s); refreshed every few seconds.": 254,
-	"Attempts":                         406,
+	"Apr":                                 297,
+	"As of %s (%s); refreshed every few seconds.": 264,
+	"Attempts":                         416,
 	"Audit log":                        98,
-	"Aug":                              291,
-	"Available from":                   449,
-	"Back to definitions":              136,
-	"Back to external tasks":           135,
+	"Aug":                              301,
+	"Available from":                   459,
+	"Back to definitions":              137,
+	"Back to external tasks":           136,
 	"Back to the instance":             30,
 	"Back to the list":                 52,
-	"Back to the occurrence":           594,
-	"Back without saving":              543,
-	"Breaks processes":                 191,
-	"Breaks workers":                   192,
+	"Back to the occurrence":           604,
+	"Back without saving":              553,
+	"Breaks processes":                 192,
+	"Breaks workers":                   193,
 	"Bulk %s applied to %d instances.": 87,
 	"Bulk action":                      96,
 	"Business key":                     74,
 	"By process and error code":        79,
-	"Call timeout":                     436,
-	"Camunda 7 facade":                 671,
-	"Cancelled: the instance was stopped (%s).":               486,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 485,
+	"Call timeout":                     446,
+	"Camunda 7 facade":                 681,
+	"Cancelled: the instance was stopped (%s).":               496,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 495,
 	"Cannot act on this filter":                               83,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           591,
-	"Change":                                                  189,
-	"Changes between the two revisions":                       201,
-	"Changes of the Working copy since revision %d":           210,
-	"Choose two existing revisions to compare.":               211,
-	"Classification":                                          168,
+	"Cannot reveal":                                           601,
+	"Change":                                                  190,
+	"Changes between the two revisions":                       202,
+	"Changes of the Working copy since revision %d":           211,
+	"Choose two existing revisions to compare.":               212,
+	"Classification":                                          169,
 	"Clear filters":                                           102,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            567,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 558,
-	"Compare":              188,
-	"Compare revisions":    184,
-	"Completed":            268,
-	"Completed (%s).":      481,
-	"Completed, last hour": 251,
-	"Completions and failures per 5 minutes, last hour: %s":    261,
-	"Completions and failures per 5-minute slot, oldest first": 266,
-	"Completions and failures, last hour":                      244,
-	"Connected":                                                663,
-	"Constraints":                                              169,
-	"Consumer":                                                 408,
-	"Consumer and worker":                                      510,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            577,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 568,
+	"Compare":              189,
+	"Compare revisions":    185,
+	"Completed":            278,
+	"Completed (%s).":      491,
+	"Completed, last hour": 261,
+	"Completions and failures per 5 minutes, last hour: %s":    271,
+	"Completions and failures per 5-minute slot, oldest first": 276,
+	"Completions and failures, last hour":                      254,
+	"Connected":                                                673,
+	"Constraints":                                              170,
+	"Consumer":                                                 418,
+	"Consumer and worker":                                      520,
 	"Consumers":                                                121,
-	"Consumers, oldest first":                                  147,
-	"Counting the occurrences; the counts appear when you reload the page.": 163,
-	"Counts are unavailable right now.":                                     164,
-	"Counts as of %s (%s); refreshed every few seconds.":                    589,
-	"Counts by status": 506,
-	"Created":          312,
+	"Consumers, oldest first":                                  148,
+	"Counting the occurrences; the counts appear when you reload the page.": 164,
+	"Counts are unavailable right now.":                                     165,
+	"Counts as of %s (%s); refreshed every few seconds.":                    599,
+	"Counts by status": 516,
+	"Created":          322,
 	"Created from":     77,
-	"Created on":       151,
+	"Created on":       152,
 	"Created to":       78,
-	"Creation date":    338,
-	"Dates":            404,
-	"Deadline":         433,
-	"Dec":              295,
-	"Deferred":         453,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 480,
-	"Definition":         246,
-	"Definition %s":      171,
+	"Creation date":    348,
+	"Dates":            414,
+	"Deadline":         443,
+	"Dec":              305,
+	"Deferred":         463,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 490,
+	"Definition":         256,
+	"Definition %s":      172,
 	"Definitions":        119,
-	"Definitions by key": 228,
-	"Definitions served": 661,
-	"Definitions, those needing attention first": 245,
-	"Description":          170,
-	"Destination":          420,
-	"Destination’s answer": 413,
-	"Detail":               190,
-	"Digest":               204,
-	"Display settings":     126,
-	"Display settings: ":   127,
-	"Duration":             412,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 243,
+	"Definitions by key": 229,
+	"Definitions served": 671,
+	"Definitions, those needing attention first": 255,
+	"Description":          171,
+	"Destination":          430,
+	"Destinations":         122,
+	"Destinations by name": 236,
+	"Destination’s answer": 423,
+	"Detail":               191,
+	"Digest":               205,
+	"Display settings":     127,
+	"Display settings: ":   128,
+	"Duration":             422,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 253,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  67,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     60,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 56,
-	"End node":                    332,
-	"End node or error":           348,
-	"Ended":                       329,
-	"Error":                       509,
-	"Error (before any attempt)":  455,
+	"End node":                    342,
+	"End node or error":           358,
+	"Ended":                       339,
+	"Error":                       519,
+	"Error (before any attempt)":  465,
 	"Error code":                  75,
-	"Error message":               415,
-	"Every %d seconds":            547,
-	"Every attempt, oldest first": 407,
+	"Error message":               425,
+	"Every %d seconds":            557,
+	"Every attempt, oldest first": 417,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 99,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         597,
-	"Expired token":                        628,
-	"Expires":                              624,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         607,
+	"Expired token":                        638,
+	"Expires":                              634,
 	"External tasks":                       114,
-	"Failed":                               249,
-	"Failed (%s).":                         484,
-	"Failed at node":                       334,
-	"Failed occurrence":                    331,
-	"Failed, last hour":                    252,
-	"Feb":                                  285,
-	"Field":                                165,
+	"Failed":                               259,
+	"Failed (%s).":                         494,
+	"Failed at node":                       344,
+	"Failed occurrence":                    341,
+	"Failed, last hour":                    262,
+	"Feb":                                  295,
+	"Field":                                166,
 	"Filter":                               50,
 	"Filters":                              100,
 	"Find":                                 118,
 	"Find an instance or occurrence":       116,
-	"Finished":                             411,
-	"First page":                           528,
+	"Finished":                             421,
+	"First page":                           538,
 	"Follow it in the audit log (new tab)": 54,
-	"Form refused":                         140,
-	"From revision":                        186,
-	"From revision %d to revision %d:":     212,
+	"Form refused":                         141,
+	"From revision":                        187,
+	"From revision %d to revision %d:":     213,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 45,
-	"Grants":                  150,
-	"Graph":                   557,
-	"Graph of %s":             571,
-	"HTTP 2xx, unusable body": 493,
+	"Grants":                  151,
+	"Graph":                   567,
+	"Graph of %s":             581,
+	"HTTP 2xx, unusable body": 503,
+	"Headers sent":            238,
 	"Health":                  113,
 	"Held at a node of":       76,
-	"Held at node":            330,
-	"Held instances":          248,
-	"ID":                      148,
-	"In flight":               662,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 262,
-	"Inputs":                     194,
-	"Inputs of revision %d":      205,
-	"Inputs of the working copy": 196,
-	"Inputs the instance was started with, labelled by process version %d's contract": 320,
-	"Inputs, labelled by revision %d's contract":                                      441,
-	"Instance":                  347,
+	"Held at node":            340,
+	"Held instances":          258,
+	"ID":                      149,
+	"In flight":               672,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 272,
+	"Inputs":                     195,
+	"Inputs of revision %d":      206,
+	"Inputs of the working copy": 197,
+	"Inputs the instance was started with, labelled by process version %d's contract": 330,
+	"Inputs, labelled by revision %d's contract":                                      451,
+	"Instance":                  357,
 	"Instances":                 80,
-	"Instances of this process": 566,
-	"Invalid request":           133,
+	"Instances of this process": 576,
+	"Invalid request":           134,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  482,
-	"Its instance went on along the node’s error path.":                                                                                                                    483,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      634,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  492,
+	"Its instance went on along the node’s error path.":                                                                                                                    493,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      644,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
-	"Jan":                     284,
-	"Jul":                     290,
-	"Jun":                     289,
-	"Keep it":                 636,
+	"Jan":                     294,
+	"Jul":                     300,
+	"Jun":                     299,
+	"Keep it":                 646,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     229,
-	"Kind":                    561,
+	"Key":                     230,
+	"Kind":                    571,
 	"Language":                110,
-	"Last error (attempt %d)": 454,
-	"Last reserved":           451,
-	"Last saved":              175,
-	"Last seen":               664,
-	"Last used":               623,
-	"Latest revision":         230,
-	"Lists every change from one revision to another, and whom it may break.": 185,
-	"Local time at %s": 545,
-	"Lock expired %s — waiting to be offered again.": 473,
-	"Lock expires":                     452,
+	"Last changed":            240,
+	"Last error (attempt %d)": 464,
+	"Last reserved":           461,
+	"Last saved":              176,
+	"Last seen":               674,
+	"Last used":               633,
+	"Latest revision":         231,
+	"Lists every change from one revision to another, and whom it may break.": 186,
+	"Local time at %s": 555,
+	"Lock expired %s — waiting to be offered again.": 483,
+	"Lock expires":                     462,
+	"Longest timeout":                  239,
 	"Main navigation":                  112,
-	"Mar":                              286,
-	"Maximum attempts":                 429,
-	"May":                              288,
-	"Message from Relais (in English)": 499,
-	"Message from the service (its own words, protected values masked)": 500,
-	"Method not allowed": 602,
-	"Mode":               427,
-	"More filters: instance, revision, consumer, dates": 504,
-	"Name":                    149,
-	"Never":                   546,
-	"Next attempt":            450,
-	"Next attempt or settled": 511,
-	"Next node":               311,
-	"Next page":               527,
-	"No consumer yet.":        159,
-	"No definition %s has occurrences: check the key, or show all definitions.": 259,
-	"No definition has occurrences yet.":                                        253,
-	"No definition yet.":                                                        232,
-	"No inputs.":                                                                195,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 609,
-	"No instance matches these filters.": 349,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 608,
-	"No more consumers.":                                160,
-	"No occurrence matches these filters.":              512,
-	"No operator action matches.":                       103,
-	"No operator has acted on this instance.":           316,
-	"No outputs yet: the occurrence has not completed.": 444,
-	"No outputs.": 198,
-	"No outputs: the occurrence ended without completing.":                                                                     446,
-	"No process is published yet.":                                                                                             552,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          676,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          675,
+	"Mar":                              296,
+	"Maximum attempts":                 439,
+	"May":                              298,
+	"Message from Relais (in English)": 509,
+	"Message from the service (its own words, protected values masked)": 510,
+	"Method not allowed": 612,
+	"Mode":               437,
+	"More filters: instance, revision, consumer, dates": 514,
+	"Name":                    150,
+	"Never":                   556,
+	"Next attempt":            460,
+	"Next attempt or settled": 521,
+	"Next node":               321,
+	"Next page":               537,
+	"No consumer yet.":        160,
+	"No definition %s has occurrences: check the key, or show all definitions.": 269,
+	"No definition has occurrences yet.":                                        263,
+	"No definition yet.":                                                        233,
+	"No destination yet.":                                                       242,
+	"No inputs.":                                                                196,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 619,
+	"No instance matches these filters.": 359,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 618,
+	"No more consumers.":                                   161,
+	"No more destinations.":                                243,
+	"No occurrence matches these filters.":                 522,
+	"No operator action matches.":                          103,
+	"No operator has acted on this instance.":              326,
+	"No outputs yet: the occurrence has not completed.":    454,
+	"No outputs.":                                          199,
+	"No outputs: the occurrence ended without completing.": 456,
+	"No process is published yet.":                         562,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          686,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          685,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 70,
-	"No release yet.": 179,
-	"No revision yet: the Working copy has never been snapshotted.":          177,
-	"No service ever reserved this occurrence: it ended before any attempt.": 419,
-	"No service has reserved this occurrence yet.":                           416,
-	"No token.":              631,
-	"No value was revealed.": 600,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 677,
-	"No worker is connected.":           665,
-	"No worker serves this definition.": 668,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 674,
-	"Node":                  308,
-	"Node %s":               242,
-	"Nodes":                 559,
-	"Nodes of this version": 568,
-	"Nodes of this version, with their occurrences now": 560,
-	"Nodes reached, in order":                           307,
-	"Not allowed":                                       131,
-	"Not found":                                         139,
-	"Notes":                                             182,
-	"Nothing exists at this address, or it is not visible to you.": 137,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 138,
+	"No release yet.": 180,
+	"No revision yet: the Working copy has never been snapshotted.":          178,
+	"No service ever reserved this occurrence: it ended before any attempt.": 429,
+	"No service has reserved this occurrence yet.":                           426,
+	"No token.":              641,
+	"No value was revealed.": 610,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 687,
+	"No worker is connected.":           675,
+	"No worker serves this definition.": 678,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 684,
+	"Node":                  318,
+	"Node %s":               252,
+	"Nodes":                 569,
+	"Nodes of this version": 578,
+	"Nodes of this version, with their occurrences now": 570,
+	"Nodes reached, in order":                           317,
+	"Not allowed":                                       132,
+	"Not found":                                         140,
+	"Notes":                                             183,
+	"Nothing exists at this address, or it is not visible to you.": 138,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 139,
 	"Nothing to do: no instance this action applies to matches the filter.": 69,
-	"Nothing to find: the search box is empty.":                             606,
+	"Nothing to find: the search box is empty.":                             616,
 	"Nothing was done.":         28,
-	"Nov":                       294,
-	"Now":                       425,
-	"Occurrence":                309,
-	"Occurrence %s":             403,
+	"Nov":                       304,
+	"Now":                       435,
+	"Occurrence":                319,
+	"Occurrence %s":             413,
 	"Occurrence offered again":  95,
-	"Occurrences now":           565,
-	"Occurrences, newest first": 507,
-	"Oct":                       293,
-	"Offered from %s — %s.":     472,
-	"Oldest claimable waits":    250,
-	"On error":                  564,
-	"On success":                563,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                 595,
-	"Only administrators may reveal a sensitive value.":                                   590,
-	"Only administrators see this page: tokens, consumers and the reveal log are theirs.": 620,
-	"Open":             247,
-	"Operator actions": 304,
-	"Operator actions on this instance, newest first": 317,
+	"Occurrences now":           575,
+	"Occurrences, newest first": 517,
+	"Oct":                       303,
+	"Offered from %s — %s.":     482,
+	"Oldest claimable waits":    260,
+	"On error":                  574,
+	"On success":                573,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               605,
+	"Only administrators may reveal a sensitive value.":                                                 600,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 630,
+	"Open":             257,
+	"Operator actions": 314,
+	"Operator actions on this instance, newest first": 327,
 	"Operator actions, newest first":                  107,
-	"Outcome":                                         414,
-	"Outputs":                                         197,
-	"Outputs of revision %d":                          206,
-	"Outputs of the working copy":                     199,
-	"Outputs, labelled by revision %d's contract":     443,
-	"Pages": 525,
-	"Pages with a form, such as a confirmation, never reload on their own.": 541,
-	"Path":                            305,
-	"Pinned revision":                 562,
-	"Policy":                          405,
-	"Previous page":                   526,
-	"Priority":                        434,
+	"Outcome":                                         424,
+	"Outputs":                                         198,
+	"Outputs of revision %d":                          207,
+	"Outputs of the working copy":                     200,
+	"Outputs, labelled by revision %d's contract":     453,
+	"Pages": 535,
+	"Pages with a form, such as a confirmation, never reload on their own.": 551,
+	"Path":                            315,
+	"Pinned revision":                 572,
+	"Policy":                          415,
+	"Previous page":                   536,
+	"Priority":                        444,
 	"Process":                         72,
-	"Process %s":                      554,
-	"Process and node":                508,
-	"Process inputs":                  319,
+	"Process %s":                      564,
+	"Process and node":                518,
+	"Process inputs":                  329,
 	"Process instance":                94,
-	"Process instance %s":             302,
-	"Process instances":               340,
-	"Process instances, newest first": 346,
+	"Process instance %s":             312,
+	"Process instances":               350,
+	"Process instances, newest first": 356,
 	"Processes":                       115,
-	"Processes by key":                550,
-	"Protocol":                        660,
-	"Published":                       183,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 548,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       549,
+	"Processes by key":                560,
+	"Protocol":                        670,
+	"Published":                       184,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 558,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       559,
 	"Reason": 93,
 	"Reason (recorded in the audit log for every instance)": 51,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            428,
-	"Recorded operator actions":                             315,
+	"Reason given by the worker":                            438,
+	"Recorded operator actions":                             325,
 	"Relais console":                                        109,
-	"Relais has not called the destination yet.":            422,
-	"Relais is calling the destination (since %s).":         477,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 424,
-	"Relais never called the destination: the occurrence ended before any call.":                           423,
+	"Relais has not called the destination yet.":            432,
+	"Relais is calling the destination (since %s).":         487,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 434,
+	"Relais never called the destination: the occurrence ended before any call.":                           433,
 	"Relais refused the action. Nothing was done.":                                                         40,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 462,
-	"Release":                             180,
-	"Releases":                            178,
-	"Releases, oldest first":              200,
-	"Reload lists and detail pages":       540,
-	"Replica":                             421,
-	"Required":                            167,
-	"Reserved":                            410,
-	"Reserved by %s.":                     479,
-	"Reserved by %s; lock until %s — %s.": 478,
-	"Reserved now":                        157,
-	"Retried by %s at %s — “%s”":          327,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 472,
+	"Release":                             181,
+	"Releases":                            179,
+	"Releases, oldest first":              201,
+	"Reload lists and detail pages":       550,
+	"Replica":                             431,
+	"Required":                            168,
+	"Reserved":                            420,
+	"Reserved by %s.":                     489,
+	"Reserved by %s; lock until %s — %s.": 488,
+	"Reserved now":                        158,
+	"Retried by %s at %s — “%s”":          337,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 42,
-	"Retries":            431,
+	"Retries":            441,
 	"Retry %d instances": 58,
-	"Retry at %s — %s.":  471,
-	"Retry delay":        430,
+	"Retry at %s — %s.":  481,
+	"Retry delay":        440,
 	"Retry every held instance this filter matches": 55,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         426,
+	"Retry or abandon it from its instance":         436,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 456,
+	"Retryable": 466,
 	"Retrying and abandoning apply to held instances, not %s ones.": 49,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 447,
-	"Revealed by %s at %s; recorded in the audit log.": 593,
-	"Reveals":               123,
-	"Reveals, newest first": 598,
-	"Revision":              181,
-	"Revision %d":           202,
-	"Revisions":             176,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 679,
-	"Revoke the %s token “%s”?": 633,
-	"Revoke the token":          635,
-	"Revoke token %d":           632,
-	"Revoke…":                   629,
-	"Role":                      622,
-	"Route":                     310,
-	"Routing output":            174,
-	"Rows %s–%s":                529,
-	"Save settings":             542,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 592,
+	"Reveal — this is recorded": 457,
+	"Revealed by %s at %s; recorded in the audit log.": 603,
+	"Reveals":               124,
+	"Reveals, newest first": 608,
+	"Revision":              182,
+	"Revision %d":           203,
+	"Revisions":             177,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 689,
+	"Revoke the %s token “%s”?": 643,
+	"Revoke the token":          645,
+	"Revoke token %d":           642,
+	"Revoke…":                   639,
+	"Role":                      632,
+	"Route":                     320,
+	"Routing output":            175,
+	"Rows %s–%s":                539,
+	"Save settings":             552,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 602,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               604,
-	"Secret values can never be revealed.": 596,
-	"Sep":                                  292,
-	"Served by %d workers":                 678,
+	"Search":                               614,
+	"Secret values can never be revealed.": 606,
+	"Sep":                                  302,
+	"Served by %d workers":                 688,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              313,
-	"Settlement date":      503,
-	"Show all definitions": 258,
-	"Show times in":        538,
+	"Settled":              323,
+	"Settlement date":      513,
+	"Show all definitions": 268,
+	"Show times in":        548,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 108,
-	"Sign in": 613,
-	"Sign in with an operator, designer or administrator token.": 614,
-	"Sign out":             125,
-	"Signed in as %s (%s)": 124,
-	"Since revision %d:":   208,
+	"Sign in": 623,
+	"Sign in with an operator, designer or administrator token.": 624,
+	"Sign out":             126,
+	"Signed in as %s (%s)": 125,
+	"Since revision %d:":   209,
 	"Skip to content":      111,
-	"Slot":                 267,
-	"Snapshotted":          203,
+	"Slot":                 277,
+	"Snapshotted":          204,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
-	"Something went wrong": 144,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 621,
-	"Staff tokens, oldest first": 625,
-	"Start node":                 556,
-	"Started":                    328,
-	"State":                      152,
+	"Something went wrong": 145,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 631,
+	"Staff tokens, oldest first": 635,
+	"Start node":                 566,
+	"Started":                    338,
+	"State":                      153,
 	"Status":                     73,
 	"Stop %d instances":          68,
 	"Stop every held instance this filter matches":            62,
@@ -467,264 +474,267 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              325,
+	"Stopped by %s at %s — “%s”":                              335,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 44,
 	"Stopping applies to running or held instances, not %s ones.":                              48,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   324,
-	"Summary": 303,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 227,
-	"Tasks":                   153,
-	"Temporarily unavailable": 142,
-	"That is too long to be an id or a business key.": 607,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   334,
+	"Summary": 313,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 228,
+	"Tasks":                   154,
+	"Temporarily unavailable": 143,
+	"That is too long to be an id or a business key.": 617,
 	"The %d largest groups; the filter matches more.": 81,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.": 207,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 235,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          208,
 	"The bulk action must be its id (a UUID).":                   106,
-	"The call could not be prepared.":                            463,
-	"The chart’s numbers":                                        265,
+	"The call could not be prepared.":                            473,
+	"The chart’s numbers":                                        275,
 	"The confirmed count is missing: start again from the list.": 84,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           145,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      539,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           146,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      549,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 85,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 143,
-	"The deadline passed before a result arrived.": 460,
-	"The destination answered HTTP %s.":            470,
-	"The destination could not be reached.":        464,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 458,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      459,
-	"The destination’s answer was too large.": 465,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 146,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     134,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           467,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                466,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             345,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 306,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         173,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               536,
-	"The page size must be between 1 and %d.":                                                                                                                                                              339,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  535,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 144,
+	"The deadline passed before a result arrived.": 470,
+	"The destination answered HTTP %s.":            480,
+	"The destination could not be reached.":        474,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 468,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      469,
+	"The destination’s answer was too large.": 475,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 147,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     135,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           477,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                476,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             355,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 316,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         174,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               546,
+	"The page size must be between 1 and %d.":                                                                                                                                                              349,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  545,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 105,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 46,
 	"The reason you gave, not recorded:":                                                                                                                                                                   35,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            461,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      501,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          639,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          616,
-	"These revisions have the same contracts.":                                                                                                                                                             193,
-	"These settings are kept in this browser only.":                                                                                                                                                        537,
-	"They take every revision their consumer is granted.":                                                                                                                                                  680,
-	"They take revision %d only.":                                                                                                                                                                          681,
-	"They take revisions %s only.":                                                                                                                                                                         682,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     532,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            471,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      511,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          649,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          626,
+	"These revisions have the same contracts.":                                                                                                                                                             194,
+	"These settings are kept in this browser only.":                                                                                                                                                        547,
+	"They take every revision their consumer is granted.":                                                                                                                                                  690,
+	"They take revision %d only.":                                                                                                                                                                          691,
+	"They take revisions %s only.":                                                                                                                                                                         692,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     542,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             86,
-	"This contract has no inputs.":                                                                                                                                                                         442,
-	"This contract has no outputs.":                                                                                                                                                                        445,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  141,
+	"This contract has no inputs.":                                                                                                                                                                         452,
+	"This contract has no outputs.":                                                                                                                                                                        455,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  142,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended; there is nothing to stop.":  39,
-	"This instance has not reached a task yet.":                   314,
+	"This instance has not reached a task yet.":                   324,
 	"This instance is %s, not held: there is nothing to abandon.": 33,
 	"This instance is %s, not held: there is nothing to retry.":   32,
 	"This instance is %s: there is nothing to stop.":              34,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 322,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 323,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 332,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 333,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   41,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            638,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           637,
-	"This page does not accept that request.": 603,
-	"This page reloads every %d seconds.":     130,
-	"This process takes no inputs.":           321,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            648,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           647,
+	"This page does not accept that request.": 613,
+	"This page reloads every %d seconds.":     131,
+	"This process takes no inputs.":           331,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 53,
-	"This token is unknown or has been revoked.": 618,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 569,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            570,
-	"Times in %s · no auto-reload":    129,
-	"Times in %s · reload every %d s": 128,
-	"To revision":                     187,
-	"Token":                           615,
-	"Tokens":                          122,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 617,
-	"Totals of all definitions, not narrowed by the other filters":         515,
-	"Totals of definition %s, not narrowed by the other filters":           514,
-	"Type": 166,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 605,
-	"UTC (coordinated universal time)":             544,
-	"Unknown action.":                              47,
-	"Unknown consumer.":                            502,
-	"Unknown parameter “%s” (did you mean “%s”?).": 533,
-	"Unknown parameter “%s”.":                      534,
-	"Unknown status “%s”.":                         337,
-	"Value":                                        318,
-	"Version":                                      555,
-	"Versions, newest first":                       551,
-	"Waiting for Relais to call the destination since %s (%s).": 474,
-	"Waiting for a worker since %s (%s).":                       475,
+	"This token is unknown or has been revoked.": 628,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 579,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            580,
+	"Times in %s · no auto-reload":    130,
+	"Times in %s · reload every %d s": 129,
+	"To revision":                     188,
+	"Token":                           625,
+	"Tokens":                          123,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 627,
+	"Totals of all definitions, not narrowed by the other filters":         525,
+	"Totals of definition %s, not narrowed by the other filters":           524,
+	"Type": 167,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 615,
+	"URL":                              237,
+	"UTC (coordinated universal time)": 554,
+	"Unknown action.":                  47,
+	"Unknown consumer.":                512,
+	"Unknown parameter “%s” (did you mean “%s”?).": 543,
+	"Unknown parameter “%s”.":                      544,
+	"Unknown status “%s”.":                         347,
+	"Value":                                        328,
+	"Version":                                      565,
+	"Versions, newest first":                       561,
+	"Waiting for Relais to call the destination since %s (%s).": 484,
+	"Waiting for a worker since %s (%s).":                       485,
 	"When":                                                      90,
 	"Who":                                                       91,
-	"Whole message":                                             418,
-	"Why (recorded with the reveal)":                            448,
-	"Worker":                                                    659,
-	"Worker id":                                                 409,
+	"Whole message":                                             428,
+	"Why (recorded with the reveal)":                            458,
+	"Worker":                                                    669,
+	"Worker id":                                                 419,
 	"Workers":                                                   120,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        657,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        667,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 658,
-	"Workers serving %s":                   666,
-	"Working copy":                         172,
-	"You are signed out.":                  610,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              132,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 611,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      612,
-	"[redacted]":                          498,
+	"Workers seen within three heartbeats": 668,
+	"Workers serving %s":                   676,
+	"Working copy":                         173,
+	"You are signed out.":                  620,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              133,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 621,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      622,
+	"[redacted]":                          508,
 	"abandon":                             4,
-	"active":                              154,
-	"administrator":                       379,
-	"an incident: retry, abandon or stop": 237,
-	"answer too large":                    496,
+	"active":                              155,
+	"administrator":                       389,
+	"an incident: retry, abandon or stop": 247,
+	"answer too large":                    506,
 	"any":                                 71,
-	"any other code → %s":                 581,
-	"any other error":                     235,
-	"as of %s (%s); counts are refreshed every few seconds.": 517,
-	"at least %d characters":                                 642,
-	"at least %d items":                                      649,
-	"at most %d":                                             437,
-	"at most %d characters":                                  643,
-	"at most %d items":                                       650,
-	"at most %d since the last operator retry":               438,
-	"available":                                              353,
-	"boolean":                                                366,
-	"call in progress since":                                 522,
-	"cancelled":                                              356,
-	"choice":                                                 369,
-	"claimable since":                                        521,
-	"claimable since %s":                                     255,
-	"classification changed":                                 390,
-	"completed":                                              263,
-	"constraint changed":                                     391,
-	"consumer":                                               382,
-	"consumer #%s":                                           488,
-	"date":                                                   367,
-	"date and time":                                          368,
-	"deadline %s":                                            584,
-	"deferred":                                               355,
-	"deferred since":                                         524,
+	"any other code → %s":                 591,
+	"any other error":                     245,
+	"as of %s (%s); counts are refreshed every few seconds.": 527,
+	"at least %d characters":                                 652,
+	"at least %d items":                                      659,
+	"at most %d":                                             447,
+	"at most %d characters":                                  653,
+	"at most %d items":                                       660,
+	"at most %d since the last operator retry":               448,
+	"available":                                              363,
+	"boolean":                                                376,
+	"call in progress since":                                 532,
+	"cancelled":                                              366,
+	"choice":                                                 379,
+	"claimable since":                                        531,
+	"claimable since %s":                                     265,
+	"classification changed":                                 400,
+	"completed":                                              273,
+	"constraint changed":                                     401,
+	"consumer":                                               392,
+	"consumer #%s":                                           498,
+	"date":                                                   377,
+	"date and time":                                          378,
+	"deadline %s":                                            594,
+	"deferred":                                               365,
+	"deferred since":                                         534,
 	"deleted":                                                97,
-	"designer":                                               381,
-	"disconnected":                                           362,
-	"end (completes)":                                        576,
-	"end (fails)":                                            577,
-	"end: completes the instance":                            238,
-	"end: fails the instance":                                239,
-	"every revision its consumer is granted":                 672,
-	"exact, case-sensitive":                                  341,
-	"expired":                                                359,
-	"failed":                                                 264,
-	"fails the instance":                                     582,
-	"field added":                                            385,
-	"field removed":                                          386,
-	"format":                                                 396,
-	"format %s":                                              645,
-	"from":                                                   342,
-	"held":                                                   358,
-	"held for an operator":                                   236,
-	"held, then abandoned by an operator":                    336,
-	"held, then stopped by an operator":                      335,
-	"hold (an incident for an operator)":                     580,
+	"designer":                                               391,
+	"disconnected":                                           372,
+	"end (completes)":                                        586,
+	"end (fails)":                                            587,
+	"end: completes the instance":                            248,
+	"end: fails the instance":                                249,
+	"every revision its consumer is granted":                 682,
+	"exact, case-sensitive":                                  351,
+	"expired":                                                369,
+	"failed":                                                 274,
+	"fails the instance":                                     592,
+	"field added":                                            395,
+	"field removed":                                          396,
+	"format":                                                 406,
+	"format %s":                                              655,
+	"from":                                                   352,
+	"held":                                                   368,
+	"held for an operator":                                   246,
+	"held, then abandoned by an operator":                    346,
+	"held, then stopped by an operator":                      345,
+	"hold (an incident for an operator)":                     590,
 	"id or business key":                                     117,
-	"in %s":                                                  277,
-	"in progress":                                            417,
-	"instance id":                                            505,
-	"instances held":                                         587,
-	"instances held: %s":                                     588,
-	"integer":                                                364,
-	"just now":                                               279,
-	"list":                                                   371,
-	"lock until":                                             523,
-	"long polling":                                           670,
-	"long wait":                                              256,
-	"maximum":                                                398,
-	"maximum %s":                                             647,
-	"maximum items":                                          400,
-	"maximum length":                                         394,
-	"minimum":                                                397,
-	"minimum %s":                                             646,
-	"minimum items":                                          399,
-	"minimum length":                                         393,
-	"never":                                                  626,
-	"next attempt":                                           520,
-	"no":                                                     384,
-	"no answer within the timeout":                           494,
-	"no connection":                                          495,
-	"no grant: it takes nothing":                             156,
-	"no worker":                                              257,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 457,
-	"none": 226,
-	"none (revealed before reasons were asked for)": 599,
-	"none yet": 231,
-	"none: a failed call takes the node’s error path": 432,
-	"normal":                          372,
-	"not provided":                    652,
-	"not yet":                         627,
-	"null":                            655,
-	"number":                          365,
-	"object":                          370,
-	"on error":                        234,
-	"one of: %s":                      648,
-	"operator":                        380,
-	"optional %s field of type %s":    223,
-	"optional field of type %s":       225,
-	"optional → required":             216,
-	"pattern":                         395,
-	"pattern %s":                      644,
-	"pull":                            574,
-	"pull %s":                         241,
-	"pull (the service fetches it)":   377,
-	"push %s":                         240,
-	"push (Relais calls the service)": 378,
-	"push to %s":                      575,
-	"rejected":                        360,
-	"released":                        361,
-	"required %s field of type %s":    222,
-	"required changed":                388,
-	"required field of type %s":       224,
-	"required → optional":             217,
-	"reserved":                        354,
+	"in %s":                                                  287,
+	"in progress":                                            427,
+	"instance id":                                            515,
+	"instances held":                                         597,
+	"instances held: %s":                                     598,
+	"integer":                                                374,
+	"just now":                                               289,
+	"list":                                                   381,
+	"lock until":                                             533,
+	"long polling":                                           680,
+	"long wait":                                              266,
+	"maximum":                                                408,
+	"maximum %s":                                             657,
+	"maximum items":                                          410,
+	"maximum length":                                         404,
+	"minimum":                                                407,
+	"minimum %s":                                             656,
+	"minimum items":                                          409,
+	"minimum length":                                         403,
+	"never":                                                  636,
+	"next attempt":                                           530,
+	"no":                                                     394,
+	"no answer within the timeout":                           504,
+	"no connection":                                          505,
+	"no grant: it takes nothing":                             157,
+	"no header":                                              241,
+	"no worker":                                              267,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 467,
+	"none": 227,
+	"none (revealed before reasons were asked for)": 609,
+	"none yet": 232,
+	"none: a failed call takes the node’s error path": 442,
+	"normal":                          382,
+	"not provided":                    662,
+	"not yet":                         637,
+	"null":                            665,
+	"number":                          375,
+	"object":                          380,
+	"on error":                        244,
+	"one of: %s":                      658,
+	"operator":                        390,
+	"optional %s field of type %s":    224,
+	"optional field of type %s":       226,
+	"optional → required":             217,
+	"pattern":                         405,
+	"pattern %s":                      654,
+	"pull":                            584,
+	"pull %s":                         251,
+	"pull (the service fetches it)":   387,
+	"push %s":                         250,
+	"push (Relais calls the service)": 388,
+	"push to %s":                      585,
+	"rejected":                        370,
+	"released":                        371,
+	"required %s field of type %s":    223,
+	"required changed":                398,
+	"required field of type %s":       225,
+	"required → optional":             218,
+	"reserved":                        364,
 	"retry":                           3,
-	"revision %d":                     518,
-	"revisions %s":                    673,
-	"revoked":                         155,
-	"routing changed":                 392,
-	"routing output":                  640,
-	"routing output %s → %s":          215,
-	"running":                         357,
-	"secret":                          374,
-	"sensitive":                       373,
-	"settled":                         519,
+	"revision %d":                     528,
+	"revisions %s":                    683,
+	"revoked":                         156,
+	"routing changed":                 402,
+	"routing output":                  650,
+	"routing output %s → %s":          216,
+	"running":                         367,
+	"secret":                          384,
+	"sensitive":                       383,
+	"settled":                         529,
 	"stop":                            5,
-	"stream":                          669,
-	"text":                            363,
-	"the contracts are the same (the name or a description changed).": 209,
-	"this session":             630,
-	"timeout %s":               585,
-	"timeout %s (the default)": 586,
-	"to":                       343,
-	"token %d":                 601,
-	"type changed":             387,
-	"unexpected value":         656,
-	"unknown":                  497,
-	"values added: %s":         218,
-	"values changed":           389,
-	"values removed: %s":       219,
-	"values reordered":         220,
-	"version %d":               553,
-	"waiting":                  492,
-	"yes":                      383,
-	"••• hidden (secret)":      376,
-	"••• hidden (sensitive)":   375,
-	"→ %s":                     579,
+	"stream":                          679,
+	"text":                            373,
+	"the contracts are the same (the name or a description changed).": 210,
+	"this session":             640,
+	"timeout %s":               595,
+	"timeout %s (the default)": 596,
+	"to":                       353,
+	"token %d":                 611,
+	"type changed":             397,
+	"unexpected value":         666,
+	"unknown":                  507,
+	"values added: %s":         219,
+	"values changed":           399,
+	"values removed: %s":       220,
+	"values reordered":         221,
+	"version %d":               563,
+	"waiting":                  502,
+	"yes":                      393,
+	"••• hidden (secret)":      386,
+	"••• hidden (sensitive)":   385,
+	"→ %s":                     589,
 }
 
-var enIndex = []uint32{ // 684 elements
+var enIndex = []uint32{ // 694 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -759,168 +769,171 @@ var enIndex = []uint32{ // 684 elements
 	0x00001774, 0x000017dc, 0x000017eb, 0x000017f4,
 	0x00001804, 0x00001814, 0x0000181b, 0x0000182a,
 	0x00001834, 0x00001853, 0x00001866, 0x0000186b,
-	0x00001877, 0x0000187f, 0x00001889, 0x00001890,
-	0x00001898, 0x000018b3, 0x000018bc, 0x000018cd,
+	0x00001877, 0x0000187f, 0x00001889, 0x00001896,
+	0x0000189d, 0x000018a5, 0x000018c0, 0x000018c9,
 	// Entry 80 - 9F
-	0x000018e4, 0x0000190b, 0x0000192c, 0x00001953,
-	0x0000195f, 0x000019dd, 0x000019ed, 0x00001a55,
-	0x00001a6c, 0x00001a80, 0x00001abd, 0x00001baa,
-	0x00001bb4, 0x00001bc1, 0x00001c25, 0x00001c3d,
-	0x00001c83, 0x00001c98, 0x00001d07, 0x00001dcc,
-	0x00001de4, 0x00001de7, 0x00001dec, 0x00001df3,
-	0x00001dfe, 0x00001e04, 0x00001e0a, 0x00001e11,
-	0x00001e19, 0x00001e34, 0x00001e41, 0x00001e4f,
+	0x000018da, 0x000018f1, 0x00001918, 0x00001939,
+	0x00001960, 0x0000196c, 0x000019ea, 0x000019fa,
+	0x00001a62, 0x00001a79, 0x00001a8d, 0x00001aca,
+	0x00001bb7, 0x00001bc1, 0x00001bce, 0x00001c32,
+	0x00001c4a, 0x00001c90, 0x00001ca5, 0x00001d14,
+	0x00001dd9, 0x00001df1, 0x00001df4, 0x00001df9,
+	0x00001e00, 0x00001e0b, 0x00001e11, 0x00001e17,
+	0x00001e1e, 0x00001e26, 0x00001e41, 0x00001e4e,
 	// Entry A0 - BF
-	0x00001e60, 0x00001e73, 0x00001e9d, 0x00001eb4,
-	0x00001efa, 0x00001f1c, 0x00001f22, 0x00001f27,
-	0x00001f30, 0x00001f3f, 0x00001f4b, 0x00001f57,
-	0x00001f68, 0x00001f75, 0x00001fd2, 0x00001fe1,
-	0x00001fec, 0x00001ff6, 0x00002034, 0x0000203d,
-	0x0000204d, 0x00002055, 0x0000205e, 0x00002064,
-	0x0000206e, 0x00002080, 0x000020c8, 0x000020d6,
-	0x000020e2, 0x000020ea, 0x000020f1, 0x000020f8,
+	0x00001e5c, 0x00001e6d, 0x00001e80, 0x00001eaa,
+	0x00001ec1, 0x00001f07, 0x00001f29, 0x00001f2f,
+	0x00001f34, 0x00001f3d, 0x00001f4c, 0x00001f58,
+	0x00001f64, 0x00001f75, 0x00001f82, 0x00001fdf,
+	0x00001fee, 0x00001ff9, 0x00002003, 0x00002041,
+	0x0000204a, 0x0000205a, 0x00002062, 0x0000206b,
+	0x00002071, 0x0000207b, 0x0000208d, 0x000020d5,
+	0x000020e3, 0x000020ef, 0x000020f7, 0x000020fe,
 	// Entry C0 - DF
-	0x00002109, 0x00002118, 0x00002141, 0x00002148,
-	0x00002153, 0x0000216e, 0x00002176, 0x00002182,
-	0x0000219e, 0x000021b5, 0x000021d7, 0x000021e6,
-	0x000021f2, 0x000021f9, 0x00002212, 0x0000222c,
-	0x000022d5, 0x000022eb, 0x0000232b, 0x0000235c,
-	0x00002386, 0x000023ad, 0x000023d1, 0x000023f8,
-	0x00002417, 0x0000242d, 0x00002443, 0x00002457,
-	0x0000246d, 0x0000247e, 0x00002495, 0x000024b8,
+	0x00002105, 0x00002116, 0x00002125, 0x0000214e,
+	0x00002155, 0x00002160, 0x0000217b, 0x00002183,
+	0x0000218f, 0x000021ab, 0x000021c2, 0x000021e4,
+	0x000021f3, 0x000021ff, 0x00002206, 0x0000221f,
+	0x00002239, 0x000022e2, 0x000022f8, 0x00002338,
+	0x00002369, 0x00002393, 0x000023ba, 0x000023de,
+	0x00002405, 0x00002424, 0x0000243a, 0x00002450,
+	0x00002464, 0x0000247a, 0x0000248b, 0x000024a2,
 	// Entry E0 - FF
-	0x000024db, 0x000024f8, 0x00002515, 0x0000251a,
-	0x00002566, 0x00002579, 0x0000257d, 0x0000258d,
-	0x00002596, 0x000025a9, 0x000025cf, 0x000025d8,
-	0x000025e8, 0x000025fd, 0x00002621, 0x0000263d,
-	0x00002655, 0x00002660, 0x0000266b, 0x00002676,
-	0x0000278c, 0x000027b0, 0x000027db, 0x000027e6,
-	0x000027eb, 0x000027fa, 0x00002801, 0x00002818,
-	0x0000282d, 0x0000283f, 0x00002862, 0x00002894,
+	0x000024c5, 0x000024e8, 0x00002505, 0x00002522,
+	0x00002527, 0x00002573, 0x00002586, 0x0000258a,
+	0x0000259a, 0x000025a3, 0x000025b6, 0x000025dc,
+	0x00002698, 0x000026ad, 0x000026b1, 0x000026be,
+	0x000026ce, 0x000026db, 0x000026e5, 0x000026f9,
+	0x0000270f, 0x00002718, 0x00002728, 0x0000273d,
+	0x00002761, 0x0000277d, 0x00002795, 0x000027a0,
+	0x000027ab, 0x000027b6, 0x000028cc, 0x000028f0,
 	// Entry 100 - 11F
-	0x000028aa, 0x000028b4, 0x000028be, 0x000028d3,
-	0x00002920, 0x00002930, 0x00002969, 0x000029bd,
-	0x000029c7, 0x000029ce, 0x000029e4, 0x00002a1d,
-	0x00002a22, 0x00002a2c, 0x00002a3a, 0x00002a47,
-	0x00002a70, 0x00002a93, 0x00002aa0, 0x00002ac0,
-	0x00002acc, 0x00002ae5, 0x00002aee, 0x00002af8,
-	0x00002b01, 0x00002b09, 0x00002b13, 0x00002b1b,
-	0x00002b23, 0x00002b27, 0x00002b2b, 0x00002b2f,
+	0x0000291b, 0x00002926, 0x0000292b, 0x0000293a,
+	0x00002941, 0x00002958, 0x0000296d, 0x0000297f,
+	0x000029a2, 0x000029d4, 0x000029ea, 0x000029f4,
+	0x000029fe, 0x00002a13, 0x00002a60, 0x00002a70,
+	0x00002aa9, 0x00002afd, 0x00002b07, 0x00002b0e,
+	0x00002b24, 0x00002b5d, 0x00002b62, 0x00002b6c,
+	0x00002b7a, 0x00002b87, 0x00002bb0, 0x00002bd3,
+	0x00002be0, 0x00002c00, 0x00002c0c, 0x00002c25,
 	// Entry 120 - 13F
-	0x00002b33, 0x00002b37, 0x00002b3b, 0x00002b3f,
-	0x00002b43, 0x00002b47, 0x00002b4b, 0x00002b4f,
-	0x00002b53, 0x00002b5d, 0x00002b7b, 0x00002b9b,
-	0x00002bbf, 0x00002be3, 0x00002bec, 0x00002c03,
-	0x00002c0b, 0x00002c1c, 0x00002c21, 0x00002c66,
-	0x00002c7e, 0x00002c83, 0x00002c8e, 0x00002c94,
-	0x00002c9e, 0x00002ca6, 0x00002cae, 0x00002cd8,
-	0x00002cf2, 0x00002d1a, 0x00002d4a, 0x00002d50,
+	0x00002c2e, 0x00002c38, 0x00002c41, 0x00002c49,
+	0x00002c53, 0x00002c5b, 0x00002c63, 0x00002c67,
+	0x00002c6b, 0x00002c6f, 0x00002c73, 0x00002c77,
+	0x00002c7b, 0x00002c7f, 0x00002c83, 0x00002c87,
+	0x00002c8b, 0x00002c8f, 0x00002c93, 0x00002c9d,
+	0x00002cbb, 0x00002cdb, 0x00002cff, 0x00002d23,
+	0x00002d2c, 0x00002d43, 0x00002d4b, 0x00002d5c,
+	0x00002d61, 0x00002da6, 0x00002dbe, 0x00002dc3,
 	// Entry 140 - 15F
-	0x00002d5f, 0x00002db2, 0x00002dd0, 0x00002ef2,
-	0x00002fb1, 0x00003008, 0x00003032, 0x0000305e,
-	0x00003088, 0x00003090, 0x00003096, 0x000030a3,
-	0x000030b5, 0x000030be, 0x000030d0, 0x000030df,
-	0x00003101, 0x00003125, 0x00003141, 0x0000314f,
-	0x0000317a, 0x0000318c, 0x000031a2, 0x000031a7,
-	0x000031aa, 0x000031d4, 0x0000321d, 0x0000323d,
-	0x00003246, 0x00003258, 0x0000327b, 0x00003289,
+	0x00002dce, 0x00002dd4, 0x00002dde, 0x00002de6,
+	0x00002dee, 0x00002e18, 0x00002e32, 0x00002e5a,
+	0x00002e8a, 0x00002e90, 0x00002e9f, 0x00002ef2,
+	0x00002f10, 0x00003032, 0x000030f1, 0x00003148,
+	0x00003172, 0x0000319e, 0x000031c8, 0x000031d0,
+	0x000031d6, 0x000031e3, 0x000031f5, 0x000031fe,
+	0x00003210, 0x0000321f, 0x00003241, 0x00003265,
+	0x00003281, 0x0000328f, 0x000032ba, 0x000032cc,
 	// Entry 160 - 17F
-	0x00003298, 0x000032a5, 0x000032af, 0x000032b8,
-	0x000032c1, 0x000032cb, 0x000032d3, 0x000032d8,
-	0x000032e0, 0x000032e9, 0x000032f2, 0x000032ff,
-	0x00003304, 0x0000330c, 0x00003313, 0x0000331b,
-	0x00003320, 0x0000332e, 0x00003335, 0x0000333c,
-	0x00003341, 0x00003348, 0x00003352, 0x00003359,
-	0x00003376, 0x00003390, 0x000033ae, 0x000033ce,
-	0x000033dc, 0x000033e5, 0x000033ee, 0x000033f7,
+	0x000032e2, 0x000032e7, 0x000032ea, 0x00003314,
+	0x0000335d, 0x0000337d, 0x00003386, 0x00003398,
+	0x000033bb, 0x000033c9, 0x000033d8, 0x000033e5,
+	0x000033ef, 0x000033f8, 0x00003401, 0x0000340b,
+	0x00003413, 0x00003418, 0x00003420, 0x00003429,
+	0x00003432, 0x0000343f, 0x00003444, 0x0000344c,
+	0x00003453, 0x0000345b, 0x00003460, 0x0000346e,
+	0x00003475, 0x0000347c, 0x00003481, 0x00003488,
 	// Entry 180 - 19F
-	0x000033fb, 0x000033fe, 0x0000340a, 0x00003418,
-	0x00003425, 0x00003436, 0x00003445, 0x0000345c,
-	0x0000346f, 0x0000347f, 0x0000348e, 0x0000349d,
-	0x000034a5, 0x000034ac, 0x000034b4, 0x000034bc,
-	0x000034ca, 0x000034d8, 0x000034ee, 0x00003503,
-	0x00003514, 0x0000351a, 0x00003521, 0x0000352a,
-	0x00003546, 0x0000354f, 0x00003559, 0x00003562,
-	0x0000356b, 0x00003574, 0x0000358b, 0x00003593,
+	0x00003492, 0x00003499, 0x000034b6, 0x000034d0,
+	0x000034ee, 0x0000350e, 0x0000351c, 0x00003525,
+	0x0000352e, 0x00003537, 0x0000353b, 0x0000353e,
+	0x0000354a, 0x00003558, 0x00003565, 0x00003576,
+	0x00003585, 0x0000359c, 0x000035af, 0x000035bf,
+	0x000035ce, 0x000035dd, 0x000035e5, 0x000035ec,
+	0x000035f4, 0x000035fc, 0x0000360a, 0x00003618,
+	0x0000362e, 0x00003643, 0x00003654, 0x0000365a,
 	// Entry 1A0 - 1BF
-	0x000035a1, 0x000035ce, 0x000035da, 0x000035e8,
-	0x0000362f, 0x0000363b, 0x00003643, 0x0000366e,
-	0x000036b9, 0x0000377b, 0x0000377f, 0x000037a5,
-	0x000037aa, 0x000037c5, 0x000037d6, 0x000037e2,
-	0x000037ea, 0x0000381c, 0x00003825, 0x0000382e,
-	0x0000384a, 0x00003857, 0x00003865, 0x00003891,
-	0x000038b7, 0x000038c2, 0x000038f0, 0x0000390d,
-	0x0000393c, 0x0000396e, 0x0000398c, 0x000039c1,
+	0x00003661, 0x0000366a, 0x00003686, 0x0000368f,
+	0x00003699, 0x000036a2, 0x000036ab, 0x000036b4,
+	0x000036cb, 0x000036d3, 0x000036e1, 0x0000370e,
+	0x0000371a, 0x00003728, 0x0000376f, 0x0000377b,
+	0x00003783, 0x000037ae, 0x000037f9, 0x000038bb,
+	0x000038bf, 0x000038e5, 0x000038ea, 0x00003905,
+	0x00003916, 0x00003922, 0x0000392a, 0x0000395c,
+	0x00003965, 0x0000396e, 0x0000398a, 0x00003997,
 	// Entry 1C0 - 1DF
-	0x000039dd, 0x000039fc, 0x00003a0b, 0x00003a18,
-	0x00003a26, 0x00003a33, 0x00003a3c, 0x00003a57,
-	0x00003a72, 0x00003a7c, 0x00003acf, 0x00003b4d,
-	0x00003bc3, 0x00003bf0, 0x00003c2a, 0x00003c8f,
-	0x00003caf, 0x00003cd5, 0x00003cff, 0x00003d37,
-	0x00003d74, 0x00003d98, 0x00003e11, 0x00003e36,
-	0x00003e50, 0x00003e6e, 0x00003ea2, 0x00003ee2,
-	0x00003f0c, 0x00003f1b, 0x00003f4c, 0x00003f7b,
+	0x000039a5, 0x000039d1, 0x000039f7, 0x00003a02,
+	0x00003a30, 0x00003a4d, 0x00003a7c, 0x00003aae,
+	0x00003acc, 0x00003b01, 0x00003b1d, 0x00003b3c,
+	0x00003b4b, 0x00003b58, 0x00003b66, 0x00003b73,
+	0x00003b7c, 0x00003b97, 0x00003bb2, 0x00003bbc,
+	0x00003c0f, 0x00003c8d, 0x00003d03, 0x00003d30,
+	0x00003d6a, 0x00003dcf, 0x00003def, 0x00003e15,
+	0x00003e3f, 0x00003e77, 0x00003eb4, 0x00003ed8,
 	// Entry 1E0 - 1FF
-	0x00003f8e, 0x00004003, 0x00004016, 0x0000404a,
-	0x0000407e, 0x0000408e, 0x000040d5, 0x00004102,
-	0x0000410f, 0x0000411f, 0x0000414f, 0x00004189,
-	0x000041ac, 0x000041b4, 0x000041cc, 0x000041e9,
-	0x000041f7, 0x00004208, 0x00004210, 0x0000421b,
-	0x0000423c, 0x0000427e, 0x000042ae, 0x000042c0,
-	0x000042d0, 0x00004302, 0x0000430e, 0x0000431f,
-	0x00004339, 0x0000434a, 0x00004350, 0x00004364,
+	0x00003f51, 0x00003f76, 0x00003f90, 0x00003fae,
+	0x00003fe2, 0x00004022, 0x0000404c, 0x0000405b,
+	0x0000408c, 0x000040bb, 0x000040ce, 0x00004143,
+	0x00004156, 0x0000418a, 0x000041be, 0x000041ce,
+	0x00004215, 0x00004242, 0x0000424f, 0x0000425f,
+	0x0000428f, 0x000042c9, 0x000042ec, 0x000042f4,
+	0x0000430c, 0x00004329, 0x00004337, 0x00004348,
+	0x00004350, 0x0000435b, 0x0000437c, 0x000043be,
 	// Entry 200 - 21F
-	0x0000437c, 0x000043a1, 0x000043af, 0x000043ed,
-	0x0000442a, 0x00004456, 0x00004493, 0x000044a2,
-	0x000044aa, 0x000044b7, 0x000044c7, 0x000044de,
-	0x000044e9, 0x000044f8, 0x000044fe, 0x0000450c,
-	0x00004516, 0x00004521, 0x00004534, 0x00004559,
-	0x00004584, 0x00004615, 0x00004650, 0x0000466f,
-	0x000046ad, 0x000046e4, 0x00004712, 0x00004720,
-	0x000047b3, 0x000047d1, 0x00004817, 0x00004825,
+	0x000043ee, 0x00004400, 0x00004410, 0x00004442,
+	0x0000444e, 0x0000445f, 0x00004479, 0x0000448a,
+	0x00004490, 0x000044a4, 0x000044bc, 0x000044e1,
+	0x000044ef, 0x0000452d, 0x0000456a, 0x00004596,
+	0x000045d3, 0x000045e2, 0x000045ea, 0x000045f7,
+	0x00004607, 0x0000461e, 0x00004629, 0x00004638,
+	0x0000463e, 0x0000464c, 0x00004656, 0x00004661,
+	0x00004674, 0x00004699, 0x000046c4, 0x00004755,
 	// Entry 220 - 23F
-	0x00004839, 0x0000485a, 0x0000486e, 0x00004874,
-	0x00004888, 0x000048fb, 0x00004948, 0x00004959,
-	0x00004970, 0x0000498d, 0x0000499b, 0x000049a9,
-	0x000049b1, 0x000049bc, 0x000049c2, 0x00004ab4,
-	0x00004aba, 0x00004aec, 0x00004af1, 0x00004b01,
-	0x00004b0c, 0x00004b15, 0x00004b25, 0x00004b3f,
-	0x00004be4, 0x00004bfa, 0x00004c7f, 0x00004cf9,
-	0x00004d08, 0x00004dc2, 0x00004e13, 0x00004e18,
+	0x00004790, 0x000047af, 0x000047ed, 0x00004824,
+	0x00004852, 0x00004860, 0x000048f3, 0x00004911,
+	0x00004957, 0x00004965, 0x00004979, 0x0000499a,
+	0x000049ae, 0x000049b4, 0x000049c8, 0x00004a3b,
+	0x00004a88, 0x00004a99, 0x00004ab0, 0x00004acd,
+	0x00004adb, 0x00004ae9, 0x00004af1, 0x00004afc,
+	0x00004b02, 0x00004bf4, 0x00004bfa, 0x00004c2c,
+	0x00004c31, 0x00004c41, 0x00004c4c, 0x00004c55,
 	// Entry 240 - 25F
-	0x00004e26, 0x00004e36, 0x00004e42, 0x00004e52,
-	0x00004e5c, 0x00004e7f, 0x00004e98, 0x00004eab,
-	0x00004f17, 0x00004f26, 0x00004f34, 0x00004f50,
-	0x00004f5f, 0x00004f75, 0x00004fae, 0x00004fe0,
-	0x00004fee, 0x00005046, 0x0000507d, 0x00005094,
-	0x000050d8, 0x000050fd, 0x00005174, 0x0000518a,
-	0x000051b8, 0x000051cf, 0x000051db, 0x000051ee,
-	0x00005216, 0x0000521d, 0x00005278, 0x000052a2,
+	0x00004c65, 0x00004c7f, 0x00004d24, 0x00004d3a,
+	0x00004dbf, 0x00004e39, 0x00004e48, 0x00004f02,
+	0x00004f53, 0x00004f58, 0x00004f66, 0x00004f76,
+	0x00004f82, 0x00004f92, 0x00004f9c, 0x00004fbf,
+	0x00004fd8, 0x00004feb, 0x00005057, 0x00005066,
+	0x00005074, 0x00005090, 0x0000509f, 0x000050b5,
+	0x000050ee, 0x00005120, 0x0000512e, 0x00005186,
+	0x000051bd, 0x000051d4, 0x00005218, 0x0000523d,
 	// Entry 260 - 27F
-	0x000052d2, 0x00005330, 0x000053d0, 0x000053e4,
-	0x0000548f, 0x00005505, 0x0000550d, 0x00005548,
-	0x0000554e, 0x000055ca, 0x00005612, 0x0000563d,
-	0x0000569f, 0x000056f3, 0x0000579a, 0x0000579f,
-	0x000057a9, 0x000057b1, 0x000057cc, 0x000057d2,
-	0x000057da, 0x000057e8, 0x000057f2, 0x000057ff,
-	0x00005809, 0x0000581c, 0x00005840, 0x000058c0,
-	0x000058d1, 0x000058d9, 0x0000594e, 0x000059a2,
+	0x000052b4, 0x000052ca, 0x000052f8, 0x0000530f,
+	0x0000531b, 0x0000532e, 0x00005356, 0x0000535d,
+	0x000053b8, 0x000053e2, 0x00005412, 0x00005470,
+	0x00005510, 0x00005524, 0x000055cf, 0x00005645,
+	0x0000564d, 0x00005688, 0x0000568e, 0x0000570a,
+	0x00005752, 0x0000577d, 0x000057df, 0x00005841,
+	0x000058e8, 0x000058ed, 0x000058f7, 0x000058ff,
+	0x0000591a, 0x00005920, 0x00005928, 0x00005936,
 	// Entry 280 - 29F
-	0x000059e4, 0x000059f3, 0x000059ff, 0x00005a3b,
-	0x00005a75, 0x00005a83, 0x00005a90, 0x00005a9e,
-	0x00005aac, 0x00005aba, 0x00005aec, 0x00005b1c,
-	0x00005b78, 0x00005b85, 0x00005ba5, 0x00005bbf,
-	0x00005bc4, 0x00005bd5, 0x00005c5b, 0x00005c80,
-	0x00005c87, 0x00005c90, 0x00005ca3, 0x00005cad,
-	0x00005cb7, 0x00005cc1, 0x00005cd9, 0x00005cef,
-	0x00005cfb, 0x00005d1d, 0x00005d24, 0x00005d31,
+	0x00005940, 0x0000594d, 0x00005957, 0x0000596a,
+	0x0000598e, 0x00005a0e, 0x00005a1f, 0x00005a27,
+	0x00005a9c, 0x00005af0, 0x00005b32, 0x00005b41,
+	0x00005b4d, 0x00005b89, 0x00005bc3, 0x00005bd1,
+	0x00005bde, 0x00005bec, 0x00005bfa, 0x00005c08,
+	0x00005c3a, 0x00005c6a, 0x00005cc6, 0x00005cd3,
+	0x00005cf3, 0x00005d0d, 0x00005d12, 0x00005d23,
+	0x00005da9, 0x00005dce, 0x00005dd5, 0x00005dde,
 	// Entry 2A0 - 2BF
-	0x00005d42, 0x00005d69, 0x00005d79, 0x00005dcd,
-	0x00005e1d, 0x00005e7d, 0x00005ed0, 0x00005f08,
-	0x00005f58, 0x00005f8c, 0x00005fab, 0x00005fcb,
-} // Size: 2760 bytes
+	0x00005df1, 0x00005dfb, 0x00005e05, 0x00005e0f,
+	0x00005e27, 0x00005e3d, 0x00005e49, 0x00005e6b,
+	0x00005e72, 0x00005e7f, 0x00005e90, 0x00005eb7,
+	0x00005ec7, 0x00005f1b, 0x00005f6b, 0x00005fcb,
+	0x0000601e, 0x00006056, 0x000060a6, 0x000060da,
+	0x000060f9, 0x00006119,
+} // Size: 2800 bytes
 
-const enData string = "" + // Size: 24523 bytes
+const enData string = "" + // Size: 24857 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1016,280 +1029,285 @@ const enData string = "" + // Size: 24523 bytes
 	". While it runs, each reload shows how far it got.\x02Relais console\x02" +
 	"Language\x02Skip to content\x02Main navigation\x02Health\x02External tas" +
 	"ks\x02Processes\x02Find an instance or occurrence\x02id or business key" +
-	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Tokens\x02Reveals\x02" +
-	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
-	"\x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s\x02Ti" +
-	"mes in %[1]s · no auto-reload\x02This page reloads every %[1]d seconds." +
-	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
-	"ternal tasks and process instances are for operators and administrators." +
-	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
-	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
-	"asks\x02Back to definitions\x02Nothing exists at this address, or it is " +
-	"not visible to you.\x02Nothing exists at this address, or it is not visi" +
-	"ble to you. An ended instance is deleted, with its occurrences and attem" +
-	"pts, once the retention period (RELAIS_RETENTION) has passed; the audit " +
-	"log keeps the operator actions taken on it.\x02Not found\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired." +
-	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
-	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
-	" went wrong\x02The console could not show this page. Try again; if it pe" +
-	"rsists, give your administrator the request id %[1]s.\x02The external se" +
-	"rvices that take tasks, and the definitions each may take. Create consum" +
-	"ers, change their grants and rotate their tokens through the API (/api/v" +
-	"1/consumers); tokens are never shown.\x02Consumers, oldest first\x02ID" +
-	"\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
-	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02No co" +
-	"nsumer yet.\x02No more consumers.\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts" +
-	" appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
-	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
-	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
-	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
-	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
-	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Definitio" +
-	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
-	"queue and incidents now, and what its workers finished in the last hour:" +
-	" occurrences that ended completed or failed. An occurrence retried since" +
-	" counts where it ends next; a failed attempt with attempts left is not c" +
-	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
-	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
-	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
-	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
-	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
-	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
-	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
-	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
-	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
-	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
-	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
-	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
-	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
-	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
-	" is held at a failed node: an incident. It cannot be retried: its occurr" +
-	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
-	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
-	"tance is held at a failed node: an incident. Retry offers the failed occ" +
-	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
-	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
-	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
-	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
-	"ailed occurrence\x02End node\x02Abandoned at node\x02Failed at node\x02h" +
-	"eld, then stopped by an operator\x02held, then abandoned by an operator" +
-	"\x02Unknown status “%[1]s”.\x02Creation date\x02The page size must be be" +
-	"tween 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02from" +
-	"\x02to\x02Act on every instance this filter matches\x02The next page cou" +
-	"nts them and asks for a reason before anything changes.\x02Process insta" +
-	"nces, newest first\x02Instance\x02End node or error\x02No instance match" +
-	"es these filters.\x02All processes\x02Any definition\x02All statuses\x02" +
-	"available\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02exp" +
-	"ired\x02rejected\x02released\x02disconnected\x02text\x02integer\x02numbe" +
-	"r\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02nor" +
-	"mal\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secr" +
-	"et)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
-	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
-	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
-	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
-	"hole message\x02No service ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
-	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
-	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
-	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
-	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
-	"mpt\x00\x0f\x02%[1]d attempts\x02%[1]d left\x02Inputs, labelled by revis" +
-	"ion %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelle" +
-	"d by revision %[1]d's contract\x02No outputs yet: the occurrence has not" +
-	" completed.\x02This contract has no outputs.\x02No outputs: the occurren" +
-	"ce ended without completing.\x02Reveal — this is recorded\x02Why (record" +
-	"ed with the reveal)\x02Available from\x02Next attempt\x02Last reserved" +
-	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
-	"ore any attempt)\x02Retryable\x02no: the service marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination did not a" +
-	"nswer within the call’s timeout (%[1]s): it may have acted all the same," +
-	" so check before retrying.\x02The destination did not answer within the " +
-	"call’s timeout: it may have acted all the same, so check before retrying" +
-	".\x02The deadline passed before a result arrived.\x02The result did not " +
-	"match the revision's outputs contract.\x02Relais stopped during the call" +
-	": whether the destination acted is unknown, so it is not called again." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
-	"ck expired with no attempt left.\x02The inputs could not be built from t" +
-	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
-	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
-	"dget already spent): it is not run again.\x02The destination answered HT" +
-	"TP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02L" +
-	"ock expired %[1]s — waiting to be offered again.\x02Waiting for Relais t" +
-	"o call the destination since %[1]s (%[2]s).\x02Waiting for a worker sinc" +
-	"e %[1]s (%[2]s).\x02(worker %[1]s)\x02Relais is calling the destination " +
-	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
-	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
-	"mer, or a front end with a settle token, completes it later.\x02Complete" +
-	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
-	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
-	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
-	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
-	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
-	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
-	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
-	"ssage from Relais (in English)\x02Message from the service (its own word" +
-	"s, protected values masked)\x02The revision must be a whole number, 1 or" +
-	" more.\x02Unknown consumer.\x02Settlement date\x02More filters: instance" +
-	", revision, consumer, dates\x02instance id\x02Counts by status\x02Occurr" +
-	"ences, newest first\x02Process and node\x02Error\x02Consumer and worker" +
-	"\x02Next attempt or settled\x02No occurrence matches these filters.\x02A" +
-	"ll consumers\x02Totals of definition %[1]s, not narrowed by the other fi" +
-	"lters\x02Totals of all definitions, not narrowed by the other filters" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurr" +
-	"ences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
-	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
-	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02Thi" +
-	"s address holds a parameter that cannot be read (a percent sign not foll" +
-	"owed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose its off" +
-	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
-	"s and detail pages\x02Pages with a form, such as a confirmation, never r" +
-	"eload on their own.\x02Save settings\x02Back without saving\x02UTC (coor" +
-	"dinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
-	"econds\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn, with where their occurrences are now.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn.\x02Processe" +
-	"s by key\x02Versions, newest first\x02No process is published yet.\x02ve" +
-	"rsion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Column" +
-	"s follow the longest path from the start node. Solid arrows are successe" +
-	"s (labelled with their route), dashed ones failures (labelled with their" +
-	" error codes). Each box says how many of this version’s occurrences are " +
-	"at that node now.\x02Nodes\x02Nodes of this version, with their occurren" +
-	"ces now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurren" +
-	"ces now\x02Instances of this process\x02Columns follow the longest path " +
-	"from the start node. Solid arrows are successes (labelled with their rou" +
-	"te), dashed ones failures (labelled with their error codes).\x02Nodes of" +
-	" this version\x02This version has %[1]d nodes: too many to draw legibly " +
-	"(at most %[2]d). The table below lists every node with its routes and co" +
-	"unts.\x02This version has %[1]d nodes: too many to draw legibly (at most" +
-	" %[2]d). The table below lists every node with its routes.\x02Graph of %" +
-	"[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The tabl" +
-	"e below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, st" +
-	"arting at %[2]s. The table below lists the same nodes, routes and counts" +
-	".\x02%[1]d nodes, starting at %[2]s. The table below lists the same node" +
-	"s and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
-	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Cannot reveal\x02Say why yo" +
-	"u reveal this value: the reason is recorded with the reveal in the audit" +
-	" log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back " +
-	"to the occurrence\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02none (rev" +
-	"ealed before reasons were asked for)\x02No value was revealed.\x02token " +
-	"%[1]d\x02Method not allowed\x02This page does not accept that request." +
-	"\x02Search\x02Type an instance or occurrence id (a UUID, as the pages sh" +
-	"ow on hover), or a business key.\x02Nothing to find: the search box is e" +
-	"mpty.\x02That is too long to be an id or a business key.\x02No instance " +
-	"or occurrence has the id “%[1]s”, and no instance has it as its business" +
-	" key.\x02No instance has “%[1]s” as its business key, and it is not a wh" +
-	"ole id: the lists show the end of each id. Open the row, or copy its lin" +
-	"k, for the whole id.\x02You are signed out.\x02Your session had ended (i" +
-	"nactivity, a sign-out elsewhere, a revoked token or a restart of the ser" +
-	"ver), so your last action was not applied. Sign in again, then repeat it" +
-	".\x02Your session has ended (inactivity, a sign-out elsewhere, a revoked" +
-	" token or a restart of the server). Sign in again.\x02Sign in\x02Sign in" +
-	" with an operator, designer or administrator token.\x02Token\x02The toke" +
-	"n is checked once and never stored in your browser; a session cookie sta" +
-	"nds for it for up to 8 hours of inactivity.\x02Too many failed sign-ins " +
-	"from your address. Try again in %[1]d seconds.\x02This token is unknown " +
-	"or has been revoked.\x02A %[1]s token cannot open the console: sign in w" +
-	"ith an operator, designer or administrator token.\x02Only administrators" +
-	" see this page: tokens, consumers and the reveal log are theirs.\x02Staf" +
-	"f tokens (administrators, designers, operators) that are not revoked. Co" +
-	"nsumer tokens are managed with their consumers. Revoking a token refuses" +
-	" its next request.\x02Role\x02Last used\x02Expires\x02Staff tokens, olde" +
-	"st first\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session" +
-	"\x02No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?" +
-	"\x02Its next request is refused, and console sessions opened with it end" +
-	". This cannot be undone: whoever uses it needs a new token.\x02Revoke th" +
-	"e token\x02Keep it\x02This is the token you signed in with: revoking it " +
-	"signs you out. Its next request is refused. This cannot be undone.\x02Th" +
-	"is is the last usable administrator token: create another one before rev" +
-	"oking it.\x02The token %[1]s (%[2]s) was revoked: its next request is re" +
-	"fused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02a" +
-	"t least %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81" +
-	"\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d cha" +
-	"racters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1" +
-	"]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item" +
-	"\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most " +
-	"%[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown" +
-	": the page shows the first %[2]d, the API's detail has them all.\x02not " +
-	"provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d item" +
-	"s\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers co" +
-	"nnected by a stream, and polling workers by their last fetch. A worker i" +
-	"s listed while it was seen within three heartbeats.\x02Workers seen with" +
-	"in three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fl" +
-	"ight\x02Connected\x02Last seen\x02No worker is connected.\x02Workers ser" +
-	"ving %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
+	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
+	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reload ever" +
+	"y %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every " +
+	"%[1]d seconds.\x02Not allowed\x02Your role can read definitions and proc" +
+	"esses only: external tasks and process instances are for operators and a" +
+	"dministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL chara" +
+	"cter or bytes that are not UTF-8 text: correct it and try again.\x02Back" +
+	" to external tasks\x02Back to definitions\x02Nothing exists at this addr" +
+	"ess, or it is not visible to you.\x02Nothing exists at this address, or " +
+	"it is not visible to you. An ended instance is deleted, with its occurre" +
+	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
+	"ed; the audit log keeps the operator actions taken on it.\x02Not found" +
+	"\x02Form refused\x02This form was not sent from this console session, or" +
+	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
+	"le\x02The database cannot be reached right now. Try again in a few secon" +
+	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
+	" again; if it persists, give your administrator the request id %[1]s." +
+	"\x02The external services that take tasks, and the definitions each may " +
+	"take. Create consumers, change their grants and rotate their tokens thro" +
+	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
+	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
+	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
+	"s tasks\x02No consumer yet.\x02No more consumers.\x02%[1]s: every revisi" +
+	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
+	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
+	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
+	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
+	"ble part of a definition. Processes never use it directly: they pin a re" +
+	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
+	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
+	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
+	"\x02Lists every change from one revision to another, and whom it may bre" +
+	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
+	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
+	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
+	"he Working copy has changes not yet snapshotted: they are in no revision" +
+	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
+	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
+	"e same (the name or a description changed).\x02Changes of the Working co" +
+	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
+	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02The HTTP endpoints push nodes call. Values of the URL's que" +
+	"ry and of the headers are sealed and never shown. Create, change and del" +
+	"ete destinations through the API (/api/v1/destinations).\x02Destinations" +
+	" by name\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
+	" header\x02No destination yet.\x02No more destinations.\x02on error\x02a" +
+	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
+	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
+	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
+	"ts now, and what its workers finished in the last hour: occurrences that" +
+	" ended completed or failed. An occurrence retried since counts where it " +
+	"ends next; a failed attempt with attempts left is not counted, its occur" +
+	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
+	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
+	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
+	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
+	"\x02no worker\x02Show all definitions\x02No definition %[1]s has occurre" +
+	"nces: check the key, or show all definitions.\x02All definitions\x02Comp" +
+	"letions and failures per 5 minutes, last hour: %[1]s\x02In the last hour" +
+	": %[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02c" +
+	"ompleted\x02failed\x02The chart’s numbers\x02Completions and failures pe" +
+	"r 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1" +
+	"]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]" +
+	"d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d" +
+	" failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
+	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
+	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
+	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
+	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
+	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
+	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
+	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
+	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
+	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
+	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
+	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
+	" instance was started with, labelled by process version %[1]d's contract" +
+	"\x02This process takes no inputs.\x02This instance is held at a failed n" +
+	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
+	"led before any attempt (its inputs could not be built), so it would fail" +
+	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
+	"led node: an incident. Retry offers the failed occurrence again; abandon" +
+	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
+	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
+	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
+	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
+	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
+	"End node\x02Abandoned at node\x02Failed at node\x02held, then stopped by" +
+	" an operator\x02held, then abandoned by an operator\x02Unknown status “%" +
+	"[1]s”.\x02Creation date\x02The page size must be between 1 and %[1]d." +
+	"\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on e" +
+	"very instance this filter matches\x02The next page counts them and asks " +
+	"for a reason before anything changes.\x02Process instances, newest first" +
+	"\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02All processes\x02Any definition\x02All statuses\x02available\x02rese" +
+	"rved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected" +
+	"\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02" +
+	"date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive" +
+	"\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the" +
+	" service fetches it)\x02push (Relais calls the service)\x02administrator" +
+	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
+	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
+	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
+	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
+	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
+	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
+	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
+	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
+	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
+	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
+	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
+	"ais never called the destination: the occurrence ended before any call." +
+	"\x02Relais keeps the destination’s status code only when it refused the " +
+	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
+	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
+	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
+	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
+	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
+	")\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last opera" +
+	"tor retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d " +
+	"attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
+	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
+	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
+	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
+	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02R" +
+	"etryable\x02no: the service marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination did not answer within the call" +
+	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
+	"trying.\x02The destination did not answer within the call’s timeout: it " +
+	"may have acted all the same, so check before retrying.\x02The deadline p" +
+	"assed before a result arrived.\x02The result did not match the revision'" +
+	"s outputs contract.\x02Relais stopped during the call: whether the desti" +
+	"nation acted is unknown, so it is not called again.\x02The call could no" +
+	"t be prepared.\x02The destination could not be reached.\x02The destinati" +
+	"on’s answer was too large.\x02The last attempt’s lock expired with no at" +
+	"tempt left.\x02The inputs could not be built from the process’s bindings" +
+	".\x02An operator abandoned the instance.\x02A Camunda 7 worker reported " +
+	"a failure with no retries left (retries: 0, or a budget already spent): " +
+	"it is not run again.\x02The destination answered HTTP %[1]s.\x02Retry at" +
+	" %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — w" +
+	"aiting to be offered again.\x02Waiting for Relais to call the destinatio" +
+	"n since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(" +
+	"worker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Res" +
+	"erved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Defer" +
+	"red since %[1]s (%[2]s): a worker of the same consumer, or a front end w" +
+	"ith a settle token, completes it later.\x02Completed (%[1]s).\x02Its ins" +
+	"tance is held here, waiting for an operator.\x02Its instance went on alo" +
+	"ng the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance " +
+	"was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was " +
+	"stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; " +
+	"settled with its settle token)\x02%[1]s (deferred; settled with its sett" +
+	"le token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02" +
+	"HTTP 2xx, unusable body\x02no answer within the timeout\x02no connection" +
+	"\x02answer too large\x02unknown\x02[redacted]\x02Message from Relais (in" +
+	" English)\x02Message from the service (its own words, protected values m" +
+	"asked)\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
+	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
+	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
+	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
+	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
+	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
+	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
+	"ock until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fi" +
+	"rst page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02" +
+	"%[1]s: the first day comes after the last.\x02This address holds a param" +
+	"eter that cannot be read (a percent sign not followed by two hexadecimal" +
+	" digits, or a semicolon): correct the address.\x02Unknown parameter “%[1" +
+	"]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parame" +
+	"ter “%[1]s” is given %[2]d times: give it once.\x02The page cursor is in" +
+	"valid: go back to the first page.\x02These settings are kept in this bro" +
+	"wser only.\x02Show times in\x02The console runs no script, so it cannot " +
+	"read your computer’s time zone: choose its offset from UTC. Offsets do n" +
+	"ot follow daylight saving time.\x02Reload lists and detail pages\x02Page" +
+	"s with a form, such as a confirmation, never reload on their own.\x02Sav" +
+	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
+	"\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published pro" +
+	"cess versions: their nodes, routes and pinned revisions, drawn, with whe" +
+	"re their occurrences are now.\x02Published process versions: their nodes" +
+	", routes and pinned revisions, drawn.\x02Processes by key\x02Versions, n" +
+	"ewest first\x02No process is published yet.\x02version %[1]d\x02Process " +
+	"%[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the longest pa" +
+	"th from the start node. Solid arrows are successes (labelled with their " +
+	"route), dashed ones failures (labelled with their error codes). Each box" +
+	" says how many of this version’s occurrences are at that node now.\x02No" +
+	"des\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinn" +
+	"ed revision\x02On success\x02On error\x02Occurrences now\x02Instances of" +
+	" this process\x02Columns follow the longest path from the start node. So" +
+	"lid arrows are successes (labelled with their route), dashed ones failur" +
+	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
+	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
+	"ble below lists every node with its routes and counts.\x02This version h" +
+	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
+	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
+	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
+	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
+	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
+	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
+	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
+	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
+	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
+	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
+	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
+	"eal a sensitive value.\x02Cannot reveal\x02Say why you reveal this value" +
+	": the reason is recorded with the reveal in the audit log.\x02Revealed b" +
+	"y %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence" +
+	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
+	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
+	"inistrator revealed: who, when, which field and why. The values themselv" +
+	"es are never kept.\x02Reveals, newest first\x02none (revealed before rea" +
+	"sons were asked for)\x02No value was revealed.\x02token %[1]d\x02Method " +
+	"not allowed\x02This page does not accept that request.\x02Search\x02Type" +
+	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
+	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
+	"oo long to be an id or a business key.\x02No instance or occurrence has " +
+	"the id “%[1]s”, and no instance has it as its business key.\x02No instan" +
+	"ce has “%[1]s” as its business key, and it is not a whole id: the lists " +
+	"show the end of each id. Open the row, or copy its link, for the whole i" +
+	"d.\x02You are signed out.\x02Your session had ended (inactivity, a sign-" +
+	"out elsewhere, a revoked token or a restart of the server), so your last" +
+	" action was not applied. Sign in again, then repeat it.\x02Your session " +
+	"has ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
+	"t of the server). Sign in again.\x02Sign in\x02Sign in with an operator," +
+	" designer or administrator token.\x02Token\x02The token is checked once " +
+	"and never stored in your browser; a session cookie stands for it for up " +
+	"to 8 hours of inactivity.\x02Too many failed sign-ins from your address." +
+	" Try again in %[1]d seconds.\x02This token is unknown or has been revoke" +
+	"d.\x02A %[1]s token cannot open the console: sign in with an operator, d" +
+	"esigner or administrator token.\x02Only administrators see this page: to" +
+	"kens, consumers, destinations and the reveal log are theirs.\x02Staff to" +
+	"kens (administrators, designers, operators) that are not revoked. Consum" +
+	"er tokens are managed with their consumers. Revoking a token refuses its" +
+	" next request.\x02Role\x02Last used\x02Expires\x02Staff tokens, oldest f" +
+	"irst\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
+	"No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02It" +
+	"s next request is refused, and console sessions opened with it end. This" +
+	" cannot be undone: whoever uses it needs a new token.\x02Revoke the toke" +
+	"n\x02Keep it\x02This is the token you signed in with: revoking it signs " +
+	"you out. Its next request is refused. This cannot be undone.\x02This is " +
+	"the last usable administrator token: create another one before revoking " +
+	"it.\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
+	"\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at leas" +
+	"t %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
+	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
+	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
+	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
+	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
+	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
+	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
+	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
+	"nected by a stream, and polling workers by their last fetch. A worker is" +
+	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
+	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
+	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
+	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
 	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
 	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
 	"rences wait until one connects or polls.\x02No process uses this definit" +
@@ -1302,7 +1320,7 @@ const enData string = "" + // Size: 24523 bytes
 	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
 	"y take revisions %[1]s only."
 
-var frIndex = []uint32{ // 684 elements
+var frIndex = []uint32{ // 694 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1337,168 +1355,171 @@ var frIndex = []uint32{ // 684 elements
 	0x00001e9e, 0x00001f2d, 0x00001f3c, 0x00001f43,
 	0x00001f54, 0x00001f6a, 0x00001f70, 0x00001f81,
 	0x00001f8b, 0x00001fb2, 0x00001fce, 0x00001fd6,
-	0x00001fe3, 0x00001fef, 0x00001ffd, 0x00002004,
-	0x00002012, 0x00002036, 0x00002046, 0x0000205e,
+	0x00001fe3, 0x00001fef, 0x00001ffd, 0x0000200a,
+	0x00002011, 0x0000201f, 0x00002043, 0x00002053,
 	// Entry 80 - 9F
-	0x0000207f, 0x000020b2, 0x000020e3, 0x00002115,
-	0x00002123, 0x000021d7, 0x000021e9, 0x00002269,
-	0x00002285, 0x0000229d, 0x000022e0, 0x000023fe,
-	0x0000240a, 0x0000241d, 0x00002499, 0x000024b5,
-	0x0000250c, 0x00002524, 0x000025bc, 0x000026ad,
-	0x000026db, 0x000026de, 0x000026e2, 0x000026e9,
-	0x000026f3, 0x000026f9, 0x00002701, 0x00002707,
-	0x00002711, 0x00002732, 0x0000274b, 0x0000275e,
+	0x0000206b, 0x0000208c, 0x000020bf, 0x000020f0,
+	0x00002122, 0x00002130, 0x000021e4, 0x000021f6,
+	0x00002276, 0x00002292, 0x000022aa, 0x000022ed,
+	0x0000240b, 0x00002417, 0x0000242a, 0x000024a6,
+	0x000024c2, 0x00002519, 0x00002531, 0x000025c9,
+	0x000026ba, 0x000026e8, 0x000026eb, 0x000026ef,
+	0x000026f6, 0x00002700, 0x00002706, 0x0000270e,
+	0x00002714, 0x0000271e, 0x0000273f, 0x00002758,
 	// Entry A0 - BF
-	0x00002783, 0x0000279d, 0x000027d5, 0x000027f0,
-	0x00002856, 0x00002888, 0x0000288e, 0x00002893,
-	0x0000289f, 0x000028ae, 0x000028ba, 0x000028c6,
-	0x000028d8, 0x000028e9, 0x0000296d, 0x0000297f,
-	0x00002996, 0x000029a1, 0x000029f6, 0x00002a03,
-	0x00002a28, 0x00002a34, 0x00002a3e, 0x00002a44,
-	0x00002a50, 0x00002a68, 0x00002aba, 0x00002aca,
-	0x00002ada, 0x00002ae3, 0x00002aee, 0x00002af6,
+	0x0000276b, 0x00002790, 0x000027aa, 0x000027e2,
+	0x000027fd, 0x00002863, 0x00002895, 0x0000289b,
+	0x000028a0, 0x000028ac, 0x000028bb, 0x000028c7,
+	0x000028d3, 0x000028e5, 0x000028f6, 0x0000297a,
+	0x0000298c, 0x000029a3, 0x000029ae, 0x00002a03,
+	0x00002a10, 0x00002a35, 0x00002a41, 0x00002a4b,
+	0x00002a51, 0x00002a5d, 0x00002a75, 0x00002ac7,
+	0x00002ad7, 0x00002ae7, 0x00002af0, 0x00002afb,
 	// Entry C0 - DF
-	0x00002b16, 0x00002b38, 0x00002b60, 0x00002b69,
-	0x00002b79, 0x00002b99, 0x00002ba1, 0x00002bb0,
-	0x00002bcf, 0x00002bfa, 0x00002c20, 0x00002c30,
-	0x00002c3a, 0x00002c44, 0x00002c63, 0x00002c81,
-	0x00002d59, 0x00002d77, 0x00002dbb, 0x00002df8,
-	0x00002e2b, 0x00002e5b, 0x00002e87, 0x00002eb7,
-	0x00002ed9, 0x00002ef4, 0x00002f0f, 0x00002f2b,
-	0x00002f47, 0x00002f5d, 0x00002f77, 0x00002fae,
+	0x00002b03, 0x00002b23, 0x00002b45, 0x00002b6d,
+	0x00002b76, 0x00002b86, 0x00002ba6, 0x00002bae,
+	0x00002bbd, 0x00002bdc, 0x00002c07, 0x00002c2d,
+	0x00002c3d, 0x00002c47, 0x00002c51, 0x00002c70,
+	0x00002c8e, 0x00002d66, 0x00002d84, 0x00002dc8,
+	0x00002e05, 0x00002e38, 0x00002e68, 0x00002e94,
+	0x00002ec4, 0x00002ee6, 0x00002f01, 0x00002f1c,
+	0x00002f38, 0x00002f54, 0x00002f6a, 0x00002f84,
 	// Entry E0 - FF
-	0x00002fe4, 0x00003004, 0x00003023, 0x0000302a,
-	0x00003094, 0x000030aa, 0x000030af, 0x000030c3,
-	0x000030db, 0x00003100, 0x0000312e, 0x00003140,
-	0x00003153, 0x0000316f, 0x0000319c, 0x000031b9,
-	0x000031dc, 0x000031e7, 0x000031f2, 0x000031fe,
-	0x00003367, 0x0000338e, 0x000033cc, 0x000033d8,
-	0x000033e1, 0x000033f5, 0x000033ff, 0x00003426,
-	0x00003442, 0x0000345d, 0x0000348d, 0x000034cc,
+	0x00002fbb, 0x00002ff1, 0x00003011, 0x00003030,
+	0x00003037, 0x000030a1, 0x000030b7, 0x000030bc,
+	0x000030d0, 0x000030e8, 0x0000310d, 0x0000313b,
+	0x00003225, 0x0000323a, 0x0000323e, 0x00003251,
+	0x00003260, 0x00003277, 0x00003286, 0x000032ab,
+	0x000032c5, 0x000032d7, 0x000032ea, 0x00003306,
+	0x00003333, 0x00003350, 0x00003373, 0x0000337e,
+	0x00003389, 0x00003395, 0x000034fe, 0x00003525,
 	// Entry 100 - 11F
-	0x000034e7, 0x000034f6, 0x00003507, 0x00003528,
-	0x00003593, 0x000035ab, 0x000035f1, 0x0000365c,
-	0x00003666, 0x00003670, 0x0000368a, 0x000036d3,
-	0x000036db, 0x000036e6, 0x000036f4, 0x00003704,
-	0x0000372e, 0x00003757, 0x00003767, 0x00003786,
-	0x00003792, 0x000037ab, 0x000037b6, 0x000037c3,
-	0x000037d2, 0x000037da, 0x000037e4, 0x000037ec,
-	0x000037f4, 0x000037fa, 0x00003801, 0x00003806,
+	0x00003563, 0x0000356f, 0x00003578, 0x0000358c,
+	0x00003596, 0x000035bd, 0x000035d9, 0x000035f4,
+	0x00003624, 0x00003663, 0x0000367e, 0x0000368d,
+	0x0000369e, 0x000036bf, 0x0000372a, 0x00003742,
+	0x00003788, 0x000037f3, 0x000037fd, 0x00003807,
+	0x00003821, 0x0000386a, 0x00003872, 0x0000387d,
+	0x0000388b, 0x0000389b, 0x000038c5, 0x000038ee,
+	0x000038fe, 0x0000391d, 0x00003929, 0x00003942,
 	// Entry 120 - 13F
-	0x0000380b, 0x0000380f, 0x00003814, 0x0000381a,
-	0x00003820, 0x00003826, 0x0000382b, 0x00003830,
-	0x00003836, 0x00003840, 0x00003860, 0x00003882,
-	0x000038a6, 0x000038cc, 0x000038d5, 0x000038f1,
-	0x000038fa, 0x00003912, 0x0000391b, 0x0000396f,
-	0x0000398f, 0x00003995, 0x000039a0, 0x000039a6,
-	0x000039b4, 0x000039bf, 0x000039cd, 0x00003a00,
-	0x00003a24, 0x00003a53, 0x00003a9c, 0x00003aa3,
+	0x0000394d, 0x0000395a, 0x00003969, 0x00003971,
+	0x0000397b, 0x00003983, 0x0000398b, 0x00003991,
+	0x00003998, 0x0000399d, 0x000039a2, 0x000039a6,
+	0x000039ab, 0x000039b1, 0x000039b7, 0x000039bd,
+	0x000039c2, 0x000039c7, 0x000039cd, 0x000039d7,
+	0x000039f7, 0x00003a19, 0x00003a3d, 0x00003a63,
+	0x00003a6c, 0x00003a88, 0x00003a91, 0x00003aa9,
+	0x00003ab2, 0x00003b06, 0x00003b26, 0x00003b2c,
 	// Entry 140 - 15F
-	0x00003ab9, 0x00003b2c, 0x00003b52, 0x00003ce1,
-	0x00003de8, 0x00003e38, 0x00003e69, 0x00003e9c,
-	0x00003ecb, 0x00003ed9, 0x00003ee6, 0x00003ef8,
-	0x00003f0d, 0x00003f1a, 0x00003f2f, 0x00003f42,
-	0x00003f6d, 0x00003f9a, 0x00003fbe, 0x00003fd0,
-	0x00004008, 0x0000401f, 0x00004036, 0x00004039,
-	0x0000403c, 0x00004070, 0x000040ba, 0x000040ef,
-	0x000040f8, 0x0000410f, 0x0000413d, 0x00004150,
+	0x00003b37, 0x00003b3d, 0x00003b4b, 0x00003b56,
+	0x00003b64, 0x00003b97, 0x00003bbb, 0x00003bea,
+	0x00003c33, 0x00003c3a, 0x00003c50, 0x00003cc3,
+	0x00003ce9, 0x00003e78, 0x00003f7f, 0x00003fcf,
+	0x00004000, 0x00004033, 0x00004062, 0x00004070,
+	0x0000407d, 0x0000408f, 0x000040a4, 0x000040b1,
+	0x000040c6, 0x000040d9, 0x00004104, 0x00004131,
+	0x00004155, 0x00004167, 0x0000419f, 0x000041b6,
 	// Entry 160 - 17F
-	0x00004162, 0x00004173, 0x0000417e, 0x00004189,
-	0x00004194, 0x0000419d, 0x000041a6, 0x000041af,
-	0x000041b8, 0x000041c1, 0x000041c8, 0x000041d6,
-	0x000041dc, 0x000041e3, 0x000041ea, 0x000041f3,
-	0x000041f8, 0x00004206, 0x0000420c, 0x00004212,
-	0x00004218, 0x00004220, 0x00004229, 0x00004232,
-	0x0000424f, 0x0000426a, 0x0000428d, 0x000042ae,
-	0x000042bd, 0x000042c8, 0x000042d3, 0x000042e0,
+	0x000041cd, 0x000041d0, 0x000041d3, 0x00004207,
+	0x00004251, 0x00004286, 0x0000428f, 0x000042a6,
+	0x000042d4, 0x000042e7, 0x000042f9, 0x0000430a,
+	0x00004315, 0x00004320, 0x0000432b, 0x00004334,
+	0x0000433d, 0x00004346, 0x0000434f, 0x00004358,
+	0x0000435f, 0x0000436d, 0x00004373, 0x0000437a,
+	0x00004381, 0x0000438a, 0x0000438f, 0x0000439d,
+	0x000043a3, 0x000043a9, 0x000043af, 0x000043b7,
 	// Entry 180 - 19F
-	0x000042e4, 0x000042e8, 0x000042f6, 0x00004304,
-	0x00004312, 0x00004332, 0x00004345, 0x0000435e,
-	0x00004373, 0x00004384, 0x00004396, 0x000043a8,
-	0x000043ae, 0x000043b5, 0x000043bd, 0x000043c5,
-	0x000043e3, 0x00004401, 0x00004418, 0x0000442d,
-	0x0000443e, 0x00004444, 0x0000445d, 0x00004468,
-	0x0000449c, 0x000044a9, 0x000044c7, 0x000044d5,
-	0x000044de, 0x000044e5, 0x00004500, 0x0000450a,
+	0x000043c0, 0x000043c9, 0x000043e6, 0x00004401,
+	0x00004424, 0x00004445, 0x00004454, 0x0000445f,
+	0x0000446a, 0x00004477, 0x0000447b, 0x0000447f,
+	0x0000448d, 0x0000449b, 0x000044a9, 0x000044c9,
+	0x000044dc, 0x000044f5, 0x0000450a, 0x0000451b,
+	0x0000452d, 0x0000453f, 0x00004545, 0x0000454c,
+	0x00004554, 0x0000455c, 0x0000457a, 0x00004598,
+	0x000045af, 0x000045c4, 0x000045d5, 0x000045db,
 	// Entry 1A0 - 1BF
-	0x0000451d, 0x00004557, 0x00004560, 0x0000456f,
-	0x000045d3, 0x000045df, 0x000045e9, 0x00004619,
-	0x00004674, 0x0000475b, 0x00004766, 0x00004799,
-	0x0000479e, 0x000047be, 0x000047db, 0x000047fb,
-	0x00004810, 0x00004851, 0x0000485c, 0x00004866,
-	0x0000488f, 0x000048a0, 0x000048ae, 0x000048ea,
-	0x00004914, 0x0000493c, 0x0000497b, 0x0000499c,
-	0x000049da, 0x00004a1a, 0x00004a3a, 0x00004a7b,
+	0x000045f4, 0x000045ff, 0x00004633, 0x00004640,
+	0x0000465e, 0x0000466c, 0x00004675, 0x0000467c,
+	0x00004697, 0x000046a1, 0x000046b4, 0x000046ee,
+	0x000046f7, 0x00004706, 0x0000476a, 0x00004776,
+	0x00004780, 0x000047b0, 0x0000480b, 0x000048f2,
+	0x000048fd, 0x00004930, 0x00004935, 0x00004955,
+	0x00004972, 0x00004992, 0x000049a7, 0x000049e8,
+	0x000049f3, 0x000049fd, 0x00004a26, 0x00004a37,
 	// Entry 1C0 - 1DF
-	0x00004aa7, 0x00004ace, 0x00004ae6, 0x00004afa,
-	0x00004b11, 0x00004b1f, 0x00004b2a, 0x00004b4d,
-	0x00004b6c, 0x00004b88, 0x00004bf6, 0x00004c7b,
-	0x00004cf8, 0x00004d38, 0x00004d7e, 0x00004df0,
-	0x00004e18, 0x00004e3b, 0x00004e72, 0x00004eb9,
-	0x00004f0c, 0x00004f35, 0x00004fdb, 0x00005001,
-	0x00005028, 0x00005050, 0x00005097, 0x000050e1,
-	0x00005114, 0x00005127, 0x00005155, 0x00005191,
+	0x00004a45, 0x00004a81, 0x00004aab, 0x00004ad3,
+	0x00004b12, 0x00004b33, 0x00004b71, 0x00004bb1,
+	0x00004bd1, 0x00004c12, 0x00004c3e, 0x00004c65,
+	0x00004c7d, 0x00004c91, 0x00004ca8, 0x00004cb6,
+	0x00004cc1, 0x00004ce4, 0x00004d03, 0x00004d1f,
+	0x00004d8d, 0x00004e12, 0x00004e8f, 0x00004ecf,
+	0x00004f15, 0x00004f87, 0x00004faf, 0x00004fd2,
+	0x00005009, 0x00005050, 0x000050a3, 0x000050cc,
 	// Entry 1E0 - 1FF
-	0x000051a7, 0x0000523b, 0x0000524e, 0x0000528b,
-	0x000052c7, 0x000052da, 0x0000532e, 0x00005363,
-	0x00005375, 0x0000538c, 0x000053c9, 0x00005419,
-	0x00005443, 0x0000544e, 0x0000546b, 0x0000548a,
-	0x0000549b, 0x000054b5, 0x000054be, 0x000054c8,
-	0x000054e7, 0x00005535, 0x0000556a, 0x00005580,
-	0x00005591, 0x000055ce, 0x000055e7, 0x000055fd,
-	0x00005627, 0x0000563a, 0x00005641, 0x0000565c,
+	0x00005172, 0x00005198, 0x000051bf, 0x000051e7,
+	0x0000522e, 0x00005278, 0x000052ab, 0x000052be,
+	0x000052ec, 0x00005328, 0x0000533e, 0x000053d2,
+	0x000053e5, 0x00005422, 0x0000545e, 0x00005471,
+	0x000054c5, 0x000054fa, 0x0000550c, 0x00005523,
+	0x00005560, 0x000055b0, 0x000055da, 0x000055e5,
+	0x00005602, 0x00005621, 0x00005632, 0x0000564c,
+	0x00005655, 0x0000565f, 0x0000567e, 0x000056cc,
 	// Entry 200 - 21F
-	0x0000567c, 0x000056ac, 0x000056c3, 0x000056fb,
-	0x00005736, 0x00005762, 0x000057b6, 0x000057c6,
-	0x000057d1, 0x000057e5, 0x000057f7, 0x0000580d,
-	0x0000581f, 0x00005831, 0x00005837, 0x00005849,
-	0x00005857, 0x00005866, 0x0000587c, 0x000058a6,
-	0x000058d9, 0x00005981, 0x000059d1, 0x000059f9,
-	0x00005a4b, 0x00005a8d, 0x00005ac9, 0x00005ae0,
-	0x00005ba8, 0x00005bd5, 0x00005c40, 0x00005c5a,
+	0x00005701, 0x00005717, 0x00005728, 0x00005765,
+	0x0000577e, 0x00005794, 0x000057be, 0x000057d1,
+	0x000057d8, 0x000057f3, 0x00005813, 0x00005843,
+	0x0000585a, 0x00005892, 0x000058cd, 0x000058f9,
+	0x0000594d, 0x0000595d, 0x00005968, 0x0000597c,
+	0x0000598e, 0x000059a4, 0x000059b6, 0x000059c8,
+	0x000059ce, 0x000059e0, 0x000059ee, 0x000059fd,
+	0x00005a13, 0x00005a3d, 0x00005a70, 0x00005b18,
 	// Entry 220 - 23F
-	0x00005c73, 0x00005c94, 0x00005caa, 0x00005cb1,
-	0x00005ccb, 0x00005d60, 0x00005dc3, 0x00005dd6,
-	0x00005dfd, 0x00005e25, 0x00005e33, 0x00005e43,
-	0x00005e4b, 0x00005e5c, 0x00005e63, 0x00005f99,
-	0x00005fa0, 0x00005fda, 0x00005fdf, 0x00005ff4,
-	0x00006008, 0x0000601a, 0x00006030, 0x0000604a,
-	0x0000611f, 0x00006137, 0x000061d8, 0x00006267,
-	0x00006277, 0x00006351, 0x00006413, 0x00006418,
+	0x00005b68, 0x00005b90, 0x00005be2, 0x00005c24,
+	0x00005c60, 0x00005c77, 0x00005d3f, 0x00005d6c,
+	0x00005dd7, 0x00005df1, 0x00005e0a, 0x00005e2b,
+	0x00005e41, 0x00005e48, 0x00005e62, 0x00005ef7,
+	0x00005f5a, 0x00005f6d, 0x00005f94, 0x00005fbc,
+	0x00005fca, 0x00005fda, 0x00005fe2, 0x00005ff3,
+	0x00005ffa, 0x00006130, 0x00006137, 0x00006171,
+	0x00006176, 0x0000618b, 0x0000619f, 0x000061b1,
 	// Entry 240 - 25F
-	0x00006428, 0x00006436, 0x00006446, 0x00006456,
-	0x00006460, 0x00006489, 0x000064a3, 0x000064be,
-	0x0000654c, 0x0000655d, 0x0000656a, 0x00006585,
-	0x00006599, 0x000065b7, 0x00006602, 0x00006643,
-	0x0000665b, 0x000066d1, 0x00006717, 0x00006730,
-	0x00006783, 0x000067be, 0x00006856, 0x00006882,
-	0x000068b6, 0x000068dc, 0x000068e8, 0x00006900,
-	0x0000692b, 0x00006935, 0x000069af, 0x000069e4,
+	0x000061c7, 0x000061e1, 0x000062b6, 0x000062ce,
+	0x0000636f, 0x000063fe, 0x0000640e, 0x000064e8,
+	0x000065aa, 0x000065af, 0x000065bf, 0x000065cd,
+	0x000065dd, 0x000065ed, 0x000065f7, 0x00006620,
+	0x0000663a, 0x00006655, 0x000066e3, 0x000066f4,
+	0x00006701, 0x0000671c, 0x00006730, 0x0000674e,
+	0x00006799, 0x000067da, 0x000067f2, 0x00006868,
+	0x000068ae, 0x000068c7, 0x0000691a, 0x00006955,
 	// Entry 260 - 27F
-	0x00006a25, 0x00006a99, 0x00006b72, 0x00006b8b,
-	0x00006c54, 0x00006cd1, 0x00006cde, 0x00006d30,
-	0x00006d36, 0x00006dd2, 0x00006e26, 0x00006e51,
-	0x00006edd, 0x00006f61, 0x00007023, 0x00007029,
-	0x0000703f, 0x0000704a, 0x0000707a, 0x00007081,
-	0x0000708c, 0x0000709a, 0x000070a7, 0x000070b5,
-	0x000070c2, 0x000070db, 0x00007108, 0x000071b1,
-	0x000071c4, 0x000071ce, 0x0000725d, 0x000072be,
+	0x000069ed, 0x00006a19, 0x00006a4d, 0x00006a73,
+	0x00006a7f, 0x00006a97, 0x00006ac2, 0x00006acc,
+	0x00006b46, 0x00006b7b, 0x00006bbc, 0x00006c30,
+	0x00006d09, 0x00006d22, 0x00006deb, 0x00006e68,
+	0x00006e75, 0x00006ec7, 0x00006ecd, 0x00006f69,
+	0x00006fbd, 0x00006fe8, 0x00007074, 0x0000710a,
+	0x000071cc, 0x000071d2, 0x000071e8, 0x000071f3,
+	0x00007223, 0x0000722a, 0x00007235, 0x00007243,
 	// Entry 280 - 29F
-	0x00007310, 0x00007322, 0x00007335, 0x00007373,
-	0x000073af, 0x000073bb, 0x000073c8, 0x000073d6,
-	0x000073e4, 0x000073f4, 0x00007430, 0x0000746a,
-	0x000074e7, 0x000074f2, 0x0000751c, 0x00007538,
-	0x0000753c, 0x0000754e, 0x00007610, 0x00007643,
-	0x0000764e, 0x00007658, 0x0000766d, 0x00007676,
-	0x00007680, 0x00007695, 0x000076b9, 0x000076d3,
-	0x000076e8, 0x00007714, 0x00007719, 0x0000772e,
+	0x00007250, 0x0000725e, 0x0000726b, 0x00007284,
+	0x000072b1, 0x0000735a, 0x0000736d, 0x00007377,
+	0x00007406, 0x00007467, 0x000074b9, 0x000074cb,
+	0x000074de, 0x0000751c, 0x00007558, 0x00007564,
+	0x00007571, 0x0000757f, 0x0000758d, 0x0000759d,
+	0x000075d9, 0x00007613, 0x00007690, 0x0000769b,
+	0x000076c5, 0x000076e1, 0x000076e5, 0x000076f7,
+	0x000077b9, 0x000077ec, 0x000077f7, 0x00007801,
 	// Entry 2A0 - 2BF
-	0x00007740, 0x00007775, 0x00007786, 0x000077fc,
-	0x00007887, 0x00007916, 0x0000797d, 0x000079bf,
-	0x00007a32, 0x00007a7a, 0x00007aa8, 0x00007adb,
-} // Size: 2760 bytes
+	0x00007816, 0x0000781f, 0x00007829, 0x0000783e,
+	0x00007862, 0x0000787c, 0x00007891, 0x000078bd,
+	0x000078c2, 0x000078d7, 0x000078e9, 0x0000791e,
+	0x0000792f, 0x000079a5, 0x00007a30, 0x00007abf,
+	0x00007b26, 0x00007b68, 0x00007bdb, 0x00007c23,
+	0x00007c51, 0x00007c84,
+} // Size: 2800 bytes
 
-const frData string = "" + // Size: 31451 bytes
+const frData string = "" + // Size: 31876 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1616,352 +1637,358 @@ const frData string = "" + // Size: 31451 bytes
 	"ue rechargement montre où elle en est.\x02Console Relais\x02Langue\x02Al" +
 	"ler au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Pr" +
 	"ocessus\x02Trouver une instance ou une occurrence\x02identifiant ou clé " +
-	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Jeton" +
-	"s\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:" +
-	"\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s" +
-	" · sans rechargement automatique\x02Cette page se recharge toutes les %[" +
-	"1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les dé" +
-	"finitions et les processus\u202f: les tâches externes et les instances d" +
-	"e processus sont réservées aux opérateurs et aux administrateurs.\x02Req" +
-	"uête invalide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL " +
-	"ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réess" +
-	"ayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette a" +
-	"dresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adress" +
-	"e ne mène à rien, ou à rien que vous puissiez voir. Une instance terminé" +
-	"e est supprimée, avec ses occurrences et ses tentatives, une fois la dur" +
-	"ée de conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit" +
-	" garde les actions d’opérateur menées sur elle.\x02Introuvable\x02Formul" +
-	"aire refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de " +
-	"la console, ou il a expiré. Rechargez la page et réessayez.\x02Temporair" +
-	"ement indisponible\x02La base de données est injoignable pour le moment." +
-	" Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La cons" +
-	"ole n’a pas pu afficher cette page. Réessayez\u202f; si le problème pers" +
-	"iste, donnez à votre administrateur l’identifiant de requête %[1]s.\x02L" +
-	"es services externes qui prennent des tâches, et les définitions que cha" +
-	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
-	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
-	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
-	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
-	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
-	"ses tâches\x02Aucun consommateur pour l’instant.\x02Aucun autre consomma" +
-	"teur.\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]" +
-	"s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les" +
-	" décomptes s’afficheront quand vous rechargerez la page.\x02Les décompte" +
-	"s sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02" +
-	"Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copi" +
-	"e de travail\x02La seule partie modifiable d’une définition. Les process" +
-	"us ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
-	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
-	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
-	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
-	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
-	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
-	"e de travail, leurs révisions immuables et leurs publications nommées." +
-	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
-	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
-	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02en cas d’erreur" +
-	"\x02toute autre erreur\x02bloquée pour un opérateur\x02incident\u202f: r" +
-	"eprendre, abandonner, arrêter\x02fin\u202f: termine l’instance\x02fin" +
-	"\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]" +
-	"s\x02La file d’attente et les incidents de chaque définition maintenant," +
-	" et ce que ses exécutants ont terminé dans la dernière heure\u202f: les " +
-	"occurrences terminées avec succès ou en échec. Une occurrence relancée d" +
-	"epuis compte là où elle se termine ensuite\u202f; un échec qui laisse de" +
-	"s tentatives n’est pas compté, la page de son occurrence le montre.\x02R" +
-	"éussites et échecs, dernière heure\x02Définitions, celles qui demandent" +
-	" de l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées" +
-	"\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, der" +
-	"nière heure\x02En échec, dernière heure\x02Aucune définition n’a encore " +
-	"d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes" +
-	" environ.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécu" +
-	"tant\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d" +
-	"’occurrences\u202f: vérifiez la clé, ou affichez toutes les définition" +
-	"s.\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min" +
-	", dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[" +
-	"2]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min" +
-	".\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et é" +
-	"checs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Ter" +
-	"minées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
-	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
-	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
-	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
-	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
-	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
-	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
-	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
-	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
-	".\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un incid" +
-	"ent. Elle ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a" +
-	" échoué avant toute tentative (ses entrées n’ont pas pu être construites" +
-	"), une reprise échouerait donc de la même façon. L’abandon met l’instanc" +
-	"e en échec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné da" +
-	"ns le journal d’audit.\x02Cette instance est bloquée à un nœud en échec" +
-	"\u202f: c’est un incident. La reprise propose de nouveau l’occurrence en" +
-	" échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule." +
-	" Chacune demande un motif, consigné dans le journal d’audit.\x02L’arrêt " +
-	"annule l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Ar" +
-	"rêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s l" +
-	"e %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3" +
-	"]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence" +
-	" en échec\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bl" +
-	"oquée, puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un " +
-	"opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02Date de créat" +
-	"ion\x02La taille de page doit être comprise entre 1 et %[1]d.\x02Instanc" +
-	"es de processus\x02exacte, casse comprise\x02du\x02au\x02Agir sur toutes" +
-	" les instances que ce filtre retient\x02La page suivante les compte et d" +
-	"emande un motif avant que rien ne change.\x02Instances de processus, les" +
-	" plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune in" +
-	"stance ne correspond à ces filtres.\x02Tous les processus\x02Toute défin" +
-	"ition\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annul" +
-	"ée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnecté" +
-	"e\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02ch" +
-	"oix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (s" +
-	"ensible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pu" +
-	"sh (Relais appelle le service)\x02administrateur\x02opérateur\x02concept" +
-	"eur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02typ" +
-	"e modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02class" +
-	"ification modifiée\x02contrainte modifiée\x02routage modifié\x02longueur" +
-	" minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
-	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
-	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
-	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
-	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
-	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
-	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
-	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00" +
-	"\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la rév" +
-	"ision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après" +
-	" le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occur" +
-	"rence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sor" +
-	"tie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette " +
-	"action est enregistrée\x02Motif (consigné avec la révélation)\x02Disponi" +
-	"ble à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du" +
-	" verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avan" +
-	"t toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécut" +
-	"ant a signalé cet échec comme définitif (tentatives restantes non utilis" +
-	"ées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l’" +
-	"appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de repre" +
-	"ndre.\x02La destination n’a pas répondu dans le délai de l’appel\u202f: " +
-	"elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance e" +
-	"st passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pa" +
-	"s le contrat de sorties de la révision.\x02Relais s’est arrêté pendant l" +
-	"’appel\u202f: on ignore si la destination a agi, elle n’est donc pas r" +
-	"appelée.\x02L’appel n’a pas pu être préparé.\x02La destination était inj" +
-	"oignable.\x02La réponse de la destination était trop volumineuse.\x02Le " +
-	"verrou de la dernière tentative a expiré sans tentative restante.\x02Les" +
-	" entrées n’ont pas pu être construites à partir des liaisons du processu" +
-	"s.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a s" +
-	"ignalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou u" +
-	"n budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La dest" +
-	"ination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02" +
-	"Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attent" +
-	"e d’être proposée de nouveau.\x02En attente de l’appel de Relais à la de" +
-	"stination depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]" +
-	"s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
-	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
-	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
-	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
-	"1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1" +
-	"]s (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]" +
-	"s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx" +
-	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relai" +
-	"s (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs pr" +
-	"otégées masquées)\x02La révision doit être un nombre entier, 1 ou plus." +
-	"\x02Consommateur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: i" +
-	"nstance, révision, consommateur, dates\x02identifiant d’instance\x02Déco" +
-	"mptes par statut\x02Occurrences, les plus récentes d’abord\x02Processus " +
-	"et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou" +
-	" clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les c" +
-	"onsommateurs\x02Totaux de la définition %[1]s, sans les autres filtres" +
-	"\x02Totaux de toutes les définitions, sans les autres filtres\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 s" +
-	"econdes environ.\x02révision %[1]d\x02clôturée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
-	"ge\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
-	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
-	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
-	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
-	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
-	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
-	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
-	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
-	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
-	"\x02Les pages qui contiennent un formulaire, comme une confirmation, ne " +
-	"se rechargent jamais d’elles-mêmes.\x02Enregistrer les réglages\x02Reven" +
-	"ir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à" +
-	" %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de process" +
-	"us publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés," +
-	" avec l’emplacement actuel de leurs occurrences.\x02Les versions de proc" +
-	"essus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessin" +
-	"és.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucu" +
-	"n processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02" +
-	"Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long" +
-	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
-	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
-	" leurs codes d’erreur). Chaque case indique combien d’occurrences de cet" +
-	"te version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette " +
-	"version, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
-	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02In" +
-	"stances de ce processus\x02Les colonnes suivent le plus long chemin depu" +
-	"is le nœud de départ. Les flèches pleines sont les réussites (étiquetées" +
-	" par leur route), les pointillées les échecs (étiquetées par leurs codes" +
-	" d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident " +
-	"pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (p" +
-	"ar défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02D" +
-	"écomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes envir" +
-	"on.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Révélation impossible\x02Dites pourquoi vous révélez cette valeur" +
-	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Retour à l’occurrence\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02aucun (révélée avant que le motif soit demandé)\x02Aucune valeur n’a" +
-	" été révélée.\x02jeton %[1]d\x02Méthode non autorisée\x02Cette page n’ac" +
-	"cepte pas cette requête.\x02Recherche\x02Saisissez un identifiant d’inst" +
-	"ance ou d’occurrence (un UUID, que les pages affichent au survol) ou une" +
-	" clé métier.\x02Rien à chercher\u202f: le champ de recherche est vide." +
-	"\x02C’est trop long pour être un identifiant ou une clé métier.\x02Aucun" +
-	"e instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucun" +
-	"e instance ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s" +
-	"\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f: le" +
-	"s listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou copi" +
-	"ez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votr" +
-	"e session avait pris fin (inactivité, déconnexion ailleurs, jeton révoqu" +
-	"é ou redémarrage du serveur)\u202f: votre dernière action n’a pas été a" +
-	"ppliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris fi" +
-	"n (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du ser" +
-	"veur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton" +
-	" d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton es" +
-	"t vérifié une fois et n’est jamais conservé dans votre navigateur\u202f;" +
-	" un cookie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop" +
-	" de connexions échouées depuis votre adresse. Réessayez dans %[1]d secon" +
-	"des.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s" +
-	" ne peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opé" +
-	"rateur, de concepteur ou d’administrateur.\x02Seuls les administrateurs " +
-	"voient cette page\u202f: les jetons, les consommateurs et le journal des" +
-	" révélations sont de leur ressort.\x02Jetons du personnel (administrateu" +
-	"rs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs " +
-	"se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête " +
-	"suivante.\x02Rôle\x02Dernière utilisation\x02Expiration\x02Jetons du per" +
-	"sonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré" +
-	"\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]" +
-	"d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête su" +
-	"ivante est refusée et les sessions de console ouvertes avec lui prennent" +
-	" fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau j" +
-	"eton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vo" +
-	"us êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivante" +
-	" est refusée. C’est irréversible.\x02C’est le dernier jeton administrate" +
-	"ur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeton" +
-	" %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
-	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
-	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
-	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun" +
-	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
-	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
-	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
-	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
-	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
-	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
-	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
-	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Desti" +
+	"nations\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)" +
+	"\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages " +
+	"d’affichage\u202f:\x02Heures en %[1]s · rechargement toutes les %[2]d s" +
+	"\x02Heures en %[1]s · sans rechargement automatique\x02Cette page se rec" +
+	"harge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet" +
+	" de lire que les définitions et les processus\u202f: les tâches externes" +
+	" et les instances de processus sont réservées aux opérateurs et aux admi" +
+	"nistrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contien" +
+	"t le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: c" +
+	"orrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour aux déf" +
+	"initions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez vo" +
+	"ir.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. U" +
+	"ne instance terminée est supprimée, avec ses occurrences et ses tentativ" +
+	"es, une fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; " +
+	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Int" +
+	"rouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis" +
+	" cette session de la console, ou il a expiré. Rechargez la page et réess" +
+	"ayez.\x02Temporairement indisponible\x02La base de données est injoignab" +
+	"le pour le moment. Réessayez dans quelques secondes.\x02Une erreur est s" +
+	"urvenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; s" +
+	"i le problème persiste, donnez à votre administrateur l’identifiant de r" +
+	"equête %[1]s.\x02Les services externes qui prennent des tâches, et les d" +
+	"éfinitions que chacun peut prendre. Créez les consommateurs, modifiez l" +
+	"eurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02Aucun consommateur pour l’instant." +
+	"\x02Aucun autre consommateur.\x02%[1]s\u202f: toutes les révisions, prés" +
+	"entes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurre" +
+	"nces en cours\u202f; les décomptes s’afficheront quand vous rechargerez " +
+	"la page.\x02Les décomptes sont indisponibles pour le moment.\x02Champ" +
+	"\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Description" +
+	"\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable d" +
+	"’une définition. Les processus ne l’utilisent jamais directement\u202f" +
+	": ils épinglent une révision.\x02Sortie de routage\x02Dernier enregistre" +
+	"ment\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de t" +
+	"ravail n’a jamais été figée.\x02Publications\x02Aucune publication pour " +
+	"l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer" +
+	" des révisions\x02Liste chaque changement d’une révision à l’autre et ce" +
+	" qu’il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Ch" +
+	"angement\x02Détail\x02Incompatible avec les processus\x02Incompatible av" +
+	"ec les exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées" +
+	"\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucun" +
+	"e sortie.\x02Sorties de la copie de travail\x02Publications, les plus an" +
+	"ciennes d’abord\x02Changements entre les deux révisions\x02Révision %[1]" +
+	"d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de" +
+	" la révision %[1]d\x02La copie de travail a des changements pas encore f" +
+	"igés\u202f: ils ne sont dans aucune révision (exécutants et processus ut" +
+	"ilisent au plus la révision %[1]d) tant qu’un figement n’en fait pas la " +
+	"révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont " +
+	"les mêmes (le nom ou une description a changé).\x02Changements de la cop" +
+	"ie de travail depuis la révision %[1]d\x02Choisissez deux révisions exis" +
+	"tantes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d change" +
+	"ments\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d" +
+	" incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obliga" +
+	"toire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02va" +
+	"leurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s" +
+	" → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02ch" +
+	"amp facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire" +
+	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
+	"e tâches\u202f: leur copie de travail, leurs révisions immuables et leur" +
+	"s publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révisi" +
+	"on\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Les points d’accès HTTP qu’appellent les nœuds push. Les valeurs de " +
+	"la requête de l’URL et des en-têtes sont scellées et jamais affichées. C" +
+	"réez, modifiez et supprimez les destinations par l’API (/api/v1/destinat" +
+	"ions).\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Délai maxim" +
+	"al\x02Dernière modification\x02aucun en-tête\x02Aucune destination pour " +
+	"l’instant.\x02Aucune autre destination.\x02en cas d’erreur\x02toute autr" +
+	"e erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aban" +
+	"donner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’ins" +
+	"tance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’at" +
+	"tente et les incidents de chaque définition maintenant, et ce que ses ex" +
+	"écutants ont terminé dans la dernière heure\u202f: les occurrences term" +
+	"inées avec succès ou en échec. Une occurrence relancée depuis compte là " +
+	"où elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
+	"st pas compté, la page de son occurrence le montre.\x02Réussites et éche" +
+	"cs, dernière heure\x02Définitions, celles qui demandent de l’attention d" +
+	"’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02" +
+	"Attente de la plus ancienne disponible\x02Terminées, dernière heure\x02E" +
+	"n échec, dernière heure\x02Aucune définition n’a encore d’occurrence." +
+	"\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02" +
+	"disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Affic" +
+	"her toutes les définitions\x02Aucune définition %[1]s n’a d’occurrences" +
+	"\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toutes l" +
+	"es définitions\x02Réussites et échecs par tranche de 5 min, dernière heu" +
+	"re\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tablea" +
+	"u qui suit le graphique donne chaque tranche de 5\u00a0min.\x02terminée" +
+	"\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par tra" +
+	"nche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1" +
+	"]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d term" +
+	"inée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en " +
+	"échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[" +
+	"3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]" +
+	"s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%" +
+	"[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
+	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
+	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
+	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
+	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
+	" %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds attein" +
+	"ts par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœud" +
+	"s atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
+	"\x02Créée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune " +
+	"tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur" +
+	" cette instance.\x02Actions d’opérateurs sur cette instance, les plus ré" +
+	"centes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquel" +
+	"les l’instance a démarré, nommées d’après le contrat de la version %[1]d" +
+	" du processus\x02Ce processus ne prend aucune entrée.\x02Cette instance " +
+	"est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pa" +
+	"s être reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute " +
+	"tentative (ses entrées n’ont pas pu être construites), une reprise échou" +
+	"erait donc de la même façon. L’abandon met l’instance en échec\u202f; l’" +
+	"arrêt l’annule. Chacun demande un motif, consigné dans le journal d’audi" +
+	"t.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un inci" +
+	"dent. La reprise propose de nouveau l’occurrence en échec\u202f; l’aband" +
+	"on met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un m" +
+	"otif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et " +
+	"ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[" +
+	"2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]" +
+	"s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
+	" le\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de " +
+	"fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée p" +
+	"ar un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut i" +
+	"nconnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de p" +
+	"age doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02ex" +
+	"acte, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce" +
+	" filtre retient\x02La page suivante les compte et demande un motif avant" +
+	" que rien ne change.\x02Instances de processus, les plus récentes d’abor" +
+	"d\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond " +
+	"à ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les st" +
+	"atuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bl" +
+	"oquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
+	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
+	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
+	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
+	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
+	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1" +
+	"]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pro" +
+	"chaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
+	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
+	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
+	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
+	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
+	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
+	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
+	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
+	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
+	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
+	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
+	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
+	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
+	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
+	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
+	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
+	"du HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à part" +
+	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
+	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
+	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
+	"(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Ré" +
+	"servée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[" +
+	"1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consom" +
+	"mateur, ou une interface munie d’un jeton de règlement, la terminera plu" +
+	"s tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente" +
+	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
+	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
+	"%[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été " +
+	"arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (d" +
+	"ifférée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
+	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
+	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
+	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
+	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
+	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
+	"eur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révi" +
+	"sion, consommateur, dates\x02identifiant d’instance\x02Décomptes par sta" +
+	"tut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Er" +
+	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
+	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
+	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
+	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
+	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
+	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
+	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
+	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
+	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
+	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
+	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
+	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
+	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
+	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
+	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
+	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02aucun (révélée avant que" +
+	" le motif soit demandé)\x02Aucune valeur n’a été révélée.\x02jeton %[1]d" +
+	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
+	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
+	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
+	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
+	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
+	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
+	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
+	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
+	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
+	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
+	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
+	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
+	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
+	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
+	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
+	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
+	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
+	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
+	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
+	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
+	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Seuls les administrateurs voient cette page\u202f: les " +
+	"jetons, les consommateurs, les destinations et le journal des révélation" +
+	"s sont de leur ressort.\x02Jetons du personnel (administrateurs, concept" +
+	"eurs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent a" +
+	"vec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
+	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, l" +
+	"es plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoq" +
+	"uer…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révo" +
+	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
+	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
+	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
+	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
+	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
+	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
+	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
+	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
+	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
+	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
+	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
+	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
+	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
+	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
+	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
+	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
+	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
+	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge."
 
-	// Total table size 61494 bytes (60KiB); checksum: 6F85DCBE
+	// Total table size 62333 bytes (60KiB); checksum: 85D9D51B
