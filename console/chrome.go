@@ -67,7 +67,7 @@ type chrome struct {
 	// with the colon each language writes.
 	PrefsLead string
 	// Refresh, when positive, reloads the page every that many seconds
-	// (a meta refresh: no script); only pages without a form set it.
+	// (a meta refresh: no script); pages asking for a reason never set it.
 	Refresh     int
 	RefreshNote string
 	// Flash is what the previous form did, shown once.
@@ -184,7 +184,8 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 }
 
 // liveChrome is chrome for a page that may reload itself: lists and
-// detail pages, which have no form an operator could be typing into.
+// detail pages. A list's filter form may lose an edit to a reload; a
+// reason being typed must not, so pages asking for one stay still.
 func (c *Console) liveChrome(r *http.Request, title, section string) chrome {
 	ch := c.chrome(r, title, section)
 	if n := prefsOf(r.Context()).refresh; n > 0 && ch.User != nil {
@@ -193,6 +194,10 @@ func (c *Console) liveChrome(r *http.Request, title, section string) chrome {
 	}
 	return ch
 }
+
+// still keeps a live page from reloading itself: it asks for a reason
+// (a reveal's), or it answers a POST, which a reload would not show again.
+func (ch *chrome) still() { ch.Refresh, ch.RefreshNote = 0, "" }
 
 // shortIDText is the end of an id, which tells ids made together apart:
 // "…9c1e4f2a".

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,11 @@ type valueTable struct {
 	// Reveal, when set, puts a reveal form on every row masked as
 	// sensitive; it is set for admins only, on occurrence pages.
 	Reveal *revealControl
+}
+
+// revealable reports whether the table shows a reveal form.
+func (t valueTable) revealable() bool {
+	return t.Reveal != nil && slices.ContainsFunc(t.Rows, func(r valueRow) bool { return r.Masked && r.Sensitive })
 }
 
 // revealControl is what each reveal form of a value table carries.
@@ -201,6 +207,10 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 		v.Attempts = append(v.Attempts, attemptRowOf(ctx, a, push, o.Destination))
 	}
 	v.Inputs, v.Outputs = occurrenceValues(ctx, id, o, rev)
+	if v.Inputs.revealable() || v.Outputs.revealable() {
+		// A reload would lose the reason an admin is typing.
+		v.Chrome.still()
+	}
 	return v, nil
 }
 

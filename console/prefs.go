@@ -150,7 +150,7 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 		ZoneLabel:    T(ctx, "Show times in"),
 		ZoneHint:     T(ctx, "The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time."),
 		RefreshLabel: T(ctx, "Reload lists and detail pages"),
-		RefreshHint:  T(ctx, "Pages with a form, such as a confirmation, never reload on their own."),
+		RefreshHint:  T(ctx, "Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value."),
 		Submit:       T(ctx, "Save settings"),
 		Action:       basePath + "/preferences",
 		CSRF:         currentOf(ctx).csrf,

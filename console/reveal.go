@@ -96,6 +96,10 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 	when := formatTime(ctx, got.Audit.RevealedAt).Text
 	row.Revealed = revealedText(ctx, got.Value)
 	row.RevealNotice = T(ctx, "Revealed by %s at %s; recorded in the audit log.", who, when)
+	// A reload would GET the reveal's address, which leads to the
+	// occurrence: the value would vanish, and reading it again would take
+	// another reveal.
+	v.Chrome.still()
 	c.render(w, r, http.StatusOK, occurrencePage(v))
 }
 

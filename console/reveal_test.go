@@ -271,3 +271,48 @@ func TestRevealLogPage(t *testing.T) {
 		t.Errorf("operator: /console/reveals %d, or a Reveals link shown", r.status)
 	}
 }
+
+// reloadEvery saves the display setting that reloads live pages every
+// seconds.
+func reloadEvery(t *testing.T, b *browser, seconds string) {
+	t.Helper()
+	action, form := formOf(t, b.mustGet("/console/preferences", 200), "prefs-form")
+	form.Set("refresh", seconds)
+	if r := b.do("POST", action, form); r.status != http.StatusSeeOther {
+		t.Fatalf("save the display settings: %d", r.status)
+	}
+}
+
+// TestRevealPagesNeverReload: a reload would lose the reason an admin is
+// typing, and the revealed value (it would GET the reveal's address,
+// which leads back to the masked occurrence).
+func TestRevealPagesNeverReload(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	page := "/console/occurrences/" + f.completed
+	reloads := func(r response) bool {
+		return r.doc.Find(`meta[http-equiv=refresh]`).Length() > 0 || count(r, "refresh-note") > 0
+	}
+
+	operator := signedIn(t, f.env.URL, "en", f.env.Operator)
+	reloadEvery(t, operator, "5")
+	if !reloads(operator.mustGet(page, 200)) {
+		t.Error("the occurrence page does not reload for an operator, who is offered no reveal")
+	}
+	admin := signedIn(t, f.env.URL, "en", f.env.Admin)
+	reloadEvery(t, admin, "5")
+	if !reloads(admin.mustGet("/console/occurrences", 200)) {
+		t.Error("the list of occurrences does not reload for an admin")
+	}
+	r := admin.mustGet(page, 200)
+	if count(r, "reveal-form") == 0 || reloads(r) {
+		t.Errorf("an occurrence page with %d reveal forms reloads itself", count(r, "reveal-form"))
+	}
+	revealed := admin.do("POST", page+"/reveal", url.Values{"csrf": {csrfOf(t, r)}, "side": {"inputs"}, "field": {"/contact"}, "reason": {"ticket 7"}})
+	if revealed.status != http.StatusOK || count(revealed, "revealed-value") != 1 {
+		t.Fatalf("reveal: %d %q", revealed.status, text(revealed, "page-title"))
+	}
+	if reloads(revealed) {
+		t.Error("the page showing a revealed value reloads itself: the value would vanish")
+	}
+}

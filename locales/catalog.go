@@ -360,7 +360,7 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     200,
 	"Outputs, labelled by revision %d's contract":     453,
 	"Pages": 535,
-	"Pages with a form, such as a confirmation, never reload on their own.": 551,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 551,
 	"Path":                            315,
 	"Pinned revision":                 572,
 	"Policy":                          415,
@@ -891,49 +891,49 @@ var enIndex = []uint32{ // 694 elements
 	// Entry 220 - 23F
 	0x00004790, 0x000047af, 0x000047ed, 0x00004824,
 	0x00004852, 0x00004860, 0x000048f3, 0x00004911,
-	0x00004957, 0x00004965, 0x00004979, 0x0000499a,
-	0x000049ae, 0x000049b4, 0x000049c8, 0x00004a3b,
-	0x00004a88, 0x00004a99, 0x00004ab0, 0x00004acd,
-	0x00004adb, 0x00004ae9, 0x00004af1, 0x00004afc,
-	0x00004b02, 0x00004bf4, 0x00004bfa, 0x00004c2c,
-	0x00004c31, 0x00004c41, 0x00004c4c, 0x00004c55,
+	0x0000499d, 0x000049ab, 0x000049bf, 0x000049e0,
+	0x000049f4, 0x000049fa, 0x00004a0e, 0x00004a81,
+	0x00004ace, 0x00004adf, 0x00004af6, 0x00004b13,
+	0x00004b21, 0x00004b2f, 0x00004b37, 0x00004b42,
+	0x00004b48, 0x00004c3a, 0x00004c40, 0x00004c72,
+	0x00004c77, 0x00004c87, 0x00004c92, 0x00004c9b,
 	// Entry 240 - 25F
-	0x00004c65, 0x00004c7f, 0x00004d24, 0x00004d3a,
-	0x00004dbf, 0x00004e39, 0x00004e48, 0x00004f02,
-	0x00004f53, 0x00004f58, 0x00004f66, 0x00004f76,
-	0x00004f82, 0x00004f92, 0x00004f9c, 0x00004fbf,
-	0x00004fd8, 0x00004feb, 0x00005057, 0x00005066,
-	0x00005074, 0x00005090, 0x0000509f, 0x000050b5,
-	0x000050ee, 0x00005120, 0x0000512e, 0x00005186,
-	0x000051bd, 0x000051d4, 0x00005218, 0x0000523d,
+	0x00004cab, 0x00004cc5, 0x00004d6a, 0x00004d80,
+	0x00004e05, 0x00004e7f, 0x00004e8e, 0x00004f48,
+	0x00004f99, 0x00004f9e, 0x00004fac, 0x00004fbc,
+	0x00004fc8, 0x00004fd8, 0x00004fe2, 0x00005005,
+	0x0000501e, 0x00005031, 0x0000509d, 0x000050ac,
+	0x000050ba, 0x000050d6, 0x000050e5, 0x000050fb,
+	0x00005134, 0x00005166, 0x00005174, 0x000051cc,
+	0x00005203, 0x0000521a, 0x0000525e, 0x00005283,
 	// Entry 260 - 27F
-	0x000052b4, 0x000052ca, 0x000052f8, 0x0000530f,
-	0x0000531b, 0x0000532e, 0x00005356, 0x0000535d,
-	0x000053b8, 0x000053e2, 0x00005412, 0x00005470,
-	0x00005510, 0x00005524, 0x000055cf, 0x00005645,
-	0x0000564d, 0x00005688, 0x0000568e, 0x0000570a,
-	0x00005752, 0x0000577d, 0x000057df, 0x00005841,
-	0x000058e8, 0x000058ed, 0x000058f7, 0x000058ff,
-	0x0000591a, 0x00005920, 0x00005928, 0x00005936,
+	0x000052fa, 0x00005310, 0x0000533e, 0x00005355,
+	0x00005361, 0x00005374, 0x0000539c, 0x000053a3,
+	0x000053fe, 0x00005428, 0x00005458, 0x000054b6,
+	0x00005556, 0x0000556a, 0x00005615, 0x0000568b,
+	0x00005693, 0x000056ce, 0x000056d4, 0x00005750,
+	0x00005798, 0x000057c3, 0x00005825, 0x00005887,
+	0x0000592e, 0x00005933, 0x0000593d, 0x00005945,
+	0x00005960, 0x00005966, 0x0000596e, 0x0000597c,
 	// Entry 280 - 29F
-	0x00005940, 0x0000594d, 0x00005957, 0x0000596a,
-	0x0000598e, 0x00005a0e, 0x00005a1f, 0x00005a27,
-	0x00005a9c, 0x00005af0, 0x00005b32, 0x00005b41,
-	0x00005b4d, 0x00005b89, 0x00005bc3, 0x00005bd1,
-	0x00005bde, 0x00005bec, 0x00005bfa, 0x00005c08,
-	0x00005c3a, 0x00005c6a, 0x00005cc6, 0x00005cd3,
-	0x00005cf3, 0x00005d0d, 0x00005d12, 0x00005d23,
-	0x00005da9, 0x00005dce, 0x00005dd5, 0x00005dde,
+	0x00005986, 0x00005993, 0x0000599d, 0x000059b0,
+	0x000059d4, 0x00005a54, 0x00005a65, 0x00005a6d,
+	0x00005ae2, 0x00005b36, 0x00005b78, 0x00005b87,
+	0x00005b93, 0x00005bcf, 0x00005c09, 0x00005c17,
+	0x00005c24, 0x00005c32, 0x00005c40, 0x00005c4e,
+	0x00005c80, 0x00005cb0, 0x00005d0c, 0x00005d19,
+	0x00005d39, 0x00005d53, 0x00005d58, 0x00005d69,
+	0x00005def, 0x00005e14, 0x00005e1b, 0x00005e24,
 	// Entry 2A0 - 2BF
-	0x00005df1, 0x00005dfb, 0x00005e05, 0x00005e0f,
-	0x00005e27, 0x00005e3d, 0x00005e49, 0x00005e6b,
-	0x00005e72, 0x00005e7f, 0x00005e90, 0x00005eb7,
-	0x00005ec7, 0x00005f1b, 0x00005f6b, 0x00005fcb,
-	0x0000601e, 0x00006056, 0x000060a6, 0x000060da,
-	0x000060f9, 0x00006119,
+	0x00005e37, 0x00005e41, 0x00005e4b, 0x00005e55,
+	0x00005e6d, 0x00005e83, 0x00005e8f, 0x00005eb1,
+	0x00005eb8, 0x00005ec5, 0x00005ed6, 0x00005efd,
+	0x00005f0d, 0x00005f61, 0x00005fb1, 0x00006011,
+	0x00006064, 0x0000609c, 0x000060ec, 0x00006120,
+	0x0000613f, 0x0000615f,
 } // Size: 2800 bytes
 
-const enData string = "" + // Size: 24857 bytes
+const enData string = "" + // Size: 24927 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1224,75 +1224,76 @@ const enData string = "" + // Size: 24857 bytes
 	"wser only.\x02Show times in\x02The console runs no script, so it cannot " +
 	"read your computer’s time zone: choose its offset from UTC. Offsets do n" +
 	"ot follow daylight saving time.\x02Reload lists and detail pages\x02Page" +
-	"s with a form, such as a confirmation, never reload on their own.\x02Sav" +
-	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published pro" +
-	"cess versions: their nodes, routes and pinned revisions, drawn, with whe" +
-	"re their occurrences are now.\x02Published process versions: their nodes" +
-	", routes and pinned revisions, drawn.\x02Processes by key\x02Versions, n" +
-	"ewest first\x02No process is published yet.\x02version %[1]d\x02Process " +
-	"%[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the longest pa" +
-	"th from the start node. Solid arrows are successes (labelled with their " +
-	"route), dashed ones failures (labelled with their error codes). Each box" +
-	" says how many of this version’s occurrences are at that node now.\x02No" +
-	"des\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinn" +
-	"ed revision\x02On success\x02On error\x02Occurrences now\x02Instances of" +
-	" this process\x02Columns follow the longest path from the start node. So" +
-	"lid arrows are successes (labelled with their route), dashed ones failur" +
-	"es (labelled with their error codes).\x02Nodes of this version\x02This v" +
-	"ersion has %[1]d nodes: too many to draw legibly (at most %[2]d). The ta" +
-	"ble below lists every node with its routes and counts.\x02This version h" +
-	"as %[1]d nodes: too many to draw legibly (at most %[2]d). The table belo" +
-	"w lists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01" +
-	"\x00\x02X\x02%[1]d node, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The" +
-	" table below lists the same nodes, routes and counts.\x02%[1]d nodes, st" +
-	"arting at %[2]s. The table below lists the same nodes and routes.\x02pul" +
-	"l\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[" +
-	"1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, ret" +
-	"ry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s" +
-	", priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (th" +
-	"e default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[" +
-	"1]s (%[2]s); refreshed every few seconds.\x02Only administrators may rev" +
-	"eal a sensitive value.\x02Cannot reveal\x02Say why you reveal this value" +
-	": the reason is recorded with the reveal in the audit log.\x02Revealed b" +
-	"y %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence" +
-	"\x02Only a value this page shows as hidden (sensitive) can be revealed." +
-	"\x02Secret values can never be revealed.\x02Every sensitive value an adm" +
-	"inistrator revealed: who, when, which field and why. The values themselv" +
-	"es are never kept.\x02Reveals, newest first\x02none (revealed before rea" +
-	"sons were asked for)\x02No value was revealed.\x02token %[1]d\x02Method " +
-	"not allowed\x02This page does not accept that request.\x02Search\x02Type" +
-	" an instance or occurrence id (a UUID, as the pages show on hover), or a" +
-	" business key.\x02Nothing to find: the search box is empty.\x02That is t" +
-	"oo long to be an id or a business key.\x02No instance or occurrence has " +
-	"the id “%[1]s”, and no instance has it as its business key.\x02No instan" +
-	"ce has “%[1]s” as its business key, and it is not a whole id: the lists " +
-	"show the end of each id. Open the row, or copy its link, for the whole i" +
-	"d.\x02You are signed out.\x02Your session had ended (inactivity, a sign-" +
-	"out elsewhere, a revoked token or a restart of the server), so your last" +
-	" action was not applied. Sign in again, then repeat it.\x02Your session " +
-	"has ended (inactivity, a sign-out elsewhere, a revoked token or a restar" +
-	"t of the server). Sign in again.\x02Sign in\x02Sign in with an operator," +
-	" designer or administrator token.\x02Token\x02The token is checked once " +
-	"and never stored in your browser; a session cookie stands for it for up " +
-	"to 8 hours of inactivity.\x02Too many failed sign-ins from your address." +
-	" Try again in %[1]d seconds.\x02This token is unknown or has been revoke" +
-	"d.\x02A %[1]s token cannot open the console: sign in with an operator, d" +
-	"esigner or administrator token.\x02Only administrators see this page: to" +
-	"kens, consumers, destinations and the reveal log are theirs.\x02Staff to" +
-	"kens (administrators, designers, operators) that are not revoked. Consum" +
-	"er tokens are managed with their consumers. Revoking a token refuses its" +
-	" next request.\x02Role\x02Last used\x02Expires\x02Staff tokens, oldest f" +
-	"irst\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02" +
-	"No token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02It" +
-	"s next request is refused, and console sessions opened with it end. This" +
-	" cannot be undone: whoever uses it needs a new token.\x02Revoke the toke" +
-	"n\x02Keep it\x02This is the token you signed in with: revoking it signs " +
-	"you out. Its next request is refused. This cannot be undone.\x02This is " +
-	"the last usable administrator token: create another one before revoking " +
-	"it.\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
+	"s where you type a reason (confirmations, and occurrences with a value t" +
+	"o reveal) never reload on their own, nor does a revealed value.\x02Save " +
+	"settings\x02Back without saving\x02UTC (coordinated universal time)\x02L" +
+	"ocal time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process " +
+	"versions: their nodes, routes and pinned revisions, drawn, with where th" +
+	"eir occurrences are now.\x02Published process versions: their nodes, rou" +
+	"tes and pinned revisions, drawn.\x02Processes by key\x02Versions, newest" +
+	" first\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
+	"\x02Version\x02Start node\x02Graph\x02Columns follow the longest path fr" +
+	"om the start node. Solid arrows are successes (labelled with their route" +
+	"), dashed ones failures (labelled with their error codes). Each box says" +
+	" how many of this version’s occurrences are at that node now.\x02Nodes" +
+	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
+	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
+	"is process\x02Columns follow the longest path from the start node. Solid" +
+	" arrows are successes (labelled with their route), dashed ones failures " +
+	"(labelled with their error codes).\x02Nodes of this version\x02This vers" +
+	"ion has %[1]d nodes: too many to draw legibly (at most %[2]d). The table" +
+	" below lists every node with its routes and counts.\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
+	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
+	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
+	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
+	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02" +
+	"→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[1]" +
+	"s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry" +
+	" after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, " +
+	"priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the " +
+	"default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]" +
+	"s (%[2]s); refreshed every few seconds.\x02Only administrators may revea" +
+	"l a sensitive value.\x02Cannot reveal\x02Say why you reveal this value: " +
+	"the reason is recorded with the reveal in the audit log.\x02Revealed by " +
+	"%[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02" +
+	"Only a value this page shows as hidden (sensitive) can be revealed.\x02S" +
+	"ecret values can never be revealed.\x02Every sensitive value an administ" +
+	"rator revealed: who, when, which field and why. The values themselves ar" +
+	"e never kept.\x02Reveals, newest first\x02none (revealed before reasons " +
+	"were asked for)\x02No value was revealed.\x02token %[1]d\x02Method not a" +
+	"llowed\x02This page does not accept that request.\x02Search\x02Type an i" +
+	"nstance or occurrence id (a UUID, as the pages show on hover), or a busi" +
+	"ness key.\x02Nothing to find: the search box is empty.\x02That is too lo" +
+	"ng to be an id or a business key.\x02No instance or occurrence has the i" +
+	"d “%[1]s”, and no instance has it as its business key.\x02No instance ha" +
+	"s “%[1]s” as its business key, and it is not a whole id: the lists show " +
+	"the end of each id. Open the row, or copy its link, for the whole id." +
+	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
+	"t elsewhere, a revoked token or a restart of the server), so your last a" +
+	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
+	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
+	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
+	"esigner or administrator token.\x02Token\x02The token is checked once an" +
+	"d never stored in your browser; a session cookie stands for it for up to" +
+	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
+	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
+	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
+	"igner or administrator token.\x02Only administrators see this page: toke" +
+	"ns, consumers, destinations and the reveal log are theirs.\x02Staff toke" +
+	"ns (administrators, designers, operators) that are not revoked. Consumer" +
+	" tokens are managed with their consumers. Revoking a token refuses its n" +
+	"ext request.\x02Role\x02Last used\x02Expires\x02Staff tokens, oldest fir" +
+	"st\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No" +
+	" token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
+	"next request is refused, and console sessions opened with it end. This c" +
+	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
+	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
+	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
+	"he last usable administrator token: create another one before revoking i" +
+	"t.\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
 	"\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at leas" +
 	"t %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
 	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
@@ -1477,49 +1478,49 @@ var frIndex = []uint32{ // 694 elements
 	// Entry 220 - 23F
 	0x00005b68, 0x00005b90, 0x00005be2, 0x00005c24,
 	0x00005c60, 0x00005c77, 0x00005d3f, 0x00005d6c,
-	0x00005dd7, 0x00005df1, 0x00005e0a, 0x00005e2b,
-	0x00005e41, 0x00005e48, 0x00005e62, 0x00005ef7,
-	0x00005f5a, 0x00005f6d, 0x00005f94, 0x00005fbc,
-	0x00005fca, 0x00005fda, 0x00005fe2, 0x00005ff3,
-	0x00005ffa, 0x00006130, 0x00006137, 0x00006171,
-	0x00006176, 0x0000618b, 0x0000619f, 0x000061b1,
+	0x00005e27, 0x00005e41, 0x00005e5a, 0x00005e7b,
+	0x00005e91, 0x00005e98, 0x00005eb2, 0x00005f47,
+	0x00005faa, 0x00005fbd, 0x00005fe4, 0x0000600c,
+	0x0000601a, 0x0000602a, 0x00006032, 0x00006043,
+	0x0000604a, 0x00006180, 0x00006187, 0x000061c1,
+	0x000061c6, 0x000061db, 0x000061ef, 0x00006201,
 	// Entry 240 - 25F
-	0x000061c7, 0x000061e1, 0x000062b6, 0x000062ce,
-	0x0000636f, 0x000063fe, 0x0000640e, 0x000064e8,
-	0x000065aa, 0x000065af, 0x000065bf, 0x000065cd,
-	0x000065dd, 0x000065ed, 0x000065f7, 0x00006620,
-	0x0000663a, 0x00006655, 0x000066e3, 0x000066f4,
-	0x00006701, 0x0000671c, 0x00006730, 0x0000674e,
-	0x00006799, 0x000067da, 0x000067f2, 0x00006868,
-	0x000068ae, 0x000068c7, 0x0000691a, 0x00006955,
+	0x00006217, 0x00006231, 0x00006306, 0x0000631e,
+	0x000063bf, 0x0000644e, 0x0000645e, 0x00006538,
+	0x000065fa, 0x000065ff, 0x0000660f, 0x0000661d,
+	0x0000662d, 0x0000663d, 0x00006647, 0x00006670,
+	0x0000668a, 0x000066a5, 0x00006733, 0x00006744,
+	0x00006751, 0x0000676c, 0x00006780, 0x0000679e,
+	0x000067e9, 0x0000682a, 0x00006842, 0x000068b8,
+	0x000068fe, 0x00006917, 0x0000696a, 0x000069a5,
 	// Entry 260 - 27F
-	0x000069ed, 0x00006a19, 0x00006a4d, 0x00006a73,
-	0x00006a7f, 0x00006a97, 0x00006ac2, 0x00006acc,
-	0x00006b46, 0x00006b7b, 0x00006bbc, 0x00006c30,
-	0x00006d09, 0x00006d22, 0x00006deb, 0x00006e68,
-	0x00006e75, 0x00006ec7, 0x00006ecd, 0x00006f69,
-	0x00006fbd, 0x00006fe8, 0x00007074, 0x0000710a,
-	0x000071cc, 0x000071d2, 0x000071e8, 0x000071f3,
-	0x00007223, 0x0000722a, 0x00007235, 0x00007243,
+	0x00006a3d, 0x00006a69, 0x00006a9d, 0x00006ac3,
+	0x00006acf, 0x00006ae7, 0x00006b12, 0x00006b1c,
+	0x00006b96, 0x00006bcb, 0x00006c0c, 0x00006c80,
+	0x00006d59, 0x00006d72, 0x00006e3b, 0x00006eb8,
+	0x00006ec5, 0x00006f17, 0x00006f1d, 0x00006fb9,
+	0x0000700d, 0x00007038, 0x000070c4, 0x0000715a,
+	0x0000721c, 0x00007222, 0x00007238, 0x00007243,
+	0x00007273, 0x0000727a, 0x00007285, 0x00007293,
 	// Entry 280 - 29F
-	0x00007250, 0x0000725e, 0x0000726b, 0x00007284,
-	0x000072b1, 0x0000735a, 0x0000736d, 0x00007377,
-	0x00007406, 0x00007467, 0x000074b9, 0x000074cb,
-	0x000074de, 0x0000751c, 0x00007558, 0x00007564,
-	0x00007571, 0x0000757f, 0x0000758d, 0x0000759d,
-	0x000075d9, 0x00007613, 0x00007690, 0x0000769b,
-	0x000076c5, 0x000076e1, 0x000076e5, 0x000076f7,
-	0x000077b9, 0x000077ec, 0x000077f7, 0x00007801,
+	0x000072a0, 0x000072ae, 0x000072bb, 0x000072d4,
+	0x00007301, 0x000073aa, 0x000073bd, 0x000073c7,
+	0x00007456, 0x000074b7, 0x00007509, 0x0000751b,
+	0x0000752e, 0x0000756c, 0x000075a8, 0x000075b4,
+	0x000075c1, 0x000075cf, 0x000075dd, 0x000075ed,
+	0x00007629, 0x00007663, 0x000076e0, 0x000076eb,
+	0x00007715, 0x00007731, 0x00007735, 0x00007747,
+	0x00007809, 0x0000783c, 0x00007847, 0x00007851,
 	// Entry 2A0 - 2BF
-	0x00007816, 0x0000781f, 0x00007829, 0x0000783e,
-	0x00007862, 0x0000787c, 0x00007891, 0x000078bd,
-	0x000078c2, 0x000078d7, 0x000078e9, 0x0000791e,
-	0x0000792f, 0x000079a5, 0x00007a30, 0x00007abf,
-	0x00007b26, 0x00007b68, 0x00007bdb, 0x00007c23,
-	0x00007c51, 0x00007c84,
+	0x00007866, 0x0000786f, 0x00007879, 0x0000788e,
+	0x000078b2, 0x000078cc, 0x000078e1, 0x0000790d,
+	0x00007912, 0x00007927, 0x00007939, 0x0000796e,
+	0x0000797f, 0x000079f5, 0x00007a80, 0x00007b0f,
+	0x00007b76, 0x00007bb8, 0x00007c2b, 0x00007c73,
+	0x00007ca1, 0x00007cd4,
 } // Size: 2800 bytes
 
-const frData string = "" + // Size: 31876 bytes
+const frData string = "" + // Size: 31956 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1872,9 +1873,10 @@ const frData string = "" + // Size: 31876 bytes
 	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
 	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
 	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
-	"été.\x02Recharger les listes et les pages de détail\x02Les pages qui co" +
-	"ntiennent un formulaire, comme une confirmation, ne se rechargent jamais" +
-	" d’elles-mêmes.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages où vou" +
+	"s saisissez un motif (confirmations, et occurrences dont une valeur peut" +
+	" être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une va" +
+	"leur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
 	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
 	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
 	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
@@ -1991,4 +1993,4 @@ const frData string = "" + // Size: 31876 bytes
 	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
 	" en charge."
 
-	// Total table size 62333 bytes (60KiB); checksum: 85D9D51B
+	// Total table size 62483 bytes (61KiB); checksum: CCAB1320
