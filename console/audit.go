@@ -39,13 +39,20 @@ type auditTable struct {
 	Rows                                                    []auditRow
 }
 
-// actorLabel names who acted: the token's name, which is not unique, with
-// its id and role.
+// actorLabel names who made an operator action, as tokenHolder says.
 func actorLabel(ctx context.Context, a engine.OperatorAction) string {
-	if a.ActorTokenID == nil {
-		return a.ActorName
+	return tokenHolder(ctx, a.ActorName, a.ActorTokenID, auth.Role(a.ActorRole))
+}
+
+// tokenHolder names who acted with a token, in the audit and reveal logs
+// alike: its name, which is not unique, with its id and role; the name
+// alone when no stored token acted (tokenID nil).
+func tokenHolder(ctx context.Context, name string, tokenID *int64, role auth.Role) string {
+	if tokenID == nil {
+		return name
 	}
-	return T(ctx, "%s (token #%d, %s)", a.ActorName, *a.ActorTokenID, roleLabel(ctx, auth.Role(a.ActorRole)))
+	token, roleName := *tokenID, roleLabel(ctx, role)
+	return T(ctx, "%s (token #%d, %s)", name, token, roleName)
 }
 
 func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, caption string, showInstance bool) auditTable {

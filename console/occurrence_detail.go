@@ -283,9 +283,9 @@ func (c *Console) attemptsSummary(ctx context.Context, o engine.Occurrence, inst
 // occurrenceValues are the occurrence's inputs and outputs, labelled by its
 // revision's contract, with reveal forms on sensitive rows for an admin.
 func occurrenceValues(ctx context.Context, id uuid.UUID, o engine.Occurrence, rev *engine.Revision) (inputs, outputs valueTable) {
-	inputs = valueTable{Title: T(ctx, "Inputs"), TestID: "inputs", Caption: T(ctx, "Inputs, labelled by revision %d's contract", o.Revision),
+	inputs = valueTable{Title: sideTitle(ctx, engine.SideInputs), TestID: "inputs", Caption: T(ctx, "Inputs, labelled by revision %d's contract", o.Revision),
 		Empty: T(ctx, "This contract has no inputs."), Rows: valueRows(ctx, rev.Working.Inputs, o.Inputs)}
-	outputs = valueTable{Title: T(ctx, "Outputs"), TestID: "outputs", Caption: T(ctx, "Outputs, labelled by revision %d's contract", o.Revision),
+	outputs = valueTable{Title: sideTitle(ctx, engine.SideOutputs), TestID: "outputs", Caption: T(ctx, "Outputs, labelled by revision %d's contract", o.Revision),
 		Empty: T(ctx, "No outputs yet: the occurrence has not completed."), Rows: nil}
 	switch {
 	case o.Outputs != nil:
@@ -312,6 +312,19 @@ func occurrenceValues(ctx context.Context, id uuid.UUID, o engine.Occurrence, re
 		}
 	}
 	return inputs, outputs
+}
+
+// sideTitle names the inputs or the outputs of an occurrence: its page
+// heads their tables with it, and the reveal log names a field's side
+// with the same words.
+func sideTitle(ctx context.Context, side string) string {
+	switch side {
+	case engine.SideInputs:
+		return T(ctx, "Inputs")
+	case engine.SideOutputs:
+		return T(ctx, "Outputs")
+	}
+	return side
 }
 
 // settled reports whether an occurrence status is final.

@@ -252,6 +252,16 @@ func TestRevealLogPage(t *testing.T) {
 		if count(r, "reveal-row") != 1 || text(r, "reveal-reason-recorded") != "<b>ticket</b> 42" || !strings.HasPrefix(text(r, "reveal-who"), "admin (") {
 			t.Errorf("%s: %d rows, reason %q, who %q", lang, count(r, "reveal-row"), text(r, "reveal-reason-recorded"), text(r, "reveal-who"))
 		}
+		// Said as the occurrence page names the field and the audit log
+		// names who acted.
+		who, field := map[string][2]string{"en": {"(token #", ", administrator)"}, "fr": {"(jeton n°\u00a0", ", administrateur)"}}[lang],
+			map[string]string{"en": "Inputs /contact", "fr": "Entrées /contact"}[lang]
+		if got := text(r, "reveal-who"); !strings.Contains(got, who[0]) || !strings.HasSuffix(got, who[1]) {
+			t.Errorf("%s: who %q, want admin %s…%s", lang, got, who[0], who[1])
+		}
+		if got := collapse(r.doc.Find(`[data-testid=reveal-row] td code`).Eq(1).Text()); got != field {
+			t.Errorf("%s: field %q, want %q", lang, got, field)
+		}
 		if r.doc.Find(`[data-testid=reveal-row] a[href="`+page+`"]`).Length() != 1 || strings.Contains(r.body, canarySensitive) {
 			t.Errorf("%s: the row does not link to its occurrence, or shows the value", lang)
 		}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/auth"
 )
 
 // revealsPath is the admins' page of the reveal audit log.
@@ -19,7 +20,6 @@ type revealRow struct {
 	ID             string
 	At             timeView
 	Who            string
-	TokenID        string
 	OccurrenceHref string
 	Occurrence     string
 	Field          string
@@ -72,12 +72,12 @@ func (c *Console) revealList(w http.ResponseWriter, r *http.Request) {
 		reveals = reveals[:revealsPageSize]
 	}
 	for _, rv := range reveals {
-		row := revealRow{ID: strconv.FormatInt(rv.ID, 10), At: formatTime(ctx, rv.RevealedAt), Who: rv.Principal,
-			OccurrenceHref: occurrenceHref(rv.OccurrenceID), Occurrence: rv.OccurrenceID.String(), Field: rv.Side + " " + rv.Field}
-		if rv.TokenID != nil {
-			// Names are not unique: the token's id tells them apart.
-			row.TokenID = T(ctx, "token %d", *rv.TokenID)
-		}
+		// Only administrators may reveal (the engine refuses anyone else):
+		// the record keeps no role, as it could only be this one.
+		row := revealRow{ID: strconv.FormatInt(rv.ID, 10), At: formatTime(ctx, rv.RevealedAt),
+			Who:            tokenHolder(ctx, rv.Principal, rv.TokenID, auth.RoleAdmin),
+			OccurrenceHref: occurrenceHref(rv.OccurrenceID), Occurrence: rv.OccurrenceID.String(),
+			Field: sideTitle(ctx, rv.Side) + " " + rv.Field}
 		if rv.Reason != nil {
 			row.Reason = *rv.Reason
 		}

@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     292,
 	"%d held instances match now.":             57,
 	"%d hours":                                 308,
-	"%d items":                                 663,
+	"%d items":                                 662,
 	"%d left":                                  450,
 	"%d min":                                   291,
 	"%d minutes":                               309,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 82,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              661,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              660,
 	"%d ms": 311,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         583,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 582,
@@ -87,11 +87,11 @@ var messageKeyToIndex = map[string]int{
 	"%s: revisions %s":                                    163,
 	"%s: the first day comes after the last.":             541,
 	"%s–%s":                                               279,
-	"(%d characters in all)":                              664,
-	"(each item)":                                         651,
+	"(%d characters in all)":                              663,
+	"(each item)":                                         650,
 	"(worker %s)":                                         486,
 	"0 seconds":                                           306,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           629,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           628,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 479,
 	"Abandon %d instances":                                           61,
 	"Abandon every held instance this filter matches":                59,
@@ -111,7 +111,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       159,
 	"All processes":                       360,
 	"All statuses":                        362,
-	"All workers":                         677,
+	"All workers":                         676,
 	"An operator abandoned the instance.": 478,
 	"Any definition":                      361,
 	"Apply filters":                       101,
@@ -134,7 +134,7 @@ var messageKeyToIndex = map[string]int{
 	"Business key":                     74,
 	"By process and error code":        79,
 	"Call timeout":                     446,
-	"Camunda 7 facade":                 681,
+	"Camunda 7 facade":                 680,
 	"Cancelled: the instance was stopped (%s).":               496,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 495,
 	"Cannot act on this filter":                               83,
@@ -156,7 +156,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    271,
 	"Completions and failures per 5-minute slot, oldest first": 276,
 	"Completions and failures, last hour":                      254,
-	"Connected":                                                673,
+	"Connected":                                                672,
 	"Constraints":                                              170,
 	"Consumer":                                                 418,
 	"Consumer and worker":                                      520,
@@ -180,7 +180,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      172,
 	"Definitions":        119,
 	"Definitions by key": 229,
-	"Definitions served": 671,
+	"Definitions served": 670,
 	"Definitions, those needing attention first": 255,
 	"Description":          171,
 	"Destination":          430,
@@ -207,8 +207,8 @@ var messageKeyToIndex = map[string]int{
 	"Every attempt, oldest first": 417,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 99,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         607,
-	"Expired token":                        638,
-	"Expires":                              634,
+	"Expired token":                        637,
+	"Expires":                              633,
 	"External tasks":                       114,
 	"Failed":                               259,
 	"Failed (%s).":                         494,
@@ -238,7 +238,7 @@ var messageKeyToIndex = map[string]int{
 	"Held at node":            340,
 	"Held instances":          258,
 	"ID":                      149,
-	"In flight":               672,
+	"In flight":               671,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 272,
 	"Inputs":                     195,
 	"Inputs of revision %d":      206,
@@ -252,12 +252,12 @@ var messageKeyToIndex = map[string]int{
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  492,
 	"Its instance went on along the node’s error path.":                                                                                                                    493,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      644,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      643,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
 	"Jan":                     294,
 	"Jul":                     300,
 	"Jun":                     299,
-	"Keep it":                 646,
+	"Keep it":                 645,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     230,
@@ -267,8 +267,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 464,
 	"Last reserved":           461,
 	"Last saved":              176,
-	"Last seen":               674,
-	"Last used":               633,
+	"Last seen":               673,
+	"Last used":               632,
 	"Latest revision":         231,
 	"Lists every change from one revision to another, and whom it may break.": 186,
 	"Local time at %s": 555,
@@ -281,7 +281,7 @@ var messageKeyToIndex = map[string]int{
 	"May":                              298,
 	"Message from Relais (in English)": 509,
 	"Message from the service (its own words, protected values masked)": 510,
-	"Method not allowed": 612,
+	"Method not allowed": 611,
 	"Mode":               437,
 	"More filters: instance, revision, consumer, dates": 514,
 	"Name":                    150,
@@ -296,9 +296,9 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        233,
 	"No destination yet.":                                                       242,
 	"No inputs.":                                                                196,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 619,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 618,
 	"No instance matches these filters.": 359,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 618,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 617,
 	"No more consumers.":                                   161,
 	"No more destinations.":                                243,
 	"No occurrence matches these filters.":                 522,
@@ -308,19 +308,19 @@ var messageKeyToIndex = map[string]int{
 	"No outputs.":                                          199,
 	"No outputs: the occurrence ended without completing.": 456,
 	"No process is published yet.":                         562,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          686,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          685,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          685,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          684,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 70,
 	"No release yet.": 180,
 	"No revision yet: the Working copy has never been snapshotted.":          178,
 	"No service ever reserved this occurrence: it ended before any attempt.": 429,
 	"No service has reserved this occurrence yet.":                           426,
-	"No token.":              641,
+	"No token.":              640,
 	"No value was revealed.": 610,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 687,
-	"No worker is connected.":           675,
-	"No worker serves this definition.": 678,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 684,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 686,
+	"No worker is connected.":           674,
+	"No worker serves this definition.": 677,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 683,
 	"Node":                  318,
 	"Node %s":               252,
 	"Nodes":                 569,
@@ -333,7 +333,7 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 138,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 139,
 	"Nothing to do: no instance this action applies to matches the filter.": 69,
-	"Nothing to find: the search box is empty.":                             616,
+	"Nothing to find: the search box is empty.":                             615,
 	"Nothing was done.":         28,
 	"Nov":                       304,
 	"Now":                       435,
@@ -349,7 +349,7 @@ var messageKeyToIndex = map[string]int{
 	"On success":                573,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                               605,
 	"Only administrators may reveal a sensitive value.":                                                 600,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 630,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 629,
 	"Open":             257,
 	"Operator actions": 314,
 	"Operator actions on this instance, newest first": 327,
@@ -376,7 +376,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 356,
 	"Processes":                       115,
 	"Processes by key":                560,
-	"Protocol":                        670,
+	"Protocol":                        669,
 	"Published":                       184,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 558,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       559,
@@ -424,30 +424,30 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              182,
 	"Revision %d":           203,
 	"Revisions":             177,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 689,
-	"Revoke the %s token “%s”?": 643,
-	"Revoke the token":          645,
-	"Revoke token %d":           642,
-	"Revoke…":                   639,
-	"Role":                      632,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 688,
+	"Revoke the %s token “%s”?": 642,
+	"Revoke the token":          644,
+	"Revoke token %d":           641,
+	"Revoke…":                   638,
+	"Role":                      631,
 	"Route":                     320,
 	"Routing output":            175,
 	"Rows %s–%s":                539,
 	"Save settings":             552,
 	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 602,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               614,
+	"Search":                               613,
 	"Secret values can never be revealed.": 606,
 	"Sep":                                  302,
-	"Served by %d workers":                 688,
+	"Served by %d workers":                 687,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              323,
 	"Settlement date":      513,
 	"Show all definitions": 268,
 	"Show times in":        548,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 108,
-	"Sign in": 623,
-	"Sign in with an operator, designer or administrator token.": 624,
+	"Sign in": 622,
+	"Sign in with an operator, designer or administrator token.": 623,
 	"Sign out":             126,
 	"Signed in as %s (%s)": 125,
 	"Since revision %d:":   209,
@@ -457,8 +457,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
 	"Something went wrong": 145,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 631,
-	"Staff tokens, oldest first": 635,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 630,
+	"Staff tokens, oldest first": 634,
 	"Start node":                 566,
 	"Started":                    338,
 	"State":                      153,
@@ -482,7 +482,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 228,
 	"Tasks":                   154,
 	"Temporarily unavailable": 143,
-	"That is too long to be an id or a business key.": 617,
+	"That is too long to be an id or a business key.": 616,
 	"The %d largest groups; the filter matches more.": 81,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 235,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          208,
@@ -515,13 +515,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                                                                                                   35,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            471,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      511,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          649,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          626,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          648,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          625,
 	"These revisions have the same contracts.":                                                                                                                                                             194,
 	"These settings are kept in this browser only.":                                                                                                                                                        547,
-	"They take every revision their consumer is granted.":                                                                                                                                                  690,
-	"They take revision %d only.":                                                                                                                                                                          691,
-	"They take revisions %s only.":                                                                                                                                                                         692,
+	"They take every revision their consumer is granted.":                                                                                                                                                  689,
+	"They take revision %d only.":                                                                                                                                                                          690,
+	"They take revisions %s only.":                                                                                                                                                                         691,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     542,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             86,
 	"This contract has no inputs.":                                                                                                                                                                         452,
@@ -537,25 +537,25 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 333,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   41,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            648,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           647,
-	"This page does not accept that request.": 613,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            647,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           646,
+	"This page does not accept that request.": 612,
 	"This page reloads every %d seconds.":     131,
 	"This process takes no inputs.":           331,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 53,
-	"This token is unknown or has been revoked.": 628,
+	"This token is unknown or has been revoked.": 627,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 579,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            580,
 	"Times in %s · no auto-reload":    130,
 	"Times in %s · reload every %d s": 129,
 	"To revision":                     188,
-	"Token":                           625,
+	"Token":                           624,
 	"Tokens":                          123,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 627,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 626,
 	"Totals of all definitions, not narrowed by the other filters":         525,
 	"Totals of definition %s, not narrowed by the other filters":           524,
 	"Type": 167,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 615,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 614,
 	"URL":                              237,
 	"UTC (coordinated universal time)": 554,
 	"Unknown action.":                  47,
@@ -572,18 +572,18 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       91,
 	"Whole message":                                             428,
 	"Why (recorded with the reveal)":                            458,
-	"Worker":                                                    669,
+	"Worker":                                                    668,
 	"Worker id":                                                 419,
 	"Workers":                                                   120,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        667,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        666,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 668,
-	"Workers serving %s":                   676,
+	"Workers seen within three heartbeats": 667,
+	"Workers serving %s":                   675,
 	"Working copy":                         173,
-	"You are signed out.":                  620,
+	"You are signed out.":                  619,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              133,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 621,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      622,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 620,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      621,
 	"[redacted]":                          508,
 	"abandon":                             4,
 	"active":                              155,
@@ -594,11 +594,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 591,
 	"any other error":                     245,
 	"as of %s (%s); counts are refreshed every few seconds.": 527,
-	"at least %d characters":                                 652,
-	"at least %d items":                                      659,
+	"at least %d characters":                                 651,
+	"at least %d items":                                      658,
 	"at most %d":                                             447,
-	"at most %d characters":                                  653,
-	"at most %d items":                                       660,
+	"at most %d characters":                                  652,
+	"at most %d items":                                       659,
 	"at most %d since the last operator retry":               448,
 	"available":                                              363,
 	"boolean":                                                376,
@@ -624,7 +624,7 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            587,
 	"end: completes the instance":                            248,
 	"end: fails the instance":                                249,
-	"every revision its consumer is granted":                 682,
+	"every revision its consumer is granted":                 681,
 	"exact, case-sensitive":                                  351,
 	"expired":                                                369,
 	"failed":                                                 274,
@@ -632,7 +632,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            395,
 	"field removed":                                          396,
 	"format":                                                 406,
-	"format %s":                                              655,
+	"format %s":                                              654,
 	"from":                                                   352,
 	"held":                                                   368,
 	"held for an operator":                                   246,
@@ -649,17 +649,17 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               289,
 	"list":                                                   381,
 	"lock until":                                             533,
-	"long polling":                                           680,
+	"long polling":                                           679,
 	"long wait":                                              266,
 	"maximum":                                                408,
-	"maximum %s":                                             657,
+	"maximum %s":                                             656,
 	"maximum items":                                          410,
 	"maximum length":                                         404,
 	"minimum":                                                407,
-	"minimum %s":                                             656,
+	"minimum %s":                                             655,
 	"minimum items":                                          409,
 	"minimum length":                                         403,
-	"never":                                                  636,
+	"never":                                                  635,
 	"next attempt":                                           530,
 	"no":                                                     394,
 	"no answer within the timeout":                           504,
@@ -673,19 +673,19 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 232,
 	"none: a failed call takes the node’s error path": 442,
 	"normal":                          382,
-	"not provided":                    662,
-	"not yet":                         637,
-	"null":                            665,
+	"not provided":                    661,
+	"not yet":                         636,
+	"null":                            664,
 	"number":                          375,
 	"object":                          380,
 	"on error":                        244,
-	"one of: %s":                      658,
+	"one of: %s":                      657,
 	"operator":                        390,
 	"optional %s field of type %s":    224,
 	"optional field of type %s":       226,
 	"optional → required":             217,
 	"pattern":                         405,
-	"pattern %s":                      654,
+	"pattern %s":                      653,
 	"pull":                            584,
 	"pull %s":                         251,
 	"pull (the service fetches it)":   387,
@@ -701,26 +701,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        364,
 	"retry":                           3,
 	"revision %d":                     528,
-	"revisions %s":                    683,
+	"revisions %s":                    682,
 	"revoked":                         156,
 	"routing changed":                 402,
-	"routing output":                  650,
+	"routing output":                  649,
 	"routing output %s → %s":          216,
 	"running":                         367,
 	"secret":                          384,
 	"sensitive":                       383,
 	"settled":                         529,
 	"stop":                            5,
-	"stream":                          679,
+	"stream":                          678,
 	"text":                            373,
 	"the contracts are the same (the name or a description changed).": 210,
-	"this session":             640,
+	"this session":             639,
 	"timeout %s":               595,
 	"timeout %s (the default)": 596,
 	"to":                       353,
-	"token %d":                 611,
 	"type changed":             397,
-	"unexpected value":         666,
+	"unexpected value":         665,
 	"unknown":                  507,
 	"values added: %s":         219,
 	"values changed":           399,
@@ -734,7 +733,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     589,
 }
 
-var enIndex = []uint32{ // 694 elements
+var enIndex = []uint32{ // 693 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -908,32 +907,32 @@ var enIndex = []uint32{ // 694 elements
 	0x00005203, 0x0000521a, 0x0000525e, 0x00005283,
 	// Entry 260 - 27F
 	0x000052fa, 0x00005310, 0x0000533e, 0x00005355,
-	0x00005361, 0x00005374, 0x0000539c, 0x000053a3,
-	0x000053fe, 0x00005428, 0x00005458, 0x000054b6,
-	0x00005556, 0x0000556a, 0x00005615, 0x0000568b,
-	0x00005693, 0x000056ce, 0x000056d4, 0x00005750,
-	0x00005798, 0x000057c3, 0x00005825, 0x00005887,
-	0x0000592e, 0x00005933, 0x0000593d, 0x00005945,
-	0x00005960, 0x00005966, 0x0000596e, 0x0000597c,
+	0x00005368, 0x00005390, 0x00005397, 0x000053f2,
+	0x0000541c, 0x0000544c, 0x000054aa, 0x0000554a,
+	0x0000555e, 0x00005609, 0x0000567f, 0x00005687,
+	0x000056c2, 0x000056c8, 0x00005744, 0x0000578c,
+	0x000057b7, 0x00005819, 0x0000587b, 0x00005922,
+	0x00005927, 0x00005931, 0x00005939, 0x00005954,
+	0x0000595a, 0x00005962, 0x00005970, 0x0000597a,
 	// Entry 280 - 29F
-	0x00005986, 0x00005993, 0x0000599d, 0x000059b0,
-	0x000059d4, 0x00005a54, 0x00005a65, 0x00005a6d,
-	0x00005ae2, 0x00005b36, 0x00005b78, 0x00005b87,
-	0x00005b93, 0x00005bcf, 0x00005c09, 0x00005c17,
-	0x00005c24, 0x00005c32, 0x00005c40, 0x00005c4e,
-	0x00005c80, 0x00005cb0, 0x00005d0c, 0x00005d19,
-	0x00005d39, 0x00005d53, 0x00005d58, 0x00005d69,
-	0x00005def, 0x00005e14, 0x00005e1b, 0x00005e24,
+	0x00005987, 0x00005991, 0x000059a4, 0x000059c8,
+	0x00005a48, 0x00005a59, 0x00005a61, 0x00005ad6,
+	0x00005b2a, 0x00005b6c, 0x00005b7b, 0x00005b87,
+	0x00005bc3, 0x00005bfd, 0x00005c0b, 0x00005c18,
+	0x00005c26, 0x00005c34, 0x00005c42, 0x00005c74,
+	0x00005ca4, 0x00005d00, 0x00005d0d, 0x00005d2d,
+	0x00005d47, 0x00005d4c, 0x00005d5d, 0x00005de3,
+	0x00005e08, 0x00005e0f, 0x00005e18, 0x00005e2b,
 	// Entry 2A0 - 2BF
-	0x00005e37, 0x00005e41, 0x00005e4b, 0x00005e55,
-	0x00005e6d, 0x00005e83, 0x00005e8f, 0x00005eb1,
-	0x00005eb8, 0x00005ec5, 0x00005ed6, 0x00005efd,
-	0x00005f0d, 0x00005f61, 0x00005fb1, 0x00006011,
-	0x00006064, 0x0000609c, 0x000060ec, 0x00006120,
-	0x0000613f, 0x0000615f,
-} // Size: 2800 bytes
+	0x00005e35, 0x00005e3f, 0x00005e49, 0x00005e61,
+	0x00005e77, 0x00005e83, 0x00005ea5, 0x00005eac,
+	0x00005eb9, 0x00005eca, 0x00005ef1, 0x00005f01,
+	0x00005f55, 0x00005fa5, 0x00006005, 0x00006058,
+	0x00006090, 0x000060e0, 0x00006114, 0x00006133,
+	0x00006153,
+} // Size: 2796 bytes
 
-const enData string = "" + // Size: 24927 bytes
+const enData string = "" + // Size: 24915 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1263,65 +1262,65 @@ const enData string = "" + // Size: 24927 bytes
 	"ecret values can never be revealed.\x02Every sensitive value an administ" +
 	"rator revealed: who, when, which field and why. The values themselves ar" +
 	"e never kept.\x02Reveals, newest first\x02none (revealed before reasons " +
-	"were asked for)\x02No value was revealed.\x02token %[1]d\x02Method not a" +
-	"llowed\x02This page does not accept that request.\x02Search\x02Type an i" +
-	"nstance or occurrence id (a UUID, as the pages show on hover), or a busi" +
-	"ness key.\x02Nothing to find: the search box is empty.\x02That is too lo" +
-	"ng to be an id or a business key.\x02No instance or occurrence has the i" +
-	"d “%[1]s”, and no instance has it as its business key.\x02No instance ha" +
-	"s “%[1]s” as its business key, and it is not a whole id: the lists show " +
-	"the end of each id. Open the row, or copy its link, for the whole id." +
-	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
-	"t elsewhere, a revoked token or a restart of the server), so your last a" +
-	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
-	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
-	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
-	"esigner or administrator token.\x02Token\x02The token is checked once an" +
-	"d never stored in your browser; a session cookie stands for it for up to" +
-	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
-	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02Only administrators see this page: toke" +
-	"ns, consumers, destinations and the reveal log are theirs.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02Role\x02Last used\x02Expires\x02Staff tokens, oldest fir" +
-	"st\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02No" +
-	" token.\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
-	"next request is refused, and console sessions opened with it end. This c" +
-	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
-	"\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at leas" +
-	"t %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
-	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
-	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
-	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
-	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
-	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x02No process uses this definit" +
-	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
-	"this definition: Relais calls its destinations (push), and it needs no w" +
-	"orker.\x02No worker is connected for this definition; none of its occurr" +
-	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
-	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
-	"e take every revision their consumer is granted.\x02They take every revi" +
-	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
-	"y take revisions %[1]s only."
+	"were asked for)\x02No value was revealed.\x02Method not allowed\x02This " +
+	"page does not accept that request.\x02Search\x02Type an instance or occu" +
+	"rrence id (a UUID, as the pages show on hover), or a business key.\x02No" +
+	"thing to find: the search box is empty.\x02That is too long to be an id " +
+	"or a business key.\x02No instance or occurrence has the id “%[1]s”, and " +
+	"no instance has it as its business key.\x02No instance has “%[1]s” as it" +
+	"s business key, and it is not a whole id: the lists show the end of each" +
+	" id. Open the row, or copy its link, for the whole id.\x02You are signed" +
+	" out.\x02Your session had ended (inactivity, a sign-out elsewhere, a rev" +
+	"oked token or a restart of the server), so your last action was not appl" +
+	"ied. Sign in again, then repeat it.\x02Your session has ended (inactivit" +
+	"y, a sign-out elsewhere, a revoked token or a restart of the server). Si" +
+	"gn in again.\x02Sign in\x02Sign in with an operator, designer or adminis" +
+	"trator token.\x02Token\x02The token is checked once and never stored in " +
+	"your browser; a session cookie stands for it for up to 8 hours of inacti" +
+	"vity.\x02Too many failed sign-ins from your address. Try again in %[1]d " +
+	"seconds.\x02This token is unknown or has been revoked.\x02A %[1]s token " +
+	"cannot open the console: sign in with an operator, designer or administr" +
+	"ator token.\x02Only administrators see this page: tokens, consumers, des" +
+	"tinations and the reveal log are theirs.\x02Staff tokens (administrators" +
+	", designers, operators) that are not revoked. Consumer tokens are manage" +
+	"d with their consumers. Revoking a token refuses its next request.\x02Ro" +
+	"le\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not" +
+	" yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke " +
+	"token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is re" +
+	"fused, and console sessions opened with it end. This cannot be undone: w" +
+	"hoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This" +
+	" is the token you signed in with: revoking it signs you out. Its next re" +
+	"quest is refused. This cannot be undone.\x02This is the last usable admi" +
+	"nistrator token: create another one before revoking it.\x02The token %[1" +
+	"]s (%[2]s) was revoked: its next request is refused.\x02routing output" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 694 elements
+var frIndex = []uint32{ // 693 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1495,32 +1494,32 @@ var frIndex = []uint32{ // 694 elements
 	0x000068fe, 0x00006917, 0x0000696a, 0x000069a5,
 	// Entry 260 - 27F
 	0x00006a3d, 0x00006a69, 0x00006a9d, 0x00006ac3,
-	0x00006acf, 0x00006ae7, 0x00006b12, 0x00006b1c,
-	0x00006b96, 0x00006bcb, 0x00006c0c, 0x00006c80,
-	0x00006d59, 0x00006d72, 0x00006e3b, 0x00006eb8,
-	0x00006ec5, 0x00006f17, 0x00006f1d, 0x00006fb9,
-	0x0000700d, 0x00007038, 0x000070c4, 0x0000715a,
-	0x0000721c, 0x00007222, 0x00007238, 0x00007243,
-	0x00007273, 0x0000727a, 0x00007285, 0x00007293,
+	0x00006adb, 0x00006b06, 0x00006b10, 0x00006b8a,
+	0x00006bbf, 0x00006c00, 0x00006c74, 0x00006d4d,
+	0x00006d66, 0x00006e2f, 0x00006eac, 0x00006eb9,
+	0x00006f0b, 0x00006f11, 0x00006fad, 0x00007001,
+	0x0000702c, 0x000070b8, 0x0000714e, 0x00007210,
+	0x00007216, 0x0000722c, 0x00007237, 0x00007267,
+	0x0000726e, 0x00007279, 0x00007287, 0x00007294,
 	// Entry 280 - 29F
-	0x000072a0, 0x000072ae, 0x000072bb, 0x000072d4,
-	0x00007301, 0x000073aa, 0x000073bd, 0x000073c7,
-	0x00007456, 0x000074b7, 0x00007509, 0x0000751b,
-	0x0000752e, 0x0000756c, 0x000075a8, 0x000075b4,
-	0x000075c1, 0x000075cf, 0x000075dd, 0x000075ed,
-	0x00007629, 0x00007663, 0x000076e0, 0x000076eb,
-	0x00007715, 0x00007731, 0x00007735, 0x00007747,
-	0x00007809, 0x0000783c, 0x00007847, 0x00007851,
+	0x000072a2, 0x000072af, 0x000072c8, 0x000072f5,
+	0x0000739e, 0x000073b1, 0x000073bb, 0x0000744a,
+	0x000074ab, 0x000074fd, 0x0000750f, 0x00007522,
+	0x00007560, 0x0000759c, 0x000075a8, 0x000075b5,
+	0x000075c3, 0x000075d1, 0x000075e1, 0x0000761d,
+	0x00007657, 0x000076d4, 0x000076df, 0x00007709,
+	0x00007725, 0x00007729, 0x0000773b, 0x000077fd,
+	0x00007830, 0x0000783b, 0x00007845, 0x0000785a,
 	// Entry 2A0 - 2BF
-	0x00007866, 0x0000786f, 0x00007879, 0x0000788e,
-	0x000078b2, 0x000078cc, 0x000078e1, 0x0000790d,
-	0x00007912, 0x00007927, 0x00007939, 0x0000796e,
-	0x0000797f, 0x000079f5, 0x00007a80, 0x00007b0f,
-	0x00007b76, 0x00007bb8, 0x00007c2b, 0x00007c73,
-	0x00007ca1, 0x00007cd4,
-} // Size: 2800 bytes
+	0x00007863, 0x0000786d, 0x00007882, 0x000078a6,
+	0x000078c0, 0x000078d5, 0x00007901, 0x00007906,
+	0x0000791b, 0x0000792d, 0x00007962, 0x00007973,
+	0x000079e9, 0x00007a74, 0x00007b03, 0x00007b6a,
+	0x00007bac, 0x00007c1f, 0x00007c67, 0x00007c95,
+	0x00007cc8,
+} // Size: 2796 bytes
 
-const frData string = "" + // Size: 31956 bytes
+const frData string = "" + // Size: 31944 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1922,75 +1921,74 @@ const frData string = "" + // Size: 31956 bytes
 	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
 	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
 	"s.\x02Révélations, les plus récentes d’abord\x02aucun (révélée avant que" +
-	" le motif soit demandé)\x02Aucune valeur n’a été révélée.\x02jeton %[1]d" +
-	"\x02Méthode non autorisée\x02Cette page n’accepte pas cette requête.\x02" +
-	"Recherche\x02Saisissez un identifiant d’instance ou d’occurrence (un UUI" +
-	"D, que les pages affichent au survol) ou une clé métier.\x02Rien à cherc" +
-	"her\u202f: le champ de recherche est vide.\x02C’est trop long pour être " +
-	"un identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l" +
-	"’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé m" +
-	"étier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et c" +
-	"e n’est pas un identifiant entier\u202f: les listes montrent la fin de c" +
-	"haque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifia" +
-	"nt entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (ina" +
-	"ctivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)" +
-	"\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, p" +
-	"uis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion ai" +
-	"lleurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02S" +
-	"e connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur o" +
-	"u d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est j" +
-	"amais conservé dans votre navigateur\u202f; un cookie de session le remp" +
-	"lace jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depui" +
-	"s votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu " +
-	"ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la consol" +
-	"e\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Seuls les administrateurs voient cette page\u202f: les " +
-	"jetons, les consommateurs, les destinations et le journal des révélation" +
-	"s sont de leur ressort.\x02Jetons du personnel (administrateurs, concept" +
-	"eurs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent a" +
-	"vec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
-	"\x02Rôle\x02Dernière utilisation\x02Expiration\x02Jetons du personnel, l" +
-	"es plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoq" +
-	"uer…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révo" +
-	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
-	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
-	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
-	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
-	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
-	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
-	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
-	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
-	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
-	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
-	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
-	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
-	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
-	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
-	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge."
+	" le motif soit demandé)\x02Aucune valeur n’a été révélée.\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
+	"isissez un identifiant d’instance ou d’occurrence (un UUID, que les page" +
+	"s affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le c" +
+	"hamp de recherche est vide.\x02C’est trop long pour être un identifiant " +
+	"ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
+	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
+	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
+	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
+	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
+	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
+	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs voient cette page\u202f: les jetons, les c" +
+	"onsommateurs, les destinations et le journal des révélations sont de leu" +
+	"r ressort.\x02Jetons du personnel (administrateurs, concepteurs, opérate" +
+	"urs) non révoqués. Les jetons des consommateurs se gèrent avec leurs con" +
+	"sommateurs. Révoquer un jeton refuse sa requête suivante.\x02Rôle\x02Der" +
+	"nière utilisation\x02Expiration\x02Jetons du personnel, les plus anciens" +
+	" d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette s" +
+	"ession\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %" +
+	"[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et le" +
+	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
+	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
+	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
+	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
+	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
+	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
+	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
+	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
+	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
+	" charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 62483 bytes (61KiB); checksum: CCAB1320
+	// Total table size 62451 bytes (60KiB); checksum: A5BCC2DA
