@@ -50,10 +50,16 @@ type instanceJSON struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	EndedAt     *time.Time      `json:"ended_at"`
 	Inputs      json.RawMessage `json:"inputs,omitempty"`
+}
+
+// instanceDetailJSON is an instance with its path: empty, never absent, for
+// an instance that entered no task node.
+type instanceDetailJSON struct {
+	instanceJSON
 	// HeldAt is, on a held instance's detail, the failed occurrence it
 	// waits at, found without scanning the path.
 	HeldAt *heldAtJSON `json:"held_at,omitempty"`
-	Path   []pathStep  `json:"path,omitempty"`
+	Path   []pathStep  `json:"path"`
 }
 
 type heldAtJSON struct {
@@ -81,6 +87,12 @@ func idempotencyKeyProblem(key string) string {
 		return "is empty: give a key, or leave it out"
 	case !utf8.ValidString(key):
 		return "holds bytes that are not UTF-8 text"
+	case strings.TrimSpace(key) != key:
+		// A header's value comes trimmed: a batch item's key so padded
+		// could never be replayed by a single start.
+		return "must not begin or end with white space"
+	case strings.ContainsFunc(key, engine.Invisible):
+		return "must not hold control or format characters (a zero-width space, a byte order mark): nobody could type it again"
 	case len(key) > engine.MaxIdempotencyKey:
 		return fmt.Sprintf("is longer than %d bytes", engine.MaxIdempotencyKey)
 	}
@@ -133,8 +145,7 @@ func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.
 			steps[i] = o.Step()
 		}
 	}
-	out := toInstanceJSON(inst, true)
-	out.Path = make([]pathStep, len(steps))
+	out := instanceDetailJSON{instanceJSON: toInstanceJSON(inst, true), Path: make([]pathStep, len(steps))}
 	for i, s := range steps {
 		out.Path[i] = pathStep{Node: s.Node, OccurrenceID: s.Occurrence, Definition: s.Definition, Revision: s.Revision, Mode: s.Mode,
 			Status: s.Status, Route: s.Route, ErrorCode: s.ErrorCode, CreatedAt: s.CreatedAt, SettledAt: s.SettledAt}
@@ -489,7 +500,12 @@ func (a *API) startInstances() http.Handler {
 		for i, res := range results {
 			item := batchItemJSON{Index: i}
 			if res.Err != nil {
-				item.Status, item.Problem = httpjson.ItemProblemOf(r, a.logger, res.Err, i)
+				err := res.Err
+				if fe, ok := fault.As(err); ok && fe.Code == "idempotency_key_reused" && len(fe.Errors) == 0 {
+					// The member to change, as a duplicate_item says it.
+					err = fe.WithErrors([]fault.FieldError{{Path: "/idempotency_key", Message: "was used for a different request"}})
+				}
+				item.Status, item.Problem = httpjson.ItemProblemOf(r, a.logger, err, i)
 			} else {
 				item.Status = http.StatusOK
 				if res.Created {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/relais/relais/internal/relaistest"
@@ -100,5 +101,22 @@ func TestObservationFiltersAndPagination(t *testing.T) {
 	}
 	if r := env.Do("GET", "/api/v1/occurrences?cursor=garbage", env.Operator, nil); r.Status != 400 || r.Code() != "invalid_cursor" {
 		t.Errorf("bad cursor: %d %s", r.Status, r.Body)
+	}
+}
+
+// An instance that entered no task node has an empty path, not none: the
+// OpenAPI document requires it, and typed clients map over it.
+func TestInstanceDetailAlwaysHasAPath(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Process("noop", map[string]any{"name": "noop", "inputs": map[string]any{"fields": []any{}}, "start": "done",
+		"nodes": map[string]any{"done": map[string]any{"kind": "end"}}})
+	started := env.Must(201, "POST", "/api/v1/processes/noop/instances", env.Operator, map[string]any{})
+	if !strings.Contains(string(started.Body), `"path":[]`) {
+		t.Errorf("start answer without an empty path: %s", started.Body)
+	}
+	got := env.Must(200, "GET", "/api/v1/instances/"+started.JSON(t)["id"].(string), env.Operator, nil)
+	if !strings.Contains(string(got.Body), `"path":[]`) {
+		t.Errorf("detail without an empty path: %s", got.Body)
 	}
 }

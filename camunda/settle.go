@@ -252,7 +252,8 @@ func (f *Facade) unlock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
+	// Camunda's Java client sends the absent body as JSON null.
+	if b := bytes.TrimSpace(body); len(b) > 0 && string(b) != "null" {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if _, err := httpjson.Decode[struct{}](w, r, f.body); err != nil {
 			return err

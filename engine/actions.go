@@ -303,7 +303,7 @@ func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFi
 		return 0, err
 	}
 	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		RetryableOnly: action == ActionRetry})
 	return n, wrap("count instances", err)
 }
@@ -340,7 +340,7 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 		return Breakdown{}, err
 	}
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		RetryableOnly: action == ActionRetry, Max: allGroups + 1})
 	if err != nil {
 		return Breakdown{}, wrap("break instances down", err)
@@ -412,7 +412,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	// Every matching id at once (16 bytes each), one more than confirmed
 	// to see a count that grew: the walk then works on this set alone.
 	ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore),
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		RetryableOnly: action == ActionRetry, Max: int32(min(confirm, maxBulk) + 1)})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)

@@ -206,7 +206,7 @@ func (e *Engine) replayStart(ctx context.Context, q *queries.Queries, req StartR
 	if existing.RequestDigest == nil || !e.sameDigest(canonical, *existing.RequestDigest) &&
 		!e.sameDigest(legacyCanonicalRequest(req), *existing.RequestDigest) {
 		return queries.Instance{}, true, fault.New(fault.Unprocessable, "idempotency_key_reused",
-			"Idempotency-Key %q was used with this process for a different request (another version, business key or inputs; JSON formatting, key order and how a number is written do not count)", req.IdempotencyKey)
+			"the idempotency key %q was used with this process for a different request (another version, business key or inputs; JSON formatting, key order and how a number is written do not count)", req.IdempotencyKey)
 	}
 	return existing, true, nil
 }
@@ -305,6 +305,10 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 	pv, err := e.GetProcessVersion(ctx, req.ProcessKey, req.Version)
 	if err != nil {
 		if fault.HasCode(err, "not_found") && req.Version > 0 {
+			// A misspelt process is not found whatever the version asked.
+			if _, err := e.GetProcessVersion(ctx, req.ProcessKey, 0); err != nil {
+				return p, err
+			}
 			return p, fault.New(fault.Unprocessable, "unknown_version", "process %q has no version %d", req.ProcessKey, req.Version).
 				WithErrors([]fault.FieldError{{Path: "/version", Message: "no such version"}})
 		}
@@ -325,7 +329,7 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 		case strings.TrimSpace(k) != k:
 			return p, fault.New(fault.BadRequest, "invalid_request", "business_key begins or ends with white space, which the console's filter trims: an instance so keyed is found only by an exact API filter").
 				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not begin or end with white space"}})
-		case strings.ContainsFunc(k, invisible):
+		case strings.ContainsFunc(k, Invisible):
 			return p, fault.New(fault.BadRequest, "invalid_request", "business_key holds an invisible character (a control or format character, such as a byte order mark from a CSV export): nobody could type it in a filter").
 				WithErrors([]fault.FieldError{{Path: "/business_key", Message: "must not hold control or format characters"}})
 		}
@@ -411,11 +415,18 @@ type StartResult struct {
 // transaction: one commit for them all. Each item is checked and applied
 // on its own (a savepoint each): a refused item is reported and changes
 // nothing, the others are applied (see applyEach). Each item may carry its own
-// Idempotency-Key, with StartInstance's replay rules. Only a failure of the
-// database itself fails the whole batch.
+// Idempotency-Key, with StartInstance's replay rules. Only an unknown
+// process or a failure of the database itself fails the whole batch.
 func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]StartResult, error) {
 	if len(reqs) > MaxBatch {
 		return nil, BoundExceeded("items", MaxBatch)
+	}
+	if len(reqs) > 0 {
+		// A misspelt process fails the request, as a single start does,
+		// rather than every item with the same 404 under a 200.
+		if _, err := e.GetProcessVersion(ctx, reqs[0].ProcessKey, 0); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]StartResult, len(reqs))
 	prepared := make([]preparedStart, len(reqs))
@@ -423,7 +434,7 @@ func (e *Engine) StartInstances(ctx context.Context, reqs []StartRequest) ([]Sta
 	for i, req := range reqs {
 		if k := req.IdempotencyKey; k != "" {
 			if j, dup := seen[k]; dup {
-				out[i].Err = fault.New(fault.Unprocessable, "duplicate_item", "Idempotency-Key %q is also the key of item %d", k, j).
+				out[i].Err = fault.New(fault.Unprocessable, "duplicate_item", "the idempotency key %q is also the key of item %d", k, j).
 					WithErrors([]fault.FieldError{{Path: "/idempotency_key", Message: fmt.Sprintf("is also the key of item %d", j)}})
 				continue
 			}
@@ -508,14 +519,27 @@ type InstanceFilter struct {
 	Limit int
 }
 
-// idBound is the smallest UUIDv7 of the millisecond t: ids are UUIDv7, so
-// a creation window is an id range that keeps the newest-first index order.
-func idBound(t *time.Time) *uuid.UUID {
+// idSlack bounds how far a row's id (a UUIDv7, of this replica's clock)
+// is from its created_at (the transaction's clock, following the
+// database's): a start's id is minted when its request is read, before its
+// transaction, a batch's items over the batch's run, an occurrence's as
+// its transaction runs.
+const idSlack = time.Minute
+
+// idFrom and idTo widen a creation window [t, …) and [… , t) into an id
+// range: ids are UUIDv7, so the range keeps the newest-first index order,
+// and the rows' created_at, which the API shows, decides within it.
+func idFrom(t *time.Time) *uuid.UUID { return idBound(t, -idSlack) }
+
+func idTo(t *time.Time) *uuid.UUID { return idBound(t, idSlack) }
+
+// idBound is the smallest UUIDv7 of the millisecond t+d.
+func idBound(t *time.Time, d time.Duration) *uuid.UUID {
 	if t == nil {
 		return nil
 	}
 	var u uuid.UUID
-	ms := uint64(t.UnixMilli())
+	ms := uint64(max(t.Add(d).UnixMilli(), 0))
 	for i := range 6 {
 		u[i] = byte(ms >> (40 - 8*i))
 	}
@@ -530,14 +554,14 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instanc
 	if f.After != nil && f.Before == nil {
 		var after []queries.InstanceListAfterRow
 		after, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), After: *f.After, Max: int32(f.Limit)})
+			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, After: *f.After, Max: int32(f.Limit)})
 		rows = make([]queries.InstanceListRow, len(after))
 		for i, r := range after {
 			rows[len(after)-1-i] = queries.InstanceListRow(r)
 		}
 	} else {
 		rows, err = e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
-			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), Before: f.Before, Max: int32(f.Limit)})
+			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, Before: f.Before, Max: int32(f.Limit)})
 	}
 	if err != nil {
 		return nil, wrap("list instances", err)
@@ -584,6 +608,6 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 	return e.GetInstance(ctx, id)
 }
 
-// invisible reports a control or format character (a byte order mark, a
+// Invisible reports a control or format character (a byte order mark, a
 // zero-width space): one no filter typed by hand would hold.
-func invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+func Invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }

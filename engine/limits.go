@@ -51,7 +51,7 @@ func WorkerIDProblem(id string) string {
 		return "must not be blank: name the worker (its host or pod name, say)"
 	case strings.TrimSpace(id) != id:
 		return "must not begin or end with white space"
-	case strings.ContainsFunc(id, invisible):
+	case strings.ContainsFunc(id, Invisible):
 		return "must not hold control or format characters"
 	}
 	return ""

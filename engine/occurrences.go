@@ -227,7 +227,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	p := queries.OccurrenceListParams{DefinitionKey: strPtr(f.Definition), Status: strPtr(f.Status), InstanceID: f.Instance,
 		Before: f.Before, Max: int32(f.Limit), Now: e.at(),
 		ProcessKey: strPtr(f.ProcessKey), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode),
-		CreatedFrom: idBound(f.CreatedAfter), CreatedTo: idBound(f.CreatedBefore), SettledAfter: f.SettledAfter, SettledBefore: f.SettledBefore}
+		CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, SettledAfter: f.SettledAfter, SettledBefore: f.SettledBefore}
 	if f.Revision > 0 {
 		r := int32(f.Revision)
 		p.Revision = &r
@@ -239,7 +239,8 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	if f.After != nil && f.Before == nil {
 		rows, err := e.q.OccurrenceListAfter(ctx, queries.OccurrenceListAfterParams{Now: p.Now, DefinitionKey: p.DefinitionKey,
 			Status: p.Status, InstanceID: p.InstanceID, Revision: p.Revision, ProcessKey: p.ProcessKey, BusinessKey: p.BusinessKey,
-			ErrorCode: p.ErrorCode, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, SettledAfter: p.SettledAfter,
+			ErrorCode: p.ErrorCode, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, CreatedAfter: p.CreatedAfter,
+			CreatedBefore: p.CreatedBefore, SettledAfter: p.SettledAfter,
 			SettledBefore: p.SettledBefore, ConsumerID: p.ConsumerID, After: *f.After, Max: p.Max})
 		if err != nil {
 			return nil, wrap("list occurrences", err)

@@ -2,8 +2,10 @@ package pull_test
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A batch start applies the valid items in one request, reports each
@@ -55,6 +57,35 @@ func TestBatchStart(t *testing.T) {
 	// The header a single start takes would be silently ignored: refused.
 	wantProblem(t, "a batch with an Idempotency-Key header", env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator,
 		map[string]any{"items": []any{map[string]any{"inputs": map[string]any{"name": "x"}}}}, "Idempotency-Key", "hb1"), 400, "invalid_request")
+	// A misspelt process fails the request as a single start does, not
+	// each item under a 200.
+	wantProblem(t, "a batch of an unknown process", env.Do("POST", "/api/v1/processes/crm_onyl/instances/batch", env.Operator,
+		map[string]any{"items": []any{map[string]any{"inputs": map[string]any{"name": "x"}}}}), 404, "not_found")
+	wantProblem(t, "an unknown process with a version", env.Do("POST", "/api/v1/processes/crm_onyl/instances", env.Operator,
+		map[string]any{"version": 3, "inputs": map[string]any{"name": "x"}}), 404, "not_found")
+	// null is no start: encoding/json would have read it as an empty item.
+	if r := env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": []any{nil, map[string]any{}}}); r.Status != 400 ||
+		!strings.Contains(string(r.Body), `"path":"/items/0","message":"must be an object, not null"`) {
+		t.Errorf("a null item: %d %s", r.Status, r.Body)
+	}
+	if r := env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator, "null"); r.Status != 400 {
+		t.Errorf("a body of null: %d %s", r.Status, r.Body)
+	}
+	// A key no header could carry again is refused, as a business key is.
+	for _, key := range []string{" k-2", `k-2\t`, `k\u200b2`} {
+		r := env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator,
+			[]byte(`{"items":[{"inputs":{"name":"x"},"idempotency_key":"`+key+`"}]}`))
+		if r.Status != 400 || !strings.Contains(string(r.Body), "/items/0/idempotency_key") {
+			t.Errorf("idempotency key %q: %d %s", key, r.Status, r.Body)
+		}
+	}
+	// A key used for another request is said at its member.
+	reused := env.Must(200, "POST", "/api/v1/processes/crm_only/instances/batch", env.Operator,
+		map[string]any{"items": []any{map[string]any{"inputs": map[string]any{"name": "Other"}, "idempotency_key": "k-1"}}}).JSON(t)["items"].([]any)[0].(map[string]any)
+	if p, _ := reused["problem"].(map[string]any); reused["status"] != 422.0 || p["code"] != "idempotency_key_reused" ||
+		!strings.Contains(fmt.Sprint(p["errors"]), "/items/0/idempotency_key") || strings.Contains(fmt.Sprint(p["detail"]), "Idempotency-Key") {
+		t.Errorf("a reused key = %v, want 422 idempotency_key_reused at /items/0/idempotency_key", reused)
+	}
 	if n := len(env.Must(200, "GET", "/api/v1/instances?process=crm_only", env.Operator, nil).JSON(t)["items"].([]any)); n != 2 {
 		t.Errorf("%d instances after refused batches, want 2", n)
 	}
@@ -154,6 +185,56 @@ func TestStartVersionIsChecked(t *testing.T) {
 		r := env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "x"}, "version": version})
 		if r.Code() != want || !strings.Contains(string(r.Body), `"path":"/version"`) {
 			t.Errorf("version %d: %d %s, want %s at /version", version, r.Status, r.Body, want)
+		}
+	}
+}
+
+// A creation window selects by the created_at the API shows: a batch's
+// instances share their transaction's created_at, though their ids were
+// minted while the batch was read, before it.
+func TestCreatedWindowIsCreatedAt(t *testing.T) {
+	t.Parallel()
+	env, _ := newCRM(t, nil)
+	items := make([]any, 50)
+	for i := range items {
+		items[i] = map[string]any{"inputs": map[string]any{"name": fmt.Sprint("c", i)}}
+	}
+	res := env.Must(200, "POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": items}).JSON(t)["items"].([]any)
+	at, err := time.Parse(time.RFC3339Nano, res[0].(map[string]any)["instance"].(map[string]any)["created_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	occ := env.Must(200, "GET", "/api/v1/occurrences?process=crm_only&limit=1", env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)
+	occAt, err := time.Parse(time.RFC3339Nano, occ["created_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(list, after, before string, at time.Time) int {
+		q := url.Values{"process": {"crm_only"}, "limit": {"200"}}
+		if after != "" {
+			q.Set(after, at.Format(time.RFC3339Nano))
+		}
+		if before != "" {
+			q.Set(before, at.Format(time.RFC3339Nano))
+		}
+		return len(env.Must(200, "GET", "/api/v1/"+list+"?"+q.Encode(), env.Operator, nil).JSON(t)["items"].([]any))
+	}
+	for _, tc := range []struct {
+		list          string
+		at            time.Time
+		after, before string
+		want          int
+	}{
+		{"instances", at, "created_after", "", 50},
+		{"instances", at, "", "created_before", 0},
+		{"instances", at.Add(time.Microsecond), "created_after", "", 0},
+		{"instances", at.Add(time.Microsecond), "", "created_before", 50},
+		{"occurrences", occAt, "created_after", "", 50},
+		{"occurrences", occAt, "", "created_before", 0},
+		{"occurrences", occAt.Add(time.Microsecond), "created_after", "", 0},
+	} {
+		if got := count(tc.list, tc.after, tc.before, tc.at); got != tc.want {
+			t.Errorf("%s %s%s %s: %d, want %d", tc.list, tc.after, tc.before, tc.at.Format(time.RFC3339Nano), got, tc.want)
 		}
 	}
 }

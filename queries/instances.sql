@@ -57,6 +57,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
+  and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
   and (sqlc.narg('before')::uuid is null or id < sqlc.narg('before'))
 order by id desc
 limit @max;
@@ -77,6 +81,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
+  and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
   and id > @after::uuid
 order by id
 limit @max;
@@ -100,6 +108,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       limit 1) = sqlc.narg('held_at'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
+  and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
@@ -129,6 +141,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       limit 1) = sqlc.narg('held_at'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
+  and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
   and (not @retryable_only::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
@@ -154,6 +170,10 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
       limit 1) = sqlc.narg('held_at'))
   and (sqlc.narg('created_from')::uuid is null or id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or id < sqlc.narg('created_to'))
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
+  and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
   -- The same instances InstanceCount counts.
   and (not @retryable_only::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o

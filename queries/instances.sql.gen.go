@@ -40,14 +40,18 @@ where ($1::text is null or process_key = $1)
       limit 1) = $6)
   and ($7::uuid is null or id >= $7)
   and ($8::uuid is null or id < $8)
-  and (not $9::boolean or coalesce((
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and ($9::timestamptz is null or created_at >= $9)
+  and ($10::timestamptz is null or created_at < $10)
+  and (not $11::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 group by process_key, error_code
 order by count(*) desc, process_key, error_code
-limit $10
+limit $12
 `
 
 type InstanceBreakdownForActionParams struct {
@@ -59,6 +63,8 @@ type InstanceBreakdownForActionParams struct {
 	HeldAt        *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 	RetryableOnly bool
 	Max           int32
 }
@@ -83,6 +89,8 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
 		arg.RetryableOnly,
 		arg.Max,
 	)
@@ -139,11 +147,15 @@ where ($1::text is null or process_key = $1)
       limit 1) = $6)
   and ($7::uuid is null or id >= $7)
   and ($8::uuid is null or id < $8)
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and ($9::timestamptz is null or created_at >= $9)
+  and ($10::timestamptz is null or created_at < $10)
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
   -- retry then skips.
-  and (not $9::boolean or coalesce((
+  and (not $11::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
@@ -159,6 +171,8 @@ type InstanceCountParams struct {
 	HeldAt        *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 	RetryableOnly bool
 }
 
@@ -176,6 +190,8 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
 		arg.RetryableOnly,
 	)
 	var column_1 int64
@@ -474,14 +490,18 @@ where ($1::text is null or process_key = $1)
       limit 1) = $6)
   and ($7::uuid is null or id >= $7)
   and ($8::uuid is null or id < $8)
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and ($9::timestamptz is null or created_at >= $9)
+  and ($10::timestamptz is null or created_at < $10)
   -- The same instances InstanceCount counts.
-  and (not $9::boolean or coalesce((
+  and (not $11::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 order by id desc
-limit $10
+limit $12
 `
 
 type InstanceIDsForActionParams struct {
@@ -493,6 +513,8 @@ type InstanceIDsForActionParams struct {
 	HeldAt        *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 	RetryableOnly bool
 	Max           int32
 }
@@ -508,6 +530,8 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
 		arg.RetryableOnly,
 		arg.Max,
 	)
@@ -665,21 +689,27 @@ where ($1::text is null or process_key = $1)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and ($6::uuid is null or id >= $6)
   and ($7::uuid is null or id < $7)
-  and ($8::uuid is null or id < $8)
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and ($8::timestamptz is null or created_at >= $8)
+  and ($9::timestamptz is null or created_at < $9)
+  and ($10::uuid is null or id < $10)
 order by id desc
-limit $9
+limit $11
 `
 
 type InstanceListParams struct {
-	ProcessKey  *string
-	Status      *string
-	BusinessKey *string
-	ErrorCode   *string
-	HeldAt      *string
-	CreatedFrom *uuid.UUID
-	CreatedTo   *uuid.UUID
-	Before      *uuid.UUID
-	Max         int32
+	ProcessKey    *string
+	Status        *string
+	BusinessKey   *string
+	ErrorCode     *string
+	HeldAt        *string
+	CreatedFrom   *uuid.UUID
+	CreatedTo     *uuid.UUID
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	Before        *uuid.UUID
+	Max           int32
 }
 
 type InstanceListRow struct {
@@ -705,6 +735,8 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
 		arg.Before,
 		arg.Max,
 	)
@@ -751,21 +783,27 @@ where ($1::text is null or process_key = $1)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and ($6::uuid is null or id >= $6)
   and ($7::uuid is null or id < $7)
-  and id > $8::uuid
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and ($8::timestamptz is null or created_at >= $8)
+  and ($9::timestamptz is null or created_at < $9)
+  and id > $10::uuid
 order by id
-limit $9
+limit $11
 `
 
 type InstanceListAfterParams struct {
-	ProcessKey  *string
-	Status      *string
-	BusinessKey *string
-	ErrorCode   *string
-	HeldAt      *string
-	CreatedFrom *uuid.UUID
-	CreatedTo   *uuid.UUID
-	After       uuid.UUID
-	Max         int32
+	ProcessKey    *string
+	Status        *string
+	BusinessKey   *string
+	ErrorCode     *string
+	HeldAt        *string
+	CreatedFrom   *uuid.UUID
+	CreatedTo     *uuid.UUID
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	After         uuid.UUID
+	Max           int32
 }
 
 type InstanceListAfterRow struct {
@@ -790,6 +828,8 @@ func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterPa
 		arg.HeldAt,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
 		arg.After,
 		arg.Max,
 	)

@@ -266,6 +266,10 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or o.id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or o.id < sqlc.narg('created_to'))
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and (sqlc.narg('created_after')::timestamptz is null or o.created_at >= sqlc.narg('created_after'))
+  and (sqlc.narg('created_before')::timestamptz is null or o.created_at < sqlc.narg('created_before'))
   and (sqlc.narg('settled_after')::timestamptz is null or o.settled_at >= sqlc.narg('settled_after'))
   and (sqlc.narg('settled_before')::timestamptz is null or o.settled_at < sqlc.narg('settled_before'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (
@@ -299,6 +303,10 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and (sqlc.narg('created_from')::uuid is null or o.id >= sqlc.narg('created_from'))
   and (sqlc.narg('created_to')::uuid is null or o.id < sqlc.narg('created_to'))
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and (sqlc.narg('created_after')::timestamptz is null or o.created_at >= sqlc.narg('created_after'))
+  and (sqlc.narg('created_before')::timestamptz is null or o.created_at < sqlc.narg('created_before'))
   and (sqlc.narg('settled_after')::timestamptz is null or o.settled_at >= sqlc.narg('settled_after'))
   and (sqlc.narg('settled_before')::timestamptz is null or o.settled_at < sqlc.narg('settled_before'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (

@@ -1349,13 +1349,17 @@ where ($2::text is null or o.definition_key = $2)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and ($9::uuid is null or o.id >= $9)
   and ($10::uuid is null or o.id < $10)
-  and ($11::timestamptz is null or o.settled_at >= $11)
-  and ($12::timestamptz is null or o.settled_at < $12)
-  and ($13::bigint is null or exists (
-        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $13))
-  and ($14::uuid is null or o.id < $14)
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and ($11::timestamptz is null or o.created_at >= $11)
+  and ($12::timestamptz is null or o.created_at < $12)
+  and ($13::timestamptz is null or o.settled_at >= $13)
+  and ($14::timestamptz is null or o.settled_at < $14)
+  and ($15::bigint is null or exists (
+        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
+  and ($16::uuid is null or o.id < $16)
 order by o.id desc
-limit $15
+limit $17
 `
 
 type OccurrenceListParams struct {
@@ -1369,6 +1373,8 @@ type OccurrenceListParams struct {
 	ErrorCode     *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 	SettledAfter  *time.Time
 	SettledBefore *time.Time
 	ConsumerID    *int64
@@ -1393,6 +1399,8 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 		arg.ErrorCode,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
 		arg.SettledAfter,
 		arg.SettledBefore,
 		arg.ConsumerID,
@@ -1478,13 +1486,17 @@ where ($2::text is null or o.definition_key = $2)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
   and ($9::uuid is null or o.id >= $9)
   and ($10::uuid is null or o.id < $10)
-  and ($11::timestamptz is null or o.settled_at >= $11)
-  and ($12::timestamptz is null or o.settled_at < $12)
-  and ($13::bigint is null or exists (
-        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $13))
-  and o.id > $14::uuid
+  -- The id range finds the rows in the index's order; created_at, the time
+  -- the API shows, decides (an id is minted before its transaction began).
+  and ($11::timestamptz is null or o.created_at >= $11)
+  and ($12::timestamptz is null or o.created_at < $12)
+  and ($13::timestamptz is null or o.settled_at >= $13)
+  and ($14::timestamptz is null or o.settled_at < $14)
+  and ($15::bigint is null or exists (
+        select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
+  and o.id > $16::uuid
 order by o.id
-limit $15
+limit $17
 `
 
 type OccurrenceListAfterParams struct {
@@ -1498,6 +1510,8 @@ type OccurrenceListAfterParams struct {
 	ErrorCode     *string
 	CreatedFrom   *uuid.UUID
 	CreatedTo     *uuid.UUID
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 	SettledAfter  *time.Time
 	SettledBefore *time.Time
 	ConsumerID    *int64
@@ -1525,6 +1539,8 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 		arg.ErrorCode,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
 		arg.SettledAfter,
 		arg.SettledBefore,
 		arg.ConsumerID,

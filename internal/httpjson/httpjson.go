@@ -57,6 +57,8 @@ func DecodeOrZero[T any](w http.ResponseWriter, r *http.Request, maxBytes int64)
 	return decodeBody[T](body)
 }
 
+var nullLiteral = []byte("null")
+
 func decodeBody[T any](body []byte) (T, error) {
 	var v T
 	if err := CheckText(body); err != nil {
@@ -73,6 +75,13 @@ func decodeBody[T any](body []byte) (T, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return v, fault.New(fault.BadRequest, "invalid_json", "the body must hold exactly one JSON document")
+	}
+	if bytes.Contains(body, nullLiteral) {
+		// encoding/json takes null for an object as an empty one: a
+		// body, or a batch's item, of null is refused instead.
+		if err := shapeError(body, reflect.TypeOf(&v).Elem()); err != nil {
+			return v, err
+		}
 	}
 	if bytes.Contains(body, nulEscape) {
 		var errs []fault.FieldError
@@ -273,7 +282,8 @@ func shapeError(body []byte, t reflect.Type) error {
 	case len(unknown) > 0:
 		var names []string
 		for _, u := range unknown[:min(len(unknown), maxNamed)] {
-			names = append(names, u.Path)
+			// With the member meant, when there is one.
+			names = append(names, u.Path+strings.TrimPrefix(u.Message, "unknown field"))
 		}
 		if len(unknown) > maxNamed {
 			names = append(names, fmt.Sprintf("… (%d in all)", len(unknown)))

@@ -172,6 +172,13 @@ func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
 			map[string]string{"/lock": "ISO-8601", "/grants/0/revisions/0": "must be an integer"}},
 		// A time in another form is told the form, not Go's layout.
 		{`{"lock":"PT1S","at":"2030-01-01"}`, "invalid_json", map[string]string{"/at": "must be an RFC 3339 time, such as 2026-12-01T15:04:05Z"}},
+		// null for an object that is no pointer (the body, a list's item)
+		// would act on an empty one.
+		{`null`, "invalid_json", map[string]string{"": "must be an object, not null"}},
+		{`{"lock":"PT1S","grants":[null,{"definition":"x"}]}`, "invalid_json", map[string]string{"/grants/0": "must be an object, not null"}},
+		// A misspelt member is told the one meant.
+		{`{"nmae":"a","lock":"PT1S","grants":[{"Definiton":"x"}]}`, "unknown_field",
+			map[string]string{"/nmae": `unknown field (did you mean "name"?)`, "/grants/0/Definiton": `(did you mean "definition"?)`}},
 	}
 	for _, tt := range tests {
 		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))
@@ -194,10 +201,19 @@ func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
 			}
 		}
 	}
-	// A body the type accepts decodes as before.
-	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"name":"a","wait":"PT1S","lock":"PT2M","grants":[{"definition":"x","revisions":[1]}]}`))
-	if v, err := Decode[nested](httptest.NewRecorder(), req, 1<<20); err != nil || v.Lock.Std() != 2*time.Minute {
-		t.Errorf("valid body: %+v, %v", v, err)
+	// A body the type accepts decodes as before, nulls for pointers,
+	// lists, maps and raw values included.
+	for _, in := range []string{`{"name":"a","wait":"PT1S","lock":"PT2M","grants":[{"definition":"x","revisions":[1]}]}`,
+		`{"name":"a","wait":null,"lock":"PT2M","grants":[{"definition":"x","revisions":null}],"labels":null,"raw":null,"at":null}`,
+		`{"name":"a","lock":"PT2M","grants":null,"raw":{"x":null}}`} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(in))
+		if v, err := Decode[nested](httptest.NewRecorder(), req, 1<<20); err != nil || v.Lock.Std() != 2*time.Minute {
+			t.Errorf("valid body %s: %+v, %v", in, v, err)
+		}
+	}
+	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"nmae":"a","lock":"PT1S"}`))
+	if _, err := Decode[nested](httptest.NewRecorder(), req, 1<<20); err == nil || !strings.Contains(err.Error(), `/nmae (did you mean "name"?)`) {
+		t.Errorf("the detail does not name the member meant: %v", err)
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/suggest"
 )
 
 var (
@@ -36,7 +39,12 @@ func shapeProblems(body []byte, t reflect.Type) (unknown, invalid []fault.FieldE
 		return nil, nil, false
 	}
 	s := shaper{}
-	s.walk(doc, t, "")
+	if doc == nil && t.Kind() == reflect.Struct {
+		// A body of null would decode as an empty object.
+		s.refuse("", "must be an object, not null")
+	} else {
+		s.walk(doc, t, "")
+	}
 	return s.unknown, s.invalid, true
 }
 
@@ -124,7 +132,10 @@ func (s *shaper) object(v any, t reflect.Type, at string) {
 		} else {
 			var found bool
 			if ft, found = fields.lookup(k); !found {
-				s.unknown = append(s.unknown, fault.FieldError{Path: jsontree.Pointer(at, k), Message: "unknown field"})
+				// workerId for worker_id, retriable for retryable: the
+				// member meant is named.
+				s.unknown = append(s.unknown, fault.FieldError{Path: jsontree.Pointer(at, k),
+					Message: "unknown field" + suggest.Hint(k, slices.Sorted(maps.Keys(fields)))})
 				continue
 			}
 		}
@@ -147,6 +158,12 @@ func (s *shaper) list(v any, t reflect.Type, at string) {
 		return
 	}
 	for i, e := range arr {
+		if e == nil && t.Elem().Kind() == reflect.Struct {
+			// encoding/json leaves a zero item for null: a list of
+			// objects (a batch's items) would act on an empty one.
+			s.refuse(jsontree.PointerIndex(at, i), "must be an object, not null")
+			continue
+		}
 		s.walk(e, t.Elem(), jsontree.PointerIndex(at, i))
 	}
 }
