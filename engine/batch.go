@@ -86,8 +86,11 @@ func CheckSettlements(items []BatchSettlement) []fault.FieldError {
 	var errs []fault.FieldError
 	seen := make(map[uuid.UUID]int, len(items))
 	for i, it := range items {
-		if (it.Outputs == nil) == (it.Failure == nil) {
+		switch {
+		case it.Outputs == nil && it.Failure == nil:
 			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/items/%d", i), Message: "must either complete (outputs) or fail (error_code)"})
+		case it.Outputs != nil && it.Failure != nil:
+			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/items/%d", i), Message: "gives both outputs and error_code: an item completes or fails, not both"})
 		}
 		if j, dup := seen[it.Occurrence]; dup {
 			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/items/%d/id", i), Message: fmt.Sprintf("occurrence %s is item %d already", it.Occurrence, j)})

@@ -137,6 +137,11 @@ func TestBatchSettle(t *testing.T) {
 	if body := string(r.Body); r.Status != 400 || !strings.Contains(body, `"/items/1/id"`) || !strings.Contains(body, `"/items/2"`) {
 		t.Errorf("a batch with an id given twice and an item without outcome: %d %s, want 400 pointing at both", r.Status, body)
 	}
+	r = env.Do("POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w1", "items": []any{
+		map[string]any{"id": g[0], "outputs": created, "error_code": "CRM_DOWN"}}})
+	if body := string(r.Body); r.Status != 400 || !strings.Contains(body, "not both") {
+		t.Errorf("an item with both outcomes: %d %s, want 400 saying not both", r.Status, body)
+	}
 	res := env.Must(200, "POST", "/api/v1/pull/settle", consumer, map[string]any{"worker_id": "w1", "items": []any{
 		map[string]any{"id": g[0], "outputs": created},
 		map[string]any{"id": g[1], "error_code": "CRM_DOWN", "message": "503", "retryable": true, "retry_delay": "PT1M"},
