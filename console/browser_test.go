@@ -491,3 +491,28 @@ func TestBrowserLongKeysFitAPhone(t *testing.T) {
 		b.open(env.URL, "/console/occurrences?definition="+key, 200)
 	}
 }
+
+// TestBrowserRevealFormOnAPhone: on a phone, the reveal form's reason has
+// its label above it and takes the whole width, and its button is at
+// least 24 px high (WCAG 2.5.8).
+func TestBrowserRevealFormOnAPhone(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newFixture(t)
+	b := openTab(t, browserPath, phone, "reveal-phone")
+	b.signIn(f.env.URL, "fr", f.env.Admin)
+	b.open(f.env.URL, "/console/occurrences/"+f.completed, 200)
+	got := b.eval(`[...document.querySelectorAll('[data-testid=reveal-form]')].map(f => {
+		const box = e => f.querySelector(e).getBoundingClientRect();
+		const form = f.getBoundingClientRect(), label = box('label'), input = box('input[name=reason]'), button = box('button');
+		const out = [];
+		if (!(label.height > 0 && label.bottom <= input.top + 0.5)) out.push('label not above the field');
+		if (Math.abs(input.width - form.width) > 1) out.push('field ' + input.width + 'px wide in a form ' + form.width + 'px wide');
+		if (button.height < 24) out.push('button ' + button.height + 'px high');
+		return out.join(', ');
+	}).filter(s => s).join('; ')`)
+	if got != "" {
+		t.Errorf("reveal form on a phone: %s", got)
+	}
+	b.shot("reveal-form")
+}

@@ -306,7 +306,9 @@ func occurrenceValues(ctx context.Context, id uuid.UUID, o engine.Occurrence, re
 					// Every button says the same; its accessible name
 					// also says which field (it begins with the visible
 					// words, as WCAG's "label in name" asks).
-					row.RevealName = label + " (" + t.Title + " " + row.Pointer + ")"
+					row.RevealField = t.Title + " " + row.Pointer
+					row.RevealName = label + " (" + row.RevealField + ")"
+					row.RevealID = "reveal-" + t.Reveal.Side + "-" + strconv.Itoa(i)
 				}
 			}
 		}

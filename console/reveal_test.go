@@ -53,6 +53,22 @@ func TestRevealControlsOnlyForAdminsOnSensitiveRows(t *testing.T) {
 	if label := text(r, "reveal"); !strings.Contains(label, "Reveal — this is recorded") {
 		t.Errorf("reveal button %q", label)
 	}
+	// The reason's label shows: a placeholder is cut on a phone and goes
+	// once one types.
+	r.doc.Find(`[data-testid=reveal-reason]`).Each(func(_ int, s *goquery.Selection) {
+		id, _ := s.Attr("id")
+		label := r.doc.Find(`label[for="` + id + `"]`)
+		visible := collapse(label.Clone().Children().Remove().End().Text())
+		if id == "" || label.Length() != 1 || label.HasClass("visually-hidden") || visible != "Why (recorded with the reveal)" {
+			t.Errorf("reason field %q: label %q shown %q, want a visible label", id, collapse(label.Text()), visible)
+		}
+		if _, ok := s.Attr("placeholder"); ok {
+			t.Errorf("reason field %q still has a placeholder", id)
+		}
+		if _, ok := s.Attr("aria-label"); ok {
+			t.Errorf("reason field %q is named by aria-label, not its visible label", id)
+		}
+	})
 	action, _ := r.doc.Find(`[data-testid=reveal-form]`).First().Attr("action")
 	method, _ := r.doc.Find(`[data-testid=reveal-form]`).First().Attr("method")
 	if action != "/console/occurrences/"+f.completed+"/reveal" || method != "post" {

@@ -127,8 +127,10 @@ type valueRow struct {
 	Revealed     string
 	RevealNotice string
 	// RevealName is the accessible name of the row's reveal button, which
-	// names the field (every button shows the same words).
-	RevealName string
+	// names the field (every button shows the same words); RevealField
+	// names the field alone ("Inputs /contact"), for the reason's label;
+	// RevealID is the reason field's id, unique on the page.
+	RevealName, RevealField, RevealID string
 }
 
 // maskClass styles a masked marker: secret apart from sensitive.
