@@ -15,7 +15,7 @@ import (
 // languages, as an operator and as an administrator (who sees reveal
 // buttons): every form control has a label, every table a caption, every
 // SVG a title, every image an alt text, every button and link a name; ids
-// are unique; nothing carries an inline style (the CSP would drop it); the
+// are unique; headings nest (checkHeadings); nothing carries an inline style (the CSP would drop it); the
 // reveal buttons of one page have distinct names that start with their
 // visible words (WCAG 2.5.3).
 func TestEveryPageIsLabelled(t *testing.T) {
@@ -39,7 +39,7 @@ func TestEveryPageIsLabelled(t *testing.T) {
 		}
 	}
 	// The check saw what it is about.
-	for _, what := range []string{"control", "table", "svg", "reveal"} {
+	for _, what := range []string{"control", "table", "svg", "reveal", "heading"} {
 		if checked[what] == 0 {
 			t.Errorf("no %s was checked: are the pages empty?", what)
 		}
@@ -116,6 +116,7 @@ func checkLabelled(t *testing.T, where string, doc *goquery.Document, checked ma
 			t.Errorf("%s: a %s has no accessible name: %.120s", where, goquery.NodeName(s), html)
 		}
 	})
+	checkHeadings(t, where, doc, checked)
 	reveals := map[string]bool{}
 	doc.Find(`[data-testid=reveal]`).Each(func(_ int, s *goquery.Selection) {
 		checked["reveal"]++
@@ -128,6 +129,38 @@ func checkLabelled(t *testing.T, where string, doc *goquery.Document, checked ma
 			t.Errorf("%s: two reveal buttons are both named %q", where, name)
 		}
 		reveals[name] = true
+	})
+}
+
+// checkHeadings checks a page's outline as a screen reader lists it: one
+// h1; no level skipped on the way down; within a section, every heading
+// after its first is deeper (a revision's Inputs under its "Revision 1",
+// not beside it).
+func checkHeadings(t *testing.T, where string, doc *goquery.Document, checked map[string]int) {
+	t.Helper()
+	level := func(s *goquery.Selection) int { return int(goquery.NodeName(s)[1] - '0') }
+	if n := doc.Find("h1").Length(); n != 1 {
+		t.Errorf("%s: %d h1, want 1", where, n)
+	}
+	prev := 0
+	doc.Find("h1, h2, h3, h4, h5, h6").Each(func(_ int, s *goquery.Selection) {
+		checked["heading"]++
+		if l := level(s); l > prev+1 {
+			t.Errorf("%s: h%d %q follows an h%d", where, l, collapse(s.Text()), prev)
+		}
+		prev = level(s)
+	})
+	doc.Find("section").Each(func(_ int, sec *goquery.Selection) {
+		hs := sec.Find("h1, h2, h3, h4, h5, h6")
+		if hs.Length() < 2 {
+			return
+		}
+		top := level(hs.First())
+		hs.Slice(1, hs.Length()).Each(func(_ int, s *goquery.Selection) {
+			if level(s) <= top {
+				t.Errorf("%s: h%d %q sits beside its section's h%d %q, not under it", where, level(s), collapse(s.Text()), top, collapse(hs.First().Text()))
+			}
+		})
 	})
 }
 
