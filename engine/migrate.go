@@ -128,8 +128,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 			return nil, fmt.Errorf("migrate: create relais_schema_migrations: %w%s", err, privilegeHint(err))
 		}
 	}
+	if err := renumberMigrations(ctx, conn.Conn(), logger); err != nil {
+		return nil, err
+	}
 	applied, err := appliedVersions(ctx, conn.Conn())
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMigrationNames(ctx, conn.Conn(), ms); err != nil {
 		return nil, err
 	}
 	if newer := slices.Sorted(func(yield func(int) bool) {
@@ -267,6 +273,71 @@ func privilegeHint(err error) string {
 		return " (the database role cannot create tables in its schema: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)"
 	}
 	return ""
+}
+
+// renumbered are the migrations a branch merged into main applied under
+// other versions (renumbered at the merge, their SQL unchanged): a database
+// migrated by a build of that branch records them by the old ones.
+var renumbered = []struct {
+	from, to int
+	oldName  string
+	newName  string
+}{
+	{8, 11, "0008_token_lifecycle", "0011_token_lifecycle"},
+	{9, 12, "0009_destination_url_query", "0012_destination_url_query"},
+}
+
+// renumberMigrations records the renumbered migrations under their
+// versions of today, so that the migrations that took their old numbers
+// run and theirs are not run twice.
+func renumberMigrations(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) error {
+	for _, r := range renumbered {
+		// Asked first: an UPDATE needs a right that a role serving a
+		// migrated database need not have, even when it would match
+		// nothing.
+		var due bool
+		if err := conn.QueryRow(ctx, "select exists (select 1 from relais_schema_migrations where version = $1 and name = $2)", r.from, r.oldName).Scan(&due); err != nil {
+			return fmt.Errorf("migrate: read names: %w", err)
+		}
+		if !due {
+			continue
+		}
+		tag, err := conn.Exec(ctx, `update relais_schema_migrations set version = $1, name = $2
+			where version = $3 and name = $4 and not exists (select 1 from relais_schema_migrations where version = $1)`,
+			r.to, r.newName, r.from, r.oldName)
+		if err != nil {
+			return fmt.Errorf("migrate: renumber %s: %w", r.oldName, err)
+		}
+		if tag.RowsAffected() > 0 {
+			logger.Info("migration renumbered", "name", r.oldName, "version", r.from, "now", r.to)
+		}
+	}
+	return nil
+}
+
+// checkMigrationNames refuses, before anything is applied, a database
+// whose migrations of a version were other ones than this build's: its
+// schema is not the one this build's next migrations are written for.
+func checkMigrationNames(ctx context.Context, conn *pgx.Conn, ms []Migration) error {
+	rows, err := conn.Query(ctx, "select version, name from relais_schema_migrations order by version")
+	if err != nil {
+		return fmt.Errorf("migrate: read names: %w", err)
+	}
+	type applied struct {
+		Version int32
+		Name    string
+	}
+	recorded, err := pgx.CollectRows(rows, pgx.RowToStructByPos[applied])
+	if err != nil {
+		return fmt.Errorf("migrate: read names: %w", err)
+	}
+	for _, a := range recorded {
+		if v := int(a.Version); v >= 1 && v <= len(ms) && ms[v-1].Name != a.Name {
+			return fmt.Errorf("migrate: the database's migration %d is %s where this relais's is %s: a build whose migrations differ from this one's migrated it; "+
+				"nothing was applied (restore the backup taken before that build, or run the build that migrated it)", v, a.Name, ms[v-1].Name)
+		}
+	}
+	return nil
 }
 
 func appliedVersions(ctx context.Context, conn *pgx.Conn) (map[int]bool, error) {

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/internal/dbtest"
@@ -204,5 +206,85 @@ create index concurrently busy_by_code on busy (code) where code is not null;
 	var timeout string
 	if err := pool.QueryRow(ctx, "show lock_timeout").Scan(&timeout); err != nil || timeout != "0" {
 		t.Errorf("lock_timeout after the migration: %q %v, want the default 0 on pooled connections", timeout, err)
+	}
+}
+
+// A database migrated by a build of the branch whose migrations main
+// renumbered (0008_token_lifecycle, 0009_destination_url_query, now 0011
+// and 0012) is migrated to today's schema: main's own 8 and 9 run, the
+// renumbered ones do not run twice. Before, version numbers alone were
+// compared: 8 and 9 were skipped and 11 failed on a column it had added.
+func TestMigrateRenumberedMigrations(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbtest.EmptyURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ms := Migrations()
+	if _, err := migrate(ctx, pool, nil, ms[:7]); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		version int
+		name    string
+		m       Migration
+	}{{8, "0008_token_lifecycle", ms[10]}, {9, "0009_destination_url_query", ms[11]}} {
+		if r.m.Name != "0011_token_lifecycle" && r.m.Name != "0012_destination_url_query" {
+			t.Fatalf("migration %d is %s", r.m.Version, r.m.Name)
+		}
+		if _, err := pool.Exec(ctx, r.m.SQL); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "insert into relais_schema_migrations (version, name) values ($1, $2)", r.version, r.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	applied, err := Migrate(ctx, pool, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("migrating a renumbered database: %v", err)
+	}
+	if slices.Contains(applied, 11) || slices.Contains(applied, 12) || !slices.Contains(applied, 8) || !slices.Contains(applied, 9) {
+		t.Errorf("applied %v: want 8 and 9, not 11 or 12 again", applied)
+	}
+	if !strings.Contains(logs.String(), "migration renumbered") {
+		t.Errorf("the renumbering is not logged: %s", logs.String())
+	}
+	rows, err := pool.Query(ctx, "select name from relais_schema_migrations order by version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, m := range ms {
+		want = append(want, m.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("recorded migrations %v, want %v", names, want)
+	}
+}
+
+// A database whose migration of some version is another one than this
+// build's is refused before anything is applied.
+func TestMigrateRefusesOtherMigrations(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	latest := LatestSchemaVersion()
+	for _, stmt := range []string{"update relais_schema_migrations set name = '0003_from_elsewhere' where version = 3",
+		"delete from relais_schema_migrations where version = " + strconv.Itoa(latest)} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied, err := Migrate(ctx, pool, nil)
+	if err == nil || !strings.Contains(err.Error(), "migration 3 is 0003_from_elsewhere where this relais's is 0003_engine") || len(applied) != 0 {
+		t.Fatalf("Migrate = %v, %v; want a refusal naming migration 3, nothing applied", applied, err)
+	}
+	if v, err := SchemaVersion(ctx, pool); err != nil || v != latest-1 {
+		t.Errorf("schema version %d, %v after the refusal; want %d", v, err, latest-1)
 	}
 }
