@@ -13,12 +13,24 @@ import (
 const retentionBatch = 1000
 
 // DeleteEnded deletes, in batches, the ended instances (completed, failed,
-// cancelled) that ended more than retention ago, with their occurrences,
+// cancelled) that ended more than retention ago (those that ended before
+// the database first ran a relais with retention count as ended then),
+// with their occurrences,
 // attempts and settle tokens (DESIGN §13). Audit logs are kept. Any replica
 // may run it: batches skip the rows another is deleting. It returns how
 // many instances it deleted, stopping early when ctx ends.
 func (e *Engine) DeleteEnded(ctx context.Context, retention time.Duration) (int64, error) {
 	cutoff := e.Now().Add(-retention)
+	// History that ended before this database ran a relais with retention
+	// counts as ended then (see migration 0022): until a retention period
+	// has passed since, nothing is old enough.
+	since, err := e.q.RetentionSince(ctx)
+	if err != nil {
+		return 0, wrap("retention", err)
+	}
+	if !since.Before(cutoff) {
+		return 0, nil
+	}
 	var total int64
 	for ctx.Err() == nil {
 		n, err := e.q.InstanceDeleteEnded(ctx, queries.InstanceDeleteEndedParams{Cutoff: cutoff, Max: retentionBatch})

@@ -134,3 +134,39 @@ func TestRetentionLoopReportsItsPasses(t *testing.T) {
 		t.Errorf("second pass %+v, want nothing deleted", second)
 	}
 }
+
+// History that ended before the database first ran a relais with retention
+// (an upgrade from a version that kept everything) is kept a retention
+// period from then: the first start after such an upgrade deleted it
+// within seconds.
+func TestRetentionKeepsHistoryFromBeforeItBegan(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	pool := dbtest.Pool(t)
+	e := New(pool, clock.options(t))
+	prepare(t, e, "")
+	ctx := context.Background()
+	for range 3 {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Act(ctx, Actor{Name: "ops"}, ActionStop, inst.ID, "cleanup"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(90 * 24 * time.Hour)
+	since := func(ago time.Duration) {
+		if _, err := pool.Exec(ctx, "update retention_since set since = $1", clock.now().Add(-ago)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since(29 * 24 * time.Hour) // upgraded 29 days ago; the instances ended 90 days ago
+	if n, err := e.DeleteEnded(ctx, 30*24*time.Hour); err != nil || n != 0 {
+		t.Errorf("within a retention period of the upgrade: %d deleted (%v), want 0", n, err)
+	}
+	since(31 * 24 * time.Hour)
+	if n, err := e.DeleteEnded(ctx, 30*24*time.Hour); err != nil || n != 3 {
+		t.Errorf("a retention period after the upgrade: %d deleted (%v), want 3", n, err)
+	}
+}

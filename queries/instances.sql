@@ -305,3 +305,7 @@ from (
         unnest($6::boolean[]) as from_held
 ) v
 where i.id = v.id and case i.status when 'running' then true when 'held' then v.from_held else false end;
+
+-- name: RetentionSince :one
+-- Since when retention may delete: see migration 0022.
+select since from retention_since;

@@ -989,6 +989,18 @@ func (q *Queries) InstanceResume(ctx context.Context, id uuid.UUID) (int64, erro
 	return result.RowsAffected(), nil
 }
 
+const retentionSince = `-- name: RetentionSince :one
+select since from retention_since
+`
+
+// Since when retention may delete: see migration 0022.
+func (q *Queries) RetentionSince(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, retentionSince)
+	var since time.Time
+	err := row.Scan(&since)
+	return since, err
+}
+
 const settlementLock = `-- name: SettlementLock :many
 with locked as materialized (
     select i.id
