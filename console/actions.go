@@ -202,7 +202,11 @@ func (c *Console) instanceActionConfirm(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	if !actionAppliesTo(a, inst.Status) {
-		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: notApplicable(ctx, a, inst.Status), Warning: true})
+		text := notApplicable(ctx, a, inst.Status)
+		if last := c.actedSince(ctx, id, seenID(r.URL.Query().Get("seen"))); last != nil {
+			text = noLongerApplies(ctx, a, inst.Status, last)
+		}
+		c.redirectWithFlash(w, r, instanceHref(id), flash{Text: text, Warning: true})
 		return
 	}
 	held, _, err := c.heldAt(ctx, id)
@@ -249,6 +253,47 @@ func actedMeanwhile(ctx context.Context, last *engine.OperatorAction) string {
 		actionName(ctx, last.Action), last.ActorName, formatTime(ctx, last.At).Text)
 }
 
+// seenID reads the id of the newest audit record a page showed (0 for
+// none), as its links and forms carry it; nil when there is none to read
+// (a form made before they carried it).
+func seenID(s string) *int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return nil
+	}
+	return &n
+}
+
+// actedSince is the newest operator action on an instance when it is not
+// the one the operator's page showed (seen); nil when it is, when seen is
+// nil, or when the log cannot be read (the caller then says what it can
+// without it).
+func (c *Console) actedSince(ctx context.Context, id uuid.UUID, seen *int64) *engine.OperatorAction {
+	if seen == nil {
+		return nil
+	}
+	last, err := c.eng.LastAction(ctx, id)
+	if err != nil {
+		c.logger.Warn("console: audit log unavailable", "err", err)
+		return nil
+	}
+	if last == nil || last.ID == *seen {
+		return nil
+	}
+	return last
+}
+
+// noLongerApplies says that an action no longer applies to an instance,
+// now in status, because of last, recorded after the operator's page
+// showed it: who did what, as actedMeanwhile says it.
+func noLongerApplies(ctx context.Context, a engine.Action, status string, last *engine.OperatorAction) string {
+	state, what, who, when := statusLabel(ctx, status), actionName(ctx, last.Action), last.ActorName, formatTime(ctx, last.At).Text
+	if a == engine.ActionStop {
+		return T(ctx, "This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.", state, what, who, when)
+	}
+	return T(ctx, "This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.", state, what, who, when)
+}
+
 // notApplicable says why an action does not apply to an instance now.
 func notApplicable(ctx context.Context, a engine.Action, status string) string {
 	s := statusLabel(ctx, status)
@@ -293,10 +338,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	}
 	node := held.Node
 	// A form made before this check existed carries none: not checked.
-	var lastSeen *int64
-	if n, err := strconv.ParseInt(r.PostFormValue("last_action"), 10, 64); err == nil && n >= 0 {
-		lastSeen = &n
-	}
+	lastSeen := seenID(r.PostFormValue("last_action"))
 	inst, applied, err := c.eng.ActSeen(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason, lastSeen)
 	if err != nil {
 		fe, isFault := fault.As(err)
@@ -331,12 +373,19 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			if last, err := c.eng.LastAction(ctx, id); err == nil && last != nil {
 				v.Error = actedMeanwhile(ctx, last)
 			}
-		case "not_held":
-			v.Error = T(ctx, "This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.", statusLabel(ctx, now.Status))
+		case "not_held", "instance_ended":
+			// The engine compares what the form saw only while the action
+			// still applies: one that no longer does most likely follows
+			// a colleague's action, named as when it still applies.
+			if last := c.actedSince(ctx, id, lastSeen); last != nil {
+				v.Error = noLongerApplies(ctx, a, now.Status, last)
+			} else if fe.Code == "not_held" {
+				v.Error = T(ctx, "This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.", statusLabel(ctx, now.Status))
+			} else {
+				v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
+			}
 		case "not_retryable":
 			v.Error = T(ctx, "Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.")
-		case "instance_ended":
-			v.Error = T(ctx, "This instance has already ended; there is nothing to stop.")
 		case "invalid_request":
 			status = http.StatusBadRequest
 			v.Error, v.ReasonInvalid = reasonRefused(ctx, reason)

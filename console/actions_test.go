@@ -1118,3 +1118,33 @@ func TestLongBulkActionLinksToItsRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestActionThatNoLongerAppliesNamesWhoActed: a colleague abandoned the
+// instance through the API while a retry's confirmation was open; the
+// form's refusal names who did what, as the confirmation's stale link
+// does, with the instance's new status.
+func TestActionThatNoLongerAppliesNamesWhoActed(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	id := f.pushHeld[0]
+	href, _ := b.mustGet("/console/instances/"+id, 200).doc.Find(`[data-testid=retry-instance]`).Attr("href")
+	if !strings.Contains(href, "seen=0") {
+		t.Fatalf("the retry link %q does not say the page showed no action", href)
+	}
+	action, form := formOf(t, b.mustGet(href, 200), "retry-form")
+	f.env.Must(200, "POST", "/api/v1/instances/"+id+"/abandon", f.env.Admin, map[string]any{"reason": "customer left"})
+	want := "This instance is no longer held (it is failed now): someone acted on it after this page was opened (abandon by "
+	form.Set("reason", "try again")
+	r := b.do("POST", action, form)
+	if r.status != http.StatusConflict || !strings.HasPrefix(text(r, "retry-error"), want) || count(r, "retry-form") != 0 {
+		t.Errorf("retry after a colleague's abandon: %d %q (%d forms), want 409 %q… and no form", r.status, text(r, "retry-error"), count(r, "retry-form"), want)
+	}
+	back := b.get(href)
+	if back.status != http.StatusSeeOther || back.header.Get("Location") != "/console/instances/"+id {
+		t.Fatalf("the stale retry link: %d to %q, want 303 back to the instance", back.status, back.header.Get("Location"))
+	}
+	if got := text(b.mustGet("/console/instances/"+id, 200), "flash"); !strings.HasPrefix(got, want) {
+		t.Errorf("after the stale retry link the instance page says %q, want %q…", got, want)
+	}
+}

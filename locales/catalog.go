@@ -39,701 +39,703 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              285,
-	"%[1]s %[2]s, %[3]s %[4]s":                 286,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          284,
-	"%[1]s; %[2]s":                             283,
-	"%d (0 lowest, 9 highest)":                 445,
-	"%d attempts":                              449,
-	"%d attempts, retry after %s, priority %d": 593,
-	"%d breaking":                              215,
-	"%d changes":                               214,
-	"%d completed":                             281,
-	"%d d":                                     293,
-	"%d days":                                  307,
-	"%d failed":                                282,
-	"%d h":                                     292,
-	"%d held instances match now.":             57,
-	"%d hours":                                 308,
-	"%d items":                                 662,
-	"%d left":                                  450,
-	"%d min":                                   291,
-	"%d minutes":                               309,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 82,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              660,
-	"%d ms": 311,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         583,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 582,
-	"%d occurrences":                          526,
-	"%d releases":                             234,
-	"%d running instances match now.":         64,
-	"%d running or held instances match now.": 66,
-	"%d s":       290,
-	"%d seconds": 310,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 88,
-	"%s (deferred; settled by %s)":                        501,
-	"%s (deferred; settled with its settle token)":        499,
-	"%s (deferred; settled with its settle token, as %s)": 500,
-	"%s (token #%d, %s)":                                  89,
-	"%s ago":                                              288,
-	"%s so far":                                           497,
-	"%s → %s":                                             588,
-	"%s, revision %s":                                     411,
-	"%s, version %s":                                      412,
-	"%s: %s":                                              280,
-	"%s: %s → %s":                                         222,
-	"%s: a date is written 2026-12-01.":                   540,
-	"%s: every revision, present and future":              162,
-	"%s: revisions %s":                                    163,
-	"%s: the first day comes after the last.":             541,
-	"%s–%s":                                               279,
-	"(%d characters in all)":                              663,
-	"(each item)":                                         650,
-	"(worker %s)":                                         486,
-	"0 seconds":                                           306,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           628,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 479,
-	"Abandon %d instances":                                           61,
-	"Abandon every held instance this filter matches":                59,
+	"%[1]s %[2]s":                              287,
+	"%[1]s %[2]s, %[3]s %[4]s":                 288,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          286,
+	"%[1]s; %[2]s":                             285,
+	"%d (0 lowest, 9 highest)":                 447,
+	"%d attempts":                              451,
+	"%d attempts, retry after %s, priority %d": 595,
+	"%d breaking":                              217,
+	"%d changes":                               216,
+	"%d completed":                             283,
+	"%d d":                                     295,
+	"%d days":                                  309,
+	"%d failed":                                284,
+	"%d h":                                     294,
+	"%d held instances match now.":             59,
+	"%d hours":                                 310,
+	"%d items":                                 664,
+	"%d left":                                  452,
+	"%d min":                                   293,
+	"%d minutes":                               311,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 84,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              662,
+	"%d ms": 313,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         585,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 584,
+	"%d occurrences":                          528,
+	"%d releases":                             236,
+	"%d running instances match now.":         66,
+	"%d running or held instances match now.": 68,
+	"%d s":       292,
+	"%d seconds": 312,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 90,
+	"%s (deferred; settled by %s)":                        503,
+	"%s (deferred; settled with its settle token)":        501,
+	"%s (deferred; settled with its settle token, as %s)": 502,
+	"%s (token #%d, %s)":                                  91,
+	"%s ago":                                              290,
+	"%s so far":                                           499,
+	"%s → %s":                                             590,
+	"%s, revision %s":                                     413,
+	"%s, version %s":                                      414,
+	"%s: %s":                                              282,
+	"%s: %s → %s":                                         224,
+	"%s: a date is written 2026-12-01.":                   542,
+	"%s: every revision, present and future":              164,
+	"%s: revisions %s":                                    165,
+	"%s: the first day comes after the last.":             543,
+	"%s–%s":                                               281,
+	"(%d characters in all)":                              665,
+	"(each item)":                                         652,
+	"(worker %s)":                                         488,
+	"0 seconds":                                           308,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           630,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 481,
+	"Abandon %d instances":                                           63,
+	"Abandon every held instance this filter matches":                61,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              343,
-	"Abandoned by %s at %s — “%s”":                                   336,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 43,
+	"Abandoned at node":                                              345,
+	"Abandoned by %s at %s — “%s”":                                   338,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 45,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 354,
-	"Action":                              92,
-	"All actions":                         104,
-	"All consumers":                       523,
-	"All definitions":                     270,
-	"All its tasks":                       159,
-	"All processes":                       360,
-	"All statuses":                        362,
-	"All workers":                         676,
-	"An operator abandoned the instance.": 478,
-	"Any definition":                      361,
-	"Apply filters":                       101,
-	"Apr":                                 297,
-	"As of %s (%s); refreshed every few seconds.": 264,
-	"Attempts":                         416,
-	"Audit log":                        98,
-	"Aug":                              301,
-	"Available from":                   459,
-	"Back to definitions":              137,
-	"Back to external tasks":           136,
+	"Act on every instance this filter matches": 356,
+	"Action":                              94,
+	"All actions":                         106,
+	"All consumers":                       525,
+	"All definitions":                     272,
+	"All its tasks":                       161,
+	"All processes":                       362,
+	"All statuses":                        364,
+	"All workers":                         678,
+	"An operator abandoned the instance.": 480,
+	"Any definition":                      363,
+	"Apply filters":                       103,
+	"Apr":                                 299,
+	"As of %s (%s); refreshed every few seconds.": 266,
+	"Attempts":                         418,
+	"Audit log":                        100,
+	"Aug":                              303,
+	"Available from":                   461,
+	"Back to definitions":              139,
+	"Back to external tasks":           138,
 	"Back to the instance":             30,
-	"Back to the list":                 52,
-	"Back to the occurrence":           604,
-	"Back without saving":              553,
-	"Breaks processes":                 192,
-	"Breaks workers":                   193,
-	"Bulk %s applied to %d instances.": 87,
-	"Bulk action":                      96,
-	"Business key":                     74,
-	"By process and error code":        79,
-	"Call timeout":                     446,
-	"Camunda 7 facade":                 680,
-	"Cancelled: the instance was stopped (%s).":               496,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 495,
-	"Cannot act on this filter":                               83,
+	"Back to the list":                 54,
+	"Back to the occurrence":           606,
+	"Back without saving":              555,
+	"Breaks processes":                 194,
+	"Breaks workers":                   195,
+	"Bulk %s applied to %d instances.": 89,
+	"Bulk action":                      98,
+	"Business key":                     76,
+	"By process and error code":        81,
+	"Call timeout":                     448,
+	"Camunda 7 facade":                 682,
+	"Cancelled: the instance was stopped (%s).":               498,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 497,
+	"Cannot act on this filter":                               85,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           601,
-	"Change":                                                  190,
-	"Changes between the two revisions":                       202,
-	"Changes of the Working copy since revision %d":           211,
-	"Choose two existing revisions to compare.":               212,
-	"Classification":                                          169,
-	"Clear filters":                                           102,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            577,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 568,
-	"Compare":              189,
-	"Compare revisions":    185,
-	"Completed":            278,
-	"Completed (%s).":      491,
-	"Completed, last hour": 261,
-	"Completions and failures per 5 minutes, last hour: %s":    271,
-	"Completions and failures per 5-minute slot, oldest first": 276,
-	"Completions and failures, last hour":                      254,
-	"Connected":                                                672,
-	"Constraints":                                              170,
-	"Consumer":                                                 418,
-	"Consumer and worker":                                      520,
-	"Consumers":                                                121,
-	"Consumers, oldest first":                                  148,
-	"Counting the occurrences; the counts appear when you reload the page.": 164,
-	"Counts are unavailable right now.":                                     165,
-	"Counts as of %s (%s); refreshed every few seconds.":                    599,
-	"Counts by status": 516,
-	"Created":          322,
-	"Created from":     77,
-	"Created on":       152,
-	"Created to":       78,
-	"Creation date":    348,
-	"Dates":            414,
-	"Deadline":         443,
-	"Dec":              305,
-	"Deferred":         463,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 490,
-	"Definition":         256,
-	"Definition %s":      172,
-	"Definitions":        119,
-	"Definitions by key": 229,
-	"Definitions served": 670,
-	"Definitions, those needing attention first": 255,
-	"Description":          171,
-	"Destination":          430,
-	"Destinations":         122,
-	"Destinations by name": 236,
-	"Destination’s answer": 423,
-	"Detail":               191,
-	"Digest":               205,
-	"Display settings":     127,
-	"Display settings: ":   128,
-	"Duration":             422,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 253,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  67,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     60,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 56,
-	"End node":                    342,
-	"End node or error":           358,
-	"Ended":                       339,
-	"Error":                       519,
-	"Error (before any attempt)":  465,
-	"Error code":                  75,
-	"Error message":               425,
-	"Every %d seconds":            557,
-	"Every attempt, oldest first": 417,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 99,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         607,
-	"Expired token":                        637,
-	"Expires":                              633,
-	"External tasks":                       114,
-	"Failed":                               259,
-	"Failed (%s).":                         494,
-	"Failed at node":                       344,
-	"Failed occurrence":                    341,
-	"Failed, last hour":                    262,
-	"Feb":                                  295,
-	"Field":                                166,
-	"Filter":                               50,
-	"Filters":                              100,
-	"Find":                                 118,
-	"Find an instance or occurrence":       116,
-	"Finished":                             421,
-	"First page":                           538,
-	"Follow it in the audit log (new tab)": 54,
-	"Form refused":                         141,
-	"From revision":                        187,
-	"From revision %d to revision %d:":     213,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 45,
-	"Grants":                  151,
-	"Graph":                   567,
-	"Graph of %s":             581,
-	"HTTP 2xx, unusable body": 503,
-	"Headers sent":            238,
-	"Health":                  113,
-	"Held at a node of":       76,
-	"Held at node":            340,
-	"Held instances":          258,
-	"ID":                      149,
-	"In flight":               671,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 272,
-	"Inputs":                     195,
-	"Inputs of revision %d":      206,
-	"Inputs of the working copy": 197,
-	"Inputs the instance was started with, labelled by process version %d's contract": 330,
-	"Inputs, labelled by revision %d's contract":                                      451,
-	"Instance":                  357,
-	"Instances":                 80,
-	"Instances of this process": 576,
-	"Invalid request":           134,
+	"Cannot reveal":                                           603,
+	"Change":                                                  192,
+	"Changes between the two revisions":                       204,
+	"Changes of the Working copy since revision %d":           213,
+	"Choose two existing revisions to compare.":               214,
+	"Classification":                                          171,
+	"Clear filters":                                           104,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            579,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 570,
+	"Compare":              191,
+	"Compare revisions":    187,
+	"Completed":            280,
+	"Completed (%s).":      493,
+	"Completed, last hour": 263,
+	"Completions and failures per 5 minutes, last hour: %s":    273,
+	"Completions and failures per 5-minute slot, oldest first": 278,
+	"Completions and failures, last hour":                      256,
+	"Connected":                                                674,
+	"Constraints":                                              172,
+	"Consumer":                                                 420,
+	"Consumer and worker":                                      522,
+	"Consumers":                                                123,
+	"Consumers, oldest first":                                  150,
+	"Counting the occurrences; the counts appear when you reload the page.": 166,
+	"Counts are unavailable right now.":                                     167,
+	"Counts as of %s (%s); refreshed every few seconds.":                    601,
+	"Counts by status": 518,
+	"Created":          324,
+	"Created from":     79,
+	"Created on":       154,
+	"Created to":       80,
+	"Creation date":    350,
+	"Dates":            416,
+	"Deadline":         445,
+	"Dec":              307,
+	"Deferred":         465,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 492,
+	"Definition":         258,
+	"Definition %s":      174,
+	"Definitions":        121,
+	"Definitions by key": 231,
+	"Definitions served": 672,
+	"Definitions, those needing attention first": 257,
+	"Description":          173,
+	"Destination":          432,
+	"Destinations":         124,
+	"Destinations by name": 238,
+	"Destination’s answer": 425,
+	"Detail":               193,
+	"Digest":               207,
+	"Display settings":     129,
+	"Display settings: ":   130,
+	"Duration":             424,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 255,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  69,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     62,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 58,
+	"End node":                    344,
+	"End node or error":           360,
+	"Ended":                       341,
+	"Error":                       521,
+	"Error (before any attempt)":  467,
+	"Error code":                  77,
+	"Error message":               427,
+	"Every %d seconds":            559,
+	"Every attempt, oldest first": 419,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 101,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         609,
+	"Expired token":                        639,
+	"Expires":                              635,
+	"External tasks":                       116,
+	"Failed":                               261,
+	"Failed (%s).":                         496,
+	"Failed at node":                       346,
+	"Failed occurrence":                    343,
+	"Failed, last hour":                    264,
+	"Feb":                                  297,
+	"Field":                                168,
+	"Filter":                               52,
+	"Filters":                              102,
+	"Find":                                 120,
+	"Find an instance or occurrence":       118,
+	"Finished":                             423,
+	"First page":                           540,
+	"Follow it in the audit log (new tab)": 56,
+	"Form refused":                         143,
+	"From revision":                        189,
+	"From revision %d to revision %d:":     215,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 47,
+	"Grants":                  153,
+	"Graph":                   569,
+	"Graph of %s":             583,
+	"HTTP 2xx, unusable body": 505,
+	"Headers sent":            240,
+	"Health":                  115,
+	"Held at a node of":       78,
+	"Held at node":            342,
+	"Held instances":          260,
+	"ID":                      151,
+	"In flight":               673,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 274,
+	"Inputs":                     197,
+	"Inputs of revision %d":      208,
+	"Inputs of the working copy": 199,
+	"Inputs the instance was started with, labelled by process version %d's contract": 332,
+	"Inputs, labelled by revision %d's contract":                                      453,
+	"Instance":                  359,
+	"Instances":                 82,
+	"Instances of this process": 578,
+	"Invalid request":           136,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  492,
-	"Its instance went on along the node’s error path.":                                                                                                                    493,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      643,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 38,
-	"Jan":                     294,
-	"Jul":                     300,
-	"Jun":                     299,
-	"Keep it":                 645,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  494,
+	"Its instance went on along the node’s error path.":                                                                                                                    495,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      645,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
+	"Jan":                     296,
+	"Jul":                     302,
+	"Jun":                     301,
+	"Keep it":                 647,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     230,
-	"Kind":                    571,
-	"Language":                110,
-	"Last changed":            240,
-	"Last error (attempt %d)": 464,
-	"Last reserved":           461,
-	"Last saved":              176,
-	"Last seen":               673,
-	"Last used":               632,
-	"Latest revision":         231,
-	"Lists every change from one revision to another, and whom it may break.": 186,
-	"Local time at %s": 555,
-	"Lock expired %s — waiting to be offered again.": 483,
-	"Lock expires":                     462,
-	"Longest timeout":                  239,
-	"Main navigation":                  112,
-	"Mar":                              296,
-	"Maximum attempts":                 439,
-	"May":                              298,
-	"Message from Relais (in English)": 509,
-	"Message from the service (its own words, protected values masked)": 510,
-	"Method not allowed": 611,
-	"Mode":               437,
-	"More filters: instance, revision, consumer, dates": 514,
-	"Name":                    150,
-	"Never":                   556,
-	"Next attempt":            460,
-	"Next attempt or settled": 521,
-	"Next node":               321,
-	"Next page":               537,
-	"No consumer yet.":        160,
-	"No definition %s has occurrences: check the key, or show all definitions.": 269,
-	"No definition has occurrences yet.":                                        263,
-	"No definition yet.":                                                        233,
-	"No destination yet.":                                                       242,
-	"No inputs.":                                                                196,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 618,
-	"No instance matches these filters.": 359,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 617,
-	"No more consumers.":                                   161,
-	"No more destinations.":                                243,
-	"No occurrence matches these filters.":                 522,
-	"No operator action matches.":                          103,
-	"No operator has acted on this instance.":              326,
-	"No outputs yet: the occurrence has not completed.":    454,
-	"No outputs.":                                          199,
-	"No outputs: the occurrence ended without completing.": 456,
-	"No process is published yet.":                         562,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          685,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          684,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 70,
-	"No release yet.": 180,
-	"No revision yet: the Working copy has never been snapshotted.":          178,
-	"No service ever reserved this occurrence: it ended before any attempt.": 429,
-	"No service has reserved this occurrence yet.":                           426,
-	"No token.":              640,
-	"No value was revealed.": 610,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 686,
-	"No worker is connected.":           674,
-	"No worker serves this definition.": 677,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 683,
-	"Node":                  318,
-	"Node %s":               252,
-	"Nodes":                 569,
-	"Nodes of this version": 578,
-	"Nodes of this version, with their occurrences now": 570,
-	"Nodes reached, in order":                           317,
-	"Not allowed":                                       132,
-	"Not found":                                         140,
-	"Notes":                                             183,
-	"Nothing exists at this address, or it is not visible to you.": 138,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 139,
-	"Nothing to do: no instance this action applies to matches the filter.": 69,
-	"Nothing to find: the search box is empty.":                             615,
+	"Key":                     232,
+	"Kind":                    573,
+	"Language":                112,
+	"Last changed":            242,
+	"Last error (attempt %d)": 466,
+	"Last reserved":           463,
+	"Last saved":              178,
+	"Last seen":               675,
+	"Last used":               634,
+	"Latest revision":         233,
+	"Lists every change from one revision to another, and whom it may break.": 188,
+	"Local time at %s": 557,
+	"Lock expired %s — waiting to be offered again.": 485,
+	"Lock expires":                     464,
+	"Longest timeout":                  241,
+	"Main navigation":                  114,
+	"Mar":                              298,
+	"Maximum attempts":                 441,
+	"May":                              300,
+	"Message from Relais (in English)": 511,
+	"Message from the service (its own words, protected values masked)": 512,
+	"Method not allowed": 613,
+	"Mode":               439,
+	"More filters: instance, revision, consumer, dates": 516,
+	"Name":                    152,
+	"Never":                   558,
+	"Next attempt":            462,
+	"Next attempt or settled": 523,
+	"Next node":               323,
+	"Next page":               539,
+	"No consumer yet.":        162,
+	"No definition %s has occurrences: check the key, or show all definitions.": 271,
+	"No definition has occurrences yet.":                                        265,
+	"No definition yet.":                                                        235,
+	"No destination yet.":                                                       244,
+	"No inputs.":                                                                198,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 620,
+	"No instance matches these filters.": 361,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 619,
+	"No more consumers.":                                   163,
+	"No more destinations.":                                245,
+	"No occurrence matches these filters.":                 524,
+	"No operator action matches.":                          105,
+	"No operator has acted on this instance.":              328,
+	"No outputs yet: the occurrence has not completed.":    456,
+	"No outputs.":                                          201,
+	"No outputs: the occurrence ended without completing.": 458,
+	"No process is published yet.":                         564,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          687,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          686,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 72,
+	"No release yet.": 182,
+	"No revision yet: the Working copy has never been snapshotted.":          180,
+	"No service ever reserved this occurrence: it ended before any attempt.": 431,
+	"No service has reserved this occurrence yet.":                           428,
+	"No token.":              642,
+	"No value was revealed.": 612,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 688,
+	"No worker is connected.":           676,
+	"No worker serves this definition.": 679,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 685,
+	"Node":                  320,
+	"Node %s":               254,
+	"Nodes":                 571,
+	"Nodes of this version": 580,
+	"Nodes of this version, with their occurrences now": 572,
+	"Nodes reached, in order":                           319,
+	"Not allowed":                                       134,
+	"Not found":                                         142,
+	"Notes":                                             185,
+	"Nothing exists at this address, or it is not visible to you.": 140,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 141,
+	"Nothing to do: no instance this action applies to matches the filter.": 71,
+	"Nothing to find: the search box is empty.":                             617,
 	"Nothing was done.":         28,
-	"Nov":                       304,
-	"Now":                       435,
-	"Occurrence":                319,
-	"Occurrence %s":             413,
-	"Occurrence offered again":  95,
-	"Occurrences now":           575,
-	"Occurrences, newest first": 517,
-	"Oct":                       303,
-	"Offered from %s — %s.":     482,
-	"Oldest claimable waits":    260,
-	"On error":                  574,
-	"On success":                573,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               605,
-	"Only administrators may reveal a sensitive value.":                                                 600,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 629,
-	"Open":             257,
-	"Operator actions": 314,
-	"Operator actions on this instance, newest first": 327,
-	"Operator actions, newest first":                  107,
-	"Outcome":                                         424,
-	"Outputs":                                         198,
-	"Outputs of revision %d":                          207,
-	"Outputs of the working copy":                     200,
-	"Outputs, labelled by revision %d's contract":     453,
-	"Pages": 535,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 551,
-	"Path":                            315,
-	"Pinned revision":                 572,
-	"Policy":                          415,
-	"Previous page":                   536,
-	"Priority":                        444,
-	"Process":                         72,
-	"Process %s":                      564,
-	"Process and node":                518,
-	"Process inputs":                  329,
-	"Process instance":                94,
-	"Process instance %s":             312,
-	"Process instances":               350,
-	"Process instances, newest first": 356,
-	"Processes":                       115,
-	"Processes by key":                560,
-	"Protocol":                        669,
-	"Published":                       184,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 558,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       559,
-	"Reason": 93,
-	"Reason (recorded in the audit log for every instance)": 51,
+	"Nov":                       306,
+	"Now":                       437,
+	"Occurrence":                321,
+	"Occurrence %s":             415,
+	"Occurrence offered again":  97,
+	"Occurrences now":           577,
+	"Occurrences, newest first": 519,
+	"Oct":                       305,
+	"Offered from %s — %s.":     484,
+	"Oldest claimable waits":    262,
+	"On error":                  576,
+	"On success":                575,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               607,
+	"Only administrators may reveal a sensitive value.":                                                 602,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 631,
+	"Open":             259,
+	"Operator actions": 316,
+	"Operator actions on this instance, newest first": 329,
+	"Operator actions, newest first":                  109,
+	"Outcome":                                         426,
+	"Outputs":                                         200,
+	"Outputs of revision %d":                          209,
+	"Outputs of the working copy":                     202,
+	"Outputs, labelled by revision %d's contract":     455,
+	"Pages": 537,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 553,
+	"Path":                            317,
+	"Pinned revision":                 574,
+	"Policy":                          417,
+	"Previous page":                   538,
+	"Priority":                        446,
+	"Process":                         74,
+	"Process %s":                      566,
+	"Process and node":                520,
+	"Process inputs":                  331,
+	"Process instance":                96,
+	"Process instance %s":             314,
+	"Process instances":               352,
+	"Process instances, newest first": 358,
+	"Processes":                       117,
+	"Processes by key":                562,
+	"Protocol":                        671,
+	"Published":                       186,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 560,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       561,
+	"Reason": 95,
+	"Reason (recorded in the audit log for every instance)": 53,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            438,
-	"Recorded operator actions":                             325,
-	"Relais console":                                        109,
-	"Relais has not called the destination yet.":            432,
-	"Relais is calling the destination (since %s).":         487,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 434,
-	"Relais never called the destination: the occurrence ended before any call.":                           433,
-	"Relais refused the action. Nothing was done.":                                                         40,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 472,
-	"Release":                             181,
-	"Releases":                            179,
-	"Releases, oldest first":              201,
-	"Reload lists and detail pages":       550,
-	"Replica":                             431,
-	"Required":                            168,
-	"Reserved":                            420,
-	"Reserved by %s.":                     489,
-	"Reserved by %s; lock until %s — %s.": 488,
-	"Reserved now":                        158,
-	"Retried by %s at %s — “%s”":          337,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 42,
-	"Retries":            441,
-	"Retry %d instances": 58,
-	"Retry at %s — %s.":  481,
-	"Retry delay":        440,
-	"Retry every held instance this filter matches": 55,
+	"Reason given by the worker":                            440,
+	"Recorded operator actions":                             327,
+	"Relais console":                                        111,
+	"Relais has not called the destination yet.":            434,
+	"Relais is calling the destination (since %s).":         489,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 436,
+	"Relais never called the destination: the occurrence ended before any call.":                           435,
+	"Relais refused the action. Nothing was done.":                                                         42,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 474,
+	"Release":                             183,
+	"Releases":                            181,
+	"Releases, oldest first":              203,
+	"Reload lists and detail pages":       552,
+	"Replica":                             433,
+	"Required":                            170,
+	"Reserved":                            422,
+	"Reserved by %s.":                     491,
+	"Reserved by %s; lock until %s — %s.": 490,
+	"Reserved now":                        160,
+	"Retried by %s at %s — “%s”":          339,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 44,
+	"Retries":            443,
+	"Retry %d instances": 60,
+	"Retry at %s — %s.":  483,
+	"Retry delay":        442,
+	"Retry every held instance this filter matches": 57,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         436,
+	"Retry or abandon it from its instance":         438,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 466,
-	"Retrying and abandoning apply to held instances, not %s ones.": 49,
+	"Retryable": 468,
+	"Retrying and abandoning apply to held instances, not %s ones.": 51,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 457,
-	"Revealed by %s at %s; recorded in the audit log.": 603,
-	"Reveals":               124,
-	"Reveals, newest first": 608,
-	"Revision":              182,
-	"Revision %d":           203,
-	"Revisions":             177,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 688,
-	"Revoke the %s token “%s”?": 642,
-	"Revoke the token":          644,
-	"Revoke token %d":           641,
-	"Revoke…":                   638,
-	"Role":                      631,
-	"Route":                     320,
-	"Routing output":            175,
-	"Rows %s–%s":                539,
-	"Save settings":             552,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 602,
+	"Reveal — this is recorded": 459,
+	"Revealed by %s at %s; recorded in the audit log.": 605,
+	"Reveals":               126,
+	"Reveals, newest first": 610,
+	"Revision":              184,
+	"Revision %d":           205,
+	"Revisions":             179,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 690,
+	"Revoke the %s token “%s”?": 644,
+	"Revoke the token":          646,
+	"Revoke token %d":           643,
+	"Revoke…":                   640,
+	"Role":                      633,
+	"Route":                     322,
+	"Routing output":            177,
+	"Rows %s–%s":                541,
+	"Save settings":             554,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 604,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               613,
-	"Secret values can never be revealed.": 606,
-	"Sep":                                  302,
-	"Served by %d workers":                 687,
+	"Search":                               615,
+	"Secret values can never be revealed.": 608,
+	"Sep":                                  304,
+	"Served by %d workers":                 689,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              323,
-	"Settlement date":      513,
-	"Show all definitions": 268,
-	"Show times in":        548,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 108,
-	"Sign in": 622,
-	"Sign in with an operator, designer or administrator token.": 623,
-	"Sign out":             126,
-	"Signed in as %s (%s)": 125,
-	"Since revision %d:":   209,
-	"Skip to content":      111,
-	"Slot":                 277,
-	"Snapshotted":          204,
+	"Settled":              325,
+	"Settlement date":      515,
+	"Show all definitions": 270,
+	"Show times in":        550,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 110,
+	"Sign in": 624,
+	"Sign in with an operator, designer or administrator token.": 625,
+	"Sign out":             128,
+	"Signed in as %s (%s)": 127,
+	"Since revision %d:":   211,
+	"Skip to content":      113,
+	"Slot":                 279,
+	"Snapshotted":          206,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                36,
-	"Something went wrong": 145,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 630,
-	"Staff tokens, oldest first": 634,
-	"Start node":                 566,
-	"Started":                    338,
-	"State":                      153,
-	"Status":                     73,
-	"Stop %d instances":          68,
-	"Stop every held instance this filter matches":            62,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
+	"Something went wrong": 147,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 632,
+	"Staff tokens, oldest first": 636,
+	"Start node":                 568,
+	"Started":                    340,
+	"State":                      155,
+	"Status":                     75,
+	"Stop %d instances":          70,
+	"Stop every held instance this filter matches":            64,
 	"Stop every held instance…":                               8,
-	"Stop every running instance this filter matches":         63,
+	"Stop every running instance this filter matches":         65,
 	"Stop every running instance…":                            9,
-	"Stop every running or held instance this filter matches": 65,
+	"Stop every running or held instance this filter matches": 67,
 	"Stop every running or held instance…":                    10,
 	"Stop process instance %s":                                23,
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              335,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 44,
-	"Stopping applies to running or held instances, not %s ones.":                              48,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   334,
-	"Summary": 313,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 228,
-	"Tasks":                   154,
-	"Temporarily unavailable": 143,
-	"That is too long to be an id or a business key.": 616,
-	"The %d largest groups; the filter matches more.": 81,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 235,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          208,
-	"The bulk action must be its id (a UUID).":                   106,
-	"The call could not be prepared.":                            473,
-	"The chart’s numbers":                                        275,
-	"The confirmed count is missing: start again from the list.": 84,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           146,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      549,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 85,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 144,
-	"The deadline passed before a result arrived.": 470,
-	"The destination answered HTTP %s.":            480,
-	"The destination could not be reached.":        474,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 468,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      469,
-	"The destination’s answer was too large.": 475,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 147,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     135,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           477,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                476,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             355,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 316,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         174,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               546,
-	"The page size must be between 1 and %d.":                                                                                                                                                              349,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  545,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 105,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 46,
-	"The reason you gave, not recorded:":                                                                                                                                                                   35,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            471,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      511,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          648,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          625,
-	"These revisions have the same contracts.":                                                                                                                                                             194,
-	"These settings are kept in this browser only.":                                                                                                                                                        547,
-	"They take every revision their consumer is granted.":                                                                                                                                                  689,
-	"They take revision %d only.":                                                                                                                                                                          690,
-	"They take revisions %s only.":                                                                                                                                                                         691,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     542,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             86,
-	"This contract has no inputs.":                                                                                                                                                                         452,
-	"This contract has no outputs.":                                                                                                                                                                        455,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  142,
+	"Stopped by %s at %s — “%s”":                              337,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 46,
+	"Stopping applies to running or held instances, not %s ones.":                              50,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   336,
+	"Summary": 315,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 230,
+	"Tasks":                   156,
+	"Temporarily unavailable": 145,
+	"That is too long to be an id or a business key.": 618,
+	"The %d largest groups; the filter matches more.": 83,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 237,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          210,
+	"The bulk action must be its id (a UUID).":                   108,
+	"The call could not be prepared.":                            475,
+	"The chart’s numbers":                                        277,
+	"The confirmed count is missing: start again from the list.": 86,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           148,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      551,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 87,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 146,
+	"The deadline passed before a result arrived.": 472,
+	"The destination answered HTTP %s.":            482,
+	"The destination could not be reached.":        476,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 470,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      471,
+	"The destination’s answer was too large.": 477,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 149,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     137,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           479,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                478,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             357,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 318,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         176,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               548,
+	"The page size must be between 1 and %d.":                                                                                                                                                              351,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  547,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 107,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 48,
+	"The reason you gave, not recorded:":                                                                                                                                                                   37,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            473,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      513,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          650,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          627,
+	"These revisions have the same contracts.":                                                                                                                                                             196,
+	"These settings are kept in this browser only.":                                                                                                                                                        549,
+	"They take every revision their consumer is granted.":                                                                                                                                                  691,
+	"They take revision %d only.":                                                                                                                                                                          692,
+	"They take revisions %s only.":                                                                                                                                                                         693,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     544,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             88,
+	"This contract has no inputs.":                                                                                                                                                                         454,
+	"This contract has no outputs.":                                                                                                                                                                        457,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  144,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended; there is nothing to stop.":  39,
-	"This instance has not reached a task yet.":                   324,
-	"This instance is %s, not held: there is nothing to abandon.": 33,
-	"This instance is %s, not held: there is nothing to retry.":   32,
-	"This instance is %s: there is nothing to stop.":              34,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 332,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 333,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          37,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   41,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            647,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           646,
-	"This page does not accept that request.": 612,
-	"This page reloads every %d seconds.":     131,
-	"This process takes no inputs.":           331,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 53,
-	"This token is unknown or has been revoked.": 627,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 579,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            580,
-	"Times in %s · no auto-reload":    130,
-	"Times in %s · reload every %d s": 129,
-	"To revision":                     188,
-	"Token":                           624,
-	"Tokens":                          123,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 626,
-	"Totals of all definitions, not narrowed by the other filters":         525,
-	"Totals of definition %s, not narrowed by the other filters":           524,
-	"Type": 167,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 614,
-	"URL":                              237,
-	"UTC (coordinated universal time)": 554,
-	"Unknown action.":                  47,
-	"Unknown consumer.":                512,
-	"Unknown parameter “%s” (did you mean “%s”?).": 543,
-	"Unknown parameter “%s”.":                      544,
-	"Unknown status “%s”.":                         347,
-	"Value":                                        328,
-	"Version":                                      565,
-	"Versions, newest first":                       561,
-	"Waiting for Relais to call the destination since %s (%s).": 484,
-	"Waiting for a worker since %s (%s).":                       485,
-	"When":                                                      90,
-	"Who":                                                       91,
-	"Whole message":                                             428,
-	"Why (recorded with the reveal)":                            458,
-	"Worker":                                                    668,
-	"Worker id":                                                 419,
-	"Workers":                                                   120,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        666,
+	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
+	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
+	"This instance has not reached a task yet.":                   326,
+	"This instance is %s, not held: there is nothing to abandon.": 35,
+	"This instance is %s, not held: there is nothing to retry.":   34,
+	"This instance is %s: there is nothing to stop.":              36,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 334,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 335,
+	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            649,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           648,
+	"This page does not accept that request.": 614,
+	"This page reloads every %d seconds.":     133,
+	"This process takes no inputs.":           333,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 55,
+	"This token is unknown or has been revoked.": 629,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 581,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            582,
+	"Times in %s · no auto-reload":    132,
+	"Times in %s · reload every %d s": 131,
+	"To revision":                     190,
+	"Token":                           626,
+	"Tokens":                          125,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 628,
+	"Totals of all definitions, not narrowed by the other filters":         527,
+	"Totals of definition %s, not narrowed by the other filters":           526,
+	"Type": 169,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 616,
+	"URL":                              239,
+	"UTC (coordinated universal time)": 556,
+	"Unknown action.":                  49,
+	"Unknown consumer.":                514,
+	"Unknown parameter “%s” (did you mean “%s”?).": 545,
+	"Unknown parameter “%s”.":                      546,
+	"Unknown status “%s”.":                         349,
+	"Value":                                        330,
+	"Version":                                      567,
+	"Versions, newest first":                       563,
+	"Waiting for Relais to call the destination since %s (%s).": 486,
+	"Waiting for a worker since %s (%s).":                       487,
+	"When":                                                      92,
+	"Who":                                                       93,
+	"Whole message":                                             430,
+	"Why (recorded with the reveal)":                            460,
+	"Worker":                                                    670,
+	"Worker id":                                                 421,
+	"Workers":                                                   122,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        668,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 667,
-	"Workers serving %s":                   675,
-	"Working copy":                         173,
-	"You are signed out.":                  619,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              133,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 620,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      621,
-	"[redacted]":                          508,
+	"Workers seen within three heartbeats": 669,
+	"Workers serving %s":                   677,
+	"Working copy":                         175,
+	"You are signed out.":                  621,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              135,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 622,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      623,
+	"[redacted]":                          510,
 	"abandon":                             4,
-	"active":                              155,
-	"administrator":                       389,
-	"an incident: retry, abandon or stop": 247,
-	"answer too large":                    506,
-	"any":                                 71,
-	"any other code → %s":                 591,
-	"any other error":                     245,
-	"as of %s (%s); counts are refreshed every few seconds.": 527,
-	"at least %d characters":                                 651,
-	"at least %d items":                                      658,
-	"at most %d":                                             447,
-	"at most %d characters":                                  652,
-	"at most %d items":                                       659,
-	"at most %d since the last operator retry":               448,
-	"available":                                              363,
-	"boolean":                                                376,
-	"call in progress since":                                 532,
-	"cancelled":                                              366,
-	"choice":                                                 379,
-	"claimable since":                                        531,
-	"claimable since %s":                                     265,
-	"classification changed":                                 400,
-	"completed":                                              273,
-	"constraint changed":                                     401,
-	"consumer":                                               392,
-	"consumer #%s":                                           498,
-	"date":                                                   377,
-	"date and time":                                          378,
-	"deadline %s":                                            594,
-	"deferred":                                               365,
-	"deferred since":                                         534,
-	"deleted":                                                97,
-	"designer":                                               391,
-	"disconnected":                                           372,
-	"end (completes)":                                        586,
-	"end (fails)":                                            587,
-	"end: completes the instance":                            248,
-	"end: fails the instance":                                249,
-	"every revision its consumer is granted":                 681,
-	"exact, case-sensitive":                                  351,
-	"expired":                                                369,
-	"failed":                                                 274,
-	"fails the instance":                                     592,
-	"field added":                                            395,
-	"field removed":                                          396,
-	"format":                                                 406,
-	"format %s":                                              654,
-	"from":                                                   352,
-	"held":                                                   368,
-	"held for an operator":                                   246,
-	"held, then abandoned by an operator":                    346,
-	"held, then stopped by an operator":                      345,
-	"hold (an incident for an operator)":                     590,
-	"id or business key":                                     117,
-	"in %s":                                                  287,
-	"in progress":                                            427,
-	"instance id":                                            515,
-	"instances held":                                         597,
-	"instances held: %s":                                     598,
-	"integer":                                                374,
-	"just now":                                               289,
-	"list":                                                   381,
-	"lock until":                                             533,
-	"long polling":                                           679,
-	"long wait":                                              266,
-	"maximum":                                                408,
-	"maximum %s":                                             656,
-	"maximum items":                                          410,
-	"maximum length":                                         404,
-	"minimum":                                                407,
-	"minimum %s":                                             655,
-	"minimum items":                                          409,
-	"minimum length":                                         403,
-	"never":                                                  635,
-	"next attempt":                                           530,
-	"no":                                                     394,
-	"no answer within the timeout":                           504,
-	"no connection":                                          505,
-	"no grant: it takes nothing":                             157,
-	"no header":                                              241,
-	"no worker":                                              267,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 467,
-	"none": 227,
-	"none (revealed before reasons were asked for)": 609,
-	"none yet": 232,
-	"none: a failed call takes the node’s error path": 442,
-	"normal":                          382,
-	"not provided":                    661,
-	"not yet":                         636,
-	"null":                            664,
-	"number":                          375,
-	"object":                          380,
-	"on error":                        244,
-	"one of: %s":                      657,
-	"operator":                        390,
-	"optional %s field of type %s":    224,
-	"optional field of type %s":       226,
-	"optional → required":             217,
-	"pattern":                         405,
-	"pattern %s":                      653,
-	"pull":                            584,
-	"pull %s":                         251,
-	"pull (the service fetches it)":   387,
-	"push %s":                         250,
-	"push (Relais calls the service)": 388,
-	"push to %s":                      585,
-	"rejected":                        370,
-	"released":                        371,
-	"required %s field of type %s":    223,
-	"required changed":                398,
-	"required field of type %s":       225,
-	"required → optional":             218,
-	"reserved":                        364,
+	"active":                              157,
+	"administrator":                       391,
+	"an incident: retry, abandon or stop": 249,
+	"answer too large":                    508,
+	"any":                                 73,
+	"any other code → %s":                 593,
+	"any other error":                     247,
+	"as of %s (%s); counts are refreshed every few seconds.": 529,
+	"at least %d characters":                                 653,
+	"at least %d items":                                      660,
+	"at most %d":                                             449,
+	"at most %d characters":                                  654,
+	"at most %d items":                                       661,
+	"at most %d since the last operator retry":               450,
+	"available":                                              365,
+	"boolean":                                                378,
+	"call in progress since":                                 534,
+	"cancelled":                                              368,
+	"choice":                                                 381,
+	"claimable since":                                        533,
+	"claimable since %s":                                     267,
+	"classification changed":                                 402,
+	"completed":                                              275,
+	"constraint changed":                                     403,
+	"consumer":                                               394,
+	"consumer #%s":                                           500,
+	"date":                                                   379,
+	"date and time":                                          380,
+	"deadline %s":                                            596,
+	"deferred":                                               367,
+	"deferred since":                                         536,
+	"deleted":                                                99,
+	"designer":                                               393,
+	"disconnected":                                           374,
+	"end (completes)":                                        588,
+	"end (fails)":                                            589,
+	"end: completes the instance":                            250,
+	"end: fails the instance":                                251,
+	"every revision its consumer is granted":                 683,
+	"exact, case-sensitive":                                  353,
+	"expired":                                                371,
+	"failed":                                                 276,
+	"fails the instance":                                     594,
+	"field added":                                            397,
+	"field removed":                                          398,
+	"format":                                                 408,
+	"format %s":                                              656,
+	"from":                                                   354,
+	"held":                                                   370,
+	"held for an operator":                                   248,
+	"held, then abandoned by an operator":                    348,
+	"held, then stopped by an operator":                      347,
+	"hold (an incident for an operator)":                     592,
+	"id or business key":                                     119,
+	"in %s":                                                  289,
+	"in progress":                                            429,
+	"instance id":                                            517,
+	"instances held":                                         599,
+	"instances held: %s":                                     600,
+	"integer":                                                376,
+	"just now":                                               291,
+	"list":                                                   383,
+	"lock until":                                             535,
+	"long polling":                                           681,
+	"long wait":                                              268,
+	"maximum":                                                410,
+	"maximum %s":                                             658,
+	"maximum items":                                          412,
+	"maximum length":                                         406,
+	"minimum":                                                409,
+	"minimum %s":                                             657,
+	"minimum items":                                          411,
+	"minimum length":                                         405,
+	"never":                                                  637,
+	"next attempt":                                           532,
+	"no":                                                     396,
+	"no answer within the timeout":                           506,
+	"no connection":                                          507,
+	"no grant: it takes nothing":                             159,
+	"no header":                                              243,
+	"no worker":                                              269,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 469,
+	"none": 229,
+	"none (revealed before reasons were asked for)": 611,
+	"none yet": 234,
+	"none: a failed call takes the node’s error path": 444,
+	"normal":                          384,
+	"not provided":                    663,
+	"not yet":                         638,
+	"null":                            666,
+	"number":                          377,
+	"object":                          382,
+	"on error":                        246,
+	"one of: %s":                      659,
+	"operator":                        392,
+	"optional %s field of type %s":    226,
+	"optional field of type %s":       228,
+	"optional → required":             219,
+	"pattern":                         407,
+	"pattern %s":                      655,
+	"pull":                            586,
+	"pull %s":                         253,
+	"pull (the service fetches it)":   389,
+	"push %s":                         252,
+	"push (Relais calls the service)": 390,
+	"push to %s":                      587,
+	"rejected":                        372,
+	"released":                        373,
+	"required %s field of type %s":    225,
+	"required changed":                400,
+	"required field of type %s":       227,
+	"required → optional":             220,
+	"reserved":                        366,
 	"retry":                           3,
-	"revision %d":                     528,
-	"revisions %s":                    682,
-	"revoked":                         156,
-	"routing changed":                 402,
-	"routing output":                  649,
-	"routing output %s → %s":          216,
-	"running":                         367,
-	"secret":                          384,
-	"sensitive":                       383,
-	"settled":                         529,
+	"revision %d":                     530,
+	"revisions %s":                    684,
+	"revoked":                         158,
+	"routing changed":                 404,
+	"routing output":                  651,
+	"routing output %s → %s":          218,
+	"running":                         369,
+	"secret":                          386,
+	"sensitive":                       385,
+	"settled":                         531,
 	"stop":                            5,
-	"stream":                          678,
-	"text":                            373,
-	"the contracts are the same (the name or a description changed).": 210,
-	"this session":             639,
-	"timeout %s":               595,
-	"timeout %s (the default)": 596,
-	"to":                       353,
-	"type changed":             397,
-	"unexpected value":         665,
-	"unknown":                  507,
-	"values added: %s":         219,
-	"values changed":           399,
-	"values removed: %s":       220,
-	"values reordered":         221,
-	"version %d":               563,
-	"waiting":                  502,
-	"yes":                      393,
-	"••• hidden (secret)":      386,
-	"••• hidden (sensitive)":   385,
-	"→ %s":                     589,
+	"stream":                          680,
+	"text":                            375,
+	"the contracts are the same (the name or a description changed).": 212,
+	"this session":             641,
+	"timeout %s":               597,
+	"timeout %s (the default)": 598,
+	"to":                       355,
+	"type changed":             399,
+	"unexpected value":         667,
+	"unknown":                  509,
+	"values added: %s":         221,
+	"values changed":           401,
+	"values removed: %s":       222,
+	"values reordered":         223,
+	"version %d":               565,
+	"waiting":                  504,
+	"yes":                      395,
+	"••• hidden (secret)":      388,
+	"••• hidden (sensitive)":   387,
+	"→ %s":                     591,
 }
 
-var enIndex = []uint32{ // 693 elements
+var enIndex = []uint32{ // 695 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -744,195 +746,195 @@ var enIndex = []uint32{ // 693 elements
 	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
 	0x00000552, 0x00000564, 0x00000580, 0x00000595,
 	// Entry 20 - 3F
-	0x0000061c, 0x00000659, 0x00000698, 0x000006ca,
-	0x000006ed, 0x0000075c, 0x000007c5, 0x0000086a,
-	0x000008a5, 0x000008d2, 0x0000091f, 0x00000972,
-	0x000009cb, 0x00000a24, 0x00000a81, 0x00000adc,
-	0x00000aec, 0x00000b2b, 0x00000b6c, 0x00000b73,
-	0x00000ba9, 0x00000bba, 0x00000c35, 0x00000c5a,
-	0x00000c88, 0x00000d04, 0x00000d4e, 0x00000d82,
-	0x00000db2, 0x00000df6, 0x00000e2e, 0x00000e5b,
+	0x0000061c, 0x000006a9, 0x00000736, 0x00000773,
+	0x000007b2, 0x000007e4, 0x00000807, 0x00000876,
+	0x000008df, 0x0000091a, 0x000009bf, 0x000009ec,
+	0x00000a39, 0x00000a8c, 0x00000ae5, 0x00000b3e,
+	0x00000b9b, 0x00000bf6, 0x00000c06, 0x00000c45,
+	0x00000c86, 0x00000c8d, 0x00000cc3, 0x00000cd4,
+	0x00000d4f, 0x00000d74, 0x00000da2, 0x00000e1e,
+	0x00000e68, 0x00000e9c, 0x00000ecc, 0x00000f10,
 	// Entry 40 - 5F
-	0x00000e8b, 0x00000edb, 0x00000f13, 0x00000f73,
-	0x00000fca, 0x00000ffc, 0x00001042, 0x000010bb,
-	0x000010bf, 0x000010c7, 0x000010ce, 0x000010db,
-	0x000010e6, 0x000010f8, 0x00001105, 0x00001110,
-	0x0000112a, 0x00001134, 0x00001167, 0x00001296,
-	0x000012b0, 0x000012eb, 0x00001394, 0x0000140d,
-	0x00001462, 0x00001511, 0x0000152d, 0x00001532,
-	0x00001536, 0x0000153d, 0x00001544, 0x00001555,
+	0x00000f48, 0x00000f75, 0x00000fa5, 0x00000ff5,
+	0x0000102d, 0x0000108d, 0x000010e4, 0x00001116,
+	0x0000115c, 0x000011d5, 0x000011d9, 0x000011e1,
+	0x000011e8, 0x000011f5, 0x00001200, 0x00001212,
+	0x0000121f, 0x0000122a, 0x00001244, 0x0000124e,
+	0x00001281, 0x000013b0, 0x000013ca, 0x00001405,
+	0x000014ae, 0x00001527, 0x0000157c, 0x0000162b,
+	0x00001647, 0x0000164c, 0x00001650, 0x00001657,
 	// Entry 60 - 7F
-	0x0000156e, 0x0000157a, 0x00001582, 0x0000158c,
-	0x0000164b, 0x00001653, 0x00001661, 0x0000166f,
-	0x0000168b, 0x00001697, 0x0000172c, 0x00001755,
-	0x00001774, 0x000017dc, 0x000017eb, 0x000017f4,
-	0x00001804, 0x00001814, 0x0000181b, 0x0000182a,
-	0x00001834, 0x00001853, 0x00001866, 0x0000186b,
-	0x00001877, 0x0000187f, 0x00001889, 0x00001896,
-	0x0000189d, 0x000018a5, 0x000018c0, 0x000018c9,
+	0x0000165e, 0x0000166f, 0x00001688, 0x00001694,
+	0x0000169c, 0x000016a6, 0x00001765, 0x0000176d,
+	0x0000177b, 0x00001789, 0x000017a5, 0x000017b1,
+	0x00001846, 0x0000186f, 0x0000188e, 0x000018f6,
+	0x00001905, 0x0000190e, 0x0000191e, 0x0000192e,
+	0x00001935, 0x00001944, 0x0000194e, 0x0000196d,
+	0x00001980, 0x00001985, 0x00001991, 0x00001999,
+	0x000019a3, 0x000019b0, 0x000019b7, 0x000019bf,
 	// Entry 80 - 9F
-	0x000018da, 0x000018f1, 0x00001918, 0x00001939,
-	0x00001960, 0x0000196c, 0x000019ea, 0x000019fa,
-	0x00001a62, 0x00001a79, 0x00001a8d, 0x00001aca,
-	0x00001bb7, 0x00001bc1, 0x00001bce, 0x00001c32,
-	0x00001c4a, 0x00001c90, 0x00001ca5, 0x00001d14,
-	0x00001dd9, 0x00001df1, 0x00001df4, 0x00001df9,
-	0x00001e00, 0x00001e0b, 0x00001e11, 0x00001e17,
-	0x00001e1e, 0x00001e26, 0x00001e41, 0x00001e4e,
+	0x000019da, 0x000019e3, 0x000019f4, 0x00001a0b,
+	0x00001a32, 0x00001a53, 0x00001a7a, 0x00001a86,
+	0x00001b04, 0x00001b14, 0x00001b7c, 0x00001b93,
+	0x00001ba7, 0x00001be4, 0x00001cd1, 0x00001cdb,
+	0x00001ce8, 0x00001d4c, 0x00001d64, 0x00001daa,
+	0x00001dbf, 0x00001e2e, 0x00001ef3, 0x00001f0b,
+	0x00001f0e, 0x00001f13, 0x00001f1a, 0x00001f25,
+	0x00001f2b, 0x00001f31, 0x00001f38, 0x00001f40,
 	// Entry A0 - BF
-	0x00001e5c, 0x00001e6d, 0x00001e80, 0x00001eaa,
-	0x00001ec1, 0x00001f07, 0x00001f29, 0x00001f2f,
-	0x00001f34, 0x00001f3d, 0x00001f4c, 0x00001f58,
-	0x00001f64, 0x00001f75, 0x00001f82, 0x00001fdf,
-	0x00001fee, 0x00001ff9, 0x00002003, 0x00002041,
-	0x0000204a, 0x0000205a, 0x00002062, 0x0000206b,
-	0x00002071, 0x0000207b, 0x0000208d, 0x000020d5,
-	0x000020e3, 0x000020ef, 0x000020f7, 0x000020fe,
+	0x00001f5b, 0x00001f68, 0x00001f76, 0x00001f87,
+	0x00001f9a, 0x00001fc4, 0x00001fdb, 0x00002021,
+	0x00002043, 0x00002049, 0x0000204e, 0x00002057,
+	0x00002066, 0x00002072, 0x0000207e, 0x0000208f,
+	0x0000209c, 0x000020f9, 0x00002108, 0x00002113,
+	0x0000211d, 0x0000215b, 0x00002164, 0x00002174,
+	0x0000217c, 0x00002185, 0x0000218b, 0x00002195,
+	0x000021a7, 0x000021ef, 0x000021fd, 0x00002209,
 	// Entry C0 - DF
-	0x00002105, 0x00002116, 0x00002125, 0x0000214e,
-	0x00002155, 0x00002160, 0x0000217b, 0x00002183,
-	0x0000218f, 0x000021ab, 0x000021c2, 0x000021e4,
-	0x000021f3, 0x000021ff, 0x00002206, 0x0000221f,
-	0x00002239, 0x000022e2, 0x000022f8, 0x00002338,
-	0x00002369, 0x00002393, 0x000023ba, 0x000023de,
-	0x00002405, 0x00002424, 0x0000243a, 0x00002450,
-	0x00002464, 0x0000247a, 0x0000248b, 0x000024a2,
+	0x00002211, 0x00002218, 0x0000221f, 0x00002230,
+	0x0000223f, 0x00002268, 0x0000226f, 0x0000227a,
+	0x00002295, 0x0000229d, 0x000022a9, 0x000022c5,
+	0x000022dc, 0x000022fe, 0x0000230d, 0x00002319,
+	0x00002320, 0x00002339, 0x00002353, 0x000023fc,
+	0x00002412, 0x00002452, 0x00002483, 0x000024ad,
+	0x000024d4, 0x000024f8, 0x0000251f, 0x0000253e,
+	0x00002554, 0x0000256a, 0x0000257e, 0x00002594,
 	// Entry E0 - FF
-	0x000024c5, 0x000024e8, 0x00002505, 0x00002522,
-	0x00002527, 0x00002573, 0x00002586, 0x0000258a,
-	0x0000259a, 0x000025a3, 0x000025b6, 0x000025dc,
-	0x00002698, 0x000026ad, 0x000026b1, 0x000026be,
-	0x000026ce, 0x000026db, 0x000026e5, 0x000026f9,
-	0x0000270f, 0x00002718, 0x00002728, 0x0000273d,
-	0x00002761, 0x0000277d, 0x00002795, 0x000027a0,
-	0x000027ab, 0x000027b6, 0x000028cc, 0x000028f0,
+	0x000025a5, 0x000025bc, 0x000025df, 0x00002602,
+	0x0000261f, 0x0000263c, 0x00002641, 0x0000268d,
+	0x000026a0, 0x000026a4, 0x000026b4, 0x000026bd,
+	0x000026d0, 0x000026f6, 0x000027b2, 0x000027c7,
+	0x000027cb, 0x000027d8, 0x000027e8, 0x000027f5,
+	0x000027ff, 0x00002813, 0x00002829, 0x00002832,
+	0x00002842, 0x00002857, 0x0000287b, 0x00002897,
+	0x000028af, 0x000028ba, 0x000028c5, 0x000028d0,
 	// Entry 100 - 11F
-	0x0000291b, 0x00002926, 0x0000292b, 0x0000293a,
-	0x00002941, 0x00002958, 0x0000296d, 0x0000297f,
-	0x000029a2, 0x000029d4, 0x000029ea, 0x000029f4,
-	0x000029fe, 0x00002a13, 0x00002a60, 0x00002a70,
-	0x00002aa9, 0x00002afd, 0x00002b07, 0x00002b0e,
-	0x00002b24, 0x00002b5d, 0x00002b62, 0x00002b6c,
-	0x00002b7a, 0x00002b87, 0x00002bb0, 0x00002bd3,
-	0x00002be0, 0x00002c00, 0x00002c0c, 0x00002c25,
+	0x000029e6, 0x00002a0a, 0x00002a35, 0x00002a40,
+	0x00002a45, 0x00002a54, 0x00002a5b, 0x00002a72,
+	0x00002a87, 0x00002a99, 0x00002abc, 0x00002aee,
+	0x00002b04, 0x00002b0e, 0x00002b18, 0x00002b2d,
+	0x00002b7a, 0x00002b8a, 0x00002bc3, 0x00002c17,
+	0x00002c21, 0x00002c28, 0x00002c3e, 0x00002c77,
+	0x00002c7c, 0x00002c86, 0x00002c94, 0x00002ca1,
+	0x00002cca, 0x00002ced, 0x00002cfa, 0x00002d1a,
 	// Entry 120 - 13F
-	0x00002c2e, 0x00002c38, 0x00002c41, 0x00002c49,
-	0x00002c53, 0x00002c5b, 0x00002c63, 0x00002c67,
-	0x00002c6b, 0x00002c6f, 0x00002c73, 0x00002c77,
-	0x00002c7b, 0x00002c7f, 0x00002c83, 0x00002c87,
-	0x00002c8b, 0x00002c8f, 0x00002c93, 0x00002c9d,
-	0x00002cbb, 0x00002cdb, 0x00002cff, 0x00002d23,
-	0x00002d2c, 0x00002d43, 0x00002d4b, 0x00002d5c,
-	0x00002d61, 0x00002da6, 0x00002dbe, 0x00002dc3,
+	0x00002d26, 0x00002d3f, 0x00002d48, 0x00002d52,
+	0x00002d5b, 0x00002d63, 0x00002d6d, 0x00002d75,
+	0x00002d7d, 0x00002d81, 0x00002d85, 0x00002d89,
+	0x00002d8d, 0x00002d91, 0x00002d95, 0x00002d99,
+	0x00002d9d, 0x00002da1, 0x00002da5, 0x00002da9,
+	0x00002dad, 0x00002db7, 0x00002dd5, 0x00002df5,
+	0x00002e19, 0x00002e3d, 0x00002e46, 0x00002e5d,
+	0x00002e65, 0x00002e76, 0x00002e7b, 0x00002ec0,
 	// Entry 140 - 15F
-	0x00002dce, 0x00002dd4, 0x00002dde, 0x00002de6,
-	0x00002dee, 0x00002e18, 0x00002e32, 0x00002e5a,
-	0x00002e8a, 0x00002e90, 0x00002e9f, 0x00002ef2,
-	0x00002f10, 0x00003032, 0x000030f1, 0x00003148,
-	0x00003172, 0x0000319e, 0x000031c8, 0x000031d0,
-	0x000031d6, 0x000031e3, 0x000031f5, 0x000031fe,
-	0x00003210, 0x0000321f, 0x00003241, 0x00003265,
-	0x00003281, 0x0000328f, 0x000032ba, 0x000032cc,
+	0x00002ed8, 0x00002edd, 0x00002ee8, 0x00002eee,
+	0x00002ef8, 0x00002f00, 0x00002f08, 0x00002f32,
+	0x00002f4c, 0x00002f74, 0x00002fa4, 0x00002faa,
+	0x00002fb9, 0x0000300c, 0x0000302a, 0x0000314c,
+	0x0000320b, 0x00003262, 0x0000328c, 0x000032b8,
+	0x000032e2, 0x000032ea, 0x000032f0, 0x000032fd,
+	0x0000330f, 0x00003318, 0x0000332a, 0x00003339,
+	0x0000335b, 0x0000337f, 0x0000339b, 0x000033a9,
 	// Entry 160 - 17F
-	0x000032e2, 0x000032e7, 0x000032ea, 0x00003314,
-	0x0000335d, 0x0000337d, 0x00003386, 0x00003398,
-	0x000033bb, 0x000033c9, 0x000033d8, 0x000033e5,
-	0x000033ef, 0x000033f8, 0x00003401, 0x0000340b,
-	0x00003413, 0x00003418, 0x00003420, 0x00003429,
-	0x00003432, 0x0000343f, 0x00003444, 0x0000344c,
-	0x00003453, 0x0000345b, 0x00003460, 0x0000346e,
-	0x00003475, 0x0000347c, 0x00003481, 0x00003488,
+	0x000033d4, 0x000033e6, 0x000033fc, 0x00003401,
+	0x00003404, 0x0000342e, 0x00003477, 0x00003497,
+	0x000034a0, 0x000034b2, 0x000034d5, 0x000034e3,
+	0x000034f2, 0x000034ff, 0x00003509, 0x00003512,
+	0x0000351b, 0x00003525, 0x0000352d, 0x00003532,
+	0x0000353a, 0x00003543, 0x0000354c, 0x00003559,
+	0x0000355e, 0x00003566, 0x0000356d, 0x00003575,
+	0x0000357a, 0x00003588, 0x0000358f, 0x00003596,
 	// Entry 180 - 19F
-	0x00003492, 0x00003499, 0x000034b6, 0x000034d0,
-	0x000034ee, 0x0000350e, 0x0000351c, 0x00003525,
-	0x0000352e, 0x00003537, 0x0000353b, 0x0000353e,
-	0x0000354a, 0x00003558, 0x00003565, 0x00003576,
-	0x00003585, 0x0000359c, 0x000035af, 0x000035bf,
-	0x000035ce, 0x000035dd, 0x000035e5, 0x000035ec,
-	0x000035f4, 0x000035fc, 0x0000360a, 0x00003618,
-	0x0000362e, 0x00003643, 0x00003654, 0x0000365a,
+	0x0000359b, 0x000035a2, 0x000035ac, 0x000035b3,
+	0x000035d0, 0x000035ea, 0x00003608, 0x00003628,
+	0x00003636, 0x0000363f, 0x00003648, 0x00003651,
+	0x00003655, 0x00003658, 0x00003664, 0x00003672,
+	0x0000367f, 0x00003690, 0x0000369f, 0x000036b6,
+	0x000036c9, 0x000036d9, 0x000036e8, 0x000036f7,
+	0x000036ff, 0x00003706, 0x0000370e, 0x00003716,
+	0x00003724, 0x00003732, 0x00003748, 0x0000375d,
 	// Entry 1A0 - 1BF
-	0x00003661, 0x0000366a, 0x00003686, 0x0000368f,
-	0x00003699, 0x000036a2, 0x000036ab, 0x000036b4,
-	0x000036cb, 0x000036d3, 0x000036e1, 0x0000370e,
-	0x0000371a, 0x00003728, 0x0000376f, 0x0000377b,
-	0x00003783, 0x000037ae, 0x000037f9, 0x000038bb,
-	0x000038bf, 0x000038e5, 0x000038ea, 0x00003905,
-	0x00003916, 0x00003922, 0x0000392a, 0x0000395c,
-	0x00003965, 0x0000396e, 0x0000398a, 0x00003997,
+	0x0000376e, 0x00003774, 0x0000377b, 0x00003784,
+	0x000037a0, 0x000037a9, 0x000037b3, 0x000037bc,
+	0x000037c5, 0x000037ce, 0x000037e5, 0x000037ed,
+	0x000037fb, 0x00003828, 0x00003834, 0x00003842,
+	0x00003889, 0x00003895, 0x0000389d, 0x000038c8,
+	0x00003913, 0x000039d5, 0x000039d9, 0x000039ff,
+	0x00003a04, 0x00003a1f, 0x00003a30, 0x00003a3c,
+	0x00003a44, 0x00003a76, 0x00003a7f, 0x00003a88,
 	// Entry 1C0 - 1DF
-	0x000039a5, 0x000039d1, 0x000039f7, 0x00003a02,
-	0x00003a30, 0x00003a4d, 0x00003a7c, 0x00003aae,
-	0x00003acc, 0x00003b01, 0x00003b1d, 0x00003b3c,
-	0x00003b4b, 0x00003b58, 0x00003b66, 0x00003b73,
-	0x00003b7c, 0x00003b97, 0x00003bb2, 0x00003bbc,
-	0x00003c0f, 0x00003c8d, 0x00003d03, 0x00003d30,
-	0x00003d6a, 0x00003dcf, 0x00003def, 0x00003e15,
-	0x00003e3f, 0x00003e77, 0x00003eb4, 0x00003ed8,
+	0x00003aa4, 0x00003ab1, 0x00003abf, 0x00003aeb,
+	0x00003b11, 0x00003b1c, 0x00003b4a, 0x00003b67,
+	0x00003b96, 0x00003bc8, 0x00003be6, 0x00003c1b,
+	0x00003c37, 0x00003c56, 0x00003c65, 0x00003c72,
+	0x00003c80, 0x00003c8d, 0x00003c96, 0x00003cb1,
+	0x00003ccc, 0x00003cd6, 0x00003d29, 0x00003da7,
+	0x00003e1d, 0x00003e4a, 0x00003e84, 0x00003ee9,
+	0x00003f09, 0x00003f2f, 0x00003f59, 0x00003f91,
 	// Entry 1E0 - 1FF
-	0x00003f51, 0x00003f76, 0x00003f90, 0x00003fae,
-	0x00003fe2, 0x00004022, 0x0000404c, 0x0000405b,
-	0x0000408c, 0x000040bb, 0x000040ce, 0x00004143,
-	0x00004156, 0x0000418a, 0x000041be, 0x000041ce,
-	0x00004215, 0x00004242, 0x0000424f, 0x0000425f,
-	0x0000428f, 0x000042c9, 0x000042ec, 0x000042f4,
-	0x0000430c, 0x00004329, 0x00004337, 0x00004348,
-	0x00004350, 0x0000435b, 0x0000437c, 0x000043be,
+	0x00003fce, 0x00003ff2, 0x0000406b, 0x00004090,
+	0x000040aa, 0x000040c8, 0x000040fc, 0x0000413c,
+	0x00004166, 0x00004175, 0x000041a6, 0x000041d5,
+	0x000041e8, 0x0000425d, 0x00004270, 0x000042a4,
+	0x000042d8, 0x000042e8, 0x0000432f, 0x0000435c,
+	0x00004369, 0x00004379, 0x000043a9, 0x000043e3,
+	0x00004406, 0x0000440e, 0x00004426, 0x00004443,
+	0x00004451, 0x00004462, 0x0000446a, 0x00004475,
 	// Entry 200 - 21F
-	0x000043ee, 0x00004400, 0x00004410, 0x00004442,
-	0x0000444e, 0x0000445f, 0x00004479, 0x0000448a,
-	0x00004490, 0x000044a4, 0x000044bc, 0x000044e1,
-	0x000044ef, 0x0000452d, 0x0000456a, 0x00004596,
-	0x000045d3, 0x000045e2, 0x000045ea, 0x000045f7,
-	0x00004607, 0x0000461e, 0x00004629, 0x00004638,
-	0x0000463e, 0x0000464c, 0x00004656, 0x00004661,
-	0x00004674, 0x00004699, 0x000046c4, 0x00004755,
+	0x00004496, 0x000044d8, 0x00004508, 0x0000451a,
+	0x0000452a, 0x0000455c, 0x00004568, 0x00004579,
+	0x00004593, 0x000045a4, 0x000045aa, 0x000045be,
+	0x000045d6, 0x000045fb, 0x00004609, 0x00004647,
+	0x00004684, 0x000046b0, 0x000046ed, 0x000046fc,
+	0x00004704, 0x00004711, 0x00004721, 0x00004738,
+	0x00004743, 0x00004752, 0x00004758, 0x00004766,
+	0x00004770, 0x0000477b, 0x0000478e, 0x000047b3,
 	// Entry 220 - 23F
-	0x00004790, 0x000047af, 0x000047ed, 0x00004824,
-	0x00004852, 0x00004860, 0x000048f3, 0x00004911,
-	0x0000499d, 0x000049ab, 0x000049bf, 0x000049e0,
-	0x000049f4, 0x000049fa, 0x00004a0e, 0x00004a81,
-	0x00004ace, 0x00004adf, 0x00004af6, 0x00004b13,
-	0x00004b21, 0x00004b2f, 0x00004b37, 0x00004b42,
-	0x00004b48, 0x00004c3a, 0x00004c40, 0x00004c72,
-	0x00004c77, 0x00004c87, 0x00004c92, 0x00004c9b,
+	0x000047de, 0x0000486f, 0x000048aa, 0x000048c9,
+	0x00004907, 0x0000493e, 0x0000496c, 0x0000497a,
+	0x00004a0d, 0x00004a2b, 0x00004ab7, 0x00004ac5,
+	0x00004ad9, 0x00004afa, 0x00004b0e, 0x00004b14,
+	0x00004b28, 0x00004b9b, 0x00004be8, 0x00004bf9,
+	0x00004c10, 0x00004c2d, 0x00004c3b, 0x00004c49,
+	0x00004c51, 0x00004c5c, 0x00004c62, 0x00004d54,
+	0x00004d5a, 0x00004d8c, 0x00004d91, 0x00004da1,
 	// Entry 240 - 25F
-	0x00004cab, 0x00004cc5, 0x00004d6a, 0x00004d80,
-	0x00004e05, 0x00004e7f, 0x00004e8e, 0x00004f48,
-	0x00004f99, 0x00004f9e, 0x00004fac, 0x00004fbc,
-	0x00004fc8, 0x00004fd8, 0x00004fe2, 0x00005005,
-	0x0000501e, 0x00005031, 0x0000509d, 0x000050ac,
-	0x000050ba, 0x000050d6, 0x000050e5, 0x000050fb,
-	0x00005134, 0x00005166, 0x00005174, 0x000051cc,
-	0x00005203, 0x0000521a, 0x0000525e, 0x00005283,
+	0x00004dac, 0x00004db5, 0x00004dc5, 0x00004ddf,
+	0x00004e84, 0x00004e9a, 0x00004f1f, 0x00004f99,
+	0x00004fa8, 0x00005062, 0x000050b3, 0x000050b8,
+	0x000050c6, 0x000050d6, 0x000050e2, 0x000050f2,
+	0x000050fc, 0x0000511f, 0x00005138, 0x0000514b,
+	0x000051b7, 0x000051c6, 0x000051d4, 0x000051f0,
+	0x000051ff, 0x00005215, 0x0000524e, 0x00005280,
+	0x0000528e, 0x000052e6, 0x0000531d, 0x00005334,
 	// Entry 260 - 27F
-	0x000052fa, 0x00005310, 0x0000533e, 0x00005355,
-	0x00005368, 0x00005390, 0x00005397, 0x000053f2,
-	0x0000541c, 0x0000544c, 0x000054aa, 0x0000554a,
-	0x0000555e, 0x00005609, 0x0000567f, 0x00005687,
-	0x000056c2, 0x000056c8, 0x00005744, 0x0000578c,
-	0x000057b7, 0x00005819, 0x0000587b, 0x00005922,
-	0x00005927, 0x00005931, 0x00005939, 0x00005954,
-	0x0000595a, 0x00005962, 0x00005970, 0x0000597a,
+	0x00005378, 0x0000539d, 0x00005414, 0x0000542a,
+	0x00005458, 0x0000546f, 0x00005482, 0x000054aa,
+	0x000054b1, 0x0000550c, 0x00005536, 0x00005566,
+	0x000055c4, 0x00005664, 0x00005678, 0x00005723,
+	0x00005799, 0x000057a1, 0x000057dc, 0x000057e2,
+	0x0000585e, 0x000058a6, 0x000058d1, 0x00005933,
+	0x00005995, 0x00005a3c, 0x00005a41, 0x00005a4b,
+	0x00005a53, 0x00005a6e, 0x00005a74, 0x00005a7c,
 	// Entry 280 - 29F
-	0x00005987, 0x00005991, 0x000059a4, 0x000059c8,
-	0x00005a48, 0x00005a59, 0x00005a61, 0x00005ad6,
-	0x00005b2a, 0x00005b6c, 0x00005b7b, 0x00005b87,
-	0x00005bc3, 0x00005bfd, 0x00005c0b, 0x00005c18,
-	0x00005c26, 0x00005c34, 0x00005c42, 0x00005c74,
-	0x00005ca4, 0x00005d00, 0x00005d0d, 0x00005d2d,
-	0x00005d47, 0x00005d4c, 0x00005d5d, 0x00005de3,
-	0x00005e08, 0x00005e0f, 0x00005e18, 0x00005e2b,
+	0x00005a8a, 0x00005a94, 0x00005aa1, 0x00005aab,
+	0x00005abe, 0x00005ae2, 0x00005b62, 0x00005b73,
+	0x00005b7b, 0x00005bf0, 0x00005c44, 0x00005c86,
+	0x00005c95, 0x00005ca1, 0x00005cdd, 0x00005d17,
+	0x00005d25, 0x00005d32, 0x00005d40, 0x00005d4e,
+	0x00005d5c, 0x00005d8e, 0x00005dbe, 0x00005e1a,
+	0x00005e27, 0x00005e47, 0x00005e61, 0x00005e66,
+	0x00005e77, 0x00005efd, 0x00005f22, 0x00005f29,
 	// Entry 2A0 - 2BF
-	0x00005e35, 0x00005e3f, 0x00005e49, 0x00005e61,
-	0x00005e77, 0x00005e83, 0x00005ea5, 0x00005eac,
-	0x00005eb9, 0x00005eca, 0x00005ef1, 0x00005f01,
-	0x00005f55, 0x00005fa5, 0x00006005, 0x00006058,
-	0x00006090, 0x000060e0, 0x00006114, 0x00006133,
-	0x00006153,
-} // Size: 2796 bytes
+	0x00005f32, 0x00005f45, 0x00005f4f, 0x00005f59,
+	0x00005f63, 0x00005f7b, 0x00005f91, 0x00005f9d,
+	0x00005fbf, 0x00005fc6, 0x00005fd3, 0x00005fe4,
+	0x0000600b, 0x0000601b, 0x0000606f, 0x000060bf,
+	0x0000611f, 0x00006172, 0x000061aa, 0x000061fa,
+	0x0000622e, 0x0000624d, 0x0000626d,
+} // Size: 2804 bytes
 
-const enData string = "" + // Size: 24915 bytes
+const enData string = "" + // Size: 25197 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -956,16 +958,20 @@ const enData string = "" + // Size: 24915 bytes
 	"was done.\x02Cannot act on this instance\x02Back to the instance\x02Some" +
 	"one acted on this instance after this page was opened (%[1]s by %[2]s, %" +
 	"[3]s). Nothing was done: look at it again before deciding.\x02This insta" +
+	"nce has already ended (it is %[1]s now): someone acted on it after this " +
+	"page was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This insta" +
+	"nce is no longer held (it is %[1]s now): someone acted on it after this " +
+	"page was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This insta" +
 	"nce is %[1]s, not held: there is nothing to retry.\x02This instance is %" +
 	"[1]s, not held: there is nothing to abandon.\x02This instance is %[1]s: " +
 	"there is nothing to stop.\x02The reason you gave, not recorded:\x02Someo" +
 	"ne acted on this instance after this page was opened. Nothing was done: " +
 	"look at it again before deciding.\x02This instance is no longer held (it" +
 	" is %[1]s now): someone may have acted on it first. Nothing was done." +
-	"\x02Its occurrence failed before any attempt: its inputs could not be bu" +
-	"ilt, so a retry would fail the same way. Abandon or stop the instance in" +
-	"stead. Nothing was done.\x02This instance has already ended; there is no" +
-	"thing to stop.\x02Relais refused the action. Nothing was done.\x02This i" +
+	"\x02This instance has already ended; there is nothing to stop.\x02Its oc" +
+	"currence failed before any attempt: its inputs could not be built, so a " +
+	"retry would fail the same way. Abandon or stop the instance instead. Not" +
+	"hing was done.\x02Relais refused the action. Nothing was done.\x02This i" +
 	"nstance was already stopped; nothing changed and nothing was recorded." +
 	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
 	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
@@ -1320,7 +1326,7 @@ const enData string = "" + // Size: 24915 bytes
 	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
 	"nly."
 
-var frIndex = []uint32{ // 693 elements
+var frIndex = []uint32{ // 695 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1331,195 +1337,195 @@ var frIndex = []uint32{ // 693 elements
 	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
 	0x000006c8, 0x000006df, 0x00000706, 0x0000071d,
 	// Entry 20 - 3F
-	0x000007c3, 0x0000080c, 0x00000856, 0x00000890,
-	0x000008c1, 0x0000094e, 0x000009d3, 0x00000aab,
-	0x00000af0, 0x00000b24, 0x00000b81, 0x00000bea,
-	0x00000c61, 0x00000cca, 0x00000d3f, 0x00000daa,
-	0x00000dbb, 0x00000e16, 0x00000e76, 0x00000e7d,
-	0x00000ebe, 0x00000ed2, 0x00000f70, 0x00000fa4,
-	0x00000fe3, 0x00001074, 0x000010f4, 0x00001130,
-	0x00001170, 0x000011c9, 0x00001207, 0x00001245,
+	0x000007c3, 0x00000876, 0x0000092a, 0x00000973,
+	0x000009bd, 0x000009f7, 0x00000a28, 0x00000ab5,
+	0x00000b3a, 0x00000b7f, 0x00000c57, 0x00000c8b,
+	0x00000ce8, 0x00000d51, 0x00000dc8, 0x00000e31,
+	0x00000ea6, 0x00000f11, 0x00000f22, 0x00000f7d,
+	0x00000fdd, 0x00000fe4, 0x00001025, 0x00001039,
+	0x000010d7, 0x0000110b, 0x0000114a, 0x000011db,
+	0x0000125b, 0x00001297, 0x000012d7, 0x00001330,
 	// Entry 40 - 5F
-	0x00001282, 0x00001301, 0x0000134b, 0x000013e3,
-	0x0000144c, 0x00001486, 0x000014e7, 0x00001590,
-	0x0000159c, 0x000015a6, 0x000015ad, 0x000015ba,
-	0x000015ca, 0x000015e2, 0x000015f5, 0x00001609,
-	0x0000162a, 0x00001634, 0x0000167c, 0x00001828,
-	0x0000184a, 0x0000187f, 0x00001968, 0x00001a11,
-	0x00001a86, 0x00001b65, 0x00001b85, 0x00001b8b,
-	0x00001b8f, 0x00001b96, 0x00001b9c, 0x00001bb2,
+	0x0000136e, 0x000013ac, 0x000013e9, 0x00001468,
+	0x000014b2, 0x0000154a, 0x000015b3, 0x000015ed,
+	0x0000164e, 0x000016f7, 0x00001703, 0x0000170d,
+	0x00001714, 0x00001721, 0x00001731, 0x00001749,
+	0x0000175c, 0x00001770, 0x00001791, 0x0000179b,
+	0x000017e3, 0x0000198f, 0x000019b1, 0x000019e6,
+	0x00001acf, 0x00001b78, 0x00001bed, 0x00001ccc,
+	0x00001cec, 0x00001cf2, 0x00001cf6, 0x00001cfd,
 	// Entry 60 - 7F
-	0x00001bc9, 0x00001bd9, 0x00001be4, 0x00001bf6,
-	0x00001cdb, 0x00001ce3, 0x00001cf9, 0x00001d0d,
-	0x00001d39, 0x00001d4c, 0x00001e1f, 0x00001e68,
-	0x00001e9e, 0x00001f2d, 0x00001f3c, 0x00001f43,
-	0x00001f54, 0x00001f6a, 0x00001f70, 0x00001f81,
-	0x00001f8b, 0x00001fb2, 0x00001fce, 0x00001fd6,
-	0x00001fe3, 0x00001fef, 0x00001ffd, 0x0000200a,
-	0x00002011, 0x0000201f, 0x00002043, 0x00002053,
+	0x00001d03, 0x00001d19, 0x00001d30, 0x00001d40,
+	0x00001d4b, 0x00001d5d, 0x00001e42, 0x00001e4a,
+	0x00001e60, 0x00001e74, 0x00001ea0, 0x00001eb3,
+	0x00001f86, 0x00001fcf, 0x00002005, 0x00002094,
+	0x000020a3, 0x000020aa, 0x000020bb, 0x000020d1,
+	0x000020d7, 0x000020e8, 0x000020f2, 0x00002119,
+	0x00002135, 0x0000213d, 0x0000214a, 0x00002156,
+	0x00002164, 0x00002171, 0x00002178, 0x00002186,
 	// Entry 80 - 9F
-	0x0000206b, 0x0000208c, 0x000020bf, 0x000020f0,
-	0x00002122, 0x00002130, 0x000021e4, 0x000021f6,
-	0x00002276, 0x00002292, 0x000022aa, 0x000022ed,
-	0x0000240b, 0x00002417, 0x0000242a, 0x000024a6,
-	0x000024c2, 0x00002519, 0x00002531, 0x000025c9,
-	0x000026ba, 0x000026e8, 0x000026eb, 0x000026ef,
-	0x000026f6, 0x00002700, 0x00002706, 0x0000270e,
-	0x00002714, 0x0000271e, 0x0000273f, 0x00002758,
+	0x000021aa, 0x000021ba, 0x000021d2, 0x000021f3,
+	0x00002226, 0x00002257, 0x00002289, 0x00002297,
+	0x0000234b, 0x0000235d, 0x000023dd, 0x000023f9,
+	0x00002411, 0x00002454, 0x00002572, 0x0000257e,
+	0x00002591, 0x0000260d, 0x00002629, 0x00002680,
+	0x00002698, 0x00002730, 0x00002821, 0x0000284f,
+	0x00002852, 0x00002856, 0x0000285d, 0x00002867,
+	0x0000286d, 0x00002875, 0x0000287b, 0x00002885,
 	// Entry A0 - BF
-	0x0000276b, 0x00002790, 0x000027aa, 0x000027e2,
-	0x000027fd, 0x00002863, 0x00002895, 0x0000289b,
-	0x000028a0, 0x000028ac, 0x000028bb, 0x000028c7,
-	0x000028d3, 0x000028e5, 0x000028f6, 0x0000297a,
-	0x0000298c, 0x000029a3, 0x000029ae, 0x00002a03,
-	0x00002a10, 0x00002a35, 0x00002a41, 0x00002a4b,
-	0x00002a51, 0x00002a5d, 0x00002a75, 0x00002ac7,
-	0x00002ad7, 0x00002ae7, 0x00002af0, 0x00002afb,
+	0x000028a6, 0x000028bf, 0x000028d2, 0x000028f7,
+	0x00002911, 0x00002949, 0x00002964, 0x000029ca,
+	0x000029fc, 0x00002a02, 0x00002a07, 0x00002a13,
+	0x00002a22, 0x00002a2e, 0x00002a3a, 0x00002a4c,
+	0x00002a5d, 0x00002ae1, 0x00002af3, 0x00002b0a,
+	0x00002b15, 0x00002b6a, 0x00002b77, 0x00002b9c,
+	0x00002ba8, 0x00002bb2, 0x00002bb8, 0x00002bc4,
+	0x00002bdc, 0x00002c2e, 0x00002c3e, 0x00002c4e,
 	// Entry C0 - DF
-	0x00002b03, 0x00002b23, 0x00002b45, 0x00002b6d,
-	0x00002b76, 0x00002b86, 0x00002ba6, 0x00002bae,
-	0x00002bbd, 0x00002bdc, 0x00002c07, 0x00002c2d,
-	0x00002c3d, 0x00002c47, 0x00002c51, 0x00002c70,
-	0x00002c8e, 0x00002d66, 0x00002d84, 0x00002dc8,
-	0x00002e05, 0x00002e38, 0x00002e68, 0x00002e94,
-	0x00002ec4, 0x00002ee6, 0x00002f01, 0x00002f1c,
-	0x00002f38, 0x00002f54, 0x00002f6a, 0x00002f84,
+	0x00002c57, 0x00002c62, 0x00002c6a, 0x00002c8a,
+	0x00002cac, 0x00002cd4, 0x00002cdd, 0x00002ced,
+	0x00002d0d, 0x00002d15, 0x00002d24, 0x00002d43,
+	0x00002d6e, 0x00002d94, 0x00002da4, 0x00002dae,
+	0x00002db8, 0x00002dd7, 0x00002df5, 0x00002ecd,
+	0x00002eeb, 0x00002f2f, 0x00002f6c, 0x00002f9f,
+	0x00002fcf, 0x00002ffb, 0x0000302b, 0x0000304d,
+	0x00003068, 0x00003083, 0x0000309f, 0x000030bb,
 	// Entry E0 - FF
-	0x00002fbb, 0x00002ff1, 0x00003011, 0x00003030,
-	0x00003037, 0x000030a1, 0x000030b7, 0x000030bc,
-	0x000030d0, 0x000030e8, 0x0000310d, 0x0000313b,
-	0x00003225, 0x0000323a, 0x0000323e, 0x00003251,
-	0x00003260, 0x00003277, 0x00003286, 0x000032ab,
-	0x000032c5, 0x000032d7, 0x000032ea, 0x00003306,
-	0x00003333, 0x00003350, 0x00003373, 0x0000337e,
-	0x00003389, 0x00003395, 0x000034fe, 0x00003525,
+	0x000030d1, 0x000030eb, 0x00003122, 0x00003158,
+	0x00003178, 0x00003197, 0x0000319e, 0x00003208,
+	0x0000321e, 0x00003223, 0x00003237, 0x0000324f,
+	0x00003274, 0x000032a2, 0x0000338c, 0x000033a1,
+	0x000033a5, 0x000033b8, 0x000033c7, 0x000033de,
+	0x000033ed, 0x00003412, 0x0000342c, 0x0000343e,
+	0x00003451, 0x0000346d, 0x0000349a, 0x000034b7,
+	0x000034da, 0x000034e5, 0x000034f0, 0x000034fc,
 	// Entry 100 - 11F
-	0x00003563, 0x0000356f, 0x00003578, 0x0000358c,
-	0x00003596, 0x000035bd, 0x000035d9, 0x000035f4,
-	0x00003624, 0x00003663, 0x0000367e, 0x0000368d,
-	0x0000369e, 0x000036bf, 0x0000372a, 0x00003742,
-	0x00003788, 0x000037f3, 0x000037fd, 0x00003807,
-	0x00003821, 0x0000386a, 0x00003872, 0x0000387d,
-	0x0000388b, 0x0000389b, 0x000038c5, 0x000038ee,
-	0x000038fe, 0x0000391d, 0x00003929, 0x00003942,
+	0x00003665, 0x0000368c, 0x000036ca, 0x000036d6,
+	0x000036df, 0x000036f3, 0x000036fd, 0x00003724,
+	0x00003740, 0x0000375b, 0x0000378b, 0x000037ca,
+	0x000037e5, 0x000037f4, 0x00003805, 0x00003826,
+	0x00003891, 0x000038a9, 0x000038ef, 0x0000395a,
+	0x00003964, 0x0000396e, 0x00003988, 0x000039d1,
+	0x000039d9, 0x000039e4, 0x000039f2, 0x00003a02,
+	0x00003a2c, 0x00003a55, 0x00003a65, 0x00003a84,
 	// Entry 120 - 13F
-	0x0000394d, 0x0000395a, 0x00003969, 0x00003971,
-	0x0000397b, 0x00003983, 0x0000398b, 0x00003991,
-	0x00003998, 0x0000399d, 0x000039a2, 0x000039a6,
-	0x000039ab, 0x000039b1, 0x000039b7, 0x000039bd,
-	0x000039c2, 0x000039c7, 0x000039cd, 0x000039d7,
-	0x000039f7, 0x00003a19, 0x00003a3d, 0x00003a63,
-	0x00003a6c, 0x00003a88, 0x00003a91, 0x00003aa9,
-	0x00003ab2, 0x00003b06, 0x00003b26, 0x00003b2c,
+	0x00003a90, 0x00003aa9, 0x00003ab4, 0x00003ac1,
+	0x00003ad0, 0x00003ad8, 0x00003ae2, 0x00003aea,
+	0x00003af2, 0x00003af8, 0x00003aff, 0x00003b04,
+	0x00003b09, 0x00003b0d, 0x00003b12, 0x00003b18,
+	0x00003b1e, 0x00003b24, 0x00003b29, 0x00003b2e,
+	0x00003b34, 0x00003b3e, 0x00003b5e, 0x00003b80,
+	0x00003ba4, 0x00003bca, 0x00003bd3, 0x00003bef,
+	0x00003bf8, 0x00003c10, 0x00003c19, 0x00003c6d,
 	// Entry 140 - 15F
-	0x00003b37, 0x00003b3d, 0x00003b4b, 0x00003b56,
-	0x00003b64, 0x00003b97, 0x00003bbb, 0x00003bea,
-	0x00003c33, 0x00003c3a, 0x00003c50, 0x00003cc3,
-	0x00003ce9, 0x00003e78, 0x00003f7f, 0x00003fcf,
-	0x00004000, 0x00004033, 0x00004062, 0x00004070,
-	0x0000407d, 0x0000408f, 0x000040a4, 0x000040b1,
-	0x000040c6, 0x000040d9, 0x00004104, 0x00004131,
-	0x00004155, 0x00004167, 0x0000419f, 0x000041b6,
+	0x00003c8d, 0x00003c93, 0x00003c9e, 0x00003ca4,
+	0x00003cb2, 0x00003cbd, 0x00003ccb, 0x00003cfe,
+	0x00003d22, 0x00003d51, 0x00003d9a, 0x00003da1,
+	0x00003db7, 0x00003e2a, 0x00003e50, 0x00003fdf,
+	0x000040e6, 0x00004136, 0x00004167, 0x0000419a,
+	0x000041c9, 0x000041d7, 0x000041e4, 0x000041f6,
+	0x0000420b, 0x00004218, 0x0000422d, 0x00004240,
+	0x0000426b, 0x00004298, 0x000042bc, 0x000042ce,
 	// Entry 160 - 17F
-	0x000041cd, 0x000041d0, 0x000041d3, 0x00004207,
-	0x00004251, 0x00004286, 0x0000428f, 0x000042a6,
-	0x000042d4, 0x000042e7, 0x000042f9, 0x0000430a,
-	0x00004315, 0x00004320, 0x0000432b, 0x00004334,
-	0x0000433d, 0x00004346, 0x0000434f, 0x00004358,
-	0x0000435f, 0x0000436d, 0x00004373, 0x0000437a,
-	0x00004381, 0x0000438a, 0x0000438f, 0x0000439d,
-	0x000043a3, 0x000043a9, 0x000043af, 0x000043b7,
+	0x00004306, 0x0000431d, 0x00004334, 0x00004337,
+	0x0000433a, 0x0000436e, 0x000043b8, 0x000043ed,
+	0x000043f6, 0x0000440d, 0x0000443b, 0x0000444e,
+	0x00004460, 0x00004471, 0x0000447c, 0x00004487,
+	0x00004492, 0x0000449b, 0x000044a4, 0x000044ad,
+	0x000044b6, 0x000044bf, 0x000044c6, 0x000044d4,
+	0x000044da, 0x000044e1, 0x000044e8, 0x000044f1,
+	0x000044f6, 0x00004504, 0x0000450a, 0x00004510,
 	// Entry 180 - 19F
-	0x000043c0, 0x000043c9, 0x000043e6, 0x00004401,
-	0x00004424, 0x00004445, 0x00004454, 0x0000445f,
-	0x0000446a, 0x00004477, 0x0000447b, 0x0000447f,
-	0x0000448d, 0x0000449b, 0x000044a9, 0x000044c9,
-	0x000044dc, 0x000044f5, 0x0000450a, 0x0000451b,
-	0x0000452d, 0x0000453f, 0x00004545, 0x0000454c,
-	0x00004554, 0x0000455c, 0x0000457a, 0x00004598,
-	0x000045af, 0x000045c4, 0x000045d5, 0x000045db,
+	0x00004516, 0x0000451e, 0x00004527, 0x00004530,
+	0x0000454d, 0x00004568, 0x0000458b, 0x000045ac,
+	0x000045bb, 0x000045c6, 0x000045d1, 0x000045de,
+	0x000045e2, 0x000045e6, 0x000045f4, 0x00004602,
+	0x00004610, 0x00004630, 0x00004643, 0x0000465c,
+	0x00004671, 0x00004682, 0x00004694, 0x000046a6,
+	0x000046ac, 0x000046b3, 0x000046bb, 0x000046c3,
+	0x000046e1, 0x000046ff, 0x00004716, 0x0000472b,
 	// Entry 1A0 - 1BF
-	0x000045f4, 0x000045ff, 0x00004633, 0x00004640,
-	0x0000465e, 0x0000466c, 0x00004675, 0x0000467c,
-	0x00004697, 0x000046a1, 0x000046b4, 0x000046ee,
-	0x000046f7, 0x00004706, 0x0000476a, 0x00004776,
-	0x00004780, 0x000047b0, 0x0000480b, 0x000048f2,
-	0x000048fd, 0x00004930, 0x00004935, 0x00004955,
-	0x00004972, 0x00004992, 0x000049a7, 0x000049e8,
-	0x000049f3, 0x000049fd, 0x00004a26, 0x00004a37,
+	0x0000473c, 0x00004742, 0x0000475b, 0x00004766,
+	0x0000479a, 0x000047a7, 0x000047c5, 0x000047d3,
+	0x000047dc, 0x000047e3, 0x000047fe, 0x00004808,
+	0x0000481b, 0x00004855, 0x0000485e, 0x0000486d,
+	0x000048d1, 0x000048dd, 0x000048e7, 0x00004917,
+	0x00004972, 0x00004a59, 0x00004a64, 0x00004a97,
+	0x00004a9c, 0x00004abc, 0x00004ad9, 0x00004af9,
+	0x00004b0e, 0x00004b4f, 0x00004b5a, 0x00004b64,
 	// Entry 1C0 - 1DF
-	0x00004a45, 0x00004a81, 0x00004aab, 0x00004ad3,
-	0x00004b12, 0x00004b33, 0x00004b71, 0x00004bb1,
-	0x00004bd1, 0x00004c12, 0x00004c3e, 0x00004c65,
-	0x00004c7d, 0x00004c91, 0x00004ca8, 0x00004cb6,
-	0x00004cc1, 0x00004ce4, 0x00004d03, 0x00004d1f,
-	0x00004d8d, 0x00004e12, 0x00004e8f, 0x00004ecf,
-	0x00004f15, 0x00004f87, 0x00004faf, 0x00004fd2,
-	0x00005009, 0x00005050, 0x000050a3, 0x000050cc,
+	0x00004b8d, 0x00004b9e, 0x00004bac, 0x00004be8,
+	0x00004c12, 0x00004c3a, 0x00004c79, 0x00004c9a,
+	0x00004cd8, 0x00004d18, 0x00004d38, 0x00004d79,
+	0x00004da5, 0x00004dcc, 0x00004de4, 0x00004df8,
+	0x00004e0f, 0x00004e1d, 0x00004e28, 0x00004e4b,
+	0x00004e6a, 0x00004e86, 0x00004ef4, 0x00004f79,
+	0x00004ff6, 0x00005036, 0x0000507c, 0x000050ee,
+	0x00005116, 0x00005139, 0x00005170, 0x000051b7,
 	// Entry 1E0 - 1FF
-	0x00005172, 0x00005198, 0x000051bf, 0x000051e7,
-	0x0000522e, 0x00005278, 0x000052ab, 0x000052be,
-	0x000052ec, 0x00005328, 0x0000533e, 0x000053d2,
-	0x000053e5, 0x00005422, 0x0000545e, 0x00005471,
-	0x000054c5, 0x000054fa, 0x0000550c, 0x00005523,
-	0x00005560, 0x000055b0, 0x000055da, 0x000055e5,
-	0x00005602, 0x00005621, 0x00005632, 0x0000564c,
-	0x00005655, 0x0000565f, 0x0000567e, 0x000056cc,
+	0x0000520a, 0x00005233, 0x000052d9, 0x000052ff,
+	0x00005326, 0x0000534e, 0x00005395, 0x000053df,
+	0x00005412, 0x00005425, 0x00005453, 0x0000548f,
+	0x000054a5, 0x00005539, 0x0000554c, 0x00005589,
+	0x000055c5, 0x000055d8, 0x0000562c, 0x00005661,
+	0x00005673, 0x0000568a, 0x000056c7, 0x00005717,
+	0x00005741, 0x0000574c, 0x00005769, 0x00005788,
+	0x00005799, 0x000057b3, 0x000057bc, 0x000057c6,
 	// Entry 200 - 21F
-	0x00005701, 0x00005717, 0x00005728, 0x00005765,
-	0x0000577e, 0x00005794, 0x000057be, 0x000057d1,
-	0x000057d8, 0x000057f3, 0x00005813, 0x00005843,
-	0x0000585a, 0x00005892, 0x000058cd, 0x000058f9,
-	0x0000594d, 0x0000595d, 0x00005968, 0x0000597c,
-	0x0000598e, 0x000059a4, 0x000059b6, 0x000059c8,
-	0x000059ce, 0x000059e0, 0x000059ee, 0x000059fd,
-	0x00005a13, 0x00005a3d, 0x00005a70, 0x00005b18,
+	0x000057e5, 0x00005833, 0x00005868, 0x0000587e,
+	0x0000588f, 0x000058cc, 0x000058e5, 0x000058fb,
+	0x00005925, 0x00005938, 0x0000593f, 0x0000595a,
+	0x0000597a, 0x000059aa, 0x000059c1, 0x000059f9,
+	0x00005a34, 0x00005a60, 0x00005ab4, 0x00005ac4,
+	0x00005acf, 0x00005ae3, 0x00005af5, 0x00005b0b,
+	0x00005b1d, 0x00005b2f, 0x00005b35, 0x00005b47,
+	0x00005b55, 0x00005b64, 0x00005b7a, 0x00005ba4,
 	// Entry 220 - 23F
-	0x00005b68, 0x00005b90, 0x00005be2, 0x00005c24,
-	0x00005c60, 0x00005c77, 0x00005d3f, 0x00005d6c,
-	0x00005e27, 0x00005e41, 0x00005e5a, 0x00005e7b,
-	0x00005e91, 0x00005e98, 0x00005eb2, 0x00005f47,
-	0x00005faa, 0x00005fbd, 0x00005fe4, 0x0000600c,
-	0x0000601a, 0x0000602a, 0x00006032, 0x00006043,
-	0x0000604a, 0x00006180, 0x00006187, 0x000061c1,
-	0x000061c6, 0x000061db, 0x000061ef, 0x00006201,
+	0x00005bd7, 0x00005c7f, 0x00005ccf, 0x00005cf7,
+	0x00005d49, 0x00005d8b, 0x00005dc7, 0x00005dde,
+	0x00005ea6, 0x00005ed3, 0x00005f8e, 0x00005fa8,
+	0x00005fc1, 0x00005fe2, 0x00005ff8, 0x00005fff,
+	0x00006019, 0x000060ae, 0x00006111, 0x00006124,
+	0x0000614b, 0x00006173, 0x00006181, 0x00006191,
+	0x00006199, 0x000061aa, 0x000061b1, 0x000062e7,
+	0x000062ee, 0x00006328, 0x0000632d, 0x00006342,
 	// Entry 240 - 25F
-	0x00006217, 0x00006231, 0x00006306, 0x0000631e,
-	0x000063bf, 0x0000644e, 0x0000645e, 0x00006538,
-	0x000065fa, 0x000065ff, 0x0000660f, 0x0000661d,
-	0x0000662d, 0x0000663d, 0x00006647, 0x00006670,
-	0x0000668a, 0x000066a5, 0x00006733, 0x00006744,
-	0x00006751, 0x0000676c, 0x00006780, 0x0000679e,
-	0x000067e9, 0x0000682a, 0x00006842, 0x000068b8,
-	0x000068fe, 0x00006917, 0x0000696a, 0x000069a5,
+	0x00006356, 0x00006368, 0x0000637e, 0x00006398,
+	0x0000646d, 0x00006485, 0x00006526, 0x000065b5,
+	0x000065c5, 0x0000669f, 0x00006761, 0x00006766,
+	0x00006776, 0x00006784, 0x00006794, 0x000067a4,
+	0x000067ae, 0x000067d7, 0x000067f1, 0x0000680c,
+	0x0000689a, 0x000068ab, 0x000068b8, 0x000068d3,
+	0x000068e7, 0x00006905, 0x00006950, 0x00006991,
+	0x000069a9, 0x00006a1f, 0x00006a65, 0x00006a7e,
 	// Entry 260 - 27F
-	0x00006a3d, 0x00006a69, 0x00006a9d, 0x00006ac3,
-	0x00006adb, 0x00006b06, 0x00006b10, 0x00006b8a,
-	0x00006bbf, 0x00006c00, 0x00006c74, 0x00006d4d,
-	0x00006d66, 0x00006e2f, 0x00006eac, 0x00006eb9,
-	0x00006f0b, 0x00006f11, 0x00006fad, 0x00007001,
-	0x0000702c, 0x000070b8, 0x0000714e, 0x00007210,
-	0x00007216, 0x0000722c, 0x00007237, 0x00007267,
-	0x0000726e, 0x00007279, 0x00007287, 0x00007294,
+	0x00006ad1, 0x00006b0c, 0x00006ba4, 0x00006bd0,
+	0x00006c04, 0x00006c2a, 0x00006c42, 0x00006c6d,
+	0x00006c77, 0x00006cf1, 0x00006d26, 0x00006d67,
+	0x00006ddb, 0x00006eb4, 0x00006ecd, 0x00006f96,
+	0x00007013, 0x00007020, 0x00007072, 0x00007078,
+	0x00007114, 0x00007168, 0x00007193, 0x0000721f,
+	0x000072b5, 0x00007377, 0x0000737d, 0x00007393,
+	0x0000739e, 0x000073ce, 0x000073d5, 0x000073e0,
 	// Entry 280 - 29F
-	0x000072a2, 0x000072af, 0x000072c8, 0x000072f5,
-	0x0000739e, 0x000073b1, 0x000073bb, 0x0000744a,
-	0x000074ab, 0x000074fd, 0x0000750f, 0x00007522,
-	0x00007560, 0x0000759c, 0x000075a8, 0x000075b5,
-	0x000075c3, 0x000075d1, 0x000075e1, 0x0000761d,
-	0x00007657, 0x000076d4, 0x000076df, 0x00007709,
-	0x00007725, 0x00007729, 0x0000773b, 0x000077fd,
-	0x00007830, 0x0000783b, 0x00007845, 0x0000785a,
+	0x000073ee, 0x000073fb, 0x00007409, 0x00007416,
+	0x0000742f, 0x0000745c, 0x00007505, 0x00007518,
+	0x00007522, 0x000075b1, 0x00007612, 0x00007664,
+	0x00007676, 0x00007689, 0x000076c7, 0x00007703,
+	0x0000770f, 0x0000771c, 0x0000772a, 0x00007738,
+	0x00007748, 0x00007784, 0x000077be, 0x0000783b,
+	0x00007846, 0x00007870, 0x0000788c, 0x00007890,
+	0x000078a2, 0x00007964, 0x00007997, 0x000079a2,
 	// Entry 2A0 - 2BF
-	0x00007863, 0x0000786d, 0x00007882, 0x000078a6,
-	0x000078c0, 0x000078d5, 0x00007901, 0x00007906,
-	0x0000791b, 0x0000792d, 0x00007962, 0x00007973,
-	0x000079e9, 0x00007a74, 0x00007b03, 0x00007b6a,
-	0x00007bac, 0x00007c1f, 0x00007c67, 0x00007c95,
-	0x00007cc8,
-} // Size: 2796 bytes
+	0x000079ac, 0x000079c1, 0x000079ca, 0x000079d4,
+	0x000079e9, 0x00007a0d, 0x00007a27, 0x00007a3c,
+	0x00007a68, 0x00007a6d, 0x00007a82, 0x00007a94,
+	0x00007ac9, 0x00007ada, 0x00007b50, 0x00007bdb,
+	0x00007c6a, 0x00007cd1, 0x00007d13, 0x00007d86,
+	0x00007dce, 0x00007dfc, 0x00007e2f,
+} // Size: 2804 bytes
 
-const frData string = "" + // Size: 31944 bytes
+const frData string = "" + // Size: 32303 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1548,233 +1554,238 @@ const frData string = "" + // Size: 31944 bytes
 	"nstance\x02Retour à l’instance\x02Quelqu’un a agi sur cette instance apr" +
 	"ès l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fai" +
 	"t\u202f: regardez-la de nouveau avant de décider.\x02Cette instance est " +
-	"%[1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette instance e" +
-	"st %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette instan" +
-	"ce est %[1]s\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez d" +
-	"onné, non consigné\u202f:\x02Quelqu’un a agi sur cette instance après l’" +
-	"ouverture de cette page. Rien n’a été fait\u202f: regardez-la de nouveau" +
-	" avant de décider.\x02Cette instance n’est plus bloquée (elle est %[1]s " +
-	"désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fa" +
-	"it.\x02Son occurrence a échoué avant toute tentative\u202f: ses entrées " +
-	"n’ont pas pu être construites, une reprise échouerait donc de la même fa" +
-	"çon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Cet" +
-	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Relais " +
-	"a refusé l’action. Rien n’a été fait.\x02Cette instance était déjà arrêt" +
-	"ée\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l" +
-	"’occurrence du nœud %[1]s est proposée de nouveau. Consigné dans le jo" +
-	"urnal d’audit.\x02Abandon\u202f: l’instance est passée en échec avec le " +
-	"code d’erreur abandoned. Consigné dans le journal d’audit.\x02Arrêt" +
-	"\u202f: l’instance et ses occurrences ouvertes sont annulées. Consigné d" +
-	"ans le journal d’audit.\x02Indiquez un motif\u202f: il est consigné dans" +
-	" le journal d’audit (%[1]d caractères au plus). Rien n’a été fait.\x02Le" +
-	" motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus. Raccou" +
-	"rcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique" +
-	" aux instances en cours ou bloquées, pas à celles qui sont %[1]s.\x02La " +
-	"reprise et l’abandon s’appliquent aux instances bloquées, pas à celles q" +
-	"ui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d’audit pour" +
-	" chaque instance)\x02Revenir à la liste\x02Cela prend environ %[1]s. Gar" +
-	"dez cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’attendr" +
-	"e avant, l’action va tout de même jusqu’au bout.\x02La suivre dans le jo" +
-	"urnal d’audit (nouvel onglet)\x02Reprendre toutes les instances bloquées" +
-	" que ce filtre retient\x02L’occurrence en échec de chacune est proposée " +
-	"de nouveau, avec un budget de tentatives neuf. Rien n’est terminé à la p" +
-	"lace de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée co" +
-	"rrespond au filtre maintenant.\x00>\x02%[1]d instances bloquées correspo" +
-	"ndent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1" +
-	"]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes le" +
-	"s instances bloquées que ce filtre retient\x02Chacune passe en échec ave" +
-	"c le code d’erreur abandoned et ne peut plus être reprise.\x14\x01\x81" +
-	"\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]" +
-	"d instances\x02Arrêter toutes les instances bloquées que ce filtre retie" +
-	"nt\x02Arrêter toutes les instances en cours que ce filtre retient\x14" +
-	"\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filtre ma" +
-	"intenant.\x00=\x02%[1]d instances en cours correspondent au filtre maint" +
-	"enant.\x02Arrêter toutes les instances en cours ou bloquées que ce filtr" +
-	"e retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée" +
-	" correspond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bl" +
-	"oquées correspondent au filtre maintenant.\x02Chacune est annulée avec s" +
-	"es occurrences ouvertes\u202f; une instance arrêtée ne peut pas être rep" +
-	"rise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02A" +
-	"rrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle" +
-	" cette action s’applique ne correspond au filtre.\x02Aucun processus, au" +
-	"cune clé métier, aucun code d’erreur ni date de création ne restreint ce" +
-	" filtre\u202f: l’action s’applique aux instances de tous les processus." +
-	"\x02sans filtre\x02Processus\x02Statut\x02Clé métier\x02Code d’erreur" +
-	"\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par p" +
-	"rocessus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus nom" +
-	"breux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9" +
-	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
-	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
-	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
-	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
-	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
-	"sible d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez " +
-	"de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il é" +
-	"tait de %[1]d)\u202f: entre-temps, des instances ont été réglées, démarr" +
-	"ées ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et" +
-	" confirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le " +
-	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
-	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
-	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
-	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée" +
-	"\u202f: elle a changé après le comptage (réglée, ou traitée par quelqu’u" +
-	"n d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comp" +
-	"tage (réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°" +
-	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
-	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
-	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
-	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
-	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
-	"/v1/audit/reveals).\x02Filtres\x02Appliquer les filtres\x02Effacer les f" +
-	"iltres\x02Aucune action d’opérateur ne correspond.\x02Toutes les actions" +
-	"\x02L’instance de processus doit être un identifiant d’instance complet " +
-	"(un UUID)\u202f: les listes montrent la fin de chaque identifiant\u202f;" +
-	" ouvrez l’instance, ou copiez son lien, pour l’identifiant complet.\x02L" +
-	"’action groupée doit être désignée par son identifiant (un UUID).\x02A" +
-	"ctions d’opérateurs, les plus récentes d’abord\x02Voici les %[1]d instan" +
-	"ces que l’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaq" +
-	"ue rechargement montre où elle en est.\x02Console Relais\x02Langue\x02Al" +
-	"ler au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Pr" +
-	"ocessus\x02Trouver une instance ou une occurrence\x02identifiant ou clé " +
-	"métier\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Desti" +
-	"nations\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)" +
-	"\x02Se déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages " +
-	"d’affichage\u202f:\x02Heures en %[1]s · rechargement toutes les %[2]d s" +
-	"\x02Heures en %[1]s · sans rechargement automatique\x02Cette page se rec" +
-	"harge toutes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet" +
-	" de lire que les définitions et les processus\u202f: les tâches externes" +
-	" et les instances de processus sont réservées aux opérateurs et aux admi" +
-	"nistrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contien" +
-	"t le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: c" +
-	"orrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour aux déf" +
-	"initions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez vo" +
-	"ir.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir. U" +
-	"ne instance terminée est supprimée, avec ses occurrences et ses tentativ" +
-	"es, une fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; " +
-	"le journal d’audit garde les actions d’opérateur menées sur elle.\x02Int" +
-	"rouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis" +
-	" cette session de la console, ou il a expiré. Rechargez la page et réess" +
-	"ayez.\x02Temporairement indisponible\x02La base de données est injoignab" +
-	"le pour le moment. Réessayez dans quelques secondes.\x02Une erreur est s" +
-	"urvenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; s" +
-	"i le problème persiste, donnez à votre administrateur l’identifiant de r" +
-	"equête %[1]s.\x02Les services externes qui prennent des tâches, et les d" +
-	"éfinitions que chacun peut prendre. Créez les consommateurs, modifiez l" +
-	"eurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02Aucun consommateur pour l’instant." +
-	"\x02Aucun autre consommateur.\x02%[1]s\u202f: toutes les révisions, prés" +
-	"entes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurre" +
-	"nces en cours\u202f; les décomptes s’afficheront quand vous rechargerez " +
-	"la page.\x02Les décomptes sont indisponibles pour le moment.\x02Champ" +
-	"\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Description" +
-	"\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable d" +
-	"’une définition. Les processus ne l’utilisent jamais directement\u202f" +
-	": ils épinglent une révision.\x02Sortie de routage\x02Dernier enregistre" +
-	"ment\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de t" +
-	"ravail n’a jamais été figée.\x02Publications\x02Aucune publication pour " +
-	"l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer" +
-	" des révisions\x02Liste chaque changement d’une révision à l’autre et ce" +
-	" qu’il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02Ch" +
-	"angement\x02Détail\x02Incompatible avec les processus\x02Incompatible av" +
-	"ec les exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées" +
-	"\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucun" +
-	"e sortie.\x02Sorties de la copie de travail\x02Publications, les plus an" +
-	"ciennes d’abord\x02Changements entre les deux révisions\x02Révision %[1]" +
-	"d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de" +
-	" la révision %[1]d\x02La copie de travail a des changements pas encore f" +
-	"igés\u202f: ils ne sont dans aucune révision (exécutants et processus ut" +
-	"ilisent au plus la révision %[1]d) tant qu’un figement n’en fait pas la " +
-	"révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont " +
-	"les mêmes (le nom ou une description a changé).\x02Changements de la cop" +
-	"ie de travail depuis la révision %[1]d\x02Choisissez deux révisions exis" +
-	"tantes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d change" +
-	"ments\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d" +
-	" incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obliga" +
-	"toire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02va" +
-	"leurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s" +
-	" → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02ch" +
-	"amp facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire" +
-	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
-	"e tâches\u202f: leur copie de travail, leurs révisions immuables et leur" +
-	"s publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révisi" +
-	"on\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02Les points d’accès HTTP qu’appellent les nœuds push. Les valeurs de " +
-	"la requête de l’URL et des en-têtes sont scellées et jamais affichées. C" +
-	"réez, modifiez et supprimez les destinations par l’API (/api/v1/destinat" +
-	"ions).\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Délai maxim" +
-	"al\x02Dernière modification\x02aucun en-tête\x02Aucune destination pour " +
-	"l’instant.\x02Aucune autre destination.\x02en cas d’erreur\x02toute autr" +
-	"e erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aban" +
-	"donner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’ins" +
-	"tance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’at" +
-	"tente et les incidents de chaque définition maintenant, et ce que ses ex" +
-	"écutants ont terminé dans la dernière heure\u202f: les occurrences term" +
-	"inées avec succès ou en échec. Une occurrence relancée depuis compte là " +
-	"où elle se termine ensuite\u202f; un échec qui laisse des tentatives n’e" +
-	"st pas compté, la page de son occurrence le montre.\x02Réussites et éche" +
-	"cs, dernière heure\x02Définitions, celles qui demandent de l’attention d" +
-	"’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02" +
-	"Attente de la plus ancienne disponible\x02Terminées, dernière heure\x02E" +
-	"n échec, dernière heure\x02Aucune définition n’a encore d’occurrence." +
-	"\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02" +
-	"disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Affic" +
-	"her toutes les définitions\x02Aucune définition %[1]s n’a d’occurrences" +
-	"\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toutes l" +
-	"es définitions\x02Réussites et échecs par tranche de 5 min, dernière heu" +
-	"re\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tablea" +
-	"u qui suit le graphique donne chaque tranche de 5\u00a0min.\x02terminée" +
-	"\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par tra" +
-	"nche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1" +
-	"]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d term" +
-	"inée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en " +
-	"échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[" +
-	"3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]" +
-	"s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%" +
-	"[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août" +
-	"\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c" +
-	"\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%" +
-	"[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]" +
-	"d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus" +
-	" %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds attein" +
-	"ts par cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœud" +
-	"s atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant" +
-	"\x02Créée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune " +
-	"tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur" +
-	" cette instance.\x02Actions d’opérateurs sur cette instance, les plus ré" +
-	"centes d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquel" +
-	"les l’instance a démarré, nommées d’après le contrat de la version %[1]d" +
-	" du processus\x02Ce processus ne prend aucune entrée.\x02Cette instance " +
-	"est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pa" +
-	"s être reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute " +
-	"tentative (ses entrées n’ont pas pu être construites), une reprise échou" +
-	"erait donc de la même façon. L’abandon met l’instance en échec\u202f; l’" +
-	"arrêt l’annule. Chacun demande un motif, consigné dans le journal d’audi" +
-	"t.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un inci" +
-	"dent. La reprise propose de nouveau l’occurrence en échec\u202f; l’aband" +
-	"on met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un m" +
-	"otif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance et " +
-	"ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[" +
-	"2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]" +
-	"s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée" +
-	" le\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de " +
-	"fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée p" +
-	"ar un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut i" +
-	"nconnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de p" +
-	"age doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02ex" +
-	"acte, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce" +
-	" filtre retient\x02La page suivante les compte et demande un motif avant" +
-	" que rien ne change.\x02Instances de processus, les plus récentes d’abor" +
-	"d\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond " +
-	"à ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les st" +
-	"atuts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bl" +
-	"oquée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"déjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle" +
+	" après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été " +
+	"fait.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
+	"\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2]s " +
+	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[1]s, pas b" +
+	"loquée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pa" +
+	"s bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
+	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
+	"nsigné\u202f:\x02Quelqu’un a agi sur cette instance après l’ouverture de" +
+	" cette page. Rien n’a été fait\u202f: regardez-la de nouveau avant de dé" +
+	"cider.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
+	"\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02Cet" +
+	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occ" +
+	"urrence a échoué avant toute tentative\u202f: ses entrées n’ont pas pu ê" +
+	"tre construites, une reprise échouerait donc de la même façon. Abandonne" +
+	"z ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Relais a refusé l’" +
+	"action. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; r" +
+	"ien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’occurrence " +
+	"du nœud %[1]s est proposée de nouveau. Consigné dans le journal d’audit." +
+	"\x02Abandon\u202f: l’instance est passée en échec avec le code d’erreur " +
+	"abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance " +
+	"et ses occurrences ouvertes sont annulées. Consigné dans le journal d’au" +
+	"dit.\x02Indiquez un motif\u202f: il est consigné dans le journal d’audit" +
+	" (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est trop lon" +
+	"g\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le. Rien n’" +
+	"a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux instances en c" +
+	"ours ou bloquées, pas à celles qui sont %[1]s.\x02La reprise et l’abando" +
+	"n s’appliquent aux instances bloquées, pas à celles qui sont %[1]s.\x02F" +
+	"iltre\x02Motif (consigné dans le journal d’audit pour chaque instance)" +
+	"\x02Revenir à la liste\x02Cela prend environ %[1]s. Gardez cette page ou" +
+	"verte jusqu’à sa réponse\u202f: si elle cesse d’attendre avant, l’action" +
+	" va tout de même jusqu’au bout.\x02La suivre dans le journal d’audit (no" +
+	"uvel onglet)\x02Reprendre toutes les instances bloquées que ce filtre re" +
+	"tient\x02L’occurrence en échec de chacune est proposée de nouveau, avec " +
+	"un budget de tentatives neuf. Rien n’est terminé à la place de quiconque" +
+	".\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au filtr" +
+	"e maintenant.\x00>\x02%[1]d instances bloquées correspondent au filtre m" +
+	"aintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00" +
+	"\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances blo" +
+	"quées que ce filtre retient\x02Chacune passe en échec avec le code d’err" +
+	"eur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02A" +
+	"rrêter toutes les instances bloquées que ce filtre retient\x02Arrêter to" +
+	"utes les instances en cours que ce filtre retient\x14\x01\x81\x01\x00" +
+	"\x029\x02%[1]d instance en cours correspond au filtre maintenant.\x00=" +
+	"\x02%[1]d instances en cours correspondent au filtre maintenant.\x02Arrê" +
+	"ter toutes les instances en cours ou bloquées que ce filtre retient\x14" +
+	"\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée correspond a" +
+	"u filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées corres" +
+	"pondent au filtre maintenant.\x02Chacune est annulée avec ses occurrence" +
+	"s ouvertes\u202f; une instance arrêtée ne peut pas être reprise.\x14\x01" +
+	"\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d " +
+	"instances\x02Rien à faire\u202f: aucune instance à laquelle cette action" +
+	" s’applique ne correspond au filtre.\x02Aucun processus, aucune clé méti" +
+	"er, aucun code d’erreur ni date de création ne restreint ce filtre\u202f" +
+	": l’action s’applique aux instances de tous les processus.\x02sans filtr" +
+	"e\x02Processus\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un " +
+	"nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par processus et code " +
+	"d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le f" +
+	"iltre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre" +
+	" instance bloquée a échoué avant toute tentative (ses entrées n’ont pas " +
+	"pu être construites)\u202f: elle ne peut pas être reprise et n’est pas c" +
+	"omptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instanc" +
+	"es bloquées ont échoué avant toute tentative (leurs entrées n’ont pas pu" +
+	" être construites)\u202f: elles ne peuvent pas être reprises et ne sont " +
+	"pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce" +
+	" filtre\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le " +
+	"nombre a changé depuis que vous l’avez confirmé (il était de %[1]d)" +
+	"\u202f: entre-temps, des instances ont été réglées, démarrées ou traitée" +
+	"s. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez de n" +
+	"ouveau.\x02Cette action groupée a déjà été appliquée (le formulaire a ét" +
+	"é envoyé de nouveau)\u202f: ses traces sont dans le journal d’audit. Ri" +
+	"en de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) " +
+	"appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %" +
+	"[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a " +
+	"changé après le comptage (réglée, ou traitée par quelqu’un d’autre).\x00" +
+	"n\x02%[1]d ignorées\u202f: elles ont changé après le comptage (réglées, " +
+	"ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s" +
+	")\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurre" +
+	"nce reproposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaq" +
+	"ue reprise, abandon et arrêt appliqué par un opérateur, avec son motif. " +
+	"Les révélations de valeurs sensibles ont leur propre journal, que les ad" +
+	"ministrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)" +
+	".\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune a" +
+	"ction d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de " +
+	"processus doit être un identifiant d’instance complet (un UUID)\u202f: l" +
+	"es listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance" +
+	", ou copiez son lien, pour l’identifiant complet.\x02L’action groupée do" +
+	"it être désignée par son identifiant (un UUID).\x02Actions d’opérateurs," +
+	" les plus récentes d’abord\x02Voici les %[1]d instances que l’action gro" +
+	"upée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mont" +
+	"re où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Na" +
+	"vigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver u" +
+	"ne instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
+	"\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons" +
+	"\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
+	"\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:" +
+	"\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s" +
+	" · sans rechargement automatique\x02Cette page se recharge toutes les %[" +
+	"1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les dé" +
+	"finitions et les processus\u202f: les tâches externes et les instances d" +
+	"e processus sont réservées aux opérateurs et aux administrateurs.\x02Req" +
+	"uête invalide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL " +
+	"ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réess" +
+	"ayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette a" +
+	"dresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adress" +
+	"e ne mène à rien, ou à rien que vous puissiez voir. Une instance terminé" +
+	"e est supprimée, avec ses occurrences et ses tentatives, une fois la dur" +
+	"ée de conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit" +
+	" garde les actions d’opérateur menées sur elle.\x02Introuvable\x02Formul" +
+	"aire refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de " +
+	"la console, ou il a expiré. Rechargez la page et réessayez.\x02Temporair" +
+	"ement indisponible\x02La base de données est injoignable pour le moment." +
+	" Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La cons" +
+	"ole n’a pas pu afficher cette page. Réessayez\u202f; si le problème pers" +
+	"iste, donnez à votre administrateur l’identifiant de requête %[1]s.\x02L" +
+	"es services externes qui prennent des tâches, et les définitions que cha" +
+	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
+	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
+	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
+	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
+	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
+	"ses tâches\x02Aucun consommateur pour l’instant.\x02Aucun autre consomma" +
+	"teur.\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]" +
+	"s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les" +
+	" décomptes s’afficheront quand vous rechargerez la page.\x02Les décompte" +
+	"s sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02" +
+	"Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copi" +
+	"e de travail\x02La seule partie modifiable d’une définition. Les process" +
+	"us ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
+	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
+	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
+	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
+	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
+	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
+	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
+	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
+	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
+	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
+	"e de travail, leurs révisions immuables et leurs publications nommées." +
+	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
+	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
+	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Les points d’accè" +
+	"s HTTP qu’appellent les nœuds push. Les valeurs de la requête de l’URL e" +
+	"t des en-têtes sont scellées et jamais affichées. Créez, modifiez et sup" +
+	"primez les destinations par l’API (/api/v1/destinations).\x02Destination" +
+	"s par nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modifi" +
+	"cation\x02aucun en-tête\x02Aucune destination pour l’instant.\x02Aucune " +
+	"autre destination.\x02en cas d’erreur\x02toute autre erreur\x02bloquée p" +
+	"our un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fi" +
+	"n\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02pus" +
+	"h %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incident" +
+	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
+	"dans la dernière heure\u202f: les occurrences terminées avec succès ou e" +
+	"n échec. Une occurrence relancée depuis compte là où elle se termine ens" +
+	"uite\u202f; un échec qui laisse des tentatives n’est pas compté, la page" +
+	" de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02" +
+	"Définitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
+	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
+	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
+	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
+	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
+	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
+	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
+	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
+	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
+	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de fin" +
+	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
+	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inco" +
+	"nnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de page" +
+	" doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exact" +
+	"e, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
+	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
+	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les stat" +
+	"uts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloq" +
+	"uée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
 	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
 	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
 	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
@@ -1991,4 +2002,4 @@ const frData string = "" + // Size: 31944 bytes
 	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
 	" charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 62451 bytes (60KiB); checksum: A5BCC2DA
+	// Total table size 63108 bytes (61KiB); checksum: AE9C67E5
