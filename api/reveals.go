@@ -26,6 +26,9 @@ type revealJSON struct {
 	RevealedAt time.Time `json:"revealed_at"`
 	// Reason is null for reveals recorded before reasons were required.
 	Reason *string `json:"reason"`
+	// OccurrenceDeleted is true once retention deleted the occurrence:
+	// the record outlives it.
+	OccurrenceDeleted bool `json:"occurrence_deleted"`
 }
 
 // revealOccurrence shows an admin one sensitive value of an occurrence in
@@ -85,7 +88,8 @@ func (a *API) listReveals() http.Handler {
 			return err
 		}
 		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(reveals, limit, func(rv engine.Reveal) any { return rv.ID }, func(rv engine.Reveal) revealJSON {
-			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, TokenID: rv.TokenID, RevealedAt: rv.RevealedAt, Reason: rv.Reason}
+			return revealJSON{ID: rv.ID, OccurrenceID: rv.OccurrenceID, Side: rv.Side, Field: rv.Field, Principal: rv.Principal, TokenID: rv.TokenID, RevealedAt: rv.RevealedAt, Reason: rv.Reason,
+				OccurrenceDeleted: rv.OccurrenceDeleted}
 		}))
 		return nil
 	})

@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -166,5 +168,20 @@ func TestRevealAuditLog(t *testing.T) {
 
 	if r := env.Do("GET", "/api/v1/audit/reveals", env.Operator, nil); r.Status != 403 {
 		t.Errorf("operator reads the audit log: %d", r.Status)
+	}
+
+	// The records outlive their occurrence, which they then say is gone.
+	if items[0].(map[string]any)["occurrence_deleted"] != false {
+		t.Errorf("a record of a live occurrence %v", items[0])
+	}
+	instance := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Admin, nil).JSON(t)["instance_id"].(string)
+	env.Must(200, "POST", "/api/v1/instances/"+instance+"/stop", env.Operator, map[string]any{"reason": "cleanup"})
+	if n, err := env.Engine.DeleteEnded(context.Background(), -time.Minute); err != nil || n != 1 {
+		t.Fatalf("retention deleted %d (%v), want the instance", n, err)
+	}
+	for _, it := range env.Must(200, "GET", "/api/v1/audit/reveals", env.Admin, nil).JSON(t)["items"].([]any) {
+		if it.(map[string]any)["occurrence_deleted"] != true {
+			t.Errorf("a record of a deleted occurrence %v", it)
+		}
 	}
 }

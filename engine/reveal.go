@@ -34,6 +34,9 @@ type Reveal struct {
 	// Reason is why, as the admin wrote it; nil for reveals recorded
 	// before reasons were asked for.
 	Reason *string
+	// OccurrenceDeleted is set, in a listed record, once retention deleted
+	// the occurrence (the record outlives it).
+	OccurrenceDeleted bool
 }
 
 // Revealed is a sensitive value shown in clear and the audit record that
@@ -90,7 +93,7 @@ func (e *Engine) RevealValue(ctx context.Context, p auth.Principal, occurrence u
 	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		row, err := q.OccurrenceGet(ctx, occurrence)
 		if isNoRows(err) {
-			return notFound("occurrence %s", occurrence)
+			return notKept("occurrence %s", occurrence)
 		}
 		if err != nil {
 			return wrap("reveal: get occurrence", err)
@@ -165,21 +168,33 @@ func (e *Engine) ListReveals(ctx context.Context, f RevealFilter) ([]Reveal, err
 	if limit <= 0 {
 		limit = 50
 	}
-	var rows []queries.RevealAudit
-	var err error
+	var out []Reveal
 	if f.Occurrence != nil {
-		rows, err = e.q.RevealAuditListByOccurrence(ctx, queries.RevealAuditListByOccurrenceParams{OccurrenceID: *f.Occurrence, Before: before, Max: limit})
-	} else {
-		rows, err = e.q.RevealAuditList(ctx, queries.RevealAuditListParams{Before: before, Max: limit})
+		rows, err := e.q.RevealAuditListByOccurrence(ctx, queries.RevealAuditListByOccurrenceParams{OccurrenceID: *f.Occurrence, Before: before, Max: limit})
+		if err != nil {
+			return nil, wrap("list reveals", err)
+		}
+		for _, r := range rows {
+			out = append(out, listedReveal(r.RevealAudit, r.OccurrenceExists))
+		}
+		return out, nil
 	}
+	rows, err := e.q.RevealAuditList(ctx, queries.RevealAuditListParams{Before: before, Max: limit})
 	if err != nil {
 		return nil, wrap("list reveals", err)
 	}
-	out := make([]Reveal, len(rows))
-	for i, r := range rows {
-		out[i] = revealFromRow(r)
+	for _, r := range rows {
+		out = append(out, listedReveal(r.RevealAudit, r.OccurrenceExists))
 	}
 	return out, nil
+}
+
+// listedReveal is a record of the reveal log, its occurrence gone when
+// retention deleted it.
+func listedReveal(r queries.RevealAudit, exists bool) Reveal {
+	v := revealFromRow(r)
+	v.OccurrenceDeleted = !exists
+	return v
 }
 
 func revealFromRow(r queries.RevealAudit) Reveal {

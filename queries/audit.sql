@@ -5,16 +5,20 @@ returning *;
 
 -- name: RevealAuditList :many
 -- Newest first; the keyset cursor is the last id of the previous page.
-select * from reveal_audit
-where (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
-order by id desc
+-- Records outlive their occurrences (retention): occurrence_exists says
+-- whether the target can still be shown, as OperatorActionList's does.
+select sqlc.embed(r), exists(select 1 from occurrences o where o.id = r.occurrence_id)::boolean as occurrence_exists
+from reveal_audit r
+where (sqlc.narg('before')::bigint is null or r.id < sqlc.narg('before'))
+order by r.id desc
 limit @max;
 
 -- name: RevealAuditListByOccurrence :many
-select * from reveal_audit
-where occurrence_id = @occurrence_id
-  and (sqlc.narg('before')::bigint is null or id < sqlc.narg('before'))
-order by id desc
+select sqlc.embed(r), exists(select 1 from occurrences o where o.id = r.occurrence_id)::boolean as occurrence_exists
+from reveal_audit r
+where r.occurrence_id = @occurrence_id
+  and (sqlc.narg('before')::bigint is null or r.id < sqlc.narg('before'))
+order by r.id desc
 limit @max;
 
 -- name: OperatorActionInsert :exec

@@ -201,9 +201,10 @@ func (q *Queries) RevealAuditInsert(ctx context.Context, arg RevealAuditInsertPa
 }
 
 const revealAuditList = `-- name: RevealAuditList :many
-select id, occurrence_id, side, field, token_id, principal, revealed_at, reason from reveal_audit
-where ($1::bigint is null or id < $1)
-order by id desc
+select r.id, r.occurrence_id, r.side, r.field, r.token_id, r.principal, r.revealed_at, r.reason, exists(select 1 from occurrences o where o.id = r.occurrence_id)::boolean as occurrence_exists
+from reveal_audit r
+where ($1::bigint is null or r.id < $1)
+order by r.id desc
 limit $2
 `
 
@@ -212,25 +213,33 @@ type RevealAuditListParams struct {
 	Max    int32
 }
 
+type RevealAuditListRow struct {
+	RevealAudit      RevealAudit
+	OccurrenceExists bool
+}
+
 // Newest first; the keyset cursor is the last id of the previous page.
-func (q *Queries) RevealAuditList(ctx context.Context, arg RevealAuditListParams) ([]RevealAudit, error) {
+// Records outlive their occurrences (retention): occurrence_exists says
+// whether the target can still be shown, as OperatorActionList's does.
+func (q *Queries) RevealAuditList(ctx context.Context, arg RevealAuditListParams) ([]RevealAuditListRow, error) {
 	rows, err := q.db.Query(ctx, revealAuditList, arg.Before, arg.Max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []RevealAudit{}
+	items := []RevealAuditListRow{}
 	for rows.Next() {
-		var i RevealAudit
+		var i RevealAuditListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.OccurrenceID,
-			&i.Side,
-			&i.Field,
-			&i.TokenID,
-			&i.Principal,
-			&i.RevealedAt,
-			&i.Reason,
+			&i.RevealAudit.ID,
+			&i.RevealAudit.OccurrenceID,
+			&i.RevealAudit.Side,
+			&i.RevealAudit.Field,
+			&i.RevealAudit.TokenID,
+			&i.RevealAudit.Principal,
+			&i.RevealAudit.RevealedAt,
+			&i.RevealAudit.Reason,
+			&i.OccurrenceExists,
 		); err != nil {
 			return nil, err
 		}
@@ -243,10 +252,11 @@ func (q *Queries) RevealAuditList(ctx context.Context, arg RevealAuditListParams
 }
 
 const revealAuditListByOccurrence = `-- name: RevealAuditListByOccurrence :many
-select id, occurrence_id, side, field, token_id, principal, revealed_at, reason from reveal_audit
-where occurrence_id = $1
-  and ($2::bigint is null or id < $2)
-order by id desc
+select r.id, r.occurrence_id, r.side, r.field, r.token_id, r.principal, r.revealed_at, r.reason, exists(select 1 from occurrences o where o.id = r.occurrence_id)::boolean as occurrence_exists
+from reveal_audit r
+where r.occurrence_id = $1
+  and ($2::bigint is null or r.id < $2)
+order by r.id desc
 limit $3
 `
 
@@ -256,24 +266,30 @@ type RevealAuditListByOccurrenceParams struct {
 	Max          int32
 }
 
-func (q *Queries) RevealAuditListByOccurrence(ctx context.Context, arg RevealAuditListByOccurrenceParams) ([]RevealAudit, error) {
+type RevealAuditListByOccurrenceRow struct {
+	RevealAudit      RevealAudit
+	OccurrenceExists bool
+}
+
+func (q *Queries) RevealAuditListByOccurrence(ctx context.Context, arg RevealAuditListByOccurrenceParams) ([]RevealAuditListByOccurrenceRow, error) {
 	rows, err := q.db.Query(ctx, revealAuditListByOccurrence, arg.OccurrenceID, arg.Before, arg.Max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []RevealAudit{}
+	items := []RevealAuditListByOccurrenceRow{}
 	for rows.Next() {
-		var i RevealAudit
+		var i RevealAuditListByOccurrenceRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.OccurrenceID,
-			&i.Side,
-			&i.Field,
-			&i.TokenID,
-			&i.Principal,
-			&i.RevealedAt,
-			&i.Reason,
+			&i.RevealAudit.ID,
+			&i.RevealAudit.OccurrenceID,
+			&i.RevealAudit.Side,
+			&i.RevealAudit.Field,
+			&i.RevealAudit.TokenID,
+			&i.RevealAudit.Principal,
+			&i.RevealAudit.RevealedAt,
+			&i.RevealAudit.Reason,
+			&i.OccurrenceExists,
 		); err != nil {
 			return nil, err
 		}
