@@ -198,6 +198,11 @@ type Release struct {
 	CreatedAt     time.Time
 }
 
+type RetentionSince struct {
+	One   bool
+	Since time.Time
+}
+
 type RevealAudit struct {
 	ID           int64
 	OccurrenceID uuid.UUID
