@@ -516,3 +516,33 @@ func TestBrowserRevealFormOnAPhone(t *testing.T) {
 	}
 	b.shot("reveal-form")
 }
+
+// TestBrowserPhoneHeader: on a phone the header's links are targets at
+// least 24 px high (WCAG 2.5.8), and the main navigation is one row that
+// scrolls sideways, its focus ring inside its box, rather than three rows
+// pushing the page's title down.
+func TestBrowserPhoneHeader(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newFixture(t)
+	for _, lang := range []string{"en", "fr"} {
+		b := openTab(t, browserPath, phone, "header-"+lang)
+		b.signIn(f.env.URL, lang, f.env.Admin)
+		b.open(f.env.URL, "/console/occurrences", 200)
+		small := b.eval(`[...document.querySelectorAll('.main-nav a, .lang a, a.prefs')].filter(a => a.getBoundingClientRect().height < 24).map(a => a.textContent.trim() + ' ' + a.getBoundingClientRect().height + 'px').join(', ')`)
+		if small != "" {
+			t.Errorf("%s: targets under 24 px high: %s", lang, small)
+		}
+		if rows := b.eval(`String(new Set([...document.querySelectorAll('.main-nav a')].map(a => Math.round(a.getBoundingClientRect().top))).size)`); rows != "1" {
+			t.Errorf("%s: the navigation takes %s rows, want 1", lang, rows)
+		}
+		b.do("focus the last link", chromedp.Focus(chromedp.CSS(`.main-nav a:last-child`)))
+		ring := b.eval(`(() => { const a = document.activeElement, nav = a.closest('nav').getBoundingClientRect(), r = a.getBoundingClientRect();
+			const out = 5; // the 3 px ring, 2 px off the link
+			return r.top - out >= nav.top - 0.5 && r.bottom + out <= nav.bottom + 0.5 && r.right + out <= nav.right + 0.5 ? '' : 'ring cut: link ' + JSON.stringify(r) + ' in ' + JSON.stringify(nav); })()`)
+		if ring != "" {
+			t.Errorf("%s: the focused navigation link's %s", lang, ring)
+		}
+		b.shotViewport("header")
+	}
+}
