@@ -1,10 +1,12 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 )
@@ -295,6 +297,15 @@ func TestRevealLogPage(t *testing.T) {
 	op := signedIn(t, f.env.URL, "en", f.env.Operator)
 	if r := op.get("/console/reveals"); r.status != http.StatusForbidden || count(op.mustGet("/console/audit", 200), "nav-reveals") != 0 {
 		t.Errorf("operator: /console/reveals %d, or a Reveals link shown", r.status)
+	}
+	// Once retention deleted the occurrence, its record stays, marked, and
+	// links to no page that is gone.
+	if n, err := f.env.Engine.DeleteEnded(context.Background(), -time.Minute); err != nil || n == 0 {
+		t.Fatalf("retention deleted %d (%v)", n, err)
+	}
+	r := admin.mustGet("/console/reveals", 200)
+	if count(r, "reveal-row") != 1 || text(r, "reveal-deleted") != "(deleted)" || r.doc.Find(`[data-testid=reveal-row] a[href="`+page+`"]`).Length() != 0 {
+		t.Errorf("a record of a deleted occurrence: %d rows, %q, or still a link", count(r, "reveal-row"), text(r, "reveal-deleted"))
 	}
 }
 

@@ -17,10 +17,13 @@ const revealsPageSize = 50
 // revealRow is one reveal of the log: who saw which field, when and why;
 // never the value.
 type revealRow struct {
-	ID             string
-	At             timeView
-	Who            string
+	ID  string
+	At  timeView
+	Who string
+	// OccurrenceHref is empty once retention deleted the occurrence;
+	// Deleted then says so.
 	OccurrenceHref string
+	Deleted        string
 	Occurrence     string
 	Field          string
 	Reason         string
@@ -80,6 +83,10 @@ func (c *Console) revealList(w http.ResponseWriter, r *http.Request) {
 			Field: sideTitle(ctx, rv.Side) + " " + rv.Field}
 		if rv.Reason != nil {
 			row.Reason = *rv.Reason
+		}
+		if rv.OccurrenceDeleted {
+			// Retention deleted it: a link would lead to a 404.
+			row.OccurrenceHref, row.Deleted = "", T(ctx, "deleted")
 		}
 		v.Rows = append(v.Rows, row)
 	}
