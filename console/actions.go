@@ -406,6 +406,12 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		// shown as not recorded, as when another action comes too late.
 		msg = flash{Text: T(ctx, "This instance was already stopped; nothing changed and nothing was recorded."), Warning: true,
 			Reason: reason, NotRecorded: T(ctx, "The reason you gave, not recorded:")}
+		if last := c.actedSince(ctx, id, lastSeen); last != nil && last.Action == string(engine.ActionStop) {
+			// Stopped after this page was opened: by whom, as a late
+			// retry or abandon is told.
+			who, when := last.ActorName, formatTime(ctx, last.At).Text
+			msg.Text = T(ctx, "This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.", who, when)
+		}
 	case a == engine.ActionRetry:
 		msg.Text = T(ctx, "Retried: the occurrence at node %s is offered again. Recorded in the audit log.", node)
 	case a == engine.ActionAbandon:

@@ -39,703 +39,704 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              287,
-	"%[1]s %[2]s, %[3]s %[4]s":                 288,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          286,
-	"%[1]s; %[2]s":                             285,
-	"%d (0 lowest, 9 highest)":                 447,
-	"%d attempts":                              451,
-	"%d attempts, retry after %s, priority %d": 595,
-	"%d breaking":                              217,
-	"%d changes":                               216,
-	"%d completed":                             283,
-	"%d d":                                     295,
-	"%d days":                                  309,
-	"%d failed":                                284,
-	"%d h":                                     294,
-	"%d held instances match now.":             59,
-	"%d hours":                                 310,
-	"%d items":                                 664,
-	"%d left":                                  452,
-	"%d min":                                   293,
-	"%d minutes":                               311,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 84,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              662,
-	"%d ms": 313,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         585,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 584,
-	"%d occurrences":                          528,
-	"%d releases":                             236,
-	"%d running instances match now.":         66,
-	"%d running or held instances match now.": 68,
-	"%d s":       292,
-	"%d seconds": 312,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 90,
-	"%s (deferred; settled by %s)":                        503,
-	"%s (deferred; settled with its settle token)":        501,
-	"%s (deferred; settled with its settle token, as %s)": 502,
-	"%s (token #%d, %s)":                                  91,
-	"%s ago":                                              290,
-	"%s so far":                                           499,
-	"%s → %s":                                             590,
-	"%s, revision %s":                                     413,
-	"%s, version %s":                                      414,
-	"%s: %s":                                              282,
-	"%s: %s → %s":                                         224,
-	"%s: a date is written 2026-12-01.":                   542,
-	"%s: every revision, present and future":              164,
-	"%s: revisions %s":                                    165,
-	"%s: the first day comes after the last.":             543,
-	"%s–%s":                                               281,
-	"(%d characters in all)":                              665,
-	"(each item)":                                         652,
-	"(worker %s)":                                         488,
-	"0 seconds":                                           308,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           630,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 481,
-	"Abandon %d instances":                                           63,
-	"Abandon every held instance this filter matches":                61,
+	"%[1]s %[2]s":                              288,
+	"%[1]s %[2]s, %[3]s %[4]s":                 289,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          287,
+	"%[1]s; %[2]s":                             286,
+	"%d (0 lowest, 9 highest)":                 448,
+	"%d attempts":                              452,
+	"%d attempts, retry after %s, priority %d": 596,
+	"%d breaking":                              218,
+	"%d changes":                               217,
+	"%d completed":                             284,
+	"%d d":                                     296,
+	"%d days":                                  310,
+	"%d failed":                                285,
+	"%d h":                                     295,
+	"%d held instances match now.":             60,
+	"%d hours":                                 311,
+	"%d items":                                 665,
+	"%d left":                                  453,
+	"%d min":                                   294,
+	"%d minutes":                               312,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              663,
+	"%d ms": 314,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         586,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 585,
+	"%d occurrences":                          529,
+	"%d releases":                             237,
+	"%d running instances match now.":         67,
+	"%d running or held instances match now.": 69,
+	"%d s":       293,
+	"%d seconds": 313,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
+	"%s (deferred; settled by %s)":                        504,
+	"%s (deferred; settled with its settle token)":        502,
+	"%s (deferred; settled with its settle token, as %s)": 503,
+	"%s (token #%d, %s)":                                  92,
+	"%s ago":                                              291,
+	"%s so far":                                           500,
+	"%s → %s":                                             591,
+	"%s, revision %s":                                     414,
+	"%s, version %s":                                      415,
+	"%s: %s":                                              283,
+	"%s: %s → %s":                                         225,
+	"%s: a date is written 2026-12-01.":                   543,
+	"%s: every revision, present and future":              165,
+	"%s: revisions %s":                                    166,
+	"%s: the first day comes after the last.":             544,
+	"%s–%s":                                               282,
+	"(%d characters in all)":                              666,
+	"(each item)":                                         653,
+	"(worker %s)":                                         489,
+	"0 seconds":                                           309,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           631,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 482,
+	"Abandon %d instances":                                           64,
+	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              345,
-	"Abandoned by %s at %s — “%s”":                                   338,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 45,
+	"Abandoned at node":                                              346,
+	"Abandoned by %s at %s — “%s”":                                   339,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 356,
-	"Action":                              94,
-	"All actions":                         106,
-	"All consumers":                       525,
-	"All definitions":                     272,
-	"All its tasks":                       161,
-	"All processes":                       362,
-	"All statuses":                        364,
-	"All workers":                         678,
-	"An operator abandoned the instance.": 480,
-	"Any definition":                      363,
-	"Apply filters":                       103,
-	"Apr":                                 299,
-	"As of %s (%s); refreshed every few seconds.": 266,
-	"Attempts":                         418,
-	"Audit log":                        100,
-	"Aug":                              303,
-	"Available from":                   461,
-	"Back to definitions":              139,
-	"Back to external tasks":           138,
+	"Act on every instance this filter matches": 357,
+	"Action":                              95,
+	"All actions":                         107,
+	"All consumers":                       526,
+	"All definitions":                     273,
+	"All its tasks":                       162,
+	"All processes":                       363,
+	"All statuses":                        365,
+	"All workers":                         679,
+	"An operator abandoned the instance.": 481,
+	"Any definition":                      364,
+	"Apply filters":                       104,
+	"Apr":                                 300,
+	"As of %s (%s); refreshed every few seconds.": 267,
+	"Attempts":                         419,
+	"Audit log":                        101,
+	"Aug":                              304,
+	"Available from":                   462,
+	"Back to definitions":              140,
+	"Back to external tasks":           139,
 	"Back to the instance":             30,
-	"Back to the list":                 54,
-	"Back to the occurrence":           606,
-	"Back without saving":              555,
-	"Breaks processes":                 194,
-	"Breaks workers":                   195,
-	"Bulk %s applied to %d instances.": 89,
-	"Bulk action":                      98,
-	"Business key":                     76,
-	"By process and error code":        81,
-	"Call timeout":                     448,
-	"Camunda 7 facade":                 682,
-	"Cancelled: the instance was stopped (%s).":               498,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 497,
-	"Cannot act on this filter":                               85,
+	"Back to the list":                 55,
+	"Back to the occurrence":           607,
+	"Back without saving":              556,
+	"Breaks processes":                 195,
+	"Breaks workers":                   196,
+	"Bulk %s applied to %d instances.": 90,
+	"Bulk action":                      99,
+	"Business key":                     77,
+	"By process and error code":        82,
+	"Call timeout":                     449,
+	"Camunda 7 facade":                 683,
+	"Cancelled: the instance was stopped (%s).":               499,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 498,
+	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           603,
-	"Change":                                                  192,
-	"Changes between the two revisions":                       204,
-	"Changes of the Working copy since revision %d":           213,
-	"Choose two existing revisions to compare.":               214,
-	"Classification":                                          171,
-	"Clear filters":                                           104,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            579,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 570,
-	"Compare":              191,
-	"Compare revisions":    187,
-	"Completed":            280,
-	"Completed (%s).":      493,
-	"Completed, last hour": 263,
-	"Completions and failures per 5 minutes, last hour: %s":    273,
-	"Completions and failures per 5-minute slot, oldest first": 278,
-	"Completions and failures, last hour":                      256,
-	"Connected":                                                674,
-	"Constraints":                                              172,
-	"Consumer":                                                 420,
-	"Consumer and worker":                                      522,
-	"Consumers":                                                123,
-	"Consumers, oldest first":                                  150,
-	"Counting the occurrences; the counts appear when you reload the page.": 166,
-	"Counts are unavailable right now.":                                     167,
-	"Counts as of %s (%s); refreshed every few seconds.":                    601,
-	"Counts by status": 518,
-	"Created":          324,
-	"Created from":     79,
-	"Created on":       154,
-	"Created to":       80,
-	"Creation date":    350,
-	"Dates":            416,
-	"Deadline":         445,
-	"Dec":              307,
-	"Deferred":         465,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 492,
-	"Definition":         258,
-	"Definition %s":      174,
-	"Definitions":        121,
-	"Definitions by key": 231,
-	"Definitions served": 672,
-	"Definitions, those needing attention first": 257,
-	"Description":          173,
-	"Destination":          432,
-	"Destinations":         124,
-	"Destinations by name": 238,
-	"Destination’s answer": 425,
-	"Detail":               193,
-	"Digest":               207,
-	"Display settings":     129,
-	"Display settings: ":   130,
-	"Duration":             424,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 255,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  69,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     62,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 58,
-	"End node":                    344,
-	"End node or error":           360,
-	"Ended":                       341,
-	"Error":                       521,
-	"Error (before any attempt)":  467,
-	"Error code":                  77,
-	"Error message":               427,
-	"Every %d seconds":            559,
-	"Every attempt, oldest first": 419,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 101,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         609,
-	"Expired token":                        639,
-	"Expires":                              635,
-	"External tasks":                       116,
-	"Failed":                               261,
-	"Failed (%s).":                         496,
-	"Failed at node":                       346,
-	"Failed occurrence":                    343,
-	"Failed, last hour":                    264,
-	"Feb":                                  297,
-	"Field":                                168,
-	"Filter":                               52,
-	"Filters":                              102,
-	"Find":                                 120,
-	"Find an instance or occurrence":       118,
-	"Finished":                             423,
-	"First page":                           540,
-	"Follow it in the audit log (new tab)": 56,
-	"Form refused":                         143,
-	"From revision":                        189,
-	"From revision %d to revision %d:":     215,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 47,
-	"Grants":                  153,
-	"Graph":                   569,
-	"Graph of %s":             583,
-	"HTTP 2xx, unusable body": 505,
-	"Headers sent":            240,
-	"Health":                  115,
-	"Held at a node of":       78,
-	"Held at node":            342,
-	"Held instances":          260,
-	"ID":                      151,
-	"In flight":               673,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 274,
-	"Inputs":                     197,
-	"Inputs of revision %d":      208,
-	"Inputs of the working copy": 199,
-	"Inputs the instance was started with, labelled by process version %d's contract": 332,
-	"Inputs, labelled by revision %d's contract":                                      453,
-	"Instance":                  359,
-	"Instances":                 82,
-	"Instances of this process": 578,
-	"Invalid request":           136,
+	"Cannot reveal":                                           604,
+	"Change":                                                  193,
+	"Changes between the two revisions":                       205,
+	"Changes of the Working copy since revision %d":           214,
+	"Choose two existing revisions to compare.":               215,
+	"Classification":                                          172,
+	"Clear filters":                                           105,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            580,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 571,
+	"Compare":              192,
+	"Compare revisions":    188,
+	"Completed":            281,
+	"Completed (%s).":      494,
+	"Completed, last hour": 264,
+	"Completions and failures per 5 minutes, last hour: %s":    274,
+	"Completions and failures per 5-minute slot, oldest first": 279,
+	"Completions and failures, last hour":                      257,
+	"Connected":                                                675,
+	"Constraints":                                              173,
+	"Consumer":                                                 421,
+	"Consumer and worker":                                      523,
+	"Consumers":                                                124,
+	"Consumers, oldest first":                                  151,
+	"Counting the occurrences; the counts appear when you reload the page.": 167,
+	"Counts are unavailable right now.":                                     168,
+	"Counts as of %s (%s); refreshed every few seconds.":                    602,
+	"Counts by status": 519,
+	"Created":          325,
+	"Created from":     80,
+	"Created on":       155,
+	"Created to":       81,
+	"Creation date":    351,
+	"Dates":            417,
+	"Deadline":         446,
+	"Dec":              308,
+	"Deferred":         466,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 493,
+	"Definition":         259,
+	"Definition %s":      175,
+	"Definitions":        122,
+	"Definitions by key": 232,
+	"Definitions served": 673,
+	"Definitions, those needing attention first": 258,
+	"Description":          174,
+	"Destination":          433,
+	"Destinations":         125,
+	"Destinations by name": 239,
+	"Destination’s answer": 426,
+	"Detail":               194,
+	"Digest":               208,
+	"Display settings":     130,
+	"Display settings: ":   131,
+	"Duration":             425,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 256,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
+	"End node":                    345,
+	"End node or error":           361,
+	"Ended":                       342,
+	"Error":                       522,
+	"Error (before any attempt)":  468,
+	"Error code":                  78,
+	"Error message":               428,
+	"Every %d seconds":            560,
+	"Every attempt, oldest first": 420,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         610,
+	"Expired token":                        640,
+	"Expires":                              636,
+	"External tasks":                       117,
+	"Failed":                               262,
+	"Failed (%s).":                         497,
+	"Failed at node":                       347,
+	"Failed occurrence":                    344,
+	"Failed, last hour":                    265,
+	"Feb":                                  298,
+	"Field":                                169,
+	"Filter":                               53,
+	"Filters":                              103,
+	"Find":                                 121,
+	"Find an instance or occurrence":       119,
+	"Finished":                             424,
+	"First page":                           541,
+	"Follow it in the audit log (new tab)": 57,
+	"Form refused":                         144,
+	"From revision":                        190,
+	"From revision %d to revision %d:":     216,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
+	"Grants":                  154,
+	"Graph":                   570,
+	"Graph of %s":             584,
+	"HTTP 2xx, unusable body": 506,
+	"Headers sent":            241,
+	"Health":                  116,
+	"Held at a node of":       79,
+	"Held at node":            343,
+	"Held instances":          261,
+	"ID":                      152,
+	"In flight":               674,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 275,
+	"Inputs":                     198,
+	"Inputs of revision %d":      209,
+	"Inputs of the working copy": 200,
+	"Inputs the instance was started with, labelled by process version %d's contract": 333,
+	"Inputs, labelled by revision %d's contract":                                      454,
+	"Instance":                  360,
+	"Instances":                 83,
+	"Instances of this process": 579,
+	"Invalid request":           137,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  494,
-	"Its instance went on along the node’s error path.":                                                                                                                    495,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      645,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  495,
+	"Its instance went on along the node’s error path.":                                                                                                                    496,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      646,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     296,
-	"Jul":                     302,
-	"Jun":                     301,
-	"Keep it":                 647,
+	"Jan":                     297,
+	"Jul":                     303,
+	"Jun":                     302,
+	"Keep it":                 648,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     232,
-	"Kind":                    573,
-	"Language":                112,
-	"Last changed":            242,
-	"Last error (attempt %d)": 466,
-	"Last reserved":           463,
-	"Last saved":              178,
-	"Last seen":               675,
-	"Last used":               634,
-	"Latest revision":         233,
-	"Lists every change from one revision to another, and whom it may break.": 188,
-	"Local time at %s": 557,
-	"Lock expired %s — waiting to be offered again.": 485,
-	"Lock expires":                     464,
-	"Longest timeout":                  241,
-	"Main navigation":                  114,
-	"Mar":                              298,
-	"Maximum attempts":                 441,
-	"May":                              300,
-	"Message from Relais (in English)": 511,
-	"Message from the service (its own words, protected values masked)": 512,
-	"Method not allowed": 613,
-	"Mode":               439,
-	"More filters: instance, revision, consumer, dates": 516,
-	"Name":                    152,
-	"Never":                   558,
-	"Next attempt":            462,
-	"Next attempt or settled": 523,
-	"Next node":               323,
-	"Next page":               539,
-	"No consumer yet.":        162,
-	"No definition %s has occurrences: check the key, or show all definitions.": 271,
-	"No definition has occurrences yet.":                                        265,
-	"No definition yet.":                                                        235,
-	"No destination yet.":                                                       244,
-	"No inputs.":                                                                198,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 620,
-	"No instance matches these filters.": 361,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 619,
-	"No more consumers.":                                   163,
-	"No more destinations.":                                245,
-	"No occurrence matches these filters.":                 524,
-	"No operator action matches.":                          105,
-	"No operator has acted on this instance.":              328,
-	"No outputs yet: the occurrence has not completed.":    456,
-	"No outputs.":                                          201,
-	"No outputs: the occurrence ended without completing.": 458,
-	"No process is published yet.":                         564,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          687,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          686,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 72,
-	"No release yet.": 182,
-	"No revision yet: the Working copy has never been snapshotted.":          180,
-	"No service ever reserved this occurrence: it ended before any attempt.": 431,
-	"No service has reserved this occurrence yet.":                           428,
-	"No token.":              642,
-	"No value was revealed.": 612,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 688,
-	"No worker is connected.":           676,
-	"No worker serves this definition.": 679,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 685,
-	"Node":                  320,
-	"Node %s":               254,
-	"Nodes":                 571,
-	"Nodes of this version": 580,
-	"Nodes of this version, with their occurrences now": 572,
-	"Nodes reached, in order":                           319,
-	"Not allowed":                                       134,
-	"Not found":                                         142,
-	"Notes":                                             185,
-	"Nothing exists at this address, or it is not visible to you.": 140,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 141,
-	"Nothing to do: no instance this action applies to matches the filter.": 71,
-	"Nothing to find: the search box is empty.":                             617,
+	"Key":                     233,
+	"Kind":                    574,
+	"Language":                113,
+	"Last changed":            243,
+	"Last error (attempt %d)": 467,
+	"Last reserved":           464,
+	"Last saved":              179,
+	"Last seen":               676,
+	"Last used":               635,
+	"Latest revision":         234,
+	"Lists every change from one revision to another, and whom it may break.": 189,
+	"Local time at %s": 558,
+	"Lock expired %s — waiting to be offered again.": 486,
+	"Lock expires":                     465,
+	"Longest timeout":                  242,
+	"Main navigation":                  115,
+	"Mar":                              299,
+	"Maximum attempts":                 442,
+	"May":                              301,
+	"Message from Relais (in English)": 512,
+	"Message from the service (its own words, protected values masked)": 513,
+	"Method not allowed": 614,
+	"Mode":               440,
+	"More filters: instance, revision, consumer, dates": 517,
+	"Name":                    153,
+	"Never":                   559,
+	"Next attempt":            463,
+	"Next attempt or settled": 524,
+	"Next node":               324,
+	"Next page":               540,
+	"No consumer yet.":        163,
+	"No definition %s has occurrences: check the key, or show all definitions.": 272,
+	"No definition has occurrences yet.":                                        266,
+	"No definition yet.":                                                        236,
+	"No destination yet.":                                                       245,
+	"No inputs.":                                                                199,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 621,
+	"No instance matches these filters.": 362,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 620,
+	"No more consumers.":                                   164,
+	"No more destinations.":                                246,
+	"No occurrence matches these filters.":                 525,
+	"No operator action matches.":                          106,
+	"No operator has acted on this instance.":              329,
+	"No outputs yet: the occurrence has not completed.":    457,
+	"No outputs.":                                          202,
+	"No outputs: the occurrence ended without completing.": 459,
+	"No process is published yet.":                         565,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          688,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          687,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
+	"No release yet.": 183,
+	"No revision yet: the Working copy has never been snapshotted.":          181,
+	"No service ever reserved this occurrence: it ended before any attempt.": 432,
+	"No service has reserved this occurrence yet.":                           429,
+	"No token.":              643,
+	"No value was revealed.": 613,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 689,
+	"No worker is connected.":           677,
+	"No worker serves this definition.": 680,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 686,
+	"Node":                  321,
+	"Node %s":               255,
+	"Nodes":                 572,
+	"Nodes of this version": 581,
+	"Nodes of this version, with their occurrences now": 573,
+	"Nodes reached, in order":                           320,
+	"Not allowed":                                       135,
+	"Not found":                                         143,
+	"Notes":                                             186,
+	"Nothing exists at this address, or it is not visible to you.": 141,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 142,
+	"Nothing to do: no instance this action applies to matches the filter.": 72,
+	"Nothing to find: the search box is empty.":                             618,
 	"Nothing was done.":         28,
-	"Nov":                       306,
-	"Now":                       437,
-	"Occurrence":                321,
-	"Occurrence %s":             415,
-	"Occurrence offered again":  97,
-	"Occurrences now":           577,
-	"Occurrences, newest first": 519,
-	"Oct":                       305,
-	"Offered from %s — %s.":     484,
-	"Oldest claimable waits":    262,
-	"On error":                  576,
-	"On success":                575,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               607,
-	"Only administrators may reveal a sensitive value.":                                                 602,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 631,
-	"Open":             259,
-	"Operator actions": 316,
-	"Operator actions on this instance, newest first": 329,
-	"Operator actions, newest first":                  109,
-	"Outcome":                                         426,
-	"Outputs":                                         200,
-	"Outputs of revision %d":                          209,
-	"Outputs of the working copy":                     202,
-	"Outputs, labelled by revision %d's contract":     455,
-	"Pages": 537,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 553,
-	"Path":                            317,
-	"Pinned revision":                 574,
-	"Policy":                          417,
-	"Previous page":                   538,
-	"Priority":                        446,
-	"Process":                         74,
-	"Process %s":                      566,
-	"Process and node":                520,
-	"Process inputs":                  331,
-	"Process instance":                96,
-	"Process instance %s":             314,
-	"Process instances":               352,
-	"Process instances, newest first": 358,
-	"Processes":                       117,
-	"Processes by key":                562,
-	"Protocol":                        671,
-	"Published":                       186,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 560,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       561,
-	"Reason": 95,
-	"Reason (recorded in the audit log for every instance)": 53,
+	"Nov":                       307,
+	"Now":                       438,
+	"Occurrence":                322,
+	"Occurrence %s":             416,
+	"Occurrence offered again":  98,
+	"Occurrences now":           578,
+	"Occurrences, newest first": 520,
+	"Oct":                       306,
+	"Offered from %s — %s.":     485,
+	"Oldest claimable waits":    263,
+	"On error":                  577,
+	"On success":                576,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               608,
+	"Only administrators may reveal a sensitive value.":                                                 603,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 632,
+	"Open":             260,
+	"Operator actions": 317,
+	"Operator actions on this instance, newest first": 330,
+	"Operator actions, newest first":                  110,
+	"Outcome":                                         427,
+	"Outputs":                                         201,
+	"Outputs of revision %d":                          210,
+	"Outputs of the working copy":                     203,
+	"Outputs, labelled by revision %d's contract":     456,
+	"Pages": 538,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 554,
+	"Path":                            318,
+	"Pinned revision":                 575,
+	"Policy":                          418,
+	"Previous page":                   539,
+	"Priority":                        447,
+	"Process":                         75,
+	"Process %s":                      567,
+	"Process and node":                521,
+	"Process inputs":                  332,
+	"Process instance":                97,
+	"Process instance %s":             315,
+	"Process instances":               353,
+	"Process instances, newest first": 359,
+	"Processes":                       118,
+	"Processes by key":                563,
+	"Protocol":                        672,
+	"Published":                       187,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 561,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       562,
+	"Reason": 96,
+	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            440,
-	"Recorded operator actions":                             327,
-	"Relais console":                                        111,
-	"Relais has not called the destination yet.":            434,
-	"Relais is calling the destination (since %s).":         489,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 436,
-	"Relais never called the destination: the occurrence ended before any call.":                           435,
+	"Reason given by the worker":                            441,
+	"Recorded operator actions":                             328,
+	"Relais console":                                        112,
+	"Relais has not called the destination yet.":            435,
+	"Relais is calling the destination (since %s).":         490,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 437,
+	"Relais never called the destination: the occurrence ended before any call.":                           436,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 474,
-	"Release":                             183,
-	"Releases":                            181,
-	"Releases, oldest first":              203,
-	"Reload lists and detail pages":       552,
-	"Replica":                             433,
-	"Required":                            170,
-	"Reserved":                            422,
-	"Reserved by %s.":                     491,
-	"Reserved by %s; lock until %s — %s.": 490,
-	"Reserved now":                        160,
-	"Retried by %s at %s — “%s”":          339,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 44,
-	"Retries":            443,
-	"Retry %d instances": 60,
-	"Retry at %s — %s.":  483,
-	"Retry delay":        442,
-	"Retry every held instance this filter matches": 57,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 475,
+	"Release":                             184,
+	"Releases":                            182,
+	"Releases, oldest first":              204,
+	"Reload lists and detail pages":       553,
+	"Replica":                             434,
+	"Required":                            171,
+	"Reserved":                            423,
+	"Reserved by %s.":                     492,
+	"Reserved by %s; lock until %s — %s.": 491,
+	"Reserved now":                        161,
+	"Retried by %s at %s — “%s”":          340,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
+	"Retries":            444,
+	"Retry %d instances": 61,
+	"Retry at %s — %s.":  484,
+	"Retry delay":        443,
+	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         438,
+	"Retry or abandon it from its instance":         439,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 468,
-	"Retrying and abandoning apply to held instances, not %s ones.": 51,
+	"Retryable": 469,
+	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 459,
-	"Revealed by %s at %s; recorded in the audit log.": 605,
-	"Reveals":               126,
-	"Reveals, newest first": 610,
-	"Revision":              184,
-	"Revision %d":           205,
-	"Revisions":             179,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 690,
-	"Revoke the %s token “%s”?": 644,
-	"Revoke the token":          646,
-	"Revoke token %d":           643,
-	"Revoke…":                   640,
-	"Role":                      633,
-	"Route":                     322,
-	"Routing output":            177,
-	"Rows %s–%s":                541,
-	"Save settings":             554,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 604,
+	"Reveal — this is recorded": 460,
+	"Revealed by %s at %s; recorded in the audit log.": 606,
+	"Reveals":               127,
+	"Reveals, newest first": 611,
+	"Revision":              185,
+	"Revision %d":           206,
+	"Revisions":             180,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 691,
+	"Revoke the %s token “%s”?": 645,
+	"Revoke the token":          647,
+	"Revoke token %d":           644,
+	"Revoke…":                   641,
+	"Role":                      634,
+	"Route":                     323,
+	"Routing output":            178,
+	"Rows %s–%s":                542,
+	"Save settings":             555,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 605,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               615,
-	"Secret values can never be revealed.": 608,
-	"Sep":                                  304,
-	"Served by %d workers":                 689,
+	"Search":                               616,
+	"Secret values can never be revealed.": 609,
+	"Sep":                                  305,
+	"Served by %d workers":                 690,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              325,
-	"Settlement date":      515,
-	"Show all definitions": 270,
-	"Show times in":        550,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 110,
-	"Sign in": 624,
-	"Sign in with an operator, designer or administrator token.": 625,
-	"Sign out":             128,
-	"Signed in as %s (%s)": 127,
-	"Since revision %d:":   211,
-	"Skip to content":      113,
-	"Slot":                 279,
-	"Snapshotted":          206,
+	"Settled":              326,
+	"Settlement date":      516,
+	"Show all definitions": 271,
+	"Show times in":        551,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
+	"Sign in": 625,
+	"Sign in with an operator, designer or administrator token.": 626,
+	"Sign out":             129,
+	"Signed in as %s (%s)": 128,
+	"Since revision %d:":   212,
+	"Skip to content":      114,
+	"Slot":                 280,
+	"Snapshotted":          207,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 147,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 632,
-	"Staff tokens, oldest first": 636,
-	"Start node":                 568,
-	"Started":                    340,
-	"State":                      155,
-	"Status":                     75,
-	"Stop %d instances":          70,
-	"Stop every held instance this filter matches":            64,
+	"Something went wrong": 148,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 633,
+	"Staff tokens, oldest first": 637,
+	"Start node":                 569,
+	"Started":                    341,
+	"State":                      156,
+	"Status":                     76,
+	"Stop %d instances":          71,
+	"Stop every held instance this filter matches":            65,
 	"Stop every held instance…":                               8,
-	"Stop every running instance this filter matches":         65,
+	"Stop every running instance this filter matches":         66,
 	"Stop every running instance…":                            9,
-	"Stop every running or held instance this filter matches": 67,
+	"Stop every running or held instance this filter matches": 68,
 	"Stop every running or held instance…":                    10,
 	"Stop process instance %s":                                23,
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              337,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 46,
-	"Stopping applies to running or held instances, not %s ones.":                              50,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   336,
-	"Summary": 315,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 230,
-	"Tasks":                   156,
-	"Temporarily unavailable": 145,
-	"That is too long to be an id or a business key.": 618,
-	"The %d largest groups; the filter matches more.": 83,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 237,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          210,
-	"The bulk action must be its id (a UUID).":                   108,
-	"The call could not be prepared.":                            475,
-	"The chart’s numbers":                                        277,
-	"The confirmed count is missing: start again from the list.": 86,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           148,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      551,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 87,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 146,
-	"The deadline passed before a result arrived.": 472,
-	"The destination answered HTTP %s.":            482,
-	"The destination could not be reached.":        476,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 470,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      471,
-	"The destination’s answer was too large.": 477,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 149,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     137,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           479,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                478,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             357,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 318,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         176,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               548,
-	"The page size must be between 1 and %d.":                                                                                                                                                              351,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  547,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 107,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 48,
+	"Stopped by %s at %s — “%s”":                              338,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
+	"Stopping applies to running or held instances, not %s ones.":                              51,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   337,
+	"Summary": 316,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 231,
+	"Tasks":                   157,
+	"Temporarily unavailable": 146,
+	"That is too long to be an id or a business key.": 619,
+	"The %d largest groups; the filter matches more.": 84,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 238,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          211,
+	"The bulk action must be its id (a UUID).":                   109,
+	"The call could not be prepared.":                            476,
+	"The chart’s numbers":                                        278,
+	"The confirmed count is missing: start again from the list.": 87,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           149,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      552,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 147,
+	"The deadline passed before a result arrived.": 473,
+	"The destination answered HTTP %s.":            483,
+	"The destination could not be reached.":        477,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 471,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      472,
+	"The destination’s answer was too large.": 478,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 150,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     138,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           480,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                479,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             358,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 319,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         177,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               549,
+	"The page size must be between 1 and %d.":                                                                                                                                                              352,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  548,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 108,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            473,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      513,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          650,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          627,
-	"These revisions have the same contracts.":                                                                                                                                                             196,
-	"These settings are kept in this browser only.":                                                                                                                                                        549,
-	"They take every revision their consumer is granted.":                                                                                                                                                  691,
-	"They take revision %d only.":                                                                                                                                                                          692,
-	"They take revisions %s only.":                                                                                                                                                                         693,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     544,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             88,
-	"This contract has no inputs.":                                                                                                                                                                         454,
-	"This contract has no outputs.":                                                                                                                                                                        457,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  144,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            474,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      514,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          651,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          628,
+	"These revisions have the same contracts.":                                                                                                                                                             197,
+	"These settings are kept in this browser only.":                                                                                                                                                        550,
+	"They take every revision their consumer is granted.":                                                                                                                                                  692,
+	"They take revision %d only.":                                                                                                                                                                          693,
+	"They take revisions %s only.":                                                                                                                                                                         694,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     545,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
+	"This contract has no inputs.":                                                                                                                                                                         455,
+	"This contract has no outputs.":                                                                                                                                                                        458,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  145,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   326,
+	"This instance has not reached a task yet.":                   327,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 334,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 335,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 335,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 336,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
+	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            649,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           648,
-	"This page does not accept that request.": 614,
-	"This page reloads every %d seconds.":     133,
-	"This process takes no inputs.":           333,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 55,
-	"This token is unknown or has been revoked.": 629,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 581,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            582,
-	"Times in %s · no auto-reload":    132,
-	"Times in %s · reload every %d s": 131,
-	"To revision":                     190,
-	"Token":                           626,
-	"Tokens":                          125,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 628,
-	"Totals of all definitions, not narrowed by the other filters":         527,
-	"Totals of definition %s, not narrowed by the other filters":           526,
-	"Type": 169,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 616,
-	"URL":                              239,
-	"UTC (coordinated universal time)": 556,
-	"Unknown action.":                  49,
-	"Unknown consumer.":                514,
-	"Unknown parameter “%s” (did you mean “%s”?).": 545,
-	"Unknown parameter “%s”.":                      546,
-	"Unknown status “%s”.":                         349,
-	"Value":                                        330,
-	"Version":                                      567,
-	"Versions, newest first":                       563,
-	"Waiting for Relais to call the destination since %s (%s).": 486,
-	"Waiting for a worker since %s (%s).":                       487,
-	"When":                                                      92,
-	"Who":                                                       93,
-	"Whole message":                                             430,
-	"Why (recorded with the reveal)":                            460,
-	"Worker":                                                    670,
-	"Worker id":                                                 421,
-	"Workers":                                                   122,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        668,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            650,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           649,
+	"This page does not accept that request.": 615,
+	"This page reloads every %d seconds.":     134,
+	"This process takes no inputs.":           334,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
+	"This token is unknown or has been revoked.": 630,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 582,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            583,
+	"Times in %s · no auto-reload":    133,
+	"Times in %s · reload every %d s": 132,
+	"To revision":                     191,
+	"Token":                           627,
+	"Tokens":                          126,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 629,
+	"Totals of all definitions, not narrowed by the other filters":         528,
+	"Totals of definition %s, not narrowed by the other filters":           527,
+	"Type": 170,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 617,
+	"URL":                              240,
+	"UTC (coordinated universal time)": 557,
+	"Unknown action.":                  50,
+	"Unknown consumer.":                515,
+	"Unknown parameter “%s” (did you mean “%s”?).": 546,
+	"Unknown parameter “%s”.":                      547,
+	"Unknown status “%s”.":                         350,
+	"Value":                                        331,
+	"Version":                                      568,
+	"Versions, newest first":                       564,
+	"Waiting for Relais to call the destination since %s (%s).": 487,
+	"Waiting for a worker since %s (%s).":                       488,
+	"When":                                                      93,
+	"Who":                                                       94,
+	"Whole message":                                             431,
+	"Why (recorded with the reveal)":                            461,
+	"Worker":                                                    671,
+	"Worker id":                                                 422,
+	"Workers":                                                   123,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        669,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 669,
-	"Workers serving %s":                   677,
-	"Working copy":                         175,
-	"You are signed out.":                  621,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              135,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 622,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      623,
-	"[redacted]":                          510,
+	"Workers seen within three heartbeats": 670,
+	"Workers serving %s":                   678,
+	"Working copy":                         176,
+	"You are signed out.":                  622,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 623,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      624,
+	"[redacted]":                          511,
 	"abandon":                             4,
-	"active":                              157,
-	"administrator":                       391,
-	"an incident: retry, abandon or stop": 249,
-	"answer too large":                    508,
-	"any":                                 73,
-	"any other code → %s":                 593,
-	"any other error":                     247,
-	"as of %s (%s); counts are refreshed every few seconds.": 529,
-	"at least %d characters":                                 653,
-	"at least %d items":                                      660,
-	"at most %d":                                             449,
-	"at most %d characters":                                  654,
-	"at most %d items":                                       661,
-	"at most %d since the last operator retry":               450,
-	"available":                                              365,
-	"boolean":                                                378,
-	"call in progress since":                                 534,
-	"cancelled":                                              368,
-	"choice":                                                 381,
-	"claimable since":                                        533,
-	"claimable since %s":                                     267,
-	"classification changed":                                 402,
-	"completed":                                              275,
-	"constraint changed":                                     403,
-	"consumer":                                               394,
-	"consumer #%s":                                           500,
-	"date":                                                   379,
-	"date and time":                                          380,
-	"deadline %s":                                            596,
-	"deferred":                                               367,
-	"deferred since":                                         536,
-	"deleted":                                                99,
-	"designer":                                               393,
-	"disconnected":                                           374,
-	"end (completes)":                                        588,
-	"end (fails)":                                            589,
-	"end: completes the instance":                            250,
-	"end: fails the instance":                                251,
-	"every revision its consumer is granted":                 683,
-	"exact, case-sensitive":                                  353,
-	"expired":                                                371,
-	"failed":                                                 276,
-	"fails the instance":                                     594,
-	"field added":                                            397,
-	"field removed":                                          398,
-	"format":                                                 408,
-	"format %s":                                              656,
-	"from":                                                   354,
-	"held":                                                   370,
-	"held for an operator":                                   248,
-	"held, then abandoned by an operator":                    348,
-	"held, then stopped by an operator":                      347,
-	"hold (an incident for an operator)":                     592,
-	"id or business key":                                     119,
-	"in %s":                                                  289,
-	"in progress":                                            429,
-	"instance id":                                            517,
-	"instances held":                                         599,
-	"instances held: %s":                                     600,
-	"integer":                                                376,
-	"just now":                                               291,
-	"list":                                                   383,
-	"lock until":                                             535,
-	"long polling":                                           681,
-	"long wait":                                              268,
-	"maximum":                                                410,
-	"maximum %s":                                             658,
-	"maximum items":                                          412,
-	"maximum length":                                         406,
-	"minimum":                                                409,
-	"minimum %s":                                             657,
-	"minimum items":                                          411,
-	"minimum length":                                         405,
-	"never":                                                  637,
-	"next attempt":                                           532,
-	"no":                                                     396,
-	"no answer within the timeout":                           506,
-	"no connection":                                          507,
-	"no grant: it takes nothing":                             159,
-	"no header":                                              243,
-	"no worker":                                              269,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 469,
-	"none": 229,
-	"none (revealed before reasons were asked for)": 611,
-	"none yet": 234,
-	"none: a failed call takes the node’s error path": 444,
-	"normal":                          384,
-	"not provided":                    663,
-	"not yet":                         638,
-	"null":                            666,
-	"number":                          377,
-	"object":                          382,
-	"on error":                        246,
-	"one of: %s":                      659,
-	"operator":                        392,
-	"optional %s field of type %s":    226,
-	"optional field of type %s":       228,
-	"optional → required":             219,
-	"pattern":                         407,
-	"pattern %s":                      655,
-	"pull":                            586,
-	"pull %s":                         253,
-	"pull (the service fetches it)":   389,
-	"push %s":                         252,
-	"push (Relais calls the service)": 390,
-	"push to %s":                      587,
-	"rejected":                        372,
-	"released":                        373,
-	"required %s field of type %s":    225,
-	"required changed":                400,
-	"required field of type %s":       227,
-	"required → optional":             220,
-	"reserved":                        366,
+	"active":                              158,
+	"administrator":                       392,
+	"an incident: retry, abandon or stop": 250,
+	"answer too large":                    509,
+	"any":                                 74,
+	"any other code → %s":                 594,
+	"any other error":                     248,
+	"as of %s (%s); counts are refreshed every few seconds.": 530,
+	"at least %d characters":                                 654,
+	"at least %d items":                                      661,
+	"at most %d":                                             450,
+	"at most %d characters":                                  655,
+	"at most %d items":                                       662,
+	"at most %d since the last operator retry":               451,
+	"available":                                              366,
+	"boolean":                                                379,
+	"call in progress since":                                 535,
+	"cancelled":                                              369,
+	"choice":                                                 382,
+	"claimable since":                                        534,
+	"claimable since %s":                                     268,
+	"classification changed":                                 403,
+	"completed":                                              276,
+	"constraint changed":                                     404,
+	"consumer":                                               395,
+	"consumer #%s":                                           501,
+	"date":                                                   380,
+	"date and time":                                          381,
+	"deadline %s":                                            597,
+	"deferred":                                               368,
+	"deferred since":                                         537,
+	"deleted":                                                100,
+	"designer":                                               394,
+	"disconnected":                                           375,
+	"end (completes)":                                        589,
+	"end (fails)":                                            590,
+	"end: completes the instance":                            251,
+	"end: fails the instance":                                252,
+	"every revision its consumer is granted":                 684,
+	"exact, case-sensitive":                                  354,
+	"expired":                                                372,
+	"failed":                                                 277,
+	"fails the instance":                                     595,
+	"field added":                                            398,
+	"field removed":                                          399,
+	"format":                                                 409,
+	"format %s":                                              657,
+	"from":                                                   355,
+	"held":                                                   371,
+	"held for an operator":                                   249,
+	"held, then abandoned by an operator":                    349,
+	"held, then stopped by an operator":                      348,
+	"hold (an incident for an operator)":                     593,
+	"id or business key":                                     120,
+	"in %s":                                                  290,
+	"in progress":                                            430,
+	"instance id":                                            518,
+	"instances held":                                         600,
+	"instances held: %s":                                     601,
+	"integer":                                                377,
+	"just now":                                               292,
+	"list":                                                   384,
+	"lock until":                                             536,
+	"long polling":                                           682,
+	"long wait":                                              269,
+	"maximum":                                                411,
+	"maximum %s":                                             659,
+	"maximum items":                                          413,
+	"maximum length":                                         407,
+	"minimum":                                                410,
+	"minimum %s":                                             658,
+	"minimum items":                                          412,
+	"minimum length":                                         406,
+	"never":                                                  638,
+	"next attempt":                                           533,
+	"no":                                                     397,
+	"no answer within the timeout":                           507,
+	"no connection":                                          508,
+	"no grant: it takes nothing":                             160,
+	"no header":                                              244,
+	"no worker":                                              270,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 470,
+	"none": 230,
+	"none (revealed before reasons were asked for)": 612,
+	"none yet": 235,
+	"none: a failed call takes the node’s error path": 445,
+	"normal":                          385,
+	"not provided":                    664,
+	"not yet":                         639,
+	"null":                            667,
+	"number":                          378,
+	"object":                          383,
+	"on error":                        247,
+	"one of: %s":                      660,
+	"operator":                        393,
+	"optional %s field of type %s":    227,
+	"optional field of type %s":       229,
+	"optional → required":             220,
+	"pattern":                         408,
+	"pattern %s":                      656,
+	"pull":                            587,
+	"pull %s":                         254,
+	"pull (the service fetches it)":   390,
+	"push %s":                         253,
+	"push (Relais calls the service)": 391,
+	"push to %s":                      588,
+	"rejected":                        373,
+	"released":                        374,
+	"required %s field of type %s":    226,
+	"required changed":                401,
+	"required field of type %s":       228,
+	"required → optional":             221,
+	"reserved":                        367,
 	"retry":                           3,
-	"revision %d":                     530,
-	"revisions %s":                    684,
-	"revoked":                         158,
-	"routing changed":                 404,
-	"routing output":                  651,
-	"routing output %s → %s":          218,
-	"running":                         369,
-	"secret":                          386,
-	"sensitive":                       385,
-	"settled":                         531,
+	"revision %d":                     531,
+	"revisions %s":                    685,
+	"revoked":                         159,
+	"routing changed":                 405,
+	"routing output":                  652,
+	"routing output %s → %s":          219,
+	"running":                         370,
+	"secret":                          387,
+	"sensitive":                       386,
+	"settled":                         532,
 	"stop":                            5,
-	"stream":                          680,
-	"text":                            375,
-	"the contracts are the same (the name or a description changed).": 212,
-	"this session":             641,
-	"timeout %s":               597,
-	"timeout %s (the default)": 598,
-	"to":                       355,
-	"type changed":             399,
-	"unexpected value":         667,
-	"unknown":                  509,
-	"values added: %s":         221,
-	"values changed":           401,
-	"values removed: %s":       222,
-	"values reordered":         223,
-	"version %d":               565,
-	"waiting":                  504,
-	"yes":                      395,
-	"••• hidden (secret)":      388,
-	"••• hidden (sensitive)":   387,
-	"→ %s":                     591,
+	"stream":                          681,
+	"text":                            376,
+	"the contracts are the same (the name or a description changed).": 213,
+	"this session":             642,
+	"timeout %s":               598,
+	"timeout %s (the default)": 599,
+	"to":                       356,
+	"type changed":             400,
+	"unexpected value":         668,
+	"unknown":                  510,
+	"values added: %s":         222,
+	"values changed":           402,
+	"values removed: %s":       223,
+	"values reordered":         224,
+	"version %d":               566,
+	"waiting":                  505,
+	"yes":                      396,
+	"••• hidden (secret)":      389,
+	"••• hidden (sensitive)":   388,
+	"→ %s":                     592,
 }
 
-var enIndex = []uint32{ // 695 elements
+var enIndex = []uint32{ // 696 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -749,192 +750,192 @@ var enIndex = []uint32{ // 695 elements
 	0x0000061c, 0x000006a9, 0x00000736, 0x00000773,
 	0x000007b2, 0x000007e4, 0x00000807, 0x00000876,
 	0x000008df, 0x0000091a, 0x000009bf, 0x000009ec,
-	0x00000a39, 0x00000a8c, 0x00000ae5, 0x00000b3e,
-	0x00000b9b, 0x00000bf6, 0x00000c06, 0x00000c45,
-	0x00000c86, 0x00000c8d, 0x00000cc3, 0x00000cd4,
-	0x00000d4f, 0x00000d74, 0x00000da2, 0x00000e1e,
-	0x00000e68, 0x00000e9c, 0x00000ecc, 0x00000f10,
+	0x00000a39, 0x00000a99, 0x00000aec, 0x00000b45,
+	0x00000b9e, 0x00000bfb, 0x00000c56, 0x00000c66,
+	0x00000ca5, 0x00000ce6, 0x00000ced, 0x00000d23,
+	0x00000d34, 0x00000daf, 0x00000dd4, 0x00000e02,
+	0x00000e7e, 0x00000ec8, 0x00000efc, 0x00000f2c,
 	// Entry 40 - 5F
-	0x00000f48, 0x00000f75, 0x00000fa5, 0x00000ff5,
-	0x0000102d, 0x0000108d, 0x000010e4, 0x00001116,
-	0x0000115c, 0x000011d5, 0x000011d9, 0x000011e1,
-	0x000011e8, 0x000011f5, 0x00001200, 0x00001212,
-	0x0000121f, 0x0000122a, 0x00001244, 0x0000124e,
-	0x00001281, 0x000013b0, 0x000013ca, 0x00001405,
-	0x000014ae, 0x00001527, 0x0000157c, 0x0000162b,
-	0x00001647, 0x0000164c, 0x00001650, 0x00001657,
+	0x00000f70, 0x00000fa8, 0x00000fd5, 0x00001005,
+	0x00001055, 0x0000108d, 0x000010ed, 0x00001144,
+	0x00001176, 0x000011bc, 0x00001235, 0x00001239,
+	0x00001241, 0x00001248, 0x00001255, 0x00001260,
+	0x00001272, 0x0000127f, 0x0000128a, 0x000012a4,
+	0x000012ae, 0x000012e1, 0x00001410, 0x0000142a,
+	0x00001465, 0x0000150e, 0x00001587, 0x000015dc,
+	0x0000168b, 0x000016a7, 0x000016ac, 0x000016b0,
 	// Entry 60 - 7F
-	0x0000165e, 0x0000166f, 0x00001688, 0x00001694,
-	0x0000169c, 0x000016a6, 0x00001765, 0x0000176d,
-	0x0000177b, 0x00001789, 0x000017a5, 0x000017b1,
-	0x00001846, 0x0000186f, 0x0000188e, 0x000018f6,
-	0x00001905, 0x0000190e, 0x0000191e, 0x0000192e,
-	0x00001935, 0x00001944, 0x0000194e, 0x0000196d,
-	0x00001980, 0x00001985, 0x00001991, 0x00001999,
-	0x000019a3, 0x000019b0, 0x000019b7, 0x000019bf,
+	0x000016b7, 0x000016be, 0x000016cf, 0x000016e8,
+	0x000016f4, 0x000016fc, 0x00001706, 0x000017c5,
+	0x000017cd, 0x000017db, 0x000017e9, 0x00001805,
+	0x00001811, 0x000018a6, 0x000018cf, 0x000018ee,
+	0x00001956, 0x00001965, 0x0000196e, 0x0000197e,
+	0x0000198e, 0x00001995, 0x000019a4, 0x000019ae,
+	0x000019cd, 0x000019e0, 0x000019e5, 0x000019f1,
+	0x000019f9, 0x00001a03, 0x00001a10, 0x00001a17,
 	// Entry 80 - 9F
-	0x000019da, 0x000019e3, 0x000019f4, 0x00001a0b,
-	0x00001a32, 0x00001a53, 0x00001a7a, 0x00001a86,
-	0x00001b04, 0x00001b14, 0x00001b7c, 0x00001b93,
-	0x00001ba7, 0x00001be4, 0x00001cd1, 0x00001cdb,
-	0x00001ce8, 0x00001d4c, 0x00001d64, 0x00001daa,
-	0x00001dbf, 0x00001e2e, 0x00001ef3, 0x00001f0b,
-	0x00001f0e, 0x00001f13, 0x00001f1a, 0x00001f25,
-	0x00001f2b, 0x00001f31, 0x00001f38, 0x00001f40,
+	0x00001a1f, 0x00001a3a, 0x00001a43, 0x00001a54,
+	0x00001a6b, 0x00001a92, 0x00001ab3, 0x00001ada,
+	0x00001ae6, 0x00001b64, 0x00001b74, 0x00001bdc,
+	0x00001bf3, 0x00001c07, 0x00001c44, 0x00001d31,
+	0x00001d3b, 0x00001d48, 0x00001dac, 0x00001dc4,
+	0x00001e0a, 0x00001e1f, 0x00001e8e, 0x00001f53,
+	0x00001f6b, 0x00001f6e, 0x00001f73, 0x00001f7a,
+	0x00001f85, 0x00001f8b, 0x00001f91, 0x00001f98,
 	// Entry A0 - BF
-	0x00001f5b, 0x00001f68, 0x00001f76, 0x00001f87,
-	0x00001f9a, 0x00001fc4, 0x00001fdb, 0x00002021,
-	0x00002043, 0x00002049, 0x0000204e, 0x00002057,
-	0x00002066, 0x00002072, 0x0000207e, 0x0000208f,
-	0x0000209c, 0x000020f9, 0x00002108, 0x00002113,
-	0x0000211d, 0x0000215b, 0x00002164, 0x00002174,
-	0x0000217c, 0x00002185, 0x0000218b, 0x00002195,
-	0x000021a7, 0x000021ef, 0x000021fd, 0x00002209,
+	0x00001fa0, 0x00001fbb, 0x00001fc8, 0x00001fd6,
+	0x00001fe7, 0x00001ffa, 0x00002024, 0x0000203b,
+	0x00002081, 0x000020a3, 0x000020a9, 0x000020ae,
+	0x000020b7, 0x000020c6, 0x000020d2, 0x000020de,
+	0x000020ef, 0x000020fc, 0x00002159, 0x00002168,
+	0x00002173, 0x0000217d, 0x000021bb, 0x000021c4,
+	0x000021d4, 0x000021dc, 0x000021e5, 0x000021eb,
+	0x000021f5, 0x00002207, 0x0000224f, 0x0000225d,
 	// Entry C0 - DF
-	0x00002211, 0x00002218, 0x0000221f, 0x00002230,
-	0x0000223f, 0x00002268, 0x0000226f, 0x0000227a,
-	0x00002295, 0x0000229d, 0x000022a9, 0x000022c5,
-	0x000022dc, 0x000022fe, 0x0000230d, 0x00002319,
-	0x00002320, 0x00002339, 0x00002353, 0x000023fc,
-	0x00002412, 0x00002452, 0x00002483, 0x000024ad,
-	0x000024d4, 0x000024f8, 0x0000251f, 0x0000253e,
-	0x00002554, 0x0000256a, 0x0000257e, 0x00002594,
+	0x00002269, 0x00002271, 0x00002278, 0x0000227f,
+	0x00002290, 0x0000229f, 0x000022c8, 0x000022cf,
+	0x000022da, 0x000022f5, 0x000022fd, 0x00002309,
+	0x00002325, 0x0000233c, 0x0000235e, 0x0000236d,
+	0x00002379, 0x00002380, 0x00002399, 0x000023b3,
+	0x0000245c, 0x00002472, 0x000024b2, 0x000024e3,
+	0x0000250d, 0x00002534, 0x00002558, 0x0000257f,
+	0x0000259e, 0x000025b4, 0x000025ca, 0x000025de,
 	// Entry E0 - FF
-	0x000025a5, 0x000025bc, 0x000025df, 0x00002602,
-	0x0000261f, 0x0000263c, 0x00002641, 0x0000268d,
-	0x000026a0, 0x000026a4, 0x000026b4, 0x000026bd,
-	0x000026d0, 0x000026f6, 0x000027b2, 0x000027c7,
-	0x000027cb, 0x000027d8, 0x000027e8, 0x000027f5,
-	0x000027ff, 0x00002813, 0x00002829, 0x00002832,
-	0x00002842, 0x00002857, 0x0000287b, 0x00002897,
-	0x000028af, 0x000028ba, 0x000028c5, 0x000028d0,
+	0x000025f4, 0x00002605, 0x0000261c, 0x0000263f,
+	0x00002662, 0x0000267f, 0x0000269c, 0x000026a1,
+	0x000026ed, 0x00002700, 0x00002704, 0x00002714,
+	0x0000271d, 0x00002730, 0x00002756, 0x00002812,
+	0x00002827, 0x0000282b, 0x00002838, 0x00002848,
+	0x00002855, 0x0000285f, 0x00002873, 0x00002889,
+	0x00002892, 0x000028a2, 0x000028b7, 0x000028db,
+	0x000028f7, 0x0000290f, 0x0000291a, 0x00002925,
 	// Entry 100 - 11F
-	0x000029e6, 0x00002a0a, 0x00002a35, 0x00002a40,
-	0x00002a45, 0x00002a54, 0x00002a5b, 0x00002a72,
-	0x00002a87, 0x00002a99, 0x00002abc, 0x00002aee,
-	0x00002b04, 0x00002b0e, 0x00002b18, 0x00002b2d,
-	0x00002b7a, 0x00002b8a, 0x00002bc3, 0x00002c17,
-	0x00002c21, 0x00002c28, 0x00002c3e, 0x00002c77,
-	0x00002c7c, 0x00002c86, 0x00002c94, 0x00002ca1,
-	0x00002cca, 0x00002ced, 0x00002cfa, 0x00002d1a,
+	0x00002930, 0x00002a46, 0x00002a6a, 0x00002a95,
+	0x00002aa0, 0x00002aa5, 0x00002ab4, 0x00002abb,
+	0x00002ad2, 0x00002ae7, 0x00002af9, 0x00002b1c,
+	0x00002b4e, 0x00002b64, 0x00002b6e, 0x00002b78,
+	0x00002b8d, 0x00002bda, 0x00002bea, 0x00002c23,
+	0x00002c77, 0x00002c81, 0x00002c88, 0x00002c9e,
+	0x00002cd7, 0x00002cdc, 0x00002ce6, 0x00002cf4,
+	0x00002d01, 0x00002d2a, 0x00002d4d, 0x00002d5a,
 	// Entry 120 - 13F
-	0x00002d26, 0x00002d3f, 0x00002d48, 0x00002d52,
-	0x00002d5b, 0x00002d63, 0x00002d6d, 0x00002d75,
-	0x00002d7d, 0x00002d81, 0x00002d85, 0x00002d89,
-	0x00002d8d, 0x00002d91, 0x00002d95, 0x00002d99,
-	0x00002d9d, 0x00002da1, 0x00002da5, 0x00002da9,
-	0x00002dad, 0x00002db7, 0x00002dd5, 0x00002df5,
-	0x00002e19, 0x00002e3d, 0x00002e46, 0x00002e5d,
-	0x00002e65, 0x00002e76, 0x00002e7b, 0x00002ec0,
+	0x00002d7a, 0x00002d86, 0x00002d9f, 0x00002da8,
+	0x00002db2, 0x00002dbb, 0x00002dc3, 0x00002dcd,
+	0x00002dd5, 0x00002ddd, 0x00002de1, 0x00002de5,
+	0x00002de9, 0x00002ded, 0x00002df1, 0x00002df5,
+	0x00002df9, 0x00002dfd, 0x00002e01, 0x00002e05,
+	0x00002e09, 0x00002e0d, 0x00002e17, 0x00002e35,
+	0x00002e55, 0x00002e79, 0x00002e9d, 0x00002ea6,
+	0x00002ebd, 0x00002ec5, 0x00002ed6, 0x00002edb,
 	// Entry 140 - 15F
-	0x00002ed8, 0x00002edd, 0x00002ee8, 0x00002eee,
-	0x00002ef8, 0x00002f00, 0x00002f08, 0x00002f32,
-	0x00002f4c, 0x00002f74, 0x00002fa4, 0x00002faa,
-	0x00002fb9, 0x0000300c, 0x0000302a, 0x0000314c,
-	0x0000320b, 0x00003262, 0x0000328c, 0x000032b8,
-	0x000032e2, 0x000032ea, 0x000032f0, 0x000032fd,
-	0x0000330f, 0x00003318, 0x0000332a, 0x00003339,
-	0x0000335b, 0x0000337f, 0x0000339b, 0x000033a9,
+	0x00002f20, 0x00002f38, 0x00002f3d, 0x00002f48,
+	0x00002f4e, 0x00002f58, 0x00002f60, 0x00002f68,
+	0x00002f92, 0x00002fac, 0x00002fd4, 0x00003004,
+	0x0000300a, 0x00003019, 0x0000306c, 0x0000308a,
+	0x000031ac, 0x0000326b, 0x000032c2, 0x000032ec,
+	0x00003318, 0x00003342, 0x0000334a, 0x00003350,
+	0x0000335d, 0x0000336f, 0x00003378, 0x0000338a,
+	0x00003399, 0x000033bb, 0x000033df, 0x000033fb,
 	// Entry 160 - 17F
-	0x000033d4, 0x000033e6, 0x000033fc, 0x00003401,
-	0x00003404, 0x0000342e, 0x00003477, 0x00003497,
-	0x000034a0, 0x000034b2, 0x000034d5, 0x000034e3,
-	0x000034f2, 0x000034ff, 0x00003509, 0x00003512,
-	0x0000351b, 0x00003525, 0x0000352d, 0x00003532,
-	0x0000353a, 0x00003543, 0x0000354c, 0x00003559,
-	0x0000355e, 0x00003566, 0x0000356d, 0x00003575,
-	0x0000357a, 0x00003588, 0x0000358f, 0x00003596,
+	0x00003409, 0x00003434, 0x00003446, 0x0000345c,
+	0x00003461, 0x00003464, 0x0000348e, 0x000034d7,
+	0x000034f7, 0x00003500, 0x00003512, 0x00003535,
+	0x00003543, 0x00003552, 0x0000355f, 0x00003569,
+	0x00003572, 0x0000357b, 0x00003585, 0x0000358d,
+	0x00003592, 0x0000359a, 0x000035a3, 0x000035ac,
+	0x000035b9, 0x000035be, 0x000035c6, 0x000035cd,
+	0x000035d5, 0x000035da, 0x000035e8, 0x000035ef,
 	// Entry 180 - 19F
-	0x0000359b, 0x000035a2, 0x000035ac, 0x000035b3,
-	0x000035d0, 0x000035ea, 0x00003608, 0x00003628,
-	0x00003636, 0x0000363f, 0x00003648, 0x00003651,
-	0x00003655, 0x00003658, 0x00003664, 0x00003672,
-	0x0000367f, 0x00003690, 0x0000369f, 0x000036b6,
-	0x000036c9, 0x000036d9, 0x000036e8, 0x000036f7,
-	0x000036ff, 0x00003706, 0x0000370e, 0x00003716,
-	0x00003724, 0x00003732, 0x00003748, 0x0000375d,
+	0x000035f6, 0x000035fb, 0x00003602, 0x0000360c,
+	0x00003613, 0x00003630, 0x0000364a, 0x00003668,
+	0x00003688, 0x00003696, 0x0000369f, 0x000036a8,
+	0x000036b1, 0x000036b5, 0x000036b8, 0x000036c4,
+	0x000036d2, 0x000036df, 0x000036f0, 0x000036ff,
+	0x00003716, 0x00003729, 0x00003739, 0x00003748,
+	0x00003757, 0x0000375f, 0x00003766, 0x0000376e,
+	0x00003776, 0x00003784, 0x00003792, 0x000037a8,
 	// Entry 1A0 - 1BF
-	0x0000376e, 0x00003774, 0x0000377b, 0x00003784,
-	0x000037a0, 0x000037a9, 0x000037b3, 0x000037bc,
-	0x000037c5, 0x000037ce, 0x000037e5, 0x000037ed,
-	0x000037fb, 0x00003828, 0x00003834, 0x00003842,
-	0x00003889, 0x00003895, 0x0000389d, 0x000038c8,
-	0x00003913, 0x000039d5, 0x000039d9, 0x000039ff,
-	0x00003a04, 0x00003a1f, 0x00003a30, 0x00003a3c,
-	0x00003a44, 0x00003a76, 0x00003a7f, 0x00003a88,
+	0x000037bd, 0x000037ce, 0x000037d4, 0x000037db,
+	0x000037e4, 0x00003800, 0x00003809, 0x00003813,
+	0x0000381c, 0x00003825, 0x0000382e, 0x00003845,
+	0x0000384d, 0x0000385b, 0x00003888, 0x00003894,
+	0x000038a2, 0x000038e9, 0x000038f5, 0x000038fd,
+	0x00003928, 0x00003973, 0x00003a35, 0x00003a39,
+	0x00003a5f, 0x00003a64, 0x00003a7f, 0x00003a90,
+	0x00003a9c, 0x00003aa4, 0x00003ad6, 0x00003adf,
 	// Entry 1C0 - 1DF
-	0x00003aa4, 0x00003ab1, 0x00003abf, 0x00003aeb,
-	0x00003b11, 0x00003b1c, 0x00003b4a, 0x00003b67,
-	0x00003b96, 0x00003bc8, 0x00003be6, 0x00003c1b,
-	0x00003c37, 0x00003c56, 0x00003c65, 0x00003c72,
-	0x00003c80, 0x00003c8d, 0x00003c96, 0x00003cb1,
-	0x00003ccc, 0x00003cd6, 0x00003d29, 0x00003da7,
-	0x00003e1d, 0x00003e4a, 0x00003e84, 0x00003ee9,
-	0x00003f09, 0x00003f2f, 0x00003f59, 0x00003f91,
+	0x00003ae8, 0x00003b04, 0x00003b11, 0x00003b1f,
+	0x00003b4b, 0x00003b71, 0x00003b7c, 0x00003baa,
+	0x00003bc7, 0x00003bf6, 0x00003c28, 0x00003c46,
+	0x00003c7b, 0x00003c97, 0x00003cb6, 0x00003cc5,
+	0x00003cd2, 0x00003ce0, 0x00003ced, 0x00003cf6,
+	0x00003d11, 0x00003d2c, 0x00003d36, 0x00003d89,
+	0x00003e07, 0x00003e7d, 0x00003eaa, 0x00003ee4,
+	0x00003f49, 0x00003f69, 0x00003f8f, 0x00003fb9,
 	// Entry 1E0 - 1FF
-	0x00003fce, 0x00003ff2, 0x0000406b, 0x00004090,
-	0x000040aa, 0x000040c8, 0x000040fc, 0x0000413c,
-	0x00004166, 0x00004175, 0x000041a6, 0x000041d5,
-	0x000041e8, 0x0000425d, 0x00004270, 0x000042a4,
-	0x000042d8, 0x000042e8, 0x0000432f, 0x0000435c,
-	0x00004369, 0x00004379, 0x000043a9, 0x000043e3,
-	0x00004406, 0x0000440e, 0x00004426, 0x00004443,
-	0x00004451, 0x00004462, 0x0000446a, 0x00004475,
+	0x00003ff1, 0x0000402e, 0x00004052, 0x000040cb,
+	0x000040f0, 0x0000410a, 0x00004128, 0x0000415c,
+	0x0000419c, 0x000041c6, 0x000041d5, 0x00004206,
+	0x00004235, 0x00004248, 0x000042bd, 0x000042d0,
+	0x00004304, 0x00004338, 0x00004348, 0x0000438f,
+	0x000043bc, 0x000043c9, 0x000043d9, 0x00004409,
+	0x00004443, 0x00004466, 0x0000446e, 0x00004486,
+	0x000044a3, 0x000044b1, 0x000044c2, 0x000044ca,
 	// Entry 200 - 21F
-	0x00004496, 0x000044d8, 0x00004508, 0x0000451a,
-	0x0000452a, 0x0000455c, 0x00004568, 0x00004579,
-	0x00004593, 0x000045a4, 0x000045aa, 0x000045be,
-	0x000045d6, 0x000045fb, 0x00004609, 0x00004647,
-	0x00004684, 0x000046b0, 0x000046ed, 0x000046fc,
-	0x00004704, 0x00004711, 0x00004721, 0x00004738,
-	0x00004743, 0x00004752, 0x00004758, 0x00004766,
-	0x00004770, 0x0000477b, 0x0000478e, 0x000047b3,
+	0x000044d5, 0x000044f6, 0x00004538, 0x00004568,
+	0x0000457a, 0x0000458a, 0x000045bc, 0x000045c8,
+	0x000045d9, 0x000045f3, 0x00004604, 0x0000460a,
+	0x0000461e, 0x00004636, 0x0000465b, 0x00004669,
+	0x000046a7, 0x000046e4, 0x00004710, 0x0000474d,
+	0x0000475c, 0x00004764, 0x00004771, 0x00004781,
+	0x00004798, 0x000047a3, 0x000047b2, 0x000047b8,
+	0x000047c6, 0x000047d0, 0x000047db, 0x000047ee,
 	// Entry 220 - 23F
-	0x000047de, 0x0000486f, 0x000048aa, 0x000048c9,
-	0x00004907, 0x0000493e, 0x0000496c, 0x0000497a,
-	0x00004a0d, 0x00004a2b, 0x00004ab7, 0x00004ac5,
-	0x00004ad9, 0x00004afa, 0x00004b0e, 0x00004b14,
-	0x00004b28, 0x00004b9b, 0x00004be8, 0x00004bf9,
-	0x00004c10, 0x00004c2d, 0x00004c3b, 0x00004c49,
-	0x00004c51, 0x00004c5c, 0x00004c62, 0x00004d54,
-	0x00004d5a, 0x00004d8c, 0x00004d91, 0x00004da1,
+	0x00004813, 0x0000483e, 0x000048cf, 0x0000490a,
+	0x00004929, 0x00004967, 0x0000499e, 0x000049cc,
+	0x000049da, 0x00004a6d, 0x00004a8b, 0x00004b17,
+	0x00004b25, 0x00004b39, 0x00004b5a, 0x00004b6e,
+	0x00004b74, 0x00004b88, 0x00004bfb, 0x00004c48,
+	0x00004c59, 0x00004c70, 0x00004c8d, 0x00004c9b,
+	0x00004ca9, 0x00004cb1, 0x00004cbc, 0x00004cc2,
+	0x00004db4, 0x00004dba, 0x00004dec, 0x00004df1,
 	// Entry 240 - 25F
-	0x00004dac, 0x00004db5, 0x00004dc5, 0x00004ddf,
-	0x00004e84, 0x00004e9a, 0x00004f1f, 0x00004f99,
-	0x00004fa8, 0x00005062, 0x000050b3, 0x000050b8,
-	0x000050c6, 0x000050d6, 0x000050e2, 0x000050f2,
-	0x000050fc, 0x0000511f, 0x00005138, 0x0000514b,
-	0x000051b7, 0x000051c6, 0x000051d4, 0x000051f0,
-	0x000051ff, 0x00005215, 0x0000524e, 0x00005280,
-	0x0000528e, 0x000052e6, 0x0000531d, 0x00005334,
+	0x00004e01, 0x00004e0c, 0x00004e15, 0x00004e25,
+	0x00004e3f, 0x00004ee4, 0x00004efa, 0x00004f7f,
+	0x00004ff9, 0x00005008, 0x000050c2, 0x00005113,
+	0x00005118, 0x00005126, 0x00005136, 0x00005142,
+	0x00005152, 0x0000515c, 0x0000517f, 0x00005198,
+	0x000051ab, 0x00005217, 0x00005226, 0x00005234,
+	0x00005250, 0x0000525f, 0x00005275, 0x000052ae,
+	0x000052e0, 0x000052ee, 0x00005346, 0x0000537d,
 	// Entry 260 - 27F
-	0x00005378, 0x0000539d, 0x00005414, 0x0000542a,
-	0x00005458, 0x0000546f, 0x00005482, 0x000054aa,
-	0x000054b1, 0x0000550c, 0x00005536, 0x00005566,
-	0x000055c4, 0x00005664, 0x00005678, 0x00005723,
-	0x00005799, 0x000057a1, 0x000057dc, 0x000057e2,
-	0x0000585e, 0x000058a6, 0x000058d1, 0x00005933,
-	0x00005995, 0x00005a3c, 0x00005a41, 0x00005a4b,
-	0x00005a53, 0x00005a6e, 0x00005a74, 0x00005a7c,
+	0x00005394, 0x000053d8, 0x000053fd, 0x00005474,
+	0x0000548a, 0x000054b8, 0x000054cf, 0x000054e2,
+	0x0000550a, 0x00005511, 0x0000556c, 0x00005596,
+	0x000055c6, 0x00005624, 0x000056c4, 0x000056d8,
+	0x00005783, 0x000057f9, 0x00005801, 0x0000583c,
+	0x00005842, 0x000058be, 0x00005906, 0x00005931,
+	0x00005993, 0x000059f5, 0x00005a9c, 0x00005aa1,
+	0x00005aab, 0x00005ab3, 0x00005ace, 0x00005ad4,
 	// Entry 280 - 29F
-	0x00005a8a, 0x00005a94, 0x00005aa1, 0x00005aab,
-	0x00005abe, 0x00005ae2, 0x00005b62, 0x00005b73,
-	0x00005b7b, 0x00005bf0, 0x00005c44, 0x00005c86,
-	0x00005c95, 0x00005ca1, 0x00005cdd, 0x00005d17,
-	0x00005d25, 0x00005d32, 0x00005d40, 0x00005d4e,
-	0x00005d5c, 0x00005d8e, 0x00005dbe, 0x00005e1a,
-	0x00005e27, 0x00005e47, 0x00005e61, 0x00005e66,
-	0x00005e77, 0x00005efd, 0x00005f22, 0x00005f29,
+	0x00005adc, 0x00005aea, 0x00005af4, 0x00005b01,
+	0x00005b0b, 0x00005b1e, 0x00005b42, 0x00005bc2,
+	0x00005bd3, 0x00005bdb, 0x00005c50, 0x00005ca4,
+	0x00005ce6, 0x00005cf5, 0x00005d01, 0x00005d3d,
+	0x00005d77, 0x00005d85, 0x00005d92, 0x00005da0,
+	0x00005dae, 0x00005dbc, 0x00005dee, 0x00005e1e,
+	0x00005e7a, 0x00005e87, 0x00005ea7, 0x00005ec1,
+	0x00005ec6, 0x00005ed7, 0x00005f5d, 0x00005f82,
 	// Entry 2A0 - 2BF
-	0x00005f32, 0x00005f45, 0x00005f4f, 0x00005f59,
-	0x00005f63, 0x00005f7b, 0x00005f91, 0x00005f9d,
-	0x00005fbf, 0x00005fc6, 0x00005fd3, 0x00005fe4,
-	0x0000600b, 0x0000601b, 0x0000606f, 0x000060bf,
-	0x0000611f, 0x00006172, 0x000061aa, 0x000061fa,
-	0x0000622e, 0x0000624d, 0x0000626d,
-} // Size: 2804 bytes
+	0x00005f89, 0x00005f92, 0x00005fa5, 0x00005faf,
+	0x00005fb9, 0x00005fc3, 0x00005fdb, 0x00005ff1,
+	0x00005ffd, 0x0000601f, 0x00006026, 0x00006033,
+	0x00006044, 0x0000606b, 0x0000607b, 0x000060cf,
+	0x0000611f, 0x0000617f, 0x000061d2, 0x0000620a,
+	0x0000625a, 0x0000628e, 0x000062ad, 0x000062cd,
+} // Size: 2808 bytes
 
-const enData string = "" + // Size: 25197 bytes
+const enData string = "" + // Size: 25293 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -973,360 +974,361 @@ const enData string = "" + // Size: 25197 bytes
 	"retry would fail the same way. Abandon or stop the instance instead. Not" +
 	"hing was done.\x02Relais refused the action. Nothing was done.\x02This i" +
 	"nstance was already stopped; nothing changed and nothing was recorded." +
-	"\x02Retried: the occurrence at node %[1]s is offered again. Recorded in " +
-	"the audit log.\x02Abandoned: the instance failed with the error code aba" +
-	"ndoned. Recorded in the audit log.\x02Stopped: the instance and its open" +
-	" occurrences are cancelled. Recorded in the audit log.\x02Give a reason:" +
-	" it is recorded in the audit log (at most %[1]d characters). Nothing was" +
-	" done.\x02The reason is too long: %[1]d characters, for at most %[2]d. S" +
-	"horten it. Nothing was done.\x02Unknown action.\x02Stopping applies to r" +
-	"unning or held instances, not %[1]s ones.\x02Retrying and abandoning app" +
-	"ly to held instances, not %[1]s ones.\x02Filter\x02Reason (recorded in t" +
-	"he audit log for every instance)\x02Back to the list\x02This takes about" +
-	" %[1]s. Keep this page open until it answers: if it stops waiting first," +
-	" the action still runs to its end.\x02Follow it in the audit log (new ta" +
-	"b)\x02Retry every held instance this filter matches\x02Each one’s failed" +
-	" occurrence is offered again with a fresh budget of attempts. Nothing is" +
-	" completed on anyone’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held in" +
-	"stance matches now.\x00 \x02%[1]d held instances match now.\x14\x01\x81" +
-	"\x01\x00\x02\x15\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instance" +
-	"s\x02Abandon every held instance this filter matches\x02Each one fails w" +
-	"ith the error code abandoned and cannot be resumed.\x14\x01\x81\x01\x00" +
-	"\x02\x17\x02Abandon %[1]d instance\x00\x18\x02Abandon %[1]d instances" +
-	"\x02Stop every held instance this filter matches\x02Stop every running i" +
-	"nstance this filter matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running in" +
-	"stance matches now.\x00#\x02%[1]d running instances match now.\x02Stop e" +
-	"very running or held instance this filter matches\x14\x01\x81\x01\x00" +
-	"\x02,\x02%[1]d running or held instance matches now.\x00+\x02%[1]d runni" +
-	"ng or held instances match now.\x02Each one and its open occurrences are" +
-	" cancelled; a stopped instance cannot be resumed.\x14\x01\x81\x01\x00" +
-	"\x02\x14\x02Stop %[1]d instance\x00\x15\x02Stop %[1]d instances\x02Nothi" +
-	"ng to do: no instance this action applies to matches the filter.\x02No p" +
-	"rocess, business key, error code or creation date narrows this filter: i" +
-	"t applies to the instances of every process.\x02any\x02Process\x02Status" +
-	"\x02Business key\x02Error code\x02Held at a node of\x02Created from\x02C" +
-	"reated to\x02By process and error code\x02Instances\x02The %[1]d largest" +
-	" groups; the filter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1" +
-	"]d more held instance failed before any attempt (its inputs could not be" +
-	" built): it cannot be retried and is left out. Abandon or stop it.\x00" +
-	"\x96\x01\x02%[1]d more held instances failed before any attempt (their i" +
-	"nputs could not be built): they cannot be retried and are left out. Aban" +
-	"don or stop them.\x02Cannot act on this filter\x02The confirmed count is" +
-	" missing: start again from the list.\x02The count changed since you conf" +
-	"irmed it (it was %[1]d): instances were settled, started or acted on mea" +
-	"nwhile. Nothing was done; check the new count and confirm again.\x02This" +
-	" bulk action was already applied (the form was sent again): its records " +
-	"are in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bul" +
-	"k %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d i" +
-	"nstances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after th" +
-	"e count (settled, or acted on by someone else).\x00T\x02%[1]d skipped: t" +
-	"hey changed after the count (settled, or acted on by someone else).\x02%" +
-	"[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process" +
-	" instance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit" +
-	" log\x02Every retry, abandon and stop an operator applied, with its reas" +
-	"on. Reveals of sensitive values have their own log, which administrators" +
-	" read on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02App" +
-	"ly filters\x02Clear filters\x02No operator action matches.\x02All action" +
-	"s\x02The process instance must be a whole instance id (a UUID): the list" +
-	"s show the end of each id; open the instance, or copy its link, for the " +
-	"whole id.\x02The bulk action must be its id (a UUID).\x02Operator action" +
-	"s, newest first\x02Showing the %[1]d instances bulk action %[2]s changed" +
-	". While it runs, each reload shows how far it got.\x02Relais console\x02" +
-	"Language\x02Skip to content\x02Main navigation\x02Health\x02External tas" +
-	"ks\x02Processes\x02Find an instance or occurrence\x02id or business key" +
-	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
-	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
-	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reload ever" +
-	"y %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every " +
-	"%[1]d seconds.\x02Not allowed\x02Your role can read definitions and proc" +
-	"esses only: external tasks and process instances are for operators and a" +
-	"dministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL chara" +
-	"cter or bytes that are not UTF-8 text: correct it and try again.\x02Back" +
-	" to external tasks\x02Back to definitions\x02Nothing exists at this addr" +
-	"ess, or it is not visible to you.\x02Nothing exists at this address, or " +
-	"it is not visible to you. An ended instance is deleted, with its occurre" +
-	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
-	"ed; the audit log keeps the operator actions taken on it.\x02Not found" +
-	"\x02Form refused\x02This form was not sent from this console session, or" +
-	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
-	"le\x02The database cannot be reached right now. Try again in a few secon" +
-	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
-	" again; if it persists, give your administrator the request id %[1]s." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02No consumer yet.\x02No more consumers.\x02%[1]s: every revisi" +
-	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
-	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
-	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
-	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
-	"ble part of a definition. Processes never use it directly: they pin a re" +
-	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
-	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
-	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
-	"\x02Lists every change from one revision to another, and whom it may bre" +
-	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
-	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
-	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
-	"he Working copy has changes not yet snapshotted: they are in no revision" +
-	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
-	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
-	"e same (the name or a description changed).\x02Changes of the Working co" +
-	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
-	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
-	"k contracts: their Working copy, immutable revisions and named releases." +
-	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
-	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
-	" releases\x02The HTTP endpoints push nodes call. Values of the URL's que" +
-	"ry and of the headers are sealed and never shown. Create, change and del" +
-	"ete destinations through the API (/api/v1/destinations).\x02Destinations" +
-	" by name\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
-	" header\x02No destination yet.\x02No more destinations.\x02on error\x02a" +
-	"ny other error\x02held for an operator\x02an incident: retry, abandon or" +
-	" stop\x02end: completes the instance\x02end: fails the instance\x02push " +
-	"%[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s queue and inciden" +
-	"ts now, and what its workers finished in the last hour: occurrences that" +
-	" ended completed or failed. An occurrence retried since counts where it " +
-	"ends next; a failed attempt with attempts left is not counted, its occur" +
-	"rence’s page lists it.\x02Completions and failures, last hour\x02Definit" +
-	"ions, those needing attention first\x02Definition\x02Open\x02Held instan" +
-	"ces\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02Faile" +
-	"d, last hour\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02claimable since %[1]s\x02long wait" +
-	"\x02no worker\x02Show all definitions\x02No definition %[1]s has occurre" +
-	"nces: check the key, or show all definitions.\x02All definitions\x02Comp" +
-	"letions and failures per 5 minutes, last hour: %[1]s\x02In the last hour" +
-	": %[1]s, %[2]s. The table after the chart gives each 5-minute slot.\x02c" +
-	"ompleted\x02failed\x02The chart’s numbers\x02Completions and failures pe" +
-	"r 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1" +
-	"]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]" +
-	"d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d" +
-	" failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]" +
-	"s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[" +
-	"1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02" +
-	"May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14" +
-	"\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81" +
-	"\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Pro" +
-	"cess instance %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes " +
-	"this instance reached, in order, each with its occurrence.\x02Nodes reac" +
-	"hed, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02" +
-	"Settled\x02This instance has not reached a task yet.\x02Recorded operato" +
-	"r actions\x02No operator has acted on this instance.\x02Operator actions" +
-	" on this instance, newest first\x02Value\x02Process inputs\x02Inputs the" +
-	" instance was started with, labelled by process version %[1]d's contract" +
-	"\x02This process takes no inputs.\x02This instance is held at a failed n" +
-	"ode: an incident. It cannot be retried: its occurrence at node %[1]s fai" +
-	"led before any attempt (its inputs could not be built), so it would fail" +
-	" the same way. Abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02This instance is held at a fai" +
-	"led node: an incident. Retry offers the failed occurrence again; abandon" +
-	" fails the instance; stop cancels it. Each asks for a reason, recorded i" +
-	"n the audit log.\x02Stopping cancels the instance and its open occurrenc" +
-	"es. It does not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s" +
-	"”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]" +
-	"s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02" +
-	"End node\x02Abandoned at node\x02Failed at node\x02held, then stopped by" +
-	" an operator\x02held, then abandoned by an operator\x02Unknown status “%" +
-	"[1]s”.\x02Creation date\x02The page size must be between 1 and %[1]d." +
-	"\x02Process instances\x02exact, case-sensitive\x02from\x02to\x02Act on e" +
-	"very instance this filter matches\x02The next page counts them and asks " +
-	"for a reason before anything changes.\x02Process instances, newest first" +
-	"\x02Instance\x02End node or error\x02No instance matches these filters." +
-	"\x02All processes\x02Any definition\x02All statuses\x02available\x02rese" +
-	"rved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected" +
-	"\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02" +
-	"date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive" +
-	"\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the" +
-	" service fetches it)\x02push (Relais calls the service)\x02administrator" +
-	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
-	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
-	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
-	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
-	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
-	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
-	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
-	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
-	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
-	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
-	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
-	"ais never called the destination: the occurrence ended before any call." +
-	"\x02Relais keeps the destination’s status code only when it refused the " +
-	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
-	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
-	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
-	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
-	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
-	")\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last opera" +
-	"tor retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d " +
-	"attempts\x02%[1]d left\x02Inputs, labelled by revision %[1]d's contract" +
-	"\x02This contract has no inputs.\x02Outputs, labelled by revision %[1]d'" +
-	"s contract\x02No outputs yet: the occurrence has not completed.\x02This " +
-	"contract has no outputs.\x02No outputs: the occurrence ended without com" +
-	"pleting.\x02Reveal — this is recorded\x02Why (recorded with the reveal)" +
-	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
-	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02R" +
-	"etryable\x02no: the service marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination did not answer within the call" +
-	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
-	"trying.\x02The destination did not answer within the call’s timeout: it " +
-	"may have acted all the same, so check before retrying.\x02The deadline p" +
-	"assed before a result arrived.\x02The result did not match the revision'" +
-	"s outputs contract.\x02Relais stopped during the call: whether the desti" +
-	"nation acted is unknown, so it is not called again.\x02The call could no" +
-	"t be prepared.\x02The destination could not be reached.\x02The destinati" +
-	"on’s answer was too large.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The inputs could not be built from the process’s bindings" +
-	".\x02An operator abandoned the instance.\x02A Camunda 7 worker reported " +
-	"a failure with no retries left (retries: 0, or a budget already spent): " +
-	"it is not run again.\x02The destination answered HTTP %[1]s.\x02Retry at" +
-	" %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — w" +
-	"aiting to be offered again.\x02Waiting for Relais to call the destinatio" +
-	"n since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(" +
-	"worker %[1]s)\x02Relais is calling the destination (since %[1]s).\x02Res" +
-	"erved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Defer" +
-	"red since %[1]s (%[2]s): a worker of the same consumer, or a front end w" +
-	"ith a settle token, completes it later.\x02Completed (%[1]s).\x02Its ins" +
-	"tance is held here, waiting for an operator.\x02Its instance went on alo" +
-	"ng the node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance " +
-	"was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was " +
-	"stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; " +
-	"settled with its settle token)\x02%[1]s (deferred; settled with its sett" +
-	"le token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02" +
-	"HTTP 2xx, unusable body\x02no answer within the timeout\x02no connection" +
-	"\x02answer too large\x02unknown\x02[redacted]\x02Message from Relais (in" +
-	" English)\x02Message from the service (its own words, protected values m" +
-	"asked)\x02The revision must be a whole number, 1 or more.\x02Unknown con" +
-	"sumer.\x02Settlement date\x02More filters: instance, revision, consumer," +
-	" dates\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt or " +
-	"settled\x02No occurrence matches these filters.\x02All consumers\x02Tota" +
-	"ls of definition %[1]s, not narrowed by the other filters\x02Totals of a" +
-	"ll definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
-	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
-	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02s" +
-	"ettled\x02next attempt\x02claimable since\x02call in progress since\x02l" +
-	"ock until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02Fi" +
-	"rst page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02" +
-	"%[1]s: the first day comes after the last.\x02This address holds a param" +
-	"eter that cannot be read (a percent sign not followed by two hexadecimal" +
-	" digits, or a semicolon): correct the address.\x02Unknown parameter “%[1" +
-	"]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parame" +
-	"ter “%[1]s” is given %[2]d times: give it once.\x02The page cursor is in" +
-	"valid: go back to the first page.\x02These settings are kept in this bro" +
-	"wser only.\x02Show times in\x02The console runs no script, so it cannot " +
-	"read your computer’s time zone: choose its offset from UTC. Offsets do n" +
-	"ot follow daylight saving time.\x02Reload lists and detail pages\x02Page" +
-	"s where you type a reason (confirmations, and occurrences with a value t" +
-	"o reveal) never reload on their own, nor does a revealed value.\x02Save " +
-	"settings\x02Back without saving\x02UTC (coordinated universal time)\x02L" +
-	"ocal time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process " +
-	"versions: their nodes, routes and pinned revisions, drawn, with where th" +
-	"eir occurrences are now.\x02Published process versions: their nodes, rou" +
-	"tes and pinned revisions, drawn.\x02Processes by key\x02Versions, newest" +
-	" first\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
-	"\x02Version\x02Start node\x02Graph\x02Columns follow the longest path fr" +
-	"om the start node. Solid arrows are successes (labelled with their route" +
-	"), dashed ones failures (labelled with their error codes). Each box says" +
-	" how many of this version’s occurrences are at that node now.\x02Nodes" +
-	"\x02Nodes of this version, with their occurrences now\x02Kind\x02Pinned " +
-	"revision\x02On success\x02On error\x02Occurrences now\x02Instances of th" +
-	"is process\x02Columns follow the longest path from the start node. Solid" +
-	" arrows are successes (labelled with their route), dashed ones failures " +
-	"(labelled with their error codes).\x02Nodes of this version\x02This vers" +
-	"ion has %[1]d nodes: too many to draw legibly (at most %[2]d). The table" +
-	" below lists every node with its routes and counts.\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00" +
-	"\x02X\x02%[1]d node, starting at %[2]s. The table below lists the same n" +
-	"odes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The tab" +
-	"le below lists the same nodes, routes and counts.\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes and routes.\x02pull" +
-	"\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02" +
-	"→ %[1]s\x02hold (an incident for an operator)\x02any other code → %[1]" +
-	"s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry" +
-	" after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, " +
-	"priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the " +
-	"default)\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]" +
-	"s (%[2]s); refreshed every few seconds.\x02Only administrators may revea" +
-	"l a sensitive value.\x02Cannot reveal\x02Say why you reveal this value: " +
-	"the reason is recorded with the reveal in the audit log.\x02Revealed by " +
-	"%[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02" +
-	"Only a value this page shows as hidden (sensitive) can be revealed.\x02S" +
-	"ecret values can never be revealed.\x02Every sensitive value an administ" +
-	"rator revealed: who, when, which field and why. The values themselves ar" +
-	"e never kept.\x02Reveals, newest first\x02none (revealed before reasons " +
-	"were asked for)\x02No value was revealed.\x02Method not allowed\x02This " +
-	"page does not accept that request.\x02Search\x02Type an instance or occu" +
-	"rrence id (a UUID, as the pages show on hover), or a business key.\x02No" +
-	"thing to find: the search box is empty.\x02That is too long to be an id " +
-	"or a business key.\x02No instance or occurrence has the id “%[1]s”, and " +
-	"no instance has it as its business key.\x02No instance has “%[1]s” as it" +
-	"s business key, and it is not a whole id: the lists show the end of each" +
-	" id. Open the row, or copy its link, for the whole id.\x02You are signed" +
-	" out.\x02Your session had ended (inactivity, a sign-out elsewhere, a rev" +
-	"oked token or a restart of the server), so your last action was not appl" +
-	"ied. Sign in again, then repeat it.\x02Your session has ended (inactivit" +
-	"y, a sign-out elsewhere, a revoked token or a restart of the server). Si" +
-	"gn in again.\x02Sign in\x02Sign in with an operator, designer or adminis" +
-	"trator token.\x02Token\x02The token is checked once and never stored in " +
-	"your browser; a session cookie stands for it for up to 8 hours of inacti" +
-	"vity.\x02Too many failed sign-ins from your address. Try again in %[1]d " +
-	"seconds.\x02This token is unknown or has been revoked.\x02A %[1]s token " +
-	"cannot open the console: sign in with an operator, designer or administr" +
-	"ator token.\x02Only administrators see this page: tokens, consumers, des" +
-	"tinations and the reveal log are theirs.\x02Staff tokens (administrators" +
-	", designers, operators) that are not revoked. Consumer tokens are manage" +
-	"d with their consumers. Revoking a token refuses its next request.\x02Ro" +
-	"le\x02Last used\x02Expires\x02Staff tokens, oldest first\x02never\x02not" +
-	" yet\x02Expired token\x02Revoke…\x02this session\x02No token.\x02Revoke " +
-	"token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is re" +
-	"fused, and console sessions opened with it end. This cannot be undone: w" +
-	"hoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This" +
-	" is the token you signed in with: revoking it signs you out. Its next re" +
-	"quest is refused. This cannot be undone.\x02This is the last usable admi" +
-	"nistrator token: create another one before revoking it.\x02The token %[1" +
-	"]s (%[2]s) was revoked: its next request is refused.\x02routing output" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
-	" polling workers by their last fetch. A worker is listed while it was se" +
-	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
-	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
-	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
-	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"\x02This instance was already stopped, by %[1]s at %[2]s; nothing change" +
+	"d and nothing was recorded.\x02Retried: the occurrence at node %[1]s is " +
+	"offered again. Recorded in the audit log.\x02Abandoned: the instance fai" +
+	"led with the error code abandoned. Recorded in the audit log.\x02Stopped" +
+	": the instance and its open occurrences are cancelled. Recorded in the a" +
+	"udit log.\x02Give a reason: it is recorded in the audit log (at most %[1" +
+	"]d characters). Nothing was done.\x02The reason is too long: %[1]d chara" +
+	"cters, for at most %[2]d. Shorten it. Nothing was done.\x02Unknown actio" +
+	"n.\x02Stopping applies to running or held instances, not %[1]s ones.\x02" +
+	"Retrying and abandoning apply to held instances, not %[1]s ones.\x02Filt" +
+	"er\x02Reason (recorded in the audit log for every instance)\x02Back to t" +
+	"he list\x02This takes about %[1]s. Keep this page open until it answers:" +
+	" if it stops waiting first, the action still runs to its end.\x02Follow " +
+	"it in the audit log (new tab)\x02Retry every held instance this filter m" +
+	"atches\x02Each one’s failed occurrence is offered again with a fresh bud" +
+	"get of attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81" +
+	"\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held ins" +
+	"tances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance" +
+	"\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this fi" +
+	"lter matches\x02Each one fails with the error code abandoned and cannot " +
+	"be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
+	"\x18\x02Abandon %[1]d instances\x02Stop every held instance this filter " +
+	"matches\x02Stop every running instance this filter matches\x14\x01\x81" +
+	"\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d runni" +
+	"ng instances match now.\x02Stop every running or held instance this filt" +
+	"er matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance ma" +
+	"tches now.\x00+\x02%[1]d running or held instances match now.\x02Each on" +
+	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
+	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
+	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
+	"matches the filter.\x02No process, business key, error code or creation " +
+	"date narrows this filter: it applies to the instances of every process." +
+	"\x02any\x02Process\x02Status\x02Business key\x02Error code\x02Held at a " +
+	"node of\x02Created from\x02Created to\x02By process and error code\x02In" +
+	"stances\x02The %[1]d largest groups; the filter matches more.\x14\x01" +
+	"\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any a" +
+	"ttempt (its inputs could not be built): it cannot be retried and is left" +
+	" out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances faile" +
+	"d before any attempt (their inputs could not be built): they cannot be r" +
+	"etried and are left out. Abandon or stop them.\x02Cannot act on this fil" +
+	"ter\x02The confirmed count is missing: start again from the list.\x02The" +
+	" count changed since you confirmed it (it was %[1]d): instances were set" +
+	"tled, started or acted on meanwhile. Nothing was done; check the new cou" +
+	"nt and confirm again.\x02This bulk action was already applied (the form " +
+	"was sent again): its records are in the audit log. Nothing more was done" +
+	".\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02" +
+	"Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d" +
+	" skipped: it changed after the count (settled, or acted on by someone el" +
+	"se).\x00T\x02%[1]d skipped: they changed after the count (settled, or ac" +
+	"ted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who" +
+	"\x02Action\x02Reason\x02Process instance\x02Occurrence offered again\x02" +
+	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
+	"operator applied, with its reason. Reveals of sensitive values have thei" +
+	"r own log, which administrators read on the Reveals page (GET /api/v1/au" +
+	"dit/reveals).\x02Filters\x02Apply filters\x02Clear filters\x02No operato" +
+	"r action matches.\x02All actions\x02The process instance must be a whole" +
+	" instance id (a UUID): the lists show the end of each id; open the insta" +
+	"nce, or copy its link, for the whole id.\x02The bulk action must be its " +
+	"id (a UUID).\x02Operator actions, newest first\x02Showing the %[1]d inst" +
+	"ances bulk action %[2]s changed. While it runs, each reload shows how fa" +
+	"r it got.\x02Relais console\x02Language\x02Skip to content\x02Main navig" +
+	"ation\x02Health\x02External tasks\x02Processes\x02Find an instance or oc" +
+	"currence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Cons" +
+	"umers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)" +
+	"\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
+	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
+	"load\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Your ro" +
+	"le can read definitions and processes only: external tasks and process i" +
+	"nstances are for operators and administrators.\x02Invalid request\x02The" +
+	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
+	"orrect it and try again.\x02Back to external tasks\x02Back to definition" +
+	"s\x02Nothing exists at this address, or it is not visible to you.\x02Not" +
+	"hing exists at this address, or it is not visible to you. An ended insta" +
+	"nce is deleted, with its occurrences and attempts, once the retention pe" +
+	"riod (RELAIS_RETENTION) has passed; the audit log keeps the operator act" +
+	"ions taken on it.\x02Not found\x02Form refused\x02This form was not sent" +
+	" from this console session, or it has expired. Reload the page and try a" +
+	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
+	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
+	" could not show this page. Try again; if it persists, give your administ" +
+	"rator the request id %[1]s.\x02The external services that take tasks, an" +
+	"d the definitions each may take. Create consumers, change their grants a" +
+	"nd rotate their tokens through the API (/api/v1/consumers); tokens are n" +
+	"ever shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Create" +
+	"d on\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothin" +
+	"g\x02Reserved now\x02All its tasks\x02No consumer yet.\x02No more consum" +
+	"ers.\x02%[1]s: every revision, present and future\x02%[1]s: revisions %[" +
+	"2]s\x02Counting the occurrences; the counts appear when you reload the p" +
+	"age.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
+	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
+	"Working copy\x02The only mutable part of a definition. Processes never u" +
+	"se it directly: they pin a revision.\x02Routing output\x02Last saved\x02" +
+	"Revisions\x02No revision yet: the Working copy has never been snapshotte" +
+	"d.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Pub" +
+	"lished\x02Compare revisions\x02Lists every change from one revision to a" +
+	"nother, and whom it may break.\x02From revision\x02To revision\x02Compar" +
+	"e\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These rev" +
+	"isions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the" +
+	" working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
+	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
+	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
+	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
+	" they are in no revision (workers and processes use revision %[1]d at mo" +
+	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
+	"\x02the contracts are the same (the name or a description changed).\x02C" +
+	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
+	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
+	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
+	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
+	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
+	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
+	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
+	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
+	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
+	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
+	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02The HTTP endpoints push n" +
+	"odes call. Values of the URL's query and of the headers are sealed and n" +
+	"ever shown. Create, change and delete destinations through the API (/api" +
+	"/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent\x02Lon" +
+	"gest timeout\x02Last changed\x02no header\x02No destination yet.\x02No m" +
+	"ore destinations.\x02on error\x02any other error\x02held for an operator" +
+	"\x02an incident: retry, abandon or stop\x02end: completes the instance" +
+	"\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s" +
+	"\x02Each definition’s queue and incidents now, and what its workers fini" +
+	"shed in the last hour: occurrences that ended completed or failed. An oc" +
+	"currence retried since counts where it ends next; a failed attempt with " +
+	"attempts left is not counted, its occurrence’s page lists it.\x02Complet" +
+	"ions and failures, last hour\x02Definitions, those needing attention fir" +
+	"st\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable" +
+	" waits\x02Completed, last hour\x02Failed, last hour\x02No definition has" +
+	" occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all definiti" +
+	"ons\x02No definition %[1]s has occurrences: check the key, or show all d" +
+	"efinitions.\x02All definitions\x02Completions and failures per 5 minutes" +
+	", last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after th" +
+	"e chart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s " +
+	"numbers\x02Completions and failures per 5-minute slot, oldest first\x02S" +
+	"lot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
+	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02This instance is held at a failed node: an incident. It cannot be" +
+	" retried: its occurrence at node %[1]s failed before any attempt (its in" +
+	"puts could not be built), so it would fail the same way. Abandon fails t" +
+	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
+	"dit log.\x02This instance is held at a failed node: an incident. Retry o" +
+	"ffers the failed occurrence again; abandon fails the instance; stop canc" +
+	"els it. Each asks for a reason, recorded in the audit log.\x02Stopping c" +
+	"ancels the instance and its open occurrences. It does not complete anyth" +
+	"ing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2" +
+	"]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
+	"\x02Held at node\x02Failed occurrence\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02Unknown status “%[1]s”.\x02Creation date\x02Th" +
+	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
+	"case-sensitive\x02from\x02to\x02Act on every instance this filter matche" +
+	"s\x02The next page counts them and asks for a reason before anything cha" +
+	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
+	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
+	"on\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02" +
+	"running\x02held\x02expired\x02rejected\x02released\x02disconnected\x02te" +
+	"xt\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice" +
+	"\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensi" +
+	"tive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (R" +
+	"elais calls the service)\x02administrator\x02operator\x02designer\x02con" +
+	"sumer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02re" +
+	"quired changed\x02values changed\x02classification changed\x02constraint" +
+	" changed\x02routing changed\x02minimum length\x02maximum length\x02patte" +
+	"rn\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02" +
+	"%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dat" +
+	"es\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02W" +
+	"orker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02" +
+	"Outcome\x02Error message\x02No service has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
+	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais never called the destinatio" +
+	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
+	"’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
+	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
+	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
+	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
+	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
+	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
+	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
+	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
+	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
+	"is is recorded\x02Why (recorded with the reveal)\x02Available from\x02Ne" +
+	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
+	"ttempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the serv" +
+	"ice marked this failure as not retryable (attempts left unused: %[1]d)" +
+	"\x02The destination did not answer within the call’s timeout (%[1]s): it" +
+	" may have acted all the same, so check before retrying.\x02The destinati" +
+	"on did not answer within the call’s timeout: it may have acted all the s" +
+	"ame, so check before retrying.\x02The deadline passed before a result ar" +
+	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
+	"elais stopped during the call: whether the destination acted is unknown," +
+	" so it is not called again.\x02The call could not be prepared.\x02The de" +
+	"stination could not be reached.\x02The destination’s answer was too larg" +
+	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
+	"s could not be built from the process’s bindings.\x02An operator abandon" +
+	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
+	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
+	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
+	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
+	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
+	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
+	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
+	"): a worker of the same consumer, or a front end with a settle token, co" +
+	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
+	"iting for an operator.\x02Its instance went on along the node’s error pa" +
+	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
+	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
+	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
+	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
+	"e from the service (its own words, protected values masked)\x02The revis" +
+	"ion must be a whole number, 1 or more.\x02Unknown consumer.\x02Settlemen" +
+	"t date\x02More filters: instance, revision, consumer, dates\x02instance " +
+	"id\x02Counts by status\x02Occurrences, newest first\x02Process and node" +
+	"\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occurr" +
+	"ence matches these filters.\x02All consumers\x02Totals of definition %[1" +
+	"]s, not narrowed by the other filters\x02Totals of all definitions, not " +
+	"narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occur" +
+	"rence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are re" +
+	"freshed every few seconds.\x02revision %[1]d\x02settled\x02next attempt" +
+	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
+	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s" +
+	"–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
+	" comes after the last.\x02This address holds a parameter that cannot be " +
+	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
+	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
+	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
+	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
+	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
+	"imes in\x02The console runs no script, so it cannot read your computer’s" +
+	" time zone: choose its offset from UTC. Offsets do not follow daylight s" +
+	"aving time.\x02Reload lists and detail pages\x02Pages where you type a r" +
+	"eason (confirmations, and occurrences with a value to reveal) never relo" +
+	"ad on their own, nor does a revealed value.\x02Save settings\x02Back wit" +
+	"hout saving\x02UTC (coordinated universal time)\x02Local time at %[1]s" +
+	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Sta" +
+	"rt node\x02Graph\x02Columns follow the longest path from the start node." +
+	" Solid arrows are successes (labelled with their route), dashed ones fai" +
+	"lures (labelled with their error codes). Each box says how many of this " +
+	"version’s occurrences are at that node now.\x02Nodes\x02Nodes of this ve" +
+	"rsion, with their occurrences now\x02Kind\x02Pinned revision\x02On succe" +
+	"ss\x02On error\x02Occurrences now\x02Instances of this process\x02Column" +
+	"s follow the longest path from the start node. Solid arrows are successe" +
+	"s (labelled with their route), dashed ones failures (labelled with their" +
+	" error codes).\x02Nodes of this version\x02This version has %[1]d nodes:" +
+	" too many to draw legibly (at most %[2]d). The table below lists every n" +
+	"ode with its routes and counts.\x02This version has %[1]d nodes: too man" +
+	"y to draw legibly (at most %[2]d). The table below lists every node with" +
+	" its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, s" +
+	"tarting at %[2]s. The table below lists the same nodes, routes and count" +
+	"s.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
+	"e nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table" +
+	" below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end " +
+	"(completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incid" +
+	"ent for an operator)\x02any other code → %[1]s\x02fails the instance\x14" +
+	"\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]" +
+	"d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline " +
+	"%[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
+	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
+	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Ca" +
+	"nnot reveal\x02Say why you reveal this value: the reason is recorded wit" +
+	"h the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded i" +
+	"n the audit log.\x02Back to the occurrence\x02Only a value this page sho" +
+	"ws as hidden (sensitive) can be revealed.\x02Secret values can never be " +
+	"revealed.\x02Every sensitive value an administrator revealed: who, when," +
+	" which field and why. The values themselves are never kept.\x02Reveals, " +
+	"newest first\x02none (revealed before reasons were asked for)\x02No valu" +
+	"e was revealed.\x02Method not allowed\x02This page does not accept that " +
+	"request.\x02Search\x02Type an instance or occurrence id (a UUID, as the " +
+	"pages show on hover), or a business key.\x02Nothing to find: the search " +
+	"box is empty.\x02That is too long to be an id or a business key.\x02No i" +
+	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
+	"business key.\x02No instance has “%[1]s” as its business key, and it is " +
+	"not a whole id: the lists show the end of each id. Open the row, or copy" +
+	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
+	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
+	" the server), so your last action was not applied. Sign in again, then r" +
+	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
+	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
+	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
+	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
+	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
+	"ministrators see this page: tokens, consumers, destinations and the reve" +
+	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
+	") that are not revoked. Consumer tokens are managed with their consumers" +
+	". Revoking a token refuses its next request.\x02Role\x02Last used\x02Exp" +
+	"ires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revoke" +
+	" the %[1]s token “%[2]s”?\x02Its next request is refused, and console se" +
+	"ssions opened with it end. This cannot be undone: whoever uses it needs " +
+	"a new token.\x02Revoke the token\x02Keep it\x02This is the token you sig" +
+	"ned in with: revoking it signs you out. Its next request is refused. Thi" +
+	"s cannot be undone.\x02This is the last usable administrator token: crea" +
+	"te another one before revoking it.\x02The token %[1]s (%[2]s) was revoke" +
+	"d: its next request is refused.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
+	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
+	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
+	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
+	"cted value\x02Workers connected by a stream, and polling workers by thei" +
+	"r last fetch. A worker is listed while it was seen within three heartbea" +
+	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
+	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
+	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
+	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
+	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
+	"is definition: its occurrences wait until one connects or polls.\x02No p" +
+	"rocess uses this definition yet: it needs a worker once a process pulls " +
+	"it.\x02No process pulls this definition: Relais calls its destinations (" +
+	"push), and it needs no worker.\x02No worker is connected for this defini" +
+	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 695 elements
+var frIndex = []uint32{ // 696 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1340,192 +1342,192 @@ var frIndex = []uint32{ // 695 elements
 	0x000007c3, 0x00000876, 0x0000092a, 0x00000973,
 	0x000009bd, 0x000009f7, 0x00000a28, 0x00000ab5,
 	0x00000b3a, 0x00000b7f, 0x00000c57, 0x00000c8b,
-	0x00000ce8, 0x00000d51, 0x00000dc8, 0x00000e31,
-	0x00000ea6, 0x00000f11, 0x00000f22, 0x00000f7d,
-	0x00000fdd, 0x00000fe4, 0x00001025, 0x00001039,
-	0x000010d7, 0x0000110b, 0x0000114a, 0x000011db,
-	0x0000125b, 0x00001297, 0x000012d7, 0x00001330,
+	0x00000ce8, 0x00000d59, 0x00000dc2, 0x00000e39,
+	0x00000ea2, 0x00000f17, 0x00000f82, 0x00000f93,
+	0x00000fee, 0x0000104e, 0x00001055, 0x00001096,
+	0x000010aa, 0x00001148, 0x0000117c, 0x000011bb,
+	0x0000124c, 0x000012cc, 0x00001308, 0x00001348,
 	// Entry 40 - 5F
-	0x0000136e, 0x000013ac, 0x000013e9, 0x00001468,
-	0x000014b2, 0x0000154a, 0x000015b3, 0x000015ed,
-	0x0000164e, 0x000016f7, 0x00001703, 0x0000170d,
-	0x00001714, 0x00001721, 0x00001731, 0x00001749,
-	0x0000175c, 0x00001770, 0x00001791, 0x0000179b,
-	0x000017e3, 0x0000198f, 0x000019b1, 0x000019e6,
-	0x00001acf, 0x00001b78, 0x00001bed, 0x00001ccc,
-	0x00001cec, 0x00001cf2, 0x00001cf6, 0x00001cfd,
+	0x000013a1, 0x000013df, 0x0000141d, 0x0000145a,
+	0x000014d9, 0x00001523, 0x000015bb, 0x00001624,
+	0x0000165e, 0x000016bf, 0x00001768, 0x00001774,
+	0x0000177e, 0x00001785, 0x00001792, 0x000017a2,
+	0x000017ba, 0x000017cd, 0x000017e1, 0x00001802,
+	0x0000180c, 0x00001854, 0x00001a00, 0x00001a22,
+	0x00001a57, 0x00001b40, 0x00001be9, 0x00001c5e,
+	0x00001d3d, 0x00001d5d, 0x00001d63, 0x00001d67,
 	// Entry 60 - 7F
-	0x00001d03, 0x00001d19, 0x00001d30, 0x00001d40,
-	0x00001d4b, 0x00001d5d, 0x00001e42, 0x00001e4a,
-	0x00001e60, 0x00001e74, 0x00001ea0, 0x00001eb3,
-	0x00001f86, 0x00001fcf, 0x00002005, 0x00002094,
-	0x000020a3, 0x000020aa, 0x000020bb, 0x000020d1,
-	0x000020d7, 0x000020e8, 0x000020f2, 0x00002119,
-	0x00002135, 0x0000213d, 0x0000214a, 0x00002156,
-	0x00002164, 0x00002171, 0x00002178, 0x00002186,
+	0x00001d6e, 0x00001d74, 0x00001d8a, 0x00001da1,
+	0x00001db1, 0x00001dbc, 0x00001dce, 0x00001eb3,
+	0x00001ebb, 0x00001ed1, 0x00001ee5, 0x00001f11,
+	0x00001f24, 0x00001ff7, 0x00002040, 0x00002076,
+	0x00002105, 0x00002114, 0x0000211b, 0x0000212c,
+	0x00002142, 0x00002148, 0x00002159, 0x00002163,
+	0x0000218a, 0x000021a6, 0x000021ae, 0x000021bb,
+	0x000021c7, 0x000021d5, 0x000021e2, 0x000021e9,
 	// Entry 80 - 9F
-	0x000021aa, 0x000021ba, 0x000021d2, 0x000021f3,
-	0x00002226, 0x00002257, 0x00002289, 0x00002297,
-	0x0000234b, 0x0000235d, 0x000023dd, 0x000023f9,
-	0x00002411, 0x00002454, 0x00002572, 0x0000257e,
-	0x00002591, 0x0000260d, 0x00002629, 0x00002680,
-	0x00002698, 0x00002730, 0x00002821, 0x0000284f,
-	0x00002852, 0x00002856, 0x0000285d, 0x00002867,
-	0x0000286d, 0x00002875, 0x0000287b, 0x00002885,
+	0x000021f7, 0x0000221b, 0x0000222b, 0x00002243,
+	0x00002264, 0x00002297, 0x000022c8, 0x000022fa,
+	0x00002308, 0x000023bc, 0x000023ce, 0x0000244e,
+	0x0000246a, 0x00002482, 0x000024c5, 0x000025e3,
+	0x000025ef, 0x00002602, 0x0000267e, 0x0000269a,
+	0x000026f1, 0x00002709, 0x000027a1, 0x00002892,
+	0x000028c0, 0x000028c3, 0x000028c7, 0x000028ce,
+	0x000028d8, 0x000028de, 0x000028e6, 0x000028ec,
 	// Entry A0 - BF
-	0x000028a6, 0x000028bf, 0x000028d2, 0x000028f7,
-	0x00002911, 0x00002949, 0x00002964, 0x000029ca,
-	0x000029fc, 0x00002a02, 0x00002a07, 0x00002a13,
-	0x00002a22, 0x00002a2e, 0x00002a3a, 0x00002a4c,
-	0x00002a5d, 0x00002ae1, 0x00002af3, 0x00002b0a,
-	0x00002b15, 0x00002b6a, 0x00002b77, 0x00002b9c,
-	0x00002ba8, 0x00002bb2, 0x00002bb8, 0x00002bc4,
-	0x00002bdc, 0x00002c2e, 0x00002c3e, 0x00002c4e,
+	0x000028f6, 0x00002917, 0x00002930, 0x00002943,
+	0x00002968, 0x00002982, 0x000029ba, 0x000029d5,
+	0x00002a3b, 0x00002a6d, 0x00002a73, 0x00002a78,
+	0x00002a84, 0x00002a93, 0x00002a9f, 0x00002aab,
+	0x00002abd, 0x00002ace, 0x00002b52, 0x00002b64,
+	0x00002b7b, 0x00002b86, 0x00002bdb, 0x00002be8,
+	0x00002c0d, 0x00002c19, 0x00002c23, 0x00002c29,
+	0x00002c35, 0x00002c4d, 0x00002c9f, 0x00002caf,
 	// Entry C0 - DF
-	0x00002c57, 0x00002c62, 0x00002c6a, 0x00002c8a,
-	0x00002cac, 0x00002cd4, 0x00002cdd, 0x00002ced,
-	0x00002d0d, 0x00002d15, 0x00002d24, 0x00002d43,
-	0x00002d6e, 0x00002d94, 0x00002da4, 0x00002dae,
-	0x00002db8, 0x00002dd7, 0x00002df5, 0x00002ecd,
-	0x00002eeb, 0x00002f2f, 0x00002f6c, 0x00002f9f,
-	0x00002fcf, 0x00002ffb, 0x0000302b, 0x0000304d,
-	0x00003068, 0x00003083, 0x0000309f, 0x000030bb,
+	0x00002cbf, 0x00002cc8, 0x00002cd3, 0x00002cdb,
+	0x00002cfb, 0x00002d1d, 0x00002d45, 0x00002d4e,
+	0x00002d5e, 0x00002d7e, 0x00002d86, 0x00002d95,
+	0x00002db4, 0x00002ddf, 0x00002e05, 0x00002e15,
+	0x00002e1f, 0x00002e29, 0x00002e48, 0x00002e66,
+	0x00002f3e, 0x00002f5c, 0x00002fa0, 0x00002fdd,
+	0x00003010, 0x00003040, 0x0000306c, 0x0000309c,
+	0x000030be, 0x000030d9, 0x000030f4, 0x00003110,
 	// Entry E0 - FF
-	0x000030d1, 0x000030eb, 0x00003122, 0x00003158,
-	0x00003178, 0x00003197, 0x0000319e, 0x00003208,
-	0x0000321e, 0x00003223, 0x00003237, 0x0000324f,
-	0x00003274, 0x000032a2, 0x0000338c, 0x000033a1,
-	0x000033a5, 0x000033b8, 0x000033c7, 0x000033de,
-	0x000033ed, 0x00003412, 0x0000342c, 0x0000343e,
-	0x00003451, 0x0000346d, 0x0000349a, 0x000034b7,
-	0x000034da, 0x000034e5, 0x000034f0, 0x000034fc,
+	0x0000312c, 0x00003142, 0x0000315c, 0x00003193,
+	0x000031c9, 0x000031e9, 0x00003208, 0x0000320f,
+	0x00003279, 0x0000328f, 0x00003294, 0x000032a8,
+	0x000032c0, 0x000032e5, 0x00003313, 0x000033fd,
+	0x00003412, 0x00003416, 0x00003429, 0x00003438,
+	0x0000344f, 0x0000345e, 0x00003483, 0x0000349d,
+	0x000034af, 0x000034c2, 0x000034de, 0x0000350b,
+	0x00003528, 0x0000354b, 0x00003556, 0x00003561,
 	// Entry 100 - 11F
-	0x00003665, 0x0000368c, 0x000036ca, 0x000036d6,
-	0x000036df, 0x000036f3, 0x000036fd, 0x00003724,
-	0x00003740, 0x0000375b, 0x0000378b, 0x000037ca,
-	0x000037e5, 0x000037f4, 0x00003805, 0x00003826,
-	0x00003891, 0x000038a9, 0x000038ef, 0x0000395a,
-	0x00003964, 0x0000396e, 0x00003988, 0x000039d1,
-	0x000039d9, 0x000039e4, 0x000039f2, 0x00003a02,
-	0x00003a2c, 0x00003a55, 0x00003a65, 0x00003a84,
+	0x0000356d, 0x000036d6, 0x000036fd, 0x0000373b,
+	0x00003747, 0x00003750, 0x00003764, 0x0000376e,
+	0x00003795, 0x000037b1, 0x000037cc, 0x000037fc,
+	0x0000383b, 0x00003856, 0x00003865, 0x00003876,
+	0x00003897, 0x00003902, 0x0000391a, 0x00003960,
+	0x000039cb, 0x000039d5, 0x000039df, 0x000039f9,
+	0x00003a42, 0x00003a4a, 0x00003a55, 0x00003a63,
+	0x00003a73, 0x00003a9d, 0x00003ac6, 0x00003ad6,
 	// Entry 120 - 13F
-	0x00003a90, 0x00003aa9, 0x00003ab4, 0x00003ac1,
-	0x00003ad0, 0x00003ad8, 0x00003ae2, 0x00003aea,
-	0x00003af2, 0x00003af8, 0x00003aff, 0x00003b04,
-	0x00003b09, 0x00003b0d, 0x00003b12, 0x00003b18,
-	0x00003b1e, 0x00003b24, 0x00003b29, 0x00003b2e,
-	0x00003b34, 0x00003b3e, 0x00003b5e, 0x00003b80,
-	0x00003ba4, 0x00003bca, 0x00003bd3, 0x00003bef,
-	0x00003bf8, 0x00003c10, 0x00003c19, 0x00003c6d,
+	0x00003af5, 0x00003b01, 0x00003b1a, 0x00003b25,
+	0x00003b32, 0x00003b41, 0x00003b49, 0x00003b53,
+	0x00003b5b, 0x00003b63, 0x00003b69, 0x00003b70,
+	0x00003b75, 0x00003b7a, 0x00003b7e, 0x00003b83,
+	0x00003b89, 0x00003b8f, 0x00003b95, 0x00003b9a,
+	0x00003b9f, 0x00003ba5, 0x00003baf, 0x00003bcf,
+	0x00003bf1, 0x00003c15, 0x00003c3b, 0x00003c44,
+	0x00003c60, 0x00003c69, 0x00003c81, 0x00003c8a,
 	// Entry 140 - 15F
-	0x00003c8d, 0x00003c93, 0x00003c9e, 0x00003ca4,
-	0x00003cb2, 0x00003cbd, 0x00003ccb, 0x00003cfe,
-	0x00003d22, 0x00003d51, 0x00003d9a, 0x00003da1,
-	0x00003db7, 0x00003e2a, 0x00003e50, 0x00003fdf,
-	0x000040e6, 0x00004136, 0x00004167, 0x0000419a,
-	0x000041c9, 0x000041d7, 0x000041e4, 0x000041f6,
-	0x0000420b, 0x00004218, 0x0000422d, 0x00004240,
-	0x0000426b, 0x00004298, 0x000042bc, 0x000042ce,
+	0x00003cde, 0x00003cfe, 0x00003d04, 0x00003d0f,
+	0x00003d15, 0x00003d23, 0x00003d2e, 0x00003d3c,
+	0x00003d6f, 0x00003d93, 0x00003dc2, 0x00003e0b,
+	0x00003e12, 0x00003e28, 0x00003e9b, 0x00003ec1,
+	0x00004050, 0x00004157, 0x000041a7, 0x000041d8,
+	0x0000420b, 0x0000423a, 0x00004248, 0x00004255,
+	0x00004267, 0x0000427c, 0x00004289, 0x0000429e,
+	0x000042b1, 0x000042dc, 0x00004309, 0x0000432d,
 	// Entry 160 - 17F
-	0x00004306, 0x0000431d, 0x00004334, 0x00004337,
-	0x0000433a, 0x0000436e, 0x000043b8, 0x000043ed,
-	0x000043f6, 0x0000440d, 0x0000443b, 0x0000444e,
-	0x00004460, 0x00004471, 0x0000447c, 0x00004487,
-	0x00004492, 0x0000449b, 0x000044a4, 0x000044ad,
-	0x000044b6, 0x000044bf, 0x000044c6, 0x000044d4,
-	0x000044da, 0x000044e1, 0x000044e8, 0x000044f1,
-	0x000044f6, 0x00004504, 0x0000450a, 0x00004510,
+	0x0000433f, 0x00004377, 0x0000438e, 0x000043a5,
+	0x000043a8, 0x000043ab, 0x000043df, 0x00004429,
+	0x0000445e, 0x00004467, 0x0000447e, 0x000044ac,
+	0x000044bf, 0x000044d1, 0x000044e2, 0x000044ed,
+	0x000044f8, 0x00004503, 0x0000450c, 0x00004515,
+	0x0000451e, 0x00004527, 0x00004530, 0x00004537,
+	0x00004545, 0x0000454b, 0x00004552, 0x00004559,
+	0x00004562, 0x00004567, 0x00004575, 0x0000457b,
 	// Entry 180 - 19F
-	0x00004516, 0x0000451e, 0x00004527, 0x00004530,
-	0x0000454d, 0x00004568, 0x0000458b, 0x000045ac,
-	0x000045bb, 0x000045c6, 0x000045d1, 0x000045de,
-	0x000045e2, 0x000045e6, 0x000045f4, 0x00004602,
-	0x00004610, 0x00004630, 0x00004643, 0x0000465c,
-	0x00004671, 0x00004682, 0x00004694, 0x000046a6,
-	0x000046ac, 0x000046b3, 0x000046bb, 0x000046c3,
-	0x000046e1, 0x000046ff, 0x00004716, 0x0000472b,
+	0x00004581, 0x00004587, 0x0000458f, 0x00004598,
+	0x000045a1, 0x000045be, 0x000045d9, 0x000045fc,
+	0x0000461d, 0x0000462c, 0x00004637, 0x00004642,
+	0x0000464f, 0x00004653, 0x00004657, 0x00004665,
+	0x00004673, 0x00004681, 0x000046a1, 0x000046b4,
+	0x000046cd, 0x000046e2, 0x000046f3, 0x00004705,
+	0x00004717, 0x0000471d, 0x00004724, 0x0000472c,
+	0x00004734, 0x00004752, 0x00004770, 0x00004787,
 	// Entry 1A0 - 1BF
-	0x0000473c, 0x00004742, 0x0000475b, 0x00004766,
-	0x0000479a, 0x000047a7, 0x000047c5, 0x000047d3,
-	0x000047dc, 0x000047e3, 0x000047fe, 0x00004808,
-	0x0000481b, 0x00004855, 0x0000485e, 0x0000486d,
-	0x000048d1, 0x000048dd, 0x000048e7, 0x00004917,
-	0x00004972, 0x00004a59, 0x00004a64, 0x00004a97,
-	0x00004a9c, 0x00004abc, 0x00004ad9, 0x00004af9,
-	0x00004b0e, 0x00004b4f, 0x00004b5a, 0x00004b64,
+	0x0000479c, 0x000047ad, 0x000047b3, 0x000047cc,
+	0x000047d7, 0x0000480b, 0x00004818, 0x00004836,
+	0x00004844, 0x0000484d, 0x00004854, 0x0000486f,
+	0x00004879, 0x0000488c, 0x000048c6, 0x000048cf,
+	0x000048de, 0x00004942, 0x0000494e, 0x00004958,
+	0x00004988, 0x000049e3, 0x00004aca, 0x00004ad5,
+	0x00004b08, 0x00004b0d, 0x00004b2d, 0x00004b4a,
+	0x00004b6a, 0x00004b7f, 0x00004bc0, 0x00004bcb,
 	// Entry 1C0 - 1DF
-	0x00004b8d, 0x00004b9e, 0x00004bac, 0x00004be8,
-	0x00004c12, 0x00004c3a, 0x00004c79, 0x00004c9a,
-	0x00004cd8, 0x00004d18, 0x00004d38, 0x00004d79,
-	0x00004da5, 0x00004dcc, 0x00004de4, 0x00004df8,
-	0x00004e0f, 0x00004e1d, 0x00004e28, 0x00004e4b,
-	0x00004e6a, 0x00004e86, 0x00004ef4, 0x00004f79,
-	0x00004ff6, 0x00005036, 0x0000507c, 0x000050ee,
-	0x00005116, 0x00005139, 0x00005170, 0x000051b7,
+	0x00004bd5, 0x00004bfe, 0x00004c0f, 0x00004c1d,
+	0x00004c59, 0x00004c83, 0x00004cab, 0x00004cea,
+	0x00004d0b, 0x00004d49, 0x00004d89, 0x00004da9,
+	0x00004dea, 0x00004e16, 0x00004e3d, 0x00004e55,
+	0x00004e69, 0x00004e80, 0x00004e8e, 0x00004e99,
+	0x00004ebc, 0x00004edb, 0x00004ef7, 0x00004f65,
+	0x00004fea, 0x00005067, 0x000050a7, 0x000050ed,
+	0x0000515f, 0x00005187, 0x000051aa, 0x000051e1,
 	// Entry 1E0 - 1FF
-	0x0000520a, 0x00005233, 0x000052d9, 0x000052ff,
-	0x00005326, 0x0000534e, 0x00005395, 0x000053df,
-	0x00005412, 0x00005425, 0x00005453, 0x0000548f,
-	0x000054a5, 0x00005539, 0x0000554c, 0x00005589,
-	0x000055c5, 0x000055d8, 0x0000562c, 0x00005661,
-	0x00005673, 0x0000568a, 0x000056c7, 0x00005717,
-	0x00005741, 0x0000574c, 0x00005769, 0x00005788,
-	0x00005799, 0x000057b3, 0x000057bc, 0x000057c6,
+	0x00005228, 0x0000527b, 0x000052a4, 0x0000534a,
+	0x00005370, 0x00005397, 0x000053bf, 0x00005406,
+	0x00005450, 0x00005483, 0x00005496, 0x000054c4,
+	0x00005500, 0x00005516, 0x000055aa, 0x000055bd,
+	0x000055fa, 0x00005636, 0x00005649, 0x0000569d,
+	0x000056d2, 0x000056e4, 0x000056fb, 0x00005738,
+	0x00005788, 0x000057b2, 0x000057bd, 0x000057da,
+	0x000057f9, 0x0000580a, 0x00005824, 0x0000582d,
 	// Entry 200 - 21F
-	0x000057e5, 0x00005833, 0x00005868, 0x0000587e,
-	0x0000588f, 0x000058cc, 0x000058e5, 0x000058fb,
-	0x00005925, 0x00005938, 0x0000593f, 0x0000595a,
-	0x0000597a, 0x000059aa, 0x000059c1, 0x000059f9,
-	0x00005a34, 0x00005a60, 0x00005ab4, 0x00005ac4,
-	0x00005acf, 0x00005ae3, 0x00005af5, 0x00005b0b,
-	0x00005b1d, 0x00005b2f, 0x00005b35, 0x00005b47,
-	0x00005b55, 0x00005b64, 0x00005b7a, 0x00005ba4,
+	0x00005837, 0x00005856, 0x000058a4, 0x000058d9,
+	0x000058ef, 0x00005900, 0x0000593d, 0x00005956,
+	0x0000596c, 0x00005996, 0x000059a9, 0x000059b0,
+	0x000059cb, 0x000059eb, 0x00005a1b, 0x00005a32,
+	0x00005a6a, 0x00005aa5, 0x00005ad1, 0x00005b25,
+	0x00005b35, 0x00005b40, 0x00005b54, 0x00005b66,
+	0x00005b7c, 0x00005b8e, 0x00005ba0, 0x00005ba6,
+	0x00005bb8, 0x00005bc6, 0x00005bd5, 0x00005beb,
 	// Entry 220 - 23F
-	0x00005bd7, 0x00005c7f, 0x00005ccf, 0x00005cf7,
-	0x00005d49, 0x00005d8b, 0x00005dc7, 0x00005dde,
-	0x00005ea6, 0x00005ed3, 0x00005f8e, 0x00005fa8,
-	0x00005fc1, 0x00005fe2, 0x00005ff8, 0x00005fff,
-	0x00006019, 0x000060ae, 0x00006111, 0x00006124,
-	0x0000614b, 0x00006173, 0x00006181, 0x00006191,
-	0x00006199, 0x000061aa, 0x000061b1, 0x000062e7,
-	0x000062ee, 0x00006328, 0x0000632d, 0x00006342,
+	0x00005c15, 0x00005c48, 0x00005cf0, 0x00005d40,
+	0x00005d68, 0x00005dba, 0x00005dfc, 0x00005e38,
+	0x00005e4f, 0x00005f17, 0x00005f44, 0x00005fff,
+	0x00006019, 0x00006032, 0x00006053, 0x00006069,
+	0x00006070, 0x0000608a, 0x0000611f, 0x00006182,
+	0x00006195, 0x000061bc, 0x000061e4, 0x000061f2,
+	0x00006202, 0x0000620a, 0x0000621b, 0x00006222,
+	0x00006358, 0x0000635f, 0x00006399, 0x0000639e,
 	// Entry 240 - 25F
-	0x00006356, 0x00006368, 0x0000637e, 0x00006398,
-	0x0000646d, 0x00006485, 0x00006526, 0x000065b5,
-	0x000065c5, 0x0000669f, 0x00006761, 0x00006766,
-	0x00006776, 0x00006784, 0x00006794, 0x000067a4,
-	0x000067ae, 0x000067d7, 0x000067f1, 0x0000680c,
-	0x0000689a, 0x000068ab, 0x000068b8, 0x000068d3,
-	0x000068e7, 0x00006905, 0x00006950, 0x00006991,
-	0x000069a9, 0x00006a1f, 0x00006a65, 0x00006a7e,
+	0x000063b3, 0x000063c7, 0x000063d9, 0x000063ef,
+	0x00006409, 0x000064de, 0x000064f6, 0x00006597,
+	0x00006626, 0x00006636, 0x00006710, 0x000067d2,
+	0x000067d7, 0x000067e7, 0x000067f5, 0x00006805,
+	0x00006815, 0x0000681f, 0x00006848, 0x00006862,
+	0x0000687d, 0x0000690b, 0x0000691c, 0x00006929,
+	0x00006944, 0x00006958, 0x00006976, 0x000069c1,
+	0x00006a02, 0x00006a1a, 0x00006a90, 0x00006ad6,
 	// Entry 260 - 27F
-	0x00006ad1, 0x00006b0c, 0x00006ba4, 0x00006bd0,
-	0x00006c04, 0x00006c2a, 0x00006c42, 0x00006c6d,
-	0x00006c77, 0x00006cf1, 0x00006d26, 0x00006d67,
-	0x00006ddb, 0x00006eb4, 0x00006ecd, 0x00006f96,
-	0x00007013, 0x00007020, 0x00007072, 0x00007078,
-	0x00007114, 0x00007168, 0x00007193, 0x0000721f,
-	0x000072b5, 0x00007377, 0x0000737d, 0x00007393,
-	0x0000739e, 0x000073ce, 0x000073d5, 0x000073e0,
+	0x00006aef, 0x00006b42, 0x00006b7d, 0x00006c15,
+	0x00006c41, 0x00006c75, 0x00006c9b, 0x00006cb3,
+	0x00006cde, 0x00006ce8, 0x00006d62, 0x00006d97,
+	0x00006dd8, 0x00006e4c, 0x00006f25, 0x00006f3e,
+	0x00007007, 0x00007084, 0x00007091, 0x000070e3,
+	0x000070e9, 0x00007185, 0x000071d9, 0x00007204,
+	0x00007290, 0x00007326, 0x000073e8, 0x000073ee,
+	0x00007404, 0x0000740f, 0x0000743f, 0x00007446,
 	// Entry 280 - 29F
-	0x000073ee, 0x000073fb, 0x00007409, 0x00007416,
-	0x0000742f, 0x0000745c, 0x00007505, 0x00007518,
-	0x00007522, 0x000075b1, 0x00007612, 0x00007664,
-	0x00007676, 0x00007689, 0x000076c7, 0x00007703,
-	0x0000770f, 0x0000771c, 0x0000772a, 0x00007738,
-	0x00007748, 0x00007784, 0x000077be, 0x0000783b,
-	0x00007846, 0x00007870, 0x0000788c, 0x00007890,
-	0x000078a2, 0x00007964, 0x00007997, 0x000079a2,
+	0x00007451, 0x0000745f, 0x0000746c, 0x0000747a,
+	0x00007487, 0x000074a0, 0x000074cd, 0x00007576,
+	0x00007589, 0x00007593, 0x00007622, 0x00007683,
+	0x000076d5, 0x000076e7, 0x000076fa, 0x00007738,
+	0x00007774, 0x00007780, 0x0000778d, 0x0000779b,
+	0x000077a9, 0x000077b9, 0x000077f5, 0x0000782f,
+	0x000078ac, 0x000078b7, 0x000078e1, 0x000078fd,
+	0x00007901, 0x00007913, 0x000079d5, 0x00007a08,
 	// Entry 2A0 - 2BF
-	0x000079ac, 0x000079c1, 0x000079ca, 0x000079d4,
-	0x000079e9, 0x00007a0d, 0x00007a27, 0x00007a3c,
-	0x00007a68, 0x00007a6d, 0x00007a82, 0x00007a94,
-	0x00007ac9, 0x00007ada, 0x00007b50, 0x00007bdb,
-	0x00007c6a, 0x00007cd1, 0x00007d13, 0x00007d86,
-	0x00007dce, 0x00007dfc, 0x00007e2f,
-} // Size: 2804 bytes
+	0x00007a13, 0x00007a1d, 0x00007a32, 0x00007a3b,
+	0x00007a45, 0x00007a5a, 0x00007a7e, 0x00007a98,
+	0x00007aad, 0x00007ad9, 0x00007ade, 0x00007af3,
+	0x00007b05, 0x00007b3a, 0x00007b4b, 0x00007bc1,
+	0x00007c4c, 0x00007cdb, 0x00007d42, 0x00007d84,
+	0x00007df7, 0x00007e3f, 0x00007e6d, 0x00007ea0,
+} // Size: 2808 bytes
 
-const frData string = "" + // Size: 32303 bytes
+const frData string = "" + // Size: 32416 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1571,435 +1573,437 @@ const frData string = "" + // Size: 32303 bytes
 	"tre construites, une reprise échouerait donc de la même façon. Abandonne" +
 	"z ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Relais a refusé l’" +
 	"action. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; r" +
-	"ien n’a changé et rien n’a été consigné.\x02Reprise\u202f: l’occurrence " +
-	"du nœud %[1]s est proposée de nouveau. Consigné dans le journal d’audit." +
-	"\x02Abandon\u202f: l’instance est passée en échec avec le code d’erreur " +
-	"abandoned. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance " +
-	"et ses occurrences ouvertes sont annulées. Consigné dans le journal d’au" +
-	"dit.\x02Indiquez un motif\u202f: il est consigné dans le journal d’audit" +
-	" (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est trop lon" +
-	"g\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le. Rien n’" +
-	"a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux instances en c" +
-	"ours ou bloquées, pas à celles qui sont %[1]s.\x02La reprise et l’abando" +
-	"n s’appliquent aux instances bloquées, pas à celles qui sont %[1]s.\x02F" +
-	"iltre\x02Motif (consigné dans le journal d’audit pour chaque instance)" +
-	"\x02Revenir à la liste\x02Cela prend environ %[1]s. Gardez cette page ou" +
-	"verte jusqu’à sa réponse\u202f: si elle cesse d’attendre avant, l’action" +
-	" va tout de même jusqu’au bout.\x02La suivre dans le journal d’audit (no" +
-	"uvel onglet)\x02Reprendre toutes les instances bloquées que ce filtre re" +
-	"tient\x02L’occurrence en échec de chacune est proposée de nouveau, avec " +
-	"un budget de tentatives neuf. Rien n’est terminé à la place de quiconque" +
-	".\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au filtr" +
-	"e maintenant.\x00>\x02%[1]d instances bloquées correspondent au filtre m" +
-	"aintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance\x00" +
-	"\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances blo" +
-	"quées que ce filtre retient\x02Chacune passe en échec avec le code d’err" +
-	"eur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instances\x02A" +
-	"rrêter toutes les instances bloquées que ce filtre retient\x02Arrêter to" +
-	"utes les instances en cours que ce filtre retient\x14\x01\x81\x01\x00" +
-	"\x029\x02%[1]d instance en cours correspond au filtre maintenant.\x00=" +
-	"\x02%[1]d instances en cours correspondent au filtre maintenant.\x02Arrê" +
-	"ter toutes les instances en cours ou bloquées que ce filtre retient\x14" +
-	"\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée correspond a" +
-	"u filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées corres" +
-	"pondent au filtre maintenant.\x02Chacune est annulée avec ses occurrence" +
-	"s ouvertes\u202f; une instance arrêtée ne peut pas être reprise.\x14\x01" +
-	"\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrêter %[1]d " +
-	"instances\x02Rien à faire\u202f: aucune instance à laquelle cette action" +
-	" s’applique ne correspond au filtre.\x02Aucun processus, aucune clé méti" +
-	"er, aucun code d’erreur ni date de création ne restreint ce filtre\u202f" +
-	": l’action s’applique aux instances de tous les processus.\x02sans filtr" +
-	"e\x02Processus\x02Statut\x02Clé métier\x02Code d’erreur\x02Bloquée à un " +
-	"nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par processus et code " +
-	"d’erreur\x02Instances\x02Les %[1]d groupes les plus nombreux\u202f; le f" +
-	"iltre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre" +
-	" instance bloquée a échoué avant toute tentative (ses entrées n’ont pas " +
-	"pu être construites)\u202f: elle ne peut pas être reprise et n’est pas c" +
-	"omptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instanc" +
-	"es bloquées ont échoué avant toute tentative (leurs entrées n’ont pas pu" +
-	" être construites)\u202f: elles ne peuvent pas être reprises et ne sont " +
-	"pas comptées. Abandonnez-les ou arrêtez-les.\x02Impossible d’agir sur ce" +
-	" filtre\x02Le nombre confirmé manque\u202f: repartez de la liste.\x02Le " +
-	"nombre a changé depuis que vous l’avez confirmé (il était de %[1]d)" +
-	"\u202f: entre-temps, des instances ont été réglées, démarrées ou traitée" +
-	"s. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez de n" +
-	"ouveau.\x02Cette action groupée a déjà été appliquée (le formulaire a ét" +
-	"é envoyé de nouveau)\u202f: ses traces sont dans le journal d’audit. Ri" +
-	"en de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) " +
-	"appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %" +
-	"[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a " +
-	"changé après le comptage (réglée, ou traitée par quelqu’un d’autre).\x00" +
-	"n\x02%[1]d ignorées\u202f: elles ont changé après le comptage (réglées, " +
-	"ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s" +
-	")\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurre" +
-	"nce reproposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaq" +
-	"ue reprise, abandon et arrêt appliqué par un opérateur, avec son motif. " +
-	"Les révélations de valeurs sensibles ont leur propre journal, que les ad" +
-	"ministrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)" +
-	".\x02Filtres\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune a" +
-	"ction d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de " +
-	"processus doit être un identifiant d’instance complet (un UUID)\u202f: l" +
-	"es listes montrent la fin de chaque identifiant\u202f; ouvrez l’instance" +
-	", ou copiez son lien, pour l’identifiant complet.\x02L’action groupée do" +
-	"it être désignée par son identifiant (un UUID).\x02Actions d’opérateurs," +
-	" les plus récentes d’abord\x02Voici les %[1]d instances que l’action gro" +
-	"upée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement mont" +
-	"re où elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Na" +
-	"vigation principale\x02État\x02Tâches externes\x02Processus\x02Trouver u" +
-	"ne instance ou une occurrence\x02identifiant ou clé métier\x02Trouver" +
-	"\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons" +
-	"\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter" +
-	"\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:" +
-	"\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s" +
-	" · sans rechargement automatique\x02Cette page se recharge toutes les %[" +
-	"1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les dé" +
-	"finitions et les processus\u202f: les tâches externes et les instances d" +
-	"e processus sont réservées aux opérateurs et aux administrateurs.\x02Req" +
-	"uête invalide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL " +
-	"ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réess" +
-	"ayez.\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette a" +
-	"dresse ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adress" +
-	"e ne mène à rien, ou à rien que vous puissiez voir. Une instance terminé" +
-	"e est supprimée, avec ses occurrences et ses tentatives, une fois la dur" +
-	"ée de conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit" +
-	" garde les actions d’opérateur menées sur elle.\x02Introuvable\x02Formul" +
-	"aire refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de " +
-	"la console, ou il a expiré. Rechargez la page et réessayez.\x02Temporair" +
-	"ement indisponible\x02La base de données est injoignable pour le moment." +
-	" Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La cons" +
-	"ole n’a pas pu afficher cette page. Réessayez\u202f; si le problème pers" +
-	"iste, donnez à votre administrateur l’identifiant de requête %[1]s.\x02L" +
-	"es services externes qui prennent des tâches, et les définitions que cha" +
-	"cun peut prendre. Créez les consommateurs, modifiez leurs droits et reno" +
-	"uvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne s" +
-	"ont jamais affichés.\x02Consommateurs, du plus ancien au plus récent\x02" +
-	"ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02" +
-	"aucun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes " +
-	"ses tâches\x02Aucun consommateur pour l’instant.\x02Aucun autre consomma" +
-	"teur.\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]" +
-	"s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les" +
-	" décomptes s’afficheront quand vous rechargerez la page.\x02Les décompte" +
-	"s sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02" +
-	"Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copi" +
-	"e de travail\x02La seule partie modifiable d’une définition. Les process" +
-	"us ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
-	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
-	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
-	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
-	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
-	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
-	"e de travail, leurs révisions immuables et leurs publications nommées." +
-	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
-	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
-	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Les points d’accè" +
-	"s HTTP qu’appellent les nœuds push. Les valeurs de la requête de l’URL e" +
-	"t des en-têtes sont scellées et jamais affichées. Créez, modifiez et sup" +
-	"primez les destinations par l’API (/api/v1/destinations).\x02Destination" +
-	"s par nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modifi" +
-	"cation\x02aucun en-tête\x02Aucune destination pour l’instant.\x02Aucune " +
-	"autre destination.\x02en cas d’erreur\x02toute autre erreur\x02bloquée p" +
-	"our un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fi" +
-	"n\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02pus" +
-	"h %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incident" +
-	"s de chaque définition maintenant, et ce que ses exécutants ont terminé " +
-	"dans la dernière heure\u202f: les occurrences terminées avec succès ou e" +
-	"n échec. Une occurrence relancée depuis compte là où elle se termine ens" +
-	"uite\u202f; un échec qui laisse des tentatives n’est pas compté, la page" +
-	" de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02" +
-	"Définitions, celles qui demandent de l’attention d’abord\x02Définition" +
-	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
-	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
-	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
-	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
-	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
-	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
-	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
-	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
-	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
-	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
-	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
-	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
-	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de fin" +
-	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
-	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inco" +
-	"nnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de page" +
-	" doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exact" +
-	"e, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
-	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
-	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
-	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
-	" ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les stat" +
-	"uts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloq" +
-	"uée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
-	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
-	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
-	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
-	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
-	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
-	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
-	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1" +
-	"]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pro" +
-	"chaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
-	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
-	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
-	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
-	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
-	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
-	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
-	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
-	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
-	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
-	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
-	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
-	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
-	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
-	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
-	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
-	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
-	"du HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à part" +
-	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
-	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
-	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
-	"(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Ré" +
-	"servée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[" +
-	"1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consom" +
-	"mateur, ou une interface munie d’un jeton de règlement, la terminera plu" +
-	"s tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente" +
-	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
-	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
-	"%[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été " +
-	"arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (d" +
-	"ifférée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
-	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
-	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
-	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
-	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
-	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
-	"eur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révi" +
-	"sion, consommateur, dates\x02identifiant d’instance\x02Décomptes par sta" +
-	"tut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Er" +
-	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
-	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
-	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
-	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
-	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
-	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
-	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
-	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
-	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
-	"été.\x02Recharger les listes et les pages de détail\x02Les pages où vou" +
-	"s saisissez un motif (confirmations, et occurrences dont une valeur peut" +
-	" être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une va" +
-	"leur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
-	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
-	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
-	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
-	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
-	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
-	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
-	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02aucun (révélée avant que" +
-	" le motif soit demandé)\x02Aucune valeur n’a été révélée.\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
-	"isissez un identifiant d’instance ou d’occurrence (un UUID, que les page" +
-	"s affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le c" +
-	"hamp de recherche est vide.\x02C’est trop long pour être un identifiant " +
-	"ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
-	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
-	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
-	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
-	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
-	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
-	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs voient cette page\u202f: les jetons, les c" +
-	"onsommateurs, les destinations et le journal des révélations sont de leu" +
-	"r ressort.\x02Jetons du personnel (administrateurs, concepteurs, opérate" +
-	"urs) non révoqués. Les jetons des consommateurs se gèrent avec leurs con" +
-	"sommateurs. Révoquer un jeton refuse sa requête suivante.\x02Rôle\x02Der" +
-	"nière utilisation\x02Expiration\x02Jetons du personnel, les plus anciens" +
-	" d’abord\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette s" +
-	"ession\x02Aucun jeton.\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %" +
-	"[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et le" +
-	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
-	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
-	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
-	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
-	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
-	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
-	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
-	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
-	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
-	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
-	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
-	" charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"ien n’a changé et rien n’a été consigné.\x02Cette instance était déjà ar" +
+	"rêtée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consign" +
+	"é.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau" +
+	". Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance est pas" +
+	"sée en échec avec le code d’erreur abandoned. Consigné dans le journal d" +
+	"’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont an" +
+	"nulées. Consigné dans le journal d’audit.\x02Indiquez un motif\u202f: il" +
+	" est consigné dans le journal d’audit (%[1]d caractères au plus). Rien n" +
+	"’a été fait.\x02Le motif est trop long\u202f: %[1]d caractères, pour %" +
+	"[2]d au plus. Raccourcissez-le. Rien n’a été fait.\x02Action inconnue." +
+	"\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à celles " +
+	"qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances bl" +
+	"oquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans l" +
+	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
+	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
+	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
+	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
+	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
+	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. R" +
+	"ien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%" +
+	"[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d ins" +
+	"tances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
+	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
+	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
+	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
+	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
+	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
+	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
+	"rrespond au filtre maintenant.\x00=\x02%[1]d instances en cours correspo" +
+	"ndent au filtre maintenant.\x02Arrêter toutes les instances en cours ou " +
+	"bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instanc" +
+	"e en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d ins" +
+	"tances en cours ou bloquées correspondent au filtre maintenant.\x02Chacu" +
+	"ne est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée" +
+	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
+	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
+	"e instance à laquelle cette action s’applique ne correspond au filtre." +
+	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
+	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
+	"de tous les processus.\x02sans filtre\x02Processus\x02Statut\x02Clé méti" +
+	"er\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créée" +
+	"s jusqu’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d g" +
+	"roupes les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01" +
+	"\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant " +
+	"toute tentative (ses entrées n’ont pas pu être construites)\u202f: elle " +
+	"ne peut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-" +
+	"la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant tout" +
+	"e tentative (leurs entrées n’ont pas pu être construites)\u202f: elles n" +
+	"e peuvent pas être reprises et ne sont pas comptées. Abandonnez-les ou a" +
+	"rrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nombre confirmé man" +
+	"que\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l" +
+	"’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances o" +
+	"nt été réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez" +
+	" le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a dé" +
+	"jà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses trac" +
+	"es sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
+	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
+	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
+	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
+	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
+	"\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Moti" +
+	"f\x02Instance de processus\x02Occurrence reproposée\x02Action groupée" +
+	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
+	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
+	"bles ont leur propre journal, que les administrateurs lisent sur la page" +
+	" Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les fi" +
+	"ltres\x02Effacer les filtres\x02Aucune action d’opérateur ne correspond." +
+	"\x02Toutes les actions\x02L’instance de processus doit être un identifia" +
+	"nt d’instance complet (un UUID)\u202f: les listes montrent la fin de cha" +
+	"que identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’ide" +
+	"ntifiant complet.\x02L’action groupée doit être désignée par son identif" +
+	"iant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Vo" +
+	"ici les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’" +
+	"elle s’exécute, chaque rechargement montre où elle en est.\x02Console Re" +
+	"lais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02T" +
+	"âches externes\x02Processus\x02Trouver une instance ou une occurrence" +
+	"\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
+	"\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté e" +
+	"n tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
+	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechar" +
+	"gement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automat" +
+	"ique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autoris" +
+	"é\x02Votre rôle ne permet de lire que les définitions et les processus" +
+	"\u202f: les tâches externes et les instances de processus sont réservées" +
+	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
+	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
+	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
+	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
+	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
+	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
+	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
+	"S_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opéra" +
+	"teur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulai" +
+	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
+	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
+	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
+	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
+	"istrateur l’identifiant de requête %[1]s.\x02Les services externes qui p" +
+	"rennent des tâches, et les définitions que chacun peut prendre. Créez le" +
+	"s consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’" +
+	"API (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Co" +
+	"nsommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Cré" +
+	"é le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne " +
+	"prend rien\x02Réservées en ce moment\x02Toutes ses tâches\x02Aucun conso" +
+	"mmateur pour l’instant.\x02Aucun autre consommateur.\x02%[1]s\u202f: tou" +
+	"tes les révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2]s" +
+	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
+	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
+	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
+	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
+	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
+	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
+	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
+	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
+	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
+	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
+	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
+	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
+	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
+	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
+	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
+	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
+	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
+	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
+	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
+	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
+	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
+	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
+	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
+	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02Les points d’accès HTTP qu’appellent les n" +
+	"œuds push. Les valeurs de la requête de l’URL et des en-têtes sont scel" +
+	"lées et jamais affichées. Créez, modifiez et supprimez les destinations " +
+	"par l’API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-t" +
+	"êtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02e" +
+	"n cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inc" +
+	"ident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’inst" +
+	"ance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
+	"\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque définitio" +
+	"n maintenant, et ce que ses exécutants ont terminé dans la dernière heur" +
+	"e\u202f: les occurrences terminées avec succès ou en échec. Une occurren" +
+	"ce relancée depuis compte là où elle se termine ensuite\u202f; un échec " +
+	"qui laisse des tentatives n’est pas compté, la page de son occurrence le" +
+	" montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles q" +
+	"ui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instanc" +
+	"es bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Ter" +
+	"minées, dernière heure\x02En échec, dernière heure\x02Aucune définition " +
+	"n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les" +
+	" 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02" +
+	"aucun exécutant\x02Afficher toutes les définitions\x02Aucune définition " +
+	"%[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les d" +
+	"éfinitions.\x02Toutes les définitions\x02Réussites et échecs par tranch" +
+	"e de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f:" +
+	" %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de " +
+	"5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réus" +
+	"sites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tran" +
+	"che\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
+	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
+	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
+	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Cette instance est bloquée à un nœud en échec\u202f: c’e" +
+	"st un incident. Elle ne peut pas être reprise\u202f: son occurrence au n" +
+	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
+	" construites), une reprise échouerait donc de la même façon. L’abandon m" +
+	"et l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif," +
+	" consigné dans le journal d’audit.\x02Cette instance est bloquée à un nœ" +
+	"ud en échec\u202f: c’est un incident. La reprise propose de nouveau l’oc" +
+	"currence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrê" +
+	"t l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
+	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
+	"— «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud" +
+	"\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
+	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
+	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
+	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
+	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02du\x02au" +
+	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
+	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
+	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
+	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
+	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
+	"\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
+	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
+	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
+	"ecrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
+	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
+	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
+	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
+	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
+	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
+	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%" +
+	"[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le " +
+	"contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties" +
+	", nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorti" +
+	"es\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sort" +
+	"ie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir." +
+	"\x02Révéler — cette action est enregistrée\x02Motif (consigné avec la ré" +
+	"vélation)\x02Disponible à partir du\x02Prochaine tentative\x02Dernière r" +
+	"éservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %" +
+	"[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible" +
+	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
+	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
+	"du dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, v" +
+	"érifiez avant de reprendre.\x02La destination n’a pas répondu dans le d" +
+	"élai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de re" +
+	"prendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le r" +
+	"ésultat ne respectait pas le contrat de sorties de la révision.\x02Rela" +
+	"is s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi" +
+	", elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02L" +
+	"a destination était injoignable.\x02La réponse de la destination était t" +
+	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
+	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
+	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un " +
+	"exécutant Camunda 7 a signalé un échec sans nouvelle tentative restante " +
+	"(retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est p" +
+	"as relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentati" +
+	"ve à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou exp" +
+	"iré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’" +
+	"appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’u" +
+	"n exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle" +
+	" la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusq" +
+	"u’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]" +
+	"s)\u202f: un exécutant du même consommateur, ou une interface munie d’un" +
+	" jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son" +
+	" instance est bloquée ici, en attente d’un opérateur.\x02Son instance a " +
+	"continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
+	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
+	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
+	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
+	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
+	"é]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pro" +
+	"pres termes, valeurs protégées masquées)\x02La révision doit être un nom" +
+	"bre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture\x02Pl" +
+	"us de filtres\u202f: instance, révision, consommateur, dates\x02identifi" +
+	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
+	" d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02" +
+	"Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à ces " +
+	"filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, san" +
+	"s les autres filtres\x02Totaux de toutes les définitions, sans les autre" +
+	"s filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1" +
+	"]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés " +
+	"toutes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochain" +
+	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
+	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
+	"remière page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 20" +
+	"26-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cet" +
+	"te adresse contient un paramètre illisible (un signe pour cent qui n’est" +
+	" pas suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: co" +
+	"rrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
+	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
+	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
+	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
+	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
+	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
+	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
+	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
+	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
+	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
+	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
+	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
+	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
+	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
+	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
+	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
+	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
+	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
+	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
+	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
+	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
+	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
+	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
+	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
+	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
+	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
+	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
+	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
+	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
+	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
+	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
+	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
+	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
+	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
+	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
+	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
+	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
+	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Révélation impossible\x02Dites pourquoi vous révélez cette valeur" +
+	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Retour à l’occurrence\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02aucun (révélée avant que le motif soit demandé)\x02Aucune valeur n’a" +
+	" été révélée.\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
+	"rence (un UUID, que les pages affichent au survol) ou une clé métier." +
+	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
+	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
+	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
+	"l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
+	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
+	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
+	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
+	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
+	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
+	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
+	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
+	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
+	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
+	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
+	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
+	"teur ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations et le journal de" +
+	"s révélations sont de leur ressort.\x02Jetons du personnel (administrate" +
+	"urs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs" +
+	" se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête" +
+	" suivante.\x02Rôle\x02Dernière utilisation\x02Expiration\x02Jetons du pe" +
+	"rsonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expir" +
+	"é\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[" +
+	"1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête " +
+	"suivante est refusée et les sessions de console ouvertes avec lui prenne" +
+	"nt fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau" +
+	" jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel " +
+	"vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivan" +
+	"te est refusée. C’est irréversible.\x02C’est le dernier jeton administra" +
+	"teur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jet" +
+	"on %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
+	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
+	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
+	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
+	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun" +
+	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
+	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
+	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
+	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
+	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
+	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
+	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
+	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
+	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
+	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
+	"t prises en charge."
 
-	// Total table size 63108 bytes (61KiB); checksum: AE9C67E5
+	// Total table size 63325 bytes (61KiB); checksum: 22AAEB8E
