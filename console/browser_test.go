@@ -546,3 +546,29 @@ func TestBrowserPhoneHeader(t *testing.T) {
 		b.shotViewport("header")
 	}
 }
+
+// TestBrowserHealthChartOnAPhone: on a phone the Health chart keeps its
+// drawn size, its labels readable (shrunk to the screen they were 6 px
+// high), in a frame that scrolls sideways rather than widen the page.
+func TestBrowserHealthChartOnAPhone(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newFixture(t)
+	b := openTab(t, browserPath, phone, "chart-phone")
+	b.signIn(f.env.URL, "en", f.env.Operator)
+	b.open(f.env.URL, "/console/health", 200)
+	got := b.eval(`(() => {
+		const out = [], ticks = [...document.querySelectorAll('.chart .tick')];
+		if (ticks.length === 0) return 'no tick';
+		const low = ticks.filter(t => t.getBoundingClientRect().height < 10).map(t => t.textContent + ' ' + t.getBoundingClientRect().height + 'px');
+		if (low.length) out.push('labels under 10 px high: ' + low.join(', '));
+		const wrap = document.querySelector('.chart-wrap');
+		if (wrap.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5) out.push('the frame is wider than the screen');
+		if (document.documentElement.scrollWidth > document.documentElement.clientWidth) out.push('the page scrolls sideways');
+		return out.join('; ');
+	})()`)
+	if got != "" {
+		t.Errorf("the Health chart on a phone: %s", got)
+	}
+	b.shotViewport("health-chart")
+}
