@@ -108,15 +108,7 @@ func TestRetentionLoopReportsItsPasses(t *testing.T) {
 	prepare(t, e, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for range 3 {
-		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Act(ctx, Actor{Name: "ops"}, ActionStop, inst.ID, "cleanup"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopInstances(t, e, 3)
 	clock.advance(2 * time.Hour)
 	passes := make(chan RetentionPass, 10)
 	done := make(chan struct{})
@@ -146,15 +138,7 @@ func TestRetentionKeepsHistoryFromBeforeItBegan(t *testing.T) {
 	e := New(pool, clock.options(t))
 	prepare(t, e, "")
 	ctx := context.Background()
-	for range 3 {
-		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Act(ctx, Actor{Name: "ops"}, ActionStop, inst.ID, "cleanup"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopInstances(t, e, 3)
 	clock.advance(90 * 24 * time.Hour)
 	since := func(ago time.Duration) {
 		if _, err := pool.Exec(ctx, "update retention_since set since = $1", clock.now().Add(-ago)); err != nil {
@@ -168,5 +152,21 @@ func TestRetentionKeepsHistoryFromBeforeItBegan(t *testing.T) {
 	since(31 * 24 * time.Hour)
 	if n, err := e.DeleteEnded(ctx, 30*24*time.Hour); err != nil || n != 3 {
 		t.Errorf("a retention period after the upgrade: %d deleted (%v), want 3", n, err)
+	}
+}
+
+// stopInstances starts n instances of two_step and stops them: n ended
+// instances for retention to delete.
+func stopInstances(t *testing.T, e *Engine, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		inst, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Act(ctx, Actor{Name: "ops"}, ActionStop, inst.ID, "cleanup"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
