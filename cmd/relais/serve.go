@@ -112,8 +112,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	serveErr := make(chan error, 1)
 	serving = true // Serve closes ln
 	go func() { serveErr <- server.Serve(srv, ln) }()
-	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
+	// The ready line is logged before the listening line is printed: a
+	// supervisor (or a test) that waits for the latter then finds the former.
 	logReady(logger, cfg, ln.Addr(), scheme == "https", db.cluster != nil, schema, time.Since(start))
+	fmt.Fprintf(stdout, "Relais listening on %s://%s\n", scheme, ln.Addr())
 
 	// A dead embedded server is restarted while the HTTP surface stays up
 	// (API requests answer 503 database_unavailable meanwhile); only when
