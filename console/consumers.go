@@ -31,16 +31,11 @@ type consumerRow struct {
 // consumerListView is the consumers page.
 type consumerListView struct {
 	Chrome                                               chrome
-	Intro                                                string
-	TableLabel                                           string
+	List                                                 cardList
 	HeadID, HeadName, HeadGrants, HeadCreated, HeadState string
 	HeadTasks                                            string
 	Active, RevokedLabel, NoGrant, ReservedLink, AllLink string
 	Rows                                                 []consumerRow
-	Empty                                                string
-	Pager                                                pagerView
-	// Errors say why the page lists nothing: parameters it cannot read.
-	Errors []string
 }
 
 // consumerList lists the consumers, oldest first, with their grants: the
@@ -51,33 +46,30 @@ func (c *Console) consumerList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	after, errs := idCursorProblems(ctx, r.URL.Query().Get("after"), 0)
 	errs = append(queryProblems(ctx, r.URL.RawQuery, "after"), errs...)
+	empty := T(ctx, "No consumer yet.")
+	if after != 0 {
+		empty = T(ctx, "No more consumers.")
+	}
 	v := consumerListView{
-		Chrome:     c.chrome(r, T(ctx, "Consumers"), "consumers"),
-		Intro:      T(ctx, "The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown."),
-		TableLabel: T(ctx, "Consumers, oldest first"),
-		HeadID:     T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadGrants: T(ctx, "Grants"), HeadCreated: T(ctx, "Created on"),
+		Chrome: c.chrome(r, T(ctx, "Consumers"), "consumers"),
+		List: newCardList(ctx, "consumers",
+			T(ctx, "The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown."),
+			T(ctx, "Consumers, oldest first"), empty, errs),
+		HeadID: T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadGrants: T(ctx, "Grants"), HeadCreated: T(ctx, "Created on"),
 		HeadState: T(ctx, "State"), HeadTasks: T(ctx, "Tasks"),
 		Active: T(ctx, "active"), RevokedLabel: T(ctx, "revoked"), NoGrant: T(ctx, "no grant: it takes nothing"),
 		ReservedLink: T(ctx, "Reserved now"), AllLink: T(ctx, "All its tasks"),
-		Empty:  T(ctx, "No consumer yet."),
-		Pager:  newPager(ctx),
-		Errors: errs,
-	}
-	if after != 0 {
-		v.Empty = T(ctx, "No more consumers.")
 	}
 	if len(errs) > 0 {
 		c.render(w, r, http.StatusOK, consumerListPage(v))
 		return
 	}
-	consumers, err := c.eng.ListConsumers(ctx, after, consumersPageSize+1)
+	consumers, more, err := onePage(consumersPageSize, func(limit int) ([]engine.Consumer, error) {
+		return c.eng.ListConsumers(ctx, after, limit)
+	})
 	if err != nil {
 		c.serverError(w, r, err)
 		return
-	}
-	more := len(consumers) > consumersPageSize
-	if more {
-		consumers = consumers[:consumersPageSize]
 	}
 	for _, cs := range consumers {
 		id := strconv.FormatInt(cs.ID, 10)
@@ -89,12 +81,7 @@ func (c *Console) consumerList(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if more {
-		v.Pager.NextHref = consumersPath + "?after=" + strconv.FormatInt(consumers[len(consumers)-1].ID, 10)
-	}
-	if after != 0 {
-		v.Pager.FirstHref = consumersPath
-	}
+	linkPages(&v.List, consumersPath, "after", consumers, more, after == 0, func(cs engine.Consumer) string { return strconv.FormatInt(cs.ID, 10) })
 	c.render(w, r, http.StatusOK, consumerListPage(v))
 }
 

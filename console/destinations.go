@@ -2,7 +2,6 @@ package console
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/relais/relais/engine"
@@ -27,15 +26,10 @@ type destinationRow struct {
 // destinationListView is the destinations page.
 type destinationListView struct {
 	Chrome                                                   chrome
-	Intro                                                    string
-	TableLabel                                               string
+	List                                                     cardList
 	HeadName, HeadURL, HeadHeaders, HeadTimeout, HeadUpdated string
 	NoHeader                                                 string
 	Rows                                                     []destinationRow
-	Empty                                                    string
-	Pager                                                    pagerView
-	// Errors say why the page lists nothing: parameters it cannot read.
-	Errors []string
 }
 
 // destinationList lists the push destinations by name: the console's view
@@ -48,42 +42,34 @@ func (c *Console) destinationList(w http.ResponseWriter, r *http.Request) {
 	if after != "" && !engine.IsDestinationName(after) {
 		errs = append(errs, invalidCursor(ctx))
 	}
+	empty := T(ctx, "No destination yet.")
+	if after != "" {
+		empty = T(ctx, "No more destinations.")
+	}
 	v := destinationListView{
-		Chrome:     c.chrome(r, T(ctx, "Destinations"), "destinations"),
-		Intro:      T(ctx, "The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations)."),
-		TableLabel: T(ctx, "Destinations by name"),
-		HeadName:   T(ctx, "Name"), HeadURL: T(ctx, "URL"), HeadHeaders: T(ctx, "Headers sent"), HeadTimeout: T(ctx, "Longest timeout"),
+		Chrome: c.chrome(r, T(ctx, "Destinations"), "destinations"),
+		List: newCardList(ctx, "destinations",
+			T(ctx, "The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations)."),
+			T(ctx, "Destinations by name"), empty, errs),
+		HeadName: T(ctx, "Name"), HeadURL: T(ctx, "URL"), HeadHeaders: T(ctx, "Headers sent"), HeadTimeout: T(ctx, "Longest timeout"),
 		HeadUpdated: T(ctx, "Last changed"),
 		NoHeader:    T(ctx, "no header"),
-		Empty:       T(ctx, "No destination yet."),
-		Pager:       newPager(ctx),
-		Errors:      errs,
-	}
-	if after != "" {
-		v.Empty = T(ctx, "No more destinations.")
 	}
 	if len(errs) > 0 {
 		c.render(w, r, http.StatusOK, destinationListPage(v))
 		return
 	}
-	dests, err := c.eng.ListDestinations(ctx, after, destinationsPageSize+1)
+	dests, more, err := onePage(destinationsPageSize, func(limit int) ([]engine.Destination, error) {
+		return c.eng.ListDestinations(ctx, after, limit)
+	})
 	if err != nil {
 		c.serverError(w, r, err)
 		return
-	}
-	more := len(dests) > destinationsPageSize
-	if more {
-		dests = dests[:destinationsPageSize]
 	}
 	for _, d := range dests {
 		v.Rows = append(v.Rows, destinationRow{Name: d.Name, URL: d.URL, Headers: strings.Join(d.HeaderNames, ", "),
 			Timeout: formatDuration(ctx, d.MaxTimeout), Updated: formatTime(ctx, d.UpdatedAt)})
 	}
-	if more {
-		v.Pager.NextHref = destinationsPath + "?after=" + url.QueryEscape(dests[len(dests)-1].Name)
-	}
-	if after != "" {
-		v.Pager.FirstHref = destinationsPath
-	}
+	linkPages(&v.List, destinationsPath, "after", dests, more, after == "", func(d engine.Destination) string { return d.Name })
 	c.render(w, r, http.StatusOK, destinationListPage(v))
 }

@@ -32,15 +32,10 @@ type revealRow struct {
 // revealListView is the reveal log page.
 type revealListView struct {
 	Chrome                                                 chrome
-	Intro                                                  string
-	TableLabel                                             string
+	List                                                   cardList
 	HeadAt, HeadWho, HeadOccurrence, HeadField, HeadReason string
 	NoReason                                               string
 	Rows                                                   []revealRow
-	Empty                                                  string
-	Pager                                                  pagerView
-	// Errors say why the page lists nothing: parameters it cannot read.
-	Errors []string
 }
 
 // revealList is the reveal audit log, newest first, keyset-paginated: the
@@ -52,27 +47,23 @@ func (c *Console) revealList(w http.ResponseWriter, r *http.Request) {
 	before, errs := idCursorProblems(ctx, r.URL.Query().Get("before"), 1)
 	errs = append(queryProblems(ctx, r.URL.RawQuery, "before"), errs...)
 	v := revealListView{
-		Chrome:     c.chrome(r, T(ctx, "Reveals"), "reveals"),
-		Intro:      T(ctx, "Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept."),
-		TableLabel: T(ctx, "Reveals, newest first"),
-		HeadAt:     T(ctx, "When"), HeadWho: T(ctx, "Who"), HeadOccurrence: T(ctx, "Occurrence"), HeadField: T(ctx, "Field"), HeadReason: T(ctx, "Reason"),
+		Chrome: c.chrome(r, T(ctx, "Reveals"), "reveals"),
+		List: newCardList(ctx, "reveals",
+			T(ctx, "Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept."),
+			T(ctx, "Reveals, newest first"), T(ctx, "No value was revealed."), errs),
+		HeadAt: T(ctx, "When"), HeadWho: T(ctx, "Who"), HeadOccurrence: T(ctx, "Occurrence"), HeadField: T(ctx, "Field"), HeadReason: T(ctx, "Reason"),
 		NoReason: T(ctx, "none (revealed before reasons were asked for)"),
-		Empty:    T(ctx, "No value was revealed."),
-		Pager:    newPager(ctx),
-		Errors:   errs,
 	}
 	if len(errs) > 0 {
 		c.render(w, r, http.StatusOK, revealListPage(v))
 		return
 	}
-	reveals, err := c.eng.ListReveals(ctx, engine.RevealFilter{Before: before, Limit: revealsPageSize + 1})
+	reveals, more, err := onePage(revealsPageSize, func(limit int) ([]engine.Reveal, error) {
+		return c.eng.ListReveals(ctx, engine.RevealFilter{Before: before, Limit: limit})
+	})
 	if err != nil {
 		c.serverError(w, r, err)
 		return
-	}
-	more := len(reveals) > revealsPageSize
-	if more {
-		reveals = reveals[:revealsPageSize]
 	}
 	for _, rv := range reveals {
 		// Only administrators may reveal (the engine refuses anyone else):
@@ -90,11 +81,6 @@ func (c *Console) revealList(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	if more {
-		v.Pager.NextHref = revealsPath + "?before=" + strconv.FormatInt(reveals[len(reveals)-1].ID, 10)
-	}
-	if before != 0 {
-		v.Pager.FirstHref = revealsPath
-	}
+	linkPages(&v.List, revealsPath, "before", reveals, more, before == 0, func(rv engine.Reveal) string { return strconv.FormatInt(rv.ID, 10) })
 	c.render(w, r, http.StatusOK, revealListPage(v))
 }

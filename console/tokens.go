@@ -46,16 +46,11 @@ type tokenRow struct {
 // tokenListView is the staff tokens page.
 type tokenListView struct {
 	Chrome                                                             chrome
-	Intro                                                              string
-	TableLabel                                                         string
+	List                                                               cardList
 	HeadID, HeadName, HeadRole, HeadCreated, HeadLastUsed, HeadExpires string
 	HeadAction                                                         string
 	Never, NeverUsed, ExpiredLabel, RevokeLabel, CurrentLabel          string
 	Rows                                                               []tokenRow
-	Empty                                                              string
-	Pager                                                              pagerView
-	// Errors say why the page lists nothing: parameters it cannot read.
-	Errors []string
 }
 
 // tokenList lists the staff tokens that are not revoked, keyset-paginated.
@@ -66,28 +61,24 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 	p, _ := auth.FromContext(ctx)
 	v := tokenListView{
 		Chrome: c.chrome(r, T(ctx, "Tokens"), "tokens"),
-		Intro:  T(ctx, "Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request."),
+		List: newCardList(ctx, "tokens",
+			T(ctx, "Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request."),
+			T(ctx, "Staff tokens, oldest first"), T(ctx, "No token."), errs),
 		HeadID: T(ctx, "ID"), HeadName: T(ctx, "Name"), HeadRole: T(ctx, "Role"), HeadCreated: T(ctx, "Created on"),
-		HeadLastUsed: T(ctx, "Last used"), HeadExpires: T(ctx, "Expires"),
-		HeadAction: T(ctx, "Action"), TableLabel: T(ctx, "Staff tokens, oldest first"),
+		HeadLastUsed: T(ctx, "Last used"), HeadExpires: T(ctx, "Expires"), HeadAction: T(ctx, "Action"),
 		Never: T(ctx, "never"), NeverUsed: T(ctx, "not yet"), ExpiredLabel: T(ctx, "Expired token"),
 		RevokeLabel: T(ctx, "Revoke…"), CurrentLabel: T(ctx, "this session"),
-		Empty:  T(ctx, "No token."),
-		Pager:  newPager(ctx),
-		Errors: errs,
 	}
 	if len(errs) > 0 {
 		c.render(w, r, http.StatusOK, tokenListPage(v))
 		return
 	}
-	tokens, err := c.eng.ListStaffTokens(ctx, after, tokensPageSize+1)
+	tokens, more, err := onePage(tokensPageSize, func(limit int) ([]engine.StaffToken, error) {
+		return c.eng.ListStaffTokens(ctx, after, limit)
+	})
 	if err != nil {
 		c.serverError(w, r, err)
 		return
-	}
-	more := len(tokens) > tokensPageSize
-	if more {
-		tokens = tokens[:tokensPageSize]
 	}
 	now := c.now()
 	for _, t := range tokens {
@@ -98,12 +89,7 @@ func (c *Console) tokenList(w http.ResponseWriter, r *http.Request) {
 			RevokeHref: tokenHref(t.ID) + "/revoke", Current: t.ID == p.TokenID,
 		})
 	}
-	if more {
-		v.Pager.NextHref = tokensPath + "?after=" + strconv.FormatInt(tokens[len(tokens)-1].ID, 10)
-	}
-	if after != 0 {
-		v.Pager.FirstHref = tokensPath
-	}
+	linkPages(&v.List, tokensPath, "after", tokens, more, after == 0, func(t engine.StaffToken) string { return strconv.FormatInt(t.ID, 10) })
 	c.render(w, r, http.StatusOK, tokenListPage(v))
 }
 
