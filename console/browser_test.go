@@ -15,8 +15,6 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
-
-	"github.com/relais/relais/internal/relaistest"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -474,18 +472,36 @@ func waitHeld(t *testing.T, f *fixture, id string) {
 
 // TestBrowserLongKeysFitAPhone: a definition whose key is long (dotted,
 // 100 characters) keeps its pages within a 320 px phone's width, their
-// titles included: a heading naming the key scrolls sideways, as a table
-// cell does, for a key is never broken inside.
+// titles included, and shows the key whole: a phone has no hover to show
+// a clipped value's title, so there the key wraps, in a heading as in a
+// card, rather than hide its end behind an ellipsis or a sideways scroll.
 func TestBrowserLongKeysFitAPhone(t *testing.T) {
 	t.Parallel()
 	browserPath := needChromium(t)
-	env := relaistest.New(t)
+	env := newFixture(t).env
 	key := "crm.customers.add_company_to_the_customer_relationship_system.with_every_contact_verified_by_hand"
 	env.Must(201, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, vaultWorking(100, []string{"ok", "ko"}))
 	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	// A business key as long: a list's card shows it in a clipped cell.
+	businessKey := "order." + strings.Repeat("with_every_contact_verified_", 3) + "by_hand"
+	env.Must(201, "POST", "/api/v1/processes/vault_flow/instances", env.Operator, map[string]any{"business_key": businessKey,
+		"inputs": map[string]any{"company": "Acme SA", "api_key": canarySecret, "contact": map[string]any{"name": canarySensitive}}})
 	for _, lang := range []string{"en", "fr"} {
 		b := openTab(t, browserPath, phone, "long-keys-"+lang)
 		b.signIn(env.URL, lang, env.Operator)
+		for _, page := range []string{"/console/definitions/" + key, "/console/instances", "/console/occurrences"} {
+			b.open(env.URL, page, 200)
+			hidden := b.eval(`(() => { const all = [...document.querySelectorAll('h1, h2, .clip')].filter(e => e.textContent.includes('with_every_contact'));
+				if (all.length === 0) return 'no element shows it';
+				return all.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.tagName + '.' + e.className + ' ' + e.clientWidth + ' of ' + e.scrollWidth + ' px').join(', '); })()`)
+			if hidden != "" {
+				t.Errorf("%s %s: the key is not shown whole: %s", lang, page, hidden)
+			}
+			if page == "/console/instances" {
+				b.do("scroll to the list", chromedp.ScrollIntoView(`[data-testid=instance-row]`))
+				b.shotViewport("instances")
+			}
+		}
 		b.open(env.URL, "/console/definitions/"+key, 200)
 		b.shot("definition")
 		b.open(env.URL, "/console/occurrences?definition="+key, 200)
