@@ -331,6 +331,9 @@ func TestExtendLock(t *testing.T) {
 		t.Errorf("message %q, want the ceiling said once", msg)
 	}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w"}), 400, "InvalidRequestException", "/newDuration")
+	// Under a second, as the native protocol: the lock would lapse at once.
+	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": 60}), 400,
+		"InvalidRequestException", "/newDuration", "at least 1000 milliseconds", "seconds")
 	// One trailing slash changes nothing, as on /api/v1 (a client's base
 	// URL ending in a slash should not make every route 404).
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/extendLock/", map[string]any{"workerId": "w", "newDuration": 60000}))
@@ -551,6 +554,11 @@ func TestFetchLongPolls(t *testing.T) {
 	if strings.TrimSpace(string(unknown.Body)) != "[]" {
 		t.Errorf("a fetch of an unknown topic answered %s, want []", unknown.Body)
 	}
+	// A lock under a second (a lockDuration written in seconds, say) would
+	// lapse before any completion, each lapse spending an attempt: refused,
+	// as the native protocol refuses it.
+	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 60}}}), 400, "InvalidRequestException", "/topics/0/lockDuration", "at least 1000 milliseconds")
 	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 1800001,
 		"topics": []any{map[string]any{"topicName": typedKey, "lockDuration": 1000}}}), 400, "InvalidRequestException", "1800000")
 	mustException(t, f.call("POST", "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1, "asyncResponseTimeout": 120000,

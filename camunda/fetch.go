@@ -72,6 +72,19 @@ func millis(path string, ms *int64, def time.Duration, zeroOK bool, ceiling time
 	return time.Duration(*ms) * time.Millisecond, nil
 }
 
+// lockMillis reads a lock's duration in milliseconds at path, as millis
+// does, and refuses one shorter than engine.MinLockDuration, as the native
+// protocol does: such a lock lapses before a completion can arrive, and
+// each lapse spends an attempt, failing the occurrence within seconds. The
+// likely mistake is a duration written in seconds.
+func lockMillis(path string, ms *int64, def, ceiling time.Duration) (time.Duration, error) {
+	d, err := millis(path, ms, def, false, ceiling)
+	if err == nil && d < engine.MinLockDuration {
+		return 0, badRequest(path, "must be at least %d milliseconds: a shorter lock lapses before a completion can arrive, and each lapse spends an attempt (is it written in seconds?)", engine.MinLockDuration.Milliseconds())
+	}
+	return d, err
+}
+
 // boundExceeded refuses a value above a ceiling (unit: "ms", "names", or
 // none): bounds are rejections, never clamps. The detail names the member
 // and the ceiling, which a field error would only repeat.
@@ -162,7 +175,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		if err := checkTopic(at, t); err != nil {
 			return err
 		}
-		if locks[i], err = millis(at+"/lockDuration", t.LockDuration, f.bounds.DefaultLockDuration, false, f.bounds.MaxLockDuration); err != nil {
+		if locks[i], err = lockMillis(at+"/lockDuration", t.LockDuration, f.bounds.DefaultLockDuration, f.bounds.MaxLockDuration); err != nil {
 			return err
 		}
 		lock = max(lock, locks[i])

@@ -226,7 +226,7 @@ func (f *Facade) extendLock(w http.ResponseWriter, r *http.Request) error {
 	if req.NewDuration == nil {
 		return badRequest("/newDuration", "is required (milliseconds)")
 	}
-	d, err := millis("/newDuration", req.NewDuration, 0, false, f.bounds.MaxLockDuration)
+	d, err := lockMillis("/newDuration", req.NewDuration, 0, f.bounds.MaxLockDuration)
 	if err != nil {
 		return err
 	}

@@ -273,7 +273,19 @@ func (c *Console) attemptsSummary(ctx context.Context, o engine.Occurrence, inst
 		// "3 attempts · at most 2" would read as a broken limit.
 		budget = T(ctx, "at most %d since the last operator retry", o.Policy.MaxAttempts)
 	}
-	s := T(ctx, "%d attempts", o.Attempts) + " · " + budget
+	s := T(ctx, "%d attempts", o.Attempts)
+	// A hand-back (a release, a Camunda unlock) spends nothing: without
+	// saying so, "43 attempts · at most 3" would read as a broken limit.
+	handedBack := 0
+	for _, a := range o.AttemptList {
+		if a.Outcome != nil && *a.Outcome == engine.OutcomeReleased {
+			handedBack++
+		}
+	}
+	if handedBack > 0 {
+		s += " " + T(ctx, "(%d handed back, not counted)", handedBack)
+	}
+	s += " · " + budget
 	if !settled(o.Status) {
 		s += " · " + T(ctx, "%d left", o.AttemptsLeft)
 	}

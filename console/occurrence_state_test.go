@@ -103,3 +103,31 @@ func TestOccurrencePageSaysWhatHappens(t *testing.T) {
 		t.Errorf("dates of a completed occurrence: %q", got)
 	}
 }
+
+// TestHandedBackAttemptsAreSaid: a release (a Camunda unlock) records an
+// attempt but spends nothing; the attempts' summary says how many were
+// handed back, or "3 attempts · at most 2 · 2 left" reads as a broken
+// limit.
+func TestHandedBackAttemptsAreSaid(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 2}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	for range 3 {
+		env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "lock_duration": "PT1M",
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}})
+		env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/release", consumer, map[string]any{"worker_id": "w"})
+	}
+	for lang, want := range map[string]string{
+		"en": "3 attempts (3 handed back, not counted) · at most 2 · 2 left",
+		"fr": "3 tentatives (3 rendues, non comptées) · au plus 2 · 2 restantes",
+	} {
+		page := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences/"+occ, 200)
+		if got := text(page, "attempts-summary"); got != want {
+			t.Errorf("%s: attempts summary %q, want %q", lang, got, want)
+		}
+	}
+}

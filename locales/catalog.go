@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             286,
 	"%d (0 lowest, 9 highest)":                 448,
 	"%d attempts":                              452,
-	"%d attempts, retry after %s, priority %d": 596,
+	"%d attempts, retry after %s, priority %d": 597,
 	"%d breaking":                              218,
 	"%d changes":                               217,
 	"%d completed":                             284,
@@ -55,44 +55,45 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     295,
 	"%d held instances match now.":             60,
 	"%d hours":                                 311,
-	"%d items":                                 665,
-	"%d left":                                  453,
+	"%d items":                                 666,
+	"%d left":                                  454,
 	"%d min":                                   294,
 	"%d minutes":                               312,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              663,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              664,
 	"%d ms": 314,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         586,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 585,
-	"%d occurrences":                          529,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         587,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 586,
+	"%d occurrences":                          530,
 	"%d releases":                             237,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
 	"%d s":       293,
 	"%d seconds": 313,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        504,
-	"%s (deferred; settled with its settle token)":        502,
-	"%s (deferred; settled with its settle token, as %s)": 503,
+	"%s (deferred; settled by %s)":                        505,
+	"%s (deferred; settled with its settle token)":        503,
+	"%s (deferred; settled with its settle token, as %s)": 504,
 	"%s (token #%d, %s)":                                  92,
 	"%s ago":                                              291,
-	"%s so far":                                           500,
-	"%s → %s":                                             591,
+	"%s so far":                                           501,
+	"%s → %s":                                             592,
 	"%s, revision %s":                                     414,
 	"%s, version %s":                                      415,
 	"%s: %s":                                              283,
 	"%s: %s → %s":                                         225,
-	"%s: a date is written 2026-12-01.":                   543,
+	"%s: a date is written 2026-12-01.":                   544,
 	"%s: every revision, present and future":              165,
 	"%s: revisions %s":                                    166,
-	"%s: the first day comes after the last.":             544,
+	"%s: the first day comes after the last.":             545,
 	"%s–%s":                                               282,
-	"(%d characters in all)":                              666,
-	"(each item)":                                         653,
-	"(worker %s)":                                         489,
+	"(%d characters in all)":                              667,
+	"(%d handed back, not counted)":                       453,
+	"(each item)":                                         654,
+	"(worker %s)":                                         490,
 	"0 seconds":                                           309,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           631,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 482,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           632,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 483,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
@@ -106,13 +107,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 357,
 	"Action":                              95,
 	"All actions":                         107,
-	"All consumers":                       526,
+	"All consumers":                       527,
 	"All definitions":                     273,
-	"All its tasks":                       162,
+	"All its tasks":                       164,
 	"All processes":                       363,
 	"All statuses":                        365,
-	"All workers":                         679,
-	"An operator abandoned the instance.": 481,
+	"All workers":                         680,
+	"An operator abandoned the instance.": 482,
 	"Any definition":                      364,
 	"Apply filters":                       104,
 	"Apr":                                 300,
@@ -120,13 +121,13 @@ var messageKeyToIndex = map[string]int{
 	"Attempts":                         419,
 	"Audit log":                        101,
 	"Aug":                              304,
-	"Available from":                   462,
+	"Available from":                   463,
 	"Back to definitions":              140,
 	"Back to external tasks":           139,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           607,
-	"Back without saving":              556,
+	"Back to the occurrence":           608,
+	"Back without saving":              557,
 	"Breaks processes":                 195,
 	"Breaks workers":                   196,
 	"Bulk %s applied to %d instances.": 90,
@@ -134,58 +135,58 @@ var messageKeyToIndex = map[string]int{
 	"Business key":                     77,
 	"By process and error code":        82,
 	"Call timeout":                     449,
-	"Camunda 7 facade":                 683,
-	"Cancelled: the instance was stopped (%s).":               499,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 498,
+	"Camunda 7 facade":                 684,
+	"Cancelled: the instance was stopped (%s).":               500,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 499,
 	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           604,
+	"Cannot reveal":                                           605,
 	"Change":                                                  193,
 	"Changes between the two revisions":                       205,
 	"Changes of the Working copy since revision %d":           214,
 	"Choose two existing revisions to compare.":               215,
 	"Classification":                                          172,
 	"Clear filters":                                           105,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            580,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 571,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            581,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 572,
 	"Compare":              192,
 	"Compare revisions":    188,
 	"Completed":            281,
-	"Completed (%s).":      494,
+	"Completed (%s).":      495,
 	"Completed, last hour": 264,
 	"Completions and failures per 5 minutes, last hour: %s":    274,
 	"Completions and failures per 5-minute slot, oldest first": 279,
 	"Completions and failures, last hour":                      257,
-	"Connected":                                                675,
+	"Connected":                                                676,
 	"Constraints":                                              173,
 	"Consumer":                                                 421,
-	"Consumer and worker":                                      523,
+	"Consumer and worker":                                      524,
 	"Consumers":                                                124,
-	"Consumers, oldest first":                                  151,
+	"Consumers, oldest first":                                  153,
 	"Counting the occurrences; the counts appear when you reload the page.": 167,
 	"Counts are unavailable right now.":                                     168,
-	"Counts as of %s (%s); refreshed every few seconds.":                    602,
-	"Counts by status": 519,
+	"Counts as of %s (%s); refreshed every few seconds.":                    603,
+	"Counts by status": 520,
 	"Created":          325,
 	"Created from":     80,
-	"Created on":       155,
+	"Created on":       157,
 	"Created to":       81,
 	"Creation date":    351,
 	"Dates":            417,
 	"Deadline":         446,
 	"Dec":              308,
-	"Deferred":         466,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 493,
+	"Deferred":         467,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 494,
 	"Definition":         259,
 	"Definition %s":      175,
 	"Definitions":        122,
 	"Definitions by key": 232,
-	"Definitions served": 673,
+	"Definitions served": 674,
 	"Definitions, those needing attention first": 258,
 	"Description":          174,
 	"Destination":          433,
 	"Destinations":         125,
-	"Destinations by name": 239,
+	"Destinations by name": 241,
 	"Destination’s answer": 426,
 	"Detail":               194,
 	"Digest":               208,
@@ -199,19 +200,19 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    345,
 	"End node or error":           361,
 	"Ended":                       342,
-	"Error":                       522,
-	"Error (before any attempt)":  468,
+	"Error":                       523,
+	"Error (before any attempt)":  469,
 	"Error code":                  78,
 	"Error message":               428,
-	"Every %d seconds":            560,
+	"Every %d seconds":            561,
 	"Every attempt, oldest first": 420,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         610,
-	"Expired token":                        640,
-	"Expires":                              636,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         611,
+	"Expired token":                        642,
+	"Expires":                              639,
 	"External tasks":                       117,
 	"Failed":                               262,
-	"Failed (%s).":                         497,
+	"Failed (%s).":                         498,
 	"Failed at node":                       347,
 	"Failed occurrence":                    344,
 	"Failed, last hour":                    265,
@@ -222,110 +223,110 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 121,
 	"Find an instance or occurrence":       119,
 	"Finished":                             424,
-	"First page":                           541,
+	"First page":                           542,
 	"Follow it in the audit log (new tab)": 57,
 	"Form refused":                         144,
 	"From revision":                        190,
 	"From revision %d to revision %d:":     216,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  154,
-	"Graph":                   570,
-	"Graph of %s":             584,
-	"HTTP 2xx, unusable body": 506,
-	"Headers sent":            241,
+	"Grants":                  156,
+	"Graph":                   571,
+	"Graph of %s":             585,
+	"HTTP 2xx, unusable body": 507,
+	"Headers sent":            243,
 	"Health":                  116,
 	"Held at a node of":       79,
 	"Held at node":            343,
 	"Held instances":          261,
-	"ID":                      152,
-	"In flight":               674,
+	"ID":                      154,
+	"In flight":               675,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 275,
 	"Inputs":                     198,
 	"Inputs of revision %d":      209,
 	"Inputs of the working copy": 200,
 	"Inputs the instance was started with, labelled by process version %d's contract": 333,
-	"Inputs, labelled by revision %d's contract":                                      454,
+	"Inputs, labelled by revision %d's contract":                                      455,
 	"Instance":                  360,
 	"Instances":                 83,
-	"Instances of this process": 579,
+	"Instances of this process": 580,
 	"Invalid request":           137,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  495,
-	"Its instance went on along the node’s error path.":                                                                                                                    496,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      646,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  496,
+	"Its instance went on along the node’s error path.":                                                                                                                    497,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      647,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     297,
 	"Jul":                     303,
 	"Jun":                     302,
-	"Keep it":                 648,
+	"Keep it":                 649,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     233,
-	"Kind":                    574,
+	"Kind":                    575,
 	"Language":                113,
-	"Last changed":            243,
-	"Last error (attempt %d)": 467,
-	"Last reserved":           464,
+	"Last changed":            245,
+	"Last error (attempt %d)": 468,
+	"Last reserved":           465,
 	"Last saved":              179,
-	"Last seen":               676,
-	"Last used":               635,
+	"Last seen":               677,
+	"Last used":               638,
 	"Latest revision":         234,
 	"Lists every change from one revision to another, and whom it may break.": 189,
-	"Local time at %s": 558,
-	"Lock expired %s — waiting to be offered again.": 486,
-	"Lock expires":                     465,
-	"Longest timeout":                  242,
+	"Local time at %s": 559,
+	"Lock expired %s — waiting to be offered again.": 487,
+	"Lock expires":                     466,
+	"Longest timeout":                  244,
 	"Main navigation":                  115,
 	"Mar":                              299,
 	"Maximum attempts":                 442,
 	"May":                              301,
-	"Message from Relais (in English)": 512,
-	"Message from the service (its own words, protected values masked)": 513,
-	"Method not allowed": 614,
+	"Message from Relais (in English)": 513,
+	"Message from the service (its own words, protected values masked)": 514,
+	"Method not allowed": 615,
 	"Mode":               440,
-	"More filters: instance, revision, consumer, dates": 517,
-	"Name":                    153,
-	"Never":                   559,
-	"Next attempt":            463,
-	"Next attempt or settled": 524,
+	"More filters: instance, revision, consumer, dates": 518,
+	"Name":                    155,
+	"Never":                   560,
+	"Next attempt":            464,
+	"Next attempt or settled": 525,
 	"Next node":               324,
-	"Next page":               540,
-	"No consumer yet.":        163,
+	"Next page":               541,
+	"No consumer yet.":        150,
 	"No definition %s has occurrences: check the key, or show all definitions.": 272,
 	"No definition has occurrences yet.":                                        266,
 	"No definition yet.":                                                        236,
-	"No destination yet.":                                                       245,
+	"No destination yet.":                                                       238,
 	"No inputs.":                                                                199,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 621,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 622,
 	"No instance matches these filters.": 362,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 620,
-	"No more consumers.":                                   164,
-	"No more destinations.":                                246,
-	"No occurrence matches these filters.":                 525,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 621,
+	"No more consumers.":                                   151,
+	"No more destinations.":                                239,
+	"No occurrence matches these filters.":                 526,
 	"No operator action matches.":                          106,
 	"No operator has acted on this instance.":              329,
-	"No outputs yet: the occurrence has not completed.":    457,
+	"No outputs yet: the occurrence has not completed.":    458,
 	"No outputs.":                                          202,
-	"No outputs: the occurrence ended without completing.": 459,
-	"No process is published yet.":                         565,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          688,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          687,
+	"No outputs: the occurrence ended without completing.": 460,
+	"No process is published yet.":                         566,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          689,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          688,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
 	"No release yet.": 183,
 	"No revision yet: the Working copy has never been snapshotted.":          181,
 	"No service ever reserved this occurrence: it ended before any attempt.": 432,
 	"No service has reserved this occurrence yet.":                           429,
-	"No token.":              643,
+	"No token.":              636,
 	"No value was revealed.": 613,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 689,
-	"No worker is connected.":           677,
-	"No worker serves this definition.": 680,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 686,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 690,
+	"No worker is connected.":           678,
+	"No worker serves this definition.": 681,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 687,
 	"Node":                  321,
 	"Node %s":               255,
-	"Nodes":                 572,
-	"Nodes of this version": 581,
-	"Nodes of this version, with their occurrences now": 573,
+	"Nodes":                 573,
+	"Nodes of this version": 582,
+	"Nodes of this version, with their occurrences now": 574,
 	"Nodes reached, in order":                           320,
 	"Not allowed":                                       135,
 	"Not found":                                         143,
@@ -333,23 +334,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 141,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 142,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             618,
+	"Nothing to find: the search box is empty.":                             619,
 	"Nothing was done.":         28,
 	"Nov":                       307,
 	"Now":                       438,
 	"Occurrence":                322,
 	"Occurrence %s":             416,
 	"Occurrence offered again":  98,
-	"Occurrences now":           578,
-	"Occurrences, newest first": 520,
+	"Occurrences now":           579,
+	"Occurrences, newest first": 521,
 	"Oct":                       306,
-	"Offered from %s — %s.":     485,
+	"Offered from %s — %s.":     486,
 	"Oldest claimable waits":    263,
-	"On error":                  577,
-	"On success":                576,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               608,
-	"Only administrators may reveal a sensitive value.":                                                 603,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 632,
+	"On error":                  578,
+	"On success":                577,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               609,
+	"Only administrators may reveal a sensitive value.":                                                 604,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 633,
 	"Open":             260,
 	"Operator actions": 317,
 	"Operator actions on this instance, newest first": 330,
@@ -358,28 +359,28 @@ var messageKeyToIndex = map[string]int{
 	"Outputs":                                         201,
 	"Outputs of revision %d":                          210,
 	"Outputs of the working copy":                     203,
-	"Outputs, labelled by revision %d's contract":     456,
-	"Pages": 538,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 554,
+	"Outputs, labelled by revision %d's contract":     457,
+	"Pages": 539,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 555,
 	"Path":                            318,
-	"Pinned revision":                 575,
+	"Pinned revision":                 576,
 	"Policy":                          418,
-	"Previous page":                   539,
+	"Previous page":                   540,
 	"Priority":                        447,
 	"Process":                         75,
-	"Process %s":                      567,
-	"Process and node":                521,
+	"Process %s":                      568,
+	"Process and node":                522,
 	"Process inputs":                  332,
 	"Process instance":                97,
 	"Process instance %s":             315,
 	"Process instances":               353,
 	"Process instances, newest first": 359,
 	"Processes":                       118,
-	"Processes by key":                563,
-	"Protocol":                        672,
+	"Processes by key":                564,
+	"Protocol":                        673,
 	"Published":                       187,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 561,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       562,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 562,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       563,
 	"Reason": 96,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
@@ -387,26 +388,26 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             328,
 	"Relais console":                                        112,
 	"Relais has not called the destination yet.":            435,
-	"Relais is calling the destination (since %s).":         490,
+	"Relais is calling the destination (since %s).":         491,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 437,
 	"Relais never called the destination: the occurrence ended before any call.":                           436,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 475,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 476,
 	"Release":                             184,
 	"Releases":                            182,
 	"Releases, oldest first":              204,
-	"Reload lists and detail pages":       553,
+	"Reload lists and detail pages":       554,
 	"Replica":                             434,
 	"Required":                            171,
 	"Reserved":                            423,
-	"Reserved by %s.":                     492,
-	"Reserved by %s; lock until %s — %s.": 491,
-	"Reserved now":                        161,
+	"Reserved by %s.":                     493,
+	"Reserved by %s; lock until %s — %s.": 492,
+	"Reserved now":                        163,
 	"Retried by %s at %s — “%s”":          340,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
 	"Retries":            444,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  484,
+	"Retry at %s — %s.":  485,
 	"Retry delay":        443,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
@@ -414,40 +415,40 @@ var messageKeyToIndex = map[string]int{
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 469,
+	"Retryable": 470,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 460,
-	"Revealed by %s at %s; recorded in the audit log.": 606,
+	"Reveal — this is recorded": 461,
+	"Revealed by %s at %s; recorded in the audit log.": 607,
 	"Reveals":               127,
-	"Reveals, newest first": 611,
+	"Reveals, newest first": 612,
 	"Revision":              185,
 	"Revision %d":           206,
 	"Revisions":             180,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 691,
-	"Revoke the %s token “%s”?": 645,
-	"Revoke the token":          647,
-	"Revoke token %d":           644,
-	"Revoke…":                   641,
-	"Role":                      634,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 692,
+	"Revoke the %s token “%s”?": 646,
+	"Revoke the token":          648,
+	"Revoke token %d":           645,
+	"Revoke…":                   643,
+	"Role":                      637,
 	"Route":                     323,
 	"Routing output":            178,
-	"Rows %s–%s":                542,
-	"Save settings":             555,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 605,
+	"Rows %s–%s":                543,
+	"Save settings":             556,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 606,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               616,
-	"Secret values can never be revealed.": 609,
+	"Search":                               617,
+	"Secret values can never be revealed.": 610,
 	"Sep":                                  305,
-	"Served by %d workers":                 690,
+	"Served by %d workers":                 691,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              326,
-	"Settlement date":      516,
+	"Settlement date":      517,
 	"Show all definitions": 271,
-	"Show times in":        551,
+	"Show times in":        552,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
-	"Sign in": 625,
-	"Sign in with an operator, designer or administrator token.": 626,
+	"Sign in": 626,
+	"Sign in with an operator, designer or administrator token.": 627,
 	"Sign out":             129,
 	"Signed in as %s (%s)": 128,
 	"Since revision %d:":   212,
@@ -457,11 +458,11 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 148,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 633,
-	"Staff tokens, oldest first": 637,
-	"Start node":                 569,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 634,
+	"Staff tokens, oldest first": 635,
+	"Start node":                 570,
 	"Started":                    341,
-	"State":                      156,
+	"State":                      158,
 	"Status":                     76,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
@@ -480,52 +481,52 @@ var messageKeyToIndex = map[string]int{
 	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   337,
 	"Summary": 316,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 231,
-	"Tasks":                   157,
+	"Tasks":                   159,
 	"Temporarily unavailable": 146,
-	"That is too long to be an id or a business key.": 619,
+	"That is too long to be an id or a business key.": 620,
 	"The %d largest groups; the filter matches more.": 84,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 238,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 240,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          211,
 	"The bulk action must be its id (a UUID).":                   109,
-	"The call could not be prepared.":                            476,
+	"The call could not be prepared.":                            477,
 	"The chart’s numbers":                                        278,
 	"The confirmed count is missing: start again from the list.": 87,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           149,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      552,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      553,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 147,
-	"The deadline passed before a result arrived.": 473,
-	"The destination answered HTTP %s.":            483,
-	"The destination could not be reached.":        477,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 471,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      472,
-	"The destination’s answer was too large.": 478,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 150,
+	"The deadline passed before a result arrived.": 474,
+	"The destination answered HTTP %s.":            484,
+	"The destination could not be reached.":        478,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 472,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      473,
+	"The destination’s answer was too large.": 479,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 152,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     138,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           480,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                479,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           481,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                480,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             358,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 319,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         177,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               549,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               550,
 	"The page size must be between 1 and %d.":                                                                                                                                                              352,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  548,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  549,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 108,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            474,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      514,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          651,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          628,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            475,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      515,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          652,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          629,
 	"These revisions have the same contracts.":                                                                                                                                                             197,
-	"These settings are kept in this browser only.":                                                                                                                                                        550,
-	"They take every revision their consumer is granted.":                                                                                                                                                  692,
-	"They take revision %d only.":                                                                                                                                                                          693,
-	"They take revisions %s only.":                                                                                                                                                                         694,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     545,
+	"These settings are kept in this browser only.":                                                                                                                                                        551,
+	"They take every revision their consumer is granted.":                                                                                                                                                  693,
+	"They take revision %d only.":                                                                                                                                                                          694,
+	"They take revisions %s only.":                                                                                                                                                                         695,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     546,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
-	"This contract has no inputs.":                                                                                                                                                                         455,
-	"This contract has no outputs.":                                                                                                                                                                        458,
+	"This contract has no inputs.":                                                                                                                                                                         456,
+	"This contract has no outputs.":                                                                                                                                                                        459,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  145,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
@@ -540,161 +541,161 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            650,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           649,
-	"This page does not accept that request.": 615,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            651,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           650,
+	"This page does not accept that request.": 616,
 	"This page reloads every %d seconds.":     134,
 	"This process takes no inputs.":           334,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 630,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 582,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            583,
+	"This token is unknown or has been revoked.": 631,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 583,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            584,
 	"Times in %s · no auto-reload":    133,
 	"Times in %s · reload every %d s": 132,
 	"To revision":                     191,
-	"Token":                           627,
+	"Token":                           628,
 	"Tokens":                          126,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 629,
-	"Totals of all definitions, not narrowed by the other filters":         528,
-	"Totals of definition %s, not narrowed by the other filters":           527,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 630,
+	"Totals of all definitions, not narrowed by the other filters":         529,
+	"Totals of definition %s, not narrowed by the other filters":           528,
 	"Type": 170,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 617,
-	"URL":                              240,
-	"UTC (coordinated universal time)": 557,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 618,
+	"URL":                              242,
+	"UTC (coordinated universal time)": 558,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                515,
-	"Unknown parameter “%s” (did you mean “%s”?).": 546,
-	"Unknown parameter “%s”.":                      547,
+	"Unknown consumer.":                516,
+	"Unknown parameter “%s” (did you mean “%s”?).": 547,
+	"Unknown parameter “%s”.":                      548,
 	"Unknown status “%s”.":                         350,
 	"Value":                                        331,
-	"Version":                                      568,
-	"Versions, newest first":                       564,
-	"Waiting for Relais to call the destination since %s (%s).": 487,
-	"Waiting for a worker since %s (%s).":                       488,
+	"Version":                                      569,
+	"Versions, newest first":                       565,
+	"Waiting for Relais to call the destination since %s (%s).": 488,
+	"Waiting for a worker since %s (%s).":                       489,
 	"When":                                                      93,
 	"Who":                                                       94,
 	"Whole message":                                             431,
-	"Why (recorded with the reveal)":                            461,
-	"Worker":                                                    671,
+	"Why (recorded with the reveal)":                            462,
+	"Worker":                                                    672,
 	"Worker id":                                                 422,
 	"Workers":                                                   123,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        669,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        670,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 670,
-	"Workers serving %s":                   678,
+	"Workers seen within three heartbeats": 671,
+	"Workers serving %s":                   679,
 	"Working copy":                         176,
-	"You are signed out.":                  622,
+	"You are signed out.":                  623,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 623,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      624,
-	"[redacted]":                          511,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 624,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      625,
+	"[redacted]":                          512,
 	"abandon":                             4,
-	"active":                              158,
+	"active":                              160,
 	"administrator":                       392,
 	"an incident: retry, abandon or stop": 250,
-	"answer too large":                    509,
+	"answer too large":                    510,
 	"any":                                 74,
-	"any other code → %s":                 594,
+	"any other code → %s":                 595,
 	"any other error":                     248,
-	"as of %s (%s); counts are refreshed every few seconds.": 530,
-	"at least %d characters":                                 654,
-	"at least %d items":                                      661,
+	"as of %s (%s); counts are refreshed every few seconds.": 531,
+	"at least %d characters":                                 655,
+	"at least %d items":                                      662,
 	"at most %d":                                             450,
-	"at most %d characters":                                  655,
-	"at most %d items":                                       662,
+	"at most %d characters":                                  656,
+	"at most %d items":                                       663,
 	"at most %d since the last operator retry":               451,
 	"available":                                              366,
 	"boolean":                                                379,
-	"call in progress since":                                 535,
+	"call in progress since":                                 536,
 	"cancelled":                                              369,
 	"choice":                                                 382,
-	"claimable since":                                        534,
+	"claimable since":                                        535,
 	"claimable since %s":                                     268,
 	"classification changed":                                 403,
 	"completed":                                              276,
 	"constraint changed":                                     404,
 	"consumer":                                               395,
-	"consumer #%s":                                           501,
+	"consumer #%s":                                           502,
 	"date":                                                   380,
 	"date and time":                                          381,
-	"deadline %s":                                            597,
+	"deadline %s":                                            598,
 	"deferred":                                               368,
-	"deferred since":                                         537,
+	"deferred since":                                         538,
 	"deleted":                                                100,
 	"designer":                                               394,
 	"disconnected":                                           375,
-	"end (completes)":                                        589,
-	"end (fails)":                                            590,
+	"end (completes)":                                        590,
+	"end (fails)":                                            591,
 	"end: completes the instance":                            251,
 	"end: fails the instance":                                252,
-	"every revision its consumer is granted":                 684,
+	"every revision its consumer is granted":                 685,
 	"exact, case-sensitive":                                  354,
 	"expired":                                                372,
 	"failed":                                                 277,
-	"fails the instance":                                     595,
+	"fails the instance":                                     596,
 	"field added":                                            398,
 	"field removed":                                          399,
 	"format":                                                 409,
-	"format %s":                                              657,
+	"format %s":                                              658,
 	"from":                                                   355,
 	"held":                                                   371,
 	"held for an operator":                                   249,
 	"held, then abandoned by an operator":                    349,
 	"held, then stopped by an operator":                      348,
-	"hold (an incident for an operator)":                     593,
+	"hold (an incident for an operator)":                     594,
 	"id or business key":                                     120,
 	"in %s":                                                  290,
 	"in progress":                                            430,
-	"instance id":                                            518,
-	"instances held":                                         600,
-	"instances held: %s":                                     601,
+	"instance id":                                            519,
+	"instances held":                                         601,
+	"instances held: %s":                                     602,
 	"integer":                                                377,
 	"just now":                                               292,
 	"list":                                                   384,
-	"lock until":                                             536,
-	"long polling":                                           682,
+	"lock until":                                             537,
+	"long polling":                                           683,
 	"long wait":                                              269,
 	"maximum":                                                411,
-	"maximum %s":                                             659,
+	"maximum %s":                                             660,
 	"maximum items":                                          413,
 	"maximum length":                                         407,
 	"minimum":                                                410,
-	"minimum %s":                                             658,
+	"minimum %s":                                             659,
 	"minimum items":                                          412,
 	"minimum length":                                         406,
-	"never":                                                  638,
-	"next attempt":                                           533,
+	"never":                                                  640,
+	"next attempt":                                           534,
 	"no":                                                     397,
-	"no answer within the timeout":                           507,
-	"no connection":                                          508,
-	"no grant: it takes nothing":                             160,
-	"no header":                                              244,
+	"no answer within the timeout":                           508,
+	"no connection":                                          509,
+	"no grant: it takes nothing":                             162,
+	"no header":                                              246,
 	"no worker":                                              270,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 470,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 471,
 	"none": 230,
-	"none (revealed before reasons were asked for)": 612,
+	"none (revealed before reasons were asked for)": 614,
 	"none yet": 235,
 	"none: a failed call takes the node’s error path": 445,
 	"normal":                          385,
-	"not provided":                    664,
-	"not yet":                         639,
-	"null":                            667,
+	"not provided":                    665,
+	"not yet":                         641,
+	"null":                            668,
 	"number":                          378,
 	"object":                          383,
 	"on error":                        247,
-	"one of: %s":                      660,
+	"one of: %s":                      661,
 	"operator":                        393,
 	"optional %s field of type %s":    227,
 	"optional field of type %s":       229,
 	"optional → required":             220,
 	"pattern":                         408,
-	"pattern %s":                      656,
-	"pull":                            587,
+	"pattern %s":                      657,
+	"pull":                            588,
 	"pull %s":                         254,
 	"pull (the service fetches it)":   390,
 	"push %s":                         253,
 	"push (Relais calls the service)": 391,
-	"push to %s":                      588,
+	"push to %s":                      589,
 	"rejected":                        373,
 	"released":                        374,
 	"required %s field of type %s":    226,
@@ -703,40 +704,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             221,
 	"reserved":                        367,
 	"retry":                           3,
-	"revision %d":                     531,
-	"revisions %s":                    685,
-	"revoked":                         159,
+	"revision %d":                     532,
+	"revisions %s":                    686,
+	"revoked":                         161,
 	"routing changed":                 405,
-	"routing output":                  652,
+	"routing output":                  653,
 	"routing output %s → %s":          219,
 	"running":                         370,
 	"secret":                          387,
 	"sensitive":                       386,
-	"settled":                         532,
+	"settled":                         533,
 	"stop":                            5,
-	"stream":                          681,
+	"stream":                          682,
 	"text":                            376,
 	"the contracts are the same (the name or a description changed).": 213,
-	"this session":             642,
-	"timeout %s":               598,
-	"timeout %s (the default)": 599,
+	"this session":             644,
+	"timeout %s":               599,
+	"timeout %s (the default)": 600,
 	"to":                       356,
 	"type changed":             400,
-	"unexpected value":         668,
-	"unknown":                  510,
+	"unexpected value":         669,
+	"unknown":                  511,
 	"values added: %s":         222,
 	"values changed":           402,
 	"values removed: %s":       223,
 	"values reordered":         224,
-	"version %d":               566,
-	"waiting":                  505,
+	"version %d":               567,
+	"waiting":                  506,
 	"yes":                      396,
 	"••• hidden (secret)":      389,
 	"••• hidden (sensitive)":   388,
-	"→ %s":                     592,
+	"→ %s":                     593,
 }
 
-var enIndex = []uint32{ // 696 elements
+var enIndex = []uint32{ // 697 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -779,12 +780,12 @@ var enIndex = []uint32{ // 696 elements
 	0x00001ae6, 0x00001b64, 0x00001b74, 0x00001bdc,
 	0x00001bf3, 0x00001c07, 0x00001c44, 0x00001d31,
 	0x00001d3b, 0x00001d48, 0x00001dac, 0x00001dc4,
-	0x00001e0a, 0x00001e1f, 0x00001e8e, 0x00001f53,
-	0x00001f6b, 0x00001f6e, 0x00001f73, 0x00001f7a,
-	0x00001f85, 0x00001f8b, 0x00001f91, 0x00001f98,
+	0x00001e0a, 0x00001e1f, 0x00001e8e, 0x00001e9f,
+	0x00001eb2, 0x00001f77, 0x00001f8f, 0x00001f92,
+	0x00001f97, 0x00001f9e, 0x00001fa9, 0x00001faf,
 	// Entry A0 - BF
-	0x00001fa0, 0x00001fbb, 0x00001fc8, 0x00001fd6,
-	0x00001fe7, 0x00001ffa, 0x00002024, 0x0000203b,
+	0x00001fb5, 0x00001fbc, 0x00001fc4, 0x00001fdf,
+	0x00001fec, 0x00001ffa, 0x00002024, 0x0000203b,
 	0x00002081, 0x000020a3, 0x000020a9, 0x000020ae,
 	0x000020b7, 0x000020c6, 0x000020d2, 0x000020de,
 	0x000020ef, 0x000020fc, 0x00002159, 0x00002168,
@@ -804,9 +805,9 @@ var enIndex = []uint32{ // 696 elements
 	0x000025f4, 0x00002605, 0x0000261c, 0x0000263f,
 	0x00002662, 0x0000267f, 0x0000269c, 0x000026a1,
 	0x000026ed, 0x00002700, 0x00002704, 0x00002714,
-	0x0000271d, 0x00002730, 0x00002756, 0x00002812,
-	0x00002827, 0x0000282b, 0x00002838, 0x00002848,
-	0x00002855, 0x0000285f, 0x00002873, 0x00002889,
+	0x0000271d, 0x00002730, 0x00002756, 0x0000276a,
+	0x00002780, 0x0000283c, 0x00002851, 0x00002855,
+	0x00002862, 0x00002872, 0x0000287f, 0x00002889,
 	0x00002892, 0x000028a2, 0x000028b7, 0x000028db,
 	0x000028f7, 0x0000290f, 0x0000291a, 0x00002925,
 	// Entry 100 - 11F
@@ -865,77 +866,78 @@ var enIndex = []uint32{ // 696 elements
 	0x00003a9c, 0x00003aa4, 0x00003ad6, 0x00003adf,
 	// Entry 1C0 - 1DF
 	0x00003ae8, 0x00003b04, 0x00003b11, 0x00003b1f,
-	0x00003b4b, 0x00003b71, 0x00003b7c, 0x00003baa,
-	0x00003bc7, 0x00003bf6, 0x00003c28, 0x00003c46,
-	0x00003c7b, 0x00003c97, 0x00003cb6, 0x00003cc5,
-	0x00003cd2, 0x00003ce0, 0x00003ced, 0x00003cf6,
-	0x00003d11, 0x00003d2c, 0x00003d36, 0x00003d89,
-	0x00003e07, 0x00003e7d, 0x00003eaa, 0x00003ee4,
-	0x00003f49, 0x00003f69, 0x00003f8f, 0x00003fb9,
+	0x00003b4b, 0x00003b71, 0x00003b92, 0x00003b9d,
+	0x00003bcb, 0x00003be8, 0x00003c17, 0x00003c49,
+	0x00003c67, 0x00003c9c, 0x00003cb8, 0x00003cd7,
+	0x00003ce6, 0x00003cf3, 0x00003d01, 0x00003d0e,
+	0x00003d17, 0x00003d32, 0x00003d4d, 0x00003d57,
+	0x00003daa, 0x00003e28, 0x00003e9e, 0x00003ecb,
+	0x00003f05, 0x00003f6a, 0x00003f8a, 0x00003fb0,
 	// Entry 1E0 - 1FF
-	0x00003ff1, 0x0000402e, 0x00004052, 0x000040cb,
-	0x000040f0, 0x0000410a, 0x00004128, 0x0000415c,
-	0x0000419c, 0x000041c6, 0x000041d5, 0x00004206,
-	0x00004235, 0x00004248, 0x000042bd, 0x000042d0,
-	0x00004304, 0x00004338, 0x00004348, 0x0000438f,
-	0x000043bc, 0x000043c9, 0x000043d9, 0x00004409,
-	0x00004443, 0x00004466, 0x0000446e, 0x00004486,
-	0x000044a3, 0x000044b1, 0x000044c2, 0x000044ca,
+	0x00003fda, 0x00004012, 0x0000404f, 0x00004073,
+	0x000040ec, 0x00004111, 0x0000412b, 0x00004149,
+	0x0000417d, 0x000041bd, 0x000041e7, 0x000041f6,
+	0x00004227, 0x00004256, 0x00004269, 0x000042de,
+	0x000042f1, 0x00004325, 0x00004359, 0x00004369,
+	0x000043b0, 0x000043dd, 0x000043ea, 0x000043fa,
+	0x0000442a, 0x00004464, 0x00004487, 0x0000448f,
+	0x000044a7, 0x000044c4, 0x000044d2, 0x000044e3,
 	// Entry 200 - 21F
-	0x000044d5, 0x000044f6, 0x00004538, 0x00004568,
-	0x0000457a, 0x0000458a, 0x000045bc, 0x000045c8,
-	0x000045d9, 0x000045f3, 0x00004604, 0x0000460a,
-	0x0000461e, 0x00004636, 0x0000465b, 0x00004669,
-	0x000046a7, 0x000046e4, 0x00004710, 0x0000474d,
-	0x0000475c, 0x00004764, 0x00004771, 0x00004781,
-	0x00004798, 0x000047a3, 0x000047b2, 0x000047b8,
-	0x000047c6, 0x000047d0, 0x000047db, 0x000047ee,
+	0x000044eb, 0x000044f6, 0x00004517, 0x00004559,
+	0x00004589, 0x0000459b, 0x000045ab, 0x000045dd,
+	0x000045e9, 0x000045fa, 0x00004614, 0x00004625,
+	0x0000462b, 0x0000463f, 0x00004657, 0x0000467c,
+	0x0000468a, 0x000046c8, 0x00004705, 0x00004731,
+	0x0000476e, 0x0000477d, 0x00004785, 0x00004792,
+	0x000047a2, 0x000047b9, 0x000047c4, 0x000047d3,
+	0x000047d9, 0x000047e7, 0x000047f1, 0x000047fc,
 	// Entry 220 - 23F
-	0x00004813, 0x0000483e, 0x000048cf, 0x0000490a,
-	0x00004929, 0x00004967, 0x0000499e, 0x000049cc,
-	0x000049da, 0x00004a6d, 0x00004a8b, 0x00004b17,
-	0x00004b25, 0x00004b39, 0x00004b5a, 0x00004b6e,
-	0x00004b74, 0x00004b88, 0x00004bfb, 0x00004c48,
-	0x00004c59, 0x00004c70, 0x00004c8d, 0x00004c9b,
-	0x00004ca9, 0x00004cb1, 0x00004cbc, 0x00004cc2,
-	0x00004db4, 0x00004dba, 0x00004dec, 0x00004df1,
+	0x0000480f, 0x00004834, 0x0000485f, 0x000048f0,
+	0x0000492b, 0x0000494a, 0x00004988, 0x000049bf,
+	0x000049ed, 0x000049fb, 0x00004a8e, 0x00004aac,
+	0x00004b38, 0x00004b46, 0x00004b5a, 0x00004b7b,
+	0x00004b8f, 0x00004b95, 0x00004ba9, 0x00004c1c,
+	0x00004c69, 0x00004c7a, 0x00004c91, 0x00004cae,
+	0x00004cbc, 0x00004cca, 0x00004cd2, 0x00004cdd,
+	0x00004ce3, 0x00004dd5, 0x00004ddb, 0x00004e0d,
 	// Entry 240 - 25F
-	0x00004e01, 0x00004e0c, 0x00004e15, 0x00004e25,
-	0x00004e3f, 0x00004ee4, 0x00004efa, 0x00004f7f,
-	0x00004ff9, 0x00005008, 0x000050c2, 0x00005113,
-	0x00005118, 0x00005126, 0x00005136, 0x00005142,
-	0x00005152, 0x0000515c, 0x0000517f, 0x00005198,
-	0x000051ab, 0x00005217, 0x00005226, 0x00005234,
-	0x00005250, 0x0000525f, 0x00005275, 0x000052ae,
-	0x000052e0, 0x000052ee, 0x00005346, 0x0000537d,
+	0x00004e12, 0x00004e22, 0x00004e2d, 0x00004e36,
+	0x00004e46, 0x00004e60, 0x00004f05, 0x00004f1b,
+	0x00004fa0, 0x0000501a, 0x00005029, 0x000050e3,
+	0x00005134, 0x00005139, 0x00005147, 0x00005157,
+	0x00005163, 0x00005173, 0x0000517d, 0x000051a0,
+	0x000051b9, 0x000051cc, 0x00005238, 0x00005247,
+	0x00005255, 0x00005271, 0x00005280, 0x00005296,
+	0x000052cf, 0x00005301, 0x0000530f, 0x00005367,
 	// Entry 260 - 27F
-	0x00005394, 0x000053d8, 0x000053fd, 0x00005474,
-	0x0000548a, 0x000054b8, 0x000054cf, 0x000054e2,
-	0x0000550a, 0x00005511, 0x0000556c, 0x00005596,
-	0x000055c6, 0x00005624, 0x000056c4, 0x000056d8,
-	0x00005783, 0x000057f9, 0x00005801, 0x0000583c,
-	0x00005842, 0x000058be, 0x00005906, 0x00005931,
-	0x00005993, 0x000059f5, 0x00005a9c, 0x00005aa1,
-	0x00005aab, 0x00005ab3, 0x00005ace, 0x00005ad4,
+	0x0000539e, 0x000053b5, 0x000053f9, 0x0000541e,
+	0x00005495, 0x000054ab, 0x000054c2, 0x000054f0,
+	0x00005503, 0x0000552b, 0x00005532, 0x0000558d,
+	0x000055b7, 0x000055e7, 0x00005645, 0x000056e5,
+	0x000056f9, 0x000057a4, 0x0000581a, 0x00005822,
+	0x0000585d, 0x00005863, 0x000058df, 0x00005927,
+	0x00005952, 0x000059b4, 0x00005a16, 0x00005abd,
+	0x00005ad8, 0x00005ae2, 0x00005ae7, 0x00005af1,
 	// Entry 280 - 29F
-	0x00005adc, 0x00005aea, 0x00005af4, 0x00005b01,
-	0x00005b0b, 0x00005b1e, 0x00005b42, 0x00005bc2,
-	0x00005bd3, 0x00005bdb, 0x00005c50, 0x00005ca4,
-	0x00005ce6, 0x00005cf5, 0x00005d01, 0x00005d3d,
-	0x00005d77, 0x00005d85, 0x00005d92, 0x00005da0,
-	0x00005dae, 0x00005dbc, 0x00005dee, 0x00005e1e,
-	0x00005e7a, 0x00005e87, 0x00005ea7, 0x00005ec1,
-	0x00005ec6, 0x00005ed7, 0x00005f5d, 0x00005f82,
+	0x00005af9, 0x00005aff, 0x00005b07, 0x00005b15,
+	0x00005b1f, 0x00005b2c, 0x00005b3f, 0x00005b63,
+	0x00005be3, 0x00005bf4, 0x00005bfc, 0x00005c71,
+	0x00005cc5, 0x00005d07, 0x00005d16, 0x00005d22,
+	0x00005d5e, 0x00005d98, 0x00005da6, 0x00005db3,
+	0x00005dc1, 0x00005dcf, 0x00005ddd, 0x00005e0f,
+	0x00005e3f, 0x00005e9b, 0x00005ea8, 0x00005ec8,
+	0x00005ee2, 0x00005ee7, 0x00005ef8, 0x00005f7e,
 	// Entry 2A0 - 2BF
-	0x00005f89, 0x00005f92, 0x00005fa5, 0x00005faf,
-	0x00005fb9, 0x00005fc3, 0x00005fdb, 0x00005ff1,
-	0x00005ffd, 0x0000601f, 0x00006026, 0x00006033,
-	0x00006044, 0x0000606b, 0x0000607b, 0x000060cf,
-	0x0000611f, 0x0000617f, 0x000061d2, 0x0000620a,
-	0x0000625a, 0x0000628e, 0x000062ad, 0x000062cd,
-} // Size: 2808 bytes
+	0x00005fa3, 0x00005faa, 0x00005fb3, 0x00005fc6,
+	0x00005fd0, 0x00005fda, 0x00005fe4, 0x00005ffc,
+	0x00006012, 0x0000601e, 0x00006040, 0x00006047,
+	0x00006054, 0x00006065, 0x0000608c, 0x0000609c,
+	0x000060f0, 0x00006140, 0x000061a0, 0x000061f3,
+	0x0000622b, 0x0000627b, 0x000062af, 0x000062ce,
+	0x000062ee,
+} // Size: 2812 bytes
 
-const enData string = "" + // Size: 25293 bytes
+const enData string = "" + // Size: 25326 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1054,58 +1056,58 @@ const enData string = "" + // Size: 25293 bytes
 	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
 	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
 	" could not show this page. Try again; if it persists, give your administ" +
-	"rator the request id %[1]s.\x02The external services that take tasks, an" +
-	"d the definitions each may take. Create consumers, change their grants a" +
-	"nd rotate their tokens through the API (/api/v1/consumers); tokens are n" +
-	"ever shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Create" +
-	"d on\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothin" +
-	"g\x02Reserved now\x02All its tasks\x02No consumer yet.\x02No more consum" +
-	"ers.\x02%[1]s: every revision, present and future\x02%[1]s: revisions %[" +
-	"2]s\x02Counting the occurrences; the counts appear when you reload the p" +
-	"age.\x02Counts are unavailable right now.\x02Field\x02Type\x02Required" +
-	"\x02Classification\x02Constraints\x02Description\x02Definition %[1]s\x02" +
-	"Working copy\x02The only mutable part of a definition. Processes never u" +
-	"se it directly: they pin a revision.\x02Routing output\x02Last saved\x02" +
-	"Revisions\x02No revision yet: the Working copy has never been snapshotte" +
-	"d.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Pub" +
-	"lished\x02Compare revisions\x02Lists every change from one revision to a" +
-	"nother, and whom it may break.\x02From revision\x02To revision\x02Compar" +
-	"e\x02Change\x02Detail\x02Breaks processes\x02Breaks workers\x02These rev" +
-	"isions have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the" +
-	" working copy\x02Outputs\x02No outputs.\x02Outputs of the working copy" +
-	"\x02Releases, oldest first\x02Changes between the two revisions\x02Revis" +
-	"ion %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Output" +
-	"s of revision %[1]d\x02The Working copy has changes not yet snapshotted:" +
-	" they are in no revision (workers and processes use revision %[1]d at mo" +
-	"st) until a snapshot makes them revision %[2]d.\x02Since revision %[1]d:" +
-	"\x02the contracts are the same (the name or a description changed).\x02C" +
-	"hanges of the Working copy since revision %[1]d\x02Choose two existing r" +
-	"evisions to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01" +
-	"\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02rout" +
-	"ing output %[1]s → %[2]s\x02optional → required\x02required → optional" +
-	"\x02values added: %[1]s\x02values removed: %[1]s\x02values reordered\x02" +
-	"%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %" +
-	"[1]s field of type %[2]s\x02required field of type %[1]s\x02optional fie" +
-	"ld of type %[1]s\x02none\x02Task contracts: their Working copy, immutabl" +
-	"e revisions and named releases.\x02Definitions by key\x02Key\x02Latest r" +
-	"evision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e" +
-	"\x02%[1]d release\x00\x0f\x02%[1]d releases\x02The HTTP endpoints push n" +
-	"odes call. Values of the URL's query and of the headers are sealed and n" +
-	"ever shown. Create, change and delete destinations through the API (/api" +
-	"/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent\x02Lon" +
-	"gest timeout\x02Last changed\x02no header\x02No destination yet.\x02No m" +
-	"ore destinations.\x02on error\x02any other error\x02held for an operator" +
-	"\x02an incident: retry, abandon or stop\x02end: completes the instance" +
-	"\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s" +
-	"\x02Each definition’s queue and incidents now, and what its workers fini" +
-	"shed in the last hour: occurrences that ended completed or failed. An oc" +
-	"currence retried since counts where it ends next; a failed attempt with " +
-	"attempts left is not counted, its occurrence’s page lists it.\x02Complet" +
-	"ions and failures, last hour\x02Definitions, those needing attention fir" +
-	"st\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable" +
-	" waits\x02Completed, last hour\x02Failed, last hour\x02No definition has" +
-	" occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds." +
+	"rator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
+	"\x02The external services that take tasks, and the definitions each may " +
+	"take. Create consumers, change their grants and rotate their tokens thro" +
+	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
+	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
+	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
+	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revisions" +
+	" %[2]s\x02Counting the occurrences; the counts appear when you reload th" +
+	"e page.\x02Counts are unavailable right now.\x02Field\x02Type\x02Require" +
+	"d\x02Classification\x02Constraints\x02Description\x02Definition %[1]s" +
+	"\x02Working copy\x02The only mutable part of a definition. Processes nev" +
+	"er use it directly: they pin a revision.\x02Routing output\x02Last saved" +
+	"\x02Revisions\x02No revision yet: the Working copy has never been snapsh" +
+	"otted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes" +
+	"\x02Published\x02Compare revisions\x02Lists every change from one revisi" +
+	"on to another, and whom it may break.\x02From revision\x02To revision" +
+	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
+	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
+	"of the URL's query and of the headers are sealed and never shown. Create" +
+	", change and delete destinations through the API (/api/v1/destinations)." +
+	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
+	"st changed\x02no header\x02on error\x02any other error\x02held for an op" +
+	"erator\x02an incident: retry, abandon or stop\x02end: completes the inst" +
+	"ance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]" +
+	"s\x02Each definition’s queue and incidents now, and what its workers fin" +
+	"ished in the last hour: occurrences that ended completed or failed. An o" +
+	"ccurrence retried since counts where it ends next; a failed attempt with" +
+	" attempts left is not counted, its occurrence’s page lists it.\x02Comple" +
+	"tions and failures, last hour\x02Definitions, those needing attention fi" +
+	"rst\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimabl" +
+	"e waits\x02Completed, last hour\x02Failed, last hour\x02No definition ha" +
+	"s occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds." +
 	"\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all definiti" +
 	"ons\x02No definition %[1]s has occurrences: check the key, or show all d" +
 	"efinitions.\x02All definitions\x02Completions and failures per 5 minutes" +
@@ -1173,162 +1175,163 @@ const enData string = "" + // Size: 25293 bytes
 	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
 	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
 	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02%[1]d left" +
-	"\x02Inputs, labelled by revision %[1]d's contract\x02This contract has n" +
-	"o inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No output" +
-	"s yet: the occurrence has not completed.\x02This contract has no outputs" +
-	".\x02No outputs: the occurrence ended without completing.\x02Reveal — th" +
-	"is is recorded\x02Why (recorded with the reveal)\x02Available from\x02Ne" +
-	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
-	"ttempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the serv" +
-	"ice marked this failure as not retryable (attempts left unused: %[1]d)" +
-	"\x02The destination did not answer within the call’s timeout (%[1]s): it" +
-	" may have acted all the same, so check before retrying.\x02The destinati" +
-	"on did not answer within the call’s timeout: it may have acted all the s" +
-	"ame, so check before retrying.\x02The deadline passed before a result ar" +
-	"rived.\x02The result did not match the revision's outputs contract.\x02R" +
-	"elais stopped during the call: whether the destination acted is unknown," +
-	" so it is not called again.\x02The call could not be prepared.\x02The de" +
-	"stination could not be reached.\x02The destination’s answer was too larg" +
-	"e.\x02The last attempt’s lock expired with no attempt left.\x02The input" +
-	"s could not be built from the process’s bindings.\x02An operator abandon" +
-	"ed the instance.\x02A Camunda 7 worker reported a failure with no retrie" +
-	"s left (retries: 0, or a budget already spent): it is not run again.\x02" +
-	"The destination answered HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offer" +
-	"ed from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered aga" +
-	"in.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
-	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Relai" +
-	"s is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock u" +
-	"ntil %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s" +
-	"): a worker of the same consumer, or a front end with a settle token, co" +
-	"mpletes it later.\x02Completed (%[1]s).\x02Its instance is held here, wa" +
-	"iting for an operator.\x02Its instance went on along the node’s error pa" +
-	"th.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s a" +
-	"t %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[" +
-	"1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settl" +
-	"e token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
-	"e from the service (its own words, protected values masked)\x02The revis" +
-	"ion must be a whole number, 1 or more.\x02Unknown consumer.\x02Settlemen" +
-	"t date\x02More filters: instance, revision, consumer, dates\x02instance " +
-	"id\x02Counts by status\x02Occurrences, newest first\x02Process and node" +
-	"\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occurr" +
-	"ence matches these filters.\x02All consumers\x02Totals of definition %[1" +
-	"]s, not narrowed by the other filters\x02Totals of all definitions, not " +
-	"narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occur" +
-	"rence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are re" +
-	"freshed every few seconds.\x02revision %[1]d\x02settled\x02next attempt" +
-	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
-	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s" +
-	"–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
-	" comes after the last.\x02This address holds a parameter that cannot be " +
-	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
-	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
-	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
-	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
-	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
-	"imes in\x02The console runs no script, so it cannot read your computer’s" +
-	" time zone: choose its offset from UTC. Offsets do not follow daylight s" +
-	"aving time.\x02Reload lists and detail pages\x02Pages where you type a r" +
-	"eason (confirmations, and occurrences with a value to reveal) never relo" +
-	"ad on their own, nor does a revealed value.\x02Save settings\x02Back wit" +
-	"hout saving\x02UTC (coordinated universal time)\x02Local time at %[1]s" +
-	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
-	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
-	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
-	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Version\x02Sta" +
-	"rt node\x02Graph\x02Columns follow the longest path from the start node." +
-	" Solid arrows are successes (labelled with their route), dashed ones fai" +
-	"lures (labelled with their error codes). Each box says how many of this " +
-	"version’s occurrences are at that node now.\x02Nodes\x02Nodes of this ve" +
-	"rsion, with their occurrences now\x02Kind\x02Pinned revision\x02On succe" +
-	"ss\x02On error\x02Occurrences now\x02Instances of this process\x02Column" +
-	"s follow the longest path from the start node. Solid arrows are successe" +
-	"s (labelled with their route), dashed ones failures (labelled with their" +
-	" error codes).\x02Nodes of this version\x02This version has %[1]d nodes:" +
-	" too many to draw legibly (at most %[2]d). The table below lists every n" +
-	"ode with its routes and counts.\x02This version has %[1]d nodes: too man" +
-	"y to draw legibly (at most %[2]d). The table below lists every node with" +
-	" its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, s" +
-	"tarting at %[2]s. The table below lists the same nodes, routes and count" +
-	"s.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sam" +
-	"e nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The table" +
-	" below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end " +
-	"(completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incid" +
-	"ent for an operator)\x02any other code → %[1]s\x02fails the instance\x14" +
-	"\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]" +
-	"d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline " +
-	"%[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held" +
-	"\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every" +
-	" few seconds.\x02Only administrators may reveal a sensitive value.\x02Ca" +
-	"nnot reveal\x02Say why you reveal this value: the reason is recorded wit" +
-	"h the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded i" +
-	"n the audit log.\x02Back to the occurrence\x02Only a value this page sho" +
-	"ws as hidden (sensitive) can be revealed.\x02Secret values can never be " +
-	"revealed.\x02Every sensitive value an administrator revealed: who, when," +
-	" which field and why. The values themselves are never kept.\x02Reveals, " +
-	"newest first\x02none (revealed before reasons were asked for)\x02No valu" +
-	"e was revealed.\x02Method not allowed\x02This page does not accept that " +
-	"request.\x02Search\x02Type an instance or occurrence id (a UUID, as the " +
-	"pages show on hover), or a business key.\x02Nothing to find: the search " +
-	"box is empty.\x02That is too long to be an id or a business key.\x02No i" +
-	"nstance or occurrence has the id “%[1]s”, and no instance has it as its " +
-	"business key.\x02No instance has “%[1]s” as its business key, and it is " +
-	"not a whole id: the lists show the end of each id. Open the row, or copy" +
-	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
-	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
-	" the server), so your last action was not applied. Sign in again, then r" +
-	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
-	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
-	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
-	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
-	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
-	"ministrators see this page: tokens, consumers, destinations and the reve" +
-	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
-	") that are not revoked. Consumer tokens are managed with their consumers" +
-	". Revoking a token refuses its next request.\x02Role\x02Last used\x02Exp" +
-	"ires\x02Staff tokens, oldest first\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02No token.\x02Revoke token %[1]d\x02Revoke" +
-	" the %[1]s token “%[2]s”?\x02Its next request is refused, and console se" +
-	"ssions opened with it end. This cannot be undone: whoever uses it needs " +
-	"a new token.\x02Revoke the token\x02Keep it\x02This is the token you sig" +
-	"ned in with: revoking it signs you out. Its next request is refused. Thi" +
-	"s cannot be undone.\x02This is the last usable administrator token: crea" +
-	"te another one before revoking it.\x02The token %[1]s (%[2]s) was revoke" +
-	"d: its next request is refused.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
-	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
-	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
-	"cted value\x02Workers connected by a stream, and polling workers by thei" +
-	"r last fetch. A worker is listed while it was seen within three heartbea" +
-	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
-	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
-	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
-	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
-	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
-	"is definition: its occurrences wait until one connects or polls.\x02No p" +
-	"rocess uses this definition yet: it needs a worker once a process pulls " +
-	"it.\x02No process pulls this definition: Relais calls its destinations (" +
-	"push), and it needs no worker.\x02No worker is connected for this defini" +
-	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
+	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
+	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
+	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
+	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
+	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
+	"e reveal)\x02Available from\x02Next attempt\x02Last reserved\x02Lock exp" +
+	"ires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Retryable\x02no: the service marked this failure as not retryabl" +
+	"e (attempts left unused: %[1]d)\x02The destination did not answer within" +
+	" the call’s timeout (%[1]s): it may have acted all the same, so check be" +
+	"fore retrying.\x02The destination did not answer within the call’s timeo" +
+	"ut: it may have acted all the same, so check before retrying.\x02The dea" +
+	"dline passed before a result arrived.\x02The result did not match the re" +
+	"vision's outputs contract.\x02Relais stopped during the call: whether th" +
+	"e destination acted is unknown, so it is not called again.\x02The call c" +
+	"ould not be prepared.\x02The destination could not be reached.\x02The de" +
+	"stination’s answer was too large.\x02The last attempt’s lock expired wit" +
+	"h no attempt left.\x02The inputs could not be built from the process’s b" +
+	"indings.\x02An operator abandoned the instance.\x02A Camunda 7 worker re" +
+	"ported a failure with no retries left (retries: 0, or a budget already s" +
+	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02R" +
+	"etry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[" +
+	"1]s — waiting to be offered again.\x02Waiting for Relais to call the des" +
+	"tination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s" +
+	").\x02(worker %[1]s)\x02Relais is calling the destination (since %[1]s)." +
+	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
+	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
+	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
+	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
+	"went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: th" +
+	"e instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the in" +
+	"stance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s " +
+	"(deferred; settled with its settle token)\x02%[1]s (deferred; settled wi" +
+	"th its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02" +
+	"waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no" +
+	" connection\x02answer too large\x02unknown\x02[redacted]\x02Message from" +
+	" Relais (in English)\x02Message from the service (its own words, protect" +
+	"ed values masked)\x02The revision must be a whole number, 1 or more.\x02" +
+	"Unknown consumer.\x02Settlement date\x02More filters: instance, revision" +
+	", consumer, dates\x02instance id\x02Counts by status\x02Occurrences, new" +
+	"est first\x02Process and node\x02Error\x02Consumer and worker\x02Next at" +
+	"tempt or settled\x02No occurrence matches these filters.\x02All consumer" +
+	"s\x02Totals of definition %[1]s, not narrowed by the other filters\x02To" +
+	"tals of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
+	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
+	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
+	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
+	" a parameter that cannot be read (a percent sign not followed by two hex" +
+	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
+	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
+	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
+	"or is invalid: go back to the first page.\x02These settings are kept in " +
+	"this browser only.\x02Show times in\x02The console runs no script, so it" +
+	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
+	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
+	"\x02Pages where you type a reason (confirmations, and occurrences with a" +
+	" value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
+	" process versions: their nodes, routes and pinned revisions, drawn, with" +
+	" where their occurrences are now.\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
+	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
+	"ess %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the longes" +
+	"t path from the start node. Solid arrows are successes (labelled with th" +
+	"eir route), dashed ones failures (labelled with their error codes). Each" +
+	" box says how many of this version’s occurrences are at that node now." +
+	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
+	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inst" +
+	"ances of this process\x02Columns follow the longest path from the start " +
+	"node. Solid arrows are successes (labelled with their route), dashed one" +
+	"s failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
+	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
+	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
+	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
+	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
+	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
+	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
+	"y reveal a sensitive value.\x02Cannot reveal\x02Say why you reveal this " +
+	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
+	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
+	"nce\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
+	"dministrator revealed: who, when, which field and why. The values themse" +
+	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
+	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
+	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
+	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
+	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
+	"]s” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
+	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
+	"r administrator token.\x02Token\x02The token is checked once and never s" +
+	"tored in your browser; a session cookie stands for it for up to 8 hours " +
+	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
+	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
+	"]s token cannot open the console: sign in with an operator, designer or " +
+	"administrator token.\x02Only administrators see this page: tokens, consu" +
+	"mers, destinations and the reveal log are theirs.\x02Staff tokens (admin" +
+	"istrators, designers, operators) that are not revoked. Consumer tokens a" +
+	"re managed with their consumers. Revoking a token refuses its next reque" +
+	"st.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02E" +
+	"xpires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session" +
+	"\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next re" +
+	"quest is refused, and console sessions opened with it end. This cannot b" +
+	"e undone: whoever uses it needs a new token.\x02Revoke the token\x02Keep" +
+	" it\x02This is the token you signed in with: revoking it signs you out. " +
+	"Its next request is refused. This cannot be undone.\x02This is the last " +
+	"usable administrator token: create another one before revoking it.\x02Th" +
+	"e token %[1]s (%[2]s) was revoked: its next request is refused.\x02routi" +
+	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
+	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
+	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
+	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
+	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
+	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
+	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
+	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d " +
+	"characters in all)\x02null\x02unexpected value\x02Workers connected by a" +
+	" stream, and polling workers by their last fetch. A worker is listed whi" +
+	"le it was seen within three heartbeats.\x02Workers seen within three hea" +
+	"rtbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Conn" +
+	"ected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
+	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
+	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
+	"revisions %[1]s\x02No worker serves this definition: its occurrences wai" +
+	"t until one connects or polls.\x02No process uses this definition yet: i" +
+	"t needs a worker once a process pulls it.\x02No process pulls this defin" +
+	"ition: Relais calls its destinations (push), and it needs no worker.\x02" +
+	"No worker is connected for this definition; none of its occurrences wait" +
+	"s for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
+	"\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take eve" +
+	"ry revision their consumer is granted.\x02They take every revision their" +
+	" consumer is granted.\x02They take revision %[1]d only.\x02They take rev" +
+	"isions %[1]s only."
 
-var frIndex = []uint32{ // 696 elements
+var frIndex = []uint32{ // 697 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1371,12 +1374,12 @@ var frIndex = []uint32{ // 696 elements
 	0x00002308, 0x000023bc, 0x000023ce, 0x0000244e,
 	0x0000246a, 0x00002482, 0x000024c5, 0x000025e3,
 	0x000025ef, 0x00002602, 0x0000267e, 0x0000269a,
-	0x000026f1, 0x00002709, 0x000027a1, 0x00002892,
-	0x000028c0, 0x000028c3, 0x000028c7, 0x000028ce,
-	0x000028d8, 0x000028de, 0x000028e6, 0x000028ec,
+	0x000026f1, 0x00002709, 0x000027a1, 0x000027c6,
+	0x000027e0, 0x000028d1, 0x000028ff, 0x00002902,
+	0x00002906, 0x0000290d, 0x00002917, 0x0000291d,
 	// Entry A0 - BF
-	0x000028f6, 0x00002917, 0x00002930, 0x00002943,
-	0x00002968, 0x00002982, 0x000029ba, 0x000029d5,
+	0x00002925, 0x0000292b, 0x00002935, 0x00002956,
+	0x0000296f, 0x00002982, 0x000029ba, 0x000029d5,
 	0x00002a3b, 0x00002a6d, 0x00002a73, 0x00002a78,
 	0x00002a84, 0x00002a93, 0x00002a9f, 0x00002aab,
 	0x00002abd, 0x00002ace, 0x00002b52, 0x00002b64,
@@ -1396,9 +1399,9 @@ var frIndex = []uint32{ // 696 elements
 	0x0000312c, 0x00003142, 0x0000315c, 0x00003193,
 	0x000031c9, 0x000031e9, 0x00003208, 0x0000320f,
 	0x00003279, 0x0000328f, 0x00003294, 0x000032a8,
-	0x000032c0, 0x000032e5, 0x00003313, 0x000033fd,
-	0x00003412, 0x00003416, 0x00003429, 0x00003438,
-	0x0000344f, 0x0000345e, 0x00003483, 0x0000349d,
+	0x000032c0, 0x000032e5, 0x00003313, 0x00003338,
+	0x00003352, 0x0000343c, 0x00003451, 0x00003455,
+	0x00003468, 0x00003477, 0x0000348e, 0x0000349d,
 	0x000034af, 0x000034c2, 0x000034de, 0x0000350b,
 	0x00003528, 0x0000354b, 0x00003556, 0x00003561,
 	// Entry 100 - 11F
@@ -1457,77 +1460,78 @@ var frIndex = []uint32{ // 696 elements
 	0x00004b6a, 0x00004b7f, 0x00004bc0, 0x00004bcb,
 	// Entry 1C0 - 1DF
 	0x00004bd5, 0x00004bfe, 0x00004c0f, 0x00004c1d,
-	0x00004c59, 0x00004c83, 0x00004cab, 0x00004cea,
-	0x00004d0b, 0x00004d49, 0x00004d89, 0x00004da9,
-	0x00004dea, 0x00004e16, 0x00004e3d, 0x00004e55,
-	0x00004e69, 0x00004e80, 0x00004e8e, 0x00004e99,
-	0x00004ebc, 0x00004edb, 0x00004ef7, 0x00004f65,
-	0x00004fea, 0x00005067, 0x000050a7, 0x000050ed,
-	0x0000515f, 0x00005187, 0x000051aa, 0x000051e1,
+	0x00004c59, 0x00004c83, 0x00004cc8, 0x00004cf0,
+	0x00004d2f, 0x00004d50, 0x00004d8e, 0x00004dce,
+	0x00004dee, 0x00004e2f, 0x00004e5b, 0x00004e82,
+	0x00004e9a, 0x00004eae, 0x00004ec5, 0x00004ed3,
+	0x00004ede, 0x00004f01, 0x00004f20, 0x00004f3c,
+	0x00004faa, 0x0000502f, 0x000050ac, 0x000050ec,
+	0x00005132, 0x000051a4, 0x000051cc, 0x000051ef,
 	// Entry 1E0 - 1FF
-	0x00005228, 0x0000527b, 0x000052a4, 0x0000534a,
-	0x00005370, 0x00005397, 0x000053bf, 0x00005406,
-	0x00005450, 0x00005483, 0x00005496, 0x000054c4,
-	0x00005500, 0x00005516, 0x000055aa, 0x000055bd,
-	0x000055fa, 0x00005636, 0x00005649, 0x0000569d,
-	0x000056d2, 0x000056e4, 0x000056fb, 0x00005738,
-	0x00005788, 0x000057b2, 0x000057bd, 0x000057da,
-	0x000057f9, 0x0000580a, 0x00005824, 0x0000582d,
+	0x00005226, 0x0000526d, 0x000052c0, 0x000052e9,
+	0x0000538f, 0x000053b5, 0x000053dc, 0x00005404,
+	0x0000544b, 0x00005495, 0x000054c8, 0x000054db,
+	0x00005509, 0x00005545, 0x0000555b, 0x000055ef,
+	0x00005602, 0x0000563f, 0x0000567b, 0x0000568e,
+	0x000056e2, 0x00005717, 0x00005729, 0x00005740,
+	0x0000577d, 0x000057cd, 0x000057f7, 0x00005802,
+	0x0000581f, 0x0000583e, 0x0000584f, 0x00005869,
 	// Entry 200 - 21F
-	0x00005837, 0x00005856, 0x000058a4, 0x000058d9,
-	0x000058ef, 0x00005900, 0x0000593d, 0x00005956,
-	0x0000596c, 0x00005996, 0x000059a9, 0x000059b0,
-	0x000059cb, 0x000059eb, 0x00005a1b, 0x00005a32,
-	0x00005a6a, 0x00005aa5, 0x00005ad1, 0x00005b25,
-	0x00005b35, 0x00005b40, 0x00005b54, 0x00005b66,
-	0x00005b7c, 0x00005b8e, 0x00005ba0, 0x00005ba6,
-	0x00005bb8, 0x00005bc6, 0x00005bd5, 0x00005beb,
+	0x00005872, 0x0000587c, 0x0000589b, 0x000058e9,
+	0x0000591e, 0x00005934, 0x00005945, 0x00005982,
+	0x0000599b, 0x000059b1, 0x000059db, 0x000059ee,
+	0x000059f5, 0x00005a10, 0x00005a30, 0x00005a60,
+	0x00005a77, 0x00005aaf, 0x00005aea, 0x00005b16,
+	0x00005b6a, 0x00005b7a, 0x00005b85, 0x00005b99,
+	0x00005bab, 0x00005bc1, 0x00005bd3, 0x00005be5,
+	0x00005beb, 0x00005bfd, 0x00005c0b, 0x00005c1a,
 	// Entry 220 - 23F
-	0x00005c15, 0x00005c48, 0x00005cf0, 0x00005d40,
-	0x00005d68, 0x00005dba, 0x00005dfc, 0x00005e38,
-	0x00005e4f, 0x00005f17, 0x00005f44, 0x00005fff,
-	0x00006019, 0x00006032, 0x00006053, 0x00006069,
-	0x00006070, 0x0000608a, 0x0000611f, 0x00006182,
-	0x00006195, 0x000061bc, 0x000061e4, 0x000061f2,
-	0x00006202, 0x0000620a, 0x0000621b, 0x00006222,
-	0x00006358, 0x0000635f, 0x00006399, 0x0000639e,
+	0x00005c30, 0x00005c5a, 0x00005c8d, 0x00005d35,
+	0x00005d85, 0x00005dad, 0x00005dff, 0x00005e41,
+	0x00005e7d, 0x00005e94, 0x00005f5c, 0x00005f89,
+	0x00006044, 0x0000605e, 0x00006077, 0x00006098,
+	0x000060ae, 0x000060b5, 0x000060cf, 0x00006164,
+	0x000061c7, 0x000061da, 0x00006201, 0x00006229,
+	0x00006237, 0x00006247, 0x0000624f, 0x00006260,
+	0x00006267, 0x0000639d, 0x000063a4, 0x000063de,
 	// Entry 240 - 25F
-	0x000063b3, 0x000063c7, 0x000063d9, 0x000063ef,
-	0x00006409, 0x000064de, 0x000064f6, 0x00006597,
-	0x00006626, 0x00006636, 0x00006710, 0x000067d2,
-	0x000067d7, 0x000067e7, 0x000067f5, 0x00006805,
-	0x00006815, 0x0000681f, 0x00006848, 0x00006862,
-	0x0000687d, 0x0000690b, 0x0000691c, 0x00006929,
-	0x00006944, 0x00006958, 0x00006976, 0x000069c1,
-	0x00006a02, 0x00006a1a, 0x00006a90, 0x00006ad6,
+	0x000063e3, 0x000063f8, 0x0000640c, 0x0000641e,
+	0x00006434, 0x0000644e, 0x00006523, 0x0000653b,
+	0x000065dc, 0x0000666b, 0x0000667b, 0x00006755,
+	0x00006817, 0x0000681c, 0x0000682c, 0x0000683a,
+	0x0000684a, 0x0000685a, 0x00006864, 0x0000688d,
+	0x000068a7, 0x000068c2, 0x00006950, 0x00006961,
+	0x0000696e, 0x00006989, 0x0000699d, 0x000069bb,
+	0x00006a06, 0x00006a47, 0x00006a5f, 0x00006ad5,
 	// Entry 260 - 27F
-	0x00006aef, 0x00006b42, 0x00006b7d, 0x00006c15,
-	0x00006c41, 0x00006c75, 0x00006c9b, 0x00006cb3,
-	0x00006cde, 0x00006ce8, 0x00006d62, 0x00006d97,
-	0x00006dd8, 0x00006e4c, 0x00006f25, 0x00006f3e,
-	0x00007007, 0x00007084, 0x00007091, 0x000070e3,
-	0x000070e9, 0x00007185, 0x000071d9, 0x00007204,
-	0x00007290, 0x00007326, 0x000073e8, 0x000073ee,
-	0x00007404, 0x0000740f, 0x0000743f, 0x00007446,
+	0x00006b1b, 0x00006b34, 0x00006b87, 0x00006bc2,
+	0x00006c5a, 0x00006c86, 0x00006cac, 0x00006ce0,
+	0x00006cf8, 0x00006d23, 0x00006d2d, 0x00006da7,
+	0x00006ddc, 0x00006e1d, 0x00006e91, 0x00006f6a,
+	0x00006f83, 0x0000704c, 0x000070c9, 0x000070d6,
+	0x00007128, 0x0000712e, 0x000071ca, 0x0000721e,
+	0x00007249, 0x000072d5, 0x0000736b, 0x0000742d,
+	0x0000745d, 0x0000746a, 0x00007470, 0x00007486,
 	// Entry 280 - 29F
-	0x00007451, 0x0000745f, 0x0000746c, 0x0000747a,
-	0x00007487, 0x000074a0, 0x000074cd, 0x00007576,
-	0x00007589, 0x00007593, 0x00007622, 0x00007683,
-	0x000076d5, 0x000076e7, 0x000076fa, 0x00007738,
-	0x00007774, 0x00007780, 0x0000778d, 0x0000779b,
-	0x000077a9, 0x000077b9, 0x000077f5, 0x0000782f,
-	0x000078ac, 0x000078b7, 0x000078e1, 0x000078fd,
-	0x00007901, 0x00007913, 0x000079d5, 0x00007a08,
+	0x00007491, 0x00007498, 0x000074a3, 0x000074b1,
+	0x000074be, 0x000074cc, 0x000074e5, 0x00007512,
+	0x000075bb, 0x000075ce, 0x000075d8, 0x00007667,
+	0x000076c8, 0x0000771a, 0x0000772c, 0x0000773f,
+	0x0000777d, 0x000077b9, 0x000077c5, 0x000077d2,
+	0x000077e0, 0x000077ee, 0x000077fe, 0x0000783a,
+	0x00007874, 0x000078f1, 0x000078fc, 0x00007926,
+	0x00007942, 0x00007946, 0x00007958, 0x00007a1a,
 	// Entry 2A0 - 2BF
-	0x00007a13, 0x00007a1d, 0x00007a32, 0x00007a3b,
-	0x00007a45, 0x00007a5a, 0x00007a7e, 0x00007a98,
-	0x00007aad, 0x00007ad9, 0x00007ade, 0x00007af3,
-	0x00007b05, 0x00007b3a, 0x00007b4b, 0x00007bc1,
-	0x00007c4c, 0x00007cdb, 0x00007d42, 0x00007d84,
-	0x00007df7, 0x00007e3f, 0x00007e6d, 0x00007ea0,
-} // Size: 2808 bytes
+	0x00007a4d, 0x00007a58, 0x00007a62, 0x00007a77,
+	0x00007a80, 0x00007a8a, 0x00007a9f, 0x00007ac3,
+	0x00007add, 0x00007af2, 0x00007b1e, 0x00007b23,
+	0x00007b38, 0x00007b4a, 0x00007b7f, 0x00007b90,
+	0x00007c06, 0x00007c91, 0x00007d20, 0x00007d87,
+	0x00007dc9, 0x00007e3c, 0x00007e84, 0x00007eb2,
+	0x00007ee5,
+} // Size: 2812 bytes
 
-const frData string = "" + // Size: 32416 bytes
+const frData string = "" + // Size: 32485 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1673,14 +1677,14 @@ const frData string = "" + // Size: 32416 bytes
 	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
 	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
 	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
-	"istrateur l’identifiant de requête %[1]s.\x02Les services externes qui p" +
-	"rennent des tâches, et les définitions que chacun peut prendre. Créez le" +
-	"s consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’" +
-	"API (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Co" +
-	"nsommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Cré" +
-	"é le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne " +
-	"prend rien\x02Réservées en ce moment\x02Toutes ses tâches\x02Aucun conso" +
-	"mmateur pour l’instant.\x02Aucun autre consommateur.\x02%[1]s\u202f: tou" +
+	"istrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’i" +
+	"nstant.\x02Aucun autre consommateur.\x02Les services externes qui prenne" +
+	"nt des tâches, et les définitions que chacun peut prendre. Créez les con" +
+	"sommateurs, modifiez leurs droits et renouvelez leurs jetons par l’API (" +
+	"/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consomm" +
+	"ateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le" +
+	"\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend" +
+	" rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: tou" +
 	"tes les révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2]s" +
 	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
 	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
@@ -1718,292 +1722,293 @@ const frData string = "" + // Size: 32416 bytes
 	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
 	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
 	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Les points d’accès HTTP qu’appellent les n" +
-	"œuds push. Les valeurs de la requête de l’URL et des en-têtes sont scel" +
-	"lées et jamais affichées. Créez, modifiez et supprimez les destinations " +
-	"par l’API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-t" +
-	"êtes envoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête" +
-	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02e" +
-	"n cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inc" +
-	"ident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’inst" +
-	"ance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
-	"\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque définitio" +
-	"n maintenant, et ce que ses exécutants ont terminé dans la dernière heur" +
-	"e\u202f: les occurrences terminées avec succès ou en échec. Une occurren" +
-	"ce relancée depuis compte là où elle se termine ensuite\u202f; un échec " +
-	"qui laisse des tentatives n’est pas compté, la page de son occurrence le" +
-	" montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles q" +
-	"ui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instanc" +
-	"es bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Ter" +
-	"minées, dernière heure\x02En échec, dernière heure\x02Aucune définition " +
-	"n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les" +
-	" 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02" +
-	"aucun exécutant\x02Afficher toutes les définitions\x02Aucune définition " +
-	"%[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les d" +
-	"éfinitions.\x02Toutes les définitions\x02Réussites et échecs par tranch" +
-	"e de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f:" +
-	" %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de " +
-	"5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réus" +
-	"sites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tran" +
-	"che\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Cette instance est bloquée à un nœud en échec\u202f: c’e" +
-	"st un incident. Elle ne peut pas être reprise\u202f: son occurrence au n" +
-	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
-	" construites), une reprise échouerait donc de la même façon. L’abandon m" +
-	"et l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif," +
-	" consigné dans le journal d’audit.\x02Cette instance est bloquée à un nœ" +
-	"ud en échec\u202f: c’est un incident. La reprise propose de nouveau l’oc" +
-	"currence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrê" +
-	"t l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
-	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
-	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
-	"— «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud" +
-	"\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
-	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
-	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
-	"\x02Date de création\x02La taille de page doit être comprise entre 1 et " +
-	"%[1]d.\x02Instances de processus\x02exacte, casse comprise\x02du\x02au" +
-	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
-	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
-	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
-	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
-	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
-	"\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
-	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
-	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
-	"ecrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
-	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
-	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
-	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
-	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
-	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
-	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x0f\x02%" +
-	"[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le " +
-	"contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties" +
-	", nommées d’après le contrat de la révision %[1]d\x02Pas encore de sorti" +
-	"es\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a aucune sort" +
-	"ie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans aboutir." +
-	"\x02Révéler — cette action est enregistrée\x02Motif (consigné avec la ré" +
-	"vélation)\x02Disponible à partir du\x02Prochaine tentative\x02Dernière r" +
-	"éservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %" +
-	"[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible" +
-	"\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentativ" +
-	"es restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répon" +
-	"du dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, v" +
-	"érifiez avant de reprendre.\x02La destination n’a pas répondu dans le d" +
-	"élai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de re" +
-	"prendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le r" +
-	"ésultat ne respectait pas le contrat de sorties de la révision.\x02Rela" +
-	"is s’est arrêté pendant l’appel\u202f: on ignore si la destination a agi" +
-	", elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé.\x02L" +
-	"a destination était injoignable.\x02La réponse de la destination était t" +
-	"rop volumineuse.\x02Le verrou de la dernière tentative a expiré sans ten" +
-	"tative restante.\x02Les entrées n’ont pas pu être construites à partir d" +
-	"es liaisons du processus.\x02Un opérateur a abandonné l’instance.\x02Un " +
-	"exécutant Camunda 7 a signalé un échec sans nouvelle tentative restante " +
-	"(retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est p" +
-	"as relancée.\x02La destination a répondu HTTP %[1]s.\x02Nouvelle tentati" +
-	"ve à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou exp" +
-	"iré à %[1]s — en attente d’être proposée de nouveau.\x02En attente de l’" +
-	"appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’u" +
-	"n exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Relais appelle" +
-	" la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusq" +
-	"u’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]" +
-	"s)\u202f: un exécutant du même consommateur, ou une interface munie d’un" +
-	" jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son" +
-	" instance est bloquée ici, en attente d’un opérateur.\x02Son instance a " +
-	"continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
-	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
-	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
-	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
-	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
-	"é]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pro" +
-	"pres termes, valeurs protégées masquées)\x02La révision doit être un nom" +
-	"bre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture\x02Pl" +
-	"us de filtres\u202f: instance, révision, consommateur, dates\x02identifi" +
-	"ant d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes" +
-	" d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02" +
-	"Prochaine tentative ou clôture\x02Aucune occurrence ne correspond à ces " +
-	"filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, san" +
-	"s les autres filtres\x02Totaux de toutes les définitions, sans les autre" +
-	"s filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1" +
-	"]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés " +
-	"toutes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochain" +
-	"e tentative\x02disponible depuis\x02appel en cours depuis\x02verrou jusq" +
-	"u’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02P" +
-	"remière page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 20" +
-	"26-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cet" +
-	"te adresse contient un paramètre illisible (un signe pour cent qui n’est" +
-	" pas suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: co" +
-	"rrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouli" +
-	"ez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
-	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
-	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
-	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
-	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
-	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
-	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
-	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
-	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
-	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
-	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
-	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
-	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
-	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
-	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
-	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
-	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
-	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
-	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
-	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
-	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
-	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
-	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
-	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
-	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
-	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
-	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
-	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
-	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
-	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
-	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
-	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
-	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
-	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
-	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
-	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
-	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Révélation impossible\x02Dites pourquoi vous révélez cette valeur" +
-	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Retour à l’occurrence\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02aucun (révélée avant que le motif soit demandé)\x02Aucune valeur n’a" +
-	" été révélée.\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
-	"rence (un UUID, que les pages affichent au survol) ou une clé métier." +
-	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
-	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
-	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
-	"l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
-	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
-	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
-	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
-	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
-	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
-	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
-	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
-	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
-	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
-	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
-	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
-	"teur ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations et le journal de" +
-	"s révélations sont de leur ressort.\x02Jetons du personnel (administrate" +
-	"urs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs" +
-	" se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête" +
-	" suivante.\x02Rôle\x02Dernière utilisation\x02Expiration\x02Jetons du pe" +
-	"rsonnel, les plus anciens d’abord\x02jamais\x02pas encore\x02Jeton expir" +
-	"é\x02Révoquer…\x02cette session\x02Aucun jeton.\x02Révoquer le jeton %[" +
-	"1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête " +
-	"suivante est refusée et les sessions de console ouvertes avec lui prenne" +
-	"nt fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau" +
-	" jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel " +
-	"vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivan" +
-	"te est refusée. C’est irréversible.\x02C’est le dernier jeton administra" +
-	"teur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jet" +
-	"on %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
-	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
-	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
-	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun" +
-	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
-	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
-	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
-	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
-	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
-	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
-	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
-	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
+	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
+	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
+	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
+	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
+	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02en " +
+	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
+	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
+	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
+	"Nœud %[1]s\x02La file d’attente et les incidents de chaque définition ma" +
+	"intenant, et ce que ses exécutants ont terminé dans la dernière heure" +
+	"\u202f: les occurrences terminées avec succès ou en échec. Une occurrenc" +
+	"e relancée depuis compte là où elle se termine ensuite\u202f; un échec q" +
+	"ui laisse des tentatives n’est pas compté, la page de son occurrence le " +
+	"montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles qu" +
+	"i demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instance" +
+	"s bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Term" +
+	"inées, dernière heure\x02En échec, dernière heure\x02Aucune définition n" +
+	"’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
+	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
+	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
+	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
+	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
+	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
+	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
+	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
+	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
+	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
+	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
+	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
+	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
+	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
+	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
+	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
+	"as pu être construites), une reprise échouerait donc de la même façon. L" +
+	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
+	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
+	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
+	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
+	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
+	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
+	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
+	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
+	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud" +
+	"\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloqué" +
+	"e, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Date de création\x02La taille de page doit être comprise en" +
+	"tre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02d" +
+	"u\x02au\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
+	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
+	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
+	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
+	"s processus\x02Toute définition\x02Tous les statuts\x02disponible\x02rés" +
+	"ervée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejeté" +
+	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
+	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
+	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
+	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
+	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
+	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
+	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
+	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
+	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
+	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
+	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
+	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
+	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
+	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
+	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
+	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
+	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
+	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
+	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
+	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
+	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
+	"ndre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’ex" +
+	"écutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentati" +
+	"ve\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le ch" +
+	"emin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse," +
+	" 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d dep" +
+	"uis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d" +
+	"\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restante" +
+	"s\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce cont" +
+	"rat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révi" +
+	"sion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas termin" +
+	"ée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurren" +
+	"ce s’est terminée sans aboutir.\x02Révéler — cette action est enregistré" +
+	"e\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pr" +
+	"ochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
+	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
+	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
+	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
+	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
+	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
+	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
+	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
+	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
+	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
+	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
+	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
+	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
+	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
+	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
+	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
+	"du HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à part" +
+	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
+	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
+	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
+	"(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Ré" +
+	"servée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[" +
+	"1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consom" +
+	"mateur, ou une interface munie d’un jeton de règlement, la terminera plu" +
+	"s tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente" +
+	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
+	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
+	"%[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été " +
+	"arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (d" +
+	"ifférée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
+	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
+	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
+	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
+	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
+	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
+	"eur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révi" +
+	"sion, consommateur, dates\x02identifiant d’instance\x02Décomptes par sta" +
+	"tut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Er" +
+	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
+	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
+	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
+	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
+	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
+	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
+	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
+	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
+	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages où vou" +
+	"s saisissez un motif (confirmations, et occurrences dont une valeur peut" +
+	" être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une va" +
+	"leur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
+	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
+	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
+	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
+	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
+	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
+	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
+	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
+	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
+	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
+	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
+	"isissez un identifiant d’instance ou d’occurrence (un UUID, que les page" +
+	"s affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le c" +
+	"hamp de recherche est vide.\x02C’est trop long pour être un identifiant " +
+	"ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
+	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
+	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
+	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
+	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
+	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
+	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
+	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
+	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
+	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
+	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
+	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
+	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
+	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
+	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Seuls les administrateurs voient cette page\u202f: les jetons, les c" +
+	"onsommateurs, les destinations et le journal des révélations sont de leu" +
+	"r ressort.\x02Jetons du personnel (administrateurs, concepteurs, opérate" +
+	"urs) non révoqués. Les jetons des consommateurs se gèrent avec leurs con" +
+	"sommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du p" +
+	"ersonnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière u" +
+	"tilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révo" +
+	"quer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %" +
+	"[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et le" +
+	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
+	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
+	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
+	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
+	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
+	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
+	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
+	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
+	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
+	" charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 63325 bytes (61KiB); checksum: 22AAEB8E
+	// Total table size 63435 bytes (61KiB); checksum: CB3768C2
