@@ -619,3 +619,52 @@ func TestReplicaShutdownLetsWorkersSettle(t *testing.T) {
 		t.Errorf("outcomes %q, want completed once", got)
 	}
 }
+
+// One HTTP/2 connection carries more streams than net/http's default of
+// 250 a connection, and unary calls beside them: grpc-js, grpcio and
+// connect-node multiplex every stream of a client on one connection, and
+// at that default its heartbeat acknowledgements queued behind the
+// streams until missed heartbeats cut them all.
+func TestOneConnectionCarriesManyStreams(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := newClient(t, "grpc", f.env.URL) // one connection for all
+	const n = 260
+	subs := make([]*subscription, 0, n)
+	opened := make(chan error, 1)
+	go func() {
+		for i := range n {
+			s, err := tryOpen(t, c, f.consumer, subscribeRequest(fmt.Sprint("w-", i), 1))
+			if err != nil {
+				opened <- fmt.Errorf("stream %d: %w", i, err)
+				return
+			}
+			subs = append(subs, s)
+		}
+		opened <- nil
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("%d streams did not open on one connection within 90 s (the connection's stream limit?)", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := call[workerv1.HeartbeatRequest, workerv1.HeartbeatResponse](ctx, c, f.consumer, workerv1connect.WorkerServiceHeartbeatProcedure,
+		&workerv1.HeartbeatRequest{StreamId: "no-such-stream", Sequence: 1})
+	if code, _ := refusal(err); code != "not_found" {
+		t.Fatalf("a unary call beside %d streams: %v, want not_found (in time)", n, err)
+	}
+	// Past the limit, a stream opened only once another was cut for its
+	// heartbeat acknowledgements, queued behind the streams.
+	for i, s := range subs {
+		select {
+		case err := <-s.ended:
+			t.Errorf("stream %d ended: %v", i, err)
+		default:
+		}
+	}
+}

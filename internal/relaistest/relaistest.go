@@ -123,6 +123,7 @@ func start(t testing.TB, pool *pgxpool.Pool, clock *Clock, opts ...Option) *Env 
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Config.HTTP2 = server.HTTP2Config(cfg)
 	srv.Start()
 	t.Cleanup(func() {
 		rep.Drain()

@@ -30,6 +30,7 @@ func NewHTTPServer(cfg config.Config, h http.Handler, logger *slog.Logger) (*htt
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		Protocols:         new(http.Protocols),
+		HTTP2:             HTTP2Config(cfg),
 	}
 	srv.Protocols.SetHTTP1(true)
 	if cfg.TLSCertFile == "" {
@@ -44,6 +45,21 @@ func NewHTTPServer(cfg config.Config, h http.Handler, logger *slog.Logger) (*htt
 	srv.TLSConfig = &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS12}
 	return srv, cert, nil
 }
+
+// HTTP2Config lets one HTTP/2 connection carry every worker stream a
+// replica takes (RELAIS_STREAM_MAX_STREAMS) and, beside them, as many
+// calls as net/http allows by default (250). At that default alone, a
+// client multiplexing more streams on one connection (grpc-js, grpcio and
+// connect-node all do) had its unary calls, heartbeat acknowledgements
+// among them, queue behind the streams until missed heartbeats cut them
+// and their tasks were handed back, attempts spent.
+func HTTP2Config(cfg config.Config) *http.HTTP2Config {
+	return &http.HTTP2Config{MaxConcurrentStreams: cfg.Stream.MaxStreams + http2DefaultStreams}
+}
+
+// http2DefaultStreams is net/http's default bound on the concurrent
+// streams of one HTTP/2 connection.
+const http2DefaultStreams = 250
 
 // Serve serves srv on ln, over TLS when NewHTTPServer configured it. (Do
 // not read srv.TLSConfig once serving: net/http fills it in for HTTP/2.)
