@@ -385,14 +385,24 @@ func (e *Engine) DeleteDestination(ctx context.Context, name string) error {
 		if n == 0 {
 			return notFound("destination %q", name)
 		}
-		used, err := q.ProcessUsesDestination(ctx, name)
+		users, err := q.ProcessVersionsUsingDestination(ctx, name)
 		if err != nil {
 			return err
 		}
-		if used {
-			return fault.New(fault.Conflict, "destination_in_use", "destination %q is used by a published process version", name)
+		if len(users) == 0 {
+			return nil
 		}
-		return nil
+		// Name them: which process to change is what the admin needs next.
+		named := make([]string, 0, 3)
+		for _, u := range users[:min(len(users), 3)] {
+			named = append(named, fmt.Sprintf("%s version %d", u.ProcessKey, u.Version))
+		}
+		list := strings.Join(named, ", ")
+		if len(users) > 3 {
+			list += " and more"
+		}
+		return fault.New(fault.Conflict, "destination_in_use",
+			"destination %q is used by published process versions (%s), which never change: change its URL or headers instead", name, list)
 	})
 	if err != nil {
 		return wrap("delete destination", err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,6 +95,14 @@ func TestPushOutcomes(t *testing.T) {
 			http.Redirect(w, r, "http://example.invalid/", http.StatusFound)
 		}, "", "destination_http_302"},
 		{"connection refused", nil, refusedURL, "connection_failed"},
+		// The destination had the whole request: it may have acted on it.
+		{"answer cut short", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "100")
+			fmt.Fprint(w, `{"outputs": {"sco`)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}, "", "outcome_unknown"},
+		{"connection closed unanswered", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) }, "", "outcome_unknown"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,7 +169,7 @@ func TestPushOutcomes(t *testing.T) {
 					t.Errorf("destination called %d times; want exactly 1", n)
 				}
 				h := d.last.Load().(http.Header)
-				if h.Get("Idempotency-Key") != occ["id"] || h.Get("Authorization") != "Bearer dest-secret" {
+				if h.Get("Idempotency-Key") != occ["id"] || h.Get("Relais-Attempt") != "1" || h.Get("Authorization") != "Bearer dest-secret" {
 					t.Errorf("headers = %v", h)
 				}
 				var body map[string]any
@@ -170,6 +179,49 @@ func TestPushOutcomes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestACallIsMadeOnceWhenItsConnectionBreaks: a reused connection that
+// breaks after the request was written leaves the call's outcome unknown,
+// and the call is not made again: net/http resends a request carrying an
+// Idempotency-Key by itself there, a second call no attempt recorded.
+func TestACallIsMadeOnceWhenItsConnectionBreaks(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	byKey := map[string]int{}
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		byKey[r.Header.Get("Idempotency-Key")]++
+		first := len(byKey) == 1
+		mu.Unlock()
+		if !first {
+			panic(http.ErrAbortHandler) // read whole, never answered
+		}
+		fmt.Fprint(w, `{"outputs": {"score": 42, "band": "low"}}`)
+	})
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	env.Must(201, "PUT", "/api/v1/destinations/scorer", env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S"})
+	env.Process("scoring", scoreProcess("scorer", "PT2S"))
+	run := func() map[string]any {
+		inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+		ended := env.WaitEnded(inst["id"].(string), 5*time.Second)
+		occ := ended["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
+		return env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)
+	}
+	if first := run(); first["status"] != "completed" {
+		t.Fatalf("first call: %v %v", first["status"], first["error_code"])
+	}
+	// The second call goes out on the first's connection, kept alive.
+	second := run()
+	if second["error_code"] != "outcome_unknown" || !strings.Contains(fmt.Sprint(second["error_message"]), "may have acted on it") {
+		t.Errorf("second call: %v %v, want outcome_unknown", second["error_code"], second["error_message"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := byKey[second["id"].(string)]; n != 1 {
+		t.Errorf("the destination received the second call %d times, want 1", n)
 	}
 }
 
@@ -252,7 +304,8 @@ func TestDestinations(t *testing.T) {
 		t.Errorf("budget above the cap: %d %s", r.Status, r.Body)
 	}
 	env.Process("proc", scoreProcess("api", "PT2S"))
-	if r := env.Do("DELETE", "/api/v1/destinations/api", env.Admin, nil); r.Status != 409 || r.Code() != "destination_in_use" {
+	// The refusal names the versions, which the admin looks for next.
+	if r := env.Do("DELETE", "/api/v1/destinations/api", env.Admin, nil); r.Status != 409 || r.Code() != "destination_in_use" || !containsString(r.Body, "proc version 1") {
 		t.Errorf("deleting a used destination: %d %s", r.Status, r.Body)
 	}
 	env.Must(201, "PUT", "/api/v1/destinations/unused", env.Admin, map[string]any{"url": "https://example.com/x", "max_timeout": "PT1S"})

@@ -10,16 +10,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/relais/relais/internal/outage"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +32,7 @@ import (
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/outage"
 	"github.com/relais/relais/internal/pgfault"
 )
 
@@ -65,7 +68,7 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_push_calls_total", Help: "Push calls by result code (ok or the error code)."}, []string{"result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds",
 			Help: "Push call duration by destination and outcome: ok (a 2xx {\"outputs\"} answer, checked against the contract afterwards), " +
-				"http_error (a non-2xx status), deadline_exceeded, connection_failed, invalid_outputs, response_too_large, aborted (instance stopped), unprepared.",
+				"http_error (a non-2xx status), deadline_exceeded, connection_failed, outcome_unknown (the request was sent, its answer lost), invalid_outputs, response_too_large, aborted (instance stopped), unprepared.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"destination", "outcome"}),
 	}
 	if reg != nil {
@@ -315,34 +318,85 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 	if err != nil {
 		return engine.PushResult{ErrorCode: engine.CodePushUnprepared, Message: "the request body could not be encoded"}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
-	if err != nil {
+	if _, err := url.Parse(c.URL); err != nil {
 		return engine.PushResult{ErrorCode: engine.CodePushUnprepared, Message: "the destination URL is unusable"}
 	}
-	for k, v := range c.Headers {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Idempotency-Key", c.ID.String())
-	req.Header.Set("User-Agent", "relais-push")
-	res, err := r.client.Do(req)
+	res, sent, err := r.exchange(ctx, c, body)
 	if err != nil {
-		return transportFailure(ctx, err, budget)
+		return transportFailure(ctx, err, budget, sent)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, r.cfg.MaxResponseBytes+1))
 	if err != nil {
-		return transportFailure(ctx, err, budget)
+		// The destination answered: it had the whole request.
+		return transportFailure(ctx, err, budget, true)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return engine.PushResult{ErrorCode: engine.CodeDestinationHTTP + strconv.Itoa(res.StatusCode),
-			Message: fmt.Sprintf("the destination answered %d: %s", res.StatusCode, snippet(data))}
+		msg := fmt.Sprintf("the destination answered %d: %s", res.StatusCode, snippet(data))
+		if to := redirectHost(res); to != "" {
+			msg = fmt.Sprintf("the destination answered %d, a redirect to %s (Relais follows none: register the URL it redirects to): %s", res.StatusCode, to, snippet(data))
+		}
+		return engine.PushResult{ErrorCode: engine.CodeDestinationHTTP + strconv.Itoa(res.StatusCode), Message: msg}
 	}
 	if int64(len(data)) > r.cfg.MaxResponseBytes {
 		return engine.PushResult{ErrorCode: engine.CodeResponseTooLarge, Message: fmt.Sprintf("the response is larger than %d bytes", r.cfg.MaxResponseBytes)}
 	}
 	return answerOf(data)
+}
+
+// exchange sends c's request and returns the answer, and whether the
+// request was written whole: a request that was not cannot have been acted
+// on, one that was may have been, whatever happened next.
+//
+// net/http sends a request again by itself on a reused connection that
+// breaks after it was written, when the request is replayable, which its
+// Idempotency-Key header makes it: a second call the attempt never
+// recorded. So the request has no GetBody, and exchange itself makes it
+// again, once, only when it was not written whole on a reused connection
+// (one the destination closed while it sat idle).
+func (r *Runner) exchange(ctx context.Context, c engine.PushCall, body []byte) (*http.Response, bool, error) {
+	for try := 0; ; try++ {
+		var sent, reused atomic.Bool
+		trace := &httptrace.ClientTrace{
+			GotConn:      func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+			WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
+		}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.URL, bytes.NewReader(body))
+		if err != nil {
+			return nil, false, err
+		}
+		req.GetBody = nil
+		for k, v := range c.Headers {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Idempotency-Key", c.ID.String())
+		// The key is the occurrence's, the same on every attempt: a
+		// destination that keeps answers by key tells a new attempt (a
+		// retry an operator ordered) by its number.
+		req.Header.Set("Relais-Attempt", strconv.Itoa(c.Attempt))
+		req.Header.Set("User-Agent", "relais-push")
+		res, err := r.client.Do(req)
+		if err != nil && !sent.Load() && reused.Load() && try == 0 && ctx.Err() == nil {
+			continue
+		}
+		return res, sent.Load(), err
+	}
+}
+
+// redirectHost is where a redirect leads, its scheme and host only: the
+// rest of a Location may carry a credential the destination's own URL
+// scrubbing does not know.
+func redirectHost(res *http.Response) string {
+	if res.StatusCode < 300 || res.StatusCode > 399 {
+		return ""
+	}
+	loc, err := res.Location()
+	if err != nil || loc.Host == "" {
+		return ""
+	}
+	return loc.Scheme + "://" + loc.Host
 }
 
 // maxAnswerDepth bounds the nesting the strict check of an answer reads;
@@ -383,18 +437,33 @@ func answerOf(data []byte) engine.PushResult {
 	return engine.PushResult{Outputs: outputs}
 }
 
-func transportFailure(ctx context.Context, err error, budget time.Duration) engine.PushResult {
+// transportFailure says why an exchange got no complete answer. What the
+// destination received decides the code: nothing it could act on
+// (connection_failed: it could not be reached, or the request was not
+// written whole), or the whole request (outcome_unknown: the answer was
+// lost, and the destination may have acted on it, as it may after a
+// timeout, deadline_exceeded).
+func transportFailure(ctx context.Context, err error, budget time.Duration, sent bool) engine.PushResult {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return engine.PushResult{ErrorCode: engine.CodeDeadlineExceeded, Message: fmt.Sprintf("no complete answer within the budget of %s", budget)}
 	case errors.Is(ctx.Err(), context.Canceled):
 		return engine.PushResult{ErrorCode: engine.CodeCallAborted, Message: "the call was aborted (instance stopped)"}
 	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination could not be reached: " + op.Err.Error()}
+	// Not the url.Error's text: it quotes the URL, query values included.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
 	}
-	return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the exchange with the destination failed"}
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op) && op.Op == "dial":
+		return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the destination could not be reached: " + op.Err.Error()}
+	case sent:
+		return engine.PushResult{ErrorCode: engine.CodeOutcomeUnknown,
+			Message: "the request was sent whole but its answer was lost (" + err.Error() + "): the destination may have acted on it"}
+	}
+	return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the exchange with the destination failed before the request was sent whole: " + err.Error()}
 }
 
 // snippet is an error body as text for diagnosis. It is not cut here: the

@@ -29,8 +29,10 @@ where p.key > @after
 order by p.key
 limit @max;
 
--- name: ProcessUsesDestination :one
-select exists (
-    select 1 from process_versions v, json_each(v.document -> 'nodes') n
-    where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = @destination::text
-)::boolean;
+-- name: ProcessVersionsUsingDestination :many
+-- The published process versions with a push node calling the destination,
+-- a few of them: enough to name in a refusal.
+select distinct v.process_key, v.version from process_versions v, json_each(v.document -> 'nodes') n
+where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = @destination::text
+order by v.process_key, v.version
+limit 4;

@@ -69,20 +69,6 @@ func (q *Queries) ProcessLockForPublish(ctx context.Context, key string) error {
 	return err
 }
 
-const processUsesDestination = `-- name: ProcessUsesDestination :one
-select exists (
-    select 1 from process_versions v, json_each(v.document -> 'nodes') n
-    where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = $1::text
-)::boolean
-`
-
-func (q *Queries) ProcessUsesDestination(ctx context.Context, destination string) (bool, error) {
-	row := q.db.QueryRow(ctx, processUsesDestination, destination)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const processVersionGet = `-- name: ProcessVersionGet :one
 select process_key, version, digest, document, created_at from process_versions where process_key = $1 and version = $2
 `
@@ -195,6 +181,40 @@ func (q *Queries) ProcessVersionList(ctx context.Context, processKey string) ([]
 			&i.Document,
 			&i.CreatedAt,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const processVersionsUsingDestination = `-- name: ProcessVersionsUsingDestination :many
+select distinct v.process_key, v.version from process_versions v, json_each(v.document -> 'nodes') n
+where n.value ->> 'kind' = 'push' and n.value ->> 'destination' = $1::text
+order by v.process_key, v.version
+limit 4
+`
+
+type ProcessVersionsUsingDestinationRow struct {
+	ProcessKey string
+	Version    int32
+}
+
+// The published process versions with a push node calling the destination,
+// a few of them: enough to name in a refusal.
+func (q *Queries) ProcessVersionsUsingDestination(ctx context.Context, destination string) ([]ProcessVersionsUsingDestinationRow, error) {
+	rows, err := q.db.Query(ctx, processVersionsUsingDestination, destination)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ProcessVersionsUsingDestinationRow{}
+	for rows.Next() {
+		var i ProcessVersionsUsingDestinationRow
+		if err := rows.Scan(&i.ProcessKey, &i.Version); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
