@@ -259,7 +259,7 @@ func topicFor(topics []topicJSON, key string) int {
 // shortenLock sets res's lock to d from now. Failing that, the longer lock
 // stays: the worker holds the occurrence a while longer, nothing is lost.
 func (f *Facade) shortenLock(ctx context.Context, consumerID int64, workerID string, res *engine.Reservation, d time.Duration) {
-	until, err := f.eng.Extend(ctx, engine.WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: res.ID}, d)
+	until, err := f.eng.SetLock(ctx, engine.WorkerRef{ConsumerID: consumerID, WorkerID: workerID, Occurrence: res.ID}, d)
 	if err != nil {
 		f.logger.WarnContext(ctx, "camunda: the lock of a claimed occurrence could not be set to its topic's duration", "occurrence", res.ID, "err", err)
 		return

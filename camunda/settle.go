@@ -230,7 +230,7 @@ func (f *Facade) extendLock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.eng.Extend(r.Context(), ref, d); err != nil {
+	if _, err := f.eng.SetLock(r.Context(), ref, d); err != nil {
 		return taskError(ref.Occurrence, err)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -898,9 +898,23 @@ func codePieces(code string) []string {
 	return pieces
 }
 
-// Extend prolongs the worker's lock. It is also how a worker learns that
-// its occurrence was cancelled (occurrence_cancelled).
+// Extend prolongs the worker's lock to d from now, never moving it
+// earlier: a stream keeps its tasks' locks further out than a worker's
+// habit of extending by a few seconds would, and a lock pulled in under a
+// live stream lapsed there, an attempt spent. It is also how a worker
+// learns that its occurrence was cancelled (occurrence_cancelled).
 func (e *Engine) Extend(ctx context.Context, ref WorkerRef, d time.Duration) (time.Time, error) {
+	return e.lockFor(ctx, ref, d, false)
+}
+
+// SetLock sets the worker's lock to end d from now, earlier than it did
+// if need be: Camunda's extendLock, and the facade's per-topic locks after
+// a claim made with the longest.
+func (e *Engine) SetLock(ctx context.Context, ref WorkerRef, d time.Duration) (time.Time, error) {
+	return e.lockFor(ctx, ref, d, true)
+}
+
+func (e *Engine) lockFor(ctx context.Context, ref WorkerRef, d time.Duration, mayShorten bool) (time.Time, error) {
 	var until time.Time
 	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
 		if o.Status == StatusDeferred {
@@ -910,6 +924,9 @@ func (e *Engine) Extend(ctx context.Context, ref WorkerRef, d time.Duration) (ti
 			return err
 		}
 		until = r.now.Add(d)
+		if !mayShorten && o.LockExpiresAt != nil && o.LockExpiresAt.After(until) {
+			until = *o.LockExpiresAt
+		}
 		if _, err := q.OccurrenceExtend(ctx, queries.OccurrenceExtendParams{ID: o.ID, LockExpiresAt: until}); err != nil {
 			return err
 		}

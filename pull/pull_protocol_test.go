@@ -560,6 +560,12 @@ func TestBoundsAreRejections(t *testing.T) {
 	if until := relaistest.TimeOf(t, "lock_expires_at", ext["lock_expires_at"]); until.Before(before.Add(2*time.Minute-time.Second)) || until.After(time.Now().Add(2*time.Minute+time.Second)) {
 		t.Errorf("extend at the ceiling: lock_expires_at %v, want about now + 2m", until)
 	}
+	// An extension never pulls a lock in (a stream keeps its tasks' locks
+	// further out than a worker's few seconds).
+	short := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/extend", consumer, map[string]any{"worker_id": "w1", "lock_duration": "PT2S"}).JSON(t)
+	if !sameTime(short["lock_expires_at"], ext["lock_expires_at"]) {
+		t.Errorf("a 2 s extension moved the lock from %v to %v, want it kept", ext["lock_expires_at"], short["lock_expires_at"])
+	}
 	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, failBody("w1", "retry_delay", "PT1H")).JSON(t)
 	if res["status"] != "available" {
 		t.Errorf("fail with retry_delay at the ceiling = %v, want available", res)

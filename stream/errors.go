@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/pgfault"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 )
@@ -66,7 +70,42 @@ func toConnect(ctx context.Context, logger *slog.Logger, procedure string, err e
 	// The request log and relais_database_unavailable_total read the code
 	// as they do a REST problem's.
 	httpjson.NoteProblem(ctx, fe.Code)
-	return problemError(fe)
+	return problemError(protoDurations(fe))
+}
+
+// durationFields are the members of the worker protocol that are
+// protobuf Durations.
+var durationFields = map[string]bool{"lock_duration": true, "retry_delay": true}
+
+// isoDurationRE finds an ISO-8601 duration as the engine writes bounds.
+var isoDurationRE = regexp.MustCompile(`\bP(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?\b`)
+
+// protoDurations writes the bounds of fe's duration members as the worker
+// protocol spells them ("600s"), not as the engine does for the JSON API
+// (PT10M): a gRPC client sending the latter is refused.
+func protoDurations(fe *fault.Error) *fault.Error {
+	field, _ := fe.Extra["field"].(string)
+	rewrite := func(msg string) string {
+		return isoDurationRE.ReplaceAllStringFunc(msg, func(iso string) string {
+			d, err := isoduration.Parse(iso)
+			if err != nil {
+				return iso
+			}
+			return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+		})
+	}
+	out := *fe
+	if durationFields[field] {
+		out.Detail = rewrite(fe.Detail)
+	}
+	out.Errors = make([]fault.FieldError, len(fe.Errors))
+	for i, e := range fe.Errors {
+		if durationFields[strings.TrimPrefix(e.Path, "/")] {
+			e.Message = rewrite(e.Message)
+		}
+		out.Errors[i] = e
+	}
+	return &out
 }
 
 // problemError is fe as a connect error with its Problem detail.

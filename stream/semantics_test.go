@@ -403,13 +403,22 @@ func TestDrainStopsNewAssignments(t *testing.T) {
 	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C")); err != nil {
 		t.Fatalf("completing after drain, past the lock duration: %v", err)
 	}
+	// Another consumer's token is told the live stream is not found, as
+	// it is once the stream ended: the answer says nothing of which exist.
+	nosy := f.env.Consumer("nosy", "add_company_to_crm")
+	_, err := call[workerv1.DrainRequest, workerv1.DrainResponse](context.Background(), c, nosy,
+		workerv1connect.WorkerServiceDrainProcedure, &workerv1.DrainRequest{StreamId: s.id})
+	live := wantRefusal(t, "draining another consumer's live stream", err, "not_found", "not_found")
 	s.close()
 	if got := outcomes(t, f.env, a.GetOccurrenceId()); !slices.Equal(got, []string{"completed"}) {
 		t.Errorf("outcomes %q, want [completed]", got)
 	}
-	_, err := call[workerv1.DrainRequest, workerv1.DrainResponse](context.Background(), c, f.env.Consumer("nosy", "add_company_to_crm"),
+	_, err = call[workerv1.DrainRequest, workerv1.DrainResponse](context.Background(), c, nosy,
 		workerv1connect.WorkerServiceDrainProcedure, &workerv1.DrainRequest{StreamId: s.id})
-	wantRefusal(t, "draining another consumer's stream", err, "not_found", "not_found")
+	ended := wantRefusal(t, "draining another consumer's stream", err, "not_found", "not_found")
+	if live.GetDetail() != ended.GetDetail() || !strings.Contains(live.GetDetail(), "another consumer's") {
+		t.Errorf("live stream: %q; ended: %q; want the same words, naming both causes", live.GetDetail(), ended.GetDetail())
+	}
 }
 
 // Work that becomes claimable later is pushed when it does, not at the
@@ -666,5 +675,45 @@ func TestOneConnectionCarriesManyStreams(t *testing.T) {
 			t.Errorf("stream %d ended: %v", i, err)
 		default:
 		}
+	}
+}
+
+// Extend never pulls in the lock of a task a stream holds (the stream keeps
+// it further out; pulled in, it lapsed under the live stream, an attempt
+// spent), refuses a lock under a second, and says its bounds as the
+// protocol spells durations ("1s", "600s"), not as the JSON API does.
+func TestExtendOfAStreamedTask(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 1,
+		Subscriptions: []*workerv1.Subscription{{Definition: "add_company_to_crm"}}, LockDuration: durationpb.New(2 * time.Minute)})
+	start(t, f.env, "Acme")
+	a := s.assignment(5 * time.Second)
+	extend := func(d time.Duration) (*workerv1.ExtendResponse, error) {
+		return call[workerv1.ExtendRequest, workerv1.ExtendResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceExtendProcedure,
+			&workerv1.ExtendRequest{OccurrenceId: a.GetOccurrenceId(), WorkerId: "w", LockDuration: durationpb.New(d)})
+	}
+	res, err := extend(2 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, was := res.GetLockExpiresAt().AsTime(), a.GetLockExpiresAt().AsTime(); got.Before(was) {
+		t.Errorf("a 2 s extension pulled the lock in from %v to %v", was, got)
+	}
+	_, err = extend(500 * time.Millisecond)
+	if p := wantRefusal(t, "a lock under a second", err, "invalid_argument", "invalid_request"); p != nil {
+		if len(p.GetErrors()) != 1 || !strings.Contains(p.GetErrors()[0].GetMessage(), "at least 1s") {
+			t.Errorf("errors %v, want /lock_duration at least 1s", p.GetErrors())
+		}
+	}
+	_, err = extend(time.Hour)
+	if p := wantRefusal(t, "a lock above the ceiling", err, "invalid_argument", "bound_exceeded"); p != nil {
+		if !strings.Contains(p.GetDetail(), "600s") || strings.Contains(p.GetDetail(), "PT10M") {
+			t.Errorf("detail %q, want the ceiling as 600s", p.GetDetail())
+		}
+	}
+	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1")); err != nil {
+		t.Fatalf("completion after the extensions: %v", err)
 	}
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/pgfault"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
@@ -415,6 +416,11 @@ func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.Exte
 		if d = ld.AsDuration(); d > s.cfg.Pull.MaxLockDuration {
 			return nil, toConnect(ctx, s.logger, procedure, engine.BoundExceeded("lock_duration", s.cfg.Pull.MaxLockDuration))
 		}
+		if d < engine.MinLockDuration {
+			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the extension is invalid").
+				WithErrors([]fault.FieldError{{Path: "/lock_duration", Message: "must be at least " + isoduration.Format(engine.MinLockDuration) +
+					": a shorter lock lapses before a completion can arrive, and each lapse spends an attempt"}}))
+		}
 	}
 	until, err := s.eng.Extend(ctx, ref, d)
 	if err != nil {
@@ -487,14 +493,21 @@ func (s *Service) streamOf(ctx context.Context, h http.Header, streamID string) 
 	owner, err := s.eng.StreamConsumer(ctx, id)
 	if err != nil {
 		if fault.HasCode(err, "not_found") {
-			return nil, id, 0, fault.New(fault.NotFound, "not_found", "stream %s not found (it ended): subscribe again", id)
+			return nil, id, 0, streamNotFound(id)
 		}
 		return nil, id, 0, err
 	}
 	if owner != p.ConsumerID {
-		return nil, id, 0, fault.New(fault.NotFound, "not_found", "stream %s not found (it ended): subscribe again", id)
+		return nil, id, 0, streamNotFound(id)
 	}
 	return nil, id, owner, nil
+}
+
+// streamNotFound refuses a stream id that names no stream of the caller's
+// consumer: one that ended, or another consumer's, said alike so that the
+// answer tells no one which streams exist.
+func streamNotFound(id uuid.UUID) error {
+	return fault.New(fault.NotFound, "not_found", "stream %s not found: it ended, or it is another consumer's (check the token): subscribe again", id)
 }
 
 // localWithToken is the stream of this replica that streamID names, when

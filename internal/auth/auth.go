@@ -100,7 +100,7 @@ func Authenticate(ctx context.Context, lookup Lookup, token string) (Principal, 
 		// Valid or not, a settle token is no consumer token: saying
 		// "unknown" would send its holder to check a token that is fine.
 		return Principal{}, fault.New(fault.Unauthorized, "unauthorized",
-			"a settle token only completes or fails its own deferred occurrence (POST /api/v1/pull/occurrences/{id}/complete or /fail, or the worker protocol's Complete and Fail): this call needs a consumer or staff token")
+			"a settle token only completes or fails its own deferred occurrence (POST /api/v1/pull/occurrences/{id}/complete or /fail, or the worker protocol's Complete and Fail): this call needs a consumer's token (the pull and worker protocols) or a staff token (the rest of the API)")
 	}
 	if errors.Is(err, ErrUnknownToken) {
 		return Principal{}, fault.New(fault.Unauthorized, "unauthorized", "the token is unknown, revoked or expired")
