@@ -558,6 +558,14 @@ func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Insta
 		}
 		if o.Mode == "push" {
 			t := formatTimePtr(ctx, o.ReservedAt)
+			if o.ReservedAt != nil && o.Timeout != nil && o.LockExpiresAt != nil && now.After(o.ReservedAt.Add(*o.Timeout+time.Second)) {
+				// Past its budget the call has ended: its answer is being
+				// recorded (through a database outage, say), or the replica
+				// making it stopped, and the timers fail it at the lock's end.
+				end := formatTime(ctx, *o.LockExpiresAt)
+				return T(ctx, "The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.",
+					formatDuration(ctx, *o.Timeout), formatTime(ctx, o.ReservedAt.Add(*o.Timeout)).Rel, clockTime(ctx, *o.LockExpiresAt), end.Rel), end, ""
+			}
 			return T(ctx, "Relais is calling the destination (since %s).", t.Rel), t, ""
 		}
 		if o.LockExpiresAt != nil {

@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,49 @@ func TestHandedBackAttemptsAreSaid(t *testing.T) {
 		if got := text(page, "attempts-summary"); got != want {
 			t.Errorf("%s: attempts summary %q, want %q", lang, got, want)
 		}
+	}
+}
+
+// TestPushCallPastItsBudget: a push call whose budget has passed without a
+// result (its replica may have died) is not shown as a call in progress:
+// the page says when the timers fail it outcome_unknown if no result comes.
+func TestPushCallPastItsBudget(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	release := make(chan struct{})
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // answers only once the test is done
+		case <-release:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "late", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(dest.Close)
+	t.Cleanup(func() { close(release) })
+	env.Must(201, "PUT", "/api/v1/destinations/payments", env.Admin, map[string]any{"url": dest.URL + "/charge", "max_timeout": "PT10S"})
+	env.Definition("charge_card.yaml")
+	checkout := relaistest.Body(relaistest.ExampleDocs(t, "processes/checkout.yaml")[0], "key")
+	checkout["nodes"].(map[string]any)["charge"].(map[string]any)["timeout"] = "PT10S"
+	env.Process("checkout", checkout)
+	inst := env.Must(201, "POST", "/api/v1/processes/checkout/instances", env.Operator, map[string]any{"business_key": "order-1",
+		"inputs": map[string]any{"order_id": "order-1", "amount_cents": 4200, "currency": "EUR", "card_token": canarySecret,
+			"cardholder": map[string]any{"name": canarySensitive, "email": "jo@example.com"}}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	relaistest.WaitFor(t, 5*time.Second, "the call under way", func() (bool, string) {
+		s := env.Must(200, "GET", "/api/v1/occurrences/"+occ, env.Operator, nil).JSON(t)["status"].(string)
+		return s == "reserved", s
+	})
+	b := signedIn(t, env.URL, "en", env.Operator)
+	if got := text(b.mustGet("/console/occurrences/"+occ, 200), "state-text"); !strings.HasPrefix(got, "Relais is calling the destination") {
+		t.Errorf("within its budget: %q", got)
+	}
+	env.Clock.Advance(12 * time.Second)
+	got := text(b.mustGet("/console/occurrences/"+occ, 200), "state-text")
+	if !strings.Contains(got, "budget (10 seconds) ended") || !strings.Contains(got, "outcome_unknown at") {
+		t.Errorf("past its budget: %q", got)
+	}
+	fr := signedIn(t, env.URL, "fr", env.Operator)
+	if got := text(fr.mustGet("/console/occurrences/"+occ, 200), "state-text"); !strings.Contains(got, "outcome_unknown") || strings.Contains(got, "budget") {
+		t.Errorf("in French: %q", got)
 	}
 }

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             286,
 	"%d (0 lowest, 9 highest)":                 448,
 	"%d attempts":                              452,
-	"%d attempts, retry after %s, priority %d": 597,
+	"%d attempts, retry after %s, priority %d": 598,
 	"%d breaking":                              218,
 	"%d changes":                               217,
 	"%d completed":                             284,
@@ -55,44 +55,44 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     295,
 	"%d held instances match now.":             60,
 	"%d hours":                                 311,
-	"%d items":                                 666,
+	"%d items":                                 667,
 	"%d left":                                  454,
 	"%d min":                                   294,
 	"%d minutes":                               312,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              664,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              665,
 	"%d ms": 314,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         587,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 586,
-	"%d occurrences":                          530,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         588,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 587,
+	"%d occurrences":                          531,
 	"%d releases":                             237,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
 	"%d s":       293,
 	"%d seconds": 313,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        505,
-	"%s (deferred; settled with its settle token)":        503,
-	"%s (deferred; settled with its settle token, as %s)": 504,
+	"%s (deferred; settled by %s)":                        506,
+	"%s (deferred; settled with its settle token)":        504,
+	"%s (deferred; settled with its settle token, as %s)": 505,
 	"%s (token #%d, %s)":                                  92,
 	"%s ago":                                              291,
-	"%s so far":                                           501,
-	"%s → %s":                                             592,
+	"%s so far":                                           502,
+	"%s → %s":                                             593,
 	"%s, revision %s":                                     414,
 	"%s, version %s":                                      415,
 	"%s: %s":                                              283,
 	"%s: %s → %s":                                         225,
-	"%s: a date is written 2026-12-01.":                   544,
+	"%s: a date is written 2026-12-01.":                   545,
 	"%s: every revision, present and future":              165,
 	"%s: revisions %s":                                    166,
-	"%s: the first day comes after the last.":             545,
+	"%s: the first day comes after the last.":             546,
 	"%s–%s":                                               282,
-	"(%d characters in all)":                              667,
+	"(%d characters in all)":                              668,
 	"(%d handed back, not counted)":                       453,
-	"(each item)":                                         654,
+	"(each item)":                                         655,
 	"(worker %s)":                                         490,
 	"0 seconds":                                           309,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           632,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           633,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 483,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
@@ -107,12 +107,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 357,
 	"Action":                              95,
 	"All actions":                         107,
-	"All consumers":                       527,
+	"All consumers":                       528,
 	"All definitions":                     273,
 	"All its tasks":                       164,
 	"All processes":                       363,
 	"All statuses":                        365,
-	"All workers":                         680,
+	"All workers":                         681,
 	"An operator abandoned the instance.": 482,
 	"Any definition":                      364,
 	"Apply filters":                       104,
@@ -126,8 +126,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           139,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           608,
-	"Back without saving":              557,
+	"Back to the occurrence":           609,
+	"Back without saving":              558,
 	"Breaks processes":                 195,
 	"Breaks workers":                   196,
 	"Bulk %s applied to %d instances.": 90,
@@ -135,38 +135,38 @@ var messageKeyToIndex = map[string]int{
 	"Business key":                     77,
 	"By process and error code":        82,
 	"Call timeout":                     449,
-	"Camunda 7 facade":                 684,
-	"Cancelled: the instance was stopped (%s).":               500,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 499,
+	"Camunda 7 facade":                 685,
+	"Cancelled: the instance was stopped (%s).":               501,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 500,
 	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           605,
+	"Cannot reveal":                                           606,
 	"Change":                                                  193,
 	"Changes between the two revisions":                       205,
 	"Changes of the Working copy since revision %d":           214,
 	"Choose two existing revisions to compare.":               215,
 	"Classification":                                          172,
 	"Clear filters":                                           105,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            581,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 572,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            582,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 573,
 	"Compare":              192,
 	"Compare revisions":    188,
 	"Completed":            281,
-	"Completed (%s).":      495,
+	"Completed (%s).":      496,
 	"Completed, last hour": 264,
 	"Completions and failures per 5 minutes, last hour: %s":    274,
 	"Completions and failures per 5-minute slot, oldest first": 279,
 	"Completions and failures, last hour":                      257,
-	"Connected":                                                676,
+	"Connected":                                                677,
 	"Constraints":                                              173,
 	"Consumer":                                                 421,
-	"Consumer and worker":                                      524,
+	"Consumer and worker":                                      525,
 	"Consumers":                                                124,
 	"Consumers, oldest first":                                  153,
 	"Counting the occurrences; the counts appear when you reload the page.": 167,
 	"Counts are unavailable right now.":                                     168,
-	"Counts as of %s (%s); refreshed every few seconds.":                    603,
-	"Counts by status": 520,
+	"Counts as of %s (%s); refreshed every few seconds.":                    604,
+	"Counts by status": 521,
 	"Created":          325,
 	"Created from":     80,
 	"Created on":       157,
@@ -176,12 +176,12 @@ var messageKeyToIndex = map[string]int{
 	"Deadline":         446,
 	"Dec":              308,
 	"Deferred":         467,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 494,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 495,
 	"Definition":         259,
 	"Definition %s":      175,
 	"Definitions":        122,
 	"Definitions by key": 232,
-	"Definitions served": 674,
+	"Definitions served": 675,
 	"Definitions, those needing attention first": 258,
 	"Description":          174,
 	"Destination":          433,
@@ -200,19 +200,19 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    345,
 	"End node or error":           361,
 	"Ended":                       342,
-	"Error":                       523,
+	"Error":                       524,
 	"Error (before any attempt)":  469,
 	"Error code":                  78,
 	"Error message":               428,
-	"Every %d seconds":            561,
+	"Every %d seconds":            562,
 	"Every attempt, oldest first": 420,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         611,
-	"Expired token":                        642,
-	"Expires":                              639,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         612,
+	"Expired token":                        643,
+	"Expires":                              640,
 	"External tasks":                       117,
 	"Failed":                               262,
-	"Failed (%s).":                         498,
+	"Failed (%s).":                         499,
 	"Failed at node":                       347,
 	"Failed occurrence":                    344,
 	"Failed, last hour":                    265,
@@ -223,23 +223,23 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 121,
 	"Find an instance or occurrence":       119,
 	"Finished":                             424,
-	"First page":                           542,
+	"First page":                           543,
 	"Follow it in the audit log (new tab)": 57,
 	"Form refused":                         144,
 	"From revision":                        190,
 	"From revision %d to revision %d:":     216,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
 	"Grants":                  156,
-	"Graph":                   571,
-	"Graph of %s":             585,
-	"HTTP 2xx, unusable body": 507,
+	"Graph":                   572,
+	"Graph of %s":             586,
+	"HTTP 2xx, unusable body": 508,
 	"Headers sent":            243,
 	"Health":                  116,
 	"Held at a node of":       79,
 	"Held at node":            343,
 	"Held instances":          261,
 	"ID":                      154,
-	"In flight":               675,
+	"In flight":               676,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 275,
 	"Inputs":                     198,
 	"Inputs of revision %d":      209,
@@ -248,31 +248,31 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      455,
 	"Instance":                  360,
 	"Instances":                 83,
-	"Instances of this process": 580,
+	"Instances of this process": 581,
 	"Invalid request":           137,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  496,
-	"Its instance went on along the node’s error path.":                                                                                                                    497,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      647,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  497,
+	"Its instance went on along the node’s error path.":                                                                                                                    498,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      648,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     297,
 	"Jul":                     303,
 	"Jun":                     302,
-	"Keep it":                 649,
+	"Keep it":                 650,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     233,
-	"Kind":                    575,
+	"Kind":                    576,
 	"Language":                113,
 	"Last changed":            245,
 	"Last error (attempt %d)": 468,
 	"Last reserved":           465,
 	"Last saved":              179,
-	"Last seen":               677,
-	"Last used":               638,
+	"Last seen":               678,
+	"Last used":               639,
 	"Latest revision":         234,
 	"Lists every change from one revision to another, and whom it may break.": 189,
-	"Local time at %s": 559,
+	"Local time at %s": 560,
 	"Lock expired %s — waiting to be offered again.": 487,
 	"Lock expires":                     466,
 	"Longest timeout":                  244,
@@ -280,53 +280,53 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                              299,
 	"Maximum attempts":                 442,
 	"May":                              301,
-	"Message from Relais (in English)": 513,
-	"Message from the service (its own words, protected values masked)": 514,
-	"Method not allowed": 615,
+	"Message from Relais (in English)": 514,
+	"Message from the service (its own words, protected values masked)": 515,
+	"Method not allowed": 616,
 	"Mode":               440,
-	"More filters: instance, revision, consumer, dates": 518,
+	"More filters: instance, revision, consumer, dates": 519,
 	"Name":                    155,
-	"Never":                   560,
+	"Never":                   561,
 	"Next attempt":            464,
-	"Next attempt or settled": 525,
+	"Next attempt or settled": 526,
 	"Next node":               324,
-	"Next page":               541,
+	"Next page":               542,
 	"No consumer yet.":        150,
 	"No definition %s has occurrences: check the key, or show all definitions.": 272,
 	"No definition has occurrences yet.":                                        266,
 	"No definition yet.":                                                        236,
 	"No destination yet.":                                                       238,
 	"No inputs.":                                                                199,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 622,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 623,
 	"No instance matches these filters.": 362,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 621,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 622,
 	"No more consumers.":                                   151,
 	"No more destinations.":                                239,
-	"No occurrence matches these filters.":                 526,
+	"No occurrence matches these filters.":                 527,
 	"No operator action matches.":                          106,
 	"No operator has acted on this instance.":              329,
 	"No outputs yet: the occurrence has not completed.":    458,
 	"No outputs.":                                          202,
 	"No outputs: the occurrence ended without completing.": 460,
-	"No process is published yet.":                         566,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          689,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          688,
+	"No process is published yet.":                         567,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          690,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          689,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
 	"No release yet.": 183,
 	"No revision yet: the Working copy has never been snapshotted.":          181,
 	"No service ever reserved this occurrence: it ended before any attempt.": 432,
 	"No service has reserved this occurrence yet.":                           429,
-	"No token.":              636,
-	"No value was revealed.": 613,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 690,
-	"No worker is connected.":           678,
-	"No worker serves this definition.": 681,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 687,
+	"No token.":              637,
+	"No value was revealed.": 614,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 691,
+	"No worker is connected.":           679,
+	"No worker serves this definition.": 682,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 688,
 	"Node":                  321,
 	"Node %s":               255,
-	"Nodes":                 573,
-	"Nodes of this version": 582,
-	"Nodes of this version, with their occurrences now": 574,
+	"Nodes":                 574,
+	"Nodes of this version": 583,
+	"Nodes of this version, with their occurrences now": 575,
 	"Nodes reached, in order":                           320,
 	"Not allowed":                                       135,
 	"Not found":                                         143,
@@ -334,23 +334,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 141,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 142,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             619,
+	"Nothing to find: the search box is empty.":                             620,
 	"Nothing was done.":         28,
 	"Nov":                       307,
 	"Now":                       438,
 	"Occurrence":                322,
 	"Occurrence %s":             416,
 	"Occurrence offered again":  98,
-	"Occurrences now":           579,
-	"Occurrences, newest first": 521,
+	"Occurrences now":           580,
+	"Occurrences, newest first": 522,
 	"Oct":                       306,
 	"Offered from %s — %s.":     486,
 	"Oldest claimable waits":    263,
-	"On error":                  578,
-	"On success":                577,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               609,
-	"Only administrators may reveal a sensitive value.":                                                 604,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 633,
+	"On error":                  579,
+	"On success":                578,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               610,
+	"Only administrators may reveal a sensitive value.":                                                 605,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 634,
 	"Open":             260,
 	"Operator actions": 317,
 	"Operator actions on this instance, newest first": 330,
@@ -360,27 +360,27 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          210,
 	"Outputs of the working copy":                     203,
 	"Outputs, labelled by revision %d's contract":     457,
-	"Pages": 539,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 555,
+	"Pages": 540,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 556,
 	"Path":                            318,
-	"Pinned revision":                 576,
+	"Pinned revision":                 577,
 	"Policy":                          418,
-	"Previous page":                   540,
+	"Previous page":                   541,
 	"Priority":                        447,
 	"Process":                         75,
-	"Process %s":                      568,
-	"Process and node":                522,
+	"Process %s":                      569,
+	"Process and node":                523,
 	"Process inputs":                  332,
 	"Process instance":                97,
 	"Process instance %s":             315,
 	"Process instances":               353,
 	"Process instances, newest first": 359,
 	"Processes":                       118,
-	"Processes by key":                564,
-	"Protocol":                        673,
+	"Processes by key":                565,
+	"Protocol":                        674,
 	"Published":                       187,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 562,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       563,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 563,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       564,
 	"Reason": 96,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
@@ -388,7 +388,7 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             328,
 	"Relais console":                                        112,
 	"Relais has not called the destination yet.":            435,
-	"Relais is calling the destination (since %s).":         491,
+	"Relais is calling the destination (since %s).":         492,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 437,
 	"Relais never called the destination: the occurrence ended before any call.":                           436,
 	"Relais refused the action. Nothing was done.":                                                         42,
@@ -396,12 +396,12 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             184,
 	"Releases":                            182,
 	"Releases, oldest first":              204,
-	"Reload lists and detail pages":       554,
+	"Reload lists and detail pages":       555,
 	"Replica":                             434,
 	"Required":                            171,
 	"Reserved":                            423,
-	"Reserved by %s.":                     493,
-	"Reserved by %s; lock until %s — %s.": 492,
+	"Reserved by %s.":                     494,
+	"Reserved by %s; lock until %s — %s.": 493,
 	"Reserved now":                        163,
 	"Retried by %s at %s — “%s”":          340,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
@@ -419,36 +419,36 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 461,
-	"Revealed by %s at %s; recorded in the audit log.": 607,
+	"Revealed by %s at %s; recorded in the audit log.": 608,
 	"Reveals":               127,
-	"Reveals, newest first": 612,
+	"Reveals, newest first": 613,
 	"Revision":              185,
 	"Revision %d":           206,
 	"Revisions":             180,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 692,
-	"Revoke the %s token “%s”?": 646,
-	"Revoke the token":          648,
-	"Revoke token %d":           645,
-	"Revoke…":                   643,
-	"Role":                      637,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 693,
+	"Revoke the %s token “%s”?": 647,
+	"Revoke the token":          649,
+	"Revoke token %d":           646,
+	"Revoke…":                   644,
+	"Role":                      638,
 	"Route":                     323,
 	"Routing output":            178,
-	"Rows %s–%s":                543,
-	"Save settings":             556,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 606,
+	"Rows %s–%s":                544,
+	"Save settings":             557,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 607,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               617,
-	"Secret values can never be revealed.": 610,
+	"Search":                               618,
+	"Secret values can never be revealed.": 611,
 	"Sep":                                  305,
-	"Served by %d workers":                 691,
+	"Served by %d workers":                 692,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              326,
-	"Settlement date":      517,
+	"Settlement date":      518,
 	"Show all definitions": 271,
-	"Show times in":        552,
+	"Show times in":        553,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
-	"Sign in": 626,
-	"Sign in with an operator, designer or administrator token.": 627,
+	"Sign in": 627,
+	"Sign in with an operator, designer or administrator token.": 628,
 	"Sign out":             129,
 	"Signed in as %s (%s)": 128,
 	"Since revision %d:":   212,
@@ -458,9 +458,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 148,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 634,
-	"Staff tokens, oldest first": 635,
-	"Start node":                 570,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 635,
+	"Staff tokens, oldest first": 636,
+	"Start node":                 571,
 	"Started":                    341,
 	"State":                      158,
 	"Status":                     76,
@@ -483,21 +483,22 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 231,
 	"Tasks":                   159,
 	"Temporarily unavailable": 146,
-	"That is too long to be an id or a business key.": 620,
+	"That is too long to be an id or a business key.": 621,
 	"The %d largest groups; the filter matches more.": 84,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 240,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          211,
-	"The bulk action must be its id (a UUID).":                   109,
-	"The call could not be prepared.":                            477,
-	"The chart’s numbers":                                        278,
-	"The confirmed count is missing: start again from the list.": 87,
+	"The bulk action must be its id (a UUID).": 109,
+	"The call could not be prepared.":          477,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 491,
+	"The chart’s numbers": 278,
+	"The confirmed count is missing: start again from the list.":                                                                                                            87,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           149,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      553,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      554,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 147,
-	"The deadline passed before a result arrived.": 474,
-	"The destination answered HTTP %s.":            484,
-	"The destination could not be reached.":        478,
+	"The deadline passed before a result arrived.":                                                                                                                          474,
+	"The destination answered HTTP %s.":     484,
+	"The destination could not be reached.": 478,
 	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 472,
 	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      473,
 	"The destination’s answer was too large.": 479,
@@ -508,22 +509,22 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             358,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 319,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         177,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               550,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               551,
 	"The page size must be between 1 and %d.":                                                                                                                                                              352,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  549,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  550,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 108,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            475,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      515,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          652,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          629,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      516,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          653,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          630,
 	"These revisions have the same contracts.":                                                                                                                                                             197,
-	"These settings are kept in this browser only.":                                                                                                                                                        551,
-	"They take every revision their consumer is granted.":                                                                                                                                                  693,
-	"They take revision %d only.":                                                                                                                                                                          694,
-	"They take revisions %s only.":                                                                                                                                                                         695,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     546,
+	"These settings are kept in this browser only.":                                                                                                                                                        552,
+	"They take every revision their consumer is granted.":                                                                                                                                                  694,
+	"They take revision %d only.":                                                                                                                                                                          695,
+	"They take revisions %s only.":                                                                                                                                                                         696,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     547,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
 	"This contract has no inputs.":                                                                                                                                                                         456,
 	"This contract has no outputs.":                                                                                                                                                                        459,
@@ -541,161 +542,161 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            651,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           650,
-	"This page does not accept that request.": 616,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            652,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           651,
+	"This page does not accept that request.": 617,
 	"This page reloads every %d seconds.":     134,
 	"This process takes no inputs.":           334,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 631,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 583,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            584,
+	"This token is unknown or has been revoked.": 632,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 584,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            585,
 	"Times in %s · no auto-reload":    133,
 	"Times in %s · reload every %d s": 132,
 	"To revision":                     191,
-	"Token":                           628,
+	"Token":                           629,
 	"Tokens":                          126,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 630,
-	"Totals of all definitions, not narrowed by the other filters":         529,
-	"Totals of definition %s, not narrowed by the other filters":           528,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 631,
+	"Totals of all definitions, not narrowed by the other filters":         530,
+	"Totals of definition %s, not narrowed by the other filters":           529,
 	"Type": 170,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 618,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 619,
 	"URL":                              242,
-	"UTC (coordinated universal time)": 558,
+	"UTC (coordinated universal time)": 559,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                516,
-	"Unknown parameter “%s” (did you mean “%s”?).": 547,
-	"Unknown parameter “%s”.":                      548,
+	"Unknown consumer.":                517,
+	"Unknown parameter “%s” (did you mean “%s”?).": 548,
+	"Unknown parameter “%s”.":                      549,
 	"Unknown status “%s”.":                         350,
 	"Value":                                        331,
-	"Version":                                      569,
-	"Versions, newest first":                       565,
+	"Version":                                      570,
+	"Versions, newest first":                       566,
 	"Waiting for Relais to call the destination since %s (%s).": 488,
 	"Waiting for a worker since %s (%s).":                       489,
 	"When":                                                      93,
 	"Who":                                                       94,
 	"Whole message":                                             431,
 	"Why (recorded with the reveal)":                            462,
-	"Worker":                                                    672,
+	"Worker":                                                    673,
 	"Worker id":                                                 422,
 	"Workers":                                                   123,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        670,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        671,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 671,
-	"Workers serving %s":                   679,
+	"Workers seen within three heartbeats": 672,
+	"Workers serving %s":                   680,
 	"Working copy":                         176,
-	"You are signed out.":                  623,
+	"You are signed out.":                  624,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 624,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      625,
-	"[redacted]":                          512,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 625,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      626,
+	"[redacted]":                          513,
 	"abandon":                             4,
 	"active":                              160,
 	"administrator":                       392,
 	"an incident: retry, abandon or stop": 250,
-	"answer too large":                    510,
+	"answer too large":                    511,
 	"any":                                 74,
-	"any other code → %s":                 595,
+	"any other code → %s":                 596,
 	"any other error":                     248,
-	"as of %s (%s); counts are refreshed every few seconds.": 531,
-	"at least %d characters":                                 655,
-	"at least %d items":                                      662,
+	"as of %s (%s); counts are refreshed every few seconds.": 532,
+	"at least %d characters":                                 656,
+	"at least %d items":                                      663,
 	"at most %d":                                             450,
-	"at most %d characters":                                  656,
-	"at most %d items":                                       663,
+	"at most %d characters":                                  657,
+	"at most %d items":                                       664,
 	"at most %d since the last operator retry":               451,
 	"available":                                              366,
 	"boolean":                                                379,
-	"call in progress since":                                 536,
+	"call in progress since":                                 537,
 	"cancelled":                                              369,
 	"choice":                                                 382,
-	"claimable since":                                        535,
+	"claimable since":                                        536,
 	"claimable since %s":                                     268,
 	"classification changed":                                 403,
 	"completed":                                              276,
 	"constraint changed":                                     404,
 	"consumer":                                               395,
-	"consumer #%s":                                           502,
+	"consumer #%s":                                           503,
 	"date":                                                   380,
 	"date and time":                                          381,
-	"deadline %s":                                            598,
+	"deadline %s":                                            599,
 	"deferred":                                               368,
-	"deferred since":                                         538,
+	"deferred since":                                         539,
 	"deleted":                                                100,
 	"designer":                                               394,
 	"disconnected":                                           375,
-	"end (completes)":                                        590,
-	"end (fails)":                                            591,
+	"end (completes)":                                        591,
+	"end (fails)":                                            592,
 	"end: completes the instance":                            251,
 	"end: fails the instance":                                252,
-	"every revision its consumer is granted":                 685,
+	"every revision its consumer is granted":                 686,
 	"exact, case-sensitive":                                  354,
 	"expired":                                                372,
 	"failed":                                                 277,
-	"fails the instance":                                     596,
+	"fails the instance":                                     597,
 	"field added":                                            398,
 	"field removed":                                          399,
 	"format":                                                 409,
-	"format %s":                                              658,
+	"format %s":                                              659,
 	"from":                                                   355,
 	"held":                                                   371,
 	"held for an operator":                                   249,
 	"held, then abandoned by an operator":                    349,
 	"held, then stopped by an operator":                      348,
-	"hold (an incident for an operator)":                     594,
+	"hold (an incident for an operator)":                     595,
 	"id or business key":                                     120,
 	"in %s":                                                  290,
 	"in progress":                                            430,
-	"instance id":                                            519,
-	"instances held":                                         601,
-	"instances held: %s":                                     602,
+	"instance id":                                            520,
+	"instances held":                                         602,
+	"instances held: %s":                                     603,
 	"integer":                                                377,
 	"just now":                                               292,
 	"list":                                                   384,
-	"lock until":                                             537,
-	"long polling":                                           683,
+	"lock until":                                             538,
+	"long polling":                                           684,
 	"long wait":                                              269,
 	"maximum":                                                411,
-	"maximum %s":                                             660,
+	"maximum %s":                                             661,
 	"maximum items":                                          413,
 	"maximum length":                                         407,
 	"minimum":                                                410,
-	"minimum %s":                                             659,
+	"minimum %s":                                             660,
 	"minimum items":                                          412,
 	"minimum length":                                         406,
-	"never":                                                  640,
-	"next attempt":                                           534,
+	"never":                                                  641,
+	"next attempt":                                           535,
 	"no":                                                     397,
-	"no answer within the timeout":                           508,
-	"no connection":                                          509,
+	"no answer within the timeout":                           509,
+	"no connection":                                          510,
 	"no grant: it takes nothing":                             162,
 	"no header":                                              246,
 	"no worker":                                              270,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 471,
 	"none": 230,
-	"none (revealed before reasons were asked for)": 614,
+	"none (revealed before reasons were asked for)": 615,
 	"none yet": 235,
 	"none: a failed call takes the node’s error path": 445,
 	"normal":                          385,
-	"not provided":                    665,
-	"not yet":                         641,
-	"null":                            668,
+	"not provided":                    666,
+	"not yet":                         642,
+	"null":                            669,
 	"number":                          378,
 	"object":                          383,
 	"on error":                        247,
-	"one of: %s":                      661,
+	"one of: %s":                      662,
 	"operator":                        393,
 	"optional %s field of type %s":    227,
 	"optional field of type %s":       229,
 	"optional → required":             220,
 	"pattern":                         408,
-	"pattern %s":                      657,
-	"pull":                            588,
+	"pattern %s":                      658,
+	"pull":                            589,
 	"pull %s":                         254,
 	"pull (the service fetches it)":   390,
 	"push %s":                         253,
 	"push (Relais calls the service)": 391,
-	"push to %s":                      589,
+	"push to %s":                      590,
 	"rejected":                        373,
 	"released":                        374,
 	"required %s field of type %s":    226,
@@ -704,40 +705,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             221,
 	"reserved":                        367,
 	"retry":                           3,
-	"revision %d":                     532,
-	"revisions %s":                    686,
+	"revision %d":                     533,
+	"revisions %s":                    687,
 	"revoked":                         161,
 	"routing changed":                 405,
-	"routing output":                  653,
+	"routing output":                  654,
 	"routing output %s → %s":          219,
 	"running":                         370,
 	"secret":                          387,
 	"sensitive":                       386,
-	"settled":                         533,
+	"settled":                         534,
 	"stop":                            5,
-	"stream":                          682,
+	"stream":                          683,
 	"text":                            376,
 	"the contracts are the same (the name or a description changed).": 213,
-	"this session":             644,
-	"timeout %s":               599,
-	"timeout %s (the default)": 600,
+	"this session":             645,
+	"timeout %s":               600,
+	"timeout %s (the default)": 601,
 	"to":                       356,
 	"type changed":             400,
-	"unexpected value":         669,
-	"unknown":                  511,
+	"unexpected value":         670,
+	"unknown":                  512,
 	"values added: %s":         222,
 	"values changed":           402,
 	"values removed: %s":       223,
 	"values reordered":         224,
-	"version %d":               567,
-	"waiting":                  506,
+	"version %d":               568,
+	"waiting":                  507,
 	"yes":                      396,
 	"••• hidden (secret)":      389,
 	"••• hidden (sensitive)":   388,
-	"→ %s":                     593,
+	"→ %s":                     594,
 }
 
-var enIndex = []uint32{ // 697 elements
+var enIndex = []uint32{ // 698 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -877,67 +878,67 @@ var enIndex = []uint32{ // 697 elements
 	0x00003fda, 0x00004012, 0x0000404f, 0x00004073,
 	0x000040ec, 0x00004111, 0x0000412b, 0x00004149,
 	0x0000417d, 0x000041bd, 0x000041e7, 0x000041f6,
-	0x00004227, 0x00004256, 0x00004269, 0x000042de,
-	0x000042f1, 0x00004325, 0x00004359, 0x00004369,
-	0x000043b0, 0x000043dd, 0x000043ea, 0x000043fa,
-	0x0000442a, 0x00004464, 0x00004487, 0x0000448f,
-	0x000044a7, 0x000044c4, 0x000044d2, 0x000044e3,
+	0x000042c1, 0x000042f2, 0x00004321, 0x00004334,
+	0x000043a9, 0x000043bc, 0x000043f0, 0x00004424,
+	0x00004434, 0x0000447b, 0x000044a8, 0x000044b5,
+	0x000044c5, 0x000044f5, 0x0000452f, 0x00004552,
+	0x0000455a, 0x00004572, 0x0000458f, 0x0000459d,
 	// Entry 200 - 21F
-	0x000044eb, 0x000044f6, 0x00004517, 0x00004559,
-	0x00004589, 0x0000459b, 0x000045ab, 0x000045dd,
-	0x000045e9, 0x000045fa, 0x00004614, 0x00004625,
-	0x0000462b, 0x0000463f, 0x00004657, 0x0000467c,
-	0x0000468a, 0x000046c8, 0x00004705, 0x00004731,
-	0x0000476e, 0x0000477d, 0x00004785, 0x00004792,
-	0x000047a2, 0x000047b9, 0x000047c4, 0x000047d3,
-	0x000047d9, 0x000047e7, 0x000047f1, 0x000047fc,
+	0x000045ae, 0x000045b6, 0x000045c1, 0x000045e2,
+	0x00004624, 0x00004654, 0x00004666, 0x00004676,
+	0x000046a8, 0x000046b4, 0x000046c5, 0x000046df,
+	0x000046f0, 0x000046f6, 0x0000470a, 0x00004722,
+	0x00004747, 0x00004755, 0x00004793, 0x000047d0,
+	0x000047fc, 0x00004839, 0x00004848, 0x00004850,
+	0x0000485d, 0x0000486d, 0x00004884, 0x0000488f,
+	0x0000489e, 0x000048a4, 0x000048b2, 0x000048bc,
 	// Entry 220 - 23F
-	0x0000480f, 0x00004834, 0x0000485f, 0x000048f0,
-	0x0000492b, 0x0000494a, 0x00004988, 0x000049bf,
-	0x000049ed, 0x000049fb, 0x00004a8e, 0x00004aac,
-	0x00004b38, 0x00004b46, 0x00004b5a, 0x00004b7b,
-	0x00004b8f, 0x00004b95, 0x00004ba9, 0x00004c1c,
-	0x00004c69, 0x00004c7a, 0x00004c91, 0x00004cae,
-	0x00004cbc, 0x00004cca, 0x00004cd2, 0x00004cdd,
-	0x00004ce3, 0x00004dd5, 0x00004ddb, 0x00004e0d,
+	0x000048c7, 0x000048da, 0x000048ff, 0x0000492a,
+	0x000049bb, 0x000049f6, 0x00004a15, 0x00004a53,
+	0x00004a8a, 0x00004ab8, 0x00004ac6, 0x00004b59,
+	0x00004b77, 0x00004c03, 0x00004c11, 0x00004c25,
+	0x00004c46, 0x00004c5a, 0x00004c60, 0x00004c74,
+	0x00004ce7, 0x00004d34, 0x00004d45, 0x00004d5c,
+	0x00004d79, 0x00004d87, 0x00004d95, 0x00004d9d,
+	0x00004da8, 0x00004dae, 0x00004ea0, 0x00004ea6,
 	// Entry 240 - 25F
-	0x00004e12, 0x00004e22, 0x00004e2d, 0x00004e36,
-	0x00004e46, 0x00004e60, 0x00004f05, 0x00004f1b,
-	0x00004fa0, 0x0000501a, 0x00005029, 0x000050e3,
-	0x00005134, 0x00005139, 0x00005147, 0x00005157,
-	0x00005163, 0x00005173, 0x0000517d, 0x000051a0,
-	0x000051b9, 0x000051cc, 0x00005238, 0x00005247,
-	0x00005255, 0x00005271, 0x00005280, 0x00005296,
-	0x000052cf, 0x00005301, 0x0000530f, 0x00005367,
+	0x00004ed8, 0x00004edd, 0x00004eed, 0x00004ef8,
+	0x00004f01, 0x00004f11, 0x00004f2b, 0x00004fd0,
+	0x00004fe6, 0x0000506b, 0x000050e5, 0x000050f4,
+	0x000051ae, 0x000051ff, 0x00005204, 0x00005212,
+	0x00005222, 0x0000522e, 0x0000523e, 0x00005248,
+	0x0000526b, 0x00005284, 0x00005297, 0x00005303,
+	0x00005312, 0x00005320, 0x0000533c, 0x0000534b,
+	0x00005361, 0x0000539a, 0x000053cc, 0x000053da,
 	// Entry 260 - 27F
-	0x0000539e, 0x000053b5, 0x000053f9, 0x0000541e,
-	0x00005495, 0x000054ab, 0x000054c2, 0x000054f0,
-	0x00005503, 0x0000552b, 0x00005532, 0x0000558d,
-	0x000055b7, 0x000055e7, 0x00005645, 0x000056e5,
-	0x000056f9, 0x000057a4, 0x0000581a, 0x00005822,
-	0x0000585d, 0x00005863, 0x000058df, 0x00005927,
-	0x00005952, 0x000059b4, 0x00005a16, 0x00005abd,
-	0x00005ad8, 0x00005ae2, 0x00005ae7, 0x00005af1,
+	0x00005432, 0x00005469, 0x00005480, 0x000054c4,
+	0x000054e9, 0x00005560, 0x00005576, 0x0000558d,
+	0x000055bb, 0x000055ce, 0x000055f6, 0x000055fd,
+	0x00005658, 0x00005682, 0x000056b2, 0x00005710,
+	0x000057b0, 0x000057c4, 0x0000586f, 0x000058e5,
+	0x000058ed, 0x00005928, 0x0000592e, 0x000059aa,
+	0x000059f2, 0x00005a1d, 0x00005a7f, 0x00005ae1,
+	0x00005b88, 0x00005ba3, 0x00005bad, 0x00005bb2,
 	// Entry 280 - 29F
-	0x00005af9, 0x00005aff, 0x00005b07, 0x00005b15,
-	0x00005b1f, 0x00005b2c, 0x00005b3f, 0x00005b63,
-	0x00005be3, 0x00005bf4, 0x00005bfc, 0x00005c71,
-	0x00005cc5, 0x00005d07, 0x00005d16, 0x00005d22,
-	0x00005d5e, 0x00005d98, 0x00005da6, 0x00005db3,
-	0x00005dc1, 0x00005dcf, 0x00005ddd, 0x00005e0f,
-	0x00005e3f, 0x00005e9b, 0x00005ea8, 0x00005ec8,
-	0x00005ee2, 0x00005ee7, 0x00005ef8, 0x00005f7e,
+	0x00005bbc, 0x00005bc4, 0x00005bca, 0x00005bd2,
+	0x00005be0, 0x00005bea, 0x00005bf7, 0x00005c0a,
+	0x00005c2e, 0x00005cae, 0x00005cbf, 0x00005cc7,
+	0x00005d3c, 0x00005d90, 0x00005dd2, 0x00005de1,
+	0x00005ded, 0x00005e29, 0x00005e63, 0x00005e71,
+	0x00005e7e, 0x00005e8c, 0x00005e9a, 0x00005ea8,
+	0x00005eda, 0x00005f0a, 0x00005f66, 0x00005f73,
+	0x00005f93, 0x00005fad, 0x00005fb2, 0x00005fc3,
 	// Entry 2A0 - 2BF
-	0x00005fa3, 0x00005faa, 0x00005fb3, 0x00005fc6,
-	0x00005fd0, 0x00005fda, 0x00005fe4, 0x00005ffc,
-	0x00006012, 0x0000601e, 0x00006040, 0x00006047,
-	0x00006054, 0x00006065, 0x0000608c, 0x0000609c,
-	0x000060f0, 0x00006140, 0x000061a0, 0x000061f3,
-	0x0000622b, 0x0000627b, 0x000062af, 0x000062ce,
-	0x000062ee,
-} // Size: 2812 bytes
+	0x00006049, 0x0000606e, 0x00006075, 0x0000607e,
+	0x00006091, 0x0000609b, 0x000060a5, 0x000060af,
+	0x000060c7, 0x000060dd, 0x000060e9, 0x0000610b,
+	0x00006112, 0x0000611f, 0x00006130, 0x00006157,
+	0x00006167, 0x000061bb, 0x0000620b, 0x0000626b,
+	0x000062be, 0x000062f6, 0x00006346, 0x0000637a,
+	0x00006399, 0x000063b9,
+} // Size: 2816 bytes
 
-const enData string = "" + // Size: 25326 bytes
+const enData string = "" + // Size: 25529 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1200,138 +1201,140 @@ const enData string = "" + // Size: 25326 bytes
 	"etry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[" +
 	"1]s — waiting to be offered again.\x02Waiting for Relais to call the des" +
 	"tination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s" +
-	").\x02(worker %[1]s)\x02Relais is calling the destination (since %[1]s)." +
-	"\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s." +
-	"\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or a fr" +
-	"ont end with a settle token, completes it later.\x02Completed (%[1]s)." +
-	"\x02Its instance is held here, waiting for an operator.\x02Its instance " +
-	"went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled: th" +
-	"e instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the in" +
-	"stance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s " +
-	"(deferred; settled with its settle token)\x02%[1]s (deferred; settled wi" +
-	"th its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02" +
-	"waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout\x02no" +
-	" connection\x02answer too large\x02unknown\x02[redacted]\x02Message from" +
-	" Relais (in English)\x02Message from the service (its own words, protect" +
-	"ed values masked)\x02The revision must be a whole number, 1 or more.\x02" +
-	"Unknown consumer.\x02Settlement date\x02More filters: instance, revision" +
-	", consumer, dates\x02instance id\x02Counts by status\x02Occurrences, new" +
-	"est first\x02Process and node\x02Error\x02Consumer and worker\x02Next at" +
-	"tempt or settled\x02No occurrence matches these filters.\x02All consumer" +
-	"s\x02Totals of definition %[1]s, not narrowed by the other filters\x02To" +
-	"tals of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
-	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
-	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
-	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
-	" a parameter that cannot be read (a percent sign not followed by two hex" +
-	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
-	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
-	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
-	"or is invalid: go back to the first page.\x02These settings are kept in " +
-	"this browser only.\x02Show times in\x02The console runs no script, so it" +
-	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
-	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
-	"\x02Pages where you type a reason (confirmations, and occurrences with a" +
-	" value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
-	" process versions: their nodes, routes and pinned revisions, drawn, with" +
-	" where their occurrences are now.\x02Published process versions: their n" +
-	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
-	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
-	"ess %[1]s\x02Version\x02Start node\x02Graph\x02Columns follow the longes" +
-	"t path from the start node. Solid arrows are successes (labelled with th" +
-	"eir route), dashed ones failures (labelled with their error codes). Each" +
-	" box says how many of this version’s occurrences are at that node now." +
-	"\x02Nodes\x02Nodes of this version, with their occurrences now\x02Kind" +
-	"\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02Inst" +
-	"ances of this process\x02Columns follow the longest path from the start " +
-	"node. Solid arrows are successes (labelled with their route), dashed one" +
-	"s failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
-	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
-	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
-	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
-	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
-	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
-	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
-	"y reveal a sensitive value.\x02Cannot reveal\x02Say why you reveal this " +
-	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
-	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
-	"nce\x02Only a value this page shows as hidden (sensitive) can be reveale" +
-	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
-	"dministrator revealed: who, when, which field and why. The values themse" +
-	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
-	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
-	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
-	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
-	"]s”, and no instance has it as its business key.\x02No instance has “%[1" +
-	"]s” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
-	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
-	"r administrator token.\x02Token\x02The token is checked once and never s" +
-	"tored in your browser; a session cookie stands for it for up to 8 hours " +
-	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
-	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
-	"]s token cannot open the console: sign in with an operator, designer or " +
-	"administrator token.\x02Only administrators see this page: tokens, consu" +
-	"mers, destinations and the reveal log are theirs.\x02Staff tokens (admin" +
-	"istrators, designers, operators) that are not revoked. Consumer tokens a" +
-	"re managed with their consumers. Revoking a token refuses its next reque" +
-	"st.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02E" +
-	"xpires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session" +
-	"\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next re" +
-	"quest is refused, and console sessions opened with it end. This cannot b" +
-	"e undone: whoever uses it needs a new token.\x02Revoke the token\x02Keep" +
-	" it\x02This is the token you signed in with: revoking it signs you out. " +
-	"Its next request is refused. This cannot be undone.\x02This is the last " +
-	"usable administrator token: create another one before revoking it.\x02Th" +
-	"e token %[1]s (%[2]s) was revoked: its next request is refused.\x02routi" +
-	"ng output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d c" +
-	"haracter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02p" +
-	"attern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of" +
-	": %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at" +
-	" least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00" +
-	"\x14\x02at most %[1]d items\x02%[1]d more values not shown: the page sho" +
-	"ws the first %[2]d, the API's detail has them all.\x02not provided\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d " +
-	"characters in all)\x02null\x02unexpected value\x02Workers connected by a" +
-	" stream, and polling workers by their last fetch. A worker is listed whi" +
-	"le it was seen within three heartbeats.\x02Workers seen within three hea" +
-	"rtbeats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Conn" +
-	"ected\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s" +
-	"\x02All workers\x02No worker serves this definition.\x02stream\x02long p" +
-	"olling\x02Camunda 7 facade\x02every revision its consumer is granted\x02" +
-	"revisions %[1]s\x02No worker serves this definition: its occurrences wai" +
-	"t until one connects or polls.\x02No process uses this definition yet: i" +
-	"t needs a worker once a process pulls it.\x02No process pulls this defin" +
-	"ition: Relais calls its destinations (push), and it needs no worker.\x02" +
-	"No worker is connected for this definition; none of its occurrences wait" +
-	"s for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18" +
-	"\x02Served by %[1]d workers\x02Revisions they take: %[1]s; some take eve" +
-	"ry revision their consumer is granted.\x02They take every revision their" +
-	" consumer is granted.\x02They take revision %[1]d only.\x02They take rev" +
-	"isions %[1]s only."
+	").\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without it" +
+	"s result recorded: the replica making it may have stopped. If so, it fai" +
+	"ls outcome_unknown at %[3]s (%[4]s): ask the destination whether it took" +
+	" effect.\x02Relais is calling the destination (since %[1]s).\x02Reserved" +
+	" by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred s" +
+	"ince %[1]s (%[2]s): a worker of the same consumer, or a front end with a" +
+	" settle token, completes it later.\x02Completed (%[1]s).\x02Its instance" +
+	" is held here, waiting for an operator.\x02Its instance went on along th" +
+	"e node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was s" +
+	"topped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopp" +
+	"ed (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settl" +
+	"ed with its settle token)\x02%[1]s (deferred; settled with its settle to" +
+	"ken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP " +
+	"2xx, unusable body\x02no answer within the timeout\x02no connection\x02a" +
+	"nswer too large\x02unknown\x02[redacted]\x02Message from Relais (in Engl" +
+	"ish)\x02Message from the service (its own words, protected values masked" +
+	")\x02The revision must be a whole number, 1 or more.\x02Unknown consumer" +
+	".\x02Settlement date\x02More filters: instance, revision, consumer, date" +
+	"s\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Pro" +
+	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
+	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
+	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
+	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
+	" the first day comes after the last.\x02This address holds a parameter t" +
+	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
+	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
+	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
+	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
+	" go back to the first page.\x02These settings are kept in this browser o" +
+	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
+	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
+	"low daylight saving time.\x02Reload lists and detail pages\x02Pages wher" +
+	"e you type a reason (confirmations, and occurrences with a value to reve" +
+	"al) never reload on their own, nor does a revealed value.\x02Save settin" +
+	"gs\x02Back without saving\x02UTC (coordinated universal time)\x02Local t" +
+	"ime at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versio" +
+	"ns: their nodes, routes and pinned revisions, drawn, with where their oc" +
+	"currences are now.\x02Published process versions: their nodes, routes an" +
+	"d pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Ve" +
+	"rsion\x02Start node\x02Graph\x02Columns follow the longest path from the" +
+	" start node. Solid arrows are successes (labelled with their route), das" +
+	"hed ones failures (labelled with their error codes). Each box says how m" +
+	"any of this version’s occurrences are at that node now.\x02Nodes\x02Node" +
+	"s of this version, with their occurrences now\x02Kind\x02Pinned revision" +
+	"\x02On success\x02On error\x02Occurrences now\x02Instances of this proce" +
+	"ss\x02Columns follow the longest path from the start node. Solid arrows " +
+	"are successes (labelled with their route), dashed ones failures (labelle" +
+	"d with their error codes).\x02Nodes of this version\x02This version has " +
+	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
+	"ists every node with its routes and counts.\x02This version has %[1]d no" +
+	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
+	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
+	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
+	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
+	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
+	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
+	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02ho" +
+	"ld (an incident for an operator)\x02any other code → %[1]s\x02fails the " +
+	"instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, p" +
+	"riority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
+	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
+	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
+	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
+	"value.\x02Cannot reveal\x02Say why you reveal this value: the reason is " +
+	"recorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s" +
+	"; recorded in the audit log.\x02Back to the occurrence\x02Only a value t" +
+	"his page shows as hidden (sensitive) can be revealed.\x02Secret values c" +
+	"an never be revealed.\x02Every sensitive value an administrator revealed" +
+	": who, when, which field and why. The values themselves are never kept." +
+	"\x02Reveals, newest first\x02No value was revealed.\x02none (revealed be" +
+	"fore reasons were asked for)\x02Method not allowed\x02This page does not" +
+	" accept that request.\x02Search\x02Type an instance or occurrence id (a " +
+	"UUID, as the pages show on hover), or a business key.\x02Nothing to find" +
+	": the search box is empty.\x02That is too long to be an id or a business" +
+	" key.\x02No instance or occurrence has the id “%[1]s”, and no instance h" +
+	"as it as its business key.\x02No instance has “%[1]s” as its business ke" +
+	"y, and it is not a whole id: the lists show the end of each id. Open the" +
+	" row, or copy its link, for the whole id.\x02You are signed out.\x02Your" +
+	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
+	" a restart of the server), so your last action was not applied. Sign in " +
+	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server). Sign in again." +
+	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators see this page: tokens, consumers, destinations a" +
+	"nd the reveal log are theirs.\x02Staff tokens (administrators, designers" +
+	", operators) that are not revoked. Consumer tokens are managed with thei" +
+	"r consumers. Revoking a token refuses its next request.\x02Staff tokens," +
+	" oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02n" +
+	"ot yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
+	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
+	"console sessions opened with it end. This cannot be undone: whoever uses" +
+	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
+	"en you signed in with: revoking it signs you out. Its next request is re" +
+	"fused. This cannot be undone.\x02This is the last usable administrator t" +
+	"oken: create another one before revoking it.\x02The token %[1]s (%[2]s) " +
+	"was revoked: its next request is refused.\x02routing output\x02(each ite" +
+	"m)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at" +
+	" least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d cha" +
+	"racter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[" +
+	"1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
+	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
+	"kers by their last fetch. A worker is listed while it was seen within th" +
+	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
+	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
+	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
+	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
+	"er serves this definition: its occurrences wait until one connects or po" +
+	"lls.\x02No process uses this definition yet: it needs a worker once a pr" +
+	"ocess pulls it.\x02No process pulls this definition: Relais calls its de" +
+	"stinations (push), and it needs no worker.\x02No worker is connected for" +
+	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 697 elements
+var frIndex = []uint32{ // 698 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1471,67 +1474,67 @@ var frIndex = []uint32{ // 697 elements
 	0x00005226, 0x0000526d, 0x000052c0, 0x000052e9,
 	0x0000538f, 0x000053b5, 0x000053dc, 0x00005404,
 	0x0000544b, 0x00005495, 0x000054c8, 0x000054db,
-	0x00005509, 0x00005545, 0x0000555b, 0x000055ef,
-	0x00005602, 0x0000563f, 0x0000567b, 0x0000568e,
-	0x000056e2, 0x00005717, 0x00005729, 0x00005740,
-	0x0000577d, 0x000057cd, 0x000057f7, 0x00005802,
-	0x0000581f, 0x0000583e, 0x0000584f, 0x00005869,
+	0x000055e3, 0x00005611, 0x0000564d, 0x00005663,
+	0x000056f7, 0x0000570a, 0x00005747, 0x00005783,
+	0x00005796, 0x000057ea, 0x0000581f, 0x00005831,
+	0x00005848, 0x00005885, 0x000058d5, 0x000058ff,
+	0x0000590a, 0x00005927, 0x00005946, 0x00005957,
 	// Entry 200 - 21F
-	0x00005872, 0x0000587c, 0x0000589b, 0x000058e9,
-	0x0000591e, 0x00005934, 0x00005945, 0x00005982,
-	0x0000599b, 0x000059b1, 0x000059db, 0x000059ee,
-	0x000059f5, 0x00005a10, 0x00005a30, 0x00005a60,
-	0x00005a77, 0x00005aaf, 0x00005aea, 0x00005b16,
-	0x00005b6a, 0x00005b7a, 0x00005b85, 0x00005b99,
-	0x00005bab, 0x00005bc1, 0x00005bd3, 0x00005be5,
-	0x00005beb, 0x00005bfd, 0x00005c0b, 0x00005c1a,
+	0x00005971, 0x0000597a, 0x00005984, 0x000059a3,
+	0x000059f1, 0x00005a26, 0x00005a3c, 0x00005a4d,
+	0x00005a8a, 0x00005aa3, 0x00005ab9, 0x00005ae3,
+	0x00005af6, 0x00005afd, 0x00005b18, 0x00005b38,
+	0x00005b68, 0x00005b7f, 0x00005bb7, 0x00005bf2,
+	0x00005c1e, 0x00005c72, 0x00005c82, 0x00005c8d,
+	0x00005ca1, 0x00005cb3, 0x00005cc9, 0x00005cdb,
+	0x00005ced, 0x00005cf3, 0x00005d05, 0x00005d13,
 	// Entry 220 - 23F
-	0x00005c30, 0x00005c5a, 0x00005c8d, 0x00005d35,
-	0x00005d85, 0x00005dad, 0x00005dff, 0x00005e41,
-	0x00005e7d, 0x00005e94, 0x00005f5c, 0x00005f89,
-	0x00006044, 0x0000605e, 0x00006077, 0x00006098,
-	0x000060ae, 0x000060b5, 0x000060cf, 0x00006164,
-	0x000061c7, 0x000061da, 0x00006201, 0x00006229,
-	0x00006237, 0x00006247, 0x0000624f, 0x00006260,
-	0x00006267, 0x0000639d, 0x000063a4, 0x000063de,
+	0x00005d22, 0x00005d38, 0x00005d62, 0x00005d95,
+	0x00005e3d, 0x00005e8d, 0x00005eb5, 0x00005f07,
+	0x00005f49, 0x00005f85, 0x00005f9c, 0x00006064,
+	0x00006091, 0x0000614c, 0x00006166, 0x0000617f,
+	0x000061a0, 0x000061b6, 0x000061bd, 0x000061d7,
+	0x0000626c, 0x000062cf, 0x000062e2, 0x00006309,
+	0x00006331, 0x0000633f, 0x0000634f, 0x00006357,
+	0x00006368, 0x0000636f, 0x000064a5, 0x000064ac,
 	// Entry 240 - 25F
-	0x000063e3, 0x000063f8, 0x0000640c, 0x0000641e,
-	0x00006434, 0x0000644e, 0x00006523, 0x0000653b,
-	0x000065dc, 0x0000666b, 0x0000667b, 0x00006755,
-	0x00006817, 0x0000681c, 0x0000682c, 0x0000683a,
-	0x0000684a, 0x0000685a, 0x00006864, 0x0000688d,
-	0x000068a7, 0x000068c2, 0x00006950, 0x00006961,
-	0x0000696e, 0x00006989, 0x0000699d, 0x000069bb,
-	0x00006a06, 0x00006a47, 0x00006a5f, 0x00006ad5,
+	0x000064e6, 0x000064eb, 0x00006500, 0x00006514,
+	0x00006526, 0x0000653c, 0x00006556, 0x0000662b,
+	0x00006643, 0x000066e4, 0x00006773, 0x00006783,
+	0x0000685d, 0x0000691f, 0x00006924, 0x00006934,
+	0x00006942, 0x00006952, 0x00006962, 0x0000696c,
+	0x00006995, 0x000069af, 0x000069ca, 0x00006a58,
+	0x00006a69, 0x00006a76, 0x00006a91, 0x00006aa5,
+	0x00006ac3, 0x00006b0e, 0x00006b4f, 0x00006b67,
 	// Entry 260 - 27F
-	0x00006b1b, 0x00006b34, 0x00006b87, 0x00006bc2,
-	0x00006c5a, 0x00006c86, 0x00006cac, 0x00006ce0,
-	0x00006cf8, 0x00006d23, 0x00006d2d, 0x00006da7,
-	0x00006ddc, 0x00006e1d, 0x00006e91, 0x00006f6a,
-	0x00006f83, 0x0000704c, 0x000070c9, 0x000070d6,
-	0x00007128, 0x0000712e, 0x000071ca, 0x0000721e,
-	0x00007249, 0x000072d5, 0x0000736b, 0x0000742d,
-	0x0000745d, 0x0000746a, 0x00007470, 0x00007486,
+	0x00006bdd, 0x00006c23, 0x00006c3c, 0x00006c8f,
+	0x00006cca, 0x00006d62, 0x00006d8e, 0x00006db4,
+	0x00006de8, 0x00006e00, 0x00006e2b, 0x00006e35,
+	0x00006eaf, 0x00006ee4, 0x00006f25, 0x00006f99,
+	0x00007072, 0x0000708b, 0x00007154, 0x000071d1,
+	0x000071de, 0x00007230, 0x00007236, 0x000072d2,
+	0x00007326, 0x00007351, 0x000073dd, 0x00007473,
+	0x00007535, 0x00007565, 0x00007572, 0x00007578,
 	// Entry 280 - 29F
-	0x00007491, 0x00007498, 0x000074a3, 0x000074b1,
-	0x000074be, 0x000074cc, 0x000074e5, 0x00007512,
-	0x000075bb, 0x000075ce, 0x000075d8, 0x00007667,
-	0x000076c8, 0x0000771a, 0x0000772c, 0x0000773f,
-	0x0000777d, 0x000077b9, 0x000077c5, 0x000077d2,
-	0x000077e0, 0x000077ee, 0x000077fe, 0x0000783a,
-	0x00007874, 0x000078f1, 0x000078fc, 0x00007926,
-	0x00007942, 0x00007946, 0x00007958, 0x00007a1a,
+	0x0000758e, 0x00007599, 0x000075a0, 0x000075ab,
+	0x000075b9, 0x000075c6, 0x000075d4, 0x000075ed,
+	0x0000761a, 0x000076c3, 0x000076d6, 0x000076e0,
+	0x0000776f, 0x000077d0, 0x00007822, 0x00007834,
+	0x00007847, 0x00007885, 0x000078c1, 0x000078cd,
+	0x000078da, 0x000078e8, 0x000078f6, 0x00007906,
+	0x00007942, 0x0000797c, 0x000079f9, 0x00007a04,
+	0x00007a2e, 0x00007a4a, 0x00007a4e, 0x00007a60,
 	// Entry 2A0 - 2BF
-	0x00007a4d, 0x00007a58, 0x00007a62, 0x00007a77,
-	0x00007a80, 0x00007a8a, 0x00007a9f, 0x00007ac3,
-	0x00007add, 0x00007af2, 0x00007b1e, 0x00007b23,
-	0x00007b38, 0x00007b4a, 0x00007b7f, 0x00007b90,
-	0x00007c06, 0x00007c91, 0x00007d20, 0x00007d87,
-	0x00007dc9, 0x00007e3c, 0x00007e84, 0x00007eb2,
-	0x00007ee5,
-} // Size: 2812 bytes
+	0x00007b22, 0x00007b55, 0x00007b60, 0x00007b6a,
+	0x00007b7f, 0x00007b88, 0x00007b92, 0x00007ba7,
+	0x00007bcb, 0x00007be5, 0x00007bfa, 0x00007c26,
+	0x00007c2b, 0x00007c40, 0x00007c52, 0x00007c87,
+	0x00007c98, 0x00007d0e, 0x00007d99, 0x00007e28,
+	0x00007e8f, 0x00007ed1, 0x00007f44, 0x00007f8c,
+	0x00007fba, 0x00007fed,
+} // Size: 2816 bytes
 
-const frData string = "" + // Size: 32485 bytes
+const frData string = "" + // Size: 32749 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1852,163 +1855,167 @@ const frData string = "" + // Size: 32485 bytes
 	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
 	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
 	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
-	"(exécutant %[1]s)\x02Relais appelle la destination (depuis %[1]s).\x02Ré" +
-	"servée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[" +
-	"1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consom" +
-	"mateur, ou une interface munie d’un jeton de règlement, la terminera plu" +
-	"s tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente" +
-	" d’un opérateur.\x02Son instance a continué par le chemin d’erreur du nœ" +
-	"ud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par " +
-	"%[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été " +
-	"arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (d" +
-	"ifférée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
-	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
-	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
-	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
-	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
-	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
-	"eur inconnu.\x02Date de clôture\x02Plus de filtres\u202f: instance, révi" +
-	"sion, consommateur, dates\x02identifiant d’instance\x02Décomptes par sta" +
-	"tut\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Er" +
-	"reur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02A" +
-	"ucune occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
-	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
-	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
-	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
-	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
-	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
-	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
-	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
-	"été.\x02Recharger les listes et les pages de détail\x02Les pages où vou" +
-	"s saisissez un motif (confirmations, et occurrences dont une valeur peut" +
-	" être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une va" +
-	"leur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
-	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
-	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Version\x02" +
-	"Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur). Chaque case indique combien d’occurrences de cette version " +
-	"se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, av" +
-	"ec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de" +
-	" réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de ce" +
-	" processus\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
-	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
-	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
-	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
-	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
-	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
-	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
-	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
-	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
-	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
-	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
-	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
-	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
-	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
-	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
-	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
-	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
-	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
-	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
-	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
-	"isissez un identifiant d’instance ou d’occurrence (un UUID, que les page" +
-	"s affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le c" +
-	"hamp de recherche est vide.\x02C’est trop long pour être un identifiant " +
-	"ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un id" +
-	"entifiant entier\u202f: les listes montrent la fin de chaque identifiant" +
-	". Ouvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vou" +
-	"s êtes déconnecté.\x02Votre session avait pris fin (inactivité, déconnex" +
-	"ion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dern" +
-	"ière action n’a pas été appliquée. Reconnectez-vous, puis refaites-la." +
-	"\x02Votre session a pris fin (inactivité, déconnexion ailleurs, jeton ré" +
-	"voqué ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02C" +
-	"onnectez-vous avec un jeton d’opérateur, de concepteur ou d’administrate" +
-	"ur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé d" +
-	"ans votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 h" +
-	"eures d’inactivité.\x02Trop de connexions échouées depuis votre adresse." +
-	" Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué" +
-	".\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Seuls les administrateurs voient cette page\u202f: les jetons, les c" +
-	"onsommateurs, les destinations et le journal des révélations sont de leu" +
-	"r ressort.\x02Jetons du personnel (administrateurs, concepteurs, opérate" +
-	"urs) non révoqués. Les jetons des consommateurs se gèrent avec leurs con" +
-	"sommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du p" +
-	"ersonnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière u" +
-	"tilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révo" +
-	"quer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %" +
-	"[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et le" +
-	"s sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
-	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
-	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
-	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
-	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
-	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
-	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
-	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
-	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
-	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
-	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
-	" charge.\x02Seules les révisions %[1]s sont prises en charge."
+	"(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans q" +
+	"ue son résultat soit enregistré\u202f: la réplique qui l’a passé s’est p" +
+	"eut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4" +
+	"]s)\u202f: demandez à la destination s’il a pris effet.\x02Relais appell" +
+	"e la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jus" +
+	"qu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
+	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
+	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
+	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
+	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
+	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
+	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
+	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son je" +
+	"ton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
+	"lement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)" +
+	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
+	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
+	"asqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses " +
+	"propres termes, valeurs protégées masquées)\x02La révision doit être un " +
+	"nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
+	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
+	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
+	"nt\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond " +
+	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
+	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
+	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
+	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
+	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02p" +
+	"rochaine tentative\x02disponible depuis\x02appel en cours depuis\x02verr" +
+	"ou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivan" +
+	"te\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’é" +
+	"crit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
+	"\x02Cette adresse contient un paramètre illisible (un signe pour cent qu" +
+	"i n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)" +
+	"\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
+	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
+	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
+	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
+	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
+	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
+	"de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Le" +
+	"s décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les" +
+	" pages de détail\x02Les pages où vous saisissez un motif (confirmations," +
+	" et occurrences dont une valeur peut être révélée) ne se rechargent jama" +
+	"is d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les rég" +
+	"lages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02" +
+	"Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versi" +
+	"ons de processus publiées\u202f: leurs nœuds, routes et révisions épingl" +
+	"ées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les v" +
+	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
+	"inglées, dessinés.\x02Processus par clé\x02Versions, les plus récentes d" +
+	"’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Pro" +
+	"cessus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suiv" +
+	"ent le plus long chemin depuis le nœud de départ. Les flèches pleines so" +
+	"nt les réussites (étiquetées par leur route), les pointillées les échecs" +
+	" (étiquetées par leurs codes d’erreur). Chaque case indique combien d’oc" +
+	"currences de cette version se trouvent à ce nœud maintenant.\x02Nœuds" +
+	"\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02" +
+	"Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrence" +
+	"s actuelles\x02Instances de ce processus\x02Les colonnes suivent le plus" +
+	" long chemin depuis le nœud de départ. Les flèches pleines sont les réus" +
+	"sites (étiquetées par leur route), les pointillées les échecs (étiquetée" +
+	"s par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version " +
+	"a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)." +
+	" Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompte" +
+	"s.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblem" +
+	"ent (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses ro" +
+	"utes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à parti" +
+	"r de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et déc" +
+	"omptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous re" +
+	"prend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
+	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
+	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
+	"\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloca" +
+	"ge (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’i" +
+	"nstance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle t" +
+	"entative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle " +
+	"tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
+	"\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées" +
+	"\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les" +
+	" 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une va" +
+	"leur sensible.\x02Révélation impossible\x02Dites pourquoi vous révélez c" +
+	"ette valeur\u202f: le motif est consigné avec la révélation dans le jour" +
+	"nal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journa" +
+	"l d’audit.\x02Retour à l’occurrence\x02Seule une valeur que cette page a" +
+	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
+	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
+	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
+	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
+	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
+	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
+	"as cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou" +
+	" d’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
+	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
+	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
+	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
+	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
+	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
+	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
+	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
+	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
+	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
+	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
+	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
+	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
+	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
+	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
+	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
+	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Seuls les administrateurs voient cett" +
+	"e page\u202f: les jetons, les consommateurs, les destinations et le jour" +
+	"nal des révélations sont de leur ressort.\x02Jetons du personnel (admini" +
+	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
+	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
+	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
+	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
+	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
+	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
+	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
+	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
+	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
+	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
+	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
+	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
+	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
+	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
+	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
+	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02Auc" +
+	"un exécutant ne sert cette définition\u202f: ses occurrences attendent q" +
+	"u’un exécutant se connecte ou interroge.\x02Aucun processus n’utilise en" +
+	"core cette définition\u202f: elle aura besoin d’un exécutant quand un pr" +
+	"ocessus l’utilisera en mode pull.\x02Aucun processus n’utilise cette déf" +
+	"inition en mode pull\u202f: Relais appelle ses destinations (push), elle" +
+	" n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
+	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
+	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
+	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
+	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
+	"t prises en charge."
 
-	// Total table size 63435 bytes (61KiB); checksum: CB3768C2
+	// Total table size 63910 bytes (62KiB); checksum: 38FBE880
