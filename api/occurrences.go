@@ -128,7 +128,7 @@ func deref(s *string) string {
 func occurrenceStatus(s string) bool { return slices.Contains(engine.OccurrenceStatuses, s) }
 
 // occurrenceParams are the query parameters of occurrenceFilter.
-var occurrenceParams = []string{"definition", "status", "instance", "revision", "consumer", "process", "business_key", "error_code",
+var occurrenceParams = []string{"definition", "status", "instance", "revision", "consumer", "destination", "process", "business_key", "error_code",
 	"created_after", "created_before", "settled_after", "settled_before"}
 
 // occurrenceFilter reads the observation filters shared by the API and
@@ -160,6 +160,12 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 			errs = append(errs, fault.FieldError{Path: "consumer", Message: "must be a consumer id"})
 		}
 		f.ConsumerID = n
+	}
+	if s := q.Get("destination"); s != "" {
+		if !engine.IsDestinationName(s) {
+			errs = append(errs, fault.FieldError{Path: "destination", Message: "must be a destination name"})
+		}
+		f.Destination = s
 	}
 	f.ProcessKey, f.BusinessKey, f.ErrorCode = textParam(q, "process", &errs), textParam(q, "business_key", &errs), textParam(q, "error_code", &errs)
 	f.CreatedAfter = timeParam(q, "created_after", &errs)

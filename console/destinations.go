@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/relais/relais/engine"
@@ -21,6 +22,8 @@ type destinationRow struct {
 	Headers string
 	Timeout string
 	Updated timeView
+	// Calls lists the push occurrences calling it.
+	Calls string
 }
 
 // destinationListView is the destinations page.
@@ -28,7 +31,7 @@ type destinationListView struct {
 	Chrome                                                   chrome
 	List                                                     cardList
 	HeadName, HeadURL, HeadHeaders, HeadTimeout, HeadUpdated string
-	NoHeader                                                 string
+	HeadCalls, CallsLink, NoHeader                           string
 	Rows                                                     []destinationRow
 }
 
@@ -54,6 +57,7 @@ func (c *Console) destinationList(w http.ResponseWriter, r *http.Request) {
 		HeadName: T(ctx, "Name"), HeadURL: T(ctx, "URL"), HeadHeaders: T(ctx, "Headers sent"), HeadTimeout: T(ctx, "Longest timeout"),
 		HeadUpdated: T(ctx, "Last changed"),
 		NoHeader:    T(ctx, "no header"),
+		HeadCalls:   T(ctx, "Calls"), CallsLink: T(ctx, "Its calls"),
 	}
 	if len(errs) > 0 {
 		c.render(w, r, http.StatusOK, destinationListPage(v))
@@ -68,7 +72,8 @@ func (c *Console) destinationList(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, d := range dests {
 		v.Rows = append(v.Rows, destinationRow{Name: d.Name, URL: d.URL, Headers: strings.Join(d.HeaderNames, ", "),
-			Timeout: formatDuration(ctx, d.MaxTimeout), Updated: formatTime(ctx, d.UpdatedAt)})
+			Timeout: formatDuration(ctx, d.MaxTimeout), Updated: formatTime(ctx, d.UpdatedAt),
+			Calls: homePath + "?" + url.Values{"destination": {d.Name}}.Encode()})
 	}
 	linkPages(&v.List, destinationsPath, "after", dests, more, after == "", func(d engine.Destination) string { return d.Name })
 	c.render(w, r, http.StatusOK, destinationListPage(v))

@@ -63,7 +63,19 @@ func TestDestinationListPage(t *testing.T) {
 	if r := b.mustGet("/console/destinations?after=scoring", 200); count(r, "destination-row") != 0 || text(r, "empty") != "No more destinations." {
 		t.Errorf("after the last: %d rows, %q", count(r, "destination-row"), text(r, "empty"))
 	}
+	// Each row links to its calls: the occurrences list, filtered by it.
+	calls, _ := b.mustGet("/console/destinations", 200).doc.Find(`[data-testid=destination-row][data-name=scoring] [data-testid=destination-calls]`).Attr("href")
+	if calls != "/console/occurrences?destination=scoring" {
+		t.Errorf("calls link %q", calls)
+	}
 	op := signedIn(t, f.env.URL, "en", f.env.Operator)
+	if r := op.mustGet(calls, 200); text(r, "filter-errors") != "" || r.doc.Find(`[data-testid=filter-destination]`).AttrOr("value", "") != "scoring" ||
+		r.doc.Find(`[data-testid=more-filters][open]`).Length() != 1 {
+		t.Errorf("the calls' list: errors %q, or the destination filter not shown", text(r, "filter-errors"))
+	}
+	if r := op.mustGet("/console/occurrences?destination=Not%20a%20name", 200); !strings.Contains(text(r, "filter-errors"), "Unknown destination") {
+		t.Errorf("a malformed destination: errors %q", text(r, "filter-errors"))
+	}
 	if r := op.get("/console/destinations"); r.status != http.StatusForbidden || count(op.mustGet("/console/audit", 200), "nav-destinations") != 0 {
 		t.Errorf("operator: /console/destinations %d, or a Destinations link shown", r.status)
 	}

@@ -27,6 +27,7 @@ const (
 // in the URL so that a view can be shared.
 type occurrenceFilter struct {
 	Definition, Status, Instance, Revision, Consumer string
+	Destination                                      string
 	Process, BusinessKey, ErrorCode                  string
 	CreatedFrom, CreatedTo, SettledFrom, SettledTo   string
 	Limit                                            string
@@ -35,13 +36,13 @@ type occurrenceFilter struct {
 
 // occurrenceParams are the parameters the operations view reads: its
 // filters (query's) and its page.
-var occurrenceParams = append([]string{"definition", "status", "instance", "revision", "consumer", "process", "business_key",
+var occurrenceParams = append([]string{"definition", "status", "instance", "revision", "consumer", "destination", "process", "business_key",
 	"error_code", "created_from", "created_to", "settled_from", "settled_to", "limit"}, pagingParams...)
 
 func filterFromQuery(q url.Values) occurrenceFilter {
 	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
 	return occurrenceFilter{Definition: get("definition"), Status: get("status"), Instance: get("instance"),
-		Revision: get("revision"), Consumer: get("consumer"), Process: get("process"), BusinessKey: get("business_key"),
+		Revision: get("revision"), Consumer: get("consumer"), Destination: get("destination"), Process: get("process"), BusinessKey: get("business_key"),
 		ErrorCode: get("error_code"), CreatedFrom: get("created_from"), CreatedTo: get("created_to"),
 		SettledFrom: get("settled_from"), SettledTo: get("settled_to"), Limit: get("limit"), Page: pageFromQuery(q)}
 }
@@ -50,7 +51,7 @@ func filterFromQuery(q url.Values) occurrenceFilter {
 func (f occurrenceFilter) query() url.Values {
 	q := url.Values{}
 	for _, kv := range [][2]string{{"definition", f.Definition}, {"status", f.Status}, {"instance", f.Instance},
-		{"revision", f.Revision}, {"consumer", f.Consumer}, {"process", f.Process}, {"business_key", f.BusinessKey},
+		{"revision", f.Revision}, {"consumer", f.Consumer}, {"destination", f.Destination}, {"process", f.Process}, {"business_key", f.BusinessKey},
 		{"error_code", f.ErrorCode}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo},
 		{"settled_from", f.SettledFrom}, {"settled_to", f.SettledTo}, {"limit", f.Limit}} {
 		if kv[1] != "" {
@@ -72,14 +73,14 @@ func (f occurrenceFilter) href() string {
 // status: the counts by status, cached per definition, then cannot follow
 // it and say so.
 func (f occurrenceFilter) narrowed() bool {
-	return f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.Process != "" || f.BusinessKey != "" ||
+	return f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.Destination != "" || f.Process != "" || f.BusinessKey != "" ||
 		f.ErrorCode != "" || f.CreatedFrom != "" || f.CreatedTo != "" || f.SettledFrom != "" || f.SettledTo != ""
 }
 
 // moreOpen reports whether a filter of the form's second part is set, so
 // that it opens unfolded.
 func (f occurrenceFilter) moreOpen() bool {
-	return f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.CreatedFrom != "" || f.CreatedTo != "" ||
+	return f.Instance != "" || f.Revision != "" || f.Consumer != "" || f.Destination != "" || f.CreatedFrom != "" || f.CreatedTo != "" ||
 		f.SettledFrom != "" || f.SettledTo != ""
 }
 
@@ -114,6 +115,12 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 			errs = append(errs, T(ctx, "Unknown consumer."))
 		}
 		ef.ConsumerID = n
+	}
+	if f.Destination != "" {
+		if !engine.IsDestinationName(f.Destination) {
+			errs = append(errs, T(ctx, "Unknown destination “%s”.", f.Destination))
+		}
+		ef.Destination = f.Destination
 	}
 	var e []string
 	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
@@ -177,6 +184,7 @@ type occurrenceListView struct {
 
 	FiltersLabel, MoreFilters                                                 string
 	DefinitionLabel, StatusLabel, InstanceLabel, RevisionLabel, ConsumerLabel string
+	DestinationLabel, DestinationHint                                         string
 	ProcessLabel, BusinessKeyLabel, BusinessKeyHint, ErrorCodeLabel           string
 	CreatedLabel, SettledLabel, FromLabel, ToLabel                            string
 	Apply, Reset, ResetHref                                                   string
@@ -210,7 +218,8 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 
 	v := occurrenceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "External tasks"), "occurrences"),
-		FiltersLabel: T(ctx, "Filters"), MoreFilters: T(ctx, "More filters: instance, revision, consumer, dates"),
+		FiltersLabel: T(ctx, "Filters"), MoreFilters: T(ctx, "More filters: instance, revision, consumer, destination, dates"),
+		DestinationLabel: T(ctx, "Push destination"), DestinationHint: T(ctx, "its name, exactly"),
 		DefinitionLabel: T(ctx, "Definition"), StatusLabel: T(ctx, "Status"),
 		InstanceLabel: T(ctx, "Process instance"), RevisionLabel: T(ctx, "Revision"), ConsumerLabel: T(ctx, "Consumer"),
 		ProcessLabel: T(ctx, "Process"), BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"), ErrorCodeLabel: T(ctx, "Error code"),

@@ -204,6 +204,8 @@ type OccurrenceFilter struct {
 	Instance   *uuid.UUID
 	Revision   int
 	ConsumerID int64
+	// Destination keeps the push occurrences calling it.
+	Destination string
 	// Triage filters: the instance's process and business key, the error
 	// code, and creation and settlement windows [after, before).
 	ProcessKey    string
@@ -227,7 +229,8 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 	p := queries.OccurrenceListParams{DefinitionKey: strPtr(f.Definition), Status: strPtr(f.Status), InstanceID: f.Instance,
 		Before: f.Before, Max: int32(f.Limit), Now: e.at(),
 		ProcessKey: strPtr(f.ProcessKey), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode),
-		CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, SettledAfter: f.SettledAfter, SettledBefore: f.SettledBefore}
+		CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, SettledAfter: f.SettledAfter, SettledBefore: f.SettledBefore,
+		Destination: strPtr(f.Destination)}
 	if f.Revision > 0 {
 		r := int32(f.Revision)
 		p.Revision = &r
@@ -241,7 +244,7 @@ func (e *Engine) ListOccurrences(ctx context.Context, f OccurrenceFilter) ([]Occ
 			Status: p.Status, InstanceID: p.InstanceID, Revision: p.Revision, ProcessKey: p.ProcessKey, BusinessKey: p.BusinessKey,
 			ErrorCode: p.ErrorCode, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo, CreatedAfter: p.CreatedAfter,
 			CreatedBefore: p.CreatedBefore, SettledAfter: p.SettledAfter,
-			SettledBefore: p.SettledBefore, ConsumerID: p.ConsumerID, After: *f.After, Max: p.Max})
+			SettledBefore: p.SettledBefore, ConsumerID: p.ConsumerID, Destination: p.Destination, After: *f.After, Max: p.Max})
 		if err != nil {
 			return nil, wrap("list occurrences", err)
 		}

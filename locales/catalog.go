@@ -39,429 +39,432 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              288,
-	"%[1]s %[2]s, %[3]s %[4]s":                 289,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          287,
-	"%[1]s; %[2]s":                             286,
-	"%d (0 lowest, 9 highest)":                 448,
-	"%d attempts":                              452,
-	"%d attempts, retry after %s, priority %d": 598,
+	"%[1]s %[2]s":                              290,
+	"%[1]s %[2]s, %[3]s %[4]s":                 291,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          289,
+	"%[1]s; %[2]s":                             288,
+	"%d (0 lowest, 9 highest)":                 450,
+	"%d attempts":                              454,
+	"%d attempts, retry after %s, priority %d": 603,
 	"%d breaking":                              218,
 	"%d changes":                               217,
-	"%d completed":                             284,
-	"%d d":                                     296,
-	"%d days":                                  310,
-	"%d failed":                                285,
-	"%d h":                                     295,
+	"%d completed":                             286,
+	"%d d":                                     298,
+	"%d days":                                  312,
+	"%d failed":                                287,
+	"%d h":                                     297,
 	"%d held instances match now.":             60,
-	"%d hours":                                 311,
-	"%d items":                                 667,
-	"%d left":                                  454,
-	"%d min":                                   294,
-	"%d minutes":                               312,
+	"%d hours":                                 313,
+	"%d items":                                 672,
+	"%d left":                                  456,
+	"%d min":                                   296,
+	"%d minutes":                               314,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              665,
-	"%d ms": 314,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         588,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 587,
-	"%d occurrences":                          531,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              670,
+	"%d ms": 316,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         593,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 592,
+	"%d occurrences":                          536,
 	"%d releases":                             237,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       293,
-	"%d seconds": 313,
+	"%d s":       295,
+	"%d seconds": 315,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        506,
-	"%s (deferred; settled with its settle token)":        504,
-	"%s (deferred; settled with its settle token, as %s)": 505,
+	"%s (deferred; settled by %s)":                        508,
+	"%s (deferred; settled with its settle token)":        506,
+	"%s (deferred; settled with its settle token, as %s)": 507,
 	"%s (token #%d, %s)":                                  92,
-	"%s ago":                                              291,
-	"%s so far":                                           502,
-	"%s → %s":                                             593,
-	"%s, revision %s":                                     414,
-	"%s, version %s":                                      415,
-	"%s: %s":                                              283,
+	"%s ago":                                              293,
+	"%s so far":                                           504,
+	"%s → %s":                                             598,
+	"%s, revision %s":                                     416,
+	"%s, version %s":                                      417,
+	"%s: %s":                                              285,
 	"%s: %s → %s":                                         225,
-	"%s: a date is written 2026-12-01.":                   545,
+	"%s: a date is written 2026-12-01.":                   550,
 	"%s: every revision, present and future":              165,
 	"%s: revisions %s":                                    166,
-	"%s: the first day comes after the last.":             546,
-	"%s–%s":                                               282,
-	"(%d characters in all)":                              668,
-	"(%d handed back, not counted)":                       453,
-	"(each item)":                                         655,
-	"(worker %s)":                                         490,
-	"0 seconds":                                           309,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           633,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 483,
+	"%s: the first day comes after the last.":             551,
+	"%s–%s":                                               284,
+	"(%d characters in all)":                              673,
+	"(%d handed back, not counted)":                       455,
+	"(each item)":                                         660,
+	"(worker %s)":                                         492,
+	"0 seconds":                                           311,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           638,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 485,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              346,
-	"Abandoned by %s at %s — “%s”":                                   339,
+	"Abandoned at node":                                              348,
+	"Abandoned by %s at %s — “%s”":                                   341,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 357,
+	"Act on every instance this filter matches": 359,
 	"Action":                              95,
 	"All actions":                         107,
-	"All consumers":                       528,
-	"All definitions":                     273,
+	"All consumers":                       533,
+	"All definitions":                     275,
 	"All its tasks":                       164,
-	"All processes":                       363,
-	"All statuses":                        365,
-	"All workers":                         681,
-	"An operator abandoned the instance.": 482,
-	"Any definition":                      364,
+	"All processes":                       365,
+	"All statuses":                        367,
+	"All workers":                         686,
+	"An operator abandoned the instance.": 484,
+	"Any definition":                      366,
 	"Apply filters":                       104,
-	"Apr":                                 300,
-	"As of %s (%s); refreshed every few seconds.": 267,
-	"Attempts":                         419,
+	"Apr":                                 302,
+	"As of %s (%s); refreshed every few seconds.": 269,
+	"Attempts":                         421,
 	"Audit log":                        101,
-	"Aug":                              304,
-	"Available from":                   463,
+	"Aug":                              306,
+	"Available from":                   465,
 	"Back to definitions":              140,
 	"Back to external tasks":           139,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           609,
-	"Back without saving":              558,
+	"Back to the occurrence":           614,
+	"Back without saving":              563,
 	"Breaks processes":                 195,
 	"Breaks workers":                   196,
 	"Bulk %s applied to %d instances.": 90,
 	"Bulk action":                      99,
 	"Business key":                     77,
 	"By process and error code":        82,
-	"Call timeout":                     449,
-	"Camunda 7 facade":                 685,
-	"Cancelled: the instance was stopped (%s).":               501,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 500,
+	"Call timeout":                     451,
+	"Calls":                            247,
+	"Camunda 7 facade":                 690,
+	"Cancelled: the instance was stopped (%s).":               503,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 502,
 	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           606,
+	"Cannot reveal":                                           611,
 	"Change":                                                  193,
 	"Changes between the two revisions":                       205,
 	"Changes of the Working copy since revision %d":           214,
 	"Choose two existing revisions to compare.":               215,
 	"Classification":                                          172,
 	"Clear filters":                                           105,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            582,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 573,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            587,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 578,
 	"Compare":              192,
 	"Compare revisions":    188,
-	"Completed":            281,
-	"Completed (%s).":      496,
-	"Completed, last hour": 264,
-	"Completions and failures per 5 minutes, last hour: %s":    274,
-	"Completions and failures per 5-minute slot, oldest first": 279,
-	"Completions and failures, last hour":                      257,
-	"Connected":                                                677,
+	"Completed":            283,
+	"Completed (%s).":      498,
+	"Completed, last hour": 266,
+	"Completions and failures per 5 minutes, last hour: %s":    276,
+	"Completions and failures per 5-minute slot, oldest first": 281,
+	"Completions and failures, last hour":                      259,
+	"Connected":                                                682,
 	"Constraints":                                              173,
-	"Consumer":                                                 421,
-	"Consumer and worker":                                      525,
+	"Consumer":                                                 423,
+	"Consumer and worker":                                      530,
 	"Consumers":                                                124,
 	"Consumers, oldest first":                                  153,
 	"Counting the occurrences; the counts appear when you reload the page.": 167,
 	"Counts are unavailable right now.":                                     168,
-	"Counts as of %s (%s); refreshed every few seconds.":                    604,
-	"Counts by status": 521,
-	"Created":          325,
+	"Counts as of %s (%s); refreshed every few seconds.":                    609,
+	"Counts by status": 526,
+	"Created":          327,
 	"Created from":     80,
 	"Created on":       157,
 	"Created to":       81,
-	"Creation date":    351,
-	"Dates":            417,
-	"Deadline":         446,
-	"Dec":              308,
-	"Deferred":         467,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 495,
-	"Definition":         259,
+	"Creation date":    353,
+	"Dates":            419,
+	"Deadline":         448,
+	"Dec":              310,
+	"Deferred":         469,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 497,
+	"Definition":         261,
 	"Definition %s":      175,
 	"Definitions":        122,
 	"Definitions by key": 232,
-	"Definitions served": 675,
-	"Definitions, those needing attention first": 258,
+	"Definitions served": 680,
+	"Definitions, those needing attention first": 260,
 	"Description":          174,
-	"Destination":          433,
+	"Destination":          435,
 	"Destinations":         125,
 	"Destinations by name": 241,
-	"Destination’s answer": 426,
+	"Destination’s answer": 428,
 	"Detail":               194,
 	"Digest":               208,
 	"Display settings":     130,
 	"Display settings: ":   131,
-	"Duration":             425,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 256,
+	"Duration":             427,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 258,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    345,
-	"End node or error":           361,
-	"Ended":                       342,
-	"Error":                       524,
-	"Error (before any attempt)":  469,
+	"End node":                    347,
+	"End node or error":           363,
+	"Ended":                       344,
+	"Error":                       529,
+	"Error (before any attempt)":  471,
 	"Error code":                  78,
-	"Error message":               428,
-	"Every %d seconds":            562,
-	"Every attempt, oldest first": 420,
+	"Error message":               430,
+	"Every %d seconds":            567,
+	"Every attempt, oldest first": 422,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         612,
-	"Expired token":                        643,
-	"Expires":                              640,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         617,
+	"Expired token":                        648,
+	"Expires":                              645,
 	"External tasks":                       117,
-	"Failed":                               262,
-	"Failed (%s).":                         499,
-	"Failed at node":                       347,
-	"Failed occurrence":                    344,
-	"Failed, last hour":                    265,
-	"Feb":                                  298,
+	"Failed":                               264,
+	"Failed (%s).":                         501,
+	"Failed at node":                       349,
+	"Failed occurrence":                    346,
+	"Failed, last hour":                    267,
+	"Feb":                                  300,
 	"Field":                                169,
 	"Filter":                               53,
 	"Filters":                              103,
 	"Find":                                 121,
 	"Find an instance or occurrence":       119,
-	"Finished":                             424,
-	"First page":                           543,
+	"Finished":                             426,
+	"First page":                           548,
 	"Follow it in the audit log (new tab)": 57,
 	"Form refused":                         144,
 	"From revision":                        190,
 	"From revision %d to revision %d:":     216,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
 	"Grants":                  156,
-	"Graph":                   572,
-	"Graph of %s":             586,
-	"HTTP 2xx, unusable body": 508,
+	"Graph":                   577,
+	"Graph of %s":             591,
+	"HTTP 2xx, unusable body": 510,
 	"Headers sent":            243,
 	"Health":                  116,
 	"Held at a node of":       79,
-	"Held at node":            343,
-	"Held instances":          261,
+	"Held at node":            345,
+	"Held instances":          263,
 	"ID":                      154,
-	"In flight":               676,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 275,
+	"In flight":               681,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 277,
 	"Inputs":                     198,
 	"Inputs of revision %d":      209,
 	"Inputs of the working copy": 200,
-	"Inputs the instance was started with, labelled by process version %d's contract": 333,
-	"Inputs, labelled by revision %d's contract":                                      455,
-	"Instance":                  360,
+	"Inputs the instance was started with, labelled by process version %d's contract": 335,
+	"Inputs, labelled by revision %d's contract":                                      457,
+	"Instance":                  362,
 	"Instances":                 83,
-	"Instances of this process": 581,
+	"Instances of this process": 586,
 	"Invalid request":           137,
+	"Its calls":                 248,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  497,
-	"Its instance went on along the node’s error path.":                                                                                                                    498,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      648,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  499,
+	"Its instance went on along the node’s error path.":                                                                                                                    500,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      653,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     297,
-	"Jul":                     303,
-	"Jun":                     302,
-	"Keep it":                 650,
+	"Jan":                     299,
+	"Jul":                     305,
+	"Jun":                     304,
+	"Keep it":                 655,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     233,
-	"Kind":                    576,
+	"Kind":                    581,
 	"Language":                113,
 	"Last changed":            245,
-	"Last error (attempt %d)": 468,
-	"Last reserved":           465,
+	"Last error (attempt %d)": 470,
+	"Last reserved":           467,
 	"Last saved":              179,
-	"Last seen":               678,
-	"Last used":               639,
+	"Last seen":               683,
+	"Last used":               644,
 	"Latest revision":         234,
 	"Lists every change from one revision to another, and whom it may break.": 189,
-	"Local time at %s": 560,
-	"Lock expired %s — waiting to be offered again.": 487,
-	"Lock expires":                     466,
+	"Local time at %s": 565,
+	"Lock expired %s — waiting to be offered again.": 489,
+	"Lock expires":                     468,
 	"Longest timeout":                  244,
 	"Main navigation":                  115,
-	"Mar":                              299,
-	"Maximum attempts":                 442,
-	"May":                              301,
-	"Message from Relais (in English)": 514,
-	"Message from the service (its own words, protected values masked)": 515,
-	"Method not allowed": 616,
-	"Mode":               440,
-	"More filters: instance, revision, consumer, dates": 519,
+	"Mar":                              301,
+	"Maximum attempts":                 444,
+	"May":                              303,
+	"Message from Relais (in English)": 516,
+	"Message from the service (its own words, protected values masked)": 517,
+	"Method not allowed": 621,
+	"Mode":               442,
+	"More filters: instance, revision, consumer, destination, dates": 522,
 	"Name":                    155,
-	"Never":                   561,
-	"Next attempt":            464,
-	"Next attempt or settled": 526,
-	"Next node":               324,
-	"Next page":               542,
+	"Never":                   566,
+	"Next attempt":            466,
+	"Next attempt or settled": 531,
+	"Next node":               326,
+	"Next page":               547,
 	"No consumer yet.":        150,
-	"No definition %s has occurrences: check the key, or show all definitions.": 272,
-	"No definition has occurrences yet.":                                        266,
+	"No definition %s has occurrences: check the key, or show all definitions.": 274,
+	"No definition has occurrences yet.":                                        268,
 	"No definition yet.":                                                        236,
 	"No destination yet.":                                                       238,
 	"No inputs.":                                                                199,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 623,
-	"No instance matches these filters.": 362,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 622,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 628,
+	"No instance matches these filters.": 364,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 627,
 	"No more consumers.":                                   151,
 	"No more destinations.":                                239,
-	"No occurrence matches these filters.":                 527,
+	"No occurrence matches these filters.":                 532,
 	"No operator action matches.":                          106,
-	"No operator has acted on this instance.":              329,
-	"No outputs yet: the occurrence has not completed.":    458,
+	"No operator has acted on this instance.":              331,
+	"No outputs yet: the occurrence has not completed.":    460,
 	"No outputs.":                                          202,
-	"No outputs: the occurrence ended without completing.": 460,
-	"No process is published yet.":                         567,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          690,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          689,
+	"No outputs: the occurrence ended without completing.": 462,
+	"No process is published yet.":                         572,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          695,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          694,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
 	"No release yet.": 183,
 	"No revision yet: the Working copy has never been snapshotted.":          181,
-	"No service ever reserved this occurrence: it ended before any attempt.": 432,
-	"No service has reserved this occurrence yet.":                           429,
-	"No token.":              637,
-	"No value was revealed.": 614,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 691,
-	"No worker is connected.":           679,
-	"No worker serves this definition.": 682,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 688,
-	"Node":                  321,
-	"Node %s":               255,
-	"Nodes":                 574,
-	"Nodes of this version": 583,
-	"Nodes of this version, with their occurrences now": 575,
-	"Nodes reached, in order":                           320,
+	"No service ever reserved this occurrence: it ended before any attempt.": 434,
+	"No service has reserved this occurrence yet.":                           431,
+	"No token.":              642,
+	"No value was revealed.": 619,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 696,
+	"No worker is connected.":           684,
+	"No worker serves this definition.": 687,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 693,
+	"Node":                  323,
+	"Node %s":               257,
+	"Nodes":                 579,
+	"Nodes of this version": 588,
+	"Nodes of this version, with their occurrences now": 580,
+	"Nodes reached, in order":                           322,
 	"Not allowed":                                       135,
 	"Not found":                                         143,
 	"Notes":                                             186,
 	"Nothing exists at this address, or it is not visible to you.": 141,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 142,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             620,
+	"Nothing to find: the search box is empty.":                             625,
 	"Nothing was done.":         28,
-	"Nov":                       307,
-	"Now":                       438,
-	"Occurrence":                322,
-	"Occurrence %s":             416,
+	"Nov":                       309,
+	"Now":                       440,
+	"Occurrence":                324,
+	"Occurrence %s":             418,
 	"Occurrence offered again":  98,
-	"Occurrences now":           580,
-	"Occurrences, newest first": 522,
-	"Oct":                       306,
-	"Offered from %s — %s.":     486,
-	"Oldest claimable waits":    263,
-	"On error":                  579,
-	"On success":                578,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               610,
-	"Only administrators may reveal a sensitive value.":                                                 605,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 634,
-	"Open":             260,
-	"Operator actions": 317,
-	"Operator actions on this instance, newest first": 330,
+	"Occurrences now":           585,
+	"Occurrences, newest first": 527,
+	"Oct":                       308,
+	"Offered from %s — %s.":     488,
+	"Oldest claimable waits":    265,
+	"On error":                  584,
+	"On success":                583,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               615,
+	"Only administrators may reveal a sensitive value.":                                                 610,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 639,
+	"Open":             262,
+	"Operator actions": 319,
+	"Operator actions on this instance, newest first": 332,
 	"Operator actions, newest first":                  110,
-	"Outcome":                                         427,
+	"Outcome":                                         429,
 	"Outputs":                                         201,
 	"Outputs of revision %d":                          210,
 	"Outputs of the working copy":                     203,
-	"Outputs, labelled by revision %d's contract":     457,
-	"Pages": 540,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 556,
-	"Path":                            318,
-	"Pinned revision":                 577,
-	"Policy":                          418,
-	"Previous page":                   541,
-	"Priority":                        447,
+	"Outputs, labelled by revision %d's contract":     459,
+	"Pages": 545,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 561,
+	"Path":                            320,
+	"Pinned revision":                 582,
+	"Policy":                          420,
+	"Previous page":                   546,
+	"Priority":                        449,
 	"Process":                         75,
-	"Process %s":                      569,
-	"Process and node":                523,
-	"Process inputs":                  332,
+	"Process %s":                      574,
+	"Process and node":                528,
+	"Process inputs":                  334,
 	"Process instance":                97,
-	"Process instance %s":             315,
-	"Process instances":               353,
-	"Process instances, newest first": 359,
+	"Process instance %s":             317,
+	"Process instances":               355,
+	"Process instances, newest first": 361,
 	"Processes":                       118,
-	"Processes by key":                565,
-	"Protocol":                        674,
+	"Processes by key":                570,
+	"Protocol":                        679,
 	"Published":                       187,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 563,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       564,
-	"Reason": 96,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 568,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       569,
+	"Push destination": 523,
+	"Reason":           96,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            441,
-	"Recorded operator actions":                             328,
+	"Reason given by the worker":                            443,
+	"Recorded operator actions":                             330,
 	"Relais console":                                        112,
-	"Relais has not called the destination yet.":            435,
-	"Relais is calling the destination (since %s).":         492,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 437,
-	"Relais never called the destination: the occurrence ended before any call.":                           436,
+	"Relais has not called the destination yet.":            437,
+	"Relais is calling the destination (since %s).":         494,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 439,
+	"Relais never called the destination: the occurrence ended before any call.":                           438,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 476,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 478,
 	"Release":                             184,
 	"Releases":                            182,
 	"Releases, oldest first":              204,
-	"Reload lists and detail pages":       555,
-	"Replica":                             434,
+	"Reload lists and detail pages":       560,
+	"Replica":                             436,
 	"Required":                            171,
-	"Reserved":                            423,
-	"Reserved by %s.":                     494,
-	"Reserved by %s; lock until %s — %s.": 493,
+	"Reserved":                            425,
+	"Reserved by %s.":                     496,
+	"Reserved by %s; lock until %s — %s.": 495,
 	"Reserved now":                        163,
-	"Retried by %s at %s — “%s”":          340,
+	"Retried by %s at %s — “%s”":          342,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            444,
+	"Retries":            446,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  485,
-	"Retry delay":        443,
+	"Retry at %s — %s.":  487,
+	"Retry delay":        445,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         439,
+	"Retry or abandon it from its instance":         441,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 470,
+	"Retryable": 472,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 461,
-	"Revealed by %s at %s; recorded in the audit log.": 608,
+	"Reveal — this is recorded": 463,
+	"Revealed by %s at %s; recorded in the audit log.": 613,
 	"Reveals":               127,
-	"Reveals, newest first": 613,
+	"Reveals, newest first": 618,
 	"Revision":              185,
 	"Revision %d":           206,
 	"Revisions":             180,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 693,
-	"Revoke the %s token “%s”?": 647,
-	"Revoke the token":          649,
-	"Revoke token %d":           646,
-	"Revoke…":                   644,
-	"Role":                      638,
-	"Route":                     323,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 698,
+	"Revoke the %s token “%s”?": 652,
+	"Revoke the token":          654,
+	"Revoke token %d":           651,
+	"Revoke…":                   649,
+	"Role":                      643,
+	"Route":                     325,
 	"Routing output":            178,
-	"Rows %s–%s":                544,
-	"Save settings":             557,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 607,
+	"Rows %s–%s":                549,
+	"Save settings":             562,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 612,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               618,
-	"Secret values can never be revealed.": 611,
-	"Sep":                                  305,
-	"Served by %d workers":                 692,
+	"Search":                               623,
+	"Secret values can never be revealed.": 616,
+	"Sep":                                  307,
+	"Served by %d workers":                 697,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              326,
-	"Settlement date":      518,
-	"Show all definitions": 271,
-	"Show times in":        553,
+	"Settled":              328,
+	"Settlement date":      521,
+	"Show all definitions": 273,
+	"Show times in":        558,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
-	"Sign in": 627,
-	"Sign in with an operator, designer or administrator token.": 628,
+	"Sign in": 632,
+	"Sign in with an operator, designer or administrator token.": 633,
 	"Sign out":             129,
 	"Signed in as %s (%s)": 128,
 	"Since revision %d:":   212,
 	"Skip to content":      114,
-	"Slot":                 280,
+	"Slot":                 282,
 	"Snapshotted":          207,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 148,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 635,
-	"Staff tokens, oldest first": 636,
-	"Start node":                 571,
-	"Started":                    341,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 640,
+	"Staff tokens, oldest first": 641,
+	"Start node":                 576,
+	"Started":                    343,
 	"State":                      158,
 	"Status":                     76,
 	"Stop %d instances":          71,
@@ -475,270 +478,272 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              338,
+	"Stopped by %s at %s — “%s”":                              340,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   337,
-	"Summary": 316,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   339,
+	"Summary": 318,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 231,
 	"Tasks":                   159,
 	"Temporarily unavailable": 146,
-	"That is too long to be an id or a business key.": 621,
+	"That is too long to be an id or a business key.": 626,
 	"The %d largest groups; the filter matches more.": 84,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 240,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          211,
 	"The bulk action must be its id (a UUID).": 109,
-	"The call could not be prepared.":          477,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 491,
-	"The chart’s numbers": 278,
+	"The call could not be prepared.":          479,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 493,
+	"The chart’s numbers": 280,
 	"The confirmed count is missing: start again from the list.":                                                                                                            87,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           149,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      554,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      559,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 147,
-	"The deadline passed before a result arrived.":                                                                                                                          474,
-	"The destination answered HTTP %s.":     484,
-	"The destination could not be reached.": 478,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 472,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      473,
-	"The destination’s answer was too large.": 479,
+	"The deadline passed before a result arrived.":                                                                                                                          476,
+	"The destination answered HTTP %s.":     486,
+	"The destination could not be reached.": 480,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 474,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      475,
+	"The destination’s answer was too large.": 481,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 152,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     138,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           481,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                480,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             358,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 319,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           483,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                482,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             360,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 321,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         177,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               551,
-	"The page size must be between 1 and %d.":                                                                                                                                                              352,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  550,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               556,
+	"The page size must be between 1 and %d.":                                                                                                                                                              354,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  555,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 108,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            475,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      516,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          653,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          630,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            477,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      518,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          658,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          635,
 	"These revisions have the same contracts.":                                                                                                                                                             197,
-	"These settings are kept in this browser only.":                                                                                                                                                        552,
-	"They take every revision their consumer is granted.":                                                                                                                                                  694,
-	"They take revision %d only.":                                                                                                                                                                          695,
-	"They take revisions %s only.":                                                                                                                                                                         696,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     547,
+	"These settings are kept in this browser only.":                                                                                                                                                        557,
+	"They take every revision their consumer is granted.":                                                                                                                                                  699,
+	"They take revision %d only.":                                                                                                                                                                          700,
+	"They take revisions %s only.":                                                                                                                                                                         701,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     552,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
-	"This contract has no inputs.":                                                                                                                                                                         456,
-	"This contract has no outputs.":                                                                                                                                                                        459,
+	"This contract has no inputs.":                                                                                                                                                                         458,
+	"This contract has no outputs.":                                                                                                                                                                        461,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  145,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   327,
+	"This instance has not reached a task yet.":                   329,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 335,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 336,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 337,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 338,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            652,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           651,
-	"This page does not accept that request.": 617,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            657,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           656,
+	"This page does not accept that request.": 622,
 	"This page reloads every %d seconds.":     134,
-	"This process takes no inputs.":           334,
+	"This process takes no inputs.":           336,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 632,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 584,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            585,
+	"This token is unknown or has been revoked.": 637,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 589,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            590,
 	"Times in %s · no auto-reload":    133,
 	"Times in %s · reload every %d s": 132,
 	"To revision":                     191,
-	"Token":                           629,
+	"Token":                           634,
 	"Tokens":                          126,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 631,
-	"Totals of all definitions, not narrowed by the other filters":         530,
-	"Totals of definition %s, not narrowed by the other filters":           529,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 636,
+	"Totals of all definitions, not narrowed by the other filters":         535,
+	"Totals of definition %s, not narrowed by the other filters":           534,
 	"Type": 170,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 619,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 624,
 	"URL":                              242,
-	"UTC (coordinated universal time)": 559,
+	"UTC (coordinated universal time)": 564,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                517,
-	"Unknown parameter “%s” (did you mean “%s”?).": 548,
-	"Unknown parameter “%s”.":                      549,
-	"Unknown status “%s”.":                         350,
-	"Value":                                        331,
-	"Version":                                      570,
-	"Versions, newest first":                       566,
-	"Waiting for Relais to call the destination since %s (%s).": 488,
-	"Waiting for a worker since %s (%s).":                       489,
+	"Unknown consumer.":                519,
+	"Unknown destination “%s”.":        520,
+	"Unknown parameter “%s” (did you mean “%s”?).": 553,
+	"Unknown parameter “%s”.":                      554,
+	"Unknown status “%s”.":                         352,
+	"Value":                                        333,
+	"Version":                                      575,
+	"Versions, newest first":                       571,
+	"Waiting for Relais to call the destination since %s (%s).": 490,
+	"Waiting for a worker since %s (%s).":                       491,
 	"When":                                                      93,
 	"Who":                                                       94,
-	"Whole message":                                             431,
-	"Why (recorded with the reveal)":                            462,
-	"Worker":                                                    673,
-	"Worker id":                                                 422,
+	"Whole message":                                             433,
+	"Why (recorded with the reveal)":                            464,
+	"Worker":                                                    678,
+	"Worker id":                                                 424,
 	"Workers":                                                   123,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        671,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        676,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 672,
-	"Workers serving %s":                   680,
+	"Workers seen within three heartbeats": 677,
+	"Workers serving %s":                   685,
 	"Working copy":                         176,
-	"You are signed out.":                  624,
+	"You are signed out.":                  629,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 625,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      626,
-	"[redacted]":                          513,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 630,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      631,
+	"[redacted]":                          515,
 	"abandon":                             4,
 	"active":                              160,
-	"administrator":                       392,
-	"an incident: retry, abandon or stop": 250,
-	"answer too large":                    511,
+	"administrator":                       394,
+	"an incident: retry, abandon or stop": 252,
+	"answer too large":                    513,
 	"any":                                 74,
-	"any other code → %s":                 596,
-	"any other error":                     248,
-	"as of %s (%s); counts are refreshed every few seconds.": 532,
-	"at least %d characters":                                 656,
-	"at least %d items":                                      663,
-	"at most %d":                                             450,
-	"at most %d characters":                                  657,
-	"at most %d items":                                       664,
-	"at most %d since the last operator retry":               451,
-	"available":                                              366,
-	"boolean":                                                379,
-	"call in progress since":                                 537,
-	"cancelled":                                              369,
-	"choice":                                                 382,
-	"claimable since":                                        536,
-	"claimable since %s":                                     268,
-	"classification changed":                                 403,
-	"completed":                                              276,
-	"constraint changed":                                     404,
-	"consumer":                                               395,
-	"consumer #%s":                                           503,
-	"date":                                                   380,
-	"date and time":                                          381,
-	"deadline %s":                                            599,
-	"deferred":                                               368,
-	"deferred since":                                         539,
+	"any other code → %s":                 601,
+	"any other error":                     250,
+	"as of %s (%s); counts are refreshed every few seconds.": 537,
+	"at least %d characters":                                 661,
+	"at least %d items":                                      668,
+	"at most %d":                                             452,
+	"at most %d characters":                                  662,
+	"at most %d items":                                       669,
+	"at most %d since the last operator retry":               453,
+	"available":                                              368,
+	"boolean":                                                381,
+	"call in progress since":                                 542,
+	"cancelled":                                              371,
+	"choice":                                                 384,
+	"claimable since":                                        541,
+	"claimable since %s":                                     270,
+	"classification changed":                                 405,
+	"completed":                                              278,
+	"constraint changed":                                     406,
+	"consumer":                                               397,
+	"consumer #%s":                                           505,
+	"date":                                                   382,
+	"date and time":                                          383,
+	"deadline %s":                                            604,
+	"deferred":                                               370,
+	"deferred since":                                         544,
 	"deleted":                                                100,
-	"designer":                                               394,
-	"disconnected":                                           375,
-	"end (completes)":                                        591,
-	"end (fails)":                                            592,
-	"end: completes the instance":                            251,
-	"end: fails the instance":                                252,
-	"every revision its consumer is granted":                 686,
-	"exact, case-sensitive":                                  354,
-	"expired":                                                372,
-	"failed":                                                 277,
-	"fails the instance":                                     597,
-	"field added":                                            398,
-	"field removed":                                          399,
-	"format":                                                 409,
-	"format %s":                                              659,
-	"from":                                                   355,
-	"held":                                                   371,
-	"held for an operator":                                   249,
-	"held, then abandoned by an operator":                    349,
-	"held, then stopped by an operator":                      348,
-	"hold (an incident for an operator)":                     595,
+	"designer":                                               396,
+	"disconnected":                                           377,
+	"end (completes)":                                        596,
+	"end (fails)":                                            597,
+	"end: completes the instance":                            253,
+	"end: fails the instance":                                254,
+	"every revision its consumer is granted":                 691,
+	"exact, case-sensitive":                                  356,
+	"expired":                                                374,
+	"failed":                                                 279,
+	"fails the instance":                                     602,
+	"field added":                                            400,
+	"field removed":                                          401,
+	"format":                                                 411,
+	"format %s":                                              664,
+	"from":                                                   357,
+	"held":                                                   373,
+	"held for an operator":                                   251,
+	"held, then abandoned by an operator":                    351,
+	"held, then stopped by an operator":                      350,
+	"hold (an incident for an operator)":                     600,
 	"id or business key":                                     120,
-	"in %s":                                                  290,
-	"in progress":                                            430,
-	"instance id":                                            520,
-	"instances held":                                         602,
-	"instances held: %s":                                     603,
-	"integer":                                                377,
-	"just now":                                               292,
-	"list":                                                   384,
-	"lock until":                                             538,
-	"long polling":                                           684,
-	"long wait":                                              269,
-	"maximum":                                                411,
-	"maximum %s":                                             661,
-	"maximum items":                                          413,
-	"maximum length":                                         407,
-	"minimum":                                                410,
-	"minimum %s":                                             660,
-	"minimum items":                                          412,
-	"minimum length":                                         406,
-	"never":                                                  641,
-	"next attempt":                                           535,
-	"no":                                                     397,
-	"no answer within the timeout":                           509,
-	"no connection":                                          510,
+	"in %s":                                                  292,
+	"in progress":                                            432,
+	"instance id":                                            525,
+	"instances held":                                         607,
+	"instances held: %s":                                     608,
+	"integer":                                                379,
+	"its name, exactly":                                      524,
+	"just now":                                               294,
+	"list":                                                   386,
+	"lock until":                                             543,
+	"long polling":                                           689,
+	"long wait":                                              271,
+	"maximum":                                                413,
+	"maximum %s":                                             666,
+	"maximum items":                                          415,
+	"maximum length":                                         409,
+	"minimum":                                                412,
+	"minimum %s":                                             665,
+	"minimum items":                                          414,
+	"minimum length":                                         408,
+	"never":                                                  646,
+	"next attempt":                                           540,
+	"no":                                                     399,
+	"no answer within the timeout":                           511,
+	"no connection":                                          512,
 	"no grant: it takes nothing":                             162,
 	"no header":                                              246,
-	"no worker":                                              270,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 471,
+	"no worker":                                              272,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 473,
 	"none": 230,
-	"none (revealed before reasons were asked for)": 615,
+	"none (revealed before reasons were asked for)": 620,
 	"none yet": 235,
-	"none: a failed call takes the node’s error path": 445,
-	"normal":                          385,
-	"not provided":                    666,
-	"not yet":                         642,
-	"null":                            669,
-	"number":                          378,
-	"object":                          383,
-	"on error":                        247,
-	"one of: %s":                      662,
-	"operator":                        393,
+	"none: a failed call takes the node’s error path": 447,
+	"normal":                          387,
+	"not provided":                    671,
+	"not yet":                         647,
+	"null":                            674,
+	"number":                          380,
+	"object":                          385,
+	"on error":                        249,
+	"one of: %s":                      667,
+	"operator":                        395,
 	"optional %s field of type %s":    227,
 	"optional field of type %s":       229,
 	"optional → required":             220,
-	"pattern":                         408,
-	"pattern %s":                      658,
-	"pull":                            589,
-	"pull %s":                         254,
-	"pull (the service fetches it)":   390,
-	"push %s":                         253,
-	"push (Relais calls the service)": 391,
-	"push to %s":                      590,
-	"rejected":                        373,
-	"released":                        374,
+	"pattern":                         410,
+	"pattern %s":                      663,
+	"pull":                            594,
+	"pull %s":                         256,
+	"pull (the service fetches it)":   392,
+	"push %s":                         255,
+	"push (Relais calls the service)": 393,
+	"push to %s":                      595,
+	"rejected":                        375,
+	"released":                        376,
 	"required %s field of type %s":    226,
-	"required changed":                401,
+	"required changed":                403,
 	"required field of type %s":       228,
 	"required → optional":             221,
-	"reserved":                        367,
+	"reserved":                        369,
 	"retry":                           3,
-	"revision %d":                     533,
-	"revisions %s":                    687,
+	"revision %d":                     538,
+	"revisions %s":                    692,
 	"revoked":                         161,
-	"routing changed":                 405,
-	"routing output":                  654,
+	"routing changed":                 407,
+	"routing output":                  659,
 	"routing output %s → %s":          219,
-	"running":                         370,
-	"secret":                          387,
-	"sensitive":                       386,
-	"settled":                         534,
+	"running":                         372,
+	"secret":                          389,
+	"sensitive":                       388,
+	"settled":                         539,
 	"stop":                            5,
-	"stream":                          683,
-	"text":                            376,
+	"stream":                          688,
+	"text":                            378,
 	"the contracts are the same (the name or a description changed).": 213,
-	"this session":             645,
-	"timeout %s":               600,
-	"timeout %s (the default)": 601,
-	"to":                       356,
-	"type changed":             400,
-	"unexpected value":         670,
-	"unknown":                  512,
+	"this session":             650,
+	"timeout %s":               605,
+	"timeout %s (the default)": 606,
+	"to":                       358,
+	"type changed":             402,
+	"unexpected value":         675,
+	"unknown":                  514,
 	"values added: %s":         222,
-	"values changed":           402,
+	"values changed":           404,
 	"values removed: %s":       223,
 	"values reordered":         224,
-	"version %d":               568,
-	"waiting":                  507,
-	"yes":                      396,
-	"••• hidden (secret)":      389,
-	"••• hidden (sensitive)":   388,
-	"→ %s":                     594,
+	"version %d":               573,
+	"waiting":                  509,
+	"yes":                      398,
+	"••• hidden (secret)":      391,
+	"••• hidden (sensitive)":   390,
+	"→ %s":                     599,
 }
 
-var enIndex = []uint32{ // 698 elements
+var enIndex = []uint32{ // 703 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -809,136 +814,137 @@ var enIndex = []uint32{ // 698 elements
 	0x0000271d, 0x00002730, 0x00002756, 0x0000276a,
 	0x00002780, 0x0000283c, 0x00002851, 0x00002855,
 	0x00002862, 0x00002872, 0x0000287f, 0x00002889,
-	0x00002892, 0x000028a2, 0x000028b7, 0x000028db,
-	0x000028f7, 0x0000290f, 0x0000291a, 0x00002925,
+	0x0000288f, 0x00002899, 0x000028a2, 0x000028b2,
+	0x000028c7, 0x000028eb, 0x00002907, 0x0000291f,
 	// Entry 100 - 11F
-	0x00002930, 0x00002a46, 0x00002a6a, 0x00002a95,
-	0x00002aa0, 0x00002aa5, 0x00002ab4, 0x00002abb,
-	0x00002ad2, 0x00002ae7, 0x00002af9, 0x00002b1c,
-	0x00002b4e, 0x00002b64, 0x00002b6e, 0x00002b78,
-	0x00002b8d, 0x00002bda, 0x00002bea, 0x00002c23,
-	0x00002c77, 0x00002c81, 0x00002c88, 0x00002c9e,
-	0x00002cd7, 0x00002cdc, 0x00002ce6, 0x00002cf4,
-	0x00002d01, 0x00002d2a, 0x00002d4d, 0x00002d5a,
+	0x0000292a, 0x00002935, 0x00002940, 0x00002a56,
+	0x00002a7a, 0x00002aa5, 0x00002ab0, 0x00002ab5,
+	0x00002ac4, 0x00002acb, 0x00002ae2, 0x00002af7,
+	0x00002b09, 0x00002b2c, 0x00002b5e, 0x00002b74,
+	0x00002b7e, 0x00002b88, 0x00002b9d, 0x00002bea,
+	0x00002bfa, 0x00002c33, 0x00002c87, 0x00002c91,
+	0x00002c98, 0x00002cae, 0x00002ce7, 0x00002cec,
+	0x00002cf6, 0x00002d04, 0x00002d11, 0x00002d3a,
 	// Entry 120 - 13F
-	0x00002d7a, 0x00002d86, 0x00002d9f, 0x00002da8,
-	0x00002db2, 0x00002dbb, 0x00002dc3, 0x00002dcd,
-	0x00002dd5, 0x00002ddd, 0x00002de1, 0x00002de5,
-	0x00002de9, 0x00002ded, 0x00002df1, 0x00002df5,
-	0x00002df9, 0x00002dfd, 0x00002e01, 0x00002e05,
-	0x00002e09, 0x00002e0d, 0x00002e17, 0x00002e35,
-	0x00002e55, 0x00002e79, 0x00002e9d, 0x00002ea6,
-	0x00002ebd, 0x00002ec5, 0x00002ed6, 0x00002edb,
+	0x00002d5d, 0x00002d6a, 0x00002d8a, 0x00002d96,
+	0x00002daf, 0x00002db8, 0x00002dc2, 0x00002dcb,
+	0x00002dd3, 0x00002ddd, 0x00002de5, 0x00002ded,
+	0x00002df1, 0x00002df5, 0x00002df9, 0x00002dfd,
+	0x00002e01, 0x00002e05, 0x00002e09, 0x00002e0d,
+	0x00002e11, 0x00002e15, 0x00002e19, 0x00002e1d,
+	0x00002e27, 0x00002e45, 0x00002e65, 0x00002e89,
+	0x00002ead, 0x00002eb6, 0x00002ecd, 0x00002ed5,
 	// Entry 140 - 15F
-	0x00002f20, 0x00002f38, 0x00002f3d, 0x00002f48,
-	0x00002f4e, 0x00002f58, 0x00002f60, 0x00002f68,
-	0x00002f92, 0x00002fac, 0x00002fd4, 0x00003004,
-	0x0000300a, 0x00003019, 0x0000306c, 0x0000308a,
-	0x000031ac, 0x0000326b, 0x000032c2, 0x000032ec,
-	0x00003318, 0x00003342, 0x0000334a, 0x00003350,
-	0x0000335d, 0x0000336f, 0x00003378, 0x0000338a,
-	0x00003399, 0x000033bb, 0x000033df, 0x000033fb,
+	0x00002ee6, 0x00002eeb, 0x00002f30, 0x00002f48,
+	0x00002f4d, 0x00002f58, 0x00002f5e, 0x00002f68,
+	0x00002f70, 0x00002f78, 0x00002fa2, 0x00002fbc,
+	0x00002fe4, 0x00003014, 0x0000301a, 0x00003029,
+	0x0000307c, 0x0000309a, 0x000031bc, 0x0000327b,
+	0x000032d2, 0x000032fc, 0x00003328, 0x00003352,
+	0x0000335a, 0x00003360, 0x0000336d, 0x0000337f,
+	0x00003388, 0x0000339a, 0x000033a9, 0x000033cb,
 	// Entry 160 - 17F
-	0x00003409, 0x00003434, 0x00003446, 0x0000345c,
-	0x00003461, 0x00003464, 0x0000348e, 0x000034d7,
-	0x000034f7, 0x00003500, 0x00003512, 0x00003535,
-	0x00003543, 0x00003552, 0x0000355f, 0x00003569,
-	0x00003572, 0x0000357b, 0x00003585, 0x0000358d,
-	0x00003592, 0x0000359a, 0x000035a3, 0x000035ac,
-	0x000035b9, 0x000035be, 0x000035c6, 0x000035cd,
-	0x000035d5, 0x000035da, 0x000035e8, 0x000035ef,
+	0x000033ef, 0x0000340b, 0x00003419, 0x00003444,
+	0x00003456, 0x0000346c, 0x00003471, 0x00003474,
+	0x0000349e, 0x000034e7, 0x00003507, 0x00003510,
+	0x00003522, 0x00003545, 0x00003553, 0x00003562,
+	0x0000356f, 0x00003579, 0x00003582, 0x0000358b,
+	0x00003595, 0x0000359d, 0x000035a2, 0x000035aa,
+	0x000035b3, 0x000035bc, 0x000035c9, 0x000035ce,
+	0x000035d6, 0x000035dd, 0x000035e5, 0x000035ea,
 	// Entry 180 - 19F
-	0x000035f6, 0x000035fb, 0x00003602, 0x0000360c,
-	0x00003613, 0x00003630, 0x0000364a, 0x00003668,
-	0x00003688, 0x00003696, 0x0000369f, 0x000036a8,
-	0x000036b1, 0x000036b5, 0x000036b8, 0x000036c4,
-	0x000036d2, 0x000036df, 0x000036f0, 0x000036ff,
-	0x00003716, 0x00003729, 0x00003739, 0x00003748,
-	0x00003757, 0x0000375f, 0x00003766, 0x0000376e,
-	0x00003776, 0x00003784, 0x00003792, 0x000037a8,
+	0x000035f8, 0x000035ff, 0x00003606, 0x0000360b,
+	0x00003612, 0x0000361c, 0x00003623, 0x00003640,
+	0x0000365a, 0x00003678, 0x00003698, 0x000036a6,
+	0x000036af, 0x000036b8, 0x000036c1, 0x000036c5,
+	0x000036c8, 0x000036d4, 0x000036e2, 0x000036ef,
+	0x00003700, 0x0000370f, 0x00003726, 0x00003739,
+	0x00003749, 0x00003758, 0x00003767, 0x0000376f,
+	0x00003776, 0x0000377e, 0x00003786, 0x00003794,
 	// Entry 1A0 - 1BF
-	0x000037bd, 0x000037ce, 0x000037d4, 0x000037db,
-	0x000037e4, 0x00003800, 0x00003809, 0x00003813,
-	0x0000381c, 0x00003825, 0x0000382e, 0x00003845,
-	0x0000384d, 0x0000385b, 0x00003888, 0x00003894,
-	0x000038a2, 0x000038e9, 0x000038f5, 0x000038fd,
-	0x00003928, 0x00003973, 0x00003a35, 0x00003a39,
-	0x00003a5f, 0x00003a64, 0x00003a7f, 0x00003a90,
-	0x00003a9c, 0x00003aa4, 0x00003ad6, 0x00003adf,
+	0x000037a2, 0x000037b8, 0x000037cd, 0x000037de,
+	0x000037e4, 0x000037eb, 0x000037f4, 0x00003810,
+	0x00003819, 0x00003823, 0x0000382c, 0x00003835,
+	0x0000383e, 0x00003855, 0x0000385d, 0x0000386b,
+	0x00003898, 0x000038a4, 0x000038b2, 0x000038f9,
+	0x00003905, 0x0000390d, 0x00003938, 0x00003983,
+	0x00003a45, 0x00003a49, 0x00003a6f, 0x00003a74,
+	0x00003a8f, 0x00003aa0, 0x00003aac, 0x00003ab4,
 	// Entry 1C0 - 1DF
-	0x00003ae8, 0x00003b04, 0x00003b11, 0x00003b1f,
-	0x00003b4b, 0x00003b71, 0x00003b92, 0x00003b9d,
-	0x00003bcb, 0x00003be8, 0x00003c17, 0x00003c49,
-	0x00003c67, 0x00003c9c, 0x00003cb8, 0x00003cd7,
-	0x00003ce6, 0x00003cf3, 0x00003d01, 0x00003d0e,
-	0x00003d17, 0x00003d32, 0x00003d4d, 0x00003d57,
-	0x00003daa, 0x00003e28, 0x00003e9e, 0x00003ecb,
-	0x00003f05, 0x00003f6a, 0x00003f8a, 0x00003fb0,
+	0x00003ae6, 0x00003aef, 0x00003af8, 0x00003b14,
+	0x00003b21, 0x00003b2f, 0x00003b5b, 0x00003b81,
+	0x00003ba2, 0x00003bad, 0x00003bdb, 0x00003bf8,
+	0x00003c27, 0x00003c59, 0x00003c77, 0x00003cac,
+	0x00003cc8, 0x00003ce7, 0x00003cf6, 0x00003d03,
+	0x00003d11, 0x00003d1e, 0x00003d27, 0x00003d42,
+	0x00003d5d, 0x00003d67, 0x00003dba, 0x00003e38,
+	0x00003eae, 0x00003edb, 0x00003f15, 0x00003f7a,
 	// Entry 1E0 - 1FF
-	0x00003fda, 0x00004012, 0x0000404f, 0x00004073,
-	0x000040ec, 0x00004111, 0x0000412b, 0x00004149,
-	0x0000417d, 0x000041bd, 0x000041e7, 0x000041f6,
-	0x000042c1, 0x000042f2, 0x00004321, 0x00004334,
-	0x000043a9, 0x000043bc, 0x000043f0, 0x00004424,
-	0x00004434, 0x0000447b, 0x000044a8, 0x000044b5,
-	0x000044c5, 0x000044f5, 0x0000452f, 0x00004552,
-	0x0000455a, 0x00004572, 0x0000458f, 0x0000459d,
+	0x00003f9a, 0x00003fc0, 0x00003fea, 0x00004022,
+	0x0000405f, 0x00004083, 0x000040fc, 0x00004121,
+	0x0000413b, 0x00004159, 0x0000418d, 0x000041cd,
+	0x000041f7, 0x00004206, 0x000042d1, 0x00004302,
+	0x00004331, 0x00004344, 0x000043b9, 0x000043cc,
+	0x00004400, 0x00004434, 0x00004444, 0x0000448b,
+	0x000044b8, 0x000044c5, 0x000044d5, 0x00004505,
+	0x0000453f, 0x00004562, 0x0000456a, 0x00004582,
 	// Entry 200 - 21F
-	0x000045ae, 0x000045b6, 0x000045c1, 0x000045e2,
-	0x00004624, 0x00004654, 0x00004666, 0x00004676,
-	0x000046a8, 0x000046b4, 0x000046c5, 0x000046df,
-	0x000046f0, 0x000046f6, 0x0000470a, 0x00004722,
-	0x00004747, 0x00004755, 0x00004793, 0x000047d0,
-	0x000047fc, 0x00004839, 0x00004848, 0x00004850,
-	0x0000485d, 0x0000486d, 0x00004884, 0x0000488f,
-	0x0000489e, 0x000048a4, 0x000048b2, 0x000048bc,
+	0x0000459f, 0x000045ad, 0x000045be, 0x000045c6,
+	0x000045d1, 0x000045f2, 0x00004634, 0x00004664,
+	0x00004676, 0x00004697, 0x000046a7, 0x000046e6,
+	0x000046f7, 0x00004709, 0x00004715, 0x00004726,
+	0x00004740, 0x00004751, 0x00004757, 0x0000476b,
+	0x00004783, 0x000047a8, 0x000047b6, 0x000047f4,
+	0x00004831, 0x0000485d, 0x0000489a, 0x000048a9,
+	0x000048b1, 0x000048be, 0x000048ce, 0x000048e5,
 	// Entry 220 - 23F
-	0x000048c7, 0x000048da, 0x000048ff, 0x0000492a,
-	0x000049bb, 0x000049f6, 0x00004a15, 0x00004a53,
-	0x00004a8a, 0x00004ab8, 0x00004ac6, 0x00004b59,
-	0x00004b77, 0x00004c03, 0x00004c11, 0x00004c25,
-	0x00004c46, 0x00004c5a, 0x00004c60, 0x00004c74,
-	0x00004ce7, 0x00004d34, 0x00004d45, 0x00004d5c,
-	0x00004d79, 0x00004d87, 0x00004d95, 0x00004d9d,
-	0x00004da8, 0x00004dae, 0x00004ea0, 0x00004ea6,
+	0x000048f0, 0x000048ff, 0x00004905, 0x00004913,
+	0x0000491d, 0x00004928, 0x0000493b, 0x00004960,
+	0x0000498b, 0x00004a1c, 0x00004a57, 0x00004a76,
+	0x00004ab4, 0x00004aeb, 0x00004b19, 0x00004b27,
+	0x00004bba, 0x00004bd8, 0x00004c64, 0x00004c72,
+	0x00004c86, 0x00004ca7, 0x00004cbb, 0x00004cc1,
+	0x00004cd5, 0x00004d48, 0x00004d95, 0x00004da6,
+	0x00004dbd, 0x00004dda, 0x00004de8, 0x00004df6,
 	// Entry 240 - 25F
-	0x00004ed8, 0x00004edd, 0x00004eed, 0x00004ef8,
-	0x00004f01, 0x00004f11, 0x00004f2b, 0x00004fd0,
-	0x00004fe6, 0x0000506b, 0x000050e5, 0x000050f4,
-	0x000051ae, 0x000051ff, 0x00005204, 0x00005212,
-	0x00005222, 0x0000522e, 0x0000523e, 0x00005248,
-	0x0000526b, 0x00005284, 0x00005297, 0x00005303,
-	0x00005312, 0x00005320, 0x0000533c, 0x0000534b,
-	0x00005361, 0x0000539a, 0x000053cc, 0x000053da,
+	0x00004dfe, 0x00004e09, 0x00004e0f, 0x00004f01,
+	0x00004f07, 0x00004f39, 0x00004f3e, 0x00004f4e,
+	0x00004f59, 0x00004f62, 0x00004f72, 0x00004f8c,
+	0x00005031, 0x00005047, 0x000050cc, 0x00005146,
+	0x00005155, 0x0000520f, 0x00005260, 0x00005265,
+	0x00005273, 0x00005283, 0x0000528f, 0x0000529f,
+	0x000052a9, 0x000052cc, 0x000052e5, 0x000052f8,
+	0x00005364, 0x00005373, 0x00005381, 0x0000539d,
 	// Entry 260 - 27F
-	0x00005432, 0x00005469, 0x00005480, 0x000054c4,
-	0x000054e9, 0x00005560, 0x00005576, 0x0000558d,
-	0x000055bb, 0x000055ce, 0x000055f6, 0x000055fd,
-	0x00005658, 0x00005682, 0x000056b2, 0x00005710,
-	0x000057b0, 0x000057c4, 0x0000586f, 0x000058e5,
-	0x000058ed, 0x00005928, 0x0000592e, 0x000059aa,
-	0x000059f2, 0x00005a1d, 0x00005a7f, 0x00005ae1,
-	0x00005b88, 0x00005ba3, 0x00005bad, 0x00005bb2,
+	0x000053ac, 0x000053c2, 0x000053fb, 0x0000542d,
+	0x0000543b, 0x00005493, 0x000054ca, 0x000054e1,
+	0x00005525, 0x0000554a, 0x000055c1, 0x000055d7,
+	0x000055ee, 0x0000561c, 0x0000562f, 0x00005657,
+	0x0000565e, 0x000056b9, 0x000056e3, 0x00005713,
+	0x00005771, 0x00005811, 0x00005825, 0x000058d0,
+	0x00005946, 0x0000594e, 0x00005989, 0x0000598f,
+	0x00005a0b, 0x00005a53, 0x00005a7e, 0x00005ae0,
 	// Entry 280 - 29F
-	0x00005bbc, 0x00005bc4, 0x00005bca, 0x00005bd2,
-	0x00005be0, 0x00005bea, 0x00005bf7, 0x00005c0a,
-	0x00005c2e, 0x00005cae, 0x00005cbf, 0x00005cc7,
-	0x00005d3c, 0x00005d90, 0x00005dd2, 0x00005de1,
-	0x00005ded, 0x00005e29, 0x00005e63, 0x00005e71,
-	0x00005e7e, 0x00005e8c, 0x00005e9a, 0x00005ea8,
-	0x00005eda, 0x00005f0a, 0x00005f66, 0x00005f73,
-	0x00005f93, 0x00005fad, 0x00005fb2, 0x00005fc3,
+	0x00005b42, 0x00005be9, 0x00005c04, 0x00005c0e,
+	0x00005c13, 0x00005c1d, 0x00005c25, 0x00005c2b,
+	0x00005c33, 0x00005c41, 0x00005c4b, 0x00005c58,
+	0x00005c6b, 0x00005c8f, 0x00005d0f, 0x00005d20,
+	0x00005d28, 0x00005d9d, 0x00005df1, 0x00005e33,
+	0x00005e42, 0x00005e4e, 0x00005e8a, 0x00005ec4,
+	0x00005ed2, 0x00005edf, 0x00005eed, 0x00005efb,
+	0x00005f09, 0x00005f3b, 0x00005f6b, 0x00005fc7,
 	// Entry 2A0 - 2BF
-	0x00006049, 0x0000606e, 0x00006075, 0x0000607e,
-	0x00006091, 0x0000609b, 0x000060a5, 0x000060af,
-	0x000060c7, 0x000060dd, 0x000060e9, 0x0000610b,
-	0x00006112, 0x0000611f, 0x00006130, 0x00006157,
-	0x00006167, 0x000061bb, 0x0000620b, 0x0000626b,
-	0x000062be, 0x000062f6, 0x00006346, 0x0000637a,
-	0x00006399, 0x000063b9,
-} // Size: 2816 bytes
+	0x00005fd4, 0x00005ff4, 0x0000600e, 0x00006013,
+	0x00006024, 0x000060aa, 0x000060cf, 0x000060d6,
+	0x000060df, 0x000060f2, 0x000060fc, 0x00006106,
+	0x00006110, 0x00006128, 0x0000613e, 0x0000614a,
+	0x0000616c, 0x00006173, 0x00006180, 0x00006191,
+	0x000061b8, 0x000061c8, 0x0000621c, 0x0000626c,
+	0x000062cc, 0x0000631f, 0x00006357, 0x000063a7,
+	0x000063db, 0x000063fa, 0x0000641a,
+} // Size: 2836 bytes
 
-const enData string = "" + // Size: 25529 bytes
+const enData string = "" + // Size: 25626 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1098,243 +1104,245 @@ const enData string = "" + // Size: 25529 bytes
 	"of the URL's query and of the headers are sealed and never shown. Create" +
 	", change and delete destinations through the API (/api/v1/destinations)." +
 	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
-	"st changed\x02no header\x02on error\x02any other error\x02held for an op" +
-	"erator\x02an incident: retry, abandon or stop\x02end: completes the inst" +
-	"ance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]" +
-	"s\x02Each definition’s queue and incidents now, and what its workers fin" +
-	"ished in the last hour: occurrences that ended completed or failed. An o" +
-	"ccurrence retried since counts where it ends next; a failed attempt with" +
-	" attempts left is not counted, its occurrence’s page lists it.\x02Comple" +
-	"tions and failures, last hour\x02Definitions, those needing attention fi" +
-	"rst\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimabl" +
-	"e waits\x02Completed, last hour\x02Failed, last hour\x02No definition ha" +
-	"s occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds." +
-	"\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all definiti" +
-	"ons\x02No definition %[1]s has occurrences: check the key, or show all d" +
-	"efinitions.\x02All definitions\x02Completions and failures per 5 minutes" +
-	", last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after th" +
-	"e chart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s " +
-	"numbers\x02Completions and failures per 5-minute slot, oldest first\x02S" +
-	"lot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
-	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02This instance is held at a failed node: an incident. It cannot be" +
-	" retried: its occurrence at node %[1]s failed before any attempt (its in" +
-	"puts could not be built), so it would fail the same way. Abandon fails t" +
-	"he instance; stop cancels it. Each asks for a reason, recorded in the au" +
-	"dit log.\x02This instance is held at a failed node: an incident. Retry o" +
-	"ffers the failed occurrence again; abandon fails the instance; stop canc" +
-	"els it. Each asks for a reason, recorded in the audit log.\x02Stopping c" +
-	"ancels the instance and its open occurrences. It does not complete anyth" +
-	"ing.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2" +
-	"]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended" +
-	"\x02Held at node\x02Failed occurrence\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02Unknown status “%[1]s”.\x02Creation date\x02Th" +
-	"e page size must be between 1 and %[1]d.\x02Process instances\x02exact, " +
-	"case-sensitive\x02from\x02to\x02Act on every instance this filter matche" +
-	"s\x02The next page counts them and asks for a reason before anything cha" +
-	"nges.\x02Process instances, newest first\x02Instance\x02End node or erro" +
-	"r\x02No instance matches these filters.\x02All processes\x02Any definiti" +
-	"on\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02" +
-	"running\x02held\x02expired\x02rejected\x02released\x02disconnected\x02te" +
-	"xt\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice" +
-	"\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensi" +
-	"tive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (R" +
-	"elais calls the service)\x02administrator\x02operator\x02designer\x02con" +
-	"sumer\x02yes\x02no\x02field added\x02field removed\x02type changed\x02re" +
-	"quired changed\x02values changed\x02classification changed\x02constraint" +
-	" changed\x02routing changed\x02minimum length\x02maximum length\x02patte" +
-	"rn\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02" +
-	"%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dat" +
-	"es\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02W" +
-	"orker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02" +
-	"Outcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
-	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
-	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
-	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
-	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
-	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
-	"e reveal)\x02Available from\x02Next attempt\x02Last reserved\x02Lock exp" +
-	"ires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the service marked this failure as not retryabl" +
-	"e (attempts left unused: %[1]d)\x02The destination did not answer within" +
-	" the call’s timeout (%[1]s): it may have acted all the same, so check be" +
-	"fore retrying.\x02The destination did not answer within the call’s timeo" +
-	"ut: it may have acted all the same, so check before retrying.\x02The dea" +
-	"dline passed before a result arrived.\x02The result did not match the re" +
-	"vision's outputs contract.\x02Relais stopped during the call: whether th" +
-	"e destination acted is unknown, so it is not called again.\x02The call c" +
-	"ould not be prepared.\x02The destination could not be reached.\x02The de" +
-	"stination’s answer was too large.\x02The last attempt’s lock expired wit" +
-	"h no attempt left.\x02The inputs could not be built from the process’s b" +
-	"indings.\x02An operator abandoned the instance.\x02A Camunda 7 worker re" +
-	"ported a failure with no retries left (retries: 0, or a budget already s" +
-	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02R" +
-	"etry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[" +
-	"1]s — waiting to be offered again.\x02Waiting for Relais to call the des" +
-	"tination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s" +
-	").\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without it" +
-	"s result recorded: the replica making it may have stopped. If so, it fai" +
-	"ls outcome_unknown at %[3]s (%[4]s): ask the destination whether it took" +
-	" effect.\x02Relais is calling the destination (since %[1]s).\x02Reserved" +
-	" by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred s" +
-	"ince %[1]s (%[2]s): a worker of the same consumer, or a front end with a" +
-	" settle token, completes it later.\x02Completed (%[1]s).\x02Its instance" +
-	" is held here, waiting for an operator.\x02Its instance went on along th" +
-	"e node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was s" +
-	"topped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopp" +
-	"ed (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settl" +
-	"ed with its settle token)\x02%[1]s (deferred; settled with its settle to" +
-	"ken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP " +
-	"2xx, unusable body\x02no answer within the timeout\x02no connection\x02a" +
-	"nswer too large\x02unknown\x02[redacted]\x02Message from Relais (in Engl" +
-	"ish)\x02Message from the service (its own words, protected values masked" +
-	")\x02The revision must be a whole number, 1 or more.\x02Unknown consumer" +
-	".\x02Settlement date\x02More filters: instance, revision, consumer, date" +
-	"s\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Pro" +
-	"cess and node\x02Error\x02Consumer and worker\x02Next attempt or settled" +
-	"\x02No occurrence matches these filters.\x02All consumers\x02Totals of d" +
-	"efinition %[1]s, not narrowed by the other filters\x02Totals of all defi" +
-	"nitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
-	" the first day comes after the last.\x02This address holds a parameter t" +
-	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
-	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
-	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
-	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
-	" go back to the first page.\x02These settings are kept in this browser o" +
-	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
-	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
-	"low daylight saving time.\x02Reload lists and detail pages\x02Pages wher" +
-	"e you type a reason (confirmations, and occurrences with a value to reve" +
-	"al) never reload on their own, nor does a revealed value.\x02Save settin" +
-	"gs\x02Back without saving\x02UTC (coordinated universal time)\x02Local t" +
-	"ime at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versio" +
-	"ns: their nodes, routes and pinned revisions, drawn, with where their oc" +
-	"currences are now.\x02Published process versions: their nodes, routes an" +
-	"d pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
-	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02Ve" +
-	"rsion\x02Start node\x02Graph\x02Columns follow the longest path from the" +
-	" start node. Solid arrows are successes (labelled with their route), das" +
-	"hed ones failures (labelled with their error codes). Each box says how m" +
-	"any of this version’s occurrences are at that node now.\x02Nodes\x02Node" +
-	"s of this version, with their occurrences now\x02Kind\x02Pinned revision" +
-	"\x02On success\x02On error\x02Occurrences now\x02Instances of this proce" +
-	"ss\x02Columns follow the longest path from the start node. Solid arrows " +
-	"are successes (labelled with their route), dashed ones failures (labelle" +
-	"d with their error codes).\x02Nodes of this version\x02This version has " +
-	"%[1]d nodes: too many to draw legibly (at most %[2]d). The table below l" +
-	"ists every node with its routes and counts.\x02This version has %[1]d no" +
-	"des: too many to draw legibly (at most %[2]d). The table below lists eve" +
-	"ry node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%" +
-	"[1]d node, starting at %[2]s. The table below lists the same nodes, rout" +
-	"es and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below l" +
-	"ists the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]" +
-	"s. The table below lists the same nodes and routes.\x02pull\x02push to %" +
-	"[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02ho" +
-	"ld (an incident for an operator)\x02any other code → %[1]s\x02fails the " +
-	"instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, p" +
-	"riority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
-	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
-	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
-	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
-	"value.\x02Cannot reveal\x02Say why you reveal this value: the reason is " +
-	"recorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s" +
-	"; recorded in the audit log.\x02Back to the occurrence\x02Only a value t" +
-	"his page shows as hidden (sensitive) can be revealed.\x02Secret values c" +
-	"an never be revealed.\x02Every sensitive value an administrator revealed" +
-	": who, when, which field and why. The values themselves are never kept." +
-	"\x02Reveals, newest first\x02No value was revealed.\x02none (revealed be" +
-	"fore reasons were asked for)\x02Method not allowed\x02This page does not" +
-	" accept that request.\x02Search\x02Type an instance or occurrence id (a " +
-	"UUID, as the pages show on hover), or a business key.\x02Nothing to find" +
-	": the search box is empty.\x02That is too long to be an id or a business" +
-	" key.\x02No instance or occurrence has the id “%[1]s”, and no instance h" +
-	"as it as its business key.\x02No instance has “%[1]s” as its business ke" +
-	"y, and it is not a whole id: the lists show the end of each id. Open the" +
-	" row, or copy its link, for the whole id.\x02You are signed out.\x02Your" +
-	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
-	" a restart of the server), so your last action was not applied. Sign in " +
-	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators see this page: tokens, consumers, destinations a" +
-	"nd the reveal log are theirs.\x02Staff tokens (administrators, designers" +
-	", operators) that are not revoked. Consumer tokens are managed with thei" +
-	"r consumers. Revoking a token refuses its next request.\x02Staff tokens," +
-	" oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02n" +
-	"ot yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
-	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
-	"console sessions opened with it end. This cannot be undone: whoever uses" +
-	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
-	"en you signed in with: revoking it signs you out. Its next request is re" +
-	"fused. This cannot be undone.\x02This is the last usable administrator t" +
-	"oken: create another one before revoking it.\x02The token %[1]s (%[2]s) " +
-	"was revoked: its next request is refused.\x02routing output\x02(each ite" +
-	"m)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at" +
-	" least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d cha" +
-	"racter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[" +
-	"1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
-	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
-	"kers by their last fetch. A worker is listed while it was seen within th" +
-	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
-	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
-	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
-	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
-	"er serves this definition: its occurrences wait until one connects or po" +
-	"lls.\x02No process uses this definition yet: it needs a worker once a pr" +
-	"ocess pulls it.\x02No process pulls this definition: Relais calls its de" +
-	"stinations (push), and it needs no worker.\x02No worker is connected for" +
-	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
-	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
-	" is granted.\x02They take every revision their consumer is granted.\x02T" +
-	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"st changed\x02no header\x02Calls\x02Its calls\x02on error\x02any other e" +
+	"rror\x02held for an operator\x02an incident: retry, abandon or stop\x02e" +
+	"nd: completes the instance\x02end: fails the instance\x02push %[1]s\x02p" +
+	"ull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, an" +
+	"d what its workers finished in the last hour: occurrences that ended com" +
+	"pleted or failed. An occurrence retried since counts where it ends next;" +
+	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
+	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
+	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
+	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
+	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
+	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
+	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
+	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02This instance is held at a failed node: an i" +
+	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
+	"e any attempt (its inputs could not be built), so it would fail the same" +
+	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
+	" an incident. Retry offers the failed occurrence again; abandon fails th" +
+	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
+	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
+	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
+	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02End node" +
+	"\x02Abandoned at node\x02Failed at node\x02held, then stopped by an oper" +
+	"ator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
+	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
+	"ss instances\x02exact, case-sensitive\x02from\x02to\x02Act on every inst" +
+	"ance this filter matches\x02The next page counts them and asks for a rea" +
+	"son before anything changes.\x02Process instances, newest first\x02Insta" +
+	"nce\x02End node or error\x02No instance matches these filters.\x02All pr" +
+	"ocesses\x02Any definition\x02All statuses\x02available\x02reserved\x02de" +
+	"ferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02release" +
+	"d\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02dat" +
+	"e and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
+	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
+	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
+	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
+	"\x02type changed\x02required changed\x02values changed\x02classification" +
+	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
+	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
+	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
+	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
+	"stination’s answer\x02Outcome\x02Error message\x02No service has reserve" +
+	"d this occurrence yet.\x02in progress\x02Whole message\x02No service eve" +
+	"r reserved this occurrence: it ended before any attempt.\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
+	"r called the destination: the occurrence ended before any call.\x02Relai" +
+	"s keeps the destination’s status code only when it refused the call (des" +
+	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
+	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
+	" from its instance\x02Mode\x02Reason given by the worker\x02Maximum atte" +
+	"mpts\x02Retry delay\x02Retries\x02none: a failed call takes the node’s e" +
+	"rror path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call" +
+	" timeout\x02at most %[1]d\x02at most %[1]d since the last operator retry" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
+	"\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled b" +
+	"y revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, " +
+	"labelled by revision %[1]d's contract\x02No outputs yet: the occurrence " +
+	"has not completed.\x02This contract has no outputs.\x02No outputs: the o" +
+	"ccurrence ended without completing.\x02Reveal — this is recorded\x02Why " +
+	"(recorded with the reveal)\x02Available from\x02Next attempt\x02Last res" +
+	"erved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error" +
+	" (before any attempt)\x02Retryable\x02no: the service marked this failur" +
+	"e as not retryable (attempts left unused: %[1]d)\x02The destination did " +
+	"not answer within the call’s timeout (%[1]s): it may have acted all the " +
+	"same, so check before retrying.\x02The destination did not answer within" +
+	" the call’s timeout: it may have acted all the same, so check before ret" +
+	"rying.\x02The deadline passed before a result arrived.\x02The result did" +
+	" not match the revision's outputs contract.\x02Relais stopped during the" +
+	" call: whether the destination acted is unknown, so it is not called aga" +
+	"in.\x02The call could not be prepared.\x02The destination could not be r" +
+	"eached.\x02The destination’s answer was too large.\x02The last attempt’s" +
+	" lock expired with no attempt left.\x02The inputs could not be built fro" +
+	"m the process’s bindings.\x02An operator abandoned the instance.\x02A Ca" +
+	"munda 7 worker reported a failure with no retries left (retries: 0, or a" +
+	" budget already spent): it is not run again.\x02The destination answered" +
+	" HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
+	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
+	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
+	"ed %[2]s without its result recorded: the replica making it may have sto" +
+	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
+	"ion whether it took effect.\x02Relais is calling the destination (since " +
+	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
+	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
+	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
+	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
+	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
+	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
+	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
+	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
+	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlement da" +
+	"te\x02More filters: instance, revision, consumer, destination, dates\x02" +
+	"Push destination\x02its name, exactly\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
+	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
+	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
+	" other filters\x02Totals of all definitions, not narrowed by the other f" +
+	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
+	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
+	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
+	"us page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date " +
+	"is written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02" +
+	"This address holds a parameter that cannot be read (a percent sign not f" +
+	"ollowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose its off" +
+	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
+	"s and detail pages\x02Pages where you type a reason (confirmations, and " +
+	"occurrences with a value to reveal) never reload on their own, nor does " +
+	"a revealed value.\x02Save settings\x02Back without saving\x02UTC (coordi" +
+	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
+	"onds\x02Published process versions: their nodes, routes and pinned revis" +
+	"ions, drawn, with where their occurrences are now.\x02Published process " +
+	"versions: their nodes, routes and pinned revisions, drawn.\x02Processes " +
+	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
+	"ion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns " +
+	"follow the longest path from the start node. Solid arrows are successes " +
+	"(labelled with their route), dashed ones failures (labelled with their e" +
+	"rror codes). Each box says how many of this version’s occurrences are at" +
+	" that node now.\x02Nodes\x02Nodes of this version, with their occurrence" +
+	"s now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrence" +
+	"s now\x02Instances of this process\x02Columns follow the longest path fr" +
+	"om the start node. Solid arrows are successes (labelled with their route" +
+	"), dashed ones failures (labelled with their error codes).\x02Nodes of t" +
+	"his version\x02This version has %[1]d nodes: too many to draw legibly (a" +
+	"t most %[2]d). The table below lists every node with its routes and coun" +
+	"ts.\x02This version has %[1]d nodes: too many to draw legibly (at most %" +
+	"[2]d). The table below lists every node with its routes.\x02Graph of %[1" +
+	"]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table " +
+	"below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, star" +
+	"ting at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
+	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Cannot reveal\x02Say why yo" +
+	"u reveal this value: the reason is recorded with the reveal in the audit" +
+	" log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back " +
+	"to the occurrence\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02Search\x02Typ" +
+	"e an instance or occurrence id (a UUID, as the pages show on hover), or " +
+	"a business key.\x02Nothing to find: the search box is empty.\x02That is " +
+	"too long to be an id or a business key.\x02No instance or occurrence has" +
+	" the id “%[1]s”, and no instance has it as its business key.\x02No insta" +
+	"nce has “%[1]s” as its business key, and it is not a whole id: the lists" +
+	" show the end of each id. Open the row, or copy its link, for the whole " +
+	"id.\x02You are signed out.\x02Your session had ended (inactivity, a sign" +
+	"-out elsewhere, a revoked token or a restart of the server), so your las" +
+	"t action was not applied. Sign in again, then repeat it.\x02Your session" +
+	" has ended (inactivity, a sign-out elsewhere, a revoked token or a resta" +
+	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
+	", designer or administrator token.\x02Token\x02The token is checked once" +
+	" and never stored in your browser; a session cookie stands for it for up" +
+	" to 8 hours of inactivity.\x02Too many failed sign-ins from your address" +
+	". Try again in %[1]d seconds.\x02This token is unknown or has been revok" +
+	"ed.\x02A %[1]s token cannot open the console: sign in with an operator, " +
+	"designer or administrator token.\x02Only administrators see this page: t" +
+	"okens, consumers, destinations and the reveal log are theirs.\x02Staff t" +
+	"okens (administrators, designers, operators) that are not revoked. Consu" +
+	"mer tokens are managed with their consumers. Revoking a token refuses it" +
+	"s next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02La" +
+	"st used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02th" +
+	"is session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02I" +
+	"ts next request is refused, and console sessions opened with it end. Thi" +
+	"s cannot be undone: whoever uses it needs a new token.\x02Revoke the tok" +
+	"en\x02Keep it\x02This is the token you signed in with: revoking it signs" +
+	" you out. Its next request is refused. This cannot be undone.\x02This is" +
+	" the last usable administrator token: create another one before revoking" +
+	" it.\x02The token %[1]s (%[2]s) was revoked: its next request is refused" +
+	".\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at lea" +
+	"st %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
+	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
+	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
+	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
+	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
+	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
+	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
+	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
+	"nected by a stream, and polling workers by their last fetch. A worker is" +
+	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
+	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
+	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
+	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
+	"rences wait until one connects or polls.\x02No process uses this definit" +
+	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
+	"this definition: Relais calls its destinations (push), and it needs no w" +
+	"orker.\x02No worker is connected for this definition; none of its occurr" +
+	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
+	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
+	"e take every revision their consumer is granted.\x02They take every revi" +
+	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
+	"y take revisions %[1]s only."
 
-var frIndex = []uint32{ // 698 elements
+var frIndex = []uint32{ // 703 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1405,136 +1413,137 @@ var frIndex = []uint32{ // 698 elements
 	0x000032c0, 0x000032e5, 0x00003313, 0x00003338,
 	0x00003352, 0x0000343c, 0x00003451, 0x00003455,
 	0x00003468, 0x00003477, 0x0000348e, 0x0000349d,
-	0x000034af, 0x000034c2, 0x000034de, 0x0000350b,
-	0x00003528, 0x0000354b, 0x00003556, 0x00003561,
+	0x000034a4, 0x000034af, 0x000034c1, 0x000034d4,
+	0x000034f0, 0x0000351d, 0x0000353a, 0x0000355d,
 	// Entry 100 - 11F
-	0x0000356d, 0x000036d6, 0x000036fd, 0x0000373b,
-	0x00003747, 0x00003750, 0x00003764, 0x0000376e,
-	0x00003795, 0x000037b1, 0x000037cc, 0x000037fc,
-	0x0000383b, 0x00003856, 0x00003865, 0x00003876,
-	0x00003897, 0x00003902, 0x0000391a, 0x00003960,
-	0x000039cb, 0x000039d5, 0x000039df, 0x000039f9,
-	0x00003a42, 0x00003a4a, 0x00003a55, 0x00003a63,
-	0x00003a73, 0x00003a9d, 0x00003ac6, 0x00003ad6,
+	0x00003568, 0x00003573, 0x0000357f, 0x000036e8,
+	0x0000370f, 0x0000374d, 0x00003759, 0x00003762,
+	0x00003776, 0x00003780, 0x000037a7, 0x000037c3,
+	0x000037de, 0x0000380e, 0x0000384d, 0x00003868,
+	0x00003877, 0x00003888, 0x000038a9, 0x00003914,
+	0x0000392c, 0x00003972, 0x000039dd, 0x000039e7,
+	0x000039f1, 0x00003a0b, 0x00003a54, 0x00003a5c,
+	0x00003a67, 0x00003a75, 0x00003a85, 0x00003aaf,
 	// Entry 120 - 13F
-	0x00003af5, 0x00003b01, 0x00003b1a, 0x00003b25,
-	0x00003b32, 0x00003b41, 0x00003b49, 0x00003b53,
-	0x00003b5b, 0x00003b63, 0x00003b69, 0x00003b70,
-	0x00003b75, 0x00003b7a, 0x00003b7e, 0x00003b83,
-	0x00003b89, 0x00003b8f, 0x00003b95, 0x00003b9a,
-	0x00003b9f, 0x00003ba5, 0x00003baf, 0x00003bcf,
-	0x00003bf1, 0x00003c15, 0x00003c3b, 0x00003c44,
-	0x00003c60, 0x00003c69, 0x00003c81, 0x00003c8a,
+	0x00003ad8, 0x00003ae8, 0x00003b07, 0x00003b13,
+	0x00003b2c, 0x00003b37, 0x00003b44, 0x00003b53,
+	0x00003b5b, 0x00003b65, 0x00003b6d, 0x00003b75,
+	0x00003b7b, 0x00003b82, 0x00003b87, 0x00003b8c,
+	0x00003b90, 0x00003b95, 0x00003b9b, 0x00003ba1,
+	0x00003ba7, 0x00003bac, 0x00003bb1, 0x00003bb7,
+	0x00003bc1, 0x00003be1, 0x00003c03, 0x00003c27,
+	0x00003c4d, 0x00003c56, 0x00003c72, 0x00003c7b,
 	// Entry 140 - 15F
-	0x00003cde, 0x00003cfe, 0x00003d04, 0x00003d0f,
-	0x00003d15, 0x00003d23, 0x00003d2e, 0x00003d3c,
-	0x00003d6f, 0x00003d93, 0x00003dc2, 0x00003e0b,
-	0x00003e12, 0x00003e28, 0x00003e9b, 0x00003ec1,
-	0x00004050, 0x00004157, 0x000041a7, 0x000041d8,
-	0x0000420b, 0x0000423a, 0x00004248, 0x00004255,
-	0x00004267, 0x0000427c, 0x00004289, 0x0000429e,
-	0x000042b1, 0x000042dc, 0x00004309, 0x0000432d,
+	0x00003c93, 0x00003c9c, 0x00003cf0, 0x00003d10,
+	0x00003d16, 0x00003d21, 0x00003d27, 0x00003d35,
+	0x00003d40, 0x00003d4e, 0x00003d81, 0x00003da5,
+	0x00003dd4, 0x00003e1d, 0x00003e24, 0x00003e3a,
+	0x00003ead, 0x00003ed3, 0x00004062, 0x00004169,
+	0x000041b9, 0x000041ea, 0x0000421d, 0x0000424c,
+	0x0000425a, 0x00004267, 0x00004279, 0x0000428e,
+	0x0000429b, 0x000042b0, 0x000042c3, 0x000042ee,
 	// Entry 160 - 17F
-	0x0000433f, 0x00004377, 0x0000438e, 0x000043a5,
-	0x000043a8, 0x000043ab, 0x000043df, 0x00004429,
-	0x0000445e, 0x00004467, 0x0000447e, 0x000044ac,
-	0x000044bf, 0x000044d1, 0x000044e2, 0x000044ed,
-	0x000044f8, 0x00004503, 0x0000450c, 0x00004515,
-	0x0000451e, 0x00004527, 0x00004530, 0x00004537,
-	0x00004545, 0x0000454b, 0x00004552, 0x00004559,
-	0x00004562, 0x00004567, 0x00004575, 0x0000457b,
+	0x0000431b, 0x0000433f, 0x00004351, 0x00004389,
+	0x000043a0, 0x000043b7, 0x000043ba, 0x000043bd,
+	0x000043f1, 0x0000443b, 0x00004470, 0x00004479,
+	0x00004490, 0x000044be, 0x000044d1, 0x000044e3,
+	0x000044f4, 0x000044ff, 0x0000450a, 0x00004515,
+	0x0000451e, 0x00004527, 0x00004530, 0x00004539,
+	0x00004542, 0x00004549, 0x00004557, 0x0000455d,
+	0x00004564, 0x0000456b, 0x00004574, 0x00004579,
 	// Entry 180 - 19F
-	0x00004581, 0x00004587, 0x0000458f, 0x00004598,
-	0x000045a1, 0x000045be, 0x000045d9, 0x000045fc,
-	0x0000461d, 0x0000462c, 0x00004637, 0x00004642,
-	0x0000464f, 0x00004653, 0x00004657, 0x00004665,
-	0x00004673, 0x00004681, 0x000046a1, 0x000046b4,
-	0x000046cd, 0x000046e2, 0x000046f3, 0x00004705,
-	0x00004717, 0x0000471d, 0x00004724, 0x0000472c,
-	0x00004734, 0x00004752, 0x00004770, 0x00004787,
+	0x00004587, 0x0000458d, 0x00004593, 0x00004599,
+	0x000045a1, 0x000045aa, 0x000045b3, 0x000045d0,
+	0x000045eb, 0x0000460e, 0x0000462f, 0x0000463e,
+	0x00004649, 0x00004654, 0x00004661, 0x00004665,
+	0x00004669, 0x00004677, 0x00004685, 0x00004693,
+	0x000046b3, 0x000046c6, 0x000046df, 0x000046f4,
+	0x00004705, 0x00004717, 0x00004729, 0x0000472f,
+	0x00004736, 0x0000473e, 0x00004746, 0x00004764,
 	// Entry 1A0 - 1BF
-	0x0000479c, 0x000047ad, 0x000047b3, 0x000047cc,
-	0x000047d7, 0x0000480b, 0x00004818, 0x00004836,
-	0x00004844, 0x0000484d, 0x00004854, 0x0000486f,
-	0x00004879, 0x0000488c, 0x000048c6, 0x000048cf,
-	0x000048de, 0x00004942, 0x0000494e, 0x00004958,
-	0x00004988, 0x000049e3, 0x00004aca, 0x00004ad5,
-	0x00004b08, 0x00004b0d, 0x00004b2d, 0x00004b4a,
-	0x00004b6a, 0x00004b7f, 0x00004bc0, 0x00004bcb,
+	0x00004782, 0x00004799, 0x000047ae, 0x000047bf,
+	0x000047c5, 0x000047de, 0x000047e9, 0x0000481d,
+	0x0000482a, 0x00004848, 0x00004856, 0x0000485f,
+	0x00004866, 0x00004881, 0x0000488b, 0x0000489e,
+	0x000048d8, 0x000048e1, 0x000048f0, 0x00004954,
+	0x00004960, 0x0000496a, 0x0000499a, 0x000049f5,
+	0x00004adc, 0x00004ae7, 0x00004b1a, 0x00004b1f,
+	0x00004b3f, 0x00004b5c, 0x00004b7c, 0x00004b91,
 	// Entry 1C0 - 1DF
-	0x00004bd5, 0x00004bfe, 0x00004c0f, 0x00004c1d,
-	0x00004c59, 0x00004c83, 0x00004cc8, 0x00004cf0,
-	0x00004d2f, 0x00004d50, 0x00004d8e, 0x00004dce,
-	0x00004dee, 0x00004e2f, 0x00004e5b, 0x00004e82,
-	0x00004e9a, 0x00004eae, 0x00004ec5, 0x00004ed3,
-	0x00004ede, 0x00004f01, 0x00004f20, 0x00004f3c,
-	0x00004faa, 0x0000502f, 0x000050ac, 0x000050ec,
-	0x00005132, 0x000051a4, 0x000051cc, 0x000051ef,
+	0x00004bd2, 0x00004bdd, 0x00004be7, 0x00004c10,
+	0x00004c21, 0x00004c2f, 0x00004c6b, 0x00004c95,
+	0x00004cda, 0x00004d02, 0x00004d41, 0x00004d62,
+	0x00004da0, 0x00004de0, 0x00004e00, 0x00004e41,
+	0x00004e6d, 0x00004e94, 0x00004eac, 0x00004ec0,
+	0x00004ed7, 0x00004ee5, 0x00004ef0, 0x00004f13,
+	0x00004f32, 0x00004f4e, 0x00004fbc, 0x00005041,
+	0x000050be, 0x000050fe, 0x00005144, 0x000051b6,
 	// Entry 1E0 - 1FF
-	0x00005226, 0x0000526d, 0x000052c0, 0x000052e9,
-	0x0000538f, 0x000053b5, 0x000053dc, 0x00005404,
-	0x0000544b, 0x00005495, 0x000054c8, 0x000054db,
-	0x000055e3, 0x00005611, 0x0000564d, 0x00005663,
-	0x000056f7, 0x0000570a, 0x00005747, 0x00005783,
-	0x00005796, 0x000057ea, 0x0000581f, 0x00005831,
-	0x00005848, 0x00005885, 0x000058d5, 0x000058ff,
-	0x0000590a, 0x00005927, 0x00005946, 0x00005957,
+	0x000051de, 0x00005201, 0x00005238, 0x0000527f,
+	0x000052d2, 0x000052fb, 0x000053a1, 0x000053c7,
+	0x000053ee, 0x00005416, 0x0000545d, 0x000054a7,
+	0x000054da, 0x000054ed, 0x000055f5, 0x00005623,
+	0x0000565f, 0x00005675, 0x00005709, 0x0000571c,
+	0x00005759, 0x00005795, 0x000057a8, 0x000057fc,
+	0x00005831, 0x00005843, 0x0000585a, 0x00005897,
+	0x000058e7, 0x00005911, 0x0000591c, 0x00005939,
 	// Entry 200 - 21F
-	0x00005971, 0x0000597a, 0x00005984, 0x000059a3,
-	0x000059f1, 0x00005a26, 0x00005a3c, 0x00005a4d,
-	0x00005a8a, 0x00005aa3, 0x00005ab9, 0x00005ae3,
-	0x00005af6, 0x00005afd, 0x00005b18, 0x00005b38,
-	0x00005b68, 0x00005b7f, 0x00005bb7, 0x00005bf2,
-	0x00005c1e, 0x00005c72, 0x00005c82, 0x00005c8d,
-	0x00005ca1, 0x00005cb3, 0x00005cc9, 0x00005cdb,
-	0x00005ced, 0x00005cf3, 0x00005d05, 0x00005d13,
+	0x00005958, 0x00005969, 0x00005983, 0x0000598c,
+	0x00005996, 0x000059b5, 0x00005a03, 0x00005a38,
+	0x00005a4e, 0x00005a74, 0x00005a85, 0x00005acf,
+	0x00005ae5, 0x00005af9, 0x00005b12, 0x00005b28,
+	0x00005b52, 0x00005b65, 0x00005b6c, 0x00005b87,
+	0x00005ba7, 0x00005bd7, 0x00005bee, 0x00005c26,
+	0x00005c61, 0x00005c8d, 0x00005ce1, 0x00005cf1,
+	0x00005cfc, 0x00005d10, 0x00005d22, 0x00005d38,
 	// Entry 220 - 23F
-	0x00005d22, 0x00005d38, 0x00005d62, 0x00005d95,
-	0x00005e3d, 0x00005e8d, 0x00005eb5, 0x00005f07,
-	0x00005f49, 0x00005f85, 0x00005f9c, 0x00006064,
-	0x00006091, 0x0000614c, 0x00006166, 0x0000617f,
-	0x000061a0, 0x000061b6, 0x000061bd, 0x000061d7,
-	0x0000626c, 0x000062cf, 0x000062e2, 0x00006309,
-	0x00006331, 0x0000633f, 0x0000634f, 0x00006357,
-	0x00006368, 0x0000636f, 0x000064a5, 0x000064ac,
+	0x00005d4a, 0x00005d5c, 0x00005d62, 0x00005d74,
+	0x00005d82, 0x00005d91, 0x00005da7, 0x00005dd1,
+	0x00005e04, 0x00005eac, 0x00005efc, 0x00005f24,
+	0x00005f76, 0x00005fb8, 0x00005ff4, 0x0000600b,
+	0x000060d3, 0x00006100, 0x000061bb, 0x000061d5,
+	0x000061ee, 0x0000620f, 0x00006225, 0x0000622c,
+	0x00006246, 0x000062db, 0x0000633e, 0x00006351,
+	0x00006378, 0x000063a0, 0x000063ae, 0x000063be,
 	// Entry 240 - 25F
-	0x000064e6, 0x000064eb, 0x00006500, 0x00006514,
-	0x00006526, 0x0000653c, 0x00006556, 0x0000662b,
-	0x00006643, 0x000066e4, 0x00006773, 0x00006783,
-	0x0000685d, 0x0000691f, 0x00006924, 0x00006934,
-	0x00006942, 0x00006952, 0x00006962, 0x0000696c,
-	0x00006995, 0x000069af, 0x000069ca, 0x00006a58,
-	0x00006a69, 0x00006a76, 0x00006a91, 0x00006aa5,
-	0x00006ac3, 0x00006b0e, 0x00006b4f, 0x00006b67,
+	0x000063c6, 0x000063d7, 0x000063de, 0x00006514,
+	0x0000651b, 0x00006555, 0x0000655a, 0x0000656f,
+	0x00006583, 0x00006595, 0x000065ab, 0x000065c5,
+	0x0000669a, 0x000066b2, 0x00006753, 0x000067e2,
+	0x000067f2, 0x000068cc, 0x0000698e, 0x00006993,
+	0x000069a3, 0x000069b1, 0x000069c1, 0x000069d1,
+	0x000069db, 0x00006a04, 0x00006a1e, 0x00006a39,
+	0x00006ac7, 0x00006ad8, 0x00006ae5, 0x00006b00,
 	// Entry 260 - 27F
-	0x00006bdd, 0x00006c23, 0x00006c3c, 0x00006c8f,
-	0x00006cca, 0x00006d62, 0x00006d8e, 0x00006db4,
-	0x00006de8, 0x00006e00, 0x00006e2b, 0x00006e35,
-	0x00006eaf, 0x00006ee4, 0x00006f25, 0x00006f99,
-	0x00007072, 0x0000708b, 0x00007154, 0x000071d1,
-	0x000071de, 0x00007230, 0x00007236, 0x000072d2,
-	0x00007326, 0x00007351, 0x000073dd, 0x00007473,
-	0x00007535, 0x00007565, 0x00007572, 0x00007578,
+	0x00006b14, 0x00006b32, 0x00006b7d, 0x00006bbe,
+	0x00006bd6, 0x00006c4c, 0x00006c92, 0x00006cab,
+	0x00006cfe, 0x00006d39, 0x00006dd1, 0x00006dfd,
+	0x00006e23, 0x00006e57, 0x00006e6f, 0x00006e9a,
+	0x00006ea4, 0x00006f1e, 0x00006f53, 0x00006f94,
+	0x00007008, 0x000070e1, 0x000070fa, 0x000071c3,
+	0x00007240, 0x0000724d, 0x0000729f, 0x000072a5,
+	0x00007341, 0x00007395, 0x000073c0, 0x0000744c,
 	// Entry 280 - 29F
-	0x0000758e, 0x00007599, 0x000075a0, 0x000075ab,
-	0x000075b9, 0x000075c6, 0x000075d4, 0x000075ed,
-	0x0000761a, 0x000076c3, 0x000076d6, 0x000076e0,
-	0x0000776f, 0x000077d0, 0x00007822, 0x00007834,
-	0x00007847, 0x00007885, 0x000078c1, 0x000078cd,
-	0x000078da, 0x000078e8, 0x000078f6, 0x00007906,
-	0x00007942, 0x0000797c, 0x000079f9, 0x00007a04,
-	0x00007a2e, 0x00007a4a, 0x00007a4e, 0x00007a60,
+	0x000074e2, 0x000075a4, 0x000075d4, 0x000075e1,
+	0x000075e7, 0x000075fd, 0x00007608, 0x0000760f,
+	0x0000761a, 0x00007628, 0x00007635, 0x00007643,
+	0x0000765c, 0x00007689, 0x00007732, 0x00007745,
+	0x0000774f, 0x000077de, 0x0000783f, 0x00007891,
+	0x000078a3, 0x000078b6, 0x000078f4, 0x00007930,
+	0x0000793c, 0x00007949, 0x00007957, 0x00007965,
+	0x00007975, 0x000079b1, 0x000079eb, 0x00007a68,
 	// Entry 2A0 - 2BF
-	0x00007b22, 0x00007b55, 0x00007b60, 0x00007b6a,
-	0x00007b7f, 0x00007b88, 0x00007b92, 0x00007ba7,
-	0x00007bcb, 0x00007be5, 0x00007bfa, 0x00007c26,
-	0x00007c2b, 0x00007c40, 0x00007c52, 0x00007c87,
-	0x00007c98, 0x00007d0e, 0x00007d99, 0x00007e28,
-	0x00007e8f, 0x00007ed1, 0x00007f44, 0x00007f8c,
-	0x00007fba, 0x00007fed,
-} // Size: 2816 bytes
+	0x00007a73, 0x00007a9d, 0x00007ab9, 0x00007abd,
+	0x00007acf, 0x00007b91, 0x00007bc4, 0x00007bcf,
+	0x00007bd9, 0x00007bee, 0x00007bf7, 0x00007c01,
+	0x00007c16, 0x00007c3a, 0x00007c54, 0x00007c69,
+	0x00007c95, 0x00007c9a, 0x00007caf, 0x00007cc1,
+	0x00007cf6, 0x00007d07, 0x00007d7d, 0x00007e08,
+	0x00007e97, 0x00007efe, 0x00007f40, 0x00007fb3,
+	0x00007ffb, 0x00008029, 0x0000805c,
+} // Size: 2836 bytes
 
-const frData string = "" + // Size: 32749 bytes
+const frData string = "" + // Size: 32860 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1730,286 +1739,288 @@ const frData string = "" + // Size: 32749 bytes
 	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
 	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
 	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
-	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02en " +
-	"cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02incid" +
-	"ent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instan" +
-	"ce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02" +
-	"Nœud %[1]s\x02La file d’attente et les incidents de chaque définition ma" +
-	"intenant, et ce que ses exécutants ont terminé dans la dernière heure" +
-	"\u202f: les occurrences terminées avec succès ou en échec. Une occurrenc" +
-	"e relancée depuis compte là où elle se termine ensuite\u202f; un échec q" +
-	"ui laisse des tentatives n’est pas compté, la page de son occurrence le " +
-	"montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles qu" +
-	"i demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instance" +
-	"s bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Term" +
-	"inées, dernière heure\x02En échec, dernière heure\x02Aucune définition n" +
-	"’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes le" +
-	"s 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue" +
-	"\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune définit" +
-	"ion %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes l" +
-	"es définitions.\x02Toutes les définitions\x02Réussites et échecs par tra" +
-	"nche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
-	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
-	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
-	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
-	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
-	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
-	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
-	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
-	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
-	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
-	"as pu être construites), une reprise échouerait donc de la même façon. L" +
-	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
-	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
-	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
-	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
-	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
-	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
-	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
-	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
-	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Nœud de fin\x02Abandonnée au nœud" +
-	"\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloqué" +
-	"e, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Date de création\x02La taille de page doit être comprise en" +
-	"tre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02d" +
-	"u\x02au\x02Agir sur toutes les instances que ce filtre retient\x02La pag" +
-	"e suivante les compte et demande un motif avant que rien ne change.\x02I" +
-	"nstances de processus, les plus récentes d’abord\x02Instance\x02Nœud de " +
-	"fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous le" +
-	"s processus\x02Toute définition\x02Tous les statuts\x02disponible\x02rés" +
-	"ervée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejeté" +
-	"e\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02da" +
-	"te\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible" +
-	"\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un " +
-	"exécutant la récupère)\x02push (Relais appelle le service)\x02administra" +
-	"teur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ a" +
-	"jouté\x02champ retiré\x02type modifié\x02caractère obligatoire modifié" +
-	"\x02valeurs modifiées\x02classification modifiée\x02contrainte modifiée" +
-	"\x02routage modifié\x02longueur minimale\x02longueur maximale\x02motif" +
-	"\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre " +
-	"maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toute" +
-	"s les tentatives, les plus anciennes d’abord\x02Consommateur\x02Identifi" +
-	"ant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la " +
-	"destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encor" +
-	"e réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécu" +
-	"tant n’a jamais réservé cette occurrence\u202f: elle a pris fin avant to" +
-	"ute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appel" +
-	"é la destination.\x02Relais n’a jamais appelé la destination\u202f: l’o" +
-	"ccurrence a pris fin avant tout appel.\x02Relais ne conserve le code de " +
-	"statut de la destination que lorsqu’elle a refusé l’appel (destination_h" +
-	"ttp_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de " +
-	"la prise en charge de l’appel à son règlement.\x02Maintenant\x02La repre" +
-	"ndre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’ex" +
-	"écutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentati" +
-	"ve\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le ch" +
-	"emin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse," +
-	" 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d dep" +
-	"uis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d" +
-	"\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restante" +
-	"s\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce cont" +
-	"rat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révi" +
-	"sion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas termin" +
-	"ée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurren" +
-	"ce s’est terminée sans aboutir.\x02Révéler — cette action est enregistré" +
-	"e\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pr" +
-	"ochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
-	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
-	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
-	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
-	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
-	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
-	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
-	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
-	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
-	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
-	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
-	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
-	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
-	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
-	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
-	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
-	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
-	"du HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à part" +
-	"ir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être propos" +
-	"ée de nouveau.\x02En attente de l’appel de Relais à la destination depu" +
-	"is %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02" +
-	"(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans q" +
-	"ue son résultat soit enregistré\u202f: la réplique qui l’a passé s’est p" +
-	"eut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4" +
-	"]s)\u202f: demandez à la destination s’il a pris effet.\x02Relais appell" +
-	"e la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jus" +
-	"qu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2" +
-	"]s)\u202f: un exécutant du même consommateur, ou une interface munie d’u" +
-	"n jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02So" +
-	"n instance est bloquée ici, en attente d’un opérateur.\x02Son instance a" +
-	" continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulé" +
-	"e\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f" +
-	"».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’i" +
-	"ci\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son je" +
-	"ton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règ" +
-	"lement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)" +
-	"\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le" +
-	" délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[m" +
-	"asqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses " +
-	"propres termes, valeurs protégées masquées)\x02La révision doit être un " +
-	"nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, dates\x02id" +
-	"entifiant d’instance\x02Décomptes par statut\x02Occurrences, les plus ré" +
-	"centes d’abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécuta" +
-	"nt\x02Prochaine tentative ou clôture\x02Aucune occurrence ne correspond " +
-	"à ces filtres.\x02Tous les consommateurs\x02Totaux de la définition %[1" +
-	"]s, sans les autres filtres\x02Totaux de toutes les définitions, sans le" +
-	"s autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12" +
-	"\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actu" +
-	"alisés toutes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02p" +
-	"rochaine tentative\x02disponible depuis\x02appel en cours depuis\x02verr" +
-	"ou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Page suivan" +
-	"te\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’é" +
-	"crit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier." +
-	"\x02Cette adresse contient un paramètre illisible (un signe pour cent qu" +
-	"i n’est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)" +
-	"\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inc" +
-	"onnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est" +
-	" donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de page" +
-	" est invalide\u202f: revenez à la première page.\x02Ces réglages sont co" +
-	"nservés dans ce navigateur seulement.\x02Afficher les heures en\x02La co" +
-	"nsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire " +
-	"de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. Le" +
-	"s décalages ne suivent pas l’heure d’été.\x02Recharger les listes et les" +
-	" pages de détail\x02Les pages où vous saisissez un motif (confirmations," +
-	" et occurrences dont une valeur peut être révélée) ne se rechargent jama" +
-	"is d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les rég" +
-	"lages\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02" +
-	"Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versi" +
-	"ons de processus publiées\u202f: leurs nœuds, routes et révisions épingl" +
-	"ées, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les v" +
-	"ersions de processus publiées\u202f: leurs nœuds, routes et révisions ép" +
-	"inglées, dessinés.\x02Processus par clé\x02Versions, les plus récentes d" +
-	"’abord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Pro" +
-	"cessus %[1]s\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suiv" +
-	"ent le plus long chemin depuis le nœud de départ. Les flèches pleines so" +
-	"nt les réussites (étiquetées par leur route), les pointillées les échecs" +
-	" (étiquetées par leurs codes d’erreur). Chaque case indique combien d’oc" +
-	"currences de cette version se trouvent à ce nœud maintenant.\x02Nœuds" +
-	"\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02" +
-	"Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrence" +
-	"s actuelles\x02Instances de ce processus\x02Les colonnes suivent le plus" +
-	" long chemin depuis le nœud de départ. Les flèches pleines sont les réus" +
-	"sites (étiquetées par leur route), les pointillées les échecs (étiquetée" +
-	"s par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version " +
-	"a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d)." +
-	" Le tableau ci-dessous donne chaque nœud avec ses routes et ses décompte" +
-	"s.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblem" +
-	"ent (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses ro" +
-	"utes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à parti" +
-	"r de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et déc" +
-	"omptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous re" +
-	"prend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\" +
-	"\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêm" +
-	"es nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s" +
-	"\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02bloca" +
-	"ge (un incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’i" +
-	"nstance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle t" +
-	"entative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle " +
-	"tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s" +
-	"\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloquées" +
-	"\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les" +
-	" 5 secondes environ.\x02Seuls les administrateurs peuvent révéler une va" +
-	"leur sensible.\x02Révélation impossible\x02Dites pourquoi vous révélez c" +
-	"ette valeur\u202f: le motif est consigné avec la révélation dans le jour" +
-	"nal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journa" +
-	"l d’audit.\x02Retour à l’occurrence\x02Seule une valeur que cette page a" +
-	"ffiche masquée (sensible) peut être révélée.\x02Les valeurs secrètes ne " +
-	"peuvent jamais être révélées.\x02Chaque valeur sensible qu’un administra" +
-	"teur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs el" +
-	"les-mêmes ne sont jamais conservées.\x02Révélations, les plus récentes d" +
-	"’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que l" +
-	"e motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte p" +
-	"as cette requête.\x02Recherche\x02Saisissez un identifiant d’instance ou" +
-	" d’occurrence (un UUID, que les pages affichent au survol) ou une clé mé" +
-	"tier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est" +
-	" trop long pour être un identifiant ou une clé métier.\x02Aucune instanc" +
-	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
-	"e ne l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pou" +
-	"r clé métier, et ce n’est pas un identifiant entier\u202f: les listes mo" +
-	"ntrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien" +
-	", pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session a" +
-	"vait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redéma" +
-	"rrage du serveur)\u202f: votre dernière action n’a pas été appliquée. Re" +
-	"connectez-vous, puis refaites-la.\x02Votre session a pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). Reco" +
-	"nnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateu" +
-	"r, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié u" +
-	"ne fois et n’est jamais conservé dans votre navigateur\u202f; un cookie " +
-	"de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexi" +
-	"ons échouées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce " +
-	"jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pa" +
-	"s ouvrir la console\u202f: connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Seuls les administrateurs voient cett" +
-	"e page\u202f: les jetons, les consommateurs, les destinations et le jour" +
-	"nal des révélations sont de leur ressort.\x02Jetons du personnel (admini" +
-	"strateurs, concepteurs, opérateurs) non révoqués. Les jetons des consomm" +
-	"ateurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa r" +
-	"equête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Auc" +
-	"un jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas" +
-	" encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jet" +
-	"on %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa req" +
-	"uête suivante est refusée et les sessions de console ouvertes avec lui p" +
-	"rennent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un no" +
-	"uveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec le" +
-	"quel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête s" +
-	"uivante est refusée. C’est irréversible.\x02C’est le dernier jeton admin" +
-	"istrateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02L" +
-	"e jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera ref" +
-	"usée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
-	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
-	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
-	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02Auc" +
-	"un exécutant ne sert cette définition\u202f: ses occurrences attendent q" +
-	"u’un exécutant se connecte ou interroge.\x02Aucun processus n’utilise en" +
-	"core cette définition\u202f: elle aura besoin d’un exécutant quand un pr" +
-	"ocessus l’utilisera en mode pull.\x02Aucun processus n’utilise cette déf" +
-	"inition en mode pull\u202f: Relais appelle ses destinations (push), elle" +
-	" n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
+	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
+	"els\x02Ses appels\x02en cas d’erreur\x02toute autre erreur\x02bloquée po" +
+	"ur un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
+	" de chaque définition maintenant, et ce que ses exécutants ont terminé d" +
+	"ans la dernière heure\u202f: les occurrences terminées avec succès ou en" +
+	" échec. Une occurrence relancée depuis compte là où elle se termine ensu" +
+	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
+	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
+	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
+	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
+	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
+	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
+	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
+	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
+	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
+	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
+	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
+	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de fin" +
+	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
+	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inco" +
+	"nnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de page" +
+	" doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exact" +
+	"e, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
+	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
+	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
+	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
+	" ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les stat" +
+	"uts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloq" +
+	"uée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
+	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
+	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
+	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
+	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
+	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
+	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
+	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
+	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
+	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
+	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
+	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
+	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
+	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
+	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
+	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
+	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
+	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
+	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
+	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
+	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
+	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
+	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
+	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
+	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
+	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
+	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1" +
+	"]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
+	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
+	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
+	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
+	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
+	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
+	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
+	"tte action est enregistrée\x02Motif (consigné avec la révélation)\x02Dis" +
+	"ponible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fi" +
+	"n du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (" +
+	"avant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’ex" +
+	"écutant a signalé cet échec comme définitif (tentatives restantes non u" +
+	"tilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai d" +
+	"e l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de r" +
+	"eprendre.\x02La destination n’a pas répondu dans le délai de l’appel" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L’éc" +
+	"héance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
+	"ctait pas le contrat de sorties de la révision.\x02Relais s’est arrêté p" +
+	"endant l’appel\u202f: on ignore si la destination a agi, elle n’est donc" +
+	" pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination éta" +
+	"it injoignable.\x02La réponse de la destination était trop volumineuse." +
+	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
+	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
+	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
+	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
+	"0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02" +
+	"La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2" +
+	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
+	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
+	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
+	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
+	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
+	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
+	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
+	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
+	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
+	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
+	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
+	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
+	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
+	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
+	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
+	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; ré" +
+	"glée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
+	"\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Me" +
+	"ssage de l’exécutant (ses propres termes, valeurs protégées masquées)" +
+	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
+	"nconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
+	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
+	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
+	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
+	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
+	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
+	"les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tenta" +
+	"tive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02" +
+	"différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première" +
+	" page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
+	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
+	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
+	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
+	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
+	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
+	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
+	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
+	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
+	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
+	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
+	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
+	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
+	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
+	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
+	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
+	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
+	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
+	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
+	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
+	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
+	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
+	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
+	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
+	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
+	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
+	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
+	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
+	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
+	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
+	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
+	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
+	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
+	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
+	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
+	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
+	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
+	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
+	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
+	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
+	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
+	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
+	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
+	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
+	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
+	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
+	".\x02Révélation impossible\x02Dites pourquoi vous révélez cette valeur" +
+	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
+	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
+	"\x02Retour à l’occurrence\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
+	"rence (un UUID, que les pages affichent au survol) ou une clé métier." +
+	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
+	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
+	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
+	"l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
+	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
+	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
+	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
+	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
+	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
+	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
+	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
+	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
+	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
+	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
+	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
+	"teur ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations et le journal de" +
+	"s révélations sont de leur ressort.\x02Jetons du personnel (administrate" +
+	"urs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs" +
+	" se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête" +
+	" suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jet" +
+	"on.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encor" +
+	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1" +
+	"]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête s" +
+	"uivante est refusée et les sessions de console ouvertes avec lui prennen" +
+	"t fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau " +
+	"jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel v" +
+	"ous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivant" +
+	"e est refusée. C’est irréversible.\x02C’est le dernier jeton administrat" +
+	"eur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeto" +
+	"n %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
+	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
+	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
+	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
+	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun" +
+	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
+	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
+	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
+	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
+	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
+	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
 	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
 	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
 	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
@@ -2018,4 +2029,4 @@ const frData string = "" + // Size: 32749 bytes
 	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
 	"t prises en charge."
 
-	// Total table size 63910 bytes (62KiB); checksum: 38FBE880
+	// Total table size 64158 bytes (62KiB); checksum: 2A94ED6E

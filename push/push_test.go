@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -607,4 +608,40 @@ func TestADrainingReplicaClaimsNoCall(t *testing.T) {
 		s := other.Must(200, "GET", "/api/v1/instances/"+inst, env.Operator, nil).JSON(t)["status"]
 		return s == "completed", fmt.Sprint(s)
 	})
+}
+
+// TestOccurrencesByDestination: the calls to one destination are listed by
+// its name, in the API and the console (its Destinations row links there).
+func TestOccurrencesByDestination(t *testing.T) {
+	t.Parallel()
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"outputs": {"score": 42, "band": "low"}}`)
+	}
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	for _, name := range []string{"scorer-a", "scorer-b"} {
+		env.Must(201, "PUT", "/api/v1/destinations/"+name, env.Admin, map[string]any{"url": newDestination(t, ok).URL + "/score", "max_timeout": "PT5S"})
+		env.Process("scoring_"+strings.TrimPrefix(name, "scorer-"), scoreProcess(name, "PT2S"))
+	}
+	var viaA []string
+	for _, p := range []string{"scoring_a", "scoring_b", "scoring_a"} {
+		inst := env.Must(201, "POST", "/api/v1/processes/"+p+"/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+		ended := env.WaitEnded(inst["id"].(string), 5*time.Second)
+		if p == "scoring_a" {
+			viaA = append(viaA, ended["path"].([]any)[0].(map[string]any)["occurrence_id"].(string))
+		}
+	}
+	items := env.Must(200, "GET", "/api/v1/occurrences?destination=scorer-a", env.Operator, nil).JSON(t)["items"].([]any)
+	var got []string
+	for _, it := range items {
+		got = append(got, it.(map[string]any)["id"].(string))
+	}
+	slices.Sort(got)
+	slices.Sort(viaA)
+	if !slices.Equal(got, viaA) {
+		t.Errorf("destination=scorer-a listed %v, want %v", got, viaA)
+	}
+	if r := env.Do("GET", "/api/v1/occurrences?destination=Not%20a%20name", env.Operator, nil); r.Status != 400 || !containsString(r.Body, "must be a destination name") {
+		t.Errorf("a malformed destination: %d %s", r.Status, r.Body)
+	}
 }

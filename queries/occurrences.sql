@@ -274,6 +274,7 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
   and (sqlc.narg('settled_before')::timestamptz is null or o.settled_at < sqlc.narg('settled_before'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
+  and (sqlc.narg('destination')::text is null or o.destination = sqlc.narg('destination'))
   and (sqlc.narg('before')::uuid is null or o.id < sqlc.narg('before'))
 order by o.id desc
 limit @max;
@@ -311,6 +312,7 @@ where (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg
   and (sqlc.narg('settled_before')::timestamptz is null or o.settled_at < sqlc.narg('settled_before'))
   and (sqlc.narg('consumer_id')::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = sqlc.narg('consumer_id')))
+  and (sqlc.narg('destination')::text is null or o.destination = sqlc.narg('destination'))
   and o.id > @after::uuid
 order by o.id
 limit @max;

@@ -1357,9 +1357,10 @@ where ($2::text is null or o.definition_key = $2)
   and ($14::timestamptz is null or o.settled_at < $14)
   and ($15::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
-  and ($16::uuid is null or o.id < $16)
+  and ($16::text is null or o.destination = $16)
+  and ($17::uuid is null or o.id < $17)
 order by o.id desc
-limit $17
+limit $18
 `
 
 type OccurrenceListParams struct {
@@ -1378,6 +1379,7 @@ type OccurrenceListParams struct {
 	SettledAfter  *time.Time
 	SettledBefore *time.Time
 	ConsumerID    *int64
+	Destination   *string
 	Before        *uuid.UUID
 	Max           int32
 }
@@ -1404,6 +1406,7 @@ func (q *Queries) OccurrenceList(ctx context.Context, arg OccurrenceListParams) 
 		arg.SettledAfter,
 		arg.SettledBefore,
 		arg.ConsumerID,
+		arg.Destination,
 		arg.Before,
 		arg.Max,
 	)
@@ -1494,9 +1497,10 @@ where ($2::text is null or o.definition_key = $2)
   and ($14::timestamptz is null or o.settled_at < $14)
   and ($15::bigint is null or exists (
         select 1 from attempts a where a.occurrence_id = o.id and a.consumer_id = $15))
-  and o.id > $16::uuid
+  and ($16::text is null or o.destination = $16)
+  and o.id > $17::uuid
 order by o.id
-limit $17
+limit $18
 `
 
 type OccurrenceListAfterParams struct {
@@ -1515,6 +1519,7 @@ type OccurrenceListAfterParams struct {
 	SettledAfter  *time.Time
 	SettledBefore *time.Time
 	ConsumerID    *int64
+	Destination   *string
 	After         uuid.UUID
 	Max           int32
 }
@@ -1544,6 +1549,7 @@ func (q *Queries) OccurrenceListAfter(ctx context.Context, arg OccurrenceListAft
 		arg.SettledAfter,
 		arg.SettledBefore,
 		arg.ConsumerID,
+		arg.Destination,
 		arg.After,
 		arg.Max,
 	)
