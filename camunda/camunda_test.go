@@ -332,8 +332,10 @@ func TestExtendLock(t *testing.T) {
 	}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w"}), 400, "InvalidRequestException", "/newDuration")
 	// Under a second, as the native protocol: the lock would lapse at once.
-	mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": 60}), 400,
-		"InvalidRequestException", "/newDuration", "at least 1000 milliseconds", "seconds")
+	for _, ms := range []int{60, 0, -5} { // one floor, whatever the mistake
+		mustException(t, f.call("POST", "/external-task/"+occ+"/extendLock", map[string]any{"workerId": "w", "newDuration": ms}), 400,
+			"InvalidRequestException", "/newDuration", "at least 1000 milliseconds", "seconds")
+	}
 	// One trailing slash changes nothing, as on /api/v1 (a client's base
 	// URL ending in a slash should not make every route 404).
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/extendLock/", map[string]any{"workerId": "w", "newDuration": 60000}))

@@ -78,11 +78,10 @@ func millis(path string, ms *int64, def time.Duration, zeroOK bool, ceiling time
 // each lapse spends an attempt, failing the occurrence within seconds. The
 // likely mistake is a duration written in seconds.
 func lockMillis(path string, ms *int64, def, ceiling time.Duration) (time.Duration, error) {
-	d, err := millis(path, ms, def, false, ceiling)
-	if err == nil && d < engine.MinLockDuration {
+	if ms != nil && *ms < engine.MinLockDuration.Milliseconds() {
 		return 0, badRequest(path, "must be at least %d milliseconds: a shorter lock lapses before a completion can arrive, and each lapse spends an attempt (is it written in seconds?)", engine.MinLockDuration.Milliseconds())
 	}
-	return d, err
+	return millis(path, ms, def, false, ceiling)
 }
 
 // boundExceeded refuses a value above a ceiling (unit: "ms", "names", or

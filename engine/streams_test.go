@@ -83,6 +83,15 @@ func TestHandBackEndsOnlyTheAttemptHeld(t *testing.T) {
 	if err != nil || len(states) != 1 || !states[0].Kept {
 		t.Fatalf("KeepAlive of a live lock = %+v, %v; want it kept", states, err)
 	}
+	// A keep-alive never pulls a lock in: an Extend (answered so) may have
+	// set it further out than the stream's own duration.
+	far, _ := e.GetOccurrence(ctx, first.ID)
+	if again, err := e.KeepAlive(ctx, c, "w", held, time.Minute); err != nil || len(again) != 1 || !again[0].Kept {
+		t.Fatalf("a second KeepAlive = %+v, %v; want it kept", again, err)
+	}
+	if o, _ := e.GetOccurrence(ctx, first.ID); far.LockExpiresAt == nil || o.LockExpiresAt == nil || o.LockExpiresAt.Before(*far.LockExpiresAt) {
+		t.Errorf("a 1 min keep-alive moved the lock from %v to %v", far.LockExpiresAt, o.LockExpiresAt)
+	}
 	if other, _ := e.KeepAlive(ctx, c, "someone-else", held, time.Minute); len(other) != 1 || other[0].Kept || other[0].Gone != CancelLockLost {
 		t.Errorf("KeepAlive by another worker = %+v; want not kept, lock_lost", other)
 	}

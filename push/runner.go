@@ -7,6 +7,7 @@ package push
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,10 +79,14 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 		Transport: &http.Transport{
 			// Calls go where the destination says, never through an
 			// environment proxy.
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost:   cfg.Concurrency,
-			IdleConnTimeout:       90 * time.Second,
+			Proxy:               nil,
+			DialContext:         countingDial((&net.Dialer{KeepAlive: 30 * time.Second}).DialContext),
+			MaxIdleConnsPerHost: cfg.Concurrency,
+			// Below the keep-alive of common servers (Node's and Apache's
+			// 5 s): a connection the destination closes while it sits idle
+			// races the next call, whose outcome is then unknown when its
+			// request was written before the close was seen.
+			IdleConnTimeout:       idleConnTimeout,
 			TLSHandshakeTimeout:   process.HardMaxPushTimeout,
 			ResponseHeaderTimeout: process.HardMaxPushTimeout,
 		},
@@ -345,21 +350,35 @@ func (r *Runner) call(ctx context.Context, c engine.PushCall, budget time.Durati
 }
 
 // exchange sends c's request and returns the answer, and whether the
-// request was written whole: a request that was not cannot have been acted
-// on, one that was may have been, whatever happened next.
+// whole request reached the network: a request that did not cannot have
+// been acted on, one that did may have been, whatever happened next.
 //
 // net/http sends a request again by itself on a reused connection that
 // breaks after it was written, when the request is replayable, which its
 // Idempotency-Key header makes it: a second call the attempt never
 // recorded. So the request has no GetBody, and exchange itself makes it
-// again, once, only when it was not written whole on a reused connection
-// (one the destination closed while it sat idle).
+// again, once, only when not a byte of it reached a reused connection (one
+// the destination closed while it sat idle). What reached the network is
+// counted on the connection (countingConn): net/http's WroteRequest trace
+// fires once the request is in the connection's buffer, before it is
+// flushed.
 func (r *Runner) exchange(ctx context.Context, c engine.PushCall, body []byte) (*http.Response, bool, error) {
 	for try := 0; ; try++ {
-		var sent, reused atomic.Bool
+		var (
+			conn        atomic.Pointer[countingConn]
+			written     int64 // the connection's bytes and failed writes when it was taken
+			failed      int64
+			reused      bool
+			serializeOK atomic.Bool
+		)
 		trace := &httptrace.ClientTrace{
-			GotConn:      func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
-			WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
+			GotConn: func(info httptrace.GotConnInfo) {
+				if cc := asCounting(info.Conn); cc != nil {
+					written, failed, reused = cc.written.Load(), cc.failed.Load(), info.Reused
+					conn.Store(cc)
+				}
+			},
+			WroteRequest: func(info httptrace.WroteRequestInfo) { serializeOK.Store(info.Err == nil) },
 		}
 		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.URL, bytes.NewReader(body))
 		if err != nil {
@@ -378,11 +397,59 @@ func (r *Runner) exchange(ctx context.Context, c engine.PushCall, body []byte) (
 		req.Header.Set("Relais-Attempt", strconv.Itoa(c.Attempt))
 		req.Header.Set("User-Agent", "relais-push")
 		res, err := r.client.Do(req)
-		if err != nil && !sent.Load() && reused.Load() && try == 0 && ctx.Err() == nil {
+		if err == nil {
+			return res, true, nil
+		}
+		// Do returns an error only once the connection's write loop is
+		// done with the request: the counts are final.
+		cc := conn.Load()
+		wrote := cc != nil && cc.written.Load() > written
+		sent := wrote && serializeOK.Load() && cc.failed.Load() == failed
+		if !wrote && reused && try == 0 && ctx.Err() == nil {
 			continue
 		}
-		return res, sent.Load(), err
+		return nil, sent, err
 	}
+}
+
+// idleConnTimeout is how long a push connection is kept for the next call.
+const idleConnTimeout = 3 * time.Second
+
+// countingConn is a destination connection that counts the bytes it wrote
+// to the network and the writes that failed: how exchange tells a request
+// that reached the destination from one that cannot have.
+type countingConn struct {
+	net.Conn
+	written, failed atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(int64(n))
+	if err != nil {
+		c.failed.Add(1)
+	}
+	return n, err
+}
+
+// countingDial wraps dial's connections in countingConns.
+func countingDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn}, nil
+	}
+}
+
+// asCounting is the countingConn under conn, a TLS one's included.
+func asCounting(conn net.Conn) *countingConn {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	cc, _ := conn.(*countingConn)
+	return cc
 }
 
 // redirectHost is where a redirect leads, its scheme and host only: the

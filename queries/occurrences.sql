@@ -450,9 +450,11 @@ locked as (
 ),
 extended as (
     update occurrences o
-    set lock_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval,
+    -- Never earlier than it ends: a worker's Extend may have set it
+    -- further out, and was answered so.
+    set lock_expires_at = greatest(o.lock_expires_at, coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval),
         claimable_at = case when o.attempts < o.max_attempts + o.attempt_credit
-                            then coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval end
+                            then greatest(o.lock_expires_at, coalesce(sqlc.narg('now')::timestamptz, now()) + @lock_duration::interval) end
     from locked l
     where o.id = l.id
     returning o.id, o.attempts, o.lock_expires_at

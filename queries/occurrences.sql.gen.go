@@ -1251,9 +1251,11 @@ locked as (
 ),
 extended as (
     update occurrences o
-    set lock_expires_at = coalesce($5::timestamptz, now()) + $6::interval,
+    -- Never earlier than it ends: a worker's Extend may have set it
+    -- further out, and was answered so.
+    set lock_expires_at = greatest(o.lock_expires_at, coalesce($5::timestamptz, now()) + $6::interval),
         claimable_at = case when o.attempts < o.max_attempts + o.attempt_credit
-                            then coalesce($5::timestamptz, now()) + $6::interval end
+                            then greatest(o.lock_expires_at, coalesce($5::timestamptz, now()) + $6::interval) end
     from locked l
     where o.id = l.id
     returning o.id, o.attempts, o.lock_expires_at

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -54,7 +55,8 @@ func NewHTTPServer(cfg config.Config, h http.Handler, logger *slog.Logger) (*htt
 // among them, queue behind the streams until missed heartbeats cut them
 // and their tasks were handed back, attempts spent.
 func HTTP2Config(cfg config.Config) *http.HTTP2Config {
-	return &http.HTTP2Config{MaxConcurrentStreams: cfg.Stream.MaxStreams + http2DefaultStreams}
+	// net/http holds the bound in 32 bits.
+	return &http.HTTP2Config{MaxConcurrentStreams: min(cfg.Stream.MaxStreams, math.MaxUint32-http2DefaultStreams) + http2DefaultStreams}
 }
 
 // http2DefaultStreams is net/http's default bound on the concurrent

@@ -1,0 +1,92 @@
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/config"
+)
+
+// breakableConn fails every write, writing nothing, once broken: a
+// connection the destination reset while it sat idle in the pool.
+type breakableConn struct {
+	net.Conn
+	broken *atomic.Bool
+}
+
+func (c *breakableConn) Write(p []byte) (int, error) {
+	if c.broken.Load() {
+		return 0, syscall.ECONNRESET
+	}
+	return c.Conn.Write(p)
+}
+
+// A request of which not a byte reached the network cannot have been acted
+// on: on a reused connection it is made again once, on a fresh one it
+// fails connection_failed, never outcome_unknown. (net/http's WroteRequest
+// trace says written once the request is in the connection's buffer,
+// before any of it is flushed.)
+func TestARequestThatNeverLeftIsNotOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_ = json.NewEncoder(w).Encode(map[string]any{"outputs": map[string]any{"score": 1}})
+	}))
+	t.Cleanup(srv.Close)
+
+	r := NewRunner(nil, slog.New(slog.DiscardHandler), config.Push{Concurrency: 2, MaxResponseBytes: 1 << 20, MaxTimeout: 5 * time.Second}, nil)
+	var breakNext atomic.Bool // the connections dialled from now on fail their writes
+	var first atomic.Pointer[atomic.Bool]
+	dial := (&net.Dialer{}).DialContext
+	r.client.Transport.(*http.Transport).DialContext = countingDial(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		broken := &atomic.Bool{}
+		broken.Store(breakNext.Load())
+		first.CompareAndSwap(nil, broken)
+		return &breakableConn{Conn: conn, broken: broken}, nil
+	})
+	call := func() engine.PushResult {
+		c := engine.PushCall{ID: uuid.Must(uuid.NewV7()), Definition: "d", Revision: 1, Attempt: 1, Inputs: json.RawMessage(`{}`), URL: srv.URL}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return r.call(ctx, c, 5*time.Second)
+	}
+
+	if res := call(); res.ErrorCode != "" {
+		t.Fatalf("first call: %s %s", res.ErrorCode, res.Message)
+	}
+	// The pooled connection is reset: the next call writes nothing to it,
+	// and is made again, once, on a new connection.
+	first.Load().Store(true)
+	if res := call(); res.ErrorCode != "" {
+		t.Fatalf("a call on a connection reset while idle: %s %s, want it made again on a new one", res.ErrorCode, res.Message)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the destination got %d requests, want 2", n)
+	}
+	// Every connection fails its writes: nothing reached the destination.
+	breakNext.Store(true)
+	r.client.CloseIdleConnections()
+	res := call()
+	if res.ErrorCode != engine.CodeConnectionFailed {
+		t.Errorf("a request that never left: %s %q, want connection_failed", res.ErrorCode, res.Message)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the destination got %d requests, want 2", n)
+	}
+}
