@@ -557,7 +557,6 @@ func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Insta
 			holder = strings.TrimSpace(holder + " " + T(ctx, "(worker %s)", *o.WorkerID))
 		}
 		if o.Mode == "push" {
-			t := formatTimePtr(ctx, o.ReservedAt)
 			if o.ReservedAt != nil && o.Timeout != nil && o.LockExpiresAt != nil && now.After(o.ReservedAt.Add(*o.Timeout+time.Second)) {
 				// Past its budget the call has ended: its answer is being
 				// recorded (through a database outage, say), or the replica
@@ -566,6 +565,7 @@ func occurrenceState(ctx context.Context, o engine.Occurrence, inst engine.Insta
 				return T(ctx, "The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.",
 					formatDuration(ctx, *o.Timeout), formatTime(ctx, o.ReservedAt.Add(*o.Timeout)).Rel, clockTime(ctx, *o.LockExpiresAt), end.Rel), end, ""
 			}
+			t := formatTimePtr(ctx, o.ReservedAt)
 			return T(ctx, "Relais is calling the destination (since %s).", t.Rel), t, ""
 		}
 		if o.LockExpiresAt != nil {

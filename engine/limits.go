@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // Bounds of free-text request fields, in bytes of UTF-8, each refused
@@ -32,6 +33,11 @@ const (
 // for: a shorter one lapses before its worker's completion can arrive
 // over a network, and each lapse spends an attempt.
 const MinLockDuration = time.Second
+
+// LockTooShort refuses a lock_duration below MinLockDuration, in the words
+// every surface that takes one (a fetch, an extension) answers with.
+var LockTooShort = fault.FieldError{Path: "/lock_duration", Message: "must be at least " + isoduration.Format(MinLockDuration) +
+	": a shorter lock lapses before a completion can arrive, and each lapse spends an attempt"}
 
 // WorkerIDProblem says what is wrong with a worker id, "" when nothing:
 // every protocol (REST, the stream, the facade) takes 1 to MaxWorkerID

@@ -259,10 +259,6 @@ func sortedSet[T cmp.Ordered](v []T) []T {
 	return slices.Compact(out)
 }
 
-// lockTooShort refuses a lock below engine.MinLockDuration, as a stream's
-// subscription does.
-var lockTooShort = fault.FieldError{Path: "/lock_duration", Message: "must be at least " + isoduration.Format(engine.MinLockDuration) + ": a shorter lock lapses before a completion can arrive, and each lapse spends an attempt"}
-
 func checkWorkerID(id string) *fault.FieldError {
 	if m := engine.WorkerIDProblem(id); m != "" {
 		return &fault.FieldError{Path: "/worker_id", Message: m}
@@ -296,7 +292,7 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 	if req.LockDuration != nil {
 		lock = req.LockDuration.Std()
 		if lock < engine.MinLockDuration {
-			errs = append(errs, lockTooShort)
+			errs = append(errs, engine.LockTooShort)
 		}
 	}
 	if req.Wait != nil {
@@ -504,7 +500,7 @@ func (p *Protocol) extend(w http.ResponseWriter, r *http.Request) error {
 	if req.LockDuration != nil {
 		d = req.LockDuration.Std()
 		if d < engine.MinLockDuration {
-			return fault.New(fault.BadRequest, "invalid_request", "lock_duration is too short").WithErrors([]fault.FieldError{lockTooShort})
+			return fault.New(fault.BadRequest, "invalid_request", "lock_duration is too short").WithErrors([]fault.FieldError{engine.LockTooShort})
 		}
 		if d > p.bounds.MaxLockDuration {
 			return engine.BoundExceeded("lock_duration", p.bounds.MaxLockDuration)

@@ -41,7 +41,6 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpauth"
 	"github.com/relais/relais/internal/httpjson"
-	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/pgfault"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
@@ -417,9 +416,8 @@ func (s *Service) Extend(ctx context.Context, req *connect.Request[workerv1.Exte
 			return nil, toConnect(ctx, s.logger, procedure, engine.BoundExceeded("lock_duration", s.cfg.Pull.MaxLockDuration))
 		}
 		if d < engine.MinLockDuration {
-			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "the extension is invalid").
-				WithErrors([]fault.FieldError{{Path: "/lock_duration", Message: "must be at least " + isoduration.Format(engine.MinLockDuration) +
-					": a shorter lock lapses before a completion can arrive, and each lapse spends an attempt"}}))
+			return nil, toConnect(ctx, s.logger, procedure, fault.New(fault.BadRequest, "invalid_request", "lock_duration is too short").
+				WithErrors([]fault.FieldError{engine.LockTooShort}))
 		}
 	}
 	until, err := s.eng.Extend(ctx, ref, d)
