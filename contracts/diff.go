@@ -103,6 +103,17 @@ func Diff(a, b Working) []Change {
 	d.fields(a.Inputs.Fields, b.Inputs.Fields, "/inputs", ClassNormal, ClassNormal)
 	d.inputs = false
 	d.fields(a.Outputs.Fields, b.Outputs.Fields, "/outputs", ClassNormal, ClassNormal)
+	if r := a.RoutingOutput; r != "" && r == b.RoutingOutput {
+		// Processes route on every value of the routing output: a value
+		// removed refuses their routes on it at publish, as one added
+		// leaves it without a route. Whoever writes the output (the
+		// worker) is judged by the field's own rule.
+		for i, c := range d.out {
+			if c.Path == "/outputs/"+r && c.Kind == ChangeChoicesChanged && c.Detail != "values reordered" {
+				d.out[i].BreaksProcesses = true
+			}
+		}
+	}
 	if a.RoutingOutput != b.RoutingOutput {
 		d.out = append(d.out, Change{
 			Kind:            ChangeRoutingChanged,

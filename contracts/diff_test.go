@@ -139,6 +139,40 @@ func TestDiffRouting(t *testing.T) {
 	}
 }
 
+// A value removed from the routing output breaks the processes routing on
+// it (their publish is refused), not only the workers writing it.
+func TestDiffRoutingValues(t *testing.T) {
+	t.Parallel()
+	routed := func(values string) Working {
+		return mustParseWorking(t, `{"name":"D","inputs":{"fields":[]},"outputs":{"fields":[`+
+			`{"name":"d","type":"choice","required":true,"values":[`+values+`]},`+
+			`{"name":"e","type":"choice","required":true,"values":[`+values+`]}]},"routing_output":"d"}`)
+	}
+	tests := []struct {
+		name string
+		a, b Working
+		want []Change
+	}{
+		{"removed", routed(`"a","b"`), routed(`"a"`), []Change{
+			{Kind: ChangeChoicesChanged, Path: "/outputs/d", Detail: `values removed: "b"`, BreaksProcesses: true, BreaksWorkers: true},
+			{Kind: ChangeChoicesChanged, Path: "/outputs/e", Detail: `values removed: "b"`, BreaksWorkers: true},
+		}},
+		{"added", routed(`"a"`), routed(`"a","b"`), []Change{
+			{Kind: ChangeChoicesChanged, Path: "/outputs/d", Detail: `values added: "b"`, BreaksProcesses: true},
+			{Kind: ChangeChoicesChanged, Path: "/outputs/e", Detail: `values added: "b"`, BreaksProcesses: true},
+		}},
+		{"reordered", routed(`"a","b"`), routed(`"b","a"`), []Change{
+			{Kind: ChangeChoicesChanged, Path: "/outputs/d", Detail: "values reordered"},
+			{Kind: ChangeChoicesChanged, Path: "/outputs/e", Detail: "values reordered"},
+		}},
+	}
+	for _, tt := range tests {
+		if got := Diff(tt.a, tt.b); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestDiffOrderAndCombination(t *testing.T) {
 	t.Parallel()
 	a := mustParseWorking(t, richWorking)
