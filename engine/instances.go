@@ -342,7 +342,9 @@ func (e *Engine) prepareStart(ctx context.Context, req StartRequest) (preparedSt
 		for i := range vs {
 			vs[i].Path = "/inputs" + vs[i].Path
 		}
-		return p, violations(CodeInvalidInputs, "the inputs violate the process contract", vs)
+		// A start without a version runs the latest: a caller whose
+		// inputs a new version refuses learns which one judged them.
+		return p, violations(CodeInvalidInputs, fmt.Sprintf("the inputs violate version %d of process %s", pv.Version, pv.Key), vs)
 	}
 	p.pv = pv
 	p.id = uuid.Must(uuid.NewV7())

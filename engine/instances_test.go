@@ -35,8 +35,9 @@ func TestIdempotentReplayAfterANewerVersion(t *testing.T) {
 	if pv, created, err := e.PublishProcess(ctx, "two_step", []byte(v2)); err != nil || !created || pv.Version != 2 {
 		t.Fatalf("publish version 2: %v, created %v, %v", pv.Version, created, err)
 	}
-	if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: req.Inputs}); !fault.HasCode(err, "invalid_inputs") {
-		t.Fatalf("the same inputs without a key against version 2: %v; want invalid_inputs", err)
+	_, _, err = e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: req.Inputs})
+	if !fault.HasCode(err, "invalid_inputs") || !strings.Contains(err.Error(), "version 2 of process two_step") {
+		t.Fatalf("the same inputs without a key against version 2: %v; want invalid_inputs naming version 2", err)
 	}
 
 	again, created, err := e.StartInstance(ctx, req)
