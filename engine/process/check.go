@@ -349,6 +349,10 @@ func (k *checker) push(at string, n *Node) {
 		k.add(tat, "%s exceeds the hard ceiling %s", what, isoduration.Format(HardMaxPushTimeout))
 	case k.lim.MaxPushTimeout > 0 && t > k.lim.MaxPushTimeout:
 		k.add(tat, "%s exceeds the ceiling %s", what, isoduration.Format(k.lim.MaxPushTimeout))
+	case destOK && t > destMax && n.Timeout == 0:
+		// The node names no timeout: say where the one refused comes from
+		// and how to fit it, not only that it does not fit.
+		k.add(tat, "%s (RELAIS_PUSH_DEFAULT_TIMEOUT) exceeds destination %s's max_timeout %s: set the node's timeout to at most %s", what, n.Destination, isoduration.Format(destMax), isoduration.Format(destMax))
 	case destOK && t > destMax:
 		k.add(tat, "%s exceeds destination %s's max_timeout %s", what, n.Destination, isoduration.Format(destMax))
 	}

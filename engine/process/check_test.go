@@ -109,7 +109,7 @@ func TestCheckDocument(t *testing.T) {
 		{"timeout over the destination cap", validDoc, func(m map[string]any) { node(m, "score")["timeout"] = "PT6S" },
 			nil, []want{{"/nodes/score/timeout", "timeout PT6S exceeds destination scoring-api's max_timeout PT5S"}}},
 		{"default timeout over the destination cap", validDoc, func(m map[string]any) { node(m, "charge")["destination"] = "slow-api" },
-			nil, []want{{"/nodes/charge/timeout", "default timeout PT5S exceeds destination slow-api's max_timeout PT2S"}}},
+			nil, []want{{"/nodes/charge/timeout", "default timeout PT5S (RELAIS_PUSH_DEFAULT_TIMEOUT) exceeds destination slow-api's max_timeout PT2S: set the node's timeout to at most PT2S"}}},
 		{"retry_delay over the ceiling", validDoc, func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_delay"] = "P2D" },
 			nil, []want{{"/nodes/crm/policy/retry_delay", "retry_delay P2D exceeds the ceiling P1D"}}},
 		{"required input not bound", validDoc, func(m map[string]any) { delete(sub(node(m, "crm"), "inputs"), "country") },
