@@ -142,6 +142,15 @@ func TestProcessVersionGraph(t *testing.T) {
 	if r := b.get("/console/processes/checkout/versions/9"); r.status != http.StatusNotFound {
 		t.Errorf("unknown version: %d", r.status)
 	}
+	// A version's address shortened to its process's leads to the latest.
+	for _, path := range []string{"/console/processes/checkout", "/console/processes/checkout/versions"} {
+		if r := b.get(path); r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/processes/checkout/versions/1" {
+			t.Errorf("GET %s: %d, Location %q; want 303 to version 1", path, r.status, r.header.Get("Location"))
+		}
+	}
+	if r := b.get("/console/processes/no_such_process"); r.status != http.StatusNotFound {
+		t.Errorf("unknown process: %d", r.status)
+	}
 }
 
 // TestDisplayPreferences: times show in the zone chosen, on every page;

@@ -127,6 +127,17 @@ type processVersionView struct {
 // SVG (nodes by depth, routes, error edges with their codes, hold) with
 // each node's occurrences of this version by status, and the same as a
 // table.
+// processLatest sends a process's address (one a user shortens a version's
+// to) to its latest version, the one a start without a version runs.
+func (c *Console) processLatest(w http.ResponseWriter, r *http.Request) {
+	pv, err := c.eng.GetProcessVersion(r.Context(), chi.URLParam(r, "key"), 0)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, processVersionHref(pv.Key, pv.Version), http.StatusSeeOther)
+}
+
 func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key := chi.URLParam(r, "key")

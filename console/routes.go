@@ -37,6 +37,8 @@ func (c *Console) Handler() http.Handler {
 		// Designers read the processes they publish, as the API lets
 		// them: the graph and the nodes (the counts are operators').
 		r.Get("/processes", c.processList)
+		r.Get("/processes/{key}", c.processLatest)
+		r.Get("/processes/{key}/versions", c.processLatest)
 		r.Get("/processes/{key}/versions/{version}", c.processVersion)
 		r.Group(func(r chi.Router) {
 			r.Use(c.requireOperator)
