@@ -91,6 +91,20 @@ flags:
 	prefix := ""
 	if *dryRun {
 		prefix = "(dry run) "
+	} else {
+		// The whole set is checked first, as a dry run does, so that a
+		// document the server would refuse stops the run before anything
+		// is written: a revision is immutable and a release name taken
+		// forever, so a refusal halfway would leave them behind.
+		if problems := c.Apply(ctx, docs, true, func(apply.Result) {}); len(problems) > 0 {
+			for _, p := range problems {
+				fmt.Fprintln(stderr, p.String())
+			}
+			if problems[0].Unknown {
+				return fmt.Errorf("%s got no answer while checking the set; nothing was applied", problems[0].Doc.Name())
+			}
+			return fmt.Errorf("%d problem(s) in %s; nothing was applied (the whole set is checked before any of it is)", len(problems), problems[0].Doc.Name())
+		}
 	}
 	done := 0
 	actions := map[string]int{}

@@ -5,6 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,16 +154,19 @@ nodes:
 	}
 }
 
-// TestApplySummarySaysWhatWasApplied: when the server refuses a document,
-// the summary names what was applied and what was not in the order apply
-// uses, which is not the file's: a Definition after the refused Release in
-// the file was applied before it. Problems found locally apply nothing.
+// TestApplySummarySaysWhatWasApplied: a document the server would refuse
+// stops the run before anything is written (the set is checked first, as
+// a dry run), since a revision or a release left behind by a refusal
+// halfway could never be taken back. When the server refuses at apply
+// what the check passed (another client changed it in between), the
+// summary names what was applied and what was not in the order apply
+// uses, which is not the file's. Problems found locally apply nothing.
 func TestApplySummarySaysWhatWasApplied(t *testing.T) {
 	t.Parallel()
 	r := startServe(t, map[string]string{"RELAIS_DATABASE_URL": dbtest.URL(t), "RELAIS_BOOTSTRAP_TOKEN": bootstrap})
 	dir := t.TempDir()
 	file := filepath.Join(dir, "qa.yaml")
-	if err := os.WriteFile(file, []byte(`kind: Release
+	set := `kind: Release
 definition: qa_score
 name: r1
 revision: 7
@@ -174,36 +182,55 @@ key: qa_score
 name: QA score
 inputs: {fields: []}
 outputs: {fields: []}
-`), 0o600); err != nil {
+`
+	if err := os.WriteFile(file, []byte(set), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, err := applyRun(t, r.base, "-f", file)
-	if err == nil {
-		t.Fatal("apply succeeded")
+	if err == nil || err.Error() != "1 problem(s) in release qa_score/r1; nothing was applied (the whole set is checked before any of it is)" ||
+		!strings.Contains(stderr, file+":4: /revision: no such revision (qa_score has revisions 1 to 1)\n") {
+		t.Errorf("a refused release: err %v, stderr:\n%s", err, stderr)
 	}
-	for _, want := range []string{
-		file + ":4: /revision: no such revision (qa_score has revisions 1 to 1)\n",
-		"applied (in apply order: destinations, definitions, releases, processes): definition qa_score\n",
-		"not applied: release qa_score/r1 (refused), process qa_flow\n",
-	} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, stderr)
-		}
-	}
-	if want := "1 problem(s) in release qa_score/r1; 1 document(s) applied before it, 2 not applied"; err.Error() != want {
-		t.Errorf("error %q; want %q", err, want)
-	}
-	if res := call(t, "GET", r.base+"/api/v1/definitions/qa_score", bootstrap, nil); res.status != 200 {
-		t.Errorf("definition qa_score: %d; the summary says it was applied", res.status)
-	}
-	if res := call(t, "GET", r.base+"/api/v1/processes/qa_flow", bootstrap, nil); res.status != 404 {
-		t.Errorf("process qa_flow: %d; the summary says it was not applied", res.status)
+	if res := call(t, "GET", r.base+"/api/v1/definitions/qa_score", bootstrap, nil); res.status != 404 {
+		t.Errorf("definition qa_score: %d; nothing was to be applied", res.status)
 	}
 
 	_, stderr, err = applyRun(t, r.base, "-f", file, "--dry-run")
 	if err == nil || err.Error() != "1 problem(s) in release qa_score/r1; nothing was changed (dry run)" ||
 		!strings.Contains(stderr, "checked (in apply order: destinations, definitions, releases, processes): definition qa_score\n") {
 		t.Errorf("dry run: err %v, stderr:\n%s", err, stderr)
+	}
+
+	// The check passes; the server then refuses the process's publication.
+	if err := os.WriteFile(file, []byte(strings.Replace(set, "revision: 7", "revision: 1", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(r.base)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == "POST" && req.URL.Path == "/api/v1/processes/qa_flow/versions" && req.URL.RawQuery == "" {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"code":"conflict","detail":"changed meanwhile","status":409}`)
+			return
+		}
+		proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(refusing.Close)
+	_, stderr, err = applyRun(t, refusing.URL, "-f", file)
+	for _, want := range []string{
+		"applied (in apply order: destinations, definitions, releases, processes): definition qa_score, release qa_score/r1\n",
+		"not applied: process qa_flow (refused)\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if want := "1 problem(s) in process qa_flow; 2 document(s) applied before it, 1 not applied"; err == nil || err.Error() != want {
+		t.Errorf("error %v; want %q", err, want)
+	}
+	if res := call(t, "GET", r.base+"/api/v1/definitions/qa_score", bootstrap, nil); res.status != 200 {
+		t.Errorf("definition qa_score: %d; the summary says it was applied", res.status)
 	}
 
 	bad := filepath.Join(dir, "bad.yaml")

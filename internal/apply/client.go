@@ -16,6 +16,7 @@ import (
 
 	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // Client applies documents to a running Relais.
@@ -36,8 +37,20 @@ type Result struct {
 	Action string // created, updated, unchanged, published
 	Detail string
 	// revision is, for a Definition, the revision it is or would become:
-	// releases later in the same dry run may pin it.
+	// releases later in the same dry run may pin it; working is its
+	// contract, when this client could read it.
 	revision int
+	working  *contracts.Working
+}
+
+// plan is what a run applied, or would in a dry run, before the document
+// at hand: a process later in a dry run may pin a revision or push to a
+// destination that only this run creates, which the server cannot check
+// it against.
+type plan struct {
+	revisions    map[string]int               // definition key: the revision it is or would become
+	workings     map[string]contracts.Working // definition key: that revision's contract
+	destinations map[string]time.Duration     // destination name: its max_timeout
 }
 
 func (r Result) String() string {
@@ -157,22 +170,30 @@ func isNotFound(err error) bool {
 // documents reported before it were applied, it and those after it were
 // not.
 func (c *Client) Apply(ctx context.Context, docs []Document, dryRun bool, report func(Result)) []Problem {
-	planned := map[string]int{} // definition key: its revision once applied
+	pl := plan{revisions: map[string]int{}, workings: map[string]contracts.Working{}, destinations: map[string]time.Duration{}}
 	for _, d := range docs {
 		var res Result
 		var err error
 		switch d.Kind {
 		case KindDestination:
 			res, err = c.destination(ctx, d, dryRun)
+			if s, _ := d.Body["max_timeout"].(string); err == nil {
+				if t, perr := isoduration.Parse(s); perr == nil {
+					pl.destinations[d.ID] = t
+				}
+			}
 		case KindDefinition:
 			res, err = c.definition(ctx, d, dryRun)
 			if err == nil {
-				planned[d.ID] = res.revision
+				pl.revisions[d.ID] = res.revision
+				if res.working != nil {
+					pl.workings[d.ID] = *res.working
+				}
 			}
 		case KindRelease:
-			res, err = c.release(ctx, d, dryRun, planned)
+			res, err = c.release(ctx, d, dryRun, pl.revisions)
 		case KindProcess:
-			res, err = c.process(ctx, d, dryRun)
+			res, err = c.process(ctx, d, dryRun, pl)
 		}
 		if err != nil {
 			return problems(d, err)
@@ -242,7 +263,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 			return Result{}, err
 		}
 	}
-	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next) + breaking}, next)
+	planned, err := c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", next) + breaking, working: working}, next)
 	if dryRun && err == nil {
 		// The server's own checks (the key, the body's size), nothing
 		// stored; a server older than this client would store the Working.
@@ -267,7 +288,7 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	if _, err := c.call(ctx, "POST", base+"/revisions", nil, &snap); err != nil {
 		return Result{}, err
 	}
-	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision) + breaking}, snap.Revision)
+	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision) + breaking, working: working}, snap.Revision)
 }
 
 // breakingChanges says, for a detail, what the new contract breaks
@@ -478,7 +499,7 @@ func atDefinition(err error) error {
 	return err
 }
 
-func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, error) {
+func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) (Result, error) {
 	js, _ := json.Marshal(d.Body)
 	// A document that does not parse matches no version: the server
 	// refuses it with every problem (Load checks documents first, but a
@@ -526,12 +547,17 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool) (Result, 
 			Version int `json:"version"`
 		}
 		if _, err := c.call(ctx, "POST", base+"/versions?dry_run=true", d.Body, &plan); err != nil {
-			if isNotFound(err) || dependsOnPlan(err) {
-				// Its definitions or destinations are only planned in this
-				// dry run: the server cannot check it yet.
-				return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, not checked by the server: it needs definitions or destinations this apply would create first", latest+1) + breaking}, nil
+			rest, planned := pl.satisfied(err, parsed)
+			if !planned {
+				return Result{}, err
 			}
-			return Result{}, err
+			// Some of what it needs is only planned in this dry run: the
+			// server cannot check it yet, so this client does, against
+			// the plan.
+			if err := c.checkAgainstPlan(ctx, parsed, pl, rest); err != nil {
+				return Result{}, err
+			}
+			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking}, nil
 		}
 		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking}, nil
 	}
@@ -588,23 +614,112 @@ func (c *Client) breakingStarts(ctx context.Context, base string, latest int, ne
 	return out, nil
 }
 
-// dependsOnPlan reports whether a dry-run refusal of a process only says
-// that a definition revision or destination it needs does not exist yet.
-// Any other problem, an unknown node or key included, is the document's.
-func dependsOnPlan(err error) bool {
+// satisfied splits a dry-run refusal of a process between the problems
+// this run's plan answers (a definition revision or a destination that
+// does not exist yet, but that a document before it creates) and the
+// rest. planned is whether the plan answers any: only then is the process
+// checked again against it.
+func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, planned bool) {
 	ae, ok := err.(*apiError)
-	if !ok || ae.Code != "invalid_process" || len(ae.Errors) == 0 {
-		return false
+	if !ok || ae.Code != "invalid_process" || p == nil {
+		return nil, false
 	}
 	for _, e := range ae.Errors {
-		// At /revision for a known definition, at /definition for a new
-		// one (and for any, from a server before that distinction).
-		missingRevision := (strings.HasSuffix(e.Path, "/definition") || strings.HasSuffix(e.Path, "/revision")) &&
-			strings.HasPrefix(e.Message, "unknown definition revision ")
-		missingDestination := strings.HasSuffix(e.Path, "/destination") && strings.HasPrefix(e.Message, "unknown destination ")
-		if !missingRevision && !missingDestination {
-			return false
+		if pl.answers(e, p) {
+			planned = true
+		} else {
+			rest = append(rest, e)
 		}
 	}
-	return true
+	return rest, planned
+}
+
+// answers reports whether e is a node's reference to what the plan
+// creates: its pinned revision (at /revision, or /definition for a
+// definition the server does not have) or its destination.
+func (pl plan) answers(e apiFieldError, p *process.Process) bool {
+	parts := strings.Split(e.Path, "/")
+	if len(parts) != 4 || parts[0] != "" || parts[1] != "nodes" {
+		return false
+	}
+	n, ok := p.Nodes[parts[2]]
+	if !ok {
+		return false
+	}
+	switch parts[3] {
+	case "definition", "revision":
+		rev, ok := pl.revisions[n.Definition]
+		return ok && rev == n.Revision && strings.HasPrefix(e.Message, "unknown definition revision ")
+	case "destination":
+		_, ok := pl.destinations[n.Destination]
+		return ok && strings.HasPrefix(e.Message, "unknown destination ")
+	}
+	return false
+}
+
+// checkAgainstPlan checks p as the server would, with the revisions and
+// destinations this run creates first, and refuses it with every problem:
+// the server's own (rest) in its words, then those only the plan shows.
+// Limits are left to the server, which judged them already: none depends
+// on a revision.
+func (c *Client) checkAgainstPlan(ctx context.Context, p *process.Process, pl plan, rest []apiFieldError) error {
+	r := &planResolver{ctx: ctx, c: c, pl: pl}
+	vs := process.Check(p, r, process.Limits{})
+	if r.err != nil {
+		return r.err
+	}
+	problems := slices.Clone(rest)
+	for _, v := range vs {
+		if !slices.ContainsFunc(problems, func(e apiFieldError) bool { return e.Path == v.Path }) {
+			problems = append(problems, apiFieldError{Path: v.Path, Message: v.Message})
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(problems, func(a, b apiFieldError) int { return strings.Compare(a.Path, b.Path) })
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: "invalid_process",
+		Detail: fmt.Sprintf("the process is invalid against what this apply would create: %d problem(s)", len(problems)), Errors: problems}
+}
+
+// planResolver resolves a process's references as they will be once the
+// plan is applied: a revision the plan creates from its document, any
+// other from the server.
+type planResolver struct {
+	ctx context.Context
+	c   *Client
+	pl  plan
+	err error // the first failure to read the server
+}
+
+func (r *planResolver) Revision(key string, n int) (contracts.Working, bool) {
+	if rev, ok := r.pl.revisions[key]; ok && rev == n {
+		if w, ok := r.pl.workings[key]; ok {
+			return w, true
+		}
+	}
+	doc, err := r.c.document(r.ctx, "/api/v1/definitions/"+esc(key)+"/revisions/"+strconv.Itoa(n))
+	if err != nil {
+		if !isNotFound(err) && r.err == nil {
+			r.err = err
+		}
+		return contracts.Working{}, false
+	}
+	w, vs := contracts.ParseWorking(doc)
+	if len(vs) > 0 {
+		if r.err == nil {
+			r.err = fmt.Errorf("revision %d of %s: this client cannot read it (%s)", n, key, vs[0].Message)
+		}
+		return contracts.Working{}, false
+	}
+	return w, true
+}
+
+func (r *planResolver) Destination(name string) (time.Duration, bool) {
+	if t, ok := r.pl.destinations[name]; ok {
+		return t, true
+	}
+	// Not in the plan: the server refused only what the plan creates, so
+	// it found this one, and judged the node's timeout against it.
+	return process.HardMaxPushTimeout, true
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,13 +70,41 @@ func TestClientReportsServerRefusalsAsFilePointerMessage(t *testing.T) {
 		}
 	}
 
-	// A process whose only problem is a definition revision planned in the
-	// same dry run is still planned, to be checked once it exists.
+	// A revision neither the server nor the run has is the process's own
+	// problem, named as the real apply would.
 	later := relaistest.CRMProcess(nil)
 	later["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
 	doc := apply.Document{File: "procs/crm.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: later}
-	if results, got := lines([]apply.Document{doc}, true); len(got) != 0 || !reflect.DeepEqual(results, []string{"process crm_only: published (version 1, not checked by the server: it needs definitions or destinations this apply would create first)"}) {
+	if results, got := lines([]apply.Document{doc}, true); !reflect.DeepEqual(got, []string{"procs/crm.yaml: /nodes/crm/revision: unknown definition revision add_company_to_crm@2 (add_company_to_crm has revisions 1 to 1)"}) {
+		t.Errorf("dry run of a process on a revision nobody makes: results %q, problems %q", results, got)
+	}
+
+	// The run makes revision 2: the process is checked against it, here.
+	crm := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
+	crm["description"] = "revision 2"
+	def2 := apply.Document{File: "defs/crm.yaml", Kind: apply.KindDefinition, ID: "add_company_to_crm", Body: crm}
+	results, got := lines([]apply.Document{def2, doc}, true)
+	if len(got) != 0 || len(results) != 2 || results[1] != "process crm_only: published (version 1, checked against the definitions or destinations this apply would create first)" {
 		t.Errorf("dry run of a process on a planned revision: results %q, problems %q", results, got)
+	}
+
+	// Revision 2 requires an input the process does not bind, and the
+	// process misspells a route: both are reported, the planned revision
+	// is not.
+	inputs := crm["inputs"].(map[string]any)
+	inputs["fields"] = append(slices.Clone(inputs["fields"].([]any)), map[string]any{"name": "region", "type": "text", "required": true})
+	typo := relaistest.CRMProcess(nil)
+	node := typo["nodes"].(map[string]any)["crm"].(map[string]any)
+	node["revision"] = 2
+	node["routes"] = map[string]any{"created": "done", "existing": "known", "exisitng": "known"}
+	doc.Body = typo
+	results, got = lines([]apply.Document{def2, doc}, true)
+	want := []string{
+		`procs/crm.yaml: /nodes/crm/inputs: required input "region" is not bound`,
+		`procs/crm.yaml: /nodes/crm/routes/exisitng: "exisitng" is not a value of routing output result (did you mean "existing"?)`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("dry run of a broken process on a planned revision: results %q, problems %q; want %q", results, got, want)
 	}
 }
 
