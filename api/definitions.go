@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -156,7 +157,11 @@ func (a *API) getDefinition() http.Handler {
 
 func (a *API) snapshot() http.Handler {
 	return a.handleNoBody(func(w http.ResponseWriter, r *http.Request) error {
-		rev, created, err := a.eng.Snapshot(r.Context(), chi.URLParam(r, "key"))
+		digests, err := ifMatch(r)
+		if err != nil {
+			return err
+		}
+		rev, created, err := a.eng.SnapshotIf(r.Context(), chi.URLParam(r, "key"), digests)
 		if err != nil {
 			return err
 		}
@@ -168,6 +173,37 @@ func (a *API) snapshot() http.Handler {
 		httpjson.Encode(w, status, map[string]any{"definition": rev.Key, "revision": rev.Revision, "digest": rev.Digest, "created_at": rev.CreatedAt, "created": created})
 		return nil
 	})
+}
+
+// ifMatch reads the Working digests a snapshot is conditional on, from
+// If-Match: nil without the header or with "*" (any Working). Tags are
+// compared strongly (a weak W/ tag matches nothing, RFC 9110), quoted or
+// not, since a digest is also what GET /definitions/{key} answers as
+// working_digest.
+func ifMatch(r *http.Request) ([]string, error) {
+	values := r.Header.Values("If-Match")
+	if len(values) == 0 {
+		return nil, nil
+	}
+	digests := []string{}
+	for _, v := range values {
+		for tag := range strings.SplitSeq(v, ",") {
+			tag = strings.TrimSpace(tag)
+			switch {
+			case tag == "*":
+				return nil, nil
+			case tag == "":
+			case strings.HasPrefix(tag, "W/"):
+				digests = append(digests, "") // matches no digest
+			default:
+				digests = append(digests, strings.Trim(tag, `"`))
+			}
+		}
+	}
+	if len(digests) == 0 {
+		return nil, fault.New(fault.BadRequest, "invalid_request", "If-Match is empty: give the Working's digest (working_digest), quoted, or leave the header out")
+	}
+	return digests, nil
 }
 
 func revisionParam(r *http.Request, name string) (int, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -235,6 +236,39 @@ func TestInvalidWorkingIsRefusedWithEveryPointer(t *testing.T) {
 	}
 	if r := env.Do("PUT", "/api/v1/definitions/Bad-Key/working", env.Designer, bad); r.Status != 400 || r.Code() != "invalid_key" {
 		t.Errorf("bad key: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestSnapshotIfMatch: a snapshot names the Working it means; one saved
+// by someone else in between is refused, not made into the revision.
+func TestSnapshotIfMatch(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key, working := exampleWorking(t, "score_company.yaml")
+	base := "/api/v1/definitions/" + key
+	mine := env.Must(201, "PUT", base+"/working", env.Designer, working).JSON(t)["working_digest"].(string)
+	working["description"] = "another designer's"
+	theirs := env.Must(200, "PUT", base+"/working", env.Designer, working).JSON(t)["working_digest"].(string)
+	for _, tag := range []string{strconv.Quote(mine), mine, "W/" + strconv.Quote(theirs)} {
+		r := env.Do("POST", base+"/revisions", env.Designer, nil, "If-Match", tag)
+		if r.Status != 412 || r.Code() != "working_changed" || !strings.Contains(string(r.Body), theirs) {
+			t.Errorf("If-Match %s against another Working: %d %s; want 412 working_changed naming the digest now", tag, r.Status, r.Body)
+		}
+	}
+	if d := env.Must(200, "GET", base, env.Designer, nil).JSON(t); d["latest_revision"] != nil && d["latest_revision"] != 0.0 {
+		t.Fatalf("a refused snapshot made revision %v", d["latest_revision"])
+	}
+	if r := env.Do("POST", base+"/revisions", env.Designer, nil, "If-Match", " , "); r.Status != 400 {
+		t.Errorf("an empty If-Match: %d %s", r.Status, r.Body)
+	}
+	for i, tag := range []string{strconv.Quote(mine) + ", " + strconv.Quote(theirs), "*"} {
+		want := 201
+		if i > 0 {
+			want = 200 // the same Working again
+		}
+		if r := env.Do("POST", base+"/revisions", env.Designer, nil, "If-Match", tag); r.Status != want || r.JSON(t)["digest"] != theirs {
+			t.Errorf("If-Match %s: %d %s; want %d, revision of %s", tag, r.Status, r.Body, want, theirs)
+		}
 	}
 }
 

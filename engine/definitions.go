@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -190,6 +191,15 @@ func (e *Engine) ListDefinitions(ctx context.Context, after string, limit int) (
 // latest revision when the Working is identical to it. The definition row is
 // locked so concurrent snapshots of one Working give one revision.
 func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, error) {
+	return e.SnapshotIf(ctx, key, nil)
+}
+
+// SnapshotIf is Snapshot, made only if the Working's digest is one of
+// digests (nil: any). A client that saved a Working and then snapshots it
+// in a second request names what it saved: another designer's Working
+// saved in between is refused (412 working_changed) instead of becoming
+// the revision the client reports as its own.
+func (e *Engine) SnapshotIf(ctx context.Context, key string, digests []string) (Revision, bool, error) {
 	var rev Revision
 	var created bool
 	var lowered []string
@@ -209,6 +219,10 @@ func (e *Engine) Snapshot(ctx context.Context, key string) (Revision, bool, erro
 		w, vs := contracts.ParseWorking(def.Working)
 		if len(vs) > 0 {
 			return errCorrupt("working of " + key)
+		}
+		if digests != nil && !slices.Contains(digests, w.Digest()) {
+			return fault.New(fault.PreconditionFailed, "working_changed",
+				"the Working of %s is not the one this request names (its digest is now %s): it was changed meanwhile; read it again (GET /api/v1/definitions/%s) and snapshot what you mean", key, w.Digest(), key)
 		}
 		next = 1
 		latest, err := q.RevisionLatest(ctx, key)

@@ -22,17 +22,18 @@ import (
 // error writer maps them to HTTP statuses: the Relais code travels in the
 // Problem detail.
 var codes = map[fault.Kind]connect.Code{
-	fault.BadRequest:       connect.CodeInvalidArgument,
-	fault.Unauthorized:     connect.CodeUnauthenticated,
-	fault.Forbidden:        connect.CodePermissionDenied,
-	fault.NotFound:         connect.CodeNotFound,
-	fault.MethodNotAllowed: connect.CodeUnimplemented,
-	fault.Conflict:         connect.CodeFailedPrecondition,
-	fault.TooLarge:         connect.CodeResourceExhausted,
-	fault.Unprocessable:    connect.CodeInvalidArgument,
-	fault.TooManyRequests:  connect.CodeResourceExhausted,
-	fault.Unavailable:      connect.CodeUnavailable,
-	fault.Timeout:          connect.CodeDeadlineExceeded,
+	fault.BadRequest:         connect.CodeInvalidArgument,
+	fault.Unauthorized:       connect.CodeUnauthenticated,
+	fault.Forbidden:          connect.CodePermissionDenied,
+	fault.NotFound:           connect.CodeNotFound,
+	fault.MethodNotAllowed:   connect.CodeUnimplemented,
+	fault.Conflict:           connect.CodeFailedPrecondition,
+	fault.TooLarge:           connect.CodeResourceExhausted,
+	fault.Unprocessable:      connect.CodeInvalidArgument,
+	fault.TooManyRequests:    connect.CodeResourceExhausted,
+	fault.Unavailable:        connect.CodeUnavailable,
+	fault.Timeout:            connect.CodeDeadlineExceeded,
+	fault.PreconditionFailed: connect.CodeFailedPrecondition,
 }
 
 // CodeOf returns the gRPC/Connect code of a fault kind.

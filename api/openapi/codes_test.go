@@ -102,6 +102,7 @@ var kinds = map[string]fault.Kind{
 	"Forbidden": fault.Forbidden, "NotFound": fault.NotFound, "MethodNotAllowed": fault.MethodNotAllowed,
 	"Conflict": fault.Conflict, "TooLarge": fault.TooLarge, "Unprocessable": fault.Unprocessable,
 	"TooManyRequests": fault.TooManyRequests, "Unavailable": fault.Unavailable, "Timeout": fault.Timeout,
+	"PreconditionFailed": fault.PreconditionFailed,
 }
 
 // problemCodes maps each problem code the sources under root can answer to

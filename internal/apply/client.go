@@ -118,6 +118,11 @@ func (u *unanswered) Error() string { return u.err.Error() }
 func (u *unanswered) Unwrap() error { return u.err }
 
 func (c *Client) call(ctx context.Context, method, path string, body any, out any) (int, error) {
+	return c.callWith(ctx, method, path, nil, body, out)
+}
+
+// callWith is call with more request headers.
+func (c *Client) callWith(ctx context.Context, method, path string, header http.Header, body any, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -129,6 +134,9 @@ func (c *Client) call(ctx context.Context, method, path string, body any, out an
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, rd)
 	if err != nil {
 		return 0, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if rd != nil {
@@ -285,7 +293,13 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 	var snap struct {
 		Revision int `json:"revision"`
 	}
-	if _, err := c.call(ctx, "POST", base+"/revisions", nil, &snap); err != nil {
+	var ifMatch http.Header
+	if digest != "" {
+		// Only of the Working just saved: another client's, saved in
+		// between, would otherwise become the revision reported here.
+		ifMatch = http.Header{"If-Match": {strconv.Quote(digest)}}
+	}
+	if _, err := c.callWith(ctx, "POST", base+"/revisions", ifMatch, nil, &snap); err != nil {
 		return Result{}, err
 	}
 	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision) + breaking, working: working}, snap.Revision)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -285,5 +287,34 @@ func TestDryRunAgainstAnOlderServerWritesNothing(t *testing.T) {
 	p := c.Apply(context.Background(), []apply.Document{{File: "d.yaml", Kind: apply.KindDefinition, ID: "old_server", Body: body}}, true, func(r apply.Result) { results = append(results, r.String()) })
 	if writes.Load() != 0 || len(p) != 0 || len(results) != 1 || !strings.Contains(results[0], "not checked by the server") {
 		t.Errorf("dry run against an older server: %d writes, results %q, problems %v", writes.Load(), results, p)
+	}
+}
+
+// TestApplySnapshotsOnlyItsOwnWorking: a Working another client saves
+// between apply's save and its snapshot is not made into the revision
+// apply reports as the document's.
+func TestApplySnapshotsOnlyItsOwnWorking(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	target, _ := url.Parse(env.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	key := "raced"
+	other := map[string]any{"name": "Theirs", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/api/v1/definitions/"+key+"/revisions" {
+			env.Must(200, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, other)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c := &apply.Client{URL: srv.URL, Token: env.Designer}
+	mine := map[string]any{"name": "Mine", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}}
+	var results []string
+	p := c.Apply(context.Background(), []apply.Document{{File: "d.yaml", Kind: apply.KindDefinition, ID: key, Body: mine}}, false, func(r apply.Result) { results = append(results, r.String()) })
+	if len(p) != 1 || !strings.Contains(p[0].String(), "working_changed") || len(results) != 0 {
+		t.Fatalf("apply raced by another Working: results %q, problems %v; want working_changed", results, p)
+	}
+	if r := env.Do("GET", "/api/v1/definitions/"+key+"/revisions/1", env.Designer, nil); r.Status != 404 {
+		t.Errorf("revision 1 was made of the other Working: %d %s", r.Status, r.Body)
 	}
 }

@@ -27,6 +27,7 @@ const (
 	TooManyRequests              // a bounded resource is full; retry later
 	Unavailable                  // temporarily unable to serve
 	Timeout                      // the request did not arrive in time
+	PreconditionFailed           // the resource is not as the request's If-Match expected
 )
 
 // FieldError is one problem at a JSON pointer of the request.

@@ -389,6 +389,8 @@ func Status(k fault.Kind) int {
 		return http.StatusServiceUnavailable
 	case fault.Timeout:
 		return http.StatusRequestTimeout
+	case fault.PreconditionFailed:
+		return http.StatusPreconditionFailed
 	default:
 		return http.StatusInternalServerError
 	}
