@@ -15,19 +15,19 @@ type Kind int
 
 // Kinds, each mapped to one HTTP status by the transport.
 const (
-	Internal         Kind = iota // a bug or an unavailable dependency; details are logged, not shown
-	BadRequest                   // malformed request or a bound exceeded
-	Unauthorized                 // missing or unknown credentials
-	Forbidden                    // authenticated without the right role or grant
-	NotFound                     // unknown, or invisible to the caller
-	MethodNotAllowed             // an immutable resource
-	Conflict                     // the state forbids it (stale lock, duplicate name)
-	TooLarge                     // request body above the limit
-	Unprocessable                // well-formed but invalid against a contract
-	TooManyRequests              // a bounded resource is full; retry later
-	Unavailable                  // temporarily unable to serve
-	Timeout                      // the request did not arrive in time
-	PreconditionFailed           // the resource is not as the request's If-Match expected
+	Internal           Kind = iota // a bug or an unavailable dependency; details are logged, not shown
+	BadRequest                     // malformed request or a bound exceeded
+	Unauthorized                   // missing or unknown credentials
+	Forbidden                      // authenticated without the right role or grant
+	NotFound                       // unknown, or invisible to the caller
+	MethodNotAllowed               // an immutable resource
+	Conflict                       // the state forbids it (stale lock, duplicate name)
+	TooLarge                       // request body above the limit
+	Unprocessable                  // well-formed but invalid against a contract
+	TooManyRequests                // a bounded resource is full; retry later
+	Unavailable                    // temporarily unable to serve
+	Timeout                        // the request did not arrive in time
+	PreconditionFailed             // the resource is not as the request's If-Match expected
 )
 
 // FieldError is one problem at a JSON pointer of the request.
