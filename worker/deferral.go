@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/relais/relais/internal/isoduration"
 )
 
 // Deferral is what Relais answered a Defer: the occurrence waits, without
@@ -125,13 +128,38 @@ func (w *Worker) FailDeferred(ctx context.Context, occurrenceID string, err erro
 	err = w.retried(ctx, "fail", send)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Code == "bound_exceeded" && f.RetryDelay != "" {
-		// A delay above Relais's ceiling: the failure is reported
-		// without it, as a handler's is.
-		w.log.Warn("failure's retry delay refused; reporting it without", "occurrence", occurrenceID, "detail", ae.Detail)
-		f.RetryDelay = ""
+		// A delay above Relais's ceiling: the failure is reported with
+		// the ceiling, as a handler's is.
+		f.RetryDelay = ceilingOf(ae)
+		w.log.Warn("failure's retry delay is above Relais's ceiling; reporting it with the ceiling", "occurrence", occurrenceID, "detail", ae.Detail, "retry_delay", f.RetryDelay)
 		err = w.retried(ctx, "fail", send)
 	}
 	return err
+}
+
+// ceilingOf is the ceiling a bound_exceeded refusal names, as a retry
+// delay: its ceiling member (REST) or the end of its detail ("... above
+// the ceiling 86400s" on a stream). A delay is clamped to it rather than
+// dropped: the occurrence's policy delay may be seconds where a day was
+// asked for, and a worker backing off a rate-limited service would hammer
+// it. It is "" (the policy's delay) when the refusal names none.
+func ceilingOf(ae *APIError) string {
+	s, _ := ae.Extra["ceiling"].(string)
+	if s == "" {
+		if i := strings.LastIndex(ae.Detail, "ceiling "); i >= 0 {
+			s, _, _ = strings.Cut(ae.Detail[i+len("ceiling "):], " ")
+		}
+	}
+	d, err := isoduration.Parse(s)
+	if err != nil {
+		if d, err = time.ParseDuration(s); err != nil {
+			return ""
+		}
+	}
+	if d <= 0 {
+		return ""
+	}
+	return isoduration.Format(d)
 }
 
 // settlerID is the worker id a Worker settles deferred occurrences with:

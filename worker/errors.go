@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Causes of a handler's context cancellation, read with context.Cause.
@@ -47,9 +48,12 @@ var (
 // example INVALID_COUNTRY): retrying the same inputs cannot succeed, so
 // the occurrence fails terminally and the process's error handling takes
 // over. Relais may route on Code, so keep it stable; Message is for
-// people. Codes are 1 to 64 letters, digits or _ . : - ; others are
-// repaired before they are sent (other characters become _, the rest is
-// cut), so that the failure always lands.
+// people. Codes are 1 to 64 letters, digits or _ . : - beginning with a
+// letter or digit; others are repaired before they are sent, so that the
+// failure always lands: accents are dropped (ÉCHEC becomes ECHEC), other
+// characters become _, those before the first letter or digit are
+// removed, and the rest is cut at 64. An empty code is sent as
+// business_error.
 type BusinessError struct {
 	Code    string
 	Message string
@@ -92,7 +96,8 @@ type RetryableError struct {
 // Retry returns a *RetryableError. An empty code means handler_error. A
 // delay above Relais's ceiling (RELAIS_PULL_MAX_RETRY_DELAY, a day by
 // default) is refused by Relais, and the failure is then reported with
-// the occurrence's policy delay instead.
+// the ceiling instead (the occurrence's policy delay if the refusal names
+// none).
 func Retry(code string, delay time.Duration, err error) error {
 	return &RetryableError{Code: code, Delay: delay, Err: err}
 }
@@ -175,11 +180,27 @@ func (w *Worker) token(ctx context.Context) (string, error) {
 		return w.cfg.Token, nil
 	}
 	tok, err := w.cfg.TokenFunc(ctx)
-	if err == nil && tok == "" {
-		err = errors.New("it returned no token")
+	if err == nil {
+		tok, err = cleanToken(tok)
 	}
 	if err != nil {
 		return "", fmt.Errorf("worker: TokenFunc: %w", err)
+	}
+	return tok, nil
+}
+
+// cleanToken trims the white space around a token (a file's last newline:
+// no token has any) and refuses one that is empty or holds a character an
+// HTTP header cannot carry, which net/http would refuse on every request
+// as if Relais could not be reached.
+func cleanToken(tok string) (string, error) {
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return "", errors.New("the token is empty")
+	}
+	if i := strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r >= 0x7f }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(tok[i:])
+		return "", fmt.Errorf("the token holds %q at byte %d, which no token has and an HTTP header cannot carry", r, i)
 	}
 	return tok, nil
 }

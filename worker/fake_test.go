@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,6 +112,8 @@ type fault struct {
 	drop       bool          // act normally, then drop the connection unanswered
 	hang       bool          // never answer; wait for the client to give up
 	delay      time.Duration // wait this long before answering the problem
+	detail     string        // its detail ("injected" if empty)
+	extra      map[string]any
 }
 
 func newFake(t testing.TB) *fakeServer {
@@ -286,7 +289,8 @@ func (s *fakeServer) route(name string, h func(r *http.Request) (any, *protoErro
 			return
 		case f.status != 0:
 			time.Sleep(f.delay)
-			pe := refuse(f.status, f.code, "injected")
+			pe := refuse(f.status, f.code, "%s", cmp.Or(f.detail, "injected"))
+			pe.extra = f.extra
 			if f.retryAfter != "" {
 				pe.headers = map[string]string{"Retry-After": f.retryAfter}
 			}

@@ -325,11 +325,19 @@ type waitingTask struct {
 }
 
 // streamTask is a streamed task its Cancellation may end.
-type streamTask struct{ cancel context.CancelCauseFunc }
+type streamTask struct {
+	cancel context.CancelCauseFunc
+	task   *Task // for the log of its cancellation
+}
 
 // subscribe opens a stream and reads its first heartbeat.
 func (r *run) subscribe(ctx context.Context, c streamClient) (*streamSession, error) {
 	w := r.w
+	// A token TokenFunc cannot give is the reason to retry, not the 401
+	// a subscription without one would bring back.
+	if _, err := w.token(ctx); err != nil {
+		return nil, &networkError{err}
+	}
 	req := &workerv1.SubscribeRequest{WorkerId: w.cfg.WorkerID, MaxInFlight: int32(w.cfg.Concurrency),
 		LockDuration: durationpb.New(w.cfg.LockDuration)}
 	for _, s := range r.subs {
@@ -549,7 +557,7 @@ func (s *streamSession) startLocked(t *Task) {
 	// the stream's reader, which releases those sent while it drains,
 	// must not wait on them.
 	t.held = &streamLock{s: s, taskCtx: ctx}
-	entry := &streamTask{cancel: cancel}
+	entry := &streamTask{cancel: cancel, task: t}
 	if old := s.tasks[t.ID]; old != nil {
 		old.cancel(fmt.Errorf("%w: assigned again", ErrLockLost))
 	}
@@ -634,7 +642,7 @@ func (s *streamSession) cancelTask(id string, cause error) {
 		if w.s == s && w.t.ID == id {
 			// Never started: nothing to cancel or settle.
 			r.waiting = append(r.waiting[:i], r.waiting[i+1:]...)
-			r.w.log.Warn("task cancelled by Relais before it started", "occurrence", id, "cause", cause)
+			r.w.log.Info("task cancelled by Relais before it started", append(taskAttrs(w.t), "cause", cause)...)
 			r.wg.Done()
 			break
 		}
@@ -645,7 +653,7 @@ func (s *streamSession) cancelTask(id string, cause error) {
 	delete(s.tasks, id)
 	s.mu.Unlock()
 	if t != nil {
-		s.r.w.log.Warn("task cancelled by Relais; cancelling the handler", "occurrence", id, "cause", cause)
+		s.r.w.log.Info("task cancelled by Relais; cancelling the handler", append(taskAttrs(t.task), "cause", cause)...)
 		t.cancel(cause)
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/relais/relais/internal/isoduration"
 )
@@ -301,7 +304,12 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		// replica may have died with the lock held, which then outlives
 		// it (see afterStreamEnded).
 		r.afterStreamEnded(t, outputs, err, log)
-	case errors.Is(cause, ErrLockLost), errors.Is(cause, ErrCancelled):
+	case errors.Is(cause, ErrCancelled):
+		// An operator stopped the instance, or its deadline passed: not
+		// the worker's trouble, and Relais would refuse any outcome now.
+		log.Info("task cancelled by Relais; its outcome is not reported", "cause", cause)
+		return
+	case errors.Is(cause, ErrLockLost):
 		// Relais would refuse any outcome now, and another worker may
 		// hold the task: settling could only mislead.
 		log.Warn("task abandoned without settling", "cause", cause)
@@ -450,7 +458,7 @@ func (r *run) keepLock(ctx context.Context, lose context.CancelCauseFunc, t *Tas
 				case t.ctl.returned.Load():
 					log.Warn("lock lost while the outcome was being reported; it is given up", "cause", err)
 				case errors.Is(err, ErrCancelled):
-					log.Warn("task cancelled by Relais; cancelling the handler", "cause", err)
+					log.Info("task cancelled by Relais; cancelling the handler", "cause", err)
 				default:
 					log.Warn("lock lost; cancelling the handler", "cause", err)
 				}
@@ -677,9 +685,12 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
 		// What is left to refuse is the delay (above Relais's ceiling) or
 		// something this SDK does not foresee: report the failure plainly.
-		log.Warn("failure refused; reporting it without its delay", "code", ae.Code, "detail", ae.Detail)
 		f.RetryDelay = ""
-		if ae.Code != "bound_exceeded" {
+		if ae.Code == "bound_exceeded" {
+			f.RetryDelay = ceilingOf(ae)
+			log.Warn("failure's retry delay is above Relais's ceiling; reporting it with the ceiling", "detail", ae.Detail, "retry_delay", f.RetryDelay)
+		} else {
+			log.Warn("failure refused; reporting it without its delay", "code", ae.Code, "detail", ae.Detail)
 			f.ErrorCode, f.Message = codeInvalidFailure, "the worker's failure report was refused ("+ae.Code+"): "+f.Message
 		}
 		err = r.settle(t, "fail", send, log)
@@ -688,7 +699,20 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 		r.logSettleError(log, "fail", err)
 		return
 	}
-	log.Info("task failed", "error_code", f.ErrorCode, "retryable", f.Retryable, "status", res.Status, "attempts_left", res.AttemptsLeft)
+	attrs := []any{"error_code", f.ErrorCode, "retryable", f.Retryable, "status", res.Status}
+	if res.Status != "failed" {
+		// Left for the retries to come: on a task that ended, "2 left"
+		// would read as a retry that never comes.
+		attrs = append(attrs, "attempts_left", res.AttemptsLeft)
+	}
+	if f.ErrorCode == codeInputsUndecodable {
+		// The worker's own types are at fault, and every task of the
+		// revision will fail alike: say why here, not only in Relais.
+		// The message names fields and types, never a value.
+		log.Error("task failed: its inputs do not decode into the handler's type", append(attrs, "detail", f.Message)...)
+		return
+	}
+	log.Info("task failed", attrs...)
 }
 
 // repaired is f as workerID sends it: its code and message made what
@@ -726,14 +750,19 @@ func storable(s string) string {
 // failure. A code is for routing and dashboards, so it is repaired rather
 // than refused.
 func wireCode(code string, retryable bool) string {
-	b := []byte(code)
-	for i, c := range b {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-'
-		if !ok {
-			b[i] = '_'
+	var b strings.Builder
+	// Decomposed, an accented letter is its letter and a mark: the mark
+	// goes, the letter stays (ÉCHEC is ECHEC, not _CHEC).
+	for _, c := range norm.NFD.String(code) {
+		switch {
+		case unicode.Is(unicode.Mn, c):
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('_')
 		}
 	}
-	code = strings.TrimLeft(string(b), "_.:-")
+	code = strings.TrimLeft(b.String(), "_.:-")
 	if len(code) > 64 {
 		code = code[:64]
 	}

@@ -35,6 +35,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/relais/relais/internal/isoduration"
 )
@@ -80,7 +81,10 @@ type Config struct {
 	// proxy's prefix (https://gw.example/relais), without /api/v1: the
 	// worker adds the paths it calls.
 	URL string
-	// Token is a consumer token: only consumers may pull.
+	// Token is a consumer token: only consumers may pull. White space
+	// around it (the last newline of the file it was read from) is
+	// trimmed; New refuses one holding other characters a header cannot
+	// carry.
 	Token string
 	// TokenFunc, instead of Token, gives the token for each request: read
 	// from a file a secret store keeps current, say, so that a rotated
@@ -101,7 +105,11 @@ type Config struct {
 	// polls short. A client of your own should keep as many: with
 	// net/http's default of 2, most settlements dial a new connection.
 	HTTPClient *http.Client
-	// Concurrency is the most handlers running at once. Default 4.
+	// Concurrency is the most handlers running at once. Default 4. It is
+	// also the stream's max_in_flight and a fetch's max_tasks, which Relais
+	// bounds (100 unless its operator set RELAIS_STREAM_MAX_IN_FLIGHT or
+	// RELAIS_PULL_MAX_TASKS): above, Run returns the refusal, naming
+	// Concurrency.
 	Concurrency int
 	// LockDuration is the lock asked for at fetch and at each extension;
 	// the worker extends it when half of it is left. On a stream Relais
@@ -217,6 +225,34 @@ type route struct {
 	h      Handler
 }
 
+// configBound names the Config field behind a bound a subscription or a
+// fetch exceeded: the refusal names the wire's member (max_in_flight,
+// max_tasks), which the program never set. Relais's ceilings are its
+// operator's (RELAIS_STREAM_MAX_IN_FLIGHT, RELAIS_PULL_MAX_TASKS, ...), so
+// New cannot check them.
+func (w *Worker) configBound(err error) error {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Code != "bound_exceeded" {
+		return err
+	}
+	field, _ := ae.Extra["field"].(string)
+	if field == "" {
+		field, _, _ = strings.Cut(ae.Detail, " ")
+	}
+	var setting string
+	switch field {
+	case "max_in_flight", "max_tasks":
+		setting = fmt.Sprintf("Concurrency %d", w.cfg.Concurrency)
+	case "lock_duration":
+		setting = fmt.Sprintf("LockDuration %v", w.cfg.LockDuration)
+	case "wait":
+		setting = fmt.Sprintf("Wait %v", w.cfg.Wait)
+	default:
+		return err
+	}
+	return fmt.Errorf("worker: Config's %s is above what this Relais takes (%s): lower it: %w", setting, field, err)
+}
+
 // settleAttempts is how many times an outcome is sent before the worker
 // gives up when its task has no lock to bound the retries: a streamed task
 // released before it started (see settle).
@@ -242,9 +278,28 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("worker: a consumer Token (or a TokenFunc) is required")
 	case cfg.Token != "" && cfg.TokenFunc != nil:
 		return nil, errors.New("worker: give Token or TokenFunc, not both")
+	case cfg.Token != "":
+		tok, err := cleanToken(cfg.Token)
+		if err != nil {
+			return nil, fmt.Errorf("worker: Token: %w", err)
+		}
+		cfg.Token = tok
 	}
-	if cfg.Concurrency < 0 || cfg.LockDuration < 0 || cfg.Wait < 0 || cfg.ShutdownTimeout < 0 || cfg.HandlerTimeout < 0 {
-		return nil, errors.New("worker: Concurrency and durations must not be negative")
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{
+		{"Concurrency", cfg.Concurrency < 0}, {"LockDuration", cfg.LockDuration < 0}, {"Wait", cfg.Wait < 0},
+		{"ShutdownTimeout", cfg.ShutdownTimeout < 0}, {"HandlerTimeout", cfg.HandlerTimeout < 0},
+	} {
+		if f.neg {
+			return nil, fmt.Errorf("worker: %s must not be negative (zero gives the default)", f.name)
+		}
+	}
+	if cfg.LockDuration > 0 && cfg.LockDuration < time.Second {
+		// Relais refuses a lock under a second on both protocols: say so
+		// here, not when Run first fetches.
+		return nil, fmt.Errorf("worker: LockDuration %v is under Relais's floor of 1s", cfg.LockDuration)
 	}
 	switch cfg.Protocol {
 	case ProtocolAuto, ProtocolStream, ProtocolLongPoll:
@@ -260,6 +315,10 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if len(cfg.WorkerID) > 200 {
 		return nil, errors.New("worker: WorkerID must be at most 200 bytes")
+	}
+	if strings.TrimSpace(cfg.WorkerID) != cfg.WorkerID || strings.ContainsFunc(cfg.WorkerID, unicode.IsControl) {
+		// As Relais refuses it at the first fetch or subscription.
+		return nil, fmt.Errorf("worker: WorkerID %q must not begin or end with white space or hold control characters", cfg.WorkerID)
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	cfg.LockDuration = cmp.Or(cfg.LockDuration, DefaultLockDuration)
@@ -420,6 +479,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			fatal = r.fetchLoop(ctx)
 		}
 	}
+	fatal = w.configBound(fatal)
 	r.draining.Store(true)
 	w.log.InfoContext(detached, "worker stopping; waiting for in-flight tasks", "in_flight", len(r.slots))
 	if r.stream != nil {

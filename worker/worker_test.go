@@ -44,9 +44,16 @@ func newHarness(t *testing.T, s *fakeServer, cfg Config) *harness {
 	cfg.WorkerID = cmpOrString(cfg.WorkerID, "test-worker")
 	cfg.Wait = cmpOrDuration(cfg.Wait, 5*time.Second)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The fake takes locks under Relais's floor of a second, which New
+	// refuses, so that lapses take milliseconds.
+	lock := cfg.LockDuration
+	cfg.LockDuration = 0
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if lock > 0 {
+		w.cfg.LockDuration = lock
 	}
 	h := &harness{t: t, s: s, w: w}
 	w.fetchBackoff = backoff{min: 2 * time.Millisecond, max: 16 * time.Millisecond}
@@ -189,7 +196,11 @@ func TestFailures(t *testing.T) {
 			failRecord{ErrorCode: "handler_error", Message: "crm?down", Retryable: true}, 0},
 		// Codes are repaired into what Relais accepts, not refused.
 		{"code with spaces", func(context.Context, *Task) (any, error) { return nil, Fail(" CRM down/é", "no") },
-			failRecord{ErrorCode: "CRM_down___", Message: "no", Retryable: false}, 0},
+			failRecord{ErrorCode: "CRM_down_e", Message: "no", Retryable: false}, 0},
+		{"accented code", func(context.Context, *Task) (any, error) { return nil, Fail("ÉCHEC_PAIEMENT", "no") },
+			failRecord{ErrorCode: "ECHEC_PAIEMENT", Message: "no", Retryable: false}, 0},
+		{"code of no latin letter", func(context.Context, *Task) (any, error) { return nil, Fail("失敗", "no") },
+			failRecord{ErrorCode: "business_error", Message: "no", Retryable: false}, 0},
 		{"empty business code", func(context.Context, *Task) (any, error) { return nil, Fail("", "no") },
 			failRecord{ErrorCode: "business_error", Message: "no", Retryable: false}, 0},
 		{"long code", func(context.Context, *Task) (any, error) { return nil, Fail(strings.Repeat("X", 70), "no") },
@@ -248,14 +259,21 @@ func TestFailures(t *testing.T) {
 // the lock's expiry: without its delay when that was above the ceiling,
 // else under invalid_failure.
 func TestRefusedFailureIsReportedAgain(t *testing.T) {
+	day := isoduration.Format(24 * time.Hour)
 	for _, tc := range []struct {
+		name             string
 		refusal          fault
 		code, messageHas string
+		delay            string // the delay reported after the refusal
 	}{
-		{fault{status: 400, code: "bound_exceeded"}, "CRM_DOWN", "timeout"},
-		{fault{status: 400, code: "invalid_request"}, "invalid_failure", "refused (invalid_request): timeout"},
+		// A delay above the ceiling is clamped to it, as REST and the
+		// stream name it, not dropped for a policy delay of seconds.
+		{"ceiling member", fault{status: 400, code: "bound_exceeded", extra: map[string]any{"field": "retry_delay", "ceiling": "P1D"}}, "CRM_DOWN", "timeout", day},
+		{"ceiling in the detail", fault{status: 400, code: "bound_exceeded", detail: "retry_delay is above the ceiling 86400s"}, "CRM_DOWN", "timeout", day},
+		{"no ceiling named", fault{status: 400, code: "bound_exceeded"}, "CRM_DOWN", "timeout", "<nil>"},
+		{"another refusal", fault{status: 400, code: "invalid_request"}, "invalid_failure", "refused (invalid_request): timeout", "<nil>"},
 	} {
-		t.Run(tc.refusal.code, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			s := newFake(t)
 			s.inject("fail", tc.refusal)
 			s.add(def, 1, `{"company_name":"acme"}`)
@@ -272,8 +290,8 @@ func TestRefusedFailureIsReportedAgain(t *testing.T) {
 			if len(fails) != 1 {
 				t.Fatalf("fails = %+v, want the one report after the refusal", fails)
 			}
-			if f := fails[0]; f.ErrorCode != tc.code || !strings.Contains(f.Message, tc.messageHas) || f.RetryDelay != nil || !f.Retryable {
-				t.Errorf("report = %+v (retry_delay %s), want code %s, message with %q, no delay, retryable", f, deref(f.RetryDelay), tc.code, tc.messageHas)
+			if f := fails[0]; f.ErrorCode != tc.code || !strings.Contains(f.Message, tc.messageHas) || deref(f.RetryDelay) != tc.delay || !f.Retryable {
+				t.Errorf("report = %+v (retry_delay %s), want code %s, message with %q, delay %q, retryable", f, deref(f.RetryDelay), tc.code, tc.messageHas, tc.delay)
 			}
 		})
 	}
@@ -665,6 +683,45 @@ func TestTokenOrTokenFunc(t *testing.T) {
 	if _, err := New(Config{URL: "http://relais.example", TokenFunc: f}); err != nil {
 		t.Errorf("New with TokenFunc alone: %v", err)
 	}
+	// What TokenFunc gives is cleaned as Token is: trimmed, or refused
+	// with the reason (retried, as the next read may give a good one).
+	for tok, want := range map[string]string{"rls_abc\n": "rls_abc", "rls_a\rb": "", "": ""} {
+		w, err := New(Config{URL: "http://relais.example", TokenFunc: func(context.Context) (string, error) { return tok, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.token(context.Background())
+		if got != want || (want == "" && (err == nil || !strings.Contains(err.Error(), "TokenFunc"))) {
+			t.Errorf("TokenFunc giving %q: token %q, %v; want %q", tok, got, err, want)
+		}
+	}
+}
+
+// A bound of Relais's exceeded by what the program configured names the
+// Config field, not the wire's member.
+func TestRunNamesTheConfigBehindABound(t *testing.T) {
+	w, err := New(Config{URL: "http://relais.example", Token: "t", Concurrency: 200, LockDuration: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		refusal *APIError
+		want    string
+	}{
+		{&APIError{Status: 400, Code: "bound_exceeded", Detail: "max_in_flight is above the ceiling 100"}, "Concurrency 200"},
+		{&APIError{Status: 400, Code: "bound_exceeded", Detail: "max_tasks is above the ceiling PT10M", Extra: map[string]any{"field": "max_tasks"}}, "Concurrency 200"},
+		{&APIError{Status: 400, Code: "bound_exceeded", Detail: "lock_duration is above the ceiling 600s"}, "LockDuration 1h0m0s"},
+	} {
+		err := w.configBound(tc.refusal)
+		var ae *APIError
+		if !strings.Contains(fmt.Sprint(err), tc.want) || !errors.As(err, &ae) {
+			t.Errorf("%s: %v; want it to name %s and wrap the refusal", tc.refusal.Detail, err, tc.want)
+		}
+	}
+	other := &APIError{Status: 403, Code: "not_granted"}
+	if err := w.configBound(other); err != other {
+		t.Errorf("another refusal: %v", err)
+	}
 }
 
 // A handler that ignores the cancellation of a shutdown is abandoned by
@@ -938,10 +995,25 @@ func TestNewValidates(t *testing.T) {
 		{URL: "http://relais/api/v1", Token: "t"},
 		{URL: "http://relais/api/v1/", Token: "t"},
 		{URL: "http://relais/relais/api/v1/pull", Token: "t"},
+		// What Relais would refuse at the first fetch, said by New.
+		{URL: "http://relais", Token: "t", WorkerID: " w "},
+		{URL: "http://relais", Token: "t", WorkerID: "w\n1"},
+		{URL: "http://relais", Token: "t", LockDuration: 100 * time.Millisecond},
+		// A header cannot carry it: every request would fail as if Relais
+		// were down.
+		{URL: "http://relais", Token: "rls_a\x00b"},
+		{URL: "http://relais", Token: " \n"},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
+	}
+	if _, err := New(Config{URL: "http://relais", Token: "t", Wait: -time.Second}); err == nil || !strings.Contains(err.Error(), "Wait") {
+		t.Errorf("a negative Wait: %v; want it named", err)
+	}
+	// A token read from a file keeps its last newline: trimmed.
+	if w, err := New(Config{URL: "http://relais", Token: "rls_abc\n"}); err != nil || w.cfg.Token != "rls_abc" {
+		t.Errorf("a token with its file's newline: %v", err)
 	}
 	w, err := New(Config{URL: "http://relais", Token: "t"})
 	if err != nil {
