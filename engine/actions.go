@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
@@ -228,6 +229,19 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	default:
 		return false, fault.New(fault.BadRequest, "invalid_request", "unknown action %q", action)
 	}
+	// The reason is shown to every operator and kept whatever the
+	// retention: a protected value of the instance typed into it (a
+	// customer's id quoted from a ticket) is scrubbed, as a worker's
+	// message is.
+	pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
+	if err != nil {
+		return false, err
+	}
+	inputs, err := e.unseal(inst.Inputs, inst.SealedInputs, aadInstanceInputs(inst.ID))
+	if err != nil {
+		return false, err
+	}
+	reason = contracts.Scrub(reason, pv.Process.Inputs.ProtectedStrings(inputs))
 	var actorID *int64
 	if actor.TokenID != 0 {
 		actorID = &actor.TokenID
