@@ -230,8 +230,8 @@ func TestBulkRetryLeavesOutWhatCannotBeRetried(t *testing.T) {
 
 	filter := map[string]any{"process": "crm_hold", "status": "held"}
 	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "CRM is back", "filter": filter}).JSON(t)
-	if count["count"] != 1.0 {
-		t.Fatalf("bulk retry count = %v, want 1 (the instance held from birth cannot be retried)", count["count"])
+	if count["count"] != 1.0 || count["not_retryable_count"] != 1.0 {
+		t.Fatalf("bulk retry count = %v, not_retryable_count %v; want 1 and 1 (the instance held from birth cannot be retried, and the answer says so)", count["count"], count["not_retryable_count"])
 	}
 	if b := fmt.Sprint(count["breakdown"]); b != "[map[count:1 error_code:CRM_DOWN process:crm_hold]]" {
 		t.Errorf("bulk retry breakdown = %s, want the one CRM_DOWN instance it retries", b)

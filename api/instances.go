@@ -337,8 +337,19 @@ func (a *API) actOnFilter() http.Handler {
 			for i, g := range b.Groups {
 				breakdown[i] = bulkGroupJSON{Process: g.ProcessKey, ErrorCode: g.ErrorCode, Count: g.Count}
 			}
-			httpjson.Encode(w, http.StatusOK, map[string]any{"action": action, "count": b.Count, "applied": false, "breakdown": breakdown,
-				"breakdown_truncated": b.Truncated})
+			answer := map[string]any{"action": action, "count": b.Count, "applied": false, "breakdown": breakdown,
+				"breakdown_truncated": b.Truncated}
+			if action == engine.ActionRetry {
+				// A retry leaves out the held instances it cannot retry: a
+				// script reading only count would take "0" for the
+				// incident's end. An abandon applies to every held one.
+				held, err := a.eng.CountForAction(r.Context(), engine.ActionAbandon, f)
+				if err != nil {
+					return err
+				}
+				answer["not_retryable_count"] = max(held-b.Count, 0)
+			}
+			httpjson.Encode(w, http.StatusOK, answer)
 			return nil
 		}
 		res, err := a.eng.ActOnFilter(r.Context(), actorOf(r), action, f, req.Reason, *req.ConfirmCount, bulkID)
