@@ -581,3 +581,22 @@ func TestReasonIsScrubbedOfTheInstancesProtectedValues(t *testing.T) {
 		t.Errorf("reason stored %q; want the secret scrubbed and the rest kept", got)
 	}
 }
+
+// A bulk filter naming a process or a definition nothing has is refused
+// at its pointer, rather than counting 0 (which reads as the incident's
+// end).
+func TestBulkFilterOfAnUnknownKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	hold("Acme")
+	for member, key := range map[string]string{"process": "crm_hodl", "held_at": "add_company_to_cmr"} {
+		r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": map[string]any{member: key}})
+		if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"/filter/`+member+`"`) {
+			t.Errorf("filter %s %q: %d %s; want 400 at /filter/%s", member, key, r.Status, r.Body, member)
+		}
+	}
+	if n := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+		"filter": map[string]any{"process": "crm_hold", "held_at": "add_company_to_crm"}}).JSON(t)["count"]; n != 1.0 {
+		t.Errorf("known keys: count %v, want 1", n)
+	}
+}

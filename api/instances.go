@@ -325,6 +325,22 @@ func (a *API) actOnFilter() http.Handler {
 				errs = append(errs, fault.FieldError{Path: "/bulk_id", Message: "must be a UUID other than the nil one (or left out for a new one)"})
 			}
 		}
+		// A key nothing has (a typo) would count 0 and read as "the
+		// incident is over": name it instead.
+		if f.ProcessKey != "" {
+			if _, err := a.eng.GetProcessVersion(r.Context(), f.ProcessKey, 0); fault.HasCode(err, "not_found") {
+				errs = append(errs, fault.FieldError{Path: "/filter/process", Message: fmt.Sprintf("no process has the key %q", f.ProcessKey)})
+			} else if err != nil {
+				return err
+			}
+		}
+		if f.HeldAt != "" {
+			if _, err := a.eng.GetDefinition(r.Context(), f.HeldAt); fault.HasCode(err, "not_found") {
+				errs = append(errs, fault.FieldError{Path: "/filter/held_at", Message: fmt.Sprintf("no definition has the key %q", f.HeldAt)})
+			} else if err != nil {
+				return err
+			}
+		}
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid bulk action").WithErrors(errs)
 		}
