@@ -288,7 +288,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: keyError(s.Definition)})
 			continue
 		}
-		fields, ferrs, err := e.checkFields(ctx, at, s.Fields, resolved)
+		fields, resolved, ferrs, err := e.checkFields(ctx, at, s.Fields, resolved, len(s.Revisions) == 0)
 		if err != nil {
 			return Pairs{}, err
 		}
@@ -392,29 +392,43 @@ func (e *Engine) stillGranted(ctx context.Context, consumerID int64, p Pairs) (P
 const MaxDeclaredFields = 100
 
 // checkFields checks a subscription's declared fields against the inputs
-// contract of every revision it resolved to. It returns nil fields for a
-// subscription that declares none (every input).
-func (e *Engine) checkFields(ctx context.Context, at string, fields []string, resolved []revisionKey) ([]string, []fault.FieldError, error) {
+// contract of every revision it resolved to, and returns the revisions it
+// takes. It returns nil fields for a subscription that declares none
+// (every input). A subscription that lists no revisions (every revision
+// granted, or a pattern) takes those its fields fit and leaves out the
+// others: a revision published later without a declared field, for other
+// workers, must not stop a live worker's fetches. Only when none fits, or
+// when a listed revision does not, is it refused.
+func (e *Engine) checkFields(ctx context.Context, at string, fields []string, resolved []revisionKey, implicit bool) ([]string, []revisionKey, []fault.FieldError, error) {
 	if fields == nil {
-		return nil, nil, nil
+		return nil, resolved, nil, nil
+	}
+	if len(fields) == 0 || len(fields) > MaxDeclaredFields {
+		return nil, nil, []fault.FieldError{{Path: at + "/fields", Message: fmt.Sprintf("must list 1 to %d JSON pointers, or be omitted for every input", MaxDeclaredFields)}}, nil
 	}
 	var errs []fault.FieldError
-	if len(fields) == 0 || len(fields) > MaxDeclaredFields {
-		return nil, []fault.FieldError{{Path: at + "/fields", Message: fmt.Sprintf("must list 1 to %d JSON pointers, or be omitted for every input", MaxDeclaredFields)}}, nil
-	}
+	var fit []revisionKey
 	for _, k := range resolved {
 		rev, err := e.revision(ctx, e.q, k.key, k.rev)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		fits := true
 		for j, f := range fields {
 			if err := rev.Working.Inputs.FieldPointer(f); err != nil {
+				fits = false
 				errs = append(errs, fault.FieldError{Path: fmt.Sprintf("%s/fields/%d", at, j),
 					Message: fmt.Sprintf("%s revision %d: %q %v", k.key, k.rev, f, err)})
 			}
 		}
+		if fits {
+			fit = append(fit, k)
+		}
 	}
-	return slices.Clone(fields), errs, nil
+	if implicit && len(fit) > 0 {
+		return slices.Clone(fields), fit, nil, nil
+	}
+	return slices.Clone(fields), fit, errs, nil
 }
 
 // granted reports whether a consumer may see revision of key. It reads

@@ -219,6 +219,39 @@ func TestDeclaredFields(t *testing.T) {
 	}
 }
 
+// A revision published without a field a live worker declares leaves
+// that worker's fetches working: a subscription listing no revisions takes
+// the revisions its fields fit; one listing the revision is refused.
+func TestDeclaredFieldsSkipARevisionWithoutThem(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	nsDefinition(t, env, "crm.add_company")
+	env.Process("pp", nsProcess("crm.add_company"))
+	token := env.Consumer("c", "crm.add_company")
+	_, id := startNS(t, env, "pp")
+	env.Must(200, "PUT", "/api/v1/definitions/crm.add_company/working", env.Designer, map[string]any{
+		"name":    "crm.add_company",
+		"inputs":  map[string]any{"fields": []any{map[string]any{"name": "company", "type": "text", "required": true}}},
+		"outputs": map[string]any{"fields": []any{map[string]any{"name": "ok", "type": "boolean", "required": true}}},
+	})
+	env.Must(201, "POST", "/api/v1/definitions/crm.add_company/revisions", env.Designer, nil)
+
+	occ := one(t, fetch(t, env, token, subscribe("w1", map[string]any{"definition": "crm.add_company", "fields": []string{"/address/city"}})), id)
+	if occ["revision"] != 1.0 {
+		t.Errorf("fetched revision %v, want 1", occ["revision"])
+	}
+	for _, sub := range []map[string]any{
+		{"definition": "crm.add_company", "revisions": []int{2}, "fields": []string{"/address/city"}},
+		{"definition": "crm.*", "fields": []string{"/no_such_field"}},
+	} {
+		bad := env.Do("POST", "/api/v1/pull/fetch-and-lock", token, subscribe("w1", sub))
+		p := wantProblem(t, "fields no revision taken has", bad, 400, "invalid_request")
+		if !strings.Contains(fmt.Sprint(p["errors"]), "/subscriptions/0/fields/0") {
+			t.Errorf("%v: errors %v, want one at /subscriptions/0/fields/0", sub, p["errors"])
+		}
+	}
+}
+
 // Defer hands the occurrence over: no lock, visible as deferred, settled
 // later by another worker of the consumer; a settle token settles that
 // occurrence only and nothing else, and not twice.
