@@ -199,6 +199,9 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	stop := c.stopRecord(ctx, o, inst)
 	v.StateLabel = T(ctx, "Now")
 	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, o, inst, stop)
+	if v.StateNote == "" {
+		v.StateNote = c.nobodyTakes(ctx, o)
+	}
 	if inst.Status == engine.InstanceHeld && o.Status == engine.StatusFailed {
 		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
 	}
@@ -523,6 +526,41 @@ func (c *Console) retried(ctx context.Context, o engine.Occurrence, inst engine.
 		}
 	}
 	return false
+}
+
+// nobodyTakes says, of a pull occurrence waiting for a worker, when no
+// live worker takes its revision: workers of the definition may all be
+// live and healthy on other revisions (a process version moved to a new
+// one, its workers not yet), which the Health page, counting workers by
+// definition, does not show. A grant may still exclude a revision a
+// worker subscribes to "every" of: such a worker counts as taking it.
+func (c *Console) nobodyTakes(ctx context.Context, o engine.Occurrence) string {
+	if o.Mode != "pull" || o.Status != engine.StatusAvailable || o.AvailableAt.After(prefsOf(ctx).now) {
+		return ""
+	}
+	workers, err := c.eng.ListWorkers(ctx, engine.WorkerFilter{Definition: o.Definition, Limit: workersServingMax})
+	if err != nil {
+		c.logger.Warn("console: live workers unavailable", "err", err)
+		return ""
+	}
+	if len(workers) == 0 {
+		return T(ctx, "No live worker takes %s now (Workers page).", o.Definition)
+	}
+	revs := []int{}
+	for _, wk := range workers {
+		every, rs := revisionsTaken(wk.Subscriptions, o.Definition)
+		if every || slices.Contains(rs, o.Revision) {
+			return ""
+		}
+		for _, r := range rs {
+			if !slices.Contains(revs, r) {
+				revs = append(revs, r)
+			}
+		}
+	}
+	slices.Sort(revs)
+	revision, taken := o.Revision, joinInts(revs)
+	return T(ctx, "No live worker takes revision %d: the live workers of %s take revisions %s only.", revision, o.Definition, taken)
 }
 
 // occurrenceState says in words what the occurrence is doing or waiting

@@ -177,3 +177,51 @@ func TestPushCallPastItsBudget(t *testing.T) {
 		t.Errorf("in French: %q", got)
 	}
 }
+
+// TestOccurrencePageSaysNobodyTakesItsRevision: workers of the definition
+// may all be live on other revisions (a process version moved on, its
+// workers not yet); a waiting occurrence's page says that nobody takes its
+// revision, and which revisions are taken.
+func TestOccurrencePageSaysNobodyTakesItsRevision(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	working := env.Must(200, "GET", "/api/v1/definitions/add_company_to_crm", env.Designer, nil).JSON(t)["working"].(map[string]any)
+	working["description"] = "revision 2"
+	env.Must(200, "PUT", "/api/v1/definitions/add_company_to_crm/working", env.Designer, working)
+	env.Must(201, "POST", "/api/v1/definitions/add_company_to_crm/revisions", env.Designer, nil)
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	occ := env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	path := "/console/occurrences/" + occ
+	b := signedIn(t, env.URL, "en", env.Operator)
+	fr := signedIn(t, env.URL, "fr", env.Operator)
+	note := func(b *browser) string { return text(b.mustGet(path, 200), "state-note") }
+
+	if got := note(b); got != "No live worker takes add_company_to_crm now (Workers page)." {
+		t.Errorf("no worker: note %q", got)
+	}
+	poll := func(worker string, revisions []int) {
+		t.Helper()
+		env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": worker, "max_tasks": 1,
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm", "revisions": revisions}}})
+	}
+	poll("new-only", []int{2})
+	if got := note(b); got != "No live worker takes revision 1: the live workers of add_company_to_crm take revisions 2 only." {
+		t.Errorf("workers on revision 2 only: note %q", got)
+	}
+	if got := note(fr); !strings.HasPrefix(got, "Aucun exécutant actif ne prend la révision 1") {
+		t.Errorf("French note %q", got)
+	}
+	// A worker of revision 1 is live: it took one occurrence, and the
+	// other, still waiting, is not said to be nobody's.
+	other := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
+	otherOcc := env.Must(200, "GET", "/api/v1/occurrences?instance="+other, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	poll("old", []int{1})
+	for _, id := range []string{occ, otherOcc} {
+		if got := text(b.mustGet("/console/occurrences/"+id, 200), "state-note"); got != "" {
+			t.Errorf("a live worker takes revision 1: occurrence %s's note %q", id, got)
+		}
+	}
+}

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             288,
 	"%d (0 lowest, 9 highest)":                 450,
 	"%d attempts":                              454,
-	"%d attempts, retry after %s, priority %d": 603,
+	"%d attempts, retry after %s, priority %d": 605,
 	"%d breaking":                              218,
 	"%d changes":                               217,
 	"%d completed":                             286,
@@ -55,44 +55,44 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     297,
 	"%d held instances match now.":             60,
 	"%d hours":                                 313,
-	"%d items":                                 672,
+	"%d items":                                 674,
 	"%d left":                                  456,
 	"%d min":                                   296,
 	"%d minutes":                               314,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              670,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              672,
 	"%d ms": 316,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         593,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 592,
-	"%d occurrences":                          536,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         595,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 594,
+	"%d occurrences":                          538,
 	"%d releases":                             237,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
 	"%d s":       295,
 	"%d seconds": 315,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        508,
-	"%s (deferred; settled with its settle token)":        506,
-	"%s (deferred; settled with its settle token, as %s)": 507,
+	"%s (deferred; settled by %s)":                        510,
+	"%s (deferred; settled with its settle token)":        508,
+	"%s (deferred; settled with its settle token, as %s)": 509,
 	"%s (token #%d, %s)":                                  92,
 	"%s ago":                                              293,
-	"%s so far":                                           504,
-	"%s → %s":                                             598,
+	"%s so far":                                           506,
+	"%s → %s":                                             600,
 	"%s, revision %s":                                     416,
 	"%s, version %s":                                      417,
 	"%s: %s":                                              285,
 	"%s: %s → %s":                                         225,
-	"%s: a date is written 2026-12-01.":                   550,
+	"%s: a date is written 2026-12-01.":                   552,
 	"%s: every revision, present and future":              165,
 	"%s: revisions %s":                                    166,
-	"%s: the first day comes after the last.":             551,
+	"%s: the first day comes after the last.":             553,
 	"%s–%s":                                               284,
-	"(%d characters in all)":                              673,
+	"(%d characters in all)":                              675,
 	"(%d handed back, not counted)":                       455,
-	"(each item)":                                         660,
-	"(worker %s)":                                         492,
+	"(each item)":                                         662,
+	"(worker %s)":                                         494,
 	"0 seconds":                                           311,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           638,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           640,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 485,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
@@ -107,12 +107,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 359,
 	"Action":                              95,
 	"All actions":                         107,
-	"All consumers":                       533,
+	"All consumers":                       535,
 	"All definitions":                     275,
 	"All its tasks":                       164,
 	"All processes":                       365,
 	"All statuses":                        367,
-	"All workers":                         686,
+	"All workers":                         688,
 	"An operator abandoned the instance.": 484,
 	"Any definition":                      366,
 	"Apply filters":                       104,
@@ -126,8 +126,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           139,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           614,
-	"Back without saving":              563,
+	"Back to the occurrence":           616,
+	"Back without saving":              565,
 	"Breaks processes":                 195,
 	"Breaks workers":                   196,
 	"Bulk %s applied to %d instances.": 90,
@@ -136,38 +136,38 @@ var messageKeyToIndex = map[string]int{
 	"By process and error code":        82,
 	"Call timeout":                     451,
 	"Calls":                            247,
-	"Camunda 7 facade":                 690,
-	"Cancelled: the instance was stopped (%s).":               503,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 502,
+	"Camunda 7 facade":                 692,
+	"Cancelled: the instance was stopped (%s).":               505,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 504,
 	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           611,
+	"Cannot reveal":                                           613,
 	"Change":                                                  193,
 	"Changes between the two revisions":                       205,
 	"Changes of the Working copy since revision %d":           214,
 	"Choose two existing revisions to compare.":               215,
 	"Classification":                                          172,
 	"Clear filters":                                           105,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            587,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 578,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            589,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 580,
 	"Compare":              192,
 	"Compare revisions":    188,
 	"Completed":            283,
-	"Completed (%s).":      498,
+	"Completed (%s).":      500,
 	"Completed, last hour": 266,
 	"Completions and failures per 5 minutes, last hour: %s":    276,
 	"Completions and failures per 5-minute slot, oldest first": 281,
 	"Completions and failures, last hour":                      259,
-	"Connected":                                                682,
+	"Connected":                                                684,
 	"Constraints":                                              173,
 	"Consumer":                                                 423,
-	"Consumer and worker":                                      530,
+	"Consumer and worker":                                      532,
 	"Consumers":                                                124,
 	"Consumers, oldest first":                                  153,
 	"Counting the occurrences; the counts appear when you reload the page.": 167,
 	"Counts are unavailable right now.":                                     168,
-	"Counts as of %s (%s); refreshed every few seconds.":                    609,
-	"Counts by status": 526,
+	"Counts as of %s (%s); refreshed every few seconds.":                    611,
+	"Counts by status": 528,
 	"Created":          327,
 	"Created from":     80,
 	"Created on":       157,
@@ -177,12 +177,12 @@ var messageKeyToIndex = map[string]int{
 	"Deadline":         448,
 	"Dec":              310,
 	"Deferred":         469,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 497,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 499,
 	"Definition":         261,
 	"Definition %s":      175,
 	"Definitions":        122,
 	"Definitions by key": 232,
-	"Definitions served": 680,
+	"Definitions served": 682,
 	"Definitions, those needing attention first": 260,
 	"Description":          174,
 	"Destination":          435,
@@ -201,19 +201,19 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    347,
 	"End node or error":           363,
 	"Ended":                       344,
-	"Error":                       529,
+	"Error":                       531,
 	"Error (before any attempt)":  471,
 	"Error code":                  78,
 	"Error message":               430,
-	"Every %d seconds":            567,
+	"Every %d seconds":            569,
 	"Every attempt, oldest first": 422,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         617,
-	"Expired token":                        648,
-	"Expires":                              645,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         619,
+	"Expired token":                        650,
+	"Expires":                              647,
 	"External tasks":                       117,
 	"Failed":                               264,
-	"Failed (%s).":                         501,
+	"Failed (%s).":                         503,
 	"Failed at node":                       349,
 	"Failed occurrence":                    346,
 	"Failed, last hour":                    267,
@@ -224,23 +224,23 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 121,
 	"Find an instance or occurrence":       119,
 	"Finished":                             426,
-	"First page":                           548,
+	"First page":                           550,
 	"Follow it in the audit log (new tab)": 57,
 	"Form refused":                         144,
 	"From revision":                        190,
 	"From revision %d to revision %d:":     216,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
 	"Grants":                  156,
-	"Graph":                   577,
-	"Graph of %s":             591,
-	"HTTP 2xx, unusable body": 510,
+	"Graph":                   579,
+	"Graph of %s":             593,
+	"HTTP 2xx, unusable body": 512,
 	"Headers sent":            243,
 	"Health":                  116,
 	"Held at a node of":       79,
 	"Held at node":            345,
 	"Held instances":          263,
 	"ID":                      154,
-	"In flight":               681,
+	"In flight":               683,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 277,
 	"Inputs":                     198,
 	"Inputs of revision %d":      209,
@@ -249,86 +249,88 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      457,
 	"Instance":                  362,
 	"Instances":                 83,
-	"Instances of this process": 586,
+	"Instances of this process": 588,
 	"Invalid request":           137,
 	"Its calls":                 248,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  499,
-	"Its instance went on along the node’s error path.":                                                                                                                    500,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      653,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  501,
+	"Its instance went on along the node’s error path.":                                                                                                                    502,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      655,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     299,
 	"Jul":                     305,
 	"Jun":                     304,
-	"Keep it":                 655,
+	"Keep it":                 657,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     233,
-	"Kind":                    581,
+	"Kind":                    583,
 	"Language":                113,
 	"Last changed":            245,
 	"Last error (attempt %d)": 470,
 	"Last reserved":           467,
 	"Last saved":              179,
-	"Last seen":               683,
-	"Last used":               644,
+	"Last seen":               685,
+	"Last used":               646,
 	"Latest revision":         234,
 	"Lists every change from one revision to another, and whom it may break.": 189,
-	"Local time at %s": 565,
-	"Lock expired %s — waiting to be offered again.": 489,
+	"Local time at %s": 567,
+	"Lock expired %s — waiting to be offered again.": 491,
 	"Lock expires":                     468,
 	"Longest timeout":                  244,
 	"Main navigation":                  115,
 	"Mar":                              301,
 	"Maximum attempts":                 444,
 	"May":                              303,
-	"Message from Relais (in English)": 516,
-	"Message from the service (its own words, protected values masked)": 517,
-	"Method not allowed": 621,
+	"Message from Relais (in English)": 518,
+	"Message from the service (its own words, protected values masked)": 519,
+	"Method not allowed": 623,
 	"Mode":               442,
-	"More filters: instance, revision, consumer, destination, dates": 522,
+	"More filters: instance, revision, consumer, destination, dates": 524,
 	"Name":                    155,
-	"Never":                   566,
+	"Never":                   568,
 	"Next attempt":            466,
-	"Next attempt or settled": 531,
+	"Next attempt or settled": 533,
 	"Next node":               326,
-	"Next page":               547,
+	"Next page":               549,
 	"No consumer yet.":        150,
 	"No definition %s has occurrences: check the key, or show all definitions.": 274,
 	"No definition has occurrences yet.":                                        268,
 	"No definition yet.":                                                        236,
 	"No destination yet.":                                                       238,
 	"No inputs.":                                                                199,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 628,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 630,
 	"No instance matches these filters.": 364,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 627,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 629,
+	"No live worker takes %s now (Workers page).":                                            487,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":       488,
 	"No more consumers.":                                   151,
 	"No more destinations.":                                239,
-	"No occurrence matches these filters.":                 532,
+	"No occurrence matches these filters.":                 534,
 	"No operator action matches.":                          106,
 	"No operator has acted on this instance.":              331,
 	"No outputs yet: the occurrence has not completed.":    460,
 	"No outputs.":                                          202,
 	"No outputs: the occurrence ended without completing.": 462,
-	"No process is published yet.":                         572,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          695,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          694,
+	"No process is published yet.":                         574,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          697,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          696,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
 	"No release yet.": 183,
 	"No revision yet: the Working copy has never been snapshotted.":          181,
 	"No service ever reserved this occurrence: it ended before any attempt.": 434,
 	"No service has reserved this occurrence yet.":                           431,
-	"No token.":              642,
-	"No value was revealed.": 619,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 696,
-	"No worker is connected.":           684,
-	"No worker serves this definition.": 687,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 693,
+	"No token.":              644,
+	"No value was revealed.": 621,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 698,
+	"No worker is connected.":           686,
+	"No worker serves this definition.": 689,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 695,
 	"Node":                  323,
 	"Node %s":               257,
-	"Nodes":                 579,
-	"Nodes of this version": 588,
-	"Nodes of this version, with their occurrences now": 580,
+	"Nodes":                 581,
+	"Nodes of this version": 590,
+	"Nodes of this version, with their occurrences now": 582,
 	"Nodes reached, in order":                           322,
 	"Not allowed":                                       135,
 	"Not found":                                         143,
@@ -336,23 +338,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 141,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 142,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             625,
+	"Nothing to find: the search box is empty.":                             627,
 	"Nothing was done.":         28,
 	"Nov":                       309,
 	"Now":                       440,
 	"Occurrence":                324,
 	"Occurrence %s":             418,
 	"Occurrence offered again":  98,
-	"Occurrences now":           585,
-	"Occurrences, newest first": 527,
+	"Occurrences now":           587,
+	"Occurrences, newest first": 529,
 	"Oct":                       308,
-	"Offered from %s — %s.":     488,
+	"Offered from %s — %s.":     490,
 	"Oldest claimable waits":    265,
-	"On error":                  584,
-	"On success":                583,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               615,
-	"Only administrators may reveal a sensitive value.":                                                 610,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 639,
+	"On error":                  586,
+	"On success":                585,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               617,
+	"Only administrators may reveal a sensitive value.":                                                 612,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 641,
 	"Open":             262,
 	"Operator actions": 319,
 	"Operator actions on this instance, newest first": 332,
@@ -362,28 +364,28 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          210,
 	"Outputs of the working copy":                     203,
 	"Outputs, labelled by revision %d's contract":     459,
-	"Pages": 545,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 561,
+	"Pages": 547,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 563,
 	"Path":                            320,
-	"Pinned revision":                 582,
+	"Pinned revision":                 584,
 	"Policy":                          420,
-	"Previous page":                   546,
+	"Previous page":                   548,
 	"Priority":                        449,
 	"Process":                         75,
-	"Process %s":                      574,
-	"Process and node":                528,
+	"Process %s":                      576,
+	"Process and node":                530,
 	"Process inputs":                  334,
 	"Process instance":                97,
 	"Process instance %s":             317,
 	"Process instances":               355,
 	"Process instances, newest first": 361,
 	"Processes":                       118,
-	"Processes by key":                570,
-	"Protocol":                        679,
+	"Processes by key":                572,
+	"Protocol":                        681,
 	"Published":                       187,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 568,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       569,
-	"Push destination": 523,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 570,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       571,
+	"Push destination": 525,
 	"Reason":           96,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
@@ -391,7 +393,7 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             330,
 	"Relais console":                                        112,
 	"Relais has not called the destination yet.":            437,
-	"Relais is calling the destination (since %s).":         494,
+	"Relais is calling the destination (since %s).":         496,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 439,
 	"Relais never called the destination: the occurrence ended before any call.":                           438,
 	"Relais refused the action. Nothing was done.":                                                         42,
@@ -399,18 +401,18 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             184,
 	"Releases":                            182,
 	"Releases, oldest first":              204,
-	"Reload lists and detail pages":       560,
+	"Reload lists and detail pages":       562,
 	"Replica":                             436,
 	"Required":                            171,
 	"Reserved":                            425,
-	"Reserved by %s.":                     496,
-	"Reserved by %s; lock until %s — %s.": 495,
+	"Reserved by %s.":                     498,
+	"Reserved by %s; lock until %s — %s.": 497,
 	"Reserved now":                        163,
 	"Retried by %s at %s — “%s”":          342,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
 	"Retries":            446,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  487,
+	"Retry at %s — %s.":  489,
 	"Retry delay":        445,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
@@ -422,36 +424,36 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 463,
-	"Revealed by %s at %s; recorded in the audit log.": 613,
+	"Revealed by %s at %s; recorded in the audit log.": 615,
 	"Reveals":               127,
-	"Reveals, newest first": 618,
+	"Reveals, newest first": 620,
 	"Revision":              185,
 	"Revision %d":           206,
 	"Revisions":             180,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 698,
-	"Revoke the %s token “%s”?": 652,
-	"Revoke the token":          654,
-	"Revoke token %d":           651,
-	"Revoke…":                   649,
-	"Role":                      643,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 700,
+	"Revoke the %s token “%s”?": 654,
+	"Revoke the token":          656,
+	"Revoke token %d":           653,
+	"Revoke…":                   651,
+	"Role":                      645,
 	"Route":                     325,
 	"Routing output":            178,
-	"Rows %s–%s":                549,
-	"Save settings":             562,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 612,
+	"Rows %s–%s":                551,
+	"Save settings":             564,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 614,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               623,
-	"Secret values can never be revealed.": 616,
+	"Search":                               625,
+	"Secret values can never be revealed.": 618,
 	"Sep":                                  307,
-	"Served by %d workers":                 697,
+	"Served by %d workers":                 699,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              328,
-	"Settlement date":      521,
+	"Settlement date":      523,
 	"Show all definitions": 273,
-	"Show times in":        558,
+	"Show times in":        560,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
-	"Sign in": 632,
-	"Sign in with an operator, designer or administrator token.": 633,
+	"Sign in": 634,
+	"Sign in with an operator, designer or administrator token.": 635,
 	"Sign out":             129,
 	"Signed in as %s (%s)": 128,
 	"Since revision %d:":   212,
@@ -461,9 +463,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 148,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 640,
-	"Staff tokens, oldest first": 641,
-	"Start node":                 576,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 642,
+	"Staff tokens, oldest first": 643,
+	"Start node":                 578,
 	"Started":                    343,
 	"State":                      158,
 	"Status":                     76,
@@ -486,17 +488,17 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 231,
 	"Tasks":                   159,
 	"Temporarily unavailable": 146,
-	"That is too long to be an id or a business key.": 626,
+	"That is too long to be an id or a business key.": 628,
 	"The %d largest groups; the filter matches more.": 84,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 240,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          211,
 	"The bulk action must be its id (a UUID).": 109,
 	"The call could not be prepared.":          479,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 493,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 495,
 	"The chart’s numbers": 280,
 	"The confirmed count is missing: start again from the list.":                                                                                                            87,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           149,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      559,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      561,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 147,
 	"The deadline passed before a result arrived.":                                                                                                                          476,
@@ -512,22 +514,22 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             360,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 321,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         177,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               556,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               558,
 	"The page size must be between 1 and %d.":                                                                                                                                                              354,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  555,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  557,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 108,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            477,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      518,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          658,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          635,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      520,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          660,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          637,
 	"These revisions have the same contracts.":                                                                                                                                                             197,
-	"These settings are kept in this browser only.":                                                                                                                                                        557,
-	"They take every revision their consumer is granted.":                                                                                                                                                  699,
-	"They take revision %d only.":                                                                                                                                                                          700,
-	"They take revisions %s only.":                                                                                                                                                                         701,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     552,
+	"These settings are kept in this browser only.":                                                                                                                                                        559,
+	"They take every revision their consumer is granted.":                                                                                                                                                  701,
+	"They take revision %d only.":                                                                                                                                                                          702,
+	"They take revisions %s only.":                                                                                                                                                                         703,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     554,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
 	"This contract has no inputs.":                                                                                                                                                                         458,
 	"This contract has no outputs.":                                                                                                                                                                        461,
@@ -545,163 +547,163 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            657,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           656,
-	"This page does not accept that request.": 622,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            659,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           658,
+	"This page does not accept that request.": 624,
 	"This page reloads every %d seconds.":     134,
 	"This process takes no inputs.":           336,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 637,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 589,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            590,
+	"This token is unknown or has been revoked.": 639,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 591,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            592,
 	"Times in %s · no auto-reload":    133,
 	"Times in %s · reload every %d s": 132,
 	"To revision":                     191,
-	"Token":                           634,
+	"Token":                           636,
 	"Tokens":                          126,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 636,
-	"Totals of all definitions, not narrowed by the other filters":         535,
-	"Totals of definition %s, not narrowed by the other filters":           534,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 638,
+	"Totals of all definitions, not narrowed by the other filters":         537,
+	"Totals of definition %s, not narrowed by the other filters":           536,
 	"Type": 170,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 624,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 626,
 	"URL":                              242,
-	"UTC (coordinated universal time)": 564,
+	"UTC (coordinated universal time)": 566,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                519,
-	"Unknown destination “%s”.":        520,
-	"Unknown parameter “%s” (did you mean “%s”?).": 553,
-	"Unknown parameter “%s”.":                      554,
+	"Unknown consumer.":                521,
+	"Unknown destination “%s”.":        522,
+	"Unknown parameter “%s” (did you mean “%s”?).": 555,
+	"Unknown parameter “%s”.":                      556,
 	"Unknown status “%s”.":                         352,
 	"Value":                                        333,
-	"Version":                                      575,
-	"Versions, newest first":                       571,
-	"Waiting for Relais to call the destination since %s (%s).": 490,
-	"Waiting for a worker since %s (%s).":                       491,
+	"Version":                                      577,
+	"Versions, newest first":                       573,
+	"Waiting for Relais to call the destination since %s (%s).": 492,
+	"Waiting for a worker since %s (%s).":                       493,
 	"When":                                                      93,
 	"Who":                                                       94,
 	"Whole message":                                             433,
 	"Why (recorded with the reveal)":                            464,
-	"Worker":                                                    678,
+	"Worker":                                                    680,
 	"Worker id":                                                 424,
 	"Workers":                                                   123,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        676,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        678,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 677,
-	"Workers serving %s":                   685,
+	"Workers seen within three heartbeats": 679,
+	"Workers serving %s":                   687,
 	"Working copy":                         176,
-	"You are signed out.":                  629,
+	"You are signed out.":                  631,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 630,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      631,
-	"[redacted]":                          515,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 632,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      633,
+	"[redacted]":                          517,
 	"abandon":                             4,
 	"active":                              160,
 	"administrator":                       394,
 	"an incident: retry, abandon or stop": 252,
-	"answer too large":                    513,
+	"answer too large":                    515,
 	"any":                                 74,
-	"any other code → %s":                 601,
+	"any other code → %s":                 603,
 	"any other error":                     250,
-	"as of %s (%s); counts are refreshed every few seconds.": 537,
-	"at least %d characters":                                 661,
-	"at least %d items":                                      668,
+	"as of %s (%s); counts are refreshed every few seconds.": 539,
+	"at least %d characters":                                 663,
+	"at least %d items":                                      670,
 	"at most %d":                                             452,
-	"at most %d characters":                                  662,
-	"at most %d items":                                       669,
+	"at most %d characters":                                  664,
+	"at most %d items":                                       671,
 	"at most %d since the last operator retry":               453,
 	"available":                                              368,
 	"boolean":                                                381,
-	"call in progress since":                                 542,
+	"call in progress since":                                 544,
 	"cancelled":                                              371,
 	"choice":                                                 384,
-	"claimable since":                                        541,
+	"claimable since":                                        543,
 	"claimable since %s":                                     270,
 	"classification changed":                                 405,
 	"completed":                                              278,
 	"constraint changed":                                     406,
 	"consumer":                                               397,
-	"consumer #%s":                                           505,
+	"consumer #%s":                                           507,
 	"date":                                                   382,
 	"date and time":                                          383,
-	"deadline %s":                                            604,
+	"deadline %s":                                            606,
 	"deferred":                                               370,
-	"deferred since":                                         544,
+	"deferred since":                                         546,
 	"deleted":                                                100,
 	"designer":                                               396,
 	"disconnected":                                           377,
-	"end (completes)":                                        596,
-	"end (fails)":                                            597,
+	"end (completes)":                                        598,
+	"end (fails)":                                            599,
 	"end: completes the instance":                            253,
 	"end: fails the instance":                                254,
-	"every revision its consumer is granted":                 691,
+	"every revision its consumer is granted":                 693,
 	"exact, case-sensitive":                                  356,
 	"expired":                                                374,
 	"failed":                                                 279,
-	"fails the instance":                                     602,
+	"fails the instance":                                     604,
 	"field added":                                            400,
 	"field removed":                                          401,
 	"format":                                                 411,
-	"format %s":                                              664,
+	"format %s":                                              666,
 	"from":                                                   357,
 	"held":                                                   373,
 	"held for an operator":                                   251,
 	"held, then abandoned by an operator":                    351,
 	"held, then stopped by an operator":                      350,
-	"hold (an incident for an operator)":                     600,
+	"hold (an incident for an operator)":                     602,
 	"id or business key":                                     120,
 	"in %s":                                                  292,
 	"in progress":                                            432,
-	"instance id":                                            525,
-	"instances held":                                         607,
-	"instances held: %s":                                     608,
+	"instance id":                                            527,
+	"instances held":                                         609,
+	"instances held: %s":                                     610,
 	"integer":                                                379,
-	"its name, exactly":                                      524,
+	"its name, exactly":                                      526,
 	"just now":                                               294,
 	"list":                                                   386,
-	"lock until":                                             543,
-	"long polling":                                           689,
+	"lock until":                                             545,
+	"long polling":                                           691,
 	"long wait":                                              271,
 	"maximum":                                                413,
-	"maximum %s":                                             666,
+	"maximum %s":                                             668,
 	"maximum items":                                          415,
 	"maximum length":                                         409,
 	"minimum":                                                412,
-	"minimum %s":                                             665,
+	"minimum %s":                                             667,
 	"minimum items":                                          414,
 	"minimum length":                                         408,
-	"never":                                                  646,
-	"next attempt":                                           540,
+	"never":                                                  648,
+	"next attempt":                                           542,
 	"no":                                                     399,
-	"no answer within the timeout":                           511,
-	"no connection":                                          512,
+	"no answer within the timeout":                           513,
+	"no connection":                                          514,
 	"no grant: it takes nothing":                             162,
 	"no header":                                              246,
 	"no worker":                                              272,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 473,
 	"none": 230,
-	"none (revealed before reasons were asked for)": 620,
+	"none (revealed before reasons were asked for)": 622,
 	"none yet": 235,
 	"none: a failed call takes the node’s error path": 447,
 	"normal":                          387,
-	"not provided":                    671,
-	"not yet":                         647,
-	"null":                            674,
+	"not provided":                    673,
+	"not yet":                         649,
+	"null":                            676,
 	"number":                          380,
 	"object":                          385,
 	"on error":                        249,
-	"one of: %s":                      667,
+	"one of: %s":                      669,
 	"operator":                        395,
 	"optional %s field of type %s":    227,
 	"optional field of type %s":       229,
 	"optional → required":             220,
 	"pattern":                         410,
-	"pattern %s":                      663,
-	"pull":                            594,
+	"pattern %s":                      665,
+	"pull":                            596,
 	"pull %s":                         256,
 	"pull (the service fetches it)":   392,
 	"push %s":                         255,
 	"push (Relais calls the service)": 393,
-	"push to %s":                      595,
+	"push to %s":                      597,
 	"rejected":                        375,
 	"released":                        376,
 	"required %s field of type %s":    226,
@@ -710,40 +712,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             221,
 	"reserved":                        369,
 	"retry":                           3,
-	"revision %d":                     538,
-	"revisions %s":                    692,
+	"revision %d":                     540,
+	"revisions %s":                    694,
 	"revoked":                         161,
 	"routing changed":                 407,
-	"routing output":                  659,
+	"routing output":                  661,
 	"routing output %s → %s":          219,
 	"running":                         372,
 	"secret":                          389,
 	"sensitive":                       388,
-	"settled":                         539,
+	"settled":                         541,
 	"stop":                            5,
-	"stream":                          688,
+	"stream":                          690,
 	"text":                            378,
 	"the contracts are the same (the name or a description changed).": 213,
-	"this session":             650,
-	"timeout %s":               605,
-	"timeout %s (the default)": 606,
+	"this session":             652,
+	"timeout %s":               607,
+	"timeout %s (the default)": 608,
 	"to":                       358,
 	"type changed":             402,
-	"unexpected value":         675,
-	"unknown":                  514,
+	"unexpected value":         677,
+	"unknown":                  516,
 	"values added: %s":         222,
 	"values changed":           404,
 	"values removed: %s":       223,
 	"values reordered":         224,
-	"version %d":               573,
-	"waiting":                  509,
+	"version %d":               575,
+	"waiting":                  511,
 	"yes":                      398,
 	"••• hidden (secret)":      391,
 	"••• hidden (sensitive)":   390,
-	"→ %s":                     599,
+	"→ %s":                     601,
 }
 
-var enIndex = []uint32{ // 703 elements
+var enIndex = []uint32{ // 705 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -882,69 +884,71 @@ var enIndex = []uint32{ // 703 elements
 	// Entry 1E0 - 1FF
 	0x00003f9a, 0x00003fc0, 0x00003fea, 0x00004022,
 	0x0000405f, 0x00004083, 0x000040fc, 0x00004121,
-	0x0000413b, 0x00004159, 0x0000418d, 0x000041cd,
-	0x000041f7, 0x00004206, 0x000042d1, 0x00004302,
-	0x00004331, 0x00004344, 0x000043b9, 0x000043cc,
-	0x00004400, 0x00004434, 0x00004444, 0x0000448b,
-	0x000044b8, 0x000044c5, 0x000044d5, 0x00004505,
-	0x0000453f, 0x00004562, 0x0000456a, 0x00004582,
+	0x00004150, 0x000041aa, 0x000041c4, 0x000041e2,
+	0x00004216, 0x00004256, 0x00004280, 0x0000428f,
+	0x0000435a, 0x0000438b, 0x000043ba, 0x000043cd,
+	0x00004442, 0x00004455, 0x00004489, 0x000044bd,
+	0x000044cd, 0x00004514, 0x00004541, 0x0000454e,
+	0x0000455e, 0x0000458e, 0x000045c8, 0x000045eb,
 	// Entry 200 - 21F
-	0x0000459f, 0x000045ad, 0x000045be, 0x000045c6,
-	0x000045d1, 0x000045f2, 0x00004634, 0x00004664,
-	0x00004676, 0x00004697, 0x000046a7, 0x000046e6,
-	0x000046f7, 0x00004709, 0x00004715, 0x00004726,
-	0x00004740, 0x00004751, 0x00004757, 0x0000476b,
-	0x00004783, 0x000047a8, 0x000047b6, 0x000047f4,
-	0x00004831, 0x0000485d, 0x0000489a, 0x000048a9,
-	0x000048b1, 0x000048be, 0x000048ce, 0x000048e5,
+	0x000045f3, 0x0000460b, 0x00004628, 0x00004636,
+	0x00004647, 0x0000464f, 0x0000465a, 0x0000467b,
+	0x000046bd, 0x000046ed, 0x000046ff, 0x00004720,
+	0x00004730, 0x0000476f, 0x00004780, 0x00004792,
+	0x0000479e, 0x000047af, 0x000047c9, 0x000047da,
+	0x000047e0, 0x000047f4, 0x0000480c, 0x00004831,
+	0x0000483f, 0x0000487d, 0x000048ba, 0x000048e6,
+	0x00004923, 0x00004932, 0x0000493a, 0x00004947,
 	// Entry 220 - 23F
-	0x000048f0, 0x000048ff, 0x00004905, 0x00004913,
-	0x0000491d, 0x00004928, 0x0000493b, 0x00004960,
-	0x0000498b, 0x00004a1c, 0x00004a57, 0x00004a76,
-	0x00004ab4, 0x00004aeb, 0x00004b19, 0x00004b27,
-	0x00004bba, 0x00004bd8, 0x00004c64, 0x00004c72,
-	0x00004c86, 0x00004ca7, 0x00004cbb, 0x00004cc1,
-	0x00004cd5, 0x00004d48, 0x00004d95, 0x00004da6,
-	0x00004dbd, 0x00004dda, 0x00004de8, 0x00004df6,
+	0x00004957, 0x0000496e, 0x00004979, 0x00004988,
+	0x0000498e, 0x0000499c, 0x000049a6, 0x000049b1,
+	0x000049c4, 0x000049e9, 0x00004a14, 0x00004aa5,
+	0x00004ae0, 0x00004aff, 0x00004b3d, 0x00004b74,
+	0x00004ba2, 0x00004bb0, 0x00004c43, 0x00004c61,
+	0x00004ced, 0x00004cfb, 0x00004d0f, 0x00004d30,
+	0x00004d44, 0x00004d4a, 0x00004d5e, 0x00004dd1,
+	0x00004e1e, 0x00004e2f, 0x00004e46, 0x00004e63,
 	// Entry 240 - 25F
-	0x00004dfe, 0x00004e09, 0x00004e0f, 0x00004f01,
-	0x00004f07, 0x00004f39, 0x00004f3e, 0x00004f4e,
-	0x00004f59, 0x00004f62, 0x00004f72, 0x00004f8c,
-	0x00005031, 0x00005047, 0x000050cc, 0x00005146,
-	0x00005155, 0x0000520f, 0x00005260, 0x00005265,
-	0x00005273, 0x00005283, 0x0000528f, 0x0000529f,
-	0x000052a9, 0x000052cc, 0x000052e5, 0x000052f8,
-	0x00005364, 0x00005373, 0x00005381, 0x0000539d,
+	0x00004e71, 0x00004e7f, 0x00004e87, 0x00004e92,
+	0x00004e98, 0x00004f8a, 0x00004f90, 0x00004fc2,
+	0x00004fc7, 0x00004fd7, 0x00004fe2, 0x00004feb,
+	0x00004ffb, 0x00005015, 0x000050ba, 0x000050d0,
+	0x00005155, 0x000051cf, 0x000051de, 0x00005298,
+	0x000052e9, 0x000052ee, 0x000052fc, 0x0000530c,
+	0x00005318, 0x00005328, 0x00005332, 0x00005355,
+	0x0000536e, 0x00005381, 0x000053ed, 0x000053fc,
 	// Entry 260 - 27F
-	0x000053ac, 0x000053c2, 0x000053fb, 0x0000542d,
-	0x0000543b, 0x00005493, 0x000054ca, 0x000054e1,
-	0x00005525, 0x0000554a, 0x000055c1, 0x000055d7,
-	0x000055ee, 0x0000561c, 0x0000562f, 0x00005657,
-	0x0000565e, 0x000056b9, 0x000056e3, 0x00005713,
-	0x00005771, 0x00005811, 0x00005825, 0x000058d0,
-	0x00005946, 0x0000594e, 0x00005989, 0x0000598f,
-	0x00005a0b, 0x00005a53, 0x00005a7e, 0x00005ae0,
+	0x0000540a, 0x00005426, 0x00005435, 0x0000544b,
+	0x00005484, 0x000054b6, 0x000054c4, 0x0000551c,
+	0x00005553, 0x0000556a, 0x000055ae, 0x000055d3,
+	0x0000564a, 0x00005660, 0x00005677, 0x000056a5,
+	0x000056b8, 0x000056e0, 0x000056e7, 0x00005742,
+	0x0000576c, 0x0000579c, 0x000057fa, 0x0000589a,
+	0x000058ae, 0x00005959, 0x000059cf, 0x000059d7,
+	0x00005a12, 0x00005a18, 0x00005a94, 0x00005adc,
 	// Entry 280 - 29F
-	0x00005b42, 0x00005be9, 0x00005c04, 0x00005c0e,
-	0x00005c13, 0x00005c1d, 0x00005c25, 0x00005c2b,
-	0x00005c33, 0x00005c41, 0x00005c4b, 0x00005c58,
-	0x00005c6b, 0x00005c8f, 0x00005d0f, 0x00005d20,
-	0x00005d28, 0x00005d9d, 0x00005df1, 0x00005e33,
-	0x00005e42, 0x00005e4e, 0x00005e8a, 0x00005ec4,
-	0x00005ed2, 0x00005edf, 0x00005eed, 0x00005efb,
-	0x00005f09, 0x00005f3b, 0x00005f6b, 0x00005fc7,
+	0x00005b07, 0x00005b69, 0x00005bcb, 0x00005c72,
+	0x00005c8d, 0x00005c97, 0x00005c9c, 0x00005ca6,
+	0x00005cae, 0x00005cb4, 0x00005cbc, 0x00005cca,
+	0x00005cd4, 0x00005ce1, 0x00005cf4, 0x00005d18,
+	0x00005d98, 0x00005da9, 0x00005db1, 0x00005e26,
+	0x00005e7a, 0x00005ebc, 0x00005ecb, 0x00005ed7,
+	0x00005f13, 0x00005f4d, 0x00005f5b, 0x00005f68,
+	0x00005f76, 0x00005f84, 0x00005f92, 0x00005fc4,
 	// Entry 2A0 - 2BF
-	0x00005fd4, 0x00005ff4, 0x0000600e, 0x00006013,
-	0x00006024, 0x000060aa, 0x000060cf, 0x000060d6,
-	0x000060df, 0x000060f2, 0x000060fc, 0x00006106,
-	0x00006110, 0x00006128, 0x0000613e, 0x0000614a,
-	0x0000616c, 0x00006173, 0x00006180, 0x00006191,
-	0x000061b8, 0x000061c8, 0x0000621c, 0x0000626c,
-	0x000062cc, 0x0000631f, 0x00006357, 0x000063a7,
-	0x000063db, 0x000063fa, 0x0000641a,
-} // Size: 2836 bytes
+	0x00005ff4, 0x00006050, 0x0000605d, 0x0000607d,
+	0x00006097, 0x0000609c, 0x000060ad, 0x00006133,
+	0x00006158, 0x0000615f, 0x00006168, 0x0000617b,
+	0x00006185, 0x0000618f, 0x00006199, 0x000061b1,
+	0x000061c7, 0x000061d3, 0x000061f5, 0x000061fc,
+	0x00006209, 0x0000621a, 0x00006241, 0x00006251,
+	0x000062a5, 0x000062f5, 0x00006355, 0x000063a8,
+	0x000063e0, 0x00006430, 0x00006464, 0x00006483,
+	// Entry 2C0 - 2DF
+	0x000064a3,
+} // Size: 2844 bytes
 
-const enData string = "" + // Size: 25626 bytes
+const enData string = "" + // Size: 25763 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1204,7 +1208,9 @@ const enData string = "" + // Size: 25626 bytes
 	"m the process’s bindings.\x02An operator abandoned the instance.\x02A Ca" +
 	"munda 7 worker reported a failure with no retries left (retries: 0, or a" +
 	" budget already spent): it is not run again.\x02The destination answered" +
-	" HTTP %[1]s.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	" HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No liv" +
+	"e worker takes revision %[1]d: the live workers of %[2]s take revisions " +
+	"%[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
 	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
 	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
 	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
@@ -1342,7 +1348,7 @@ const enData string = "" + // Size: 25626 bytes
 	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
 	"y take revisions %[1]s only."
 
-var frIndex = []uint32{ // 703 elements
+var frIndex = []uint32{ // 705 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1481,69 +1487,71 @@ var frIndex = []uint32{ // 703 elements
 	// Entry 1E0 - 1FF
 	0x000051de, 0x00005201, 0x00005238, 0x0000527f,
 	0x000052d2, 0x000052fb, 0x000053a1, 0x000053c7,
-	0x000053ee, 0x00005416, 0x0000545d, 0x000054a7,
-	0x000054da, 0x000054ed, 0x000055f5, 0x00005623,
-	0x0000565f, 0x00005675, 0x00005709, 0x0000571c,
-	0x00005759, 0x00005795, 0x000057a8, 0x000057fc,
-	0x00005831, 0x00005843, 0x0000585a, 0x00005897,
-	0x000058e7, 0x00005911, 0x0000591c, 0x00005939,
+	0x0000540e, 0x0000548b, 0x000054b2, 0x000054da,
+	0x00005521, 0x0000556b, 0x0000559e, 0x000055b1,
+	0x000056b9, 0x000056e7, 0x00005723, 0x00005739,
+	0x000057cd, 0x000057e0, 0x0000581d, 0x00005859,
+	0x0000586c, 0x000058c0, 0x000058f5, 0x00005907,
+	0x0000591e, 0x0000595b, 0x000059ab, 0x000059d5,
 	// Entry 200 - 21F
-	0x00005958, 0x00005969, 0x00005983, 0x0000598c,
-	0x00005996, 0x000059b5, 0x00005a03, 0x00005a38,
-	0x00005a4e, 0x00005a74, 0x00005a85, 0x00005acf,
-	0x00005ae5, 0x00005af9, 0x00005b12, 0x00005b28,
-	0x00005b52, 0x00005b65, 0x00005b6c, 0x00005b87,
-	0x00005ba7, 0x00005bd7, 0x00005bee, 0x00005c26,
-	0x00005c61, 0x00005c8d, 0x00005ce1, 0x00005cf1,
-	0x00005cfc, 0x00005d10, 0x00005d22, 0x00005d38,
+	0x000059e0, 0x000059fd, 0x00005a1c, 0x00005a2d,
+	0x00005a47, 0x00005a50, 0x00005a5a, 0x00005a79,
+	0x00005ac7, 0x00005afc, 0x00005b12, 0x00005b38,
+	0x00005b49, 0x00005b93, 0x00005ba9, 0x00005bbd,
+	0x00005bd6, 0x00005bec, 0x00005c16, 0x00005c29,
+	0x00005c30, 0x00005c4b, 0x00005c6b, 0x00005c9b,
+	0x00005cb2, 0x00005cea, 0x00005d25, 0x00005d51,
+	0x00005da5, 0x00005db5, 0x00005dc0, 0x00005dd4,
 	// Entry 220 - 23F
-	0x00005d4a, 0x00005d5c, 0x00005d62, 0x00005d74,
-	0x00005d82, 0x00005d91, 0x00005da7, 0x00005dd1,
-	0x00005e04, 0x00005eac, 0x00005efc, 0x00005f24,
-	0x00005f76, 0x00005fb8, 0x00005ff4, 0x0000600b,
-	0x000060d3, 0x00006100, 0x000061bb, 0x000061d5,
-	0x000061ee, 0x0000620f, 0x00006225, 0x0000622c,
-	0x00006246, 0x000062db, 0x0000633e, 0x00006351,
-	0x00006378, 0x000063a0, 0x000063ae, 0x000063be,
+	0x00005de6, 0x00005dfc, 0x00005e0e, 0x00005e20,
+	0x00005e26, 0x00005e38, 0x00005e46, 0x00005e55,
+	0x00005e6b, 0x00005e95, 0x00005ec8, 0x00005f70,
+	0x00005fc0, 0x00005fe8, 0x0000603a, 0x0000607c,
+	0x000060b8, 0x000060cf, 0x00006197, 0x000061c4,
+	0x0000627f, 0x00006299, 0x000062b2, 0x000062d3,
+	0x000062e9, 0x000062f0, 0x0000630a, 0x0000639f,
+	0x00006402, 0x00006415, 0x0000643c, 0x00006464,
 	// Entry 240 - 25F
-	0x000063c6, 0x000063d7, 0x000063de, 0x00006514,
-	0x0000651b, 0x00006555, 0x0000655a, 0x0000656f,
-	0x00006583, 0x00006595, 0x000065ab, 0x000065c5,
-	0x0000669a, 0x000066b2, 0x00006753, 0x000067e2,
-	0x000067f2, 0x000068cc, 0x0000698e, 0x00006993,
-	0x000069a3, 0x000069b1, 0x000069c1, 0x000069d1,
-	0x000069db, 0x00006a04, 0x00006a1e, 0x00006a39,
-	0x00006ac7, 0x00006ad8, 0x00006ae5, 0x00006b00,
+	0x00006472, 0x00006482, 0x0000648a, 0x0000649b,
+	0x000064a2, 0x000065d8, 0x000065df, 0x00006619,
+	0x0000661e, 0x00006633, 0x00006647, 0x00006659,
+	0x0000666f, 0x00006689, 0x0000675e, 0x00006776,
+	0x00006817, 0x000068a6, 0x000068b6, 0x00006990,
+	0x00006a52, 0x00006a57, 0x00006a67, 0x00006a75,
+	0x00006a85, 0x00006a95, 0x00006a9f, 0x00006ac8,
+	0x00006ae2, 0x00006afd, 0x00006b8b, 0x00006b9c,
 	// Entry 260 - 27F
-	0x00006b14, 0x00006b32, 0x00006b7d, 0x00006bbe,
-	0x00006bd6, 0x00006c4c, 0x00006c92, 0x00006cab,
-	0x00006cfe, 0x00006d39, 0x00006dd1, 0x00006dfd,
-	0x00006e23, 0x00006e57, 0x00006e6f, 0x00006e9a,
-	0x00006ea4, 0x00006f1e, 0x00006f53, 0x00006f94,
-	0x00007008, 0x000070e1, 0x000070fa, 0x000071c3,
-	0x00007240, 0x0000724d, 0x0000729f, 0x000072a5,
-	0x00007341, 0x00007395, 0x000073c0, 0x0000744c,
+	0x00006ba9, 0x00006bc4, 0x00006bd8, 0x00006bf6,
+	0x00006c41, 0x00006c82, 0x00006c9a, 0x00006d10,
+	0x00006d56, 0x00006d6f, 0x00006dc2, 0x00006dfd,
+	0x00006e95, 0x00006ec1, 0x00006ee7, 0x00006f1b,
+	0x00006f33, 0x00006f5e, 0x00006f68, 0x00006fe2,
+	0x00007017, 0x00007058, 0x000070cc, 0x000071a5,
+	0x000071be, 0x00007287, 0x00007304, 0x00007311,
+	0x00007363, 0x00007369, 0x00007405, 0x00007459,
 	// Entry 280 - 29F
-	0x000074e2, 0x000075a4, 0x000075d4, 0x000075e1,
-	0x000075e7, 0x000075fd, 0x00007608, 0x0000760f,
-	0x0000761a, 0x00007628, 0x00007635, 0x00007643,
-	0x0000765c, 0x00007689, 0x00007732, 0x00007745,
-	0x0000774f, 0x000077de, 0x0000783f, 0x00007891,
-	0x000078a3, 0x000078b6, 0x000078f4, 0x00007930,
-	0x0000793c, 0x00007949, 0x00007957, 0x00007965,
-	0x00007975, 0x000079b1, 0x000079eb, 0x00007a68,
+	0x00007484, 0x00007510, 0x000075a6, 0x00007668,
+	0x00007698, 0x000076a5, 0x000076ab, 0x000076c1,
+	0x000076cc, 0x000076d3, 0x000076de, 0x000076ec,
+	0x000076f9, 0x00007707, 0x00007720, 0x0000774d,
+	0x000077f6, 0x00007809, 0x00007813, 0x000078a2,
+	0x00007903, 0x00007955, 0x00007967, 0x0000797a,
+	0x000079b8, 0x000079f4, 0x00007a00, 0x00007a0d,
+	0x00007a1b, 0x00007a29, 0x00007a39, 0x00007a75,
 	// Entry 2A0 - 2BF
-	0x00007a73, 0x00007a9d, 0x00007ab9, 0x00007abd,
-	0x00007acf, 0x00007b91, 0x00007bc4, 0x00007bcf,
-	0x00007bd9, 0x00007bee, 0x00007bf7, 0x00007c01,
-	0x00007c16, 0x00007c3a, 0x00007c54, 0x00007c69,
-	0x00007c95, 0x00007c9a, 0x00007caf, 0x00007cc1,
-	0x00007cf6, 0x00007d07, 0x00007d7d, 0x00007e08,
-	0x00007e97, 0x00007efe, 0x00007f40, 0x00007fb3,
-	0x00007ffb, 0x00008029, 0x0000805c,
-} // Size: 2836 bytes
+	0x00007aaf, 0x00007b2c, 0x00007b37, 0x00007b61,
+	0x00007b7d, 0x00007b81, 0x00007b93, 0x00007c55,
+	0x00007c88, 0x00007c93, 0x00007c9d, 0x00007cb2,
+	0x00007cbb, 0x00007cc5, 0x00007cda, 0x00007cfe,
+	0x00007d18, 0x00007d2d, 0x00007d59, 0x00007d5e,
+	0x00007d73, 0x00007d85, 0x00007dba, 0x00007dcb,
+	0x00007e41, 0x00007ecc, 0x00007f5b, 0x00007fc2,
+	0x00008004, 0x00008077, 0x000080bf, 0x000080ed,
+	// Entry 2C0 - 2DF
+	0x00008120,
+} // Size: 2844 bytes
 
-const frData string = "" + // Size: 32860 bytes
+const frData string = "" + // Size: 33056 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1860,173 +1868,176 @@ const frData string = "" + // Size: 32860 bytes
 	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
 	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
 	"0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02" +
-	"La destination a répondu HTTP %[1]s.\x02Nouvelle tentative à %[1]s — %[2" +
-	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
-	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
-	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
-	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
-	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
-	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
-	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
-	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
-	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
-	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
-	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
-	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
-	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
-	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
-	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
-	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; ré" +
-	"glée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
-	"\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Me" +
-	"ssage de l’exécutant (ses propres termes, valeurs protégées masquées)" +
-	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
-	"nconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
-	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
-	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
-	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
-	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
-	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
-	"les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tenta" +
-	"tive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02" +
-	"différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première" +
-	" page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
-	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
-	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
-	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
-	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
-	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
-	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
-	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
-	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
-	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
-	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
-	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
-	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
-	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
-	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
-	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
-	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Version\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus " +
-	"long chemin depuis le nœud de départ. Les flèches pleines sont les réuss" +
-	"ites (étiquetées par leur route), les pointillées les échecs (étiquetées" +
-	" par leurs codes d’erreur). Chaque case indique combien d’occurrences de" +
-	" cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de ce" +
-	"tte version, avec leurs occurrences actuelles\x02Type\x02Révision épingl" +
-	"ée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles" +
-	"\x02Instances de ce processus\x02Les colonnes suivent le plus long chemi" +
-	"n depuis le nœud de départ. Les flèches pleines sont les réussites (étiq" +
-	"uetées par leur route), les pointillées les échecs (étiquetées par leurs" +
-	" codes d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœu" +
-	"ds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau" +
-	" ci-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette" +
-	" version a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plu" +
-	"s %[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Gr" +
-	"aphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s." +
-	" Le tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00" +
-	"i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les m" +
-	"êmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœu" +
-	"d, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et r" +
-	"outes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous rep" +
-	"rend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termi" +
-	"ne)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un inciden" +
-	"t pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en éch" +
-	"ec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après" +
-	" %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative aprè" +
-	"s %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s " +
-	"(par défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s" +
-	"\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes e" +
-	"nviron.\x02Seuls les administrateurs peuvent révéler une valeur sensible" +
-	".\x02Révélation impossible\x02Dites pourquoi vous révélez cette valeur" +
-	"\u202f: le motif est consigné avec la révélation dans le journal d’audit" +
-	".\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audit." +
-	"\x02Retour à l’occurrence\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
-	"rence (un UUID, que les pages affichent au survol) ou une clé métier." +
-	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
-	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
-	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
-	"l’a pour clé métier.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
-	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
-	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
-	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
-	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
-	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
-	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
-	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
-	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
-	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
-	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
-	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
-	"teur ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations et le journal de" +
-	"s révélations sont de leur ressort.\x02Jetons du personnel (administrate" +
-	"urs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs" +
-	" se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête" +
-	" suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jet" +
-	"on.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encor" +
-	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1" +
-	"]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête s" +
-	"uivante est refusée et les sessions de console ouvertes avec lui prennen" +
-	"t fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau " +
-	"jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel v" +
-	"ous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivant" +
-	"e est refusée. C’est irréversible.\x02C’est le dernier jeton administrat" +
-	"eur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeto" +
-	"n %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
-	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
-	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
-	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun" +
-	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
-	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
-	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
-	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
-	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
-	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
-	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
-	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %" +
+	"[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend l" +
+	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
+	"es révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à" +
+	" partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être p" +
+	"roposée de nouveau.\x02En attente de l’appel de Relais à la destination " +
+	"depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
+	"\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sa" +
+	"ns que son résultat soit enregistré\u202f: la réplique qui l’a passé s’e" +
+	"st peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s " +
+	"(%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relais ap" +
+	"pelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou" +
+	" jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s " +
+	"(%[2]s)\u202f: un exécutant du même consommateur, ou une interface munie" +
+	" d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
+	"\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son inst" +
+	"ance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02" +
+	"Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s" +
+	"\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s ju" +
+	"squ’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec s" +
+	"on jeton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton d" +
+	"e règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2" +
+	"]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans" +
+	" le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
+	"\x02[masqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant" +
+	" (ses propres termes, valeurs protégées masquées)\x02La révision doit êt" +
+	"re un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Destination " +
+	"«\u202f%[1]s\u202f» inconnue.\x02Date de clôture\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
+	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
+	"s par statut\x02Occurrences, les plus récentes d’abord\x02Processus et n" +
+	"œud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou cl" +
+	"ôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les con" +
+	"sommateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02" +
+	"Totaux de toutes les définitions, sans les autres filtres\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au " +
+	"%[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes" +
+	" environ.\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02dispon" +
+	"ible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depui" +
+	"s\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne" +
+	"s %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s" +
+	"\u202f: le premier jour vient après le dernier.\x02Cette adresse contien" +
+	"t un paramètre illisible (un signe pour cent qui n’est pas suivi de deux" +
+	" chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse." +
+	"\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
+	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
+	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
+	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
+	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
+	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
+	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
+	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Les pages où vous saisissez un motif (confirmations, et occurrences " +
+	"dont une valeur peut être révélée) ne se rechargent jamais d’elles-mêmes" +
+	", pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir" +
+	" sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à %" +
+	"[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus" +
+	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, a" +
+	"vec l’emplacement actuel de leurs occurrences.\x02Les versions de proces" +
+	"sus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés" +
+	".\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun p" +
+	"rocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Ver" +
+	"sion\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long ch" +
+	"emin depuis le nœud de départ. Les flèches pleines sont les réussites (é" +
+	"tiquetées par leur route), les pointillées les échecs (étiquetées par le" +
+	"urs codes d’erreur). Chaque case indique combien d’occurrences de cette " +
+	"version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette ver" +
+	"sion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02E" +
+	"n cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instanc" +
+	"es de ce processus\x02Les colonnes suivent le plus long chemin depuis le" +
+	" nœud de départ. Les flèches pleines sont les réussites (étiquetées par " +
+	"leur route), les pointillées les échecs (étiquetées par leurs codes d’er" +
+	"reur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: t" +
+	"rop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous" +
+	" donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a " +
+	"%[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). L" +
+	"e tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1" +
+	"]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau" +
+	" ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d " +
+	"nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds," +
+	" routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir " +
+	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un o" +
+	"pérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01" +
+	"\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, pr" +
+	"iorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, p" +
+	"riorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Révélati" +
+	"on impossible\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
+	"f est consigné avec la révélation dans le journal d’audit.\x02Révélé par" +
+	" %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’o" +
+	"ccurrence\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Recherc" +
+	"he\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que " +
+	"les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
+	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
+	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
+	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
+	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
+	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
+	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
+	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
+	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
+	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
+	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
+	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
+	"inistrateur.\x02Seuls les administrateurs voient cette page\u202f: les j" +
+	"etons, les consommateurs, les destinations et le journal des révélations" +
+	" sont de leur ressort.\x02Jetons du personnel (administrateurs, concepte" +
+	"urs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent av" +
+	"ec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
+	"\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôl" +
+	"e\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton" +
+	" expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révo" +
+	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
+	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
+	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
+	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
+	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
+	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
+	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
+	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
+	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
+	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
+	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
+	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
+	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
+	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
+	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
+	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
+	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
+	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge."
 
-	// Total table size 64158 bytes (62KiB); checksum: 2A94ED6E
+	// Total table size 64507 bytes (62KiB); checksum: 3DB064F8
