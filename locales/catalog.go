@@ -55,12 +55,12 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     297,
 	"%d held instances match now.":             60,
 	"%d hours":                                 313,
-	"%d items":                                 674,
+	"%d items":                                 675,
 	"%d left":                                  456,
 	"%d min":                                   296,
 	"%d minutes":                               314,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              672,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              673,
 	"%d ms": 316,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         595,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 594,
@@ -87,12 +87,12 @@ var messageKeyToIndex = map[string]int{
 	"%s: revisions %s":                                    166,
 	"%s: the first day comes after the last.":             553,
 	"%s–%s":                                               284,
-	"(%d characters in all)":                              675,
+	"(%d characters in all)":                              676,
 	"(%d handed back, not counted)":                       455,
-	"(each item)":                                         662,
+	"(each item)":                                         663,
 	"(worker %s)":                                         494,
 	"0 seconds":                                           311,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           640,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           641,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 485,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
@@ -112,7 +112,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       164,
 	"All processes":                       365,
 	"All statuses":                        367,
-	"All workers":                         688,
+	"All workers":                         689,
 	"An operator abandoned the instance.": 484,
 	"Any definition":                      366,
 	"Apply filters":                       104,
@@ -136,7 +136,7 @@ var messageKeyToIndex = map[string]int{
 	"By process and error code":        82,
 	"Call timeout":                     451,
 	"Calls":                            247,
-	"Camunda 7 facade":                 692,
+	"Camunda 7 facade":                 693,
 	"Cancelled: the instance was stopped (%s).":               505,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 504,
 	"Cannot act on this filter":                               86,
@@ -158,7 +158,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    276,
 	"Completions and failures per 5-minute slot, oldest first": 281,
 	"Completions and failures, last hour":                      259,
-	"Connected":                                                684,
+	"Connected":                                                685,
 	"Constraints":                                              173,
 	"Consumer":                                                 423,
 	"Consumer and worker":                                      532,
@@ -182,7 +182,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      175,
 	"Definitions":        122,
 	"Definitions by key": 232,
-	"Definitions served": 682,
+	"Definitions served": 683,
 	"Definitions, those needing attention first": 260,
 	"Description":          174,
 	"Destination":          435,
@@ -209,8 +209,8 @@ var messageKeyToIndex = map[string]int{
 	"Every attempt, oldest first": 422,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         619,
-	"Expired token":                        650,
-	"Expires":                              647,
+	"Expired token":                        651,
+	"Expires":                              648,
 	"External tasks":                       117,
 	"Failed":                               264,
 	"Failed (%s).":                         503,
@@ -240,7 +240,7 @@ var messageKeyToIndex = map[string]int{
 	"Held at node":            345,
 	"Held instances":          263,
 	"ID":                      154,
-	"In flight":               683,
+	"In flight":               684,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 277,
 	"Inputs":                     198,
 	"Inputs of revision %d":      209,
@@ -255,12 +255,12 @@ var messageKeyToIndex = map[string]int{
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  501,
 	"Its instance went on along the node’s error path.":                                                                                                                    502,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      655,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      656,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     299,
 	"Jul":                     305,
 	"Jun":                     304,
-	"Keep it":                 657,
+	"Keep it":                 658,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     233,
@@ -270,8 +270,8 @@ var messageKeyToIndex = map[string]int{
 	"Last error (attempt %d)": 470,
 	"Last reserved":           467,
 	"Last saved":              179,
-	"Last seen":               685,
-	"Last used":               646,
+	"Last seen":               686,
+	"Last used":               647,
 	"Latest revision":         234,
 	"Lists every change from one revision to another, and whom it may break.": 189,
 	"Local time at %s": 567,
@@ -299,11 +299,12 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        236,
 	"No destination yet.":                                                       238,
 	"No inputs.":                                                                199,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 630,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 631,
 	"No instance matches these filters.": 364,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 629,
-	"No live worker takes %s now (Workers page).":                                            487,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":       488,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 630,
+	"No live worker takes %s now (Workers page).":                                      487,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.": 488,
 	"No more consumers.":                                   151,
 	"No more destinations.":                                239,
 	"No occurrence matches these filters.":                 534,
@@ -313,19 +314,19 @@ var messageKeyToIndex = map[string]int{
 	"No outputs.":                                          202,
 	"No outputs: the occurrence ended without completing.": 462,
 	"No process is published yet.":                         574,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          697,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          696,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          698,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          697,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
 	"No release yet.": 183,
 	"No revision yet: the Working copy has never been snapshotted.":          181,
 	"No service ever reserved this occurrence: it ended before any attempt.": 434,
 	"No service has reserved this occurrence yet.":                           431,
-	"No token.":              644,
+	"No token.":              645,
 	"No value was revealed.": 621,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 698,
-	"No worker is connected.":           686,
-	"No worker serves this definition.": 689,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 695,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 699,
+	"No worker is connected.":           687,
+	"No worker serves this definition.": 690,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 696,
 	"Node":                  323,
 	"Node %s":               257,
 	"Nodes":                 581,
@@ -354,7 +355,7 @@ var messageKeyToIndex = map[string]int{
 	"On success":                585,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                               617,
 	"Only administrators may reveal a sensitive value.":                                                 612,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 641,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 642,
 	"Open":             262,
 	"Operator actions": 319,
 	"Operator actions on this instance, newest first": 332,
@@ -381,7 +382,7 @@ var messageKeyToIndex = map[string]int{
 	"Process instances, newest first": 361,
 	"Processes":                       118,
 	"Processes by key":                572,
-	"Protocol":                        681,
+	"Protocol":                        682,
 	"Published":                       187,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 570,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       571,
@@ -430,12 +431,12 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              185,
 	"Revision %d":           206,
 	"Revisions":             180,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 700,
-	"Revoke the %s token “%s”?": 654,
-	"Revoke the token":          656,
-	"Revoke token %d":           653,
-	"Revoke…":                   651,
-	"Role":                      645,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 701,
+	"Revoke the %s token “%s”?": 655,
+	"Revoke the token":          657,
+	"Revoke token %d":           654,
+	"Revoke…":                   652,
+	"Role":                      646,
 	"Route":                     325,
 	"Routing output":            178,
 	"Rows %s–%s":                551,
@@ -445,15 +446,15 @@ var messageKeyToIndex = map[string]int{
 	"Search":                               625,
 	"Secret values can never be revealed.": 618,
 	"Sep":                                  307,
-	"Served by %d workers":                 699,
+	"Served by %d workers":                 700,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              328,
 	"Settlement date":      523,
 	"Show all definitions": 273,
 	"Show times in":        560,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
-	"Sign in": 634,
-	"Sign in with an operator, designer or administrator token.": 635,
+	"Sign in": 635,
+	"Sign in with an operator, designer or administrator token.": 636,
 	"Sign out":             129,
 	"Signed in as %s (%s)": 128,
 	"Since revision %d:":   212,
@@ -463,8 +464,8 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 148,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 642,
-	"Staff tokens, oldest first": 643,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 643,
+	"Staff tokens, oldest first": 644,
 	"Start node":                 578,
 	"Started":                    343,
 	"State":                      158,
@@ -522,13 +523,13 @@ var messageKeyToIndex = map[string]int{
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            477,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      520,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          660,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          637,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          661,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          638,
 	"These revisions have the same contracts.":                                                                                                                                                             197,
 	"These settings are kept in this browser only.":                                                                                                                                                        559,
-	"They take every revision their consumer is granted.":                                                                                                                                                  701,
-	"They take revision %d only.":                                                                                                                                                                          702,
-	"They take revisions %s only.":                                                                                                                                                                         703,
+	"They take every revision their consumer is granted.":                                                                                                                                                  702,
+	"They take revision %d only.":                                                                                                                                                                          703,
+	"They take revisions %s only.":                                                                                                                                                                         704,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     554,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
 	"This contract has no inputs.":                                                                                                                                                                         458,
@@ -547,21 +548,21 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            659,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           658,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            660,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           659,
 	"This page does not accept that request.": 624,
 	"This page reloads every %d seconds.":     134,
 	"This process takes no inputs.":           336,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 639,
+	"This token is unknown or has been revoked.": 640,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 591,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            592,
 	"Times in %s · no auto-reload":    133,
 	"Times in %s · reload every %d s": 132,
 	"To revision":                     191,
-	"Token":                           636,
+	"Token":                           637,
 	"Tokens":                          126,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 638,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 639,
 	"Totals of all definitions, not narrowed by the other filters":         537,
 	"Totals of definition %s, not narrowed by the other filters":           536,
 	"Type": 170,
@@ -583,18 +584,18 @@ var messageKeyToIndex = map[string]int{
 	"Who":                                                       94,
 	"Whole message":                                             433,
 	"Why (recorded with the reveal)":                            464,
-	"Worker":                                                    680,
+	"Worker":                                                    681,
 	"Worker id":                                                 424,
 	"Workers":                                                   123,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        678,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        679,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 679,
-	"Workers serving %s":                   687,
+	"Workers seen within three heartbeats": 680,
+	"Workers serving %s":                   688,
 	"Working copy":                         176,
-	"You are signed out.":                  631,
+	"You are signed out.":                  632,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 632,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      633,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 633,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      634,
 	"[redacted]":                          517,
 	"abandon":                             4,
 	"active":                              160,
@@ -605,11 +606,11 @@ var messageKeyToIndex = map[string]int{
 	"any other code → %s":                 603,
 	"any other error":                     250,
 	"as of %s (%s); counts are refreshed every few seconds.": 539,
-	"at least %d characters":                                 663,
-	"at least %d items":                                      670,
+	"at least %d characters":                                 664,
+	"at least %d items":                                      671,
 	"at most %d":                                             452,
-	"at most %d characters":                                  664,
-	"at most %d items":                                       671,
+	"at most %d characters":                                  665,
+	"at most %d items":                                       672,
 	"at most %d since the last operator retry":               453,
 	"available":                                              368,
 	"boolean":                                                381,
@@ -635,7 +636,7 @@ var messageKeyToIndex = map[string]int{
 	"end (fails)":                                            599,
 	"end: completes the instance":                            253,
 	"end: fails the instance":                                254,
-	"every revision its consumer is granted":                 693,
+	"every revision its consumer is granted":                 694,
 	"exact, case-sensitive":                                  356,
 	"expired":                                                374,
 	"failed":                                                 279,
@@ -643,7 +644,7 @@ var messageKeyToIndex = map[string]int{
 	"field added":                                            400,
 	"field removed":                                          401,
 	"format":                                                 411,
-	"format %s":                                              666,
+	"format %s":                                              667,
 	"from":                                                   357,
 	"held":                                                   373,
 	"held for an operator":                                   251,
@@ -661,17 +662,17 @@ var messageKeyToIndex = map[string]int{
 	"just now":                                               294,
 	"list":                                                   386,
 	"lock until":                                             545,
-	"long polling":                                           691,
+	"long polling":                                           692,
 	"long wait":                                              271,
 	"maximum":                                                413,
-	"maximum %s":                                             668,
+	"maximum %s":                                             669,
 	"maximum items":                                          415,
 	"maximum length":                                         409,
 	"minimum":                                                412,
-	"minimum %s":                                             667,
+	"minimum %s":                                             668,
 	"minimum items":                                          414,
 	"minimum length":                                         408,
-	"never":                                                  648,
+	"never":                                                  649,
 	"next attempt":                                           542,
 	"no":                                                     399,
 	"no answer within the timeout":                           513,
@@ -685,19 +686,19 @@ var messageKeyToIndex = map[string]int{
 	"none yet": 235,
 	"none: a failed call takes the node’s error path": 447,
 	"normal":                          387,
-	"not provided":                    673,
-	"not yet":                         649,
-	"null":                            676,
+	"not provided":                    674,
+	"not yet":                         650,
+	"null":                            677,
 	"number":                          380,
 	"object":                          385,
 	"on error":                        249,
-	"one of: %s":                      669,
+	"one of: %s":                      670,
 	"operator":                        395,
 	"optional %s field of type %s":    227,
 	"optional field of type %s":       229,
 	"optional → required":             220,
 	"pattern":                         410,
-	"pattern %s":                      665,
+	"pattern %s":                      666,
 	"pull":                            596,
 	"pull %s":                         256,
 	"pull (the service fetches it)":   392,
@@ -713,25 +714,25 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        369,
 	"retry":                           3,
 	"revision %d":                     540,
-	"revisions %s":                    694,
+	"revisions %s":                    695,
 	"revoked":                         161,
 	"routing changed":                 407,
-	"routing output":                  661,
+	"routing output":                  662,
 	"routing output %s → %s":          219,
 	"running":                         372,
 	"secret":                          389,
 	"sensitive":                       388,
 	"settled":                         541,
 	"stop":                            5,
-	"stream":                          690,
+	"stream":                          691,
 	"text":                            378,
 	"the contracts are the same (the name or a description changed).": 213,
-	"this session":             652,
+	"this session":             653,
 	"timeout %s":               607,
 	"timeout %s (the default)": 608,
 	"to":                       358,
 	"type changed":             402,
-	"unexpected value":         677,
+	"unexpected value":         678,
 	"unknown":                  516,
 	"values added: %s":         222,
 	"values changed":           404,
@@ -745,7 +746,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     601,
 }
 
-var enIndex = []uint32{ // 705 elements
+var enIndex = []uint32{ // 706 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -923,32 +924,32 @@ var enIndex = []uint32{ // 705 elements
 	0x00005553, 0x0000556a, 0x000055ae, 0x000055d3,
 	0x0000564a, 0x00005660, 0x00005677, 0x000056a5,
 	0x000056b8, 0x000056e0, 0x000056e7, 0x00005742,
-	0x0000576c, 0x0000579c, 0x000057fa, 0x0000589a,
-	0x000058ae, 0x00005959, 0x000059cf, 0x000059d7,
-	0x00005a12, 0x00005a18, 0x00005a94, 0x00005adc,
+	0x0000576c, 0x0000579c, 0x000057fa, 0x00005908,
+	0x000059a8, 0x000059bc, 0x00005a67, 0x00005add,
+	0x00005ae5, 0x00005b20, 0x00005b26, 0x00005ba2,
 	// Entry 280 - 29F
-	0x00005b07, 0x00005b69, 0x00005bcb, 0x00005c72,
-	0x00005c8d, 0x00005c97, 0x00005c9c, 0x00005ca6,
-	0x00005cae, 0x00005cb4, 0x00005cbc, 0x00005cca,
-	0x00005cd4, 0x00005ce1, 0x00005cf4, 0x00005d18,
-	0x00005d98, 0x00005da9, 0x00005db1, 0x00005e26,
-	0x00005e7a, 0x00005ebc, 0x00005ecb, 0x00005ed7,
-	0x00005f13, 0x00005f4d, 0x00005f5b, 0x00005f68,
-	0x00005f76, 0x00005f84, 0x00005f92, 0x00005fc4,
+	0x00005bea, 0x00005c15, 0x00005c77, 0x00005cd9,
+	0x00005d80, 0x00005d9b, 0x00005da5, 0x00005daa,
+	0x00005db4, 0x00005dbc, 0x00005dc2, 0x00005dca,
+	0x00005dd8, 0x00005de2, 0x00005def, 0x00005e02,
+	0x00005e26, 0x00005ea6, 0x00005eb7, 0x00005ebf,
+	0x00005f34, 0x00005f88, 0x00005fca, 0x00005fd9,
+	0x00005fe5, 0x00006021, 0x0000605b, 0x00006069,
+	0x00006076, 0x00006084, 0x00006092, 0x000060a0,
 	// Entry 2A0 - 2BF
-	0x00005ff4, 0x00006050, 0x0000605d, 0x0000607d,
-	0x00006097, 0x0000609c, 0x000060ad, 0x00006133,
-	0x00006158, 0x0000615f, 0x00006168, 0x0000617b,
-	0x00006185, 0x0000618f, 0x00006199, 0x000061b1,
-	0x000061c7, 0x000061d3, 0x000061f5, 0x000061fc,
-	0x00006209, 0x0000621a, 0x00006241, 0x00006251,
-	0x000062a5, 0x000062f5, 0x00006355, 0x000063a8,
-	0x000063e0, 0x00006430, 0x00006464, 0x00006483,
+	0x000060d2, 0x00006102, 0x0000615e, 0x0000616b,
+	0x0000618b, 0x000061a5, 0x000061aa, 0x000061bb,
+	0x00006241, 0x00006266, 0x0000626d, 0x00006276,
+	0x00006289, 0x00006293, 0x0000629d, 0x000062a7,
+	0x000062bf, 0x000062d5, 0x000062e1, 0x00006303,
+	0x0000630a, 0x00006317, 0x00006328, 0x0000634f,
+	0x0000635f, 0x000063b3, 0x00006403, 0x00006463,
+	0x000064b6, 0x000064ee, 0x0000653e, 0x00006572,
 	// Entry 2C0 - 2DF
-	0x000064a3,
-} // Size: 2844 bytes
+	0x00006591, 0x000065b1,
+} // Size: 2848 bytes
 
-const enData string = "" + // Size: 25763 bytes
+const enData string = "" + // Size: 26033 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1296,59 +1297,63 @@ const enData string = "" + // Size: 25763 bytes
 	"a business key.\x02Nothing to find: the search box is empty.\x02That is " +
 	"too long to be an id or a business key.\x02No instance or occurrence has" +
 	" the id “%[1]s”, and no instance has it as its business key.\x02No insta" +
-	"nce has “%[1]s” as its business key, and it is not a whole id: the lists" +
-	" show the end of each id. Open the row, or copy its link, for the whole " +
-	"id.\x02You are signed out.\x02Your session had ended (inactivity, a sign" +
-	"-out elsewhere, a revoked token or a restart of the server), so your las" +
-	"t action was not applied. Sign in again, then repeat it.\x02Your session" +
-	" has ended (inactivity, a sign-out elsewhere, a revoked token or a resta" +
-	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
-	", designer or administrator token.\x02Token\x02The token is checked once" +
-	" and never stored in your browser; a session cookie stands for it for up" +
-	" to 8 hours of inactivity.\x02Too many failed sign-ins from your address" +
-	". Try again in %[1]d seconds.\x02This token is unknown or has been revok" +
-	"ed.\x02A %[1]s token cannot open the console: sign in with an operator, " +
-	"designer or administrator token.\x02Only administrators see this page: t" +
-	"okens, consumers, destinations and the reveal log are theirs.\x02Staff t" +
-	"okens (administrators, designers, operators) that are not revoked. Consu" +
-	"mer tokens are managed with their consumers. Revoking a token refuses it" +
-	"s next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02La" +
-	"st used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02th" +
-	"is session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02I" +
-	"ts next request is refused, and console sessions opened with it end. Thi" +
-	"s cannot be undone: whoever uses it needs a new token.\x02Revoke the tok" +
-	"en\x02Keep it\x02This is the token you signed in with: revoking it signs" +
-	" you out. Its next request is refused. This cannot be undone.\x02This is" +
-	" the last usable administrator token: create another one before revoking" +
-	" it.\x02The token %[1]s (%[2]s) was revoked: its next request is refused" +
-	".\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at lea" +
-	"st %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
-	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
-	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
-	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
-	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
-	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x02No process uses this definit" +
-	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
-	"this definition: Relais calls its destinations (push), and it needs no w" +
-	"orker.\x02No worker is connected for this definition; none of its occurr" +
-	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
-	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
-	"e take every revision their consumer is granted.\x02They take every revi" +
-	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
-	"y take revisions %[1]s only."
+	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
+	"ness key. An ended instance is deleted, with its occurrences and attempt" +
+	"s, once the retention period (RELAIS_RETENTION) has passed; the audit lo" +
+	"g keeps the operator actions taken on it.\x02No instance has “%[1]s” as " +
+	"its business key, and it is not a whole id: the lists show the end of ea" +
+	"ch id. Open the row, or copy its link, for the whole id.\x02You are sign" +
+	"ed out.\x02Your session had ended (inactivity, a sign-out elsewhere, a r" +
+	"evoked token or a restart of the server), so your last action was not ap" +
+	"plied. Sign in again, then repeat it.\x02Your session has ended (inactiv" +
+	"ity, a sign-out elsewhere, a revoked token or a restart of the server). " +
+	"Sign in again.\x02Sign in\x02Sign in with an operator, designer or admin" +
+	"istrator token.\x02Token\x02The token is checked once and never stored i" +
+	"n your browser; a session cookie stands for it for up to 8 hours of inac" +
+	"tivity.\x02Too many failed sign-ins from your address. Try again in %[1]" +
+	"d seconds.\x02This token is unknown or has been revoked.\x02A %[1]s toke" +
+	"n cannot open the console: sign in with an operator, designer or adminis" +
+	"trator token.\x02Only administrators see this page: tokens, consumers, d" +
+	"estinations and the reveal log are theirs.\x02Staff tokens (administrato" +
+	"rs, designers, operators) that are not revoked. Consumer tokens are mana" +
+	"ged with their consumers. Revoking a token refuses its next request.\x02" +
+	"Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires" +
+	"\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revo" +
+	"ke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is" +
+	" refused, and console sessions opened with it end. This cannot be undone" +
+	": whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02T" +
+	"his is the token you signed in with: revoking it signs you out. Its next" +
+	" request is refused. This cannot be undone.\x02This is the last usable a" +
+	"dministrator token: create another one before revoking it.\x02The token " +
+	"%[1]s (%[2]s) was revoked: its next request is refused.\x02routing outpu" +
+	"t\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 705 elements
+var frIndex = []uint32{ // 706 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1526,32 +1531,32 @@ var frIndex = []uint32{ // 705 elements
 	0x00006d56, 0x00006d6f, 0x00006dc2, 0x00006dfd,
 	0x00006e95, 0x00006ec1, 0x00006ee7, 0x00006f1b,
 	0x00006f33, 0x00006f5e, 0x00006f68, 0x00006fe2,
-	0x00007017, 0x00007058, 0x000070cc, 0x000071a5,
-	0x000071be, 0x00007287, 0x00007304, 0x00007311,
-	0x00007363, 0x00007369, 0x00007405, 0x00007459,
+	0x00007017, 0x00007058, 0x000070cc, 0x0000721b,
+	0x000072f4, 0x0000730d, 0x000073d6, 0x00007453,
+	0x00007460, 0x000074b2, 0x000074b8, 0x00007554,
 	// Entry 280 - 29F
-	0x00007484, 0x00007510, 0x000075a6, 0x00007668,
-	0x00007698, 0x000076a5, 0x000076ab, 0x000076c1,
-	0x000076cc, 0x000076d3, 0x000076de, 0x000076ec,
-	0x000076f9, 0x00007707, 0x00007720, 0x0000774d,
-	0x000077f6, 0x00007809, 0x00007813, 0x000078a2,
-	0x00007903, 0x00007955, 0x00007967, 0x0000797a,
-	0x000079b8, 0x000079f4, 0x00007a00, 0x00007a0d,
-	0x00007a1b, 0x00007a29, 0x00007a39, 0x00007a75,
+	0x000075a8, 0x000075d3, 0x0000765f, 0x000076f5,
+	0x000077b7, 0x000077e7, 0x000077f4, 0x000077fa,
+	0x00007810, 0x0000781b, 0x00007822, 0x0000782d,
+	0x0000783b, 0x00007848, 0x00007856, 0x0000786f,
+	0x0000789c, 0x00007945, 0x00007958, 0x00007962,
+	0x000079f1, 0x00007a52, 0x00007aa4, 0x00007ab6,
+	0x00007ac9, 0x00007b07, 0x00007b43, 0x00007b4f,
+	0x00007b5c, 0x00007b6a, 0x00007b78, 0x00007b88,
 	// Entry 2A0 - 2BF
-	0x00007aaf, 0x00007b2c, 0x00007b37, 0x00007b61,
-	0x00007b7d, 0x00007b81, 0x00007b93, 0x00007c55,
-	0x00007c88, 0x00007c93, 0x00007c9d, 0x00007cb2,
-	0x00007cbb, 0x00007cc5, 0x00007cda, 0x00007cfe,
-	0x00007d18, 0x00007d2d, 0x00007d59, 0x00007d5e,
-	0x00007d73, 0x00007d85, 0x00007dba, 0x00007dcb,
-	0x00007e41, 0x00007ecc, 0x00007f5b, 0x00007fc2,
-	0x00008004, 0x00008077, 0x000080bf, 0x000080ed,
+	0x00007bc4, 0x00007bfe, 0x00007c7b, 0x00007c86,
+	0x00007cb0, 0x00007ccc, 0x00007cd0, 0x00007ce2,
+	0x00007da4, 0x00007dd7, 0x00007de2, 0x00007dec,
+	0x00007e01, 0x00007e0a, 0x00007e14, 0x00007e29,
+	0x00007e4d, 0x00007e67, 0x00007e7c, 0x00007ea8,
+	0x00007ead, 0x00007ec2, 0x00007ed4, 0x00007f09,
+	0x00007f1a, 0x00007f90, 0x0000801b, 0x000080aa,
+	0x00008111, 0x00008153, 0x000081c6, 0x0000820e,
 	// Entry 2C0 - 2DF
-	0x00008120,
-} // Size: 2844 bytes
+	0x0000823c, 0x0000826f,
+} // Size: 2848 bytes
 
-const frData string = "" + // Size: 33056 bytes
+const frData string = "" + // Size: 33391 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1976,68 +1981,72 @@ const frData string = "" + // Size: 33056 bytes
 	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
 	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
 	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
-	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
-	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
-	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
-	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
-	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
-	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
-	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
-	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
-	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
-	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
-	"inistrateur.\x02Seuls les administrateurs voient cette page\u202f: les j" +
-	"etons, les consommateurs, les destinations et le journal des révélations" +
-	" sont de leur ressort.\x02Jetons du personnel (administrateurs, concepte" +
-	"urs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent av" +
-	"ec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
-	"\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôl" +
-	"e\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton" +
-	" expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révo" +
-	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
-	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
-	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
-	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
-	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
-	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
-	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
-	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
-	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
-	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
-	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
-	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
-	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
-	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
-	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge."
+	".\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»" +
+	", et aucune instance ne l’a pour clé métier. Une instance terminée est s" +
+	"upprimée, avec ses occurrences et ses tentatives, une fois la durée de c" +
+	"onservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde l" +
+	"es actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[" +
+	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
+	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
+	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
+	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
+	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
+	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
+	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
+	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
+	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
+	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
+	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
+	"rateurs voient cette page\u202f: les jetons, les consommateurs, les dest" +
+	"inations et le journal des révélations sont de leur ressort.\x02Jetons d" +
+	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
+	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
+	"n jeton refuse sa requête suivante.\x02Jetons du personnel, les plus anc" +
+	"iens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expirati" +
+	"on\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
+	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
+	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
+	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
+	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
+	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
+	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 64507 bytes (62KiB); checksum: 3DB064F8
+	// Total table size 65120 bytes (63KiB); checksum: E1FF449D
