@@ -600,3 +600,41 @@ func TestBulkFilterOfAnUnknownKeyIsRefused(t *testing.T) {
 		t.Errorf("known keys: count %v, want 1", n)
 	}
 }
+
+// Instances are found and acted on by process version: "are any instances
+// of version 1 still running?" before its workers are retired.
+func TestInstancesByProcessVersion(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	v1, _ := hold("Acme")
+	doc := relaistest.CRMProcess(map[string]any{"max_attempts": 1})
+	doc["nodes"].(map[string]any)["crm"].(map[string]any)["on_error"] = "hold"
+	delete(doc["nodes"].(map[string]any), "failed")
+	doc["name"] = "CRM, version 2"
+	if n := env.Process("crm_hold", doc); n != 2 {
+		t.Fatalf("published version %d, want 2", n)
+	}
+	v2 := env.Must(201, "POST", "/api/v1/processes/crm_hold/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
+	for version, want := range map[string]string{"1": v1, "2": v2} {
+		items := env.Must(200, "GET", "/api/v1/instances?process=crm_hold&version="+version, env.Operator, nil).JSON(t)["items"].([]any)
+		if len(items) != 1 || items[0].(map[string]any)["id"] != want {
+			t.Errorf("version %s lists %v, want %s alone", version, items, want)
+		}
+	}
+	for _, q := range []string{"version=1", "process=crm_hold&version=0", "process=crm_hold&version=x"} {
+		if r := env.Do("GET", "/api/v1/instances?"+q, env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), `"version"`) {
+			t.Errorf("GET /instances?%s: %d %s; want 400 naming version", q, r.Status, r.Body)
+		}
+	}
+	count := func(filter map[string]any) relaistest.Response {
+		return env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": filter})
+	}
+	if n := count(map[string]any{"process": "crm_hold", "version": 2}).JSON(t)["count"]; n != 1.0 {
+		t.Errorf("bulk stop of version 2 counts %v, want 1", n)
+	}
+	for _, f := range []map[string]any{{"process": "crm_hold", "version": 3}, {"version": 1}, {"process": "crm_hold", "version": nil}, {"process": "crm_hold", "version": "1"}} {
+		if r := count(f); r.Status != 400 || !strings.Contains(string(r.Body), `"/filter/version"`) {
+			t.Errorf("bulk filter %v: %d %s; want 400 at /filter/version", f, r.Status, r.Body)
+		}
+	}
+}

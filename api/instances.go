@@ -218,7 +218,7 @@ func actorOf(r *http.Request) engine.Actor {
 }
 
 // instanceParams are the query parameters of instanceFilter.
-var instanceParams = []string{"process", "status", "business_key", "error_code", "held_at", "created_after", "created_before"}
+var instanceParams = []string{"process", "version", "status", "business_key", "error_code", "held_at", "created_after", "created_before"}
 
 // instanceFilter reads the instance filters shared by the list, bulk
 // actions and the console.
@@ -228,6 +228,16 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 		BusinessKey: textParam(q, "business_key", &errs), ErrorCode: textParam(q, "error_code", &errs), HeldAt: textParam(q, "held_at", &errs)}
 	if f.Status != "" && !instanceStatuses[f.Status] {
 		errs = append(errs, fault.FieldError{Path: "status", Message: "must be running, held, completed, failed or cancelled"})
+	}
+	if s := q.Get("version"); s != "" {
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil || n < 1:
+			errs = append(errs, fault.FieldError{Path: "version", Message: "must be a version number"})
+		case f.ProcessKey == "":
+			errs = append(errs, fault.FieldError{Path: "version", Message: "is a process's version: give process too"})
+		}
+		f.Version = n
 	}
 	f.CreatedAfter = timeParam(q, "created_after", &errs)
 	f.CreatedBefore = timeParam(q, "created_before", &errs)
@@ -240,11 +250,13 @@ func instanceFilter(q url.Values) (engine.InstanceFilter, error) {
 type bulkFilterJSON struct {
 	// A field given empty, blank or null is refused, not read as no
 	// filter: a script's unset variable would act on every instance.
-	Process     filterText `json:"process"`
-	Status      filterText `json:"status"`
-	BusinessKey filterText `json:"business_key"`
-	ErrorCode   filterText `json:"error_code"`
-	HeldAt      filterText `json:"held_at"`
+	Process filterText `json:"process"`
+	// Version narrows Process to one of its versions.
+	Version     filterVersion `json:"version"`
+	Status      filterText    `json:"status"`
+	BusinessKey filterText    `json:"business_key"`
+	ErrorCode   filterText    `json:"error_code"`
+	HeldAt      filterText    `json:"held_at"`
 	// Text, not time.Time: the filter takes what the list's query takes
 	// (a date too), and a decoding error would quote Go's layout.
 	CreatedAfter  filterText `json:"created_after"`
@@ -265,6 +277,29 @@ func (f *filterText) UnmarshalJSON(b []byte) error {
 	}
 	f.v = &s
 	return nil
+}
+
+// filterVersion is a bulk filter's process version: left out, every
+// version; given, a version number (null is refused, as for text).
+type filterVersion struct{ v *int }
+
+func (f *filterVersion) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return errors.New("must be a version number, not null: leave the field out not to filter by it")
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil || n < 1 {
+		return errors.New("must be a version number (1 or more)")
+	}
+	f.v = &n
+	return nil
+}
+
+func (f filterVersion) number() int {
+	if f.v == nil {
+		return 0
+	}
+	return *f.v
 }
 
 // maxBreakdown bounds the groups a bulk action's count lists.
@@ -314,6 +349,7 @@ func (a *API) actOnFilter() http.Handler {
 		f := engine.InstanceFilter{ProcessKey: given(req.Filter.Process.v, "process"), Status: given(req.Filter.Status.v, "status"),
 			BusinessKey: given(req.Filter.BusinessKey.v, "business_key"), ErrorCode: given(req.Filter.ErrorCode.v, "error_code"),
 			HeldAt:        given(req.Filter.HeldAt.v, "held_at"),
+			Version:       req.Filter.Version.number(),
 			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter.v, "created_after"), "/filter/created_after", &errs),
 			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore.v, "created_before"), "/filter/created_before", &errs)}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
@@ -328,11 +364,17 @@ func (a *API) actOnFilter() http.Handler {
 		// A key nothing has (a typo) would count 0 and read as "the
 		// incident is over": name it instead.
 		if f.ProcessKey != "" {
-			if _, err := a.eng.GetProcessVersion(r.Context(), f.ProcessKey, 0); fault.HasCode(err, "not_found") {
-				errs = append(errs, fault.FieldError{Path: "/filter/process", Message: fmt.Sprintf("no process has the key %q", f.ProcessKey)})
+			if _, err := a.eng.GetProcessVersion(r.Context(), f.ProcessKey, f.Version); fault.HasCode(err, "not_found") {
+				if f.Version > 0 {
+					errs = append(errs, fault.FieldError{Path: "/filter/version", Message: fmt.Sprintf("process %q has no version %d", f.ProcessKey, f.Version)})
+				} else {
+					errs = append(errs, fault.FieldError{Path: "/filter/process", Message: fmt.Sprintf("no process has the key %q", f.ProcessKey)})
+				}
 			} else if err != nil {
 				return err
 			}
+		} else if f.Version > 0 {
+			errs = append(errs, fault.FieldError{Path: "/filter/version", Message: "is a process's version: give process too"})
 		}
 		if f.HeldAt != "" {
 			if _, err := a.eng.GetDefinition(r.Context(), f.HeldAt); fault.HasCode(err, "not_found") {

@@ -203,6 +203,10 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 		!strings.HasPrefix(text(page, "attribution"), "Abandoned by admin at ") {
 		t.Errorf("after abandon: %q %q %q", text(page, "instance-status"), text(page, "instance-error-code"), text(page, "attribution"))
 	}
+	// Why it was held stays on the page: "abandoned" is only the decision.
+	if !strings.HasPrefix(text(page, "held-for-code"), "SCORER_DOWN") || !strings.Contains(text(page, "held-for-message"), "down") {
+		t.Errorf("after abandon, held for %q %q; want SCORER_DOWN and its message", text(page, "held-for-code"), text(page, "held-for-message"))
+	}
 	if count(page, "instance-actions") != 0 {
 		t.Error("an ended instance still offers actions")
 	}

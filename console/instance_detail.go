@@ -207,6 +207,20 @@ func instanceFacts(ctx context.Context, inst engine.Instance, occs []engine.Occu
 				fs = append(fs, f)
 			}
 		}
+		if *inst.ErrorCode == engine.AbandonedCode && inst.EndNode != nil {
+			// "abandoned" is the operator's decision; why the instance
+			// was held is its occurrence's error, said here too.
+			for i := range occs {
+				if o := occs[i]; o.Node == *inst.EndNode && o.Status == engine.StatusFailed && o.ErrorCode != nil {
+					fs = append(fs, fact{Label: T(ctx, "Held for"), Value: *o.ErrorCode, Code: true, TestID: "held-for-code",
+						Note: occurrenceErrorMeaning(ctx, *o.ErrorCode, &o)})
+					if f, ok := errorMessageFact(ctx, *o.ErrorCode, o.ErrorMessage); ok {
+						f.TestID = "held-for-message"
+						fs = append(fs, f)
+					}
+				}
+			}
+		}
 	}
 	return fs
 }

@@ -18,22 +18,22 @@ var instanceStatuses = []string{engine.InstanceRunning, engine.InstanceHeld, eng
 // instanceFilter is the instances list's query, as the URL carries it; the
 // bulk actions take the same filter.
 type instanceFilter struct {
-	Process, Status, BusinessKey, ErrorCode, HeldAt string
-	CreatedFrom, CreatedTo                          string
-	Limit                                           string
-	Page                                            page
+	Process, Version, Status, BusinessKey, ErrorCode, HeldAt string
+	CreatedFrom, CreatedTo                                   string
+	Limit                                                    string
+	Page                                                     page
 }
 
 // instanceCriteria are the parameters of an instance filter that select
 // (criteria's); instanceParams are those the instances list reads.
 var (
-	instanceCriteria = []string{"process", "status", "business_key", "error_code", "held_at", "created_from", "created_to"}
+	instanceCriteria = []string{"process", "version", "status", "business_key", "error_code", "held_at", "created_from", "created_to"}
 	instanceParams   = append(append(slices.Clone(instanceCriteria), "limit"), pagingParams...)
 )
 
 func instanceFilterFrom(get func(string) string) instanceFilter {
 	g := func(k string) string { return strings.TrimSpace(get(k)) }
-	return instanceFilter{Process: g("process"), Status: g("status"), BusinessKey: g("business_key"), ErrorCode: g("error_code"), HeldAt: g("held_at"),
+	return instanceFilter{Process: g("process"), Version: g("version"), Status: g("status"), BusinessKey: g("business_key"), ErrorCode: g("error_code"), HeldAt: g("held_at"),
 		CreatedFrom: g("created_from"), CreatedTo: g("created_to"), Limit: g("limit"),
 		Page: page{Before: g("before"), After: g("after"), From: g("from")}}
 }
@@ -41,7 +41,7 @@ func instanceFilterFrom(get func(string) string) instanceFilter {
 // criteria are the filter's selecting parameters, without paging.
 func (f instanceFilter) criteria() url.Values {
 	q := url.Values{}
-	for _, kv := range [][2]string{{"process", f.Process}, {"status", f.Status}, {"business_key", f.BusinessKey},
+	for _, kv := range [][2]string{{"process", f.Process}, {"version", f.Version}, {"status", f.Status}, {"business_key", f.BusinessKey},
 		{"error_code", f.ErrorCode}, {"held_at", f.HeldAt}, {"created_from", f.CreatedFrom}, {"created_to", f.CreatedTo}} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
@@ -68,6 +68,17 @@ func (f instanceFilter) engineFilter(ctx context.Context) (engine.InstanceFilter
 	var errs []string
 	if f.Status != "" && !slices.Contains(instanceStatuses, f.Status) {
 		errs = append(errs, T(ctx, "Unknown status “%s”.", f.Status))
+	}
+	if f.Version != "" {
+		n, err := strconv.Atoi(f.Version)
+		switch {
+		case err != nil || n < 1:
+			errs = append(errs, T(ctx, "The version must be a whole number from 1."))
+		case f.Process == "":
+			errs = append(errs, T(ctx, "A version is a process’s: choose the process too."))
+		default:
+			ef.Version = n
+		}
 	}
 	var e []string
 	ef.CreatedAfter, ef.CreatedBefore, e = dayBounds(ctx, f.CreatedFrom, f.CreatedTo, T(ctx, "Creation date"))
@@ -108,6 +119,7 @@ type instanceListView struct {
 	Chrome chrome
 
 	FiltersLabel, ProcessLabel, StatusLabel, BusinessKeyLabel, BusinessKeyHint string
+	VersionLabel, VersionHint                                                  string
 	ErrorCodeLabel, ErrorCodeHint, HeldAtLabel                                 string
 	HeldAtOptions                                                              []option
 	CreatedLabel, FromLabel, ToLabel, Apply, Reset, ResetHref                  string
@@ -136,7 +148,7 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	errs = append(queryProblems(ctx, r.URL.RawQuery, instanceParams...), errs...)
 	v := instanceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
-		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), StatusLabel: T(ctx, "Status"),
+		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), VersionLabel: T(ctx, "Version"), VersionHint: T(ctx, "any"), StatusLabel: T(ctx, "Status"),
 		BusinessKeyLabel: T(ctx, "Business key"), BusinessKeyHint: T(ctx, "exact, case-sensitive"),
 		ErrorCodeLabel: T(ctx, "Error code"), ErrorCodeHint: T(ctx, "exact, case-sensitive"), HeldAtLabel: T(ctx, "Held at a node of"), CreatedLabel: T(ctx, "Creation date"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"),
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: instancesPath,

@@ -168,8 +168,8 @@ func (c *Console) processVersion(w http.ResponseWriter, r *http.Request) {
 		HeadNode: T(ctx, "Node"), HeadKind: T(ctx, "Kind"), HeadDefinition: T(ctx, "Pinned revision"), HeadRoutes: T(ctx, "On success"),
 		HeadOnError: T(ctx, "On error"), HeadPolicy: T(ctx, "Policy"), HeadCounts: T(ctx, "Occurrences now"),
 		NoCounts:       T(ctx, "none"),
-		InstancesHref:  instanceFilter{Process: key}.href(),
-		InstancesLabel: T(ctx, "Instances of this process"),
+		InstancesHref:  instanceFilter{Process: key, Version: strconv.Itoa(n)}.href(),
+		InstancesLabel: T(ctx, "Instances of this version"),
 	}
 	if p.Name != "" {
 		v.Summary = append(v.Summary, fact{Label: T(ctx, "Name"), Value: p.Name})

@@ -502,7 +502,10 @@ func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (Instance, error
 
 // InstanceFilter selects instances; empty fields do not filter.
 type InstanceFilter struct {
-	ProcessKey  string
+	ProcessKey string
+	// Version, with ProcessKey, narrows to the instances of one of its
+	// versions (0: every version).
+	Version     int
 	Status      string
 	BusinessKey string
 	// ErrorCode is the error code a held or failed instance stopped with.
@@ -519,6 +522,15 @@ type InstanceFilter struct {
 	// it, still returned newest first (a list's previous page).
 	After *uuid.UUID
 	Limit int
+}
+
+// versionPtr is a version filter for a query: nil for every version.
+func versionPtr(v int) *int32 {
+	if v == 0 {
+		return nil
+	}
+	n := int32(v)
+	return &n
 }
 
 // idSlack bounds how far a row's id (a UUIDv7, of this replica's clock)
@@ -555,14 +567,14 @@ func (e *Engine) ListInstances(ctx context.Context, f InstanceFilter) ([]Instanc
 	var err error
 	if f.After != nil && f.Before == nil {
 		var after []queries.InstanceListAfterRow
-		after, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+		after, err = e.q.InstanceListAfter(ctx, queries.InstanceListAfterParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
 			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, After: *f.After, Max: int32(f.Limit)})
 		rows = make([]queries.InstanceListRow, len(after))
 		for i, r := range after {
 			rows[len(after)-1-i] = queries.InstanceListRow(r)
 		}
 	} else {
-		rows, err = e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Status: strPtr(f.Status),
+		rows, err = e.q.InstanceList(ctx, queries.InstanceListParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
 			BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, Before: f.Before, Max: int32(f.Limit)})
 	}
 	if err != nil {

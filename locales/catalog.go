@@ -43,9 +43,9 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s %[2]s, %[3]s %[4]s":                 291,
 	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          289,
 	"%[1]s; %[2]s":                             288,
-	"%d (0 lowest, 9 highest)":                 450,
-	"%d attempts":                              454,
-	"%d attempts, retry after %s, priority %d": 605,
+	"%d (0 lowest, 9 highest)":                 454,
+	"%d attempts":                              458,
+	"%d attempts, retry after %s, priority %d": 608,
 	"%d breaking":                              218,
 	"%d changes":                               217,
 	"%d completed":                             286,
@@ -55,166 +55,167 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     297,
 	"%d held instances match now.":             60,
 	"%d hours":                                 313,
-	"%d items":                                 675,
-	"%d left":                                  456,
+	"%d items":                                 678,
+	"%d left":                                  460,
 	"%d min":                                   296,
 	"%d minutes":                               314,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              673,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              676,
 	"%d ms": 316,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         595,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 594,
-	"%d occurrences":                          538,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         598,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 597,
+	"%d occurrences":                          542,
 	"%d releases":                             237,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
 	"%d s":       295,
 	"%d seconds": 315,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        510,
-	"%s (deferred; settled with its settle token)":        508,
-	"%s (deferred; settled with its settle token, as %s)": 509,
+	"%s (deferred; settled by %s)":                        514,
+	"%s (deferred; settled with its settle token)":        512,
+	"%s (deferred; settled with its settle token, as %s)": 513,
 	"%s (token #%d, %s)":                                  92,
 	"%s ago":                                              293,
-	"%s so far":                                           506,
-	"%s → %s":                                             600,
-	"%s, revision %s":                                     416,
-	"%s, version %s":                                      417,
+	"%s so far":                                           510,
+	"%s → %s":                                             603,
+	"%s, revision %s":                                     420,
+	"%s, version %s":                                      421,
 	"%s: %s":                                              285,
 	"%s: %s → %s":                                         225,
-	"%s: a date is written 2026-12-01.":                   552,
+	"%s: a date is written 2026-12-01.":                   556,
 	"%s: every revision, present and future":              165,
 	"%s: revisions %s":                                    166,
-	"%s: the first day comes after the last.":             553,
+	"%s: the first day comes after the last.":             557,
 	"%s–%s":                                               284,
-	"(%d characters in all)":                              676,
-	"(%d handed back, not counted)":                       455,
-	"(each item)":                                         663,
-	"(worker %s)":                                         494,
+	"(%d characters in all)":                              679,
+	"(%d handed back, not counted)":                       459,
+	"(each item)":                                         666,
+	"(worker %s)":                                         498,
 	"0 seconds":                                           311,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           641,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 485,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           644,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 489,
+	"A version is a process’s: choose the process too.":                                                                        355,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              348,
+	"Abandoned at node":                                              349,
 	"Abandoned by %s at %s — “%s”":                                   341,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 359,
+	"Act on every instance this filter matches": 363,
 	"Action":                              95,
 	"All actions":                         107,
-	"All consumers":                       535,
+	"All consumers":                       539,
 	"All definitions":                     275,
 	"All its tasks":                       164,
-	"All processes":                       365,
-	"All statuses":                        367,
-	"All workers":                         689,
-	"An operator abandoned the instance.": 484,
-	"Any definition":                      366,
+	"All processes":                       369,
+	"All statuses":                        371,
+	"All workers":                         692,
+	"An operator abandoned the instance.": 488,
+	"Any definition":                      370,
 	"Apply filters":                       104,
 	"Apr":                                 302,
 	"As of %s (%s); refreshed every few seconds.": 269,
-	"Attempts":                         421,
+	"Attempts":                         425,
 	"Audit log":                        101,
 	"Aug":                              306,
-	"Available from":                   465,
+	"Available from":                   469,
 	"Back to definitions":              140,
 	"Back to external tasks":           139,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           616,
-	"Back without saving":              565,
+	"Back to the occurrence":           619,
+	"Back without saving":              569,
 	"Breaks processes":                 195,
 	"Breaks workers":                   196,
 	"Bulk %s applied to %d instances.": 90,
 	"Bulk action":                      99,
 	"Business key":                     77,
 	"By process and error code":        82,
-	"Call timeout":                     451,
+	"Call timeout":                     455,
 	"Calls":                            247,
-	"Camunda 7 facade":                 693,
-	"Cancelled: the instance was stopped (%s).":               505,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 504,
+	"Camunda 7 facade":                 696,
+	"Cancelled: the instance was stopped (%s).":               509,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 508,
 	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           613,
+	"Cannot reveal":                                           616,
 	"Change":                                                  193,
 	"Changes between the two revisions":                       205,
 	"Changes of the Working copy since revision %d":           214,
 	"Choose two existing revisions to compare.":               215,
 	"Classification":                                          172,
 	"Clear filters":                                           105,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            589,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 580,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            592,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 583,
 	"Compare":              192,
 	"Compare revisions":    188,
 	"Completed":            283,
-	"Completed (%s).":      500,
+	"Completed (%s).":      504,
 	"Completed, last hour": 266,
 	"Completions and failures per 5 minutes, last hour: %s":    276,
 	"Completions and failures per 5-minute slot, oldest first": 281,
 	"Completions and failures, last hour":                      259,
-	"Connected":                                                685,
+	"Connected":                                                688,
 	"Constraints":                                              173,
-	"Consumer":                                                 423,
-	"Consumer and worker":                                      532,
+	"Consumer":                                                 427,
+	"Consumer and worker":                                      536,
 	"Consumers":                                                124,
 	"Consumers, oldest first":                                  153,
 	"Counting the occurrences; the counts appear when you reload the page.": 167,
 	"Counts are unavailable right now.":                                     168,
-	"Counts as of %s (%s); refreshed every few seconds.":                    611,
-	"Counts by status": 528,
+	"Counts as of %s (%s); refreshed every few seconds.":                    614,
+	"Counts by status": 532,
 	"Created":          327,
 	"Created from":     80,
 	"Created on":       157,
 	"Created to":       81,
-	"Creation date":    353,
-	"Dates":            419,
-	"Deadline":         448,
+	"Creation date":    356,
+	"Dates":            423,
+	"Deadline":         452,
 	"Dec":              310,
-	"Deferred":         469,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 499,
+	"Deferred":         473,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 503,
 	"Definition":         261,
 	"Definition %s":      175,
 	"Definitions":        122,
 	"Definitions by key": 232,
-	"Definitions served": 683,
+	"Definitions served": 686,
 	"Definitions, those needing attention first": 260,
 	"Description":          174,
-	"Destination":          435,
+	"Destination":          439,
 	"Destinations":         125,
 	"Destinations by name": 241,
-	"Destination’s answer": 428,
+	"Destination’s answer": 432,
 	"Detail":               194,
 	"Digest":               208,
 	"Display settings":     130,
 	"Display settings: ":   131,
-	"Duration":             427,
+	"Duration":             431,
 	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 258,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    347,
-	"End node or error":           363,
+	"End node":                    348,
+	"End node or error":           367,
 	"Ended":                       344,
-	"Error":                       531,
-	"Error (before any attempt)":  471,
+	"Error":                       535,
+	"Error (before any attempt)":  475,
 	"Error code":                  78,
-	"Error message":               430,
-	"Every %d seconds":            569,
-	"Every attempt, oldest first": 422,
+	"Error message":               434,
+	"Every %d seconds":            573,
+	"Every attempt, oldest first": 426,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         619,
-	"Expired token":                        651,
-	"Expires":                              648,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         622,
+	"Expired token":                        654,
+	"Expires":                              651,
 	"External tasks":                       117,
 	"Failed":                               264,
-	"Failed (%s).":                         503,
-	"Failed at node":                       349,
+	"Failed (%s).":                         507,
+	"Failed at node":                       350,
 	"Failed occurrence":                    346,
 	"Failed, last hour":                    267,
 	"Feb":                                  300,
@@ -223,115 +224,116 @@ var messageKeyToIndex = map[string]int{
 	"Filters":                              103,
 	"Find":                                 121,
 	"Find an instance or occurrence":       119,
-	"Finished":                             426,
-	"First page":                           550,
+	"Finished":                             430,
+	"First page":                           554,
 	"Follow it in the audit log (new tab)": 57,
 	"Form refused":                         144,
 	"From revision":                        190,
 	"From revision %d to revision %d:":     216,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
 	"Grants":                  156,
-	"Graph":                   579,
-	"Graph of %s":             593,
-	"HTTP 2xx, unusable body": 512,
+	"Graph":                   582,
+	"Graph of %s":             596,
+	"HTTP 2xx, unusable body": 516,
 	"Headers sent":            243,
 	"Health":                  116,
 	"Held at a node of":       79,
 	"Held at node":            345,
+	"Held for":                347,
 	"Held instances":          263,
 	"ID":                      154,
-	"In flight":               684,
+	"In flight":               687,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 277,
 	"Inputs":                     198,
 	"Inputs of revision %d":      209,
 	"Inputs of the working copy": 200,
 	"Inputs the instance was started with, labelled by process version %d's contract": 335,
-	"Inputs, labelled by revision %d's contract":                                      457,
-	"Instance":                  362,
+	"Inputs, labelled by revision %d's contract":                                      461,
+	"Instance":                  366,
 	"Instances":                 83,
-	"Instances of this process": 588,
+	"Instances of this version": 591,
 	"Invalid request":           137,
 	"Its calls":                 248,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  501,
-	"Its instance went on along the node’s error path.":                                                                                                                    502,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      656,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  505,
+	"Its instance went on along the node’s error path.":                                                                                                                    506,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      659,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     299,
 	"Jul":                     305,
 	"Jun":                     304,
-	"Keep it":                 658,
+	"Keep it":                 661,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     233,
-	"Kind":                    583,
+	"Kind":                    586,
 	"Language":                113,
 	"Last changed":            245,
-	"Last error (attempt %d)": 470,
-	"Last reserved":           467,
+	"Last error (attempt %d)": 474,
+	"Last reserved":           471,
 	"Last saved":              179,
-	"Last seen":               686,
-	"Last used":               647,
+	"Last seen":               689,
+	"Last used":               650,
 	"Latest revision":         234,
 	"Lists every change from one revision to another, and whom it may break.": 189,
-	"Local time at %s": 567,
-	"Lock expired %s — waiting to be offered again.": 491,
-	"Lock expires":                     468,
+	"Local time at %s": 571,
+	"Lock expired %s — waiting to be offered again.": 495,
+	"Lock expires":                     472,
 	"Longest timeout":                  244,
 	"Main navigation":                  115,
 	"Mar":                              301,
-	"Maximum attempts":                 444,
+	"Maximum attempts":                 448,
 	"May":                              303,
-	"Message from Relais (in English)": 518,
-	"Message from the service (its own words, protected values masked)": 519,
-	"Method not allowed": 623,
-	"Mode":               442,
-	"More filters: instance, revision, consumer, destination, dates": 524,
+	"Message from Relais (in English)": 522,
+	"Message from the service (its own words, protected values masked)": 523,
+	"Method not allowed": 626,
+	"Mode":               446,
+	"More filters: instance, revision, consumer, destination, dates": 528,
 	"Name":                    155,
-	"Never":                   568,
-	"Next attempt":            466,
-	"Next attempt or settled": 533,
+	"Never":                   572,
+	"Next attempt":            470,
+	"Next attempt or settled": 537,
 	"Next node":               326,
-	"Next page":               549,
+	"Next page":               553,
 	"No consumer yet.":        150,
 	"No definition %s has occurrences: check the key, or show all definitions.": 274,
 	"No definition has occurrences yet.":                                        268,
 	"No definition yet.":                                                        236,
 	"No destination yet.":                                                       238,
 	"No inputs.":                                                                199,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 631,
-	"No instance matches these filters.": 364,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 629,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 630,
-	"No live worker takes %s now (Workers page).":                                      487,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.": 488,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 634,
+	"No instance matches these filters.": 368,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 632,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 633,
+	"No live worker takes %s now (Workers page).":                                      491,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.": 492,
 	"No more consumers.":                                   151,
 	"No more destinations.":                                239,
-	"No occurrence matches these filters.":                 534,
+	"No occurrence matches these filters.":                 538,
 	"No operator action matches.":                          106,
 	"No operator has acted on this instance.":              331,
-	"No outputs yet: the occurrence has not completed.":    460,
+	"No outputs yet: the occurrence has not completed.":    464,
 	"No outputs.":                                          202,
-	"No outputs: the occurrence ended without completing.": 462,
-	"No process is published yet.":                         574,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          698,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          697,
+	"No outputs: the occurrence ended without completing.": 466,
+	"No process is published yet.":                         578,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          701,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          700,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
 	"No release yet.": 183,
 	"No revision yet: the Working copy has never been snapshotted.":          181,
-	"No service ever reserved this occurrence: it ended before any attempt.": 434,
-	"No service has reserved this occurrence yet.":                           431,
-	"No token.":              645,
-	"No value was revealed.": 621,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 699,
-	"No worker is connected.":           687,
-	"No worker serves this definition.": 690,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 696,
+	"No service ever reserved this occurrence: it ended before any attempt.": 438,
+	"No service has reserved this occurrence yet.":                           435,
+	"No token.":              648,
+	"No value was revealed.": 624,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 702,
+	"No worker is connected.":           690,
+	"No worker serves this definition.": 693,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 699,
 	"Node":                  323,
 	"Node %s":               257,
-	"Nodes":                 581,
-	"Nodes of this version": 590,
-	"Nodes of this version, with their occurrences now": 582,
+	"Nodes":                 584,
+	"Nodes of this version": 593,
+	"Nodes of this version, with their occurrences now": 585,
 	"Nodes reached, in order":                           322,
 	"Not allowed":                                       135,
 	"Not found":                                         143,
@@ -339,122 +341,122 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 141,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 142,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             627,
+	"Nothing to find: the search box is empty.":                             630,
 	"Nothing was done.":         28,
 	"Nov":                       309,
-	"Now":                       440,
+	"Now":                       444,
 	"Occurrence":                324,
-	"Occurrence %s":             418,
+	"Occurrence %s":             422,
 	"Occurrence offered again":  98,
-	"Occurrences now":           587,
-	"Occurrences, newest first": 529,
+	"Occurrences now":           590,
+	"Occurrences, newest first": 533,
 	"Oct":                       308,
-	"Offered from %s — %s.":     490,
+	"Offered from %s — %s.":     494,
 	"Oldest claimable waits":    265,
-	"On error":                  586,
-	"On success":                585,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               617,
-	"Only administrators may reveal a sensitive value.":                                                 612,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 642,
+	"On error":                  589,
+	"On success":                588,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               620,
+	"Only administrators may reveal a sensitive value.":                                                 615,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 645,
 	"Open":             262,
 	"Operator actions": 319,
 	"Operator actions on this instance, newest first": 332,
 	"Operator actions, newest first":                  110,
-	"Outcome":                                         429,
+	"Outcome":                                         433,
 	"Outputs":                                         201,
 	"Outputs of revision %d":                          210,
 	"Outputs of the working copy":                     203,
-	"Outputs, labelled by revision %d's contract":     459,
-	"Pages": 547,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 563,
+	"Outputs, labelled by revision %d's contract":     463,
+	"Pages": 551,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 567,
 	"Path":                            320,
-	"Pinned revision":                 584,
-	"Policy":                          420,
-	"Previous page":                   548,
-	"Priority":                        449,
+	"Pinned revision":                 587,
+	"Policy":                          424,
+	"Previous page":                   552,
+	"Priority":                        453,
 	"Process":                         75,
-	"Process %s":                      576,
-	"Process and node":                530,
+	"Process %s":                      580,
+	"Process and node":                534,
 	"Process inputs":                  334,
 	"Process instance":                97,
 	"Process instance %s":             317,
-	"Process instances":               355,
-	"Process instances, newest first": 361,
+	"Process instances":               358,
+	"Process instances, newest first": 365,
 	"Processes":                       118,
-	"Processes by key":                572,
-	"Protocol":                        682,
+	"Processes by key":                576,
+	"Protocol":                        685,
 	"Published":                       187,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 570,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       571,
-	"Push destination": 525,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 574,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       575,
+	"Push destination": 529,
 	"Reason":           96,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            443,
+	"Reason given by the worker":                            447,
 	"Recorded operator actions":                             330,
 	"Relais console":                                        112,
-	"Relais has not called the destination yet.":            437,
-	"Relais is calling the destination (since %s).":         496,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 439,
-	"Relais never called the destination: the occurrence ended before any call.":                           438,
+	"Relais has not called the destination yet.":            441,
+	"Relais is calling the destination (since %s).":         500,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 443,
+	"Relais never called the destination: the occurrence ended before any call.":                           442,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 478,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 482,
 	"Release":                             184,
 	"Releases":                            182,
 	"Releases, oldest first":              204,
-	"Reload lists and detail pages":       562,
-	"Replica":                             436,
+	"Reload lists and detail pages":       566,
+	"Replica":                             440,
 	"Required":                            171,
-	"Reserved":                            425,
-	"Reserved by %s.":                     498,
-	"Reserved by %s; lock until %s — %s.": 497,
+	"Reserved":                            429,
+	"Reserved by %s.":                     502,
+	"Reserved by %s; lock until %s — %s.": 501,
 	"Reserved now":                        163,
 	"Retried by %s at %s — “%s”":          342,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            446,
+	"Retries":            450,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  489,
-	"Retry delay":        445,
+	"Retry at %s — %s.":  493,
+	"Retry delay":        449,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         441,
+	"Retry or abandon it from its instance":         445,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 472,
+	"Retryable": 476,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 463,
-	"Revealed by %s at %s; recorded in the audit log.": 615,
+	"Reveal — this is recorded": 467,
+	"Revealed by %s at %s; recorded in the audit log.": 618,
 	"Reveals":               127,
-	"Reveals, newest first": 620,
+	"Reveals, newest first": 623,
 	"Revision":              185,
 	"Revision %d":           206,
 	"Revisions":             180,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 701,
-	"Revoke the %s token “%s”?": 655,
-	"Revoke the token":          657,
-	"Revoke token %d":           654,
-	"Revoke…":                   652,
-	"Role":                      646,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 704,
+	"Revoke the %s token “%s”?": 658,
+	"Revoke the token":          660,
+	"Revoke token %d":           657,
+	"Revoke…":                   655,
+	"Role":                      649,
 	"Route":                     325,
 	"Routing output":            178,
-	"Rows %s–%s":                551,
-	"Save settings":             564,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 614,
+	"Rows %s–%s":                555,
+	"Save settings":             568,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 617,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               625,
-	"Secret values can never be revealed.": 618,
+	"Search":                               628,
+	"Secret values can never be revealed.": 621,
 	"Sep":                                  307,
-	"Served by %d workers":                 700,
+	"Served by %d workers":                 703,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              328,
-	"Settlement date":      523,
+	"Settlement date":      527,
 	"Show all definitions": 273,
-	"Show times in":        560,
+	"Show times in":        564,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
-	"Sign in": 635,
-	"Sign in with an operator, designer or administrator token.": 636,
+	"Sign in": 638,
+	"Sign in with an operator, designer or administrator token.": 639,
 	"Sign out":             129,
 	"Signed in as %s (%s)": 128,
 	"Since revision %d:":   212,
@@ -464,9 +466,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 148,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 643,
-	"Staff tokens, oldest first": 644,
-	"Start node":                 578,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 646,
+	"Staff tokens, oldest first": 647,
+	"Start node":                 581,
 	"Started":                    343,
 	"State":                      158,
 	"Status":                     76,
@@ -489,51 +491,52 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 231,
 	"Tasks":                   159,
 	"Temporarily unavailable": 146,
-	"That is too long to be an id or a business key.": 628,
+	"That is too long to be an id or a business key.": 631,
 	"The %d largest groups; the filter matches more.": 84,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 240,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          211,
 	"The bulk action must be its id (a UUID).": 109,
-	"The call could not be prepared.":          479,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 495,
+	"The call could not be prepared.":          483,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 499,
 	"The chart’s numbers": 280,
 	"The confirmed count is missing: start again from the list.":                                                                                                            87,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           149,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      561,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      565,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 147,
-	"The deadline passed before a result arrived.":                                                                                                                          476,
-	"The destination answered HTTP %s.":     486,
-	"The destination could not be reached.": 480,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 474,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      475,
-	"The destination’s answer was too large.": 481,
+	"The deadline passed before a result arrived.":                                                                                                                          480,
+	"The destination answered HTTP %s.":     490,
+	"The destination could not be reached.": 484,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 478,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      479,
+	"The destination’s answer was too large.": 485,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 152,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     138,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           483,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                482,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             360,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           487,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                486,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             364,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 321,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         177,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               558,
-	"The page size must be between 1 and %d.":                                                                                                                                                              354,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  557,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               562,
+	"The page size must be between 1 and %d.":                                                                                                                                                              357,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  561,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 108,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            477,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      520,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          661,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          638,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            481,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      524,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          664,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          641,
+	"The version must be a whole number from 1.":                                                                                                                                                           354,
 	"These revisions have the same contracts.":                                                                                                                                                             197,
-	"These settings are kept in this browser only.":                                                                                                                                                        559,
-	"They take every revision their consumer is granted.":                                                                                                                                                  702,
-	"They take revision %d only.":                                                                                                                                                                          703,
-	"They take revisions %s only.":                                                                                                                                                                         704,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     554,
+	"These settings are kept in this browser only.":                                                                                                                                                        563,
+	"They take every revision their consumer is granted.":                                                                                                                                                  705,
+	"They take revision %d only.":                                                                                                                                                                          706,
+	"They take revisions %s only.":                                                                                                                                                                         707,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     558,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
-	"This contract has no inputs.":                                                                                                                                                                         458,
-	"This contract has no outputs.":                                                                                                                                                                        461,
+	"This contract has no inputs.":                                                                                                                                                                         462,
+	"This contract has no outputs.":                                                                                                                                                                        465,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  145,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
@@ -548,205 +551,205 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            660,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           659,
-	"This page does not accept that request.": 624,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            663,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           662,
+	"This page does not accept that request.": 627,
 	"This page reloads every %d seconds.":     134,
 	"This process takes no inputs.":           336,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 640,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 591,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            592,
+	"This token is unknown or has been revoked.": 643,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 594,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            595,
 	"Times in %s · no auto-reload":    133,
 	"Times in %s · reload every %d s": 132,
 	"To revision":                     191,
-	"Token":                           637,
+	"Token":                           640,
 	"Tokens":                          126,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 639,
-	"Totals of all definitions, not narrowed by the other filters":         537,
-	"Totals of definition %s, not narrowed by the other filters":           536,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 642,
+	"Totals of all definitions, not narrowed by the other filters":         541,
+	"Totals of definition %s, not narrowed by the other filters":           540,
 	"Type": 170,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 626,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 629,
 	"URL":                              242,
-	"UTC (coordinated universal time)": 566,
+	"UTC (coordinated universal time)": 570,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                521,
-	"Unknown destination “%s”.":        522,
-	"Unknown parameter “%s” (did you mean “%s”?).": 555,
-	"Unknown parameter “%s”.":                      556,
-	"Unknown status “%s”.":                         352,
+	"Unknown consumer.":                525,
+	"Unknown destination “%s”.":        526,
+	"Unknown parameter “%s” (did you mean “%s”?).": 559,
+	"Unknown parameter “%s”.":                      560,
+	"Unknown status “%s”.":                         353,
 	"Value":                                        333,
-	"Version":                                      577,
-	"Versions, newest first":                       573,
-	"Waiting for Relais to call the destination since %s (%s).": 492,
-	"Waiting for a worker since %s (%s).":                       493,
+	"Version":                                      359,
+	"Versions, newest first":                       577,
+	"Waiting for Relais to call the destination since %s (%s).": 496,
+	"Waiting for a worker since %s (%s).":                       497,
 	"When":                                                      93,
 	"Who":                                                       94,
-	"Whole message":                                             433,
-	"Why (recorded with the reveal)":                            464,
-	"Worker":                                                    681,
-	"Worker id":                                                 424,
+	"Whole message":                                             437,
+	"Why (recorded with the reveal)":                            468,
+	"Worker":                                                    684,
+	"Worker id":                                                 428,
 	"Workers":                                                   123,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        679,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        682,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 680,
-	"Workers serving %s":                   688,
+	"Workers seen within three heartbeats": 683,
+	"Workers serving %s":                   691,
 	"Working copy":                         176,
-	"You are signed out.":                  632,
+	"You are signed out.":                  635,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 633,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      634,
-	"[redacted]":                          517,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 636,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      637,
+	"[redacted]":                          521,
 	"abandon":                             4,
 	"active":                              160,
-	"administrator":                       394,
+	"administrator":                       398,
 	"an incident: retry, abandon or stop": 252,
-	"answer too large":                    515,
+	"answer too large":                    519,
 	"any":                                 74,
-	"any other code → %s":                 603,
+	"any other code → %s":                 606,
 	"any other error":                     250,
-	"as of %s (%s); counts are refreshed every few seconds.": 539,
-	"at least %d characters":                                 664,
-	"at least %d items":                                      671,
-	"at most %d":                                             452,
-	"at most %d characters":                                  665,
-	"at most %d items":                                       672,
-	"at most %d since the last operator retry":               453,
-	"available":                                              368,
-	"boolean":                                                381,
-	"call in progress since":                                 544,
-	"cancelled":                                              371,
-	"choice":                                                 384,
-	"claimable since":                                        543,
+	"as of %s (%s); counts are refreshed every few seconds.": 543,
+	"at least %d characters":                                 667,
+	"at least %d items":                                      674,
+	"at most %d":                                             456,
+	"at most %d characters":                                  668,
+	"at most %d items":                                       675,
+	"at most %d since the last operator retry":               457,
+	"available":                                              372,
+	"boolean":                                                385,
+	"call in progress since":                                 548,
+	"cancelled":                                              375,
+	"choice":                                                 388,
+	"claimable since":                                        547,
 	"claimable since %s":                                     270,
-	"classification changed":                                 405,
+	"classification changed":                                 409,
 	"completed":                                              278,
-	"constraint changed":                                     406,
-	"consumer":                                               397,
-	"consumer #%s":                                           507,
-	"date":                                                   382,
-	"date and time":                                          383,
-	"deadline %s":                                            606,
-	"deferred":                                               370,
-	"deferred since":                                         546,
+	"constraint changed":                                     410,
+	"consumer":                                               401,
+	"consumer #%s":                                           511,
+	"date":                                                   386,
+	"date and time":                                          387,
+	"deadline %s":                                            609,
+	"deferred":                                               374,
+	"deferred since":                                         550,
 	"deleted":                                                100,
-	"designer":                                               396,
-	"disconnected":                                           377,
-	"end (completes)":                                        598,
-	"end (fails)":                                            599,
+	"designer":                                               400,
+	"disconnected":                                           381,
+	"end (completes)":                                        601,
+	"end (fails)":                                            602,
 	"end: completes the instance":                            253,
 	"end: fails the instance":                                254,
-	"every revision its consumer is granted":                 694,
-	"exact, case-sensitive":                                  356,
-	"expired":                                                374,
+	"every revision its consumer is granted":                 697,
+	"exact, case-sensitive":                                  360,
+	"expired":                                                378,
 	"failed":                                                 279,
-	"fails the instance":                                     604,
-	"field added":                                            400,
-	"field removed":                                          401,
-	"format":                                                 411,
-	"format %s":                                              667,
-	"from":                                                   357,
-	"held":                                                   373,
+	"fails the instance":                                     607,
+	"field added":                                            404,
+	"field removed":                                          405,
+	"format":                                                 415,
+	"format %s":                                              670,
+	"from":                                                   361,
+	"held":                                                   377,
 	"held for an operator":                                   251,
-	"held, then abandoned by an operator":                    351,
-	"held, then stopped by an operator":                      350,
-	"hold (an incident for an operator)":                     602,
+	"held, then abandoned by an operator":                    352,
+	"held, then stopped by an operator":                      351,
+	"hold (an incident for an operator)":                     605,
 	"id or business key":                                     120,
 	"in %s":                                                  292,
-	"in progress":                                            432,
-	"instance id":                                            527,
-	"instances held":                                         609,
-	"instances held: %s":                                     610,
-	"integer":                                                379,
-	"its name, exactly":                                      526,
+	"in progress":                                            436,
+	"instance id":                                            531,
+	"instances held":                                         612,
+	"instances held: %s":                                     613,
+	"integer":                                                383,
+	"its name, exactly":                                      530,
 	"just now":                                               294,
-	"list":                                                   386,
-	"lock until":                                             545,
-	"long polling":                                           692,
+	"list":                                                   390,
+	"lock until":                                             549,
+	"long polling":                                           695,
 	"long wait":                                              271,
-	"maximum":                                                413,
-	"maximum %s":                                             669,
-	"maximum items":                                          415,
-	"maximum length":                                         409,
-	"minimum":                                                412,
-	"minimum %s":                                             668,
-	"minimum items":                                          414,
-	"minimum length":                                         408,
-	"never":                                                  649,
-	"next attempt":                                           542,
-	"no":                                                     399,
-	"no answer within the timeout":                           513,
-	"no connection":                                          514,
+	"maximum":                                                417,
+	"maximum %s":                                             672,
+	"maximum items":                                          419,
+	"maximum length":                                         413,
+	"minimum":                                                416,
+	"minimum %s":                                             671,
+	"minimum items":                                          418,
+	"minimum length":                                         412,
+	"never":                                                  652,
+	"next attempt":                                           546,
+	"no":                                                     403,
+	"no answer within the timeout":                           517,
+	"no connection":                                          518,
 	"no grant: it takes nothing":                             162,
 	"no header":                                              246,
 	"no worker":                                              272,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 473,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 477,
 	"none": 230,
-	"none (revealed before reasons were asked for)": 622,
+	"none (revealed before reasons were asked for)": 625,
 	"none yet": 235,
-	"none: a failed call takes the node’s error path": 447,
-	"normal":                          387,
-	"not provided":                    674,
-	"not yet":                         650,
-	"null":                            677,
-	"number":                          380,
-	"object":                          385,
+	"none: a failed call takes the node’s error path": 451,
+	"normal":                          391,
+	"not provided":                    677,
+	"not yet":                         653,
+	"null":                            680,
+	"number":                          384,
+	"object":                          389,
 	"on error":                        249,
-	"one of: %s":                      670,
-	"operator":                        395,
+	"one of: %s":                      673,
+	"operator":                        399,
 	"optional %s field of type %s":    227,
 	"optional field of type %s":       229,
 	"optional → required":             220,
-	"pattern":                         410,
-	"pattern %s":                      666,
-	"pull":                            596,
+	"pattern":                         414,
+	"pattern %s":                      669,
+	"pull":                            599,
 	"pull %s":                         256,
-	"pull (the service fetches it)":   392,
+	"pull (the service fetches it)":   396,
 	"push %s":                         255,
-	"push (Relais calls the service)": 393,
-	"push to %s":                      597,
-	"rejected":                        375,
-	"released":                        376,
+	"push (Relais calls the service)": 397,
+	"push to %s":                      600,
+	"rejected":                        379,
+	"released":                        380,
 	"required %s field of type %s":    226,
-	"required changed":                403,
+	"required changed":                407,
 	"required field of type %s":       228,
 	"required → optional":             221,
-	"reserved":                        369,
+	"reserved":                        373,
 	"retry":                           3,
-	"revision %d":                     540,
-	"revisions %s":                    695,
+	"revision %d":                     544,
+	"revisions %s":                    698,
 	"revoked":                         161,
-	"routing changed":                 407,
-	"routing output":                  662,
+	"routing changed":                 411,
+	"routing output":                  665,
 	"routing output %s → %s":          219,
-	"running":                         372,
-	"secret":                          389,
-	"sensitive":                       388,
-	"settled":                         541,
+	"running":                         376,
+	"secret":                          393,
+	"sensitive":                       392,
+	"settled":                         545,
 	"stop":                            5,
-	"stream":                          691,
-	"text":                            378,
+	"stream":                          694,
+	"text":                            382,
 	"the contracts are the same (the name or a description changed).": 213,
-	"this session":             653,
-	"timeout %s":               607,
-	"timeout %s (the default)": 608,
-	"to":                       358,
-	"type changed":             402,
-	"unexpected value":         678,
-	"unknown":                  516,
+	"this session":             656,
+	"timeout %s":               610,
+	"timeout %s (the default)": 611,
+	"to":                       362,
+	"type changed":             406,
+	"unexpected value":         681,
+	"unknown":                  520,
 	"values added: %s":         222,
-	"values changed":           404,
+	"values changed":           408,
 	"values removed: %s":       223,
 	"values reordered":         224,
-	"version %d":               575,
-	"waiting":                  511,
-	"yes":                      398,
-	"••• hidden (secret)":      391,
-	"••• hidden (sensitive)":   390,
-	"→ %s":                     601,
+	"version %d":               579,
+	"waiting":                  515,
+	"yes":                      402,
+	"••• hidden (secret)":      395,
+	"••• hidden (sensitive)":   394,
+	"→ %s":                     604,
 }
 
-var enIndex = []uint32{ // 706 elements
+var enIndex = []uint32{ // 709 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -845,111 +848,112 @@ var enIndex = []uint32{ // 706 elements
 	0x0000307c, 0x0000309a, 0x000031bc, 0x0000327b,
 	0x000032d2, 0x000032fc, 0x00003328, 0x00003352,
 	0x0000335a, 0x00003360, 0x0000336d, 0x0000337f,
-	0x00003388, 0x0000339a, 0x000033a9, 0x000033cb,
+	0x00003388, 0x00003391, 0x000033a3, 0x000033b2,
 	// Entry 160 - 17F
-	0x000033ef, 0x0000340b, 0x00003419, 0x00003444,
-	0x00003456, 0x0000346c, 0x00003471, 0x00003474,
-	0x0000349e, 0x000034e7, 0x00003507, 0x00003510,
-	0x00003522, 0x00003545, 0x00003553, 0x00003562,
-	0x0000356f, 0x00003579, 0x00003582, 0x0000358b,
-	0x00003595, 0x0000359d, 0x000035a2, 0x000035aa,
-	0x000035b3, 0x000035bc, 0x000035c9, 0x000035ce,
-	0x000035d6, 0x000035dd, 0x000035e5, 0x000035ea,
+	0x000033d4, 0x000033f8, 0x00003414, 0x0000343f,
+	0x00003473, 0x00003481, 0x000034ac, 0x000034be,
+	0x000034c6, 0x000034dc, 0x000034e1, 0x000034e4,
+	0x0000350e, 0x00003557, 0x00003577, 0x00003580,
+	0x00003592, 0x000035b5, 0x000035c3, 0x000035d2,
+	0x000035df, 0x000035e9, 0x000035f2, 0x000035fb,
+	0x00003605, 0x0000360d, 0x00003612, 0x0000361a,
+	0x00003623, 0x0000362c, 0x00003639, 0x0000363e,
 	// Entry 180 - 19F
-	0x000035f8, 0x000035ff, 0x00003606, 0x0000360b,
-	0x00003612, 0x0000361c, 0x00003623, 0x00003640,
-	0x0000365a, 0x00003678, 0x00003698, 0x000036a6,
-	0x000036af, 0x000036b8, 0x000036c1, 0x000036c5,
-	0x000036c8, 0x000036d4, 0x000036e2, 0x000036ef,
-	0x00003700, 0x0000370f, 0x00003726, 0x00003739,
-	0x00003749, 0x00003758, 0x00003767, 0x0000376f,
-	0x00003776, 0x0000377e, 0x00003786, 0x00003794,
+	0x00003646, 0x0000364d, 0x00003655, 0x0000365a,
+	0x00003668, 0x0000366f, 0x00003676, 0x0000367b,
+	0x00003682, 0x0000368c, 0x00003693, 0x000036b0,
+	0x000036ca, 0x000036e8, 0x00003708, 0x00003716,
+	0x0000371f, 0x00003728, 0x00003731, 0x00003735,
+	0x00003738, 0x00003744, 0x00003752, 0x0000375f,
+	0x00003770, 0x0000377f, 0x00003796, 0x000037a9,
+	0x000037b9, 0x000037c8, 0x000037d7, 0x000037df,
 	// Entry 1A0 - 1BF
-	0x000037a2, 0x000037b8, 0x000037cd, 0x000037de,
-	0x000037e4, 0x000037eb, 0x000037f4, 0x00003810,
-	0x00003819, 0x00003823, 0x0000382c, 0x00003835,
-	0x0000383e, 0x00003855, 0x0000385d, 0x0000386b,
-	0x00003898, 0x000038a4, 0x000038b2, 0x000038f9,
-	0x00003905, 0x0000390d, 0x00003938, 0x00003983,
-	0x00003a45, 0x00003a49, 0x00003a6f, 0x00003a74,
-	0x00003a8f, 0x00003aa0, 0x00003aac, 0x00003ab4,
+	0x000037e6, 0x000037ee, 0x000037f6, 0x00003804,
+	0x00003812, 0x00003828, 0x0000383d, 0x0000384e,
+	0x00003854, 0x0000385b, 0x00003864, 0x00003880,
+	0x00003889, 0x00003893, 0x0000389c, 0x000038a5,
+	0x000038ae, 0x000038c5, 0x000038cd, 0x000038db,
+	0x00003908, 0x00003914, 0x00003922, 0x00003969,
+	0x00003975, 0x0000397d, 0x000039a8, 0x000039f3,
+	0x00003ab5, 0x00003ab9, 0x00003adf, 0x00003ae4,
 	// Entry 1C0 - 1DF
-	0x00003ae6, 0x00003aef, 0x00003af8, 0x00003b14,
-	0x00003b21, 0x00003b2f, 0x00003b5b, 0x00003b81,
-	0x00003ba2, 0x00003bad, 0x00003bdb, 0x00003bf8,
-	0x00003c27, 0x00003c59, 0x00003c77, 0x00003cac,
-	0x00003cc8, 0x00003ce7, 0x00003cf6, 0x00003d03,
-	0x00003d11, 0x00003d1e, 0x00003d27, 0x00003d42,
-	0x00003d5d, 0x00003d67, 0x00003dba, 0x00003e38,
-	0x00003eae, 0x00003edb, 0x00003f15, 0x00003f7a,
+	0x00003aff, 0x00003b10, 0x00003b1c, 0x00003b24,
+	0x00003b56, 0x00003b5f, 0x00003b68, 0x00003b84,
+	0x00003b91, 0x00003b9f, 0x00003bcb, 0x00003bf1,
+	0x00003c12, 0x00003c1d, 0x00003c4b, 0x00003c68,
+	0x00003c97, 0x00003cc9, 0x00003ce7, 0x00003d1c,
+	0x00003d38, 0x00003d57, 0x00003d66, 0x00003d73,
+	0x00003d81, 0x00003d8e, 0x00003d97, 0x00003db2,
+	0x00003dcd, 0x00003dd7, 0x00003e2a, 0x00003ea8,
 	// Entry 1E0 - 1FF
-	0x00003f9a, 0x00003fc0, 0x00003fea, 0x00004022,
-	0x0000405f, 0x00004083, 0x000040fc, 0x00004121,
-	0x00004150, 0x000041aa, 0x000041c4, 0x000041e2,
-	0x00004216, 0x00004256, 0x00004280, 0x0000428f,
-	0x0000435a, 0x0000438b, 0x000043ba, 0x000043cd,
-	0x00004442, 0x00004455, 0x00004489, 0x000044bd,
-	0x000044cd, 0x00004514, 0x00004541, 0x0000454e,
-	0x0000455e, 0x0000458e, 0x000045c8, 0x000045eb,
+	0x00003f1e, 0x00003f4b, 0x00003f85, 0x00003fea,
+	0x0000400a, 0x00004030, 0x0000405a, 0x00004092,
+	0x000040cf, 0x000040f3, 0x0000416c, 0x00004191,
+	0x000041c0, 0x0000421a, 0x00004234, 0x00004252,
+	0x00004286, 0x000042c6, 0x000042f0, 0x000042ff,
+	0x000043ca, 0x000043fb, 0x0000442a, 0x0000443d,
+	0x000044b2, 0x000044c5, 0x000044f9, 0x0000452d,
+	0x0000453d, 0x00004584, 0x000045b1, 0x000045be,
 	// Entry 200 - 21F
-	0x000045f3, 0x0000460b, 0x00004628, 0x00004636,
-	0x00004647, 0x0000464f, 0x0000465a, 0x0000467b,
-	0x000046bd, 0x000046ed, 0x000046ff, 0x00004720,
-	0x00004730, 0x0000476f, 0x00004780, 0x00004792,
-	0x0000479e, 0x000047af, 0x000047c9, 0x000047da,
-	0x000047e0, 0x000047f4, 0x0000480c, 0x00004831,
-	0x0000483f, 0x0000487d, 0x000048ba, 0x000048e6,
-	0x00004923, 0x00004932, 0x0000493a, 0x00004947,
+	0x000045ce, 0x000045fe, 0x00004638, 0x0000465b,
+	0x00004663, 0x0000467b, 0x00004698, 0x000046a6,
+	0x000046b7, 0x000046bf, 0x000046ca, 0x000046eb,
+	0x0000472d, 0x0000475d, 0x0000476f, 0x00004790,
+	0x000047a0, 0x000047df, 0x000047f0, 0x00004802,
+	0x0000480e, 0x0000481f, 0x00004839, 0x0000484a,
+	0x00004850, 0x00004864, 0x0000487c, 0x000048a1,
+	0x000048af, 0x000048ed, 0x0000492a, 0x00004956,
 	// Entry 220 - 23F
-	0x00004957, 0x0000496e, 0x00004979, 0x00004988,
-	0x0000498e, 0x0000499c, 0x000049a6, 0x000049b1,
-	0x000049c4, 0x000049e9, 0x00004a14, 0x00004aa5,
-	0x00004ae0, 0x00004aff, 0x00004b3d, 0x00004b74,
-	0x00004ba2, 0x00004bb0, 0x00004c43, 0x00004c61,
-	0x00004ced, 0x00004cfb, 0x00004d0f, 0x00004d30,
-	0x00004d44, 0x00004d4a, 0x00004d5e, 0x00004dd1,
-	0x00004e1e, 0x00004e2f, 0x00004e46, 0x00004e63,
+	0x00004993, 0x000049a2, 0x000049aa, 0x000049b7,
+	0x000049c7, 0x000049de, 0x000049e9, 0x000049f8,
+	0x000049fe, 0x00004a0c, 0x00004a16, 0x00004a21,
+	0x00004a34, 0x00004a59, 0x00004a84, 0x00004b15,
+	0x00004b50, 0x00004b6f, 0x00004bad, 0x00004be4,
+	0x00004c12, 0x00004c20, 0x00004cb3, 0x00004cd1,
+	0x00004d5d, 0x00004d6b, 0x00004d7f, 0x00004da0,
+	0x00004db4, 0x00004dba, 0x00004dce, 0x00004e41,
 	// Entry 240 - 25F
-	0x00004e71, 0x00004e7f, 0x00004e87, 0x00004e92,
-	0x00004e98, 0x00004f8a, 0x00004f90, 0x00004fc2,
-	0x00004fc7, 0x00004fd7, 0x00004fe2, 0x00004feb,
-	0x00004ffb, 0x00005015, 0x000050ba, 0x000050d0,
-	0x00005155, 0x000051cf, 0x000051de, 0x00005298,
-	0x000052e9, 0x000052ee, 0x000052fc, 0x0000530c,
-	0x00005318, 0x00005328, 0x00005332, 0x00005355,
-	0x0000536e, 0x00005381, 0x000053ed, 0x000053fc,
+	0x00004e8e, 0x00004e9f, 0x00004eb6, 0x00004ed3,
+	0x00004ee1, 0x00004eef, 0x00004efa, 0x00004f00,
+	0x00004ff2, 0x00004ff8, 0x0000502a, 0x0000502f,
+	0x0000503f, 0x0000504a, 0x00005053, 0x00005063,
+	0x0000507d, 0x00005122, 0x00005138, 0x000051bd,
+	0x00005237, 0x00005246, 0x00005300, 0x00005351,
+	0x00005356, 0x00005364, 0x00005374, 0x00005380,
+	0x00005390, 0x0000539a, 0x000053bd, 0x000053d6,
 	// Entry 260 - 27F
-	0x0000540a, 0x00005426, 0x00005435, 0x0000544b,
-	0x00005484, 0x000054b6, 0x000054c4, 0x0000551c,
-	0x00005553, 0x0000556a, 0x000055ae, 0x000055d3,
-	0x0000564a, 0x00005660, 0x00005677, 0x000056a5,
-	0x000056b8, 0x000056e0, 0x000056e7, 0x00005742,
-	0x0000576c, 0x0000579c, 0x000057fa, 0x00005908,
-	0x000059a8, 0x000059bc, 0x00005a67, 0x00005add,
-	0x00005ae5, 0x00005b20, 0x00005b26, 0x00005ba2,
+	0x000053e9, 0x00005455, 0x00005464, 0x00005472,
+	0x0000548e, 0x0000549d, 0x000054b3, 0x000054ec,
+	0x0000551e, 0x0000552c, 0x00005584, 0x000055bb,
+	0x000055d2, 0x00005616, 0x0000563b, 0x000056b2,
+	0x000056c8, 0x000056df, 0x0000570d, 0x00005720,
+	0x00005748, 0x0000574f, 0x000057aa, 0x000057d4,
+	0x00005804, 0x00005862, 0x00005970, 0x00005a10,
+	0x00005a24, 0x00005acf, 0x00005b45, 0x00005b4d,
 	// Entry 280 - 29F
-	0x00005bea, 0x00005c15, 0x00005c77, 0x00005cd9,
-	0x00005d80, 0x00005d9b, 0x00005da5, 0x00005daa,
-	0x00005db4, 0x00005dbc, 0x00005dc2, 0x00005dca,
-	0x00005dd8, 0x00005de2, 0x00005def, 0x00005e02,
-	0x00005e26, 0x00005ea6, 0x00005eb7, 0x00005ebf,
-	0x00005f34, 0x00005f88, 0x00005fca, 0x00005fd9,
-	0x00005fe5, 0x00006021, 0x0000605b, 0x00006069,
-	0x00006076, 0x00006084, 0x00006092, 0x000060a0,
+	0x00005b88, 0x00005b8e, 0x00005c0a, 0x00005c52,
+	0x00005c7d, 0x00005cdf, 0x00005d41, 0x00005de8,
+	0x00005e03, 0x00005e0d, 0x00005e12, 0x00005e1c,
+	0x00005e24, 0x00005e2a, 0x00005e32, 0x00005e40,
+	0x00005e4a, 0x00005e57, 0x00005e6a, 0x00005e8e,
+	0x00005f0e, 0x00005f1f, 0x00005f27, 0x00005f9c,
+	0x00005ff0, 0x00006032, 0x00006041, 0x0000604d,
+	0x00006089, 0x000060c3, 0x000060d1, 0x000060de,
 	// Entry 2A0 - 2BF
-	0x000060d2, 0x00006102, 0x0000615e, 0x0000616b,
-	0x0000618b, 0x000061a5, 0x000061aa, 0x000061bb,
-	0x00006241, 0x00006266, 0x0000626d, 0x00006276,
-	0x00006289, 0x00006293, 0x0000629d, 0x000062a7,
-	0x000062bf, 0x000062d5, 0x000062e1, 0x00006303,
-	0x0000630a, 0x00006317, 0x00006328, 0x0000634f,
-	0x0000635f, 0x000063b3, 0x00006403, 0x00006463,
-	0x000064b6, 0x000064ee, 0x0000653e, 0x00006572,
+	0x000060ec, 0x000060fa, 0x00006108, 0x0000613a,
+	0x0000616a, 0x000061c6, 0x000061d3, 0x000061f3,
+	0x0000620d, 0x00006212, 0x00006223, 0x000062a9,
+	0x000062ce, 0x000062d5, 0x000062de, 0x000062f1,
+	0x000062fb, 0x00006305, 0x0000630f, 0x00006327,
+	0x0000633d, 0x00006349, 0x0000636b, 0x00006372,
+	0x0000637f, 0x00006390, 0x000063b7, 0x000063c7,
+	0x0000641b, 0x0000646b, 0x000064cb, 0x0000651e,
 	// Entry 2C0 - 2DF
-	0x00006591, 0x000065b1,
-} // Size: 2848 bytes
+	0x00006556, 0x000065a6, 0x000065da, 0x000065f9,
+	0x00006619,
+} // Size: 2860 bytes
 
-const enData string = "" + // Size: 26033 bytes
+const enData string = "" + // Size: 26137 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1154,206 +1158,207 @@ const enData string = "" + // Size: 26033 bytes
 	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
 	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
 	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02End node" +
-	"\x02Abandoned at node\x02Failed at node\x02held, then stopped by an oper" +
-	"ator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
-	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
-	"ss instances\x02exact, case-sensitive\x02from\x02to\x02Act on every inst" +
-	"ance this filter matches\x02The next page counts them and asks for a rea" +
-	"son before anything changes.\x02Process instances, newest first\x02Insta" +
-	"nce\x02End node or error\x02No instance matches these filters.\x02All pr" +
-	"ocesses\x02Any definition\x02All statuses\x02available\x02reserved\x02de" +
-	"ferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02release" +
-	"d\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02dat" +
-	"e and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
-	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
-	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
-	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
-	"\x02type changed\x02required changed\x02values changed\x02classification" +
-	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
-	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
-	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
-	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
-	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
-	"stination’s answer\x02Outcome\x02Error message\x02No service has reserve" +
-	"d this occurrence yet.\x02in progress\x02Whole message\x02No service eve" +
-	"r reserved this occurrence: it ended before any attempt.\x02Destination" +
-	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
-	"r called the destination: the occurrence ended before any call.\x02Relai" +
-	"s keeps the destination’s status code only when it refused the call (des" +
-	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
-	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
-	" from its instance\x02Mode\x02Reason given by the worker\x02Maximum atte" +
-	"mpts\x02Retry delay\x02Retries\x02none: a failed call takes the node’s e" +
-	"rror path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call" +
-	" timeout\x02at most %[1]d\x02at most %[1]d since the last operator retry" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
-	"\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled b" +
-	"y revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, " +
-	"labelled by revision %[1]d's contract\x02No outputs yet: the occurrence " +
-	"has not completed.\x02This contract has no outputs.\x02No outputs: the o" +
-	"ccurrence ended without completing.\x02Reveal — this is recorded\x02Why " +
-	"(recorded with the reveal)\x02Available from\x02Next attempt\x02Last res" +
-	"erved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error" +
-	" (before any attempt)\x02Retryable\x02no: the service marked this failur" +
-	"e as not retryable (attempts left unused: %[1]d)\x02The destination did " +
-	"not answer within the call’s timeout (%[1]s): it may have acted all the " +
-	"same, so check before retrying.\x02The destination did not answer within" +
-	" the call’s timeout: it may have acted all the same, so check before ret" +
-	"rying.\x02The deadline passed before a result arrived.\x02The result did" +
-	" not match the revision's outputs contract.\x02Relais stopped during the" +
-	" call: whether the destination acted is unknown, so it is not called aga" +
-	"in.\x02The call could not be prepared.\x02The destination could not be r" +
-	"eached.\x02The destination’s answer was too large.\x02The last attempt’s" +
-	" lock expired with no attempt left.\x02The inputs could not be built fro" +
-	"m the process’s bindings.\x02An operator abandoned the instance.\x02A Ca" +
-	"munda 7 worker reported a failure with no retries left (retries: 0, or a" +
-	" budget already spent): it is not run again.\x02The destination answered" +
-	" HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No liv" +
-	"e worker takes revision %[1]d: the live workers of %[2]s take revisions " +
-	"%[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
-	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
-	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
-	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
-	"ed %[2]s without its result recorded: the replica making it may have sto" +
-	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
-	"ion whether it took effect.\x02Relais is calling the destination (since " +
-	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
-	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
-	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
-	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
-	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
-	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
-	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
-	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
-	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from Relais (in English)\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlement da" +
-	"te\x02More filters: instance, revision, consumer, destination, dates\x02" +
-	"Push destination\x02its name, exactly\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
-	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
-	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
-	" other filters\x02Totals of all definitions, not narrowed by the other f" +
-	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
-	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
-	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
-	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
-	"us page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date " +
-	"is written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02" +
-	"This address holds a parameter that cannot be read (a percent sign not f" +
-	"ollowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose its off" +
-	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
-	"s and detail pages\x02Pages where you type a reason (confirmations, and " +
-	"occurrences with a value to reveal) never reload on their own, nor does " +
-	"a revealed value.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Published process " +
-	"versions: their nodes, routes and pinned revisions, drawn.\x02Processes " +
-	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
-	"ion %[1]d\x02Process %[1]s\x02Version\x02Start node\x02Graph\x02Columns " +
-	"follow the longest path from the start node. Solid arrows are successes " +
-	"(labelled with their route), dashed ones failures (labelled with their e" +
-	"rror codes). Each box says how many of this version’s occurrences are at" +
-	" that node now.\x02Nodes\x02Nodes of this version, with their occurrence" +
-	"s now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrence" +
-	"s now\x02Instances of this process\x02Columns follow the longest path fr" +
-	"om the start node. Solid arrows are successes (labelled with their route" +
-	"), dashed ones failures (labelled with their error codes).\x02Nodes of t" +
-	"his version\x02This version has %[1]d nodes: too many to draw legibly (a" +
-	"t most %[2]d). The table below lists every node with its routes and coun" +
-	"ts.\x02This version has %[1]d nodes: too many to draw legibly (at most %" +
-	"[2]d). The table below lists every node with its routes.\x02Graph of %[1" +
-	"]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table " +
-	"below lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, star" +
-	"ting at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
-	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Cannot reveal\x02Say why yo" +
-	"u reveal this value: the reason is recorded with the reveal in the audit" +
-	" log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back " +
-	"to the occurrence\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02Search\x02Typ" +
-	"e an instance or occurrence id (a UUID, as the pages show on hover), or " +
-	"a business key.\x02Nothing to find: the search box is empty.\x02That is " +
-	"too long to be an id or a business key.\x02No instance or occurrence has" +
-	" the id “%[1]s”, and no instance has it as its business key.\x02No insta" +
-	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
-	"ness key. An ended instance is deleted, with its occurrences and attempt" +
-	"s, once the retention period (RELAIS_RETENTION) has passed; the audit lo" +
-	"g keeps the operator actions taken on it.\x02No instance has “%[1]s” as " +
-	"its business key, and it is not a whole id: the lists show the end of ea" +
-	"ch id. Open the row, or copy its link, for the whole id.\x02You are sign" +
-	"ed out.\x02Your session had ended (inactivity, a sign-out elsewhere, a r" +
-	"evoked token or a restart of the server), so your last action was not ap" +
-	"plied. Sign in again, then repeat it.\x02Your session has ended (inactiv" +
-	"ity, a sign-out elsewhere, a revoked token or a restart of the server). " +
-	"Sign in again.\x02Sign in\x02Sign in with an operator, designer or admin" +
-	"istrator token.\x02Token\x02The token is checked once and never stored i" +
-	"n your browser; a session cookie stands for it for up to 8 hours of inac" +
-	"tivity.\x02Too many failed sign-ins from your address. Try again in %[1]" +
-	"d seconds.\x02This token is unknown or has been revoked.\x02A %[1]s toke" +
-	"n cannot open the console: sign in with an operator, designer or adminis" +
-	"trator token.\x02Only administrators see this page: tokens, consumers, d" +
-	"estinations and the reveal log are theirs.\x02Staff tokens (administrato" +
-	"rs, designers, operators) that are not revoked. Consumer tokens are mana" +
-	"ged with their consumers. Revoking a token refuses its next request.\x02" +
-	"Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires" +
-	"\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revo" +
-	"ke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is" +
-	" refused, and console sessions opened with it end. This cannot be undone" +
-	": whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02T" +
-	"his is the token you signed in with: revoking it signs you out. Its next" +
-	" request is refused. This cannot be undone.\x02This is the last usable a" +
-	"dministrator token: create another one before revoking it.\x02The token " +
-	"%[1]s (%[2]s) was revoked: its next request is refused.\x02routing outpu" +
-	"t\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
-	" polling workers by their last fetch. A worker is listed while it was se" +
-	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
-	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
-	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
-	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
+	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
+	"s “%[1]s”.\x02The version must be a whole number from 1.\x02A version is" +
+	" a process’s: choose the process too.\x02Creation date\x02The page size " +
+	"must be between 1 and %[1]d.\x02Process instances\x02Version\x02exact, c" +
+	"ase-sensitive\x02from\x02to\x02Act on every instance this filter matches" +
+	"\x02The next page counts them and asks for a reason before anything chan" +
+	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
+	"\x02No instance matches these filters.\x02All processes\x02Any definitio" +
+	"n\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02r" +
+	"unning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02tex" +
+	"t\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02" +
+	"object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive" +
+	")\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relai" +
+	"s calls the service)\x02administrator\x02operator\x02designer\x02consume" +
+	"r\x02yes\x02no\x02field added\x02field removed\x02type changed\x02requir" +
+	"ed changed\x02values changed\x02classification changed\x02constraint cha" +
+	"nged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
+	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
+	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
+	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
+	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
+	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
+	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
+	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
+	"as not called the destination yet.\x02Relais never called the destinatio" +
+	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
+	"’s status code only when it refused the call (destination_http_NNN); a" +
+	" completed call answered 2xx. The duration runs from the claim of the ca" +
+	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
+	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
+	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
+	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
+	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
+	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
+	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
+	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
+	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
+	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
+	"e reveal)\x02Available from\x02Next attempt\x02Last reserved\x02Lock exp" +
+	"ires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any atte" +
+	"mpt)\x02Retryable\x02no: the service marked this failure as not retryabl" +
+	"e (attempts left unused: %[1]d)\x02The destination did not answer within" +
+	" the call’s timeout (%[1]s): it may have acted all the same, so check be" +
+	"fore retrying.\x02The destination did not answer within the call’s timeo" +
+	"ut: it may have acted all the same, so check before retrying.\x02The dea" +
+	"dline passed before a result arrived.\x02The result did not match the re" +
+	"vision's outputs contract.\x02Relais stopped during the call: whether th" +
+	"e destination acted is unknown, so it is not called again.\x02The call c" +
+	"ould not be prepared.\x02The destination could not be reached.\x02The de" +
+	"stination’s answer was too large.\x02The last attempt’s lock expired wit" +
+	"h no attempt left.\x02The inputs could not be built from the process’s b" +
+	"indings.\x02An operator abandoned the instance.\x02A Camunda 7 worker re" +
+	"ported a failure with no retries left (retries: 0, or a budget already s" +
+	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02N" +
+	"o live worker takes %[1]s now (Workers page).\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Re" +
+	"try at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1" +
+	"]s — waiting to be offered again.\x02Waiting for Relais to call the dest" +
+	"ination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s)" +
+	".\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its" +
+	" result recorded: the replica making it may have stopped. If so, it fail" +
+	"s outcome_unknown at %[3]s (%[4]s): ask the destination whether it took " +
+	"effect.\x02Relais is calling the destination (since %[1]s).\x02Reserved " +
+	"by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred si" +
+	"nce %[1]s (%[2]s): a worker of the same consumer, or a front end with a " +
+	"settle token, completes it later.\x02Completed (%[1]s).\x02Its instance " +
+	"is held here, waiting for an operator.\x02Its instance went on along the" +
+	" node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was st" +
+	"opped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stoppe" +
+	"d (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settle" +
+	"d with its settle token)\x02%[1]s (deferred; settled with its settle tok" +
+	"en, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2" +
+	"xx, unusable body\x02no answer within the timeout\x02no connection\x02an" +
+	"swer too large\x02unknown\x02[redacted]\x02Message from Relais (in Engli" +
+	"sh)\x02Message from the service (its own words, protected values masked)" +
+	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
+	"\x02Unknown destination “%[1]s”.\x02Settlement date\x02More filters: ins" +
+	"tance, revision, consumer, destination, dates\x02Push destination\x02its" +
+	" name, exactly\x02instance id\x02Counts by status\x02Occurrences, newest" +
+	" first\x02Process and node\x02Error\x02Consumer and worker\x02Next attem" +
+	"pt or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
+	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
+	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
+	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
+	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
+	" a parameter that cannot be read (a percent sign not followed by two hex" +
+	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
+	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
+	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
+	"or is invalid: go back to the first page.\x02These settings are kept in " +
+	"this browser only.\x02Show times in\x02The console runs no script, so it" +
+	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
+	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
+	"\x02Pages where you type a reason (confirmations, and occurrences with a" +
+	" value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
+	" process versions: their nodes, routes and pinned revisions, drawn, with" +
+	" where their occurrences are now.\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
+	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
+	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
+	" the start node. Solid arrows are successes (labelled with their route)," +
+	" dashed ones failures (labelled with their error codes). Each box says h" +
+	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
+	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
+	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
+	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
+	"ows are successes (labelled with their route), dashed ones failures (lab" +
+	"elled with their error codes).\x02Nodes of this version\x02This version " +
+	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
+	"ow lists every node with its routes and counts.\x02This version has %[1]" +
+	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
+	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
+	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
+	"itive value.\x02Cannot reveal\x02Say why you reveal this value: the reas" +
+	"on is recorded with the reveal in the audit log.\x02Revealed by %[1]s at" +
+	" %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
+	"d (a UUID, as the pages show on hover), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
+	"nce has it as its business key.\x02No instance or occurrence has the id " +
+	"“%[1]s”, and no instance has it as its business key. An ended instance" +
+	" is deleted, with its occurrences and attempts, once the retention perio" +
+	"d (RELAIS_RETENTION) has passed; the audit log keeps the operator action" +
+	"s taken on it.\x02No instance has “%[1]s” as its business key, and it is" +
+	" not a whole id: the lists show the end of each id. Open the row, or cop" +
+	"y its link, for the whole id.\x02You are signed out.\x02Your session had" +
+	" ended (inactivity, a sign-out elsewhere, a revoked token or a restart o" +
+	"f the server), so your last action was not applied. Sign in again, then " +
+	"repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, " +
+	"a revoked token or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
+	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
+	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
+	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
+	"ministrators see this page: tokens, consumers, destinations and the reve" +
+	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
+	") that are not revoked. Consumer tokens are managed with their consumers" +
+	". Revoking a token refuses its next request.\x02Staff tokens, oldest fir" +
+	"st\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02E" +
+	"xpired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke " +
+	"the %[1]s token “%[2]s”?\x02Its next request is refused, and console ses" +
+	"sions opened with it end. This cannot be undone: whoever uses it needs a" +
+	" new token.\x02Revoke the token\x02Keep it\x02This is the token you sign" +
+	"ed in with: revoking it signs you out. Its next request is refused. This" +
+	" cannot be undone.\x02This is the last usable administrator token: creat" +
+	"e another one before revoking it.\x02The token %[1]s (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
+	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
+	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
+	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
+	"cted value\x02Workers connected by a stream, and polling workers by thei" +
+	"r last fetch. A worker is listed while it was seen within three heartbea" +
+	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
+	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
+	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
+	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
+	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
+	"is definition: its occurrences wait until one connects or polls.\x02No p" +
+	"rocess uses this definition yet: it needs a worker once a process pulls " +
+	"it.\x02No process pulls this definition: Relais calls its destinations (" +
+	"push), and it needs no worker.\x02No worker is connected for this defini" +
+	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 706 elements
+var frIndex = []uint32{ // 709 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1452,111 +1457,112 @@ var frIndex = []uint32{ // 706 elements
 	0x00003ead, 0x00003ed3, 0x00004062, 0x00004169,
 	0x000041b9, 0x000041ea, 0x0000421d, 0x0000424c,
 	0x0000425a, 0x00004267, 0x00004279, 0x0000428e,
-	0x0000429b, 0x000042b0, 0x000042c3, 0x000042ee,
+	0x0000429c, 0x000042a9, 0x000042be, 0x000042d1,
 	// Entry 160 - 17F
-	0x0000431b, 0x0000433f, 0x00004351, 0x00004389,
-	0x000043a0, 0x000043b7, 0x000043ba, 0x000043bd,
-	0x000043f1, 0x0000443b, 0x00004470, 0x00004479,
-	0x00004490, 0x000044be, 0x000044d1, 0x000044e3,
-	0x000044f4, 0x000044ff, 0x0000450a, 0x00004515,
-	0x0000451e, 0x00004527, 0x00004530, 0x00004539,
-	0x00004542, 0x00004549, 0x00004557, 0x0000455d,
-	0x00004564, 0x0000456b, 0x00004574, 0x00004579,
+	0x000042fc, 0x00004329, 0x0000434d, 0x00004384,
+	0x000043ce, 0x000043e0, 0x00004418, 0x0000442f,
+	0x00004437, 0x0000444e, 0x00004451, 0x00004454,
+	0x00004488, 0x000044d2, 0x00004507, 0x00004510,
+	0x00004527, 0x00004555, 0x00004568, 0x0000457a,
+	0x0000458b, 0x00004596, 0x000045a1, 0x000045ac,
+	0x000045b5, 0x000045be, 0x000045c7, 0x000045d0,
+	0x000045d9, 0x000045e0, 0x000045ee, 0x000045f4,
 	// Entry 180 - 19F
-	0x00004587, 0x0000458d, 0x00004593, 0x00004599,
-	0x000045a1, 0x000045aa, 0x000045b3, 0x000045d0,
-	0x000045eb, 0x0000460e, 0x0000462f, 0x0000463e,
-	0x00004649, 0x00004654, 0x00004661, 0x00004665,
-	0x00004669, 0x00004677, 0x00004685, 0x00004693,
-	0x000046b3, 0x000046c6, 0x000046df, 0x000046f4,
-	0x00004705, 0x00004717, 0x00004729, 0x0000472f,
-	0x00004736, 0x0000473e, 0x00004746, 0x00004764,
+	0x000045fb, 0x00004602, 0x0000460b, 0x00004610,
+	0x0000461e, 0x00004624, 0x0000462a, 0x00004630,
+	0x00004638, 0x00004641, 0x0000464a, 0x00004667,
+	0x00004682, 0x000046a5, 0x000046c6, 0x000046d5,
+	0x000046e0, 0x000046eb, 0x000046f8, 0x000046fc,
+	0x00004700, 0x0000470e, 0x0000471c, 0x0000472a,
+	0x0000474a, 0x0000475d, 0x00004776, 0x0000478b,
+	0x0000479c, 0x000047ae, 0x000047c0, 0x000047c6,
 	// Entry 1A0 - 1BF
-	0x00004782, 0x00004799, 0x000047ae, 0x000047bf,
-	0x000047c5, 0x000047de, 0x000047e9, 0x0000481d,
-	0x0000482a, 0x00004848, 0x00004856, 0x0000485f,
-	0x00004866, 0x00004881, 0x0000488b, 0x0000489e,
-	0x000048d8, 0x000048e1, 0x000048f0, 0x00004954,
-	0x00004960, 0x0000496a, 0x0000499a, 0x000049f5,
-	0x00004adc, 0x00004ae7, 0x00004b1a, 0x00004b1f,
-	0x00004b3f, 0x00004b5c, 0x00004b7c, 0x00004b91,
+	0x000047cd, 0x000047d5, 0x000047dd, 0x000047fb,
+	0x00004819, 0x00004830, 0x00004845, 0x00004856,
+	0x0000485c, 0x00004875, 0x00004880, 0x000048b4,
+	0x000048c1, 0x000048df, 0x000048ed, 0x000048f6,
+	0x000048fd, 0x00004918, 0x00004922, 0x00004935,
+	0x0000496f, 0x00004978, 0x00004987, 0x000049eb,
+	0x000049f7, 0x00004a01, 0x00004a31, 0x00004a8c,
+	0x00004b73, 0x00004b7e, 0x00004bb1, 0x00004bb6,
 	// Entry 1C0 - 1DF
-	0x00004bd2, 0x00004bdd, 0x00004be7, 0x00004c10,
-	0x00004c21, 0x00004c2f, 0x00004c6b, 0x00004c95,
-	0x00004cda, 0x00004d02, 0x00004d41, 0x00004d62,
-	0x00004da0, 0x00004de0, 0x00004e00, 0x00004e41,
-	0x00004e6d, 0x00004e94, 0x00004eac, 0x00004ec0,
-	0x00004ed7, 0x00004ee5, 0x00004ef0, 0x00004f13,
-	0x00004f32, 0x00004f4e, 0x00004fbc, 0x00005041,
-	0x000050be, 0x000050fe, 0x00005144, 0x000051b6,
+	0x00004bd6, 0x00004bf3, 0x00004c13, 0x00004c28,
+	0x00004c69, 0x00004c74, 0x00004c7e, 0x00004ca7,
+	0x00004cb8, 0x00004cc6, 0x00004d02, 0x00004d2c,
+	0x00004d71, 0x00004d99, 0x00004dd8, 0x00004df9,
+	0x00004e37, 0x00004e77, 0x00004e97, 0x00004ed8,
+	0x00004f04, 0x00004f2b, 0x00004f43, 0x00004f57,
+	0x00004f6e, 0x00004f7c, 0x00004f87, 0x00004faa,
+	0x00004fc9, 0x00004fe5, 0x00005053, 0x000050d8,
 	// Entry 1E0 - 1FF
-	0x000051de, 0x00005201, 0x00005238, 0x0000527f,
-	0x000052d2, 0x000052fb, 0x000053a1, 0x000053c7,
-	0x0000540e, 0x0000548b, 0x000054b2, 0x000054da,
-	0x00005521, 0x0000556b, 0x0000559e, 0x000055b1,
-	0x000056b9, 0x000056e7, 0x00005723, 0x00005739,
-	0x000057cd, 0x000057e0, 0x0000581d, 0x00005859,
-	0x0000586c, 0x000058c0, 0x000058f5, 0x00005907,
-	0x0000591e, 0x0000595b, 0x000059ab, 0x000059d5,
+	0x00005155, 0x00005195, 0x000051db, 0x0000524d,
+	0x00005275, 0x00005298, 0x000052cf, 0x00005316,
+	0x00005369, 0x00005392, 0x00005438, 0x0000545e,
+	0x000054a5, 0x00005522, 0x00005549, 0x00005571,
+	0x000055b8, 0x00005602, 0x00005635, 0x00005648,
+	0x00005750, 0x0000577e, 0x000057ba, 0x000057d0,
+	0x00005864, 0x00005877, 0x000058b4, 0x000058f0,
+	0x00005903, 0x00005957, 0x0000598c, 0x0000599e,
 	// Entry 200 - 21F
-	0x000059e0, 0x000059fd, 0x00005a1c, 0x00005a2d,
-	0x00005a47, 0x00005a50, 0x00005a5a, 0x00005a79,
-	0x00005ac7, 0x00005afc, 0x00005b12, 0x00005b38,
-	0x00005b49, 0x00005b93, 0x00005ba9, 0x00005bbd,
-	0x00005bd6, 0x00005bec, 0x00005c16, 0x00005c29,
-	0x00005c30, 0x00005c4b, 0x00005c6b, 0x00005c9b,
-	0x00005cb2, 0x00005cea, 0x00005d25, 0x00005d51,
-	0x00005da5, 0x00005db5, 0x00005dc0, 0x00005dd4,
+	0x000059b5, 0x000059f2, 0x00005a42, 0x00005a6c,
+	0x00005a77, 0x00005a94, 0x00005ab3, 0x00005ac4,
+	0x00005ade, 0x00005ae7, 0x00005af1, 0x00005b10,
+	0x00005b5e, 0x00005b93, 0x00005ba9, 0x00005bcf,
+	0x00005be0, 0x00005c2a, 0x00005c40, 0x00005c54,
+	0x00005c6d, 0x00005c83, 0x00005cad, 0x00005cc0,
+	0x00005cc7, 0x00005ce2, 0x00005d02, 0x00005d32,
+	0x00005d49, 0x00005d81, 0x00005dbc, 0x00005de8,
 	// Entry 220 - 23F
-	0x00005de6, 0x00005dfc, 0x00005e0e, 0x00005e20,
-	0x00005e26, 0x00005e38, 0x00005e46, 0x00005e55,
-	0x00005e6b, 0x00005e95, 0x00005ec8, 0x00005f70,
-	0x00005fc0, 0x00005fe8, 0x0000603a, 0x0000607c,
-	0x000060b8, 0x000060cf, 0x00006197, 0x000061c4,
-	0x0000627f, 0x00006299, 0x000062b2, 0x000062d3,
-	0x000062e9, 0x000062f0, 0x0000630a, 0x0000639f,
-	0x00006402, 0x00006415, 0x0000643c, 0x00006464,
+	0x00005e3c, 0x00005e4c, 0x00005e57, 0x00005e6b,
+	0x00005e7d, 0x00005e93, 0x00005ea5, 0x00005eb7,
+	0x00005ebd, 0x00005ecf, 0x00005edd, 0x00005eec,
+	0x00005f02, 0x00005f2c, 0x00005f5f, 0x00006007,
+	0x00006057, 0x0000607f, 0x000060d1, 0x00006113,
+	0x0000614f, 0x00006166, 0x0000622e, 0x0000625b,
+	0x00006316, 0x00006330, 0x00006349, 0x0000636a,
+	0x00006380, 0x00006387, 0x000063a1, 0x00006436,
 	// Entry 240 - 25F
-	0x00006472, 0x00006482, 0x0000648a, 0x0000649b,
-	0x000064a2, 0x000065d8, 0x000065df, 0x00006619,
-	0x0000661e, 0x00006633, 0x00006647, 0x00006659,
-	0x0000666f, 0x00006689, 0x0000675e, 0x00006776,
-	0x00006817, 0x000068a6, 0x000068b6, 0x00006990,
-	0x00006a52, 0x00006a57, 0x00006a67, 0x00006a75,
-	0x00006a85, 0x00006a95, 0x00006a9f, 0x00006ac8,
-	0x00006ae2, 0x00006afd, 0x00006b8b, 0x00006b9c,
+	0x00006499, 0x000064ac, 0x000064d3, 0x000064fb,
+	0x00006509, 0x00006519, 0x0000652a, 0x00006531,
+	0x00006667, 0x0000666e, 0x000066a8, 0x000066ad,
+	0x000066c2, 0x000066d6, 0x000066e8, 0x000066fe,
+	0x00006719, 0x000067ee, 0x00006806, 0x000068a7,
+	0x00006936, 0x00006946, 0x00006a20, 0x00006ae2,
+	0x00006ae7, 0x00006af7, 0x00006b05, 0x00006b15,
+	0x00006b25, 0x00006b2f, 0x00006b58, 0x00006b72,
 	// Entry 260 - 27F
-	0x00006ba9, 0x00006bc4, 0x00006bd8, 0x00006bf6,
-	0x00006c41, 0x00006c82, 0x00006c9a, 0x00006d10,
-	0x00006d56, 0x00006d6f, 0x00006dc2, 0x00006dfd,
-	0x00006e95, 0x00006ec1, 0x00006ee7, 0x00006f1b,
-	0x00006f33, 0x00006f5e, 0x00006f68, 0x00006fe2,
-	0x00007017, 0x00007058, 0x000070cc, 0x0000721b,
-	0x000072f4, 0x0000730d, 0x000073d6, 0x00007453,
-	0x00007460, 0x000074b2, 0x000074b8, 0x00007554,
+	0x00006b8d, 0x00006c1b, 0x00006c2c, 0x00006c39,
+	0x00006c54, 0x00006c68, 0x00006c86, 0x00006cd1,
+	0x00006d12, 0x00006d2a, 0x00006da0, 0x00006de6,
+	0x00006dff, 0x00006e52, 0x00006e8d, 0x00006f25,
+	0x00006f51, 0x00006f77, 0x00006fab, 0x00006fc3,
+	0x00006fee, 0x00006ff8, 0x00007072, 0x000070a7,
+	0x000070e8, 0x0000715c, 0x000072ab, 0x00007384,
+	0x0000739d, 0x00007466, 0x000074e3, 0x000074f0,
 	// Entry 280 - 29F
-	0x000075a8, 0x000075d3, 0x0000765f, 0x000076f5,
-	0x000077b7, 0x000077e7, 0x000077f4, 0x000077fa,
-	0x00007810, 0x0000781b, 0x00007822, 0x0000782d,
-	0x0000783b, 0x00007848, 0x00007856, 0x0000786f,
-	0x0000789c, 0x00007945, 0x00007958, 0x00007962,
-	0x000079f1, 0x00007a52, 0x00007aa4, 0x00007ab6,
-	0x00007ac9, 0x00007b07, 0x00007b43, 0x00007b4f,
-	0x00007b5c, 0x00007b6a, 0x00007b78, 0x00007b88,
+	0x00007542, 0x00007548, 0x000075e4, 0x00007638,
+	0x00007663, 0x000076ef, 0x00007785, 0x00007847,
+	0x00007877, 0x00007884, 0x0000788a, 0x000078a0,
+	0x000078ab, 0x000078b2, 0x000078bd, 0x000078cb,
+	0x000078d8, 0x000078e6, 0x000078ff, 0x0000792c,
+	0x000079d5, 0x000079e8, 0x000079f2, 0x00007a81,
+	0x00007ae2, 0x00007b34, 0x00007b46, 0x00007b59,
+	0x00007b97, 0x00007bd3, 0x00007bdf, 0x00007bec,
 	// Entry 2A0 - 2BF
-	0x00007bc4, 0x00007bfe, 0x00007c7b, 0x00007c86,
-	0x00007cb0, 0x00007ccc, 0x00007cd0, 0x00007ce2,
-	0x00007da4, 0x00007dd7, 0x00007de2, 0x00007dec,
-	0x00007e01, 0x00007e0a, 0x00007e14, 0x00007e29,
-	0x00007e4d, 0x00007e67, 0x00007e7c, 0x00007ea8,
-	0x00007ead, 0x00007ec2, 0x00007ed4, 0x00007f09,
-	0x00007f1a, 0x00007f90, 0x0000801b, 0x000080aa,
-	0x00008111, 0x00008153, 0x000081c6, 0x0000820e,
+	0x00007bfa, 0x00007c08, 0x00007c18, 0x00007c54,
+	0x00007c8e, 0x00007d0b, 0x00007d16, 0x00007d40,
+	0x00007d5c, 0x00007d60, 0x00007d72, 0x00007e34,
+	0x00007e67, 0x00007e72, 0x00007e7c, 0x00007e91,
+	0x00007e9a, 0x00007ea4, 0x00007eb9, 0x00007edd,
+	0x00007ef7, 0x00007f0c, 0x00007f38, 0x00007f3d,
+	0x00007f52, 0x00007f64, 0x00007f99, 0x00007faa,
+	0x00008020, 0x000080ab, 0x0000813a, 0x000081a1,
 	// Entry 2C0 - 2DF
-	0x0000823c, 0x0000826f,
-} // Size: 2848 bytes
+	0x000081e3, 0x00008256, 0x0000829e, 0x000082cc,
+	0x000082ff,
+} // Size: 2860 bytes
 
-const frData string = "" + // Size: 33391 bytes
+const frData string = "" + // Size: 33535 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1807,155 +1813,157 @@ const frData string = "" + // Size: 33391 bytes
 	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
 	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
 	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
-	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Nœud de fin" +
-	"\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par " +
-	"un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inco" +
-	"nnu\u202f: «\u202f%[1]s\u202f».\x02Date de création\x02La taille de page" +
-	" doit être comprise entre 1 et %[1]d.\x02Instances de processus\x02exact" +
-	"e, casse comprise\x02du\x02au\x02Agir sur toutes les instances que ce fi" +
-	"ltre retient\x02La page suivante les compte et demande un motif avant qu" +
-	"e rien ne change.\x02Instances de processus, les plus récentes d’abord" +
-	"\x02Instance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à" +
-	" ces filtres.\x02Tous les processus\x02Toute définition\x02Tous les stat" +
-	"uts\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloq" +
-	"uée\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier" +
-	"\x02nombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02list" +
-	"e\x02normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masq" +
-	"ué (secret)\x02pull (un exécutant la récupère)\x02push (Relais appelle l" +
-	"e service)\x02administrateur\x02opérateur\x02concepteur\x02consommateur" +
-	"\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caract" +
-	"ère obligatoire modifié\x02valeurs modifiées\x02classification modifiée" +
-	"\x02contrainte modifiée\x02routage modifié\x02longueur minimale\x02longu" +
-	"eur maximale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal " +
-	"d’éléments\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]" +
-	"s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution" +
-	"\x02Tentatives\x02Toutes les tentatives, les plus anciennes d’abord\x02C" +
-	"onsommateur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02" +
-	"Durée\x02Réponse de la destination\x02Résultat\x02Message d’erreur\x02Au" +
-	"cun exécutant n’a encore réservé cette occurrence.\x02en cours\x02Messag" +
-	"e entier\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: e" +
-	"lle a pris fin avant toute tentative.\x02Destination\x02Réplique\x02Rela" +
-	"is n’a pas encore appelé la destination.\x02Relais n’a jamais appelé la " +
-	"destination\u202f: l’occurrence a pris fin avant tout appel.\x02Relais n" +
-	"e conserve le code de statut de la destination que lorsqu’elle a refusé " +
-	"l’appel (destination_http_NNN)\u202f; un appel terminé a reçu une répons" +
-	"e 2xx. La durée va de la prise en charge de l’appel à son règlement.\x02" +
-	"Maintenant\x02La reprendre ou l’abandonner depuis son instance\x02Mode" +
-	"\x02Motif donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai" +
-	" avant nouvelle tentative\x02Nouvelles tentatives\x02aucune\u202f: un ap" +
-	"pel en échec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02" +
-	"%[1]d (0 la plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1" +
-	"]d\x02au plus %[1]d depuis la dernière reprise par un opérateur\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14" +
-	"\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]" +
-	"d rendues, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante" +
-	"\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’a" +
-	"près le contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’o" +
-	"ccurrence n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune" +
-	" sortie\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — ce" +
-	"tte action est enregistrée\x02Motif (consigné avec la révélation)\x02Dis" +
-	"ponible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fi" +
-	"n du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (" +
-	"avant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’ex" +
-	"écutant a signalé cet échec comme définitif (tentatives restantes non u" +
-	"tilisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai d" +
-	"e l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de r" +
-	"eprendre.\x02La destination n’a pas répondu dans le délai de l’appel" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L’éc" +
-	"héance est passée avant l’arrivée d’un résultat.\x02Le résultat ne respe" +
-	"ctait pas le contrat de sorties de la révision.\x02Relais s’est arrêté p" +
-	"endant l’appel\u202f: on ignore si la destination a agi, elle n’est donc" +
-	" pas rappelée.\x02L’appel n’a pas pu être préparé.\x02La destination éta" +
-	"it injoignable.\x02La réponse de la destination était trop volumineuse." +
-	"\x02Le verrou de la dernière tentative a expiré sans tentative restante." +
-	"\x02Les entrées n’ont pas pu être construites à partir des liaisons du p" +
-	"rocessus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camund" +
-	"a 7 a signalé un échec sans nouvelle tentative restante (retries\u202f: " +
-	"0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02" +
-	"La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %" +
-	"[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend l" +
-	"a révision %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que l" +
-	"es révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à" +
-	" partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être p" +
-	"roposée de nouveau.\x02En attente de l’appel de Relais à la destination " +
-	"depuis %[1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s)." +
-	"\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sa" +
-	"ns que son résultat soit enregistré\u202f: la réplique qui l’a passé s’e" +
-	"st peut-être arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s " +
-	"(%[4]s)\u202f: demandez à la destination s’il a pris effet.\x02Relais ap" +
-	"pelle la destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou" +
-	" jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s " +
-	"(%[2]s)\u202f: un exécutant du même consommateur, ou une interface munie" +
-	" d’un jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s)." +
-	"\x02Son instance est bloquée ici, en attente d’un opérateur.\x02Son inst" +
-	"ance a continué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02" +
-	"Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s" +
-	"\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s ju" +
-	"squ’ici\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec s" +
-	"on jeton de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton d" +
-	"e règlement, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2" +
-	"]s)\x02en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans" +
-	" le délai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue" +
-	"\x02[masqué]\x02Message de Relais (en anglais)\x02Message de l’exécutant" +
-	" (ses propres termes, valeurs protégées masquées)\x02La révision doit êt" +
-	"re un nombre entier, 1 ou plus.\x02Consommateur inconnu.\x02Destination " +
-	"«\u202f%[1]s\u202f» inconnue.\x02Date de clôture\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
-	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
-	"s par statut\x02Occurrences, les plus récentes d’abord\x02Processus et n" +
-	"œud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tentative ou cl" +
-	"ôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tous les con" +
-	"sommateurs\x02Totaux de la définition %[1]s, sans les autres filtres\x02" +
-	"Totaux de toutes les définitions, sans les autres filtres\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au " +
-	"%[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 secondes" +
-	" environ.\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02dispon" +
-	"ible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée depui" +
-	"s\x02Pages\x02Page précédente\x02Page suivante\x02Première page\x02Ligne" +
-	"s %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s" +
-	"\u202f: le premier jour vient après le dernier.\x02Cette adresse contien" +
-	"t un paramètre illisible (un signe pour cent qui n’est pas suivi de deux" +
-	" chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’adresse." +
-	"\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «" +
-	"\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s" +
-	"\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f:" +
-	" donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: rev" +
-	"enez à la première page.\x02Ces réglages sont conservés dans ce navigate" +
-	"ur seulement.\x02Afficher les heures en\x02La console n’exécute aucun sc" +
-	"ript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
-	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
-	"\x02Les pages où vous saisissez un motif (confirmations, et occurrences " +
-	"dont une valeur peut être révélée) ne se rechargent jamais d’elles-mêmes" +
-	", pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir" +
-	" sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à %" +
-	"[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus" +
-	" publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, a" +
-	"vec l’emplacement actuel de leurs occurrences.\x02Les versions de proces" +
-	"sus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés" +
-	".\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun p" +
-	"rocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Ver" +
-	"sion\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long ch" +
-	"emin depuis le nœud de départ. Les flèches pleines sont les réussites (é" +
-	"tiquetées par leur route), les pointillées les échecs (étiquetées par le" +
-	"urs codes d’erreur). Chaque case indique combien d’occurrences de cette " +
-	"version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette ver" +
-	"sion, avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02E" +
-	"n cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instanc" +
-	"es de ce processus\x02Les colonnes suivent le plus long chemin depuis le" +
-	" nœud de départ. Les flèches pleines sont les réussites (étiquetées par " +
-	"leur route), les pointillées les échecs (étiquetées par leurs codes d’er" +
-	"reur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: t" +
-	"rop pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous" +
-	" donne chaque nœud avec ses routes et ses décomptes.\x02Cette version a " +
-	"%[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). L" +
-	"e tableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1" +
-	"]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau" +
-	" ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d " +
-	"nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds," +
-	" routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir " +
-	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pou" +
+	"r\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, p" +
+	"uis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateu" +
+	"r\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être " +
+	"un nombre entier à partir de 1.\x02Une version est celle d’un processus" +
+	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
+	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02Version\x02exacte, casse comprise\x02du\x02au\x02Agir sur toutes les" +
+	" instances que ce filtre retient\x02La page suivante les compte et deman" +
+	"de un motif avant que rien ne change.\x02Instances de processus, les plu" +
+	"s récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instan" +
+	"ce ne correspond à ces filtres.\x02Tous les processus\x02Toute définitio" +
+	"n\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
+	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
+	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
+	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
+	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
+	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
+	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
+	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
+	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
+	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
+	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
+	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consigné av" +
+	"ec la révélation)\x02Disponible à partir du\x02Prochaine tentative\x02De" +
+	"rnière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tent" +
+	"ative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative pos" +
+	"sible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (ten" +
+	"tatives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas " +
+	"répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
+	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
+	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
+	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
+	"e résultat ne respectait pas le contrat de sorties de la révision.\x02Re" +
+	"lais s’est arrêté pendant l’appel\u202f: on ignore si la destination a a" +
+	"gi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé." +
+	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
+	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
+	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
+	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
+	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
+	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
+	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
+	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
+	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
+	"%[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s" +
+	" — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]" +
+	"s — en attente d’être proposée de nouveau.\x02En attente de l’appel de R" +
+	"elais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutan" +
+	"t depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1" +
+	"]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la rép" +
+	"lique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en o" +
+	"utcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a p" +
+	"ris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée " +
+	"par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s." +
+	"\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommate" +
+	"ur, ou une interface munie d’un jeton de règlement, la terminera plus ta" +
+	"rd.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’u" +
+	"n opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
+	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
+	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
+	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
+	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
+	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
+	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
+	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
+	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
+	"eur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clô" +
+	"ture\x02Plus de filtres\u202f: instance, révision, consommateur, destina" +
+	"tion, dates\x02Destination d’appel\x02son nom, exactement\x02identifiant" +
+	" d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
+	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
+	"chaine tentative ou clôture\x02Aucune occurrence ne correspond à ces fil" +
+	"tres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans l" +
+	"es autres filtres\x02Totaux de toutes les définitions, sans les autres f" +
+	"iltres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés tou" +
+	"tes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine t" +
+	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
+	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
+	"ière page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-" +
+	"12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette " +
+	"adresse contient un paramètre illisible (un signe pour cent qui n’est pa" +
+	"s suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corri" +
+	"gez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-" +
+	"vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
+	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
+	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
+	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
+	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
+	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
+	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
+	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
+	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
+	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
+	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
+	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances d" +
+	"e cette version\x02Les colonnes suivent le plus long chemin depuis le nœ" +
+	"ud de départ. Les flèches pleines sont les réussites (étiquetées par leu" +
+	"r route), les pointillées les échecs (étiquetées par leurs codes d’erreu" +
+	"r).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop" +
+	" pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous do" +
+	"nne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1" +
+	"]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le t" +
+	"ableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s" +
+	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
+	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
+	"outes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de" +
+	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
 	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
 	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
 	"(en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un o" +
@@ -2049,4 +2057,4 @@ const frData string = "" + // Size: 33391 bytes
 	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
 	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 65120 bytes (63KiB); checksum: E1FF449D
+	// Total table size 65392 bytes (63KiB); checksum: 3070D2DA

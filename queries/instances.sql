@@ -45,6 +45,7 @@ where id = @id and status in ('running', 'held');
 -- a megabyte.
 select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('version')::int is null or version = sqlc.narg('version'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
@@ -69,6 +70,7 @@ limit @max;
 -- The page before a keyset page, ascending (the caller reverses it).
 select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('version')::int is null or version = sqlc.narg('version'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
   and (sqlc.narg('error_code')::text is null or error_code = sqlc.narg('error_code'))
@@ -96,6 +98,7 @@ limit @max;
 -- offer again.
 select count(*)::bigint from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('version')::int is null or version = sqlc.narg('version'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
@@ -129,6 +132,7 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
 -- The same instances InstanceCount counts: the groups add up to its count.
 select process_key, error_code, count(*)::bigint as count from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('version')::int is null or version = sqlc.narg('version'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))
@@ -158,6 +162,7 @@ limit @max;
 -- The instances a bulk action applies to, newest first, at most @max.
 select id from instances
 where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('process_key'))
+  and (sqlc.narg('version')::int is null or version = sqlc.narg('version'))
   and (sqlc.narg('status')::text is null or status = sqlc.narg('status'))
   and status = any(@status_in::text[])
   and (sqlc.narg('business_key')::text is null or business_key = sqlc.narg('business_key'))

@@ -28,34 +28,36 @@ func (q *Queries) Clock(ctx context.Context, now *time.Time) (time.Time, error) 
 const instanceBreakdownForAction = `-- name: InstanceBreakdownForAction :many
 select process_key, error_code, count(*)::bigint as count from instances
 where ($1::text is null or process_key = $1)
-  and ($2::text is null or status = $2)
-  and status = any($3::text[])
-  and ($4::text is null or business_key = $4)
-  and ($5::text is null or error_code = $5)
+  and ($2::int is null or version = $2)
+  and ($3::text is null or status = $3)
+  and status = any($4::text[])
+  and ($5::text is null or business_key = $5)
+  and ($6::text is null or error_code = $6)
   -- Held at a node of a definition: where InstanceHeldAt counts it.
-  and ($6::text is null or status = 'held' and (
+  and ($7::text is null or status = 'held' and (
       select x.definition_key from occurrences x
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
-      limit 1) = $6)
-  and ($7::uuid is null or id >= $7)
-  and ($8::uuid is null or id < $8)
+      limit 1) = $7)
+  and ($8::uuid is null or id >= $8)
+  and ($9::uuid is null or id < $9)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($9::timestamptz is null or created_at >= $9)
-  and ($10::timestamptz is null or created_at < $10)
-  and (not $11::boolean or coalesce((
+  and ($10::timestamptz is null or created_at >= $10)
+  and ($11::timestamptz is null or created_at < $11)
+  and (not $12::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 group by process_key, error_code
 order by count(*) desc, process_key, error_code
-limit $12
+limit $13
 `
 
 type InstanceBreakdownForActionParams struct {
 	ProcessKey    *string
+	Version       *int32
 	Status        *string
 	StatusIn      []string
 	BusinessKey   *string
@@ -82,6 +84,7 @@ type InstanceBreakdownForActionRow struct {
 func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBreakdownForActionParams) ([]InstanceBreakdownForActionRow, error) {
 	rows, err := q.db.Query(ctx, instanceBreakdownForAction,
 		arg.ProcessKey,
+		arg.Version,
 		arg.Status,
 		arg.StatusIn,
 		arg.BusinessKey,
@@ -135,27 +138,28 @@ func (q *Queries) InstanceCancel(ctx context.Context, arg InstanceCancelParams) 
 const instanceCount = `-- name: InstanceCount :one
 select count(*)::bigint from instances
 where ($1::text is null or process_key = $1)
-  and ($2::text is null or status = $2)
-  and status = any($3::text[])
-  and ($4::text is null or business_key = $4)
-  and ($5::text is null or error_code = $5)
+  and ($2::int is null or version = $2)
+  and ($3::text is null or status = $3)
+  and status = any($4::text[])
+  and ($5::text is null or business_key = $5)
+  and ($6::text is null or error_code = $6)
   -- Held at a node of a definition: where InstanceHeldAt counts it.
-  and ($6::text is null or status = 'held' and (
+  and ($7::text is null or status = 'held' and (
       select x.definition_key from occurrences x
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
-      limit 1) = $6)
-  and ($7::uuid is null or id >= $7)
-  and ($8::uuid is null or id < $8)
+      limit 1) = $7)
+  and ($8::uuid is null or id >= $8)
+  and ($9::uuid is null or id < $9)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($9::timestamptz is null or created_at >= $9)
-  and ($10::timestamptz is null or created_at < $10)
+  and ($10::timestamptz is null or created_at >= $10)
+  and ($11::timestamptz is null or created_at < $11)
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
   -- retry then skips.
-  and (not $11::boolean or coalesce((
+  and (not $12::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
@@ -164,6 +168,7 @@ where ($1::text is null or process_key = $1)
 
 type InstanceCountParams struct {
 	ProcessKey    *string
+	Version       *int32
 	Status        *string
 	StatusIn      []string
 	BusinessKey   *string
@@ -183,6 +188,7 @@ type InstanceCountParams struct {
 func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (int64, error) {
 	row := q.db.QueryRow(ctx, instanceCount,
 		arg.ProcessKey,
+		arg.Version,
 		arg.Status,
 		arg.StatusIn,
 		arg.BusinessKey,
@@ -478,34 +484,36 @@ func (q *Queries) InstanceHold(ctx context.Context, arg InstanceHoldParams) (int
 const instanceIDsForAction = `-- name: InstanceIDsForAction :many
 select id from instances
 where ($1::text is null or process_key = $1)
-  and ($2::text is null or status = $2)
-  and status = any($3::text[])
-  and ($4::text is null or business_key = $4)
-  and ($5::text is null or error_code = $5)
+  and ($2::int is null or version = $2)
+  and ($3::text is null or status = $3)
+  and status = any($4::text[])
+  and ($5::text is null or business_key = $5)
+  and ($6::text is null or error_code = $6)
   -- Held at a node of a definition: where InstanceHeldAt counts it.
-  and ($6::text is null or status = 'held' and (
+  and ($7::text is null or status = 'held' and (
       select x.definition_key from occurrences x
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
-      limit 1) = $6)
-  and ($7::uuid is null or id >= $7)
-  and ($8::uuid is null or id < $8)
+      limit 1) = $7)
+  and ($8::uuid is null or id >= $8)
+  and ($9::uuid is null or id < $9)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($9::timestamptz is null or created_at >= $9)
-  and ($10::timestamptz is null or created_at < $10)
+  and ($10::timestamptz is null or created_at >= $10)
+  and ($11::timestamptz is null or created_at < $11)
   -- The same instances InstanceCount counts.
-  and (not $11::boolean or coalesce((
+  and (not $12::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 order by id desc
-limit $12
+limit $13
 `
 
 type InstanceIDsForActionParams struct {
 	ProcessKey    *string
+	Version       *int32
 	Status        *string
 	StatusIn      []string
 	BusinessKey   *string
@@ -523,6 +531,7 @@ type InstanceIDsForActionParams struct {
 func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForActionParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, instanceIDsForAction,
 		arg.ProcessKey,
+		arg.Version,
 		arg.Status,
 		arg.StatusIn,
 		arg.BusinessKey,
@@ -677,29 +686,31 @@ func (q *Queries) InstanceInsertNewMany(ctx context.Context, arg InstanceInsertN
 const instanceList = `-- name: InstanceList :many
 select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where ($1::text is null or process_key = $1)
-  and ($2::text is null or status = $2)
-  and ($3::text is null or business_key = $3)
-  and ($4::text is null or error_code = $4)
+  and ($2::int is null or version = $2)
+  and ($3::text is null or status = $3)
+  and ($4::text is null or business_key = $4)
+  and ($5::text is null or error_code = $5)
   -- Held at a node of a definition: where InstanceHeldAt counts it.
-  and ($5::text is null or status = 'held' and (
+  and ($6::text is null or status = 'held' and (
       select x.definition_key from occurrences x
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
-      limit 1) = $5)
+      limit 1) = $6)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($6::uuid is null or id >= $6)
-  and ($7::uuid is null or id < $7)
+  and ($7::uuid is null or id >= $7)
+  and ($8::uuid is null or id < $8)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($8::timestamptz is null or created_at >= $8)
-  and ($9::timestamptz is null or created_at < $9)
-  and ($10::uuid is null or id < $10)
+  and ($9::timestamptz is null or created_at >= $9)
+  and ($10::timestamptz is null or created_at < $10)
+  and ($11::uuid is null or id < $11)
 order by id desc
-limit $11
+limit $12
 `
 
 type InstanceListParams struct {
 	ProcessKey    *string
+	Version       *int32
 	Status        *string
 	BusinessKey   *string
 	ErrorCode     *string
@@ -729,6 +740,7 @@ type InstanceListRow struct {
 func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]InstanceListRow, error) {
 	rows, err := q.db.Query(ctx, instanceList,
 		arg.ProcessKey,
+		arg.Version,
 		arg.Status,
 		arg.BusinessKey,
 		arg.ErrorCode,
@@ -771,29 +783,31 @@ func (q *Queries) InstanceList(ctx context.Context, arg InstanceListParams) ([]I
 const instanceListAfter = `-- name: InstanceListAfter :many
 select id, process_key, version, status, business_key, end_node, error_code, created_at, ended_at from instances
 where ($1::text is null or process_key = $1)
-  and ($2::text is null or status = $2)
-  and ($3::text is null or business_key = $3)
-  and ($4::text is null or error_code = $4)
+  and ($2::int is null or version = $2)
+  and ($3::text is null or status = $3)
+  and ($4::text is null or business_key = $4)
+  and ($5::text is null or error_code = $5)
   -- Held at a node of a definition: where InstanceHeldAt counts it.
-  and ($5::text is null or status = 'held' and (
+  and ($6::text is null or status = 'held' and (
       select x.definition_key from occurrences x
       where x.instance_id = instances.id and x.status = 'failed'
       order by x.settled_at desc, x.created_at desc
-      limit 1) = $5)
+      limit 1) = $6)
   -- Ids are UUIDv7: a creation window is an id range, in the list's order.
-  and ($6::uuid is null or id >= $6)
-  and ($7::uuid is null or id < $7)
+  and ($7::uuid is null or id >= $7)
+  and ($8::uuid is null or id < $8)
   -- The id range finds the rows in the index's order; created_at, the time
   -- the API shows, decides (an id is minted before its transaction began).
-  and ($8::timestamptz is null or created_at >= $8)
-  and ($9::timestamptz is null or created_at < $9)
-  and id > $10::uuid
+  and ($9::timestamptz is null or created_at >= $9)
+  and ($10::timestamptz is null or created_at < $10)
+  and id > $11::uuid
 order by id
-limit $11
+limit $12
 `
 
 type InstanceListAfterParams struct {
 	ProcessKey    *string
+	Version       *int32
 	Status        *string
 	BusinessKey   *string
 	ErrorCode     *string
@@ -822,6 +836,7 @@ type InstanceListAfterRow struct {
 func (q *Queries) InstanceListAfter(ctx context.Context, arg InstanceListAfterParams) ([]InstanceListAfterRow, error) {
 	rows, err := q.db.Query(ctx, instanceListAfter,
 		arg.ProcessKey,
+		arg.Version,
 		arg.Status,
 		arg.BusinessKey,
 		arg.ErrorCode,

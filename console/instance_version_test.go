@@ -1,0 +1,54 @@
+package console_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/relais/relais/internal/relaistest"
+)
+
+// TestInstancesOfOneVersion: a process version's page links to its own
+// instances, the list filters by version (and says a version needs its
+// process), and a bulk action from that list keeps the version.
+func TestInstancesOfOneVersion(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	v1 := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	doc := relaistest.CRMProcess(nil)
+	doc["name"] = "CRM, version 2"
+	env.Process("crm_only", doc)
+	v2 := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Globex"}}).JSON(t)["id"].(string)
+	b := signedIn(t, env.URL, "en", env.Operator)
+
+	page := b.mustGet("/console/processes/crm_only/versions/1", 200)
+	href, _ := page.doc.Find(`[data-testid=process-instances]`).Attr("href")
+	if href != "/console/instances?process=crm_only&version=1" {
+		t.Fatalf("version 1's instances link: %q", href)
+	}
+	list := b.mustGet(href, 200)
+	if got := list.body; count(list, "instance-row") != 1 || !strings.Contains(got, v1[len(v1)-8:]) || strings.Contains(got, v2[len(v2)-8:]) {
+		t.Errorf("version 1's instances: %d rows", count(list, "instance-row"))
+	}
+	if v, _ := list.doc.Find(`[data-testid=filter-version]`).Attr("value"); v != "1" {
+		t.Errorf("the version field holds %q, want 1", v)
+	}
+	bulk, _ := list.doc.Find(`[data-testid=bulk-stop]`).Attr("href")
+	if !strings.Contains(bulk, "version=1") {
+		t.Errorf("the bulk stop link lost the version: %q", bulk)
+	}
+	if confirm := b.mustGet(bulk, 200); !strings.Contains(text(confirm, "bulk-count"), "1 ") {
+		t.Errorf("the bulk stop of version 1 counts %q", text(confirm, "bulk-count"))
+	}
+	for q, want := range map[string]string{
+		"version=1":                  "A version is a process’s: choose the process too.",
+		"process=crm_only&version=x": "The version must be a whole number from 1.",
+	} {
+		r := b.get("/console/instances?" + q)
+		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {
+			t.Errorf("/console/instances?%s: %d %q, want %q", q, r.status, text(r, "filter-errors"), want)
+		}
+	}
+}
