@@ -638,3 +638,25 @@ func TestInstancesByProcessVersion(t *testing.T) {
 		}
 	}
 }
+
+// The audit log is read by who acted: a bulk action writes a record per
+// instance, so one operator's night is otherwise paged through everyone's.
+func TestAuditLogByActor(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	a, _ := hold("Acme")
+	b, _ := hold("Globex")
+	alice := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ops-alice", "role": "operator"}).JSON(t)["token"].(string)
+	env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", alice, map[string]any{"reason": "duplicate"})
+	env.Must(200, "POST", "/api/v1/instances/"+b+"/stop", env.Operator, map[string]any{"reason": "duplicate"})
+	items := env.Must(200, "GET", "/api/v1/audit/actions?actor=ops-alice", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["instance_id"] != a {
+		t.Errorf("ops-alice's records: %v, want her one stop", items)
+	}
+	if r := env.Do("GET", "/api/v1/audit/actions?actor=", env.Operator, nil); r.Status != 400 {
+		t.Errorf("an empty actor filter: %d %s", r.Status, r.Body)
+	}
+	if n := len(env.Must(200, "GET", "/api/v1/audit/actions?actor=nobody", env.Operator, nil).JSON(t)["items"].([]any)); n != 0 {
+		t.Errorf("nobody's records: %d", n)
+	}
+}

@@ -438,12 +438,12 @@ type operatorActionJSON struct {
 
 func (a *API) listOperatorActions() http.Handler {
 	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk")
+		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk", "actor")
 		if err != nil {
 			return err
 		}
 		q := r.URL.Query()
-		f := engine.AuditFilter{Action: q.Get("action"), Before: before, Limit: limit + 1}
+		f := engine.AuditFilter{Action: q.Get("action"), Actor: q.Get("actor"), Before: before, Limit: limit + 1}
 		for _, p := range []struct {
 			name, what string
 			id         **uuid.UUID

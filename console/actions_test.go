@@ -1166,3 +1166,29 @@ func TestActionThatNoLongerAppliesNamesWhoActed(t *testing.T) {
 		t.Errorf("after the stale retry link the instance page says %q, want %q…", got, want)
 	}
 }
+
+// The audit log is read by who acted: each name links to its records, and
+// the filter keeps only them.
+func TestAuditLogByWho(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/stop", f.env.Operator, map[string]any{"reason": "still here"})
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	page := b.mustGet("/console/audit", 200)
+	href := ""
+	page.doc.Find(`[data-testid=audit-who] a`).Each(func(_ int, a *goquery.Selection) {
+		if a.Text() == "ops-alice" {
+			href, _ = a.Attr("href")
+		}
+	})
+	if href != "/console/audit?actor=ops-alice" {
+		t.Fatalf("ops-alice's name links to %q", href)
+	}
+	mine := b.mustGet(href, 200)
+	if n := count(mine, "audit-row"); n != 1 || text(mine, "audit-who") != "ops-alice" {
+		t.Errorf("ops-alice's records: %d rows, who %q", n, text(mine, "audit-who"))
+	}
+	if v, _ := mine.doc.Find(`[data-testid=filter-actor]`).Attr("value"); v != "ops-alice" {
+		t.Errorf("the Who field holds %q", v)
+	}
+}

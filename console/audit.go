@@ -18,6 +18,7 @@ import (
 type auditRow struct {
 	At                       timeView
 	Who                      string
+	WhoHref                  string // the actor's records
 	Action, ActionLabel      string
 	Reason                   string
 	InstanceID, InstanceHref string
@@ -60,7 +61,7 @@ func (c *Console) auditTable(ctx context.Context, acts []engine.OperatorAction, 
 		HeadReason: T(ctx, "Reason"), HeadInstance: T(ctx, "Process instance"), HeadOccurrence: T(ctx, "Occurrence offered again"),
 		HeadBulk: T(ctx, "Bulk action"), ShowInstance: showInstance}
 	for _, a := range acts {
-		row := auditRow{At: listTime(ctx, a.At), Who: actorLabel(ctx, a), Action: a.Action, ActionLabel: actionName(ctx, a.Action),
+		row := auditRow{At: listTime(ctx, a.At), Who: actorLabel(ctx, a), WhoHref: auditPath + "?actor=" + url.QueryEscape(a.ActorName), Action: a.Action, ActionLabel: actionName(ctx, a.Action),
 			Reason: a.Reason, InstanceID: a.InstanceID.String(), InstanceHref: instanceHref(a.InstanceID)}
 		if a.OccurrenceID != nil && a.Action == string(engine.ActionRetry) {
 			row.OccurrenceID, row.OccurrenceHref = a.OccurrenceID.String(), occurrenceHref(*a.OccurrenceID)
@@ -82,6 +83,7 @@ type auditListView struct {
 	Chrome                                   chrome
 	Intro                                    string
 	FiltersLabel, ActionLabel, InstanceLabel string
+	ActorLabel, ActorHint, Actor             string
 	BulkLabel, Bulk                          string
 	Apply, Reset, ResetHref                  string
 	ActionOptions                            []option
@@ -94,7 +96,7 @@ type auditListView struct {
 
 // auditParams are the parameters the audit log reads: its filters and
 // its page.
-var auditParams = []string{"action", "instance", "bulk", "before"}
+var auditParams = []string{"action", "instance", "actor", "bulk", "before"}
 
 // auditList is the operator audit log: who did what, when, why and to
 // which instance, newest first, filtered by action, instance or bulk
@@ -104,16 +106,18 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	action, instance, bulk, before := strings.TrimSpace(q.Get("action")), strings.TrimSpace(q.Get("instance")),
 		strings.TrimSpace(q.Get("bulk")), q.Get("before")
+	actor := strings.TrimSpace(q.Get("actor"))
 	v := auditListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Audit log"), "audit"),
 		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals)."),
 		FiltersLabel: T(ctx, "Filters"), ActionLabel: T(ctx, "Action"), InstanceLabel: T(ctx, "Process instance"),
+		ActorLabel: T(ctx, "Who"), ActorHint: T(ctx, "a token’s name, exact"), Actor: actor,
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: auditPath,
 		Instance: instance, Bulk: bulk,
 		Empty: T(ctx, "No operator action matches."),
 	}
 	v.Errors = queryProblems(ctx, r.URL.RawQuery, auditParams...)
-	f := engine.AuditFilter{Action: action, Limit: defaultPageSize + 1}
+	f := engine.AuditFilter{Action: action, Actor: actor, Limit: defaultPageSize + 1}
 	v.ActionOptions = []option{{Value: "", Label: T(ctx, "All actions"), Selected: action == ""}}
 	for _, a := range []string{string(engine.ActionRetry), string(engine.ActionAbandon), string(engine.ActionStop)} {
 		v.ActionOptions = append(v.ActionOptions, option{Value: a, Label: actionName(ctx, a), Selected: a == action})
@@ -165,7 +169,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		v.Pager = newPager(ctx)
 		link := func(before int64) string {
 			q := url.Values{}
-			for k, val := range map[string]string{"action": action, "instance": instance, "bulk": bulk} {
+			for k, val := range map[string]string{"action": action, "instance": instance, "actor": actor, "bulk": bulk} {
 				if val != "" {
 					q.Set(k, val)
 				}

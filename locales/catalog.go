@@ -39,438 +39,438 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              290,
-	"%[1]s %[2]s, %[3]s %[4]s":                 291,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          289,
-	"%[1]s; %[2]s":                             288,
-	"%d (0 lowest, 9 highest)":                 454,
-	"%d attempts":                              458,
-	"%d attempts, retry after %s, priority %d": 608,
-	"%d breaking":                              218,
-	"%d changes":                               217,
-	"%d completed":                             286,
-	"%d d":                                     298,
-	"%d days":                                  312,
-	"%d failed":                                287,
-	"%d h":                                     297,
+	"%[1]s %[2]s":                              291,
+	"%[1]s %[2]s, %[3]s %[4]s":                 292,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          290,
+	"%[1]s; %[2]s":                             289,
+	"%d (0 lowest, 9 highest)":                 455,
+	"%d attempts":                              459,
+	"%d attempts, retry after %s, priority %d": 609,
+	"%d breaking":                              219,
+	"%d changes":                               218,
+	"%d completed":                             287,
+	"%d d":                                     299,
+	"%d days":                                  313,
+	"%d failed":                                288,
+	"%d h":                                     298,
 	"%d held instances match now.":             60,
-	"%d hours":                                 313,
-	"%d items":                                 678,
-	"%d left":                                  460,
-	"%d min":                                   296,
-	"%d minutes":                               314,
+	"%d hours":                                 314,
+	"%d items":                                 679,
+	"%d left":                                  461,
+	"%d min":                                   297,
+	"%d minutes":                               315,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              676,
-	"%d ms": 316,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         598,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 597,
-	"%d occurrences":                          542,
-	"%d releases":                             237,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              677,
+	"%d ms": 317,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         599,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 598,
+	"%d occurrences":                          543,
+	"%d releases":                             238,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       295,
-	"%d seconds": 315,
+	"%d s":       296,
+	"%d seconds": 316,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        514,
-	"%s (deferred; settled with its settle token)":        512,
-	"%s (deferred; settled with its settle token, as %s)": 513,
+	"%s (deferred; settled by %s)":                        515,
+	"%s (deferred; settled with its settle token)":        513,
+	"%s (deferred; settled with its settle token, as %s)": 514,
 	"%s (token #%d, %s)":                                  92,
-	"%s ago":                                              293,
-	"%s so far":                                           510,
-	"%s → %s":                                             603,
-	"%s, revision %s":                                     420,
-	"%s, version %s":                                      421,
-	"%s: %s":                                              285,
-	"%s: %s → %s":                                         225,
-	"%s: a date is written 2026-12-01.":                   556,
-	"%s: every revision, present and future":              165,
-	"%s: revisions %s":                                    166,
-	"%s: the first day comes after the last.":             557,
-	"%s–%s":                                               284,
-	"(%d characters in all)":                              679,
-	"(%d handed back, not counted)":                       459,
-	"(each item)":                                         666,
-	"(worker %s)":                                         498,
-	"0 seconds":                                           311,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           644,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 489,
-	"A version is a process’s: choose the process too.":                                                                        355,
+	"%s ago":                                              294,
+	"%s so far":                                           511,
+	"%s → %s":                                             604,
+	"%s, revision %s":                                     421,
+	"%s, version %s":                                      422,
+	"%s: %s":                                              286,
+	"%s: %s → %s":                                         226,
+	"%s: a date is written 2026-12-01.":                   557,
+	"%s: every revision, present and future":              166,
+	"%s: revisions %s":                                    167,
+	"%s: the first day comes after the last.":             558,
+	"%s–%s":                                               285,
+	"(%d characters in all)":                              680,
+	"(%d handed back, not counted)":                       460,
+	"(each item)":                                         667,
+	"(worker %s)":                                         499,
+	"0 seconds":                                           312,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           645,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 490,
+	"A version is a process’s: choose the process too.":                                                                        356,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              349,
-	"Abandoned by %s at %s — “%s”":                                   341,
+	"Abandoned at node":                                              350,
+	"Abandoned by %s at %s — “%s”":                                   342,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 363,
+	"Act on every instance this filter matches": 364,
 	"Action":                              95,
-	"All actions":                         107,
-	"All consumers":                       539,
-	"All definitions":                     275,
-	"All its tasks":                       164,
-	"All processes":                       369,
-	"All statuses":                        371,
-	"All workers":                         692,
-	"An operator abandoned the instance.": 488,
-	"Any definition":                      370,
-	"Apply filters":                       104,
-	"Apr":                                 302,
-	"As of %s (%s); refreshed every few seconds.": 269,
-	"Attempts":                         425,
+	"All actions":                         108,
+	"All consumers":                       540,
+	"All definitions":                     276,
+	"All its tasks":                       165,
+	"All processes":                       370,
+	"All statuses":                        372,
+	"All workers":                         693,
+	"An operator abandoned the instance.": 489,
+	"Any definition":                      371,
+	"Apply filters":                       105,
+	"Apr":                                 303,
+	"As of %s (%s); refreshed every few seconds.": 270,
+	"Attempts":                         426,
 	"Audit log":                        101,
-	"Aug":                              306,
-	"Available from":                   469,
-	"Back to definitions":              140,
-	"Back to external tasks":           139,
+	"Aug":                              307,
+	"Available from":                   470,
+	"Back to definitions":              141,
+	"Back to external tasks":           140,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           619,
-	"Back without saving":              569,
-	"Breaks processes":                 195,
-	"Breaks workers":                   196,
+	"Back to the occurrence":           620,
+	"Back without saving":              570,
+	"Breaks processes":                 196,
+	"Breaks workers":                   197,
 	"Bulk %s applied to %d instances.": 90,
 	"Bulk action":                      99,
 	"Business key":                     77,
 	"By process and error code":        82,
-	"Call timeout":                     455,
-	"Calls":                            247,
-	"Camunda 7 facade":                 696,
-	"Cancelled: the instance was stopped (%s).":               509,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 508,
+	"Call timeout":                     456,
+	"Calls":                            248,
+	"Camunda 7 facade":                 697,
+	"Cancelled: the instance was stopped (%s).":               510,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 509,
 	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           616,
-	"Change":                                                  193,
-	"Changes between the two revisions":                       205,
-	"Changes of the Working copy since revision %d":           214,
-	"Choose two existing revisions to compare.":               215,
-	"Classification":                                          172,
-	"Clear filters":                                           105,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            592,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 583,
-	"Compare":              192,
-	"Compare revisions":    188,
-	"Completed":            283,
-	"Completed (%s).":      504,
-	"Completed, last hour": 266,
-	"Completions and failures per 5 minutes, last hour: %s":    276,
-	"Completions and failures per 5-minute slot, oldest first": 281,
-	"Completions and failures, last hour":                      259,
-	"Connected":                                                688,
-	"Constraints":                                              173,
-	"Consumer":                                                 427,
-	"Consumer and worker":                                      536,
-	"Consumers":                                                124,
-	"Consumers, oldest first":                                  153,
-	"Counting the occurrences; the counts appear when you reload the page.": 167,
-	"Counts are unavailable right now.":                                     168,
-	"Counts as of %s (%s); refreshed every few seconds.":                    614,
-	"Counts by status": 532,
-	"Created":          327,
+	"Cannot reveal":                                           617,
+	"Change":                                                  194,
+	"Changes between the two revisions":                       206,
+	"Changes of the Working copy since revision %d":           215,
+	"Choose two existing revisions to compare.":               216,
+	"Classification":                                          173,
+	"Clear filters":                                           106,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            593,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 584,
+	"Compare":              193,
+	"Compare revisions":    189,
+	"Completed":            284,
+	"Completed (%s).":      505,
+	"Completed, last hour": 267,
+	"Completions and failures per 5 minutes, last hour: %s":    277,
+	"Completions and failures per 5-minute slot, oldest first": 282,
+	"Completions and failures, last hour":                      260,
+	"Connected":                                                689,
+	"Constraints":                                              174,
+	"Consumer":                                                 428,
+	"Consumer and worker":                                      537,
+	"Consumers":                                                125,
+	"Consumers, oldest first":                                  154,
+	"Counting the occurrences; the counts appear when you reload the page.": 168,
+	"Counts are unavailable right now.":                                     169,
+	"Counts as of %s (%s); refreshed every few seconds.":                    615,
+	"Counts by status": 533,
+	"Created":          328,
 	"Created from":     80,
-	"Created on":       157,
+	"Created on":       158,
 	"Created to":       81,
-	"Creation date":    356,
-	"Dates":            423,
-	"Deadline":         452,
-	"Dec":              310,
-	"Deferred":         473,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 503,
-	"Definition":         261,
-	"Definition %s":      175,
-	"Definitions":        122,
-	"Definitions by key": 232,
-	"Definitions served": 686,
-	"Definitions, those needing attention first": 260,
-	"Description":          174,
-	"Destination":          439,
-	"Destinations":         125,
-	"Destinations by name": 241,
-	"Destination’s answer": 432,
-	"Detail":               194,
-	"Digest":               208,
-	"Display settings":     130,
-	"Display settings: ":   131,
-	"Duration":             431,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 258,
+	"Creation date":    357,
+	"Dates":            424,
+	"Deadline":         453,
+	"Dec":              311,
+	"Deferred":         474,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 504,
+	"Definition":         262,
+	"Definition %s":      176,
+	"Definitions":        123,
+	"Definitions by key": 233,
+	"Definitions served": 687,
+	"Definitions, those needing attention first": 261,
+	"Description":          175,
+	"Destination":          440,
+	"Destinations":         126,
+	"Destinations by name": 242,
+	"Destination’s answer": 433,
+	"Detail":               195,
+	"Digest":               209,
+	"Display settings":     131,
+	"Display settings: ":   132,
+	"Duration":             432,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 259,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    348,
-	"End node or error":           367,
-	"Ended":                       344,
-	"Error":                       535,
-	"Error (before any attempt)":  475,
+	"End node":                    349,
+	"End node or error":           368,
+	"Ended":                       345,
+	"Error":                       536,
+	"Error (before any attempt)":  476,
 	"Error code":                  78,
-	"Error message":               434,
-	"Every %d seconds":            573,
-	"Every attempt, oldest first": 426,
+	"Error message":               435,
+	"Every %d seconds":            574,
+	"Every attempt, oldest first": 427,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         622,
-	"Expired token":                        654,
-	"Expires":                              651,
-	"External tasks":                       117,
-	"Failed":                               264,
-	"Failed (%s).":                         507,
-	"Failed at node":                       350,
-	"Failed occurrence":                    346,
-	"Failed, last hour":                    267,
-	"Feb":                                  300,
-	"Field":                                169,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         623,
+	"Expired token":                        655,
+	"Expires":                              652,
+	"External tasks":                       118,
+	"Failed":                               265,
+	"Failed (%s).":                         508,
+	"Failed at node":                       351,
+	"Failed occurrence":                    347,
+	"Failed, last hour":                    268,
+	"Feb":                                  301,
+	"Field":                                170,
 	"Filter":                               53,
 	"Filters":                              103,
-	"Find":                                 121,
-	"Find an instance or occurrence":       119,
-	"Finished":                             430,
-	"First page":                           554,
+	"Find":                                 122,
+	"Find an instance or occurrence":       120,
+	"Finished":                             431,
+	"First page":                           555,
 	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         144,
-	"From revision":                        190,
-	"From revision %d to revision %d:":     216,
+	"Form refused":                         145,
+	"From revision":                        191,
+	"From revision %d to revision %d:":     217,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  156,
-	"Graph":                   582,
-	"Graph of %s":             596,
-	"HTTP 2xx, unusable body": 516,
-	"Headers sent":            243,
-	"Health":                  116,
+	"Grants":                  157,
+	"Graph":                   583,
+	"Graph of %s":             597,
+	"HTTP 2xx, unusable body": 517,
+	"Headers sent":            244,
+	"Health":                  117,
 	"Held at a node of":       79,
-	"Held at node":            345,
-	"Held for":                347,
-	"Held instances":          263,
-	"ID":                      154,
-	"In flight":               687,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 277,
-	"Inputs":                     198,
-	"Inputs of revision %d":      209,
-	"Inputs of the working copy": 200,
-	"Inputs the instance was started with, labelled by process version %d's contract": 335,
-	"Inputs, labelled by revision %d's contract":                                      461,
-	"Instance":                  366,
+	"Held at node":            346,
+	"Held for":                348,
+	"Held instances":          264,
+	"ID":                      155,
+	"In flight":               688,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 278,
+	"Inputs":                     199,
+	"Inputs of revision %d":      210,
+	"Inputs of the working copy": 201,
+	"Inputs the instance was started with, labelled by process version %d's contract": 336,
+	"Inputs, labelled by revision %d's contract":                                      462,
+	"Instance":                  367,
 	"Instances":                 83,
-	"Instances of this version": 591,
-	"Invalid request":           137,
-	"Its calls":                 248,
+	"Instances of this version": 592,
+	"Invalid request":           138,
+	"Its calls":                 249,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  505,
-	"Its instance went on along the node’s error path.":                                                                                                                    506,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      659,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  506,
+	"Its instance went on along the node’s error path.":                                                                                                                    507,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      660,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     299,
-	"Jul":                     305,
-	"Jun":                     304,
-	"Keep it":                 661,
+	"Jan":                     300,
+	"Jul":                     306,
+	"Jun":                     305,
+	"Keep it":                 662,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     233,
-	"Kind":                    586,
-	"Language":                113,
-	"Last changed":            245,
-	"Last error (attempt %d)": 474,
-	"Last reserved":           471,
-	"Last saved":              179,
-	"Last seen":               689,
-	"Last used":               650,
-	"Latest revision":         234,
-	"Lists every change from one revision to another, and whom it may break.": 189,
-	"Local time at %s": 571,
-	"Lock expired %s — waiting to be offered again.": 495,
-	"Lock expires":                     472,
-	"Longest timeout":                  244,
-	"Main navigation":                  115,
-	"Mar":                              301,
-	"Maximum attempts":                 448,
-	"May":                              303,
-	"Message from Relais (in English)": 522,
-	"Message from the service (its own words, protected values masked)": 523,
-	"Method not allowed": 626,
-	"Mode":               446,
-	"More filters: instance, revision, consumer, destination, dates": 528,
-	"Name":                    155,
-	"Never":                   572,
-	"Next attempt":            470,
-	"Next attempt or settled": 537,
-	"Next node":               326,
-	"Next page":               553,
-	"No consumer yet.":        150,
-	"No definition %s has occurrences: check the key, or show all definitions.": 274,
-	"No definition has occurrences yet.":                                        268,
-	"No definition yet.":                                                        236,
-	"No destination yet.":                                                       238,
-	"No inputs.":                                                                199,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 634,
-	"No instance matches these filters.": 368,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 632,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 633,
-	"No live worker takes %s now (Workers page).":                                      491,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.": 492,
-	"No more consumers.":                                   151,
-	"No more destinations.":                                239,
-	"No occurrence matches these filters.":                 538,
-	"No operator action matches.":                          106,
-	"No operator has acted on this instance.":              331,
-	"No outputs yet: the occurrence has not completed.":    464,
-	"No outputs.":                                          202,
-	"No outputs: the occurrence ended without completing.": 466,
-	"No process is published yet.":                         578,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          701,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          700,
+	"Key":                     234,
+	"Kind":                    587,
+	"Language":                114,
+	"Last changed":            246,
+	"Last error (attempt %d)": 475,
+	"Last reserved":           472,
+	"Last saved":              180,
+	"Last seen":               690,
+	"Last used":               651,
+	"Latest revision":         235,
+	"Lists every change from one revision to another, and whom it may break.": 190,
+	"Local time at %s": 572,
+	"Lock expired %s — waiting to be offered again.": 496,
+	"Lock expires":                     473,
+	"Longest timeout":                  245,
+	"Main navigation":                  116,
+	"Mar":                              302,
+	"Maximum attempts":                 449,
+	"May":                              304,
+	"Message from Relais (in English)": 523,
+	"Message from the service (its own words, protected values masked)": 524,
+	"Method not allowed": 627,
+	"Mode":               447,
+	"More filters: instance, revision, consumer, destination, dates": 529,
+	"Name":                    156,
+	"Never":                   573,
+	"Next attempt":            471,
+	"Next attempt or settled": 538,
+	"Next node":               327,
+	"Next page":               554,
+	"No consumer yet.":        151,
+	"No definition %s has occurrences: check the key, or show all definitions.": 275,
+	"No definition has occurrences yet.":                                        269,
+	"No definition yet.":                                                        237,
+	"No destination yet.":                                                       239,
+	"No inputs.":                                                                200,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 635,
+	"No instance matches these filters.": 369,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 633,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 634,
+	"No live worker takes %s now (Workers page).":                                      492,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.": 493,
+	"No more consumers.":                                   152,
+	"No more destinations.":                                240,
+	"No occurrence matches these filters.":                 539,
+	"No operator action matches.":                          107,
+	"No operator has acted on this instance.":              332,
+	"No outputs yet: the occurrence has not completed.":    465,
+	"No outputs.":                                          203,
+	"No outputs: the occurrence ended without completing.": 467,
+	"No process is published yet.":                         579,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          702,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          701,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
-	"No release yet.": 183,
-	"No revision yet: the Working copy has never been snapshotted.":          181,
-	"No service ever reserved this occurrence: it ended before any attempt.": 438,
-	"No service has reserved this occurrence yet.":                           435,
-	"No token.":              648,
-	"No value was revealed.": 624,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 702,
-	"No worker is connected.":           690,
-	"No worker serves this definition.": 693,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 699,
-	"Node":                  323,
-	"Node %s":               257,
-	"Nodes":                 584,
-	"Nodes of this version": 593,
-	"Nodes of this version, with their occurrences now": 585,
-	"Nodes reached, in order":                           322,
-	"Not allowed":                                       135,
-	"Not found":                                         143,
-	"Notes":                                             186,
-	"Nothing exists at this address, or it is not visible to you.": 141,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 142,
+	"No release yet.": 184,
+	"No revision yet: the Working copy has never been snapshotted.":          182,
+	"No service ever reserved this occurrence: it ended before any attempt.": 439,
+	"No service has reserved this occurrence yet.":                           436,
+	"No token.":              649,
+	"No value was revealed.": 625,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 703,
+	"No worker is connected.":           691,
+	"No worker serves this definition.": 694,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 700,
+	"Node":                  324,
+	"Node %s":               258,
+	"Nodes":                 585,
+	"Nodes of this version": 594,
+	"Nodes of this version, with their occurrences now": 586,
+	"Nodes reached, in order":                           323,
+	"Not allowed":                                       136,
+	"Not found":                                         144,
+	"Notes":                                             187,
+	"Nothing exists at this address, or it is not visible to you.": 142,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 143,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             630,
+	"Nothing to find: the search box is empty.":                             631,
 	"Nothing was done.":         28,
-	"Nov":                       309,
-	"Now":                       444,
-	"Occurrence":                324,
-	"Occurrence %s":             422,
+	"Nov":                       310,
+	"Now":                       445,
+	"Occurrence":                325,
+	"Occurrence %s":             423,
 	"Occurrence offered again":  98,
-	"Occurrences now":           590,
-	"Occurrences, newest first": 533,
-	"Oct":                       308,
-	"Offered from %s — %s.":     494,
-	"Oldest claimable waits":    265,
-	"On error":                  589,
-	"On success":                588,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               620,
-	"Only administrators may reveal a sensitive value.":                                                 615,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 645,
-	"Open":             262,
-	"Operator actions": 319,
-	"Operator actions on this instance, newest first": 332,
-	"Operator actions, newest first":                  110,
-	"Outcome":                                         433,
-	"Outputs":                                         201,
-	"Outputs of revision %d":                          210,
-	"Outputs of the working copy":                     203,
-	"Outputs, labelled by revision %d's contract":     463,
-	"Pages": 551,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 567,
-	"Path":                            320,
-	"Pinned revision":                 587,
-	"Policy":                          424,
-	"Previous page":                   552,
-	"Priority":                        453,
+	"Occurrences now":           591,
+	"Occurrences, newest first": 534,
+	"Oct":                       309,
+	"Offered from %s — %s.":     495,
+	"Oldest claimable waits":    266,
+	"On error":                  590,
+	"On success":                589,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               621,
+	"Only administrators may reveal a sensitive value.":                                                 616,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 646,
+	"Open":             263,
+	"Operator actions": 320,
+	"Operator actions on this instance, newest first": 333,
+	"Operator actions, newest first":                  111,
+	"Outcome":                                         434,
+	"Outputs":                                         202,
+	"Outputs of revision %d":                          211,
+	"Outputs of the working copy":                     204,
+	"Outputs, labelled by revision %d's contract":     464,
+	"Pages": 552,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 568,
+	"Path":                            321,
+	"Pinned revision":                 588,
+	"Policy":                          425,
+	"Previous page":                   553,
+	"Priority":                        454,
 	"Process":                         75,
-	"Process %s":                      580,
-	"Process and node":                534,
-	"Process inputs":                  334,
+	"Process %s":                      581,
+	"Process and node":                535,
+	"Process inputs":                  335,
 	"Process instance":                97,
-	"Process instance %s":             317,
-	"Process instances":               358,
-	"Process instances, newest first": 365,
-	"Processes":                       118,
-	"Processes by key":                576,
-	"Protocol":                        685,
-	"Published":                       187,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 574,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       575,
-	"Push destination": 529,
+	"Process instance %s":             318,
+	"Process instances":               359,
+	"Process instances, newest first": 366,
+	"Processes":                       119,
+	"Processes by key":                577,
+	"Protocol":                        686,
+	"Published":                       188,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 575,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       576,
+	"Push destination": 530,
 	"Reason":           96,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            447,
-	"Recorded operator actions":                             330,
-	"Relais console":                                        112,
-	"Relais has not called the destination yet.":            441,
-	"Relais is calling the destination (since %s).":         500,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 443,
-	"Relais never called the destination: the occurrence ended before any call.":                           442,
+	"Reason given by the worker":                            448,
+	"Recorded operator actions":                             331,
+	"Relais console":                                        113,
+	"Relais has not called the destination yet.":            442,
+	"Relais is calling the destination (since %s).":         501,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 444,
+	"Relais never called the destination: the occurrence ended before any call.":                           443,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 482,
-	"Release":                             184,
-	"Releases":                            182,
-	"Releases, oldest first":              204,
-	"Reload lists and detail pages":       566,
-	"Replica":                             440,
-	"Required":                            171,
-	"Reserved":                            429,
-	"Reserved by %s.":                     502,
-	"Reserved by %s; lock until %s — %s.": 501,
-	"Reserved now":                        163,
-	"Retried by %s at %s — “%s”":          342,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 483,
+	"Release":                             185,
+	"Releases":                            183,
+	"Releases, oldest first":              205,
+	"Reload lists and detail pages":       567,
+	"Replica":                             441,
+	"Required":                            172,
+	"Reserved":                            430,
+	"Reserved by %s.":                     503,
+	"Reserved by %s; lock until %s — %s.": 502,
+	"Reserved now":                        164,
+	"Retried by %s at %s — “%s”":          343,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            450,
+	"Retries":            451,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  493,
-	"Retry delay":        449,
+	"Retry at %s — %s.":  494,
+	"Retry delay":        450,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         445,
+	"Retry or abandon it from its instance":         446,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 476,
+	"Retryable": 477,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 467,
-	"Revealed by %s at %s; recorded in the audit log.": 618,
-	"Reveals":               127,
-	"Reveals, newest first": 623,
-	"Revision":              185,
-	"Revision %d":           206,
-	"Revisions":             180,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 704,
-	"Revoke the %s token “%s”?": 658,
-	"Revoke the token":          660,
-	"Revoke token %d":           657,
-	"Revoke…":                   655,
-	"Role":                      649,
-	"Route":                     325,
-	"Routing output":            178,
-	"Rows %s–%s":                555,
-	"Save settings":             568,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 617,
+	"Reveal — this is recorded": 468,
+	"Revealed by %s at %s; recorded in the audit log.": 619,
+	"Reveals":               128,
+	"Reveals, newest first": 624,
+	"Revision":              186,
+	"Revision %d":           207,
+	"Revisions":             181,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 705,
+	"Revoke the %s token “%s”?": 659,
+	"Revoke the token":          661,
+	"Revoke token %d":           658,
+	"Revoke…":                   656,
+	"Role":                      650,
+	"Route":                     326,
+	"Routing output":            179,
+	"Rows %s–%s":                556,
+	"Save settings":             569,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 618,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               628,
-	"Secret values can never be revealed.": 621,
-	"Sep":                                  307,
-	"Served by %d workers":                 703,
+	"Search":                               629,
+	"Secret values can never be revealed.": 622,
+	"Sep":                                  308,
+	"Served by %d workers":                 704,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              328,
-	"Settlement date":      527,
-	"Show all definitions": 273,
-	"Show times in":        564,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 111,
-	"Sign in": 638,
-	"Sign in with an operator, designer or administrator token.": 639,
-	"Sign out":             129,
-	"Signed in as %s (%s)": 128,
-	"Since revision %d:":   212,
-	"Skip to content":      114,
-	"Slot":                 282,
-	"Snapshotted":          207,
+	"Settled":              329,
+	"Settlement date":      528,
+	"Show all definitions": 274,
+	"Show times in":        565,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 112,
+	"Sign in": 639,
+	"Sign in with an operator, designer or administrator token.": 640,
+	"Sign out":             130,
+	"Signed in as %s (%s)": 129,
+	"Since revision %d:":   213,
+	"Skip to content":      115,
+	"Slot":                 283,
+	"Snapshotted":          208,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 148,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 646,
-	"Staff tokens, oldest first": 647,
-	"Start node":                 581,
-	"Started":                    343,
-	"State":                      158,
+	"Something went wrong": 149,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 647,
+	"Staff tokens, oldest first": 648,
+	"Start node":                 582,
+	"Started":                    344,
+	"State":                      159,
 	"Status":                     76,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
@@ -483,273 +483,274 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              340,
+	"Stopped by %s at %s — “%s”":                              341,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   339,
-	"Summary": 318,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 231,
-	"Tasks":                   159,
-	"Temporarily unavailable": 146,
-	"That is too long to be an id or a business key.": 631,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   340,
+	"Summary": 319,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 232,
+	"Tasks":                   160,
+	"Temporarily unavailable": 147,
+	"That is too long to be an id or a business key.": 632,
 	"The %d largest groups; the filter matches more.": 84,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 240,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          211,
-	"The bulk action must be its id (a UUID).": 109,
-	"The call could not be prepared.":          483,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 499,
-	"The chart’s numbers": 280,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 241,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          212,
+	"The bulk action must be its id (a UUID).": 110,
+	"The call could not be prepared.":          484,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 500,
+	"The chart’s numbers": 281,
 	"The confirmed count is missing: start again from the list.":                                                                                                            87,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           149,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      565,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           150,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      566,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 147,
-	"The deadline passed before a result arrived.":                                                                                                                          480,
-	"The destination answered HTTP %s.":     490,
-	"The destination could not be reached.": 484,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 478,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      479,
-	"The destination’s answer was too large.": 485,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 152,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     138,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           487,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                486,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             364,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 321,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         177,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               562,
-	"The page size must be between 1 and %d.":                                                                                                                                                              357,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  561,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 108,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 148,
+	"The deadline passed before a result arrived.":                                                                                                                          481,
+	"The destination answered HTTP %s.":     491,
+	"The destination could not be reached.": 485,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 479,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      480,
+	"The destination’s answer was too large.": 486,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 153,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     139,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           488,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                487,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             365,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 322,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         178,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               563,
+	"The page size must be between 1 and %d.":                                                                                                                                                              358,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  562,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 109,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            481,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      524,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          664,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          641,
-	"The version must be a whole number from 1.":                                                                                                                                                           354,
-	"These revisions have the same contracts.":                                                                                                                                                             197,
-	"These settings are kept in this browser only.":                                                                                                                                                        563,
-	"They take every revision their consumer is granted.":                                                                                                                                                  705,
-	"They take revision %d only.":                                                                                                                                                                          706,
-	"They take revisions %s only.":                                                                                                                                                                         707,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     558,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            482,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      525,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          665,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          642,
+	"The version must be a whole number from 1.":                                                                                                                                                           355,
+	"These revisions have the same contracts.":                                                                                                                                                             198,
+	"These settings are kept in this browser only.":                                                                                                                                                        564,
+	"They take every revision their consumer is granted.":                                                                                                                                                  706,
+	"They take revision %d only.":                                                                                                                                                                          707,
+	"They take revisions %s only.":                                                                                                                                                                         708,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     559,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
-	"This contract has no inputs.":                                                                                                                                                                         462,
-	"This contract has no outputs.":                                                                                                                                                                        465,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  145,
+	"This contract has no inputs.":                                                                                                                                                                         463,
+	"This contract has no outputs.":                                                                                                                                                                        466,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  146,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   329,
+	"This instance has not reached a task yet.":                   330,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 337,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 338,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 338,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 339,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            663,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           662,
-	"This page does not accept that request.": 627,
-	"This page reloads every %d seconds.":     134,
-	"This process takes no inputs.":           336,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            664,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           663,
+	"This page does not accept that request.": 628,
+	"This page reloads every %d seconds.":     135,
+	"This process takes no inputs.":           337,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 643,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 594,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            595,
-	"Times in %s · no auto-reload":    133,
-	"Times in %s · reload every %d s": 132,
-	"To revision":                     191,
-	"Token":                           640,
-	"Tokens":                          126,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 642,
-	"Totals of all definitions, not narrowed by the other filters":         541,
-	"Totals of definition %s, not narrowed by the other filters":           540,
-	"Type": 170,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 629,
-	"URL":                              242,
-	"UTC (coordinated universal time)": 570,
+	"This token is unknown or has been revoked.": 644,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 595,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            596,
+	"Times in %s · no auto-reload":    134,
+	"Times in %s · reload every %d s": 133,
+	"To revision":                     192,
+	"Token":                           641,
+	"Tokens":                          127,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 643,
+	"Totals of all definitions, not narrowed by the other filters":         542,
+	"Totals of definition %s, not narrowed by the other filters":           541,
+	"Type": 171,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 630,
+	"URL":                              243,
+	"UTC (coordinated universal time)": 571,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                525,
-	"Unknown destination “%s”.":        526,
-	"Unknown parameter “%s” (did you mean “%s”?).": 559,
-	"Unknown parameter “%s”.":                      560,
-	"Unknown status “%s”.":                         353,
-	"Value":                                        333,
-	"Version":                                      359,
-	"Versions, newest first":                       577,
-	"Waiting for Relais to call the destination since %s (%s).": 496,
-	"Waiting for a worker since %s (%s).":                       497,
+	"Unknown consumer.":                526,
+	"Unknown destination “%s”.":        527,
+	"Unknown parameter “%s” (did you mean “%s”?).": 560,
+	"Unknown parameter “%s”.":                      561,
+	"Unknown status “%s”.":                         354,
+	"Value":                                        334,
+	"Version":                                      360,
+	"Versions, newest first":                       578,
+	"Waiting for Relais to call the destination since %s (%s).": 497,
+	"Waiting for a worker since %s (%s).":                       498,
 	"When":                                                      93,
 	"Who":                                                       94,
-	"Whole message":                                             437,
-	"Why (recorded with the reveal)":                            468,
-	"Worker":                                                    684,
-	"Worker id":                                                 428,
-	"Workers":                                                   123,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        682,
+	"Whole message":                                             438,
+	"Why (recorded with the reveal)":                            469,
+	"Worker":                                                    685,
+	"Worker id":                                                 429,
+	"Workers":                                                   124,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        683,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 683,
-	"Workers serving %s":                   691,
-	"Working copy":                         176,
-	"You are signed out.":                  635,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              136,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 636,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      637,
-	"[redacted]":                          521,
+	"Workers seen within three heartbeats": 684,
+	"Workers serving %s":                   692,
+	"Working copy":                         177,
+	"You are signed out.":                  636,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              137,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 637,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      638,
+	"[redacted]":                          522,
+	"a token’s name, exact":               104,
 	"abandon":                             4,
-	"active":                              160,
-	"administrator":                       398,
-	"an incident: retry, abandon or stop": 252,
-	"answer too large":                    519,
+	"active":                              161,
+	"administrator":                       399,
+	"an incident: retry, abandon or stop": 253,
+	"answer too large":                    520,
 	"any":                                 74,
-	"any other code → %s":                 606,
-	"any other error":                     250,
-	"as of %s (%s); counts are refreshed every few seconds.": 543,
-	"at least %d characters":                                 667,
-	"at least %d items":                                      674,
-	"at most %d":                                             456,
-	"at most %d characters":                                  668,
-	"at most %d items":                                       675,
-	"at most %d since the last operator retry":               457,
-	"available":                                              372,
-	"boolean":                                                385,
-	"call in progress since":                                 548,
-	"cancelled":                                              375,
-	"choice":                                                 388,
-	"claimable since":                                        547,
-	"claimable since %s":                                     270,
-	"classification changed":                                 409,
-	"completed":                                              278,
-	"constraint changed":                                     410,
-	"consumer":                                               401,
-	"consumer #%s":                                           511,
-	"date":                                                   386,
-	"date and time":                                          387,
-	"deadline %s":                                            609,
-	"deferred":                                               374,
-	"deferred since":                                         550,
+	"any other code → %s":                 607,
+	"any other error":                     251,
+	"as of %s (%s); counts are refreshed every few seconds.": 544,
+	"at least %d characters":                                 668,
+	"at least %d items":                                      675,
+	"at most %d":                                             457,
+	"at most %d characters":                                  669,
+	"at most %d items":                                       676,
+	"at most %d since the last operator retry":               458,
+	"available":                                              373,
+	"boolean":                                                386,
+	"call in progress since":                                 549,
+	"cancelled":                                              376,
+	"choice":                                                 389,
+	"claimable since":                                        548,
+	"claimable since %s":                                     271,
+	"classification changed":                                 410,
+	"completed":                                              279,
+	"constraint changed":                                     411,
+	"consumer":                                               402,
+	"consumer #%s":                                           512,
+	"date":                                                   387,
+	"date and time":                                          388,
+	"deadline %s":                                            610,
+	"deferred":                                               375,
+	"deferred since":                                         551,
 	"deleted":                                                100,
-	"designer":                                               400,
-	"disconnected":                                           381,
-	"end (completes)":                                        601,
-	"end (fails)":                                            602,
-	"end: completes the instance":                            253,
-	"end: fails the instance":                                254,
-	"every revision its consumer is granted":                 697,
-	"exact, case-sensitive":                                  360,
-	"expired":                                                378,
-	"failed":                                                 279,
-	"fails the instance":                                     607,
-	"field added":                                            404,
-	"field removed":                                          405,
-	"format":                                                 415,
-	"format %s":                                              670,
-	"from":                                                   361,
-	"held":                                                   377,
-	"held for an operator":                                   251,
-	"held, then abandoned by an operator":                    352,
-	"held, then stopped by an operator":                      351,
-	"hold (an incident for an operator)":                     605,
-	"id or business key":                                     120,
-	"in %s":                                                  292,
-	"in progress":                                            436,
-	"instance id":                                            531,
-	"instances held":                                         612,
-	"instances held: %s":                                     613,
-	"integer":                                                383,
-	"its name, exactly":                                      530,
-	"just now":                                               294,
-	"list":                                                   390,
-	"lock until":                                             549,
-	"long polling":                                           695,
-	"long wait":                                              271,
-	"maximum":                                                417,
-	"maximum %s":                                             672,
-	"maximum items":                                          419,
-	"maximum length":                                         413,
-	"minimum":                                                416,
-	"minimum %s":                                             671,
-	"minimum items":                                          418,
-	"minimum length":                                         412,
-	"never":                                                  652,
-	"next attempt":                                           546,
-	"no":                                                     403,
-	"no answer within the timeout":                           517,
-	"no connection":                                          518,
-	"no grant: it takes nothing":                             162,
-	"no header":                                              246,
-	"no worker":                                              272,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 477,
-	"none": 230,
-	"none (revealed before reasons were asked for)": 625,
-	"none yet": 235,
-	"none: a failed call takes the node’s error path": 451,
-	"normal":                          391,
-	"not provided":                    677,
-	"not yet":                         653,
-	"null":                            680,
-	"number":                          384,
-	"object":                          389,
-	"on error":                        249,
-	"one of: %s":                      673,
-	"operator":                        399,
-	"optional %s field of type %s":    227,
-	"optional field of type %s":       229,
-	"optional → required":             220,
-	"pattern":                         414,
-	"pattern %s":                      669,
-	"pull":                            599,
-	"pull %s":                         256,
-	"pull (the service fetches it)":   396,
-	"push %s":                         255,
-	"push (Relais calls the service)": 397,
-	"push to %s":                      600,
-	"rejected":                        379,
-	"released":                        380,
-	"required %s field of type %s":    226,
-	"required changed":                407,
-	"required field of type %s":       228,
-	"required → optional":             221,
-	"reserved":                        373,
+	"designer":                                               401,
+	"disconnected":                                           382,
+	"end (completes)":                                        602,
+	"end (fails)":                                            603,
+	"end: completes the instance":                            254,
+	"end: fails the instance":                                255,
+	"every revision its consumer is granted":                 698,
+	"exact, case-sensitive":                                  361,
+	"expired":                                                379,
+	"failed":                                                 280,
+	"fails the instance":                                     608,
+	"field added":                                            405,
+	"field removed":                                          406,
+	"format":                                                 416,
+	"format %s":                                              671,
+	"from":                                                   362,
+	"held":                                                   378,
+	"held for an operator":                                   252,
+	"held, then abandoned by an operator":                    353,
+	"held, then stopped by an operator":                      352,
+	"hold (an incident for an operator)":                     606,
+	"id or business key":                                     121,
+	"in %s":                                                  293,
+	"in progress":                                            437,
+	"instance id":                                            532,
+	"instances held":                                         613,
+	"instances held: %s":                                     614,
+	"integer":                                                384,
+	"its name, exactly":                                      531,
+	"just now":                                               295,
+	"list":                                                   391,
+	"lock until":                                             550,
+	"long polling":                                           696,
+	"long wait":                                              272,
+	"maximum":                                                418,
+	"maximum %s":                                             673,
+	"maximum items":                                          420,
+	"maximum length":                                         414,
+	"minimum":                                                417,
+	"minimum %s":                                             672,
+	"minimum items":                                          419,
+	"minimum length":                                         413,
+	"never":                                                  653,
+	"next attempt":                                           547,
+	"no":                                                     404,
+	"no answer within the timeout":                           518,
+	"no connection":                                          519,
+	"no grant: it takes nothing":                             163,
+	"no header":                                              247,
+	"no worker":                                              273,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 478,
+	"none": 231,
+	"none (revealed before reasons were asked for)": 626,
+	"none yet": 236,
+	"none: a failed call takes the node’s error path": 452,
+	"normal":                          392,
+	"not provided":                    678,
+	"not yet":                         654,
+	"null":                            681,
+	"number":                          385,
+	"object":                          390,
+	"on error":                        250,
+	"one of: %s":                      674,
+	"operator":                        400,
+	"optional %s field of type %s":    228,
+	"optional field of type %s":       230,
+	"optional → required":             221,
+	"pattern":                         415,
+	"pattern %s":                      670,
+	"pull":                            600,
+	"pull %s":                         257,
+	"pull (the service fetches it)":   397,
+	"push %s":                         256,
+	"push (Relais calls the service)": 398,
+	"push to %s":                      601,
+	"rejected":                        380,
+	"released":                        381,
+	"required %s field of type %s":    227,
+	"required changed":                408,
+	"required field of type %s":       229,
+	"required → optional":             222,
+	"reserved":                        374,
 	"retry":                           3,
-	"revision %d":                     544,
-	"revisions %s":                    698,
-	"revoked":                         161,
-	"routing changed":                 411,
-	"routing output":                  665,
-	"routing output %s → %s":          219,
-	"running":                         376,
-	"secret":                          393,
-	"sensitive":                       392,
-	"settled":                         545,
+	"revision %d":                     545,
+	"revisions %s":                    699,
+	"revoked":                         162,
+	"routing changed":                 412,
+	"routing output":                  666,
+	"routing output %s → %s":          220,
+	"running":                         377,
+	"secret":                          394,
+	"sensitive":                       393,
+	"settled":                         546,
 	"stop":                            5,
-	"stream":                          694,
-	"text":                            382,
-	"the contracts are the same (the name or a description changed).": 213,
-	"this session":             656,
-	"timeout %s":               610,
-	"timeout %s (the default)": 611,
-	"to":                       362,
-	"type changed":             406,
-	"unexpected value":         681,
-	"unknown":                  520,
-	"values added: %s":         222,
-	"values changed":           408,
-	"values removed: %s":       223,
-	"values reordered":         224,
-	"version %d":               579,
-	"waiting":                  515,
-	"yes":                      402,
-	"••• hidden (secret)":      395,
-	"••• hidden (sensitive)":   394,
-	"→ %s":                     604,
+	"stream":                          695,
+	"text":                            383,
+	"the contracts are the same (the name or a description changed).": 214,
+	"this session":             657,
+	"timeout %s":               611,
+	"timeout %s (the default)": 612,
+	"to":                       363,
+	"type changed":             407,
+	"unexpected value":         682,
+	"unknown":                  521,
+	"values added: %s":         223,
+	"values changed":           409,
+	"values removed: %s":       224,
+	"values reordered":         225,
+	"version %d":               580,
+	"waiting":                  516,
+	"yes":                      403,
+	"••• hidden (secret)":      396,
+	"••• hidden (sensitive)":   395,
+	"→ %s":                     605,
 }
 
-var enIndex = []uint32{ // 709 elements
+var enIndex = []uint32{ // 710 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -780,180 +781,180 @@ var enIndex = []uint32{ // 709 elements
 	// Entry 60 - 7F
 	0x000016b7, 0x000016be, 0x000016cf, 0x000016e8,
 	0x000016f4, 0x000016fc, 0x00001706, 0x000017c5,
-	0x000017cd, 0x000017db, 0x000017e9, 0x00001805,
-	0x00001811, 0x000018a6, 0x000018cf, 0x000018ee,
-	0x00001956, 0x00001965, 0x0000196e, 0x0000197e,
-	0x0000198e, 0x00001995, 0x000019a4, 0x000019ae,
-	0x000019cd, 0x000019e0, 0x000019e5, 0x000019f1,
-	0x000019f9, 0x00001a03, 0x00001a10, 0x00001a17,
+	0x000017cd, 0x000017e5, 0x000017f3, 0x00001801,
+	0x0000181d, 0x00001829, 0x000018be, 0x000018e7,
+	0x00001906, 0x0000196e, 0x0000197d, 0x00001986,
+	0x00001996, 0x000019a6, 0x000019ad, 0x000019bc,
+	0x000019c6, 0x000019e5, 0x000019f8, 0x000019fd,
+	0x00001a09, 0x00001a11, 0x00001a1b, 0x00001a28,
 	// Entry 80 - 9F
-	0x00001a1f, 0x00001a3a, 0x00001a43, 0x00001a54,
-	0x00001a6b, 0x00001a92, 0x00001ab3, 0x00001ada,
-	0x00001ae6, 0x00001b64, 0x00001b74, 0x00001bdc,
-	0x00001bf3, 0x00001c07, 0x00001c44, 0x00001d31,
-	0x00001d3b, 0x00001d48, 0x00001dac, 0x00001dc4,
-	0x00001e0a, 0x00001e1f, 0x00001e8e, 0x00001e9f,
-	0x00001eb2, 0x00001f77, 0x00001f8f, 0x00001f92,
-	0x00001f97, 0x00001f9e, 0x00001fa9, 0x00001faf,
+	0x00001a2f, 0x00001a37, 0x00001a52, 0x00001a5b,
+	0x00001a6c, 0x00001a83, 0x00001aaa, 0x00001acb,
+	0x00001af2, 0x00001afe, 0x00001b7c, 0x00001b8c,
+	0x00001bf4, 0x00001c0b, 0x00001c1f, 0x00001c5c,
+	0x00001d49, 0x00001d53, 0x00001d60, 0x00001dc4,
+	0x00001ddc, 0x00001e22, 0x00001e37, 0x00001ea6,
+	0x00001eb7, 0x00001eca, 0x00001f8f, 0x00001fa7,
+	0x00001faa, 0x00001faf, 0x00001fb6, 0x00001fc1,
 	// Entry A0 - BF
-	0x00001fb5, 0x00001fbc, 0x00001fc4, 0x00001fdf,
-	0x00001fec, 0x00001ffa, 0x00002024, 0x0000203b,
-	0x00002081, 0x000020a3, 0x000020a9, 0x000020ae,
-	0x000020b7, 0x000020c6, 0x000020d2, 0x000020de,
-	0x000020ef, 0x000020fc, 0x00002159, 0x00002168,
-	0x00002173, 0x0000217d, 0x000021bb, 0x000021c4,
-	0x000021d4, 0x000021dc, 0x000021e5, 0x000021eb,
-	0x000021f5, 0x00002207, 0x0000224f, 0x0000225d,
+	0x00001fc7, 0x00001fcd, 0x00001fd4, 0x00001fdc,
+	0x00001ff7, 0x00002004, 0x00002012, 0x0000203c,
+	0x00002053, 0x00002099, 0x000020bb, 0x000020c1,
+	0x000020c6, 0x000020cf, 0x000020de, 0x000020ea,
+	0x000020f6, 0x00002107, 0x00002114, 0x00002171,
+	0x00002180, 0x0000218b, 0x00002195, 0x000021d3,
+	0x000021dc, 0x000021ec, 0x000021f4, 0x000021fd,
+	0x00002203, 0x0000220d, 0x0000221f, 0x00002267,
 	// Entry C0 - DF
-	0x00002269, 0x00002271, 0x00002278, 0x0000227f,
-	0x00002290, 0x0000229f, 0x000022c8, 0x000022cf,
-	0x000022da, 0x000022f5, 0x000022fd, 0x00002309,
-	0x00002325, 0x0000233c, 0x0000235e, 0x0000236d,
-	0x00002379, 0x00002380, 0x00002399, 0x000023b3,
-	0x0000245c, 0x00002472, 0x000024b2, 0x000024e3,
-	0x0000250d, 0x00002534, 0x00002558, 0x0000257f,
-	0x0000259e, 0x000025b4, 0x000025ca, 0x000025de,
+	0x00002275, 0x00002281, 0x00002289, 0x00002290,
+	0x00002297, 0x000022a8, 0x000022b7, 0x000022e0,
+	0x000022e7, 0x000022f2, 0x0000230d, 0x00002315,
+	0x00002321, 0x0000233d, 0x00002354, 0x00002376,
+	0x00002385, 0x00002391, 0x00002398, 0x000023b1,
+	0x000023cb, 0x00002474, 0x0000248a, 0x000024ca,
+	0x000024fb, 0x00002525, 0x0000254c, 0x00002570,
+	0x00002597, 0x000025b6, 0x000025cc, 0x000025e2,
 	// Entry E0 - FF
-	0x000025f4, 0x00002605, 0x0000261c, 0x0000263f,
-	0x00002662, 0x0000267f, 0x0000269c, 0x000026a1,
-	0x000026ed, 0x00002700, 0x00002704, 0x00002714,
-	0x0000271d, 0x00002730, 0x00002756, 0x0000276a,
-	0x00002780, 0x0000283c, 0x00002851, 0x00002855,
-	0x00002862, 0x00002872, 0x0000287f, 0x00002889,
-	0x0000288f, 0x00002899, 0x000028a2, 0x000028b2,
-	0x000028c7, 0x000028eb, 0x00002907, 0x0000291f,
+	0x000025f6, 0x0000260c, 0x0000261d, 0x00002634,
+	0x00002657, 0x0000267a, 0x00002697, 0x000026b4,
+	0x000026b9, 0x00002705, 0x00002718, 0x0000271c,
+	0x0000272c, 0x00002735, 0x00002748, 0x0000276e,
+	0x00002782, 0x00002798, 0x00002854, 0x00002869,
+	0x0000286d, 0x0000287a, 0x0000288a, 0x00002897,
+	0x000028a1, 0x000028a7, 0x000028b1, 0x000028ba,
+	0x000028ca, 0x000028df, 0x00002903, 0x0000291f,
 	// Entry 100 - 11F
-	0x0000292a, 0x00002935, 0x00002940, 0x00002a56,
-	0x00002a7a, 0x00002aa5, 0x00002ab0, 0x00002ab5,
-	0x00002ac4, 0x00002acb, 0x00002ae2, 0x00002af7,
-	0x00002b09, 0x00002b2c, 0x00002b5e, 0x00002b74,
-	0x00002b7e, 0x00002b88, 0x00002b9d, 0x00002bea,
-	0x00002bfa, 0x00002c33, 0x00002c87, 0x00002c91,
-	0x00002c98, 0x00002cae, 0x00002ce7, 0x00002cec,
-	0x00002cf6, 0x00002d04, 0x00002d11, 0x00002d3a,
+	0x00002937, 0x00002942, 0x0000294d, 0x00002958,
+	0x00002a6e, 0x00002a92, 0x00002abd, 0x00002ac8,
+	0x00002acd, 0x00002adc, 0x00002ae3, 0x00002afa,
+	0x00002b0f, 0x00002b21, 0x00002b44, 0x00002b76,
+	0x00002b8c, 0x00002b96, 0x00002ba0, 0x00002bb5,
+	0x00002c02, 0x00002c12, 0x00002c4b, 0x00002c9f,
+	0x00002ca9, 0x00002cb0, 0x00002cc6, 0x00002cff,
+	0x00002d04, 0x00002d0e, 0x00002d1c, 0x00002d29,
 	// Entry 120 - 13F
-	0x00002d5d, 0x00002d6a, 0x00002d8a, 0x00002d96,
-	0x00002daf, 0x00002db8, 0x00002dc2, 0x00002dcb,
-	0x00002dd3, 0x00002ddd, 0x00002de5, 0x00002ded,
-	0x00002df1, 0x00002df5, 0x00002df9, 0x00002dfd,
-	0x00002e01, 0x00002e05, 0x00002e09, 0x00002e0d,
-	0x00002e11, 0x00002e15, 0x00002e19, 0x00002e1d,
-	0x00002e27, 0x00002e45, 0x00002e65, 0x00002e89,
-	0x00002ead, 0x00002eb6, 0x00002ecd, 0x00002ed5,
+	0x00002d52, 0x00002d75, 0x00002d82, 0x00002da2,
+	0x00002dae, 0x00002dc7, 0x00002dd0, 0x00002dda,
+	0x00002de3, 0x00002deb, 0x00002df5, 0x00002dfd,
+	0x00002e05, 0x00002e09, 0x00002e0d, 0x00002e11,
+	0x00002e15, 0x00002e19, 0x00002e1d, 0x00002e21,
+	0x00002e25, 0x00002e29, 0x00002e2d, 0x00002e31,
+	0x00002e35, 0x00002e3f, 0x00002e5d, 0x00002e7d,
+	0x00002ea1, 0x00002ec5, 0x00002ece, 0x00002ee5,
 	// Entry 140 - 15F
-	0x00002ee6, 0x00002eeb, 0x00002f30, 0x00002f48,
-	0x00002f4d, 0x00002f58, 0x00002f5e, 0x00002f68,
-	0x00002f70, 0x00002f78, 0x00002fa2, 0x00002fbc,
-	0x00002fe4, 0x00003014, 0x0000301a, 0x00003029,
-	0x0000307c, 0x0000309a, 0x000031bc, 0x0000327b,
-	0x000032d2, 0x000032fc, 0x00003328, 0x00003352,
-	0x0000335a, 0x00003360, 0x0000336d, 0x0000337f,
-	0x00003388, 0x00003391, 0x000033a3, 0x000033b2,
+	0x00002eed, 0x00002efe, 0x00002f03, 0x00002f48,
+	0x00002f60, 0x00002f65, 0x00002f70, 0x00002f76,
+	0x00002f80, 0x00002f88, 0x00002f90, 0x00002fba,
+	0x00002fd4, 0x00002ffc, 0x0000302c, 0x00003032,
+	0x00003041, 0x00003094, 0x000030b2, 0x000031d4,
+	0x00003293, 0x000032ea, 0x00003314, 0x00003340,
+	0x0000336a, 0x00003372, 0x00003378, 0x00003385,
+	0x00003397, 0x000033a0, 0x000033a9, 0x000033bb,
 	// Entry 160 - 17F
-	0x000033d4, 0x000033f8, 0x00003414, 0x0000343f,
-	0x00003473, 0x00003481, 0x000034ac, 0x000034be,
-	0x000034c6, 0x000034dc, 0x000034e1, 0x000034e4,
-	0x0000350e, 0x00003557, 0x00003577, 0x00003580,
-	0x00003592, 0x000035b5, 0x000035c3, 0x000035d2,
-	0x000035df, 0x000035e9, 0x000035f2, 0x000035fb,
-	0x00003605, 0x0000360d, 0x00003612, 0x0000361a,
-	0x00003623, 0x0000362c, 0x00003639, 0x0000363e,
+	0x000033ca, 0x000033ec, 0x00003410, 0x0000342c,
+	0x00003457, 0x0000348b, 0x00003499, 0x000034c4,
+	0x000034d6, 0x000034de, 0x000034f4, 0x000034f9,
+	0x000034fc, 0x00003526, 0x0000356f, 0x0000358f,
+	0x00003598, 0x000035aa, 0x000035cd, 0x000035db,
+	0x000035ea, 0x000035f7, 0x00003601, 0x0000360a,
+	0x00003613, 0x0000361d, 0x00003625, 0x0000362a,
+	0x00003632, 0x0000363b, 0x00003644, 0x00003651,
 	// Entry 180 - 19F
-	0x00003646, 0x0000364d, 0x00003655, 0x0000365a,
-	0x00003668, 0x0000366f, 0x00003676, 0x0000367b,
-	0x00003682, 0x0000368c, 0x00003693, 0x000036b0,
-	0x000036ca, 0x000036e8, 0x00003708, 0x00003716,
-	0x0000371f, 0x00003728, 0x00003731, 0x00003735,
-	0x00003738, 0x00003744, 0x00003752, 0x0000375f,
-	0x00003770, 0x0000377f, 0x00003796, 0x000037a9,
-	0x000037b9, 0x000037c8, 0x000037d7, 0x000037df,
+	0x00003656, 0x0000365e, 0x00003665, 0x0000366d,
+	0x00003672, 0x00003680, 0x00003687, 0x0000368e,
+	0x00003693, 0x0000369a, 0x000036a4, 0x000036ab,
+	0x000036c8, 0x000036e2, 0x00003700, 0x00003720,
+	0x0000372e, 0x00003737, 0x00003740, 0x00003749,
+	0x0000374d, 0x00003750, 0x0000375c, 0x0000376a,
+	0x00003777, 0x00003788, 0x00003797, 0x000037ae,
+	0x000037c1, 0x000037d1, 0x000037e0, 0x000037ef,
 	// Entry 1A0 - 1BF
-	0x000037e6, 0x000037ee, 0x000037f6, 0x00003804,
-	0x00003812, 0x00003828, 0x0000383d, 0x0000384e,
-	0x00003854, 0x0000385b, 0x00003864, 0x00003880,
-	0x00003889, 0x00003893, 0x0000389c, 0x000038a5,
-	0x000038ae, 0x000038c5, 0x000038cd, 0x000038db,
-	0x00003908, 0x00003914, 0x00003922, 0x00003969,
-	0x00003975, 0x0000397d, 0x000039a8, 0x000039f3,
-	0x00003ab5, 0x00003ab9, 0x00003adf, 0x00003ae4,
+	0x000037f7, 0x000037fe, 0x00003806, 0x0000380e,
+	0x0000381c, 0x0000382a, 0x00003840, 0x00003855,
+	0x00003866, 0x0000386c, 0x00003873, 0x0000387c,
+	0x00003898, 0x000038a1, 0x000038ab, 0x000038b4,
+	0x000038bd, 0x000038c6, 0x000038dd, 0x000038e5,
+	0x000038f3, 0x00003920, 0x0000392c, 0x0000393a,
+	0x00003981, 0x0000398d, 0x00003995, 0x000039c0,
+	0x00003a0b, 0x00003acd, 0x00003ad1, 0x00003af7,
 	// Entry 1C0 - 1DF
-	0x00003aff, 0x00003b10, 0x00003b1c, 0x00003b24,
-	0x00003b56, 0x00003b5f, 0x00003b68, 0x00003b84,
-	0x00003b91, 0x00003b9f, 0x00003bcb, 0x00003bf1,
-	0x00003c12, 0x00003c1d, 0x00003c4b, 0x00003c68,
-	0x00003c97, 0x00003cc9, 0x00003ce7, 0x00003d1c,
-	0x00003d38, 0x00003d57, 0x00003d66, 0x00003d73,
-	0x00003d81, 0x00003d8e, 0x00003d97, 0x00003db2,
-	0x00003dcd, 0x00003dd7, 0x00003e2a, 0x00003ea8,
+	0x00003afc, 0x00003b17, 0x00003b28, 0x00003b34,
+	0x00003b3c, 0x00003b6e, 0x00003b77, 0x00003b80,
+	0x00003b9c, 0x00003ba9, 0x00003bb7, 0x00003be3,
+	0x00003c09, 0x00003c2a, 0x00003c35, 0x00003c63,
+	0x00003c80, 0x00003caf, 0x00003ce1, 0x00003cff,
+	0x00003d34, 0x00003d50, 0x00003d6f, 0x00003d7e,
+	0x00003d8b, 0x00003d99, 0x00003da6, 0x00003daf,
+	0x00003dca, 0x00003de5, 0x00003def, 0x00003e42,
 	// Entry 1E0 - 1FF
-	0x00003f1e, 0x00003f4b, 0x00003f85, 0x00003fea,
-	0x0000400a, 0x00004030, 0x0000405a, 0x00004092,
-	0x000040cf, 0x000040f3, 0x0000416c, 0x00004191,
-	0x000041c0, 0x0000421a, 0x00004234, 0x00004252,
-	0x00004286, 0x000042c6, 0x000042f0, 0x000042ff,
-	0x000043ca, 0x000043fb, 0x0000442a, 0x0000443d,
-	0x000044b2, 0x000044c5, 0x000044f9, 0x0000452d,
-	0x0000453d, 0x00004584, 0x000045b1, 0x000045be,
+	0x00003ec0, 0x00003f36, 0x00003f63, 0x00003f9d,
+	0x00004002, 0x00004022, 0x00004048, 0x00004072,
+	0x000040aa, 0x000040e7, 0x0000410b, 0x00004184,
+	0x000041a9, 0x000041d8, 0x00004232, 0x0000424c,
+	0x0000426a, 0x0000429e, 0x000042de, 0x00004308,
+	0x00004317, 0x000043e2, 0x00004413, 0x00004442,
+	0x00004455, 0x000044ca, 0x000044dd, 0x00004511,
+	0x00004545, 0x00004555, 0x0000459c, 0x000045c9,
 	// Entry 200 - 21F
-	0x000045ce, 0x000045fe, 0x00004638, 0x0000465b,
-	0x00004663, 0x0000467b, 0x00004698, 0x000046a6,
-	0x000046b7, 0x000046bf, 0x000046ca, 0x000046eb,
-	0x0000472d, 0x0000475d, 0x0000476f, 0x00004790,
-	0x000047a0, 0x000047df, 0x000047f0, 0x00004802,
-	0x0000480e, 0x0000481f, 0x00004839, 0x0000484a,
-	0x00004850, 0x00004864, 0x0000487c, 0x000048a1,
-	0x000048af, 0x000048ed, 0x0000492a, 0x00004956,
+	0x000045d6, 0x000045e6, 0x00004616, 0x00004650,
+	0x00004673, 0x0000467b, 0x00004693, 0x000046b0,
+	0x000046be, 0x000046cf, 0x000046d7, 0x000046e2,
+	0x00004703, 0x00004745, 0x00004775, 0x00004787,
+	0x000047a8, 0x000047b8, 0x000047f7, 0x00004808,
+	0x0000481a, 0x00004826, 0x00004837, 0x00004851,
+	0x00004862, 0x00004868, 0x0000487c, 0x00004894,
+	0x000048b9, 0x000048c7, 0x00004905, 0x00004942,
 	// Entry 220 - 23F
-	0x00004993, 0x000049a2, 0x000049aa, 0x000049b7,
-	0x000049c7, 0x000049de, 0x000049e9, 0x000049f8,
-	0x000049fe, 0x00004a0c, 0x00004a16, 0x00004a21,
-	0x00004a34, 0x00004a59, 0x00004a84, 0x00004b15,
-	0x00004b50, 0x00004b6f, 0x00004bad, 0x00004be4,
-	0x00004c12, 0x00004c20, 0x00004cb3, 0x00004cd1,
-	0x00004d5d, 0x00004d6b, 0x00004d7f, 0x00004da0,
-	0x00004db4, 0x00004dba, 0x00004dce, 0x00004e41,
+	0x0000496e, 0x000049ab, 0x000049ba, 0x000049c2,
+	0x000049cf, 0x000049df, 0x000049f6, 0x00004a01,
+	0x00004a10, 0x00004a16, 0x00004a24, 0x00004a2e,
+	0x00004a39, 0x00004a4c, 0x00004a71, 0x00004a9c,
+	0x00004b2d, 0x00004b68, 0x00004b87, 0x00004bc5,
+	0x00004bfc, 0x00004c2a, 0x00004c38, 0x00004ccb,
+	0x00004ce9, 0x00004d75, 0x00004d83, 0x00004d97,
+	0x00004db8, 0x00004dcc, 0x00004dd2, 0x00004de6,
 	// Entry 240 - 25F
-	0x00004e8e, 0x00004e9f, 0x00004eb6, 0x00004ed3,
-	0x00004ee1, 0x00004eef, 0x00004efa, 0x00004f00,
-	0x00004ff2, 0x00004ff8, 0x0000502a, 0x0000502f,
-	0x0000503f, 0x0000504a, 0x00005053, 0x00005063,
-	0x0000507d, 0x00005122, 0x00005138, 0x000051bd,
-	0x00005237, 0x00005246, 0x00005300, 0x00005351,
-	0x00005356, 0x00005364, 0x00005374, 0x00005380,
-	0x00005390, 0x0000539a, 0x000053bd, 0x000053d6,
+	0x00004e59, 0x00004ea6, 0x00004eb7, 0x00004ece,
+	0x00004eeb, 0x00004ef9, 0x00004f07, 0x00004f12,
+	0x00004f18, 0x0000500a, 0x00005010, 0x00005042,
+	0x00005047, 0x00005057, 0x00005062, 0x0000506b,
+	0x0000507b, 0x00005095, 0x0000513a, 0x00005150,
+	0x000051d5, 0x0000524f, 0x0000525e, 0x00005318,
+	0x00005369, 0x0000536e, 0x0000537c, 0x0000538c,
+	0x00005398, 0x000053a8, 0x000053b2, 0x000053d5,
 	// Entry 260 - 27F
-	0x000053e9, 0x00005455, 0x00005464, 0x00005472,
-	0x0000548e, 0x0000549d, 0x000054b3, 0x000054ec,
-	0x0000551e, 0x0000552c, 0x00005584, 0x000055bb,
-	0x000055d2, 0x00005616, 0x0000563b, 0x000056b2,
-	0x000056c8, 0x000056df, 0x0000570d, 0x00005720,
-	0x00005748, 0x0000574f, 0x000057aa, 0x000057d4,
-	0x00005804, 0x00005862, 0x00005970, 0x00005a10,
-	0x00005a24, 0x00005acf, 0x00005b45, 0x00005b4d,
+	0x000053ee, 0x00005401, 0x0000546d, 0x0000547c,
+	0x0000548a, 0x000054a6, 0x000054b5, 0x000054cb,
+	0x00005504, 0x00005536, 0x00005544, 0x0000559c,
+	0x000055d3, 0x000055ea, 0x0000562e, 0x00005653,
+	0x000056ca, 0x000056e0, 0x000056f7, 0x00005725,
+	0x00005738, 0x00005760, 0x00005767, 0x000057c2,
+	0x000057ec, 0x0000581c, 0x0000587a, 0x00005988,
+	0x00005a28, 0x00005a3c, 0x00005ae7, 0x00005b5d,
 	// Entry 280 - 29F
-	0x00005b88, 0x00005b8e, 0x00005c0a, 0x00005c52,
-	0x00005c7d, 0x00005cdf, 0x00005d41, 0x00005de8,
-	0x00005e03, 0x00005e0d, 0x00005e12, 0x00005e1c,
-	0x00005e24, 0x00005e2a, 0x00005e32, 0x00005e40,
-	0x00005e4a, 0x00005e57, 0x00005e6a, 0x00005e8e,
-	0x00005f0e, 0x00005f1f, 0x00005f27, 0x00005f9c,
-	0x00005ff0, 0x00006032, 0x00006041, 0x0000604d,
-	0x00006089, 0x000060c3, 0x000060d1, 0x000060de,
+	0x00005b65, 0x00005ba0, 0x00005ba6, 0x00005c22,
+	0x00005c6a, 0x00005c95, 0x00005cf7, 0x00005d59,
+	0x00005e00, 0x00005e1b, 0x00005e25, 0x00005e2a,
+	0x00005e34, 0x00005e3c, 0x00005e42, 0x00005e4a,
+	0x00005e58, 0x00005e62, 0x00005e6f, 0x00005e82,
+	0x00005ea6, 0x00005f26, 0x00005f37, 0x00005f3f,
+	0x00005fb4, 0x00006008, 0x0000604a, 0x00006059,
+	0x00006065, 0x000060a1, 0x000060db, 0x000060e9,
 	// Entry 2A0 - 2BF
-	0x000060ec, 0x000060fa, 0x00006108, 0x0000613a,
-	0x0000616a, 0x000061c6, 0x000061d3, 0x000061f3,
-	0x0000620d, 0x00006212, 0x00006223, 0x000062a9,
-	0x000062ce, 0x000062d5, 0x000062de, 0x000062f1,
-	0x000062fb, 0x00006305, 0x0000630f, 0x00006327,
-	0x0000633d, 0x00006349, 0x0000636b, 0x00006372,
-	0x0000637f, 0x00006390, 0x000063b7, 0x000063c7,
-	0x0000641b, 0x0000646b, 0x000064cb, 0x0000651e,
+	0x000060f6, 0x00006104, 0x00006112, 0x00006120,
+	0x00006152, 0x00006182, 0x000061de, 0x000061eb,
+	0x0000620b, 0x00006225, 0x0000622a, 0x0000623b,
+	0x000062c1, 0x000062e6, 0x000062ed, 0x000062f6,
+	0x00006309, 0x00006313, 0x0000631d, 0x00006327,
+	0x0000633f, 0x00006355, 0x00006361, 0x00006383,
+	0x0000638a, 0x00006397, 0x000063a8, 0x000063cf,
+	0x000063df, 0x00006433, 0x00006483, 0x000064e3,
 	// Entry 2C0 - 2DF
-	0x00006556, 0x000065a6, 0x000065da, 0x000065f9,
-	0x00006619,
-} // Size: 2860 bytes
+	0x00006536, 0x0000656e, 0x000065be, 0x000065f2,
+	0x00006611, 0x00006631,
+} // Size: 2864 bytes
 
-const enData string = "" + // Size: 26137 bytes
+const enData string = "" + // Size: 26161 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1046,319 +1047,320 @@ const enData string = "" + // Size: 26137 bytes
 	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
 	"operator applied, with its reason. Reveals of sensitive values have thei" +
 	"r own log, which administrators read on the Reveals page (GET /api/v1/au" +
-	"dit/reveals).\x02Filters\x02Apply filters\x02Clear filters\x02No operato" +
-	"r action matches.\x02All actions\x02The process instance must be a whole" +
-	" instance id (a UUID): the lists show the end of each id; open the insta" +
-	"nce, or copy its link, for the whole id.\x02The bulk action must be its " +
-	"id (a UUID).\x02Operator actions, newest first\x02Showing the %[1]d inst" +
-	"ances bulk action %[2]s changed. While it runs, each reload shows how fa" +
-	"r it got.\x02Relais console\x02Language\x02Skip to content\x02Main navig" +
-	"ation\x02Health\x02External tasks\x02Processes\x02Find an instance or oc" +
-	"currence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Cons" +
-	"umers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)" +
-	"\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
-	"\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-re" +
-	"load\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Your ro" +
-	"le can read definitions and processes only: external tasks and process i" +
-	"nstances are for operators and administrators.\x02Invalid request\x02The" +
-	" field “%[1]s” holds a NUL character or bytes that are not UTF-8 text: c" +
-	"orrect it and try again.\x02Back to external tasks\x02Back to definition" +
-	"s\x02Nothing exists at this address, or it is not visible to you.\x02Not" +
-	"hing exists at this address, or it is not visible to you. An ended insta" +
-	"nce is deleted, with its occurrences and attempts, once the retention pe" +
-	"riod (RELAIS_RETENTION) has passed; the audit log keeps the operator act" +
-	"ions taken on it.\x02Not found\x02Form refused\x02This form was not sent" +
-	" from this console session, or it has expired. Reload the page and try a" +
-	"gain.\x02Temporarily unavailable\x02The database cannot be reached right" +
-	" now. Try again in a few seconds.\x02Something went wrong\x02The console" +
-	" could not show this page. Try again; if it persists, give your administ" +
-	"rator the request id %[1]s.\x02No consumer yet.\x02No more consumers." +
-	"\x02The external services that take tasks, and the definitions each may " +
-	"take. Create consumers, change their grants and rotate their tokens thro" +
-	"ugh the API (/api/v1/consumers); tokens are never shown.\x02Consumers, o" +
-	"ldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02a" +
-	"ctive\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02All it" +
-	"s tasks\x02%[1]s: every revision, present and future\x02%[1]s: revisions" +
-	" %[2]s\x02Counting the occurrences; the counts appear when you reload th" +
-	"e page.\x02Counts are unavailable right now.\x02Field\x02Type\x02Require" +
-	"d\x02Classification\x02Constraints\x02Description\x02Definition %[1]s" +
-	"\x02Working copy\x02The only mutable part of a definition. Processes nev" +
-	"er use it directly: they pin a revision.\x02Routing output\x02Last saved" +
-	"\x02Revisions\x02No revision yet: the Working copy has never been snapsh" +
-	"otted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes" +
-	"\x02Published\x02Compare revisions\x02Lists every change from one revisi" +
-	"on to another, and whom it may break.\x02From revision\x02To revision" +
-	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
-	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
-	"of the URL's query and of the headers are sealed and never shown. Create" +
-	", change and delete destinations through the API (/api/v1/destinations)." +
-	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
-	"st changed\x02no header\x02Calls\x02Its calls\x02on error\x02any other e" +
-	"rror\x02held for an operator\x02an incident: retry, abandon or stop\x02e" +
-	"nd: completes the instance\x02end: fails the instance\x02push %[1]s\x02p" +
-	"ull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, an" +
-	"d what its workers finished in the last hour: occurrences that ended com" +
-	"pleted or failed. An occurrence retried since counts where it ends next;" +
-	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
-	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
-	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
-	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
-	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
-	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
-	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
-	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02This instance is held at a failed node: an i" +
-	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
-	"e any attempt (its inputs could not be built), so it would fail the same" +
-	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
-	" an incident. Retry offers the failed occurrence again; abandon fails th" +
-	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
-	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
-	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
-	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
-	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
-	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
-	"s “%[1]s”.\x02The version must be a whole number from 1.\x02A version is" +
-	" a process’s: choose the process too.\x02Creation date\x02The page size " +
-	"must be between 1 and %[1]d.\x02Process instances\x02Version\x02exact, c" +
-	"ase-sensitive\x02from\x02to\x02Act on every instance this filter matches" +
-	"\x02The next page counts them and asks for a reason before anything chan" +
-	"ges.\x02Process instances, newest first\x02Instance\x02End node or error" +
-	"\x02No instance matches these filters.\x02All processes\x02Any definitio" +
-	"n\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02r" +
-	"unning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02tex" +
-	"t\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02" +
-	"object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive" +
-	")\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relai" +
-	"s calls the service)\x02administrator\x02operator\x02designer\x02consume" +
-	"r\x02yes\x02no\x02field added\x02field removed\x02type changed\x02requir" +
-	"ed changed\x02values changed\x02classification changed\x02constraint cha" +
-	"nged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
-	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
-	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
-	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
-	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
-	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
-	"e reveal)\x02Available from\x02Next attempt\x02Last reserved\x02Lock exp" +
-	"ires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before any atte" +
-	"mpt)\x02Retryable\x02no: the service marked this failure as not retryabl" +
-	"e (attempts left unused: %[1]d)\x02The destination did not answer within" +
-	" the call’s timeout (%[1]s): it may have acted all the same, so check be" +
-	"fore retrying.\x02The destination did not answer within the call’s timeo" +
-	"ut: it may have acted all the same, so check before retrying.\x02The dea" +
-	"dline passed before a result arrived.\x02The result did not match the re" +
-	"vision's outputs contract.\x02Relais stopped during the call: whether th" +
-	"e destination acted is unknown, so it is not called again.\x02The call c" +
-	"ould not be prepared.\x02The destination could not be reached.\x02The de" +
-	"stination’s answer was too large.\x02The last attempt’s lock expired wit" +
-	"h no attempt left.\x02The inputs could not be built from the process’s b" +
-	"indings.\x02An operator abandoned the instance.\x02A Camunda 7 worker re" +
-	"ported a failure with no retries left (retries: 0, or a budget already s" +
-	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02N" +
-	"o live worker takes %[1]s now (Workers page).\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02Re" +
-	"try at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1" +
-	"]s — waiting to be offered again.\x02Waiting for Relais to call the dest" +
-	"ination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s)" +
-	".\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its" +
-	" result recorded: the replica making it may have stopped. If so, it fail" +
-	"s outcome_unknown at %[3]s (%[4]s): ask the destination whether it took " +
-	"effect.\x02Relais is calling the destination (since %[1]s).\x02Reserved " +
-	"by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred si" +
-	"nce %[1]s (%[2]s): a worker of the same consumer, or a front end with a " +
-	"settle token, completes it later.\x02Completed (%[1]s).\x02Its instance " +
-	"is held here, waiting for an operator.\x02Its instance went on along the" +
-	" node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was st" +
-	"opped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stoppe" +
-	"d (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settle" +
-	"d with its settle token)\x02%[1]s (deferred; settled with its settle tok" +
-	"en, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2" +
-	"xx, unusable body\x02no answer within the timeout\x02no connection\x02an" +
-	"swer too large\x02unknown\x02[redacted]\x02Message from Relais (in Engli" +
-	"sh)\x02Message from the service (its own words, protected values masked)" +
-	"\x02The revision must be a whole number, 1 or more.\x02Unknown consumer." +
-	"\x02Unknown destination “%[1]s”.\x02Settlement date\x02More filters: ins" +
-	"tance, revision, consumer, destination, dates\x02Push destination\x02its" +
-	" name, exactly\x02instance id\x02Counts by status\x02Occurrences, newest" +
-	" first\x02Process and node\x02Error\x02Consumer and worker\x02Next attem" +
-	"pt or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
-	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
-	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
-	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
-	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
-	" a parameter that cannot be read (a percent sign not followed by two hex" +
-	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
-	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
-	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
-	"or is invalid: go back to the first page.\x02These settings are kept in " +
-	"this browser only.\x02Show times in\x02The console runs no script, so it" +
-	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
-	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
-	"\x02Pages where you type a reason (confirmations, and occurrences with a" +
-	" value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
-	" process versions: their nodes, routes and pinned revisions, drawn, with" +
-	" where their occurrences are now.\x02Published process versions: their n" +
-	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
-	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
-	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
-	" the start node. Solid arrows are successes (labelled with their route)," +
-	" dashed ones failures (labelled with their error codes). Each box says h" +
-	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
-	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
-	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
-	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
-	"ows are successes (labelled with their route), dashed ones failures (lab" +
-	"elled with their error codes).\x02Nodes of this version\x02This version " +
-	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
-	"ow lists every node with its routes and counts.\x02This version has %[1]" +
-	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
-	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
-	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
-	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
-	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
-	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
-	"itive value.\x02Cannot reveal\x02Say why you reveal this value: the reas" +
-	"on is recorded with the reveal in the audit log.\x02Revealed by %[1]s at" +
-	" %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Only a v" +
-	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
-	"lues can never be revealed.\x02Every sensitive value an administrator re" +
-	"vealed: who, when, which field and why. The values themselves are never " +
-	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
-	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
-	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
-	"d (a UUID, as the pages show on hover), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
-	"nce has it as its business key.\x02No instance or occurrence has the id " +
-	"“%[1]s”, and no instance has it as its business key. An ended instance" +
-	" is deleted, with its occurrences and attempts, once the retention perio" +
-	"d (RELAIS_RETENTION) has passed; the audit log keeps the operator action" +
-	"s taken on it.\x02No instance has “%[1]s” as its business key, and it is" +
-	" not a whole id: the lists show the end of each id. Open the row, or cop" +
-	"y its link, for the whole id.\x02You are signed out.\x02Your session had" +
-	" ended (inactivity, a sign-out elsewhere, a revoked token or a restart o" +
-	"f the server), so your last action was not applied. Sign in again, then " +
-	"repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, " +
-	"a revoked token or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
-	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
-	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
-	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
-	"ministrators see this page: tokens, consumers, destinations and the reve" +
-	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
-	") that are not revoked. Consumer tokens are managed with their consumers" +
-	". Revoking a token refuses its next request.\x02Staff tokens, oldest fir" +
-	"st\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02E" +
-	"xpired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke " +
-	"the %[1]s token “%[2]s”?\x02Its next request is refused, and console ses" +
-	"sions opened with it end. This cannot be undone: whoever uses it needs a" +
-	" new token.\x02Revoke the token\x02Keep it\x02This is the token you sign" +
-	"ed in with: revoking it signs you out. Its next request is refused. This" +
-	" cannot be undone.\x02This is the last usable administrator token: creat" +
-	"e another one before revoking it.\x02The token %[1]s (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
-	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
-	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
-	"cted value\x02Workers connected by a stream, and polling workers by thei" +
-	"r last fetch. A worker is listed while it was seen within three heartbea" +
-	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
-	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
-	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
-	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
-	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
-	"is definition: its occurrences wait until one connects or polls.\x02No p" +
-	"rocess uses this definition yet: it needs a worker once a process pulls " +
-	"it.\x02No process pulls this definition: Relais calls its destinations (" +
-	"push), and it needs no worker.\x02No worker is connected for this defini" +
-	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"dit/reveals).\x02Filters\x02a token’s name, exact\x02Apply filters\x02Cl" +
+	"ear filters\x02No operator action matches.\x02All actions\x02The process" +
+	" instance must be a whole instance id (a UUID): the lists show the end o" +
+	"f each id; open the instance, or copy its link, for the whole id.\x02The" +
+	" bulk action must be its id (a UUID).\x02Operator actions, newest first" +
+	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
+	", each reload shows how far it got.\x02Relais console\x02Language\x02Ski" +
+	"p to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
+	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
+	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
+	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
+	"\x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s\x02Ti" +
+	"mes in %[1]s · no auto-reload\x02This page reloads every %[1]d seconds." +
+	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
+	"ternal tasks and process instances are for operators and administrators." +
+	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
+	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
+	"asks\x02Back to definitions\x02Nothing exists at this address, or it is " +
+	"not visible to you.\x02Nothing exists at this address, or it is not visi" +
+	"ble to you. An ended instance is deleted, with its occurrences and attem" +
+	"pts, once the retention period (RELAIS_RETENTION) has passed; the audit " +
+	"log keeps the operator actions taken on it.\x02Not found\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired." +
+	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
+	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
+	" went wrong\x02The console could not show this page. Try again; if it pe" +
+	"rsists, give your administrator the request id %[1]s.\x02No consumer yet" +
+	".\x02No more consumers.\x02The external services that take tasks, and th" +
+	"e definitions each may take. Create consumers, change their grants and r" +
+	"otate their tokens through the API (/api/v1/consumers); tokens are never" +
+	" shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
+	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts" +
+	" appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
+	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
+	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
+	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
+	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
+	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
+	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
+	"their Working copy, immutable revisions and named releases.\x02Definitio" +
+	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
+	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
+	"ush nodes call. Values of the URL's query and of the headers are sealed " +
+	"and never shown. Create, change and delete destinations through the API " +
+	"(/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
+	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
+	"queue and incidents now, and what its workers finished in the last hour:" +
+	" occurrences that ended completed or failed. An occurrence retried since" +
+	" counts where it ends next; a failed attempt with attempts left is not c" +
+	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
+	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
+	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
+	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
+	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
+	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
+	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
+	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
+	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
+	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
+	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
+	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
+	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
+	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
+	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
+	" is held at a failed node: an incident. It cannot be retried: its occurr" +
+	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
+	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
+	"tance is held at a failed node: an incident. Retry offers the failed occ" +
+	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
+	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
+	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
+	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
+	"ailed occurrence\x02Held for\x02End node\x02Abandoned at node\x02Failed " +
+	"at node\x02held, then stopped by an operator\x02held, then abandoned by " +
+	"an operator\x02Unknown status “%[1]s”.\x02The version must be a whole nu" +
+	"mber from 1.\x02A version is a process’s: choose the process too.\x02Cre" +
+	"ation date\x02The page size must be between 1 and %[1]d.\x02Process inst" +
+	"ances\x02Version\x02exact, case-sensitive\x02from\x02to\x02Act on every " +
+	"instance this filter matches\x02The next page counts them and asks for a" +
+	" reason before anything changes.\x02Process instances, newest first\x02I" +
+	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
+	"l processes\x02Any definition\x02All statuses\x02available\x02reserved" +
+	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
+	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
+	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
+	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
+	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
+	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
+	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
+	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
+	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
+	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
+	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
+	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
+	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
+	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
+	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
+	" never called the destination: the occurrence ended before any call.\x02" +
+	"Relais keeps the destination’s status code only when it refused the call" +
+	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
+	"s from the claim of the call to its settlement.\x02Now\x02Retry or aband" +
+	"on it from its instance\x02Mode\x02Reason given by the worker\x02Maximum" +
+	" attempts\x02Retry delay\x02Retries\x02none: a failed call takes the nod" +
+	"e’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
+	"\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last operat" +
+	"or retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d a" +
+	"ttempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, lab" +
+	"elled by revision %[1]d's contract\x02This contract has no inputs.\x02Ou" +
+	"tputs, labelled by revision %[1]d's contract\x02No outputs yet: the occu" +
+	"rrence has not completed.\x02This contract has no outputs.\x02No outputs" +
+	": the occurrence ended without completing.\x02Reveal — this is recorded" +
+	"\x02Why (recorded with the reveal)\x02Available from\x02Next attempt\x02" +
+	"Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)" +
+	"\x02Error (before any attempt)\x02Retryable\x02no: the service marked th" +
+	"is failure as not retryable (attempts left unused: %[1]d)\x02The destina" +
+	"tion did not answer within the call’s timeout (%[1]s): it may have acted" +
+	" all the same, so check before retrying.\x02The destination did not answ" +
+	"er within the call’s timeout: it may have acted all the same, so check b" +
+	"efore retrying.\x02The deadline passed before a result arrived.\x02The r" +
+	"esult did not match the revision's outputs contract.\x02Relais stopped d" +
+	"uring the call: whether the destination acted is unknown, so it is not c" +
+	"alled again.\x02The call could not be prepared.\x02The destination could" +
+	" not be reached.\x02The destination’s answer was too large.\x02The last " +
+	"attempt’s lock expired with no attempt left.\x02The inputs could not be " +
+	"built from the process’s bindings.\x02An operator abandoned the instance" +
+	".\x02A Camunda 7 worker reported a failure with no retries left (retries" +
+	": 0, or a budget already spent): it is not run again.\x02The destination" +
+	" answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
+	"revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s —" +
+	" %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting " +
+	"for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a" +
+	" worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1" +
+	"]s) ended %[2]s without its result recorded: the replica making it may h" +
+	"ave stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the d" +
+	"estination whether it took effect.\x02Relais is calling the destination " +
+	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
+	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
+	"mer, or a front end with a settle token, completes it later.\x02Complete" +
+	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
+	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
+	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
+	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
+	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
+	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
+	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
+	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
+	"ssage from Relais (in English)\x02Message from the service (its own word" +
+	"s, protected values masked)\x02The revision must be a whole number, 1 or" +
+	" more.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlemen" +
+	"t date\x02More filters: instance, revision, consumer, destination, dates" +
+	"\x02Push destination\x02its name, exactly\x02instance id\x02Counts by st" +
+	"atus\x02Occurrences, newest first\x02Process and node\x02Error\x02Consum" +
+	"er and worker\x02Next attempt or settled\x02No occurrence matches these " +
+	"filters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by" +
+	" the other filters\x02Totals of all definitions, not narrowed by the oth" +
+	"er filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[" +
+	"1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few s" +
+	"econds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since" +
+	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
+	"revious page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a " +
+	"date is written 2026-12-01.\x02%[1]s: the first day comes after the last" +
+	".\x02This address holds a parameter that cannot be read (a percent sign " +
+	"not followed by two hexadecimal digits, or a semicolon): correct the add" +
+	"ress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown p" +
+	"arameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it" +
+	" once.\x02The page cursor is invalid: go back to the first page.\x02Thes" +
+	"e settings are kept in this browser only.\x02Show times in\x02The consol" +
+	"e runs no script, so it cannot read your computer’s time zone: choose it" +
+	"s offset from UTC. Offsets do not follow daylight saving time.\x02Reload" +
+	" lists and detail pages\x02Pages where you type a reason (confirmations," +
+	" and occurrences with a value to reveal) never reload on their own, nor " +
+	"does a revealed value.\x02Save settings\x02Back without saving\x02UTC (c" +
+	"oordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]" +
+	"d seconds\x02Published process versions: their nodes, routes and pinned " +
+	"revisions, drawn, with where their occurrences are now.\x02Published pro" +
+	"cess versions: their nodes, routes and pinned revisions, drawn.\x02Proce" +
+	"sses by key\x02Versions, newest first\x02No process is published yet." +
+	"\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns fol" +
+	"low the longest path from the start node. Solid arrows are successes (la" +
+	"belled with their route), dashed ones failures (labelled with their erro" +
+	"r codes). Each box says how many of this version’s occurrences are at th" +
+	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
+	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
+	"ow\x02Instances of this version\x02Columns follow the longest path from " +
+	"the start node. Solid arrows are successes (labelled with their route), " +
+	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
+	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
+	"ost %[2]d). The table below lists every node with its routes and counts." +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
+	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
+	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
+	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
+	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
+	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
+	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
+	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
+	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
+	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
+	"inistrators may reveal a sensitive value.\x02Cannot reveal\x02Say why yo" +
+	"u reveal this value: the reason is recorded with the reveal in the audit" +
+	" log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back " +
+	"to the occurrence\x02Only a value this page shows as hidden (sensitive) " +
+	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
+	"ive value an administrator revealed: who, when, which field and why. The" +
+	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
+	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
+	" not allowed\x02This page does not accept that request.\x02Search\x02Typ" +
+	"e an instance or occurrence id (a UUID, as the pages show on hover), or " +
+	"a business key.\x02Nothing to find: the search box is empty.\x02That is " +
+	"too long to be an id or a business key.\x02No instance or occurrence has" +
+	" the id “%[1]s”, and no instance has it as its business key.\x02No insta" +
+	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
+	"ness key. An ended instance is deleted, with its occurrences and attempt" +
+	"s, once the retention period (RELAIS_RETENTION) has passed; the audit lo" +
+	"g keeps the operator actions taken on it.\x02No instance has “%[1]s” as " +
+	"its business key, and it is not a whole id: the lists show the end of ea" +
+	"ch id. Open the row, or copy its link, for the whole id.\x02You are sign" +
+	"ed out.\x02Your session had ended (inactivity, a sign-out elsewhere, a r" +
+	"evoked token or a restart of the server), so your last action was not ap" +
+	"plied. Sign in again, then repeat it.\x02Your session has ended (inactiv" +
+	"ity, a sign-out elsewhere, a revoked token or a restart of the server). " +
+	"Sign in again.\x02Sign in\x02Sign in with an operator, designer or admin" +
+	"istrator token.\x02Token\x02The token is checked once and never stored i" +
+	"n your browser; a session cookie stands for it for up to 8 hours of inac" +
+	"tivity.\x02Too many failed sign-ins from your address. Try again in %[1]" +
+	"d seconds.\x02This token is unknown or has been revoked.\x02A %[1]s toke" +
+	"n cannot open the console: sign in with an operator, designer or adminis" +
+	"trator token.\x02Only administrators see this page: tokens, consumers, d" +
+	"estinations and the reveal log are theirs.\x02Staff tokens (administrato" +
+	"rs, designers, operators) that are not revoked. Consumer tokens are mana" +
+	"ged with their consumers. Revoking a token refuses its next request.\x02" +
+	"Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires" +
+	"\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revo" +
+	"ke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is" +
+	" refused, and console sessions opened with it end. This cannot be undone" +
+	": whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02T" +
+	"his is the token you signed in with: revoking it signs you out. Its next" +
+	" request is refused. This cannot be undone.\x02This is the last usable a" +
+	"dministrator token: create another one before revoking it.\x02The token " +
+	"%[1]s (%[2]s) was revoked: its next request is refused.\x02routing outpu" +
+	"t\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 709 elements
+var frIndex = []uint32{ // 710 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1389,180 +1391,180 @@ var frIndex = []uint32{ // 709 elements
 	// Entry 60 - 7F
 	0x00001d6e, 0x00001d74, 0x00001d8a, 0x00001da1,
 	0x00001db1, 0x00001dbc, 0x00001dce, 0x00001eb3,
-	0x00001ebb, 0x00001ed1, 0x00001ee5, 0x00001f11,
-	0x00001f24, 0x00001ff7, 0x00002040, 0x00002076,
-	0x00002105, 0x00002114, 0x0000211b, 0x0000212c,
-	0x00002142, 0x00002148, 0x00002159, 0x00002163,
-	0x0000218a, 0x000021a6, 0x000021ae, 0x000021bb,
-	0x000021c7, 0x000021d5, 0x000021e2, 0x000021e9,
+	0x00001ebb, 0x00001ed6, 0x00001eec, 0x00001f00,
+	0x00001f2c, 0x00001f3f, 0x00002012, 0x0000205b,
+	0x00002091, 0x00002120, 0x0000212f, 0x00002136,
+	0x00002147, 0x0000215d, 0x00002163, 0x00002174,
+	0x0000217e, 0x000021a5, 0x000021c1, 0x000021c9,
+	0x000021d6, 0x000021e2, 0x000021f0, 0x000021fd,
 	// Entry 80 - 9F
-	0x000021f7, 0x0000221b, 0x0000222b, 0x00002243,
-	0x00002264, 0x00002297, 0x000022c8, 0x000022fa,
-	0x00002308, 0x000023bc, 0x000023ce, 0x0000244e,
-	0x0000246a, 0x00002482, 0x000024c5, 0x000025e3,
-	0x000025ef, 0x00002602, 0x0000267e, 0x0000269a,
-	0x000026f1, 0x00002709, 0x000027a1, 0x000027c6,
-	0x000027e0, 0x000028d1, 0x000028ff, 0x00002902,
-	0x00002906, 0x0000290d, 0x00002917, 0x0000291d,
+	0x00002204, 0x00002212, 0x00002236, 0x00002246,
+	0x0000225e, 0x0000227f, 0x000022b2, 0x000022e3,
+	0x00002315, 0x00002323, 0x000023d7, 0x000023e9,
+	0x00002469, 0x00002485, 0x0000249d, 0x000024e0,
+	0x000025fe, 0x0000260a, 0x0000261d, 0x00002699,
+	0x000026b5, 0x0000270c, 0x00002724, 0x000027bc,
+	0x000027e1, 0x000027fb, 0x000028ec, 0x0000291a,
+	0x0000291d, 0x00002921, 0x00002928, 0x00002932,
 	// Entry A0 - BF
-	0x00002925, 0x0000292b, 0x00002935, 0x00002956,
-	0x0000296f, 0x00002982, 0x000029ba, 0x000029d5,
-	0x00002a3b, 0x00002a6d, 0x00002a73, 0x00002a78,
-	0x00002a84, 0x00002a93, 0x00002a9f, 0x00002aab,
-	0x00002abd, 0x00002ace, 0x00002b52, 0x00002b64,
-	0x00002b7b, 0x00002b86, 0x00002bdb, 0x00002be8,
-	0x00002c0d, 0x00002c19, 0x00002c23, 0x00002c29,
-	0x00002c35, 0x00002c4d, 0x00002c9f, 0x00002caf,
+	0x00002938, 0x00002940, 0x00002946, 0x00002950,
+	0x00002971, 0x0000298a, 0x0000299d, 0x000029d5,
+	0x000029f0, 0x00002a56, 0x00002a88, 0x00002a8e,
+	0x00002a93, 0x00002a9f, 0x00002aae, 0x00002aba,
+	0x00002ac6, 0x00002ad8, 0x00002ae9, 0x00002b6d,
+	0x00002b7f, 0x00002b96, 0x00002ba1, 0x00002bf6,
+	0x00002c03, 0x00002c28, 0x00002c34, 0x00002c3e,
+	0x00002c44, 0x00002c50, 0x00002c68, 0x00002cba,
 	// Entry C0 - DF
-	0x00002cbf, 0x00002cc8, 0x00002cd3, 0x00002cdb,
-	0x00002cfb, 0x00002d1d, 0x00002d45, 0x00002d4e,
-	0x00002d5e, 0x00002d7e, 0x00002d86, 0x00002d95,
-	0x00002db4, 0x00002ddf, 0x00002e05, 0x00002e15,
-	0x00002e1f, 0x00002e29, 0x00002e48, 0x00002e66,
-	0x00002f3e, 0x00002f5c, 0x00002fa0, 0x00002fdd,
-	0x00003010, 0x00003040, 0x0000306c, 0x0000309c,
-	0x000030be, 0x000030d9, 0x000030f4, 0x00003110,
+	0x00002cca, 0x00002cda, 0x00002ce3, 0x00002cee,
+	0x00002cf6, 0x00002d16, 0x00002d38, 0x00002d60,
+	0x00002d69, 0x00002d79, 0x00002d99, 0x00002da1,
+	0x00002db0, 0x00002dcf, 0x00002dfa, 0x00002e20,
+	0x00002e30, 0x00002e3a, 0x00002e44, 0x00002e63,
+	0x00002e81, 0x00002f59, 0x00002f77, 0x00002fbb,
+	0x00002ff8, 0x0000302b, 0x0000305b, 0x00003087,
+	0x000030b7, 0x000030d9, 0x000030f4, 0x0000310f,
 	// Entry E0 - FF
-	0x0000312c, 0x00003142, 0x0000315c, 0x00003193,
-	0x000031c9, 0x000031e9, 0x00003208, 0x0000320f,
-	0x00003279, 0x0000328f, 0x00003294, 0x000032a8,
-	0x000032c0, 0x000032e5, 0x00003313, 0x00003338,
-	0x00003352, 0x0000343c, 0x00003451, 0x00003455,
-	0x00003468, 0x00003477, 0x0000348e, 0x0000349d,
-	0x000034a4, 0x000034af, 0x000034c1, 0x000034d4,
-	0x000034f0, 0x0000351d, 0x0000353a, 0x0000355d,
+	0x0000312b, 0x00003147, 0x0000315d, 0x00003177,
+	0x000031ae, 0x000031e4, 0x00003204, 0x00003223,
+	0x0000322a, 0x00003294, 0x000032aa, 0x000032af,
+	0x000032c3, 0x000032db, 0x00003300, 0x0000332e,
+	0x00003353, 0x0000336d, 0x00003457, 0x0000346c,
+	0x00003470, 0x00003483, 0x00003492, 0x000034a9,
+	0x000034b8, 0x000034bf, 0x000034ca, 0x000034dc,
+	0x000034ef, 0x0000350b, 0x00003538, 0x00003555,
 	// Entry 100 - 11F
-	0x00003568, 0x00003573, 0x0000357f, 0x000036e8,
-	0x0000370f, 0x0000374d, 0x00003759, 0x00003762,
-	0x00003776, 0x00003780, 0x000037a7, 0x000037c3,
-	0x000037de, 0x0000380e, 0x0000384d, 0x00003868,
-	0x00003877, 0x00003888, 0x000038a9, 0x00003914,
-	0x0000392c, 0x00003972, 0x000039dd, 0x000039e7,
-	0x000039f1, 0x00003a0b, 0x00003a54, 0x00003a5c,
-	0x00003a67, 0x00003a75, 0x00003a85, 0x00003aaf,
+	0x00003578, 0x00003583, 0x0000358e, 0x0000359a,
+	0x00003703, 0x0000372a, 0x00003768, 0x00003774,
+	0x0000377d, 0x00003791, 0x0000379b, 0x000037c2,
+	0x000037de, 0x000037f9, 0x00003829, 0x00003868,
+	0x00003883, 0x00003892, 0x000038a3, 0x000038c4,
+	0x0000392f, 0x00003947, 0x0000398d, 0x000039f8,
+	0x00003a02, 0x00003a0c, 0x00003a26, 0x00003a6f,
+	0x00003a77, 0x00003a82, 0x00003a90, 0x00003aa0,
 	// Entry 120 - 13F
-	0x00003ad8, 0x00003ae8, 0x00003b07, 0x00003b13,
-	0x00003b2c, 0x00003b37, 0x00003b44, 0x00003b53,
-	0x00003b5b, 0x00003b65, 0x00003b6d, 0x00003b75,
-	0x00003b7b, 0x00003b82, 0x00003b87, 0x00003b8c,
-	0x00003b90, 0x00003b95, 0x00003b9b, 0x00003ba1,
-	0x00003ba7, 0x00003bac, 0x00003bb1, 0x00003bb7,
-	0x00003bc1, 0x00003be1, 0x00003c03, 0x00003c27,
-	0x00003c4d, 0x00003c56, 0x00003c72, 0x00003c7b,
+	0x00003aca, 0x00003af3, 0x00003b03, 0x00003b22,
+	0x00003b2e, 0x00003b47, 0x00003b52, 0x00003b5f,
+	0x00003b6e, 0x00003b76, 0x00003b80, 0x00003b88,
+	0x00003b90, 0x00003b96, 0x00003b9d, 0x00003ba2,
+	0x00003ba7, 0x00003bab, 0x00003bb0, 0x00003bb6,
+	0x00003bbc, 0x00003bc2, 0x00003bc7, 0x00003bcc,
+	0x00003bd2, 0x00003bdc, 0x00003bfc, 0x00003c1e,
+	0x00003c42, 0x00003c68, 0x00003c71, 0x00003c8d,
 	// Entry 140 - 15F
-	0x00003c93, 0x00003c9c, 0x00003cf0, 0x00003d10,
-	0x00003d16, 0x00003d21, 0x00003d27, 0x00003d35,
-	0x00003d40, 0x00003d4e, 0x00003d81, 0x00003da5,
-	0x00003dd4, 0x00003e1d, 0x00003e24, 0x00003e3a,
-	0x00003ead, 0x00003ed3, 0x00004062, 0x00004169,
-	0x000041b9, 0x000041ea, 0x0000421d, 0x0000424c,
-	0x0000425a, 0x00004267, 0x00004279, 0x0000428e,
-	0x0000429c, 0x000042a9, 0x000042be, 0x000042d1,
+	0x00003c96, 0x00003cae, 0x00003cb7, 0x00003d0b,
+	0x00003d2b, 0x00003d31, 0x00003d3c, 0x00003d42,
+	0x00003d50, 0x00003d5b, 0x00003d69, 0x00003d9c,
+	0x00003dc0, 0x00003def, 0x00003e38, 0x00003e3f,
+	0x00003e55, 0x00003ec8, 0x00003eee, 0x0000407d,
+	0x00004184, 0x000041d4, 0x00004205, 0x00004238,
+	0x00004267, 0x00004275, 0x00004282, 0x00004294,
+	0x000042a9, 0x000042b7, 0x000042c4, 0x000042d9,
 	// Entry 160 - 17F
-	0x000042fc, 0x00004329, 0x0000434d, 0x00004384,
-	0x000043ce, 0x000043e0, 0x00004418, 0x0000442f,
-	0x00004437, 0x0000444e, 0x00004451, 0x00004454,
-	0x00004488, 0x000044d2, 0x00004507, 0x00004510,
-	0x00004527, 0x00004555, 0x00004568, 0x0000457a,
-	0x0000458b, 0x00004596, 0x000045a1, 0x000045ac,
-	0x000045b5, 0x000045be, 0x000045c7, 0x000045d0,
-	0x000045d9, 0x000045e0, 0x000045ee, 0x000045f4,
+	0x000042ec, 0x00004317, 0x00004344, 0x00004368,
+	0x0000439f, 0x000043e9, 0x000043fb, 0x00004433,
+	0x0000444a, 0x00004452, 0x00004469, 0x0000446c,
+	0x0000446f, 0x000044a3, 0x000044ed, 0x00004522,
+	0x0000452b, 0x00004542, 0x00004570, 0x00004583,
+	0x00004595, 0x000045a6, 0x000045b1, 0x000045bc,
+	0x000045c7, 0x000045d0, 0x000045d9, 0x000045e2,
+	0x000045eb, 0x000045f4, 0x000045fb, 0x00004609,
 	// Entry 180 - 19F
-	0x000045fb, 0x00004602, 0x0000460b, 0x00004610,
-	0x0000461e, 0x00004624, 0x0000462a, 0x00004630,
-	0x00004638, 0x00004641, 0x0000464a, 0x00004667,
-	0x00004682, 0x000046a5, 0x000046c6, 0x000046d5,
-	0x000046e0, 0x000046eb, 0x000046f8, 0x000046fc,
-	0x00004700, 0x0000470e, 0x0000471c, 0x0000472a,
-	0x0000474a, 0x0000475d, 0x00004776, 0x0000478b,
-	0x0000479c, 0x000047ae, 0x000047c0, 0x000047c6,
+	0x0000460f, 0x00004616, 0x0000461d, 0x00004626,
+	0x0000462b, 0x00004639, 0x0000463f, 0x00004645,
+	0x0000464b, 0x00004653, 0x0000465c, 0x00004665,
+	0x00004682, 0x0000469d, 0x000046c0, 0x000046e1,
+	0x000046f0, 0x000046fb, 0x00004706, 0x00004713,
+	0x00004717, 0x0000471b, 0x00004729, 0x00004737,
+	0x00004745, 0x00004765, 0x00004778, 0x00004791,
+	0x000047a6, 0x000047b7, 0x000047c9, 0x000047db,
 	// Entry 1A0 - 1BF
-	0x000047cd, 0x000047d5, 0x000047dd, 0x000047fb,
-	0x00004819, 0x00004830, 0x00004845, 0x00004856,
-	0x0000485c, 0x00004875, 0x00004880, 0x000048b4,
-	0x000048c1, 0x000048df, 0x000048ed, 0x000048f6,
-	0x000048fd, 0x00004918, 0x00004922, 0x00004935,
-	0x0000496f, 0x00004978, 0x00004987, 0x000049eb,
-	0x000049f7, 0x00004a01, 0x00004a31, 0x00004a8c,
-	0x00004b73, 0x00004b7e, 0x00004bb1, 0x00004bb6,
+	0x000047e1, 0x000047e8, 0x000047f0, 0x000047f8,
+	0x00004816, 0x00004834, 0x0000484b, 0x00004860,
+	0x00004871, 0x00004877, 0x00004890, 0x0000489b,
+	0x000048cf, 0x000048dc, 0x000048fa, 0x00004908,
+	0x00004911, 0x00004918, 0x00004933, 0x0000493d,
+	0x00004950, 0x0000498a, 0x00004993, 0x000049a2,
+	0x00004a06, 0x00004a12, 0x00004a1c, 0x00004a4c,
+	0x00004aa7, 0x00004b8e, 0x00004b99, 0x00004bcc,
 	// Entry 1C0 - 1DF
-	0x00004bd6, 0x00004bf3, 0x00004c13, 0x00004c28,
-	0x00004c69, 0x00004c74, 0x00004c7e, 0x00004ca7,
-	0x00004cb8, 0x00004cc6, 0x00004d02, 0x00004d2c,
-	0x00004d71, 0x00004d99, 0x00004dd8, 0x00004df9,
-	0x00004e37, 0x00004e77, 0x00004e97, 0x00004ed8,
-	0x00004f04, 0x00004f2b, 0x00004f43, 0x00004f57,
-	0x00004f6e, 0x00004f7c, 0x00004f87, 0x00004faa,
-	0x00004fc9, 0x00004fe5, 0x00005053, 0x000050d8,
+	0x00004bd1, 0x00004bf1, 0x00004c0e, 0x00004c2e,
+	0x00004c43, 0x00004c84, 0x00004c8f, 0x00004c99,
+	0x00004cc2, 0x00004cd3, 0x00004ce1, 0x00004d1d,
+	0x00004d47, 0x00004d8c, 0x00004db4, 0x00004df3,
+	0x00004e14, 0x00004e52, 0x00004e92, 0x00004eb2,
+	0x00004ef3, 0x00004f1f, 0x00004f46, 0x00004f5e,
+	0x00004f72, 0x00004f89, 0x00004f97, 0x00004fa2,
+	0x00004fc5, 0x00004fe4, 0x00005000, 0x0000506e,
 	// Entry 1E0 - 1FF
-	0x00005155, 0x00005195, 0x000051db, 0x0000524d,
-	0x00005275, 0x00005298, 0x000052cf, 0x00005316,
-	0x00005369, 0x00005392, 0x00005438, 0x0000545e,
-	0x000054a5, 0x00005522, 0x00005549, 0x00005571,
-	0x000055b8, 0x00005602, 0x00005635, 0x00005648,
-	0x00005750, 0x0000577e, 0x000057ba, 0x000057d0,
-	0x00005864, 0x00005877, 0x000058b4, 0x000058f0,
-	0x00005903, 0x00005957, 0x0000598c, 0x0000599e,
+	0x000050f3, 0x00005170, 0x000051b0, 0x000051f6,
+	0x00005268, 0x00005290, 0x000052b3, 0x000052ea,
+	0x00005331, 0x00005384, 0x000053ad, 0x00005453,
+	0x00005479, 0x000054c0, 0x0000553d, 0x00005564,
+	0x0000558c, 0x000055d3, 0x0000561d, 0x00005650,
+	0x00005663, 0x0000576b, 0x00005799, 0x000057d5,
+	0x000057eb, 0x0000587f, 0x00005892, 0x000058cf,
+	0x0000590b, 0x0000591e, 0x00005972, 0x000059a7,
 	// Entry 200 - 21F
-	0x000059b5, 0x000059f2, 0x00005a42, 0x00005a6c,
-	0x00005a77, 0x00005a94, 0x00005ab3, 0x00005ac4,
-	0x00005ade, 0x00005ae7, 0x00005af1, 0x00005b10,
-	0x00005b5e, 0x00005b93, 0x00005ba9, 0x00005bcf,
-	0x00005be0, 0x00005c2a, 0x00005c40, 0x00005c54,
-	0x00005c6d, 0x00005c83, 0x00005cad, 0x00005cc0,
-	0x00005cc7, 0x00005ce2, 0x00005d02, 0x00005d32,
-	0x00005d49, 0x00005d81, 0x00005dbc, 0x00005de8,
+	0x000059b9, 0x000059d0, 0x00005a0d, 0x00005a5d,
+	0x00005a87, 0x00005a92, 0x00005aaf, 0x00005ace,
+	0x00005adf, 0x00005af9, 0x00005b02, 0x00005b0c,
+	0x00005b2b, 0x00005b79, 0x00005bae, 0x00005bc4,
+	0x00005bea, 0x00005bfb, 0x00005c45, 0x00005c5b,
+	0x00005c6f, 0x00005c88, 0x00005c9e, 0x00005cc8,
+	0x00005cdb, 0x00005ce2, 0x00005cfd, 0x00005d1d,
+	0x00005d4d, 0x00005d64, 0x00005d9c, 0x00005dd7,
 	// Entry 220 - 23F
-	0x00005e3c, 0x00005e4c, 0x00005e57, 0x00005e6b,
-	0x00005e7d, 0x00005e93, 0x00005ea5, 0x00005eb7,
-	0x00005ebd, 0x00005ecf, 0x00005edd, 0x00005eec,
-	0x00005f02, 0x00005f2c, 0x00005f5f, 0x00006007,
-	0x00006057, 0x0000607f, 0x000060d1, 0x00006113,
-	0x0000614f, 0x00006166, 0x0000622e, 0x0000625b,
-	0x00006316, 0x00006330, 0x00006349, 0x0000636a,
-	0x00006380, 0x00006387, 0x000063a1, 0x00006436,
+	0x00005e03, 0x00005e57, 0x00005e67, 0x00005e72,
+	0x00005e86, 0x00005e98, 0x00005eae, 0x00005ec0,
+	0x00005ed2, 0x00005ed8, 0x00005eea, 0x00005ef8,
+	0x00005f07, 0x00005f1d, 0x00005f47, 0x00005f7a,
+	0x00006022, 0x00006072, 0x0000609a, 0x000060ec,
+	0x0000612e, 0x0000616a, 0x00006181, 0x00006249,
+	0x00006276, 0x00006331, 0x0000634b, 0x00006364,
+	0x00006385, 0x0000639b, 0x000063a2, 0x000063bc,
 	// Entry 240 - 25F
-	0x00006499, 0x000064ac, 0x000064d3, 0x000064fb,
-	0x00006509, 0x00006519, 0x0000652a, 0x00006531,
-	0x00006667, 0x0000666e, 0x000066a8, 0x000066ad,
-	0x000066c2, 0x000066d6, 0x000066e8, 0x000066fe,
-	0x00006719, 0x000067ee, 0x00006806, 0x000068a7,
-	0x00006936, 0x00006946, 0x00006a20, 0x00006ae2,
-	0x00006ae7, 0x00006af7, 0x00006b05, 0x00006b15,
-	0x00006b25, 0x00006b2f, 0x00006b58, 0x00006b72,
+	0x00006451, 0x000064b4, 0x000064c7, 0x000064ee,
+	0x00006516, 0x00006524, 0x00006534, 0x00006545,
+	0x0000654c, 0x00006682, 0x00006689, 0x000066c3,
+	0x000066c8, 0x000066dd, 0x000066f1, 0x00006703,
+	0x00006719, 0x00006734, 0x00006809, 0x00006821,
+	0x000068c2, 0x00006951, 0x00006961, 0x00006a3b,
+	0x00006afd, 0x00006b02, 0x00006b12, 0x00006b20,
+	0x00006b30, 0x00006b40, 0x00006b4a, 0x00006b73,
 	// Entry 260 - 27F
-	0x00006b8d, 0x00006c1b, 0x00006c2c, 0x00006c39,
-	0x00006c54, 0x00006c68, 0x00006c86, 0x00006cd1,
-	0x00006d12, 0x00006d2a, 0x00006da0, 0x00006de6,
-	0x00006dff, 0x00006e52, 0x00006e8d, 0x00006f25,
-	0x00006f51, 0x00006f77, 0x00006fab, 0x00006fc3,
-	0x00006fee, 0x00006ff8, 0x00007072, 0x000070a7,
-	0x000070e8, 0x0000715c, 0x000072ab, 0x00007384,
-	0x0000739d, 0x00007466, 0x000074e3, 0x000074f0,
+	0x00006b8d, 0x00006ba8, 0x00006c36, 0x00006c47,
+	0x00006c54, 0x00006c6f, 0x00006c83, 0x00006ca1,
+	0x00006cec, 0x00006d2d, 0x00006d45, 0x00006dbb,
+	0x00006e01, 0x00006e1a, 0x00006e6d, 0x00006ea8,
+	0x00006f40, 0x00006f6c, 0x00006f92, 0x00006fc6,
+	0x00006fde, 0x00007009, 0x00007013, 0x0000708d,
+	0x000070c2, 0x00007103, 0x00007177, 0x000072c6,
+	0x0000739f, 0x000073b8, 0x00007481, 0x000074fe,
 	// Entry 280 - 29F
-	0x00007542, 0x00007548, 0x000075e4, 0x00007638,
-	0x00007663, 0x000076ef, 0x00007785, 0x00007847,
-	0x00007877, 0x00007884, 0x0000788a, 0x000078a0,
-	0x000078ab, 0x000078b2, 0x000078bd, 0x000078cb,
-	0x000078d8, 0x000078e6, 0x000078ff, 0x0000792c,
-	0x000079d5, 0x000079e8, 0x000079f2, 0x00007a81,
-	0x00007ae2, 0x00007b34, 0x00007b46, 0x00007b59,
-	0x00007b97, 0x00007bd3, 0x00007bdf, 0x00007bec,
+	0x0000750b, 0x0000755d, 0x00007563, 0x000075ff,
+	0x00007653, 0x0000767e, 0x0000770a, 0x000077a0,
+	0x00007862, 0x00007892, 0x0000789f, 0x000078a5,
+	0x000078bb, 0x000078c6, 0x000078cd, 0x000078d8,
+	0x000078e6, 0x000078f3, 0x00007901, 0x0000791a,
+	0x00007947, 0x000079f0, 0x00007a03, 0x00007a0d,
+	0x00007a9c, 0x00007afd, 0x00007b4f, 0x00007b61,
+	0x00007b74, 0x00007bb2, 0x00007bee, 0x00007bfa,
 	// Entry 2A0 - 2BF
-	0x00007bfa, 0x00007c08, 0x00007c18, 0x00007c54,
-	0x00007c8e, 0x00007d0b, 0x00007d16, 0x00007d40,
-	0x00007d5c, 0x00007d60, 0x00007d72, 0x00007e34,
-	0x00007e67, 0x00007e72, 0x00007e7c, 0x00007e91,
-	0x00007e9a, 0x00007ea4, 0x00007eb9, 0x00007edd,
-	0x00007ef7, 0x00007f0c, 0x00007f38, 0x00007f3d,
-	0x00007f52, 0x00007f64, 0x00007f99, 0x00007faa,
-	0x00008020, 0x000080ab, 0x0000813a, 0x000081a1,
+	0x00007c07, 0x00007c15, 0x00007c23, 0x00007c33,
+	0x00007c6f, 0x00007ca9, 0x00007d26, 0x00007d31,
+	0x00007d5b, 0x00007d77, 0x00007d7b, 0x00007d8d,
+	0x00007e4f, 0x00007e82, 0x00007e8d, 0x00007e97,
+	0x00007eac, 0x00007eb5, 0x00007ebf, 0x00007ed4,
+	0x00007ef8, 0x00007f12, 0x00007f27, 0x00007f53,
+	0x00007f58, 0x00007f6d, 0x00007f7f, 0x00007fb4,
+	0x00007fc5, 0x0000803b, 0x000080c6, 0x00008155,
 	// Entry 2C0 - 2DF
-	0x000081e3, 0x00008256, 0x0000829e, 0x000082cc,
-	0x000082ff,
-} // Size: 2860 bytes
+	0x000081bc, 0x000081fe, 0x00008271, 0x000082b9,
+	0x000082e7, 0x0000831a,
+} // Size: 2864 bytes
 
-const frData string = "" + // Size: 33535 bytes
+const frData string = "" + // Size: 33562 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1675,386 +1677,386 @@ const frData string = "" + // Size: 33535 bytes
 	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
 	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
 	"bles ont leur propre journal, que les administrateurs lisent sur la page" +
-	" Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02Appliquer les fi" +
-	"ltres\x02Effacer les filtres\x02Aucune action d’opérateur ne correspond." +
-	"\x02Toutes les actions\x02L’instance de processus doit être un identifia" +
-	"nt d’instance complet (un UUID)\u202f: les listes montrent la fin de cha" +
-	"que identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’ide" +
-	"ntifiant complet.\x02L’action groupée doit être désignée par son identif" +
-	"iant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Vo" +
-	"ici les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’" +
-	"elle s’exécute, chaque rechargement montre où elle en est.\x02Console Re" +
-	"lais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02T" +
-	"âches externes\x02Processus\x02Trouver une instance ou une occurrence" +
-	"\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
-	"\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté e" +
-	"n tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
-	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechar" +
-	"gement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automat" +
-	"ique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autoris" +
-	"é\x02Votre rôle ne permet de lire que les définitions et les processus" +
-	"\u202f: les tâches externes et les instances de processus sont réservées" +
-	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
-	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
-	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
-	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
-	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
-	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
-	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
-	"S_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulai" +
-	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
-	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
-	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
-	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
-	"istrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’i" +
-	"nstant.\x02Aucun autre consommateur.\x02Les services externes qui prenne" +
-	"nt des tâches, et les définitions que chacun peut prendre. Créez les con" +
-	"sommateurs, modifiez leurs droits et renouvelez leurs jetons par l’API (" +
-	"/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consomm" +
-	"ateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le" +
-	"\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend" +
-	" rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: tou" +
-	"tes les révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2]s" +
-	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
-	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
-	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
-	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
-	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
-	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
-	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
-	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
-	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
-	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
-	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
-	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
-	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
-	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
-	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
-	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
-	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
-	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
-	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
-	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
-	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
-	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
-	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
-	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
-	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
-	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
-	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
-	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
-	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
-	"els\x02Ses appels\x02en cas d’erreur\x02toute autre erreur\x02bloquée po" +
-	"ur un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
-	" de chaque définition maintenant, et ce que ses exécutants ont terminé d" +
-	"ans la dernière heure\u202f: les occurrences terminées avec succès ou en" +
-	" échec. Une occurrence relancée depuis compte là où elle se termine ensu" +
-	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
-	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
-	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
-	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
-	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
-	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
-	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
-	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
-	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
-	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
-	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
-	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
-	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
-	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
-	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
-	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pou" +
-	"r\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, p" +
-	"uis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateu" +
-	"r\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être " +
-	"un nombre entier à partir de 1.\x02Une version est celle d’un processus" +
-	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02Version\x02exacte, casse comprise\x02du\x02au\x02Agir sur toutes les" +
-	" instances que ce filtre retient\x02La page suivante les compte et deman" +
-	"de un motif avant que rien ne change.\x02Instances de processus, les plu" +
-	"s récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instan" +
-	"ce ne correspond à ces filtres.\x02Tous les processus\x02Toute définitio" +
-	"n\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
-	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
-	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
-	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
-	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
-	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
-	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
-	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
-	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
-	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
-	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
-	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
-	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
-	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consigné av" +
-	"ec la révélation)\x02Disponible à partir du\x02Prochaine tentative\x02De" +
-	"rnière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tent" +
-	"ative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative pos" +
-	"sible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (ten" +
-	"tatives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas " +
-	"répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
-	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
-	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
-	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
-	"e résultat ne respectait pas le contrat de sorties de la révision.\x02Re" +
-	"lais s’est arrêté pendant l’appel\u202f: on ignore si la destination a a" +
-	"gi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé." +
-	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
-	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
-	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
-	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
-	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
-	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
-	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
-	"%[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s" +
-	" — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]" +
-	"s — en attente d’être proposée de nouveau.\x02En attente de l’appel de R" +
-	"elais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutan" +
-	"t depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1" +
-	"]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la rép" +
-	"lique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en o" +
-	"utcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a p" +
-	"ris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée " +
-	"par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s." +
-	"\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommate" +
-	"ur, ou une interface munie d’un jeton de règlement, la terminera plus ta" +
-	"rd.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’u" +
-	"n opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
-	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
-	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
-	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
-	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
-	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
-	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
-	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
-	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommat" +
-	"eur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clô" +
-	"ture\x02Plus de filtres\u202f: instance, révision, consommateur, destina" +
-	"tion, dates\x02Destination d’appel\x02son nom, exactement\x02identifiant" +
-	" d’instance\x02Décomptes par statut\x02Occurrences, les plus récentes d’" +
-	"abord\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Pro" +
-	"chaine tentative ou clôture\x02Aucune occurrence ne correspond à ces fil" +
-	"tres.\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans l" +
-	"es autres filtres\x02Totaux de toutes les définitions, sans les autres f" +
-	"iltres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
-	"occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés tou" +
-	"tes les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine t" +
-	"entative\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à" +
-	"\x02différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Prem" +
-	"ière page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-" +
-	"12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette " +
-	"adresse contient un paramètre illisible (un signe pour cent qui n’est pa" +
-	"s suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corri" +
-	"gez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-" +
-	"vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «" +
-	"\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d " +
-	"fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
-	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
-	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
-	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
-	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
-	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
-	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
-	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
-	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
-	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances d" +
-	"e cette version\x02Les colonnes suivent le plus long chemin depuis le nœ" +
-	"ud de départ. Les flèches pleines sont les réussites (étiquetées par leu" +
-	"r route), les pointillées les échecs (étiquetées par leurs codes d’erreu" +
-	"r).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop" +
-	" pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous do" +
-	"nne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1" +
-	"]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le t" +
-	"ableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de" +
-	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un o" +
-	"pérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01" +
-	"\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, pr" +
-	"iorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, p" +
-	"riorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Révélati" +
-	"on impossible\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
-	"f est consigné avec la révélation dans le journal d’audit.\x02Révélé par" +
-	" %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’o" +
-	"ccurrence\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Recherc" +
-	"he\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que " +
-	"les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»" +
-	", et aucune instance ne l’a pour clé métier. Une instance terminée est s" +
-	"upprimée, avec ses occurrences et ses tentatives, une fois la durée de c" +
-	"onservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde l" +
-	"es actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[" +
-	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
-	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
-	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
-	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
-	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
-	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
-	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
-	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
-	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
-	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
-	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
-	"rateurs voient cette page\u202f: les jetons, les consommateurs, les dest" +
-	"inations et le journal des révélations sont de leur ressort.\x02Jetons d" +
-	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
-	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
-	"n jeton refuse sa requête suivante.\x02Jetons du personnel, les plus anc" +
-	"iens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expirati" +
-	"on\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
-	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
-	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
-	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
-	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
-	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
-	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eules les révisions %[1]s sont prises en charge."
+	" Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeto" +
+	"n, exact\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune actio" +
+	"n d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proc" +
+	"essus doit être un identifiant d’instance complet (un UUID)\u202f: les l" +
+	"istes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou" +
+	" copiez son lien, pour l’identifiant complet.\x02L’action groupée doit ê" +
+	"tre désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les" +
+	" plus récentes d’abord\x02Voici les %[1]d instances que l’action groupée" +
+	" %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement montre o" +
+	"ù elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navig" +
+	"ation principale\x02État\x02Tâches externes\x02Processus\x02Trouver une " +
+	"instance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Dé" +
+	"finitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Ré" +
+	"vélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
+	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heu" +
+	"res en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans" +
+	" rechargement automatique\x02Cette page se recharge toutes les %[1]d sec" +
+	"ondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définitio" +
+	"ns et les processus\u202f: les tâches externes et les instances de proce" +
+	"ssus sont réservées aux opérateurs et aux administrateurs.\x02Requête in" +
+	"valide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des " +
+	"octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
+	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
+	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
+	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
+	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
+	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
+	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
+	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
+	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
+	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
+	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
+	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun c" +
+	"onsommateur pour l’instant.\x02Aucun autre consommateur.\x02Les services" +
+	" externes qui prennent des tâches, et les définitions que chacun peut pr" +
+	"endre. Créez les consommateurs, modifiez leurs droits et renouvelez leur" +
+	"s jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais " +
+	"affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom" +
+	"\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun dro" +
+	"it\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâche" +
+	"s\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
+	"\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les " +
+	"décomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
+	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
+	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
+	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
+	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
+	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
+	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
+	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
+	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
+	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
+	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
+	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
+	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
+	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
+	"e de travail, leurs révisions immuables et leurs publications nommées." +
+	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
+	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
+	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
+	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
+	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
+	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
+	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
+	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
+	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02en cas d’erreur\x02toute a" +
+	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
+	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
+	"instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d" +
+	"’attente et les incidents de chaque définition maintenant, et ce que s" +
+	"es exécutants ont terminé dans la dernière heure\u202f: les occurrences " +
+	"terminées avec succès ou en échec. Une occurrence relancée depuis compte" +
+	" là où elle se termine ensuite\u202f; un échec qui laisse des tentatives" +
+	" n’est pas compté, la page de son occurrence le montre.\x02Réussites et " +
+	"échecs, dernière heure\x02Définitions, celles qui demandent de l’attent" +
+	"ion d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec" +
+	"\x02Attente de la plus ancienne disponible\x02Terminées, dernière heure" +
+	"\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurrenc" +
+	"e.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
+	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
+	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
+	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
+	"s les définitions\x02Réussites et échecs par tranche de 5 min, dernière " +
+	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
+	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02termin" +
+	"ée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par " +
+	"tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02" +
+	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
+	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
+	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
+	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
+	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
+	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
+	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
+	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
+	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
+	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
+	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
+	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
+	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
+	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
+	"Instances de processus\x02Version\x02exacte, casse comprise\x02du\x02au" +
+	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
+	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
+	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
+	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
+	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
+	"\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
+	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
+	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
+	"ecrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécu" +
+	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
+	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
+	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
+	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
+	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
+	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
+	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(" +
+	"%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pro" +
+	"chaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
+	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
+	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
+	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
+	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
+	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
+	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
+	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
+	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
+	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
+	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
+	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
+	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
+	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
+	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
+	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
+	"du HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (pag" +
+	"e Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f" +
+	": les exécutants actifs de %[2]s ne prennent que les révisions %[3]s." +
+	"\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — " +
+	"%[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau." +
+	"\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]s" +
+	").\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]" +
+	"s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat" +
+	" soit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêté" +
+	"e. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: dema" +
+	"ndez à la destination s’il a pris effet.\x02Relais appelle la destinatio" +
+	"n (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[" +
+	"3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un e" +
+	"xécutant du même consommateur, ou une interface munie d’un jeton de règl" +
+	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
+	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
+	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
+	"ance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
+	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
+	"teur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règleme" +
+	"nt)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en tan" +
+	"t que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente" +
+	"\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas " +
+	"de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Mess" +
+	"age de Relais (en anglais)\x02Message de l’exécutant (ses propres termes" +
+	", valeurs protégées masquées)\x02La révision doit être un nombre entier," +
+	" 1 ou plus.\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» " +
+	"inconnue.\x02Date de clôture\x02Plus de filtres\u202f: instance, révisio" +
+	"n, consommateur, destination, dates\x02Destination d’appel\x02son nom, e" +
+	"xactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurrenc" +
+	"es, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consomma" +
+	"teur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence" +
+	" ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la " +
+	"définition %[1]s, sans les autres filtres\x02Totaux de toutes les défini" +
+	"tions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
+	"rrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décom" +
+	"ptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Cette adresse contient un paramètre illisible (u" +
+	"n signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou " +
+	"un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f:" +
+	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
+	"Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1" +
+	"]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le cu" +
+	"rseur de page est invalide\u202f: revenez à la première page.\x02Ces rég" +
+	"lages sont conservés dans ce navigateur seulement.\x02Afficher les heure" +
+	"s en\x02La console n’exécute aucun script et ne peut donc pas lire le fu" +
+	"seau horaire de votre ordinateur\u202f: choisissez son décalage par rapp" +
+	"ort à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les " +
+	"listes et les pages de détail\x02Les pages où vous saisissez un motif (c" +
+	"onfirmations, et occurrences dont une valeur peut être révélée) ne se re" +
+	"chargent jamais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregi" +
+	"strer les réglages\x02Revenir sans enregistrer\x02UTC (temps universel c" +
+	"oordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes" +
+	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
+	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
+	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
+	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
+	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
+	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
+	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
+	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
+	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
+	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
+	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
+	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
+	"tuelles\x02Instances de cette version\x02Les colonnes suivent le plus lo" +
+	"ng chemin depuis le nœud de départ. Les flèches pleines sont les réussit" +
+	"es (étiquetées par leur route), les pointillées les échecs (étiquetées p" +
+	"ar leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %" +
+	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
+	" tableau ci-dessous donne chaque nœud avec ses routes et ses décomptes." +
+	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
+	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
+	"es.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir " +
+	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décom" +
+	"ptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repr" +
+	"end les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%" +
+	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
+	"uds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-des" +
+	"sous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fi" +
+	"n (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un" +
+	" incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instanc" +
+	"e en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentati" +
+	"ve après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentat" +
+	"ive après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02déla" +
+	"i %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: " +
+	"%[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secon" +
+	"des environ.\x02Seuls les administrateurs peuvent révéler une valeur sen" +
+	"sible.\x02Révélation impossible\x02Dites pourquoi vous révélez cette val" +
+	"eur\u202f: le motif est consigné avec la révélation dans le journal d’au" +
+	"dit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audi" +
+	"t.\x02Retour à l’occurrence\x02Seule une valeur que cette page affiche m" +
+	"asquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent " +
+	"jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a r" +
+	"évélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêm" +
+	"es ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
+	"rence (un UUID, que les pages affichent au survol) ou une clé métier." +
+	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
+	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
+	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
+	"l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’identifiant " +
+	"«\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une ins" +
+	"tance terminée est supprimée, avec ses occurrences et ses tentatives, un" +
+	"e fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; le jou" +
+	"rnal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune in" +
+	"stance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un ident" +
+	"ifiant entier\u202f: les listes montrent la fin de chaque identifiant. O" +
+	"uvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous ê" +
+	"tes déconnecté.\x02Votre session avait pris fin (inactivité, déconnexion" +
+	" ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernièr" +
+	"e action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02V" +
+	"otre session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué" +
+	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
+	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
+	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
+	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
+	"es d’inactivité.\x02Trop de connexions échouées depuis votre adresse. Ré" +
+	"essayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué." +
+	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
+	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
+	"Seuls les administrateurs voient cette page\u202f: les jetons, les conso" +
+	"mmateurs, les destinations et le journal des révélations sont de leur re" +
+	"ssort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs)" +
+	" non révoqués. Les jetons des consommateurs se gèrent avec leurs consomm" +
+	"ateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du perso" +
+	"nnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utili" +
+	"sation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer" +
+	"…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
+	"]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les " +
+	"sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
+	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
+	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
+	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
+	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
+	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
+	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
+	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
+	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
+	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
+	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
+	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
+	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
+	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
+	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
+	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
+	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
+	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
+	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
+	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
+	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
+	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
+	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
+	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
+	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
+	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
+	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
+	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
+	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
+	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
+	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
+	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
+	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
+	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
+	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
+	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
+	" charge.\x02Seules les révisions %[1]s sont prises en charge."
 
-	// Total table size 65392 bytes (63KiB); checksum: 3070D2DA
+	// Total table size 65451 bytes (63KiB); checksum: E430AAB8

@@ -37,6 +37,7 @@ left join tokens t on t.id = a.actor_id
 where (sqlc.narg('instance_id')::uuid is null or a.instance_id = sqlc.narg('instance_id'))
   and (sqlc.narg('action')::text is null or a.action = sqlc.narg('action'))
   and (sqlc.narg('bulk_id')::uuid is null or a.bulk_id = sqlc.narg('bulk_id'))
+  and (sqlc.narg('actor')::text is null or a.actor_name = sqlc.narg('actor'))
   and (sqlc.narg('before')::bigint is null or a.id < sqlc.narg('before'))
 order by a.id desc
 limit @max;

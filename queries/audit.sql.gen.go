@@ -90,15 +90,17 @@ left join tokens t on t.id = a.actor_id
 where ($1::uuid is null or a.instance_id = $1)
   and ($2::text is null or a.action = $2)
   and ($3::uuid is null or a.bulk_id = $3)
-  and ($4::bigint is null or a.id < $4)
+  and ($4::text is null or a.actor_name = $4)
+  and ($5::bigint is null or a.id < $5)
 order by a.id desc
-limit $5
+limit $6
 `
 
 type OperatorActionListParams struct {
 	InstanceID *uuid.UUID
 	Action     *string
 	BulkID     *uuid.UUID
+	Actor      *string
 	Before     *int64
 	Max        int32
 }
@@ -127,6 +129,7 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 		arg.InstanceID,
 		arg.Action,
 		arg.BulkID,
+		arg.Actor,
 		arg.Before,
 		arg.Max,
 	)
