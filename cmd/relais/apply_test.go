@@ -74,6 +74,30 @@ func TestApplyExamplesIsIdempotent(t *testing.T) {
 			t.Errorf("second apply changed something: %q", l)
 		}
 	}
+
+	// One apply raises a destination's max_timeout and a node's timeout
+	// with it: the check before writing judges the node against the
+	// destination as the apply leaves it, not as it is.
+	dir := t.TempDir()
+	dest := "kind: Destination\nname: scoring-api\nurl: http://127.0.0.1:9091/score\nmax_timeout: PT8S\n"
+	proc, err := os.ReadFile("../../examples/processes/onboard_company.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := strings.Replace(string(proc), "timeout: PT3S", "timeout: PT8S", 1)
+	if raised == string(proc) {
+		t.Fatal("the example's push timeout moved: update this test")
+	}
+	for name, body := range map[string]string{"dest.yaml": dest, "proc.yaml": raised} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, plus := range [][]string{{"--dry-run"}, nil} {
+		if out, stderr, err := applyRun(t, r.base, append([]string{"-f", dir}, plus...)...); err != nil || !strings.Contains(out, "process onboard_company: published (version 2") {
+			t.Errorf("apply %v of a raised timeout with its destination: %v\n%s%s", plus, err, out, stderr)
+		}
+	}
 }
 
 func TestApplyReportsFilePointerMessage(t *testing.T) {

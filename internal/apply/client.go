@@ -649,8 +649,9 @@ func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, p
 }
 
 // answers reports whether e is a node's reference to what the plan
-// creates: its pinned revision (at /revision, or /definition for a
-// definition the server does not have) or its destination.
+// creates or changes: its pinned revision (at /revision, or /definition
+// for a definition the server does not have), its destination, or its
+// timeout against a destination the plan puts.
 func (pl plan) answers(e apiFieldError, p *process.Process) bool {
 	parts := strings.Split(e.Path, "/")
 	if len(parts) != 4 || parts[0] != "" || parts[1] != "nodes" {
@@ -667,6 +668,11 @@ func (pl plan) answers(e apiFieldError, p *process.Process) bool {
 	case "destination":
 		_, ok := pl.destinations[n.Destination]
 		return ok && strings.HasPrefix(e.Message, "unknown destination ")
+	case "timeout":
+		// Judged against the destination's max_timeout as it is, where
+		// this run changes it first (raised with the node's timeout).
+		_, ok := pl.destinations[n.Destination]
+		return ok && strings.Contains(e.Message, "max_timeout")
 	}
 	return false
 }
