@@ -560,28 +560,6 @@ func TestRetryOfADeadlineIncident(t *testing.T) {
 	}
 }
 
-// An operator's reason is shown to every operator and kept past retention:
-// a protected value of the instance quoted in it is scrubbed, as a
-// worker's message is, and the rest kept.
-func TestReasonIsScrubbedOfTheInstancesProtectedValues(t *testing.T) {
-	t.Parallel()
-	env := relaistest.New(t)
-	env.Definition("add_company_to_crm.yaml")
-	doc := relaistest.CRMProcess(nil)
-	doc["inputs"] = map[string]any{"fields": []any{
-		map[string]any{"name": "name", "type": "text", "required": true},
-		map[string]any{"name": "national_id", "type": "text", "required": true, "classification": "secret"},
-	}}
-	env.Process("crm_secret", doc)
-	inst := env.Must(201, "POST", "/api/v1/processes/crm_secret/instances", env.Operator, map[string]any{
-		"inputs": map[string]any{"name": "Acme", "national_id": "NID-000433-SECRET"}}).JSON(t)["id"].(string)
-	env.Must(200, "POST", "/api/v1/instances/"+inst+"/stop", env.Operator, map[string]any{"reason": "Acme asked, ID nid-000433-secret"})
-	got := env.Must(200, "GET", "/api/v1/audit/actions?instance="+inst, env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["reason"].(string)
-	if strings.Contains(strings.ToLower(got), "nid-000433") || !strings.HasPrefix(got, "Acme asked, ID ") {
-		t.Errorf("reason stored %q; want the secret scrubbed and the rest kept", got)
-	}
-}
-
 // A bulk filter naming a process or a definition nothing has is refused
 // at its pointer, rather than counting 0 (which reads as the incident's
 // end).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -196,7 +197,11 @@ func ifMatch(r *http.Request) ([]string, error) {
 			case strings.HasPrefix(tag, "W/"):
 				digests = append(digests, "") // matches no digest
 			default:
-				digests = append(digests, strings.Trim(tag, `"`))
+				d := strings.Trim(tag, `"`)
+				if !digestPattern.MatchString(d) {
+					return nil, fault.New(fault.BadRequest, "invalid_request", "If-Match %q is not a Working's digest (sha256: and 64 hexadecimal digits, as working_digest is)", tag)
+				}
+				digests = append(digests, d)
 			}
 		}
 	}
@@ -205,6 +210,9 @@ func ifMatch(r *http.Request) ([]string, error) {
 	}
 	return digests, nil
 }
+
+// digestPattern is a Working's digest, as working_digest gives it.
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 func revisionParam(r *http.Request, name string) (int, error) {
 	n, err := strconv.Atoi(chi.URLParam(r, name))

@@ -258,8 +258,10 @@ func TestSnapshotIfMatch(t *testing.T) {
 	if d := env.Must(200, "GET", base, env.Designer, nil).JSON(t); d["latest_revision"] != nil && d["latest_revision"] != 0.0 {
 		t.Fatalf("a refused snapshot made revision %v", d["latest_revision"])
 	}
-	if r := env.Do("POST", base+"/revisions", env.Designer, nil, "If-Match", " , "); r.Status != 400 {
-		t.Errorf("an empty If-Match: %d %s", r.Status, r.Body)
+	for _, tag := range []string{" , ", `"abc"`} {
+		if r := env.Do("POST", base+"/revisions", env.Designer, nil, "If-Match", tag); r.Status != 400 {
+			t.Errorf("If-Match %s, no digest: %d %s; want 400, not a change meanwhile", tag, r.Status, r.Body)
+		}
 	}
 	for i, tag := range []string{strconv.Quote(mine) + ", " + strconv.Quote(theirs), "*"} {
 		want := 201

@@ -200,7 +200,7 @@ func (c *Console) occurrenceView(r *http.Request, id uuid.UUID) (occurrenceView,
 	v.StateLabel = T(ctx, "Now")
 	v.State, v.StateTime, v.StateNote = occurrenceState(ctx, o, inst, stop)
 	if v.StateNote == "" {
-		v.StateNote = c.nobodyTakes(ctx, o)
+		v.StateNote = c.nobodyTakes(ctx, o, rev)
 	}
 	if inst.Status == engine.InstanceHeld && o.Status == engine.StatusFailed {
 		v.ActionHref, v.ActionLabel = instanceHref(inst.ID)+"#actions", T(ctx, "Retry or abandon it from its instance")
@@ -533,8 +533,10 @@ func (c *Console) retried(ctx context.Context, o engine.Occurrence, inst engine.
 // live and healthy on other revisions (a process version moved to a new
 // one, its workers not yet), which the Health page, counting workers by
 // definition, does not show. A grant may still exclude a revision a
-// worker subscribes to "every" of: such a worker counts as taking it.
-func (c *Console) nobodyTakes(ctx context.Context, o engine.Occurrence) string {
+// worker subscribes to "every" of: such a worker counts as taking it;
+// one declaring fields takes only the revisions that have them, as a
+// fetch resolves it.
+func (c *Console) nobodyTakes(ctx context.Context, o engine.Occurrence, rev *engine.Revision) string {
 	if o.Mode != "pull" || o.Status != engine.StatusAvailable || o.AvailableAt.After(prefsOf(ctx).now) {
 		return ""
 	}
@@ -548,18 +550,36 @@ func (c *Console) nobodyTakes(ctx context.Context, o engine.Occurrence) string {
 	}
 	revs := []int{}
 	for _, wk := range workers {
-		every, rs := revisionsTaken(wk.Subscriptions, o.Definition)
-		if every || slices.Contains(rs, o.Revision) {
-			return ""
-		}
-		for _, r := range rs {
-			if !slices.Contains(revs, r) {
-				revs = append(revs, r)
+		for _, s := range wk.Subscriptions {
+			if !engine.KeyMatches(s.Definition, o.Definition) {
+				continue
+			}
+			if len(s.Revisions) > 0 && !engine.IsKeyPattern(s.Definition) {
+				if slices.Contains(s.Revisions, o.Revision) {
+					return ""
+				}
+				for _, r := range s.Revisions {
+					if !slices.Contains(revs, r) {
+						revs = append(revs, r)
+					}
+				}
+				continue
+			}
+			if rev == nil || !slices.ContainsFunc(s.Fields, func(f string) bool { return rev.Working.Inputs.FieldPointer(f) != nil }) {
+				return "" // every revision, or every one with its fields, this one's included
 			}
 		}
 	}
 	slices.Sort(revs)
-	revision, taken := o.Revision, joinInts(revs)
+	revision := o.Revision
+	switch len(revs) {
+	case 0:
+		return T(ctx, "No live worker takes revision %d: the live workers of %s declare inputs it does not have.", revision, o.Definition)
+	case 1:
+		taken := revs[0]
+		return T(ctx, "No live worker takes revision %d: the live workers of %s take revision %d only.", revision, o.Definition, taken)
+	}
+	taken := joinInts(revs)
 	return T(ctx, "No live worker takes revision %d: the live workers of %s take revisions %s only.", revision, o.Definition, taken)
 }
 

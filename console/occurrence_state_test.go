@@ -189,6 +189,8 @@ func TestOccurrencePageSaysNobodyTakesItsRevision(t *testing.T) {
 	env.Process("crm_only", relaistest.CRMProcess(nil))
 	working := env.Must(200, "GET", "/api/v1/definitions/add_company_to_crm", env.Designer, nil).JSON(t)["working"].(map[string]any)
 	working["description"] = "revision 2"
+	inputs := working["inputs"].(map[string]any)
+	inputs["fields"] = append(inputs["fields"].([]any), map[string]any{"name": "region", "type": "text"})
 	env.Must(200, "PUT", "/api/v1/definitions/add_company_to_crm/working", env.Designer, working)
 	env.Must(201, "POST", "/api/v1/definitions/add_company_to_crm/revisions", env.Designer, nil)
 	consumer := env.Consumer("crm-sync", "add_company_to_crm")
@@ -208,11 +210,18 @@ func TestOccurrencePageSaysNobodyTakesItsRevision(t *testing.T) {
 			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm", "revisions": revisions}}})
 	}
 	poll("new-only", []int{2})
-	if got := note(b); got != "No live worker takes revision 1: the live workers of add_company_to_crm take revisions 2 only." {
+	if got := note(b); got != "No live worker takes revision 1: the live workers of add_company_to_crm take revision 2 only." {
 		t.Errorf("workers on revision 2 only: note %q", got)
 	}
 	if got := note(fr); !strings.HasPrefix(got, "Aucun exécutant actif ne prend la révision 1") {
 		t.Errorf("French note %q", got)
+	}
+	// One declaring an input revision 1 lacks takes only the revisions
+	// that have it, as its fetches resolve: revision 1 is still nobody's.
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "fields", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm", "fields": []string{"/region"}}}})
+	if got := note(b); !strings.HasPrefix(got, "No live worker takes revision 1") {
+		t.Errorf("a worker declaring an input revision 1 lacks: note %q", got)
 	}
 	// A worker of revision 1 is live: it took one occurrence, and the
 	// other, still waiting, is not said to be nobody's.

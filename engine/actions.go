@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relais/relais/contracts"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
 )
@@ -229,19 +228,10 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	default:
 		return false, fault.New(fault.BadRequest, "invalid_request", "unknown action %q", action)
 	}
-	// The reason is shown to every operator and kept whatever the
-	// retention: a protected value of the instance typed into it (a
-	// customer's id quoted from a ticket) is scrubbed, as a worker's
-	// message is.
-	pv, err := e.processVersion(ctx, q, inst.ProcessKey, int(inst.Version))
-	if err != nil {
-		return false, err
-	}
-	inputs, err := e.unseal(inst.Inputs, inst.SealedInputs, aadInstanceInputs(inst.ID))
-	if err != nil {
-		return false, err
-	}
-	reason = contracts.Scrub(reason, pv.Process.Inputs.ProtectedStrings(inputs))
+	// The reason is stored as typed. Scrubbing it of the instance's
+	// protected values would make what operators read depend on values
+	// they may not see (a reason listing guesses would show which one is
+	// the secret): the console warns instead, by the reason's field.
 	var actorID *int64
 	if actor.TokenID != 0 {
 		actorID = &actor.TokenID

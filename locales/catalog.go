@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             289,
 	"%d (0 lowest, 9 highest)":                 455,
 	"%d attempts":                              459,
-	"%d attempts, retry after %s, priority %d": 609,
+	"%d attempts, retry after %s, priority %d": 611,
 	"%d breaking":                              219,
 	"%d changes":                               218,
 	"%d completed":                             287,
@@ -55,44 +55,44 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     298,
 	"%d held instances match now.":             60,
 	"%d hours":                                 314,
-	"%d items":                                 679,
+	"%d items":                                 681,
 	"%d left":                                  461,
 	"%d min":                                   297,
 	"%d minutes":                               315,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              677,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              679,
 	"%d ms": 317,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         599,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 598,
-	"%d occurrences":                          543,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         601,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 600,
+	"%d occurrences":                          545,
 	"%d releases":                             238,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
 	"%d s":       296,
 	"%d seconds": 316,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        515,
-	"%s (deferred; settled with its settle token)":        513,
-	"%s (deferred; settled with its settle token, as %s)": 514,
+	"%s (deferred; settled by %s)":                        517,
+	"%s (deferred; settled with its settle token)":        515,
+	"%s (deferred; settled with its settle token, as %s)": 516,
 	"%s (token #%d, %s)":                                  92,
 	"%s ago":                                              294,
-	"%s so far":                                           511,
-	"%s → %s":                                             604,
+	"%s so far":                                           513,
+	"%s → %s":                                             606,
 	"%s, revision %s":                                     421,
 	"%s, version %s":                                      422,
 	"%s: %s":                                              286,
 	"%s: %s → %s":                                         226,
-	"%s: a date is written 2026-12-01.":                   557,
+	"%s: a date is written 2026-12-01.":                   559,
 	"%s: every revision, present and future":              166,
 	"%s: revisions %s":                                    167,
-	"%s: the first day comes after the last.":             558,
+	"%s: the first day comes after the last.":             560,
 	"%s–%s":                                               285,
-	"(%d characters in all)":                              680,
+	"(%d characters in all)":                              682,
 	"(%d handed back, not counted)":                       460,
-	"(each item)":                                         667,
-	"(worker %s)":                                         499,
+	"(each item)":                                         669,
+	"(worker %s)":                                         501,
 	"0 seconds":                                           312,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           645,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           647,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 490,
 	"A version is a process’s: choose the process too.":                                                                        356,
 	"Abandon %d instances":                                           64,
@@ -108,12 +108,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 364,
 	"Action":                              95,
 	"All actions":                         108,
-	"All consumers":                       540,
+	"All consumers":                       542,
 	"All definitions":                     276,
 	"All its tasks":                       165,
 	"All processes":                       370,
 	"All statuses":                        372,
-	"All workers":                         693,
+	"All workers":                         695,
 	"An operator abandoned the instance.": 489,
 	"Any definition":                      371,
 	"Apply filters":                       105,
@@ -127,8 +127,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           140,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           620,
-	"Back without saving":              570,
+	"Back to the occurrence":           622,
+	"Back without saving":              572,
 	"Breaks processes":                 196,
 	"Breaks workers":                   197,
 	"Bulk %s applied to %d instances.": 90,
@@ -137,38 +137,38 @@ var messageKeyToIndex = map[string]int{
 	"By process and error code":        82,
 	"Call timeout":                     456,
 	"Calls":                            248,
-	"Camunda 7 facade":                 697,
-	"Cancelled: the instance was stopped (%s).":               510,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 509,
+	"Camunda 7 facade":                 699,
+	"Cancelled: the instance was stopped (%s).":               512,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 511,
 	"Cannot act on this filter":                               86,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           617,
+	"Cannot reveal":                                           619,
 	"Change":                                                  194,
 	"Changes between the two revisions":                       206,
 	"Changes of the Working copy since revision %d":           215,
 	"Choose two existing revisions to compare.":               216,
 	"Classification":                                          173,
 	"Clear filters":                                           106,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            593,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 584,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            595,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 586,
 	"Compare":              193,
 	"Compare revisions":    189,
 	"Completed":            284,
-	"Completed (%s).":      505,
+	"Completed (%s).":      507,
 	"Completed, last hour": 267,
 	"Completions and failures per 5 minutes, last hour: %s":    277,
 	"Completions and failures per 5-minute slot, oldest first": 282,
 	"Completions and failures, last hour":                      260,
-	"Connected":                                                689,
+	"Connected":                                                691,
 	"Constraints":                                              174,
 	"Consumer":                                                 428,
-	"Consumer and worker":                                      537,
+	"Consumer and worker":                                      539,
 	"Consumers":                                                125,
 	"Consumers, oldest first":                                  154,
 	"Counting the occurrences; the counts appear when you reload the page.": 168,
 	"Counts are unavailable right now.":                                     169,
-	"Counts as of %s (%s); refreshed every few seconds.":                    615,
-	"Counts by status": 533,
+	"Counts as of %s (%s); refreshed every few seconds.":                    617,
+	"Counts by status": 535,
 	"Created":          328,
 	"Created from":     80,
 	"Created on":       158,
@@ -178,12 +178,12 @@ var messageKeyToIndex = map[string]int{
 	"Deadline":         453,
 	"Dec":              311,
 	"Deferred":         474,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 504,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 506,
 	"Definition":         262,
 	"Definition %s":      176,
 	"Definitions":        123,
 	"Definitions by key": 233,
-	"Definitions served": 687,
+	"Definitions served": 689,
 	"Definitions, those needing attention first": 261,
 	"Description":          175,
 	"Destination":          440,
@@ -202,19 +202,19 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    349,
 	"End node or error":           368,
 	"Ended":                       345,
-	"Error":                       536,
+	"Error":                       538,
 	"Error (before any attempt)":  476,
 	"Error code":                  78,
 	"Error message":               435,
-	"Every %d seconds":            574,
+	"Every %d seconds":            576,
 	"Every attempt, oldest first": 427,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         623,
-	"Expired token":                        655,
-	"Expires":                              652,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         625,
+	"Expired token":                        657,
+	"Expires":                              654,
 	"External tasks":                       118,
 	"Failed":                               265,
-	"Failed (%s).":                         508,
+	"Failed (%s).":                         510,
 	"Failed at node":                       351,
 	"Failed occurrence":                    347,
 	"Failed, last hour":                    268,
@@ -225,16 +225,16 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 122,
 	"Find an instance or occurrence":       120,
 	"Finished":                             431,
-	"First page":                           555,
+	"First page":                           557,
 	"Follow it in the audit log (new tab)": 57,
 	"Form refused":                         145,
 	"From revision":                        191,
 	"From revision %d to revision %d:":     217,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
 	"Grants":                  157,
-	"Graph":                   583,
-	"Graph of %s":             597,
-	"HTTP 2xx, unusable body": 517,
+	"Graph":                   585,
+	"Graph of %s":             599,
+	"HTTP 2xx, unusable body": 519,
 	"Headers sent":            244,
 	"Health":                  117,
 	"Held at a node of":       79,
@@ -242,7 +242,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                348,
 	"Held instances":          264,
 	"ID":                      155,
-	"In flight":               688,
+	"In flight":               690,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 278,
 	"Inputs":                     199,
 	"Inputs of revision %d":      210,
@@ -251,89 +251,91 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      462,
 	"Instance":                  367,
 	"Instances":                 83,
-	"Instances of this version": 592,
+	"Instances of this version": 594,
 	"Invalid request":           138,
 	"Its calls":                 249,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  506,
-	"Its instance went on along the node’s error path.":                                                                                                                    507,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      660,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  508,
+	"Its instance went on along the node’s error path.":                                                                                                                    509,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      662,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     300,
 	"Jul":                     306,
 	"Jun":                     305,
-	"Keep it":                 662,
+	"Keep it":                 664,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     234,
-	"Kind":                    587,
+	"Kind":                    589,
 	"Language":                114,
 	"Last changed":            246,
 	"Last error (attempt %d)": 475,
 	"Last reserved":           472,
 	"Last saved":              180,
-	"Last seen":               690,
-	"Last used":               651,
+	"Last seen":               692,
+	"Last used":               653,
 	"Latest revision":         235,
 	"Lists every change from one revision to another, and whom it may break.": 190,
-	"Local time at %s": 572,
-	"Lock expired %s — waiting to be offered again.": 496,
+	"Local time at %s": 574,
+	"Lock expired %s — waiting to be offered again.": 498,
 	"Lock expires":                     473,
 	"Longest timeout":                  245,
 	"Main navigation":                  116,
 	"Mar":                              302,
 	"Maximum attempts":                 449,
 	"May":                              304,
-	"Message from Relais (in English)": 523,
-	"Message from the service (its own words, protected values masked)": 524,
-	"Method not allowed": 627,
+	"Message from Relais (in English)": 525,
+	"Message from the service (its own words, protected values masked)": 526,
+	"Method not allowed": 629,
 	"Mode":               447,
-	"More filters: instance, revision, consumer, destination, dates": 529,
+	"More filters: instance, revision, consumer, destination, dates": 531,
 	"Name":                    156,
-	"Never":                   573,
+	"Never":                   575,
 	"Next attempt":            471,
-	"Next attempt or settled": 538,
+	"Next attempt or settled": 540,
 	"Next node":               327,
-	"Next page":               554,
+	"Next page":               556,
 	"No consumer yet.":        151,
 	"No definition %s has occurrences: check the key, or show all definitions.": 275,
 	"No definition has occurrences yet.":                                        269,
 	"No definition yet.":                                                        237,
 	"No destination yet.":                                                       239,
 	"No inputs.":                                                                200,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 635,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 637,
 	"No instance matches these filters.": 369,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 633,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 634,
-	"No live worker takes %s now (Workers page).":                                      492,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.": 493,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 635,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 636,
+	"No live worker takes %s now (Workers page).":                                               492,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 493,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           494,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          495,
 	"No more consumers.":                                   152,
 	"No more destinations.":                                240,
-	"No occurrence matches these filters.":                 539,
+	"No occurrence matches these filters.":                 541,
 	"No operator action matches.":                          107,
 	"No operator has acted on this instance.":              332,
 	"No outputs yet: the occurrence has not completed.":    465,
 	"No outputs.":                                          203,
 	"No outputs: the occurrence ended without completing.": 467,
-	"No process is published yet.":                         579,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          702,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          701,
+	"No process is published yet.":                         581,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          704,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          703,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
 	"No release yet.": 184,
 	"No revision yet: the Working copy has never been snapshotted.":          182,
 	"No service ever reserved this occurrence: it ended before any attempt.": 439,
 	"No service has reserved this occurrence yet.":                           436,
-	"No token.":              649,
-	"No value was revealed.": 625,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 703,
-	"No worker is connected.":           691,
-	"No worker serves this definition.": 694,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 700,
+	"No token.":              651,
+	"No value was revealed.": 627,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 705,
+	"No worker is connected.":           693,
+	"No worker serves this definition.": 696,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 702,
 	"Node":                  324,
 	"Node %s":               258,
-	"Nodes":                 585,
-	"Nodes of this version": 594,
-	"Nodes of this version, with their occurrences now": 586,
+	"Nodes":                 587,
+	"Nodes of this version": 596,
+	"Nodes of this version, with their occurrences now": 588,
 	"Nodes reached, in order":                           323,
 	"Not allowed":                                       136,
 	"Not found":                                         144,
@@ -341,23 +343,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 142,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 143,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             631,
+	"Nothing to find: the search box is empty.":                             633,
 	"Nothing was done.":         28,
 	"Nov":                       310,
 	"Now":                       445,
 	"Occurrence":                325,
 	"Occurrence %s":             423,
 	"Occurrence offered again":  98,
-	"Occurrences now":           591,
-	"Occurrences, newest first": 534,
+	"Occurrences now":           593,
+	"Occurrences, newest first": 536,
 	"Oct":                       309,
-	"Offered from %s — %s.":     495,
+	"Offered from %s — %s.":     497,
 	"Oldest claimable waits":    266,
-	"On error":                  590,
-	"On success":                589,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               621,
-	"Only administrators may reveal a sensitive value.":                                                 616,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 646,
+	"On error":                  592,
+	"On success":                591,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               623,
+	"Only administrators may reveal a sensitive value.":                                                 618,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 648,
 	"Open":             263,
 	"Operator actions": 320,
 	"Operator actions on this instance, newest first": 333,
@@ -367,28 +369,28 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          211,
 	"Outputs of the working copy":                     204,
 	"Outputs, labelled by revision %d's contract":     464,
-	"Pages": 552,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 568,
+	"Pages": 554,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 570,
 	"Path":                            321,
-	"Pinned revision":                 588,
+	"Pinned revision":                 590,
 	"Policy":                          425,
-	"Previous page":                   553,
+	"Previous page":                   555,
 	"Priority":                        454,
 	"Process":                         75,
-	"Process %s":                      581,
-	"Process and node":                535,
+	"Process %s":                      583,
+	"Process and node":                537,
 	"Process inputs":                  335,
 	"Process instance":                97,
 	"Process instance %s":             318,
 	"Process instances":               359,
 	"Process instances, newest first": 366,
 	"Processes":                       119,
-	"Processes by key":                577,
-	"Protocol":                        686,
+	"Processes by key":                579,
+	"Protocol":                        688,
 	"Published":                       188,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 575,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       576,
-	"Push destination": 530,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 577,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       578,
+	"Push destination": 532,
 	"Reason":           96,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
@@ -396,7 +398,7 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             331,
 	"Relais console":                                        113,
 	"Relais has not called the destination yet.":            442,
-	"Relais is calling the destination (since %s).":         501,
+	"Relais is calling the destination (since %s).":         503,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 444,
 	"Relais never called the destination: the occurrence ended before any call.":                           443,
 	"Relais refused the action. Nothing was done.":                                                         42,
@@ -404,18 +406,18 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             185,
 	"Releases":                            183,
 	"Releases, oldest first":              205,
-	"Reload lists and detail pages":       567,
+	"Reload lists and detail pages":       569,
 	"Replica":                             441,
 	"Required":                            172,
 	"Reserved":                            430,
-	"Reserved by %s.":                     503,
-	"Reserved by %s; lock until %s — %s.": 502,
+	"Reserved by %s.":                     505,
+	"Reserved by %s; lock until %s — %s.": 504,
 	"Reserved now":                        164,
 	"Retried by %s at %s — “%s”":          343,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
 	"Retries":            451,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  494,
+	"Retry at %s — %s.":  496,
 	"Retry delay":        450,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
@@ -427,36 +429,36 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 468,
-	"Revealed by %s at %s; recorded in the audit log.": 619,
+	"Revealed by %s at %s; recorded in the audit log.": 621,
 	"Reveals":               128,
-	"Reveals, newest first": 624,
+	"Reveals, newest first": 626,
 	"Revision":              186,
 	"Revision %d":           207,
 	"Revisions":             181,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 705,
-	"Revoke the %s token “%s”?": 659,
-	"Revoke the token":          661,
-	"Revoke token %d":           658,
-	"Revoke…":                   656,
-	"Role":                      650,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 707,
+	"Revoke the %s token “%s”?": 661,
+	"Revoke the token":          663,
+	"Revoke token %d":           660,
+	"Revoke…":                   658,
+	"Role":                      652,
 	"Route":                     326,
 	"Routing output":            179,
-	"Rows %s–%s":                556,
-	"Save settings":             569,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 618,
+	"Rows %s–%s":                558,
+	"Save settings":             571,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 620,
 	"Say why, for whoever reads the log later: at most %d characters.":                        11,
-	"Search":                               629,
-	"Secret values can never be revealed.": 622,
+	"Search":                               631,
+	"Secret values can never be revealed.": 624,
 	"Sep":                                  308,
-	"Served by %d workers":                 704,
+	"Served by %d workers":                 706,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              329,
-	"Settlement date":      528,
+	"Settlement date":      530,
 	"Show all definitions": 274,
-	"Show times in":        565,
+	"Show times in":        567,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 112,
-	"Sign in": 639,
-	"Sign in with an operator, designer or administrator token.": 640,
+	"Sign in": 641,
+	"Sign in with an operator, designer or administrator token.": 642,
 	"Sign out":             130,
 	"Signed in as %s (%s)": 129,
 	"Since revision %d:":   213,
@@ -466,9 +468,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 149,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 647,
-	"Staff tokens, oldest first": 648,
-	"Start node":                 582,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 649,
+	"Staff tokens, oldest first": 650,
+	"Start node":                 584,
 	"Started":                    344,
 	"State":                      159,
 	"Status":                     76,
@@ -491,17 +493,17 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 232,
 	"Tasks":                   160,
 	"Temporarily unavailable": 147,
-	"That is too long to be an id or a business key.": 632,
+	"That is too long to be an id or a business key.": 634,
 	"The %d largest groups; the filter matches more.": 84,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 241,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          212,
 	"The bulk action must be its id (a UUID).": 110,
 	"The call could not be prepared.":          484,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 500,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 502,
 	"The chart’s numbers": 281,
 	"The confirmed count is missing: start again from the list.":                                                                                                            87,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           150,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      566,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      568,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 148,
 	"The deadline passed before a result arrived.":                                                                                                                          481,
@@ -517,23 +519,23 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             365,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 322,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         178,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               563,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               565,
 	"The page size must be between 1 and %d.":                                                                                                                                                              358,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  562,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  564,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 109,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            482,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      525,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          665,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          642,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      527,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          667,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          644,
 	"The version must be a whole number from 1.":                                                                                                                                                           355,
 	"These revisions have the same contracts.":                                                                                                                                                             198,
-	"These settings are kept in this browser only.":                                                                                                                                                        564,
-	"They take every revision their consumer is granted.":                                                                                                                                                  706,
-	"They take revision %d only.":                                                                                                                                                                          707,
-	"They take revisions %s only.":                                                                                                                                                                         708,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     559,
+	"These settings are kept in this browser only.":                                                                                                                                                        566,
+	"They take every revision their consumer is granted.":                                                                                                                                                  708,
+	"They take revision %d only.":                                                                                                                                                                          709,
+	"They take revisions %s only.":                                                                                                                                                                         710,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     561,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
 	"This contract has no inputs.":                                                                                                                                                                         463,
 	"This contract has no outputs.":                                                                                                                                                                        466,
@@ -551,164 +553,164 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            664,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           663,
-	"This page does not accept that request.": 628,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            666,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           665,
+	"This page does not accept that request.": 630,
 	"This page reloads every %d seconds.":     135,
 	"This process takes no inputs.":           337,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 644,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 595,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            596,
+	"This token is unknown or has been revoked.": 646,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 597,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            598,
 	"Times in %s · no auto-reload":    134,
 	"Times in %s · reload every %d s": 133,
 	"To revision":                     192,
-	"Token":                           641,
+	"Token":                           643,
 	"Tokens":                          127,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 643,
-	"Totals of all definitions, not narrowed by the other filters":         542,
-	"Totals of definition %s, not narrowed by the other filters":           541,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 645,
+	"Totals of all definitions, not narrowed by the other filters":         544,
+	"Totals of definition %s, not narrowed by the other filters":           543,
 	"Type": 171,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 630,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 632,
 	"URL":                              243,
-	"UTC (coordinated universal time)": 571,
+	"UTC (coordinated universal time)": 573,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                526,
-	"Unknown destination “%s”.":        527,
-	"Unknown parameter “%s” (did you mean “%s”?).": 560,
-	"Unknown parameter “%s”.":                      561,
+	"Unknown consumer.":                528,
+	"Unknown destination “%s”.":        529,
+	"Unknown parameter “%s” (did you mean “%s”?).": 562,
+	"Unknown parameter “%s”.":                      563,
 	"Unknown status “%s”.":                         354,
 	"Value":                                        334,
 	"Version":                                      360,
-	"Versions, newest first":                       578,
-	"Waiting for Relais to call the destination since %s (%s).": 497,
-	"Waiting for a worker since %s (%s).":                       498,
+	"Versions, newest first":                       580,
+	"Waiting for Relais to call the destination since %s (%s).": 499,
+	"Waiting for a worker since %s (%s).":                       500,
 	"When":                                                      93,
 	"Who":                                                       94,
 	"Whole message":                                             438,
 	"Why (recorded with the reveal)":                            469,
-	"Worker":                                                    685,
+	"Worker":                                                    687,
 	"Worker id":                                                 429,
 	"Workers":                                                   124,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        683,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        685,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 684,
-	"Workers serving %s":                   692,
+	"Workers seen within three heartbeats": 686,
+	"Workers serving %s":                   694,
 	"Working copy":                         177,
-	"You are signed out.":                  636,
+	"You are signed out.":                  638,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              137,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 637,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      638,
-	"[redacted]":                          522,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 639,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      640,
+	"[redacted]":                          524,
 	"a token’s name, exact":               104,
 	"abandon":                             4,
 	"active":                              161,
 	"administrator":                       399,
 	"an incident: retry, abandon or stop": 253,
-	"answer too large":                    520,
+	"answer too large":                    522,
 	"any":                                 74,
-	"any other code → %s":                 607,
+	"any other code → %s":                 609,
 	"any other error":                     251,
-	"as of %s (%s); counts are refreshed every few seconds.": 544,
-	"at least %d characters":                                 668,
-	"at least %d items":                                      675,
+	"as of %s (%s); counts are refreshed every few seconds.": 546,
+	"at least %d characters":                                 670,
+	"at least %d items":                                      677,
 	"at most %d":                                             457,
-	"at most %d characters":                                  669,
-	"at most %d items":                                       676,
+	"at most %d characters":                                  671,
+	"at most %d items":                                       678,
 	"at most %d since the last operator retry":               458,
 	"available":                                              373,
 	"boolean":                                                386,
-	"call in progress since":                                 549,
+	"call in progress since":                                 551,
 	"cancelled":                                              376,
 	"choice":                                                 389,
-	"claimable since":                                        548,
+	"claimable since":                                        550,
 	"claimable since %s":                                     271,
 	"classification changed":                                 410,
 	"completed":                                              279,
 	"constraint changed":                                     411,
 	"consumer":                                               402,
-	"consumer #%s":                                           512,
+	"consumer #%s":                                           514,
 	"date":                                                   387,
 	"date and time":                                          388,
-	"deadline %s":                                            610,
+	"deadline %s":                                            612,
 	"deferred":                                               375,
-	"deferred since":                                         551,
+	"deferred since":                                         553,
 	"deleted":                                                100,
 	"designer":                                               401,
 	"disconnected":                                           382,
-	"end (completes)":                                        602,
-	"end (fails)":                                            603,
+	"end (completes)":                                        604,
+	"end (fails)":                                            605,
 	"end: completes the instance":                            254,
 	"end: fails the instance":                                255,
-	"every revision its consumer is granted":                 698,
+	"every revision its consumer is granted":                 700,
 	"exact, case-sensitive":                                  361,
 	"expired":                                                379,
 	"failed":                                                 280,
-	"fails the instance":                                     608,
+	"fails the instance":                                     610,
 	"field added":                                            405,
 	"field removed":                                          406,
 	"format":                                                 416,
-	"format %s":                                              671,
+	"format %s":                                              673,
 	"from":                                                   362,
 	"held":                                                   378,
 	"held for an operator":                                   252,
 	"held, then abandoned by an operator":                    353,
 	"held, then stopped by an operator":                      352,
-	"hold (an incident for an operator)":                     606,
+	"hold (an incident for an operator)":                     608,
 	"id or business key":                                     121,
 	"in %s":                                                  293,
 	"in progress":                                            437,
-	"instance id":                                            532,
-	"instances held":                                         613,
-	"instances held: %s":                                     614,
+	"instance id":                                            534,
+	"instances held":                                         615,
+	"instances held: %s":                                     616,
 	"integer":                                                384,
-	"its name, exactly":                                      531,
+	"its name, exactly":                                      533,
 	"just now":                                               295,
 	"list":                                                   391,
-	"lock until":                                             550,
-	"long polling":                                           696,
+	"lock until":                                             552,
+	"long polling":                                           698,
 	"long wait":                                              272,
 	"maximum":                                                418,
-	"maximum %s":                                             673,
+	"maximum %s":                                             675,
 	"maximum items":                                          420,
 	"maximum length":                                         414,
 	"minimum":                                                417,
-	"minimum %s":                                             672,
+	"minimum %s":                                             674,
 	"minimum items":                                          419,
 	"minimum length":                                         413,
-	"never":                                                  653,
-	"next attempt":                                           547,
+	"never":                                                  655,
+	"next attempt":                                           549,
 	"no":                                                     404,
-	"no answer within the timeout":                           518,
-	"no connection":                                          519,
+	"no answer within the timeout":                           520,
+	"no connection":                                          521,
 	"no grant: it takes nothing":                             163,
 	"no header":                                              247,
 	"no worker":                                              273,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 478,
 	"none": 231,
-	"none (revealed before reasons were asked for)": 626,
+	"none (revealed before reasons were asked for)": 628,
 	"none yet": 236,
 	"none: a failed call takes the node’s error path": 452,
 	"normal":                          392,
-	"not provided":                    678,
-	"not yet":                         654,
-	"null":                            681,
+	"not provided":                    680,
+	"not yet":                         656,
+	"null":                            683,
 	"number":                          385,
 	"object":                          390,
 	"on error":                        250,
-	"one of: %s":                      674,
+	"one of: %s":                      676,
 	"operator":                        400,
 	"optional %s field of type %s":    228,
 	"optional field of type %s":       230,
 	"optional → required":             221,
 	"pattern":                         415,
-	"pattern %s":                      670,
-	"pull":                            600,
+	"pattern %s":                      672,
+	"pull":                            602,
 	"pull %s":                         257,
 	"pull (the service fetches it)":   397,
 	"push %s":                         256,
 	"push (Relais calls the service)": 398,
-	"push to %s":                      601,
+	"push to %s":                      603,
 	"rejected":                        380,
 	"released":                        381,
 	"required %s field of type %s":    227,
@@ -717,40 +719,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             222,
 	"reserved":                        374,
 	"retry":                           3,
-	"revision %d":                     545,
-	"revisions %s":                    699,
+	"revision %d":                     547,
+	"revisions %s":                    701,
 	"revoked":                         162,
 	"routing changed":                 412,
-	"routing output":                  666,
+	"routing output":                  668,
 	"routing output %s → %s":          220,
 	"running":                         377,
 	"secret":                          394,
 	"sensitive":                       393,
-	"settled":                         546,
+	"settled":                         548,
 	"stop":                            5,
-	"stream":                          695,
+	"stream":                          697,
 	"text":                            383,
 	"the contracts are the same (the name or a description changed).": 214,
-	"this session":             657,
-	"timeout %s":               611,
-	"timeout %s (the default)": 612,
+	"this session":             659,
+	"timeout %s":               613,
+	"timeout %s (the default)": 614,
 	"to":                       363,
 	"type changed":             407,
-	"unexpected value":         682,
-	"unknown":                  521,
+	"unexpected value":         684,
+	"unknown":                  523,
 	"values added: %s":         223,
 	"values changed":           409,
 	"values removed: %s":       224,
 	"values reordered":         225,
-	"version %d":               580,
-	"waiting":                  516,
+	"version %d":               582,
+	"waiting":                  518,
 	"yes":                      403,
 	"••• hidden (secret)":      396,
 	"••• hidden (sensitive)":   395,
-	"→ %s":                     605,
+	"→ %s":                     607,
 }
 
-var enIndex = []uint32{ // 710 elements
+var enIndex = []uint32{ // 712 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -890,71 +892,71 @@ var enIndex = []uint32{ // 710 elements
 	0x00003ec0, 0x00003f36, 0x00003f63, 0x00003f9d,
 	0x00004002, 0x00004022, 0x00004048, 0x00004072,
 	0x000040aa, 0x000040e7, 0x0000410b, 0x00004184,
-	0x000041a9, 0x000041d8, 0x00004232, 0x0000424c,
-	0x0000426a, 0x0000429e, 0x000042de, 0x00004308,
-	0x00004317, 0x000043e2, 0x00004413, 0x00004442,
-	0x00004455, 0x000044ca, 0x000044dd, 0x00004511,
-	0x00004545, 0x00004555, 0x0000459c, 0x000045c9,
+	0x000041a9, 0x000041d8, 0x00004238, 0x00004291,
+	0x000042eb, 0x00004305, 0x00004323, 0x00004357,
+	0x00004397, 0x000043c1, 0x000043d0, 0x0000449b,
+	0x000044cc, 0x000044fb, 0x0000450e, 0x00004583,
+	0x00004596, 0x000045ca, 0x000045fe, 0x0000460e,
 	// Entry 200 - 21F
-	0x000045d6, 0x000045e6, 0x00004616, 0x00004650,
-	0x00004673, 0x0000467b, 0x00004693, 0x000046b0,
-	0x000046be, 0x000046cf, 0x000046d7, 0x000046e2,
-	0x00004703, 0x00004745, 0x00004775, 0x00004787,
-	0x000047a8, 0x000047b8, 0x000047f7, 0x00004808,
-	0x0000481a, 0x00004826, 0x00004837, 0x00004851,
-	0x00004862, 0x00004868, 0x0000487c, 0x00004894,
-	0x000048b9, 0x000048c7, 0x00004905, 0x00004942,
+	0x00004655, 0x00004682, 0x0000468f, 0x0000469f,
+	0x000046cf, 0x00004709, 0x0000472c, 0x00004734,
+	0x0000474c, 0x00004769, 0x00004777, 0x00004788,
+	0x00004790, 0x0000479b, 0x000047bc, 0x000047fe,
+	0x0000482e, 0x00004840, 0x00004861, 0x00004871,
+	0x000048b0, 0x000048c1, 0x000048d3, 0x000048df,
+	0x000048f0, 0x0000490a, 0x0000491b, 0x00004921,
+	0x00004935, 0x0000494d, 0x00004972, 0x00004980,
 	// Entry 220 - 23F
-	0x0000496e, 0x000049ab, 0x000049ba, 0x000049c2,
-	0x000049cf, 0x000049df, 0x000049f6, 0x00004a01,
-	0x00004a10, 0x00004a16, 0x00004a24, 0x00004a2e,
-	0x00004a39, 0x00004a4c, 0x00004a71, 0x00004a9c,
-	0x00004b2d, 0x00004b68, 0x00004b87, 0x00004bc5,
-	0x00004bfc, 0x00004c2a, 0x00004c38, 0x00004ccb,
-	0x00004ce9, 0x00004d75, 0x00004d83, 0x00004d97,
-	0x00004db8, 0x00004dcc, 0x00004dd2, 0x00004de6,
+	0x000049be, 0x000049fb, 0x00004a27, 0x00004a64,
+	0x00004a73, 0x00004a7b, 0x00004a88, 0x00004a98,
+	0x00004aaf, 0x00004aba, 0x00004ac9, 0x00004acf,
+	0x00004add, 0x00004ae7, 0x00004af2, 0x00004b05,
+	0x00004b2a, 0x00004b55, 0x00004be6, 0x00004c21,
+	0x00004c40, 0x00004c7e, 0x00004cb5, 0x00004ce3,
+	0x00004cf1, 0x00004d84, 0x00004da2, 0x00004e2e,
+	0x00004e3c, 0x00004e50, 0x00004e71, 0x00004e85,
 	// Entry 240 - 25F
-	0x00004e59, 0x00004ea6, 0x00004eb7, 0x00004ece,
-	0x00004eeb, 0x00004ef9, 0x00004f07, 0x00004f12,
-	0x00004f18, 0x0000500a, 0x00005010, 0x00005042,
-	0x00005047, 0x00005057, 0x00005062, 0x0000506b,
-	0x0000507b, 0x00005095, 0x0000513a, 0x00005150,
-	0x000051d5, 0x0000524f, 0x0000525e, 0x00005318,
-	0x00005369, 0x0000536e, 0x0000537c, 0x0000538c,
-	0x00005398, 0x000053a8, 0x000053b2, 0x000053d5,
+	0x00004e8b, 0x00004e9f, 0x00004f12, 0x00004f5f,
+	0x00004f70, 0x00004f87, 0x00004fa4, 0x00004fb2,
+	0x00004fc0, 0x00004fcb, 0x00004fd1, 0x000050c3,
+	0x000050c9, 0x000050fb, 0x00005100, 0x00005110,
+	0x0000511b, 0x00005124, 0x00005134, 0x0000514e,
+	0x000051f3, 0x00005209, 0x0000528e, 0x00005308,
+	0x00005317, 0x000053d1, 0x00005422, 0x00005427,
+	0x00005435, 0x00005445, 0x00005451, 0x00005461,
 	// Entry 260 - 27F
-	0x000053ee, 0x00005401, 0x0000546d, 0x0000547c,
-	0x0000548a, 0x000054a6, 0x000054b5, 0x000054cb,
-	0x00005504, 0x00005536, 0x00005544, 0x0000559c,
-	0x000055d3, 0x000055ea, 0x0000562e, 0x00005653,
-	0x000056ca, 0x000056e0, 0x000056f7, 0x00005725,
-	0x00005738, 0x00005760, 0x00005767, 0x000057c2,
-	0x000057ec, 0x0000581c, 0x0000587a, 0x00005988,
-	0x00005a28, 0x00005a3c, 0x00005ae7, 0x00005b5d,
+	0x0000546b, 0x0000548e, 0x000054a7, 0x000054ba,
+	0x00005526, 0x00005535, 0x00005543, 0x0000555f,
+	0x0000556e, 0x00005584, 0x000055bd, 0x000055ef,
+	0x000055fd, 0x00005655, 0x0000568c, 0x000056a3,
+	0x000056e7, 0x0000570c, 0x00005783, 0x00005799,
+	0x000057b0, 0x000057de, 0x000057f1, 0x00005819,
+	0x00005820, 0x0000587b, 0x000058a5, 0x000058d5,
+	0x00005933, 0x00005a41, 0x00005ae1, 0x00005af5,
 	// Entry 280 - 29F
-	0x00005b65, 0x00005ba0, 0x00005ba6, 0x00005c22,
-	0x00005c6a, 0x00005c95, 0x00005cf7, 0x00005d59,
-	0x00005e00, 0x00005e1b, 0x00005e25, 0x00005e2a,
-	0x00005e34, 0x00005e3c, 0x00005e42, 0x00005e4a,
-	0x00005e58, 0x00005e62, 0x00005e6f, 0x00005e82,
-	0x00005ea6, 0x00005f26, 0x00005f37, 0x00005f3f,
-	0x00005fb4, 0x00006008, 0x0000604a, 0x00006059,
-	0x00006065, 0x000060a1, 0x000060db, 0x000060e9,
+	0x00005ba0, 0x00005c16, 0x00005c1e, 0x00005c59,
+	0x00005c5f, 0x00005cdb, 0x00005d23, 0x00005d4e,
+	0x00005db0, 0x00005e12, 0x00005eb9, 0x00005ed4,
+	0x00005ede, 0x00005ee3, 0x00005eed, 0x00005ef5,
+	0x00005efb, 0x00005f03, 0x00005f11, 0x00005f1b,
+	0x00005f28, 0x00005f3b, 0x00005f5f, 0x00005fdf,
+	0x00005ff0, 0x00005ff8, 0x0000606d, 0x000060c1,
+	0x00006103, 0x00006112, 0x0000611e, 0x0000615a,
 	// Entry 2A0 - 2BF
-	0x000060f6, 0x00006104, 0x00006112, 0x00006120,
-	0x00006152, 0x00006182, 0x000061de, 0x000061eb,
-	0x0000620b, 0x00006225, 0x0000622a, 0x0000623b,
-	0x000062c1, 0x000062e6, 0x000062ed, 0x000062f6,
-	0x00006309, 0x00006313, 0x0000631d, 0x00006327,
-	0x0000633f, 0x00006355, 0x00006361, 0x00006383,
-	0x0000638a, 0x00006397, 0x000063a8, 0x000063cf,
-	0x000063df, 0x00006433, 0x00006483, 0x000064e3,
+	0x00006194, 0x000061a2, 0x000061af, 0x000061bd,
+	0x000061cb, 0x000061d9, 0x0000620b, 0x0000623b,
+	0x00006297, 0x000062a4, 0x000062c4, 0x000062de,
+	0x000062e3, 0x000062f4, 0x0000637a, 0x0000639f,
+	0x000063a6, 0x000063af, 0x000063c2, 0x000063cc,
+	0x000063d6, 0x000063e0, 0x000063f8, 0x0000640e,
+	0x0000641a, 0x0000643c, 0x00006443, 0x00006450,
+	0x00006461, 0x00006488, 0x00006498, 0x000064ec,
 	// Entry 2C0 - 2DF
-	0x00006536, 0x0000656e, 0x000065be, 0x000065f2,
-	0x00006611, 0x00006631,
-} // Size: 2864 bytes
+	0x0000653c, 0x0000659c, 0x000065ef, 0x00006627,
+	0x00006677, 0x000066ab, 0x000066ca, 0x000066ea,
+} // Size: 2872 bytes
 
-const enData string = "" + // Size: 26161 bytes
+const enData string = "" + // Size: 26346 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1217,150 +1219,152 @@ const enData string = "" + // Size: 26161 bytes
 	".\x02A Camunda 7 worker reported a failure with no retries left (retries" +
 	": 0, or a budget already spent): it is not run again.\x02The destination" +
 	" answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
-	"revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s —" +
-	" %[2]s.\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting " +
-	"for Relais to call the destination since %[1]s (%[2]s).\x02Waiting for a" +
-	" worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1" +
-	"]s) ended %[2]s without its result recorded: the replica making it may h" +
-	"ave stopped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the d" +
-	"estination whether it took effect.\x02Relais is calling the destination " +
-	"(since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserv" +
-	"ed by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consu" +
-	"mer, or a front end with a settle token, completes it later.\x02Complete" +
-	"d (%[1]s).\x02Its instance is held here, waiting for an operator.\x02Its" +
-	" instance went on along the node’s error path.\x02Failed (%[1]s).\x02Can" +
-	"celled: the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancell" +
-	"ed: the instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s" +
-	"\x02%[1]s (deferred; settled with its settle token)\x02%[1]s (deferred; " +
-	"settled with its settle token, as %[2]s)\x02%[1]s (deferred; settled by " +
-	"%[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the tim" +
-	"eout\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Me" +
-	"ssage from Relais (in English)\x02Message from the service (its own word" +
-	"s, protected values masked)\x02The revision must be a whole number, 1 or" +
-	" more.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlemen" +
-	"t date\x02More filters: instance, revision, consumer, destination, dates" +
-	"\x02Push destination\x02its name, exactly\x02instance id\x02Counts by st" +
-	"atus\x02Occurrences, newest first\x02Process and node\x02Error\x02Consum" +
-	"er and worker\x02Next attempt or settled\x02No occurrence matches these " +
-	"filters.\x02All consumers\x02Totals of definition %[1]s, not narrowed by" +
-	" the other filters\x02Totals of all definitions, not narrowed by the oth" +
-	"er filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[" +
-	"1]d occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few s" +
-	"econds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since" +
-	"\x02call in progress since\x02lock until\x02deferred since\x02Pages\x02P" +
-	"revious page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a " +
-	"date is written 2026-12-01.\x02%[1]s: the first day comes after the last" +
-	".\x02This address holds a parameter that cannot be read (a percent sign " +
-	"not followed by two hexadecimal digits, or a semicolon): correct the add" +
-	"ress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown p" +
-	"arameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it" +
-	" once.\x02The page cursor is invalid: go back to the first page.\x02Thes" +
-	"e settings are kept in this browser only.\x02Show times in\x02The consol" +
-	"e runs no script, so it cannot read your computer’s time zone: choose it" +
-	"s offset from UTC. Offsets do not follow daylight saving time.\x02Reload" +
-	" lists and detail pages\x02Pages where you type a reason (confirmations," +
-	" and occurrences with a value to reveal) never reload on their own, nor " +
-	"does a revealed value.\x02Save settings\x02Back without saving\x02UTC (c" +
-	"oordinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]" +
-	"d seconds\x02Published process versions: their nodes, routes and pinned " +
-	"revisions, drawn, with where their occurrences are now.\x02Published pro" +
-	"cess versions: their nodes, routes and pinned revisions, drawn.\x02Proce" +
-	"sses by key\x02Versions, newest first\x02No process is published yet." +
-	"\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns fol" +
-	"low the longest path from the start node. Solid arrows are successes (la" +
-	"belled with their route), dashed ones failures (labelled with their erro" +
-	"r codes). Each box says how many of this version’s occurrences are at th" +
-	"at node now.\x02Nodes\x02Nodes of this version, with their occurrences n" +
-	"ow\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences n" +
-	"ow\x02Instances of this version\x02Columns follow the longest path from " +
-	"the start node. Solid arrows are successes (labelled with their route), " +
-	"dashed ones failures (labelled with their error codes).\x02Nodes of this" +
-	" version\x02This version has %[1]d nodes: too many to draw legibly (at m" +
-	"ost %[2]d). The table below lists every node with its routes and counts." +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
-	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Cannot reveal\x02Say why yo" +
-	"u reveal this value: the reason is recorded with the reveal in the audit" +
-	" log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Back " +
-	"to the occurrence\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02Search\x02Typ" +
-	"e an instance or occurrence id (a UUID, as the pages show on hover), or " +
-	"a business key.\x02Nothing to find: the search box is empty.\x02That is " +
-	"too long to be an id or a business key.\x02No instance or occurrence has" +
-	" the id “%[1]s”, and no instance has it as its business key.\x02No insta" +
-	"nce or occurrence has the id “%[1]s”, and no instance has it as its busi" +
-	"ness key. An ended instance is deleted, with its occurrences and attempt" +
-	"s, once the retention period (RELAIS_RETENTION) has passed; the audit lo" +
-	"g keeps the operator actions taken on it.\x02No instance has “%[1]s” as " +
-	"its business key, and it is not a whole id: the lists show the end of ea" +
-	"ch id. Open the row, or copy its link, for the whole id.\x02You are sign" +
-	"ed out.\x02Your session had ended (inactivity, a sign-out elsewhere, a r" +
-	"evoked token or a restart of the server), so your last action was not ap" +
-	"plied. Sign in again, then repeat it.\x02Your session has ended (inactiv" +
-	"ity, a sign-out elsewhere, a revoked token or a restart of the server). " +
-	"Sign in again.\x02Sign in\x02Sign in with an operator, designer or admin" +
-	"istrator token.\x02Token\x02The token is checked once and never stored i" +
-	"n your browser; a session cookie stands for it for up to 8 hours of inac" +
-	"tivity.\x02Too many failed sign-ins from your address. Try again in %[1]" +
-	"d seconds.\x02This token is unknown or has been revoked.\x02A %[1]s toke" +
-	"n cannot open the console: sign in with an operator, designer or adminis" +
-	"trator token.\x02Only administrators see this page: tokens, consumers, d" +
-	"estinations and the reveal log are theirs.\x02Staff tokens (administrato" +
-	"rs, designers, operators) that are not revoked. Consumer tokens are mana" +
-	"ged with their consumers. Revoking a token refuses its next request.\x02" +
-	"Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires" +
-	"\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revo" +
-	"ke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is" +
-	" refused, and console sessions opened with it end. This cannot be undone" +
-	": whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02T" +
-	"his is the token you signed in with: revoking it signs you out. Its next" +
-	" request is refused. This cannot be undone.\x02This is the last usable a" +
-	"dministrator token: create another one before revoking it.\x02The token " +
-	"%[1]s (%[2]s) was revoked: its next request is refused.\x02routing outpu" +
-	"t\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
-	" polling workers by their last fetch. A worker is listed while it was se" +
-	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
-	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
-	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
-	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
+	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
+	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
+	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
+	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
+	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
+	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
+	"ts result recorded: the replica making it may have stopped. If so, it fa" +
+	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
+	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
+	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
+	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
+	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
+	"e is held here, waiting for an operator.\x02Its instance went on along t" +
+	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
+	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
+	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
+	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
+	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP" +
+	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
+	"answer too large\x02unknown\x02[redacted]\x02Message from Relais (in Eng" +
+	"lish)\x02Message from the service (its own words, protected values maske" +
+	"d)\x02The revision must be a whole number, 1 or more.\x02Unknown consume" +
+	"r.\x02Unknown destination “%[1]s”.\x02Settlement date\x02More filters: i" +
+	"nstance, revision, consumer, destination, dates\x02Push destination\x02i" +
+	"ts name, exactly\x02instance id\x02Counts by status\x02Occurrences, newe" +
+	"st first\x02Process and node\x02Error\x02Consumer and worker\x02Next att" +
+	"empt or settled\x02No occurrence matches these filters.\x02All consumers" +
+	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
+	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
+	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
+	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
+	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
+	" a parameter that cannot be read (a percent sign not followed by two hex" +
+	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
+	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
+	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
+	"or is invalid: go back to the first page.\x02These settings are kept in " +
+	"this browser only.\x02Show times in\x02The console runs no script, so it" +
+	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
+	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
+	"\x02Pages where you type a reason (confirmations, and occurrences with a" +
+	" value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
+	" process versions: their nodes, routes and pinned revisions, drawn, with" +
+	" where their occurrences are now.\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
+	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
+	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
+	" the start node. Solid arrows are successes (labelled with their route)," +
+	" dashed ones failures (labelled with their error codes). Each box says h" +
+	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
+	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
+	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
+	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
+	"ows are successes (labelled with their route), dashed ones failures (lab" +
+	"elled with their error codes).\x02Nodes of this version\x02This version " +
+	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
+	"ow lists every node with its routes and counts.\x02This version has %[1]" +
+	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
+	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
+	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
+	"itive value.\x02Cannot reveal\x02Say why you reveal this value: the reas" +
+	"on is recorded with the reveal in the audit log.\x02Revealed by %[1]s at" +
+	" %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
+	"d (a UUID, as the pages show on hover), or a business key.\x02Nothing to" +
+	" find: the search box is empty.\x02That is too long to be an id or a bus" +
+	"iness key.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
+	"nce has it as its business key.\x02No instance or occurrence has the id " +
+	"“%[1]s”, and no instance has it as its business key. An ended instance" +
+	" is deleted, with its occurrences and attempts, once the retention perio" +
+	"d (RELAIS_RETENTION) has passed; the audit log keeps the operator action" +
+	"s taken on it.\x02No instance has “%[1]s” as its business key, and it is" +
+	" not a whole id: the lists show the end of each id. Open the row, or cop" +
+	"y its link, for the whole id.\x02You are signed out.\x02Your session had" +
+	" ended (inactivity, a sign-out elsewhere, a revoked token or a restart o" +
+	"f the server), so your last action was not applied. Sign in again, then " +
+	"repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, " +
+	"a revoked token or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
+	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
+	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
+	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
+	"ministrators see this page: tokens, consumers, destinations and the reve" +
+	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
+	") that are not revoked. Consumer tokens are managed with their consumers" +
+	". Revoking a token refuses its next request.\x02Staff tokens, oldest fir" +
+	"st\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02E" +
+	"xpired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke " +
+	"the %[1]s token “%[2]s”?\x02Its next request is refused, and console ses" +
+	"sions opened with it end. This cannot be undone: whoever uses it needs a" +
+	" new token.\x02Revoke the token\x02Keep it\x02This is the token you sign" +
+	"ed in with: revoking it signs you out. Its next request is refused. This" +
+	" cannot be undone.\x02This is the last usable administrator token: creat" +
+	"e another one before revoking it.\x02The token %[1]s (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
+	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
+	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
+	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
+	"cted value\x02Workers connected by a stream, and polling workers by thei" +
+	"r last fetch. A worker is listed while it was seen within three heartbea" +
+	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
+	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
+	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
+	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
+	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
+	"is definition: its occurrences wait until one connects or polls.\x02No p" +
+	"rocess uses this definition yet: it needs a worker once a process pulls " +
+	"it.\x02No process pulls this definition: Relais calls its destinations (" +
+	"push), and it needs no worker.\x02No worker is connected for this defini" +
+	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 710 elements
+var frIndex = []uint32{ // 712 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1500,71 +1504,71 @@ var frIndex = []uint32{ // 710 elements
 	0x000050f3, 0x00005170, 0x000051b0, 0x000051f6,
 	0x00005268, 0x00005290, 0x000052b3, 0x000052ea,
 	0x00005331, 0x00005384, 0x000053ad, 0x00005453,
-	0x00005479, 0x000054c0, 0x0000553d, 0x00005564,
-	0x0000558c, 0x000055d3, 0x0000561d, 0x00005650,
-	0x00005663, 0x0000576b, 0x00005799, 0x000057d5,
-	0x000057eb, 0x0000587f, 0x00005892, 0x000058cf,
-	0x0000590b, 0x0000591e, 0x00005972, 0x000059a7,
+	0x00005479, 0x000054c0, 0x00005544, 0x000055bf,
+	0x0000563c, 0x00005663, 0x0000568b, 0x000056d2,
+	0x0000571c, 0x0000574f, 0x00005762, 0x0000586a,
+	0x00005898, 0x000058d4, 0x000058ea, 0x0000597e,
+	0x00005991, 0x000059ce, 0x00005a0a, 0x00005a1d,
 	// Entry 200 - 21F
-	0x000059b9, 0x000059d0, 0x00005a0d, 0x00005a5d,
-	0x00005a87, 0x00005a92, 0x00005aaf, 0x00005ace,
-	0x00005adf, 0x00005af9, 0x00005b02, 0x00005b0c,
-	0x00005b2b, 0x00005b79, 0x00005bae, 0x00005bc4,
-	0x00005bea, 0x00005bfb, 0x00005c45, 0x00005c5b,
-	0x00005c6f, 0x00005c88, 0x00005c9e, 0x00005cc8,
-	0x00005cdb, 0x00005ce2, 0x00005cfd, 0x00005d1d,
-	0x00005d4d, 0x00005d64, 0x00005d9c, 0x00005dd7,
+	0x00005a71, 0x00005aa6, 0x00005ab8, 0x00005acf,
+	0x00005b0c, 0x00005b5c, 0x00005b86, 0x00005b91,
+	0x00005bae, 0x00005bcd, 0x00005bde, 0x00005bf8,
+	0x00005c01, 0x00005c0b, 0x00005c2a, 0x00005c78,
+	0x00005cad, 0x00005cc3, 0x00005ce9, 0x00005cfa,
+	0x00005d44, 0x00005d5a, 0x00005d6e, 0x00005d87,
+	0x00005d9d, 0x00005dc7, 0x00005dda, 0x00005de1,
+	0x00005dfc, 0x00005e1c, 0x00005e4c, 0x00005e63,
 	// Entry 220 - 23F
-	0x00005e03, 0x00005e57, 0x00005e67, 0x00005e72,
-	0x00005e86, 0x00005e98, 0x00005eae, 0x00005ec0,
-	0x00005ed2, 0x00005ed8, 0x00005eea, 0x00005ef8,
-	0x00005f07, 0x00005f1d, 0x00005f47, 0x00005f7a,
-	0x00006022, 0x00006072, 0x0000609a, 0x000060ec,
-	0x0000612e, 0x0000616a, 0x00006181, 0x00006249,
-	0x00006276, 0x00006331, 0x0000634b, 0x00006364,
-	0x00006385, 0x0000639b, 0x000063a2, 0x000063bc,
+	0x00005e9b, 0x00005ed6, 0x00005f02, 0x00005f56,
+	0x00005f66, 0x00005f71, 0x00005f85, 0x00005f97,
+	0x00005fad, 0x00005fbf, 0x00005fd1, 0x00005fd7,
+	0x00005fe9, 0x00005ff7, 0x00006006, 0x0000601c,
+	0x00006046, 0x00006079, 0x00006121, 0x00006171,
+	0x00006199, 0x000061eb, 0x0000622d, 0x00006269,
+	0x00006280, 0x00006348, 0x00006375, 0x00006430,
+	0x0000644a, 0x00006463, 0x00006484, 0x0000649a,
 	// Entry 240 - 25F
-	0x00006451, 0x000064b4, 0x000064c7, 0x000064ee,
-	0x00006516, 0x00006524, 0x00006534, 0x00006545,
-	0x0000654c, 0x00006682, 0x00006689, 0x000066c3,
-	0x000066c8, 0x000066dd, 0x000066f1, 0x00006703,
-	0x00006719, 0x00006734, 0x00006809, 0x00006821,
-	0x000068c2, 0x00006951, 0x00006961, 0x00006a3b,
-	0x00006afd, 0x00006b02, 0x00006b12, 0x00006b20,
-	0x00006b30, 0x00006b40, 0x00006b4a, 0x00006b73,
+	0x000064a1, 0x000064bb, 0x00006550, 0x000065b3,
+	0x000065c6, 0x000065ed, 0x00006615, 0x00006623,
+	0x00006633, 0x00006644, 0x0000664b, 0x00006781,
+	0x00006788, 0x000067c2, 0x000067c7, 0x000067dc,
+	0x000067f0, 0x00006802, 0x00006818, 0x00006833,
+	0x00006908, 0x00006920, 0x000069c1, 0x00006a50,
+	0x00006a60, 0x00006b3a, 0x00006bfc, 0x00006c01,
+	0x00006c11, 0x00006c1f, 0x00006c2f, 0x00006c3f,
 	// Entry 260 - 27F
-	0x00006b8d, 0x00006ba8, 0x00006c36, 0x00006c47,
-	0x00006c54, 0x00006c6f, 0x00006c83, 0x00006ca1,
-	0x00006cec, 0x00006d2d, 0x00006d45, 0x00006dbb,
-	0x00006e01, 0x00006e1a, 0x00006e6d, 0x00006ea8,
-	0x00006f40, 0x00006f6c, 0x00006f92, 0x00006fc6,
-	0x00006fde, 0x00007009, 0x00007013, 0x0000708d,
-	0x000070c2, 0x00007103, 0x00007177, 0x000072c6,
-	0x0000739f, 0x000073b8, 0x00007481, 0x000074fe,
+	0x00006c49, 0x00006c72, 0x00006c8c, 0x00006ca7,
+	0x00006d35, 0x00006d46, 0x00006d53, 0x00006d6e,
+	0x00006d82, 0x00006da0, 0x00006deb, 0x00006e2c,
+	0x00006e44, 0x00006eba, 0x00006f00, 0x00006f19,
+	0x00006f6c, 0x00006fa7, 0x0000703f, 0x0000706b,
+	0x00007091, 0x000070c5, 0x000070dd, 0x00007108,
+	0x00007112, 0x0000718c, 0x000071c1, 0x00007202,
+	0x00007276, 0x000073c5, 0x0000749e, 0x000074b7,
 	// Entry 280 - 29F
-	0x0000750b, 0x0000755d, 0x00007563, 0x000075ff,
-	0x00007653, 0x0000767e, 0x0000770a, 0x000077a0,
-	0x00007862, 0x00007892, 0x0000789f, 0x000078a5,
-	0x000078bb, 0x000078c6, 0x000078cd, 0x000078d8,
-	0x000078e6, 0x000078f3, 0x00007901, 0x0000791a,
-	0x00007947, 0x000079f0, 0x00007a03, 0x00007a0d,
-	0x00007a9c, 0x00007afd, 0x00007b4f, 0x00007b61,
-	0x00007b74, 0x00007bb2, 0x00007bee, 0x00007bfa,
+	0x00007580, 0x000075fd, 0x0000760a, 0x0000765c,
+	0x00007662, 0x000076fe, 0x00007752, 0x0000777d,
+	0x00007809, 0x0000789f, 0x00007961, 0x00007991,
+	0x0000799e, 0x000079a4, 0x000079ba, 0x000079c5,
+	0x000079cc, 0x000079d7, 0x000079e5, 0x000079f2,
+	0x00007a00, 0x00007a19, 0x00007a46, 0x00007aef,
+	0x00007b02, 0x00007b0c, 0x00007b9b, 0x00007bfc,
+	0x00007c4e, 0x00007c60, 0x00007c73, 0x00007cb1,
 	// Entry 2A0 - 2BF
-	0x00007c07, 0x00007c15, 0x00007c23, 0x00007c33,
-	0x00007c6f, 0x00007ca9, 0x00007d26, 0x00007d31,
-	0x00007d5b, 0x00007d77, 0x00007d7b, 0x00007d8d,
-	0x00007e4f, 0x00007e82, 0x00007e8d, 0x00007e97,
-	0x00007eac, 0x00007eb5, 0x00007ebf, 0x00007ed4,
-	0x00007ef8, 0x00007f12, 0x00007f27, 0x00007f53,
-	0x00007f58, 0x00007f6d, 0x00007f7f, 0x00007fb4,
-	0x00007fc5, 0x0000803b, 0x000080c6, 0x00008155,
+	0x00007ced, 0x00007cf9, 0x00007d06, 0x00007d14,
+	0x00007d22, 0x00007d32, 0x00007d6e, 0x00007da8,
+	0x00007e25, 0x00007e30, 0x00007e5a, 0x00007e76,
+	0x00007e7a, 0x00007e8c, 0x00007f4e, 0x00007f81,
+	0x00007f8c, 0x00007f96, 0x00007fab, 0x00007fb4,
+	0x00007fbe, 0x00007fd3, 0x00007ff7, 0x00008011,
+	0x00008026, 0x00008052, 0x00008057, 0x0000806c,
+	0x0000807e, 0x000080b3, 0x000080c4, 0x0000813a,
 	// Entry 2C0 - 2DF
-	0x000081bc, 0x000081fe, 0x00008271, 0x000082b9,
-	0x000082e7, 0x0000831a,
-} // Size: 2864 bytes
+	0x000081c5, 0x00008254, 0x000082bb, 0x000082fd,
+	0x00008370, 0x000083b8, 0x000083e6, 0x00008419,
+} // Size: 2872 bytes
 
-const frData string = "" + // Size: 33562 bytes
+const frData string = "" + // Size: 33817 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1886,177 +1890,181 @@ const frData string = "" + // Size: 33562 bytes
 	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
 	"du HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (pag" +
 	"e Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f" +
-	": les exécutants actifs de %[2]s ne prennent que les révisions %[3]s." +
-	"\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — " +
-	"%[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de nouveau." +
-	"\x02En attente de l’appel de Relais à la destination depuis %[1]s (%[2]s" +
-	").\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]" +
-	"s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat" +
-	" soit enregistré\u202f: la réplique qui l’a passé s’est peut-être arrêté" +
-	"e. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: dema" +
-	"ndez à la destination s’il a pris effet.\x02Relais appelle la destinatio" +
-	"n (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[" +
-	"3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un e" +
-	"xécutant du même consommateur, ou une interface munie d’un jeton de règl" +
-	"ement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est " +
-	"bloquée ici, en attente d’un opérateur.\x02Son instance a continué par l" +
-	"e chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’inst" +
-	"ance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée" +
-	"\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consomma" +
-	"teur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règleme" +
-	"nt)\x02%[1]s (différée\u202f; réglée avec son jeton de règlement, en tan" +
-	"t que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente" +
-	"\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le délai\x02pas " +
-	"de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Mess" +
-	"age de Relais (en anglais)\x02Message de l’exécutant (ses propres termes" +
-	", valeurs protégées masquées)\x02La révision doit être un nombre entier," +
-	" 1 ou plus.\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» " +
-	"inconnue.\x02Date de clôture\x02Plus de filtres\u202f: instance, révisio" +
-	"n, consommateur, destination, dates\x02Destination d’appel\x02son nom, e" +
-	"xactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurrenc" +
-	"es, les plus récentes d’abord\x02Processus et nœud\x02Erreur\x02Consomma" +
-	"teur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence" +
-	" ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de la " +
-	"définition %[1]s, sans les autres filtres\x02Totaux de toutes les défini" +
-	"tions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décom" +
-	"ptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Cette adresse contient un paramètre illisible (u" +
-	"n signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou " +
-	"un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f:" +
-	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
-	"Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1" +
-	"]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le cu" +
-	"rseur de page est invalide\u202f: revenez à la première page.\x02Ces rég" +
-	"lages sont conservés dans ce navigateur seulement.\x02Afficher les heure" +
-	"s en\x02La console n’exécute aucun script et ne peut donc pas lire le fu" +
-	"seau horaire de votre ordinateur\u202f: choisissez son décalage par rapp" +
-	"ort à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les " +
-	"listes et les pages de détail\x02Les pages où vous saisissez un motif (c" +
-	"onfirmations, et occurrences dont une valeur peut être révélée) ne se re" +
-	"chargent jamais d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregi" +
-	"strer les réglages\x02Revenir sans enregistrer\x02UTC (temps universel c" +
-	"oordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes" +
-	"\x02Les versions de processus publiées\u202f: leurs nœuds, routes et rév" +
-	"isions épinglées, dessinés, avec l’emplacement actuel de leurs occurrenc" +
-	"es.\x02Les versions de processus publiées\u202f: leurs nœuds, routes et " +
-	"révisions épinglées, dessinés.\x02Processus par clé\x02Versions, les plu" +
-	"s récentes d’abord\x02Aucun processus n’est encore publié.\x02version %[" +
-	"1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suive" +
-	"nt le plus long chemin depuis le nœud de départ. Les flèches pleines son" +
-	"t les réussites (étiquetées par leur route), les pointillées les échecs " +
-	"(étiquetées par leurs codes d’erreur). Chaque case indique combien d’occ" +
-	"urrences de cette version se trouvent à ce nœud maintenant.\x02Nœuds\x02" +
-	"Nœuds de cette version, avec leurs occurrences actuelles\x02Type\x02Révi" +
-	"sion épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occurrences ac" +
-	"tuelles\x02Instances de cette version\x02Les colonnes suivent le plus lo" +
-	"ng chemin depuis le nœud de départ. Les flèches pleines sont les réussit" +
-	"es (étiquetées par leur route), les pointillées les échecs (étiquetées p" +
-	"ar leurs codes d’erreur).\x02Nœuds de cette version\x02Cette version a %" +
-	"[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le" +
-	" tableau ci-dessous donne chaque nœud avec ses routes et ses décomptes." +
-	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
-	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
-	"es.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir " +
-	"de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et décom" +
-	"ptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repr" +
-	"end les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%" +
-	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
-	"uds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-des" +
-	"sous reprend les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fi" +
-	"n (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un" +
-	" incident pour un opérateur)\x02tout autre code → %[1]s\x02met l’instanc" +
-	"e en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentati" +
-	"ve après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentat" +
-	"ive après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02déla" +
-	"i %[1]s (par défaut)\x02instances bloquées\x02instances bloquées\u202f: " +
-	"%[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secon" +
-	"des environ.\x02Seuls les administrateurs peuvent révéler une valeur sen" +
-	"sible.\x02Révélation impossible\x02Dites pourquoi vous révélez cette val" +
-	"eur\u202f: le motif est consigné avec la révélation dans le journal d’au" +
-	"dit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’audi" +
-	"t.\x02Retour à l’occurrence\x02Seule une valeur que cette page affiche m" +
-	"asquée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent " +
-	"jamais être révélées.\x02Chaque valeur sensible qu’un administrateur a r" +
-	"évélée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêm" +
-	"es ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
-	"rence (un UUID, que les pages affichent au survol) ou une clé métier." +
-	"\x02Rien à chercher\u202f: le champ de recherche est vide.\x02C’est trop" +
-	" long pour être un identifiant ou une clé métier.\x02Aucune instance ni " +
-	"occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne " +
-	"l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’identifiant " +
-	"«\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier. Une ins" +
-	"tance terminée est supprimée, avec ses occurrences et ses tentatives, un" +
-	"e fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; le jou" +
-	"rnal d’audit garde les actions d’opérateur menées sur elle.\x02Aucune in" +
-	"stance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un ident" +
-	"ifiant entier\u202f: les listes montrent la fin de chaque identifiant. O" +
-	"uvrez la ligne, ou copiez son lien, pour l’identifiant entier.\x02Vous ê" +
-	"tes déconnecté.\x02Votre session avait pris fin (inactivité, déconnexion" +
-	" ailleurs, jeton révoqué ou redémarrage du serveur)\u202f: votre dernièr" +
-	"e action n’a pas été appliquée. Reconnectez-vous, puis refaites-la.\x02V" +
-	"otre session a pris fin (inactivité, déconnexion ailleurs, jeton révoqué" +
-	" ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connec" +
-	"tez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
-	"es d’inactivité.\x02Trop de connexions échouées depuis votre adresse. Ré" +
-	"essayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a été révoqué." +
-	"\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connecte" +
-	"z-vous avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02" +
-	"Seuls les administrateurs voient cette page\u202f: les jetons, les conso" +
-	"mmateurs, les destinations et le journal des révélations sont de leur re" +
-	"ssort.\x02Jetons du personnel (administrateurs, concepteurs, opérateurs)" +
-	" non révoqués. Les jetons des consommateurs se gèrent avec leurs consomm" +
-	"ateurs. Révoquer un jeton refuse sa requête suivante.\x02Jetons du perso" +
-	"nnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utili" +
-	"sation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer" +
-	"…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1" +
-	"]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les " +
-	"sessions de console ouvertes avec lui prennent fin. C’est irréversible" +
-	"\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoquer le jet" +
-	"on\x02Le garder\x02C’est le jeton avec lequel vous êtes connecté\u202f: " +
-	"le révoquer vous déconnecte. Sa requête suivante est refusée. C’est irré" +
-	"versible.\x02C’est le dernier jeton administrateur utilisable\u202f: cré" +
-	"ez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été rév" +
-	"oqué\u202f: sa prochaine requête sera refusée.\x02sortie de routage\x02(" +
-	"chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère" +
-	"\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au " +
-	"plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s" +
-	"\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moi" +
-	"ns %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément" +
-	"\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas a" +
-	"ffichées\u202f: la page montre les %[2]d premières, le détail de l’API l" +
-	"es donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élém" +
-	"ent\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02va" +
-	"leur inattendue\x02Les exécutants connectés par un flux, et ceux qui int" +
-	"errogent par leur dernière demande. Un exécutant est listé tant qu’il s’" +
-	"est manifesté dans les trois derniers battements de cœur.\x02Exécutants " +
-	"vus dans les trois derniers battements\x02Exécutant\x02Protocole\x02Défi" +
-	"nitions servies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucu" +
-	"n exécutant n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exéc" +
-	"utants\x02Aucun exécutant ne sert cette définition.\x02flux\x02interroga" +
-	"tion longue\x02façade Camunda 7\x02toutes les révisions accordées à son " +
-	"consommateur\x02révisions %[1]s\x02Aucun exécutant ne sert cette définit" +
-	"ion\u202f: ses occurrences attendent qu’un exécutant se connecte ou inte" +
-	"rroge.\x02Aucun processus n’utilise encore cette définition\u202f: elle " +
-	"aura besoin d’un exécutant quand un processus l’utilisera en mode pull." +
-	"\x02Aucun processus n’utilise cette définition en mode pull\u202f: Relai" +
-	"s appelle ses destinations (push), elle n’a besoin d’aucun exécutant." +
-	"\x02Aucun exécutant n’est connecté pour cette définition\u202f; aucune d" +
-	"e ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par" +
-	" %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions pri" +
-	"ses en charge\u202f: %[1]s\u202f; certains prennent toutes les révisions" +
-	" accordées à leur consommateur.\x02Toutes les révisions accordées au con" +
-	"sommateur sont prises en charge.\x02Seule la révision %[1]d est prise en" +
-	" charge.\x02Seules les révisions %[1]s sont prises en charge."
+	": les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a pas." +
+	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
+	"ts actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant" +
+	" actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s " +
+	"ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2" +
+	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
+	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
+	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
+	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
+	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
+	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
+	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
+	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
+	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
+	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
+	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
+	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
+	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
+	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
+	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
+	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; ré" +
+	"glée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
+	"\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Me" +
+	"ssage de l’exécutant (ses propres termes, valeurs protégées masquées)" +
+	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
+	"nconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
+	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
+	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
+	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
+	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
+	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
+	"les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tenta" +
+	"tive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02" +
+	"différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première" +
+	" page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
+	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
+	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
+	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
+	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
+	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
+	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
+	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
+	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
+	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
+	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
+	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
+	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
+	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
+	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
+	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
+	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
+	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
+	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
+	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
+	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
+	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
+	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
+	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances d" +
+	"e cette version\x02Les colonnes suivent le plus long chemin depuis le nœ" +
+	"ud de départ. Les flèches pleines sont les réussites (étiquetées par leu" +
+	"r route), les pointillées les échecs (étiquetées par leurs codes d’erreu" +
+	"r).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop" +
+	" pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous do" +
+	"nne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1" +
+	"]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le t" +
+	"ableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s" +
+	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
+	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
+	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
+	"outes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de" +
+	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
+	"(en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un o" +
+	"pérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01" +
+	"\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, pr" +
+	"iorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, p" +
+	"riorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
+	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
+	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
+	"uls les administrateurs peuvent révéler une valeur sensible.\x02Révélati" +
+	"on impossible\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
+	"f est consigné avec la révélation dans le journal d’audit.\x02Révélé par" +
+	" %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’o" +
+	"ccurrence\x02Seule une valeur que cette page affiche masquée (sensible) " +
+	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
+	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
+	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
+	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
+	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
+	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Recherc" +
+	"he\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que " +
+	"les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
+	".\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»" +
+	", et aucune instance ne l’a pour clé métier. Une instance terminée est s" +
+	"upprimée, avec ses occurrences et ses tentatives, une fois la durée de c" +
+	"onservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde l" +
+	"es actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[" +
+	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
+	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
+	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
+	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
+	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
+	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
+	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
+	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
+	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
+	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
+	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
+	"rateurs voient cette page\u202f: les jetons, les consommateurs, les dest" +
+	"inations et le journal des révélations sont de leur ressort.\x02Jetons d" +
+	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
+	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
+	"n jeton refuse sa requête suivante.\x02Jetons du personnel, les plus anc" +
+	"iens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expirati" +
+	"on\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
+	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
+	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
+	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
+	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
+	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
+	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 65451 bytes (63KiB); checksum: E430AAB8
+	// Total table size 65907 bytes (64KiB); checksum: 8054CF33
