@@ -93,7 +93,7 @@ type reasonForm struct {
 // whose cancel link goes back to back.
 func newReasonForm(ctx context.Context, action, label, back, cancel string) reasonForm {
 	return reasonForm{FormAction: action, CSRF: currentOf(ctx).csrf, ReasonLabel: label,
-		ReasonHint: T(ctx, "Say why, for whoever reads the log later: at most %d characters.", engine.MaxReason),
+		ReasonHint: T(ctx, "Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.", engine.MaxReason),
 		ReasonMax:  strconv.Itoa(engine.MaxReason), BackHref: back, Cancel: cancel}
 }
 

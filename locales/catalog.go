@@ -445,8 +445,8 @@ var messageKeyToIndex = map[string]int{
 	"Routing output":            179,
 	"Rows %s–%s":                558,
 	"Save settings":             571,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.": 620,
-	"Say why, for whoever reads the log later: at most %d characters.":                        11,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        620,
+	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
 	"Search":                               631,
 	"Secret values can never be revealed.": 624,
 	"Sep":                                  308,
@@ -757,394 +757,395 @@ var enIndex = []uint32{ // 712 elements
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
 	0x00000079, 0x00000095, 0x000000b4, 0x000000db,
-	0x0000011f, 0x00000142, 0x00000152, 0x0000015f,
-	0x0000017c, 0x000001e7, 0x00000296, 0x000002a9,
-	0x000002c8, 0x00000307, 0x0000037d, 0x00000392,
-	0x000003ae, 0x000003e6, 0x00000494, 0x000004a6,
-	0x00000552, 0x00000564, 0x00000580, 0x00000595,
+	0x0000017d, 0x000001a0, 0x000001b0, 0x000001bd,
+	0x000001da, 0x00000245, 0x000002f4, 0x00000307,
+	0x00000326, 0x00000365, 0x000003db, 0x000003f0,
+	0x0000040c, 0x00000444, 0x000004f2, 0x00000504,
+	0x000005b0, 0x000005c2, 0x000005de, 0x000005f3,
 	// Entry 20 - 3F
-	0x0000061c, 0x000006a9, 0x00000736, 0x00000773,
-	0x000007b2, 0x000007e4, 0x00000807, 0x00000876,
-	0x000008df, 0x0000091a, 0x000009bf, 0x000009ec,
-	0x00000a39, 0x00000a99, 0x00000aec, 0x00000b45,
-	0x00000b9e, 0x00000bfb, 0x00000c56, 0x00000c66,
-	0x00000ca5, 0x00000ce6, 0x00000ced, 0x00000d23,
-	0x00000d34, 0x00000daf, 0x00000dd4, 0x00000e02,
-	0x00000e7e, 0x00000ec8, 0x00000efc, 0x00000f2c,
+	0x0000067a, 0x00000707, 0x00000794, 0x000007d1,
+	0x00000810, 0x00000842, 0x00000865, 0x000008d4,
+	0x0000093d, 0x00000978, 0x00000a1d, 0x00000a4a,
+	0x00000a97, 0x00000af7, 0x00000b4a, 0x00000ba3,
+	0x00000bfc, 0x00000c59, 0x00000cb4, 0x00000cc4,
+	0x00000d03, 0x00000d44, 0x00000d4b, 0x00000d81,
+	0x00000d92, 0x00000e0d, 0x00000e32, 0x00000e60,
+	0x00000edc, 0x00000f26, 0x00000f5a, 0x00000f8a,
 	// Entry 40 - 5F
-	0x00000f70, 0x00000fa8, 0x00000fd5, 0x00001005,
-	0x00001055, 0x0000108d, 0x000010ed, 0x00001144,
-	0x00001176, 0x000011bc, 0x00001235, 0x00001239,
-	0x00001241, 0x00001248, 0x00001255, 0x00001260,
-	0x00001272, 0x0000127f, 0x0000128a, 0x000012a4,
-	0x000012ae, 0x000012e1, 0x00001410, 0x0000142a,
-	0x00001465, 0x0000150e, 0x00001587, 0x000015dc,
-	0x0000168b, 0x000016a7, 0x000016ac, 0x000016b0,
+	0x00000fce, 0x00001006, 0x00001033, 0x00001063,
+	0x000010b3, 0x000010eb, 0x0000114b, 0x000011a2,
+	0x000011d4, 0x0000121a, 0x00001293, 0x00001297,
+	0x0000129f, 0x000012a6, 0x000012b3, 0x000012be,
+	0x000012d0, 0x000012dd, 0x000012e8, 0x00001302,
+	0x0000130c, 0x0000133f, 0x0000146e, 0x00001488,
+	0x000014c3, 0x0000156c, 0x000015e5, 0x0000163a,
+	0x000016e9, 0x00001705, 0x0000170a, 0x0000170e,
 	// Entry 60 - 7F
-	0x000016b7, 0x000016be, 0x000016cf, 0x000016e8,
-	0x000016f4, 0x000016fc, 0x00001706, 0x000017c5,
-	0x000017cd, 0x000017e5, 0x000017f3, 0x00001801,
-	0x0000181d, 0x00001829, 0x000018be, 0x000018e7,
-	0x00001906, 0x0000196e, 0x0000197d, 0x00001986,
-	0x00001996, 0x000019a6, 0x000019ad, 0x000019bc,
-	0x000019c6, 0x000019e5, 0x000019f8, 0x000019fd,
-	0x00001a09, 0x00001a11, 0x00001a1b, 0x00001a28,
+	0x00001715, 0x0000171c, 0x0000172d, 0x00001746,
+	0x00001752, 0x0000175a, 0x00001764, 0x00001823,
+	0x0000182b, 0x00001843, 0x00001851, 0x0000185f,
+	0x0000187b, 0x00001887, 0x0000191c, 0x00001945,
+	0x00001964, 0x000019cc, 0x000019db, 0x000019e4,
+	0x000019f4, 0x00001a04, 0x00001a0b, 0x00001a1a,
+	0x00001a24, 0x00001a43, 0x00001a56, 0x00001a5b,
+	0x00001a67, 0x00001a6f, 0x00001a79, 0x00001a86,
 	// Entry 80 - 9F
-	0x00001a2f, 0x00001a37, 0x00001a52, 0x00001a5b,
-	0x00001a6c, 0x00001a83, 0x00001aaa, 0x00001acb,
-	0x00001af2, 0x00001afe, 0x00001b7c, 0x00001b8c,
-	0x00001bf4, 0x00001c0b, 0x00001c1f, 0x00001c5c,
-	0x00001d49, 0x00001d53, 0x00001d60, 0x00001dc4,
-	0x00001ddc, 0x00001e22, 0x00001e37, 0x00001ea6,
-	0x00001eb7, 0x00001eca, 0x00001f8f, 0x00001fa7,
-	0x00001faa, 0x00001faf, 0x00001fb6, 0x00001fc1,
+	0x00001a8d, 0x00001a95, 0x00001ab0, 0x00001ab9,
+	0x00001aca, 0x00001ae1, 0x00001b08, 0x00001b29,
+	0x00001b50, 0x00001b5c, 0x00001bda, 0x00001bea,
+	0x00001c52, 0x00001c69, 0x00001c7d, 0x00001cba,
+	0x00001da7, 0x00001db1, 0x00001dbe, 0x00001e22,
+	0x00001e3a, 0x00001e80, 0x00001e95, 0x00001f04,
+	0x00001f15, 0x00001f28, 0x00001fed, 0x00002005,
+	0x00002008, 0x0000200d, 0x00002014, 0x0000201f,
 	// Entry A0 - BF
-	0x00001fc7, 0x00001fcd, 0x00001fd4, 0x00001fdc,
-	0x00001ff7, 0x00002004, 0x00002012, 0x0000203c,
-	0x00002053, 0x00002099, 0x000020bb, 0x000020c1,
-	0x000020c6, 0x000020cf, 0x000020de, 0x000020ea,
-	0x000020f6, 0x00002107, 0x00002114, 0x00002171,
-	0x00002180, 0x0000218b, 0x00002195, 0x000021d3,
-	0x000021dc, 0x000021ec, 0x000021f4, 0x000021fd,
-	0x00002203, 0x0000220d, 0x0000221f, 0x00002267,
+	0x00002025, 0x0000202b, 0x00002032, 0x0000203a,
+	0x00002055, 0x00002062, 0x00002070, 0x0000209a,
+	0x000020b1, 0x000020f7, 0x00002119, 0x0000211f,
+	0x00002124, 0x0000212d, 0x0000213c, 0x00002148,
+	0x00002154, 0x00002165, 0x00002172, 0x000021cf,
+	0x000021de, 0x000021e9, 0x000021f3, 0x00002231,
+	0x0000223a, 0x0000224a, 0x00002252, 0x0000225b,
+	0x00002261, 0x0000226b, 0x0000227d, 0x000022c5,
 	// Entry C0 - DF
-	0x00002275, 0x00002281, 0x00002289, 0x00002290,
-	0x00002297, 0x000022a8, 0x000022b7, 0x000022e0,
-	0x000022e7, 0x000022f2, 0x0000230d, 0x00002315,
-	0x00002321, 0x0000233d, 0x00002354, 0x00002376,
-	0x00002385, 0x00002391, 0x00002398, 0x000023b1,
-	0x000023cb, 0x00002474, 0x0000248a, 0x000024ca,
-	0x000024fb, 0x00002525, 0x0000254c, 0x00002570,
-	0x00002597, 0x000025b6, 0x000025cc, 0x000025e2,
+	0x000022d3, 0x000022df, 0x000022e7, 0x000022ee,
+	0x000022f5, 0x00002306, 0x00002315, 0x0000233e,
+	0x00002345, 0x00002350, 0x0000236b, 0x00002373,
+	0x0000237f, 0x0000239b, 0x000023b2, 0x000023d4,
+	0x000023e3, 0x000023ef, 0x000023f6, 0x0000240f,
+	0x00002429, 0x000024d2, 0x000024e8, 0x00002528,
+	0x00002559, 0x00002583, 0x000025aa, 0x000025ce,
+	0x000025f5, 0x00002614, 0x0000262a, 0x00002640,
 	// Entry E0 - FF
-	0x000025f6, 0x0000260c, 0x0000261d, 0x00002634,
-	0x00002657, 0x0000267a, 0x00002697, 0x000026b4,
-	0x000026b9, 0x00002705, 0x00002718, 0x0000271c,
-	0x0000272c, 0x00002735, 0x00002748, 0x0000276e,
-	0x00002782, 0x00002798, 0x00002854, 0x00002869,
-	0x0000286d, 0x0000287a, 0x0000288a, 0x00002897,
-	0x000028a1, 0x000028a7, 0x000028b1, 0x000028ba,
-	0x000028ca, 0x000028df, 0x00002903, 0x0000291f,
+	0x00002654, 0x0000266a, 0x0000267b, 0x00002692,
+	0x000026b5, 0x000026d8, 0x000026f5, 0x00002712,
+	0x00002717, 0x00002763, 0x00002776, 0x0000277a,
+	0x0000278a, 0x00002793, 0x000027a6, 0x000027cc,
+	0x000027e0, 0x000027f6, 0x000028b2, 0x000028c7,
+	0x000028cb, 0x000028d8, 0x000028e8, 0x000028f5,
+	0x000028ff, 0x00002905, 0x0000290f, 0x00002918,
+	0x00002928, 0x0000293d, 0x00002961, 0x0000297d,
 	// Entry 100 - 11F
-	0x00002937, 0x00002942, 0x0000294d, 0x00002958,
-	0x00002a6e, 0x00002a92, 0x00002abd, 0x00002ac8,
-	0x00002acd, 0x00002adc, 0x00002ae3, 0x00002afa,
-	0x00002b0f, 0x00002b21, 0x00002b44, 0x00002b76,
-	0x00002b8c, 0x00002b96, 0x00002ba0, 0x00002bb5,
-	0x00002c02, 0x00002c12, 0x00002c4b, 0x00002c9f,
-	0x00002ca9, 0x00002cb0, 0x00002cc6, 0x00002cff,
-	0x00002d04, 0x00002d0e, 0x00002d1c, 0x00002d29,
+	0x00002995, 0x000029a0, 0x000029ab, 0x000029b6,
+	0x00002acc, 0x00002af0, 0x00002b1b, 0x00002b26,
+	0x00002b2b, 0x00002b3a, 0x00002b41, 0x00002b58,
+	0x00002b6d, 0x00002b7f, 0x00002ba2, 0x00002bd4,
+	0x00002bea, 0x00002bf4, 0x00002bfe, 0x00002c13,
+	0x00002c60, 0x00002c70, 0x00002ca9, 0x00002cfd,
+	0x00002d07, 0x00002d0e, 0x00002d24, 0x00002d5d,
+	0x00002d62, 0x00002d6c, 0x00002d7a, 0x00002d87,
 	// Entry 120 - 13F
-	0x00002d52, 0x00002d75, 0x00002d82, 0x00002da2,
-	0x00002dae, 0x00002dc7, 0x00002dd0, 0x00002dda,
-	0x00002de3, 0x00002deb, 0x00002df5, 0x00002dfd,
-	0x00002e05, 0x00002e09, 0x00002e0d, 0x00002e11,
-	0x00002e15, 0x00002e19, 0x00002e1d, 0x00002e21,
-	0x00002e25, 0x00002e29, 0x00002e2d, 0x00002e31,
-	0x00002e35, 0x00002e3f, 0x00002e5d, 0x00002e7d,
-	0x00002ea1, 0x00002ec5, 0x00002ece, 0x00002ee5,
+	0x00002db0, 0x00002dd3, 0x00002de0, 0x00002e00,
+	0x00002e0c, 0x00002e25, 0x00002e2e, 0x00002e38,
+	0x00002e41, 0x00002e49, 0x00002e53, 0x00002e5b,
+	0x00002e63, 0x00002e67, 0x00002e6b, 0x00002e6f,
+	0x00002e73, 0x00002e77, 0x00002e7b, 0x00002e7f,
+	0x00002e83, 0x00002e87, 0x00002e8b, 0x00002e8f,
+	0x00002e93, 0x00002e9d, 0x00002ebb, 0x00002edb,
+	0x00002eff, 0x00002f23, 0x00002f2c, 0x00002f43,
 	// Entry 140 - 15F
-	0x00002eed, 0x00002efe, 0x00002f03, 0x00002f48,
-	0x00002f60, 0x00002f65, 0x00002f70, 0x00002f76,
-	0x00002f80, 0x00002f88, 0x00002f90, 0x00002fba,
-	0x00002fd4, 0x00002ffc, 0x0000302c, 0x00003032,
-	0x00003041, 0x00003094, 0x000030b2, 0x000031d4,
-	0x00003293, 0x000032ea, 0x00003314, 0x00003340,
-	0x0000336a, 0x00003372, 0x00003378, 0x00003385,
-	0x00003397, 0x000033a0, 0x000033a9, 0x000033bb,
+	0x00002f4b, 0x00002f5c, 0x00002f61, 0x00002fa6,
+	0x00002fbe, 0x00002fc3, 0x00002fce, 0x00002fd4,
+	0x00002fde, 0x00002fe6, 0x00002fee, 0x00003018,
+	0x00003032, 0x0000305a, 0x0000308a, 0x00003090,
+	0x0000309f, 0x000030f2, 0x00003110, 0x00003232,
+	0x000032f1, 0x00003348, 0x00003372, 0x0000339e,
+	0x000033c8, 0x000033d0, 0x000033d6, 0x000033e3,
+	0x000033f5, 0x000033fe, 0x00003407, 0x00003419,
 	// Entry 160 - 17F
-	0x000033ca, 0x000033ec, 0x00003410, 0x0000342c,
-	0x00003457, 0x0000348b, 0x00003499, 0x000034c4,
-	0x000034d6, 0x000034de, 0x000034f4, 0x000034f9,
-	0x000034fc, 0x00003526, 0x0000356f, 0x0000358f,
-	0x00003598, 0x000035aa, 0x000035cd, 0x000035db,
-	0x000035ea, 0x000035f7, 0x00003601, 0x0000360a,
-	0x00003613, 0x0000361d, 0x00003625, 0x0000362a,
-	0x00003632, 0x0000363b, 0x00003644, 0x00003651,
+	0x00003428, 0x0000344a, 0x0000346e, 0x0000348a,
+	0x000034b5, 0x000034e9, 0x000034f7, 0x00003522,
+	0x00003534, 0x0000353c, 0x00003552, 0x00003557,
+	0x0000355a, 0x00003584, 0x000035cd, 0x000035ed,
+	0x000035f6, 0x00003608, 0x0000362b, 0x00003639,
+	0x00003648, 0x00003655, 0x0000365f, 0x00003668,
+	0x00003671, 0x0000367b, 0x00003683, 0x00003688,
+	0x00003690, 0x00003699, 0x000036a2, 0x000036af,
 	// Entry 180 - 19F
-	0x00003656, 0x0000365e, 0x00003665, 0x0000366d,
-	0x00003672, 0x00003680, 0x00003687, 0x0000368e,
-	0x00003693, 0x0000369a, 0x000036a4, 0x000036ab,
-	0x000036c8, 0x000036e2, 0x00003700, 0x00003720,
-	0x0000372e, 0x00003737, 0x00003740, 0x00003749,
-	0x0000374d, 0x00003750, 0x0000375c, 0x0000376a,
-	0x00003777, 0x00003788, 0x00003797, 0x000037ae,
-	0x000037c1, 0x000037d1, 0x000037e0, 0x000037ef,
+	0x000036b4, 0x000036bc, 0x000036c3, 0x000036cb,
+	0x000036d0, 0x000036de, 0x000036e5, 0x000036ec,
+	0x000036f1, 0x000036f8, 0x00003702, 0x00003709,
+	0x00003726, 0x00003740, 0x0000375e, 0x0000377e,
+	0x0000378c, 0x00003795, 0x0000379e, 0x000037a7,
+	0x000037ab, 0x000037ae, 0x000037ba, 0x000037c8,
+	0x000037d5, 0x000037e6, 0x000037f5, 0x0000380c,
+	0x0000381f, 0x0000382f, 0x0000383e, 0x0000384d,
 	// Entry 1A0 - 1BF
-	0x000037f7, 0x000037fe, 0x00003806, 0x0000380e,
-	0x0000381c, 0x0000382a, 0x00003840, 0x00003855,
-	0x00003866, 0x0000386c, 0x00003873, 0x0000387c,
-	0x00003898, 0x000038a1, 0x000038ab, 0x000038b4,
-	0x000038bd, 0x000038c6, 0x000038dd, 0x000038e5,
-	0x000038f3, 0x00003920, 0x0000392c, 0x0000393a,
-	0x00003981, 0x0000398d, 0x00003995, 0x000039c0,
-	0x00003a0b, 0x00003acd, 0x00003ad1, 0x00003af7,
+	0x00003855, 0x0000385c, 0x00003864, 0x0000386c,
+	0x0000387a, 0x00003888, 0x0000389e, 0x000038b3,
+	0x000038c4, 0x000038ca, 0x000038d1, 0x000038da,
+	0x000038f6, 0x000038ff, 0x00003909, 0x00003912,
+	0x0000391b, 0x00003924, 0x0000393b, 0x00003943,
+	0x00003951, 0x0000397e, 0x0000398a, 0x00003998,
+	0x000039df, 0x000039eb, 0x000039f3, 0x00003a1e,
+	0x00003a69, 0x00003b2b, 0x00003b2f, 0x00003b55,
 	// Entry 1C0 - 1DF
-	0x00003afc, 0x00003b17, 0x00003b28, 0x00003b34,
-	0x00003b3c, 0x00003b6e, 0x00003b77, 0x00003b80,
-	0x00003b9c, 0x00003ba9, 0x00003bb7, 0x00003be3,
-	0x00003c09, 0x00003c2a, 0x00003c35, 0x00003c63,
-	0x00003c80, 0x00003caf, 0x00003ce1, 0x00003cff,
-	0x00003d34, 0x00003d50, 0x00003d6f, 0x00003d7e,
-	0x00003d8b, 0x00003d99, 0x00003da6, 0x00003daf,
-	0x00003dca, 0x00003de5, 0x00003def, 0x00003e42,
+	0x00003b5a, 0x00003b75, 0x00003b86, 0x00003b92,
+	0x00003b9a, 0x00003bcc, 0x00003bd5, 0x00003bde,
+	0x00003bfa, 0x00003c07, 0x00003c15, 0x00003c41,
+	0x00003c67, 0x00003c88, 0x00003c93, 0x00003cc1,
+	0x00003cde, 0x00003d0d, 0x00003d3f, 0x00003d5d,
+	0x00003d92, 0x00003dae, 0x00003dcd, 0x00003ddc,
+	0x00003de9, 0x00003df7, 0x00003e04, 0x00003e0d,
+	0x00003e28, 0x00003e43, 0x00003e4d, 0x00003ea0,
 	// Entry 1E0 - 1FF
-	0x00003ec0, 0x00003f36, 0x00003f63, 0x00003f9d,
-	0x00004002, 0x00004022, 0x00004048, 0x00004072,
-	0x000040aa, 0x000040e7, 0x0000410b, 0x00004184,
-	0x000041a9, 0x000041d8, 0x00004238, 0x00004291,
-	0x000042eb, 0x00004305, 0x00004323, 0x00004357,
-	0x00004397, 0x000043c1, 0x000043d0, 0x0000449b,
-	0x000044cc, 0x000044fb, 0x0000450e, 0x00004583,
-	0x00004596, 0x000045ca, 0x000045fe, 0x0000460e,
+	0x00003f1e, 0x00003f94, 0x00003fc1, 0x00003ffb,
+	0x00004060, 0x00004080, 0x000040a6, 0x000040d0,
+	0x00004108, 0x00004145, 0x00004169, 0x000041e2,
+	0x00004207, 0x00004236, 0x00004296, 0x000042ef,
+	0x00004349, 0x00004363, 0x00004381, 0x000043b5,
+	0x000043f5, 0x0000441f, 0x0000442e, 0x000044f9,
+	0x0000452a, 0x00004559, 0x0000456c, 0x000045e1,
+	0x000045f4, 0x00004628, 0x0000465c, 0x0000466c,
 	// Entry 200 - 21F
-	0x00004655, 0x00004682, 0x0000468f, 0x0000469f,
-	0x000046cf, 0x00004709, 0x0000472c, 0x00004734,
-	0x0000474c, 0x00004769, 0x00004777, 0x00004788,
-	0x00004790, 0x0000479b, 0x000047bc, 0x000047fe,
-	0x0000482e, 0x00004840, 0x00004861, 0x00004871,
-	0x000048b0, 0x000048c1, 0x000048d3, 0x000048df,
-	0x000048f0, 0x0000490a, 0x0000491b, 0x00004921,
-	0x00004935, 0x0000494d, 0x00004972, 0x00004980,
+	0x000046b3, 0x000046e0, 0x000046ed, 0x000046fd,
+	0x0000472d, 0x00004767, 0x0000478a, 0x00004792,
+	0x000047aa, 0x000047c7, 0x000047d5, 0x000047e6,
+	0x000047ee, 0x000047f9, 0x0000481a, 0x0000485c,
+	0x0000488c, 0x0000489e, 0x000048bf, 0x000048cf,
+	0x0000490e, 0x0000491f, 0x00004931, 0x0000493d,
+	0x0000494e, 0x00004968, 0x00004979, 0x0000497f,
+	0x00004993, 0x000049ab, 0x000049d0, 0x000049de,
 	// Entry 220 - 23F
-	0x000049be, 0x000049fb, 0x00004a27, 0x00004a64,
-	0x00004a73, 0x00004a7b, 0x00004a88, 0x00004a98,
-	0x00004aaf, 0x00004aba, 0x00004ac9, 0x00004acf,
-	0x00004add, 0x00004ae7, 0x00004af2, 0x00004b05,
-	0x00004b2a, 0x00004b55, 0x00004be6, 0x00004c21,
-	0x00004c40, 0x00004c7e, 0x00004cb5, 0x00004ce3,
-	0x00004cf1, 0x00004d84, 0x00004da2, 0x00004e2e,
-	0x00004e3c, 0x00004e50, 0x00004e71, 0x00004e85,
+	0x00004a1c, 0x00004a59, 0x00004a85, 0x00004ac2,
+	0x00004ad1, 0x00004ad9, 0x00004ae6, 0x00004af6,
+	0x00004b0d, 0x00004b18, 0x00004b27, 0x00004b2d,
+	0x00004b3b, 0x00004b45, 0x00004b50, 0x00004b63,
+	0x00004b88, 0x00004bb3, 0x00004c44, 0x00004c7f,
+	0x00004c9e, 0x00004cdc, 0x00004d13, 0x00004d41,
+	0x00004d4f, 0x00004de2, 0x00004e00, 0x00004e8c,
+	0x00004e9a, 0x00004eae, 0x00004ecf, 0x00004ee3,
 	// Entry 240 - 25F
-	0x00004e8b, 0x00004e9f, 0x00004f12, 0x00004f5f,
-	0x00004f70, 0x00004f87, 0x00004fa4, 0x00004fb2,
-	0x00004fc0, 0x00004fcb, 0x00004fd1, 0x000050c3,
-	0x000050c9, 0x000050fb, 0x00005100, 0x00005110,
-	0x0000511b, 0x00005124, 0x00005134, 0x0000514e,
-	0x000051f3, 0x00005209, 0x0000528e, 0x00005308,
-	0x00005317, 0x000053d1, 0x00005422, 0x00005427,
-	0x00005435, 0x00005445, 0x00005451, 0x00005461,
+	0x00004ee9, 0x00004efd, 0x00004f70, 0x00004fbd,
+	0x00004fce, 0x00004fe5, 0x00005002, 0x00005010,
+	0x0000501e, 0x00005029, 0x0000502f, 0x00005121,
+	0x00005127, 0x00005159, 0x0000515e, 0x0000516e,
+	0x00005179, 0x00005182, 0x00005192, 0x000051ac,
+	0x00005251, 0x00005267, 0x000052ec, 0x00005366,
+	0x00005375, 0x0000542f, 0x00005480, 0x00005485,
+	0x00005493, 0x000054a3, 0x000054af, 0x000054bf,
 	// Entry 260 - 27F
-	0x0000546b, 0x0000548e, 0x000054a7, 0x000054ba,
-	0x00005526, 0x00005535, 0x00005543, 0x0000555f,
-	0x0000556e, 0x00005584, 0x000055bd, 0x000055ef,
-	0x000055fd, 0x00005655, 0x0000568c, 0x000056a3,
-	0x000056e7, 0x0000570c, 0x00005783, 0x00005799,
-	0x000057b0, 0x000057de, 0x000057f1, 0x00005819,
-	0x00005820, 0x0000587b, 0x000058a5, 0x000058d5,
-	0x00005933, 0x00005a41, 0x00005ae1, 0x00005af5,
+	0x000054c9, 0x000054ec, 0x00005505, 0x00005518,
+	0x00005584, 0x00005593, 0x000055a1, 0x000055bd,
+	0x000055cc, 0x000055e2, 0x0000561b, 0x0000564d,
+	0x0000565b, 0x000056b3, 0x000056ea, 0x00005701,
+	0x00005745, 0x0000576a, 0x000057e1, 0x000057f7,
+	0x0000580e, 0x0000583c, 0x0000584f, 0x00005877,
+	0x0000587e, 0x000058d9, 0x00005903, 0x00005933,
+	0x00005991, 0x00005a9f, 0x00005b3f, 0x00005b53,
 	// Entry 280 - 29F
-	0x00005ba0, 0x00005c16, 0x00005c1e, 0x00005c59,
-	0x00005c5f, 0x00005cdb, 0x00005d23, 0x00005d4e,
-	0x00005db0, 0x00005e12, 0x00005eb9, 0x00005ed4,
-	0x00005ede, 0x00005ee3, 0x00005eed, 0x00005ef5,
-	0x00005efb, 0x00005f03, 0x00005f11, 0x00005f1b,
-	0x00005f28, 0x00005f3b, 0x00005f5f, 0x00005fdf,
-	0x00005ff0, 0x00005ff8, 0x0000606d, 0x000060c1,
-	0x00006103, 0x00006112, 0x0000611e, 0x0000615a,
+	0x00005bfe, 0x00005c74, 0x00005c7c, 0x00005cb7,
+	0x00005cbd, 0x00005d39, 0x00005d81, 0x00005dac,
+	0x00005e0e, 0x00005e70, 0x00005f17, 0x00005f32,
+	0x00005f3c, 0x00005f41, 0x00005f4b, 0x00005f53,
+	0x00005f59, 0x00005f61, 0x00005f6f, 0x00005f79,
+	0x00005f86, 0x00005f99, 0x00005fbd, 0x0000603d,
+	0x0000604e, 0x00006056, 0x000060cb, 0x0000611f,
+	0x00006161, 0x00006170, 0x0000617c, 0x000061b8,
 	// Entry 2A0 - 2BF
-	0x00006194, 0x000061a2, 0x000061af, 0x000061bd,
-	0x000061cb, 0x000061d9, 0x0000620b, 0x0000623b,
-	0x00006297, 0x000062a4, 0x000062c4, 0x000062de,
-	0x000062e3, 0x000062f4, 0x0000637a, 0x0000639f,
-	0x000063a6, 0x000063af, 0x000063c2, 0x000063cc,
-	0x000063d6, 0x000063e0, 0x000063f8, 0x0000640e,
-	0x0000641a, 0x0000643c, 0x00006443, 0x00006450,
-	0x00006461, 0x00006488, 0x00006498, 0x000064ec,
+	0x000061f2, 0x00006200, 0x0000620d, 0x0000621b,
+	0x00006229, 0x00006237, 0x00006269, 0x00006299,
+	0x000062f5, 0x00006302, 0x00006322, 0x0000633c,
+	0x00006341, 0x00006352, 0x000063d8, 0x000063fd,
+	0x00006404, 0x0000640d, 0x00006420, 0x0000642a,
+	0x00006434, 0x0000643e, 0x00006456, 0x0000646c,
+	0x00006478, 0x0000649a, 0x000064a1, 0x000064ae,
+	0x000064bf, 0x000064e6, 0x000064f6, 0x0000654a,
 	// Entry 2C0 - 2DF
-	0x0000653c, 0x0000659c, 0x000065ef, 0x00006627,
-	0x00006677, 0x000066ab, 0x000066ca, 0x000066ea,
+	0x0000659a, 0x000065fa, 0x0000664d, 0x00006685,
+	0x000066d5, 0x00006709, 0x00006728, 0x00006748,
 } // Size: 2872 bytes
 
-const enData string = "" + // Size: 26346 bytes
+const enData string = "" + // Size: 26440 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
 	"ng or held instance…\x02Say why, for whoever reads the log later: at mos" +
-	"t %[1]d characters.\x02Reason (recorded in the audit log)\x02Keep it run" +
-	"ning\x02Keep it held\x02Retry process instance %[1]s\x02Retry this insta" +
-	"nce? Its failed occurrence at node %[1]s is offered again with a fresh b" +
-	"udget of attempts.\x02Workers may take it again (a push occurrence calls" +
-	" its destination again). Its earlier attempts and last error stay in its" +
-	" history. Nothing is completed on anyone’s behalf.\x02Retry the instance" +
-	"\x02Abandon process instance %[1]s\x02Abandon this instance? It fails wi" +
-	"th the error code abandoned.\x02Its failed occurrence stays as it is and" +
-	" nothing is completed on its behalf. An abandoned instance cannot be res" +
-	"umed.\x02Abandon the instance\x02Stop process instance %[1]s\x02Stop thi" +
-	"s instance? Its open occurrences are cancelled.\x02Services that hold on" +
-	"e of them learn it when they next report, and their results are refused." +
-	" Nothing is completed on their behalf, and a stopped instance cannot be " +
-	"resumed.\x02Stop the instance\x02This instance cannot be retried: its oc" +
-	"currence at node %[1]s failed before any attempt (its inputs could not b" +
-	"e built), so it would fail the same way. Abandon or stop it.\x02Nothing " +
-	"was done.\x02Cannot act on this instance\x02Back to the instance\x02Some" +
-	"one acted on this instance after this page was opened (%[1]s by %[2]s, %" +
-	"[3]s). Nothing was done: look at it again before deciding.\x02This insta" +
-	"nce has already ended (it is %[1]s now): someone acted on it after this " +
-	"page was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This insta" +
-	"nce is no longer held (it is %[1]s now): someone acted on it after this " +
-	"page was opened (%[2]s by %[3]s, %[4]s). Nothing was done.\x02This insta" +
-	"nce is %[1]s, not held: there is nothing to retry.\x02This instance is %" +
-	"[1]s, not held: there is nothing to abandon.\x02This instance is %[1]s: " +
-	"there is nothing to stop.\x02The reason you gave, not recorded:\x02Someo" +
-	"ne acted on this instance after this page was opened. Nothing was done: " +
-	"look at it again before deciding.\x02This instance is no longer held (it" +
-	" is %[1]s now): someone may have acted on it first. Nothing was done." +
-	"\x02This instance has already ended; there is nothing to stop.\x02Its oc" +
-	"currence failed before any attempt: its inputs could not be built, so a " +
-	"retry would fail the same way. Abandon or stop the instance instead. Not" +
-	"hing was done.\x02Relais refused the action. Nothing was done.\x02This i" +
-	"nstance was already stopped; nothing changed and nothing was recorded." +
-	"\x02This instance was already stopped, by %[1]s at %[2]s; nothing change" +
-	"d and nothing was recorded.\x02Retried: the occurrence at node %[1]s is " +
-	"offered again. Recorded in the audit log.\x02Abandoned: the instance fai" +
-	"led with the error code abandoned. Recorded in the audit log.\x02Stopped" +
-	": the instance and its open occurrences are cancelled. Recorded in the a" +
-	"udit log.\x02Give a reason: it is recorded in the audit log (at most %[1" +
-	"]d characters). Nothing was done.\x02The reason is too long: %[1]d chara" +
-	"cters, for at most %[2]d. Shorten it. Nothing was done.\x02Unknown actio" +
-	"n.\x02Stopping applies to running or held instances, not %[1]s ones.\x02" +
-	"Retrying and abandoning apply to held instances, not %[1]s ones.\x02Filt" +
-	"er\x02Reason (recorded in the audit log for every instance)\x02Back to t" +
-	"he list\x02This takes about %[1]s. Keep this page open until it answers:" +
-	" if it stops waiting first, the action still runs to its end.\x02Follow " +
-	"it in the audit log (new tab)\x02Retry every held instance this filter m" +
-	"atches\x02Each one’s failed occurrence is offered again with a fresh bud" +
-	"get of attempts. Nothing is completed on anyone’s behalf.\x14\x01\x81" +
-	"\x01\x00\x02!\x02%[1]d held instance matches now.\x00 \x02%[1]d held ins" +
-	"tances match now.\x14\x01\x81\x01\x00\x02\x15\x02Retry %[1]d instance" +
-	"\x00\x16\x02Retry %[1]d instances\x02Abandon every held instance this fi" +
-	"lter matches\x02Each one fails with the error code abandoned and cannot " +
-	"be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %[1]d instance\x00" +
-	"\x18\x02Abandon %[1]d instances\x02Stop every held instance this filter " +
-	"matches\x02Stop every running instance this filter matches\x14\x01\x81" +
-	"\x01\x00\x02$\x02%[1]d running instance matches now.\x00#\x02%[1]d runni" +
-	"ng instances match now.\x02Stop every running or held instance this filt" +
-	"er matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or held instance ma" +
-	"tches now.\x00+\x02%[1]d running or held instances match now.\x02Each on" +
-	"e and its open occurrences are cancelled; a stopped instance cannot be r" +
-	"esumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instance\x00\x15\x02St" +
-	"op %[1]d instances\x02Nothing to do: no instance this action applies to " +
-	"matches the filter.\x02No process, business key, error code or creation " +
-	"date narrows this filter: it applies to the instances of every process." +
-	"\x02any\x02Process\x02Status\x02Business key\x02Error code\x02Held at a " +
-	"node of\x02Created from\x02Created to\x02By process and error code\x02In" +
-	"stances\x02The %[1]d largest groups; the filter matches more.\x14\x01" +
-	"\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed before any a" +
-	"ttempt (its inputs could not be built): it cannot be retried and is left" +
-	" out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held instances faile" +
-	"d before any attempt (their inputs could not be built): they cannot be r" +
-	"etried and are left out. Abandon or stop them.\x02Cannot act on this fil" +
-	"ter\x02The confirmed count is missing: start again from the list.\x02The" +
-	" count changed since you confirmed it (it was %[1]d): instances were set" +
-	"tled, started or acted on meanwhile. Nothing was done; check the new cou" +
-	"nt and confirm again.\x02This bulk action was already applied (the form " +
-	"was sent again): its records are in the audit log. Nothing more was done" +
-	".\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02" +
-	"Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d" +
-	" skipped: it changed after the count (settled, or acted on by someone el" +
-	"se).\x00T\x02%[1]d skipped: they changed after the count (settled, or ac" +
-	"ted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who" +
-	"\x02Action\x02Reason\x02Process instance\x02Occurrence offered again\x02" +
-	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
-	"operator applied, with its reason. Reveals of sensitive values have thei" +
-	"r own log, which administrators read on the Reveals page (GET /api/v1/au" +
-	"dit/reveals).\x02Filters\x02a token’s name, exact\x02Apply filters\x02Cl" +
-	"ear filters\x02No operator action matches.\x02All actions\x02The process" +
-	" instance must be a whole instance id (a UUID): the lists show the end o" +
-	"f each id; open the instance, or copy its link, for the whole id.\x02The" +
-	" bulk action must be its id (a UUID).\x02Operator actions, newest first" +
-	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
-	", each reload shows how far it got.\x02Relais console\x02Language\x02Ski" +
-	"p to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
-	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
-	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
-	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
-	"\x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s\x02Ti" +
-	"mes in %[1]s · no auto-reload\x02This page reloads every %[1]d seconds." +
-	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
-	"ternal tasks and process instances are for operators and administrators." +
-	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
-	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
-	"asks\x02Back to definitions\x02Nothing exists at this address, or it is " +
-	"not visible to you.\x02Nothing exists at this address, or it is not visi" +
-	"ble to you. An ended instance is deleted, with its occurrences and attem" +
-	"pts, once the retention period (RELAIS_RETENTION) has passed; the audit " +
-	"log keeps the operator actions taken on it.\x02Not found\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired." +
-	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
-	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
-	" went wrong\x02The console could not show this page. Try again; if it pe" +
-	"rsists, give your administrator the request id %[1]s.\x02No consumer yet" +
-	".\x02No more consumers.\x02The external services that take tasks, and th" +
-	"e definitions each may take. Create consumers, change their grants and r" +
-	"otate their tokens through the API (/api/v1/consumers); tokens are never" +
-	" shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
-	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts" +
-	" appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
-	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
-	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
-	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
-	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
-	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Definitio" +
-	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
-	"ush nodes call. Values of the URL's query and of the headers are sealed " +
-	"and never shown. Create, change and delete destinations through the API " +
-	"(/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
-	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
-	"queue and incidents now, and what its workers finished in the last hour:" +
-	" occurrences that ended completed or failed. An occurrence retried since" +
-	" counts where it ends next; a failed attempt with attempts left is not c" +
-	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
-	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
-	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
-	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
-	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
-	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
-	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
-	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
-	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
-	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
-	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
-	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
-	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
-	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"t %[1]d characters. Every operator reads it, and it is kept whatever the" +
+	" retention: write no customer data in it.\x02Reason (recorded in the aud" +
+	"it log)\x02Keep it running\x02Keep it held\x02Retry process instance %[1" +
+	"]s\x02Retry this instance? Its failed occurrence at node %[1]s is offere" +
+	"d again with a fresh budget of attempts.\x02Workers may take it again (a" +
+	" push occurrence calls its destination again). Its earlier attempts and " +
+	"last error stay in its history. Nothing is completed on anyone’s behalf." +
+	"\x02Retry the instance\x02Abandon process instance %[1]s\x02Abandon this" +
+	" instance? It fails with the error code abandoned.\x02Its failed occurre" +
+	"nce stays as it is and nothing is completed on its behalf. An abandoned " +
+	"instance cannot be resumed.\x02Abandon the instance\x02Stop process inst" +
+	"ance %[1]s\x02Stop this instance? Its open occurrences are cancelled." +
+	"\x02Services that hold one of them learn it when they next report, and t" +
+	"heir results are refused. Nothing is completed on their behalf, and a st" +
+	"opped instance cannot be resumed.\x02Stop the instance\x02This instance " +
+	"cannot be retried: its occurrence at node %[1]s failed before any attemp" +
+	"t (its inputs could not be built), so it would fail the same way. Abando" +
+	"n or stop it.\x02Nothing was done.\x02Cannot act on this instance\x02Bac" +
+	"k to the instance\x02Someone acted on this instance after this page was " +
+	"opened (%[1]s by %[2]s, %[3]s). Nothing was done: look at it again befor" +
+	"e deciding.\x02This instance has already ended (it is %[1]s now): someon" +
+	"e acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothin" +
+	"g was done.\x02This instance is no longer held (it is %[1]s now): someon" +
+	"e acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothin" +
+	"g was done.\x02This instance is %[1]s, not held: there is nothing to ret" +
+	"ry.\x02This instance is %[1]s, not held: there is nothing to abandon." +
+	"\x02This instance is %[1]s: there is nothing to stop.\x02The reason you " +
+	"gave, not recorded:\x02Someone acted on this instance after this page wa" +
+	"s opened. Nothing was done: look at it again before deciding.\x02This in" +
+	"stance is no longer held (it is %[1]s now): someone may have acted on it" +
+	" first. Nothing was done.\x02This instance has already ended; there is n" +
+	"othing to stop.\x02Its occurrence failed before any attempt: its inputs " +
+	"could not be built, so a retry would fail the same way. Abandon or stop " +
+	"the instance instead. Nothing was done.\x02Relais refused the action. No" +
+	"thing was done.\x02This instance was already stopped; nothing changed an" +
+	"d nothing was recorded.\x02This instance was already stopped, by %[1]s a" +
+	"t %[2]s; nothing changed and nothing was recorded.\x02Retried: the occur" +
+	"rence at node %[1]s is offered again. Recorded in the audit log.\x02Aban" +
+	"doned: the instance failed with the error code abandoned. Recorded in th" +
+	"e audit log.\x02Stopped: the instance and its open occurrences are cance" +
+	"lled. Recorded in the audit log.\x02Give a reason: it is recorded in the" +
+	" audit log (at most %[1]d characters). Nothing was done.\x02The reason i" +
+	"s too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing was" +
+	" done.\x02Unknown action.\x02Stopping applies to running or held instanc" +
+	"es, not %[1]s ones.\x02Retrying and abandoning apply to held instances, " +
+	"not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for every" +
+	" instance)\x02Back to the list\x02This takes about %[1]s. Keep this page" +
+	" open until it answers: if it stops waiting first, the action still runs" +
+	" to its end.\x02Follow it in the audit log (new tab)\x02Retry every held" +
+	" instance this filter matches\x02Each one’s failed occurrence is offered" +
+	" again with a fresh budget of attempts. Nothing is completed on anyone’s" +
+	" behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now." +
+	"\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02" +
+	"Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every h" +
+	"eld instance this filter matches\x02Each one fails with the error code a" +
+	"bandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %" +
+	"[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held inst" +
+	"ance this filter matches\x02Stop every running instance this filter matc" +
+	"hes\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
+	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
+	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
+	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
+	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
+	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
+	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
+	"ion applies to matches the filter.\x02No process, business key, error co" +
+	"de or creation date narrows this filter: it applies to the instances of " +
+	"every process.\x02any\x02Process\x02Status\x02Business key\x02Error code" +
+	"\x02Held at a node of\x02Created from\x02Created to\x02By process and er" +
+	"ror code\x02Instances\x02The %[1]d largest groups; the filter matches mo" +
+	"re.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
+	"efore any attempt (its inputs could not be built): it cannot be retried " +
+	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
+	"ances failed before any attempt (their inputs could not be built): they " +
+	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
+	"on this filter\x02The confirmed count is missing: start again from the l" +
+	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
+	"es were settled, started or acted on meanwhile. Nothing was done; check " +
+	"the new count and confirm again.\x02This bulk action was already applied" +
+	" (the form was sent again): its records are in the audit log. Nothing mo" +
+	"re was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instanc" +
+	"e.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02R\x02%[1]d skipped: it changed after the count (settled, or acted on" +
+	" by someone else).\x00T\x02%[1]d skipped: they changed after the count (" +
+	"settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)" +
+	"\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence of" +
+	"fered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aband" +
+	"on and stop an operator applied, with its reason. Reveals of sensitive v" +
+	"alues have their own log, which administrators read on the Reveals page " +
+	"(GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02Appl" +
+	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be a whole instance id (a UUID): the lists" +
+	" show the end of each id; open the instance, or copy its link, for the w" +
+	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
+	", newest first\x02Showing the %[1]d instances bulk action %[2]s changed." +
+	" While it runs, each reload shows how far it got.\x02Relais console\x02L" +
+	"anguage\x02Skip to content\x02Main navigation\x02Health\x02External task" +
+	"s\x02Processes\x02Find an instance or occurrence\x02id or business key" +
+	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
+	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
+	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reload ever" +
+	"y %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every " +
+	"%[1]d seconds.\x02Not allowed\x02Your role can read definitions and proc" +
+	"esses only: external tasks and process instances are for operators and a" +
+	"dministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL chara" +
+	"cter or bytes that are not UTF-8 text: correct it and try again.\x02Back" +
+	" to external tasks\x02Back to definitions\x02Nothing exists at this addr" +
+	"ess, or it is not visible to you.\x02Nothing exists at this address, or " +
+	"it is not visible to you. An ended instance is deleted, with its occurre" +
+	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
+	"ed; the audit log keeps the operator actions taken on it.\x02Not found" +
+	"\x02Form refused\x02This form was not sent from this console session, or" +
+	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
+	"le\x02The database cannot be reached right now. Try again in a few secon" +
+	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
+	" again; if it persists, give your administrator the request id %[1]s." +
+	"\x02No consumer yet.\x02No more consumers.\x02The external services that" +
+	" take tasks, and the definitions each may take. Create consumers, change" +
+	" their grants and rotate their tokens through the API (/api/v1/consumers" +
+	"); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02G" +
+	"rants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant: " +
+	"it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revisi" +
+	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
+	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
+	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
+	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
+	"ble part of a definition. Processes never use it directly: they pin a re" +
+	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
+	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
+	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
+	"\x02Lists every change from one revision to another, and whom it may bre" +
+	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
+	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
+	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
+	"he Working copy has changes not yet snapshotted: they are in no revision" +
+	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
+	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
+	"e same (the name or a description changed).\x02Changes of the Working co" +
+	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
+	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
+	"dpoints push nodes call. Values of the URL's query and of the headers ar" +
+	"e sealed and never shown. Create, change and delete destinations through" +
+	" the API (/api/v1/destinations).\x02Destinations by name\x02URL\x02Heade" +
+	"rs sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its " +
+	"calls\x02on error\x02any other error\x02held for an operator\x02an incid" +
+	"ent: retry, abandon or stop\x02end: completes the instance\x02end: fails" +
+	" the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definiti" +
+	"on’s queue and incidents now, and what its workers finished in the last " +
+	"hour: occurrences that ended completed or failed. An occurrence retried " +
+	"since counts where it ends next; a failed attempt with attempts left is " +
+	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
+	", last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02long wait\x02no worker\x02Show all definitions\x02No definiti" +
+	"on %[1]s has occurrences: check the key, or show all definitions.\x02All" +
+	" definitions\x02Completions and failures per 5 minutes, last hour: %[1]s" +
+	"\x02In the last hour: %[1]s, %[2]s. The table after the chart gives each" +
+	" 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Complet" +
+	"ions and failures per 5-minute slot, oldest first\x02Slot\x02Completed" +
+	"\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d com" +
+	"pleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d f" +
+	"ailed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4" +
+	"]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s" +
+	" ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
 	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
 	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
 	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
@@ -1369,702 +1370,704 @@ var frIndex = []uint32{ // 712 elements
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
 	0x000000a6, 0x000000d1, 0x000000fb, 0x00000132,
-	0x00000184, 0x000001b0, 0x000001c5, 0x000001d9,
-	0x00000203, 0x00000285, 0x0000035a, 0x00000371,
-	0x0000039c, 0x000003f2, 0x00000478, 0x00000490,
-	0x000004b9, 0x000004fe, 0x000005c6, 0x000005dc,
-	0x000006c8, 0x000006df, 0x00000706, 0x0000071d,
+	0x00000203, 0x0000022f, 0x00000244, 0x00000258,
+	0x00000282, 0x00000304, 0x000003d9, 0x000003f0,
+	0x0000041b, 0x00000471, 0x000004f7, 0x0000050f,
+	0x00000538, 0x0000057d, 0x00000645, 0x0000065b,
+	0x00000747, 0x0000075e, 0x00000785, 0x0000079c,
 	// Entry 20 - 3F
-	0x000007c3, 0x00000876, 0x0000092a, 0x00000973,
-	0x000009bd, 0x000009f7, 0x00000a28, 0x00000ab5,
-	0x00000b3a, 0x00000b7f, 0x00000c57, 0x00000c8b,
-	0x00000ce8, 0x00000d59, 0x00000dc2, 0x00000e39,
-	0x00000ea2, 0x00000f17, 0x00000f82, 0x00000f93,
-	0x00000fee, 0x0000104e, 0x00001055, 0x00001096,
-	0x000010aa, 0x00001148, 0x0000117c, 0x000011bb,
-	0x0000124c, 0x000012cc, 0x00001308, 0x00001348,
+	0x00000842, 0x000008f5, 0x000009a9, 0x000009f2,
+	0x00000a3c, 0x00000a76, 0x00000aa7, 0x00000b34,
+	0x00000bb9, 0x00000bfe, 0x00000cd6, 0x00000d0a,
+	0x00000d67, 0x00000dd8, 0x00000e41, 0x00000eb8,
+	0x00000f21, 0x00000f96, 0x00001001, 0x00001012,
+	0x0000106d, 0x000010cd, 0x000010d4, 0x00001115,
+	0x00001129, 0x000011c7, 0x000011fb, 0x0000123a,
+	0x000012cb, 0x0000134b, 0x00001387, 0x000013c7,
 	// Entry 40 - 5F
-	0x000013a1, 0x000013df, 0x0000141d, 0x0000145a,
-	0x000014d9, 0x00001523, 0x000015bb, 0x00001624,
-	0x0000165e, 0x000016bf, 0x00001768, 0x00001774,
-	0x0000177e, 0x00001785, 0x00001792, 0x000017a2,
-	0x000017ba, 0x000017cd, 0x000017e1, 0x00001802,
-	0x0000180c, 0x00001854, 0x00001a00, 0x00001a22,
-	0x00001a57, 0x00001b40, 0x00001be9, 0x00001c5e,
-	0x00001d3d, 0x00001d5d, 0x00001d63, 0x00001d67,
+	0x00001420, 0x0000145e, 0x0000149c, 0x000014d9,
+	0x00001558, 0x000015a2, 0x0000163a, 0x000016a3,
+	0x000016dd, 0x0000173e, 0x000017e7, 0x000017f3,
+	0x000017fd, 0x00001804, 0x00001811, 0x00001821,
+	0x00001839, 0x0000184c, 0x00001860, 0x00001881,
+	0x0000188b, 0x000018d3, 0x00001a7f, 0x00001aa1,
+	0x00001ad6, 0x00001bbf, 0x00001c68, 0x00001cdd,
+	0x00001dbc, 0x00001ddc, 0x00001de2, 0x00001de6,
 	// Entry 60 - 7F
-	0x00001d6e, 0x00001d74, 0x00001d8a, 0x00001da1,
-	0x00001db1, 0x00001dbc, 0x00001dce, 0x00001eb3,
-	0x00001ebb, 0x00001ed6, 0x00001eec, 0x00001f00,
-	0x00001f2c, 0x00001f3f, 0x00002012, 0x0000205b,
-	0x00002091, 0x00002120, 0x0000212f, 0x00002136,
-	0x00002147, 0x0000215d, 0x00002163, 0x00002174,
-	0x0000217e, 0x000021a5, 0x000021c1, 0x000021c9,
-	0x000021d6, 0x000021e2, 0x000021f0, 0x000021fd,
+	0x00001ded, 0x00001df3, 0x00001e09, 0x00001e20,
+	0x00001e30, 0x00001e3b, 0x00001e4d, 0x00001f32,
+	0x00001f3a, 0x00001f55, 0x00001f6b, 0x00001f7f,
+	0x00001fab, 0x00001fbe, 0x00002091, 0x000020da,
+	0x00002110, 0x0000219f, 0x000021ae, 0x000021b5,
+	0x000021c6, 0x000021dc, 0x000021e2, 0x000021f3,
+	0x000021fd, 0x00002224, 0x00002240, 0x00002248,
+	0x00002255, 0x00002261, 0x0000226f, 0x0000227c,
 	// Entry 80 - 9F
-	0x00002204, 0x00002212, 0x00002236, 0x00002246,
-	0x0000225e, 0x0000227f, 0x000022b2, 0x000022e3,
-	0x00002315, 0x00002323, 0x000023d7, 0x000023e9,
-	0x00002469, 0x00002485, 0x0000249d, 0x000024e0,
-	0x000025fe, 0x0000260a, 0x0000261d, 0x00002699,
-	0x000026b5, 0x0000270c, 0x00002724, 0x000027bc,
-	0x000027e1, 0x000027fb, 0x000028ec, 0x0000291a,
-	0x0000291d, 0x00002921, 0x00002928, 0x00002932,
+	0x00002283, 0x00002291, 0x000022b5, 0x000022c5,
+	0x000022dd, 0x000022fe, 0x00002331, 0x00002362,
+	0x00002394, 0x000023a2, 0x00002456, 0x00002468,
+	0x000024e8, 0x00002504, 0x0000251c, 0x0000255f,
+	0x0000267d, 0x00002689, 0x0000269c, 0x00002718,
+	0x00002734, 0x0000278b, 0x000027a3, 0x0000283b,
+	0x00002860, 0x0000287a, 0x0000296b, 0x00002999,
+	0x0000299c, 0x000029a0, 0x000029a7, 0x000029b1,
 	// Entry A0 - BF
-	0x00002938, 0x00002940, 0x00002946, 0x00002950,
-	0x00002971, 0x0000298a, 0x0000299d, 0x000029d5,
-	0x000029f0, 0x00002a56, 0x00002a88, 0x00002a8e,
-	0x00002a93, 0x00002a9f, 0x00002aae, 0x00002aba,
-	0x00002ac6, 0x00002ad8, 0x00002ae9, 0x00002b6d,
-	0x00002b7f, 0x00002b96, 0x00002ba1, 0x00002bf6,
-	0x00002c03, 0x00002c28, 0x00002c34, 0x00002c3e,
-	0x00002c44, 0x00002c50, 0x00002c68, 0x00002cba,
+	0x000029b7, 0x000029bf, 0x000029c5, 0x000029cf,
+	0x000029f0, 0x00002a09, 0x00002a1c, 0x00002a54,
+	0x00002a6f, 0x00002ad5, 0x00002b07, 0x00002b0d,
+	0x00002b12, 0x00002b1e, 0x00002b2d, 0x00002b39,
+	0x00002b45, 0x00002b57, 0x00002b68, 0x00002bec,
+	0x00002bfe, 0x00002c15, 0x00002c20, 0x00002c75,
+	0x00002c82, 0x00002ca7, 0x00002cb3, 0x00002cbd,
+	0x00002cc3, 0x00002ccf, 0x00002ce7, 0x00002d39,
 	// Entry C0 - DF
-	0x00002cca, 0x00002cda, 0x00002ce3, 0x00002cee,
-	0x00002cf6, 0x00002d16, 0x00002d38, 0x00002d60,
-	0x00002d69, 0x00002d79, 0x00002d99, 0x00002da1,
-	0x00002db0, 0x00002dcf, 0x00002dfa, 0x00002e20,
-	0x00002e30, 0x00002e3a, 0x00002e44, 0x00002e63,
-	0x00002e81, 0x00002f59, 0x00002f77, 0x00002fbb,
-	0x00002ff8, 0x0000302b, 0x0000305b, 0x00003087,
-	0x000030b7, 0x000030d9, 0x000030f4, 0x0000310f,
+	0x00002d49, 0x00002d59, 0x00002d62, 0x00002d6d,
+	0x00002d75, 0x00002d95, 0x00002db7, 0x00002ddf,
+	0x00002de8, 0x00002df8, 0x00002e18, 0x00002e20,
+	0x00002e2f, 0x00002e4e, 0x00002e79, 0x00002e9f,
+	0x00002eaf, 0x00002eb9, 0x00002ec3, 0x00002ee2,
+	0x00002f00, 0x00002fd8, 0x00002ff6, 0x0000303a,
+	0x00003077, 0x000030aa, 0x000030da, 0x00003106,
+	0x00003136, 0x00003158, 0x00003173, 0x0000318e,
 	// Entry E0 - FF
-	0x0000312b, 0x00003147, 0x0000315d, 0x00003177,
-	0x000031ae, 0x000031e4, 0x00003204, 0x00003223,
-	0x0000322a, 0x00003294, 0x000032aa, 0x000032af,
-	0x000032c3, 0x000032db, 0x00003300, 0x0000332e,
-	0x00003353, 0x0000336d, 0x00003457, 0x0000346c,
-	0x00003470, 0x00003483, 0x00003492, 0x000034a9,
-	0x000034b8, 0x000034bf, 0x000034ca, 0x000034dc,
-	0x000034ef, 0x0000350b, 0x00003538, 0x00003555,
+	0x000031aa, 0x000031c6, 0x000031dc, 0x000031f6,
+	0x0000322d, 0x00003263, 0x00003283, 0x000032a2,
+	0x000032a9, 0x00003313, 0x00003329, 0x0000332e,
+	0x00003342, 0x0000335a, 0x0000337f, 0x000033ad,
+	0x000033d2, 0x000033ec, 0x000034d6, 0x000034eb,
+	0x000034ef, 0x00003502, 0x00003511, 0x00003528,
+	0x00003537, 0x0000353e, 0x00003549, 0x0000355b,
+	0x0000356e, 0x0000358a, 0x000035b7, 0x000035d4,
 	// Entry 100 - 11F
-	0x00003578, 0x00003583, 0x0000358e, 0x0000359a,
-	0x00003703, 0x0000372a, 0x00003768, 0x00003774,
-	0x0000377d, 0x00003791, 0x0000379b, 0x000037c2,
-	0x000037de, 0x000037f9, 0x00003829, 0x00003868,
-	0x00003883, 0x00003892, 0x000038a3, 0x000038c4,
-	0x0000392f, 0x00003947, 0x0000398d, 0x000039f8,
-	0x00003a02, 0x00003a0c, 0x00003a26, 0x00003a6f,
-	0x00003a77, 0x00003a82, 0x00003a90, 0x00003aa0,
+	0x000035f7, 0x00003602, 0x0000360d, 0x00003619,
+	0x00003782, 0x000037a9, 0x000037e7, 0x000037f3,
+	0x000037fc, 0x00003810, 0x0000381a, 0x00003841,
+	0x0000385d, 0x00003878, 0x000038a8, 0x000038e7,
+	0x00003902, 0x00003911, 0x00003922, 0x00003943,
+	0x000039ae, 0x000039c6, 0x00003a0c, 0x00003a77,
+	0x00003a81, 0x00003a8b, 0x00003aa5, 0x00003aee,
+	0x00003af6, 0x00003b01, 0x00003b0f, 0x00003b1f,
 	// Entry 120 - 13F
-	0x00003aca, 0x00003af3, 0x00003b03, 0x00003b22,
-	0x00003b2e, 0x00003b47, 0x00003b52, 0x00003b5f,
-	0x00003b6e, 0x00003b76, 0x00003b80, 0x00003b88,
-	0x00003b90, 0x00003b96, 0x00003b9d, 0x00003ba2,
-	0x00003ba7, 0x00003bab, 0x00003bb0, 0x00003bb6,
-	0x00003bbc, 0x00003bc2, 0x00003bc7, 0x00003bcc,
-	0x00003bd2, 0x00003bdc, 0x00003bfc, 0x00003c1e,
-	0x00003c42, 0x00003c68, 0x00003c71, 0x00003c8d,
+	0x00003b49, 0x00003b72, 0x00003b82, 0x00003ba1,
+	0x00003bad, 0x00003bc6, 0x00003bd1, 0x00003bde,
+	0x00003bed, 0x00003bf5, 0x00003bff, 0x00003c07,
+	0x00003c0f, 0x00003c15, 0x00003c1c, 0x00003c21,
+	0x00003c26, 0x00003c2a, 0x00003c2f, 0x00003c35,
+	0x00003c3b, 0x00003c41, 0x00003c46, 0x00003c4b,
+	0x00003c51, 0x00003c5b, 0x00003c7b, 0x00003c9d,
+	0x00003cc1, 0x00003ce7, 0x00003cf0, 0x00003d0c,
 	// Entry 140 - 15F
-	0x00003c96, 0x00003cae, 0x00003cb7, 0x00003d0b,
-	0x00003d2b, 0x00003d31, 0x00003d3c, 0x00003d42,
-	0x00003d50, 0x00003d5b, 0x00003d69, 0x00003d9c,
-	0x00003dc0, 0x00003def, 0x00003e38, 0x00003e3f,
-	0x00003e55, 0x00003ec8, 0x00003eee, 0x0000407d,
-	0x00004184, 0x000041d4, 0x00004205, 0x00004238,
-	0x00004267, 0x00004275, 0x00004282, 0x00004294,
-	0x000042a9, 0x000042b7, 0x000042c4, 0x000042d9,
+	0x00003d15, 0x00003d2d, 0x00003d36, 0x00003d8a,
+	0x00003daa, 0x00003db0, 0x00003dbb, 0x00003dc1,
+	0x00003dcf, 0x00003dda, 0x00003de8, 0x00003e1b,
+	0x00003e3f, 0x00003e6e, 0x00003eb7, 0x00003ebe,
+	0x00003ed4, 0x00003f47, 0x00003f6d, 0x000040fc,
+	0x00004203, 0x00004253, 0x00004284, 0x000042b7,
+	0x000042e6, 0x000042f4, 0x00004301, 0x00004313,
+	0x00004328, 0x00004336, 0x00004343, 0x00004358,
 	// Entry 160 - 17F
-	0x000042ec, 0x00004317, 0x00004344, 0x00004368,
-	0x0000439f, 0x000043e9, 0x000043fb, 0x00004433,
-	0x0000444a, 0x00004452, 0x00004469, 0x0000446c,
-	0x0000446f, 0x000044a3, 0x000044ed, 0x00004522,
-	0x0000452b, 0x00004542, 0x00004570, 0x00004583,
-	0x00004595, 0x000045a6, 0x000045b1, 0x000045bc,
-	0x000045c7, 0x000045d0, 0x000045d9, 0x000045e2,
-	0x000045eb, 0x000045f4, 0x000045fb, 0x00004609,
+	0x0000436b, 0x00004396, 0x000043c3, 0x000043e7,
+	0x0000441e, 0x00004468, 0x0000447a, 0x000044b2,
+	0x000044c9, 0x000044d1, 0x000044e8, 0x000044eb,
+	0x000044ee, 0x00004522, 0x0000456c, 0x000045a1,
+	0x000045aa, 0x000045c1, 0x000045ef, 0x00004602,
+	0x00004614, 0x00004625, 0x00004630, 0x0000463b,
+	0x00004646, 0x0000464f, 0x00004658, 0x00004661,
+	0x0000466a, 0x00004673, 0x0000467a, 0x00004688,
 	// Entry 180 - 19F
-	0x0000460f, 0x00004616, 0x0000461d, 0x00004626,
-	0x0000462b, 0x00004639, 0x0000463f, 0x00004645,
-	0x0000464b, 0x00004653, 0x0000465c, 0x00004665,
-	0x00004682, 0x0000469d, 0x000046c0, 0x000046e1,
-	0x000046f0, 0x000046fb, 0x00004706, 0x00004713,
-	0x00004717, 0x0000471b, 0x00004729, 0x00004737,
-	0x00004745, 0x00004765, 0x00004778, 0x00004791,
-	0x000047a6, 0x000047b7, 0x000047c9, 0x000047db,
+	0x0000468e, 0x00004695, 0x0000469c, 0x000046a5,
+	0x000046aa, 0x000046b8, 0x000046be, 0x000046c4,
+	0x000046ca, 0x000046d2, 0x000046db, 0x000046e4,
+	0x00004701, 0x0000471c, 0x0000473f, 0x00004760,
+	0x0000476f, 0x0000477a, 0x00004785, 0x00004792,
+	0x00004796, 0x0000479a, 0x000047a8, 0x000047b6,
+	0x000047c4, 0x000047e4, 0x000047f7, 0x00004810,
+	0x00004825, 0x00004836, 0x00004848, 0x0000485a,
 	// Entry 1A0 - 1BF
-	0x000047e1, 0x000047e8, 0x000047f0, 0x000047f8,
-	0x00004816, 0x00004834, 0x0000484b, 0x00004860,
-	0x00004871, 0x00004877, 0x00004890, 0x0000489b,
-	0x000048cf, 0x000048dc, 0x000048fa, 0x00004908,
-	0x00004911, 0x00004918, 0x00004933, 0x0000493d,
-	0x00004950, 0x0000498a, 0x00004993, 0x000049a2,
-	0x00004a06, 0x00004a12, 0x00004a1c, 0x00004a4c,
-	0x00004aa7, 0x00004b8e, 0x00004b99, 0x00004bcc,
+	0x00004860, 0x00004867, 0x0000486f, 0x00004877,
+	0x00004895, 0x000048b3, 0x000048ca, 0x000048df,
+	0x000048f0, 0x000048f6, 0x0000490f, 0x0000491a,
+	0x0000494e, 0x0000495b, 0x00004979, 0x00004987,
+	0x00004990, 0x00004997, 0x000049b2, 0x000049bc,
+	0x000049cf, 0x00004a09, 0x00004a12, 0x00004a21,
+	0x00004a85, 0x00004a91, 0x00004a9b, 0x00004acb,
+	0x00004b26, 0x00004c0d, 0x00004c18, 0x00004c4b,
 	// Entry 1C0 - 1DF
-	0x00004bd1, 0x00004bf1, 0x00004c0e, 0x00004c2e,
-	0x00004c43, 0x00004c84, 0x00004c8f, 0x00004c99,
-	0x00004cc2, 0x00004cd3, 0x00004ce1, 0x00004d1d,
-	0x00004d47, 0x00004d8c, 0x00004db4, 0x00004df3,
-	0x00004e14, 0x00004e52, 0x00004e92, 0x00004eb2,
-	0x00004ef3, 0x00004f1f, 0x00004f46, 0x00004f5e,
-	0x00004f72, 0x00004f89, 0x00004f97, 0x00004fa2,
-	0x00004fc5, 0x00004fe4, 0x00005000, 0x0000506e,
+	0x00004c50, 0x00004c70, 0x00004c8d, 0x00004cad,
+	0x00004cc2, 0x00004d03, 0x00004d0e, 0x00004d18,
+	0x00004d41, 0x00004d52, 0x00004d60, 0x00004d9c,
+	0x00004dc6, 0x00004e0b, 0x00004e33, 0x00004e72,
+	0x00004e93, 0x00004ed1, 0x00004f11, 0x00004f31,
+	0x00004f72, 0x00004f9e, 0x00004fc5, 0x00004fdd,
+	0x00004ff1, 0x00005008, 0x00005016, 0x00005021,
+	0x00005044, 0x00005063, 0x0000507f, 0x000050ed,
 	// Entry 1E0 - 1FF
-	0x000050f3, 0x00005170, 0x000051b0, 0x000051f6,
-	0x00005268, 0x00005290, 0x000052b3, 0x000052ea,
-	0x00005331, 0x00005384, 0x000053ad, 0x00005453,
-	0x00005479, 0x000054c0, 0x00005544, 0x000055bf,
-	0x0000563c, 0x00005663, 0x0000568b, 0x000056d2,
-	0x0000571c, 0x0000574f, 0x00005762, 0x0000586a,
-	0x00005898, 0x000058d4, 0x000058ea, 0x0000597e,
-	0x00005991, 0x000059ce, 0x00005a0a, 0x00005a1d,
+	0x00005172, 0x000051ef, 0x0000522f, 0x00005275,
+	0x000052e7, 0x0000530f, 0x00005332, 0x00005369,
+	0x000053b0, 0x00005403, 0x0000542c, 0x000054d2,
+	0x000054f8, 0x0000553f, 0x000055c3, 0x0000563e,
+	0x000056bb, 0x000056e2, 0x0000570a, 0x00005751,
+	0x0000579b, 0x000057ce, 0x000057e1, 0x000058e9,
+	0x00005917, 0x00005953, 0x00005969, 0x000059fd,
+	0x00005a10, 0x00005a4d, 0x00005a89, 0x00005a9c,
 	// Entry 200 - 21F
-	0x00005a71, 0x00005aa6, 0x00005ab8, 0x00005acf,
-	0x00005b0c, 0x00005b5c, 0x00005b86, 0x00005b91,
-	0x00005bae, 0x00005bcd, 0x00005bde, 0x00005bf8,
-	0x00005c01, 0x00005c0b, 0x00005c2a, 0x00005c78,
-	0x00005cad, 0x00005cc3, 0x00005ce9, 0x00005cfa,
-	0x00005d44, 0x00005d5a, 0x00005d6e, 0x00005d87,
-	0x00005d9d, 0x00005dc7, 0x00005dda, 0x00005de1,
-	0x00005dfc, 0x00005e1c, 0x00005e4c, 0x00005e63,
+	0x00005af0, 0x00005b25, 0x00005b37, 0x00005b4e,
+	0x00005b8b, 0x00005bdb, 0x00005c05, 0x00005c10,
+	0x00005c2d, 0x00005c4c, 0x00005c5d, 0x00005c77,
+	0x00005c80, 0x00005c8a, 0x00005ca9, 0x00005cf7,
+	0x00005d2c, 0x00005d42, 0x00005d68, 0x00005d79,
+	0x00005dc3, 0x00005dd9, 0x00005ded, 0x00005e06,
+	0x00005e1c, 0x00005e46, 0x00005e59, 0x00005e60,
+	0x00005e7b, 0x00005e9b, 0x00005ecb, 0x00005ee2,
 	// Entry 220 - 23F
-	0x00005e9b, 0x00005ed6, 0x00005f02, 0x00005f56,
-	0x00005f66, 0x00005f71, 0x00005f85, 0x00005f97,
-	0x00005fad, 0x00005fbf, 0x00005fd1, 0x00005fd7,
-	0x00005fe9, 0x00005ff7, 0x00006006, 0x0000601c,
-	0x00006046, 0x00006079, 0x00006121, 0x00006171,
-	0x00006199, 0x000061eb, 0x0000622d, 0x00006269,
-	0x00006280, 0x00006348, 0x00006375, 0x00006430,
-	0x0000644a, 0x00006463, 0x00006484, 0x0000649a,
+	0x00005f1a, 0x00005f55, 0x00005f81, 0x00005fd5,
+	0x00005fe5, 0x00005ff0, 0x00006004, 0x00006016,
+	0x0000602c, 0x0000603e, 0x00006050, 0x00006056,
+	0x00006068, 0x00006076, 0x00006085, 0x0000609b,
+	0x000060c5, 0x000060f8, 0x000061a0, 0x000061f0,
+	0x00006218, 0x0000626a, 0x000062ac, 0x000062e8,
+	0x000062ff, 0x000063c7, 0x000063f4, 0x000064af,
+	0x000064c9, 0x000064e2, 0x00006503, 0x00006519,
 	// Entry 240 - 25F
-	0x000064a1, 0x000064bb, 0x00006550, 0x000065b3,
-	0x000065c6, 0x000065ed, 0x00006615, 0x00006623,
-	0x00006633, 0x00006644, 0x0000664b, 0x00006781,
-	0x00006788, 0x000067c2, 0x000067c7, 0x000067dc,
-	0x000067f0, 0x00006802, 0x00006818, 0x00006833,
-	0x00006908, 0x00006920, 0x000069c1, 0x00006a50,
-	0x00006a60, 0x00006b3a, 0x00006bfc, 0x00006c01,
-	0x00006c11, 0x00006c1f, 0x00006c2f, 0x00006c3f,
+	0x00006520, 0x0000653a, 0x000065cf, 0x00006632,
+	0x00006645, 0x0000666c, 0x00006694, 0x000066a2,
+	0x000066b2, 0x000066c3, 0x000066ca, 0x00006800,
+	0x00006807, 0x00006841, 0x00006846, 0x0000685b,
+	0x0000686f, 0x00006881, 0x00006897, 0x000068b2,
+	0x00006987, 0x0000699f, 0x00006a40, 0x00006acf,
+	0x00006adf, 0x00006bb9, 0x00006c7b, 0x00006c80,
+	0x00006c90, 0x00006c9e, 0x00006cae, 0x00006cbe,
 	// Entry 260 - 27F
-	0x00006c49, 0x00006c72, 0x00006c8c, 0x00006ca7,
-	0x00006d35, 0x00006d46, 0x00006d53, 0x00006d6e,
-	0x00006d82, 0x00006da0, 0x00006deb, 0x00006e2c,
-	0x00006e44, 0x00006eba, 0x00006f00, 0x00006f19,
-	0x00006f6c, 0x00006fa7, 0x0000703f, 0x0000706b,
-	0x00007091, 0x000070c5, 0x000070dd, 0x00007108,
-	0x00007112, 0x0000718c, 0x000071c1, 0x00007202,
-	0x00007276, 0x000073c5, 0x0000749e, 0x000074b7,
+	0x00006cc8, 0x00006cf1, 0x00006d0b, 0x00006d26,
+	0x00006db4, 0x00006dc5, 0x00006dd2, 0x00006ded,
+	0x00006e01, 0x00006e1f, 0x00006e6a, 0x00006eab,
+	0x00006ec3, 0x00006f39, 0x00006f7f, 0x00006f98,
+	0x00006feb, 0x00007026, 0x000070be, 0x000070ea,
+	0x00007110, 0x00007144, 0x0000715c, 0x00007187,
+	0x00007191, 0x0000720b, 0x00007240, 0x00007281,
+	0x000072f5, 0x00007444, 0x0000751d, 0x00007536,
 	// Entry 280 - 29F
-	0x00007580, 0x000075fd, 0x0000760a, 0x0000765c,
-	0x00007662, 0x000076fe, 0x00007752, 0x0000777d,
-	0x00007809, 0x0000789f, 0x00007961, 0x00007991,
-	0x0000799e, 0x000079a4, 0x000079ba, 0x000079c5,
-	0x000079cc, 0x000079d7, 0x000079e5, 0x000079f2,
-	0x00007a00, 0x00007a19, 0x00007a46, 0x00007aef,
-	0x00007b02, 0x00007b0c, 0x00007b9b, 0x00007bfc,
-	0x00007c4e, 0x00007c60, 0x00007c73, 0x00007cb1,
+	0x000075ff, 0x0000767c, 0x00007689, 0x000076db,
+	0x000076e1, 0x0000777d, 0x000077d1, 0x000077fc,
+	0x00007888, 0x0000791e, 0x000079e0, 0x00007a10,
+	0x00007a1d, 0x00007a23, 0x00007a39, 0x00007a44,
+	0x00007a4b, 0x00007a56, 0x00007a64, 0x00007a71,
+	0x00007a7f, 0x00007a98, 0x00007ac5, 0x00007b6e,
+	0x00007b81, 0x00007b8b, 0x00007c1a, 0x00007c7b,
+	0x00007ccd, 0x00007cdf, 0x00007cf2, 0x00007d30,
 	// Entry 2A0 - 2BF
-	0x00007ced, 0x00007cf9, 0x00007d06, 0x00007d14,
-	0x00007d22, 0x00007d32, 0x00007d6e, 0x00007da8,
-	0x00007e25, 0x00007e30, 0x00007e5a, 0x00007e76,
-	0x00007e7a, 0x00007e8c, 0x00007f4e, 0x00007f81,
-	0x00007f8c, 0x00007f96, 0x00007fab, 0x00007fb4,
-	0x00007fbe, 0x00007fd3, 0x00007ff7, 0x00008011,
-	0x00008026, 0x00008052, 0x00008057, 0x0000806c,
-	0x0000807e, 0x000080b3, 0x000080c4, 0x0000813a,
+	0x00007d6c, 0x00007d78, 0x00007d85, 0x00007d93,
+	0x00007da1, 0x00007db1, 0x00007ded, 0x00007e27,
+	0x00007ea4, 0x00007eaf, 0x00007ed9, 0x00007ef5,
+	0x00007ef9, 0x00007f0b, 0x00007fcd, 0x00008000,
+	0x0000800b, 0x00008015, 0x0000802a, 0x00008033,
+	0x0000803d, 0x00008052, 0x00008076, 0x00008090,
+	0x000080a5, 0x000080d1, 0x000080d6, 0x000080eb,
+	0x000080fd, 0x00008132, 0x00008143, 0x000081b9,
 	// Entry 2C0 - 2DF
-	0x000081c5, 0x00008254, 0x000082bb, 0x000082fd,
-	0x00008370, 0x000083b8, 0x000083e6, 0x00008419,
+	0x00008244, 0x000082d3, 0x0000833a, 0x0000837c,
+	0x000083ef, 0x00008437, 0x00008465, 0x00008498,
 } // Size: 2872 bytes
 
-const frData string = "" + // Size: 33817 bytes
+const frData string = "" + // Size: 33944 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
 	"s…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les insta" +
 	"nces en cours ou bloquées…\x02Dites pourquoi, pour qui lira le journal p" +
-	"lus tard\u202f: %[1]d caractères au plus.\x02Motif (consigné dans le jou" +
-	"rnal d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre" +
-	" l’instance de processus %[1]s\x02Reprendre cette instance\u202f? Son oc" +
-	"currence en échec au nœud %[1]s est proposée de nouveau, avec un budget " +
-	"de tentatives neuf.\x02Les exécutants peuvent la reprendre (une occurren" +
-	"ce push rappelle sa destination). Ses tentatives précédentes et sa derni" +
-	"ère erreur restent dans son historique. Rien n’est terminé à la place d" +
-	"e quiconque.\x02Reprendre l’instance\x02Abandonner l’instance de process" +
-	"us %[1]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le" +
-	" code d’erreur abandoned.\x02Son occurrence en échec reste telle quelle " +
-	"et rien n’est terminé à sa place. Une instance abandonnée ne peut pas êt" +
-	"re reprise.\x02Abandonner l’instance\x02Arrêter l’instance de processus " +
-	"%[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont ann" +
-	"ulées.\x02Les exécutants qui en détiennent une l’apprennent à leur proch" +
-	"ain retour, et leurs résultats sont refusés. Rien n’est terminé à leur p" +
-	"lace, et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instan" +
-	"ce\x02Cette instance ne peut pas être reprise\u202f: son occurrence au n" +
-	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
-	" construites), une reprise échouerait donc de la même façon. Abandonnez-" +
-	"la ou arrêtez-la.\x02Rien n’a été fait.\x02Impossible d’agir sur cette i" +
-	"nstance\x02Retour à l’instance\x02Quelqu’un a agi sur cette instance apr" +
-	"ès l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fai" +
-	"t\u202f: regardez-la de nouveau avant de décider.\x02Cette instance est " +
-	"déjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle" +
-	" après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été " +
-	"fait.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
-	"\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2]s " +
-	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[1]s, pas b" +
-	"loquée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pa" +
-	"s bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
-	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
-	"nsigné\u202f:\x02Quelqu’un a agi sur cette instance après l’ouverture de" +
-	" cette page. Rien n’a été fait\u202f: regardez-la de nouveau avant de dé" +
-	"cider.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
-	"\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02Cet" +
-	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occ" +
-	"urrence a échoué avant toute tentative\u202f: ses entrées n’ont pas pu ê" +
-	"tre construites, une reprise échouerait donc de la même façon. Abandonne" +
-	"z ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Relais a refusé l’" +
-	"action. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; r" +
-	"ien n’a changé et rien n’a été consigné.\x02Cette instance était déjà ar" +
-	"rêtée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consign" +
-	"é.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau" +
-	". Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance est pas" +
-	"sée en échec avec le code d’erreur abandoned. Consigné dans le journal d" +
-	"’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont an" +
-	"nulées. Consigné dans le journal d’audit.\x02Indiquez un motif\u202f: il" +
-	" est consigné dans le journal d’audit (%[1]d caractères au plus). Rien n" +
-	"’a été fait.\x02Le motif est trop long\u202f: %[1]d caractères, pour %" +
-	"[2]d au plus. Raccourcissez-le. Rien n’a été fait.\x02Action inconnue." +
-	"\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à celles " +
-	"qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances bl" +
-	"oquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans l" +
-	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
-	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
-	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
-	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
-	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
-	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. R" +
-	"ien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%" +
-	"[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d ins" +
-	"tances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
-	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
-	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
-	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
-	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
-	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
-	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
-	"rrespond au filtre maintenant.\x00=\x02%[1]d instances en cours correspo" +
-	"ndent au filtre maintenant.\x02Arrêter toutes les instances en cours ou " +
-	"bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instanc" +
-	"e en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d ins" +
-	"tances en cours ou bloquées correspondent au filtre maintenant.\x02Chacu" +
-	"ne est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée" +
-	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
-	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
-	"e instance à laquelle cette action s’applique ne correspond au filtre." +
-	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
-	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
-	"de tous les processus.\x02sans filtre\x02Processus\x02Statut\x02Clé méti" +
-	"er\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créée" +
-	"s jusqu’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d g" +
-	"roupes les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01" +
-	"\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant " +
-	"toute tentative (ses entrées n’ont pas pu être construites)\u202f: elle " +
-	"ne peut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-" +
-	"la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant tout" +
-	"e tentative (leurs entrées n’ont pas pu être construites)\u202f: elles n" +
-	"e peuvent pas être reprises et ne sont pas comptées. Abandonnez-les ou a" +
-	"rrêtez-les.\x02Impossible d’agir sur ce filtre\x02Le nombre confirmé man" +
-	"que\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous l" +
-	"’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances o" +
-	"nt été réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez" +
-	" le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a dé" +
-	"jà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses trac" +
-	"es sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
-	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
-	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
-	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
-	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
-	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
-	"\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Moti" +
-	"f\x02Instance de processus\x02Occurrence reproposée\x02Action groupée" +
-	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
-	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
-	"bles ont leur propre journal, que les administrateurs lisent sur la page" +
-	" Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeto" +
-	"n, exact\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune actio" +
-	"n d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proc" +
-	"essus doit être un identifiant d’instance complet (un UUID)\u202f: les l" +
-	"istes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou" +
-	" copiez son lien, pour l’identifiant complet.\x02L’action groupée doit ê" +
-	"tre désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les" +
-	" plus récentes d’abord\x02Voici les %[1]d instances que l’action groupée" +
-	" %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement montre o" +
-	"ù elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navig" +
-	"ation principale\x02État\x02Tâches externes\x02Processus\x02Trouver une " +
-	"instance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Dé" +
-	"finitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Ré" +
-	"vélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
-	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heu" +
-	"res en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans" +
-	" rechargement automatique\x02Cette page se recharge toutes les %[1]d sec" +
-	"ondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définitio" +
-	"ns et les processus\u202f: les tâches externes et les instances de proce" +
-	"ssus sont réservées aux opérateurs et aux administrateurs.\x02Requête in" +
-	"valide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des " +
-	"octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
-	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
-	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
-	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
-	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
-	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
-	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
-	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
-	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
-	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
-	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
-	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun c" +
-	"onsommateur pour l’instant.\x02Aucun autre consommateur.\x02Les services" +
-	" externes qui prennent des tâches, et les définitions que chacun peut pr" +
-	"endre. Créez les consommateurs, modifiez leurs droits et renouvelez leur" +
-	"s jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais " +
-	"affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom" +
-	"\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun dro" +
-	"it\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâche" +
-	"s\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
-	"\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les " +
-	"décomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
-	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
-	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
-	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
-	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
-	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
-	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
-	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
-	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
-	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
-	"e de travail, leurs révisions immuables et leurs publications nommées." +
-	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
-	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
-	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
-	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
-	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
-	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
-	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
-	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
-	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02en cas d’erreur\x02toute a" +
-	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
-	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
-	"instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d" +
-	"’attente et les incidents de chaque définition maintenant, et ce que s" +
-	"es exécutants ont terminé dans la dernière heure\u202f: les occurrences " +
-	"terminées avec succès ou en échec. Une occurrence relancée depuis compte" +
-	" là où elle se termine ensuite\u202f; un échec qui laisse des tentatives" +
-	" n’est pas compté, la page de son occurrence le montre.\x02Réussites et " +
-	"échecs, dernière heure\x02Définitions, celles qui demandent de l’attent" +
-	"ion d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec" +
-	"\x02Attente de la plus ancienne disponible\x02Terminées, dernière heure" +
-	"\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurrenc" +
-	"e.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
-	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
-	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
-	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
-	"s les définitions\x02Réussites et échecs par tranche de 5 min, dernière " +
-	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
-	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02termin" +
-	"ée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par " +
-	"tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02" +
-	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
-	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
-	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
-	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
+	"lus tard\u202f: %[1]d caractères au plus. Tous les opérateurs le lisent," +
+	" et il est conservé quelle que soit la rétention\u202f: n’y écrivez aucu" +
+	"ne donnée de client.\x02Motif (consigné dans le journal d’audit)\x02La l" +
+	"aisser continuer\x02La laisser bloquée\x02Reprendre l’instance de proces" +
+	"sus %[1]s\x02Reprendre cette instance\u202f? Son occurrence en échec au " +
+	"nœud %[1]s est proposée de nouveau, avec un budget de tentatives neuf." +
+	"\x02Les exécutants peuvent la reprendre (une occurrence push rappelle sa" +
+	" destination). Ses tentatives précédentes et sa dernière erreur restent " +
+	"dans son historique. Rien n’est terminé à la place de quiconque.\x02Repr" +
+	"endre l’instance\x02Abandonner l’instance de processus %[1]s\x02Abandonn" +
+	"er cette instance\u202f? Elle passe en échec avec le code d’erreur aband" +
+	"oned.\x02Son occurrence en échec reste telle quelle et rien n’est termin" +
+	"é à sa place. Une instance abandonnée ne peut pas être reprise.\x02Aban" +
+	"donner l’instance\x02Arrêter l’instance de processus %[1]s\x02Arrêter ce" +
+	"tte instance\u202f? Ses occurrences ouvertes sont annulées.\x02Les exécu" +
+	"tants qui en détiennent une l’apprennent à leur prochain retour, et leur" +
+	"s résultats sont refusés. Rien n’est terminé à leur place, et une instan" +
+	"ce arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02Cette instanc" +
 	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
 	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
-	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
-	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
-	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
-	"n échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
-	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
-	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
-	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
-	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
-	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
-	"Instances de processus\x02Version\x02exacte, casse comprise\x02du\x02au" +
-	"\x02Agir sur toutes les instances que ce filtre retient\x02La page suiva" +
-	"nte les compte et demande un motif avant que rien ne change.\x02Instance" +
-	"s de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou " +
-	"erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les proce" +
-	"ssus\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée" +
-	"\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02" +
-	"rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date" +
-	"\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02s" +
-	"ecrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécu" +
-	"tant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
-	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
-	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
-	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
-	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
-	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
-	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(" +
-	"%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pro" +
-	"chaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
-	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
-	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
-	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
-	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
-	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
-	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
-	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
-	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
-	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
-	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
-	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
-	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
-	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
-	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
-	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
-	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
-	"du HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (pag" +
-	"e Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f" +
-	": les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a pas." +
-	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
-	"ts actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant" +
-	" actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s " +
-	"ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2" +
-	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
-	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
-	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
-	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
-	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
-	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
-	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
-	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
-	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
-	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
-	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
-	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
-	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
-	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
-	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
-	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; ré" +
-	"glée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
-	"\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Me" +
-	"ssage de l’exécutant (ses propres termes, valeurs protégées masquées)" +
-	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
-	"nconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
-	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
-	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
-	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
-	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
-	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
-	"les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tenta" +
-	"tive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02" +
-	"différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première" +
-	" page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
-	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
-	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
-	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
-	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
-	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
-	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
-	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Les pages où vous saisissez un motif (confirmations, et occurrenc" +
-	"es dont une valeur peut être révélée) ne se rechargent jamais d’elles-mê" +
-	"mes, pas plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Reve" +
-	"nir sans enregistrer\x02UTC (temps universel coordonné)\x02Heure locale " +
-	"à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de proce" +
-	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
-	"s, avec l’emplacement actuel de leurs occurrences.\x02Les versions de pr" +
-	"ocessus publiées\u202f: leurs nœuds, routes et révisions épinglées, dess" +
-	"inés.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Auc" +
-	"un processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s" +
-	"\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin" +
-	" depuis le nœud de départ. Les flèches pleines sont les réussites (étiqu" +
-	"etées par leur route), les pointillées les échecs (étiquetées par leurs " +
-	"codes d’erreur). Chaque case indique combien d’occurrences de cette vers" +
-	"ion se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version" +
-	", avec leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En ca" +
-	"s de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances d" +
-	"e cette version\x02Les colonnes suivent le plus long chemin depuis le nœ" +
-	"ud de départ. Les flèches pleines sont les réussites (étiquetées par leu" +
-	"r route), les pointillées les échecs (étiquetées par leurs codes d’erreu" +
-	"r).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop" +
-	" pour les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous do" +
-	"nne chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1" +
-	"]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le t" +
-	"ableau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s" +
-	"\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau c" +
-	"i-dessous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœ" +
-	"uds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, r" +
-	"outes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de" +
-	" %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin " +
-	"(en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un o" +
-	"pérateur)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01" +
-	"\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, pr" +
-	"iorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, p" +
-	"riorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défau" +
-	"t)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes" +
-	" au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Se" +
-	"uls les administrateurs peuvent révéler une valeur sensible.\x02Révélati" +
-	"on impossible\x02Dites pourquoi vous révélez cette valeur\u202f: le moti" +
-	"f est consigné avec la révélation dans le journal d’audit.\x02Révélé par" +
-	" %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’o" +
-	"ccurrence\x02Seule une valeur que cette page affiche masquée (sensible) " +
-	"peut être révélée.\x02Les valeurs secrètes ne peuvent jamais être révélé" +
-	"es.\x02Chaque valeur sensible qu’un administrateur a révélée\u202f: qui," +
-	" quand, quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais c" +
-	"onservées.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’" +
-	"a été révélée.\x02aucun (révélée avant que le motif soit demandé)\x02Mét" +
-	"hode non autorisée\x02Cette page n’accepte pas cette requête.\x02Recherc" +
-	"he\x02Saisissez un identifiant d’instance ou d’occurrence (un UUID, que " +
-	"les pages affichent au survol) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»" +
-	", et aucune instance ne l’a pour clé métier. Une instance terminée est s" +
-	"upprimée, avec ses occurrences et ses tentatives, une fois la durée de c" +
-	"onservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde l" +
-	"es actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[" +
-	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
-	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
-	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
-	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
-	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
-	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
-	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
-	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
-	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
-	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
-	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
-	"rateurs voient cette page\u202f: les jetons, les consommateurs, les dest" +
-	"inations et le journal des révélations sont de leur ressort.\x02Jetons d" +
-	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
-	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
-	"n jeton refuse sa requête suivante.\x02Jetons du personnel, les plus anc" +
-	"iens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expirati" +
-	"on\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
-	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
-	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
-	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
-	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
-	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
-	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eules les révisions %[1]s sont prises en charge."
+	"eprise échouerait donc de la même façon. Abandonnez-la ou arrêtez-la." +
+	"\x02Rien n’a été fait.\x02Impossible d’agir sur cette instance\x02Retour" +
+	" à l’instance\x02Quelqu’un a agi sur cette instance après l’ouverture de" +
+	" cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: regardez-" +
+	"la de nouveau avant de décider.\x02Cette instance est déjà terminée (ell" +
+	"e est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouverture" +
+	" de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette ins" +
+	"tance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a a" +
+	"gi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Ri" +
+	"en n’a été fait.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y " +
+	"a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n" +
+	"’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a ri" +
+	"en à arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Qu" +
+	"elqu’un a agi sur cette instance après l’ouverture de cette page. Rien n" +
+	"’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cette i" +
+	"nstance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a" +
+	" sans doute agi avant vous. Rien n’a été fait.\x02Cette instance est déj" +
+	"à terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence a échoué a" +
+	"vant toute tentative\u202f: ses entrées n’ont pas pu être construites, u" +
+	"ne reprise échouerait donc de la même façon. Abandonnez ou arrêtez plutô" +
+	"t l’instance. Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a é" +
+	"té fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et " +
+	"rien n’a été consigné.\x02Cette instance était déjà arrêtée, par %[1]s l" +
+	"e %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise" +
+	"\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. Consigné dan" +
+	"s le journal d’audit.\x02Abandon\u202f: l’instance est passée en échec a" +
+	"vec le code d’erreur abandoned. Consigné dans le journal d’audit.\x02Arr" +
+	"êt\u202f: l’instance et ses occurrences ouvertes sont annulées. Consign" +
+	"é dans le journal d’audit.\x02Indiquez un motif\u202f: il est consigné " +
+	"dans le journal d’audit (%[1]d caractères au plus). Rien n’a été fait." +
+	"\x02Le motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus. " +
+	"Raccourcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’ap" +
+	"plique aux instances en cours ou bloquées, pas à celles qui sont %[1]s." +
+	"\x02La reprise et l’abandon s’appliquent aux instances bloquées, pas à c" +
+	"elles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d’aud" +
+	"it pour chaque instance)\x02Revenir à la liste\x02Cela prend environ %[1" +
+	"]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’" +
+	"attendre avant, l’action va tout de même jusqu’au bout.\x02La suivre dan" +
+	"s le journal d’audit (nouvel onglet)\x02Reprendre toutes les instances b" +
+	"loquées que ce filtre retient\x02L’occurrence en échec de chacune est pr" +
+	"oposée de nouveau, avec un budget de tentatives neuf. Rien n’est terminé" +
+	" à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d instance blo" +
+	"quée correspond au filtre maintenant.\x00>\x02%[1]d instances bloquées c" +
+	"orrespondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Repren" +
+	"dre %[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner to" +
+	"utes les instances bloquées que ce filtre retient\x02Chacune passe en éc" +
+	"hec avec le code d’erreur abandoned et ne peut plus être reprise.\x14" +
+	"\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandon" +
+	"ner %[1]d instances\x02Arrêter toutes les instances bloquées que ce filt" +
+	"re retient\x02Arrêter toutes les instances en cours que ce filtre retien" +
+	"t\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filt" +
+	"re maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre " +
+	"maintenant.\x02Arrêter toutes les instances en cours ou bloquées que ce " +
+	"filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bl" +
+	"oquée correspond au filtre maintenant.\x00J\x02%[1]d instances en cours " +
+	"ou bloquées correspondent au filtre maintenant.\x02Chacune est annulée a" +
+	"vec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas êtr" +
+	"e reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19" +
+	"\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laq" +
+	"uelle cette action s’applique ne correspond au filtre.\x02Aucun processu" +
+	"s, aucune clé métier, aucun code d’erreur ni date de création ne restrei" +
+	"nt ce filtre\u202f: l’action s’applique aux instances de tous les proces" +
+	"sus.\x02sans filtre\x02Processus\x02Statut\x02Clé métier\x02Code d’erreu" +
+	"r\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par " +
+	"processus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus no" +
+	"mbreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9" +
+	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
+	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
+	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
+	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
+	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
+	"sible d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez " +
+	"de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il é" +
+	"tait de %[1]d)\u202f: entre-temps, des instances ont été réglées, démarr" +
+	"ées ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et" +
+	" confirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le " +
+	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
+	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
+	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
+	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée" +
+	"\u202f: elle a changé après le comptage (réglée, ou traitée par quelqu’u" +
+	"n d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comp" +
+	"tage (réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°" +
+	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
+	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
+	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
+	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
+	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
+	"/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02Appliquer " +
+	"les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne corre" +
+	"spond.\x02Toutes les actions\x02L’instance de processus doit être un ide" +
+	"ntifiant d’instance complet (un UUID)\u202f: les listes montrent la fin " +
+	"de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour" +
+	" l’identifiant complet.\x02L’action groupée doit être désignée par son i" +
+	"dentifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
+	"\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées. Ta" +
+	"nt qu’elle s’exécute, chaque rechargement montre où elle en est.\x02Cons" +
+	"ole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Éta" +
+	"t\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurre" +
+	"nce\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
+	"\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté e" +
+	"n tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
+	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechar" +
+	"gement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automat" +
+	"ique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autoris" +
+	"é\x02Votre rôle ne permet de lire que les définitions et les processus" +
+	"\u202f: les tâches externes et les instances de processus sont réservées" +
+	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
+	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
+	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
+	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
+	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
+	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
+	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
+	"S_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opéra" +
+	"teur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulai" +
+	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
+	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
+	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
+	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
+	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
+	"istrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’i" +
+	"nstant.\x02Aucun autre consommateur.\x02Les services externes qui prenne" +
+	"nt des tâches, et les définitions que chacun peut prendre. Créez les con" +
+	"sommateurs, modifiez leurs droits et renouvelez leurs jetons par l’API (" +
+	"/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consomm" +
+	"ateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le" +
+	"\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend" +
+	" rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: tou" +
+	"tes les révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2]s" +
+	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
+	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
+	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
+	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
+	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
+	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
+	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
+	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
+	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
+	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
+	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
+	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
+	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
+	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
+	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
+	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
+	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
+	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
+	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
+	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
+	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
+	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
+	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
+	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
+	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
+	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
+	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
+	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
+	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
+	"els\x02Ses appels\x02en cas d’erreur\x02toute autre erreur\x02bloquée po" +
+	"ur un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
+	" de chaque définition maintenant, et ce que ses exécutants ont terminé d" +
+	"ans la dernière heure\u202f: les occurrences terminées avec succès ou en" +
+	" échec. Une occurrence relancée depuis compte là où elle se termine ensu" +
+	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
+	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
+	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
+	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
+	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
+	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
+	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
+	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
+	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
+	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
+	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
+	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
+	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
+	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
+	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pou" +
+	"r\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, p" +
+	"uis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateu" +
+	"r\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être " +
+	"un nombre entier à partir de 1.\x02Une version est celle d’un processus" +
+	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
+	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02Version\x02exacte, casse comprise\x02du\x02au\x02Agir sur toutes les" +
+	" instances que ce filtre retient\x02La page suivante les compte et deman" +
+	"de un motif avant que rien ne change.\x02Instances de processus, les plu" +
+	"s récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instan" +
+	"ce ne correspond à ces filtres.\x02Tous les processus\x02Toute définitio" +
+	"n\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
+	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
+	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
+	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
+	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
+	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
+	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
+	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
+	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
+	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
+	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
+	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consigné av" +
+	"ec la révélation)\x02Disponible à partir du\x02Prochaine tentative\x02De" +
+	"rnière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tent" +
+	"ative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative pos" +
+	"sible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (ten" +
+	"tatives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas " +
+	"répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
+	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
+	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
+	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
+	"e résultat ne respectait pas le contrat de sorties de la révision.\x02Re" +
+	"lais s’est arrêté pendant l’appel\u202f: on ignore si la destination a a" +
+	"gi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé." +
+	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
+	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
+	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
+	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
+	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
+	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
+	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
+	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
+	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
+	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
+	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
+	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
+	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
+	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
+	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
+	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
+	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
+	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
+	"é]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pro" +
+	"pres termes, valeurs protégées masquées)\x02La révision doit être un nom" +
+	"bre entier, 1 ou plus.\x02Consommateur inconnu.\x02Destination «\u202f%[" +
+	"1]s\u202f» inconnue.\x02Date de clôture\x02Plus de filtres\u202f: instan" +
+	"ce, révision, consommateur, destination, dates\x02Destination d’appel" +
+	"\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par statu" +
+	"t\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Erre" +
+	"ur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Auc" +
+	"une occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
+	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
+	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
+	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
+	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
+	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
+	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
+	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
+	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
+	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
+	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
+	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
+	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
+	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
+	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
+	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
+	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
+	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
+	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
+	"été.\x02Recharger les listes et les pages de détail\x02Les pages où vou" +
+	"s saisissez un motif (confirmations, et occurrences dont une valeur peut" +
+	" être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une va" +
+	"leur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
+	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de dép" +
+	"art\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud" +
+	" de départ. Les flèches pleines sont les réussites (étiquetées par leur " +
+	"route), les pointillées les échecs (étiquetées par leurs codes d’erreur)" +
+	". Chaque case indique combien d’occurrences de cette version se trouvent" +
+	" à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs oc" +
+	"currences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite" +
+	"\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette versi" +
+	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
+	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
+	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
+	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
+	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
+	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
+	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
+	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
+	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
+	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
+	"isissez un identifiant d’instance ou d’occurrence (un UUID, que les page" +
+	"s affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le c" +
+	"hamp de recherche est vide.\x02C’est trop long pour être un identifiant " +
+	"ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
+	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
+	" instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune" +
+	" instance ne l’a pour clé métier. Une instance terminée est supprimée, a" +
+	"vec ses occurrences et ses tentatives, une fois la durée de conservation" +
+	" (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde les actions " +
+	"d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» " +
+	"pour clé métier, et ce n’est pas un identifiant entier\u202f: les listes" +
+	" montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son l" +
+	"ien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre sessio" +
+	"n avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou red" +
+	"émarrage du serveur)\u202f: votre dernière action n’a pas été appliquée" +
+	". Reconnectez-vous, puis refaites-la.\x02Votre session a pris fin (inact" +
+	"ivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). R" +
+	"econnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opéra" +
+	"teur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifi" +
+	"é une fois et n’est jamais conservé dans votre navigateur\u202f; un coo" +
+	"kie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de con" +
+	"nexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
+	"\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne " +
+	"peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérate" +
+	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs voie" +
+	"nt cette page\u202f: les jetons, les consommateurs, les destinations et " +
+	"le journal des révélations sont de leur ressort.\x02Jetons du personnel " +
+	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
+	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
+	"se sa requête suivante.\x02Jetons du personnel, les plus anciens d’abord" +
+	"\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais" +
+	"\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer" +
+	" le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
+	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
+	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
+	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
+	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
+	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
+	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
+	"quer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
+	"e sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
+	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
+	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
+	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
+	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
+	"\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page montre les" +
+	" %[2]d premières, le détail de l’API les donne toutes.\x02non fourni\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(" +
+	"%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants " +
+	"connectés par un flux, et ceux qui interrogent par leur dernière demande" +
+	". Un exécutant est listé tant qu’il s’est manifesté dans les trois derni" +
+	"ers battements de cœur.\x02Exécutants vus dans les trois derniers battem" +
+	"ents\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Con" +
+	"nexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exé" +
+	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
+	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
+	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
+	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
+	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun processus n’uti" +
+	"lise encore cette définition\u202f: elle aura besoin d’un exécutant quan" +
+	"d un processus l’utilisera en mode pull.\x02Aucun processus n’utilise ce" +
+	"tte définition en mode pull\u202f: Relais appelle ses destinations (push" +
+	"), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté " +
+	"pour cette définition\u202f; aucune de ses occurrences n’en attend.\x14" +
+	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
+	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
+	"certains prennent toutes les révisions accordées à leur consommateur." +
+	"\x02Toutes les révisions accordées au consommateur sont prises en charge" +
+	".\x02Seule la révision %[1]d est prise en charge.\x02Seules les révision" +
+	"s %[1]s sont prises en charge."
 
-	// Total table size 65907 bytes (64KiB); checksum: 8054CF33
+	// Total table size 66128 bytes (64KiB); checksum: B61BD1BE

@@ -563,6 +563,9 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 		if _, err := c.call(ctx, "POST", base+"/versions?dry_run=true", d.Body, &plan); err != nil {
 			rest, planned := pl.satisfied(err, parsed)
 			if !planned {
+				if ae, ok := err.(*apiError); ok && rest != nil {
+					ae.Errors = rest // with the revision this apply makes named
+				}
 				return Result{}, err
 			}
 			// Some of what it needs is only planned in this dry run: the
@@ -641,11 +644,28 @@ func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, p
 	for _, e := range ae.Errors {
 		if pl.answers(e, p) {
 			planned = true
-		} else {
-			rest = append(rest, e)
+			continue
 		}
+		if n, ok := nodeAt(e.Path, p); ok && strings.HasSuffix(e.Path, "/revision") {
+			if rev, ok := pl.revisions[n.Definition]; ok {
+				// The server names the revisions it has: say the one
+				// this apply makes too.
+				e.Message += fmt.Sprintf("; this apply makes revision %d", rev)
+			}
+		}
+		rest = append(rest, e)
 	}
 	return rest, planned
+}
+
+// nodeAt is the node a problem's pointer is about (/nodes/NAME/...).
+func nodeAt(path string, p *process.Process) (*process.Node, bool) {
+	parts := strings.Split(path, "/")
+	if len(parts) < 3 || parts[0] != "" || parts[1] != "nodes" {
+		return nil, false
+	}
+	n, ok := p.Nodes[parts[2]]
+	return n, ok
 }
 
 // answers reports whether e is a node's reference to what the plan
@@ -690,6 +710,11 @@ func (c *Client) checkAgainstPlan(ctx context.Context, p *process.Process, pl pl
 	}
 	problems := slices.Clone(rest)
 	for _, v := range vs {
+		if strings.HasPrefix(v.Message, "default timeout ") {
+			// The server's RELAIS_PUSH_DEFAULT_TIMEOUT is not this
+			// client's to know: the server judges it when it publishes.
+			continue
+		}
 		if !slices.ContainsFunc(problems, func(e apiFieldError) bool { return e.Path == v.Path }) {
 			problems = append(problems, apiFieldError{Path: v.Path, Message: v.Message})
 		}

@@ -90,13 +90,22 @@ func TestClientReportsServerRefusalsAsFilePointerMessage(t *testing.T) {
 		t.Errorf("dry run of a process on a planned revision: results %q, problems %q", results, got)
 	}
 
+	// A revision the apply does not make either: named with the one it
+	// makes.
+	node := later["nodes"].(map[string]any)["crm"].(map[string]any)
+	node["revision"] = 3
+	if _, got := lines([]apply.Document{def2, doc}, true); !reflect.DeepEqual(got, []string{"procs/crm.yaml: /nodes/crm/revision: unknown definition revision add_company_to_crm@3 (add_company_to_crm has revisions 1 to 1); this apply makes revision 2"}) {
+		t.Errorf("dry run of a process on a revision beyond the planned one: problems %q", got)
+	}
+	node["revision"] = 2
+
 	// Revision 2 requires an input the process does not bind, and the
 	// process misspells a route: both are reported, the planned revision
 	// is not.
 	inputs := crm["inputs"].(map[string]any)
 	inputs["fields"] = append(slices.Clone(inputs["fields"].([]any)), map[string]any{"name": "region", "type": "text", "required": true})
 	typo := relaistest.CRMProcess(nil)
-	node := typo["nodes"].(map[string]any)["crm"].(map[string]any)
+	node = typo["nodes"].(map[string]any)["crm"].(map[string]any)
 	node["revision"] = 2
 	node["routes"] = map[string]any{"created": "done", "existing": "known", "exisitng": "known"}
 	doc.Body = typo
