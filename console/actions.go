@@ -571,6 +571,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	all := T(ctx, "any")
 	v.Filter = []fact{
 		{Label: T(ctx, "Process"), Value: orAll(f.Process, all), Code: f.Process != ""},
+		{Label: T(ctx, "Version"), Value: orAll(f.Version, all), TestID: "bulk-filter-version"},
 		{Label: T(ctx, "Status"), Value: orAll(statusLabel(ctx, f.Status), all)},
 		{Label: T(ctx, "Business key"), Value: orAll(f.BusinessKey, all), Code: f.BusinessKey != ""},
 		{Label: T(ctx, "Error code"), Value: orAll(f.ErrorCode, all), Code: f.ErrorCode != ""},
@@ -652,6 +653,14 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	// A parameter the filter does not read would leave it wider than the
 	// operator meant: no count, no form.
 	errs = append(queryProblems(ctx, r.URL.RawQuery, bulkParams...), errs...)
+	if len(errs) == 0 {
+		unknown, err := c.unknownKeys(ctx, ef)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		errs = unknown
+	}
 	if len(errs) > 0 {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
@@ -667,6 +676,35 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, bulkPage(v))
+}
+
+// unknownKeys refuses, as the API does, a filter naming a process, a
+// process version or a definition nothing has: a typo counts 0, which
+// reads as the incident's end.
+func (c *Console) unknownKeys(ctx context.Context, ef engine.InstanceFilter) ([]string, error) {
+	var errs []string
+	if ef.ProcessKey != "" {
+		_, err := c.eng.GetProcessVersion(ctx, ef.ProcessKey, ef.Version)
+		switch {
+		case isNotFound(err) && ef.Version > 0:
+			process, version := ef.ProcessKey, ef.Version
+			errs = append(errs, T(ctx, "Process %s has no version %d.", process, version))
+		case isNotFound(err):
+			errs = append(errs, T(ctx, "No process has the key “%s”.", ef.ProcessKey))
+		case err != nil:
+			return nil, err
+		}
+	}
+	if ef.HeldAt != "" {
+		_, err := c.eng.GetDefinition(ctx, ef.HeldAt)
+		switch {
+		case isNotFound(err):
+			errs = append(errs, T(ctx, "No definition has the key “%s”.", ef.HeldAt))
+		case err != nil:
+			return nil, err
+		}
+	}
+	return errs, nil
 }
 
 // bulkAct applies the action to every instance the filter matches, if the

@@ -39,8 +39,20 @@ func TestInstancesOfOneVersion(t *testing.T) {
 	if !strings.Contains(bulk, "version=1") {
 		t.Errorf("the bulk stop link lost the version: %q", bulk)
 	}
-	if confirm := b.mustGet(bulk, 200); !strings.Contains(text(confirm, "bulk-count"), "1 ") {
-		t.Errorf("the bulk stop of version 1 counts %q", text(confirm, "bulk-count"))
+	confirm := b.mustGet(bulk, 200)
+	if !strings.Contains(text(confirm, "bulk-count"), "1 ") || !strings.Contains(text(confirm, "bulk-filter-version"), "1") {
+		t.Errorf("the bulk stop of version 1 counts %q, filter version %q", text(confirm, "bulk-count"), text(confirm, "bulk-filter-version"))
+	}
+	// A key or a version nothing has is refused, not counted 0.
+	for q, want := range map[string]string{
+		"process=crm_ony":            "No process has the key “crm_ony”.",
+		"process=crm_only&version=9": "Process crm_only has no version 9.",
+		"held_at=add_company_to_cmr": "No definition has the key “add_company_to_cmr”.",
+	} {
+		r := b.get("/console/instances/bulk?action=stop&" + q)
+		if r.status != http.StatusBadRequest || text(r, "error-message") != want {
+			t.Errorf("bulk stop of %s: %d %q, want 400 %q", q, r.status, text(r, "error-message"), want)
+		}
 	}
 	for q, want := range map[string]string{
 		"version=1":                  "A version is a process’s: choose the process too.",

@@ -478,6 +478,9 @@ func (e *Engine) logBulk(actor Actor, action Action, f InstanceFilter, res BulkR
 			attrs = append(attrs, kv[0], kv[1])
 		}
 	}
+	if f.Version > 0 {
+		attrs = append(attrs, "filter_version", f.Version)
+	}
 	if f.BusinessKey != "" {
 		// A customer's identifier: said to be there, not logged.
 		attrs = append(attrs, "filter_business_key_given", true)

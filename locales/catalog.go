@@ -39,441 +39,444 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              291,
-	"%[1]s %[2]s, %[3]s %[4]s":                 292,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          290,
-	"%[1]s; %[2]s":                             289,
-	"%d (0 lowest, 9 highest)":                 455,
-	"%d attempts":                              459,
-	"%d attempts, retry after %s, priority %d": 611,
-	"%d breaking":                              219,
-	"%d changes":                               218,
-	"%d completed":                             287,
-	"%d d":                                     299,
-	"%d days":                                  313,
-	"%d failed":                                288,
-	"%d h":                                     298,
+	"%[1]s %[2]s":                              295,
+	"%[1]s %[2]s, %[3]s %[4]s":                 296,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          294,
+	"%[1]s; %[2]s":                             293,
+	"%d (0 lowest, 9 highest)":                 458,
+	"%d attempts":                              462,
+	"%d attempts, retry after %s, priority %d": 614,
+	"%d breaking":                              223,
+	"%d changes":                               222,
+	"%d completed":                             291,
+	"%d d":                                     303,
+	"%d days":                                  317,
+	"%d failed":                                292,
+	"%d h":                                     302,
 	"%d held instances match now.":             60,
-	"%d hours":                                 314,
-	"%d items":                                 681,
-	"%d left":                                  461,
-	"%d min":                                   297,
-	"%d minutes":                               315,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 85,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              679,
-	"%d ms": 317,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         601,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 600,
-	"%d occurrences":                          545,
-	"%d releases":                             238,
+	"%d hours":                                 318,
+	"%d items":                                 684,
+	"%d left":                                  464,
+	"%d min":                                   301,
+	"%d minutes":                               319,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              682,
+	"%d ms": 321,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         604,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 603,
+	"%d occurrences":                          548,
+	"%d releases":                             242,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       296,
-	"%d seconds": 316,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 91,
-	"%s (deferred; settled by %s)":                        517,
-	"%s (deferred; settled with its settle token)":        515,
-	"%s (deferred; settled with its settle token, as %s)": 516,
-	"%s (token #%d, %s)":                                  92,
-	"%s ago":                                              294,
-	"%s so far":                                           513,
-	"%s → %s":                                             606,
-	"%s, revision %s":                                     421,
-	"%s, version %s":                                      422,
-	"%s: %s":                                              286,
-	"%s: %s → %s":                                         226,
-	"%s: a date is written 2026-12-01.":                   559,
-	"%s: every revision, present and future":              166,
-	"%s: revisions %s":                                    167,
-	"%s: the first day comes after the last.":             560,
-	"%s–%s":                                               285,
-	"(%d characters in all)":                              682,
-	"(%d handed back, not counted)":                       460,
-	"(each item)":                                         669,
-	"(worker %s)":                                         501,
-	"0 seconds":                                           312,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           647,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 490,
-	"A version is a process’s: choose the process too.":                                                                        356,
+	"%d s":       300,
+	"%d seconds": 320,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 95,
+	"%s (deferred; settled by %s)":                        520,
+	"%s (deferred; settled with its settle token)":        518,
+	"%s (deferred; settled with its settle token, as %s)": 519,
+	"%s (token #%d, %s)":                                  96,
+	"%s ago":                                              298,
+	"%s so far":                                           516,
+	"%s → %s":                                             609,
+	"%s, revision %s":                                     424,
+	"%s, version %s":                                      425,
+	"%s: %s":                                              290,
+	"%s: %s → %s":                                         230,
+	"%s: a date is written 2026-12-01.":                   562,
+	"%s: every revision, present and future":              170,
+	"%s: revisions %s":                                    171,
+	"%s: the first day comes after the last.":             563,
+	"%s–%s":                                               289,
+	"(%d characters in all)":                              685,
+	"(%d handed back, not counted)":                       463,
+	"(each item)":                                         672,
+	"(worker %s)":                                         504,
+	"0 seconds":                                           316,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           650,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 493,
+	"A version is a process’s: choose the process too.":                                                                        360,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              350,
-	"Abandoned by %s at %s — “%s”":                                   342,
+	"Abandoned at node":                                              354,
+	"Abandoned by %s at %s — “%s”":                                   346,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 364,
-	"Action":                              95,
-	"All actions":                         108,
-	"All consumers":                       542,
-	"All definitions":                     276,
-	"All its tasks":                       165,
-	"All processes":                       370,
-	"All statuses":                        372,
-	"All workers":                         695,
-	"An operator abandoned the instance.": 489,
-	"Any definition":                      371,
-	"Apply filters":                       105,
-	"Apr":                                 303,
-	"As of %s (%s); refreshed every few seconds.": 270,
-	"Attempts":                         426,
-	"Audit log":                        101,
-	"Aug":                              307,
-	"Available from":                   470,
-	"Back to definitions":              141,
-	"Back to external tasks":           140,
+	"Act on every instance this filter matches": 367,
+	"Action":                              99,
+	"All actions":                         112,
+	"All consumers":                       545,
+	"All definitions":                     280,
+	"All its tasks":                       169,
+	"All processes":                       373,
+	"All statuses":                        375,
+	"All workers":                         698,
+	"An operator abandoned the instance.": 492,
+	"Any definition":                      374,
+	"Apply filters":                       109,
+	"Apr":                                 307,
+	"As of %s (%s); refreshed every few seconds.": 274,
+	"Attempts":                         429,
+	"Audit log":                        105,
+	"Aug":                              311,
+	"Available from":                   473,
+	"Back to definitions":              145,
+	"Back to external tasks":           144,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           622,
-	"Back without saving":              572,
-	"Breaks processes":                 196,
-	"Breaks workers":                   197,
-	"Bulk %s applied to %d instances.": 90,
-	"Bulk action":                      99,
-	"Business key":                     77,
-	"By process and error code":        82,
-	"Call timeout":                     456,
-	"Calls":                            248,
-	"Camunda 7 facade":                 699,
-	"Cancelled: the instance was stopped (%s).":               512,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 511,
-	"Cannot act on this filter":                               86,
+	"Back to the occurrence":           625,
+	"Back without saving":              575,
+	"Breaks processes":                 200,
+	"Breaks workers":                   201,
+	"Bulk %s applied to %d instances.": 94,
+	"Bulk action":                      103,
+	"Business key":                     78,
+	"By process and error code":        83,
+	"Call timeout":                     459,
+	"Calls":                            252,
+	"Camunda 7 facade":                 702,
+	"Cancelled: the instance was stopped (%s).":               515,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 514,
+	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           619,
-	"Change":                                                  194,
-	"Changes between the two revisions":                       206,
-	"Changes of the Working copy since revision %d":           215,
-	"Choose two existing revisions to compare.":               216,
-	"Classification":                                          173,
-	"Clear filters":                                           106,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            595,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 586,
-	"Compare":              193,
-	"Compare revisions":    189,
-	"Completed":            284,
-	"Completed (%s).":      507,
-	"Completed, last hour": 267,
-	"Completions and failures per 5 minutes, last hour: %s":    277,
-	"Completions and failures per 5-minute slot, oldest first": 282,
-	"Completions and failures, last hour":                      260,
-	"Connected":                                                691,
-	"Constraints":                                              174,
-	"Consumer":                                                 428,
-	"Consumer and worker":                                      539,
-	"Consumers":                                                125,
-	"Consumers, oldest first":                                  154,
-	"Counting the occurrences; the counts appear when you reload the page.": 168,
-	"Counts are unavailable right now.":                                     169,
-	"Counts as of %s (%s); refreshed every few seconds.":                    617,
-	"Counts by status": 535,
-	"Created":          328,
-	"Created from":     80,
-	"Created on":       158,
-	"Created to":       81,
-	"Creation date":    357,
-	"Dates":            424,
-	"Deadline":         453,
-	"Dec":              311,
-	"Deferred":         474,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 506,
-	"Definition":         262,
-	"Definition %s":      176,
-	"Definitions":        123,
-	"Definitions by key": 233,
-	"Definitions served": 689,
-	"Definitions, those needing attention first": 261,
-	"Description":          175,
-	"Destination":          440,
-	"Destinations":         126,
-	"Destinations by name": 242,
-	"Destination’s answer": 433,
-	"Detail":               195,
-	"Digest":               209,
-	"Display settings":     131,
-	"Display settings: ":   132,
-	"Duration":             432,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 259,
+	"Cannot reveal":                                           622,
+	"Change":                                                  198,
+	"Changes between the two revisions":                       210,
+	"Changes of the Working copy since revision %d":           219,
+	"Choose two existing revisions to compare.":               220,
+	"Classification":                                          177,
+	"Clear filters":                                           110,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            598,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 589,
+	"Compare":              197,
+	"Compare revisions":    193,
+	"Completed":            288,
+	"Completed (%s).":      510,
+	"Completed, last hour": 271,
+	"Completions and failures per 5 minutes, last hour: %s":    281,
+	"Completions and failures per 5-minute slot, oldest first": 286,
+	"Completions and failures, last hour":                      264,
+	"Connected":                                                694,
+	"Constraints":                                              178,
+	"Consumer":                                                 431,
+	"Consumer and worker":                                      542,
+	"Consumers":                                                129,
+	"Consumers, oldest first":                                  158,
+	"Counting the occurrences; the counts appear when you reload the page.": 172,
+	"Counts are unavailable right now.":                                     173,
+	"Counts as of %s (%s); refreshed every few seconds.":                    620,
+	"Counts by status": 538,
+	"Created":          332,
+	"Created from":     81,
+	"Created on":       162,
+	"Created to":       82,
+	"Creation date":    361,
+	"Dates":            427,
+	"Deadline":         456,
+	"Dec":              315,
+	"Deferred":         477,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 509,
+	"Definition":         266,
+	"Definition %s":      180,
+	"Definitions":        127,
+	"Definitions by key": 237,
+	"Definitions served": 692,
+	"Definitions, those needing attention first": 265,
+	"Description":          179,
+	"Destination":          443,
+	"Destinations":         130,
+	"Destinations by name": 246,
+	"Destination’s answer": 436,
+	"Detail":               199,
+	"Digest":               213,
+	"Display settings":     135,
+	"Display settings: ":   136,
+	"Duration":             435,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 263,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    349,
-	"End node or error":           368,
-	"Ended":                       345,
-	"Error":                       538,
-	"Error (before any attempt)":  476,
-	"Error code":                  78,
-	"Error message":               435,
-	"Every %d seconds":            576,
-	"Every attempt, oldest first": 427,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 102,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         625,
-	"Expired token":                        657,
-	"Expires":                              654,
-	"External tasks":                       118,
-	"Failed":                               265,
-	"Failed (%s).":                         510,
-	"Failed at node":                       351,
-	"Failed occurrence":                    347,
-	"Failed, last hour":                    268,
-	"Feb":                                  301,
-	"Field":                                170,
+	"End node":                    353,
+	"End node or error":           371,
+	"Ended":                       349,
+	"Error":                       541,
+	"Error (before any attempt)":  479,
+	"Error code":                  79,
+	"Error message":               438,
+	"Every %d seconds":            579,
+	"Every attempt, oldest first": 430,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 106,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         628,
+	"Expired token":                        660,
+	"Expires":                              657,
+	"External tasks":                       122,
+	"Failed":                               269,
+	"Failed (%s).":                         513,
+	"Failed at node":                       355,
+	"Failed occurrence":                    351,
+	"Failed, last hour":                    272,
+	"Feb":                                  305,
+	"Field":                                174,
 	"Filter":                               53,
-	"Filters":                              103,
-	"Find":                                 122,
-	"Find an instance or occurrence":       120,
-	"Finished":                             431,
-	"First page":                           557,
+	"Filters":                              107,
+	"Find":                                 126,
+	"Find an instance or occurrence":       124,
+	"Finished":                             434,
+	"First page":                           560,
 	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         145,
-	"From revision":                        191,
-	"From revision %d to revision %d:":     217,
+	"Form refused":                         149,
+	"From revision":                        195,
+	"From revision %d to revision %d:":     221,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  157,
-	"Graph":                   585,
-	"Graph of %s":             599,
-	"HTTP 2xx, unusable body": 519,
-	"Headers sent":            244,
-	"Health":                  117,
-	"Held at a node of":       79,
-	"Held at node":            346,
-	"Held for":                348,
-	"Held instances":          264,
-	"ID":                      155,
-	"In flight":               690,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 278,
-	"Inputs":                     199,
-	"Inputs of revision %d":      210,
-	"Inputs of the working copy": 201,
-	"Inputs the instance was started with, labelled by process version %d's contract": 336,
-	"Inputs, labelled by revision %d's contract":                                      462,
-	"Instance":                  367,
-	"Instances":                 83,
-	"Instances of this version": 594,
-	"Invalid request":           138,
-	"Its calls":                 249,
+	"Grants":                  161,
+	"Graph":                   588,
+	"Graph of %s":             602,
+	"HTTP 2xx, unusable body": 522,
+	"Headers sent":            248,
+	"Health":                  121,
+	"Held at a node of":       80,
+	"Held at node":            350,
+	"Held for":                352,
+	"Held instances":          268,
+	"ID":                      159,
+	"In flight":               693,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 282,
+	"Inputs":                     203,
+	"Inputs of revision %d":      214,
+	"Inputs of the working copy": 205,
+	"Inputs the instance was started with, labelled by process version %d's contract": 340,
+	"Inputs, labelled by revision %d's contract":                                      465,
+	"Instance":                  370,
+	"Instances":                 84,
+	"Instances of this version": 597,
+	"Invalid request":           142,
+	"Its calls":                 253,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  508,
-	"Its instance went on along the node’s error path.":                                                                                                                    509,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      662,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  511,
+	"Its instance went on along the node’s error path.":                                                                                                                    512,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      665,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     300,
-	"Jul":                     306,
-	"Jun":                     305,
-	"Keep it":                 664,
+	"Jan":                     304,
+	"Jul":                     310,
+	"Jun":                     309,
+	"Keep it":                 667,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     234,
-	"Kind":                    589,
-	"Language":                114,
-	"Last changed":            246,
-	"Last error (attempt %d)": 475,
-	"Last reserved":           472,
-	"Last saved":              180,
-	"Last seen":               692,
-	"Last used":               653,
-	"Latest revision":         235,
-	"Lists every change from one revision to another, and whom it may break.": 190,
-	"Local time at %s": 574,
-	"Lock expired %s — waiting to be offered again.": 498,
-	"Lock expires":                     473,
-	"Longest timeout":                  245,
-	"Main navigation":                  116,
-	"Mar":                              302,
-	"Maximum attempts":                 449,
-	"May":                              304,
-	"Message from Relais (in English)": 525,
-	"Message from the service (its own words, protected values masked)": 526,
-	"Method not allowed": 629,
-	"Mode":               447,
-	"More filters: instance, revision, consumer, destination, dates": 531,
-	"Name":                    156,
-	"Never":                   575,
-	"Next attempt":            471,
-	"Next attempt or settled": 540,
-	"Next node":               327,
-	"Next page":               556,
-	"No consumer yet.":        151,
-	"No definition %s has occurrences: check the key, or show all definitions.": 275,
-	"No definition has occurrences yet.":                                        269,
-	"No definition yet.":                                                        237,
-	"No destination yet.":                                                       239,
-	"No inputs.":                                                                200,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 637,
-	"No instance matches these filters.": 369,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 635,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 636,
-	"No live worker takes %s now (Workers page).":                                               492,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 493,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           494,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          495,
-	"No more consumers.":                                   152,
-	"No more destinations.":                                240,
-	"No occurrence matches these filters.":                 541,
-	"No operator action matches.":                          107,
-	"No operator has acted on this instance.":              332,
-	"No outputs yet: the occurrence has not completed.":    465,
-	"No outputs.":                                          203,
-	"No outputs: the occurrence ended without completing.": 467,
-	"No process is published yet.":                         581,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          704,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          703,
+	"Key":                     238,
+	"Kind":                    592,
+	"Language":                118,
+	"Last changed":            250,
+	"Last error (attempt %d)": 478,
+	"Last reserved":           475,
+	"Last saved":              184,
+	"Last seen":               695,
+	"Last used":               656,
+	"Latest revision":         239,
+	"Lists every change from one revision to another, and whom it may break.": 194,
+	"Local time at %s": 577,
+	"Lock expired %s — waiting to be offered again.": 501,
+	"Lock expires":                     476,
+	"Longest timeout":                  249,
+	"Main navigation":                  120,
+	"Mar":                              306,
+	"Maximum attempts":                 452,
+	"May":                              308,
+	"Message from Relais (in English)": 528,
+	"Message from the service (its own words, protected values masked)": 529,
+	"Method not allowed": 632,
+	"Mode":               450,
+	"More filters: instance, revision, consumer, destination, dates": 534,
+	"Name":                    160,
+	"Never":                   578,
+	"Next attempt":            474,
+	"Next attempt or settled": 543,
+	"Next node":               331,
+	"Next page":               559,
+	"No consumer yet.":        155,
+	"No definition %s has occurrences: check the key, or show all definitions.": 279,
+	"No definition has occurrences yet.":                                        273,
+	"No definition has the key “%s”.":                                           90,
+	"No definition yet.":                                                        241,
+	"No destination yet.":                                                       243,
+	"No inputs.":                                                                204,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 640,
+	"No instance matches these filters.": 372,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 638,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 639,
+	"No live worker takes %s now (Workers page).":                                               495,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 496,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           497,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          498,
+	"No more consumers.":                                   156,
+	"No more destinations.":                                244,
+	"No occurrence matches these filters.":                 544,
+	"No operator action matches.":                          111,
+	"No operator has acted on this instance.":              336,
+	"No outputs yet: the occurrence has not completed.":    468,
+	"No outputs.":                                          207,
+	"No outputs: the occurrence ended without completing.": 470,
+	"No process has the key “%s”.":                         89,
+	"No process is published yet.":                         584,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          707,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          706,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
-	"No release yet.": 184,
-	"No revision yet: the Working copy has never been snapshotted.":          182,
-	"No service ever reserved this occurrence: it ended before any attempt.": 439,
-	"No service has reserved this occurrence yet.":                           436,
-	"No token.":              651,
-	"No value was revealed.": 627,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 705,
-	"No worker is connected.":           693,
-	"No worker serves this definition.": 696,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 702,
-	"Node":                  324,
-	"Node %s":               258,
-	"Nodes":                 587,
-	"Nodes of this version": 596,
-	"Nodes of this version, with their occurrences now": 588,
-	"Nodes reached, in order":                           323,
-	"Not allowed":                                       136,
-	"Not found":                                         144,
-	"Notes":                                             187,
-	"Nothing exists at this address, or it is not visible to you.": 142,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 143,
+	"No release yet.": 188,
+	"No revision yet: the Working copy has never been snapshotted.":          186,
+	"No service ever reserved this occurrence: it ended before any attempt.": 442,
+	"No service has reserved this occurrence yet.":                           439,
+	"No token.":              654,
+	"No value was revealed.": 630,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 708,
+	"No worker is connected.":           696,
+	"No worker serves this definition.": 699,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 705,
+	"Node":                  328,
+	"Node %s":               262,
+	"Nodes":                 590,
+	"Nodes of this version": 599,
+	"Nodes of this version, with their occurrences now": 591,
+	"Nodes reached, in order":                           327,
+	"Not allowed":                                       140,
+	"Not found":                                         148,
+	"Notes":                                             191,
+	"Nothing exists at this address, or it is not visible to you.": 146,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 147,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             633,
+	"Nothing to find: the search box is empty.":                             636,
 	"Nothing was done.":         28,
-	"Nov":                       310,
-	"Now":                       445,
-	"Occurrence":                325,
-	"Occurrence %s":             423,
-	"Occurrence offered again":  98,
-	"Occurrences now":           593,
-	"Occurrences, newest first": 536,
-	"Oct":                       309,
-	"Offered from %s — %s.":     497,
-	"Oldest claimable waits":    266,
-	"On error":                  592,
-	"On success":                591,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               623,
-	"Only administrators may reveal a sensitive value.":                                                 618,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 648,
-	"Open":             263,
-	"Operator actions": 320,
-	"Operator actions on this instance, newest first": 333,
-	"Operator actions, newest first":                  111,
-	"Outcome":                                         434,
-	"Outputs":                                         202,
-	"Outputs of revision %d":                          211,
-	"Outputs of the working copy":                     204,
-	"Outputs, labelled by revision %d's contract":     464,
-	"Pages": 554,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 570,
-	"Path":                            321,
-	"Pinned revision":                 590,
-	"Policy":                          425,
-	"Previous page":                   555,
-	"Priority":                        454,
+	"Nov":                       314,
+	"Now":                       448,
+	"Occurrence":                329,
+	"Occurrence %s":             426,
+	"Occurrence offered again":  102,
+	"Occurrences now":           596,
+	"Occurrences, newest first": 539,
+	"Oct":                       313,
+	"Offered from %s — %s.":     500,
+	"Oldest claimable waits":    270,
+	"On error":                  595,
+	"On success":                594,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               626,
+	"Only administrators may reveal a sensitive value.":                                                 621,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 651,
+	"Open":             267,
+	"Operator actions": 324,
+	"Operator actions on this instance, newest first": 337,
+	"Operator actions, newest first":                  115,
+	"Outcome":                                         437,
+	"Outputs":                                         206,
+	"Outputs of revision %d":                          215,
+	"Outputs of the working copy":                     208,
+	"Outputs, labelled by revision %d's contract":     467,
+	"Pages": 557,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 573,
+	"Path":                            325,
+	"Pinned revision":                 593,
+	"Policy":                          428,
+	"Previous page":                   558,
+	"Priority":                        457,
 	"Process":                         75,
-	"Process %s":                      583,
-	"Process and node":                537,
-	"Process inputs":                  335,
-	"Process instance":                97,
-	"Process instance %s":             318,
-	"Process instances":               359,
-	"Process instances, newest first": 366,
-	"Processes":                       119,
-	"Processes by key":                579,
-	"Protocol":                        688,
-	"Published":                       188,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 577,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       578,
-	"Push destination": 532,
-	"Reason":           96,
+	"Process %s":                      586,
+	"Process %s has no version %d.":   88,
+	"Process and node":                540,
+	"Process inputs":                  339,
+	"Process instance":                101,
+	"Process instance %s":             322,
+	"Process instances":               363,
+	"Process instances, newest first": 369,
+	"Processes":                       123,
+	"Processes by key":                582,
+	"Protocol":                        691,
+	"Published":                       192,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 580,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       581,
+	"Push destination": 535,
+	"Reason":           100,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            448,
-	"Recorded operator actions":                             331,
-	"Relais console":                                        113,
-	"Relais has not called the destination yet.":            442,
-	"Relais is calling the destination (since %s).":         503,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 444,
-	"Relais never called the destination: the occurrence ended before any call.":                           443,
+	"Reason given by the worker":                            451,
+	"Recorded operator actions":                             335,
+	"Relais console":                                        117,
+	"Relais has not called the destination yet.":            445,
+	"Relais is calling the destination (since %s).":         506,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 447,
+	"Relais never called the destination: the occurrence ended before any call.":                           446,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 483,
-	"Release":                             185,
-	"Releases":                            183,
-	"Releases, oldest first":              205,
-	"Reload lists and detail pages":       569,
-	"Replica":                             441,
-	"Required":                            172,
-	"Reserved":                            430,
-	"Reserved by %s.":                     505,
-	"Reserved by %s; lock until %s — %s.": 504,
-	"Reserved now":                        164,
-	"Retried by %s at %s — “%s”":          343,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 486,
+	"Release":                             189,
+	"Releases":                            187,
+	"Releases, oldest first":              209,
+	"Reload lists and detail pages":       572,
+	"Replica":                             444,
+	"Required":                            176,
+	"Reserved":                            433,
+	"Reserved by %s.":                     508,
+	"Reserved by %s; lock until %s — %s.": 507,
+	"Reserved now":                        168,
+	"Retried by %s at %s — “%s”":          347,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            451,
+	"Retries":            454,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  496,
-	"Retry delay":        450,
+	"Retry at %s — %s.":  499,
+	"Retry delay":        453,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         446,
+	"Retry or abandon it from its instance":         449,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 477,
+	"Retryable": 480,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 468,
-	"Revealed by %s at %s; recorded in the audit log.": 621,
-	"Reveals":               128,
-	"Reveals, newest first": 626,
-	"Revision":              186,
-	"Revision %d":           207,
-	"Revisions":             181,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 707,
-	"Revoke the %s token “%s”?": 661,
-	"Revoke the token":          663,
-	"Revoke token %d":           660,
-	"Revoke…":                   658,
-	"Role":                      652,
-	"Route":                     326,
-	"Routing output":            179,
-	"Rows %s–%s":                558,
-	"Save settings":             571,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        620,
+	"Reveal — this is recorded": 471,
+	"Revealed by %s at %s; recorded in the audit log.": 624,
+	"Reveals":               132,
+	"Reveals, newest first": 629,
+	"Revision":              190,
+	"Revision %d":           211,
+	"Revisions":             185,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 710,
+	"Revoke the %s token “%s”?": 664,
+	"Revoke the token":          666,
+	"Revoke token %d":           663,
+	"Revoke…":                   661,
+	"Role":                      655,
+	"Route":                     330,
+	"Routing output":            183,
+	"Rows %s–%s":                561,
+	"Save settings":             574,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        623,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
-	"Search":                               631,
-	"Secret values can never be revealed.": 624,
-	"Sep":                                  308,
-	"Served by %d workers":                 706,
+	"Search":                               634,
+	"Secret values can never be revealed.": 627,
+	"Sep":                                  312,
+	"Served by %d workers":                 709,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              329,
-	"Settlement date":      530,
-	"Show all definitions": 274,
-	"Show times in":        567,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 112,
-	"Sign in": 641,
-	"Sign in with an operator, designer or administrator token.": 642,
-	"Sign out":             130,
-	"Signed in as %s (%s)": 129,
-	"Since revision %d:":   213,
-	"Skip to content":      115,
-	"Slot":                 283,
-	"Snapshotted":          208,
+	"Settled":              333,
+	"Settlement date":      533,
+	"Show all definitions": 278,
+	"Show times in":        570,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 116,
+	"Sign in": 644,
+	"Sign in with an operator, designer or administrator token.": 645,
+	"Sign out":             134,
+	"Signed in as %s (%s)": 133,
+	"Since revision %d:":   217,
+	"Skip to content":      119,
+	"Slot":                 287,
+	"Snapshotted":          212,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 149,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 649,
-	"Staff tokens, oldest first": 650,
-	"Start node":                 584,
-	"Started":                    344,
-	"State":                      159,
-	"Status":                     76,
+	"Something went wrong": 153,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 652,
+	"Staff tokens, oldest first": 653,
+	"Start node":                 587,
+	"Started":                    348,
+	"State":                      163,
+	"Status":                     77,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
 	"Stop every held instance…":                               8,
@@ -485,274 +488,274 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              341,
+	"Stopped by %s at %s — “%s”":                              345,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   340,
-	"Summary": 319,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 232,
-	"Tasks":                   160,
-	"Temporarily unavailable": 147,
-	"That is too long to be an id or a business key.": 634,
-	"The %d largest groups; the filter matches more.": 84,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 241,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          212,
-	"The bulk action must be its id (a UUID).": 110,
-	"The call could not be prepared.":          484,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 502,
-	"The chart’s numbers": 281,
-	"The confirmed count is missing: start again from the list.":                                                                                                            87,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           150,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      568,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 88,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 148,
-	"The deadline passed before a result arrived.":                                                                                                                          481,
-	"The destination answered HTTP %s.":     491,
-	"The destination could not be reached.": 485,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 479,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      480,
-	"The destination’s answer was too large.": 486,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 153,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     139,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           488,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                487,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             365,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 322,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         178,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               565,
-	"The page size must be between 1 and %d.":                                                                                                                                                              358,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  564,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 109,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   344,
+	"Summary": 323,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 236,
+	"Tasks":                   164,
+	"Temporarily unavailable": 151,
+	"That is too long to be an id or a business key.": 637,
+	"The %d largest groups; the filter matches more.": 85,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 245,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          216,
+	"The bulk action must be its id (a UUID).": 114,
+	"The call could not be prepared.":          487,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 505,
+	"The chart’s numbers": 285,
+	"The confirmed count is missing: start again from the list.":                                                                                                            91,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           154,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      571,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 92,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 152,
+	"The deadline passed before a result arrived.":                                                                                                                          484,
+	"The destination answered HTTP %s.":     494,
+	"The destination could not be reached.": 488,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 482,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      483,
+	"The destination’s answer was too large.": 489,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 157,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     143,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           491,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                490,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             368,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 326,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         182,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               568,
+	"The page size must be between 1 and %d.":                                                                                                                                                              362,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  567,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 113,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            482,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      527,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          667,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          644,
-	"The version must be a whole number from 1.":                                                                                                                                                           355,
-	"These revisions have the same contracts.":                                                                                                                                                             198,
-	"These settings are kept in this browser only.":                                                                                                                                                        566,
-	"They take every revision their consumer is granted.":                                                                                                                                                  708,
-	"They take revision %d only.":                                                                                                                                                                          709,
-	"They take revisions %s only.":                                                                                                                                                                         710,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     561,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             89,
-	"This contract has no inputs.":                                                                                                                                                                         463,
-	"This contract has no outputs.":                                                                                                                                                                        466,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  146,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            485,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      530,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          670,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          647,
+	"The version must be a whole number from 1.":                                                                                                                                                           359,
+	"These revisions have the same contracts.":                                                                                                                                                             202,
+	"These settings are kept in this browser only.":                                                                                                                                                        569,
+	"They take every revision their consumer is granted.":                                                                                                                                                  711,
+	"They take revision %d only.":                                                                                                                                                                          712,
+	"They take revisions %s only.":                                                                                                                                                                         713,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     564,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             93,
+	"This contract has no inputs.":                                                                                                                                                                         466,
+	"This contract has no outputs.":                                                                                                                                                                        469,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  150,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   330,
+	"This instance has not reached a task yet.":                   334,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 338,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 339,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 342,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 343,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            666,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           665,
-	"This page does not accept that request.": 630,
-	"This page reloads every %d seconds.":     135,
-	"This process takes no inputs.":           337,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            669,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           668,
+	"This page does not accept that request.": 633,
+	"This page reloads every %d seconds.":     139,
+	"This process takes no inputs.":           341,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 646,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 597,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            598,
-	"Times in %s · no auto-reload":    134,
-	"Times in %s · reload every %d s": 133,
-	"To revision":                     192,
-	"Token":                           643,
-	"Tokens":                          127,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 645,
-	"Totals of all definitions, not narrowed by the other filters":         544,
-	"Totals of definition %s, not narrowed by the other filters":           543,
-	"Type": 171,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 632,
-	"URL":                              243,
-	"UTC (coordinated universal time)": 573,
+	"This token is unknown or has been revoked.": 649,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 600,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            601,
+	"Times in %s · no auto-reload":    138,
+	"Times in %s · reload every %d s": 137,
+	"To revision":                     196,
+	"Token":                           646,
+	"Tokens":                          131,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 648,
+	"Totals of all definitions, not narrowed by the other filters":         547,
+	"Totals of definition %s, not narrowed by the other filters":           546,
+	"Type": 175,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 635,
+	"URL":                              247,
+	"UTC (coordinated universal time)": 576,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                528,
-	"Unknown destination “%s”.":        529,
-	"Unknown parameter “%s” (did you mean “%s”?).": 562,
-	"Unknown parameter “%s”.":                      563,
-	"Unknown status “%s”.":                         354,
-	"Value":                                        334,
-	"Version":                                      360,
-	"Versions, newest first":                       580,
-	"Waiting for Relais to call the destination since %s (%s).": 499,
-	"Waiting for a worker since %s (%s).":                       500,
-	"When":                                                      93,
-	"Who":                                                       94,
-	"Whole message":                                             438,
-	"Why (recorded with the reveal)":                            469,
-	"Worker":                                                    687,
-	"Worker id":                                                 429,
-	"Workers":                                                   124,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        685,
+	"Unknown consumer.":                531,
+	"Unknown destination “%s”.":        532,
+	"Unknown parameter “%s” (did you mean “%s”?).": 565,
+	"Unknown parameter “%s”.":                      566,
+	"Unknown status “%s”.":                         358,
+	"Value":                                        338,
+	"Version":                                      76,
+	"Versions, newest first":                       583,
+	"Waiting for Relais to call the destination since %s (%s).": 502,
+	"Waiting for a worker since %s (%s).":                       503,
+	"When":                                                      97,
+	"Who":                                                       98,
+	"Whole message":                                             441,
+	"Why (recorded with the reveal)":                            472,
+	"Worker":                                                    690,
+	"Worker id":                                                 432,
+	"Workers":                                                   128,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        688,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 686,
-	"Workers serving %s":                   694,
-	"Working copy":                         177,
-	"You are signed out.":                  638,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              137,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 639,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      640,
-	"[redacted]":                          524,
-	"a token’s name, exact":               104,
+	"Workers seen within three heartbeats": 689,
+	"Workers serving %s":                   697,
+	"Working copy":                         181,
+	"You are signed out.":                  641,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              141,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 642,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      643,
+	"[redacted]":                          527,
+	"a token’s name, exact":               108,
 	"abandon":                             4,
-	"active":                              161,
-	"administrator":                       399,
-	"an incident: retry, abandon or stop": 253,
-	"answer too large":                    522,
+	"active":                              165,
+	"administrator":                       402,
+	"an incident: retry, abandon or stop": 257,
+	"answer too large":                    525,
 	"any":                                 74,
-	"any other code → %s":                 609,
-	"any other error":                     251,
-	"as of %s (%s); counts are refreshed every few seconds.": 546,
-	"at least %d characters":                                 670,
-	"at least %d items":                                      677,
-	"at most %d":                                             457,
-	"at most %d characters":                                  671,
-	"at most %d items":                                       678,
-	"at most %d since the last operator retry":               458,
-	"available":                                              373,
-	"boolean":                                                386,
-	"call in progress since":                                 551,
-	"cancelled":                                              376,
-	"choice":                                                 389,
-	"claimable since":                                        550,
-	"claimable since %s":                                     271,
-	"classification changed":                                 410,
-	"completed":                                              279,
-	"constraint changed":                                     411,
-	"consumer":                                               402,
-	"consumer #%s":                                           514,
-	"date":                                                   387,
-	"date and time":                                          388,
-	"deadline %s":                                            612,
-	"deferred":                                               375,
-	"deferred since":                                         553,
-	"deleted":                                                100,
-	"designer":                                               401,
-	"disconnected":                                           382,
-	"end (completes)":                                        604,
-	"end (fails)":                                            605,
-	"end: completes the instance":                            254,
-	"end: fails the instance":                                255,
-	"every revision its consumer is granted":                 700,
-	"exact, case-sensitive":                                  361,
-	"expired":                                                379,
-	"failed":                                                 280,
-	"fails the instance":                                     610,
-	"field added":                                            405,
-	"field removed":                                          406,
-	"format":                                                 416,
-	"format %s":                                              673,
-	"from":                                                   362,
-	"held":                                                   378,
-	"held for an operator":                                   252,
-	"held, then abandoned by an operator":                    353,
-	"held, then stopped by an operator":                      352,
-	"hold (an incident for an operator)":                     608,
-	"id or business key":                                     121,
-	"in %s":                                                  293,
-	"in progress":                                            437,
-	"instance id":                                            534,
-	"instances held":                                         615,
-	"instances held: %s":                                     616,
-	"integer":                                                384,
-	"its name, exactly":                                      533,
-	"just now":                                               295,
-	"list":                                                   391,
-	"lock until":                                             552,
-	"long polling":                                           698,
-	"long wait":                                              272,
-	"maximum":                                                418,
-	"maximum %s":                                             675,
-	"maximum items":                                          420,
-	"maximum length":                                         414,
-	"minimum":                                                417,
-	"minimum %s":                                             674,
-	"minimum items":                                          419,
-	"minimum length":                                         413,
-	"never":                                                  655,
-	"next attempt":                                           549,
-	"no":                                                     404,
-	"no answer within the timeout":                           520,
-	"no connection":                                          521,
-	"no grant: it takes nothing":                             163,
-	"no header":                                              247,
-	"no worker":                                              273,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 478,
-	"none": 231,
-	"none (revealed before reasons were asked for)": 628,
-	"none yet": 236,
-	"none: a failed call takes the node’s error path": 452,
-	"normal":                          392,
-	"not provided":                    680,
-	"not yet":                         656,
-	"null":                            683,
-	"number":                          385,
-	"object":                          390,
-	"on error":                        250,
-	"one of: %s":                      676,
-	"operator":                        400,
-	"optional %s field of type %s":    228,
-	"optional field of type %s":       230,
-	"optional → required":             221,
-	"pattern":                         415,
-	"pattern %s":                      672,
-	"pull":                            602,
-	"pull %s":                         257,
-	"pull (the service fetches it)":   397,
-	"push %s":                         256,
-	"push (Relais calls the service)": 398,
-	"push to %s":                      603,
-	"rejected":                        380,
-	"released":                        381,
-	"required %s field of type %s":    227,
-	"required changed":                408,
-	"required field of type %s":       229,
-	"required → optional":             222,
-	"reserved":                        374,
+	"any other code → %s":                 612,
+	"any other error":                     255,
+	"as of %s (%s); counts are refreshed every few seconds.": 549,
+	"at least %d characters":                                 673,
+	"at least %d items":                                      680,
+	"at most %d":                                             460,
+	"at most %d characters":                                  674,
+	"at most %d items":                                       681,
+	"at most %d since the last operator retry":               461,
+	"available":                                              376,
+	"boolean":                                                389,
+	"call in progress since":                                 554,
+	"cancelled":                                              379,
+	"choice":                                                 392,
+	"claimable since":                                        553,
+	"claimable since %s":                                     275,
+	"classification changed":                                 413,
+	"completed":                                              283,
+	"constraint changed":                                     414,
+	"consumer":                                               405,
+	"consumer #%s":                                           517,
+	"date":                                                   390,
+	"date and time":                                          391,
+	"deadline %s":                                            615,
+	"deferred":                                               378,
+	"deferred since":                                         556,
+	"deleted":                                                104,
+	"designer":                                               404,
+	"disconnected":                                           385,
+	"end (completes)":                                        607,
+	"end (fails)":                                            608,
+	"end: completes the instance":                            258,
+	"end: fails the instance":                                259,
+	"every revision its consumer is granted":                 703,
+	"exact, case-sensitive":                                  364,
+	"expired":                                                382,
+	"failed":                                                 284,
+	"fails the instance":                                     613,
+	"field added":                                            408,
+	"field removed":                                          409,
+	"format":                                                 419,
+	"format %s":                                              676,
+	"from":                                                   365,
+	"held":                                                   381,
+	"held for an operator":                                   256,
+	"held, then abandoned by an operator":                    357,
+	"held, then stopped by an operator":                      356,
+	"hold (an incident for an operator)":                     611,
+	"id or business key":                                     125,
+	"in %s":                                                  297,
+	"in progress":                                            440,
+	"instance id":                                            537,
+	"instances held":                                         618,
+	"instances held: %s":                                     619,
+	"integer":                                                387,
+	"its name, exactly":                                      536,
+	"just now":                                               299,
+	"list":                                                   394,
+	"lock until":                                             555,
+	"long polling":                                           701,
+	"long wait":                                              276,
+	"maximum":                                                421,
+	"maximum %s":                                             678,
+	"maximum items":                                          423,
+	"maximum length":                                         417,
+	"minimum":                                                420,
+	"minimum %s":                                             677,
+	"minimum items":                                          422,
+	"minimum length":                                         416,
+	"never":                                                  658,
+	"next attempt":                                           552,
+	"no":                                                     407,
+	"no answer within the timeout":                           523,
+	"no connection":                                          524,
+	"no grant: it takes nothing":                             167,
+	"no header":                                              251,
+	"no worker":                                              277,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 481,
+	"none": 235,
+	"none (revealed before reasons were asked for)": 631,
+	"none yet": 240,
+	"none: a failed call takes the node’s error path": 455,
+	"normal":                          395,
+	"not provided":                    683,
+	"not yet":                         659,
+	"null":                            686,
+	"number":                          388,
+	"object":                          393,
+	"on error":                        254,
+	"one of: %s":                      679,
+	"operator":                        403,
+	"optional %s field of type %s":    232,
+	"optional field of type %s":       234,
+	"optional → required":             225,
+	"pattern":                         418,
+	"pattern %s":                      675,
+	"pull":                            605,
+	"pull %s":                         261,
+	"pull (the service fetches it)":   400,
+	"push %s":                         260,
+	"push (Relais calls the service)": 401,
+	"push to %s":                      606,
+	"rejected":                        383,
+	"released":                        384,
+	"required %s field of type %s":    231,
+	"required changed":                411,
+	"required field of type %s":       233,
+	"required → optional":             226,
+	"reserved":                        377,
 	"retry":                           3,
-	"revision %d":                     547,
-	"revisions %s":                    701,
-	"revoked":                         162,
-	"routing changed":                 412,
-	"routing output":                  668,
-	"routing output %s → %s":          220,
-	"running":                         377,
-	"secret":                          394,
-	"sensitive":                       393,
-	"settled":                         548,
+	"revision %d":                     550,
+	"revisions %s":                    704,
+	"revoked":                         166,
+	"routing changed":                 415,
+	"routing output":                  671,
+	"routing output %s → %s":          224,
+	"running":                         380,
+	"secret":                          397,
+	"sensitive":                       396,
+	"settled":                         551,
 	"stop":                            5,
-	"stream":                          697,
-	"text":                            383,
-	"the contracts are the same (the name or a description changed).": 214,
-	"this session":             659,
-	"timeout %s":               613,
-	"timeout %s (the default)": 614,
-	"to":                       363,
-	"type changed":             407,
-	"unexpected value":         684,
-	"unknown":                  523,
-	"values added: %s":         223,
-	"values changed":           409,
-	"values removed: %s":       224,
-	"values reordered":         225,
-	"version %d":               582,
-	"waiting":                  518,
-	"yes":                      403,
-	"••• hidden (secret)":      396,
-	"••• hidden (sensitive)":   395,
-	"→ %s":                     607,
+	"stream":                          700,
+	"text":                            386,
+	"the contracts are the same (the name or a description changed).": 218,
+	"this session":             662,
+	"timeout %s":               616,
+	"timeout %s (the default)": 617,
+	"to":                       366,
+	"type changed":             410,
+	"unexpected value":         687,
+	"unknown":                  526,
+	"values added: %s":         227,
+	"values changed":           412,
+	"values removed: %s":       228,
+	"values reordered":         229,
+	"version %d":               585,
+	"waiting":                  521,
+	"yes":                      406,
+	"••• hidden (secret)":      399,
+	"••• hidden (sensitive)":   398,
+	"→ %s":                     610,
 }
 
-var enIndex = []uint32{ // 712 elements
+var enIndex = []uint32{ // 715 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -775,188 +778,189 @@ var enIndex = []uint32{ // 712 elements
 	0x00000fce, 0x00001006, 0x00001033, 0x00001063,
 	0x000010b3, 0x000010eb, 0x0000114b, 0x000011a2,
 	0x000011d4, 0x0000121a, 0x00001293, 0x00001297,
-	0x0000129f, 0x000012a6, 0x000012b3, 0x000012be,
-	0x000012d0, 0x000012dd, 0x000012e8, 0x00001302,
-	0x0000130c, 0x0000133f, 0x0000146e, 0x00001488,
-	0x000014c3, 0x0000156c, 0x000015e5, 0x0000163a,
-	0x000016e9, 0x00001705, 0x0000170a, 0x0000170e,
+	0x0000129f, 0x000012a7, 0x000012ae, 0x000012bb,
+	0x000012c6, 0x000012d8, 0x000012e5, 0x000012f0,
+	0x0000130a, 0x00001314, 0x00001347, 0x00001476,
+	0x00001490, 0x000014b4, 0x000014d8, 0x000014ff,
+	0x0000153a, 0x000015e3, 0x0000165c, 0x000016b1,
 	// Entry 60 - 7F
-	0x00001715, 0x0000171c, 0x0000172d, 0x00001746,
-	0x00001752, 0x0000175a, 0x00001764, 0x00001823,
-	0x0000182b, 0x00001843, 0x00001851, 0x0000185f,
-	0x0000187b, 0x00001887, 0x0000191c, 0x00001945,
-	0x00001964, 0x000019cc, 0x000019db, 0x000019e4,
-	0x000019f4, 0x00001a04, 0x00001a0b, 0x00001a1a,
-	0x00001a24, 0x00001a43, 0x00001a56, 0x00001a5b,
-	0x00001a67, 0x00001a6f, 0x00001a79, 0x00001a86,
+	0x00001760, 0x0000177c, 0x00001781, 0x00001785,
+	0x0000178c, 0x00001793, 0x000017a4, 0x000017bd,
+	0x000017c9, 0x000017d1, 0x000017db, 0x0000189a,
+	0x000018a2, 0x000018ba, 0x000018c8, 0x000018d6,
+	0x000018f2, 0x000018fe, 0x00001993, 0x000019bc,
+	0x000019db, 0x00001a43, 0x00001a52, 0x00001a5b,
+	0x00001a6b, 0x00001a7b, 0x00001a82, 0x00001a91,
+	0x00001a9b, 0x00001aba, 0x00001acd, 0x00001ad2,
 	// Entry 80 - 9F
-	0x00001a8d, 0x00001a95, 0x00001ab0, 0x00001ab9,
-	0x00001aca, 0x00001ae1, 0x00001b08, 0x00001b29,
-	0x00001b50, 0x00001b5c, 0x00001bda, 0x00001bea,
-	0x00001c52, 0x00001c69, 0x00001c7d, 0x00001cba,
-	0x00001da7, 0x00001db1, 0x00001dbe, 0x00001e22,
-	0x00001e3a, 0x00001e80, 0x00001e95, 0x00001f04,
-	0x00001f15, 0x00001f28, 0x00001fed, 0x00002005,
-	0x00002008, 0x0000200d, 0x00002014, 0x0000201f,
+	0x00001ade, 0x00001ae6, 0x00001af0, 0x00001afd,
+	0x00001b04, 0x00001b0c, 0x00001b27, 0x00001b30,
+	0x00001b41, 0x00001b58, 0x00001b7f, 0x00001ba0,
+	0x00001bc7, 0x00001bd3, 0x00001c51, 0x00001c61,
+	0x00001cc9, 0x00001ce0, 0x00001cf4, 0x00001d31,
+	0x00001e1e, 0x00001e28, 0x00001e35, 0x00001e99,
+	0x00001eb1, 0x00001ef7, 0x00001f0c, 0x00001f7b,
+	0x00001f8c, 0x00001f9f, 0x00002064, 0x0000207c,
 	// Entry A0 - BF
-	0x00002025, 0x0000202b, 0x00002032, 0x0000203a,
-	0x00002055, 0x00002062, 0x00002070, 0x0000209a,
-	0x000020b1, 0x000020f7, 0x00002119, 0x0000211f,
-	0x00002124, 0x0000212d, 0x0000213c, 0x00002148,
-	0x00002154, 0x00002165, 0x00002172, 0x000021cf,
-	0x000021de, 0x000021e9, 0x000021f3, 0x00002231,
-	0x0000223a, 0x0000224a, 0x00002252, 0x0000225b,
-	0x00002261, 0x0000226b, 0x0000227d, 0x000022c5,
+	0x0000207f, 0x00002084, 0x0000208b, 0x00002096,
+	0x0000209c, 0x000020a2, 0x000020a9, 0x000020b1,
+	0x000020cc, 0x000020d9, 0x000020e7, 0x00002111,
+	0x00002128, 0x0000216e, 0x00002190, 0x00002196,
+	0x0000219b, 0x000021a4, 0x000021b3, 0x000021bf,
+	0x000021cb, 0x000021dc, 0x000021e9, 0x00002246,
+	0x00002255, 0x00002260, 0x0000226a, 0x000022a8,
+	0x000022b1, 0x000022c1, 0x000022c9, 0x000022d2,
 	// Entry C0 - DF
-	0x000022d3, 0x000022df, 0x000022e7, 0x000022ee,
-	0x000022f5, 0x00002306, 0x00002315, 0x0000233e,
-	0x00002345, 0x00002350, 0x0000236b, 0x00002373,
-	0x0000237f, 0x0000239b, 0x000023b2, 0x000023d4,
-	0x000023e3, 0x000023ef, 0x000023f6, 0x0000240f,
-	0x00002429, 0x000024d2, 0x000024e8, 0x00002528,
-	0x00002559, 0x00002583, 0x000025aa, 0x000025ce,
-	0x000025f5, 0x00002614, 0x0000262a, 0x00002640,
+	0x000022d8, 0x000022e2, 0x000022f4, 0x0000233c,
+	0x0000234a, 0x00002356, 0x0000235e, 0x00002365,
+	0x0000236c, 0x0000237d, 0x0000238c, 0x000023b5,
+	0x000023bc, 0x000023c7, 0x000023e2, 0x000023ea,
+	0x000023f6, 0x00002412, 0x00002429, 0x0000244b,
+	0x0000245a, 0x00002466, 0x0000246d, 0x00002486,
+	0x000024a0, 0x00002549, 0x0000255f, 0x0000259f,
+	0x000025d0, 0x000025fa, 0x00002621, 0x00002645,
 	// Entry E0 - FF
-	0x00002654, 0x0000266a, 0x0000267b, 0x00002692,
-	0x000026b5, 0x000026d8, 0x000026f5, 0x00002712,
-	0x00002717, 0x00002763, 0x00002776, 0x0000277a,
-	0x0000278a, 0x00002793, 0x000027a6, 0x000027cc,
-	0x000027e0, 0x000027f6, 0x000028b2, 0x000028c7,
-	0x000028cb, 0x000028d8, 0x000028e8, 0x000028f5,
-	0x000028ff, 0x00002905, 0x0000290f, 0x00002918,
-	0x00002928, 0x0000293d, 0x00002961, 0x0000297d,
+	0x0000266c, 0x0000268b, 0x000026a1, 0x000026b7,
+	0x000026cb, 0x000026e1, 0x000026f2, 0x00002709,
+	0x0000272c, 0x0000274f, 0x0000276c, 0x00002789,
+	0x0000278e, 0x000027da, 0x000027ed, 0x000027f1,
+	0x00002801, 0x0000280a, 0x0000281d, 0x00002843,
+	0x00002857, 0x0000286d, 0x00002929, 0x0000293e,
+	0x00002942, 0x0000294f, 0x0000295f, 0x0000296c,
+	0x00002976, 0x0000297c, 0x00002986, 0x0000298f,
 	// Entry 100 - 11F
-	0x00002995, 0x000029a0, 0x000029ab, 0x000029b6,
-	0x00002acc, 0x00002af0, 0x00002b1b, 0x00002b26,
-	0x00002b2b, 0x00002b3a, 0x00002b41, 0x00002b58,
-	0x00002b6d, 0x00002b7f, 0x00002ba2, 0x00002bd4,
-	0x00002bea, 0x00002bf4, 0x00002bfe, 0x00002c13,
-	0x00002c60, 0x00002c70, 0x00002ca9, 0x00002cfd,
-	0x00002d07, 0x00002d0e, 0x00002d24, 0x00002d5d,
-	0x00002d62, 0x00002d6c, 0x00002d7a, 0x00002d87,
+	0x0000299f, 0x000029b4, 0x000029d8, 0x000029f4,
+	0x00002a0c, 0x00002a17, 0x00002a22, 0x00002a2d,
+	0x00002b43, 0x00002b67, 0x00002b92, 0x00002b9d,
+	0x00002ba2, 0x00002bb1, 0x00002bb8, 0x00002bcf,
+	0x00002be4, 0x00002bf6, 0x00002c19, 0x00002c4b,
+	0x00002c61, 0x00002c6b, 0x00002c75, 0x00002c8a,
+	0x00002cd7, 0x00002ce7, 0x00002d20, 0x00002d74,
+	0x00002d7e, 0x00002d85, 0x00002d9b, 0x00002dd4,
 	// Entry 120 - 13F
-	0x00002db0, 0x00002dd3, 0x00002de0, 0x00002e00,
-	0x00002e0c, 0x00002e25, 0x00002e2e, 0x00002e38,
-	0x00002e41, 0x00002e49, 0x00002e53, 0x00002e5b,
-	0x00002e63, 0x00002e67, 0x00002e6b, 0x00002e6f,
-	0x00002e73, 0x00002e77, 0x00002e7b, 0x00002e7f,
-	0x00002e83, 0x00002e87, 0x00002e8b, 0x00002e8f,
-	0x00002e93, 0x00002e9d, 0x00002ebb, 0x00002edb,
-	0x00002eff, 0x00002f23, 0x00002f2c, 0x00002f43,
+	0x00002dd9, 0x00002de3, 0x00002df1, 0x00002dfe,
+	0x00002e27, 0x00002e4a, 0x00002e57, 0x00002e77,
+	0x00002e83, 0x00002e9c, 0x00002ea5, 0x00002eaf,
+	0x00002eb8, 0x00002ec0, 0x00002eca, 0x00002ed2,
+	0x00002eda, 0x00002ede, 0x00002ee2, 0x00002ee6,
+	0x00002eea, 0x00002eee, 0x00002ef2, 0x00002ef6,
+	0x00002efa, 0x00002efe, 0x00002f02, 0x00002f06,
+	0x00002f0a, 0x00002f14, 0x00002f32, 0x00002f52,
 	// Entry 140 - 15F
-	0x00002f4b, 0x00002f5c, 0x00002f61, 0x00002fa6,
-	0x00002fbe, 0x00002fc3, 0x00002fce, 0x00002fd4,
-	0x00002fde, 0x00002fe6, 0x00002fee, 0x00003018,
-	0x00003032, 0x0000305a, 0x0000308a, 0x00003090,
-	0x0000309f, 0x000030f2, 0x00003110, 0x00003232,
-	0x000032f1, 0x00003348, 0x00003372, 0x0000339e,
-	0x000033c8, 0x000033d0, 0x000033d6, 0x000033e3,
-	0x000033f5, 0x000033fe, 0x00003407, 0x00003419,
+	0x00002f76, 0x00002f9a, 0x00002fa3, 0x00002fba,
+	0x00002fc2, 0x00002fd3, 0x00002fd8, 0x0000301d,
+	0x00003035, 0x0000303a, 0x00003045, 0x0000304b,
+	0x00003055, 0x0000305d, 0x00003065, 0x0000308f,
+	0x000030a9, 0x000030d1, 0x00003101, 0x00003107,
+	0x00003116, 0x00003169, 0x00003187, 0x000032a9,
+	0x00003368, 0x000033bf, 0x000033e9, 0x00003415,
+	0x0000343f, 0x00003447, 0x0000344d, 0x0000345a,
 	// Entry 160 - 17F
-	0x00003428, 0x0000344a, 0x0000346e, 0x0000348a,
-	0x000034b5, 0x000034e9, 0x000034f7, 0x00003522,
-	0x00003534, 0x0000353c, 0x00003552, 0x00003557,
-	0x0000355a, 0x00003584, 0x000035cd, 0x000035ed,
-	0x000035f6, 0x00003608, 0x0000362b, 0x00003639,
-	0x00003648, 0x00003655, 0x0000365f, 0x00003668,
-	0x00003671, 0x0000367b, 0x00003683, 0x00003688,
-	0x00003690, 0x00003699, 0x000036a2, 0x000036af,
+	0x0000346c, 0x00003475, 0x0000347e, 0x00003490,
+	0x0000349f, 0x000034c1, 0x000034e5, 0x00003501,
+	0x0000352c, 0x00003560, 0x0000356e, 0x00003599,
+	0x000035ab, 0x000035c1, 0x000035c6, 0x000035c9,
+	0x000035f3, 0x0000363c, 0x0000365c, 0x00003665,
+	0x00003677, 0x0000369a, 0x000036a8, 0x000036b7,
+	0x000036c4, 0x000036ce, 0x000036d7, 0x000036e0,
+	0x000036ea, 0x000036f2, 0x000036f7, 0x000036ff,
 	// Entry 180 - 19F
-	0x000036b4, 0x000036bc, 0x000036c3, 0x000036cb,
-	0x000036d0, 0x000036de, 0x000036e5, 0x000036ec,
-	0x000036f1, 0x000036f8, 0x00003702, 0x00003709,
-	0x00003726, 0x00003740, 0x0000375e, 0x0000377e,
-	0x0000378c, 0x00003795, 0x0000379e, 0x000037a7,
-	0x000037ab, 0x000037ae, 0x000037ba, 0x000037c8,
-	0x000037d5, 0x000037e6, 0x000037f5, 0x0000380c,
-	0x0000381f, 0x0000382f, 0x0000383e, 0x0000384d,
+	0x00003708, 0x00003711, 0x0000371e, 0x00003723,
+	0x0000372b, 0x00003732, 0x0000373a, 0x0000373f,
+	0x0000374d, 0x00003754, 0x0000375b, 0x00003760,
+	0x00003767, 0x00003771, 0x00003778, 0x00003795,
+	0x000037af, 0x000037cd, 0x000037ed, 0x000037fb,
+	0x00003804, 0x0000380d, 0x00003816, 0x0000381a,
+	0x0000381d, 0x00003829, 0x00003837, 0x00003844,
+	0x00003855, 0x00003864, 0x0000387b, 0x0000388e,
 	// Entry 1A0 - 1BF
-	0x00003855, 0x0000385c, 0x00003864, 0x0000386c,
-	0x0000387a, 0x00003888, 0x0000389e, 0x000038b3,
-	0x000038c4, 0x000038ca, 0x000038d1, 0x000038da,
-	0x000038f6, 0x000038ff, 0x00003909, 0x00003912,
-	0x0000391b, 0x00003924, 0x0000393b, 0x00003943,
-	0x00003951, 0x0000397e, 0x0000398a, 0x00003998,
-	0x000039df, 0x000039eb, 0x000039f3, 0x00003a1e,
-	0x00003a69, 0x00003b2b, 0x00003b2f, 0x00003b55,
+	0x0000389e, 0x000038ad, 0x000038bc, 0x000038c4,
+	0x000038cb, 0x000038d3, 0x000038db, 0x000038e9,
+	0x000038f7, 0x0000390d, 0x00003922, 0x00003933,
+	0x00003939, 0x00003940, 0x00003949, 0x00003965,
+	0x0000396e, 0x00003978, 0x00003981, 0x0000398a,
+	0x00003993, 0x000039aa, 0x000039b2, 0x000039c0,
+	0x000039ed, 0x000039f9, 0x00003a07, 0x00003a4e,
+	0x00003a5a, 0x00003a62, 0x00003a8d, 0x00003ad8,
 	// Entry 1C0 - 1DF
-	0x00003b5a, 0x00003b75, 0x00003b86, 0x00003b92,
-	0x00003b9a, 0x00003bcc, 0x00003bd5, 0x00003bde,
-	0x00003bfa, 0x00003c07, 0x00003c15, 0x00003c41,
-	0x00003c67, 0x00003c88, 0x00003c93, 0x00003cc1,
-	0x00003cde, 0x00003d0d, 0x00003d3f, 0x00003d5d,
-	0x00003d92, 0x00003dae, 0x00003dcd, 0x00003ddc,
-	0x00003de9, 0x00003df7, 0x00003e04, 0x00003e0d,
-	0x00003e28, 0x00003e43, 0x00003e4d, 0x00003ea0,
+	0x00003b9a, 0x00003b9e, 0x00003bc4, 0x00003bc9,
+	0x00003be4, 0x00003bf5, 0x00003c01, 0x00003c09,
+	0x00003c3b, 0x00003c44, 0x00003c4d, 0x00003c69,
+	0x00003c76, 0x00003c84, 0x00003cb0, 0x00003cd6,
+	0x00003cf7, 0x00003d02, 0x00003d30, 0x00003d4d,
+	0x00003d7c, 0x00003dae, 0x00003dcc, 0x00003e01,
+	0x00003e1d, 0x00003e3c, 0x00003e4b, 0x00003e58,
+	0x00003e66, 0x00003e73, 0x00003e7c, 0x00003e97,
 	// Entry 1E0 - 1FF
-	0x00003f1e, 0x00003f94, 0x00003fc1, 0x00003ffb,
-	0x00004060, 0x00004080, 0x000040a6, 0x000040d0,
-	0x00004108, 0x00004145, 0x00004169, 0x000041e2,
-	0x00004207, 0x00004236, 0x00004296, 0x000042ef,
-	0x00004349, 0x00004363, 0x00004381, 0x000043b5,
-	0x000043f5, 0x0000441f, 0x0000442e, 0x000044f9,
-	0x0000452a, 0x00004559, 0x0000456c, 0x000045e1,
-	0x000045f4, 0x00004628, 0x0000465c, 0x0000466c,
+	0x00003eb2, 0x00003ebc, 0x00003f0f, 0x00003f8d,
+	0x00004003, 0x00004030, 0x0000406a, 0x000040cf,
+	0x000040ef, 0x00004115, 0x0000413f, 0x00004177,
+	0x000041b4, 0x000041d8, 0x00004251, 0x00004276,
+	0x000042a5, 0x00004305, 0x0000435e, 0x000043b8,
+	0x000043d2, 0x000043f0, 0x00004424, 0x00004464,
+	0x0000448e, 0x0000449d, 0x00004568, 0x00004599,
+	0x000045c8, 0x000045db, 0x00004650, 0x00004663,
 	// Entry 200 - 21F
-	0x000046b3, 0x000046e0, 0x000046ed, 0x000046fd,
-	0x0000472d, 0x00004767, 0x0000478a, 0x00004792,
-	0x000047aa, 0x000047c7, 0x000047d5, 0x000047e6,
-	0x000047ee, 0x000047f9, 0x0000481a, 0x0000485c,
-	0x0000488c, 0x0000489e, 0x000048bf, 0x000048cf,
-	0x0000490e, 0x0000491f, 0x00004931, 0x0000493d,
-	0x0000494e, 0x00004968, 0x00004979, 0x0000497f,
-	0x00004993, 0x000049ab, 0x000049d0, 0x000049de,
+	0x00004697, 0x000046cb, 0x000046db, 0x00004722,
+	0x0000474f, 0x0000475c, 0x0000476c, 0x0000479c,
+	0x000047d6, 0x000047f9, 0x00004801, 0x00004819,
+	0x00004836, 0x00004844, 0x00004855, 0x0000485d,
+	0x00004868, 0x00004889, 0x000048cb, 0x000048fb,
+	0x0000490d, 0x0000492e, 0x0000493e, 0x0000497d,
+	0x0000498e, 0x000049a0, 0x000049ac, 0x000049bd,
+	0x000049d7, 0x000049e8, 0x000049ee, 0x00004a02,
 	// Entry 220 - 23F
-	0x00004a1c, 0x00004a59, 0x00004a85, 0x00004ac2,
-	0x00004ad1, 0x00004ad9, 0x00004ae6, 0x00004af6,
-	0x00004b0d, 0x00004b18, 0x00004b27, 0x00004b2d,
-	0x00004b3b, 0x00004b45, 0x00004b50, 0x00004b63,
-	0x00004b88, 0x00004bb3, 0x00004c44, 0x00004c7f,
-	0x00004c9e, 0x00004cdc, 0x00004d13, 0x00004d41,
-	0x00004d4f, 0x00004de2, 0x00004e00, 0x00004e8c,
-	0x00004e9a, 0x00004eae, 0x00004ecf, 0x00004ee3,
+	0x00004a1a, 0x00004a3f, 0x00004a4d, 0x00004a8b,
+	0x00004ac8, 0x00004af4, 0x00004b31, 0x00004b40,
+	0x00004b48, 0x00004b55, 0x00004b65, 0x00004b7c,
+	0x00004b87, 0x00004b96, 0x00004b9c, 0x00004baa,
+	0x00004bb4, 0x00004bbf, 0x00004bd2, 0x00004bf7,
+	0x00004c22, 0x00004cb3, 0x00004cee, 0x00004d0d,
+	0x00004d4b, 0x00004d82, 0x00004db0, 0x00004dbe,
+	0x00004e51, 0x00004e6f, 0x00004efb, 0x00004f09,
 	// Entry 240 - 25F
-	0x00004ee9, 0x00004efd, 0x00004f70, 0x00004fbd,
-	0x00004fce, 0x00004fe5, 0x00005002, 0x00005010,
-	0x0000501e, 0x00005029, 0x0000502f, 0x00005121,
-	0x00005127, 0x00005159, 0x0000515e, 0x0000516e,
-	0x00005179, 0x00005182, 0x00005192, 0x000051ac,
-	0x00005251, 0x00005267, 0x000052ec, 0x00005366,
-	0x00005375, 0x0000542f, 0x00005480, 0x00005485,
-	0x00005493, 0x000054a3, 0x000054af, 0x000054bf,
+	0x00004f1d, 0x00004f3e, 0x00004f52, 0x00004f58,
+	0x00004f6c, 0x00004fdf, 0x0000502c, 0x0000503d,
+	0x00005054, 0x00005071, 0x0000507f, 0x0000508d,
+	0x00005098, 0x0000509e, 0x00005190, 0x00005196,
+	0x000051c8, 0x000051cd, 0x000051dd, 0x000051e8,
+	0x000051f1, 0x00005201, 0x0000521b, 0x000052c0,
+	0x000052d6, 0x0000535b, 0x000053d5, 0x000053e4,
+	0x0000549e, 0x000054ef, 0x000054f4, 0x00005502,
 	// Entry 260 - 27F
-	0x000054c9, 0x000054ec, 0x00005505, 0x00005518,
-	0x00005584, 0x00005593, 0x000055a1, 0x000055bd,
-	0x000055cc, 0x000055e2, 0x0000561b, 0x0000564d,
-	0x0000565b, 0x000056b3, 0x000056ea, 0x00005701,
-	0x00005745, 0x0000576a, 0x000057e1, 0x000057f7,
-	0x0000580e, 0x0000583c, 0x0000584f, 0x00005877,
-	0x0000587e, 0x000058d9, 0x00005903, 0x00005933,
-	0x00005991, 0x00005a9f, 0x00005b3f, 0x00005b53,
+	0x00005512, 0x0000551e, 0x0000552e, 0x00005538,
+	0x0000555b, 0x00005574, 0x00005587, 0x000055f3,
+	0x00005602, 0x00005610, 0x0000562c, 0x0000563b,
+	0x00005651, 0x0000568a, 0x000056bc, 0x000056ca,
+	0x00005722, 0x00005759, 0x00005770, 0x000057b4,
+	0x000057d9, 0x00005850, 0x00005866, 0x0000587d,
+	0x000058ab, 0x000058be, 0x000058e6, 0x000058ed,
+	0x00005948, 0x00005972, 0x000059a2, 0x00005a00,
 	// Entry 280 - 29F
-	0x00005bfe, 0x00005c74, 0x00005c7c, 0x00005cb7,
-	0x00005cbd, 0x00005d39, 0x00005d81, 0x00005dac,
-	0x00005e0e, 0x00005e70, 0x00005f17, 0x00005f32,
-	0x00005f3c, 0x00005f41, 0x00005f4b, 0x00005f53,
-	0x00005f59, 0x00005f61, 0x00005f6f, 0x00005f79,
-	0x00005f86, 0x00005f99, 0x00005fbd, 0x0000603d,
-	0x0000604e, 0x00006056, 0x000060cb, 0x0000611f,
-	0x00006161, 0x00006170, 0x0000617c, 0x000061b8,
+	0x00005b0e, 0x00005bae, 0x00005bc2, 0x00005c6d,
+	0x00005ce3, 0x00005ceb, 0x00005d26, 0x00005d2c,
+	0x00005da8, 0x00005df0, 0x00005e1b, 0x00005e7d,
+	0x00005edf, 0x00005f86, 0x00005fa1, 0x00005fab,
+	0x00005fb0, 0x00005fba, 0x00005fc2, 0x00005fc8,
+	0x00005fd0, 0x00005fde, 0x00005fe8, 0x00005ff5,
+	0x00006008, 0x0000602c, 0x000060ac, 0x000060bd,
+	0x000060c5, 0x0000613a, 0x0000618e, 0x000061d0,
 	// Entry 2A0 - 2BF
-	0x000061f2, 0x00006200, 0x0000620d, 0x0000621b,
-	0x00006229, 0x00006237, 0x00006269, 0x00006299,
-	0x000062f5, 0x00006302, 0x00006322, 0x0000633c,
-	0x00006341, 0x00006352, 0x000063d8, 0x000063fd,
-	0x00006404, 0x0000640d, 0x00006420, 0x0000642a,
-	0x00006434, 0x0000643e, 0x00006456, 0x0000646c,
-	0x00006478, 0x0000649a, 0x000064a1, 0x000064ae,
-	0x000064bf, 0x000064e6, 0x000064f6, 0x0000654a,
+	0x000061df, 0x000061eb, 0x00006227, 0x00006261,
+	0x0000626f, 0x0000627c, 0x0000628a, 0x00006298,
+	0x000062a6, 0x000062d8, 0x00006308, 0x00006364,
+	0x00006371, 0x00006391, 0x000063ab, 0x000063b0,
+	0x000063c1, 0x00006447, 0x0000646c, 0x00006473,
+	0x0000647c, 0x0000648f, 0x00006499, 0x000064a3,
+	0x000064ad, 0x000064c5, 0x000064db, 0x000064e7,
+	0x00006509, 0x00006510, 0x0000651d, 0x0000652e,
 	// Entry 2C0 - 2DF
-	0x0000659a, 0x000065fa, 0x0000664d, 0x00006685,
-	0x000066d5, 0x00006709, 0x00006728, 0x00006748,
-} // Size: 2872 bytes
+	0x00006555, 0x00006565, 0x000065b9, 0x00006609,
+	0x00006669, 0x000066bc, 0x000066f4, 0x00006744,
+	0x00006778, 0x00006797, 0x000067b7,
+} // Size: 2884 bytes
 
-const enData string = "" + // Size: 26440 bytes
+const enData string = "" + // Size: 26551 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1028,124 +1032,126 @@ const enData string = "" + // Size: 26440 bytes
 	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
 	"ion applies to matches the filter.\x02No process, business key, error co" +
 	"de or creation date narrows this filter: it applies to the instances of " +
-	"every process.\x02any\x02Process\x02Status\x02Business key\x02Error code" +
-	"\x02Held at a node of\x02Created from\x02Created to\x02By process and er" +
-	"ror code\x02Instances\x02The %[1]d largest groups; the filter matches mo" +
-	"re.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held instance failed b" +
-	"efore any attempt (its inputs could not be built): it cannot be retried " +
-	"and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d more held inst" +
-	"ances failed before any attempt (their inputs could not be built): they " +
-	"cannot be retried and are left out. Abandon or stop them.\x02Cannot act " +
-	"on this filter\x02The confirmed count is missing: start again from the l" +
-	"ist.\x02The count changed since you confirmed it (it was %[1]d): instanc" +
-	"es were settled, started or acted on meanwhile. Nothing was done; check " +
-	"the new count and confirm again.\x02This bulk action was already applied" +
-	" (the form was sent again): its records are in the audit log. Nothing mo" +
-	"re was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instanc" +
-	"e.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00" +
-	"\x02R\x02%[1]d skipped: it changed after the count (settled, or acted on" +
-	" by someone else).\x00T\x02%[1]d skipped: they changed after the count (" +
-	"settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s)" +
-	"\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence of" +
-	"fered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aband" +
-	"on and stop an operator applied, with its reason. Reveals of sensitive v" +
-	"alues have their own log, which administrators read on the Reveals page " +
-	"(GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02Appl" +
-	"y filters\x02Clear filters\x02No operator action matches.\x02All actions" +
-	"\x02The process instance must be a whole instance id (a UUID): the lists" +
-	" show the end of each id; open the instance, or copy its link, for the w" +
-	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
-	", newest first\x02Showing the %[1]d instances bulk action %[2]s changed." +
-	" While it runs, each reload shows how far it got.\x02Relais console\x02L" +
-	"anguage\x02Skip to content\x02Main navigation\x02Health\x02External task" +
-	"s\x02Processes\x02Find an instance or occurrence\x02id or business key" +
-	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
-	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
-	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reload ever" +
-	"y %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every " +
-	"%[1]d seconds.\x02Not allowed\x02Your role can read definitions and proc" +
-	"esses only: external tasks and process instances are for operators and a" +
-	"dministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL chara" +
-	"cter or bytes that are not UTF-8 text: correct it and try again.\x02Back" +
-	" to external tasks\x02Back to definitions\x02Nothing exists at this addr" +
-	"ess, or it is not visible to you.\x02Nothing exists at this address, or " +
-	"it is not visible to you. An ended instance is deleted, with its occurre" +
-	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
-	"ed; the audit log keeps the operator actions taken on it.\x02Not found" +
-	"\x02Form refused\x02This form was not sent from this console session, or" +
-	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
-	"le\x02The database cannot be reached right now. Try again in a few secon" +
-	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
-	" again; if it persists, give your administrator the request id %[1]s." +
-	"\x02No consumer yet.\x02No more consumers.\x02The external services that" +
-	" take tasks, and the definitions each may take. Create consumers, change" +
-	" their grants and rotate their tokens through the API (/api/v1/consumers" +
-	"); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02G" +
-	"rants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant: " +
-	"it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revisi" +
-	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
-	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
-	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
-	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
-	"ble part of a definition. Processes never use it directly: they pin a re" +
-	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
-	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
-	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
-	"\x02Lists every change from one revision to another, and whom it may bre" +
-	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
-	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
-	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
-	"he Working copy has changes not yet snapshotted: they are in no revision" +
-	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
-	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
-	"e same (the name or a description changed).\x02Changes of the Working co" +
-	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
-	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
-	"k contracts: their Working copy, immutable revisions and named releases." +
-	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
-	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
-	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
-	"dpoints push nodes call. Values of the URL's query and of the headers ar" +
-	"e sealed and never shown. Create, change and delete destinations through" +
-	" the API (/api/v1/destinations).\x02Destinations by name\x02URL\x02Heade" +
-	"rs sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its " +
-	"calls\x02on error\x02any other error\x02held for an operator\x02an incid" +
-	"ent: retry, abandon or stop\x02end: completes the instance\x02end: fails" +
-	" the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definiti" +
-	"on’s queue and incidents now, and what its workers finished in the last " +
-	"hour: occurrences that ended completed or failed. An occurrence retried " +
-	"since counts where it ends next; a failed attempt with attempts left is " +
-	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
-	", last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
-	"e %[1]s\x02long wait\x02no worker\x02Show all definitions\x02No definiti" +
-	"on %[1]s has occurrences: check the key, or show all definitions.\x02All" +
-	" definitions\x02Completions and failures per 5 minutes, last hour: %[1]s" +
-	"\x02In the last hour: %[1]s, %[2]s. The table after the chart gives each" +
-	" 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Complet" +
-	"ions and failures per 5-minute slot, oldest first\x02Slot\x02Completed" +
-	"\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d com" +
-	"pleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d f" +
-	"ailed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4" +
-	"]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s" +
-	" ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
-	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"every process.\x02any\x02Process\x02Version\x02Status\x02Business key" +
+	"\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02By " +
+	"process and error code\x02Instances\x02The %[1]d largest groups; the fil" +
+	"ter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held ins" +
+	"tance failed before any attempt (its inputs could not be built): it cann" +
+	"ot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d " +
+	"more held instances failed before any attempt (their inputs could not be" +
+	" built): they cannot be retried and are left out. Abandon or stop them." +
+	"\x02Cannot act on this filter\x02Process %[1]s has no version %[2]d.\x02" +
+	"No process has the key “%[1]s”.\x02No definition has the key “%[1]s”." +
+	"\x02The confirmed count is missing: start again from the list.\x02The co" +
+	"unt changed since you confirmed it (it was %[1]d): instances were settle" +
+	"d, started or acted on meanwhile. Nothing was done; check the new count " +
+	"and confirm again.\x02This bulk action was already applied (the form was" +
+	" sent again): its records are in the audit log. Nothing more was done." +
+	"\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02B" +
+	"ulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d " +
+	"skipped: it changed after the count (settled, or acted on by someone els" +
+	"e).\x00T\x02%[1]d skipped: they changed after the count (settled, or act" +
+	"ed on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who" +
+	"\x02Action\x02Reason\x02Process instance\x02Occurrence offered again\x02" +
+	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
+	"operator applied, with its reason. Reveals of sensitive values have thei" +
+	"r own log, which administrators read on the Reveals page (GET /api/v1/au" +
+	"dit/reveals).\x02Filters\x02a token’s name, exact\x02Apply filters\x02Cl" +
+	"ear filters\x02No operator action matches.\x02All actions\x02The process" +
+	" instance must be a whole instance id (a UUID): the lists show the end o" +
+	"f each id; open the instance, or copy its link, for the whole id.\x02The" +
+	" bulk action must be its id (a UUID).\x02Operator actions, newest first" +
+	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
+	", each reload shows how far it got.\x02Relais console\x02Language\x02Ski" +
+	"p to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
+	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
+	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
+	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
+	"\x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s\x02Ti" +
+	"mes in %[1]s · no auto-reload\x02This page reloads every %[1]d seconds." +
+	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
+	"ternal tasks and process instances are for operators and administrators." +
+	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
+	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
+	"asks\x02Back to definitions\x02Nothing exists at this address, or it is " +
+	"not visible to you.\x02Nothing exists at this address, or it is not visi" +
+	"ble to you. An ended instance is deleted, with its occurrences and attem" +
+	"pts, once the retention period (RELAIS_RETENTION) has passed; the audit " +
+	"log keeps the operator actions taken on it.\x02Not found\x02Form refused" +
+	"\x02This form was not sent from this console session, or it has expired." +
+	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
+	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
+	" went wrong\x02The console could not show this page. Try again; if it pe" +
+	"rsists, give your administrator the request id %[1]s.\x02No consumer yet" +
+	".\x02No more consumers.\x02The external services that take tasks, and th" +
+	"e definitions each may take. Create consumers, change their grants and r" +
+	"otate their tokens through the API (/api/v1/consumers); tokens are never" +
+	" shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
+	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts" +
+	" appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
+	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
+	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
+	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
+	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
+	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
+	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
+	"their Working copy, immutable revisions and named releases.\x02Definitio" +
+	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
+	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
+	"ush nodes call. Values of the URL's query and of the headers are sealed " +
+	"and never shown. Create, change and delete destinations through the API " +
+	"(/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
+	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
+	"queue and incidents now, and what its workers finished in the last hour:" +
+	" occurrences that ended completed or failed. An occurrence retried since" +
+	" counts where it ends next; a failed attempt with attempts left is not c" +
+	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
+	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
+	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
+	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
+	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
+	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
+	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
+	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
+	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
+	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
+	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
+	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
+	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
+	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
+	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
 	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
 	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
 	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
@@ -1168,204 +1174,204 @@ const enData string = "" + // Size: 26440 bytes
 	"an operator\x02Unknown status “%[1]s”.\x02The version must be a whole nu" +
 	"mber from 1.\x02A version is a process’s: choose the process too.\x02Cre" +
 	"ation date\x02The page size must be between 1 and %[1]d.\x02Process inst" +
-	"ances\x02Version\x02exact, case-sensitive\x02from\x02to\x02Act on every " +
-	"instance this filter matches\x02The next page counts them and asks for a" +
-	" reason before anything changes.\x02Process instances, newest first\x02I" +
-	"nstance\x02End node or error\x02No instance matches these filters.\x02Al" +
-	"l processes\x02Any definition\x02All statuses\x02available\x02reserved" +
-	"\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected\x02r" +
-	"eleased\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date" +
-	"\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02" +
-	"secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the ser" +
-	"vice fetches it)\x02push (Relais calls the service)\x02administrator\x02" +
-	"operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02field re" +
-	"moved\x02type changed\x02required changed\x02values changed\x02classific" +
-	"ation changed\x02constraint changed\x02routing changed\x02minimum length" +
-	"\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum" +
-	" items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, ol" +
-	"dest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration" +
-	"\x02Destination’s answer\x02Outcome\x02Error message\x02No service has r" +
-	"eserved this occurrence yet.\x02in progress\x02Whole message\x02No servi" +
-	"ce ever reserved this occurrence: it ended before any attempt.\x02Destin" +
-	"ation\x02Replica\x02Relais has not called the destination yet.\x02Relais" +
-	" never called the destination: the occurrence ended before any call.\x02" +
-	"Relais keeps the destination’s status code only when it refused the call" +
-	" (destination_http_NNN); a completed call answered 2xx. The duration run" +
-	"s from the claim of the call to its settlement.\x02Now\x02Retry or aband" +
-	"on it from its instance\x02Mode\x02Reason given by the worker\x02Maximum" +
-	" attempts\x02Retry delay\x02Retries\x02none: a failed call takes the nod" +
-	"e’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)" +
-	"\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last operat" +
-	"or retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d a" +
-	"ttempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, lab" +
-	"elled by revision %[1]d's contract\x02This contract has no inputs.\x02Ou" +
-	"tputs, labelled by revision %[1]d's contract\x02No outputs yet: the occu" +
-	"rrence has not completed.\x02This contract has no outputs.\x02No outputs" +
-	": the occurrence ended without completing.\x02Reveal — this is recorded" +
-	"\x02Why (recorded with the reveal)\x02Available from\x02Next attempt\x02" +
-	"Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)" +
-	"\x02Error (before any attempt)\x02Retryable\x02no: the service marked th" +
-	"is failure as not retryable (attempts left unused: %[1]d)\x02The destina" +
-	"tion did not answer within the call’s timeout (%[1]s): it may have acted" +
-	" all the same, so check before retrying.\x02The destination did not answ" +
-	"er within the call’s timeout: it may have acted all the same, so check b" +
-	"efore retrying.\x02The deadline passed before a result arrived.\x02The r" +
-	"esult did not match the revision's outputs contract.\x02Relais stopped d" +
-	"uring the call: whether the destination acted is unknown, so it is not c" +
-	"alled again.\x02The call could not be prepared.\x02The destination could" +
-	" not be reached.\x02The destination’s answer was too large.\x02The last " +
-	"attempt’s lock expired with no attempt left.\x02The inputs could not be " +
-	"built from the process’s bindings.\x02An operator abandoned the instance" +
-	".\x02A Camunda 7 worker reported a failure with no retries left (retries" +
-	": 0, or a budget already spent): it is not run again.\x02The destination" +
-	" answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
-	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
-	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
-	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
-	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP" +
-	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
-	"answer too large\x02unknown\x02[redacted]\x02Message from Relais (in Eng" +
-	"lish)\x02Message from the service (its own words, protected values maske" +
-	"d)\x02The revision must be a whole number, 1 or more.\x02Unknown consume" +
-	"r.\x02Unknown destination “%[1]s”.\x02Settlement date\x02More filters: i" +
-	"nstance, revision, consumer, destination, dates\x02Push destination\x02i" +
-	"ts name, exactly\x02instance id\x02Counts by status\x02Occurrences, newe" +
-	"st first\x02Process and node\x02Error\x02Consumer and worker\x02Next att" +
-	"empt or settled\x02No occurrence matches these filters.\x02All consumers" +
-	"\x02Totals of definition %[1]s, not narrowed by the other filters\x02Tot" +
-	"als of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
-	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
-	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
-	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
-	" a parameter that cannot be read (a percent sign not followed by two hex" +
-	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
-	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
-	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
-	"or is invalid: go back to the first page.\x02These settings are kept in " +
-	"this browser only.\x02Show times in\x02The console runs no script, so it" +
-	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
-	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
-	"\x02Pages where you type a reason (confirmations, and occurrences with a" +
-	" value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
-	" process versions: their nodes, routes and pinned revisions, drawn, with" +
-	" where their occurrences are now.\x02Published process versions: their n" +
-	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
-	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
-	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
-	" the start node. Solid arrows are successes (labelled with their route)," +
-	" dashed ones failures (labelled with their error codes). Each box says h" +
-	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
-	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
-	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
-	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
-	"ows are successes (labelled with their route), dashed ones failures (lab" +
-	"elled with their error codes).\x02Nodes of this version\x02This version " +
-	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
-	"ow lists every node with its routes and counts.\x02This version has %[1]" +
-	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
-	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
-	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
-	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
-	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
-	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
-	"itive value.\x02Cannot reveal\x02Say why you reveal this value: the reas" +
-	"on is recorded with the reveal in the audit log.\x02Revealed by %[1]s at" +
-	" %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Only a v" +
-	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
-	"lues can never be revealed.\x02Every sensitive value an administrator re" +
-	"vealed: who, when, which field and why. The values themselves are never " +
-	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
-	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
-	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
-	"d (a UUID, as the pages show on hover), or a business key.\x02Nothing to" +
-	" find: the search box is empty.\x02That is too long to be an id or a bus" +
-	"iness key.\x02No instance or occurrence has the id “%[1]s”, and no insta" +
-	"nce has it as its business key.\x02No instance or occurrence has the id " +
-	"“%[1]s”, and no instance has it as its business key. An ended instance" +
-	" is deleted, with its occurrences and attempts, once the retention perio" +
-	"d (RELAIS_RETENTION) has passed; the audit log keeps the operator action" +
-	"s taken on it.\x02No instance has “%[1]s” as its business key, and it is" +
-	" not a whole id: the lists show the end of each id. Open the row, or cop" +
-	"y its link, for the whole id.\x02You are signed out.\x02Your session had" +
-	" ended (inactivity, a sign-out elsewhere, a revoked token or a restart o" +
-	"f the server), so your last action was not applied. Sign in again, then " +
-	"repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, " +
-	"a revoked token or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
-	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
-	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
-	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
-	"ministrators see this page: tokens, consumers, destinations and the reve" +
-	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
-	") that are not revoked. Consumer tokens are managed with their consumers" +
-	". Revoking a token refuses its next request.\x02Staff tokens, oldest fir" +
-	"st\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02E" +
-	"xpired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke " +
-	"the %[1]s token “%[2]s”?\x02Its next request is refused, and console ses" +
-	"sions opened with it end. This cannot be undone: whoever uses it needs a" +
-	" new token.\x02Revoke the token\x02Keep it\x02This is the token you sign" +
-	"ed in with: revoking it signs you out. Its next request is refused. This" +
-	" cannot be undone.\x02This is the last usable administrator token: creat" +
-	"e another one before revoking it.\x02The token %[1]s (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
-	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
-	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
-	"cted value\x02Workers connected by a stream, and polling workers by thei" +
-	"r last fetch. A worker is listed while it was seen within three heartbea" +
-	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
-	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
-	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
-	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
-	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
-	"is definition: its occurrences wait until one connects or polls.\x02No p" +
-	"rocess uses this definition yet: it needs a worker once a process pulls " +
-	"it.\x02No process pulls this definition: Relais calls its destinations (" +
-	"push), and it needs no worker.\x02No worker is connected for this defini" +
-	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"ances\x02exact, case-sensitive\x02from\x02to\x02Act on every instance th" +
+	"is filter matches\x02The next page counts them and asks for a reason bef" +
+	"ore anything changes.\x02Process instances, newest first\x02Instance\x02" +
+	"End node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
+	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
+	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
+	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
+	" changed\x02required changed\x02values changed\x02classification changed" +
+	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
+	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
+	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
+	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
+	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
+	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
+	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
+	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
+	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
+	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
+	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
+	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
+	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Available from\x02Next attempt\x02Last reserved" +
+	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
+	"ore any attempt)\x02Retryable\x02no: the service marked this failure as " +
+	"not retryable (attempts left unused: %[1]d)\x02The destination did not a" +
+	"nswer within the call’s timeout (%[1]s): it may have acted all the same," +
+	" so check before retrying.\x02The destination did not answer within the " +
+	"call’s timeout: it may have acted all the same, so check before retrying" +
+	".\x02The deadline passed before a result arrived.\x02The result did not " +
+	"match the revision's outputs contract.\x02Relais stopped during the call" +
+	": whether the destination acted is unknown, so it is not called again." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
+	"ck expired with no attempt left.\x02The inputs could not be built from t" +
+	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
+	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
+	"dget already spent): it is not run again.\x02The destination answered HT" +
+	"TP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live w" +
+	"orker takes revision %[1]d: the live workers of %[2]s declare inputs it " +
+	"does not have.\x02No live worker takes revision %[1]d: the live workers " +
+	"of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]" +
+	"d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]" +
+	"s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
+	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
+	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
+	"r %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result rec" +
+	"orded: the replica making it may have stopped. If so, it fails outcome_u" +
+	"nknown at %[3]s (%[4]s): ask the destination whether it took effect.\x02" +
+	"Relais is calling the destination (since %[1]s).\x02Reserved by %[1]s; l" +
+	"ock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (" +
+	"%[2]s): a worker of the same consumer, or a front end with a settle toke" +
+	"n, completes it later.\x02Completed (%[1]s).\x02Its instance is held her" +
+	"e, waiting for an operator.\x02Its instance went on along the node’s err" +
+	"or path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[" +
+	"1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s)." +
+	"\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its" +
+	" settle token)\x02%[1]s (deferred; settled with its settle token, as %[2" +
+	"]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusab" +
+	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
+	"arge\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Mes" +
+	"sage from the service (its own words, protected values masked)\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Unknow" +
+	"n destination “%[1]s”.\x02Settlement date\x02More filters: instance, rev" +
+	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
+	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
+	"Process and node\x02Error\x02Consumer and worker\x02Next attempt or sett" +
+	"led\x02No occurrence matches these filters.\x02All consumers\x02Totals o" +
+	"f definition %[1]s, not narrowed by the other filters\x02Totals of all d" +
+	"efinitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[" +
+	"2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02settl" +
+	"ed\x02next attempt\x02claimable since\x02call in progress since\x02lock " +
+	"until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First " +
+	"page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
+	"s: the first day comes after the last.\x02This address holds a parameter" +
+	" that cannot be read (a percent sign not followed by two hexadecimal dig" +
+	"its, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” " +
+	"(did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter " +
+	"“%[1]s” is given %[2]d times: give it once.\x02The page cursor is inva" +
+	"lid: go back to the first page.\x02These settings are kept in this brows" +
+	"er only.\x02Show times in\x02The console runs no script, so it cannot re" +
+	"ad your computer’s time zone: choose its offset from UTC. Offsets do not" +
+	" follow daylight saving time.\x02Reload lists and detail pages\x02Pages " +
+	"where you type a reason (confirmations, and occurrences with a value to " +
+	"reveal) never reload on their own, nor does a revealed value.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Published process versions: their nodes, route" +
+	"s and pinned revisions, drawn.\x02Processes by key\x02Versions, newest f" +
+	"irst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
+	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
+	"t node. Solid arrows are successes (labelled with their route), dashed o" +
+	"nes failures (labelled with their error codes). Each box says how many o" +
+	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
+	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
+	"n success\x02On error\x02Occurrences now\x02Instances of this version" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes).\x02Nodes of this version\x02This version has %[" +
+	"1]d nodes: too many to draw legibly (at most %[2]d). The table below lis" +
+	"ts every node with its routes and counts.\x02This version has %[1]d node" +
+	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
+	" node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1" +
+	"]d node, starting at %[2]s. The table below lists the same nodes, routes" +
+	" and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lis" +
+	"ts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s." +
+	" The table below lists the same nodes and routes.\x02pull\x02push to %[1" +
+	"]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold" +
+	" (an incident for an operator)\x02any other code → %[1]s\x02fails the in" +
+	"stance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, pri" +
+	"ority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
+	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
+	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
+	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
+	"value.\x02Cannot reveal\x02Say why you reveal this value: the reason is " +
+	"recorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s" +
+	"; recorded in the audit log.\x02Back to the occurrence\x02Only a value t" +
+	"his page shows as hidden (sensitive) can be revealed.\x02Secret values c" +
+	"an never be revealed.\x02Every sensitive value an administrator revealed" +
+	": who, when, which field and why. The values themselves are never kept." +
+	"\x02Reveals, newest first\x02No value was revealed.\x02none (revealed be" +
+	"fore reasons were asked for)\x02Method not allowed\x02This page does not" +
+	" accept that request.\x02Search\x02Type an instance or occurrence id (a " +
+	"UUID, as the pages show on hover), or a business key.\x02Nothing to find" +
+	": the search box is empty.\x02That is too long to be an id or a business" +
+	" key.\x02No instance or occurrence has the id “%[1]s”, and no instance h" +
+	"as it as its business key.\x02No instance or occurrence has the id “%[1]" +
+	"s”, and no instance has it as its business key. An ended instance is del" +
+	"eted, with its occurrences and attempts, once the retention period (RELA" +
+	"IS_RETENTION) has passed; the audit log keeps the operator actions taken" +
+	" on it.\x02No instance has “%[1]s” as its business key, and it is not a " +
+	"whole id: the lists show the end of each id. Open the row, or copy its l" +
+	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
+	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
+	"erver), so your last action was not applied. Sign in again, then repeat " +
+	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a revok" +
+	"ed token or a restart of the server). Sign in again.\x02Sign in\x02Sign " +
+	"in with an operator, designer or administrator token.\x02Token\x02The to" +
+	"ken is checked once and never stored in your browser; a session cookie s" +
+	"tands for it for up to 8 hours of inactivity.\x02Too many failed sign-in" +
+	"s from your address. Try again in %[1]d seconds.\x02This token is unknow" +
+	"n or has been revoked.\x02A %[1]s token cannot open the console: sign in" +
+	" with an operator, designer or administrator token.\x02Only administrato" +
+	"rs see this page: tokens, consumers, destinations and the reveal log are" +
+	" theirs.\x02Staff tokens (administrators, designers, operators) that are" +
+	" not revoked. Consumer tokens are managed with their consumers. Revoking" +
+	" a token refuses its next request.\x02Staff tokens, oldest first\x02No t" +
+	"oken.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired tok" +
+	"en\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s " +
+	"token “%[2]s”?\x02Its next request is refused, and console sessions open" +
+	"ed with it end. This cannot be undone: whoever uses it needs a new token" +
+	".\x02Revoke the token\x02Keep it\x02This is the token you signed in with" +
+	": revoking it signs you out. Its next request is refused. This cannot be" +
+	" undone.\x02This is the last usable administrator token: create another " +
+	"one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next" +
+	" request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
+	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
+	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
+	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
+	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No proc" +
+	"ess uses this definition yet: it needs a worker once a process pulls it." +
+	"\x02No process pulls this definition: Relais calls its destinations (pus" +
+	"h), and it needs no worker.\x02No worker is connected for this definitio" +
+	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
 	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
 	"ns they take: %[1]s; some take every revision their consumer is granted." +
 	"\x02They take every revision their consumer is granted.\x02They take rev" +
 	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 712 elements
+var frIndex = []uint32{ // 715 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1388,188 +1394,189 @@ var frIndex = []uint32{ // 712 elements
 	0x00001420, 0x0000145e, 0x0000149c, 0x000014d9,
 	0x00001558, 0x000015a2, 0x0000163a, 0x000016a3,
 	0x000016dd, 0x0000173e, 0x000017e7, 0x000017f3,
-	0x000017fd, 0x00001804, 0x00001811, 0x00001821,
-	0x00001839, 0x0000184c, 0x00001860, 0x00001881,
-	0x0000188b, 0x000018d3, 0x00001a7f, 0x00001aa1,
-	0x00001ad6, 0x00001bbf, 0x00001c68, 0x00001cdd,
-	0x00001dbc, 0x00001ddc, 0x00001de2, 0x00001de6,
+	0x000017fd, 0x00001805, 0x0000180c, 0x00001819,
+	0x00001829, 0x00001841, 0x00001854, 0x00001868,
+	0x00001889, 0x00001893, 0x000018db, 0x00001a87,
+	0x00001aa9, 0x00001ad8, 0x00001b07, 0x00001b39,
+	0x00001b6e, 0x00001c57, 0x00001d00, 0x00001d75,
 	// Entry 60 - 7F
-	0x00001ded, 0x00001df3, 0x00001e09, 0x00001e20,
-	0x00001e30, 0x00001e3b, 0x00001e4d, 0x00001f32,
-	0x00001f3a, 0x00001f55, 0x00001f6b, 0x00001f7f,
-	0x00001fab, 0x00001fbe, 0x00002091, 0x000020da,
-	0x00002110, 0x0000219f, 0x000021ae, 0x000021b5,
-	0x000021c6, 0x000021dc, 0x000021e2, 0x000021f3,
-	0x000021fd, 0x00002224, 0x00002240, 0x00002248,
-	0x00002255, 0x00002261, 0x0000226f, 0x0000227c,
+	0x00001e54, 0x00001e74, 0x00001e7a, 0x00001e7e,
+	0x00001e85, 0x00001e8b, 0x00001ea1, 0x00001eb8,
+	0x00001ec8, 0x00001ed3, 0x00001ee5, 0x00001fca,
+	0x00001fd2, 0x00001fed, 0x00002003, 0x00002017,
+	0x00002043, 0x00002056, 0x00002129, 0x00002172,
+	0x000021a8, 0x00002237, 0x00002246, 0x0000224d,
+	0x0000225e, 0x00002274, 0x0000227a, 0x0000228b,
+	0x00002295, 0x000022bc, 0x000022d8, 0x000022e0,
 	// Entry 80 - 9F
-	0x00002283, 0x00002291, 0x000022b5, 0x000022c5,
-	0x000022dd, 0x000022fe, 0x00002331, 0x00002362,
-	0x00002394, 0x000023a2, 0x00002456, 0x00002468,
-	0x000024e8, 0x00002504, 0x0000251c, 0x0000255f,
-	0x0000267d, 0x00002689, 0x0000269c, 0x00002718,
-	0x00002734, 0x0000278b, 0x000027a3, 0x0000283b,
-	0x00002860, 0x0000287a, 0x0000296b, 0x00002999,
-	0x0000299c, 0x000029a0, 0x000029a7, 0x000029b1,
+	0x000022ed, 0x000022f9, 0x00002307, 0x00002314,
+	0x0000231b, 0x00002329, 0x0000234d, 0x0000235d,
+	0x00002375, 0x00002396, 0x000023c9, 0x000023fa,
+	0x0000242c, 0x0000243a, 0x000024ee, 0x00002500,
+	0x00002580, 0x0000259c, 0x000025b4, 0x000025f7,
+	0x00002715, 0x00002721, 0x00002734, 0x000027b0,
+	0x000027cc, 0x00002823, 0x0000283b, 0x000028d3,
+	0x000028f8, 0x00002912, 0x00002a03, 0x00002a31,
 	// Entry A0 - BF
-	0x000029b7, 0x000029bf, 0x000029c5, 0x000029cf,
-	0x000029f0, 0x00002a09, 0x00002a1c, 0x00002a54,
-	0x00002a6f, 0x00002ad5, 0x00002b07, 0x00002b0d,
-	0x00002b12, 0x00002b1e, 0x00002b2d, 0x00002b39,
-	0x00002b45, 0x00002b57, 0x00002b68, 0x00002bec,
-	0x00002bfe, 0x00002c15, 0x00002c20, 0x00002c75,
-	0x00002c82, 0x00002ca7, 0x00002cb3, 0x00002cbd,
-	0x00002cc3, 0x00002ccf, 0x00002ce7, 0x00002d39,
+	0x00002a34, 0x00002a38, 0x00002a3f, 0x00002a49,
+	0x00002a4f, 0x00002a57, 0x00002a5d, 0x00002a67,
+	0x00002a88, 0x00002aa1, 0x00002ab4, 0x00002aec,
+	0x00002b07, 0x00002b6d, 0x00002b9f, 0x00002ba5,
+	0x00002baa, 0x00002bb6, 0x00002bc5, 0x00002bd1,
+	0x00002bdd, 0x00002bef, 0x00002c00, 0x00002c84,
+	0x00002c96, 0x00002cad, 0x00002cb8, 0x00002d0d,
+	0x00002d1a, 0x00002d3f, 0x00002d4b, 0x00002d55,
 	// Entry C0 - DF
-	0x00002d49, 0x00002d59, 0x00002d62, 0x00002d6d,
-	0x00002d75, 0x00002d95, 0x00002db7, 0x00002ddf,
-	0x00002de8, 0x00002df8, 0x00002e18, 0x00002e20,
-	0x00002e2f, 0x00002e4e, 0x00002e79, 0x00002e9f,
-	0x00002eaf, 0x00002eb9, 0x00002ec3, 0x00002ee2,
-	0x00002f00, 0x00002fd8, 0x00002ff6, 0x0000303a,
-	0x00003077, 0x000030aa, 0x000030da, 0x00003106,
-	0x00003136, 0x00003158, 0x00003173, 0x0000318e,
+	0x00002d5b, 0x00002d67, 0x00002d7f, 0x00002dd1,
+	0x00002de1, 0x00002df1, 0x00002dfa, 0x00002e05,
+	0x00002e0d, 0x00002e2d, 0x00002e4f, 0x00002e77,
+	0x00002e80, 0x00002e90, 0x00002eb0, 0x00002eb8,
+	0x00002ec7, 0x00002ee6, 0x00002f11, 0x00002f37,
+	0x00002f47, 0x00002f51, 0x00002f5b, 0x00002f7a,
+	0x00002f98, 0x00003070, 0x0000308e, 0x000030d2,
+	0x0000310f, 0x00003142, 0x00003172, 0x0000319e,
 	// Entry E0 - FF
-	0x000031aa, 0x000031c6, 0x000031dc, 0x000031f6,
-	0x0000322d, 0x00003263, 0x00003283, 0x000032a2,
-	0x000032a9, 0x00003313, 0x00003329, 0x0000332e,
-	0x00003342, 0x0000335a, 0x0000337f, 0x000033ad,
-	0x000033d2, 0x000033ec, 0x000034d6, 0x000034eb,
-	0x000034ef, 0x00003502, 0x00003511, 0x00003528,
-	0x00003537, 0x0000353e, 0x00003549, 0x0000355b,
-	0x0000356e, 0x0000358a, 0x000035b7, 0x000035d4,
+	0x000031ce, 0x000031f0, 0x0000320b, 0x00003226,
+	0x00003242, 0x0000325e, 0x00003274, 0x0000328e,
+	0x000032c5, 0x000032fb, 0x0000331b, 0x0000333a,
+	0x00003341, 0x000033ab, 0x000033c1, 0x000033c6,
+	0x000033da, 0x000033f2, 0x00003417, 0x00003445,
+	0x0000346a, 0x00003484, 0x0000356e, 0x00003583,
+	0x00003587, 0x0000359a, 0x000035a9, 0x000035c0,
+	0x000035cf, 0x000035d6, 0x000035e1, 0x000035f3,
 	// Entry 100 - 11F
-	0x000035f7, 0x00003602, 0x0000360d, 0x00003619,
-	0x00003782, 0x000037a9, 0x000037e7, 0x000037f3,
-	0x000037fc, 0x00003810, 0x0000381a, 0x00003841,
-	0x0000385d, 0x00003878, 0x000038a8, 0x000038e7,
-	0x00003902, 0x00003911, 0x00003922, 0x00003943,
-	0x000039ae, 0x000039c6, 0x00003a0c, 0x00003a77,
-	0x00003a81, 0x00003a8b, 0x00003aa5, 0x00003aee,
-	0x00003af6, 0x00003b01, 0x00003b0f, 0x00003b1f,
+	0x00003606, 0x00003622, 0x0000364f, 0x0000366c,
+	0x0000368f, 0x0000369a, 0x000036a5, 0x000036b1,
+	0x0000381a, 0x00003841, 0x0000387f, 0x0000388b,
+	0x00003894, 0x000038a8, 0x000038b2, 0x000038d9,
+	0x000038f5, 0x00003910, 0x00003940, 0x0000397f,
+	0x0000399a, 0x000039a9, 0x000039ba, 0x000039db,
+	0x00003a46, 0x00003a5e, 0x00003aa4, 0x00003b0f,
+	0x00003b19, 0x00003b23, 0x00003b3d, 0x00003b86,
 	// Entry 120 - 13F
-	0x00003b49, 0x00003b72, 0x00003b82, 0x00003ba1,
-	0x00003bad, 0x00003bc6, 0x00003bd1, 0x00003bde,
-	0x00003bed, 0x00003bf5, 0x00003bff, 0x00003c07,
-	0x00003c0f, 0x00003c15, 0x00003c1c, 0x00003c21,
-	0x00003c26, 0x00003c2a, 0x00003c2f, 0x00003c35,
-	0x00003c3b, 0x00003c41, 0x00003c46, 0x00003c4b,
-	0x00003c51, 0x00003c5b, 0x00003c7b, 0x00003c9d,
-	0x00003cc1, 0x00003ce7, 0x00003cf0, 0x00003d0c,
+	0x00003b8e, 0x00003b99, 0x00003ba7, 0x00003bb7,
+	0x00003be1, 0x00003c0a, 0x00003c1a, 0x00003c39,
+	0x00003c45, 0x00003c5e, 0x00003c69, 0x00003c76,
+	0x00003c85, 0x00003c8d, 0x00003c97, 0x00003c9f,
+	0x00003ca7, 0x00003cad, 0x00003cb4, 0x00003cb9,
+	0x00003cbe, 0x00003cc2, 0x00003cc7, 0x00003ccd,
+	0x00003cd3, 0x00003cd9, 0x00003cde, 0x00003ce3,
+	0x00003ce9, 0x00003cf3, 0x00003d13, 0x00003d35,
 	// Entry 140 - 15F
-	0x00003d15, 0x00003d2d, 0x00003d36, 0x00003d8a,
-	0x00003daa, 0x00003db0, 0x00003dbb, 0x00003dc1,
-	0x00003dcf, 0x00003dda, 0x00003de8, 0x00003e1b,
-	0x00003e3f, 0x00003e6e, 0x00003eb7, 0x00003ebe,
-	0x00003ed4, 0x00003f47, 0x00003f6d, 0x000040fc,
-	0x00004203, 0x00004253, 0x00004284, 0x000042b7,
-	0x000042e6, 0x000042f4, 0x00004301, 0x00004313,
-	0x00004328, 0x00004336, 0x00004343, 0x00004358,
+	0x00003d59, 0x00003d7f, 0x00003d88, 0x00003da4,
+	0x00003dad, 0x00003dc5, 0x00003dce, 0x00003e22,
+	0x00003e42, 0x00003e48, 0x00003e53, 0x00003e59,
+	0x00003e67, 0x00003e72, 0x00003e80, 0x00003eb3,
+	0x00003ed7, 0x00003f06, 0x00003f4f, 0x00003f56,
+	0x00003f6c, 0x00003fdf, 0x00004005, 0x00004194,
+	0x0000429b, 0x000042eb, 0x0000431c, 0x0000434f,
+	0x0000437e, 0x0000438c, 0x00004399, 0x000043ab,
 	// Entry 160 - 17F
-	0x0000436b, 0x00004396, 0x000043c3, 0x000043e7,
-	0x0000441e, 0x00004468, 0x0000447a, 0x000044b2,
-	0x000044c9, 0x000044d1, 0x000044e8, 0x000044eb,
-	0x000044ee, 0x00004522, 0x0000456c, 0x000045a1,
-	0x000045aa, 0x000045c1, 0x000045ef, 0x00004602,
-	0x00004614, 0x00004625, 0x00004630, 0x0000463b,
-	0x00004646, 0x0000464f, 0x00004658, 0x00004661,
-	0x0000466a, 0x00004673, 0x0000467a, 0x00004688,
+	0x000043c0, 0x000043ce, 0x000043db, 0x000043f0,
+	0x00004403, 0x0000442e, 0x0000445b, 0x0000447f,
+	0x000044b6, 0x00004500, 0x00004512, 0x0000454a,
+	0x00004561, 0x00004578, 0x0000457b, 0x0000457e,
+	0x000045b2, 0x000045fc, 0x00004631, 0x0000463a,
+	0x00004651, 0x0000467f, 0x00004692, 0x000046a4,
+	0x000046b5, 0x000046c0, 0x000046cb, 0x000046d6,
+	0x000046df, 0x000046e8, 0x000046f1, 0x000046fa,
 	// Entry 180 - 19F
-	0x0000468e, 0x00004695, 0x0000469c, 0x000046a5,
-	0x000046aa, 0x000046b8, 0x000046be, 0x000046c4,
-	0x000046ca, 0x000046d2, 0x000046db, 0x000046e4,
-	0x00004701, 0x0000471c, 0x0000473f, 0x00004760,
-	0x0000476f, 0x0000477a, 0x00004785, 0x00004792,
-	0x00004796, 0x0000479a, 0x000047a8, 0x000047b6,
-	0x000047c4, 0x000047e4, 0x000047f7, 0x00004810,
-	0x00004825, 0x00004836, 0x00004848, 0x0000485a,
+	0x00004703, 0x0000470a, 0x00004718, 0x0000471e,
+	0x00004725, 0x0000472c, 0x00004735, 0x0000473a,
+	0x00004748, 0x0000474e, 0x00004754, 0x0000475a,
+	0x00004762, 0x0000476b, 0x00004774, 0x00004791,
+	0x000047ac, 0x000047cf, 0x000047f0, 0x000047ff,
+	0x0000480a, 0x00004815, 0x00004822, 0x00004826,
+	0x0000482a, 0x00004838, 0x00004846, 0x00004854,
+	0x00004874, 0x00004887, 0x000048a0, 0x000048b5,
 	// Entry 1A0 - 1BF
-	0x00004860, 0x00004867, 0x0000486f, 0x00004877,
-	0x00004895, 0x000048b3, 0x000048ca, 0x000048df,
-	0x000048f0, 0x000048f6, 0x0000490f, 0x0000491a,
-	0x0000494e, 0x0000495b, 0x00004979, 0x00004987,
-	0x00004990, 0x00004997, 0x000049b2, 0x000049bc,
-	0x000049cf, 0x00004a09, 0x00004a12, 0x00004a21,
-	0x00004a85, 0x00004a91, 0x00004a9b, 0x00004acb,
-	0x00004b26, 0x00004c0d, 0x00004c18, 0x00004c4b,
+	0x000048c6, 0x000048d8, 0x000048ea, 0x000048f0,
+	0x000048f7, 0x000048ff, 0x00004907, 0x00004925,
+	0x00004943, 0x0000495a, 0x0000496f, 0x00004980,
+	0x00004986, 0x0000499f, 0x000049aa, 0x000049de,
+	0x000049eb, 0x00004a09, 0x00004a17, 0x00004a20,
+	0x00004a27, 0x00004a42, 0x00004a4c, 0x00004a5f,
+	0x00004a99, 0x00004aa2, 0x00004ab1, 0x00004b15,
+	0x00004b21, 0x00004b2b, 0x00004b5b, 0x00004bb6,
 	// Entry 1C0 - 1DF
-	0x00004c50, 0x00004c70, 0x00004c8d, 0x00004cad,
-	0x00004cc2, 0x00004d03, 0x00004d0e, 0x00004d18,
-	0x00004d41, 0x00004d52, 0x00004d60, 0x00004d9c,
-	0x00004dc6, 0x00004e0b, 0x00004e33, 0x00004e72,
-	0x00004e93, 0x00004ed1, 0x00004f11, 0x00004f31,
-	0x00004f72, 0x00004f9e, 0x00004fc5, 0x00004fdd,
-	0x00004ff1, 0x00005008, 0x00005016, 0x00005021,
-	0x00005044, 0x00005063, 0x0000507f, 0x000050ed,
+	0x00004c9d, 0x00004ca8, 0x00004cdb, 0x00004ce0,
+	0x00004d00, 0x00004d1d, 0x00004d3d, 0x00004d52,
+	0x00004d93, 0x00004d9e, 0x00004da8, 0x00004dd1,
+	0x00004de2, 0x00004df0, 0x00004e2c, 0x00004e56,
+	0x00004e9b, 0x00004ec3, 0x00004f02, 0x00004f23,
+	0x00004f61, 0x00004fa1, 0x00004fc1, 0x00005002,
+	0x0000502e, 0x00005055, 0x0000506d, 0x00005081,
+	0x00005098, 0x000050a6, 0x000050b1, 0x000050d4,
 	// Entry 1E0 - 1FF
-	0x00005172, 0x000051ef, 0x0000522f, 0x00005275,
-	0x000052e7, 0x0000530f, 0x00005332, 0x00005369,
-	0x000053b0, 0x00005403, 0x0000542c, 0x000054d2,
-	0x000054f8, 0x0000553f, 0x000055c3, 0x0000563e,
-	0x000056bb, 0x000056e2, 0x0000570a, 0x00005751,
-	0x0000579b, 0x000057ce, 0x000057e1, 0x000058e9,
-	0x00005917, 0x00005953, 0x00005969, 0x000059fd,
-	0x00005a10, 0x00005a4d, 0x00005a89, 0x00005a9c,
+	0x000050f3, 0x0000510f, 0x0000517d, 0x00005202,
+	0x0000527f, 0x000052bf, 0x00005305, 0x00005377,
+	0x0000539f, 0x000053c2, 0x000053f9, 0x00005440,
+	0x00005493, 0x000054bc, 0x00005562, 0x00005588,
+	0x000055cf, 0x00005653, 0x000056ce, 0x0000574b,
+	0x00005772, 0x0000579a, 0x000057e1, 0x0000582b,
+	0x0000585e, 0x00005871, 0x00005979, 0x000059a7,
+	0x000059e3, 0x000059f9, 0x00005a8d, 0x00005aa0,
 	// Entry 200 - 21F
-	0x00005af0, 0x00005b25, 0x00005b37, 0x00005b4e,
-	0x00005b8b, 0x00005bdb, 0x00005c05, 0x00005c10,
-	0x00005c2d, 0x00005c4c, 0x00005c5d, 0x00005c77,
-	0x00005c80, 0x00005c8a, 0x00005ca9, 0x00005cf7,
-	0x00005d2c, 0x00005d42, 0x00005d68, 0x00005d79,
-	0x00005dc3, 0x00005dd9, 0x00005ded, 0x00005e06,
-	0x00005e1c, 0x00005e46, 0x00005e59, 0x00005e60,
-	0x00005e7b, 0x00005e9b, 0x00005ecb, 0x00005ee2,
+	0x00005add, 0x00005b19, 0x00005b2c, 0x00005b80,
+	0x00005bb5, 0x00005bc7, 0x00005bde, 0x00005c1b,
+	0x00005c6b, 0x00005c95, 0x00005ca0, 0x00005cbd,
+	0x00005cdc, 0x00005ced, 0x00005d07, 0x00005d10,
+	0x00005d1a, 0x00005d39, 0x00005d87, 0x00005dbc,
+	0x00005dd2, 0x00005df8, 0x00005e09, 0x00005e53,
+	0x00005e69, 0x00005e7d, 0x00005e96, 0x00005eac,
+	0x00005ed6, 0x00005ee9, 0x00005ef0, 0x00005f0b,
 	// Entry 220 - 23F
-	0x00005f1a, 0x00005f55, 0x00005f81, 0x00005fd5,
-	0x00005fe5, 0x00005ff0, 0x00006004, 0x00006016,
-	0x0000602c, 0x0000603e, 0x00006050, 0x00006056,
-	0x00006068, 0x00006076, 0x00006085, 0x0000609b,
-	0x000060c5, 0x000060f8, 0x000061a0, 0x000061f0,
-	0x00006218, 0x0000626a, 0x000062ac, 0x000062e8,
-	0x000062ff, 0x000063c7, 0x000063f4, 0x000064af,
-	0x000064c9, 0x000064e2, 0x00006503, 0x00006519,
+	0x00005f2b, 0x00005f5b, 0x00005f72, 0x00005faa,
+	0x00005fe5, 0x00006011, 0x00006065, 0x00006075,
+	0x00006080, 0x00006094, 0x000060a6, 0x000060bc,
+	0x000060ce, 0x000060e0, 0x000060e6, 0x000060f8,
+	0x00006106, 0x00006115, 0x0000612b, 0x00006155,
+	0x00006188, 0x00006230, 0x00006280, 0x000062a8,
+	0x000062fa, 0x0000633c, 0x00006378, 0x0000638f,
+	0x00006457, 0x00006484, 0x0000653f, 0x00006559,
 	// Entry 240 - 25F
-	0x00006520, 0x0000653a, 0x000065cf, 0x00006632,
-	0x00006645, 0x0000666c, 0x00006694, 0x000066a2,
-	0x000066b2, 0x000066c3, 0x000066ca, 0x00006800,
-	0x00006807, 0x00006841, 0x00006846, 0x0000685b,
-	0x0000686f, 0x00006881, 0x00006897, 0x000068b2,
-	0x00006987, 0x0000699f, 0x00006a40, 0x00006acf,
-	0x00006adf, 0x00006bb9, 0x00006c7b, 0x00006c80,
-	0x00006c90, 0x00006c9e, 0x00006cae, 0x00006cbe,
+	0x00006572, 0x00006593, 0x000065a9, 0x000065b0,
+	0x000065ca, 0x0000665f, 0x000066c2, 0x000066d5,
+	0x000066fc, 0x00006724, 0x00006732, 0x00006742,
+	0x00006753, 0x0000675a, 0x00006890, 0x00006897,
+	0x000068d1, 0x000068d6, 0x000068eb, 0x000068ff,
+	0x00006911, 0x00006927, 0x00006942, 0x00006a17,
+	0x00006a2f, 0x00006ad0, 0x00006b5f, 0x00006b6f,
+	0x00006c49, 0x00006d0b, 0x00006d10, 0x00006d20,
 	// Entry 260 - 27F
-	0x00006cc8, 0x00006cf1, 0x00006d0b, 0x00006d26,
-	0x00006db4, 0x00006dc5, 0x00006dd2, 0x00006ded,
-	0x00006e01, 0x00006e1f, 0x00006e6a, 0x00006eab,
-	0x00006ec3, 0x00006f39, 0x00006f7f, 0x00006f98,
-	0x00006feb, 0x00007026, 0x000070be, 0x000070ea,
-	0x00007110, 0x00007144, 0x0000715c, 0x00007187,
-	0x00007191, 0x0000720b, 0x00007240, 0x00007281,
-	0x000072f5, 0x00007444, 0x0000751d, 0x00007536,
+	0x00006d2e, 0x00006d3e, 0x00006d4e, 0x00006d58,
+	0x00006d81, 0x00006d9b, 0x00006db6, 0x00006e44,
+	0x00006e55, 0x00006e62, 0x00006e7d, 0x00006e91,
+	0x00006eaf, 0x00006efa, 0x00006f3b, 0x00006f53,
+	0x00006fc9, 0x0000700f, 0x00007028, 0x0000707b,
+	0x000070b6, 0x0000714e, 0x0000717a, 0x000071a0,
+	0x000071d4, 0x000071ec, 0x00007217, 0x00007221,
+	0x0000729b, 0x000072d0, 0x00007311, 0x00007385,
 	// Entry 280 - 29F
-	0x000075ff, 0x0000767c, 0x00007689, 0x000076db,
-	0x000076e1, 0x0000777d, 0x000077d1, 0x000077fc,
-	0x00007888, 0x0000791e, 0x000079e0, 0x00007a10,
-	0x00007a1d, 0x00007a23, 0x00007a39, 0x00007a44,
-	0x00007a4b, 0x00007a56, 0x00007a64, 0x00007a71,
-	0x00007a7f, 0x00007a98, 0x00007ac5, 0x00007b6e,
-	0x00007b81, 0x00007b8b, 0x00007c1a, 0x00007c7b,
-	0x00007ccd, 0x00007cdf, 0x00007cf2, 0x00007d30,
+	0x000074d4, 0x000075ad, 0x000075c6, 0x0000768f,
+	0x0000770c, 0x00007719, 0x0000776b, 0x00007771,
+	0x0000780d, 0x00007861, 0x0000788c, 0x00007918,
+	0x000079ae, 0x00007a70, 0x00007aa0, 0x00007aad,
+	0x00007ab3, 0x00007ac9, 0x00007ad4, 0x00007adb,
+	0x00007ae6, 0x00007af4, 0x00007b01, 0x00007b0f,
+	0x00007b28, 0x00007b55, 0x00007bfe, 0x00007c11,
+	0x00007c1b, 0x00007caa, 0x00007d0b, 0x00007d5d,
 	// Entry 2A0 - 2BF
-	0x00007d6c, 0x00007d78, 0x00007d85, 0x00007d93,
-	0x00007da1, 0x00007db1, 0x00007ded, 0x00007e27,
-	0x00007ea4, 0x00007eaf, 0x00007ed9, 0x00007ef5,
-	0x00007ef9, 0x00007f0b, 0x00007fcd, 0x00008000,
-	0x0000800b, 0x00008015, 0x0000802a, 0x00008033,
-	0x0000803d, 0x00008052, 0x00008076, 0x00008090,
-	0x000080a5, 0x000080d1, 0x000080d6, 0x000080eb,
-	0x000080fd, 0x00008132, 0x00008143, 0x000081b9,
+	0x00007d6f, 0x00007d82, 0x00007dc0, 0x00007dfc,
+	0x00007e08, 0x00007e15, 0x00007e23, 0x00007e31,
+	0x00007e41, 0x00007e7d, 0x00007eb7, 0x00007f34,
+	0x00007f3f, 0x00007f69, 0x00007f85, 0x00007f89,
+	0x00007f9b, 0x0000805d, 0x00008090, 0x0000809b,
+	0x000080a5, 0x000080ba, 0x000080c3, 0x000080cd,
+	0x000080e2, 0x00008106, 0x00008120, 0x00008135,
+	0x00008161, 0x00008166, 0x0000817b, 0x0000818d,
 	// Entry 2C0 - 2DF
-	0x00008244, 0x000082d3, 0x0000833a, 0x0000837c,
-	0x000083ef, 0x00008437, 0x00008465, 0x00008498,
-} // Size: 2872 bytes
+	0x000081c2, 0x000081d3, 0x00008249, 0x000082d4,
+	0x00008363, 0x000083ca, 0x0000840c, 0x0000847f,
+	0x000084c7, 0x000084f5, 0x00008528,
+} // Size: 2884 bytes
 
-const frData string = "" + // Size: 33944 bytes
+const frData string = "" + // Size: 34088 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1657,253 +1664,255 @@ const frData string = "" + // Size: 33944 bytes
 	"uelle cette action s’applique ne correspond au filtre.\x02Aucun processu" +
 	"s, aucune clé métier, aucun code d’erreur ni date de création ne restrei" +
 	"nt ce filtre\u202f: l’action s’applique aux instances de tous les proces" +
-	"sus.\x02sans filtre\x02Processus\x02Statut\x02Clé métier\x02Code d’erreu" +
-	"r\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par " +
-	"processus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus no" +
-	"mbreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9" +
-	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
-	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
-	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
-	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
-	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
-	"sible d’agir sur ce filtre\x02Le nombre confirmé manque\u202f: repartez " +
-	"de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il é" +
-	"tait de %[1]d)\u202f: entre-temps, des instances ont été réglées, démarr" +
-	"ées ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et" +
-	" confirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le " +
-	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
-	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
-	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
-	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée" +
-	"\u202f: elle a changé après le comptage (réglée, ou traitée par quelqu’u" +
-	"n d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comp" +
-	"tage (réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°" +
-	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
-	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
-	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
-	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
-	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
-	"/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02Appliquer " +
-	"les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne corre" +
-	"spond.\x02Toutes les actions\x02L’instance de processus doit être un ide" +
-	"ntifiant d’instance complet (un UUID)\u202f: les listes montrent la fin " +
-	"de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour" +
-	" l’identifiant complet.\x02L’action groupée doit être désignée par son i" +
-	"dentifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord" +
-	"\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées. Ta" +
-	"nt qu’elle s’exécute, chaque rechargement montre où elle en est.\x02Cons" +
-	"ole Relais\x02Langue\x02Aller au contenu\x02Navigation principale\x02Éta" +
-	"t\x02Tâches externes\x02Processus\x02Trouver une instance ou une occurre" +
-	"nce\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
-	"\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté e" +
-	"n tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
-	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechar" +
-	"gement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement automat" +
-	"ique\x02Cette page se recharge toutes les %[1]d secondes.\x02Non autoris" +
-	"é\x02Votre rôle ne permet de lire que les définitions et les processus" +
-	"\u202f: les tâches externes et les instances de processus sont réservées" +
-	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
-	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
-	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
-	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
-	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
-	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
-	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
-	"S_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opéra" +
-	"teur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulai" +
-	"re n’a pas été envoyé depuis cette session de la console, ou il a expiré" +
-	". Rechargez la page et réessayez.\x02Temporairement indisponible\x02La b" +
-	"ase de données est injoignable pour le moment. Réessayez dans quelques s" +
-	"econdes.\x02Une erreur est survenue\x02La console n’a pas pu afficher ce" +
-	"tte page. Réessayez\u202f; si le problème persiste, donnez à votre admin" +
-	"istrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’i" +
-	"nstant.\x02Aucun autre consommateur.\x02Les services externes qui prenne" +
-	"nt des tâches, et les définitions que chacun peut prendre. Créez les con" +
-	"sommateurs, modifiez leurs droits et renouvelez leurs jetons par l’API (" +
-	"/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consomm" +
-	"ateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le" +
-	"\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend" +
-	" rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: tou" +
-	"tes les révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2]s" +
-	"\x02Décompte des occurrences en cours\u202f; les décomptes s’afficheront" +
-	" quand vous rechargerez la page.\x02Les décomptes sont indisponibles pou" +
-	"r le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contra" +
-	"intes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule" +
-	" partie modifiable d’une définition. Les processus ne l’utilisent jamais" +
-	" directement\u202f: ils épinglent une révision.\x02Sortie de routage\x02" +
-	"Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instant" +
-	"\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Auc" +
-	"une publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02P" +
-	"ubliée le\x02Comparer des révisions\x02Liste chaque changement d’une rév" +
-	"ision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révis" +
-	"ion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les process" +
-	"us\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes co" +
-	"ntrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
-	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
-	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
-	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
-	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
-	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
-	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
-	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
-	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
-	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
-	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
-	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
-	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
-	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
-	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
-	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
-	"els\x02Ses appels\x02en cas d’erreur\x02toute autre erreur\x02bloquée po" +
-	"ur un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents" +
-	" de chaque définition maintenant, et ce que ses exécutants ont terminé d" +
-	"ans la dernière heure\u202f: les occurrences terminées avec succès ou en" +
-	" échec. Une occurrence relancée depuis compte là où elle se termine ensu" +
-	"ite\u202f; un échec qui laisse des tentatives n’est pas compté, la page " +
-	"de son occurrence le montre.\x02Réussites et échecs, dernière heure\x02D" +
-	"éfinitions, celles qui demandent de l’attention d’abord\x02Définition" +
-	"\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus anc" +
-	"ienne disponible\x02Terminées, dernière heure\x02En échec, dernière heur" +
-	"e\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
-	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
-	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
-	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
-	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
-	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
-	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
-	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
-	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
-	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
-	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pou" +
-	"r\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, p" +
-	"uis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateu" +
-	"r\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être " +
-	"un nombre entier à partir de 1.\x02Une version est celle d’un processus" +
-	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02Version\x02exacte, casse comprise\x02du\x02au\x02Agir sur toutes les" +
-	" instances que ce filtre retient\x02La page suivante les compte et deman" +
-	"de un motif avant que rien ne change.\x02Instances de processus, les plu" +
-	"s récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instan" +
-	"ce ne correspond à ces filtres.\x02Tous les processus\x02Toute définitio" +
-	"n\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
-	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
-	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
-	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
-	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
-	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
-	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
-	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
-	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
-	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
-	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
-	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
-	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
-	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consigné av" +
-	"ec la révélation)\x02Disponible à partir du\x02Prochaine tentative\x02De" +
-	"rnière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tent" +
-	"ative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative pos" +
-	"sible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (ten" +
-	"tatives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas " +
-	"répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
-	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
-	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
-	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
-	"e résultat ne respectait pas le contrat de sorties de la révision.\x02Re" +
-	"lais s’est arrêté pendant l’appel\u202f: on ignore si la destination a a" +
-	"gi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé." +
-	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
-	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
-	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
-	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
-	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
-	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
-	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
-	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
-	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
-	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
-	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"sus.\x02sans filtre\x02Processus\x02Version\x02Statut\x02Clé métier\x02C" +
+	"ode d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu" +
+	"’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d groupe" +
+	"s les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01" +
+	"\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant toute te" +
+	"ntative (ses entrées n’ont pas pu être construites)\u202f: elle ne peut " +
+	"pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00" +
+	"\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute tenta" +
+	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
+	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
+	"les.\x02Impossible d’agir sur ce filtre\x02Le processus %[1]s n’a pas de" +
+	" version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Au" +
+	"cune définition n’a la clé «\u202f%[1]s\u202f».\x02Le nombre confirmé ma" +
+	"nque\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous " +
+	"l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances on" +
+	"t été réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez " +
+	"le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déj" +
+	"à été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses trac" +
+	"es sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
+	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
+	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
+	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
+	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
+	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
+	"\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Moti" +
+	"f\x02Instance de processus\x02Occurrence reproposée\x02Action groupée" +
+	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
+	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
+	"bles ont leur propre journal, que les administrateurs lisent sur la page" +
+	" Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeto" +
+	"n, exact\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune actio" +
+	"n d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proc" +
+	"essus doit être un identifiant d’instance complet (un UUID)\u202f: les l" +
+	"istes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou" +
+	" copiez son lien, pour l’identifiant complet.\x02L’action groupée doit ê" +
+	"tre désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les" +
+	" plus récentes d’abord\x02Voici les %[1]d instances que l’action groupée" +
+	" %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement montre o" +
+	"ù elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navig" +
+	"ation principale\x02État\x02Tâches externes\x02Processus\x02Trouver une " +
+	"instance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Dé" +
+	"finitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Ré" +
+	"vélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
+	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heu" +
+	"res en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans" +
+	" rechargement automatique\x02Cette page se recharge toutes les %[1]d sec" +
+	"ondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définitio" +
+	"ns et les processus\u202f: les tâches externes et les instances de proce" +
+	"ssus sont réservées aux opérateurs et aux administrateurs.\x02Requête in" +
+	"valide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des " +
+	"octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
+	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
+	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
+	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
+	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
+	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
+	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
+	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
+	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
+	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
+	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
+	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun c" +
+	"onsommateur pour l’instant.\x02Aucun autre consommateur.\x02Les services" +
+	" externes qui prennent des tâches, et les définitions que chacun peut pr" +
+	"endre. Créez les consommateurs, modifiez leurs droits et renouvelez leur" +
+	"s jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais " +
+	"affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom" +
+	"\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun dro" +
+	"it\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâche" +
+	"s\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
+	"\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les " +
+	"décomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
+	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
+	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
+	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
+	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
+	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
+	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
+	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
+	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
+	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
+	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
+	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
+	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
+	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
+	"e de travail, leurs révisions immuables et leurs publications nommées." +
+	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
+	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
+	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
+	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
+	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
+	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
+	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
+	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
+	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02en cas d’erreur\x02toute a" +
+	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
+	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
+	"instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d" +
+	"’attente et les incidents de chaque définition maintenant, et ce que s" +
+	"es exécutants ont terminé dans la dernière heure\u202f: les occurrences " +
+	"terminées avec succès ou en échec. Une occurrence relancée depuis compte" +
+	" là où elle se termine ensuite\u202f; un échec qui laisse des tentatives" +
+	" n’est pas compté, la page de son occurrence le montre.\x02Réussites et " +
+	"échecs, dernière heure\x02Définitions, celles qui demandent de l’attent" +
+	"ion d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec" +
+	"\x02Attente de la plus ancienne disponible\x02Terminées, dernière heure" +
+	"\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurrenc" +
+	"e.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
+	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
+	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
+	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
+	"s les définitions\x02Réussites et échecs par tranche de 5 min, dernière " +
+	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
+	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02termin" +
+	"ée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par " +
+	"tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02" +
+	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
+	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
+	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
+	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
+	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
+	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
+	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
+	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
+	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
+	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
+	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
+	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
+	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
+	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
+	"Instances de processus\x02exacte, casse comprise\x02du\x02au\x02Agir sur" +
+	" toutes les instances que ce filtre retient\x02La page suivante les comp" +
+	"te et demande un motif avant que rien ne change.\x02Instances de process" +
+	"us, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Au" +
+	"cune instance ne correspond à ces filtres.\x02Tous les processus\x02Tout" +
+	"e définition\x02Tous les statuts\x02disponible\x02réservée\x02différée" +
+	"\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02dé" +
+	"connectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heu" +
+	"re\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• m" +
+	"asqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant la récupèr" +
+	"e)\x02push (Relais appelle le service)\x02administrateur\x02opérateur" +
+	"\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ re" +
+	"tiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifié" +
+	"es\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
+	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
+	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
+	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
+	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
+	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
+	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
+	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
+	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
+	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
+	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
+	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
+	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
+	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
+	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
+	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendu" +
+	"e, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
+	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
+	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
+	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
+	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
+	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consi" +
+	"gné avec la révélation)\x02Disponible à partir du\x02Prochaine tentative" +
+	"\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur" +
+	" (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
+	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
+	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La destination n’" +
+	"a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir mal" +
+	"gré tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu" +
+	" dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez av" +
+	"ant de reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat" +
+	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
+	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
+	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
+	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
+	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
+	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
+	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
+	".\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative r" +
+	"estante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence" +
+	" n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun ex" +
+	"écutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun e" +
+	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif " +
+	"ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pren" +
+	"nent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révisio" +
+	"n %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisi" +
+	"ons %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir d" +
+	"e %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée d" +
+	"e nouveau.\x02En attente de l’appel de Relais à la destination depuis %[" +
+	"1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exéc" +
+	"utant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que so" +
+	"n résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-ê" +
+	"tre arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
 	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
 	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
 	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
@@ -2070,4 +2079,4 @@ const frData string = "" + // Size: 33944 bytes
 	".\x02Seule la révision %[1]d est prise en charge.\x02Seules les révision" +
 	"s %[1]s sont prises en charge."
 
-	// Total table size 66128 bytes (64KiB); checksum: B61BD1BE
+	// Total table size 66407 bytes (64KiB); checksum: 84AC8641
