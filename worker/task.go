@@ -745,10 +745,10 @@ func storable(s string) string {
 }
 
 // wireCode makes a handler's error code one Relais accepts (1 to 64
-// letters, digits or _ . : -, starting with a letter or digit): other
-// characters become _, and an empty code is the default for the kind of
-// failure. A code is for routing and dashboards, so it is repaired rather
-// than refused.
+// letters, digits or _ . : -, starting with a letter or digit): accents
+// are dropped, other characters become _ (one per character), and an
+// empty code is the default for the kind of failure. A code is for
+// routing and dashboards, so it is repaired rather than refused.
 func wireCode(code string, retryable bool) string {
 	var b strings.Builder
 	// Decomposed, an accented letter is its letter and a mark: the mark

@@ -94,8 +94,9 @@ type Config struct {
 	// new token is not in place yet waits for it. It must be safe for
 	// concurrent use and quick (cache what is slow to read).
 	TokenFunc func(ctx context.Context) (string, error)
-	// WorkerID names this process to Relais (1 to 200 bytes); locks
-	// belong to it. Default: hostname-pid. Two processes must not share
+	// WorkerID names this process to Relais (1 to 200 bytes, without
+	// surrounding white space or control characters: New refuses them);
+	// locks belong to it. Default: hostname-pid. Two processes must not share
 	// one, or each could settle the other's tasks.
 	WorkerID string
 	// HTTPClient sends the requests. Default: a client whose timeout is
@@ -114,8 +115,8 @@ type Config struct {
 	// LockDuration is the lock asked for at fetch and at each extension;
 	// the worker extends it when half of it is left. On a stream Relais
 	// keeps it alive instead, and it only bounds how long the tasks of a
-	// worker whose replica died stay locked (a stream refuses less than
-	// 1s). Default 1m.
+	// worker whose replica died stay locked. At least 1s (New refuses
+	// less, as Relais would); default 1m.
 	LockDuration time.Duration
 	// Wait is how long one fetch long-polls for work. Default 20s.
 	Wait time.Duration
