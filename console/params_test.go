@@ -47,7 +47,7 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 		{"/console/occurrences?status=%zz", "occurrence-row", "This address holds a parameter that cannot be read"},
 		{"/console/occurrences?before=" + f.crmOcc + "&from=zzz", "occurrence-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/occurrences?from=51", "occurrence-row", "The page cursor is invalid: go back to the first page."},
-		{"/console/audit?actor=x", "audit-row", "Unknown parameter “actor” (did you mean “action”?)."},
+		{"/console/audit?acton=x", "audit-row", "Unknown parameter “acton” (did you mean “action”?)."},
 		{"/console/audit?before=0", "audit-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/audit?before=x1", "audit-row", "The page cursor is invalid: go back to the first page."},
 		{"/console/workers?defintion=console_vault", "worker-row", "Unknown parameter “defintion” (did you mean “definition”?)."},
