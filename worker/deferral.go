@@ -52,13 +52,13 @@ func (t *Task) Defer(ctx context.Context, reason string) (Deferral, error) {
 	switch {
 	case c.inFlight != nil:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("worker: task %s is being deferred", t.ID)
+		return Deferral{}, fmt.Errorf("%w (task %s: another call is deferring it)", ErrAlreadyDeferred, t.ID)
 	case c.state == deferDone:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("worker: task %s is already deferred", t.ID)
+		return Deferral{}, fmt.Errorf("%w (task %s)", ErrAlreadyDeferred, t.ID)
 	case c.state == deferTooLate:
 		c.mu.Unlock()
-		return Deferral{}, fmt.Errorf("worker: task %s was settled when its handler returned: too late to defer it", t.ID)
+		return Deferral{}, fmt.Errorf("%w (task %s)", ErrTooLateToDefer, t.ID)
 	}
 	c.inFlight = make(chan struct{})
 	c.mu.Unlock()

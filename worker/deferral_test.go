@@ -157,6 +157,9 @@ func TestTypedHandlerThatDefersReturnsNoOutcome(t *testing.T) {
 		if _, err := t.Defer(ctx, "waiting for the sales team"); err != nil {
 			return out{}, err
 		}
+		if _, err := t.Defer(ctx, "again"); !errors.Is(err, ErrAlreadyDeferred) {
+			return out{}, fmt.Errorf("a second Defer: %v, want ErrAlreadyDeferred", err)
+		}
 		ids <- t.ID
 		return out{}, nil
 	}))
@@ -278,8 +281,8 @@ func TestDeferAfterTheHandlerReturnedIsRefused(t *testing.T) {
 	if got := r.env.WaitEnded(inst, 10*time.Second)["status"]; got != "completed" {
 		t.Fatalf("instance %v", got)
 	}
-	if _, err := task.Defer(context.Background(), "too late"); err == nil || !strings.Contains(err.Error(), "too late") {
-		t.Errorf("Defer after the handler returned: %v, want a refusal", err)
+	if _, err := task.Defer(context.Background(), "too late"); !errors.Is(err, ErrTooLateToDefer) {
+		t.Errorf("Defer after the handler returned: %v, want ErrTooLateToDefer", err)
 	}
 }
 

@@ -24,6 +24,12 @@ var (
 	// wanted. On a stream it is learned at once; when long polling, at the
 	// next extension.
 	ErrCancelled = errors.New("worker: occurrence cancelled")
+	// ErrAlreadyDeferred is the refusal of a Task.Defer of a task that is
+	// deferred already, or being deferred by another call.
+	ErrAlreadyDeferred = errors.New("worker: the task is already deferred")
+	// ErrTooLateToDefer is the refusal of a Task.Defer made once the
+	// task's handler returned: its outcome was reported.
+	ErrTooLateToDefer = errors.New("worker: the task's outcome was reported when its handler returned: too late to defer it")
 	// ErrShutdownTimeout means Run's context ended and the handler was
 	// still running after Config.ShutdownTimeout.
 	ErrShutdownTimeout = errors.New("worker: shutdown timeout")
