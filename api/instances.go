@@ -363,25 +363,21 @@ func (a *API) actOnFilter() http.Handler {
 		}
 		// A key nothing has (a typo) would count 0 and read as "the
 		// incident is over": name it instead.
-		if f.ProcessKey != "" {
-			if _, err := a.eng.GetProcessVersion(r.Context(), f.ProcessKey, f.Version); fault.HasCode(err, "not_found") {
-				if f.Version > 0 {
-					errs = append(errs, fault.FieldError{Path: "/filter/version", Message: fmt.Sprintf("process %q has no version %d", f.ProcessKey, f.Version)})
-				} else {
-					errs = append(errs, fault.FieldError{Path: "/filter/process", Message: fmt.Sprintf("no process has the key %q", f.ProcessKey)})
-				}
-			} else if err != nil {
-				return err
-			}
-		} else if f.Version > 0 {
+		if f.ProcessKey == "" && f.Version > 0 {
 			errs = append(errs, fault.FieldError{Path: "/filter/version", Message: "is a process's version: give process too"})
 		}
-		if f.HeldAt != "" {
-			if _, err := a.eng.GetDefinition(r.Context(), f.HeldAt); fault.HasCode(err, "not_found") {
-				errs = append(errs, fault.FieldError{Path: "/filter/held_at", Message: fmt.Sprintf("no definition has the key %q", f.HeldAt)})
-			} else if err != nil {
-				return err
-			}
+		u, err := a.eng.UnknownFilterKeys(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		switch {
+		case u.Version:
+			errs = append(errs, fault.FieldError{Path: "/filter/version", Message: fmt.Sprintf("process %q has no version %d", f.ProcessKey, f.Version)})
+		case u.Process:
+			errs = append(errs, fault.FieldError{Path: "/filter/process", Message: fmt.Sprintf("no process has the key %q", f.ProcessKey)})
+		}
+		if u.HeldAt {
+			errs = append(errs, fault.FieldError{Path: "/filter/held_at", Message: fmt.Sprintf("no definition has the key %q", f.HeldAt)})
 		}
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid bulk action").WithErrors(errs)

@@ -682,27 +682,20 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 // process version or a definition nothing has: a typo counts 0, which
 // reads as the incident's end.
 func (c *Console) unknownKeys(ctx context.Context, ef engine.InstanceFilter) ([]string, error) {
-	var errs []string
-	if ef.ProcessKey != "" {
-		_, err := c.eng.GetProcessVersion(ctx, ef.ProcessKey, ef.Version)
-		switch {
-		case isNotFound(err) && ef.Version > 0:
-			process, version := ef.ProcessKey, ef.Version
-			errs = append(errs, T(ctx, "Process %s has no version %d.", process, version))
-		case isNotFound(err):
-			errs = append(errs, T(ctx, "No process has the key “%s”.", ef.ProcessKey))
-		case err != nil:
-			return nil, err
-		}
+	u, err := c.eng.UnknownFilterKeys(ctx, ef)
+	if err != nil {
+		return nil, err
 	}
-	if ef.HeldAt != "" {
-		_, err := c.eng.GetDefinition(ctx, ef.HeldAt)
-		switch {
-		case isNotFound(err):
-			errs = append(errs, T(ctx, "No definition has the key “%s”.", ef.HeldAt))
-		case err != nil:
-			return nil, err
-		}
+	var errs []string
+	switch {
+	case u.Version:
+		process, version := ef.ProcessKey, ef.Version
+		errs = append(errs, T(ctx, "Process %s has no version %d.", process, version))
+	case u.Process:
+		errs = append(errs, T(ctx, "No process has the key “%s”.", ef.ProcessKey))
+	}
+	if u.HeldAt {
+		errs = append(errs, T(ctx, "No definition has the key “%s”.", ef.HeldAt))
 	}
 	return errs, nil
 }

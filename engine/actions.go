@@ -302,6 +302,40 @@ const maxBulk = 1_000_000
 // occurrence failed from birth, its inputs not built (a single retry
 // answers not_retryable), is neither counted nor touched, so the bulk
 // retry's count and what it applies agree.
+// UnknownKeys says what of f's keys names nothing: its process (or, with
+// a version, that version of it) and the definition of HeldAt. A typo
+// would count 0, which reads as an incident's end: the API and the
+// console refuse such a bulk filter, each in its own words.
+type UnknownKeys struct {
+	Process, Version, HeldAt bool
+}
+
+// UnknownFilterKeys looks f's keys up (see UnknownKeys).
+func (e *Engine) UnknownFilterKeys(ctx context.Context, f InstanceFilter) (UnknownKeys, error) {
+	var u UnknownKeys
+	if f.ProcessKey != "" {
+		_, err := e.GetProcessVersion(ctx, f.ProcessKey, f.Version)
+		switch {
+		case fault.HasCode(err, "not_found") && f.Version > 0:
+			u.Version = true
+		case fault.HasCode(err, "not_found"):
+			u.Process = true
+		case err != nil:
+			return u, err
+		}
+	}
+	if f.HeldAt != "" {
+		_, err := e.GetDefinition(ctx, f.HeldAt)
+		switch {
+		case fault.HasCode(err, "not_found"):
+			u.HeldAt = true
+		case err != nil:
+			return u, err
+		}
+	}
+	return u, nil
+}
+
 func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFilter) (int64, error) {
 	if err := checkBulkFilter(action, f); err != nil {
 		return 0, err
