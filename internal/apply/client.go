@@ -646,7 +646,7 @@ func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, p
 			planned = true
 			continue
 		}
-		if n, ok := nodeAt(e.Path, p); ok && strings.HasSuffix(e.Path, "/revision") {
+		if n, member, ok := nodeAt(e.Path, p); ok && member == "revision" {
 			if rev, ok := pl.revisions[n.Definition]; ok {
 				// The server names the revisions it has: say the one
 				// this apply makes too.
@@ -658,14 +658,18 @@ func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, p
 	return rest, planned
 }
 
-// nodeAt is the node a problem's pointer is about (/nodes/NAME/...).
-func nodeAt(path string, p *process.Process) (*process.Node, bool) {
+// nodeAt is the node a problem's pointer is about, and the member of it
+// the pointer names (/nodes/NAME/MEMBER; "" for one deeper or at the node).
+func nodeAt(path string, p *process.Process) (n *process.Node, member string, ok bool) {
 	parts := strings.Split(path, "/")
 	if len(parts) < 3 || parts[0] != "" || parts[1] != "nodes" {
-		return nil, false
+		return nil, "", false
 	}
-	n, ok := p.Nodes[parts[2]]
-	return n, ok
+	if len(parts) == 4 {
+		member = parts[3]
+	}
+	n, ok = p.Nodes[parts[2]]
+	return n, member, ok
 }
 
 // answers reports whether e is a node's reference to what the plan
@@ -673,15 +677,11 @@ func nodeAt(path string, p *process.Process) (*process.Node, bool) {
 // for a definition the server does not have), its destination, or its
 // timeout against a destination the plan puts.
 func (pl plan) answers(e apiFieldError, p *process.Process) bool {
-	parts := strings.Split(e.Path, "/")
-	if len(parts) != 4 || parts[0] != "" || parts[1] != "nodes" {
-		return false
-	}
-	n, ok := p.Nodes[parts[2]]
+	n, member, ok := nodeAt(e.Path, p)
 	if !ok {
 		return false
 	}
-	switch parts[3] {
+	switch member {
 	case "definition", "revision":
 		rev, ok := pl.revisions[n.Definition]
 		return ok && rev == n.Revision && strings.HasPrefix(e.Message, "unknown definition revision ")
