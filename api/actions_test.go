@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -636,5 +637,45 @@ func TestAuditLogByActor(t *testing.T) {
 	}
 	if n := len(env.Must(200, "GET", "/api/v1/audit/actions?actor=nobody", env.Operator, nil).JSON(t)["items"].([]any)); n != 0 {
 		t.Errorf("nobody's records: %d", n)
+	}
+}
+
+// The audit log is read by time ("what was done between 02:00 and
+// 03:00"): the window is [after, before) on the at the log shows, to the
+// microsecond.
+func TestAuditLogByTime(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	a, _ := hold("Acme")
+	b, _ := hold("Globex")
+	env.Must(200, "POST", "/api/v1/instances/"+a+"/stop", env.Operator, map[string]any{"reason": "duplicate"})
+	env.Must(200, "POST", "/api/v1/instances/"+b+"/stop", env.Operator, map[string]any{"reason": "duplicate"})
+	all := env.Must(200, "GET", "/api/v1/audit/actions", env.Operator, nil).JSON(t)["items"].([]any)
+	if len(all) != 2 {
+		t.Fatalf("the log has %d records, want 2", len(all))
+	}
+	newer := all[0].(map[string]any)["at"].(string)
+	ids := func(q string) []any {
+		var out []any
+		for _, it := range env.Must(200, "GET", "/api/v1/audit/actions?"+q, env.Operator, nil).JSON(t)["items"].([]any) {
+			out = append(out, it.(map[string]any)["instance_id"])
+		}
+		return out
+	}
+	if got := ids("acted_after=" + url.QueryEscape(newer)); len(got) != 1 || got[0] != b {
+		t.Errorf("acted_after the newer record's at: %v, want only %s", got, b)
+	}
+	if got := ids("acted_before=" + url.QueryEscape(newer)); len(got) != 1 || got[0] != a {
+		t.Errorf("acted_before the newer record's at: %v, want only %s", got, a)
+	}
+	if got := ids("acted_after=2020-01-01&acted_before=2999-01-01"); len(got) != 2 {
+		t.Errorf("a window of dates around both: %v", got)
+	}
+	if got := ids("acted_before=2020-01-01"); len(got) != 0 {
+		t.Errorf("a window before both: %v", got)
+	}
+	r := env.Do("GET", "/api/v1/audit/actions?acted_after=yesterday&acted_before=2026-13-01", env.Operator, nil)
+	if r.Status != 400 || !strings.Contains(string(r.Body), `"acted_after"`) || !strings.Contains(string(r.Body), `"acted_before"`) {
+		t.Errorf("bad times: %d %s, want 400 naming both", r.Status, r.Body)
 	}
 }

@@ -434,12 +434,18 @@ type operatorActionJSON struct {
 
 func (a *API) listOperatorActions() http.Handler {
 	return a.handleQuery(func(w http.ResponseWriter, r *http.Request) error {
-		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk", "actor")
+		before, limit, err := httpjson.PageParams[int64](r, "action", "instance", "bulk", "actor", "acted_after", "acted_before")
 		if err != nil {
 			return err
 		}
 		q := r.URL.Query()
 		f := engine.AuditFilter{Action: q.Get("action"), Actor: q.Get("actor"), Before: before, Limit: limit + 1}
+		var errs []fault.FieldError
+		f.ActedAfter = timeParam(q, "acted_after", &errs)
+		f.ActedBefore = timeParam(q, "acted_before", &errs)
+		if len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
+		}
 		for _, p := range []struct {
 			name, what string
 			id         **uuid.UUID

@@ -1192,3 +1192,31 @@ func TestAuditLogByWho(t *testing.T) {
 		t.Errorf("the Who field holds %q", v)
 	}
 }
+
+// The audit log is read by the days operators acted, in the operator's
+// time zone.
+func TestAuditLogByDay(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	f.env.Must(200, "POST", "/api/v1/instances/"+f.pullHeld+"/stop", f.env.Operator, map[string]any{"reason": "still here"})
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	all := count(b.mustGet("/console/audit", 200), "audit-row")
+	if all == 0 {
+		t.Fatal("the fixture's audit log is empty")
+	}
+	now := time.Now()
+	around := "/console/audit?acted_from=" + now.AddDate(0, 0, -1).Format(time.DateOnly) + "&acted_to=" + now.AddDate(0, 0, 1).Format(time.DateOnly)
+	page := b.mustGet(around, 200)
+	if n := count(page, "audit-row"); n != all {
+		t.Errorf("the days around today: %d rows, want all %d", n, all)
+	}
+	if v, _ := page.doc.Find(`[data-testid=filter-acted-from]`).Attr("value"); v != now.AddDate(0, 0, -1).Format(time.DateOnly) {
+		t.Errorf("the from field holds %q", v)
+	}
+	if old := b.mustGet("/console/audit?acted_to=2020-01-01", 200); count(old, "audit-row") != 0 || count(old, "empty") != 1 {
+		t.Errorf("days before any action: %d rows, %d empty notes", count(old, "audit-row"), count(old, "empty"))
+	}
+	if bad := b.mustGet("/console/audit?acted_from=yesterday", 200); !strings.Contains(text(bad, "filter-errors"), "2026-12-01") {
+		t.Errorf("a day that is not one: %q", text(bad, "filter-errors"))
+	}
+}

@@ -84,6 +84,8 @@ type auditListView struct {
 	Intro                                    string
 	FiltersLabel, ActionLabel, InstanceLabel string
 	ActorLabel, ActorHint, Actor             string
+	WhenLabel, FromLabel, ToLabel            string
+	ActedFrom, ActedTo                       string
 	BulkLabel, Bulk                          string
 	Apply, Reset, ResetHref                  string
 	ActionOptions                            []option
@@ -96,22 +98,25 @@ type auditListView struct {
 
 // auditParams are the parameters the audit log reads: its filters and
 // its page.
-var auditParams = []string{"action", "instance", "actor", "bulk", "before"}
+var auditParams = []string{"action", "instance", "actor", "acted_from", "acted_to", "bulk", "before"}
 
 // auditList is the operator audit log: who did what, when, why and to
 // which instance, newest first, filtered by action, instance or bulk
-// action, keyset paginated.
+// action, by who acted or by the days they acted (in the operator's time
+// zone), keyset paginated.
 func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	action, instance, bulk, before := strings.TrimSpace(q.Get("action")), strings.TrimSpace(q.Get("instance")),
 		strings.TrimSpace(q.Get("bulk")), q.Get("before")
 	actor := strings.TrimSpace(q.Get("actor"))
+	from, to := strings.TrimSpace(q.Get("acted_from")), strings.TrimSpace(q.Get("acted_to"))
 	v := auditListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Audit log"), "audit"),
 		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals)."),
 		FiltersLabel: T(ctx, "Filters"), ActionLabel: T(ctx, "Action"), InstanceLabel: T(ctx, "Process instance"),
 		ActorLabel: T(ctx, "Who"), ActorHint: T(ctx, "a token’s name, exact"), Actor: actor,
+		WhenLabel: T(ctx, "When"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"), ActedFrom: from, ActedTo: to,
 		Apply: T(ctx, "Apply filters"), Reset: T(ctx, "Clear filters"), ResetHref: auditPath,
 		Instance: instance, Bulk: bulk,
 		Empty: T(ctx, "No operator action matches."),
@@ -125,6 +130,9 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	if action != "" && !slices.ContainsFunc(v.ActionOptions, func(o option) bool { return o.Value == action }) {
 		v.Errors = append(v.Errors, T(ctx, "Unknown action."))
 	}
+	var errs []string
+	f.ActedAfter, f.ActedBefore, errs = dayBounds(ctx, from, to, T(ctx, "When"))
+	v.Errors = append(v.Errors, errs...)
 	if instance != "" {
 		id, err := uuid.Parse(instance)
 		if err != nil {
@@ -169,7 +177,8 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		v.Pager = newPager(ctx)
 		link := func(before int64) string {
 			q := url.Values{}
-			for k, val := range map[string]string{"action": action, "instance": instance, "actor": actor, "bulk": bulk} {
+			for k, val := range map[string]string{"action": action, "instance": instance, "actor": actor,
+				"acted_from": from, "acted_to": to, "bulk": bulk} {
 				if val != "" {
 					q.Set(k, val)
 				}

@@ -558,13 +558,17 @@ type AuditFilter struct {
 	Action   string
 	Bulk     *uuid.UUID // the records of one bulk action
 	Actor    string     // the records of one actor, by the name of its token
-	Before   int64      // keyset cursor: ids below it (newest first)
-	Limit    int
+	// ActedAfter and ActedBefore bound when the actions were recorded:
+	// [after, before).
+	ActedAfter, ActedBefore *time.Time
+	Before                  int64 // keyset cursor: ids below it (newest first)
+	Limit                   int
 }
 
 // ListOperatorActions returns the operator audit log, newest first.
 func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]OperatorAction, error) {
-	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), BulkID: f.Bulk, Actor: strPtr(f.Actor), Max: int32(f.Limit)}
+	p := queries.OperatorActionListParams{InstanceID: f.Instance, Action: strPtr(f.Action), BulkID: f.Bulk, Actor: strPtr(f.Actor),
+		ActedAfter: f.ActedAfter, ActedBefore: f.ActedBefore, Max: int32(f.Limit)}
 	if f.Before > 0 {
 		p.Before = &f.Before
 	}

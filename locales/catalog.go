@@ -39,169 +39,169 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              295,
-	"%[1]s %[2]s, %[3]s %[4]s":                 296,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          294,
-	"%[1]s; %[2]s":                             293,
+	"%[1]s %[2]s":                              297,
+	"%[1]s %[2]s, %[3]s %[4]s":                 298,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          296,
+	"%[1]s; %[2]s":                             295,
 	"%d (0 lowest, 9 highest)":                 458,
 	"%d attempts":                              462,
 	"%d attempts, retry after %s, priority %d": 614,
-	"%d breaking":                              223,
-	"%d changes":                               222,
-	"%d completed":                             291,
-	"%d d":                                     303,
-	"%d days":                                  317,
-	"%d failed":                                292,
-	"%d h":                                     302,
+	"%d breaking":                              225,
+	"%d changes":                               224,
+	"%d completed":                             293,
+	"%d d":                                     305,
+	"%d days":                                  319,
+	"%d failed":                                294,
+	"%d h":                                     304,
 	"%d held instances match now.":             60,
-	"%d hours":                                 318,
+	"%d hours":                                 320,
 	"%d items":                                 684,
 	"%d left":                                  464,
-	"%d min":                                   301,
-	"%d minutes":                               319,
+	"%d min":                                   303,
+	"%d minutes":                               321,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
 	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              682,
-	"%d ms": 321,
+	"%d ms": 323,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         604,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 603,
 	"%d occurrences":                          548,
-	"%d releases":                             242,
+	"%d releases":                             244,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       300,
-	"%d seconds": 320,
+	"%d s":       302,
+	"%d seconds": 322,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 95,
 	"%s (deferred; settled by %s)":                        520,
 	"%s (deferred; settled with its settle token)":        518,
 	"%s (deferred; settled with its settle token, as %s)": 519,
 	"%s (token #%d, %s)":                                  96,
-	"%s ago":                                              298,
+	"%s ago":                                              300,
 	"%s so far":                                           516,
 	"%s → %s":                                             609,
 	"%s, revision %s":                                     424,
 	"%s, version %s":                                      425,
-	"%s: %s":                                              290,
-	"%s: %s → %s":                                         230,
+	"%s: %s":                                              292,
+	"%s: %s → %s":                                         232,
 	"%s: a date is written 2026-12-01.":                   562,
-	"%s: every revision, present and future":              170,
-	"%s: revisions %s":                                    171,
+	"%s: every revision, present and future":              172,
+	"%s: revisions %s":                                    173,
 	"%s: the first day comes after the last.":             563,
-	"%s–%s":                                               289,
+	"%s–%s":                                               291,
 	"(%d characters in all)":                              685,
 	"(%d handed back, not counted)":                       463,
 	"(each item)":                                         672,
 	"(worker %s)":                                         504,
-	"0 seconds":                                           316,
+	"0 seconds":                                           318,
 	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           650,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 493,
-	"A version is a process’s: choose the process too.":                                                                        360,
+	"A version is a process’s: choose the process too.":                                                                        362,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              354,
-	"Abandoned by %s at %s — “%s”":                                   346,
+	"Abandoned at node":                                              356,
+	"Abandoned by %s at %s — “%s”":                                   348,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
 	"Act on every instance this filter matches": 367,
 	"Action":                              99,
-	"All actions":                         112,
+	"All actions":                         114,
 	"All consumers":                       545,
-	"All definitions":                     280,
-	"All its tasks":                       169,
+	"All definitions":                     282,
+	"All its tasks":                       171,
 	"All processes":                       373,
 	"All statuses":                        375,
 	"All workers":                         698,
 	"An operator abandoned the instance.": 492,
 	"Any definition":                      374,
-	"Apply filters":                       109,
-	"Apr":                                 307,
-	"As of %s (%s); refreshed every few seconds.": 274,
+	"Apply filters":                       111,
+	"Apr":                                 309,
+	"As of %s (%s); refreshed every few seconds.": 276,
 	"Attempts":                         429,
 	"Audit log":                        105,
-	"Aug":                              311,
+	"Aug":                              313,
 	"Available from":                   473,
-	"Back to definitions":              145,
-	"Back to external tasks":           144,
+	"Back to definitions":              147,
+	"Back to external tasks":           146,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
 	"Back to the occurrence":           625,
 	"Back without saving":              575,
-	"Breaks processes":                 200,
-	"Breaks workers":                   201,
+	"Breaks processes":                 202,
+	"Breaks workers":                   203,
 	"Bulk %s applied to %d instances.": 94,
 	"Bulk action":                      103,
 	"Business key":                     78,
 	"By process and error code":        83,
 	"Call timeout":                     459,
-	"Calls":                            252,
+	"Calls":                            254,
 	"Camunda 7 facade":                 702,
 	"Cancelled: the instance was stopped (%s).":               515,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 514,
 	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
 	"Cannot reveal":                                           622,
-	"Change":                                                  198,
-	"Changes between the two revisions":                       210,
-	"Changes of the Working copy since revision %d":           219,
-	"Choose two existing revisions to compare.":               220,
-	"Classification":                                          177,
-	"Clear filters":                                           110,
+	"Change":                                                  200,
+	"Changes between the two revisions":                       212,
+	"Changes of the Working copy since revision %d":           221,
+	"Choose two existing revisions to compare.":               222,
+	"Classification":                                          179,
+	"Clear filters":                                           112,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            598,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 589,
-	"Compare":              197,
-	"Compare revisions":    193,
-	"Completed":            288,
+	"Compare":              199,
+	"Compare revisions":    195,
+	"Completed":            290,
 	"Completed (%s).":      510,
-	"Completed, last hour": 271,
-	"Completions and failures per 5 minutes, last hour: %s":    281,
-	"Completions and failures per 5-minute slot, oldest first": 286,
-	"Completions and failures, last hour":                      264,
+	"Completed, last hour": 273,
+	"Completions and failures per 5 minutes, last hour: %s":    283,
+	"Completions and failures per 5-minute slot, oldest first": 288,
+	"Completions and failures, last hour":                      266,
 	"Connected":                                                694,
-	"Constraints":                                              178,
+	"Constraints":                                              180,
 	"Consumer":                                                 431,
 	"Consumer and worker":                                      542,
-	"Consumers":                                                129,
-	"Consumers, oldest first":                                  158,
-	"Counting the occurrences; the counts appear when you reload the page.": 172,
-	"Counts are unavailable right now.":                                     173,
+	"Consumers":                                                131,
+	"Consumers, oldest first":                                  160,
+	"Counting the occurrences; the counts appear when you reload the page.": 174,
+	"Counts are unavailable right now.":                                     175,
 	"Counts as of %s (%s); refreshed every few seconds.":                    620,
 	"Counts by status": 538,
-	"Created":          332,
+	"Created":          334,
 	"Created from":     81,
-	"Created on":       162,
+	"Created on":       164,
 	"Created to":       82,
-	"Creation date":    361,
+	"Creation date":    363,
 	"Dates":            427,
 	"Deadline":         456,
-	"Dec":              315,
+	"Dec":              317,
 	"Deferred":         477,
 	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 509,
-	"Definition":         266,
-	"Definition %s":      180,
-	"Definitions":        127,
-	"Definitions by key": 237,
+	"Definition":         268,
+	"Definition %s":      182,
+	"Definitions":        129,
+	"Definitions by key": 239,
 	"Definitions served": 692,
-	"Definitions, those needing attention first": 265,
-	"Description":          179,
+	"Definitions, those needing attention first": 267,
+	"Description":          181,
 	"Destination":          443,
-	"Destinations":         130,
-	"Destinations by name": 246,
+	"Destinations":         132,
+	"Destinations by name": 248,
 	"Destination’s answer": 436,
-	"Detail":               199,
-	"Digest":               213,
-	"Display settings":     135,
-	"Display settings: ":   136,
+	"Detail":               201,
+	"Digest":               215,
+	"Display settings":     137,
+	"Display settings: ":   138,
 	"Duration":             435,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 263,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 265,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    353,
+	"End node":                    355,
 	"End node or error":           371,
-	"Ended":                       349,
+	"Ended":                       351,
 	"Error":                       541,
 	"Error (before any attempt)":  479,
 	"Error code":                  79,
@@ -212,96 +212,96 @@ var messageKeyToIndex = map[string]int{
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         628,
 	"Expired token":                        660,
 	"Expires":                              657,
-	"External tasks":                       122,
-	"Failed":                               269,
+	"External tasks":                       124,
+	"Failed":                               271,
 	"Failed (%s).":                         513,
-	"Failed at node":                       355,
-	"Failed occurrence":                    351,
-	"Failed, last hour":                    272,
-	"Feb":                                  305,
-	"Field":                                174,
+	"Failed at node":                       357,
+	"Failed occurrence":                    353,
+	"Failed, last hour":                    274,
+	"Feb":                                  307,
+	"Field":                                176,
 	"Filter":                               53,
 	"Filters":                              107,
-	"Find":                                 126,
-	"Find an instance or occurrence":       124,
+	"Find":                                 128,
+	"Find an instance or occurrence":       126,
 	"Finished":                             434,
 	"First page":                           560,
 	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         149,
-	"From revision":                        195,
-	"From revision %d to revision %d:":     221,
+	"Form refused":                         151,
+	"From revision":                        197,
+	"From revision %d to revision %d:":     223,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  161,
+	"Grants":                  163,
 	"Graph":                   588,
 	"Graph of %s":             602,
 	"HTTP 2xx, unusable body": 522,
-	"Headers sent":            248,
-	"Health":                  121,
+	"Headers sent":            250,
+	"Health":                  123,
 	"Held at a node of":       80,
-	"Held at node":            350,
-	"Held for":                352,
-	"Held instances":          268,
-	"ID":                      159,
+	"Held at node":            352,
+	"Held for":                354,
+	"Held instances":          270,
+	"ID":                      161,
 	"In flight":               693,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 282,
-	"Inputs":                     203,
-	"Inputs of revision %d":      214,
-	"Inputs of the working copy": 205,
-	"Inputs the instance was started with, labelled by process version %d's contract": 340,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 284,
+	"Inputs":                     205,
+	"Inputs of revision %d":      216,
+	"Inputs of the working copy": 207,
+	"Inputs the instance was started with, labelled by process version %d's contract": 342,
 	"Inputs, labelled by revision %d's contract":                                      465,
 	"Instance":                  370,
 	"Instances":                 84,
 	"Instances of this version": 597,
-	"Invalid request":           142,
-	"Its calls":                 253,
+	"Invalid request":           144,
+	"Its calls":                 255,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  511,
 	"Its instance went on along the node’s error path.":                                                                                                                    512,
 	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      665,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     304,
-	"Jul":                     310,
-	"Jun":                     309,
+	"Jan":                     306,
+	"Jul":                     312,
+	"Jun":                     311,
 	"Keep it":                 667,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     238,
+	"Key":                     240,
 	"Kind":                    592,
-	"Language":                118,
-	"Last changed":            250,
+	"Language":                120,
+	"Last changed":            252,
 	"Last error (attempt %d)": 478,
 	"Last reserved":           475,
-	"Last saved":              184,
+	"Last saved":              186,
 	"Last seen":               695,
 	"Last used":               656,
-	"Latest revision":         239,
-	"Lists every change from one revision to another, and whom it may break.": 194,
+	"Latest revision":         241,
+	"Lists every change from one revision to another, and whom it may break.": 196,
 	"Local time at %s": 577,
 	"Lock expired %s — waiting to be offered again.": 501,
 	"Lock expires":                     476,
-	"Longest timeout":                  249,
-	"Main navigation":                  120,
-	"Mar":                              306,
+	"Longest timeout":                  251,
+	"Main navigation":                  122,
+	"Mar":                              308,
 	"Maximum attempts":                 452,
-	"May":                              308,
+	"May":                              310,
 	"Message from Relais (in English)": 528,
 	"Message from the service (its own words, protected values masked)": 529,
 	"Method not allowed": 632,
 	"Mode":               450,
 	"More filters: instance, revision, consumer, destination, dates": 534,
-	"Name":                    160,
+	"Name":                    162,
 	"Never":                   578,
 	"Next attempt":            474,
 	"Next attempt or settled": 543,
-	"Next node":               331,
+	"Next node":               333,
 	"Next page":               559,
-	"No consumer yet.":        155,
-	"No definition %s has occurrences: check the key, or show all definitions.": 279,
-	"No definition has occurrences yet.":                                        273,
+	"No consumer yet.":        157,
+	"No definition %s has occurrences: check the key, or show all definitions.": 281,
+	"No definition has occurrences yet.":                                        275,
 	"No definition has the key “%s”.":                                           90,
-	"No definition yet.":                                                        241,
-	"No destination yet.":                                                       243,
-	"No inputs.":                                                                204,
+	"No definition yet.":                                                        243,
+	"No destination yet.":                                                       245,
+	"No inputs.":                                                                206,
 	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 640,
 	"No instance matches these filters.": 372,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 638,
@@ -310,21 +310,21 @@ var messageKeyToIndex = map[string]int{
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 496,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           497,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          498,
-	"No more consumers.":                                   156,
-	"No more destinations.":                                244,
+	"No more consumers.":                                   158,
+	"No more destinations.":                                246,
 	"No occurrence matches these filters.":                 544,
-	"No operator action matches.":                          111,
-	"No operator has acted on this instance.":              336,
+	"No operator action matches.":                          113,
+	"No operator has acted on this instance.":              338,
 	"No outputs yet: the occurrence has not completed.":    468,
-	"No outputs.":                                          207,
+	"No outputs.":                                          209,
 	"No outputs: the occurrence ended without completing.": 470,
 	"No process has the key “%s”.":                         89,
 	"No process is published yet.":                         584,
 	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          707,
 	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          706,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
-	"No release yet.": 188,
-	"No revision yet: the Working copy has never been snapshotted.":          186,
+	"No release yet.": 190,
+	"No revision yet: the Working copy has never been snapshotted.":          188,
 	"No service ever reserved this occurrence: it ended before any attempt.": 442,
 	"No service has reserved this occurrence yet.":                           439,
 	"No token.":              654,
@@ -333,47 +333,47 @@ var messageKeyToIndex = map[string]int{
 	"No worker is connected.":           696,
 	"No worker serves this definition.": 699,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 705,
-	"Node":                  328,
-	"Node %s":               262,
+	"Node":                  330,
+	"Node %s":               264,
 	"Nodes":                 590,
 	"Nodes of this version": 599,
 	"Nodes of this version, with their occurrences now": 591,
-	"Nodes reached, in order":                           327,
-	"Not allowed":                                       140,
-	"Not found":                                         148,
-	"Notes":                                             191,
-	"Nothing exists at this address, or it is not visible to you.": 146,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 147,
+	"Nodes reached, in order":                           329,
+	"Not allowed":                                       142,
+	"Not found":                                         150,
+	"Notes":                                             193,
+	"Nothing exists at this address, or it is not visible to you.": 148,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 149,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
 	"Nothing to find: the search box is empty.":                             636,
 	"Nothing was done.":         28,
-	"Nov":                       314,
+	"Nov":                       316,
 	"Now":                       448,
-	"Occurrence":                329,
+	"Occurrence":                331,
 	"Occurrence %s":             426,
 	"Occurrence offered again":  102,
 	"Occurrences now":           596,
 	"Occurrences, newest first": 539,
-	"Oct":                       313,
+	"Oct":                       315,
 	"Offered from %s — %s.":     500,
-	"Oldest claimable waits":    270,
+	"Oldest claimable waits":    272,
 	"On error":                  595,
 	"On success":                594,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                               626,
 	"Only administrators may reveal a sensitive value.":                                                 621,
 	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 651,
-	"Open":             267,
-	"Operator actions": 324,
-	"Operator actions on this instance, newest first": 337,
-	"Operator actions, newest first":                  115,
+	"Open":             269,
+	"Operator actions": 326,
+	"Operator actions on this instance, newest first": 339,
+	"Operator actions, newest first":                  117,
 	"Outcome":                                         437,
-	"Outputs":                                         206,
-	"Outputs of revision %d":                          215,
-	"Outputs of the working copy":                     208,
+	"Outputs":                                         208,
+	"Outputs of revision %d":                          217,
+	"Outputs of the working copy":                     210,
 	"Outputs, labelled by revision %d's contract":     467,
 	"Pages": 557,
 	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 573,
-	"Path":                            325,
+	"Path":                            327,
 	"Pinned revision":                 593,
 	"Policy":                          428,
 	"Previous page":                   558,
@@ -382,15 +382,15 @@ var messageKeyToIndex = map[string]int{
 	"Process %s":                      586,
 	"Process %s has no version %d.":   88,
 	"Process and node":                540,
-	"Process inputs":                  339,
+	"Process inputs":                  341,
 	"Process instance":                101,
-	"Process instance %s":             322,
-	"Process instances":               363,
+	"Process instance %s":             324,
+	"Process instances":               365,
 	"Process instances, newest first": 369,
-	"Processes":                       123,
+	"Processes":                       125,
 	"Processes by key":                582,
 	"Protocol":                        691,
-	"Published":                       192,
+	"Published":                       194,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 580,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       581,
 	"Push destination": 535,
@@ -398,25 +398,25 @@ var messageKeyToIndex = map[string]int{
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
 	"Reason given by the worker":                            451,
-	"Recorded operator actions":                             335,
-	"Relais console":                                        117,
+	"Recorded operator actions":                             337,
+	"Relais console":                                        119,
 	"Relais has not called the destination yet.":            445,
 	"Relais is calling the destination (since %s).":         506,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 447,
 	"Relais never called the destination: the occurrence ended before any call.":                           446,
 	"Relais refused the action. Nothing was done.":                                                         42,
 	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 486,
-	"Release":                             189,
-	"Releases":                            187,
-	"Releases, oldest first":              209,
+	"Release":                             191,
+	"Releases":                            189,
+	"Releases, oldest first":              211,
 	"Reload lists and detail pages":       572,
 	"Replica":                             444,
-	"Required":                            176,
+	"Required":                            178,
 	"Reserved":                            433,
 	"Reserved by %s.":                     508,
 	"Reserved by %s; lock until %s — %s.": 507,
-	"Reserved now":                        168,
-	"Retried by %s at %s — “%s”":          347,
+	"Reserved now":                        170,
+	"Retried by %s at %s — “%s”":          349,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
 	"Retries":            454,
 	"Retry %d instances": 61,
@@ -433,49 +433,49 @@ var messageKeyToIndex = map[string]int{
 	"Retry…":                    0,
 	"Reveal — this is recorded": 471,
 	"Revealed by %s at %s; recorded in the audit log.": 624,
-	"Reveals":               132,
+	"Reveals":               134,
 	"Reveals, newest first": 629,
-	"Revision":              190,
-	"Revision %d":           211,
-	"Revisions":             185,
+	"Revision":              192,
+	"Revision %d":           213,
+	"Revisions":             187,
 	"Revisions they take: %s; some take every revision their consumer is granted.": 710,
 	"Revoke the %s token “%s”?": 664,
 	"Revoke the token":          666,
 	"Revoke token %d":           663,
 	"Revoke…":                   661,
 	"Role":                      655,
-	"Route":                     330,
-	"Routing output":            183,
+	"Route":                     332,
+	"Routing output":            185,
 	"Rows %s–%s":                561,
 	"Save settings":             574,
 	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        623,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
 	"Search":                               634,
 	"Secret values can never be revealed.": 627,
-	"Sep":                                  312,
+	"Sep":                                  314,
 	"Served by %d workers":                 709,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              333,
+	"Settled":              335,
 	"Settlement date":      533,
-	"Show all definitions": 278,
+	"Show all definitions": 280,
 	"Show times in":        570,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 116,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 118,
 	"Sign in": 644,
 	"Sign in with an operator, designer or administrator token.": 645,
-	"Sign out":             134,
-	"Signed in as %s (%s)": 133,
-	"Since revision %d:":   217,
-	"Skip to content":      119,
-	"Slot":                 287,
-	"Snapshotted":          212,
+	"Sign out":             136,
+	"Signed in as %s (%s)": 135,
+	"Since revision %d:":   219,
+	"Skip to content":      121,
+	"Slot":                 289,
+	"Snapshotted":          214,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 153,
+	"Something went wrong": 155,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 652,
 	"Staff tokens, oldest first": 653,
 	"Start node":                 587,
-	"Started":                    348,
-	"State":                      163,
+	"Started":                    350,
+	"State":                      165,
 	"Status":                     77,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
@@ -488,52 +488,52 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              345,
+	"Stopped by %s at %s — “%s”":                              347,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   344,
-	"Summary": 323,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 236,
-	"Tasks":                   164,
-	"Temporarily unavailable": 151,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   346,
+	"Summary": 325,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 238,
+	"Tasks":                   166,
+	"Temporarily unavailable": 153,
 	"That is too long to be an id or a business key.": 637,
 	"The %d largest groups; the filter matches more.": 85,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 245,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          216,
-	"The bulk action must be its id (a UUID).": 114,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 247,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          218,
+	"The bulk action must be its id (a UUID).": 116,
 	"The call could not be prepared.":          487,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 505,
-	"The chart’s numbers": 285,
+	"The chart’s numbers": 287,
 	"The confirmed count is missing: start again from the list.":                                                                                                            91,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           154,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           156,
 	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      571,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 92,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 152,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 154,
 	"The deadline passed before a result arrived.":                                                                                                                          484,
 	"The destination answered HTTP %s.":     494,
 	"The destination could not be reached.": 488,
 	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 482,
 	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      483,
 	"The destination’s answer was too large.": 489,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 157,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     143,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 159,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     145,
 	"The inputs could not be built from the process’s bindings.":                                                                                                                                           491,
 	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                490,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             368,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 326,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         182,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 328,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         184,
 	"The page cursor is invalid: go back to the first page.":                                                                                                                                               568,
-	"The page size must be between 1 and %d.":                                                                                                                                                              362,
+	"The page size must be between 1 and %d.":                                                                                                                                                              364,
 	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  567,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 113,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 115,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            485,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      530,
 	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          670,
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          647,
-	"The version must be a whole number from 1.":                                                                                                                                                           359,
-	"These revisions have the same contracts.":                                                                                                                                                             202,
+	"The version must be a whole number from 1.":                                                                                                                                                           361,
+	"These revisions have the same contracts.":                                                                                                                                                             204,
 	"These settings are kept in this browser only.":                                                                                                                                                        569,
 	"They take every revision their consumer is granted.":                                                                                                                                                  711,
 	"They take revision %d only.":                                                                                                                                                                          712,
@@ -542,16 +542,16 @@ var messageKeyToIndex = map[string]int{
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             93,
 	"This contract has no inputs.":                                                                                                                                                                         466,
 	"This contract has no outputs.":                                                                                                                                                                        469,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  150,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  152,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   334,
+	"This instance has not reached a task yet.":                   336,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 342,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 343,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 344,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 345,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
@@ -559,31 +559,31 @@ var messageKeyToIndex = map[string]int{
 	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            669,
 	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           668,
 	"This page does not accept that request.": 633,
-	"This page reloads every %d seconds.":     139,
-	"This process takes no inputs.":           341,
+	"This page reloads every %d seconds.":     141,
+	"This process takes no inputs.":           343,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
 	"This token is unknown or has been revoked.": 649,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 600,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            601,
-	"Times in %s · no auto-reload":    138,
-	"Times in %s · reload every %d s": 137,
-	"To revision":                     196,
+	"Times in %s · no auto-reload":    140,
+	"Times in %s · reload every %d s": 139,
+	"To revision":                     198,
 	"Token":                           646,
-	"Tokens":                          131,
+	"Tokens":                          133,
 	"Too many failed sign-ins from your address. Try again in %d seconds.": 648,
 	"Totals of all definitions, not narrowed by the other filters":         547,
 	"Totals of definition %s, not narrowed by the other filters":           546,
-	"Type": 175,
+	"Type": 177,
 	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 635,
-	"URL":                              247,
+	"URL":                              249,
 	"UTC (coordinated universal time)": 576,
 	"Unknown action.":                  50,
 	"Unknown consumer.":                531,
 	"Unknown destination “%s”.":        532,
 	"Unknown parameter “%s” (did you mean “%s”?).": 565,
 	"Unknown parameter “%s”.":                      566,
-	"Unknown status “%s”.":                         358,
-	"Value":                                        338,
+	"Unknown status “%s”.":                         360,
+	"Value":                                        340,
 	"Version":                                      76,
 	"Versions, newest first":                       583,
 	"Waiting for Relais to call the destination since %s (%s).": 502,
@@ -594,26 +594,26 @@ var messageKeyToIndex = map[string]int{
 	"Why (recorded with the reveal)":                            472,
 	"Worker":                                                    690,
 	"Worker id":                                                 432,
-	"Workers":                                                   128,
+	"Workers":                                                   130,
 	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        688,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
 	"Workers seen within three heartbeats": 689,
 	"Workers serving %s":                   697,
-	"Working copy":                         181,
+	"Working copy":                         183,
 	"You are signed out.":                  641,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              141,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              143,
 	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 642,
 	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      643,
 	"[redacted]":                          527,
 	"a token’s name, exact":               108,
 	"abandon":                             4,
-	"active":                              165,
+	"active":                              167,
 	"administrator":                       402,
-	"an incident: retry, abandon or stop": 257,
+	"an incident: retry, abandon or stop": 259,
 	"answer too large":                    525,
 	"any":                                 74,
 	"any other code → %s":                 612,
-	"any other error":                     255,
+	"any other error":                     257,
 	"as of %s (%s); counts are refreshed every few seconds.": 549,
 	"at least %d characters":                                 673,
 	"at least %d items":                                      680,
@@ -627,9 +627,9 @@ var messageKeyToIndex = map[string]int{
 	"cancelled":                                              379,
 	"choice":                                                 392,
 	"claimable since":                                        553,
-	"claimable since %s":                                     275,
+	"claimable since %s":                                     277,
 	"classification changed":                                 413,
-	"completed":                                              283,
+	"completed":                                              285,
 	"constraint changed":                                     414,
 	"consumer":                                               405,
 	"consumer #%s":                                           517,
@@ -643,36 +643,36 @@ var messageKeyToIndex = map[string]int{
 	"disconnected":                                           385,
 	"end (completes)":                                        607,
 	"end (fails)":                                            608,
-	"end: completes the instance":                            258,
-	"end: fails the instance":                                259,
+	"end: completes the instance":                            260,
+	"end: fails the instance":                                261,
 	"every revision its consumer is granted":                 703,
-	"exact, case-sensitive":                                  364,
+	"exact, case-sensitive":                                  366,
 	"expired":                                                382,
-	"failed":                                                 284,
+	"failed":                                                 286,
 	"fails the instance":                                     613,
 	"field added":                                            408,
 	"field removed":                                          409,
 	"format":                                                 419,
 	"format %s":                                              676,
-	"from":                                                   365,
+	"from":                                                   109,
 	"held":                                                   381,
-	"held for an operator":                                   256,
-	"held, then abandoned by an operator":                    357,
-	"held, then stopped by an operator":                      356,
+	"held for an operator":                                   258,
+	"held, then abandoned by an operator":                    359,
+	"held, then stopped by an operator":                      358,
 	"hold (an incident for an operator)":                     611,
-	"id or business key":                                     125,
-	"in %s":                                                  297,
+	"id or business key":                                     127,
+	"in %s":                                                  299,
 	"in progress":                                            440,
 	"instance id":                                            537,
 	"instances held":                                         618,
 	"instances held: %s":                                     619,
 	"integer":                                                387,
 	"its name, exactly":                                      536,
-	"just now":                                               299,
+	"just now":                                               301,
 	"list":                                                   394,
 	"lock until":                                             555,
 	"long polling":                                           701,
-	"long wait":                                              276,
+	"long wait":                                              278,
 	"maximum":                                                421,
 	"maximum %s":                                             678,
 	"maximum items":                                          423,
@@ -686,13 +686,13 @@ var messageKeyToIndex = map[string]int{
 	"no":                                                     407,
 	"no answer within the timeout":                           523,
 	"no connection":                                          524,
-	"no grant: it takes nothing":                             167,
-	"no header":                                              251,
-	"no worker":                                              277,
+	"no grant: it takes nothing":                             169,
+	"no header":                                              253,
+	"no worker":                                              279,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 481,
-	"none": 235,
+	"none": 237,
 	"none (revealed before reasons were asked for)": 631,
-	"none yet": 240,
+	"none yet": 242,
 	"none: a failed call takes the node’s error path": 455,
 	"normal":                          395,
 	"not provided":                    683,
@@ -700,34 +700,34 @@ var messageKeyToIndex = map[string]int{
 	"null":                            686,
 	"number":                          388,
 	"object":                          393,
-	"on error":                        254,
+	"on error":                        256,
 	"one of: %s":                      679,
 	"operator":                        403,
-	"optional %s field of type %s":    232,
-	"optional field of type %s":       234,
-	"optional → required":             225,
+	"optional %s field of type %s":    234,
+	"optional field of type %s":       236,
+	"optional → required":             227,
 	"pattern":                         418,
 	"pattern %s":                      675,
 	"pull":                            605,
-	"pull %s":                         261,
+	"pull %s":                         263,
 	"pull (the service fetches it)":   400,
-	"push %s":                         260,
+	"push %s":                         262,
 	"push (Relais calls the service)": 401,
 	"push to %s":                      606,
 	"rejected":                        383,
 	"released":                        384,
-	"required %s field of type %s":    231,
+	"required %s field of type %s":    233,
 	"required changed":                411,
-	"required field of type %s":       233,
-	"required → optional":             226,
+	"required field of type %s":       235,
+	"required → optional":             228,
 	"reserved":                        377,
 	"retry":                           3,
 	"revision %d":                     550,
 	"revisions %s":                    704,
-	"revoked":                         166,
+	"revoked":                         168,
 	"routing changed":                 415,
 	"routing output":                  671,
-	"routing output %s → %s":          224,
+	"routing output %s → %s":          226,
 	"running":                         380,
 	"secret":                          397,
 	"sensitive":                       396,
@@ -735,18 +735,18 @@ var messageKeyToIndex = map[string]int{
 	"stop":                            5,
 	"stream":                          700,
 	"text":                            386,
-	"the contracts are the same (the name or a description changed).": 218,
+	"the contracts are the same (the name or a description changed).": 220,
 	"this session":             662,
 	"timeout %s":               616,
 	"timeout %s (the default)": 617,
-	"to":                       366,
+	"to":                       110,
 	"type changed":             410,
 	"unexpected value":         687,
 	"unknown":                  526,
-	"values added: %s":         227,
+	"values added: %s":         229,
 	"values changed":           412,
-	"values removed: %s":       228,
-	"values reordered":         229,
+	"values removed: %s":       230,
+	"values reordered":         231,
 	"version %d":               585,
 	"waiting":                  521,
 	"yes":                      406,
@@ -787,79 +787,79 @@ var enIndex = []uint32{ // 715 elements
 	0x00001760, 0x0000177c, 0x00001781, 0x00001785,
 	0x0000178c, 0x00001793, 0x000017a4, 0x000017bd,
 	0x000017c9, 0x000017d1, 0x000017db, 0x0000189a,
-	0x000018a2, 0x000018ba, 0x000018c8, 0x000018d6,
-	0x000018f2, 0x000018fe, 0x00001993, 0x000019bc,
-	0x000019db, 0x00001a43, 0x00001a52, 0x00001a5b,
-	0x00001a6b, 0x00001a7b, 0x00001a82, 0x00001a91,
-	0x00001a9b, 0x00001aba, 0x00001acd, 0x00001ad2,
+	0x000018a2, 0x000018ba, 0x000018bf, 0x000018c2,
+	0x000018d0, 0x000018de, 0x000018fa, 0x00001906,
+	0x0000199b, 0x000019c4, 0x000019e3, 0x00001a4b,
+	0x00001a5a, 0x00001a63, 0x00001a73, 0x00001a83,
+	0x00001a8a, 0x00001a99, 0x00001aa3, 0x00001ac2,
 	// Entry 80 - 9F
-	0x00001ade, 0x00001ae6, 0x00001af0, 0x00001afd,
-	0x00001b04, 0x00001b0c, 0x00001b27, 0x00001b30,
-	0x00001b41, 0x00001b58, 0x00001b7f, 0x00001ba0,
-	0x00001bc7, 0x00001bd3, 0x00001c51, 0x00001c61,
-	0x00001cc9, 0x00001ce0, 0x00001cf4, 0x00001d31,
-	0x00001e1e, 0x00001e28, 0x00001e35, 0x00001e99,
-	0x00001eb1, 0x00001ef7, 0x00001f0c, 0x00001f7b,
-	0x00001f8c, 0x00001f9f, 0x00002064, 0x0000207c,
+	0x00001ad5, 0x00001ada, 0x00001ae6, 0x00001aee,
+	0x00001af8, 0x00001b05, 0x00001b0c, 0x00001b14,
+	0x00001b2f, 0x00001b38, 0x00001b49, 0x00001b60,
+	0x00001b87, 0x00001ba8, 0x00001bcf, 0x00001bdb,
+	0x00001c59, 0x00001c69, 0x00001cd1, 0x00001ce8,
+	0x00001cfc, 0x00001d39, 0x00001e26, 0x00001e30,
+	0x00001e3d, 0x00001ea1, 0x00001eb9, 0x00001eff,
+	0x00001f14, 0x00001f83, 0x00001f94, 0x00001fa7,
 	// Entry A0 - BF
-	0x0000207f, 0x00002084, 0x0000208b, 0x00002096,
-	0x0000209c, 0x000020a2, 0x000020a9, 0x000020b1,
-	0x000020cc, 0x000020d9, 0x000020e7, 0x00002111,
-	0x00002128, 0x0000216e, 0x00002190, 0x00002196,
-	0x0000219b, 0x000021a4, 0x000021b3, 0x000021bf,
-	0x000021cb, 0x000021dc, 0x000021e9, 0x00002246,
-	0x00002255, 0x00002260, 0x0000226a, 0x000022a8,
-	0x000022b1, 0x000022c1, 0x000022c9, 0x000022d2,
+	0x0000206c, 0x00002084, 0x00002087, 0x0000208c,
+	0x00002093, 0x0000209e, 0x000020a4, 0x000020aa,
+	0x000020b1, 0x000020b9, 0x000020d4, 0x000020e1,
+	0x000020ef, 0x00002119, 0x00002130, 0x00002176,
+	0x00002198, 0x0000219e, 0x000021a3, 0x000021ac,
+	0x000021bb, 0x000021c7, 0x000021d3, 0x000021e4,
+	0x000021f1, 0x0000224e, 0x0000225d, 0x00002268,
+	0x00002272, 0x000022b0, 0x000022b9, 0x000022c9,
 	// Entry C0 - DF
-	0x000022d8, 0x000022e2, 0x000022f4, 0x0000233c,
-	0x0000234a, 0x00002356, 0x0000235e, 0x00002365,
-	0x0000236c, 0x0000237d, 0x0000238c, 0x000023b5,
-	0x000023bc, 0x000023c7, 0x000023e2, 0x000023ea,
-	0x000023f6, 0x00002412, 0x00002429, 0x0000244b,
-	0x0000245a, 0x00002466, 0x0000246d, 0x00002486,
-	0x000024a0, 0x00002549, 0x0000255f, 0x0000259f,
-	0x000025d0, 0x000025fa, 0x00002621, 0x00002645,
+	0x000022d1, 0x000022da, 0x000022e0, 0x000022ea,
+	0x000022fc, 0x00002344, 0x00002352, 0x0000235e,
+	0x00002366, 0x0000236d, 0x00002374, 0x00002385,
+	0x00002394, 0x000023bd, 0x000023c4, 0x000023cf,
+	0x000023ea, 0x000023f2, 0x000023fe, 0x0000241a,
+	0x00002431, 0x00002453, 0x00002462, 0x0000246e,
+	0x00002475, 0x0000248e, 0x000024a8, 0x00002551,
+	0x00002567, 0x000025a7, 0x000025d8, 0x00002602,
 	// Entry E0 - FF
-	0x0000266c, 0x0000268b, 0x000026a1, 0x000026b7,
-	0x000026cb, 0x000026e1, 0x000026f2, 0x00002709,
-	0x0000272c, 0x0000274f, 0x0000276c, 0x00002789,
-	0x0000278e, 0x000027da, 0x000027ed, 0x000027f1,
-	0x00002801, 0x0000280a, 0x0000281d, 0x00002843,
-	0x00002857, 0x0000286d, 0x00002929, 0x0000293e,
-	0x00002942, 0x0000294f, 0x0000295f, 0x0000296c,
-	0x00002976, 0x0000297c, 0x00002986, 0x0000298f,
+	0x00002629, 0x0000264d, 0x00002674, 0x00002693,
+	0x000026a9, 0x000026bf, 0x000026d3, 0x000026e9,
+	0x000026fa, 0x00002711, 0x00002734, 0x00002757,
+	0x00002774, 0x00002791, 0x00002796, 0x000027e2,
+	0x000027f5, 0x000027f9, 0x00002809, 0x00002812,
+	0x00002825, 0x0000284b, 0x0000285f, 0x00002875,
+	0x00002931, 0x00002946, 0x0000294a, 0x00002957,
+	0x00002967, 0x00002974, 0x0000297e, 0x00002984,
 	// Entry 100 - 11F
-	0x0000299f, 0x000029b4, 0x000029d8, 0x000029f4,
-	0x00002a0c, 0x00002a17, 0x00002a22, 0x00002a2d,
-	0x00002b43, 0x00002b67, 0x00002b92, 0x00002b9d,
-	0x00002ba2, 0x00002bb1, 0x00002bb8, 0x00002bcf,
-	0x00002be4, 0x00002bf6, 0x00002c19, 0x00002c4b,
-	0x00002c61, 0x00002c6b, 0x00002c75, 0x00002c8a,
-	0x00002cd7, 0x00002ce7, 0x00002d20, 0x00002d74,
-	0x00002d7e, 0x00002d85, 0x00002d9b, 0x00002dd4,
+	0x0000298e, 0x00002997, 0x000029a7, 0x000029bc,
+	0x000029e0, 0x000029fc, 0x00002a14, 0x00002a1f,
+	0x00002a2a, 0x00002a35, 0x00002b4b, 0x00002b6f,
+	0x00002b9a, 0x00002ba5, 0x00002baa, 0x00002bb9,
+	0x00002bc0, 0x00002bd7, 0x00002bec, 0x00002bfe,
+	0x00002c21, 0x00002c53, 0x00002c69, 0x00002c73,
+	0x00002c7d, 0x00002c92, 0x00002cdf, 0x00002cef,
+	0x00002d28, 0x00002d7c, 0x00002d86, 0x00002d8d,
 	// Entry 120 - 13F
-	0x00002dd9, 0x00002de3, 0x00002df1, 0x00002dfe,
-	0x00002e27, 0x00002e4a, 0x00002e57, 0x00002e77,
-	0x00002e83, 0x00002e9c, 0x00002ea5, 0x00002eaf,
-	0x00002eb8, 0x00002ec0, 0x00002eca, 0x00002ed2,
-	0x00002eda, 0x00002ede, 0x00002ee2, 0x00002ee6,
+	0x00002da3, 0x00002ddc, 0x00002de1, 0x00002deb,
+	0x00002df9, 0x00002e06, 0x00002e2f, 0x00002e52,
+	0x00002e5f, 0x00002e7f, 0x00002e8b, 0x00002ea4,
+	0x00002ead, 0x00002eb7, 0x00002ec0, 0x00002ec8,
+	0x00002ed2, 0x00002eda, 0x00002ee2, 0x00002ee6,
 	0x00002eea, 0x00002eee, 0x00002ef2, 0x00002ef6,
 	0x00002efa, 0x00002efe, 0x00002f02, 0x00002f06,
-	0x00002f0a, 0x00002f14, 0x00002f32, 0x00002f52,
+	0x00002f0a, 0x00002f0e, 0x00002f12, 0x00002f1c,
 	// Entry 140 - 15F
-	0x00002f76, 0x00002f9a, 0x00002fa3, 0x00002fba,
-	0x00002fc2, 0x00002fd3, 0x00002fd8, 0x0000301d,
-	0x00003035, 0x0000303a, 0x00003045, 0x0000304b,
-	0x00003055, 0x0000305d, 0x00003065, 0x0000308f,
-	0x000030a9, 0x000030d1, 0x00003101, 0x00003107,
-	0x00003116, 0x00003169, 0x00003187, 0x000032a9,
-	0x00003368, 0x000033bf, 0x000033e9, 0x00003415,
-	0x0000343f, 0x00003447, 0x0000344d, 0x0000345a,
+	0x00002f3a, 0x00002f5a, 0x00002f7e, 0x00002fa2,
+	0x00002fab, 0x00002fc2, 0x00002fca, 0x00002fdb,
+	0x00002fe0, 0x00003025, 0x0000303d, 0x00003042,
+	0x0000304d, 0x00003053, 0x0000305d, 0x00003065,
+	0x0000306d, 0x00003097, 0x000030b1, 0x000030d9,
+	0x00003109, 0x0000310f, 0x0000311e, 0x00003171,
+	0x0000318f, 0x000032b1, 0x00003370, 0x000033c7,
+	0x000033f1, 0x0000341d, 0x00003447, 0x0000344f,
 	// Entry 160 - 17F
-	0x0000346c, 0x00003475, 0x0000347e, 0x00003490,
-	0x0000349f, 0x000034c1, 0x000034e5, 0x00003501,
-	0x0000352c, 0x00003560, 0x0000356e, 0x00003599,
-	0x000035ab, 0x000035c1, 0x000035c6, 0x000035c9,
+	0x00003455, 0x00003462, 0x00003474, 0x0000347d,
+	0x00003486, 0x00003498, 0x000034a7, 0x000034c9,
+	0x000034ed, 0x00003509, 0x00003534, 0x00003568,
+	0x00003576, 0x000035a1, 0x000035b3, 0x000035c9,
 	0x000035f3, 0x0000363c, 0x0000365c, 0x00003665,
 	0x00003677, 0x0000369a, 0x000036a8, 0x000036b7,
 	0x000036c4, 0x000036ce, 0x000036d7, 0x000036e0,
@@ -1056,102 +1056,102 @@ const enData string = "" + // Size: 26551 bytes
 	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
 	"operator applied, with its reason. Reveals of sensitive values have thei" +
 	"r own log, which administrators read on the Reveals page (GET /api/v1/au" +
-	"dit/reveals).\x02Filters\x02a token’s name, exact\x02Apply filters\x02Cl" +
-	"ear filters\x02No operator action matches.\x02All actions\x02The process" +
-	" instance must be a whole instance id (a UUID): the lists show the end o" +
-	"f each id; open the instance, or copy its link, for the whole id.\x02The" +
-	" bulk action must be its id (a UUID).\x02Operator actions, newest first" +
-	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
-	", each reload shows how far it got.\x02Relais console\x02Language\x02Ski" +
-	"p to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
-	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
-	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
-	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
-	"\x12\x02Display settings:\x02Times in %[1]s · reload every %[2]d s\x02Ti" +
-	"mes in %[1]s · no auto-reload\x02This page reloads every %[1]d seconds." +
-	"\x02Not allowed\x02Your role can read definitions and processes only: ex" +
-	"ternal tasks and process instances are for operators and administrators." +
-	"\x02Invalid request\x02The field “%[1]s” holds a NUL character or bytes " +
-	"that are not UTF-8 text: correct it and try again.\x02Back to external t" +
-	"asks\x02Back to definitions\x02Nothing exists at this address, or it is " +
-	"not visible to you.\x02Nothing exists at this address, or it is not visi" +
-	"ble to you. An ended instance is deleted, with its occurrences and attem" +
-	"pts, once the retention period (RELAIS_RETENTION) has passed; the audit " +
-	"log keeps the operator actions taken on it.\x02Not found\x02Form refused" +
-	"\x02This form was not sent from this console session, or it has expired." +
-	" Reload the page and try again.\x02Temporarily unavailable\x02The databa" +
-	"se cannot be reached right now. Try again in a few seconds.\x02Something" +
-	" went wrong\x02The console could not show this page. Try again; if it pe" +
-	"rsists, give your administrator the request id %[1]s.\x02No consumer yet" +
-	".\x02No more consumers.\x02The external services that take tasks, and th" +
-	"e definitions each may take. Create consumers, change their grants and r" +
-	"otate their tokens through the API (/api/v1/consumers); tokens are never" +
-	" shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
-	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts" +
-	" appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
-	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
-	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
-	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
-	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
-	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Definitio" +
-	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
-	"ush nodes call. Values of the URL's query and of the headers are sealed " +
-	"and never shown. Create, change and delete destinations through the API " +
-	"(/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
-	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
-	"queue and incidents now, and what its workers finished in the last hour:" +
-	" occurrences that ended completed or failed. An occurrence retried since" +
-	" counts where it ends next; a failed attempt with attempts left is not c" +
-	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
-	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
-	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
-	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
-	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
-	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
-	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
-	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
-	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
-	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
-	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
-	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
-	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
-	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"dit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply" +
+	" filters\x02Clear filters\x02No operator action matches.\x02All actions" +
+	"\x02The process instance must be a whole instance id (a UUID): the lists" +
+	" show the end of each id; open the instance, or copy its link, for the w" +
+	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
+	", newest first\x02Showing the %[1]d instances bulk action %[2]s changed." +
+	" While it runs, each reload shows how far it got.\x02Relais console\x02L" +
+	"anguage\x02Skip to content\x02Main navigation\x02Health\x02External task" +
+	"s\x02Processes\x02Find an instance or occurrence\x02id or business key" +
+	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
+	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
+	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reload ever" +
+	"y %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every " +
+	"%[1]d seconds.\x02Not allowed\x02Your role can read definitions and proc" +
+	"esses only: external tasks and process instances are for operators and a" +
+	"dministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL chara" +
+	"cter or bytes that are not UTF-8 text: correct it and try again.\x02Back" +
+	" to external tasks\x02Back to definitions\x02Nothing exists at this addr" +
+	"ess, or it is not visible to you.\x02Nothing exists at this address, or " +
+	"it is not visible to you. An ended instance is deleted, with its occurre" +
+	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
+	"ed; the audit log keeps the operator actions taken on it.\x02Not found" +
+	"\x02Form refused\x02This form was not sent from this console session, or" +
+	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
+	"le\x02The database cannot be reached right now. Try again in a few secon" +
+	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
+	" again; if it persists, give your administrator the request id %[1]s." +
+	"\x02No consumer yet.\x02No more consumers.\x02The external services that" +
+	" take tasks, and the definitions each may take. Create consumers, change" +
+	" their grants and rotate their tokens through the API (/api/v1/consumers" +
+	"); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02G" +
+	"rants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant: " +
+	"it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revisi" +
+	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
+	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
+	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
+	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
+	"ble part of a definition. Processes never use it directly: they pin a re" +
+	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
+	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
+	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
+	"\x02Lists every change from one revision to another, and whom it may bre" +
+	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
+	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
+	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
+	"he Working copy has changes not yet snapshotted: they are in no revision" +
+	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
+	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
+	"e same (the name or a description changed).\x02Changes of the Working co" +
+	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
+	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
+	"dpoints push nodes call. Values of the URL's query and of the headers ar" +
+	"e sealed and never shown. Create, change and delete destinations through" +
+	" the API (/api/v1/destinations).\x02Destinations by name\x02URL\x02Heade" +
+	"rs sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its " +
+	"calls\x02on error\x02any other error\x02held for an operator\x02an incid" +
+	"ent: retry, abandon or stop\x02end: completes the instance\x02end: fails" +
+	" the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definiti" +
+	"on’s queue and incidents now, and what its workers finished in the last " +
+	"hour: occurrences that ended completed or failed. An occurrence retried " +
+	"since counts where it ends next; a failed attempt with attempts left is " +
+	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
+	", last hour\x02Definitions, those needing attention first\x02Definition" +
+	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
+	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
+	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
+	"e %[1]s\x02long wait\x02no worker\x02Show all definitions\x02No definiti" +
+	"on %[1]s has occurrences: check the key, or show all definitions.\x02All" +
+	" definitions\x02Completions and failures per 5 minutes, last hour: %[1]s" +
+	"\x02In the last hour: %[1]s, %[2]s. The table after the chart gives each" +
+	" 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Complet" +
+	"ions and failures per 5-minute slot, oldest first\x02Slot\x02Completed" +
+	"\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d com" +
+	"pleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d f" +
+	"ailed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4" +
+	"]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s" +
+	" ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
 	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
 	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
 	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
@@ -1174,51 +1174,51 @@ const enData string = "" + // Size: 26551 bytes
 	"an operator\x02Unknown status “%[1]s”.\x02The version must be a whole nu" +
 	"mber from 1.\x02A version is a process’s: choose the process too.\x02Cre" +
 	"ation date\x02The page size must be between 1 and %[1]d.\x02Process inst" +
-	"ances\x02exact, case-sensitive\x02from\x02to\x02Act on every instance th" +
-	"is filter matches\x02The next page counts them and asks for a reason bef" +
-	"ore anything changes.\x02Process instances, newest first\x02Instance\x02" +
-	"End node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
-	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
-	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
-	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
-	" changed\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
-	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
-	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
-	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
-	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
-	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
-	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
-	"s the destination’s status code only when it refused the call (destinati" +
-	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
-	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
-	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
-	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
-	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
-	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Available from\x02Next attempt\x02Last reserved" +
-	"\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (bef" +
-	"ore any attempt)\x02Retryable\x02no: the service marked this failure as " +
-	"not retryable (attempts left unused: %[1]d)\x02The destination did not a" +
-	"nswer within the call’s timeout (%[1]s): it may have acted all the same," +
-	" so check before retrying.\x02The destination did not answer within the " +
-	"call’s timeout: it may have acted all the same, so check before retrying" +
-	".\x02The deadline passed before a result arrived.\x02The result did not " +
-	"match the revision's outputs contract.\x02Relais stopped during the call" +
-	": whether the destination acted is unknown, so it is not called again." +
+	"ances\x02exact, case-sensitive\x02Act on every instance this filter matc" +
+	"hes\x02The next page counts them and asks for a reason before anything c" +
+	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
+	"ror\x02No instance matches these filters.\x02All processes\x02Any defini" +
+	"tion\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled" +
+	"\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
+	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
+	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (se" +
+	"nsitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push" +
+	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
+	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
+	"\x02required changed\x02values changed\x02classification changed\x02cons" +
+	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
+	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
+	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
+	"\x02Relais has not called the destination yet.\x02Relais never called th" +
+	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
+	" destination’s status code only when it refused the call (destination_ht" +
+	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
+	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
+	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
+	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
+	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
+	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
+	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
+	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
+	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
+	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
+	" with the reveal)\x02Available from\x02Next attempt\x02Last reserved\x02" +
+	"Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before " +
+	"any attempt)\x02Retryable\x02no: the service marked this failure as not " +
+	"retryable (attempts left unused: %[1]d)\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The deadline passed before a result arrived.\x02The result did not m" +
+	"atch the revision's outputs contract.\x02Relais stopped during the call:" +
+	" whether the destination acted is unknown, so it is not called again." +
 	"\x02The call could not be prepared.\x02The destination could not be reac" +
 	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
 	"ck expired with no attempt left.\x02The inputs could not be built from t" +
@@ -1403,79 +1403,79 @@ var frIndex = []uint32{ // 715 elements
 	0x00001e54, 0x00001e74, 0x00001e7a, 0x00001e7e,
 	0x00001e85, 0x00001e8b, 0x00001ea1, 0x00001eb8,
 	0x00001ec8, 0x00001ed3, 0x00001ee5, 0x00001fca,
-	0x00001fd2, 0x00001fed, 0x00002003, 0x00002017,
-	0x00002043, 0x00002056, 0x00002129, 0x00002172,
-	0x000021a8, 0x00002237, 0x00002246, 0x0000224d,
-	0x0000225e, 0x00002274, 0x0000227a, 0x0000228b,
-	0x00002295, 0x000022bc, 0x000022d8, 0x000022e0,
+	0x00001fd2, 0x00001fed, 0x00001ff0, 0x00001ff3,
+	0x00002009, 0x0000201d, 0x00002049, 0x0000205c,
+	0x0000212f, 0x00002178, 0x000021ae, 0x0000223d,
+	0x0000224c, 0x00002253, 0x00002264, 0x0000227a,
+	0x00002280, 0x00002291, 0x0000229b, 0x000022c2,
 	// Entry 80 - 9F
-	0x000022ed, 0x000022f9, 0x00002307, 0x00002314,
-	0x0000231b, 0x00002329, 0x0000234d, 0x0000235d,
-	0x00002375, 0x00002396, 0x000023c9, 0x000023fa,
-	0x0000242c, 0x0000243a, 0x000024ee, 0x00002500,
-	0x00002580, 0x0000259c, 0x000025b4, 0x000025f7,
-	0x00002715, 0x00002721, 0x00002734, 0x000027b0,
-	0x000027cc, 0x00002823, 0x0000283b, 0x000028d3,
-	0x000028f8, 0x00002912, 0x00002a03, 0x00002a31,
+	0x000022de, 0x000022e6, 0x000022f3, 0x000022ff,
+	0x0000230d, 0x0000231a, 0x00002321, 0x0000232f,
+	0x00002353, 0x00002363, 0x0000237b, 0x0000239c,
+	0x000023cf, 0x00002400, 0x00002432, 0x00002440,
+	0x000024f4, 0x00002506, 0x00002586, 0x000025a2,
+	0x000025ba, 0x000025fd, 0x0000271b, 0x00002727,
+	0x0000273a, 0x000027b6, 0x000027d2, 0x00002829,
+	0x00002841, 0x000028d9, 0x000028fe, 0x00002918,
 	// Entry A0 - BF
-	0x00002a34, 0x00002a38, 0x00002a3f, 0x00002a49,
-	0x00002a4f, 0x00002a57, 0x00002a5d, 0x00002a67,
-	0x00002a88, 0x00002aa1, 0x00002ab4, 0x00002aec,
-	0x00002b07, 0x00002b6d, 0x00002b9f, 0x00002ba5,
-	0x00002baa, 0x00002bb6, 0x00002bc5, 0x00002bd1,
-	0x00002bdd, 0x00002bef, 0x00002c00, 0x00002c84,
-	0x00002c96, 0x00002cad, 0x00002cb8, 0x00002d0d,
-	0x00002d1a, 0x00002d3f, 0x00002d4b, 0x00002d55,
+	0x00002a09, 0x00002a37, 0x00002a3a, 0x00002a3e,
+	0x00002a45, 0x00002a4f, 0x00002a55, 0x00002a5d,
+	0x00002a63, 0x00002a6d, 0x00002a8e, 0x00002aa7,
+	0x00002aba, 0x00002af2, 0x00002b0d, 0x00002b73,
+	0x00002ba5, 0x00002bab, 0x00002bb0, 0x00002bbc,
+	0x00002bcb, 0x00002bd7, 0x00002be3, 0x00002bf5,
+	0x00002c06, 0x00002c8a, 0x00002c9c, 0x00002cb3,
+	0x00002cbe, 0x00002d13, 0x00002d20, 0x00002d45,
 	// Entry C0 - DF
-	0x00002d5b, 0x00002d67, 0x00002d7f, 0x00002dd1,
-	0x00002de1, 0x00002df1, 0x00002dfa, 0x00002e05,
-	0x00002e0d, 0x00002e2d, 0x00002e4f, 0x00002e77,
-	0x00002e80, 0x00002e90, 0x00002eb0, 0x00002eb8,
-	0x00002ec7, 0x00002ee6, 0x00002f11, 0x00002f37,
-	0x00002f47, 0x00002f51, 0x00002f5b, 0x00002f7a,
-	0x00002f98, 0x00003070, 0x0000308e, 0x000030d2,
-	0x0000310f, 0x00003142, 0x00003172, 0x0000319e,
+	0x00002d51, 0x00002d5b, 0x00002d61, 0x00002d6d,
+	0x00002d85, 0x00002dd7, 0x00002de7, 0x00002df7,
+	0x00002e00, 0x00002e0b, 0x00002e13, 0x00002e33,
+	0x00002e55, 0x00002e7d, 0x00002e86, 0x00002e96,
+	0x00002eb6, 0x00002ebe, 0x00002ecd, 0x00002eec,
+	0x00002f17, 0x00002f3d, 0x00002f4d, 0x00002f57,
+	0x00002f61, 0x00002f80, 0x00002f9e, 0x00003076,
+	0x00003094, 0x000030d8, 0x00003115, 0x00003148,
 	// Entry E0 - FF
-	0x000031ce, 0x000031f0, 0x0000320b, 0x00003226,
-	0x00003242, 0x0000325e, 0x00003274, 0x0000328e,
-	0x000032c5, 0x000032fb, 0x0000331b, 0x0000333a,
-	0x00003341, 0x000033ab, 0x000033c1, 0x000033c6,
-	0x000033da, 0x000033f2, 0x00003417, 0x00003445,
-	0x0000346a, 0x00003484, 0x0000356e, 0x00003583,
-	0x00003587, 0x0000359a, 0x000035a9, 0x000035c0,
-	0x000035cf, 0x000035d6, 0x000035e1, 0x000035f3,
+	0x00003178, 0x000031a4, 0x000031d4, 0x000031f6,
+	0x00003211, 0x0000322c, 0x00003248, 0x00003264,
+	0x0000327a, 0x00003294, 0x000032cb, 0x00003301,
+	0x00003321, 0x00003340, 0x00003347, 0x000033b1,
+	0x000033c7, 0x000033cc, 0x000033e0, 0x000033f8,
+	0x0000341d, 0x0000344b, 0x00003470, 0x0000348a,
+	0x00003574, 0x00003589, 0x0000358d, 0x000035a0,
+	0x000035af, 0x000035c6, 0x000035d5, 0x000035dc,
 	// Entry 100 - 11F
-	0x00003606, 0x00003622, 0x0000364f, 0x0000366c,
-	0x0000368f, 0x0000369a, 0x000036a5, 0x000036b1,
-	0x0000381a, 0x00003841, 0x0000387f, 0x0000388b,
-	0x00003894, 0x000038a8, 0x000038b2, 0x000038d9,
-	0x000038f5, 0x00003910, 0x00003940, 0x0000397f,
-	0x0000399a, 0x000039a9, 0x000039ba, 0x000039db,
-	0x00003a46, 0x00003a5e, 0x00003aa4, 0x00003b0f,
-	0x00003b19, 0x00003b23, 0x00003b3d, 0x00003b86,
+	0x000035e7, 0x000035f9, 0x0000360c, 0x00003628,
+	0x00003655, 0x00003672, 0x00003695, 0x000036a0,
+	0x000036ab, 0x000036b7, 0x00003820, 0x00003847,
+	0x00003885, 0x00003891, 0x0000389a, 0x000038ae,
+	0x000038b8, 0x000038df, 0x000038fb, 0x00003916,
+	0x00003946, 0x00003985, 0x000039a0, 0x000039af,
+	0x000039c0, 0x000039e1, 0x00003a4c, 0x00003a64,
+	0x00003aaa, 0x00003b15, 0x00003b1f, 0x00003b29,
 	// Entry 120 - 13F
-	0x00003b8e, 0x00003b99, 0x00003ba7, 0x00003bb7,
-	0x00003be1, 0x00003c0a, 0x00003c1a, 0x00003c39,
-	0x00003c45, 0x00003c5e, 0x00003c69, 0x00003c76,
-	0x00003c85, 0x00003c8d, 0x00003c97, 0x00003c9f,
-	0x00003ca7, 0x00003cad, 0x00003cb4, 0x00003cb9,
-	0x00003cbe, 0x00003cc2, 0x00003cc7, 0x00003ccd,
-	0x00003cd3, 0x00003cd9, 0x00003cde, 0x00003ce3,
-	0x00003ce9, 0x00003cf3, 0x00003d13, 0x00003d35,
+	0x00003b43, 0x00003b8c, 0x00003b94, 0x00003b9f,
+	0x00003bad, 0x00003bbd, 0x00003be7, 0x00003c10,
+	0x00003c20, 0x00003c3f, 0x00003c4b, 0x00003c64,
+	0x00003c6f, 0x00003c7c, 0x00003c8b, 0x00003c93,
+	0x00003c9d, 0x00003ca5, 0x00003cad, 0x00003cb3,
+	0x00003cba, 0x00003cbf, 0x00003cc4, 0x00003cc8,
+	0x00003ccd, 0x00003cd3, 0x00003cd9, 0x00003cdf,
+	0x00003ce4, 0x00003ce9, 0x00003cef, 0x00003cf9,
 	// Entry 140 - 15F
-	0x00003d59, 0x00003d7f, 0x00003d88, 0x00003da4,
-	0x00003dad, 0x00003dc5, 0x00003dce, 0x00003e22,
-	0x00003e42, 0x00003e48, 0x00003e53, 0x00003e59,
-	0x00003e67, 0x00003e72, 0x00003e80, 0x00003eb3,
-	0x00003ed7, 0x00003f06, 0x00003f4f, 0x00003f56,
-	0x00003f6c, 0x00003fdf, 0x00004005, 0x00004194,
-	0x0000429b, 0x000042eb, 0x0000431c, 0x0000434f,
-	0x0000437e, 0x0000438c, 0x00004399, 0x000043ab,
+	0x00003d19, 0x00003d3b, 0x00003d5f, 0x00003d85,
+	0x00003d8e, 0x00003daa, 0x00003db3, 0x00003dcb,
+	0x00003dd4, 0x00003e28, 0x00003e48, 0x00003e4e,
+	0x00003e59, 0x00003e5f, 0x00003e6d, 0x00003e78,
+	0x00003e86, 0x00003eb9, 0x00003edd, 0x00003f0c,
+	0x00003f55, 0x00003f5c, 0x00003f72, 0x00003fe5,
+	0x0000400b, 0x0000419a, 0x000042a1, 0x000042f1,
+	0x00004322, 0x00004355, 0x00004384, 0x00004392,
 	// Entry 160 - 17F
-	0x000043c0, 0x000043ce, 0x000043db, 0x000043f0,
-	0x00004403, 0x0000442e, 0x0000445b, 0x0000447f,
-	0x000044b6, 0x00004500, 0x00004512, 0x0000454a,
-	0x00004561, 0x00004578, 0x0000457b, 0x0000457e,
+	0x0000439f, 0x000043b1, 0x000043c6, 0x000043d4,
+	0x000043e1, 0x000043f6, 0x00004409, 0x00004434,
+	0x00004461, 0x00004485, 0x000044bc, 0x00004506,
+	0x00004518, 0x00004550, 0x00004567, 0x0000457e,
 	0x000045b2, 0x000045fc, 0x00004631, 0x0000463a,
 	0x00004651, 0x0000467f, 0x00004692, 0x000046a4,
 	0x000046b5, 0x000046c0, 0x000046cb, 0x000046d6,
@@ -1694,167 +1694,167 @@ const frData string = "" + // Size: 34088 bytes
 	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
 	"bles ont leur propre journal, que les administrateurs lisent sur la page" +
 	" Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeto" +
-	"n, exact\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune actio" +
-	"n d’opérateur ne correspond.\x02Toutes les actions\x02L’instance de proc" +
-	"essus doit être un identifiant d’instance complet (un UUID)\u202f: les l" +
-	"istes montrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou" +
-	" copiez son lien, pour l’identifiant complet.\x02L’action groupée doit ê" +
-	"tre désignée par son identifiant (un UUID).\x02Actions d’opérateurs, les" +
-	" plus récentes d’abord\x02Voici les %[1]d instances que l’action groupée" +
-	" %[2]s a modifiées. Tant qu’elle s’exécute, chaque rechargement montre o" +
-	"ù elle en est.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navig" +
-	"ation principale\x02État\x02Tâches externes\x02Processus\x02Trouver une " +
-	"instance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Dé" +
-	"finitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Ré" +
-	"vélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
-	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heu" +
-	"res en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans" +
-	" rechargement automatique\x02Cette page se recharge toutes les %[1]d sec" +
-	"ondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définitio" +
-	"ns et les processus\u202f: les tâches externes et les instances de proce" +
-	"ssus sont réservées aux opérateurs et aux administrateurs.\x02Requête in" +
-	"valide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des " +
-	"octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
-	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
-	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
-	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
-	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
-	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
-	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
-	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
-	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
-	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
-	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
-	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun c" +
-	"onsommateur pour l’instant.\x02Aucun autre consommateur.\x02Les services" +
-	" externes qui prennent des tâches, et les définitions que chacun peut pr" +
-	"endre. Créez les consommateurs, modifiez leurs droits et renouvelez leur" +
-	"s jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais " +
-	"affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom" +
-	"\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun dro" +
-	"it\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâche" +
-	"s\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
-	"\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les " +
-	"décomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
-	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
-	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
-	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
-	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
-	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
-	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
-	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
-	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
-	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
-	"e de travail, leurs révisions immuables et leurs publications nommées." +
-	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
-	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
-	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
-	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
-	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
-	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
-	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
-	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
-	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02en cas d’erreur\x02toute a" +
-	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
-	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
-	"instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d" +
-	"’attente et les incidents de chaque définition maintenant, et ce que s" +
-	"es exécutants ont terminé dans la dernière heure\u202f: les occurrences " +
-	"terminées avec succès ou en échec. Une occurrence relancée depuis compte" +
-	" là où elle se termine ensuite\u202f; un échec qui laisse des tentatives" +
-	" n’est pas compté, la page de son occurrence le montre.\x02Réussites et " +
-	"échecs, dernière heure\x02Définitions, celles qui demandent de l’attent" +
-	"ion d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec" +
-	"\x02Attente de la plus ancienne disponible\x02Terminées, dernière heure" +
-	"\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurrenc" +
-	"e.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
-	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
-	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
-	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
-	"s les définitions\x02Réussites et échecs par tranche de 5 min, dernière " +
-	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
-	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02termin" +
-	"ée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par " +
-	"tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02" +
-	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
-	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
-	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
-	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
-	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
-	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
-	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
-	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
-	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
-	"n échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
-	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
-	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
-	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
-	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
-	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
-	"Instances de processus\x02exacte, casse comprise\x02du\x02au\x02Agir sur" +
-	" toutes les instances que ce filtre retient\x02La page suivante les comp" +
-	"te et demande un motif avant que rien ne change.\x02Instances de process" +
-	"us, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Au" +
-	"cune instance ne correspond à ces filtres.\x02Tous les processus\x02Tout" +
-	"e définition\x02Tous les statuts\x02disponible\x02réservée\x02différée" +
-	"\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02dé" +
-	"connectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heu" +
-	"re\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• m" +
-	"asqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant la récupèr" +
-	"e)\x02push (Relais appelle le service)\x02administrateur\x02opérateur" +
-	"\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ re" +
-	"tiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs modifié" +
-	"es\x02classification modifiée\x02contrainte modifiée\x02routage modifié" +
-	"\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02minimum" +
-	"\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’éléments" +
-	"\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"n, exact\x02du\x02au\x02Appliquer les filtres\x02Effacer les filtres\x02" +
+	"Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’inst" +
+	"ance de processus doit être un identifiant d’instance complet (un UUID)" +
+	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
+	"’instance, ou copiez son lien, pour l’identifiant complet.\x02L’action" +
+	" groupée doit être désignée par son identifiant (un UUID).\x02Actions d’" +
+	"opérateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l" +
+	"’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
+	"argement montre où elle en est.\x02Console Relais\x02Langue\x02Aller au " +
+	"contenu\x02Navigation principale\x02État\x02Tâches externes\x02Processus" +
+	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
+	"\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destination" +
+	"s\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
+	"éconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affic" +
+	"hage\u202f:\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heur" +
+	"es en %[1]s · sans rechargement automatique\x02Cette page se recharge to" +
+	"utes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire" +
+	" que les définitions et les processus\u202f: les tâches externes et les " +
+	"instances de processus sont réservées aux opérateurs et aux administrate" +
+	"urs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le car" +
+	"actère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-" +
+	"le et réessayez.\x02Retour aux tâches externes\x02Retour aux définitions" +
+	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02C" +
+	"ette adresse ne mène à rien, ou à rien que vous puissiez voir. Une insta" +
+	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
+	"fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; le journ" +
+	"al d’audit garde les actions d’opérateur menées sur elle.\x02Introuvable" +
+	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
+	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
+	"\x02Temporairement indisponible\x02La base de données est injoignable po" +
+	"ur le moment. Réessayez dans quelques secondes.\x02Une erreur est surven" +
+	"ue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si le " +
+	"problème persiste, donnez à votre administrateur l’identifiant de requêt" +
+	"e %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consommate" +
+	"ur.\x02Les services externes qui prennent des tâches, et les définitions" +
+	" que chacun peut prendre. Créez les consommateurs, modifiez leurs droits" +
+	" et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jet" +
+	"ons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plus ré" +
+	"cent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02rév" +
+	"oqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment" +
+	"\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et" +
+	" à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en " +
+	"cours\u202f; les décomptes s’afficheront quand vous rechargerez la page." +
+	"\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
+	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
+	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
+	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
+	"lent une révision.\x02Sortie de routage\x02Dernier enregistrement\x02Rév" +
+	"isions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a " +
+	"jamais été figée.\x02Publications\x02Aucune publication pour l’instant." +
+	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
+	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
+	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
+	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
+	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
+	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
+	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
+	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
+	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
+	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
+	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
+	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
+	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
+	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
+	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
+	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
+	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
+	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
+	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
+	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
+	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
+	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
+	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
+	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
+	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
+	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
+	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs de la re" +
+	"quête de l’URL et des en-têtes sont scellées et jamais affichées. Créez," +
+	" modifiez et supprimez les destinations par l’API (/api/v1/destinations)" +
+	".\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Délai maximal" +
+	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02en" +
+	" cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inci" +
+	"dent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’insta" +
+	"nce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
+	"\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque définitio" +
+	"n maintenant, et ce que ses exécutants ont terminé dans la dernière heur" +
+	"e\u202f: les occurrences terminées avec succès ou en échec. Une occurren" +
+	"ce relancée depuis compte là où elle se termine ensuite\u202f; un échec " +
+	"qui laisse des tentatives n’est pas compté, la page de son occurrence le" +
+	" montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles q" +
+	"ui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instanc" +
+	"es bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Ter" +
+	"minées, dernière heure\x02En échec, dernière heure\x02Aucune définition " +
+	"n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les" +
+	" 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02" +
+	"aucun exécutant\x02Afficher toutes les définitions\x02Aucune définition " +
+	"%[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les d" +
+	"éfinitions.\x02Toutes les définitions\x02Réussites et échecs par tranch" +
+	"e de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f:" +
+	" %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de " +
+	"5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réus" +
+	"sites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tran" +
+	"che\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
+	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
+	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
+	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
+	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
+	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
+	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
+	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
+	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
+	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
+	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
+	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
+	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
+	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
+	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
+	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
+	"cune entrée.\x02Cette instance est bloquée à un nœud en échec\u202f: c’e" +
+	"st un incident. Elle ne peut pas être reprise\u202f: son occurrence au n" +
+	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
+	" construites), une reprise échouerait donc de la même façon. L’abandon m" +
+	"et l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif," +
+	" consigné dans le journal d’audit.\x02Cette instance est bloquée à un nœ" +
+	"ud en échec\u202f: c’est un incident. La reprise propose de nouveau l’oc" +
+	"currence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrê" +
+	"t l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
+	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
+	"— «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud" +
+	"\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au " +
+	"nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bl" +
+	"oquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f" +
+	"%[1]s\u202f».\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
+	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
+	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
+	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée\x02di" +
+	"fférée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
+	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
+	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
+	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
+	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
+	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
+	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
+	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
+	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
+	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
+	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
 	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
 	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
 	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
@@ -2079,4 +2079,4 @@ const frData string = "" + // Size: 34088 bytes
 	".\x02Seule la révision %[1]d est prise en charge.\x02Seules les révision" +
 	"s %[1]s sont prises en charge."
 
-	// Total table size 66407 bytes (64KiB); checksum: 84AC8641
+	// Total table size 66407 bytes (64KiB); checksum: 9C9438AE

@@ -91,18 +91,22 @@ where ($1::uuid is null or a.instance_id = $1)
   and ($2::text is null or a.action = $2)
   and ($3::uuid is null or a.bulk_id = $3)
   and ($4::text is null or a.actor_name = $4)
-  and ($5::bigint is null or a.id < $5)
+  and ($5::timestamptz is null or a.at >= $5)
+  and ($6::timestamptz is null or a.at < $6)
+  and ($7::bigint is null or a.id < $7)
 order by a.id desc
-limit $6
+limit $8
 `
 
 type OperatorActionListParams struct {
-	InstanceID *uuid.UUID
-	Action     *string
-	BulkID     *uuid.UUID
-	Actor      *string
-	Before     *int64
-	Max        int32
+	InstanceID  *uuid.UUID
+	Action      *string
+	BulkID      *uuid.UUID
+	Actor       *string
+	ActedAfter  *time.Time
+	ActedBefore *time.Time
+	Before      *int64
+	Max         int32
 }
 
 type OperatorActionListRow struct {
@@ -130,6 +134,8 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 		arg.Action,
 		arg.BulkID,
 		arg.Actor,
+		arg.ActedAfter,
+		arg.ActedBefore,
 		arg.Before,
 		arg.Max,
 	)
