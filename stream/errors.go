@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strconv"
@@ -109,6 +110,24 @@ func protoDurations(fe *fault.Error) *fault.Error {
 	return &out
 }
 
+// boundOf is the member and ceiling a bound_exceeded refusal names, the
+// ceiling as the protocol writes that member: a duration member's in
+// seconds ("600s", a Duration's JSON), not as REST's ISO 8601 (PT10M).
+func boundOf(fe *fault.Error) (field, ceiling string) {
+	field, _ = fe.Extra["field"].(string)
+	c, ok := fe.Extra["ceiling"]
+	if field == "" || !ok {
+		return "", ""
+	}
+	ceiling = fmt.Sprint(c)
+	if durationFields[field] {
+		if d, err := isoduration.Parse(ceiling); err == nil {
+			ceiling = strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+		}
+	}
+	return field, ceiling
+}
+
 // problemError is fe as a connect error with its Problem detail.
 func problemError(fe *fault.Error) *connect.Error {
 	ce := connect.NewError(CodeOf(fe.Kind), errors.New(fe.Detail))
@@ -119,6 +138,7 @@ func problemError(fe *fault.Error) *connect.Error {
 	if fe.RetryAfter > 0 {
 		p.RetryAfter = durationpb.New(fe.RetryAfter)
 	}
+	p.Field, p.Ceiling = boundOf(fe)
 	if d, err := connect.NewErrorDetail(p); err == nil {
 		ce.AddDetail(d)
 	}

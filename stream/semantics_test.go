@@ -712,6 +712,9 @@ func TestExtendOfAStreamedTask(t *testing.T) {
 		if !strings.Contains(p.GetDetail(), "600s") || strings.Contains(p.GetDetail(), "PT10M") {
 			t.Errorf("detail %q, want the ceiling as 600s", p.GetDetail())
 		}
+		if p.GetField() != "lock_duration" || p.GetCeiling() != "600s" {
+			t.Errorf("field %q, ceiling %q; want lock_duration, 600s (REST's problem has both)", p.GetField(), p.GetCeiling())
+		}
 	}
 	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1")); err != nil {
 		t.Fatalf("completion after the extensions: %v", err)

@@ -209,6 +209,12 @@ func TestSubscribeRefusals(t *testing.T) {
 	for _, tt := range tests {
 		_, err := tryOpen(t, c, tt.token, tt.req)
 		p := wantRefusal(t, tt.name, err, tt.code, tt.problem)
+		if tt.problem == "bound_exceeded" && (p.GetField() != strings.TrimPrefix(tt.pointer, "/") || p.GetCeiling() == "") {
+			t.Errorf("%s: field %q, ceiling %q; want %s and its ceiling", tt.name, p.GetField(), p.GetCeiling(), tt.pointer)
+		}
+		if tt.problem != "bound_exceeded" && (p.GetField() != "" || p.GetCeiling() != "") {
+			t.Errorf("%s: field %q, ceiling %q on a %s", tt.name, p.GetField(), p.GetCeiling(), tt.problem)
+		}
 		if tt.pointer != "" {
 			found := false
 			for _, e := range p.GetErrors() {

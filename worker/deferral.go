@@ -138,8 +138,9 @@ func (w *Worker) FailDeferred(ctx context.Context, occurrenceID string, err erro
 }
 
 // ceilingOf is the ceiling a bound_exceeded refusal names, as a retry
-// delay: its ceiling member (REST) or the end of its detail ("... above
-// the ceiling 86400s" on a stream). A delay is clamped to it rather than
+// delay: its ceiling member (REST's PT24H, a stream's 86400s), or the end
+// of its detail from a server whose stream problem had no ceiling member
+// ("... above the ceiling 86400s"). A delay is clamped to it rather than
 // dropped: the occurrence's policy delay may be seconds where a day was
 // asked for, and a worker backing off a rate-limited service would hammer
 // it. It is "" (the policy's delay) when the refusal names none.

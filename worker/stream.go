@@ -216,6 +216,11 @@ func wireError(err error) error {
 			ae.Errors = append(ae.Errors, FieldError{Path: e.GetPath(), Message: e.GetMessage()})
 		}
 		ae.RetryAfter = p.GetRetryAfter().AsDuration()
+		if p.GetField() != "" {
+			// As REST's problem carries them, so that one reading serves
+			// both transports.
+			ae.Extra = map[string]any{"field": p.GetField(), "ceiling": p.GetCeiling()}
+		}
 	}
 	return ae
 }

@@ -853,6 +853,32 @@ func TestARefusedSubscriptionIsNamed(t *testing.T) {
 	}
 }
 
+// A bound of Relais's that the configuration exceeds comes with its
+// member and ceiling on both protocols, as REST's problem has them.
+func TestABoundRefusalCarriesItsCeiling(t *testing.T) {
+	r := newRelais(t, nil)
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		w, err := New(Config{URL: r.env.URL, Token: r.consumer, Protocol: protocol, Concurrency: 150, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle(def, nil, created)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = w.Run(ctx)
+		cancel()
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Code != "bound_exceeded" || !strings.Contains(err.Error(), "Concurrency 150") {
+			t.Fatalf("%s: Run = %v, want bound_exceeded naming Concurrency 150", protocol, err)
+		}
+		if field := ae.Extra["field"]; field != "max_in_flight" && field != "max_tasks" {
+			t.Errorf("%s: field %v", protocol, field)
+		}
+		if c := fmt.Sprint(ae.Extra["ceiling"]); c != "100" {
+			t.Errorf("%s: ceiling %q, want 100", protocol, c)
+		}
+	}
+}
+
 // A handler declared with Fields receives only those inputs, on either
 // protocol.
 func TestDeclaredFields(t *testing.T) {

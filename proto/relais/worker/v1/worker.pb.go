@@ -1411,7 +1411,15 @@ type Problem struct {
 	// replica_stopping that refuses a new subscription during a drain; a
 	// stream that a stopping replica ends carries none (subscribe again at
 	// once, another replica takes it).
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// On `bound_exceeded`: the request member above its ceiling
+	// (`max_in_flight`, `lock_duration`, `retry_delay`...), as REST's
+	// problem names it.
+	Field string `protobuf:"bytes,5,opt,name=field,proto3" json:"field,omitempty"`
+	// On `bound_exceeded`: the ceiling, written as the protocol writes that
+	// member: a count ("100") or a duration in seconds, as a Duration's
+	// JSON ("600s").
+	Ceiling       string `protobuf:"bytes,6,opt,name=ceiling,proto3" json:"ceiling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1472,6 +1480,20 @@ func (x *Problem) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *Problem) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *Problem) GetCeiling() string {
+	if x != nil {
+		return x.Ceiling
+	}
+	return ""
 }
 
 // FieldError is one problem at a JSON pointer.
@@ -1630,13 +1652,15 @@ const file_relais_worker_v1_worker_proto_rawDesc = "" +
 	"\x0fReleaseResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12#\n" +
 	"\rattempts_left\x18\x02 \x01(\x05R\fattemptsLeft\x12=\n" +
-	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\"\xa7\x01\n" +
+	"\favailable_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vavailableAt\"\xd7\x01\n" +
 	"\aProblem\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x124\n" +
 	"\x06errors\x18\x03 \x03(\v2\x1c.relais.worker.v1.FieldErrorR\x06errors\x12:\n" +
 	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\":\n" +
+	"retryAfter\x12\x14\n" +
+	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
+	"\aceiling\x18\x06 \x01(\tR\aceiling\":\n" +
 	"\n" +
 	"FieldError\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +

@@ -683,6 +683,24 @@ export declare type Problem = Message<"relais.worker.v1.Problem"> & {
    * @generated from field: google.protobuf.Duration retry_after = 4;
    */
   retryAfter?: Duration | undefined;
+
+  /**
+   * On `bound_exceeded`: the request member above its ceiling
+   * (`max_in_flight`, `lock_duration`, `retry_delay`...), as REST's
+   * problem names it.
+   *
+   * @generated from field: string field = 5;
+   */
+  field: string;
+
+  /**
+   * On `bound_exceeded`: the ceiling, written as the protocol writes that
+   * member: a count ("100") or a duration in seconds, as a Duration's
+   * JSON ("600s").
+   *
+   * @generated from field: string ceiling = 6;
+   */
+  ceiling: string;
 };
 
 /**
