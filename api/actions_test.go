@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -186,6 +187,24 @@ func TestBulkActions(t *testing.T) {
 	again := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter}).JSON(t)
 	if again["count"] != 0.0 {
 		t.Errorf("repeated bulk action matches %v, want 0", again["count"])
+	}
+	// Its record says what was asked and how it ended, after the answer.
+	rec := env.Must(200, "GET", "/api/v1/audit/bulk/"+chosen, env.Operator, nil).JSON(t)
+	for k, want := range map[string]any{"bulk_id": chosen, "action": "abandon", "reason": "cleanup", "actor": "operator", "actor_role": "operator", "matched_count": 4.0,
+		"applied_count": 4.0, "skipped_count": 0.0, "status": "completed"} {
+		if rec[k] != want {
+			t.Errorf("the bulk record's %s = %v, want %v", k, rec[k], want)
+		}
+	}
+	if f, _ := rec["filter"].(map[string]any); len(f) != 1 || f["process"] != "crm_hold" || rec["ended_at"] == nil {
+		t.Errorf("the bulk record's filter %v and end %v", rec["filter"], rec["ended_at"])
+	}
+	// The same id again names that action: refused, nothing applied.
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 0, "bulk_id": chosen}); r.Status != 409 || r.Code() != "bulk_exists" {
+		t.Errorf("a bulk_id used before: %d %s, want 409 bulk_exists", r.Status, r.Body)
+	}
+	if r := env.Do("GET", "/api/v1/audit/bulk/0193a5c4-6b2e-7c3d-9e4f-000000000000", env.Operator, nil); r.Status != 404 {
+		t.Errorf("an unknown bulk action: %d %s", r.Status, r.Body)
 	}
 	log := env.Must(200, "GET", "/api/v1/audit/actions?action=abandon", env.Operator, nil).JSON(t)["items"].([]any)
 	if len(log) != 4 || log[0].(map[string]any)["bulk_id"] != done["bulk_id"] {
@@ -677,5 +696,53 @@ func TestAuditLogByTime(t *testing.T) {
 	r := env.Do("GET", "/api/v1/audit/actions?acted_after=yesterday&acted_before=2026-13-01", env.Operator, nil)
 	if r.Status != 400 || !strings.Contains(string(r.Body), `"acted_after"`) || !strings.Contains(string(r.Body), `"acted_before"`) {
 		t.Errorf("bad times: %d %s, want 400 naming both", r.Status, r.Body)
+	}
+}
+
+// A bulk action's record counts what its batches committed, each batch
+// with its own transaction: an error that stops the action after its
+// first batch leaves a record saying so, with the first batch's count,
+// which its audit records match.
+func TestBulkRecordCountsWhatItsBatchesCommitted(t *testing.T) {
+	t.Parallel()
+	env, _, _ := incidents(t)
+	items := make([]any, 150)
+	for i := range items {
+		items[i] = map[string]any{"inputs": map[string]any{"name": fmt.Sprint("C", i)}}
+	}
+	env.Must(200, "POST", "/api/v1/processes/crm_hold/instances/batch", env.Operator, map[string]any{"items": items})
+	// The 101st record refused: the second batch's first instance.
+	if _, err := env.Pool.Exec(context.Background(), `
+create function refuse_second_batch() returns trigger language plpgsql as $$
+begin
+  if (select count(*) from operator_actions where bulk_id = new.bulk_id) >= 100 then
+    raise exception 'injected failure';
+  end if;
+  return new;
+end $$;
+create trigger refuse_second_batch before insert on operator_actions for each row execute function refuse_second_batch();`); err != nil {
+		t.Fatal(err)
+	}
+	const id = "0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e01"
+	r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "cleanup",
+		"filter": map[string]any{"process": "crm_hold", "status": "running", "business_key": "nobody's"}, "confirm_count": 0, "bulk_id": "0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e02"})
+	if r.Status != 200 {
+		t.Fatalf("a bulk stop matching nothing: %d %s", r.Status, r.Body)
+	}
+	if f := env.Must(200, "GET", "/api/v1/audit/bulk/0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e02", env.Operator, nil).JSON(t)["filter"].(map[string]any); f["business_key_given"] != true || strings.Contains(fmt.Sprint(f), "nobody") {
+		t.Errorf("the record's filter %v, want the business key said given, not kept", f)
+	}
+	r = env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "cleanup",
+		"filter": map[string]any{"process": "crm_hold", "status": "running"}, "confirm_count": 150, "bulk_id": id})
+	if r.Status != 500 {
+		t.Fatalf("a bulk stop whose second batch fails: %d %s, want 500", r.Status, r.Body)
+	}
+	rec := env.Must(200, "GET", "/api/v1/audit/bulk/"+id, env.Operator, nil).JSON(t)
+	if rec["status"] != "stopped" || rec["applied_count"] != 100.0 || rec["skipped_count"] != 0.0 || rec["matched_count"] != 150.0 || rec["ended_at"] == nil {
+		t.Errorf("the record after a failed second batch: %v, want stopped with the first batch's 100 of 150", rec)
+	}
+	var stopped int
+	if err := env.Pool.QueryRow(context.Background(), `select count(*) from instances where status = 'cancelled'`).Scan(&stopped); err != nil || stopped != 100 {
+		t.Errorf("%d instances stopped (%v), want the first batch's 100", stopped, err)
 	}
 }

@@ -479,6 +479,47 @@ func (a *API) listOperatorActions() http.Handler {
 	})
 }
 
+// bulkActionJSON is a bulk action's record (GET /audit/bulk/{id}).
+type bulkActionJSON struct {
+	BulkID       uuid.UUID       `json:"bulk_id"`
+	Action       string          `json:"action"`
+	Reason       string          `json:"reason"`
+	Actor        string          `json:"actor"`
+	ActorTokenID *int64          `json:"actor_token_id"`
+	ActorRole    *string         `json:"actor_role"`
+	Filter       json.RawMessage `json:"filter"`
+	Matched      int64           `json:"matched_count"`
+	Applied      int64           `json:"applied_count"`
+	Skipped      int64           `json:"skipped_count"`
+	// Status is running until the action ended: completed, or stopped by
+	// an error between two batches.
+	Status       string     `json:"status"`
+	StartedAt    time.Time  `json:"started_at"`
+	ProgressedAt time.Time  `json:"progressed_at"`
+	EndedAt      *time.Time `json:"ended_at"`
+}
+
+func (a *API) getBulkAction() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := idParam(r, "bulk action")
+		if err != nil {
+			return err
+		}
+		b, err := a.eng.BulkAction(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		out := bulkActionJSON{BulkID: b.ID, Action: b.Action, Reason: b.Reason, Actor: b.ActorName, ActorTokenID: b.ActorTokenID,
+			Filter: b.Filter, Matched: b.Matched, Applied: b.Applied, Skipped: b.Skipped, Status: b.Status(),
+			StartedAt: b.StartedAt, ProgressedAt: b.Progressed, EndedAt: b.EndedAt}
+		if b.ActorRole != "" {
+			out.ActorRole = &b.ActorRole
+		}
+		httpjson.Encode(w, http.StatusOK, out)
+		return nil
+	})
+}
+
 var instanceStatuses = map[string]bool{"running": true, "held": true, "completed": true, "failed": true, "cancelled": true}
 
 func (a *API) listInstances() http.Handler {

@@ -84,6 +84,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 	})
 	r.With(admin).Method("GET", "/audit/reveals", a.listReveals())
 	r.With(operator).Method("GET", "/audit/actions", a.listOperatorActions())
+	r.With(operator).Method("GET", "/audit/bulk/{id}", a.getBulkAction())
 	r.With(operator).Method("GET", "/workers", a.listWorkers(false))
 	r.Route("/consumers", func(r chi.Router) {
 		r.Use(admin) // and so are this subtree's 404s and 405s

@@ -773,6 +773,10 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 					v.Changed = T(ctx, "This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.")
 				}
 			}
+		case "bulk_exists":
+			// The same form sent again with a count that still holds (the
+			// first run skipped what it matched, say).
+			v.Changed = T(ctx, "This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.")
 		case "invalid_request":
 			status = http.StatusBadRequest
 			v.Error, v.ReasonInvalid = reasonRefused(ctx, reason)

@@ -1131,7 +1131,7 @@ func TestLongBulkActionLinksToItsRecords(t *testing.T) {
 			t.Fatalf("bulk abandon: %d to %q, want the link shown before, %q", done.status, done.header.Get("Location"), follow)
 		}
 		records := b.mustGet(follow, 200)
-		if got := text(records, "bulk-scope"); !strings.HasPrefix(got, "Showing the 2 instances bulk action") {
+		if got := text(records, "bulk-scope"); !strings.HasPrefix(got, "Bulk abandon by operator") || !strings.Contains(got, "applied to 2 of the 2 instances counted, 0 skipped") {
 			t.Errorf("bulk records say %q", got)
 		}
 	}
@@ -1218,5 +1218,42 @@ func TestAuditLogByDay(t *testing.T) {
 	}
 	if bad := b.mustGet("/console/audit?acted_from=yesterday", 200); !strings.Contains(text(bad, "filter-errors"), "2026-12-01") {
 		t.Errorf("a day that is not one: %q", text(bad, "filter-errors"))
+	}
+}
+
+// A bulk action's page says how far it got from its record: one running
+// without progress for minutes was left by a replica that stopped, one an
+// error stopped says so; both say what to do.
+func TestBulkRecordOnItsPage(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	ctx := context.Background()
+	for id, row := range map[string]string{
+		"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e01": "now() - interval '10 minutes', now() - interval '9 minutes', null, false",
+		"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e02": "now() - interval '10 minutes', now() - interval '9 minutes', now() - interval '9 minutes', true",
+		"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e03": "now(), now(), null, false",
+	} {
+		if _, err := f.env.Pool.Exec(ctx, `insert into bulk_actions (id, action, reason, actor_name, filter, matched, applied, skipped, started_at, progressed_at, ended_at, stopped)
+values ('`+id+`', 'retry', 'crm back', 'ops-bob', '{}', 900, 300, 2, `+row+`)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, lang := range []string{"en", "fr"} {
+		b := signedIn(t, f.env.URL, lang, f.env.Operator)
+		for id, want := range map[string]map[string][]string{
+			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e01": {"en": {"is running: 302 of the 900", "No progress since"}, "fr": {"est en cours", "Aucun progrès depuis"}},
+			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e02": {"en": {"was stopped by an error after 300 of the 900", "act on the filter again"}, "fr": {"arrêtée par une erreur"}},
+			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e03": {"en": {"is running: 302 of the 900"}, "fr": {"est en cours"}},
+		} {
+			got := text(b.mustGet("/console/audit?bulk="+id, 200), "bulk-scope")
+			for _, w := range want[lang] {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s: bulk %s says %q, want %q in it", lang, id[len(id)-2:], got, w)
+				}
+			}
+			if strings.HasSuffix(id, "03") && strings.Contains(got, map[string]string{"en": "No progress", "fr": "Aucun progrès"}[lang]) {
+				t.Errorf("%s: a bulk action that progressed just now is said stalled: %q", lang, got)
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -155,13 +156,12 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	if len(v.Errors) == 0 && f.Bulk != nil {
 		// A bulk action's page may be opened while it runs (its
 		// confirmation links here): the count says how far it got.
-		n, err := c.eng.CountBulkRecords(ctx, *f.Bulk)
+		label, err := c.bulkLabel(ctx, *f.Bulk)
 		if err != nil {
 			c.serverError(w, r, err)
 			return
 		}
-		short := shortIDText(bulk)
-		v.BulkLabel = T(ctx, "Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.", n, short)
+		v.BulkLabel = label
 	}
 	if len(v.Errors) == 0 {
 		acts, err := c.eng.ListOperatorActions(ctx, f)
@@ -199,4 +199,43 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.render(w, r, http.StatusOK, auditListPage(v))
+}
+
+// bulkStalled is how long a running bulk action may go without a batch
+// before its page says its replica may have stopped: a batch of 100
+// instances takes about 50 ms.
+const bulkStalled = 2 * time.Minute
+
+// bulkLabel says what a bulk action asked and how far it got, from its
+// record; from its audit records alone for an action older than the
+// record.
+func (c *Console) bulkLabel(ctx context.Context, id uuid.UUID) (string, error) {
+	b, err := c.eng.BulkAction(ctx, id)
+	if isNotFound(err) {
+		n, err := c.eng.CountBulkRecords(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		short := shortIDText(id.String())
+		return T(ctx, "Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.", n, short), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	name, who, started := actionName(ctx, b.Action), tokenHolder(ctx, b.ActorName, b.ActorTokenID, auth.Role(b.ActorRole)), formatTime(ctx, b.StartedAt).Text
+	switch b.Status() {
+	case "completed":
+		return T(ctx, "Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.",
+			name, who, started, b.Applied, b.Matched, b.Skipped, formatTime(ctx, *b.EndedAt).Text), nil
+	case "stopped":
+		return T(ctx, "Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.",
+			name, who, started, b.Applied, b.Matched, b.Skipped), nil
+	}
+	done := b.Applied + b.Skipped
+	msg := T(ctx, "Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.",
+		name, who, started, done, b.Matched, b.Skipped)
+	if prefsOf(ctx).now.Sub(b.Progressed) > bulkStalled {
+		msg += " " + T(ctx, "No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.", formatTime(ctx, b.Progressed).Text)
+	}
+	return msg, nil
 }

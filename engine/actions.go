@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -471,34 +473,91 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	}
 	res := BulkResult{ID: id, Matched: confirm}
 	reason = strings.TrimSpace(reason)
+	var actorID *int64
+	if actor.TokenID != 0 {
+		actorID = &actor.TokenID
+	}
+	n, err := e.q.BulkActionInsert(ctx, queries.BulkActionInsertParams{ID: id, Action: string(action), Reason: reason,
+		ActorID: actorID, ActorName: actor.Name, Filter: bulkFilterRecord(f), Matched: confirm, Now: e.at()})
+	if err != nil {
+		return BulkResult{}, wrap("bulk "+string(action), err)
+	}
+	if n == 0 {
+		return BulkResult{}, fault.New(fault.Conflict, "bulk_exists", "bulk action %s exists (it ran, or runs): GET /api/v1/audit/bulk/%s says how far it got; leave bulk_id out for a new one", id, id)
+	}
 	ctx = context.WithoutCancel(ctx)
 	for batch := range slices.Chunk(ids, bulkBatch) {
+		var applied, skipped int64
 		err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
+			applied, skipped = 0, 0
 			for _, instance := range batch {
-				var applied bool
+				var ok bool
 				err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 					var err error
-					applied, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f, nil)
+					ok, err = e.actIn(ctx, q.WithTx(sp), actor, action, instance, reason, &res.ID, f, nil)
 					return err
 				})
 				switch _, refused := fault.As(err); {
 				case err != nil && !refused:
 					return err
-				case applied:
-					res.Applied++
+				case ok:
+					applied++
 				default:
-					res.Skipped++
+					skipped++
 				}
 			}
-			return nil
+			// The record's counts commit with what they count.
+			return q.BulkActionProgress(ctx, queries.BulkActionProgressParams{ID: id, Applied: applied, Skipped: skipped, Now: e.at()})
 		})
 		if err != nil {
+			e.endBulk(id, true)
 			e.logBulk(actor, action, f, res, err)
 			return res, wrap("bulk "+string(action), err)
 		}
+		res.Applied += applied
+		res.Skipped += skipped
 	}
+	e.endBulk(id, false)
 	e.logBulk(actor, action, f, res, nil)
 	return res, nil
+}
+
+// endBulk records that a bulk action ended, stopped by an error or not.
+// Its failure is logged, not returned: the batches are applied whatever
+// the record says, and a record left without an end reads as a replica
+// that stopped, which the reader is told to act on the filter again for.
+func (e *Engine) endBulk(id uuid.UUID, stopped bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.q.BulkActionEnd(ctx, queries.BulkActionEndParams{ID: id, Stopped: stopped, Now: e.at()}); err != nil {
+		e.logger.Error("bulk operator action's end not recorded", "bulk", id, "err", err)
+	}
+}
+
+// bulkFilterRecord is the filter a bulk action's record keeps, as the API
+// takes it, without the business key's value: a customer's identifier
+// would outlive its instances' retention (the log says the same).
+func bulkFilterRecord(f InstanceFilter) json.RawMessage {
+	m := map[string]any{}
+	for k, v := range map[string]string{"process": f.ProcessKey, "status": f.Status, "error_code": f.ErrorCode, "held_at": f.HeldAt} {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	if f.Version > 0 {
+		m["version"] = f.Version
+	}
+	if f.BusinessKey != "" {
+		m["business_key_given"] = true
+	}
+	if f.CreatedAfter != nil {
+		m["created_after"] = f.CreatedAfter.UTC().Format(time.RFC3339Nano)
+	}
+	if f.CreatedBefore != nil {
+		m["created_before"] = f.CreatedBefore.UTC().Format(time.RFC3339Nano)
+	}
+	raw, _ := json.Marshal(m)
+	return raw
 }
 
 // logBulk logs a bulk action once it ran, with the filter it applied: the
@@ -590,4 +649,49 @@ func (e *Engine) ListOperatorActions(ctx context.Context, f AuditFilter) ([]Oper
 func (e *Engine) CountBulkRecords(ctx context.Context, id uuid.UUID) (int64, error) {
 	n, err := e.q.OperatorActionCountBulk(ctx, &id)
 	return n, wrap("count bulk records", err)
+}
+
+// BulkRecord is a bulk operator action as recorded: what was asked, and
+// how far it got.
+type BulkRecord struct {
+	ID                    uuid.UUID
+	Action, Reason        string
+	ActorName, ActorRole  string
+	ActorTokenID          *int64
+	Filter                json.RawMessage // as bulkFilterRecord writes it
+	Matched               int64
+	Applied, Skipped      int64
+	StartedAt, Progressed time.Time
+	EndedAt               *time.Time // nil while it runs, or if its replica stopped
+	Stopped               bool       // an error stopped it between two batches
+}
+
+// BulkAction returns the record of bulk action id (404 without one:
+// actions from before the record existed have their per-instance records
+// alone).
+func (e *Engine) BulkAction(ctx context.Context, id uuid.UUID) (BulkRecord, error) {
+	r, err := e.q.BulkActionGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return BulkRecord{}, fault.New(fault.NotFound, "not_found", "no bulk action %s", id)
+	}
+	if err != nil {
+		return BulkRecord{}, wrap("bulk action", err)
+	}
+	b := r.BulkAction
+	return BulkRecord{ID: b.ID, Action: b.Action, Reason: b.Reason, ActorName: b.ActorName, ActorRole: deref(r.ActorRole), ActorTokenID: b.ActorID,
+		Filter: b.Filter, Matched: b.Matched, Applied: b.Applied, Skipped: b.Skipped, StartedAt: b.StartedAt, Progressed: b.ProgressedAt,
+		EndedAt: b.EndedAt, Stopped: b.Stopped}, nil
+}
+
+// Status is running, completed or stopped (by an error between two
+// batches). A record running whose Progressed is long past was left by a
+// replica that stopped: what it applied stays, the rest was not done.
+func (b BulkRecord) Status() string {
+	switch {
+	case b.EndedAt == nil:
+		return "running"
+	case b.Stopped:
+		return "stopped"
+	}
+	return "completed"
 }

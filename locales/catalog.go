@@ -39,443 +39,447 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              297,
-	"%[1]s %[2]s, %[3]s %[4]s":                 298,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          296,
-	"%[1]s; %[2]s":                             295,
-	"%d (0 lowest, 9 highest)":                 458,
-	"%d attempts":                              462,
-	"%d attempts, retry after %s, priority %d": 614,
-	"%d breaking":                              225,
-	"%d changes":                               224,
-	"%d completed":                             293,
-	"%d d":                                     305,
-	"%d days":                                  319,
-	"%d failed":                                294,
-	"%d h":                                     304,
+	"%[1]s %[2]s":                              301,
+	"%[1]s %[2]s, %[3]s %[4]s":                 302,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          300,
+	"%[1]s; %[2]s":                             299,
+	"%d (0 lowest, 9 highest)":                 462,
+	"%d attempts":                              466,
+	"%d attempts, retry after %s, priority %d": 618,
+	"%d breaking":                              229,
+	"%d changes":                               228,
+	"%d completed":                             297,
+	"%d d":                                     309,
+	"%d days":                                  323,
+	"%d failed":                                298,
+	"%d h":                                     308,
 	"%d held instances match now.":             60,
-	"%d hours":                                 320,
-	"%d items":                                 684,
-	"%d left":                                  464,
-	"%d min":                                   303,
-	"%d minutes":                               321,
+	"%d hours":                                 324,
+	"%d items":                                 688,
+	"%d left":                                  468,
+	"%d min":                                   307,
+	"%d minutes":                               325,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              682,
-	"%d ms": 323,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         604,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 603,
-	"%d occurrences":                          548,
-	"%d releases":                             244,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              686,
+	"%d ms": 327,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         608,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 607,
+	"%d occurrences":                          552,
+	"%d releases":                             248,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       302,
-	"%d seconds": 322,
+	"%d s":       306,
+	"%d seconds": 326,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 95,
-	"%s (deferred; settled by %s)":                        520,
-	"%s (deferred; settled with its settle token)":        518,
-	"%s (deferred; settled with its settle token, as %s)": 519,
+	"%s (deferred; settled by %s)":                        524,
+	"%s (deferred; settled with its settle token)":        522,
+	"%s (deferred; settled with its settle token, as %s)": 523,
 	"%s (token #%d, %s)":                                  96,
-	"%s ago":                                              300,
-	"%s so far":                                           516,
-	"%s → %s":                                             609,
-	"%s, revision %s":                                     424,
-	"%s, version %s":                                      425,
-	"%s: %s":                                              292,
-	"%s: %s → %s":                                         232,
-	"%s: a date is written 2026-12-01.":                   562,
-	"%s: every revision, present and future":              172,
-	"%s: revisions %s":                                    173,
-	"%s: the first day comes after the last.":             563,
-	"%s–%s":                                               291,
-	"(%d characters in all)":                              685,
-	"(%d handed back, not counted)":                       463,
-	"(each item)":                                         672,
-	"(worker %s)":                                         504,
-	"0 seconds":                                           318,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           650,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 493,
-	"A version is a process’s: choose the process too.":                                                                        362,
+	"%s ago":                                              304,
+	"%s so far":                                           520,
+	"%s → %s":                                             613,
+	"%s, revision %s":                                     428,
+	"%s, version %s":                                      429,
+	"%s: %s":                                              296,
+	"%s: %s → %s":                                         236,
+	"%s: a date is written 2026-12-01.":                   566,
+	"%s: every revision, present and future":              176,
+	"%s: revisions %s":                                    177,
+	"%s: the first day comes after the last.":             567,
+	"%s–%s":                                               295,
+	"(%d characters in all)":                              689,
+	"(%d handed back, not counted)":                       467,
+	"(each item)":                                         676,
+	"(worker %s)":                                         508,
+	"0 seconds":                                           322,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           654,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 497,
+	"A version is a process’s: choose the process too.":                                                                        366,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              356,
-	"Abandoned by %s at %s — “%s”":                                   348,
+	"Abandoned at node":                                              360,
+	"Abandoned by %s at %s — “%s”":                                   352,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 367,
+	"Act on every instance this filter matches": 371,
 	"Action":                              99,
 	"All actions":                         114,
-	"All consumers":                       545,
-	"All definitions":                     282,
-	"All its tasks":                       171,
-	"All processes":                       373,
-	"All statuses":                        375,
-	"All workers":                         698,
-	"An operator abandoned the instance.": 492,
-	"Any definition":                      374,
+	"All consumers":                       549,
+	"All definitions":                     286,
+	"All its tasks":                       175,
+	"All processes":                       377,
+	"All statuses":                        379,
+	"All workers":                         702,
+	"An operator abandoned the instance.": 496,
+	"Any definition":                      378,
 	"Apply filters":                       111,
-	"Apr":                                 309,
-	"As of %s (%s); refreshed every few seconds.": 276,
-	"Attempts":                         429,
+	"Apr":                                 313,
+	"As of %s (%s); refreshed every few seconds.": 280,
+	"Attempts":                         433,
 	"Audit log":                        105,
-	"Aug":                              313,
-	"Available from":                   473,
-	"Back to definitions":              147,
-	"Back to external tasks":           146,
+	"Aug":                              317,
+	"Available from":                   477,
+	"Back to definitions":              151,
+	"Back to external tasks":           150,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           625,
-	"Back without saving":              575,
-	"Breaks processes":                 202,
-	"Breaks workers":                   203,
+	"Back to the occurrence":           629,
+	"Back without saving":              579,
+	"Breaks processes":                 206,
+	"Breaks workers":                   207,
 	"Bulk %s applied to %d instances.": 94,
-	"Bulk action":                      103,
-	"Business key":                     78,
-	"By process and error code":        83,
-	"Call timeout":                     459,
-	"Calls":                            254,
-	"Camunda 7 facade":                 702,
-	"Cancelled: the instance was stopped (%s).":               515,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 514,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  121,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 120,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      119,
+	"Bulk action":               103,
+	"Business key":              78,
+	"By process and error code": 83,
+	"Call timeout":              463,
+	"Calls":                     258,
+	"Camunda 7 facade":          706,
+	"Cancelled: the instance was stopped (%s).":               519,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 518,
 	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           622,
-	"Change":                                                  200,
-	"Changes between the two revisions":                       212,
-	"Changes of the Working copy since revision %d":           221,
-	"Choose two existing revisions to compare.":               222,
-	"Classification":                                          179,
+	"Cannot reveal":                                           626,
+	"Change":                                                  204,
+	"Changes between the two revisions":                       216,
+	"Changes of the Working copy since revision %d":           225,
+	"Choose two existing revisions to compare.":               226,
+	"Classification":                                          183,
 	"Clear filters":                                           112,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            598,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 589,
-	"Compare":              199,
-	"Compare revisions":    195,
-	"Completed":            290,
-	"Completed (%s).":      510,
-	"Completed, last hour": 273,
-	"Completions and failures per 5 minutes, last hour: %s":    283,
-	"Completions and failures per 5-minute slot, oldest first": 288,
-	"Completions and failures, last hour":                      266,
-	"Connected":                                                694,
-	"Constraints":                                              180,
-	"Consumer":                                                 431,
-	"Consumer and worker":                                      542,
-	"Consumers":                                                131,
-	"Consumers, oldest first":                                  160,
-	"Counting the occurrences; the counts appear when you reload the page.": 174,
-	"Counts are unavailable right now.":                                     175,
-	"Counts as of %s (%s); refreshed every few seconds.":                    620,
-	"Counts by status": 538,
-	"Created":          334,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            602,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 593,
+	"Compare":              203,
+	"Compare revisions":    199,
+	"Completed":            294,
+	"Completed (%s).":      514,
+	"Completed, last hour": 277,
+	"Completions and failures per 5 minutes, last hour: %s":    287,
+	"Completions and failures per 5-minute slot, oldest first": 292,
+	"Completions and failures, last hour":                      270,
+	"Connected":                                                698,
+	"Constraints":                                              184,
+	"Consumer":                                                 435,
+	"Consumer and worker":                                      546,
+	"Consumers":                                                135,
+	"Consumers, oldest first":                                  164,
+	"Counting the occurrences; the counts appear when you reload the page.": 178,
+	"Counts are unavailable right now.":                                     179,
+	"Counts as of %s (%s); refreshed every few seconds.":                    624,
+	"Counts by status": 542,
+	"Created":          338,
 	"Created from":     81,
-	"Created on":       164,
+	"Created on":       168,
 	"Created to":       82,
-	"Creation date":    363,
-	"Dates":            427,
-	"Deadline":         456,
-	"Dec":              317,
-	"Deferred":         477,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 509,
-	"Definition":         268,
-	"Definition %s":      182,
-	"Definitions":        129,
-	"Definitions by key": 239,
-	"Definitions served": 692,
-	"Definitions, those needing attention first": 267,
-	"Description":          181,
-	"Destination":          443,
-	"Destinations":         132,
-	"Destinations by name": 248,
-	"Destination’s answer": 436,
-	"Detail":               201,
-	"Digest":               215,
-	"Display settings":     137,
-	"Display settings: ":   138,
-	"Duration":             435,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 265,
+	"Creation date":    367,
+	"Dates":            431,
+	"Deadline":         460,
+	"Dec":              321,
+	"Deferred":         481,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 513,
+	"Definition":         272,
+	"Definition %s":      186,
+	"Definitions":        133,
+	"Definitions by key": 243,
+	"Definitions served": 696,
+	"Definitions, those needing attention first": 271,
+	"Description":          185,
+	"Destination":          447,
+	"Destinations":         136,
+	"Destinations by name": 252,
+	"Destination’s answer": 440,
+	"Detail":               205,
+	"Digest":               219,
+	"Display settings":     141,
+	"Display settings: ":   142,
+	"Duration":             439,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 269,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    355,
-	"End node or error":           371,
-	"Ended":                       351,
-	"Error":                       541,
-	"Error (before any attempt)":  479,
+	"End node":                    359,
+	"End node or error":           375,
+	"Ended":                       355,
+	"Error":                       545,
+	"Error (before any attempt)":  483,
 	"Error code":                  79,
-	"Error message":               438,
-	"Every %d seconds":            579,
-	"Every attempt, oldest first": 430,
+	"Error message":               442,
+	"Every %d seconds":            583,
+	"Every attempt, oldest first": 434,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 106,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         628,
-	"Expired token":                        660,
-	"Expires":                              657,
-	"External tasks":                       124,
-	"Failed":                               271,
-	"Failed (%s).":                         513,
-	"Failed at node":                       357,
-	"Failed occurrence":                    353,
-	"Failed, last hour":                    274,
-	"Feb":                                  307,
-	"Field":                                176,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         632,
+	"Expired token":                        664,
+	"Expires":                              661,
+	"External tasks":                       128,
+	"Failed":                               275,
+	"Failed (%s).":                         517,
+	"Failed at node":                       361,
+	"Failed occurrence":                    357,
+	"Failed, last hour":                    278,
+	"Feb":                                  311,
+	"Field":                                180,
 	"Filter":                               53,
 	"Filters":                              107,
-	"Find":                                 128,
-	"Find an instance or occurrence":       126,
-	"Finished":                             434,
-	"First page":                           560,
+	"Find":                                 132,
+	"Find an instance or occurrence":       130,
+	"Finished":                             438,
+	"First page":                           564,
 	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         151,
-	"From revision":                        197,
-	"From revision %d to revision %d:":     223,
+	"Form refused":                         155,
+	"From revision":                        201,
+	"From revision %d to revision %d:":     227,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  163,
-	"Graph":                   588,
-	"Graph of %s":             602,
-	"HTTP 2xx, unusable body": 522,
-	"Headers sent":            250,
-	"Health":                  123,
+	"Grants":                  167,
+	"Graph":                   592,
+	"Graph of %s":             606,
+	"HTTP 2xx, unusable body": 526,
+	"Headers sent":            254,
+	"Health":                  127,
 	"Held at a node of":       80,
-	"Held at node":            352,
-	"Held for":                354,
-	"Held instances":          270,
-	"ID":                      161,
-	"In flight":               693,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 284,
-	"Inputs":                     205,
-	"Inputs of revision %d":      216,
-	"Inputs of the working copy": 207,
-	"Inputs the instance was started with, labelled by process version %d's contract": 342,
-	"Inputs, labelled by revision %d's contract":                                      465,
-	"Instance":                  370,
+	"Held at node":            356,
+	"Held for":                358,
+	"Held instances":          274,
+	"ID":                      165,
+	"In flight":               697,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 288,
+	"Inputs":                     209,
+	"Inputs of revision %d":      220,
+	"Inputs of the working copy": 211,
+	"Inputs the instance was started with, labelled by process version %d's contract": 346,
+	"Inputs, labelled by revision %d's contract":                                      469,
+	"Instance":                  374,
 	"Instances":                 84,
-	"Instances of this version": 597,
-	"Invalid request":           144,
-	"Its calls":                 255,
+	"Instances of this version": 601,
+	"Invalid request":           148,
+	"Its calls":                 259,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  511,
-	"Its instance went on along the node’s error path.":                                                                                                                    512,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      665,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  515,
+	"Its instance went on along the node’s error path.":                                                                                                                    516,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      669,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     306,
-	"Jul":                     312,
-	"Jun":                     311,
-	"Keep it":                 667,
+	"Jan":                     310,
+	"Jul":                     316,
+	"Jun":                     315,
+	"Keep it":                 671,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     240,
-	"Kind":                    592,
-	"Language":                120,
-	"Last changed":            252,
-	"Last error (attempt %d)": 478,
-	"Last reserved":           475,
-	"Last saved":              186,
-	"Last seen":               695,
-	"Last used":               656,
-	"Latest revision":         241,
-	"Lists every change from one revision to another, and whom it may break.": 196,
-	"Local time at %s": 577,
-	"Lock expired %s — waiting to be offered again.": 501,
-	"Lock expires":                     476,
-	"Longest timeout":                  251,
-	"Main navigation":                  122,
-	"Mar":                              308,
-	"Maximum attempts":                 452,
-	"May":                              310,
-	"Message from Relais (in English)": 528,
-	"Message from the service (its own words, protected values masked)": 529,
-	"Method not allowed": 632,
-	"Mode":               450,
-	"More filters: instance, revision, consumer, destination, dates": 534,
-	"Name":                    162,
-	"Never":                   578,
-	"Next attempt":            474,
-	"Next attempt or settled": 543,
-	"Next node":               333,
-	"Next page":               559,
-	"No consumer yet.":        157,
-	"No definition %s has occurrences: check the key, or show all definitions.": 281,
-	"No definition has occurrences yet.":                                        275,
+	"Key":                     244,
+	"Kind":                    596,
+	"Language":                124,
+	"Last changed":            256,
+	"Last error (attempt %d)": 482,
+	"Last reserved":           479,
+	"Last saved":              190,
+	"Last seen":               699,
+	"Last used":               660,
+	"Latest revision":         245,
+	"Lists every change from one revision to another, and whom it may break.": 200,
+	"Local time at %s": 581,
+	"Lock expired %s — waiting to be offered again.": 505,
+	"Lock expires":                     480,
+	"Longest timeout":                  255,
+	"Main navigation":                  126,
+	"Mar":                              312,
+	"Maximum attempts":                 456,
+	"May":                              314,
+	"Message from Relais (in English)": 532,
+	"Message from the service (its own words, protected values masked)": 533,
+	"Method not allowed": 636,
+	"Mode":               454,
+	"More filters: instance, revision, consumer, destination, dates": 538,
+	"Name":                    166,
+	"Never":                   582,
+	"Next attempt":            478,
+	"Next attempt or settled": 547,
+	"Next node":               337,
+	"Next page":               563,
+	"No consumer yet.":        161,
+	"No definition %s has occurrences: check the key, or show all definitions.": 285,
+	"No definition has occurrences yet.":                                        279,
 	"No definition has the key “%s”.":                                           90,
-	"No definition yet.":                                                        243,
-	"No destination yet.":                                                       245,
-	"No inputs.":                                                                206,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 640,
-	"No instance matches these filters.": 372,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 638,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 639,
-	"No live worker takes %s now (Workers page).":                                               495,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 496,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           497,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          498,
-	"No more consumers.":                                   158,
-	"No more destinations.":                                246,
-	"No occurrence matches these filters.":                 544,
+	"No definition yet.":                                                        247,
+	"No destination yet.":                                                       249,
+	"No inputs.":                                                                210,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 644,
+	"No instance matches these filters.": 376,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 642,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 643,
+	"No live worker takes %s now (Workers page).":                                               499,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 500,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           501,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          502,
+	"No more consumers.":                                   162,
+	"No more destinations.":                                250,
+	"No occurrence matches these filters.":                 548,
 	"No operator action matches.":                          113,
-	"No operator has acted on this instance.":              338,
-	"No outputs yet: the occurrence has not completed.":    468,
-	"No outputs.":                                          209,
-	"No outputs: the occurrence ended without completing.": 470,
+	"No operator has acted on this instance.":              342,
+	"No outputs yet: the occurrence has not completed.":    472,
+	"No outputs.":                                          213,
+	"No outputs: the occurrence ended without completing.": 474,
 	"No process has the key “%s”.":                         89,
-	"No process is published yet.":                         584,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                          707,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                          706,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.": 73,
-	"No release yet.": 190,
-	"No revision yet: the Working copy has never been snapshotted.":          188,
-	"No service ever reserved this occurrence: it ended before any attempt.": 442,
-	"No service has reserved this occurrence yet.":                           439,
-	"No token.":              654,
-	"No value was revealed.": 630,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 708,
-	"No worker is connected.":           696,
-	"No worker serves this definition.": 699,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 705,
-	"Node":                  330,
-	"Node %s":               264,
-	"Nodes":                 590,
-	"Nodes of this version": 599,
-	"Nodes of this version, with their occurrences now": 591,
-	"Nodes reached, in order":                           329,
-	"Not allowed":                                       142,
-	"Not found":                                         150,
-	"Notes":                                             193,
-	"Nothing exists at this address, or it is not visible to you.": 148,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 149,
+	"No process is published yet.":                         588,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             711,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             710,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    73,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 122,
+	"No release yet.": 194,
+	"No revision yet: the Working copy has never been snapshotted.":          192,
+	"No service ever reserved this occurrence: it ended before any attempt.": 446,
+	"No service has reserved this occurrence yet.":                           443,
+	"No token.":              658,
+	"No value was revealed.": 634,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 712,
+	"No worker is connected.":           700,
+	"No worker serves this definition.": 703,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 709,
+	"Node":                  334,
+	"Node %s":               268,
+	"Nodes":                 594,
+	"Nodes of this version": 603,
+	"Nodes of this version, with their occurrences now": 595,
+	"Nodes reached, in order":                           333,
+	"Not allowed":                                       146,
+	"Not found":                                         154,
+	"Notes":                                             197,
+	"Nothing exists at this address, or it is not visible to you.": 152,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 153,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             636,
+	"Nothing to find: the search box is empty.":                             640,
 	"Nothing was done.":         28,
-	"Nov":                       316,
-	"Now":                       448,
-	"Occurrence":                331,
-	"Occurrence %s":             426,
+	"Nov":                       320,
+	"Now":                       452,
+	"Occurrence":                335,
+	"Occurrence %s":             430,
 	"Occurrence offered again":  102,
-	"Occurrences now":           596,
-	"Occurrences, newest first": 539,
-	"Oct":                       315,
-	"Offered from %s — %s.":     500,
-	"Oldest claimable waits":    272,
-	"On error":                  595,
-	"On success":                594,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               626,
-	"Only administrators may reveal a sensitive value.":                                                 621,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 651,
-	"Open":             269,
-	"Operator actions": 326,
-	"Operator actions on this instance, newest first": 339,
+	"Occurrences now":           600,
+	"Occurrences, newest first": 543,
+	"Oct":                       319,
+	"Offered from %s — %s.":     504,
+	"Oldest claimable waits":    276,
+	"On error":                  599,
+	"On success":                598,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               630,
+	"Only administrators may reveal a sensitive value.":                                                 625,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 655,
+	"Open":             273,
+	"Operator actions": 330,
+	"Operator actions on this instance, newest first": 343,
 	"Operator actions, newest first":                  117,
-	"Outcome":                                         437,
-	"Outputs":                                         208,
-	"Outputs of revision %d":                          217,
-	"Outputs of the working copy":                     210,
-	"Outputs, labelled by revision %d's contract":     467,
-	"Pages": 557,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 573,
-	"Path":                            327,
-	"Pinned revision":                 593,
-	"Policy":                          428,
-	"Previous page":                   558,
-	"Priority":                        457,
+	"Outcome":                                         441,
+	"Outputs":                                         212,
+	"Outputs of revision %d":                          221,
+	"Outputs of the working copy":                     214,
+	"Outputs, labelled by revision %d's contract":     471,
+	"Pages": 561,
+	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 577,
+	"Path":                            331,
+	"Pinned revision":                 597,
+	"Policy":                          432,
+	"Previous page":                   562,
+	"Priority":                        461,
 	"Process":                         75,
-	"Process %s":                      586,
+	"Process %s":                      590,
 	"Process %s has no version %d.":   88,
-	"Process and node":                540,
-	"Process inputs":                  341,
+	"Process and node":                544,
+	"Process inputs":                  345,
 	"Process instance":                101,
-	"Process instance %s":             324,
-	"Process instances":               365,
-	"Process instances, newest first": 369,
-	"Processes":                       125,
-	"Processes by key":                582,
-	"Protocol":                        691,
-	"Published":                       194,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 580,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       581,
-	"Push destination": 535,
+	"Process instance %s":             328,
+	"Process instances":               369,
+	"Process instances, newest first": 373,
+	"Processes":                       129,
+	"Processes by key":                586,
+	"Protocol":                        695,
+	"Published":                       198,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 584,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       585,
+	"Push destination": 539,
 	"Reason":           100,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            451,
-	"Recorded operator actions":                             337,
-	"Relais console":                                        119,
-	"Relais has not called the destination yet.":            445,
-	"Relais is calling the destination (since %s).":         506,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 447,
-	"Relais never called the destination: the occurrence ended before any call.":                           446,
+	"Reason given by the worker":                            455,
+	"Recorded operator actions":                             341,
+	"Relais console":                                        123,
+	"Relais has not called the destination yet.":            449,
+	"Relais is calling the destination (since %s).":         510,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 451,
+	"Relais never called the destination: the occurrence ended before any call.":                           450,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 486,
-	"Release":                             191,
-	"Releases":                            189,
-	"Releases, oldest first":              211,
-	"Reload lists and detail pages":       572,
-	"Replica":                             444,
-	"Required":                            178,
-	"Reserved":                            433,
-	"Reserved by %s.":                     508,
-	"Reserved by %s; lock until %s — %s.": 507,
-	"Reserved now":                        170,
-	"Retried by %s at %s — “%s”":          349,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 490,
+	"Release":                             195,
+	"Releases":                            193,
+	"Releases, oldest first":              215,
+	"Reload lists and detail pages":       576,
+	"Replica":                             448,
+	"Required":                            182,
+	"Reserved":                            437,
+	"Reserved by %s.":                     512,
+	"Reserved by %s; lock until %s — %s.": 511,
+	"Reserved now":                        174,
+	"Retried by %s at %s — “%s”":          353,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            454,
+	"Retries":            458,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  499,
-	"Retry delay":        453,
+	"Retry at %s — %s.":  503,
+	"Retry delay":        457,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         449,
+	"Retry or abandon it from its instance":         453,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 480,
+	"Retryable": 484,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 471,
-	"Revealed by %s at %s; recorded in the audit log.": 624,
-	"Reveals":               134,
-	"Reveals, newest first": 629,
-	"Revision":              192,
-	"Revision %d":           213,
-	"Revisions":             187,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 710,
-	"Revoke the %s token “%s”?": 664,
-	"Revoke the token":          666,
-	"Revoke token %d":           663,
-	"Revoke…":                   661,
-	"Role":                      655,
-	"Route":                     332,
-	"Routing output":            185,
-	"Rows %s–%s":                561,
-	"Save settings":             574,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        623,
+	"Reveal — this is recorded": 475,
+	"Revealed by %s at %s; recorded in the audit log.": 628,
+	"Reveals":               138,
+	"Reveals, newest first": 633,
+	"Revision":              196,
+	"Revision %d":           217,
+	"Revisions":             191,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 714,
+	"Revoke the %s token “%s”?": 668,
+	"Revoke the token":          670,
+	"Revoke token %d":           667,
+	"Revoke…":                   665,
+	"Role":                      659,
+	"Route":                     336,
+	"Routing output":            189,
+	"Rows %s–%s":                565,
+	"Save settings":             578,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        627,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
-	"Search":                               634,
-	"Secret values can never be revealed.": 627,
-	"Sep":                                  314,
-	"Served by %d workers":                 709,
+	"Search":                               638,
+	"Secret values can never be revealed.": 631,
+	"Sep":                                  318,
+	"Served by %d workers":                 713,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              335,
-	"Settlement date":      533,
-	"Show all definitions": 280,
-	"Show times in":        570,
+	"Settled":              339,
+	"Settlement date":      537,
+	"Show all definitions": 284,
+	"Show times in":        574,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 118,
-	"Sign in": 644,
-	"Sign in with an operator, designer or administrator token.": 645,
-	"Sign out":             136,
-	"Signed in as %s (%s)": 135,
-	"Since revision %d:":   219,
-	"Skip to content":      121,
-	"Slot":                 289,
-	"Snapshotted":          214,
+	"Sign in": 648,
+	"Sign in with an operator, designer or administrator token.": 649,
+	"Sign out":             140,
+	"Signed in as %s (%s)": 139,
+	"Since revision %d:":   223,
+	"Skip to content":      125,
+	"Slot":                 293,
+	"Snapshotted":          218,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 155,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 652,
-	"Staff tokens, oldest first": 653,
-	"Start node":                 587,
-	"Started":                    350,
-	"State":                      165,
+	"Something went wrong": 159,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 656,
+	"Staff tokens, oldest first": 657,
+	"Start node":                 591,
+	"Started":                    354,
+	"State":                      169,
 	"Status":                     77,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
@@ -488,274 +492,274 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              347,
+	"Stopped by %s at %s — “%s”":                              351,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   346,
-	"Summary": 325,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 238,
-	"Tasks":                   166,
-	"Temporarily unavailable": 153,
-	"That is too long to be an id or a business key.": 637,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   350,
+	"Summary": 329,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 242,
+	"Tasks":                   170,
+	"Temporarily unavailable": 157,
+	"That is too long to be an id or a business key.": 641,
 	"The %d largest groups; the filter matches more.": 85,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 247,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          218,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 251,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          222,
 	"The bulk action must be its id (a UUID).": 116,
-	"The call could not be prepared.":          487,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 505,
-	"The chart’s numbers": 287,
+	"The call could not be prepared.":          491,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 509,
+	"The chart’s numbers": 291,
 	"The confirmed count is missing: start again from the list.":                                                                                                            91,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           156,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      571,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           160,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      575,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 92,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 154,
-	"The deadline passed before a result arrived.":                                                                                                                          484,
-	"The destination answered HTTP %s.":     494,
-	"The destination could not be reached.": 488,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 482,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      483,
-	"The destination’s answer was too large.": 489,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 159,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     145,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           491,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                490,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             368,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 328,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         184,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               568,
-	"The page size must be between 1 and %d.":                                                                                                                                                              364,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  567,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 158,
+	"The deadline passed before a result arrived.":                                                                                                                          488,
+	"The destination answered HTTP %s.":     498,
+	"The destination could not be reached.": 492,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 486,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      487,
+	"The destination’s answer was too large.": 493,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 163,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     149,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           495,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                494,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             372,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 332,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         188,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               572,
+	"The page size must be between 1 and %d.":                                                                                                                                                              368,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  571,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 115,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            485,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      530,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          670,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          647,
-	"The version must be a whole number from 1.":                                                                                                                                                           361,
-	"These revisions have the same contracts.":                                                                                                                                                             204,
-	"These settings are kept in this browser only.":                                                                                                                                                        569,
-	"They take every revision their consumer is granted.":                                                                                                                                                  711,
-	"They take revision %d only.":                                                                                                                                                                          712,
-	"They take revisions %s only.":                                                                                                                                                                         713,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     564,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            489,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      534,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          674,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          651,
+	"The version must be a whole number from 1.":                                                                                                                                                           365,
+	"These revisions have the same contracts.":                                                                                                                                                             208,
+	"These settings are kept in this browser only.":                                                                                                                                                        573,
+	"They take every revision their consumer is granted.":                                                                                                                                                  715,
+	"They take revision %d only.":                                                                                                                                                                          716,
+	"They take revisions %s only.":                                                                                                                                                                         717,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     568,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             93,
-	"This contract has no inputs.":                                                                                                                                                                         466,
-	"This contract has no outputs.":                                                                                                                                                                        469,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  152,
+	"This contract has no inputs.":                                                                                                                                                                         470,
+	"This contract has no outputs.":                                                                                                                                                                        473,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  156,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   336,
+	"This instance has not reached a task yet.":                   340,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 344,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 345,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 348,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 349,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            669,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           668,
-	"This page does not accept that request.": 633,
-	"This page reloads every %d seconds.":     141,
-	"This process takes no inputs.":           343,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            673,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           672,
+	"This page does not accept that request.": 637,
+	"This page reloads every %d seconds.":     145,
+	"This process takes no inputs.":           347,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 649,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 600,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            601,
-	"Times in %s · no auto-reload":    140,
-	"Times in %s · reload every %d s": 139,
-	"To revision":                     198,
-	"Token":                           646,
-	"Tokens":                          133,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 648,
-	"Totals of all definitions, not narrowed by the other filters":         547,
-	"Totals of definition %s, not narrowed by the other filters":           546,
-	"Type": 177,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 635,
-	"URL":                              249,
-	"UTC (coordinated universal time)": 576,
+	"This token is unknown or has been revoked.": 653,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 604,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            605,
+	"Times in %s · no auto-reload":    144,
+	"Times in %s · reload every %d s": 143,
+	"To revision":                     202,
+	"Token":                           650,
+	"Tokens":                          137,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 652,
+	"Totals of all definitions, not narrowed by the other filters":         551,
+	"Totals of definition %s, not narrowed by the other filters":           550,
+	"Type": 181,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 639,
+	"URL":                              253,
+	"UTC (coordinated universal time)": 580,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                531,
-	"Unknown destination “%s”.":        532,
-	"Unknown parameter “%s” (did you mean “%s”?).": 565,
-	"Unknown parameter “%s”.":                      566,
-	"Unknown status “%s”.":                         360,
-	"Value":                                        340,
+	"Unknown consumer.":                535,
+	"Unknown destination “%s”.":        536,
+	"Unknown parameter “%s” (did you mean “%s”?).": 569,
+	"Unknown parameter “%s”.":                      570,
+	"Unknown status “%s”.":                         364,
+	"Value":                                        344,
 	"Version":                                      76,
-	"Versions, newest first":                       583,
-	"Waiting for Relais to call the destination since %s (%s).": 502,
-	"Waiting for a worker since %s (%s).":                       503,
+	"Versions, newest first":                       587,
+	"Waiting for Relais to call the destination since %s (%s).": 506,
+	"Waiting for a worker since %s (%s).":                       507,
 	"When":                                                      97,
 	"Who":                                                       98,
-	"Whole message":                                             441,
-	"Why (recorded with the reveal)":                            472,
-	"Worker":                                                    690,
-	"Worker id":                                                 432,
-	"Workers":                                                   130,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        688,
+	"Whole message":                                             445,
+	"Why (recorded with the reveal)":                            476,
+	"Worker":                                                    694,
+	"Worker id":                                                 436,
+	"Workers":                                                   134,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        692,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 689,
-	"Workers serving %s":                   697,
-	"Working copy":                         183,
-	"You are signed out.":                  641,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              143,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 642,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      643,
-	"[redacted]":                          527,
+	"Workers seen within three heartbeats": 693,
+	"Workers serving %s":                   701,
+	"Working copy":                         187,
+	"You are signed out.":                  645,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              147,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 646,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      647,
+	"[redacted]":                          531,
 	"a token’s name, exact":               108,
 	"abandon":                             4,
-	"active":                              167,
-	"administrator":                       402,
-	"an incident: retry, abandon or stop": 259,
-	"answer too large":                    525,
+	"active":                              171,
+	"administrator":                       406,
+	"an incident: retry, abandon or stop": 263,
+	"answer too large":                    529,
 	"any":                                 74,
-	"any other code → %s":                 612,
-	"any other error":                     257,
-	"as of %s (%s); counts are refreshed every few seconds.": 549,
-	"at least %d characters":                                 673,
-	"at least %d items":                                      680,
-	"at most %d":                                             460,
-	"at most %d characters":                                  674,
-	"at most %d items":                                       681,
-	"at most %d since the last operator retry":               461,
-	"available":                                              376,
-	"boolean":                                                389,
-	"call in progress since":                                 554,
-	"cancelled":                                              379,
-	"choice":                                                 392,
-	"claimable since":                                        553,
-	"claimable since %s":                                     277,
-	"classification changed":                                 413,
-	"completed":                                              285,
-	"constraint changed":                                     414,
-	"consumer":                                               405,
-	"consumer #%s":                                           517,
-	"date":                                                   390,
-	"date and time":                                          391,
-	"deadline %s":                                            615,
-	"deferred":                                               378,
-	"deferred since":                                         556,
+	"any other code → %s":                 616,
+	"any other error":                     261,
+	"as of %s (%s); counts are refreshed every few seconds.": 553,
+	"at least %d characters":                                 677,
+	"at least %d items":                                      684,
+	"at most %d":                                             464,
+	"at most %d characters":                                  678,
+	"at most %d items":                                       685,
+	"at most %d since the last operator retry":               465,
+	"available":                                              380,
+	"boolean":                                                393,
+	"call in progress since":                                 558,
+	"cancelled":                                              383,
+	"choice":                                                 396,
+	"claimable since":                                        557,
+	"claimable since %s":                                     281,
+	"classification changed":                                 417,
+	"completed":                                              289,
+	"constraint changed":                                     418,
+	"consumer":                                               409,
+	"consumer #%s":                                           521,
+	"date":                                                   394,
+	"date and time":                                          395,
+	"deadline %s":                                            619,
+	"deferred":                                               382,
+	"deferred since":                                         560,
 	"deleted":                                                104,
-	"designer":                                               404,
-	"disconnected":                                           385,
-	"end (completes)":                                        607,
-	"end (fails)":                                            608,
-	"end: completes the instance":                            260,
-	"end: fails the instance":                                261,
-	"every revision its consumer is granted":                 703,
-	"exact, case-sensitive":                                  366,
-	"expired":                                                382,
-	"failed":                                                 286,
-	"fails the instance":                                     613,
-	"field added":                                            408,
-	"field removed":                                          409,
-	"format":                                                 419,
-	"format %s":                                              676,
+	"designer":                                               408,
+	"disconnected":                                           389,
+	"end (completes)":                                        611,
+	"end (fails)":                                            612,
+	"end: completes the instance":                            264,
+	"end: fails the instance":                                265,
+	"every revision its consumer is granted":                 707,
+	"exact, case-sensitive":                                  370,
+	"expired":                                                386,
+	"failed":                                                 290,
+	"fails the instance":                                     617,
+	"field added":                                            412,
+	"field removed":                                          413,
+	"format":                                                 423,
+	"format %s":                                              680,
 	"from":                                                   109,
-	"held":                                                   381,
-	"held for an operator":                                   258,
-	"held, then abandoned by an operator":                    359,
-	"held, then stopped by an operator":                      358,
-	"hold (an incident for an operator)":                     611,
-	"id or business key":                                     127,
-	"in %s":                                                  299,
-	"in progress":                                            440,
-	"instance id":                                            537,
-	"instances held":                                         618,
-	"instances held: %s":                                     619,
-	"integer":                                                387,
-	"its name, exactly":                                      536,
-	"just now":                                               301,
-	"list":                                                   394,
-	"lock until":                                             555,
-	"long polling":                                           701,
-	"long wait":                                              278,
-	"maximum":                                                421,
-	"maximum %s":                                             678,
-	"maximum items":                                          423,
-	"maximum length":                                         417,
-	"minimum":                                                420,
-	"minimum %s":                                             677,
-	"minimum items":                                          422,
-	"minimum length":                                         416,
-	"never":                                                  658,
-	"next attempt":                                           552,
-	"no":                                                     407,
-	"no answer within the timeout":                           523,
-	"no connection":                                          524,
-	"no grant: it takes nothing":                             169,
-	"no header":                                              253,
-	"no worker":                                              279,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 481,
-	"none": 237,
-	"none (revealed before reasons were asked for)": 631,
-	"none yet": 242,
-	"none: a failed call takes the node’s error path": 455,
-	"normal":                          395,
-	"not provided":                    683,
-	"not yet":                         659,
-	"null":                            686,
-	"number":                          388,
-	"object":                          393,
-	"on error":                        256,
-	"one of: %s":                      679,
-	"operator":                        403,
-	"optional %s field of type %s":    234,
-	"optional field of type %s":       236,
-	"optional → required":             227,
-	"pattern":                         418,
-	"pattern %s":                      675,
-	"pull":                            605,
-	"pull %s":                         263,
-	"pull (the service fetches it)":   400,
-	"push %s":                         262,
-	"push (Relais calls the service)": 401,
-	"push to %s":                      606,
-	"rejected":                        383,
-	"released":                        384,
-	"required %s field of type %s":    233,
-	"required changed":                411,
-	"required field of type %s":       235,
-	"required → optional":             228,
-	"reserved":                        377,
+	"held":                                                   385,
+	"held for an operator":                                   262,
+	"held, then abandoned by an operator":                    363,
+	"held, then stopped by an operator":                      362,
+	"hold (an incident for an operator)":                     615,
+	"id or business key":                                     131,
+	"in %s":                                                  303,
+	"in progress":                                            444,
+	"instance id":                                            541,
+	"instances held":                                         622,
+	"instances held: %s":                                     623,
+	"integer":                                                391,
+	"its name, exactly":                                      540,
+	"just now":                                               305,
+	"list":                                                   398,
+	"lock until":                                             559,
+	"long polling":                                           705,
+	"long wait":                                              282,
+	"maximum":                                                425,
+	"maximum %s":                                             682,
+	"maximum items":                                          427,
+	"maximum length":                                         421,
+	"minimum":                                                424,
+	"minimum %s":                                             681,
+	"minimum items":                                          426,
+	"minimum length":                                         420,
+	"never":                                                  662,
+	"next attempt":                                           556,
+	"no":                                                     411,
+	"no answer within the timeout":                           527,
+	"no connection":                                          528,
+	"no grant: it takes nothing":                             173,
+	"no header":                                              257,
+	"no worker":                                              283,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 485,
+	"none": 241,
+	"none (revealed before reasons were asked for)": 635,
+	"none yet": 246,
+	"none: a failed call takes the node’s error path": 459,
+	"normal":                          399,
+	"not provided":                    687,
+	"not yet":                         663,
+	"null":                            690,
+	"number":                          392,
+	"object":                          397,
+	"on error":                        260,
+	"one of: %s":                      683,
+	"operator":                        407,
+	"optional %s field of type %s":    238,
+	"optional field of type %s":       240,
+	"optional → required":             231,
+	"pattern":                         422,
+	"pattern %s":                      679,
+	"pull":                            609,
+	"pull %s":                         267,
+	"pull (the service fetches it)":   404,
+	"push %s":                         266,
+	"push (Relais calls the service)": 405,
+	"push to %s":                      610,
+	"rejected":                        387,
+	"released":                        388,
+	"required %s field of type %s":    237,
+	"required changed":                415,
+	"required field of type %s":       239,
+	"required → optional":             232,
+	"reserved":                        381,
 	"retry":                           3,
-	"revision %d":                     550,
-	"revisions %s":                    704,
-	"revoked":                         168,
-	"routing changed":                 415,
-	"routing output":                  671,
-	"routing output %s → %s":          226,
-	"running":                         380,
-	"secret":                          397,
-	"sensitive":                       396,
-	"settled":                         551,
+	"revision %d":                     554,
+	"revisions %s":                    708,
+	"revoked":                         172,
+	"routing changed":                 419,
+	"routing output":                  675,
+	"routing output %s → %s":          230,
+	"running":                         384,
+	"secret":                          401,
+	"sensitive":                       400,
+	"settled":                         555,
 	"stop":                            5,
-	"stream":                          700,
-	"text":                            386,
-	"the contracts are the same (the name or a description changed).": 220,
-	"this session":             662,
-	"timeout %s":               616,
-	"timeout %s (the default)": 617,
+	"stream":                          704,
+	"text":                            390,
+	"the contracts are the same (the name or a description changed).": 224,
+	"this session":             666,
+	"timeout %s":               620,
+	"timeout %s (the default)": 621,
 	"to":                       110,
-	"type changed":             410,
-	"unexpected value":         687,
-	"unknown":                  526,
-	"values added: %s":         229,
-	"values changed":           412,
-	"values removed: %s":       230,
-	"values reordered":         231,
-	"version %d":               585,
-	"waiting":                  521,
-	"yes":                      406,
-	"••• hidden (secret)":      399,
-	"••• hidden (sensitive)":   398,
-	"→ %s":                     610,
+	"type changed":             414,
+	"unexpected value":         691,
+	"unknown":                  530,
+	"values added: %s":         233,
+	"values changed":           416,
+	"values removed: %s":       234,
+	"values reordered":         235,
+	"version %d":               589,
+	"waiting":                  525,
+	"yes":                      410,
+	"••• hidden (secret)":      403,
+	"••• hidden (sensitive)":   402,
+	"→ %s":                     614,
 }
 
-var enIndex = []uint32{ // 715 elements
+var enIndex = []uint32{ // 719 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -790,177 +794,178 @@ var enIndex = []uint32{ // 715 elements
 	0x000018a2, 0x000018ba, 0x000018bf, 0x000018c2,
 	0x000018d0, 0x000018de, 0x000018fa, 0x00001906,
 	0x0000199b, 0x000019c4, 0x000019e3, 0x00001a4b,
-	0x00001a5a, 0x00001a63, 0x00001a73, 0x00001a83,
-	0x00001a8a, 0x00001a99, 0x00001aa3, 0x00001ac2,
+	0x00001ade, 0x00001b93, 0x00001c27, 0x00001ca6,
+	0x00001cb5, 0x00001cbe, 0x00001cce, 0x00001cde,
 	// Entry 80 - 9F
-	0x00001ad5, 0x00001ada, 0x00001ae6, 0x00001aee,
-	0x00001af8, 0x00001b05, 0x00001b0c, 0x00001b14,
-	0x00001b2f, 0x00001b38, 0x00001b49, 0x00001b60,
-	0x00001b87, 0x00001ba8, 0x00001bcf, 0x00001bdb,
-	0x00001c59, 0x00001c69, 0x00001cd1, 0x00001ce8,
-	0x00001cfc, 0x00001d39, 0x00001e26, 0x00001e30,
-	0x00001e3d, 0x00001ea1, 0x00001eb9, 0x00001eff,
-	0x00001f14, 0x00001f83, 0x00001f94, 0x00001fa7,
+	0x00001ce5, 0x00001cf4, 0x00001cfe, 0x00001d1d,
+	0x00001d30, 0x00001d35, 0x00001d41, 0x00001d49,
+	0x00001d53, 0x00001d60, 0x00001d67, 0x00001d6f,
+	0x00001d8a, 0x00001d93, 0x00001da4, 0x00001dbb,
+	0x00001de2, 0x00001e03, 0x00001e2a, 0x00001e36,
+	0x00001eb4, 0x00001ec4, 0x00001f2c, 0x00001f43,
+	0x00001f57, 0x00001f94, 0x00002081, 0x0000208b,
+	0x00002098, 0x000020fc, 0x00002114, 0x0000215a,
 	// Entry A0 - BF
-	0x0000206c, 0x00002084, 0x00002087, 0x0000208c,
-	0x00002093, 0x0000209e, 0x000020a4, 0x000020aa,
-	0x000020b1, 0x000020b9, 0x000020d4, 0x000020e1,
-	0x000020ef, 0x00002119, 0x00002130, 0x00002176,
-	0x00002198, 0x0000219e, 0x000021a3, 0x000021ac,
-	0x000021bb, 0x000021c7, 0x000021d3, 0x000021e4,
-	0x000021f1, 0x0000224e, 0x0000225d, 0x00002268,
-	0x00002272, 0x000022b0, 0x000022b9, 0x000022c9,
+	0x0000216f, 0x000021de, 0x000021ef, 0x00002202,
+	0x000022c7, 0x000022df, 0x000022e2, 0x000022e7,
+	0x000022ee, 0x000022f9, 0x000022ff, 0x00002305,
+	0x0000230c, 0x00002314, 0x0000232f, 0x0000233c,
+	0x0000234a, 0x00002374, 0x0000238b, 0x000023d1,
+	0x000023f3, 0x000023f9, 0x000023fe, 0x00002407,
+	0x00002416, 0x00002422, 0x0000242e, 0x0000243f,
+	0x0000244c, 0x000024a9, 0x000024b8, 0x000024c3,
 	// Entry C0 - DF
-	0x000022d1, 0x000022da, 0x000022e0, 0x000022ea,
-	0x000022fc, 0x00002344, 0x00002352, 0x0000235e,
-	0x00002366, 0x0000236d, 0x00002374, 0x00002385,
-	0x00002394, 0x000023bd, 0x000023c4, 0x000023cf,
-	0x000023ea, 0x000023f2, 0x000023fe, 0x0000241a,
-	0x00002431, 0x00002453, 0x00002462, 0x0000246e,
-	0x00002475, 0x0000248e, 0x000024a8, 0x00002551,
-	0x00002567, 0x000025a7, 0x000025d8, 0x00002602,
+	0x000024cd, 0x0000250b, 0x00002514, 0x00002524,
+	0x0000252c, 0x00002535, 0x0000253b, 0x00002545,
+	0x00002557, 0x0000259f, 0x000025ad, 0x000025b9,
+	0x000025c1, 0x000025c8, 0x000025cf, 0x000025e0,
+	0x000025ef, 0x00002618, 0x0000261f, 0x0000262a,
+	0x00002645, 0x0000264d, 0x00002659, 0x00002675,
+	0x0000268c, 0x000026ae, 0x000026bd, 0x000026c9,
+	0x000026d0, 0x000026e9, 0x00002703, 0x000027ac,
 	// Entry E0 - FF
-	0x00002629, 0x0000264d, 0x00002674, 0x00002693,
-	0x000026a9, 0x000026bf, 0x000026d3, 0x000026e9,
-	0x000026fa, 0x00002711, 0x00002734, 0x00002757,
-	0x00002774, 0x00002791, 0x00002796, 0x000027e2,
-	0x000027f5, 0x000027f9, 0x00002809, 0x00002812,
-	0x00002825, 0x0000284b, 0x0000285f, 0x00002875,
-	0x00002931, 0x00002946, 0x0000294a, 0x00002957,
-	0x00002967, 0x00002974, 0x0000297e, 0x00002984,
+	0x000027c2, 0x00002802, 0x00002833, 0x0000285d,
+	0x00002884, 0x000028a8, 0x000028cf, 0x000028ee,
+	0x00002904, 0x0000291a, 0x0000292e, 0x00002944,
+	0x00002955, 0x0000296c, 0x0000298f, 0x000029b2,
+	0x000029cf, 0x000029ec, 0x000029f1, 0x00002a3d,
+	0x00002a50, 0x00002a54, 0x00002a64, 0x00002a6d,
+	0x00002a80, 0x00002aa6, 0x00002aba, 0x00002ad0,
+	0x00002b8c, 0x00002ba1, 0x00002ba5, 0x00002bb2,
 	// Entry 100 - 11F
-	0x0000298e, 0x00002997, 0x000029a7, 0x000029bc,
-	0x000029e0, 0x000029fc, 0x00002a14, 0x00002a1f,
-	0x00002a2a, 0x00002a35, 0x00002b4b, 0x00002b6f,
-	0x00002b9a, 0x00002ba5, 0x00002baa, 0x00002bb9,
-	0x00002bc0, 0x00002bd7, 0x00002bec, 0x00002bfe,
-	0x00002c21, 0x00002c53, 0x00002c69, 0x00002c73,
-	0x00002c7d, 0x00002c92, 0x00002cdf, 0x00002cef,
-	0x00002d28, 0x00002d7c, 0x00002d86, 0x00002d8d,
+	0x00002bc2, 0x00002bcf, 0x00002bd9, 0x00002bdf,
+	0x00002be9, 0x00002bf2, 0x00002c02, 0x00002c17,
+	0x00002c3b, 0x00002c57, 0x00002c6f, 0x00002c7a,
+	0x00002c85, 0x00002c90, 0x00002da6, 0x00002dca,
+	0x00002df5, 0x00002e00, 0x00002e05, 0x00002e14,
+	0x00002e1b, 0x00002e32, 0x00002e47, 0x00002e59,
+	0x00002e7c, 0x00002eae, 0x00002ec4, 0x00002ece,
+	0x00002ed8, 0x00002eed, 0x00002f3a, 0x00002f4a,
 	// Entry 120 - 13F
-	0x00002da3, 0x00002ddc, 0x00002de1, 0x00002deb,
-	0x00002df9, 0x00002e06, 0x00002e2f, 0x00002e52,
-	0x00002e5f, 0x00002e7f, 0x00002e8b, 0x00002ea4,
-	0x00002ead, 0x00002eb7, 0x00002ec0, 0x00002ec8,
-	0x00002ed2, 0x00002eda, 0x00002ee2, 0x00002ee6,
-	0x00002eea, 0x00002eee, 0x00002ef2, 0x00002ef6,
-	0x00002efa, 0x00002efe, 0x00002f02, 0x00002f06,
-	0x00002f0a, 0x00002f0e, 0x00002f12, 0x00002f1c,
+	0x00002f83, 0x00002fd7, 0x00002fe1, 0x00002fe8,
+	0x00002ffe, 0x00003037, 0x0000303c, 0x00003046,
+	0x00003054, 0x00003061, 0x0000308a, 0x000030ad,
+	0x000030ba, 0x000030da, 0x000030e6, 0x000030ff,
+	0x00003108, 0x00003112, 0x0000311b, 0x00003123,
+	0x0000312d, 0x00003135, 0x0000313d, 0x00003141,
+	0x00003145, 0x00003149, 0x0000314d, 0x00003151,
+	0x00003155, 0x00003159, 0x0000315d, 0x00003161,
 	// Entry 140 - 15F
-	0x00002f3a, 0x00002f5a, 0x00002f7e, 0x00002fa2,
-	0x00002fab, 0x00002fc2, 0x00002fca, 0x00002fdb,
-	0x00002fe0, 0x00003025, 0x0000303d, 0x00003042,
-	0x0000304d, 0x00003053, 0x0000305d, 0x00003065,
-	0x0000306d, 0x00003097, 0x000030b1, 0x000030d9,
-	0x00003109, 0x0000310f, 0x0000311e, 0x00003171,
-	0x0000318f, 0x000032b1, 0x00003370, 0x000033c7,
-	0x000033f1, 0x0000341d, 0x00003447, 0x0000344f,
+	0x00003165, 0x00003169, 0x0000316d, 0x00003177,
+	0x00003195, 0x000031b5, 0x000031d9, 0x000031fd,
+	0x00003206, 0x0000321d, 0x00003225, 0x00003236,
+	0x0000323b, 0x00003280, 0x00003298, 0x0000329d,
+	0x000032a8, 0x000032ae, 0x000032b8, 0x000032c0,
+	0x000032c8, 0x000032f2, 0x0000330c, 0x00003334,
+	0x00003364, 0x0000336a, 0x00003379, 0x000033cc,
+	0x000033ea, 0x0000350c, 0x000035cb, 0x00003622,
 	// Entry 160 - 17F
-	0x00003455, 0x00003462, 0x00003474, 0x0000347d,
-	0x00003486, 0x00003498, 0x000034a7, 0x000034c9,
-	0x000034ed, 0x00003509, 0x00003534, 0x00003568,
-	0x00003576, 0x000035a1, 0x000035b3, 0x000035c9,
-	0x000035f3, 0x0000363c, 0x0000365c, 0x00003665,
-	0x00003677, 0x0000369a, 0x000036a8, 0x000036b7,
-	0x000036c4, 0x000036ce, 0x000036d7, 0x000036e0,
-	0x000036ea, 0x000036f2, 0x000036f7, 0x000036ff,
+	0x0000364c, 0x00003678, 0x000036a2, 0x000036aa,
+	0x000036b0, 0x000036bd, 0x000036cf, 0x000036d8,
+	0x000036e1, 0x000036f3, 0x00003702, 0x00003724,
+	0x00003748, 0x00003764, 0x0000378f, 0x000037c3,
+	0x000037d1, 0x000037fc, 0x0000380e, 0x00003824,
+	0x0000384e, 0x00003897, 0x000038b7, 0x000038c0,
+	0x000038d2, 0x000038f5, 0x00003903, 0x00003912,
+	0x0000391f, 0x00003929, 0x00003932, 0x0000393b,
 	// Entry 180 - 19F
-	0x00003708, 0x00003711, 0x0000371e, 0x00003723,
-	0x0000372b, 0x00003732, 0x0000373a, 0x0000373f,
-	0x0000374d, 0x00003754, 0x0000375b, 0x00003760,
-	0x00003767, 0x00003771, 0x00003778, 0x00003795,
-	0x000037af, 0x000037cd, 0x000037ed, 0x000037fb,
-	0x00003804, 0x0000380d, 0x00003816, 0x0000381a,
-	0x0000381d, 0x00003829, 0x00003837, 0x00003844,
-	0x00003855, 0x00003864, 0x0000387b, 0x0000388e,
+	0x00003945, 0x0000394d, 0x00003952, 0x0000395a,
+	0x00003963, 0x0000396c, 0x00003979, 0x0000397e,
+	0x00003986, 0x0000398d, 0x00003995, 0x0000399a,
+	0x000039a8, 0x000039af, 0x000039b6, 0x000039bb,
+	0x000039c2, 0x000039cc, 0x000039d3, 0x000039f0,
+	0x00003a0a, 0x00003a28, 0x00003a48, 0x00003a56,
+	0x00003a5f, 0x00003a68, 0x00003a71, 0x00003a75,
+	0x00003a78, 0x00003a84, 0x00003a92, 0x00003a9f,
 	// Entry 1A0 - 1BF
-	0x0000389e, 0x000038ad, 0x000038bc, 0x000038c4,
-	0x000038cb, 0x000038d3, 0x000038db, 0x000038e9,
-	0x000038f7, 0x0000390d, 0x00003922, 0x00003933,
-	0x00003939, 0x00003940, 0x00003949, 0x00003965,
-	0x0000396e, 0x00003978, 0x00003981, 0x0000398a,
-	0x00003993, 0x000039aa, 0x000039b2, 0x000039c0,
-	0x000039ed, 0x000039f9, 0x00003a07, 0x00003a4e,
-	0x00003a5a, 0x00003a62, 0x00003a8d, 0x00003ad8,
+	0x00003ab0, 0x00003abf, 0x00003ad6, 0x00003ae9,
+	0x00003af9, 0x00003b08, 0x00003b17, 0x00003b1f,
+	0x00003b26, 0x00003b2e, 0x00003b36, 0x00003b44,
+	0x00003b52, 0x00003b68, 0x00003b7d, 0x00003b8e,
+	0x00003b94, 0x00003b9b, 0x00003ba4, 0x00003bc0,
+	0x00003bc9, 0x00003bd3, 0x00003bdc, 0x00003be5,
+	0x00003bee, 0x00003c05, 0x00003c0d, 0x00003c1b,
+	0x00003c48, 0x00003c54, 0x00003c62, 0x00003ca9,
 	// Entry 1C0 - 1DF
-	0x00003b9a, 0x00003b9e, 0x00003bc4, 0x00003bc9,
-	0x00003be4, 0x00003bf5, 0x00003c01, 0x00003c09,
-	0x00003c3b, 0x00003c44, 0x00003c4d, 0x00003c69,
-	0x00003c76, 0x00003c84, 0x00003cb0, 0x00003cd6,
-	0x00003cf7, 0x00003d02, 0x00003d30, 0x00003d4d,
-	0x00003d7c, 0x00003dae, 0x00003dcc, 0x00003e01,
-	0x00003e1d, 0x00003e3c, 0x00003e4b, 0x00003e58,
-	0x00003e66, 0x00003e73, 0x00003e7c, 0x00003e97,
+	0x00003cb5, 0x00003cbd, 0x00003ce8, 0x00003d33,
+	0x00003df5, 0x00003df9, 0x00003e1f, 0x00003e24,
+	0x00003e3f, 0x00003e50, 0x00003e5c, 0x00003e64,
+	0x00003e96, 0x00003e9f, 0x00003ea8, 0x00003ec4,
+	0x00003ed1, 0x00003edf, 0x00003f0b, 0x00003f31,
+	0x00003f52, 0x00003f5d, 0x00003f8b, 0x00003fa8,
+	0x00003fd7, 0x00004009, 0x00004027, 0x0000405c,
+	0x00004078, 0x00004097, 0x000040a6, 0x000040b3,
 	// Entry 1E0 - 1FF
-	0x00003eb2, 0x00003ebc, 0x00003f0f, 0x00003f8d,
-	0x00004003, 0x00004030, 0x0000406a, 0x000040cf,
-	0x000040ef, 0x00004115, 0x0000413f, 0x00004177,
-	0x000041b4, 0x000041d8, 0x00004251, 0x00004276,
-	0x000042a5, 0x00004305, 0x0000435e, 0x000043b8,
-	0x000043d2, 0x000043f0, 0x00004424, 0x00004464,
-	0x0000448e, 0x0000449d, 0x00004568, 0x00004599,
-	0x000045c8, 0x000045db, 0x00004650, 0x00004663,
+	0x000040c1, 0x000040ce, 0x000040d7, 0x000040f2,
+	0x0000410d, 0x00004117, 0x0000416a, 0x000041e8,
+	0x0000425e, 0x0000428b, 0x000042c5, 0x0000432a,
+	0x0000434a, 0x00004370, 0x0000439a, 0x000043d2,
+	0x0000440f, 0x00004433, 0x000044ac, 0x000044d1,
+	0x00004500, 0x00004560, 0x000045b9, 0x00004613,
+	0x0000462d, 0x0000464b, 0x0000467f, 0x000046bf,
+	0x000046e9, 0x000046f8, 0x000047c3, 0x000047f4,
 	// Entry 200 - 21F
-	0x00004697, 0x000046cb, 0x000046db, 0x00004722,
-	0x0000474f, 0x0000475c, 0x0000476c, 0x0000479c,
-	0x000047d6, 0x000047f9, 0x00004801, 0x00004819,
-	0x00004836, 0x00004844, 0x00004855, 0x0000485d,
-	0x00004868, 0x00004889, 0x000048cb, 0x000048fb,
-	0x0000490d, 0x0000492e, 0x0000493e, 0x0000497d,
-	0x0000498e, 0x000049a0, 0x000049ac, 0x000049bd,
-	0x000049d7, 0x000049e8, 0x000049ee, 0x00004a02,
+	0x00004823, 0x00004836, 0x000048ab, 0x000048be,
+	0x000048f2, 0x00004926, 0x00004936, 0x0000497d,
+	0x000049aa, 0x000049b7, 0x000049c7, 0x000049f7,
+	0x00004a31, 0x00004a54, 0x00004a5c, 0x00004a74,
+	0x00004a91, 0x00004a9f, 0x00004ab0, 0x00004ab8,
+	0x00004ac3, 0x00004ae4, 0x00004b26, 0x00004b56,
+	0x00004b68, 0x00004b89, 0x00004b99, 0x00004bd8,
+	0x00004be9, 0x00004bfb, 0x00004c07, 0x00004c18,
 	// Entry 220 - 23F
-	0x00004a1a, 0x00004a3f, 0x00004a4d, 0x00004a8b,
-	0x00004ac8, 0x00004af4, 0x00004b31, 0x00004b40,
-	0x00004b48, 0x00004b55, 0x00004b65, 0x00004b7c,
-	0x00004b87, 0x00004b96, 0x00004b9c, 0x00004baa,
-	0x00004bb4, 0x00004bbf, 0x00004bd2, 0x00004bf7,
-	0x00004c22, 0x00004cb3, 0x00004cee, 0x00004d0d,
-	0x00004d4b, 0x00004d82, 0x00004db0, 0x00004dbe,
-	0x00004e51, 0x00004e6f, 0x00004efb, 0x00004f09,
+	0x00004c32, 0x00004c43, 0x00004c49, 0x00004c5d,
+	0x00004c75, 0x00004c9a, 0x00004ca8, 0x00004ce6,
+	0x00004d23, 0x00004d4f, 0x00004d8c, 0x00004d9b,
+	0x00004da3, 0x00004db0, 0x00004dc0, 0x00004dd7,
+	0x00004de2, 0x00004df1, 0x00004df7, 0x00004e05,
+	0x00004e0f, 0x00004e1a, 0x00004e2d, 0x00004e52,
+	0x00004e7d, 0x00004f0e, 0x00004f49, 0x00004f68,
+	0x00004fa6, 0x00004fdd, 0x0000500b, 0x00005019,
 	// Entry 240 - 25F
-	0x00004f1d, 0x00004f3e, 0x00004f52, 0x00004f58,
-	0x00004f6c, 0x00004fdf, 0x0000502c, 0x0000503d,
-	0x00005054, 0x00005071, 0x0000507f, 0x0000508d,
-	0x00005098, 0x0000509e, 0x00005190, 0x00005196,
-	0x000051c8, 0x000051cd, 0x000051dd, 0x000051e8,
-	0x000051f1, 0x00005201, 0x0000521b, 0x000052c0,
-	0x000052d6, 0x0000535b, 0x000053d5, 0x000053e4,
-	0x0000549e, 0x000054ef, 0x000054f4, 0x00005502,
+	0x000050ac, 0x000050ca, 0x00005156, 0x00005164,
+	0x00005178, 0x00005199, 0x000051ad, 0x000051b3,
+	0x000051c7, 0x0000523a, 0x00005287, 0x00005298,
+	0x000052af, 0x000052cc, 0x000052da, 0x000052e8,
+	0x000052f3, 0x000052f9, 0x000053eb, 0x000053f1,
+	0x00005423, 0x00005428, 0x00005438, 0x00005443,
+	0x0000544c, 0x0000545c, 0x00005476, 0x0000551b,
+	0x00005531, 0x000055b6, 0x00005630, 0x0000563f,
 	// Entry 260 - 27F
-	0x00005512, 0x0000551e, 0x0000552e, 0x00005538,
-	0x0000555b, 0x00005574, 0x00005587, 0x000055f3,
-	0x00005602, 0x00005610, 0x0000562c, 0x0000563b,
-	0x00005651, 0x0000568a, 0x000056bc, 0x000056ca,
-	0x00005722, 0x00005759, 0x00005770, 0x000057b4,
-	0x000057d9, 0x00005850, 0x00005866, 0x0000587d,
-	0x000058ab, 0x000058be, 0x000058e6, 0x000058ed,
-	0x00005948, 0x00005972, 0x000059a2, 0x00005a00,
+	0x000056f9, 0x0000574a, 0x0000574f, 0x0000575d,
+	0x0000576d, 0x00005779, 0x00005789, 0x00005793,
+	0x000057b6, 0x000057cf, 0x000057e2, 0x0000584e,
+	0x0000585d, 0x0000586b, 0x00005887, 0x00005896,
+	0x000058ac, 0x000058e5, 0x00005917, 0x00005925,
+	0x0000597d, 0x000059b4, 0x000059cb, 0x00005a0f,
+	0x00005a34, 0x00005aab, 0x00005ac1, 0x00005ad8,
+	0x00005b06, 0x00005b19, 0x00005b41, 0x00005b48,
 	// Entry 280 - 29F
-	0x00005b0e, 0x00005bae, 0x00005bc2, 0x00005c6d,
-	0x00005ce3, 0x00005ceb, 0x00005d26, 0x00005d2c,
-	0x00005da8, 0x00005df0, 0x00005e1b, 0x00005e7d,
-	0x00005edf, 0x00005f86, 0x00005fa1, 0x00005fab,
-	0x00005fb0, 0x00005fba, 0x00005fc2, 0x00005fc8,
-	0x00005fd0, 0x00005fde, 0x00005fe8, 0x00005ff5,
-	0x00006008, 0x0000602c, 0x000060ac, 0x000060bd,
-	0x000060c5, 0x0000613a, 0x0000618e, 0x000061d0,
+	0x00005ba3, 0x00005bcd, 0x00005bfd, 0x00005c5b,
+	0x00005d69, 0x00005e09, 0x00005e1d, 0x00005ec8,
+	0x00005f3e, 0x00005f46, 0x00005f81, 0x00005f87,
+	0x00006003, 0x0000604b, 0x00006076, 0x000060d8,
+	0x0000613a, 0x000061e1, 0x000061fc, 0x00006206,
+	0x0000620b, 0x00006215, 0x0000621d, 0x00006223,
+	0x0000622b, 0x00006239, 0x00006243, 0x00006250,
+	0x00006263, 0x00006287, 0x00006307, 0x00006318,
 	// Entry 2A0 - 2BF
-	0x000061df, 0x000061eb, 0x00006227, 0x00006261,
-	0x0000626f, 0x0000627c, 0x0000628a, 0x00006298,
-	0x000062a6, 0x000062d8, 0x00006308, 0x00006364,
-	0x00006371, 0x00006391, 0x000063ab, 0x000063b0,
-	0x000063c1, 0x00006447, 0x0000646c, 0x00006473,
-	0x0000647c, 0x0000648f, 0x00006499, 0x000064a3,
-	0x000064ad, 0x000064c5, 0x000064db, 0x000064e7,
-	0x00006509, 0x00006510, 0x0000651d, 0x0000652e,
+	0x00006320, 0x00006395, 0x000063e9, 0x0000642b,
+	0x0000643a, 0x00006446, 0x00006482, 0x000064bc,
+	0x000064ca, 0x000064d7, 0x000064e5, 0x000064f3,
+	0x00006501, 0x00006533, 0x00006563, 0x000065bf,
+	0x000065cc, 0x000065ec, 0x00006606, 0x0000660b,
+	0x0000661c, 0x000066a2, 0x000066c7, 0x000066ce,
+	0x000066d7, 0x000066ea, 0x000066f4, 0x000066fe,
+	0x00006708, 0x00006720, 0x00006736, 0x00006742,
 	// Entry 2C0 - 2DF
-	0x00006555, 0x00006565, 0x000065b9, 0x00006609,
-	0x00006669, 0x000066bc, 0x000066f4, 0x00006744,
-	0x00006778, 0x00006797, 0x000067b7,
-} // Size: 2884 bytes
+	0x00006764, 0x0000676b, 0x00006778, 0x00006789,
+	0x000067b0, 0x000067c0, 0x00006814, 0x00006864,
+	0x000068c4, 0x00006917, 0x0000694f, 0x0000699f,
+	0x000069d3, 0x000069f2, 0x00006a12,
+} // Size: 2900 bytes
 
-const enData string = "" + // Size: 26551 bytes
+const enData string = "" + // Size: 27154 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1062,316 +1067,324 @@ const enData string = "" + // Size: 26551 bytes
 	" show the end of each id; open the instance, or copy its link, for the w" +
 	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
 	", newest first\x02Showing the %[1]d instances bulk action %[2]s changed." +
-	" While it runs, each reload shows how far it got.\x02Relais console\x02L" +
-	"anguage\x02Skip to content\x02Main navigation\x02Health\x02External task" +
-	"s\x02Processes\x02Find an instance or occurrence\x02id or business key" +
-	"\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02Token" +
-	"s\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settin" +
-	"gs\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reload ever" +
-	"y %[2]d s\x02Times in %[1]s · no auto-reload\x02This page reloads every " +
-	"%[1]d seconds.\x02Not allowed\x02Your role can read definitions and proc" +
-	"esses only: external tasks and process instances are for operators and a" +
-	"dministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL chara" +
-	"cter or bytes that are not UTF-8 text: correct it and try again.\x02Back" +
-	" to external tasks\x02Back to definitions\x02Nothing exists at this addr" +
-	"ess, or it is not visible to you.\x02Nothing exists at this address, or " +
-	"it is not visible to you. An ended instance is deleted, with its occurre" +
-	"nces and attempts, once the retention period (RELAIS_RETENTION) has pass" +
-	"ed; the audit log keeps the operator actions taken on it.\x02Not found" +
-	"\x02Form refused\x02This form was not sent from this console session, or" +
-	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
-	"le\x02The database cannot be reached right now. Try again in a few secon" +
-	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
-	" again; if it persists, give your administrator the request id %[1]s." +
-	"\x02No consumer yet.\x02No more consumers.\x02The external services that" +
-	" take tasks, and the definitions each may take. Create consumers, change" +
-	" their grants and rotate their tokens through the API (/api/v1/consumers" +
-	"); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02G" +
-	"rants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant: " +
-	"it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revisi" +
-	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
-	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
-	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
-	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
-	"ble part of a definition. Processes never use it directly: they pin a re" +
-	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
-	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
-	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
-	"\x02Lists every change from one revision to another, and whom it may bre" +
-	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
-	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
-	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
-	"he Working copy has changes not yet snapshotted: they are in no revision" +
-	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
-	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
-	"e same (the name or a description changed).\x02Changes of the Working co" +
-	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
-	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
-	"k contracts: their Working copy, immutable revisions and named releases." +
-	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
-	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
-	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
-	"dpoints push nodes call. Values of the URL's query and of the headers ar" +
-	"e sealed and never shown. Create, change and delete destinations through" +
-	" the API (/api/v1/destinations).\x02Destinations by name\x02URL\x02Heade" +
-	"rs sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its " +
-	"calls\x02on error\x02any other error\x02held for an operator\x02an incid" +
-	"ent: retry, abandon or stop\x02end: completes the instance\x02end: fails" +
-	" the instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definiti" +
-	"on’s queue and incidents now, and what its workers finished in the last " +
-	"hour: occurrences that ended completed or failed. An occurrence retried " +
-	"since counts where it ends next; a failed attempt with attempts left is " +
-	"not counted, its occurrence’s page lists it.\x02Completions and failures" +
-	", last hour\x02Definitions, those needing attention first\x02Definition" +
-	"\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Comple" +
-	"ted, last hour\x02Failed, last hour\x02No definition has occurrences yet" +
-	".\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable sinc" +
-	"e %[1]s\x02long wait\x02no worker\x02Show all definitions\x02No definiti" +
-	"on %[1]s has occurrences: check the key, or show all definitions.\x02All" +
-	" definitions\x02Completions and failures per 5 minutes, last hour: %[1]s" +
-	"\x02In the last hour: %[1]s, %[2]s. The table after the chart gives each" +
-	" 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Complet" +
-	"ions and failures per 5-minute slot, oldest first\x02Slot\x02Completed" +
-	"\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d com" +
-	"pleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d f" +
-	"ailed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4" +
-	"]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s" +
-	" ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
-	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
-	" is held at a failed node: an incident. It cannot be retried: its occurr" +
-	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
-	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
-	"tance is held at a failed node: an incident. Retry offers the failed occ" +
-	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
-	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
-	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
-	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
-	"ailed occurrence\x02Held for\x02End node\x02Abandoned at node\x02Failed " +
-	"at node\x02held, then stopped by an operator\x02held, then abandoned by " +
-	"an operator\x02Unknown status “%[1]s”.\x02The version must be a whole nu" +
-	"mber from 1.\x02A version is a process’s: choose the process too.\x02Cre" +
-	"ation date\x02The page size must be between 1 and %[1]d.\x02Process inst" +
-	"ances\x02exact, case-sensitive\x02Act on every instance this filter matc" +
-	"hes\x02The next page counts them and asks for a reason before anything c" +
-	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
-	"ror\x02No instance matches these filters.\x02All processes\x02Any defini" +
-	"tion\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled" +
-	"\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
-	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
-	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (se" +
-	"nsitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push" +
-	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
-	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
-	"\x02required changed\x02values changed\x02classification changed\x02cons" +
-	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
-	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
-	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
-	"\x02Relais has not called the destination yet.\x02Relais never called th" +
-	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
-	" destination’s status code only when it refused the call (destination_ht" +
-	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
-	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
-	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
-	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
-	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
-	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
-	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
-	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
-	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
-	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
-	" with the reveal)\x02Available from\x02Next attempt\x02Last reserved\x02" +
-	"Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before " +
-	"any attempt)\x02Retryable\x02no: the service marked this failure as not " +
-	"retryable (attempts left unused: %[1]d)\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The deadline passed before a result arrived.\x02The result did not m" +
-	"atch the revision's outputs contract.\x02Relais stopped during the call:" +
-	" whether the destination acted is unknown, so it is not called again." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
-	"ck expired with no attempt left.\x02The inputs could not be built from t" +
-	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
-	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
-	"dget already spent): it is not run again.\x02The destination answered HT" +
-	"TP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live w" +
-	"orker takes revision %[1]d: the live workers of %[2]s declare inputs it " +
-	"does not have.\x02No live worker takes revision %[1]d: the live workers " +
-	"of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]" +
-	"d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]" +
-	"s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
-	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
-	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
-	"r %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result rec" +
-	"orded: the replica making it may have stopped. If so, it fails outcome_u" +
-	"nknown at %[3]s (%[4]s): ask the destination whether it took effect.\x02" +
-	"Relais is calling the destination (since %[1]s).\x02Reserved by %[1]s; l" +
-	"ock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (" +
-	"%[2]s): a worker of the same consumer, or a front end with a settle toke" +
-	"n, completes it later.\x02Completed (%[1]s).\x02Its instance is held her" +
-	"e, waiting for an operator.\x02Its instance went on along the node’s err" +
-	"or path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[" +
-	"1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s)." +
-	"\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its" +
-	" settle token)\x02%[1]s (deferred; settled with its settle token, as %[2" +
-	"]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusab" +
-	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
-	"arge\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Mes" +
-	"sage from the service (its own words, protected values masked)\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Unknow" +
-	"n destination “%[1]s”.\x02Settlement date\x02More filters: instance, rev" +
-	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
-	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
-	"Process and node\x02Error\x02Consumer and worker\x02Next attempt or sett" +
-	"led\x02No occurrence matches these filters.\x02All consumers\x02Totals o" +
-	"f definition %[1]s, not narrowed by the other filters\x02Totals of all d" +
-	"efinitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[" +
-	"2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02settl" +
-	"ed\x02next attempt\x02claimable since\x02call in progress since\x02lock " +
-	"until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First " +
-	"page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
-	"s: the first day comes after the last.\x02This address holds a parameter" +
-	" that cannot be read (a percent sign not followed by two hexadecimal dig" +
-	"its, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” " +
-	"(did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter " +
-	"“%[1]s” is given %[2]d times: give it once.\x02The page cursor is inva" +
-	"lid: go back to the first page.\x02These settings are kept in this brows" +
-	"er only.\x02Show times in\x02The console runs no script, so it cannot re" +
-	"ad your computer’s time zone: choose its offset from UTC. Offsets do not" +
-	" follow daylight saving time.\x02Reload lists and detail pages\x02Pages " +
-	"where you type a reason (confirmations, and occurrences with a value to " +
-	"reveal) never reload on their own, nor does a revealed value.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Published process versions: their nodes, route" +
-	"s and pinned revisions, drawn.\x02Processes by key\x02Versions, newest f" +
-	"irst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
-	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
+	" While it runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s" +
+	", started %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d " +
+	"skipped (they changed after the count). It ended %[7]s.\x02Bulk %[1]s by" +
+	" %[2]s, started %[3]s, was stopped by an error after %[4]d of the %[5]d " +
+	"instances counted (%[6]d skipped). What it applied stays; act on the fil" +
+	"ter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is runnin" +
+	"g: %[4]d of the %[5]d instances counted done so far (%[6]d skipped). Eac" +
+	"h reload shows how far it got.\x02No progress since %[1]s: the replica r" +
+	"unning it may have stopped. What it applied stays; act on the filter aga" +
+	"in for the rest.\x02Relais console\x02Language\x02Skip to content\x02Mai" +
+	"n navigation\x02Health\x02External tasks\x02Processes\x02Find an instanc" +
+	"e or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
+	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
+	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
+	"tings:\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no a" +
+	"uto-reload\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Y" +
+	"our role can read definitions and processes only: external tasks and pro" +
+	"cess instances are for operators and administrators.\x02Invalid request" +
+	"\x02The field “%[1]s” holds a NUL character or bytes that are not UTF-8 " +
+	"text: correct it and try again.\x02Back to external tasks\x02Back to def" +
+	"initions\x02Nothing exists at this address, or it is not visible to you." +
+	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
+	"d instance is deleted, with its occurrences and attempts, once the reten" +
+	"tion period (RELAIS_RETENTION) has passed; the audit log keeps the opera" +
+	"tor actions taken on it.\x02Not found\x02Form refused\x02This form was n" +
+	"ot sent from this console session, or it has expired. Reload the page an" +
+	"d try again.\x02Temporarily unavailable\x02The database cannot be reache" +
+	"d right now. Try again in a few seconds.\x02Something went wrong\x02The " +
+	"console could not show this page. Try again; if it persists, give your a" +
+	"dministrator the request id %[1]s.\x02No consumer yet.\x02No more consum" +
+	"ers.\x02The external services that take tasks, and the definitions each " +
+	"may take. Create consumers, change their grants and rotate their tokens " +
+	"through the API (/api/v1/consumers); tokens are never shown.\x02Consumer" +
+	"s, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks" +
+	"\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02A" +
+	"ll its tasks\x02%[1]s: every revision, present and future\x02%[1]s: revi" +
+	"sions %[2]s\x02Counting the occurrences; the counts appear when you relo" +
+	"ad the page.\x02Counts are unavailable right now.\x02Field\x02Type\x02Re" +
+	"quired\x02Classification\x02Constraints\x02Description\x02Definition %[1" +
+	"]s\x02Working copy\x02The only mutable part of a definition. Processes n" +
+	"ever use it directly: they pin a revision.\x02Routing output\x02Last sav" +
+	"ed\x02Revisions\x02No revision yet: the Working copy has never been snap" +
+	"shotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes" +
+	"\x02Published\x02Compare revisions\x02Lists every change from one revisi" +
+	"on to another, and whom it may break.\x02From revision\x02To revision" +
+	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
+	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
+	"of the URL's query and of the headers are sealed and never shown. Create" +
+	", change and delete destinations through the API (/api/v1/destinations)." +
+	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
+	"st changed\x02no header\x02Calls\x02Its calls\x02on error\x02any other e" +
+	"rror\x02held for an operator\x02an incident: retry, abandon or stop\x02e" +
+	"nd: completes the instance\x02end: fails the instance\x02push %[1]s\x02p" +
+	"ull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, an" +
+	"d what its workers finished in the last hour: occurrences that ended com" +
+	"pleted or failed. An occurrence retried since counts where it ends next;" +
+	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
+	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
+	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
+	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
+	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
+	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
+	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
+	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02This instance is held at a failed node: an i" +
+	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
+	"e any attempt (its inputs could not be built), so it would fail the same" +
+	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
+	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
+	" an incident. Retry offers the failed occurrence again; abandon fails th" +
+	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
+	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
+	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
+	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
+	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
+	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
+	"s “%[1]s”.\x02The version must be a whole number from 1.\x02A version is" +
+	" a process’s: choose the process too.\x02Creation date\x02The page size " +
+	"must be between 1 and %[1]d.\x02Process instances\x02exact, case-sensiti" +
+	"ve\x02Act on every instance this filter matches\x02The next page counts " +
+	"them and asks for a reason before anything changes.\x02Process instances" +
+	", newest first\x02Instance\x02End node or error\x02No instance matches t" +
+	"hese filters.\x02All processes\x02Any definition\x02All statuses\x02avai" +
+	"lable\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expired" +
+	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
+	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
+	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
+	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
+	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
+	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
+	" changed\x02classification changed\x02constraint changed\x02routing chan" +
+	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
+	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
+	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
+	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
+	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
+	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
+	"hole message\x02No service ever reserved this occurrence: it ended befor" +
+	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
+	"stination yet.\x02Relais never called the destination: the occurrence en" +
+	"ded before any call.\x02Relais keeps the destination’s status code only " +
+	"when it refused the call (destination_http_NNN); a completed call answer" +
+	"ed 2xx. The duration runs from the claim of the call to its settlement." +
+	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
+	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
+	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
+	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
+	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
+	"mpt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1" +
+	"]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contrac" +
+	"t has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No" +
+	" outputs yet: the occurrence has not completed.\x02This contract has no " +
+	"outputs.\x02No outputs: the occurrence ended without completing.\x02Reve" +
+	"al — this is recorded\x02Why (recorded with the reveal)\x02Available fro" +
+	"m\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last e" +
+	"rror (attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: t" +
+	"he service marked this failure as not retryable (attempts left unused: %" +
+	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
+	"): it may have acted all the same, so check before retrying.\x02The dest" +
+	"ination did not answer within the call’s timeout: it may have acted all " +
+	"the same, so check before retrying.\x02The deadline passed before a resu" +
+	"lt arrived.\x02The result did not match the revision's outputs contract." +
+	"\x02Relais stopped during the call: whether the destination acted is unk" +
+	"nown, so it is not called again.\x02The call could not be prepared.\x02T" +
+	"he destination could not be reached.\x02The destination’s answer was too" +
+	" large.\x02The last attempt’s lock expired with no attempt left.\x02The " +
+	"inputs could not be built from the process’s bindings.\x02An operator ab" +
+	"andoned the instance.\x02A Camunda 7 worker reported a failure with no r" +
+	"etries left (retries: 0, or a budget already spent): it is not run again" +
+	".\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s " +
+	"now (Workers page).\x02No live worker takes revision %[1]d: the live wor" +
+	"kers of %[2]s declare inputs it does not have.\x02No live worker takes r" +
+	"evision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No" +
+	" live worker takes revision %[1]d: the live workers of %[2]s take revisi" +
+	"ons %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
+	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
+	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
+	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) en" +
+	"ded %[2]s without its result recorded: the replica making it may have st" +
+	"opped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destina" +
+	"tion whether it took effect.\x02Relais is calling the destination (since" +
+	" %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by " +
+	"%[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, o" +
+	"r a front end with a settle token, completes it later.\x02Completed (%[1" +
+	"]s).\x02Its instance is held here, waiting for an operator.\x02Its insta" +
+	"nce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled" +
+	": the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: th" +
+	"e instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[" +
+	"1]s (deferred; settled with its settle token)\x02%[1]s (deferred; settle" +
+	"d with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlement da" +
+	"te\x02More filters: instance, revision, consumer, destination, dates\x02" +
+	"Push destination\x02its name, exactly\x02instance id\x02Counts by status" +
+	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
+	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
+	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
+	" other filters\x02Totals of all definitions, not narrowed by the other f" +
+	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
+	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
+	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
+	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
+	"us page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date " +
+	"is written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02" +
+	"This address holds a parameter that cannot be read (a percent sign not f" +
+	"ollowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose its off" +
+	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
+	"s and detail pages\x02Pages where you type a reason (confirmations, and " +
+	"occurrences with a value to reveal) never reload on their own, nor does " +
+	"a revealed value.\x02Save settings\x02Back without saving\x02UTC (coordi" +
+	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
+	"onds\x02Published process versions: their nodes, routes and pinned revis" +
+	"ions, drawn, with where their occurrences are now.\x02Published process " +
+	"versions: their nodes, routes and pinned revisions, drawn.\x02Processes " +
+	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
+	"ion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the " +
+	"longest path from the start node. Solid arrows are successes (labelled w" +
+	"ith their route), dashed ones failures (labelled with their error codes)" +
+	". Each box says how many of this version’s occurrences are at that node " +
+	"now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Ki" +
+	"nd\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02In" +
+	"stances of this version\x02Columns follow the longest path from the star" +
 	"t node. Solid arrows are successes (labelled with their route), dashed o" +
-	"nes failures (labelled with their error codes). Each box says how many o" +
-	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
-	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
-	"n success\x02On error\x02Occurrences now\x02Instances of this version" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes).\x02Nodes of this version\x02This version has %[" +
-	"1]d nodes: too many to draw legibly (at most %[2]d). The table below lis" +
-	"ts every node with its routes and counts.\x02This version has %[1]d node" +
-	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
-	" node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1" +
-	"]d node, starting at %[2]s. The table below lists the same nodes, routes" +
-	" and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lis" +
-	"ts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s." +
-	" The table below lists the same nodes and routes.\x02pull\x02push to %[1" +
-	"]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold" +
-	" (an incident for an operator)\x02any other code → %[1]s\x02fails the in" +
-	"stance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, pri" +
-	"ority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
-	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
-	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
-	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
-	"value.\x02Cannot reveal\x02Say why you reveal this value: the reason is " +
-	"recorded with the reveal in the audit log.\x02Revealed by %[1]s at %[2]s" +
-	"; recorded in the audit log.\x02Back to the occurrence\x02Only a value t" +
-	"his page shows as hidden (sensitive) can be revealed.\x02Secret values c" +
-	"an never be revealed.\x02Every sensitive value an administrator revealed" +
-	": who, when, which field and why. The values themselves are never kept." +
-	"\x02Reveals, newest first\x02No value was revealed.\x02none (revealed be" +
-	"fore reasons were asked for)\x02Method not allowed\x02This page does not" +
-	" accept that request.\x02Search\x02Type an instance or occurrence id (a " +
-	"UUID, as the pages show on hover), or a business key.\x02Nothing to find" +
-	": the search box is empty.\x02That is too long to be an id or a business" +
-	" key.\x02No instance or occurrence has the id “%[1]s”, and no instance h" +
-	"as it as its business key.\x02No instance or occurrence has the id “%[1]" +
-	"s”, and no instance has it as its business key. An ended instance is del" +
-	"eted, with its occurrences and attempts, once the retention period (RELA" +
-	"IS_RETENTION) has passed; the audit log keeps the operator actions taken" +
-	" on it.\x02No instance has “%[1]s” as its business key, and it is not a " +
-	"whole id: the lists show the end of each id. Open the row, or copy its l" +
-	"ink, for the whole id.\x02You are signed out.\x02Your session had ended " +
-	"(inactivity, a sign-out elsewhere, a revoked token or a restart of the s" +
-	"erver), so your last action was not applied. Sign in again, then repeat " +
-	"it.\x02Your session has ended (inactivity, a sign-out elsewhere, a revok" +
-	"ed token or a restart of the server). Sign in again.\x02Sign in\x02Sign " +
-	"in with an operator, designer or administrator token.\x02Token\x02The to" +
-	"ken is checked once and never stored in your browser; a session cookie s" +
-	"tands for it for up to 8 hours of inactivity.\x02Too many failed sign-in" +
-	"s from your address. Try again in %[1]d seconds.\x02This token is unknow" +
-	"n or has been revoked.\x02A %[1]s token cannot open the console: sign in" +
-	" with an operator, designer or administrator token.\x02Only administrato" +
-	"rs see this page: tokens, consumers, destinations and the reveal log are" +
-	" theirs.\x02Staff tokens (administrators, designers, operators) that are" +
-	" not revoked. Consumer tokens are managed with their consumers. Revoking" +
-	" a token refuses its next request.\x02Staff tokens, oldest first\x02No t" +
-	"oken.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired tok" +
-	"en\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s " +
-	"token “%[2]s”?\x02Its next request is refused, and console sessions open" +
-	"ed with it end. This cannot be undone: whoever uses it needs a new token" +
-	".\x02Revoke the token\x02Keep it\x02This is the token you signed in with" +
-	": revoking it signs you out. Its next request is refused. This cannot be" +
-	" undone.\x02This is the last usable administrator token: create another " +
-	"one before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next" +
-	" request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d chara" +
-	"cters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02" +
-	"at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1" +
-	"]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at l" +
-	"east %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No proc" +
-	"ess uses this definition yet: it needs a worker once a process pulls it." +
-	"\x02No process pulls this definition: Relais calls its destinations (pus" +
-	"h), and it needs no worker.\x02No worker is connected for this definitio" +
-	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"nes failures (labelled with their error codes).\x02Nodes of this version" +
+	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
+	"d). The table below lists every node with its routes and counts.\x02This" +
+	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
+	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
+	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
+	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
+	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
+	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
+	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
+	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
+	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
+	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
+	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
+	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
+	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
+	"y reveal a sensitive value.\x02Cannot reveal\x02Say why you reveal this " +
+	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
+	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
+	"nce\x02Only a value this page shows as hidden (sensitive) can be reveale" +
+	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
+	"dministrator revealed: who, when, which field and why. The values themse" +
+	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
+	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
+	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
+	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
+	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
+	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
+	"]s”, and no instance has it as its business key.\x02No instance or occur" +
+	"rence has the id “%[1]s”, and no instance has it as its business key. An" +
+	" ended instance is deleted, with its occurrences and attempts, once the " +
+	"retention period (RELAIS_RETENTION) has passed; the audit log keeps the " +
+	"operator actions taken on it.\x02No instance has “%[1]s” as its business" +
+	" key, and it is not a whole id: the lists show the end of each id. Open " +
+	"the row, or copy its link, for the whole id.\x02You are signed out.\x02Y" +
+	"our session had ended (inactivity, a sign-out elsewhere, a revoked token" +
+	" or a restart of the server), so your last action was not applied. Sign " +
+	"in again, then repeat it.\x02Your session has ended (inactivity, a sign-" +
+	"out elsewhere, a revoked token or a restart of the server). Sign in agai" +
+	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
+	"en.\x02Token\x02The token is checked once and never stored in your brows" +
+	"er; a session cookie stands for it for up to 8 hours of inactivity.\x02T" +
+	"oo many failed sign-ins from your address. Try again in %[1]d seconds." +
+	"\x02This token is unknown or has been revoked.\x02A %[1]s token cannot o" +
+	"pen the console: sign in with an operator, designer or administrator tok" +
+	"en.\x02Only administrators see this page: tokens, consumers, destination" +
+	"s and the reveal log are theirs.\x02Staff tokens (administrators, design" +
+	"ers, operators) that are not revoked. Consumer tokens are managed with t" +
+	"heir consumers. Revoking a token refuses its next request.\x02Staff toke" +
+	"ns, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02The token %[1]s (%[" +
+	"2]s) was revoked: its next request is refused.\x02routing output\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)" +
+	"\x02null\x02unexpected value\x02Workers connected by a stream, and polli" +
+	"ng workers by their last fetch. A worker is listed while it was seen wit" +
+	"hin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
+	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
+	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
+	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
+	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
+	"No worker serves this definition: its occurrences wait until one connect" +
+	"s or polls.\x02No process uses this definition yet: it needs a worker on" +
+	"ce a process pulls it.\x02No process pulls this definition: Relais calls" +
+	" its destinations (push), and it needs no worker.\x02No worker is connec" +
+	"ted for this definition; none of its occurrences waits for one.\x14\x01" +
+	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
+	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
+	"consumer is granted.\x02They take every revision their consumer is grant" +
+	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 715 elements
+var frIndex = []uint32{ // 719 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1406,177 +1419,178 @@ var frIndex = []uint32{ // 715 elements
 	0x00001fd2, 0x00001fed, 0x00001ff0, 0x00001ff3,
 	0x00002009, 0x0000201d, 0x00002049, 0x0000205c,
 	0x0000212f, 0x00002178, 0x000021ae, 0x0000223d,
-	0x0000224c, 0x00002253, 0x00002264, 0x0000227a,
-	0x00002280, 0x00002291, 0x0000229b, 0x000022c2,
+	0x000022fa, 0x000023e1, 0x0000249e, 0x00002555,
+	0x00002564, 0x0000256b, 0x0000257c, 0x00002592,
 	// Entry 80 - 9F
-	0x000022de, 0x000022e6, 0x000022f3, 0x000022ff,
-	0x0000230d, 0x0000231a, 0x00002321, 0x0000232f,
-	0x00002353, 0x00002363, 0x0000237b, 0x0000239c,
-	0x000023cf, 0x00002400, 0x00002432, 0x00002440,
-	0x000024f4, 0x00002506, 0x00002586, 0x000025a2,
-	0x000025ba, 0x000025fd, 0x0000271b, 0x00002727,
-	0x0000273a, 0x000027b6, 0x000027d2, 0x00002829,
-	0x00002841, 0x000028d9, 0x000028fe, 0x00002918,
+	0x00002598, 0x000025a9, 0x000025b3, 0x000025da,
+	0x000025f6, 0x000025fe, 0x0000260b, 0x00002617,
+	0x00002625, 0x00002632, 0x00002639, 0x00002647,
+	0x0000266b, 0x0000267b, 0x00002693, 0x000026b4,
+	0x000026e7, 0x00002718, 0x0000274a, 0x00002758,
+	0x0000280c, 0x0000281e, 0x0000289e, 0x000028ba,
+	0x000028d2, 0x00002915, 0x00002a33, 0x00002a3f,
+	0x00002a52, 0x00002ace, 0x00002aea, 0x00002b41,
 	// Entry A0 - BF
-	0x00002a09, 0x00002a37, 0x00002a3a, 0x00002a3e,
-	0x00002a45, 0x00002a4f, 0x00002a55, 0x00002a5d,
-	0x00002a63, 0x00002a6d, 0x00002a8e, 0x00002aa7,
-	0x00002aba, 0x00002af2, 0x00002b0d, 0x00002b73,
-	0x00002ba5, 0x00002bab, 0x00002bb0, 0x00002bbc,
-	0x00002bcb, 0x00002bd7, 0x00002be3, 0x00002bf5,
-	0x00002c06, 0x00002c8a, 0x00002c9c, 0x00002cb3,
-	0x00002cbe, 0x00002d13, 0x00002d20, 0x00002d45,
+	0x00002b59, 0x00002bf1, 0x00002c16, 0x00002c30,
+	0x00002d21, 0x00002d4f, 0x00002d52, 0x00002d56,
+	0x00002d5d, 0x00002d67, 0x00002d6d, 0x00002d75,
+	0x00002d7b, 0x00002d85, 0x00002da6, 0x00002dbf,
+	0x00002dd2, 0x00002e0a, 0x00002e25, 0x00002e8b,
+	0x00002ebd, 0x00002ec3, 0x00002ec8, 0x00002ed4,
+	0x00002ee3, 0x00002eef, 0x00002efb, 0x00002f0d,
+	0x00002f1e, 0x00002fa2, 0x00002fb4, 0x00002fcb,
 	// Entry C0 - DF
-	0x00002d51, 0x00002d5b, 0x00002d61, 0x00002d6d,
-	0x00002d85, 0x00002dd7, 0x00002de7, 0x00002df7,
-	0x00002e00, 0x00002e0b, 0x00002e13, 0x00002e33,
-	0x00002e55, 0x00002e7d, 0x00002e86, 0x00002e96,
-	0x00002eb6, 0x00002ebe, 0x00002ecd, 0x00002eec,
-	0x00002f17, 0x00002f3d, 0x00002f4d, 0x00002f57,
-	0x00002f61, 0x00002f80, 0x00002f9e, 0x00003076,
-	0x00003094, 0x000030d8, 0x00003115, 0x00003148,
+	0x00002fd6, 0x0000302b, 0x00003038, 0x0000305d,
+	0x00003069, 0x00003073, 0x00003079, 0x00003085,
+	0x0000309d, 0x000030ef, 0x000030ff, 0x0000310f,
+	0x00003118, 0x00003123, 0x0000312b, 0x0000314b,
+	0x0000316d, 0x00003195, 0x0000319e, 0x000031ae,
+	0x000031ce, 0x000031d6, 0x000031e5, 0x00003204,
+	0x0000322f, 0x00003255, 0x00003265, 0x0000326f,
+	0x00003279, 0x00003298, 0x000032b6, 0x0000338e,
 	// Entry E0 - FF
-	0x00003178, 0x000031a4, 0x000031d4, 0x000031f6,
-	0x00003211, 0x0000322c, 0x00003248, 0x00003264,
-	0x0000327a, 0x00003294, 0x000032cb, 0x00003301,
-	0x00003321, 0x00003340, 0x00003347, 0x000033b1,
-	0x000033c7, 0x000033cc, 0x000033e0, 0x000033f8,
-	0x0000341d, 0x0000344b, 0x00003470, 0x0000348a,
-	0x00003574, 0x00003589, 0x0000358d, 0x000035a0,
-	0x000035af, 0x000035c6, 0x000035d5, 0x000035dc,
+	0x000033ac, 0x000033f0, 0x0000342d, 0x00003460,
+	0x00003490, 0x000034bc, 0x000034ec, 0x0000350e,
+	0x00003529, 0x00003544, 0x00003560, 0x0000357c,
+	0x00003592, 0x000035ac, 0x000035e3, 0x00003619,
+	0x00003639, 0x00003658, 0x0000365f, 0x000036c9,
+	0x000036df, 0x000036e4, 0x000036f8, 0x00003710,
+	0x00003735, 0x00003763, 0x00003788, 0x000037a2,
+	0x0000388c, 0x000038a1, 0x000038a5, 0x000038b8,
 	// Entry 100 - 11F
-	0x000035e7, 0x000035f9, 0x0000360c, 0x00003628,
-	0x00003655, 0x00003672, 0x00003695, 0x000036a0,
-	0x000036ab, 0x000036b7, 0x00003820, 0x00003847,
-	0x00003885, 0x00003891, 0x0000389a, 0x000038ae,
-	0x000038b8, 0x000038df, 0x000038fb, 0x00003916,
-	0x00003946, 0x00003985, 0x000039a0, 0x000039af,
-	0x000039c0, 0x000039e1, 0x00003a4c, 0x00003a64,
-	0x00003aaa, 0x00003b15, 0x00003b1f, 0x00003b29,
+	0x000038c7, 0x000038de, 0x000038ed, 0x000038f4,
+	0x000038ff, 0x00003911, 0x00003924, 0x00003940,
+	0x0000396d, 0x0000398a, 0x000039ad, 0x000039b8,
+	0x000039c3, 0x000039cf, 0x00003b38, 0x00003b5f,
+	0x00003b9d, 0x00003ba9, 0x00003bb2, 0x00003bc6,
+	0x00003bd0, 0x00003bf7, 0x00003c13, 0x00003c2e,
+	0x00003c5e, 0x00003c9d, 0x00003cb8, 0x00003cc7,
+	0x00003cd8, 0x00003cf9, 0x00003d64, 0x00003d7c,
 	// Entry 120 - 13F
-	0x00003b43, 0x00003b8c, 0x00003b94, 0x00003b9f,
-	0x00003bad, 0x00003bbd, 0x00003be7, 0x00003c10,
-	0x00003c20, 0x00003c3f, 0x00003c4b, 0x00003c64,
-	0x00003c6f, 0x00003c7c, 0x00003c8b, 0x00003c93,
-	0x00003c9d, 0x00003ca5, 0x00003cad, 0x00003cb3,
-	0x00003cba, 0x00003cbf, 0x00003cc4, 0x00003cc8,
-	0x00003ccd, 0x00003cd3, 0x00003cd9, 0x00003cdf,
-	0x00003ce4, 0x00003ce9, 0x00003cef, 0x00003cf9,
+	0x00003dc2, 0x00003e2d, 0x00003e37, 0x00003e41,
+	0x00003e5b, 0x00003ea4, 0x00003eac, 0x00003eb7,
+	0x00003ec5, 0x00003ed5, 0x00003eff, 0x00003f28,
+	0x00003f38, 0x00003f57, 0x00003f63, 0x00003f7c,
+	0x00003f87, 0x00003f94, 0x00003fa3, 0x00003fab,
+	0x00003fb5, 0x00003fbd, 0x00003fc5, 0x00003fcb,
+	0x00003fd2, 0x00003fd7, 0x00003fdc, 0x00003fe0,
+	0x00003fe5, 0x00003feb, 0x00003ff1, 0x00003ff7,
 	// Entry 140 - 15F
-	0x00003d19, 0x00003d3b, 0x00003d5f, 0x00003d85,
-	0x00003d8e, 0x00003daa, 0x00003db3, 0x00003dcb,
-	0x00003dd4, 0x00003e28, 0x00003e48, 0x00003e4e,
-	0x00003e59, 0x00003e5f, 0x00003e6d, 0x00003e78,
-	0x00003e86, 0x00003eb9, 0x00003edd, 0x00003f0c,
-	0x00003f55, 0x00003f5c, 0x00003f72, 0x00003fe5,
-	0x0000400b, 0x0000419a, 0x000042a1, 0x000042f1,
-	0x00004322, 0x00004355, 0x00004384, 0x00004392,
+	0x00003ffc, 0x00004001, 0x00004007, 0x00004011,
+	0x00004031, 0x00004053, 0x00004077, 0x0000409d,
+	0x000040a6, 0x000040c2, 0x000040cb, 0x000040e3,
+	0x000040ec, 0x00004140, 0x00004160, 0x00004166,
+	0x00004171, 0x00004177, 0x00004185, 0x00004190,
+	0x0000419e, 0x000041d1, 0x000041f5, 0x00004224,
+	0x0000426d, 0x00004274, 0x0000428a, 0x000042fd,
+	0x00004323, 0x000044b2, 0x000045b9, 0x00004609,
 	// Entry 160 - 17F
-	0x0000439f, 0x000043b1, 0x000043c6, 0x000043d4,
-	0x000043e1, 0x000043f6, 0x00004409, 0x00004434,
-	0x00004461, 0x00004485, 0x000044bc, 0x00004506,
-	0x00004518, 0x00004550, 0x00004567, 0x0000457e,
-	0x000045b2, 0x000045fc, 0x00004631, 0x0000463a,
-	0x00004651, 0x0000467f, 0x00004692, 0x000046a4,
-	0x000046b5, 0x000046c0, 0x000046cb, 0x000046d6,
-	0x000046df, 0x000046e8, 0x000046f1, 0x000046fa,
+	0x0000463a, 0x0000466d, 0x0000469c, 0x000046aa,
+	0x000046b7, 0x000046c9, 0x000046de, 0x000046ec,
+	0x000046f9, 0x0000470e, 0x00004721, 0x0000474c,
+	0x00004779, 0x0000479d, 0x000047d4, 0x0000481e,
+	0x00004830, 0x00004868, 0x0000487f, 0x00004896,
+	0x000048ca, 0x00004914, 0x00004949, 0x00004952,
+	0x00004969, 0x00004997, 0x000049aa, 0x000049bc,
+	0x000049cd, 0x000049d8, 0x000049e3, 0x000049ee,
 	// Entry 180 - 19F
-	0x00004703, 0x0000470a, 0x00004718, 0x0000471e,
-	0x00004725, 0x0000472c, 0x00004735, 0x0000473a,
-	0x00004748, 0x0000474e, 0x00004754, 0x0000475a,
-	0x00004762, 0x0000476b, 0x00004774, 0x00004791,
-	0x000047ac, 0x000047cf, 0x000047f0, 0x000047ff,
-	0x0000480a, 0x00004815, 0x00004822, 0x00004826,
-	0x0000482a, 0x00004838, 0x00004846, 0x00004854,
-	0x00004874, 0x00004887, 0x000048a0, 0x000048b5,
+	0x000049f7, 0x00004a00, 0x00004a09, 0x00004a12,
+	0x00004a1b, 0x00004a22, 0x00004a30, 0x00004a36,
+	0x00004a3d, 0x00004a44, 0x00004a4d, 0x00004a52,
+	0x00004a60, 0x00004a66, 0x00004a6c, 0x00004a72,
+	0x00004a7a, 0x00004a83, 0x00004a8c, 0x00004aa9,
+	0x00004ac4, 0x00004ae7, 0x00004b08, 0x00004b17,
+	0x00004b22, 0x00004b2d, 0x00004b3a, 0x00004b3e,
+	0x00004b42, 0x00004b50, 0x00004b5e, 0x00004b6c,
 	// Entry 1A0 - 1BF
-	0x000048c6, 0x000048d8, 0x000048ea, 0x000048f0,
-	0x000048f7, 0x000048ff, 0x00004907, 0x00004925,
-	0x00004943, 0x0000495a, 0x0000496f, 0x00004980,
-	0x00004986, 0x0000499f, 0x000049aa, 0x000049de,
-	0x000049eb, 0x00004a09, 0x00004a17, 0x00004a20,
-	0x00004a27, 0x00004a42, 0x00004a4c, 0x00004a5f,
-	0x00004a99, 0x00004aa2, 0x00004ab1, 0x00004b15,
-	0x00004b21, 0x00004b2b, 0x00004b5b, 0x00004bb6,
+	0x00004b8c, 0x00004b9f, 0x00004bb8, 0x00004bcd,
+	0x00004bde, 0x00004bf0, 0x00004c02, 0x00004c08,
+	0x00004c0f, 0x00004c17, 0x00004c1f, 0x00004c3d,
+	0x00004c5b, 0x00004c72, 0x00004c87, 0x00004c98,
+	0x00004c9e, 0x00004cb7, 0x00004cc2, 0x00004cf6,
+	0x00004d03, 0x00004d21, 0x00004d2f, 0x00004d38,
+	0x00004d3f, 0x00004d5a, 0x00004d64, 0x00004d77,
+	0x00004db1, 0x00004dba, 0x00004dc9, 0x00004e2d,
 	// Entry 1C0 - 1DF
-	0x00004c9d, 0x00004ca8, 0x00004cdb, 0x00004ce0,
-	0x00004d00, 0x00004d1d, 0x00004d3d, 0x00004d52,
-	0x00004d93, 0x00004d9e, 0x00004da8, 0x00004dd1,
-	0x00004de2, 0x00004df0, 0x00004e2c, 0x00004e56,
-	0x00004e9b, 0x00004ec3, 0x00004f02, 0x00004f23,
-	0x00004f61, 0x00004fa1, 0x00004fc1, 0x00005002,
-	0x0000502e, 0x00005055, 0x0000506d, 0x00005081,
-	0x00005098, 0x000050a6, 0x000050b1, 0x000050d4,
+	0x00004e39, 0x00004e43, 0x00004e73, 0x00004ece,
+	0x00004fb5, 0x00004fc0, 0x00004ff3, 0x00004ff8,
+	0x00005018, 0x00005035, 0x00005055, 0x0000506a,
+	0x000050ab, 0x000050b6, 0x000050c0, 0x000050e9,
+	0x000050fa, 0x00005108, 0x00005144, 0x0000516e,
+	0x000051b3, 0x000051db, 0x0000521a, 0x0000523b,
+	0x00005279, 0x000052b9, 0x000052d9, 0x0000531a,
+	0x00005346, 0x0000536d, 0x00005385, 0x00005399,
 	// Entry 1E0 - 1FF
-	0x000050f3, 0x0000510f, 0x0000517d, 0x00005202,
-	0x0000527f, 0x000052bf, 0x00005305, 0x00005377,
-	0x0000539f, 0x000053c2, 0x000053f9, 0x00005440,
-	0x00005493, 0x000054bc, 0x00005562, 0x00005588,
-	0x000055cf, 0x00005653, 0x000056ce, 0x0000574b,
-	0x00005772, 0x0000579a, 0x000057e1, 0x0000582b,
-	0x0000585e, 0x00005871, 0x00005979, 0x000059a7,
-	0x000059e3, 0x000059f9, 0x00005a8d, 0x00005aa0,
+	0x000053b0, 0x000053be, 0x000053c9, 0x000053ec,
+	0x0000540b, 0x00005427, 0x00005495, 0x0000551a,
+	0x00005597, 0x000055d7, 0x0000561d, 0x0000568f,
+	0x000056b7, 0x000056da, 0x00005711, 0x00005758,
+	0x000057ab, 0x000057d4, 0x0000587a, 0x000058a0,
+	0x000058e7, 0x0000596b, 0x000059e6, 0x00005a63,
+	0x00005a8a, 0x00005ab2, 0x00005af9, 0x00005b43,
+	0x00005b76, 0x00005b89, 0x00005c91, 0x00005cbf,
 	// Entry 200 - 21F
-	0x00005add, 0x00005b19, 0x00005b2c, 0x00005b80,
-	0x00005bb5, 0x00005bc7, 0x00005bde, 0x00005c1b,
-	0x00005c6b, 0x00005c95, 0x00005ca0, 0x00005cbd,
-	0x00005cdc, 0x00005ced, 0x00005d07, 0x00005d10,
-	0x00005d1a, 0x00005d39, 0x00005d87, 0x00005dbc,
-	0x00005dd2, 0x00005df8, 0x00005e09, 0x00005e53,
-	0x00005e69, 0x00005e7d, 0x00005e96, 0x00005eac,
-	0x00005ed6, 0x00005ee9, 0x00005ef0, 0x00005f0b,
+	0x00005cfb, 0x00005d11, 0x00005da5, 0x00005db8,
+	0x00005df5, 0x00005e31, 0x00005e44, 0x00005e98,
+	0x00005ecd, 0x00005edf, 0x00005ef6, 0x00005f33,
+	0x00005f83, 0x00005fad, 0x00005fb8, 0x00005fd5,
+	0x00005ff4, 0x00006005, 0x0000601f, 0x00006028,
+	0x00006032, 0x00006051, 0x0000609f, 0x000060d4,
+	0x000060ea, 0x00006110, 0x00006121, 0x0000616b,
+	0x00006181, 0x00006195, 0x000061ae, 0x000061c4,
 	// Entry 220 - 23F
-	0x00005f2b, 0x00005f5b, 0x00005f72, 0x00005faa,
-	0x00005fe5, 0x00006011, 0x00006065, 0x00006075,
-	0x00006080, 0x00006094, 0x000060a6, 0x000060bc,
-	0x000060ce, 0x000060e0, 0x000060e6, 0x000060f8,
-	0x00006106, 0x00006115, 0x0000612b, 0x00006155,
-	0x00006188, 0x00006230, 0x00006280, 0x000062a8,
-	0x000062fa, 0x0000633c, 0x00006378, 0x0000638f,
-	0x00006457, 0x00006484, 0x0000653f, 0x00006559,
+	0x000061ee, 0x00006201, 0x00006208, 0x00006223,
+	0x00006243, 0x00006273, 0x0000628a, 0x000062c2,
+	0x000062fd, 0x00006329, 0x0000637d, 0x0000638d,
+	0x00006398, 0x000063ac, 0x000063be, 0x000063d4,
+	0x000063e6, 0x000063f8, 0x000063fe, 0x00006410,
+	0x0000641e, 0x0000642d, 0x00006443, 0x0000646d,
+	0x000064a0, 0x00006548, 0x00006598, 0x000065c0,
+	0x00006612, 0x00006654, 0x00006690, 0x000066a7,
 	// Entry 240 - 25F
-	0x00006572, 0x00006593, 0x000065a9, 0x000065b0,
-	0x000065ca, 0x0000665f, 0x000066c2, 0x000066d5,
-	0x000066fc, 0x00006724, 0x00006732, 0x00006742,
-	0x00006753, 0x0000675a, 0x00006890, 0x00006897,
-	0x000068d1, 0x000068d6, 0x000068eb, 0x000068ff,
-	0x00006911, 0x00006927, 0x00006942, 0x00006a17,
-	0x00006a2f, 0x00006ad0, 0x00006b5f, 0x00006b6f,
-	0x00006c49, 0x00006d0b, 0x00006d10, 0x00006d20,
+	0x0000676f, 0x0000679c, 0x00006857, 0x00006871,
+	0x0000688a, 0x000068ab, 0x000068c1, 0x000068c8,
+	0x000068e2, 0x00006977, 0x000069da, 0x000069ed,
+	0x00006a14, 0x00006a3c, 0x00006a4a, 0x00006a5a,
+	0x00006a6b, 0x00006a72, 0x00006ba8, 0x00006baf,
+	0x00006be9, 0x00006bee, 0x00006c03, 0x00006c17,
+	0x00006c29, 0x00006c3f, 0x00006c5a, 0x00006d2f,
+	0x00006d47, 0x00006de8, 0x00006e77, 0x00006e87,
 	// Entry 260 - 27F
-	0x00006d2e, 0x00006d3e, 0x00006d4e, 0x00006d58,
-	0x00006d81, 0x00006d9b, 0x00006db6, 0x00006e44,
-	0x00006e55, 0x00006e62, 0x00006e7d, 0x00006e91,
-	0x00006eaf, 0x00006efa, 0x00006f3b, 0x00006f53,
-	0x00006fc9, 0x0000700f, 0x00007028, 0x0000707b,
-	0x000070b6, 0x0000714e, 0x0000717a, 0x000071a0,
-	0x000071d4, 0x000071ec, 0x00007217, 0x00007221,
-	0x0000729b, 0x000072d0, 0x00007311, 0x00007385,
+	0x00006f61, 0x00007023, 0x00007028, 0x00007038,
+	0x00007046, 0x00007056, 0x00007066, 0x00007070,
+	0x00007099, 0x000070b3, 0x000070ce, 0x0000715c,
+	0x0000716d, 0x0000717a, 0x00007195, 0x000071a9,
+	0x000071c7, 0x00007212, 0x00007253, 0x0000726b,
+	0x000072e1, 0x00007327, 0x00007340, 0x00007393,
+	0x000073ce, 0x00007466, 0x00007492, 0x000074b8,
+	0x000074ec, 0x00007504, 0x0000752f, 0x00007539,
 	// Entry 280 - 29F
-	0x000074d4, 0x000075ad, 0x000075c6, 0x0000768f,
-	0x0000770c, 0x00007719, 0x0000776b, 0x00007771,
-	0x0000780d, 0x00007861, 0x0000788c, 0x00007918,
-	0x000079ae, 0x00007a70, 0x00007aa0, 0x00007aad,
-	0x00007ab3, 0x00007ac9, 0x00007ad4, 0x00007adb,
-	0x00007ae6, 0x00007af4, 0x00007b01, 0x00007b0f,
-	0x00007b28, 0x00007b55, 0x00007bfe, 0x00007c11,
-	0x00007c1b, 0x00007caa, 0x00007d0b, 0x00007d5d,
+	0x000075b3, 0x000075e8, 0x00007629, 0x0000769d,
+	0x000077ec, 0x000078c5, 0x000078de, 0x000079a7,
+	0x00007a24, 0x00007a31, 0x00007a83, 0x00007a89,
+	0x00007b25, 0x00007b79, 0x00007ba4, 0x00007c30,
+	0x00007cc6, 0x00007d88, 0x00007db8, 0x00007dc5,
+	0x00007dcb, 0x00007de1, 0x00007dec, 0x00007df3,
+	0x00007dfe, 0x00007e0c, 0x00007e19, 0x00007e27,
+	0x00007e40, 0x00007e6d, 0x00007f16, 0x00007f29,
 	// Entry 2A0 - 2BF
-	0x00007d6f, 0x00007d82, 0x00007dc0, 0x00007dfc,
-	0x00007e08, 0x00007e15, 0x00007e23, 0x00007e31,
-	0x00007e41, 0x00007e7d, 0x00007eb7, 0x00007f34,
-	0x00007f3f, 0x00007f69, 0x00007f85, 0x00007f89,
-	0x00007f9b, 0x0000805d, 0x00008090, 0x0000809b,
-	0x000080a5, 0x000080ba, 0x000080c3, 0x000080cd,
-	0x000080e2, 0x00008106, 0x00008120, 0x00008135,
-	0x00008161, 0x00008166, 0x0000817b, 0x0000818d,
+	0x00007f33, 0x00007fc2, 0x00008023, 0x00008075,
+	0x00008087, 0x0000809a, 0x000080d8, 0x00008114,
+	0x00008120, 0x0000812d, 0x0000813b, 0x00008149,
+	0x00008159, 0x00008195, 0x000081cf, 0x0000824c,
+	0x00008257, 0x00008281, 0x0000829d, 0x000082a1,
+	0x000082b3, 0x00008375, 0x000083a8, 0x000083b3,
+	0x000083bd, 0x000083d2, 0x000083db, 0x000083e5,
+	0x000083fa, 0x0000841e, 0x00008438, 0x0000844d,
 	// Entry 2C0 - 2DF
-	0x000081c2, 0x000081d3, 0x00008249, 0x000082d4,
-	0x00008363, 0x000083ca, 0x0000840c, 0x0000847f,
-	0x000084c7, 0x000084f5, 0x00008528,
-} // Size: 2884 bytes
+	0x00008479, 0x0000847e, 0x00008493, 0x000084a5,
+	0x000084da, 0x000084eb, 0x00008561, 0x000085ec,
+	0x0000867b, 0x000086e2, 0x00008724, 0x00008797,
+	0x000087df, 0x0000880d, 0x00008840,
+} // Size: 2900 bytes
 
-const frData string = "" + // Size: 34088 bytes
+const frData string = "" + // Size: 34880 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1702,217 +1716,228 @@ const frData string = "" + // Size: 34088 bytes
 	" groupée doit être désignée par son identifiant (un UUID).\x02Actions d’" +
 	"opérateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l" +
 	"’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
-	"argement montre où elle en est.\x02Console Relais\x02Langue\x02Aller au " +
-	"contenu\x02Navigation principale\x02État\x02Tâches externes\x02Processus" +
-	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
-	"\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destination" +
-	"s\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
-	"éconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affic" +
-	"hage\u202f:\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02Heur" +
-	"es en %[1]s · sans rechargement automatique\x02Cette page se recharge to" +
-	"utes les %[1]d secondes.\x02Non autorisé\x02Votre rôle ne permet de lire" +
-	" que les définitions et les processus\u202f: les tâches externes et les " +
-	"instances de processus sont réservées aux opérateurs et aux administrate" +
-	"urs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le car" +
-	"actère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-" +
-	"le et réessayez.\x02Retour aux tâches externes\x02Retour aux définitions" +
-	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02C" +
-	"ette adresse ne mène à rien, ou à rien que vous puissiez voir. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; le journ" +
-	"al d’audit garde les actions d’opérateur menées sur elle.\x02Introuvable" +
-	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
-	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
-	"\x02Temporairement indisponible\x02La base de données est injoignable po" +
-	"ur le moment. Réessayez dans quelques secondes.\x02Une erreur est surven" +
-	"ue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si le " +
-	"problème persiste, donnez à votre administrateur l’identifiant de requêt" +
-	"e %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consommate" +
-	"ur.\x02Les services externes qui prennent des tâches, et les définitions" +
-	" que chacun peut prendre. Créez les consommateurs, modifiez leurs droits" +
-	" et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jet" +
-	"ons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plus ré" +
-	"cent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02rév" +
-	"oqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment" +
-	"\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et" +
-	" à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en " +
-	"cours\u202f; les décomptes s’afficheront quand vous rechargerez la page." +
-	"\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
-	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
-	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
-	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
-	"lent une révision.\x02Sortie de routage\x02Dernier enregistrement\x02Rév" +
-	"isions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a " +
-	"jamais été figée.\x02Publications\x02Aucune publication pour l’instant." +
-	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
-	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
-	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
-	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
-	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
-	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
-	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
-	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
-	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
-	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
-	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
-	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
-	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
-	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
-	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
-	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
-	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
-	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
-	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
-	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
-	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
-	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
-	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
-	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
-	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
-	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs de la re" +
-	"quête de l’URL et des en-têtes sont scellées et jamais affichées. Créez," +
-	" modifiez et supprimez les destinations par l’API (/api/v1/destinations)" +
-	".\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Délai maximal" +
-	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02en" +
-	" cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inci" +
-	"dent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’insta" +
-	"nce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
-	"\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque définitio" +
-	"n maintenant, et ce que ses exécutants ont terminé dans la dernière heur" +
-	"e\u202f: les occurrences terminées avec succès ou en échec. Une occurren" +
-	"ce relancée depuis compte là où elle se termine ensuite\u202f; un échec " +
-	"qui laisse des tentatives n’est pas compté, la page de son occurrence le" +
-	" montre.\x02Réussites et échecs, dernière heure\x02Définitions, celles q" +
-	"ui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02Instanc" +
-	"es bloquées\x02En échec\x02Attente de la plus ancienne disponible\x02Ter" +
-	"minées, dernière heure\x02En échec, dernière heure\x02Aucune définition " +
-	"n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les" +
-	" 5 secondes environ.\x02disponible depuis le %[1]s\x02attente longue\x02" +
-	"aucun exécutant\x02Afficher toutes les définitions\x02Aucune définition " +
-	"%[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toutes les d" +
-	"éfinitions.\x02Toutes les définitions\x02Réussites et échecs par tranch" +
-	"e de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f:" +
-	" %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tranche de " +
-	"5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réus" +
-	"sites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tran" +
-	"che\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s" +
-	"\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s " +
-	"%[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d" +
-	" s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr." +
-	"\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 s" +
-	"econde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours" +
-	"\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%" +
-	"[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opérateurs" +
-	"\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre, cha" +
-	"cun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occu" +
-	"rrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette inst" +
-	"ance n’a encore atteint aucune tâche.\x02Actions d’opérateurs consignées" +
-	"\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opérateurs " +
-	"sur cette instance, les plus récentes d’abord\x02Valeur\x02Entrées du pr" +
-	"ocessus\x02Entrées avec lesquelles l’instance a démarré, nommées d’après" +
-	" le contrat de la version %[1]d du processus\x02Ce processus ne prend au" +
-	"cune entrée.\x02Cette instance est bloquée à un nœud en échec\u202f: c’e" +
-	"st un incident. Elle ne peut pas être reprise\u202f: son occurrence au n" +
-	"œud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être" +
-	" construites), une reprise échouerait donc de la même façon. L’abandon m" +
-	"et l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif," +
-	" consigné dans le journal d’audit.\x02Cette instance est bloquée à un nœ" +
-	"ud en échec\u202f: c’est un incident. La reprise propose de nouveau l’oc" +
-	"currence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrê" +
-	"t l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
-	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
-	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
-	"— «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud" +
-	"\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au " +
-	"nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bl" +
-	"oquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f" +
-	"%[1]s\u202f».\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
-	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
-	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
-	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
-	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
-	"\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée\x02di" +
-	"fférée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
-	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
-	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
-	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
-	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
-	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
-	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
-	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
-	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
-	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
-	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
-	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
-	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
-	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
-	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
-	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
-	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
-	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
-	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
-	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
-	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
-	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
-	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendu" +
-	"e, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
-	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
-	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
-	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
-	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
-	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consi" +
-	"gné avec la révélation)\x02Disponible à partir du\x02Prochaine tentative" +
-	"\x02Dernière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur" +
-	" (tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentati" +
-	"ve possible\x02non\u202f: l’exécutant a signalé cet échec comme définiti" +
-	"f (tentatives restantes non utilisées\u202f: %[1]d)\x02La destination n’" +
-	"a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir mal" +
-	"gré tout, vérifiez avant de reprendre.\x02La destination n’a pas répondu" +
-	" dans le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez av" +
-	"ant de reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat" +
-	".\x02Le résultat ne respectait pas le contrat de sorties de la révision." +
-	"\x02Relais s’est arrêté pendant l’appel\u202f: on ignore si la destinati" +
-	"on a agi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être prépa" +
-	"ré.\x02La destination était injoignable.\x02La réponse de la destination" +
-	" était trop volumineuse.\x02Le verrou de la dernière tentative a expiré " +
-	"sans tentative restante.\x02Les entrées n’ont pas pu être construites à " +
-	"partir des liaisons du processus.\x02Un opérateur a abandonné l’instance" +
-	".\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative r" +
-	"estante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence" +
-	" n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun ex" +
-	"écutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun e" +
-	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif " +
-	"ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pren" +
-	"nent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révisio" +
-	"n %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisi" +
-	"ons %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir d" +
-	"e %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée d" +
-	"e nouveau.\x02En attente de l’appel de Relais à la destination depuis %[" +
-	"1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exéc" +
-	"utant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que so" +
-	"n résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-ê" +
-	"tre arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"argement montre où elle en est.\x02Action groupée %[1]s par %[2]s, comme" +
+	"ncée %[3]s\u202f: appliquée à %[4]d des %[5]d instances comptées, %[6]d " +
+	"ignorées (elles ont changé après le compte). Elle s’est terminée %[7]s." +
+	"\x02Action groupée %[1]s par %[2]s, commencée %[3]s, arrêtée par une err" +
+	"eur après %[4]d des %[5]d instances comptées (%[6]d ignorées). Ce qu’ell" +
+	"e a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour" +
+	" le reste.\x02Action groupée %[1]s par %[2]s, commencée %[3]s, est en co" +
+	"urs\u202f: %[4]d des %[5]d instances comptées traitées jusqu’ici (%[6]d " +
+	"ignorées). Chaque rechargement montre où elle en est.\x02Aucun progrès d" +
+	"epuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce q" +
+	"u’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre" +
+	" pour le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navig" +
+	"ation principale\x02État\x02Tâches externes\x02Processus\x02Trouver une " +
+	"instance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Dé" +
+	"finitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Ré" +
+	"vélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
+	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heu" +
+	"res en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans" +
+	" rechargement automatique\x02Cette page se recharge toutes les %[1]d sec" +
+	"ondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définitio" +
+	"ns et les processus\u202f: les tâches externes et les instances de proce" +
+	"ssus sont réservées aux opérateurs et aux administrateurs.\x02Requête in" +
+	"valide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des " +
+	"octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
+	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
+	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
+	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
+	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
+	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
+	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
+	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
+	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
+	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
+	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
+	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
+	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun c" +
+	"onsommateur pour l’instant.\x02Aucun autre consommateur.\x02Les services" +
+	" externes qui prennent des tâches, et les définitions que chacun peut pr" +
+	"endre. Créez les consommateurs, modifiez leurs droits et renouvelez leur" +
+	"s jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais " +
+	"affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom" +
+	"\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun dro" +
+	"it\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâche" +
+	"s\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
+	"\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les " +
+	"décomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
+	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
+	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
+	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
+	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
+	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
+	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
+	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
+	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
+	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
+	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
+	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
+	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
+	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
+	"e de travail, leurs révisions immuables et leurs publications nommées." +
+	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
+	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
+	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
+	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
+	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
+	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
+	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
+	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
+	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02en cas d’erreur\x02toute a" +
+	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
+	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
+	"instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d" +
+	"’attente et les incidents de chaque définition maintenant, et ce que s" +
+	"es exécutants ont terminé dans la dernière heure\u202f: les occurrences " +
+	"terminées avec succès ou en échec. Une occurrence relancée depuis compte" +
+	" là où elle se termine ensuite\u202f; un échec qui laisse des tentatives" +
+	" n’est pas compté, la page de son occurrence le montre.\x02Réussites et " +
+	"échecs, dernière heure\x02Définitions, celles qui demandent de l’attent" +
+	"ion d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec" +
+	"\x02Attente de la plus ancienne disponible\x02Terminées, dernière heure" +
+	"\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurrenc" +
+	"e.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
+	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
+	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
+	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
+	"s les définitions\x02Réussites et échecs par tranche de 5 min, dernière " +
+	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
+	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02termin" +
+	"ée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par " +
+	"tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02" +
+	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
+	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
+	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
+	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
+	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
+	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
+	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
+	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
+	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
+	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
+	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
+	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
+	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
+	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
+	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
+	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
+	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
+	"n échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
+	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
+	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
+	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
+	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
+	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
+	"Instances de processus\x02exacte, casse comprise\x02Agir sur toutes les " +
+	"instances que ce filtre retient\x02La page suivante les compte et demand" +
+	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
+	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
+	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
+	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
+	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
+	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
+	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
+	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
+	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
+	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
+	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
+	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
+	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
+	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
+	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
+	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
+	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
+	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
+	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
+	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
+	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
+	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
+	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
+	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
+	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
+	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
+	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
+	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
+	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
+	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
+	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
+	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
+	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
+	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
+	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
+	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
+	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
+	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
+	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
+	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
+	"aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consigné av" +
+	"ec la révélation)\x02Disponible à partir du\x02Prochaine tentative\x02De" +
+	"rnière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tent" +
+	"ative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative pos" +
+	"sible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (ten" +
+	"tatives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas " +
+	"répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
+	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
+	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
+	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
+	"e résultat ne respectait pas le contrat de sorties de la révision.\x02Re" +
+	"lais s’est arrêté pendant l’appel\u202f: on ignore si la destination a a" +
+	"gi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé." +
+	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
+	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
+	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
+	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
+	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
+	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
+	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
+	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
+	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
+	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
+	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
+	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
+	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
 	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
 	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
 	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
@@ -2079,4 +2104,4 @@ const frData string = "" + // Size: 34088 bytes
 	".\x02Seule la révision %[1]d est prise en charge.\x02Seules les révision" +
 	"s %[1]s sont prises en charge."
 
-	// Total table size 66407 bytes (64KiB); checksum: 9C9438AE
+	// Total table size 67834 bytes (66KiB); checksum: D45EDAB1

@@ -7,10 +7,121 @@ package queries
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
 )
+
+const bulkActionEnd = `-- name: BulkActionEnd :exec
+update bulk_actions set ended_at = coalesce($1::timestamptz, now()), stopped = $2 where id = $3
+`
+
+type BulkActionEndParams struct {
+	Now     *time.Time
+	Stopped bool
+	ID      uuid.UUID
+}
+
+func (q *Queries) BulkActionEnd(ctx context.Context, arg BulkActionEndParams) error {
+	_, err := q.db.Exec(ctx, bulkActionEnd, arg.Now, arg.Stopped, arg.ID)
+	return err
+}
+
+const bulkActionGet = `-- name: BulkActionGet :one
+select b.id, b.action, b.reason, b.actor_id, b.actor_name, b.filter, b.matched, b.applied, b.skipped, b.started_at, b.progressed_at, b.ended_at, b.stopped, t.role as actor_role
+from bulk_actions b
+left join tokens t on t.id = b.actor_id
+where b.id = $1
+`
+
+type BulkActionGetRow struct {
+	BulkAction BulkAction
+	ActorRole  *string
+}
+
+func (q *Queries) BulkActionGet(ctx context.Context, id uuid.UUID) (BulkActionGetRow, error) {
+	row := q.db.QueryRow(ctx, bulkActionGet, id)
+	var i BulkActionGetRow
+	err := row.Scan(
+		&i.BulkAction.ID,
+		&i.BulkAction.Action,
+		&i.BulkAction.Reason,
+		&i.BulkAction.ActorID,
+		&i.BulkAction.ActorName,
+		&i.BulkAction.Filter,
+		&i.BulkAction.Matched,
+		&i.BulkAction.Applied,
+		&i.BulkAction.Skipped,
+		&i.BulkAction.StartedAt,
+		&i.BulkAction.ProgressedAt,
+		&i.BulkAction.EndedAt,
+		&i.BulkAction.Stopped,
+		&i.ActorRole,
+	)
+	return i, err
+}
+
+const bulkActionInsert = `-- name: BulkActionInsert :execrows
+insert into bulk_actions (id, action, reason, actor_id, actor_name, filter, matched, started_at, progressed_at)
+values ($1, $2, $3, $4, $5, $6, $7,
+        coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()))
+on conflict (id) do nothing
+`
+
+type BulkActionInsertParams struct {
+	ID        uuid.UUID
+	Action    string
+	Reason    string
+	ActorID   *int64
+	ActorName string
+	Filter    json.RawMessage
+	Matched   int64
+	Now       *time.Time
+}
+
+// A bulk action's record, before its first batch; 0 rows: the id names
+// another bulk action already.
+func (q *Queries) BulkActionInsert(ctx context.Context, arg BulkActionInsertParams) (int64, error) {
+	result, err := q.db.Exec(ctx, bulkActionInsert,
+		arg.ID,
+		arg.Action,
+		arg.Reason,
+		arg.ActorID,
+		arg.ActorName,
+		arg.Filter,
+		arg.Matched,
+		arg.Now,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const bulkActionProgress = `-- name: BulkActionProgress :exec
+update bulk_actions
+set applied = applied + $1, skipped = skipped + $2, progressed_at = coalesce($3::timestamptz, now())
+where id = $4
+`
+
+type BulkActionProgressParams struct {
+	Applied int64
+	Skipped int64
+	Now     *time.Time
+	ID      uuid.UUID
+}
+
+// In each batch's transaction: the counts move with what the batch wrote.
+func (q *Queries) BulkActionProgress(ctx context.Context, arg BulkActionProgressParams) error {
+	_, err := q.db.Exec(ctx, bulkActionProgress,
+		arg.Applied,
+		arg.Skipped,
+		arg.Now,
+		arg.ID,
+	)
+	return err
+}
 
 const operatorActionCountBulk = `-- name: OperatorActionCountBulk :one
 select count(*) from operator_actions where bulk_id = $1

@@ -30,6 +30,22 @@ type Attempt struct {
 	RequestDigest    []byte
 }
 
+type BulkAction struct {
+	ID           uuid.UUID
+	Action       string
+	Reason       string
+	ActorID      *int64
+	ActorName    string
+	Filter       json.RawMessage
+	Matched      int64
+	Applied      int64
+	Skipped      int64
+	StartedAt    time.Time
+	ProgressedAt time.Time
+	EndedAt      *time.Time
+	Stopped      bool
+}
+
 type Consumer struct {
 	ID        int64
 	Name      string
