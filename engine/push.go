@@ -47,27 +47,31 @@ type PushCall struct {
 	Protected []string
 }
 
+// PushReservation names a reserved push occurrence by its attempt.
+type PushReservation struct {
+	ID      uuid.UUID
+	Attempt int
+}
+
 // ClaimPush reserves up to max push occurrences for this replica (workerID
 // names it in attempts). The reservation is the record that a call is
-// about to be made: it is never made twice.
-func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]PushCall, error) {
+// about to be made: it is never made twice. Calls the database's absence
+// kept from being prepared (it went away after the claim's COMMIT) come
+// back as unprepared: no request was sent, and the caller hands each back
+// with HandBackPush once the database answers, rather than leave it for
+// the timers to fail as outcome_unknown.
+func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls []PushCall, unprepared []PushReservation, err error) {
 	rows, err := e.hot.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace})
 	if err != nil {
-		return nil, wrap("claim push", err)
+		return nil, nil, wrap("claim push", err)
 	}
-	calls := make([]PushCall, 0, len(rows))
+	calls = make([]PushCall, 0, len(rows))
 	for _, row := range rows {
 		o := queries.Occurrence(row)
 		c, err := e.pushCall(ctx, o)
 		if err != nil && unavailable(err) {
-			// The database went away while the call was prepared: nothing
-			// is wrong with the call, which was not made. Handed back, it
-			// is made once the database answers (left reserved if even
-			// that fails: the timer then fails it as outcome_unknown).
-			e.logger.Warn("push occurrence not prepared: the database is unavailable; handing it back", "occurrence", o.ID, "err", err)
-			if rerr := e.releasePush(ctx, o.ID, int(o.Attempts)); rerr != nil {
-				e.logger.Warn("push occurrence could not be handed back", "occurrence", o.ID, "err", rerr)
-			}
+			e.logger.Warn("push occurrence not prepared: the database is unavailable; it is handed back once the database answers", "occurrence", o.ID, "err", err)
+			unprepared = append(unprepared, PushReservation{ID: o.ID, Attempt: int(o.Attempts)})
 			continue
 		}
 		if err != nil {
@@ -83,7 +87,7 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) ([]Pus
 		}
 		calls = append(calls, c)
 	}
-	return calls, nil
+	return calls, unprepared, nil
 }
 
 // unavailable reports whether err is the database's absence rather than
@@ -95,9 +99,11 @@ func unavailable(err error) bool {
 	return pgfault.Lost(err)
 }
 
-// releasePush hands a push reservation whose call was not made back, its
-// attempt given back: claimable again at once.
-func (e *Engine) releasePush(ctx context.Context, id uuid.UUID, attempt int) error {
+// HandBackPush hands back a push reservation whose call was not made, its
+// attempt given back: claimable again at once. One settled or stopped
+// meanwhile is left as it is.
+func (e *Engine) HandBackPush(ctx context.Context, res PushReservation) error {
+	id, attempt := res.ID, res.Attempt
 	return e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
 		r, err := e.runForOccurrence(ctx, q, id)
 		if err != nil {

@@ -204,7 +204,7 @@ func TestUnopenablePushInputsFailAsUnprepared(t *testing.T) {
 	if _, _, err := upgraded.StartInstance(ctx, StartRequest{ProcessKey: "pushed", Inputs: json.RawMessage(`{"tok":"sealed-with-new"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	calls, err := lagging.ClaimPush(ctx, "replica-lagging", 10)
+	calls, _, err := lagging.ClaimPush(ctx, "replica-lagging", 10)
 	if err != nil || len(calls) != 0 {
 		t.Fatalf("claim by the replica without the key: %d calls, %v; want none", len(calls), err)
 	}

@@ -184,7 +184,7 @@ func TestPushErrorRoutesByCode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		calls, err := e.ClaimPush(ctx, "replica-1", 1)
+		calls, _, err := e.ClaimPush(ctx, "replica-1", 1)
 		if err != nil || len(calls) != 1 || calls[0].InstanceID != inst.ID {
 			t.Fatalf("claim push: %v, %v", calls, err)
 		}
@@ -427,7 +427,7 @@ func TestPushResultAfterTheDeadlineIsNotTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls, err := e.ClaimPush(ctx, "replica-1", 1)
+	calls, _, err := e.ClaimPush(ctx, "replica-1", 1)
 	if err != nil || len(calls) != 1 {
 		t.Fatalf("claim push: %v, %v", calls, err)
 	}

@@ -123,7 +123,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 			code = CodeOutcomeUnknown
 			orphaned = deref(o.Destination)
 			return r.fail(o, OutcomeFailed, code,
-				"the replica calling the destination stopped before the answer; the call is not repeated")
+				"the replica that reserved the call recorded no answer within its budget and grace (it stopped, or could not reach the database): the call may have been made, and is not repeated")
 		case lockGone && attemptsLeft(o) == 0:
 			code = CodeAttemptsExhausted
 			return r.fail(o, OutcomeExpired, code,
@@ -132,7 +132,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 		return nil
 	})
 	if err == nil && orphaned != "" {
-		e.logger.Warn("push outcome unknown: the replica calling the destination stopped before the answer; the call is not repeated",
+		e.logger.Warn("push outcome unknown: the replica that reserved the call recorded no answer (it stopped, or could not reach the database); the call is not repeated",
 			"occurrence", id, "destination", orphaned, "instance", instanceID)
 	}
 	if err != nil {

@@ -162,13 +162,16 @@ func (r *Runner) Run(ctx context.Context) {
 			// it could reserve calls that are never made (and failed
 			// outcome_unknown once their reservation lapses).
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-			calls, err := r.eng.ClaimPush(cctx, r.workerID, free)
+			calls, unprepared, err := r.eng.ClaimPush(cctx, r.workerID, free)
 			cancel()
 			switch {
 			case err == nil:
 				claims.Succeeded()
 			case ctx.Err() == nil:
 				claims.Failed(err)
+			}
+			for _, u := range unprepared {
+				r.calls.Go(func() { r.handBack(ctx, u) })
 			}
 			for _, c := range calls {
 				slots <- struct{}{}
@@ -253,18 +256,55 @@ const settleTimeout = engine.PushSettleWindow
 // each lock the occurrence and act only on the attempt still open, so
 // whichever comes second changes nothing.
 func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.PushCall, res engine.PushResult) string {
+	var code string
+	tries, err := untilReached(ctx, stopping, func(ctx context.Context) error {
+		var err error
+		code, err = r.eng.SettlePush(ctx, c.ID, c.Attempt, res)
+		return err
+	})
+	switch {
+	case err == nil:
+		if tries > 1 {
+			r.logger.Info("push result recorded once the database was back", "occurrence", c.ID, "tries", tries)
+		}
+		return code
+	case !databaseUnavailable(err):
+		r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
+	default:
+		r.logger.Warn("push result not recorded: the database could not be reached; the timers fail the call outcome_unknown once its reservation expires",
+			"occurrence", c.ID, "tries", tries, "err", err)
+	}
+	return res.ErrorCode
+}
+
+// handBack hands back a reservation whose call was not prepared for the
+// database's absence (no request was sent), trying again while the
+// database cannot be reached, within the reservation's grace: handed back,
+// the call is made once; left reserved, the timers would fail it as
+// outcome_unknown, and page someone about a call no destination received.
+func (r *Runner) handBack(ctx context.Context, u engine.PushReservation) {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	tries, err := untilReached(hctx, ctx.Done(), func(ctx context.Context) error { return r.eng.HandBackPush(ctx, u) })
+	switch {
+	case err == nil:
+		r.logger.Info("push occurrence handed back; its call is made once claimed again", "occurrence", u.ID, "tries", tries)
+	default:
+		r.logger.Warn("push occurrence not handed back: the timers fail it outcome_unknown once its reservation expires, though no request was sent",
+			"occurrence", u.ID, "tries", tries, "err", err)
+	}
+}
+
+// untilReached runs write until it succeeds or fails for another reason
+// than the database's absence, ctx ends or the replica stops (stopping),
+// waiting between tries with a backoff of 100 ms doubling up to 1 s. It
+// returns the tries and write's last error.
+func untilReached(ctx context.Context, stopping <-chan struct{}, write func(context.Context) error) (int, error) {
 	delay := 100 * time.Millisecond
 	for tries := 1; ; tries++ {
-		code, err := r.eng.SettlePush(ctx, c.ID, c.Attempt, res)
-		if err == nil {
-			if tries > 1 {
-				r.logger.Info("push result recorded once the database was back", "occurrence", c.ID, "tries", tries)
-			}
-			return code
-		}
-		if !databaseUnavailable(err) {
-			r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
-			return res.ErrorCode
+		err := write(ctx)
+		if err == nil || !databaseUnavailable(err) {
+			return tries, err
 		}
 		timer := time.NewTimer(delay)
 		select {
@@ -275,9 +315,7 @@ func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.
 			continue
 		}
 		timer.Stop()
-		r.logger.Warn("push result not recorded: the database could not be reached; the timers fail the call outcome_unknown once its reservation expires",
-			"occurrence", c.ID, "tries", tries, "err", err)
-		return res.ErrorCode
+		return tries, err
 	}
 }
 
