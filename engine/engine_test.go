@@ -535,3 +535,37 @@ func TestResultAfterTheDeadlineIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestTaggedClaimIsAskedAgain: a worker stream tags its claims (TagOnly:
+// no replay looked for); one whose COMMIT answer was lost is asked again
+// under its tag, which replays what it reserved rather than claim more,
+// and a tag only tags: the same tag with TagOnly claims anew.
+func TestTaggedClaimIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	prepare(t, e, "")
+	ctx := context.Background()
+	c := consumer(t, e)
+	for range 4 {
+		if _, _, err := e.StartInstance(ctx, StartRequest{ProcessKey: "two_step", Inputs: json.RawMessage(`{"name":"Acme"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(tagOnly bool, n int) []Reservation {
+		t.Helper()
+		got, err := e.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
+			MaxTasks: n, LockDuration: time.Minute, RequestID: "stream-1/1", TagOnly: tagOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	lost := claim(true, 2)
+	again := claim(false, 2)
+	if len(lost) != 2 || len(again) != 2 || again[0].ID != lost[0].ID || again[1].ID != lost[1].ID {
+		t.Fatalf("asked again under its tag: %v, want the lost claim's %v", again, lost)
+	}
+	if more := claim(true, 2); len(more) != 2 || more[0].ID == lost[0].ID || more[0].ID == lost[1].ID {
+		t.Errorf("a tag only tags: %v, want two more", more)
+	}
+}

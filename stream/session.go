@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/internal/wake"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 )
@@ -315,6 +317,20 @@ type runner struct {
 	// replica could not deliver was handed back, and the hand-back's
 	// notification would otherwise make it claim the same tasks in a loop.
 	holdOff time.Time
+	// claims numbers the stream's claims, each tagged with its number
+	// (claimTag); lostClaim is the tag of one that failed for the
+	// database's absence: its COMMIT may have reserved tasks whose answer
+	// never came back, so the next claim asks again under that tag,
+	// replaying them, rather than leave them reserved to this worker,
+	// undelivered, until their locks lapse and an attempt is spent.
+	claims    uint64
+	lostClaim string
+}
+
+// claimTag is the request_id a stream's claim tags its rows with.
+func (r *runner) claimTag() string {
+	r.claims++
+	return r.s.id.String() + "/" + strconv.FormatUint(r.claims, 10)
 }
 
 // wakeAt arms the due timer for at, unless it is armed for sooner.
@@ -487,8 +503,21 @@ func (r *runner) claim(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
 	mark := svc.eng.ClaimMark()
-	got, err := svc.eng.Claim(cctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
-		MaxTasks: want, LockDuration: s.lock})
+	req := engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs, MaxTasks: want, LockDuration: s.lock,
+		RequestID: r.lostClaim, TagOnly: r.lostClaim == ""}
+	if req.TagOnly {
+		req.RequestID = r.claimTag()
+	}
+	got, err := svc.eng.Claim(cctx, req)
+	switch {
+	case err == nil:
+		if r.lostClaim != "" && len(got) > 0 {
+			svc.logger.Info("stream claim recovered: what a claim reserved as the database went away is delivered", "stream", s.id, "tasks", len(got))
+		}
+		r.lostClaim = ""
+	case fault.HasCode(err, pgfault.UnavailableCode) || pgfault.Lost(err):
+		r.lostClaim = req.RequestID
+	}
 	if fault.HasCode(err, "not_granted") {
 		// Its grants changed since it resolved them: resolving again ends
 		// the stream, or narrows it to what is still granted.
