@@ -519,11 +519,12 @@ func TestActionFormsNeedCSRFAndAnOperator(t *testing.T) {
 	f := newIncidentFixture(t)
 	inst := "/console/instances/" + f.pullHeld
 	posts := map[string]url.Values{
-		inst + "/retry":           {"reason": {"x"}},
-		inst + "/abandon":         {"reason": {"x"}},
-		inst + "/stop":            {"reason": {"x"}},
-		"/console/instances/bulk": {"action": {"stop"}, "confirm_count": {"9"}, "reason": {"x"}},
-		"/console/preferences":    {"tz": {"+02:00"}},
+		inst + "/retry":               {"reason": {"x"}},
+		inst + "/abandon":             {"reason": {"x"}},
+		inst + "/stop":                {"reason": {"x"}},
+		"/console/instances/bulk":     {"action": {"stop"}, "confirm_count": {"9"}, "reason": {"x"}},
+		"/console/preferences":        {"tz": {"+02:00"}},
+		"/console/preferences/reload": {"pause": {"1"}, "next": {"/console/health"}},
 	}
 	op := signedIn(t, f.env.URL, "en", f.env.Operator)
 	other := signedIn(t, f.env.URL, "en", f.env.Admin)
@@ -546,7 +547,7 @@ func TestActionFormsNeedCSRFAndAnOperator(t *testing.T) {
 	designer.signIn(f.env.Designer)
 	csrf := csrfOf(t, designer.mustGet("/console/definitions", 200))
 	for path, form := range posts {
-		if path == "/console/preferences" {
+		if strings.HasPrefix(path, "/console/preferences") {
 			continue // a display preference: every role has one
 		}
 		vals := url.Values{"csrf": {csrf}}

@@ -68,10 +68,22 @@ type chrome struct {
 	PrefsLead string
 	// Refresh, when positive, reloads the page every that many seconds
 	// (a meta refresh: no script); pages asking for a reason never set it.
-	Refresh     int
-	RefreshNote string
+	Refresh int
+	// Reload, on a page that reloads itself or would but for a pause,
+	// says so with a one-click form that pauses or resumes it.
+	Reload *reloadControl
 	// Flash is what the previous form did, shown once.
 	Flash flash
+}
+
+// reloadControl is what a live page says about reloading itself, with the
+// button that pauses it (or resumes it, once paused).
+type reloadControl struct {
+	Text, Button       string
+	Action, CSRF, Next string
+	// Pause is the value the form posts: "1" pauses, "0" resumes.
+	Pause  string
+	Paused bool
 }
 
 // searchBox is the header's search form: an id or a business key.
@@ -171,9 +183,12 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 		ch.PrefsHref = basePath + "/preferences?next=" + url.QueryEscape(here)
 		ch.PrefsLabel = T(ctx, "Display settings")
 		ch.PrefsLead = T(ctx, "Display settings: ")
-		if pr.refresh > 0 {
+		switch {
+		case pr.refresh > 0 && currentOf(ctx).reloadPaused:
+			ch.PrefsText = T(ctx, "Times in %s · reloading paused", zone)
+		case pr.refresh > 0:
 			ch.PrefsText = T(ctx, "Times in %s · reload every %d s", zone, pr.refresh)
-		} else {
+		default:
 			ch.PrefsText = T(ctx, "Times in %s · no auto-reload", zone)
 		}
 		if id := currentOf(ctx).id; id != "" && r.Method == http.MethodGet {
@@ -184,20 +199,38 @@ func (c *Console) chrome(r *http.Request, title, section string) chrome {
 }
 
 // liveChrome is chrome for a page that may reload itself: lists and
-// detail pages. A list's filter form may lose an edit to a reload; a
-// reason being typed must not, so pages asking for one stay still.
+// detail pages. A reload empties a filter field or the search box being
+// typed in and sends the focus back to the top, and no script can tell
+// that someone is typing: every such page offers a button that pauses
+// reloading (for the session) in one click. A reason being typed must not
+// be lost at all, so pages asking for one stay still.
 func (c *Console) liveChrome(r *http.Request, title, section string) chrome {
 	ch := c.chrome(r, title, section)
-	if n := prefsOf(r.Context()).refresh; n > 0 && ch.User != nil {
-		ch.Refresh = n
-		ch.RefreshNote = T(r.Context(), "This page reloads every %d seconds.", n)
+	ctx := r.Context()
+	n := prefsOf(ctx).refresh
+	if n <= 0 || ch.User == nil || r.Method != http.MethodGet {
+		return ch
 	}
+	cur := currentOf(ctx)
+	rc := &reloadControl{Action: reloadPath, CSRF: cur.csrf, Next: r.URL.RequestURI()}
+	if cur.reloadPaused {
+		rc.Paused, rc.Pause = true, "0"
+		rc.Text = T(ctx, "Reloading paused")
+		// TRANSLATORS: the button that resumes a paused auto-reload, after "Reloading paused —".
+		rc.Button = T(ctx, "Resume")
+	} else {
+		ch.Refresh = n
+		rc.Pause = "1"
+		rc.Text = T(ctx, "This page reloads every %d seconds.", n)
+		rc.Button = T(ctx, "Pause reloading")
+	}
+	ch.Reload = rc
 	return ch
 }
 
 // still keeps a live page from reloading itself: it asks for a reason
 // (a reveal's), or it answers a POST, which a reload would not show again.
-func (ch *chrome) still() { ch.Refresh, ch.RefreshNote = 0, "" }
+func (ch *chrome) still() { ch.Refresh, ch.Reload = 0, nil }
 
 // shortIDText is the end of an id, which tells ids made together apart:
 // "…9c1e4f2a".

@@ -143,6 +143,9 @@ type sessionCtxKey struct{}
 type current struct {
 	id   string
 	csrf string
+	// reloadPaused: live pages do not reload themselves (the operator
+	// paused them).
+	reloadPaused bool
 }
 
 func currentOf(ctx context.Context) current {
@@ -188,7 +191,7 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 			}
 		}
 		ctx := auth.WithPrincipal(r.Context(), sess.principal)
-		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf})
+		ctx = context.WithValue(ctx, sessionCtxKey{}, current{id: id, csrf: sess.csrf, reloadPaused: sess.reloadPaused})
 		r = r.WithContext(ctx)
 		if field, bad := unstorableField(r); bad {
 			c.errorPage(w, r, http.StatusBadRequest, T(ctx, "Invalid request"),

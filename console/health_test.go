@@ -193,6 +193,82 @@ func TestDisplayPreferences(t *testing.T) {
 	}
 }
 
+// TestPauseReloading: a page that reloads itself empties what was typed
+// but not applied and moves the focus to the top, so every such page
+// offers a one-click Pause (a CSRF-checked POST that returns to the same
+// page); paused, pages of the session render without their meta refresh
+// and say so with a Resume button, which brings reloading back. The
+// return path must be a console page.
+func TestPauseReloading(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := signedIn(t, f.env.URL, "en", f.env.Operator)
+	reloadEvery(t, b, "5")
+	list := "/console/occurrences?definition=console_vault&status=failed"
+	page := b.mustGet(list, 200)
+	if got, _ := page.doc.Find(`meta[http-equiv=refresh]`).Attr("content"); got != "5" {
+		t.Fatalf("meta refresh %q, want 5", got)
+	}
+	if got := text(page, "reload-toggle"); got != "Pause reloading" {
+		t.Errorf("the reloading page's button says %q, want Pause reloading", got)
+	}
+	action, form := formOf(t, page, "reload-form")
+	if form.Get("csrf") == "" {
+		t.Error("the pause form carries no CSRF token")
+	}
+	r := b.do("POST", action, form)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != list {
+		t.Fatalf("pause: %d to %q, want 303 back to %s", r.status, r.header.Get("Location"), list)
+	}
+	for _, p := range []string{list, "/console/instances/" + f.completedInst, "/console/health"} {
+		paused := b.mustGet(p, 200)
+		if n := paused.doc.Find(`meta[http-equiv=refresh]`).Length(); n != 0 {
+			t.Errorf("%s reloads itself while paused", p)
+		}
+		if got := text(paused, "reload-form"); got != "Reloading paused — Resume" {
+			t.Errorf("%s paused says %q, want Reloading paused — Resume", p, got)
+		}
+		if got := text(paused, "prefs-link"); !strings.Contains(got, "reloading paused") {
+			t.Errorf("%s: the settings link says %q while paused", p, got)
+		}
+	}
+	action, form = formOf(t, b.mustGet(list, 200), "reload-form")
+	if r := b.do("POST", action, form); r.status != http.StatusSeeOther || r.header.Get("Location") != list {
+		t.Fatalf("resume: %d to %q", r.status, r.header.Get("Location"))
+	}
+	if got, _ := b.mustGet(list, 200).doc.Find(`meta[http-equiv=refresh]`).Attr("content"); got != "5" {
+		t.Errorf("resumed, meta refresh %q, want 5", got)
+	}
+	// Saving the display settings (choosing a period) ends a pause.
+	b.do("POST", action, withField(form, "pause", "1"))
+	reloadEvery(t, b, "10")
+	if got, _ := b.mustGet(list, 200).doc.Find(`meta[http-equiv=refresh]`).Attr("content"); got != "10" {
+		t.Errorf("after saving the settings, meta refresh %q, want 10", got)
+	}
+	// Only back to a console page.
+	for _, next := range []string{"https://evil.example/console/occurrences", "//evil.example/console", "/api/v1/occurrences", "/console/sign-in", ""} {
+		r := b.do("POST", action, withField(form, "next", next))
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/occurrences" {
+			t.Errorf("next %q: %d to %q, want the console's home", next, r.status, r.header.Get("Location"))
+		}
+	}
+	// Without reloading, there is nothing to pause.
+	reloadEvery(t, b, "0")
+	if n := count(b.mustGet(list, 200), "reload-form"); n != 0 {
+		t.Errorf("a page that never reloads offers %d pause forms", n)
+	}
+}
+
+// withField is a copy of form with name set to value.
+func withField(form url.Values, name, value string) url.Values {
+	out := url.Values{}
+	for k, v := range form {
+		out[k] = slices.Clone(v)
+	}
+	out.Set(name, value)
+	return out
+}
+
 // TestHealthPageInFrench: the chart's sentence agrees each count with its
 // noun (1 terminée, 2 terminées) and every bar's title puts a narrow
 // no-break space before its colon.

@@ -150,7 +150,7 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 		ZoneLabel:    T(ctx, "Show times in"),
 		ZoneHint:     T(ctx, "The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time."),
 		RefreshLabel: T(ctx, "Reload lists and detail pages"),
-		RefreshHint:  T(ctx, "Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value."),
+		RefreshHint:  T(ctx, "A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value."),
 		Submit:       T(ctx, "Save settings"),
 		Action:       basePath + "/preferences",
 		CSRF:         currentOf(ctx).csrf,
@@ -174,16 +174,34 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // savePreferences stores the settings in their cookies (the CSRF token was
-// checked by requireSession) and goes back to the page they were opened
-// from (Post/Redirect/Get).
+// checked by requireSession), ends a pause of reloading, and goes back to
+// the page they were opened from (Post/Redirect/Get).
 func (c *Console) savePreferences(w http.ResponseWriter, r *http.Request) {
 	year := int((365 * 24 * time.Hour).Seconds())
 	utc, offset := parseZone(r.PostFormValue("tz"))
 	http.SetCookie(w, preferenceCookie(r, zoneCookie, zoneCode(utc, offset), year))
 	http.SetCookie(w, preferenceCookie(r, refreshCookie, strconv.Itoa(parseRefresh(r.PostFormValue("refresh"))), year))
+	// Choosing a period again means wanting pages to reload: a pause
+	// ends with it.
+	c.sessions.setReloadPaused(currentOf(r.Context()).id, false)
 	next := consolePath(r.PostFormValue("next"))
 	if next == "" {
 		next = homePath
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// reloadPath is where a live page's "Pause reloading" (or "Resume")
+// button posts.
+const reloadPath = basePath + "/preferences/reload"
+
+// setReloadPaused pauses (pause=1) or resumes (pause=0) the auto-reload of
+// the session's live pages, then goes back to the page the button was on
+// (the CSRF token was checked by requireSession). Paused, pages render
+// without their meta refresh, saying so with a Resume button: the only way
+// without a script to keep a reload from emptying a field being typed in.
+func (c *Console) setReloadPaused(w http.ResponseWriter, r *http.Request) {
+	c.sessions.setReloadPaused(currentOf(r.Context()).id, r.PostFormValue("pause") == "1")
+	// Back to the page, never off the console nor to sign-in.
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }

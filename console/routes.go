@@ -32,6 +32,7 @@ func (c *Console) Handler() http.Handler {
 		r.Post("/sign-out", c.signOut)
 		r.Get("/preferences", c.preferencesPage)
 		r.Post("/preferences", c.savePreferences)
+		r.Post("/preferences/reload", c.setReloadPaused)
 		r.Get("/definitions", c.definitionList)
 		r.Get("/definitions/{key}", c.definitionDetail)
 		// Designers read the processes they publish, as the API lets

@@ -39,6 +39,11 @@ type session struct {
 	// flash is a notice for the next page this session opens: what a
 	// form did, shown once after its redirect (Post/Redirect/Get).
 	flash flash
+	// reloadPaused keeps live pages from reloading themselves until the
+	// operator resumes (or saves the display settings): a reload empties
+	// what was typed but not applied, and no script can tell that someone
+	// is typing.
+	reloadPaused bool
 }
 
 // flash is what a form did, for the page its redirect opens. The zero
@@ -142,6 +147,16 @@ func (s *sessionStore) takeFlash(id, path string) flash {
 	msg := sess.flash
 	sess.flash = flash{}
 	return msg
+}
+
+// setReloadPaused pauses or resumes the auto-reload of the session of
+// id's live pages.
+func (s *sessionStore) setReloadPaused(id string, paused bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.sessions[sessionKey(id)]; ok {
+		sess.reloadPaused = paused
+	}
 }
 
 // delete ends the session of id, if any.

@@ -39,98 +39,99 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              301,
-	"%[1]s %[2]s, %[3]s %[4]s":                 302,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          300,
-	"%[1]s; %[2]s":                             299,
-	"%d (0 lowest, 9 highest)":                 462,
-	"%d attempts":                              466,
-	"%d attempts, retry after %s, priority %d": 618,
-	"%d breaking":                              229,
-	"%d changes":                               228,
-	"%d completed":                             297,
-	"%d d":                                     309,
-	"%d days":                                  323,
-	"%d failed":                                298,
-	"%d h":                                     308,
+	"%[1]s %[2]s":                              305,
+	"%[1]s %[2]s, %[3]s %[4]s":                 306,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          304,
+	"%[1]s; %[2]s":                             303,
+	"%d (0 lowest, 9 highest)":                 466,
+	"%d attempts":                              470,
+	"%d attempts, retry after %s, priority %d": 622,
+	"%d breaking":                              233,
+	"%d changes":                               232,
+	"%d completed":                             301,
+	"%d d":                                     313,
+	"%d days":                                  327,
+	"%d failed":                                302,
+	"%d h":                                     312,
 	"%d held instances match now.":             60,
-	"%d hours":                                 324,
-	"%d items":                                 688,
-	"%d left":                                  468,
-	"%d min":                                   307,
-	"%d minutes":                               325,
+	"%d hours":                                 328,
+	"%d items":                                 692,
+	"%d left":                                  472,
+	"%d min":                                   311,
+	"%d minutes":                               329,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              686,
-	"%d ms": 327,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         608,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 607,
-	"%d occurrences":                          552,
-	"%d releases":                             248,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              690,
+	"%d ms": 331,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         612,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 611,
+	"%d occurrences":                          556,
+	"%d releases":                             252,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       306,
-	"%d seconds": 326,
+	"%d s":       310,
+	"%d seconds": 330,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 95,
-	"%s (deferred; settled by %s)":                        524,
-	"%s (deferred; settled with its settle token)":        522,
-	"%s (deferred; settled with its settle token, as %s)": 523,
+	"%s (deferred; settled by %s)":                        528,
+	"%s (deferred; settled with its settle token)":        526,
+	"%s (deferred; settled with its settle token, as %s)": 527,
 	"%s (token #%d, %s)":                                  96,
-	"%s ago":                                              304,
-	"%s so far":                                           520,
-	"%s → %s":                                             613,
-	"%s, revision %s":                                     428,
-	"%s, version %s":                                      429,
-	"%s: %s":                                              296,
-	"%s: %s → %s":                                         236,
-	"%s: a date is written 2026-12-01.":                   566,
-	"%s: every revision, present and future":              176,
-	"%s: revisions %s":                                    177,
-	"%s: the first day comes after the last.":             567,
-	"%s–%s":                                               295,
-	"(%d characters in all)":                              689,
-	"(%d handed back, not counted)":                       467,
-	"(each item)":                                         676,
-	"(worker %s)":                                         508,
-	"0 seconds":                                           322,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           654,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 497,
-	"A version is a process’s: choose the process too.":                                                                        366,
+	"%s ago":                                              308,
+	"%s so far":                                           524,
+	"%s → %s":                                             617,
+	"%s, revision %s":                                     432,
+	"%s, version %s":                                      433,
+	"%s: %s":                                              300,
+	"%s: %s → %s":                                         240,
+	"%s: a date is written 2026-12-01.":                   570,
+	"%s: every revision, present and future":              180,
+	"%s: revisions %s":                                    181,
+	"%s: the first day comes after the last.":             571,
+	"%s–%s":                                               299,
+	"(%d characters in all)":                              693,
+	"(%d handed back, not counted)":                       471,
+	"(each item)":                                         680,
+	"(worker %s)":                                         512,
+	"0 seconds":                                           326,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           658,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 501,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 581,
+	"A version is a process’s: choose the process too.":              370,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              360,
-	"Abandoned by %s at %s — “%s”":                                   352,
+	"Abandoned at node":                                              364,
+	"Abandoned by %s at %s — “%s”":                                   356,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 371,
+	"Act on every instance this filter matches": 375,
 	"Action":                              99,
 	"All actions":                         114,
-	"All consumers":                       549,
-	"All definitions":                     286,
-	"All its tasks":                       175,
-	"All processes":                       377,
-	"All statuses":                        379,
-	"All workers":                         702,
-	"An operator abandoned the instance.": 496,
-	"Any definition":                      378,
+	"All consumers":                       553,
+	"All definitions":                     290,
+	"All its tasks":                       179,
+	"All processes":                       381,
+	"All statuses":                        383,
+	"All workers":                         706,
+	"An operator abandoned the instance.": 500,
+	"Any definition":                      382,
 	"Apply filters":                       111,
-	"Apr":                                 313,
-	"As of %s (%s); refreshed every few seconds.": 280,
-	"Attempts":                         433,
+	"Apr":                                 317,
+	"As of %s (%s); refreshed every few seconds.": 284,
+	"Attempts":                         437,
 	"Audit log":                        105,
-	"Aug":                              317,
-	"Available from":                   477,
-	"Back to definitions":              151,
-	"Back to external tasks":           150,
+	"Aug":                              321,
+	"Available from":                   481,
+	"Back to definitions":              155,
+	"Back to external tasks":           154,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           629,
-	"Back without saving":              579,
-	"Breaks processes":                 206,
-	"Breaks workers":                   207,
+	"Back to the occurrence":           633,
+	"Back without saving":              583,
+	"Breaks processes":                 210,
+	"Breaks workers":                   211,
 	"Bulk %s applied to %d instances.": 94,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  121,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 120,
@@ -138,348 +139,350 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":               103,
 	"Business key":              78,
 	"By process and error code": 83,
-	"Call timeout":              463,
-	"Calls":                     258,
-	"Camunda 7 facade":          706,
-	"Cancelled: the instance was stopped (%s).":               519,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 518,
+	"Call timeout":              467,
+	"Calls":                     262,
+	"Camunda 7 facade":          710,
+	"Cancelled: the instance was stopped (%s).":               523,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 522,
 	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           626,
-	"Change":                                                  204,
-	"Changes between the two revisions":                       216,
-	"Changes of the Working copy since revision %d":           225,
-	"Choose two existing revisions to compare.":               226,
-	"Classification":                                          183,
+	"Cannot reveal":                                           630,
+	"Change":                                                  208,
+	"Changes between the two revisions":                       220,
+	"Changes of the Working copy since revision %d":           229,
+	"Choose two existing revisions to compare.":               230,
+	"Classification":                                          187,
 	"Clear filters":                                           112,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            602,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 593,
-	"Compare":              203,
-	"Compare revisions":    199,
-	"Completed":            294,
-	"Completed (%s).":      514,
-	"Completed, last hour": 277,
-	"Completions and failures per 5 minutes, last hour: %s":    287,
-	"Completions and failures per 5-minute slot, oldest first": 292,
-	"Completions and failures, last hour":                      270,
-	"Connected":                                                698,
-	"Constraints":                                              184,
-	"Consumer":                                                 435,
-	"Consumer and worker":                                      546,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            606,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 597,
+	"Compare":              207,
+	"Compare revisions":    203,
+	"Completed":            298,
+	"Completed (%s).":      518,
+	"Completed, last hour": 281,
+	"Completions and failures per 5 minutes, last hour: %s":    291,
+	"Completions and failures per 5-minute slot, oldest first": 296,
+	"Completions and failures, last hour":                      274,
+	"Connected":                                                702,
+	"Constraints":                                              188,
+	"Consumer":                                                 439,
+	"Consumer and worker":                                      550,
 	"Consumers":                                                135,
-	"Consumers, oldest first":                                  164,
-	"Counting the occurrences; the counts appear when you reload the page.": 178,
-	"Counts are unavailable right now.":                                     179,
-	"Counts as of %s (%s); refreshed every few seconds.":                    624,
-	"Counts by status": 542,
-	"Created":          338,
+	"Consumers, oldest first":                                  168,
+	"Counting the occurrences; the counts appear when you reload the page.": 182,
+	"Counts are unavailable right now.":                                     183,
+	"Counts as of %s (%s); refreshed every few seconds.":                    628,
+	"Counts by status": 546,
+	"Created":          342,
 	"Created from":     81,
-	"Created on":       168,
+	"Created on":       172,
 	"Created to":       82,
-	"Creation date":    367,
-	"Dates":            431,
-	"Deadline":         460,
-	"Dec":              321,
-	"Deferred":         481,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 513,
-	"Definition":         272,
-	"Definition %s":      186,
+	"Creation date":    371,
+	"Dates":            435,
+	"Deadline":         464,
+	"Dec":              325,
+	"Deferred":         485,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 517,
+	"Definition":         276,
+	"Definition %s":      190,
 	"Definitions":        133,
-	"Definitions by key": 243,
-	"Definitions served": 696,
-	"Definitions, those needing attention first": 271,
-	"Description":          185,
-	"Destination":          447,
+	"Definitions by key": 247,
+	"Definitions served": 700,
+	"Definitions, those needing attention first": 275,
+	"Description":          189,
+	"Destination":          451,
 	"Destinations":         136,
-	"Destinations by name": 252,
-	"Destination’s answer": 440,
-	"Detail":               205,
-	"Digest":               219,
+	"Destinations by name": 256,
+	"Destination’s answer": 444,
+	"Detail":               209,
+	"Digest":               223,
 	"Display settings":     141,
 	"Display settings: ":   142,
-	"Duration":             439,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 269,
+	"Duration":             443,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 273,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    359,
-	"End node or error":           375,
-	"Ended":                       355,
-	"Error":                       545,
-	"Error (before any attempt)":  483,
+	"End node":                    363,
+	"End node or error":           379,
+	"Ended":                       359,
+	"Error":                       549,
+	"Error (before any attempt)":  487,
 	"Error code":                  79,
-	"Error message":               442,
-	"Every %d seconds":            583,
-	"Every attempt, oldest first": 434,
+	"Error message":               446,
+	"Every %d seconds":            587,
+	"Every attempt, oldest first": 438,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 106,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         632,
-	"Expired token":                        664,
-	"Expires":                              661,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         636,
+	"Expired token":                        668,
+	"Expires":                              665,
 	"External tasks":                       128,
-	"Failed":                               275,
-	"Failed (%s).":                         517,
-	"Failed at node":                       361,
-	"Failed occurrence":                    357,
-	"Failed, last hour":                    278,
-	"Feb":                                  311,
-	"Field":                                180,
+	"Failed":                               279,
+	"Failed (%s).":                         521,
+	"Failed at node":                       365,
+	"Failed occurrence":                    361,
+	"Failed, last hour":                    282,
+	"Feb":                                  315,
+	"Field":                                184,
 	"Filter":                               53,
 	"Filters":                              107,
 	"Find":                                 132,
 	"Find an instance or occurrence":       130,
-	"Finished":                             438,
-	"First page":                           564,
+	"Finished":                             442,
+	"First page":                           568,
 	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         155,
-	"From revision":                        201,
-	"From revision %d to revision %d:":     227,
+	"Form refused":                         159,
+	"From revision":                        205,
+	"From revision %d to revision %d:":     231,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  167,
-	"Graph":                   592,
-	"Graph of %s":             606,
-	"HTTP 2xx, unusable body": 526,
-	"Headers sent":            254,
+	"Grants":                  171,
+	"Graph":                   596,
+	"Graph of %s":             610,
+	"HTTP 2xx, unusable body": 530,
+	"Headers sent":            258,
 	"Health":                  127,
 	"Held at a node of":       80,
-	"Held at node":            356,
-	"Held for":                358,
-	"Held instances":          274,
-	"ID":                      165,
-	"In flight":               697,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 288,
-	"Inputs":                     209,
-	"Inputs of revision %d":      220,
-	"Inputs of the working copy": 211,
-	"Inputs the instance was started with, labelled by process version %d's contract": 346,
-	"Inputs, labelled by revision %d's contract":                                      469,
-	"Instance":                  374,
+	"Held at node":            360,
+	"Held for":                362,
+	"Held instances":          278,
+	"ID":                      169,
+	"In flight":               701,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 292,
+	"Inputs":                     213,
+	"Inputs of revision %d":      224,
+	"Inputs of the working copy": 215,
+	"Inputs the instance was started with, labelled by process version %d's contract": 350,
+	"Inputs, labelled by revision %d's contract":                                      473,
+	"Instance":                  378,
 	"Instances":                 84,
-	"Instances of this version": 601,
-	"Invalid request":           148,
-	"Its calls":                 259,
+	"Instances of this version": 605,
+	"Invalid request":           152,
+	"Its calls":                 263,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  515,
-	"Its instance went on along the node’s error path.":                                                                                                                    516,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      669,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  519,
+	"Its instance went on along the node’s error path.":                                                                                                                    520,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      673,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     310,
-	"Jul":                     316,
-	"Jun":                     315,
-	"Keep it":                 671,
+	"Jan":                     314,
+	"Jul":                     320,
+	"Jun":                     319,
+	"Keep it":                 675,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     244,
-	"Kind":                    596,
+	"Key":                     248,
+	"Kind":                    600,
 	"Language":                124,
-	"Last changed":            256,
-	"Last error (attempt %d)": 482,
-	"Last reserved":           479,
-	"Last saved":              190,
-	"Last seen":               699,
-	"Last used":               660,
-	"Latest revision":         245,
-	"Lists every change from one revision to another, and whom it may break.": 200,
-	"Local time at %s": 581,
-	"Lock expired %s — waiting to be offered again.": 505,
-	"Lock expires":                     480,
-	"Longest timeout":                  255,
+	"Last changed":            260,
+	"Last error (attempt %d)": 486,
+	"Last reserved":           483,
+	"Last saved":              194,
+	"Last seen":               703,
+	"Last used":               664,
+	"Latest revision":         249,
+	"Lists every change from one revision to another, and whom it may break.": 204,
+	"Local time at %s": 585,
+	"Lock expired %s — waiting to be offered again.": 509,
+	"Lock expires":                     484,
+	"Longest timeout":                  259,
 	"Main navigation":                  126,
-	"Mar":                              312,
-	"Maximum attempts":                 456,
-	"May":                              314,
-	"Message from Relais (in English)": 532,
-	"Message from the service (its own words, protected values masked)": 533,
-	"Method not allowed": 636,
-	"Mode":               454,
-	"More filters: instance, revision, consumer, destination, dates": 538,
-	"Name":                    166,
-	"Never":                   582,
-	"Next attempt":            478,
-	"Next attempt or settled": 547,
-	"Next node":               337,
-	"Next page":               563,
-	"No consumer yet.":        161,
-	"No definition %s has occurrences: check the key, or show all definitions.": 285,
-	"No definition has occurrences yet.":                                        279,
+	"Mar":                              316,
+	"Maximum attempts":                 460,
+	"May":                              318,
+	"Message from Relais (in English)": 536,
+	"Message from the service (its own words, protected values masked)": 537,
+	"Method not allowed": 640,
+	"Mode":               458,
+	"More filters: instance, revision, consumer, destination, dates": 542,
+	"Name":                    170,
+	"Never":                   586,
+	"Next attempt":            482,
+	"Next attempt or settled": 551,
+	"Next node":               341,
+	"Next page":               567,
+	"No consumer yet.":        165,
+	"No definition %s has occurrences: check the key, or show all definitions.": 289,
+	"No definition has occurrences yet.":                                        283,
 	"No definition has the key “%s”.":                                           90,
-	"No definition yet.":                                                        247,
-	"No destination yet.":                                                       249,
-	"No inputs.":                                                                210,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 644,
-	"No instance matches these filters.": 376,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 642,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 643,
-	"No live worker takes %s now (Workers page).":                                               499,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 500,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           501,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          502,
-	"No more consumers.":                                   162,
-	"No more destinations.":                                250,
-	"No occurrence matches these filters.":                 548,
+	"No definition yet.":                                                        251,
+	"No destination yet.":                                                       253,
+	"No inputs.":                                                                214,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 648,
+	"No instance matches these filters.": 380,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 646,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 647,
+	"No live worker takes %s now (Workers page).":                                               503,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 504,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           505,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          506,
+	"No more consumers.":                                   166,
+	"No more destinations.":                                254,
+	"No occurrence matches these filters.":                 552,
 	"No operator action matches.":                          113,
-	"No operator has acted on this instance.":              342,
-	"No outputs yet: the occurrence has not completed.":    472,
-	"No outputs.":                                          213,
-	"No outputs: the occurrence ended without completing.": 474,
+	"No operator has acted on this instance.":              346,
+	"No outputs yet: the occurrence has not completed.":    476,
+	"No outputs.":                                          217,
+	"No outputs: the occurrence ended without completing.": 478,
 	"No process has the key “%s”.":                         89,
-	"No process is published yet.":                         588,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             711,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             710,
+	"No process is published yet.":                         592,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             715,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             714,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    73,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 122,
-	"No release yet.": 194,
-	"No revision yet: the Working copy has never been snapshotted.":          192,
-	"No service ever reserved this occurrence: it ended before any attempt.": 446,
-	"No service has reserved this occurrence yet.":                           443,
-	"No token.":              658,
-	"No value was revealed.": 634,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 712,
-	"No worker is connected.":           700,
-	"No worker serves this definition.": 703,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 709,
-	"Node":                  334,
-	"Node %s":               268,
-	"Nodes":                 594,
-	"Nodes of this version": 603,
-	"Nodes of this version, with their occurrences now": 595,
-	"Nodes reached, in order":                           333,
-	"Not allowed":                                       146,
-	"Not found":                                         154,
-	"Notes":                                             197,
-	"Nothing exists at this address, or it is not visible to you.": 152,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 153,
+	"No release yet.": 198,
+	"No revision yet: the Working copy has never been snapshotted.":          196,
+	"No service ever reserved this occurrence: it ended before any attempt.": 450,
+	"No service has reserved this occurrence yet.":                           447,
+	"No token.":              662,
+	"No value was revealed.": 638,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 716,
+	"No worker is connected.":           704,
+	"No worker serves this definition.": 707,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 713,
+	"Node":                  338,
+	"Node %s":               272,
+	"Nodes":                 598,
+	"Nodes of this version": 607,
+	"Nodes of this version, with their occurrences now": 599,
+	"Nodes reached, in order":                           337,
+	"Not allowed":                                       150,
+	"Not found":                                         158,
+	"Notes":                                             201,
+	"Nothing exists at this address, or it is not visible to you.": 156,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 157,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             640,
+	"Nothing to find: the search box is empty.":                             644,
 	"Nothing was done.":         28,
-	"Nov":                       320,
-	"Now":                       452,
-	"Occurrence":                335,
-	"Occurrence %s":             430,
+	"Nov":                       324,
+	"Now":                       456,
+	"Occurrence":                339,
+	"Occurrence %s":             434,
 	"Occurrence offered again":  102,
-	"Occurrences now":           600,
-	"Occurrences, newest first": 543,
-	"Oct":                       319,
-	"Offered from %s — %s.":     504,
-	"Oldest claimable waits":    276,
-	"On error":                  599,
-	"On success":                598,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               630,
-	"Only administrators may reveal a sensitive value.":                                                 625,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 655,
-	"Open":             273,
-	"Operator actions": 330,
-	"Operator actions on this instance, newest first": 343,
+	"Occurrences now":           604,
+	"Occurrences, newest first": 547,
+	"Oct":                       323,
+	"Offered from %s — %s.":     508,
+	"Oldest claimable waits":    280,
+	"On error":                  603,
+	"On success":                602,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               634,
+	"Only administrators may reveal a sensitive value.":                                                 629,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 659,
+	"Open":             277,
+	"Operator actions": 334,
+	"Operator actions on this instance, newest first": 347,
 	"Operator actions, newest first":                  117,
-	"Outcome":                                         441,
-	"Outputs":                                         212,
-	"Outputs of revision %d":                          221,
-	"Outputs of the working copy":                     214,
-	"Outputs, labelled by revision %d's contract":     471,
-	"Pages": 561,
-	"Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 577,
-	"Path":                            331,
-	"Pinned revision":                 597,
-	"Policy":                          432,
-	"Previous page":                   562,
-	"Priority":                        461,
+	"Outcome":                                         445,
+	"Outputs":                                         216,
+	"Outputs of revision %d":                          225,
+	"Outputs of the working copy":                     218,
+	"Outputs, labelled by revision %d's contract":     475,
+	"Pages":                           565,
+	"Path":                            335,
+	"Pause reloading":                 149,
+	"Pinned revision":                 601,
+	"Policy":                          436,
+	"Previous page":                   566,
+	"Priority":                        465,
 	"Process":                         75,
-	"Process %s":                      590,
+	"Process %s":                      594,
 	"Process %s has no version %d.":   88,
-	"Process and node":                544,
-	"Process inputs":                  345,
+	"Process and node":                548,
+	"Process inputs":                  349,
 	"Process instance":                101,
-	"Process instance %s":             328,
-	"Process instances":               369,
-	"Process instances, newest first": 373,
+	"Process instance %s":             332,
+	"Process instances":               373,
+	"Process instances, newest first": 377,
 	"Processes":                       129,
-	"Processes by key":                586,
-	"Protocol":                        695,
-	"Published":                       198,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 584,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       585,
-	"Push destination": 539,
+	"Processes by key":                590,
+	"Protocol":                        699,
+	"Published":                       202,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 588,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       589,
+	"Push destination": 543,
 	"Reason":           100,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            455,
-	"Recorded operator actions":                             341,
+	"Reason given by the worker":                            459,
+	"Recorded operator actions":                             345,
 	"Relais console":                                        123,
-	"Relais has not called the destination yet.":            449,
-	"Relais is calling the destination (since %s).":         510,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 451,
-	"Relais never called the destination: the occurrence ended before any call.":                           450,
+	"Relais has not called the destination yet.":            453,
+	"Relais is calling the destination (since %s).":         514,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 455,
+	"Relais never called the destination: the occurrence ended before any call.":                           454,
 	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 490,
-	"Release":                             195,
-	"Releases":                            193,
-	"Releases, oldest first":              215,
-	"Reload lists and detail pages":       576,
-	"Replica":                             448,
-	"Required":                            182,
-	"Reserved":                            437,
-	"Reserved by %s.":                     512,
-	"Reserved by %s; lock until %s — %s.": 511,
-	"Reserved now":                        174,
-	"Retried by %s at %s — “%s”":          353,
+	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 494,
+	"Release":                             199,
+	"Releases":                            197,
+	"Releases, oldest first":              219,
+	"Reload lists and detail pages":       580,
+	"Reloading paused":                    146,
+	"Replica":                             452,
+	"Required":                            186,
+	"Reserved":                            441,
+	"Reserved by %s.":                     516,
+	"Reserved by %s; lock until %s — %s.": 515,
+	"Reserved now":                        178,
+	"Resume":                              147,
+	"Retried by %s at %s — “%s”":          357,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            458,
+	"Retries":            462,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  503,
-	"Retry delay":        457,
+	"Retry at %s — %s.":  507,
+	"Retry delay":        461,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         453,
+	"Retry or abandon it from its instance":         457,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 484,
+	"Retryable": 488,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 475,
-	"Revealed by %s at %s; recorded in the audit log.": 628,
+	"Reveal — this is recorded": 479,
+	"Revealed by %s at %s; recorded in the audit log.": 632,
 	"Reveals":               138,
-	"Reveals, newest first": 633,
-	"Revision":              196,
-	"Revision %d":           217,
-	"Revisions":             191,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 714,
-	"Revoke the %s token “%s”?": 668,
-	"Revoke the token":          670,
-	"Revoke token %d":           667,
-	"Revoke…":                   665,
-	"Role":                      659,
-	"Route":                     336,
-	"Routing output":            189,
-	"Rows %s–%s":                565,
-	"Save settings":             578,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        627,
+	"Reveals, newest first": 637,
+	"Revision":              200,
+	"Revision %d":           221,
+	"Revisions":             195,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 718,
+	"Revoke the %s token “%s”?": 672,
+	"Revoke the token":          674,
+	"Revoke token %d":           671,
+	"Revoke…":                   669,
+	"Role":                      663,
+	"Route":                     340,
+	"Routing output":            193,
+	"Rows %s–%s":                569,
+	"Save settings":             582,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        631,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
-	"Search":                               638,
-	"Secret values can never be revealed.": 631,
-	"Sep":                                  318,
-	"Served by %d workers":                 713,
+	"Search":                               642,
+	"Secret values can never be revealed.": 635,
+	"Sep":                                  322,
+	"Served by %d workers":                 717,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              339,
-	"Settlement date":      537,
-	"Show all definitions": 284,
-	"Show times in":        574,
+	"Settled":              343,
+	"Settlement date":      541,
+	"Show all definitions": 288,
+	"Show times in":        578,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 118,
-	"Sign in": 648,
-	"Sign in with an operator, designer or administrator token.": 649,
+	"Sign in": 652,
+	"Sign in with an operator, designer or administrator token.": 653,
 	"Sign out":             140,
 	"Signed in as %s (%s)": 139,
-	"Since revision %d:":   223,
+	"Since revision %d:":   227,
 	"Skip to content":      125,
-	"Slot":                 293,
-	"Snapshotted":          218,
+	"Slot":                 297,
+	"Snapshotted":          222,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 159,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 656,
-	"Staff tokens, oldest first": 657,
-	"Start node":                 591,
-	"Started":                    354,
-	"State":                      169,
+	"Something went wrong": 163,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 660,
+	"Staff tokens, oldest first": 661,
+	"Start node":                 595,
+	"Started":                    358,
+	"State":                      173,
 	"Status":                     77,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
@@ -492,274 +495,275 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              351,
+	"Stopped by %s at %s — “%s”":                              355,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   350,
-	"Summary": 329,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 242,
-	"Tasks":                   170,
-	"Temporarily unavailable": 157,
-	"That is too long to be an id or a business key.": 641,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   354,
+	"Summary": 333,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 246,
+	"Tasks":                   174,
+	"Temporarily unavailable": 161,
+	"That is too long to be an id or a business key.": 645,
 	"The %d largest groups; the filter matches more.": 85,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 251,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          222,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 255,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          226,
 	"The bulk action must be its id (a UUID).": 116,
-	"The call could not be prepared.":          491,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 509,
-	"The chart’s numbers": 291,
+	"The call could not be prepared.":          495,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 513,
+	"The chart’s numbers": 295,
 	"The confirmed count is missing: start again from the list.":                                                                                                            91,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           160,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      575,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           164,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      579,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 92,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 158,
-	"The deadline passed before a result arrived.":                                                                                                                          488,
-	"The destination answered HTTP %s.":     498,
-	"The destination could not be reached.": 492,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 486,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      487,
-	"The destination’s answer was too large.": 493,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 163,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     149,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           495,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                494,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             372,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 332,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         188,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               572,
-	"The page size must be between 1 and %d.":                                                                                                                                                              368,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  571,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 162,
+	"The deadline passed before a result arrived.":                                                                                                                          492,
+	"The destination answered HTTP %s.":     502,
+	"The destination could not be reached.": 496,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 490,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      491,
+	"The destination’s answer was too large.": 497,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 167,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     153,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           499,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                498,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             376,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 336,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         192,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               576,
+	"The page size must be between 1 and %d.":                                                                                                                                                              372,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  575,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 115,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            489,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      534,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          674,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          651,
-	"The version must be a whole number from 1.":                                                                                                                                                           365,
-	"These revisions have the same contracts.":                                                                                                                                                             208,
-	"These settings are kept in this browser only.":                                                                                                                                                        573,
-	"They take every revision their consumer is granted.":                                                                                                                                                  715,
-	"They take revision %d only.":                                                                                                                                                                          716,
-	"They take revisions %s only.":                                                                                                                                                                         717,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     568,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            493,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      538,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          678,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          655,
+	"The version must be a whole number from 1.":                                                                                                                                                           369,
+	"These revisions have the same contracts.":                                                                                                                                                             212,
+	"These settings are kept in this browser only.":                                                                                                                                                        577,
+	"They take every revision their consumer is granted.":                                                                                                                                                  719,
+	"They take revision %d only.":                                                                                                                                                                          720,
+	"They take revisions %s only.":                                                                                                                                                                         721,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     572,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             93,
-	"This contract has no inputs.":                                                                                                                                                                         470,
-	"This contract has no outputs.":                                                                                                                                                                        473,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  156,
+	"This contract has no inputs.":                                                                                                                                                                         474,
+	"This contract has no outputs.":                                                                                                                                                                        477,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  160,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   340,
+	"This instance has not reached a task yet.":                   344,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 348,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 349,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 352,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 353,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            673,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           672,
-	"This page does not accept that request.": 637,
-	"This page reloads every %d seconds.":     145,
-	"This process takes no inputs.":           347,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            677,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           676,
+	"This page does not accept that request.": 641,
+	"This page reloads every %d seconds.":     148,
+	"This process takes no inputs.":           351,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 653,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 604,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            605,
-	"Times in %s · no auto-reload":    144,
-	"Times in %s · reload every %d s": 143,
-	"To revision":                     202,
-	"Token":                           650,
+	"This token is unknown or has been revoked.": 657,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 608,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            609,
+	"Times in %s · no auto-reload":    145,
+	"Times in %s · reload every %d s": 144,
+	"Times in %s · reloading paused":  143,
+	"To revision":                     206,
+	"Token":                           654,
 	"Tokens":                          137,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 652,
-	"Totals of all definitions, not narrowed by the other filters":         551,
-	"Totals of definition %s, not narrowed by the other filters":           550,
-	"Type": 181,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 639,
-	"URL":                              253,
-	"UTC (coordinated universal time)": 580,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 656,
+	"Totals of all definitions, not narrowed by the other filters":         555,
+	"Totals of definition %s, not narrowed by the other filters":           554,
+	"Type": 185,
+	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 643,
+	"URL":                              257,
+	"UTC (coordinated universal time)": 584,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                535,
-	"Unknown destination “%s”.":        536,
-	"Unknown parameter “%s” (did you mean “%s”?).": 569,
-	"Unknown parameter “%s”.":                      570,
-	"Unknown status “%s”.":                         364,
-	"Value":                                        344,
+	"Unknown consumer.":                539,
+	"Unknown destination “%s”.":        540,
+	"Unknown parameter “%s” (did you mean “%s”?).": 573,
+	"Unknown parameter “%s”.":                      574,
+	"Unknown status “%s”.":                         368,
+	"Value":                                        348,
 	"Version":                                      76,
-	"Versions, newest first":                       587,
-	"Waiting for Relais to call the destination since %s (%s).": 506,
-	"Waiting for a worker since %s (%s).":                       507,
+	"Versions, newest first":                       591,
+	"Waiting for Relais to call the destination since %s (%s).": 510,
+	"Waiting for a worker since %s (%s).":                       511,
 	"When":                                                      97,
 	"Who":                                                       98,
-	"Whole message":                                             445,
-	"Why (recorded with the reveal)":                            476,
-	"Worker":                                                    694,
-	"Worker id":                                                 436,
+	"Whole message":                                             449,
+	"Why (recorded with the reveal)":                            480,
+	"Worker":                                                    698,
+	"Worker id":                                                 440,
 	"Workers":                                                   134,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        692,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        696,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 693,
-	"Workers serving %s":                   701,
-	"Working copy":                         187,
-	"You are signed out.":                  645,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              147,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 646,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      647,
-	"[redacted]":                          531,
+	"Workers seen within three heartbeats": 697,
+	"Workers serving %s":                   705,
+	"Working copy":                         191,
+	"You are signed out.":                  649,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              151,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 650,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      651,
+	"[redacted]":                          535,
 	"a token’s name, exact":               108,
 	"abandon":                             4,
-	"active":                              171,
-	"administrator":                       406,
-	"an incident: retry, abandon or stop": 263,
-	"answer too large":                    529,
+	"active":                              175,
+	"administrator":                       410,
+	"an incident: retry, abandon or stop": 267,
+	"answer too large":                    533,
 	"any":                                 74,
-	"any other code → %s":                 616,
-	"any other error":                     261,
-	"as of %s (%s); counts are refreshed every few seconds.": 553,
-	"at least %d characters":                                 677,
-	"at least %d items":                                      684,
-	"at most %d":                                             464,
-	"at most %d characters":                                  678,
-	"at most %d items":                                       685,
-	"at most %d since the last operator retry":               465,
-	"available":                                              380,
-	"boolean":                                                393,
-	"call in progress since":                                 558,
-	"cancelled":                                              383,
-	"choice":                                                 396,
-	"claimable since":                                        557,
-	"claimable since %s":                                     281,
-	"classification changed":                                 417,
-	"completed":                                              289,
-	"constraint changed":                                     418,
-	"consumer":                                               409,
-	"consumer #%s":                                           521,
-	"date":                                                   394,
-	"date and time":                                          395,
-	"deadline %s":                                            619,
-	"deferred":                                               382,
-	"deferred since":                                         560,
+	"any other code → %s":                 620,
+	"any other error":                     265,
+	"as of %s (%s); counts are refreshed every few seconds.": 557,
+	"at least %d characters":                                 681,
+	"at least %d items":                                      688,
+	"at most %d":                                             468,
+	"at most %d characters":                                  682,
+	"at most %d items":                                       689,
+	"at most %d since the last operator retry":               469,
+	"available":                                              384,
+	"boolean":                                                397,
+	"call in progress since":                                 562,
+	"cancelled":                                              387,
+	"choice":                                                 400,
+	"claimable since":                                        561,
+	"claimable since %s":                                     285,
+	"classification changed":                                 421,
+	"completed":                                              293,
+	"constraint changed":                                     422,
+	"consumer":                                               413,
+	"consumer #%s":                                           525,
+	"date":                                                   398,
+	"date and time":                                          399,
+	"deadline %s":                                            623,
+	"deferred":                                               386,
+	"deferred since":                                         564,
 	"deleted":                                                104,
-	"designer":                                               408,
-	"disconnected":                                           389,
-	"end (completes)":                                        611,
-	"end (fails)":                                            612,
-	"end: completes the instance":                            264,
-	"end: fails the instance":                                265,
-	"every revision its consumer is granted":                 707,
-	"exact, case-sensitive":                                  370,
-	"expired":                                                386,
-	"failed":                                                 290,
-	"fails the instance":                                     617,
-	"field added":                                            412,
-	"field removed":                                          413,
-	"format":                                                 423,
-	"format %s":                                              680,
+	"designer":                                               412,
+	"disconnected":                                           393,
+	"end (completes)":                                        615,
+	"end (fails)":                                            616,
+	"end: completes the instance":                            268,
+	"end: fails the instance":                                269,
+	"every revision its consumer is granted":                 711,
+	"exact, case-sensitive":                                  374,
+	"expired":                                                390,
+	"failed":                                                 294,
+	"fails the instance":                                     621,
+	"field added":                                            416,
+	"field removed":                                          417,
+	"format":                                                 427,
+	"format %s":                                              684,
 	"from":                                                   109,
-	"held":                                                   385,
-	"held for an operator":                                   262,
-	"held, then abandoned by an operator":                    363,
-	"held, then stopped by an operator":                      362,
-	"hold (an incident for an operator)":                     615,
+	"held":                                                   389,
+	"held for an operator":                                   266,
+	"held, then abandoned by an operator":                    367,
+	"held, then stopped by an operator":                      366,
+	"hold (an incident for an operator)":                     619,
 	"id or business key":                                     131,
-	"in %s":                                                  303,
-	"in progress":                                            444,
-	"instance id":                                            541,
-	"instances held":                                         622,
-	"instances held: %s":                                     623,
-	"integer":                                                391,
-	"its name, exactly":                                      540,
-	"just now":                                               305,
-	"list":                                                   398,
-	"lock until":                                             559,
-	"long polling":                                           705,
-	"long wait":                                              282,
-	"maximum":                                                425,
-	"maximum %s":                                             682,
-	"maximum items":                                          427,
-	"maximum length":                                         421,
-	"minimum":                                                424,
-	"minimum %s":                                             681,
-	"minimum items":                                          426,
-	"minimum length":                                         420,
-	"never":                                                  662,
-	"next attempt":                                           556,
-	"no":                                                     411,
-	"no answer within the timeout":                           527,
-	"no connection":                                          528,
-	"no grant: it takes nothing":                             173,
-	"no header":                                              257,
-	"no worker":                                              283,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 485,
-	"none": 241,
-	"none (revealed before reasons were asked for)": 635,
-	"none yet": 246,
-	"none: a failed call takes the node’s error path": 459,
-	"normal":                          399,
-	"not provided":                    687,
-	"not yet":                         663,
-	"null":                            690,
-	"number":                          392,
-	"object":                          397,
-	"on error":                        260,
-	"one of: %s":                      683,
-	"operator":                        407,
-	"optional %s field of type %s":    238,
-	"optional field of type %s":       240,
-	"optional → required":             231,
-	"pattern":                         422,
-	"pattern %s":                      679,
-	"pull":                            609,
-	"pull %s":                         267,
-	"pull (the service fetches it)":   404,
-	"push %s":                         266,
-	"push (Relais calls the service)": 405,
-	"push to %s":                      610,
-	"rejected":                        387,
-	"released":                        388,
-	"required %s field of type %s":    237,
-	"required changed":                415,
-	"required field of type %s":       239,
-	"required → optional":             232,
-	"reserved":                        381,
+	"in %s":                                                  307,
+	"in progress":                                            448,
+	"instance id":                                            545,
+	"instances held":                                         626,
+	"instances held: %s":                                     627,
+	"integer":                                                395,
+	"its name, exactly":                                      544,
+	"just now":                                               309,
+	"list":                                                   402,
+	"lock until":                                             563,
+	"long polling":                                           709,
+	"long wait":                                              286,
+	"maximum":                                                429,
+	"maximum %s":                                             686,
+	"maximum items":                                          431,
+	"maximum length":                                         425,
+	"minimum":                                                428,
+	"minimum %s":                                             685,
+	"minimum items":                                          430,
+	"minimum length":                                         424,
+	"never":                                                  666,
+	"next attempt":                                           560,
+	"no":                                                     415,
+	"no answer within the timeout":                           531,
+	"no connection":                                          532,
+	"no grant: it takes nothing":                             177,
+	"no header":                                              261,
+	"no worker":                                              287,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 489,
+	"none": 245,
+	"none (revealed before reasons were asked for)": 639,
+	"none yet": 250,
+	"none: a failed call takes the node’s error path": 463,
+	"normal":                          403,
+	"not provided":                    691,
+	"not yet":                         667,
+	"null":                            694,
+	"number":                          396,
+	"object":                          401,
+	"on error":                        264,
+	"one of: %s":                      687,
+	"operator":                        411,
+	"optional %s field of type %s":    242,
+	"optional field of type %s":       244,
+	"optional → required":             235,
+	"pattern":                         426,
+	"pattern %s":                      683,
+	"pull":                            613,
+	"pull %s":                         271,
+	"pull (the service fetches it)":   408,
+	"push %s":                         270,
+	"push (Relais calls the service)": 409,
+	"push to %s":                      614,
+	"rejected":                        391,
+	"released":                        392,
+	"required %s field of type %s":    241,
+	"required changed":                419,
+	"required field of type %s":       243,
+	"required → optional":             236,
+	"reserved":                        385,
 	"retry":                           3,
-	"revision %d":                     554,
-	"revisions %s":                    708,
-	"revoked":                         172,
-	"routing changed":                 419,
-	"routing output":                  675,
-	"routing output %s → %s":          230,
-	"running":                         384,
-	"secret":                          401,
-	"sensitive":                       400,
-	"settled":                         555,
+	"revision %d":                     558,
+	"revisions %s":                    712,
+	"revoked":                         176,
+	"routing changed":                 423,
+	"routing output":                  679,
+	"routing output %s → %s":          234,
+	"running":                         388,
+	"secret":                          405,
+	"sensitive":                       404,
+	"settled":                         559,
 	"stop":                            5,
-	"stream":                          704,
-	"text":                            390,
-	"the contracts are the same (the name or a description changed).": 224,
-	"this session":             666,
-	"timeout %s":               620,
-	"timeout %s (the default)": 621,
+	"stream":                          708,
+	"text":                            394,
+	"the contracts are the same (the name or a description changed).": 228,
+	"this session":             670,
+	"timeout %s":               624,
+	"timeout %s (the default)": 625,
 	"to":                       110,
-	"type changed":             414,
-	"unexpected value":         691,
-	"unknown":                  530,
-	"values added: %s":         233,
-	"values changed":           416,
-	"values removed: %s":       234,
-	"values reordered":         235,
-	"version %d":               589,
-	"waiting":                  525,
-	"yes":                      410,
-	"••• hidden (secret)":      403,
-	"••• hidden (sensitive)":   402,
-	"→ %s":                     614,
+	"type changed":             418,
+	"unexpected value":         695,
+	"unknown":                  534,
+	"values added: %s":         237,
+	"values changed":           420,
+	"values removed: %s":       238,
+	"values reordered":         239,
+	"version %d":               593,
+	"waiting":                  529,
+	"yes":                      414,
+	"••• hidden (secret)":      407,
+	"••• hidden (sensitive)":   406,
+	"→ %s":                     618,
 }
 
-var enIndex = []uint32{ // 719 elements
+var enIndex = []uint32{ // 723 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -801,171 +805,172 @@ var enIndex = []uint32{ // 719 elements
 	0x00001d30, 0x00001d35, 0x00001d41, 0x00001d49,
 	0x00001d53, 0x00001d60, 0x00001d67, 0x00001d6f,
 	0x00001d8a, 0x00001d93, 0x00001da4, 0x00001dbb,
-	0x00001de2, 0x00001e03, 0x00001e2a, 0x00001e36,
-	0x00001eb4, 0x00001ec4, 0x00001f2c, 0x00001f43,
-	0x00001f57, 0x00001f94, 0x00002081, 0x0000208b,
-	0x00002098, 0x000020fc, 0x00002114, 0x0000215a,
+	0x00001dde, 0x00001e05, 0x00001e26, 0x00001e37,
+	0x00001e3e, 0x00001e65, 0x00001e75, 0x00001e81,
+	0x00001eff, 0x00001f0f, 0x00001f77, 0x00001f8e,
+	0x00001fa2, 0x00001fdf, 0x000020cc, 0x000020d6,
 	// Entry A0 - BF
-	0x0000216f, 0x000021de, 0x000021ef, 0x00002202,
-	0x000022c7, 0x000022df, 0x000022e2, 0x000022e7,
-	0x000022ee, 0x000022f9, 0x000022ff, 0x00002305,
-	0x0000230c, 0x00002314, 0x0000232f, 0x0000233c,
-	0x0000234a, 0x00002374, 0x0000238b, 0x000023d1,
-	0x000023f3, 0x000023f9, 0x000023fe, 0x00002407,
-	0x00002416, 0x00002422, 0x0000242e, 0x0000243f,
-	0x0000244c, 0x000024a9, 0x000024b8, 0x000024c3,
+	0x000020e3, 0x00002147, 0x0000215f, 0x000021a5,
+	0x000021ba, 0x00002229, 0x0000223a, 0x0000224d,
+	0x00002312, 0x0000232a, 0x0000232d, 0x00002332,
+	0x00002339, 0x00002344, 0x0000234a, 0x00002350,
+	0x00002357, 0x0000235f, 0x0000237a, 0x00002387,
+	0x00002395, 0x000023bf, 0x000023d6, 0x0000241c,
+	0x0000243e, 0x00002444, 0x00002449, 0x00002452,
+	0x00002461, 0x0000246d, 0x00002479, 0x0000248a,
 	// Entry C0 - DF
-	0x000024cd, 0x0000250b, 0x00002514, 0x00002524,
-	0x0000252c, 0x00002535, 0x0000253b, 0x00002545,
-	0x00002557, 0x0000259f, 0x000025ad, 0x000025b9,
-	0x000025c1, 0x000025c8, 0x000025cf, 0x000025e0,
-	0x000025ef, 0x00002618, 0x0000261f, 0x0000262a,
-	0x00002645, 0x0000264d, 0x00002659, 0x00002675,
-	0x0000268c, 0x000026ae, 0x000026bd, 0x000026c9,
-	0x000026d0, 0x000026e9, 0x00002703, 0x000027ac,
+	0x00002497, 0x000024f4, 0x00002503, 0x0000250e,
+	0x00002518, 0x00002556, 0x0000255f, 0x0000256f,
+	0x00002577, 0x00002580, 0x00002586, 0x00002590,
+	0x000025a2, 0x000025ea, 0x000025f8, 0x00002604,
+	0x0000260c, 0x00002613, 0x0000261a, 0x0000262b,
+	0x0000263a, 0x00002663, 0x0000266a, 0x00002675,
+	0x00002690, 0x00002698, 0x000026a4, 0x000026c0,
+	0x000026d7, 0x000026f9, 0x00002708, 0x00002714,
 	// Entry E0 - FF
-	0x000027c2, 0x00002802, 0x00002833, 0x0000285d,
-	0x00002884, 0x000028a8, 0x000028cf, 0x000028ee,
-	0x00002904, 0x0000291a, 0x0000292e, 0x00002944,
-	0x00002955, 0x0000296c, 0x0000298f, 0x000029b2,
-	0x000029cf, 0x000029ec, 0x000029f1, 0x00002a3d,
-	0x00002a50, 0x00002a54, 0x00002a64, 0x00002a6d,
-	0x00002a80, 0x00002aa6, 0x00002aba, 0x00002ad0,
-	0x00002b8c, 0x00002ba1, 0x00002ba5, 0x00002bb2,
+	0x0000271b, 0x00002734, 0x0000274e, 0x000027f7,
+	0x0000280d, 0x0000284d, 0x0000287e, 0x000028a8,
+	0x000028cf, 0x000028f3, 0x0000291a, 0x00002939,
+	0x0000294f, 0x00002965, 0x00002979, 0x0000298f,
+	0x000029a0, 0x000029b7, 0x000029da, 0x000029fd,
+	0x00002a1a, 0x00002a37, 0x00002a3c, 0x00002a88,
+	0x00002a9b, 0x00002a9f, 0x00002aaf, 0x00002ab8,
+	0x00002acb, 0x00002af1, 0x00002b05, 0x00002b1b,
 	// Entry 100 - 11F
-	0x00002bc2, 0x00002bcf, 0x00002bd9, 0x00002bdf,
-	0x00002be9, 0x00002bf2, 0x00002c02, 0x00002c17,
-	0x00002c3b, 0x00002c57, 0x00002c6f, 0x00002c7a,
-	0x00002c85, 0x00002c90, 0x00002da6, 0x00002dca,
-	0x00002df5, 0x00002e00, 0x00002e05, 0x00002e14,
-	0x00002e1b, 0x00002e32, 0x00002e47, 0x00002e59,
-	0x00002e7c, 0x00002eae, 0x00002ec4, 0x00002ece,
-	0x00002ed8, 0x00002eed, 0x00002f3a, 0x00002f4a,
+	0x00002bd7, 0x00002bec, 0x00002bf0, 0x00002bfd,
+	0x00002c0d, 0x00002c1a, 0x00002c24, 0x00002c2a,
+	0x00002c34, 0x00002c3d, 0x00002c4d, 0x00002c62,
+	0x00002c86, 0x00002ca2, 0x00002cba, 0x00002cc5,
+	0x00002cd0, 0x00002cdb, 0x00002df1, 0x00002e15,
+	0x00002e40, 0x00002e4b, 0x00002e50, 0x00002e5f,
+	0x00002e66, 0x00002e7d, 0x00002e92, 0x00002ea4,
+	0x00002ec7, 0x00002ef9, 0x00002f0f, 0x00002f19,
 	// Entry 120 - 13F
-	0x00002f83, 0x00002fd7, 0x00002fe1, 0x00002fe8,
-	0x00002ffe, 0x00003037, 0x0000303c, 0x00003046,
-	0x00003054, 0x00003061, 0x0000308a, 0x000030ad,
-	0x000030ba, 0x000030da, 0x000030e6, 0x000030ff,
-	0x00003108, 0x00003112, 0x0000311b, 0x00003123,
-	0x0000312d, 0x00003135, 0x0000313d, 0x00003141,
-	0x00003145, 0x00003149, 0x0000314d, 0x00003151,
-	0x00003155, 0x00003159, 0x0000315d, 0x00003161,
+	0x00002f23, 0x00002f38, 0x00002f85, 0x00002f95,
+	0x00002fce, 0x00003022, 0x0000302c, 0x00003033,
+	0x00003049, 0x00003082, 0x00003087, 0x00003091,
+	0x0000309f, 0x000030ac, 0x000030d5, 0x000030f8,
+	0x00003105, 0x00003125, 0x00003131, 0x0000314a,
+	0x00003153, 0x0000315d, 0x00003166, 0x0000316e,
+	0x00003178, 0x00003180, 0x00003188, 0x0000318c,
+	0x00003190, 0x00003194, 0x00003198, 0x0000319c,
 	// Entry 140 - 15F
-	0x00003165, 0x00003169, 0x0000316d, 0x00003177,
-	0x00003195, 0x000031b5, 0x000031d9, 0x000031fd,
-	0x00003206, 0x0000321d, 0x00003225, 0x00003236,
-	0x0000323b, 0x00003280, 0x00003298, 0x0000329d,
-	0x000032a8, 0x000032ae, 0x000032b8, 0x000032c0,
-	0x000032c8, 0x000032f2, 0x0000330c, 0x00003334,
-	0x00003364, 0x0000336a, 0x00003379, 0x000033cc,
-	0x000033ea, 0x0000350c, 0x000035cb, 0x00003622,
+	0x000031a0, 0x000031a4, 0x000031a8, 0x000031ac,
+	0x000031b0, 0x000031b4, 0x000031b8, 0x000031c2,
+	0x000031e0, 0x00003200, 0x00003224, 0x00003248,
+	0x00003251, 0x00003268, 0x00003270, 0x00003281,
+	0x00003286, 0x000032cb, 0x000032e3, 0x000032e8,
+	0x000032f3, 0x000032f9, 0x00003303, 0x0000330b,
+	0x00003313, 0x0000333d, 0x00003357, 0x0000337f,
+	0x000033af, 0x000033b5, 0x000033c4, 0x00003417,
 	// Entry 160 - 17F
-	0x0000364c, 0x00003678, 0x000036a2, 0x000036aa,
-	0x000036b0, 0x000036bd, 0x000036cf, 0x000036d8,
-	0x000036e1, 0x000036f3, 0x00003702, 0x00003724,
-	0x00003748, 0x00003764, 0x0000378f, 0x000037c3,
-	0x000037d1, 0x000037fc, 0x0000380e, 0x00003824,
-	0x0000384e, 0x00003897, 0x000038b7, 0x000038c0,
-	0x000038d2, 0x000038f5, 0x00003903, 0x00003912,
-	0x0000391f, 0x00003929, 0x00003932, 0x0000393b,
+	0x00003435, 0x00003557, 0x00003616, 0x0000366d,
+	0x00003697, 0x000036c3, 0x000036ed, 0x000036f5,
+	0x000036fb, 0x00003708, 0x0000371a, 0x00003723,
+	0x0000372c, 0x0000373e, 0x0000374d, 0x0000376f,
+	0x00003793, 0x000037af, 0x000037da, 0x0000380e,
+	0x0000381c, 0x00003847, 0x00003859, 0x0000386f,
+	0x00003899, 0x000038e2, 0x00003902, 0x0000390b,
+	0x0000391d, 0x00003940, 0x0000394e, 0x0000395d,
 	// Entry 180 - 19F
-	0x00003945, 0x0000394d, 0x00003952, 0x0000395a,
-	0x00003963, 0x0000396c, 0x00003979, 0x0000397e,
-	0x00003986, 0x0000398d, 0x00003995, 0x0000399a,
-	0x000039a8, 0x000039af, 0x000039b6, 0x000039bb,
-	0x000039c2, 0x000039cc, 0x000039d3, 0x000039f0,
-	0x00003a0a, 0x00003a28, 0x00003a48, 0x00003a56,
-	0x00003a5f, 0x00003a68, 0x00003a71, 0x00003a75,
-	0x00003a78, 0x00003a84, 0x00003a92, 0x00003a9f,
+	0x0000396a, 0x00003974, 0x0000397d, 0x00003986,
+	0x00003990, 0x00003998, 0x0000399d, 0x000039a5,
+	0x000039ae, 0x000039b7, 0x000039c4, 0x000039c9,
+	0x000039d1, 0x000039d8, 0x000039e0, 0x000039e5,
+	0x000039f3, 0x000039fa, 0x00003a01, 0x00003a06,
+	0x00003a0d, 0x00003a17, 0x00003a1e, 0x00003a3b,
+	0x00003a55, 0x00003a73, 0x00003a93, 0x00003aa1,
+	0x00003aaa, 0x00003ab3, 0x00003abc, 0x00003ac0,
 	// Entry 1A0 - 1BF
-	0x00003ab0, 0x00003abf, 0x00003ad6, 0x00003ae9,
-	0x00003af9, 0x00003b08, 0x00003b17, 0x00003b1f,
-	0x00003b26, 0x00003b2e, 0x00003b36, 0x00003b44,
-	0x00003b52, 0x00003b68, 0x00003b7d, 0x00003b8e,
-	0x00003b94, 0x00003b9b, 0x00003ba4, 0x00003bc0,
-	0x00003bc9, 0x00003bd3, 0x00003bdc, 0x00003be5,
-	0x00003bee, 0x00003c05, 0x00003c0d, 0x00003c1b,
-	0x00003c48, 0x00003c54, 0x00003c62, 0x00003ca9,
+	0x00003ac3, 0x00003acf, 0x00003add, 0x00003aea,
+	0x00003afb, 0x00003b0a, 0x00003b21, 0x00003b34,
+	0x00003b44, 0x00003b53, 0x00003b62, 0x00003b6a,
+	0x00003b71, 0x00003b79, 0x00003b81, 0x00003b8f,
+	0x00003b9d, 0x00003bb3, 0x00003bc8, 0x00003bd9,
+	0x00003bdf, 0x00003be6, 0x00003bef, 0x00003c0b,
+	0x00003c14, 0x00003c1e, 0x00003c27, 0x00003c30,
+	0x00003c39, 0x00003c50, 0x00003c58, 0x00003c66,
 	// Entry 1C0 - 1DF
-	0x00003cb5, 0x00003cbd, 0x00003ce8, 0x00003d33,
-	0x00003df5, 0x00003df9, 0x00003e1f, 0x00003e24,
-	0x00003e3f, 0x00003e50, 0x00003e5c, 0x00003e64,
-	0x00003e96, 0x00003e9f, 0x00003ea8, 0x00003ec4,
-	0x00003ed1, 0x00003edf, 0x00003f0b, 0x00003f31,
-	0x00003f52, 0x00003f5d, 0x00003f8b, 0x00003fa8,
-	0x00003fd7, 0x00004009, 0x00004027, 0x0000405c,
-	0x00004078, 0x00004097, 0x000040a6, 0x000040b3,
+	0x00003c93, 0x00003c9f, 0x00003cad, 0x00003cf4,
+	0x00003d00, 0x00003d08, 0x00003d33, 0x00003d7e,
+	0x00003e40, 0x00003e44, 0x00003e6a, 0x00003e6f,
+	0x00003e8a, 0x00003e9b, 0x00003ea7, 0x00003eaf,
+	0x00003ee1, 0x00003eea, 0x00003ef3, 0x00003f0f,
+	0x00003f1c, 0x00003f2a, 0x00003f56, 0x00003f7c,
+	0x00003f9d, 0x00003fa8, 0x00003fd6, 0x00003ff3,
+	0x00004022, 0x00004054, 0x00004072, 0x000040a7,
 	// Entry 1E0 - 1FF
-	0x000040c1, 0x000040ce, 0x000040d7, 0x000040f2,
-	0x0000410d, 0x00004117, 0x0000416a, 0x000041e8,
-	0x0000425e, 0x0000428b, 0x000042c5, 0x0000432a,
-	0x0000434a, 0x00004370, 0x0000439a, 0x000043d2,
-	0x0000440f, 0x00004433, 0x000044ac, 0x000044d1,
-	0x00004500, 0x00004560, 0x000045b9, 0x00004613,
-	0x0000462d, 0x0000464b, 0x0000467f, 0x000046bf,
-	0x000046e9, 0x000046f8, 0x000047c3, 0x000047f4,
+	0x000040c3, 0x000040e2, 0x000040f1, 0x000040fe,
+	0x0000410c, 0x00004119, 0x00004122, 0x0000413d,
+	0x00004158, 0x00004162, 0x000041b5, 0x00004233,
+	0x000042a9, 0x000042d6, 0x00004310, 0x00004375,
+	0x00004395, 0x000043bb, 0x000043e5, 0x0000441d,
+	0x0000445a, 0x0000447e, 0x000044f7, 0x0000451c,
+	0x0000454b, 0x000045ab, 0x00004604, 0x0000465e,
+	0x00004678, 0x00004696, 0x000046ca, 0x0000470a,
 	// Entry 200 - 21F
-	0x00004823, 0x00004836, 0x000048ab, 0x000048be,
-	0x000048f2, 0x00004926, 0x00004936, 0x0000497d,
-	0x000049aa, 0x000049b7, 0x000049c7, 0x000049f7,
-	0x00004a31, 0x00004a54, 0x00004a5c, 0x00004a74,
-	0x00004a91, 0x00004a9f, 0x00004ab0, 0x00004ab8,
-	0x00004ac3, 0x00004ae4, 0x00004b26, 0x00004b56,
-	0x00004b68, 0x00004b89, 0x00004b99, 0x00004bd8,
-	0x00004be9, 0x00004bfb, 0x00004c07, 0x00004c18,
+	0x00004734, 0x00004743, 0x0000480e, 0x0000483f,
+	0x0000486e, 0x00004881, 0x000048f6, 0x00004909,
+	0x0000493d, 0x00004971, 0x00004981, 0x000049c8,
+	0x000049f5, 0x00004a02, 0x00004a12, 0x00004a42,
+	0x00004a7c, 0x00004a9f, 0x00004aa7, 0x00004abf,
+	0x00004adc, 0x00004aea, 0x00004afb, 0x00004b03,
+	0x00004b0e, 0x00004b2f, 0x00004b71, 0x00004ba1,
+	0x00004bb3, 0x00004bd4, 0x00004be4, 0x00004c23,
 	// Entry 220 - 23F
-	0x00004c32, 0x00004c43, 0x00004c49, 0x00004c5d,
-	0x00004c75, 0x00004c9a, 0x00004ca8, 0x00004ce6,
-	0x00004d23, 0x00004d4f, 0x00004d8c, 0x00004d9b,
-	0x00004da3, 0x00004db0, 0x00004dc0, 0x00004dd7,
-	0x00004de2, 0x00004df1, 0x00004df7, 0x00004e05,
-	0x00004e0f, 0x00004e1a, 0x00004e2d, 0x00004e52,
-	0x00004e7d, 0x00004f0e, 0x00004f49, 0x00004f68,
-	0x00004fa6, 0x00004fdd, 0x0000500b, 0x00005019,
+	0x00004c34, 0x00004c46, 0x00004c52, 0x00004c63,
+	0x00004c7d, 0x00004c8e, 0x00004c94, 0x00004ca8,
+	0x00004cc0, 0x00004ce5, 0x00004cf3, 0x00004d31,
+	0x00004d6e, 0x00004d9a, 0x00004dd7, 0x00004de6,
+	0x00004dee, 0x00004dfb, 0x00004e0b, 0x00004e22,
+	0x00004e2d, 0x00004e3c, 0x00004e42, 0x00004e50,
+	0x00004e5a, 0x00004e65, 0x00004e78, 0x00004e9d,
+	0x00004ec8, 0x00004f59, 0x00004f94, 0x00004fb3,
 	// Entry 240 - 25F
-	0x000050ac, 0x000050ca, 0x00005156, 0x00005164,
-	0x00005178, 0x00005199, 0x000051ad, 0x000051b3,
-	0x000051c7, 0x0000523a, 0x00005287, 0x00005298,
-	0x000052af, 0x000052cc, 0x000052da, 0x000052e8,
-	0x000052f3, 0x000052f9, 0x000053eb, 0x000053f1,
-	0x00005423, 0x00005428, 0x00005438, 0x00005443,
-	0x0000544c, 0x0000545c, 0x00005476, 0x0000551b,
-	0x00005531, 0x000055b6, 0x00005630, 0x0000563f,
+	0x00004ff1, 0x00005028, 0x00005056, 0x00005064,
+	0x000050f7, 0x00005115, 0x0000526c, 0x0000527a,
+	0x0000528e, 0x000052af, 0x000052c3, 0x000052c9,
+	0x000052dd, 0x00005350, 0x0000539d, 0x000053ae,
+	0x000053c5, 0x000053e2, 0x000053f0, 0x000053fe,
+	0x00005409, 0x0000540f, 0x00005501, 0x00005507,
+	0x00005539, 0x0000553e, 0x0000554e, 0x00005559,
+	0x00005562, 0x00005572, 0x0000558c, 0x00005631,
 	// Entry 260 - 27F
-	0x000056f9, 0x0000574a, 0x0000574f, 0x0000575d,
-	0x0000576d, 0x00005779, 0x00005789, 0x00005793,
-	0x000057b6, 0x000057cf, 0x000057e2, 0x0000584e,
-	0x0000585d, 0x0000586b, 0x00005887, 0x00005896,
-	0x000058ac, 0x000058e5, 0x00005917, 0x00005925,
-	0x0000597d, 0x000059b4, 0x000059cb, 0x00005a0f,
-	0x00005a34, 0x00005aab, 0x00005ac1, 0x00005ad8,
-	0x00005b06, 0x00005b19, 0x00005b41, 0x00005b48,
+	0x00005647, 0x000056cc, 0x00005746, 0x00005755,
+	0x0000580f, 0x00005860, 0x00005865, 0x00005873,
+	0x00005883, 0x0000588f, 0x0000589f, 0x000058a9,
+	0x000058cc, 0x000058e5, 0x000058f8, 0x00005964,
+	0x00005973, 0x00005981, 0x0000599d, 0x000059ac,
+	0x000059c2, 0x000059fb, 0x00005a2d, 0x00005a3b,
+	0x00005a93, 0x00005aca, 0x00005ae1, 0x00005b25,
+	0x00005b4a, 0x00005bc1, 0x00005bd7, 0x00005bee,
 	// Entry 280 - 29F
-	0x00005ba3, 0x00005bcd, 0x00005bfd, 0x00005c5b,
-	0x00005d69, 0x00005e09, 0x00005e1d, 0x00005ec8,
-	0x00005f3e, 0x00005f46, 0x00005f81, 0x00005f87,
-	0x00006003, 0x0000604b, 0x00006076, 0x000060d8,
-	0x0000613a, 0x000061e1, 0x000061fc, 0x00006206,
-	0x0000620b, 0x00006215, 0x0000621d, 0x00006223,
-	0x0000622b, 0x00006239, 0x00006243, 0x00006250,
-	0x00006263, 0x00006287, 0x00006307, 0x00006318,
+	0x00005c1c, 0x00005c2f, 0x00005c57, 0x00005c5e,
+	0x00005cb9, 0x00005ce3, 0x00005d13, 0x00005d71,
+	0x00005e7f, 0x00005f1f, 0x00005f33, 0x00005fde,
+	0x00006054, 0x0000605c, 0x00006097, 0x0000609d,
+	0x00006119, 0x00006161, 0x0000618c, 0x000061ee,
+	0x00006250, 0x000062f7, 0x00006312, 0x0000631c,
+	0x00006321, 0x0000632b, 0x00006333, 0x00006339,
+	0x00006341, 0x0000634f, 0x00006359, 0x00006366,
 	// Entry 2A0 - 2BF
-	0x00006320, 0x00006395, 0x000063e9, 0x0000642b,
-	0x0000643a, 0x00006446, 0x00006482, 0x000064bc,
-	0x000064ca, 0x000064d7, 0x000064e5, 0x000064f3,
-	0x00006501, 0x00006533, 0x00006563, 0x000065bf,
-	0x000065cc, 0x000065ec, 0x00006606, 0x0000660b,
-	0x0000661c, 0x000066a2, 0x000066c7, 0x000066ce,
-	0x000066d7, 0x000066ea, 0x000066f4, 0x000066fe,
-	0x00006708, 0x00006720, 0x00006736, 0x00006742,
+	0x00006379, 0x0000639d, 0x0000641d, 0x0000642e,
+	0x00006436, 0x000064ab, 0x000064ff, 0x00006541,
+	0x00006550, 0x0000655c, 0x00006598, 0x000065d2,
+	0x000065e0, 0x000065ed, 0x000065fb, 0x00006609,
+	0x00006617, 0x00006649, 0x00006679, 0x000066d5,
+	0x000066e2, 0x00006702, 0x0000671c, 0x00006721,
+	0x00006732, 0x000067b8, 0x000067dd, 0x000067e4,
+	0x000067ed, 0x00006800, 0x0000680a, 0x00006814,
 	// Entry 2C0 - 2DF
-	0x00006764, 0x0000676b, 0x00006778, 0x00006789,
-	0x000067b0, 0x000067c0, 0x00006814, 0x00006864,
-	0x000068c4, 0x00006917, 0x0000694f, 0x0000699f,
-	0x000069d3, 0x000069f2, 0x00006a12,
-} // Size: 2900 bytes
+	0x0000681e, 0x00006836, 0x0000684c, 0x00006858,
+	0x0000687a, 0x00006881, 0x0000688e, 0x0000689f,
+	0x000068c6, 0x000068d6, 0x0000692a, 0x0000697a,
+	0x000069da, 0x00006a2d, 0x00006a65, 0x00006ab5,
+	0x00006ae9, 0x00006b08, 0x00006b28,
+} // Size: 2916 bytes
 
-const enData string = "" + // Size: 27154 bytes
+const enData string = "" + // Size: 27432 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1081,310 +1086,315 @@ const enData string = "" + // Size: 27154 bytes
 	"e or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
 	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
 	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
-	"tings:\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no a" +
-	"uto-reload\x02This page reloads every %[1]d seconds.\x02Not allowed\x02Y" +
-	"our role can read definitions and processes only: external tasks and pro" +
-	"cess instances are for operators and administrators.\x02Invalid request" +
-	"\x02The field “%[1]s” holds a NUL character or bytes that are not UTF-8 " +
-	"text: correct it and try again.\x02Back to external tasks\x02Back to def" +
-	"initions\x02Nothing exists at this address, or it is not visible to you." +
-	"\x02Nothing exists at this address, or it is not visible to you. An ende" +
-	"d instance is deleted, with its occurrences and attempts, once the reten" +
-	"tion period (RELAIS_RETENTION) has passed; the audit log keeps the opera" +
-	"tor actions taken on it.\x02Not found\x02Form refused\x02This form was n" +
-	"ot sent from this console session, or it has expired. Reload the page an" +
-	"d try again.\x02Temporarily unavailable\x02The database cannot be reache" +
-	"d right now. Try again in a few seconds.\x02Something went wrong\x02The " +
-	"console could not show this page. Try again; if it persists, give your a" +
-	"dministrator the request id %[1]s.\x02No consumer yet.\x02No more consum" +
-	"ers.\x02The external services that take tasks, and the definitions each " +
-	"may take. Create consumers, change their grants and rotate their tokens " +
-	"through the API (/api/v1/consumers); tokens are never shown.\x02Consumer" +
-	"s, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State\x02Tasks" +
-	"\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved now\x02A" +
-	"ll its tasks\x02%[1]s: every revision, present and future\x02%[1]s: revi" +
-	"sions %[2]s\x02Counting the occurrences; the counts appear when you relo" +
-	"ad the page.\x02Counts are unavailable right now.\x02Field\x02Type\x02Re" +
-	"quired\x02Classification\x02Constraints\x02Description\x02Definition %[1" +
-	"]s\x02Working copy\x02The only mutable part of a definition. Processes n" +
-	"ever use it directly: they pin a revision.\x02Routing output\x02Last sav" +
-	"ed\x02Revisions\x02No revision yet: the Working copy has never been snap" +
-	"shotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02Notes" +
-	"\x02Published\x02Compare revisions\x02Lists every change from one revisi" +
-	"on to another, and whom it may break.\x02From revision\x02To revision" +
-	"\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
-	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
-	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
-	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
-	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
-	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
-	"napshotted: they are in no revision (workers and processes use revision " +
-	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
-	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
-	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
-	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
-	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
-	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
-	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
-	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
-	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
-	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
-	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
-	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
-	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
-	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
-	"of the URL's query and of the headers are sealed and never shown. Create" +
-	", change and delete destinations through the API (/api/v1/destinations)." +
-	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
-	"st changed\x02no header\x02Calls\x02Its calls\x02on error\x02any other e" +
-	"rror\x02held for an operator\x02an incident: retry, abandon or stop\x02e" +
-	"nd: completes the instance\x02end: fails the instance\x02push %[1]s\x02p" +
-	"ull %[1]s\x02Node %[1]s\x02Each definition’s queue and incidents now, an" +
-	"d what its workers finished in the last hour: occurrences that ended com" +
-	"pleted or failed. An occurrence retried since counts where it ends next;" +
-	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
-	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
-	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
-	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
-	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
-	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
-	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
-	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02This instance is held at a failed node: an i" +
-	"ncident. It cannot be retried: its occurrence at node %[1]s failed befor" +
-	"e any attempt (its inputs could not be built), so it would fail the same" +
-	" way. Abandon fails the instance; stop cancels it. Each asks for a reaso" +
-	"n, recorded in the audit log.\x02This instance is held at a failed node:" +
-	" an incident. Retry offers the failed occurrence again; abandon fails th" +
-	"e instance; stop cancels it. Each asks for a reason, recorded in the aud" +
-	"it log.\x02Stopping cancels the instance and its open occurrences. It do" +
-	"es not complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Aban" +
-	"doned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Started\x02Ended\x02Held at node\x02Failed occurrence\x02Held for" +
-	"\x02End node\x02Abandoned at node\x02Failed at node\x02held, then stoppe" +
-	"d by an operator\x02held, then abandoned by an operator\x02Unknown statu" +
-	"s “%[1]s”.\x02The version must be a whole number from 1.\x02A version is" +
-	" a process’s: choose the process too.\x02Creation date\x02The page size " +
-	"must be between 1 and %[1]d.\x02Process instances\x02exact, case-sensiti" +
-	"ve\x02Act on every instance this filter matches\x02The next page counts " +
-	"them and asks for a reason before anything changes.\x02Process instances" +
-	", newest first\x02Instance\x02End node or error\x02No instance matches t" +
-	"hese filters.\x02All processes\x02Any definition\x02All statuses\x02avai" +
-	"lable\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expired" +
-	"\x02rejected\x02released\x02disconnected\x02text\x02integer\x02number" +
-	"\x02boolean\x02date\x02date and time\x02choice\x02object\x02list\x02norm" +
-	"al\x02sensitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secre" +
-	"t)\x02pull (the service fetches it)\x02push (Relais calls the service)" +
-	"\x02administrator\x02operator\x02designer\x02consumer\x02yes\x02no\x02fi" +
-	"eld added\x02field removed\x02type changed\x02required changed\x02values" +
-	" changed\x02classification changed\x02constraint changed\x02routing chan" +
-	"ged\x02minimum length\x02maximum length\x02pattern\x02format\x02minimum" +
-	"\x02maximum\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s" +
-	"\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attem" +
-	"pts\x02Every attempt, oldest first\x02Consumer\x02Worker id\x02Reserved" +
-	"\x02Finished\x02Duration\x02Destination’s answer\x02Outcome\x02Error mes" +
-	"sage\x02No service has reserved this occurrence yet.\x02in progress\x02W" +
-	"hole message\x02No service ever reserved this occurrence: it ended befor" +
-	"e any attempt.\x02Destination\x02Replica\x02Relais has not called the de" +
-	"stination yet.\x02Relais never called the destination: the occurrence en" +
-	"ded before any call.\x02Relais keeps the destination’s status code only " +
-	"when it refused the call (destination_http_NNN); a completed call answer" +
-	"ed 2xx. The duration runs from the claim of the call to its settlement." +
-	"\x02Now\x02Retry or abandon it from its instance\x02Mode\x02Reason given" +
-	" by the worker\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a " +
-	"failed call takes the node’s error path\x02Deadline\x02Priority\x02%[1]d" +
-	" (0 lowest, 9 highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d" +
-	" since the last operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d atte" +
-	"mpt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1" +
-	"]d left\x02Inputs, labelled by revision %[1]d's contract\x02This contrac" +
-	"t has no inputs.\x02Outputs, labelled by revision %[1]d's contract\x02No" +
-	" outputs yet: the occurrence has not completed.\x02This contract has no " +
-	"outputs.\x02No outputs: the occurrence ended without completing.\x02Reve" +
-	"al — this is recorded\x02Why (recorded with the reveal)\x02Available fro" +
-	"m\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last e" +
-	"rror (attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: t" +
-	"he service marked this failure as not retryable (attempts left unused: %" +
-	"[1]d)\x02The destination did not answer within the call’s timeout (%[1]s" +
-	"): it may have acted all the same, so check before retrying.\x02The dest" +
-	"ination did not answer within the call’s timeout: it may have acted all " +
-	"the same, so check before retrying.\x02The deadline passed before a resu" +
-	"lt arrived.\x02The result did not match the revision's outputs contract." +
-	"\x02Relais stopped during the call: whether the destination acted is unk" +
-	"nown, so it is not called again.\x02The call could not be prepared.\x02T" +
-	"he destination could not be reached.\x02The destination’s answer was too" +
-	" large.\x02The last attempt’s lock expired with no attempt left.\x02The " +
-	"inputs could not be built from the process’s bindings.\x02An operator ab" +
-	"andoned the instance.\x02A Camunda 7 worker reported a failure with no r" +
-	"etries left (retries: 0, or a budget already spent): it is not run again" +
-	".\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s " +
-	"now (Workers page).\x02No live worker takes revision %[1]d: the live wor" +
-	"kers of %[2]s declare inputs it does not have.\x02No live worker takes r" +
-	"evision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No" +
-	" live worker takes revision %[1]d: the live workers of %[2]s take revisi" +
-	"ons %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s" +
-	".\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Re" +
-	"lais to call the destination since %[1]s (%[2]s).\x02Waiting for a worke" +
-	"r since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) en" +
-	"ded %[2]s without its result recorded: the replica making it may have st" +
-	"opped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destina" +
-	"tion whether it took effect.\x02Relais is calling the destination (since" +
-	" %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by " +
-	"%[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, o" +
-	"r a front end with a settle token, completes it later.\x02Completed (%[1" +
-	"]s).\x02Its instance is held here, waiting for an operator.\x02Its insta" +
-	"nce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled" +
-	": the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: th" +
-	"e instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[" +
-	"1]s (deferred; settled with its settle token)\x02%[1]s (deferred; settle" +
-	"d with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from Relais (in English)\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlement da" +
-	"te\x02More filters: instance, revision, consumer, destination, dates\x02" +
-	"Push destination\x02its name, exactly\x02instance id\x02Counts by status" +
-	"\x02Occurrences, newest first\x02Process and node\x02Error\x02Consumer a" +
-	"nd worker\x02Next attempt or settled\x02No occurrence matches these filt" +
-	"ers.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the" +
-	" other filters\x02Totals of all definitions, not narrowed by the other f" +
-	"ilters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d " +
-	"occurrences\x02as of %[1]s (%[2]s); counts are refreshed every few secon" +
-	"ds.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02c" +
-	"all in progress since\x02lock until\x02deferred since\x02Pages\x02Previo" +
-	"us page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date " +
-	"is written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02" +
-	"This address holds a parameter that cannot be read (a percent sign not f" +
-	"ollowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose its off" +
-	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
-	"s and detail pages\x02Pages where you type a reason (confirmations, and " +
-	"occurrences with a value to reveal) never reload on their own, nor does " +
-	"a revealed value.\x02Save settings\x02Back without saving\x02UTC (coordi" +
-	"nated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d sec" +
-	"onds\x02Published process versions: their nodes, routes and pinned revis" +
-	"ions, drawn, with where their occurrences are now.\x02Published process " +
-	"versions: their nodes, routes and pinned revisions, drawn.\x02Processes " +
-	"by key\x02Versions, newest first\x02No process is published yet.\x02vers" +
-	"ion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow the " +
-	"longest path from the start node. Solid arrows are successes (labelled w" +
-	"ith their route), dashed ones failures (labelled with their error codes)" +
-	". Each box says how many of this version’s occurrences are at that node " +
-	"now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02Ki" +
-	"nd\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02In" +
-	"stances of this version\x02Columns follow the longest path from the star" +
-	"t node. Solid arrows are successes (labelled with their route), dashed o" +
-	"nes failures (labelled with their error codes).\x02Nodes of this version" +
-	"\x02This version has %[1]d nodes: too many to draw legibly (at most %[2]" +
-	"d). The table below lists every node with its routes and counts.\x02This" +
-	" version has %[1]d nodes: too many to draw legibly (at most %[2]d). The " +
-	"table below lists every node with its routes.\x02Graph of %[1]s\x14\x01" +
-	"\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below list" +
-	"s the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting at %[" +
-	"2]s. The table below lists the same nodes, routes and counts.\x02%[1]d n" +
-	"odes, starting at %[2]s. The table below lists the same nodes and routes" +
-	".\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → " +
-	"%[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other code" +
-	" → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt" +
-	", retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry after " +
-	"%[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]" +
-	"s (the default)\x02instances held\x02instances held: %[1]s\x02Counts as " +
-	"of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrators ma" +
-	"y reveal a sensitive value.\x02Cannot reveal\x02Say why you reveal this " +
-	"value: the reason is recorded with the reveal in the audit log.\x02Revea" +
-	"led by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurre" +
-	"nce\x02Only a value this page shows as hidden (sensitive) can be reveale" +
-	"d.\x02Secret values can never be revealed.\x02Every sensitive value an a" +
-	"dministrator revealed: who, when, which field and why. The values themse" +
-	"lves are never kept.\x02Reveals, newest first\x02No value was revealed." +
-	"\x02none (revealed before reasons were asked for)\x02Method not allowed" +
-	"\x02This page does not accept that request.\x02Search\x02Type an instanc" +
-	"e or occurrence id (a UUID, as the pages show on hover), or a business k" +
-	"ey.\x02Nothing to find: the search box is empty.\x02That is too long to " +
-	"be an id or a business key.\x02No instance or occurrence has the id “%[1" +
-	"]s”, and no instance has it as its business key.\x02No instance or occur" +
-	"rence has the id “%[1]s”, and no instance has it as its business key. An" +
-	" ended instance is deleted, with its occurrences and attempts, once the " +
-	"retention period (RELAIS_RETENTION) has passed; the audit log keeps the " +
-	"operator actions taken on it.\x02No instance has “%[1]s” as its business" +
-	" key, and it is not a whole id: the lists show the end of each id. Open " +
-	"the row, or copy its link, for the whole id.\x02You are signed out.\x02Y" +
-	"our session had ended (inactivity, a sign-out elsewhere, a revoked token" +
-	" or a restart of the server), so your last action was not applied. Sign " +
-	"in again, then repeat it.\x02Your session has ended (inactivity, a sign-" +
-	"out elsewhere, a revoked token or a restart of the server). Sign in agai" +
-	"n.\x02Sign in\x02Sign in with an operator, designer or administrator tok" +
-	"en.\x02Token\x02The token is checked once and never stored in your brows" +
-	"er; a session cookie stands for it for up to 8 hours of inactivity.\x02T" +
-	"oo many failed sign-ins from your address. Try again in %[1]d seconds." +
-	"\x02This token is unknown or has been revoked.\x02A %[1]s token cannot o" +
-	"pen the console: sign in with an operator, designer or administrator tok" +
-	"en.\x02Only administrators see this page: tokens, consumers, destination" +
-	"s and the reveal log are theirs.\x02Staff tokens (administrators, design" +
-	"ers, operators) that are not revoked. Consumer tokens are managed with t" +
-	"heir consumers. Revoking a token refuses its next request.\x02Staff toke" +
-	"ns, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
-	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
-	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
-	" and console sessions opened with it end. This cannot be undone: whoever" +
-	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
-	"e token you signed in with: revoking it signs you out. Its next request " +
-	"is refused. This cannot be undone.\x02This is the last usable administra" +
-	"tor token: create another one before revoking it.\x02The token %[1]s (%[" +
-	"2]s) was revoked: its next request is refused.\x02routing output\x02(eac" +
-	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
-	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
-	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
-	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
-	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
-	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
-	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)" +
-	"\x02null\x02unexpected value\x02Workers connected by a stream, and polli" +
-	"ng workers by their last fetch. A worker is listed while it was seen wit" +
-	"hin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
-	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
-	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
-	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
-	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
-	"No worker serves this definition: its occurrences wait until one connect" +
-	"s or polls.\x02No process uses this definition yet: it needs a worker on" +
-	"ce a process pulls it.\x02No process pulls this definition: Relais calls" +
-	" its destinations (push), and it needs no worker.\x02No worker is connec" +
-	"ted for this definition; none of its occurrences waits for one.\x14\x01" +
-	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
-	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
-	"consumer is granted.\x02They take every revision their consumer is grant" +
-	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
+	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
+	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
+	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
+	"t allowed\x02Your role can read definitions and processes only: external" +
+	" tasks and process instances are for operators and administrators.\x02In" +
+	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
+	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
+	"\x02Back to definitions\x02Nothing exists at this address, or it is not " +
+	"visible to you.\x02Nothing exists at this address, or it is not visible " +
+	"to you. An ended instance is deleted, with its occurrences and attempts," +
+	" once the retention period (RELAIS_RETENTION) has passed; the audit log " +
+	"keeps the operator actions taken on it.\x02Not found\x02Form refused\x02" +
+	"This form was not sent from this console session, or it has expired. Rel" +
+	"oad the page and try again.\x02Temporarily unavailable\x02The database c" +
+	"annot be reached right now. Try again in a few seconds.\x02Something wen" +
+	"t wrong\x02The console could not show this page. Try again; if it persis" +
+	"ts, give your administrator the request id %[1]s.\x02No consumer yet." +
+	"\x02No more consumers.\x02The external services that take tasks, and the" +
+	" definitions each may take. Create consumers, change their grants and ro" +
+	"tate their tokens through the API (/api/v1/consumers); tokens are never " +
+	"shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
+	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
+	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
+	"future\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts" +
+	" appear when you reload the page.\x02Counts are unavailable right now." +
+	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
+	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
+	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
+	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
+	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
+	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
+	"change from one revision to another, and whom it may break.\x02From revi" +
+	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
+	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
+	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
+	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
+	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
+	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
+	"as changes not yet snapshotted: they are in no revision (workers and pro" +
+	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
+	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
+	"or a description changed).\x02Changes of the Working copy since revision" +
+	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
+	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
+	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
+	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
+	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
+	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
+	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
+	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
+	"their Working copy, immutable revisions and named releases.\x02Definitio" +
+	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
+	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
+	"ush nodes call. Values of the URL's query and of the headers are sealed " +
+	"and never shown. Create, change and delete destinations through the API " +
+	"(/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
+	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
+	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
+	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
+	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
+	"queue and incidents now, and what its workers finished in the last hour:" +
+	" occurrences that ended completed or failed. An occurrence retried since" +
+	" counts where it ends next; a failed attempt with attempts left is not c" +
+	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
+	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
+	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
+	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
+	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
+	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
+	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
+	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
+	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
+	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
+	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
+	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
+	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
+	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
+	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
+	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
+	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
+	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
+	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
+	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
+	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
+	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
+	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
+	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
+	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
+	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
+	" is held at a failed node: an incident. It cannot be retried: its occurr" +
+	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
+	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
+	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
+	"tance is held at a failed node: an incident. Retry offers the failed occ" +
+	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
+	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
+	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
+	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
+	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
+	"ailed occurrence\x02Held for\x02End node\x02Abandoned at node\x02Failed " +
+	"at node\x02held, then stopped by an operator\x02held, then abandoned by " +
+	"an operator\x02Unknown status “%[1]s”.\x02The version must be a whole nu" +
+	"mber from 1.\x02A version is a process’s: choose the process too.\x02Cre" +
+	"ation date\x02The page size must be between 1 and %[1]d.\x02Process inst" +
+	"ances\x02exact, case-sensitive\x02Act on every instance this filter matc" +
+	"hes\x02The next page counts them and asks for a reason before anything c" +
+	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
+	"ror\x02No instance matches these filters.\x02All processes\x02Any defini" +
+	"tion\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled" +
+	"\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
+	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
+	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (se" +
+	"nsitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push" +
+	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
+	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
+	"\x02required changed\x02values changed\x02classification changed\x02cons" +
+	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
+	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
+	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
+	"\x02Relais has not called the destination yet.\x02Relais never called th" +
+	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
+	" destination’s status code only when it refused the call (destination_ht" +
+	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
+	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
+	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
+	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
+	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
+	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
+	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
+	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
+	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
+	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
+	" with the reveal)\x02Available from\x02Next attempt\x02Last reserved\x02" +
+	"Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before " +
+	"any attempt)\x02Retryable\x02no: the service marked this failure as not " +
+	"retryable (attempts left unused: %[1]d)\x02The destination did not answe" +
+	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
+	"check before retrying.\x02The destination did not answer within the call" +
+	"’s timeout: it may have acted all the same, so check before retrying." +
+	"\x02The deadline passed before a result arrived.\x02The result did not m" +
+	"atch the revision's outputs contract.\x02Relais stopped during the call:" +
+	" whether the destination acted is unknown, so it is not called again." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
+	"ck expired with no attempt left.\x02The inputs could not be built from t" +
+	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
+	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
+	"dget already spent): it is not run again.\x02The destination answered HT" +
+	"TP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live w" +
+	"orker takes revision %[1]d: the live workers of %[2]s declare inputs it " +
+	"does not have.\x02No live worker takes revision %[1]d: the live workers " +
+	"of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]" +
+	"d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]" +
+	"s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
+	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
+	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
+	"r %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result rec" +
+	"orded: the replica making it may have stopped. If so, it fails outcome_u" +
+	"nknown at %[3]s (%[4]s): ask the destination whether it took effect.\x02" +
+	"Relais is calling the destination (since %[1]s).\x02Reserved by %[1]s; l" +
+	"ock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (" +
+	"%[2]s): a worker of the same consumer, or a front end with a settle toke" +
+	"n, completes it later.\x02Completed (%[1]s).\x02Its instance is held her" +
+	"e, waiting for an operator.\x02Its instance went on along the node’s err" +
+	"or path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[" +
+	"1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s)." +
+	"\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its" +
+	" settle token)\x02%[1]s (deferred; settled with its settle token, as %[2" +
+	"]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusab" +
+	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
+	"arge\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Mes" +
+	"sage from the service (its own words, protected values masked)\x02The re" +
+	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Unknow" +
+	"n destination “%[1]s”.\x02Settlement date\x02More filters: instance, rev" +
+	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
+	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
+	"Process and node\x02Error\x02Consumer and worker\x02Next attempt or sett" +
+	"led\x02No occurrence matches these filters.\x02All consumers\x02Totals o" +
+	"f definition %[1]s, not narrowed by the other filters\x02Totals of all d" +
+	"efinitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02" +
+	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[" +
+	"2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02settl" +
+	"ed\x02next attempt\x02claimable since\x02call in progress since\x02lock " +
+	"until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First " +
+	"page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
+	"s: the first day comes after the last.\x02This address holds a parameter" +
+	" that cannot be read (a percent sign not followed by two hexadecimal dig" +
+	"its, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” " +
+	"(did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter " +
+	"“%[1]s” is given %[2]d times: give it once.\x02The page cursor is inva" +
+	"lid: go back to the first page.\x02These settings are kept in this brows" +
+	"er only.\x02Show times in\x02The console runs no script, so it cannot re" +
+	"ad your computer’s time zone: choose its offset from UTC. Offsets do not" +
+	" follow daylight saving time.\x02Reload lists and detail pages\x02A relo" +
+	"ad empties what you typed but did not apply (filters, the search box) an" +
+	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
+	"ry page that reloads, stops it until you resume. Pages where you type a " +
+	"reason (confirmations, and occurrences with a value to reveal) never rel" +
+	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
+	"thout saving\x02UTC (coordinated universal time)\x02Local time at %[1]s" +
+	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02" +
+	"Graph\x02Columns follow the longest path from the start node. Solid arro" +
+	"ws are successes (labelled with their route), dashed ones failures (labe" +
+	"lled with their error codes). Each box says how many of this version’s o" +
+	"ccurrences are at that node now.\x02Nodes\x02Nodes of this version, with" +
+	" their occurrences now\x02Kind\x02Pinned revision\x02On success\x02On er" +
+	"ror\x02Occurrences now\x02Instances of this version\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s).\x02Nodes of this version\x02This version has %[1]d nodes: too many t" +
+	"o draw legibly (at most %[2]d). The table below lists every node with it" +
+	"s routes and counts.\x02This version has %[1]d nodes: too many to draw l" +
+	"egibly (at most %[2]d). The table below lists every node with its routes" +
+	".\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at " +
+	"%[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02" +
+	"%[1]d nodes, starting at %[2]s. The table below lists the same nodes, ro" +
+	"utes and counts.\x02%[1]d nodes, starting at %[2]s. The table below list" +
+	"s the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held\x02in" +
+	"stances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few s" +
+	"econds.\x02Only administrators may reveal a sensitive value.\x02Cannot r" +
+	"eveal\x02Say why you reveal this value: the reason is recorded with the " +
+	"reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the " +
+	"audit log.\x02Back to the occurrence\x02Only a value this page shows as " +
+	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
+	"ed.\x02Every sensitive value an administrator revealed: who, when, which" +
+	" field and why. The values themselves are never kept.\x02Reveals, newest" +
+	" first\x02No value was revealed.\x02none (revealed before reasons were a" +
+	"sked for)\x02Method not allowed\x02This page does not accept that reques" +
+	"t.\x02Search\x02Type an instance or occurrence id (a UUID, as the pages " +
+	"show on hover), or a business key.\x02Nothing to find: the search box is" +
+	" empty.\x02That is too long to be an id or a business key.\x02No instanc" +
+	"e or occurrence has the id “%[1]s”, and no instance has it as its busine" +
+	"ss key.\x02No instance or occurrence has the id “%[1]s”, and no instance" +
+	" has it as its business key. An ended instance is deleted, with its occu" +
+	"rrences and attempts, once the retention period (RELAIS_RETENTION) has p" +
+	"assed; the audit log keeps the operator actions taken on it.\x02No insta" +
+	"nce has “%[1]s” as its business key, and it is not a whole id: the lists" +
+	" show the end of each id. Open the row, or copy its link, for the whole " +
+	"id.\x02You are signed out.\x02Your session had ended (inactivity, a sign" +
+	"-out elsewhere, a revoked token or a restart of the server), so your las" +
+	"t action was not applied. Sign in again, then repeat it.\x02Your session" +
+	" has ended (inactivity, a sign-out elsewhere, a revoked token or a resta" +
+	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
+	", designer or administrator token.\x02Token\x02The token is checked once" +
+	" and never stored in your browser; a session cookie stands for it for up" +
+	" to 8 hours of inactivity.\x02Too many failed sign-ins from your address" +
+	". Try again in %[1]d seconds.\x02This token is unknown or has been revok" +
+	"ed.\x02A %[1]s token cannot open the console: sign in with an operator, " +
+	"designer or administrator token.\x02Only administrators see this page: t" +
+	"okens, consumers, destinations and the reveal log are theirs.\x02Staff t" +
+	"okens (administrators, designers, operators) that are not revoked. Consu" +
+	"mer tokens are managed with their consumers. Revoking a token refuses it" +
+	"s next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02La" +
+	"st used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02th" +
+	"is session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02I" +
+	"ts next request is refused, and console sessions opened with it end. Thi" +
+	"s cannot be undone: whoever uses it needs a new token.\x02Revoke the tok" +
+	"en\x02Keep it\x02This is the token you signed in with: revoking it signs" +
+	" you out. Its next request is refused. This cannot be undone.\x02This is" +
+	" the last usable administrator token: create another one before revoking" +
+	" it.\x02The token %[1]s (%[2]s) was revoked: its next request is refused" +
+	".\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at lea" +
+	"st %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
+	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
+	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
+	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
+	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
+	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
+	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
+	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
+	"nected by a stream, and polling workers by their last fetch. A worker is" +
+	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
+	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
+	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
+	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
+	"rences wait until one connects or polls.\x02No process uses this definit" +
+	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
+	"this definition: Relais calls its destinations (push), and it needs no w" +
+	"orker.\x02No worker is connected for this definition; none of its occurr" +
+	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
+	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
+	"e take every revision their consumer is granted.\x02They take every revi" +
+	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
+	"y take revisions %[1]s only."
 
-var frIndex = []uint32{ // 719 elements
+var frIndex = []uint32{ // 723 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1426,171 +1436,172 @@ var frIndex = []uint32{ // 719 elements
 	0x000025f6, 0x000025fe, 0x0000260b, 0x00002617,
 	0x00002625, 0x00002632, 0x00002639, 0x00002647,
 	0x0000266b, 0x0000267b, 0x00002693, 0x000026b4,
-	0x000026e7, 0x00002718, 0x0000274a, 0x00002758,
-	0x0000280c, 0x0000281e, 0x0000289e, 0x000028ba,
-	0x000028d2, 0x00002915, 0x00002a33, 0x00002a3f,
-	0x00002a52, 0x00002ace, 0x00002aea, 0x00002b41,
+	0x000026dd, 0x00002710, 0x00002741, 0x00002757,
+	0x00002761, 0x00002793, 0x000027ad, 0x000027bb,
+	0x0000286f, 0x00002881, 0x00002901, 0x0000291d,
+	0x00002935, 0x00002978, 0x00002a96, 0x00002aa2,
 	// Entry A0 - BF
-	0x00002b59, 0x00002bf1, 0x00002c16, 0x00002c30,
-	0x00002d21, 0x00002d4f, 0x00002d52, 0x00002d56,
-	0x00002d5d, 0x00002d67, 0x00002d6d, 0x00002d75,
-	0x00002d7b, 0x00002d85, 0x00002da6, 0x00002dbf,
-	0x00002dd2, 0x00002e0a, 0x00002e25, 0x00002e8b,
-	0x00002ebd, 0x00002ec3, 0x00002ec8, 0x00002ed4,
-	0x00002ee3, 0x00002eef, 0x00002efb, 0x00002f0d,
-	0x00002f1e, 0x00002fa2, 0x00002fb4, 0x00002fcb,
+	0x00002ab5, 0x00002b31, 0x00002b4d, 0x00002ba4,
+	0x00002bbc, 0x00002c54, 0x00002c79, 0x00002c93,
+	0x00002d84, 0x00002db2, 0x00002db5, 0x00002db9,
+	0x00002dc0, 0x00002dca, 0x00002dd0, 0x00002dd8,
+	0x00002dde, 0x00002de8, 0x00002e09, 0x00002e22,
+	0x00002e35, 0x00002e6d, 0x00002e88, 0x00002eee,
+	0x00002f20, 0x00002f26, 0x00002f2b, 0x00002f37,
+	0x00002f46, 0x00002f52, 0x00002f5e, 0x00002f70,
 	// Entry C0 - DF
-	0x00002fd6, 0x0000302b, 0x00003038, 0x0000305d,
-	0x00003069, 0x00003073, 0x00003079, 0x00003085,
-	0x0000309d, 0x000030ef, 0x000030ff, 0x0000310f,
-	0x00003118, 0x00003123, 0x0000312b, 0x0000314b,
-	0x0000316d, 0x00003195, 0x0000319e, 0x000031ae,
-	0x000031ce, 0x000031d6, 0x000031e5, 0x00003204,
-	0x0000322f, 0x00003255, 0x00003265, 0x0000326f,
-	0x00003279, 0x00003298, 0x000032b6, 0x0000338e,
+	0x00002f81, 0x00003005, 0x00003017, 0x0000302e,
+	0x00003039, 0x0000308e, 0x0000309b, 0x000030c0,
+	0x000030cc, 0x000030d6, 0x000030dc, 0x000030e8,
+	0x00003100, 0x00003152, 0x00003162, 0x00003172,
+	0x0000317b, 0x00003186, 0x0000318e, 0x000031ae,
+	0x000031d0, 0x000031f8, 0x00003201, 0x00003211,
+	0x00003231, 0x00003239, 0x00003248, 0x00003267,
+	0x00003292, 0x000032b8, 0x000032c8, 0x000032d2,
 	// Entry E0 - FF
-	0x000033ac, 0x000033f0, 0x0000342d, 0x00003460,
-	0x00003490, 0x000034bc, 0x000034ec, 0x0000350e,
-	0x00003529, 0x00003544, 0x00003560, 0x0000357c,
-	0x00003592, 0x000035ac, 0x000035e3, 0x00003619,
-	0x00003639, 0x00003658, 0x0000365f, 0x000036c9,
-	0x000036df, 0x000036e4, 0x000036f8, 0x00003710,
-	0x00003735, 0x00003763, 0x00003788, 0x000037a2,
-	0x0000388c, 0x000038a1, 0x000038a5, 0x000038b8,
+	0x000032dc, 0x000032fb, 0x00003319, 0x000033f1,
+	0x0000340f, 0x00003453, 0x00003490, 0x000034c3,
+	0x000034f3, 0x0000351f, 0x0000354f, 0x00003571,
+	0x0000358c, 0x000035a7, 0x000035c3, 0x000035df,
+	0x000035f5, 0x0000360f, 0x00003646, 0x0000367c,
+	0x0000369c, 0x000036bb, 0x000036c2, 0x0000372c,
+	0x00003742, 0x00003747, 0x0000375b, 0x00003773,
+	0x00003798, 0x000037c6, 0x000037eb, 0x00003805,
 	// Entry 100 - 11F
-	0x000038c7, 0x000038de, 0x000038ed, 0x000038f4,
-	0x000038ff, 0x00003911, 0x00003924, 0x00003940,
-	0x0000396d, 0x0000398a, 0x000039ad, 0x000039b8,
-	0x000039c3, 0x000039cf, 0x00003b38, 0x00003b5f,
-	0x00003b9d, 0x00003ba9, 0x00003bb2, 0x00003bc6,
-	0x00003bd0, 0x00003bf7, 0x00003c13, 0x00003c2e,
-	0x00003c5e, 0x00003c9d, 0x00003cb8, 0x00003cc7,
-	0x00003cd8, 0x00003cf9, 0x00003d64, 0x00003d7c,
+	0x000038ef, 0x00003904, 0x00003908, 0x0000391b,
+	0x0000392a, 0x00003941, 0x00003950, 0x00003957,
+	0x00003962, 0x00003974, 0x00003987, 0x000039a3,
+	0x000039d0, 0x000039ed, 0x00003a10, 0x00003a1b,
+	0x00003a26, 0x00003a32, 0x00003b9b, 0x00003bc2,
+	0x00003c00, 0x00003c0c, 0x00003c15, 0x00003c29,
+	0x00003c33, 0x00003c5a, 0x00003c76, 0x00003c91,
+	0x00003cc1, 0x00003d00, 0x00003d1b, 0x00003d2a,
 	// Entry 120 - 13F
-	0x00003dc2, 0x00003e2d, 0x00003e37, 0x00003e41,
-	0x00003e5b, 0x00003ea4, 0x00003eac, 0x00003eb7,
-	0x00003ec5, 0x00003ed5, 0x00003eff, 0x00003f28,
-	0x00003f38, 0x00003f57, 0x00003f63, 0x00003f7c,
-	0x00003f87, 0x00003f94, 0x00003fa3, 0x00003fab,
-	0x00003fb5, 0x00003fbd, 0x00003fc5, 0x00003fcb,
-	0x00003fd2, 0x00003fd7, 0x00003fdc, 0x00003fe0,
-	0x00003fe5, 0x00003feb, 0x00003ff1, 0x00003ff7,
+	0x00003d3b, 0x00003d5c, 0x00003dc7, 0x00003ddf,
+	0x00003e25, 0x00003e90, 0x00003e9a, 0x00003ea4,
+	0x00003ebe, 0x00003f07, 0x00003f0f, 0x00003f1a,
+	0x00003f28, 0x00003f38, 0x00003f62, 0x00003f8b,
+	0x00003f9b, 0x00003fba, 0x00003fc6, 0x00003fdf,
+	0x00003fea, 0x00003ff7, 0x00004006, 0x0000400e,
+	0x00004018, 0x00004020, 0x00004028, 0x0000402e,
+	0x00004035, 0x0000403a, 0x0000403f, 0x00004043,
 	// Entry 140 - 15F
-	0x00003ffc, 0x00004001, 0x00004007, 0x00004011,
-	0x00004031, 0x00004053, 0x00004077, 0x0000409d,
-	0x000040a6, 0x000040c2, 0x000040cb, 0x000040e3,
-	0x000040ec, 0x00004140, 0x00004160, 0x00004166,
-	0x00004171, 0x00004177, 0x00004185, 0x00004190,
-	0x0000419e, 0x000041d1, 0x000041f5, 0x00004224,
-	0x0000426d, 0x00004274, 0x0000428a, 0x000042fd,
-	0x00004323, 0x000044b2, 0x000045b9, 0x00004609,
+	0x00004048, 0x0000404e, 0x00004054, 0x0000405a,
+	0x0000405f, 0x00004064, 0x0000406a, 0x00004074,
+	0x00004094, 0x000040b6, 0x000040da, 0x00004100,
+	0x00004109, 0x00004125, 0x0000412e, 0x00004146,
+	0x0000414f, 0x000041a3, 0x000041c3, 0x000041c9,
+	0x000041d4, 0x000041da, 0x000041e8, 0x000041f3,
+	0x00004201, 0x00004234, 0x00004258, 0x00004287,
+	0x000042d0, 0x000042d7, 0x000042ed, 0x00004360,
 	// Entry 160 - 17F
-	0x0000463a, 0x0000466d, 0x0000469c, 0x000046aa,
-	0x000046b7, 0x000046c9, 0x000046de, 0x000046ec,
-	0x000046f9, 0x0000470e, 0x00004721, 0x0000474c,
-	0x00004779, 0x0000479d, 0x000047d4, 0x0000481e,
-	0x00004830, 0x00004868, 0x0000487f, 0x00004896,
-	0x000048ca, 0x00004914, 0x00004949, 0x00004952,
-	0x00004969, 0x00004997, 0x000049aa, 0x000049bc,
-	0x000049cd, 0x000049d8, 0x000049e3, 0x000049ee,
+	0x00004386, 0x00004515, 0x0000461c, 0x0000466c,
+	0x0000469d, 0x000046d0, 0x000046ff, 0x0000470d,
+	0x0000471a, 0x0000472c, 0x00004741, 0x0000474f,
+	0x0000475c, 0x00004771, 0x00004784, 0x000047af,
+	0x000047dc, 0x00004800, 0x00004837, 0x00004881,
+	0x00004893, 0x000048cb, 0x000048e2, 0x000048f9,
+	0x0000492d, 0x00004977, 0x000049ac, 0x000049b5,
+	0x000049cc, 0x000049fa, 0x00004a0d, 0x00004a1f,
 	// Entry 180 - 19F
-	0x000049f7, 0x00004a00, 0x00004a09, 0x00004a12,
-	0x00004a1b, 0x00004a22, 0x00004a30, 0x00004a36,
-	0x00004a3d, 0x00004a44, 0x00004a4d, 0x00004a52,
-	0x00004a60, 0x00004a66, 0x00004a6c, 0x00004a72,
-	0x00004a7a, 0x00004a83, 0x00004a8c, 0x00004aa9,
-	0x00004ac4, 0x00004ae7, 0x00004b08, 0x00004b17,
-	0x00004b22, 0x00004b2d, 0x00004b3a, 0x00004b3e,
-	0x00004b42, 0x00004b50, 0x00004b5e, 0x00004b6c,
+	0x00004a30, 0x00004a3b, 0x00004a46, 0x00004a51,
+	0x00004a5a, 0x00004a63, 0x00004a6c, 0x00004a75,
+	0x00004a7e, 0x00004a85, 0x00004a93, 0x00004a99,
+	0x00004aa0, 0x00004aa7, 0x00004ab0, 0x00004ab5,
+	0x00004ac3, 0x00004ac9, 0x00004acf, 0x00004ad5,
+	0x00004add, 0x00004ae6, 0x00004aef, 0x00004b0c,
+	0x00004b27, 0x00004b4a, 0x00004b6b, 0x00004b7a,
+	0x00004b85, 0x00004b90, 0x00004b9d, 0x00004ba1,
 	// Entry 1A0 - 1BF
-	0x00004b8c, 0x00004b9f, 0x00004bb8, 0x00004bcd,
-	0x00004bde, 0x00004bf0, 0x00004c02, 0x00004c08,
-	0x00004c0f, 0x00004c17, 0x00004c1f, 0x00004c3d,
-	0x00004c5b, 0x00004c72, 0x00004c87, 0x00004c98,
-	0x00004c9e, 0x00004cb7, 0x00004cc2, 0x00004cf6,
-	0x00004d03, 0x00004d21, 0x00004d2f, 0x00004d38,
-	0x00004d3f, 0x00004d5a, 0x00004d64, 0x00004d77,
-	0x00004db1, 0x00004dba, 0x00004dc9, 0x00004e2d,
+	0x00004ba5, 0x00004bb3, 0x00004bc1, 0x00004bcf,
+	0x00004bef, 0x00004c02, 0x00004c1b, 0x00004c30,
+	0x00004c41, 0x00004c53, 0x00004c65, 0x00004c6b,
+	0x00004c72, 0x00004c7a, 0x00004c82, 0x00004ca0,
+	0x00004cbe, 0x00004cd5, 0x00004cea, 0x00004cfb,
+	0x00004d01, 0x00004d1a, 0x00004d25, 0x00004d59,
+	0x00004d66, 0x00004d84, 0x00004d92, 0x00004d9b,
+	0x00004da2, 0x00004dbd, 0x00004dc7, 0x00004dda,
 	// Entry 1C0 - 1DF
-	0x00004e39, 0x00004e43, 0x00004e73, 0x00004ece,
-	0x00004fb5, 0x00004fc0, 0x00004ff3, 0x00004ff8,
-	0x00005018, 0x00005035, 0x00005055, 0x0000506a,
-	0x000050ab, 0x000050b6, 0x000050c0, 0x000050e9,
-	0x000050fa, 0x00005108, 0x00005144, 0x0000516e,
-	0x000051b3, 0x000051db, 0x0000521a, 0x0000523b,
-	0x00005279, 0x000052b9, 0x000052d9, 0x0000531a,
-	0x00005346, 0x0000536d, 0x00005385, 0x00005399,
+	0x00004e14, 0x00004e1d, 0x00004e2c, 0x00004e90,
+	0x00004e9c, 0x00004ea6, 0x00004ed6, 0x00004f31,
+	0x00005018, 0x00005023, 0x00005056, 0x0000505b,
+	0x0000507b, 0x00005098, 0x000050b8, 0x000050cd,
+	0x0000510e, 0x00005119, 0x00005123, 0x0000514c,
+	0x0000515d, 0x0000516b, 0x000051a7, 0x000051d1,
+	0x00005216, 0x0000523e, 0x0000527d, 0x0000529e,
+	0x000052dc, 0x0000531c, 0x0000533c, 0x0000537d,
 	// Entry 1E0 - 1FF
-	0x000053b0, 0x000053be, 0x000053c9, 0x000053ec,
-	0x0000540b, 0x00005427, 0x00005495, 0x0000551a,
-	0x00005597, 0x000055d7, 0x0000561d, 0x0000568f,
-	0x000056b7, 0x000056da, 0x00005711, 0x00005758,
-	0x000057ab, 0x000057d4, 0x0000587a, 0x000058a0,
-	0x000058e7, 0x0000596b, 0x000059e6, 0x00005a63,
-	0x00005a8a, 0x00005ab2, 0x00005af9, 0x00005b43,
-	0x00005b76, 0x00005b89, 0x00005c91, 0x00005cbf,
+	0x000053a9, 0x000053d0, 0x000053e8, 0x000053fc,
+	0x00005413, 0x00005421, 0x0000542c, 0x0000544f,
+	0x0000546e, 0x0000548a, 0x000054f8, 0x0000557d,
+	0x000055fa, 0x0000563a, 0x00005680, 0x000056f2,
+	0x0000571a, 0x0000573d, 0x00005774, 0x000057bb,
+	0x0000580e, 0x00005837, 0x000058dd, 0x00005903,
+	0x0000594a, 0x000059ce, 0x00005a49, 0x00005ac6,
+	0x00005aed, 0x00005b15, 0x00005b5c, 0x00005ba6,
 	// Entry 200 - 21F
-	0x00005cfb, 0x00005d11, 0x00005da5, 0x00005db8,
-	0x00005df5, 0x00005e31, 0x00005e44, 0x00005e98,
-	0x00005ecd, 0x00005edf, 0x00005ef6, 0x00005f33,
-	0x00005f83, 0x00005fad, 0x00005fb8, 0x00005fd5,
-	0x00005ff4, 0x00006005, 0x0000601f, 0x00006028,
-	0x00006032, 0x00006051, 0x0000609f, 0x000060d4,
-	0x000060ea, 0x00006110, 0x00006121, 0x0000616b,
-	0x00006181, 0x00006195, 0x000061ae, 0x000061c4,
+	0x00005bd9, 0x00005bec, 0x00005cf4, 0x00005d22,
+	0x00005d5e, 0x00005d74, 0x00005e08, 0x00005e1b,
+	0x00005e58, 0x00005e94, 0x00005ea7, 0x00005efb,
+	0x00005f30, 0x00005f42, 0x00005f59, 0x00005f96,
+	0x00005fe6, 0x00006010, 0x0000601b, 0x00006038,
+	0x00006057, 0x00006068, 0x00006082, 0x0000608b,
+	0x00006095, 0x000060b4, 0x00006102, 0x00006137,
+	0x0000614d, 0x00006173, 0x00006184, 0x000061ce,
 	// Entry 220 - 23F
-	0x000061ee, 0x00006201, 0x00006208, 0x00006223,
-	0x00006243, 0x00006273, 0x0000628a, 0x000062c2,
-	0x000062fd, 0x00006329, 0x0000637d, 0x0000638d,
-	0x00006398, 0x000063ac, 0x000063be, 0x000063d4,
-	0x000063e6, 0x000063f8, 0x000063fe, 0x00006410,
-	0x0000641e, 0x0000642d, 0x00006443, 0x0000646d,
-	0x000064a0, 0x00006548, 0x00006598, 0x000065c0,
-	0x00006612, 0x00006654, 0x00006690, 0x000066a7,
+	0x000061e4, 0x000061f8, 0x00006211, 0x00006227,
+	0x00006251, 0x00006264, 0x0000626b, 0x00006286,
+	0x000062a6, 0x000062d6, 0x000062ed, 0x00006325,
+	0x00006360, 0x0000638c, 0x000063e0, 0x000063f0,
+	0x000063fb, 0x0000640f, 0x00006421, 0x00006437,
+	0x00006449, 0x0000645b, 0x00006461, 0x00006473,
+	0x00006481, 0x00006490, 0x000064a6, 0x000064d0,
+	0x00006503, 0x000065ab, 0x000065fb, 0x00006623,
 	// Entry 240 - 25F
-	0x0000676f, 0x0000679c, 0x00006857, 0x00006871,
-	0x0000688a, 0x000068ab, 0x000068c1, 0x000068c8,
-	0x000068e2, 0x00006977, 0x000069da, 0x000069ed,
-	0x00006a14, 0x00006a3c, 0x00006a4a, 0x00006a5a,
-	0x00006a6b, 0x00006a72, 0x00006ba8, 0x00006baf,
-	0x00006be9, 0x00006bee, 0x00006c03, 0x00006c17,
-	0x00006c29, 0x00006c3f, 0x00006c5a, 0x00006d2f,
-	0x00006d47, 0x00006de8, 0x00006e77, 0x00006e87,
+	0x00006675, 0x000066b7, 0x000066f3, 0x0000670a,
+	0x000067d2, 0x000067ff, 0x000069b9, 0x000069d3,
+	0x000069ec, 0x00006a0d, 0x00006a23, 0x00006a2a,
+	0x00006a44, 0x00006ad9, 0x00006b3c, 0x00006b4f,
+	0x00006b76, 0x00006b9e, 0x00006bac, 0x00006bbc,
+	0x00006bcd, 0x00006bd4, 0x00006d0a, 0x00006d11,
+	0x00006d4b, 0x00006d50, 0x00006d65, 0x00006d79,
+	0x00006d8b, 0x00006da1, 0x00006dbc, 0x00006e91,
 	// Entry 260 - 27F
-	0x00006f61, 0x00007023, 0x00007028, 0x00007038,
-	0x00007046, 0x00007056, 0x00007066, 0x00007070,
-	0x00007099, 0x000070b3, 0x000070ce, 0x0000715c,
-	0x0000716d, 0x0000717a, 0x00007195, 0x000071a9,
-	0x000071c7, 0x00007212, 0x00007253, 0x0000726b,
-	0x000072e1, 0x00007327, 0x00007340, 0x00007393,
-	0x000073ce, 0x00007466, 0x00007492, 0x000074b8,
-	0x000074ec, 0x00007504, 0x0000752f, 0x00007539,
+	0x00006ea9, 0x00006f4a, 0x00006fd9, 0x00006fe9,
+	0x000070c3, 0x00007185, 0x0000718a, 0x0000719a,
+	0x000071a8, 0x000071b8, 0x000071c8, 0x000071d2,
+	0x000071fb, 0x00007215, 0x00007230, 0x000072be,
+	0x000072cf, 0x000072dc, 0x000072f7, 0x0000730b,
+	0x00007329, 0x00007374, 0x000073b5, 0x000073cd,
+	0x00007443, 0x00007489, 0x000074a2, 0x000074f5,
+	0x00007530, 0x000075c8, 0x000075f4, 0x0000761a,
 	// Entry 280 - 29F
-	0x000075b3, 0x000075e8, 0x00007629, 0x0000769d,
-	0x000077ec, 0x000078c5, 0x000078de, 0x000079a7,
-	0x00007a24, 0x00007a31, 0x00007a83, 0x00007a89,
-	0x00007b25, 0x00007b79, 0x00007ba4, 0x00007c30,
-	0x00007cc6, 0x00007d88, 0x00007db8, 0x00007dc5,
-	0x00007dcb, 0x00007de1, 0x00007dec, 0x00007df3,
-	0x00007dfe, 0x00007e0c, 0x00007e19, 0x00007e27,
-	0x00007e40, 0x00007e6d, 0x00007f16, 0x00007f29,
+	0x0000764e, 0x00007666, 0x00007691, 0x0000769b,
+	0x00007715, 0x0000774a, 0x0000778b, 0x000077ff,
+	0x0000794e, 0x00007a27, 0x00007a40, 0x00007b09,
+	0x00007b86, 0x00007b93, 0x00007be5, 0x00007beb,
+	0x00007c87, 0x00007cdb, 0x00007d06, 0x00007d92,
+	0x00007e28, 0x00007eea, 0x00007f1a, 0x00007f27,
+	0x00007f2d, 0x00007f43, 0x00007f4e, 0x00007f55,
+	0x00007f60, 0x00007f6e, 0x00007f7b, 0x00007f89,
 	// Entry 2A0 - 2BF
-	0x00007f33, 0x00007fc2, 0x00008023, 0x00008075,
-	0x00008087, 0x0000809a, 0x000080d8, 0x00008114,
-	0x00008120, 0x0000812d, 0x0000813b, 0x00008149,
-	0x00008159, 0x00008195, 0x000081cf, 0x0000824c,
-	0x00008257, 0x00008281, 0x0000829d, 0x000082a1,
-	0x000082b3, 0x00008375, 0x000083a8, 0x000083b3,
-	0x000083bd, 0x000083d2, 0x000083db, 0x000083e5,
-	0x000083fa, 0x0000841e, 0x00008438, 0x0000844d,
+	0x00007fa2, 0x00007fcf, 0x00008078, 0x0000808b,
+	0x00008095, 0x00008124, 0x00008185, 0x000081d7,
+	0x000081e9, 0x000081fc, 0x0000823a, 0x00008276,
+	0x00008282, 0x0000828f, 0x0000829d, 0x000082ab,
+	0x000082bb, 0x000082f7, 0x00008331, 0x000083ae,
+	0x000083b9, 0x000083e3, 0x000083ff, 0x00008403,
+	0x00008415, 0x000084d7, 0x0000850a, 0x00008515,
+	0x0000851f, 0x00008534, 0x0000853d, 0x00008547,
 	// Entry 2C0 - 2DF
-	0x00008479, 0x0000847e, 0x00008493, 0x000084a5,
-	0x000084da, 0x000084eb, 0x00008561, 0x000085ec,
-	0x0000867b, 0x000086e2, 0x00008724, 0x00008797,
-	0x000087df, 0x0000880d, 0x00008840,
-} // Size: 2900 bytes
+	0x0000855c, 0x00008580, 0x0000859a, 0x000085af,
+	0x000085db, 0x000085e0, 0x000085f5, 0x00008607,
+	0x0000863c, 0x0000864d, 0x000086c3, 0x0000874e,
+	0x000087dd, 0x00008844, 0x00008886, 0x000088f9,
+	0x00008941, 0x0000896f, 0x000089a2,
+} // Size: 2916 bytes
 
-const frData string = "" + // Size: 34880 bytes
+const frData string = "" + // Size: 35234 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1733,375 +1744,380 @@ const frData string = "" + // Size: 34880 bytes
 	"finitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Ré" +
 	"vélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
 	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heu" +
-	"res en %[1]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans" +
-	" rechargement automatique\x02Cette page se recharge toutes les %[1]d sec" +
-	"ondes.\x02Non autorisé\x02Votre rôle ne permet de lire que les définitio" +
-	"ns et les processus\u202f: les tâches externes et les instances de proce" +
-	"ssus sont réservées aux opérateurs et aux administrateurs.\x02Requête in" +
-	"valide\x02Le champ «\u202f%[1]s\u202f» contient le caractère NUL ou des " +
-	"octets qui ne sont pas du texte UTF-8\u202f: corrigez-le et réessayez." +
-	"\x02Retour aux tâches externes\x02Retour aux définitions\x02Cette adress" +
-	"e ne mène à rien, ou à rien que vous puissiez voir.\x02Cette adresse ne " +
-	"mène à rien, ou à rien que vous puissiez voir. Une instance terminée est" +
-	" supprimée, avec ses occurrences et ses tentatives, une fois la durée de" +
-	" conservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde" +
-	" les actions d’opérateur menées sur elle.\x02Introuvable\x02Formulaire r" +
-	"efusé\x02Ce formulaire n’a pas été envoyé depuis cette session de la con" +
-	"sole, ou il a expiré. Rechargez la page et réessayez.\x02Temporairement " +
-	"indisponible\x02La base de données est injoignable pour le moment. Réess" +
-	"ayez dans quelques secondes.\x02Une erreur est survenue\x02La console n’" +
-	"a pas pu afficher cette page. Réessayez\u202f; si le problème persiste, " +
-	"donnez à votre administrateur l’identifiant de requête %[1]s.\x02Aucun c" +
-	"onsommateur pour l’instant.\x02Aucun autre consommateur.\x02Les services" +
-	" externes qui prennent des tâches, et les définitions que chacun peut pr" +
-	"endre. Créez les consommateurs, modifiez leurs droits et renouvelez leur" +
-	"s jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont jamais " +
-	"affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID\x02Nom" +
-	"\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun dro" +
-	"it\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes ses tâche" +
-	"s\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%[1]s" +
-	"\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; les " +
-	"décomptes s’afficheront quand vous rechargerez la page.\x02Les décomptes" +
-	" sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire\x02C" +
-	"lassification\x02Contraintes\x02Description\x02Définition %[1]s\x02Copie" +
-	" de travail\x02La seule partie modifiable d’une définition. Les processu" +
-	"s ne l’utilisent jamais directement\u202f: ils épinglent une révision." +
-	"\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucune r" +
-	"évision pour l’instant\u202f: la copie de travail n’a jamais été figée." +
-	"\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
-	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
-	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
-	"e de travail, leurs révisions immuables et leurs publications nommées." +
-	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
-	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
-	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
-	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
-	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
-	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
-	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
-	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
-	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02en cas d’erreur\x02toute a" +
-	"utre erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, a" +
-	"bandonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’" +
-	"instance en échec\x02push %[1]s\x02pull %[1]s\x02Nœud %[1]s\x02La file d" +
-	"’attente et les incidents de chaque définition maintenant, et ce que s" +
-	"es exécutants ont terminé dans la dernière heure\u202f: les occurrences " +
-	"terminées avec succès ou en échec. Une occurrence relancée depuis compte" +
-	" là où elle se termine ensuite\u202f; un échec qui laisse des tentatives" +
-	" n’est pas compté, la page de son occurrence le montre.\x02Réussites et " +
-	"échecs, dernière heure\x02Définitions, celles qui demandent de l’attent" +
-	"ion d’abord\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec" +
-	"\x02Attente de la plus ancienne disponible\x02Terminées, dernière heure" +
-	"\x02En échec, dernière heure\x02Aucune définition n’a encore d’occurrenc" +
-	"e.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes environ." +
-	"\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécutant\x02A" +
-	"fficher toutes les définitions\x02Aucune définition %[1]s n’a d’occurren" +
-	"ces\u202f: vérifiez la clé, ou affichez toutes les définitions.\x02Toute" +
-	"s les définitions\x02Réussites et échecs par tranche de 5 min, dernière " +
-	"heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tab" +
-	"leau qui suit le graphique donne chaque tranche de 5\u00a0min.\x02termin" +
-	"ée\x02en échec\x02Les chiffres du graphique\x02Réussites et échecs par " +
-	"tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Terminées\x02" +
-	"%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d t" +
-	"erminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d " +
-	"en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s " +
-	"%[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[" +
-	"1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
-	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
-	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
-	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
-	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
-	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
-	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
-	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
-	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
-	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
-	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
-	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
-	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
-	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Cet" +
-	"te instance est bloquée à un nœud en échec\u202f: c’est un incident. Ell" +
-	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
-	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
-	"eprise échouerait donc de la même façon. L’abandon met l’instance en éch" +
-	"ec\u202f; l’arrêt l’annule. Chacun demande un motif, consigné dans le jo" +
-	"urnal d’audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c" +
-	"’est un incident. La reprise propose de nouveau l’occurrence en échec" +
-	"\u202f; l’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacu" +
-	"ne demande un motif, consigné dans le journal d’audit.\x02L’arrêt annule" +
-	" l’instance et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée " +
-	"par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]" +
-	"s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud\x02Occurrence e" +
-	"n échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au nœud\x02En échec" +
-	" au nœud\x02bloquée, puis arrêtée par un opérateur\x02bloquée, puis aban" +
-	"donnée par un opérateur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f»." +
-	"\x02La version doit être un nombre entier à partir de 1.\x02Une version " +
-	"est celle d’un processus\u202f: choisissez aussi le processus.\x02Date d" +
-	"e création\x02La taille de page doit être comprise entre 1 et %[1]d.\x02" +
-	"Instances de processus\x02exacte, casse comprise\x02Agir sur toutes les " +
-	"instances que ce filtre retient\x02La page suivante les compte et demand" +
-	"e un motif avant que rien ne change.\x02Instances de processus, les plus" +
-	" récentes d’abord\x02Instance\x02Nœud de fin ou erreur\x02Aucune instanc" +
-	"e ne correspond à ces filtres.\x02Tous les processus\x02Toute définition" +
-	"\x02Tous les statuts\x02disponible\x02réservée\x02différée\x02annulée" +
-	"\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue\x02déconnectée" +
-	"\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date et heure\x02cho" +
-	"ix\x02objet\x02liste\x02normale\x02sensible\x02secrète\x02••• masqué (se" +
-	"nsible)\x02••• masqué (secret)\x02pull (un exécutant la récupère)\x02pus" +
-	"h (Relais appelle le service)\x02administrateur\x02opérateur\x02concepte" +
-	"ur\x02consommateur\x02oui\x02non\x02champ ajouté\x02champ retiré\x02type" +
-	" modifié\x02caractère obligatoire modifié\x02valeurs modifiées\x02classi" +
-	"fication modifiée\x02contrainte modifiée\x02routage modifié\x02longueur " +
-	"minimale\x02longueur maximale\x02motif\x02format\x02minimum\x02maximum" +
-	"\x02nombre minimal d’éléments\x02nombre maximal d’éléments\x02%[1]s, rév" +
-	"ision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates\x02Poli" +
-	"tique d’exécution\x02Tentatives\x02Toutes les tentatives, les plus ancie" +
-	"nnes d’abord\x02Consommateur\x02Identifiant de l’exécutant\x02Réservée l" +
-	"e\x02Finie le\x02Durée\x02Réponse de la destination\x02Résultat\x02Messa" +
-	"ge d’erreur\x02Aucun exécutant n’a encore réservé cette occurrence.\x02e" +
-	"n cours\x02Message entier\x02Aucun exécutant n’a jamais réservé cette oc" +
-	"currence\u202f: elle a pris fin avant toute tentative.\x02Destination" +
-	"\x02Réplique\x02Relais n’a pas encore appelé la destination.\x02Relais n" +
-	"’a jamais appelé la destination\u202f: l’occurrence a pris fin avant t" +
-	"out appel.\x02Relais ne conserve le code de statut de la destination que" +
-	" lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f; un appel ter" +
-	"miné a reçu une réponse 2xx. La durée va de la prise en charge de l’appe" +
-	"l à son règlement.\x02Maintenant\x02La reprendre ou l’abandonner depuis " +
-	"son instance\x02Mode\x02Motif donné par l’exécutant\x02Nombre maximal de" +
-	" tentatives\x02Délai avant nouvelle tentative\x02Nouvelles tentatives" +
-	"\x02aucune\u202f: un appel en échec suit le chemin d’erreur du nœud\x02É" +
-	"chéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute)\x02Délai" +
-	" d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière reprise pa" +
-	"r un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative\x00\x11" +
-	"\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendue, non c" +
-	"omptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01\x00\x02" +
-	"\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, nommées d’" +
-	"après le contrat de la révision %[1]d\x02Ce contrat n’a aucune entrée." +
-	"\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pas enco" +
-	"re de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contrat n’a " +
-	"aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée sans " +
-	"aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consigné av" +
-	"ec la révélation)\x02Disponible à partir du\x02Prochaine tentative\x02De" +
-	"rnière réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tent" +
-	"ative %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative pos" +
-	"sible\x02non\u202f: l’exécutant a signalé cet échec comme définitif (ten" +
-	"tatives restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas " +
-	"répondu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré to" +
-	"ut, vérifiez avant de reprendre.\x02La destination n’a pas répondu dans " +
-	"le délai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de" +
-	" reprendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02L" +
-	"e résultat ne respectait pas le contrat de sorties de la révision.\x02Re" +
-	"lais s’est arrêté pendant l’appel\u202f: on ignore si la destination a a" +
-	"gi, elle n’est donc pas rappelée.\x02L’appel n’a pas pu être préparé." +
-	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
-	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
-	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
-	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
-	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
-	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
-	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
-	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
-	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
-	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
-	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
-	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
-	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
-	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
-	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
-	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
-	"é]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pro" +
-	"pres termes, valeurs protégées masquées)\x02La révision doit être un nom" +
-	"bre entier, 1 ou plus.\x02Consommateur inconnu.\x02Destination «\u202f%[" +
-	"1]s\u202f» inconnue.\x02Date de clôture\x02Plus de filtres\u202f: instan" +
-	"ce, révision, consommateur, destination, dates\x02Destination d’appel" +
-	"\x02son nom, exactement\x02identifiant d’instance\x02Décomptes par statu" +
-	"t\x02Occurrences, les plus récentes d’abord\x02Processus et nœud\x02Erre" +
-	"ur\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Auc" +
-	"une occurrence ne correspond à ces filtres.\x02Tous les consommateurs" +
-	"\x02Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de " +
-	"toutes les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s" +
-	")\u202f; les décomptes sont actualisés toutes les 5 secondes environ." +
-	"\x02révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depu" +
-	"is\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Page" +
-	"s\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à" +
-	" %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le p" +
-	"remier jour vient après le dernier.\x02Cette adresse contient un paramèt" +
-	"re illisible (un signe pour cent qui n’est pas suivi de deux chiffres he" +
-	"xadécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre" +
-	" inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s" +
-	"\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le " +
-	"paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une " +
-	"seule fois.\x02Le curseur de page est invalide\u202f: revenez à la premi" +
-	"ère page.\x02Ces réglages sont conservés dans ce navigateur seulement." +
-	"\x02Afficher les heures en\x02La console n’exécute aucun script et ne pe" +
-	"ut donc pas lire le fuseau horaire de votre ordinateur\u202f: choisissez" +
-	" son décalage par rapport à UTC. Les décalages ne suivent pas l’heure d’" +
-	"été.\x02Recharger les listes et les pages de détail\x02Les pages où vou" +
-	"s saisissez un motif (confirmations, et occurrences dont une valeur peut" +
-	" être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une va" +
-	"leur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
-	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
-	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de dép" +
-	"art\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud" +
-	" de départ. Les flèches pleines sont les réussites (étiquetées par leur " +
-	"route), les pointillées les échecs (étiquetées par leurs codes d’erreur)" +
-	". Chaque case indique combien d’occurrences de cette version se trouvent" +
-	" à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs oc" +
-	"currences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite" +
-	"\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette versi" +
-	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
-	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
-	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
-	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
-	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
-	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
-	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
-	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
-	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
-	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
-	"isissez un identifiant d’instance ou d’occurrence (un UUID, que les page" +
-	"s affichent au survol) ou une clé métier.\x02Rien à chercher\u202f: le c" +
-	"hamp de recherche est vide.\x02C’est trop long pour être un identifiant " +
-	"ou une clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «" +
-	"\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune" +
-	" instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune" +
-	" instance ne l’a pour clé métier. Une instance terminée est supprimée, a" +
-	"vec ses occurrences et ses tentatives, une fois la durée de conservation" +
-	" (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde les actions " +
-	"d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» " +
-	"pour clé métier, et ce n’est pas un identifiant entier\u202f: les listes" +
-	" montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son l" +
-	"ien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre sessio" +
-	"n avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou red" +
-	"émarrage du serveur)\u202f: votre dernière action n’a pas été appliquée" +
-	". Reconnectez-vous, puis refaites-la.\x02Votre session a pris fin (inact" +
-	"ivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). R" +
-	"econnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opéra" +
-	"teur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifi" +
-	"é une fois et n’est jamais conservé dans votre navigateur\u202f; un coo" +
-	"kie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de con" +
-	"nexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
-	"\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne " +
-	"peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérate" +
-	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs voie" +
-	"nt cette page\u202f: les jetons, les consommateurs, les destinations et " +
-	"le journal des révélations sont de leur ressort.\x02Jetons du personnel " +
-	"(administrateurs, concepteurs, opérateurs) non révoqués. Les jetons des " +
-	"consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton refu" +
-	"se sa requête suivante.\x02Jetons du personnel, les plus anciens d’abord" +
-	"\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais" +
-	"\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer" +
-	" le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?" +
-	"\x02Sa requête suivante est refusée et les sessions de console ouvertes " +
-	"avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura beso" +
-	"in d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jet" +
-	"on avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. Sa" +
-	" requête suivante est refusée. C’est irréversible.\x02C’est le dernier j" +
-	"eton administrateur utilisable\u202f: créez-en un autre avant de le révo" +
-	"quer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requêt" +
-	"e sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01" +
-	"\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d carac" +
-	"tères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02" +
-	"au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02a" +
-	"u moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments" +
-	"\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page montre les" +
-	" %[2]d premières, le détail de l’API les donne toutes.\x02non fourni\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(" +
-	"%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants " +
-	"connectés par un flux, et ceux qui interrogent par leur dernière demande" +
-	". Un exécutant est listé tant qu’il s’est manifesté dans les trois derni" +
-	"ers battements de cœur.\x02Exécutants vus dans les trois derniers battem" +
-	"ents\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Con" +
-	"nexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exé" +
-	"cutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert " +
-	"cette définition.\x02flux\x02interrogation longue\x02façade Camunda 7" +
-	"\x02toutes les révisions accordées à son consommateur\x02révisions %[1]s" +
-	"\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences atte" +
-	"ndent qu’un exécutant se connecte ou interroge.\x02Aucun processus n’uti" +
-	"lise encore cette définition\u202f: elle aura besoin d’un exécutant quan" +
-	"d un processus l’utilisera en mode pull.\x02Aucun processus n’utilise ce" +
-	"tte définition en mode pull\u202f: Relais appelle ses destinations (push" +
-	"), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté " +
-	"pour cette définition\u202f; aucune de ses occurrences n’en attend.\x14" +
-	"\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie" +
-	" par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; " +
-	"certains prennent toutes les révisions accordées à leur consommateur." +
-	"\x02Toutes les révisions accordées au consommateur sont prises en charge" +
-	".\x02Seule la révision %[1]d est prise en charge.\x02Seules les révision" +
-	"s %[1]s sont prises en charge."
+	"res en %[1]s · rechargement suspendu\x02Heures en %[1]s · rechargement t" +
+	"outes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02" +
+	"Rechargement suspendu\x02Reprendre\x02Cette page se recharge toutes les " +
+	"%[1]d secondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rô" +
+	"le ne permet de lire que les définitions et les processus\u202f: les tâc" +
+	"hes externes et les instances de processus sont réservées aux opérateurs" +
+	" et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
+	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
+	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
+	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
+	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
+	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
+	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
+	"N) écoulée\u202f; le journal d’audit garde les actions d’opérateur menée" +
+	"s sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas" +
+	" été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
+	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
+	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
+	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
+	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
+	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
+	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
+	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
+	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
+	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
+	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
+	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
+	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
+	"es révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Dé" +
+	"compte des occurrences en cours\u202f; les décomptes s’afficheront quand" +
+	" vous rechargerez la page.\x02Les décomptes sont indisponibles pour le m" +
+	"oment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes" +
+	"\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule part" +
+	"ie modifiable d’une définition. Les processus ne l’utilisent jamais dire" +
+	"ctement\u202f: ils épinglent une révision.\x02Sortie de routage\x02Derni" +
+	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
+	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
+	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
+	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
+	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
+	"omparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02In" +
+	"compatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
+	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
+	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
+	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
+	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
+	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
+	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
+	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
+	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
+	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
+	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
+	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
+	"[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%" +
+	"[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
+	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
+	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
+	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
+	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification" +
+	" %[1]s)\x02champ facultatif de type %[2]s (classification %[1]s)\x02cham" +
+	"p obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune" +
+	"\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions imm" +
+	"uables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02D" +
+	"ernière révision\x02aucune pour l’instant\x02Aucune définition pour l’in" +
+	"stant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d" +
+	" publications\x02Aucune destination pour l’instant.\x02Aucune autre dest" +
+	"ination.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les val" +
+	"eurs de la requête de l’URL et des en-têtes sont scellées et jamais affi" +
+	"chées. Créez, modifiez et supprimez les destinations par l’API (/api/v1/" +
+	"destinations).\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Dél" +
+	"ai maximal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses ap" +
+	"pels\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérate" +
+	"ur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termi" +
+	"ne l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pul" +
+	"l %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque dé" +
+	"finition maintenant, et ce que ses exécutants ont terminé dans la derniè" +
+	"re heure\u202f: les occurrences terminées avec succès ou en échec. Une o" +
+	"ccurrence relancée depuis compte là où elle se termine ensuite\u202f; un" +
+	" échec qui laisse des tentatives n’est pas compté, la page de son occurr" +
+	"ence le montre.\x02Réussites et échecs, dernière heure\x02Définitions, c" +
+	"elles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02" +
+	"Instances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
+	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
+	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
+	"tes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente lon" +
+	"gue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune défi" +
+	"nition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toute" +
+	"s les définitions.\x02Toutes les définitions\x02Réussites et échecs par " +
+	"tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
+	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
+	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
+	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
+	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
+	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
+	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
+	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
+	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
+	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
+	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
+	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
+	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
+	"as pu être construites), une reprise échouerait donc de la même façon. L" +
+	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
+	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
+	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
+	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
+	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
+	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
+	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
+	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
+	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
+	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
+	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
+	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
+	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
+	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
+	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
+	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
+	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
+	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
+	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée" +
+	"\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02dat" +
+	"e\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02" +
+	"secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exéc" +
+	"utant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
+	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
+	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
+	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
+	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
+	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
+	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(" +
+	"%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pro" +
+	"chaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
+	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
+	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
+	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
+	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
+	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
+	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
+	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
+	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
+	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
+	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
+	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
+	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
+	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
+	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
+	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
+	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
+	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
+	"du HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (pag" +
+	"e Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f" +
+	": les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a pas." +
+	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
+	"ts actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant" +
+	" actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s " +
+	"ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2" +
+	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
+	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
+	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
+	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
+	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
+	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
+	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
+	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
+	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
+	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
+	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
+	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
+	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
+	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
+	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
+	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; ré" +
+	"glée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
+	"\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable" +
+	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
+	"umineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Me" +
+	"ssage de l’exécutant (ses propres termes, valeurs protégées masquées)" +
+	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
+	"nconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clôture" +
+	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
+	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
+	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
+	"d\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
+	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
+	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
+	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
+	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
+	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
+	"les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tenta" +
+	"tive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02" +
+	"différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première" +
+	" page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
+	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
+	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
+	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
+	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
+	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
+	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
+	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
+	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
+	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
+	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
+	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
+	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
+	"ail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (fil" +
+	"tres, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1" +
+	"]d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, ro" +
+	"utes et révisions épinglées, dessinés, avec l’emplacement actuel de leur" +
+	"s occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds," +
+	" routes et révisions épinglées, dessinés.\x02Processus par clé\x02Versio" +
+	"ns, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
+	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
+	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
+	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
+	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
+	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de cette version\x02Les colonnes " +
+	"suivent le plus long chemin depuis le nœud de départ. Les flèches pleine" +
+	"s sont les réussites (étiquetées par leur route), les pointillées les éc" +
+	"hecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version" +
+	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
+	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
+	"es et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les" +
+	" dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaqu" +
+	"e nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%" +
+	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
+	"uds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
+	"leau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[" +
+	"1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02" +
+	"instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; act" +
+	"ualisés toutes les 5 secondes environ.\x02Seuls les administrateurs peuv" +
+	"ent révéler une valeur sensible.\x02Révélation impossible\x02Dites pourq" +
+	"uoi vous révélez cette valeur\u202f: le motif est consigné avec la révél" +
+	"ation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consi" +
+	"gné dans le journal d’audit.\x02Retour à l’occurrence\x02Seule une valeu" +
+	"r que cette page affiche masquée (sensible) peut être révélée.\x02Les va" +
+	"leurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensibl" +
+	"e qu’un administrateur a révélée\u202f: qui, quand, quel champ et pourqu" +
+	"oi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, l" +
+	"es plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (rév" +
+	"élée avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette" +
+	" page n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifi" +
+	"ant d’instance ou d’occurrence (un UUID, que les pages affichent au surv" +
+	"ol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche e" +
+	"st vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
+	"\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»," +
+	" et aucune instance ne l’a pour clé métier.\x02Aucune instance ni occurr" +
+	"ence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a po" +
+	"ur clé métier. Une instance terminée est supprimée, avec ses occurrences" +
+	" et ses tentatives, une fois la durée de conservation (RELAIS_RETENTION)" +
+	" écoulée\u202f; le journal d’audit garde les actions d’opérateur menées " +
+	"sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et" +
+	" ce n’est pas un identifiant entier\u202f: les listes montrent la fin de" +
+	" chaque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identif" +
+	"iant entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (i" +
+	"nactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur" +
+	")\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, " +
+	"puis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion a" +
+	"illeurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02" +
+	"Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur " +
+	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
+	"jamais conservé dans votre navigateur\u202f; un cookie de session le rem" +
+	"place jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depu" +
+	"is votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu" +
+	" ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
+	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
+	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
+	" jetons, les consommateurs, les destinations et le journal des révélatio" +
+	"ns sont de leur ressort.\x02Jetons du personnel (administrateurs, concep" +
+	"teurs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent " +
+	"avec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
+	"\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôl" +
+	"e\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton" +
+	" expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révo" +
+	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
+	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
+	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
+	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
+	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
+	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
+	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
+	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
+	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
+	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
+	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
+	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
+	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
+	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
+	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
+	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
+	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
+	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
+	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
+	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
+	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
+	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
+	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
+	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
+	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
+	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
+	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
+	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
+	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
+	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
+	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
+	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
+	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
+	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
+	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
+	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
+	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
+	" en charge."
 
-	// Total table size 67834 bytes (66KiB); checksum: D45EDAB1
+	// Total table size 68498 bytes (66KiB); checksum: 90A0DCFD
