@@ -798,7 +798,7 @@ func (r *runner) end(ctx context.Context, reason string) {
 	for _, e := range s.close() {
 		unseen = append(unseen, e.refill...)
 	}
-	svc.handBack(ctx, s.consumerID, s.workerID, unseen)
+	unseenBack := svc.handBack(ctx, s.consumerID, s.workerID, unseen)
 	release := reason == endReplicaStopping
 	if release {
 		// Tell the worker before the stream ends (best effort).
@@ -816,7 +816,7 @@ func (r *runner) end(ctx context.Context, reason string) {
 		svc.logger.Warn("removing the stream's catalog row failed; it is pruned once no longer live", "stream", s.id, "err", err)
 	}
 	svc.eng.LogWorker(engine.EventWorkerDisconnected, engine.ProtocolStream, s.consumerID, s.workerID, svc.eng.Replica(),
-		"stream", s.id, "reason", reason, "handed_back", len(handed))
+		"stream", s.id, "reason", reason, "handed_back", len(handed)+unseenBack, "unseen", unseenBack)
 }
 
 func replicaStopping() error {

@@ -358,11 +358,17 @@ func (s *Service) settle(ctx context.Context, ref engine.WorkerRef,
 	return st, nil
 }
 
-// handBack releases reservations no worker saw (attempt given back).
-func (s *Service) handBack(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) {
+// handBack releases reservations no worker saw (attempt given back) and
+// returns how many it handed back.
+func (s *Service) handBack(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) int {
+	if len(unseen) == 0 {
+		return 0
+	}
 	if err := s.eng.ReleaseUnseen(ctx, consumerID, workerID, unseen); err != nil {
 		s.logger.Error("handing back undelivered assignments failed; their locks lapse instead", "err", err)
+		return 0
 	}
+	return len(unseen)
 }
 
 // Fail reports that the work could not be done.

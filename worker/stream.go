@@ -152,10 +152,11 @@ func wireError(err error) error {
 	if !errors.As(err, &ce) {
 		return &networkError{err}
 	}
-	// connect reports a connection it could not make as Unavailable, which
-	// would read as a 503 the server never sent.
+	// connect reports a connection it could not make, or one that broke
+	// under the call (unexpected EOF: the replica was killed), as
+	// Unavailable, which would read as a 503 the server never sent.
 	var oe *net.OpError
-	if !connect.IsWireError(ce) && errors.As(err, &oe) {
+	if !connect.IsWireError(ce) && (errors.As(err, &oe) || ce.Code() == connect.CodeUnavailable) {
 		return &networkError{err}
 	}
 	var p *workerv1.Problem

@@ -830,6 +830,11 @@ func TestRefusedConnectionIsNoServerAnswer(t *testing.T) {
 	if errors.As(err, &ae) || !transient(err) || strings.Contains(err.Error(), "503") {
 		t.Errorf("wireError = %v (%#v), want a network error without a status", err, err)
 	}
+	// A connection that broke under the call (the replica killed).
+	err = wireError(connect.NewError(connect.CodeUnavailable, io.ErrUnexpectedEOF))
+	if errors.As(err, &ae) || !transient(err) || strings.Contains(err.Error(), "503") {
+		t.Errorf("wireError of a broken connection = %v (%#v), want a network error without a status", err, err)
+	}
 }
 
 // A refusal of one of several subscriptions names the definition whose
