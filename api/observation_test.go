@@ -62,8 +62,8 @@ func TestObservationFiltersAndPagination(t *testing.T) {
 		{"definition=add_company_to_crm&status=available", 4},
 		{"status=completed", 1},
 		{"instance=" + fetched["instance_id"].(string), 1},
-		{"revision=1", 5},
-		{"revision=2", 0},
+		{"definition=add_company_to_crm&revision=1", 5},
+		{"definition=add_company_to_crm&revision=2", 0},
 		{"consumer=1", 1},
 		{"definition=nothing", 0},
 	} {
@@ -71,6 +71,10 @@ func TestObservationFiltersAndPagination(t *testing.T) {
 		if len(got) != tc.want {
 			t.Errorf("occurrences?%s: %d items, want %d", tc.query, len(got), tc.want)
 		}
+	}
+	// A revision alone would mix revision 1 of every definition.
+	if r := env.Do("GET", "/api/v1/occurrences?revision=1", env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), "give definition too") {
+		t.Errorf("occurrences?revision=1: %d %s, want 400 asking for the definition", r.Status, r.Body)
 	}
 	// A list reads no values (each may be a megabyte); the detail shows them.
 	for _, it := range env.Must(200, "GET", "/api/v1/occurrences?status=completed", env.Operator, nil).JSON(t)["items"].([]any) {

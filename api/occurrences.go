@@ -149,8 +149,11 @@ func occurrenceFilter(r *http.Request) (engine.OccurrenceFilter, error) {
 	}
 	if s := q.Get("revision"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
+		switch {
+		case err != nil || n < 1:
 			errs = append(errs, fault.FieldError{Path: "revision", Message: "must be a revision number"})
+		case q.Get("definition") == "":
+			errs = append(errs, fault.FieldError{Path: "revision", Message: "is a definition's revision: give definition too"})
 		}
 		f.Revision = n
 	}

@@ -25,6 +25,9 @@ func TestRotationOverlap(t *testing.T) {
 			t.Errorf("rotate with %v: %d %s, want 400", bad, r.Status, r.Body)
 		}
 	}
+	if r := env.Do("POST", path, env.Admin, map[string]any{"overlap": "P8D"}).JSON(t); r["code"] != "bound_exceeded" || r["field"] != "overlap" || r["ceiling"] != "P7D" {
+		t.Errorf("an overlap above the ceiling: %v, want bound_exceeded naming overlap and P7D, as every bound does", r)
+	}
 	if r := env.Do("GET", "/api/v1/whoami", old, nil); r.Status != 200 {
 		t.Fatalf("a refused rotation changed the token: %d", r.Status)
 	}

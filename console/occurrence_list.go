@@ -104,8 +104,12 @@ func (f occurrenceFilter) engineFilter(ctx context.Context) (engine.OccurrenceFi
 	}
 	if f.Revision != "" {
 		n, err := strconv.Atoi(f.Revision)
-		if err != nil || n < 1 {
+		switch {
+		case err != nil || n < 1:
 			errs = append(errs, T(ctx, "The revision must be a whole number, 1 or more."))
+		case f.Definition == "":
+			// Revision 1 of every definition is no selection anyone means.
+			errs = append(errs, T(ctx, "A revision is a definition’s: choose the definition too."))
 		}
 		ef.Revision = n
 	}
@@ -164,8 +168,11 @@ type occurrenceRow struct {
 	BusinessKey                string
 	Status, StatusLabel        string
 	Attempts                   string
-	ErrorCode, ErrorTitle      string
-	Consumer, Worker           string
+	ErrorCode, ErrorMessage    string
+	// ErrorLang is "en" when Relais wrote ErrorMessage (its own codes),
+	// empty for a worker's or destination's own words.
+	ErrorLang        string
+	Consumer, Worker string
 	// When says what the occurrence waits for or when it settled.
 	WhenLabel                string
 	When                     timeView
@@ -202,10 +209,12 @@ type occurrenceListView struct {
 	Counts        []statusCount
 
 	TableLabel string
-	Head       occurrenceHeads
-	Rows       []occurrenceRow
-	Empty      string
-	Pager      pagerView
+	// MessageLabel opens a row's error message.
+	MessageLabel string
+	Head         occurrenceHeads
+	Rows         []occurrenceRow
+	Empty        string
+	Pager        pagerView
 }
 
 // occurrenceList is the operations view: occurrences newest first, filtered
@@ -231,6 +240,8 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		Errors:      errs,
 		CountsLabel: T(ctx, "Counts by status"),
 		TableLabel:  T(ctx, "Occurrences, newest first"),
+		// TRANSLATORS: under an error code in the list, opens the error's message.
+		MessageLabel: T(ctx, "Message"),
 		Head: occurrenceHeads{ID: T(ctx, "Occurrence"), Definition: T(ctx, "Definition"), Process: T(ctx, "Process and node"),
 			BusinessKey: T(ctx, "Business key"), Status: T(ctx, "Status"), Attempts: T(ctx, "Attempts"), Error: T(ctx, "Error"),
 			Consumer: T(ctx, "Consumer and worker"), When: T(ctx, "Next attempt or settled"), Instance: T(ctx, "Process instance")},
@@ -391,7 +402,10 @@ func occurrenceRowOf(ctx context.Context, o engine.Occurrence) occurrenceRow {
 	if o.ErrorCode != nil {
 		row.ErrorCode = *o.ErrorCode
 		if o.ErrorMessage != nil {
-			row.ErrorTitle = errorMessage(ctx, *o.ErrorMessage)
+			row.ErrorMessage = errorMessage(ctx, *o.ErrorMessage)
+			if relaisCode(row.ErrorCode) {
+				row.ErrorLang = "en"
+			}
 		}
 	}
 	row.WhenLabel, row.When = whenOf(ctx, o)

@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
@@ -34,7 +35,7 @@ func TestOperationsViewFilters(t *testing.T) {
 		{"definition=console_vault&status=available", []string{f.available}},
 		{"instance=" + f.failedInst, []string{f.failed}},
 		{"revision=1&definition=console_vault", vault},
-		{"revision=2", nil},
+		{"revision=2&definition=console_vault", nil},
 		{"consumer=" + itoa(f.consumerID), []string{f.failed, f.completed}},
 		{"definition=nothing_here", nil},
 	} {
@@ -72,13 +73,22 @@ func TestOperationsViewFilters(t *testing.T) {
 	if count(r, "occurrence-row") != 0 {
 		t.Error("rows shown despite invalid filters")
 	}
+	if got := text(fr.mustGet("/console/occurrences?revision=1", 200), "filter-errors"); got != "Une révision est celle d’une définition : choisissez aussi la définition." {
+		t.Errorf("a revision without its definition: %q", got)
+	}
 
-	// A long business key is cut to its column, whole in its title (the
-	// browser test checks that the lists fit a laptop's screen).
+	// A business key of 200 characters shows its start, and whole in a
+	// disclosure that a keyboard opens (no title only a mouse shows); the
+	// browser test checks that the lists fit a laptop's screen.
 	for _, path := range []string{"/console/occurrences?definition=add_company_to_crm", "/console/instances?process=crm_only"} {
-		key := b.mustGet(path, 200).doc.Find(`code.clip[title^="globex-"]`)
-		if key.Length() != 1 || key.AttrOr("title", "") != longBusinessKey || key.Text() != longBusinessKey {
-			t.Errorf("%s: the long business key is not one clipped code with its title: %d found", path, key.Length())
+		r := b.mustGet(path, 200)
+		clipped := r.doc.Find(`details.clipped`)
+		summary := collapse(clipped.Find("summary").Text())
+		if clipped.Length() != 1 || text(r, "clipped-whole") != longBusinessKey || !strings.HasSuffix(summary, "…") || !strings.HasPrefix(longBusinessKey, strings.TrimSuffix(summary, "…")) {
+			t.Errorf("%s: the long business key is not its start in a disclosure of the whole key: %d found, summary %q", path, clipped.Length(), summary)
+		}
+		if n := r.doc.Find(`table code[title]`).Length(); n != 0 {
+			t.Errorf("%s: %d values of the list are whole only in a title", path, n)
 		}
 	}
 
@@ -129,5 +139,84 @@ func TestOperationsViewKeysetPagination(t *testing.T) {
 	}
 	if want := []string{f.available, f.failed, f.completed}; !slices.Equal(seen, want) {
 		t.Errorf("pages showed %v, want %v", seen, want)
+	}
+}
+
+// TestListsShowCodesWhole: an error code, a worker id, a business key, a
+// node are shown whole in the lists (wrapping, never cut with an ellipsis
+// whose whole value only a mouse reaches in a title); a row's error
+// message opens under its code with the keyboard as with a mouse; only
+// Relais's own messages are marked as English (lang="en"), never a
+// worker's, on the list as on the occurrence and instance pages.
+func TestListsShowCodesWhole(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	b := signedIn(t, f.env.URL, "fr", f.env.Operator)
+	r := b.mustGet("/console/occurrences", 200)
+	row := func(id string) *goquery.Selection {
+		s := r.doc.Find(`[data-testid=occurrence-row][data-id="` + id + `"]`)
+		if s.Length() != 1 {
+			t.Fatalf("no row for %s", id)
+		}
+		return s
+	}
+	if n := r.doc.Find(`table code[title]`).Length(); n != 0 {
+		t.Errorf("%d values of the list are whole only in a title", n)
+	}
+	if n := r.doc.Find(`.clip`).Length(); n != 0 {
+		t.Errorf("%d values of the list are cut to their column", n)
+	}
+	for _, tc := range []struct {
+		occ, code, message, lang string
+	}{
+		{f.pullHeldOcc, "SCORER_DOWN", "the scoring model is being redeployed", ""},
+		{f.pushHeldOcc, "destination_http_503", "", "en"},
+	} {
+		cell := row(tc.occ).Find(`[data-testid=occurrence-error]`)
+		if got := cell.Find(`code.wrap[data-testid=occurrence-error-code]`).Text(); got != tc.code {
+			t.Errorf("%s: error code %q, want %q whole", tc.occ, got, tc.code)
+		}
+		msg := cell.Find(`details[data-testid=occurrence-error-message]`)
+		if got := collapse(msg.Find("summary").Text()); got != "Message" {
+			t.Errorf("%s: the message's disclosure says %q", tc.occ, got)
+		}
+		p := msg.Find(`[data-testid=occurrence-error-text]`)
+		if tc.message != "" && p.Text() != tc.message {
+			t.Errorf("%s: message %q, want %q", tc.occ, p.Text(), tc.message)
+		}
+		if lang, _ := p.Attr("lang"); lang != tc.lang {
+			t.Errorf("%s (%s): the message is marked lang=%q, want %q", tc.occ, tc.code, lang, tc.lang)
+		}
+		if n := cell.Find(`[lang]`).Length(); tc.lang == "" && n != 0 {
+			t.Errorf("%s: a worker's own message is marked with a language", tc.occ)
+		}
+	}
+	if got := row(f.pullHeldOcc).Find(`[data-testid=occurrence-consumer] code.wrap`).Text(); got != "scorer-1" {
+		t.Errorf("worker id %q, want scorer-1 whole", got)
+	}
+	if got := row(f.pullHeldOcc).Find(`[data-testid=occurrence-business-key] code.wrap`).Text(); got != "lead-7" {
+		t.Errorf("business key %q, want lead-7 whole", got)
+	}
+	if n := r.doc.Find(`.visually-hidden[lang]`).Length(); n != 0 {
+		t.Errorf("%d hidden copies of messages marked with a language", n)
+	}
+	// The same messages on their own pages: a worker's unmarked, Relais's
+	// in English.
+	for _, tc := range []struct{ path, testid, lang string }{
+		{"/console/occurrences/" + f.pullHeldOcc, "error-message", ""},
+		{"/console/instances/" + f.pullHeld, "instance-error-message", ""},
+		{"/console/occurrences/" + f.pushHeldOcc, "error-message", "en"},
+		{"/console/instances/" + f.pushHeld[0], "instance-error-message", "en"},
+	} {
+		page := b.mustGet(tc.path, 200)
+		msg := page.doc.Find(`[data-testid=` + tc.testid + `]`).First()
+		if msg.Length() == 0 {
+			t.Errorf("%s: no error message", tc.path)
+			continue
+		}
+		got := msg.Find(`[lang]`).AttrOr("lang", "")
+		if got != tc.lang {
+			t.Errorf("%s: the message is marked lang=%q, want %q", tc.path, got, tc.lang)
+		}
 	}
 }

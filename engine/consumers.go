@@ -312,9 +312,12 @@ func grantsText(grants []Grant) string {
 // can be given the new token before the old one stops: expires is then
 // when they stop (nil without an overlap).
 func (e *Engine) RotateConsumerToken(ctx context.Context, id int64, overlap time.Duration) (token string, expires *time.Time, err error) {
-	if overlap < 0 || overlap > MaxRotationOverlap {
-		return "", nil, fault.New(fault.BadRequest, "bound_exceeded", "overlap must be between 0 and %s", isoduration.Format(MaxRotationOverlap)).
+	if overlap < 0 {
+		return "", nil, fault.New(fault.BadRequest, "invalid_request", "overlap must be zero or more").
 			WithErrors([]fault.FieldError{{Path: "/overlap", Message: "must be between PT0S and " + isoduration.Format(MaxRotationOverlap)}})
+	}
+	if overlap > MaxRotationOverlap {
+		return "", nil, BoundExceeded("overlap", MaxRotationOverlap)
 	}
 	token, hash := auth.NewToken()
 	var settleRevoked int64

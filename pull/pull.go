@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -189,7 +190,7 @@ type fetchRequest struct {
 	MaxTasks      *int                  `json:"max_tasks"`
 	LockDuration  *isoduration.Duration `json:"lock_duration"`
 	Wait          *isoduration.Duration `json:"wait"`
-	RequestID     string                `json:"request_id"`
+	RequestID     *string               `json:"request_id"`
 }
 
 // ReservationJSON is one delivered occurrence.
@@ -279,7 +280,14 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/subscriptions/%d/definition", i), Message: "is required"})
 		}
 	}
-	if len(req.RequestID) > 200 {
+	switch rid := req.RequestID; {
+	case rid == nil:
+	case strings.TrimSpace(*rid) == "":
+		// An unset variable in a client must not read as "no request_id":
+		// the fetch would not be replayed, and a lost answer would strand
+		// what it claimed until the locks lapse.
+		errs = append(errs, fault.FieldError{Path: "/request_id", Message: "must not be empty or blank: leave it out for a fetch without one"})
+	case len(*rid) > 200:
 		errs = append(errs, fault.FieldError{Path: "/request_id", Message: "must be at most 200 bytes"})
 	}
 	maxTasks, lock, wait = 1, p.bounds.DefaultLockDuration, 0
@@ -355,8 +363,9 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 	p.eng.SeePoller(r.Context(), engine.PollerSighting{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Subscriptions: subs,
 		Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*p.heartbeat})
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
-		LockDuration: lock, RequestID: req.RequestID}
-	if req.RequestID != "" {
+		LockDuration: lock}
+	if req.RequestID != nil {
+		claim.RequestID = *req.RequestID
 		claim.RequestDigest = requestDigest(subs, req.MaxTasks, req.LockDuration)
 	}
 	token, _ := httpauth.Bearer(r.Header)

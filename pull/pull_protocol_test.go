@@ -670,6 +670,15 @@ func TestRequestIDReplaysTheReservation(t *testing.T) {
 	if len(other) != 1 || slices.Contains(a, other[0]["id"].(string)) {
 		t.Errorf("another request_id got %v, want the one remaining occurrence (not one of %v)", ids(other), a)
 	}
+	// An empty or blank request_id is a client's unset variable: refused,
+	// not read as none (the fetch would claim anew on every retry).
+	for _, rid := range []string{"", "  "} {
+		r := env.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w1", "request_id", rid))
+		wantProblem(t, fmt.Sprintf("request_id %q", rid), r, 400, "invalid_request")
+		if !strings.Contains(string(r.Body), `"/request_id"`) {
+			t.Errorf("request_id %q: %s, want a problem at /request_id", rid, r.Body)
+		}
+	}
 }
 
 // What a replay must repeat is what the fetch asks, not how it spells it:
