@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -239,6 +240,40 @@ func shortIDText(id string) string {
 		return id
 	}
 	return "…" + id[len(id)-8:]
+}
+
+// breakable is s as HTML, escaped, with a line-break opportunity (<wbr>)
+// after each separator of its words (_ . - @ : /): a code that must wrap
+// (code.wrap) wraps there first, destination_|http_503 rather than
+// destination_ht|tp_503, and anywhere only where a word is wider than its
+// column. A <wbr> adds no character to what is read or copied.
+func breakable(s string) string {
+	var b strings.Builder
+	start := 0
+	for i, r := range s {
+		if strings.ContainsRune("_.-@:/", r) && i+1 < len(s) {
+			b.WriteString(html.EscapeString(s[start : i+1]))
+			b.WriteString("<wbr>")
+			start = i + 1
+		}
+	}
+	b.WriteString(html.EscapeString(s[start:]))
+	return b.String()
+}
+
+// clipRunes is the longest value a list shows whole (three lines of a
+// laptop's column): longer business keys and worker ids (up to 200
+// characters) show their start, the whole value a click or a key away.
+const clipRunes = 64
+
+// clipStart is the start of s and an ellipsis when s is longer than
+// clipRunes; cut is false when s shows whole.
+func clipStart(s string) (start string, cut bool) {
+	r := []rune(s)
+	if len(r) <= clipRunes {
+		return s, false
+	}
+	return string(r[:clipRunes/2]) + "…", true
 }
 
 // describedBy is the aria-describedby of a form field: its hint, and the

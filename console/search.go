@@ -29,7 +29,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	v := searchView{Chrome: c.chrome(r, T(ctx, "Search"), ""),
-		Hint: T(ctx, "Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.")}
+		Hint: T(ctx, "Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.")}
 	switch errs := queryProblems(ctx, r.URL.RawQuery, "q"); {
 	case len(errs) > 0:
 		// A search box other than the header's: say so rather than search

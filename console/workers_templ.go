@@ -386,7 +386,7 @@ func workerListPage(v workerListView) templ.Component {
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
-						templ_7745c5c3_Err = clip(d.Key).Render(ctx, templ_7745c5c3_Buffer)
+						templ_7745c5c3_Err = wrapCode(d.Key).Render(ctx, templ_7745c5c3_Buffer)
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}

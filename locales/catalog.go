@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             303,
 	"%d (0 lowest, 9 highest)":                 466,
 	"%d attempts":                              470,
-	"%d attempts, retry after %s, priority %d": 622,
+	"%d attempts, retry after %s, priority %d": 624,
 	"%d breaking":                              233,
 	"%d changes":                               232,
 	"%d completed":                             301,
@@ -55,16 +55,16 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     312,
 	"%d held instances match now.":             60,
 	"%d hours":                                 328,
-	"%d items":                                 692,
+	"%d items":                                 694,
 	"%d left":                                  472,
 	"%d min":                                   311,
 	"%d minutes":                               329,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              690,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              692,
 	"%d ms": 331,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         612,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 611,
-	"%d occurrences":                          556,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         614,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 613,
+	"%d occurrences":                          558,
 	"%d releases":                             252,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
@@ -77,25 +77,26 @@ var messageKeyToIndex = map[string]int{
 	"%s (token #%d, %s)":                                  96,
 	"%s ago":                                              308,
 	"%s so far":                                           524,
-	"%s → %s":                                             617,
+	"%s → %s":                                             619,
 	"%s, revision %s":                                     432,
 	"%s, version %s":                                      433,
 	"%s: %s":                                              300,
 	"%s: %s → %s":                                         240,
-	"%s: a date is written 2026-12-01.":                   570,
+	"%s: a date is written 2026-12-01.":                   572,
 	"%s: every revision, present and future":              180,
 	"%s: revisions %s":                                    181,
-	"%s: the first day comes after the last.":             571,
+	"%s: the first day comes after the last.":             573,
 	"%s–%s":                                               299,
-	"(%d characters in all)":                              693,
+	"(%d characters in all)":                              695,
 	"(%d handed back, not counted)":                       471,
-	"(each item)":                                         680,
+	"(each item)":                                         682,
 	"(worker %s)":                                         512,
 	"0 seconds":                                           326,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           658,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           660,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 501,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 581,
-	"A version is a process’s: choose the process too.":              370,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 583,
+	"A revision is a definition’s: choose the definition too.": 539,
+	"A version is a process’s: choose the process too.":        370,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
@@ -109,12 +110,12 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 375,
 	"Action":                              99,
 	"All actions":                         114,
-	"All consumers":                       553,
+	"All consumers":                       555,
 	"All definitions":                     290,
 	"All its tasks":                       179,
 	"All processes":                       381,
 	"All statuses":                        383,
-	"All workers":                         706,
+	"All workers":                         708,
 	"An operator abandoned the instance.": 500,
 	"Any definition":                      382,
 	"Apply filters":                       111,
@@ -128,8 +129,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           154,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           633,
-	"Back without saving":              583,
+	"Back to the occurrence":           635,
+	"Back without saving":              585,
 	"Breaks processes":                 210,
 	"Breaks workers":                   211,
 	"Bulk %s applied to %d instances.": 94,
@@ -141,20 +142,20 @@ var messageKeyToIndex = map[string]int{
 	"By process and error code": 83,
 	"Call timeout":              467,
 	"Calls":                     262,
-	"Camunda 7 facade":          710,
+	"Camunda 7 facade":          712,
 	"Cancelled: the instance was stopped (%s).":               523,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 522,
 	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           630,
+	"Cannot reveal":                                           632,
 	"Change":                                                  208,
 	"Changes between the two revisions":                       220,
 	"Changes of the Working copy since revision %d":           229,
 	"Choose two existing revisions to compare.":               230,
 	"Classification":                                          187,
 	"Clear filters":                                           112,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            606,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 597,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            608,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 599,
 	"Compare":              207,
 	"Compare revisions":    203,
 	"Completed":            298,
@@ -163,16 +164,16 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    291,
 	"Completions and failures per 5-minute slot, oldest first": 296,
 	"Completions and failures, last hour":                      274,
-	"Connected":                                                702,
+	"Connected":                                                704,
 	"Constraints":                                              188,
 	"Consumer":                                                 439,
-	"Consumer and worker":                                      550,
+	"Consumer and worker":                                      552,
 	"Consumers":                                                135,
 	"Consumers, oldest first":                                  168,
 	"Counting the occurrences; the counts appear when you reload the page.": 182,
 	"Counts are unavailable right now.":                                     183,
-	"Counts as of %s (%s); refreshed every few seconds.":                    628,
-	"Counts by status": 546,
+	"Counts as of %s (%s); refreshed every few seconds.":                    630,
+	"Counts by status": 547,
 	"Created":          342,
 	"Created from":     81,
 	"Created on":       172,
@@ -187,7 +188,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s":      190,
 	"Definitions":        133,
 	"Definitions by key": 247,
-	"Definitions served": 700,
+	"Definitions served": 702,
 	"Definitions, those needing attention first": 275,
 	"Description":          189,
 	"Destination":          451,
@@ -206,16 +207,16 @@ var messageKeyToIndex = map[string]int{
 	"End node":                    363,
 	"End node or error":           379,
 	"Ended":                       359,
-	"Error":                       549,
+	"Error":                       551,
 	"Error (before any attempt)":  487,
 	"Error code":                  79,
 	"Error message":               446,
-	"Every %d seconds":            587,
+	"Every %d seconds":            589,
 	"Every attempt, oldest first": 438,
 	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 106,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         636,
-	"Expired token":                        668,
-	"Expires":                              665,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         638,
+	"Expired token":                        670,
+	"Expires":                              667,
 	"External tasks":                       128,
 	"Failed":                               279,
 	"Failed (%s).":                         521,
@@ -229,15 +230,15 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 132,
 	"Find an instance or occurrence":       130,
 	"Finished":                             442,
-	"First page":                           568,
+	"First page":                           570,
 	"Follow it in the audit log (new tab)": 57,
 	"Form refused":                         159,
 	"From revision":                        205,
 	"From revision %d to revision %d:":     231,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
 	"Grants":                  171,
-	"Graph":                   596,
-	"Graph of %s":             610,
+	"Graph":                   598,
+	"Graph of %s":             612,
 	"HTTP 2xx, unusable body": 530,
 	"Headers sent":            258,
 	"Health":                  127,
@@ -246,7 +247,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                362,
 	"Held instances":          278,
 	"ID":                      169,
-	"In flight":               701,
+	"In flight":               703,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 292,
 	"Inputs":                     213,
 	"Inputs of revision %d":      224,
@@ -255,32 +256,32 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      473,
 	"Instance":                  378,
 	"Instances":                 84,
-	"Instances of this version": 605,
+	"Instances of this version": 607,
 	"Invalid request":           152,
 	"Its calls":                 263,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  519,
 	"Its instance went on along the node’s error path.":                                                                                                                    520,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      673,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      675,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     314,
 	"Jul":                     320,
 	"Jun":                     319,
-	"Keep it":                 675,
+	"Keep it":                 677,
 	"Keep it held":            14,
 	"Keep it running":         13,
 	"Key":                     248,
-	"Kind":                    600,
+	"Kind":                    602,
 	"Language":                124,
 	"Last changed":            260,
 	"Last error (attempt %d)": 486,
 	"Last reserved":           483,
 	"Last saved":              194,
-	"Last seen":               703,
-	"Last used":               664,
+	"Last seen":               705,
+	"Last used":               666,
 	"Latest revision":         249,
 	"Lists every change from one revision to another, and whom it may break.": 204,
-	"Local time at %s": 585,
+	"Local time at %s": 587,
 	"Lock expired %s — waiting to be offered again.": 509,
 	"Lock expires":                     484,
 	"Longest timeout":                  259,
@@ -288,17 +289,18 @@ var messageKeyToIndex = map[string]int{
 	"Mar":                              316,
 	"Maximum attempts":                 460,
 	"May":                              318,
+	"Message":                          549,
 	"Message from Relais (in English)": 536,
 	"Message from the service (its own words, protected values masked)": 537,
-	"Method not allowed": 640,
+	"Method not allowed": 642,
 	"Mode":               458,
-	"More filters: instance, revision, consumer, destination, dates": 542,
+	"More filters: instance, revision, consumer, destination, dates": 543,
 	"Name":                    170,
-	"Never":                   586,
+	"Never":                   588,
 	"Next attempt":            482,
-	"Next attempt or settled": 551,
+	"Next attempt or settled": 553,
 	"Next node":               341,
-	"Next page":               567,
+	"Next page":               569,
 	"No consumer yet.":        165,
 	"No definition %s has occurrences: check the key, or show all definitions.": 289,
 	"No definition has occurrences yet.":                                        283,
@@ -306,43 +308,43 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        251,
 	"No destination yet.":                                                       253,
 	"No inputs.":                                                                214,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 648,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 650,
 	"No instance matches these filters.": 380,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 646,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 647,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 648,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 649,
 	"No live worker takes %s now (Workers page).":                                               503,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 504,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           505,
 	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          506,
 	"No more consumers.":                                   166,
 	"No more destinations.":                                254,
-	"No occurrence matches these filters.":                 552,
+	"No occurrence matches these filters.":                 554,
 	"No operator action matches.":                          113,
 	"No operator has acted on this instance.":              346,
 	"No outputs yet: the occurrence has not completed.":    476,
 	"No outputs.":                                          217,
 	"No outputs: the occurrence ended without completing.": 478,
 	"No process has the key “%s”.":                         89,
-	"No process is published yet.":                         592,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             715,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             714,
+	"No process is published yet.":                         594,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             717,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             716,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    73,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 122,
 	"No release yet.": 198,
 	"No revision yet: the Working copy has never been snapshotted.":          196,
 	"No service ever reserved this occurrence: it ended before any attempt.": 450,
 	"No service has reserved this occurrence yet.":                           447,
-	"No token.":              662,
-	"No value was revealed.": 638,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 716,
-	"No worker is connected.":           704,
-	"No worker serves this definition.": 707,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 713,
+	"No token.":              664,
+	"No value was revealed.": 640,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 718,
+	"No worker is connected.":           706,
+	"No worker serves this definition.": 709,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 715,
 	"Node":                  338,
 	"Node %s":               272,
-	"Nodes":                 598,
-	"Nodes of this version": 607,
-	"Nodes of this version, with their occurrences now": 599,
+	"Nodes":                 600,
+	"Nodes of this version": 609,
+	"Nodes of this version, with their occurrences now": 601,
 	"Nodes reached, in order":                           337,
 	"Not allowed":                                       150,
 	"Not found":                                         158,
@@ -350,23 +352,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 156,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 157,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             644,
+	"Nothing to find: the search box is empty.":                             646,
 	"Nothing was done.":         28,
 	"Nov":                       324,
 	"Now":                       456,
 	"Occurrence":                339,
 	"Occurrence %s":             434,
 	"Occurrence offered again":  102,
-	"Occurrences now":           604,
-	"Occurrences, newest first": 547,
+	"Occurrences now":           606,
+	"Occurrences, newest first": 548,
 	"Oct":                       323,
 	"Offered from %s — %s.":     508,
 	"Oldest claimable waits":    280,
-	"On error":                  603,
-	"On success":                602,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               634,
-	"Only administrators may reveal a sensitive value.":                                                 629,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 659,
+	"On error":                  605,
+	"On success":                604,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               636,
+	"Only administrators may reveal a sensitive value.":                                                 631,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 661,
 	"Open":             277,
 	"Operator actions": 334,
 	"Operator actions on this instance, newest first": 347,
@@ -376,29 +378,29 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          225,
 	"Outputs of the working copy":                     218,
 	"Outputs, labelled by revision %d's contract":     475,
-	"Pages":                           565,
+	"Pages":                           567,
 	"Path":                            335,
 	"Pause reloading":                 149,
-	"Pinned revision":                 601,
+	"Pinned revision":                 603,
 	"Policy":                          436,
-	"Previous page":                   566,
+	"Previous page":                   568,
 	"Priority":                        465,
 	"Process":                         75,
-	"Process %s":                      594,
+	"Process %s":                      596,
 	"Process %s has no version %d.":   88,
-	"Process and node":                548,
+	"Process and node":                550,
 	"Process inputs":                  349,
 	"Process instance":                101,
 	"Process instance %s":             332,
 	"Process instances":               373,
 	"Process instances, newest first": 377,
 	"Processes":                       129,
-	"Processes by key":                590,
-	"Protocol":                        699,
+	"Processes by key":                592,
+	"Protocol":                        701,
 	"Published":                       202,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 588,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       589,
-	"Push destination": 543,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 590,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       591,
+	"Push destination": 544,
 	"Reason":           100,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
@@ -414,7 +416,7 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             199,
 	"Releases":                            197,
 	"Releases, oldest first":              219,
-	"Reload lists and detail pages":       580,
+	"Reload lists and detail pages":       582,
 	"Reloading paused":                    146,
 	"Replica":                             452,
 	"Required":                            186,
@@ -439,36 +441,36 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 479,
-	"Revealed by %s at %s; recorded in the audit log.": 632,
+	"Revealed by %s at %s; recorded in the audit log.": 634,
 	"Reveals":               138,
-	"Reveals, newest first": 637,
+	"Reveals, newest first": 639,
 	"Revision":              200,
 	"Revision %d":           221,
 	"Revisions":             195,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 718,
-	"Revoke the %s token “%s”?": 672,
-	"Revoke the token":          674,
-	"Revoke token %d":           671,
-	"Revoke…":                   669,
-	"Role":                      663,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 720,
+	"Revoke the %s token “%s”?": 674,
+	"Revoke the token":          676,
+	"Revoke token %d":           673,
+	"Revoke…":                   671,
+	"Role":                      665,
 	"Route":                     340,
 	"Routing output":            193,
-	"Rows %s–%s":                569,
-	"Save settings":             582,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        631,
+	"Rows %s–%s":                571,
+	"Save settings":             584,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        633,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
-	"Search":                               642,
-	"Secret values can never be revealed.": 635,
+	"Search":                               644,
+	"Secret values can never be revealed.": 637,
 	"Sep":                                  322,
-	"Served by %d workers":                 717,
+	"Served by %d workers":                 719,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
 	"Settled":              343,
-	"Settlement date":      541,
+	"Settlement date":      542,
 	"Show all definitions": 288,
-	"Show times in":        578,
+	"Show times in":        580,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 118,
-	"Sign in": 652,
-	"Sign in with an operator, designer or administrator token.": 653,
+	"Sign in": 654,
+	"Sign in with an operator, designer or administrator token.": 655,
 	"Sign out":             140,
 	"Signed in as %s (%s)": 139,
 	"Since revision %d:":   227,
@@ -478,9 +480,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 163,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 660,
-	"Staff tokens, oldest first": 661,
-	"Start node":                 595,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 662,
+	"Staff tokens, oldest first": 663,
+	"Start node":                 597,
 	"Started":                    358,
 	"State":                      173,
 	"Status":                     77,
@@ -503,7 +505,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 246,
 	"Tasks":                   174,
 	"Temporarily unavailable": 161,
-	"That is too long to be an id or a business key.": 645,
+	"That is too long to be an id or a business key.": 647,
 	"The %d largest groups; the filter matches more.": 85,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 255,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          226,
@@ -513,7 +515,7 @@ var messageKeyToIndex = map[string]int{
 	"The chart’s numbers": 295,
 	"The confirmed count is missing: start again from the list.":                                                                                                            91,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           164,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      579,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      581,
 	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 92,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 162,
 	"The deadline passed before a result arrived.":                                                                                                                          492,
@@ -529,23 +531,23 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             376,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 336,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         192,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               576,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               578,
 	"The page size must be between 1 and %d.":                                                                                                                                                              372,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  575,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  577,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 115,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            493,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      538,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          678,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          655,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          680,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          657,
 	"The version must be a whole number from 1.":                                                                                                                                                           369,
 	"These revisions have the same contracts.":                                                                                                                                                             212,
-	"These settings are kept in this browser only.":                                                                                                                                                        577,
-	"They take every revision their consumer is granted.":                                                                                                                                                  719,
-	"They take revision %d only.":                                                                                                                                                                          720,
-	"They take revisions %s only.":                                                                                                                                                                         721,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     572,
+	"These settings are kept in this browser only.":                                                                                                                                                        579,
+	"They take every revision their consumer is granted.":                                                                                                                                                  721,
+	"They take revision %d only.":                                                                                                                                                                          722,
+	"They take revisions %s only.":                                                                                                                                                                         723,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     574,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             93,
 	"This contract has no inputs.":                                                                                                                                                                         474,
 	"This contract has no outputs.":                                                                                                                                                                        477,
@@ -563,55 +565,55 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            677,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           676,
-	"This page does not accept that request.": 641,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            679,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           678,
+	"This page does not accept that request.": 643,
 	"This page reloads every %d seconds.":     148,
 	"This process takes no inputs.":           351,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 657,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 608,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            609,
+	"This token is unknown or has been revoked.": 659,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 610,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            611,
 	"Times in %s · no auto-reload":    145,
 	"Times in %s · reload every %d s": 144,
 	"Times in %s · reloading paused":  143,
 	"To revision":                     206,
-	"Token":                           654,
+	"Token":                           656,
 	"Tokens":                          137,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 656,
-	"Totals of all definitions, not narrowed by the other filters":         555,
-	"Totals of definition %s, not narrowed by the other filters":           554,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 658,
+	"Totals of all definitions, not narrowed by the other filters":         557,
+	"Totals of definition %s, not narrowed by the other filters":           556,
 	"Type": 185,
-	"Type an instance or occurrence id (a UUID, as the pages show on hover), or a business key.": 643,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 645,
 	"URL":                              257,
-	"UTC (coordinated universal time)": 584,
+	"UTC (coordinated universal time)": 586,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                539,
-	"Unknown destination “%s”.":        540,
-	"Unknown parameter “%s” (did you mean “%s”?).": 573,
-	"Unknown parameter “%s”.":                      574,
+	"Unknown consumer.":                540,
+	"Unknown destination “%s”.":        541,
+	"Unknown parameter “%s” (did you mean “%s”?).": 575,
+	"Unknown parameter “%s”.":                      576,
 	"Unknown status “%s”.":                         368,
 	"Value":                                        348,
 	"Version":                                      76,
-	"Versions, newest first":                       591,
+	"Versions, newest first":                       593,
 	"Waiting for Relais to call the destination since %s (%s).": 510,
 	"Waiting for a worker since %s (%s).":                       511,
 	"When":                                                      97,
 	"Who":                                                       98,
 	"Whole message":                                             449,
 	"Why (recorded with the reveal)":                            480,
-	"Worker":                                                    698,
+	"Worker":                                                    700,
 	"Worker id":                                                 440,
 	"Workers":                                                   134,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        696,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        698,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 697,
-	"Workers serving %s":                   705,
+	"Workers seen within three heartbeats": 699,
+	"Workers serving %s":                   707,
 	"Working copy":                         191,
-	"You are signed out.":                  649,
+	"You are signed out.":                  651,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              151,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 650,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      651,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 652,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      653,
 	"[redacted]":                          535,
 	"a token’s name, exact":               108,
 	"abandon":                             4,
@@ -620,21 +622,21 @@ var messageKeyToIndex = map[string]int{
 	"an incident: retry, abandon or stop": 267,
 	"answer too large":                    533,
 	"any":                                 74,
-	"any other code → %s":                 620,
+	"any other code → %s":                 622,
 	"any other error":                     265,
-	"as of %s (%s); counts are refreshed every few seconds.": 557,
-	"at least %d characters":                                 681,
-	"at least %d items":                                      688,
+	"as of %s (%s); counts are refreshed every few seconds.": 559,
+	"at least %d characters":                                 683,
+	"at least %d items":                                      690,
 	"at most %d":                                             468,
-	"at most %d characters":                                  682,
-	"at most %d items":                                       689,
+	"at most %d characters":                                  684,
+	"at most %d items":                                       691,
 	"at most %d since the last operator retry":               469,
 	"available":                                              384,
 	"boolean":                                                397,
-	"call in progress since":                                 562,
+	"call in progress since":                                 564,
 	"cancelled":                                              387,
 	"choice":                                                 400,
-	"claimable since":                                        561,
+	"claimable since":                                        563,
 	"claimable since %s":                                     285,
 	"classification changed":                                 421,
 	"completed":                                              293,
@@ -643,54 +645,54 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           525,
 	"date":                                                   398,
 	"date and time":                                          399,
-	"deadline %s":                                            623,
+	"deadline %s":                                            625,
 	"deferred":                                               386,
-	"deferred since":                                         564,
+	"deferred since":                                         566,
 	"deleted":                                                104,
 	"designer":                                               412,
 	"disconnected":                                           393,
-	"end (completes)":                                        615,
-	"end (fails)":                                            616,
+	"end (completes)":                                        617,
+	"end (fails)":                                            618,
 	"end: completes the instance":                            268,
 	"end: fails the instance":                                269,
-	"every revision its consumer is granted":                 711,
+	"every revision its consumer is granted":                 713,
 	"exact, case-sensitive":                                  374,
 	"expired":                                                390,
 	"failed":                                                 294,
-	"fails the instance":                                     621,
+	"fails the instance":                                     623,
 	"field added":                                            416,
 	"field removed":                                          417,
 	"format":                                                 427,
-	"format %s":                                              684,
+	"format %s":                                              686,
 	"from":                                                   109,
 	"held":                                                   389,
 	"held for an operator":                                   266,
 	"held, then abandoned by an operator":                    367,
 	"held, then stopped by an operator":                      366,
-	"hold (an incident for an operator)":                     619,
+	"hold (an incident for an operator)":                     621,
 	"id or business key":                                     131,
 	"in %s":                                                  307,
 	"in progress":                                            448,
-	"instance id":                                            545,
-	"instances held":                                         626,
-	"instances held: %s":                                     627,
+	"instance id":                                            546,
+	"instances held":                                         628,
+	"instances held: %s":                                     629,
 	"integer":                                                395,
-	"its name, exactly":                                      544,
+	"its name, exactly":                                      545,
 	"just now":                                               309,
 	"list":                                                   402,
-	"lock until":                                             563,
-	"long polling":                                           709,
+	"lock until":                                             565,
+	"long polling":                                           711,
 	"long wait":                                              286,
 	"maximum":                                                429,
-	"maximum %s":                                             686,
+	"maximum %s":                                             688,
 	"maximum items":                                          431,
 	"maximum length":                                         425,
 	"minimum":                                                428,
-	"minimum %s":                                             685,
+	"minimum %s":                                             687,
 	"minimum items":                                          430,
 	"minimum length":                                         424,
-	"never":                                                  666,
-	"next attempt":                                           560,
+	"never":                                                  668,
+	"next attempt":                                           562,
 	"no":                                                     415,
 	"no answer within the timeout":                           531,
 	"no connection":                                          532,
@@ -699,29 +701,29 @@ var messageKeyToIndex = map[string]int{
 	"no worker":                                              287,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 489,
 	"none": 245,
-	"none (revealed before reasons were asked for)": 639,
+	"none (revealed before reasons were asked for)": 641,
 	"none yet": 250,
 	"none: a failed call takes the node’s error path": 463,
 	"normal":                          403,
-	"not provided":                    691,
-	"not yet":                         667,
-	"null":                            694,
+	"not provided":                    693,
+	"not yet":                         669,
+	"null":                            696,
 	"number":                          396,
 	"object":                          401,
 	"on error":                        264,
-	"one of: %s":                      687,
+	"one of: %s":                      689,
 	"operator":                        411,
 	"optional %s field of type %s":    242,
 	"optional field of type %s":       244,
 	"optional → required":             235,
 	"pattern":                         426,
-	"pattern %s":                      683,
-	"pull":                            613,
+	"pattern %s":                      685,
+	"pull":                            615,
 	"pull %s":                         271,
 	"pull (the service fetches it)":   408,
 	"push %s":                         270,
 	"push (Relais calls the service)": 409,
-	"push to %s":                      614,
+	"push to %s":                      616,
 	"rejected":                        391,
 	"released":                        392,
 	"required %s field of type %s":    241,
@@ -730,40 +732,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             236,
 	"reserved":                        385,
 	"retry":                           3,
-	"revision %d":                     558,
-	"revisions %s":                    712,
+	"revision %d":                     560,
+	"revisions %s":                    714,
 	"revoked":                         176,
 	"routing changed":                 423,
-	"routing output":                  679,
+	"routing output":                  681,
 	"routing output %s → %s":          234,
 	"running":                         388,
 	"secret":                          405,
 	"sensitive":                       404,
-	"settled":                         559,
+	"settled":                         561,
 	"stop":                            5,
-	"stream":                          708,
+	"stream":                          710,
 	"text":                            394,
 	"the contracts are the same (the name or a description changed).": 228,
-	"this session":             670,
-	"timeout %s":               624,
-	"timeout %s (the default)": 625,
+	"this session":             672,
+	"timeout %s":               626,
+	"timeout %s (the default)": 627,
 	"to":                       110,
 	"type changed":             418,
-	"unexpected value":         695,
+	"unexpected value":         697,
 	"unknown":                  534,
 	"values added: %s":         237,
 	"values changed":           420,
 	"values removed: %s":       238,
 	"values reordered":         239,
-	"version %d":               593,
+	"version %d":               595,
 	"waiting":                  529,
 	"yes":                      414,
 	"••• hidden (secret)":      407,
 	"••• hidden (sensitive)":   406,
-	"→ %s":                     618,
+	"→ %s":                     620,
 }
 
-var enIndex = []uint32{ // 723 elements
+var enIndex = []uint32{ // 725 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -916,61 +918,62 @@ var enIndex = []uint32{ // 723 elements
 	0x00004a7c, 0x00004a9f, 0x00004aa7, 0x00004abf,
 	0x00004adc, 0x00004aea, 0x00004afb, 0x00004b03,
 	0x00004b0e, 0x00004b2f, 0x00004b71, 0x00004ba1,
-	0x00004bb3, 0x00004bd4, 0x00004be4, 0x00004c23,
+	0x00004bdc, 0x00004bee, 0x00004c0f, 0x00004c1f,
 	// Entry 220 - 23F
-	0x00004c34, 0x00004c46, 0x00004c52, 0x00004c63,
-	0x00004c7d, 0x00004c8e, 0x00004c94, 0x00004ca8,
-	0x00004cc0, 0x00004ce5, 0x00004cf3, 0x00004d31,
-	0x00004d6e, 0x00004d9a, 0x00004dd7, 0x00004de6,
-	0x00004dee, 0x00004dfb, 0x00004e0b, 0x00004e22,
-	0x00004e2d, 0x00004e3c, 0x00004e42, 0x00004e50,
-	0x00004e5a, 0x00004e65, 0x00004e78, 0x00004e9d,
-	0x00004ec8, 0x00004f59, 0x00004f94, 0x00004fb3,
+	0x00004c5e, 0x00004c6f, 0x00004c81, 0x00004c8d,
+	0x00004c9e, 0x00004cb8, 0x00004cc0, 0x00004cd1,
+	0x00004cd7, 0x00004ceb, 0x00004d03, 0x00004d28,
+	0x00004d36, 0x00004d74, 0x00004db1, 0x00004ddd,
+	0x00004e1a, 0x00004e29, 0x00004e31, 0x00004e3e,
+	0x00004e4e, 0x00004e65, 0x00004e70, 0x00004e7f,
+	0x00004e85, 0x00004e93, 0x00004e9d, 0x00004ea8,
+	0x00004ebb, 0x00004ee0, 0x00004f0b, 0x00004f9c,
 	// Entry 240 - 25F
-	0x00004ff1, 0x00005028, 0x00005056, 0x00005064,
-	0x000050f7, 0x00005115, 0x0000526c, 0x0000527a,
-	0x0000528e, 0x000052af, 0x000052c3, 0x000052c9,
-	0x000052dd, 0x00005350, 0x0000539d, 0x000053ae,
-	0x000053c5, 0x000053e2, 0x000053f0, 0x000053fe,
-	0x00005409, 0x0000540f, 0x00005501, 0x00005507,
-	0x00005539, 0x0000553e, 0x0000554e, 0x00005559,
-	0x00005562, 0x00005572, 0x0000558c, 0x00005631,
+	0x00004fd7, 0x00004ff6, 0x00005034, 0x0000506b,
+	0x00005099, 0x000050a7, 0x0000513a, 0x00005158,
+	0x000052af, 0x000052bd, 0x000052d1, 0x000052f2,
+	0x00005306, 0x0000530c, 0x00005320, 0x00005393,
+	0x000053e0, 0x000053f1, 0x00005408, 0x00005425,
+	0x00005433, 0x00005441, 0x0000544c, 0x00005452,
+	0x00005544, 0x0000554a, 0x0000557c, 0x00005581,
+	0x00005591, 0x0000559c, 0x000055a5, 0x000055b5,
 	// Entry 260 - 27F
-	0x00005647, 0x000056cc, 0x00005746, 0x00005755,
-	0x0000580f, 0x00005860, 0x00005865, 0x00005873,
-	0x00005883, 0x0000588f, 0x0000589f, 0x000058a9,
-	0x000058cc, 0x000058e5, 0x000058f8, 0x00005964,
-	0x00005973, 0x00005981, 0x0000599d, 0x000059ac,
-	0x000059c2, 0x000059fb, 0x00005a2d, 0x00005a3b,
-	0x00005a93, 0x00005aca, 0x00005ae1, 0x00005b25,
-	0x00005b4a, 0x00005bc1, 0x00005bd7, 0x00005bee,
+	0x000055cf, 0x00005674, 0x0000568a, 0x0000570f,
+	0x00005789, 0x00005798, 0x00005852, 0x000058a3,
+	0x000058a8, 0x000058b6, 0x000058c6, 0x000058d2,
+	0x000058e2, 0x000058ec, 0x0000590f, 0x00005928,
+	0x0000593b, 0x000059a7, 0x000059b6, 0x000059c4,
+	0x000059e0, 0x000059ef, 0x00005a05, 0x00005a3e,
+	0x00005a70, 0x00005a7e, 0x00005ad6, 0x00005b0d,
+	0x00005b24, 0x00005b68, 0x00005b8d, 0x00005c04,
 	// Entry 280 - 29F
-	0x00005c1c, 0x00005c2f, 0x00005c57, 0x00005c5e,
-	0x00005cb9, 0x00005ce3, 0x00005d13, 0x00005d71,
-	0x00005e7f, 0x00005f1f, 0x00005f33, 0x00005fde,
-	0x00006054, 0x0000605c, 0x00006097, 0x0000609d,
-	0x00006119, 0x00006161, 0x0000618c, 0x000061ee,
-	0x00006250, 0x000062f7, 0x00006312, 0x0000631c,
-	0x00006321, 0x0000632b, 0x00006333, 0x00006339,
-	0x00006341, 0x0000634f, 0x00006359, 0x00006366,
+	0x00005c1a, 0x00005c31, 0x00005c5f, 0x00005c72,
+	0x00005c9a, 0x00005ca1, 0x00005d09, 0x00005d33,
+	0x00005d63, 0x00005dc1, 0x00005ecf, 0x00005f6f,
+	0x00005f83, 0x0000602e, 0x000060a4, 0x000060ac,
+	0x000060e7, 0x000060ed, 0x00006169, 0x000061b1,
+	0x000061dc, 0x0000623e, 0x000062a0, 0x00006347,
+	0x00006362, 0x0000636c, 0x00006371, 0x0000637b,
+	0x00006383, 0x00006389, 0x00006391, 0x0000639f,
 	// Entry 2A0 - 2BF
-	0x00006379, 0x0000639d, 0x0000641d, 0x0000642e,
-	0x00006436, 0x000064ab, 0x000064ff, 0x00006541,
-	0x00006550, 0x0000655c, 0x00006598, 0x000065d2,
-	0x000065e0, 0x000065ed, 0x000065fb, 0x00006609,
-	0x00006617, 0x00006649, 0x00006679, 0x000066d5,
-	0x000066e2, 0x00006702, 0x0000671c, 0x00006721,
-	0x00006732, 0x000067b8, 0x000067dd, 0x000067e4,
-	0x000067ed, 0x00006800, 0x0000680a, 0x00006814,
+	0x000063a9, 0x000063b6, 0x000063c9, 0x000063ed,
+	0x0000646d, 0x0000647e, 0x00006486, 0x000064fb,
+	0x0000654f, 0x00006591, 0x000065a0, 0x000065ac,
+	0x000065e8, 0x00006622, 0x00006630, 0x0000663d,
+	0x0000664b, 0x00006659, 0x00006667, 0x00006699,
+	0x000066c9, 0x00006725, 0x00006732, 0x00006752,
+	0x0000676c, 0x00006771, 0x00006782, 0x00006808,
+	0x0000682d, 0x00006834, 0x0000683d, 0x00006850,
 	// Entry 2C0 - 2DF
-	0x0000681e, 0x00006836, 0x0000684c, 0x00006858,
-	0x0000687a, 0x00006881, 0x0000688e, 0x0000689f,
-	0x000068c6, 0x000068d6, 0x0000692a, 0x0000697a,
-	0x000069da, 0x00006a2d, 0x00006a65, 0x00006ab5,
-	0x00006ae9, 0x00006b08, 0x00006b28,
-} // Size: 2916 bytes
+	0x0000685a, 0x00006864, 0x0000686e, 0x00006886,
+	0x0000689c, 0x000068a8, 0x000068ca, 0x000068d1,
+	0x000068de, 0x000068ef, 0x00006916, 0x00006926,
+	0x0000697a, 0x000069ca, 0x00006a2a, 0x00006a7d,
+	0x00006ab5, 0x00006b05, 0x00006b39, 0x00006b58,
+	0x00006b78,
+} // Size: 2924 bytes
 
-const enData string = "" + // Size: 27432 bytes
+const enData string = "" + // Size: 27512 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1269,56 +1272,57 @@ const enData string = "" + // Size: 27432 bytes
 	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
 	"arge\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Mes" +
 	"sage from the service (its own words, protected values masked)\x02The re" +
-	"vision must be a whole number, 1 or more.\x02Unknown consumer.\x02Unknow" +
-	"n destination “%[1]s”.\x02Settlement date\x02More filters: instance, rev" +
-	"ision, consumer, destination, dates\x02Push destination\x02its name, exa" +
-	"ctly\x02instance id\x02Counts by status\x02Occurrences, newest first\x02" +
-	"Process and node\x02Error\x02Consumer and worker\x02Next attempt or sett" +
-	"led\x02No occurrence matches these filters.\x02All consumers\x02Totals o" +
-	"f definition %[1]s, not narrowed by the other filters\x02Totals of all d" +
-	"efinitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02" +
-	"\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[" +
-	"2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02settl" +
-	"ed\x02next attempt\x02claimable since\x02call in progress since\x02lock " +
-	"until\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First " +
-	"page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]" +
-	"s: the first day comes after the last.\x02This address holds a parameter" +
-	" that cannot be read (a percent sign not followed by two hexadecimal dig" +
-	"its, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” " +
-	"(did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter " +
-	"“%[1]s” is given %[2]d times: give it once.\x02The page cursor is inva" +
-	"lid: go back to the first page.\x02These settings are kept in this brows" +
-	"er only.\x02Show times in\x02The console runs no script, so it cannot re" +
-	"ad your computer’s time zone: choose its offset from UTC. Offsets do not" +
-	" follow daylight saving time.\x02Reload lists and detail pages\x02A relo" +
-	"ad empties what you typed but did not apply (filters, the search box) an" +
-	"d moves the focus back to the top of the page: “Pause reloading”, on eve" +
-	"ry page that reloads, stops it until you resume. Pages where you type a " +
-	"reason (confirmations, and occurrences with a value to reveal) never rel" +
-	"oad on their own, nor does a revealed value.\x02Save settings\x02Back wi" +
-	"thout saving\x02UTC (coordinated universal time)\x02Local time at %[1]s" +
-	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
-	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
-	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
-	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02" +
-	"Graph\x02Columns follow the longest path from the start node. Solid arro" +
-	"ws are successes (labelled with their route), dashed ones failures (labe" +
-	"lled with their error codes). Each box says how many of this version’s o" +
-	"ccurrences are at that node now.\x02Nodes\x02Nodes of this version, with" +
-	" their occurrences now\x02Kind\x02Pinned revision\x02On success\x02On er" +
-	"ror\x02Occurrences now\x02Instances of this version\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s).\x02Nodes of this version\x02This version has %[1]d nodes: too many t" +
-	"o draw legibly (at most %[2]d). The table below lists every node with it" +
-	"s routes and counts.\x02This version has %[1]d nodes: too many to draw l" +
-	"egibly (at most %[2]d). The table below lists every node with its routes" +
-	".\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at " +
-	"%[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02" +
-	"%[1]d nodes, starting at %[2]s. The table below lists the same nodes, ro" +
-	"utes and counts.\x02%[1]d nodes, starting at %[2]s. The table below list" +
-	"s the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"vision must be a whole number, 1 or more.\x02A revision is a definition’" +
+	"s: choose the definition too.\x02Unknown consumer.\x02Unknown destinatio" +
+	"n “%[1]s”.\x02Settlement date\x02More filters: instance, revision, consu" +
+	"mer, destination, dates\x02Push destination\x02its name, exactly\x02inst" +
+	"ance id\x02Counts by status\x02Occurrences, newest first\x02Message\x02P" +
+	"rocess and node\x02Error\x02Consumer and worker\x02Next attempt or settl" +
+	"ed\x02No occurrence matches these filters.\x02All consumers\x02Totals of" +
+	" definition %[1]s, not narrowed by the other filters\x02Totals of all de" +
+	"finitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
+	" the first day comes after the last.\x02This address holds a parameter t" +
+	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
+	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
+	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
+	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
+	" go back to the first page.\x02These settings are kept in this browser o" +
+	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
+	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
+	"low daylight saving time.\x02Reload lists and detail pages\x02A reload e" +
+	"mpties what you typed but did not apply (filters, the search box) and mo" +
+	"ves the focus back to the top of the page: “Pause reloading”, on every p" +
+	"age that reloads, stops it until you resume. Pages where you type a reas" +
+	"on (confirmations, and occurrences with a value to reveal) never reload " +
+	"on their own, nor does a revealed value.\x02Save settings\x02Back withou" +
+	"t saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02N" +
+	"ever\x02Every %[1]d seconds\x02Published process versions: their nodes, " +
+	"routes and pinned revisions, drawn, with where their occurrences are now" +
+	".\x02Published process versions: their nodes, routes and pinned revision" +
+	"s, drawn.\x02Processes by key\x02Versions, newest first\x02No process is" +
+	" published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
+	"bly (at most %[2]d). The table below lists every node with its routes." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
+	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
 	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
 	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
 	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
@@ -1334,67 +1338,67 @@ const enData string = "" + // Size: 27432 bytes
 	" field and why. The values themselves are never kept.\x02Reveals, newest" +
 	" first\x02No value was revealed.\x02none (revealed before reasons were a" +
 	"sked for)\x02Method not allowed\x02This page does not accept that reques" +
-	"t.\x02Search\x02Type an instance or occurrence id (a UUID, as the pages " +
-	"show on hover), or a business key.\x02Nothing to find: the search box is" +
-	" empty.\x02That is too long to be an id or a business key.\x02No instanc" +
-	"e or occurrence has the id “%[1]s”, and no instance has it as its busine" +
-	"ss key.\x02No instance or occurrence has the id “%[1]s”, and no instance" +
-	" has it as its business key. An ended instance is deleted, with its occu" +
-	"rrences and attempts, once the retention period (RELAIS_RETENTION) has p" +
-	"assed; the audit log keeps the operator actions taken on it.\x02No insta" +
-	"nce has “%[1]s” as its business key, and it is not a whole id: the lists" +
-	" show the end of each id. Open the row, or copy its link, for the whole " +
-	"id.\x02You are signed out.\x02Your session had ended (inactivity, a sign" +
-	"-out elsewhere, a revoked token or a restart of the server), so your las" +
-	"t action was not applied. Sign in again, then repeat it.\x02Your session" +
-	" has ended (inactivity, a sign-out elsewhere, a revoked token or a resta" +
-	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
-	", designer or administrator token.\x02Token\x02The token is checked once" +
-	" and never stored in your browser; a session cookie stands for it for up" +
-	" to 8 hours of inactivity.\x02Too many failed sign-ins from your address" +
-	". Try again in %[1]d seconds.\x02This token is unknown or has been revok" +
-	"ed.\x02A %[1]s token cannot open the console: sign in with an operator, " +
-	"designer or administrator token.\x02Only administrators see this page: t" +
-	"okens, consumers, destinations and the reveal log are theirs.\x02Staff t" +
-	"okens (administrators, designers, operators) that are not revoked. Consu" +
-	"mer tokens are managed with their consumers. Revoking a token refuses it" +
-	"s next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02La" +
-	"st used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02th" +
-	"is session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02I" +
-	"ts next request is refused, and console sessions opened with it end. Thi" +
-	"s cannot be undone: whoever uses it needs a new token.\x02Revoke the tok" +
-	"en\x02Keep it\x02This is the token you signed in with: revoking it signs" +
-	" you out. Its next request is refused. This cannot be undone.\x02This is" +
-	" the last usable administrator token: create another one before revoking" +
-	" it.\x02The token %[1]s (%[2]s) was revoked: its next request is refused" +
-	".\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at lea" +
-	"st %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
-	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
-	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
-	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
-	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
-	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x02No process uses this definit" +
-	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
-	"this definition: Relais calls its destinations (push), and it needs no w" +
-	"orker.\x02No worker is connected for this definition; none of its occurr" +
-	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
-	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
-	"e take every revision their consumer is granted.\x02They take every revi" +
-	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
-	"y take revisions %[1]s only."
+	"t.\x02Search\x02Type an instance or occurrence id (a whole UUID, as the " +
+	"title of its page shows it), or a business key.\x02Nothing to find: the " +
+	"search box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed; the audit log keeps the operator actions taken on i" +
+	"t.\x02No instance has “%[1]s” as its business key, and it is not a whole" +
+	" id: the lists show the end of each id. Open the row, or copy its link, " +
+	"for the whole id.\x02You are signed out.\x02Your session had ended (inac" +
+	"tivity, a sign-out elsewhere, a revoked token or a restart of the server" +
+	"), so your last action was not applied. Sign in again, then repeat it." +
+	"\x02Your session has ended (inactivity, a sign-out elsewhere, a revoked " +
+	"token or a restart of the server). Sign in again.\x02Sign in\x02Sign in " +
+	"with an operator, designer or administrator token.\x02Token\x02The token" +
+	" is checked once and never stored in your browser; a session cookie stan" +
+	"ds for it for up to 8 hours of inactivity.\x02Too many failed sign-ins f" +
+	"rom your address. Try again in %[1]d seconds.\x02This token is unknown o" +
+	"r has been revoked.\x02A %[1]s token cannot open the console: sign in wi" +
+	"th an operator, designer or administrator token.\x02Only administrators " +
+	"see this page: tokens, consumers, destinations and the reveal log are th" +
+	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
+	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
+	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
+	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
+	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
+	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No proc" +
+	"ess uses this definition yet: it needs a worker once a process pulls it." +
+	"\x02No process pulls this definition: Relais calls its destinations (pus" +
+	"h), and it needs no worker.\x02No worker is connected for this definitio" +
+	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 723 elements
+var frIndex = []uint32{ // 725 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1547,61 +1551,62 @@ var frIndex = []uint32{ // 723 elements
 	0x00005fe6, 0x00006010, 0x0000601b, 0x00006038,
 	0x00006057, 0x00006068, 0x00006082, 0x0000608b,
 	0x00006095, 0x000060b4, 0x00006102, 0x00006137,
-	0x0000614d, 0x00006173, 0x00006184, 0x000061ce,
+	0x00006188, 0x0000619e, 0x000061c4, 0x000061d5,
 	// Entry 220 - 23F
-	0x000061e4, 0x000061f8, 0x00006211, 0x00006227,
-	0x00006251, 0x00006264, 0x0000626b, 0x00006286,
-	0x000062a6, 0x000062d6, 0x000062ed, 0x00006325,
-	0x00006360, 0x0000638c, 0x000063e0, 0x000063f0,
-	0x000063fb, 0x0000640f, 0x00006421, 0x00006437,
-	0x00006449, 0x0000645b, 0x00006461, 0x00006473,
-	0x00006481, 0x00006490, 0x000064a6, 0x000064d0,
-	0x00006503, 0x000065ab, 0x000065fb, 0x00006623,
+	0x0000621f, 0x00006235, 0x00006249, 0x00006262,
+	0x00006278, 0x000062a2, 0x000062aa, 0x000062bd,
+	0x000062c4, 0x000062df, 0x000062ff, 0x0000632f,
+	0x00006346, 0x0000637e, 0x000063b9, 0x000063e5,
+	0x00006439, 0x00006449, 0x00006454, 0x00006468,
+	0x0000647a, 0x00006490, 0x000064a2, 0x000064b4,
+	0x000064ba, 0x000064cc, 0x000064da, 0x000064e9,
+	0x000064ff, 0x00006529, 0x0000655c, 0x00006604,
 	// Entry 240 - 25F
-	0x00006675, 0x000066b7, 0x000066f3, 0x0000670a,
-	0x000067d2, 0x000067ff, 0x000069b9, 0x000069d3,
-	0x000069ec, 0x00006a0d, 0x00006a23, 0x00006a2a,
-	0x00006a44, 0x00006ad9, 0x00006b3c, 0x00006b4f,
-	0x00006b76, 0x00006b9e, 0x00006bac, 0x00006bbc,
-	0x00006bcd, 0x00006bd4, 0x00006d0a, 0x00006d11,
-	0x00006d4b, 0x00006d50, 0x00006d65, 0x00006d79,
-	0x00006d8b, 0x00006da1, 0x00006dbc, 0x00006e91,
+	0x00006654, 0x0000667c, 0x000066ce, 0x00006710,
+	0x0000674c, 0x00006763, 0x0000682b, 0x00006858,
+	0x00006a12, 0x00006a2c, 0x00006a45, 0x00006a66,
+	0x00006a7c, 0x00006a83, 0x00006a9d, 0x00006b32,
+	0x00006b95, 0x00006ba8, 0x00006bcf, 0x00006bf7,
+	0x00006c05, 0x00006c15, 0x00006c26, 0x00006c2d,
+	0x00006d63, 0x00006d6a, 0x00006da4, 0x00006da9,
+	0x00006dbe, 0x00006dd2, 0x00006de4, 0x00006dfa,
 	// Entry 260 - 27F
-	0x00006ea9, 0x00006f4a, 0x00006fd9, 0x00006fe9,
-	0x000070c3, 0x00007185, 0x0000718a, 0x0000719a,
-	0x000071a8, 0x000071b8, 0x000071c8, 0x000071d2,
-	0x000071fb, 0x00007215, 0x00007230, 0x000072be,
-	0x000072cf, 0x000072dc, 0x000072f7, 0x0000730b,
-	0x00007329, 0x00007374, 0x000073b5, 0x000073cd,
-	0x00007443, 0x00007489, 0x000074a2, 0x000074f5,
-	0x00007530, 0x000075c8, 0x000075f4, 0x0000761a,
+	0x00006e15, 0x00006eea, 0x00006f02, 0x00006fa3,
+	0x00007032, 0x00007042, 0x0000711c, 0x000071de,
+	0x000071e3, 0x000071f3, 0x00007201, 0x00007211,
+	0x00007221, 0x0000722b, 0x00007254, 0x0000726e,
+	0x00007289, 0x00007317, 0x00007328, 0x00007335,
+	0x00007350, 0x00007364, 0x00007382, 0x000073cd,
+	0x0000740e, 0x00007426, 0x0000749c, 0x000074e2,
+	0x000074fb, 0x0000754e, 0x00007589, 0x00007621,
 	// Entry 280 - 29F
-	0x0000764e, 0x00007666, 0x00007691, 0x0000769b,
-	0x00007715, 0x0000774a, 0x0000778b, 0x000077ff,
-	0x0000794e, 0x00007a27, 0x00007a40, 0x00007b09,
-	0x00007b86, 0x00007b93, 0x00007be5, 0x00007beb,
-	0x00007c87, 0x00007cdb, 0x00007d06, 0x00007d92,
-	0x00007e28, 0x00007eea, 0x00007f1a, 0x00007f27,
-	0x00007f2d, 0x00007f43, 0x00007f4e, 0x00007f55,
-	0x00007f60, 0x00007f6e, 0x00007f7b, 0x00007f89,
+	0x0000764d, 0x00007673, 0x000076a7, 0x000076bf,
+	0x000076ea, 0x000076f4, 0x0000777c, 0x000077b1,
+	0x000077f2, 0x00007866, 0x000079b5, 0x00007a8e,
+	0x00007aa7, 0x00007b70, 0x00007bed, 0x00007bfa,
+	0x00007c4c, 0x00007c52, 0x00007cee, 0x00007d42,
+	0x00007d6d, 0x00007df9, 0x00007e8f, 0x00007f51,
+	0x00007f81, 0x00007f8e, 0x00007f94, 0x00007faa,
+	0x00007fb5, 0x00007fbc, 0x00007fc7, 0x00007fd5,
 	// Entry 2A0 - 2BF
-	0x00007fa2, 0x00007fcf, 0x00008078, 0x0000808b,
-	0x00008095, 0x00008124, 0x00008185, 0x000081d7,
-	0x000081e9, 0x000081fc, 0x0000823a, 0x00008276,
-	0x00008282, 0x0000828f, 0x0000829d, 0x000082ab,
-	0x000082bb, 0x000082f7, 0x00008331, 0x000083ae,
-	0x000083b9, 0x000083e3, 0x000083ff, 0x00008403,
-	0x00008415, 0x000084d7, 0x0000850a, 0x00008515,
-	0x0000851f, 0x00008534, 0x0000853d, 0x00008547,
+	0x00007fe2, 0x00007ff0, 0x00008009, 0x00008036,
+	0x000080df, 0x000080f2, 0x000080fc, 0x0000818b,
+	0x000081ec, 0x0000823e, 0x00008250, 0x00008263,
+	0x000082a1, 0x000082dd, 0x000082e9, 0x000082f6,
+	0x00008304, 0x00008312, 0x00008322, 0x0000835e,
+	0x00008398, 0x00008415, 0x00008420, 0x0000844a,
+	0x00008466, 0x0000846a, 0x0000847c, 0x0000853e,
+	0x00008571, 0x0000857c, 0x00008586, 0x0000859b,
 	// Entry 2C0 - 2DF
-	0x0000855c, 0x00008580, 0x0000859a, 0x000085af,
-	0x000085db, 0x000085e0, 0x000085f5, 0x00008607,
-	0x0000863c, 0x0000864d, 0x000086c3, 0x0000874e,
-	0x000087dd, 0x00008844, 0x00008886, 0x000088f9,
-	0x00008941, 0x0000896f, 0x000089a2,
-} // Size: 2916 bytes
+	0x000085a4, 0x000085ae, 0x000085c3, 0x000085e7,
+	0x00008601, 0x00008616, 0x00008642, 0x00008647,
+	0x0000865c, 0x0000866e, 0x000086a3, 0x000086b4,
+	0x0000872a, 0x000087b5, 0x00008844, 0x000088ab,
+	0x000088ed, 0x00008960, 0x000089a8, 0x000089d6,
+	0x00008a09,
+} // Size: 2924 bytes
 
-const frData string = "" + // Size: 35234 bytes
+const frData string = "" + // Size: 35337 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1966,158 +1971,159 @@ const frData string = "" + // Size: 35234 bytes
 	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
 	"umineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Me" +
 	"ssage de l’exécutant (ses propres termes, valeurs protégées masquées)" +
-	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Consommateur i" +
-	"nconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date de clôture" +
-	"\x02Plus de filtres\u202f: instance, révision, consommateur, destination" +
-	", dates\x02Destination d’appel\x02son nom, exactement\x02identifiant d’i" +
-	"nstance\x02Décomptes par statut\x02Occurrences, les plus récentes d’abor" +
-	"d\x02Processus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochai" +
-	"ne tentative ou clôture\x02Aucune occurrence ne correspond à ces filtres" +
-	".\x02Tous les consommateurs\x02Totaux de la définition %[1]s, sans les a" +
-	"utres filtres\x02Totaux de toutes les définitions, sans les autres filtr" +
-	"es\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occu" +
-	"rrences\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes " +
-	"les 5 secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tenta" +
-	"tive\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02" +
-	"différée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première" +
-	" page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-0" +
-	"1.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adre" +
-	"sse contient un paramètre illisible (un signe pour cent qui n’est pas su" +
-	"ivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez " +
-	"l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous" +
-	" dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[" +
-	"1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois" +
-	"\u202f: donnez-le une seule fois.\x02Le curseur de page est invalide" +
-	"\u202f: revenez à la première page.\x02Ces réglages sont conservés dans " +
-	"ce navigateur seulement.\x02Afficher les heures en\x02La console n’exécu" +
-	"te aucun script et ne peut donc pas lire le fuseau horaire de votre ordi" +
-	"nateur\u202f: choisissez son décalage par rapport à UTC. Les décalages n" +
-	"e suivent pas l’heure d’été.\x02Recharger les listes et les pages de dét" +
-	"ail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (fil" +
-	"tres, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1" +
-	"]d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, ro" +
-	"utes et révisions épinglées, dessinés, avec l’emplacement actuel de leur" +
-	"s occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds," +
-	" routes et révisions épinglées, dessinés.\x02Processus par clé\x02Versio" +
-	"ns, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
-	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
-	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
-	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
-	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
-	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de cette version\x02Les colonnes " +
-	"suivent le plus long chemin depuis le nœud de départ. Les flèches pleine" +
-	"s sont les réussites (étiquetées par leur route), les pointillées les éc" +
-	"hecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version" +
-	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
-	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
-	"es et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les" +
-	" dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaqu" +
-	"e nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%" +
-	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
-	"uds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
-	"leau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[" +
-	"1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02" +
-	"instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; act" +
-	"ualisés toutes les 5 secondes environ.\x02Seuls les administrateurs peuv" +
-	"ent révéler une valeur sensible.\x02Révélation impossible\x02Dites pourq" +
-	"uoi vous révélez cette valeur\u202f: le motif est consigné avec la révél" +
-	"ation dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consi" +
-	"gné dans le journal d’audit.\x02Retour à l’occurrence\x02Seule une valeu" +
-	"r que cette page affiche masquée (sensible) peut être révélée.\x02Les va" +
-	"leurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensibl" +
-	"e qu’un administrateur a révélée\u202f: qui, quand, quel champ et pourqu" +
-	"oi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, l" +
-	"es plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (rév" +
-	"élée avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette" +
-	" page n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifi" +
-	"ant d’instance ou d’occurrence (un UUID, que les pages affichent au surv" +
-	"ol) ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche e" +
-	"st vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»," +
-	" et aucune instance ne l’a pour clé métier.\x02Aucune instance ni occurr" +
-	"ence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instance ne l’a po" +
-	"ur clé métier. Une instance terminée est supprimée, avec ses occurrences" +
-	" et ses tentatives, une fois la durée de conservation (RELAIS_RETENTION)" +
-	" écoulée\u202f; le journal d’audit garde les actions d’opérateur menées " +
-	"sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et" +
-	" ce n’est pas un identifiant entier\u202f: les listes montrent la fin de" +
-	" chaque identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identif" +
-	"iant entier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (i" +
-	"nactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur" +
-	")\u202f: votre dernière action n’a pas été appliquée. Reconnectez-vous, " +
-	"puis refaites-la.\x02Votre session a pris fin (inactivité, déconnexion a" +
-	"illeurs, jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02" +
-	"Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur " +
-	"ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est " +
-	"jamais conservé dans votre navigateur\u202f; un cookie de session le rem" +
-	"place jusqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depu" +
-	"is votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu" +
-	" ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la conso" +
-	"le\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’a" +
-	"dministrateur.\x02Seuls les administrateurs voient cette page\u202f: les" +
-	" jetons, les consommateurs, les destinations et le journal des révélatio" +
-	"ns sont de leur ressort.\x02Jetons du personnel (administrateurs, concep" +
-	"teurs, opérateurs) non révoqués. Les jetons des consommateurs se gèrent " +
-	"avec leurs consommateurs. Révoquer un jeton refuse sa requête suivante." +
-	"\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôl" +
-	"e\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton" +
-	" expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révo" +
-	"quer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante es" +
-	"t refusée et les sessions de console ouvertes avec lui prennent fin. C’e" +
-	"st irréversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02" +
-	"Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes c" +
-	"onnecté\u202f: le révoquer vous déconnecte. Sa requête suivante est refu" +
-	"sée. C’est irréversible.\x02C’est le dernier jeton administrateur utilis" +
-	"able\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%" +
-	"[2]s) a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie " +
-	"de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %" +
-	"[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères" +
-	"\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02par" +
-	"mi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément" +
-	"\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au pl" +
-	"us %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeu" +
-	"rs ne sont pas affichées\u202f: la page montre les %[2]d premières, le d" +
-	"étail de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en " +
-	"tout)\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flu" +
-	"x, et ceux qui interrogent par leur dernière demande. Un exécutant est l" +
-	"isté tant qu’il s’est manifesté dans les trois derniers battements de cœ" +
-	"ur.\x02Exécutants vus dans les trois derniers battements\x02Exécutant" +
-	"\x02Protocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier" +
-	" signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %" +
-	"[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition." +
-	"\x02flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révis" +
-	"ions accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant " +
-	"ne sert cette définition\u202f: ses occurrences attendent qu’un exécutan" +
-	"t se connecte ou interroge.\x02Aucun processus n’utilise encore cette dé" +
-	"finition\u202f: elle aura besoin d’un exécutant quand un processus l’uti" +
-	"lisera en mode pull.\x02Aucun processus n’utilise cette définition en mo" +
-	"de pull\u202f: Relais appelle ses destinations (push), elle n’a besoin d" +
-	"’aucun exécutant.\x02Aucun exécutant n’est connecté pour cette définit" +
-	"ion\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00" +
-	"\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécu" +
-	"tants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennen" +
-	"t toutes les révisions accordées à leur consommateur.\x02Toutes les révi" +
-	"sions accordées au consommateur sont prises en charge.\x02Seule la révis" +
-	"ion %[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises" +
-	" en charge."
+	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révision e" +
+	"st celle d’une définition\u202f: choisissez aussi la définition.\x02Cons" +
+	"ommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date d" +
+	"e clôture\x02Plus de filtres\u202f: instance, révision, consommateur, de" +
+	"stination, dates\x02Destination d’appel\x02son nom, exactement\x02identi" +
+	"fiant d’instance\x02Décomptes par statut\x02Occurrences, les plus récent" +
+	"es d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et " +
+	"exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corr" +
+	"espond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définiti" +
+	"on %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, s" +
+	"ans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes s" +
+	"ont actualisés toutes les 5 secondes environ.\x02révision %[1]d\x02clôtu" +
+	"rée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
+	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
+	"e suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
+	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
+	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
+	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
+	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
+	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
+	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
+	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
+	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
+	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
+	" de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. L" +
+	"es décalages ne suivent pas l’heure d’été.\x02Recharger les listes et le" +
+	"s pages de détail\x02Un rechargement vide ce que vous avez saisi sans l’" +
+	"appliquer (filtres, champ de recherche) et ramène le focus en haut de la" +
+	" page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qu" +
+	"i se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où v" +
+	"ous saisissez un motif (confirmations, et occurrences dont une valeur pe" +
+	"ut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une " +
+	"valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
+	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
+	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
+	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
+	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
+	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
+	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
+	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de dép" +
+	"art\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud" +
+	" de départ. Les flèches pleines sont les réussites (étiquetées par leur " +
+	"route), les pointillées les échecs (étiquetées par leurs codes d’erreur)" +
+	". Chaque case indique combien d’occurrences de cette version se trouvent" +
+	" à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs oc" +
+	"currences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite" +
+	"\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette versi" +
+	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
+	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
+	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
+	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
+	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
+	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
+	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
+	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
+	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
+	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
+	"isissez un identifiant d’instance ou d’occurrence (un UUID complet, tel " +
+	"que le titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
+	".\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»" +
+	", et aucune instance ne l’a pour clé métier. Une instance terminée est s" +
+	"upprimée, avec ses occurrences et ses tentatives, une fois la durée de c" +
+	"onservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde l" +
+	"es actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[" +
+	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
+	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
+	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
+	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
+	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
+	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
+	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
+	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
+	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
+	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
+	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
+	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
+	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
+	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
+	"rateurs voient cette page\u202f: les jetons, les consommateurs, les dest" +
+	"inations et le journal des révélations sont de leur ressort.\x02Jetons d" +
+	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
+	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
+	"n jeton refuse sa requête suivante.\x02Jetons du personnel, les plus anc" +
+	"iens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expirati" +
+	"on\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
+	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
+	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
+	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
+	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
+	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
+	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
+	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 68498 bytes (66KiB); checksum: 90A0DCFD
+	// Total table size 68697 bytes (67KiB); checksum: B1FB7D95
