@@ -73,6 +73,17 @@ type taskControl struct {
 	// returned is set once the handler returned: a lock lost after it
 	// loses an outcome being reported, not a handler's work.
 	returned atomic.Bool
+
+	// end is what became of the task, as Config.OnTaskEnd is told: set
+	// by whatever settles it last, on the task's own goroutine.
+	end TaskEnd
+}
+
+// ended records the task's outcome for Config.OnTaskEnd.
+func (t *Task) ended(o TaskOutcome, code string, err error) {
+	if t.ctl != nil {
+		t.ctl.end.Outcome, t.ctl.end.ErrorCode, t.ctl.end.Err = o, code, err
+	}
 }
 
 // deferState is where a task stands with Defer.
@@ -248,10 +259,14 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 	var outputs any
 	var err error
 	returned := make(chan struct{})
+	began := time.Now()
+	var took atomic.Int64
+	defer r.taskEnded(t, began, &took, log)
 	go func() {
 		defer close(returned)
 		defer r.handling.Add(-1)
 		outputs, err = invoke(ctx, h, t, log)
+		took.Store(int64(time.Since(began)))
 		t.ctl.returned.Store(true)
 	}()
 	select {
@@ -278,6 +293,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 			if t.ctl.deferred(false) {
 				// Deferred, the task is no longer this worker's to fail.
 				log.Error("handler ignored the handler timeout after deferring its task; waiting for the handler to return")
+				t.ended(OutcomeDeferred, "", nil)
 				<-returned
 				return
 			}
@@ -292,6 +308,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 
 	if t.ctl.deferred(true) {
 		// Whoever settles it later, by id, reports its outcome.
+		t.ended(OutcomeDeferred, "", nil)
 		if outputs != nil || err != nil {
 			log.Warn("the handler returned an outcome after deferring its task; it is not reported: the task stays deferred until settled by id")
 		}
@@ -308,11 +325,13 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		// An operator stopped the instance, or its deadline passed: not
 		// the worker's trouble, and Relais would refuse any outcome now.
 		log.Info("task cancelled by Relais; its outcome is not reported", "cause", cause)
+		t.ended(OutcomeCancelled, "", nil)
 		return
 	case errors.Is(cause, ErrLockLost):
 		// Relais would refuse any outcome now, and another worker may
 		// hold the task: settling could only mislead.
 		log.Warn("task abandoned without settling", "cause", cause)
+		t.ended(OutcomeLockLost, "", nil)
 		return
 	case errors.Is(cause, ErrHandlerTimeout):
 		// Whatever it returned once cut short is not the work asked for.
@@ -535,6 +554,7 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 		// Debug: a worker busy at a few thousand tasks a second would
 		// write as many lines; what went wrong is logged above it.
 		log.Debug("task completed", "route", route)
+		t.ended(OutcomeCompleted, "", nil)
 	case errors.As(err, &ae) && ae.Status == http.StatusUnprocessableEntity && ae.Code == codeInvalidOutputs:
 		// The problem's pointers and messages describe the contract,
 		// never the values, so they are safe to log.
@@ -549,7 +569,43 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 			Message: fmt.Sprintf("the handler's outputs (%d bytes of JSON) are larger than Relais accepts", len(body))}, log)
 	default:
 		r.logSettleError(log, "complete", err)
+		t.ended(unreported(err))
 	}
+}
+
+// unreported is the outcome of a task whose report failed with err:
+// cancelled or lock lost when Relais says why the task is no longer this
+// worker's.
+func unreported(err error) (TaskOutcome, string, error) {
+	switch code := apiCode(err); {
+	case errors.Is(err, ErrCancelled), code == "occurrence_cancelled", code == "deadline_exceeded":
+		return OutcomeCancelled, "", err
+	case errors.Is(err, ErrLockLost), code == "lock_expired", code == "locked_by_other_worker", code == "not_reserved":
+		return OutcomeLockLost, "", err
+	}
+	return OutcomeUnreported, "", err
+}
+
+// taskEnded tells Config.OnTaskEnd what became of t, whose handler began
+// at began and ran for took (zero: it had not returned when the task was
+// given up for it).
+func (r *run) taskEnded(t *Task, began time.Time, took *atomic.Int64, log *slog.Logger) {
+	hook := r.w.cfg.OnTaskEnd
+	if hook == nil || t.ctl == nil || t.ctl.end.Outcome == "" {
+		return
+	}
+	e := t.ctl.end
+	e.Definition, e.Revision, e.OccurrenceID, e.Attempt = t.Definition, t.Revision, t.ID, t.Attempt
+	e.Handler = time.Duration(took.Load())
+	if e.Handler == 0 {
+		e.Handler = time.Since(began)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("Config.OnTaskEnd panicked", "panic", fmt.Sprint(p))
+		}
+	}()
+	hook(e)
 }
 
 func encodeOutputs(outputs any) (json.RawMessage, error) {
@@ -640,9 +696,11 @@ func (r *run) handBack(t *Task, log *slog.Logger) {
 	}
 	if err != nil {
 		r.logSettleError(log, "release", err)
+		t.ended(unreported(err))
 		return
 	}
 	log.Info("task released (the worker is shutting down)")
+	t.ended(OutcomeReleased, "", nil)
 }
 
 // afterStreamEnded reports the outcome of a streamed task whose stream
@@ -657,10 +715,12 @@ func (r *run) handBack(t *Task, log *slog.Logger) {
 func (r *run) afterStreamEnded(t *Task, outputs any, err error, log *slog.Logger) {
 	if latest, ok := r.assigned.Load(t.ID); ok && latest.(*Task) != t {
 		log.Info("the stream ended while the handler ran, and the task was assigned again since: its new attempt reports")
+		t.ended(OutcomeLockLost, "", nil)
 		return
 	}
 	if err != nil {
 		log.Info("the stream ended while the handler ran, which failed or was cut short: nothing reported (the task is handed back, or its lock expires)")
+		t.ended(OutcomeLockLost, "", nil)
 		return
 	}
 	log.Info("the stream ended while the handler ran; reporting its outcome (its replica may have died with the lock held)")
@@ -697,8 +757,10 @@ func (r *run) settleFail(t *Task, f failRequest, log *slog.Logger) {
 	}
 	if err != nil {
 		r.logSettleError(log, "fail", err)
+		t.ended(unreported(err))
 		return
 	}
+	t.ended(OutcomeFailed, f.ErrorCode, nil)
 	attrs := []any{"error_code", f.ErrorCode, "retryable", f.Retryable, "status", res.Status}
 	if res.Status != "failed" {
 		// Left for the retries to come: on a task that ended, "2 left"

@@ -154,7 +154,63 @@ type Config struct {
 	// debug level, a failure reported at info, what went wrong at warn
 	// and error. Use slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
+	// OnTaskEnd, when set, is called once for each task whose handler
+	// ran, once its outcome was reported to Relais or could not be: the
+	// place for metrics (tasks by outcome and error code, handler
+	// durations) and traces, without wrapping every handler. It runs on
+	// the task's goroutine, the task's Concurrency slot still held: keep
+	// it quick. It must be safe for concurrent use; a panic in it is
+	// logged, never propagated.
+	OnTaskEnd func(TaskEnd)
 }
+
+// TaskEnd is what became of a task whose handler ran (see
+// Config.OnTaskEnd).
+type TaskEnd struct {
+	Definition   string
+	Revision     int
+	OccurrenceID string
+	Attempt      int
+	Outcome      TaskOutcome
+	// ErrorCode is the code the failure was reported with (OutcomeFailed),
+	// as Relais received it.
+	ErrorCode string
+	// Handler is how long the handler ran (until it returned, or until the
+	// task was given up for it).
+	Handler time.Duration
+	// Err says why the outcome was not reported (OutcomeUnreported).
+	Err error
+}
+
+// TaskOutcome is how a task ended for this worker.
+type TaskOutcome string
+
+const (
+	// OutcomeCompleted: the outputs were reported and taken.
+	OutcomeCompleted TaskOutcome = "completed"
+	// OutcomeFailed: a failure was reported (the handler's, its timeout,
+	// outputs Relais refused): Relais retries the task or not, as its
+	// policy and the failure say.
+	OutcomeFailed TaskOutcome = "failed"
+	// OutcomeDeferred: the handler deferred the task (Task.Defer); its
+	// outcome is reported later, by id.
+	OutcomeDeferred TaskOutcome = "deferred"
+	// OutcomeReleased: handed back without spending an attempt (the
+	// worker shut down before the handler finished).
+	OutcomeReleased TaskOutcome = "released"
+	// OutcomeCancelled: Relais cancelled the task (the instance was
+	// stopped, its deadline passed); nothing is reported.
+	OutcomeCancelled TaskOutcome = "cancelled"
+	// OutcomeLockLost: the task was no longer this worker's (its lock
+	// lapsed, its stream ended and it was handed back or assigned again);
+	// nothing is reported.
+	OutcomeLockLost TaskOutcome = "lock_lost"
+	// OutcomeUnreported: the outcome could not be reported (Relais
+	// refused it, or could not be reached before the lock expired); Err
+	// says why. The lock lapses and Relais offers the task again, or
+	// fails it if no attempt is left.
+	OutcomeUnreported TaskOutcome = "unreported"
+)
 
 // Handler does the work of one task. Its outputs are encoded as JSON and
 // must satisfy the definition's output contract (nil means {}). Outputs

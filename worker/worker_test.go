@@ -1457,3 +1457,84 @@ func TestInfoLogsNoRoutineTask(t *testing.T) {
 		t.Errorf("info-level logs:\n%s\nwant the failure reported", logs)
 	}
 }
+
+// OnTaskEnd is told once what became of each task whose handler ran, with
+// the code a failure was reported with; a hook that panics is logged, and
+// the worker goes on.
+func TestOnTaskEnd(t *testing.T) {
+	s := newFake(t)
+	ok := s.add(def, 1, `{"company_name":"ok"}`)
+	biz := s.add(def, 1, `{"company_name":"biz"}`)
+	bad := s.add(def, 1, `{"company_name":"bad"}`)
+	var mu sync.Mutex
+	ends := map[string]TaskEnd{}
+	h := newHarness(t, s, Config{OnTaskEnd: func(e TaskEnd) {
+		mu.Lock()
+		_, again := ends[e.OccurrenceID]
+		ends[e.OccurrenceID] = e
+		mu.Unlock()
+		if again {
+			t.Errorf("OnTaskEnd called twice for %s", e.OccurrenceID)
+		}
+		panic("a hook that panics")
+	}})
+	h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
+		var in crmInputs
+		if err := task.Decode(&in); err != nil {
+			return nil, err
+		}
+		time.Sleep(5 * time.Millisecond)
+		switch in.CompanyName {
+		case "biz":
+			return nil, Fail("DUPLICATE", "seen")
+		case "bad":
+			return map[string]string{"result": "created"}, nil // no crm_id
+		}
+		return created(ctx, task)
+	})
+	h.start()
+	waitFor(t, "three ends", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ends) == 3
+	})
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	for id, want := range map[string]TaskEnd{ok: {Outcome: OutcomeCompleted}, biz: {Outcome: OutcomeFailed, ErrorCode: "DUPLICATE"},
+		bad: {Outcome: OutcomeFailed, ErrorCode: "invalid_outputs"}} {
+		got := ends[id]
+		if got.Outcome != want.Outcome || got.ErrorCode != want.ErrorCode || got.Definition != def || got.Revision != 1 || got.Attempt != 1 ||
+			got.Handler < 5*time.Millisecond || got.Err != nil {
+			t.Errorf("%s ended %+v, want %s %q after the handler's 5ms", id, got, want.Outcome, want.ErrorCode)
+		}
+	}
+}
+
+// A report Relais refuses because the task is no longer this worker's is
+// told as lock_lost, with the refusal; one it refuses as cancelled, as
+// cancelled.
+func TestOnTaskEndOfARefusedReport(t *testing.T) {
+	for code, want := range map[string]TaskOutcome{"lock_expired": OutcomeLockLost, "occurrence_cancelled": OutcomeCancelled} {
+		t.Run(code, func(t *testing.T) {
+			s := newFake(t)
+			s.inject("complete", fault{status: 409, code: code})
+			s.add(def, 1, `{"company_name":"acme"}`)
+			got := make(chan TaskEnd, 1)
+			h := newHarness(t, s, Config{OnTaskEnd: func(e TaskEnd) { got <- e }})
+			h.w.Handle(def, nil, created)
+			h.start()
+			select {
+			case e := <-got:
+				if e.Outcome != want || apiCode(e.Err) != code {
+					t.Errorf("ended %+v, want %s with the refusal", e, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("OnTaskEnd was not called")
+			}
+			if err := h.stop(); err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+		})
+	}
+}
