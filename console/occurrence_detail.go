@@ -324,6 +324,7 @@ func occurrenceValues(ctx context.Context, id uuid.UUID, o engine.Occurrence, re
 					row.RevealField = t.Title + " " + row.Pointer
 					row.RevealName = label + " (" + row.RevealField + ")"
 					row.RevealID = "reveal-" + t.Reveal.Side + "-" + strconv.Itoa(i)
+					row.RowID = "value-" + t.Reveal.Side + "-" + strconv.Itoa(i)
 				}
 			}
 		}

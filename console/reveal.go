@@ -68,15 +68,19 @@ func (c *Console) occurrenceReveal(w http.ResponseWriter, r *http.Request) {
 		c.secretNotRevealable(w, r, id)
 		return
 	}
+	// A reason missing (blank passes the browser's required) or too long
+	// (said as an action's reason is: the same bound) shows the page again
+	// with the error at the field, the reason typed kept, as the action
+	// forms do.
 	reason := r.PostFormValue("reason")
+	msg, refused := reasonRefused(ctx, reason)
 	if strings.TrimSpace(reason) == "" {
-		c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"),
-			T(ctx, "Say why you reveal this value: the reason is recorded with the reveal in the audit log."))
-		return
+		msg, refused = T(ctx, "Say why you reveal this value: the reason is recorded with the reveal in the audit log."), true
 	}
-	// Too long, said as an action's reason is (the same bound).
-	if msg, refused := reasonRefused(ctx, reason); refused {
-		c.revealRefused(w, r, id, http.StatusUnprocessableEntity, T(ctx, "Cannot reveal"), msg)
+	if refused {
+		row.RevealError, row.RevealReason = msg, reason
+		v.Chrome.still()
+		c.render(w, r, http.StatusUnprocessableEntity, occurrencePage(v))
 		return
 	}
 	got, err := c.eng.RevealValue(ctx, p, id, side, field, reason)

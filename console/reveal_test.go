@@ -73,7 +73,7 @@ func TestRevealControlsOnlyForAdminsOnSensitiveRows(t *testing.T) {
 	})
 	action, _ := r.doc.Find(`[data-testid=reveal-form]`).First().Attr("action")
 	method, _ := r.doc.Find(`[data-testid=reveal-form]`).First().Attr("method")
-	if action != "/console/occurrences/"+f.completed+"/reveal" || method != "post" {
+	if !strings.HasPrefix(action, "/console/occurrences/"+f.completed+"/reveal#value-") || method != "post" {
 		t.Errorf("reveal form: %s %s", method, action)
 	}
 	if got := revealForms(t, admin.mustGet("/console/occurrences/"+f.available, 200)); len(got) != 1 || got[0] != "inputs /contact" {
@@ -118,16 +118,21 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 		t.Fatalf("%d audit records after refused forms", n)
 	}
 
-	// Without a reason: refused, nothing revealed or recorded.
-	for _, why := range []string{"", "   "} {
-		r := b.do("POST", action, url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}, "reason": {why}})
-		if r.status != http.StatusUnprocessableEntity || !strings.Contains(text(r, "error-message")+r.body, "Say why you reveal this value") || strings.Contains(r.body, canarySensitive) {
-			t.Errorf("reveal with reason %q: %d %q", why, r.status, text(r, "page-title"))
+	// Without a reason (blank passes the browser's required): refused,
+	// nothing revealed or recorded; the page shows the row's form again,
+	// the error announced and tied to the field, which takes the focus
+	// and keeps what was typed, at the row the form's action points to.
+	for _, why := range []string{"", "   ", strings.Repeat("é", 1001)} {
+		form := url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}, "reason": {why}}
+		r := b.do("POST", action, form)
+		want := "Say why you reveal this value"
+		if why != "" && strings.TrimSpace(why) != "" {
+			want = "The reason is too long: 1,001 characters, for at most 1,000."
 		}
-	}
-	long := b.do("POST", action, url.Values{"csrf": {csrf}, "side": {"inputs"}, "field": {"/contact"}, "reason": {strings.Repeat("é", 1001)}})
-	if long.status != http.StatusUnprocessableEntity || !strings.Contains(long.body, "The reason is too long: 1,001 characters, for at most 1,000.") {
-		t.Errorf("reveal with a reason too long: %d %q", long.status, text(long, "page-title"))
+		if r.status != http.StatusUnprocessableEntity || r.doc == nil || strings.Contains(r.body, canarySensitive) {
+			t.Fatalf("reveal with reason %q: %d %q", why, r.status, text(r, "page-title"))
+		}
+		checkRevealRefusal(t, r, want, why)
 	}
 	if n := len(reveals(t, f, f.completed)); n != 0 {
 		t.Fatalf("%d audit records after reveals without a reason", n)
@@ -152,6 +157,16 @@ func TestRevealShowsTheValueOnceAndRecordsIt(t *testing.T) {
 	row := r.doc.Find(`[data-testid=revealed]`).Closest(`[data-testid=value-row]`)
 	if field, _ := row.Attr("data-field"); field != "contact" || count(r, "revealed") != 1 {
 		t.Errorf("revealed in row %q (%d revealed rows); want contact only", field, count(r, "revealed"))
+	}
+	// The value takes the focus and is announced, at the row the form's
+	// action points to.
+	res := r.doc.Find(`[data-testid=reveal-result]`)
+	if res.AttrOr("role", "") != "status" || res.AttrOr("tabindex", "") != "-1" || !res.Is("[autofocus]") || r.doc.Find("[autofocus]").Length() != 1 {
+		t.Errorf("the revealed value is not the page's one autofocused status: role %q, tabindex %q, %d autofocus",
+			res.AttrOr("role", ""), res.AttrOr("tabindex", ""), r.doc.Find("[autofocus]").Length())
+	}
+	if id := row.AttrOr("id", ""); id == "" || !strings.HasSuffix(revealActionOf(t, b.mustGet(page, 200), "/contact"), "#"+id) {
+		t.Errorf("the reveal form does not point to its row %q", id)
 	}
 	notice := text(r, "reveal-notice")
 	if !strings.HasPrefix(notice, "Revealed by admin at ") || !strings.HasSuffix(notice, "UTC; recorded in the audit log.") {
@@ -351,5 +366,48 @@ func TestRevealPagesNeverReload(t *testing.T) {
 	}
 	if reloads(revealed) {
 		t.Error("the page showing a revealed value reloads itself: the value would vanish")
+	}
+}
+
+// revealActionOf is the action of the reveal form of field on page.
+func revealActionOf(t *testing.T, page response, field string) string {
+	t.Helper()
+	form := page.doc.Find(`[data-testid=reveal-form]`).FilterFunction(func(_ int, s *goquery.Selection) bool {
+		return s.Find(`input[name=field]`).AttrOr("value", "") == field
+	})
+	if form.Length() != 1 {
+		t.Fatalf("%d reveal forms for %s", form.Length(), field)
+	}
+	return form.AttrOr("action", "")
+}
+
+// checkRevealRefusal checks a reveal refused for its reason: the page of
+// the occurrence again, its row's form with the error (role=alert) tied
+// to the field (aria-describedby, aria-invalid), the field autofocused
+// and holding the reason typed, the form's action pointing to its row.
+func checkRevealRefusal(t *testing.T, r response, want, typed string) {
+	t.Helper()
+	alert := r.doc.Find(`[data-testid=reveal-error]`)
+	if alert.Length() != 1 || alert.AttrOr("role", "") != "alert" || !strings.Contains(alert.Text(), want) {
+		t.Errorf("reason %q: error %q (%d, role %q), want %q in an alert", typed, alert.Text(), alert.Length(), alert.AttrOr("role", ""), want)
+		return
+	}
+	form := alert.Closest(`[data-testid=reveal-form]`)
+	field := form.Find(`[data-testid=reveal-reason]`)
+	if got := field.AttrOr("aria-describedby", ""); got == "" || got != alert.AttrOr("id", "-") {
+		t.Errorf("reason %q: the field is described by %q, the error is %q", typed, got, alert.AttrOr("id", ""))
+	}
+	if field.AttrOr("aria-invalid", "") != "true" || !field.Is("[autofocus]") || r.doc.Find("[autofocus]").Length() != 1 {
+		t.Errorf("reason %q: field aria-invalid %q, autofocus %v (%d on the page)", typed, field.AttrOr("aria-invalid", ""), field.Is("[autofocus]"), r.doc.Find("[autofocus]").Length())
+	}
+	if got := field.AttrOr("value", ""); got != typed {
+		t.Errorf("the reason typed %q is shown as %q", typed, got)
+	}
+	row := form.Closest(`[data-testid=value-row]`)
+	if id := row.AttrOr("id", ""); id == "" || !strings.HasSuffix(form.AttrOr("action", ""), "#"+id) {
+		t.Errorf("the refused form's action %q does not point to its row %q", form.AttrOr("action", ""), id)
+	}
+	if n := r.doc.Find(`[data-testid=reveal-error]`).Length(); n != 1 {
+		t.Errorf("%d reveal errors on the page, want the row's only", n)
 	}
 }

@@ -131,6 +131,15 @@ type valueRow struct {
 	// names the field alone ("Inputs /contact"), for the reason's label;
 	// RevealID is the reason field's id, unique on the page.
 	RevealName, RevealField, RevealID string
+	// RowID is the row's id, unique on the page, for a row an admin may
+	// reveal: the reveal form's action ends with it as a fragment, so
+	// that its answer (the value, or the form with its error) opens at
+	// the row.
+	RowID string
+	// RevealError says why the reveal just posted from this row was
+	// refused (no reason, or one too long); RevealReason is the reason
+	// typed, shown again in the field.
+	RevealError, RevealReason string
 }
 
 // maskClass styles a masked marker: secret apart from sensitive.

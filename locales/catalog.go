@@ -129,7 +129,7 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           154,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           635,
+	"Back to the occurrence":           634,
 	"Back without saving":              585,
 	"Breaks processes":                 210,
 	"Breaks workers":                   211,
@@ -147,7 +147,7 @@ var messageKeyToIndex = map[string]int{
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 522,
 	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           632,
+	"Cannot reveal":                                           635,
 	"Change":                                                  208,
 	"Changes between the two revisions":                       220,
 	"Changes of the Working copy since revision %d":           229,
@@ -441,7 +441,7 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 479,
-	"Revealed by %s at %s; recorded in the audit log.": 634,
+	"Revealed by %s at %s; recorded in the audit log.": 633,
 	"Reveals":               138,
 	"Reveals, newest first": 639,
 	"Revision":              200,
@@ -457,7 +457,7 @@ var messageKeyToIndex = map[string]int{
 	"Routing output":            193,
 	"Rows %s–%s":                571,
 	"Save settings":             584,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        633,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        632,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
 	"Search":                               644,
 	"Secret values can never be revealed.": 637,
@@ -944,7 +944,7 @@ var enIndex = []uint32{ // 725 elements
 	0x000058e2, 0x000058ec, 0x0000590f, 0x00005928,
 	0x0000593b, 0x000059a7, 0x000059b6, 0x000059c4,
 	0x000059e0, 0x000059ef, 0x00005a05, 0x00005a3e,
-	0x00005a70, 0x00005a7e, 0x00005ad6, 0x00005b0d,
+	0x00005a70, 0x00005ac8, 0x00005aff, 0x00005b16,
 	0x00005b24, 0x00005b68, 0x00005b8d, 0x00005c04,
 	// Entry 280 - 29F
 	0x00005c1a, 0x00005c31, 0x00005c5f, 0x00005c72,
@@ -1329,10 +1329,10 @@ const enData string = "" + // Size: 27512 bytes
 	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
 	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held\x02in" +
 	"stances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few s" +
-	"econds.\x02Only administrators may reveal a sensitive value.\x02Cannot r" +
-	"eveal\x02Say why you reveal this value: the reason is recorded with the " +
-	"reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the " +
-	"audit log.\x02Back to the occurrence\x02Only a value this page shows as " +
+	"econds.\x02Only administrators may reveal a sensitive value.\x02Say why " +
+	"you reveal this value: the reason is recorded with the reveal in the aud" +
+	"it log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Bac" +
+	"k to the occurrence\x02Cannot reveal\x02Only a value this page shows as " +
 	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
 	"ed.\x02Every sensitive value an administrator revealed: who, when, which" +
 	" field and why. The values themselves are never kept.\x02Reveals, newest" +
@@ -1577,7 +1577,7 @@ var frIndex = []uint32{ // 725 elements
 	0x00007221, 0x0000722b, 0x00007254, 0x0000726e,
 	0x00007289, 0x00007317, 0x00007328, 0x00007335,
 	0x00007350, 0x00007364, 0x00007382, 0x000073cd,
-	0x0000740e, 0x00007426, 0x0000749c, 0x000074e2,
+	0x0000740e, 0x00007484, 0x000074ca, 0x000074e3,
 	0x000074fb, 0x0000754e, 0x00007589, 0x00007621,
 	// Entry 280 - 29F
 	0x0000764d, 0x00007673, 0x000076a7, 0x000076bf,
@@ -2042,10 +2042,10 @@ const frData string = "" + // Size: 35337 bytes
 	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
 	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
 	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Révélation impos" +
-	"sible\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est co" +
-	"nsigné avec la révélation dans le journal d’audit.\x02Révélé par %[1]s l" +
-	"e %[2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrenc" +
+	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
+	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
+	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
+	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
 	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
 	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
 	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
@@ -2126,4 +2126,4 @@ const frData string = "" + // Size: 35337 bytes
 	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
 	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 68697 bytes (67KiB); checksum: B1FB7D95
+	// Total table size 68697 bytes (67KiB); checksum: CA814F42
