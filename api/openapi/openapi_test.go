@@ -457,10 +457,11 @@ func TestNoProseBecameAKey(t *testing.T) {
 	walk(doc, "")
 }
 
-// Every operation that can succeed has its own operationId: a generated
-// client names its methods after them, and one left without is named by
-// the generator's guess (apiV1InstancesIdStopPost). Writes that only ever
-// answer 405 (immutable resources) need none.
+// Every operation has its own operationId and its own summary: a generated
+// client names its methods after the ids (one left without is named by the
+// generator's guess, apiV1InstancesIdStopPost) and documents them with the
+// summaries. The writes that only ever answer 405 (immutable resources)
+// too: their ids say so (putRevisionNotAllowed).
 func TestEveryOperationHasAnID(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
@@ -468,7 +469,7 @@ func TestEveryOperationHasAnID(t *testing.T) {
 	if err := json.Unmarshal(openapi.JSON(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]string{}
+	ids, summaries := map[string]string{}, map[string]string{}
 	for path, ops := range doc.Paths {
 		for method, raw := range ops {
 			if method == "parameters" {
@@ -476,22 +477,29 @@ func TestEveryOperationHasAnID(t *testing.T) {
 			}
 			var op struct {
 				OperationID string                     `json:"operationId"`
+				Summary     string                     `json:"summary"`
 				Responses   map[string]json.RawMessage `json:"responses"`
 			}
 			if err := json.Unmarshal(raw, &op); err != nil {
 				t.Fatalf("%s %s: %v", method, path, err)
 			}
-			succeeds := slices.ContainsFunc(slices.Collect(maps.Keys(op.Responses)), func(s string) bool { return strings.HasPrefix(s, "2") })
-			if !succeeds {
-				continue
-			}
 			where := method + " " + path
 			if op.OperationID == "" {
 				t.Errorf("%s has no operationId", where)
-			} else if other, dup := seen[op.OperationID]; dup {
+			} else if other, dup := ids[op.OperationID]; dup {
 				t.Errorf("%s and %s share the operationId %s", where, other, op.OperationID)
 			}
-			seen[op.OperationID] = where
+			ids[op.OperationID] = where
+			succeeds := slices.ContainsFunc(slices.Collect(maps.Keys(op.Responses)), func(s string) bool { return strings.HasPrefix(s, "2") })
+			if !succeeds && !strings.HasSuffix(op.OperationID, "NotAllowed") {
+				t.Errorf("%s never succeeds, yet its operationId %s does not say so (…NotAllowed)", where, op.OperationID)
+			}
+			if op.Summary == "" {
+				t.Errorf("%s has no summary", where)
+			} else if other, dup := summaries[op.Summary]; dup {
+				t.Errorf("%s and %s share the summary %q", where, other, op.Summary)
+			}
+			summaries[op.Summary] = where
 		}
 	}
 }
