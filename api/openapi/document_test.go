@@ -163,3 +163,73 @@ func TestServersAndTags(t *testing.T) {
 		t.Errorf("GET /api/v1/openapi.json is tagged %v, want [meta]", tags)
 	}
 }
+
+// responses calls f with every response of every operation, its $ref
+// followed.
+func responses(doc map[string]any, f func(where, status string, op, response map[string]any)) {
+	paths, _ := doc["paths"].(map[string]any)
+	for path, item := range paths {
+		item, _ := item.(map[string]any)
+		for method, op := range item {
+			op, _ := op.(map[string]any)
+			if method == "parameters" || op == nil {
+				continue
+			}
+			rs, _ := op["responses"].(map[string]any)
+			for status, r := range rs {
+				f(strings.ToUpper(method)+" "+path, status, op, resolve(doc, r))
+			}
+		}
+	}
+}
+
+// noLocation are the operations whose 201 names no resource: it has no
+// URL of its own.
+var noLocation = map[string]string{
+	"createToken":      "a staff token is listed and revoked, never read alone",
+	"issueSettleToken": "a settle token is shown once and read nowhere",
+}
+
+// optionalLocation are the operations whose 201 names its resource but
+// for a dry run, which answers 201 as the write would and created nothing.
+var optionalLocation = map[string]bool{"putWorking": true}
+
+// Every answer carries X-Request-Id, and every 201 that creates an
+// addressable resource names it in Location: a generated client types only
+// the headers its document declares, and one left out is read by hand or
+// not at all.
+func TestResponsesDocumentTheirHeaders(t *testing.T) {
+	t.Parallel()
+	doc := document(t)
+	n := 0
+	responses(doc, func(where, status string, op, r map[string]any) {
+		n++
+		headers, _ := r["headers"].(map[string]any)
+		if rid, _ := headers["X-Request-Id"].(map[string]any); rid["$ref"] != "#/components/headers/XRequestId" {
+			t.Errorf("%s %s: no X-Request-Id header (#/components/headers/XRequestId)", where, status)
+		}
+		if status != "201" {
+			if headers["Location"] != nil {
+				t.Errorf("%s %s documents a Location: only a 201 has one", where, status)
+			}
+			return
+		}
+		id, _ := op["operationId"].(string)
+		loc := resolve(doc, headers["Location"])
+		switch {
+		case noLocation[id] != "":
+			if loc != nil {
+				t.Errorf("%s 201 documents a Location, which the server never sends (%s)", where, noLocation[id])
+			}
+		case loc == nil:
+			t.Errorf("%s 201 has no Location header", where)
+		case loc["required"] == true && optionalLocation[id]:
+			t.Errorf("%s 201 requires Location, which a dry run's 201 lacks", where)
+		case loc["required"] != true && !optionalLocation[id]:
+			t.Errorf("%s 201 does not require Location, which every such answer has", where)
+		}
+	})
+	if n < 300 {
+		t.Fatalf("%d responses found: the walk is broken", n)
+	}
+}

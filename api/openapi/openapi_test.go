@@ -168,6 +168,7 @@ func TestRecordedExchanges(t *testing.T) {
 	}
 	v := newValidator(t)
 	ops := operations(t)
+	full := document(t)
 	called, succeeded := map[string]int{}, map[string]int{}
 	problems := map[string]int{}
 	var order []string
@@ -219,6 +220,16 @@ func TestRecordedExchanges(t *testing.T) {
 				if _, conditional := conditionallyRequired[name+" "+at]; !conditional {
 					report("%s: the server requires %s, which the document lets a request leave out", name, at)
 				}
+			}
+		}
+		// The headers a generated client would read, which the validator
+		// only checks when the document declares them.
+		documented := at(full, "paths/"+pathKey(op.Path)+"/"+strings.ToLower(op.Method)+"/responses/"+strconv.Itoa(ex.Status))
+		headers, _ := documented["headers"].(map[string]any)
+		for sent := range ex.ResponseHeaders {
+			if documented != nil && slices.ContainsFunc(watchedHeaders, func(h string) bool { return strings.EqualFold(h, sent) }) &&
+				!slices.ContainsFunc(slices.Collect(maps.Keys(headers)), func(h string) bool { return strings.EqualFold(h, sent) }) {
+				report("%s: its %d answer carries %s, which the document does not declare", name, ex.Status, sent)
 			}
 		}
 		// A fresh pair: validating the request read its body.
@@ -273,6 +284,10 @@ func TestRecordedExchanges(t *testing.T) {
 	}
 	t.Logf("%d exchanges, %d operations called", len(exchanges), len(called))
 }
+
+// watchedHeaders are the response headers a client reads, which an answer
+// carrying one must declare (the validator only judges declared ones).
+var watchedHeaders = []string{"Location", "X-Request-Id", "ETag"}
 
 // conditionallyRequired are the members the server requires of some
 // callers only, which the document cannot say: it describes them.
