@@ -40,7 +40,7 @@ func TestEveryPageIsLabelled(t *testing.T) {
 		}
 	}
 	// The check saw what it is about.
-	for _, what := range []string{"control", "table", "svg", "reveal", "heading"} {
+	for _, what := range []string{"control", "table", "svg", "svg-links", "reveal", "heading"} {
 		if checked[what] == 0 {
 			t.Errorf("no %s was checked: are the pages empty?", what)
 		}
@@ -98,8 +98,20 @@ func checkLabelled(t *testing.T, where string, doc *goquery.Document, checked ma
 		if title == "" && strings.TrimSpace(aria) == "" {
 			t.Errorf("%s: an SVG has neither a title nor an aria-label", where)
 		}
-		if role, _ := s.Attr("role"); role != "img" {
+		// An image's children are presentational: an SVG holding links
+		// is a group named by its title (axe's nested-interactive).
+		role, _ := s.Attr("role")
+		links := s.Find("a[href]").Length()
+		switch {
+		case links == 0 && role != "img":
 			t.Errorf("%s: an SVG has role %q, want img", where, role)
+		case links > 0 && role != "group":
+			t.Errorf("%s: an SVG with %d links has role %q, want group (links inside an img are nested-interactive)", where, links, role)
+		case links > 0:
+			checked["svg-links"]++
+			if by, _ := s.Attr("aria-labelledby"); by == "" || s.Find("#"+by).Length() != 1 || strings.TrimSpace(s.Find("#"+by).Text()) == "" {
+				t.Errorf("%s: an SVG group is not named by its title (aria-labelledby %q)", where, by)
+			}
 		}
 	})
 	doc.Find("img").Each(func(_ int, s *goquery.Selection) {

@@ -587,3 +587,36 @@ func TestBrowserHealthChartOnAPhone(t *testing.T) {
 	}
 	b.shotViewport("health-chart")
 }
+
+// TestBrowserGraphTextInsideItsBoxes: in a process version's graph, every
+// line a box shows (its name, what it is, its counts) is drawn inside the
+// box, in both languages, with a node's name of 58 characters too.
+func TestBrowserGraphTextInsideItsBoxes(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newIncidentFixture(t)
+	long := "verify_the_customer_api_key_with_the_vault_before_the_sync"
+	p := vaultProcess()
+	nodes := p["nodes"].(map[string]any)
+	nodes[long] = nodes["sync"]
+	delete(nodes, "sync")
+	p["start"] = long
+	f.env.Process("vault_long_names", p)
+	for _, lang := range []string{"en", "fr"} {
+		b := openTab(t, browserPath, desktop, "graph-"+lang)
+		b.signIn(f.env.URL, lang, f.env.Operator)
+		for _, path := range []string{"/console/processes/checkout/versions/1", "/console/processes/vault_long_names/versions/1"} {
+			b.open(f.env.URL, path, 200)
+			got := b.eval(`[...document.querySelectorAll('[data-testid=graph-node]')].flatMap(g => {
+				const r = g.querySelector('rect').getBBox();
+				return [...g.querySelectorAll('text')].filter(t => { const b = t.getBBox();
+					return b.x < r.x - 0.5 || b.y < r.y - 0.5 || b.x + b.width > r.x + r.width + 0.5 || b.y + b.height > r.y + r.height + 0.5; })
+					.map(t => g.dataset.node + ': "' + t.textContent + '"');
+			}).join('; ')`)
+			if got != "" {
+				t.Errorf("%s %s: text outside its box: %s", lang, path, got)
+			}
+			b.shot("graph")
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/relais/relais/engine/process"
@@ -18,12 +19,25 @@ import (
 
 const (
 	graphPad     = 16
-	graphNodeW   = 256
-	graphNodeH   = 86
+	graphNodeW   = 256 // a box's least width
+	graphNodeH   = 86  // a box's least height
 	graphColGap  = 180
 	graphRowGap  = 26
 	graphLineGap = 16
 	graphLaneGap = 8 // between two lanes of edges around boxes
+
+	// graphMaxNodeW is the widest a box grows to hold a word it cannot
+	// wrap (a node's name, a definition's key); past it the word is cut
+	// into pieces, line by line.
+	graphMaxNodeW = 520
+	// graphTextInset is the room between a box's edge and its text, on
+	// each side.
+	graphTextInset = 10
+	// Widths of a character, estimated on the wide side (no script
+	// measures the text): the name in 12 px monospace bold, the rest in
+	// 11 px sans-serif.
+	graphNameChar = 7.4
+	graphSubChar  = 6.4
 )
 
 // graphNode is one box of the drawing.
@@ -33,15 +47,119 @@ type graphNode struct {
 	Name       string
 	Sub        string
 	Lines      []string // the node's occurrences now, by status
-	Href       string
-	Label      string // accessible name of the box's link
+	// Text is what the box shows, line by line: its name, what it is,
+	// its counts, each wrapped to the box's width (layout).
+	Text []graphLine
+	Href string
+	// Label is the accessible name of the box's link: every line it
+	// shows, whole, in order (WCAG 2.5.3: the name holds the visible
+	// words).
+	Label string
+}
+
+// graphLine is one line of text in a box.
+type graphLine struct {
+	Class, Text string
 }
 
 // TextX is where the box's text starts.
-func (n graphNode) TextX() string { return strconv.Itoa(n.X + 10) }
+func (n graphNode) TextX() string { return strconv.Itoa(n.X + graphTextInset) }
 
-// LineY is the baseline of the box's i-th line (0 is the name).
+// LineY is the baseline of the box's i-th line of Text.
 func (n graphNode) LineY(i int) string { return strconv.Itoa(n.Y + 20 + i*graphLineGap) }
+
+// boxHeight is the height of a box of lines lines: the last baseline, its
+// descenders and a margin above the border.
+func boxHeight(lines int) int { return max(graphNodeH, 20+(lines-1)*graphLineGap+4+10) }
+
+// textWidth estimates how wide s is drawn at perChar a character.
+func textWidth(s string, perChar float64) int {
+	return int(float64(utf8.RuneCountInString(s))*perChar + 0.5)
+}
+
+// widestWord is the width a box needs to hold n's longest word on one
+// line, its insets included.
+func (n graphNode) widestWord() int {
+	w := textWidth(n.Name, graphNameChar)
+	if n.Href == "" { // the hold's name is words
+		w = 0
+		for _, word := range strings.Fields(n.Name) {
+			w = max(w, textWidth(word, graphNameChar))
+		}
+	}
+	for _, l := range append([]string{n.Sub}, n.Lines...) {
+		for _, word := range strings.Fields(l) {
+			w = max(w, textWidth(word, graphSubChar))
+		}
+	}
+	return w + 2*graphTextInset
+}
+
+// layout wraps n's name, kind and counts to a box w wide: a count line
+// breaks between its counts (at " · "), other text between words, and a
+// word wider than the box (only past graphMaxNodeW) in pieces.
+func (n *graphNode) layout(w int) {
+	inner := w - 2*graphTextInset
+	n.W, n.Text = w, nil
+	add := func(class string, lines []string) {
+		for _, l := range lines {
+			n.Text = append(n.Text, graphLine{Class: class, Text: l})
+		}
+	}
+	if n.Href == "" {
+		add("node-name", wrapWords(n.Name, " ", inner, graphNameChar))
+	} else {
+		add("node-name", wrapWords(n.Name, "", inner, graphNameChar))
+	}
+	if n.Sub != "" {
+		add("node-sub", wrapWords(n.Sub, " ", inner, graphSubChar))
+	}
+	for _, l := range n.Lines {
+		add("node-count", wrapWords(l, " · ", inner, graphSubChar))
+	}
+	n.H = boxHeight(len(n.Text))
+}
+
+// wrapWords breaks s into lines at most inner wide, between its parts
+// (split at sep; "" keeps s one part), and a part wider than a line
+// between its words, then in pieces.
+func wrapWords(s, sep string, inner int, perChar float64) []string {
+	parts := []string{s}
+	if sep != "" {
+		parts = strings.Split(s, sep)
+	}
+	var lines []string
+	cur := ""
+	for _, part := range parts {
+		switch {
+		case cur == "":
+			cur = part
+		case textWidth(cur+sep+part, perChar) <= inner:
+			cur += sep + part
+		default:
+			lines = append(lines, cur)
+			cur = part
+		}
+		if textWidth(cur, perChar) > inner {
+			if sep != " " && strings.Contains(cur, " ") {
+				// A count wider than the line: between its words.
+				words := wrapWords(cur, " ", inner, perChar)
+				lines = append(lines, words[:len(words)-1]...)
+				cur = words[len(words)-1]
+				continue
+			}
+			// One word wider than the box at its widest: in pieces.
+			r := []rune(cur)
+			per := max(1, int(float64(inner)/perChar))
+			for len(r) > per {
+				lines = append(lines, string(r[:per]))
+				r = r[per:]
+			}
+			cur = string(r)
+		}
+	}
+	return append(lines, cur)
+}
 
 // graphEdge is one arrow of the drawing.
 type graphEdge struct {
@@ -88,16 +206,32 @@ func graphOf(ctx context.Context, p *process.Process, lines map[string][]string)
 	for _, col := range columns {
 		maxRows = max(maxRows, len(col))
 	}
-	width := 2*graphPad + len(columns)*graphNodeW + (len(columns)-1)*graphColGap
-	height := 2*graphPad + maxRows*graphNodeH + (maxRows-1)*graphRowGap
+	// Every box is as wide as the widest word of any (within bounds) and
+	// as tall as the most lines any has, so that columns and rows line
+	// up.
+	boxes := map[string]graphNode{}
+	nodeW, nodeH := graphNodeW, graphNodeH
+	for _, name := range all {
+		gn := nodeBox(ctx, p, name, lines[name])
+		boxes[name] = gn
+		nodeW = max(nodeW, min(gn.widestWord(), graphMaxNodeW))
+	}
+	for name, gn := range boxes {
+		gn.layout(nodeW)
+		boxes[name] = gn
+		nodeH = max(nodeH, gn.H)
+	}
+	width := 2*graphPad + len(columns)*nodeW + (len(columns)-1)*graphColGap
+	height := 2*graphPad + maxRows*nodeH + (maxRows-1)*graphRowGap
 	g := graphView{Width: strconv.Itoa(width)}
 	at := map[string]graphNode{}
 	for d, col := range columns {
-		colH := len(col)*graphNodeH + (len(col)-1)*graphRowGap
+		colH := len(col)*nodeH + (len(col)-1)*graphRowGap
 		y0 := graphPad + (height-2*graphPad-colH)/2
 		for i, name := range col {
-			gn := nodeBox(ctx, p, name, lines[name])
-			gn.X, gn.Y = graphPad+d*(graphNodeW+graphColGap), y0+i*(graphNodeH+graphRowGap)
+			gn := boxes[name]
+			gn.H = nodeH
+			gn.X, gn.Y = graphPad+d*(nodeW+graphColGap), y0+i*(nodeH+graphRowGap)
 			at[name] = gn
 			g.Nodes = append(g.Nodes, gn)
 		}
@@ -245,7 +379,15 @@ func nodeBox(ctx context.Context, p *process.Process, name string, lines []strin
 		gn.Class += " start"
 	}
 	gn.Lines = lines
-	gn.Label = T(ctx, "Node %s", name)
+	// The link's name says what the box shows, in its order ("crm, pull
+	// add_company_to_crm, revision 1: available 5, deferred 2, …"), so that
+	// it holds the visible words (label in name).
+	gn.Label = name + ", " + gn.Sub
+	if len(lines) > 0 {
+		counts := strings.ReplaceAll(strings.Join(lines, " · "), " · ", ", ")
+		// TRANSLATORS: the name of a process graph's box for screen readers: its node, what it is, its counts ("crm, pull add_company_to_crm, revision 1: available 5, failed 2").
+		gn.Label = T(ctx, "%s, %s: %s", name, gn.Sub, counts)
+	}
 	return gn
 }
 

@@ -2,10 +2,12 @@ package console
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/relais/relais/engine/process"
 )
@@ -140,4 +142,80 @@ func TestPushPolicyShowsTheTimeoutItRunsWith(t *testing.T) {
 			t.Errorf("%s: policy %q, want %q", node, got, want)
 		}
 	}
+}
+
+// Every box holds its text: as many lines as it has (name, kind, counts)
+// fit above its bottom border, every line within its width (a long line
+// wraps between counts or words, a box grows for a long name, a word
+// wider still is cut in pieces); and each box's link is named with what
+// it shows, in order, as axe's label-content-name-mismatch reads it.
+func TestGraphBoxesHoldTheirText(t *testing.T) {
+	longName := "verify_the_customer_api_key_with_the_vault_before_the_sync"
+	longKey := strings.Repeat("customers.", 19) + "add_company"
+	p := &process.Process{Start: "crm", Nodes: map[string]*process.Node{
+		"crm":    {Kind: process.KindPull, Definition: "add_company_to_crm", Revision: 1, Next: longName, OnError: process.OnError{Default: process.Hold}},
+		longName: {Kind: process.KindPull, Definition: longKey, Revision: 12, Next: "done"},
+		"done":   {Kind: process.KindEnd},
+	}}
+	lines := map[string][]string{
+		"crm":        {"available 1 234 567 · reserved 12 345 · deferred 2 345 · running 1 · waiting 3 · asleep 9", "completed 2 · failed 7 · cancelled 1", "instances held: 6"},
+		process.Hold: {"instances held: 6"},
+	}
+	g := graphOf(context.Background(), p, lines)
+	var sawWrap, sawPieces bool
+	for _, n := range g.Nodes {
+		last, _ := strconv.Atoi(n.LineY(len(n.Text) - 1))
+		if bottom := n.Y + n.H; last+4 > bottom-6 {
+			t.Errorf("%s: its last line's baseline is at %d, %d px above the border at %d", n.Name, last, bottom-last, bottom)
+		}
+		if n.W < graphNodeW || n.W > graphMaxNodeW {
+			t.Errorf("%s: %d wide, want %d to %d", n.Name, n.W, graphNodeW, graphMaxNodeW)
+		}
+		var shown []string
+		for _, l := range n.Text {
+			per := graphSubChar
+			if l.Class == "node-name" {
+				per = graphNameChar
+			}
+			if w := textWidth(l.Text, per); w > n.W-2*graphTextInset {
+				t.Errorf("%s: line %q is %d wide in a box %d wide", n.Name, l.Text, w, n.W)
+			}
+			shown = append(shown, l.Text)
+		}
+		if n.Name == "crm" && len(n.Text) > 2+len(lines["crm"]) {
+			sawWrap = true // its first count line is wider than the box
+		}
+		if n.Href == "" {
+			continue
+		}
+		if n.Name == longName && !slices.Contains(shown, longName) {
+			t.Errorf("the box did not grow to hold the name %q: %q", longName, shown)
+		}
+		if slices.ContainsFunc(shown, func(s string) bool { return strings.HasPrefix(longKey, s) && s != longKey && !strings.Contains(s, " ") }) {
+			sawPieces = true
+			continue // a word cut in pieces reads whole in the name, not in the lines
+		}
+		if visible, name := nameWords(strings.Join(shown, " ")), nameWords(n.Label); !strings.Contains(name, visible) {
+			t.Errorf("%s: its link is named %q, which does not hold what it shows %q", n.Name, n.Label, strings.Join(shown, " / "))
+		}
+	}
+	if !sawWrap || !sawPieces {
+		t.Errorf("the test saw no wrapped line (%v) or no word in pieces (%v)", sawWrap, sawPieces)
+	}
+	crm := g.Nodes[slices.IndexFunc(g.Nodes, func(n graphNode) bool { return n.Name == "crm" })]
+	if want := "crm, pull add_company_to_crm, revision 1: available 1 234 567, reserved 12 345, deferred 2 345, running 1, waiting 3, asleep 9, completed 2, failed 7, cancelled 1, instances held: 6"; crm.Label != want {
+		t.Errorf("crm's link is named %q, want %q", crm.Label, want)
+	}
+}
+
+// nameWords is s as axe compares a visible text with an accessible name:
+// punctuation and symbols dropped, spaces collapsed, lower case.
+func nameWords(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsPunct(r) || unicode.IsSymbol(r) {
+			return -1
+		}
+		return unicode.ToLower(r)
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
 }

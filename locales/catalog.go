@@ -78,6 +78,7 @@ var messageKeyToIndex = map[string]int{
 	"%s ago":                                              308,
 	"%s so far":                                           524,
 	"%s → %s":                                             619,
+	"%s, %s: %s":                                          272,
 	"%s, revision %s":                                     432,
 	"%s, version %s":                                      433,
 	"%s: %s":                                              300,
@@ -341,7 +342,6 @@ var messageKeyToIndex = map[string]int{
 	"No worker serves this definition.": 709,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 715,
 	"Node":                  338,
-	"Node %s":               272,
 	"Nodes":                 600,
 	"Nodes of this version": 609,
 	"Nodes of this version, with their occurrences now": 601,
@@ -843,137 +843,137 @@ var enIndex = []uint32{ // 725 elements
 	0x00002c0d, 0x00002c1a, 0x00002c24, 0x00002c2a,
 	0x00002c34, 0x00002c3d, 0x00002c4d, 0x00002c62,
 	0x00002c86, 0x00002ca2, 0x00002cba, 0x00002cc5,
-	0x00002cd0, 0x00002cdb, 0x00002df1, 0x00002e15,
-	0x00002e40, 0x00002e4b, 0x00002e50, 0x00002e5f,
-	0x00002e66, 0x00002e7d, 0x00002e92, 0x00002ea4,
-	0x00002ec7, 0x00002ef9, 0x00002f0f, 0x00002f19,
+	0x00002cd0, 0x00002ce4, 0x00002dfa, 0x00002e1e,
+	0x00002e49, 0x00002e54, 0x00002e59, 0x00002e68,
+	0x00002e6f, 0x00002e86, 0x00002e9b, 0x00002ead,
+	0x00002ed0, 0x00002f02, 0x00002f18, 0x00002f22,
 	// Entry 120 - 13F
-	0x00002f23, 0x00002f38, 0x00002f85, 0x00002f95,
-	0x00002fce, 0x00003022, 0x0000302c, 0x00003033,
-	0x00003049, 0x00003082, 0x00003087, 0x00003091,
-	0x0000309f, 0x000030ac, 0x000030d5, 0x000030f8,
-	0x00003105, 0x00003125, 0x00003131, 0x0000314a,
-	0x00003153, 0x0000315d, 0x00003166, 0x0000316e,
-	0x00003178, 0x00003180, 0x00003188, 0x0000318c,
-	0x00003190, 0x00003194, 0x00003198, 0x0000319c,
+	0x00002f2c, 0x00002f41, 0x00002f8e, 0x00002f9e,
+	0x00002fd7, 0x0000302b, 0x00003035, 0x0000303c,
+	0x00003052, 0x0000308b, 0x00003090, 0x0000309a,
+	0x000030a8, 0x000030b5, 0x000030de, 0x00003101,
+	0x0000310e, 0x0000312e, 0x0000313a, 0x00003153,
+	0x0000315c, 0x00003166, 0x0000316f, 0x00003177,
+	0x00003181, 0x00003189, 0x00003191, 0x00003195,
+	0x00003199, 0x0000319d, 0x000031a1, 0x000031a5,
 	// Entry 140 - 15F
-	0x000031a0, 0x000031a4, 0x000031a8, 0x000031ac,
-	0x000031b0, 0x000031b4, 0x000031b8, 0x000031c2,
-	0x000031e0, 0x00003200, 0x00003224, 0x00003248,
-	0x00003251, 0x00003268, 0x00003270, 0x00003281,
-	0x00003286, 0x000032cb, 0x000032e3, 0x000032e8,
-	0x000032f3, 0x000032f9, 0x00003303, 0x0000330b,
-	0x00003313, 0x0000333d, 0x00003357, 0x0000337f,
-	0x000033af, 0x000033b5, 0x000033c4, 0x00003417,
+	0x000031a9, 0x000031ad, 0x000031b1, 0x000031b5,
+	0x000031b9, 0x000031bd, 0x000031c1, 0x000031cb,
+	0x000031e9, 0x00003209, 0x0000322d, 0x00003251,
+	0x0000325a, 0x00003271, 0x00003279, 0x0000328a,
+	0x0000328f, 0x000032d4, 0x000032ec, 0x000032f1,
+	0x000032fc, 0x00003302, 0x0000330c, 0x00003314,
+	0x0000331c, 0x00003346, 0x00003360, 0x00003388,
+	0x000033b8, 0x000033be, 0x000033cd, 0x00003420,
 	// Entry 160 - 17F
-	0x00003435, 0x00003557, 0x00003616, 0x0000366d,
-	0x00003697, 0x000036c3, 0x000036ed, 0x000036f5,
-	0x000036fb, 0x00003708, 0x0000371a, 0x00003723,
-	0x0000372c, 0x0000373e, 0x0000374d, 0x0000376f,
-	0x00003793, 0x000037af, 0x000037da, 0x0000380e,
-	0x0000381c, 0x00003847, 0x00003859, 0x0000386f,
-	0x00003899, 0x000038e2, 0x00003902, 0x0000390b,
-	0x0000391d, 0x00003940, 0x0000394e, 0x0000395d,
+	0x0000343e, 0x00003560, 0x0000361f, 0x00003676,
+	0x000036a0, 0x000036cc, 0x000036f6, 0x000036fe,
+	0x00003704, 0x00003711, 0x00003723, 0x0000372c,
+	0x00003735, 0x00003747, 0x00003756, 0x00003778,
+	0x0000379c, 0x000037b8, 0x000037e3, 0x00003817,
+	0x00003825, 0x00003850, 0x00003862, 0x00003878,
+	0x000038a2, 0x000038eb, 0x0000390b, 0x00003914,
+	0x00003926, 0x00003949, 0x00003957, 0x00003966,
 	// Entry 180 - 19F
-	0x0000396a, 0x00003974, 0x0000397d, 0x00003986,
-	0x00003990, 0x00003998, 0x0000399d, 0x000039a5,
-	0x000039ae, 0x000039b7, 0x000039c4, 0x000039c9,
-	0x000039d1, 0x000039d8, 0x000039e0, 0x000039e5,
-	0x000039f3, 0x000039fa, 0x00003a01, 0x00003a06,
-	0x00003a0d, 0x00003a17, 0x00003a1e, 0x00003a3b,
-	0x00003a55, 0x00003a73, 0x00003a93, 0x00003aa1,
-	0x00003aaa, 0x00003ab3, 0x00003abc, 0x00003ac0,
+	0x00003973, 0x0000397d, 0x00003986, 0x0000398f,
+	0x00003999, 0x000039a1, 0x000039a6, 0x000039ae,
+	0x000039b7, 0x000039c0, 0x000039cd, 0x000039d2,
+	0x000039da, 0x000039e1, 0x000039e9, 0x000039ee,
+	0x000039fc, 0x00003a03, 0x00003a0a, 0x00003a0f,
+	0x00003a16, 0x00003a20, 0x00003a27, 0x00003a44,
+	0x00003a5e, 0x00003a7c, 0x00003a9c, 0x00003aaa,
+	0x00003ab3, 0x00003abc, 0x00003ac5, 0x00003ac9,
 	// Entry 1A0 - 1BF
-	0x00003ac3, 0x00003acf, 0x00003add, 0x00003aea,
-	0x00003afb, 0x00003b0a, 0x00003b21, 0x00003b34,
-	0x00003b44, 0x00003b53, 0x00003b62, 0x00003b6a,
-	0x00003b71, 0x00003b79, 0x00003b81, 0x00003b8f,
-	0x00003b9d, 0x00003bb3, 0x00003bc8, 0x00003bd9,
-	0x00003bdf, 0x00003be6, 0x00003bef, 0x00003c0b,
-	0x00003c14, 0x00003c1e, 0x00003c27, 0x00003c30,
-	0x00003c39, 0x00003c50, 0x00003c58, 0x00003c66,
+	0x00003acc, 0x00003ad8, 0x00003ae6, 0x00003af3,
+	0x00003b04, 0x00003b13, 0x00003b2a, 0x00003b3d,
+	0x00003b4d, 0x00003b5c, 0x00003b6b, 0x00003b73,
+	0x00003b7a, 0x00003b82, 0x00003b8a, 0x00003b98,
+	0x00003ba6, 0x00003bbc, 0x00003bd1, 0x00003be2,
+	0x00003be8, 0x00003bef, 0x00003bf8, 0x00003c14,
+	0x00003c1d, 0x00003c27, 0x00003c30, 0x00003c39,
+	0x00003c42, 0x00003c59, 0x00003c61, 0x00003c6f,
 	// Entry 1C0 - 1DF
-	0x00003c93, 0x00003c9f, 0x00003cad, 0x00003cf4,
-	0x00003d00, 0x00003d08, 0x00003d33, 0x00003d7e,
-	0x00003e40, 0x00003e44, 0x00003e6a, 0x00003e6f,
-	0x00003e8a, 0x00003e9b, 0x00003ea7, 0x00003eaf,
-	0x00003ee1, 0x00003eea, 0x00003ef3, 0x00003f0f,
-	0x00003f1c, 0x00003f2a, 0x00003f56, 0x00003f7c,
-	0x00003f9d, 0x00003fa8, 0x00003fd6, 0x00003ff3,
-	0x00004022, 0x00004054, 0x00004072, 0x000040a7,
+	0x00003c9c, 0x00003ca8, 0x00003cb6, 0x00003cfd,
+	0x00003d09, 0x00003d11, 0x00003d3c, 0x00003d87,
+	0x00003e49, 0x00003e4d, 0x00003e73, 0x00003e78,
+	0x00003e93, 0x00003ea4, 0x00003eb0, 0x00003eb8,
+	0x00003eea, 0x00003ef3, 0x00003efc, 0x00003f18,
+	0x00003f25, 0x00003f33, 0x00003f5f, 0x00003f85,
+	0x00003fa6, 0x00003fb1, 0x00003fdf, 0x00003ffc,
+	0x0000402b, 0x0000405d, 0x0000407b, 0x000040b0,
 	// Entry 1E0 - 1FF
-	0x000040c3, 0x000040e2, 0x000040f1, 0x000040fe,
-	0x0000410c, 0x00004119, 0x00004122, 0x0000413d,
-	0x00004158, 0x00004162, 0x000041b5, 0x00004233,
-	0x000042a9, 0x000042d6, 0x00004310, 0x00004375,
-	0x00004395, 0x000043bb, 0x000043e5, 0x0000441d,
-	0x0000445a, 0x0000447e, 0x000044f7, 0x0000451c,
-	0x0000454b, 0x000045ab, 0x00004604, 0x0000465e,
-	0x00004678, 0x00004696, 0x000046ca, 0x0000470a,
+	0x000040cc, 0x000040eb, 0x000040fa, 0x00004107,
+	0x00004115, 0x00004122, 0x0000412b, 0x00004146,
+	0x00004161, 0x0000416b, 0x000041be, 0x0000423c,
+	0x000042b2, 0x000042df, 0x00004319, 0x0000437e,
+	0x0000439e, 0x000043c4, 0x000043ee, 0x00004426,
+	0x00004463, 0x00004487, 0x00004500, 0x00004525,
+	0x00004554, 0x000045b4, 0x0000460d, 0x00004667,
+	0x00004681, 0x0000469f, 0x000046d3, 0x00004713,
 	// Entry 200 - 21F
-	0x00004734, 0x00004743, 0x0000480e, 0x0000483f,
-	0x0000486e, 0x00004881, 0x000048f6, 0x00004909,
-	0x0000493d, 0x00004971, 0x00004981, 0x000049c8,
-	0x000049f5, 0x00004a02, 0x00004a12, 0x00004a42,
-	0x00004a7c, 0x00004a9f, 0x00004aa7, 0x00004abf,
-	0x00004adc, 0x00004aea, 0x00004afb, 0x00004b03,
-	0x00004b0e, 0x00004b2f, 0x00004b71, 0x00004ba1,
-	0x00004bdc, 0x00004bee, 0x00004c0f, 0x00004c1f,
+	0x0000473d, 0x0000474c, 0x00004817, 0x00004848,
+	0x00004877, 0x0000488a, 0x000048ff, 0x00004912,
+	0x00004946, 0x0000497a, 0x0000498a, 0x000049d1,
+	0x000049fe, 0x00004a0b, 0x00004a1b, 0x00004a4b,
+	0x00004a85, 0x00004aa8, 0x00004ab0, 0x00004ac8,
+	0x00004ae5, 0x00004af3, 0x00004b04, 0x00004b0c,
+	0x00004b17, 0x00004b38, 0x00004b7a, 0x00004baa,
+	0x00004be5, 0x00004bf7, 0x00004c18, 0x00004c28,
 	// Entry 220 - 23F
-	0x00004c5e, 0x00004c6f, 0x00004c81, 0x00004c8d,
-	0x00004c9e, 0x00004cb8, 0x00004cc0, 0x00004cd1,
-	0x00004cd7, 0x00004ceb, 0x00004d03, 0x00004d28,
-	0x00004d36, 0x00004d74, 0x00004db1, 0x00004ddd,
-	0x00004e1a, 0x00004e29, 0x00004e31, 0x00004e3e,
-	0x00004e4e, 0x00004e65, 0x00004e70, 0x00004e7f,
-	0x00004e85, 0x00004e93, 0x00004e9d, 0x00004ea8,
-	0x00004ebb, 0x00004ee0, 0x00004f0b, 0x00004f9c,
+	0x00004c67, 0x00004c78, 0x00004c8a, 0x00004c96,
+	0x00004ca7, 0x00004cc1, 0x00004cc9, 0x00004cda,
+	0x00004ce0, 0x00004cf4, 0x00004d0c, 0x00004d31,
+	0x00004d3f, 0x00004d7d, 0x00004dba, 0x00004de6,
+	0x00004e23, 0x00004e32, 0x00004e3a, 0x00004e47,
+	0x00004e57, 0x00004e6e, 0x00004e79, 0x00004e88,
+	0x00004e8e, 0x00004e9c, 0x00004ea6, 0x00004eb1,
+	0x00004ec4, 0x00004ee9, 0x00004f14, 0x00004fa5,
 	// Entry 240 - 25F
-	0x00004fd7, 0x00004ff6, 0x00005034, 0x0000506b,
-	0x00005099, 0x000050a7, 0x0000513a, 0x00005158,
-	0x000052af, 0x000052bd, 0x000052d1, 0x000052f2,
-	0x00005306, 0x0000530c, 0x00005320, 0x00005393,
-	0x000053e0, 0x000053f1, 0x00005408, 0x00005425,
-	0x00005433, 0x00005441, 0x0000544c, 0x00005452,
-	0x00005544, 0x0000554a, 0x0000557c, 0x00005581,
-	0x00005591, 0x0000559c, 0x000055a5, 0x000055b5,
+	0x00004fe0, 0x00004fff, 0x0000503d, 0x00005074,
+	0x000050a2, 0x000050b0, 0x00005143, 0x00005161,
+	0x000052b8, 0x000052c6, 0x000052da, 0x000052fb,
+	0x0000530f, 0x00005315, 0x00005329, 0x0000539c,
+	0x000053e9, 0x000053fa, 0x00005411, 0x0000542e,
+	0x0000543c, 0x0000544a, 0x00005455, 0x0000545b,
+	0x0000554d, 0x00005553, 0x00005585, 0x0000558a,
+	0x0000559a, 0x000055a5, 0x000055ae, 0x000055be,
 	// Entry 260 - 27F
-	0x000055cf, 0x00005674, 0x0000568a, 0x0000570f,
-	0x00005789, 0x00005798, 0x00005852, 0x000058a3,
-	0x000058a8, 0x000058b6, 0x000058c6, 0x000058d2,
-	0x000058e2, 0x000058ec, 0x0000590f, 0x00005928,
-	0x0000593b, 0x000059a7, 0x000059b6, 0x000059c4,
-	0x000059e0, 0x000059ef, 0x00005a05, 0x00005a3e,
-	0x00005a70, 0x00005ac8, 0x00005aff, 0x00005b16,
-	0x00005b24, 0x00005b68, 0x00005b8d, 0x00005c04,
+	0x000055d8, 0x0000567d, 0x00005693, 0x00005718,
+	0x00005792, 0x000057a1, 0x0000585b, 0x000058ac,
+	0x000058b1, 0x000058bf, 0x000058cf, 0x000058db,
+	0x000058eb, 0x000058f5, 0x00005918, 0x00005931,
+	0x00005944, 0x000059b0, 0x000059bf, 0x000059cd,
+	0x000059e9, 0x000059f8, 0x00005a0e, 0x00005a47,
+	0x00005a79, 0x00005ad1, 0x00005b08, 0x00005b1f,
+	0x00005b2d, 0x00005b71, 0x00005b96, 0x00005c0d,
 	// Entry 280 - 29F
-	0x00005c1a, 0x00005c31, 0x00005c5f, 0x00005c72,
-	0x00005c9a, 0x00005ca1, 0x00005d09, 0x00005d33,
-	0x00005d63, 0x00005dc1, 0x00005ecf, 0x00005f6f,
-	0x00005f83, 0x0000602e, 0x000060a4, 0x000060ac,
-	0x000060e7, 0x000060ed, 0x00006169, 0x000061b1,
-	0x000061dc, 0x0000623e, 0x000062a0, 0x00006347,
-	0x00006362, 0x0000636c, 0x00006371, 0x0000637b,
-	0x00006383, 0x00006389, 0x00006391, 0x0000639f,
+	0x00005c23, 0x00005c3a, 0x00005c68, 0x00005c7b,
+	0x00005ca3, 0x00005caa, 0x00005d12, 0x00005d3c,
+	0x00005d6c, 0x00005dca, 0x00005ed8, 0x00005f78,
+	0x00005f8c, 0x00006037, 0x000060ad, 0x000060b5,
+	0x000060f0, 0x000060f6, 0x00006172, 0x000061ba,
+	0x000061e5, 0x00006247, 0x000062a9, 0x00006350,
+	0x0000636b, 0x00006375, 0x0000637a, 0x00006384,
+	0x0000638c, 0x00006392, 0x0000639a, 0x000063a8,
 	// Entry 2A0 - 2BF
-	0x000063a9, 0x000063b6, 0x000063c9, 0x000063ed,
-	0x0000646d, 0x0000647e, 0x00006486, 0x000064fb,
-	0x0000654f, 0x00006591, 0x000065a0, 0x000065ac,
-	0x000065e8, 0x00006622, 0x00006630, 0x0000663d,
-	0x0000664b, 0x00006659, 0x00006667, 0x00006699,
-	0x000066c9, 0x00006725, 0x00006732, 0x00006752,
-	0x0000676c, 0x00006771, 0x00006782, 0x00006808,
-	0x0000682d, 0x00006834, 0x0000683d, 0x00006850,
+	0x000063b2, 0x000063bf, 0x000063d2, 0x000063f6,
+	0x00006476, 0x00006487, 0x0000648f, 0x00006504,
+	0x00006558, 0x0000659a, 0x000065a9, 0x000065b5,
+	0x000065f1, 0x0000662b, 0x00006639, 0x00006646,
+	0x00006654, 0x00006662, 0x00006670, 0x000066a2,
+	0x000066d2, 0x0000672e, 0x0000673b, 0x0000675b,
+	0x00006775, 0x0000677a, 0x0000678b, 0x00006811,
+	0x00006836, 0x0000683d, 0x00006846, 0x00006859,
 	// Entry 2C0 - 2DF
-	0x0000685a, 0x00006864, 0x0000686e, 0x00006886,
-	0x0000689c, 0x000068a8, 0x000068ca, 0x000068d1,
-	0x000068de, 0x000068ef, 0x00006916, 0x00006926,
-	0x0000697a, 0x000069ca, 0x00006a2a, 0x00006a7d,
-	0x00006ab5, 0x00006b05, 0x00006b39, 0x00006b58,
-	0x00006b78,
+	0x00006863, 0x0000686d, 0x00006877, 0x0000688f,
+	0x000068a5, 0x000068b1, 0x000068d3, 0x000068da,
+	0x000068e7, 0x000068f8, 0x0000691f, 0x0000692f,
+	0x00006983, 0x000069d3, 0x00006a33, 0x00006a86,
+	0x00006abe, 0x00006b0e, 0x00006b42, 0x00006b61,
+	0x00006b81,
 } // Size: 2924 bytes
 
-const enData string = "" + // Size: 27512 bytes
+const enData string = "" + // Size: 27521 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1149,32 +1149,32 @@ const enData string = "" + // Size: 27512 bytes
 	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
 	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
 	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02Node %[1]s\x02Each definition’s " +
-	"queue and incidents now, and what its workers finished in the last hour:" +
-	" occurrences that ended completed or failed. An occurrence retried since" +
-	" counts where it ends next; a failed attempt with attempts left is not c" +
-	"ounted, its occurrence’s page lists it.\x02Completions and failures, las" +
-	"t hour\x02Definitions, those needing attention first\x02Definition\x02Op" +
-	"en\x02Held instances\x02Failed\x02Oldest claimable waits\x02Completed, l" +
-	"ast hour\x02Failed, last hour\x02No definition has occurrences yet.\x02A" +
-	"s of %[1]s (%[2]s); refreshed every few seconds.\x02claimable since %[1]" +
-	"s\x02long wait\x02no worker\x02Show all definitions\x02No definition %[1" +
-	"]s has occurrences: check the key, or show all definitions.\x02All defin" +
-	"itions\x02Completions and failures per 5 minutes, last hour: %[1]s\x02In" +
-	" the last hour: %[1]s, %[2]s. The table after the chart gives each 5-min" +
-	"ute slot.\x02completed\x02failed\x02The chart’s numbers\x02Completions a" +
-	"nd failures per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]" +
-	"s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed" +
-	"\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed" +
-	"\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[" +
-	"5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago" +
-	"\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb" +
-	"\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec" +
-	"\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d " +
-	"days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds" +
-	"\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
+	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
+	"nition’s queue and incidents now, and what its workers finished in the l" +
+	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
+	"ied since counts where it ends next; a failed attempt with attempts left" +
+	" is not counted, its occurrence’s page lists it.\x02Completions and fail" +
+	"ures, last hour\x02Definitions, those needing attention first\x02Definit" +
+	"ion\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Com" +
+	"pleted, last hour\x02Failed, last hour\x02No definition has occurrences " +
+	"yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable s" +
+	"ince %[1]s\x02long wait\x02no worker\x02Show all definitions\x02No defin" +
+	"ition %[1]s has occurrences: check the key, or show all definitions.\x02" +
+	"All definitions\x02Completions and failures per 5 minutes, last hour: %[" +
+	"1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart gives e" +
+	"ach 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Comp" +
+	"letions and failures per 5-minute slot, oldest first\x02Slot\x02Complete" +
+	"d\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d co" +
+	"mpleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[" +
+	"4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]" +
+	"s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
+	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
+	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
+	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
+	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
+	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
+	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
 	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
 	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
 	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
@@ -1476,137 +1476,137 @@ var frIndex = []uint32{ // 725 elements
 	0x0000392a, 0x00003941, 0x00003950, 0x00003957,
 	0x00003962, 0x00003974, 0x00003987, 0x000039a3,
 	0x000039d0, 0x000039ed, 0x00003a10, 0x00003a1b,
-	0x00003a26, 0x00003a32, 0x00003b9b, 0x00003bc2,
-	0x00003c00, 0x00003c0c, 0x00003c15, 0x00003c29,
-	0x00003c33, 0x00003c5a, 0x00003c76, 0x00003c91,
-	0x00003cc1, 0x00003d00, 0x00003d1b, 0x00003d2a,
+	0x00003a26, 0x00003a3d, 0x00003ba6, 0x00003bcd,
+	0x00003c0b, 0x00003c17, 0x00003c20, 0x00003c34,
+	0x00003c3e, 0x00003c65, 0x00003c81, 0x00003c9c,
+	0x00003ccc, 0x00003d0b, 0x00003d26, 0x00003d35,
 	// Entry 120 - 13F
-	0x00003d3b, 0x00003d5c, 0x00003dc7, 0x00003ddf,
-	0x00003e25, 0x00003e90, 0x00003e9a, 0x00003ea4,
-	0x00003ebe, 0x00003f07, 0x00003f0f, 0x00003f1a,
-	0x00003f28, 0x00003f38, 0x00003f62, 0x00003f8b,
-	0x00003f9b, 0x00003fba, 0x00003fc6, 0x00003fdf,
-	0x00003fea, 0x00003ff7, 0x00004006, 0x0000400e,
-	0x00004018, 0x00004020, 0x00004028, 0x0000402e,
-	0x00004035, 0x0000403a, 0x0000403f, 0x00004043,
+	0x00003d46, 0x00003d67, 0x00003dd2, 0x00003dea,
+	0x00003e30, 0x00003e9b, 0x00003ea5, 0x00003eaf,
+	0x00003ec9, 0x00003f12, 0x00003f1a, 0x00003f25,
+	0x00003f33, 0x00003f43, 0x00003f6d, 0x00003f96,
+	0x00003fa6, 0x00003fc5, 0x00003fd1, 0x00003fea,
+	0x00003ff5, 0x00004002, 0x00004011, 0x00004019,
+	0x00004023, 0x0000402b, 0x00004033, 0x00004039,
+	0x00004040, 0x00004045, 0x0000404a, 0x0000404e,
 	// Entry 140 - 15F
-	0x00004048, 0x0000404e, 0x00004054, 0x0000405a,
-	0x0000405f, 0x00004064, 0x0000406a, 0x00004074,
-	0x00004094, 0x000040b6, 0x000040da, 0x00004100,
-	0x00004109, 0x00004125, 0x0000412e, 0x00004146,
-	0x0000414f, 0x000041a3, 0x000041c3, 0x000041c9,
-	0x000041d4, 0x000041da, 0x000041e8, 0x000041f3,
-	0x00004201, 0x00004234, 0x00004258, 0x00004287,
-	0x000042d0, 0x000042d7, 0x000042ed, 0x00004360,
+	0x00004053, 0x00004059, 0x0000405f, 0x00004065,
+	0x0000406a, 0x0000406f, 0x00004075, 0x0000407f,
+	0x0000409f, 0x000040c1, 0x000040e5, 0x0000410b,
+	0x00004114, 0x00004130, 0x00004139, 0x00004151,
+	0x0000415a, 0x000041ae, 0x000041ce, 0x000041d4,
+	0x000041df, 0x000041e5, 0x000041f3, 0x000041fe,
+	0x0000420c, 0x0000423f, 0x00004263, 0x00004292,
+	0x000042db, 0x000042e2, 0x000042f8, 0x0000436b,
 	// Entry 160 - 17F
-	0x00004386, 0x00004515, 0x0000461c, 0x0000466c,
-	0x0000469d, 0x000046d0, 0x000046ff, 0x0000470d,
-	0x0000471a, 0x0000472c, 0x00004741, 0x0000474f,
-	0x0000475c, 0x00004771, 0x00004784, 0x000047af,
-	0x000047dc, 0x00004800, 0x00004837, 0x00004881,
-	0x00004893, 0x000048cb, 0x000048e2, 0x000048f9,
-	0x0000492d, 0x00004977, 0x000049ac, 0x000049b5,
-	0x000049cc, 0x000049fa, 0x00004a0d, 0x00004a1f,
+	0x00004391, 0x00004520, 0x00004627, 0x00004677,
+	0x000046a8, 0x000046db, 0x0000470a, 0x00004718,
+	0x00004725, 0x00004737, 0x0000474c, 0x0000475a,
+	0x00004767, 0x0000477c, 0x0000478f, 0x000047ba,
+	0x000047e7, 0x0000480b, 0x00004842, 0x0000488c,
+	0x0000489e, 0x000048d6, 0x000048ed, 0x00004904,
+	0x00004938, 0x00004982, 0x000049b7, 0x000049c0,
+	0x000049d7, 0x00004a05, 0x00004a18, 0x00004a2a,
 	// Entry 180 - 19F
-	0x00004a30, 0x00004a3b, 0x00004a46, 0x00004a51,
-	0x00004a5a, 0x00004a63, 0x00004a6c, 0x00004a75,
-	0x00004a7e, 0x00004a85, 0x00004a93, 0x00004a99,
-	0x00004aa0, 0x00004aa7, 0x00004ab0, 0x00004ab5,
-	0x00004ac3, 0x00004ac9, 0x00004acf, 0x00004ad5,
-	0x00004add, 0x00004ae6, 0x00004aef, 0x00004b0c,
-	0x00004b27, 0x00004b4a, 0x00004b6b, 0x00004b7a,
-	0x00004b85, 0x00004b90, 0x00004b9d, 0x00004ba1,
+	0x00004a3b, 0x00004a46, 0x00004a51, 0x00004a5c,
+	0x00004a65, 0x00004a6e, 0x00004a77, 0x00004a80,
+	0x00004a89, 0x00004a90, 0x00004a9e, 0x00004aa4,
+	0x00004aab, 0x00004ab2, 0x00004abb, 0x00004ac0,
+	0x00004ace, 0x00004ad4, 0x00004ada, 0x00004ae0,
+	0x00004ae8, 0x00004af1, 0x00004afa, 0x00004b17,
+	0x00004b32, 0x00004b55, 0x00004b76, 0x00004b85,
+	0x00004b90, 0x00004b9b, 0x00004ba8, 0x00004bac,
 	// Entry 1A0 - 1BF
-	0x00004ba5, 0x00004bb3, 0x00004bc1, 0x00004bcf,
-	0x00004bef, 0x00004c02, 0x00004c1b, 0x00004c30,
-	0x00004c41, 0x00004c53, 0x00004c65, 0x00004c6b,
-	0x00004c72, 0x00004c7a, 0x00004c82, 0x00004ca0,
-	0x00004cbe, 0x00004cd5, 0x00004cea, 0x00004cfb,
-	0x00004d01, 0x00004d1a, 0x00004d25, 0x00004d59,
-	0x00004d66, 0x00004d84, 0x00004d92, 0x00004d9b,
-	0x00004da2, 0x00004dbd, 0x00004dc7, 0x00004dda,
+	0x00004bb0, 0x00004bbe, 0x00004bcc, 0x00004bda,
+	0x00004bfa, 0x00004c0d, 0x00004c26, 0x00004c3b,
+	0x00004c4c, 0x00004c5e, 0x00004c70, 0x00004c76,
+	0x00004c7d, 0x00004c85, 0x00004c8d, 0x00004cab,
+	0x00004cc9, 0x00004ce0, 0x00004cf5, 0x00004d06,
+	0x00004d0c, 0x00004d25, 0x00004d30, 0x00004d64,
+	0x00004d71, 0x00004d8f, 0x00004d9d, 0x00004da6,
+	0x00004dad, 0x00004dc8, 0x00004dd2, 0x00004de5,
 	// Entry 1C0 - 1DF
-	0x00004e14, 0x00004e1d, 0x00004e2c, 0x00004e90,
-	0x00004e9c, 0x00004ea6, 0x00004ed6, 0x00004f31,
-	0x00005018, 0x00005023, 0x00005056, 0x0000505b,
-	0x0000507b, 0x00005098, 0x000050b8, 0x000050cd,
-	0x0000510e, 0x00005119, 0x00005123, 0x0000514c,
-	0x0000515d, 0x0000516b, 0x000051a7, 0x000051d1,
-	0x00005216, 0x0000523e, 0x0000527d, 0x0000529e,
-	0x000052dc, 0x0000531c, 0x0000533c, 0x0000537d,
+	0x00004e1f, 0x00004e28, 0x00004e37, 0x00004e9b,
+	0x00004ea7, 0x00004eb1, 0x00004ee1, 0x00004f3c,
+	0x00005023, 0x0000502e, 0x00005061, 0x00005066,
+	0x00005086, 0x000050a3, 0x000050c3, 0x000050d8,
+	0x00005119, 0x00005124, 0x0000512e, 0x00005157,
+	0x00005168, 0x00005176, 0x000051b2, 0x000051dc,
+	0x00005221, 0x00005249, 0x00005288, 0x000052a9,
+	0x000052e7, 0x00005327, 0x00005347, 0x00005388,
 	// Entry 1E0 - 1FF
-	0x000053a9, 0x000053d0, 0x000053e8, 0x000053fc,
-	0x00005413, 0x00005421, 0x0000542c, 0x0000544f,
-	0x0000546e, 0x0000548a, 0x000054f8, 0x0000557d,
-	0x000055fa, 0x0000563a, 0x00005680, 0x000056f2,
-	0x0000571a, 0x0000573d, 0x00005774, 0x000057bb,
-	0x0000580e, 0x00005837, 0x000058dd, 0x00005903,
-	0x0000594a, 0x000059ce, 0x00005a49, 0x00005ac6,
-	0x00005aed, 0x00005b15, 0x00005b5c, 0x00005ba6,
+	0x000053b4, 0x000053db, 0x000053f3, 0x00005407,
+	0x0000541e, 0x0000542c, 0x00005437, 0x0000545a,
+	0x00005479, 0x00005495, 0x00005503, 0x00005588,
+	0x00005605, 0x00005645, 0x0000568b, 0x000056fd,
+	0x00005725, 0x00005748, 0x0000577f, 0x000057c6,
+	0x00005819, 0x00005842, 0x000058e8, 0x0000590e,
+	0x00005955, 0x000059d9, 0x00005a54, 0x00005ad1,
+	0x00005af8, 0x00005b20, 0x00005b67, 0x00005bb1,
 	// Entry 200 - 21F
-	0x00005bd9, 0x00005bec, 0x00005cf4, 0x00005d22,
-	0x00005d5e, 0x00005d74, 0x00005e08, 0x00005e1b,
-	0x00005e58, 0x00005e94, 0x00005ea7, 0x00005efb,
-	0x00005f30, 0x00005f42, 0x00005f59, 0x00005f96,
-	0x00005fe6, 0x00006010, 0x0000601b, 0x00006038,
-	0x00006057, 0x00006068, 0x00006082, 0x0000608b,
-	0x00006095, 0x000060b4, 0x00006102, 0x00006137,
-	0x00006188, 0x0000619e, 0x000061c4, 0x000061d5,
+	0x00005be4, 0x00005bf7, 0x00005cff, 0x00005d2d,
+	0x00005d69, 0x00005d7f, 0x00005e13, 0x00005e26,
+	0x00005e63, 0x00005e9f, 0x00005eb2, 0x00005f06,
+	0x00005f3b, 0x00005f4d, 0x00005f64, 0x00005fa1,
+	0x00005ff1, 0x0000601b, 0x00006026, 0x00006043,
+	0x00006062, 0x00006073, 0x0000608d, 0x00006096,
+	0x000060a0, 0x000060bf, 0x0000610d, 0x00006142,
+	0x00006193, 0x000061a9, 0x000061cf, 0x000061e0,
 	// Entry 220 - 23F
-	0x0000621f, 0x00006235, 0x00006249, 0x00006262,
-	0x00006278, 0x000062a2, 0x000062aa, 0x000062bd,
-	0x000062c4, 0x000062df, 0x000062ff, 0x0000632f,
-	0x00006346, 0x0000637e, 0x000063b9, 0x000063e5,
-	0x00006439, 0x00006449, 0x00006454, 0x00006468,
-	0x0000647a, 0x00006490, 0x000064a2, 0x000064b4,
-	0x000064ba, 0x000064cc, 0x000064da, 0x000064e9,
-	0x000064ff, 0x00006529, 0x0000655c, 0x00006604,
+	0x0000622a, 0x00006240, 0x00006254, 0x0000626d,
+	0x00006283, 0x000062ad, 0x000062b5, 0x000062c8,
+	0x000062cf, 0x000062ea, 0x0000630a, 0x0000633a,
+	0x00006351, 0x00006389, 0x000063c4, 0x000063f0,
+	0x00006444, 0x00006454, 0x0000645f, 0x00006473,
+	0x00006485, 0x0000649b, 0x000064ad, 0x000064bf,
+	0x000064c5, 0x000064d7, 0x000064e5, 0x000064f4,
+	0x0000650a, 0x00006534, 0x00006567, 0x0000660f,
 	// Entry 240 - 25F
-	0x00006654, 0x0000667c, 0x000066ce, 0x00006710,
-	0x0000674c, 0x00006763, 0x0000682b, 0x00006858,
-	0x00006a12, 0x00006a2c, 0x00006a45, 0x00006a66,
-	0x00006a7c, 0x00006a83, 0x00006a9d, 0x00006b32,
-	0x00006b95, 0x00006ba8, 0x00006bcf, 0x00006bf7,
-	0x00006c05, 0x00006c15, 0x00006c26, 0x00006c2d,
-	0x00006d63, 0x00006d6a, 0x00006da4, 0x00006da9,
-	0x00006dbe, 0x00006dd2, 0x00006de4, 0x00006dfa,
+	0x0000665f, 0x00006687, 0x000066d9, 0x0000671b,
+	0x00006757, 0x0000676e, 0x00006836, 0x00006863,
+	0x00006a1d, 0x00006a37, 0x00006a50, 0x00006a71,
+	0x00006a87, 0x00006a8e, 0x00006aa8, 0x00006b3d,
+	0x00006ba0, 0x00006bb3, 0x00006bda, 0x00006c02,
+	0x00006c10, 0x00006c20, 0x00006c31, 0x00006c38,
+	0x00006d6e, 0x00006d75, 0x00006daf, 0x00006db4,
+	0x00006dc9, 0x00006ddd, 0x00006def, 0x00006e05,
 	// Entry 260 - 27F
-	0x00006e15, 0x00006eea, 0x00006f02, 0x00006fa3,
-	0x00007032, 0x00007042, 0x0000711c, 0x000071de,
-	0x000071e3, 0x000071f3, 0x00007201, 0x00007211,
-	0x00007221, 0x0000722b, 0x00007254, 0x0000726e,
-	0x00007289, 0x00007317, 0x00007328, 0x00007335,
-	0x00007350, 0x00007364, 0x00007382, 0x000073cd,
-	0x0000740e, 0x00007484, 0x000074ca, 0x000074e3,
-	0x000074fb, 0x0000754e, 0x00007589, 0x00007621,
+	0x00006e20, 0x00006ef5, 0x00006f0d, 0x00006fae,
+	0x0000703d, 0x0000704d, 0x00007127, 0x000071e9,
+	0x000071ee, 0x000071fe, 0x0000720c, 0x0000721c,
+	0x0000722c, 0x00007236, 0x0000725f, 0x00007279,
+	0x00007294, 0x00007322, 0x00007333, 0x00007340,
+	0x0000735b, 0x0000736f, 0x0000738d, 0x000073d8,
+	0x00007419, 0x0000748f, 0x000074d5, 0x000074ee,
+	0x00007506, 0x00007559, 0x00007594, 0x0000762c,
 	// Entry 280 - 29F
-	0x0000764d, 0x00007673, 0x000076a7, 0x000076bf,
-	0x000076ea, 0x000076f4, 0x0000777c, 0x000077b1,
-	0x000077f2, 0x00007866, 0x000079b5, 0x00007a8e,
-	0x00007aa7, 0x00007b70, 0x00007bed, 0x00007bfa,
-	0x00007c4c, 0x00007c52, 0x00007cee, 0x00007d42,
-	0x00007d6d, 0x00007df9, 0x00007e8f, 0x00007f51,
-	0x00007f81, 0x00007f8e, 0x00007f94, 0x00007faa,
-	0x00007fb5, 0x00007fbc, 0x00007fc7, 0x00007fd5,
+	0x00007658, 0x0000767e, 0x000076b2, 0x000076ca,
+	0x000076f5, 0x000076ff, 0x00007787, 0x000077bc,
+	0x000077fd, 0x00007871, 0x000079c0, 0x00007a99,
+	0x00007ab2, 0x00007b7b, 0x00007bf8, 0x00007c05,
+	0x00007c57, 0x00007c5d, 0x00007cf9, 0x00007d4d,
+	0x00007d78, 0x00007e04, 0x00007e9a, 0x00007f5c,
+	0x00007f8c, 0x00007f99, 0x00007f9f, 0x00007fb5,
+	0x00007fc0, 0x00007fc7, 0x00007fd2, 0x00007fe0,
 	// Entry 2A0 - 2BF
-	0x00007fe2, 0x00007ff0, 0x00008009, 0x00008036,
-	0x000080df, 0x000080f2, 0x000080fc, 0x0000818b,
-	0x000081ec, 0x0000823e, 0x00008250, 0x00008263,
-	0x000082a1, 0x000082dd, 0x000082e9, 0x000082f6,
-	0x00008304, 0x00008312, 0x00008322, 0x0000835e,
-	0x00008398, 0x00008415, 0x00008420, 0x0000844a,
-	0x00008466, 0x0000846a, 0x0000847c, 0x0000853e,
-	0x00008571, 0x0000857c, 0x00008586, 0x0000859b,
+	0x00007fed, 0x00007ffb, 0x00008014, 0x00008041,
+	0x000080ea, 0x000080fd, 0x00008107, 0x00008196,
+	0x000081f7, 0x00008249, 0x0000825b, 0x0000826e,
+	0x000082ac, 0x000082e8, 0x000082f4, 0x00008301,
+	0x0000830f, 0x0000831d, 0x0000832d, 0x00008369,
+	0x000083a3, 0x00008420, 0x0000842b, 0x00008455,
+	0x00008471, 0x00008475, 0x00008487, 0x00008549,
+	0x0000857c, 0x00008587, 0x00008591, 0x000085a6,
 	// Entry 2C0 - 2DF
-	0x000085a4, 0x000085ae, 0x000085c3, 0x000085e7,
-	0x00008601, 0x00008616, 0x00008642, 0x00008647,
-	0x0000865c, 0x0000866e, 0x000086a3, 0x000086b4,
-	0x0000872a, 0x000087b5, 0x00008844, 0x000088ab,
-	0x000088ed, 0x00008960, 0x000089a8, 0x000089d6,
-	0x00008a09,
+	0x000085af, 0x000085b9, 0x000085ce, 0x000085f2,
+	0x0000860c, 0x00008621, 0x0000864d, 0x00008652,
+	0x00008667, 0x00008679, 0x000086ae, 0x000086bf,
+	0x00008735, 0x000087c0, 0x0000884f, 0x000088b6,
+	0x000088f8, 0x0000896b, 0x000089b3, 0x000089e1,
+	0x00008a14,
 } // Size: 2924 bytes
 
-const frData string = "" + // Size: 35337 bytes
+const frData string = "" + // Size: 35348 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1823,211 +1823,211 @@ const frData string = "" + // Size: 35337 bytes
 	"pels\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérate" +
 	"ur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termi" +
 	"ne l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pul" +
-	"l %[1]s\x02Nœud %[1]s\x02La file d’attente et les incidents de chaque dé" +
-	"finition maintenant, et ce que ses exécutants ont terminé dans la derniè" +
-	"re heure\u202f: les occurrences terminées avec succès ou en échec. Une o" +
-	"ccurrence relancée depuis compte là où elle se termine ensuite\u202f; un" +
-	" échec qui laisse des tentatives n’est pas compté, la page de son occurr" +
-	"ence le montre.\x02Réussites et échecs, dernière heure\x02Définitions, c" +
-	"elles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes\x02" +
-	"Instances bloquées\x02En échec\x02Attente de la plus ancienne disponible" +
-	"\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune défi" +
-	"nition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé tou" +
-	"tes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente lon" +
-	"gue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune défi" +
-	"nition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez toute" +
-	"s les définitions.\x02Toutes les définitions\x02Réussites et échecs par " +
-	"tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière heure" +
-	"\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque tran" +
-	"che de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphique" +
-	"\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abord" +
-	"\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
-	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
-	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
-	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
-	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
-	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
-	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
-	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
-	"as pu être construites), une reprise échouerait donc de la même façon. L" +
-	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
-	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
-	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
-	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
-	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
-	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
-	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
-	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
-	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
-	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
-	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
-	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
-	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
-	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
-	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
-	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
-	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
-	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
-	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée" +
-	"\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02dat" +
-	"e\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02" +
-	"secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exéc" +
-	"utant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
-	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
-	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
-	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
-	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
-	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
-	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(" +
-	"%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Motif (consigné avec la révélation)\x02Disponible à partir du\x02Pro" +
-	"chaine tentative\x02Dernière réservation\x02Fin du verrou\x02Différée" +
-	"\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant toute tentative)" +
-	"\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a signalé cet " +
-	"échec comme définitif (tentatives restantes non utilisées\u202f: %[1]d)" +
-	"\x02La destination n’a pas répondu dans le délai de l’appel (%[1]s)" +
-	"\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre.\x02La d" +
-	"estination n’a pas répondu dans le délai de l’appel\u202f: elle a pu agi" +
-	"r malgré tout, vérifiez avant de reprendre.\x02L’échéance est passée ava" +
-	"nt l’arrivée d’un résultat.\x02Le résultat ne respectait pas le contrat " +
-	"de sorties de la révision.\x02Relais s’est arrêté pendant l’appel\u202f:" +
-	" on ignore si la destination a agi, elle n’est donc pas rappelée.\x02L’a" +
-	"ppel n’a pas pu être préparé.\x02La destination était injoignable.\x02La" +
-	" réponse de la destination était trop volumineuse.\x02Le verrou de la de" +
-	"rnière tentative a expiré sans tentative restante.\x02Les entrées n’ont " +
-	"pas pu être construites à partir des liaisons du processus.\x02Un opérat" +
-	"eur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec" +
-	" sans nouvelle tentative restante (retries\u202f: 0, ou un budget déjà é" +
-	"puisé)\u202f: l’occurrence n’est pas relancée.\x02La destination a répon" +
-	"du HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment (pag" +
-	"e Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d\u202f" +
-	": les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a pas." +
-	"\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécutan" +
-	"ts actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exécutant" +
-	" actif ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s " +
-	"ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s — %[2" +
-	"]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en" +
-	" attente d’être proposée de nouveau.\x02En attente de l’appel de Relais " +
-	"à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécutant dep" +
-	"uis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[1]s) a" +
-	" pris fin %[2]s sans que son résultat soit enregistré\u202f: la réplique" +
-	" qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en outcom" +
-	"e_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a pris e" +
-	"ffet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée par %" +
-	"[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Diff" +
-	"érée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommateur, ou " +
-	"une interface munie d’un jeton de règlement, la terminera plus tard.\x02" +
-	"Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’un opéra" +
-	"teur.\x02Son instance a continué par le chemin d’erreur du nœud.\x02En é" +
-	"chec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1]s à %[2" +
-	"]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arrêtée (%[" +
-	"1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée\u202f; ré" +
-	"glée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s (différée" +
-	"\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inutilisable" +
-	"\x02pas de réponse dans le délai\x02pas de connexion\x02réponse trop vol" +
-	"umineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglais)\x02Me" +
-	"ssage de l’exécutant (ses propres termes, valeurs protégées masquées)" +
-	"\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révision e" +
-	"st celle d’une définition\u202f: choisissez aussi la définition.\x02Cons" +
-	"ommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Date d" +
-	"e clôture\x02Plus de filtres\u202f: instance, révision, consommateur, de" +
-	"stination, dates\x02Destination d’appel\x02son nom, exactement\x02identi" +
-	"fiant d’instance\x02Décomptes par statut\x02Occurrences, les plus récent" +
-	"es d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consommateur et " +
-	"exécutant\x02Prochaine tentative ou clôture\x02Aucune occurrence ne corr" +
-	"espond à ces filtres.\x02Tous les consommateurs\x02Totaux de la définiti" +
-	"on %[1]s, sans les autres filtres\x02Totaux de toutes les définitions, s" +
-	"ans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les décomptes s" +
-	"ont actualisés toutes les 5 secondes environ.\x02révision %[1]d\x02clôtu" +
-	"rée\x02prochaine tentative\x02disponible depuis\x02appel en cours depuis" +
-	"\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précédente\x02Pag" +
-	"e suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une " +
-	"date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le " +
-	"dernier.\x02Cette adresse contient un paramètre illisible (un signe pour" +
-	" cent qui n’est pas suivi de deux chiffres hexadécimaux, ou un point-vir" +
-	"gule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre in" +
-	"connu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» es" +
-	"t donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le curseur de pag" +
-	"e est invalide\u202f: revenez à la première page.\x02Ces réglages sont c" +
-	"onservés dans ce navigateur seulement.\x02Afficher les heures en\x02La c" +
-	"onsole n’exécute aucun script et ne peut donc pas lire le fuseau horaire" +
-	" de votre ordinateur\u202f: choisissez son décalage par rapport à UTC. L" +
-	"es décalages ne suivent pas l’heure d’été.\x02Recharger les listes et le" +
-	"s pages de détail\x02Un rechargement vide ce que vous avez saisi sans l’" +
-	"appliquer (filtres, champ de recherche) et ramène le focus en haut de la" +
-	" page\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qu" +
-	"i se recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où v" +
-	"ous saisissez un motif (confirmations, et occurrences dont une valeur pe" +
-	"ut être révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une " +
-	"valeur révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer" +
-	"\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s\x02Jamais" +
-	"\x02Toutes les %[1]d secondes\x02Les versions de processus publiées" +
-	"\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec l’emp" +
-	"lacement actuel de leurs occurrences.\x02Les versions de processus publi" +
-	"ées\u202f: leurs nœuds, routes et révisions épinglées, dessinés.\x02Pro" +
-	"cessus par clé\x02Versions, les plus récentes d’abord\x02Aucun processus" +
-	" n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud de dép" +
-	"art\x02Graphe\x02Les colonnes suivent le plus long chemin depuis le nœud" +
-	" de départ. Les flèches pleines sont les réussites (étiquetées par leur " +
-	"route), les pointillées les échecs (étiquetées par leurs codes d’erreur)" +
-	". Chaque case indique combien d’occurrences de cette version se trouvent" +
-	" à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec leurs oc" +
-	"currences actuelles\x02Type\x02Révision épinglée\x02En cas de réussite" +
-	"\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette versi" +
-	"on\x02Les colonnes suivent le plus long chemin depuis le nœud de départ." +
-	" Les flèches pleines sont les réussites (étiquetées par leur route), les" +
-	" pointillées les échecs (étiquetées par leurs codes d’erreur).\x02Nœuds " +
-	"de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour les des" +
-	"siner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœ" +
-	"ud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"l %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les inciden" +
+	"ts de chaque définition maintenant, et ce que ses exécutants ont terminé" +
+	" dans la dernière heure\u202f: les occurrences terminées avec succès ou " +
+	"en échec. Une occurrence relancée depuis compte là où elle se termine en" +
+	"suite\u202f; un échec qui laisse des tentatives n’est pas compté, la pag" +
+	"e de son occurrence le montre.\x02Réussites et échecs, dernière heure" +
+	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
+	"on\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus a" +
+	"ncienne disponible\x02Terminées, dernière heure\x02En échec, dernière he" +
+	"ure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
+	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
+	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
+	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
+	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
+	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
+	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
+	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
+	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
+	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
+	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
+	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
+	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
+	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
+	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
+	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
+	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
+	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
+	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
+	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
+	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
+	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
+	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
+	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
+	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
+	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
+	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
+	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
+	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
+	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
+	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
+	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
+	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
+	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
+	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
+	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
+	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
+	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
+	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
+	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
+	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
+	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
+	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pou" +
+	"r\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, p" +
+	"uis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateu" +
+	"r\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être " +
+	"un nombre entier à partir de 1.\x02Une version est celle d’un processus" +
+	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
+	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
+	"e retient\x02La page suivante les compte et demande un motif avant que r" +
+	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
+	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
+	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
+	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
+	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
+	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
+	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
+	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
+	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
+	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
+	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
+	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
+	"\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendue" +
+	"s, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10" +
+	"\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la révisio" +
+	"n %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le " +
+	"contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrenc" +
+	"e n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie" +
+	"\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette act" +
+	"ion est enregistrée\x02Motif (consigné avec la révélation)\x02Disponible" +
+	" à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du ve" +
+	"rrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant t" +
+	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
+	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l’appe" +
+	"l (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle" +
+	" a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance est p" +
+	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
+	" contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’app" +
+	"el\u202f: on ignore si la destination a agi, elle n’est donc pas rappelé" +
+	"e.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
+	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
+	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
+	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
+	"Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé" +
+	" un échec sans nouvelle tentative restante (retries\u202f: 0, ou un budg" +
+	"et déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destinatio" +
+	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
+	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
+	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
+	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
+	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
+	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1" +
+	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
+	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
+	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
+	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%" +
+	"[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la r" +
+	"éplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue e" +
+	"n outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il " +
+	"a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réserv" +
+	"ée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
+	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
+	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
+	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
+	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
+	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
+	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
+	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
+	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
+	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
+	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
+	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
+	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
+	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
+	"\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue." +
+	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
+	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
+	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
+	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
+	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
+	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
+	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
+	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
+	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
+	"omptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
+	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
+	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
+	"te\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Cette adresse contient un paramètre illisible (u" +
+	"n signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou " +
+	"un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f:" +
+	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
+	"Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1" +
+	"]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le cu" +
+	"rseur de page est invalide\u202f: revenez à la première page.\x02Ces rég" +
+	"lages sont conservés dans ce navigateur seulement.\x02Afficher les heure" +
+	"s en\x02La console n’exécute aucun script et ne peut donc pas lire le fu" +
+	"seau horaire de votre ordinateur\u202f: choisissez son décalage par rapp" +
+	"ort à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les " +
+	"listes et les pages de détail\x02Un rechargement vide ce que vous avez s" +
+	"aisi sans l’appliquer (filtres, champ de recherche) et ramène le focus e" +
+	"n haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur ch" +
+	"aque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Le" +
+	"s pages où vous saisissez un motif (confirmations, et occurrences dont u" +
+	"ne valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, pas " +
+	"plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans " +
+	"enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus pub" +
+	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
+	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
+	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
+	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
+	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
+	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
+	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
+	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
+	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
+	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
+	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
 	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
 	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
 	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
@@ -2126,4 +2126,4 @@ const frData string = "" + // Size: 35337 bytes
 	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
 	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 68697 bytes (67KiB); checksum: CA814F42
+	// Total table size 68717 bytes (67KiB); checksum: B9B388F5
