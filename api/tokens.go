@@ -25,15 +25,13 @@ func (a *API) whoami() http.Handler {
 }
 
 // openAPI serves the OpenAPI 3.1 description of the API (this route and
-// the Camunda facade included). Like every /api/v1 route it needs a token;
-// the same document is in the repository at api/openapi/openapi.yaml for
+// the Camunda facade included), with its ETag: If-None-Match revalidates
+// it (openapi.Serve). Like every /api/v1 route it needs a token; the same
+// document is in the repository at api/openapi/openapi.yaml for
 // generators that run without one.
 func (a *API) openAPI() http.Handler {
-	doc := openapi.JSON()
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-cache")
-		_, _ = w.Write(doc)
+		openapi.Serve(w, r)
 		return nil
 	})
 }

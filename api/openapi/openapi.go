@@ -9,9 +9,12 @@
 package openapi
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -34,6 +37,61 @@ var JSON = sync.OnceValue(func() []byte {
 	}
 	return b
 })
+
+// ETag is the served document's strong entity tag: the SHA-256 of its
+// bytes, computed once. It changes when the document does, which only a
+// new build does.
+var ETag = sync.OnceValue(func() string {
+	sum := sha256.Sum256(JSON())
+	return `"` + hex.EncodeToString(sum[:]) + `"`
+})
+
+// Serve answers a GET (or HEAD) of the document: the JSON with its ETag,
+// to be revalidated before each use (Cache-Control: no-cache), or 304 Not
+// Modified, without a body, to an If-None-Match that names the ETag (or
+// is *). The caller checks who may read it.
+func Serve(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("ETag", ETag())
+	h.Set("Cache-Control", "no-cache")
+	if noneMatch(r.Header.Values("If-None-Match"), ETag()) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(JSON())
+}
+
+// noneMatch reports whether the If-None-Match field values name etag, by
+// the weak comparison RFC 9110 (13.1.2) asks of it: W/"x" names "x" too.
+// "*" names any. A malformed list names nothing from where it breaks: the
+// document is then sent whole, which is never wrong.
+func noneMatch(values []string, etag string) bool {
+	for _, v := range values {
+		for {
+			v = strings.TrimLeft(v, " \t,")
+			if v == "" {
+				break
+			}
+			if v[0] == '*' {
+				return true
+			}
+			v = strings.TrimPrefix(v, "W/")
+			if len(v) < 2 || v[0] != '"' {
+				break
+			}
+			end := strings.IndexByte(v[1:], '"')
+			if end < 0 {
+				break
+			}
+			if v[:end+2] == etag {
+				return true
+			}
+			v = v[end+2:]
+		}
+	}
+	return false
+}
 
 // toJSON converts a YAML document to JSON. Mapping keys are strings in
 // JSON: an unquoted 200 status key becomes "200".
