@@ -40,7 +40,7 @@ func TestEveryPageIsLabelled(t *testing.T) {
 		}
 	}
 	// The check saw what it is about.
-	for _, what := range []string{"control", "table", "svg", "svg-links", "reveal", "heading"} {
+	for _, what := range []string{"control", "table", "scroll-box", "svg", "svg-links", "reveal", "heading"} {
 		if checked[what] == 0 {
 			t.Errorf("no %s was checked: are the pages empty?", what)
 		}
@@ -89,6 +89,20 @@ func checkLabelled(t *testing.T, where string, doc *goquery.Document, checked ma
 		if c := s.ChildrenFiltered("caption"); c.Length() != 1 || strings.TrimSpace(c.Text()) == "" {
 			html, _ := goquery.OuterHtml(s)
 			t.Errorf("%s: a table has no caption: %.120s", where, html)
+		}
+	})
+	// A box that may scroll sideways takes the focus, so that a keyboard
+	// scrolls it (axe's scrollable-region-focusable, WCAG 2.1.1): a
+	// region named by its table's caption or its chart's title.
+	doc.Find(".table-wrap, .chart-wrap").Each(func(_ int, s *goquery.Selection) {
+		checked["scroll-box"]++
+		want := strings.TrimSpace(s.Find("caption").First().Text())
+		if s.HasClass("chart-wrap") {
+			want = strings.TrimSpace(s.Find("svg > title").First().Text())
+		}
+		if s.AttrOr("tabindex", "") != "0" || s.AttrOr("role", "") != "region" || want == "" || s.AttrOr("aria-label", "") != want {
+			t.Errorf("%s: a %s box is not a focusable region named %q: tabindex %q, role %q, aria-label %q", where, s.AttrOr("class", ""), want,
+				s.AttrOr("tabindex", ""), s.AttrOr("role", ""), s.AttrOr("aria-label", ""))
 		}
 	})
 	doc.Find("svg").Each(func(_ int, s *goquery.Selection) {
@@ -309,8 +323,9 @@ func TestColourContrastInBothSchemes(t *testing.T) {
 // words where they have room; the stylesheet lets a line break inside one
 // only where it would otherwise be cut or scroll, and only in these rules:
 // code.wrap (a list's error code, key or worker id, shown whole rather
-// than cut with an ellipsis whose title no keyboard reaches) and, on a
-// phone, a heading's key (which scrolls sideways elsewhere).
+// than cut with an ellipsis whose title no keyboard reaches), an input or
+// output value (cut at the table's edge otherwise) and, on a phone, a
+// heading's key (which scrolls sideways elsewhere).
 func TestCodesAreNeverBrokenInside(t *testing.T) {
 	t.Parallel()
 	_, _, css := schemes(t)
@@ -325,7 +340,7 @@ func TestCodesAreNeverBrokenInside(t *testing.T) {
 		for _, block := range []struct {
 			css     string
 			allowed []string
-		}{{rest, []string{"code.wrap"}}, {phone, []string{"h1, h2, h1 code, h2 code"}}} {
+		}{{rest, []string{"code.wrap", "table.values td, table.values td code"}}, {phone, []string{"h1, h2, h1 code, h2 code"}}} {
 			for _, rule := range regexp.MustCompile(`[^{}]*\{[^}]*`+regexp.QuoteMeta(bad)+`[^}]*\}`).FindAllString(block.css, -1) {
 				sel := strings.TrimSpace(rule[:strings.Index(rule, "{")])
 				if !slices.Contains(block.allowed, sel) {

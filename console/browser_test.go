@@ -164,6 +164,11 @@ func (b *tab) check(where string) {
 	if over > 0 {
 		b.t.Errorf("%s: the page is %dpx wider than the screen", where, over)
 	}
+	// axe's scrollable-region-focusable (WCAG 2.1.1): what scrolls can be
+	// scrolled with a keyboard, being focusable or holding what is.
+	if got := b.eval(scrollableRegionsJS); got != "" {
+		b.t.Errorf("%s: regions that scroll but take no keyboard focus: %s", where, got)
+	}
 	b.mu.Lock()
 	errs := b.errors
 	b.errors = nil
@@ -437,6 +442,17 @@ func TestBrowserActions(t *testing.T) {
 	}
 }
 
+// scrollableRegionsJS lists the elements that scroll (sideways or down)
+// and neither take the focus nor hold anything that does (empty when
+// none): a keyboard could not scroll them.
+const scrollableRegionsJS = `[...document.querySelectorAll('body *')].filter(e => {
+	const s = getComputedStyle(e);
+	const scrolls = (o, content, box) => (o === 'auto' || o === 'scroll') && content > box + 1;
+	if (!scrolls(s.overflowX, e.scrollWidth, e.clientWidth) && !scrolls(s.overflowY, e.scrollHeight, e.clientHeight)) return false;
+	if (e.tabIndex >= 0) return false;
+	return !e.querySelector('a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex="-1"])');
+}).map(e => e.tagName.toLowerCase() + (e.className ? '.' + String(e.className).replace(/ /g, '.') : '') + (e.dataset.testid ? '[' + e.dataset.testid + ']' : '') + ' (' + (e.scrollWidth - e.clientWidth) + 'px: ' + e.textContent.trim().slice(0, 40) + ')').join(', ')`
+
 // filterLayoutJS says which controls of a filter form overlap another or
 // stick out of the form's box (empty when none does).
 const filterLayoutJS = `(() => {
@@ -618,5 +634,34 @@ func TestBrowserGraphTextInsideItsBoxes(t *testing.T) {
 			}
 			b.shot("graph")
 		}
+	}
+}
+
+// TestBrowserNothingScrollsOutOfAKeyboardsReach opens, at the widths an
+// audit found them (390 and 640 px), the pages whose boxes scrolled
+// without taking the focus (the Health chart, a definition's field
+// tables, a process version's digest, a 150-character input value):
+// open (check) fails on any such region; a long value wraps, whole, in
+// its cell rather than be cut at the table's edge.
+func TestBrowserNothingScrollsOutOfAKeyboardsReach(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newFixture(t)
+	long := "Globex-" + strings.Repeat("Industries", 14) + "-SA"
+	inst := f.env.Must(201, "POST", "/api/v1/processes/crm_only/instances", f.env.Operator, map[string]any{
+		"inputs": map[string]any{"name": long}}).JSON(t)["id"].(string)
+	occ := f.env.Must(200, "GET", "/api/v1/occurrences?instance="+inst, f.env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+	for _, vp := range []viewport{{"390", 390, 844}, {"640", 640, 900}} {
+		b := openTab(t, browserPath, vp, "scroll-"+vp.name)
+		b.signIn(f.env.URL, "en", f.env.Operator)
+		for _, path := range []string{"/console/health", "/console/definitions/add_company_to_crm", "/console/definitions/console_vault?from=1&to=2",
+			"/console/processes/crm_only/versions/1", "/console/instances/" + inst, "/console/occurrences/" + occ} {
+			b.open(f.env.URL, path, 200)
+			cut := b.eval(`[...document.querySelectorAll('table.values td')].filter(td => td.scrollWidth > td.clientWidth + 1 || td.getBoundingClientRect().right > document.documentElement.clientWidth).map(td => td.textContent.trim().slice(0, 30)).join(', ')`)
+			if cut != "" {
+				t.Errorf("%s at %s px: values cut at the table's edge: %s", path, vp.name, cut)
+			}
+		}
+		b.shot("long-value")
 	}
 }
