@@ -665,3 +665,26 @@ func TestBrowserNothingScrollsOutOfAKeyboardsReach(t *testing.T) {
 		b.shot("long-value")
 	}
 }
+
+// TestBrowserCellLinksAreTargets: on a 390 px phone, a consumer's two task
+// links, stacked in their cell, and a destination's calls link are
+// targets at least 24 × 24 px (axe's target-size, WCAG 2.5.8).
+func TestBrowserCellLinksAreTargets(t *testing.T) {
+	t.Parallel()
+	browserPath := needChromium(t)
+	f := newIncidentFixture(t)
+	for _, lang := range []string{"en", "fr"} {
+		b := openTab(t, browserPath, viewport{"390", 390, 844}, "targets-"+lang)
+		b.signIn(f.env.URL, lang, f.env.Admin)
+		for path, sel := range map[string]string{"/console/consumers": "[data-testid=consumer-reserved], [data-testid=consumer-tasks]",
+			"/console/destinations": "[data-testid=destination-calls]"} {
+			b.open(f.env.URL, path, 200)
+			got := b.eval(`(() => { const links = [...document.querySelectorAll('` + sel + `')];
+				if (links.length === 0) return 'no link';
+				return links.map(a => a.getBoundingClientRect()).filter(r => r.width < 24 || r.height < 24).map(r => r.width.toFixed(1) + '×' + r.height.toFixed(1)).join(', '); })()`)
+			if got != "" {
+				t.Errorf("%s %s: links smaller than 24 × 24 px: %s", lang, path, got)
+			}
+		}
+	}
+}
