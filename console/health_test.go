@@ -61,7 +61,7 @@ func TestHealthPage(t *testing.T) {
 	// The chart: one bar per status and 5-minute slot, its numbers in a
 	// table, no inline style.
 	chart := r.doc.Find(`svg[data-testid=chart]`)
-	if n := chart.Find("rect").Length(); n != 24 {
+	if n := chart.Find("rect.bar-ok, rect.bar-bad").Length(); n != 24 {
 		t.Errorf("%d bars, want 24 (12 slots × 2)", n)
 	}
 	total := 0
@@ -267,6 +267,38 @@ func withField(form url.Values, name, value string) url.Values {
 	}
 	out.Set(name, value)
 	return out
+}
+
+// TestHealthChartTellsFailuresByMoreThanColour: failure bars are hatched
+// (an SVG pattern) and outlined, completions solid, and the legend shows
+// both, its words visible: a reader who cannot tell red from green tells
+// them apart (WCAG 1.4.1).
+func TestHealthChartTellsFailuresByMoreThanColour(t *testing.T) {
+	t.Parallel()
+	f := newIncidentFixture(t)
+	r := signedIn(t, f.env.URL, "en", f.env.Operator).mustGet("/console/health", 200)
+	chart := r.doc.Find(`svg[data-testid=chart]`)
+	if chart.Find(`defs pattern#chart-failed-hatch`).Length() != 1 {
+		t.Fatal("the chart defines no hatching pattern")
+	}
+	bad, ok := chart.Find("rect.bar-bad"), chart.Find("rect.bar-ok")
+	if bad.Length() == 0 || bad.FilterFunction(func(_ int, s *goquery.Selection) bool { return s.AttrOr("fill", "") != "url(#chart-failed-hatch)" }).Length() != 0 {
+		t.Errorf("failure bars are not all hatched (%d bars)", bad.Length())
+	}
+	if ok.FilterFunction(func(_ int, s *goquery.Selection) bool { _, has := s.Attr("fill"); return has }).Length() != 0 {
+		t.Error("completion bars are hatched too")
+	}
+	legend := r.doc.Find(`.legend`)
+	if got := collapse(legend.Text()); got != "completed failed" || legend.Find(".visually-hidden").Length() != 0 || legend.Find(".swatch.ok").Length() != 1 || legend.Find(".swatch.bad").Length() != 1 {
+		t.Errorf("legend %q: want its two swatches and visible words", got)
+	}
+	_, _, css := schemes(t)
+	if !regexp.MustCompile(`\.swatch\.bad \{[^}]*repeating-linear-gradient\(`).MatchString(css) {
+		t.Error("the legend's failure swatch is not hatched as its bars are")
+	}
+	if regexp.MustCompile(`\.chart \.bar-bad \{[^}]*fill:`).MatchString(css) {
+		t.Error("the stylesheet fills failure bars, over their hatching")
+	}
 }
 
 // TestHealthPageInFrench: the chart's sentence agrees each count with its
