@@ -733,7 +733,8 @@ create trigger refuse_second_batch before insert on operator_actions for each ro
 		t.Errorf("the record's filter %v, want the business key said given, not kept", f)
 	}
 	r = env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "cleanup",
-		"filter": map[string]any{"process": "crm_hold", "status": "running"}, "confirm_count": 150, "bulk_id": id})
+		"filter": map[string]any{"process": "crm_hold", "status": "running"}, "confirm_count": 150, "bulk_id": id},
+		relaistest.InjectedFaultHeader, "the second batch fails")
 	if r.Status != 500 {
 		t.Fatalf("a bulk stop whose second batch fails: %d %s, want 500", r.Status, r.Body)
 	}

@@ -22,6 +22,11 @@ const RecordEnv = "RELAIS_OPENAPI_RECORD"
 
 // Exchange is one recorded request and its response. Credentials are not
 // kept: Authorization keeps its scheme only.
+// InjectedFaultHeader marks a request a test makes fail on purpose (a
+// trigger that breaks a statement): its 5xx answer is what the test
+// checks, not a bug the recorded exchanges should report.
+const InjectedFaultHeader = "X-Relais-Test-Fault"
+
 type Exchange struct {
 	Method          string            `json:"method"`
 	URL             string            `json:"url"` // path and query
@@ -74,7 +79,7 @@ func recorder(dir string, h http.Handler) (http.Handler, error) {
 		}
 		r.Body = io.NopCloser(rest)
 		ex := Exchange{Method: r.Method, URL: uri, RequestBody: body, RequestHeaders: map[string]string{}}
-		for _, k := range []string{"Content-Type", "Idempotency-Key", "Accept"} {
+		for _, k := range []string{"Content-Type", "Idempotency-Key", "Accept", InjectedFaultHeader} {
 			if v := r.Header.Get(k); v != "" {
 				ex.RequestHeaders[k] = v
 			}
