@@ -458,7 +458,7 @@ func TestNoControlCompletesAnything(t *testing.T) {
 	t.Parallel()
 	f := newIncidentFixture(t)
 	b := signedIn(t, f.env.URL, "en", f.env.Admin)
-	allowed := regexp.MustCompile(`^/console/(sign-out|preferences|instances/bulk|instances/[0-9a-f-]{36}/(retry|abandon|stop)|occurrences/[0-9a-f-]{36}/reveal)$`)
+	allowed := regexp.MustCompile(`^/console/(sign-out|preferences(/reload)?|instances/bulk|instances/[0-9a-f-]{36}/(retry|abandon|stop)|occurrences/[0-9a-f-]{36}/reveal(#value-(inputs|outputs)-[0-9]+)?)$`)
 	forms := 0
 	for _, p := range f.allPages() {
 		r := b.get(p.path)
