@@ -163,9 +163,13 @@ func TestBulkActions(t *testing.T) {
 		t.Fatalf("count = %v, want 3, nothing applied", count)
 	}
 	hold("C3")
-	stale := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 3})
+	const refused = "0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e99"
+	stale := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 3, "bulk_id": refused})
 	if stale.Status != 409 || stale.Code() != "count_changed" || stale.JSON(t)["count"] != 4.0 {
 		t.Errorf("stale confirmation: %d %s, want 409 count_changed with count 4", stale.Status, stale.Body)
+	}
+	if r := env.Do("GET", "/api/v1/audit/bulk/"+refused, env.Operator, nil); r.Status != 404 {
+		t.Errorf("a bulk action refused for its count left a record: %d %s", r.Status, r.Body)
 	}
 	if n := len(env.Must(200, "GET", "/api/v1/instances?status=held", env.Operator, nil).JSON(t)["items"].([]any)); n != 4 {
 		t.Errorf("%d held after a refused bulk action, want 4", n)
@@ -199,9 +203,10 @@ func TestBulkActions(t *testing.T) {
 	if f, _ := rec["filter"].(map[string]any); len(f) != 1 || f["process"] != "crm_hold" || rec["ended_at"] == nil {
 		t.Errorf("the bulk record's filter %v and end %v", rec["filter"], rec["ended_at"])
 	}
-	// The same id again names that action: refused, nothing applied.
-	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 0, "bulk_id": chosen}); r.Status != 409 || r.Code() != "bulk_exists" {
-		t.Errorf("a bulk_id used before: %d %s, want 409 bulk_exists", r.Status, r.Body)
+	// The same request again (a client that lost the answer) is told the
+	// action ran, not that the count changed; nothing more is applied.
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 4, "bulk_id": chosen}); r.Status != 409 || r.Code() != "bulk_exists" {
+		t.Errorf("the same bulk request again: %d %s, want 409 bulk_exists", r.Status, r.Body)
 	}
 	if r := env.Do("GET", "/api/v1/audit/bulk/0193a5c4-6b2e-7c3d-9e4f-000000000000", env.Operator, nil); r.Status != 404 {
 		t.Errorf("an unknown bulk action: %d %s", r.Status, r.Body)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -429,8 +428,10 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 // it is harmless: what was applied no longer matches. id names the action
 // in the audit log; uuid.Nil draws a new one. A caller that points at the
 // records before the action ends (the console's confirmation links to
-// them, for an operator whose page gave up waiting) chooses it; repeating
-// an action with its id files both runs' records under it.
+// them, for an operator whose page gave up waiting) chooses it; an id
+// another bulk action has is refused (409 bulk_exists), before the count
+// is checked, so that a client resending a request whose answer it lost
+// is told the action ran rather than that the count changed.
 func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f InstanceFilter, reason string, confirm int64, id uuid.UUID) (BulkResult, error) {
 	if err := checkReason(reason); err != nil {
 		return BulkResult{}, err
@@ -448,6 +449,13 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 		fe := fault.New(fault.BadRequest, "bound_exceeded", "a bulk action applies to at most %d instances: narrow the filter (created_before, say) and act in parts", maxBulk)
 		fe.Extra = map[string]any{"field": "confirm_count", "ceiling": maxBulk}
 		return BulkResult{}, fe
+	}
+	if id != uuid.Nil {
+		if _, err := e.q.BulkActionGet(ctx, id); err == nil {
+			return BulkResult{}, bulkExists(id)
+		} else if !isNoRows(err) {
+			return BulkResult{}, wrap("bulk "+string(action), err)
+		}
 	}
 	// Every matching id at once (16 bytes each), one more than confirmed
 	// to see a count that grew: the walk then works on this set alone.
@@ -477,15 +485,19 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	if actor.TokenID != 0 {
 		actorID = &actor.TokenID
 	}
+	// From its record on, the action runs to its end whatever the client
+	// does: a record left without batches would read as a replica that
+	// stopped.
+	ctx = context.WithoutCancel(ctx)
 	n, err := e.q.BulkActionInsert(ctx, queries.BulkActionInsertParams{ID: id, Action: string(action), Reason: reason,
 		ActorID: actorID, ActorName: actor.Name, Filter: bulkFilterRecord(f), Matched: confirm, Now: e.at()})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
 	}
 	if n == 0 {
-		return BulkResult{}, fault.New(fault.Conflict, "bulk_exists", "bulk action %s exists (it ran, or runs): GET /api/v1/audit/bulk/%s says how far it got; leave bulk_id out for a new one", id, id)
+		// Another request with this id got there first.
+		return BulkResult{}, bulkExists(id)
 	}
-	ctx = context.WithoutCancel(ctx)
 	for batch := range slices.Chunk(ids, bulkBatch) {
 		var applied, skipped int64
 		err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
@@ -520,6 +532,11 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	e.endBulk(id, false)
 	e.logBulk(actor, action, f, res, nil)
 	return res, nil
+}
+
+// bulkExists refuses a bulk_id another bulk action has.
+func bulkExists(id uuid.UUID) error {
+	return fault.New(fault.Conflict, "bulk_exists", "bulk action %s exists (it ran, or runs): GET /api/v1/audit/bulk/%s says how far it got; leave bulk_id out for a new one", id, id)
 }
 
 // endBulk records that a bulk action ended, stopped by an error or not.
@@ -671,8 +688,8 @@ type BulkRecord struct {
 // alone).
 func (e *Engine) BulkAction(ctx context.Context, id uuid.UUID) (BulkRecord, error) {
 	r, err := e.q.BulkActionGet(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return BulkRecord{}, fault.New(fault.NotFound, "not_found", "no bulk action %s", id)
+	if isNoRows(err) {
+		return BulkRecord{}, notFound("bulk action %s", id)
 	}
 	if err != nil {
 		return BulkRecord{}, wrap("bulk action", err)

@@ -568,4 +568,33 @@ func TestTaggedClaimIsAskedAgain(t *testing.T) {
 	if more := claim(true, 2); len(more) != 2 || more[0].ID == lost[0].ID || more[0].ID == lost[1].ID {
 		t.Errorf("a tag only tags: %v, want two more", more)
 	}
+	// A stream that ends before asking again hands back what the tag
+	// reserved (all four now), no attempt spent.
+	n, err := e.HandBackTagged(ctx, c, "w", "stream-1/1")
+	if err != nil || n != 4 {
+		t.Fatalf("hand back the tagged claim: %d, %v; want 4", n, err)
+	}
+	// Asked again under a tag after its grant was withdrawn (the stream's
+	// pairs no longer hold its definition), nothing is delivered, and
+	// what it reserved is handed back.
+	tagged, err := e.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm"}, Revisions: []int32{1}},
+		MaxTasks: 4, LockDuration: time.Minute, RequestID: "stream-1/2", TagOnly: true})
+	if err != nil || len(tagged) != 4 {
+		t.Fatalf("claim all four again: %d, %v", len(tagged), err)
+	}
+	define(t, e, "notify", notifyWorking)
+	if _, err := e.SetGrants(ctx, c, []Grant{{Definition: "notify"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.Claim(ctx, ClaimRequest{ConsumerID: c, WorkerID: "w", Pairs: Pairs{Keys: []string{"crm", "notify"}, Revisions: []int32{1, 1}},
+		MaxTasks: 4, LockDuration: time.Minute, RequestID: "stream-1/2", Recover: true})
+	if err != nil || len(got) != 0 {
+		t.Errorf("asked again without the grant: %v, %v; want nothing delivered", got, err)
+	}
+	if _, err := e.SetGrants(ctx, c, []Grant{{Definition: "crm"}}); err != nil {
+		t.Fatal(err)
+	}
+	if again := claim(true, 4); len(again) != 4 {
+		t.Errorf("after the withdrawn replay, %d claimable, want the 4 handed back", len(again))
+	}
 }

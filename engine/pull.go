@@ -37,6 +37,11 @@ type ClaimRequest struct {
 	// asked again with the same RequestID, TagOnly unset, which replays
 	// what it reserved if it committed.
 	TagOnly bool
+	// Recover marks such a stream's asking again: what the replay cannot
+	// deliver here (a data key this replica lacks) is handed back, no
+	// attempt spent, since a stream cannot move to a replica that has the
+	// key as a fetch replayed elsewhere can.
+	Recover bool
 	// RequestDigest identifies the request RequestID names as its client
 	// sent it (subscriptions, fields, max_tasks, lock): a replay must carry
 	// the same, else it is refused (request_id_reused). Nil: not checked.
@@ -95,15 +100,28 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 			return nil, wrap("claim replay", err)
 		}
 		if len(prior) > 0 {
-			occs := make([]queries.Occurrence, len(prior))
-			for i, p := range prior {
+			var occs, withdrawn []queries.Occurrence
+			for _, p := range prior {
 				if p.RequestDigest != nil && req.RequestDigest != nil && !bytes.Equal(p.RequestDigest, req.RequestDigest) {
 					return nil, fault.New(fault.Unprocessable, "request_id_reused",
 						"request_id %q was used by a fetch with another body (subscriptions, fields, max_tasks or lock_duration): repeat that fetch's body to replay it, or use a new request_id", req.RequestID)
 				}
-				occs[i] = p.Occurrence
+				if !req.Pairs.Matches(p.Occurrence.DefinitionKey, int(p.Occurrence.Revision)) {
+					// Its grant was withdrawn since the claim: never
+					// delivered, handed back.
+					withdrawn = append(withdrawn, p.Occurrence)
+					continue
+				}
+				occs = append(occs, p.Occurrence)
 			}
-			return e.deliver(ctx, req, occs, true)
+			if len(withdrawn) > 0 {
+				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+				e.handBackClaim(hctx, req.ConsumerID, req.WorkerID, withdrawn)
+				cancel()
+			}
+			if len(occs) > 0 {
+				return e.deliver(ctx, req, occs, !req.Recover)
+			}
 		}
 	}
 	// Under load, the claim shares the commit of the writes arriving with
@@ -124,6 +142,26 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 		occs[i] = queries.Occurrence(row)
 	}
 	return e.deliver(ctx, req, occs, false)
+}
+
+// HandBackTagged hands back what a worker stream's claim tagged tag
+// reserved and the stream never delivered (its COMMIT answer was lost, and
+// the stream ended before asking again), no attempt spent; it returns how
+// many it handed back.
+func (e *Engine) HandBackTagged(ctx context.Context, consumerID int64, workerID, tag string) (int, error) {
+	prior, err := e.q.OccurrenceReplayRequest(ctx, queries.OccurrenceReplayRequestParams{ConsumerID: &consumerID, WorkerID: &workerID, RequestID: &tag, Now: e.at()})
+	if err != nil {
+		return 0, wrap("hand back tagged claim", err)
+	}
+	held := make([]Held, len(prior))
+	for i, p := range prior {
+		held[i] = Held{Occurrence: p.Occurrence.ID, Attempt: int(p.Occurrence.Attempts)}
+	}
+	if len(held) == 0 {
+		return 0, nil
+	}
+	handed, err := e.HandBack(ctx, consumerID, workerID, held, true)
+	return len(handed), err
 }
 
 // handBackTimeout bounds a hand-back of an undeliverable claim, which a

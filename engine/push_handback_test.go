@@ -14,9 +14,9 @@ import (
 
 // A push claim whose calls the database's absence kept from being
 // prepared (it went away after the claim's COMMIT) returns them as
-// unprepared, no request made, and HandBackPush gives their attempt back:
-// claimed again, the call is made with its first attempt, instead of being
-// left reserved for the timers to fail as outcome_unknown.
+// unprepared, no request made, and HandBackPush gives their attempt back
+// (ended released): claimed again, the call is made, instead of being left
+// reserved for the timers to fail as outcome_unknown.
 func TestUnpreparedPushIsHandedBack(t *testing.T) {
 	t.Parallel()
 	e := setup(t)

@@ -191,12 +191,13 @@ func (e *Engine) HandBack(ctx context.Context, consumerID int64, workerID string
 
 // ReleaseUnseen hands back reservations no worker received (what a fetch
 // claimed for a client that left, assignments a stream could not deliver):
-// released, the attempt given back. It runs to its end, within
+// released, the attempt given back; it returns how many it handed back
+// (one settled or lapsed meanwhile is not). It runs to its end, within
 // releaseUnseenTimeout, even when ctx is cancelled: left alone they would
 // stay locked to nobody until their locks lapse.
-func (e *Engine) ReleaseUnseen(ctx context.Context, consumerID int64, workerID string, unseen []Reservation) error {
+func (e *Engine) ReleaseUnseen(ctx context.Context, consumerID int64, workerID string, unseen []Reservation) (int, error) {
 	if len(unseen) == 0 {
-		return nil
+		return 0, nil
 	}
 	held := make([]Held, len(unseen))
 	for i, g := range unseen {
@@ -204,8 +205,8 @@ func (e *Engine) ReleaseUnseen(ctx context.Context, consumerID int64, workerID s
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseUnseenTimeout)
 	defer cancel()
-	_, err := e.HandBack(ctx, consumerID, workerID, held, true)
-	return err
+	handed, err := e.HandBack(ctx, consumerID, workerID, held, true)
+	return len(handed), err
 }
 
 // releaseUnseenTimeout bounds ReleaseUnseen.

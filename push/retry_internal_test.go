@@ -11,6 +11,7 @@ import (
 // A write the database's absence refuses is tried again until it lands;
 // one refused for another reason, or once the replica stops, is not.
 func TestUntilReached(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fails := func(n int, err error) func(context.Context) error {
 		return func(context.Context) error {

@@ -504,7 +504,7 @@ func (r *runner) claim(ctx context.Context) error {
 	defer cancel()
 	mark := svc.eng.ClaimMark()
 	req := engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs, MaxTasks: want, LockDuration: s.lock,
-		RequestID: r.lostClaim, TagOnly: r.lostClaim == ""}
+		RequestID: r.lostClaim, TagOnly: r.lostClaim == "", Recover: r.lostClaim != ""}
 	if req.TagOnly {
 		req.RequestID = r.claimTag()
 	}
@@ -517,6 +517,9 @@ func (r *runner) claim(ctx context.Context) error {
 		r.lostClaim = ""
 	case fault.HasCode(err, pgfault.UnavailableCode) || pgfault.Lost(err):
 		r.lostClaim = req.RequestID
+	case fault.HasCode(err, "data_key_missing"):
+		// What the tag named was handed back (Recover).
+		r.lostClaim = ""
 	}
 	if fault.HasCode(err, "not_granted") {
 		// Its grants changed since it resolved them: resolving again ends
@@ -799,6 +802,15 @@ func (r *runner) end(ctx context.Context, reason string) {
 		unseen = append(unseen, e.refill...)
 	}
 	unseenBack := svc.handBack(ctx, s.consumerID, s.workerID, unseen)
+	if r.lostClaim != "" {
+		// A claim whose COMMIT answer was lost, not asked again before
+		// the end: what it reserved was never delivered.
+		n, err := svc.eng.HandBackTagged(ctx, s.consumerID, s.workerID, r.lostClaim)
+		if err != nil {
+			svc.logger.Warn("handing back what a lost claim reserved failed; its locks lapse instead", "stream", s.id, "err", err)
+		}
+		unseenBack += n
+	}
 	release := reason == endReplicaStopping
 	if release {
 		// Tell the worker before the stream ends (best effort).

@@ -364,11 +364,11 @@ func (s *Service) handBack(ctx context.Context, consumerID int64, workerID strin
 	if len(unseen) == 0 {
 		return 0
 	}
-	if err := s.eng.ReleaseUnseen(ctx, consumerID, workerID, unseen); err != nil {
+	n, err := s.eng.ReleaseUnseen(ctx, consumerID, workerID, unseen)
+	if err != nil {
 		s.logger.Error("handing back undelivered assignments failed; their locks lapse instead", "err", err)
-		return 0
 	}
-	return len(unseen)
+	return n
 }
 
 // Fail reports that the work could not be done.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -153,10 +154,12 @@ func wireError(err error) error {
 		return &networkError{err}
 	}
 	// connect reports a connection it could not make, or one that broke
-	// under the call (unexpected EOF: the replica was killed), as
-	// Unavailable, which would read as a 503 the server never sent.
+	// under the call (the replica was killed), as Unavailable, which would
+	// read as a 503 the server never sent. A proxy's own 502, 503 or 504
+	// is an answer, told as REST tells it.
 	var oe *net.OpError
-	if !connect.IsWireError(ce) && (errors.As(err, &oe) || ce.Code() == connect.CodeUnavailable) {
+	var ne net.Error
+	if !connect.IsWireError(ce) && (errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
 		return &networkError{err}
 	}
 	var p *workerv1.Problem
@@ -218,9 +221,14 @@ func wireError(err error) error {
 		}
 		ae.RetryAfter = p.GetRetryAfter().AsDuration()
 		if p.GetField() != "" {
-			// As REST's problem carries them, so that one reading serves
-			// both transports.
-			ae.Extra = map[string]any{"field": p.GetField(), "ceiling": p.GetCeiling()}
+			// As REST's problem carries them: a count as the number JSON
+			// decodes, a duration as the protocol writes it ("600s",
+			// where REST has PT10M).
+			var ceiling any = p.GetCeiling()
+			if n, err := strconv.ParseFloat(p.GetCeiling(), 64); err == nil {
+				ceiling = n
+			}
+			ae.Extra = map[string]any{"field": p.GetField(), "ceiling": ceiling}
 		}
 	}
 	return ae

@@ -835,6 +835,11 @@ func TestRefusedConnectionIsNoServerAnswer(t *testing.T) {
 	if errors.As(err, &ae) || !transient(err) || strings.Contains(err.Error(), "503") {
 		t.Errorf("wireError of a broken connection = %v (%#v), want a network error without a status", err, err)
 	}
+	// A proxy's own 503 is an answer, as REST reads it.
+	err = wireError(connect.NewError(connect.CodeUnavailable, errors.New("HTTP status 503 Service Unavailable")))
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || !transient(err) {
+		t.Errorf("wireError of a proxy's 503 = %v (%#v), want a 503", err, err)
+	}
 }
 
 // A refusal of one of several subscriptions names the definition whose
@@ -878,8 +883,8 @@ func TestABoundRefusalCarriesItsCeiling(t *testing.T) {
 		if field := ae.Extra["field"]; field != "max_in_flight" && field != "max_tasks" {
 			t.Errorf("%s: field %v", protocol, field)
 		}
-		if c := fmt.Sprint(ae.Extra["ceiling"]); c != "100" {
-			t.Errorf("%s: ceiling %q, want 100", protocol, c)
+		if c := ae.Extra["ceiling"]; c != 100.0 {
+			t.Errorf("%s: ceiling %#v, want the number 100 on either transport", protocol, c)
 		}
 	}
 }

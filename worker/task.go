@@ -75,8 +75,10 @@ type taskControl struct {
 	returned atomic.Bool
 
 	// end is what became of the task, as Config.OnTaskEnd is told: set
-	// by whatever settles it last, on the task's own goroutine.
-	end TaskEnd
+	// by whatever settles it last, on the task's own goroutine; told once
+	// it was.
+	end  TaskEnd
+	told bool
 }
 
 // ended records the task's outcome for Config.OnTaskEnd.
@@ -299,6 +301,9 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 			}
 			log.Error("handler ignored the handler timeout; failing the task and waiting for the handler to return")
 			r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
+			// Reported: told now, not once a handler that may never
+			// return does.
+			r.taskEnded(t, began, &took, log)
 			// Reported: the lock is no longer this worker's to keep.
 			stopKeep()
 			<-returned
@@ -591,9 +596,10 @@ func unreported(err error) (TaskOutcome, string, error) {
 // given up for it).
 func (r *run) taskEnded(t *Task, began time.Time, took *atomic.Int64, log *slog.Logger) {
 	hook := r.w.cfg.OnTaskEnd
-	if hook == nil || t.ctl == nil || t.ctl.end.Outcome == "" {
+	if hook == nil || t.ctl == nil || t.ctl.end.Outcome == "" || t.ctl.told {
 		return
 	}
+	t.ctl.told = true
 	e := t.ctl.end
 	e.Definition, e.Revision, e.OccurrenceID, e.Attempt = t.Definition, t.Revision, t.ID, t.Attempt
 	e.Handler = time.Duration(took.Load())

@@ -157,10 +157,13 @@ type Config struct {
 	// OnTaskEnd, when set, is called once for each task whose handler
 	// ran, once its outcome was reported to Relais or could not be: the
 	// place for metrics (tasks by outcome and error code, handler
-	// durations) and traces, without wrapping every handler. It runs on
-	// the task's goroutine, the task's Concurrency slot still held: keep
-	// it quick. It must be safe for concurrent use; a panic in it is
-	// logged, never propagated.
+	// durations) and traces, without wrapping every handler. A task
+	// cancelled or lost while its handler runs is told once the handler
+	// returned (a handler that ignores its context delays it); one failed
+	// for a handler that ignored its timeout is told when the failure is
+	// reported. It runs on the task's goroutine, the task's Concurrency
+	// slot still held: keep it quick. It must be safe for concurrent use;
+	// a panic in it is logged, never propagated.
 	OnTaskEnd func(TaskEnd)
 }
 
@@ -175,8 +178,9 @@ type TaskEnd struct {
 	// ErrorCode is the code the failure was reported with (OutcomeFailed),
 	// as Relais received it.
 	ErrorCode string
-	// Handler is how long the handler ran (until it returned, or until the
-	// task was given up for it).
+	// Handler is how long the handler ran: until it returned, or, for a
+	// handler still running past its timeout, until the task was failed
+	// for it.
 	Handler time.Duration
 	// Err says why the outcome was not reported (OutcomeUnreported).
 	Err error

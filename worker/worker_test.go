@@ -1125,7 +1125,8 @@ func TestHandlerTimeout(t *testing.T) {
 			s := newFake(t)
 			s.maxAttempts = 2
 			id := s.add(def, 1, `{"company_name":"acme"}`)
-			h := newHarness(t, s, Config{HandlerTimeout: 100 * time.Millisecond, Concurrency: 1})
+			ends := make(chan TaskEnd, 1)
+			h := newHarness(t, s, Config{HandlerTimeout: 100 * time.Millisecond, Concurrency: 1, OnTaskEnd: func(e TaskEnd) { ends <- e }})
 			h.w.shutdownGrace = 50 * time.Millisecond
 			causes, release := make(chan error, 1), make(chan struct{})
 			h.w.Handle(def, nil, func(ctx context.Context, task *Task) (any, error) {
@@ -1144,6 +1145,15 @@ func TestHandlerTimeout(t *testing.T) {
 			f := failsOf(s)[0]
 			if f.ID != id || f.ErrorCode != "handler_timeout" || !f.Retryable {
 				t.Errorf("failure = %+v; want a retryable handler_timeout of %s", f, id)
+			}
+			// Told once the failure is reported, the handler returned or not.
+			select {
+			case e := <-ends:
+				if e.Outcome != OutcomeFailed || e.ErrorCode != "handler_timeout" || e.Handler < 100*time.Millisecond {
+					t.Errorf("OnTaskEnd told %+v, want failed handler_timeout after at least the timeout", e)
+				}
+			case <-time.After(5 * time.Second):
+				t.Error("OnTaskEnd not told once the timeout was reported")
 			}
 			if ignores {
 				// The handler still runs: its slot is not given to another task.

@@ -423,7 +423,7 @@ func collectAPI(t *testing.T, env *relaistest.Env, c *corpus, names map[string]s
 			t.Fatalf("[%s] %d occurrences listed, want 7", role.name, len(occurrences))
 		}
 		for _, q := range []string{"definition=" + pullKey, "definition=" + pushKey, "status=completed", "status=failed",
-			"definition=" + pullKey + "&status=failed", "revision=2", "consumer=" + consumerID} {
+			"definition=" + pullKey + "&status=failed", "definition=" + pullKey + "&revision=2", "consumer=" + consumerID} {
 			get("/api/v1/occurrences?"+q, false)
 		}
 		for _, id := range instances {
@@ -495,7 +495,7 @@ func collectConsole(t *testing.T, env *relaistest.Env, c *corpus, scenarios []*s
 		{path: "/console/occurrences?definition=" + pullKey + "&status=failed"},
 		{path: "/console/occurrences?definition=" + pushKey},
 		{path: "/console/occurrences?status=completed"},
-		{path: "/console/occurrences?revision=2"},
+		{path: "/console/occurrences?definition=" + pullKey + "&revision=2"},
 		{path: "/console/occurrences?consumer=" + consumerID},
 		{path: "/console/definitions"},
 	}

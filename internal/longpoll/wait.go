@@ -151,7 +151,7 @@ func claimFor(ctx context.Context, eng claimer, claim engine.ClaimRequest) ([]en
 	if err != nil || len(got) == 0 || ctx.Err() == nil {
 		return got, err
 	}
-	if err := eng.ReleaseUnseen(ctx, claim.ConsumerID, claim.WorkerID, got); err != nil {
+	if _, err := eng.ReleaseUnseen(ctx, claim.ConsumerID, claim.WorkerID, got); err != nil {
 		return nil, fmt.Errorf("release what a departed client's fetch claimed: %w", err)
 	}
 	return nil, nil
@@ -160,5 +160,5 @@ func claimFor(ctx context.Context, eng claimer, claim engine.ClaimRequest) ([]en
 // claimer is what claimFor needs of the engine.
 type claimer interface {
 	Claim(ctx context.Context, req engine.ClaimRequest) ([]engine.Reservation, error)
-	ReleaseUnseen(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) error
+	ReleaseUnseen(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) (int, error)
 }

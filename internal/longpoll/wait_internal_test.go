@@ -25,9 +25,9 @@ func (f *fakeClaimer) Claim(context.Context, engine.ClaimRequest) ([]engine.Rese
 	return f.got, nil
 }
 
-func (f *fakeClaimer) ReleaseUnseen(_ context.Context, _ int64, _ string, unseen []engine.Reservation) error {
+func (f *fakeClaimer) ReleaseUnseen(_ context.Context, _ int64, _ string, unseen []engine.Reservation) (int, error) {
 	f.released = append(f.released, unseen...)
-	return nil
+	return len(unseen), nil
 }
 
 // What a fetch claimed for a client that left meanwhile is released at

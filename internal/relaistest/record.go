@@ -20,13 +20,13 @@ import (
 // traffic checks the document, and the document the traffic.
 const RecordEnv = "RELAIS_OPENAPI_RECORD"
 
-// Exchange is one recorded request and its response. Credentials are not
-// kept: Authorization keeps its scheme only.
 // InjectedFaultHeader marks a request a test makes fail on purpose (a
 // trigger that breaks a statement): its 5xx answer is what the test
 // checks, not a bug the recorded exchanges should report.
 const InjectedFaultHeader = "X-Relais-Test-Fault"
 
+// Exchange is one recorded request and its response. Credentials are not
+// kept: Authorization keeps its scheme only.
 type Exchange struct {
 	Method          string            `json:"method"`
 	URL             string            `json:"url"` // path and query

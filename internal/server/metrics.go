@@ -216,7 +216,7 @@ func newTimerMetrics(reg prometheus.Registerer) *timerMetrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
 	}
 	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_timer_failures_total",
-		Help: "Occurrences this replica's timers failed, by code: deadline_exceeded, attempts_exhausted (the last attempt's lock expired), outcome_unknown (a push call whose replica stopped before the answer: ask the destination whether it took effect)."},
+		Help: "Occurrences this replica's timers failed, by code: deadline_exceeded, attempts_exhausted (the last attempt's lock expired), outcome_unknown (a push call whose replica recorded no answer: it stopped, or could not reach the database; ask the destination whether it took effect)."},
 		[]string{"code"})
 	for _, code := range engine.TimerCodes {
 		m.failed.WithLabelValues(code) // each series from the start, at 0
