@@ -698,6 +698,9 @@ func TestAuditLogByTime(t *testing.T) {
 	if got := ids("acted_before=2020-01-01"); len(got) != 0 {
 		t.Errorf("a window before both: %v", got)
 	}
+	if r := env.Do("GET", "/api/v1/audit/actions?acted_after=2026-12-02&acted_before=2026-12-01", env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), `"acted_before"`) {
+		t.Errorf("a window that ends before it starts: %d %s, want 400", r.Status, r.Body)
+	}
 	r := env.Do("GET", "/api/v1/audit/actions?acted_after=yesterday&acted_before=2026-13-01", env.Operator, nil)
 	if r.Status != 400 || !strings.Contains(string(r.Body), `"acted_after"`) || !strings.Contains(string(r.Body), `"acted_before"`) {
 		t.Errorf("bad times: %d %s, want 400 naming both", r.Status, r.Body)

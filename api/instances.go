@@ -443,6 +443,10 @@ func (a *API) listOperatorActions() http.Handler {
 		var errs []fault.FieldError
 		f.ActedAfter = timeParam(q, "acted_after", &errs)
 		f.ActedBefore = timeParam(q, "acted_before", &errs)
+		if f.ActedAfter != nil && f.ActedBefore != nil && !f.ActedAfter.Before(*f.ActedBefore) {
+			// An empty window is a mistake, not a quiet night.
+			errs = append(errs, fault.FieldError{Path: "acted_before", Message: "must be after acted_after"})
+		}
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
 		}

@@ -731,13 +731,21 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		count := confirm
-		if fe.Code == "count_changed" {
+		switch fe.Code {
+		case "count_changed":
 			if n, ok := fe.Extra["count"].(int64); ok {
 				count = n
 			}
+		case "bulk_exists":
+			// The form sent again: what still matches is the count to
+			// confirm, under a new id (this one names the action that ran).
+			if count, err = c.eng.CountForAction(ctx, a, ef); err != nil {
+				c.serverError(w, r, err)
+				return
+			}
 		}
 		v := c.bulkView(r, a, f, count)
-		if bulkID != uuid.Nil {
+		if bulkID != uuid.Nil && fe.Code != "bulk_exists" {
 			// Nothing was applied: the id a tab opened earlier follows
 			// stays the action's.
 			v.BulkID = bulkID.String()

@@ -472,7 +472,7 @@ func errorCodeMeaning(ctx context.Context, code string) string {
 	case "invalid_outputs":
 		return T(ctx, "The result did not match the revision's outputs contract.")
 	case "outcome_unknown":
-		return T(ctx, "Relais stopped during the call: whether the destination acted is unknown, so it is not called again.")
+		return T(ctx, "The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.")
 	case "push_unprepared":
 		return T(ctx, "The call could not be prepared.")
 	case "connection_failed":

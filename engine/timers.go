@@ -127,7 +127,7 @@ func (e *Engine) settleDue(ctx context.Context, instanceID, id uuid.UUID) (strin
 		case lockGone && attemptsLeft(o) == 0:
 			code = CodeAttemptsExhausted
 			return r.fail(o, OutcomeExpired, code,
-				fmt.Sprintf("the lock of the last attempt (%d of %d) expired", o.Attempts, o.MaxAttempts))
+				fmt.Sprintf("the lock of the last attempt (%d of the %d allowed, attempts handed back and operators' retries counted) expired", o.Attempts, o.MaxAttempts+o.AttemptCredit))
 		}
 		return nil
 	})

@@ -410,9 +410,8 @@ var messageKeyToIndex = map[string]int{
 	"Relais has not called the destination yet.":            453,
 	"Relais is calling the destination (since %s).":         514,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 455,
-	"Relais never called the destination: the occurrence ended before any call.":                           454,
-	"Relais refused the action. Nothing was done.":                                                         42,
-	"Relais stopped during the call: whether the destination acted is unknown, so it is not called again.": 494,
+	"Relais never called the destination: the occurrence ended before any call.": 454,
+	"Relais refused the action. Nothing was done.":                               42,
 	"Release":                             199,
 	"Releases":                            197,
 	"Releases, oldest first":              219,
@@ -507,8 +506,9 @@ var messageKeyToIndex = map[string]int{
 	"Temporarily unavailable": 161,
 	"That is too long to be an id or a business key.": 647,
 	"The %d largest groups; the filter matches more.": 85,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).": 255,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                          226,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    255,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             226,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 494,
 	"The bulk action must be its id (a UUID).": 116,
 	"The call could not be prepared.":          495,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 513,
@@ -905,75 +905,75 @@ var enIndex = []uint32{ // 725 elements
 	0x000040cc, 0x000040eb, 0x000040fa, 0x00004107,
 	0x00004115, 0x00004122, 0x0000412b, 0x00004146,
 	0x00004161, 0x0000416b, 0x000041be, 0x0000423c,
-	0x000042b2, 0x000042df, 0x00004319, 0x0000437e,
-	0x0000439e, 0x000043c4, 0x000043ee, 0x00004426,
-	0x00004463, 0x00004487, 0x00004500, 0x00004525,
-	0x00004554, 0x000045b4, 0x0000460d, 0x00004667,
-	0x00004681, 0x0000469f, 0x000046d3, 0x00004713,
+	0x000042b2, 0x000042df, 0x00004319, 0x000043f8,
+	0x00004418, 0x0000443e, 0x00004468, 0x000044a0,
+	0x000044dd, 0x00004501, 0x0000457a, 0x0000459f,
+	0x000045ce, 0x0000462e, 0x00004687, 0x000046e1,
+	0x000046fb, 0x00004719, 0x0000474d, 0x0000478d,
 	// Entry 200 - 21F
-	0x0000473d, 0x0000474c, 0x00004817, 0x00004848,
-	0x00004877, 0x0000488a, 0x000048ff, 0x00004912,
-	0x00004946, 0x0000497a, 0x0000498a, 0x000049d1,
-	0x000049fe, 0x00004a0b, 0x00004a1b, 0x00004a4b,
-	0x00004a85, 0x00004aa8, 0x00004ab0, 0x00004ac8,
-	0x00004ae5, 0x00004af3, 0x00004b04, 0x00004b0c,
-	0x00004b17, 0x00004b38, 0x00004b7a, 0x00004baa,
-	0x00004be5, 0x00004bf7, 0x00004c18, 0x00004c28,
+	0x000047b7, 0x000047c6, 0x00004891, 0x000048c2,
+	0x000048f1, 0x00004904, 0x00004979, 0x0000498c,
+	0x000049c0, 0x000049f4, 0x00004a04, 0x00004a4b,
+	0x00004a78, 0x00004a85, 0x00004a95, 0x00004ac5,
+	0x00004aff, 0x00004b22, 0x00004b2a, 0x00004b42,
+	0x00004b5f, 0x00004b6d, 0x00004b7e, 0x00004b86,
+	0x00004b91, 0x00004bb2, 0x00004bf4, 0x00004c24,
+	0x00004c5f, 0x00004c71, 0x00004c92, 0x00004ca2,
 	// Entry 220 - 23F
-	0x00004c67, 0x00004c78, 0x00004c8a, 0x00004c96,
-	0x00004ca7, 0x00004cc1, 0x00004cc9, 0x00004cda,
-	0x00004ce0, 0x00004cf4, 0x00004d0c, 0x00004d31,
-	0x00004d3f, 0x00004d7d, 0x00004dba, 0x00004de6,
-	0x00004e23, 0x00004e32, 0x00004e3a, 0x00004e47,
-	0x00004e57, 0x00004e6e, 0x00004e79, 0x00004e88,
-	0x00004e8e, 0x00004e9c, 0x00004ea6, 0x00004eb1,
-	0x00004ec4, 0x00004ee9, 0x00004f14, 0x00004fa5,
+	0x00004ce1, 0x00004cf2, 0x00004d04, 0x00004d10,
+	0x00004d21, 0x00004d3b, 0x00004d43, 0x00004d54,
+	0x00004d5a, 0x00004d6e, 0x00004d86, 0x00004dab,
+	0x00004db9, 0x00004df7, 0x00004e34, 0x00004e60,
+	0x00004e9d, 0x00004eac, 0x00004eb4, 0x00004ec1,
+	0x00004ed1, 0x00004ee8, 0x00004ef3, 0x00004f02,
+	0x00004f08, 0x00004f16, 0x00004f20, 0x00004f2b,
+	0x00004f3e, 0x00004f63, 0x00004f8e, 0x0000501f,
 	// Entry 240 - 25F
-	0x00004fe0, 0x00004fff, 0x0000503d, 0x00005074,
-	0x000050a2, 0x000050b0, 0x00005143, 0x00005161,
-	0x000052b8, 0x000052c6, 0x000052da, 0x000052fb,
-	0x0000530f, 0x00005315, 0x00005329, 0x0000539c,
-	0x000053e9, 0x000053fa, 0x00005411, 0x0000542e,
-	0x0000543c, 0x0000544a, 0x00005455, 0x0000545b,
-	0x0000554d, 0x00005553, 0x00005585, 0x0000558a,
-	0x0000559a, 0x000055a5, 0x000055ae, 0x000055be,
+	0x0000505a, 0x00005079, 0x000050b7, 0x000050ee,
+	0x0000511c, 0x0000512a, 0x000051bd, 0x000051db,
+	0x00005332, 0x00005340, 0x00005354, 0x00005375,
+	0x00005389, 0x0000538f, 0x000053a3, 0x00005416,
+	0x00005463, 0x00005474, 0x0000548b, 0x000054a8,
+	0x000054b6, 0x000054c4, 0x000054cf, 0x000054d5,
+	0x000055c7, 0x000055cd, 0x000055ff, 0x00005604,
+	0x00005614, 0x0000561f, 0x00005628, 0x00005638,
 	// Entry 260 - 27F
-	0x000055d8, 0x0000567d, 0x00005693, 0x00005718,
-	0x00005792, 0x000057a1, 0x0000585b, 0x000058ac,
-	0x000058b1, 0x000058bf, 0x000058cf, 0x000058db,
-	0x000058eb, 0x000058f5, 0x00005918, 0x00005931,
-	0x00005944, 0x000059b0, 0x000059bf, 0x000059cd,
-	0x000059e9, 0x000059f8, 0x00005a0e, 0x00005a47,
-	0x00005a79, 0x00005ad1, 0x00005b08, 0x00005b1f,
-	0x00005b2d, 0x00005b71, 0x00005b96, 0x00005c0d,
+	0x00005652, 0x000056f7, 0x0000570d, 0x00005792,
+	0x0000580c, 0x0000581b, 0x000058d5, 0x00005926,
+	0x0000592b, 0x00005939, 0x00005949, 0x00005955,
+	0x00005965, 0x0000596f, 0x00005992, 0x000059ab,
+	0x000059be, 0x00005a2a, 0x00005a39, 0x00005a47,
+	0x00005a63, 0x00005a72, 0x00005a88, 0x00005ac1,
+	0x00005af3, 0x00005b4b, 0x00005b82, 0x00005b99,
+	0x00005ba7, 0x00005beb, 0x00005c10, 0x00005c87,
 	// Entry 280 - 29F
-	0x00005c23, 0x00005c3a, 0x00005c68, 0x00005c7b,
-	0x00005ca3, 0x00005caa, 0x00005d12, 0x00005d3c,
-	0x00005d6c, 0x00005dca, 0x00005ed8, 0x00005f78,
-	0x00005f8c, 0x00006037, 0x000060ad, 0x000060b5,
-	0x000060f0, 0x000060f6, 0x00006172, 0x000061ba,
-	0x000061e5, 0x00006247, 0x000062a9, 0x00006350,
-	0x0000636b, 0x00006375, 0x0000637a, 0x00006384,
-	0x0000638c, 0x00006392, 0x0000639a, 0x000063a8,
+	0x00005c9d, 0x00005cb4, 0x00005ce2, 0x00005cf5,
+	0x00005d1d, 0x00005d24, 0x00005d8c, 0x00005db6,
+	0x00005de6, 0x00005e44, 0x00005f52, 0x00005ff2,
+	0x00006006, 0x000060b1, 0x00006127, 0x0000612f,
+	0x0000616a, 0x00006170, 0x000061ec, 0x00006234,
+	0x0000625f, 0x000062c1, 0x00006323, 0x000063ca,
+	0x000063e5, 0x000063ef, 0x000063f4, 0x000063fe,
+	0x00006406, 0x0000640c, 0x00006414, 0x00006422,
 	// Entry 2A0 - 2BF
-	0x000063b2, 0x000063bf, 0x000063d2, 0x000063f6,
-	0x00006476, 0x00006487, 0x0000648f, 0x00006504,
-	0x00006558, 0x0000659a, 0x000065a9, 0x000065b5,
-	0x000065f1, 0x0000662b, 0x00006639, 0x00006646,
-	0x00006654, 0x00006662, 0x00006670, 0x000066a2,
-	0x000066d2, 0x0000672e, 0x0000673b, 0x0000675b,
-	0x00006775, 0x0000677a, 0x0000678b, 0x00006811,
-	0x00006836, 0x0000683d, 0x00006846, 0x00006859,
+	0x0000642c, 0x00006439, 0x0000644c, 0x00006470,
+	0x000064f0, 0x00006501, 0x00006509, 0x0000657e,
+	0x000065d2, 0x00006614, 0x00006623, 0x0000662f,
+	0x0000666b, 0x000066a5, 0x000066b3, 0x000066c0,
+	0x000066ce, 0x000066dc, 0x000066ea, 0x0000671c,
+	0x0000674c, 0x000067a8, 0x000067b5, 0x000067d5,
+	0x000067ef, 0x000067f4, 0x00006805, 0x0000688b,
+	0x000068b0, 0x000068b7, 0x000068c0, 0x000068d3,
 	// Entry 2C0 - 2DF
-	0x00006863, 0x0000686d, 0x00006877, 0x0000688f,
-	0x000068a5, 0x000068b1, 0x000068d3, 0x000068da,
-	0x000068e7, 0x000068f8, 0x0000691f, 0x0000692f,
-	0x00006983, 0x000069d3, 0x00006a33, 0x00006a86,
-	0x00006abe, 0x00006b0e, 0x00006b42, 0x00006b61,
-	0x00006b81,
+	0x000068dd, 0x000068e7, 0x000068f1, 0x00006909,
+	0x0000691f, 0x0000692b, 0x0000694d, 0x00006954,
+	0x00006961, 0x00006972, 0x00006999, 0x000069a9,
+	0x000069fd, 0x00006a4d, 0x00006aad, 0x00006b00,
+	0x00006b38, 0x00006b88, 0x00006bbc, 0x00006bdb,
+	0x00006bfb,
 } // Size: 2924 bytes
 
-const enData string = "" + // Size: 27521 bytes
+const enData string = "" + // Size: 27643 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1240,163 +1240,165 @@ const enData string = "" + // Size: 27521 bytes
 	"check before retrying.\x02The destination did not answer within the call" +
 	"’s timeout: it may have acted all the same, so check before retrying." +
 	"\x02The deadline passed before a result arrived.\x02The result did not m" +
-	"atch the revision's outputs contract.\x02Relais stopped during the call:" +
-	" whether the destination acted is unknown, so it is not called again." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
-	"ck expired with no attempt left.\x02The inputs could not be built from t" +
-	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
-	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
-	"dget already spent): it is not run again.\x02The destination answered HT" +
-	"TP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live w" +
-	"orker takes revision %[1]d: the live workers of %[2]s declare inputs it " +
-	"does not have.\x02No live worker takes revision %[1]d: the live workers " +
-	"of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]" +
-	"d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]" +
-	"s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
-	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
-	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
-	"r %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result rec" +
-	"orded: the replica making it may have stopped. If so, it fails outcome_u" +
-	"nknown at %[3]s (%[4]s): ask the destination whether it took effect.\x02" +
-	"Relais is calling the destination (since %[1]s).\x02Reserved by %[1]s; l" +
-	"ock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (" +
-	"%[2]s): a worker of the same consumer, or a front end with a settle toke" +
-	"n, completes it later.\x02Completed (%[1]s).\x02Its instance is held her" +
-	"e, waiting for an operator.\x02Its instance went on along the node’s err" +
-	"or path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[" +
-	"1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s)." +
-	"\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its" +
-	" settle token)\x02%[1]s (deferred; settled with its settle token, as %[2" +
-	"]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusab" +
-	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
-	"arge\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Mes" +
-	"sage from the service (its own words, protected values masked)\x02The re" +
-	"vision must be a whole number, 1 or more.\x02A revision is a definition’" +
-	"s: choose the definition too.\x02Unknown consumer.\x02Unknown destinatio" +
-	"n “%[1]s”.\x02Settlement date\x02More filters: instance, revision, consu" +
-	"mer, destination, dates\x02Push destination\x02its name, exactly\x02inst" +
-	"ance id\x02Counts by status\x02Occurrences, newest first\x02Message\x02P" +
-	"rocess and node\x02Error\x02Consumer and worker\x02Next attempt or settl" +
-	"ed\x02No occurrence matches these filters.\x02All consumers\x02Totals of" +
-	" definition %[1]s, not narrowed by the other filters\x02Totals of all de" +
-	"finitions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
-	" the first day comes after the last.\x02This address holds a parameter t" +
-	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
-	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
-	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
-	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
-	" go back to the first page.\x02These settings are kept in this browser o" +
-	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
-	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
-	"low daylight saving time.\x02Reload lists and detail pages\x02A reload e" +
-	"mpties what you typed but did not apply (filters, the search box) and mo" +
-	"ves the focus back to the top of the page: “Pause reloading”, on every p" +
-	"age that reloads, stops it until you resume. Pages where you type a reas" +
-	"on (confirmations, and occurrences with a value to reveal) never reload " +
-	"on their own, nor does a revealed value.\x02Save settings\x02Back withou" +
-	"t saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02N" +
-	"ever\x02Every %[1]d seconds\x02Published process versions: their nodes, " +
-	"routes and pinned revisions, drawn, with where their occurrences are now" +
-	".\x02Published process versions: their nodes, routes and pinned revision" +
-	"s, drawn.\x02Processes by key\x02Versions, newest first\x02No process is" +
-	" published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
-	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
-	"bly (at most %[2]d). The table below lists every node with its routes." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
-	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held\x02in" +
-	"stances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few s" +
-	"econds.\x02Only administrators may reveal a sensitive value.\x02Say why " +
-	"you reveal this value: the reason is recorded with the reveal in the aud" +
-	"it log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Bac" +
-	"k to the occurrence\x02Cannot reveal\x02Only a value this page shows as " +
-	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
-	"ed.\x02Every sensitive value an administrator revealed: who, when, which" +
-	" field and why. The values themselves are never kept.\x02Reveals, newest" +
-	" first\x02No value was revealed.\x02none (revealed before reasons were a" +
-	"sked for)\x02Method not allowed\x02This page does not accept that reques" +
-	"t.\x02Search\x02Type an instance or occurrence id (a whole UUID, as the " +
-	"title of its page shows it), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
-	"nd no instance has it as its business key. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed; the audit log keeps the operator actions taken on i" +
-	"t.\x02No instance has “%[1]s” as its business key, and it is not a whole" +
-	" id: the lists show the end of each id. Open the row, or copy its link, " +
-	"for the whole id.\x02You are signed out.\x02Your session had ended (inac" +
+	"atch the revision's outputs contract.\x02The answer to the call was lost" +
+	" (the connection broke after the request was sent, or Relais stopped or " +
+	"could not reach its database before recording it): whether the destinati" +
+	"on acted is unknown, so it is not called again.\x02The call could not be" +
+	" prepared.\x02The destination could not be reached.\x02The destination’s" +
+	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
+	"t left.\x02The inputs could not be built from the process’s bindings." +
+	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
+	" failure with no retries left (retries: 0, or a budget already spent): i" +
+	"t is not run again.\x02The destination answered HTTP %[1]s.\x02No live w" +
+	"orker takes %[1]s now (Workers page).\x02No live worker takes revision %" +
+	"[1]d: the live workers of %[2]s declare inputs it does not have.\x02No l" +
+	"ive worker takes revision %[1]d: the live workers of %[2]s take revision" +
+	" %[3]d only.\x02No live worker takes revision %[1]d: the live workers of" +
+	" %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered " +
+	"from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
+	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
+	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
+	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
+	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
+	"): ask the destination whether it took effect.\x02Relais is calling the " +
+	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
+	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
+	"e same consumer, or a front end with a settle token, completes it later." +
+	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
+	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
+	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
+	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
+	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
+	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
+	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
+	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
+	"acted]\x02Message from Relais (in English)\x02Message from the service (" +
+	"its own words, protected values masked)\x02The revision must be a whole " +
+	"number, 1 or more.\x02A revision is a definition’s: choose the definitio" +
+	"n too.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlemen" +
+	"t date\x02More filters: instance, revision, consumer, destination, dates" +
+	"\x02Push destination\x02its name, exactly\x02instance id\x02Counts by st" +
+	"atus\x02Occurrences, newest first\x02Message\x02Process and node\x02Erro" +
+	"r\x02Consumer and worker\x02Next attempt or settled\x02No occurrence mat" +
+	"ches these filters.\x02All consumers\x02Totals of definition %[1]s, not " +
+	"narrowed by the other filters\x02Totals of all definitions, not narrowed" +
+	" by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
+	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
+	"ed every few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02cl" +
+	"aimable since\x02call in progress since\x02lock until\x02deferred since" +
+	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s–%[2]" +
+	"s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes " +
+	"after the last.\x02This address holds a parameter that cannot be read (a" +
+	" percent sign not followed by two hexadecimal digits, or a semicolon): c" +
+	"orrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)" +
+	".\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d " +
+	"times: give it once.\x02The page cursor is invalid: go back to the first" +
+	" page.\x02These settings are kept in this browser only.\x02Show times in" +
+	"\x02The console runs no script, so it cannot read your computer’s time z" +
+	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
+	"ime.\x02Reload lists and detail pages\x02A reload empties what you typed" +
+	" but did not apply (filters, the search box) and moves the focus back to" +
+	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
+	"ps it until you resume. Pages where you type a reason (confirmations, an" +
+	"d occurrences with a value to reveal) never reload on their own, nor doe" +
+	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
+	"dinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
+	"econds\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn, with where their occurrences are now.\x02Published proces" +
+	"s versions: their nodes, routes and pinned revisions, drawn.\x02Processe" +
+	"s by key\x02Versions, newest first\x02No process is published yet.\x02ve" +
+	"rsion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s). Each box says how many of this version’s occurrences are at that nod" +
+	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
+	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
+	"Instances of this version\x02Columns follow the longest path from the st" +
+	"art node. Solid arrows are successes (labelled with their route), dashed" +
+	" ones failures (labelled with their error codes).\x02Nodes of this versi" +
+	"on\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
+	"2]d). The table below lists every node with its routes and counts.\x02Th" +
+	"is version has %[1]d nodes: too many to draw legibly (at most %[2]d). Th" +
+	"e table below lists every node with its routes.\x02Graph of %[1]s\x14" +
+	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
+	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
+	"t %[2]s. The table below lists the same nodes, routes and counts.\x02%[1" +
+	"]d nodes, starting at %[2]s. The table below lists the same nodes and ro" +
+	"utes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]" +
+	"s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
+	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
+	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
+	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout " +
+	"%[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts" +
+	" as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrator" +
+	"s may reveal a sensitive value.\x02Say why you reveal this value: the re" +
+	"ason is recorded with the reveal in the audit log.\x02Revealed by %[1]s " +
+	"at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot" +
+	" reveal\x02Only a value this page shows as hidden (sensitive) can be rev" +
+	"ealed.\x02Secret values can never be revealed.\x02Every sensitive value " +
+	"an administrator revealed: who, when, which field and why. The values th" +
+	"emselves are never kept.\x02Reveals, newest first\x02No value was reveal" +
+	"ed.\x02none (revealed before reasons were asked for)\x02Method not allow" +
+	"ed\x02This page does not accept that request.\x02Search\x02Type an insta" +
+	"nce or occurrence id (a whole UUID, as the title of its page shows it), " +
+	"or a business key.\x02Nothing to find: the search box is empty.\x02That " +
+	"is too long to be an id or a business key.\x02No instance or occurrence " +
+	"has the id “%[1]s”, and no instance has it as its business key.\x02No in" +
+	"stance or occurrence has the id “%[1]s”, and no instance has it as its b" +
+	"usiness key. An ended instance is deleted, with its occurrences and atte" +
+	"mpts, once the retention period (RELAIS_RETENTION) has passed; the audit" +
+	" log keeps the operator actions taken on it.\x02No instance has “%[1]s” " +
+	"as its business key, and it is not a whole id: the lists show the end of" +
+	" each id. Open the row, or copy its link, for the whole id.\x02You are s" +
+	"igned out.\x02Your session had ended (inactivity, a sign-out elsewhere, " +
+	"a revoked token or a restart of the server), so your last action was not" +
+	" applied. Sign in again, then repeat it.\x02Your session has ended (inac" +
 	"tivity, a sign-out elsewhere, a revoked token or a restart of the server" +
-	"), so your last action was not applied. Sign in again, then repeat it." +
-	"\x02Your session has ended (inactivity, a sign-out elsewhere, a revoked " +
-	"token or a restart of the server). Sign in again.\x02Sign in\x02Sign in " +
-	"with an operator, designer or administrator token.\x02Token\x02The token" +
-	" is checked once and never stored in your browser; a session cookie stan" +
-	"ds for it for up to 8 hours of inactivity.\x02Too many failed sign-ins f" +
-	"rom your address. Try again in %[1]d seconds.\x02This token is unknown o" +
-	"r has been revoked.\x02A %[1]s token cannot open the console: sign in wi" +
-	"th an operator, designer or administrator token.\x02Only administrators " +
-	"see this page: tokens, consumers, destinations and the reveal log are th" +
-	"eirs.\x02Staff tokens (administrators, designers, operators) that are no" +
-	"t revoked. Consumer tokens are managed with their consumers. Revoking a " +
-	"token refuses its next request.\x02Staff tokens, oldest first\x02No toke" +
-	"n.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
-	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No proc" +
-	"ess uses this definition yet: it needs a worker once a process pulls it." +
-	"\x02No process pulls this definition: Relais calls its destinations (pus" +
-	"h), and it needs no worker.\x02No worker is connected for this definitio" +
-	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"). Sign in again.\x02Sign in\x02Sign in with an operator, designer or ad" +
+	"ministrator token.\x02Token\x02The token is checked once and never store" +
+	"d in your browser; a session cookie stands for it for up to 8 hours of i" +
+	"nactivity.\x02Too many failed sign-ins from your address. Try again in %" +
+	"[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1]s t" +
+	"oken cannot open the console: sign in with an operator, designer or admi" +
+	"nistrator token.\x02Only administrators see this page: tokens, consumers" +
+	", destinations and the reveal log are theirs.\x02Staff tokens (administr" +
+	"ators, designers, operators) that are not revoked. Consumer tokens are m" +
+	"anaged with their consumers. Revoking a token refuses its next request." +
+	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
+	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
+	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
+	" is refused, and console sessions opened with it end. This cannot be und" +
+	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
+	"\x02This is the token you signed in with: revoking it signs you out. Its" +
+	" next request is refused. This cannot be undone.\x02This is the last usa" +
+	"ble administrator token: create another one before revoking it.\x02The t" +
+	"oken %[1]s (%[2]s) was revoked: its next request is refused.\x02routing " +
+	"output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d char" +
+	"acter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
+	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
+	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
+	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
+	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
+	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
+	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
+	"acters in all)\x02null\x02unexpected value\x02Workers connected by a str" +
+	"eam, and polling workers by their last fetch. A worker is listed while i" +
+	"t was seen within three heartbeats.\x02Workers seen within three heartbe" +
+	"ats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connecte" +
+	"d\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02Al" +
+	"l workers\x02No worker serves this definition.\x02stream\x02long polling" +
+	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
+	"ons %[1]s\x02No worker serves this definition: its occurrences wait unti" +
+	"l one connects or polls.\x02No process uses this definition yet: it need" +
+	"s a worker once a process pulls it.\x02No process pulls this definition:" +
+	" Relais calls its destinations (push), and it needs no worker.\x02No wor" +
+	"ker is connected for this definition; none of its occurrences waits for " +
+	"one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Se" +
+	"rved by %[1]d workers\x02Revisions they take: %[1]s; some take every rev" +
+	"ision their consumer is granted.\x02They take every revision their consu" +
+	"mer is granted.\x02They take revision %[1]d only.\x02They take revisions" +
+	" %[1]s only."
 
 var frIndex = []uint32{ // 725 elements
 	// Entry 0 - 1F
@@ -1433,180 +1435,180 @@ var frIndex = []uint32{ // 725 elements
 	0x00001fd2, 0x00001fed, 0x00001ff0, 0x00001ff3,
 	0x00002009, 0x0000201d, 0x00002049, 0x0000205c,
 	0x0000212f, 0x00002178, 0x000021ae, 0x0000223d,
-	0x000022fa, 0x000023e1, 0x0000249e, 0x00002555,
-	0x00002564, 0x0000256b, 0x0000257c, 0x00002592,
+	0x00002302, 0x000023ee, 0x000024b0, 0x00002567,
+	0x00002576, 0x0000257d, 0x0000258e, 0x000025a4,
 	// Entry 80 - 9F
-	0x00002598, 0x000025a9, 0x000025b3, 0x000025da,
-	0x000025f6, 0x000025fe, 0x0000260b, 0x00002617,
-	0x00002625, 0x00002632, 0x00002639, 0x00002647,
-	0x0000266b, 0x0000267b, 0x00002693, 0x000026b4,
-	0x000026dd, 0x00002710, 0x00002741, 0x00002757,
-	0x00002761, 0x00002793, 0x000027ad, 0x000027bb,
-	0x0000286f, 0x00002881, 0x00002901, 0x0000291d,
-	0x00002935, 0x00002978, 0x00002a96, 0x00002aa2,
+	0x000025aa, 0x000025bb, 0x000025c5, 0x000025ec,
+	0x00002608, 0x00002610, 0x0000261d, 0x00002629,
+	0x00002637, 0x00002644, 0x0000264b, 0x00002659,
+	0x0000267d, 0x0000268d, 0x000026a5, 0x000026c6,
+	0x000026ef, 0x00002722, 0x00002753, 0x00002769,
+	0x00002773, 0x000027a5, 0x000027bf, 0x000027cd,
+	0x00002881, 0x00002893, 0x00002913, 0x0000292f,
+	0x00002947, 0x0000298a, 0x00002aa8, 0x00002ab4,
 	// Entry A0 - BF
-	0x00002ab5, 0x00002b31, 0x00002b4d, 0x00002ba4,
-	0x00002bbc, 0x00002c54, 0x00002c79, 0x00002c93,
-	0x00002d84, 0x00002db2, 0x00002db5, 0x00002db9,
-	0x00002dc0, 0x00002dca, 0x00002dd0, 0x00002dd8,
-	0x00002dde, 0x00002de8, 0x00002e09, 0x00002e22,
-	0x00002e35, 0x00002e6d, 0x00002e88, 0x00002eee,
-	0x00002f20, 0x00002f26, 0x00002f2b, 0x00002f37,
-	0x00002f46, 0x00002f52, 0x00002f5e, 0x00002f70,
+	0x00002ac7, 0x00002b43, 0x00002b5f, 0x00002bb6,
+	0x00002bce, 0x00002c66, 0x00002c8b, 0x00002ca5,
+	0x00002d96, 0x00002dc4, 0x00002dc7, 0x00002dcb,
+	0x00002dd2, 0x00002ddc, 0x00002de2, 0x00002dea,
+	0x00002df0, 0x00002dfa, 0x00002e1b, 0x00002e34,
+	0x00002e47, 0x00002e7f, 0x00002e9a, 0x00002f00,
+	0x00002f32, 0x00002f38, 0x00002f3d, 0x00002f49,
+	0x00002f58, 0x00002f64, 0x00002f70, 0x00002f82,
 	// Entry C0 - DF
-	0x00002f81, 0x00003005, 0x00003017, 0x0000302e,
-	0x00003039, 0x0000308e, 0x0000309b, 0x000030c0,
-	0x000030cc, 0x000030d6, 0x000030dc, 0x000030e8,
-	0x00003100, 0x00003152, 0x00003162, 0x00003172,
-	0x0000317b, 0x00003186, 0x0000318e, 0x000031ae,
-	0x000031d0, 0x000031f8, 0x00003201, 0x00003211,
-	0x00003231, 0x00003239, 0x00003248, 0x00003267,
-	0x00003292, 0x000032b8, 0x000032c8, 0x000032d2,
+	0x00002f93, 0x00003017, 0x00003029, 0x00003040,
+	0x0000304b, 0x000030a0, 0x000030ad, 0x000030d2,
+	0x000030de, 0x000030e8, 0x000030ee, 0x000030fa,
+	0x00003112, 0x00003164, 0x00003174, 0x00003184,
+	0x0000318d, 0x00003198, 0x000031a0, 0x000031c0,
+	0x000031e2, 0x0000320a, 0x00003213, 0x00003223,
+	0x00003243, 0x0000324b, 0x0000325a, 0x00003279,
+	0x000032a4, 0x000032ca, 0x000032da, 0x000032e4,
 	// Entry E0 - FF
-	0x000032dc, 0x000032fb, 0x00003319, 0x000033f1,
-	0x0000340f, 0x00003453, 0x00003490, 0x000034c3,
-	0x000034f3, 0x0000351f, 0x0000354f, 0x00003571,
-	0x0000358c, 0x000035a7, 0x000035c3, 0x000035df,
-	0x000035f5, 0x0000360f, 0x00003646, 0x0000367c,
-	0x0000369c, 0x000036bb, 0x000036c2, 0x0000372c,
-	0x00003742, 0x00003747, 0x0000375b, 0x00003773,
-	0x00003798, 0x000037c6, 0x000037eb, 0x00003805,
+	0x000032ee, 0x0000330d, 0x0000332b, 0x00003403,
+	0x00003421, 0x00003465, 0x000034a2, 0x000034d5,
+	0x00003505, 0x00003531, 0x00003561, 0x00003583,
+	0x0000359e, 0x000035b9, 0x000035d5, 0x000035f1,
+	0x00003607, 0x00003621, 0x00003658, 0x0000368e,
+	0x000036ae, 0x000036cd, 0x000036d4, 0x0000373e,
+	0x00003754, 0x00003759, 0x0000376d, 0x00003785,
+	0x000037aa, 0x000037d8, 0x000037fd, 0x00003817,
 	// Entry 100 - 11F
-	0x000038ef, 0x00003904, 0x00003908, 0x0000391b,
-	0x0000392a, 0x00003941, 0x00003950, 0x00003957,
-	0x00003962, 0x00003974, 0x00003987, 0x000039a3,
-	0x000039d0, 0x000039ed, 0x00003a10, 0x00003a1b,
-	0x00003a26, 0x00003a3d, 0x00003ba6, 0x00003bcd,
-	0x00003c0b, 0x00003c17, 0x00003c20, 0x00003c34,
-	0x00003c3e, 0x00003c65, 0x00003c81, 0x00003c9c,
-	0x00003ccc, 0x00003d0b, 0x00003d26, 0x00003d35,
+	0x00003901, 0x00003916, 0x0000391a, 0x0000392d,
+	0x0000393c, 0x00003953, 0x00003962, 0x00003969,
+	0x00003974, 0x00003986, 0x00003999, 0x000039b5,
+	0x000039e2, 0x000039ff, 0x00003a22, 0x00003a2d,
+	0x00003a38, 0x00003a4f, 0x00003bb8, 0x00003bdf,
+	0x00003c1d, 0x00003c29, 0x00003c32, 0x00003c46,
+	0x00003c50, 0x00003c77, 0x00003c93, 0x00003cae,
+	0x00003cde, 0x00003d1d, 0x00003d38, 0x00003d47,
 	// Entry 120 - 13F
-	0x00003d46, 0x00003d67, 0x00003dd2, 0x00003dea,
-	0x00003e30, 0x00003e9b, 0x00003ea5, 0x00003eaf,
-	0x00003ec9, 0x00003f12, 0x00003f1a, 0x00003f25,
-	0x00003f33, 0x00003f43, 0x00003f6d, 0x00003f96,
-	0x00003fa6, 0x00003fc5, 0x00003fd1, 0x00003fea,
-	0x00003ff5, 0x00004002, 0x00004011, 0x00004019,
-	0x00004023, 0x0000402b, 0x00004033, 0x00004039,
-	0x00004040, 0x00004045, 0x0000404a, 0x0000404e,
+	0x00003d58, 0x00003d79, 0x00003de4, 0x00003dfc,
+	0x00003e42, 0x00003ead, 0x00003eb7, 0x00003ec1,
+	0x00003edb, 0x00003f24, 0x00003f2c, 0x00003f37,
+	0x00003f45, 0x00003f55, 0x00003f7f, 0x00003fa8,
+	0x00003fb8, 0x00003fd7, 0x00003fe3, 0x00003ffc,
+	0x00004007, 0x00004014, 0x00004023, 0x0000402b,
+	0x00004035, 0x0000403d, 0x00004045, 0x0000404b,
+	0x00004052, 0x00004057, 0x0000405c, 0x00004060,
 	// Entry 140 - 15F
-	0x00004053, 0x00004059, 0x0000405f, 0x00004065,
-	0x0000406a, 0x0000406f, 0x00004075, 0x0000407f,
-	0x0000409f, 0x000040c1, 0x000040e5, 0x0000410b,
-	0x00004114, 0x00004130, 0x00004139, 0x00004151,
-	0x0000415a, 0x000041ae, 0x000041ce, 0x000041d4,
-	0x000041df, 0x000041e5, 0x000041f3, 0x000041fe,
-	0x0000420c, 0x0000423f, 0x00004263, 0x00004292,
-	0x000042db, 0x000042e2, 0x000042f8, 0x0000436b,
+	0x00004065, 0x0000406b, 0x00004071, 0x00004077,
+	0x0000407c, 0x00004081, 0x00004087, 0x00004091,
+	0x000040b1, 0x000040d3, 0x000040f7, 0x0000411d,
+	0x00004126, 0x00004142, 0x0000414b, 0x00004163,
+	0x0000416c, 0x000041c0, 0x000041e0, 0x000041e6,
+	0x000041f1, 0x000041f7, 0x00004205, 0x00004210,
+	0x0000421e, 0x00004251, 0x00004275, 0x000042a4,
+	0x000042ed, 0x000042f4, 0x0000430a, 0x0000437d,
 	// Entry 160 - 17F
-	0x00004391, 0x00004520, 0x00004627, 0x00004677,
-	0x000046a8, 0x000046db, 0x0000470a, 0x00004718,
-	0x00004725, 0x00004737, 0x0000474c, 0x0000475a,
-	0x00004767, 0x0000477c, 0x0000478f, 0x000047ba,
-	0x000047e7, 0x0000480b, 0x00004842, 0x0000488c,
-	0x0000489e, 0x000048d6, 0x000048ed, 0x00004904,
-	0x00004938, 0x00004982, 0x000049b7, 0x000049c0,
-	0x000049d7, 0x00004a05, 0x00004a18, 0x00004a2a,
+	0x000043a3, 0x00004532, 0x00004639, 0x00004689,
+	0x000046ba, 0x000046ed, 0x0000471c, 0x0000472a,
+	0x00004737, 0x00004749, 0x0000475e, 0x0000476c,
+	0x00004779, 0x0000478e, 0x000047a1, 0x000047cc,
+	0x000047f9, 0x0000481d, 0x00004854, 0x0000489e,
+	0x000048b0, 0x000048e8, 0x000048ff, 0x00004916,
+	0x0000494a, 0x00004994, 0x000049c9, 0x000049d2,
+	0x000049e9, 0x00004a17, 0x00004a2a, 0x00004a3c,
 	// Entry 180 - 19F
-	0x00004a3b, 0x00004a46, 0x00004a51, 0x00004a5c,
-	0x00004a65, 0x00004a6e, 0x00004a77, 0x00004a80,
-	0x00004a89, 0x00004a90, 0x00004a9e, 0x00004aa4,
-	0x00004aab, 0x00004ab2, 0x00004abb, 0x00004ac0,
-	0x00004ace, 0x00004ad4, 0x00004ada, 0x00004ae0,
-	0x00004ae8, 0x00004af1, 0x00004afa, 0x00004b17,
-	0x00004b32, 0x00004b55, 0x00004b76, 0x00004b85,
-	0x00004b90, 0x00004b9b, 0x00004ba8, 0x00004bac,
+	0x00004a4d, 0x00004a58, 0x00004a63, 0x00004a6e,
+	0x00004a77, 0x00004a80, 0x00004a89, 0x00004a92,
+	0x00004a9b, 0x00004aa2, 0x00004ab0, 0x00004ab6,
+	0x00004abd, 0x00004ac4, 0x00004acd, 0x00004ad2,
+	0x00004ae0, 0x00004ae6, 0x00004aec, 0x00004af2,
+	0x00004afa, 0x00004b03, 0x00004b0c, 0x00004b29,
+	0x00004b44, 0x00004b67, 0x00004b88, 0x00004b97,
+	0x00004ba2, 0x00004bad, 0x00004bba, 0x00004bbe,
 	// Entry 1A0 - 1BF
-	0x00004bb0, 0x00004bbe, 0x00004bcc, 0x00004bda,
-	0x00004bfa, 0x00004c0d, 0x00004c26, 0x00004c3b,
-	0x00004c4c, 0x00004c5e, 0x00004c70, 0x00004c76,
-	0x00004c7d, 0x00004c85, 0x00004c8d, 0x00004cab,
-	0x00004cc9, 0x00004ce0, 0x00004cf5, 0x00004d06,
-	0x00004d0c, 0x00004d25, 0x00004d30, 0x00004d64,
-	0x00004d71, 0x00004d8f, 0x00004d9d, 0x00004da6,
-	0x00004dad, 0x00004dc8, 0x00004dd2, 0x00004de5,
+	0x00004bc2, 0x00004bd0, 0x00004bde, 0x00004bec,
+	0x00004c0c, 0x00004c1f, 0x00004c38, 0x00004c4d,
+	0x00004c5e, 0x00004c70, 0x00004c82, 0x00004c88,
+	0x00004c8f, 0x00004c97, 0x00004c9f, 0x00004cbd,
+	0x00004cdb, 0x00004cf2, 0x00004d07, 0x00004d18,
+	0x00004d1e, 0x00004d37, 0x00004d42, 0x00004d76,
+	0x00004d83, 0x00004da1, 0x00004daf, 0x00004db8,
+	0x00004dbf, 0x00004dda, 0x00004de4, 0x00004df7,
 	// Entry 1C0 - 1DF
-	0x00004e1f, 0x00004e28, 0x00004e37, 0x00004e9b,
-	0x00004ea7, 0x00004eb1, 0x00004ee1, 0x00004f3c,
-	0x00005023, 0x0000502e, 0x00005061, 0x00005066,
-	0x00005086, 0x000050a3, 0x000050c3, 0x000050d8,
-	0x00005119, 0x00005124, 0x0000512e, 0x00005157,
-	0x00005168, 0x00005176, 0x000051b2, 0x000051dc,
-	0x00005221, 0x00005249, 0x00005288, 0x000052a9,
-	0x000052e7, 0x00005327, 0x00005347, 0x00005388,
+	0x00004e31, 0x00004e3a, 0x00004e49, 0x00004ead,
+	0x00004eb9, 0x00004ec3, 0x00004ef3, 0x00004f4e,
+	0x00005035, 0x00005040, 0x00005073, 0x00005078,
+	0x00005098, 0x000050b5, 0x000050d5, 0x000050ea,
+	0x0000512b, 0x00005136, 0x00005140, 0x00005169,
+	0x0000517a, 0x00005188, 0x000051c4, 0x000051ee,
+	0x00005233, 0x0000525b, 0x0000529a, 0x000052bb,
+	0x000052f9, 0x00005339, 0x00005359, 0x0000539a,
 	// Entry 1E0 - 1FF
-	0x000053b4, 0x000053db, 0x000053f3, 0x00005407,
-	0x0000541e, 0x0000542c, 0x00005437, 0x0000545a,
-	0x00005479, 0x00005495, 0x00005503, 0x00005588,
-	0x00005605, 0x00005645, 0x0000568b, 0x000056fd,
-	0x00005725, 0x00005748, 0x0000577f, 0x000057c6,
-	0x00005819, 0x00005842, 0x000058e8, 0x0000590e,
-	0x00005955, 0x000059d9, 0x00005a54, 0x00005ad1,
-	0x00005af8, 0x00005b20, 0x00005b67, 0x00005bb1,
+	0x000053c6, 0x000053ed, 0x00005405, 0x00005419,
+	0x00005430, 0x0000543e, 0x00005449, 0x0000546c,
+	0x0000548b, 0x000054a7, 0x00005515, 0x0000559a,
+	0x00005617, 0x00005657, 0x0000569d, 0x000057b6,
+	0x000057de, 0x00005801, 0x00005838, 0x0000587f,
+	0x000058d2, 0x000058fb, 0x000059a1, 0x000059c7,
+	0x00005a0e, 0x00005a92, 0x00005b0d, 0x00005b8a,
+	0x00005bb1, 0x00005bd9, 0x00005c20, 0x00005c6a,
 	// Entry 200 - 21F
-	0x00005be4, 0x00005bf7, 0x00005cff, 0x00005d2d,
-	0x00005d69, 0x00005d7f, 0x00005e13, 0x00005e26,
-	0x00005e63, 0x00005e9f, 0x00005eb2, 0x00005f06,
-	0x00005f3b, 0x00005f4d, 0x00005f64, 0x00005fa1,
-	0x00005ff1, 0x0000601b, 0x00006026, 0x00006043,
-	0x00006062, 0x00006073, 0x0000608d, 0x00006096,
-	0x000060a0, 0x000060bf, 0x0000610d, 0x00006142,
-	0x00006193, 0x000061a9, 0x000061cf, 0x000061e0,
+	0x00005c9d, 0x00005cb0, 0x00005db8, 0x00005de6,
+	0x00005e22, 0x00005e38, 0x00005ecc, 0x00005edf,
+	0x00005f1c, 0x00005f58, 0x00005f6b, 0x00005fbf,
+	0x00005ff4, 0x00006006, 0x0000601d, 0x0000605a,
+	0x000060aa, 0x000060d4, 0x000060df, 0x000060fc,
+	0x0000611b, 0x0000612c, 0x00006146, 0x0000614f,
+	0x00006159, 0x00006178, 0x000061c6, 0x000061fb,
+	0x0000624c, 0x00006262, 0x00006288, 0x00006299,
 	// Entry 220 - 23F
-	0x0000622a, 0x00006240, 0x00006254, 0x0000626d,
-	0x00006283, 0x000062ad, 0x000062b5, 0x000062c8,
-	0x000062cf, 0x000062ea, 0x0000630a, 0x0000633a,
-	0x00006351, 0x00006389, 0x000063c4, 0x000063f0,
-	0x00006444, 0x00006454, 0x0000645f, 0x00006473,
-	0x00006485, 0x0000649b, 0x000064ad, 0x000064bf,
-	0x000064c5, 0x000064d7, 0x000064e5, 0x000064f4,
-	0x0000650a, 0x00006534, 0x00006567, 0x0000660f,
+	0x000062e3, 0x000062f9, 0x0000630d, 0x00006326,
+	0x0000633c, 0x00006366, 0x0000636e, 0x00006381,
+	0x00006388, 0x000063a3, 0x000063c3, 0x000063f3,
+	0x0000640a, 0x00006442, 0x0000647d, 0x000064a9,
+	0x000064fd, 0x0000650d, 0x00006518, 0x0000652c,
+	0x0000653e, 0x00006554, 0x00006566, 0x00006578,
+	0x0000657e, 0x00006590, 0x0000659e, 0x000065ad,
+	0x000065c3, 0x000065ed, 0x00006620, 0x000066c8,
 	// Entry 240 - 25F
-	0x0000665f, 0x00006687, 0x000066d9, 0x0000671b,
-	0x00006757, 0x0000676e, 0x00006836, 0x00006863,
-	0x00006a1d, 0x00006a37, 0x00006a50, 0x00006a71,
-	0x00006a87, 0x00006a8e, 0x00006aa8, 0x00006b3d,
-	0x00006ba0, 0x00006bb3, 0x00006bda, 0x00006c02,
-	0x00006c10, 0x00006c20, 0x00006c31, 0x00006c38,
-	0x00006d6e, 0x00006d75, 0x00006daf, 0x00006db4,
-	0x00006dc9, 0x00006ddd, 0x00006def, 0x00006e05,
+	0x00006718, 0x00006740, 0x00006792, 0x000067d4,
+	0x00006810, 0x00006827, 0x000068ef, 0x0000691c,
+	0x00006ad6, 0x00006af0, 0x00006b09, 0x00006b2a,
+	0x00006b40, 0x00006b47, 0x00006b61, 0x00006bf6,
+	0x00006c59, 0x00006c6c, 0x00006c93, 0x00006cbb,
+	0x00006cc9, 0x00006cd9, 0x00006cea, 0x00006cf1,
+	0x00006e27, 0x00006e2e, 0x00006e68, 0x00006e6d,
+	0x00006e82, 0x00006e96, 0x00006ea8, 0x00006ebe,
 	// Entry 260 - 27F
-	0x00006e20, 0x00006ef5, 0x00006f0d, 0x00006fae,
-	0x0000703d, 0x0000704d, 0x00007127, 0x000071e9,
-	0x000071ee, 0x000071fe, 0x0000720c, 0x0000721c,
-	0x0000722c, 0x00007236, 0x0000725f, 0x00007279,
-	0x00007294, 0x00007322, 0x00007333, 0x00007340,
-	0x0000735b, 0x0000736f, 0x0000738d, 0x000073d8,
-	0x00007419, 0x0000748f, 0x000074d5, 0x000074ee,
-	0x00007506, 0x00007559, 0x00007594, 0x0000762c,
+	0x00006ed9, 0x00006fae, 0x00006fc6, 0x00007067,
+	0x000070f6, 0x00007106, 0x000071e0, 0x000072a2,
+	0x000072a7, 0x000072b7, 0x000072c5, 0x000072d5,
+	0x000072e5, 0x000072ef, 0x00007318, 0x00007332,
+	0x0000734d, 0x000073db, 0x000073ec, 0x000073f9,
+	0x00007414, 0x00007428, 0x00007446, 0x00007491,
+	0x000074d2, 0x00007548, 0x0000758e, 0x000075a7,
+	0x000075bf, 0x00007612, 0x0000764d, 0x000076e5,
 	// Entry 280 - 29F
-	0x00007658, 0x0000767e, 0x000076b2, 0x000076ca,
-	0x000076f5, 0x000076ff, 0x00007787, 0x000077bc,
-	0x000077fd, 0x00007871, 0x000079c0, 0x00007a99,
-	0x00007ab2, 0x00007b7b, 0x00007bf8, 0x00007c05,
-	0x00007c57, 0x00007c5d, 0x00007cf9, 0x00007d4d,
-	0x00007d78, 0x00007e04, 0x00007e9a, 0x00007f5c,
-	0x00007f8c, 0x00007f99, 0x00007f9f, 0x00007fb5,
-	0x00007fc0, 0x00007fc7, 0x00007fd2, 0x00007fe0,
+	0x00007711, 0x00007737, 0x0000776b, 0x00007783,
+	0x000077ae, 0x000077b8, 0x00007840, 0x00007875,
+	0x000078b6, 0x0000792a, 0x00007a79, 0x00007b52,
+	0x00007b6b, 0x00007c34, 0x00007cb1, 0x00007cbe,
+	0x00007d10, 0x00007d16, 0x00007db2, 0x00007e06,
+	0x00007e31, 0x00007ebd, 0x00007f53, 0x00008015,
+	0x00008045, 0x00008052, 0x00008058, 0x0000806e,
+	0x00008079, 0x00008080, 0x0000808b, 0x00008099,
 	// Entry 2A0 - 2BF
-	0x00007fed, 0x00007ffb, 0x00008014, 0x00008041,
-	0x000080ea, 0x000080fd, 0x00008107, 0x00008196,
-	0x000081f7, 0x00008249, 0x0000825b, 0x0000826e,
-	0x000082ac, 0x000082e8, 0x000082f4, 0x00008301,
-	0x0000830f, 0x0000831d, 0x0000832d, 0x00008369,
-	0x000083a3, 0x00008420, 0x0000842b, 0x00008455,
-	0x00008471, 0x00008475, 0x00008487, 0x00008549,
-	0x0000857c, 0x00008587, 0x00008591, 0x000085a6,
+	0x000080a6, 0x000080b4, 0x000080cd, 0x000080fa,
+	0x000081a3, 0x000081b6, 0x000081c0, 0x0000824f,
+	0x000082b0, 0x00008302, 0x00008314, 0x00008327,
+	0x00008365, 0x000083a1, 0x000083ad, 0x000083ba,
+	0x000083c8, 0x000083d6, 0x000083e6, 0x00008422,
+	0x0000845c, 0x000084d9, 0x000084e4, 0x0000850e,
+	0x0000852a, 0x0000852e, 0x00008540, 0x00008602,
+	0x00008635, 0x00008640, 0x0000864a, 0x0000865f,
 	// Entry 2C0 - 2DF
-	0x000085af, 0x000085b9, 0x000085ce, 0x000085f2,
-	0x0000860c, 0x00008621, 0x0000864d, 0x00008652,
-	0x00008667, 0x00008679, 0x000086ae, 0x000086bf,
-	0x00008735, 0x000087c0, 0x0000884f, 0x000088b6,
-	0x000088f8, 0x0000896b, 0x000089b3, 0x000089e1,
-	0x00008a14,
+	0x00008668, 0x00008672, 0x00008687, 0x000086ab,
+	0x000086c5, 0x000086da, 0x00008706, 0x0000870b,
+	0x00008720, 0x00008732, 0x00008767, 0x00008778,
+	0x000087ee, 0x00008879, 0x00008908, 0x0000896f,
+	0x000089b1, 0x00008a24, 0x00008a6c, 0x00008a9a,
+	0x00008acd,
 } // Size: 2924 bytes
 
-const frData string = "" + // Size: 35348 bytes
+const frData string = "" + // Size: 35533 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1732,155 +1734,155 @@ const frData string = "" + // Size: 35348 bytes
 	" groupée doit être désignée par son identifiant (un UUID).\x02Actions d’" +
 	"opérateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l" +
 	"’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
-	"argement montre où elle en est.\x02Action groupée %[1]s par %[2]s, comme" +
-	"ncée %[3]s\u202f: appliquée à %[4]d des %[5]d instances comptées, %[6]d " +
-	"ignorées (elles ont changé après le compte). Elle s’est terminée %[7]s." +
-	"\x02Action groupée %[1]s par %[2]s, commencée %[3]s, arrêtée par une err" +
-	"eur après %[4]d des %[5]d instances comptées (%[6]d ignorées). Ce qu’ell" +
-	"e a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour" +
-	" le reste.\x02Action groupée %[1]s par %[2]s, commencée %[3]s, est en co" +
-	"urs\u202f: %[4]d des %[5]d instances comptées traitées jusqu’ici (%[6]d " +
-	"ignorées). Chaque rechargement montre où elle en est.\x02Aucun progrès d" +
-	"epuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce q" +
-	"u’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre" +
-	" pour le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navig" +
-	"ation principale\x02État\x02Tâches externes\x02Processus\x02Trouver une " +
-	"instance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Dé" +
-	"finitions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Ré" +
-	"vélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Rég" +
-	"lages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heu" +
-	"res en %[1]s · rechargement suspendu\x02Heures en %[1]s · rechargement t" +
-	"outes les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02" +
-	"Rechargement suspendu\x02Reprendre\x02Cette page se recharge toutes les " +
-	"%[1]d secondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rô" +
-	"le ne permet de lire que les définitions et les processus\u202f: les tâc" +
-	"hes externes et les instances de processus sont réservées aux opérateurs" +
-	" et aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s" +
-	"\u202f» contient le caractère NUL ou des octets qui ne sont pas du texte" +
-	" UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes" +
-	"\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou à rien qu" +
-	"e vous puissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vou" +
-	"s puissiez voir. Une instance terminée est supprimée, avec ses occurrenc" +
-	"es et ses tentatives, une fois la durée de conservation (RELAIS_RETENTIO" +
-	"N) écoulée\u202f; le journal d’audit garde les actions d’opérateur menée" +
-	"s sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas" +
-	" été envoyé depuis cette session de la console, ou il a expiré. Recharge" +
-	"z la page et réessayez.\x02Temporairement indisponible\x02La base de don" +
-	"nées est injoignable pour le moment. Réessayez dans quelques secondes." +
-	"\x02Une erreur est survenue\x02La console n’a pas pu afficher cette page" +
-	". Réessayez\u202f; si le problème persiste, donnez à votre administrateu" +
-	"r l’identifiant de requête %[1]s.\x02Aucun consommateur pour l’instant." +
-	"\x02Aucun autre consommateur.\x02Les services externes qui prennent des " +
-	"tâches, et les définitions que chacun peut prendre. Créez les consommate" +
-	"urs, modifiez leurs droits et renouvelez leurs jetons par l’API (/api/v1" +
-	"/consumers)\u202f; les jetons ne sont jamais affichés.\x02Consommateurs," +
-	" du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État" +
-	"\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien" +
-	"\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes l" +
-	"es révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Dé" +
-	"compte des occurrences en cours\u202f; les décomptes s’afficheront quand" +
-	" vous rechargerez la page.\x02Les décomptes sont indisponibles pour le m" +
-	"oment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Contraintes" +
-	"\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seule part" +
-	"ie modifiable d’une définition. Les processus ne l’utilisent jamais dire" +
-	"ctement\u202f: ils épinglent une révision.\x02Sortie de routage\x02Derni" +
-	"er enregistrement\x02Révisions\x02Aucune révision pour l’instant\u202f: " +
-	"la copie de travail n’a jamais été figée.\x02Publications\x02Aucune publ" +
-	"ication pour l’instant.\x02Publication\x02Révision\x02Notes\x02Publiée l" +
-	"e\x02Comparer des révisions\x02Liste chaque changement d’une révision à " +
-	"l’autre et ce qu’il peut casser.\x02De la révision\x02À la révision\x02C" +
-	"omparer\x02Changement\x02Détail\x02Incompatible avec les processus\x02In" +
-	"compatible avec les exécutants\x02Ces révisions ont les mêmes contrats." +
-	"\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorti" +
-	"es\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publications, " +
-	"les plus anciennes d’abord\x02Changements entre les deux révisions\x02Ré" +
-	"vision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d" +
-	"\x02Sorties de la révision %[1]d\x02La copie de travail a des changement" +
-	"s pas encore figés\u202f: ils ne sont dans aucune révision (exécutants e" +
-	"t processus utilisent au plus la révision %[1]d) tant qu’un figement n’e" +
-	"n fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les " +
-	"contrats sont les mêmes (le nom ou une description a changé).\x02Changem" +
-	"ents de la copie de travail depuis la révision %[1]d\x02Choisissez deux " +
-	"révisions existantes à comparer.\x02De la révision %[1]d à la révision %" +
-	"[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%" +
-	"[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00" +
-	"\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]s\x02facult" +
-	"atif → obligatoire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f" +
-	": %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s" +
-	"\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (classification" +
-	" %[1]s)\x02champ facultatif de type %[2]s (classification %[1]s)\x02cham" +
-	"p obligatoire de type %[1]s\x02champ facultatif de type %[1]s\x02aucune" +
-	"\x02Contrats de tâches\u202f: leur copie de travail, leurs révisions imm" +
-	"uables et leurs publications nommées.\x02Définitions par clé\x02Clé\x02D" +
-	"ernière révision\x02aucune pour l’instant\x02Aucune définition pour l’in" +
-	"stant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d" +
-	" publications\x02Aucune destination pour l’instant.\x02Aucune autre dest" +
-	"ination.\x02Les points d’accès HTTP qu’appellent les nœuds push. Les val" +
-	"eurs de la requête de l’URL et des en-têtes sont scellées et jamais affi" +
-	"chées. Créez, modifiez et supprimez les destinations par l’API (/api/v1/" +
-	"destinations).\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Dél" +
-	"ai maximal\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses ap" +
-	"pels\x02en cas d’erreur\x02toute autre erreur\x02bloquée pour un opérate" +
-	"ur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termi" +
-	"ne l’instance\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pul" +
-	"l %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les inciden" +
-	"ts de chaque définition maintenant, et ce que ses exécutants ont terminé" +
-	" dans la dernière heure\u202f: les occurrences terminées avec succès ou " +
-	"en échec. Une occurrence relancée depuis compte là où elle se termine en" +
-	"suite\u202f; un échec qui laisse des tentatives n’est pas compté, la pag" +
-	"e de son occurrence le montre.\x02Réussites et échecs, dernière heure" +
-	"\x02Définitions, celles qui demandent de l’attention d’abord\x02Définiti" +
-	"on\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente de la plus a" +
-	"ncienne disponible\x02Terminées, dernière heure\x02En échec, dernière he" +
-	"ure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)" +
-	"\u202f; actualisé toutes les 5 secondes environ.\x02disponible depuis le" +
-	" %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes les défin" +
-	"itions\x02Aucune définition %[1]s n’a d’occurrences\u202f: vérifiez la c" +
-	"lé, ou affichez toutes les définitions.\x02Toutes les définitions\x02Réu" +
-	"ssites et échecs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Da" +
-	"ns la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphiq" +
-	"ue donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les ch" +
-	"iffres du graphique\x02Réussites et échecs par tranche de 5 min, les plu" +
-	"s anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s" +
-	"\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%" +
-	"[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02" +
-	"%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s" +
-	"\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]" +
-	"s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv." +
-	"\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oc" +
-	"t.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jou" +
-	"r\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00" +
-	"\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e" +
-	"\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f" +
-	"\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé" +
-	"\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par cette ins" +
-	"tance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atteints, dans" +
-	" l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02C" +
-	"lôturée le\x02Cette instance n’a encore atteint aucune tâche.\x02Actions" +
-	" d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette instance." +
-	"\x02Actions d’opérateurs sur cette instance, les plus récentes d’abord" +
-	"\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’instance" +
-	" a démarré, nommées d’après le contrat de la version %[1]d du processus" +
-	"\x02Ce processus ne prend aucune entrée.\x02Cette instance est bloquée à" +
-	" un nœud en échec\u202f: c’est un incident. Elle ne peut pas être repris" +
-	"e\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (se" +
-	"s entrées n’ont pas pu être construites), une reprise échouerait donc de" +
-	" la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annul" +
-	"e. Chacun demande un motif, consigné dans le journal d’audit.\x02Cette i" +
-	"nstance est bloquée à un nœud en échec\u202f: c’est un incident. La repr" +
-	"ise propose de nouveau l’occurrence en échec\u202f; l’abandon met l’inst" +
-	"ance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consign" +
-	"é dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurren" +
-	"ces ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «" +
-	"\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f" +
-	"»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le" +
-	"\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pou" +
-	"r\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, p" +
-	"uis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérateu" +
-	"r\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être " +
-	"un nombre entier à partir de 1.\x02Une version est celle d’un processus" +
-	"\u202f: choisissez aussi le processus.\x02Date de création\x02La taille " +
-	"de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"argement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, com" +
+	"mencée le %[3]s\u202f: appliquée à %[4]d des %[5]d instances comptées, %" +
+	"[6]d ignorées (elles ont changé après le compte). Elle s’est terminée le" +
+	" %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée" +
+	" par une erreur après %[4]d des %[5]d instances comptées (%[6]d ignorées" +
+	"). Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le" +
+	" filtre pour le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le" +
+	" %[3]s, est en cours\u202f: %[4]d des %[5]d instances comptées traitées " +
+	"jusqu’ici (%[6]d ignorées). Chaque rechargement montre où elle en est." +
+	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
+	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
+	"uveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller " +
+	"au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proces" +
+	"sus\x02Trouver une instance ou une occurrence\x02identifiant ou clé méti" +
+	"er\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinati" +
+	"ons\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se" +
+	" déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affi" +
+	"chage\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[1" +
+	"]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargem" +
+	"ent automatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se r" +
+	"echarge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non a" +
+	"utorisé\x02Votre rôle ne permet de lire que les définitions et les proce" +
+	"ssus\u202f: les tâches externes et les instances de processus sont réser" +
+	"vées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le ch" +
+	"amp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne s" +
+	"ont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâ" +
+	"ches externes\x02Retour aux définitions\x02Cette adresse ne mène à rien," +
+	" ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à" +
+	" rien que vous puissiez voir. Une instance terminée est supprimée, avec " +
+	"ses occurrences et ses tentatives, une fois la durée de conservation (RE" +
+	"LAIS_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’op" +
+	"érateur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce form" +
+	"ulaire n’a pas été envoyé depuis cette session de la console, ou il a ex" +
+	"piré. Rechargez la page et réessayez.\x02Temporairement indisponible\x02" +
+	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
+	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
+	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
+	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
+	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
+	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
+	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
+	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
+	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
+	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
+	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
+	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2" +
+	"]s\x02Décompte des occurrences en cours\u202f; les décomptes s’affichero" +
+	"nt quand vous rechargerez la page.\x02Les décomptes sont indisponibles p" +
+	"our le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Cont" +
+	"raintes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seu" +
+	"le partie modifiable d’une définition. Les processus ne l’utilisent jama" +
+	"is directement\u202f: ils épinglent une révision.\x02Sortie de routage" +
+	"\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instan" +
+	"t\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Au" +
+	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
+	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
+	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
+	"sion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les proces" +
+	"sus\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes c" +
+	"ontrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
+	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
+	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
+	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
+	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
+	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
+	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
+	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
+	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
+	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
+	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
+	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
+	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
+	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
+	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
+	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
+	"els\x02Ses appels\x02en cas d’erreur\x02toute autre erreur\x02bloquée po" +
+	"ur un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
+	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
+	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
+	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
+	"s ont terminé dans la dernière heure\u202f: les occurrences terminées av" +
+	"ec succès ou en échec. Une occurrence relancée depuis compte là où elle " +
+	"se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas c" +
+	"ompté, la page de son occurrence le montre.\x02Réussites et échecs, dern" +
+	"ière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
+	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
+	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
+	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
+	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
+	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
+	"ns\x02Réussites et échecs par tranche de 5 min, dernière heure\u202f: %[" +
+	"1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit l" +
+	"e graphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
+	"n, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02" +
+	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
+	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
+	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
+	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
+	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
+	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
+	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
+	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
+	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Cette instance est bl" +
+	"oquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être" +
+	" reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentat" +
+	"ive (ses entrées n’ont pas pu être construites), une reprise échouerait " +
+	"donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacun demande un motif, consigné dans le journal d’audit.\x02" +
+	"Cette instance est bloquée à un nœud en échec\u202f: c’est un incident. " +
+	"La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
+	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
+	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
+	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée " +
+	"le\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée p" +
+	"our\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée," +
+	" puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérat" +
+	"eur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit êtr" +
+	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
+	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
+	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
 	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
 	"e retient\x02La page suivante les compte et demande un motif avant que r" +
 	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
@@ -1933,47 +1935,49 @@ const frData string = "" + // Size: 35348 bytes
 	".\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle" +
 	" a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance est p" +
 	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
-	" contrat de sorties de la révision.\x02Relais s’est arrêté pendant l’app" +
-	"el\u202f: on ignore si la destination a agi, elle n’est donc pas rappelé" +
-	"e.\x02L’appel n’a pas pu être préparé.\x02La destination était injoignab" +
-	"le.\x02La réponse de la destination était trop volumineuse.\x02Le verrou" +
-	" de la dernière tentative a expiré sans tentative restante.\x02Les entré" +
-	"es n’ont pas pu être construites à partir des liaisons du processus.\x02" +
-	"Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a signalé" +
-	" un échec sans nouvelle tentative restante (retries\u202f: 0, ou un budg" +
-	"et déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La destinatio" +
-	"n a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce mo" +
-	"ment (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[" +
-	"1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle " +
-	"n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les " +
-	"exécutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun e" +
-	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1" +
-	"]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[" +
-	"1]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de" +
-	" Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécut" +
-	"ant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%" +
-	"[1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la r" +
-	"éplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue e" +
-	"n outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il " +
-	"a pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réserv" +
-	"ée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s" +
-	".\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommat" +
-	"eur, ou une interface munie d’un jeton de règlement, la terminera plus t" +
-	"ard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’" +
-	"un opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
-	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
-	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
-	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
-	"férée\u202f; réglée avec son jeton de règlement)\x02%[1]s (différée" +
-	"\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%[1]s " +
-	"(différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps inut" +
-	"ilisable\x02pas de réponse dans le délai\x02pas de connexion\x02réponse " +
-	"trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en anglai" +
-	"s)\x02Message de l’exécutant (ses propres termes, valeurs protégées masq" +
-	"uées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une révis" +
-	"ion est celle d’une définition\u202f: choisissez aussi la définition." +
-	"\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue." +
+	" contrat de sorties de la révision.\x02La réponse à l’appel a été perdue" +
+	" (la connexion s’est rompue après l’envoi de la requête, ou Relais s’est" +
+	" arrêté ou n’a pas pu joindre sa base de données avant de l’enregistrer)" +
+	"\u202f: on ignore si la destination a agi, donc elle n’est pas appelée d" +
+	"e nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
+	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
+	"e verrou de la dernière tentative a expiré sans tentative restante.\x02L" +
+	"es entrées n’ont pas pu être construites à partir des liaisons du proces" +
+	"sus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a" +
+	" signalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou" +
+	" un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La de" +
+	"stination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s " +
+	"en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la rév" +
+	"ision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées " +
+	"qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
+	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
+	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
+	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
+	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
+	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
+	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
+	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
+	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
+	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
+	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
+	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
+	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
+	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
+	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
+	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
+	"%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (dif" +
+	"férée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%" +
+	"[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps" +
+	" inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02rép" +
+	"onse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en a" +
+	"nglais)\x02Message de l’exécutant (ses propres termes, valeurs protégées" +
+	" masquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une " +
+	"révision est celle d’une définition\u202f: choisissez aussi la définitio" +
+	"n.\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue." +
 	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
 	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
 	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
@@ -2126,4 +2130,4 @@ const frData string = "" + // Size: 35348 bytes
 	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
 	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 68717 bytes (67KiB); checksum: B9B388F5
+	// Total table size 69024 bytes (67KiB); checksum: AFFDF934

@@ -190,7 +190,7 @@ type fetchRequest struct {
 	MaxTasks      *int                  `json:"max_tasks"`
 	LockDuration  *isoduration.Duration `json:"lock_duration"`
 	Wait          *isoduration.Duration `json:"wait"`
-	RequestID     *string               `json:"request_id"`
+	RequestID     requestID             `json:"request_id"`
 }
 
 // ReservationJSON is one delivered occurrence.
@@ -280,7 +280,7 @@ func (p *Protocol) fetchParams(req fetchRequest) (maxTasks int, lock, wait time.
 			errs = append(errs, fault.FieldError{Path: fmt.Sprintf("/subscriptions/%d/definition", i), Message: "is required"})
 		}
 	}
-	switch rid := req.RequestID; {
+	switch rid := req.RequestID.v; {
 	case rid == nil:
 	case strings.TrimSpace(*rid) == "":
 		// An unset variable in a client must not read as "no request_id":
@@ -364,8 +364,8 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		Pairs: pairs, LiveFor: wait + engine.LiveHeartbeats*p.heartbeat})
 	claim := engine.ClaimRequest{ConsumerID: principal.ConsumerID, WorkerID: req.WorkerID, Pairs: pairs, MaxTasks: maxTasks,
 		LockDuration: lock}
-	if req.RequestID != nil {
-		claim.RequestID = *req.RequestID
+	if req.RequestID.v != nil {
+		claim.RequestID = *req.RequestID.v
 		claim.RequestDigest = requestDigest(subs, req.MaxTasks, req.LockDuration)
 	}
 	token, _ := httpauth.Bearer(r.Header)
@@ -684,5 +684,21 @@ func (p *Protocol) settle(w http.ResponseWriter, r *http.Request) error {
 		out.Items[i] = item
 	}
 	httpjson.Encode(w, http.StatusOK, out)
+	return nil
+}
+
+// requestID is a fetch's request_id: left out, none; null is refused as
+// an empty one is (a client's unset variable must not read as none).
+type requestID struct{ v *string }
+
+func (r *requestID) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return errors.New("must not be null: leave it out for a fetch without one")
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("must be a string")
+	}
+	r.v = &s
 	return nil
 }

@@ -63,7 +63,7 @@ const UnavailableCode = "database_unavailable"
 // Unavailable returns the 503 database_unavailable fault for err, which
 // it keeps as the cause for the log.
 func Unavailable(err error) *fault.Error {
-	fe := fault.New(fault.Unavailable, UnavailableCode, "the database cannot be reached right now; try again shortly")
+	fe := fault.New(fault.Unavailable, UnavailableCode, "the database cannot be reached right now; try again shortly (a write answered so may or may not have been applied: repeat it as it was, with its Idempotency-Key or request_id, and it is applied once)")
 	fe.RetryAfter = RetryAfter
 	fe.Cause = err
 	return fe
