@@ -55,6 +55,15 @@ type Actor struct {
 	Name    string
 }
 
+// tokenID is the id of the token that acted, as the audit tables keep it:
+// nil for an action no stored token made.
+func (a Actor) tokenID() *int64 {
+	if a.TokenID == 0 {
+		return nil
+	}
+	return &a.TokenID
+}
+
 // MaxReason bounds an action's reason, in characters (Unicode code
 // points), not bytes: operators write in any language, and a console's
 // textarea counts characters.
@@ -233,11 +242,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 	// protected values would make what operators read depend on values
 	// they may not see (a reason listing guesses would show which one is
 	// the secret): the console warns instead, by the reason's field.
-	var actorID *int64
-	if actor.TokenID != 0 {
-		actorID = &actor.TokenID
-	}
-	return true, q.OperatorActionInsert(ctx, queries.OperatorActionInsertParams{At: now, ActorID: actorID, ActorName: actor.Name,
+	return true, q.OperatorActionInsert(ctx, queries.OperatorActionInsertParams{At: now, ActorID: actor.tokenID(), ActorName: actor.Name,
 		Action: string(action), Reason: reason, InstanceID: id, OccurrenceID: occurrence, BulkID: bulk})
 }
 
@@ -481,16 +486,12 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	}
 	res := BulkResult{ID: id, Matched: confirm}
 	reason = strings.TrimSpace(reason)
-	var actorID *int64
-	if actor.TokenID != 0 {
-		actorID = &actor.TokenID
-	}
 	// From its record on, the action runs to its end whatever the client
 	// does: a record left without batches would read as a replica that
 	// stopped.
 	ctx = context.WithoutCancel(ctx)
 	n, err := e.q.BulkActionInsert(ctx, queries.BulkActionInsertParams{ID: id, Action: string(action), Reason: reason,
-		ActorID: actorID, ActorName: actor.Name, Filter: bulkFilterRecord(f), Matched: confirm, Now: e.at()})
+		ActorID: actor.tokenID(), ActorName: actor.Name, Filter: bulkFilterRecord(f), Matched: confirm, Now: e.at()})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
 	}
@@ -551,27 +552,37 @@ func (e *Engine) endBulk(id uuid.UUID, stopped bool) {
 	}
 }
 
-// bulkFilterRecord is the filter a bulk action's record keeps, as the API
-// takes it, without the business key's value: a customer's identifier
-// would outlive its instances' retention (the log says the same).
-func bulkFilterRecord(f InstanceFilter) json.RawMessage {
-	m := map[string]any{}
-	for k, v := range map[string]string{"process": f.ProcessKey, "status": f.Status, "error_code": f.ErrorCode, "held_at": f.HeldAt} {
-		if v != "" {
-			m[k] = v
+// bulkFilterFields are the fields of a bulk filter that filter, in the
+// API's names, as its record keeps them and its log line names them: the
+// business key said to be given, never its value (a customer's
+// identifier, which would outlive its instances' retention in the record).
+func bulkFilterFields(f InstanceFilter) [][2]any {
+	var out [][2]any
+	for _, kv := range [][2]string{{"process", f.ProcessKey}, {"status", f.Status}, {"error_code", f.ErrorCode}, {"held_at", f.HeldAt}} {
+		if kv[1] != "" {
+			out = append(out, [2]any{kv[0], kv[1]})
 		}
 	}
 	if f.Version > 0 {
-		m["version"] = f.Version
+		out = append(out, [2]any{"version", f.Version})
 	}
 	if f.BusinessKey != "" {
-		m["business_key_given"] = true
+		out = append(out, [2]any{"business_key_given", true})
 	}
 	if f.CreatedAfter != nil {
-		m["created_after"] = f.CreatedAfter.UTC().Format(time.RFC3339Nano)
+		out = append(out, [2]any{"created_after", f.CreatedAfter.UTC().Format(time.RFC3339Nano)})
 	}
 	if f.CreatedBefore != nil {
-		m["created_before"] = f.CreatedBefore.UTC().Format(time.RFC3339Nano)
+		out = append(out, [2]any{"created_before", f.CreatedBefore.UTC().Format(time.RFC3339Nano)})
+	}
+	return out
+}
+
+// bulkFilterRecord is the filter a bulk action's record keeps.
+func bulkFilterRecord(f InstanceFilter) json.RawMessage {
+	m := map[string]any{}
+	for _, kv := range bulkFilterFields(f) {
+		m[kv[0].(string)] = kv[1]
 	}
 	raw, _ := json.Marshal(m)
 	return raw
@@ -582,24 +593,8 @@ func bulkFilterRecord(f InstanceFilter) json.RawMessage {
 // filter that chose them.
 func (e *Engine) logBulk(actor Actor, action Action, f InstanceFilter, res BulkResult, err error) {
 	attrs := []any{"action", action, "bulk", res.ID, "matched", res.Matched, "applied", res.Applied, "skipped", res.Skipped, "by", actor.Name}
-	for _, kv := range [][2]string{{"filter_process", f.ProcessKey}, {"filter_status", f.Status}, {"filter_error_code", f.ErrorCode},
-		{"filter_held_at", f.HeldAt}} {
-		if kv[1] != "" {
-			attrs = append(attrs, kv[0], kv[1])
-		}
-	}
-	if f.Version > 0 {
-		attrs = append(attrs, "filter_version", f.Version)
-	}
-	if f.BusinessKey != "" {
-		// A customer's identifier: said to be there, not logged.
-		attrs = append(attrs, "filter_business_key_given", true)
-	}
-	if f.CreatedAfter != nil {
-		attrs = append(attrs, "filter_created_after", f.CreatedAfter.UTC().Format(time.RFC3339))
-	}
-	if f.CreatedBefore != nil {
-		attrs = append(attrs, "filter_created_before", f.CreatedBefore.UTC().Format(time.RFC3339))
+	for _, kv := range bulkFilterFields(f) {
+		attrs = append(attrs, "filter_"+kv[0].(string), kv[1])
 	}
 	if err != nil {
 		// Each batch is whole: what ran before the failure stays applied.

@@ -69,7 +69,7 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls
 	for _, row := range rows {
 		o := queries.Occurrence(row)
 		c, err := e.pushCall(ctx, o)
-		if err != nil && unavailable(err) {
+		if err != nil && pgfault.Unreachable(err) {
 			e.logger.Warn("push occurrence not prepared: the database is unavailable; it is handed back once the database answers", "occurrence", o.ID, "err", err)
 			unprepared = append(unprepared, PushReservation{ID: o.ID, Attempt: int(o.Attempts)})
 			continue
@@ -88,15 +88,6 @@ func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls
 		calls = append(calls, c)
 	}
 	return calls, unprepared, nil
-}
-
-// unavailable reports whether err is the database's absence rather than
-// anything about the statement or the data.
-func unavailable(err error) bool {
-	if fe, ok := fault.As(err); ok {
-		return fe.Kind == fault.Unavailable && fe.Code == pgfault.UnavailableCode
-	}
-	return pgfault.Lost(err)
 }
 
 // HandBackPush hands back a push reservation whose call was not made, its

@@ -31,7 +31,6 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/config"
-	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/internal/outage"
 	"github.com/relais/relais/internal/pgfault"
@@ -268,7 +267,7 @@ func (r *Runner) settle(ctx context.Context, stopping <-chan struct{}, c engine.
 			r.logger.Info("push result recorded once the database was back", "occurrence", c.ID, "tries", tries)
 		}
 		return code
-	case !databaseUnavailable(err):
+	case !pgfault.Unreachable(err):
 		r.logger.Info("push result not recorded", "occurrence", c.ID, "reason", err)
 	default:
 		r.logger.Warn("push result not recorded: the database could not be reached; the timers fail the call outcome_unknown once its reservation expires",
@@ -303,7 +302,7 @@ func untilReached(ctx context.Context, stopping <-chan struct{}, write func(cont
 	delay := 100 * time.Millisecond
 	for tries := 1; ; tries++ {
 		err := write(ctx)
-		if err == nil || !databaseUnavailable(err) {
+		if err == nil || !pgfault.Unreachable(err) {
 			return tries, err
 		}
 		timer := time.NewTimer(delay)
@@ -317,15 +316,6 @@ func untilReached(ctx context.Context, stopping <-chan struct{}, write func(cont
 		timer.Stop()
 		return tries, err
 	}
-}
-
-// databaseUnavailable reports whether err says PostgreSQL could not be
-// reached, which waiting may cure.
-func databaseUnavailable(err error) bool {
-	if fe, ok := fault.As(err); ok {
-		return fe.Code == pgfault.UnavailableCode
-	}
-	return pgfault.Lost(err)
 }
 
 // outcomeOf is the outcome label of a call that ended with errorCode: the

@@ -88,13 +88,7 @@ var isoDurationRE = regexp.MustCompile(`\bP(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+
 func protoDurations(fe *fault.Error) *fault.Error {
 	field, _ := fe.Extra["field"].(string)
 	rewrite := func(msg string) string {
-		return isoDurationRE.ReplaceAllStringFunc(msg, func(iso string) string {
-			d, err := isoduration.Parse(iso)
-			if err != nil {
-				return iso
-			}
-			return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
-		})
+		return isoDurationRE.ReplaceAllStringFunc(msg, protoDuration)
 	}
 	out := *fe
 	if durationFields[field] {
@@ -121,11 +115,19 @@ func boundOf(fe *fault.Error) (field, ceiling string) {
 	}
 	ceiling = fmt.Sprint(c)
 	if durationFields[field] {
-		if d, err := isoduration.Parse(ceiling); err == nil {
-			ceiling = strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
-		}
+		ceiling = protoDuration(ceiling)
 	}
 	return field, ceiling
+}
+
+// protoDuration is an ISO 8601 duration (PT10M) as the worker protocol
+// writes one, a Duration's JSON ("600s"); anything else as it is.
+func protoDuration(iso string) string {
+	d, err := isoduration.Parse(iso)
+	if err != nil {
+		return iso
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 // problemError is fe as a connect error with its Problem detail.

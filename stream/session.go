@@ -515,7 +515,7 @@ func (r *runner) claim(ctx context.Context) error {
 			svc.logger.Info("stream claim recovered: what a claim reserved as the database went away is delivered", "stream", s.id, "tasks", len(got))
 		}
 		r.lostClaim = ""
-	case fault.HasCode(err, pgfault.UnavailableCode) || pgfault.Lost(err):
+	case pgfault.Unreachable(err):
 		r.lostClaim = req.RequestID
 	case fault.HasCode(err, "data_key_missing"):
 		// What the tag named was handed back (Recover).

@@ -520,7 +520,7 @@ func (r *run) extend(ctx context.Context, id string, expiry time.Time, log *slog
 			return sent.Add(w.cfg.LockDuration), nil
 		case ctx.Err() != nil:
 			return time.Time{}, ctx.Err()
-		case apiCode(err) == "occurrence_cancelled" || apiCode(err) == "deadline_exceeded":
+		case cancelledBy(err):
 			return time.Time{}, fmt.Errorf("%w: %w", ErrCancelled, err)
 		case !w.transient(err):
 			return time.Time{}, fmt.Errorf("%w: %w", ErrLockLost, err)
@@ -583,12 +583,19 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 // worker's.
 func unreported(err error) (TaskOutcome, string, error) {
 	switch code := apiCode(err); {
-	case errors.Is(err, ErrCancelled), code == "occurrence_cancelled", code == "deadline_exceeded":
+	case errors.Is(err, ErrCancelled), cancelledBy(err):
 		return OutcomeCancelled, "", err
 	case errors.Is(err, ErrLockLost), code == "lock_expired", code == "locked_by_other_worker", code == "not_reserved":
 		return OutcomeLockLost, "", err
 	}
 	return OutcomeUnreported, "", err
+}
+
+// cancelledBy reports whether err is Relais refusing a call because the
+// occurrence was cancelled: its instance stopped, or its deadline passed.
+func cancelledBy(err error) bool {
+	code := apiCode(err)
+	return code == "occurrence_cancelled" || code == "deadline_exceeded"
 }
 
 // taskEnded tells Config.OnTaskEnd what became of t, whose handler began

@@ -60,6 +60,17 @@ func Lost(err error) bool {
 // database could not be reached.
 const UnavailableCode = "database_unavailable"
 
+// Unreachable reports whether err says PostgreSQL could not be reached,
+// rather than anything about the statement or the data: the
+// database_unavailable fault, or the lost connection itself. Waiting may
+// cure it.
+func Unreachable(err error) bool {
+	if fe, ok := fault.As(err); ok {
+		return fe.Code == UnavailableCode
+	}
+	return Lost(err)
+}
+
 // Unavailable returns the 503 database_unavailable fault for err, which
 // it keeps as the cause for the log.
 func Unavailable(err error) *fault.Error {
