@@ -768,22 +768,10 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		case "count_changed":
 			was := confirm
 			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
-			if bulkID != uuid.Nil {
-				// The same form sent again (a double click, a reload): the
-				// first one's records say it ran, which is what changed the
-				// count.
-				ran, err := c.eng.ListOperatorActions(ctx, engine.AuditFilter{Bulk: &bulkID, Limit: 1})
-				if err != nil {
-					c.serverError(w, r, err)
-					return
-				}
-				if len(ran) > 0 {
-					v.Changed = T(ctx, "This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.")
-				}
-			}
 		case "bulk_exists":
-			// The same form sent again with a count that still holds (the
-			// first run skipped what it matched, say).
+			// The same form sent again (a double click, a reload): its id
+			// names the action that ran, which Relais checks before the
+			// count.
 			v.Changed = T(ctx, "This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.")
 		case "invalid_request":
 			status = http.StatusBadRequest
