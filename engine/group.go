@@ -474,9 +474,16 @@ func (e *Engine) refill(ctx context.Context, q *queries.Queries, group []*groupW
 		if k == len(claims)-1 {
 			txStateOf(ctx).tx.commitWithNext()
 		}
+		var tag *string
+		if c.req.RequestID != "" {
+			// A stream's refills are tagged as its own claims are (see
+			// ClaimRequest.TagOnly): one whose COMMIT answer is lost is
+			// asked again under its tag.
+			tag = &c.req.RequestID
+		}
 		rows, err := q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
 			DefinitionKeys: c.req.Pairs.Keys, Revisions: c.req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(len(c.writes)),
-			ConsumerID: &c.req.ConsumerID, WorkerID: &c.req.WorkerID, LockDuration: c.req.LockDuration})
+			ConsumerID: &c.req.ConsumerID, WorkerID: &c.req.WorkerID, LockDuration: c.req.LockDuration, RequestID: tag})
 		if err != nil {
 			return err
 		}

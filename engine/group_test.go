@@ -657,10 +657,11 @@ func TestAStuckGroupDoesNotStallTheWritesBehindIt(t *testing.T) {
 	}
 }
 
-// TestAReplayedCompletionEndsNoAttempt: the answer replayed for an
-// identical second report says it ended no attempt (Settlement.Attempt 0),
-// so that a worker stream does not free a slot twice.
-func TestAReplayedCompletionEndsNoAttempt(t *testing.T) {
+// TestAReplayedCompletionSaysSo: the answer replayed for an identical
+// second report says it is a replay (it settles nothing, claims no refill)
+// and names the attempt the first ended: a worker stream that never heard
+// the first answer (lost) frees that slot, and only that attempt's.
+func TestAReplayedCompletionSaysSo(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	prepare(t, e, "")
@@ -676,8 +677,20 @@ func TestAReplayedCompletionEndsNoAttempt(t *testing.T) {
 		t.Fatalf("completion: attempt %d, %v; want attempt 1", first.Attempt, err)
 	}
 	again, err := e.Complete(context.Background(), ref, outputs)
-	if err != nil || again.Status != StatusCompleted || again.Attempt != 0 {
-		t.Fatalf("replay: %+v, %v; want completed with attempt 0", again, err)
+	if err != nil || again.Status != StatusCompleted || !again.Replayed || again.Attempt != 1 {
+		t.Fatalf("replay: %+v, %v; want completed, replayed, naming attempt 1 (a stream that missed the first answer frees it)", again, err)
+	}
+	if _, err := start(e, "Beta"); err != nil {
+		t.Fatal(err)
+	}
+	o = claimOne(t, e, c, "w")
+	ref.Occurrence = o.ID
+	failure := Failure{ErrorCode: "CRM_DOWN", Message: "down", Retryable: true}
+	if first, err := e.Fail(context.Background(), ref, failure); err != nil || first.Attempt != 1 || first.Replayed {
+		t.Fatalf("failure: %+v, %v; want attempt 1 settled", first, err)
+	}
+	if again, err := e.Fail(context.Background(), ref, failure); err != nil || !again.Replayed || again.Attempt != 1 {
+		t.Fatalf("failure replay: %+v, %v; want replayed, naming attempt 1", again, err)
 	}
 }
 

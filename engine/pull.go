@@ -124,6 +124,11 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 			}
 		}
 	}
+	if req.MaxTasks <= 0 {
+		// Only the replay was asked for (a stream recovering a lost
+		// refill, whose slots are taken).
+		return nil, nil
+	}
 	// Under load, the claim shares the commit of the writes arriving with
 	// it (see groupCommit); alone it is its statement.
 	var rows []queries.OccurrenceClaimPullRow
@@ -301,9 +306,13 @@ type Settlement struct {
 	Route        string     `json:"route,omitempty"`
 	AttemptsLeft int        `json:"attempts_left"`
 	AvailableAt  *time.Time `json:"available_at,omitempty"`
-	// Attempt is the attempt the settlement ended (0 for an answer replayed
-	// from an earlier report): a worker stream frees exactly that one.
+	// Attempt is the attempt the settlement ended: a worker stream frees
+	// exactly that one.
 	Attempt int `json:"-"`
+	// Replayed says the answer is an earlier report's, replayed (its
+	// answer was lost): nothing was settled now, but a stream still
+	// holding Attempt, which never heard, frees it.
+	Replayed bool `json:"-"`
 }
 
 // attemptsLeft is how many more reservations o's budget allows: its frozen
@@ -555,7 +564,7 @@ func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimR
 		var err error
 		w.settled, w.refilled = false, nil
 		out, err = settle(ctx, q)
-		w.settled = err == nil && out.Attempt != 0
+		w.settled = err == nil && out.Attempt != 0 && !out.Replayed
 		return err
 	}
 	if err := e.group.submit(ctx, w); err != nil {
@@ -582,8 +591,9 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
 		if o.Status == StatusCompleted && o.OutputsDigest != nil && e.sameDigest(canonical, *o.OutputsDigest) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
-			// A replay: the attempt was freed when it was settled.
-			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o)}
+			// A replay: nothing is settled now (Replayed), but a stream that
+			// never heard of the first answer frees the attempt.
+			out = Settlement{Status: StatusCompleted, Route: deref(o.Route), AttemptsLeft: attemptsLeft(o), Attempt: int(o.Attempts), Replayed: true}
 			return nil
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
@@ -776,7 +786,11 @@ func (e *Engine) failIn(ctx context.Context, q *queries.Queries, ref WorkerRef, 
 			// that attempt's, refused: not the earlier one's answer.
 			lateHolder := holder && prior.Number != o.Attempts && fault.HasCode(held, CodeDeadlineExceeded)
 			if (held != nil || prior.Number == o.Attempts || !holder) && !lateHolder {
-				return json.Unmarshal(prior.Answer, &out)
+				if err := json.Unmarshal(prior.Answer, &out); err != nil {
+					return err
+				}
+				out.Attempt, out.Replayed = int(prior.Number), true
+				return nil
 			}
 		} else if !isNoRows(err) {
 			return err

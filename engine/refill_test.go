@@ -58,7 +58,7 @@ func TestACompletionClaimsTheNextTaskWithItsCommit(t *testing.T) {
 }
 
 // TestARefusedOrReplayedCompletionClaimsNothing: the claim shares the
-// completion's fate, and a replay settles no attempt, so frees no slot.
+// completion's fate, and a replay settles no attempt, so claims nothing.
 func TestARefusedOrReplayedCompletionClaimsNothing(t *testing.T) {
 	t.Parallel()
 	e, _, c, r := refillEngine(t, 3)
@@ -69,8 +69,8 @@ func TestARefusedOrReplayedCompletionClaimsNothing(t *testing.T) {
 	if _, got, err := e.CompleteAndClaim(context.Background(), ref, crmOutputs, refillOf(c)); err != nil || len(got) != 1 {
 		t.Fatalf("completion: claimed %v, %v; want one", got, err)
 	}
-	if st, got, err := e.CompleteAndClaim(context.Background(), ref, crmOutputs, refillOf(c)); err != nil || st.Attempt != 0 || len(got) != 0 {
-		t.Fatalf("replay: %+v, claimed %v, %v; want no attempt and nothing claimed", st, got, err)
+	if st, got, err := e.CompleteAndClaim(context.Background(), ref, crmOutputs, refillOf(c)); err != nil || !st.Replayed || len(got) != 0 {
+		t.Fatalf("replay: %+v, claimed %v, %v; want a replayed answer and nothing claimed", st, got, err)
 	}
 	var reserved int
 	if err := e.pool.QueryRow(context.Background(), "select count(*) from occurrences where status = 'reserved'").Scan(&reserved); err != nil || reserved != 1 {

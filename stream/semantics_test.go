@@ -18,6 +18,7 @@ import (
 	"github.com/relais/relais/internal/relaistest"
 	workerv1 "github.com/relais/relais/proto/relais/worker/v1"
 	"github.com/relais/relais/proto/relais/worker/v1/workerv1connect"
+	"github.com/relais/relais/stream"
 )
 
 func heartbeat(d time.Duration) relaistest.Option {
@@ -719,5 +720,68 @@ func TestExtendOfAStreamedTask(t *testing.T) {
 	}
 	if _, err := complete(c, f.consumer, "w", a.GetOccurrenceId(), outputs("created", "C-1")); err != nil {
 		t.Fatalf("completion after the extensions: %v", err)
+	}
+}
+
+// A completion's COMMIT also claimed the task that fills its slot (a
+// refill); when the COMMIT's answer is lost (the database went away as it
+// answered), that task is reserved to the worker, unseen. The stream asks
+// for it again under the refill's tag once a slot frees and delivers it,
+// its attempt unspent, rather than leave it locked until the lock lapses;
+// a stream that ends first hands it back, released. The worker's repeated
+// settlement, answered from the first, frees the slot the stream held.
+func TestALostRefillIsDeliveredOrHandedBack(t *testing.T) {
+	// Not parallel: LoseAnswer is the package's.
+	f := setup(t, nil)
+	for i := range 3 {
+		start(t, f.env, fmt.Sprint("Acme ", i))
+	}
+	c := newClient(t, "connect", f.env.URL)
+	s := open(t, c, f.consumer, subscribeRequest("w-lost", 2))
+	a1, a2 := s.assignment(5*time.Second), s.assignment(5*time.Second)
+	stream.LoseAnswer(t, "w-lost")
+	if _, err := complete(c, f.consumer, "w-lost", a1.GetOccurrenceId(), outputs("created", "C1")); err == nil {
+		t.Fatal("the completion whose answer was lost succeeded, want its 503")
+	}
+	if st := occurrence(t, f.env, a1.GetOccurrenceId())["status"]; st != "completed" {
+		t.Fatalf("the completion whose answer was lost is %v, want completed (it committed)", st)
+	}
+	// The worker repeats the completion, as the 503 tells it to: the
+	// replayed answer frees the slot (a keep-alive, 10 s away, would
+	// otherwise), and the lost refill fills it.
+	if res, err := complete(c, f.consumer, "w-lost", a1.GetOccurrenceId(), outputs("created", "C1")); err != nil || res.GetStatus() != "completed" {
+		t.Fatalf("the repeated completion: %v, %v; want its replayed answer", res, err)
+	}
+	a3 := s.assignment(5 * time.Second)
+	if a3.GetAttempt() != 1 || a3.GetOccurrenceId() == a1.GetOccurrenceId() || a3.GetOccurrenceId() == a2.GetOccurrenceId() {
+		t.Fatalf("assigned %v, want the third occurrence's first attempt (the refill the lost answer claimed)", a3)
+	}
+	if !strings.Contains(f.env.Logs.String(), "stream refill recovered") {
+		t.Errorf("the recovery was not logged")
+	}
+
+	// Credit 1, the stream closed before a slot frees: what the lost
+	// refill reserved is handed back, released, no attempt spent.
+	start(t, f.env, "Acme 3")
+	start(t, f.env, "Acme 4")
+	one := open(t, c, f.consumer, subscribeRequest("w-lost-2", 1))
+	b1 := one.assignment(5 * time.Second)
+	stream.LoseAnswer(t, "w-lost-2")
+	if _, err := complete(c, f.consumer, "w-lost-2", b1.GetOccurrenceId(), outputs("created", "C3")); err == nil {
+		t.Fatal("the completion whose answer was lost succeeded, want its 503")
+	}
+	var b2 string
+	relaistest.WaitFor(t, 5*time.Second, "the refill reserved to w-lost-2", func() (bool, string) {
+		err := f.env.Pool.QueryRow(context.Background(),
+			"select id::text from occurrences where worker_id = 'w-lost-2' and status = 'reserved' and id <> $1", b1.GetOccurrenceId()).Scan(&b2)
+		return err == nil, fmt.Sprint(err)
+	})
+	one.close()
+	relaistest.WaitFor(t, 5*time.Second, "the lost refill handed back", func() (bool, string) {
+		got := outcomes(t, f.env, b2)
+		return slices.Equal(got, []string{"released"}), fmt.Sprintf("outcomes %q", got)
+	})
+	if left := occurrence(t, f.env, b2)["attempts_left"]; left != float64(3) {
+		t.Errorf("attempts_left %v after the hand-back, want 3 (none spent)", left)
 	}
 }

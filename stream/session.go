@@ -41,13 +41,14 @@ const handBackTimeout = 10 * time.Second
 
 // Event kinds a session receives from other goroutines.
 const (
-	eventCancel   = iota // occurrence taken away (reason)
-	eventSettled         // the worker settled attempt of occurrence
-	eventReplaced        // a newer stream of the same worker connected
-	eventDrain           // the client asked for no more assignments
-	eventResolve         // resolve the subscriptions again
-	eventRecheck         // notifications may have been missed
-	eventReauth          // tokens were revoked: check the stream's
+	eventCancel     = iota // occurrence taken away (reason)
+	eventSettled           // the worker settled attempt of occurrence
+	eventReplaced          // a newer stream of the same worker connected
+	eventDrain             // the client asked for no more assignments
+	eventResolve           // resolve the subscriptions again
+	eventRecheck           // notifications may have been missed
+	eventReauth            // tokens were revoked: check the stream's
+	eventRefillLost        // a settlement's refill (tag) may have committed unanswered
 )
 
 type event struct {
@@ -59,6 +60,8 @@ type event struct {
 	// transaction (see Service.complete); refill is what it claimed.
 	refilled bool
 	refill   []engine.Reservation
+	// tag is the refill's tag (eventRefillLost).
+	tag string
 }
 
 // Reasons a stream ends, as logged with worker.disconnected.
@@ -325,6 +328,12 @@ type runner struct {
 	// undelivered, until their locks lapse and an attempt is spent.
 	claims    uint64
 	lostClaim string
+	// lostRefills are the tags of refills (see Service.complete) whose
+	// settlement's COMMIT answer was lost: the next claim asks for what
+	// they reserved, as for lostClaim. A refill's tag is shared by the
+	// refills of one publication (publishRefill), so what the stream
+	// already holds is told apart from what it never received.
+	lostRefills []string
 }
 
 // claimTag is the request_id a stream's claim tags its rows with.
@@ -481,7 +490,8 @@ func (r *runner) publishRefill() {
 	if s.refill.Load() != nil {
 		return // resolve clears it when the pairs change
 	}
-	s.refill.Store(&engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs, MaxTasks: 1, LockDuration: s.lock})
+	s.refill.Store(&engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs, MaxTasks: 1, LockDuration: s.lock,
+		RequestID: r.claimTag(), TagOnly: true})
 }
 
 // presence is s as the catalog records it.
@@ -497,6 +507,9 @@ func (r *runner) presence() engine.StreamPresence {
 func (r *runner) claim(ctx context.Context) error {
 	svc, s := r.svc, r.s
 	r.dirty = false
+	if err := r.recoverRefills(ctx); err != nil {
+		return err
+	}
 	want := s.credit - len(s.held)
 	// A claim that began finishes even if the client leaves meanwhile, so
 	// that what it reserved is known and handed back.
@@ -621,9 +634,51 @@ func (r *runner) handle(ctx context.Context, events []event) (reason string, err
 			if reason, err := r.reauth(ctx); reason != "" {
 				return reason, err
 			}
+		case eventRefillLost:
+			if !slices.Contains(r.lostRefills, e.tag) {
+				r.lostRefills = append(r.lostRefills, e.tag)
+			}
+			r.dirty = true
 		}
 	}
 	return "", nil
+}
+
+// recoverRefills asks again for what the refills of lostRefills reserved:
+// what the stream does not hold is delivered as a refill is (up to its
+// credit, the rest handed back). A tag whose asking fails for the
+// database's absence is kept for the next claim.
+func (r *runner) recoverRefills(ctx context.Context) error {
+	svc, s := r.svc, r.s
+	for len(r.lostRefills) > 0 {
+		tag := r.lostRefills[0]
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		// MaxTasks 0: only the replay, never a new claim under the tag.
+		got, err := svc.eng.Claim(cctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
+			LockDuration: s.lock, RequestID: tag, Recover: true})
+		cancel()
+		if pgfault.Unreachable(err) {
+			return nil
+		}
+		r.lostRefills = r.lostRefills[1:]
+		if err != nil {
+			svc.logger.Warn("asking again for a lost refill failed; its locks lapse instead", "stream", s.id, "err", err)
+			continue
+		}
+		var unseen []engine.Reservation
+		for _, g := range got {
+			if a, ok := s.held[g.ID]; !ok || a != g.Attempt {
+				unseen = append(unseen, g)
+			}
+		}
+		if len(unseen) > 0 {
+			svc.logger.Info("stream refill recovered: what a settlement claimed as the database went away is delivered", "stream", s.id, "tasks", len(unseen))
+		}
+		if err := r.refilled(ctx, unseen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // refilled takes what a settlement claimed for the stream: it holds and
@@ -636,6 +691,11 @@ func (r *runner) refilled(ctx context.Context, got []engine.Reservation) error {
 	svc, s := r.svc, r.s
 	var extra, take []engine.Reservation
 	for _, g := range got {
+		if a, ok := s.held[g.ID]; ok && a == g.Attempt {
+			// Delivered already: recovered (recoverRefills) before the
+			// event of the settlement that claimed it came.
+			continue
+		}
 		if r.draining || len(s.held) >= s.credit {
 			extra = append(extra, g)
 			continue
@@ -823,6 +883,15 @@ func (r *runner) end(ctx context.Context, reason string) {
 	handed, err := svc.eng.HandBack(ctx, s.consumerID, s.workerID, s.heldList(), release)
 	if err != nil {
 		svc.logger.Error("handing a stream's assignments back failed; their locks lapse instead", "stream", s.id, "err", err)
+	}
+	for _, tag := range r.lostRefills {
+		// After the held ones: what a lost refill's tag still names now
+		// is what the worker never received.
+		n, err := svc.eng.HandBackTagged(ctx, s.consumerID, s.workerID, tag)
+		if err != nil {
+			svc.logger.Warn("handing back what a lost refill reserved failed; its locks lapse instead", "stream", s.id, "err", err)
+		}
+		unseenBack += n
 	}
 	if err := svc.eng.ForgetStream(ctx, s.id); err != nil {
 		svc.logger.Warn("removing the stream's catalog row failed; it is pruned once no longer live", "stream", s.id, "err", err)

@@ -21,11 +21,13 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,6 +61,10 @@ type Service struct {
 	// observe times the settling calls (see ObserveSettlements).
 	observe SettlementObserver
 }
+
+// loseAnswer, set by tests only, makes a settlement of ref that committed
+// answer as if its COMMIT's answer had been lost.
+var loseAnswer atomic.Pointer[func(ref engine.WorkerRef) bool]
 
 var _ workerv1connect.WorkerServiceHandler = (*Service)(nil)
 
@@ -284,7 +290,7 @@ func (s *Service) settledHere(ref engine.WorkerRef, attempt int) bool {
 
 func (s *Service) settled(ctx context.Context, ref engine.WorkerRef, attempt int) {
 	if attempt == 0 {
-		return // a replayed answer: the settlement was signalled when it happened
+		return
 	}
 	if s.settledHere(ref, attempt) {
 		return
@@ -346,10 +352,22 @@ func (s *Service) settle(ctx context.Context, ref engine.WorkerRef,
 	h := s.reg.holder(ref.Occurrence)
 	next := h.refillFor(ref)
 	st, got, err := settle(next)
+	if lose := loseAnswer.Load(); lose != nil && err == nil && (*lose)(ref) {
+		st, got, err = engine.Settlement{}, nil, pgfault.Unavailable(errors.New("test: the COMMIT's answer was lost"))
+	}
 	switch {
+	case next != nil && pgfault.Unreachable(err):
+		// Its COMMIT may have claimed the refill unanswered: the stream
+		// asks for it again under its tag, or hands it back as it ends.
+		if !h.post(event{kind: eventRefillLost, tag: next.RequestID}) {
+			if _, herr := s.eng.HandBackTagged(context.WithoutCancel(ctx), ref.ConsumerID, ref.WorkerID, next.RequestID); herr != nil {
+				s.logger.Warn("handing back what a lost refill reserved failed; its locks lapse instead", "err", herr)
+			}
+		}
+		return st, err
 	case err != nil || st.Attempt == 0:
 		return st, err
-	case next == nil:
+	case next == nil || st.Replayed:
 		s.settled(ctx, ref, st.Attempt)
 	case !h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: st.Attempt, refilled: true, refill: got}):
 		// The stream ended meanwhile: nobody will run them.
