@@ -3,6 +3,8 @@ package engine
 import (
 	"strings"
 	"testing"
+
+	"github.com/relais/relais/internal/config"
 )
 
 // TestWorkerIDProblem: one rule for every protocol's worker_id, and a
@@ -25,5 +27,14 @@ func TestWorkerIDProblem(t *testing.T) {
 		if (want == "") != (got == "") || !strings.Contains(got, want) {
 			t.Errorf("worker id %q: %q, want %q", id, got, want)
 		}
+	}
+}
+
+// TestTheConfigurationKnowsTheLockFloor: the boot refuses lock settings
+// under the floor every fetch is held to.
+func TestTheConfigurationKnowsTheLockFloor(t *testing.T) {
+	t.Parallel()
+	if config.MinLockDuration != MinLockDuration {
+		t.Errorf("config.MinLockDuration %v, engine.MinLockDuration %v; want one floor", config.MinLockDuration, MinLockDuration)
 	}
 }

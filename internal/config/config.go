@@ -151,6 +151,10 @@ const (
 	MaxHeartbeat     = 5 * time.Minute
 	MinBodyBytes     = 64 << 10
 	MaxBodyBytes     = 64 << 20
+	// MinLockDuration is engine.MinLockDuration (a test keeps them equal):
+	// a lock ceiling or default under it would refuse every lock a fetch
+	// names, or give locks that lapse before a completion arrives.
+	MinLockDuration = time.Second
 )
 
 // Setting describes one configuration key; the README's configuration table
@@ -188,9 +192,9 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.DataKeys = v.(string) }},
 	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line; blank lines and lines starting with # are skipped); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
 		set: func(c *Config, v any) { c.DataKeyFile = v.(string) }},
-	{Env: "RELAIS_PULL_DEFAULT_LOCK_DURATION", Flag: "pull-default-lock-duration", Default: "PT1M", Description: "lock duration when a fetch gives none", kind: kindDuration,
+	{Env: "RELAIS_PULL_DEFAULT_LOCK_DURATION", Flag: "pull-default-lock-duration", Default: "PT1M", Description: "lock duration when a fetch gives none (at least PT1S)", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.DefaultLockDuration = v.(time.Duration) }},
-	{Env: "RELAIS_PULL_MAX_LOCK_DURATION", Flag: "pull-max-lock-duration", Default: "PT10M", Description: "ceiling of lock_duration (fetch and extend)", kind: kindDuration,
+	{Env: "RELAIS_PULL_MAX_LOCK_DURATION", Flag: "pull-max-lock-duration", Default: "PT10M", Description: "ceiling of lock_duration (fetch and extend); at least PT1S, the floor of every lock", kind: kindDuration,
 		set: func(c *Config, v any) { c.Pull.MaxLockDuration = v.(time.Duration) }},
 	{Env: "RELAIS_PULL_MAX_TASKS", Flag: "pull-max-tasks", Default: "100", Description: "ceiling of max_tasks in one fetch", kind: kindInt,
 		set: func(c *Config, v any) { c.Pull.MaxTasks = v.(int) }},
@@ -429,6 +433,15 @@ func (c Config) check(sources map[string]string) []string {
 			return
 		}
 		p = append(p, fmt.Sprintf("%s: %s is above its ceiling %s %s", named(env), isoduration.Format(v), named(ceilingEnv), isoduration.Format(ceiling)))
+	}
+	for _, l := range []struct {
+		env string
+		v   time.Duration
+	}{{"RELAIS_PULL_DEFAULT_LOCK_DURATION", c.Pull.DefaultLockDuration}, {"RELAIS_PULL_MAX_LOCK_DURATION", c.Pull.MaxLockDuration}} {
+		if l.v < MinLockDuration {
+			p = append(p, fmt.Sprintf("%s: %s is below the floor of every lock, %s (a shorter lock lapses before a completion can arrive)",
+				named(l.env), isoduration.Format(l.v), isoduration.Format(MinLockDuration)))
+		}
 	}
 	if c.Pull.DefaultLockDuration > c.Pull.MaxLockDuration {
 		aboveCeiling("RELAIS_PULL_DEFAULT_LOCK_DURATION", c.Pull.DefaultLockDuration, "RELAIS_PULL_MAX_LOCK_DURATION", c.Pull.MaxLockDuration)
