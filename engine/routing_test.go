@@ -279,8 +279,8 @@ func TestFailedFromBirthDoesNotDescribeProtectedValues(t *testing.T) {
 	define(t, e, "notify", notifyWorking)
 	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"max_length":3,"classification":"secret"},
 		{"name":"label","type":"text","required":true,"max_length":3}]},"outputs":{"fields":[]}}`)
-	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
-	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"},"label":{"from":"input.name"}},"next":"done",
+	doc := `{"inputs":{"fields":[{"name":"name","type":"text","required":true},{"name":"secret_name","type":"text","required":true,"classification":"secret"}]},"start":"strict","nodes":{
+	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.secret_name"},"label":{"from":"input.name"}},"next":"done",
 	           "on_error":{"invalid_inputs":"notify"}},
 	 "notify":{"kind":"pull","definition":"notify","revision":1,
 	           "inputs":{"code":{"from":"nodes.strict.error.code"},"message":{"from":"nodes.strict.error.message"}},"next":"done"},
@@ -288,7 +288,7 @@ func TestFailedFromBirthDoesNotDescribeProtectedValues(t *testing.T) {
 	if _, _, err := e.PublishProcess(context.Background(), "routing", []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
-	inst := startRouting(t, e, `{"name":"Acme Corporation"}`)
+	inst := startRouting(t, e, `{"name":"Acme Corporation","secret_name":"Acme Corporation"}`)
 	msg, _ := inputsOf(t, e, inst.ID, "notify")["message"].(string)
 	if !strings.Contains(msg, "/company_name: does not satisfy its contract (a protected value") || strings.Contains(msg, "/company_name: must") ||
 		!strings.Contains(msg, "/label: must be at most 3") {

@@ -44,6 +44,11 @@ type source struct {
 	field    contracts.Field
 	rank     int
 	optional bool
+	// kept names where the instance keeps the source's value as its own
+	// class says ("" when the source is another node's outputs, whose
+	// contract decided): a process input, or the business key, which
+	// must then be classified at least as the field it feeds.
+	kept string
 }
 
 var classNames = [...]string{"normal", "sensitive", "secret"}
@@ -184,7 +189,9 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 		if len(segs) < 2 {
 			return src, fmt.Sprintf("source %q must name a process input field, as in input.<field>", from), false
 		}
-		return walk(k.p.Inputs.Fields, segs[1:], from)
+		src, problem, ok := walk(k.p.Inputs.Fields, segs[1:], from)
+		src.kept = "process input"
+		return src, problem, ok
 	case srcNodes:
 		if len(segs) < 3 || (segs[2] != srcOutput && segs[2] != srcError) || (segs[2] == srcOutput && len(segs) < 4) {
 			hint := ""
@@ -229,7 +236,7 @@ func (k *checker) source(node, from string) (src source, problem string, ok bool
 			case srcInstanceID:
 				return source{field: instanceIDField}, "", true
 			case srcBusinessKey:
-				return source{field: businessKeyField, optional: true}, "", true
+				return source{field: businessKeyField, optional: true, kept: "business key"}, "", true
 			}
 		}
 		return src, fmt.Sprintf("unknown source %q: want instance.id or instance.business_key", from), false
@@ -303,22 +310,33 @@ func (k *checker) assignBinding(bat string, tf contracts.Field, src source) {
 	if src.optional && tf.Required {
 		k.add(bat, "source may be absent but input %s is required", tf.Name)
 	}
-	for _, m := range assign(src.field, tf, src.rank, 0, tf.Name, true) {
+	for _, m := range assign(src.field, tf, src.rank, 0, tf.Name, true, src.kept) {
 		k.add(bat, "%s", m)
 	}
 }
 
 // assign lists why a value of field s (effective rank sRank from its
 // parents) cannot always be accepted by field t (rank tRank from its
-// parents). where names the target field for messages.
-func assign(s, t contracts.Field, sRank, tRank int, where string, top bool) []string {
+// parents). where names the target field for messages; kept says where
+// the instance keeps s's value as s's class says (see source.kept).
+func assign(s, t contracts.Field, sRank, tRank int, where string, top bool, kept string) []string {
 	var out []string
 	sRank = max(sRank, s.Classification.Rank())
 	tRank = max(tRank, t.Classification.Rank())
-	if sRank > tRank {
+	switch {
+	case sRank > tRank:
 		// Protection may only grow: a lower class would show or store in
 		// clear what the source promised to protect.
 		out = append(out, fmt.Sprintf("%s source cannot feed %s field %s", className(sRank), className(tRank), where))
+	case kept == "business key" && sRank < tRank:
+		// Nor may it grow from what the instance keeps less protected:
+		// the value the definition protects would be stored and shown
+		// there as it is.
+		out = append(out, fmt.Sprintf("the business key, stored and shown in clear, cannot feed %s field %s; bind a process input classified %s",
+			className(tRank), where, className(tRank)))
+	case kept != "" && sRank < tRank:
+		out = append(out, fmt.Sprintf("%s process input cannot feed %s field %s: the instance would store and show the value as its input, less protected; classify the process input %s",
+			className(sRank), className(tRank), where, className(tRank)))
 	}
 	mismatch := func() {
 		if top {
@@ -352,11 +370,11 @@ func assign(s, t contracts.Field, sRank, tRank int, where string, top bool) []st
 					out = append(out, fmt.Sprintf("source field %s.%s is not a field of the target", where, sf.Name))
 					continue
 				}
-				out = append(out, assign(sf, tf, sRank, tRank, where+"."+sf.Name, false)...)
+				out = append(out, assign(sf, tf, sRank, tRank, where+"."+sf.Name, false, kept)...)
 			}
 		case contracts.TypeList:
 			if s.Items != nil && t.Items != nil {
-				out = append(out, assign(*s.Items, *t.Items, sRank, tRank, where+"[]", false)...)
+				out = append(out, assign(*s.Items, *t.Items, sRank, tRank, where+"[]", false, kept)...)
 			}
 		}
 	case s.Type == contracts.TypeInteger && t.Type == contracts.TypeNumber:
