@@ -342,3 +342,30 @@ func TestScrubIgnoresLetterCase(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubShortValuesOnlyAsWords: a value of a few bytes is redacted
+// where it stands as a word, not inside other words, where the pattern of
+// its redactions would spell it out; a longer one is redacted inside
+// words too (a token glued to a prefix).
+func TestScrubShortValuesOnlyAsWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		message string
+		values  []string
+		want    string
+	}{
+		{"lab system timeout: request for the patient record took too long; blood group O.", []string{"O"},
+			"lab system timeout: request for the patient record took too long; blood group [redacted]."},
+		{"label LABEL-PUBLIC-2 refused for AB", []string{"AB"}, "label LABEL-PUBLIC-2 refused for [redacted]"},
+		{"group=AB;", []string{"AB"}, "group=[redacted];"},
+		{"ab", []string{"AB"}, "[redacted]"},
+		{"age 42 and 142", []string{"42"}, "age [redacted] and 142"},
+		{"Éva or Évariste", []string{"Éva"}, "[redacted] or Évariste"},
+		{"+33 and 1+33", []string{"+33"}, "[redacted] and 1[redacted]"},
+		{"token=xtok1y", []string{"tok1"}, "token=x[redacted]y"},
+	} {
+		if got := Scrub(tc.message, tc.values); got != tc.want {
+			t.Errorf("Scrub(%q, %q) = %q, want %q", tc.message, tc.values, got, tc.want)
+		}
+	}
+}
