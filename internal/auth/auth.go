@@ -84,9 +84,28 @@ func FromContext(ctx context.Context) (Principal, bool) {
 }
 
 // WithPrincipal returns ctx carrying p (used by the console, whose session
-// cookie stands for a token).
+// cookie stands for a token). A note made with WithNote learns p.
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	if n, ok := ctx.Value(noteKey{}).(*note); ok {
+		n.p, n.ok = p, true
+	}
 	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+type noteKey struct{}
+
+type note struct {
+	p  Principal
+	ok bool
+}
+
+// WithNote returns ctx with a note of the principal that the handler it is
+// given to authenticates, and its reader: code wrapping that handler (the
+// access log) cannot see the context the handler derives. Read it after
+// the handler returned.
+func WithNote(ctx context.Context) (context.Context, func() (Principal, bool)) {
+	n := &note{}
+	return context.WithValue(ctx, noteKey{}, n), func() (Principal, bool) { return n.p, n.ok }
 }
 
 // Authenticate resolves a token to its principal, or an Unauthorized fault.

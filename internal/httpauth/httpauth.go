@@ -40,11 +40,14 @@ func Require(lookup auth.Lookup, logger *slog.Logger, roles ...auth.Role) func(h
 				httpjson.WriteError(w, r, logger, err)
 				return
 			}
+			// Before the role is checked: the access log names who was
+			// refused too.
+			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 			if !auth.Allowed(p.Role, roles...) {
 				httpjson.WriteError(w, r, logger, fault.New(fault.Forbidden, "forbidden", "role %s may not do this: it takes %s token", p.Role, needed(roles)))
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+			next.ServeHTTP(w, r)
 		})
 	}
 }

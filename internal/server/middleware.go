@@ -24,6 +24,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/forwarded"
 	"github.com/relais/relais/internal/httpjson"
@@ -116,6 +117,7 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			start := time.Now()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			ctx, problem := httpjson.WithProblemNote(r.Context())
+			ctx, principal := auth.WithNote(ctx)
 			r = r.WithContext(ctx)
 			next.ServeHTTP(ww, r)
 			route := chi.RouteContext(r.Context()).RoutePattern()
@@ -162,6 +164,12 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 				"request_id", middleware.GetReqID(r.Context()), "client", client.Addr, "https", client.HTTPS}
 			if code != "" {
 				attrs = append(attrs, "code", code)
+			}
+			if p, ok := principal(); ok && p.TokenID != 0 {
+				// Who asked, by token id (its name is in the token list and
+				// the audit): a refused attempt on personal data, a 403 on
+				// a reveal, is traced to a person.
+				attrs = append(attrs, "actor_token_id", p.TokenID)
 			}
 			logger.Log(r.Context(), level, "request", attrs...)
 		})

@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -56,4 +59,29 @@ func TestTrailingSlashesAreIgnored(t *testing.T) {
 	if r := env.Do("DELETE", "/api/v1/instances/0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e0f/", env.Admin, nil); r.Status != 405 || r.Header.Get("Allow") != "GET, HEAD" {
 		t.Errorf("DELETE of an instance with a trailing slash: %d, Allow %q; want 405 with GET, HEAD", r.Status, r.Header.Get("Allow"))
 	}
+}
+
+// TestTheAccessLogNamesTheTokenThatAsked: a request's log line names the
+// token that made it, by id, so that a refused attempt at personal data
+// (an operator's reveal, refused 403) is traced to a person.
+func TestTheAccessLogNamesTheTokenThatAsked(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	var id int64
+	if err := env.Pool.QueryRow(context.Background(), "select id from tokens where role = 'operator'").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Do("POST", "/api/v1/occurrences/0195f0c1-0000-7000-8000-000000000000/reveal", env.Operator, map[string]any{"path": "/x", "reason": "curious"})
+	if r.Status != 403 {
+		t.Fatalf("an operator's reveal: %d %s, want 403", r.Status, r.Body)
+	}
+	want := fmt.Sprintf("actor_token_id=%d", id)
+	relaistest.WaitFor(t, 5*time.Second, "the refused reveal's log line", func() (bool, string) {
+		for _, line := range strings.Split(env.Logs.String(), "\n") {
+			if strings.Contains(line, "route=/api/v1/occurrences/{id}/reveal") && strings.Contains(line, "status=403") {
+				return strings.Contains(line, want), line
+			}
+		}
+		return false, "no line"
+	})
 }
