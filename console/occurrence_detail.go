@@ -97,6 +97,8 @@ type revealControl struct {
 	// reveal); ReasonMax bounds it as the engine does.
 	ReasonLabel string
 	ReasonMax   string
+	// ReasonHint says the reason outlives retention.
+	ReasonHint string
 }
 
 // occurrenceView is the occurrence detail page.
@@ -313,8 +315,9 @@ func occurrenceValues(ctx context.Context, id uuid.UUID, o engine.Occurrence, re
 		label := T(ctx, "Reveal — this is recorded")
 		csrf := currentOf(ctx).csrf
 		reason, max := T(ctx, "Why (recorded with the reveal)"), strconv.Itoa(engine.MaxReason)
-		inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label, ReasonLabel: reason, ReasonMax: max}
-		outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label, ReasonLabel: reason, ReasonMax: max}
+		hint := T(ctx, "Every admin reads it, and it is kept whatever the retention: write no customer data in it.")
+		inputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideInputs, Label: label, ReasonLabel: reason, ReasonMax: max, ReasonHint: hint}
+		outputs.Reveal = &revealControl{Action: revealHref(id), CSRF: csrf, Side: engine.SideOutputs, Label: label, ReasonLabel: reason, ReasonMax: max, ReasonHint: hint}
 		for _, t := range []*valueTable{&inputs, &outputs} {
 			for i := range t.Rows {
 				if row := &t.Rows[i]; row.Masked && row.Sensitive {

@@ -67,6 +67,11 @@ func TestRevealControlsOnlyForAdminsOnSensitiveRows(t *testing.T) {
 		if _, ok := s.Attr("placeholder"); ok {
 			t.Errorf("reason field %q still has a placeholder", id)
 		}
+		// The reason outlives retention: said where it is typed.
+		described, _ := s.Attr("aria-describedby")
+		if hint := collapse(r.doc.Find("#" + id + "-hint").Text()); !strings.Contains(described, id+"-hint") || !strings.Contains(hint, "write no customer data in it") {
+			t.Errorf("reason field %q described by %q, hint %q; want the hint that it is kept", id, described, hint)
+		}
 		if _, ok := s.Attr("aria-label"); ok {
 			t.Errorf("reason field %q is named by aria-label, not its visible label", id)
 		}
@@ -397,7 +402,8 @@ func checkRevealRefusal(t *testing.T, r response, want, typed string) {
 	}
 	form := alert.Closest(`[data-testid=reveal-form]`)
 	field := form.Find(`[data-testid=reveal-reason]`)
-	if got := field.AttrOr("aria-describedby", ""); got == "" || got != alert.AttrOr("id", "-") {
+	// The error first, then the hint that the reason is kept.
+	if got := strings.Fields(field.AttrOr("aria-describedby", "")); len(got) == 0 || got[0] != alert.AttrOr("id", "-") {
 		t.Errorf("reason %q: the field is described by %q, the error is %q", typed, got, alert.AttrOr("id", ""))
 	}
 	if field.AttrOr("aria-invalid", "") != "true" || !field.Is("[autofocus]") || r.doc.Find("[autofocus]").Length() != 1 {
