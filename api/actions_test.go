@@ -307,8 +307,8 @@ func TestBulkActionsByErrorCode(t *testing.T) {
 	if got := ids("held_at=add_company_to_crm"); len(got) != 3 {
 		t.Errorf("instances held at add_company_to_crm = %v, want all 3", got)
 	}
-	if got := ids("held_at=crm_hold"); len(got) != 0 {
-		t.Errorf("instances held at crm_hold (a process, not a definition) = %v, want none", got)
+	if r := env.Do("GET", "/api/v1/instances?held_at=crm_hold", env.Operator, nil); r.Status != 400 || !strings.Contains(string(r.Body), `"path":"held_at"`) {
+		t.Errorf("instances held at crm_hold (a process, not a definition): %d %s, want 400 at held_at", r.Status, r.Body)
 	}
 	// A blank or padded text filter would match nothing and read as
 	// "none": refused, as an empty one is.

@@ -370,15 +370,7 @@ func (a *API) actOnFilter() http.Handler {
 		if err != nil {
 			return err
 		}
-		switch {
-		case u.Version:
-			errs = append(errs, fault.FieldError{Path: "/filter/version", Message: fmt.Sprintf("process %q has no version %d", f.ProcessKey, f.Version)})
-		case u.Process:
-			errs = append(errs, fault.FieldError{Path: "/filter/process", Message: fmt.Sprintf("no process has the key %q", f.ProcessKey)})
-		}
-		if u.HeldAt {
-			errs = append(errs, fault.FieldError{Path: "/filter/held_at", Message: fmt.Sprintf("no definition has the key %q", f.HeldAt)})
-		}
+		errs = append(errs, unknownKeyErrors(u, "/filter/", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt})...)
 		if len(errs) > 0 {
 			return fault.New(fault.BadRequest, "invalid_request", "invalid bulk action").WithErrors(errs)
 		}
@@ -537,6 +529,13 @@ func (a *API) listInstances() http.Handler {
 		if err != nil {
 			return err
 		}
+		u, err := a.eng.UnknownFilterKeys(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt}); len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
+		}
 		f.Before, f.Limit = before, limit+1
 		insts, err := a.eng.ListInstances(r.Context(), f)
 		if err != nil {
@@ -635,4 +634,33 @@ func (a *API) startInstances() http.Handler {
 		httpjson.Encode(w, http.StatusOK, out)
 		return nil
 	})
+}
+
+// filterKeys are the keys a filter names, as given.
+type filterKeys struct {
+	Process, HeldAt, Definition string
+	Version, Revision           int
+}
+
+// unknownKeyErrors names each key of k that u found nothing for, at its
+// parameter (prefix + name): a key nothing has (a typo) would answer an
+// empty list, or count 0, which reads as "none left" (an incident's end).
+func unknownKeyErrors(u engine.UnknownKeys, prefix string, k filterKeys) []fault.FieldError {
+	var errs []fault.FieldError
+	switch {
+	case u.Version:
+		errs = append(errs, fault.FieldError{Path: prefix + "version", Message: fmt.Sprintf("process %q has no version %d", k.Process, k.Version)})
+	case u.Process:
+		errs = append(errs, fault.FieldError{Path: prefix + "process", Message: fmt.Sprintf("no process has the key %q", k.Process)})
+	}
+	if u.HeldAt {
+		errs = append(errs, fault.FieldError{Path: prefix + "held_at", Message: fmt.Sprintf("no definition has the key %q", k.HeldAt)})
+	}
+	switch {
+	case u.Revision:
+		errs = append(errs, fault.FieldError{Path: prefix + "revision", Message: fmt.Sprintf("definition %q has no revision %d", k.Definition, k.Revision)})
+	case u.Definition:
+		errs = append(errs, fault.FieldError{Path: prefix + "definition", Message: fmt.Sprintf("no definition has the key %q", k.Definition)})
+	}
+	return errs
 }

@@ -226,6 +226,13 @@ func (a *API) listOccurrences() http.Handler {
 		if err != nil {
 			return err
 		}
+		u, err := a.eng.UnknownOccurrenceKeys(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Definition: f.Definition, Revision: f.Revision}); len(errs) > 0 {
+			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
+		}
 		f.Before, f.Limit = before, limit+1
 		occs, err := a.eng.ListOccurrences(r.Context(), f)
 		if err != nil {

@@ -15,6 +15,7 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
 	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
 	for _, c := range []struct{ path, token, param string }{
 		{"/api/v1/audit/actions?instance_id=01a23630-91c6-71af-a05d-6fe7140276a7", env.Operator, "instance_id"},
 		{"/api/v1/instances?proces=crm_only", env.Operator, "proces"},
@@ -68,6 +69,34 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 
 // A 404 for an instance or an occurrence says that retention may have
 // deleted it: the API cannot tell it from an id that never existed.
+// TestListsRefuseKeysNothingHas: a list filtered by a process, a version,
+// a definition or a revision nothing has (a typo) is refused, naming the
+// parameter, rather than answered empty, which reads as "none left"; a
+// key that exists answers its list, empty or not.
+func TestListsRefuseKeysNothingHas(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	for path, param := range map[string]string{
+		"/api/v1/instances?process=chekout":                            "process",
+		"/api/v1/instances?process=crm_only&version=9":                 "version",
+		"/api/v1/instances?status=held&held_at=nope":                   "held_at",
+		"/api/v1/occurrences?definition=add_company_to_cm":             "definition",
+		"/api/v1/occurrences?definition=add_company_to_crm&revision=7": "revision",
+		"/api/v1/occurrences?process=chekout":                          "process",
+	} {
+		r := env.Do("GET", path, env.Operator, nil)
+		if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"path":"`+param+`"`) {
+			t.Errorf("GET %s: %d %s, want 400 naming %s", path, r.Status, r.Body, param)
+		}
+	}
+	for _, path := range []string{"/api/v1/instances?process=crm_only&version=1&held_at=add_company_to_crm",
+		"/api/v1/occurrences?definition=add_company_to_crm&revision=1&process=crm_only"} {
+		env.Must(200, "GET", path, env.Operator, nil)
+	}
+}
+
 func TestNotFoundMentionsRetention(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)

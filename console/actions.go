@@ -686,18 +686,38 @@ func (c *Console) unknownKeys(ctx context.Context, ef engine.InstanceFilter) ([]
 	if err != nil {
 		return nil, err
 	}
+	return unknownKeyMessages(ctx, u, ef.ProcessKey, ef.Version, ef.HeldAt, "", 0), nil
+}
+
+// unknownOccurrenceKeys is unknownKeys for the occurrences list's filter.
+func (c *Console) unknownOccurrenceKeys(ctx context.Context, ef engine.OccurrenceFilter) ([]string, error) {
+	u, err := c.eng.UnknownOccurrenceKeys(ctx, ef)
+	if err != nil {
+		return nil, err
+	}
+	return unknownKeyMessages(ctx, u, ef.ProcessKey, 0, "", ef.Definition, ef.Revision), nil
+}
+
+// unknownKeyMessages says which of the keys u found nothing for.
+func unknownKeyMessages(ctx context.Context, u engine.UnknownKeys, process string, version int, heldAt, definition string, revision int) []string {
 	var errs []string
 	switch {
 	case u.Version:
-		process, version := ef.ProcessKey, ef.Version
 		errs = append(errs, T(ctx, "Process %s has no version %d.", process, version))
 	case u.Process:
-		errs = append(errs, T(ctx, "No process has the key “%s”.", ef.ProcessKey))
+		errs = append(errs, T(ctx, "No process has the key “%s”.", process))
 	}
+	noDefinition := func(key string) string { return T(ctx, "No definition has the key “%s”.", key) }
 	if u.HeldAt {
-		errs = append(errs, T(ctx, "No definition has the key “%s”.", ef.HeldAt))
+		errs = append(errs, noDefinition(heldAt))
 	}
-	return errs, nil
+	switch {
+	case u.Revision:
+		errs = append(errs, T(ctx, "Definition %s has no revision %d.", definition, revision))
+	case u.Definition:
+		errs = append(errs, noDefinition(definition))
+	}
+	return errs
 }
 
 // bulkAct applies the action to every instance the filter matches, if the

@@ -146,6 +146,16 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	f := instanceFilterFrom(r.URL.Query().Get)
 	ef, errs := f.engineFilter(ctx)
 	errs = append(queryProblems(ctx, r.URL.RawQuery, instanceParams...), errs...)
+	if len(errs) == 0 {
+		// A key nothing has (a typo, an edited link) would list nothing,
+		// which reads as "none left".
+		unknown, err := c.unknownKeys(ctx, ef)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		errs = unknown
+	}
 	v := instanceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), VersionLabel: T(ctx, "Version"), VersionHint: T(ctx, "any"), StatusLabel: T(ctx, "Status"),

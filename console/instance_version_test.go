@@ -57,10 +57,24 @@ func TestInstancesOfOneVersion(t *testing.T) {
 	for q, want := range map[string]string{
 		"version=1":                  "A version is a process’s: choose the process too.",
 		"process=crm_only&version=x": "The version must be a whole number from 1.",
+		// A key nothing has lists nothing, which reads as "none left".
+		"process=crm_ony":            "No process has the key “crm_ony”.",
+		"process=crm_only&version=9": "Process crm_only has no version 9.",
+		"held_at=add_company_to_cmr": "No definition has the key “add_company_to_cmr”.",
 	} {
 		r := b.get("/console/instances?" + q)
 		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {
 			t.Errorf("/console/instances?%s: %d %q, want %q", q, r.status, text(r, "filter-errors"), want)
+		}
+	}
+	for q, want := range map[string]string{
+		"definition=add_company_to_cmr":            "No definition has the key “add_company_to_cmr”.",
+		"definition=add_company_to_crm&revision=7": "Definition add_company_to_crm has no revision 7.",
+		"process=crm_ony":                          "No process has the key “crm_ony”.",
+	} {
+		r := b.get("/console/occurrences?" + q)
+		if r.status != http.StatusBadRequest && r.status != http.StatusOK || text(r, "filter-errors") != want {
+			t.Errorf("/console/occurrences?%s: %d %q, want %q", q, r.status, text(r, "filter-errors"), want)
 		}
 	}
 }

@@ -224,6 +224,15 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	f := filterFromQuery(r.URL.Query())
 	ef, errs := f.engineFilter(ctx)
 	errs = append(queryProblems(ctx, r.URL.RawQuery, occurrenceParams...), errs...)
+	if len(errs) == 0 {
+		// As the instances list: a key nothing has lists nothing.
+		unknown, err := c.unknownOccurrenceKeys(ctx, ef)
+		if err != nil {
+			c.serverError(w, r, err)
+			return
+		}
+		errs = unknown
+	}
 
 	v := occurrenceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "External tasks"), "occurrences"),

@@ -314,6 +314,9 @@ const maxBulk = 1_000_000
 // console refuse such a bulk filter, each in its own words.
 type UnknownKeys struct {
 	Process, Version, HeldAt bool
+	// Definition and Revision are an occurrence filter's (see
+	// UnknownOccurrenceKeys).
+	Definition, Revision bool
 }
 
 // UnknownFilterKeys looks f's keys up (see UnknownKeys).
@@ -340,6 +343,33 @@ func (e *Engine) UnknownFilterKeys(ctx context.Context, f InstanceFilter) (Unkno
 		}
 	}
 	return u, nil
+}
+
+// UnknownOccurrenceKeys looks f's keys up: its process, and its
+// definition (with a revision, that revision of it). A list filtered by a
+// key nothing has is empty, which reads as "none left" (see UnknownKeys).
+func (e *Engine) UnknownOccurrenceKeys(ctx context.Context, f OccurrenceFilter) (UnknownKeys, error) {
+	u, err := e.UnknownFilterKeys(ctx, InstanceFilter{ProcessKey: f.ProcessKey})
+	if err != nil || f.Definition == "" {
+		return u, err
+	}
+	if f.Revision > 0 {
+		_, err = e.GetRevision(ctx, f.Definition, f.Revision)
+	} else {
+		_, err = e.GetDefinition(ctx, f.Definition)
+	}
+	if fault.HasCode(err, "not_found") {
+		// Which of the two is unknown: the definition, or its revision.
+		if f.Revision > 0 {
+			if _, derr := e.GetDefinition(ctx, f.Definition); derr == nil {
+				u.Revision = true
+				return u, nil
+			}
+		}
+		u.Definition = true
+		return u, nil
+	}
+	return u, err
 }
 
 func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFilter) (int64, error) {
