@@ -209,15 +209,15 @@ func (s DestinationSpec) validate() (validDestination, error) {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		switch {
 		case len(k) > MaxHeaderName:
-			errs = append(errs, fault.FieldError{Path: "/headers", Message: fmt.Sprintf("a header name is longer than %d bytes", MaxHeaderName)})
+			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k), Message: fmt.Sprintf("is a header name longer than %d bytes", MaxHeaderName)})
 		case len(val) > MaxHeaderValue:
 			errs = append(errs, tooLong(jsontree.Pointer("/headers", k), MaxHeaderValue))
 		case !validHeaderName(k):
-			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is not a valid header name"})
+			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k), Message: "is not a valid header name"})
 		case reservedHeaders[ck]:
-			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "is set by Relais and cannot be configured"})
+			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k), Message: "is set by Relais and cannot be configured"})
 		case strings.ContainsAny(val, "\r\n"):
-			errs = append(errs, fault.FieldError{Path: "/headers/" + k, Message: "value must not contain line breaks"})
+			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k), Message: "value must not contain line breaks"})
 		case slices.Contains(v.names, ck):
 			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k),
 				Message: fmt.Sprintf("is the header %s again (header names are case-insensitive); one value each", ck)})

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/relais/relais/internal/apply"
@@ -63,6 +64,9 @@ flags:
 	base := getenv("RELAIS_URL")
 	if base == "" {
 		base = "http://127.0.0.1:8080"
+	}
+	if err := checkBaseURL(base); err != nil {
+		return err
 	}
 	token := getenv("RELAIS_TOKEN")
 	if token == "" {
@@ -176,5 +180,20 @@ func (p *pathList) Set(v string) error {
 		return errors.New("a file or folder is required")
 	}
 	*p = append(*p, v)
+	return nil
+}
+
+// checkBaseURL refuses the usual slips in RELAIS_URL before anything is
+// sent: a URL without its scheme (which Go's parser reads as a path), or
+// one ending in /api/v1, which apply adds itself (the README's curl
+// samples write $RELAIS_URL/api/v1/...).
+func checkBaseURL(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("RELAIS_URL %q must be an absolute http or https URL, as http://127.0.0.1:8080", base)
+	}
+	if p := strings.TrimRight(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
+		return fmt.Errorf("RELAIS_URL %q must be Relais's base URL, without %s (apply adds the paths it calls)", base, u.Path)
+	}
 	return nil
 }

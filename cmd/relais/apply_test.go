@@ -308,6 +308,18 @@ func TestApplyChecksTheTokenFirst(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "RELAIS_TOKEN is refused by "+r.base) || errOut.Len() != 0 || out.Len() != 0 {
 		t.Errorf("apply with a refused token: err %v, stdout %q, stderr %q; want one error naming RELAIS_TOKEN", err, out.String(), errOut.String())
 	}
+	// The usual slips in RELAIS_URL, said as such before anything is sent.
+	for base, want := range map[string]string{
+		r.base + "/api/v1":   "must be Relais's base URL, without /api/v1 (apply adds the paths it calls)",
+		r.base + "/api/v1/":  "must be Relais's base URL, without /api/v1/",
+		"127.0.0.1:8080":     "must be an absolute http or https URL, as http://127.0.0.1:8080",
+		"relais.example/x":   "must be an absolute http or https URL",
+		"ftp://relais.local": "must be an absolute http or https URL",
+	} {
+		if _, stderr, err := applyRun(t, base, "-f", "../../examples"); err == nil || !strings.Contains(err.Error(), want) || stderr != "" {
+			t.Errorf("apply to RELAIS_URL %q: err %v, stderr %q; want %q", base, err, stderr, want)
+		}
+	}
 	_, stderr, err := applyRun(t, "http://127.0.0.1:1", "-f", "../../examples")
 	if err == nil || !strings.HasPrefix(err.Error(), "RELAIS_URL http://127.0.0.1:1 does not answer") || stderr != "" {
 		t.Errorf("apply to a server that does not answer: err %v, stderr %q", err, stderr)

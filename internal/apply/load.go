@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -361,6 +363,10 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 			continue
 		}
 		d.node = &node
+		if ps := controlProblems(d, &node); len(ps) > 0 {
+			problems = append(problems, ps...)
+			continue
+		}
 		js, err := json.Marshal(v)
 		if err != nil {
 			problems = append(problems, Problem{Doc: d, Message: "mapping keys must be strings: " + err.Error()})
@@ -419,6 +425,27 @@ func syntaxProblem(d Document, err error) Problem {
 	}
 	p.Message = "not valid YAML: " + msg
 	return p
+}
+
+// controlProblems refuses the double-quoted strings under n that hold a
+// control character (a tab and line breaks aside): "\bACME\b" is a
+// pattern of word boundaries to its author and two backspaces to YAML and
+// JSON, a contract no input ever matches, and a name holding one is shown
+// garbled in every refusal.
+func controlProblems(d Document, n *yaml.Node) []Problem {
+	var out []Problem
+	if n.Kind == yaml.ScalarNode && n.Style&yaml.DoubleQuotedStyle != 0 {
+		if i := strings.IndexFunc(n.Value, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' }); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(n.Value[i:])
+			out = append(out, Problem{Doc: d, Line: n.Line, Message: fmt.Sprintf(
+				"%q holds the control character %U (in double quotes a backslash starts an escape, and \\b is a backspace): write a pattern in single quotes, as '\\bACME\\b', or double the backslash",
+				n.Value, r)})
+		}
+	}
+	for _, c := range n.Content {
+		out = append(out, controlProblems(d, c)...)
+	}
+	return out
 }
 
 // jsonProblem refuses a .json file that is not JSON, at the line of its

@@ -586,7 +586,7 @@ func UnknownVariables(environ, flagged, reads []string) (warnings, refusals []st
 		case !slices.Contains(reads, meant):
 			warnings = append(warnings, fmt.Sprintf("%s is not a Relais setting (did you mean %q? this command does not read it either): it is ignored", name, meant))
 		default:
-			refusals = append(refusals, fmt.Sprintf("%s is not a Relais setting (did you mean %q?): correct or unset it; %s would otherwise run with its default", name, meant, meant))
+			refusals = append(refusals, fmt.Sprintf("%s is not a Relais setting (did you mean %q?): correct or unset it; the command would otherwise run as if %s were not set", name, meant, meant))
 		}
 	}
 	slices.Sort(warnings)

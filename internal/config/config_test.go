@@ -217,7 +217,7 @@ func TestUnknownVariablesAreNamed(t *testing.T) {
 		`RELAIS_RETENSION is not a Relais setting (did you mean "RELAIS_RETENTION"? it is set too): it is ignored`,
 	}
 	wantRefusals := []string{
-		`RELAIS_DATABASE_URI is not a Relais setting (did you mean "RELAIS_DATABASE_URL"?): correct or unset it; RELAIS_DATABASE_URL would otherwise run with its default`,
+		`RELAIS_DATABASE_URI is not a Relais setting (did you mean "RELAIS_DATABASE_URL"?): correct or unset it; the command would otherwise run as if RELAIS_DATABASE_URL were not set`,
 	}
 	if !slices.Equal(warnings, wantWarnings) || !slices.Equal(refusals, wantRefusals) {
 		t.Errorf("UnknownVariables = %q, %q; want %q, %q", warnings, refusals, wantWarnings, wantRefusals)
