@@ -39,451 +39,453 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              305,
-	"%[1]s %[2]s, %[3]s %[4]s":                 306,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          304,
-	"%[1]s; %[2]s":                             303,
-	"%d (0 lowest, 9 highest)":                 466,
-	"%d attempts":                              470,
-	"%d attempts, retry after %s, priority %d": 624,
-	"%d breaking":                              233,
-	"%d changes":                               232,
-	"%d completed":                             301,
-	"%d d":                                     313,
-	"%d days":                                  327,
-	"%d failed":                                302,
-	"%d h":                                     312,
+	"%[1]s %[2]s":                              306,
+	"%[1]s %[2]s, %[3]s %[4]s":                 307,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          305,
+	"%[1]s; %[2]s":                             304,
+	"%d (0 lowest, 9 highest)":                 467,
+	"%d attempts":                              471,
+	"%d attempts, retry after %s, priority %d": 626,
+	"%d breaking":                              234,
+	"%d changes":                               233,
+	"%d completed":                             302,
+	"%d d":                                     314,
+	"%d days":                                  328,
+	"%d failed":                                303,
+	"%d h":                                     313,
 	"%d held instances match now.":             60,
-	"%d hours":                                 328,
-	"%d items":                                 694,
-	"%d left":                                  472,
-	"%d min":                                   311,
-	"%d minutes":                               329,
+	"%d hours":                                 329,
+	"%d items":                                 696,
+	"%d left":                                  473,
+	"%d min":                                   312,
+	"%d minutes":                               330,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              692,
-	"%d ms": 331,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         614,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 613,
-	"%d occurrences":                          558,
-	"%d releases":                             252,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              694,
+	"%d ms": 332,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         616,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 615,
+	"%d occurrences":                          560,
+	"%d releases":                             253,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       310,
-	"%d seconds": 330,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 95,
-	"%s (deferred; settled by %s)":                        528,
-	"%s (deferred; settled with its settle token)":        526,
-	"%s (deferred; settled with its settle token, as %s)": 527,
-	"%s (token #%d, %s)":                                  96,
-	"%s ago":                                              308,
-	"%s so far":                                           524,
-	"%s → %s":                                             619,
-	"%s, %s: %s":                                          272,
-	"%s, revision %s":                                     432,
-	"%s, version %s":                                      433,
-	"%s: %s":                                              300,
-	"%s: %s → %s":                                         240,
-	"%s: a date is written 2026-12-01.":                   572,
-	"%s: every revision, present and future":              180,
-	"%s: revisions %s":                                    181,
-	"%s: the first day comes after the last.":             573,
-	"%s–%s":                                               299,
-	"(%d characters in all)":                              695,
-	"(%d handed back, not counted)":                       471,
-	"(each item)":                                         682,
-	"(worker %s)":                                         512,
-	"0 seconds":                                           326,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           660,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 501,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 583,
-	"A revision is a definition’s: choose the definition too.": 539,
-	"A version is a process’s: choose the process too.":        370,
+	"%d s":       311,
+	"%d seconds": 331,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 96,
+	"%s (deferred; settled by %s)":                        530,
+	"%s (deferred; settled with its settle token)":        528,
+	"%s (deferred; settled with its settle token, as %s)": 529,
+	"%s (token #%d, %s)":                                  97,
+	"%s ago":                                              309,
+	"%s so far":                                           526,
+	"%s → %s":                                             621,
+	"%s, %s: %s":                                          273,
+	"%s, revision %s":                                     433,
+	"%s, version %s":                                      434,
+	"%s: %s":                                              301,
+	"%s: %s → %s":                                         241,
+	"%s: a date is written 2026-12-01.":                   574,
+	"%s: every revision, present and future":              181,
+	"%s: revisions %s":                                    182,
+	"%s: the first day comes after the last.":             575,
+	"%s–%s":                                               300,
+	"(%d characters in all)":                              697,
+	"(%d handed back, not counted)":                       472,
+	"(each item)":                                         684,
+	"(worker %s)":                                         514,
+	"0 seconds":                                           327,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           662,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 503,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 585,
+	"A revision is a definition’s: choose the definition too.": 541,
+	"A version is a process’s: choose the process too.":        371,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              364,
-	"Abandoned by %s at %s — “%s”":                                   356,
+	"Abandoned at node":                                              365,
+	"Abandoned by %s at %s — “%s”":                                   357,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 375,
-	"Action":                              99,
-	"All actions":                         114,
-	"All consumers":                       555,
-	"All definitions":                     290,
-	"All its tasks":                       179,
-	"All processes":                       381,
-	"All statuses":                        383,
-	"All workers":                         708,
-	"An operator abandoned the instance.": 500,
-	"Any definition":                      382,
-	"Apply filters":                       111,
-	"Apr":                                 317,
-	"As of %s (%s); refreshed every few seconds.": 284,
-	"Attempts":                         437,
-	"Audit log":                        105,
-	"Aug":                              321,
-	"Available from":                   481,
-	"Back to definitions":              155,
-	"Back to external tasks":           154,
+	"Act on every instance this filter matches": 376,
+	"Action":                              100,
+	"All actions":                         115,
+	"All consumers":                       557,
+	"All definitions":                     291,
+	"All its tasks":                       180,
+	"All processes":                       382,
+	"All statuses":                        384,
+	"All workers":                         710,
+	"An operator abandoned the instance.": 502,
+	"Any definition":                      383,
+	"Apply filters":                       112,
+	"Apr":                                 318,
+	"As of %s (%s); refreshed every few seconds.": 285,
+	"Attempts":                         438,
+	"Audit log":                        106,
+	"Aug":                              322,
+	"Available from":                   483,
+	"Back to definitions":              156,
+	"Back to external tasks":           155,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
-	"Back to the occurrence":           634,
-	"Back without saving":              585,
-	"Breaks processes":                 210,
-	"Breaks workers":                   211,
-	"Bulk %s applied to %d instances.": 94,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  121,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 120,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      119,
-	"Bulk action":               103,
+	"Back to the occurrence":           636,
+	"Back without saving":              587,
+	"Breaks processes":                 211,
+	"Breaks workers":                   212,
+	"Bulk %s applied to %d instances.": 95,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  122,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 121,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      120,
+	"Bulk action":               104,
 	"Business key":              78,
 	"By process and error code": 83,
-	"Call timeout":              467,
-	"Calls":                     262,
-	"Camunda 7 facade":          712,
-	"Cancelled: the instance was stopped (%s).":               523,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 522,
+	"Call timeout":              468,
+	"Calls":                     263,
+	"Camunda 7 facade":          714,
+	"Cancelled: the instance was stopped (%s).":               525,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 524,
 	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           635,
-	"Change":                                                  208,
-	"Changes between the two revisions":                       220,
-	"Changes of the Working copy since revision %d":           229,
-	"Choose two existing revisions to compare.":               230,
-	"Classification":                                          187,
-	"Clear filters":                                           112,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            608,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 599,
-	"Compare":              207,
-	"Compare revisions":    203,
-	"Completed":            298,
-	"Completed (%s).":      518,
-	"Completed, last hour": 281,
-	"Completions and failures per 5 minutes, last hour: %s":    291,
-	"Completions and failures per 5-minute slot, oldest first": 296,
-	"Completions and failures, last hour":                      274,
-	"Connected":                                                704,
-	"Constraints":                                              188,
-	"Consumer":                                                 439,
-	"Consumer and worker":                                      552,
-	"Consumers":                                                135,
-	"Consumers, oldest first":                                  168,
-	"Counting the occurrences; the counts appear when you reload the page.": 182,
-	"Counts are unavailable right now.":                                     183,
-	"Counts as of %s (%s); refreshed every few seconds.":                    630,
-	"Counts by status": 547,
-	"Created":          342,
+	"Cannot reveal":                                           637,
+	"Change":                                                  209,
+	"Changes between the two revisions":                       221,
+	"Changes of the Working copy since revision %d":           230,
+	"Choose two existing revisions to compare.":               231,
+	"Classification":                                          188,
+	"Clear filters":                                           113,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            610,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 601,
+	"Compare":              208,
+	"Compare revisions":    204,
+	"Completed":            299,
+	"Completed (%s).":      520,
+	"Completed, last hour": 282,
+	"Completions and failures per 5 minutes, last hour: %s":    292,
+	"Completions and failures per 5-minute slot, oldest first": 297,
+	"Completions and failures, last hour":                      275,
+	"Connected":                                                706,
+	"Constraints":                                              189,
+	"Consumer":                                                 440,
+	"Consumer and worker":                                      554,
+	"Consumers":                                                136,
+	"Consumers, oldest first":                                  169,
+	"Counting the occurrences; the counts appear when you reload the page.": 183,
+	"Counts are unavailable right now.":                                     184,
+	"Counts as of %s (%s); refreshed every few seconds.":                    632,
+	"Counts by status": 549,
+	"Created":          343,
 	"Created from":     81,
-	"Created on":       172,
+	"Created on":       173,
 	"Created to":       82,
-	"Creation date":    371,
-	"Dates":            435,
-	"Deadline":         464,
-	"Dec":              325,
-	"Deferred":         485,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 517,
-	"Definition":         276,
-	"Definition %s":      190,
-	"Definitions":        133,
-	"Definitions by key": 247,
-	"Definitions served": 702,
-	"Definitions, those needing attention first": 275,
-	"Description":          189,
-	"Destination":          451,
-	"Destinations":         136,
-	"Destinations by name": 256,
-	"Destination’s answer": 444,
-	"Detail":               209,
-	"Digest":               223,
-	"Display settings":     141,
-	"Display settings: ":   142,
-	"Duration":             443,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 273,
+	"Creation date":    372,
+	"Dates":            436,
+	"Deadline":         465,
+	"Dec":              326,
+	"Deferred":         487,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 519,
+	"Definition":                                 277,
+	"Definition %s":                              191,
+	"Definition %s has no revision %d.":          91,
+	"Definitions":                                134,
+	"Definitions by key":                         248,
+	"Definitions served":                         704,
+	"Definitions, those needing attention first": 276,
+	"Description":                                190,
+	"Destination":                                452,
+	"Destinations":                               137,
+	"Destinations by name":                       257,
+	"Destination’s answer":                       445,
+	"Detail":                                     210,
+	"Digest":                                     224,
+	"Display settings":                           142,
+	"Display settings: ":                         143,
+	"Duration":                                   444,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 274,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                    363,
-	"End node or error":           379,
-	"Ended":                       359,
-	"Error":                       551,
-	"Error (before any attempt)":  487,
-	"Error code":                  79,
-	"Error message":               446,
-	"Every %d seconds":            589,
-	"Every attempt, oldest first": 438,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 106,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         638,
-	"Expired token":                        670,
-	"Expires":                              667,
-	"External tasks":                       128,
-	"Failed":                               279,
-	"Failed (%s).":                         521,
-	"Failed at node":                       365,
-	"Failed occurrence":                    361,
-	"Failed, last hour":                    282,
-	"Feb":                                  315,
-	"Field":                                184,
+	"End node":                   364,
+	"End node or error":          380,
+	"Ended":                      360,
+	"Error":                      553,
+	"Error (before any attempt)": 489,
+	"Error code":                 79,
+	"Error message":              447,
+	"Every %d seconds":           591,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 482,
+	"Every attempt, oldest first": 439,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 107,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         640,
+	"Expired token":                        672,
+	"Expires":                              669,
+	"External tasks":                       129,
+	"Failed":                               280,
+	"Failed (%s).":                         523,
+	"Failed at node":                       366,
+	"Failed occurrence":                    362,
+	"Failed, last hour":                    283,
+	"Feb":                                  316,
+	"Field":                                185,
 	"Filter":                               53,
-	"Filters":                              107,
-	"Find":                                 132,
-	"Find an instance or occurrence":       130,
-	"Finished":                             442,
-	"First page":                           570,
+	"Filters":                              108,
+	"Find":                                 133,
+	"Find an instance or occurrence":       131,
+	"Finished":                             443,
+	"First page":                           572,
 	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         159,
-	"From revision":                        205,
-	"From revision %d to revision %d:":     231,
+	"Form refused":                         160,
+	"From revision":                        206,
+	"From revision %d to revision %d:":     232,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  171,
-	"Graph":                   598,
-	"Graph of %s":             612,
-	"HTTP 2xx, unusable body": 530,
-	"Headers sent":            258,
-	"Health":                  127,
+	"Grants":                  172,
+	"Graph":                   600,
+	"Graph of %s":             614,
+	"HTTP 2xx, unusable body": 532,
+	"Headers sent":            259,
+	"Health":                  128,
 	"Held at a node of":       80,
-	"Held at node":            360,
-	"Held for":                362,
-	"Held instances":          278,
-	"ID":                      169,
-	"In flight":               703,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 292,
-	"Inputs":                     213,
-	"Inputs of revision %d":      224,
-	"Inputs of the working copy": 215,
-	"Inputs the instance was started with, labelled by process version %d's contract": 350,
-	"Inputs, labelled by revision %d's contract":                                      473,
-	"Instance":                  378,
+	"Held at node":            361,
+	"Held for":                363,
+	"Held instances":          279,
+	"ID":                      170,
+	"In flight":               705,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 293,
+	"Inputs":                     214,
+	"Inputs of revision %d":      225,
+	"Inputs of the working copy": 216,
+	"Inputs the instance was started with, labelled by process version %d's contract": 351,
+	"Inputs, labelled by revision %d's contract":                                      474,
+	"Instance":                  379,
 	"Instances":                 84,
-	"Instances of this version": 607,
-	"Invalid request":           152,
-	"Its calls":                 263,
+	"Instances of this version": 609,
+	"Invalid request":           153,
+	"Its calls":                 264,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  519,
-	"Its instance went on along the node’s error path.":                                                                                                                    520,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      675,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  521,
+	"Its instance went on along the node’s error path.":                                                                                                                    522,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      677,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     314,
-	"Jul":                     320,
-	"Jun":                     319,
-	"Keep it":                 677,
+	"Jan":                     315,
+	"Jul":                     321,
+	"Jun":                     320,
+	"Keep it":                 679,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     248,
-	"Kind":                    602,
-	"Language":                124,
-	"Last changed":            260,
-	"Last error (attempt %d)": 486,
-	"Last reserved":           483,
-	"Last saved":              194,
-	"Last seen":               705,
-	"Last used":               666,
-	"Latest revision":         249,
-	"Lists every change from one revision to another, and whom it may break.": 204,
-	"Local time at %s": 587,
-	"Lock expired %s — waiting to be offered again.": 509,
-	"Lock expires":                     484,
-	"Longest timeout":                  259,
-	"Main navigation":                  126,
-	"Mar":                              316,
-	"Maximum attempts":                 460,
-	"May":                              318,
-	"Message":                          549,
-	"Message from Relais (in English)": 536,
-	"Message from the service (its own words, protected values masked)": 537,
-	"Method not allowed": 642,
-	"Mode":               458,
-	"More filters: instance, revision, consumer, destination, dates": 543,
-	"Name":                    170,
-	"Never":                   588,
-	"Next attempt":            482,
-	"Next attempt or settled": 553,
-	"Next node":               341,
-	"Next page":               569,
-	"No consumer yet.":        165,
-	"No definition %s has occurrences: check the key, or show all definitions.": 289,
-	"No definition has occurrences yet.":                                        283,
+	"Key":                     249,
+	"Kind":                    604,
+	"Language":                125,
+	"Last changed":            261,
+	"Last error (attempt %d)": 488,
+	"Last reserved":           485,
+	"Last saved":              195,
+	"Last seen":               707,
+	"Last used":               668,
+	"Latest revision":         250,
+	"Lists every change from one revision to another, and whom it may break.": 205,
+	"Local time at %s": 589,
+	"Lock expired %s — waiting to be offered again.": 511,
+	"Lock expires":                     486,
+	"Longest timeout":                  260,
+	"Main navigation":                  127,
+	"Mar":                              317,
+	"Maximum attempts":                 461,
+	"May":                              319,
+	"Message":                          551,
+	"Message from Relais (in English)": 538,
+	"Message from the service (its own words, protected values masked)": 539,
+	"Method not allowed": 644,
+	"Mode":               459,
+	"More filters: instance, revision, consumer, destination, dates": 545,
+	"Name":                    171,
+	"Never":                   590,
+	"Next attempt":            484,
+	"Next attempt or settled": 555,
+	"Next node":               342,
+	"Next page":               571,
+	"No consumer yet.":        166,
+	"No definition %s has occurrences: check the key, or show all definitions.": 290,
+	"No definition has occurrences yet.":                                        284,
 	"No definition has the key “%s”.":                                           90,
-	"No definition yet.":                                                        251,
-	"No destination yet.":                                                       253,
-	"No inputs.":                                                                214,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 650,
-	"No instance matches these filters.": 380,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 648,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 649,
-	"No live worker takes %s now (Workers page).":                                               503,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 504,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           505,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          506,
-	"No more consumers.":                                   166,
-	"No more destinations.":                                254,
-	"No occurrence matches these filters.":                 554,
-	"No operator action matches.":                          113,
-	"No operator has acted on this instance.":              346,
-	"No outputs yet: the occurrence has not completed.":    476,
-	"No outputs.":                                          217,
-	"No outputs: the occurrence ended without completing.": 478,
+	"No definition yet.":                                                        252,
+	"No destination yet.":                                                       254,
+	"No inputs.":                                                                215,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 652,
+	"No instance matches these filters.": 381,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 650,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 651,
+	"No live worker takes %s now (Workers page).":                                               505,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 506,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           507,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          508,
+	"No more consumers.":                                   167,
+	"No more destinations.":                                255,
+	"No occurrence matches these filters.":                 556,
+	"No operator action matches.":                          114,
+	"No operator has acted on this instance.":              347,
+	"No outputs yet: the occurrence has not completed.":    477,
+	"No outputs.":                                          218,
+	"No outputs: the occurrence ended without completing.": 479,
 	"No process has the key “%s”.":                         89,
-	"No process is published yet.":                         594,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             717,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             716,
+	"No process is published yet.":                         596,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             719,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             718,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    73,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 122,
-	"No release yet.": 198,
-	"No revision yet: the Working copy has never been snapshotted.":          196,
-	"No service ever reserved this occurrence: it ended before any attempt.": 450,
-	"No service has reserved this occurrence yet.":                           447,
-	"No token.":              664,
-	"No value was revealed.": 640,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 718,
-	"No worker is connected.":           706,
-	"No worker serves this definition.": 709,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 715,
-	"Node":                  338,
-	"Nodes":                 600,
-	"Nodes of this version": 609,
-	"Nodes of this version, with their occurrences now": 601,
-	"Nodes reached, in order":                           337,
-	"Not allowed":                                       150,
-	"Not found":                                         158,
-	"Notes":                                             201,
-	"Nothing exists at this address, or it is not visible to you.": 156,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 157,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 123,
+	"No release yet.": 199,
+	"No revision yet: the Working copy has never been snapshotted.":          197,
+	"No service ever reserved this occurrence: it ended before any attempt.": 451,
+	"No service has reserved this occurrence yet.":                           448,
+	"No token.":              666,
+	"No value was revealed.": 642,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 720,
+	"No worker is connected.":           708,
+	"No worker serves this definition.": 711,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 717,
+	"Node":                  339,
+	"Nodes":                 602,
+	"Nodes of this version": 611,
+	"Nodes of this version, with their occurrences now": 603,
+	"Nodes reached, in order":                           338,
+	"Not allowed":                                       151,
+	"Not found":                                         159,
+	"Notes":                                             202,
+	"Nothing exists at this address, or it is not visible to you.": 157,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 158,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             646,
+	"Nothing to find: the search box is empty.":                             648,
 	"Nothing was done.":         28,
-	"Nov":                       324,
-	"Now":                       456,
-	"Occurrence":                339,
-	"Occurrence %s":             434,
-	"Occurrence offered again":  102,
-	"Occurrences now":           606,
-	"Occurrences, newest first": 548,
-	"Oct":                       323,
-	"Offered from %s — %s.":     508,
-	"Oldest claimable waits":    280,
-	"On error":                  605,
-	"On success":                604,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               636,
-	"Only administrators may reveal a sensitive value.":                                                 631,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 661,
-	"Open":             277,
-	"Operator actions": 334,
-	"Operator actions on this instance, newest first": 347,
-	"Operator actions, newest first":                  117,
-	"Outcome":                                         445,
-	"Outputs":                                         216,
-	"Outputs of revision %d":                          225,
-	"Outputs of the working copy":                     218,
-	"Outputs, labelled by revision %d's contract":     475,
-	"Pages":                           567,
-	"Path":                            335,
-	"Pause reloading":                 149,
-	"Pinned revision":                 603,
-	"Policy":                          436,
-	"Previous page":                   568,
-	"Priority":                        465,
+	"Nov":                       325,
+	"Now":                       457,
+	"Occurrence":                340,
+	"Occurrence %s":             435,
+	"Occurrence offered again":  103,
+	"Occurrences now":           608,
+	"Occurrences, newest first": 550,
+	"Oct":                       324,
+	"Offered from %s — %s.":     510,
+	"Oldest claimable waits":    281,
+	"On error":                  607,
+	"On success":                606,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                               638,
+	"Only administrators may reveal a sensitive value.":                                                 633,
+	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 663,
+	"Open":             278,
+	"Operator actions": 335,
+	"Operator actions on this instance, newest first": 348,
+	"Operator actions, newest first":                  118,
+	"Outcome":                                         446,
+	"Outputs":                                         217,
+	"Outputs of revision %d":                          226,
+	"Outputs of the working copy":                     219,
+	"Outputs, labelled by revision %d's contract":     476,
+	"Pages":                           569,
+	"Path":                            336,
+	"Pause reloading":                 150,
+	"Pinned revision":                 605,
+	"Policy":                          437,
+	"Previous page":                   570,
+	"Priority":                        466,
 	"Process":                         75,
-	"Process %s":                      596,
+	"Process %s":                      598,
 	"Process %s has no version %d.":   88,
-	"Process and node":                550,
-	"Process inputs":                  349,
-	"Process instance":                101,
-	"Process instance %s":             332,
-	"Process instances":               373,
-	"Process instances, newest first": 377,
-	"Processes":                       129,
-	"Processes by key":                592,
-	"Protocol":                        701,
-	"Published":                       202,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 590,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       591,
-	"Push destination": 544,
-	"Reason":           100,
+	"Process and node":                552,
+	"Process inputs":                  350,
+	"Process instance":                102,
+	"Process instance %s":             333,
+	"Process instances":               374,
+	"Process instances, newest first": 378,
+	"Processes":                       130,
+	"Processes by key":                594,
+	"Protocol":                        703,
+	"Published":                       203,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 592,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       593,
+	"Push destination": 546,
+	"Reason":           101,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            459,
-	"Recorded operator actions":                             345,
-	"Relais console":                                        123,
-	"Relais has not called the destination yet.":            453,
-	"Relais is calling the destination (since %s).":         514,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 455,
-	"Relais never called the destination: the occurrence ended before any call.": 454,
+	"Reason given by the worker":                            460,
+	"Recorded operator actions":                             346,
+	"Relais console":                                        124,
+	"Relais has not called the destination yet.":            454,
+	"Relais is calling the destination (since %s).":         516,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 456,
+	"Relais never called the destination: the occurrence ended before any call.": 455,
 	"Relais refused the action. Nothing was done.":                               42,
-	"Release":                             199,
-	"Releases":                            197,
-	"Releases, oldest first":              219,
-	"Reload lists and detail pages":       582,
-	"Reloading paused":                    146,
-	"Replica":                             452,
-	"Required":                            186,
-	"Reserved":                            441,
-	"Reserved by %s.":                     516,
-	"Reserved by %s; lock until %s — %s.": 515,
-	"Reserved now":                        178,
-	"Resume":                              147,
-	"Retried by %s at %s — “%s”":          357,
+	"Release":                             200,
+	"Releases":                            198,
+	"Releases, oldest first":              220,
+	"Reload lists and detail pages":       584,
+	"Reloading paused":                    147,
+	"Replica":                             453,
+	"Required":                            187,
+	"Reserved":                            442,
+	"Reserved by %s.":                     518,
+	"Reserved by %s; lock until %s — %s.": 517,
+	"Reserved now":                        179,
+	"Resume":                              148,
+	"Retried by %s at %s — “%s”":          358,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            462,
+	"Retries":            463,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  507,
-	"Retry delay":        461,
+	"Retry at %s — %s.":  509,
+	"Retry delay":        462,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         457,
+	"Retry or abandon it from its instance":         458,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 488,
+	"Retryable": 490,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 479,
-	"Revealed by %s at %s; recorded in the audit log.": 633,
-	"Reveals":               138,
-	"Reveals, newest first": 639,
-	"Revision":              200,
-	"Revision %d":           221,
-	"Revisions":             195,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 720,
-	"Revoke the %s token “%s”?": 674,
-	"Revoke the token":          676,
-	"Revoke token %d":           673,
-	"Revoke…":                   671,
-	"Role":                      665,
-	"Route":                     340,
-	"Routing output":            193,
-	"Rows %s–%s":                571,
-	"Save settings":             584,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        632,
+	"Reveal — this is recorded": 480,
+	"Revealed by %s at %s; recorded in the audit log.": 635,
+	"Reveals":               139,
+	"Reveals, newest first": 641,
+	"Revision":              201,
+	"Revision %d":           222,
+	"Revisions":             196,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 722,
+	"Revoke the %s token “%s”?": 676,
+	"Revoke the token":          678,
+	"Revoke token %d":           675,
+	"Revoke…":                   673,
+	"Role":                      667,
+	"Route":                     341,
+	"Routing output":            194,
+	"Rows %s–%s":                573,
+	"Save settings":             586,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        634,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
-	"Search":                               644,
-	"Secret values can never be revealed.": 637,
-	"Sep":                                  322,
-	"Served by %d workers":                 719,
+	"Search":                               646,
+	"Secret values can never be revealed.": 639,
+	"Sep":                                  323,
+	"Served by %d workers":                 721,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              343,
-	"Settlement date":      542,
-	"Show all definitions": 288,
-	"Show times in":        580,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 118,
-	"Sign in": 654,
-	"Sign in with an operator, designer or administrator token.": 655,
-	"Sign out":             140,
-	"Signed in as %s (%s)": 139,
-	"Since revision %d:":   227,
-	"Skip to content":      125,
-	"Slot":                 297,
-	"Snapshotted":          222,
+	"Settled":              344,
+	"Settlement date":      544,
+	"Show all definitions": 289,
+	"Show times in":        582,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 119,
+	"Sign in": 656,
+	"Sign in with an operator, designer or administrator token.": 657,
+	"Sign out":             141,
+	"Signed in as %s (%s)": 140,
+	"Since revision %d:":   228,
+	"Skip to content":      126,
+	"Slot":                 298,
+	"Snapshotted":          223,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 163,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 662,
-	"Staff tokens, oldest first": 663,
-	"Start node":                 597,
-	"Started":                    358,
-	"State":                      173,
+	"Something went wrong": 164,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 664,
+	"Staff tokens, oldest first": 665,
+	"Start node":                 599,
+	"Started":                    359,
+	"State":                      174,
 	"Status":                     77,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
@@ -496,276 +498,276 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              355,
+	"Stopped by %s at %s — “%s”":                              356,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   354,
-	"Summary": 333,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 246,
-	"Tasks":                   174,
-	"Temporarily unavailable": 161,
-	"That is too long to be an id or a business key.": 647,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   355,
+	"Summary": 334,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 247,
+	"Tasks":                   175,
+	"Temporarily unavailable": 162,
+	"That is too long to be an id or a business key.": 649,
 	"The %d largest groups; the filter matches more.": 85,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    255,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             226,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 494,
-	"The bulk action must be its id (a UUID).": 116,
-	"The call could not be prepared.":          495,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 513,
-	"The chart’s numbers": 295,
-	"The confirmed count is missing: start again from the list.":                                                                                                            91,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           164,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      581,
-	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 92,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 162,
-	"The deadline passed before a result arrived.":                                                                                                                          492,
-	"The destination answered HTTP %s.":     502,
-	"The destination could not be reached.": 496,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 490,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      491,
-	"The destination’s answer was too large.": 497,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 167,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     153,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           499,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                498,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             376,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 336,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         192,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               578,
-	"The page size must be between 1 and %d.":                                                                                                                                                              372,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  577,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 115,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    256,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             227,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 496,
+	"The bulk action must be its id (a UUID).": 117,
+	"The call could not be prepared.":          497,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 515,
+	"The chart’s numbers": 296,
+	"The confirmed count is missing: start again from the list.":                                                                                                            92,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           165,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      583,
+	"The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.": 93,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 163,
+	"The deadline passed before a result arrived.":                                                                                                                          494,
+	"The destination answered HTTP %s.":     504,
+	"The destination could not be reached.": 498,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 492,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      493,
+	"The destination’s answer was too large.": 499,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 168,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     154,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           501,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                500,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             377,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 337,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         193,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               580,
+	"The page size must be between 1 and %d.":                                                                                                                                                              373,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  579,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 116,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            493,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      538,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          680,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          657,
-	"The version must be a whole number from 1.":                                                                                                                                                           369,
-	"These revisions have the same contracts.":                                                                                                                                                             212,
-	"These settings are kept in this browser only.":                                                                                                                                                        579,
-	"They take every revision their consumer is granted.":                                                                                                                                                  721,
-	"They take revision %d only.":                                                                                                                                                                          722,
-	"They take revisions %s only.":                                                                                                                                                                         723,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     574,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             93,
-	"This contract has no inputs.":                                                                                                                                                                         474,
-	"This contract has no outputs.":                                                                                                                                                                        477,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  160,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            495,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      540,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          682,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          659,
+	"The version must be a whole number from 1.":                                                                                                                                                           370,
+	"These revisions have the same contracts.":                                                                                                                                                             213,
+	"These settings are kept in this browser only.":                                                                                                                                                        581,
+	"They take every revision their consumer is granted.":                                                                                                                                                  723,
+	"They take revision %d only.":                                                                                                                                                                          724,
+	"They take revisions %s only.":                                                                                                                                                                         725,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     576,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             94,
+	"This contract has no inputs.":                                                                                                                                                                         475,
+	"This contract has no outputs.":                                                                                                                                                                        478,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  161,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   344,
+	"This instance has not reached a task yet.":                   345,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 352,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 353,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 353,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 354,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            679,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           678,
-	"This page does not accept that request.": 643,
-	"This page reloads every %d seconds.":     148,
-	"This process takes no inputs.":           351,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            681,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           680,
+	"This page does not accept that request.": 645,
+	"This page reloads every %d seconds.":     149,
+	"This process takes no inputs.":           352,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 659,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 610,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            611,
-	"Times in %s · no auto-reload":    145,
-	"Times in %s · reload every %d s": 144,
-	"Times in %s · reloading paused":  143,
-	"To revision":                     206,
-	"Token":                           656,
-	"Tokens":                          137,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 658,
-	"Totals of all definitions, not narrowed by the other filters":         557,
-	"Totals of definition %s, not narrowed by the other filters":           556,
-	"Type": 185,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 645,
-	"URL":                              257,
-	"UTC (coordinated universal time)": 586,
+	"This token is unknown or has been revoked.": 661,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 612,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            613,
+	"Times in %s · no auto-reload":    146,
+	"Times in %s · reload every %d s": 145,
+	"Times in %s · reloading paused":  144,
+	"To revision":                     207,
+	"Token":                           658,
+	"Tokens":                          138,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 660,
+	"Totals of all definitions, not narrowed by the other filters":         559,
+	"Totals of definition %s, not narrowed by the other filters":           558,
+	"Type": 186,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 647,
+	"URL":                              258,
+	"UTC (coordinated universal time)": 588,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                540,
-	"Unknown destination “%s”.":        541,
-	"Unknown parameter “%s” (did you mean “%s”?).": 575,
-	"Unknown parameter “%s”.":                      576,
-	"Unknown status “%s”.":                         368,
-	"Value":                                        348,
+	"Unknown consumer.":                542,
+	"Unknown destination “%s”.":        543,
+	"Unknown parameter “%s” (did you mean “%s”?).": 577,
+	"Unknown parameter “%s”.":                      578,
+	"Unknown status “%s”.":                         369,
+	"Value":                                        349,
 	"Version":                                      76,
-	"Versions, newest first":                       593,
-	"Waiting for Relais to call the destination since %s (%s).": 510,
-	"Waiting for a worker since %s (%s).":                       511,
-	"When":                                                      97,
-	"Who":                                                       98,
-	"Whole message":                                             449,
-	"Why (recorded with the reveal)":                            480,
-	"Worker":                                                    700,
-	"Worker id":                                                 440,
-	"Workers":                                                   134,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        698,
+	"Versions, newest first":                       595,
+	"Waiting for Relais to call the destination since %s (%s).": 512,
+	"Waiting for a worker since %s (%s).":                       513,
+	"When":                                                      98,
+	"Who":                                                       99,
+	"Whole message":                                             450,
+	"Why (recorded with the reveal)":                            481,
+	"Worker":                                                    702,
+	"Worker id":                                                 441,
+	"Workers":                                                   135,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        700,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 699,
-	"Workers serving %s":                   707,
-	"Working copy":                         191,
-	"You are signed out.":                  651,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              151,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 652,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      653,
-	"[redacted]":                          535,
-	"a token’s name, exact":               108,
+	"Workers seen within three heartbeats": 701,
+	"Workers serving %s":                   709,
+	"Working copy":                         192,
+	"You are signed out.":                  653,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              152,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 654,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      655,
+	"[redacted]":                          537,
+	"a token’s name, exact":               109,
 	"abandon":                             4,
-	"active":                              175,
-	"administrator":                       410,
-	"an incident: retry, abandon or stop": 267,
-	"answer too large":                    533,
+	"active":                              176,
+	"administrator":                       411,
+	"an incident: retry, abandon or stop": 268,
+	"answer too large":                    535,
 	"any":                                 74,
-	"any other code → %s":                 622,
-	"any other error":                     265,
-	"as of %s (%s); counts are refreshed every few seconds.": 559,
-	"at least %d characters":                                 683,
-	"at least %d items":                                      690,
-	"at most %d":                                             468,
-	"at most %d characters":                                  684,
-	"at most %d items":                                       691,
-	"at most %d since the last operator retry":               469,
-	"available":                                              384,
-	"boolean":                                                397,
-	"call in progress since":                                 564,
-	"cancelled":                                              387,
-	"choice":                                                 400,
-	"claimable since":                                        563,
-	"claimable since %s":                                     285,
-	"classification changed":                                 421,
-	"completed":                                              293,
-	"constraint changed":                                     422,
-	"consumer":                                               413,
-	"consumer #%s":                                           525,
-	"date":                                                   398,
-	"date and time":                                          399,
-	"deadline %s":                                            625,
-	"deferred":                                               386,
-	"deferred since":                                         566,
-	"deleted":                                                104,
-	"designer":                                               412,
-	"disconnected":                                           393,
-	"end (completes)":                                        617,
-	"end (fails)":                                            618,
-	"end: completes the instance":                            268,
-	"end: fails the instance":                                269,
-	"every revision its consumer is granted":                 713,
-	"exact, case-sensitive":                                  374,
-	"expired":                                                390,
-	"failed":                                                 294,
-	"fails the instance":                                     623,
-	"field added":                                            416,
-	"field removed":                                          417,
-	"format":                                                 427,
-	"format %s":                                              686,
-	"from":                                                   109,
-	"held":                                                   389,
-	"held for an operator":                                   266,
-	"held, then abandoned by an operator":                    367,
-	"held, then stopped by an operator":                      366,
-	"hold (an incident for an operator)":                     621,
-	"id or business key":                                     131,
-	"in %s":                                                  307,
-	"in progress":                                            448,
-	"instance id":                                            546,
-	"instances held":                                         628,
-	"instances held: %s":                                     629,
-	"integer":                                                395,
-	"its name, exactly":                                      545,
-	"just now":                                               309,
-	"list":                                                   402,
-	"lock until":                                             565,
-	"long polling":                                           711,
-	"long wait":                                              286,
-	"maximum":                                                429,
-	"maximum %s":                                             688,
-	"maximum items":                                          431,
-	"maximum length":                                         425,
-	"minimum":                                                428,
-	"minimum %s":                                             687,
-	"minimum items":                                          430,
-	"minimum length":                                         424,
-	"never":                                                  668,
-	"next attempt":                                           562,
-	"no":                                                     415,
-	"no answer within the timeout":                           531,
-	"no connection":                                          532,
-	"no grant: it takes nothing":                             177,
-	"no header":                                              261,
-	"no worker":                                              287,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 489,
-	"none": 245,
-	"none (revealed before reasons were asked for)": 641,
-	"none yet": 250,
-	"none: a failed call takes the node’s error path": 463,
-	"normal":                          403,
-	"not provided":                    693,
-	"not yet":                         669,
-	"null":                            696,
-	"number":                          396,
-	"object":                          401,
-	"on error":                        264,
-	"one of: %s":                      689,
-	"operator":                        411,
-	"optional %s field of type %s":    242,
-	"optional field of type %s":       244,
-	"optional → required":             235,
-	"pattern":                         426,
-	"pattern %s":                      685,
-	"pull":                            615,
-	"pull %s":                         271,
-	"pull (the service fetches it)":   408,
-	"push %s":                         270,
-	"push (Relais calls the service)": 409,
-	"push to %s":                      616,
-	"rejected":                        391,
-	"released":                        392,
-	"required %s field of type %s":    241,
-	"required changed":                419,
-	"required field of type %s":       243,
-	"required → optional":             236,
-	"reserved":                        385,
+	"any other code → %s":                 624,
+	"any other error":                     266,
+	"as of %s (%s); counts are refreshed every few seconds.": 561,
+	"at least %d characters":                                 685,
+	"at least %d items":                                      692,
+	"at most %d":                                             469,
+	"at most %d characters":                                  686,
+	"at most %d items":                                       693,
+	"at most %d since the last operator retry":               470,
+	"available":                                              385,
+	"boolean":                                                398,
+	"call in progress since":                                 566,
+	"cancelled":                                              388,
+	"choice":                                                 401,
+	"claimable since":                                        565,
+	"claimable since %s":                                     286,
+	"classification changed":                                 422,
+	"completed":                                              294,
+	"constraint changed":                                     423,
+	"consumer":                                               414,
+	"consumer #%s":                                           527,
+	"date":                                                   399,
+	"date and time":                                          400,
+	"deadline %s":                                            627,
+	"deferred":                                               387,
+	"deferred since":                                         568,
+	"deleted":                                                105,
+	"designer":                                               413,
+	"disconnected":                                           394,
+	"end (completes)":                                        619,
+	"end (fails)":                                            620,
+	"end: completes the instance":                            269,
+	"end: fails the instance":                                270,
+	"every revision its consumer is granted":                 715,
+	"exact, case-sensitive":                                  375,
+	"expired":                                                391,
+	"failed":                                                 295,
+	"fails the instance":                                     625,
+	"field added":                                            417,
+	"field removed":                                          418,
+	"format":                                                 428,
+	"format %s":                                              688,
+	"from":                                                   110,
+	"held":                                                   390,
+	"held for an operator":                                   267,
+	"held, then abandoned by an operator":                    368,
+	"held, then stopped by an operator":                      367,
+	"hold (an incident for an operator)":                     623,
+	"id or business key":                                     132,
+	"in %s":                                                  308,
+	"in progress":                                            449,
+	"instance id":                                            548,
+	"instances held":                                         630,
+	"instances held: %s":                                     631,
+	"integer":                                                396,
+	"its name, exactly":                                      547,
+	"just now":                                               310,
+	"list":                                                   403,
+	"lock until":                                             567,
+	"long polling":                                           713,
+	"long wait":                                              287,
+	"maximum":                                                430,
+	"maximum %s":                                             690,
+	"maximum items":                                          432,
+	"maximum length":                                         426,
+	"minimum":                                                429,
+	"minimum %s":                                             689,
+	"minimum items":                                          431,
+	"minimum length":                                         425,
+	"never":                                                  670,
+	"next attempt":                                           564,
+	"no":                                                     416,
+	"no answer within the timeout":                           533,
+	"no connection":                                          534,
+	"no grant: it takes nothing":                             178,
+	"no header":                                              262,
+	"no worker":                                              288,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 491,
+	"none": 246,
+	"none (revealed before reasons were asked for)": 643,
+	"none yet": 251,
+	"none: a failed call takes the node’s error path": 464,
+	"normal":                          404,
+	"not provided":                    695,
+	"not yet":                         671,
+	"null":                            698,
+	"number":                          397,
+	"object":                          402,
+	"on error":                        265,
+	"one of: %s":                      691,
+	"operator":                        412,
+	"optional %s field of type %s":    243,
+	"optional field of type %s":       245,
+	"optional → required":             236,
+	"pattern":                         427,
+	"pattern %s":                      687,
+	"pull":                            617,
+	"pull %s":                         272,
+	"pull (the service fetches it)":   409,
+	"push %s":                         271,
+	"push (Relais calls the service)": 410,
+	"push to %s":                      618,
+	"rejected":                        392,
+	"released":                        393,
+	"required %s field of type %s":    242,
+	"required changed":                420,
+	"required field of type %s":       244,
+	"required → optional":             237,
+	"reserved":                        386,
 	"retry":                           3,
-	"revision %d":                     560,
-	"revisions %s":                    714,
-	"revoked":                         176,
-	"routing changed":                 423,
-	"routing output":                  681,
-	"routing output %s → %s":          234,
-	"running":                         388,
-	"secret":                          405,
-	"sensitive":                       404,
-	"settled":                         561,
+	"revision %d":                     562,
+	"revisions %s":                    716,
+	"revoked":                         177,
+	"routing changed":                 424,
+	"routing output":                  683,
+	"routing output %s → %s":          235,
+	"running":                         389,
+	"secret":                          406,
+	"sensitive":                       405,
+	"settled":                         563,
 	"stop":                            5,
-	"stream":                          710,
-	"text":                            394,
-	"the contracts are the same (the name or a description changed).": 228,
-	"this session":             672,
-	"timeout %s":               626,
-	"timeout %s (the default)": 627,
-	"to":                       110,
-	"type changed":             418,
-	"unexpected value":         697,
-	"unknown":                  534,
-	"values added: %s":         237,
-	"values changed":           420,
-	"values removed: %s":       238,
-	"values reordered":         239,
-	"version %d":               595,
-	"waiting":                  529,
-	"yes":                      414,
-	"••• hidden (secret)":      407,
-	"••• hidden (sensitive)":   406,
-	"→ %s":                     620,
+	"stream":                          712,
+	"text":                            395,
+	"the contracts are the same (the name or a description changed).": 229,
+	"this session":             674,
+	"timeout %s":               628,
+	"timeout %s (the default)": 629,
+	"to":                       111,
+	"type changed":             419,
+	"unexpected value":         699,
+	"unknown":                  536,
+	"values added: %s":         238,
+	"values changed":           421,
+	"values removed: %s":       239,
+	"values reordered":         240,
+	"version %d":               597,
+	"waiting":                  531,
+	"yes":                      415,
+	"••• hidden (secret)":      408,
+	"••• hidden (sensitive)":   407,
+	"→ %s":                     622,
 }
 
-var enIndex = []uint32{ // 725 elements
+var enIndex = []uint32{ // 727 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
@@ -792,188 +794,188 @@ var enIndex = []uint32{ // 725 elements
 	0x000012c6, 0x000012d8, 0x000012e5, 0x000012f0,
 	0x0000130a, 0x00001314, 0x00001347, 0x00001476,
 	0x00001490, 0x000014b4, 0x000014d8, 0x000014ff,
-	0x0000153a, 0x000015e3, 0x0000165c, 0x000016b1,
+	0x00001527, 0x00001562, 0x0000160b, 0x00001684,
 	// Entry 60 - 7F
-	0x00001760, 0x0000177c, 0x00001781, 0x00001785,
-	0x0000178c, 0x00001793, 0x000017a4, 0x000017bd,
-	0x000017c9, 0x000017d1, 0x000017db, 0x0000189a,
-	0x000018a2, 0x000018ba, 0x000018bf, 0x000018c2,
-	0x000018d0, 0x000018de, 0x000018fa, 0x00001906,
-	0x0000199b, 0x000019c4, 0x000019e3, 0x00001a4b,
-	0x00001ade, 0x00001b93, 0x00001c27, 0x00001ca6,
-	0x00001cb5, 0x00001cbe, 0x00001cce, 0x00001cde,
+	0x000016d9, 0x00001788, 0x000017a4, 0x000017a9,
+	0x000017ad, 0x000017b4, 0x000017bb, 0x000017cc,
+	0x000017e5, 0x000017f1, 0x000017f9, 0x00001803,
+	0x000018c2, 0x000018ca, 0x000018e2, 0x000018e7,
+	0x000018ea, 0x000018f8, 0x00001906, 0x00001922,
+	0x0000192e, 0x000019c3, 0x000019ec, 0x00001a0b,
+	0x00001a73, 0x00001b06, 0x00001bbb, 0x00001c4f,
+	0x00001cce, 0x00001cdd, 0x00001ce6, 0x00001cf6,
 	// Entry 80 - 9F
-	0x00001ce5, 0x00001cf4, 0x00001cfe, 0x00001d1d,
-	0x00001d30, 0x00001d35, 0x00001d41, 0x00001d49,
-	0x00001d53, 0x00001d60, 0x00001d67, 0x00001d6f,
-	0x00001d8a, 0x00001d93, 0x00001da4, 0x00001dbb,
-	0x00001dde, 0x00001e05, 0x00001e26, 0x00001e37,
-	0x00001e3e, 0x00001e65, 0x00001e75, 0x00001e81,
-	0x00001eff, 0x00001f0f, 0x00001f77, 0x00001f8e,
-	0x00001fa2, 0x00001fdf, 0x000020cc, 0x000020d6,
+	0x00001d06, 0x00001d0d, 0x00001d1c, 0x00001d26,
+	0x00001d45, 0x00001d58, 0x00001d5d, 0x00001d69,
+	0x00001d71, 0x00001d7b, 0x00001d88, 0x00001d8f,
+	0x00001d97, 0x00001db2, 0x00001dbb, 0x00001dcc,
+	0x00001de3, 0x00001e06, 0x00001e2d, 0x00001e4e,
+	0x00001e5f, 0x00001e66, 0x00001e8d, 0x00001e9d,
+	0x00001ea9, 0x00001f27, 0x00001f37, 0x00001f9f,
+	0x00001fb6, 0x00001fca, 0x00002007, 0x000020f4,
 	// Entry A0 - BF
-	0x000020e3, 0x00002147, 0x0000215f, 0x000021a5,
-	0x000021ba, 0x00002229, 0x0000223a, 0x0000224d,
-	0x00002312, 0x0000232a, 0x0000232d, 0x00002332,
-	0x00002339, 0x00002344, 0x0000234a, 0x00002350,
-	0x00002357, 0x0000235f, 0x0000237a, 0x00002387,
-	0x00002395, 0x000023bf, 0x000023d6, 0x0000241c,
-	0x0000243e, 0x00002444, 0x00002449, 0x00002452,
-	0x00002461, 0x0000246d, 0x00002479, 0x0000248a,
+	0x000020fe, 0x0000210b, 0x0000216f, 0x00002187,
+	0x000021cd, 0x000021e2, 0x00002251, 0x00002262,
+	0x00002275, 0x0000233a, 0x00002352, 0x00002355,
+	0x0000235a, 0x00002361, 0x0000236c, 0x00002372,
+	0x00002378, 0x0000237f, 0x00002387, 0x000023a2,
+	0x000023af, 0x000023bd, 0x000023e7, 0x000023fe,
+	0x00002444, 0x00002466, 0x0000246c, 0x00002471,
+	0x0000247a, 0x00002489, 0x00002495, 0x000024a1,
 	// Entry C0 - DF
-	0x00002497, 0x000024f4, 0x00002503, 0x0000250e,
-	0x00002518, 0x00002556, 0x0000255f, 0x0000256f,
-	0x00002577, 0x00002580, 0x00002586, 0x00002590,
-	0x000025a2, 0x000025ea, 0x000025f8, 0x00002604,
-	0x0000260c, 0x00002613, 0x0000261a, 0x0000262b,
-	0x0000263a, 0x00002663, 0x0000266a, 0x00002675,
-	0x00002690, 0x00002698, 0x000026a4, 0x000026c0,
-	0x000026d7, 0x000026f9, 0x00002708, 0x00002714,
+	0x000024b2, 0x000024bf, 0x0000251c, 0x0000252b,
+	0x00002536, 0x00002540, 0x0000257e, 0x00002587,
+	0x00002597, 0x0000259f, 0x000025a8, 0x000025ae,
+	0x000025b8, 0x000025ca, 0x00002612, 0x00002620,
+	0x0000262c, 0x00002634, 0x0000263b, 0x00002642,
+	0x00002653, 0x00002662, 0x0000268b, 0x00002692,
+	0x0000269d, 0x000026b8, 0x000026c0, 0x000026cc,
+	0x000026e8, 0x000026ff, 0x00002721, 0x00002730,
 	// Entry E0 - FF
-	0x0000271b, 0x00002734, 0x0000274e, 0x000027f7,
-	0x0000280d, 0x0000284d, 0x0000287e, 0x000028a8,
-	0x000028cf, 0x000028f3, 0x0000291a, 0x00002939,
-	0x0000294f, 0x00002965, 0x00002979, 0x0000298f,
-	0x000029a0, 0x000029b7, 0x000029da, 0x000029fd,
-	0x00002a1a, 0x00002a37, 0x00002a3c, 0x00002a88,
-	0x00002a9b, 0x00002a9f, 0x00002aaf, 0x00002ab8,
-	0x00002acb, 0x00002af1, 0x00002b05, 0x00002b1b,
+	0x0000273c, 0x00002743, 0x0000275c, 0x00002776,
+	0x0000281f, 0x00002835, 0x00002875, 0x000028a6,
+	0x000028d0, 0x000028f7, 0x0000291b, 0x00002942,
+	0x00002961, 0x00002977, 0x0000298d, 0x000029a1,
+	0x000029b7, 0x000029c8, 0x000029df, 0x00002a02,
+	0x00002a25, 0x00002a42, 0x00002a5f, 0x00002a64,
+	0x00002ab0, 0x00002ac3, 0x00002ac7, 0x00002ad7,
+	0x00002ae0, 0x00002af3, 0x00002b19, 0x00002b2d,
 	// Entry 100 - 11F
-	0x00002bd7, 0x00002bec, 0x00002bf0, 0x00002bfd,
-	0x00002c0d, 0x00002c1a, 0x00002c24, 0x00002c2a,
-	0x00002c34, 0x00002c3d, 0x00002c4d, 0x00002c62,
-	0x00002c86, 0x00002ca2, 0x00002cba, 0x00002cc5,
-	0x00002cd0, 0x00002ce4, 0x00002dfa, 0x00002e1e,
-	0x00002e49, 0x00002e54, 0x00002e59, 0x00002e68,
-	0x00002e6f, 0x00002e86, 0x00002e9b, 0x00002ead,
-	0x00002ed0, 0x00002f02, 0x00002f18, 0x00002f22,
+	0x00002b43, 0x00002bff, 0x00002c14, 0x00002c18,
+	0x00002c25, 0x00002c35, 0x00002c42, 0x00002c4c,
+	0x00002c52, 0x00002c5c, 0x00002c65, 0x00002c75,
+	0x00002c8a, 0x00002cae, 0x00002cca, 0x00002ce2,
+	0x00002ced, 0x00002cf8, 0x00002d0c, 0x00002e22,
+	0x00002e46, 0x00002e71, 0x00002e7c, 0x00002e81,
+	0x00002e90, 0x00002e97, 0x00002eae, 0x00002ec3,
+	0x00002ed5, 0x00002ef8, 0x00002f2a, 0x00002f40,
 	// Entry 120 - 13F
-	0x00002f2c, 0x00002f41, 0x00002f8e, 0x00002f9e,
-	0x00002fd7, 0x0000302b, 0x00003035, 0x0000303c,
-	0x00003052, 0x0000308b, 0x00003090, 0x0000309a,
-	0x000030a8, 0x000030b5, 0x000030de, 0x00003101,
-	0x0000310e, 0x0000312e, 0x0000313a, 0x00003153,
-	0x0000315c, 0x00003166, 0x0000316f, 0x00003177,
-	0x00003181, 0x00003189, 0x00003191, 0x00003195,
-	0x00003199, 0x0000319d, 0x000031a1, 0x000031a5,
+	0x00002f4a, 0x00002f54, 0x00002f69, 0x00002fb6,
+	0x00002fc6, 0x00002fff, 0x00003053, 0x0000305d,
+	0x00003064, 0x0000307a, 0x000030b3, 0x000030b8,
+	0x000030c2, 0x000030d0, 0x000030dd, 0x00003106,
+	0x00003129, 0x00003136, 0x00003156, 0x00003162,
+	0x0000317b, 0x00003184, 0x0000318e, 0x00003197,
+	0x0000319f, 0x000031a9, 0x000031b1, 0x000031b9,
+	0x000031bd, 0x000031c1, 0x000031c5, 0x000031c9,
 	// Entry 140 - 15F
-	0x000031a9, 0x000031ad, 0x000031b1, 0x000031b5,
-	0x000031b9, 0x000031bd, 0x000031c1, 0x000031cb,
-	0x000031e9, 0x00003209, 0x0000322d, 0x00003251,
-	0x0000325a, 0x00003271, 0x00003279, 0x0000328a,
-	0x0000328f, 0x000032d4, 0x000032ec, 0x000032f1,
-	0x000032fc, 0x00003302, 0x0000330c, 0x00003314,
-	0x0000331c, 0x00003346, 0x00003360, 0x00003388,
-	0x000033b8, 0x000033be, 0x000033cd, 0x00003420,
+	0x000031cd, 0x000031d1, 0x000031d5, 0x000031d9,
+	0x000031dd, 0x000031e1, 0x000031e5, 0x000031e9,
+	0x000031f3, 0x00003211, 0x00003231, 0x00003255,
+	0x00003279, 0x00003282, 0x00003299, 0x000032a1,
+	0x000032b2, 0x000032b7, 0x000032fc, 0x00003314,
+	0x00003319, 0x00003324, 0x0000332a, 0x00003334,
+	0x0000333c, 0x00003344, 0x0000336e, 0x00003388,
+	0x000033b0, 0x000033e0, 0x000033e6, 0x000033f5,
 	// Entry 160 - 17F
-	0x0000343e, 0x00003560, 0x0000361f, 0x00003676,
-	0x000036a0, 0x000036cc, 0x000036f6, 0x000036fe,
-	0x00003704, 0x00003711, 0x00003723, 0x0000372c,
-	0x00003735, 0x00003747, 0x00003756, 0x00003778,
-	0x0000379c, 0x000037b8, 0x000037e3, 0x00003817,
-	0x00003825, 0x00003850, 0x00003862, 0x00003878,
-	0x000038a2, 0x000038eb, 0x0000390b, 0x00003914,
-	0x00003926, 0x00003949, 0x00003957, 0x00003966,
+	0x00003448, 0x00003466, 0x00003588, 0x00003647,
+	0x0000369e, 0x000036c8, 0x000036f4, 0x0000371e,
+	0x00003726, 0x0000372c, 0x00003739, 0x0000374b,
+	0x00003754, 0x0000375d, 0x0000376f, 0x0000377e,
+	0x000037a0, 0x000037c4, 0x000037e0, 0x0000380b,
+	0x0000383f, 0x0000384d, 0x00003878, 0x0000388a,
+	0x000038a0, 0x000038ca, 0x00003913, 0x00003933,
+	0x0000393c, 0x0000394e, 0x00003971, 0x0000397f,
 	// Entry 180 - 19F
-	0x00003973, 0x0000397d, 0x00003986, 0x0000398f,
-	0x00003999, 0x000039a1, 0x000039a6, 0x000039ae,
-	0x000039b7, 0x000039c0, 0x000039cd, 0x000039d2,
-	0x000039da, 0x000039e1, 0x000039e9, 0x000039ee,
-	0x000039fc, 0x00003a03, 0x00003a0a, 0x00003a0f,
-	0x00003a16, 0x00003a20, 0x00003a27, 0x00003a44,
-	0x00003a5e, 0x00003a7c, 0x00003a9c, 0x00003aaa,
-	0x00003ab3, 0x00003abc, 0x00003ac5, 0x00003ac9,
+	0x0000398e, 0x0000399b, 0x000039a5, 0x000039ae,
+	0x000039b7, 0x000039c1, 0x000039c9, 0x000039ce,
+	0x000039d6, 0x000039df, 0x000039e8, 0x000039f5,
+	0x000039fa, 0x00003a02, 0x00003a09, 0x00003a11,
+	0x00003a16, 0x00003a24, 0x00003a2b, 0x00003a32,
+	0x00003a37, 0x00003a3e, 0x00003a48, 0x00003a4f,
+	0x00003a6c, 0x00003a86, 0x00003aa4, 0x00003ac4,
+	0x00003ad2, 0x00003adb, 0x00003ae4, 0x00003aed,
 	// Entry 1A0 - 1BF
-	0x00003acc, 0x00003ad8, 0x00003ae6, 0x00003af3,
-	0x00003b04, 0x00003b13, 0x00003b2a, 0x00003b3d,
-	0x00003b4d, 0x00003b5c, 0x00003b6b, 0x00003b73,
-	0x00003b7a, 0x00003b82, 0x00003b8a, 0x00003b98,
-	0x00003ba6, 0x00003bbc, 0x00003bd1, 0x00003be2,
-	0x00003be8, 0x00003bef, 0x00003bf8, 0x00003c14,
-	0x00003c1d, 0x00003c27, 0x00003c30, 0x00003c39,
-	0x00003c42, 0x00003c59, 0x00003c61, 0x00003c6f,
+	0x00003af1, 0x00003af4, 0x00003b00, 0x00003b0e,
+	0x00003b1b, 0x00003b2c, 0x00003b3b, 0x00003b52,
+	0x00003b65, 0x00003b75, 0x00003b84, 0x00003b93,
+	0x00003b9b, 0x00003ba2, 0x00003baa, 0x00003bb2,
+	0x00003bc0, 0x00003bce, 0x00003be4, 0x00003bf9,
+	0x00003c0a, 0x00003c10, 0x00003c17, 0x00003c20,
+	0x00003c3c, 0x00003c45, 0x00003c4f, 0x00003c58,
+	0x00003c61, 0x00003c6a, 0x00003c81, 0x00003c89,
 	// Entry 1C0 - 1DF
-	0x00003c9c, 0x00003ca8, 0x00003cb6, 0x00003cfd,
-	0x00003d09, 0x00003d11, 0x00003d3c, 0x00003d87,
-	0x00003e49, 0x00003e4d, 0x00003e73, 0x00003e78,
-	0x00003e93, 0x00003ea4, 0x00003eb0, 0x00003eb8,
-	0x00003eea, 0x00003ef3, 0x00003efc, 0x00003f18,
-	0x00003f25, 0x00003f33, 0x00003f5f, 0x00003f85,
-	0x00003fa6, 0x00003fb1, 0x00003fdf, 0x00003ffc,
-	0x0000402b, 0x0000405d, 0x0000407b, 0x000040b0,
+	0x00003c97, 0x00003cc4, 0x00003cd0, 0x00003cde,
+	0x00003d25, 0x00003d31, 0x00003d39, 0x00003d64,
+	0x00003daf, 0x00003e71, 0x00003e75, 0x00003e9b,
+	0x00003ea0, 0x00003ebb, 0x00003ecc, 0x00003ed8,
+	0x00003ee0, 0x00003f12, 0x00003f1b, 0x00003f24,
+	0x00003f40, 0x00003f4d, 0x00003f5b, 0x00003f87,
+	0x00003fad, 0x00003fce, 0x00003fd9, 0x00004007,
+	0x00004024, 0x00004053, 0x00004085, 0x000040a3,
 	// Entry 1E0 - 1FF
-	0x000040cc, 0x000040eb, 0x000040fa, 0x00004107,
-	0x00004115, 0x00004122, 0x0000412b, 0x00004146,
-	0x00004161, 0x0000416b, 0x000041be, 0x0000423c,
-	0x000042b2, 0x000042df, 0x00004319, 0x000043f8,
-	0x00004418, 0x0000443e, 0x00004468, 0x000044a0,
-	0x000044dd, 0x00004501, 0x0000457a, 0x0000459f,
-	0x000045ce, 0x0000462e, 0x00004687, 0x000046e1,
-	0x000046fb, 0x00004719, 0x0000474d, 0x0000478d,
+	0x000040d8, 0x000040f4, 0x00004113, 0x0000416e,
+	0x0000417d, 0x0000418a, 0x00004198, 0x000041a5,
+	0x000041ae, 0x000041c9, 0x000041e4, 0x000041ee,
+	0x00004241, 0x000042bf, 0x00004335, 0x00004362,
+	0x0000439c, 0x0000447b, 0x0000449b, 0x000044c1,
+	0x000044eb, 0x00004523, 0x00004560, 0x00004584,
+	0x000045fd, 0x00004622, 0x00004651, 0x000046b1,
+	0x0000470a, 0x00004764, 0x0000477e, 0x0000479c,
 	// Entry 200 - 21F
-	0x000047b7, 0x000047c6, 0x00004891, 0x000048c2,
-	0x000048f1, 0x00004904, 0x00004979, 0x0000498c,
-	0x000049c0, 0x000049f4, 0x00004a04, 0x00004a4b,
-	0x00004a78, 0x00004a85, 0x00004a95, 0x00004ac5,
-	0x00004aff, 0x00004b22, 0x00004b2a, 0x00004b42,
-	0x00004b5f, 0x00004b6d, 0x00004b7e, 0x00004b86,
-	0x00004b91, 0x00004bb2, 0x00004bf4, 0x00004c24,
-	0x00004c5f, 0x00004c71, 0x00004c92, 0x00004ca2,
+	0x000047d0, 0x00004810, 0x0000483a, 0x00004849,
+	0x00004914, 0x00004945, 0x00004974, 0x00004987,
+	0x000049fc, 0x00004a0f, 0x00004a43, 0x00004a77,
+	0x00004a87, 0x00004ace, 0x00004afb, 0x00004b08,
+	0x00004b18, 0x00004b48, 0x00004b82, 0x00004ba5,
+	0x00004bad, 0x00004bc5, 0x00004be2, 0x00004bf0,
+	0x00004c01, 0x00004c09, 0x00004c14, 0x00004c35,
+	0x00004c77, 0x00004ca7, 0x00004ce2, 0x00004cf4,
 	// Entry 220 - 23F
-	0x00004ce1, 0x00004cf2, 0x00004d04, 0x00004d10,
-	0x00004d21, 0x00004d3b, 0x00004d43, 0x00004d54,
-	0x00004d5a, 0x00004d6e, 0x00004d86, 0x00004dab,
-	0x00004db9, 0x00004df7, 0x00004e34, 0x00004e60,
-	0x00004e9d, 0x00004eac, 0x00004eb4, 0x00004ec1,
-	0x00004ed1, 0x00004ee8, 0x00004ef3, 0x00004f02,
-	0x00004f08, 0x00004f16, 0x00004f20, 0x00004f2b,
-	0x00004f3e, 0x00004f63, 0x00004f8e, 0x0000501f,
+	0x00004d15, 0x00004d25, 0x00004d64, 0x00004d75,
+	0x00004d87, 0x00004d93, 0x00004da4, 0x00004dbe,
+	0x00004dc6, 0x00004dd7, 0x00004ddd, 0x00004df1,
+	0x00004e09, 0x00004e2e, 0x00004e3c, 0x00004e7a,
+	0x00004eb7, 0x00004ee3, 0x00004f20, 0x00004f2f,
+	0x00004f37, 0x00004f44, 0x00004f54, 0x00004f6b,
+	0x00004f76, 0x00004f85, 0x00004f8b, 0x00004f99,
+	0x00004fa3, 0x00004fae, 0x00004fc1, 0x00004fe6,
 	// Entry 240 - 25F
-	0x0000505a, 0x00005079, 0x000050b7, 0x000050ee,
-	0x0000511c, 0x0000512a, 0x000051bd, 0x000051db,
-	0x00005332, 0x00005340, 0x00005354, 0x00005375,
-	0x00005389, 0x0000538f, 0x000053a3, 0x00005416,
-	0x00005463, 0x00005474, 0x0000548b, 0x000054a8,
-	0x000054b6, 0x000054c4, 0x000054cf, 0x000054d5,
-	0x000055c7, 0x000055cd, 0x000055ff, 0x00005604,
-	0x00005614, 0x0000561f, 0x00005628, 0x00005638,
+	0x00005011, 0x000050a2, 0x000050dd, 0x000050fc,
+	0x0000513a, 0x00005171, 0x0000519f, 0x000051ad,
+	0x00005240, 0x0000525e, 0x000053b5, 0x000053c3,
+	0x000053d7, 0x000053f8, 0x0000540c, 0x00005412,
+	0x00005426, 0x00005499, 0x000054e6, 0x000054f7,
+	0x0000550e, 0x0000552b, 0x00005539, 0x00005547,
+	0x00005552, 0x00005558, 0x0000564a, 0x00005650,
+	0x00005682, 0x00005687, 0x00005697, 0x000056a2,
 	// Entry 260 - 27F
-	0x00005652, 0x000056f7, 0x0000570d, 0x00005792,
-	0x0000580c, 0x0000581b, 0x000058d5, 0x00005926,
-	0x0000592b, 0x00005939, 0x00005949, 0x00005955,
-	0x00005965, 0x0000596f, 0x00005992, 0x000059ab,
-	0x000059be, 0x00005a2a, 0x00005a39, 0x00005a47,
-	0x00005a63, 0x00005a72, 0x00005a88, 0x00005ac1,
-	0x00005af3, 0x00005b4b, 0x00005b82, 0x00005b99,
-	0x00005ba7, 0x00005beb, 0x00005c10, 0x00005c87,
+	0x000056ab, 0x000056bb, 0x000056d5, 0x0000577a,
+	0x00005790, 0x00005815, 0x0000588f, 0x0000589e,
+	0x00005958, 0x000059a9, 0x000059ae, 0x000059bc,
+	0x000059cc, 0x000059d8, 0x000059e8, 0x000059f2,
+	0x00005a15, 0x00005a2e, 0x00005a41, 0x00005aad,
+	0x00005abc, 0x00005aca, 0x00005ae6, 0x00005af5,
+	0x00005b0b, 0x00005b44, 0x00005b76, 0x00005bce,
+	0x00005c05, 0x00005c1c, 0x00005c2a, 0x00005c6e,
 	// Entry 280 - 29F
-	0x00005c9d, 0x00005cb4, 0x00005ce2, 0x00005cf5,
-	0x00005d1d, 0x00005d24, 0x00005d8c, 0x00005db6,
-	0x00005de6, 0x00005e44, 0x00005f52, 0x00005ff2,
-	0x00006006, 0x000060b1, 0x00006127, 0x0000612f,
-	0x0000616a, 0x00006170, 0x000061ec, 0x00006234,
-	0x0000625f, 0x000062c1, 0x00006323, 0x000063ca,
-	0x000063e5, 0x000063ef, 0x000063f4, 0x000063fe,
-	0x00006406, 0x0000640c, 0x00006414, 0x00006422,
+	0x00005c93, 0x00005d0a, 0x00005d20, 0x00005d37,
+	0x00005d65, 0x00005d78, 0x00005da0, 0x00005da7,
+	0x00005e0f, 0x00005e39, 0x00005e69, 0x00005ec7,
+	0x00005fd5, 0x00006075, 0x00006089, 0x00006134,
+	0x000061aa, 0x000061b2, 0x000061ed, 0x000061f3,
+	0x0000626f, 0x000062b7, 0x000062e2, 0x00006344,
+	0x000063a6, 0x0000644d, 0x00006468, 0x00006472,
+	0x00006477, 0x00006481, 0x00006489, 0x0000648f,
 	// Entry 2A0 - 2BF
-	0x0000642c, 0x00006439, 0x0000644c, 0x00006470,
-	0x000064f0, 0x00006501, 0x00006509, 0x0000657e,
-	0x000065d2, 0x00006614, 0x00006623, 0x0000662f,
-	0x0000666b, 0x000066a5, 0x000066b3, 0x000066c0,
-	0x000066ce, 0x000066dc, 0x000066ea, 0x0000671c,
-	0x0000674c, 0x000067a8, 0x000067b5, 0x000067d5,
-	0x000067ef, 0x000067f4, 0x00006805, 0x0000688b,
-	0x000068b0, 0x000068b7, 0x000068c0, 0x000068d3,
+	0x00006497, 0x000064a5, 0x000064af, 0x000064bc,
+	0x000064cf, 0x000064f3, 0x00006573, 0x00006584,
+	0x0000658c, 0x00006601, 0x00006655, 0x00006697,
+	0x000066a6, 0x000066b2, 0x000066ee, 0x00006728,
+	0x00006736, 0x00006743, 0x00006751, 0x0000675f,
+	0x0000676d, 0x0000679f, 0x000067cf, 0x0000682b,
+	0x00006838, 0x00006858, 0x00006872, 0x00006877,
+	0x00006888, 0x0000690e, 0x00006933, 0x0000693a,
 	// Entry 2C0 - 2DF
-	0x000068dd, 0x000068e7, 0x000068f1, 0x00006909,
-	0x0000691f, 0x0000692b, 0x0000694d, 0x00006954,
-	0x00006961, 0x00006972, 0x00006999, 0x000069a9,
-	0x000069fd, 0x00006a4d, 0x00006aad, 0x00006b00,
-	0x00006b38, 0x00006b88, 0x00006bbc, 0x00006bdb,
-	0x00006bfb,
-} // Size: 2924 bytes
+	0x00006943, 0x00006956, 0x00006960, 0x0000696a,
+	0x00006974, 0x0000698c, 0x000069a2, 0x000069ae,
+	0x000069d0, 0x000069d7, 0x000069e4, 0x000069f5,
+	0x00006a1c, 0x00006a2c, 0x00006a80, 0x00006ad0,
+	0x00006b30, 0x00006b83, 0x00006bbb, 0x00006c0b,
+	0x00006c3f, 0x00006c5e, 0x00006c7e,
+} // Size: 2932 bytes
 
-const enData string = "" + // Size: 27643 bytes
+const enData string = "" + // Size: 27774 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1055,352 +1057,353 @@ const enData string = "" + // Size: 27643 bytes
 	" built): they cannot be retried and are left out. Abandon or stop them." +
 	"\x02Cannot act on this filter\x02Process %[1]s has no version %[2]d.\x02" +
 	"No process has the key “%[1]s”.\x02No definition has the key “%[1]s”." +
-	"\x02The confirmed count is missing: start again from the list.\x02The co" +
-	"unt changed since you confirmed it (it was %[1]d): instances were settle" +
-	"d, started or acted on meanwhile. Nothing was done; check the new count " +
-	"and confirm again.\x02This bulk action was already applied (the form was" +
-	" sent again): its records are in the audit log. Nothing more was done." +
-	"\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02B" +
-	"ulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d " +
-	"skipped: it changed after the count (settled, or acted on by someone els" +
-	"e).\x00T\x02%[1]d skipped: they changed after the count (settled, or act" +
-	"ed on by someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who" +
-	"\x02Action\x02Reason\x02Process instance\x02Occurrence offered again\x02" +
-	"Bulk action\x02deleted\x02Audit log\x02Every retry, abandon and stop an " +
-	"operator applied, with its reason. Reveals of sensitive values have thei" +
-	"r own log, which administrators read on the Reveals page (GET /api/v1/au" +
-	"dit/reveals).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply" +
-	" filters\x02Clear filters\x02No operator action matches.\x02All actions" +
-	"\x02The process instance must be a whole instance id (a UUID): the lists" +
-	" show the end of each id; open the instance, or copy its link, for the w" +
-	"hole id.\x02The bulk action must be its id (a UUID).\x02Operator actions" +
-	", newest first\x02Showing the %[1]d instances bulk action %[2]s changed." +
-	" While it runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s" +
-	", started %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d " +
-	"skipped (they changed after the count). It ended %[7]s.\x02Bulk %[1]s by" +
-	" %[2]s, started %[3]s, was stopped by an error after %[4]d of the %[5]d " +
-	"instances counted (%[6]d skipped). What it applied stays; act on the fil" +
-	"ter again for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is runnin" +
-	"g: %[4]d of the %[5]d instances counted done so far (%[6]d skipped). Eac" +
-	"h reload shows how far it got.\x02No progress since %[1]s: the replica r" +
-	"unning it may have stopped. What it applied stays; act on the filter aga" +
-	"in for the rest.\x02Relais console\x02Language\x02Skip to content\x02Mai" +
-	"n navigation\x02Health\x02External tasks\x02Processes\x02Find an instanc" +
-	"e or occurrence\x02id or business key\x02Find\x02Definitions\x02Workers" +
-	"\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s" +
-	" (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display set" +
-	"tings:\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload e" +
-	"very %[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02R" +
-	"esume\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02No" +
-	"t allowed\x02Your role can read definitions and processes only: external" +
-	" tasks and process instances are for operators and administrators.\x02In" +
-	"valid request\x02The field “%[1]s” holds a NUL character or bytes that a" +
-	"re not UTF-8 text: correct it and try again.\x02Back to external tasks" +
-	"\x02Back to definitions\x02Nothing exists at this address, or it is not " +
-	"visible to you.\x02Nothing exists at this address, or it is not visible " +
-	"to you. An ended instance is deleted, with its occurrences and attempts," +
-	" once the retention period (RELAIS_RETENTION) has passed; the audit log " +
-	"keeps the operator actions taken on it.\x02Not found\x02Form refused\x02" +
-	"This form was not sent from this console session, or it has expired. Rel" +
-	"oad the page and try again.\x02Temporarily unavailable\x02The database c" +
-	"annot be reached right now. Try again in a few seconds.\x02Something wen" +
-	"t wrong\x02The console could not show this page. Try again; if it persis" +
-	"ts, give your administrator the request id %[1]s.\x02No consumer yet." +
-	"\x02No more consumers.\x02The external services that take tasks, and the" +
-	" definitions each may take. Create consumers, change their grants and ro" +
-	"tate their tokens through the API (/api/v1/consumers); tokens are never " +
-	"shown.\x02Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on" +
-	"\x02State\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing" +
-	"\x02Reserved now\x02All its tasks\x02%[1]s: every revision, present and " +
-	"future\x02%[1]s: revisions %[2]s\x02Counting the occurrences; the counts" +
-	" appear when you reload the page.\x02Counts are unavailable right now." +
-	"\x02Field\x02Type\x02Required\x02Classification\x02Constraints\x02Descri" +
-	"ption\x02Definition %[1]s\x02Working copy\x02The only mutable part of a " +
-	"definition. Processes never use it directly: they pin a revision.\x02Rou" +
-	"ting output\x02Last saved\x02Revisions\x02No revision yet: the Working c" +
-	"opy has never been snapshotted.\x02Releases\x02No release yet.\x02Releas" +
-	"e\x02Revision\x02Notes\x02Published\x02Compare revisions\x02Lists every " +
-	"change from one revision to another, and whom it may break.\x02From revi" +
-	"sion\x02To revision\x02Compare\x02Change\x02Detail\x02Breaks processes" +
-	"\x02Breaks workers\x02These revisions have the same contracts.\x02Inputs" +
-	"\x02No inputs.\x02Inputs of the working copy\x02Outputs\x02No outputs." +
-	"\x02Outputs of the working copy\x02Releases, oldest first\x02Changes bet" +
-	"ween the two revisions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inp" +
-	"uts of revision %[1]d\x02Outputs of revision %[1]d\x02The Working copy h" +
-	"as changes not yet snapshotted: they are in no revision (workers and pro" +
-	"cesses use revision %[1]d at most) until a snapshot makes them revision " +
-	"%[2]d.\x02Since revision %[1]d:\x02the contracts are the same (the name " +
-	"or a description changed).\x02Changes of the Working copy since revision" +
-	" %[1]d\x02Choose two existing revisions to compare.\x02From revision %[1" +
-	"]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00" +
-	"\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00" +
-	"\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02optional → req" +
-	"uired\x02required → optional\x02values added: %[1]s\x02values removed: %" +
-	"[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field" +
-	" of type %[2]s\x02optional %[1]s field of type %[2]s\x02required field o" +
-	"f type %[1]s\x02optional field of type %[1]s\x02none\x02Task contracts: " +
-	"their Working copy, immutable revisions and named releases.\x02Definitio" +
-	"ns by key\x02Key\x02Latest revision\x02none yet\x02No definition yet." +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases" +
-	"\x02No destination yet.\x02No more destinations.\x02The HTTP endpoints p" +
-	"ush nodes call. Values of the URL's query and of the headers are sealed " +
-	"and never shown. Create, change and delete destinations through the API " +
-	"(/api/v1/destinations).\x02Destinations by name\x02URL\x02Headers sent" +
-	"\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its calls" +
-	"\x02on error\x02any other error\x02held for an operator\x02an incident: " +
-	"retry, abandon or stop\x02end: completes the instance\x02end: fails the " +
-	"instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each defi" +
-	"nition’s queue and incidents now, and what its workers finished in the l" +
-	"ast hour: occurrences that ended completed or failed. An occurrence retr" +
-	"ied since counts where it ends next; a failed attempt with attempts left" +
-	" is not counted, its occurrence’s page lists it.\x02Completions and fail" +
-	"ures, last hour\x02Definitions, those needing attention first\x02Definit" +
-	"ion\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits\x02Com" +
-	"pleted, last hour\x02Failed, last hour\x02No definition has occurrences " +
-	"yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02claimable s" +
-	"ince %[1]s\x02long wait\x02no worker\x02Show all definitions\x02No defin" +
-	"ition %[1]s has occurrences: check the key, or show all definitions.\x02" +
-	"All definitions\x02Completions and failures per 5 minutes, last hour: %[" +
-	"1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart gives e" +
-	"ach 5-minute slot.\x02completed\x02failed\x02The chart’s numbers\x02Comp" +
-	"letions and failures per 5-minute slot, oldest first\x02Slot\x02Complete" +
-	"d\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d co" +
-	"mpleted\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
-	"failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[" +
-	"4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]" +
-	"s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan" +
-	"\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov" +
-	"\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b" +
-	"\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]" +
-	"d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d min" +
-	"utes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d second" +
-	"s\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actions" +
-	"\x02Path\x02The nodes this instance reached, in order, each with its occ" +
-	"urrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02Ne" +
-	"xt node\x02Created\x02Settled\x02This instance has not reached a task ye" +
-	"t.\x02Recorded operator actions\x02No operator has acted on this instanc" +
-	"e.\x02Operator actions on this instance, newest first\x02Value\x02Proces" +
-	"s inputs\x02Inputs the instance was started with, labelled by process ve" +
-	"rsion %[1]d's contract\x02This process takes no inputs.\x02This instance" +
-	" is held at a failed node: an incident. It cannot be retried: its occurr" +
-	"ence at node %[1]s failed before any attempt (its inputs could not be bu" +
-	"ilt), so it would fail the same way. Abandon fails the instance; stop ca" +
-	"ncels it. Each asks for a reason, recorded in the audit log.\x02This ins" +
-	"tance is held at a failed node: an incident. Retry offers the failed occ" +
-	"urrence again; abandon fails the instance; stop cancels it. Each asks fo" +
-	"r a reason, recorded in the audit log.\x02Stopping cancels the instance " +
-	"and its open occurrences. It does not complete anything.\x02Stopped by %" +
-	"[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retr" +
-	"ied by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02F" +
-	"ailed occurrence\x02Held for\x02End node\x02Abandoned at node\x02Failed " +
-	"at node\x02held, then stopped by an operator\x02held, then abandoned by " +
-	"an operator\x02Unknown status “%[1]s”.\x02The version must be a whole nu" +
-	"mber from 1.\x02A version is a process’s: choose the process too.\x02Cre" +
-	"ation date\x02The page size must be between 1 and %[1]d.\x02Process inst" +
-	"ances\x02exact, case-sensitive\x02Act on every instance this filter matc" +
-	"hes\x02The next page counts them and asks for a reason before anything c" +
-	"hanges.\x02Process instances, newest first\x02Instance\x02End node or er" +
-	"ror\x02No instance matches these filters.\x02All processes\x02Any defini" +
-	"tion\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled" +
-	"\x02running\x02held\x02expired\x02rejected\x02released\x02disconnected" +
-	"\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02cho" +
-	"ice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (se" +
-	"nsitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02push" +
-	" (Relais calls the service)\x02administrator\x02operator\x02designer\x02" +
-	"consumer\x02yes\x02no\x02field added\x02field removed\x02type changed" +
-	"\x02required changed\x02values changed\x02classification changed\x02cons" +
-	"traint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
-	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
-	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
-	"\x02Relais has not called the destination yet.\x02Relais never called th" +
-	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
-	" destination’s status code only when it refused the call (destination_ht" +
-	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
-	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
-	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
-	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
-	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
-	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
-	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
-	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
-	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
-	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
-	" with the reveal)\x02Available from\x02Next attempt\x02Last reserved\x02" +
-	"Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02Error (before " +
-	"any attempt)\x02Retryable\x02no: the service marked this failure as not " +
-	"retryable (attempts left unused: %[1]d)\x02The destination did not answe" +
-	"r within the call’s timeout (%[1]s): it may have acted all the same, so " +
-	"check before retrying.\x02The destination did not answer within the call" +
-	"’s timeout: it may have acted all the same, so check before retrying." +
-	"\x02The deadline passed before a result arrived.\x02The result did not m" +
-	"atch the revision's outputs contract.\x02The answer to the call was lost" +
-	" (the connection broke after the request was sent, or Relais stopped or " +
-	"could not reach its database before recording it): whether the destinati" +
-	"on acted is unknown, so it is not called again.\x02The call could not be" +
-	" prepared.\x02The destination could not be reached.\x02The destination’s" +
-	" answer was too large.\x02The last attempt’s lock expired with no attemp" +
-	"t left.\x02The inputs could not be built from the process’s bindings." +
-	"\x02An operator abandoned the instance.\x02A Camunda 7 worker reported a" +
-	" failure with no retries left (retries: 0, or a budget already spent): i" +
-	"t is not run again.\x02The destination answered HTTP %[1]s.\x02No live w" +
-	"orker takes %[1]s now (Workers page).\x02No live worker takes revision %" +
-	"[1]d: the live workers of %[2]s declare inputs it does not have.\x02No l" +
-	"ive worker takes revision %[1]d: the live workers of %[2]s take revision" +
-	" %[3]d only.\x02No live worker takes revision %[1]d: the live workers of" +
-	" %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered " +
-	"from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again." +
-	"\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02W" +
-	"aiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s" +
-	" budget (%[1]s) ended %[2]s without its result recorded: the replica mak" +
-	"ing it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]s" +
-	"): ask the destination whether it took effect.\x02Relais is calling the " +
-	"destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]" +
-	"s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of th" +
-	"e same consumer, or a front end with a settle token, completes it later." +
-	"\x02Completed (%[1]s).\x02Its instance is held here, waiting for an oper" +
-	"ator.\x02Its instance went on along the node’s error path.\x02Failed (%[" +
-	"1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s”" +
-	".\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02con" +
-	"sumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[1]s" +
-	" (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferred;" +
-	" settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer wi" +
-	"thin the timeout\x02no connection\x02answer too large\x02unknown\x02[red" +
-	"acted]\x02Message from Relais (in English)\x02Message from the service (" +
-	"its own words, protected values masked)\x02The revision must be a whole " +
-	"number, 1 or more.\x02A revision is a definition’s: choose the definitio" +
-	"n too.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02Settlemen" +
-	"t date\x02More filters: instance, revision, consumer, destination, dates" +
-	"\x02Push destination\x02its name, exactly\x02instance id\x02Counts by st" +
-	"atus\x02Occurrences, newest first\x02Message\x02Process and node\x02Erro" +
-	"r\x02Consumer and worker\x02Next attempt or settled\x02No occurrence mat" +
-	"ches these filters.\x02All consumers\x02Totals of definition %[1]s, not " +
-	"narrowed by the other filters\x02Totals of all definitions, not narrowed" +
-	" by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence" +
-	"\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are refresh" +
-	"ed every few seconds.\x02revision %[1]d\x02settled\x02next attempt\x02cl" +
-	"aimable since\x02call in progress since\x02lock until\x02deferred since" +
-	"\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s–%[2]" +
-	"s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day comes " +
-	"after the last.\x02This address holds a parameter that cannot be read (a" +
-	" percent sign not followed by two hexadecimal digits, or a semicolon): c" +
-	"orrect the address.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?)" +
-	".\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d " +
-	"times: give it once.\x02The page cursor is invalid: go back to the first" +
-	" page.\x02These settings are kept in this browser only.\x02Show times in" +
-	"\x02The console runs no script, so it cannot read your computer’s time z" +
-	"one: choose its offset from UTC. Offsets do not follow daylight saving t" +
-	"ime.\x02Reload lists and detail pages\x02A reload empties what you typed" +
-	" but did not apply (filters, the search box) and moves the focus back to" +
-	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
-	"ps it until you resume. Pages where you type a reason (confirmations, an" +
-	"d occurrences with a value to reveal) never reload on their own, nor doe" +
-	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
-	"dinated universal time)\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
-	"econds\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn, with where their occurrences are now.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn.\x02Processe" +
-	"s by key\x02Versions, newest first\x02No process is published yet.\x02ve" +
-	"rsion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s). Each box says how many of this version’s occurrences are at that nod" +
-	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
-	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
-	"Instances of this version\x02Columns follow the longest path from the st" +
-	"art node. Solid arrows are successes (labelled with their route), dashed" +
-	" ones failures (labelled with their error codes).\x02Nodes of this versi" +
-	"on\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
-	"2]d). The table below lists every node with its routes and counts.\x02Th" +
-	"is version has %[1]d nodes: too many to draw legibly (at most %[2]d). Th" +
-	"e table below lists every node with its routes.\x02Graph of %[1]s\x14" +
-	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
-	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
-	"t %[2]s. The table below lists the same nodes, routes and counts.\x02%[1" +
-	"]d nodes, starting at %[2]s. The table below lists the same nodes and ro" +
-	"utes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]" +
-	"s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout " +
-	"%[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts" +
-	" as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrator" +
-	"s may reveal a sensitive value.\x02Say why you reveal this value: the re" +
-	"ason is recorded with the reveal in the audit log.\x02Revealed by %[1]s " +
-	"at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot" +
-	" reveal\x02Only a value this page shows as hidden (sensitive) can be rev" +
-	"ealed.\x02Secret values can never be revealed.\x02Every sensitive value " +
-	"an administrator revealed: who, when, which field and why. The values th" +
-	"emselves are never kept.\x02Reveals, newest first\x02No value was reveal" +
-	"ed.\x02none (revealed before reasons were asked for)\x02Method not allow" +
-	"ed\x02This page does not accept that request.\x02Search\x02Type an insta" +
-	"nce or occurrence id (a whole UUID, as the title of its page shows it), " +
-	"or a business key.\x02Nothing to find: the search box is empty.\x02That " +
-	"is too long to be an id or a business key.\x02No instance or occurrence " +
-	"has the id “%[1]s”, and no instance has it as its business key.\x02No in" +
-	"stance or occurrence has the id “%[1]s”, and no instance has it as its b" +
-	"usiness key. An ended instance is deleted, with its occurrences and atte" +
-	"mpts, once the retention period (RELAIS_RETENTION) has passed; the audit" +
-	" log keeps the operator actions taken on it.\x02No instance has “%[1]s” " +
-	"as its business key, and it is not a whole id: the lists show the end of" +
-	" each id. Open the row, or copy its link, for the whole id.\x02You are s" +
-	"igned out.\x02Your session had ended (inactivity, a sign-out elsewhere, " +
-	"a revoked token or a restart of the server), so your last action was not" +
-	" applied. Sign in again, then repeat it.\x02Your session has ended (inac" +
-	"tivity, a sign-out elsewhere, a revoked token or a restart of the server" +
-	"). Sign in again.\x02Sign in\x02Sign in with an operator, designer or ad" +
-	"ministrator token.\x02Token\x02The token is checked once and never store" +
-	"d in your browser; a session cookie stands for it for up to 8 hours of i" +
-	"nactivity.\x02Too many failed sign-ins from your address. Try again in %" +
-	"[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1]s t" +
-	"oken cannot open the console: sign in with an operator, designer or admi" +
-	"nistrator token.\x02Only administrators see this page: tokens, consumers" +
-	", destinations and the reveal log are theirs.\x02Staff tokens (administr" +
-	"ators, designers, operators) that are not revoked. Consumer tokens are m" +
-	"anaged with their consumers. Revoking a token refuses its next request." +
-	"\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expi" +
-	"res\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02R" +
-	"evoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request" +
-	" is refused, and console sessions opened with it end. This cannot be und" +
-	"one: whoever uses it needs a new token.\x02Revoke the token\x02Keep it" +
-	"\x02This is the token you signed in with: revoking it signs you out. Its" +
-	" next request is refused. This cannot be undone.\x02This is the last usa" +
-	"ble administrator token: create another one before revoking it.\x02The t" +
-	"oken %[1]s (%[2]s) was revoked: its next request is refused.\x02routing " +
-	"output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d char" +
-	"acter\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18" +
-	"\x02at most %[1]d character\x00\x19\x02at most %[1]d characters\x02patte" +
-	"rn %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[" +
-	"1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at lea" +
-	"st %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14" +
-	"\x02at most %[1]d items\x02%[1]d more values not shown: the page shows t" +
-	"he first %[2]d, the API's detail has them all.\x02not provided\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d char" +
-	"acters in all)\x02null\x02unexpected value\x02Workers connected by a str" +
-	"eam, and polling workers by their last fetch. A worker is listed while i" +
-	"t was seen within three heartbeats.\x02Workers seen within three heartbe" +
-	"ats\x02Worker\x02Protocol\x02Definitions served\x02In flight\x02Connecte" +
-	"d\x02Last seen\x02No worker is connected.\x02Workers serving %[1]s\x02Al" +
-	"l workers\x02No worker serves this definition.\x02stream\x02long polling" +
-	"\x02Camunda 7 facade\x02every revision its consumer is granted\x02revisi" +
-	"ons %[1]s\x02No worker serves this definition: its occurrences wait unti" +
-	"l one connects or polls.\x02No process uses this definition yet: it need" +
-	"s a worker once a process pulls it.\x02No process pulls this definition:" +
-	" Relais calls its destinations (push), and it needs no worker.\x02No wor" +
-	"ker is connected for this definition; none of its occurrences waits for " +
-	"one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Se" +
-	"rved by %[1]d workers\x02Revisions they take: %[1]s; some take every rev" +
-	"ision their consumer is granted.\x02They take every revision their consu" +
-	"mer is granted.\x02They take revision %[1]d only.\x02They take revisions" +
-	" %[1]s only."
+	"\x02Definition %[1]s has no revision %[2]d.\x02The confirmed count is mi" +
+	"ssing: start again from the list.\x02The count changed since you confirm" +
+	"ed it (it was %[1]d): instances were settled, started or acted on meanwh" +
+	"ile. Nothing was done; check the new count and confirm again.\x02This bu" +
+	"lk action was already applied (the form was sent again): its records are" +
+	" in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %" +
+	"[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d inst" +
+	"ances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the c" +
+	"ount (settled, or acted on by someone else).\x00T\x02%[1]d skipped: they" +
+	" changed after the count (settled, or acted on by someone else).\x02%[1]" +
+	"s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process in" +
+	"stance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit lo" +
+	"g\x02Every retry, abandon and stop an operator applied, with its reason." +
+	" Reveals of sensitive values have their own log, which administrators re" +
+	"ad on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a toke" +
+	"n’s name, exact\x02from\x02to\x02Apply filters\x02Clear filters\x02No op" +
+	"erator action matches.\x02All actions\x02The process instance must be a " +
+	"whole instance id (a UUID): the lists show the end of each id; open the " +
+	"instance, or copy its link, for the whole id.\x02The bulk action must be" +
+	" its id (a UUID).\x02Operator actions, newest first\x02Showing the %[1]d" +
+	" instances bulk action %[2]s changed. While it runs, each reload shows h" +
+	"ow far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d o" +
+	"f the %[5]d instances counted, %[6]d skipped (they changed after the cou" +
+	"nt). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped " +
+	"by an error after %[4]d of the %[5]d instances counted (%[6]d skipped). " +
+	"What it applied stays; act on the filter again for the rest.\x02Bulk %[1" +
+	"]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instances cou" +
+	"nted done so far (%[6]d skipped). Each reload shows how far it got.\x02N" +
+	"o progress since %[1]s: the replica running it may have stopped. What it" +
+	" applied stays; act on the filter again for the rest.\x02Relais console" +
+	"\x02Language\x02Skip to content\x02Main navigation\x02Health\x02External" +
+	" tasks\x02Processes\x02Find an instance or occurrence\x02id or business " +
+	"key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02To" +
+	"kens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display set" +
+	"tings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloadin" +
+	"g paused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no" +
+	" auto-reload\x02Reloading paused\x02Resume\x02This page reloads every %[" +
+	"1]d seconds.\x02Pause reloading\x02Not allowed\x02Your role can read def" +
+	"initions and processes only: external tasks and process instances are fo" +
+	"r operators and administrators.\x02Invalid request\x02The field “%[1]s” " +
+	"holds a NUL character or bytes that are not UTF-8 text: correct it and t" +
+	"ry again.\x02Back to external tasks\x02Back to definitions\x02Nothing ex" +
+	"ists at this address, or it is not visible to you.\x02Nothing exists at " +
+	"this address, or it is not visible to you. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed; the audit log keeps the operator actions taken on i" +
+	"t.\x02Not found\x02Form refused\x02This form was not sent from this cons" +
+	"ole session, or it has expired. Reload the page and try again.\x02Tempor" +
+	"arily unavailable\x02The database cannot be reached right now. Try again" +
+	" in a few seconds.\x02Something went wrong\x02The console could not show" +
+	" this page. Try again; if it persists, give your administrator the reque" +
+	"st id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The external s" +
+	"ervices that take tasks, and the definitions each may take. Create consu" +
+	"mers, change their grants and rotate their tokens through the API (/api/" +
+	"v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02ID" +
+	"\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
+	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s" +
+	": every revision, present and future\x02%[1]s: revisions %[2]s\x02Counti" +
+	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
+	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
+	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
+	"\x02The only mutable part of a definition. Processes never use it direct" +
+	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
+	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
+	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
+	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
+	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
+	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
+	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
+	"e in no revision (workers and processes use revision %[1]d at most) unti" +
+	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
+	"contracts are the same (the name or a description changed).\x02Changes o" +
+	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
+	" to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing outp" +
+	"ut %[1]s → %[2]s\x02optional → required\x02required → optional\x02values" +
+	" added: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2" +
+	"]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field" +
+	" of type %[2]s\x02required field of type %[1]s\x02optional field of type" +
+	" %[1]s\x02none\x02Task contracts: their Working copy, immutable revision" +
+	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
+	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
+	"release\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more dest" +
+	"inations.\x02The HTTP endpoints push nodes call. Values of the URL's que" +
+	"ry and of the headers are sealed and never shown. Create, change and del" +
+	"ete destinations through the API (/api/v1/destinations).\x02Destinations" +
+	" by name\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
+	" header\x02Calls\x02Its calls\x02on error\x02any other error\x02held for" +
+	" an operator\x02an incident: retry, abandon or stop\x02end: completes th" +
+	"e instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1" +
+	"]s, %[2]s: %[3]s\x02Each definition’s queue and incidents now, and what " +
+	"its workers finished in the last hour: occurrences that ended completed " +
+	"or failed. An occurrence retried since counts where it ends next; a fail" +
+	"ed attempt with attempts left is not counted, its occurrence’s page list" +
+	"s it.\x02Completions and failures, last hour\x02Definitions, those needi" +
+	"ng attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02" +
+	"Oldest claimable waits\x02Completed, last hour\x02Failed, last hour\x02N" +
+	"o definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed ever" +
+	"y few seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Sho" +
+	"w all definitions\x02No definition %[1]s has occurrences: check the key," +
+	" or show all definitions.\x02All definitions\x02Completions and failures" +
+	" per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The " +
+	"table after the chart gives each 5-minute slot.\x02completed\x02failed" +
+	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
+	"ldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]" +
+	"s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]" +
+	"s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d " +
+	"min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02J" +
+	"ul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
+	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
+	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
+	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
+	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
+	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
+	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
+	"rator has acted on this instance.\x02Operator actions on this instance, " +
+	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
+	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
+	"kes no inputs.\x02This instance is held at a failed node: an incident. I" +
+	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
+	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
+	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
+	"d in the audit log.\x02This instance is held at a failed node: an incide" +
+	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
+	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
+	"\x02Stopping cancels the instance and its open occurrences. It does not " +
+	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
+	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
+	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
+	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
+	"t on every instance this filter matches\x02The next page counts them and" +
+	" asks for a reason before anything changes.\x02Process instances, newest" +
+	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
+	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
+	"\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02r" +
+	"ejected\x02released\x02disconnected\x02text\x02integer\x02number\x02bool" +
+	"ean\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02se" +
+	"nsitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pu" +
+	"ll (the service fetches it)\x02push (Relais calls the service)\x02admini" +
+	"strator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added" +
+	"\x02field removed\x02type changed\x02required changed\x02values changed" +
+	"\x02classification changed\x02constraint changed\x02routing changed\x02m" +
+	"inimum length\x02maximum length\x02pattern\x02format\x02minimum\x02maxim" +
+	"um\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, " +
+	"version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Ever" +
+	"y attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No s" +
+	"ervice has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No service ever reserved this occurrence: it ended before any attemp" +
+	"t.\x02Destination\x02Replica\x02Relais has not called the destination ye" +
+	"t.\x02Relais never called the destination: the occurrence ended before a" +
+	"ny call.\x02Relais keeps the destination’s status code only when it refu" +
+	"sed the call (destination_http_NNN); a completed call answered 2xx. The " +
+	"duration runs from the claim of the call to its settlement.\x02Now\x02Re" +
+	"try or abandon it from its instance\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the la" +
+	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02" +
+	"Inputs, labelled by revision %[1]d's contract\x02This contract has no in" +
+	"puts.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs ye" +
+	"t: the occurrence has not completed.\x02This contract has no outputs." +
+	"\x02No outputs: the occurrence ended without completing.\x02Reveal — thi" +
+	"s is recorded\x02Why (recorded with the reveal)\x02Every admin reads it," +
+	" and it is kept whatever the retention: write no customer data in it." +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02R" +
+	"etryable\x02no: the service marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination did not answer within the call" +
+	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
+	"trying.\x02The destination did not answer within the call’s timeout: it " +
+	"may have acted all the same, so check before retrying.\x02The deadline p" +
+	"assed before a result arrived.\x02The result did not match the revision'" +
+	"s outputs contract.\x02The answer to the call was lost (the connection b" +
+	"roke after the request was sent, or Relais stopped or could not reach it" +
+	"s database before recording it): whether the destination acted is unknow" +
+	"n, so it is not called again.\x02The call could not be prepared.\x02The " +
+	"destination could not be reached.\x02The destination’s answer was too la" +
+	"rge.\x02The last attempt’s lock expired with no attempt left.\x02The inp" +
+	"uts could not be built from the process’s bindings.\x02An operator aband" +
+	"oned the instance.\x02A Camunda 7 worker reported a failure with no retr" +
+	"ies left (retries: 0, or a budget already spent): it is not run again." +
+	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
+	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
+	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
+	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
+	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
+	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
+	"ed %[2]s without its result recorded: the replica making it may have sto" +
+	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
+	"ion whether it took effect.\x02Relais is calling the destination (since " +
+	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
+	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
+	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
+	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
+	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
+	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
+	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
+	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
+	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02A revision is a definition’s: choose the definition too.\x02Unknow" +
+	"n consumer.\x02Unknown destination “%[1]s”.\x02Settlement date\x02More f" +
+	"ilters: instance, revision, consumer, destination, dates\x02Push destina" +
+	"tion\x02its name, exactly\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Message\x02Process and node\x02Error\x02Consumer an" +
+	"d worker\x02Next attempt or settled\x02No occurrence matches these filte" +
+	"rs.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the " +
+	"other filters\x02Totals of all definitions, not narrowed by the other fi" +
+	"lters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d o" +
+	"ccurrences\x02as of %[1]s (%[2]s); counts are refreshed every few second" +
+	"s.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02ca" +
+	"ll in progress since\x02lock until\x02deferred since\x02Pages\x02Previou" +
+	"s page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose its off" +
+	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
+	" process versions: their nodes, routes and pinned revisions, drawn, with" +
+	" where their occurrences are now.\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
+	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
+	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
+	" the start node. Solid arrows are successes (labelled with their route)," +
+	" dashed ones failures (labelled with their error codes). Each box says h" +
+	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
+	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
+	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
+	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
+	"ows are successes (labelled with their route), dashed ones failures (lab" +
+	"elled with their error codes).\x02Nodes of this version\x02This version " +
+	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
+	"ow lists every node with its routes and counts.\x02This version has %[1]" +
+	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
+	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
+	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
+	"itive value.\x02Say why you reveal this value: the reason is recorded wi" +
+	"th the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded " +
+	"in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
+	"d (a whole UUID, as the title of its page shows it), or a business key." +
+	"\x02Nothing to find: the search box is empty.\x02That is too long to be " +
+	"an id or a business key.\x02No instance or occurrence has the id “%[1]s”" +
+	", and no instance has it as its business key.\x02No instance or occurren" +
+	"ce has the id “%[1]s”, and no instance has it as its business key. An en" +
+	"ded instance is deleted, with its occurrences and attempts, once the ret" +
+	"ention period (RELAIS_RETENTION) has passed; the audit log keeps the ope" +
+	"rator actions taken on it.\x02No instance has “%[1]s” as its business ke" +
+	"y, and it is not a whole id: the lists show the end of each id. Open the" +
+	" row, or copy its link, for the whole id.\x02You are signed out.\x02Your" +
+	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
+	" a restart of the server), so your last action was not applied. Sign in " +
+	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server). Sign in again." +
+	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators see this page: tokens, consumers, destinations a" +
+	"nd the reveal log are theirs.\x02Staff tokens (administrators, designers" +
+	", operators) that are not revoked. Consumer tokens are managed with thei" +
+	"r consumers. Revoking a token refuses its next request.\x02Staff tokens," +
+	" oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02n" +
+	"ot yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
+	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
+	"console sessions opened with it end. This cannot be undone: whoever uses" +
+	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
+	"en you signed in with: revoking it signs you out. Its next request is re" +
+	"fused. This cannot be undone.\x02This is the last usable administrator t" +
+	"oken: create another one before revoking it.\x02The token %[1]s (%[2]s) " +
+	"was revoked: its next request is refused.\x02routing output\x02(each ite" +
+	"m)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at" +
+	" least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d cha" +
+	"racter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[" +
+	"1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
+	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
+	"kers by their last fetch. A worker is listed while it was seen within th" +
+	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
+	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
+	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
+	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
+	"er serves this definition: its occurrences wait until one connects or po" +
+	"lls.\x02No process uses this definition yet: it needs a worker once a pr" +
+	"ocess pulls it.\x02No process pulls this definition: Relais calls its de" +
+	"stinations (push), and it needs no worker.\x02No worker is connected for" +
+	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 725 elements
+var frIndex = []uint32{ // 727 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
@@ -1427,188 +1430,188 @@ var frIndex = []uint32{ // 725 elements
 	0x00001829, 0x00001841, 0x00001854, 0x00001868,
 	0x00001889, 0x00001893, 0x000018db, 0x00001a87,
 	0x00001aa9, 0x00001ad8, 0x00001b07, 0x00001b39,
-	0x00001b6e, 0x00001c57, 0x00001d00, 0x00001d75,
+	0x00001b6c, 0x00001ba1, 0x00001c8a, 0x00001d33,
 	// Entry 60 - 7F
-	0x00001e54, 0x00001e74, 0x00001e7a, 0x00001e7e,
-	0x00001e85, 0x00001e8b, 0x00001ea1, 0x00001eb8,
-	0x00001ec8, 0x00001ed3, 0x00001ee5, 0x00001fca,
-	0x00001fd2, 0x00001fed, 0x00001ff0, 0x00001ff3,
-	0x00002009, 0x0000201d, 0x00002049, 0x0000205c,
-	0x0000212f, 0x00002178, 0x000021ae, 0x0000223d,
-	0x00002302, 0x000023ee, 0x000024b0, 0x00002567,
-	0x00002576, 0x0000257d, 0x0000258e, 0x000025a4,
+	0x00001da8, 0x00001e87, 0x00001ea7, 0x00001ead,
+	0x00001eb1, 0x00001eb8, 0x00001ebe, 0x00001ed4,
+	0x00001eeb, 0x00001efb, 0x00001f06, 0x00001f18,
+	0x00001ffd, 0x00002005, 0x00002020, 0x00002023,
+	0x00002026, 0x0000203c, 0x00002050, 0x0000207c,
+	0x0000208f, 0x00002162, 0x000021ab, 0x000021e1,
+	0x00002270, 0x00002335, 0x00002421, 0x000024e3,
+	0x0000259a, 0x000025a9, 0x000025b0, 0x000025c1,
 	// Entry 80 - 9F
-	0x000025aa, 0x000025bb, 0x000025c5, 0x000025ec,
-	0x00002608, 0x00002610, 0x0000261d, 0x00002629,
-	0x00002637, 0x00002644, 0x0000264b, 0x00002659,
-	0x0000267d, 0x0000268d, 0x000026a5, 0x000026c6,
-	0x000026ef, 0x00002722, 0x00002753, 0x00002769,
-	0x00002773, 0x000027a5, 0x000027bf, 0x000027cd,
-	0x00002881, 0x00002893, 0x00002913, 0x0000292f,
-	0x00002947, 0x0000298a, 0x00002aa8, 0x00002ab4,
+	0x000025d7, 0x000025dd, 0x000025ee, 0x000025f8,
+	0x0000261f, 0x0000263b, 0x00002643, 0x00002650,
+	0x0000265c, 0x0000266a, 0x00002677, 0x0000267e,
+	0x0000268c, 0x000026b0, 0x000026c0, 0x000026d8,
+	0x000026f9, 0x00002722, 0x00002755, 0x00002786,
+	0x0000279c, 0x000027a6, 0x000027d8, 0x000027f2,
+	0x00002800, 0x000028b4, 0x000028c6, 0x00002946,
+	0x00002962, 0x0000297a, 0x000029bd, 0x00002adb,
 	// Entry A0 - BF
-	0x00002ac7, 0x00002b43, 0x00002b5f, 0x00002bb6,
-	0x00002bce, 0x00002c66, 0x00002c8b, 0x00002ca5,
-	0x00002d96, 0x00002dc4, 0x00002dc7, 0x00002dcb,
-	0x00002dd2, 0x00002ddc, 0x00002de2, 0x00002dea,
-	0x00002df0, 0x00002dfa, 0x00002e1b, 0x00002e34,
-	0x00002e47, 0x00002e7f, 0x00002e9a, 0x00002f00,
-	0x00002f32, 0x00002f38, 0x00002f3d, 0x00002f49,
-	0x00002f58, 0x00002f64, 0x00002f70, 0x00002f82,
+	0x00002ae7, 0x00002afa, 0x00002b76, 0x00002b92,
+	0x00002be9, 0x00002c01, 0x00002c99, 0x00002cbe,
+	0x00002cd8, 0x00002dc9, 0x00002df7, 0x00002dfa,
+	0x00002dfe, 0x00002e05, 0x00002e0f, 0x00002e15,
+	0x00002e1d, 0x00002e23, 0x00002e2d, 0x00002e4e,
+	0x00002e67, 0x00002e7a, 0x00002eb2, 0x00002ecd,
+	0x00002f33, 0x00002f65, 0x00002f6b, 0x00002f70,
+	0x00002f7c, 0x00002f8b, 0x00002f97, 0x00002fa3,
 	// Entry C0 - DF
-	0x00002f93, 0x00003017, 0x00003029, 0x00003040,
-	0x0000304b, 0x000030a0, 0x000030ad, 0x000030d2,
-	0x000030de, 0x000030e8, 0x000030ee, 0x000030fa,
-	0x00003112, 0x00003164, 0x00003174, 0x00003184,
-	0x0000318d, 0x00003198, 0x000031a0, 0x000031c0,
-	0x000031e2, 0x0000320a, 0x00003213, 0x00003223,
-	0x00003243, 0x0000324b, 0x0000325a, 0x00003279,
-	0x000032a4, 0x000032ca, 0x000032da, 0x000032e4,
+	0x00002fb5, 0x00002fc6, 0x0000304a, 0x0000305c,
+	0x00003073, 0x0000307e, 0x000030d3, 0x000030e0,
+	0x00003105, 0x00003111, 0x0000311b, 0x00003121,
+	0x0000312d, 0x00003145, 0x00003197, 0x000031a7,
+	0x000031b7, 0x000031c0, 0x000031cb, 0x000031d3,
+	0x000031f3, 0x00003215, 0x0000323d, 0x00003246,
+	0x00003256, 0x00003276, 0x0000327e, 0x0000328d,
+	0x000032ac, 0x000032d7, 0x000032fd, 0x0000330d,
 	// Entry E0 - FF
-	0x000032ee, 0x0000330d, 0x0000332b, 0x00003403,
-	0x00003421, 0x00003465, 0x000034a2, 0x000034d5,
-	0x00003505, 0x00003531, 0x00003561, 0x00003583,
-	0x0000359e, 0x000035b9, 0x000035d5, 0x000035f1,
-	0x00003607, 0x00003621, 0x00003658, 0x0000368e,
-	0x000036ae, 0x000036cd, 0x000036d4, 0x0000373e,
-	0x00003754, 0x00003759, 0x0000376d, 0x00003785,
-	0x000037aa, 0x000037d8, 0x000037fd, 0x00003817,
+	0x00003317, 0x00003321, 0x00003340, 0x0000335e,
+	0x00003436, 0x00003454, 0x00003498, 0x000034d5,
+	0x00003508, 0x00003538, 0x00003564, 0x00003594,
+	0x000035b6, 0x000035d1, 0x000035ec, 0x00003608,
+	0x00003624, 0x0000363a, 0x00003654, 0x0000368b,
+	0x000036c1, 0x000036e1, 0x00003700, 0x00003707,
+	0x00003771, 0x00003787, 0x0000378c, 0x000037a0,
+	0x000037b8, 0x000037dd, 0x0000380b, 0x00003830,
 	// Entry 100 - 11F
-	0x00003901, 0x00003916, 0x0000391a, 0x0000392d,
-	0x0000393c, 0x00003953, 0x00003962, 0x00003969,
-	0x00003974, 0x00003986, 0x00003999, 0x000039b5,
-	0x000039e2, 0x000039ff, 0x00003a22, 0x00003a2d,
-	0x00003a38, 0x00003a4f, 0x00003bb8, 0x00003bdf,
-	0x00003c1d, 0x00003c29, 0x00003c32, 0x00003c46,
-	0x00003c50, 0x00003c77, 0x00003c93, 0x00003cae,
-	0x00003cde, 0x00003d1d, 0x00003d38, 0x00003d47,
+	0x0000384a, 0x00003934, 0x00003949, 0x0000394d,
+	0x00003960, 0x0000396f, 0x00003986, 0x00003995,
+	0x0000399c, 0x000039a7, 0x000039b9, 0x000039cc,
+	0x000039e8, 0x00003a15, 0x00003a32, 0x00003a55,
+	0x00003a60, 0x00003a6b, 0x00003a82, 0x00003beb,
+	0x00003c12, 0x00003c50, 0x00003c5c, 0x00003c65,
+	0x00003c79, 0x00003c83, 0x00003caa, 0x00003cc6,
+	0x00003ce1, 0x00003d11, 0x00003d50, 0x00003d6b,
 	// Entry 120 - 13F
-	0x00003d58, 0x00003d79, 0x00003de4, 0x00003dfc,
-	0x00003e42, 0x00003ead, 0x00003eb7, 0x00003ec1,
-	0x00003edb, 0x00003f24, 0x00003f2c, 0x00003f37,
-	0x00003f45, 0x00003f55, 0x00003f7f, 0x00003fa8,
-	0x00003fb8, 0x00003fd7, 0x00003fe3, 0x00003ffc,
-	0x00004007, 0x00004014, 0x00004023, 0x0000402b,
-	0x00004035, 0x0000403d, 0x00004045, 0x0000404b,
-	0x00004052, 0x00004057, 0x0000405c, 0x00004060,
+	0x00003d7a, 0x00003d8b, 0x00003dac, 0x00003e17,
+	0x00003e2f, 0x00003e75, 0x00003ee0, 0x00003eea,
+	0x00003ef4, 0x00003f0e, 0x00003f57, 0x00003f5f,
+	0x00003f6a, 0x00003f78, 0x00003f88, 0x00003fb2,
+	0x00003fdb, 0x00003feb, 0x0000400a, 0x00004016,
+	0x0000402f, 0x0000403a, 0x00004047, 0x00004056,
+	0x0000405e, 0x00004068, 0x00004070, 0x00004078,
+	0x0000407e, 0x00004085, 0x0000408a, 0x0000408f,
 	// Entry 140 - 15F
-	0x00004065, 0x0000406b, 0x00004071, 0x00004077,
-	0x0000407c, 0x00004081, 0x00004087, 0x00004091,
-	0x000040b1, 0x000040d3, 0x000040f7, 0x0000411d,
-	0x00004126, 0x00004142, 0x0000414b, 0x00004163,
-	0x0000416c, 0x000041c0, 0x000041e0, 0x000041e6,
-	0x000041f1, 0x000041f7, 0x00004205, 0x00004210,
-	0x0000421e, 0x00004251, 0x00004275, 0x000042a4,
-	0x000042ed, 0x000042f4, 0x0000430a, 0x0000437d,
+	0x00004093, 0x00004098, 0x0000409e, 0x000040a4,
+	0x000040aa, 0x000040af, 0x000040b4, 0x000040ba,
+	0x000040c4, 0x000040e4, 0x00004106, 0x0000412a,
+	0x00004150, 0x00004159, 0x00004175, 0x0000417e,
+	0x00004196, 0x0000419f, 0x000041f3, 0x00004213,
+	0x00004219, 0x00004224, 0x0000422a, 0x00004238,
+	0x00004243, 0x00004251, 0x00004284, 0x000042a8,
+	0x000042d7, 0x00004320, 0x00004327, 0x0000433d,
 	// Entry 160 - 17F
-	0x000043a3, 0x00004532, 0x00004639, 0x00004689,
-	0x000046ba, 0x000046ed, 0x0000471c, 0x0000472a,
-	0x00004737, 0x00004749, 0x0000475e, 0x0000476c,
-	0x00004779, 0x0000478e, 0x000047a1, 0x000047cc,
-	0x000047f9, 0x0000481d, 0x00004854, 0x0000489e,
-	0x000048b0, 0x000048e8, 0x000048ff, 0x00004916,
-	0x0000494a, 0x00004994, 0x000049c9, 0x000049d2,
-	0x000049e9, 0x00004a17, 0x00004a2a, 0x00004a3c,
+	0x000043b0, 0x000043d6, 0x00004565, 0x0000466c,
+	0x000046bc, 0x000046ed, 0x00004720, 0x0000474f,
+	0x0000475d, 0x0000476a, 0x0000477c, 0x00004791,
+	0x0000479f, 0x000047ac, 0x000047c1, 0x000047d4,
+	0x000047ff, 0x0000482c, 0x00004850, 0x00004887,
+	0x000048d1, 0x000048e3, 0x0000491b, 0x00004932,
+	0x00004949, 0x0000497d, 0x000049c7, 0x000049fc,
+	0x00004a05, 0x00004a1c, 0x00004a4a, 0x00004a5d,
 	// Entry 180 - 19F
-	0x00004a4d, 0x00004a58, 0x00004a63, 0x00004a6e,
-	0x00004a77, 0x00004a80, 0x00004a89, 0x00004a92,
-	0x00004a9b, 0x00004aa2, 0x00004ab0, 0x00004ab6,
-	0x00004abd, 0x00004ac4, 0x00004acd, 0x00004ad2,
-	0x00004ae0, 0x00004ae6, 0x00004aec, 0x00004af2,
-	0x00004afa, 0x00004b03, 0x00004b0c, 0x00004b29,
-	0x00004b44, 0x00004b67, 0x00004b88, 0x00004b97,
-	0x00004ba2, 0x00004bad, 0x00004bba, 0x00004bbe,
+	0x00004a6f, 0x00004a80, 0x00004a8b, 0x00004a96,
+	0x00004aa1, 0x00004aaa, 0x00004ab3, 0x00004abc,
+	0x00004ac5, 0x00004ace, 0x00004ad5, 0x00004ae3,
+	0x00004ae9, 0x00004af0, 0x00004af7, 0x00004b00,
+	0x00004b05, 0x00004b13, 0x00004b19, 0x00004b1f,
+	0x00004b25, 0x00004b2d, 0x00004b36, 0x00004b3f,
+	0x00004b5c, 0x00004b77, 0x00004b9a, 0x00004bbb,
+	0x00004bca, 0x00004bd5, 0x00004be0, 0x00004bed,
 	// Entry 1A0 - 1BF
-	0x00004bc2, 0x00004bd0, 0x00004bde, 0x00004bec,
-	0x00004c0c, 0x00004c1f, 0x00004c38, 0x00004c4d,
-	0x00004c5e, 0x00004c70, 0x00004c82, 0x00004c88,
-	0x00004c8f, 0x00004c97, 0x00004c9f, 0x00004cbd,
-	0x00004cdb, 0x00004cf2, 0x00004d07, 0x00004d18,
-	0x00004d1e, 0x00004d37, 0x00004d42, 0x00004d76,
-	0x00004d83, 0x00004da1, 0x00004daf, 0x00004db8,
-	0x00004dbf, 0x00004dda, 0x00004de4, 0x00004df7,
+	0x00004bf1, 0x00004bf5, 0x00004c03, 0x00004c11,
+	0x00004c1f, 0x00004c3f, 0x00004c52, 0x00004c6b,
+	0x00004c80, 0x00004c91, 0x00004ca3, 0x00004cb5,
+	0x00004cbb, 0x00004cc2, 0x00004cca, 0x00004cd2,
+	0x00004cf0, 0x00004d0e, 0x00004d25, 0x00004d3a,
+	0x00004d4b, 0x00004d51, 0x00004d6a, 0x00004d75,
+	0x00004da9, 0x00004db6, 0x00004dd4, 0x00004de2,
+	0x00004deb, 0x00004df2, 0x00004e0d, 0x00004e17,
 	// Entry 1C0 - 1DF
-	0x00004e31, 0x00004e3a, 0x00004e49, 0x00004ead,
-	0x00004eb9, 0x00004ec3, 0x00004ef3, 0x00004f4e,
-	0x00005035, 0x00005040, 0x00005073, 0x00005078,
-	0x00005098, 0x000050b5, 0x000050d5, 0x000050ea,
-	0x0000512b, 0x00005136, 0x00005140, 0x00005169,
-	0x0000517a, 0x00005188, 0x000051c4, 0x000051ee,
-	0x00005233, 0x0000525b, 0x0000529a, 0x000052bb,
-	0x000052f9, 0x00005339, 0x00005359, 0x0000539a,
+	0x00004e2a, 0x00004e64, 0x00004e6d, 0x00004e7c,
+	0x00004ee0, 0x00004eec, 0x00004ef6, 0x00004f26,
+	0x00004f81, 0x00005068, 0x00005073, 0x000050a6,
+	0x000050ab, 0x000050cb, 0x000050e8, 0x00005108,
+	0x0000511d, 0x0000515e, 0x00005169, 0x00005173,
+	0x0000519c, 0x000051ad, 0x000051bb, 0x000051f7,
+	0x00005221, 0x00005266, 0x0000528e, 0x000052cd,
+	0x000052ee, 0x0000532c, 0x0000536c, 0x0000538c,
 	// Entry 1E0 - 1FF
-	0x000053c6, 0x000053ed, 0x00005405, 0x00005419,
-	0x00005430, 0x0000543e, 0x00005449, 0x0000546c,
-	0x0000548b, 0x000054a7, 0x00005515, 0x0000559a,
-	0x00005617, 0x00005657, 0x0000569d, 0x000057b6,
-	0x000057de, 0x00005801, 0x00005838, 0x0000587f,
-	0x000058d2, 0x000058fb, 0x000059a1, 0x000059c7,
-	0x00005a0e, 0x00005a92, 0x00005b0d, 0x00005b8a,
-	0x00005bb1, 0x00005bd9, 0x00005c20, 0x00005c6a,
+	0x000053cd, 0x000053f9, 0x00005420, 0x00005491,
+	0x000054a9, 0x000054bd, 0x000054d4, 0x000054e2,
+	0x000054ed, 0x00005510, 0x0000552f, 0x0000554b,
+	0x000055b9, 0x0000563e, 0x000056bb, 0x000056fb,
+	0x00005741, 0x0000585a, 0x00005882, 0x000058a5,
+	0x000058dc, 0x00005923, 0x00005976, 0x0000599f,
+	0x00005a45, 0x00005a6b, 0x00005ab2, 0x00005b36,
+	0x00005bb1, 0x00005c2e, 0x00005c55, 0x00005c7d,
 	// Entry 200 - 21F
-	0x00005c9d, 0x00005cb0, 0x00005db8, 0x00005de6,
-	0x00005e22, 0x00005e38, 0x00005ecc, 0x00005edf,
-	0x00005f1c, 0x00005f58, 0x00005f6b, 0x00005fbf,
-	0x00005ff4, 0x00006006, 0x0000601d, 0x0000605a,
-	0x000060aa, 0x000060d4, 0x000060df, 0x000060fc,
-	0x0000611b, 0x0000612c, 0x00006146, 0x0000614f,
-	0x00006159, 0x00006178, 0x000061c6, 0x000061fb,
-	0x0000624c, 0x00006262, 0x00006288, 0x00006299,
+	0x00005cc4, 0x00005d0e, 0x00005d41, 0x00005d54,
+	0x00005e5c, 0x00005e8a, 0x00005ec6, 0x00005edc,
+	0x00005f70, 0x00005f83, 0x00005fc0, 0x00005ffc,
+	0x0000600f, 0x00006063, 0x00006098, 0x000060aa,
+	0x000060c1, 0x000060fe, 0x0000614e, 0x00006178,
+	0x00006183, 0x000061a0, 0x000061bf, 0x000061d0,
+	0x000061ea, 0x000061f3, 0x000061fd, 0x0000621c,
+	0x0000626a, 0x0000629f, 0x000062f0, 0x00006306,
 	// Entry 220 - 23F
-	0x000062e3, 0x000062f9, 0x0000630d, 0x00006326,
-	0x0000633c, 0x00006366, 0x0000636e, 0x00006381,
-	0x00006388, 0x000063a3, 0x000063c3, 0x000063f3,
-	0x0000640a, 0x00006442, 0x0000647d, 0x000064a9,
-	0x000064fd, 0x0000650d, 0x00006518, 0x0000652c,
-	0x0000653e, 0x00006554, 0x00006566, 0x00006578,
-	0x0000657e, 0x00006590, 0x0000659e, 0x000065ad,
-	0x000065c3, 0x000065ed, 0x00006620, 0x000066c8,
+	0x0000632c, 0x0000633d, 0x00006387, 0x0000639d,
+	0x000063b1, 0x000063ca, 0x000063e0, 0x0000640a,
+	0x00006412, 0x00006425, 0x0000642c, 0x00006447,
+	0x00006467, 0x00006497, 0x000064ae, 0x000064e6,
+	0x00006521, 0x0000654d, 0x000065a1, 0x000065b1,
+	0x000065bc, 0x000065d0, 0x000065e2, 0x000065f8,
+	0x0000660a, 0x0000661c, 0x00006622, 0x00006634,
+	0x00006642, 0x00006651, 0x00006667, 0x00006691,
 	// Entry 240 - 25F
-	0x00006718, 0x00006740, 0x00006792, 0x000067d4,
-	0x00006810, 0x00006827, 0x000068ef, 0x0000691c,
-	0x00006ad6, 0x00006af0, 0x00006b09, 0x00006b2a,
-	0x00006b40, 0x00006b47, 0x00006b61, 0x00006bf6,
-	0x00006c59, 0x00006c6c, 0x00006c93, 0x00006cbb,
-	0x00006cc9, 0x00006cd9, 0x00006cea, 0x00006cf1,
-	0x00006e27, 0x00006e2e, 0x00006e68, 0x00006e6d,
-	0x00006e82, 0x00006e96, 0x00006ea8, 0x00006ebe,
+	0x000066c4, 0x0000676c, 0x000067bc, 0x000067e4,
+	0x00006836, 0x00006878, 0x000068b4, 0x000068cb,
+	0x00006993, 0x000069c0, 0x00006b7a, 0x00006b94,
+	0x00006bad, 0x00006bce, 0x00006be4, 0x00006beb,
+	0x00006c05, 0x00006c9a, 0x00006cfd, 0x00006d10,
+	0x00006d37, 0x00006d5f, 0x00006d6d, 0x00006d7d,
+	0x00006d8e, 0x00006d95, 0x00006ecb, 0x00006ed2,
+	0x00006f0c, 0x00006f11, 0x00006f26, 0x00006f3a,
 	// Entry 260 - 27F
-	0x00006ed9, 0x00006fae, 0x00006fc6, 0x00007067,
-	0x000070f6, 0x00007106, 0x000071e0, 0x000072a2,
-	0x000072a7, 0x000072b7, 0x000072c5, 0x000072d5,
-	0x000072e5, 0x000072ef, 0x00007318, 0x00007332,
-	0x0000734d, 0x000073db, 0x000073ec, 0x000073f9,
-	0x00007414, 0x00007428, 0x00007446, 0x00007491,
-	0x000074d2, 0x00007548, 0x0000758e, 0x000075a7,
-	0x000075bf, 0x00007612, 0x0000764d, 0x000076e5,
+	0x00006f4c, 0x00006f62, 0x00006f7d, 0x00007052,
+	0x0000706a, 0x0000710b, 0x0000719a, 0x000071aa,
+	0x00007284, 0x00007346, 0x0000734b, 0x0000735b,
+	0x00007369, 0x00007379, 0x00007389, 0x00007393,
+	0x000073bc, 0x000073d6, 0x000073f1, 0x0000747f,
+	0x00007490, 0x0000749d, 0x000074b8, 0x000074cc,
+	0x000074ea, 0x00007535, 0x00007576, 0x000075ec,
+	0x00007632, 0x0000764b, 0x00007663, 0x000076b6,
 	// Entry 280 - 29F
-	0x00007711, 0x00007737, 0x0000776b, 0x00007783,
-	0x000077ae, 0x000077b8, 0x00007840, 0x00007875,
-	0x000078b6, 0x0000792a, 0x00007a79, 0x00007b52,
-	0x00007b6b, 0x00007c34, 0x00007cb1, 0x00007cbe,
-	0x00007d10, 0x00007d16, 0x00007db2, 0x00007e06,
-	0x00007e31, 0x00007ebd, 0x00007f53, 0x00008015,
-	0x00008045, 0x00008052, 0x00008058, 0x0000806e,
-	0x00008079, 0x00008080, 0x0000808b, 0x00008099,
+	0x000076f1, 0x00007789, 0x000077b5, 0x000077db,
+	0x0000780f, 0x00007827, 0x00007852, 0x0000785c,
+	0x000078e4, 0x00007919, 0x0000795a, 0x000079ce,
+	0x00007b1d, 0x00007bf6, 0x00007c0f, 0x00007cd8,
+	0x00007d55, 0x00007d62, 0x00007db4, 0x00007dba,
+	0x00007e56, 0x00007eaa, 0x00007ed5, 0x00007f61,
+	0x00007ff7, 0x000080b9, 0x000080e9, 0x000080f6,
+	0x000080fc, 0x00008112, 0x0000811d, 0x00008124,
 	// Entry 2A0 - 2BF
-	0x000080a6, 0x000080b4, 0x000080cd, 0x000080fa,
-	0x000081a3, 0x000081b6, 0x000081c0, 0x0000824f,
-	0x000082b0, 0x00008302, 0x00008314, 0x00008327,
-	0x00008365, 0x000083a1, 0x000083ad, 0x000083ba,
-	0x000083c8, 0x000083d6, 0x000083e6, 0x00008422,
-	0x0000845c, 0x000084d9, 0x000084e4, 0x0000850e,
-	0x0000852a, 0x0000852e, 0x00008540, 0x00008602,
-	0x00008635, 0x00008640, 0x0000864a, 0x0000865f,
+	0x0000812f, 0x0000813d, 0x0000814a, 0x00008158,
+	0x00008171, 0x0000819e, 0x00008247, 0x0000825a,
+	0x00008264, 0x000082f3, 0x00008354, 0x000083a6,
+	0x000083b8, 0x000083cb, 0x00008409, 0x00008445,
+	0x00008451, 0x0000845e, 0x0000846c, 0x0000847a,
+	0x0000848a, 0x000084c6, 0x00008500, 0x0000857d,
+	0x00008588, 0x000085b2, 0x000085ce, 0x000085d2,
+	0x000085e4, 0x000086a6, 0x000086d9, 0x000086e4,
 	// Entry 2C0 - 2DF
-	0x00008668, 0x00008672, 0x00008687, 0x000086ab,
-	0x000086c5, 0x000086da, 0x00008706, 0x0000870b,
-	0x00008720, 0x00008732, 0x00008767, 0x00008778,
-	0x000087ee, 0x00008879, 0x00008908, 0x0000896f,
-	0x000089b1, 0x00008a24, 0x00008a6c, 0x00008a9a,
-	0x00008acd,
-} // Size: 2924 bytes
+	0x000086ee, 0x00008703, 0x0000870c, 0x00008716,
+	0x0000872b, 0x0000874f, 0x00008769, 0x0000877e,
+	0x000087aa, 0x000087af, 0x000087c4, 0x000087d6,
+	0x0000880b, 0x0000881c, 0x00008892, 0x0000891d,
+	0x000089ac, 0x00008a13, 0x00008a55, 0x00008ac8,
+	0x00008b10, 0x00008b3e, 0x00008b71,
+} // Size: 2932 bytes
 
-const frData string = "" + // Size: 35533 bytes
+const frData string = "" + // Size: 35697 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1708,426 +1711,429 @@ const frData string = "" + // Size: 35533 bytes
 	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
 	"les.\x02Impossible d’agir sur ce filtre\x02Le processus %[1]s n’a pas de" +
 	" version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Au" +
-	"cune définition n’a la clé «\u202f%[1]s\u202f».\x02Le nombre confirmé ma" +
-	"nque\u202f: repartez de la liste.\x02Le nombre a changé depuis que vous " +
-	"l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances on" +
-	"t été réglées, démarrées ou traitées. Rien n’a été fait\u202f; vérifiez " +
-	"le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a déj" +
-	"à été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses trac" +
-	"es sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02\x80" +
-	"\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007\x02" +
-	"Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00" +
-	"\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglée, o" +
-	"u traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elles on" +
-	"t changé après le comptage (réglées, ou traitées par quelqu’un d’autre)." +
-	"\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Moti" +
-	"f\x02Instance de processus\x02Occurrence reproposée\x02Action groupée" +
-	"\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt app" +
-	"liqué par un opérateur, avec son motif. Les révélations de valeurs sensi" +
-	"bles ont leur propre journal, que les administrateurs lisent sur la page" +
-	" Révélations (GET /api/v1/audit/reveals).\x02Filtres\x02le nom d’un jeto" +
-	"n, exact\x02du\x02au\x02Appliquer les filtres\x02Effacer les filtres\x02" +
-	"Aucune action d’opérateur ne correspond.\x02Toutes les actions\x02L’inst" +
-	"ance de processus doit être un identifiant d’instance complet (un UUID)" +
-	"\u202f: les listes montrent la fin de chaque identifiant\u202f; ouvrez l" +
-	"’instance, ou copiez son lien, pour l’identifiant complet.\x02L’action" +
-	" groupée doit être désignée par son identifiant (un UUID).\x02Actions d’" +
-	"opérateurs, les plus récentes d’abord\x02Voici les %[1]d instances que l" +
-	"’action groupée %[2]s a modifiées. Tant qu’elle s’exécute, chaque rech" +
-	"argement montre où elle en est.\x02Action groupée (%[1]s) par %[2]s, com" +
-	"mencée le %[3]s\u202f: appliquée à %[4]d des %[5]d instances comptées, %" +
-	"[6]d ignorées (elles ont changé après le compte). Elle s’est terminée le" +
-	" %[7]s.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, arrêtée" +
-	" par une erreur après %[4]d des %[5]d instances comptées (%[6]d ignorées" +
-	"). Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau sur le" +
-	" filtre pour le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le" +
-	" %[3]s, est en cours\u202f: %[4]d des %[5]d instances comptées traitées " +
-	"jusqu’ici (%[6]d ignorées). Chaque rechargement montre où elle en est." +
-	"\x02Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peu" +
-	"t-être arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de no" +
-	"uveau sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller " +
-	"au contenu\x02Navigation principale\x02État\x02Tâches externes\x02Proces" +
-	"sus\x02Trouver une instance ou une occurrence\x02identifiant ou clé méti" +
-	"er\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinati" +
-	"ons\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se" +
-	" déconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affi" +
-	"chage\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[1" +
-	"]s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargem" +
-	"ent automatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se r" +
-	"echarge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non a" +
-	"utorisé\x02Votre rôle ne permet de lire que les définitions et les proce" +
-	"ssus\u202f: les tâches externes et les instances de processus sont réser" +
-	"vées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le ch" +
-	"amp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne s" +
-	"ont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâ" +
-	"ches externes\x02Retour aux définitions\x02Cette adresse ne mène à rien," +
-	" ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à" +
-	" rien que vous puissiez voir. Une instance terminée est supprimée, avec " +
-	"ses occurrences et ses tentatives, une fois la durée de conservation (RE" +
-	"LAIS_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’op" +
-	"érateur menées sur elle.\x02Introuvable\x02Formulaire refusé\x02Ce form" +
-	"ulaire n’a pas été envoyé depuis cette session de la console, ou il a ex" +
-	"piré. Rechargez la page et réessayez.\x02Temporairement indisponible\x02" +
-	"La base de données est injoignable pour le moment. Réessayez dans quelqu" +
-	"es secondes.\x02Une erreur est survenue\x02La console n’a pas pu affiche" +
-	"r cette page. Réessayez\u202f; si le problème persiste, donnez à votre a" +
-	"dministrateur l’identifiant de requête %[1]s.\x02Aucun consommateur pour" +
-	" l’instant.\x02Aucun autre consommateur.\x02Les services externes qui pr" +
-	"ennent des tâches, et les définitions que chacun peut prendre. Créez les" +
-	" consommateurs, modifiez leurs droits et renouvelez leurs jetons par l’A" +
-	"PI (/api/v1/consumers)\u202f; les jetons ne sont jamais affichés.\x02Con" +
-	"sommateurs, du plus ancien au plus récent\x02ID\x02Nom\x02Droits\x02Créé" +
-	" le\x02État\x02Tâches\x02actif\x02révoqué\x02aucun droit\u202f: il ne pr" +
-	"end rien\x02Réservées en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: " +
-	"toutes les révisions, présentes et à venir\x02%[1]s\u202f: révisions %[2" +
-	"]s\x02Décompte des occurrences en cours\u202f; les décomptes s’affichero" +
-	"nt quand vous rechargerez la page.\x02Les décomptes sont indisponibles p" +
-	"our le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Cont" +
-	"raintes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La seu" +
-	"le partie modifiable d’une définition. Les processus ne l’utilisent jama" +
-	"is directement\u202f: ils épinglent une révision.\x02Sortie de routage" +
-	"\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instan" +
-	"t\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Au" +
-	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
-	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
-	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
-	"sion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les proces" +
-	"sus\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes c" +
-	"ontrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
-	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
-	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
-	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
-	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
-	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
-	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
-	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
-	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
-	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
-	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
-	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
-	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
-	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
-	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
-	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
-	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
-	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
-	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
-	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
-	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
-	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
-	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
-	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
-	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
-	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
-	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
-	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
-	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
-	"els\x02Ses appels\x02en cas d’erreur\x02toute autre erreur\x02bloquée po" +
-	"ur un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02fin" +
-	"\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02push" +
-	" %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente e" +
-	"t les incidents de chaque définition maintenant, et ce que ses exécutant" +
-	"s ont terminé dans la dernière heure\u202f: les occurrences terminées av" +
-	"ec succès ou en échec. Une occurrence relancée depuis compte là où elle " +
-	"se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas c" +
-	"ompté, la page de son occurrence le montre.\x02Réussites et échecs, dern" +
-	"ière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
-	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
-	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
-	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
-	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
-	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
-	"ns\x02Réussites et échecs par tranche de 5 min, dernière heure\u202f: %[" +
-	"1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit l" +
-	"e graphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
-	"n, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02" +
-	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
-	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
-	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
-	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
-	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
-	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
-	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
-	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
-	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
-	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Cette instance est bl" +
-	"oquée à un nœud en échec\u202f: c’est un incident. Elle ne peut pas être" +
-	" reprise\u202f: son occurrence au nœud %[1]s a échoué avant toute tentat" +
-	"ive (ses entrées n’ont pas pu être construites), une reprise échouerait " +
-	"donc de la même façon. L’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacun demande un motif, consigné dans le journal d’audit.\x02" +
-	"Cette instance est bloquée à un nœud en échec\u202f: c’est un incident. " +
-	"La reprise propose de nouveau l’occurrence en échec\u202f; l’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacune demande un motif, " +
-	"consigné dans le journal d’audit.\x02L’arrêt annule l’instance et ses oc" +
-	"currences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — " +
-	"«\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s" +
-	"\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée " +
-	"le\x02Terminée le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée p" +
-	"our\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée," +
-	" puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérat" +
-	"eur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit êtr" +
-	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
-	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
-	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
-	"e retient\x02La page suivante les compte et demande un motif avant que r" +
-	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
-	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
-	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
-	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
-	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
-	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
-	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
-	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
-	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
-	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
-	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
-	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
-	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
-	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
-	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
-	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
-	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
-	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
-	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
-	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
-	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
-	"\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendue" +
-	"s, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10" +
-	"\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la révisio" +
-	"n %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le " +
-	"contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrenc" +
-	"e n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie" +
-	"\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette act" +
-	"ion est enregistrée\x02Motif (consigné avec la révélation)\x02Disponible" +
-	" à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin du ve" +
-	"rrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (avant t" +
-	"oute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant" +
-	" a signalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l’appe" +
-	"l (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle" +
-	" a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance est p" +
-	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
-	" contrat de sorties de la révision.\x02La réponse à l’appel a été perdue" +
-	" (la connexion s’est rompue après l’envoi de la requête, ou Relais s’est" +
-	" arrêté ou n’a pas pu joindre sa base de données avant de l’enregistrer)" +
-	"\u202f: on ignore si la destination a agi, donc elle n’est pas appelée d" +
-	"e nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
-	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
-	"e verrou de la dernière tentative a expiré sans tentative restante.\x02L" +
-	"es entrées n’ont pas pu être construites à partir des liaisons du proces" +
-	"sus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a" +
-	" signalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou" +
-	" un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La de" +
-	"stination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s " +
-	"en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la rév" +
-	"ision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées " +
-	"qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
-	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
-	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
-	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
-	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
-	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
-	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
-	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
-	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
-	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
-	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
-	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
-	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
-	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
-	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
-	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
-	"%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (dif" +
-	"férée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%" +
-	"[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps" +
-	" inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02rép" +
-	"onse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en a" +
-	"nglais)\x02Message de l’exécutant (ses propres termes, valeurs protégées" +
-	" masquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une " +
-	"révision est celle d’une définition\u202f: choisissez aussi la définitio" +
-	"n.\x02Consommateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue." +
-	"\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, consom" +
-	"mateur, destination, dates\x02Destination d’appel\x02son nom, exactement" +
-	"\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les p" +
-	"lus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Consom" +
-	"mateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurren" +
-	"ce ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de l" +
-	"a définition %[1]s, sans les autres filtres\x02Totaux de toutes les défi" +
-	"nitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d oc" +
-	"currence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les déc" +
-	"omptes sont actualisés toutes les 5 secondes environ.\x02révision %[1]d" +
-	"\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en cou" +
-	"rs depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéden" +
-	"te\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Cette adresse contient un paramètre illisible (u" +
-	"n signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou " +
-	"un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f:" +
-	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
-	"Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1" +
-	"]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le cu" +
-	"rseur de page est invalide\u202f: revenez à la première page.\x02Ces rég" +
-	"lages sont conservés dans ce navigateur seulement.\x02Afficher les heure" +
-	"s en\x02La console n’exécute aucun script et ne peut donc pas lire le fu" +
-	"seau horaire de votre ordinateur\u202f: choisissez son décalage par rapp" +
-	"ort à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les " +
-	"listes et les pages de détail\x02Un rechargement vide ce que vous avez s" +
-	"aisi sans l’appliquer (filtres, champ de recherche) et ramène le focus e" +
-	"n haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur ch" +
-	"aque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Le" +
-	"s pages où vous saisissez un motif (confirmations, et occurrences dont u" +
-	"ne valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, pas " +
-	"plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans " +
-	"enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus pub" +
-	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
-	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
-	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
-	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
-	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
-	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
-	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
-	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
-	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
-	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
-	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
-	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
-	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
-	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
-	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
-	"isissez un identifiant d’instance ou d’occurrence (un UUID complet, tel " +
-	"que le titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»" +
-	", et aucune instance ne l’a pour clé métier. Une instance terminée est s" +
-	"upprimée, avec ses occurrences et ses tentatives, une fois la durée de c" +
-	"onservation (RELAIS_RETENTION) écoulée\u202f; le journal d’audit garde l" +
-	"es actions d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[" +
-	"1]s\u202f» pour clé métier, et ce n’est pas un identifiant entier\u202f:" +
-	" les listes montrent la fin de chaque identifiant. Ouvrez la ligne, ou c" +
-	"opiez son lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02V" +
-	"otre session avait pris fin (inactivité, déconnexion ailleurs, jeton rév" +
-	"oqué ou redémarrage du serveur)\u202f: votre dernière action n’a pas été" +
-	" appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session a pris " +
-	"fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage du s" +
-	"erveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton " +
-	"est vérifié une fois et n’est jamais conservé dans votre navigateur" +
-	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
-	"\x02Trop de connexions échouées depuis votre adresse. Réessayez dans %[1" +
-	"]d secondes.\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rô" +
-	"le %[1]s ne peut pas ouvrir la console\u202f: connectez-vous avec un jet" +
-	"on d’opérateur, de concepteur ou d’administrateur.\x02Seuls les administ" +
-	"rateurs voient cette page\u202f: les jetons, les consommateurs, les dest" +
-	"inations et le journal des révélations sont de leur ressort.\x02Jetons d" +
-	"u personnel (administrateurs, concepteurs, opérateurs) non révoqués. Les" +
-	" jetons des consommateurs se gèrent avec leurs consommateurs. Révoquer u" +
-	"n jeton refuse sa requête suivante.\x02Jetons du personnel, les plus anc" +
-	"iens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expirati" +
-	"on\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session" +
-	"\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
-	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
-	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
-	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
-	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
-	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
-	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eules les révisions %[1]s sont prises en charge."
+	"cune définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n" +
+	"’a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez" +
+	" de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il " +
+	"était de %[1]d)\u202f: entre-temps, des instances ont été réglées, déma" +
+	"rrées ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre e" +
+	"t confirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le" +
+	" formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le jour" +
+	"nal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action g" +
+	"roupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s" +
+	") appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée" +
+	"\u202f: elle a changé après le comptage (réglée, ou traitée par quelqu’u" +
+	"n d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comp" +
+	"tage (réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°" +
+	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
+	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
+	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
+	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
+	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
+	"/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au" +
+	"\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opér" +
+	"ateur ne correspond.\x02Toutes les actions\x02L’instance de processus do" +
+	"it être un identifiant d’instance complet (un UUID)\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez " +
+	"son lien, pour l’identifiant complet.\x02L’action groupée doit être dési" +
+	"gnée par son identifiant (un UUID).\x02Actions d’opérateurs, les plus ré" +
+	"centes d’abord\x02Voici les %[1]d instances que l’action groupée %[2]s a" +
+	" modifiées. Tant qu’elle s’exécute, chaque rechargement montre où elle e" +
+	"n est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s\u202f: ap" +
+	"pliquée à %[4]d des %[5]d instances comptées, %[6]d ignorées (elles ont " +
+	"changé après le compte). Elle s’est terminée le %[7]s.\x02Action groupée" +
+	" (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur après %[4" +
+	"]d des %[5]d instances comptées (%[6]d ignorées). Ce qu’elle a appliqué " +
+	"reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, est en cours" +
+	"\u202f: %[4]d des %[5]d instances comptées traitées jusqu’ici (%[6]d ign" +
+	"orées). Chaque rechargement montre où elle en est.\x02Aucun progrès depu" +
+	"is %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’e" +
+	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
+	"ur le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigati" +
+	"on principale\x02État\x02Tâches externes\x02Processus\x02Trouver une ins" +
+	"tance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défin" +
+	"itions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révél" +
+	"ations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglag" +
+	"es d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures" +
+	" en %[1]s · rechargement suspendu\x02Heures en %[1]s · rechargement tout" +
+	"es les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Rec" +
+	"hargement suspendu\x02Reprendre\x02Cette page se recharge toutes les %[1" +
+	"]d secondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rôle " +
+	"ne permet de lire que les définitions et les processus\u202f: les tâches" +
+	" externes et les instances de processus sont réservées aux opérateurs et" +
+	" aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f" +
+	"» contient le caractère NUL ou des octets qui ne sont pas du texte UTF-" +
+	"8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Reto" +
+	"ur aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous p" +
+	"uissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissi" +
+	"ez voir. Une instance terminée est supprimée, avec ses occurrences et se" +
+	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
+	"ée\u202f; le journal d’audit garde les actions d’opérateur menées sur e" +
+	"lle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
+	"voyé depuis cette session de la console, ou il a expiré. Rechargez la pa" +
+	"ge et réessayez.\x02Temporairement indisponible\x02La base de données es" +
+	"t injoignable pour le moment. Réessayez dans quelques secondes.\x02Une e" +
+	"rreur est survenue\x02La console n’a pas pu afficher cette page. Réessay" +
+	"ez\u202f; si le problème persiste, donnez à votre administrateur l’ident" +
+	"ifiant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun " +
+	"autre consommateur.\x02Les services externes qui prennent des tâches, et" +
+	" les définitions que chacun peut prendre. Créez les consommateurs, modif" +
+	"iez leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers" +
+	")\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus a" +
+	"ncien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des oc" +
+	"currences en cours\u202f; les décomptes s’afficheront quand vous recharg" +
+	"erez la page.\x02Les décomptes sont indisponibles pour le moment.\x02Cha" +
+	"mp\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Descriptio" +
+	"n\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable " +
+	"d’une définition. Les processus ne l’utilisent jamais directement\u202f:" +
+	" ils épinglent une révision.\x02Sortie de routage\x02Dernier enregistrem" +
+	"ent\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de tr" +
+	"avail n’a jamais été figée.\x02Publications\x02Aucune publication pour l" +
+	"’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Compare" +
+	"r des révisions\x02Liste chaque changement d’une révision à l’autre et c" +
+	"e qu’il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02C" +
+	"hangement\x02Détail\x02Incompatible avec les processus\x02Incompatible a" +
+	"vec les exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées" +
+	"\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucun" +
+	"e sortie.\x02Sorties de la copie de travail\x02Publications, les plus an" +
+	"ciennes d’abord\x02Changements entre les deux révisions\x02Révision %[1]" +
+	"d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de" +
+	" la révision %[1]d\x02La copie de travail a des changements pas encore f" +
+	"igés\u202f: ils ne sont dans aucune révision (exécutants et processus ut" +
+	"ilisent au plus la révision %[1]d) tant qu’un figement n’en fait pas la " +
+	"révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont " +
+	"les mêmes (le nom ou une description a changé).\x02Changements de la cop" +
+	"ie de travail depuis la révision %[1]d\x02Choisissez deux révisions exis" +
+	"tantes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d change" +
+	"ments\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d" +
+	" incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obliga" +
+	"toire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02va" +
+	"leurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s" +
+	" → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02ch" +
+	"amp facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire" +
+	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
+	"e tâches\u202f: leur copie de travail, leurs révisions immuables et leur" +
+	"s publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révisi" +
+	"on\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
+	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
+	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs de la re" +
+	"quête de l’URL et des en-têtes sont scellées et jamais affichées. Créez," +
+	" modifiez et supprimez les destinations par l’API (/api/v1/destinations)" +
+	".\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Délai maximal" +
+	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02en" +
+	" cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inci" +
+	"dent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’insta" +
+	"nce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
+	"\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de c" +
+	"haque définition maintenant, et ce que ses exécutants ont terminé dans l" +
+	"a dernière heure\u202f: les occurrences terminées avec succès ou en éche" +
+	"c. Une occurrence relancée depuis compte là où elle se termine ensuite" +
+	"\u202f; un échec qui laisse des tentatives n’est pas compté, la page de " +
+	"son occurrence le montre.\x02Réussites et échecs, dernière heure\x02Défi" +
+	"nitions, celles qui demandent de l’attention d’abord\x02Définition\x02Ou" +
+	"vertes\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne " +
+	"disponible\x02Terminées, dernière heure\x02En échec, dernière heure\x02A" +
+	"ucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; act" +
+	"ualisé toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02a" +
+	"ttente longue\x02aucun exécutant\x02Afficher toutes les définitions\x02A" +
+	"ucune définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affi" +
+	"chez toutes les définitions.\x02Toutes les définitions\x02Réussites et é" +
+	"checs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la derni" +
+	"ère heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne c" +
+	"haque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du " +
+	"graphique\x02Réussites et échecs par tranche de 5 min, les plus ancienne" +
+	"s d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s" +
+	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminée" +
+	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éche" +
+	"c\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
+	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
+	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
+	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
+	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
+	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
+	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
+	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
+	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
+	"as pu être construites), une reprise échouerait donc de la même façon. L" +
+	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
+	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
+	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
+	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
+	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
+	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
+	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
+	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
+	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
+	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
+	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
+	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
+	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
+	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
+	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
+	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
+	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
+	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
+	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
+	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée" +
+	"\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02dat" +
+	"e\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02" +
+	"secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exéc" +
+	"utant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
+	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
+	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
+	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
+	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
+	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
+	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
+	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
+	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
+	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
+	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
+	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
+	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
+	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
+	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
+	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
+	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
+	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
+	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
+	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
+	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
+	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
+	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
+	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
+	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(" +
+	"%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14" +
+	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
+	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
+	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
+	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
+	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
+	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
+	"\x02Motif (consigné avec la révélation)\x02Chaque admin le lit, et il es" +
+	"t conservé quelle que soit la rétention\u202f: n’y écrivez aucune donnée" +
+	" client.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière ré" +
+	"servation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1" +
+	"]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02" +
+	"non\u202f: l’exécutant a signalé cet échec comme définitif (tentatives r" +
+	"estantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu d" +
+	"ans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérif" +
+	"iez avant de reprendre.\x02La destination n’a pas répondu dans le délai " +
+	"de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendr" +
+	"e.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résulta" +
+	"t ne respectait pas le contrat de sorties de la révision.\x02La réponse " +
+	"à l’appel a été perdue (la connexion s’est rompue après l’envoi de la r" +
+	"equête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données " +
+	"avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc e" +
+	"lle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
+	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
+	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
+	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
+	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
+	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
+	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
+	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
+	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
+	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
+	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
+	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
+	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
+	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
+	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
+	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
+	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
+	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
+	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
+	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
+	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
+	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
+	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
+	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
+	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
+	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
+	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
+	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
+	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
+	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
+	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
+	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
+	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
+	"é]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pro" +
+	"pres termes, valeurs protégées masquées)\x02La révision doit être un nom" +
+	"bre entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f:" +
+	" choisissez aussi la définition.\x02Consommateur inconnu.\x02Destination" +
+	" «\u202f%[1]s\u202f» inconnue.\x02Date de clôture\x02Plus de filtres" +
+	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
+	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
+	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
+	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
+	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tou" +
+	"s les consommateurs\x02Totaux de la définition %[1]s, sans les autres fi" +
+	"ltres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
+	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
+	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 " +
+	"secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tentative" +
+	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
+	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
+	"ge\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
+	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
+	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
+	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
+	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
+	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
+	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
+	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
+	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
+	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
+	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
+	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
+	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
+	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
+	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
+	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
+	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
+	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
+	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
+	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
+	"universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1" +
+	"]d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, ro" +
+	"utes et révisions épinglées, dessinés, avec l’emplacement actuel de leur" +
+	"s occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds," +
+	" routes et révisions épinglées, dessinés.\x02Processus par clé\x02Versio" +
+	"ns, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
+	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
+	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
+	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
+	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
+	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
+	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
+	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
+	"\x02Occurrences actuelles\x02Instances de cette version\x02Les colonnes " +
+	"suivent le plus long chemin depuis le nœud de départ. Les flèches pleine" +
+	"s sont les réussites (étiquetées par leur route), les pointillées les éc" +
+	"hecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version" +
+	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
+	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
+	"es et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les" +
+	" dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaqu" +
+	"e nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%" +
+	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
+	"uds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
+	"leau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
+	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
+	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
+	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
+	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
+	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
+	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
+	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
+	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[" +
+	"1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02" +
+	"instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; act" +
+	"ualisés toutes les 5 secondes environ.\x02Seuls les administrateurs peuv" +
+	"ent révéler une valeur sensible.\x02Dites pourquoi vous révélez cette va" +
+	"leur\u202f: le motif est consigné avec la révélation dans le journal d’a" +
+	"udit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’aud" +
+	"it.\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeu" +
+	"r que cette page affiche masquée (sensible) peut être révélée.\x02Les va" +
+	"leurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensibl" +
+	"e qu’un administrateur a révélée\u202f: qui, quand, quel champ et pourqu" +
+	"oi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, l" +
+	"es plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (rév" +
+	"élée avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette" +
+	" page n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifi" +
+	"ant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa " +
+	"page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ de" +
+	" recherche est vide.\x02C’est trop long pour être un identifiant ou une " +
+	"clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[" +
+	"1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instanc" +
+	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
+	"e ne l’a pour clé métier. Une instance terminée est supprimée, avec ses " +
+	"occurrences et ses tentatives, une fois la durée de conservation (RELAIS" +
+	"_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opérat" +
+	"eur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
+	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
+	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
+	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
+	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
+	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
+	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
+	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
+	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
+	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
+	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
+	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
+	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
+	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
+	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
+	"teur ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations et le journal de" +
+	"s révélations sont de leur ressort.\x02Jetons du personnel (administrate" +
+	"urs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs" +
+	" se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête" +
+	" suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jet" +
+	"on.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encor" +
+	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1" +
+	"]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête s" +
+	"uivante est refusée et les sessions de console ouvertes avec lui prennen" +
+	"t fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau " +
+	"jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel v" +
+	"ous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivant" +
+	"e est refusée. C’est irréversible.\x02C’est le dernier jeton administrat" +
+	"eur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeto" +
+	"n %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
+	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
+	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
+	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
+	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
+	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
+	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
+	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
+	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
+	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
+	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
+	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
+	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
+	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
+	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
+	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
+	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
+	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
+	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun" +
+	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
+	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
+	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
+	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
+	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
+	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
+	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
+	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
+	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
+	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
+	"t prises en charge."
 
-	// Total table size 69024 bytes (67KiB); checksum: AFFDF934
+	// Total table size 69335 bytes (67KiB); checksum: B1834E12
