@@ -8,10 +8,12 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // A long poll on an empty queue is answered as soon as an instance reaches
@@ -105,6 +107,16 @@ func TestLongPollReleasesWaiterOnClientDisconnect(t *testing.T) {
 		t.Fatalf("cancelled fetch: got %d %s, want the client-side cancellation error", a.res.Status, a.res.Body)
 	}
 	waitWaiters(t, env, 0, 3*time.Second)
+	// Not an empty answer: logged 499 and counted abandoned, so that a
+	// proxy cutting long polls short shows.
+	relaistest.WaitFor(t, 5*time.Second, "the abandoned fetch's log line and metric", func() (bool, string) {
+		abandoned, _ := env.Metrics().Get("relais_pull_fetch_duration_seconds_count", "result", "abandoned")
+		logged := strings.Contains(env.Logs.String(), "route=/api/v1/pull/fetch-and-lock") && strings.Contains(env.Logs.String(), "status=499")
+		return abandoned == 1 && logged, fmt.Sprintf("abandoned %v, 499 logged %v", abandoned, logged)
+	})
+	if empty, _ := env.Metrics().Get("relais_pull_fetch_duration_seconds_count", "result", "empty"); empty != 0 {
+		t.Errorf("the abandoned fetch counted empty too (%v)", empty)
+	}
 
 	_, id := start(t, env, "crm_only", "Acme")
 	occ := one(t, fetch(t, env, consumer, fetchBody("w2")), id)

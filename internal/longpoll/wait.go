@@ -108,10 +108,12 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 		select {
 		case <-ctx.Done():
 			// The client left: nothing was claimed for it, and its going is
-			// not a server error. Or the replica cut the wait short as
-			// PostgreSQL stopped answering: 503, so that the worker backs
-			// off instead of fetching again at once.
-			return nil, pgfault.CutShort(ctx)
+			// not a server error, but not an empty answer either (499,
+			// counted abandoned: a proxy cutting long polls shows). Or the
+			// replica cut the wait short as PostgreSQL stopped answering:
+			// 503, so that the worker backs off instead of fetching again
+			// at once.
+			return nil, cutShort(ctx)
 		case <-h.closing:
 			return nil, nil
 		case <-timer.C:
@@ -128,7 +130,7 @@ func (h *Hub) ClaimOrWait(ctx context.Context, eng *engine.Engine, claim engine.
 				timer.Reset(max(min(d, time.Until(next)), time.Millisecond))
 				select {
 				case <-ctx.Done():
-					return nil, pgfault.CutShort(ctx)
+					return nil, cutShort(ctx)
 				case <-h.closing:
 					return nil, nil
 				case <-timer.C:
@@ -161,4 +163,13 @@ func claimFor(ctx context.Context, eng claimer, claim engine.ClaimRequest) ([]en
 type claimer interface {
 	Claim(ctx context.Context, req engine.ClaimRequest) ([]engine.Reservation, error)
 	ReleaseUnseen(ctx context.Context, consumerID int64, workerID string, unseen []engine.Reservation) (int, error)
+}
+
+// cutShort is why a wait ended with ctx: the database stopped answering
+// (503), or the client left (ctx's own error).
+func cutShort(ctx context.Context) error {
+	if err := pgfault.CutShort(ctx); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
