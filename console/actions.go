@@ -491,7 +491,7 @@ const longBulk = 5 * time.Second
 // matches); bulkFields are the fields of its form.
 var (
 	bulkParams = append([]string{"action"}, instanceCriteria...)
-	bulkFields = append([]string{csrfField, "confirm_count", "bulk_id", "reason"}, bulkParams...)
+	bulkFields = append([]string{csrfField, "confirm_count", "bulk_id", countedAtField, "reason"}, bulkParams...)
 )
 
 // bulkAction reads the action and filter of a bulk request (query or
@@ -520,7 +520,23 @@ func notApplicableToStatus(ctx context.Context, a engine.Action, status string) 
 }
 
 // bulkView builds the confirmation for count matching instances.
-func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, count int64) bulkView {
+// countedAtField carries, through a bulk confirmation's form, the moment
+// its count was read (see pinCount).
+const countedAtField = "counted_at"
+
+// pinCount narrows ef to the instances created before at, the moment its
+// count is read: during an incident new instances keep coming to match,
+// and each would change the count the operator confirms, who could then
+// never act. Those created later are left for the next action.
+func pinCount(ef *engine.InstanceFilter, at time.Time) {
+	if ef.CreatedBefore == nil || at.Before(*ef.CreatedBefore) {
+		ef.CreatedBefore = &at
+	}
+}
+
+// bulkView builds the confirmation for count matching instances, counted
+// at countedAt.
+func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, count int64, countedAt time.Time) bulkView {
 	ctx := r.Context()
 	v := bulkView{Action: string(a), FilterLabel: T(ctx, "Filter"), CountValue: strconv.FormatInt(count, 10),
 		reasonForm: newReasonForm(ctx, bulkPath, T(ctx, "Reason (recorded in the audit log for every instance)"), f.href(), T(ctx, "Back to the list")),
@@ -582,6 +598,7 @@ func (c *Console) bulkView(r *http.Request, a engine.Action, f instanceFilter, c
 	for _, k := range slices.Sorted(maps.Keys(crit)) {
 		v.Hidden = append(v.Hidden, option{Value: crit.Get(k), Label: k})
 	}
+	v.Hidden = append(v.Hidden, option{Value: countedAt.UTC().Format(time.RFC3339Nano), Label: countedAtField})
 	return v
 }
 
@@ -665,12 +682,14 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), strings.Join(errs, " "))
 		return
 	}
+	countedAt := c.eng.Now()
+	pinCount(&ef, countedAt)
 	b, err := c.eng.BreakdownForAction(ctx, a, ef, maxBulkGroups)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	v := c.bulkView(r, a, f, b.Count)
+	v := c.bulkView(r, a, f, b.Count, countedAt)
 	if err := c.whatMatches(ctx, &v, a, f, ef, b.Count, b); err != nil {
 		c.serverError(w, r, err)
 		return
@@ -738,6 +757,14 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		c.instancesErrorPage(w, r, http.StatusBadRequest, T(ctx, "Cannot act on this filter"), T(ctx, "The confirmed count is missing: start again from the list."))
 		return
 	}
+	// The moment the confirmed count was read: instances created since
+	// are not the operator's to act on now. A form without it (a page
+	// from before it was sent) counts everything, as it did.
+	countedAt := c.eng.Now()
+	if at, err := time.Parse(time.RFC3339Nano, r.PostFormValue(countedAtField)); err == nil {
+		countedAt = at
+		pinCount(&ef, at)
+	}
 	// The id the confirmation linked to; a form without one (or a
 	// mangled one) gets a new id rather than a refusal.
 	bulkID, _ := uuid.Parse(r.PostFormValue("bulk_id"))
@@ -764,7 +791,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		v := c.bulkView(r, a, f, count)
+		v := c.bulkView(r, a, f, count, countedAt)
 		if bulkID != uuid.Nil && fe.Code != "bulk_exists" {
 			// Nothing was applied: the id a tab opened earlier follows
 			// stays the action's.

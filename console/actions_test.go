@@ -440,9 +440,13 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 		t.Errorf("a filter by process warns that it is unfiltered")
 	}
 	action, form := formOf(t, confirm, "bulk-form")
-	if form.Get("process") != "scoring" || form.Get("status") != "held" || form.Get("confirm_count") != "3" {
+	if form.Get("process") != "scoring" || form.Get("status") != "held" || form.Get("confirm_count") != "3" || form.Get("counted_at") == "" {
 		t.Fatalf("the bulk form carries %v", form)
 	}
+	// An instance that comes to match after the count (an incident under
+	// way) changes nothing: the action is on those counted, created
+	// before the count was read. It is left for the next action.
+	late, _ := f.holdScoring(t, "lead-10")
 
 	// Someone stops one meanwhile: the confirmed 3 no longer holds.
 	f.env.Must(200, "POST", "/api/v1/instances/"+c+"/stop", f.env.Admin, map[string]any{"reason": "duplicate"})
@@ -483,6 +487,9 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 		if f.status(t, id) != "running" || f.auditCount(t, id, "retry") != 1 {
 			t.Errorf("instance %s: %s with %d retries, want running with 1", id, f.status(t, id), f.auditCount(t, id, "retry"))
 		}
+	}
+	if f.status(t, late) != "held" || f.auditCount(t, late, "retry") != 0 {
+		t.Errorf("the instance held after the count: %s with %d retries, want held and untouched", f.status(t, late), f.auditCount(t, late, "retry"))
 	}
 
 	// The same form again (a double click, a reload): the count no longer

@@ -507,7 +507,13 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 				return BulkResult{}, err
 			}
 		}
-		fe := fault.New(fault.Conflict, "count_changed", "the filter matches %d instances now, not the %d confirmed: confirm the new count", count, confirm)
+		then := "confirm the new count"
+		if count > confirm && f.CreatedBefore == nil {
+			// An incident under way: each new instance would change the
+			// next count too.
+			then += " (if instances keep coming to match, give filter.created_before the time you counted at: those created since are left for the next action, and the count holds)"
+		}
+		fe := fault.New(fault.Conflict, "count_changed", "the filter matches %d instances now, not the %d confirmed: %s", count, confirm, then)
 		fe.Extra = map[string]any{"count": count}
 		return BulkResult{}, fe
 	}
