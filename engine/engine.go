@@ -58,8 +58,11 @@ type Engine struct {
 	// group commits settlements and claims, starts their own lanes: a
 	// producer waits for its start, which must not queue behind the
 	// round trips of a group of settlements (see groupCommit).
-	group  *groupCommit
-	starts *groupCommit
+	group *groupCommit
+	// refills numbers the claims made with settlements, each tagged
+	// uniquely (see Engine.refill).
+	refills atomic.Uint64
+	starts  *groupCommit
 	// clock follows the database's clock between reads (see dbClock).
 	clock dbClock
 	// primaryRetired is set once a key rotation retired this replica's
@@ -195,7 +198,9 @@ func wrap(op string, err error) error {
 		return err
 	}
 	err = fmt.Errorf("engine: %s: %w", op, err)
-	if pgfault.Lost(err) {
+	if pgfault.Lost(err) || errors.Is(err, errCommitUnknown) {
+		// A COMMIT whose answer never came is the database's absence too:
+		// 503, to be repeated as it was.
 		return pgfault.Unavailable(err)
 	}
 	return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,8 +97,12 @@ type groupWrite struct {
 	refill   *ClaimRequest
 	settled  bool
 	refilled []queries.Occurrence
-	err      error
-	done     chan struct{}
+	// refillTag is the tag its claim was made under (the request's, made
+	// unique to the statement): the one to ask again under when the
+	// COMMIT's answer is lost.
+	refillTag string
+	err       error
+	done      chan struct{}
 }
 
 // Group commit defaults. A group's round trips and commit take a
@@ -453,7 +458,7 @@ func (e *Engine) refill(ctx context.Context, q *queries.Queries, group []*groupW
 	}
 	var claims []*claim
 	for i, w := range group {
-		w.refilled = nil
+		w.refilled, w.refillTag = nil, ""
 		if w.refill == nil || !w.settled || (refusals != nil && refusals[i] != nil) {
 			continue
 		}
@@ -478,8 +483,13 @@ func (e *Engine) refill(ctx context.Context, q *queries.Queries, group []*groupW
 		if c.req.RequestID != "" {
 			// A stream's refills are tagged as its own claims are (see
 			// ClaimRequest.TagOnly): one whose COMMIT answer is lost is
-			// asked again under its tag.
-			tag = &c.req.RequestID
+			// asked again under its tag, which names this statement's
+			// rows alone (a stream publishes one request for many).
+			t := c.req.RequestID + "/" + strconv.FormatUint(e.refills.Add(1), 36)
+			tag = &t
+			for _, w := range c.writes {
+				w.refillTag = t
+			}
 		}
 		rows, err := q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
 			DefinitionKeys: c.req.Pairs.Keys, Revisions: c.req.Pairs.Revisions, Now: e.at(), MaxTasks: int32(len(c.writes)),

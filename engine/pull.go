@@ -20,6 +20,7 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/keyring"
+	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/queries"
 )
 
@@ -313,6 +314,9 @@ type Settlement struct {
 	// answer was lost): nothing was settled now, but a stream still
 	// holding Attempt, which never heard, frees it.
 	Replayed bool `json:"-"`
+	// RefillTag is the tag of the refill claimed with the settlement, if
+	// one was (see RefillUnanswered).
+	RefillTag string `json:"-"`
 }
 
 // attemptsLeft is how many more reservations o's budget allows: its frozen
@@ -568,8 +572,13 @@ func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimR
 		return err
 	}
 	if err := e.group.submit(ctx, w); err != nil {
+		if w.refillTag != "" && (pgfault.Lost(err) || errors.Is(err, errCommitUnknown)) {
+			// The COMMIT may have claimed the refill unanswered.
+			return out, nil, &RefillUnanswered{Tag: w.refillTag, Err: pgfault.Unavailable(err)}
+		}
 		return out, nil, err
 	}
+	out.RefillTag = w.refillTag
 	if len(w.refilled) == 0 {
 		return out, nil, nil
 	}
@@ -581,6 +590,19 @@ func (e *Engine) settleAndClaim(ctx context.Context, ref WorkerRef, next *ClaimR
 	}
 	return out, got, nil
 }
+
+// RefillUnanswered is the error of a settlement whose transaction also
+// claimed a refill (see CompleteAndClaim) and whose COMMIT's answer was
+// lost: it may have committed, the refill reserved to the worker under
+// Tag and delivered to nobody. Claim with that RequestID and Recover asks
+// for it again; HandBackTagged gives it back.
+type RefillUnanswered struct {
+	Tag string
+	Err error
+}
+
+func (e *RefillUnanswered) Error() string { return e.Err.Error() }
+func (e *RefillUnanswered) Unwrap() error { return e.Err }
 
 // completeIn is Complete inside q's transaction.
 func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerRef, outputs json.RawMessage) (out Settlement, err error) {

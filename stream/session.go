@@ -329,10 +329,10 @@ type runner struct {
 	claims    uint64
 	lostClaim string
 	// lostRefills are the tags of refills (see Service.complete) whose
-	// settlement's COMMIT answer was lost: the next claim asks for what
-	// they reserved, as for lostClaim. A refill's tag is shared by the
-	// refills of one publication (publishRefill), so what the stream
-	// already holds is told apart from what it never received.
+	// settlement's COMMIT answer was lost (engine.RefillUnanswered): the
+	// next claim asks for what they reserved, as for lostClaim. Each tag
+	// names one refill statement's rows (the engine makes the published
+	// request's tag unique to it), none of which the stream received.
 	lostRefills []string
 }
 
@@ -511,6 +511,9 @@ func (r *runner) claim(ctx context.Context) error {
 		return err
 	}
 	want := s.credit - len(s.held)
+	if want <= 0 {
+		return nil // filled by what was recovered
+	}
 	// A claim that began finishes even if the client leaves meanwhile, so
 	// that what it reserved is known and handed back.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
@@ -639,46 +642,62 @@ func (r *runner) handle(ctx context.Context, events []event) (reason string, err
 				r.lostRefills = append(r.lostRefills, e.tag)
 			}
 			r.dirty = true
+			if r.draining {
+				// No claim comes while the stream drains: asked again
+				// now, what the refill reserved is handed back (refilled).
+				if err := r.recoverRefills(ctx); err != nil {
+					return endSendFailed, nil
+				}
+			}
 		}
 	}
 	return "", nil
 }
 
-// recoverRefills asks again for what the refills of lostRefills reserved:
-// what the stream does not hold is delivered as a refill is (up to its
-// credit, the rest handed back). A tag whose asking fails for the
-// database's absence is kept for the next claim.
+// recoverRefills asks again for what the refills of lostRefills reserved
+// (each tag names one claim's rows, delivered to nobody): it is delivered
+// as a refill is (up to the credit, the rest handed back, all of it while
+// the stream drains). A tag whose asking fails for the database's absence
+// is kept for the next claim; one refused otherwise is handed back.
 func (r *runner) recoverRefills(ctx context.Context) error {
 	svc, s := r.svc, r.s
 	for len(r.lostRefills) > 0 {
 		tag := r.lostRefills[0]
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
-		// MaxTasks 0: only the replay, never a new claim under the tag.
-		got, err := svc.eng.Claim(cctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
-			LockDuration: s.lock, RequestID: tag, Recover: true})
-		cancel()
+		got, err := r.askAgain(ctx, tag)
 		if pgfault.Unreachable(err) {
 			return nil
 		}
 		r.lostRefills = r.lostRefills[1:]
 		if err != nil {
-			svc.logger.Warn("asking again for a lost refill failed; its locks lapse instead", "stream", s.id, "err", err)
 			continue
 		}
-		var unseen []engine.Reservation
-		for _, g := range got {
-			if a, ok := s.held[g.ID]; !ok || a != g.Attempt {
-				unseen = append(unseen, g)
-			}
+		if len(got) > 0 {
+			svc.logger.Info("stream refill recovered: what a settlement claimed as the database went away is delivered", "stream", s.id, "tasks", len(got))
 		}
-		if len(unseen) > 0 {
-			svc.logger.Info("stream refill recovered: what a settlement claimed as the database went away is delivered", "stream", s.id, "tasks", len(unseen))
-		}
-		if err := r.refilled(ctx, unseen); err != nil {
+		if err := r.refilled(ctx, got); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// askAgain replays what the refill claim tagged tag reserved; a refusal
+// other than the database's absence hands it back (given back rather than
+// left to its locks, an attempt each).
+func (r *runner) askAgain(ctx context.Context, tag string) ([]engine.Reservation, error) {
+	svc, s := r.svc, r.s
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	// MaxTasks 0: only the replay, never a new claim under the tag.
+	got, err := svc.eng.Claim(ctx, engine.ClaimRequest{ConsumerID: s.consumerID, WorkerID: s.workerID, Pairs: s.pairs,
+		LockDuration: s.lock, RequestID: tag, Recover: true})
+	if err != nil && !pgfault.Unreachable(err) {
+		svc.logger.Warn("asking again for a lost refill failed; handing it back", "stream", s.id, "err", err)
+		if _, err := svc.eng.HandBackTagged(ctx, s.consumerID, s.workerID, tag); err != nil {
+			svc.logger.Warn("handing back what a lost refill reserved failed; its locks lapse instead", "stream", s.id, "err", err)
+		}
+	}
+	return got, err
 }
 
 // refilled takes what a settlement claimed for the stream: it holds and
@@ -691,11 +710,6 @@ func (r *runner) refilled(ctx context.Context, got []engine.Reservation) error {
 	svc, s := r.svc, r.s
 	var extra, take []engine.Reservation
 	for _, g := range got {
-		if a, ok := s.held[g.ID]; ok && a == g.Attempt {
-			// Delivered already: recovered (recoverRefills) before the
-			// event of the settlement that claimed it came.
-			continue
-		}
 		if r.draining || len(s.held) >= s.credit {
 			extra = append(extra, g)
 			continue
@@ -860,6 +874,10 @@ func (r *runner) end(ctx context.Context, reason string) {
 	var unseen []engine.Reservation
 	for _, e := range s.close() {
 		unseen = append(unseen, e.refill...)
+		if e.kind == eventRefillLost && !slices.Contains(r.lostRefills, e.tag) {
+			// Posted, never handled: handed back below.
+			r.lostRefills = append(r.lostRefills, e.tag)
+		}
 	}
 	unseenBack := svc.handBack(ctx, s.consumerID, s.workerID, unseen)
 	if r.lostClaim != "" {

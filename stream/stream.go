@@ -353,21 +353,31 @@ func (s *Service) settle(ctx context.Context, ref engine.WorkerRef,
 	next := h.refillFor(ref)
 	st, got, err := settle(next)
 	if lose := loseAnswer.Load(); lose != nil && err == nil && (*lose)(ref) {
-		st, got, err = engine.Settlement{}, nil, pgfault.Unavailable(errors.New("test: the COMMIT's answer was lost"))
+		err = pgfault.Unavailable(errors.New("test: the COMMIT's answer was lost"))
+		if st.RefillTag != "" {
+			err = &engine.RefillUnanswered{Tag: st.RefillTag, Err: err}
+		}
+		st, got = engine.Settlement{}, nil
 	}
+	var unanswered *engine.RefillUnanswered
 	switch {
-	case next != nil && pgfault.Unreachable(err):
+	case errors.As(err, &unanswered):
 		// Its COMMIT may have claimed the refill unanswered: the stream
 		// asks for it again under its tag, or hands it back as it ends.
-		if !h.post(event{kind: eventRefillLost, tag: next.RequestID}) {
-			if _, herr := s.eng.HandBackTagged(context.WithoutCancel(ctx), ref.ConsumerID, ref.WorkerID, next.RequestID); herr != nil {
+		if !h.post(event{kind: eventRefillLost, tag: unanswered.Tag}) {
+			if _, herr := s.eng.HandBackTagged(context.WithoutCancel(ctx), ref.ConsumerID, ref.WorkerID, unanswered.Tag); herr != nil {
 				s.logger.Warn("handing back what a lost refill reserved failed; its locks lapse instead", "err", herr)
 			}
 		}
 		return st, err
 	case err != nil || st.Attempt == 0:
 		return st, err
-	case next == nil || st.Replayed:
+	case st.Replayed:
+		// The first answer was lost: free the slot if this replica's
+		// stream still holds it, without a signal (the other replicas'
+		// streams learn at their keep-alive, as they would have).
+		s.settledHere(ref, st.Attempt)
+	case next == nil:
 		s.settled(ctx, ref, st.Attempt)
 	case !h.post(event{kind: eventSettled, occurrence: ref.Occurrence, attempt: st.Attempt, refilled: true, refill: got}):
 		// The stream ended meanwhile: nobody will run them.
