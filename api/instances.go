@@ -529,17 +529,20 @@ func (a *API) listInstances() http.Handler {
 		if err != nil {
 			return err
 		}
-		u, err := a.eng.UnknownFilterKeys(r.Context(), f)
-		if err != nil {
-			return err
-		}
-		if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt}); len(errs) > 0 {
-			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
-		}
 		f.Before, f.Limit = before, limit+1
 		insts, err := a.eng.ListInstances(r.Context(), f)
 		if err != nil {
 			return err
+		}
+		if len(insts) == 0 && before == nil {
+			// Empty: a key nothing has (a typo) must not read as "none".
+			u, err := a.eng.UnknownFilterKeys(r.Context(), f)
+			if err != nil {
+				return err
+			}
+			if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Version: f.Version, HeldAt: f.HeldAt}); len(errs) > 0 {
+				return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
+			}
 		}
 		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(insts, limit, func(i engine.Instance) any { return i.ID },
 			func(i engine.Instance) instanceJSON { return toInstanceJSON(i, false) }))

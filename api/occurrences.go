@@ -226,17 +226,20 @@ func (a *API) listOccurrences() http.Handler {
 		if err != nil {
 			return err
 		}
-		u, err := a.eng.UnknownOccurrenceKeys(r.Context(), f)
-		if err != nil {
-			return err
-		}
-		if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Definition: f.Definition, Revision: f.Revision}); len(errs) > 0 {
-			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
-		}
 		f.Before, f.Limit = before, limit+1
 		occs, err := a.eng.ListOccurrences(r.Context(), f)
 		if err != nil {
 			return err
+		}
+		if len(occs) == 0 && before == nil {
+			// As the instances list: only an empty answer is checked.
+			u, err := a.eng.UnknownOccurrenceKeys(r.Context(), f)
+			if err != nil {
+				return err
+			}
+			if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Definition: f.Definition, Revision: f.Revision}); len(errs) > 0 {
+				return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
+			}
 		}
 		httpjson.Encode(w, http.StatusOK, httpjson.NewPage(occs, limit, func(o engine.Occurrence) any { return o.ID }, toOccurrenceJSON))
 		return nil

@@ -146,16 +146,6 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 	f := instanceFilterFrom(r.URL.Query().Get)
 	ef, errs := f.engineFilter(ctx)
 	errs = append(queryProblems(ctx, r.URL.RawQuery, instanceParams...), errs...)
-	if len(errs) == 0 {
-		// A key nothing has (a typo, an edited link) would list nothing,
-		// which reads as "none left".
-		unknown, err := c.unknownKeys(ctx, ef)
-		if err != nil {
-			c.serverError(w, r, err)
-			return
-		}
-		errs = unknown
-	}
 	v := instanceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Process instances"), "instances"),
 		FiltersLabel: T(ctx, "Filters"), ProcessLabel: T(ctx, "Process"), VersionLabel: T(ctx, "Version"), VersionHint: T(ctx, "any"), StatusLabel: T(ctx, "Status"),
@@ -196,6 +186,20 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			c.serverError(w, r, err)
 			return
+		}
+		if len(insts) == 0 && ef.Before == nil && ef.After == nil {
+			// A key nothing has (a typo, an edited link) lists nothing,
+			// which would read as "none left": said instead.
+			unknown, err := c.unknownKeys(ctx, ef)
+			if err != nil {
+				c.serverError(w, r, err)
+				return
+			}
+			if len(unknown) > 0 {
+				v.Errors, v.Bulk = unknown, nil
+				c.render(w, r, http.StatusOK, instanceListPage(v))
+				return
+			}
 		}
 		ids := make([]string, len(insts))
 		for i, in := range insts {

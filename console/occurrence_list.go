@@ -224,15 +224,6 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 	f := filterFromQuery(r.URL.Query())
 	ef, errs := f.engineFilter(ctx)
 	errs = append(queryProblems(ctx, r.URL.RawQuery, occurrenceParams...), errs...)
-	if len(errs) == 0 {
-		// As the instances list: a key nothing has lists nothing.
-		unknown, err := c.unknownOccurrenceKeys(ctx, ef)
-		if err != nil {
-			c.serverError(w, r, err)
-			return
-		}
-		errs = unknown
-	}
 
 	v := occurrenceListView{
 		Chrome:       c.liveChrome(r, T(ctx, "External tasks"), "occurrences"),
@@ -288,6 +279,20 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			c.serverError(w, r, err)
 			return
+		}
+		if len(occs) == 0 && ef.Before == nil && ef.After == nil {
+			// As the instances list: a key nothing has is said, not
+			// listed empty.
+			unknown, err := c.unknownOccurrenceKeys(ctx, ef)
+			if err != nil {
+				c.serverError(w, r, err)
+				return
+			}
+			if len(unknown) > 0 {
+				v.Errors = unknown
+				c.render(w, r, http.StatusOK, occurrenceListPage(v))
+				return
+			}
 		}
 		ids := make([]string, len(occs))
 		for i, o := range occs {

@@ -461,9 +461,9 @@ func sortLongestFirst(s []string) {
 // \u003c, Gson = as \u003d, PHP / as \/) or percent-encoded in a URL.
 // Letter case is ignored (services lower-case an email address, upper-case
 // a reference as they quote it), letter by letter (ß and SS, or a final
-// sigma, are not matched). A value shorter than minInWord characters is
-// redacted only where it stands as a word of its own: inside other words
-// its redactions would spell it out. Longer strings are tried first, so that a
+// sigma, are not matched). An ASCII value shorter than minInWord
+// characters is redacted only where it stands as a word of its own: inside
+// other words its redactions would spell it out. Longer strings are tried first, so that a
 // secret containing another is redacted whole rather than leaving a
 // recognisable remainder.
 //
@@ -547,22 +547,6 @@ type span struct{ start, end int }
 // matches finds each p of ps (longest first) in text, without overlap, as
 // spans of the message: from maps a byte of text to the span of message
 // it was decoded from (nil when text is the message).
-// wholeWord reports whether p, found in text at j, stands as a word of
-// its own there: no letter or digit continues it on a side where p's own
-// edge is one.
-func wholeWord(text, p string, j int) bool {
-	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
-	first, _ := utf8.DecodeRuneInString(p)
-	last, _ := utf8.DecodeLastRuneInString(p)
-	if before, _ := utf8.DecodeLastRuneInString(text[:j]); j > 0 && alnum(first) && alnum(before) {
-		return false
-	}
-	if after, _ := utf8.DecodeRuneInString(text[j+len(p):]); j+len(p) < len(text) && alnum(last) && alnum(after) {
-		return false
-	}
-	return true
-}
-
 func matches(text string, ps []string, from []span) []span {
 	var out []span
 	taken := make([]bool, len(text))
@@ -587,7 +571,7 @@ func matches(text string, ps []string, from []span) []span {
 				break
 			}
 			j += i
-			if (utf8.RuneCountInString(p) < minInWord && !wholeWord(text, p, j)) || !take(j, j+len(p)) {
+			if (shortWord(p) && !wholeWord(text, p, j)) || !take(j, j+len(p)) {
 				i = j + 1
 				continue
 			}
@@ -649,9 +633,10 @@ func matches(text string, ps []string, from []span) []span {
 const (
 	minPartial = 8
 	minEncoded = 6
-	// minInWord is the shortest value (in characters) redacted inside other words: a
-	// shorter one ("O", "AB") is common inside words, and redacting it
-	// there would spell it out ("time[redacted]ut" says the value is "o").
+	// minInWord is the shortest ASCII value (in characters) redacted
+	// inside other words: a shorter one ("O", "AB") is common inside
+	// words, and redacting it there would spell it out
+	// ("time[redacted]ut" says the value is "o").
 	minInWord = 4
 )
 
@@ -829,4 +814,45 @@ func Project(value json.RawMessage, pointers []string) json.RawMessage {
 		}
 	}
 	return appendValue(nil, out)
+}
+
+// shortWord reports whether p is redacted only as a word of its own (see
+// minInWord): a short ASCII value. Other scripts are redacted wherever they
+// appear: Chinese or Japanese text runs its words together, and a
+// three-character name in it has letters on both sides.
+func shortWord(p string) bool {
+	if utf8.RuneCountInString(p) >= minInWord {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// wholeWord reports whether p, found in text at j, stands as a word of
+// its own there: no character of its own kind (a letter by a letter, a
+// digit by a digit) continues it, so "737" stands in "cvv737" and "o"
+// does not in "timeout".
+func wholeWord(text, p string, j int) bool {
+	kind := func(r rune) int {
+		switch {
+		case unicode.IsLetter(r):
+			return 1
+		case unicode.IsDigit(r):
+			return 2
+		}
+		return 0
+	}
+	first, _ := utf8.DecodeRuneInString(p)
+	last, _ := utf8.DecodeLastRuneInString(p)
+	if before, _ := utf8.DecodeLastRuneInString(text[:j]); j > 0 && kind(first) != 0 && kind(first) == kind(before) {
+		return false
+	}
+	if after, _ := utf8.DecodeRuneInString(text[j+len(p):]); j+len(p) < len(text) && kind(last) != 0 && kind(last) == kind(after) {
+		return false
+	}
+	return true
 }

@@ -360,7 +360,9 @@ func TestScrubShortValuesOnlyAsWords(t *testing.T) {
 		{"group=AB;", []string{"AB"}, "group=[redacted];"},
 		{"ab", []string{"AB"}, "[redacted]"},
 		{"age 42 and 142", []string{"42"}, "age [redacted] and 142"},
-		{"Éva or Évariste", []string{"Éva"}, "[redacted] or Évariste"},
+		{"Éva or Évariste", []string{"Éva"}, "[redacted] or [redacted]riste"},
+		{"顧客王小明様の注文が失敗しました", []string{"王小明"}, "顧客[redacted]様の注文が失敗しました"},
+		{"cvv737 rejected", []string{"737"}, "cvv[redacted] rejected"},
 		{"+33 and 1+33", []string{"+33"}, "[redacted] and 1[redacted]"},
 		{"token=xtok1y", []string{"tok1"}, "token=x[redacted]y"},
 	} {

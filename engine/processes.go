@@ -266,6 +266,12 @@ func (e *Engine) lockDestinations(ctx context.Context, q *queries.Queries, p *pr
 func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte) (ProcessVersion, bool, error) {
 	p, res, err := e.checkProcess(ctx, key, document)
 	if err != nil {
+		// A document identical to a published version is that version,
+		// even where a rule added since would refuse it: publishing stays
+		// idempotent by digest.
+		if pv, ok := e.publishedAs(ctx, key, document); ok {
+			return pv, false, nil
+		}
 		return ProcessVersion{}, false, err
 	}
 	canonical, digest := p.Canonical(), p.Digest()
@@ -317,6 +323,20 @@ func (e *Engine) PublishProcess(ctx context.Context, key string, document []byte
 		return ProcessVersion{}, false, wrap("publish process "+key, err)
 	}
 	return out, created, nil
+}
+
+// publishedAs returns the published version of key whose digest is
+// document's, if there is one.
+func (e *Engine) publishedAs(ctx context.Context, key string, document []byte) (ProcessVersion, bool) {
+	p, vs := process.Parse(document)
+	if len(vs) > 0 {
+		return ProcessVersion{}, false
+	}
+	row, err := e.q.ProcessVersionGetByDigest(ctx, queries.ProcessVersionGetByDigestParams{ProcessKey: key, Digest: p.Digest()})
+	if err != nil {
+		return ProcessVersion{}, false
+	}
+	return ProcessVersion{Key: key, Version: int(row.Version), Digest: row.Digest, Document: row.Document, Process: p, CreatedAt: row.CreatedAt}, true
 }
 
 // GetProcessVersion returns one version; version 0 means the latest.

@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/queries"
 )
 
 // notifyWorking takes an error to report: its code and message.
@@ -439,5 +441,33 @@ func TestPushResultAfterTheDeadlineIsNotTaken(t *testing.T) {
 	got := instanceStatus(t, e, inst.ID)
 	if got.Status != InstanceFailed || deref(got.EndNode) != "failed" || deref(got.ErrorCode) != CodeDeadlineExceeded {
 		t.Errorf("instance %s at %s with %s; want failed at failed with deadline_exceeded", got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+}
+
+// A document identical to a published version is that version, even when
+// a rule added since refuses it (here, a normal process input feeding a
+// secret field): publishing stays idempotent by digest, and a new document
+// is judged by the rule.
+func TestRepublishingAVersionARuleNowRefuses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "strict", `{"name":"Strict","inputs":{"fields":[{"name":"company_name","type":"text","required":true,"classification":"secret"}]},"outputs":{"fields":[]}}`)
+	doc := []byte(`{"inputs":{"fields":[{"name":"name","type":"text","required":true}]},"start":"strict","nodes":{
+	 "strict":{"kind":"pull","definition":"strict","revision":1,"inputs":{"company_name":{"from":"input.name"}},"next":"done"},
+	 "done":{"kind":"end"}}}`)
+	if _, _, err := e.PublishProcess(context.Background(), "lax", doc); !fault.HasCode(err, "invalid_process") {
+		t.Fatalf("publishing a normal input feeding a secret field: %v, want invalid_process", err)
+	}
+	// As if published before the rule.
+	p, _ := process.Parse(doc)
+	if err := e.q.ProcessEnsure(context.Background(), "lax"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.q.ProcessVersionInsert(context.Background(), queries.ProcessVersionInsertParams{ProcessKey: "lax", Version: 1, Digest: p.Digest(), Document: p.Canonical()}); err != nil {
+		t.Fatal(err)
+	}
+	pv, created, err := e.PublishProcess(context.Background(), "lax", doc)
+	if err != nil || created || pv.Version != 1 {
+		t.Fatalf("the same document again: version %d, created %v, %v; want version 1 as it is", pv.Version, created, err)
 	}
 }

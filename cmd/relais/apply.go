@@ -192,7 +192,9 @@ func checkBaseURL(base string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("RELAIS_URL %q must be an absolute http or https URL, as http://127.0.0.1:8080", base)
 	}
-	if p := strings.TrimRight(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.Contains(p, "/api/v1/") {
+	if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/api/v1") {
+		// Only a path ending in the API's own: a gateway may serve Relais
+		// under a prefix of its own (https://gw.example/api/v1/relais).
 		return fmt.Errorf("RELAIS_URL %q must be Relais's base URL, without %s (apply adds the paths it calls)", base, u.Path)
 	}
 	return nil

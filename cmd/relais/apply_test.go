@@ -310,11 +310,13 @@ func TestApplyChecksTheTokenFirst(t *testing.T) {
 	}
 	// The usual slips in RELAIS_URL, said as such before anything is sent.
 	for base, want := range map[string]string{
-		r.base + "/api/v1":   "must be Relais's base URL, without /api/v1 (apply adds the paths it calls)",
-		r.base + "/api/v1/":  "must be Relais's base URL, without /api/v1/",
-		"127.0.0.1:8080":     "must be an absolute http or https URL, as http://127.0.0.1:8080",
-		"relais.example/x":   "must be an absolute http or https URL",
-		"ftp://relais.local": "must be an absolute http or https URL",
+		r.base + "/api/v1":  "must be Relais's base URL, without /api/v1 (apply adds the paths it calls)",
+		r.base + "/api/v1/": "must be Relais's base URL, without /api/v1/",
+		// A gateway's own prefix is not the API's path: that URL is tried.
+		"http://127.0.0.1:1/api/v1/relais": "RELAIS_URL http://127.0.0.1:1/api/v1/relais does not answer",
+		"127.0.0.1:8080":                   "must be an absolute http or https URL, as http://127.0.0.1:8080",
+		"relais.example/x":                 "must be an absolute http or https URL",
+		"ftp://relais.local":               "must be an absolute http or https URL",
 	} {
 		if _, stderr, err := applyRun(t, base, "-f", "../../examples"); err == nil || !strings.Contains(err.Error(), want) || stderr != "" {
 			t.Errorf("apply to RELAIS_URL %q: err %v, stderr %q; want %q", base, err, stderr, want)

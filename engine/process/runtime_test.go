@@ -165,3 +165,29 @@ func TestNavigation(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluateBusinessKey: instance.business_key feeds a normal field as
+// the instance's business key, and leaves it out when there is none.
+func TestEvaluateBusinessKey(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, []byte(`{
+	  "inputs": {"fields": []},
+	  "start": "notify",
+	  "nodes": {
+	    "notify": {"kind": "pull", "definition": "notify", "revision": 1,
+	      "inputs": {"reference": {"from": "instance.id"}, "label": {"from": "instance.business_key"}}, "next": "done"},
+	    "done": {"kind": "end"}}}`))
+	if vs := Check(p, resolver, testLimits); vs != nil {
+		t.Fatalf("Check: got %s, want none", dump(vs))
+	}
+	key := "order-7"
+	for bk, want := range map[*string]string{
+		&key: `{"label":"order-7","reference":"` + instanceID + `"}`,
+		nil:  `{"reference":"` + instanceID + `"}`,
+	} {
+		got, err := p.EvaluateInputs("notify", Scope{InstanceID: instanceID, BusinessKey: bk})
+		if err != nil || string(got) != want {
+			t.Errorf("EvaluateInputs with business key %v: %s, %v; want %s", bk, got, err, want)
+		}
+	}
+}

@@ -363,7 +363,7 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 			continue
 		}
 		d.node = &node
-		if ps := controlProblems(d, &node); len(ps) > 0 {
+		if ps := controlProblems(d, &node, ""); len(ps) > 0 {
 			problems = append(problems, ps...)
 			continue
 		}
@@ -427,23 +427,44 @@ func syntaxProblem(d Document, err error) Problem {
 	return p
 }
 
-// controlProblems refuses the double-quoted strings under n that hold a
-// control character (a tab and line breaks aside): "\bACME\b" is a
-// pattern of word boundaries to its author and two backspaces to YAML and
-// JSON, a contract no input ever matches, and a name holding one is shown
-// garbled in every refusal.
-func controlProblems(d Document, n *yaml.Node) []Problem {
+// controlProblems refuses the double-quoted strings under n (at pointer
+// at) that hold a control character (a tab and line breaks aside):
+// "\bACME\b" is a pattern of word boundaries to its author and two
+// backspaces to YAML and JSON, a contract no input ever matches, and a
+// name holding one is shown garbled in every refusal.
+func controlProblems(d Document, n *yaml.Node, at string) []Problem {
 	var out []Problem
-	if n.Kind == yaml.ScalarNode && n.Style&yaml.DoubleQuotedStyle != 0 {
-		if i := strings.IndexFunc(n.Value, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' }); i >= 0 {
-			r, _ := utf8.DecodeRuneInString(n.Value[i:])
-			out = append(out, Problem{Doc: d, Line: n.Line, Message: fmt.Sprintf(
-				"%q holds the control character %U (in double quotes a backslash starts an escape, and \\b is a backspace): write a pattern in single quotes, as '\\bACME\\b', or double the backslash",
-				n.Value, r)})
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			if n.Kind == yaml.SequenceNode {
+				out = append(out, controlProblems(d, c, jsontree.Pointer(at, strconv.Itoa(i)))...)
+			} else {
+				out = append(out, controlProblems(d, c, at)...)
+			}
 		}
-	}
-	for _, c := range n.Content {
-		out = append(out, controlProblems(d, c)...)
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			out = append(out, controlProblems(d, n.Content[i], at)...)
+			out = append(out, controlProblems(d, n.Content[i+1], jsontree.Pointer(at, n.Content[i].Value))...)
+		}
+	case yaml.ScalarNode:
+		if n.Style&yaml.DoubleQuotedStyle == 0 {
+			break
+		}
+		i := strings.IndexFunc(n.Value, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' })
+		if i < 0 {
+			break
+		}
+		r, _ := utf8.DecodeRuneInString(n.Value[i:])
+		how := "in double quotes a backslash starts an escape: write a pattern in single quotes, or double the backslash"
+		if strings.EqualFold(filepath.Ext(d.File), ".json") {
+			how = "in JSON a backslash starts an escape: double it"
+		}
+		if r == '\b' {
+			how += `, as \\b for a word boundary`
+		}
+		out = append(out, Problem{Doc: d, Pointer: at, Line: n.Line, Message: fmt.Sprintf("%q holds the control character %U (%s)", n.Value, r, how)})
 	}
 	return out
 }
