@@ -814,7 +814,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		switch fe.Code {
 		case "count_changed":
 			was := confirm
-			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, started or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
+			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances came to match (held, say) or were settled or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
 		case "bulk_exists":
 			// The same form sent again (a double click, a reload): its id
 			// names the action that ran, which Relais checks before the

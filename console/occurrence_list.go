@@ -197,9 +197,12 @@ type occurrenceListView struct {
 	Apply, Reset, ResetHref                                                   string
 	InstancePlaceholder                                                       string
 	DefinitionOptions, StatusOptions, ConsumerOptions, ProcessOptions         []option
-	Filter                                                                    occurrenceFilter
-	MoreOpen                                                                  bool
-	Errors                                                                    []string
+	// UnknownKey says a filter names a key nothing has: its counts (zeros
+	// under that key's name) are not shown.
+	UnknownKey bool
+	Filter     occurrenceFilter
+	MoreOpen   bool
+	Errors     []string
 
 	CountsLabel   string
 	CountsScope   string
@@ -289,7 +292,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if len(unknown) > 0 {
-				v.Errors = unknown
+				v.Errors, v.UnknownKey = unknown, true
 				c.render(w, r, http.StatusOK, occurrenceListPage(v))
 				return
 			}

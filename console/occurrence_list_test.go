@@ -73,8 +73,12 @@ func TestOperationsViewFilters(t *testing.T) {
 		t.Error("rows shown despite invalid filters")
 	}
 	// A key nothing has lists nothing, which reads as "none left": said.
-	if got := text(fr.mustGet("/console/occurrences?definition=nothing_here", 200), "filter-errors"); got != "Aucune définition n’a la clé « nothing_here »." {
+	unknown := fr.mustGet("/console/occurrences?definition=nothing_here", 200)
+	if got := text(unknown, "filter-errors"); got != "Aucune définition n’a la clé « nothing_here »." {
 		t.Errorf("an unknown definition: filter errors %q", got)
+	}
+	if count(unknown, "counts") != 0 {
+		t.Error("an unknown definition's counts (zeros under its name) are shown")
 	}
 	if got := text(fr.mustGet("/console/occurrences?revision=1", 200), "filter-errors"); got != "Une révision est celle d’une définition : choisissez aussi la définition." {
 		t.Errorf("a revision without its definition: %q", got)

@@ -835,7 +835,7 @@ func shortWord(p string) bool {
 // wholeWord reports whether p, found in text at j, stands as a word of
 // its own there: no character of its own kind (a letter by a letter, a
 // digit by a digit) continues it, so "737" stands in "cvv737" and "o"
-// does not in "timeout".
+// does not in "timeout" or "o'clock".
 func wholeWord(text, p string, j int) bool {
 	kind := func(r rune) int {
 		switch {
@@ -846,12 +846,24 @@ func wholeWord(text, p string, j int) bool {
 		}
 		return 0
 	}
+	// A hyphen or an apostrophe joins a word ("O-ring", "o'clock"): the
+	// character past it continues it too.
+	joiner := func(r rune) bool { return r == '-' || r == '\'' || r == '’' }
 	first, _ := utf8.DecodeRuneInString(p)
 	last, _ := utf8.DecodeLastRuneInString(p)
-	if before, _ := utf8.DecodeLastRuneInString(text[:j]); j > 0 && kind(first) != 0 && kind(first) == kind(before) {
+	before, n := utf8.DecodeLastRuneInString(text[:j])
+	if joiner(before) && j > n {
+		before, _ = utf8.DecodeLastRuneInString(text[:j-n])
+	}
+	if j > 0 && kind(first) != 0 && kind(first) == kind(before) {
 		return false
 	}
-	if after, _ := utf8.DecodeRuneInString(text[j+len(p):]); j+len(p) < len(text) && kind(last) != 0 && kind(last) == kind(after) {
+	rest := text[j+len(p):]
+	after, n := utf8.DecodeRuneInString(rest)
+	if joiner(after) && len(rest) > n {
+		after, _ = utf8.DecodeRuneInString(rest[n:])
+	}
+	if len(rest) > 0 && kind(last) != 0 && kind(last) == kind(after) {
 		return false
 	}
 	return true

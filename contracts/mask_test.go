@@ -363,6 +363,8 @@ func TestScrubShortValuesOnlyAsWords(t *testing.T) {
 		{"Éva or Évariste", []string{"Éva"}, "[redacted] or [redacted]riste"},
 		{"顧客王小明様の注文が失敗しました", []string{"王小明"}, "顧客[redacted]様の注文が失敗しました"},
 		{"cvv737 rejected", []string{"737"}, "cvv[redacted] rejected"},
+		{"time-out, O-ring, o'clock, a-o, group O.", []string{"O"}, "time-out, O-ring, o'clock, a-o, group [redacted]."},
+		{"blood: O - see notes", []string{"O"}, "blood: [redacted] - see notes"},
 		{"+33 and 1+33", []string{"+33"}, "[redacted] and 1[redacted]"},
 		{"token=xtok1y", []string{"tok1"}, "token=x[redacted]y"},
 	} {

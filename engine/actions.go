@@ -511,7 +511,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 		if count > confirm && f.CreatedBefore == nil {
 			// An incident under way: each new instance would change the
 			// next count too.
-			then += " (if instances keep coming to match, give filter.created_before the time you counted at: those created since are left for the next action, and the count holds)"
+			then += " (if new instances keep coming to match, give filter.created_before the time you counted at: those created since are left for the next action; instances created before that time may still come to match, held as their deadline passes, say)"
 		}
 		fe := fault.New(fault.Conflict, "count_changed", "the filter matches %d instances now, not the %d confirmed: %s", count, confirm, then)
 		fe.Extra = map[string]any{"count": count}

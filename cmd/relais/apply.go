@@ -186,15 +186,16 @@ func (p *pathList) Set(v string) error {
 // checkBaseURL refuses the usual slips in RELAIS_URL before anything is
 // sent: a URL without its scheme (which Go's parser reads as a path), or
 // one ending in /api/v1, which apply adds itself (the README's curl
-// samples write $RELAIS_URL/api/v1/...).
+// samples write $RELAIS_URL/api/v1/...), or in /console.
 func checkBaseURL(base string) error {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("RELAIS_URL %q must be an absolute http or https URL, as http://127.0.0.1:8080", base)
 	}
-	if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/api/v1") {
-		// Only a path ending in the API's own: a gateway may serve Relais
-		// under a prefix of its own (https://gw.example/api/v1/relais).
+	if p := strings.TrimRight(u.Path, "/"); strings.HasSuffix(p, "/api/v1") || strings.HasSuffix(p, "/console") {
+		// Only a path ending in the API's own, or the console's (the
+		// README sends users to $RELAIS_URL/console): a gateway may serve
+		// Relais under a prefix of its own (https://gw.example/api/v1/relais).
 		return fmt.Errorf("RELAIS_URL %q must be Relais's base URL, without %s (apply adds the paths it calls)", base, u.Path)
 	}
 	return nil

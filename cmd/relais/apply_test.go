@@ -310,8 +310,9 @@ func TestApplyChecksTheTokenFirst(t *testing.T) {
 	}
 	// The usual slips in RELAIS_URL, said as such before anything is sent.
 	for base, want := range map[string]string{
-		r.base + "/api/v1":  "must be Relais's base URL, without /api/v1 (apply adds the paths it calls)",
-		r.base + "/api/v1/": "must be Relais's base URL, without /api/v1/",
+		r.base + "/api/v1":   "must be Relais's base URL, without /api/v1 (apply adds the paths it calls)",
+		r.base + "/api/v1/":  "must be Relais's base URL, without /api/v1/",
+		r.base + "/console/": "must be Relais's base URL, without /console/",
 		// A gateway's own prefix is not the API's path: that URL is tried.
 		"http://127.0.0.1:1/api/v1/relais": "RELAIS_URL http://127.0.0.1:1/api/v1/relais does not answer",
 		"127.0.0.1:8080":                   "must be an absolute http or https URL, as http://127.0.0.1:8080",

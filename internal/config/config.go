@@ -443,7 +443,9 @@ func (c Config) check(sources map[string]string) []string {
 				named(l.env), isoduration.Format(l.v), isoduration.Format(MinLockDuration)))
 		}
 	}
-	if c.Pull.DefaultLockDuration > c.Pull.MaxLockDuration {
+	if c.Pull.DefaultLockDuration > c.Pull.MaxLockDuration && c.Pull.MaxLockDuration >= MinLockDuration {
+		// (A ceiling under the floor is refused above, in words of its
+		// own: lowering the default to it would not do.)
 		aboveCeiling("RELAIS_PULL_DEFAULT_LOCK_DURATION", c.Pull.DefaultLockDuration, "RELAIS_PULL_MAX_LOCK_DURATION", c.Pull.MaxLockDuration)
 	}
 	// A pull node without retry_delay gets process.DefaultRetryDelay

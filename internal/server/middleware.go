@@ -167,9 +167,13 @@ func logRequests(logger *slog.Logger, metrics *httpMetrics) func(http.Handler) h
 			}
 			if p, ok := principal(); ok && p.TokenID != 0 {
 				// Who asked, by token id (its name is in the token list and
-				// the audit): a refused attempt on personal data, a 403 on
-				// a reveal, is traced to a person.
+				// its token.created line), and a consumer's by its id too
+				// (consumer tokens are not in the token list): a refused
+				// attempt on personal data, a 403 on a reveal, is traced.
 				attrs = append(attrs, "actor_token_id", p.TokenID)
+				if p.ConsumerID != 0 {
+					attrs = append(attrs, "actor_consumer_id", p.ConsumerID)
+				}
 			}
 			logger.Log(r.Context(), level, "request", attrs...)
 		})

@@ -84,4 +84,19 @@ func TestTheAccessLogNamesTheTokenThatAsked(t *testing.T) {
 		}
 		return false, "no line"
 	})
+	// A consumer's token is not in the token list: its consumer is named.
+	env.Definition("add_company_to_crm.yaml")
+	consumer := env.Consumer("snoop", "add_company_to_crm")
+	if r := env.Do("GET", "/api/v1/occurrences", consumer, nil); r.Status != 403 {
+		t.Fatalf("a consumer's observation: %d, want 403", r.Status)
+	}
+	want = fmt.Sprintf("actor_consumer_id=%d", env.ConsumerID("snoop"))
+	relaistest.WaitFor(t, 5*time.Second, "the refused observation's log line", func() (bool, string) {
+		for _, line := range strings.Split(env.Logs.String(), "\n") {
+			if strings.Contains(line, "route=/api/v1/occurrences ") && strings.Contains(line, "status=403") {
+				return strings.Contains(line, want), line
+			}
+		}
+		return false, "no line"
+	})
 }
