@@ -755,3 +755,41 @@ create trigger refuse_second_batch before insert on operator_actions for each ro
 		t.Errorf("%d instances stopped (%v), want the first batch's 100", stopped, err)
 	}
 }
+
+// A bulk action pinned to a moment (filter.matched_before, the same on
+// the count and on its confirmation) counts and acts on the instances
+// that matched then: one held since leaves the confirmed count alone and
+// is left for the next action, as the record says.
+func TestBulkActionPinnedToTheCountsMoment(t *testing.T) {
+	t.Parallel()
+	env, _, hold := incidents(t)
+	first, _ := hold("A")
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	filter := map[string]any{"process": "crm_hold", "status": "held", "matched_before": at}
+	count := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "incident", "filter": filter}).JSON(t)
+	if count["count"] != 1.0 {
+		t.Fatalf("count %v, want 1", count["count"])
+	}
+	later, _ := hold("B")
+	done := env.Must(200, "POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "incident", "filter": filter, "confirm_count": 1}).JSON(t)
+	if done["applied_count"] != 1.0 {
+		t.Fatalf("applied %v, want 1", done)
+	}
+	for id, want := range map[string]string{first: "failed", later: "held"} {
+		if got := env.Must(200, "GET", "/api/v1/instances/"+id, env.Operator, nil).JSON(t)["status"]; got != want {
+			t.Errorf("instance %s is %v, want %s", id, got, want)
+		}
+	}
+	record := env.Must(200, "GET", "/api/v1/audit/bulk/"+done["bulk_id"].(string), env.Operator, nil).JSON(t)
+	if got := record["filter"].(map[string]any)["matched_before"]; got == nil {
+		t.Errorf("the record's filter %v does not say the moment", record["filter"])
+	}
+	// Unpinned, the same growth is a changed count, and the answer says
+	// how to pin it.
+	hold("C")
+	r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "incident",
+		"filter": map[string]any{"process": "crm_hold", "status": "held"}, "confirm_count": 1})
+	if r.Status != 409 || r.Code() != "count_changed" || !strings.Contains(string(r.Body), "matched_before") {
+		t.Errorf("unpinned, grown: %d %s, want 409 count_changed naming matched_before", r.Status, r.Body)
+	}
+}

@@ -261,6 +261,9 @@ type bulkFilterJSON struct {
 	// (a date too), and a decoding error would quote Go's layout.
 	CreatedAfter  filterText `json:"created_after"`
 	CreatedBefore filterText `json:"created_before"`
+	// MatchedBefore keeps the instances that matched then: created before
+	// it, and held before it when held (a count pinned to its moment).
+	MatchedBefore filterText `json:"matched_before"`
 }
 
 // filterText is a bulk filter's text field: left out, it does not filter;
@@ -352,6 +355,9 @@ func (a *API) actOnFilter() http.Handler {
 			Version:       req.Filter.Version.number(),
 			CreatedAfter:  timeFilter(given(req.Filter.CreatedAfter.v, "created_after"), "/filter/created_after", &errs),
 			CreatedBefore: timeFilter(given(req.Filter.CreatedBefore.v, "created_before"), "/filter/created_before", &errs)}
+		if at := timeFilter(given(req.Filter.MatchedBefore.v, "matched_before"), "/filter/matched_before", &errs); at != nil {
+			f.PinMatched(*at)
+		}
 		if req.ConfirmCount != nil && *req.ConfirmCount < 0 {
 			errs = append(errs, fault.FieldError{Path: "/confirm_count", Message: "must be the count confirmed: 0 or more"})
 		}

@@ -521,18 +521,8 @@ func notApplicableToStatus(ctx context.Context, a engine.Action, status string) 
 
 // bulkView builds the confirmation for count matching instances.
 // countedAtField carries, through a bulk confirmation's form, the moment
-// its count was read (see pinCount).
+// its count was read (see engine.InstanceFilter.PinMatched).
 const countedAtField = "counted_at"
-
-// pinCount narrows ef to the instances created before at, the moment its
-// count is read: during an incident new instances keep coming to match,
-// and each would change the count the operator confirms, who could then
-// never act. Those created later are left for the next action.
-func pinCount(ef *engine.InstanceFilter, at time.Time) {
-	if ef.CreatedBefore == nil || at.Before(*ef.CreatedBefore) {
-		ef.CreatedBefore = &at
-	}
-}
 
 // bulkView builds the confirmation for count matching instances, counted
 // at countedAt.
@@ -683,7 +673,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	countedAt := c.eng.Now()
-	pinCount(&ef, countedAt)
+	ef.PinMatched(countedAt)
 	b, err := c.eng.BreakdownForAction(ctx, a, ef, maxBulkGroups)
 	if err != nil {
 		c.fail(w, r, err)
@@ -763,7 +753,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 	countedAt := c.eng.Now()
 	if at, err := time.Parse(time.RFC3339Nano, r.PostFormValue(countedAtField)); err == nil {
 		countedAt = at
-		pinCount(&ef, at)
+		ef.PinMatched(at)
 	}
 	// The id the confirmation linked to; a form without one (or a
 	// mangled one) gets a new id rather than a refusal.
@@ -814,7 +804,7 @@ func (c *Console) bulkAct(w http.ResponseWriter, r *http.Request) {
 		switch fe.Code {
 		case "count_changed":
 			was := confirm
-			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances came to match (held, say) or were settled or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
+			v.Changed = T(ctx, "The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.", was)
 		case "bulk_exists":
 			// The same form sent again (a double click, a reload): its id
 			// names the action that ran, which Relais checks before the

@@ -432,6 +432,10 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 		t.Fatalf("%d held scoring instances listed, want 3", got)
 	}
 	href, _ := list.doc.Find(`[data-testid=bulk-retry]`).Attr("href")
+	// Running when the count is read, held after it.
+	heldLater := f.env.Must(201, "POST", "/api/v1/processes/scoring/instances", f.env.Operator, map[string]any{
+		"business_key": "lead-11", "inputs": map[string]any{"crm_id": "CRM-lead-11"}}).JSON(t)["id"].(string)
+	heldLaterOcc := f.env.Must(200, "GET", "/api/v1/occurrences?instance="+heldLater, f.env.Operator, nil).JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
 	confirm := b.mustGet(href, 200)
 	if got, _ := confirm.doc.Find(`[data-testid=bulk-count]`).Attr("data-count"); got != "3" {
 		t.Fatalf("bulk count %q, want 3 (%s)", got, text(confirm, "bulk-count"))
@@ -443,10 +447,12 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 	if form.Get("process") != "scoring" || form.Get("status") != "held" || form.Get("confirm_count") != "3" || form.Get("counted_at") == "" {
 		t.Fatalf("the bulk form carries %v", form)
 	}
-	// An instance that comes to match after the count (an incident under
-	// way) changes nothing: the action is on those counted, created
-	// before the count was read. It is left for the next action.
+	// Instances that come to match after the count (an incident under
+	// way: a new one held, a running one held) change nothing: the action
+	// is on those that matched when the count was read. They are left for
+	// the next action.
 	late, _ := f.holdScoring(t, "lead-10")
+	f.failScoring(t, heldLaterOcc)
 
 	// Someone stops one meanwhile: the confirmed 3 no longer holds.
 	f.env.Must(200, "POST", "/api/v1/instances/"+c+"/stop", f.env.Admin, map[string]any{"reason": "duplicate"})
@@ -488,8 +494,10 @@ func TestBulkRetryConfirmsTheCount(t *testing.T) {
 			t.Errorf("instance %s: %s with %d retries, want running with 1", id, f.status(t, id), f.auditCount(t, id, "retry"))
 		}
 	}
-	if f.status(t, late) != "held" || f.auditCount(t, late, "retry") != 0 {
-		t.Errorf("the instance held after the count: %s with %d retries, want held and untouched", f.status(t, late), f.auditCount(t, late, "retry"))
+	for _, id := range []string{late, heldLater} {
+		if f.status(t, id) != "held" || f.auditCount(t, id, "retry") != 0 {
+			t.Errorf("instance %s, held after the count: %s with %d retries, want held and untouched", id, f.status(t, id), f.auditCount(t, id, "retry"))
+		}
 	}
 
 	// The same form again (a double click, a reload): the count no longer

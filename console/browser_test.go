@@ -89,36 +89,49 @@ func openTab(t *testing.T, browserPath string, vp viewport, prefix string) *tab 
 	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browserPath),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("lang", "en-US"),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(int(vp.width), int(vp.height)),
-	)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	tb := &tab{t: t, ctx: ctx, prefix: prefix}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		tb.mu.Lock()
-		defer tb.mu.Unlock()
-		switch ev := ev.(type) {
-		case *cdplog.EventEntryAdded:
-			if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Source == cdplog.EntrySourceSecurity || ev.Entry.Source == cdplog.EntrySourceViolation {
-				tb.errors = append(tb.errors, fmt.Sprintf("%s %s: %s (%s)", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+	// Chromium now and then exits at start on a loaded machine (chromedp's
+	// "chrome failed to start"): a fresh one is tried, twice at most.
+	var tb *tab
+	for attempt := 1; ; attempt++ {
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(browserPath),
+			chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.Flag("lang", "en-US"),
+			chromedp.Flag("hide-scrollbars", true),
+			chromedp.UserDataDir(t.TempDir()),
+			chromedp.WindowSize(int(vp.width), int(vp.height)),
+		)
+		ctx, cancel := chromedp.NewContext(allocCtx)
+		ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
+		stop := func() { cancelTimeout(); cancel(); cancelAlloc() }
+		tb = &tab{t: t, ctx: ctx, prefix: prefix}
+		if err := chromedp.Listen(ctx, func(ev any) {
+			tb.mu.Lock()
+			defer tb.mu.Unlock()
+			switch ev := ev.(type) {
+			case *cdplog.EventEntryAdded:
+				if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Source == cdplog.EntrySourceSecurity || ev.Entry.Source == cdplog.EntrySourceViolation {
+					tb.errors = append(tb.errors, fmt.Sprintf("%s %s: %s (%s)", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+				}
 			}
+		}); err != nil {
+			stop()
+			t.Fatal(err)
 		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
+		_, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
+		if err == nil {
+			t.Cleanup(stop)
+			break
+		}
+		stop()
+		if attempt == 3 || !strings.Contains(err.Error(), "chrome failed to start") {
+			t.Fatal(err)
+		}
+		t.Logf("Chromium did not start (attempt %d): %v", attempt, err)
 	}
 	tb.do("viewport", chromedp.EmulateViewport(vp.width, vp.height))
 	return tb

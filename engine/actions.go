@@ -377,7 +377,7 @@ func (e *Engine) CountForAction(ctx context.Context, action Action, f InstanceFi
 		return 0, err
 	}
 	n, err := e.q.InstanceCount(ctx, queries.InstanceCountParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
 		RetryableOnly: action == ActionRetry})
 	return n, wrap("count instances", err)
 }
@@ -414,7 +414,7 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 		return Breakdown{}, err
 	}
 	rows, err := e.q.InstanceBreakdownForAction(ctx, queries.InstanceBreakdownForActionParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
 		RetryableOnly: action == ActionRetry, Max: allGroups + 1})
 	if err != nil {
 		return Breakdown{}, wrap("break instances down", err)
@@ -495,7 +495,7 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	// Every matching id at once (16 bytes each), one more than confirmed
 	// to see a count that grew: the walk then works on this set alone.
 	ids, err := e.q.InstanceIDsForAction(ctx, queries.InstanceIDsForActionParams{ProcessKey: strPtr(f.ProcessKey), Version: versionPtr(f.Version), Status: strPtr(f.Status),
-		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+		StatusIn: action.appliesTo(), BusinessKey: strPtr(f.BusinessKey), ErrorCode: strPtr(f.ErrorCode), HeldAt: strPtr(f.HeldAt), CreatedFrom: idFrom(f.CreatedAfter), CreatedTo: idTo(f.CreatedBefore), CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, MatchedBefore: f.MatchedBefore,
 		RetryableOnly: action == ActionRetry, Max: int32(min(confirm, maxBulk) + 1)})
 	if err != nil {
 		return BulkResult{}, wrap("bulk "+string(action), err)
@@ -508,10 +508,10 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 			}
 		}
 		then := "confirm the new count"
-		if count > confirm && f.CreatedBefore == nil {
+		if count > confirm && f.MatchedBefore == nil {
 			// An incident under way: each new instance would change the
 			// next count too.
-			then += " (if new instances keep coming to match, give filter.created_before the time you counted at: those created since are left for the next action; instances created before that time may still come to match, held as their deadline passes, say)"
+			then += " (if instances keep coming to match, give the count and its confirmation the same filter.matched_before: those coming to match since are left for the next action)"
 		}
 		fe := fault.New(fault.Conflict, "count_changed", "the filter matches %d instances now, not the %d confirmed: %s", count, confirm, then)
 		fe.Extra = map[string]any{"count": count}
@@ -610,6 +610,9 @@ func bulkFilterFields(f InstanceFilter) [][2]any {
 	}
 	if f.CreatedBefore != nil {
 		out = append(out, [2]any{"created_before", f.CreatedBefore.UTC().Format(time.RFC3339Nano)})
+	}
+	if f.MatchedBefore != nil {
+		out = append(out, [2]any{"matched_before", f.MatchedBefore.UTC().Format(time.RFC3339Nano)})
 	}
 	return out
 }

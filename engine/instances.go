@@ -517,6 +517,10 @@ type InstanceFilter struct {
 	// CreatedAfter and CreatedBefore bound the creation time: [after, before).
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	// MatchedBefore, for a bulk action, keeps out a held instance held
+	// since then (its latest failure later): with CreatedBefore at the
+	// same moment (see PinMatched), the instances that matched then.
+	MatchedBefore *time.Time
 	Before        *uuid.UUID // keyset cursor: ids below it
 	// After, when set (and Before is not), asks for the page just above
 	// it, still returned newest first (a list's previous page).
@@ -625,3 +629,16 @@ func (e *Engine) StopInstance(ctx context.Context, id uuid.UUID) (Instance, erro
 // Invisible reports a control or format character (a byte order mark, a
 // zero-width space): one no filter typed by hand would hold.
 func Invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+
+// PinMatched narrows f to the instances that matched it at at, the moment
+// a bulk action's count was read: created before it, and held before it
+// when held. During an incident instances keep coming to match (new ones,
+// running ones held as a deadline passes), and each would change the
+// count the operator confirms, who could then never act; they are left
+// for the next action.
+func (f *InstanceFilter) PinMatched(at time.Time) {
+	if f.CreatedBefore == nil || at.Before(*f.CreatedBefore) {
+		f.CreatedBefore = &at
+	}
+	f.MatchedBefore = &at
+}

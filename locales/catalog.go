@@ -515,12 +515,12 @@ var messageKeyToIndex = map[string]int{
 	"The call could not be prepared.":          497,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 515,
 	"The chart’s numbers": 296,
-	"The confirmed count is missing: start again from the list.":                                                                                                                                92,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                                               165,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                                          583,
-	"The count changed since you confirmed it (it was %d): instances came to match (held, say) or were settled or acted on meanwhile. Nothing was done; check the new count and confirm again.": 93,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                                     163,
-	"The deadline passed before a result arrived.":                                                                                                                                              494,
+	"The confirmed count is missing: start again from the list.":                                                                                                            92,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           165,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      583,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 93,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 163,
+	"The deadline passed before a result arrived.":                                                                                                                          494,
 	"The destination answered HTTP %s.":     504,
 	"The destination could not be reached.": 498,
 	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 492,
@@ -794,188 +794,188 @@ var enIndex = []uint32{ // 727 elements
 	0x000012c6, 0x000012d8, 0x000012e5, 0x000012f0,
 	0x0000130a, 0x00001314, 0x00001347, 0x00001476,
 	0x00001490, 0x000014b4, 0x000014d8, 0x000014ff,
-	0x00001527, 0x00001562, 0x0000161f, 0x00001698,
+	0x00001527, 0x00001562, 0x0000160b, 0x00001684,
 	// Entry 60 - 7F
-	0x000016ed, 0x0000179c, 0x000017b8, 0x000017bd,
-	0x000017c1, 0x000017c8, 0x000017cf, 0x000017e0,
-	0x000017f9, 0x00001805, 0x0000180d, 0x00001817,
-	0x000018d6, 0x000018de, 0x000018f6, 0x000018fb,
-	0x000018fe, 0x0000190c, 0x0000191a, 0x00001936,
-	0x00001942, 0x000019d7, 0x00001a00, 0x00001a1f,
-	0x00001a87, 0x00001b1a, 0x00001bcf, 0x00001c63,
-	0x00001ce2, 0x00001cf1, 0x00001cfa, 0x00001d0a,
+	0x000016d9, 0x00001788, 0x000017a4, 0x000017a9,
+	0x000017ad, 0x000017b4, 0x000017bb, 0x000017cc,
+	0x000017e5, 0x000017f1, 0x000017f9, 0x00001803,
+	0x000018c2, 0x000018ca, 0x000018e2, 0x000018e7,
+	0x000018ea, 0x000018f8, 0x00001906, 0x00001922,
+	0x0000192e, 0x000019c3, 0x000019ec, 0x00001a0b,
+	0x00001a73, 0x00001b06, 0x00001bbb, 0x00001c4f,
+	0x00001cce, 0x00001cdd, 0x00001ce6, 0x00001cf6,
 	// Entry 80 - 9F
-	0x00001d1a, 0x00001d21, 0x00001d30, 0x00001d3a,
-	0x00001d59, 0x00001d6c, 0x00001d71, 0x00001d7d,
-	0x00001d85, 0x00001d8f, 0x00001d9c, 0x00001da3,
-	0x00001dab, 0x00001dc6, 0x00001dcf, 0x00001de0,
-	0x00001df7, 0x00001e1a, 0x00001e41, 0x00001e62,
-	0x00001e73, 0x00001e7a, 0x00001ea1, 0x00001eb1,
-	0x00001ebd, 0x00001f3b, 0x00001f4b, 0x00001fb3,
-	0x00001fca, 0x00001fde, 0x0000201b, 0x00002108,
+	0x00001d06, 0x00001d0d, 0x00001d1c, 0x00001d26,
+	0x00001d45, 0x00001d58, 0x00001d5d, 0x00001d69,
+	0x00001d71, 0x00001d7b, 0x00001d88, 0x00001d8f,
+	0x00001d97, 0x00001db2, 0x00001dbb, 0x00001dcc,
+	0x00001de3, 0x00001e06, 0x00001e2d, 0x00001e4e,
+	0x00001e5f, 0x00001e66, 0x00001e8d, 0x00001e9d,
+	0x00001ea9, 0x00001f27, 0x00001f37, 0x00001f9f,
+	0x00001fb6, 0x00001fca, 0x00002007, 0x000020f4,
 	// Entry A0 - BF
-	0x00002112, 0x0000211f, 0x00002183, 0x0000219b,
-	0x000021e1, 0x000021f6, 0x00002265, 0x00002276,
-	0x00002289, 0x0000234e, 0x00002366, 0x00002369,
-	0x0000236e, 0x00002375, 0x00002380, 0x00002386,
-	0x0000238c, 0x00002393, 0x0000239b, 0x000023b6,
-	0x000023c3, 0x000023d1, 0x000023fb, 0x00002412,
-	0x00002458, 0x0000247a, 0x00002480, 0x00002485,
-	0x0000248e, 0x0000249d, 0x000024a9, 0x000024b5,
+	0x000020fe, 0x0000210b, 0x0000216f, 0x00002187,
+	0x000021cd, 0x000021e2, 0x00002251, 0x00002262,
+	0x00002275, 0x0000233a, 0x00002352, 0x00002355,
+	0x0000235a, 0x00002361, 0x0000236c, 0x00002372,
+	0x00002378, 0x0000237f, 0x00002387, 0x000023a2,
+	0x000023af, 0x000023bd, 0x000023e7, 0x000023fe,
+	0x00002444, 0x00002466, 0x0000246c, 0x00002471,
+	0x0000247a, 0x00002489, 0x00002495, 0x000024a1,
 	// Entry C0 - DF
-	0x000024c6, 0x000024d3, 0x00002530, 0x0000253f,
-	0x0000254a, 0x00002554, 0x00002592, 0x0000259b,
-	0x000025ab, 0x000025b3, 0x000025bc, 0x000025c2,
-	0x000025cc, 0x000025de, 0x00002626, 0x00002634,
-	0x00002640, 0x00002648, 0x0000264f, 0x00002656,
-	0x00002667, 0x00002676, 0x0000269f, 0x000026a6,
-	0x000026b1, 0x000026cc, 0x000026d4, 0x000026e0,
-	0x000026fc, 0x00002713, 0x00002735, 0x00002744,
+	0x000024b2, 0x000024bf, 0x0000251c, 0x0000252b,
+	0x00002536, 0x00002540, 0x0000257e, 0x00002587,
+	0x00002597, 0x0000259f, 0x000025a8, 0x000025ae,
+	0x000025b8, 0x000025ca, 0x00002612, 0x00002620,
+	0x0000262c, 0x00002634, 0x0000263b, 0x00002642,
+	0x00002653, 0x00002662, 0x0000268b, 0x00002692,
+	0x0000269d, 0x000026b8, 0x000026c0, 0x000026cc,
+	0x000026e8, 0x000026ff, 0x00002721, 0x00002730,
 	// Entry E0 - FF
-	0x00002750, 0x00002757, 0x00002770, 0x0000278a,
-	0x00002833, 0x00002849, 0x00002889, 0x000028ba,
-	0x000028e4, 0x0000290b, 0x0000292f, 0x00002956,
-	0x00002975, 0x0000298b, 0x000029a1, 0x000029b5,
-	0x000029cb, 0x000029dc, 0x000029f3, 0x00002a16,
-	0x00002a39, 0x00002a56, 0x00002a73, 0x00002a78,
-	0x00002ac4, 0x00002ad7, 0x00002adb, 0x00002aeb,
-	0x00002af4, 0x00002b07, 0x00002b2d, 0x00002b41,
+	0x0000273c, 0x00002743, 0x0000275c, 0x00002776,
+	0x0000281f, 0x00002835, 0x00002875, 0x000028a6,
+	0x000028d0, 0x000028f7, 0x0000291b, 0x00002942,
+	0x00002961, 0x00002977, 0x0000298d, 0x000029a1,
+	0x000029b7, 0x000029c8, 0x000029df, 0x00002a02,
+	0x00002a25, 0x00002a42, 0x00002a5f, 0x00002a64,
+	0x00002ab0, 0x00002ac3, 0x00002ac7, 0x00002ad7,
+	0x00002ae0, 0x00002af3, 0x00002b19, 0x00002b2d,
 	// Entry 100 - 11F
-	0x00002b57, 0x00002c13, 0x00002c28, 0x00002c2c,
-	0x00002c39, 0x00002c49, 0x00002c56, 0x00002c60,
-	0x00002c66, 0x00002c70, 0x00002c79, 0x00002c89,
-	0x00002c9e, 0x00002cc2, 0x00002cde, 0x00002cf6,
-	0x00002d01, 0x00002d0c, 0x00002d20, 0x00002e36,
-	0x00002e5a, 0x00002e85, 0x00002e90, 0x00002e95,
-	0x00002ea4, 0x00002eab, 0x00002ec2, 0x00002ed7,
-	0x00002ee9, 0x00002f0c, 0x00002f3e, 0x00002f54,
+	0x00002b43, 0x00002bff, 0x00002c14, 0x00002c18,
+	0x00002c25, 0x00002c35, 0x00002c42, 0x00002c4c,
+	0x00002c52, 0x00002c5c, 0x00002c65, 0x00002c75,
+	0x00002c8a, 0x00002cae, 0x00002cca, 0x00002ce2,
+	0x00002ced, 0x00002cf8, 0x00002d0c, 0x00002e22,
+	0x00002e46, 0x00002e71, 0x00002e7c, 0x00002e81,
+	0x00002e90, 0x00002e97, 0x00002eae, 0x00002ec3,
+	0x00002ed5, 0x00002ef8, 0x00002f2a, 0x00002f40,
 	// Entry 120 - 13F
-	0x00002f5e, 0x00002f68, 0x00002f7d, 0x00002fca,
-	0x00002fda, 0x00003013, 0x00003067, 0x00003071,
-	0x00003078, 0x0000308e, 0x000030c7, 0x000030cc,
-	0x000030d6, 0x000030e4, 0x000030f1, 0x0000311a,
-	0x0000313d, 0x0000314a, 0x0000316a, 0x00003176,
-	0x0000318f, 0x00003198, 0x000031a2, 0x000031ab,
-	0x000031b3, 0x000031bd, 0x000031c5, 0x000031cd,
-	0x000031d1, 0x000031d5, 0x000031d9, 0x000031dd,
+	0x00002f4a, 0x00002f54, 0x00002f69, 0x00002fb6,
+	0x00002fc6, 0x00002fff, 0x00003053, 0x0000305d,
+	0x00003064, 0x0000307a, 0x000030b3, 0x000030b8,
+	0x000030c2, 0x000030d0, 0x000030dd, 0x00003106,
+	0x00003129, 0x00003136, 0x00003156, 0x00003162,
+	0x0000317b, 0x00003184, 0x0000318e, 0x00003197,
+	0x0000319f, 0x000031a9, 0x000031b1, 0x000031b9,
+	0x000031bd, 0x000031c1, 0x000031c5, 0x000031c9,
 	// Entry 140 - 15F
-	0x000031e1, 0x000031e5, 0x000031e9, 0x000031ed,
-	0x000031f1, 0x000031f5, 0x000031f9, 0x000031fd,
-	0x00003207, 0x00003225, 0x00003245, 0x00003269,
-	0x0000328d, 0x00003296, 0x000032ad, 0x000032b5,
-	0x000032c6, 0x000032cb, 0x00003310, 0x00003328,
-	0x0000332d, 0x00003338, 0x0000333e, 0x00003348,
-	0x00003350, 0x00003358, 0x00003382, 0x0000339c,
-	0x000033c4, 0x000033f4, 0x000033fa, 0x00003409,
+	0x000031cd, 0x000031d1, 0x000031d5, 0x000031d9,
+	0x000031dd, 0x000031e1, 0x000031e5, 0x000031e9,
+	0x000031f3, 0x00003211, 0x00003231, 0x00003255,
+	0x00003279, 0x00003282, 0x00003299, 0x000032a1,
+	0x000032b2, 0x000032b7, 0x000032fc, 0x00003314,
+	0x00003319, 0x00003324, 0x0000332a, 0x00003334,
+	0x0000333c, 0x00003344, 0x0000336e, 0x00003388,
+	0x000033b0, 0x000033e0, 0x000033e6, 0x000033f5,
 	// Entry 160 - 17F
-	0x0000345c, 0x0000347a, 0x0000359c, 0x0000365b,
-	0x000036b2, 0x000036dc, 0x00003708, 0x00003732,
-	0x0000373a, 0x00003740, 0x0000374d, 0x0000375f,
-	0x00003768, 0x00003771, 0x00003783, 0x00003792,
-	0x000037b4, 0x000037d8, 0x000037f4, 0x0000381f,
-	0x00003853, 0x00003861, 0x0000388c, 0x0000389e,
-	0x000038b4, 0x000038de, 0x00003927, 0x00003947,
-	0x00003950, 0x00003962, 0x00003985, 0x00003993,
+	0x00003448, 0x00003466, 0x00003588, 0x00003647,
+	0x0000369e, 0x000036c8, 0x000036f4, 0x0000371e,
+	0x00003726, 0x0000372c, 0x00003739, 0x0000374b,
+	0x00003754, 0x0000375d, 0x0000376f, 0x0000377e,
+	0x000037a0, 0x000037c4, 0x000037e0, 0x0000380b,
+	0x0000383f, 0x0000384d, 0x00003878, 0x0000388a,
+	0x000038a0, 0x000038ca, 0x00003913, 0x00003933,
+	0x0000393c, 0x0000394e, 0x00003971, 0x0000397f,
 	// Entry 180 - 19F
-	0x000039a2, 0x000039af, 0x000039b9, 0x000039c2,
-	0x000039cb, 0x000039d5, 0x000039dd, 0x000039e2,
-	0x000039ea, 0x000039f3, 0x000039fc, 0x00003a09,
-	0x00003a0e, 0x00003a16, 0x00003a1d, 0x00003a25,
-	0x00003a2a, 0x00003a38, 0x00003a3f, 0x00003a46,
-	0x00003a4b, 0x00003a52, 0x00003a5c, 0x00003a63,
-	0x00003a80, 0x00003a9a, 0x00003ab8, 0x00003ad8,
-	0x00003ae6, 0x00003aef, 0x00003af8, 0x00003b01,
+	0x0000398e, 0x0000399b, 0x000039a5, 0x000039ae,
+	0x000039b7, 0x000039c1, 0x000039c9, 0x000039ce,
+	0x000039d6, 0x000039df, 0x000039e8, 0x000039f5,
+	0x000039fa, 0x00003a02, 0x00003a09, 0x00003a11,
+	0x00003a16, 0x00003a24, 0x00003a2b, 0x00003a32,
+	0x00003a37, 0x00003a3e, 0x00003a48, 0x00003a4f,
+	0x00003a6c, 0x00003a86, 0x00003aa4, 0x00003ac4,
+	0x00003ad2, 0x00003adb, 0x00003ae4, 0x00003aed,
 	// Entry 1A0 - 1BF
-	0x00003b05, 0x00003b08, 0x00003b14, 0x00003b22,
-	0x00003b2f, 0x00003b40, 0x00003b4f, 0x00003b66,
-	0x00003b79, 0x00003b89, 0x00003b98, 0x00003ba7,
-	0x00003baf, 0x00003bb6, 0x00003bbe, 0x00003bc6,
-	0x00003bd4, 0x00003be2, 0x00003bf8, 0x00003c0d,
-	0x00003c1e, 0x00003c24, 0x00003c2b, 0x00003c34,
-	0x00003c50, 0x00003c59, 0x00003c63, 0x00003c6c,
-	0x00003c75, 0x00003c7e, 0x00003c95, 0x00003c9d,
+	0x00003af1, 0x00003af4, 0x00003b00, 0x00003b0e,
+	0x00003b1b, 0x00003b2c, 0x00003b3b, 0x00003b52,
+	0x00003b65, 0x00003b75, 0x00003b84, 0x00003b93,
+	0x00003b9b, 0x00003ba2, 0x00003baa, 0x00003bb2,
+	0x00003bc0, 0x00003bce, 0x00003be4, 0x00003bf9,
+	0x00003c0a, 0x00003c10, 0x00003c17, 0x00003c20,
+	0x00003c3c, 0x00003c45, 0x00003c4f, 0x00003c58,
+	0x00003c61, 0x00003c6a, 0x00003c81, 0x00003c89,
 	// Entry 1C0 - 1DF
-	0x00003cab, 0x00003cd8, 0x00003ce4, 0x00003cf2,
-	0x00003d39, 0x00003d45, 0x00003d4d, 0x00003d78,
-	0x00003dc3, 0x00003e85, 0x00003e89, 0x00003eaf,
-	0x00003eb4, 0x00003ecf, 0x00003ee0, 0x00003eec,
-	0x00003ef4, 0x00003f26, 0x00003f2f, 0x00003f38,
-	0x00003f54, 0x00003f61, 0x00003f6f, 0x00003f9b,
-	0x00003fc1, 0x00003fe2, 0x00003fed, 0x0000401b,
-	0x00004038, 0x00004067, 0x00004099, 0x000040b7,
+	0x00003c97, 0x00003cc4, 0x00003cd0, 0x00003cde,
+	0x00003d25, 0x00003d31, 0x00003d39, 0x00003d64,
+	0x00003daf, 0x00003e71, 0x00003e75, 0x00003e9b,
+	0x00003ea0, 0x00003ebb, 0x00003ecc, 0x00003ed8,
+	0x00003ee0, 0x00003f12, 0x00003f1b, 0x00003f24,
+	0x00003f40, 0x00003f4d, 0x00003f5b, 0x00003f87,
+	0x00003fad, 0x00003fce, 0x00003fd9, 0x00004007,
+	0x00004024, 0x00004053, 0x00004085, 0x000040a3,
 	// Entry 1E0 - 1FF
-	0x000040ec, 0x00004108, 0x00004127, 0x00004182,
-	0x00004191, 0x0000419e, 0x000041ac, 0x000041b9,
-	0x000041c2, 0x000041dd, 0x000041f8, 0x00004202,
-	0x00004255, 0x000042d3, 0x00004349, 0x00004376,
-	0x000043b0, 0x0000448f, 0x000044af, 0x000044d5,
-	0x000044ff, 0x00004537, 0x00004574, 0x00004598,
-	0x00004611, 0x00004636, 0x00004665, 0x000046c5,
-	0x0000471e, 0x00004778, 0x00004792, 0x000047b0,
+	0x000040d8, 0x000040f4, 0x00004113, 0x0000416e,
+	0x0000417d, 0x0000418a, 0x00004198, 0x000041a5,
+	0x000041ae, 0x000041c9, 0x000041e4, 0x000041ee,
+	0x00004241, 0x000042bf, 0x00004335, 0x00004362,
+	0x0000439c, 0x0000447b, 0x0000449b, 0x000044c1,
+	0x000044eb, 0x00004523, 0x00004560, 0x00004584,
+	0x000045fd, 0x00004622, 0x00004651, 0x000046b1,
+	0x0000470a, 0x00004764, 0x0000477e, 0x0000479c,
 	// Entry 200 - 21F
-	0x000047e4, 0x00004824, 0x0000484e, 0x0000485d,
-	0x00004928, 0x00004959, 0x00004988, 0x0000499b,
-	0x00004a10, 0x00004a23, 0x00004a57, 0x00004a8b,
-	0x00004a9b, 0x00004ae2, 0x00004b0f, 0x00004b1c,
-	0x00004b2c, 0x00004b5c, 0x00004b96, 0x00004bb9,
-	0x00004bc1, 0x00004bd9, 0x00004bf6, 0x00004c04,
-	0x00004c15, 0x00004c1d, 0x00004c28, 0x00004c49,
-	0x00004c8b, 0x00004cbb, 0x00004cf6, 0x00004d08,
+	0x000047d0, 0x00004810, 0x0000483a, 0x00004849,
+	0x00004914, 0x00004945, 0x00004974, 0x00004987,
+	0x000049fc, 0x00004a0f, 0x00004a43, 0x00004a77,
+	0x00004a87, 0x00004ace, 0x00004afb, 0x00004b08,
+	0x00004b18, 0x00004b48, 0x00004b82, 0x00004ba5,
+	0x00004bad, 0x00004bc5, 0x00004be2, 0x00004bf0,
+	0x00004c01, 0x00004c09, 0x00004c14, 0x00004c35,
+	0x00004c77, 0x00004ca7, 0x00004ce2, 0x00004cf4,
 	// Entry 220 - 23F
-	0x00004d29, 0x00004d39, 0x00004d78, 0x00004d89,
-	0x00004d9b, 0x00004da7, 0x00004db8, 0x00004dd2,
-	0x00004dda, 0x00004deb, 0x00004df1, 0x00004e05,
-	0x00004e1d, 0x00004e42, 0x00004e50, 0x00004e8e,
-	0x00004ecb, 0x00004ef7, 0x00004f34, 0x00004f43,
-	0x00004f4b, 0x00004f58, 0x00004f68, 0x00004f7f,
-	0x00004f8a, 0x00004f99, 0x00004f9f, 0x00004fad,
-	0x00004fb7, 0x00004fc2, 0x00004fd5, 0x00004ffa,
+	0x00004d15, 0x00004d25, 0x00004d64, 0x00004d75,
+	0x00004d87, 0x00004d93, 0x00004da4, 0x00004dbe,
+	0x00004dc6, 0x00004dd7, 0x00004ddd, 0x00004df1,
+	0x00004e09, 0x00004e2e, 0x00004e3c, 0x00004e7a,
+	0x00004eb7, 0x00004ee3, 0x00004f20, 0x00004f2f,
+	0x00004f37, 0x00004f44, 0x00004f54, 0x00004f6b,
+	0x00004f76, 0x00004f85, 0x00004f8b, 0x00004f99,
+	0x00004fa3, 0x00004fae, 0x00004fc1, 0x00004fe6,
 	// Entry 240 - 25F
-	0x00005025, 0x000050b6, 0x000050f1, 0x00005110,
-	0x0000514e, 0x00005185, 0x000051b3, 0x000051c1,
-	0x00005254, 0x00005272, 0x000053c9, 0x000053d7,
-	0x000053eb, 0x0000540c, 0x00005420, 0x00005426,
-	0x0000543a, 0x000054ad, 0x000054fa, 0x0000550b,
-	0x00005522, 0x0000553f, 0x0000554d, 0x0000555b,
-	0x00005566, 0x0000556c, 0x0000565e, 0x00005664,
-	0x00005696, 0x0000569b, 0x000056ab, 0x000056b6,
+	0x00005011, 0x000050a2, 0x000050dd, 0x000050fc,
+	0x0000513a, 0x00005171, 0x0000519f, 0x000051ad,
+	0x00005240, 0x0000525e, 0x000053b5, 0x000053c3,
+	0x000053d7, 0x000053f8, 0x0000540c, 0x00005412,
+	0x00005426, 0x00005499, 0x000054e6, 0x000054f7,
+	0x0000550e, 0x0000552b, 0x00005539, 0x00005547,
+	0x00005552, 0x00005558, 0x0000564a, 0x00005650,
+	0x00005682, 0x00005687, 0x00005697, 0x000056a2,
 	// Entry 260 - 27F
-	0x000056bf, 0x000056cf, 0x000056e9, 0x0000578e,
-	0x000057a4, 0x00005829, 0x000058a3, 0x000058b2,
-	0x0000596c, 0x000059bd, 0x000059c2, 0x000059d0,
-	0x000059e0, 0x000059ec, 0x000059fc, 0x00005a06,
-	0x00005a29, 0x00005a42, 0x00005a55, 0x00005ac1,
-	0x00005ad0, 0x00005ade, 0x00005afa, 0x00005b09,
-	0x00005b1f, 0x00005b58, 0x00005b8a, 0x00005be2,
-	0x00005c19, 0x00005c30, 0x00005c3e, 0x00005c82,
+	0x000056ab, 0x000056bb, 0x000056d5, 0x0000577a,
+	0x00005790, 0x00005815, 0x0000588f, 0x0000589e,
+	0x00005958, 0x000059a9, 0x000059ae, 0x000059bc,
+	0x000059cc, 0x000059d8, 0x000059e8, 0x000059f2,
+	0x00005a15, 0x00005a2e, 0x00005a41, 0x00005aad,
+	0x00005abc, 0x00005aca, 0x00005ae6, 0x00005af5,
+	0x00005b0b, 0x00005b44, 0x00005b76, 0x00005bce,
+	0x00005c05, 0x00005c1c, 0x00005c2a, 0x00005c6e,
 	// Entry 280 - 29F
-	0x00005ca7, 0x00005d1e, 0x00005d34, 0x00005d4b,
-	0x00005d79, 0x00005d8c, 0x00005db4, 0x00005dbb,
-	0x00005e23, 0x00005e4d, 0x00005e7d, 0x00005edb,
-	0x00005fe9, 0x00006089, 0x0000609d, 0x00006148,
-	0x000061be, 0x000061c6, 0x00006201, 0x00006207,
-	0x00006283, 0x000062cb, 0x000062f6, 0x00006358,
-	0x000063ba, 0x00006461, 0x0000647c, 0x00006486,
-	0x0000648b, 0x00006495, 0x0000649d, 0x000064a3,
+	0x00005c93, 0x00005d0a, 0x00005d20, 0x00005d37,
+	0x00005d65, 0x00005d78, 0x00005da0, 0x00005da7,
+	0x00005e0f, 0x00005e39, 0x00005e69, 0x00005ec7,
+	0x00005fd5, 0x00006075, 0x00006089, 0x00006134,
+	0x000061aa, 0x000061b2, 0x000061ed, 0x000061f3,
+	0x0000626f, 0x000062b7, 0x000062e2, 0x00006344,
+	0x000063a6, 0x0000644d, 0x00006468, 0x00006472,
+	0x00006477, 0x00006481, 0x00006489, 0x0000648f,
 	// Entry 2A0 - 2BF
-	0x000064ab, 0x000064b9, 0x000064c3, 0x000064d0,
-	0x000064e3, 0x00006507, 0x00006587, 0x00006598,
-	0x000065a0, 0x00006615, 0x00006669, 0x000066ab,
-	0x000066ba, 0x000066c6, 0x00006702, 0x0000673c,
-	0x0000674a, 0x00006757, 0x00006765, 0x00006773,
-	0x00006781, 0x000067b3, 0x000067e3, 0x0000683f,
-	0x0000684c, 0x0000686c, 0x00006886, 0x0000688b,
-	0x0000689c, 0x00006922, 0x00006947, 0x0000694e,
+	0x00006497, 0x000064a5, 0x000064af, 0x000064bc,
+	0x000064cf, 0x000064f3, 0x00006573, 0x00006584,
+	0x0000658c, 0x00006601, 0x00006655, 0x00006697,
+	0x000066a6, 0x000066b2, 0x000066ee, 0x00006728,
+	0x00006736, 0x00006743, 0x00006751, 0x0000675f,
+	0x0000676d, 0x0000679f, 0x000067cf, 0x0000682b,
+	0x00006838, 0x00006858, 0x00006872, 0x00006877,
+	0x00006888, 0x0000690e, 0x00006933, 0x0000693a,
 	// Entry 2C0 - 2DF
-	0x00006957, 0x0000696a, 0x00006974, 0x0000697e,
-	0x00006988, 0x000069a0, 0x000069b6, 0x000069c2,
-	0x000069e4, 0x000069eb, 0x000069f8, 0x00006a09,
-	0x00006a30, 0x00006a40, 0x00006a94, 0x00006ae4,
-	0x00006b44, 0x00006b97, 0x00006bcf, 0x00006c1f,
-	0x00006c53, 0x00006c72, 0x00006c92,
+	0x00006943, 0x00006956, 0x00006960, 0x0000696a,
+	0x00006974, 0x0000698c, 0x000069a2, 0x000069ae,
+	0x000069d0, 0x000069d7, 0x000069e4, 0x000069f5,
+	0x00006a1c, 0x00006a2c, 0x00006a80, 0x00006ad0,
+	0x00006b30, 0x00006b83, 0x00006bbb, 0x00006c0b,
+	0x00006c3f, 0x00006c5e, 0x00006c7e,
 } // Size: 2932 bytes
 
-const enData string = "" + // Size: 27794 bytes
+const enData string = "" + // Size: 27774 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
 	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
@@ -1059,350 +1059,349 @@ const enData string = "" + // Size: 27794 bytes
 	"No process has the key “%[1]s”.\x02No definition has the key “%[1]s”." +
 	"\x02Definition %[1]s has no revision %[2]d.\x02The confirmed count is mi" +
 	"ssing: start again from the list.\x02The count changed since you confirm" +
-	"ed it (it was %[1]d): instances came to match (held, say) or were settle" +
-	"d or acted on meanwhile. Nothing was done; check the new count and confi" +
-	"rm again.\x02This bulk action was already applied (the form was sent aga" +
-	"in): its records are in the audit log. Nothing more was done.\x14\x02" +
-	"\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]" +
-	"s applied to %[2]d instances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped:" +
-	" it changed after the count (settled, or acted on by someone else).\x00T" +
-	"\x02%[1]d skipped: they changed after the count (settled, or acted on by" +
-	" someone else).\x02%[1]s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action" +
-	"\x02Reason\x02Process instance\x02Occurrence offered again\x02Bulk actio" +
-	"n\x02deleted\x02Audit log\x02Every retry, abandon and stop an operator a" +
-	"pplied, with its reason. Reveals of sensitive values have their own log," +
-	" which administrators read on the Reveals page (GET /api/v1/audit/reveal" +
-	"s).\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply filters" +
-	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
-	"rocess instance must be a whole instance id (a UUID): the lists show the" +
-	" end of each id; open the instance, or copy its link, for the whole id." +
-	"\x02The bulk action must be its id (a UUID).\x02Operator actions, newest" +
-	" first\x02Showing the %[1]d instances bulk action %[2]s changed. While i" +
-	"t runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, starte" +
-	"d %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped " +
-	"(they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, " +
-	"started %[3]s, was stopped by an error after %[4]d of the %[5]d instance" +
-	"s counted (%[6]d skipped). What it applied stays; act on the filter agai" +
-	"n for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d" +
-	" of the %[5]d instances counted done so far (%[6]d skipped). Each reload" +
-	" shows how far it got.\x02No progress since %[1]s: the replica running i" +
-	"t may have stopped. What it applied stays; act on the filter again for t" +
-	"he rest.\x02Relais console\x02Language\x02Skip to content\x02Main naviga" +
-	"tion\x02Health\x02External tasks\x02Processes\x02Find an instance or occ" +
-	"urrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consu" +
-	"mers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)" +
-	"\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
-	"\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every %" +
-	"[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume" +
-	"\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not all" +
-	"owed\x02Your role can read definitions and processes only: external task" +
-	"s and process instances are for operators and administrators.\x02Invalid" +
-	" request\x02The field “%[1]s” holds a NUL character or bytes that are no" +
-	"t UTF-8 text: correct it and try again.\x02Back to external tasks\x02Bac" +
-	"k to definitions\x02Nothing exists at this address, or it is not visible" +
-	" to you.\x02Nothing exists at this address, or it is not visible to you." +
-	" An ended instance is deleted, with its occurrences and attempts, once t" +
-	"he retention period (RELAIS_RETENTION) has passed; the audit log keeps t" +
-	"he operator actions taken on it.\x02Not found\x02Form refused\x02This fo" +
-	"rm was not sent from this console session, or it has expired. Reload the" +
-	" page and try again.\x02Temporarily unavailable\x02The database cannot b" +
-	"e reached right now. Try again in a few seconds.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02No consumer yet.\x02No mor" +
-	"e consumers.\x02The external services that take tasks, and the definitio" +
-	"ns each may take. Create consumers, change their grants and rotate their" +
-	" tokens through the API (/api/v1/consumers); tokens are never shown.\x02" +
-	"Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State" +
-	"\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved" +
-	" now\x02All its tasks\x02%[1]s: every revision, present and future\x02%[" +
-	"1]s: revisions %[2]s\x02Counting the occurrences; the counts appear when" +
-	" you reload the page.\x02Counts are unavailable right now.\x02Field\x02T" +
-	"ype\x02Required\x02Classification\x02Constraints\x02Description\x02Defin" +
-	"ition %[1]s\x02Working copy\x02The only mutable part of a definition. Pr" +
-	"ocesses never use it directly: they pin a revision.\x02Routing output" +
-	"\x02Last saved\x02Revisions\x02No revision yet: the Working copy has nev" +
-	"er been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revisi" +
-	"on\x02Notes\x02Published\x02Compare revisions\x02Lists every change from" +
-	" one revision to another, and whom it may break.\x02From revision\x02To " +
-	"revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks wo" +
-	"rkers\x02These revisions have the same contracts.\x02Inputs\x02No inputs" +
-	".\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of " +
-	"the working copy\x02Releases, oldest first\x02Changes between the two re" +
-	"visions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision" +
-	" %[1]d\x02Outputs of revision %[1]d\x02The Working copy has changes not " +
-	"yet snapshotted: they are in no revision (workers and processes use revi" +
-	"sion %[1]d at most) until a snapshot makes them revision %[2]d.\x02Since" +
-	" revision %[1]d:\x02the contracts are the same (the name or a descriptio" +
-	"n changed).\x02Changes of the Working copy since revision %[1]d\x02Choos" +
-	"e two existing revisions to compare.\x02From revision %[1]d to revision " +
-	"%[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
-	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
-	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
-	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
-	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
-	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destinatio" +
-	"n yet.\x02No more destinations.\x02The HTTP endpoints push nodes call. V" +
-	"alues of the URL's query and of the headers are sealed and never shown. " +
-	"Create, change and delete destinations through the API (/api/v1/destinat" +
-	"ions).\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout" +
-	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02on error\x02any o" +
-	"ther error\x02held for an operator\x02an incident: retry, abandon or sto" +
-	"p\x02end: completes the instance\x02end: fails the instance\x02push %[1]" +
-	"s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and in" +
-	"cidents now, and what its workers finished in the last hour: occurrences" +
-	" that ended completed or failed. An occurrence retried since counts wher" +
-	"e it ends next; a failed attempt with attempts left is not counted, its " +
-	"occurrence’s page lists it.\x02Completions and failures, last hour\x02De" +
-	"finitions, those needing attention first\x02Definition\x02Open\x02Held i" +
-	"nstances\x02Failed\x02Oldest claimable waits\x02Completed, last hour\x02" +
-	"Failed, last hour\x02No definition has occurrences yet.\x02As of %[1]s (" +
-	"%[2]s); refreshed every few seconds.\x02claimable since %[1]s\x02long wa" +
-	"it\x02no worker\x02Show all definitions\x02No definition %[1]s has occur" +
-	"rences: check the key, or show all definitions.\x02All definitions\x02Co" +
-	"mpletions and failures per 5 minutes, last hour: %[1]s\x02In the last ho" +
-	"ur: %[1]s, %[2]s. The table after the chart gives each 5-minute slot." +
-	"\x02completed\x02failed\x02The chart’s numbers\x02Completions and failur" +
-	"es per 5-minute slot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s" +
-	"\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10" +
-	"\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d" +
-	"\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%" +
-	"[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just " +
-	"now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar" +
-	"\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 sec" +
-	"onds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14" +
-	"\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d m" +
-	"s\x02Process instance %[1]s\x02Summary\x02Operator actions\x02Path\x02Th" +
-	"e nodes this instance reached, in order, each with its occurrence.\x02No" +
-	"des reached, in order\x02Node\x02Occurrence\x02Route\x02Next node\x02Cre" +
-	"ated\x02Settled\x02This instance has not reached a task yet.\x02Recorded" +
-	" operator actions\x02No operator has acted on this instance.\x02Operator" +
-	" actions on this instance, newest first\x02Value\x02Process inputs\x02In" +
-	"puts the instance was started with, labelled by process version %[1]d's " +
-	"contract\x02This process takes no inputs.\x02This instance is held at a " +
-	"failed node: an incident. It cannot be retried: its occurrence at node %" +
-	"[1]s failed before any attempt (its inputs could not be built), so it wo" +
-	"uld fail the same way. Abandon fails the instance; stop cancels it. Each" +
-	" asks for a reason, recorded in the audit log.\x02This instance is held " +
-	"at a failed node: an incident. Retry offers the failed occurrence again;" +
-	" abandon fails the instance; stop cancels it. Each asks for a reason, re" +
-	"corded in the audit log.\x02Stopping cancels the instance and its open o" +
-	"ccurrences. It does not complete anything.\x02Stopped by %[1]s at %[2]s " +
-	"— “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s" +
-	" at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurr" +
-	"ence\x02Held for\x02End node\x02Abandoned at node\x02Failed at node\x02h" +
-	"eld, then stopped by an operator\x02held, then abandoned by an operator" +
-	"\x02Unknown status “%[1]s”.\x02The version must be a whole number from 1" +
-	".\x02A version is a process’s: choose the process too.\x02Creation date" +
-	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02e" +
-	"xact, case-sensitive\x02Act on every instance this filter matches\x02The" +
-	" next page counts them and asks for a reason before anything changes." +
-	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
-	"No instance matches these filters.\x02All processes\x02Any definition" +
-	"\x02All statuses\x02available\x02reserved\x02deferred\x02cancelled\x02ru" +
-	"nning\x02held\x02expired\x02rejected\x02released\x02disconnected\x02text" +
-	"\x02integer\x02number\x02boolean\x02date\x02date and time\x02choice\x02o" +
-	"bject\x02list\x02normal\x02sensitive\x02secret\x02••• hidden (sensitive)" +
-	"\x02••• hidden (secret)\x02pull (the service fetches it)\x02push (Relais" +
-	" calls the service)\x02administrator\x02operator\x02designer\x02consumer" +
-	"\x02yes\x02no\x02field added\x02field removed\x02type changed\x02require" +
-	"d changed\x02values changed\x02classification changed\x02constraint chan" +
-	"ged\x02routing changed\x02minimum length\x02maximum length\x02pattern" +
-	"\x02format\x02minimum\x02maximum\x02minimum items\x02maximum items\x02%[" +
-	"1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s\x02Dates" +
-	"\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Consumer\x02Wor" +
-	"ker id\x02Reserved\x02Finished\x02Duration\x02Destination’s answer\x02Ou" +
-	"tcome\x02Error message\x02No service has reserved this occurrence yet." +
-	"\x02in progress\x02Whole message\x02No service ever reserved this occurr" +
-	"ence: it ended before any attempt.\x02Destination\x02Replica\x02Relais h" +
-	"as not called the destination yet.\x02Relais never called the destinatio" +
-	"n: the occurrence ended before any call.\x02Relais keeps the destination" +
-	"’s status code only when it refused the call (destination_http_NNN); a" +
-	" completed call answered 2xx. The duration runs from the claim of the ca" +
-	"ll to its settlement.\x02Now\x02Retry or abandon it from its instance" +
-	"\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Retry dela" +
-	"y\x02Retries\x02none: a failed call takes the node’s error path\x02Deadl" +
-	"ine\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout\x02at mos" +
-	"t %[1]d\x02at most %[1]d since the last operator retry\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]d handed" +
-	" back, not counted)\x02%[1]d left\x02Inputs, labelled by revision %[1]d'" +
-	"s contract\x02This contract has no inputs.\x02Outputs, labelled by revis" +
-	"ion %[1]d's contract\x02No outputs yet: the occurrence has not completed" +
-	".\x02This contract has no outputs.\x02No outputs: the occurrence ended w" +
-	"ithout completing.\x02Reveal — this is recorded\x02Why (recorded with th" +
-	"e reveal)\x02Every admin reads it, and it is kept whatever the retention" +
-	": write no customer data in it.\x02Available from\x02Next attempt\x02Las" +
-	"t reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[1]d)\x02" +
-	"Error (before any attempt)\x02Retryable\x02no: the service marked this f" +
-	"ailure as not retryable (attempts left unused: %[1]d)\x02The destination" +
-	" did not answer within the call’s timeout (%[1]s): it may have acted all" +
-	" the same, so check before retrying.\x02The destination did not answer w" +
-	"ithin the call’s timeout: it may have acted all the same, so check befor" +
-	"e retrying.\x02The deadline passed before a result arrived.\x02The resul" +
-	"t did not match the revision's outputs contract.\x02The answer to the ca" +
-	"ll was lost (the connection broke after the request was sent, or Relais " +
-	"stopped or could not reach its database before recording it): whether th" +
-	"e destination acted is unknown, so it is not called again.\x02The call c" +
-	"ould not be prepared.\x02The destination could not be reached.\x02The de" +
-	"stination’s answer was too large.\x02The last attempt’s lock expired wit" +
-	"h no attempt left.\x02The inputs could not be built from the process’s b" +
-	"indings.\x02An operator abandoned the instance.\x02A Camunda 7 worker re" +
-	"ported a failure with no retries left (retries: 0, or a budget already s" +
-	"pent): it is not run again.\x02The destination answered HTTP %[1]s.\x02N" +
-	"o live worker takes %[1]s now (Workers page).\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s declare inputs it does not have." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s take " +
-	"revision %[3]d only.\x02No live worker takes revision %[1]d: the live wo" +
-	"rkers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02" +
-	"Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offere" +
-	"d again.\x02Waiting for Relais to call the destination since %[1]s (%[2]" +
-	"s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02Th" +
-	"e call’s budget (%[1]s) ended %[2]s without its result recorded: the rep" +
-	"lica making it may have stopped. If so, it fails outcome_unknown at %[3]" +
-	"s (%[4]s): ask the destination whether it took effect.\x02Relais is call" +
-	"ing the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]" +
-	"s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a work" +
-	"er of the same consumer, or a front end with a settle token, completes i" +
-	"t later.\x02Completed (%[1]s).\x02Its instance is held here, waiting for" +
-	" an operator.\x02Its instance went on along the node’s error path.\x02Fa" +
-	"iled (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s —" +
-	" “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so fa" +
-	"r\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
-	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
-	"deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no " +
-	"answer within the timeout\x02no connection\x02answer too large\x02unknow" +
-	"n\x02[redacted]\x02Message from Relais (in English)\x02Message from the " +
-	"service (its own words, protected values masked)\x02The revision must be" +
-	" a whole number, 1 or more.\x02A revision is a definition’s: choose the " +
-	"definition too.\x02Unknown consumer.\x02Unknown destination “%[1]s”.\x02" +
-	"Settlement date\x02More filters: instance, revision, consumer, destinati" +
-	"on, dates\x02Push destination\x02its name, exactly\x02instance id\x02Cou" +
-	"nts by status\x02Occurrences, newest first\x02Message\x02Process and nod" +
-	"e\x02Error\x02Consumer and worker\x02Next attempt or settled\x02No occur" +
-	"rence matches these filters.\x02All consumers\x02Totals of definition %[" +
-	"1]s, not narrowed by the other filters\x02Totals of all definitions, not" +
-	" narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occu" +
-	"rrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s); counts are r" +
-	"efreshed every few seconds.\x02revision %[1]d\x02settled\x02next attempt" +
-	"\x02claimable since\x02call in progress since\x02lock until\x02deferred " +
-	"since\x02Pages\x02Previous page\x02Next page\x02First page\x02Rows %[1]s" +
-	"–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s: the first day" +
-	" comes after the last.\x02This address holds a parameter that cannot be " +
-	"read (a percent sign not followed by two hexadecimal digits, or a semico" +
-	"lon): correct the address.\x02Unknown parameter “%[1]s” (did you mean “%" +
-	"[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%[1]s” is given" +
-	" %[2]d times: give it once.\x02The page cursor is invalid: go back to th" +
-	"e first page.\x02These settings are kept in this browser only.\x02Show t" +
-	"imes in\x02The console runs no script, so it cannot read your computer’s" +
-	" time zone: choose its offset from UTC. Offsets do not follow daylight s" +
-	"aving time.\x02Reload lists and detail pages\x02A reload empties what yo" +
-	"u typed but did not apply (filters, the search box) and moves the focus " +
-	"back to the top of the page: “Pause reloading”, on every page that reloa" +
-	"ds, stops it until you resume. Pages where you type a reason (confirmati" +
-	"ons, and occurrences with a value to reveal) never reload on their own, " +
-	"nor does a revealed value.\x02Save settings\x02Back without saving\x02UT" +
-	"C (coordinated universal time)\x02Local time at %[1]s\x02Never\x02Every " +
-	"%[1]d seconds\x02Published process versions: their nodes, routes and pin" +
-	"ned revisions, drawn, with where their occurrences are now.\x02Published" +
-	" process versions: their nodes, routes and pinned revisions, drawn.\x02P" +
-	"rocesses by key\x02Versions, newest first\x02No process is published yet" +
-	".\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns fo" +
-	"llow the longest path from the start node. Solid arrows are successes (l" +
-	"abelled with their route), dashed ones failures (labelled with their err" +
-	"or codes). Each box says how many of this version’s occurrences are at t" +
-	"hat node now.\x02Nodes\x02Nodes of this version, with their occurrences " +
-	"now\x02Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences " +
-	"now\x02Instances of this version\x02Columns follow the longest path from" +
+	"ed it (it was %[1]d): instances were settled, retried or acted on meanwh" +
+	"ile. Nothing was done; check the new count and confirm again.\x02This bu" +
+	"lk action was already applied (the form was sent again): its records are" +
+	" in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %" +
+	"[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d inst" +
+	"ances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the c" +
+	"ount (settled, or acted on by someone else).\x00T\x02%[1]d skipped: they" +
+	" changed after the count (settled, or acted on by someone else).\x02%[1]" +
+	"s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process in" +
+	"stance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit lo" +
+	"g\x02Every retry, abandon and stop an operator applied, with its reason." +
+	" Reveals of sensitive values have their own log, which administrators re" +
+	"ad on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a toke" +
+	"n’s name, exact\x02from\x02to\x02Apply filters\x02Clear filters\x02No op" +
+	"erator action matches.\x02All actions\x02The process instance must be a " +
+	"whole instance id (a UUID): the lists show the end of each id; open the " +
+	"instance, or copy its link, for the whole id.\x02The bulk action must be" +
+	" its id (a UUID).\x02Operator actions, newest first\x02Showing the %[1]d" +
+	" instances bulk action %[2]s changed. While it runs, each reload shows h" +
+	"ow far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d o" +
+	"f the %[5]d instances counted, %[6]d skipped (they changed after the cou" +
+	"nt). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped " +
+	"by an error after %[4]d of the %[5]d instances counted (%[6]d skipped). " +
+	"What it applied stays; act on the filter again for the rest.\x02Bulk %[1" +
+	"]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instances cou" +
+	"nted done so far (%[6]d skipped). Each reload shows how far it got.\x02N" +
+	"o progress since %[1]s: the replica running it may have stopped. What it" +
+	" applied stays; act on the filter again for the rest.\x02Relais console" +
+	"\x02Language\x02Skip to content\x02Main navigation\x02Health\x02External" +
+	" tasks\x02Processes\x02Find an instance or occurrence\x02id or business " +
+	"key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02To" +
+	"kens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display set" +
+	"tings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloadin" +
+	"g paused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no" +
+	" auto-reload\x02Reloading paused\x02Resume\x02This page reloads every %[" +
+	"1]d seconds.\x02Pause reloading\x02Not allowed\x02Your role can read def" +
+	"initions and processes only: external tasks and process instances are fo" +
+	"r operators and administrators.\x02Invalid request\x02The field “%[1]s” " +
+	"holds a NUL character or bytes that are not UTF-8 text: correct it and t" +
+	"ry again.\x02Back to external tasks\x02Back to definitions\x02Nothing ex" +
+	"ists at this address, or it is not visible to you.\x02Nothing exists at " +
+	"this address, or it is not visible to you. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed; the audit log keeps the operator actions taken on i" +
+	"t.\x02Not found\x02Form refused\x02This form was not sent from this cons" +
+	"ole session, or it has expired. Reload the page and try again.\x02Tempor" +
+	"arily unavailable\x02The database cannot be reached right now. Try again" +
+	" in a few seconds.\x02Something went wrong\x02The console could not show" +
+	" this page. Try again; if it persists, give your administrator the reque" +
+	"st id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The external s" +
+	"ervices that take tasks, and the definitions each may take. Create consu" +
+	"mers, change their grants and rotate their tokens through the API (/api/" +
+	"v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02ID" +
+	"\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
+	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s" +
+	": every revision, present and future\x02%[1]s: revisions %[2]s\x02Counti" +
+	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
+	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
+	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
+	"\x02The only mutable part of a definition. Processes never use it direct" +
+	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
+	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
+	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
+	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
+	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
+	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
+	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
+	"e in no revision (workers and processes use revision %[1]d at most) unti" +
+	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
+	"contracts are the same (the name or a description changed).\x02Changes o" +
+	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
+	" to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing outp" +
+	"ut %[1]s → %[2]s\x02optional → required\x02required → optional\x02values" +
+	" added: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2" +
+	"]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field" +
+	" of type %[2]s\x02required field of type %[1]s\x02optional field of type" +
+	" %[1]s\x02none\x02Task contracts: their Working copy, immutable revision" +
+	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
+	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
+	"release\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more dest" +
+	"inations.\x02The HTTP endpoints push nodes call. Values of the URL's que" +
+	"ry and of the headers are sealed and never shown. Create, change and del" +
+	"ete destinations through the API (/api/v1/destinations).\x02Destinations" +
+	" by name\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
+	" header\x02Calls\x02Its calls\x02on error\x02any other error\x02held for" +
+	" an operator\x02an incident: retry, abandon or stop\x02end: completes th" +
+	"e instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1" +
+	"]s, %[2]s: %[3]s\x02Each definition’s queue and incidents now, and what " +
+	"its workers finished in the last hour: occurrences that ended completed " +
+	"or failed. An occurrence retried since counts where it ends next; a fail" +
+	"ed attempt with attempts left is not counted, its occurrence’s page list" +
+	"s it.\x02Completions and failures, last hour\x02Definitions, those needi" +
+	"ng attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02" +
+	"Oldest claimable waits\x02Completed, last hour\x02Failed, last hour\x02N" +
+	"o definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed ever" +
+	"y few seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Sho" +
+	"w all definitions\x02No definition %[1]s has occurrences: check the key," +
+	" or show all definitions.\x02All definitions\x02Completions and failures" +
+	" per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The " +
+	"table after the chart gives each 5-minute slot.\x02completed\x02failed" +
+	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
+	"ldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
+	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]" +
+	"s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]" +
+	"s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d " +
+	"min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02J" +
+	"ul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
+	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
+	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
+	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
+	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
+	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
+	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
+	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
+	"rator has acted on this instance.\x02Operator actions on this instance, " +
+	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
+	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
+	"kes no inputs.\x02This instance is held at a failed node: an incident. I" +
+	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
+	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
+	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
+	"d in the audit log.\x02This instance is held at a failed node: an incide" +
+	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
+	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
+	"\x02Stopping cancels the instance and its open occurrences. It does not " +
+	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
+	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
+	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
+	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
+	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
+	"\x02The version must be a whole number from 1.\x02A version is a process" +
+	"’s: choose the process too.\x02Creation date\x02The page size must be " +
+	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
+	"t on every instance this filter matches\x02The next page counts them and" +
+	" asks for a reason before anything changes.\x02Process instances, newest" +
+	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
+	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
+	"\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02r" +
+	"ejected\x02released\x02disconnected\x02text\x02integer\x02number\x02bool" +
+	"ean\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02se" +
+	"nsitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pu" +
+	"ll (the service fetches it)\x02push (Relais calls the service)\x02admini" +
+	"strator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added" +
+	"\x02field removed\x02type changed\x02required changed\x02values changed" +
+	"\x02classification changed\x02constraint changed\x02routing changed\x02m" +
+	"inimum length\x02maximum length\x02pattern\x02format\x02minimum\x02maxim" +
+	"um\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, " +
+	"version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Ever" +
+	"y attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
+	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No s" +
+	"ervice has reserved this occurrence yet.\x02in progress\x02Whole message" +
+	"\x02No service ever reserved this occurrence: it ended before any attemp" +
+	"t.\x02Destination\x02Replica\x02Relais has not called the destination ye" +
+	"t.\x02Relais never called the destination: the occurrence ended before a" +
+	"ny call.\x02Relais keeps the destination’s status code only when it refu" +
+	"sed the call (destination_http_NNN); a completed call answered 2xx. The " +
+	"duration runs from the claim of the call to its settlement.\x02Now\x02Re" +
+	"try or abandon it from its instance\x02Mode\x02Reason given by the worke" +
+	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
+	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
+	" highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the la" +
+	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
+	"\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02" +
+	"Inputs, labelled by revision %[1]d's contract\x02This contract has no in" +
+	"puts.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs ye" +
+	"t: the occurrence has not completed.\x02This contract has no outputs." +
+	"\x02No outputs: the occurrence ended without completing.\x02Reveal — thi" +
+	"s is recorded\x02Why (recorded with the reveal)\x02Every admin reads it," +
+	" and it is kept whatever the retention: write no customer data in it." +
+	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
+	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02R" +
+	"etryable\x02no: the service marked this failure as not retryable (attemp" +
+	"ts left unused: %[1]d)\x02The destination did not answer within the call" +
+	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
+	"trying.\x02The destination did not answer within the call’s timeout: it " +
+	"may have acted all the same, so check before retrying.\x02The deadline p" +
+	"assed before a result arrived.\x02The result did not match the revision'" +
+	"s outputs contract.\x02The answer to the call was lost (the connection b" +
+	"roke after the request was sent, or Relais stopped or could not reach it" +
+	"s database before recording it): whether the destination acted is unknow" +
+	"n, so it is not called again.\x02The call could not be prepared.\x02The " +
+	"destination could not be reached.\x02The destination’s answer was too la" +
+	"rge.\x02The last attempt’s lock expired with no attempt left.\x02The inp" +
+	"uts could not be built from the process’s bindings.\x02An operator aband" +
+	"oned the instance.\x02A Camunda 7 worker reported a failure with no retr" +
+	"ies left (retries: 0, or a budget already spent): it is not run again." +
+	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
+	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
+	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
+	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
+	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
+	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
+	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
+	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
+	"ed %[2]s without its result recorded: the replica making it may have sto" +
+	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
+	"ion whether it took effect.\x02Relais is calling the destination (since " +
+	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
+	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
+	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
+	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
+	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
+	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
+	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
+	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
+	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
+	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
+	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
+	"e from Relais (in English)\x02Message from the service (its own words, p" +
+	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
+	"e.\x02A revision is a definition’s: choose the definition too.\x02Unknow" +
+	"n consumer.\x02Unknown destination “%[1]s”.\x02Settlement date\x02More f" +
+	"ilters: instance, revision, consumer, destination, dates\x02Push destina" +
+	"tion\x02its name, exactly\x02instance id\x02Counts by status\x02Occurren" +
+	"ces, newest first\x02Message\x02Process and node\x02Error\x02Consumer an" +
+	"d worker\x02Next attempt or settled\x02No occurrence matches these filte" +
+	"rs.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the " +
+	"other filters\x02Totals of all definitions, not narrowed by the other fi" +
+	"lters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d o" +
+	"ccurrences\x02as of %[1]s (%[2]s); counts are refreshed every few second" +
+	"s.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02ca" +
+	"ll in progress since\x02lock until\x02deferred since\x02Pages\x02Previou" +
+	"s page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose its off" +
+	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
+	" process versions: their nodes, routes and pinned revisions, drawn, with" +
+	" where their occurrences are now.\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
+	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
+	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
 	" the start node. Solid arrows are successes (labelled with their route)," +
-	" dashed ones failures (labelled with their error codes).\x02Nodes of thi" +
-	"s version\x02This version has %[1]d nodes: too many to draw legibly (at " +
-	"most %[2]d). The table below lists every node with its routes and counts" +
-	".\x02This version has %[1]d nodes: too many to draw legibly (at most %[2" +
-	"]d). The table below lists every node with its routes.\x02Graph of %[1]s" +
-	"\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starti" +
-	"ng at %[2]s. The table below lists the same nodes, routes and counts." +
-	"\x02%[1]d nodes, starting at %[2]s. The table below lists the same nodes" +
-	" and routes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02an" +
-	"y other code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%" +
-	"[1]d attempt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, " +
-	"retry after %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02" +
-	"timeout %[1]s (the default)\x02instances held\x02instances held: %[1]s" +
-	"\x02Counts as of %[1]s (%[2]s); refreshed every few seconds.\x02Only adm" +
-	"inistrators may reveal a sensitive value.\x02Say why you reveal this val" +
-	"ue: the reason is recorded with the reveal in the audit log.\x02Revealed" +
-	" by %[1]s at %[2]s; recorded in the audit log.\x02Back to the occurrence" +
-	"\x02Cannot reveal\x02Only a value this page shows as hidden (sensitive) " +
-	"can be revealed.\x02Secret values can never be revealed.\x02Every sensit" +
-	"ive value an administrator revealed: who, when, which field and why. The" +
-	" values themselves are never kept.\x02Reveals, newest first\x02No value " +
-	"was revealed.\x02none (revealed before reasons were asked for)\x02Method" +
-	" not allowed\x02This page does not accept that request.\x02Search\x02Typ" +
-	"e an instance or occurrence id (a whole UUID, as the title of its page s" +
-	"hows it), or a business key.\x02Nothing to find: the search box is empty" +
-	".\x02That is too long to be an id or a business key.\x02No instance or o" +
-	"ccurrence has the id “%[1]s”, and no instance has it as its business key" +
-	".\x02No instance or occurrence has the id “%[1]s”, and no instance has i" +
-	"t as its business key. An ended instance is deleted, with its occurrence" +
-	"s and attempts, once the retention period (RELAIS_RETENTION) has passed;" +
-	" the audit log keeps the operator actions taken on it.\x02No instance ha" +
-	"s “%[1]s” as its business key, and it is not a whole id: the lists show " +
-	"the end of each id. Open the row, or copy its link, for the whole id." +
-	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
-	"t elsewhere, a revoked token or a restart of the server), so your last a" +
-	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
-	"s ended (inactivity, a sign-out elsewhere, a revoked token or a restart " +
-	"of the server). Sign in again.\x02Sign in\x02Sign in with an operator, d" +
-	"esigner or administrator token.\x02Token\x02The token is checked once an" +
-	"d never stored in your browser; a session cookie stands for it for up to" +
-	" 8 hours of inactivity.\x02Too many failed sign-ins from your address. T" +
-	"ry again in %[1]d seconds.\x02This token is unknown or has been revoked." +
-	"\x02A %[1]s token cannot open the console: sign in with an operator, des" +
-	"igner or administrator token.\x02Only administrators see this page: toke" +
-	"ns, consumers, destinations and the reveal log are theirs.\x02Staff toke" +
-	"ns (administrators, designers, operators) that are not revoked. Consumer" +
-	" tokens are managed with their consumers. Revoking a token refuses its n" +
-	"ext request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last " +
-	"used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this " +
-	"session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its " +
-	"next request is refused, and console sessions opened with it end. This c" +
-	"annot be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
-	"\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at leas" +
-	"t %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
-	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
-	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
-	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
-	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
-	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x02No process uses this definit" +
-	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
-	"this definition: Relais calls its destinations (push), and it needs no w" +
-	"orker.\x02No worker is connected for this definition; none of its occurr" +
-	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
-	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
-	"e take every revision their consumer is granted.\x02They take every revi" +
-	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
-	"y take revisions %[1]s only."
+	" dashed ones failures (labelled with their error codes). Each box says h" +
+	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
+	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
+	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
+	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
+	"ows are successes (labelled with their route), dashed ones failures (lab" +
+	"elled with their error codes).\x02Nodes of this version\x02This version " +
+	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
+	"ow lists every node with its routes and counts.\x02This version has %[1]" +
+	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
+	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
+	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
+	"itive value.\x02Say why you reveal this value: the reason is recorded wi" +
+	"th the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded " +
+	"in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
+	"d (a whole UUID, as the title of its page shows it), or a business key." +
+	"\x02Nothing to find: the search box is empty.\x02That is too long to be " +
+	"an id or a business key.\x02No instance or occurrence has the id “%[1]s”" +
+	", and no instance has it as its business key.\x02No instance or occurren" +
+	"ce has the id “%[1]s”, and no instance has it as its business key. An en" +
+	"ded instance is deleted, with its occurrences and attempts, once the ret" +
+	"ention period (RELAIS_RETENTION) has passed; the audit log keeps the ope" +
+	"rator actions taken on it.\x02No instance has “%[1]s” as its business ke" +
+	"y, and it is not a whole id: the lists show the end of each id. Open the" +
+	" row, or copy its link, for the whole id.\x02You are signed out.\x02Your" +
+	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
+	" a restart of the server), so your last action was not applied. Sign in " +
+	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server). Sign in again." +
+	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators see this page: tokens, consumers, destinations a" +
+	"nd the reveal log are theirs.\x02Staff tokens (administrators, designers" +
+	", operators) that are not revoked. Consumer tokens are managed with thei" +
+	"r consumers. Revoking a token refuses its next request.\x02Staff tokens," +
+	" oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02n" +
+	"ot yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
+	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
+	"console sessions opened with it end. This cannot be undone: whoever uses" +
+	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
+	"en you signed in with: revoking it signs you out. Its next request is re" +
+	"fused. This cannot be undone.\x02This is the last usable administrator t" +
+	"oken: create another one before revoking it.\x02The token %[1]s (%[2]s) " +
+	"was revoked: its next request is refused.\x02routing output\x02(each ite" +
+	"m)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at" +
+	" least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d cha" +
+	"racter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[" +
+	"1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
+	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
+	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
+	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
+	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
+	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
+	"kers by their last fetch. A worker is listed while it was seen within th" +
+	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
+	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
+	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
+	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
+	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
+	"er serves this definition: its occurrences wait until one connects or po" +
+	"lls.\x02No process uses this definition yet: it needs a worker once a pr" +
+	"ocess pulls it.\x02No process pulls this definition: Relais calls its de" +
+	"stinations (push), and it needs no worker.\x02No worker is connected for" +
+	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
+	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
+	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
+	" is granted.\x02They take every revision their consumer is granted.\x02T" +
+	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 727 elements
 	// Entry 0 - 1F
@@ -1431,188 +1430,188 @@ var frIndex = []uint32{ // 727 elements
 	0x00001829, 0x00001841, 0x00001854, 0x00001868,
 	0x00001889, 0x00001893, 0x000018db, 0x00001a87,
 	0x00001aa9, 0x00001ad8, 0x00001b07, 0x00001b39,
-	0x00001b6c, 0x00001ba1, 0x00001cbd, 0x00001d66,
+	0x00001b6c, 0x00001ba1, 0x00001c87, 0x00001d30,
 	// Entry 60 - 7F
-	0x00001ddb, 0x00001eba, 0x00001eda, 0x00001ee0,
-	0x00001ee4, 0x00001eeb, 0x00001ef1, 0x00001f07,
-	0x00001f1e, 0x00001f2e, 0x00001f39, 0x00001f4b,
-	0x00002030, 0x00002038, 0x00002053, 0x00002056,
-	0x00002059, 0x0000206f, 0x00002083, 0x000020af,
-	0x000020c2, 0x00002195, 0x000021de, 0x00002214,
-	0x000022a3, 0x00002368, 0x00002454, 0x00002516,
-	0x000025cd, 0x000025dc, 0x000025e3, 0x000025f4,
+	0x00001da5, 0x00001e84, 0x00001ea4, 0x00001eaa,
+	0x00001eae, 0x00001eb5, 0x00001ebb, 0x00001ed1,
+	0x00001ee8, 0x00001ef8, 0x00001f03, 0x00001f15,
+	0x00001ffa, 0x00002002, 0x0000201d, 0x00002020,
+	0x00002023, 0x00002039, 0x0000204d, 0x00002079,
+	0x0000208c, 0x0000215f, 0x000021a8, 0x000021de,
+	0x0000226d, 0x00002332, 0x0000241e, 0x000024e0,
+	0x00002597, 0x000025a6, 0x000025ad, 0x000025be,
 	// Entry 80 - 9F
-	0x0000260a, 0x00002610, 0x00002621, 0x0000262b,
-	0x00002652, 0x0000266e, 0x00002676, 0x00002683,
-	0x0000268f, 0x0000269d, 0x000026aa, 0x000026b1,
-	0x000026bf, 0x000026e3, 0x000026f3, 0x0000270b,
-	0x0000272c, 0x00002755, 0x00002788, 0x000027b9,
-	0x000027cf, 0x000027d9, 0x0000280b, 0x00002825,
-	0x00002833, 0x000028e7, 0x000028f9, 0x00002979,
-	0x00002995, 0x000029ad, 0x000029f0, 0x00002b0e,
+	0x000025d4, 0x000025da, 0x000025eb, 0x000025f5,
+	0x0000261c, 0x00002638, 0x00002640, 0x0000264d,
+	0x00002659, 0x00002667, 0x00002674, 0x0000267b,
+	0x00002689, 0x000026ad, 0x000026bd, 0x000026d5,
+	0x000026f6, 0x0000271f, 0x00002752, 0x00002783,
+	0x00002799, 0x000027a3, 0x000027d5, 0x000027ef,
+	0x000027fd, 0x000028b1, 0x000028c3, 0x00002943,
+	0x0000295f, 0x00002977, 0x000029ba, 0x00002ad8,
 	// Entry A0 - BF
-	0x00002b1a, 0x00002b2d, 0x00002ba9, 0x00002bc5,
-	0x00002c1c, 0x00002c34, 0x00002ccc, 0x00002cf1,
-	0x00002d0b, 0x00002dfc, 0x00002e2a, 0x00002e2d,
-	0x00002e31, 0x00002e38, 0x00002e42, 0x00002e48,
-	0x00002e50, 0x00002e56, 0x00002e60, 0x00002e81,
-	0x00002e9a, 0x00002ead, 0x00002ee5, 0x00002f00,
-	0x00002f66, 0x00002f98, 0x00002f9e, 0x00002fa3,
-	0x00002faf, 0x00002fbe, 0x00002fca, 0x00002fd6,
+	0x00002ae4, 0x00002af7, 0x00002b73, 0x00002b8f,
+	0x00002be6, 0x00002bfe, 0x00002c96, 0x00002cbb,
+	0x00002cd5, 0x00002dc6, 0x00002df4, 0x00002df7,
+	0x00002dfb, 0x00002e02, 0x00002e0c, 0x00002e12,
+	0x00002e1a, 0x00002e20, 0x00002e2a, 0x00002e4b,
+	0x00002e64, 0x00002e77, 0x00002eaf, 0x00002eca,
+	0x00002f30, 0x00002f62, 0x00002f68, 0x00002f6d,
+	0x00002f79, 0x00002f88, 0x00002f94, 0x00002fa0,
 	// Entry C0 - DF
-	0x00002fe8, 0x00002ff9, 0x0000307d, 0x0000308f,
-	0x000030a6, 0x000030b1, 0x00003106, 0x00003113,
-	0x00003138, 0x00003144, 0x0000314e, 0x00003154,
-	0x00003160, 0x00003178, 0x000031ca, 0x000031da,
-	0x000031ea, 0x000031f3, 0x000031fe, 0x00003206,
-	0x00003226, 0x00003248, 0x00003270, 0x00003279,
-	0x00003289, 0x000032a9, 0x000032b1, 0x000032c0,
-	0x000032df, 0x0000330a, 0x00003330, 0x00003340,
+	0x00002fb2, 0x00002fc3, 0x00003047, 0x00003059,
+	0x00003070, 0x0000307b, 0x000030d0, 0x000030dd,
+	0x00003102, 0x0000310e, 0x00003118, 0x0000311e,
+	0x0000312a, 0x00003142, 0x00003194, 0x000031a4,
+	0x000031b4, 0x000031bd, 0x000031c8, 0x000031d0,
+	0x000031f0, 0x00003212, 0x0000323a, 0x00003243,
+	0x00003253, 0x00003273, 0x0000327b, 0x0000328a,
+	0x000032a9, 0x000032d4, 0x000032fa, 0x0000330a,
 	// Entry E0 - FF
-	0x0000334a, 0x00003354, 0x00003373, 0x00003391,
-	0x00003469, 0x00003487, 0x000034cb, 0x00003508,
-	0x0000353b, 0x0000356b, 0x00003597, 0x000035c7,
-	0x000035e9, 0x00003604, 0x0000361f, 0x0000363b,
-	0x00003657, 0x0000366d, 0x00003687, 0x000036be,
-	0x000036f4, 0x00003714, 0x00003733, 0x0000373a,
-	0x000037a4, 0x000037ba, 0x000037bf, 0x000037d3,
-	0x000037eb, 0x00003810, 0x0000383e, 0x00003863,
+	0x00003314, 0x0000331e, 0x0000333d, 0x0000335b,
+	0x00003433, 0x00003451, 0x00003495, 0x000034d2,
+	0x00003505, 0x00003535, 0x00003561, 0x00003591,
+	0x000035b3, 0x000035ce, 0x000035e9, 0x00003605,
+	0x00003621, 0x00003637, 0x00003651, 0x00003688,
+	0x000036be, 0x000036de, 0x000036fd, 0x00003704,
+	0x0000376e, 0x00003784, 0x00003789, 0x0000379d,
+	0x000037b5, 0x000037da, 0x00003808, 0x0000382d,
 	// Entry 100 - 11F
-	0x0000387d, 0x00003967, 0x0000397c, 0x00003980,
-	0x00003993, 0x000039a2, 0x000039b9, 0x000039c8,
-	0x000039cf, 0x000039da, 0x000039ec, 0x000039ff,
-	0x00003a1b, 0x00003a48, 0x00003a65, 0x00003a88,
-	0x00003a93, 0x00003a9e, 0x00003ab5, 0x00003c1e,
-	0x00003c45, 0x00003c83, 0x00003c8f, 0x00003c98,
-	0x00003cac, 0x00003cb6, 0x00003cdd, 0x00003cf9,
-	0x00003d14, 0x00003d44, 0x00003d83, 0x00003d9e,
+	0x00003847, 0x00003931, 0x00003946, 0x0000394a,
+	0x0000395d, 0x0000396c, 0x00003983, 0x00003992,
+	0x00003999, 0x000039a4, 0x000039b6, 0x000039c9,
+	0x000039e5, 0x00003a12, 0x00003a2f, 0x00003a52,
+	0x00003a5d, 0x00003a68, 0x00003a7f, 0x00003be8,
+	0x00003c0f, 0x00003c4d, 0x00003c59, 0x00003c62,
+	0x00003c76, 0x00003c80, 0x00003ca7, 0x00003cc3,
+	0x00003cde, 0x00003d0e, 0x00003d4d, 0x00003d68,
 	// Entry 120 - 13F
-	0x00003dad, 0x00003dbe, 0x00003ddf, 0x00003e4a,
-	0x00003e62, 0x00003ea8, 0x00003f13, 0x00003f1d,
-	0x00003f27, 0x00003f41, 0x00003f8a, 0x00003f92,
-	0x00003f9d, 0x00003fab, 0x00003fbb, 0x00003fe5,
-	0x0000400e, 0x0000401e, 0x0000403d, 0x00004049,
-	0x00004062, 0x0000406d, 0x0000407a, 0x00004089,
-	0x00004091, 0x0000409b, 0x000040a3, 0x000040ab,
-	0x000040b1, 0x000040b8, 0x000040bd, 0x000040c2,
+	0x00003d77, 0x00003d88, 0x00003da9, 0x00003e14,
+	0x00003e2c, 0x00003e72, 0x00003edd, 0x00003ee7,
+	0x00003ef1, 0x00003f0b, 0x00003f54, 0x00003f5c,
+	0x00003f67, 0x00003f75, 0x00003f85, 0x00003faf,
+	0x00003fd8, 0x00003fe8, 0x00004007, 0x00004013,
+	0x0000402c, 0x00004037, 0x00004044, 0x00004053,
+	0x0000405b, 0x00004065, 0x0000406d, 0x00004075,
+	0x0000407b, 0x00004082, 0x00004087, 0x0000408c,
 	// Entry 140 - 15F
-	0x000040c6, 0x000040cb, 0x000040d1, 0x000040d7,
-	0x000040dd, 0x000040e2, 0x000040e7, 0x000040ed,
-	0x000040f7, 0x00004117, 0x00004139, 0x0000415d,
-	0x00004183, 0x0000418c, 0x000041a8, 0x000041b1,
-	0x000041c9, 0x000041d2, 0x00004226, 0x00004246,
-	0x0000424c, 0x00004257, 0x0000425d, 0x0000426b,
-	0x00004276, 0x00004284, 0x000042b7, 0x000042db,
-	0x0000430a, 0x00004353, 0x0000435a, 0x00004370,
+	0x00004090, 0x00004095, 0x0000409b, 0x000040a1,
+	0x000040a7, 0x000040ac, 0x000040b1, 0x000040b7,
+	0x000040c1, 0x000040e1, 0x00004103, 0x00004127,
+	0x0000414d, 0x00004156, 0x00004172, 0x0000417b,
+	0x00004193, 0x0000419c, 0x000041f0, 0x00004210,
+	0x00004216, 0x00004221, 0x00004227, 0x00004235,
+	0x00004240, 0x0000424e, 0x00004281, 0x000042a5,
+	0x000042d4, 0x0000431d, 0x00004324, 0x0000433a,
 	// Entry 160 - 17F
-	0x000043e3, 0x00004409, 0x00004598, 0x0000469f,
-	0x000046ef, 0x00004720, 0x00004753, 0x00004782,
-	0x00004790, 0x0000479d, 0x000047af, 0x000047c4,
-	0x000047d2, 0x000047df, 0x000047f4, 0x00004807,
-	0x00004832, 0x0000485f, 0x00004883, 0x000048ba,
-	0x00004904, 0x00004916, 0x0000494e, 0x00004965,
-	0x0000497c, 0x000049b0, 0x000049fa, 0x00004a2f,
-	0x00004a38, 0x00004a4f, 0x00004a7d, 0x00004a90,
+	0x000043ad, 0x000043d3, 0x00004562, 0x00004669,
+	0x000046b9, 0x000046ea, 0x0000471d, 0x0000474c,
+	0x0000475a, 0x00004767, 0x00004779, 0x0000478e,
+	0x0000479c, 0x000047a9, 0x000047be, 0x000047d1,
+	0x000047fc, 0x00004829, 0x0000484d, 0x00004884,
+	0x000048ce, 0x000048e0, 0x00004918, 0x0000492f,
+	0x00004946, 0x0000497a, 0x000049c4, 0x000049f9,
+	0x00004a02, 0x00004a19, 0x00004a47, 0x00004a5a,
 	// Entry 180 - 19F
-	0x00004aa2, 0x00004ab3, 0x00004abe, 0x00004ac9,
-	0x00004ad4, 0x00004add, 0x00004ae6, 0x00004aef,
-	0x00004af8, 0x00004b01, 0x00004b08, 0x00004b16,
-	0x00004b1c, 0x00004b23, 0x00004b2a, 0x00004b33,
-	0x00004b38, 0x00004b46, 0x00004b4c, 0x00004b52,
-	0x00004b58, 0x00004b60, 0x00004b69, 0x00004b72,
-	0x00004b8f, 0x00004baa, 0x00004bcd, 0x00004bee,
-	0x00004bfd, 0x00004c08, 0x00004c13, 0x00004c20,
+	0x00004a6c, 0x00004a7d, 0x00004a88, 0x00004a93,
+	0x00004a9e, 0x00004aa7, 0x00004ab0, 0x00004ab9,
+	0x00004ac2, 0x00004acb, 0x00004ad2, 0x00004ae0,
+	0x00004ae6, 0x00004aed, 0x00004af4, 0x00004afd,
+	0x00004b02, 0x00004b10, 0x00004b16, 0x00004b1c,
+	0x00004b22, 0x00004b2a, 0x00004b33, 0x00004b3c,
+	0x00004b59, 0x00004b74, 0x00004b97, 0x00004bb8,
+	0x00004bc7, 0x00004bd2, 0x00004bdd, 0x00004bea,
 	// Entry 1A0 - 1BF
-	0x00004c24, 0x00004c28, 0x00004c36, 0x00004c44,
-	0x00004c52, 0x00004c72, 0x00004c85, 0x00004c9e,
-	0x00004cb3, 0x00004cc4, 0x00004cd6, 0x00004ce8,
-	0x00004cee, 0x00004cf5, 0x00004cfd, 0x00004d05,
-	0x00004d23, 0x00004d41, 0x00004d58, 0x00004d6d,
-	0x00004d7e, 0x00004d84, 0x00004d9d, 0x00004da8,
-	0x00004ddc, 0x00004de9, 0x00004e07, 0x00004e15,
-	0x00004e1e, 0x00004e25, 0x00004e40, 0x00004e4a,
+	0x00004bee, 0x00004bf2, 0x00004c00, 0x00004c0e,
+	0x00004c1c, 0x00004c3c, 0x00004c4f, 0x00004c68,
+	0x00004c7d, 0x00004c8e, 0x00004ca0, 0x00004cb2,
+	0x00004cb8, 0x00004cbf, 0x00004cc7, 0x00004ccf,
+	0x00004ced, 0x00004d0b, 0x00004d22, 0x00004d37,
+	0x00004d48, 0x00004d4e, 0x00004d67, 0x00004d72,
+	0x00004da6, 0x00004db3, 0x00004dd1, 0x00004ddf,
+	0x00004de8, 0x00004def, 0x00004e0a, 0x00004e14,
 	// Entry 1C0 - 1DF
-	0x00004e5d, 0x00004e97, 0x00004ea0, 0x00004eaf,
-	0x00004f13, 0x00004f1f, 0x00004f29, 0x00004f59,
-	0x00004fb4, 0x0000509b, 0x000050a6, 0x000050d9,
-	0x000050de, 0x000050fe, 0x0000511b, 0x0000513b,
-	0x00005150, 0x00005191, 0x0000519c, 0x000051a6,
-	0x000051cf, 0x000051e0, 0x000051ee, 0x0000522a,
-	0x00005254, 0x00005299, 0x000052c1, 0x00005300,
-	0x00005321, 0x0000535f, 0x0000539f, 0x000053bf,
+	0x00004e27, 0x00004e61, 0x00004e6a, 0x00004e79,
+	0x00004edd, 0x00004ee9, 0x00004ef3, 0x00004f23,
+	0x00004f7e, 0x00005065, 0x00005070, 0x000050a3,
+	0x000050a8, 0x000050c8, 0x000050e5, 0x00005105,
+	0x0000511a, 0x0000515b, 0x00005166, 0x00005170,
+	0x00005199, 0x000051aa, 0x000051b8, 0x000051f4,
+	0x0000521e, 0x00005263, 0x0000528b, 0x000052ca,
+	0x000052eb, 0x00005329, 0x00005369, 0x00005389,
 	// Entry 1E0 - 1FF
-	0x00005400, 0x0000542c, 0x00005453, 0x000054c4,
-	0x000054dc, 0x000054f0, 0x00005507, 0x00005515,
-	0x00005520, 0x00005543, 0x00005562, 0x0000557e,
-	0x000055ec, 0x00005671, 0x000056ee, 0x0000572e,
-	0x00005774, 0x0000588d, 0x000058b5, 0x000058d8,
-	0x0000590f, 0x00005956, 0x000059a9, 0x000059d2,
-	0x00005a78, 0x00005a9e, 0x00005ae5, 0x00005b69,
-	0x00005be4, 0x00005c61, 0x00005c88, 0x00005cb0,
+	0x000053ca, 0x000053f6, 0x0000541d, 0x0000548e,
+	0x000054a6, 0x000054ba, 0x000054d1, 0x000054df,
+	0x000054ea, 0x0000550d, 0x0000552c, 0x00005548,
+	0x000055b6, 0x0000563b, 0x000056b8, 0x000056f8,
+	0x0000573e, 0x00005857, 0x0000587f, 0x000058a2,
+	0x000058d9, 0x00005920, 0x00005973, 0x0000599c,
+	0x00005a42, 0x00005a68, 0x00005aaf, 0x00005b33,
+	0x00005bae, 0x00005c2b, 0x00005c52, 0x00005c7a,
 	// Entry 200 - 21F
-	0x00005cf7, 0x00005d41, 0x00005d74, 0x00005d87,
-	0x00005e8f, 0x00005ebd, 0x00005ef9, 0x00005f0f,
-	0x00005fa3, 0x00005fb6, 0x00005ff3, 0x0000602f,
-	0x00006042, 0x00006096, 0x000060cb, 0x000060dd,
-	0x000060f4, 0x00006131, 0x00006181, 0x000061ab,
-	0x000061b6, 0x000061d3, 0x000061f2, 0x00006203,
-	0x0000621d, 0x00006226, 0x00006230, 0x0000624f,
-	0x0000629d, 0x000062d2, 0x00006323, 0x00006339,
+	0x00005cc1, 0x00005d0b, 0x00005d3e, 0x00005d51,
+	0x00005e59, 0x00005e87, 0x00005ec3, 0x00005ed9,
+	0x00005f6d, 0x00005f80, 0x00005fbd, 0x00005ff9,
+	0x0000600c, 0x00006060, 0x00006095, 0x000060a7,
+	0x000060be, 0x000060fb, 0x0000614b, 0x00006175,
+	0x00006180, 0x0000619d, 0x000061bc, 0x000061cd,
+	0x000061e7, 0x000061f0, 0x000061fa, 0x00006219,
+	0x00006267, 0x0000629c, 0x000062ed, 0x00006303,
 	// Entry 220 - 23F
-	0x0000635f, 0x00006370, 0x000063ba, 0x000063d0,
-	0x000063e4, 0x000063fd, 0x00006413, 0x0000643d,
-	0x00006445, 0x00006458, 0x0000645f, 0x0000647a,
-	0x0000649a, 0x000064ca, 0x000064e1, 0x00006519,
-	0x00006554, 0x00006580, 0x000065d4, 0x000065e4,
-	0x000065ef, 0x00006603, 0x00006615, 0x0000662b,
-	0x0000663d, 0x0000664f, 0x00006655, 0x00006667,
-	0x00006675, 0x00006684, 0x0000669a, 0x000066c4,
+	0x00006329, 0x0000633a, 0x00006384, 0x0000639a,
+	0x000063ae, 0x000063c7, 0x000063dd, 0x00006407,
+	0x0000640f, 0x00006422, 0x00006429, 0x00006444,
+	0x00006464, 0x00006494, 0x000064ab, 0x000064e3,
+	0x0000651e, 0x0000654a, 0x0000659e, 0x000065ae,
+	0x000065b9, 0x000065cd, 0x000065df, 0x000065f5,
+	0x00006607, 0x00006619, 0x0000661f, 0x00006631,
+	0x0000663f, 0x0000664e, 0x00006664, 0x0000668e,
 	// Entry 240 - 25F
-	0x000066f7, 0x0000679f, 0x000067ef, 0x00006817,
-	0x00006869, 0x000068ab, 0x000068e7, 0x000068fe,
-	0x000069c6, 0x000069f3, 0x00006bad, 0x00006bc7,
-	0x00006be0, 0x00006c01, 0x00006c17, 0x00006c1e,
-	0x00006c38, 0x00006ccd, 0x00006d30, 0x00006d43,
-	0x00006d6a, 0x00006d92, 0x00006da0, 0x00006db0,
-	0x00006dc1, 0x00006dc8, 0x00006efe, 0x00006f05,
-	0x00006f3f, 0x00006f44, 0x00006f59, 0x00006f6d,
+	0x000066c1, 0x00006769, 0x000067b9, 0x000067e1,
+	0x00006833, 0x00006875, 0x000068b1, 0x000068c8,
+	0x00006990, 0x000069bd, 0x00006b77, 0x00006b91,
+	0x00006baa, 0x00006bcb, 0x00006be1, 0x00006be8,
+	0x00006c02, 0x00006c97, 0x00006cfa, 0x00006d0d,
+	0x00006d34, 0x00006d5c, 0x00006d6a, 0x00006d7a,
+	0x00006d8b, 0x00006d92, 0x00006ec8, 0x00006ecf,
+	0x00006f09, 0x00006f0e, 0x00006f23, 0x00006f37,
 	// Entry 260 - 27F
-	0x00006f7f, 0x00006f95, 0x00006fb0, 0x00007085,
-	0x0000709d, 0x0000713e, 0x000071cd, 0x000071dd,
-	0x000072b7, 0x00007379, 0x0000737e, 0x0000738e,
-	0x0000739c, 0x000073ac, 0x000073bc, 0x000073c6,
-	0x000073ef, 0x00007409, 0x00007424, 0x000074b2,
-	0x000074c3, 0x000074d0, 0x000074eb, 0x000074ff,
-	0x0000751d, 0x00007568, 0x000075a9, 0x0000761f,
-	0x00007665, 0x0000767e, 0x00007696, 0x000076e9,
+	0x00006f49, 0x00006f5f, 0x00006f7a, 0x0000704f,
+	0x00007067, 0x00007108, 0x00007197, 0x000071a7,
+	0x00007281, 0x00007343, 0x00007348, 0x00007358,
+	0x00007366, 0x00007376, 0x00007386, 0x00007390,
+	0x000073b9, 0x000073d3, 0x000073ee, 0x0000747c,
+	0x0000748d, 0x0000749a, 0x000074b5, 0x000074c9,
+	0x000074e7, 0x00007532, 0x00007573, 0x000075e9,
+	0x0000762f, 0x00007648, 0x00007660, 0x000076b3,
 	// Entry 280 - 29F
-	0x00007724, 0x000077bc, 0x000077e8, 0x0000780e,
-	0x00007842, 0x0000785a, 0x00007885, 0x0000788f,
-	0x00007917, 0x0000794c, 0x0000798d, 0x00007a01,
-	0x00007b50, 0x00007c29, 0x00007c42, 0x00007d0b,
-	0x00007d88, 0x00007d95, 0x00007de7, 0x00007ded,
-	0x00007e89, 0x00007edd, 0x00007f08, 0x00007f94,
-	0x0000802a, 0x000080ec, 0x0000811c, 0x00008129,
-	0x0000812f, 0x00008145, 0x00008150, 0x00008157,
+	0x000076ee, 0x00007786, 0x000077b2, 0x000077d8,
+	0x0000780c, 0x00007824, 0x0000784f, 0x00007859,
+	0x000078e1, 0x00007916, 0x00007957, 0x000079cb,
+	0x00007b1a, 0x00007bf3, 0x00007c0c, 0x00007cd5,
+	0x00007d52, 0x00007d5f, 0x00007db1, 0x00007db7,
+	0x00007e53, 0x00007ea7, 0x00007ed2, 0x00007f5e,
+	0x00007ff4, 0x000080b6, 0x000080e6, 0x000080f3,
+	0x000080f9, 0x0000810f, 0x0000811a, 0x00008121,
 	// Entry 2A0 - 2BF
-	0x00008162, 0x00008170, 0x0000817d, 0x0000818b,
-	0x000081a4, 0x000081d1, 0x0000827a, 0x0000828d,
-	0x00008297, 0x00008326, 0x00008387, 0x000083d9,
-	0x000083eb, 0x000083fe, 0x0000843c, 0x00008478,
-	0x00008484, 0x00008491, 0x0000849f, 0x000084ad,
-	0x000084bd, 0x000084f9, 0x00008533, 0x000085b0,
-	0x000085bb, 0x000085e5, 0x00008601, 0x00008605,
-	0x00008617, 0x000086d9, 0x0000870c, 0x00008717,
+	0x0000812c, 0x0000813a, 0x00008147, 0x00008155,
+	0x0000816e, 0x0000819b, 0x00008244, 0x00008257,
+	0x00008261, 0x000082f0, 0x00008351, 0x000083a3,
+	0x000083b5, 0x000083c8, 0x00008406, 0x00008442,
+	0x0000844e, 0x0000845b, 0x00008469, 0x00008477,
+	0x00008487, 0x000084c3, 0x000084fd, 0x0000857a,
+	0x00008585, 0x000085af, 0x000085cb, 0x000085cf,
+	0x000085e1, 0x000086a3, 0x000086d6, 0x000086e1,
 	// Entry 2C0 - 2DF
-	0x00008721, 0x00008736, 0x0000873f, 0x00008749,
-	0x0000875e, 0x00008782, 0x0000879c, 0x000087b1,
-	0x000087dd, 0x000087e2, 0x000087f7, 0x00008809,
-	0x0000883e, 0x0000884f, 0x000088c5, 0x00008950,
-	0x000089df, 0x00008a46, 0x00008a88, 0x00008afb,
-	0x00008b43, 0x00008b71, 0x00008ba4,
+	0x000086eb, 0x00008700, 0x00008709, 0x00008713,
+	0x00008728, 0x0000874c, 0x00008766, 0x0000877b,
+	0x000087a7, 0x000087ac, 0x000087c1, 0x000087d3,
+	0x00008808, 0x00008819, 0x0000888f, 0x0000891a,
+	0x000089a9, 0x00008a10, 0x00008a52, 0x00008ac5,
+	0x00008b0d, 0x00008b3b, 0x00008b6e,
 } // Size: 2932 bytes
 
-const frData string = "" + // Size: 35748 bytes
+const frData string = "" + // Size: 35694 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
 	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
@@ -1715,112 +1714,111 @@ const frData string = "" + // Size: 35748 bytes
 	"cune définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n" +
 	"’a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez" +
 	" de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il " +
-	"était de %[1]d)\u202f: entre-temps, des instances sont venues correspon" +
-	"dre au filtre (bloquées, par exemple), ou ont été réglées ou traitées. R" +
-	"ien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez de nouve" +
-	"au.\x02Cette action groupée a déjà été appliquée (le formulaire a été en" +
-	"voyé de nouveau)\u202f: ses traces sont dans le journal d’audit. Rien de" +
-	" plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]s) appli" +
-	"quée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée à %[2]d " +
-	"instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f: elle a chang" +
-	"é après le comptage (réglée, ou traitée par quelqu’un d’autre).\x00n" +
-	"\x02%[1]d ignorées\u202f: elles ont changé après le comptage (réglées, o" +
-	"u traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)" +
-	"\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus\x02Occurren" +
-	"ce reproposée\x02Action groupée\x02supprimée\x02Journal d’audit\x02Chaqu" +
-	"e reprise, abandon et arrêt appliqué par un opérateur, avec son motif. L" +
-	"es révélations de valeurs sensibles ont leur propre journal, que les adm" +
-	"inistrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
-	"\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les fil" +
-	"tres\x02Effacer les filtres\x02Aucune action d’opérateur ne correspond." +
-	"\x02Toutes les actions\x02L’instance de processus doit être un identifia" +
-	"nt d’instance complet (un UUID)\u202f: les listes montrent la fin de cha" +
-	"que identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’ide" +
-	"ntifiant complet.\x02L’action groupée doit être désignée par son identif" +
-	"iant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Vo" +
-	"ici les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’" +
-	"elle s’exécute, chaque rechargement montre où elle en est.\x02Action gro" +
-	"upée (%[1]s) par %[2]s, commencée le %[3]s\u202f: appliquée à %[4]d des " +
-	"%[5]d instances comptées, %[6]d ignorées (elles ont changé après le comp" +
-	"te). Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2]s, " +
-	"commencée le %[3]s, arrêtée par une erreur après %[4]d des %[5]d instanc" +
-	"es comptées (%[6]d ignorées). Ce qu’elle a appliqué reste appliqué\u202f" +
-	"; agissez de nouveau sur le filtre pour le reste.\x02Action groupée (%[1" +
-	"]s) par %[2]s, commencée le %[3]s, est en cours\u202f: %[4]d des %[5]d i" +
-	"nstances comptées traitées jusqu’ici (%[6]d ignorées). Chaque rechargeme" +
-	"nt montre où elle en est.\x02Aucun progrès depuis %[1]s\u202f: le réplic" +
-	"a qui l’exécute s’est peut-être arrêté. Ce qu’elle a appliqué reste appl" +
-	"iqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Console R" +
-	"elais\x02Langue\x02Aller au contenu\x02Navigation principale\x02État\x02" +
-	"Tâches externes\x02Processus\x02Trouver une instance ou une occurrence" +
-	"\x02identifiant ou clé métier\x02Trouver\x02Définitions\x02Exécutants" +
-	"\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations\x02Connecté e" +
-	"n tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’affichage\x04" +
-	"\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[1]s · rechar" +
-	"gement suspendu\x02Heures en %[1]s · rechargement toutes les %[2]d s\x02" +
-	"Heures en %[1]s · sans rechargement automatique\x02Rechargement suspendu" +
-	"\x02Reprendre\x02Cette page se recharge toutes les %[1]d secondes.\x02Su" +
-	"spendre le rechargement\x02Non autorisé\x02Votre rôle ne permet de lire " +
-	"que les définitions et les processus\u202f: les tâches externes et les i" +
-	"nstances de processus sont réservées aux opérateurs et aux administrateu" +
-	"rs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» contient le cara" +
-	"ctère NUL ou des octets qui ne sont pas du texte UTF-8\u202f: corrigez-l" +
-	"e et réessayez.\x02Retour aux tâches externes\x02Retour aux définitions" +
-	"\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir.\x02C" +
-	"ette adresse ne mène à rien, ou à rien que vous puissiez voir. Une insta" +
-	"nce terminée est supprimée, avec ses occurrences et ses tentatives, une " +
-	"fois la durée de conservation (RELAIS_RETENTION) écoulée\u202f; le journ" +
-	"al d’audit garde les actions d’opérateur menées sur elle.\x02Introuvable" +
-	"\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis cette s" +
-	"ession de la console, ou il a expiré. Rechargez la page et réessayez." +
-	"\x02Temporairement indisponible\x02La base de données est injoignable po" +
-	"ur le moment. Réessayez dans quelques secondes.\x02Une erreur est surven" +
-	"ue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si le " +
-	"problème persiste, donnez à votre administrateur l’identifiant de requêt" +
-	"e %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consommate" +
-	"ur.\x02Les services externes qui prennent des tâches, et les définitions" +
-	" que chacun peut prendre. Créez les consommateurs, modifiez leurs droits" +
-	" et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les jet" +
-	"ons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plus ré" +
-	"cent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02rév" +
-	"oqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce moment" +
-	"\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présentes et" +
-	" à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en " +
-	"cours\u202f; les décomptes s’afficheront quand vous rechargerez la page." +
-	"\x02Les décomptes sont indisponibles pour le moment.\x02Champ\x02Type" +
-	"\x02Obligatoire\x02Classification\x02Contraintes\x02Description\x02Défin" +
-	"ition %[1]s\x02Copie de travail\x02La seule partie modifiable d’une défi" +
-	"nition. Les processus ne l’utilisent jamais directement\u202f: ils éping" +
-	"lent une révision.\x02Sortie de routage\x02Dernier enregistrement\x02Rév" +
-	"isions\x02Aucune révision pour l’instant\u202f: la copie de travail n’a " +
-	"jamais été figée.\x02Publications\x02Aucune publication pour l’instant." +
-	"\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Comparer des révis" +
-	"ions\x02Liste chaque changement d’une révision à l’autre et ce qu’il peu" +
-	"t casser.\x02De la révision\x02À la révision\x02Comparer\x02Changement" +
-	"\x02Détail\x02Incompatible avec les processus\x02Incompatible avec les e" +
-	"xécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées\x02Aucune " +
-	"entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucune sortie." +
-	"\x02Sorties de la copie de travail\x02Publications, les plus anciennes d" +
-	"’abord\x02Changements entre les deux révisions\x02Révision %[1]d\x02Fi" +
-	"gée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de la rév" +
-	"ision %[1]d\x02La copie de travail a des changements pas encore figés" +
-	"\u202f: ils ne sont dans aucune révision (exécutants et processus utilis" +
-	"ent au plus la révision %[1]d) tant qu’un figement n’en fait pas la révi" +
-	"sion %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont les " +
-	"mêmes (le nom ou une description a changé).\x02Changements de la copie d" +
-	"e travail depuis la révision %[1]d\x02Choisissez deux révisions existant" +
-	"es à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d changement" +
-	"s\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d inc" +
-	"ompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obligatoir" +
-	"e\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeur" +
-	"s retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %" +
-	"[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02champ " +
-	"facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire de " +
-	"type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats de tâ" +
-	"ches\u202f: leur copie de travail, leurs révisions immuables et leurs pu" +
-	"blications nommées.\x02Définitions par clé\x02Clé\x02Dernière révision" +
-	"\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
+	"était de %[1]d)\u202f: entre-temps, des instances ont été réglées, repr" +
+	"ises ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et" +
+	" confirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le " +
+	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
+	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
+	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
+	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée" +
+	"\u202f: elle a changé après le comptage (réglée, ou traitée par quelqu’u" +
+	"n d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comp" +
+	"tage (réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°" +
+	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
+	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
+	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
+	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
+	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
+	"/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au" +
+	"\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opér" +
+	"ateur ne correspond.\x02Toutes les actions\x02L’instance de processus do" +
+	"it être un identifiant d’instance complet (un UUID)\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez " +
+	"son lien, pour l’identifiant complet.\x02L’action groupée doit être dési" +
+	"gnée par son identifiant (un UUID).\x02Actions d’opérateurs, les plus ré" +
+	"centes d’abord\x02Voici les %[1]d instances que l’action groupée %[2]s a" +
+	" modifiées. Tant qu’elle s’exécute, chaque rechargement montre où elle e" +
+	"n est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s\u202f: ap" +
+	"pliquée à %[4]d des %[5]d instances comptées, %[6]d ignorées (elles ont " +
+	"changé après le compte). Elle s’est terminée le %[7]s.\x02Action groupée" +
+	" (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur après %[4" +
+	"]d des %[5]d instances comptées (%[6]d ignorées). Ce qu’elle a appliqué " +
+	"reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, est en cours" +
+	"\u202f: %[4]d des %[5]d instances comptées traitées jusqu’ici (%[6]d ign" +
+	"orées). Chaque rechargement montre où elle en est.\x02Aucun progrès depu" +
+	"is %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’e" +
+	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
+	"ur le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigati" +
+	"on principale\x02État\x02Tâches externes\x02Processus\x02Trouver une ins" +
+	"tance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défin" +
+	"itions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révél" +
+	"ations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglag" +
+	"es d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures" +
+	" en %[1]s · rechargement suspendu\x02Heures en %[1]s · rechargement tout" +
+	"es les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Rec" +
+	"hargement suspendu\x02Reprendre\x02Cette page se recharge toutes les %[1" +
+	"]d secondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rôle " +
+	"ne permet de lire que les définitions et les processus\u202f: les tâches" +
+	" externes et les instances de processus sont réservées aux opérateurs et" +
+	" aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f" +
+	"» contient le caractère NUL ou des octets qui ne sont pas du texte UTF-" +
+	"8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Reto" +
+	"ur aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous p" +
+	"uissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissi" +
+	"ez voir. Une instance terminée est supprimée, avec ses occurrences et se" +
+	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
+	"ée\u202f; le journal d’audit garde les actions d’opérateur menées sur e" +
+	"lle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
+	"voyé depuis cette session de la console, ou il a expiré. Rechargez la pa" +
+	"ge et réessayez.\x02Temporairement indisponible\x02La base de données es" +
+	"t injoignable pour le moment. Réessayez dans quelques secondes.\x02Une e" +
+	"rreur est survenue\x02La console n’a pas pu afficher cette page. Réessay" +
+	"ez\u202f; si le problème persiste, donnez à votre administrateur l’ident" +
+	"ifiant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun " +
+	"autre consommateur.\x02Les services externes qui prennent des tâches, et" +
+	" les définitions que chacun peut prendre. Créez les consommateurs, modif" +
+	"iez leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers" +
+	")\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus a" +
+	"ncien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
+	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
+	" présentes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des oc" +
+	"currences en cours\u202f; les décomptes s’afficheront quand vous recharg" +
+	"erez la page.\x02Les décomptes sont indisponibles pour le moment.\x02Cha" +
+	"mp\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Descriptio" +
+	"n\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable " +
+	"d’une définition. Les processus ne l’utilisent jamais directement\u202f:" +
+	" ils épinglent une révision.\x02Sortie de routage\x02Dernier enregistrem" +
+	"ent\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de tr" +
+	"avail n’a jamais été figée.\x02Publications\x02Aucune publication pour l" +
+	"’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Compare" +
+	"r des révisions\x02Liste chaque changement d’une révision à l’autre et c" +
+	"e qu’il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02C" +
+	"hangement\x02Détail\x02Incompatible avec les processus\x02Incompatible a" +
+	"vec les exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées" +
+	"\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucun" +
+	"e sortie.\x02Sorties de la copie de travail\x02Publications, les plus an" +
+	"ciennes d’abord\x02Changements entre les deux révisions\x02Révision %[1]" +
+	"d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de" +
+	" la révision %[1]d\x02La copie de travail a des changements pas encore f" +
+	"igés\u202f: ils ne sont dans aucune révision (exécutants et processus ut" +
+	"ilisent au plus la révision %[1]d) tant qu’un figement n’en fait pas la " +
+	"révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont " +
+	"les mêmes (le nom ou une description a changé).\x02Changements de la cop" +
+	"ie de travail depuis la révision %[1]d\x02Choisissez deux révisions exis" +
+	"tantes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:" +
+	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d change" +
+	"ments\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d" +
+	" incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obliga" +
+	"toire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02va" +
+	"leurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s" +
+	" → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02ch" +
+	"amp facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire" +
+	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
+	"e tâches\u202f: leur copie de travail, leurs révisions immuables et leur" +
+	"s publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révisi" +
+	"on\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
 	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
 	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
 	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs de la re" +
@@ -2138,4 +2136,4 @@ const frData string = "" + // Size: 35748 bytes
 	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
 	"t prises en charge."
 
-	// Total table size 69406 bytes (67KiB); checksum: 20FF1ACA
+	// Total table size 69332 bytes (67KiB); checksum: 6B8F6F5F

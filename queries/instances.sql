@@ -115,6 +115,14 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   -- the API shows, decides (an id is minted before its transaction began).
   and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
   and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
+  -- Held since before matched_before, when given (a bulk action's count
+  -- pinned to the moment it was read): an instance that came to be held
+  -- after it, its latest failure later, is not among those counted.
+  and (sqlc.narg('matched_before')::timestamptz is null or status <> 'held' or coalesce((
+      select m.settled_at from occurrences m
+      where m.instance_id = instances.id and m.status = 'failed'
+      order by m.settled_at desc, m.created_at desc
+      limit 1), '-infinity') < sqlc.narg('matched_before'))
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
@@ -149,6 +157,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   -- the API shows, decides (an id is minted before its transaction began).
   and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
   and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
+  -- Held since before matched_before (see InstanceCount).
+  and (sqlc.narg('matched_before')::timestamptz is null or status <> 'held' or coalesce((
+      select m.settled_at from occurrences m
+      where m.instance_id = instances.id and m.status = 'failed'
+      order by m.settled_at desc, m.created_at desc
+      limit 1), '-infinity') < sqlc.narg('matched_before'))
   and (not @retryable_only::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
@@ -179,6 +193,12 @@ where (sqlc.narg('process_key')::text is null or process_key = sqlc.narg('proces
   -- the API shows, decides (an id is minted before its transaction began).
   and (sqlc.narg('created_after')::timestamptz is null or created_at >= sqlc.narg('created_after'))
   and (sqlc.narg('created_before')::timestamptz is null or created_at < sqlc.narg('created_before'))
+  -- Held since before matched_before (see InstanceCount).
+  and (sqlc.narg('matched_before')::timestamptz is null or status <> 'held' or coalesce((
+      select m.settled_at from occurrences m
+      where m.instance_id = instances.id and m.status = 'failed'
+      order by m.settled_at desc, m.created_at desc
+      limit 1), '-infinity') < sqlc.narg('matched_before'))
   -- The same instances InstanceCount counts.
   and (not @retryable_only::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o

@@ -45,14 +45,20 @@ where ($1::text is null or process_key = $1)
   -- the API shows, decides (an id is minted before its transaction began).
   and ($10::timestamptz is null or created_at >= $10)
   and ($11::timestamptz is null or created_at < $11)
-  and (not $12::boolean or coalesce((
+  -- Held since before matched_before (see InstanceCount).
+  and ($12::timestamptz is null or status <> 'held' or coalesce((
+      select m.settled_at from occurrences m
+      where m.instance_id = instances.id and m.status = 'failed'
+      order by m.settled_at desc, m.created_at desc
+      limit 1), '-infinity') < $12)
+  and (not $13::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 group by process_key, error_code
 order by count(*) desc, process_key, error_code
-limit $13
+limit $14
 `
 
 type InstanceBreakdownForActionParams struct {
@@ -67,6 +73,7 @@ type InstanceBreakdownForActionParams struct {
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	MatchedBefore *time.Time
 	RetryableOnly bool
 	Max           int32
 }
@@ -94,6 +101,7 @@ func (q *Queries) InstanceBreakdownForAction(ctx context.Context, arg InstanceBr
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
+		arg.MatchedBefore,
 		arg.RetryableOnly,
 		arg.Max,
 	)
@@ -155,11 +163,19 @@ where ($1::text is null or process_key = $1)
   -- the API shows, decides (an id is minted before its transaction began).
   and ($10::timestamptz is null or created_at >= $10)
   and ($11::timestamptz is null or created_at < $11)
+  -- Held since before matched_before, when given (a bulk action's count
+  -- pinned to the moment it was read): an instance that came to be held
+  -- after it, its latest failure later, is not among those counted.
+  and ($12::timestamptz is null or status <> 'held' or coalesce((
+      select m.settled_at from occurrences m
+      where m.instance_id = instances.id and m.status = 'failed'
+      order by m.settled_at desc, m.created_at desc
+      limit 1), '-infinity') < $12)
   -- A retry refuses (not_retryable) a held instance whose failed
   -- occurrence (OccurrenceHeldAt's) failed from birth, its inputs not
   -- built: counting it would make the confirmed count promise what the
   -- retry then skips.
-  and (not $12::boolean or coalesce((
+  and (not $13::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
@@ -178,6 +194,7 @@ type InstanceCountParams struct {
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	MatchedBefore *time.Time
 	RetryableOnly bool
 }
 
@@ -198,6 +215,7 @@ func (q *Queries) InstanceCount(ctx context.Context, arg InstanceCountParams) (i
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
+		arg.MatchedBefore,
 		arg.RetryableOnly,
 	)
 	var column_1 int64
@@ -501,14 +519,20 @@ where ($1::text is null or process_key = $1)
   -- the API shows, decides (an id is minted before its transaction began).
   and ($10::timestamptz is null or created_at >= $10)
   and ($11::timestamptz is null or created_at < $11)
+  -- Held since before matched_before (see InstanceCount).
+  and ($12::timestamptz is null or status <> 'held' or coalesce((
+      select m.settled_at from occurrences m
+      where m.instance_id = instances.id and m.status = 'failed'
+      order by m.settled_at desc, m.created_at desc
+      limit 1), '-infinity') < $12)
   -- The same instances InstanceCount counts.
-  and (not $12::boolean or coalesce((
+  and (not $13::boolean or coalesce((
       select not (o.attempts = 0 and o.error_code is not distinct from 'invalid_inputs') from occurrences o
       where o.instance_id = instances.id and o.status = 'failed'
       order by o.settled_at desc, o.created_at desc
       limit 1), false))
 order by id desc
-limit $13
+limit $14
 `
 
 type InstanceIDsForActionParams struct {
@@ -523,6 +547,7 @@ type InstanceIDsForActionParams struct {
 	CreatedTo     *uuid.UUID
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
+	MatchedBefore *time.Time
 	RetryableOnly bool
 	Max           int32
 }
@@ -541,6 +566,7 @@ func (q *Queries) InstanceIDsForAction(ctx context.Context, arg InstanceIDsForAc
 		arg.CreatedTo,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
+		arg.MatchedBefore,
 		arg.RetryableOnly,
 		arg.Max,
 	)
