@@ -647,8 +647,9 @@ func (a *API) startInstances() http.Handler {
 
 // filterKeys are the keys a filter names, as given.
 type filterKeys struct {
-	Process, HeldAt, Definition string
-	Version, Revision           int
+	Process, HeldAt, Definition, Destination string
+	Version, Revision                        int
+	Consumer                                 int64
 }
 
 // unknownKeyErrors names each key of k that u found nothing for, at its
@@ -670,6 +671,12 @@ func unknownKeyErrors(u engine.UnknownKeys, prefix string, k filterKeys) []fault
 		errs = append(errs, fault.FieldError{Path: prefix + "revision", Message: fmt.Sprintf("definition %q has no revision %d", k.Definition, k.Revision)})
 	case u.Definition:
 		errs = append(errs, fault.FieldError{Path: prefix + "definition", Message: fmt.Sprintf("no definition has the key %q", k.Definition)})
+	}
+	if u.Consumer {
+		errs = append(errs, fault.FieldError{Path: prefix + "consumer", Message: fmt.Sprintf("no consumer has the id %d", k.Consumer)})
+	}
+	if u.Destination {
+		errs = append(errs, fault.FieldError{Path: prefix + "destination", Message: fmt.Sprintf("no destination has the name %q", k.Destination)})
 	}
 	return errs
 }

@@ -237,7 +237,8 @@ func (a *API) listOccurrences() http.Handler {
 			if err != nil {
 				return err
 			}
-			if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Definition: f.Definition, Revision: f.Revision}); len(errs) > 0 {
+			if errs := unknownKeyErrors(u, "", filterKeys{Process: f.ProcessKey, Definition: f.Definition, Revision: f.Revision,
+				Consumer: f.ConsumerID, Destination: f.Destination}); len(errs) > 0 {
 				return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors(errs)
 			}
 		}

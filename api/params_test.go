@@ -85,6 +85,8 @@ func TestListsRefuseKeysNothingHas(t *testing.T) {
 		"/api/v1/occurrences?definition=add_company_to_cm":             "definition",
 		"/api/v1/occurrences?definition=add_company_to_crm&revision=7": "revision",
 		"/api/v1/occurrences?process=chekout":                          "process",
+		"/api/v1/occurrences?consumer=999":                             "consumer",
+		"/api/v1/occurrences?destination=nope":                         "destination",
 	} {
 		r := env.Do("GET", path, env.Operator, nil)
 		if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"path":"`+param+`"`) {

@@ -704,7 +704,14 @@ func (c *Console) unknownOccurrenceKeys(ctx context.Context, ef engine.Occurrenc
 	if err != nil {
 		return nil, err
 	}
-	return unknownKeyMessages(ctx, u, ef.ProcessKey, 0, "", ef.Definition, ef.Revision), nil
+	errs := unknownKeyMessages(ctx, u, ef.ProcessKey, 0, "", ef.Definition, ef.Revision)
+	if u.Consumer {
+		errs = append(errs, T(ctx, "Unknown consumer."))
+	}
+	if u.Destination {
+		errs = append(errs, T(ctx, "Unknown destination “%s”.", ef.Destination))
+	}
+	return errs, nil
 }
 
 // unknownKeyMessages says which of the keys u found nothing for.

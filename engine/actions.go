@@ -314,9 +314,9 @@ const maxBulk = 1_000_000
 // console refuse such a bulk filter, each in its own words.
 type UnknownKeys struct {
 	Process, Version, HeldAt bool
-	// Definition and Revision are an occurrence filter's (see
-	// UnknownOccurrenceKeys).
-	Definition, Revision bool
+	// Definition, Revision, Consumer and Destination are an occurrence
+	// filter's (see UnknownOccurrenceKeys).
+	Definition, Revision, Consumer, Destination bool
 }
 
 // UnknownFilterKeys looks f's keys up (see UnknownKeys).
@@ -350,8 +350,27 @@ func (e *Engine) UnknownFilterKeys(ctx context.Context, f InstanceFilter) (Unkno
 // key nothing has is empty, which reads as "none left" (see UnknownKeys).
 func (e *Engine) UnknownOccurrenceKeys(ctx context.Context, f OccurrenceFilter) (UnknownKeys, error) {
 	u, err := e.UnknownFilterKeys(ctx, InstanceFilter{ProcessKey: f.ProcessKey})
-	if err != nil || f.Definition == "" {
+	if err != nil {
 		return u, err
+	}
+	// Consumers are revoked, never deleted, and a destination a version
+	// ever named cannot be deleted: one that is not there has no history.
+	if f.ConsumerID != 0 {
+		if _, err := e.GetConsumer(ctx, f.ConsumerID); fault.HasCode(err, "not_found") {
+			u.Consumer = true
+		} else if err != nil {
+			return u, err
+		}
+	}
+	if f.Destination != "" {
+		if _, err := e.GetDestination(ctx, f.Destination); fault.HasCode(err, "not_found") {
+			u.Destination = true
+		} else if err != nil {
+			return u, err
+		}
+	}
+	if f.Definition == "" {
+		return u, nil
 	}
 	if f.Revision > 0 {
 		_, err = e.GetRevision(ctx, f.Definition, f.Revision)

@@ -39,453 +39,453 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              306,
-	"%[1]s %[2]s, %[3]s %[4]s":                 307,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          305,
-	"%[1]s; %[2]s":                             304,
-	"%d (0 lowest, 9 highest)":                 467,
-	"%d attempts":                              471,
+	"%[1]s %[2]s":                              308,
+	"%[1]s %[2]s, %[3]s %[4]s":                 309,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          307,
+	"%[1]s; %[2]s":                             306,
+	"%d (0 lowest, 9 highest)":                 469,
+	"%d attempts":                              473,
 	"%d attempts, retry after %s, priority %d": 626,
-	"%d breaking":                              234,
-	"%d changes":                               233,
-	"%d completed":                             302,
-	"%d d":                                     314,
-	"%d days":                                  328,
-	"%d failed":                                303,
-	"%d h":                                     313,
+	"%d breaking":                              236,
+	"%d changes":                               235,
+	"%d completed":                             304,
+	"%d d":                                     316,
+	"%d days":                                  330,
+	"%d failed":                                305,
+	"%d h":                                     315,
 	"%d held instances match now.":             60,
-	"%d hours":                                 329,
+	"%d hours":                                 331,
 	"%d items":                                 696,
-	"%d left":                                  473,
-	"%d min":                                   312,
-	"%d minutes":                               330,
+	"%d left":                                  475,
+	"%d min":                                   314,
+	"%d minutes":                               332,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
 	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              694,
-	"%d ms": 332,
+	"%d ms": 334,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         616,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 615,
 	"%d occurrences":                          560,
-	"%d releases":                             253,
+	"%d releases":                             255,
 	"%d running instances match now.":         67,
 	"%d running or held instances match now.": 69,
-	"%d s":       311,
-	"%d seconds": 331,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 96,
-	"%s (deferred; settled by %s)":                        530,
-	"%s (deferred; settled with its settle token)":        528,
-	"%s (deferred; settled with its settle token, as %s)": 529,
-	"%s (token #%d, %s)":                                  97,
-	"%s ago":                                              309,
-	"%s so far":                                           526,
+	"%d s":       313,
+	"%d seconds": 333,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 98,
+	"%s (deferred; settled by %s)":                        532,
+	"%s (deferred; settled with its settle token)":        530,
+	"%s (deferred; settled with its settle token, as %s)": 531,
+	"%s (token #%d, %s)":                                  99,
+	"%s ago":                                              311,
+	"%s so far":                                           528,
 	"%s → %s":                                             621,
-	"%s, %s: %s":                                          273,
-	"%s, revision %s":                                     433,
-	"%s, version %s":                                      434,
-	"%s: %s":                                              301,
-	"%s: %s → %s":                                         241,
+	"%s, %s: %s":                                          275,
+	"%s, revision %s":                                     435,
+	"%s, version %s":                                      436,
+	"%s: %s":                                              303,
+	"%s: %s → %s":                                         243,
 	"%s: a date is written 2026-12-01.":                   574,
-	"%s: every revision, present and future":              181,
-	"%s: revisions %s":                                    182,
+	"%s: every revision, present and future":              183,
+	"%s: revisions %s":                                    184,
 	"%s: the first day comes after the last.":             575,
-	"%s–%s":                                               300,
+	"%s–%s":                                               302,
 	"(%d characters in all)":                              697,
-	"(%d handed back, not counted)":                       472,
+	"(%d handed back, not counted)":                       474,
 	"(each item)":                                         684,
-	"(worker %s)":                                         514,
-	"0 seconds":                                           327,
+	"(worker %s)":                                         516,
+	"0 seconds":                                           329,
 	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           662,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 503,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 505,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 585,
-	"A revision is a definition’s: choose the definition too.": 541,
-	"A version is a process’s: choose the process too.":        371,
+	"A revision is a definition’s: choose the definition too.": 543,
+	"A version is a process’s: choose the process too.":        373,
 	"Abandon %d instances":                                           64,
 	"Abandon every held instance this filter matches":                62,
 	"Abandon every held instance…":                                   7,
 	"Abandon process instance %s":                                    19,
 	"Abandon the instance":                                           22,
 	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              365,
-	"Abandoned by %s at %s — “%s”":                                   357,
+	"Abandoned at node":                                              367,
+	"Abandoned by %s at %s — “%s”":                                   359,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 376,
-	"Action":                              100,
-	"All actions":                         115,
+	"Act on every instance this filter matches": 378,
+	"Action":                              102,
+	"All actions":                         117,
 	"All consumers":                       557,
-	"All definitions":                     291,
-	"All its tasks":                       180,
-	"All processes":                       382,
-	"All statuses":                        384,
+	"All definitions":                     293,
+	"All its tasks":                       182,
+	"All processes":                       384,
+	"All statuses":                        386,
 	"All workers":                         710,
-	"An operator abandoned the instance.": 502,
-	"Any definition":                      383,
-	"Apply filters":                       112,
-	"Apr":                                 318,
-	"As of %s (%s); refreshed every few seconds.": 285,
-	"Attempts":                         438,
-	"Audit log":                        106,
-	"Aug":                              322,
-	"Available from":                   483,
-	"Back to definitions":              156,
-	"Back to external tasks":           155,
+	"An operator abandoned the instance.": 504,
+	"Any definition":                      385,
+	"Apply filters":                       114,
+	"Apr":                                 320,
+	"As of %s (%s); refreshed every few seconds.": 287,
+	"Attempts":                         440,
+	"Audit log":                        108,
+	"Aug":                              324,
+	"Available from":                   485,
+	"Back to definitions":              158,
+	"Back to external tasks":           157,
 	"Back to the instance":             30,
 	"Back to the list":                 55,
 	"Back to the occurrence":           636,
 	"Back without saving":              587,
-	"Breaks processes":                 211,
-	"Breaks workers":                   212,
-	"Bulk %s applied to %d instances.": 95,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  122,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 121,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      120,
-	"Bulk action":               104,
+	"Breaks processes":                 213,
+	"Breaks workers":                   214,
+	"Bulk %s applied to %d instances.": 97,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  124,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 123,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      122,
+	"Bulk action":               106,
 	"Business key":              78,
 	"By process and error code": 83,
-	"Call timeout":              468,
-	"Calls":                     263,
+	"Call timeout":              470,
+	"Calls":                     265,
 	"Camunda 7 facade":          714,
-	"Cancelled: the instance was stopped (%s).":               525,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 524,
+	"Cancelled: the instance was stopped (%s).":               527,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 526,
 	"Cannot act on this filter":                               87,
 	"Cannot act on this instance":                             29,
 	"Cannot reveal":                                           637,
-	"Change":                                                  209,
-	"Changes between the two revisions":                       221,
-	"Changes of the Working copy since revision %d":           230,
-	"Choose two existing revisions to compare.":               231,
-	"Classification":                                          188,
-	"Clear filters":                                           113,
+	"Change":                                                  211,
+	"Changes between the two revisions":                       223,
+	"Changes of the Working copy since revision %d":           232,
+	"Choose two existing revisions to compare.":               233,
+	"Classification":                                          190,
+	"Clear filters":                                           115,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            610,
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 601,
-	"Compare":              208,
-	"Compare revisions":    204,
-	"Completed":            299,
-	"Completed (%s).":      520,
-	"Completed, last hour": 282,
-	"Completions and failures per 5 minutes, last hour: %s":    292,
-	"Completions and failures per 5-minute slot, oldest first": 297,
-	"Completions and failures, last hour":                      275,
+	"Compare":              210,
+	"Compare revisions":    206,
+	"Completed":            301,
+	"Completed (%s).":      522,
+	"Completed, last hour": 284,
+	"Completions and failures per 5 minutes, last hour: %s":    294,
+	"Completions and failures per 5-minute slot, oldest first": 299,
+	"Completions and failures, last hour":                      277,
 	"Connected":                                                706,
-	"Constraints":                                              189,
-	"Consumer":                                                 440,
+	"Constraints":                                              191,
+	"Consumer":                                                 442,
 	"Consumer and worker":                                      554,
-	"Consumers":                                                136,
-	"Consumers, oldest first":                                  169,
-	"Counting the occurrences; the counts appear when you reload the page.": 183,
-	"Counts are unavailable right now.":                                     184,
+	"Consumers":                                                138,
+	"Consumers, oldest first":                                  171,
+	"Counting the occurrences; the counts appear when you reload the page.": 185,
+	"Counts are unavailable right now.":                                     186,
 	"Counts as of %s (%s); refreshed every few seconds.":                    632,
 	"Counts by status": 549,
-	"Created":          343,
+	"Created":          345,
 	"Created from":     81,
-	"Created on":       173,
+	"Created on":       175,
 	"Created to":       82,
-	"Creation date":    372,
-	"Dates":            436,
-	"Deadline":         465,
-	"Dec":              326,
-	"Deferred":         487,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 519,
-	"Definition":                                 277,
-	"Definition %s":                              191,
-	"Definition %s has no revision %d.":          91,
-	"Definitions":                                134,
-	"Definitions by key":                         248,
+	"Creation date":    374,
+	"Dates":            438,
+	"Deadline":         467,
+	"Dec":              328,
+	"Deferred":         489,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 521,
+	"Definition":                                 279,
+	"Definition %s":                              193,
+	"Definition %s has no revision %d.":          93,
+	"Definitions":                                136,
+	"Definitions by key":                         250,
 	"Definitions served":                         704,
-	"Definitions, those needing attention first": 276,
-	"Description":                                190,
-	"Destination":                                452,
-	"Destinations":                               137,
-	"Destinations by name":                       257,
-	"Destination’s answer":                       445,
-	"Detail":                                     210,
-	"Digest":                                     224,
-	"Display settings":                           142,
-	"Display settings: ":                         143,
-	"Duration":                                   444,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 274,
+	"Definitions, those needing attention first": 278,
+	"Description":                                192,
+	"Destination":                                454,
+	"Destinations":                               139,
+	"Destinations by name":                       259,
+	"Destination’s answer":                       447,
+	"Detail":                                     212,
+	"Digest":                                     226,
+	"Display settings":                           144,
+	"Display settings: ":                         145,
+	"Duration":                                   446,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 276,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                   364,
-	"End node or error":          380,
-	"Ended":                      360,
+	"End node":                   366,
+	"End node or error":          382,
+	"Ended":                      362,
 	"Error":                      553,
-	"Error (before any attempt)": 489,
+	"Error (before any attempt)": 491,
 	"Error code":                 79,
-	"Error message":              447,
+	"Error message":              449,
 	"Every %d seconds":           591,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 482,
-	"Every attempt, oldest first": 439,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 107,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 484,
+	"Every attempt, oldest first": 441,
+	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 109,
 	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         640,
 	"Expired token":                        672,
 	"Expires":                              669,
-	"External tasks":                       129,
-	"Failed":                               280,
-	"Failed (%s).":                         523,
-	"Failed at node":                       366,
-	"Failed occurrence":                    362,
-	"Failed, last hour":                    283,
-	"Feb":                                  316,
-	"Field":                                185,
+	"External tasks":                       131,
+	"Failed":                               282,
+	"Failed (%s).":                         525,
+	"Failed at node":                       368,
+	"Failed occurrence":                    364,
+	"Failed, last hour":                    285,
+	"Feb":                                  318,
+	"Field":                                187,
 	"Filter":                               53,
-	"Filters":                              108,
-	"Find":                                 133,
-	"Find an instance or occurrence":       131,
-	"Finished":                             443,
+	"Filters":                              110,
+	"Find":                                 135,
+	"Find an instance or occurrence":       133,
+	"Finished":                             445,
 	"First page":                           572,
 	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         160,
-	"From revision":                        206,
-	"From revision %d to revision %d:":     232,
+	"Form refused":                         162,
+	"From revision":                        208,
+	"From revision %d to revision %d:":     234,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  172,
+	"Grants":                  174,
 	"Graph":                   600,
 	"Graph of %s":             614,
-	"HTTP 2xx, unusable body": 532,
-	"Headers sent":            259,
-	"Health":                  128,
+	"HTTP 2xx, unusable body": 534,
+	"Headers sent":            261,
+	"Health":                  130,
 	"Held at a node of":       80,
-	"Held at node":            361,
-	"Held for":                363,
-	"Held instances":          279,
-	"ID":                      170,
+	"Held at node":            363,
+	"Held for":                365,
+	"Held instances":          281,
+	"ID":                      172,
 	"In flight":               705,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 293,
-	"Inputs":                     214,
-	"Inputs of revision %d":      225,
-	"Inputs of the working copy": 216,
-	"Inputs the instance was started with, labelled by process version %d's contract": 351,
-	"Inputs, labelled by revision %d's contract":                                      474,
-	"Instance":                  379,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 295,
+	"Inputs":                     216,
+	"Inputs of revision %d":      227,
+	"Inputs of the working copy": 218,
+	"Inputs the instance was started with, labelled by process version %d's contract": 353,
+	"Inputs, labelled by revision %d's contract":                                      476,
+	"Instance":                  381,
 	"Instances":                 84,
 	"Instances of this version": 609,
-	"Invalid request":           153,
-	"Its calls":                 264,
+	"Invalid request":           155,
+	"Its calls":                 266,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  521,
-	"Its instance went on along the node’s error path.":                                                                                                                    522,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  523,
+	"Its instance went on along the node’s error path.":                                                                                                                    524,
 	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      677,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     315,
-	"Jul":                     321,
-	"Jun":                     320,
+	"Jan":                     317,
+	"Jul":                     323,
+	"Jun":                     322,
 	"Keep it":                 679,
 	"Keep it held":            14,
 	"Keep it running":         13,
-	"Key":                     249,
+	"Key":                     251,
 	"Kind":                    604,
-	"Language":                125,
-	"Last changed":            261,
-	"Last error (attempt %d)": 488,
-	"Last reserved":           485,
-	"Last saved":              195,
+	"Language":                127,
+	"Last changed":            263,
+	"Last error (attempt %d)": 490,
+	"Last reserved":           487,
+	"Last saved":              197,
 	"Last seen":               707,
 	"Last used":               668,
-	"Latest revision":         250,
-	"Lists every change from one revision to another, and whom it may break.": 205,
+	"Latest revision":         252,
+	"Lists every change from one revision to another, and whom it may break.": 207,
 	"Local time at %s": 589,
-	"Lock expired %s — waiting to be offered again.": 511,
-	"Lock expires":                     486,
-	"Longest timeout":                  260,
-	"Main navigation":                  127,
-	"Mar":                              317,
-	"Maximum attempts":                 461,
-	"May":                              319,
+	"Lock expired %s — waiting to be offered again.": 513,
+	"Lock expires":                     488,
+	"Longest timeout":                  262,
+	"Main navigation":                  129,
+	"Mar":                              319,
+	"Maximum attempts":                 463,
+	"May":                              321,
 	"Message":                          551,
-	"Message from Relais (in English)": 538,
-	"Message from the service (its own words, protected values masked)": 539,
+	"Message from Relais (in English)": 540,
+	"Message from the service (its own words, protected values masked)": 541,
 	"Method not allowed": 644,
-	"Mode":               459,
+	"Mode":               461,
 	"More filters: instance, revision, consumer, destination, dates": 545,
-	"Name":                    171,
+	"Name":                    173,
 	"Never":                   590,
-	"Next attempt":            484,
+	"Next attempt":            486,
 	"Next attempt or settled": 555,
-	"Next node":               342,
+	"Next node":               344,
 	"Next page":               571,
-	"No consumer yet.":        166,
-	"No definition %s has occurrences: check the key, or show all definitions.": 290,
-	"No definition has occurrences yet.":                                        284,
-	"No definition has the key “%s”.":                                           90,
-	"No definition yet.":                                                        252,
-	"No destination yet.":                                                       254,
-	"No inputs.":                                                                215,
+	"No consumer yet.":        168,
+	"No definition %s has occurrences: check the key, or show all definitions.": 292,
+	"No definition has occurrences yet.":                                        286,
+	"No definition has the key “%s”.":                                           92,
+	"No definition yet.":                                                        254,
+	"No destination yet.":                                                       256,
+	"No inputs.":                                                                217,
 	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 652,
-	"No instance matches these filters.": 381,
+	"No instance matches these filters.": 383,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 650,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 651,
-	"No live worker takes %s now (Workers page).":                                               505,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 506,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           507,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          508,
-	"No more consumers.":                                   167,
-	"No more destinations.":                                255,
+	"No live worker takes %s now (Workers page).":                                               507,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 508,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           509,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          510,
+	"No more consumers.":                                   169,
+	"No more destinations.":                                257,
 	"No occurrence matches these filters.":                 556,
-	"No operator action matches.":                          114,
-	"No operator has acted on this instance.":              347,
-	"No outputs yet: the occurrence has not completed.":    477,
-	"No outputs.":                                          218,
-	"No outputs: the occurrence ended without completing.": 479,
-	"No process has the key “%s”.":                         89,
+	"No operator action matches.":                          116,
+	"No operator has acted on this instance.":              349,
+	"No outputs yet: the occurrence has not completed.":    479,
+	"No outputs.":                                          220,
+	"No outputs: the occurrence ended without completing.": 481,
+	"No process has the key “%s”.":                         91,
 	"No process is published yet.":                         596,
 	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             719,
 	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             718,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    73,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 123,
-	"No release yet.": 199,
-	"No revision yet: the Working copy has never been snapshotted.":          197,
-	"No service ever reserved this occurrence: it ended before any attempt.": 451,
-	"No service has reserved this occurrence yet.":                           448,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 125,
+	"No release yet.": 201,
+	"No revision yet: the Working copy has never been snapshotted.":          199,
+	"No service ever reserved this occurrence: it ended before any attempt.": 453,
+	"No service has reserved this occurrence yet.":                           450,
 	"No token.":              666,
 	"No value was revealed.": 642,
 	"No worker is connected for this definition; none of its occurrences waits for one.": 720,
 	"No worker is connected.":           708,
 	"No worker serves this definition.": 711,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 717,
-	"Node":                  339,
+	"Node":                  341,
 	"Nodes":                 602,
 	"Nodes of this version": 611,
 	"Nodes of this version, with their occurrences now": 603,
-	"Nodes reached, in order":                           338,
-	"Not allowed":                                       151,
-	"Not found":                                         159,
-	"Notes":                                             202,
-	"Nothing exists at this address, or it is not visible to you.": 157,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 158,
+	"Nodes reached, in order":                           340,
+	"Not allowed":                                       153,
+	"Not found":                                         161,
+	"Notes":                                             204,
+	"Nothing exists at this address, or it is not visible to you.": 159,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 160,
 	"Nothing to do: no instance this action applies to matches the filter.": 72,
 	"Nothing to find: the search box is empty.":                             648,
 	"Nothing was done.":         28,
-	"Nov":                       325,
-	"Now":                       457,
-	"Occurrence":                340,
-	"Occurrence %s":             435,
-	"Occurrence offered again":  103,
+	"Nov":                       327,
+	"Now":                       459,
+	"Occurrence":                342,
+	"Occurrence %s":             437,
+	"Occurrence offered again":  105,
 	"Occurrences now":           608,
 	"Occurrences, newest first": 550,
-	"Oct":                       324,
-	"Offered from %s — %s.":     510,
-	"Oldest claimable waits":    281,
+	"Oct":                       326,
+	"Offered from %s — %s.":     512,
+	"Oldest claimable waits":    283,
 	"On error":                  607,
 	"On success":                606,
 	"Only a value this page shows as hidden (sensitive) can be revealed.":                               638,
 	"Only administrators may reveal a sensitive value.":                                                 633,
 	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 663,
-	"Open":             278,
-	"Operator actions": 335,
-	"Operator actions on this instance, newest first": 348,
-	"Operator actions, newest first":                  118,
-	"Outcome":                                         446,
-	"Outputs":                                         217,
-	"Outputs of revision %d":                          226,
-	"Outputs of the working copy":                     219,
-	"Outputs, labelled by revision %d's contract":     476,
+	"Open":             280,
+	"Operator actions": 337,
+	"Operator actions on this instance, newest first": 350,
+	"Operator actions, newest first":                  120,
+	"Outcome":                                         448,
+	"Outputs":                                         219,
+	"Outputs of revision %d":                          228,
+	"Outputs of the working copy":                     221,
+	"Outputs, labelled by revision %d's contract":     478,
 	"Pages":                           569,
-	"Path":                            336,
-	"Pause reloading":                 150,
+	"Path":                            338,
+	"Pause reloading":                 152,
 	"Pinned revision":                 605,
-	"Policy":                          437,
+	"Policy":                          439,
 	"Previous page":                   570,
-	"Priority":                        466,
+	"Priority":                        468,
 	"Process":                         75,
 	"Process %s":                      598,
-	"Process %s has no version %d.":   88,
+	"Process %s has no version %d.":   90,
 	"Process and node":                552,
-	"Process inputs":                  350,
-	"Process instance":                102,
-	"Process instance %s":             333,
-	"Process instances":               374,
-	"Process instances, newest first": 378,
-	"Processes":                       130,
+	"Process inputs":                  352,
+	"Process instance":                104,
+	"Process instance %s":             335,
+	"Process instances":               376,
+	"Process instances, newest first": 380,
+	"Processes":                       132,
 	"Processes by key":                594,
 	"Protocol":                        703,
-	"Published":                       203,
+	"Published":                       205,
 	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 592,
 	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       593,
 	"Push destination": 546,
-	"Reason":           101,
+	"Reason":           103,
 	"Reason (recorded in the audit log for every instance)": 54,
 	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            460,
-	"Recorded operator actions":                             346,
-	"Relais console":                                        124,
-	"Relais has not called the destination yet.":            454,
-	"Relais is calling the destination (since %s).":         516,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 456,
-	"Relais never called the destination: the occurrence ended before any call.": 455,
+	"Reason given by the worker":                            462,
+	"Recorded operator actions":                             348,
+	"Relais console":                                        126,
+	"Relais has not called the destination yet.":            456,
+	"Relais is calling the destination (since %s).":         518,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 458,
+	"Relais never called the destination: the occurrence ended before any call.": 457,
 	"Relais refused the action. Nothing was done.":                               42,
-	"Release":                             200,
-	"Releases":                            198,
-	"Releases, oldest first":              220,
+	"Release":                             202,
+	"Releases":                            200,
+	"Releases, oldest first":              222,
 	"Reload lists and detail pages":       584,
-	"Reloading paused":                    147,
-	"Replica":                             453,
-	"Required":                            187,
-	"Reserved":                            442,
-	"Reserved by %s.":                     518,
-	"Reserved by %s; lock until %s — %s.": 517,
-	"Reserved now":                        179,
-	"Resume":                              148,
-	"Retried by %s at %s — “%s”":          358,
+	"Reloading paused":                    149,
+	"Replica":                             455,
+	"Required":                            189,
+	"Reserved":                            444,
+	"Reserved by %s.":                     520,
+	"Reserved by %s; lock until %s — %s.": 519,
+	"Reserved now":                        181,
+	"Resume":                              150,
+	"Retried by %s at %s — “%s”":          360,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            463,
+	"Retries":            465,
 	"Retry %d instances": 61,
-	"Retry at %s — %s.":  509,
-	"Retry delay":        462,
+	"Retry at %s — %s.":  511,
+	"Retry delay":        464,
 	"Retry every held instance this filter matches": 58,
 	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         458,
+	"Retry or abandon it from its instance":         460,
 	"Retry process instance %s":                     15,
 	"Retry the instance":                            18,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 490,
+	"Retryable": 492,
 	"Retrying and abandoning apply to held instances, not %s ones.": 52,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 480,
+	"Reveal — this is recorded": 482,
 	"Revealed by %s at %s; recorded in the audit log.": 635,
-	"Reveals":               139,
+	"Reveals":               141,
 	"Reveals, newest first": 641,
-	"Revision":              201,
-	"Revision %d":           222,
-	"Revisions":             196,
+	"Revision":              203,
+	"Revision %d":           224,
+	"Revisions":             198,
 	"Revisions they take: %s; some take every revision their consumer is granted.": 722,
 	"Revoke the %s token “%s”?": 676,
 	"Revoke the token":          678,
 	"Revoke token %d":           675,
 	"Revoke…":                   673,
 	"Role":                      667,
-	"Route":                     341,
-	"Routing output":            194,
+	"Route":                     343,
+	"Routing output":            196,
 	"Rows %s–%s":                573,
 	"Save settings":             586,
 	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        634,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
 	"Search":                               646,
 	"Secret values can never be revealed.": 639,
-	"Sep":                                  323,
+	"Sep":                                  325,
 	"Served by %d workers":                 721,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              344,
+	"Settled":              346,
 	"Settlement date":      544,
-	"Show all definitions": 289,
+	"Show all definitions": 291,
 	"Show times in":        582,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 119,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 121,
 	"Sign in": 656,
 	"Sign in with an operator, designer or administrator token.": 657,
-	"Sign out":             141,
-	"Signed in as %s (%s)": 140,
-	"Since revision %d:":   228,
-	"Skip to content":      126,
-	"Slot":                 298,
-	"Snapshotted":          223,
+	"Sign out":             143,
+	"Signed in as %s (%s)": 142,
+	"Since revision %d:":   230,
+	"Skip to content":      128,
+	"Slot":                 300,
+	"Snapshotted":          225,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 164,
+	"Something went wrong": 166,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 664,
 	"Staff tokens, oldest first": 665,
 	"Start node":                 599,
-	"Started":                    359,
-	"State":                      174,
+	"Started":                    361,
+	"State":                      176,
 	"Status":                     77,
 	"Stop %d instances":          71,
 	"Stop every held instance this filter matches":            65,
@@ -498,71 +498,71 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       26,
 	"Stop this instance? Its open occurrences are cancelled.": 24,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              356,
+	"Stopped by %s at %s — “%s”":                              358,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   355,
-	"Summary": 334,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 247,
-	"Tasks":                   175,
-	"Temporarily unavailable": 162,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   357,
+	"Summary": 336,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 249,
+	"Tasks":                   177,
+	"Temporarily unavailable": 164,
 	"That is too long to be an id or a business key.": 649,
 	"The %d largest groups; the filter matches more.": 85,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    256,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             227,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 496,
-	"The bulk action must be its id (a UUID).": 117,
-	"The call could not be prepared.":          497,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 515,
-	"The chart’s numbers": 296,
-	"The confirmed count is missing: start again from the list.":                                                                                                            92,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           165,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    258,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             229,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 498,
+	"The bulk action must be its id (a UUID).": 119,
+	"The call could not be prepared.":          499,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 517,
+	"The chart’s numbers": 298,
+	"The confirmed count is missing: start again from the list.":                                                                                                            94,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           167,
 	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      583,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 93,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 163,
-	"The deadline passed before a result arrived.":                                                                                                                          494,
-	"The destination answered HTTP %s.":     504,
-	"The destination could not be reached.": 498,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 492,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      493,
-	"The destination’s answer was too large.": 499,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 168,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     154,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           501,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                500,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             377,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 337,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         193,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 95,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 165,
+	"The deadline passed before a result arrived.":                                                                                                                          496,
+	"The destination answered HTTP %s.":     506,
+	"The destination could not be reached.": 500,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 494,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      495,
+	"The destination’s answer was too large.": 501,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 170,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     156,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           503,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                502,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             379,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 339,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         195,
 	"The page cursor is invalid: go back to the first page.":                                                                                                                                               580,
-	"The page size must be between 1 and %d.":                                                                                                                                                              373,
+	"The page size must be between 1 and %d.":                                                                                                                                                              375,
 	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  579,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 116,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 118,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
 	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            495,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      540,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            497,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      542,
 	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          682,
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          659,
-	"The version must be a whole number from 1.":                                                                                                                                                           370,
-	"These revisions have the same contracts.":                                                                                                                                                             213,
+	"The version must be a whole number from 1.":                                                                                                                                                           372,
+	"These revisions have the same contracts.":                                                                                                                                                             215,
 	"These settings are kept in this browser only.":                                                                                                                                                        581,
 	"They take every revision their consumer is granted.":                                                                                                                                                  723,
 	"They take revision %d only.":                                                                                                                                                                          724,
 	"They take revisions %s only.":                                                                                                                                                                         725,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     576,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             94,
-	"This contract has no inputs.":                                                                                                                                                                         475,
-	"This contract has no outputs.":                                                                                                                                                                        478,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  161,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             96,
+	"This contract has no inputs.":                                                                                                                                                                         477,
+	"This contract has no outputs.":                                                                                                                                                                        480,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  163,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
 	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   345,
+	"This instance has not reached a task yet.":                   347,
 	"This instance is %s, not held: there is nothing to abandon.": 35,
 	"This instance is %s, not held: there is nothing to retry.":   34,
 	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 353,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 354,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 355,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 356,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
@@ -570,200 +570,200 @@ var messageKeyToIndex = map[string]int{
 	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            681,
 	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           680,
 	"This page does not accept that request.": 645,
-	"This page reloads every %d seconds.":     149,
-	"This process takes no inputs.":           352,
+	"This page reloads every %d seconds.":     151,
+	"This process takes no inputs.":           354,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
 	"This token is unknown or has been revoked.": 661,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 612,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            613,
-	"Times in %s · no auto-reload":    146,
-	"Times in %s · reload every %d s": 145,
-	"Times in %s · reloading paused":  144,
-	"To revision":                     207,
+	"Times in %s · no auto-reload":    148,
+	"Times in %s · reload every %d s": 147,
+	"Times in %s · reloading paused":  146,
+	"To revision":                     209,
 	"Token":                           658,
-	"Tokens":                          138,
+	"Tokens":                          140,
 	"Too many failed sign-ins from your address. Try again in %d seconds.": 660,
 	"Totals of all definitions, not narrowed by the other filters":         559,
 	"Totals of definition %s, not narrowed by the other filters":           558,
-	"Type": 186,
+	"Type": 188,
 	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 647,
-	"URL":                              258,
+	"URL":                              260,
 	"UTC (coordinated universal time)": 588,
 	"Unknown action.":                  50,
-	"Unknown consumer.":                542,
-	"Unknown destination “%s”.":        543,
+	"Unknown consumer.":                88,
+	"Unknown destination “%s”.":        89,
 	"Unknown parameter “%s” (did you mean “%s”?).": 577,
 	"Unknown parameter “%s”.":                      578,
-	"Unknown status “%s”.":                         369,
-	"Value":                                        349,
+	"Unknown status “%s”.":                         371,
+	"Value":                                        351,
 	"Version":                                      76,
 	"Versions, newest first":                       595,
-	"Waiting for Relais to call the destination since %s (%s).": 512,
-	"Waiting for a worker since %s (%s).":                       513,
-	"When":                                                      98,
-	"Who":                                                       99,
-	"Whole message":                                             450,
-	"Why (recorded with the reveal)":                            481,
+	"Waiting for Relais to call the destination since %s (%s).": 514,
+	"Waiting for a worker since %s (%s).":                       515,
+	"When":                                                      100,
+	"Who":                                                       101,
+	"Whole message":                                             452,
+	"Why (recorded with the reveal)":                            483,
 	"Worker":                                                    702,
-	"Worker id":                                                 441,
-	"Workers":                                                   135,
+	"Worker id":                                                 443,
+	"Workers":                                                   137,
 	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        700,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
 	"Workers seen within three heartbeats": 701,
 	"Workers serving %s":                   709,
-	"Working copy":                         192,
+	"Working copy":                         194,
 	"You are signed out.":                  653,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              152,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              154,
 	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 654,
 	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      655,
-	"[redacted]":                          537,
-	"a token’s name, exact":               109,
+	"[redacted]":                          539,
+	"a token’s name, exact":               111,
 	"abandon":                             4,
-	"active":                              176,
-	"administrator":                       411,
-	"an incident: retry, abandon or stop": 268,
-	"answer too large":                    535,
+	"active":                              178,
+	"administrator":                       413,
+	"an incident: retry, abandon or stop": 270,
+	"answer too large":                    537,
 	"any":                                 74,
 	"any other code → %s":                 624,
-	"any other error":                     266,
+	"any other error":                     268,
 	"as of %s (%s); counts are refreshed every few seconds.": 561,
 	"at least %d characters":                                 685,
 	"at least %d items":                                      692,
-	"at most %d":                                             469,
+	"at most %d":                                             471,
 	"at most %d characters":                                  686,
 	"at most %d items":                                       693,
-	"at most %d since the last operator retry":               470,
-	"available":                                              385,
-	"boolean":                                                398,
+	"at most %d since the last operator retry":               472,
+	"available":                                              387,
+	"boolean":                                                400,
 	"call in progress since":                                 566,
-	"cancelled":                                              388,
-	"choice":                                                 401,
+	"cancelled":                                              390,
+	"choice":                                                 403,
 	"claimable since":                                        565,
-	"claimable since %s":                                     286,
-	"classification changed":                                 422,
-	"completed":                                              294,
-	"constraint changed":                                     423,
-	"consumer":                                               414,
-	"consumer #%s":                                           527,
-	"date":                                                   399,
-	"date and time":                                          400,
+	"claimable since %s":                                     288,
+	"classification changed":                                 424,
+	"completed":                                              296,
+	"constraint changed":                                     425,
+	"consumer":                                               416,
+	"consumer #%s":                                           529,
+	"date":                                                   401,
+	"date and time":                                          402,
 	"deadline %s":                                            627,
-	"deferred":                                               387,
+	"deferred":                                               389,
 	"deferred since":                                         568,
-	"deleted":                                                105,
-	"designer":                                               413,
-	"disconnected":                                           394,
+	"deleted":                                                107,
+	"designer":                                               415,
+	"disconnected":                                           396,
 	"end (completes)":                                        619,
 	"end (fails)":                                            620,
-	"end: completes the instance":                            269,
-	"end: fails the instance":                                270,
+	"end: completes the instance":                            271,
+	"end: fails the instance":                                272,
 	"every revision its consumer is granted":                 715,
-	"exact, case-sensitive":                                  375,
-	"expired":                                                391,
-	"failed":                                                 295,
+	"exact, case-sensitive":                                  377,
+	"expired":                                                393,
+	"failed":                                                 297,
 	"fails the instance":                                     625,
-	"field added":                                            417,
-	"field removed":                                          418,
-	"format":                                                 428,
+	"field added":                                            419,
+	"field removed":                                          420,
+	"format":                                                 430,
 	"format %s":                                              688,
-	"from":                                                   110,
-	"held":                                                   390,
-	"held for an operator":                                   267,
-	"held, then abandoned by an operator":                    368,
-	"held, then stopped by an operator":                      367,
+	"from":                                                   112,
+	"held":                                                   392,
+	"held for an operator":                                   269,
+	"held, then abandoned by an operator":                    370,
+	"held, then stopped by an operator":                      369,
 	"hold (an incident for an operator)":                     623,
-	"id or business key":                                     132,
-	"in %s":                                                  308,
-	"in progress":                                            449,
+	"id or business key":                                     134,
+	"in %s":                                                  310,
+	"in progress":                                            451,
 	"instance id":                                            548,
 	"instances held":                                         630,
 	"instances held: %s":                                     631,
-	"integer":                                                396,
+	"integer":                                                398,
 	"its name, exactly":                                      547,
-	"just now":                                               310,
-	"list":                                                   403,
+	"just now":                                               312,
+	"list":                                                   405,
 	"lock until":                                             567,
 	"long polling":                                           713,
-	"long wait":                                              287,
-	"maximum":                                                430,
+	"long wait":                                              289,
+	"maximum":                                                432,
 	"maximum %s":                                             690,
-	"maximum items":                                          432,
-	"maximum length":                                         426,
-	"minimum":                                                429,
+	"maximum items":                                          434,
+	"maximum length":                                         428,
+	"minimum":                                                431,
 	"minimum %s":                                             689,
-	"minimum items":                                          431,
-	"minimum length":                                         425,
+	"minimum items":                                          433,
+	"minimum length":                                         427,
 	"never":                                                  670,
 	"next attempt":                                           564,
-	"no":                                                     416,
-	"no answer within the timeout":                           533,
-	"no connection":                                          534,
-	"no grant: it takes nothing":                             178,
-	"no header":                                              262,
-	"no worker":                                              288,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 491,
-	"none": 246,
+	"no":                                                     418,
+	"no answer within the timeout":                           535,
+	"no connection":                                          536,
+	"no grant: it takes nothing":                             180,
+	"no header":                                              264,
+	"no worker":                                              290,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 493,
+	"none": 248,
 	"none (revealed before reasons were asked for)": 643,
-	"none yet": 251,
-	"none: a failed call takes the node’s error path": 464,
-	"normal":                          404,
+	"none yet": 253,
+	"none: a failed call takes the node’s error path": 466,
+	"normal":                          406,
 	"not provided":                    695,
 	"not yet":                         671,
 	"null":                            698,
-	"number":                          397,
-	"object":                          402,
-	"on error":                        265,
+	"number":                          399,
+	"object":                          404,
+	"on error":                        267,
 	"one of: %s":                      691,
-	"operator":                        412,
-	"optional %s field of type %s":    243,
-	"optional field of type %s":       245,
-	"optional → required":             236,
-	"pattern":                         427,
+	"operator":                        414,
+	"optional %s field of type %s":    245,
+	"optional field of type %s":       247,
+	"optional → required":             238,
+	"pattern":                         429,
 	"pattern %s":                      687,
 	"pull":                            617,
-	"pull %s":                         272,
-	"pull (the service fetches it)":   409,
-	"push %s":                         271,
-	"push (Relais calls the service)": 410,
+	"pull %s":                         274,
+	"pull (the service fetches it)":   411,
+	"push %s":                         273,
+	"push (Relais calls the service)": 412,
 	"push to %s":                      618,
-	"rejected":                        392,
-	"released":                        393,
-	"required %s field of type %s":    242,
-	"required changed":                420,
-	"required field of type %s":       244,
-	"required → optional":             237,
-	"reserved":                        386,
+	"rejected":                        394,
+	"released":                        395,
+	"required %s field of type %s":    244,
+	"required changed":                422,
+	"required field of type %s":       246,
+	"required → optional":             239,
+	"reserved":                        388,
 	"retry":                           3,
 	"revision %d":                     562,
 	"revisions %s":                    716,
-	"revoked":                         177,
-	"routing changed":                 424,
+	"revoked":                         179,
+	"routing changed":                 426,
 	"routing output":                  683,
-	"routing output %s → %s":          235,
-	"running":                         389,
-	"secret":                          406,
-	"sensitive":                       405,
+	"routing output %s → %s":          237,
+	"running":                         391,
+	"secret":                          408,
+	"sensitive":                       407,
 	"settled":                         563,
 	"stop":                            5,
 	"stream":                          712,
-	"text":                            395,
-	"the contracts are the same (the name or a description changed).": 229,
+	"text":                            397,
+	"the contracts are the same (the name or a description changed).": 231,
 	"this session":             674,
 	"timeout %s":               628,
 	"timeout %s (the default)": 629,
-	"to":                       111,
-	"type changed":             419,
+	"to":                       113,
+	"type changed":             421,
 	"unexpected value":         699,
-	"unknown":                  536,
-	"values added: %s":         238,
-	"values changed":           421,
-	"values removed: %s":       239,
-	"values reordered":         240,
+	"unknown":                  538,
+	"values added: %s":         240,
+	"values changed":           423,
+	"values removed: %s":       241,
+	"values reordered":         242,
 	"version %d":               597,
-	"waiting":                  531,
-	"yes":                      415,
-	"••• hidden (secret)":      408,
-	"••• hidden (sensitive)":   407,
+	"waiting":                  533,
+	"yes":                      417,
+	"••• hidden (secret)":      410,
+	"••• hidden (sensitive)":   409,
 	"→ %s":                     622,
 }
 
@@ -793,134 +793,134 @@ var enIndex = []uint32{ // 727 elements
 	0x0000129f, 0x000012a7, 0x000012ae, 0x000012bb,
 	0x000012c6, 0x000012d8, 0x000012e5, 0x000012f0,
 	0x0000130a, 0x00001314, 0x00001347, 0x00001476,
-	0x00001490, 0x000014b4, 0x000014d8, 0x000014ff,
-	0x00001527, 0x00001562, 0x0000160b, 0x00001684,
+	0x00001490, 0x000014a2, 0x000014c3, 0x000014e7,
+	0x0000150b, 0x00001532, 0x0000155a, 0x00001595,
 	// Entry 60 - 7F
-	0x000016d9, 0x00001788, 0x000017a4, 0x000017a9,
-	0x000017ad, 0x000017b4, 0x000017bb, 0x000017cc,
-	0x000017e5, 0x000017f1, 0x000017f9, 0x00001803,
-	0x000018c2, 0x000018ca, 0x000018e2, 0x000018e7,
-	0x000018ea, 0x000018f8, 0x00001906, 0x00001922,
-	0x0000192e, 0x000019c3, 0x000019ec, 0x00001a0b,
-	0x00001a73, 0x00001b06, 0x00001bbb, 0x00001c4f,
-	0x00001cce, 0x00001cdd, 0x00001ce6, 0x00001cf6,
+	0x0000163e, 0x000016b7, 0x0000170c, 0x000017bb,
+	0x000017d7, 0x000017dc, 0x000017e0, 0x000017e7,
+	0x000017ee, 0x000017ff, 0x00001818, 0x00001824,
+	0x0000182c, 0x00001836, 0x000018f5, 0x000018fd,
+	0x00001915, 0x0000191a, 0x0000191d, 0x0000192b,
+	0x00001939, 0x00001955, 0x00001961, 0x000019f6,
+	0x00001a1f, 0x00001a3e, 0x00001aa6, 0x00001b39,
+	0x00001bee, 0x00001c82, 0x00001d01, 0x00001d10,
 	// Entry 80 - 9F
-	0x00001d06, 0x00001d0d, 0x00001d1c, 0x00001d26,
-	0x00001d45, 0x00001d58, 0x00001d5d, 0x00001d69,
-	0x00001d71, 0x00001d7b, 0x00001d88, 0x00001d8f,
-	0x00001d97, 0x00001db2, 0x00001dbb, 0x00001dcc,
-	0x00001de3, 0x00001e06, 0x00001e2d, 0x00001e4e,
-	0x00001e5f, 0x00001e66, 0x00001e8d, 0x00001e9d,
-	0x00001ea9, 0x00001f27, 0x00001f37, 0x00001f9f,
-	0x00001fb6, 0x00001fca, 0x00002007, 0x000020f4,
+	0x00001d19, 0x00001d29, 0x00001d39, 0x00001d40,
+	0x00001d4f, 0x00001d59, 0x00001d78, 0x00001d8b,
+	0x00001d90, 0x00001d9c, 0x00001da4, 0x00001dae,
+	0x00001dbb, 0x00001dc2, 0x00001dca, 0x00001de5,
+	0x00001dee, 0x00001dff, 0x00001e16, 0x00001e39,
+	0x00001e60, 0x00001e81, 0x00001e92, 0x00001e99,
+	0x00001ec0, 0x00001ed0, 0x00001edc, 0x00001f5a,
+	0x00001f6a, 0x00001fd2, 0x00001fe9, 0x00001ffd,
 	// Entry A0 - BF
-	0x000020fe, 0x0000210b, 0x0000216f, 0x00002187,
-	0x000021cd, 0x000021e2, 0x00002251, 0x00002262,
-	0x00002275, 0x0000233a, 0x00002352, 0x00002355,
-	0x0000235a, 0x00002361, 0x0000236c, 0x00002372,
-	0x00002378, 0x0000237f, 0x00002387, 0x000023a2,
-	0x000023af, 0x000023bd, 0x000023e7, 0x000023fe,
-	0x00002444, 0x00002466, 0x0000246c, 0x00002471,
-	0x0000247a, 0x00002489, 0x00002495, 0x000024a1,
+	0x0000203a, 0x00002127, 0x00002131, 0x0000213e,
+	0x000021a2, 0x000021ba, 0x00002200, 0x00002215,
+	0x00002284, 0x00002295, 0x000022a8, 0x0000236d,
+	0x00002385, 0x00002388, 0x0000238d, 0x00002394,
+	0x0000239f, 0x000023a5, 0x000023ab, 0x000023b2,
+	0x000023ba, 0x000023d5, 0x000023e2, 0x000023f0,
+	0x0000241a, 0x00002431, 0x00002477, 0x00002499,
+	0x0000249f, 0x000024a4, 0x000024ad, 0x000024bc,
 	// Entry C0 - DF
-	0x000024b2, 0x000024bf, 0x0000251c, 0x0000252b,
-	0x00002536, 0x00002540, 0x0000257e, 0x00002587,
-	0x00002597, 0x0000259f, 0x000025a8, 0x000025ae,
-	0x000025b8, 0x000025ca, 0x00002612, 0x00002620,
-	0x0000262c, 0x00002634, 0x0000263b, 0x00002642,
-	0x00002653, 0x00002662, 0x0000268b, 0x00002692,
-	0x0000269d, 0x000026b8, 0x000026c0, 0x000026cc,
-	0x000026e8, 0x000026ff, 0x00002721, 0x00002730,
+	0x000024c8, 0x000024d4, 0x000024e5, 0x000024f2,
+	0x0000254f, 0x0000255e, 0x00002569, 0x00002573,
+	0x000025b1, 0x000025ba, 0x000025ca, 0x000025d2,
+	0x000025db, 0x000025e1, 0x000025eb, 0x000025fd,
+	0x00002645, 0x00002653, 0x0000265f, 0x00002667,
+	0x0000266e, 0x00002675, 0x00002686, 0x00002695,
+	0x000026be, 0x000026c5, 0x000026d0, 0x000026eb,
+	0x000026f3, 0x000026ff, 0x0000271b, 0x00002732,
 	// Entry E0 - FF
-	0x0000273c, 0x00002743, 0x0000275c, 0x00002776,
-	0x0000281f, 0x00002835, 0x00002875, 0x000028a6,
-	0x000028d0, 0x000028f7, 0x0000291b, 0x00002942,
-	0x00002961, 0x00002977, 0x0000298d, 0x000029a1,
-	0x000029b7, 0x000029c8, 0x000029df, 0x00002a02,
-	0x00002a25, 0x00002a42, 0x00002a5f, 0x00002a64,
-	0x00002ab0, 0x00002ac3, 0x00002ac7, 0x00002ad7,
-	0x00002ae0, 0x00002af3, 0x00002b19, 0x00002b2d,
+	0x00002754, 0x00002763, 0x0000276f, 0x00002776,
+	0x0000278f, 0x000027a9, 0x00002852, 0x00002868,
+	0x000028a8, 0x000028d9, 0x00002903, 0x0000292a,
+	0x0000294e, 0x00002975, 0x00002994, 0x000029aa,
+	0x000029c0, 0x000029d4, 0x000029ea, 0x000029fb,
+	0x00002a12, 0x00002a35, 0x00002a58, 0x00002a75,
+	0x00002a92, 0x00002a97, 0x00002ae3, 0x00002af6,
+	0x00002afa, 0x00002b0a, 0x00002b13, 0x00002b26,
 	// Entry 100 - 11F
-	0x00002b43, 0x00002bff, 0x00002c14, 0x00002c18,
-	0x00002c25, 0x00002c35, 0x00002c42, 0x00002c4c,
-	0x00002c52, 0x00002c5c, 0x00002c65, 0x00002c75,
-	0x00002c8a, 0x00002cae, 0x00002cca, 0x00002ce2,
-	0x00002ced, 0x00002cf8, 0x00002d0c, 0x00002e22,
-	0x00002e46, 0x00002e71, 0x00002e7c, 0x00002e81,
-	0x00002e90, 0x00002e97, 0x00002eae, 0x00002ec3,
-	0x00002ed5, 0x00002ef8, 0x00002f2a, 0x00002f40,
+	0x00002b4c, 0x00002b60, 0x00002b76, 0x00002c32,
+	0x00002c47, 0x00002c4b, 0x00002c58, 0x00002c68,
+	0x00002c75, 0x00002c7f, 0x00002c85, 0x00002c8f,
+	0x00002c98, 0x00002ca8, 0x00002cbd, 0x00002ce1,
+	0x00002cfd, 0x00002d15, 0x00002d20, 0x00002d2b,
+	0x00002d3f, 0x00002e55, 0x00002e79, 0x00002ea4,
+	0x00002eaf, 0x00002eb4, 0x00002ec3, 0x00002eca,
+	0x00002ee1, 0x00002ef6, 0x00002f08, 0x00002f2b,
 	// Entry 120 - 13F
-	0x00002f4a, 0x00002f54, 0x00002f69, 0x00002fb6,
-	0x00002fc6, 0x00002fff, 0x00003053, 0x0000305d,
-	0x00003064, 0x0000307a, 0x000030b3, 0x000030b8,
-	0x000030c2, 0x000030d0, 0x000030dd, 0x00003106,
-	0x00003129, 0x00003136, 0x00003156, 0x00003162,
-	0x0000317b, 0x00003184, 0x0000318e, 0x00003197,
-	0x0000319f, 0x000031a9, 0x000031b1, 0x000031b9,
-	0x000031bd, 0x000031c1, 0x000031c5, 0x000031c9,
+	0x00002f5d, 0x00002f73, 0x00002f7d, 0x00002f87,
+	0x00002f9c, 0x00002fe9, 0x00002ff9, 0x00003032,
+	0x00003086, 0x00003090, 0x00003097, 0x000030ad,
+	0x000030e6, 0x000030eb, 0x000030f5, 0x00003103,
+	0x00003110, 0x00003139, 0x0000315c, 0x00003169,
+	0x00003189, 0x00003195, 0x000031ae, 0x000031b7,
+	0x000031c1, 0x000031ca, 0x000031d2, 0x000031dc,
+	0x000031e4, 0x000031ec, 0x000031f0, 0x000031f4,
 	// Entry 140 - 15F
-	0x000031cd, 0x000031d1, 0x000031d5, 0x000031d9,
-	0x000031dd, 0x000031e1, 0x000031e5, 0x000031e9,
-	0x000031f3, 0x00003211, 0x00003231, 0x00003255,
-	0x00003279, 0x00003282, 0x00003299, 0x000032a1,
-	0x000032b2, 0x000032b7, 0x000032fc, 0x00003314,
-	0x00003319, 0x00003324, 0x0000332a, 0x00003334,
-	0x0000333c, 0x00003344, 0x0000336e, 0x00003388,
-	0x000033b0, 0x000033e0, 0x000033e6, 0x000033f5,
+	0x000031f8, 0x000031fc, 0x00003200, 0x00003204,
+	0x00003208, 0x0000320c, 0x00003210, 0x00003214,
+	0x00003218, 0x0000321c, 0x00003226, 0x00003244,
+	0x00003264, 0x00003288, 0x000032ac, 0x000032b5,
+	0x000032cc, 0x000032d4, 0x000032e5, 0x000032ea,
+	0x0000332f, 0x00003347, 0x0000334c, 0x00003357,
+	0x0000335d, 0x00003367, 0x0000336f, 0x00003377,
+	0x000033a1, 0x000033bb, 0x000033e3, 0x00003413,
 	// Entry 160 - 17F
-	0x00003448, 0x00003466, 0x00003588, 0x00003647,
-	0x0000369e, 0x000036c8, 0x000036f4, 0x0000371e,
-	0x00003726, 0x0000372c, 0x00003739, 0x0000374b,
-	0x00003754, 0x0000375d, 0x0000376f, 0x0000377e,
-	0x000037a0, 0x000037c4, 0x000037e0, 0x0000380b,
-	0x0000383f, 0x0000384d, 0x00003878, 0x0000388a,
-	0x000038a0, 0x000038ca, 0x00003913, 0x00003933,
-	0x0000393c, 0x0000394e, 0x00003971, 0x0000397f,
+	0x00003419, 0x00003428, 0x0000347b, 0x00003499,
+	0x000035bb, 0x0000367a, 0x000036d1, 0x000036fb,
+	0x00003727, 0x00003751, 0x00003759, 0x0000375f,
+	0x0000376c, 0x0000377e, 0x00003787, 0x00003790,
+	0x000037a2, 0x000037b1, 0x000037d3, 0x000037f7,
+	0x00003813, 0x0000383e, 0x00003872, 0x00003880,
+	0x000038ab, 0x000038bd, 0x000038d3, 0x000038fd,
+	0x00003946, 0x00003966, 0x0000396f, 0x00003981,
 	// Entry 180 - 19F
-	0x0000398e, 0x0000399b, 0x000039a5, 0x000039ae,
-	0x000039b7, 0x000039c1, 0x000039c9, 0x000039ce,
-	0x000039d6, 0x000039df, 0x000039e8, 0x000039f5,
-	0x000039fa, 0x00003a02, 0x00003a09, 0x00003a11,
-	0x00003a16, 0x00003a24, 0x00003a2b, 0x00003a32,
-	0x00003a37, 0x00003a3e, 0x00003a48, 0x00003a4f,
-	0x00003a6c, 0x00003a86, 0x00003aa4, 0x00003ac4,
-	0x00003ad2, 0x00003adb, 0x00003ae4, 0x00003aed,
+	0x000039a4, 0x000039b2, 0x000039c1, 0x000039ce,
+	0x000039d8, 0x000039e1, 0x000039ea, 0x000039f4,
+	0x000039fc, 0x00003a01, 0x00003a09, 0x00003a12,
+	0x00003a1b, 0x00003a28, 0x00003a2d, 0x00003a35,
+	0x00003a3c, 0x00003a44, 0x00003a49, 0x00003a57,
+	0x00003a5e, 0x00003a65, 0x00003a6a, 0x00003a71,
+	0x00003a7b, 0x00003a82, 0x00003a9f, 0x00003ab9,
+	0x00003ad7, 0x00003af7, 0x00003b05, 0x00003b0e,
 	// Entry 1A0 - 1BF
-	0x00003af1, 0x00003af4, 0x00003b00, 0x00003b0e,
-	0x00003b1b, 0x00003b2c, 0x00003b3b, 0x00003b52,
-	0x00003b65, 0x00003b75, 0x00003b84, 0x00003b93,
-	0x00003b9b, 0x00003ba2, 0x00003baa, 0x00003bb2,
-	0x00003bc0, 0x00003bce, 0x00003be4, 0x00003bf9,
-	0x00003c0a, 0x00003c10, 0x00003c17, 0x00003c20,
-	0x00003c3c, 0x00003c45, 0x00003c4f, 0x00003c58,
-	0x00003c61, 0x00003c6a, 0x00003c81, 0x00003c89,
+	0x00003b17, 0x00003b20, 0x00003b24, 0x00003b27,
+	0x00003b33, 0x00003b41, 0x00003b4e, 0x00003b5f,
+	0x00003b6e, 0x00003b85, 0x00003b98, 0x00003ba8,
+	0x00003bb7, 0x00003bc6, 0x00003bce, 0x00003bd5,
+	0x00003bdd, 0x00003be5, 0x00003bf3, 0x00003c01,
+	0x00003c17, 0x00003c2c, 0x00003c3d, 0x00003c43,
+	0x00003c4a, 0x00003c53, 0x00003c6f, 0x00003c78,
+	0x00003c82, 0x00003c8b, 0x00003c94, 0x00003c9d,
 	// Entry 1C0 - 1DF
-	0x00003c97, 0x00003cc4, 0x00003cd0, 0x00003cde,
-	0x00003d25, 0x00003d31, 0x00003d39, 0x00003d64,
-	0x00003daf, 0x00003e71, 0x00003e75, 0x00003e9b,
-	0x00003ea0, 0x00003ebb, 0x00003ecc, 0x00003ed8,
-	0x00003ee0, 0x00003f12, 0x00003f1b, 0x00003f24,
-	0x00003f40, 0x00003f4d, 0x00003f5b, 0x00003f87,
-	0x00003fad, 0x00003fce, 0x00003fd9, 0x00004007,
-	0x00004024, 0x00004053, 0x00004085, 0x000040a3,
+	0x00003cb4, 0x00003cbc, 0x00003cca, 0x00003cf7,
+	0x00003d03, 0x00003d11, 0x00003d58, 0x00003d64,
+	0x00003d6c, 0x00003d97, 0x00003de2, 0x00003ea4,
+	0x00003ea8, 0x00003ece, 0x00003ed3, 0x00003eee,
+	0x00003eff, 0x00003f0b, 0x00003f13, 0x00003f45,
+	0x00003f4e, 0x00003f57, 0x00003f73, 0x00003f80,
+	0x00003f8e, 0x00003fba, 0x00003fe0, 0x00004001,
+	0x0000400c, 0x0000403a, 0x00004057, 0x00004086,
 	// Entry 1E0 - 1FF
-	0x000040d8, 0x000040f4, 0x00004113, 0x0000416e,
-	0x0000417d, 0x0000418a, 0x00004198, 0x000041a5,
-	0x000041ae, 0x000041c9, 0x000041e4, 0x000041ee,
-	0x00004241, 0x000042bf, 0x00004335, 0x00004362,
-	0x0000439c, 0x0000447b, 0x0000449b, 0x000044c1,
-	0x000044eb, 0x00004523, 0x00004560, 0x00004584,
-	0x000045fd, 0x00004622, 0x00004651, 0x000046b1,
-	0x0000470a, 0x00004764, 0x0000477e, 0x0000479c,
+	0x000040b8, 0x000040d6, 0x0000410b, 0x00004127,
+	0x00004146, 0x000041a1, 0x000041b0, 0x000041bd,
+	0x000041cb, 0x000041d8, 0x000041e1, 0x000041fc,
+	0x00004217, 0x00004221, 0x00004274, 0x000042f2,
+	0x00004368, 0x00004395, 0x000043cf, 0x000044ae,
+	0x000044ce, 0x000044f4, 0x0000451e, 0x00004556,
+	0x00004593, 0x000045b7, 0x00004630, 0x00004655,
+	0x00004684, 0x000046e4, 0x0000473d, 0x00004797,
 	// Entry 200 - 21F
-	0x000047d0, 0x00004810, 0x0000483a, 0x00004849,
-	0x00004914, 0x00004945, 0x00004974, 0x00004987,
-	0x000049fc, 0x00004a0f, 0x00004a43, 0x00004a77,
-	0x00004a87, 0x00004ace, 0x00004afb, 0x00004b08,
-	0x00004b18, 0x00004b48, 0x00004b82, 0x00004ba5,
-	0x00004bad, 0x00004bc5, 0x00004be2, 0x00004bf0,
-	0x00004c01, 0x00004c09, 0x00004c14, 0x00004c35,
-	0x00004c77, 0x00004ca7, 0x00004ce2, 0x00004cf4,
+	0x000047b1, 0x000047cf, 0x00004803, 0x00004843,
+	0x0000486d, 0x0000487c, 0x00004947, 0x00004978,
+	0x000049a7, 0x000049ba, 0x00004a2f, 0x00004a42,
+	0x00004a76, 0x00004aaa, 0x00004aba, 0x00004b01,
+	0x00004b2e, 0x00004b3b, 0x00004b4b, 0x00004b7b,
+	0x00004bb5, 0x00004bd8, 0x00004be0, 0x00004bf8,
+	0x00004c15, 0x00004c23, 0x00004c34, 0x00004c3c,
+	0x00004c47, 0x00004c68, 0x00004caa, 0x00004cda,
 	// Entry 220 - 23F
 	0x00004d15, 0x00004d25, 0x00004d64, 0x00004d75,
 	0x00004d87, 0x00004d93, 0x00004da4, 0x00004dbe,
@@ -1055,353 +1055,353 @@ const enData string = "" + // Size: 27774 bytes
 	"ot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d " +
 	"more held instances failed before any attempt (their inputs could not be" +
 	" built): they cannot be retried and are left out. Abandon or stop them." +
-	"\x02Cannot act on this filter\x02Process %[1]s has no version %[2]d.\x02" +
-	"No process has the key “%[1]s”.\x02No definition has the key “%[1]s”." +
-	"\x02Definition %[1]s has no revision %[2]d.\x02The confirmed count is mi" +
-	"ssing: start again from the list.\x02The count changed since you confirm" +
-	"ed it (it was %[1]d): instances were settled, retried or acted on meanwh" +
-	"ile. Nothing was done; check the new count and confirm again.\x02This bu" +
-	"lk action was already applied (the form was sent again): its records are" +
-	" in the audit log. Nothing more was done.\x14\x02\x80\x01\x02&\x02Bulk %" +
-	"[1]s applied to %[2]d instance.\x00'\x02Bulk %[1]s applied to %[2]d inst" +
-	"ances.\x14\x01\x81\x01\x00\x02R\x02%[1]d skipped: it changed after the c" +
-	"ount (settled, or acted on by someone else).\x00T\x02%[1]d skipped: they" +
-	" changed after the count (settled, or acted on by someone else).\x02%[1]" +
-	"s (token #%[2]d, %[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process in" +
-	"stance\x02Occurrence offered again\x02Bulk action\x02deleted\x02Audit lo" +
-	"g\x02Every retry, abandon and stop an operator applied, with its reason." +
-	" Reveals of sensitive values have their own log, which administrators re" +
-	"ad on the Reveals page (GET /api/v1/audit/reveals).\x02Filters\x02a toke" +
-	"n’s name, exact\x02from\x02to\x02Apply filters\x02Clear filters\x02No op" +
-	"erator action matches.\x02All actions\x02The process instance must be a " +
-	"whole instance id (a UUID): the lists show the end of each id; open the " +
-	"instance, or copy its link, for the whole id.\x02The bulk action must be" +
-	" its id (a UUID).\x02Operator actions, newest first\x02Showing the %[1]d" +
-	" instances bulk action %[2]s changed. While it runs, each reload shows h" +
-	"ow far it got.\x02Bulk %[1]s by %[2]s, started %[3]s: applied to %[4]d o" +
-	"f the %[5]d instances counted, %[6]d skipped (they changed after the cou" +
-	"nt). It ended %[7]s.\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped " +
-	"by an error after %[4]d of the %[5]d instances counted (%[6]d skipped). " +
-	"What it applied stays; act on the filter again for the rest.\x02Bulk %[1" +
-	"]s by %[2]s, started %[3]s, is running: %[4]d of the %[5]d instances cou" +
-	"nted done so far (%[6]d skipped). Each reload shows how far it got.\x02N" +
-	"o progress since %[1]s: the replica running it may have stopped. What it" +
-	" applied stays; act on the filter again for the rest.\x02Relais console" +
-	"\x02Language\x02Skip to content\x02Main navigation\x02Health\x02External" +
-	" tasks\x02Processes\x02Find an instance or occurrence\x02id or business " +
-	"key\x02Find\x02Definitions\x02Workers\x02Consumers\x02Destinations\x02To" +
-	"kens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02Sign out\x02Display set" +
-	"tings\x04\x00\x01 \x12\x02Display settings:\x02Times in %[1]s · reloadin" +
-	"g paused\x02Times in %[1]s · reload every %[2]d s\x02Times in %[1]s · no" +
-	" auto-reload\x02Reloading paused\x02Resume\x02This page reloads every %[" +
-	"1]d seconds.\x02Pause reloading\x02Not allowed\x02Your role can read def" +
-	"initions and processes only: external tasks and process instances are fo" +
-	"r operators and administrators.\x02Invalid request\x02The field “%[1]s” " +
-	"holds a NUL character or bytes that are not UTF-8 text: correct it and t" +
-	"ry again.\x02Back to external tasks\x02Back to definitions\x02Nothing ex" +
-	"ists at this address, or it is not visible to you.\x02Nothing exists at " +
-	"this address, or it is not visible to you. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed; the audit log keeps the operator actions taken on i" +
-	"t.\x02Not found\x02Form refused\x02This form was not sent from this cons" +
-	"ole session, or it has expired. Reload the page and try again.\x02Tempor" +
-	"arily unavailable\x02The database cannot be reached right now. Try again" +
-	" in a few seconds.\x02Something went wrong\x02The console could not show" +
-	" this page. Try again; if it persists, give your administrator the reque" +
-	"st id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The external s" +
-	"ervices that take tasks, and the definitions each may take. Create consu" +
-	"mers, change their grants and rotate their tokens through the API (/api/" +
-	"v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02ID" +
-	"\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
-	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s" +
-	": every revision, present and future\x02%[1]s: revisions %[2]s\x02Counti" +
-	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
-	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
-	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
-	"\x02The only mutable part of a definition. Processes never use it direct" +
-	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
-	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
-	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
-	"\x02Compare revisions\x02Lists every change from one revision to another" +
-	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
-	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
-	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
-	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
-	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
-	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
-	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
-	"e in no revision (workers and processes use revision %[1]d at most) unti" +
-	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
-	"contracts are the same (the name or a description changed).\x02Changes o" +
-	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
-	" to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing outp" +
-	"ut %[1]s → %[2]s\x02optional → required\x02required → optional\x02values" +
-	" added: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2" +
-	"]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field" +
-	" of type %[2]s\x02required field of type %[1]s\x02optional field of type" +
-	" %[1]s\x02none\x02Task contracts: their Working copy, immutable revision" +
-	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
-	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
-	"release\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more dest" +
-	"inations.\x02The HTTP endpoints push nodes call. Values of the URL's que" +
-	"ry and of the headers are sealed and never shown. Create, change and del" +
-	"ete destinations through the API (/api/v1/destinations).\x02Destinations" +
-	" by name\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
-	" header\x02Calls\x02Its calls\x02on error\x02any other error\x02held for" +
-	" an operator\x02an incident: retry, abandon or stop\x02end: completes th" +
-	"e instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1" +
-	"]s, %[2]s: %[3]s\x02Each definition’s queue and incidents now, and what " +
-	"its workers finished in the last hour: occurrences that ended completed " +
-	"or failed. An occurrence retried since counts where it ends next; a fail" +
-	"ed attempt with attempts left is not counted, its occurrence’s page list" +
-	"s it.\x02Completions and failures, last hour\x02Definitions, those needi" +
-	"ng attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02" +
-	"Oldest claimable waits\x02Completed, last hour\x02Failed, last hour\x02N" +
-	"o definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed ever" +
-	"y few seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Sho" +
-	"w all definitions\x02No definition %[1]s has occurrences: check the key," +
-	" or show all definitions.\x02All definitions\x02Completions and failures" +
-	" per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The " +
-	"table after the chart gives each 5-minute slot.\x02completed\x02failed" +
-	"\x02The chart’s numbers\x02Completions and failures per 5-minute slot, o" +
-	"ldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14" +
-	"\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]" +
-	"s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]" +
-	"s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d " +
-	"min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02J" +
-	"ul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00" +
-	"\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1" +
-	"]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d " +
-	"second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s" +
-	"\x02Summary\x02Operator actions\x02Path\x02The nodes this instance reach" +
-	"ed, in order, each with its occurrence.\x02Nodes reached, in order\x02No" +
-	"de\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02This ins" +
-	"tance has not reached a task yet.\x02Recorded operator actions\x02No ope" +
-	"rator has acted on this instance.\x02Operator actions on this instance, " +
-	"newest first\x02Value\x02Process inputs\x02Inputs the instance was start" +
-	"ed with, labelled by process version %[1]d's contract\x02This process ta" +
-	"kes no inputs.\x02This instance is held at a failed node: an incident. I" +
-	"t cannot be retried: its occurrence at node %[1]s failed before any atte" +
-	"mpt (its inputs could not be built), so it would fail the same way. Aban" +
-	"don fails the instance; stop cancels it. Each asks for a reason, recorde" +
-	"d in the audit log.\x02This instance is held at a failed node: an incide" +
-	"nt. Retry offers the failed occurrence again; abandon fails the instance" +
-	"; stop cancels it. Each asks for a reason, recorded in the audit log." +
-	"\x02Stopping cancels the instance and its open occurrences. It does not " +
-	"complete anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned b" +
-	"y %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Sta" +
-	"rted\x02Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End no" +
-	"de\x02Abandoned at node\x02Failed at node\x02held, then stopped by an op" +
-	"erator\x02held, then abandoned by an operator\x02Unknown status “%[1]s”." +
-	"\x02The version must be a whole number from 1.\x02A version is a process" +
-	"’s: choose the process too.\x02Creation date\x02The page size must be " +
-	"between 1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Ac" +
-	"t on every instance this filter matches\x02The next page counts them and" +
-	" asks for a reason before anything changes.\x02Process instances, newest" +
-	" first\x02Instance\x02End node or error\x02No instance matches these fil" +
-	"ters.\x02All processes\x02Any definition\x02All statuses\x02available" +
-	"\x02reserved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02r" +
-	"ejected\x02released\x02disconnected\x02text\x02integer\x02number\x02bool" +
-	"ean\x02date\x02date and time\x02choice\x02object\x02list\x02normal\x02se" +
-	"nsitive\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pu" +
-	"ll (the service fetches it)\x02push (Relais calls the service)\x02admini" +
-	"strator\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added" +
-	"\x02field removed\x02type changed\x02required changed\x02values changed" +
-	"\x02classification changed\x02constraint changed\x02routing changed\x02m" +
-	"inimum length\x02maximum length\x02pattern\x02format\x02minimum\x02maxim" +
-	"um\x02minimum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, " +
-	"version %[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Ever" +
-	"y attempt, oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished" +
-	"\x02Duration\x02Destination’s answer\x02Outcome\x02Error message\x02No s" +
-	"ervice has reserved this occurrence yet.\x02in progress\x02Whole message" +
-	"\x02No service ever reserved this occurrence: it ended before any attemp" +
-	"t.\x02Destination\x02Replica\x02Relais has not called the destination ye" +
-	"t.\x02Relais never called the destination: the occurrence ended before a" +
-	"ny call.\x02Relais keeps the destination’s status code only when it refu" +
-	"sed the call (destination_http_NNN); a completed call answered 2xx. The " +
-	"duration runs from the claim of the call to its settlement.\x02Now\x02Re" +
-	"try or abandon it from its instance\x02Mode\x02Reason given by the worke" +
-	"r\x02Maximum attempts\x02Retry delay\x02Retries\x02none: a failed call t" +
-	"akes the node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9" +
-	" highest)\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the la" +
-	"st operator retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f" +
-	"\x02%[1]d attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02" +
-	"Inputs, labelled by revision %[1]d's contract\x02This contract has no in" +
-	"puts.\x02Outputs, labelled by revision %[1]d's contract\x02No outputs ye" +
-	"t: the occurrence has not completed.\x02This contract has no outputs." +
-	"\x02No outputs: the occurrence ended without completing.\x02Reveal — thi" +
-	"s is recorded\x02Why (recorded with the reveal)\x02Every admin reads it," +
-	" and it is kept whatever the retention: write no customer data in it." +
-	"\x02Available from\x02Next attempt\x02Last reserved\x02Lock expires\x02D" +
-	"eferred\x02Last error (attempt %[1]d)\x02Error (before any attempt)\x02R" +
-	"etryable\x02no: the service marked this failure as not retryable (attemp" +
-	"ts left unused: %[1]d)\x02The destination did not answer within the call" +
-	"’s timeout (%[1]s): it may have acted all the same, so check before re" +
-	"trying.\x02The destination did not answer within the call’s timeout: it " +
-	"may have acted all the same, so check before retrying.\x02The deadline p" +
-	"assed before a result arrived.\x02The result did not match the revision'" +
-	"s outputs contract.\x02The answer to the call was lost (the connection b" +
-	"roke after the request was sent, or Relais stopped or could not reach it" +
-	"s database before recording it): whether the destination acted is unknow" +
-	"n, so it is not called again.\x02The call could not be prepared.\x02The " +
-	"destination could not be reached.\x02The destination’s answer was too la" +
-	"rge.\x02The last attempt’s lock expired with no attempt left.\x02The inp" +
-	"uts could not be built from the process’s bindings.\x02An operator aband" +
-	"oned the instance.\x02A Camunda 7 worker reported a failure with no retr" +
-	"ies left (retries: 0, or a budget already spent): it is not run again." +
-	"\x02The destination answered HTTP %[1]s.\x02No live worker takes %[1]s n" +
-	"ow (Workers page).\x02No live worker takes revision %[1]d: the live work" +
-	"ers of %[2]s declare inputs it does not have.\x02No live worker takes re" +
-	"vision %[1]d: the live workers of %[2]s take revision %[3]d only.\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
-	"ns %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s." +
-	"\x02Lock expired %[1]s — waiting to be offered again.\x02Waiting for Rel" +
-	"ais to call the destination since %[1]s (%[2]s).\x02Waiting for a worker" +
-	" since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) end" +
-	"ed %[2]s without its result recorded: the replica making it may have sto" +
-	"pped. If so, it fails outcome_unknown at %[3]s (%[4]s): ask the destinat" +
-	"ion whether it took effect.\x02Relais is calling the destination (since " +
-	"%[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %" +
-	"[1]s.\x02Deferred since %[1]s (%[2]s): a worker of the same consumer, or" +
-	" a front end with a settle token, completes it later.\x02Completed (%[1]" +
-	"s).\x02Its instance is held here, waiting for an operator.\x02Its instan" +
-	"ce went on along the node’s error path.\x02Failed (%[1]s).\x02Cancelled:" +
-	" the instance was stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the" +
-	" instance was stopped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1" +
-	"]s (deferred; settled with its settle token)\x02%[1]s (deferred; settled" +
-	" with its settle token, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)" +
-	"\x02waiting\x02HTTP 2xx, unusable body\x02no answer within the timeout" +
-	"\x02no connection\x02answer too large\x02unknown\x02[redacted]\x02Messag" +
-	"e from Relais (in English)\x02Message from the service (its own words, p" +
-	"rotected values masked)\x02The revision must be a whole number, 1 or mor" +
-	"e.\x02A revision is a definition’s: choose the definition too.\x02Unknow" +
-	"n consumer.\x02Unknown destination “%[1]s”.\x02Settlement date\x02More f" +
-	"ilters: instance, revision, consumer, destination, dates\x02Push destina" +
-	"tion\x02its name, exactly\x02instance id\x02Counts by status\x02Occurren" +
-	"ces, newest first\x02Message\x02Process and node\x02Error\x02Consumer an" +
-	"d worker\x02Next attempt or settled\x02No occurrence matches these filte" +
-	"rs.\x02All consumers\x02Totals of definition %[1]s, not narrowed by the " +
-	"other filters\x02Totals of all definitions, not narrowed by the other fi" +
-	"lters\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d o" +
-	"ccurrences\x02as of %[1]s (%[2]s); counts are refreshed every few second" +
-	"s.\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02ca" +
-	"ll in progress since\x02lock until\x02deferred since\x02Pages\x02Previou" +
-	"s page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose its off" +
-	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
-	" process versions: their nodes, routes and pinned revisions, drawn, with" +
-	" where their occurrences are now.\x02Published process versions: their n" +
-	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
-	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
-	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
-	" the start node. Solid arrows are successes (labelled with their route)," +
-	" dashed ones failures (labelled with their error codes). Each box says h" +
-	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
-	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
-	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
-	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
-	"ows are successes (labelled with their route), dashed ones failures (lab" +
-	"elled with their error codes).\x02Nodes of this version\x02This version " +
-	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
-	"ow lists every node with its routes and counts.\x02This version has %[1]" +
-	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
-	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
-	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
-	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
-	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
-	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
-	"itive value.\x02Say why you reveal this value: the reason is recorded wi" +
-	"th the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded " +
-	"in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a v" +
-	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
-	"lues can never be revealed.\x02Every sensitive value an administrator re" +
-	"vealed: who, when, which field and why. The values themselves are never " +
-	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
-	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
-	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
-	"d (a whole UUID, as the title of its page shows it), or a business key." +
-	"\x02Nothing to find: the search box is empty.\x02That is too long to be " +
-	"an id or a business key.\x02No instance or occurrence has the id “%[1]s”" +
-	", and no instance has it as its business key.\x02No instance or occurren" +
-	"ce has the id “%[1]s”, and no instance has it as its business key. An en" +
-	"ded instance is deleted, with its occurrences and attempts, once the ret" +
-	"ention period (RELAIS_RETENTION) has passed; the audit log keeps the ope" +
-	"rator actions taken on it.\x02No instance has “%[1]s” as its business ke" +
-	"y, and it is not a whole id: the lists show the end of each id. Open the" +
-	" row, or copy its link, for the whole id.\x02You are signed out.\x02Your" +
-	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
-	" a restart of the server), so your last action was not applied. Sign in " +
-	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators see this page: tokens, consumers, destinations a" +
-	"nd the reveal log are theirs.\x02Staff tokens (administrators, designers" +
-	", operators) that are not revoked. Consumer tokens are managed with thei" +
-	"r consumers. Revoking a token refuses its next request.\x02Staff tokens," +
-	" oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02n" +
-	"ot yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token %[1]d" +
-	"\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused, and " +
-	"console sessions opened with it end. This cannot be undone: whoever uses" +
-	" it needs a new token.\x02Revoke the token\x02Keep it\x02This is the tok" +
-	"en you signed in with: revoking it signs you out. Its next request is re" +
-	"fused. This cannot be undone.\x02This is the last usable administrator t" +
-	"oken: create another one before revoking it.\x02The token %[1]s (%[2]s) " +
-	"was revoked: its next request is refused.\x02routing output\x02(each ite" +
-	"m)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at" +
-	" least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d cha" +
-	"racter\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[" +
-	"1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14" +
-	"\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d " +
-	"items\x02%[1]d more values not shown: the page shows the first %[2]d, th" +
-	"e API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b" +
-	"\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02nu" +
-	"ll\x02unexpected value\x02Workers connected by a stream, and polling wor" +
-	"kers by their last fetch. A worker is listed while it was seen within th" +
-	"ree heartbeats.\x02Workers seen within three heartbeats\x02Worker\x02Pro" +
-	"tocol\x02Definitions served\x02In flight\x02Connected\x02Last seen\x02No" +
-	" worker is connected.\x02Workers serving %[1]s\x02All workers\x02No work" +
-	"er serves this definition.\x02stream\x02long polling\x02Camunda 7 facade" +
-	"\x02every revision its consumer is granted\x02revisions %[1]s\x02No work" +
-	"er serves this definition: its occurrences wait until one connects or po" +
-	"lls.\x02No process uses this definition yet: it needs a worker once a pr" +
-	"ocess pulls it.\x02No process pulls this definition: Relais calls its de" +
-	"stinations (push), and it needs no worker.\x02No worker is connected for" +
-	" this definition; none of its occurrences waits for one.\x14\x01\x81\x01" +
-	"\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d worker" +
-	"s\x02Revisions they take: %[1]s; some take every revision their consumer" +
-	" is granted.\x02They take every revision their consumer is granted.\x02T" +
-	"hey take revision %[1]d only.\x02They take revisions %[1]s only."
+	"\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destinatio" +
+	"n “%[1]s”.\x02Process %[1]s has no version %[2]d.\x02No process has the " +
+	"key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s h" +
+	"as no revision %[2]d.\x02The confirmed count is missing: start again fro" +
+	"m the list.\x02The count changed since you confirmed it (it was %[1]d): " +
+	"instances were settled, retried or acted on meanwhile. Nothing was done;" +
+	" check the new count and confirm again.\x02This bulk action was already " +
+	"applied (the form was sent again): its records are in the audit log. Not" +
+	"hing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d " +
+	"instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
+	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
+	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
+	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
+	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
+	"don and stop an operator applied, with its reason. Reveals of sensitive " +
+	"values have their own log, which administrators read on the Reveals page" +
+	" (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02fro" +
+	"m\x02to\x02Apply filters\x02Clear filters\x02No operator action matches." +
+	"\x02All actions\x02The process instance must be a whole instance id (a U" +
+	"UID): the lists show the end of each id; open the instance, or copy its " +
+	"link, for the whole id.\x02The bulk action must be its id (a UUID).\x02O" +
+	"perator actions, newest first\x02Showing the %[1]d instances bulk action" +
+	" %[2]s changed. While it runs, each reload shows how far it got.\x02Bulk" +
+	" %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances " +
+	"counted, %[6]d skipped (they changed after the count). It ended %[7]s." +
+	"\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[" +
+	"4]d of the %[5]d instances counted (%[6]d skipped). What it applied stay" +
+	"s; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started" +
+	" %[3]s, is running: %[4]d of the %[5]d instances counted done so far (%[" +
+	"6]d skipped). Each reload shows how far it got.\x02No progress since %[1" +
+	"]s: the replica running it may have stopped. What it applied stays; act " +
+	"on the filter again for the rest.\x02Relais console\x02Language\x02Skip " +
+	"to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
+	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
+	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
+	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
+	"\x12\x02Display settings:\x02Times in %[1]s · reloading paused\x02Times " +
+	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Re" +
+	"loading paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pa" +
+	"use reloading\x02Not allowed\x02Your role can read definitions and proce" +
+	"sses only: external tasks and process instances are for operators and ad" +
+	"ministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charac" +
+	"ter or bytes that are not UTF-8 text: correct it and try again.\x02Back " +
+	"to external tasks\x02Back to definitions\x02Nothing exists at this addre" +
+	"ss, or it is not visible to you.\x02Nothing exists at this address, or i" +
+	"t is not visible to you. An ended instance is deleted, with its occurren" +
+	"ces and attempts, once the retention period (RELAIS_RETENTION) has passe" +
+	"d; the audit log keeps the operator actions taken on it.\x02Not found" +
+	"\x02Form refused\x02This form was not sent from this console session, or" +
+	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
+	"le\x02The database cannot be reached right now. Try again in a few secon" +
+	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
+	" again; if it persists, give your administrator the request id %[1]s." +
+	"\x02No consumer yet.\x02No more consumers.\x02The external services that" +
+	" take tasks, and the definitions each may take. Create consumers, change" +
+	" their grants and rotate their tokens through the API (/api/v1/consumers" +
+	"); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02G" +
+	"rants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant: " +
+	"it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revisi" +
+	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
+	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
+	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
+	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
+	"ble part of a definition. Processes never use it directly: they pin a re" +
+	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
+	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
+	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
+	"\x02Lists every change from one revision to another, and whom it may bre" +
+	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
+	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
+	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
+	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
+	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
+	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
+	"he Working copy has changes not yet snapshotted: they are in no revision" +
+	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
+	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
+	"e same (the name or a description changed).\x02Changes of the Working co" +
+	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
+	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
+	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
+	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
+	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
+	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
+	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
+	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
+	"k contracts: their Working copy, immutable revisions and named releases." +
+	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
+	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
+	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
+	"dpoints push nodes call. Values of the URL's query and of the headers ar" +
+	"e sealed and never shown. Create, change and delete destinations through" +
+	" the API (/api/v1/destinations).\x02Destinations by name\x02URL\x02Heade" +
+	"rs sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its " +
+	"calls\x02on error\x02any other error\x02held for an operator\x02an incid" +
+	"ent: retry, abandon or stop\x02end: completes the instance\x02end: fails" +
+	" the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each" +
+	" definition’s queue and incidents now, and what its workers finished in " +
+	"the last hour: occurrences that ended completed or failed. An occurrence" +
+	" retried since counts where it ends next; a failed attempt with attempts" +
+	" left is not counted, its occurrence’s page lists it.\x02Completions and" +
+	" failures, last hour\x02Definitions, those needing attention first\x02De" +
+	"finition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
+	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
+	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
+	"mable since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02N" +
+	"o definition %[1]s has occurrences: check the key, or show all definitio" +
+	"ns.\x02All definitions\x02Completions and failures per 5 minutes, last h" +
+	"our: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart " +
+	"gives each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers" +
+	"\x02Completions and failures per 5-minute slot, oldest first\x02Slot\x02" +
+	"Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s," +
+	" %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1" +
+	"]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
+	"d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct" +
+	"\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00" +
+	"\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02" +
+	"%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d" +
+	" minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d se" +
+	"conds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actio" +
+	"ns\x02Path\x02The nodes this instance reached, in order, each with its o" +
+	"ccurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02" +
+	"Next node\x02Created\x02Settled\x02This instance has not reached a task " +
+	"yet.\x02Recorded operator actions\x02No operator has acted on this insta" +
+	"nce.\x02Operator actions on this instance, newest first\x02Value\x02Proc" +
+	"ess inputs\x02Inputs the instance was started with, labelled by process " +
+	"version %[1]d's contract\x02This process takes no inputs.\x02This instan" +
+	"ce is held at a failed node: an incident. It cannot be retried: its occu" +
+	"rrence at node %[1]s failed before any attempt (its inputs could not be " +
+	"built), so it would fail the same way. Abandon fails the instance; stop " +
+	"cancels it. Each asks for a reason, recorded in the audit log.\x02This i" +
+	"nstance is held at a failed node: an incident. Retry offers the failed o" +
+	"ccurrence again; abandon fails the instance; stop cancels it. Each asks " +
+	"for a reason, recorded in the audit log.\x02Stopping cancels the instanc" +
+	"e and its open occurrences. It does not complete anything.\x02Stopped by" +
+	" %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Re" +
+	"tried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node" +
+	"\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node\x02Fa" +
+	"iled at node\x02held, then stopped by an operator\x02held, then abandone" +
+	"d by an operator\x02Unknown status “%[1]s”.\x02The version must be a who" +
+	"le number from 1.\x02A version is a process’s: choose the process too." +
+	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
+	"ss instances\x02exact, case-sensitive\x02Act on every instance this filt" +
+	"er matches\x02The next page counts them and asks for a reason before any" +
+	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
+	"e or error\x02No instance matches these filters.\x02All processes\x02Any" +
+	" definition\x02All statuses\x02available\x02reserved\x02deferred\x02canc" +
+	"elled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnec" +
+	"ted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02" +
+	"choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden " +
+	"(sensitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02p" +
+	"ush (Relais calls the service)\x02administrator\x02operator\x02designer" +
+	"\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type change" +
+	"d\x02required changed\x02values changed\x02classification changed\x02con" +
+	"straint changed\x02routing changed\x02minimum length\x02maximum length" +
+	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
+	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
+	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
+	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
+	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
+	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
+	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
+	"\x02Relais has not called the destination yet.\x02Relais never called th" +
+	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
+	" destination’s status code only when it refused the call (destination_ht" +
+	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
+	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
+	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
+	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
+	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
+	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
+	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
+	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
+	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
+	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
+	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
+	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
+	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
+	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
+	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
+	"1]d)\x02Error (before any attempt)\x02Retryable\x02no: the service marke" +
+	"d this failure as not retryable (attempts left unused: %[1]d)\x02The des" +
+	"tination did not answer within the call’s timeout (%[1]s): it may have a" +
+	"cted all the same, so check before retrying.\x02The destination did not " +
+	"answer within the call’s timeout: it may have acted all the same, so che" +
+	"ck before retrying.\x02The deadline passed before a result arrived.\x02T" +
+	"he result did not match the revision's outputs contract.\x02The answer t" +
+	"o the call was lost (the connection broke after the request was sent, or" +
+	" Relais stopped or could not reach its database before recording it): wh" +
+	"ether the destination acted is unknown, so it is not called again.\x02Th" +
+	"e call could not be prepared.\x02The destination could not be reached." +
+	"\x02The destination’s answer was too large.\x02The last attempt’s lock e" +
+	"xpired with no attempt left.\x02The inputs could not be built from the p" +
+	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
+	" worker reported a failure with no retries left (retries: 0, or a budget" +
+	" already spent): it is not run again.\x02The destination answered HTTP %" +
+	"[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live worke" +
+	"r takes revision %[1]d: the live workers of %[2]s declare inputs it does" +
+	" not have.\x02No live worker takes revision %[1]d: the live workers of %" +
+	"[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d: t" +
+	"he live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — " +
+	"%[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to" +
+	" be offered again.\x02Waiting for Relais to call the destination since %" +
+	"[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[" +
+	"1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result recorde" +
+	"d: the replica making it may have stopped. If so, it fails outcome_unkno" +
+	"wn at %[3]s (%[4]s): ask the destination whether it took effect.\x02Rela" +
+	"is is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock " +
+	"until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]" +
+	"s): a worker of the same consumer, or a front end with a settle token, c" +
+	"ompletes it later.\x02Completed (%[1]s).\x02Its instance is held here, w" +
+	"aiting for an operator.\x02Its instance went on along the node’s error p" +
+	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
+	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
+	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
+	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
+	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
+	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
+	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
+	"e from the service (its own words, protected values masked)\x02The revis" +
+	"ion must be a whole number, 1 or more.\x02A revision is a definition’s: " +
+	"choose the definition too.\x02Settlement date\x02More filters: instance," +
+	" revision, consumer, destination, dates\x02Push destination\x02its name," +
+	" exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
+	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
+	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
+	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
+	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
+	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
+	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
+	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
+	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
+	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
+	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
+	" a parameter that cannot be read (a percent sign not followed by two hex" +
+	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
+	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
+	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
+	"or is invalid: go back to the first page.\x02These settings are kept in " +
+	"this browser only.\x02Show times in\x02The console runs no script, so it" +
+	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
+	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
+	"\x02A reload empties what you typed but did not apply (filters, the sear" +
+	"ch box) and moves the focus back to the top of the page: “Pause reloadin" +
+	"g”, on every page that reloads, stops it until you resume. Pages where y" +
+	"ou type a reason (confirmations, and occurrences with a value to reveal)" +
+	" never reload on their own, nor does a revealed value.\x02Save settings" +
+	"\x02Back without saving\x02UTC (coordinated universal time)\x02Local tim" +
+	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
+	": their nodes, routes and pinned revisions, drawn, with where their occu" +
+	"rrences are now.\x02Published process versions: their nodes, routes and " +
+	"pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
+	"art node\x02Graph\x02Columns follow the longest path from the start node" +
+	". Solid arrows are successes (labelled with their route), dashed ones fa" +
+	"ilures (labelled with their error codes). Each box says how many of this" +
+	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
+	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
+	"ess\x02On error\x02Occurrences now\x02Instances of this version\x02Colum" +
+	"ns follow the longest path from the start node. Solid arrows are success" +
+	"es (labelled with their route), dashed ones failures (labelled with thei" +
+	"r error codes).\x02Nodes of this version\x02This version has %[1]d nodes" +
+	": too many to draw legibly (at most %[2]d). The table below lists every " +
+	"node with its routes and counts.\x02This version has %[1]d nodes: too ma" +
+	"ny to draw legibly (at most %[2]d). The table below lists every node wit" +
+	"h its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tabl" +
+	"e below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end" +
+	" (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an inci" +
+	"dent for an operator)\x02any other code → %[1]s\x02fails the instance" +
+	"\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority " +
+	"%[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadl" +
+	"ine %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances h" +
+	"eld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed ev" +
+	"ery few seconds.\x02Only administrators may reveal a sensitive value." +
+	"\x02Say why you reveal this value: the reason is recorded with the revea" +
+	"l in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit" +
+	" log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value this pa" +
+	"ge shows as hidden (sensitive) can be revealed.\x02Secret values can nev" +
+	"er be revealed.\x02Every sensitive value an administrator revealed: who," +
+	" when, which field and why. The values themselves are never kept.\x02Rev" +
+	"eals, newest first\x02No value was revealed.\x02none (revealed before re" +
+	"asons were asked for)\x02Method not allowed\x02This page does not accept" +
+	" that request.\x02Search\x02Type an instance or occurrence id (a whole U" +
+	"UID, as the title of its page shows it), or a business key.\x02Nothing t" +
+	"o find: the search box is empty.\x02That is too long to be an id or a bu" +
+	"siness key.\x02No instance or occurrence has the id “%[1]s”, and no inst" +
+	"ance has it as its business key.\x02No instance or occurrence has the id" +
+	" “%[1]s”, and no instance has it as its business key. An ended instance " +
+	"is deleted, with its occurrences and attempts, once the retention period" +
+	" (RELAIS_RETENTION) has passed; the audit log keeps the operator actions" +
+	" taken on it.\x02No instance has “%[1]s” as its business key, and it is " +
+	"not a whole id: the lists show the end of each id. Open the row, or copy" +
+	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
+	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
+	" the server), so your last action was not applied. Sign in again, then r" +
+	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
+	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
+	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
+	"\x02The token is checked once and never stored in your browser; a sessio" +
+	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
+	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
+	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
+	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
+	"ministrators see this page: tokens, consumers, destinations and the reve" +
+	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
+	") that are not revoked. Consumer tokens are managed with their consumers" +
+	". Revoking a token refuses its next request.\x02Staff tokens, oldest fir" +
+	"st\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02E" +
+	"xpired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke " +
+	"the %[1]s token “%[2]s”?\x02Its next request is refused, and console ses" +
+	"sions opened with it end. This cannot be undone: whoever uses it needs a" +
+	" new token.\x02Revoke the token\x02Keep it\x02This is the token you sign" +
+	"ed in with: revoking it signs you out. Its next request is refused. This" +
+	" cannot be undone.\x02This is the last usable administrator token: creat" +
+	"e another one before revoking it.\x02The token %[1]s (%[2]s) was revoked" +
+	": its next request is refused.\x02routing output\x02(each item)\x14\x01" +
+	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
+	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
+	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
+	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
+	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
+	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
+	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
+	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
+	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
+	"cted value\x02Workers connected by a stream, and polling workers by thei" +
+	"r last fetch. A worker is listed while it was seen within three heartbea" +
+	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
+	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
+	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
+	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
+	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
+	"is definition: its occurrences wait until one connects or polls.\x02No p" +
+	"rocess uses this definition yet: it needs a worker once a process pulls " +
+	"it.\x02No process pulls this definition: Relais calls its destinations (" +
+	"push), and it needs no worker.\x02No worker is connected for this defini" +
+	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 727 elements
 	// Entry 0 - 1F
@@ -1429,134 +1429,134 @@ var frIndex = []uint32{ // 727 elements
 	0x000017fd, 0x00001805, 0x0000180c, 0x00001819,
 	0x00001829, 0x00001841, 0x00001854, 0x00001868,
 	0x00001889, 0x00001893, 0x000018db, 0x00001a87,
-	0x00001aa9, 0x00001ad8, 0x00001b07, 0x00001b39,
-	0x00001b6c, 0x00001ba1, 0x00001c87, 0x00001d30,
+	0x00001aa9, 0x00001abf, 0x00001ae5, 0x00001b14,
+	0x00001b43, 0x00001b75, 0x00001ba8, 0x00001bdd,
 	// Entry 60 - 7F
-	0x00001da5, 0x00001e84, 0x00001ea4, 0x00001eaa,
-	0x00001eae, 0x00001eb5, 0x00001ebb, 0x00001ed1,
-	0x00001ee8, 0x00001ef8, 0x00001f03, 0x00001f15,
-	0x00001ffa, 0x00002002, 0x0000201d, 0x00002020,
-	0x00002023, 0x00002039, 0x0000204d, 0x00002079,
-	0x0000208c, 0x0000215f, 0x000021a8, 0x000021de,
-	0x0000226d, 0x00002332, 0x0000241e, 0x000024e0,
-	0x00002597, 0x000025a6, 0x000025ad, 0x000025be,
+	0x00001cc3, 0x00001d6c, 0x00001de1, 0x00001ec0,
+	0x00001ee0, 0x00001ee6, 0x00001eea, 0x00001ef1,
+	0x00001ef7, 0x00001f0d, 0x00001f24, 0x00001f34,
+	0x00001f3f, 0x00001f51, 0x00002036, 0x0000203e,
+	0x00002059, 0x0000205c, 0x0000205f, 0x00002075,
+	0x00002089, 0x000020b5, 0x000020c8, 0x0000219b,
+	0x000021e4, 0x0000221a, 0x000022a9, 0x0000236e,
+	0x0000245a, 0x0000251c, 0x000025d3, 0x000025e2,
 	// Entry 80 - 9F
-	0x000025d4, 0x000025da, 0x000025eb, 0x000025f5,
-	0x0000261c, 0x00002638, 0x00002640, 0x0000264d,
-	0x00002659, 0x00002667, 0x00002674, 0x0000267b,
-	0x00002689, 0x000026ad, 0x000026bd, 0x000026d5,
-	0x000026f6, 0x0000271f, 0x00002752, 0x00002783,
-	0x00002799, 0x000027a3, 0x000027d5, 0x000027ef,
-	0x000027fd, 0x000028b1, 0x000028c3, 0x00002943,
-	0x0000295f, 0x00002977, 0x000029ba, 0x00002ad8,
+	0x000025e9, 0x000025fa, 0x00002610, 0x00002616,
+	0x00002627, 0x00002631, 0x00002658, 0x00002674,
+	0x0000267c, 0x00002689, 0x00002695, 0x000026a3,
+	0x000026b0, 0x000026b7, 0x000026c5, 0x000026e9,
+	0x000026f9, 0x00002711, 0x00002732, 0x0000275b,
+	0x0000278e, 0x000027bf, 0x000027d5, 0x000027df,
+	0x00002811, 0x0000282b, 0x00002839, 0x000028ed,
+	0x000028ff, 0x0000297f, 0x0000299b, 0x000029b3,
 	// Entry A0 - BF
-	0x00002ae4, 0x00002af7, 0x00002b73, 0x00002b8f,
-	0x00002be6, 0x00002bfe, 0x00002c96, 0x00002cbb,
-	0x00002cd5, 0x00002dc6, 0x00002df4, 0x00002df7,
-	0x00002dfb, 0x00002e02, 0x00002e0c, 0x00002e12,
-	0x00002e1a, 0x00002e20, 0x00002e2a, 0x00002e4b,
-	0x00002e64, 0x00002e77, 0x00002eaf, 0x00002eca,
-	0x00002f30, 0x00002f62, 0x00002f68, 0x00002f6d,
-	0x00002f79, 0x00002f88, 0x00002f94, 0x00002fa0,
+	0x000029f6, 0x00002b14, 0x00002b20, 0x00002b33,
+	0x00002baf, 0x00002bcb, 0x00002c22, 0x00002c3a,
+	0x00002cd2, 0x00002cf7, 0x00002d11, 0x00002e02,
+	0x00002e30, 0x00002e33, 0x00002e37, 0x00002e3e,
+	0x00002e48, 0x00002e4e, 0x00002e56, 0x00002e5c,
+	0x00002e66, 0x00002e87, 0x00002ea0, 0x00002eb3,
+	0x00002eeb, 0x00002f06, 0x00002f6c, 0x00002f9e,
+	0x00002fa4, 0x00002fa9, 0x00002fb5, 0x00002fc4,
 	// Entry C0 - DF
-	0x00002fb2, 0x00002fc3, 0x00003047, 0x00003059,
-	0x00003070, 0x0000307b, 0x000030d0, 0x000030dd,
-	0x00003102, 0x0000310e, 0x00003118, 0x0000311e,
-	0x0000312a, 0x00003142, 0x00003194, 0x000031a4,
-	0x000031b4, 0x000031bd, 0x000031c8, 0x000031d0,
-	0x000031f0, 0x00003212, 0x0000323a, 0x00003243,
-	0x00003253, 0x00003273, 0x0000327b, 0x0000328a,
-	0x000032a9, 0x000032d4, 0x000032fa, 0x0000330a,
+	0x00002fd0, 0x00002fdc, 0x00002fee, 0x00002fff,
+	0x00003083, 0x00003095, 0x000030ac, 0x000030b7,
+	0x0000310c, 0x00003119, 0x0000313e, 0x0000314a,
+	0x00003154, 0x0000315a, 0x00003166, 0x0000317e,
+	0x000031d0, 0x000031e0, 0x000031f0, 0x000031f9,
+	0x00003204, 0x0000320c, 0x0000322c, 0x0000324e,
+	0x00003276, 0x0000327f, 0x0000328f, 0x000032af,
+	0x000032b7, 0x000032c6, 0x000032e5, 0x00003310,
 	// Entry E0 - FF
-	0x00003314, 0x0000331e, 0x0000333d, 0x0000335b,
-	0x00003433, 0x00003451, 0x00003495, 0x000034d2,
-	0x00003505, 0x00003535, 0x00003561, 0x00003591,
-	0x000035b3, 0x000035ce, 0x000035e9, 0x00003605,
-	0x00003621, 0x00003637, 0x00003651, 0x00003688,
-	0x000036be, 0x000036de, 0x000036fd, 0x00003704,
-	0x0000376e, 0x00003784, 0x00003789, 0x0000379d,
-	0x000037b5, 0x000037da, 0x00003808, 0x0000382d,
+	0x00003336, 0x00003346, 0x00003350, 0x0000335a,
+	0x00003379, 0x00003397, 0x0000346f, 0x0000348d,
+	0x000034d1, 0x0000350e, 0x00003541, 0x00003571,
+	0x0000359d, 0x000035cd, 0x000035ef, 0x0000360a,
+	0x00003625, 0x00003641, 0x0000365d, 0x00003673,
+	0x0000368d, 0x000036c4, 0x000036fa, 0x0000371a,
+	0x00003739, 0x00003740, 0x000037aa, 0x000037c0,
+	0x000037c5, 0x000037d9, 0x000037f1, 0x00003816,
 	// Entry 100 - 11F
-	0x00003847, 0x00003931, 0x00003946, 0x0000394a,
-	0x0000395d, 0x0000396c, 0x00003983, 0x00003992,
-	0x00003999, 0x000039a4, 0x000039b6, 0x000039c9,
-	0x000039e5, 0x00003a12, 0x00003a2f, 0x00003a52,
-	0x00003a5d, 0x00003a68, 0x00003a7f, 0x00003be8,
-	0x00003c0f, 0x00003c4d, 0x00003c59, 0x00003c62,
-	0x00003c76, 0x00003c80, 0x00003ca7, 0x00003cc3,
-	0x00003cde, 0x00003d0e, 0x00003d4d, 0x00003d68,
+	0x00003844, 0x00003869, 0x00003883, 0x0000396d,
+	0x00003982, 0x00003986, 0x00003999, 0x000039a8,
+	0x000039bf, 0x000039ce, 0x000039d5, 0x000039e0,
+	0x000039f2, 0x00003a05, 0x00003a21, 0x00003a4e,
+	0x00003a6b, 0x00003a8e, 0x00003a99, 0x00003aa4,
+	0x00003abb, 0x00003c24, 0x00003c4b, 0x00003c89,
+	0x00003c95, 0x00003c9e, 0x00003cb2, 0x00003cbc,
+	0x00003ce3, 0x00003cff, 0x00003d1a, 0x00003d4a,
 	// Entry 120 - 13F
-	0x00003d77, 0x00003d88, 0x00003da9, 0x00003e14,
-	0x00003e2c, 0x00003e72, 0x00003edd, 0x00003ee7,
-	0x00003ef1, 0x00003f0b, 0x00003f54, 0x00003f5c,
-	0x00003f67, 0x00003f75, 0x00003f85, 0x00003faf,
-	0x00003fd8, 0x00003fe8, 0x00004007, 0x00004013,
-	0x0000402c, 0x00004037, 0x00004044, 0x00004053,
-	0x0000405b, 0x00004065, 0x0000406d, 0x00004075,
-	0x0000407b, 0x00004082, 0x00004087, 0x0000408c,
+	0x00003d89, 0x00003da4, 0x00003db3, 0x00003dc4,
+	0x00003de5, 0x00003e50, 0x00003e68, 0x00003eae,
+	0x00003f19, 0x00003f23, 0x00003f2d, 0x00003f47,
+	0x00003f90, 0x00003f98, 0x00003fa3, 0x00003fb1,
+	0x00003fc1, 0x00003feb, 0x00004014, 0x00004024,
+	0x00004043, 0x0000404f, 0x00004068, 0x00004073,
+	0x00004080, 0x0000408f, 0x00004097, 0x000040a1,
+	0x000040a9, 0x000040b1, 0x000040b7, 0x000040be,
 	// Entry 140 - 15F
-	0x00004090, 0x00004095, 0x0000409b, 0x000040a1,
-	0x000040a7, 0x000040ac, 0x000040b1, 0x000040b7,
-	0x000040c1, 0x000040e1, 0x00004103, 0x00004127,
-	0x0000414d, 0x00004156, 0x00004172, 0x0000417b,
-	0x00004193, 0x0000419c, 0x000041f0, 0x00004210,
-	0x00004216, 0x00004221, 0x00004227, 0x00004235,
-	0x00004240, 0x0000424e, 0x00004281, 0x000042a5,
-	0x000042d4, 0x0000431d, 0x00004324, 0x0000433a,
+	0x000040c3, 0x000040c8, 0x000040cc, 0x000040d1,
+	0x000040d7, 0x000040dd, 0x000040e3, 0x000040e8,
+	0x000040ed, 0x000040f3, 0x000040fd, 0x0000411d,
+	0x0000413f, 0x00004163, 0x00004189, 0x00004192,
+	0x000041ae, 0x000041b7, 0x000041cf, 0x000041d8,
+	0x0000422c, 0x0000424c, 0x00004252, 0x0000425d,
+	0x00004263, 0x00004271, 0x0000427c, 0x0000428a,
+	0x000042bd, 0x000042e1, 0x00004310, 0x00004359,
 	// Entry 160 - 17F
-	0x000043ad, 0x000043d3, 0x00004562, 0x00004669,
-	0x000046b9, 0x000046ea, 0x0000471d, 0x0000474c,
-	0x0000475a, 0x00004767, 0x00004779, 0x0000478e,
-	0x0000479c, 0x000047a9, 0x000047be, 0x000047d1,
-	0x000047fc, 0x00004829, 0x0000484d, 0x00004884,
-	0x000048ce, 0x000048e0, 0x00004918, 0x0000492f,
-	0x00004946, 0x0000497a, 0x000049c4, 0x000049f9,
-	0x00004a02, 0x00004a19, 0x00004a47, 0x00004a5a,
+	0x00004360, 0x00004376, 0x000043e9, 0x0000440f,
+	0x0000459e, 0x000046a5, 0x000046f5, 0x00004726,
+	0x00004759, 0x00004788, 0x00004796, 0x000047a3,
+	0x000047b5, 0x000047ca, 0x000047d8, 0x000047e5,
+	0x000047fa, 0x0000480d, 0x00004838, 0x00004865,
+	0x00004889, 0x000048c0, 0x0000490a, 0x0000491c,
+	0x00004954, 0x0000496b, 0x00004982, 0x000049b6,
+	0x00004a00, 0x00004a35, 0x00004a3e, 0x00004a55,
 	// Entry 180 - 19F
-	0x00004a6c, 0x00004a7d, 0x00004a88, 0x00004a93,
-	0x00004a9e, 0x00004aa7, 0x00004ab0, 0x00004ab9,
-	0x00004ac2, 0x00004acb, 0x00004ad2, 0x00004ae0,
-	0x00004ae6, 0x00004aed, 0x00004af4, 0x00004afd,
-	0x00004b02, 0x00004b10, 0x00004b16, 0x00004b1c,
-	0x00004b22, 0x00004b2a, 0x00004b33, 0x00004b3c,
-	0x00004b59, 0x00004b74, 0x00004b97, 0x00004bb8,
-	0x00004bc7, 0x00004bd2, 0x00004bdd, 0x00004bea,
+	0x00004a83, 0x00004a96, 0x00004aa8, 0x00004ab9,
+	0x00004ac4, 0x00004acf, 0x00004ada, 0x00004ae3,
+	0x00004aec, 0x00004af5, 0x00004afe, 0x00004b07,
+	0x00004b0e, 0x00004b1c, 0x00004b22, 0x00004b29,
+	0x00004b30, 0x00004b39, 0x00004b3e, 0x00004b4c,
+	0x00004b52, 0x00004b58, 0x00004b5e, 0x00004b66,
+	0x00004b6f, 0x00004b78, 0x00004b95, 0x00004bb0,
+	0x00004bd3, 0x00004bf4, 0x00004c03, 0x00004c0e,
 	// Entry 1A0 - 1BF
-	0x00004bee, 0x00004bf2, 0x00004c00, 0x00004c0e,
-	0x00004c1c, 0x00004c3c, 0x00004c4f, 0x00004c68,
-	0x00004c7d, 0x00004c8e, 0x00004ca0, 0x00004cb2,
-	0x00004cb8, 0x00004cbf, 0x00004cc7, 0x00004ccf,
-	0x00004ced, 0x00004d0b, 0x00004d22, 0x00004d37,
-	0x00004d48, 0x00004d4e, 0x00004d67, 0x00004d72,
-	0x00004da6, 0x00004db3, 0x00004dd1, 0x00004ddf,
-	0x00004de8, 0x00004def, 0x00004e0a, 0x00004e14,
+	0x00004c19, 0x00004c26, 0x00004c2a, 0x00004c2e,
+	0x00004c3c, 0x00004c4a, 0x00004c58, 0x00004c78,
+	0x00004c8b, 0x00004ca4, 0x00004cb9, 0x00004cca,
+	0x00004cdc, 0x00004cee, 0x00004cf4, 0x00004cfb,
+	0x00004d03, 0x00004d0b, 0x00004d29, 0x00004d47,
+	0x00004d5e, 0x00004d73, 0x00004d84, 0x00004d8a,
+	0x00004da3, 0x00004dae, 0x00004de2, 0x00004def,
+	0x00004e0d, 0x00004e1b, 0x00004e24, 0x00004e2b,
 	// Entry 1C0 - 1DF
-	0x00004e27, 0x00004e61, 0x00004e6a, 0x00004e79,
-	0x00004edd, 0x00004ee9, 0x00004ef3, 0x00004f23,
-	0x00004f7e, 0x00005065, 0x00005070, 0x000050a3,
-	0x000050a8, 0x000050c8, 0x000050e5, 0x00005105,
-	0x0000511a, 0x0000515b, 0x00005166, 0x00005170,
-	0x00005199, 0x000051aa, 0x000051b8, 0x000051f4,
-	0x0000521e, 0x00005263, 0x0000528b, 0x000052ca,
-	0x000052eb, 0x00005329, 0x00005369, 0x00005389,
+	0x00004e46, 0x00004e50, 0x00004e63, 0x00004e9d,
+	0x00004ea6, 0x00004eb5, 0x00004f19, 0x00004f25,
+	0x00004f2f, 0x00004f5f, 0x00004fba, 0x000050a1,
+	0x000050ac, 0x000050df, 0x000050e4, 0x00005104,
+	0x00005121, 0x00005141, 0x00005156, 0x00005197,
+	0x000051a2, 0x000051ac, 0x000051d5, 0x000051e6,
+	0x000051f4, 0x00005230, 0x0000525a, 0x0000529f,
+	0x000052c7, 0x00005306, 0x00005327, 0x00005365,
 	// Entry 1E0 - 1FF
-	0x000053ca, 0x000053f6, 0x0000541d, 0x0000548e,
-	0x000054a6, 0x000054ba, 0x000054d1, 0x000054df,
-	0x000054ea, 0x0000550d, 0x0000552c, 0x00005548,
-	0x000055b6, 0x0000563b, 0x000056b8, 0x000056f8,
-	0x0000573e, 0x00005857, 0x0000587f, 0x000058a2,
-	0x000058d9, 0x00005920, 0x00005973, 0x0000599c,
-	0x00005a42, 0x00005a68, 0x00005aaf, 0x00005b33,
-	0x00005bae, 0x00005c2b, 0x00005c52, 0x00005c7a,
+	0x000053a5, 0x000053c5, 0x00005406, 0x00005432,
+	0x00005459, 0x000054ca, 0x000054e2, 0x000054f6,
+	0x0000550d, 0x0000551b, 0x00005526, 0x00005549,
+	0x00005568, 0x00005584, 0x000055f2, 0x00005677,
+	0x000056f4, 0x00005734, 0x0000577a, 0x00005893,
+	0x000058bb, 0x000058de, 0x00005915, 0x0000595c,
+	0x000059af, 0x000059d8, 0x00005a7e, 0x00005aa4,
+	0x00005aeb, 0x00005b6f, 0x00005bea, 0x00005c67,
 	// Entry 200 - 21F
-	0x00005cc1, 0x00005d0b, 0x00005d3e, 0x00005d51,
-	0x00005e59, 0x00005e87, 0x00005ec3, 0x00005ed9,
-	0x00005f6d, 0x00005f80, 0x00005fbd, 0x00005ff9,
-	0x0000600c, 0x00006060, 0x00006095, 0x000060a7,
-	0x000060be, 0x000060fb, 0x0000614b, 0x00006175,
-	0x00006180, 0x0000619d, 0x000061bc, 0x000061cd,
-	0x000061e7, 0x000061f0, 0x000061fa, 0x00006219,
-	0x00006267, 0x0000629c, 0x000062ed, 0x00006303,
+	0x00005c8e, 0x00005cb6, 0x00005cfd, 0x00005d47,
+	0x00005d7a, 0x00005d8d, 0x00005e95, 0x00005ec3,
+	0x00005eff, 0x00005f15, 0x00005fa9, 0x00005fbc,
+	0x00005ff9, 0x00006035, 0x00006048, 0x0000609c,
+	0x000060d1, 0x000060e3, 0x000060fa, 0x00006137,
+	0x00006187, 0x000061b1, 0x000061bc, 0x000061d9,
+	0x000061f8, 0x00006209, 0x00006223, 0x0000622c,
+	0x00006236, 0x00006255, 0x000062a3, 0x000062d8,
 	// Entry 220 - 23F
 	0x00006329, 0x0000633a, 0x00006384, 0x0000639a,
 	0x000063ae, 0x000063c7, 0x000063dd, 0x00006407,
@@ -1709,78 +1709,79 @@ const frData string = "" + // Size: 35694 bytes
 	"\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute tenta" +
 	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
 	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
-	"les.\x02Impossible d’agir sur ce filtre\x02Le processus %[1]s n’a pas de" +
-	" version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Au" +
-	"cune définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n" +
-	"’a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez" +
-	" de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il " +
-	"était de %[1]d)\u202f: entre-temps, des instances ont été réglées, repr" +
-	"ises ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et" +
-	" confirmez de nouveau.\x02Cette action groupée a déjà été appliquée (le " +
-	"formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le journ" +
-	"al d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action gr" +
-	"oupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s)" +
-	" appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée" +
-	"\u202f: elle a changé après le comptage (réglée, ou traitée par quelqu’u" +
-	"n d’autre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comp" +
-	"tage (réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°" +
-	"\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de pr" +
-	"ocessus\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journ" +
-	"al d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur" +
-	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
-	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
-	"/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au" +
-	"\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opér" +
-	"ateur ne correspond.\x02Toutes les actions\x02L’instance de processus do" +
-	"it être un identifiant d’instance complet (un UUID)\u202f: les listes mo" +
-	"ntrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez " +
-	"son lien, pour l’identifiant complet.\x02L’action groupée doit être dési" +
-	"gnée par son identifiant (un UUID).\x02Actions d’opérateurs, les plus ré" +
-	"centes d’abord\x02Voici les %[1]d instances que l’action groupée %[2]s a" +
-	" modifiées. Tant qu’elle s’exécute, chaque rechargement montre où elle e" +
-	"n est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s\u202f: ap" +
-	"pliquée à %[4]d des %[5]d instances comptées, %[6]d ignorées (elles ont " +
-	"changé après le compte). Elle s’est terminée le %[7]s.\x02Action groupée" +
-	" (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur après %[4" +
-	"]d des %[5]d instances comptées (%[6]d ignorées). Ce qu’elle a appliqué " +
-	"reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, est en cours" +
-	"\u202f: %[4]d des %[5]d instances comptées traitées jusqu’ici (%[6]d ign" +
-	"orées). Chaque rechargement montre où elle en est.\x02Aucun progrès depu" +
-	"is %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’e" +
-	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
-	"ur le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigati" +
-	"on principale\x02État\x02Tâches externes\x02Processus\x02Trouver une ins" +
-	"tance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défin" +
-	"itions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révél" +
-	"ations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglag" +
-	"es d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures" +
-	" en %[1]s · rechargement suspendu\x02Heures en %[1]s · rechargement tout" +
-	"es les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Rec" +
-	"hargement suspendu\x02Reprendre\x02Cette page se recharge toutes les %[1" +
-	"]d secondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rôle " +
-	"ne permet de lire que les définitions et les processus\u202f: les tâches" +
-	" externes et les instances de processus sont réservées aux opérateurs et" +
-	" aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f" +
-	"» contient le caractère NUL ou des octets qui ne sont pas du texte UTF-" +
-	"8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Reto" +
-	"ur aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous p" +
-	"uissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissi" +
-	"ez voir. Une instance terminée est supprimée, avec ses occurrences et se" +
-	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
-	"ée\u202f; le journal d’audit garde les actions d’opérateur menées sur e" +
-	"lle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
-	"voyé depuis cette session de la console, ou il a expiré. Rechargez la pa" +
-	"ge et réessayez.\x02Temporairement indisponible\x02La base de données es" +
-	"t injoignable pour le moment. Réessayez dans quelques secondes.\x02Une e" +
-	"rreur est survenue\x02La console n’a pas pu afficher cette page. Réessay" +
-	"ez\u202f; si le problème persiste, donnez à votre administrateur l’ident" +
-	"ifiant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun " +
-	"autre consommateur.\x02Les services externes qui prennent des tâches, et" +
-	" les définitions que chacun peut prendre. Créez les consommateurs, modif" +
-	"iez leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers" +
-	")\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus a" +
-	"ncien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Dest" +
+	"ination «\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a pas de v" +
+	"ersion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucu" +
+	"ne définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n’a" +
+	" pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de " +
+	"la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il étai" +
+	"t de %[1]d)\u202f: entre-temps, des instances ont été réglées, reprises " +
+	"ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et conf" +
+	"irmez de nouveau.\x02Cette action groupée a déjà été appliquée (le formu" +
+	"laire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’" +
+	"audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée" +
+	" (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appl" +
+	"iquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f" +
+	": elle a changé après le comptage (réglée, ou traitée par quelqu’un d’au" +
+	"tre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comptage (" +
+	"réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2" +
+	"]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
+	"\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journal d’au" +
+	"dit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, avec " +
+	"son motif. Les révélations de valeurs sensibles ont leur propre journal," +
+	" que les administrateurs lisent sur la page Révélations (GET /api/v1/aud" +
+	"it/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appli" +
+	"quer les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne " +
+	"correspond.\x02Toutes les actions\x02L’instance de processus doit être u" +
+	"n identifiant d’instance complet (un UUID)\u202f: les listes montrent la" +
+	" fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien," +
+	" pour l’identifiant complet.\x02L’action groupée doit être désignée par " +
+	"son identifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’" +
+	"abord\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiée" +
+	"s. Tant qu’elle s’exécute, chaque rechargement montre où elle en est." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s\u202f: appliqué" +
+	"e à %[4]d des %[5]d instances comptées, %[6]d ignorées (elles ont changé" +
+	" après le compte). Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
+	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur après %[4]d des" +
+	" %[5]d instances comptées (%[6]d ignorées). Ce qu’elle a appliqué reste " +
+	"appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Actio" +
+	"n groupée (%[1]s) par %[2]s, commencée le %[3]s, est en cours\u202f: %[4" +
+	"]d des %[5]d instances comptées traitées jusqu’ici (%[6]d ignorées). Cha" +
+	"que rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
+	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
+	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
+	"ste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation princ" +
+	"ipale\x02État\x02Tâches externes\x02Processus\x02Trouver une instance ou" +
+	" une occurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions" +
+	"\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations" +
+	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
+	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[" +
+	"1]s · rechargement suspendu\x02Heures en %[1]s · rechargement toutes les" +
+	" %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Rechargem" +
+	"ent suspendu\x02Reprendre\x02Cette page se recharge toutes les %[1]d sec" +
+	"ondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rôle ne per" +
+	"met de lire que les définitions et les processus\u202f: les tâches exter" +
+	"nes et les instances de processus sont réservées aux opérateurs et aux a" +
+	"dministrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» cont" +
+	"ient le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f" +
+	": corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour aux " +
+	"définitions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
+	" voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir" +
+	". Une instance terminée est supprimée, avec ses occurrences et ses tenta" +
+	"tives, une fois la durée de conservation (RELAIS_RETENTION) écoulée" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoy" +
+	"é depuis cette session de la console, ou il a expiré. Rechargez la page" +
+	" et réessayez.\x02Temporairement indisponible\x02La base de données est " +
+	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
+	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
+	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
+	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
+	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
+	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
+	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
+	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
+	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
 	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
 	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
 	" présentes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des oc" +
@@ -1982,8 +1983,7 @@ const frData string = "" + // Size: 35694 bytes
 	"é]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pro" +
 	"pres termes, valeurs protégées masquées)\x02La révision doit être un nom" +
 	"bre entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f:" +
-	" choisissez aussi la définition.\x02Consommateur inconnu.\x02Destination" +
-	" «\u202f%[1]s\u202f» inconnue.\x02Date de clôture\x02Plus de filtres" +
+	" choisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
 	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
 	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
 	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
@@ -2136,4 +2136,4 @@ const frData string = "" + // Size: 35694 bytes
 	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
 	"t prises en charge."
 
-	// Total table size 69332 bytes (67KiB); checksum: 6B8F6F5F
+	// Total table size 69332 bytes (67KiB); checksum: D92893B7
