@@ -435,13 +435,13 @@ func syntaxProblem(d Document, err error) Problem {
 func controlProblems(d Document, n *yaml.Node, at string) []Problem {
 	var out []Problem
 	switch n.Kind {
-	case yaml.DocumentNode, yaml.SequenceNode:
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			out = append(out, controlProblems(d, c, at)...)
+		}
+	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if n.Kind == yaml.SequenceNode {
-				out = append(out, controlProblems(d, c, jsontree.Pointer(at, strconv.Itoa(i)))...)
-			} else {
-				out = append(out, controlProblems(d, c, at)...)
-			}
+			out = append(out, controlProblems(d, c, jsontree.Pointer(at, strconv.Itoa(i)))...)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
