@@ -211,6 +211,48 @@ func (a *API) actOnInstance(action engine.Action) http.Handler {
 	})
 }
 
+// erasureJSON answers an erasure (POST /instances/{id}/erase).
+type erasureJSON struct {
+	InstanceID uuid.UUID `json:"instance_id"`
+	// AuditID is the erasure's record in GET /audit/actions.
+	AuditID  int64     `json:"audit_id"`
+	ErasedAt time.Time `json:"erased_at"`
+	ErasedBy string    `json:"erased_by"`
+	// Occurrences and Attempts are what this request deleted: 0 when the
+	// instance had been erased before (Relais-Applied: false).
+	Occurrences int64 `json:"occurrences"`
+	Attempts    int64 `json:"attempts"`
+}
+
+// eraseInstance deletes an ended instance's data at once (a data
+// subject's request), recorded with its required reason.
+func (a *API) eraseInstance() http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := idParam(r, "instance")
+		if err != nil {
+			return err
+		}
+		req, err := httpjson.DecodeOrZero[eraseRequest](w, r, a.maxBody)
+		if err != nil {
+			return err
+		}
+		e, err := a.eng.Erase(r.Context(), actorOf(r), id, req.Reason)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Relais-Applied", strconv.FormatBool(e.Applied))
+		httpjson.Encode(w, http.StatusOK, erasureJSON{InstanceID: id, AuditID: e.Record.ID, ErasedAt: e.Record.At, ErasedBy: e.Record.ActorName,
+			Occurrences: e.Occurrences, Attempts: e.Attempts})
+		return nil
+	})
+}
+
+// eraseRequest is an erasure's body: the reason alone (no last_action_id:
+// an ended instance has no action left to race with).
+type eraseRequest struct {
+	Reason string `json:"reason"`
+}
+
 // actorOf is who makes a request, as the audit log records it.
 func actorOf(r *http.Request) engine.Actor {
 	p, _ := auth.FromContext(r.Context())
@@ -339,7 +381,7 @@ func (a *API) actOnFilter() http.Handler {
 		action, ok := engine.ParseAction(req.Action)
 		if !ok {
 			return fault.New(fault.BadRequest, "invalid_request", "unknown action").
-				WithErrors([]fault.FieldError{{Path: "/action", Message: "must be retry, abandon or stop"}})
+				WithErrors([]fault.FieldError{{Path: "/action", Message: "must be retry, abandon, stop or erase"}})
 		}
 		var errs []fault.FieldError
 		given := func(v *string, name string) string {
@@ -425,8 +467,8 @@ type operatorActionJSON struct {
 	InstanceID   uuid.UUID  `json:"instance_id"`
 	OccurrenceID *uuid.UUID `json:"occurrence_id"`
 	BulkID       *uuid.UUID `json:"bulk_id"`
-	// InstanceDeleted is true once retention deleted the instance: the
-	// record stays, GET /instances/{id} answers 404.
+	// InstanceDeleted is true once retention deleted the instance, or it
+	// was erased: the record stays, GET /instances/{id} answers 404.
 	InstanceDeleted bool `json:"instance_deleted"`
 }
 
@@ -460,8 +502,8 @@ func (a *API) listOperatorActions() http.Handler {
 				*p.id = &id
 			}
 		}
-		if _, ok := engine.ParseAction(f.Action); f.Action != "" && !ok {
-			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors([]fault.FieldError{{Path: "action", Message: "must be retry, abandon or stop"}})
+		if _, ok := engine.ParseAction(f.Action); f.Action != "" && !ok && f.Action != string(engine.ActionErase) {
+			return fault.New(fault.BadRequest, "invalid_request", "invalid filter").WithErrors([]fault.FieldError{{Path: "action", Message: "must be retry, abandon, stop or erase"}})
 		}
 		acts, err := a.eng.ListOperatorActions(r.Context(), f)
 		if err != nil {

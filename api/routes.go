@@ -73,6 +73,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(operator).Method("POST", "/{id}/stop", a.actOnInstance(engine.ActionStop))
 		r.With(operator).Method("POST", "/{id}/retry", a.actOnInstance(engine.ActionRetry))
 		r.With(operator).Method("POST", "/{id}/abandon", a.actOnInstance(engine.ActionAbandon))
+		r.With(admin).Method("POST", "/{id}/erase", a.eraseInstance())
 		r.With(operator).Method("POST", "/actions", a.actOnFilter())
 		// Without it, chi would take GET /instances/actions for an instance.
 		r.With(operator).Method("GET", "/actions", a.notAllowed())

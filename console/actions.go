@@ -49,6 +49,8 @@ func actionName(ctx context.Context, a string) string {
 		return T(ctx, "abandon")
 	case engine.ActionStop:
 		return T(ctx, "stop")
+	case engine.ActionErase:
+		return T(ctx, "erase")
 	}
 	return a
 }

@@ -114,7 +114,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	from, to := strings.TrimSpace(q.Get("acted_from")), strings.TrimSpace(q.Get("acted_to"))
 	v := auditListView{
 		Chrome:       c.liveChrome(r, T(ctx, "Audit log"), "audit"),
-		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals)."),
+		Intro:        T(ctx, "Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals)."),
 		FiltersLabel: T(ctx, "Filters"), ActionLabel: T(ctx, "Action"), InstanceLabel: T(ctx, "Process instance"),
 		ActorLabel: T(ctx, "Who"), ActorHint: T(ctx, "a token’s name, exact"), Actor: actor,
 		WhenLabel: T(ctx, "When"), FromLabel: T(ctx, "from"), ToLabel: T(ctx, "to"), ActedFrom: from, ActedTo: to,
@@ -125,7 +125,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request) {
 	v.Errors = queryProblems(ctx, r.URL.RawQuery, auditParams...)
 	f := engine.AuditFilter{Action: action, Actor: actor, Limit: defaultPageSize + 1}
 	v.ActionOptions = []option{{Value: "", Label: T(ctx, "All actions"), Selected: action == ""}}
-	for _, a := range []string{string(engine.ActionRetry), string(engine.ActionAbandon), string(engine.ActionStop)} {
+	for _, a := range []string{string(engine.ActionRetry), string(engine.ActionAbandon), string(engine.ActionStop), string(engine.ActionErase)} {
 		v.ActionOptions = append(v.ActionOptions, option{Value: a, Label: actionName(ctx, a), Selected: a == action})
 	}
 	if action != "" && !slices.ContainsFunc(v.ActionOptions, func(o option) bool { return o.Value == action }) {

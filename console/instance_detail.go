@@ -10,6 +10,7 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
+	"github.com/relais/relais/internal/auth"
 )
 
 // pathStep is one node the instance went through, with its occurrence.
@@ -128,6 +129,10 @@ func (c *Console) instanceDetail(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Actions = append(v.Actions, bulkLink{Action: string(a), Label: actionLabel(ctx, a),
 			Href: instanceHref(id) + "/" + string(a) + "?seen=" + strconv.FormatInt(seen, 10)})
+	}
+	if p, _ := auth.FromContext(ctx); p.Role == auth.RoleAdmin && instanceEnded(inst.Status) {
+		v.Actions = append(v.Actions, bulkLink{Action: string(engine.ActionErase), Label: T(ctx, "Erase this instance…"), Href: eraseHref(id)})
+		v.ActionsIntro = T(ctx, "This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.")
 	}
 	switch {
 	case inst.Status == engine.InstanceHeld && !engine.Retryable(held):

@@ -64,6 +64,8 @@ func (c *Console) Handler() http.Handler {
 			r.Get("/tokens/{id}/revoke", c.tokenRevokeConfirm)
 			r.Post("/tokens/{id}/revoke", c.tokenRevoke)
 			r.Get("/reveals", c.revealList)
+			r.Get("/instances/{id}/erase", c.instanceEraseConfirm)
+			r.Post("/instances/{id}/erase", c.instanceErase)
 			r.Get("/consumers", c.consumerList)
 			r.Get("/destinations", c.destinationList)
 		})

@@ -23,7 +23,7 @@ func (c *Console) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p, ok := auth.FromContext(r.Context()); !ok || p.Role != auth.RoleAdmin {
 			ctx := r.Context()
-			c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs."))
+			c.errorPage(w, r, http.StatusForbidden, T(ctx, "Not allowed"), T(ctx, "Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs."))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -677,7 +677,8 @@ type OperatorAction struct {
 	OccurrenceID *uuid.UUID
 	BulkID       *uuid.UUID
 	// InstanceDeleted is set once retention deleted the instance (and its
-	// occurrences): the record stays, its target can no longer be shown.
+	// occurrences), or it was erased: the record stays, its target can no
+	// longer be shown.
 	InstanceDeleted bool
 }
 

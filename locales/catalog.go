@@ -39,1749 +39,1786 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              308,
-	"%[1]s %[2]s, %[3]s %[4]s":                 309,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          307,
-	"%[1]s; %[2]s":                             306,
-	"%d (0 lowest, 9 highest)":                 469,
-	"%d attempts":                              473,
-	"%d attempts, retry after %s, priority %d": 626,
-	"%d breaking":                              236,
-	"%d changes":                               235,
-	"%d completed":                             304,
-	"%d d":                                     316,
-	"%d days":                                  330,
-	"%d failed":                                305,
-	"%d h":                                     315,
-	"%d held instances match now.":             60,
-	"%d hours":                                 331,
-	"%d items":                                 696,
-	"%d left":                                  475,
-	"%d min":                                   314,
-	"%d minutes":                               332,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 86,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              694,
-	"%d ms": 334,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         616,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 615,
-	"%d occurrences":                          560,
-	"%d releases":                             255,
-	"%d running instances match now.":         67,
-	"%d running or held instances match now.": 69,
-	"%d s":       313,
-	"%d seconds": 333,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 98,
-	"%s (deferred; settled by %s)":                        532,
-	"%s (deferred; settled with its settle token)":        530,
-	"%s (deferred; settled with its settle token, as %s)": 531,
-	"%s (token #%d, %s)":                                  99,
-	"%s ago":                                              311,
-	"%s so far":                                           528,
-	"%s → %s":                                             621,
-	"%s, %s: %s":                                          275,
-	"%s, revision %s":                                     435,
-	"%s, version %s":                                      436,
-	"%s: %s":                                              303,
-	"%s: %s → %s":                                         243,
-	"%s: a date is written 2026-12-01.":                   574,
-	"%s: every revision, present and future":              183,
-	"%s: revisions %s":                                    184,
-	"%s: the first day comes after the last.":             575,
-	"%s–%s":                                               302,
-	"(%d characters in all)":                              697,
-	"(%d handed back, not counted)":                       474,
-	"(each item)":                                         684,
-	"(worker %s)":                                         516,
-	"0 seconds":                                           329,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           662,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 505,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 585,
-	"A revision is a definition’s: choose the definition too.": 543,
-	"A version is a process’s: choose the process too.":        373,
-	"Abandon %d instances":                                           64,
-	"Abandon every held instance this filter matches":                62,
-	"Abandon every held instance…":                                   7,
-	"Abandon process instance %s":                                    19,
-	"Abandon the instance":                                           22,
-	"Abandon this instance? It fails with the error code abandoned.": 20,
-	"Abandoned at node":                                              367,
-	"Abandoned by %s at %s — “%s”":                                   359,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
+	"%[1]s %[2]s":                              318,
+	"%[1]s %[2]s, %[3]s %[4]s":                 319,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          317,
+	"%[1]s; %[2]s":                             316,
+	"%d (0 lowest, 9 highest)":                 481,
+	"%d attempts":                              485,
+	"%d attempts, retry after %s, priority %d": 638,
+	"%d breaking":                              237,
+	"%d changes":                               236,
+	"%d completed":                             314,
+	"%d d":                                     326,
+	"%d days":                                  340,
+	"%d failed":                                315,
+	"%d h":                                     325,
+	"%d held instances match now.":             61,
+	"%d hours":                                 341,
+	"%d items":                                 708,
+	"%d left":                                  487,
+	"%d min":                                   324,
+	"%d minutes":                               342,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 87,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              706,
+	"%d ms": 344,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         628,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 627,
+	"%d occurrences":                          572,
+	"%d releases":                             256,
+	"%d running instances match now.":         68,
+	"%d running or held instances match now.": 70,
+	"%d s":       323,
+	"%d seconds": 343,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 99,
+	"%s (deferred; settled by %s)":                        544,
+	"%s (deferred; settled with its settle token)":        542,
+	"%s (deferred; settled with its settle token, as %s)": 543,
+	"%s (token #%d, %s)":                                  100,
+	"%s ago":                                              321,
+	"%s so far":                                           540,
+	"%s → %s":                                             633,
+	"%s, %s: %s":                                          285,
+	"%s, revision %s":                                     447,
+	"%s, version %s":                                      448,
+	"%s: %s":                                              313,
+	"%s: %s → %s":                                         244,
+	"%s: a date is written 2026-12-01.":                   586,
+	"%s: every revision, present and future":              184,
+	"%s: revisions %s":                                    185,
+	"%s: the first day comes after the last.":             587,
+	"%s–%s":                                               312,
+	"(%d characters in all)":                              709,
+	"(%d handed back, not counted)":                       486,
+	"(each item)":                                         696,
+	"(worker %s)":                                         528,
+	"0 seconds":                                           339,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           674,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 517,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 597,
+	"A revision is a definition’s: choose the definition too.": 555,
+	"A version is a process’s: choose the process too.":        385,
+	"Abandon %d instances":                                           65,
+	"Abandon every held instance this filter matches":                63,
+	"Abandon every held instance…":                                   8,
+	"Abandon process instance %s":                                    20,
+	"Abandon the instance":                                           23,
+	"Abandon this instance? It fails with the error code abandoned.": 21,
+	"Abandoned at node":                                              379,
+	"Abandoned by %s at %s — “%s”":                                   371,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 378,
-	"Action":                              102,
-	"All actions":                         117,
-	"All consumers":                       557,
-	"All definitions":                     293,
-	"All its tasks":                       182,
-	"All processes":                       384,
-	"All statuses":                        386,
-	"All workers":                         710,
-	"An operator abandoned the instance.": 504,
-	"Any definition":                      385,
-	"Apply filters":                       114,
-	"Apr":                                 320,
-	"As of %s (%s); refreshed every few seconds.": 287,
-	"Attempts":                         440,
-	"Audit log":                        108,
-	"Aug":                              324,
-	"Available from":                   485,
-	"Back to definitions":              158,
-	"Back to external tasks":           157,
-	"Back to the instance":             30,
-	"Back to the list":                 55,
-	"Back to the occurrence":           636,
-	"Back without saving":              587,
-	"Breaks processes":                 213,
-	"Breaks workers":                   214,
-	"Bulk %s applied to %d instances.": 97,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  124,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 123,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      122,
-	"Bulk action":               106,
-	"Business key":              78,
-	"By process and error code": 83,
-	"Call timeout":              470,
-	"Calls":                     265,
-	"Camunda 7 facade":          714,
-	"Cancelled: the instance was stopped (%s).":               527,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 526,
-	"Cannot act on this filter":                               87,
-	"Cannot act on this instance":                             29,
-	"Cannot reveal":                                           637,
-	"Change":                                                  211,
-	"Changes between the two revisions":                       223,
-	"Changes of the Working copy since revision %d":           232,
-	"Choose two existing revisions to compare.":               233,
-	"Classification":                                          190,
-	"Clear filters":                                           115,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            610,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 601,
-	"Compare":              210,
-	"Compare revisions":    206,
-	"Completed":            301,
-	"Completed (%s).":      522,
-	"Completed, last hour": 284,
-	"Completions and failures per 5 minutes, last hour: %s":    294,
-	"Completions and failures per 5-minute slot, oldest first": 299,
-	"Completions and failures, last hour":                      277,
-	"Connected":                                                706,
-	"Constraints":                                              191,
-	"Consumer":                                                 442,
-	"Consumer and worker":                                      554,
-	"Consumers":                                                138,
-	"Consumers, oldest first":                                  171,
-	"Counting the occurrences; the counts appear when you reload the page.": 185,
-	"Counts are unavailable right now.":                                     186,
-	"Counts as of %s (%s); refreshed every few seconds.":                    632,
-	"Counts by status": 549,
-	"Created":          345,
-	"Created from":     81,
-	"Created on":       175,
-	"Created to":       82,
-	"Creation date":    374,
-	"Dates":            438,
-	"Deadline":         467,
-	"Dec":              328,
-	"Deferred":         489,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 521,
-	"Definition":                                 279,
-	"Definition %s":                              193,
-	"Definition %s has no revision %d.":          93,
-	"Definitions":                                136,
-	"Definitions by key":                         250,
-	"Definitions served":                         704,
-	"Definitions, those needing attention first": 278,
-	"Description":                                192,
-	"Destination":                                454,
-	"Destinations":                               139,
-	"Destinations by name":                       259,
-	"Destination’s answer":                       447,
-	"Detail":                                     212,
-	"Digest":                                     226,
-	"Display settings":                           144,
-	"Display settings: ":                         145,
-	"Duration":                                   446,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 276,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  70,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     63,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 59,
-	"End node":                   366,
-	"End node or error":          382,
-	"Ended":                      362,
-	"Error":                      553,
-	"Error (before any attempt)": 491,
-	"Error code":                 79,
-	"Error message":              449,
-	"Every %d seconds":           591,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 484,
-	"Every attempt, oldest first": 441,
-	"Every retry, abandon and stop an operator applied, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 109,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                         640,
-	"Expired token":                        672,
-	"Expires":                              669,
-	"External tasks":                       131,
-	"Failed":                               282,
-	"Failed (%s).":                         525,
-	"Failed at node":                       368,
-	"Failed occurrence":                    364,
-	"Failed, last hour":                    285,
-	"Feb":                                  318,
-	"Field":                                187,
-	"Filter":                               53,
-	"Filters":                              110,
-	"Find":                                 135,
-	"Find an instance or occurrence":       133,
-	"Finished":                             445,
-	"First page":                           572,
-	"Follow it in the audit log (new tab)": 57,
-	"Form refused":                         162,
-	"From revision":                        208,
-	"From revision %d to revision %d:":     234,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 48,
-	"Grants":                  174,
-	"Graph":                   600,
-	"Graph of %s":             614,
-	"HTTP 2xx, unusable body": 534,
-	"Headers sent":            261,
-	"Health":                  130,
-	"Held at a node of":       80,
-	"Held at node":            363,
-	"Held for":                365,
-	"Held instances":          281,
-	"ID":                      172,
-	"In flight":               705,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 295,
-	"Inputs":                     216,
-	"Inputs of revision %d":      227,
-	"Inputs of the working copy": 218,
-	"Inputs the instance was started with, labelled by process version %d's contract": 353,
-	"Inputs, labelled by revision %d's contract":                                      476,
-	"Instance":                  381,
-	"Instances":                 84,
-	"Instances of this version": 609,
-	"Invalid request":           155,
-	"Its calls":                 266,
-	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                21,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  523,
-	"Its instance went on along the node’s error path.":                                                                                                                    524,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      677,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     317,
-	"Jul":                     323,
-	"Jun":                     322,
-	"Keep it":                 679,
-	"Keep it held":            14,
-	"Keep it running":         13,
-	"Key":                     251,
-	"Kind":                    604,
-	"Language":                127,
-	"Last changed":            263,
-	"Last error (attempt %d)": 490,
-	"Last reserved":           487,
-	"Last saved":              197,
-	"Last seen":               707,
-	"Last used":               668,
-	"Latest revision":         252,
-	"Lists every change from one revision to another, and whom it may break.": 207,
-	"Local time at %s": 589,
-	"Lock expired %s — waiting to be offered again.": 513,
-	"Lock expires":                     488,
-	"Longest timeout":                  262,
-	"Main navigation":                  129,
-	"Mar":                              319,
-	"Maximum attempts":                 463,
-	"May":                              321,
-	"Message":                          551,
-	"Message from Relais (in English)": 540,
-	"Message from the service (its own words, protected values masked)": 541,
-	"Method not allowed": 644,
-	"Mode":               461,
-	"More filters: instance, revision, consumer, destination, dates": 545,
-	"Name":                    173,
-	"Never":                   590,
-	"Next attempt":            486,
-	"Next attempt or settled": 555,
-	"Next node":               344,
-	"Next page":               571,
-	"No consumer yet.":        168,
-	"No definition %s has occurrences: check the key, or show all definitions.": 292,
-	"No definition has occurrences yet.":                                        286,
-	"No definition has the key “%s”.":                                           92,
-	"No definition yet.":                                                        254,
-	"No destination yet.":                                                       256,
-	"No inputs.":                                                                217,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 652,
-	"No instance matches these filters.": 383,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 650,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 651,
-	"No live worker takes %s now (Workers page).":                                               507,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 508,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           509,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          510,
-	"No more consumers.":                                   169,
-	"No more destinations.":                                257,
-	"No occurrence matches these filters.":                 556,
-	"No operator action matches.":                          116,
-	"No operator has acted on this instance.":              349,
-	"No outputs yet: the occurrence has not completed.":    479,
-	"No outputs.":                                          220,
-	"No outputs: the occurrence ended without completing.": 481,
-	"No process has the key “%s”.":                         91,
-	"No process is published yet.":                         596,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             719,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             718,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    73,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 125,
-	"No release yet.": 201,
-	"No revision yet: the Working copy has never been snapshotted.":          199,
-	"No service ever reserved this occurrence: it ended before any attempt.": 453,
-	"No service has reserved this occurrence yet.":                           450,
-	"No token.":              666,
-	"No value was revealed.": 642,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 720,
-	"No worker is connected.":           708,
-	"No worker serves this definition.": 711,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 717,
-	"Node":                  341,
-	"Nodes":                 602,
-	"Nodes of this version": 611,
-	"Nodes of this version, with their occurrences now": 603,
-	"Nodes reached, in order":                           340,
-	"Not allowed":                                       153,
-	"Not found":                                         161,
-	"Notes":                                             204,
-	"Nothing exists at this address, or it is not visible to you.": 159,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 160,
-	"Nothing to do: no instance this action applies to matches the filter.": 72,
-	"Nothing to find: the search box is empty.":                             648,
-	"Nothing was done.":         28,
-	"Nov":                       327,
-	"Now":                       459,
-	"Occurrence":                342,
-	"Occurrence %s":             437,
-	"Occurrence offered again":  105,
-	"Occurrences now":           608,
-	"Occurrences, newest first": 550,
-	"Oct":                       326,
-	"Offered from %s — %s.":     512,
-	"Oldest claimable waits":    283,
-	"On error":                  607,
-	"On success":                606,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                               638,
-	"Only administrators may reveal a sensitive value.":                                                 633,
-	"Only administrators see this page: tokens, consumers, destinations and the reveal log are theirs.": 663,
-	"Open":             280,
-	"Operator actions": 337,
-	"Operator actions on this instance, newest first": 350,
-	"Operator actions, newest first":                  120,
-	"Outcome":                                         448,
-	"Outputs":                                         219,
-	"Outputs of revision %d":                          228,
-	"Outputs of the working copy":                     221,
-	"Outputs, labelled by revision %d's contract":     478,
-	"Pages":                           569,
-	"Path":                            338,
-	"Pause reloading":                 152,
-	"Pinned revision":                 605,
-	"Policy":                          439,
-	"Previous page":                   570,
-	"Priority":                        468,
-	"Process":                         75,
-	"Process %s":                      598,
-	"Process %s has no version %d.":   90,
-	"Process and node":                552,
-	"Process inputs":                  352,
-	"Process instance":                104,
-	"Process instance %s":             335,
-	"Process instances":               376,
-	"Process instances, newest first": 380,
-	"Processes":                       132,
-	"Processes by key":                594,
-	"Protocol":                        703,
-	"Published":                       205,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 592,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       593,
-	"Push destination": 546,
-	"Reason":           103,
-	"Reason (recorded in the audit log for every instance)": 54,
-	"Reason (recorded in the audit log)":                    12,
-	"Reason given by the worker":                            462,
-	"Recorded operator actions":                             348,
-	"Relais console":                                        126,
-	"Relais has not called the destination yet.":            456,
-	"Relais is calling the destination (since %s).":         518,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 458,
-	"Relais never called the destination: the occurrence ended before any call.": 457,
-	"Relais refused the action. Nothing was done.":                               42,
-	"Release":                             202,
-	"Releases":                            200,
-	"Releases, oldest first":              222,
-	"Reload lists and detail pages":       584,
-	"Reloading paused":                    149,
-	"Replica":                             455,
-	"Required":                            189,
-	"Reserved":                            444,
-	"Reserved by %s.":                     520,
-	"Reserved by %s; lock until %s — %s.": 519,
-	"Reserved now":                        181,
-	"Resume":                              150,
-	"Retried by %s at %s — “%s”":          360,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            465,
-	"Retry %d instances": 61,
-	"Retry at %s — %s.":  511,
-	"Retry delay":        464,
-	"Retry every held instance this filter matches": 58,
-	"Retry every held instance…":                    6,
-	"Retry or abandon it from its instance":         460,
-	"Retry process instance %s":                     15,
-	"Retry the instance":                            18,
-	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 16,
-	"Retryable": 492,
-	"Retrying and abandoning apply to held instances, not %s ones.": 52,
+	"Act on every instance this filter matches": 390,
+	"Action":                              103,
+	"All actions":                         118,
+	"All consumers":                       569,
+	"All definitions":                     303,
+	"All its tasks":                       183,
+	"All processes":                       396,
+	"All statuses":                        398,
+	"All workers":                         722,
+	"An operator abandoned the instance.": 516,
+	"Any definition":                      397,
+	"Apply filters":                       115,
+	"Apr":                                 330,
+	"As of %s (%s); refreshed every few seconds.": 297,
+	"Attempts":                         452,
+	"Audit log":                        109,
+	"Aug":                              334,
+	"Available from":                   497,
+	"Back to definitions":              159,
+	"Back to external tasks":           158,
+	"Back to the instance":             31,
+	"Back to the list":                 56,
+	"Back to the occurrence":           648,
+	"Back without saving":              599,
+	"Breaks processes":                 214,
+	"Breaks workers":                   215,
+	"Bulk %s applied to %d instances.": 98,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  125,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 124,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      123,
+	"Bulk action":               107,
+	"Business key":              79,
+	"By process and error code": 84,
+	"Call timeout":              482,
+	"Calls":                     266,
+	"Camunda 7 facade":          726,
+	"Cancelled: the instance was stopped (%s).":               539,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 538,
+	"Cannot act on this filter":                               88,
+	"Cannot act on this instance":                             30,
+	"Cannot reveal":                                           649,
+	"Change":                                                  212,
+	"Changes between the two revisions":                       224,
+	"Changes of the Working copy since revision %d":           233,
+	"Choose two existing revisions to compare.":               234,
+	"Classification":                                          191,
+	"Clear filters":                                           116,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            622,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 613,
+	"Compare":              211,
+	"Compare revisions":    207,
+	"Completed":            311,
+	"Completed (%s).":      534,
+	"Completed, last hour": 294,
+	"Completions and failures per 5 minutes, last hour: %s":    304,
+	"Completions and failures per 5-minute slot, oldest first": 309,
+	"Completions and failures, last hour":                      287,
+	"Connected":                                                718,
+	"Constraints":                                              192,
+	"Consumer":                                                 454,
+	"Consumer and worker":                                      566,
+	"Consumers":                                                139,
+	"Consumers, oldest first":                                  172,
+	"Counting the occurrences; the counts appear when you reload the page.": 186,
+	"Counts are unavailable right now.":                                     187,
+	"Counts as of %s (%s); refreshed every few seconds.":                    644,
+	"Counts by status": 561,
+	"Created":          355,
+	"Created from":     82,
+	"Created on":       176,
+	"Created to":       83,
+	"Creation date":    386,
+	"Dates":            450,
+	"Deadline":         479,
+	"Dec":              338,
+	"Deferred":         501,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 533,
+	"Definition":                                 289,
+	"Definition %s":                              194,
+	"Definition %s has no revision %d.":          94,
+	"Definitions":                                137,
+	"Definitions by key":                         251,
+	"Definitions served":                         716,
+	"Definitions, those needing attention first": 288,
+	"Description":                                193,
+	"Destination":                                466,
+	"Destinations":                               140,
+	"Destinations by name":                       260,
+	"Destination’s answer":                       459,
+	"Detail":                                     213,
+	"Digest":                                     227,
+	"Display settings":                           145,
+	"Display settings: ":                         146,
+	"Duration":                                   458,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 286,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  71,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     64,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 60,
+	"End node":                  378,
+	"End node or error":         394,
+	"Ended":                     374,
+	"Erase process instance %s": 270,
+	"Erase the instance":        273,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 271,
+	"Erase this instance…": 365,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 275,
+	"Error":                      565,
+	"Error (before any attempt)": 503,
+	"Error code":                 80,
+	"Error message":              461,
+	"Every %d seconds":           603,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 496,
+	"Every attempt, oldest first": 453,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 110,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  652,
+	"Expired token":                        684,
+	"Expires":                              681,
+	"External tasks":                       132,
+	"Failed":                               292,
+	"Failed (%s).":                         537,
+	"Failed at node":                       380,
+	"Failed occurrence":                    376,
+	"Failed, last hour":                    295,
+	"Feb":                                  328,
+	"Field":                                188,
+	"Filter":                               54,
+	"Filters":                              111,
+	"Find":                                 136,
+	"Find an instance or occurrence":       134,
+	"Finished":                             457,
+	"First page":                           584,
+	"Follow it in the audit log (new tab)": 58,
+	"Form refused":                         163,
+	"From revision":                        209,
+	"From revision %d to revision %d:":     235,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 49,
+	"Grants":                  175,
+	"Graph":                   612,
+	"Graph of %s":             626,
+	"HTTP 2xx, unusable body": 546,
+	"Headers sent":            262,
+	"Health":                  131,
+	"Held at a node of":       81,
+	"Held at node":            375,
+	"Held for":                377,
+	"Held instances":          291,
+	"ID":                      173,
+	"In flight":               717,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 305,
+	"Inputs":                     217,
+	"Inputs of revision %d":      228,
+	"Inputs of the working copy": 219,
+	"Inputs the instance was started with, labelled by process version %d's contract": 363,
+	"Inputs, labelled by revision %d's contract":                                      488,
+	"Instance":                  393,
+	"Instances":                 85,
+	"Instances of this version": 621,
+	"Invalid request":           156,
+	"Its calls":                 267,
+	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 272,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  535,
+	"Its instance went on along the node’s error path.":                                                                                                                    536,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      689,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
+	"Jan":                     327,
+	"Jul":                     333,
+	"Jun":                     332,
+	"Keep it":                 691,
+	"Keep it held":            15,
+	"Keep it running":         14,
+	"Keep the instance":       268,
+	"Key":                     252,
+	"Kind":                    616,
+	"Language":                128,
+	"Last changed":            264,
+	"Last error (attempt %d)": 502,
+	"Last reserved":           499,
+	"Last saved":              198,
+	"Last seen":               719,
+	"Last used":               680,
+	"Latest revision":         253,
+	"Lists every change from one revision to another, and whom it may break.": 208,
+	"Local time at %s": 601,
+	"Lock expired %s — waiting to be offered again.": 525,
+	"Lock expires":                     500,
+	"Longest timeout":                  263,
+	"Main navigation":                  130,
+	"Mar":                              329,
+	"Maximum attempts":                 475,
+	"May":                              331,
+	"Message":                          563,
+	"Message from Relais (in English)": 552,
+	"Message from the service (its own words, protected values masked)": 553,
+	"Method not allowed": 656,
+	"Mode":               473,
+	"More filters: instance, revision, consumer, destination, dates": 557,
+	"Name":                    174,
+	"Never":                   602,
+	"Next attempt":            498,
+	"Next attempt or settled": 567,
+	"Next node":               354,
+	"Next page":               583,
+	"No consumer yet.":        169,
+	"No definition %s has occurrences: check the key, or show all definitions.": 302,
+	"No definition has occurrences yet.":                                        296,
+	"No definition has the key “%s”.":                                           93,
+	"No definition yet.":                                                        255,
+	"No destination yet.":                                                       257,
+	"No inputs.":                                                                218,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 664,
+	"No instance matches these filters.": 395,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 662,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 663,
+	"No live worker takes %s now (Workers page).":                                               519,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 520,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           521,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          522,
+	"No more consumers.":                                   170,
+	"No more destinations.":                                258,
+	"No occurrence matches these filters.":                 568,
+	"No operator action matches.":                          117,
+	"No operator has acted on this instance.":              359,
+	"No outputs yet: the occurrence has not completed.":    491,
+	"No outputs.":                                          221,
+	"No outputs: the occurrence ended without completing.": 493,
+	"No process has the key “%s”.":                         92,
+	"No process is published yet.":                         608,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             731,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             730,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    74,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 126,
+	"No release yet.": 202,
+	"No revision yet: the Working copy has never been snapshotted.":          200,
+	"No service ever reserved this occurrence: it ended before any attempt.": 465,
+	"No service has reserved this occurrence yet.":                           462,
+	"No token.":              678,
+	"No value was revealed.": 654,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 732,
+	"No worker is connected.":           720,
+	"No worker serves this definition.": 723,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 729,
+	"Node":                  351,
+	"Nodes":                 614,
+	"Nodes of this version": 623,
+	"Nodes of this version, with their occurrences now": 615,
+	"Nodes reached, in order":                           350,
+	"Not allowed":                                       154,
+	"Not found":                                         162,
+	"Notes":                                             205,
+	"Nothing exists at this address, or it is not visible to you.": 160,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 161,
+	"Nothing to do: no instance this action applies to matches the filter.": 73,
+	"Nothing to find: the search box is empty.":                             660,
+	"Nothing was done.":         29,
+	"Nov":                       337,
+	"Now":                       471,
+	"Occurrence":                352,
+	"Occurrence %s":             449,
+	"Occurrence offered again":  106,
+	"Occurrences now":           620,
+	"Occurrences, newest first": 562,
+	"Oct":                       336,
+	"Offered from %s — %s.":     524,
+	"Oldest claimable waits":    293,
+	"On error":                  619,
+	"On success":                618,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         650,
+	"Only administrators may reveal a sensitive value.":                                                           645,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 675,
+	"Open":             290,
+	"Operator actions": 347,
+	"Operator actions on this instance, newest first": 360,
+	"Operator actions, newest first":                  121,
+	"Outcome":                                         460,
+	"Outputs":                                         220,
+	"Outputs of revision %d":                          229,
+	"Outputs of the working copy":                     222,
+	"Outputs, labelled by revision %d's contract":     490,
+	"Pages":                           581,
+	"Path":                            348,
+	"Pause reloading":                 153,
+	"Pinned revision":                 617,
+	"Policy":                          451,
+	"Previous page":                   582,
+	"Priority":                        480,
+	"Process":                         76,
+	"Process %s":                      610,
+	"Process %s has no version %d.":   91,
+	"Process and node":                564,
+	"Process inputs":                  362,
+	"Process instance":                105,
+	"Process instance %s":             345,
+	"Process instances":               388,
+	"Process instances, newest first": 392,
+	"Processes":                       133,
+	"Processes by key":                606,
+	"Protocol":                        715,
+	"Published":                       206,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 604,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       605,
+	"Push destination": 558,
+	"Reason":           104,
+	"Reason (recorded in the audit log for every instance)": 55,
+	"Reason (recorded in the audit log)":                    13,
+	"Reason given by the worker":                            474,
+	"Recorded operator actions":                             358,
+	"Relais console":                                        127,
+	"Relais has not called the destination yet.":            468,
+	"Relais is calling the destination (since %s).":         530,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 470,
+	"Relais never called the destination: the occurrence ended before any call.": 469,
+	"Relais refused the action. Nothing was done.":                               43,
+	"Release":                             203,
+	"Releases":                            201,
+	"Releases, oldest first":              223,
+	"Reload lists and detail pages":       596,
+	"Reloading paused":                    150,
+	"Replica":                             467,
+	"Required":                            190,
+	"Reserved":                            456,
+	"Reserved by %s.":                     532,
+	"Reserved by %s; lock until %s — %s.": 531,
+	"Reserved now":                        182,
+	"Resume":                              151,
+	"Retried by %s at %s — “%s”":          372,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
+	"Retries":            477,
+	"Retry %d instances": 62,
+	"Retry at %s — %s.":  523,
+	"Retry delay":        476,
+	"Retry every held instance this filter matches": 59,
+	"Retry every held instance…":                    7,
+	"Retry or abandon it from its instance":         472,
+	"Retry process instance %s":                     16,
+	"Retry the instance":                            19,
+	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
+	"Retryable": 504,
+	"Retrying and abandoning apply to held instances, not %s ones.": 53,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 482,
-	"Revealed by %s at %s; recorded in the audit log.": 635,
-	"Reveals":               141,
-	"Reveals, newest first": 641,
-	"Revision":              203,
-	"Revision %d":           224,
-	"Revisions":             198,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 722,
-	"Revoke the %s token “%s”?": 676,
-	"Revoke the token":          678,
-	"Revoke token %d":           675,
-	"Revoke…":                   673,
-	"Role":                      667,
-	"Route":                     343,
-	"Routing output":            196,
-	"Rows %s–%s":                573,
-	"Save settings":             586,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                        634,
-	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.": 11,
-	"Search":                               646,
-	"Secret values can never be revealed.": 639,
-	"Sep":                                  325,
-	"Served by %d workers":                 721,
-	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 25,
-	"Settled":              346,
-	"Settlement date":      544,
-	"Show all definitions": 291,
-	"Show times in":        582,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 121,
-	"Sign in": 656,
-	"Sign in with an operator, designer or administrator token.": 657,
-	"Sign out":             143,
-	"Signed in as %s (%s)": 142,
-	"Since revision %d:":   230,
-	"Skip to content":      128,
-	"Slot":                 300,
-	"Snapshotted":          225,
-	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 31,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 166,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 664,
-	"Staff tokens, oldest first": 665,
-	"Start node":                 599,
-	"Started":                    361,
-	"State":                      176,
-	"Status":                     77,
-	"Stop %d instances":          71,
-	"Stop every held instance this filter matches":            65,
-	"Stop every held instance…":                               8,
-	"Stop every running instance this filter matches":         66,
-	"Stop every running instance…":                            9,
-	"Stop every running or held instance this filter matches": 68,
-	"Stop every running or held instance…":                    10,
-	"Stop process instance %s":                                23,
-	"Stop the instance":                                       26,
-	"Stop this instance? Its open occurrences are cancelled.": 24,
+	"Reveal — this is recorded": 494,
+	"Revealed by %s at %s; recorded in the audit log.": 647,
+	"Reveals":               142,
+	"Reveals, newest first": 653,
+	"Revision":              204,
+	"Revision %d":           225,
+	"Revisions":             199,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 734,
+	"Revoke the %s token “%s”?": 688,
+	"Revoke the token":          690,
+	"Revoke token %d":           687,
+	"Revoke…":                   685,
+	"Role":                      679,
+	"Route":                     353,
+	"Routing output":            197,
+	"Rows %s–%s":                585,
+	"Save settings":             598,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      646,
+	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 269,
+	"Search":                               658,
+	"Secret values can never be revealed.": 651,
+	"Sep":                                  335,
+	"Served by %d workers":                 733,
+	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
+	"Settled":              356,
+	"Settlement date":      556,
+	"Show all definitions": 301,
+	"Show times in":        594,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 122,
+	"Sign in": 668,
+	"Sign in with an operator, designer or administrator token.": 669,
+	"Sign out":             144,
+	"Signed in as %s (%s)": 143,
+	"Since revision %d:":   231,
+	"Skip to content":      129,
+	"Slot":                 310,
+	"Snapshotted":          226,
+	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
+	"Something went wrong": 167,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 676,
+	"Staff tokens, oldest first": 677,
+	"Start node":                 611,
+	"Started":                    373,
+	"State":                      177,
+	"Status":                     78,
+	"Stop %d instances":          72,
+	"Stop every held instance this filter matches":            66,
+	"Stop every held instance…":                               9,
+	"Stop every running instance this filter matches":         67,
+	"Stop every running instance…":                            10,
+	"Stop every running or held instance this filter matches": 69,
+	"Stop every running or held instance…":                    11,
+	"Stop process instance %s":                                24,
+	"Stop the instance":                                       27,
+	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              358,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
-	"Stopping applies to running or held instances, not %s ones.":                              51,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   357,
-	"Summary": 336,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 249,
-	"Tasks":                   177,
-	"Temporarily unavailable": 164,
-	"That is too long to be an id or a business key.": 649,
-	"The %d largest groups; the filter matches more.": 85,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    258,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             229,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 498,
-	"The bulk action must be its id (a UUID).": 119,
-	"The call could not be prepared.":          499,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 517,
-	"The chart’s numbers": 298,
-	"The confirmed count is missing: start again from the list.":                                                                                                            94,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           167,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      583,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 95,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 165,
-	"The deadline passed before a result arrived.":                                                                                                                          496,
-	"The destination answered HTTP %s.":     506,
-	"The destination could not be reached.": 500,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 494,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      495,
-	"The destination’s answer was too large.": 501,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 170,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     156,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           503,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                502,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             379,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 339,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         195,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               580,
-	"The page size must be between 1 and %d.":                                                                                                                                                              375,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  579,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 118,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 49,
-	"The reason you gave, not recorded:":                                                                                                                                                                   37,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            497,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      542,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          682,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          659,
-	"The version must be a whole number from 1.":                                                                                                                                                           372,
-	"These revisions have the same contracts.":                                                                                                                                                             215,
-	"These settings are kept in this browser only.":                                                                                                                                                        581,
-	"They take every revision their consumer is granted.":                                                                                                                                                  723,
-	"They take revision %d only.":                                                                                                                                                                          724,
-	"They take revisions %s only.":                                                                                                                                                                         725,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     576,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             96,
-	"This contract has no inputs.":                                                                                                                                                                         477,
-	"This contract has no outputs.":                                                                                                                                                                        480,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  163,
-	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.": 27,
-	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                         32,
-	"This instance has already ended; there is nothing to stop.":                                                                                                               40,
-	"This instance has not reached a task yet.":                   347,
-	"This instance is %s, not held: there is nothing to abandon.": 35,
-	"This instance is %s, not held: there is nothing to retry.":   34,
-	"This instance is %s: there is nothing to stop.":              36,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 355,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 356,
-	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               33,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
-	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            681,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           680,
-	"This page does not accept that request.": 645,
-	"This page reloads every %d seconds.":     151,
-	"This process takes no inputs.":           354,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 56,
-	"This token is unknown or has been revoked.": 661,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 612,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            613,
-	"Times in %s · no auto-reload":    148,
-	"Times in %s · reload every %d s": 147,
-	"Times in %s · reloading paused":  146,
-	"To revision":                     209,
-	"Token":                           658,
-	"Tokens":                          140,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 660,
-	"Totals of all definitions, not narrowed by the other filters":         559,
-	"Totals of definition %s, not narrowed by the other filters":           558,
-	"Type": 188,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 647,
-	"URL":                              260,
-	"UTC (coordinated universal time)": 588,
-	"Unknown action.":                  50,
-	"Unknown consumer.":                88,
-	"Unknown destination “%s”.":        89,
-	"Unknown parameter “%s” (did you mean “%s”?).": 577,
-	"Unknown parameter “%s”.":                      578,
-	"Unknown status “%s”.":                         371,
-	"Value":                                        351,
-	"Version":                                      76,
-	"Versions, newest first":                       595,
-	"Waiting for Relais to call the destination since %s (%s).": 514,
-	"Waiting for a worker since %s (%s).":                       515,
-	"When":                                                      100,
-	"Who":                                                       101,
-	"Whole message":                                             452,
-	"Why (recorded with the reveal)":                            483,
-	"Worker":                                                    702,
-	"Worker id":                                                 443,
-	"Workers":                                                   137,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        700,
-	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 17,
-	"Workers seen within three heartbeats": 701,
-	"Workers serving %s":                   709,
-	"Working copy":                         194,
-	"You are signed out.":                  653,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              154,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 654,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      655,
-	"[redacted]":                          539,
-	"a token’s name, exact":               111,
+	"Stopped by %s at %s — “%s”":                              370,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
+	"Stopping applies to running or held instances, not %s ones.":                              52,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   369,
+	"Summary": 346,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 250,
+	"Tasks":                   178,
+	"Temporarily unavailable": 165,
+	"That is too long to be an id or a business key.": 661,
+	"The %d largest groups; the filter matches more.": 86,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    259,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             230,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 510,
+	"The bulk action must be its id (a UUID).": 120,
+	"The call could not be prepared.":          511,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 529,
+	"The chart’s numbers": 308,
+	"The confirmed count is missing: start again from the list.":                                                                                                            95,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           168,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      595,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 96,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 166,
+	"The deadline passed before a result arrived.":                                                                                                                          508,
+	"The destination answered HTTP %s.":     518,
+	"The destination could not be reached.": 512,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 506,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      507,
+	"The destination’s answer was too large.": 513,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 171,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     157,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           515,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                514,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             391,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 349,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         196,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               592,
+	"The page size must be between 1 and %d.":                                                                                                                                                              387,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  591,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 119,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 50,
+	"The reason you gave, not recorded:":                                                                                                                                                                   38,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            509,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      554,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          694,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          671,
+	"The version must be a whole number from 1.":                                                                                                                                                           384,
+	"These revisions have the same contracts.":                                                                                                                                                             216,
+	"These settings are kept in this browser only.":                                                                                                                                                        593,
+	"They take every revision their consumer is granted.":                                                                                                                                                  735,
+	"They take revision %d only.":                                                                                                                                                                          736,
+	"They take revisions %s only.":                                                                                                                                                                         737,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     588,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             97,
+	"This contract has no inputs.":                                                                                                                                                                         489,
+	"This contract has no outputs.":                                                                                                                                                                        492,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  164,
+	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 276,
+	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 366,
+	"This instance has not reached a task yet.":                                 357,
+	"This instance is %s, not held: there is nothing to abandon.":               36,
+	"This instance is %s, not held: there is nothing to retry.":                 35,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 274,
+	"This instance is %s: there is nothing to stop.":                            37,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 367,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 368,
+	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
+	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            693,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           692,
+	"This page does not accept that request.": 657,
+	"This page reloads every %d seconds.":     152,
+	"This process takes no inputs.":           364,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 57,
+	"This token is unknown or has been revoked.": 673,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 624,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            625,
+	"Times in %s · no auto-reload":    149,
+	"Times in %s · reload every %d s": 148,
+	"Times in %s · reloading paused":  147,
+	"To revision":                     210,
+	"Token":                           670,
+	"Tokens":                          141,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 672,
+	"Totals of all definitions, not narrowed by the other filters":         571,
+	"Totals of definition %s, not narrowed by the other filters":           570,
+	"Type": 189,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 659,
+	"URL":                              261,
+	"UTC (coordinated universal time)": 600,
+	"Unknown action.":                  51,
+	"Unknown consumer.":                89,
+	"Unknown destination “%s”.":        90,
+	"Unknown parameter “%s” (did you mean “%s”?).": 589,
+	"Unknown parameter “%s”.":                      590,
+	"Unknown status “%s”.":                         383,
+	"Value":                                        361,
+	"Version":                                      77,
+	"Versions, newest first":                       607,
+	"Waiting for Relais to call the destination since %s (%s).": 526,
+	"Waiting for a worker since %s (%s).":                       527,
+	"When":                                                      101,
+	"Who":                                                       102,
+	"Whole message":                                             464,
+	"Why (recorded with the reveal)":                            495,
+	"Worker":                                                    714,
+	"Worker id":                                                 455,
+	"Workers":                                                   138,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        712,
+	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
+	"Workers seen within three heartbeats": 713,
+	"Workers serving %s":                   721,
+	"Working copy":                         195,
+	"You are signed out.":                  665,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              155,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 666,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      667,
+	"[redacted]":                          551,
+	"a token’s name, exact":               112,
 	"abandon":                             4,
-	"active":                              178,
-	"administrator":                       413,
-	"an incident: retry, abandon or stop": 270,
-	"answer too large":                    537,
-	"any":                                 74,
-	"any other code → %s":                 624,
-	"any other error":                     268,
-	"as of %s (%s); counts are refreshed every few seconds.": 561,
-	"at least %d characters":                                 685,
-	"at least %d items":                                      692,
-	"at most %d":                                             471,
-	"at most %d characters":                                  686,
-	"at most %d items":                                       693,
-	"at most %d since the last operator retry":               472,
-	"available":                                              387,
-	"boolean":                                                400,
-	"call in progress since":                                 566,
-	"cancelled":                                              390,
-	"choice":                                                 403,
-	"claimable since":                                        565,
-	"claimable since %s":                                     288,
-	"classification changed":                                 424,
-	"completed":                                              296,
-	"constraint changed":                                     425,
-	"consumer":                                               416,
-	"consumer #%s":                                           529,
-	"date":                                                   401,
-	"date and time":                                          402,
-	"deadline %s":                                            627,
-	"deferred":                                               389,
-	"deferred since":                                         568,
-	"deleted":                                                107,
-	"designer":                                               415,
-	"disconnected":                                           396,
-	"end (completes)":                                        619,
-	"end (fails)":                                            620,
-	"end: completes the instance":                            271,
-	"end: fails the instance":                                272,
-	"every revision its consumer is granted":                 715,
-	"exact, case-sensitive":                                  377,
-	"expired":                                                393,
-	"failed":                                                 297,
-	"fails the instance":                                     625,
-	"field added":                                            419,
-	"field removed":                                          420,
-	"format":                                                 430,
-	"format %s":                                              688,
-	"from":                                                   112,
-	"held":                                                   392,
-	"held for an operator":                                   269,
-	"held, then abandoned by an operator":                    370,
-	"held, then stopped by an operator":                      369,
-	"hold (an incident for an operator)":                     623,
-	"id or business key":                                     134,
-	"in %s":                                                  310,
-	"in progress":                                            451,
-	"instance id":                                            548,
-	"instances held":                                         630,
-	"instances held: %s":                                     631,
-	"integer":                                                398,
-	"its name, exactly":                                      547,
-	"just now":                                               312,
-	"list":                                                   405,
-	"lock until":                                             567,
-	"long polling":                                           713,
-	"long wait":                                              289,
-	"maximum":                                                432,
-	"maximum %s":                                             690,
-	"maximum items":                                          434,
-	"maximum length":                                         428,
-	"minimum":                                                431,
-	"minimum %s":                                             689,
-	"minimum items":                                          433,
-	"minimum length":                                         427,
-	"never":                                                  670,
-	"next attempt":                                           564,
-	"no":                                                     418,
-	"no answer within the timeout":                           535,
-	"no connection":                                          536,
-	"no grant: it takes nothing":                             180,
-	"no header":                                              264,
-	"no worker":                                              290,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 493,
-	"none": 248,
-	"none (revealed before reasons were asked for)": 643,
-	"none yet": 253,
-	"none: a failed call takes the node’s error path": 466,
-	"normal":                          406,
-	"not provided":                    695,
-	"not yet":                         671,
-	"null":                            698,
-	"number":                          399,
-	"object":                          404,
-	"on error":                        267,
-	"one of: %s":                      691,
-	"operator":                        414,
-	"optional %s field of type %s":    245,
-	"optional field of type %s":       247,
-	"optional → required":             238,
-	"pattern":                         429,
-	"pattern %s":                      687,
-	"pull":                            617,
-	"pull %s":                         274,
-	"pull (the service fetches it)":   411,
-	"push %s":                         273,
-	"push (Relais calls the service)": 412,
-	"push to %s":                      618,
-	"rejected":                        394,
-	"released":                        395,
-	"required %s field of type %s":    244,
-	"required changed":                422,
-	"required field of type %s":       246,
-	"required → optional":             239,
-	"reserved":                        388,
+	"active":                              179,
+	"administrator":                       425,
+	"an incident: retry, abandon or stop": 280,
+	"answer too large":                    549,
+	"any":                                 75,
+	"any other code → %s":                 636,
+	"any other error":                     278,
+	"as of %s (%s); counts are refreshed every few seconds.": 573,
+	"at least %d characters":                                 697,
+	"at least %d items":                                      704,
+	"at most %d":                                             483,
+	"at most %d characters":                                  698,
+	"at most %d items":                                       705,
+	"at most %d since the last operator retry":               484,
+	"available":                                              399,
+	"boolean":                                                412,
+	"call in progress since":                                 578,
+	"cancelled":                                              402,
+	"choice":                                                 415,
+	"claimable since":                                        577,
+	"claimable since %s":                                     298,
+	"classification changed":                                 436,
+	"completed":                                              306,
+	"constraint changed":                                     437,
+	"consumer":                                               428,
+	"consumer #%s":                                           541,
+	"date":                                                   413,
+	"date and time":                                          414,
+	"deadline %s":                                            639,
+	"deferred":                                               401,
+	"deferred since":                                         580,
+	"deleted":                                                108,
+	"designer":                                               427,
+	"disconnected":                                           408,
+	"end (completes)":                                        631,
+	"end (fails)":                                            632,
+	"end: completes the instance":                            281,
+	"end: fails the instance":                                282,
+	"erase":                                                  6,
+	"every revision its consumer is granted":                 727,
+	"exact, case-sensitive":                                  389,
+	"expired":                                                405,
+	"failed":                                                 307,
+	"fails the instance":                                     637,
+	"field added":                                            431,
+	"field removed":                                          432,
+	"format":                                                 442,
+	"format %s":                                              700,
+	"from":                                                   113,
+	"held":                                                   404,
+	"held for an operator":                                   279,
+	"held, then abandoned by an operator":                    382,
+	"held, then stopped by an operator":                      381,
+	"hold (an incident for an operator)":                     635,
+	"id or business key":                                     135,
+	"in %s":                                                  320,
+	"in progress":                                            463,
+	"instance id":                                            560,
+	"instances held":                                         642,
+	"instances held: %s":                                     643,
+	"integer":                                                410,
+	"its name, exactly":                                      559,
+	"just now":                                               322,
+	"list":                                                   417,
+	"lock until":                                             579,
+	"long polling":                                           725,
+	"long wait":                                              299,
+	"maximum":                                                444,
+	"maximum %s":                                             702,
+	"maximum items":                                          446,
+	"maximum length":                                         440,
+	"minimum":                                                443,
+	"minimum %s":                                             701,
+	"minimum items":                                          445,
+	"minimum length":                                         439,
+	"never":                                                  682,
+	"next attempt":                                           576,
+	"no":                                                     430,
+	"no answer within the timeout":                           547,
+	"no connection":                                          548,
+	"no grant: it takes nothing":                             181,
+	"no header":                                              265,
+	"no worker":                                              300,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 505,
+	"none": 249,
+	"none (revealed before reasons were asked for)": 655,
+	"none yet": 254,
+	"none: a failed call takes the node’s error path": 478,
+	"normal":                          418,
+	"not provided":                    707,
+	"not yet":                         683,
+	"null":                            710,
+	"number":                          411,
+	"object":                          416,
+	"on error":                        277,
+	"one of: %s":                      703,
+	"operator":                        426,
+	"optional %s field of type %s":    246,
+	"optional field of type %s":       248,
+	"optional → required":             239,
+	"pattern":                         441,
+	"pattern %s":                      699,
+	"pull":                            629,
+	"pull %s":                         284,
+	"pull (the service fetches it)":   423,
+	"push %s":                         283,
+	"push (Relais calls the service)": 424,
+	"push to %s":                      630,
+	"rejected":                        406,
+	"released":                        407,
+	"required %s field of type %s":    245,
+	"required changed":                434,
+	"required field of type %s":       247,
+	"required → optional":             240,
+	"reserved":                        400,
 	"retry":                           3,
-	"revision %d":                     562,
-	"revisions %s":                    716,
-	"revoked":                         179,
-	"routing changed":                 426,
-	"routing output":                  683,
-	"routing output %s → %s":          237,
-	"running":                         391,
-	"secret":                          408,
-	"sensitive":                       407,
-	"settled":                         563,
+	"revision %d":                     574,
+	"revisions %s":                    728,
+	"revoked":                         180,
+	"routing changed":                 438,
+	"routing output":                  695,
+	"routing output %s → %s":          238,
+	"running":                         403,
+	"secret":                          420,
+	"sensitive":                       419,
+	"settled":                         575,
 	"stop":                            5,
-	"stream":                          712,
-	"text":                            397,
-	"the contracts are the same (the name or a description changed).": 231,
-	"this session":             674,
-	"timeout %s":               628,
-	"timeout %s (the default)": 629,
-	"to":                       113,
-	"type changed":             421,
-	"unexpected value":         699,
-	"unknown":                  538,
-	"values added: %s":         240,
-	"values changed":           423,
-	"values removed: %s":       241,
-	"values reordered":         242,
-	"version %d":               597,
-	"waiting":                  533,
-	"yes":                      417,
-	"••• hidden (secret)":      410,
-	"••• hidden (sensitive)":   409,
-	"→ %s":                     622,
+	"stream":                          724,
+	"text":                            409,
+	"the contracts are the same (the name or a description changed).": 232,
+	"this session":             686,
+	"timeout %s":               640,
+	"timeout %s (the default)": 641,
+	"to":                       114,
+	"type changed":             433,
+	"unexpected value":         711,
+	"unknown":                  550,
+	"values added: %s":         241,
+	"values changed":           435,
+	"values removed: %s":       242,
+	"values reordered":         243,
+	"version %d":               609,
+	"waiting":                  545,
+	"yes":                      429,
+	"••• hidden (secret)":      422,
+	"••• hidden (sensitive)":   421,
+	"→ %s":                     634,
 }
 
-var enIndex = []uint32{ // 727 elements
+var enIndex = []uint32{ // 739 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
-	0x00000030, 0x00000038, 0x0000003d, 0x0000005a,
-	0x00000079, 0x00000095, 0x000000b4, 0x000000db,
-	0x0000017d, 0x000001a0, 0x000001b0, 0x000001bd,
-	0x000001da, 0x00000245, 0x000002f4, 0x00000307,
-	0x00000326, 0x00000365, 0x000003db, 0x000003f0,
-	0x0000040c, 0x00000444, 0x000004f2, 0x00000504,
-	0x000005b0, 0x000005c2, 0x000005de, 0x000005f3,
+	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
+	0x00000060, 0x0000007f, 0x0000009b, 0x000000ba,
+	0x000000e1, 0x00000183, 0x000001a6, 0x000001b6,
+	0x000001c3, 0x000001e0, 0x0000024b, 0x000002fa,
+	0x0000030d, 0x0000032c, 0x0000036b, 0x000003e1,
+	0x000003f6, 0x00000412, 0x0000044a, 0x000004f8,
+	0x0000050a, 0x000005b6, 0x000005c8, 0x000005e4,
 	// Entry 20 - 3F
-	0x0000067a, 0x00000707, 0x00000794, 0x000007d1,
-	0x00000810, 0x00000842, 0x00000865, 0x000008d4,
-	0x0000093d, 0x00000978, 0x00000a1d, 0x00000a4a,
-	0x00000a97, 0x00000af7, 0x00000b4a, 0x00000ba3,
-	0x00000bfc, 0x00000c59, 0x00000cb4, 0x00000cc4,
-	0x00000d03, 0x00000d44, 0x00000d4b, 0x00000d81,
-	0x00000d92, 0x00000e0d, 0x00000e32, 0x00000e60,
-	0x00000edc, 0x00000f26, 0x00000f5a, 0x00000f8a,
+	0x000005f9, 0x00000680, 0x0000070d, 0x0000079a,
+	0x000007d7, 0x00000816, 0x00000848, 0x0000086b,
+	0x000008da, 0x00000943, 0x0000097e, 0x00000a23,
+	0x00000a50, 0x00000a9d, 0x00000afd, 0x00000b50,
+	0x00000ba9, 0x00000c02, 0x00000c5f, 0x00000cba,
+	0x00000cca, 0x00000d09, 0x00000d4a, 0x00000d51,
+	0x00000d87, 0x00000d98, 0x00000e13, 0x00000e38,
+	0x00000e66, 0x00000ee2, 0x00000f2c, 0x00000f60,
 	// Entry 40 - 5F
-	0x00000fce, 0x00001006, 0x00001033, 0x00001063,
-	0x000010b3, 0x000010eb, 0x0000114b, 0x000011a2,
-	0x000011d4, 0x0000121a, 0x00001293, 0x00001297,
-	0x0000129f, 0x000012a7, 0x000012ae, 0x000012bb,
-	0x000012c6, 0x000012d8, 0x000012e5, 0x000012f0,
-	0x0000130a, 0x00001314, 0x00001347, 0x00001476,
-	0x00001490, 0x000014a2, 0x000014c3, 0x000014e7,
-	0x0000150b, 0x00001532, 0x0000155a, 0x00001595,
+	0x00000f90, 0x00000fd4, 0x0000100c, 0x00001039,
+	0x00001069, 0x000010b9, 0x000010f1, 0x00001151,
+	0x000011a8, 0x000011da, 0x00001220, 0x00001299,
+	0x0000129d, 0x000012a5, 0x000012ad, 0x000012b4,
+	0x000012c1, 0x000012cc, 0x000012de, 0x000012eb,
+	0x000012f6, 0x00001310, 0x0000131a, 0x0000134d,
+	0x0000147c, 0x00001496, 0x000014a8, 0x000014c9,
+	0x000014ed, 0x00001511, 0x00001538, 0x00001560,
 	// Entry 60 - 7F
-	0x0000163e, 0x000016b7, 0x0000170c, 0x000017bb,
-	0x000017d7, 0x000017dc, 0x000017e0, 0x000017e7,
-	0x000017ee, 0x000017ff, 0x00001818, 0x00001824,
-	0x0000182c, 0x00001836, 0x000018f5, 0x000018fd,
-	0x00001915, 0x0000191a, 0x0000191d, 0x0000192b,
-	0x00001939, 0x00001955, 0x00001961, 0x000019f6,
-	0x00001a1f, 0x00001a3e, 0x00001aa6, 0x00001b39,
-	0x00001bee, 0x00001c82, 0x00001d01, 0x00001d10,
+	0x0000159b, 0x00001644, 0x000016bd, 0x00001712,
+	0x000017c1, 0x000017dd, 0x000017e2, 0x000017e6,
+	0x000017ed, 0x000017f4, 0x00001805, 0x0000181e,
+	0x0000182a, 0x00001832, 0x0000183c, 0x00001924,
+	0x0000192c, 0x00001944, 0x00001949, 0x0000194c,
+	0x0000195a, 0x00001968, 0x00001984, 0x00001990,
+	0x00001a25, 0x00001a4e, 0x00001a6d, 0x00001ad5,
+	0x00001b68, 0x00001c1d, 0x00001cb1, 0x00001d30,
 	// Entry 80 - 9F
-	0x00001d19, 0x00001d29, 0x00001d39, 0x00001d40,
-	0x00001d4f, 0x00001d59, 0x00001d78, 0x00001d8b,
-	0x00001d90, 0x00001d9c, 0x00001da4, 0x00001dae,
-	0x00001dbb, 0x00001dc2, 0x00001dca, 0x00001de5,
-	0x00001dee, 0x00001dff, 0x00001e16, 0x00001e39,
-	0x00001e60, 0x00001e81, 0x00001e92, 0x00001e99,
-	0x00001ec0, 0x00001ed0, 0x00001edc, 0x00001f5a,
-	0x00001f6a, 0x00001fd2, 0x00001fe9, 0x00001ffd,
+	0x00001d3f, 0x00001d48, 0x00001d58, 0x00001d68,
+	0x00001d6f, 0x00001d7e, 0x00001d88, 0x00001da7,
+	0x00001dba, 0x00001dbf, 0x00001dcb, 0x00001dd3,
+	0x00001ddd, 0x00001dea, 0x00001df1, 0x00001df9,
+	0x00001e14, 0x00001e1d, 0x00001e2e, 0x00001e45,
+	0x00001e68, 0x00001e8f, 0x00001eb0, 0x00001ec1,
+	0x00001ec8, 0x00001eef, 0x00001eff, 0x00001f0b,
+	0x00001f89, 0x00001f99, 0x00002001, 0x00002018,
 	// Entry A0 - BF
-	0x0000203a, 0x00002127, 0x00002131, 0x0000213e,
-	0x000021a2, 0x000021ba, 0x00002200, 0x00002215,
-	0x00002284, 0x00002295, 0x000022a8, 0x0000236d,
-	0x00002385, 0x00002388, 0x0000238d, 0x00002394,
-	0x0000239f, 0x000023a5, 0x000023ab, 0x000023b2,
-	0x000023ba, 0x000023d5, 0x000023e2, 0x000023f0,
-	0x0000241a, 0x00002431, 0x00002477, 0x00002499,
-	0x0000249f, 0x000024a4, 0x000024ad, 0x000024bc,
+	0x0000202c, 0x00002069, 0x00002156, 0x00002160,
+	0x0000216d, 0x000021d1, 0x000021e9, 0x0000222f,
+	0x00002244, 0x000022b3, 0x000022c4, 0x000022d7,
+	0x0000239c, 0x000023b4, 0x000023b7, 0x000023bc,
+	0x000023c3, 0x000023ce, 0x000023d4, 0x000023da,
+	0x000023e1, 0x000023e9, 0x00002404, 0x00002411,
+	0x0000241f, 0x00002449, 0x00002460, 0x000024a6,
+	0x000024c8, 0x000024ce, 0x000024d3, 0x000024dc,
 	// Entry C0 - DF
-	0x000024c8, 0x000024d4, 0x000024e5, 0x000024f2,
-	0x0000254f, 0x0000255e, 0x00002569, 0x00002573,
-	0x000025b1, 0x000025ba, 0x000025ca, 0x000025d2,
-	0x000025db, 0x000025e1, 0x000025eb, 0x000025fd,
-	0x00002645, 0x00002653, 0x0000265f, 0x00002667,
-	0x0000266e, 0x00002675, 0x00002686, 0x00002695,
-	0x000026be, 0x000026c5, 0x000026d0, 0x000026eb,
-	0x000026f3, 0x000026ff, 0x0000271b, 0x00002732,
+	0x000024eb, 0x000024f7, 0x00002503, 0x00002514,
+	0x00002521, 0x0000257e, 0x0000258d, 0x00002598,
+	0x000025a2, 0x000025e0, 0x000025e9, 0x000025f9,
+	0x00002601, 0x0000260a, 0x00002610, 0x0000261a,
+	0x0000262c, 0x00002674, 0x00002682, 0x0000268e,
+	0x00002696, 0x0000269d, 0x000026a4, 0x000026b5,
+	0x000026c4, 0x000026ed, 0x000026f4, 0x000026ff,
+	0x0000271a, 0x00002722, 0x0000272e, 0x0000274a,
 	// Entry E0 - FF
-	0x00002754, 0x00002763, 0x0000276f, 0x00002776,
-	0x0000278f, 0x000027a9, 0x00002852, 0x00002868,
-	0x000028a8, 0x000028d9, 0x00002903, 0x0000292a,
-	0x0000294e, 0x00002975, 0x00002994, 0x000029aa,
-	0x000029c0, 0x000029d4, 0x000029ea, 0x000029fb,
-	0x00002a12, 0x00002a35, 0x00002a58, 0x00002a75,
-	0x00002a92, 0x00002a97, 0x00002ae3, 0x00002af6,
-	0x00002afa, 0x00002b0a, 0x00002b13, 0x00002b26,
+	0x00002761, 0x00002783, 0x00002792, 0x0000279e,
+	0x000027a5, 0x000027be, 0x000027d8, 0x00002881,
+	0x00002897, 0x000028d7, 0x00002908, 0x00002932,
+	0x00002959, 0x0000297d, 0x000029a4, 0x000029c3,
+	0x000029d9, 0x000029ef, 0x00002a03, 0x00002a19,
+	0x00002a2a, 0x00002a41, 0x00002a64, 0x00002a87,
+	0x00002aa4, 0x00002ac1, 0x00002ac6, 0x00002b12,
+	0x00002b25, 0x00002b29, 0x00002b39, 0x00002b42,
 	// Entry 100 - 11F
-	0x00002b4c, 0x00002b60, 0x00002b76, 0x00002c32,
-	0x00002c47, 0x00002c4b, 0x00002c58, 0x00002c68,
-	0x00002c75, 0x00002c7f, 0x00002c85, 0x00002c8f,
-	0x00002c98, 0x00002ca8, 0x00002cbd, 0x00002ce1,
-	0x00002cfd, 0x00002d15, 0x00002d20, 0x00002d2b,
-	0x00002d3f, 0x00002e55, 0x00002e79, 0x00002ea4,
-	0x00002eaf, 0x00002eb4, 0x00002ec3, 0x00002eca,
-	0x00002ee1, 0x00002ef6, 0x00002f08, 0x00002f2b,
+	0x00002b55, 0x00002b7b, 0x00002b8f, 0x00002ba5,
+	0x00002c61, 0x00002c76, 0x00002c7a, 0x00002c87,
+	0x00002c97, 0x00002ca4, 0x00002cae, 0x00002cb4,
+	0x00002cbe, 0x00002cd0, 0x00002d84, 0x00002da1,
+	0x00002e0f, 0x00002ecf, 0x00002ee2, 0x00002f2f,
+	0x00002f93, 0x00002ff7, 0x00003000, 0x00003010,
+	0x00003025, 0x00003049, 0x00003065, 0x0000307d,
+	0x00003088, 0x00003093, 0x000030a7, 0x000031bd,
 	// Entry 120 - 13F
-	0x00002f5d, 0x00002f73, 0x00002f7d, 0x00002f87,
-	0x00002f9c, 0x00002fe9, 0x00002ff9, 0x00003032,
-	0x00003086, 0x00003090, 0x00003097, 0x000030ad,
-	0x000030e6, 0x000030eb, 0x000030f5, 0x00003103,
-	0x00003110, 0x00003139, 0x0000315c, 0x00003169,
-	0x00003189, 0x00003195, 0x000031ae, 0x000031b7,
-	0x000031c1, 0x000031ca, 0x000031d2, 0x000031dc,
-	0x000031e4, 0x000031ec, 0x000031f0, 0x000031f4,
+	0x000031e1, 0x0000320c, 0x00003217, 0x0000321c,
+	0x0000322b, 0x00003232, 0x00003249, 0x0000325e,
+	0x00003270, 0x00003293, 0x000032c5, 0x000032db,
+	0x000032e5, 0x000032ef, 0x00003304, 0x00003351,
+	0x00003361, 0x0000339a, 0x000033ee, 0x000033f8,
+	0x000033ff, 0x00003415, 0x0000344e, 0x00003453,
+	0x0000345d, 0x0000346b, 0x00003478, 0x000034a1,
+	0x000034c4, 0x000034d1, 0x000034f1, 0x000034fd,
 	// Entry 140 - 15F
-	0x000031f8, 0x000031fc, 0x00003200, 0x00003204,
-	0x00003208, 0x0000320c, 0x00003210, 0x00003214,
-	0x00003218, 0x0000321c, 0x00003226, 0x00003244,
-	0x00003264, 0x00003288, 0x000032ac, 0x000032b5,
-	0x000032cc, 0x000032d4, 0x000032e5, 0x000032ea,
-	0x0000332f, 0x00003347, 0x0000334c, 0x00003357,
-	0x0000335d, 0x00003367, 0x0000336f, 0x00003377,
-	0x000033a1, 0x000033bb, 0x000033e3, 0x00003413,
+	0x00003516, 0x0000351f, 0x00003529, 0x00003532,
+	0x0000353a, 0x00003544, 0x0000354c, 0x00003554,
+	0x00003558, 0x0000355c, 0x00003560, 0x00003564,
+	0x00003568, 0x0000356c, 0x00003570, 0x00003574,
+	0x00003578, 0x0000357c, 0x00003580, 0x00003584,
+	0x0000358e, 0x000035ac, 0x000035cc, 0x000035f0,
+	0x00003614, 0x0000361d, 0x00003634, 0x0000363c,
+	0x0000364d, 0x00003652, 0x00003697, 0x000036af,
 	// Entry 160 - 17F
-	0x00003419, 0x00003428, 0x0000347b, 0x00003499,
-	0x000035bb, 0x0000367a, 0x000036d1, 0x000036fb,
-	0x00003727, 0x00003751, 0x00003759, 0x0000375f,
-	0x0000376c, 0x0000377e, 0x00003787, 0x00003790,
-	0x000037a2, 0x000037b1, 0x000037d3, 0x000037f7,
-	0x00003813, 0x0000383e, 0x00003872, 0x00003880,
-	0x000038ab, 0x000038bd, 0x000038d3, 0x000038fd,
-	0x00003946, 0x00003966, 0x0000396f, 0x00003981,
+	0x000036b4, 0x000036bf, 0x000036c5, 0x000036cf,
+	0x000036d7, 0x000036df, 0x00003709, 0x00003723,
+	0x0000374b, 0x0000377b, 0x00003781, 0x00003790,
+	0x000037e3, 0x00003801, 0x00003818, 0x000038c8,
+	0x000039ea, 0x00003aa9, 0x00003b00, 0x00003b2a,
+	0x00003b56, 0x00003b80, 0x00003b88, 0x00003b8e,
+	0x00003b9b, 0x00003bad, 0x00003bb6, 0x00003bbf,
+	0x00003bd1, 0x00003be0, 0x00003c02, 0x00003c26,
 	// Entry 180 - 19F
-	0x000039a4, 0x000039b2, 0x000039c1, 0x000039ce,
-	0x000039d8, 0x000039e1, 0x000039ea, 0x000039f4,
-	0x000039fc, 0x00003a01, 0x00003a09, 0x00003a12,
-	0x00003a1b, 0x00003a28, 0x00003a2d, 0x00003a35,
-	0x00003a3c, 0x00003a44, 0x00003a49, 0x00003a57,
-	0x00003a5e, 0x00003a65, 0x00003a6a, 0x00003a71,
-	0x00003a7b, 0x00003a82, 0x00003a9f, 0x00003ab9,
-	0x00003ad7, 0x00003af7, 0x00003b05, 0x00003b0e,
+	0x00003c42, 0x00003c6d, 0x00003ca1, 0x00003caf,
+	0x00003cda, 0x00003cec, 0x00003d02, 0x00003d2c,
+	0x00003d75, 0x00003d95, 0x00003d9e, 0x00003db0,
+	0x00003dd3, 0x00003de1, 0x00003df0, 0x00003dfd,
+	0x00003e07, 0x00003e10, 0x00003e19, 0x00003e23,
+	0x00003e2b, 0x00003e30, 0x00003e38, 0x00003e41,
+	0x00003e4a, 0x00003e57, 0x00003e5c, 0x00003e64,
+	0x00003e6b, 0x00003e73, 0x00003e78, 0x00003e86,
 	// Entry 1A0 - 1BF
-	0x00003b17, 0x00003b20, 0x00003b24, 0x00003b27,
-	0x00003b33, 0x00003b41, 0x00003b4e, 0x00003b5f,
-	0x00003b6e, 0x00003b85, 0x00003b98, 0x00003ba8,
-	0x00003bb7, 0x00003bc6, 0x00003bce, 0x00003bd5,
-	0x00003bdd, 0x00003be5, 0x00003bf3, 0x00003c01,
-	0x00003c17, 0x00003c2c, 0x00003c3d, 0x00003c43,
-	0x00003c4a, 0x00003c53, 0x00003c6f, 0x00003c78,
-	0x00003c82, 0x00003c8b, 0x00003c94, 0x00003c9d,
+	0x00003e8d, 0x00003e94, 0x00003e99, 0x00003ea0,
+	0x00003eaa, 0x00003eb1, 0x00003ece, 0x00003ee8,
+	0x00003f06, 0x00003f26, 0x00003f34, 0x00003f3d,
+	0x00003f46, 0x00003f4f, 0x00003f53, 0x00003f56,
+	0x00003f62, 0x00003f70, 0x00003f7d, 0x00003f8e,
+	0x00003f9d, 0x00003fb4, 0x00003fc7, 0x00003fd7,
+	0x00003fe6, 0x00003ff5, 0x00003ffd, 0x00004004,
+	0x0000400c, 0x00004014, 0x00004022, 0x00004030,
 	// Entry 1C0 - 1DF
-	0x00003cb4, 0x00003cbc, 0x00003cca, 0x00003cf7,
-	0x00003d03, 0x00003d11, 0x00003d58, 0x00003d64,
-	0x00003d6c, 0x00003d97, 0x00003de2, 0x00003ea4,
-	0x00003ea8, 0x00003ece, 0x00003ed3, 0x00003eee,
-	0x00003eff, 0x00003f0b, 0x00003f13, 0x00003f45,
-	0x00003f4e, 0x00003f57, 0x00003f73, 0x00003f80,
-	0x00003f8e, 0x00003fba, 0x00003fe0, 0x00004001,
-	0x0000400c, 0x0000403a, 0x00004057, 0x00004086,
+	0x00004046, 0x0000405b, 0x0000406c, 0x00004072,
+	0x00004079, 0x00004082, 0x0000409e, 0x000040a7,
+	0x000040b1, 0x000040ba, 0x000040c3, 0x000040cc,
+	0x000040e3, 0x000040eb, 0x000040f9, 0x00004126,
+	0x00004132, 0x00004140, 0x00004187, 0x00004193,
+	0x0000419b, 0x000041c6, 0x00004211, 0x000042d3,
+	0x000042d7, 0x000042fd, 0x00004302, 0x0000431d,
+	0x0000432e, 0x0000433a, 0x00004342, 0x00004374,
 	// Entry 1E0 - 1FF
-	0x000040b8, 0x000040d6, 0x0000410b, 0x00004127,
-	0x00004146, 0x000041a1, 0x000041b0, 0x000041bd,
-	0x000041cb, 0x000041d8, 0x000041e1, 0x000041fc,
-	0x00004217, 0x00004221, 0x00004274, 0x000042f2,
-	0x00004368, 0x00004395, 0x000043cf, 0x000044ae,
-	0x000044ce, 0x000044f4, 0x0000451e, 0x00004556,
-	0x00004593, 0x000045b7, 0x00004630, 0x00004655,
-	0x00004684, 0x000046e4, 0x0000473d, 0x00004797,
+	0x0000437d, 0x00004386, 0x000043a2, 0x000043af,
+	0x000043bd, 0x000043e9, 0x0000440f, 0x00004430,
+	0x0000443b, 0x00004469, 0x00004486, 0x000044b5,
+	0x000044e7, 0x00004505, 0x0000453a, 0x00004556,
+	0x00004575, 0x000045d0, 0x000045df, 0x000045ec,
+	0x000045fa, 0x00004607, 0x00004610, 0x0000462b,
+	0x00004646, 0x00004650, 0x000046a3, 0x00004721,
+	0x00004797, 0x000047c4, 0x000047fe, 0x000048dd,
 	// Entry 200 - 21F
-	0x000047b1, 0x000047cf, 0x00004803, 0x00004843,
-	0x0000486d, 0x0000487c, 0x00004947, 0x00004978,
-	0x000049a7, 0x000049ba, 0x00004a2f, 0x00004a42,
-	0x00004a76, 0x00004aaa, 0x00004aba, 0x00004b01,
-	0x00004b2e, 0x00004b3b, 0x00004b4b, 0x00004b7b,
-	0x00004bb5, 0x00004bd8, 0x00004be0, 0x00004bf8,
-	0x00004c15, 0x00004c23, 0x00004c34, 0x00004c3c,
-	0x00004c47, 0x00004c68, 0x00004caa, 0x00004cda,
+	0x000048fd, 0x00004923, 0x0000494d, 0x00004985,
+	0x000049c2, 0x000049e6, 0x00004a5f, 0x00004a84,
+	0x00004ab3, 0x00004b13, 0x00004b6c, 0x00004bc6,
+	0x00004be0, 0x00004bfe, 0x00004c32, 0x00004c72,
+	0x00004c9c, 0x00004cab, 0x00004d76, 0x00004da7,
+	0x00004dd6, 0x00004de9, 0x00004e5e, 0x00004e71,
+	0x00004ea5, 0x00004ed9, 0x00004ee9, 0x00004f30,
+	0x00004f5d, 0x00004f6a, 0x00004f7a, 0x00004faa,
 	// Entry 220 - 23F
-	0x00004d15, 0x00004d25, 0x00004d64, 0x00004d75,
-	0x00004d87, 0x00004d93, 0x00004da4, 0x00004dbe,
-	0x00004dc6, 0x00004dd7, 0x00004ddd, 0x00004df1,
-	0x00004e09, 0x00004e2e, 0x00004e3c, 0x00004e7a,
-	0x00004eb7, 0x00004ee3, 0x00004f20, 0x00004f2f,
-	0x00004f37, 0x00004f44, 0x00004f54, 0x00004f6b,
-	0x00004f76, 0x00004f85, 0x00004f8b, 0x00004f99,
-	0x00004fa3, 0x00004fae, 0x00004fc1, 0x00004fe6,
+	0x00004fe4, 0x00005007, 0x0000500f, 0x00005027,
+	0x00005044, 0x00005052, 0x00005063, 0x0000506b,
+	0x00005076, 0x00005097, 0x000050d9, 0x00005109,
+	0x00005144, 0x00005154, 0x00005193, 0x000051a4,
+	0x000051b6, 0x000051c2, 0x000051d3, 0x000051ed,
+	0x000051f5, 0x00005206, 0x0000520c, 0x00005220,
+	0x00005238, 0x0000525d, 0x0000526b, 0x000052a9,
+	0x000052e6, 0x00005312, 0x0000534f, 0x0000535e,
 	// Entry 240 - 25F
-	0x00005011, 0x000050a2, 0x000050dd, 0x000050fc,
-	0x0000513a, 0x00005171, 0x0000519f, 0x000051ad,
-	0x00005240, 0x0000525e, 0x000053b5, 0x000053c3,
-	0x000053d7, 0x000053f8, 0x0000540c, 0x00005412,
-	0x00005426, 0x00005499, 0x000054e6, 0x000054f7,
-	0x0000550e, 0x0000552b, 0x00005539, 0x00005547,
-	0x00005552, 0x00005558, 0x0000564a, 0x00005650,
-	0x00005682, 0x00005687, 0x00005697, 0x000056a2,
+	0x00005366, 0x00005373, 0x00005383, 0x0000539a,
+	0x000053a5, 0x000053b4, 0x000053ba, 0x000053c8,
+	0x000053d2, 0x000053dd, 0x000053f0, 0x00005415,
+	0x00005440, 0x000054d1, 0x0000550c, 0x0000552b,
+	0x00005569, 0x000055a0, 0x000055ce, 0x000055dc,
+	0x0000566f, 0x0000568d, 0x000057e4, 0x000057f2,
+	0x00005806, 0x00005827, 0x0000583b, 0x00005841,
+	0x00005855, 0x000058c8, 0x00005915, 0x00005926,
 	// Entry 260 - 27F
-	0x000056ab, 0x000056bb, 0x000056d5, 0x0000577a,
-	0x00005790, 0x00005815, 0x0000588f, 0x0000589e,
-	0x00005958, 0x000059a9, 0x000059ae, 0x000059bc,
-	0x000059cc, 0x000059d8, 0x000059e8, 0x000059f2,
-	0x00005a15, 0x00005a2e, 0x00005a41, 0x00005aad,
-	0x00005abc, 0x00005aca, 0x00005ae6, 0x00005af5,
-	0x00005b0b, 0x00005b44, 0x00005b76, 0x00005bce,
-	0x00005c05, 0x00005c1c, 0x00005c2a, 0x00005c6e,
+	0x0000593d, 0x0000595a, 0x00005968, 0x00005976,
+	0x00005981, 0x00005987, 0x00005a79, 0x00005a7f,
+	0x00005ab1, 0x00005ab6, 0x00005ac6, 0x00005ad1,
+	0x00005ada, 0x00005aea, 0x00005b04, 0x00005ba9,
+	0x00005bbf, 0x00005c44, 0x00005cbe, 0x00005ccd,
+	0x00005d87, 0x00005dd8, 0x00005ddd, 0x00005deb,
+	0x00005dfb, 0x00005e07, 0x00005e17, 0x00005e21,
+	0x00005e44, 0x00005e5d, 0x00005e70, 0x00005edc,
 	// Entry 280 - 29F
-	0x00005c93, 0x00005d0a, 0x00005d20, 0x00005d37,
-	0x00005d65, 0x00005d78, 0x00005da0, 0x00005da7,
-	0x00005e0f, 0x00005e39, 0x00005e69, 0x00005ec7,
-	0x00005fd5, 0x00006075, 0x00006089, 0x00006134,
-	0x000061aa, 0x000061b2, 0x000061ed, 0x000061f3,
-	0x0000626f, 0x000062b7, 0x000062e2, 0x00006344,
-	0x000063a6, 0x0000644d, 0x00006468, 0x00006472,
-	0x00006477, 0x00006481, 0x00006489, 0x0000648f,
+	0x00005eeb, 0x00005ef9, 0x00005f15, 0x00005f24,
+	0x00005f3a, 0x00005f73, 0x00005fa5, 0x00005ffd,
+	0x00006034, 0x0000604b, 0x00006059, 0x0000609d,
+	0x000060c2, 0x00006139, 0x0000614f, 0x00006166,
+	0x00006194, 0x000061a7, 0x000061cf, 0x000061d6,
+	0x0000623e, 0x00006268, 0x00006298, 0x000062f6,
+	0x00006404, 0x000064a4, 0x000064b8, 0x00006563,
+	0x000065d9, 0x000065e1, 0x0000661c, 0x00006622,
 	// Entry 2A0 - 2BF
-	0x00006497, 0x000064a5, 0x000064af, 0x000064bc,
-	0x000064cf, 0x000064f3, 0x00006573, 0x00006584,
-	0x0000658c, 0x00006601, 0x00006655, 0x00006697,
-	0x000066a6, 0x000066b2, 0x000066ee, 0x00006728,
-	0x00006736, 0x00006743, 0x00006751, 0x0000675f,
-	0x0000676d, 0x0000679f, 0x000067cf, 0x0000682b,
-	0x00006838, 0x00006858, 0x00006872, 0x00006877,
-	0x00006888, 0x0000690e, 0x00006933, 0x0000693a,
+	0x0000669e, 0x000066e6, 0x00006711, 0x00006773,
+	0x000067df, 0x00006886, 0x000068a1, 0x000068ab,
+	0x000068b0, 0x000068ba, 0x000068c2, 0x000068c8,
+	0x000068d0, 0x000068de, 0x000068e8, 0x000068f5,
+	0x00006908, 0x0000692c, 0x000069ac, 0x000069bd,
+	0x000069c5, 0x00006a3a, 0x00006a8e, 0x00006ad0,
+	0x00006adf, 0x00006aeb, 0x00006b27, 0x00006b61,
+	0x00006b6f, 0x00006b7c, 0x00006b8a, 0x00006b98,
 	// Entry 2C0 - 2DF
-	0x00006943, 0x00006956, 0x00006960, 0x0000696a,
-	0x00006974, 0x0000698c, 0x000069a2, 0x000069ae,
-	0x000069d0, 0x000069d7, 0x000069e4, 0x000069f5,
-	0x00006a1c, 0x00006a2c, 0x00006a80, 0x00006ad0,
-	0x00006b30, 0x00006b83, 0x00006bbb, 0x00006c0b,
-	0x00006c3f, 0x00006c5e, 0x00006c7e,
-} // Size: 2932 bytes
+	0x00006ba6, 0x00006bd8, 0x00006c08, 0x00006c64,
+	0x00006c71, 0x00006c91, 0x00006cab, 0x00006cb0,
+	0x00006cc1, 0x00006d47, 0x00006d6c, 0x00006d73,
+	0x00006d7c, 0x00006d8f, 0x00006d99, 0x00006da3,
+	0x00006dad, 0x00006dc5, 0x00006ddb, 0x00006de7,
+	0x00006e09, 0x00006e10, 0x00006e1d, 0x00006e2e,
+	0x00006e55, 0x00006e65, 0x00006eb9, 0x00006f09,
+	0x00006f69, 0x00006fbc, 0x00006ff4, 0x00007044,
+	// Entry 2E0 - 2FF
+	0x00007078, 0x00007097, 0x000070b7,
+} // Size: 2980 bytes
 
-const enData string = "" + // Size: 27774 bytes
+const enData string = "" + // Size: 28855 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
-	"p\x02Retry every held instance…\x02Abandon every held instance…\x02Stop " +
-	"every held instance…\x02Stop every running instance…\x02Stop every runni" +
-	"ng or held instance…\x02Say why, for whoever reads the log later: at mos" +
-	"t %[1]d characters. Every operator reads it, and it is kept whatever the" +
-	" retention: write no customer data in it.\x02Reason (recorded in the aud" +
-	"it log)\x02Keep it running\x02Keep it held\x02Retry process instance %[1" +
-	"]s\x02Retry this instance? Its failed occurrence at node %[1]s is offere" +
-	"d again with a fresh budget of attempts.\x02Workers may take it again (a" +
-	" push occurrence calls its destination again). Its earlier attempts and " +
-	"last error stay in its history. Nothing is completed on anyone’s behalf." +
-	"\x02Retry the instance\x02Abandon process instance %[1]s\x02Abandon this" +
-	" instance? It fails with the error code abandoned.\x02Its failed occurre" +
-	"nce stays as it is and nothing is completed on its behalf. An abandoned " +
-	"instance cannot be resumed.\x02Abandon the instance\x02Stop process inst" +
-	"ance %[1]s\x02Stop this instance? Its open occurrences are cancelled." +
-	"\x02Services that hold one of them learn it when they next report, and t" +
-	"heir results are refused. Nothing is completed on their behalf, and a st" +
-	"opped instance cannot be resumed.\x02Stop the instance\x02This instance " +
-	"cannot be retried: its occurrence at node %[1]s failed before any attemp" +
-	"t (its inputs could not be built), so it would fail the same way. Abando" +
-	"n or stop it.\x02Nothing was done.\x02Cannot act on this instance\x02Bac" +
-	"k to the instance\x02Someone acted on this instance after this page was " +
-	"opened (%[1]s by %[2]s, %[3]s). Nothing was done: look at it again befor" +
-	"e deciding.\x02This instance has already ended (it is %[1]s now): someon" +
-	"e acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothin" +
-	"g was done.\x02This instance is no longer held (it is %[1]s now): someon" +
-	"e acted on it after this page was opened (%[2]s by %[3]s, %[4]s). Nothin" +
-	"g was done.\x02This instance is %[1]s, not held: there is nothing to ret" +
-	"ry.\x02This instance is %[1]s, not held: there is nothing to abandon." +
-	"\x02This instance is %[1]s: there is nothing to stop.\x02The reason you " +
-	"gave, not recorded:\x02Someone acted on this instance after this page wa" +
-	"s opened. Nothing was done: look at it again before deciding.\x02This in" +
-	"stance is no longer held (it is %[1]s now): someone may have acted on it" +
-	" first. Nothing was done.\x02This instance has already ended; there is n" +
-	"othing to stop.\x02Its occurrence failed before any attempt: its inputs " +
-	"could not be built, so a retry would fail the same way. Abandon or stop " +
-	"the instance instead. Nothing was done.\x02Relais refused the action. No" +
-	"thing was done.\x02This instance was already stopped; nothing changed an" +
-	"d nothing was recorded.\x02This instance was already stopped, by %[1]s a" +
-	"t %[2]s; nothing changed and nothing was recorded.\x02Retried: the occur" +
-	"rence at node %[1]s is offered again. Recorded in the audit log.\x02Aban" +
-	"doned: the instance failed with the error code abandoned. Recorded in th" +
-	"e audit log.\x02Stopped: the instance and its open occurrences are cance" +
-	"lled. Recorded in the audit log.\x02Give a reason: it is recorded in the" +
-	" audit log (at most %[1]d characters). Nothing was done.\x02The reason i" +
-	"s too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing was" +
-	" done.\x02Unknown action.\x02Stopping applies to running or held instanc" +
-	"es, not %[1]s ones.\x02Retrying and abandoning apply to held instances, " +
-	"not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for every" +
-	" instance)\x02Back to the list\x02This takes about %[1]s. Keep this page" +
-	" open until it answers: if it stops waiting first, the action still runs" +
-	" to its end.\x02Follow it in the audit log (new tab)\x02Retry every held" +
-	" instance this filter matches\x02Each one’s failed occurrence is offered" +
-	" again with a fresh budget of attempts. Nothing is completed on anyone’s" +
-	" behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now." +
-	"\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02" +
-	"Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every h" +
-	"eld instance this filter matches\x02Each one fails with the error code a" +
-	"bandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %" +
-	"[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held inst" +
-	"ance this filter matches\x02Stop every running instance this filter matc" +
-	"hes\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
-	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
-	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
-	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
-	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
-	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
-	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
-	"ion applies to matches the filter.\x02No process, business key, error co" +
-	"de or creation date narrows this filter: it applies to the instances of " +
-	"every process.\x02any\x02Process\x02Version\x02Status\x02Business key" +
-	"\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02By " +
-	"process and error code\x02Instances\x02The %[1]d largest groups; the fil" +
-	"ter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held ins" +
-	"tance failed before any attempt (its inputs could not be built): it cann" +
-	"ot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d " +
-	"more held instances failed before any attempt (their inputs could not be" +
-	" built): they cannot be retried and are left out. Abandon or stop them." +
-	"\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destinatio" +
-	"n “%[1]s”.\x02Process %[1]s has no version %[2]d.\x02No process has the " +
-	"key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s h" +
-	"as no revision %[2]d.\x02The confirmed count is missing: start again fro" +
-	"m the list.\x02The count changed since you confirmed it (it was %[1]d): " +
-	"instances were settled, retried or acted on meanwhile. Nothing was done;" +
-	" check the new count and confirm again.\x02This bulk action was already " +
-	"applied (the form was sent again): its records are in the audit log. Not" +
-	"hing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d " +
-	"instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
-	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
-	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
-	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
-	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
-	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
-	"don and stop an operator applied, with its reason. Reveals of sensitive " +
-	"values have their own log, which administrators read on the Reveals page" +
-	" (GET /api/v1/audit/reveals).\x02Filters\x02a token’s name, exact\x02fro" +
-	"m\x02to\x02Apply filters\x02Clear filters\x02No operator action matches." +
-	"\x02All actions\x02The process instance must be a whole instance id (a U" +
-	"UID): the lists show the end of each id; open the instance, or copy its " +
-	"link, for the whole id.\x02The bulk action must be its id (a UUID).\x02O" +
-	"perator actions, newest first\x02Showing the %[1]d instances bulk action" +
-	" %[2]s changed. While it runs, each reload shows how far it got.\x02Bulk" +
-	" %[1]s by %[2]s, started %[3]s: applied to %[4]d of the %[5]d instances " +
-	"counted, %[6]d skipped (they changed after the count). It ended %[7]s." +
-	"\x02Bulk %[1]s by %[2]s, started %[3]s, was stopped by an error after %[" +
-	"4]d of the %[5]d instances counted (%[6]d skipped). What it applied stay" +
-	"s; act on the filter again for the rest.\x02Bulk %[1]s by %[2]s, started" +
-	" %[3]s, is running: %[4]d of the %[5]d instances counted done so far (%[" +
-	"6]d skipped). Each reload shows how far it got.\x02No progress since %[1" +
-	"]s: the replica running it may have stopped. What it applied stays; act " +
-	"on the filter again for the rest.\x02Relais console\x02Language\x02Skip " +
-	"to content\x02Main navigation\x02Health\x02External tasks\x02Processes" +
-	"\x02Find an instance or occurrence\x02id or business key\x02Find\x02Defi" +
-	"nitions\x02Workers\x02Consumers\x02Destinations\x02Tokens\x02Reveals\x02" +
-	"Signed in as %[1]s (%[2]s)\x02Sign out\x02Display settings\x04\x00\x01 " +
-	"\x12\x02Display settings:\x02Times in %[1]s · reloading paused\x02Times " +
-	"in %[1]s · reload every %[2]d s\x02Times in %[1]s · no auto-reload\x02Re" +
-	"loading paused\x02Resume\x02This page reloads every %[1]d seconds.\x02Pa" +
-	"use reloading\x02Not allowed\x02Your role can read definitions and proce" +
-	"sses only: external tasks and process instances are for operators and ad" +
-	"ministrators.\x02Invalid request\x02The field “%[1]s” holds a NUL charac" +
-	"ter or bytes that are not UTF-8 text: correct it and try again.\x02Back " +
-	"to external tasks\x02Back to definitions\x02Nothing exists at this addre" +
-	"ss, or it is not visible to you.\x02Nothing exists at this address, or i" +
-	"t is not visible to you. An ended instance is deleted, with its occurren" +
-	"ces and attempts, once the retention period (RELAIS_RETENTION) has passe" +
-	"d; the audit log keeps the operator actions taken on it.\x02Not found" +
-	"\x02Form refused\x02This form was not sent from this console session, or" +
-	" it has expired. Reload the page and try again.\x02Temporarily unavailab" +
-	"le\x02The database cannot be reached right now. Try again in a few secon" +
-	"ds.\x02Something went wrong\x02The console could not show this page. Try" +
-	" again; if it persists, give your administrator the request id %[1]s." +
-	"\x02No consumer yet.\x02No more consumers.\x02The external services that" +
-	" take tasks, and the definitions each may take. Create consumers, change" +
-	" their grants and rotate their tokens through the API (/api/v1/consumers" +
-	"); tokens are never shown.\x02Consumers, oldest first\x02ID\x02Name\x02G" +
-	"rants\x02Created on\x02State\x02Tasks\x02active\x02revoked\x02no grant: " +
-	"it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s: every revisi" +
-	"on, present and future\x02%[1]s: revisions %[2]s\x02Counting the occurre" +
-	"nces; the counts appear when you reload the page.\x02Counts are unavaila" +
-	"ble right now.\x02Field\x02Type\x02Required\x02Classification\x02Constra" +
-	"ints\x02Description\x02Definition %[1]s\x02Working copy\x02The only muta" +
-	"ble part of a definition. Processes never use it directly: they pin a re" +
-	"vision.\x02Routing output\x02Last saved\x02Revisions\x02No revision yet:" +
-	" the Working copy has never been snapshotted.\x02Releases\x02No release " +
-	"yet.\x02Release\x02Revision\x02Notes\x02Published\x02Compare revisions" +
-	"\x02Lists every change from one revision to another, and whom it may bre" +
-	"ak.\x02From revision\x02To revision\x02Compare\x02Change\x02Detail\x02Br" +
-	"eaks processes\x02Breaks workers\x02These revisions have the same contra" +
-	"cts.\x02Inputs\x02No inputs.\x02Inputs of the working copy\x02Outputs" +
-	"\x02No outputs.\x02Outputs of the working copy\x02Releases, oldest first" +
-	"\x02Changes between the two revisions\x02Revision %[1]d\x02Snapshotted" +
-	"\x02Digest\x02Inputs of revision %[1]d\x02Outputs of revision %[1]d\x02T" +
-	"he Working copy has changes not yet snapshotted: they are in no revision" +
-	" (workers and processes use revision %[1]d at most) until a snapshot mak" +
-	"es them revision %[2]d.\x02Since revision %[1]d:\x02the contracts are th" +
-	"e same (the name or a description changed).\x02Changes of the Working co" +
-	"py since revision %[1]d\x02Choose two existing revisions to compare.\x02" +
-	"From revision %[1]d to revision %[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[" +
-	"1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d" +
-	" breaking\x00\x0f\x02%[1]d breaking\x02routing output %[1]s → %[2]s\x02o" +
-	"ptional → required\x02required → optional\x02values added: %[1]s\x02valu" +
-	"es removed: %[1]s\x02values reordered\x02%[1]s: %[2]s → %[3]s\x02require" +
-	"d %[1]s field of type %[2]s\x02optional %[1]s field of type %[2]s\x02req" +
-	"uired field of type %[1]s\x02optional field of type %[1]s\x02none\x02Tas" +
-	"k contracts: their Working copy, immutable revisions and named releases." +
-	"\x02Definitions by key\x02Key\x02Latest revision\x02none yet\x02No defin" +
-	"ition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d" +
-	" releases\x02No destination yet.\x02No more destinations.\x02The HTTP en" +
-	"dpoints push nodes call. Values of the URL's query and of the headers ar" +
-	"e sealed and never shown. Create, change and delete destinations through" +
-	" the API (/api/v1/destinations).\x02Destinations by name\x02URL\x02Heade" +
-	"rs sent\x02Longest timeout\x02Last changed\x02no header\x02Calls\x02Its " +
-	"calls\x02on error\x02any other error\x02held for an operator\x02an incid" +
-	"ent: retry, abandon or stop\x02end: completes the instance\x02end: fails" +
-	" the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s\x02Each" +
-	" definition’s queue and incidents now, and what its workers finished in " +
-	"the last hour: occurrences that ended completed or failed. An occurrence" +
-	" retried since counts where it ends next; a failed attempt with attempts" +
-	" left is not counted, its occurrence’s page lists it.\x02Completions and" +
-	" failures, last hour\x02Definitions, those needing attention first\x02De" +
-	"finition\x02Open\x02Held instances\x02Failed\x02Oldest claimable waits" +
-	"\x02Completed, last hour\x02Failed, last hour\x02No definition has occur" +
-	"rences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds.\x02clai" +
-	"mable since %[1]s\x02long wait\x02no worker\x02Show all definitions\x02N" +
-	"o definition %[1]s has occurrences: check the key, or show all definitio" +
-	"ns.\x02All definitions\x02Completions and failures per 5 minutes, last h" +
-	"our: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after the chart " +
-	"gives each 5-minute slot.\x02completed\x02failed\x02The chart’s numbers" +
-	"\x02Completions and failures per 5-minute slot, oldest first\x02Slot\x02" +
-	"Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02" +
-	"%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s," +
-	" %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1" +
-	"]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
-	"d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct" +
-	"\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00" +
-	"\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02" +
-	"%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d" +
-	" minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d se" +
-	"conds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actio" +
-	"ns\x02Path\x02The nodes this instance reached, in order, each with its o" +
-	"ccurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02" +
-	"Next node\x02Created\x02Settled\x02This instance has not reached a task " +
-	"yet.\x02Recorded operator actions\x02No operator has acted on this insta" +
-	"nce.\x02Operator actions on this instance, newest first\x02Value\x02Proc" +
-	"ess inputs\x02Inputs the instance was started with, labelled by process " +
-	"version %[1]d's contract\x02This process takes no inputs.\x02This instan" +
-	"ce is held at a failed node: an incident. It cannot be retried: its occu" +
-	"rrence at node %[1]s failed before any attempt (its inputs could not be " +
-	"built), so it would fail the same way. Abandon fails the instance; stop " +
-	"cancels it. Each asks for a reason, recorded in the audit log.\x02This i" +
-	"nstance is held at a failed node: an incident. Retry offers the failed o" +
-	"ccurrence again; abandon fails the instance; stop cancels it. Each asks " +
-	"for a reason, recorded in the audit log.\x02Stopping cancels the instanc" +
-	"e and its open occurrences. It does not complete anything.\x02Stopped by" +
-	" %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Re" +
-	"tried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node" +
-	"\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node\x02Fa" +
-	"iled at node\x02held, then stopped by an operator\x02held, then abandone" +
-	"d by an operator\x02Unknown status “%[1]s”.\x02The version must be a who" +
-	"le number from 1.\x02A version is a process’s: choose the process too." +
-	"\x02Creation date\x02The page size must be between 1 and %[1]d.\x02Proce" +
-	"ss instances\x02exact, case-sensitive\x02Act on every instance this filt" +
-	"er matches\x02The next page counts them and asks for a reason before any" +
-	"thing changes.\x02Process instances, newest first\x02Instance\x02End nod" +
-	"e or error\x02No instance matches these filters.\x02All processes\x02Any" +
-	" definition\x02All statuses\x02available\x02reserved\x02deferred\x02canc" +
-	"elled\x02running\x02held\x02expired\x02rejected\x02released\x02disconnec" +
-	"ted\x02text\x02integer\x02number\x02boolean\x02date\x02date and time\x02" +
-	"choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02••• hidden " +
-	"(sensitive)\x02••• hidden (secret)\x02pull (the service fetches it)\x02p" +
-	"ush (Relais calls the service)\x02administrator\x02operator\x02designer" +
-	"\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type change" +
-	"d\x02required changed\x02values changed\x02classification changed\x02con" +
-	"straint changed\x02routing changed\x02minimum length\x02maximum length" +
-	"\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02maximum " +
-	"items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1" +
-	"]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first\x02Cons" +
-	"umer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destination’s a" +
-	"nswer\x02Outcome\x02Error message\x02No service has reserved this occurr" +
-	"ence yet.\x02in progress\x02Whole message\x02No service ever reserved th" +
-	"is occurrence: it ended before any attempt.\x02Destination\x02Replica" +
-	"\x02Relais has not called the destination yet.\x02Relais never called th" +
-	"e destination: the occurrence ended before any call.\x02Relais keeps the" +
-	" destination’s status code only when it refused the call (destination_ht" +
-	"tp_NNN); a completed call answered 2xx. The duration runs from the claim" +
-	" of the call to its settlement.\x02Now\x02Retry or abandon it from its i" +
-	"nstance\x02Mode\x02Reason given by the worker\x02Maximum attempts\x02Ret" +
-	"ry delay\x02Retries\x02none: a failed call takes the node’s error path" +
-	"\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call timeout" +
-	"\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14\x01" +
-	"\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(%[1]" +
-	"d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by revisio" +
-	"n %[1]d's contract\x02This contract has no inputs.\x02Outputs, labelled " +
-	"by revision %[1]d's contract\x02No outputs yet: the occurrence has not c" +
-	"ompleted.\x02This contract has no outputs.\x02No outputs: the occurrence" +
-	" ended without completing.\x02Reveal — this is recorded\x02Why (recorded" +
-	" with the reveal)\x02Every admin reads it, and it is kept whatever the r" +
-	"etention: write no customer data in it.\x02Available from\x02Next attemp" +
-	"t\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attempt %[" +
-	"1]d)\x02Error (before any attempt)\x02Retryable\x02no: the service marke" +
-	"d this failure as not retryable (attempts left unused: %[1]d)\x02The des" +
-	"tination did not answer within the call’s timeout (%[1]s): it may have a" +
-	"cted all the same, so check before retrying.\x02The destination did not " +
-	"answer within the call’s timeout: it may have acted all the same, so che" +
-	"ck before retrying.\x02The deadline passed before a result arrived.\x02T" +
-	"he result did not match the revision's outputs contract.\x02The answer t" +
-	"o the call was lost (the connection broke after the request was sent, or" +
-	" Relais stopped or could not reach its database before recording it): wh" +
-	"ether the destination acted is unknown, so it is not called again.\x02Th" +
-	"e call could not be prepared.\x02The destination could not be reached." +
-	"\x02The destination’s answer was too large.\x02The last attempt’s lock e" +
-	"xpired with no attempt left.\x02The inputs could not be built from the p" +
-	"rocess’s bindings.\x02An operator abandoned the instance.\x02A Camunda 7" +
-	" worker reported a failure with no retries left (retries: 0, or a budget" +
-	" already spent): it is not run again.\x02The destination answered HTTP %" +
-	"[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live worke" +
-	"r takes revision %[1]d: the live workers of %[2]s declare inputs it does" +
-	" not have.\x02No live worker takes revision %[1]d: the live workers of %" +
-	"[2]s take revision %[3]d only.\x02No live worker takes revision %[1]d: t" +
-	"he live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — " +
-	"%[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to" +
-	" be offered again.\x02Waiting for Relais to call the destination since %" +
-	"[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[" +
-	"1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result recorde" +
-	"d: the replica making it may have stopped. If so, it fails outcome_unkno" +
-	"wn at %[3]s (%[4]s): ask the destination whether it took effect.\x02Rela" +
-	"is is calling the destination (since %[1]s).\x02Reserved by %[1]s; lock " +
-	"until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]" +
-	"s): a worker of the same consumer, or a front end with a settle token, c" +
-	"ompletes it later.\x02Completed (%[1]s).\x02Its instance is held here, w" +
-	"aiting for an operator.\x02Its instance went on along the node’s error p" +
-	"ath.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[1]s " +
-	"at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%" +
-	"[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its sett" +
-	"le token)\x02%[1]s (deferred; settled with its settle token, as %[2]s)" +
-	"\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable " +
-	"body\x02no answer within the timeout\x02no connection\x02answer too larg" +
-	"e\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Messag" +
-	"e from the service (its own words, protected values masked)\x02The revis" +
-	"ion must be a whole number, 1 or more.\x02A revision is a definition’s: " +
-	"choose the definition too.\x02Settlement date\x02More filters: instance," +
-	" revision, consumer, destination, dates\x02Push destination\x02its name," +
-	" exactly\x02instance id\x02Counts by status\x02Occurrences, newest first" +
-	"\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Next " +
-	"attempt or settled\x02No occurrence matches these filters.\x02All consum" +
-	"ers\x02Totals of definition %[1]s, not narrowed by the other filters\x02" +
-	"Totals of all definitions, not narrowed by the other filters\x14\x01\x81" +
-	"\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as " +
-	"of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revision %[" +
-	"1]d\x02settled\x02next attempt\x02claimable since\x02call in progress si" +
-	"nce\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Next pa" +
-	"ge\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12" +
-	"-01.\x02%[1]s: the first day comes after the last.\x02This address holds" +
-	" a parameter that cannot be read (a percent sign not followed by two hex" +
-	"adecimal digits, or a semicolon): correct the address.\x02Unknown parame" +
-	"ter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02Th" +
-	"e parameter “%[1]s” is given %[2]d times: give it once.\x02The page curs" +
-	"or is invalid: go back to the first page.\x02These settings are kept in " +
-	"this browser only.\x02Show times in\x02The console runs no script, so it" +
-	" cannot read your computer’s time zone: choose its offset from UTC. Offs" +
-	"ets do not follow daylight saving time.\x02Reload lists and detail pages" +
-	"\x02A reload empties what you typed but did not apply (filters, the sear" +
-	"ch box) and moves the focus back to the top of the page: “Pause reloadin" +
-	"g”, on every page that reloads, stops it until you resume. Pages where y" +
-	"ou type a reason (confirmations, and occurrences with a value to reveal)" +
-	" never reload on their own, nor does a revealed value.\x02Save settings" +
-	"\x02Back without saving\x02UTC (coordinated universal time)\x02Local tim" +
-	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
-	": their nodes, routes and pinned revisions, drawn, with where their occu" +
-	"rrences are now.\x02Published process versions: their nodes, routes and " +
-	"pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
-	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
-	"art node\x02Graph\x02Columns follow the longest path from the start node" +
-	". Solid arrows are successes (labelled with their route), dashed ones fa" +
-	"ilures (labelled with their error codes). Each box says how many of this" +
-	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
-	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
-	"ess\x02On error\x02Occurrences now\x02Instances of this version\x02Colum" +
-	"ns follow the longest path from the start node. Solid arrows are success" +
-	"es (labelled with their route), dashed ones failures (labelled with thei" +
-	"r error codes).\x02Nodes of this version\x02This version has %[1]d nodes" +
-	": too many to draw legibly (at most %[2]d). The table below lists every " +
-	"node with its routes and counts.\x02This version has %[1]d nodes: too ma" +
-	"ny to draw legibly (at most %[2]d). The table below lists every node wit" +
-	"h its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
-	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
-	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
-	"me nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tabl" +
-	"e below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end" +
-	" (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an inci" +
-	"dent for an operator)\x02any other code → %[1]s\x02fails the instance" +
-	"\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority " +
-	"%[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadl" +
-	"ine %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances h" +
-	"eld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed ev" +
-	"ery few seconds.\x02Only administrators may reveal a sensitive value." +
-	"\x02Say why you reveal this value: the reason is recorded with the revea" +
-	"l in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit" +
-	" log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value this pa" +
-	"ge shows as hidden (sensitive) can be revealed.\x02Secret values can nev" +
-	"er be revealed.\x02Every sensitive value an administrator revealed: who," +
-	" when, which field and why. The values themselves are never kept.\x02Rev" +
-	"eals, newest first\x02No value was revealed.\x02none (revealed before re" +
-	"asons were asked for)\x02Method not allowed\x02This page does not accept" +
-	" that request.\x02Search\x02Type an instance or occurrence id (a whole U" +
-	"UID, as the title of its page shows it), or a business key.\x02Nothing t" +
-	"o find: the search box is empty.\x02That is too long to be an id or a bu" +
-	"siness key.\x02No instance or occurrence has the id “%[1]s”, and no inst" +
-	"ance has it as its business key.\x02No instance or occurrence has the id" +
-	" “%[1]s”, and no instance has it as its business key. An ended instance " +
-	"is deleted, with its occurrences and attempts, once the retention period" +
-	" (RELAIS_RETENTION) has passed; the audit log keeps the operator actions" +
-	" taken on it.\x02No instance has “%[1]s” as its business key, and it is " +
-	"not a whole id: the lists show the end of each id. Open the row, or copy" +
-	" its link, for the whole id.\x02You are signed out.\x02Your session had " +
-	"ended (inactivity, a sign-out elsewhere, a revoked token or a restart of" +
-	" the server), so your last action was not applied. Sign in again, then r" +
-	"epeat it.\x02Your session has ended (inactivity, a sign-out elsewhere, a" +
-	" revoked token or a restart of the server). Sign in again.\x02Sign in" +
-	"\x02Sign in with an operator, designer or administrator token.\x02Token" +
-	"\x02The token is checked once and never stored in your browser; a sessio" +
-	"n cookie stands for it for up to 8 hours of inactivity.\x02Too many fail" +
-	"ed sign-ins from your address. Try again in %[1]d seconds.\x02This token" +
-	" is unknown or has been revoked.\x02A %[1]s token cannot open the consol" +
-	"e: sign in with an operator, designer or administrator token.\x02Only ad" +
-	"ministrators see this page: tokens, consumers, destinations and the reve" +
-	"al log are theirs.\x02Staff tokens (administrators, designers, operators" +
-	") that are not revoked. Consumer tokens are managed with their consumers" +
-	". Revoking a token refuses its next request.\x02Staff tokens, oldest fir" +
-	"st\x02No token.\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02E" +
-	"xpired token\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke " +
-	"the %[1]s token “%[2]s”?\x02Its next request is refused, and console ses" +
-	"sions opened with it end. This cannot be undone: whoever uses it needs a" +
-	" new token.\x02Revoke the token\x02Keep it\x02This is the token you sign" +
-	"ed in with: revoking it signs you out. Its next request is refused. This" +
-	" cannot be undone.\x02This is the last usable administrator token: creat" +
-	"e another one before revoking it.\x02The token %[1]s (%[2]s) was revoked" +
-	": its next request is refused.\x02routing output\x02(each item)\x14\x01" +
-	"\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1" +
-	"]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00" +
-	"\x19\x02at most %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02min" +
-	"imum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14" +
-	"\x02at least %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01" +
-	"\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1" +
-	"]d more values not shown: the page shows the first %[2]d, the API's deta" +
-	"il has them all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d it" +
-	"em\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpe" +
-	"cted value\x02Workers connected by a stream, and polling workers by thei" +
-	"r last fetch. A worker is listed while it was seen within three heartbea" +
-	"ts.\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Def" +
-	"initions served\x02In flight\x02Connected\x02Last seen\x02No worker is c" +
-	"onnected.\x02Workers serving %[1]s\x02All workers\x02No worker serves th" +
-	"is definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every re" +
-	"vision its consumer is granted\x02revisions %[1]s\x02No worker serves th" +
-	"is definition: its occurrences wait until one connects or polls.\x02No p" +
-	"rocess uses this definition yet: it needs a worker once a process pulls " +
-	"it.\x02No process pulls this definition: Relais calls its destinations (" +
-	"push), and it needs no worker.\x02No worker is connected for this defini" +
-	"tion; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
+	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
+	"ery running or held instance…\x02Say why, for whoever reads the log late" +
+	"r: at most %[1]d characters. Every operator reads it, and it is kept wha" +
+	"tever the retention: write no customer data in it.\x02Reason (recorded i" +
+	"n the audit log)\x02Keep it running\x02Keep it held\x02Retry process ins" +
+	"tance %[1]s\x02Retry this instance? Its failed occurrence at node %[1]s " +
+	"is offered again with a fresh budget of attempts.\x02Workers may take it" +
+	" again (a push occurrence calls its destination again). Its earlier atte" +
+	"mpts and last error stay in its history. Nothing is completed on anyone’" +
+	"s behalf.\x02Retry the instance\x02Abandon process instance %[1]s\x02Aba" +
+	"ndon this instance? It fails with the error code abandoned.\x02Its faile" +
+	"d occurrence stays as it is and nothing is completed on its behalf. An a" +
+	"bandoned instance cannot be resumed.\x02Abandon the instance\x02Stop pro" +
+	"cess instance %[1]s\x02Stop this instance? Its open occurrences are canc" +
+	"elled.\x02Services that hold one of them learn it when they next report," +
+	" and their results are refused. Nothing is completed on their behalf, an" +
+	"d a stopped instance cannot be resumed.\x02Stop the instance\x02This ins" +
+	"tance cannot be retried: its occurrence at node %[1]s failed before any " +
+	"attempt (its inputs could not be built), so it would fail the same way. " +
+	"Abandon or stop it.\x02Nothing was done.\x02Cannot act on this instance" +
+	"\x02Back to the instance\x02Someone acted on this instance after this pa" +
+	"ge was opened (%[1]s by %[2]s, %[3]s). Nothing was done: look at it agai" +
+	"n before deciding.\x02This instance has already ended (it is %[1]s now):" +
+	" someone acted on it after this page was opened (%[2]s by %[3]s, %[4]s)." +
+	" Nothing was done.\x02This instance is no longer held (it is %[1]s now):" +
+	" someone acted on it after this page was opened (%[2]s by %[3]s, %[4]s)." +
+	" Nothing was done.\x02This instance is %[1]s, not held: there is nothing" +
+	" to retry.\x02This instance is %[1]s, not held: there is nothing to aban" +
+	"don.\x02This instance is %[1]s: there is nothing to stop.\x02The reason " +
+	"you gave, not recorded:\x02Someone acted on this instance after this pag" +
+	"e was opened. Nothing was done: look at it again before deciding.\x02Thi" +
+	"s instance is no longer held (it is %[1]s now): someone may have acted o" +
+	"n it first. Nothing was done.\x02This instance has already ended; there " +
+	"is nothing to stop.\x02Its occurrence failed before any attempt: its inp" +
+	"uts could not be built, so a retry would fail the same way. Abandon or s" +
+	"top the instance instead. Nothing was done.\x02Relais refused the action" +
+	". Nothing was done.\x02This instance was already stopped; nothing change" +
+	"d and nothing was recorded.\x02This instance was already stopped, by %[1" +
+	"]s at %[2]s; nothing changed and nothing was recorded.\x02Retried: the o" +
+	"ccurrence at node %[1]s is offered again. Recorded in the audit log.\x02" +
+	"Abandoned: the instance failed with the error code abandoned. Recorded i" +
+	"n the audit log.\x02Stopped: the instance and its open occurrences are c" +
+	"ancelled. Recorded in the audit log.\x02Give a reason: it is recorded in" +
+	" the audit log (at most %[1]d characters). Nothing was done.\x02The reas" +
+	"on is too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing" +
+	" was done.\x02Unknown action.\x02Stopping applies to running or held ins" +
+	"tances, not %[1]s ones.\x02Retrying and abandoning apply to held instanc" +
+	"es, not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for e" +
+	"very instance)\x02Back to the list\x02This takes about %[1]s. Keep this " +
+	"page open until it answers: if it stops waiting first, the action still " +
+	"runs to its end.\x02Follow it in the audit log (new tab)\x02Retry every " +
+	"held instance this filter matches\x02Each one’s failed occurrence is off" +
+	"ered again with a fresh budget of attempts. Nothing is completed on anyo" +
+	"ne’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now" +
+	".\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15" +
+	"\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon eve" +
+	"ry held instance this filter matches\x02Each one fails with the error co" +
+	"de abandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Aband" +
+	"on %[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held " +
+	"instance this filter matches\x02Stop every running instance this filter " +
+	"matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now." +
+	"\x00#\x02%[1]d running instances match now.\x02Stop every running or hel" +
+	"d instance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running" +
+	" or held instance matches now.\x00+\x02%[1]d running or held instances m" +
+	"atch now.\x02Each one and its open occurrences are cancelled; a stopped " +
+	"instance cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d in" +
+	"stance\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance thi" +
+	"s action applies to matches the filter.\x02No process, business key, err" +
+	"or code or creation date narrows this filter: it applies to the instance" +
+	"s of every process.\x02any\x02Process\x02Version\x02Status\x02Business k" +
+	"ey\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02B" +
+	"y process and error code\x02Instances\x02The %[1]d largest groups; the f" +
+	"ilter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held i" +
+	"nstance failed before any attempt (its inputs could not be built): it ca" +
+	"nnot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]" +
+	"d more held instances failed before any attempt (their inputs could not " +
+	"be built): they cannot be retried and are left out. Abandon or stop them" +
+	".\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destinati" +
+	"on “%[1]s”.\x02Process %[1]s has no version %[2]d.\x02No process has the" +
+	" key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s " +
+	"has no revision %[2]d.\x02The confirmed count is missing: start again fr" +
+	"om the list.\x02The count changed since you confirmed it (it was %[1]d):" +
+	" instances were settled, retried or acted on meanwhile. Nothing was done" +
+	"; check the new count and confirm again.\x02This bulk action was already" +
+	" applied (the form was sent again): its records are in the audit log. No" +
+	"thing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d" +
+	" instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81" +
+	"\x01\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or " +
+	"acted on by someone else).\x00T\x02%[1]d skipped: they changed after the" +
+	" count (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %" +
+	"[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurren" +
+	"ce offered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, " +
+	"abandon and stop an operator applied, and every erasure an administrator" +
+	" made, with its reason. Reveals of sensitive values have their own log, " +
+	"which administrators read on the Reveals page (GET /api/v1/audit/reveals" +
+	").\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply filters" +
+	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
+	"rocess instance must be a whole instance id (a UUID): the lists show the" +
+	" end of each id; open the instance, or copy its link, for the whole id." +
+	"\x02The bulk action must be its id (a UUID).\x02Operator actions, newest" +
+	" first\x02Showing the %[1]d instances bulk action %[2]s changed. While i" +
+	"t runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, starte" +
+	"d %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped " +
+	"(they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, " +
+	"started %[3]s, was stopped by an error after %[4]d of the %[5]d instance" +
+	"s counted (%[6]d skipped). What it applied stays; act on the filter agai" +
+	"n for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d" +
+	" of the %[5]d instances counted done so far (%[6]d skipped). Each reload" +
+	" shows how far it got.\x02No progress since %[1]s: the replica running i" +
+	"t may have stopped. What it applied stays; act on the filter again for t" +
+	"he rest.\x02Relais console\x02Language\x02Skip to content\x02Main naviga" +
+	"tion\x02Health\x02External tasks\x02Processes\x02Find an instance or occ" +
+	"urrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consu" +
+	"mers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)" +
+	"\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
+	"\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every %" +
+	"[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume" +
+	"\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not all" +
+	"owed\x02Your role can read definitions and processes only: external task" +
+	"s and process instances are for operators and administrators.\x02Invalid" +
+	" request\x02The field “%[1]s” holds a NUL character or bytes that are no" +
+	"t UTF-8 text: correct it and try again.\x02Back to external tasks\x02Bac" +
+	"k to definitions\x02Nothing exists at this address, or it is not visible" +
+	" to you.\x02Nothing exists at this address, or it is not visible to you." +
+	" An ended instance is deleted, with its occurrences and attempts, once t" +
+	"he retention period (RELAIS_RETENTION) has passed; the audit log keeps t" +
+	"he operator actions taken on it.\x02Not found\x02Form refused\x02This fo" +
+	"rm was not sent from this console session, or it has expired. Reload the" +
+	" page and try again.\x02Temporarily unavailable\x02The database cannot b" +
+	"e reached right now. Try again in a few seconds.\x02Something went wrong" +
+	"\x02The console could not show this page. Try again; if it persists, giv" +
+	"e your administrator the request id %[1]s.\x02No consumer yet.\x02No mor" +
+	"e consumers.\x02The external services that take tasks, and the definitio" +
+	"ns each may take. Create consumers, change their grants and rotate their" +
+	" tokens through the API (/api/v1/consumers); tokens are never shown.\x02" +
+	"Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State" +
+	"\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved" +
+	" now\x02All its tasks\x02%[1]s: every revision, present and future\x02%[" +
+	"1]s: revisions %[2]s\x02Counting the occurrences; the counts appear when" +
+	" you reload the page.\x02Counts are unavailable right now.\x02Field\x02T" +
+	"ype\x02Required\x02Classification\x02Constraints\x02Description\x02Defin" +
+	"ition %[1]s\x02Working copy\x02The only mutable part of a definition. Pr" +
+	"ocesses never use it directly: they pin a revision.\x02Routing output" +
+	"\x02Last saved\x02Revisions\x02No revision yet: the Working copy has nev" +
+	"er been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revisi" +
+	"on\x02Notes\x02Published\x02Compare revisions\x02Lists every change from" +
+	" one revision to another, and whom it may break.\x02From revision\x02To " +
+	"revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks wo" +
+	"rkers\x02These revisions have the same contracts.\x02Inputs\x02No inputs" +
+	".\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of " +
+	"the working copy\x02Releases, oldest first\x02Changes between the two re" +
+	"visions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision" +
+	" %[1]d\x02Outputs of revision %[1]d\x02The Working copy has changes not " +
+	"yet snapshotted: they are in no revision (workers and processes use revi" +
+	"sion %[1]d at most) until a snapshot makes them revision %[2]d.\x02Since" +
+	" revision %[1]d:\x02the contracts are the same (the name or a descriptio" +
+	"n changed).\x02Changes of the Working copy since revision %[1]d\x02Choos" +
+	"e two existing revisions to compare.\x02From revision %[1]d to revision " +
+	"%[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
+	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
+	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
+	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
+	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
+	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
+	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
+	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
+	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destinatio" +
+	"n yet.\x02No more destinations.\x02The HTTP endpoints push nodes call. V" +
+	"alues of the URL's query and of the headers are sealed and never shown. " +
+	"Create, change and delete destinations through the API (/api/v1/destinat" +
+	"ions).\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout" +
+	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Keep the instance" +
+	"\x02Say why, for whoever reads the log later: at most %[1]d characters. " +
+	"It is kept after the erasure, whatever the retention: write the request’" +
+	"s reference, not the person’s name.\x02Erase process instance %[1]s\x02E" +
+	"rase this instance now? It is deleted with its occurrences and their att" +
+	"empts, as retention would delete it.\x02Its inputs, outputs, business ke" +
+	"y and the workers’ messages go with it; this cannot be undone. The audit" +
+	" records naming it stay (who did what, and why), and so do backups until" +
+	" they expire.\x02Erase the instance\x02This instance is %[1]s: only an e" +
+	"nded instance can be erased. Stop it first.\x02Erased: instance %[1]s is" +
+	" deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the audit lo" +
+	"g.\x02This instance had already been erased, by %[1]s at %[2]s; nothing " +
+	"changed and nothing was recorded.\x02on error\x02any other error\x02held" +
+	" for an operator\x02an incident: retry, abandon or stop\x02end: complete" +
+	"s the instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s" +
+	"\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents now, an" +
+	"d what its workers finished in the last hour: occurrences that ended com" +
+	"pleted or failed. An occurrence retried since counts where it ends next;" +
+	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
+	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
+	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
+	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
+	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
+	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
+	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
+	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
+	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
+	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
+	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
+	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
+	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
+	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
+	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
+	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
+	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
+	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
+	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
+	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
+	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
+	"his instance has not reached a task yet.\x02Recorded operator actions" +
+	"\x02No operator has acted on this instance.\x02Operator actions on this " +
+	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
+	" was started with, labelled by process version %[1]d's contract\x02This " +
+	"process takes no inputs.\x02Erase this instance…\x02This instance has en" +
+	"ded. As an administrator you may erase it now rather than wait for reten" +
+	"tion (a data subject’s request): it is deleted with its occurrences and " +
+	"attempts.\x02This instance is held at a failed node: an incident. It can" +
+	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
+	"its inputs could not be built), so it would fail the same way. Abandon f" +
+	"ails the instance; stop cancels it. Each asks for a reason, recorded in " +
+	"the audit log.\x02This instance is held at a failed node: an incident. R" +
+	"etry offers the failed occurrence again; abandon fails the instance; sto" +
+	"p cancels it. Each asks for a reason, recorded in the audit log.\x02Stop" +
+	"ping cancels the instance and its open occurrences. It does not complete" +
+	" anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s " +
+	"at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02" +
+	"Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End node\x02Ab" +
+	"andoned at node\x02Failed at node\x02held, then stopped by an operator" +
+	"\x02held, then abandoned by an operator\x02Unknown status “%[1]s”.\x02Th" +
+	"e version must be a whole number from 1.\x02A version is a process’s: ch" +
+	"oose the process too.\x02Creation date\x02The page size must be between " +
+	"1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on eve" +
+	"ry instance this filter matches\x02The next page counts them and asks fo" +
+	"r a reason before anything changes.\x02Process instances, newest first" +
+	"\x02Instance\x02End node or error\x02No instance matches these filters." +
+	"\x02All processes\x02Any definition\x02All statuses\x02available\x02rese" +
+	"rved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected" +
+	"\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02" +
+	"date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive" +
+	"\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the" +
+	" service fetches it)\x02push (Relais calls the service)\x02administrator" +
+	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
+	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
+	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
+	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
+	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
+	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
+	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
+	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
+	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
+	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
+	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
+	"ais never called the destination: the occurrence ended before any call." +
+	"\x02Relais keeps the destination’s status code only when it refused the " +
+	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
+	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
+	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
+	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
+	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
+	")\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last opera" +
+	"tor retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d " +
+	"attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, la" +
+	"belled by revision %[1]d's contract\x02This contract has no inputs.\x02O" +
+	"utputs, labelled by revision %[1]d's contract\x02No outputs yet: the occ" +
+	"urrence has not completed.\x02This contract has no outputs.\x02No output" +
+	"s: the occurrence ended without completing.\x02Reveal — this is recorded" +
+	"\x02Why (recorded with the reveal)\x02Every admin reads it, and it is ke" +
+	"pt whatever the retention: write no customer data in it.\x02Available fr" +
+	"om\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last " +
+	"error (attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
+	"the service marked this failure as not retryable (attempts left unused: " +
+	"%[1]d)\x02The destination did not answer within the call’s timeout (%[1]" +
+	"s): it may have acted all the same, so check before retrying.\x02The des" +
+	"tination did not answer within the call’s timeout: it may have acted all" +
+	" the same, so check before retrying.\x02The deadline passed before a res" +
+	"ult arrived.\x02The result did not match the revision's outputs contract" +
+	".\x02The answer to the call was lost (the connection broke after the req" +
+	"uest was sent, or Relais stopped or could not reach its database before " +
+	"recording it): whether the destination acted is unknown, so it is not ca" +
+	"lled again.\x02The call could not be prepared.\x02The destination could " +
+	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
+	"ttempt’s lock expired with no attempt left.\x02The inputs could not be b" +
+	"uilt from the process’s bindings.\x02An operator abandoned the instance." +
+	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
+	" 0, or a budget already spent): it is not run again.\x02The destination " +
+	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
+	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
+	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
+	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
+	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
+	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
+	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
+	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
+	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
+	"ts result recorded: the replica making it may have stopped. If so, it fa" +
+	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
+	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
+	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
+	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
+	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
+	"e is held here, waiting for an operator.\x02Its instance went on along t" +
+	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
+	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
+	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
+	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
+	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP" +
+	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
+	"answer too large\x02unknown\x02[redacted]\x02Message from Relais (in Eng" +
+	"lish)\x02Message from the service (its own words, protected values maske" +
+	"d)\x02The revision must be a whole number, 1 or more.\x02A revision is a" +
+	" definition’s: choose the definition too.\x02Settlement date\x02More fil" +
+	"ters: instance, revision, consumer, destination, dates\x02Push destinati" +
+	"on\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrence" +
+	"s, newest first\x02Message\x02Process and node\x02Error\x02Consumer and " +
+	"worker\x02Next attempt or settled\x02No occurrence matches these filters" +
+	".\x02All consumers\x02Totals of definition %[1]s, not narrowed by the ot" +
+	"her filters\x02Totals of all definitions, not narrowed by the other filt" +
+	"ers\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
+	"urrences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
+	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
+	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
+	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
+	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02Thi" +
+	"s address holds a parameter that cannot be read (a percent sign not foll" +
+	"owed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose its off" +
+	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
+	"s and detail pages\x02A reload empties what you typed but did not apply " +
+	"(filters, the search box) and moves the focus back to the top of the pag" +
+	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
+	"ume. Pages where you type a reason (confirmations, and occurrences with " +
+	"a value to reveal) never reload on their own, nor does a revealed value." +
+	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
+	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
+	" process versions: their nodes, routes and pinned revisions, drawn, with" +
+	" where their occurrences are now.\x02Published process versions: their n" +
+	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
+	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
+	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
+	" the start node. Solid arrows are successes (labelled with their route)," +
+	" dashed ones failures (labelled with their error codes). Each box says h" +
+	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
+	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
+	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
+	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
+	"ows are successes (labelled with their route), dashed ones failures (lab" +
+	"elled with their error codes).\x02Nodes of this version\x02This version " +
+	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
+	"ow lists every node with its routes and counts.\x02This version has %[1]" +
+	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
+	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
+	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
+	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
+	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
+	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
+	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
+	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
+	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
+	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
+	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
+	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
+	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
+	"itive value.\x02Say why you reveal this value: the reason is recorded wi" +
+	"th the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded " +
+	"in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a v" +
+	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
+	"lues can never be revealed.\x02Every sensitive value an administrator re" +
+	"vealed: who, when, which field and why. The values themselves are never " +
+	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
+	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
+	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
+	"d (a whole UUID, as the title of its page shows it), or a business key." +
+	"\x02Nothing to find: the search box is empty.\x02That is too long to be " +
+	"an id or a business key.\x02No instance or occurrence has the id “%[1]s”" +
+	", and no instance has it as its business key.\x02No instance or occurren" +
+	"ce has the id “%[1]s”, and no instance has it as its business key. An en" +
+	"ded instance is deleted, with its occurrences and attempts, once the ret" +
+	"ention period (RELAIS_RETENTION) has passed; the audit log keeps the ope" +
+	"rator actions taken on it.\x02No instance has “%[1]s” as its business ke" +
+	"y, and it is not a whole id: the lists show the end of each id. Open the" +
+	" row, or copy its link, for the whole id.\x02You are signed out.\x02Your" +
+	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
+	" a restart of the server), so your last action was not applied. Sign in " +
+	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
+	" elsewhere, a revoked token or a restart of the server). Sign in again." +
+	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
+	".\x02Token\x02The token is checked once and never stored in your browser" +
+	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
+	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
+	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
+	"the console: sign in with an operator, designer or administrator token." +
+	"\x02Only administrators see this page: tokens, consumers, destinations, " +
+	"the reveal log and erasures are theirs.\x02Staff tokens (administrators," +
+	" designers, operators) that are not revoked. Consumer tokens are managed" +
+	" with their consumers. Revoking a token refuses its next request.\x02Sta" +
+	"ff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02" +
+	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke t" +
+	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
+	"used, and console sessions opened with it end. This cannot be undone: wh" +
+	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
+	"is the token you signed in with: revoking it signs you out. Its next req" +
+	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
+	"istrator token: create another one before revoking it.\x02The token %[1]" +
+	"s (%[2]s) was revoked: its next request is refused.\x02routing output" +
+	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 727 elements
+var frIndex = []uint32{ // 739 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
-	0x0000003e, 0x00000046, 0x0000004d, 0x00000079,
-	0x000000a6, 0x000000d1, 0x000000fb, 0x00000132,
-	0x00000203, 0x0000022f, 0x00000244, 0x00000258,
-	0x00000282, 0x00000304, 0x000003d9, 0x000003f0,
-	0x0000041b, 0x00000471, 0x000004f7, 0x0000050f,
-	0x00000538, 0x0000057d, 0x00000645, 0x0000065b,
-	0x00000747, 0x0000075e, 0x00000785, 0x0000079c,
+	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
+	0x00000084, 0x000000b1, 0x000000dc, 0x00000106,
+	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
+	0x00000263, 0x0000028d, 0x0000030f, 0x000003e4,
+	0x000003fb, 0x00000426, 0x0000047c, 0x00000502,
+	0x0000051a, 0x00000543, 0x00000588, 0x00000650,
+	0x00000666, 0x00000752, 0x00000769, 0x00000790,
 	// Entry 20 - 3F
-	0x00000842, 0x000008f5, 0x000009a9, 0x000009f2,
-	0x00000a3c, 0x00000a76, 0x00000aa7, 0x00000b34,
-	0x00000bb9, 0x00000bfe, 0x00000cd6, 0x00000d0a,
-	0x00000d67, 0x00000dd8, 0x00000e41, 0x00000eb8,
-	0x00000f21, 0x00000f96, 0x00001001, 0x00001012,
-	0x0000106d, 0x000010cd, 0x000010d4, 0x00001115,
-	0x00001129, 0x000011c7, 0x000011fb, 0x0000123a,
-	0x000012cb, 0x0000134b, 0x00001387, 0x000013c7,
+	0x000007a7, 0x0000084d, 0x00000900, 0x000009b4,
+	0x000009fd, 0x00000a47, 0x00000a81, 0x00000ab2,
+	0x00000b3f, 0x00000bc4, 0x00000c09, 0x00000ce1,
+	0x00000d15, 0x00000d72, 0x00000de3, 0x00000e4c,
+	0x00000ec3, 0x00000f2c, 0x00000fa1, 0x0000100c,
+	0x0000101d, 0x00001078, 0x000010d8, 0x000010df,
+	0x00001120, 0x00001134, 0x000011d2, 0x00001206,
+	0x00001245, 0x000012d6, 0x00001356, 0x00001392,
 	// Entry 40 - 5F
-	0x00001420, 0x0000145e, 0x0000149c, 0x000014d9,
-	0x00001558, 0x000015a2, 0x0000163a, 0x000016a3,
-	0x000016dd, 0x0000173e, 0x000017e7, 0x000017f3,
-	0x000017fd, 0x00001805, 0x0000180c, 0x00001819,
-	0x00001829, 0x00001841, 0x00001854, 0x00001868,
-	0x00001889, 0x00001893, 0x000018db, 0x00001a87,
-	0x00001aa9, 0x00001abf, 0x00001ae5, 0x00001b14,
-	0x00001b43, 0x00001b75, 0x00001ba8, 0x00001bdd,
+	0x000013d2, 0x0000142b, 0x00001469, 0x000014a7,
+	0x000014e4, 0x00001563, 0x000015ad, 0x00001645,
+	0x000016ae, 0x000016e8, 0x00001749, 0x000017f2,
+	0x000017fe, 0x00001808, 0x00001810, 0x00001817,
+	0x00001824, 0x00001834, 0x0000184c, 0x0000185f,
+	0x00001873, 0x00001894, 0x0000189e, 0x000018e6,
+	0x00001a92, 0x00001ab4, 0x00001aca, 0x00001af0,
+	0x00001b1f, 0x00001b4e, 0x00001b80, 0x00001bb3,
 	// Entry 60 - 7F
-	0x00001cc3, 0x00001d6c, 0x00001de1, 0x00001ec0,
-	0x00001ee0, 0x00001ee6, 0x00001eea, 0x00001ef1,
-	0x00001ef7, 0x00001f0d, 0x00001f24, 0x00001f34,
-	0x00001f3f, 0x00001f51, 0x00002036, 0x0000203e,
-	0x00002059, 0x0000205c, 0x0000205f, 0x00002075,
-	0x00002089, 0x000020b5, 0x000020c8, 0x0000219b,
-	0x000021e4, 0x0000221a, 0x000022a9, 0x0000236e,
-	0x0000245a, 0x0000251c, 0x000025d3, 0x000025e2,
+	0x00001be8, 0x00001cce, 0x00001d77, 0x00001dec,
+	0x00001ecb, 0x00001eeb, 0x00001ef1, 0x00001ef5,
+	0x00001efc, 0x00001f02, 0x00001f18, 0x00001f2f,
+	0x00001f3f, 0x00001f4a, 0x00001f5c, 0x00002072,
+	0x0000207a, 0x00002095, 0x00002098, 0x0000209b,
+	0x000020b1, 0x000020c5, 0x000020f1, 0x00002104,
+	0x000021d7, 0x00002220, 0x00002256, 0x000022e5,
+	0x000023aa, 0x00002496, 0x00002558, 0x0000260f,
 	// Entry 80 - 9F
-	0x000025e9, 0x000025fa, 0x00002610, 0x00002616,
-	0x00002627, 0x00002631, 0x00002658, 0x00002674,
-	0x0000267c, 0x00002689, 0x00002695, 0x000026a3,
-	0x000026b0, 0x000026b7, 0x000026c5, 0x000026e9,
-	0x000026f9, 0x00002711, 0x00002732, 0x0000275b,
-	0x0000278e, 0x000027bf, 0x000027d5, 0x000027df,
-	0x00002811, 0x0000282b, 0x00002839, 0x000028ed,
-	0x000028ff, 0x0000297f, 0x0000299b, 0x000029b3,
+	0x0000261e, 0x00002625, 0x00002636, 0x0000264c,
+	0x00002652, 0x00002663, 0x0000266d, 0x00002694,
+	0x000026b0, 0x000026b8, 0x000026c5, 0x000026d1,
+	0x000026df, 0x000026ec, 0x000026f3, 0x00002701,
+	0x00002725, 0x00002735, 0x0000274d, 0x0000276e,
+	0x00002797, 0x000027ca, 0x000027fb, 0x00002811,
+	0x0000281b, 0x0000284d, 0x00002867, 0x00002875,
+	0x00002929, 0x0000293b, 0x000029bb, 0x000029d7,
 	// Entry A0 - BF
-	0x000029f6, 0x00002b14, 0x00002b20, 0x00002b33,
-	0x00002baf, 0x00002bcb, 0x00002c22, 0x00002c3a,
-	0x00002cd2, 0x00002cf7, 0x00002d11, 0x00002e02,
-	0x00002e30, 0x00002e33, 0x00002e37, 0x00002e3e,
-	0x00002e48, 0x00002e4e, 0x00002e56, 0x00002e5c,
-	0x00002e66, 0x00002e87, 0x00002ea0, 0x00002eb3,
-	0x00002eeb, 0x00002f06, 0x00002f6c, 0x00002f9e,
-	0x00002fa4, 0x00002fa9, 0x00002fb5, 0x00002fc4,
+	0x000029ef, 0x00002a32, 0x00002b50, 0x00002b5c,
+	0x00002b6f, 0x00002beb, 0x00002c07, 0x00002c5e,
+	0x00002c76, 0x00002d0e, 0x00002d33, 0x00002d4d,
+	0x00002e3e, 0x00002e6c, 0x00002e6f, 0x00002e73,
+	0x00002e7a, 0x00002e84, 0x00002e8a, 0x00002e92,
+	0x00002e98, 0x00002ea2, 0x00002ec3, 0x00002edc,
+	0x00002eef, 0x00002f27, 0x00002f42, 0x00002fa8,
+	0x00002fda, 0x00002fe0, 0x00002fe5, 0x00002ff1,
 	// Entry C0 - DF
-	0x00002fd0, 0x00002fdc, 0x00002fee, 0x00002fff,
-	0x00003083, 0x00003095, 0x000030ac, 0x000030b7,
-	0x0000310c, 0x00003119, 0x0000313e, 0x0000314a,
-	0x00003154, 0x0000315a, 0x00003166, 0x0000317e,
-	0x000031d0, 0x000031e0, 0x000031f0, 0x000031f9,
-	0x00003204, 0x0000320c, 0x0000322c, 0x0000324e,
-	0x00003276, 0x0000327f, 0x0000328f, 0x000032af,
-	0x000032b7, 0x000032c6, 0x000032e5, 0x00003310,
+	0x00003000, 0x0000300c, 0x00003018, 0x0000302a,
+	0x0000303b, 0x000030bf, 0x000030d1, 0x000030e8,
+	0x000030f3, 0x00003148, 0x00003155, 0x0000317a,
+	0x00003186, 0x00003190, 0x00003196, 0x000031a2,
+	0x000031ba, 0x0000320c, 0x0000321c, 0x0000322c,
+	0x00003235, 0x00003240, 0x00003248, 0x00003268,
+	0x0000328a, 0x000032b2, 0x000032bb, 0x000032cb,
+	0x000032eb, 0x000032f3, 0x00003302, 0x00003321,
 	// Entry E0 - FF
-	0x00003336, 0x00003346, 0x00003350, 0x0000335a,
-	0x00003379, 0x00003397, 0x0000346f, 0x0000348d,
-	0x000034d1, 0x0000350e, 0x00003541, 0x00003571,
-	0x0000359d, 0x000035cd, 0x000035ef, 0x0000360a,
-	0x00003625, 0x00003641, 0x0000365d, 0x00003673,
-	0x0000368d, 0x000036c4, 0x000036fa, 0x0000371a,
-	0x00003739, 0x00003740, 0x000037aa, 0x000037c0,
-	0x000037c5, 0x000037d9, 0x000037f1, 0x00003816,
+	0x0000334c, 0x00003372, 0x00003382, 0x0000338c,
+	0x00003396, 0x000033b5, 0x000033d3, 0x000034ab,
+	0x000034c9, 0x0000350d, 0x0000354a, 0x0000357d,
+	0x000035ad, 0x000035d9, 0x00003609, 0x0000362b,
+	0x00003646, 0x00003661, 0x0000367d, 0x00003699,
+	0x000036af, 0x000036c9, 0x00003700, 0x00003736,
+	0x00003756, 0x00003775, 0x0000377c, 0x000037e6,
+	0x000037fc, 0x00003801, 0x00003815, 0x0000382d,
 	// Entry 100 - 11F
-	0x00003844, 0x00003869, 0x00003883, 0x0000396d,
-	0x00003982, 0x00003986, 0x00003999, 0x000039a8,
-	0x000039bf, 0x000039ce, 0x000039d5, 0x000039e0,
-	0x000039f2, 0x00003a05, 0x00003a21, 0x00003a4e,
-	0x00003a6b, 0x00003a8e, 0x00003a99, 0x00003aa4,
-	0x00003abb, 0x00003c24, 0x00003c4b, 0x00003c89,
-	0x00003c95, 0x00003c9e, 0x00003cb2, 0x00003cbc,
-	0x00003ce3, 0x00003cff, 0x00003d1a, 0x00003d4a,
+	0x00003852, 0x00003880, 0x000038a5, 0x000038bf,
+	0x000039a9, 0x000039be, 0x000039c2, 0x000039d5,
+	0x000039e4, 0x000039fb, 0x00003a0a, 0x00003a11,
+	0x00003a1c, 0x00003a30, 0x00003b0e, 0x00003b36,
+	0x00003bbf, 0x00003cc1, 0x00003cd6, 0x00003d3c,
+	0x00003dc1, 0x00003e36, 0x00003e48, 0x00003e5b,
+	0x00003e77, 0x00003ea4, 0x00003ec1, 0x00003ee4,
+	0x00003eef, 0x00003efa, 0x00003f11, 0x0000407a,
 	// Entry 120 - 13F
-	0x00003d89, 0x00003da4, 0x00003db3, 0x00003dc4,
-	0x00003de5, 0x00003e50, 0x00003e68, 0x00003eae,
-	0x00003f19, 0x00003f23, 0x00003f2d, 0x00003f47,
-	0x00003f90, 0x00003f98, 0x00003fa3, 0x00003fb1,
-	0x00003fc1, 0x00003feb, 0x00004014, 0x00004024,
-	0x00004043, 0x0000404f, 0x00004068, 0x00004073,
-	0x00004080, 0x0000408f, 0x00004097, 0x000040a1,
-	0x000040a9, 0x000040b1, 0x000040b7, 0x000040be,
+	0x000040a1, 0x000040df, 0x000040eb, 0x000040f4,
+	0x00004108, 0x00004112, 0x00004139, 0x00004155,
+	0x00004170, 0x000041a0, 0x000041df, 0x000041fa,
+	0x00004209, 0x0000421a, 0x0000423b, 0x000042a6,
+	0x000042be, 0x00004304, 0x0000436f, 0x00004379,
+	0x00004383, 0x0000439d, 0x000043e6, 0x000043ee,
+	0x000043f9, 0x00004407, 0x00004417, 0x00004441,
+	0x0000446a, 0x0000447a, 0x00004499, 0x000044a5,
 	// Entry 140 - 15F
-	0x000040c3, 0x000040c8, 0x000040cc, 0x000040d1,
-	0x000040d7, 0x000040dd, 0x000040e3, 0x000040e8,
-	0x000040ed, 0x000040f3, 0x000040fd, 0x0000411d,
-	0x0000413f, 0x00004163, 0x00004189, 0x00004192,
-	0x000041ae, 0x000041b7, 0x000041cf, 0x000041d8,
-	0x0000422c, 0x0000424c, 0x00004252, 0x0000425d,
-	0x00004263, 0x00004271, 0x0000427c, 0x0000428a,
-	0x000042bd, 0x000042e1, 0x00004310, 0x00004359,
+	0x000044be, 0x000044c9, 0x000044d6, 0x000044e5,
+	0x000044ed, 0x000044f7, 0x000044ff, 0x00004507,
+	0x0000450d, 0x00004514, 0x00004519, 0x0000451e,
+	0x00004522, 0x00004527, 0x0000452d, 0x00004533,
+	0x00004539, 0x0000453e, 0x00004543, 0x00004549,
+	0x00004553, 0x00004573, 0x00004595, 0x000045b9,
+	0x000045df, 0x000045e8, 0x00004604, 0x0000460d,
+	0x00004625, 0x0000462e, 0x00004682, 0x000046a2,
 	// Entry 160 - 17F
-	0x00004360, 0x00004376, 0x000043e9, 0x0000440f,
-	0x0000459e, 0x000046a5, 0x000046f5, 0x00004726,
-	0x00004759, 0x00004788, 0x00004796, 0x000047a3,
-	0x000047b5, 0x000047ca, 0x000047d8, 0x000047e5,
-	0x000047fa, 0x0000480d, 0x00004838, 0x00004865,
-	0x00004889, 0x000048c0, 0x0000490a, 0x0000491c,
-	0x00004954, 0x0000496b, 0x00004982, 0x000049b6,
-	0x00004a00, 0x00004a35, 0x00004a3e, 0x00004a55,
+	0x000046a8, 0x000046b3, 0x000046b9, 0x000046c7,
+	0x000046d2, 0x000046e0, 0x00004713, 0x00004737,
+	0x00004766, 0x000047af, 0x000047b6, 0x000047cc,
+	0x0000483f, 0x00004865, 0x0000487f, 0x00004967,
+	0x00004af6, 0x00004bfd, 0x00004c4d, 0x00004c7e,
+	0x00004cb1, 0x00004ce0, 0x00004cee, 0x00004cfb,
+	0x00004d0d, 0x00004d22, 0x00004d30, 0x00004d3d,
+	0x00004d52, 0x00004d65, 0x00004d90, 0x00004dbd,
 	// Entry 180 - 19F
-	0x00004a83, 0x00004a96, 0x00004aa8, 0x00004ab9,
-	0x00004ac4, 0x00004acf, 0x00004ada, 0x00004ae3,
-	0x00004aec, 0x00004af5, 0x00004afe, 0x00004b07,
-	0x00004b0e, 0x00004b1c, 0x00004b22, 0x00004b29,
-	0x00004b30, 0x00004b39, 0x00004b3e, 0x00004b4c,
-	0x00004b52, 0x00004b58, 0x00004b5e, 0x00004b66,
-	0x00004b6f, 0x00004b78, 0x00004b95, 0x00004bb0,
-	0x00004bd3, 0x00004bf4, 0x00004c03, 0x00004c0e,
+	0x00004de1, 0x00004e18, 0x00004e62, 0x00004e74,
+	0x00004eac, 0x00004ec3, 0x00004eda, 0x00004f0e,
+	0x00004f58, 0x00004f8d, 0x00004f96, 0x00004fad,
+	0x00004fdb, 0x00004fee, 0x00005000, 0x00005011,
+	0x0000501c, 0x00005027, 0x00005032, 0x0000503b,
+	0x00005044, 0x0000504d, 0x00005056, 0x0000505f,
+	0x00005066, 0x00005074, 0x0000507a, 0x00005081,
+	0x00005088, 0x00005091, 0x00005096, 0x000050a4,
 	// Entry 1A0 - 1BF
-	0x00004c19, 0x00004c26, 0x00004c2a, 0x00004c2e,
-	0x00004c3c, 0x00004c4a, 0x00004c58, 0x00004c78,
-	0x00004c8b, 0x00004ca4, 0x00004cb9, 0x00004cca,
-	0x00004cdc, 0x00004cee, 0x00004cf4, 0x00004cfb,
-	0x00004d03, 0x00004d0b, 0x00004d29, 0x00004d47,
-	0x00004d5e, 0x00004d73, 0x00004d84, 0x00004d8a,
-	0x00004da3, 0x00004dae, 0x00004de2, 0x00004def,
-	0x00004e0d, 0x00004e1b, 0x00004e24, 0x00004e2b,
+	0x000050aa, 0x000050b0, 0x000050b6, 0x000050be,
+	0x000050c7, 0x000050d0, 0x000050ed, 0x00005108,
+	0x0000512b, 0x0000514c, 0x0000515b, 0x00005166,
+	0x00005171, 0x0000517e, 0x00005182, 0x00005186,
+	0x00005194, 0x000051a2, 0x000051b0, 0x000051d0,
+	0x000051e3, 0x000051fc, 0x00005211, 0x00005222,
+	0x00005234, 0x00005246, 0x0000524c, 0x00005253,
+	0x0000525b, 0x00005263, 0x00005281, 0x0000529f,
 	// Entry 1C0 - 1DF
-	0x00004e46, 0x00004e50, 0x00004e63, 0x00004e9d,
-	0x00004ea6, 0x00004eb5, 0x00004f19, 0x00004f25,
-	0x00004f2f, 0x00004f5f, 0x00004fba, 0x000050a1,
-	0x000050ac, 0x000050df, 0x000050e4, 0x00005104,
-	0x00005121, 0x00005141, 0x00005156, 0x00005197,
-	0x000051a2, 0x000051ac, 0x000051d5, 0x000051e6,
-	0x000051f4, 0x00005230, 0x0000525a, 0x0000529f,
-	0x000052c7, 0x00005306, 0x00005327, 0x00005365,
+	0x000052b6, 0x000052cb, 0x000052dc, 0x000052e2,
+	0x000052fb, 0x00005306, 0x0000533a, 0x00005347,
+	0x00005365, 0x00005373, 0x0000537c, 0x00005383,
+	0x0000539e, 0x000053a8, 0x000053bb, 0x000053f5,
+	0x000053fe, 0x0000540d, 0x00005471, 0x0000547d,
+	0x00005487, 0x000054b7, 0x00005512, 0x000055f9,
+	0x00005604, 0x00005637, 0x0000563c, 0x0000565c,
+	0x00005679, 0x00005699, 0x000056ae, 0x000056ef,
 	// Entry 1E0 - 1FF
-	0x000053a5, 0x000053c5, 0x00005406, 0x00005432,
-	0x00005459, 0x000054ca, 0x000054e2, 0x000054f6,
-	0x0000550d, 0x0000551b, 0x00005526, 0x00005549,
-	0x00005568, 0x00005584, 0x000055f2, 0x00005677,
-	0x000056f4, 0x00005734, 0x0000577a, 0x00005893,
-	0x000058bb, 0x000058de, 0x00005915, 0x0000595c,
-	0x000059af, 0x000059d8, 0x00005a7e, 0x00005aa4,
-	0x00005aeb, 0x00005b6f, 0x00005bea, 0x00005c67,
+	0x000056fa, 0x00005704, 0x0000572d, 0x0000573e,
+	0x0000574c, 0x00005788, 0x000057b2, 0x000057f7,
+	0x0000581f, 0x0000585e, 0x0000587f, 0x000058bd,
+	0x000058fd, 0x0000591d, 0x0000595e, 0x0000598a,
+	0x000059b1, 0x00005a22, 0x00005a3a, 0x00005a4e,
+	0x00005a65, 0x00005a73, 0x00005a7e, 0x00005aa1,
+	0x00005ac0, 0x00005adc, 0x00005b4a, 0x00005bcf,
+	0x00005c4c, 0x00005c8c, 0x00005cd2, 0x00005deb,
 	// Entry 200 - 21F
-	0x00005c8e, 0x00005cb6, 0x00005cfd, 0x00005d47,
-	0x00005d7a, 0x00005d8d, 0x00005e95, 0x00005ec3,
-	0x00005eff, 0x00005f15, 0x00005fa9, 0x00005fbc,
-	0x00005ff9, 0x00006035, 0x00006048, 0x0000609c,
-	0x000060d1, 0x000060e3, 0x000060fa, 0x00006137,
-	0x00006187, 0x000061b1, 0x000061bc, 0x000061d9,
-	0x000061f8, 0x00006209, 0x00006223, 0x0000622c,
-	0x00006236, 0x00006255, 0x000062a3, 0x000062d8,
+	0x00005e13, 0x00005e36, 0x00005e6d, 0x00005eb4,
+	0x00005f07, 0x00005f30, 0x00005fd6, 0x00005ffc,
+	0x00006043, 0x000060c7, 0x00006142, 0x000061bf,
+	0x000061e6, 0x0000620e, 0x00006255, 0x0000629f,
+	0x000062d2, 0x000062e5, 0x000063ed, 0x0000641b,
+	0x00006457, 0x0000646d, 0x00006501, 0x00006514,
+	0x00006551, 0x0000658d, 0x000065a0, 0x000065f4,
+	0x00006629, 0x0000663b, 0x00006652, 0x0000668f,
 	// Entry 220 - 23F
-	0x00006329, 0x0000633a, 0x00006384, 0x0000639a,
-	0x000063ae, 0x000063c7, 0x000063dd, 0x00006407,
-	0x0000640f, 0x00006422, 0x00006429, 0x00006444,
-	0x00006464, 0x00006494, 0x000064ab, 0x000064e3,
-	0x0000651e, 0x0000654a, 0x0000659e, 0x000065ae,
-	0x000065b9, 0x000065cd, 0x000065df, 0x000065f5,
-	0x00006607, 0x00006619, 0x0000661f, 0x00006631,
-	0x0000663f, 0x0000664e, 0x00006664, 0x0000668e,
+	0x000066df, 0x00006709, 0x00006714, 0x00006731,
+	0x00006750, 0x00006761, 0x0000677b, 0x00006784,
+	0x0000678e, 0x000067ad, 0x000067fb, 0x00006830,
+	0x00006881, 0x00006892, 0x000068dc, 0x000068f2,
+	0x00006906, 0x0000691f, 0x00006935, 0x0000695f,
+	0x00006967, 0x0000697a, 0x00006981, 0x0000699c,
+	0x000069bc, 0x000069ec, 0x00006a03, 0x00006a3b,
+	0x00006a76, 0x00006aa2, 0x00006af6, 0x00006b06,
 	// Entry 240 - 25F
-	0x000066c1, 0x00006769, 0x000067b9, 0x000067e1,
-	0x00006833, 0x00006875, 0x000068b1, 0x000068c8,
-	0x00006990, 0x000069bd, 0x00006b77, 0x00006b91,
-	0x00006baa, 0x00006bcb, 0x00006be1, 0x00006be8,
-	0x00006c02, 0x00006c97, 0x00006cfa, 0x00006d0d,
-	0x00006d34, 0x00006d5c, 0x00006d6a, 0x00006d7a,
-	0x00006d8b, 0x00006d92, 0x00006ec8, 0x00006ecf,
-	0x00006f09, 0x00006f0e, 0x00006f23, 0x00006f37,
+	0x00006b11, 0x00006b25, 0x00006b37, 0x00006b4d,
+	0x00006b5f, 0x00006b71, 0x00006b77, 0x00006b89,
+	0x00006b97, 0x00006ba6, 0x00006bbc, 0x00006be6,
+	0x00006c19, 0x00006cc1, 0x00006d11, 0x00006d39,
+	0x00006d8b, 0x00006dcd, 0x00006e09, 0x00006e20,
+	0x00006ee8, 0x00006f15, 0x000070cf, 0x000070e9,
+	0x00007102, 0x00007123, 0x00007139, 0x00007140,
+	0x0000715a, 0x000071ef, 0x00007252, 0x00007265,
 	// Entry 260 - 27F
-	0x00006f49, 0x00006f5f, 0x00006f7a, 0x0000704f,
-	0x00007067, 0x00007108, 0x00007197, 0x000071a7,
-	0x00007281, 0x00007343, 0x00007348, 0x00007358,
-	0x00007366, 0x00007376, 0x00007386, 0x00007390,
-	0x000073b9, 0x000073d3, 0x000073ee, 0x0000747c,
-	0x0000748d, 0x0000749a, 0x000074b5, 0x000074c9,
-	0x000074e7, 0x00007532, 0x00007573, 0x000075e9,
-	0x0000762f, 0x00007648, 0x00007660, 0x000076b3,
+	0x0000728c, 0x000072b4, 0x000072c2, 0x000072d2,
+	0x000072e3, 0x000072ea, 0x00007420, 0x00007427,
+	0x00007461, 0x00007466, 0x0000747b, 0x0000748f,
+	0x000074a1, 0x000074b7, 0x000074d2, 0x000075a7,
+	0x000075bf, 0x00007660, 0x000076ef, 0x000076ff,
+	0x000077d9, 0x0000789b, 0x000078a0, 0x000078b0,
+	0x000078be, 0x000078ce, 0x000078de, 0x000078e8,
+	0x00007911, 0x0000792b, 0x00007946, 0x000079d4,
 	// Entry 280 - 29F
-	0x000076ee, 0x00007786, 0x000077b2, 0x000077d8,
-	0x0000780c, 0x00007824, 0x0000784f, 0x00007859,
-	0x000078e1, 0x00007916, 0x00007957, 0x000079cb,
-	0x00007b1a, 0x00007bf3, 0x00007c0c, 0x00007cd5,
-	0x00007d52, 0x00007d5f, 0x00007db1, 0x00007db7,
-	0x00007e53, 0x00007ea7, 0x00007ed2, 0x00007f5e,
-	0x00007ff4, 0x000080b6, 0x000080e6, 0x000080f3,
-	0x000080f9, 0x0000810f, 0x0000811a, 0x00008121,
+	0x000079e5, 0x000079f2, 0x00007a0d, 0x00007a21,
+	0x00007a3f, 0x00007a8a, 0x00007acb, 0x00007b41,
+	0x00007b87, 0x00007ba0, 0x00007bb8, 0x00007c0b,
+	0x00007c46, 0x00007cde, 0x00007d0a, 0x00007d30,
+	0x00007d64, 0x00007d7c, 0x00007da7, 0x00007db1,
+	0x00007e39, 0x00007e6e, 0x00007eaf, 0x00007f23,
+	0x00008072, 0x0000814b, 0x00008164, 0x0000822d,
+	0x000082aa, 0x000082b7, 0x00008309, 0x0000830f,
 	// Entry 2A0 - 2BF
-	0x0000812c, 0x0000813a, 0x00008147, 0x00008155,
-	0x0000816e, 0x0000819b, 0x00008244, 0x00008257,
-	0x00008261, 0x000082f0, 0x00008351, 0x000083a3,
-	0x000083b5, 0x000083c8, 0x00008406, 0x00008442,
-	0x0000844e, 0x0000845b, 0x00008469, 0x00008477,
-	0x00008487, 0x000084c3, 0x000084fd, 0x0000857a,
-	0x00008585, 0x000085af, 0x000085cb, 0x000085cf,
-	0x000085e1, 0x000086a3, 0x000086d6, 0x000086e1,
+	0x000083ab, 0x000083ff, 0x0000842a, 0x000084b6,
+	0x0000855d, 0x0000861f, 0x0000864f, 0x0000865c,
+	0x00008662, 0x00008678, 0x00008683, 0x0000868a,
+	0x00008695, 0x000086a3, 0x000086b0, 0x000086be,
+	0x000086d7, 0x00008704, 0x000087ad, 0x000087c0,
+	0x000087ca, 0x00008859, 0x000088ba, 0x0000890c,
+	0x0000891e, 0x00008931, 0x0000896f, 0x000089ab,
+	0x000089b7, 0x000089c4, 0x000089d2, 0x000089e0,
 	// Entry 2C0 - 2DF
-	0x000086eb, 0x00008700, 0x00008709, 0x00008713,
-	0x00008728, 0x0000874c, 0x00008766, 0x0000877b,
-	0x000087a7, 0x000087ac, 0x000087c1, 0x000087d3,
-	0x00008808, 0x00008819, 0x0000888f, 0x0000891a,
-	0x000089a9, 0x00008a10, 0x00008a52, 0x00008ac5,
-	0x00008b0d, 0x00008b3b, 0x00008b6e,
-} // Size: 2932 bytes
+	0x000089f0, 0x00008a2c, 0x00008a66, 0x00008ae3,
+	0x00008aee, 0x00008b18, 0x00008b34, 0x00008b38,
+	0x00008b4a, 0x00008c0c, 0x00008c3f, 0x00008c4a,
+	0x00008c54, 0x00008c69, 0x00008c72, 0x00008c7c,
+	0x00008c91, 0x00008cb5, 0x00008ccf, 0x00008ce4,
+	0x00008d10, 0x00008d15, 0x00008d2a, 0x00008d3c,
+	0x00008d71, 0x00008d82, 0x00008df8, 0x00008e83,
+	0x00008f12, 0x00008f79, 0x00008fbb, 0x0000902e,
+	// Entry 2E0 - 2FF
+	0x00009076, 0x000090a4, 0x000090d7,
+} // Size: 2980 bytes
 
-const frData string = "" + // Size: 35694 bytes
+const frData string = "" + // Size: 37079 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
-	"bandon\x02arrêt\x02Reprendre toutes les instances bloquées…\x02Abandonne" +
-	"r toutes les instances bloquées…\x02Arrêter toutes les instances bloquée" +
-	"s…\x02Arrêter toutes les instances en cours…\x02Arrêter toutes les insta" +
-	"nces en cours ou bloquées…\x02Dites pourquoi, pour qui lira le journal p" +
-	"lus tard\u202f: %[1]d caractères au plus. Tous les opérateurs le lisent," +
-	" et il est conservé quelle que soit la rétention\u202f: n’y écrivez aucu" +
-	"ne donnée de client.\x02Motif (consigné dans le journal d’audit)\x02La l" +
-	"aisser continuer\x02La laisser bloquée\x02Reprendre l’instance de proces" +
-	"sus %[1]s\x02Reprendre cette instance\u202f? Son occurrence en échec au " +
-	"nœud %[1]s est proposée de nouveau, avec un budget de tentatives neuf." +
-	"\x02Les exécutants peuvent la reprendre (une occurrence push rappelle sa" +
-	" destination). Ses tentatives précédentes et sa dernière erreur restent " +
-	"dans son historique. Rien n’est terminé à la place de quiconque.\x02Repr" +
-	"endre l’instance\x02Abandonner l’instance de processus %[1]s\x02Abandonn" +
-	"er cette instance\u202f? Elle passe en échec avec le code d’erreur aband" +
-	"oned.\x02Son occurrence en échec reste telle quelle et rien n’est termin" +
-	"é à sa place. Une instance abandonnée ne peut pas être reprise.\x02Aban" +
-	"donner l’instance\x02Arrêter l’instance de processus %[1]s\x02Arrêter ce" +
-	"tte instance\u202f? Ses occurrences ouvertes sont annulées.\x02Les exécu" +
-	"tants qui en détiennent une l’apprennent à leur prochain retour, et leur" +
-	"s résultats sont refusés. Rien n’est terminé à leur place, et une instan" +
-	"ce arrêtée ne peut pas reprendre.\x02Arrêter l’instance\x02Cette instanc" +
-	"e ne peut pas être reprise\u202f: son occurrence au nœud %[1]s a échoué " +
-	"avant toute tentative (ses entrées n’ont pas pu être construites), une r" +
-	"eprise échouerait donc de la même façon. Abandonnez-la ou arrêtez-la." +
-	"\x02Rien n’a été fait.\x02Impossible d’agir sur cette instance\x02Retour" +
-	" à l’instance\x02Quelqu’un a agi sur cette instance après l’ouverture de" +
-	" cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait\u202f: regardez-" +
-	"la de nouveau avant de décider.\x02Cette instance est déjà terminée (ell" +
-	"e est %[1]s désormais)\u202f: quelqu’un a agi sur elle après l’ouverture" +
-	" de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette ins" +
-	"tance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a a" +
-	"gi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Ri" +
-	"en n’a été fait.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y " +
-	"a rien à reprendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n" +
-	"’y a rien à abandonner.\x02Cette instance est %[1]s\u202f: il n’y a ri" +
-	"en à arrêter.\x02Le motif que vous avez donné, non consigné\u202f:\x02Qu" +
-	"elqu’un a agi sur cette instance après l’ouverture de cette page. Rien n" +
-	"’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cette i" +
-	"nstance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’un a" +
-	" sans doute agi avant vous. Rien n’a été fait.\x02Cette instance est déj" +
-	"à terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence a échoué a" +
-	"vant toute tentative\u202f: ses entrées n’ont pas pu être construites, u" +
-	"ne reprise échouerait donc de la même façon. Abandonnez ou arrêtez plutô" +
-	"t l’instance. Rien n’a été fait.\x02Relais a refusé l’action. Rien n’a é" +
-	"té fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et " +
-	"rien n’a été consigné.\x02Cette instance était déjà arrêtée, par %[1]s l" +
-	"e %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02Reprise" +
-	"\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. Consigné dan" +
-	"s le journal d’audit.\x02Abandon\u202f: l’instance est passée en échec a" +
-	"vec le code d’erreur abandoned. Consigné dans le journal d’audit.\x02Arr" +
-	"êt\u202f: l’instance et ses occurrences ouvertes sont annulées. Consign" +
-	"é dans le journal d’audit.\x02Indiquez un motif\u202f: il est consigné " +
-	"dans le journal d’audit (%[1]d caractères au plus). Rien n’a été fait." +
-	"\x02Le motif est trop long\u202f: %[1]d caractères, pour %[2]d au plus. " +
-	"Raccourcissez-le. Rien n’a été fait.\x02Action inconnue.\x02L’arrêt s’ap" +
-	"plique aux instances en cours ou bloquées, pas à celles qui sont %[1]s." +
-	"\x02La reprise et l’abandon s’appliquent aux instances bloquées, pas à c" +
-	"elles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans le journal d’aud" +
-	"it pour chaque instance)\x02Revenir à la liste\x02Cela prend environ %[1" +
-	"]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle cesse d’" +
-	"attendre avant, l’action va tout de même jusqu’au bout.\x02La suivre dan" +
-	"s le journal d’audit (nouvel onglet)\x02Reprendre toutes les instances b" +
-	"loquées que ce filtre retient\x02L’occurrence en échec de chacune est pr" +
-	"oposée de nouveau, avec un budget de tentatives neuf. Rien n’est terminé" +
-	" à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d instance blo" +
-	"quée correspond au filtre maintenant.\x00>\x02%[1]d instances bloquées c" +
-	"orrespondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Repren" +
-	"dre %[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner to" +
-	"utes les instances bloquées que ce filtre retient\x02Chacune passe en éc" +
-	"hec avec le code d’erreur abandoned et ne peut plus être reprise.\x14" +
-	"\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandon" +
-	"ner %[1]d instances\x02Arrêter toutes les instances bloquées que ce filt" +
-	"re retient\x02Arrêter toutes les instances en cours que ce filtre retien" +
-	"t\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond au filt" +
-	"re maintenant.\x00=\x02%[1]d instances en cours correspondent au filtre " +
-	"maintenant.\x02Arrêter toutes les instances en cours ou bloquées que ce " +
-	"filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bl" +
-	"oquée correspond au filtre maintenant.\x00J\x02%[1]d instances en cours " +
-	"ou bloquées correspondent au filtre maintenant.\x02Chacune est annulée a" +
-	"vec ses occurrences ouvertes\u202f; une instance arrêtée ne peut pas êtr" +
-	"e reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19" +
-	"\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instance à laq" +
-	"uelle cette action s’applique ne correspond au filtre.\x02Aucun processu" +
-	"s, aucune clé métier, aucun code d’erreur ni date de création ne restrei" +
-	"nt ce filtre\u202f: l’action s’applique aux instances de tous les proces" +
-	"sus.\x02sans filtre\x02Processus\x02Version\x02Statut\x02Clé métier\x02C" +
-	"ode d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu" +
-	"’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d groupe" +
-	"s les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01" +
-	"\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant toute te" +
-	"ntative (ses entrées n’ont pas pu être construites)\u202f: elle ne peut " +
-	"pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00" +
-	"\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant toute tenta" +
-	"tive (leurs entrées n’ont pas pu être construites)\u202f: elles ne peuve" +
-	"nt pas être reprises et ne sont pas comptées. Abandonnez-les ou arrêtez-" +
-	"les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu.\x02Dest" +
-	"ination «\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a pas de v" +
-	"ersion %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucu" +
-	"ne définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n’a" +
-	" pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de " +
-	"la liste.\x02Le nombre a changé depuis que vous l’avez confirmé (il étai" +
-	"t de %[1]d)\u202f: entre-temps, des instances ont été réglées, reprises " +
-	"ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et conf" +
-	"irmez de nouveau.\x02Cette action groupée a déjà été appliquée (le formu" +
-	"laire a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’" +
-	"audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée" +
-	" (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appl" +
-	"iquée à %[2]d instances.\x14\x01\x81\x01\x00\x02h\x02%[1]d ignorée\u202f" +
-	": elle a changé après le comptage (réglée, ou traitée par quelqu’un d’au" +
-	"tre).\x00n\x02%[1]d ignorées\u202f: elles ont changé après le comptage (" +
-	"réglées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2" +
-	"]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
-	"\x02Occurrence reproposée\x02Action groupée\x02supprimée\x02Journal d’au" +
-	"dit\x02Chaque reprise, abandon et arrêt appliqué par un opérateur, avec " +
-	"son motif. Les révélations de valeurs sensibles ont leur propre journal," +
-	" que les administrateurs lisent sur la page Révélations (GET /api/v1/aud" +
-	"it/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appli" +
-	"quer les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne " +
-	"correspond.\x02Toutes les actions\x02L’instance de processus doit être u" +
-	"n identifiant d’instance complet (un UUID)\u202f: les listes montrent la" +
-	" fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien," +
-	" pour l’identifiant complet.\x02L’action groupée doit être désignée par " +
-	"son identifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’" +
-	"abord\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiée" +
-	"s. Tant qu’elle s’exécute, chaque rechargement montre où elle en est." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s\u202f: appliqué" +
-	"e à %[4]d des %[5]d instances comptées, %[6]d ignorées (elles ont changé" +
-	" après le compte). Elle s’est terminée le %[7]s.\x02Action groupée (%[1]" +
-	"s) par %[2]s, commencée le %[3]s, arrêtée par une erreur après %[4]d des" +
-	" %[5]d instances comptées (%[6]d ignorées). Ce qu’elle a appliqué reste " +
-	"appliqué\u202f; agissez de nouveau sur le filtre pour le reste.\x02Actio" +
-	"n groupée (%[1]s) par %[2]s, commencée le %[3]s, est en cours\u202f: %[4" +
-	"]d des %[5]d instances comptées traitées jusqu’ici (%[6]d ignorées). Cha" +
-	"que rechargement montre où elle en est.\x02Aucun progrès depuis %[1]s" +
-	"\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’elle a ap" +
-	"pliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour le re" +
-	"ste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigation princ" +
-	"ipale\x02État\x02Tâches externes\x02Processus\x02Trouver une instance ou" +
-	" une occurrence\x02identifiant ou clé métier\x02Trouver\x02Définitions" +
-	"\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révélations" +
-	"\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglages d’a" +
-	"ffichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures en %[" +
-	"1]s · rechargement suspendu\x02Heures en %[1]s · rechargement toutes les" +
-	" %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Rechargem" +
-	"ent suspendu\x02Reprendre\x02Cette page se recharge toutes les %[1]d sec" +
-	"ondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rôle ne per" +
-	"met de lire que les définitions et les processus\u202f: les tâches exter" +
-	"nes et les instances de processus sont réservées aux opérateurs et aux a" +
-	"dministrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f» cont" +
-	"ient le caractère NUL ou des octets qui ne sont pas du texte UTF-8\u202f" +
-	": corrigez-le et réessayez.\x02Retour aux tâches externes\x02Retour aux " +
-	"définitions\x02Cette adresse ne mène à rien, ou à rien que vous puissiez" +
-	" voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissiez voir" +
-	". Une instance terminée est supprimée, avec ses occurrences et ses tenta" +
-	"tives, une fois la durée de conservation (RELAIS_RETENTION) écoulée" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoy" +
-	"é depuis cette session de la console, ou il a expiré. Rechargez la page" +
-	" et réessayez.\x02Temporairement indisponible\x02La base de données est " +
-	"injoignable pour le moment. Réessayez dans quelques secondes.\x02Une err" +
-	"eur est survenue\x02La console n’a pas pu afficher cette page. Réessayez" +
-	"\u202f; si le problème persiste, donnez à votre administrateur l’identif" +
-	"iant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun au" +
-	"tre consommateur.\x02Les services externes qui prennent des tâches, et l" +
-	"es définitions que chacun peut prendre. Créez les consommateurs, modifie" +
-	"z leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers)" +
-	"\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus an" +
-	"cien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
+	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
+	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
+	"nstances bloquées…\x02Arrêter toutes les instances en cours…\x02Arrêter " +
+	"toutes les instances en cours ou bloquées…\x02Dites pourquoi, pour qui l" +
+	"ira le journal plus tard\u202f: %[1]d caractères au plus. Tous les opéra" +
+	"teurs le lisent, et il est conservé quelle que soit la rétention\u202f: " +
+	"n’y écrivez aucune donnée de client.\x02Motif (consigné dans le journal " +
+	"d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre l’in" +
+	"stance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurre" +
+	"nce en échec au nœud %[1]s est proposée de nouveau, avec un budget de te" +
+	"ntatives neuf.\x02Les exécutants peuvent la reprendre (une occurrence pu" +
+	"sh rappelle sa destination). Ses tentatives précédentes et sa dernière e" +
+	"rreur restent dans son historique. Rien n’est terminé à la place de quic" +
+	"onque.\x02Reprendre l’instance\x02Abandonner l’instance de processus %[1" +
+	"]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code " +
+	"d’erreur abandoned.\x02Son occurrence en échec reste telle quelle et rie" +
+	"n n’est terminé à sa place. Une instance abandonnée ne peut pas être rep" +
+	"rise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
+	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
+	".\x02Les exécutants qui en détiennent une l’apprennent à leur prochain r" +
+	"etour, et leurs résultats sont refusés. Rien n’est terminé à leur place," +
+	" et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance" +
+	"\x02Cette instance ne peut pas être reprise\u202f: son occurrence au nœu" +
+	"d %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être co" +
+	"nstruites), une reprise échouerait donc de la même façon. Abandonnez-la " +
+	"ou arrêtez-la.\x02Rien n’a été fait.\x02Impossible d’agir sur cette inst" +
+	"ance\x02Retour à l’instance\x02Quelqu’un a agi sur cette instance après " +
+	"l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait" +
+	"\u202f: regardez-la de nouveau avant de décider.\x02Cette instance est d" +
+	"éjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle" +
+	" après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été " +
+	"fait.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
+	"\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2]s " +
+	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[1]s, pas b" +
+	"loquée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pa" +
+	"s bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
+	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
+	"nsigné\u202f:\x02Quelqu’un a agi sur cette instance après l’ouverture de" +
+	" cette page. Rien n’a été fait\u202f: regardez-la de nouveau avant de dé" +
+	"cider.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
+	"\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02Cet" +
+	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occ" +
+	"urrence a échoué avant toute tentative\u202f: ses entrées n’ont pas pu ê" +
+	"tre construites, une reprise échouerait donc de la même façon. Abandonne" +
+	"z ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Relais a refusé l’" +
+	"action. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; r" +
+	"ien n’a changé et rien n’a été consigné.\x02Cette instance était déjà ar" +
+	"rêtée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consign" +
+	"é.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau" +
+	". Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance est pas" +
+	"sée en échec avec le code d’erreur abandoned. Consigné dans le journal d" +
+	"’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont an" +
+	"nulées. Consigné dans le journal d’audit.\x02Indiquez un motif\u202f: il" +
+	" est consigné dans le journal d’audit (%[1]d caractères au plus). Rien n" +
+	"’a été fait.\x02Le motif est trop long\u202f: %[1]d caractères, pour %" +
+	"[2]d au plus. Raccourcissez-le. Rien n’a été fait.\x02Action inconnue." +
+	"\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à celles " +
+	"qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances bl" +
+	"oquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans l" +
+	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
+	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
+	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
+	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
+	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
+	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. R" +
+	"ien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%" +
+	"[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d ins" +
+	"tances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
+	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
+	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
+	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
+	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
+	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
+	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
+	"rrespond au filtre maintenant.\x00=\x02%[1]d instances en cours correspo" +
+	"ndent au filtre maintenant.\x02Arrêter toutes les instances en cours ou " +
+	"bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instanc" +
+	"e en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d ins" +
+	"tances en cours ou bloquées correspondent au filtre maintenant.\x02Chacu" +
+	"ne est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée" +
+	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
+	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
+	"e instance à laquelle cette action s’applique ne correspond au filtre." +
+	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
+	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
+	"de tous les processus.\x02sans filtre\x02Processus\x02Version\x02Statut" +
+	"\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis" +
+	" le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02Instances" +
+	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
+	"res.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a é" +
+	"choué avant toute tentative (ses entrées n’ont pas pu être construites)" +
+	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
+	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
+	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
+	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
+	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
+	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Le proces" +
+	"sus %[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé «" +
+	"\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f»." +
+	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
+	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis que vo" +
+	"us l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances" +
+	" ont été réglées, reprises ou traitées. Rien n’a été fait\u202f; vérifie" +
+	"z le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a d" +
+	"éjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses tr" +
+	"aces sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02" +
+	"\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007" +
+	"\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglé" +
+	"e, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elle" +
+	"s ont changé après le comptage (réglées, ou traitées par quelqu’un d’aut" +
+	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
+	"Motif\x02Instance de processus\x02Occurrence reproposée\x02Action groupé" +
+	"e\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt ap" +
+	"pliqué par un opérateur, et chaque effacement fait par un administrateur" +
+	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
+	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
+	"/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au" +
+	"\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opér" +
+	"ateur ne correspond.\x02Toutes les actions\x02L’instance de processus do" +
+	"it être un identifiant d’instance complet (un UUID)\u202f: les listes mo" +
+	"ntrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez " +
+	"son lien, pour l’identifiant complet.\x02L’action groupée doit être dési" +
+	"gnée par son identifiant (un UUID).\x02Actions d’opérateurs, les plus ré" +
+	"centes d’abord\x02Voici les %[1]d instances que l’action groupée %[2]s a" +
+	" modifiées. Tant qu’elle s’exécute, chaque rechargement montre où elle e" +
+	"n est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s\u202f: ap" +
+	"pliquée à %[4]d des %[5]d instances comptées, %[6]d ignorées (elles ont " +
+	"changé après le compte). Elle s’est terminée le %[7]s.\x02Action groupée" +
+	" (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur après %[4" +
+	"]d des %[5]d instances comptées (%[6]d ignorées). Ce qu’elle a appliqué " +
+	"reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
+	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, est en cours" +
+	"\u202f: %[4]d des %[5]d instances comptées traitées jusqu’ici (%[6]d ign" +
+	"orées). Chaque rechargement montre où elle en est.\x02Aucun progrès depu" +
+	"is %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’e" +
+	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
+	"ur le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigati" +
+	"on principale\x02État\x02Tâches externes\x02Processus\x02Trouver une ins" +
+	"tance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défin" +
+	"itions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révél" +
+	"ations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglag" +
+	"es d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures" +
+	" en %[1]s · rechargement suspendu\x02Heures en %[1]s · rechargement tout" +
+	"es les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Rec" +
+	"hargement suspendu\x02Reprendre\x02Cette page se recharge toutes les %[1" +
+	"]d secondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rôle " +
+	"ne permet de lire que les définitions et les processus\u202f: les tâches" +
+	" externes et les instances de processus sont réservées aux opérateurs et" +
+	" aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f" +
+	"» contient le caractère NUL ou des octets qui ne sont pas du texte UTF-" +
+	"8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Reto" +
+	"ur aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous p" +
+	"uissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissi" +
+	"ez voir. Une instance terminée est supprimée, avec ses occurrences et se" +
+	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
+	"ée\u202f; le journal d’audit garde les actions d’opérateur menées sur e" +
+	"lle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
+	"voyé depuis cette session de la console, ou il a expiré. Rechargez la pa" +
+	"ge et réessayez.\x02Temporairement indisponible\x02La base de données es" +
+	"t injoignable pour le moment. Réessayez dans quelques secondes.\x02Une e" +
+	"rreur est survenue\x02La console n’a pas pu afficher cette page. Réessay" +
+	"ez\u202f; si le problème persiste, donnez à votre administrateur l’ident" +
+	"ifiant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun " +
+	"autre consommateur.\x02Les services externes qui prennent des tâches, et" +
+	" les définitions que chacun peut prendre. Créez les consommateurs, modif" +
+	"iez leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers" +
+	")\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus a" +
+	"ncien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
 	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
 	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
 	" présentes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des oc" +
@@ -1826,146 +1863,164 @@ const frData string = "" + // Size: 35694 bytes
 	"quête de l’URL et des en-têtes sont scellées et jamais affichées. Créez," +
 	" modifiez et supprimez les destinations par l’API (/api/v1/destinations)" +
 	".\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Délai maximal" +
-	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02en" +
-	" cas d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inci" +
-	"dent\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’insta" +
-	"nce\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s" +
-	"\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de c" +
-	"haque définition maintenant, et ce que ses exécutants ont terminé dans l" +
-	"a dernière heure\u202f: les occurrences terminées avec succès ou en éche" +
-	"c. Une occurrence relancée depuis compte là où elle se termine ensuite" +
-	"\u202f; un échec qui laisse des tentatives n’est pas compté, la page de " +
-	"son occurrence le montre.\x02Réussites et échecs, dernière heure\x02Défi" +
-	"nitions, celles qui demandent de l’attention d’abord\x02Définition\x02Ou" +
-	"vertes\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne " +
-	"disponible\x02Terminées, dernière heure\x02En échec, dernière heure\x02A" +
-	"ucune définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; act" +
-	"ualisé toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02a" +
-	"ttente longue\x02aucun exécutant\x02Afficher toutes les définitions\x02A" +
-	"ucune définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affi" +
-	"chez toutes les définitions.\x02Toutes les définitions\x02Réussites et é" +
-	"checs par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la derni" +
-	"ère heure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne c" +
-	"haque tranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du " +
-	"graphique\x02Réussites et échecs par tranche de 5 min, les plus ancienne" +
-	"s d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s" +
-	"\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminée" +
-	"s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en éche" +
-	"c\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s" +
-	"\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instan" +
-	"t\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mar" +
-	"s\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02dé" +
-	"c.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1" +
-	"]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heu" +
-	"res\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Cette instance est bloquée à un nœud en échec" +
-	"\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: son occu" +
-	"rrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’ont p" +
-	"as pu être construites), une reprise échouerait donc de la même façon. L" +
-	"’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun deman" +
-	"de un motif, consigné dans le journal d’audit.\x02Cette instance est blo" +
-	"quée à un nœud en échec\u202f: c’est un incident. La reprise propose de " +
-	"nouveau l’occurrence en échec\u202f; l’abandon met l’instance en échec" +
-	"\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le jou" +
-	"rnal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvertes. " +
-	"Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»" +
-	"\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %" +
-	"[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Blo" +
-	"quée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Ab" +
-	"andonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opé" +
-	"rateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
-	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
-	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
-	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
-	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
-	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
-	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
-	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
-	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
-	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
-	"ée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée" +
-	"\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02dat" +
-	"e\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02" +
-	"secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exéc" +
-	"utant la récupère)\x02push (Relais appelle le service)\x02administrateur" +
-	"\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajout" +
-	"é\x02champ retiré\x02type modifié\x02caractère obligatoire modifié\x02v" +
-	"aleurs modifiées\x02classification modifiée\x02contrainte modifiée\x02ro" +
-	"utage modifié\x02longueur minimale\x02longueur maximale\x02motif\x02form" +
-	"at\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal " +
-	"d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les te" +
-	"ntatives, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l" +
-	"’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destin" +
-	"ation\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore rése" +
-	"rvé cette occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n" +
-	"’a jamais réservé cette occurrence\u202f: elle a pris fin avant toute " +
-	"tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la" +
-	" destination.\x02Relais n’a jamais appelé la destination\u202f: l’occurr" +
-	"ence a pris fin avant tout appel.\x02Relais ne conserve le code de statu" +
-	"t de la destination que lorsqu’elle a refusé l’appel (destination_http_N" +
-	"NN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va de la pr" +
-	"ise en charge de l’appel à son règlement.\x02Maintenant\x02La reprendre " +
-	"ou l’abandonner depuis son instance\x02Mode\x02Motif donné par l’exécuta" +
-	"nt\x02Nombre maximal de tentatives\x02Délai avant nouvelle tentative\x02" +
-	"Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le chemin d" +
-	"’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 l" +
-	"a plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis " +
-	"la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]" +
-	"d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(" +
-	"%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14" +
-	"\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes" +
-	"\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce contr" +
-	"at n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la révis" +
-	"ion %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas terminé" +
-	"e.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence" +
-	" s’est terminée sans aboutir.\x02Révéler — cette action est enregistrée" +
-	"\x02Motif (consigné avec la révélation)\x02Chaque admin le lit, et il es" +
-	"t conservé quelle que soit la rétention\u202f: n’y écrivez aucune donnée" +
-	" client.\x02Disponible à partir du\x02Prochaine tentative\x02Dernière ré" +
-	"servation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentative %[1" +
-	"]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative possible\x02" +
-	"non\u202f: l’exécutant a signalé cet échec comme définitif (tentatives r" +
-	"estantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répondu d" +
-	"ans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérif" +
-	"iez avant de reprendre.\x02La destination n’a pas répondu dans le délai " +
-	"de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de reprendr" +
-	"e.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le résulta" +
-	"t ne respectait pas le contrat de sorties de la révision.\x02La réponse " +
-	"à l’appel a été perdue (la connexion s’est rompue après l’envoi de la r" +
-	"equête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de données " +
-	"avant de l’enregistrer)\u202f: on ignore si la destination a agi, donc e" +
-	"lle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être préparé." +
-	"\x02La destination était injoignable.\x02La réponse de la destination ét" +
-	"ait trop volumineuse.\x02Le verrou de la dernière tentative a expiré san" +
-	"s tentative restante.\x02Les entrées n’ont pas pu être construites à par" +
-	"tir des liaisons du processus.\x02Un opérateur a abandonné l’instance." +
-	"\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative re" +
-	"stante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrence " +
-	"n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun exé" +
-	"cutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun exé" +
-	"cutant actif ne prend la révision %[1]d\u202f: les exécutants actifs de " +
-	"%[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif ne" +
-	" prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne prenne" +
-	"nt que la révision %[3]d.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révision" +
-	"s %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir de " +
-	"%[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée de " +
-	"nouveau.\x02En attente de l’appel de Relais à la destination depuis %[1]" +
-	"s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exécut" +
-	"ant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que son " +
-	"résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-êtr" +
-	"e arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
+	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ga" +
+	"rder l’instance\x02Dites pourquoi, pour qui lira le journal plus tard" +
+	"\u202f: %[1]d caractères au plus. Il est conservé après l’effacement, qu" +
+	"elle que soit la rétention\u202f: écrivez la référence de la demande, pa" +
+	"s le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02Eff" +
+	"acer cette instance maintenant\u202f? Elle est supprimée avec ses occurr" +
+	"ences et leurs tentatives, comme la rétention la supprimerait.\x02Ses en" +
+	"trées, ses sorties, sa clé métier et les messages des workers partent av" +
+	"ec elle\u202f; c’est irréversible. Les enregistrements d’audit qui la no" +
+	"mment restent (qui a fait quoi, et pourquoi), de même que les sauvegarde" +
+	"s jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance est %" +
+	"[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez-la d’" +
+	"abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrences" +
+	"\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’audi" +
+	"t.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f; r" +
+	"ien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute aut" +
+	"re erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aba" +
+	"ndonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’in" +
+	"stance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s" +
+	"\x02La file d’attente et les incidents de chaque définition maintenant, " +
+	"et ce que ses exécutants ont terminé dans la dernière heure\u202f: les o" +
+	"ccurrences terminées avec succès ou en échec. Une occurrence relancée de" +
+	"puis compte là où elle se termine ensuite\u202f; un échec qui laisse des" +
+	" tentatives n’est pas compté, la page de son occurrence le montre.\x02Ré" +
+	"ussites et échecs, dernière heure\x02Définitions, celles qui demandent d" +
+	"e l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées" +
+	"\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, der" +
+	"nière heure\x02En échec, dernière heure\x02Aucune définition n’a encore " +
+	"d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes" +
+	" environ.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécu" +
+	"tant\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d" +
+	"’occurrences\u202f: vérifiez la clé, ou affichez toutes les définition" +
+	"s.\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min" +
+	", dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[" +
+	"2]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min" +
+	".\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et é" +
+	"checs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Ter" +
+	"minées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
+	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
+	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
+	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
+	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
+	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
+	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
+	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
+	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
+	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
+	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
+	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
+	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
+	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
+	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
+	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
+	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
+	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
+	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
+	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
+	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
+	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
+	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
+	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
+	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
+	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
+	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
+	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
+	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
+	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
+	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
+	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminé" +
+	"e le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud d" +
+	"e fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée" +
+	" par un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut" +
+	" inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre e" +
+	"ntier à partir de 1.\x02Une version est celle d’un processus\u202f: choi" +
+	"sissez aussi le processus.\x02Date de création\x02La taille de page doit" +
+	" être comprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, ca" +
+	"sse comprise\x02Agir sur toutes les instances que ce filtre retient\x02L" +
+	"a page suivante les compte et demande un motif avant que rien ne change." +
+	"\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœu" +
+	"d de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02To" +
+	"us les processus\x02Toute définition\x02Tous les statuts\x02disponible" +
+	"\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée" +
+	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
+	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
+	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
+	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
+	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
+	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
+	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
+	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
+	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
+	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
+	"\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02" +
+	"Toutes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ide" +
+	"ntifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse d" +
+	"e la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a " +
+	"encore réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun " +
+	"exécutant n’a jamais réservé cette occurrence\u202f: elle a pris fin ava" +
+	"nt toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore " +
+	"appelé la destination.\x02Relais n’a jamais appelé la destination\u202f:" +
+	" l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code" +
+	" de statut de la destination que lorsqu’elle a refusé l’appel (destinati" +
+	"on_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va" +
+	" de la prise en charge de l’appel à son règlement.\x02Maintenant\x02La r" +
+	"eprendre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par " +
+	"l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tent" +
+	"ative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le" +
+	" chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus bas" +
+	"se, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d " +
+	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
+	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
+	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
+	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
+	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
+	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
+	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
+	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est enregi" +
+	"strée\x02Motif (consigné avec la révélation)\x02Chaque admin le lit, et " +
+	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
+	"onnée client.\x02Disponible à partir du\x02Prochaine tentative\x02Derniè" +
+	"re réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentativ" +
+	"e %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative possibl" +
+	"e\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentati" +
+	"ves restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répo" +
+	"ndu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, " +
+	"vérifiez avant de reprendre.\x02La destination n’a pas répondu dans le d" +
+	"élai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de re" +
+	"prendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le r" +
+	"ésultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
+	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
+	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
+	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
+	" donc elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être prép" +
+	"aré.\x02La destination était injoignable.\x02La réponse de la destinatio" +
+	"n était trop volumineuse.\x02Le verrou de la dernière tentative a expiré" +
+	" sans tentative restante.\x02Les entrées n’ont pas pu être construites à" +
+	" partir des liaisons du processus.\x02Un opérateur a abandonné l’instanc" +
+	"e.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative " +
+	"restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrenc" +
+	"e n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun e" +
+	"xécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun e" +
+	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
+	"e %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif " +
+	"ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pren" +
+	"nent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révisio" +
+	"n %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisi" +
+	"ons %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir d" +
+	"e %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée d" +
+	"e nouveau.\x02En attente de l’appel de Relais à la destination depuis %[" +
+	"1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exéc" +
+	"utant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que so" +
+	"n résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-ê" +
+	"tre arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
 	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
 	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
 	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
@@ -2088,52 +2143,52 @@ const frData string = "" + // Size: 35694 bytes
 	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
 	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
 	"teur ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations et le journal de" +
-	"s révélations sont de leur ressort.\x02Jetons du personnel (administrate" +
-	"urs, concepteurs, opérateurs) non révoqués. Les jetons des consommateurs" +
-	" se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa requête" +
-	" suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun jet" +
-	"on.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas encor" +
-	"e\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1" +
-	"]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête s" +
-	"uivante est refusée et les sessions de console ouvertes avec lui prennen" +
-	"t fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouveau " +
-	"jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequel v" +
-	"ous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête suivant" +
-	"e est refusée. C’est irréversible.\x02C’est le dernier jeton administrat" +
-	"eur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le jeto" +
-	"n %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refusée." +
-	"\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a" +
-	"\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères\x14" +
-	"\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %" +
-	"[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maxim" +
-	"um %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %" +
-	"[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02" +
-	"\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d" +
-	" autres valeurs ne sont pas affichées\u202f: la page montre les %[2]d pr" +
-	"emières, le détail de l’API les donne toutes.\x02non fourni\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d ca" +
-	"ractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants connecté" +
-	"s par un flux, et ceux qui interrogent par leur dernière demande. Un exé" +
-	"cutant est listé tant qu’il s’est manifesté dans les trois derniers batt" +
-	"ements de cœur.\x02Exécutants vus dans les trois derniers battements\x02" +
-	"Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexion" +
-	"\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécutant" +
-	"s servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cette " +
-	"définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02toute" +
-	"s les révisions accordées à son consommateur\x02révisions %[1]s\x02Aucun" +
-	" exécutant ne sert cette définition\u202f: ses occurrences attendent qu’" +
-	"un exécutant se connecte ou interroge.\x02Aucun processus n’utilise enco" +
-	"re cette définition\u202f: elle aura besoin d’un exécutant quand un proc" +
-	"essus l’utilisera en mode pull.\x02Aucun processus n’utilise cette défin" +
-	"ition en mode pull\u202f: Relais appelle ses destinations (push), elle n" +
-	"’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
-	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
-	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requê" +
+	"te sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81" +
+	"\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d c" +
+	"aractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a" +
+	"\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %" +
+	"[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
+	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
+	"léments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page mon" +
+	"tre les %[2]d premières, le détail de l’API les donne toutes.\x02non fou" +
+	"rni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d élémen" +
+	"ts\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exéc" +
+	"utants connectés par un flux, et ceux qui interrogent par leur dernière " +
+	"demande. Un exécutant est listé tant qu’il s’est manifesté dans les troi" +
+	"s derniers battements de cœur.\x02Exécutants vus dans les trois derniers" +
+	" battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
+	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
+	"’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les rév" +
+	"isions %[1]s sont prises en charge."
 
-	// Total table size 69332 bytes (67KiB); checksum: D92893B7
+	// Total table size 71894 bytes (70KiB); checksum: 87CA7C99

@@ -334,3 +334,25 @@ where i.id = v.id and case i.status when 'running' then true when 'held' then v.
 -- name: RetentionSince :one
 -- Since when retention may delete: see migration 0022.
 select since from retention_since;
+
+-- name: InstanceErase :one
+-- One ended instance deleted with everything that hangs from it, as
+-- InstanceDeleteEnded deletes a retention batch; its caller holds the
+-- instance's lock and knows it ended. It answers what went with it.
+with occ as (
+    select o.id from occurrences o where o.instance_id = @id
+),
+gone_attempts as (
+    delete from attempts where occurrence_id in (select id from occ) returning 1
+),
+gone_tokens as (
+    delete from settle_tokens where occurrence_id in (select id from occ)
+),
+gone_occurrences as (
+    delete from occurrences where id in (select id from occ) returning 1
+),
+gone as (
+    delete from instances where id = @id
+)
+select (select count(*) from gone_occurrences)::bigint as occurrences,
+    (select count(*) from gone_attempts)::bigint as attempts;

@@ -334,6 +334,41 @@ func (q *Queries) InstanceEndMany(ctx context.Context, arg InstanceEndManyParams
 	return err
 }
 
+const instanceErase = `-- name: InstanceErase :one
+with occ as (
+    select o.id from occurrences o where o.instance_id = $1
+),
+gone_attempts as (
+    delete from attempts where occurrence_id in (select id from occ) returning 1
+),
+gone_tokens as (
+    delete from settle_tokens where occurrence_id in (select id from occ)
+),
+gone_occurrences as (
+    delete from occurrences where id in (select id from occ) returning 1
+),
+gone as (
+    delete from instances where id = $1
+)
+select (select count(*) from gone_occurrences)::bigint as occurrences,
+    (select count(*) from gone_attempts)::bigint as attempts
+`
+
+type InstanceEraseRow struct {
+	Occurrences int64
+	Attempts    int64
+}
+
+// One ended instance deleted with everything that hangs from it, as
+// InstanceDeleteEnded deletes a retention batch; its caller holds the
+// instance's lock and knows it ended. It answers what went with it.
+func (q *Queries) InstanceErase(ctx context.Context, id uuid.UUID) (InstanceEraseRow, error) {
+	row := q.db.QueryRow(ctx, instanceErase, id)
+	var i InstanceEraseRow
+	err := row.Scan(&i.Occurrences, &i.Attempts)
+	return i, err
+}
+
 const instanceGet = `-- name: InstanceGet :one
 select id, process_key, version, status, business_key, inputs, sealed_inputs, idempotency_key, request_digest, end_node, error_code, created_at, ended_at from instances where id = $1
 `

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/queries"
+)
+
+// ActionErase deletes an ended instance's data before retention would (a
+// data subject's request to erase it). Not an action a filter applies:
+// each instance is erased on its own, by an admin.
+const ActionErase Action = "erase"
+
+// Erasure is what erasing an instance deleted.
+type Erasure struct {
+	InstanceID  uuid.UUID
+	Occurrences int64
+	Attempts    int64
+	// Applied is false when the instance had already been erased: Record
+	// is then that erasure's audit record and nothing else changed.
+	Applied bool
+	Record  OperatorAction
+}
+
+// Erase deletes an ended instance (completed, failed or cancelled) with
+// its occurrences, attempts and settle tokens, as retention would once
+// its period passed, and records who erased it and why in the operator
+// audit log, in one transaction. The audit records that name the instance
+// stay (ids, staff names and reasons, never its values). A running or held
+// instance is refused (409 instance_not_ended: stop it first). Erasing it
+// again answers the first erasure (Applied false): a client whose answer
+// was lost may ask again.
+func (e *Engine) Erase(ctx context.Context, actor Actor, id uuid.UUID, reason string) (Erasure, error) {
+	if err := checkReason(reason); err != nil {
+		return Erasure{}, err
+	}
+	out := Erasure{InstanceID: id}
+	err := e.tx(ctx, func(q *queries.Queries, _ pgx.Tx) error {
+		row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
+		if isNoRows(err) {
+			return e.erasedBefore(ctx, q, id, &out)
+		}
+		if err != nil {
+			return err
+		}
+		switch s := row.Instance.Status; s {
+		case InstanceRunning, InstanceHeld:
+			return fault.New(fault.Conflict, "instance_not_ended", "instance %s is %s: only an ended instance can be erased; stop it first", id, s)
+		}
+		gone, err := q.InstanceErase(ctx, id)
+		if err != nil {
+			return err
+		}
+		out.Occurrences, out.Attempts, out.Applied = gone.Occurrences, gone.Attempts, true
+		if err := q.OperatorActionInsert(ctx, queries.OperatorActionInsertParams{At: row.Now, ActorID: actor.tokenID(),
+			ActorName: actor.Name, Action: string(ActionErase), Reason: strings.TrimSpace(reason), InstanceID: id}); err != nil {
+			return err
+		}
+		return e.erasedBefore(ctx, q, id, &out)
+	})
+	if err != nil {
+		return Erasure{}, wrap("erase instance", err)
+	}
+	if out.Applied {
+		e.logger.Info("instance erased", "instance", id, "occurrences", out.Occurrences, "attempts", out.Attempts, "actor", actor.Name)
+	}
+	return out, nil
+}
+
+// erasedBefore reads the audit record of id's erasure into out: the
+// instance is not there, and was erased when its newest record is an
+// erasure; otherwise it is not found (never started, or deleted by
+// retention: nothing is left to erase).
+func (e *Engine) erasedBefore(ctx context.Context, q *queries.Queries, id uuid.UUID, out *Erasure) error {
+	last, err := q.OperatorActionLatest(ctx, id)
+	if isNoRows(err) || err == nil && last.Action != string(ActionErase) {
+		return notKept("instance %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	out.Record = OperatorAction{ID: last.ID, At: last.At, ActorName: last.ActorName, Action: last.Action, InstanceID: id, InstanceDeleted: true}
+	return nil
+}

@@ -1,0 +1,6 @@
+-- Erasure (a data subject's request): an ended instance deleted with its
+-- occurrences and attempts before retention would, recorded in the
+-- operator audit log like any other action on an instance.
+alter table operator_actions drop constraint operator_actions_action_check;
+alter table operator_actions add constraint operator_actions_action_check
+    check (action in ('retry', 'abandon', 'stop', 'erase'));
