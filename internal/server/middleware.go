@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	mathrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"runtime"
@@ -371,13 +372,22 @@ func methodLabel(m string) string {
 // the NUL character or bytes that are not UTF-8 text (both arrive
 // percent-encoded): PostgreSQL stores neither in a text value, so a
 // filter, cursor or name holding one would otherwise fail as a 500 where
-// it is looked up. Bodies are checked where JSON is read.
+// it is looked up. Bodies are checked where JSON is read. A query string
+// that cannot be read at all is refused here too.
 func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") == "" {
 				// Every route needs a token: without one, its 401 comes first.
 				next.ServeHTTP(w, r)
+				return
+			}
+			if msg := malformedQuery(r.URL.RawQuery); msg != "" {
+				// url.Values drops what it cannot read and goes on: a
+				// ?dry_run=true% would be applied for real, a filter
+				// ignored with the whole list answered.
+				httpjson.WriteError(w, r, logger, fault.New(fault.BadRequest, "invalid_request", "the request's query string cannot be read: nothing was done").
+					WithErrors([]fault.FieldError{{Path: "query", Message: msg}}))
 				return
 			}
 			problem := httpjson.UnstorableText
@@ -405,6 +415,26 @@ func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// malformedQuery says what makes a query string unreadable, or "" when
+// every parameter in it can be read.
+func malformedQuery(raw string) string {
+	if _, err := url.ParseQuery(raw); err == nil {
+		return ""
+	}
+	for _, part := range strings.Split(raw, "&") {
+		if strings.Contains(part, ";") {
+			return "holds a semicolon: separate parameters with &, and write a semicolon in a value as %3B"
+		}
+		if _, err := url.QueryUnescape(part); err != nil {
+			if len(part) > 60 {
+				part = part[:60] + "…"
+			}
+			return fmt.Sprintf("holds a percent sign not followed by two hexadecimal digits in %q: write a percent sign in a value as %%25", httpjson.PrintableName(part))
+		}
+	}
+	return "cannot be read as name=value pairs"
 }
 
 // requestIDs names requests: a prefix drawn at start (two replicas' ids
