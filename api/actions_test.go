@@ -383,9 +383,13 @@ func TestActionRefusedWhenActedMeanwhile(t *testing.T) {
 		t.Errorf("negative last_action_id: %d %s, want 400", r.Status, r.Body)
 	}
 	other, _ := hold("Globex")
-	if r := env.Do("POST", "/api/v1/instances/"+other+"/abandon", env.Operator, map[string]any{"reason": "x", "last_action_id": retry}); r.Status != 409 ||
-		!strings.Contains(r.JSON(t)["detail"].(string), "no operator action is recorded on instance") {
-		t.Errorf("another instance's record id: %d %s, want 409 saying none is recorded on this one", r.Status, r.Body)
+	// Another instance's record, or one that never was: the client's
+	// mistake (400 at its pointer), not a colleague's action.
+	for _, wrong := range []map[string]any{{"instance": other, "id": retry}, {"instance": id, "id": retry + 1000}} {
+		r := env.Do("POST", "/api/v1/instances/"+wrong["instance"].(string)+"/abandon", env.Operator, map[string]any{"reason": "x", "last_action_id": wrong["id"]})
+		if r.Status != 400 || r.Code() != "invalid_request" || !strings.Contains(string(r.Body), `"/last_action_id"`) {
+			t.Errorf("last_action_id %v on %v: %d %s, want 400 at /last_action_id", wrong["id"], wrong["instance"], r.Status, r.Body)
+		}
 	}
 	// Seen the retry: applied.
 	env.Must(200, "POST", path+"/abandon", env.Operator, map[string]any{"reason": "give up", "last_action_id": retry})

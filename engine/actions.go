@@ -165,14 +165,20 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			return false, err
 		}
 		if last.ID != *lastSeen {
-			var fe *fault.Error
-			if last.ID == 0 {
-				// An id of another instance's record, most likely.
-				fe = fault.New(fault.Conflict, "acted_meanwhile", "no operator action is recorded on instance %s, not the %d sent: look at it again before acting", id, *lastSeen)
-			} else {
-				fe = fault.New(fault.Conflict, "acted_meanwhile", "instance %s was acted on since you looked at it (%s by %s at %s): look at it again before acting",
-					id, last.Action, last.ActorName, last.At.UTC().Format(time.RFC3339))
+			if *lastSeen != 0 {
+				// An id of another instance's record, or of none: the
+				// client's mistake, not a colleague's action.
+				ours, err := q.OperatorActionRecordedOn(ctx, queries.OperatorActionRecordedOnParams{ID: *lastSeen, InstanceID: id})
+				if err != nil {
+					return false, err
+				}
+				if !ours {
+					return false, fault.New(fault.BadRequest, "invalid_request", "last_action_id %d is no operator action recorded on instance %s", *lastSeen, id).
+						WithErrors([]fault.FieldError{{Path: "/last_action_id", Message: fmt.Sprintf("must be the id of the newest audit record on the instance (%d now), or 0 for none: GET /api/v1/audit/actions?instance=%s&limit=1", last.ID, id)}})
+				}
 			}
+			fe := fault.New(fault.Conflict, "acted_meanwhile", "instance %s was acted on since you looked at it (%s by %s at %s): look at it again before acting",
+				id, last.Action, last.ActorName, last.At.UTC().Format(time.RFC3339))
 			fe.Extra = map[string]any{"last_action_id": last.ID}
 			return false, fe
 		}

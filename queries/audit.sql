@@ -56,3 +56,8 @@ select id, at, actor_name, action from operator_actions
 where instance_id = @instance_id
 order by id desc
 limit 1;
+
+-- name: OperatorActionRecordedOn :one
+-- Whether the record id is one of an instance's: a last_action_id naming
+-- none of them is a client's mistake, not a colleague's action.
+select exists(select 1 from operator_actions where id = @id and instance_id = @instance_id)::boolean;

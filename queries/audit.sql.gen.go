@@ -169,6 +169,24 @@ func (q *Queries) OperatorActionList(ctx context.Context, arg OperatorActionList
 	return items, nil
 }
 
+const operatorActionRecordedOn = `-- name: OperatorActionRecordedOn :one
+select exists(select 1 from operator_actions where id = $1 and instance_id = $2)::boolean
+`
+
+type OperatorActionRecordedOnParams struct {
+	ID         int64
+	InstanceID uuid.UUID
+}
+
+// Whether the record id is one of an instance's: a last_action_id naming
+// none of them is a client's mistake, not a colleague's action.
+func (q *Queries) OperatorActionRecordedOn(ctx context.Context, arg OperatorActionRecordedOnParams) (bool, error) {
+	row := q.db.QueryRow(ctx, operatorActionRecordedOn, arg.ID, arg.InstanceID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const revealAuditInsert = `-- name: RevealAuditInsert :one
 insert into reveal_audit (occurrence_id, side, field, token_id, principal, revealed_at, reason)
 values ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()), $7)

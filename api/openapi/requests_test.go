@@ -98,6 +98,32 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		c.stricter = true
 		return c
 	}
+	env.Process("doc_crm", relaistest.CRMProcess(map[string]any{"max_attempts": 5}))
+	start := func(name string, refused bool, body string) requestCase {
+		return requestCase{"start: " + name, "POST", "/api/v1/processes/doc_check/instances", env.Operator, body, refused, false}
+	}
+	fetch := func(name string, refused bool, extra string) requestCase {
+		return requestCase{"fetch: " + name, "POST", "/api/v1/pull/fetch-and-lock", consumer,
+			`{"worker_id": "w", "subscriptions": [{"definition": "add_company_to_crm"}]` + extra + `}`, refused, false}
+	}
+	// Settlements of one occurrence each: {reserved} is a fresh one the
+	// worker w holds.
+	fail := func(name string, refused bool, body string) requestCase {
+		return requestCase{"fail: " + name, "POST", "/api/v1/pull/occurrences/{reserved}/fail", consumer, body, refused, false}
+	}
+	deferral := func(name string, refused bool, body string) requestCase {
+		return requestCase{"defer: " + name, "POST", "/api/v1/pull/occurrences/{reserved}/defer", consumer, body, refused, false}
+	}
+	reserve := func() string {
+		t.Helper()
+		env.Must(201, "POST", "/api/v1/processes/doc_crm/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+		got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w", "max_tasks": 1,
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+		if len(got) != 1 {
+			t.Fatalf("reserving an occurrence: %v", got)
+		}
+		return got[0].(map[string]any)["id"].(string)
+	}
 	release := func(name string, refused bool, body string) requestCase {
 		return requestCase{"release: " + name, "POST", "/api/v1/definitions/" + crm + "/releases", env.Designer, body, refused, false}
 	}
@@ -185,6 +211,8 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		stricter(requestCase{"settle: a completion, error_code null", "POST", "/api/v1/pull/settle", consumer, completionErrorCodeNull, false, false}),
 		settle("a failure", false, `{"id": "ID", "error_code": "CRM_DOWN", "retryable": true, "retry_delay": "PT1S"}`),
 		settle("a malformed error code (the item's refusal only)", false, `{"id": "ID", "error_code": "no code"}`),
+		settle("a failure with nulls", false, `{"id": "ID", "error_code": "CRM_DOWN", "message": null, "retryable": null, "attempts_left": null}`),
+		settle("a failure with attempts_left -1 (the item's refusal only)", false, `{"id": "ID", "error_code": "CRM_DOWN", "retryable": true, "attempts_left": -1}`),
 		settle("both", true, `{"id": "ID", "outputs": {}, "error_code": "CRM_DOWN"}`),
 		settle("both, outputs null", true, `{"id": "ID", "outputs": null, "error_code": "CRM_DOWN"}`),
 		settle("neither", true, `{"id": "ID", "message": "what happened?"}`),
@@ -195,6 +223,7 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		bulk("a stop of held ones", false, `{"action": "stop", "reason": "doc check", "filter": {"status": "held"}}`),
 		bulk("a retry of held ones", false, `{"action": "retry", "reason": "doc check", "filter": {"status": "held", "process": "doc_check"}}`),
 		bulk("an abandon of held ones", false, `{"action": "abandon", "reason": "doc check", "filter": {"status": "held"}}`),
+		bulk("a count without reason", false, `{"action": "stop"}`),
 		bulk("without action", true, `{"reason": "doc check"}`),
 		bulk("an unknown action", true, `{"action": "restart", "reason": "doc check"}`),
 		bulk("action in capitals", true, `{"action": "STOP", "reason": "doc check"}`),
@@ -203,6 +232,23 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		bulk("an abandon of running ones", true, `{"action": "abandon", "reason": "doc check", "filter": {"status": "running"}}`),
 		bulk("status null", true, `{"action": "stop", "reason": "doc check", "filter": {"status": null}}`),
 		bulk("status blank", true, `{"action": "stop", "reason": "doc check", "filter": {"status": " "}}`),
+
+		start("version null", false, `{"inputs": {}, "version": null}`),
+		start("a business key", false, `{"inputs": {}, "business_key": "ACME-7"}`),
+		start("business key blank", true, `{"inputs": {}, "business_key": " "}`),
+		start("business key empty", true, `{"inputs": {}, "business_key": ""}`),
+		start("business key padded", true, `{"inputs": {}, "business_key": "ACME "}`),
+		start("business key of 201 bytes", true, `{"inputs": {}, "business_key": "`+strings.Repeat("k", 201)+`"}`),
+
+		fetch("one task, no wait", false, `, "max_tasks": 1, "wait": null`),
+		fetch("max_tasks null", false, `, "max_tasks": null`),
+		fetch("max_tasks 0", true, `, "max_tasks": 0`),
+		requestCase{"fetch: no subscriptions", "POST", "/api/v1/pull/fetch-and-lock", consumer, `{"worker_id": "w", "subscriptions": []}`, true, false},
+
+		fail("message, retryable and attempts_left null", false, `{"worker_id": "w", "error_code": "CRM_DOWN", "message": null, "retryable": null, "attempts_left": null}`),
+		fail("attempts_left -1", true, `{"worker_id": "w", "error_code": "CRM_DOWN", "retryable": true, "attempts_left": -1}`),
+		deferral("reason null", false, `{"worker_id": "w", "reason": null}`),
+		deferral("a reason of 501 bytes", true, `{"worker_id": "w", "reason": "`+strings.Repeat("r", 501)+`"}`),
 
 		release("a name and a revision", false, `{"name": "doc-1", "revision": 1}`),
 		release("notes null", false, `{"name": "doc-2", "revision": 1, "notes": null}`),
@@ -214,6 +260,11 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		release("a name published before", false, `{"name": "doc-1", "revision": 1}`),
 	}
 	for _, c := range cases {
+		if strings.Contains(c.path, "{reserved}") {
+			// Reserved only when asked for: each one starts an instance.
+			id := reserve()
+			c.path = strings.Replace(c.path, "{reserved}", id, 1)
+		}
 		res := env.Do(c.method, c.path, c.token, c.body)
 		accepted := res.Status < 400
 		if c.name == "release: a name published before" {
@@ -244,16 +295,16 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 
 	// A start: 201 with the instance's Location, and its replay for the
 	// same Idempotency-Key 200 without one, both as documented.
-	const start = "/api/v1/processes/doc_check/instances"
+	const startPath = "/api/v1/processes/doc_check/instances"
 	for i, want := range []int{http.StatusCreated, http.StatusOK} {
-		res := env.Do("POST", start, env.Operator, `{"inputs": {}}`, "Idempotency-Key", "doc-check-1")
+		res := env.Do("POST", startPath, env.Operator, `{"inputs": {}}`, "Idempotency-Key", "doc-check-1")
 		if res.Status != want {
 			t.Fatalf("start %d: %d %s, want %d", i, res.Status, res.Body, want)
 		}
 		if loc := res.Header.Get("Location"); (loc != "") != (want == http.StatusCreated) {
 			t.Errorf("start %d (%d): Location %q", i, res.Status, loc)
 		}
-		req := validatorRequest(t, "POST", start, `{"inputs": {}}`)
+		req := validatorRequest(t, "POST", startPath, `{"inputs": {}}`)
 		req.Header.Set("Idempotency-Key", "doc-check-1")
 		checkResponse(t, v, fmt.Sprintf("start %d", i), req, res)
 	}
