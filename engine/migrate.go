@@ -269,8 +269,10 @@ func privilegeHint(err error) string {
 		return ""
 	}
 	switch pgErr.Code {
-	case "42501", "3F000": // insufficient_privilege, invalid_schema_name (no schema to create in)
+	case "42501": // insufficient_privilege
 		return " (the database role cannot create tables in its schema: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)"
+	case "3F000": // invalid_schema_name: no schema of the search_path exists
+		return " (no schema of the role's search_path exists: create the schema the URL's search_path names, or name an existing one)"
 	}
 	return ""
 }
@@ -368,4 +370,65 @@ func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 		return 0, fmt.Errorf("engine: schema version: %w", err)
 	}
 	return int(v), nil
+}
+
+// Privileges is what the database role lacks on Relais's schema: each
+// table (every one needs SELECT, INSERT, UPDATE and DELETE, but the
+// migrations' own, which serve only reads) and sequence (USAGE) short of
+// them, by name. Empty, the role may do all Relais does.
+type Privileges struct {
+	Role, Schema string
+	Missing      []string // "bulk_actions (SELECT, INSERT, UPDATE, DELETE)"
+}
+
+// MissingPrivileges checks the role's privileges on every table and
+// sequence of the schema the migrations table is in. A role that serve
+// uses, less privileged than the schema's owner who migrates, loses them
+// on each table a later migration creates unless the owner altered its
+// default privileges: the replica would boot, then fail every statement
+// on those tables (a bulk action 500, retention failing each pass).
+func MissingPrivileges(ctx context.Context, pool *pgxpool.Pool) (Privileges, error) {
+	p := Privileges{}
+	rows, err := pool.Query(ctx, `
+with s as (select relnamespace as ns from pg_class where oid = to_regclass('relais_schema_migrations'))
+select current_user::text, n.nspname::text, c.relname::text,
+    array_remove(case when c.relkind = 'S' then array[case when not has_sequence_privilege(c.oid, 'USAGE') then 'USAGE' end]
+    else array[case when not has_table_privilege(c.oid, 'SELECT') then 'SELECT' end,
+        case when c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'INSERT') then 'INSERT' end,
+        case when c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'UPDATE') then 'UPDATE' end,
+        case when c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'DELETE') then 'DELETE' end] end, null)
+from pg_class c join s on c.relnamespace = s.ns join pg_namespace n on n.oid = c.relnamespace
+where c.relkind in ('r', 'p', 'S')
+order by c.relname`)
+	if err != nil {
+		return p, fmt.Errorf("engine: privileges: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var missing []string
+		if err := rows.Scan(&p.Role, &p.Schema, &name, &missing); err != nil {
+			return p, fmt.Errorf("engine: privileges: %w", err)
+		}
+		if len(missing) > 0 {
+			p.Missing = append(p.Missing, name+" ("+strings.Join(missing, ", ")+")")
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return p, fmt.Errorf("engine: privileges: %w", err)
+	}
+	return p, nil
+}
+
+// Writable reports whether the database takes writes: not a standby in
+// recovery (a failover that left the URL on the old primary), nor a
+// read-only session. A replica on a read-only database would answer every
+// write 503, so it says it is not ready.
+func Writable(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var ok bool
+	err := pool.QueryRow(ctx, `select not (pg_is_in_recovery() or current_setting('transaction_read_only')::boolean)`).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("engine: writable: %w", err)
+	}
+	return ok, nil
 }

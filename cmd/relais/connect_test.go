@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
@@ -131,10 +137,10 @@ func silentServer(t *testing.T) string {
 // password.
 func TestMalformedDatabaseURLSaysWhatAURLLooksLike(t *testing.T) {
 	t.Parallel()
-	for _, url := range []string{"postgress://relais:s3cret-canary@127.0.0.1:5432/relais", "127.0.0.1:5432/relais"} {
+	for _, url := range []string{"postgress://relais:s3cret-canary@127.0.0.1:5432/relais", "127.0.0.1:5432/relais", "postgres://relais:s3cret@canary@127.0.0.1:5432/relais"} {
 		env := map[string]string{"RELAIS_DATABASE_URL": url, "RELAIS_LISTEN": "127.0.0.1:0"}
 		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &testlog.Buffer{}, &testlog.Buffer{})
-		if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), "starts with postgres://") || strings.Contains(err.Error(), "s3cret-canary") {
+		if err == nil || !strings.Contains(err.Error(), "RELAIS_DATABASE_URL") || !strings.Contains(err.Error(), "starts with postgres://") && !strings.Contains(err.Error(), "%40") || strings.Contains(err.Error(), "canary") {
 			t.Errorf("%s: err = %v; want RELAIS_DATABASE_URL refused with the shape of a URL, no password", url, err)
 		}
 	}
@@ -161,5 +167,134 @@ func TestPoolSizeDefaultsTo20UnlessTheURLSetsIt(t *testing.T) {
 			t.Errorf("%s: pool of %d connections, want %d", given, got, want)
 		}
 		db.close()
+	}
+}
+
+// TestSessionSettingsArePinned: a database's (or role's) defaults that
+// would cancel Relais's statements, fail its transactions or end its
+// LISTEN connection are overridden on its connections, but for a setting
+// the URL gives, which is the operator's.
+func TestSessionSettingsArePinned(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	ctx := context.Background()
+	pcfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"statement_timeout = '1ms'", "lock_timeout = '1ms'", "idle_session_timeout = '1s'",
+		"default_transaction_isolation = 'serializable'", "default_transaction_read_only = on"} {
+		if _, err := admin.Exec(ctx, "alter database "+pgx.Identifier{pcfg.Database}.Sanitize()+" set "+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin.Close(ctx)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for given, want := range map[string]string{url: "0", url + sep + "statement_timeout=5s": "5s"} {
+		cfg := config.Default()
+		cfg.DatabaseURL = given
+		db, err := openDatabase(ctx, cfg, slog.New(slog.DiscardHandler), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var timeout, lock, idle, isolation, readOnly string
+		if err := db.pool.QueryRow(ctx, `select current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('idle_session_timeout'),
+			current_setting('transaction_isolation'), current_setting('transaction_read_only')`).Scan(&timeout, &lock, &idle, &isolation, &readOnly); err != nil {
+			t.Fatal(err)
+		}
+		if timeout != want || lock != "0" || idle != "0" || isolation != "read committed" || readOnly != "off" {
+			t.Errorf("%s: statement_timeout %s, lock_timeout %s, idle_session_timeout %s, isolation %s, read only %s; want %s, 0, 0, read committed, off",
+				given, timeout, lock, idle, isolation, readOnly, want)
+		}
+		db.close()
+	}
+}
+
+// TestServeRefusesARoleShortOfPrivileges: a role serve uses, less
+// privileged than the schema's owner, that lacks its rights on a table (a
+// later migration's, without default privileges) is refused at boot with
+// the grants to run, rather than failing each statement on that table.
+func TestServeRefusesARoleShortOfPrivileges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner := dbtest.URL(t)
+	admin, err := pgx.Connect(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	role := fmt.Sprintf("relais_app_%d", time.Now().UnixNano())
+	for _, stmt := range []string{
+		"create role " + role + " login password 'app-secret'",
+		"grant usage on schema public to " + role,
+		"grant select, insert, update, delete on all tables in schema public to " + role,
+		"grant usage on all sequences in schema public to " + role,
+		"revoke all on bulk_actions from " + role,
+		"revoke delete on retention_since from " + role,
+	} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "drop owned by "+role)
+		_, _ = admin.Exec(context.Background(), "drop role "+role)
+	})
+	u, err := neturl.Parse(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(role, "app-secret")
+	pool, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	err = checkDatabaseRole(ctx, pool, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "bulk_actions (SELECT, INSERT, UPDATE, DELETE), retention_since (DELETE)") ||
+		!strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "+role) || strings.Contains(err.Error(), "attempts (") {
+		t.Errorf("err = %v; want bulk_actions and retention_since named, with the grants to run", err)
+	}
+	if _, err := admin.Exec(ctx, "grant select, insert, update, delete on all tables in schema public to "+role); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkDatabaseRole(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("with every privilege: %v", err)
+	}
+}
+
+// TestWhatWaitingCannotCureIsReportedAtOnce: a server without TLS under
+// sslmode=require, or a role that may not connect, is reported at once
+// rather than after RELAIS_DATABASE_CONNECT_TIMEOUT of "still unreachable".
+func TestWhatWaitingCannotCureIsReportedAtOnce(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]bool{"28P01": false, "3D000": false, "42501": false, "57P03": true} {
+		if got := worthWaiting(fmt.Errorf("connect: %w", &pgconn.PgError{Code: code})); got != want {
+			t.Errorf("worthWaiting(%s) = %v, want %v", code, got, want)
+		}
+	}
+	url := dbtest.EmptyURL(t)
+	url = strings.NewReplacer("sslmode=disable", "sslmode=require", "sslmode=prefer", "sslmode=require").Replace(url)
+	if !strings.Contains(url, "sslmode=require") {
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		url += sep + "sslmode=require"
+	}
+	cfg := config.Default()
+	cfg.DatabaseURL = url
+	cfg.DatabaseConnectTimeout = time.Minute
+	began := time.Now()
+	_, err := openDatabase(context.Background(), cfg, slog.New(slog.DiscardHandler), false)
+	if err == nil || !strings.Contains(err.Error(), "offers no TLS") || time.Since(began) > 20*time.Second {
+		t.Errorf("sslmode=require without TLS: %v after %s; want refused at once, saying the server offers no TLS", err, time.Since(began))
 	}
 }

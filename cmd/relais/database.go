@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,10 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 			db.url = c.URL("postgres")
 		}
 	}
+	if strayAt(db.url) {
+		db.close()
+		return nil, errors.New("RELAIS_DATABASE_URL: its user name or password holds an @ that is not percent-encoded, so the host would be read from the password: write @ as %40 there (and : as %3A, / as %2F)")
+	}
 	pcfg, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
 		db.close()
@@ -95,6 +100,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		// as the worker catalog names it), unless the URL names it.
 		pcfg.ConnConfig.RuntimeParams["application_name"] = applicationName()
 	}
+	pinSettings(pcfg.ConnConfig.RuntimeParams)
 	pguuid.Configure(pcfg)
 	pgutc.Configure(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -110,6 +116,73 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	}
 	db.pool = pool
 	return db, nil
+}
+
+// pinnedSettings are the session settings Relais's statements rely on. A
+// role's or database's defaults (ALTER ROLE … SET statement_timeout, a
+// serializable default isolation, an idle_session_timeout) would otherwise
+// cancel its statements, fail its transactions or end its LISTEN
+// connection, each a 500 or a lost wake-up to its clients.
+var pinnedSettings = map[string]string{
+	"statement_timeout":                   "0",
+	"lock_timeout":                        "0",
+	"idle_in_transaction_session_timeout": "0",
+	"idle_session_timeout":                "0",
+	"default_transaction_isolation":       "read committed",
+	"default_transaction_read_only":       "off",
+}
+
+// pinSettings sets pinnedSettings on every connection, as startup
+// parameters (no round trip of their own), but for those the URL sets:
+// an operator who asks for a statement_timeout there gets it.
+func pinSettings(params map[string]string) {
+	for name, value := range pinnedSettings {
+		if _, set := params[name]; !set {
+			params[name] = value
+		}
+	}
+}
+
+// checkDatabaseRole refuses to serve with a role short of the privileges
+// Relais needs on its tables (a replica would boot, then fail every
+// statement on them), and warns when the database takes no writes (a
+// standby: /readyz then answers 503 and every write 503 until the URL
+// leads to the primary).
+func checkDatabaseRole(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	p, err := engine.MissingPrivileges(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(p.Missing) > 0 {
+		role, schema := sqlName(p.Role), sqlName(p.Schema)
+		return fmt.Errorf("the database role %s lacks privileges Relais needs on %s: as the schema's owner, run\n"+
+			"    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s;\n"+
+			"    GRANT USAGE ON ALL SEQUENCES IN SCHEMA %s TO %s;\n"+
+			"    ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s;\n"+
+			"    ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT USAGE ON SEQUENCES TO %s;\n"+
+			"(the last two give it the tables of later migrations too)",
+			role, strings.Join(p.Missing, ", "), schema, role, schema, role, schema, role, schema, role)
+	}
+	writable, err := engine.Writable(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if !writable {
+		logger.Warn("PostgreSQL takes no writes here (a standby, or a read-only session): /readyz answers 503 and every write 503 until RELAIS_DATABASE_URL leads to the primary (with several hosts, add target_session_attrs=read-write)")
+	}
+	return nil
+}
+
+// plainName is an identifier SQL takes unquoted.
+var plainName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// sqlName is an identifier as an operator would type it: bare when it
+// can be, quoted otherwise.
+func sqlName(name string) string {
+	if plainName.MatchString(name) {
+		return name
+	}
+	return pgx.Identifier{name}.Sanitize()
 }
 
 // Waiting for the database: each attempt is bounded so that a server that
@@ -155,6 +228,9 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case !worthWaiting(err):
+			if !errors.As(err, new(*pgconn.PgError)) {
+				return fmt.Errorf("database at %s offers no TLS, which the URL's sslmode requires (turn ssl on in the server, or set sslmode=disable or prefer in RELAIS_DATABASE_URL): %w", where, err)
+			}
 			return fmt.Errorf("database at %s refused the connection: %w", where, err)
 		case !time.Now().Before(deadline):
 			return fmt.Errorf("database at %s still unreachable after %s (RELAIS_DATABASE_CONNECT_TIMEOUT): %w", where, isoduration.Format(timeout), err)
@@ -179,9 +255,13 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 func worthWaiting(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return !strings.HasPrefix(pgErr.Code, "28") && pgErr.Code != "3D000"
+		// 28: the password or the role refused; 3D000: no such database;
+		// 42501: the role may not connect to it.
+		return !strings.HasPrefix(pgErr.Code, "28") && pgErr.Code != "3D000" && pgErr.Code != "42501"
 	}
-	return true
+	// sslmode=require (or verify-*) against a server without TLS: a
+	// server that offers none will not start offering it.
+	return !strings.Contains(err.Error(), "server refused TLS connection")
 }
 
 // openMigrated opens the configured database (see openDatabase) and applies
@@ -393,6 +473,21 @@ func urlHint(url string) string {
 		return ""
 	}
 	return " (a URL starts with postgres:// or postgresql://, as in postgres://user:password@host:5432/database)"
+}
+
+// strayAt reports whether a postgres:// URL's authority holds more than one
+// @: a password with an @ left unencoded. pgx would take what follows the
+// first one for the host, and every message naming the host would show
+// the rest of the password.
+func strayAt(url string) bool {
+	_, rest, ok := strings.Cut(url, "://")
+	if !ok || !strings.HasPrefix(url, "postgres") {
+		return false
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Count(rest, "@") > 1
 }
 
 // applicationName names this process to PostgreSQL: "relais" and the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,7 +34,7 @@ type relaisProcess struct {
 func startProcess(t *testing.T, env ...string) *relaisProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), append([]string{"RELAIS_TEST_AS_RELAIS=1", "RELAIS_TEST_ARGS=serve", "RELAIS_LISTEN=127.0.0.1:0"}, env...)...)
+	cmd.Env = append(withoutDatabaseURL(os.Environ()), append([]string{"RELAIS_TEST_AS_RELAIS=1", "RELAIS_TEST_ARGS=serve", "RELAIS_LISTEN=127.0.0.1:0"}, env...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestEmbeddedServeStartsStopsAndSurvivesKill9(t *testing.T) {
 	_ = os.Chmod(dir, 0o711)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	dataDir := filepath.Join(dir, "relais-data")
-	env := []string{"RELAIS_DATA_DIR=" + dataDir, "RELAIS_DATABASE_URL="}
+	env := []string{"RELAIS_DATA_DIR=" + dataDir}
 	pgData := filepath.Join(dataDir, "pg", "data")
 
 	cold := startProcess(t, env...)
@@ -256,7 +257,7 @@ func TestEmbeddedServeRestartsAKilledCluster(t *testing.T) {
 	_ = os.Chmod(dir, 0o711)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	dataDir := filepath.Join(dir, "relais-data")
-	p := startProcess(t, "RELAIS_DATA_DIR="+dataDir, "RELAIS_DATABASE_URL=", "RELAIS_BOOTSTRAP_TOKEN="+bootstrap)
+	p := startProcess(t, "RELAIS_DATA_DIR="+dataDir, "RELAIS_BOOTSTRAP_TOKEN="+bootstrap)
 	pgData := filepath.Join(dataDir, "pg", "data")
 	pidFile, err := os.ReadFile(filepath.Join(pgData, "postmaster.pid"))
 	if err != nil {
@@ -383,4 +384,11 @@ func TestServeRefusesAMisspeltSetting(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the refused serve created %d entries in its data folder", len(entries))
 	}
+}
+
+// withoutDatabaseURL is environ without RELAIS_DATABASE_URL: a child
+// given no URL of its own runs the embedded cluster, whatever the test's
+// environment says (set but empty, the variable is refused).
+func withoutDatabaseURL(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return strings.HasPrefix(kv, "RELAIS_DATABASE_URL=") })
 }

@@ -73,6 +73,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if err := checkDatabaseRole(ctx, db.pool, logger); err != nil {
+		return err
+	}
 	keys, err := loadKeys(ctx, cfg, configured, db, logger)
 	if err != nil {
 		return err

@@ -170,7 +170,7 @@ type Setting struct {
 
 // Settings lists every configuration key in the order the README shows them.
 var Settings = []Setting{
-	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory. A replica's pool holds up to 20 connections (as many as the cores above 20) unless the URL sets pool_max_conns, plus one for its database probe", kind: kindSecret,
+	{Env: "RELAIS_DATABASE_URL", Flag: "database-url", Description: "PostgreSQL URL; empty runs an embedded cluster in the data directory. A replica's pool holds up to 20 connections (as many as the cores above 20) unless the URL sets pool_max_conns, plus two: its LISTEN connection and its database probe; set but empty, it is refused (unset it for the embedded cluster)", kind: kindSecret,
 		set: func(c *Config, v any) { c.DatabaseURL = v.(string) }},
 	{Env: "RELAIS_DATABASE_CONNECT_TIMEOUT", Flag: "database-connect-timeout", Default: "PT30S", Description: "how long a start waits for PostgreSQL to accept connections (logging why every 2 s) before exiting", kind: kindDuration,
 		set: func(c *Config, v any) { c.DatabaseConnectTimeout = v.(time.Duration) }},
@@ -188,7 +188,7 @@ var Settings = []Setting{
 		set: func(c *Config, v any) { c.PGBin = v.(string) }},
 	{Env: "RELAIS_BOOTSTRAP_TOKEN", Flag: "bootstrap-token", Description: "admin token ensured at every start (for automation; at least 20 characters, never printed); empty prints a generated one on the first start of an empty database", kind: kindSecret,
 		set: func(c *Config, v any) { c.BootstrapToken = v.(string) }},
-	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys sealing sensitive and secret values at rest: id:base64-32-bytes[,id:key...], the first one seals (make one with: head -c32 /dev/urandom | base64)", kind: kindSecret,
+	{Env: "RELAIS_DATA_KEYS", Flag: "data-keys", Description: "keys sealing sensitive and secret values at rest: id:base64-32-bytes[,id:key...], the first one seals (make one with: echo k1:$(head -c32 /dev/urandom | base64))", kind: kindSecret,
 		set: func(c *Config, v any) { c.DataKeys = v.(string) }},
 	{Env: "RELAIS_DATA_KEY_FILE", Flag: "data-key-file", Description: "file holding the keys (same syntax, one per line; blank lines and lines starting with # are skipped); the embedded default generates DATA_DIR/data-keys (0600)", kind: kindString,
 		set: func(c *Config, v any) { c.DataKeyFile = v.(string) }},
@@ -589,6 +589,13 @@ func UnknownVariables(environ, flagged, reads []string) (warnings, refusals []st
 			warnings = append(warnings, fmt.Sprintf("%s is not a Relais setting (did you mean %q? this command does not read it either): it is ignored", name, meant))
 		default:
 			refusals = append(refusals, fmt.Sprintf("%s is not a Relais setting (did you mean %q?): correct or unset it; the command would otherwise run as if %s were not set", name, meant, meant))
+		}
+	}
+	for _, kv := range environ {
+		// Set and empty, it would run a new embedded database as unset
+		// does: an unset secret in a unit file or a manifest, most likely.
+		if name, v, _ := strings.Cut(kv, "="); name == "RELAIS_DATABASE_URL" && strings.TrimSpace(v) == "" && slices.Contains(reads, name) {
+			refusals = append(refusals, "RELAIS_DATABASE_URL is set but empty: give the database's URL, or unset the variable to run the embedded cluster")
 		}
 	}
 	slices.Sort(warnings)

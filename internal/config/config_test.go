@@ -292,3 +292,21 @@ func TestMisspeltVariableIsRefusedByTheCommandsReadingIt(t *testing.T) {
 		t.Errorf("apply: refusals %q; want %q", refusals, want)
 	}
 }
+
+// RELAIS_DATABASE_URL set but empty (an unset secret in a manifest) is
+// refused by the commands that read it: it would run a new, empty
+// embedded database as an unset one does.
+func TestEmptyDatabaseURLIsRefused(t *testing.T) {
+	for _, reads := range [][]string{ServeVariables(), AdminVariables()} {
+		_, refusals := UnknownVariables([]string{"RELAIS_DATABASE_URL=", "RELAIS_LISTEN=:8080"}, nil, reads)
+		if len(refusals) != 1 || !strings.HasPrefix(refusals[0], "RELAIS_DATABASE_URL is set but empty") {
+			t.Errorf("refusals %q; want RELAIS_DATABASE_URL refused as empty", refusals)
+		}
+	}
+	if _, refusals := UnknownVariables([]string{"RELAIS_DATABASE_URL="}, nil, ApplyVariables()); len(refusals) != 0 {
+		t.Errorf("apply, which does not read it: refusals %q", refusals)
+	}
+	if _, refusals := UnknownVariables([]string{"RELAIS_LISTEN=:8080"}, nil, ServeVariables()); len(refusals) != 0 {
+		t.Errorf("unset: refusals %q", refusals)
+	}
+}

@@ -228,7 +228,7 @@ func setup(t *testing.T) *suite {
 	// Replica a runs the embedded cluster (and its supervisor); b uses it
 	// by URL, as a second replica on an external database would.
 	dataDir := filepath.Join(dir, "a-data")
-	s.a = newReplica("replica a", bin, filepath.Join(dir, "a.log"), freePort(t), append(common, "RELAIS_DATA_DIR="+dataDir, "RELAIS_DATABASE_URL=")...)
+	s.a = newReplica("replica a", bin, filepath.Join(dir, "a.log"), freePort(t), append(common, "RELAIS_DATA_DIR="+dataDir)...)
 	t.Cleanup(func() { s.a.stop(syscall.SIGTERM, 60*time.Second) })
 	ctx := context.Background()
 	if err := s.a.start(ctx); err != nil {

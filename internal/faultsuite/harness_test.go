@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,7 +88,9 @@ func (r *replica) start(ctx context.Context) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(r.bin, "serve")
-	cmd.Env = append(os.Environ(), r.env...)
+	// Without a URL of its own, a replica runs the embedded cluster,
+	// whatever the test's environment says.
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "RELAIS_DATABASE_URL=") }), r.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Should the test process die, the replica shuts down (and stops the
 	// cluster it runs) rather than outlive it.

@@ -35,9 +35,16 @@ func Lost(err error) bool {
 	if errors.As(err, &pgErr) {
 		// Class 08 is connection exceptions; 57P01 admin shutdown, 57P02
 		// crash shutdown, 57P03 cannot connect now (starting up or in
-		// recovery). Any other server error is about the statement.
-		switch {
-		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
+		// recovery). The server's state, not the request, is also behind
+		// class 53 (too many connections, disk full, out of memory), class
+		// 28 met on a new connection (a password rotated under a running
+		// replica), 25006 (a read-only server: a standby after a failover)
+		// and 55P03 (a lock_timeout the URL set). Not 57014, a cancelled
+		// statement: most often its client left. Any other server error is
+		// about the statement.
+		switch c := pgErr.Code; {
+		case strings.HasPrefix(c, "08"), c == "57P01", c == "57P02", c == "57P03",
+			strings.HasPrefix(c, "53"), strings.HasPrefix(c, "28"), c == "25006", c == "55P03":
 			return true
 		}
 		return false

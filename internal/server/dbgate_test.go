@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/httpjson"
 )
 
@@ -140,5 +143,31 @@ func TestReadyzFollowsTheGate(t *testing.T) {
 	_ = json.Unmarshal(rec.Body.Bytes(), &doc)
 	if rec.Code != http.StatusServiceUnavailable || doc["status"] != "database unreachable" {
 		t.Errorf("readyz with the gate closed: %d %v, want 503 database unreachable", rec.Code, doc)
+	}
+}
+
+// /readyz says a replica whose database takes no writes (a standby the URL
+// still names after a failover) is not ready, rather than taking requests
+// it would answer 503 each.
+func TestReadyzSaysWhenTheDatabaseIsReadOnly(t *testing.T) {
+	t.Parallel()
+	for readOnly, want := range map[string]int{"on": http.StatusServiceUnavailable, "off": http.StatusOK} {
+		cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = readOnly
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		rec := httptest.NewRecorder()
+		readyz(engine.New(pool, engine.Options{}), func() bool { return false }, func() bool { return false }).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var doc map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+		if rec.Code != want || want != http.StatusOK && doc["status"] != "database read-only" {
+			t.Errorf("default_transaction_read_only %s: %d %v, want %d", readOnly, rec.Code, doc, want)
+		}
 	}
 }

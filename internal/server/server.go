@@ -259,7 +259,17 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool) http.Handler {
 		case got < want:
 			httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "migrations pending", "schema_version": got, "expected_schema_version": want})
 		default:
-			httpjson.Encode(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want})
+			writable, err := engine.Writable(ctx, eng.Pool())
+			switch {
+			case err != nil:
+				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
+			case !writable:
+				// A standby (the URL still names the old primary after a
+				// failover): every write would be refused.
+				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database read-only", "schema_version": got, "expected_schema_version": want})
+			default:
+				httpjson.Encode(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got, "expected_schema_version": want})
+			}
 		}
 	})
 }
