@@ -312,6 +312,13 @@ func (c *Console) setLanguage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page templ.Component) {
 	var buf bytes.Buffer
 	if err := page.Render(r.Context(), &buf); err != nil {
+		if r.Context().Err() != nil {
+			// templ stops at a cancelled context: the replica cut the
+			// request short (PostgreSQL stopped answering: a 503 page), or
+			// the browser left.
+			c.serverError(w, r, err)
+			return
+		}
 		c.logger.Error("console: render", "path", r.URL.Path, "err", err)
 		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 		return

@@ -73,6 +73,10 @@ type Reservation struct {
 	// ErrorMessage is the message of the latest failure reported for the
 	// occurrence (scrubbed), nil before any.
 	ErrorMessage *string
+	// Replayed marks a reservation an earlier claim with the same
+	// request_id made, answered again: not a claim of its own (metrics
+	// count it once).
+	Replayed bool
 }
 
 // Claim reserves up to MaxTasks claimable occurrences in one statement. A
@@ -121,7 +125,11 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 				cancel()
 			}
 			if len(occs) > 0 {
-				return e.deliver(ctx, req, occs, !req.Recover)
+				got, err := e.deliver(ctx, req, occs, !req.Recover)
+				for i := range got {
+					got[i].Replayed = true
+				}
+				return got, err
 			}
 		}
 	}

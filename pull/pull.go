@@ -388,7 +388,13 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 			Attempt: g.Attempt, AttemptsLeft: g.AttemptsLeft, LockExpiresAt: g.LockExpiresAt, DeadlineAt: g.DeadlineAt,
 			InstanceID: g.InstanceID, Node: g.Node, Priority: g.Priority})
 	}
-	p.claimed.Add(float64(len(got)))
+	claimed := 0
+	for _, g := range got {
+		if !g.Replayed {
+			claimed++
+		}
+	}
+	p.claimed.Add(float64(claimed))
 	if len(got) > 0 {
 		p.fetches.WithLabelValues("claimed").Inc()
 	} else {

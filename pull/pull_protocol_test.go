@@ -652,6 +652,11 @@ func TestRequestIDReplaysTheReservation(t *testing.T) {
 			t.Errorf("occurrence %s after replay: attempt_count %v attempts %v, want one attempt", id, got["attempt_count"], got["attempts"])
 		}
 	}
+	// Counted once: a worker replaying after a network error claimed
+	// nothing more.
+	if n := env.Metrics().Must(t, "relais_pull_claimed_total"); n != 2 {
+		t.Errorf("relais_pull_claimed_total after a replay = %v, want 2", n)
+	}
 	// The same request_id with another body (declared fields, a lock)
 	// is refused: it would answer the first fetch's reservations under
 	// the second one's subscriptions and fields. A different wait is the
