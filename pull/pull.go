@@ -78,6 +78,11 @@ func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longp
 				"ok, conflict (409: a stale lock, already settled, cancelled), refused (other 4xx), unavailable, error, abandoned.",
 			Buckets: durationBuckets}, []string{"action", "result"}),
 	}
+	// Present from the start at 0: the first throttled fetch after a
+	// restart is then a rise that rate() and increase() see.
+	for _, result := range []string{"claimed", "empty", longpoll.CodeTooManyWaiters} {
+		p.fetches.WithLabelValues(result)
+	}
 	if reg != nil {
 		reg.MustRegister(p.claimed, p.fetches, p.fetchTime, p.settleTime)
 	}

@@ -71,6 +71,12 @@ func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg pro
 				"http_error (a non-2xx status), deadline_exceeded, connection_failed, outcome_unknown (the request was sent, its answer lost), invalid_outputs, response_too_large, aborted (instance stopped), unprepared.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"destination", "outcome"}),
 	}
+	// Present from the start at 0: the first failure after a restart is
+	// then a rise that rate() and increase() see.
+	for _, result := range []string{"ok", engine.CodeConnectionFailed, engine.CodeDeadlineExceeded, engine.CodeOutcomeUnknown, engine.CodeInvalidOutputs,
+		engine.CodeResponseTooLarge, engine.CodePushUnprepared, engine.CodeCallAborted} {
+		r.results.WithLabelValues(result)
+	}
 	if reg != nil {
 		reg.MustRegister(r.results, r.latency)
 	}

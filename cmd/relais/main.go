@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/relais/relais/internal/suggest"
@@ -25,9 +27,37 @@ func main() {
 		stop()
 	}()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "relais:", err)
+		reportExit(os.Stderr, os.Args[1:], os.Getenv, err)
 		os.Exit(1)
 	}
+}
+
+// reportExit writes why the command stopped: one JSON record, as the rest
+// of the log, when serve or migrate logs JSON (a log pipeline would
+// otherwise drop or mangle the one line that says why a pod crashed), a
+// line for a person otherwise.
+func reportExit(w io.Writer, args []string, getenv func(string) string, err error) {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate") && jsonLogs(args[1:], getenv) {
+		slog.New(slog.NewJSONHandler(w, nil)).Error("relais stopped", "command", args[0], "err", err.Error())
+		return
+	}
+	fmt.Fprintln(w, "relais:", err)
+}
+
+// jsonLogs reports whether --log-format, else RELAIS_LOG_FORMAT, asks for
+// JSON logs.
+func jsonLogs(args []string, getenv func(string) string) bool {
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name != "log-format" || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
+		return strings.EqualFold(value, "json")
+	}
+	return strings.EqualFold(getenv("RELAIS_LOG_FORMAT"), "json")
 }
 
 const usage = `usage: relais <command> [flags]

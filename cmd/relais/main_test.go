@@ -475,3 +475,31 @@ func TestMisspeltCommandIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// Why serve or migrate stopped is one JSON record when the logs are JSON
+// (by flag or variable), a plain line otherwise and for other commands.
+func TestExitReportFollowsTheLogFormat(t *testing.T) {
+	t.Parallel()
+	err := errors.New("invalid configuration:\n  RELAIS_PUSH_MAX_TIMEOUT: PT20S is above the hard ceiling PT10S")
+	env := func(v string) func(string) string { return func(string) string { return v } }
+	for _, c := range []struct {
+		args []string
+		env  string
+		json bool
+	}{
+		{[]string{"serve"}, "json", true},
+		{[]string{"serve", "--log-format", "json"}, "", true},
+		{[]string{"migrate", "--log-format=json"}, "text", true},
+		{[]string{"serve", "--log-format=text"}, "json", false},
+		{[]string{"serve"}, "", false},
+		{[]string{"apply", "-f", "x"}, "json", false},
+	} {
+		var out bytes.Buffer
+		reportExit(&out, c.args, env(c.env), err)
+		var rec map[string]any
+		isJSON := json.Unmarshal(out.Bytes(), &rec) == nil && rec["level"] == "ERROR" && rec["err"] == err.Error()
+		if isJSON != c.json || !c.json && !strings.HasPrefix(out.String(), "relais: invalid configuration") {
+			t.Errorf("%q with RELAIS_LOG_FORMAT=%q: %q, want JSON %v", c.args, c.env, out.String(), c.json)
+		}
+	}
+}

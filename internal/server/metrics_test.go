@@ -277,3 +277,21 @@ func TestLiveWorkersAndQueueAgeGauges(t *testing.T) {
 	gauge("relais_workers_live", is(1), "= 1", "definition", crm, "protocol", "long_poll")
 	gauge("relais_oldest_claimable_age_seconds", is(0), "= 0 once claimed", "definition", crm)
 }
+
+// The counters alerts take rate() of are there from the start at 0: the
+// first push failure or throttled fetch after a restart is then a rise,
+// not a series appearing at 1 that rate() cannot see.
+func TestFailureCountersStartAtZero(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	m := env.Metrics()
+	for _, c := range [][]string{
+		{"relais_push_calls_total", "result", "ok"}, {"relais_push_calls_total", "result", "connection_failed"},
+		{"relais_push_calls_total", "result", "deadline_exceeded"}, {"relais_push_calls_total", "result", "call_aborted"},
+		{"relais_pull_fetches_total", "result", "too_many_waiters"}, {"relais_pull_fetches_total", "result", "claimed"},
+	} {
+		if n, ok := m.Get(c[0], c[1:]...); !ok || n != 0 {
+			t.Errorf("%s{%s=%q} after a start: %v (present %v), want 0", c[0], c[1], c[2], n, ok)
+		}
+	}
+}
