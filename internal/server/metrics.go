@@ -44,6 +44,7 @@ type occurrenceCounts struct {
 	at      *prometheus.Desc
 	held    *prometheus.Desc
 	waiting *prometheus.Desc
+	ended   *prometheus.Desc
 	workers *prometheus.Desc
 }
 
@@ -74,6 +75,9 @@ func newOccurrenceCounts(eng countsSource, logger *slog.Logger, down func() bool
 		waiting: prometheus.NewDesc("relais_oldest_claimable_age_seconds",
 			"How long the oldest claimable occurrence of a definition has waited (0: none waits), for a worker (pull) or for Relais's call (push), as the console's health page shows its queue lag; from the health snapshot, refreshed in the background when older than 5 s.",
 			[]string{"definition"}, nil),
+		ended: prometheus.NewDesc("relais_occurrences_ended_last_hour",
+			"Occurrences of a definition that ended completed or failed in the last hour (a failed attempt with attempts left is not counted), as the console's health page charts them; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
+			[]string{"definition", "status"}, nil),
 		workers: prometheus.NewDesc("relais_workers_live",
 			"Live workers by subscribed definition and protocol, on every replica (streams connected, pollers seen within their wait and three heartbeats), as GET /api/v1/workers lists them; read from the database at each scrape.",
 			[]string{"definition", "protocol"}, nil),
@@ -85,6 +89,7 @@ func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.at
 	ch <- c.held
 	ch <- c.waiting
+	ch <- c.ended
 	ch <- c.workers
 }
 
@@ -148,10 +153,14 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 	// Every definition counted above, zero included, so that a series
 	// falls to 0 when its last incident is resolved rather than vanish.
 	for def := range byDefinition {
-		var held int64
+		var held, completed, failed int64
 		var waited time.Duration
 		if d := health.Definitions[def]; d != nil {
 			held = d.Held
+			for _, b := range d.Buckets {
+				completed += b.Completed
+				failed += b.Failed
+			}
 			if d.ClaimableSince != nil {
 				// Its age now: the snapshot dates the oldest, not the wait.
 				waited = max(c.eng.Now().Sub(*d.ClaimableSince), 0)
@@ -159,6 +168,8 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held), def)
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, waited.Seconds(), def)
+		ch <- prometheus.MustNewConstMetric(c.ended, prometheus.GaugeValue, float64(completed), def, "completed")
+		ch <- prometheus.MustNewConstMetric(c.ended, prometheus.GaugeValue, float64(failed), def, "failed")
 	}
 }
 

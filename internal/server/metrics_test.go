@@ -239,6 +239,14 @@ func TestHeldInstancesGauge(t *testing.T) {
 		})
 	}
 	held(1)
+	// The failure counts in the last hour's ended occurrences, as the
+	// health page charts them.
+	relaistest.WaitFor(t, 15*time.Second, "relais_occurrences_ended_last_hour failed 1, completed 0", func() (bool, string) {
+		m := env.Metrics()
+		failed, okF := m.Get("relais_occurrences_ended_last_hour", "definition", crm, "status", "failed")
+		completed, okC := m.Get("relais_occurrences_ended_last_hour", "definition", crm, "status", "completed")
+		return okF && okC && failed == 1 && completed == 0, fmt.Sprintf("failed %v (present %v), completed %v (present %v)", failed, okF, completed, okC)
+	})
 	env.Must(200, "POST", "/api/v1/instances/"+inst["id"].(string)+"/abandon", env.Operator, map[string]any{"reason": "test"})
 	held(0)
 }
