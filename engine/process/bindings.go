@@ -324,6 +324,12 @@ func assign(s, t contracts.Field, sRank, tRank int, where string, top bool, kept
 	sRank = max(sRank, s.Classification.Rank())
 	tRank = max(tRank, t.Classification.Rank())
 	switch {
+	case sRank > tRank && kept == "process input":
+		// The one input may also feed a field of a higher class elsewhere,
+		// which its class had to rise to: no class fits both, and saying
+		// so spares a designer going round between the two refusals.
+		out = append(out, fmt.Sprintf("%s source cannot feed %s field %s: protection may only grow; feed it from a process input classified %s (an input feeding fields of two classes fits neither: give each field an input of its own)",
+			className(sRank), className(tRank), where, className(tRank)))
 	case sRank > tRank:
 		// Protection may only grow: a lower class would show or store in
 		// clear what the source promised to protect.
@@ -335,7 +341,7 @@ func assign(s, t contracts.Field, sRank, tRank int, where string, top bool, kept
 		out = append(out, fmt.Sprintf("the business key, stored and shown in clear, cannot feed %s field %s; bind a process input classified %s",
 			className(tRank), where, className(tRank)))
 	case kept != "" && sRank < tRank:
-		out = append(out, fmt.Sprintf("%s process input cannot feed %s field %s: the instance would store and show the value as its input, less protected; classify the process input %s",
+		out = append(out, fmt.Sprintf("%s process input cannot feed %s field %s: the instance would store and show the value as its input, less protected; classify the process input %s (an input feeding fields of two classes fits neither: give each field an input of its own)",
 			className(sRank), className(tRank), where, className(tRank)))
 	}
 	mismatch := func() {
