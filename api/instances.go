@@ -381,7 +381,7 @@ func (a *API) actOnFilter() http.Handler {
 		action, ok := engine.ParseAction(req.Action)
 		if !ok {
 			return fault.New(fault.BadRequest, "invalid_request", "unknown action").
-				WithErrors([]fault.FieldError{{Path: "/action", Message: "must be retry, abandon, stop or erase"}})
+				WithErrors([]fault.FieldError{{Path: "/action", Message: "must be retry, abandon or stop"}})
 		}
 		var errs []fault.FieldError
 		given := func(v *string, name string) string {

@@ -344,7 +344,8 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	inst, applied, err := c.eng.ActSeen(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason, lastSeen)
 	if err != nil {
 		fe, isFault := fault.As(err)
-		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal {
+		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal || fe.Kind == fault.Unavailable {
+			// An unavailable database is the 503 page, not a refusal.
 			c.fail(w, r, err)
 			return
 		}

@@ -87,7 +87,7 @@ func (c *Console) instanceErase(w http.ResponseWriter, r *http.Request) {
 	e, err := c.eng.Erase(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, id, reason)
 	if err != nil {
 		fe, isFault := fault.As(err)
-		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal {
+		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal || fe.Kind == fault.Unavailable {
 			c.fail(w, r, err)
 			return
 		}

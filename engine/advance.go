@@ -241,7 +241,7 @@ func (r *run) enter(name string) error {
 		params.Destination, params.Timeout = &node.Destination, &t
 	}
 
-	problem, err := r.nodeInputs(name, rev, id, &params)
+	problem, protected, err := r.nodeInputs(name, rev, id, &params)
 	if err != nil {
 		return err
 	}
@@ -273,6 +273,14 @@ func (r *run) enter(name string) error {
 	}
 	r.created = append(r.created, row)
 	if row.Status == StatusFailed {
+		if protected {
+			// Routed, a protected value's failure would be an oracle: a
+			// designer chaining nodes whose revisions constrain it ("^A",
+			// "^B", …) would read it off the instance's path. It stops
+			// the instance instead: one bit per instance, what validating
+			// it at all tells.
+			return r.stopOnFailure(name, deref(row.ErrorCode), deref(row.ErrorMessage))
+		}
 		return r.followFailure(name, deref(row.ErrorCode), deref(row.ErrorMessage))
 	}
 	return r.q.Notify(r.ctx, queries.NotifyParams{Channel: ChannelOccurrence,
@@ -318,28 +326,33 @@ func (r *run) insertNew(p queries.OccurrenceInsertParams) (queries.Occurrence, e
 // description free of values: the occurrence then fails from birth. Other
 // errors (the database, a missing data key) abort the transaction instead,
 // so nothing is advanced on their account.
-func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queries.OccurrenceInsertParams) (string, error) {
+//
+// protected says a protected (sensitive or secret) value broke its
+// contract: the failure is then not routed (see stopOnFailure).
+func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queries.OccurrenceInsertParams) (problem string, protected bool, err error) {
 	scope, err := r.scope()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	inputs, err := r.pv.Process.EvaluateInputs(name, scope)
 	if err != nil {
-		return "inputs could not be built from the bindings", nil
+		return "inputs could not be built from the bindings", false, nil
 	}
 	v, _, err := r.e.Validators(rev)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if vs := v.Validate(inputs); len(vs) > 0 {
-		return "inputs violate the pinned revision: " + describeViolations(protectedUndescribed(rev.Working.Inputs, vs)), nil
+		described := protectedUndescribed(rev.Working.Inputs, vs)
+		protected = slices.ContainsFunc(described, func(d contracts.Violation) bool { return d.Message == protectedViolation })
+		return "inputs violate the pinned revision: " + describeViolations(described), protected, nil
 	}
 	public, sealed, err := r.e.seal(rev.Working.Inputs, v.Integers(inputs), aadOccurrenceInputs(id))
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	params.Inputs, params.SealedInputs = public, sealed
-	return "", nil
+	return "", false, nil
 }
 
 // describeViolations lists pointers and messages; messages come from the
@@ -359,6 +372,9 @@ func describeViolations(vs []contracts.Violation) string {
 	return strings.Join(slices.Compact(parts), "; ")
 }
 
+// protectedViolation is what a protected value's violation says.
+const protectedViolation = "does not satisfy its contract (a protected value: how is not said)"
+
 // protectedUndescribed hides what vs say of protected values: a value
 // bound from a secret that breaks "at most 4 characters" or a pattern
 // tells operators its length and shape. The pointer stays, which names
@@ -370,7 +386,7 @@ func protectedUndescribed(c contracts.Contract, vs []contracts.Violation) []cont
 	out := slices.Clone(vs)
 	for i, v := range out {
 		if v.Path != "" && !strings.HasPrefix(v.Message, contracts.NotAField) && classAt(c, v.Path) != contracts.ClassNormal {
-			out[i].Message = "does not satisfy its contract (a protected value: how is not said)"
+			out[i].Message = protectedViolation
 		}
 	}
 	return out
@@ -408,6 +424,31 @@ func (r *run) followFailure(node, code, message string) error {
 	case ok:
 		return r.enter(next.Node)
 	}
+	return r.failAt(node, code)
+}
+
+// stopOnFailure is followFailure for a failure that must not be routed:
+// the instance is held when the node's on_error holds it, and fails at
+// the node otherwise, whatever route on_error names.
+func (r *run) stopOnFailure(node, code, message string) error {
+	if next, ok := r.pv.Process.NextOnFailure(node, code); ok && next.Hold {
+		return r.followFailure(node, code, message)
+	}
+	r.failure = &code
+	if r.errors != nil {
+		r.errors[node] = process.NodeError{Code: code, Message: message}
+	}
+	return r.failAt(node, code)
+}
+
+// unrouted reports whether o failed for a protected value that broke its
+// contract, a failure stopOnFailure did not route.
+func unrouted(o queries.Occurrence) bool {
+	return deref(o.ErrorCode) == CodeInvalidInputs && strings.Contains(deref(o.ErrorMessage), protectedViolation)
+}
+
+// failAt ends the instance failed at node with code.
+func (r *run) failAt(node, code string) error {
 	if err := r.q.InstanceEnd(r.ctx, queries.InstanceEndParams{ID: r.inst.ID, Status: InstanceFailed, EndNode: &node, ErrorCode: &code, Now: &r.now}); err != nil {
 		return err
 	}
@@ -455,7 +496,7 @@ func (e *Engine) reconcile(ctx context.Context, id uuid.UUID) error {
 				node = next
 			case StatusFailed:
 				next, ok := r.pv.Process.NextOnFailure(node, deref(o.ErrorCode))
-				if !ok || next.Hold {
+				if !ok || next.Hold || unrouted(o) {
 					return nil
 				}
 				node = next.Node

@@ -49,7 +49,9 @@ func (e *Engine) Erase(ctx context.Context, actor Actor, id uuid.UUID, reason st
 			return err
 		}
 		switch s := row.Instance.Status; s {
-		case InstanceRunning, InstanceHeld:
+		case InstanceCompleted, InstanceFailed, InstanceCancelled:
+		default:
+			// An allow-list: a status added later is not erasable unsaid.
 			return fault.New(fault.Conflict, "instance_not_ended", "instance %s is %s: only an ended instance can be erased; stop it first", id, s)
 		}
 		gone, err := q.InstanceErase(ctx, id)

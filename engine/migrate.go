@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -372,34 +373,61 @@ func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	return int(v), nil
 }
 
-// Privileges is what the database role lacks on Relais's schema: each
-// table (every one needs SELECT, INSERT, UPDATE and DELETE, but the
-// migrations' own, which serve only reads) and sequence (USAGE) short of
-// them, by name. Empty, the role may do all Relais does.
+// Privileges is what the database role lacks on Relais's own tables and
+// views: each short of what serve does with it, by name. Empty, the role
+// may do all Relais does.
 type Privileges struct {
 	Role, Schema string
 	Missing      []string // "bulk_actions (SELECT, INSERT, UPDATE, DELETE)"
 }
 
-// MissingPrivileges checks the role's privileges on every table and
-// sequence of the schema the migrations table is in. A role that serve
-// uses, less privileged than the schema's owner who migrates, loses them
-// on each table a later migration creates unless the owner altered its
-// default privileges: the replica would boot, then fail every statement
-// on those tables (a bulk action 500, retention failing each pass).
+var (
+	createdRelation = regexp.MustCompile(`(?im)^\s*create\s+(?:or\s+replace\s+)?(table|view)\s+(?:if\s+not\s+exists\s+)?([a-z_][a-z0-9_]*)`)
+	droppedRelation = regexp.MustCompile(`(?im)^\s*drop\s+(?:table|view)\s+(?:if\s+exists\s+)?([a-z_][a-z0-9_]*)`)
+)
+
+// Relations are the tables and views the migrations create (and do not
+// drop), by name, each saying whether it is a view: what serve reads and
+// writes, and nothing else a shared schema holds.
+func Relations() map[string]bool {
+	views := map[string]bool{"relais_schema_migrations": false}
+	for _, m := range Migrations() {
+		for _, c := range createdRelation.FindAllStringSubmatch(m.SQL, -1) {
+			views[strings.ToLower(c[2])] = strings.EqualFold(c[1], "view")
+		}
+		for _, d := range droppedRelation.FindAllStringSubmatch(m.SQL, -1) {
+			delete(views, strings.ToLower(d[1]))
+		}
+	}
+	return views
+}
+
+// MissingPrivileges checks the role's privileges on Relais's tables and
+// views (see Relations) in the schema its migrations table is in: every
+// table needs SELECT, INSERT, UPDATE and DELETE (the migrations' own only
+// SELECT, as serve only reads it), every view SELECT. Identity columns
+// need no right on their sequences. A role that serve uses, less
+// privileged than the schema's owner who migrates, loses them on each
+// table a later migration creates unless the owner altered its default
+// privileges: the replica would boot, then fail every statement on those
+// tables (a bulk action 500, retention failing each pass).
 func MissingPrivileges(ctx context.Context, pool *pgxpool.Pool) (Privileges, error) {
 	p := Privileges{}
+	relations := Relations()
+	names := make([]string, 0, len(relations))
+	for name := range relations {
+		names = append(names, name)
+	}
 	rows, err := pool.Query(ctx, `
 with s as (select relnamespace as ns from pg_class where oid = to_regclass('relais_schema_migrations'))
 select current_user::text, n.nspname::text, c.relname::text,
-    array_remove(case when c.relkind = 'S' then array[case when not has_sequence_privilege(c.oid, 'USAGE') then 'USAGE' end]
-    else array[case when not has_table_privilege(c.oid, 'SELECT') then 'SELECT' end,
-        case when c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'INSERT') then 'INSERT' end,
-        case when c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'UPDATE') then 'UPDATE' end,
-        case when c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'DELETE') then 'DELETE' end] end, null)
+    array_remove(array[case when not has_table_privilege(c.oid, 'SELECT') then 'SELECT' end,
+        case when c.relkind <> 'v' and c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'INSERT') then 'INSERT' end,
+        case when c.relkind <> 'v' and c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'UPDATE') then 'UPDATE' end,
+        case when c.relkind <> 'v' and c.relname <> 'relais_schema_migrations' and not has_table_privilege(c.oid, 'DELETE') then 'DELETE' end], null)
 from pg_class c join s on c.relnamespace = s.ns join pg_namespace n on n.oid = c.relnamespace
-where c.relkind in ('r', 'p', 'S')
-order by c.relname`)
+where c.relkind in ('r', 'p', 'v') and c.relname = any($1)
+order by c.relname`, names)
 	if err != nil {
 		return p, fmt.Errorf("engine: privileges: %w", err)
 	}

@@ -288,3 +288,42 @@ func TestMigrateRefusesOtherMigrations(t *testing.T) {
 		t.Errorf("schema version %d, %v after the refusal; want %d", v, err, latest-1)
 	}
 }
+
+// Relations, read from the migrations' SQL, are exactly the tables and
+// views a migrated schema holds: the privilege check at boot looks at
+// those and at nothing else a shared schema holds.
+func TestRelationsAreTheMigratedSchemas(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	rows, err := pool.Query(context.Background(), `select c.relname::text, c.relkind = 'v' from pg_class c
+		where c.relnamespace = (select relnamespace from pg_class where oid = to_regclass('relais_schema_migrations'))
+		and c.relkind in ('r', 'p', 'v') and not c.relispartition`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+		name string
+		view bool
+	}, error) {
+		var x struct {
+			name string
+			view bool
+		}
+		err := r.Scan(&x.name, &x.view)
+		return x, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Relations()
+	for _, r := range got {
+		view, ok := want[r.name]
+		if !ok || view != r.view {
+			t.Errorf("%s (view %v) in the migrated schema: Relations says %v (known %v)", r.name, r.view, view, ok)
+		}
+		delete(want, r.name)
+	}
+	for name := range want {
+		t.Errorf("Relations names %s, which the migrated schema lacks", name)
+	}
+}

@@ -291,10 +291,73 @@ func TestFailedFromBirthDoesNotDescribeProtectedValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst := startRouting(t, e, `{"name":"Acme Corporation","secret_name":"Acme Corporation"}`)
-	msg, _ := inputsOf(t, e, inst.ID, "notify")["message"].(string)
+	occs, err := e.InstanceOccurrences(context.Background(), inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(occs) != 1 || occs[0].Node != "strict" {
+		t.Fatalf("occurrences %v, want strict's alone: a protected value's failure is not routed (on_error names notify)", occs)
+	}
+	msg := deref(occs[0].ErrorMessage)
 	if !strings.Contains(msg, "/company_name: does not satisfy its contract (a protected value") || strings.Contains(msg, "/company_name: must") ||
 		!strings.Contains(msg, "/label: must be at most 3") {
-		t.Errorf("notify's message %q: want /company_name named without its constraint, /label with it", msg)
+		t.Errorf("strict's message %q: want /company_name named without its constraint, /label with it", msg)
+	}
+	got, err := e.GetInstance(context.Background(), inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != InstanceFailed || deref(got.EndNode) != "strict" || deref(got.ErrorCode) != CodeInvalidInputs {
+		t.Errorf("instance %s at %v (%v), want failed at strict with invalid_inputs", got.Status, deref(got.EndNode), deref(got.ErrorCode))
+	}
+}
+
+// A protected value that breaks a node's contract stops the instance
+// there whatever route on_error names (held when on_error holds): routed,
+// the failure would be an oracle, a designer chaining nodes whose
+// revisions constrain the value ("^A", "^B", …) reading it off the
+// instance's path. A normal value's failure is routed as before.
+func TestProtectedValueFailureIsNotRouted(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	define(t, e, "notify", notifyWorking)
+	define(t, e, "probe", `{"name":"Probe","inputs":{"fields":[{"name":"v","type":"text","required":true,"pattern":"^A","classification":"secret"}]},"outputs":{"fields":[]}}`)
+	publish := func(key, onError string) {
+		t.Helper()
+		doc := `{"inputs":{"fields":[{"name":"pin","type":"text","required":true,"classification":"secret"}]},"start":"a","nodes":{
+		 "a":{"kind":"pull","definition":"probe","revision":1,"inputs":{"v":{"from":"input.pin"}},"next":"done","on_error":` + onError + `},
+		 "b":{"kind":"pull","definition":"probe","revision":1,"inputs":{"v":{"from":"input.pin"}},"next":"done"},
+		 "done":{"kind":"end"}}}`
+		if _, _, err := e.PublishProcess(context.Background(), key, []byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("leak", `{"invalid_inputs":"b","*":"done"}`)
+	publish("leak_held", `{"invalid_inputs":"hold","*":"b"}`)
+	for _, c := range []struct{ process, status string }{{"leak", InstanceFailed}, {"leak_held", InstanceHeld}} {
+		inst, _, err := e.StartInstance(context.Background(), StartRequest{ProcessKey: c.process, Inputs: []byte(`{"pin":"PIN-TOP-SECRET"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		occs, err := e.InstanceOccurrences(context.Background(), inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.GetInstance(context.Background(), inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(occs) != 1 || got.Status != c.status {
+			t.Errorf("%s: %d occurrences, instance %s; want a's alone and the instance %s", c.process, len(occs), got.Status, c.status)
+		}
+		// Reconciling it (a replica recovering the instance) routes it
+		// no further either.
+		if err := e.reconcile(context.Background(), inst.ID); err != nil {
+			t.Fatal(err)
+		}
+		if occs, _ := e.InstanceOccurrences(context.Background(), inst.ID); len(occs) != 1 {
+			t.Errorf("%s after reconcile: %d occurrences, want 1", c.process, len(occs))
+		}
 	}
 }
 

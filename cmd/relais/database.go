@@ -100,7 +100,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		// as the worker catalog names it), unless the URL names it.
 		pcfg.ConnConfig.RuntimeParams["application_name"] = applicationName()
 	}
-	pinSettings(pcfg.ConnConfig.RuntimeParams)
+	pinSettings(pcfg)
 	pguuid.Configure(pcfg)
 	pgutc.Configure(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -123,54 +123,121 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 // serializable default isolation, an idle_session_timeout) would otherwise
 // cancel its statements, fail its transactions or end its LISTEN
 // connection, each a 500 or a lost wake-up to its clients.
-var pinnedSettings = map[string]string{
-	"statement_timeout":                   "0",
-	"lock_timeout":                        "0",
-	"idle_in_transaction_session_timeout": "0",
-	"idle_session_timeout":                "0",
-	"default_transaction_isolation":       "read committed",
-	"default_transaction_read_only":       "off",
+var pinnedSettings = []struct {
+	name, value string
+	since       int // server_version_num the setting exists from
+}{
+	{"statement_timeout", "0", 0},
+	{"lock_timeout", "0", 0},
+	{"idle_in_transaction_session_timeout", "0", 0},
+	{"idle_session_timeout", "0", 140000},
+	{"default_transaction_isolation", "'read committed'", 0},
+	{"default_transaction_read_only", "off", 0},
 }
 
-// pinSettings sets pinnedSettings on every connection, as startup
-// parameters (no round trip of their own), but for those the URL sets:
-// an operator who asks for a statement_timeout there gets it.
-func pinSettings(params map[string]string) {
-	for name, value := range pinnedSettings {
-		if _, set := params[name]; !set {
-			params[name] = value
+// pinSettings sets pinnedSettings on each new connection of the pool, in
+// one round trip, but for those the URL sets itself (as a parameter or in
+// options=-c name=value): an operator who asks for a statement_timeout
+// there gets it. A SET rather than startup parameters: poolers refuse
+// startup parameters they do not know (PgBouncer's "unsupported startup
+// parameter"), and a server refuses a setting older than itself.
+func pinSettings(pcfg *pgxpool.Config) {
+	given := settingsGiven(pcfg.ConnConfig.RuntimeParams)
+	then := pcfg.AfterConnect
+	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if then != nil {
+			if err := then(ctx, conn); err != nil {
+				return err
+			}
 		}
+		// No query to learn it: a role's statement_timeout of 1 ms would
+		// cancel that too, before the SET that lifts it.
+		version := serverVersionNum(conn.PgConn().ParameterStatus("server_version"))
+		var sets []string
+		for _, p := range pinnedSettings {
+			if !given[p.name] && version >= p.since {
+				sets = append(sets, "set "+p.name+" = "+p.value)
+			}
+		}
+		if len(sets) == 0 {
+			return nil
+		}
+		if _, err := conn.Exec(ctx, strings.Join(sets, "; "), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("pin session settings: %w", err)
+		}
+		return nil
 	}
+}
+
+// serverVersionNum reads server_version ("15.18 (Debian 15.18-0+deb12u1)",
+// "13.4") as server_version_num does (150018, 130004); 0 when it cannot.
+func serverVersionNum(v string) int {
+	fields := strings.Fields(v)
+	if len(fields) == 0 {
+		return 0
+	}
+	major, minor, _ := strings.Cut(fields[0], ".")
+	ma, err := strconv.Atoi(major)
+	if err != nil {
+		return 0
+	}
+	mi, _ := strconv.Atoi(strings.TrimRightFunc(minor, func(r rune) bool { return r < '0' || r > '9' }))
+	return ma*10000 + mi
+}
+
+// settingsGiven are the settings a connection's startup parameters set,
+// by their own names or in options (-c name=value, --name=value).
+func settingsGiven(params map[string]string) map[string]bool {
+	given := map[string]bool{}
+	for name := range params {
+		given[name] = true
+	}
+	fields := strings.Fields(params["options"])
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		switch {
+		case f == "-c" && i+1 < len(fields):
+			i++
+			f = fields[i]
+		case strings.HasPrefix(f, "-c"):
+			f = f[2:]
+		case strings.HasPrefix(f, "--"):
+			f = f[2:]
+		default:
+			continue
+		}
+		name, _, _ := strings.Cut(f, "=")
+		given[strings.ReplaceAll(strings.ToLower(name), "-", "_")] = true
+	}
+	return given
 }
 
 // checkDatabaseRole refuses to serve with a role short of the privileges
 // Relais needs on its tables (a replica would boot, then fail every
 // statement on them), and warns when the database takes no writes (a
 // standby: /readyz then answers 503 and every write 503 until the URL
-// leads to the primary).
-func checkDatabaseRole(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+// leads to the primary), saying whether it does.
+func checkDatabaseRole(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (writable bool, err error) {
 	p, err := engine.MissingPrivileges(ctx, pool)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(p.Missing) > 0 {
 		role, schema := sqlName(p.Role), sqlName(p.Schema)
-		return fmt.Errorf("the database role %s lacks privileges Relais needs on %s: as the schema's owner, run\n"+
+		return false, fmt.Errorf("the database role %s lacks privileges Relais needs on its tables %s: as the schema's owner, grant them, as in\n"+
 			"    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s;\n"+
-			"    GRANT USAGE ON ALL SEQUENCES IN SCHEMA %s TO %s;\n"+
 			"    ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s;\n"+
-			"    ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT USAGE ON SEQUENCES TO %s;\n"+
-			"(the last two give it the tables of later migrations too)",
-			role, strings.Join(p.Missing, ", "), schema, role, schema, role, schema, role, schema, role)
+			"(the second gives it the tables of later migrations too; in a schema shared with other applications, grant on Relais's tables by name instead of ALL TABLES)",
+			role, strings.Join(p.Missing, ", "), schema, role, schema, role)
 	}
-	writable, err := engine.Writable(ctx, pool)
+	writable, err = engine.Writable(ctx, pool)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !writable {
-		logger.Warn("PostgreSQL takes no writes here (a standby, or a read-only session): /readyz answers 503 and every write 503 until RELAIS_DATABASE_URL leads to the primary (with several hosts, add target_session_attrs=read-write)")
+		logger.Warn("PostgreSQL takes no writes here (a standby, or a read-only session): /readyz answers 503 and every write 503 until RELAIS_DATABASE_URL leads to the primary (with several hosts, add target_session_attrs=read-write); the bootstrap token is not ensured")
 	}
-	return nil
+	return writable, nil
 }
 
 // plainName is an identifier SQL takes unquoted.
@@ -256,8 +323,14 @@ func worthWaiting(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// 28: the password or the role refused; 3D000: no such database;
-		// 42501: the role may not connect to it.
-		return !strings.HasPrefix(pgErr.Code, "28") && pgErr.Code != "3D000" && pgErr.Code != "42501"
+		// 42501: the role may not connect to it; 42704 and 08P01: a
+		// setting the URL gives that the server (or a pooler in front of
+		// it) does not know.
+		switch c := pgErr.Code; {
+		case strings.HasPrefix(c, "28"), c == "3D000", c == "42501", c == "42704", c == "08P01":
+			return false
+		}
+		return true
 	}
 	// sslmode=require (or verify-*) against a server without TLS: a
 	// server that offers none will not start offering it.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/suggest"
 )
 
@@ -37,6 +38,11 @@ func main() {
 // otherwise drop or mangle the one line that says why a pod crashed), a
 // line for a person otherwise.
 func reportExit(w io.Writer, args []string, getenv func(string) string, err error) {
+	if fe, ok := fault.As(err); ok && fe.Cause != nil {
+		// An API's answer keeps its cause for the log; here the log is
+		// this message, and a database_unavailable alone says too little.
+		err = fmt.Errorf("%w (%v)", err, fe.Cause)
+	}
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate") && jsonLogs(args[1:], getenv) {
 		slog.New(slog.NewJSONHandler(w, nil)).Error("relais stopped", "command", args[0], "err", err.Error())
 		return

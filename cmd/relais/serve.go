@@ -73,7 +73,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	if err := checkDatabaseRole(ctx, db.pool, logger); err != nil {
+	writable, err := checkDatabaseRole(ctx, db.pool, logger)
+	if err != nil {
 		return err
 	}
 	keys, err := loadKeys(ctx, cfg, configured, db, logger)
@@ -82,9 +83,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	eng := engine.New(db.pool, engine.Options{Logger: logger, Keys: keys, Limits: engine.Limits{
 		MaxRetryDelay: cfg.Pull.MaxRetryDelay, DefaultPushTimeout: cfg.Push.DefaultTimeout, MaxPushTimeout: cfg.Push.MaxTimeout}})
-	token, err := eng.Bootstrap(ctx, cfg.BootstrapToken)
-	if err != nil {
-		return err
+	token := ""
+	if writable {
+		// On a standby the replica stays up, not ready, rather than fail
+		// its boot on this one write.
+		if token, err = eng.Bootstrap(ctx, cfg.BootstrapToken); err != nil {
+			return err
+		}
 	}
 	if token != "" {
 		fmt.Fprintf(stdout, "\nBootstrap admin token (shown once, store it now):\n\n    %s\n\n", token)

@@ -594,7 +594,7 @@ func UnknownVariables(environ, flagged, reads []string) (warnings, refusals []st
 	for _, kv := range environ {
 		// Set and empty, it would run a new embedded database as unset
 		// does: an unset secret in a unit file or a manifest, most likely.
-		if name, v, _ := strings.Cut(kv, "="); name == "RELAIS_DATABASE_URL" && strings.TrimSpace(v) == "" && slices.Contains(reads, name) {
+		if name, v, _ := strings.Cut(kv, "="); name == "RELAIS_DATABASE_URL" && strings.TrimSpace(v) == "" && slices.Contains(reads, name) && !slices.Contains(flagged, name) {
 			refusals = append(refusals, "RELAIS_DATABASE_URL is set but empty: give the database's URL, or unset the variable to run the embedded cluster")
 		}
 	}

@@ -309,4 +309,7 @@ func TestEmptyDatabaseURLIsRefused(t *testing.T) {
 	if _, refusals := UnknownVariables([]string{"RELAIS_LISTEN=:8080"}, nil, ServeVariables()); len(refusals) != 0 {
 		t.Errorf("unset: refusals %q", refusals)
 	}
+	if _, refusals := UnknownVariables([]string{"RELAIS_DATABASE_URL="}, []string{"RELAIS_DATABASE_URL"}, ServeVariables()); len(refusals) != 0 {
+		t.Errorf("given as a flag too: refusals %q", refusals)
+	}
 }

@@ -36,16 +36,19 @@ func Lost(err error) bool {
 		// Class 08 is connection exceptions; 57P01 admin shutdown, 57P02
 		// crash shutdown, 57P03 cannot connect now (starting up or in
 		// recovery). The server's state, not the request, is also behind
-		// class 53 (too many connections, disk full, out of memory), class
-		// 28 met on a new connection (a password rotated under a running
-		// replica), 25006 (a read-only server: a standby after a failover)
-		// and 55P03 (a lock_timeout the URL set). Not 57014, a cancelled
-		// statement: most often its client left. Any other server error is
-		// about the statement.
+		// 53300 (too many connections), 53100 (disk full), class 28 met
+		// opening a connection (a password rotated under a running
+		// replica) and 25006 (a read-only server: a standby after a
+		// failover). Not 53200 or 53400 (one statement's memory or temp
+		// file limit), nor 57014 (a cancelled statement: most often its
+		// client left): a request sent again would meet them again. Any
+		// other server error is about the statement.
+		var connectErr *pgconn.ConnectError
 		switch c := pgErr.Code; {
-		case strings.HasPrefix(c, "08"), c == "57P01", c == "57P02", c == "57P03",
-			strings.HasPrefix(c, "53"), strings.HasPrefix(c, "28"), c == "25006", c == "55P03":
+		case strings.HasPrefix(c, "08"), c == "57P01", c == "57P02", c == "57P03", c == "53300", c == "53100", c == "25006":
 			return true
+		case strings.HasPrefix(c, "28"):
+			return errors.As(err, &connectErr)
 		}
 		return false
 	}

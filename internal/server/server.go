@@ -261,8 +261,10 @@ func readyz(eng *engine.Engine, stopping, gateDown func() bool) http.Handler {
 		default:
 			writable, err := engine.Writable(ctx, eng.Pool())
 			switch {
-			case err != nil:
+			case err != nil && (pgfault.Lost(err) || errors.Is(err, context.DeadlineExceeded)):
 				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreachable", "schema_version": nil, "expected_schema_version": want})
+			case err != nil:
+				httpjson.Encode(w, http.StatusServiceUnavailable, map[string]any{"status": "database unreadable", "schema_version": got, "expected_schema_version": want})
 			case !writable:
 				// A standby (the URL still names the old primary after a
 				// failover): every write would be refused.
