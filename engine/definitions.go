@@ -75,6 +75,9 @@ func validWorking(key string, document []byte) (contracts.Working, error) {
 		return contracts.Working{}, err
 	}
 	w, vs := contracts.ParseWorking(document)
+	if len(vs) == 0 {
+		vs = append(contracts.CostlyPatterns(w.Inputs, "/inputs"), contracts.CostlyPatterns(w.Outputs, "/outputs")...)
+	}
 	if len(vs) > 0 {
 		return contracts.Working{}, refuseDocument("the Working", "invalid_contract", vs)
 	}

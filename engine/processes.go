@@ -207,7 +207,8 @@ func (e *Engine) checkProcess(ctx context.Context, key string, document []byte) 
 	if err != nil {
 		return nil, resolver{}, err
 	}
-	if vs := process.Check(p, res, e.processLimits()); len(vs) > 0 {
+	vs = append(process.Check(p, res, e.processLimits()), contracts.CostlyPatterns(p.Inputs, "/inputs")...)
+	if len(vs) > 0 {
 		return nil, resolver{}, violations("invalid_process", "the process is invalid", vs)
 	}
 	return p, res, nil

@@ -1,0 +1,62 @@
+package contracts
+
+import (
+	"fmt"
+	"regexp/syntax"
+	"strconv"
+)
+
+// MaxPatternSteps bounds a pattern's compiled program: Go's regexp runs in
+// time linear in the value, times the program's size, and a counted
+// repetition multiplies its part ("[a-z]{1000}" is a thousand steps per
+// character). Eighty of those, under MaxPatternBytes, took 85 s of a core
+// to check one 100,000-character value. 2,500 leave room for any one
+// class repeated up to Go's bound of 1,000 ("^[A-Za-z0-9]{1,1000}$" is
+// 2,003) and bound the worst case to about 2.5 s of a core per 100,000
+// characters.
+const MaxPatternSteps = 2_500
+
+// PatternSteps is the size of pattern's compiled program, the work Go's
+// regexp does per character of a value in the worst case; 0 for a pattern
+// that does not compile (the parser reports it).
+func PatternSteps(pattern string) int {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0
+	}
+	return len(prog.Inst)
+}
+
+// CostlyPatterns lists the patterns of c, at pointers under base (a
+// contract's pointer, "/inputs"), whose programs exceed MaxPatternSteps.
+// It is checked when a Working is saved or a process published, not when
+// a stored one is read: a revision saved before the bound stays readable.
+func CostlyPatterns(c Contract, base string) []Violation {
+	var out []Violation
+	var walk func(fs []Field, at string)
+	var field func(f Field, at string)
+	field = func(f Field, at string) {
+		if f.Pattern != "" {
+			if n := PatternSteps(f.Pattern); n > MaxPatternSteps {
+				out = append(out, Violation{Path: at + "/pattern", Message: fmt.Sprintf(
+					"pattern is too costly to check: it compiles to %d steps per character, at most %d (a counted repetition such as {1000} repeats its part that many times: bound the length with max_length instead)",
+					n, MaxPatternSteps)})
+			}
+		}
+		if f.Items != nil {
+			field(*f.Items, at+"/items")
+		}
+		walk(f.Fields, at+"/fields")
+	}
+	walk = func(fs []Field, at string) {
+		for i, f := range fs {
+			field(f, at+"/"+strconv.Itoa(i))
+		}
+	}
+	walk(c.Fields, base+"/fields")
+	return out
+}
