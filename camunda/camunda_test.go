@@ -468,6 +468,9 @@ func TestListAndCount(t *testing.T) {
 		"?workerId=%00":                    "NUL",
 		"?workerId=%ff":                    "UTF-8",
 		"?activityIdIn=a,%ff":              "UTF-8",
+		// Unreadable, the filter would be dropped and every task listed.
+		"?topicName=nothing_here%":  "percent sign",
+		"?topicName=nothing_here;x": "semicolon",
 	} {
 		mustException(t, f.call("GET", "/external-task"+query, nil), 400, "InvalidRequestException", fragment)
 	}

@@ -17,7 +17,7 @@ import (
 // ones included, needs a consumer token (Bearer, or Basic with the
 // consumer's name): without one it is 401, before any 404 or 405.
 func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
-	r.Use(f.authenticate(lookup), f.sameOrigin, f.jsonBodies)
+	r.Use(f.authenticate(lookup), f.readableQuery, f.sameOrigin, f.jsonBodies)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		encode(w, http.StatusNotFound, exception{Type: notFoundException, Message: "not_found: no Camunda external-task route for " + r.URL.Path + " (see the README for what the facade serves)"})
 	})
@@ -36,6 +36,18 @@ func (f *Facade) Routes(r chi.Router, lookup auth.Lookup) {
 	r.Method("POST", "/external-task/{id}/bpmnError", f.handle(f.bpmnError))
 	r.Method("POST", "/external-task/{id}/extendLock", f.handle(f.extendLock))
 	r.Method("POST", "/external-task/{id}/unlock", f.handle(f.unlock))
+}
+
+// readableQuery refuses (400) a query string that cannot be read: read
+// without what it could not parse, ?topicName=x% would count every task.
+func (f *Facade) readableQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if msg := httpjson.QueryProblem(r.URL.RawQuery); msg != "" {
+			f.writeError(w, r, badRequest("query", "%s", msg))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // sameOrigin refuses (403) a state-changing request a browser sends from

@@ -393,7 +393,7 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	// Links to instances and occurrences outlive them (alerts, logs,
 	// bookmarks): say where an ended one went.
 	if strings.HasPrefix(r.URL.Path, basePath+"/instances/") || strings.HasPrefix(r.URL.Path, basePath+"/occurrences/") {
-		detail = T(ctx, "Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.")
+		detail = T(ctx, "Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.")
 	}
 	c.errorPage(w, r, http.StatusNotFound, T(ctx, "Not found"), detail)
 }

@@ -78,7 +78,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	if _, err := uuid.Parse(q); err == nil {
 		// A whole id that was once shown, most likely: say where it may
 		// have gone, as the page at its address does.
-		v.Message = T(ctx, "No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.", q)
+		v.Message = T(ctx, "No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.", q)
 	}
 	if partialID(q) {
 		// What the lists show (…7d08993c) is the end of an id: finding

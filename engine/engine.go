@@ -176,7 +176,7 @@ func notFound(what string, args ...any) *fault.Error {
 // notKept is notFound for what retention deletes with its ended instance:
 // the answer cannot tell that from an id that never existed, and says so.
 func notKept(what string, args ...any) *fault.Error {
-	return fault.New(fault.NotFound, "not_found", what+" not found: there is none, or retention deleted it (ended instances are kept for RELAIS_RETENTION)", args...)
+	return fault.New(fault.NotFound, "not_found", what+" not found: there is none, or retention deleted it (ended instances are kept for RELAIS_RETENTION), or an admin erased it (the audit log says so: GET /api/v1/audit/actions?action=erase)", args...)
 }
 
 // notKeptForConsumer is notKept for an occurrence a consumer names: the
@@ -184,7 +184,7 @@ func notKept(what string, args ...any) *fault.Error {
 // and says that too (a worker settling with another consumer's token
 // looks at its grants, not at retention).
 func notKeptForConsumer(id uuid.UUID) *fault.Error {
-	return fault.New(fault.NotFound, "not_found", "occurrence %s not found: there is none this consumer may see (one of a definition it is granted, pulled), or retention deleted it (ended instances are kept for RELAIS_RETENTION)", id)
+	return fault.New(fault.NotFound, "not_found", "occurrence %s not found: there is none this consumer may see (one of a definition it is granted, pulled), or retention deleted it (ended instances are kept for RELAIS_RETENTION) or an admin erased its instance", id)
 }
 
 // wrap prefixes an error with the operation that met it. Every error the

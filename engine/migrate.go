@@ -269,11 +269,15 @@ func privilegeHint(err error) string {
 	if !errors.As(err, &pgErr) {
 		return ""
 	}
-	switch pgErr.Code {
-	case "42501": // insufficient_privilege
+	switch {
+	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for"):
+		// A migrated schema the role may not read: a serving role
+		// granted nothing yet.
+		return " (the database role lacks privileges on Relais's tables: as the schema's owner, GRANT USAGE ON SCHEMA s TO role; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA s TO role; and ALTER DEFAULT PRIVILEGES for later migrations, as the README's \"Your own PostgreSQL\" says)"
+	case pgErr.Code == "42501": // insufficient_privilege
 		return " (the database role cannot create tables in its schema: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)"
-	case "3F000": // invalid_schema_name: no schema of the search_path exists
-		return " (no schema of the role's search_path exists: create the schema the URL's search_path names, or name an existing one)"
+	case pgErr.Code == "3F000": // invalid_schema_name: no schema of the search_path to create in
+		return " (no schema of the role's search_path exists, or the role may not use it: create the schema the URL's search_path names, or, as its owner, GRANT USAGE ON SCHEMA s TO role)"
 	}
 	return ""
 }
@@ -300,7 +304,7 @@ func renumberMigrations(ctx context.Context, conn *pgx.Conn, logger *slog.Logger
 		// nothing.
 		var due bool
 		if err := conn.QueryRow(ctx, "select exists (select 1 from relais_schema_migrations where version = $1 and name = $2)", r.from, r.oldName).Scan(&due); err != nil {
-			return fmt.Errorf("migrate: read names: %w", err)
+			return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(err))
 		}
 		if !due {
 			continue
@@ -324,7 +328,7 @@ func renumberMigrations(ctx context.Context, conn *pgx.Conn, logger *slog.Logger
 func checkMigrationNames(ctx context.Context, conn *pgx.Conn, ms []Migration) error {
 	rows, err := conn.Query(ctx, "select version, name from relais_schema_migrations order by version")
 	if err != nil {
-		return fmt.Errorf("migrate: read names: %w", err)
+		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(err))
 	}
 	type applied struct {
 		Version int32
@@ -332,7 +336,7 @@ func checkMigrationNames(ctx context.Context, conn *pgx.Conn, ms []Migration) er
 	}
 	recorded, err := pgx.CollectRows(rows, pgx.RowToStructByPos[applied])
 	if err != nil {
-		return fmt.Errorf("migrate: read names: %w", err)
+		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(err))
 	}
 	for _, a := range recorded {
 		if v := int(a.Version); v >= 1 && v <= len(ms) && ms[v-1].Name != a.Name {

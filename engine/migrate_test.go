@@ -327,3 +327,40 @@ func TestRelationsAreTheMigratedSchemas(t *testing.T) {
 		t.Errorf("Relations names %s, which the migrated schema lacks", name)
 	}
 }
+
+// A serving role granted nothing on a migrated schema is told which grants
+// it lacks, not that it cannot create tables or has no schema.
+func TestMigrateNamesTheGrantsARoleLacks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.URL(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	role := "relais_bare_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, stmt := range []string{"create role " + role + " login password 'bare-secret'", "grant usage on schema public to " + role} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "drop owned by "+role)
+		_, _ = admin.Exec(context.Background(), "drop role "+role)
+	})
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User, cfg.ConnConfig.Password = role, "bare-secret"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	_, err = Migrate(ctx, pool, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "lacks privileges on Relais's tables") || !strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES") {
+		t.Errorf("Migrate as a role granted nothing: %v; want the grants it lacks named", err)
+	}
+}

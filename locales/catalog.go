@@ -321,7 +321,7 @@ var messageKeyToIndex = map[string]int{
 	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 664,
 	"No instance matches these filters.": 395,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 662,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 663,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 663,
 	"No live worker takes %s now (Workers page).":                                               519,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 520,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           521,
@@ -359,7 +359,7 @@ var messageKeyToIndex = map[string]int{
 	"Not found":                                         162,
 	"Notes":                                             205,
 	"Nothing exists at this address, or it is not visible to you.": 160,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed; the audit log keeps the operator actions taken on it.": 161,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 161,
 	"Nothing to do: no instance this action applies to matches the filter.": 73,
 	"Nothing to find: the search box is empty.":                             660,
 	"Nothing was done.":         29,
@@ -826,172 +826,172 @@ var enIndex = []uint32{ // 739 elements
 	0x00001ec8, 0x00001eef, 0x00001eff, 0x00001f0b,
 	0x00001f89, 0x00001f99, 0x00002001, 0x00002018,
 	// Entry A0 - BF
-	0x0000202c, 0x00002069, 0x00002156, 0x00002160,
-	0x0000216d, 0x000021d1, 0x000021e9, 0x0000222f,
-	0x00002244, 0x000022b3, 0x000022c4, 0x000022d7,
-	0x0000239c, 0x000023b4, 0x000023b7, 0x000023bc,
-	0x000023c3, 0x000023ce, 0x000023d4, 0x000023da,
-	0x000023e1, 0x000023e9, 0x00002404, 0x00002411,
-	0x0000241f, 0x00002449, 0x00002460, 0x000024a6,
-	0x000024c8, 0x000024ce, 0x000024d3, 0x000024dc,
+	0x0000202c, 0x00002069, 0x00002182, 0x0000218c,
+	0x00002199, 0x000021fd, 0x00002215, 0x0000225b,
+	0x00002270, 0x000022df, 0x000022f0, 0x00002303,
+	0x000023c8, 0x000023e0, 0x000023e3, 0x000023e8,
+	0x000023ef, 0x000023fa, 0x00002400, 0x00002406,
+	0x0000240d, 0x00002415, 0x00002430, 0x0000243d,
+	0x0000244b, 0x00002475, 0x0000248c, 0x000024d2,
+	0x000024f4, 0x000024fa, 0x000024ff, 0x00002508,
 	// Entry C0 - DF
-	0x000024eb, 0x000024f7, 0x00002503, 0x00002514,
-	0x00002521, 0x0000257e, 0x0000258d, 0x00002598,
-	0x000025a2, 0x000025e0, 0x000025e9, 0x000025f9,
-	0x00002601, 0x0000260a, 0x00002610, 0x0000261a,
-	0x0000262c, 0x00002674, 0x00002682, 0x0000268e,
-	0x00002696, 0x0000269d, 0x000026a4, 0x000026b5,
-	0x000026c4, 0x000026ed, 0x000026f4, 0x000026ff,
-	0x0000271a, 0x00002722, 0x0000272e, 0x0000274a,
+	0x00002517, 0x00002523, 0x0000252f, 0x00002540,
+	0x0000254d, 0x000025aa, 0x000025b9, 0x000025c4,
+	0x000025ce, 0x0000260c, 0x00002615, 0x00002625,
+	0x0000262d, 0x00002636, 0x0000263c, 0x00002646,
+	0x00002658, 0x000026a0, 0x000026ae, 0x000026ba,
+	0x000026c2, 0x000026c9, 0x000026d0, 0x000026e1,
+	0x000026f0, 0x00002719, 0x00002720, 0x0000272b,
+	0x00002746, 0x0000274e, 0x0000275a, 0x00002776,
 	// Entry E0 - FF
-	0x00002761, 0x00002783, 0x00002792, 0x0000279e,
-	0x000027a5, 0x000027be, 0x000027d8, 0x00002881,
-	0x00002897, 0x000028d7, 0x00002908, 0x00002932,
-	0x00002959, 0x0000297d, 0x000029a4, 0x000029c3,
-	0x000029d9, 0x000029ef, 0x00002a03, 0x00002a19,
-	0x00002a2a, 0x00002a41, 0x00002a64, 0x00002a87,
-	0x00002aa4, 0x00002ac1, 0x00002ac6, 0x00002b12,
-	0x00002b25, 0x00002b29, 0x00002b39, 0x00002b42,
+	0x0000278d, 0x000027af, 0x000027be, 0x000027ca,
+	0x000027d1, 0x000027ea, 0x00002804, 0x000028ad,
+	0x000028c3, 0x00002903, 0x00002934, 0x0000295e,
+	0x00002985, 0x000029a9, 0x000029d0, 0x000029ef,
+	0x00002a05, 0x00002a1b, 0x00002a2f, 0x00002a45,
+	0x00002a56, 0x00002a6d, 0x00002a90, 0x00002ab3,
+	0x00002ad0, 0x00002aed, 0x00002af2, 0x00002b3e,
+	0x00002b51, 0x00002b55, 0x00002b65, 0x00002b6e,
 	// Entry 100 - 11F
-	0x00002b55, 0x00002b7b, 0x00002b8f, 0x00002ba5,
-	0x00002c61, 0x00002c76, 0x00002c7a, 0x00002c87,
-	0x00002c97, 0x00002ca4, 0x00002cae, 0x00002cb4,
-	0x00002cbe, 0x00002cd0, 0x00002d84, 0x00002da1,
-	0x00002e0f, 0x00002ecf, 0x00002ee2, 0x00002f2f,
-	0x00002f93, 0x00002ff7, 0x00003000, 0x00003010,
-	0x00003025, 0x00003049, 0x00003065, 0x0000307d,
-	0x00003088, 0x00003093, 0x000030a7, 0x000031bd,
+	0x00002b81, 0x00002ba7, 0x00002bbb, 0x00002bd1,
+	0x00002c8d, 0x00002ca2, 0x00002ca6, 0x00002cb3,
+	0x00002cc3, 0x00002cd0, 0x00002cda, 0x00002ce0,
+	0x00002cea, 0x00002cfc, 0x00002db0, 0x00002dcd,
+	0x00002e3b, 0x00002efb, 0x00002f0e, 0x00002f5b,
+	0x00002fbf, 0x00003023, 0x0000302c, 0x0000303c,
+	0x00003051, 0x00003075, 0x00003091, 0x000030a9,
+	0x000030b4, 0x000030bf, 0x000030d3, 0x000031e9,
 	// Entry 120 - 13F
-	0x000031e1, 0x0000320c, 0x00003217, 0x0000321c,
-	0x0000322b, 0x00003232, 0x00003249, 0x0000325e,
-	0x00003270, 0x00003293, 0x000032c5, 0x000032db,
-	0x000032e5, 0x000032ef, 0x00003304, 0x00003351,
-	0x00003361, 0x0000339a, 0x000033ee, 0x000033f8,
-	0x000033ff, 0x00003415, 0x0000344e, 0x00003453,
-	0x0000345d, 0x0000346b, 0x00003478, 0x000034a1,
-	0x000034c4, 0x000034d1, 0x000034f1, 0x000034fd,
+	0x0000320d, 0x00003238, 0x00003243, 0x00003248,
+	0x00003257, 0x0000325e, 0x00003275, 0x0000328a,
+	0x0000329c, 0x000032bf, 0x000032f1, 0x00003307,
+	0x00003311, 0x0000331b, 0x00003330, 0x0000337d,
+	0x0000338d, 0x000033c6, 0x0000341a, 0x00003424,
+	0x0000342b, 0x00003441, 0x0000347a, 0x0000347f,
+	0x00003489, 0x00003497, 0x000034a4, 0x000034cd,
+	0x000034f0, 0x000034fd, 0x0000351d, 0x00003529,
 	// Entry 140 - 15F
-	0x00003516, 0x0000351f, 0x00003529, 0x00003532,
-	0x0000353a, 0x00003544, 0x0000354c, 0x00003554,
-	0x00003558, 0x0000355c, 0x00003560, 0x00003564,
-	0x00003568, 0x0000356c, 0x00003570, 0x00003574,
-	0x00003578, 0x0000357c, 0x00003580, 0x00003584,
-	0x0000358e, 0x000035ac, 0x000035cc, 0x000035f0,
-	0x00003614, 0x0000361d, 0x00003634, 0x0000363c,
-	0x0000364d, 0x00003652, 0x00003697, 0x000036af,
+	0x00003542, 0x0000354b, 0x00003555, 0x0000355e,
+	0x00003566, 0x00003570, 0x00003578, 0x00003580,
+	0x00003584, 0x00003588, 0x0000358c, 0x00003590,
+	0x00003594, 0x00003598, 0x0000359c, 0x000035a0,
+	0x000035a4, 0x000035a8, 0x000035ac, 0x000035b0,
+	0x000035ba, 0x000035d8, 0x000035f8, 0x0000361c,
+	0x00003640, 0x00003649, 0x00003660, 0x00003668,
+	0x00003679, 0x0000367e, 0x000036c3, 0x000036db,
 	// Entry 160 - 17F
-	0x000036b4, 0x000036bf, 0x000036c5, 0x000036cf,
-	0x000036d7, 0x000036df, 0x00003709, 0x00003723,
-	0x0000374b, 0x0000377b, 0x00003781, 0x00003790,
-	0x000037e3, 0x00003801, 0x00003818, 0x000038c8,
-	0x000039ea, 0x00003aa9, 0x00003b00, 0x00003b2a,
-	0x00003b56, 0x00003b80, 0x00003b88, 0x00003b8e,
-	0x00003b9b, 0x00003bad, 0x00003bb6, 0x00003bbf,
-	0x00003bd1, 0x00003be0, 0x00003c02, 0x00003c26,
+	0x000036e0, 0x000036eb, 0x000036f1, 0x000036fb,
+	0x00003703, 0x0000370b, 0x00003735, 0x0000374f,
+	0x00003777, 0x000037a7, 0x000037ad, 0x000037bc,
+	0x0000380f, 0x0000382d, 0x00003844, 0x000038f4,
+	0x00003a16, 0x00003ad5, 0x00003b2c, 0x00003b56,
+	0x00003b82, 0x00003bac, 0x00003bb4, 0x00003bba,
+	0x00003bc7, 0x00003bd9, 0x00003be2, 0x00003beb,
+	0x00003bfd, 0x00003c0c, 0x00003c2e, 0x00003c52,
 	// Entry 180 - 19F
-	0x00003c42, 0x00003c6d, 0x00003ca1, 0x00003caf,
-	0x00003cda, 0x00003cec, 0x00003d02, 0x00003d2c,
-	0x00003d75, 0x00003d95, 0x00003d9e, 0x00003db0,
-	0x00003dd3, 0x00003de1, 0x00003df0, 0x00003dfd,
-	0x00003e07, 0x00003e10, 0x00003e19, 0x00003e23,
-	0x00003e2b, 0x00003e30, 0x00003e38, 0x00003e41,
-	0x00003e4a, 0x00003e57, 0x00003e5c, 0x00003e64,
-	0x00003e6b, 0x00003e73, 0x00003e78, 0x00003e86,
+	0x00003c6e, 0x00003c99, 0x00003ccd, 0x00003cdb,
+	0x00003d06, 0x00003d18, 0x00003d2e, 0x00003d58,
+	0x00003da1, 0x00003dc1, 0x00003dca, 0x00003ddc,
+	0x00003dff, 0x00003e0d, 0x00003e1c, 0x00003e29,
+	0x00003e33, 0x00003e3c, 0x00003e45, 0x00003e4f,
+	0x00003e57, 0x00003e5c, 0x00003e64, 0x00003e6d,
+	0x00003e76, 0x00003e83, 0x00003e88, 0x00003e90,
+	0x00003e97, 0x00003e9f, 0x00003ea4, 0x00003eb2,
 	// Entry 1A0 - 1BF
-	0x00003e8d, 0x00003e94, 0x00003e99, 0x00003ea0,
-	0x00003eaa, 0x00003eb1, 0x00003ece, 0x00003ee8,
-	0x00003f06, 0x00003f26, 0x00003f34, 0x00003f3d,
-	0x00003f46, 0x00003f4f, 0x00003f53, 0x00003f56,
-	0x00003f62, 0x00003f70, 0x00003f7d, 0x00003f8e,
-	0x00003f9d, 0x00003fb4, 0x00003fc7, 0x00003fd7,
-	0x00003fe6, 0x00003ff5, 0x00003ffd, 0x00004004,
-	0x0000400c, 0x00004014, 0x00004022, 0x00004030,
+	0x00003eb9, 0x00003ec0, 0x00003ec5, 0x00003ecc,
+	0x00003ed6, 0x00003edd, 0x00003efa, 0x00003f14,
+	0x00003f32, 0x00003f52, 0x00003f60, 0x00003f69,
+	0x00003f72, 0x00003f7b, 0x00003f7f, 0x00003f82,
+	0x00003f8e, 0x00003f9c, 0x00003fa9, 0x00003fba,
+	0x00003fc9, 0x00003fe0, 0x00003ff3, 0x00004003,
+	0x00004012, 0x00004021, 0x00004029, 0x00004030,
+	0x00004038, 0x00004040, 0x0000404e, 0x0000405c,
 	// Entry 1C0 - 1DF
-	0x00004046, 0x0000405b, 0x0000406c, 0x00004072,
-	0x00004079, 0x00004082, 0x0000409e, 0x000040a7,
-	0x000040b1, 0x000040ba, 0x000040c3, 0x000040cc,
-	0x000040e3, 0x000040eb, 0x000040f9, 0x00004126,
-	0x00004132, 0x00004140, 0x00004187, 0x00004193,
-	0x0000419b, 0x000041c6, 0x00004211, 0x000042d3,
-	0x000042d7, 0x000042fd, 0x00004302, 0x0000431d,
-	0x0000432e, 0x0000433a, 0x00004342, 0x00004374,
+	0x00004072, 0x00004087, 0x00004098, 0x0000409e,
+	0x000040a5, 0x000040ae, 0x000040ca, 0x000040d3,
+	0x000040dd, 0x000040e6, 0x000040ef, 0x000040f8,
+	0x0000410f, 0x00004117, 0x00004125, 0x00004152,
+	0x0000415e, 0x0000416c, 0x000041b3, 0x000041bf,
+	0x000041c7, 0x000041f2, 0x0000423d, 0x000042ff,
+	0x00004303, 0x00004329, 0x0000432e, 0x00004349,
+	0x0000435a, 0x00004366, 0x0000436e, 0x000043a0,
 	// Entry 1E0 - 1FF
-	0x0000437d, 0x00004386, 0x000043a2, 0x000043af,
-	0x000043bd, 0x000043e9, 0x0000440f, 0x00004430,
-	0x0000443b, 0x00004469, 0x00004486, 0x000044b5,
-	0x000044e7, 0x00004505, 0x0000453a, 0x00004556,
-	0x00004575, 0x000045d0, 0x000045df, 0x000045ec,
-	0x000045fa, 0x00004607, 0x00004610, 0x0000462b,
-	0x00004646, 0x00004650, 0x000046a3, 0x00004721,
-	0x00004797, 0x000047c4, 0x000047fe, 0x000048dd,
+	0x000043a9, 0x000043b2, 0x000043ce, 0x000043db,
+	0x000043e9, 0x00004415, 0x0000443b, 0x0000445c,
+	0x00004467, 0x00004495, 0x000044b2, 0x000044e1,
+	0x00004513, 0x00004531, 0x00004566, 0x00004582,
+	0x000045a1, 0x000045fc, 0x0000460b, 0x00004618,
+	0x00004626, 0x00004633, 0x0000463c, 0x00004657,
+	0x00004672, 0x0000467c, 0x000046cf, 0x0000474d,
+	0x000047c3, 0x000047f0, 0x0000482a, 0x00004909,
 	// Entry 200 - 21F
-	0x000048fd, 0x00004923, 0x0000494d, 0x00004985,
-	0x000049c2, 0x000049e6, 0x00004a5f, 0x00004a84,
-	0x00004ab3, 0x00004b13, 0x00004b6c, 0x00004bc6,
-	0x00004be0, 0x00004bfe, 0x00004c32, 0x00004c72,
-	0x00004c9c, 0x00004cab, 0x00004d76, 0x00004da7,
-	0x00004dd6, 0x00004de9, 0x00004e5e, 0x00004e71,
-	0x00004ea5, 0x00004ed9, 0x00004ee9, 0x00004f30,
-	0x00004f5d, 0x00004f6a, 0x00004f7a, 0x00004faa,
+	0x00004929, 0x0000494f, 0x00004979, 0x000049b1,
+	0x000049ee, 0x00004a12, 0x00004a8b, 0x00004ab0,
+	0x00004adf, 0x00004b3f, 0x00004b98, 0x00004bf2,
+	0x00004c0c, 0x00004c2a, 0x00004c5e, 0x00004c9e,
+	0x00004cc8, 0x00004cd7, 0x00004da2, 0x00004dd3,
+	0x00004e02, 0x00004e15, 0x00004e8a, 0x00004e9d,
+	0x00004ed1, 0x00004f05, 0x00004f15, 0x00004f5c,
+	0x00004f89, 0x00004f96, 0x00004fa6, 0x00004fd6,
 	// Entry 220 - 23F
-	0x00004fe4, 0x00005007, 0x0000500f, 0x00005027,
-	0x00005044, 0x00005052, 0x00005063, 0x0000506b,
-	0x00005076, 0x00005097, 0x000050d9, 0x00005109,
-	0x00005144, 0x00005154, 0x00005193, 0x000051a4,
-	0x000051b6, 0x000051c2, 0x000051d3, 0x000051ed,
-	0x000051f5, 0x00005206, 0x0000520c, 0x00005220,
-	0x00005238, 0x0000525d, 0x0000526b, 0x000052a9,
-	0x000052e6, 0x00005312, 0x0000534f, 0x0000535e,
+	0x00005010, 0x00005033, 0x0000503b, 0x00005053,
+	0x00005070, 0x0000507e, 0x0000508f, 0x00005097,
+	0x000050a2, 0x000050c3, 0x00005105, 0x00005135,
+	0x00005170, 0x00005180, 0x000051bf, 0x000051d0,
+	0x000051e2, 0x000051ee, 0x000051ff, 0x00005219,
+	0x00005221, 0x00005232, 0x00005238, 0x0000524c,
+	0x00005264, 0x00005289, 0x00005297, 0x000052d5,
+	0x00005312, 0x0000533e, 0x0000537b, 0x0000538a,
 	// Entry 240 - 25F
-	0x00005366, 0x00005373, 0x00005383, 0x0000539a,
-	0x000053a5, 0x000053b4, 0x000053ba, 0x000053c8,
-	0x000053d2, 0x000053dd, 0x000053f0, 0x00005415,
-	0x00005440, 0x000054d1, 0x0000550c, 0x0000552b,
-	0x00005569, 0x000055a0, 0x000055ce, 0x000055dc,
-	0x0000566f, 0x0000568d, 0x000057e4, 0x000057f2,
-	0x00005806, 0x00005827, 0x0000583b, 0x00005841,
-	0x00005855, 0x000058c8, 0x00005915, 0x00005926,
+	0x00005392, 0x0000539f, 0x000053af, 0x000053c6,
+	0x000053d1, 0x000053e0, 0x000053e6, 0x000053f4,
+	0x000053fe, 0x00005409, 0x0000541c, 0x00005441,
+	0x0000546c, 0x000054fd, 0x00005538, 0x00005557,
+	0x00005595, 0x000055cc, 0x000055fa, 0x00005608,
+	0x0000569b, 0x000056b9, 0x00005810, 0x0000581e,
+	0x00005832, 0x00005853, 0x00005867, 0x0000586d,
+	0x00005881, 0x000058f4, 0x00005941, 0x00005952,
 	// Entry 260 - 27F
-	0x0000593d, 0x0000595a, 0x00005968, 0x00005976,
-	0x00005981, 0x00005987, 0x00005a79, 0x00005a7f,
-	0x00005ab1, 0x00005ab6, 0x00005ac6, 0x00005ad1,
-	0x00005ada, 0x00005aea, 0x00005b04, 0x00005ba9,
-	0x00005bbf, 0x00005c44, 0x00005cbe, 0x00005ccd,
-	0x00005d87, 0x00005dd8, 0x00005ddd, 0x00005deb,
-	0x00005dfb, 0x00005e07, 0x00005e17, 0x00005e21,
-	0x00005e44, 0x00005e5d, 0x00005e70, 0x00005edc,
+	0x00005969, 0x00005986, 0x00005994, 0x000059a2,
+	0x000059ad, 0x000059b3, 0x00005aa5, 0x00005aab,
+	0x00005add, 0x00005ae2, 0x00005af2, 0x00005afd,
+	0x00005b06, 0x00005b16, 0x00005b30, 0x00005bd5,
+	0x00005beb, 0x00005c70, 0x00005cea, 0x00005cf9,
+	0x00005db3, 0x00005e04, 0x00005e09, 0x00005e17,
+	0x00005e27, 0x00005e33, 0x00005e43, 0x00005e4d,
+	0x00005e70, 0x00005e89, 0x00005e9c, 0x00005f08,
 	// Entry 280 - 29F
-	0x00005eeb, 0x00005ef9, 0x00005f15, 0x00005f24,
-	0x00005f3a, 0x00005f73, 0x00005fa5, 0x00005ffd,
-	0x00006034, 0x0000604b, 0x00006059, 0x0000609d,
-	0x000060c2, 0x00006139, 0x0000614f, 0x00006166,
-	0x00006194, 0x000061a7, 0x000061cf, 0x000061d6,
-	0x0000623e, 0x00006268, 0x00006298, 0x000062f6,
-	0x00006404, 0x000064a4, 0x000064b8, 0x00006563,
-	0x000065d9, 0x000065e1, 0x0000661c, 0x00006622,
+	0x00005f17, 0x00005f25, 0x00005f41, 0x00005f50,
+	0x00005f66, 0x00005f9f, 0x00005fd1, 0x00006029,
+	0x00006060, 0x00006077, 0x00006085, 0x000060c9,
+	0x000060ee, 0x00006165, 0x0000617b, 0x00006192,
+	0x000061c0, 0x000061d3, 0x000061fb, 0x00006202,
+	0x0000626a, 0x00006294, 0x000062c4, 0x00006322,
+	0x0000645c, 0x000064fc, 0x00006510, 0x000065bb,
+	0x00006631, 0x00006639, 0x00006674, 0x0000667a,
 	// Entry 2A0 - 2BF
-	0x0000669e, 0x000066e6, 0x00006711, 0x00006773,
-	0x000067df, 0x00006886, 0x000068a1, 0x000068ab,
-	0x000068b0, 0x000068ba, 0x000068c2, 0x000068c8,
-	0x000068d0, 0x000068de, 0x000068e8, 0x000068f5,
-	0x00006908, 0x0000692c, 0x000069ac, 0x000069bd,
-	0x000069c5, 0x00006a3a, 0x00006a8e, 0x00006ad0,
-	0x00006adf, 0x00006aeb, 0x00006b27, 0x00006b61,
-	0x00006b6f, 0x00006b7c, 0x00006b8a, 0x00006b98,
+	0x000066f6, 0x0000673e, 0x00006769, 0x000067cb,
+	0x00006837, 0x000068de, 0x000068f9, 0x00006903,
+	0x00006908, 0x00006912, 0x0000691a, 0x00006920,
+	0x00006928, 0x00006936, 0x00006940, 0x0000694d,
+	0x00006960, 0x00006984, 0x00006a04, 0x00006a15,
+	0x00006a1d, 0x00006a92, 0x00006ae6, 0x00006b28,
+	0x00006b37, 0x00006b43, 0x00006b7f, 0x00006bb9,
+	0x00006bc7, 0x00006bd4, 0x00006be2, 0x00006bf0,
 	// Entry 2C0 - 2DF
-	0x00006ba6, 0x00006bd8, 0x00006c08, 0x00006c64,
-	0x00006c71, 0x00006c91, 0x00006cab, 0x00006cb0,
-	0x00006cc1, 0x00006d47, 0x00006d6c, 0x00006d73,
-	0x00006d7c, 0x00006d8f, 0x00006d99, 0x00006da3,
-	0x00006dad, 0x00006dc5, 0x00006ddb, 0x00006de7,
-	0x00006e09, 0x00006e10, 0x00006e1d, 0x00006e2e,
-	0x00006e55, 0x00006e65, 0x00006eb9, 0x00006f09,
-	0x00006f69, 0x00006fbc, 0x00006ff4, 0x00007044,
+	0x00006bfe, 0x00006c30, 0x00006c60, 0x00006cbc,
+	0x00006cc9, 0x00006ce9, 0x00006d03, 0x00006d08,
+	0x00006d19, 0x00006d9f, 0x00006dc4, 0x00006dcb,
+	0x00006dd4, 0x00006de7, 0x00006df1, 0x00006dfb,
+	0x00006e05, 0x00006e1d, 0x00006e33, 0x00006e3f,
+	0x00006e61, 0x00006e68, 0x00006e75, 0x00006e86,
+	0x00006ead, 0x00006ebd, 0x00006f11, 0x00006f61,
+	0x00006fc1, 0x00007014, 0x0000704c, 0x0000709c,
 	// Entry 2E0 - 2FF
-	0x00007078, 0x00007097, 0x000070b7,
+	0x000070d0, 0x000070ef, 0x0000710f,
 } // Size: 2980 bytes
 
-const enData string = "" + // Size: 28855 bytes
+const enData string = "" + // Size: 28943 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1119,321 +1119,322 @@ const enData string = "" + // Size: 28855 bytes
 	"k to definitions\x02Nothing exists at this address, or it is not visible" +
 	" to you.\x02Nothing exists at this address, or it is not visible to you." +
 	" An ended instance is deleted, with its occurrences and attempts, once t" +
-	"he retention period (RELAIS_RETENTION) has passed; the audit log keeps t" +
-	"he operator actions taken on it.\x02Not found\x02Form refused\x02This fo" +
-	"rm was not sent from this console session, or it has expired. Reload the" +
-	" page and try again.\x02Temporarily unavailable\x02The database cannot b" +
-	"e reached right now. Try again in a few seconds.\x02Something went wrong" +
-	"\x02The console could not show this page. Try again; if it persists, giv" +
-	"e your administrator the request id %[1]s.\x02No consumer yet.\x02No mor" +
-	"e consumers.\x02The external services that take tasks, and the definitio" +
-	"ns each may take. Create consumers, change their grants and rotate their" +
-	" tokens through the API (/api/v1/consumers); tokens are never shown.\x02" +
-	"Consumers, oldest first\x02ID\x02Name\x02Grants\x02Created on\x02State" +
-	"\x02Tasks\x02active\x02revoked\x02no grant: it takes nothing\x02Reserved" +
-	" now\x02All its tasks\x02%[1]s: every revision, present and future\x02%[" +
-	"1]s: revisions %[2]s\x02Counting the occurrences; the counts appear when" +
-	" you reload the page.\x02Counts are unavailable right now.\x02Field\x02T" +
-	"ype\x02Required\x02Classification\x02Constraints\x02Description\x02Defin" +
-	"ition %[1]s\x02Working copy\x02The only mutable part of a definition. Pr" +
-	"ocesses never use it directly: they pin a revision.\x02Routing output" +
-	"\x02Last saved\x02Revisions\x02No revision yet: the Working copy has nev" +
-	"er been snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revisi" +
-	"on\x02Notes\x02Published\x02Compare revisions\x02Lists every change from" +
-	" one revision to another, and whom it may break.\x02From revision\x02To " +
-	"revision\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks wo" +
-	"rkers\x02These revisions have the same contracts.\x02Inputs\x02No inputs" +
-	".\x02Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of " +
-	"the working copy\x02Releases, oldest first\x02Changes between the two re" +
-	"visions\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision" +
-	" %[1]d\x02Outputs of revision %[1]d\x02The Working copy has changes not " +
-	"yet snapshotted: they are in no revision (workers and processes use revi" +
-	"sion %[1]d at most) until a snapshot makes them revision %[2]d.\x02Since" +
-	" revision %[1]d:\x02the contracts are the same (the name or a descriptio" +
-	"n changed).\x02Changes of the Working copy since revision %[1]d\x02Choos" +
-	"e two existing revisions to compare.\x02From revision %[1]d to revision " +
-	"%[2]d:\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d chan" +
-	"ges\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d break" +
-	"ing\x02routing output %[1]s → %[2]s\x02optional → required\x02required →" +
-	" optional\x02values added: %[1]s\x02values removed: %[1]s\x02values reor" +
-	"dered\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02o" +
-	"ptional %[1]s field of type %[2]s\x02required field of type %[1]s\x02opt" +
-	"ional field of type %[1]s\x02none\x02Task contracts: their Working copy," +
-	" immutable revisions and named releases.\x02Definitions by key\x02Key" +
-	"\x02Latest revision\x02none yet\x02No definition yet.\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destinatio" +
-	"n yet.\x02No more destinations.\x02The HTTP endpoints push nodes call. V" +
-	"alues of the URL's query and of the headers are sealed and never shown. " +
-	"Create, change and delete destinations through the API (/api/v1/destinat" +
-	"ions).\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout" +
-	"\x02Last changed\x02no header\x02Calls\x02Its calls\x02Keep the instance" +
-	"\x02Say why, for whoever reads the log later: at most %[1]d characters. " +
-	"It is kept after the erasure, whatever the retention: write the request’" +
-	"s reference, not the person’s name.\x02Erase process instance %[1]s\x02E" +
-	"rase this instance now? It is deleted with its occurrences and their att" +
-	"empts, as retention would delete it.\x02Its inputs, outputs, business ke" +
-	"y and the workers’ messages go with it; this cannot be undone. The audit" +
-	" records naming it stay (who did what, and why), and so do backups until" +
-	" they expire.\x02Erase the instance\x02This instance is %[1]s: only an e" +
-	"nded instance can be erased. Stop it first.\x02Erased: instance %[1]s is" +
-	" deleted (occurrences: %[2]d, attempts: %[3]d). Recorded in the audit lo" +
-	"g.\x02This instance had already been erased, by %[1]s at %[2]s; nothing " +
-	"changed and nothing was recorded.\x02on error\x02any other error\x02held" +
-	" for an operator\x02an incident: retry, abandon or stop\x02end: complete" +
-	"s the instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s" +
-	"\x02%[1]s, %[2]s: %[3]s\x02Each definition’s queue and incidents now, an" +
-	"d what its workers finished in the last hour: occurrences that ended com" +
-	"pleted or failed. An occurrence retried since counts where it ends next;" +
-	" a failed attempt with attempts left is not counted, its occurrence’s pa" +
-	"ge lists it.\x02Completions and failures, last hour\x02Definitions, thos" +
-	"e needing attention first\x02Definition\x02Open\x02Held instances\x02Fai" +
-	"led\x02Oldest claimable waits\x02Completed, last hour\x02Failed, last ho" +
-	"ur\x02No definition has occurrences yet.\x02As of %[1]s (%[2]s); refresh" +
-	"ed every few seconds.\x02claimable since %[1]s\x02long wait\x02no worker" +
-	"\x02Show all definitions\x02No definition %[1]s has occurrences: check t" +
-	"he key, or show all definitions.\x02All definitions\x02Completions and f" +
-	"ailures per 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]" +
-	"s. The table after the chart gives each 5-minute slot.\x02completed\x02f" +
-	"ailed\x02The chart’s numbers\x02Completions and failures per 5-minute sl" +
-	"ot, oldest first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed" +
-	"\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02" +
-	"%[1]s; %[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s " +
-	"%[2]s, %[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[" +
-	"1]d min\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun" +
-	"\x02Jul\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01" +
-	"\x00\x02\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02" +
-	"\x0b\x02%[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d" +
-	"\x02%[1]d second\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instanc" +
-	"e %[1]s\x02Summary\x02Operator actions\x02Path\x02The nodes this instanc" +
-	"e reached, in order, each with its occurrence.\x02Nodes reached, in orde" +
-	"r\x02Node\x02Occurrence\x02Route\x02Next node\x02Created\x02Settled\x02T" +
-	"his instance has not reached a task yet.\x02Recorded operator actions" +
-	"\x02No operator has acted on this instance.\x02Operator actions on this " +
-	"instance, newest first\x02Value\x02Process inputs\x02Inputs the instance" +
-	" was started with, labelled by process version %[1]d's contract\x02This " +
-	"process takes no inputs.\x02Erase this instance…\x02This instance has en" +
-	"ded. As an administrator you may erase it now rather than wait for reten" +
-	"tion (a data subject’s request): it is deleted with its occurrences and " +
-	"attempts.\x02This instance is held at a failed node: an incident. It can" +
-	"not be retried: its occurrence at node %[1]s failed before any attempt (" +
-	"its inputs could not be built), so it would fail the same way. Abandon f" +
-	"ails the instance; stop cancels it. Each asks for a reason, recorded in " +
-	"the audit log.\x02This instance is held at a failed node: an incident. R" +
-	"etry offers the failed occurrence again; abandon fails the instance; sto" +
-	"p cancels it. Each asks for a reason, recorded in the audit log.\x02Stop" +
-	"ping cancels the instance and its open occurrences. It does not complete" +
-	" anything.\x02Stopped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s " +
-	"at %[2]s — “%[3]s”\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02" +
-	"Ended\x02Held at node\x02Failed occurrence\x02Held for\x02End node\x02Ab" +
-	"andoned at node\x02Failed at node\x02held, then stopped by an operator" +
-	"\x02held, then abandoned by an operator\x02Unknown status “%[1]s”.\x02Th" +
-	"e version must be a whole number from 1.\x02A version is a process’s: ch" +
-	"oose the process too.\x02Creation date\x02The page size must be between " +
-	"1 and %[1]d.\x02Process instances\x02exact, case-sensitive\x02Act on eve" +
-	"ry instance this filter matches\x02The next page counts them and asks fo" +
-	"r a reason before anything changes.\x02Process instances, newest first" +
-	"\x02Instance\x02End node or error\x02No instance matches these filters." +
-	"\x02All processes\x02Any definition\x02All statuses\x02available\x02rese" +
-	"rved\x02deferred\x02cancelled\x02running\x02held\x02expired\x02rejected" +
-	"\x02released\x02disconnected\x02text\x02integer\x02number\x02boolean\x02" +
-	"date\x02date and time\x02choice\x02object\x02list\x02normal\x02sensitive" +
-	"\x02secret\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the" +
-	" service fetches it)\x02push (Relais calls the service)\x02administrator" +
-	"\x02operator\x02designer\x02consumer\x02yes\x02no\x02field added\x02fiel" +
-	"d removed\x02type changed\x02required changed\x02values changed\x02class" +
-	"ification changed\x02constraint changed\x02routing changed\x02minimum le" +
-	"ngth\x02maximum length\x02pattern\x02format\x02minimum\x02maximum\x02min" +
-	"imum items\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %" +
-	"[2]s\x02Occurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt" +
-	", oldest first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Durat" +
-	"ion\x02Destination’s answer\x02Outcome\x02Error message\x02No service ha" +
-	"s reserved this occurrence yet.\x02in progress\x02Whole message\x02No se" +
-	"rvice ever reserved this occurrence: it ended before any attempt.\x02Des" +
-	"tination\x02Replica\x02Relais has not called the destination yet.\x02Rel" +
-	"ais never called the destination: the occurrence ended before any call." +
-	"\x02Relais keeps the destination’s status code only when it refused the " +
-	"call (destination_http_NNN); a completed call answered 2xx. The duration" +
-	" runs from the claim of the call to its settlement.\x02Now\x02Retry or a" +
-	"bandon it from its instance\x02Mode\x02Reason given by the worker\x02Max" +
-	"imum attempts\x02Retry delay\x02Retries\x02none: a failed call takes the" +
-	" node’s error path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest" +
-	")\x02Call timeout\x02at most %[1]d\x02at most %[1]d since the last opera" +
-	"tor retry\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d " +
-	"attempts\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, la" +
-	"belled by revision %[1]d's contract\x02This contract has no inputs.\x02O" +
-	"utputs, labelled by revision %[1]d's contract\x02No outputs yet: the occ" +
-	"urrence has not completed.\x02This contract has no outputs.\x02No output" +
-	"s: the occurrence ended without completing.\x02Reveal — this is recorded" +
-	"\x02Why (recorded with the reveal)\x02Every admin reads it, and it is ke" +
-	"pt whatever the retention: write no customer data in it.\x02Available fr" +
-	"om\x02Next attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last " +
-	"error (attempt %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: " +
-	"the service marked this failure as not retryable (attempts left unused: " +
-	"%[1]d)\x02The destination did not answer within the call’s timeout (%[1]" +
-	"s): it may have acted all the same, so check before retrying.\x02The des" +
-	"tination did not answer within the call’s timeout: it may have acted all" +
-	" the same, so check before retrying.\x02The deadline passed before a res" +
-	"ult arrived.\x02The result did not match the revision's outputs contract" +
-	".\x02The answer to the call was lost (the connection broke after the req" +
-	"uest was sent, or Relais stopped or could not reach its database before " +
-	"recording it): whether the destination acted is unknown, so it is not ca" +
-	"lled again.\x02The call could not be prepared.\x02The destination could " +
-	"not be reached.\x02The destination’s answer was too large.\x02The last a" +
-	"ttempt’s lock expired with no attempt left.\x02The inputs could not be b" +
-	"uilt from the process’s bindings.\x02An operator abandoned the instance." +
-	"\x02A Camunda 7 worker reported a failure with no retries left (retries:" +
-	" 0, or a budget already spent): it is not run again.\x02The destination " +
-	"answered HTTP %[1]s.\x02No live worker takes %[1]s now (Workers page)." +
-	"\x02No live worker takes revision %[1]d: the live workers of %[2]s decla" +
-	"re inputs it does not have.\x02No live worker takes revision %[1]d: the " +
-	"live workers of %[2]s take revision %[3]d only.\x02No live worker takes " +
-	"revision %[1]d: the live workers of %[2]s take revisions %[3]s only.\x02" +
-	"Retry at %[1]s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %" +
-	"[1]s — waiting to be offered again.\x02Waiting for Relais to call the de" +
-	"stination since %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]" +
-	"s).\x02(worker %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without i" +
-	"ts result recorded: the replica making it may have stopped. If so, it fa" +
-	"ils outcome_unknown at %[3]s (%[4]s): ask the destination whether it too" +
-	"k effect.\x02Relais is calling the destination (since %[1]s).\x02Reserve" +
-	"d by %[1]s; lock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred " +
-	"since %[1]s (%[2]s): a worker of the same consumer, or a front end with " +
-	"a settle token, completes it later.\x02Completed (%[1]s).\x02Its instanc" +
-	"e is held here, waiting for an operator.\x02Its instance went on along t" +
-	"he node’s error path.\x02Failed (%[1]s).\x02Cancelled: the instance was " +
-	"stopped by %[1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stop" +
-	"ped (%[1]s).\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; sett" +
-	"led with its settle token)\x02%[1]s (deferred; settled with its settle t" +
-	"oken, as %[2]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP" +
-	" 2xx, unusable body\x02no answer within the timeout\x02no connection\x02" +
-	"answer too large\x02unknown\x02[redacted]\x02Message from Relais (in Eng" +
-	"lish)\x02Message from the service (its own words, protected values maske" +
-	"d)\x02The revision must be a whole number, 1 or more.\x02A revision is a" +
-	" definition’s: choose the definition too.\x02Settlement date\x02More fil" +
-	"ters: instance, revision, consumer, destination, dates\x02Push destinati" +
-	"on\x02its name, exactly\x02instance id\x02Counts by status\x02Occurrence" +
-	"s, newest first\x02Message\x02Process and node\x02Error\x02Consumer and " +
-	"worker\x02Next attempt or settled\x02No occurrence matches these filters" +
-	".\x02All consumers\x02Totals of definition %[1]s, not narrowed by the ot" +
-	"her filters\x02Totals of all definitions, not narrowed by the other filt" +
-	"ers\x14\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occ" +
-	"urrences\x02as of %[1]s (%[2]s); counts are refreshed every few seconds." +
-	"\x02revision %[1]d\x02settled\x02next attempt\x02claimable since\x02call" +
-	" in progress since\x02lock until\x02deferred since\x02Pages\x02Previous " +
-	"page\x02Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is " +
-	"written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02Thi" +
-	"s address holds a parameter that cannot be read (a percent sign not foll" +
-	"owed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose its off" +
-	"set from UTC. Offsets do not follow daylight saving time.\x02Reload list" +
-	"s and detail pages\x02A reload empties what you typed but did not apply " +
-	"(filters, the search box) and moves the focus back to the top of the pag" +
-	"e: “Pause reloading”, on every page that reloads, stops it until you res" +
-	"ume. Pages where you type a reason (confirmations, and occurrences with " +
-	"a value to reveal) never reload on their own, nor does a revealed value." +
-	"\x02Save settings\x02Back without saving\x02UTC (coordinated universal t" +
-	"ime)\x02Local time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published" +
-	" process versions: their nodes, routes and pinned revisions, drawn, with" +
-	" where their occurrences are now.\x02Published process versions: their n" +
-	"odes, routes and pinned revisions, drawn.\x02Processes by key\x02Version" +
-	"s, newest first\x02No process is published yet.\x02version %[1]d\x02Proc" +
-	"ess %[1]s\x02Start node\x02Graph\x02Columns follow the longest path from" +
-	" the start node. Solid arrows are successes (labelled with their route)," +
-	" dashed ones failures (labelled with their error codes). Each box says h" +
-	"ow many of this version’s occurrences are at that node now.\x02Nodes\x02" +
-	"Nodes of this version, with their occurrences now\x02Kind\x02Pinned revi" +
-	"sion\x02On success\x02On error\x02Occurrences now\x02Instances of this v" +
-	"ersion\x02Columns follow the longest path from the start node. Solid arr" +
-	"ows are successes (labelled with their route), dashed ones failures (lab" +
-	"elled with their error codes).\x02Nodes of this version\x02This version " +
-	"has %[1]d nodes: too many to draw legibly (at most %[2]d). The table bel" +
-	"ow lists every node with its routes and counts.\x02This version has %[1]" +
-	"d nodes: too many to draw legibly (at most %[2]d). The table below lists" +
-	" every node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X" +
-	"\x02%[1]d node, starting at %[2]s. The table below lists the same nodes," +
-	" routes and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table be" +
-	"low lists the same nodes, routes and counts.\x02%[1]d nodes, starting at" +
-	" %[2]s. The table below lists the same nodes and routes.\x02pull\x02push" +
-	" to %[1]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s" +
-	"\x02hold (an incident for an operator)\x02any other code → %[1]s\x02fail" +
-	"s the instance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[" +
-	"2]s, priority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority " +
-	"%[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)" +
-	"\x02instances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s" +
-	"); refreshed every few seconds.\x02Only administrators may reveal a sens" +
-	"itive value.\x02Say why you reveal this value: the reason is recorded wi" +
-	"th the reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded " +
-	"in the audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a v" +
-	"alue this page shows as hidden (sensitive) can be revealed.\x02Secret va" +
-	"lues can never be revealed.\x02Every sensitive value an administrator re" +
-	"vealed: who, when, which field and why. The values themselves are never " +
-	"kept.\x02Reveals, newest first\x02No value was revealed.\x02none (reveal" +
-	"ed before reasons were asked for)\x02Method not allowed\x02This page doe" +
-	"s not accept that request.\x02Search\x02Type an instance or occurrence i" +
-	"d (a whole UUID, as the title of its page shows it), or a business key." +
-	"\x02Nothing to find: the search box is empty.\x02That is too long to be " +
-	"an id or a business key.\x02No instance or occurrence has the id “%[1]s”" +
-	", and no instance has it as its business key.\x02No instance or occurren" +
-	"ce has the id “%[1]s”, and no instance has it as its business key. An en" +
-	"ded instance is deleted, with its occurrences and attempts, once the ret" +
-	"ention period (RELAIS_RETENTION) has passed; the audit log keeps the ope" +
-	"rator actions taken on it.\x02No instance has “%[1]s” as its business ke" +
-	"y, and it is not a whole id: the lists show the end of each id. Open the" +
-	" row, or copy its link, for the whole id.\x02You are signed out.\x02Your" +
-	" session had ended (inactivity, a sign-out elsewhere, a revoked token or" +
-	" a restart of the server), so your last action was not applied. Sign in " +
-	"again, then repeat it.\x02Your session has ended (inactivity, a sign-out" +
-	" elsewhere, a revoked token or a restart of the server). Sign in again." +
-	"\x02Sign in\x02Sign in with an operator, designer or administrator token" +
-	".\x02Token\x02The token is checked once and never stored in your browser" +
-	"; a session cookie stands for it for up to 8 hours of inactivity.\x02Too" +
-	" many failed sign-ins from your address. Try again in %[1]d seconds.\x02" +
-	"This token is unknown or has been revoked.\x02A %[1]s token cannot open " +
-	"the console: sign in with an operator, designer or administrator token." +
-	"\x02Only administrators see this page: tokens, consumers, destinations, " +
-	"the reveal log and erasures are theirs.\x02Staff tokens (administrators," +
-	" designers, operators) that are not revoked. Consumer tokens are managed" +
-	" with their consumers. Revoking a token refuses its next request.\x02Sta" +
-	"ff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02" +
-	"never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke t" +
-	"oken %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is ref" +
-	"used, and console sessions opened with it end. This cannot be undone: wh" +
-	"oever uses it needs a new token.\x02Revoke the token\x02Keep it\x02This " +
-	"is the token you signed in with: revoking it signs you out. Its next req" +
-	"uest is refused. This cannot be undone.\x02This is the last usable admin" +
-	"istrator token: create another one before revoking it.\x02The token %[1]" +
-	"s (%[2]s) was revoked: its next request is refused.\x02routing output" +
-	"\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
-	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
-	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
-	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
-	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
-	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
-	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
-	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
-	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
-	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
-	" polling workers by their last fetch. A worker is listed while it was se" +
-	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
-	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
-	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
-	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
-	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
-	"s\x02No worker serves this definition: its occurrences wait until one co" +
-	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
-	"er once a process pulls it.\x02No process pulls this definition: Relais " +
-	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
-	"onnected for this definition; none of its occurrences waits for one.\x14" +
-	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
-	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
-	"eir consumer is granted.\x02They take every revision their consumer is g" +
-	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
-	"nly."
+	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
+	"ministrator erases it; the audit log keeps the operator actions taken on" +
+	" it.\x02Not found\x02Form refused\x02This form was not sent from this co" +
+	"nsole session, or it has expired. Reload the page and try again.\x02Temp" +
+	"orarily unavailable\x02The database cannot be reached right now. Try aga" +
+	"in in a few seconds.\x02Something went wrong\x02The console could not sh" +
+	"ow this page. Try again; if it persists, give your administrator the req" +
+	"uest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The external" +
+	" services that take tasks, and the definitions each may take. Create con" +
+	"sumers, change their grants and rotate their tokens through the API (/ap" +
+	"i/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02I" +
+	"D\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
+	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s" +
+	": every revision, present and future\x02%[1]s: revisions %[2]s\x02Counti" +
+	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
+	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
+	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
+	"\x02The only mutable part of a definition. Processes never use it direct" +
+	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
+	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
+	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
+	"\x02Compare revisions\x02Lists every change from one revision to another" +
+	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
+	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
+	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
+	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
+	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
+	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
+	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
+	"e in no revision (workers and processes use revision %[1]d at most) unti" +
+	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
+	"contracts are the same (the name or a description changed).\x02Changes o" +
+	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
+	" to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01" +
+	"\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing outp" +
+	"ut %[1]s → %[2]s\x02optional → required\x02required → optional\x02values" +
+	" added: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2" +
+	"]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field" +
+	" of type %[2]s\x02required field of type %[1]s\x02optional field of type" +
+	" %[1]s\x02none\x02Task contracts: their Working copy, immutable revision" +
+	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
+	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
+	"release\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more dest" +
+	"inations.\x02The HTTP endpoints push nodes call. Values of the URL's que" +
+	"ry and of the headers are sealed and never shown. Create, change and del" +
+	"ete destinations through the API (/api/v1/destinations).\x02Destinations" +
+	" by name\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
+	" header\x02Calls\x02Its calls\x02Keep the instance\x02Say why, for whoev" +
+	"er reads the log later: at most %[1]d characters. It is kept after the e" +
+	"rasure, whatever the retention: write the request’s reference, not the p" +
+	"erson’s name.\x02Erase process instance %[1]s\x02Erase this instance now" +
+	"? It is deleted with its occurrences and their attempts, as retention wo" +
+	"uld delete it.\x02Its inputs, outputs, business key and the workers’ mes" +
+	"sages go with it; this cannot be undone. The audit records naming it sta" +
+	"y (who did what, and why), and so do backups until they expire.\x02Erase" +
+	" the instance\x02This instance is %[1]s: only an ended instance can be e" +
+	"rased. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences:" +
+	" %[2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance ha" +
+	"d already been erased, by %[1]s at %[2]s; nothing changed and nothing wa" +
+	"s recorded.\x02on error\x02any other error\x02held for an operator\x02an" +
+	" incident: retry, abandon or stop\x02end: completes the instance\x02end:" +
+	" fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s" +
+	"\x02Each definition’s queue and incidents now, and what its workers fini" +
+	"shed in the last hour: occurrences that ended completed or failed. An oc" +
+	"currence retried since counts where it ends next; a failed attempt with " +
+	"attempts left is not counted, its occurrence’s page lists it.\x02Complet" +
+	"ions and failures, last hour\x02Definitions, those needing attention fir" +
+	"st\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable" +
+	" waits\x02Completed, last hour\x02Failed, last hour\x02No definition has" +
+	" occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds." +
+	"\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all definiti" +
+	"ons\x02No definition %[1]s has occurrences: check the key, or show all d" +
+	"efinitions.\x02All definitions\x02Completions and failures per 5 minutes" +
+	", last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after th" +
+	"e chart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s " +
+	"numbers\x02Completions and failures per 5-minute slot, oldest first\x02S" +
+	"lot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
+	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
+	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
+	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
+	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
+	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
+	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
+	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
+	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
+	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
+	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
+	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
+	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
+	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
+	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
+	"cted on this instance.\x02Operator actions on this instance, newest firs" +
+	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
+	"belled by process version %[1]d's contract\x02This process takes no inpu" +
+	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
+	"tor you may erase it now rather than wait for retention (a data subject’" +
+	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
+	"tance is held at a failed node: an incident. It cannot be retried: its o" +
+	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
+	"be built), so it would fail the same way. Abandon fails the instance; st" +
+	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
+	"s instance is held at a failed node: an incident. Retry offers the faile" +
+	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
+	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
+	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
+	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
+	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
+	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
+	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
+	" a whole number from 1.\x02A version is a process’s: choose the process " +
+	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
+	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
+	"filter matches\x02The next page counts them and asks for a reason before" +
+	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
+	" node or error\x02No instance matches these filters.\x02All processes" +
+	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
+	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
+	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
+	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
+	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
+	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
+	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
+	" changed\x02required changed\x02values changed\x02classification changed" +
+	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
+	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
+	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
+	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
+	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
+	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
+	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
+	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
+	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
+	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
+	"s the destination’s status code only when it refused the call (destinati" +
+	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
+	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
+	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
+	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
+	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
+	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
+	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
+	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
+	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
+	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
+	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
+	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
+	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
+	"he retention: write no customer data in it.\x02Available from\x02Next at" +
+	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
+	"t %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the service m" +
+	"arked this failure as not retryable (attempts left unused: %[1]d)\x02The" +
+	" destination did not answer within the call’s timeout (%[1]s): it may ha" +
+	"ve acted all the same, so check before retrying.\x02The destination did " +
+	"not answer within the call’s timeout: it may have acted all the same, so" +
+	" check before retrying.\x02The deadline passed before a result arrived." +
+	"\x02The result did not match the revision's outputs contract.\x02The ans" +
+	"wer to the call was lost (the connection broke after the request was sen" +
+	"t, or Relais stopped or could not reach its database before recording it" +
+	"): whether the destination acted is unknown, so it is not called again." +
+	"\x02The call could not be prepared.\x02The destination could not be reac" +
+	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
+	"ck expired with no attempt left.\x02The inputs could not be built from t" +
+	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
+	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
+	"dget already spent): it is not run again.\x02The destination answered HT" +
+	"TP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live w" +
+	"orker takes revision %[1]d: the live workers of %[2]s declare inputs it " +
+	"does not have.\x02No live worker takes revision %[1]d: the live workers " +
+	"of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]" +
+	"d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]" +
+	"s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
+	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
+	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
+	"r %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result rec" +
+	"orded: the replica making it may have stopped. If so, it fails outcome_u" +
+	"nknown at %[3]s (%[4]s): ask the destination whether it took effect.\x02" +
+	"Relais is calling the destination (since %[1]s).\x02Reserved by %[1]s; l" +
+	"ock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (" +
+	"%[2]s): a worker of the same consumer, or a front end with a settle toke" +
+	"n, completes it later.\x02Completed (%[1]s).\x02Its instance is held her" +
+	"e, waiting for an operator.\x02Its instance went on along the node’s err" +
+	"or path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[" +
+	"1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s)." +
+	"\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its" +
+	" settle token)\x02%[1]s (deferred; settled with its settle token, as %[2" +
+	"]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusab" +
+	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
+	"arge\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Mes" +
+	"sage from the service (its own words, protected values masked)\x02The re" +
+	"vision must be a whole number, 1 or more.\x02A revision is a definition’" +
+	"s: choose the definition too.\x02Settlement date\x02More filters: instan" +
+	"ce, revision, consumer, destination, dates\x02Push destination\x02its na" +
+	"me, exactly\x02instance id\x02Counts by status\x02Occurrences, newest fi" +
+	"rst\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Ne" +
+	"xt attempt or settled\x02No occurrence matches these filters.\x02All con" +
+	"sumers\x02Totals of definition %[1]s, not narrowed by the other filters" +
+	"\x02Totals of all definitions, not narrowed by the other filters\x14\x01" +
+	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
+	"\x02as of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revi" +
+	"sion %[1]d\x02settled\x02next attempt\x02claimable since\x02call in prog" +
+	"ress since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02" +
+	"Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
+	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02This addres" +
+	"s holds a parameter that cannot be read (a percent sign not followed by " +
+	"two hexadecimal digits, or a semicolon): correct the address.\x02Unknown" +
+	" parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”" +
+	".\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pa" +
+	"ge cursor is invalid: go back to the first page.\x02These settings are k" +
+	"ept in this browser only.\x02Show times in\x02The console runs no script" +
+	", so it cannot read your computer’s time zone: choose its offset from UT" +
+	"C. Offsets do not follow daylight saving time.\x02Reload lists and detai" +
+	"l pages\x02A reload empties what you typed but did not apply (filters, t" +
+	"he search box) and moves the focus back to the top of the page: “Pause r" +
+	"eloading”, on every page that reloads, stops it until you resume. Pages " +
+	"where you type a reason (confirmations, and occurrences with a value to " +
+	"reveal) never reload on their own, nor does a revealed value.\x02Save se" +
+	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
+	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
+	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
+	"r occurrences are now.\x02Published process versions: their nodes, route" +
+	"s and pinned revisions, drawn.\x02Processes by key\x02Versions, newest f" +
+	"irst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
+	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
+	"t node. Solid arrows are successes (labelled with their route), dashed o" +
+	"nes failures (labelled with their error codes). Each box says how many o" +
+	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
+	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
+	"n success\x02On error\x02Occurrences now\x02Instances of this version" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes).\x02Nodes of this version\x02This version has %[" +
+	"1]d nodes: too many to draw legibly (at most %[2]d). The table below lis" +
+	"ts every node with its routes and counts.\x02This version has %[1]d node" +
+	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
+	" node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1" +
+	"]d node, starting at %[2]s. The table below lists the same nodes, routes" +
+	" and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lis" +
+	"ts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s." +
+	" The table below lists the same nodes and routes.\x02pull\x02push to %[1" +
+	"]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold" +
+	" (an incident for an operator)\x02any other code → %[1]s\x02fails the in" +
+	"stance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, pri" +
+	"ority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
+	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
+	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
+	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
+	"value.\x02Say why you reveal this value: the reason is recorded with the" +
+	" reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the" +
+	" audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value t" +
+	"his page shows as hidden (sensitive) can be revealed.\x02Secret values c" +
+	"an never be revealed.\x02Every sensitive value an administrator revealed" +
+	": who, when, which field and why. The values themselves are never kept." +
+	"\x02Reveals, newest first\x02No value was revealed.\x02none (revealed be" +
+	"fore reasons were asked for)\x02Method not allowed\x02This page does not" +
+	" accept that request.\x02Search\x02Type an instance or occurrence id (a " +
+	"whole UUID, as the title of its page shows it), or a business key.\x02No" +
+	"thing to find: the search box is empty.\x02That is too long to be an id " +
+	"or a business key.\x02No instance or occurrence has the id “%[1]s”, and " +
+	"no instance has it as its business key.\x02No instance or occurrence has" +
+	" the id “%[1]s”, and no instance has it as its business key. An ended in" +
+	"stance is deleted, with its occurrences and attempts, once the retention" +
+	" period (RELAIS_RETENTION) has passed, or at once when an administrator " +
+	"erases it; the audit log keeps the operator actions taken on it.\x02No i" +
+	"nstance has “%[1]s” as its business key, and it is not a whole id: the l" +
+	"ists show the end of each id. Open the row, or copy its link, for the wh" +
+	"ole id.\x02You are signed out.\x02Your session had ended (inactivity, a " +
+	"sign-out elsewhere, a revoked token or a restart of the server), so your" +
+	" last action was not applied. Sign in again, then repeat it.\x02Your ses" +
+	"sion has ended (inactivity, a sign-out elsewhere, a revoked token or a r" +
+	"estart of the server). Sign in again.\x02Sign in\x02Sign in with an oper" +
+	"ator, designer or administrator token.\x02Token\x02The token is checked " +
+	"once and never stored in your browser; a session cookie stands for it fo" +
+	"r up to 8 hours of inactivity.\x02Too many failed sign-ins from your add" +
+	"ress. Try again in %[1]d seconds.\x02This token is unknown or has been r" +
+	"evoked.\x02A %[1]s token cannot open the console: sign in with an operat" +
+	"or, designer or administrator token.\x02Only administrators see this pag" +
+	"e: tokens, consumers, destinations, the reveal log and erasures are thei" +
+	"rs.\x02Staff tokens (administrators, designers, operators) that are not " +
+	"revoked. Consumer tokens are managed with their consumers. Revoking a to" +
+	"ken refuses its next request.\x02Staff tokens, oldest first\x02No token." +
+	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
+	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
+	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
+	" with it end. This cannot be undone: whoever uses it needs a new token." +
+	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
+	" revoking it signs you out. Its next request is refused. This cannot be " +
+	"undone.\x02This is the last usable administrator token: create another o" +
+	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
+	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
+	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
+	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
+	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
+	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
+	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
+	"values not shown: the page shows the first %[2]d, the API's detail has t" +
+	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
+	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
+	"alue\x02Workers connected by a stream, and polling workers by their last" +
+	" fetch. A worker is listed while it was seen within three heartbeats." +
+	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
+	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
+	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
+	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
+	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
+	"definition: its occurrences wait until one connects or polls.\x02No proc" +
+	"ess uses this definition yet: it needs a worker once a process pulls it." +
+	"\x02No process pulls this definition: Relais calls its destinations (pus" +
+	"h), and it needs no worker.\x02No worker is connected for this definitio" +
+	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
+	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02They take rev" +
+	"ision %[1]d only.\x02They take revisions %[1]s only."
 
 var frIndex = []uint32{ // 739 elements
 	// Entry 0 - 1F
@@ -1482,172 +1483,172 @@ var frIndex = []uint32{ // 739 elements
 	0x0000281b, 0x0000284d, 0x00002867, 0x00002875,
 	0x00002929, 0x0000293b, 0x000029bb, 0x000029d7,
 	// Entry A0 - BF
-	0x000029ef, 0x00002a32, 0x00002b50, 0x00002b5c,
-	0x00002b6f, 0x00002beb, 0x00002c07, 0x00002c5e,
-	0x00002c76, 0x00002d0e, 0x00002d33, 0x00002d4d,
-	0x00002e3e, 0x00002e6c, 0x00002e6f, 0x00002e73,
-	0x00002e7a, 0x00002e84, 0x00002e8a, 0x00002e92,
-	0x00002e98, 0x00002ea2, 0x00002ec3, 0x00002edc,
-	0x00002eef, 0x00002f27, 0x00002f42, 0x00002fa8,
-	0x00002fda, 0x00002fe0, 0x00002fe5, 0x00002ff1,
+	0x000029ef, 0x00002a32, 0x00002b80, 0x00002b8c,
+	0x00002b9f, 0x00002c1b, 0x00002c37, 0x00002c8e,
+	0x00002ca6, 0x00002d3e, 0x00002d63, 0x00002d7d,
+	0x00002e6e, 0x00002e9c, 0x00002e9f, 0x00002ea3,
+	0x00002eaa, 0x00002eb4, 0x00002eba, 0x00002ec2,
+	0x00002ec8, 0x00002ed2, 0x00002ef3, 0x00002f0c,
+	0x00002f1f, 0x00002f57, 0x00002f72, 0x00002fd8,
+	0x0000300a, 0x00003010, 0x00003015, 0x00003021,
 	// Entry C0 - DF
-	0x00003000, 0x0000300c, 0x00003018, 0x0000302a,
-	0x0000303b, 0x000030bf, 0x000030d1, 0x000030e8,
-	0x000030f3, 0x00003148, 0x00003155, 0x0000317a,
-	0x00003186, 0x00003190, 0x00003196, 0x000031a2,
-	0x000031ba, 0x0000320c, 0x0000321c, 0x0000322c,
-	0x00003235, 0x00003240, 0x00003248, 0x00003268,
-	0x0000328a, 0x000032b2, 0x000032bb, 0x000032cb,
-	0x000032eb, 0x000032f3, 0x00003302, 0x00003321,
+	0x00003030, 0x0000303c, 0x00003048, 0x0000305a,
+	0x0000306b, 0x000030ef, 0x00003101, 0x00003118,
+	0x00003123, 0x00003178, 0x00003185, 0x000031aa,
+	0x000031b6, 0x000031c0, 0x000031c6, 0x000031d2,
+	0x000031ea, 0x0000323c, 0x0000324c, 0x0000325c,
+	0x00003265, 0x00003270, 0x00003278, 0x00003298,
+	0x000032ba, 0x000032e2, 0x000032eb, 0x000032fb,
+	0x0000331b, 0x00003323, 0x00003332, 0x00003351,
 	// Entry E0 - FF
-	0x0000334c, 0x00003372, 0x00003382, 0x0000338c,
-	0x00003396, 0x000033b5, 0x000033d3, 0x000034ab,
-	0x000034c9, 0x0000350d, 0x0000354a, 0x0000357d,
-	0x000035ad, 0x000035d9, 0x00003609, 0x0000362b,
-	0x00003646, 0x00003661, 0x0000367d, 0x00003699,
-	0x000036af, 0x000036c9, 0x00003700, 0x00003736,
-	0x00003756, 0x00003775, 0x0000377c, 0x000037e6,
-	0x000037fc, 0x00003801, 0x00003815, 0x0000382d,
+	0x0000337c, 0x000033a2, 0x000033b2, 0x000033bc,
+	0x000033c6, 0x000033e5, 0x00003403, 0x000034db,
+	0x000034f9, 0x0000353d, 0x0000357a, 0x000035ad,
+	0x000035dd, 0x00003609, 0x00003639, 0x0000365b,
+	0x00003676, 0x00003691, 0x000036ad, 0x000036c9,
+	0x000036df, 0x000036f9, 0x00003730, 0x00003766,
+	0x00003786, 0x000037a5, 0x000037ac, 0x00003816,
+	0x0000382c, 0x00003831, 0x00003845, 0x0000385d,
 	// Entry 100 - 11F
-	0x00003852, 0x00003880, 0x000038a5, 0x000038bf,
-	0x000039a9, 0x000039be, 0x000039c2, 0x000039d5,
-	0x000039e4, 0x000039fb, 0x00003a0a, 0x00003a11,
-	0x00003a1c, 0x00003a30, 0x00003b0e, 0x00003b36,
-	0x00003bbf, 0x00003cc1, 0x00003cd6, 0x00003d3c,
-	0x00003dc1, 0x00003e36, 0x00003e48, 0x00003e5b,
-	0x00003e77, 0x00003ea4, 0x00003ec1, 0x00003ee4,
-	0x00003eef, 0x00003efa, 0x00003f11, 0x0000407a,
+	0x00003882, 0x000038b0, 0x000038d5, 0x000038ef,
+	0x000039d9, 0x000039ee, 0x000039f2, 0x00003a05,
+	0x00003a14, 0x00003a2b, 0x00003a3a, 0x00003a41,
+	0x00003a4c, 0x00003a60, 0x00003b3e, 0x00003b66,
+	0x00003bef, 0x00003cf1, 0x00003d06, 0x00003d6c,
+	0x00003df1, 0x00003e66, 0x00003e78, 0x00003e8b,
+	0x00003ea7, 0x00003ed4, 0x00003ef1, 0x00003f14,
+	0x00003f1f, 0x00003f2a, 0x00003f41, 0x000040aa,
 	// Entry 120 - 13F
-	0x000040a1, 0x000040df, 0x000040eb, 0x000040f4,
-	0x00004108, 0x00004112, 0x00004139, 0x00004155,
-	0x00004170, 0x000041a0, 0x000041df, 0x000041fa,
-	0x00004209, 0x0000421a, 0x0000423b, 0x000042a6,
-	0x000042be, 0x00004304, 0x0000436f, 0x00004379,
-	0x00004383, 0x0000439d, 0x000043e6, 0x000043ee,
-	0x000043f9, 0x00004407, 0x00004417, 0x00004441,
-	0x0000446a, 0x0000447a, 0x00004499, 0x000044a5,
+	0x000040d1, 0x0000410f, 0x0000411b, 0x00004124,
+	0x00004138, 0x00004142, 0x00004169, 0x00004185,
+	0x000041a0, 0x000041d0, 0x0000420f, 0x0000422a,
+	0x00004239, 0x0000424a, 0x0000426b, 0x000042d6,
+	0x000042ee, 0x00004334, 0x0000439f, 0x000043a9,
+	0x000043b3, 0x000043cd, 0x00004416, 0x0000441e,
+	0x00004429, 0x00004437, 0x00004447, 0x00004471,
+	0x0000449a, 0x000044aa, 0x000044c9, 0x000044d5,
 	// Entry 140 - 15F
-	0x000044be, 0x000044c9, 0x000044d6, 0x000044e5,
-	0x000044ed, 0x000044f7, 0x000044ff, 0x00004507,
-	0x0000450d, 0x00004514, 0x00004519, 0x0000451e,
-	0x00004522, 0x00004527, 0x0000452d, 0x00004533,
-	0x00004539, 0x0000453e, 0x00004543, 0x00004549,
-	0x00004553, 0x00004573, 0x00004595, 0x000045b9,
-	0x000045df, 0x000045e8, 0x00004604, 0x0000460d,
-	0x00004625, 0x0000462e, 0x00004682, 0x000046a2,
+	0x000044ee, 0x000044f9, 0x00004506, 0x00004515,
+	0x0000451d, 0x00004527, 0x0000452f, 0x00004537,
+	0x0000453d, 0x00004544, 0x00004549, 0x0000454e,
+	0x00004552, 0x00004557, 0x0000455d, 0x00004563,
+	0x00004569, 0x0000456e, 0x00004573, 0x00004579,
+	0x00004583, 0x000045a3, 0x000045c5, 0x000045e9,
+	0x0000460f, 0x00004618, 0x00004634, 0x0000463d,
+	0x00004655, 0x0000465e, 0x000046b2, 0x000046d2,
 	// Entry 160 - 17F
-	0x000046a8, 0x000046b3, 0x000046b9, 0x000046c7,
-	0x000046d2, 0x000046e0, 0x00004713, 0x00004737,
-	0x00004766, 0x000047af, 0x000047b6, 0x000047cc,
-	0x0000483f, 0x00004865, 0x0000487f, 0x00004967,
-	0x00004af6, 0x00004bfd, 0x00004c4d, 0x00004c7e,
-	0x00004cb1, 0x00004ce0, 0x00004cee, 0x00004cfb,
-	0x00004d0d, 0x00004d22, 0x00004d30, 0x00004d3d,
-	0x00004d52, 0x00004d65, 0x00004d90, 0x00004dbd,
+	0x000046d8, 0x000046e3, 0x000046e9, 0x000046f7,
+	0x00004702, 0x00004710, 0x00004743, 0x00004767,
+	0x00004796, 0x000047df, 0x000047e6, 0x000047fc,
+	0x0000486f, 0x00004895, 0x000048af, 0x00004997,
+	0x00004b26, 0x00004c2d, 0x00004c7d, 0x00004cae,
+	0x00004ce1, 0x00004d10, 0x00004d1e, 0x00004d2b,
+	0x00004d3d, 0x00004d52, 0x00004d60, 0x00004d6d,
+	0x00004d82, 0x00004d95, 0x00004dc0, 0x00004ded,
 	// Entry 180 - 19F
-	0x00004de1, 0x00004e18, 0x00004e62, 0x00004e74,
-	0x00004eac, 0x00004ec3, 0x00004eda, 0x00004f0e,
-	0x00004f58, 0x00004f8d, 0x00004f96, 0x00004fad,
-	0x00004fdb, 0x00004fee, 0x00005000, 0x00005011,
-	0x0000501c, 0x00005027, 0x00005032, 0x0000503b,
-	0x00005044, 0x0000504d, 0x00005056, 0x0000505f,
-	0x00005066, 0x00005074, 0x0000507a, 0x00005081,
-	0x00005088, 0x00005091, 0x00005096, 0x000050a4,
+	0x00004e11, 0x00004e48, 0x00004e92, 0x00004ea4,
+	0x00004edc, 0x00004ef3, 0x00004f0a, 0x00004f3e,
+	0x00004f88, 0x00004fbd, 0x00004fc6, 0x00004fdd,
+	0x0000500b, 0x0000501e, 0x00005030, 0x00005041,
+	0x0000504c, 0x00005057, 0x00005062, 0x0000506b,
+	0x00005074, 0x0000507d, 0x00005086, 0x0000508f,
+	0x00005096, 0x000050a4, 0x000050aa, 0x000050b1,
+	0x000050b8, 0x000050c1, 0x000050c6, 0x000050d4,
 	// Entry 1A0 - 1BF
-	0x000050aa, 0x000050b0, 0x000050b6, 0x000050be,
-	0x000050c7, 0x000050d0, 0x000050ed, 0x00005108,
-	0x0000512b, 0x0000514c, 0x0000515b, 0x00005166,
-	0x00005171, 0x0000517e, 0x00005182, 0x00005186,
-	0x00005194, 0x000051a2, 0x000051b0, 0x000051d0,
-	0x000051e3, 0x000051fc, 0x00005211, 0x00005222,
-	0x00005234, 0x00005246, 0x0000524c, 0x00005253,
-	0x0000525b, 0x00005263, 0x00005281, 0x0000529f,
+	0x000050da, 0x000050e0, 0x000050e6, 0x000050ee,
+	0x000050f7, 0x00005100, 0x0000511d, 0x00005138,
+	0x0000515b, 0x0000517c, 0x0000518b, 0x00005196,
+	0x000051a1, 0x000051ae, 0x000051b2, 0x000051b6,
+	0x000051c4, 0x000051d2, 0x000051e0, 0x00005200,
+	0x00005213, 0x0000522c, 0x00005241, 0x00005252,
+	0x00005264, 0x00005276, 0x0000527c, 0x00005283,
+	0x0000528b, 0x00005293, 0x000052b1, 0x000052cf,
 	// Entry 1C0 - 1DF
-	0x000052b6, 0x000052cb, 0x000052dc, 0x000052e2,
-	0x000052fb, 0x00005306, 0x0000533a, 0x00005347,
-	0x00005365, 0x00005373, 0x0000537c, 0x00005383,
-	0x0000539e, 0x000053a8, 0x000053bb, 0x000053f5,
-	0x000053fe, 0x0000540d, 0x00005471, 0x0000547d,
-	0x00005487, 0x000054b7, 0x00005512, 0x000055f9,
-	0x00005604, 0x00005637, 0x0000563c, 0x0000565c,
-	0x00005679, 0x00005699, 0x000056ae, 0x000056ef,
+	0x000052e6, 0x000052fb, 0x0000530c, 0x00005312,
+	0x0000532b, 0x00005336, 0x0000536a, 0x00005377,
+	0x00005395, 0x000053a3, 0x000053ac, 0x000053b3,
+	0x000053ce, 0x000053d8, 0x000053eb, 0x00005425,
+	0x0000542e, 0x0000543d, 0x000054a1, 0x000054ad,
+	0x000054b7, 0x000054e7, 0x00005542, 0x00005629,
+	0x00005634, 0x00005667, 0x0000566c, 0x0000568c,
+	0x000056a9, 0x000056c9, 0x000056de, 0x0000571f,
 	// Entry 1E0 - 1FF
-	0x000056fa, 0x00005704, 0x0000572d, 0x0000573e,
-	0x0000574c, 0x00005788, 0x000057b2, 0x000057f7,
-	0x0000581f, 0x0000585e, 0x0000587f, 0x000058bd,
-	0x000058fd, 0x0000591d, 0x0000595e, 0x0000598a,
-	0x000059b1, 0x00005a22, 0x00005a3a, 0x00005a4e,
-	0x00005a65, 0x00005a73, 0x00005a7e, 0x00005aa1,
-	0x00005ac0, 0x00005adc, 0x00005b4a, 0x00005bcf,
-	0x00005c4c, 0x00005c8c, 0x00005cd2, 0x00005deb,
+	0x0000572a, 0x00005734, 0x0000575d, 0x0000576e,
+	0x0000577c, 0x000057b8, 0x000057e2, 0x00005827,
+	0x0000584f, 0x0000588e, 0x000058af, 0x000058ed,
+	0x0000592d, 0x0000594d, 0x0000598e, 0x000059ba,
+	0x000059e1, 0x00005a52, 0x00005a6a, 0x00005a7e,
+	0x00005a95, 0x00005aa3, 0x00005aae, 0x00005ad1,
+	0x00005af0, 0x00005b0c, 0x00005b7a, 0x00005bff,
+	0x00005c7c, 0x00005cbc, 0x00005d02, 0x00005e1b,
 	// Entry 200 - 21F
-	0x00005e13, 0x00005e36, 0x00005e6d, 0x00005eb4,
-	0x00005f07, 0x00005f30, 0x00005fd6, 0x00005ffc,
-	0x00006043, 0x000060c7, 0x00006142, 0x000061bf,
-	0x000061e6, 0x0000620e, 0x00006255, 0x0000629f,
-	0x000062d2, 0x000062e5, 0x000063ed, 0x0000641b,
-	0x00006457, 0x0000646d, 0x00006501, 0x00006514,
-	0x00006551, 0x0000658d, 0x000065a0, 0x000065f4,
-	0x00006629, 0x0000663b, 0x00006652, 0x0000668f,
+	0x00005e43, 0x00005e66, 0x00005e9d, 0x00005ee4,
+	0x00005f37, 0x00005f60, 0x00006006, 0x0000602c,
+	0x00006073, 0x000060f7, 0x00006172, 0x000061ef,
+	0x00006216, 0x0000623e, 0x00006285, 0x000062cf,
+	0x00006302, 0x00006315, 0x0000641d, 0x0000644b,
+	0x00006487, 0x0000649d, 0x00006531, 0x00006544,
+	0x00006581, 0x000065bd, 0x000065d0, 0x00006624,
+	0x00006659, 0x0000666b, 0x00006682, 0x000066bf,
 	// Entry 220 - 23F
-	0x000066df, 0x00006709, 0x00006714, 0x00006731,
-	0x00006750, 0x00006761, 0x0000677b, 0x00006784,
-	0x0000678e, 0x000067ad, 0x000067fb, 0x00006830,
-	0x00006881, 0x00006892, 0x000068dc, 0x000068f2,
-	0x00006906, 0x0000691f, 0x00006935, 0x0000695f,
-	0x00006967, 0x0000697a, 0x00006981, 0x0000699c,
-	0x000069bc, 0x000069ec, 0x00006a03, 0x00006a3b,
-	0x00006a76, 0x00006aa2, 0x00006af6, 0x00006b06,
+	0x0000670f, 0x00006739, 0x00006744, 0x00006761,
+	0x00006780, 0x00006791, 0x000067ab, 0x000067b4,
+	0x000067be, 0x000067dd, 0x0000682b, 0x00006860,
+	0x000068b1, 0x000068c2, 0x0000690c, 0x00006922,
+	0x00006936, 0x0000694f, 0x00006965, 0x0000698f,
+	0x00006997, 0x000069aa, 0x000069b1, 0x000069cc,
+	0x000069ec, 0x00006a1c, 0x00006a33, 0x00006a6b,
+	0x00006aa6, 0x00006ad2, 0x00006b26, 0x00006b36,
 	// Entry 240 - 25F
-	0x00006b11, 0x00006b25, 0x00006b37, 0x00006b4d,
-	0x00006b5f, 0x00006b71, 0x00006b77, 0x00006b89,
-	0x00006b97, 0x00006ba6, 0x00006bbc, 0x00006be6,
-	0x00006c19, 0x00006cc1, 0x00006d11, 0x00006d39,
-	0x00006d8b, 0x00006dcd, 0x00006e09, 0x00006e20,
-	0x00006ee8, 0x00006f15, 0x000070cf, 0x000070e9,
-	0x00007102, 0x00007123, 0x00007139, 0x00007140,
-	0x0000715a, 0x000071ef, 0x00007252, 0x00007265,
+	0x00006b41, 0x00006b55, 0x00006b67, 0x00006b7d,
+	0x00006b8f, 0x00006ba1, 0x00006ba7, 0x00006bb9,
+	0x00006bc7, 0x00006bd6, 0x00006bec, 0x00006c16,
+	0x00006c49, 0x00006cf1, 0x00006d41, 0x00006d69,
+	0x00006dbb, 0x00006dfd, 0x00006e39, 0x00006e50,
+	0x00006f18, 0x00006f45, 0x000070ff, 0x00007119,
+	0x00007132, 0x00007153, 0x00007169, 0x00007170,
+	0x0000718a, 0x0000721f, 0x00007282, 0x00007295,
 	// Entry 260 - 27F
-	0x0000728c, 0x000072b4, 0x000072c2, 0x000072d2,
-	0x000072e3, 0x000072ea, 0x00007420, 0x00007427,
-	0x00007461, 0x00007466, 0x0000747b, 0x0000748f,
-	0x000074a1, 0x000074b7, 0x000074d2, 0x000075a7,
-	0x000075bf, 0x00007660, 0x000076ef, 0x000076ff,
-	0x000077d9, 0x0000789b, 0x000078a0, 0x000078b0,
-	0x000078be, 0x000078ce, 0x000078de, 0x000078e8,
-	0x00007911, 0x0000792b, 0x00007946, 0x000079d4,
+	0x000072bc, 0x000072e4, 0x000072f2, 0x00007302,
+	0x00007313, 0x0000731a, 0x00007450, 0x00007457,
+	0x00007491, 0x00007496, 0x000074ab, 0x000074bf,
+	0x000074d1, 0x000074e7, 0x00007502, 0x000075d7,
+	0x000075ef, 0x00007690, 0x0000771f, 0x0000772f,
+	0x00007809, 0x000078cb, 0x000078d0, 0x000078e0,
+	0x000078ee, 0x000078fe, 0x0000790e, 0x00007918,
+	0x00007941, 0x0000795b, 0x00007976, 0x00007a04,
 	// Entry 280 - 29F
-	0x000079e5, 0x000079f2, 0x00007a0d, 0x00007a21,
-	0x00007a3f, 0x00007a8a, 0x00007acb, 0x00007b41,
-	0x00007b87, 0x00007ba0, 0x00007bb8, 0x00007c0b,
-	0x00007c46, 0x00007cde, 0x00007d0a, 0x00007d30,
-	0x00007d64, 0x00007d7c, 0x00007da7, 0x00007db1,
-	0x00007e39, 0x00007e6e, 0x00007eaf, 0x00007f23,
-	0x00008072, 0x0000814b, 0x00008164, 0x0000822d,
-	0x000082aa, 0x000082b7, 0x00008309, 0x0000830f,
+	0x00007a15, 0x00007a22, 0x00007a3d, 0x00007a51,
+	0x00007a6f, 0x00007aba, 0x00007afb, 0x00007b71,
+	0x00007bb7, 0x00007bd0, 0x00007be8, 0x00007c3b,
+	0x00007c76, 0x00007d0e, 0x00007d3a, 0x00007d60,
+	0x00007d94, 0x00007dac, 0x00007dd7, 0x00007de1,
+	0x00007e69, 0x00007e9e, 0x00007edf, 0x00007f53,
+	0x000080ce, 0x000081a7, 0x000081c0, 0x00008289,
+	0x00008306, 0x00008313, 0x00008365, 0x0000836b,
 	// Entry 2A0 - 2BF
-	0x000083ab, 0x000083ff, 0x0000842a, 0x000084b6,
-	0x0000855d, 0x0000861f, 0x0000864f, 0x0000865c,
-	0x00008662, 0x00008678, 0x00008683, 0x0000868a,
-	0x00008695, 0x000086a3, 0x000086b0, 0x000086be,
-	0x000086d7, 0x00008704, 0x000087ad, 0x000087c0,
-	0x000087ca, 0x00008859, 0x000088ba, 0x0000890c,
-	0x0000891e, 0x00008931, 0x0000896f, 0x000089ab,
-	0x000089b7, 0x000089c4, 0x000089d2, 0x000089e0,
+	0x00008407, 0x0000845b, 0x00008486, 0x00008512,
+	0x000085b9, 0x0000867b, 0x000086ab, 0x000086b8,
+	0x000086be, 0x000086d4, 0x000086df, 0x000086e6,
+	0x000086f1, 0x000086ff, 0x0000870c, 0x0000871a,
+	0x00008733, 0x00008760, 0x00008809, 0x0000881c,
+	0x00008826, 0x000088b5, 0x00008916, 0x00008968,
+	0x0000897a, 0x0000898d, 0x000089cb, 0x00008a07,
+	0x00008a13, 0x00008a20, 0x00008a2e, 0x00008a3c,
 	// Entry 2C0 - 2DF
-	0x000089f0, 0x00008a2c, 0x00008a66, 0x00008ae3,
-	0x00008aee, 0x00008b18, 0x00008b34, 0x00008b38,
-	0x00008b4a, 0x00008c0c, 0x00008c3f, 0x00008c4a,
-	0x00008c54, 0x00008c69, 0x00008c72, 0x00008c7c,
-	0x00008c91, 0x00008cb5, 0x00008ccf, 0x00008ce4,
-	0x00008d10, 0x00008d15, 0x00008d2a, 0x00008d3c,
-	0x00008d71, 0x00008d82, 0x00008df8, 0x00008e83,
-	0x00008f12, 0x00008f79, 0x00008fbb, 0x0000902e,
+	0x00008a4c, 0x00008a88, 0x00008ac2, 0x00008b3f,
+	0x00008b4a, 0x00008b74, 0x00008b90, 0x00008b94,
+	0x00008ba6, 0x00008c68, 0x00008c9b, 0x00008ca6,
+	0x00008cb0, 0x00008cc5, 0x00008cce, 0x00008cd8,
+	0x00008ced, 0x00008d11, 0x00008d2b, 0x00008d40,
+	0x00008d6c, 0x00008d71, 0x00008d86, 0x00008d98,
+	0x00008dcd, 0x00008dde, 0x00008e54, 0x00008edf,
+	0x00008f6e, 0x00008fd5, 0x00009017, 0x0000908a,
 	// Entry 2E0 - 2FF
-	0x00009076, 0x000090a4, 0x000090d7,
+	0x000090d2, 0x00009100, 0x00009133,
 } // Size: 2980 bytes
 
-const frData string = "" + // Size: 37079 bytes
+const frData string = "" + // Size: 37171 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1806,389 +1807,390 @@ const frData string = "" + // Size: 37079 bytes
 	"uissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissi" +
 	"ez voir. Une instance terminée est supprimée, avec ses occurrences et se" +
 	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
-	"ée\u202f; le journal d’audit garde les actions d’opérateur menées sur e" +
-	"lle.\x02Introuvable\x02Formulaire refusé\x02Ce formulaire n’a pas été en" +
-	"voyé depuis cette session de la console, ou il a expiré. Rechargez la pa" +
-	"ge et réessayez.\x02Temporairement indisponible\x02La base de données es" +
-	"t injoignable pour le moment. Réessayez dans quelques secondes.\x02Une e" +
-	"rreur est survenue\x02La console n’a pas pu afficher cette page. Réessay" +
-	"ez\u202f; si le problème persiste, donnez à votre administrateur l’ident" +
-	"ifiant de requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun " +
-	"autre consommateur.\x02Les services externes qui prennent des tâches, et" +
-	" les définitions que chacun peut prendre. Créez les consommateurs, modif" +
-	"iez leurs droits et renouvelez leurs jetons par l’API (/api/v1/consumers" +
-	")\u202f; les jetons ne sont jamais affichés.\x02Consommateurs, du plus a" +
-	"ncien au plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches" +
-	"\x02actif\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées" +
-	" en ce moment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions," +
-	" présentes et à venir\x02%[1]s\u202f: révisions %[2]s\x02Décompte des oc" +
-	"currences en cours\u202f; les décomptes s’afficheront quand vous recharg" +
-	"erez la page.\x02Les décomptes sont indisponibles pour le moment.\x02Cha" +
-	"mp\x02Type\x02Obligatoire\x02Classification\x02Contraintes\x02Descriptio" +
-	"n\x02Définition %[1]s\x02Copie de travail\x02La seule partie modifiable " +
-	"d’une définition. Les processus ne l’utilisent jamais directement\u202f:" +
-	" ils épinglent une révision.\x02Sortie de routage\x02Dernier enregistrem" +
-	"ent\x02Révisions\x02Aucune révision pour l’instant\u202f: la copie de tr" +
-	"avail n’a jamais été figée.\x02Publications\x02Aucune publication pour l" +
-	"’instant.\x02Publication\x02Révision\x02Notes\x02Publiée le\x02Compare" +
-	"r des révisions\x02Liste chaque changement d’une révision à l’autre et c" +
-	"e qu’il peut casser.\x02De la révision\x02À la révision\x02Comparer\x02C" +
-	"hangement\x02Détail\x02Incompatible avec les processus\x02Incompatible a" +
-	"vec les exécutants\x02Ces révisions ont les mêmes contrats.\x02Entrées" +
-	"\x02Aucune entrée.\x02Entrées de la copie de travail\x02Sorties\x02Aucun" +
-	"e sortie.\x02Sorties de la copie de travail\x02Publications, les plus an" +
-	"ciennes d’abord\x02Changements entre les deux révisions\x02Révision %[1]" +
-	"d\x02Figée le\x02Empreinte\x02Entrées de la révision %[1]d\x02Sorties de" +
-	" la révision %[1]d\x02La copie de travail a des changements pas encore f" +
-	"igés\u202f: ils ne sont dans aucune révision (exécutants et processus ut" +
-	"ilisent au plus la révision %[1]d) tant qu’un figement n’en fait pas la " +
-	"révision %[2]d.\x02Depuis la révision %[1]d\u202f:\x02les contrats sont " +
-	"les mêmes (le nom ou une description a changé).\x02Changements de la cop" +
-	"ie de travail depuis la révision %[1]d\x02Choisissez deux révisions exis" +
-	"tantes à comparer.\x02De la révision %[1]d à la révision %[2]d\u202f:" +
-	"\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement\x00\x12\x02%[1]d change" +
-	"ments\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d" +
-	" incompatibles\x02sortie de routage %[1]s → %[2]s\x02facultatif → obliga" +
-	"toire\x02obligatoire → facultatif\x02valeurs ajoutées\u202f: %[1]s\x02va" +
-	"leurs retirées\u202f: %[1]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s" +
-	" → %[3]s\x02champ obligatoire de type %[2]s (classification %[1]s)\x02ch" +
-	"amp facultatif de type %[2]s (classification %[1]s)\x02champ obligatoire" +
-	" de type %[1]s\x02champ facultatif de type %[1]s\x02aucune\x02Contrats d" +
-	"e tâches\u202f: leur copie de travail, leurs révisions immuables et leur" +
-	"s publications nommées.\x02Définitions par clé\x02Clé\x02Dernière révisi" +
-	"on\x02aucune pour l’instant\x02Aucune définition pour l’instant.\x14\x01" +
-	"\x81\x01\x00\x02\x12\x02%[1]d publication\x00\x13\x02%[1]d publications" +
-	"\x02Aucune destination pour l’instant.\x02Aucune autre destination.\x02L" +
-	"es points d’accès HTTP qu’appellent les nœuds push. Les valeurs de la re" +
-	"quête de l’URL et des en-têtes sont scellées et jamais affichées. Créez," +
-	" modifiez et supprimez les destinations par l’API (/api/v1/destinations)" +
-	".\x02Destinations par nom\x02URL\x02En-têtes envoyés\x02Délai maximal" +
-	"\x02Dernière modification\x02aucun en-tête\x02Appels\x02Ses appels\x02Ga" +
-	"rder l’instance\x02Dites pourquoi, pour qui lira le journal plus tard" +
-	"\u202f: %[1]d caractères au plus. Il est conservé après l’effacement, qu" +
-	"elle que soit la rétention\u202f: écrivez la référence de la demande, pa" +
-	"s le nom de la personne.\x02Effacer l’instance de processus %[1]s\x02Eff" +
-	"acer cette instance maintenant\u202f? Elle est supprimée avec ses occurr" +
-	"ences et leurs tentatives, comme la rétention la supprimerait.\x02Ses en" +
-	"trées, ses sorties, sa clé métier et les messages des workers partent av" +
-	"ec elle\u202f; c’est irréversible. Les enregistrements d’audit qui la no" +
-	"mment restent (qui a fait quoi, et pourquoi), de même que les sauvegarde" +
-	"s jusqu’à leur expiration.\x02Effacer l’instance\x02Cette instance est %" +
-	"[1]s\u202f: seule une instance terminée peut être effacée. Arrêtez-la d’" +
-	"abord.\x02Effacement\u202f: l’instance %[1]s est supprimée (occurrences" +
-	"\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné dans le journal d’audi" +
-	"t.\x02Cette instance avait déjà été effacée, par %[1]s le %[2]s\u202f; r" +
-	"ien n’a changé et rien n’a été consigné.\x02en cas d’erreur\x02toute aut" +
-	"re erreur\x02bloquée pour un opérateur\x02incident\u202f: reprendre, aba" +
-	"ndonner, arrêter\x02fin\u202f: termine l’instance\x02fin\u202f: met l’in" +
-	"stance en échec\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s" +
-	"\x02La file d’attente et les incidents de chaque définition maintenant, " +
-	"et ce que ses exécutants ont terminé dans la dernière heure\u202f: les o" +
-	"ccurrences terminées avec succès ou en échec. Une occurrence relancée de" +
-	"puis compte là où elle se termine ensuite\u202f; un échec qui laisse des" +
-	" tentatives n’est pas compté, la page de son occurrence le montre.\x02Ré" +
-	"ussites et échecs, dernière heure\x02Définitions, celles qui demandent d" +
-	"e l’attention d’abord\x02Définition\x02Ouvertes\x02Instances bloquées" +
-	"\x02En échec\x02Attente de la plus ancienne disponible\x02Terminées, der" +
-	"nière heure\x02En échec, dernière heure\x02Aucune définition n’a encore " +
-	"d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé toutes les 5 secondes" +
-	" environ.\x02disponible depuis le %[1]s\x02attente longue\x02aucun exécu" +
-	"tant\x02Afficher toutes les définitions\x02Aucune définition %[1]s n’a d" +
-	"’occurrences\u202f: vérifiez la clé, ou affichez toutes les définition" +
-	"s.\x02Toutes les définitions\x02Réussites et échecs par tranche de 5 min" +
-	", dernière heure\u202f: %[1]s\x02Dans la dernière heure\u202f: %[1]s, %[" +
-	"2]s. Le tableau qui suit le graphique donne chaque tranche de 5\u00a0min" +
-	".\x02terminée\x02en échec\x02Les chiffres du graphique\x02Réussites et é" +
-	"checs par tranche de 5 min, les plus anciennes d’abord\x02Tranche\x02Ter" +
-	"minées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s" +
-	"\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s " +
-	"%[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d m" +
-	"in\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02jui" +
-	"n\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01" +
-	"\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81" +
-	"\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01" +
-	"\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02I" +
-	"nstance de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours" +
-	"\x02Les nœuds atteints par cette instance, dans l’ordre, chacun avec son" +
-	" occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Ro" +
-	"ute\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a enc" +
-	"ore atteint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun op" +
-	"érateur n’a agi sur cette instance.\x02Actions d’opérateurs sur cette i" +
-	"nstance, les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02" +
-	"Entrées avec lesquelles l’instance a démarré, nommées d’après le contrat" +
-	" de la version %[1]d du processus\x02Ce processus ne prend aucune entrée" +
-	".\x02Effacer cette instance…\x02Cette instance est terminée. En tant qu’" +
-	"administrateur, vous pouvez l’effacer maintenant plutôt qu’attendre la r" +
-	"étention (demande d’une personne concernée)\u202f: elle est supprimée a" +
-	"vec ses occurrences et ses tentatives.\x02Cette instance est bloquée à u" +
-	"n nœud en échec\u202f: c’est un incident. Elle ne peut pas être reprise" +
-	"\u202f: son occurrence au nœud %[1]s a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites), une reprise échouerait donc de " +
-	"la même façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule" +
-	". Chacun demande un motif, consigné dans le journal d’audit.\x02Cette in" +
-	"stance est bloquée à un nœud en échec\u202f: c’est un incident. La repri" +
-	"se propose de nouveau l’occurrence en échec\u202f; l’abandon met l’insta" +
-	"nce en échec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné" +
-	" dans le journal d’audit.\x02L’arrêt annule l’instance et ses occurrence" +
-	"s ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%" +
-	"[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Re" +
-	"prise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminé" +
-	"e le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud d" +
-	"e fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée" +
-	" par un opérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut" +
-	" inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre e" +
-	"ntier à partir de 1.\x02Une version est celle d’un processus\u202f: choi" +
-	"sissez aussi le processus.\x02Date de création\x02La taille de page doit" +
-	" être comprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, ca" +
-	"sse comprise\x02Agir sur toutes les instances que ce filtre retient\x02L" +
-	"a page suivante les compte et demande un motif avant que rien ne change." +
-	"\x02Instances de processus, les plus récentes d’abord\x02Instance\x02Nœu" +
-	"d de fin ou erreur\x02Aucune instance ne correspond à ces filtres.\x02To" +
-	"us les processus\x02Toute définition\x02Tous les statuts\x02disponible" +
-	"\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée\x02expirée" +
-	"\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02nombre\x02boo" +
-	"léen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02normale\x02s" +
-	"ensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (secret)\x02pu" +
-	"ll (un exécutant la récupère)\x02push (Relais appelle le service)\x02adm" +
-	"inistrateur\x02opérateur\x02concepteur\x02consommateur\x02oui\x02non\x02" +
-	"champ ajouté\x02champ retiré\x02type modifié\x02caractère obligatoire mo" +
-	"difié\x02valeurs modifiées\x02classification modifiée\x02contrainte modi" +
-	"fiée\x02routage modifié\x02longueur minimale\x02longueur maximale\x02mot" +
-	"if\x02format\x02minimum\x02maximum\x02nombre minimal d’éléments\x02nombr" +
-	"e maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s" +
-	"\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentatives\x02" +
-	"Toutes les tentatives, les plus anciennes d’abord\x02Consommateur\x02Ide" +
-	"ntifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02Réponse d" +
-	"e la destination\x02Résultat\x02Message d’erreur\x02Aucun exécutant n’a " +
-	"encore réservé cette occurrence.\x02en cours\x02Message entier\x02Aucun " +
-	"exécutant n’a jamais réservé cette occurrence\u202f: elle a pris fin ava" +
-	"nt toute tentative.\x02Destination\x02Réplique\x02Relais n’a pas encore " +
-	"appelé la destination.\x02Relais n’a jamais appelé la destination\u202f:" +
-	" l’occurrence a pris fin avant tout appel.\x02Relais ne conserve le code" +
-	" de statut de la destination que lorsqu’elle a refusé l’appel (destinati" +
-	"on_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. La durée va" +
-	" de la prise en charge de l’appel à son règlement.\x02Maintenant\x02La r" +
-	"eprendre ou l’abandonner depuis son instance\x02Mode\x02Motif donné par " +
-	"l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nouvelle tent" +
-	"ative\x02Nouvelles tentatives\x02aucune\u202f: un appel en échec suit le" +
-	" chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus bas" +
-	"se, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d " +
-	"depuis la dernière reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10" +
-	"\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02" +
-	"\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendues, non compt" +
-	"ées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d res" +
-	"tantes\x02Entrées, nommées d’après le contrat de la révision %[1]d\x02Ce" +
-	" contrat n’a aucune entrée.\x02Sorties, nommées d’après le contrat de la" +
-	" révision %[1]d\x02Pas encore de sorties\u202f: l’occurrence n’est pas t" +
-	"erminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie\u202f: l’occu" +
-	"rrence s’est terminée sans aboutir.\x02Révéler — cette action est enregi" +
-	"strée\x02Motif (consigné avec la révélation)\x02Chaque admin le lit, et " +
-	"il est conservé quelle que soit la rétention\u202f: n’y écrivez aucune d" +
-	"onnée client.\x02Disponible à partir du\x02Prochaine tentative\x02Derniè" +
-	"re réservation\x02Fin du verrou\x02Différée\x02Dernière erreur (tentativ" +
-	"e %[1]d)\x02Erreur (avant toute tentative)\x02Nouvelle tentative possibl" +
-	"e\x02non\u202f: l’exécutant a signalé cet échec comme définitif (tentati" +
-	"ves restantes non utilisées\u202f: %[1]d)\x02La destination n’a pas répo" +
-	"ndu dans le délai de l’appel (%[1]s)\u202f: elle a pu agir malgré tout, " +
-	"vérifiez avant de reprendre.\x02La destination n’a pas répondu dans le d" +
-	"élai de l’appel\u202f: elle a pu agir malgré tout, vérifiez avant de re" +
-	"prendre.\x02L’échéance est passée avant l’arrivée d’un résultat.\x02Le r" +
-	"ésultat ne respectait pas le contrat de sorties de la révision.\x02La r" +
-	"éponse à l’appel a été perdue (la connexion s’est rompue après l’envoi " +
-	"de la requête, ou Relais s’est arrêté ou n’a pas pu joindre sa base de d" +
-	"onnées avant de l’enregistrer)\u202f: on ignore si la destination a agi," +
-	" donc elle n’est pas appelée de nouveau.\x02L’appel n’a pas pu être prép" +
-	"aré.\x02La destination était injoignable.\x02La réponse de la destinatio" +
-	"n était trop volumineuse.\x02Le verrou de la dernière tentative a expiré" +
-	" sans tentative restante.\x02Les entrées n’ont pas pu être construites à" +
-	" partir des liaisons du processus.\x02Un opérateur a abandonné l’instanc" +
-	"e.\x02Un exécutant Camunda 7 a signalé un échec sans nouvelle tentative " +
-	"restante (retries\u202f: 0, ou un budget déjà épuisé)\u202f: l’occurrenc" +
-	"e n’est pas relancée.\x02La destination a répondu HTTP %[1]s.\x02Aucun e" +
-	"xécutant actif ne prend %[1]s en ce moment (page Exécutants).\x02Aucun e" +
-	"xécutant actif ne prend la révision %[1]d\u202f: les exécutants actifs d" +
-	"e %[2]s déclarent des entrées qu’elle n’a pas.\x02Aucun exécutant actif " +
-	"ne prend la révision %[1]d\u202f: les exécutants actifs de %[2]s ne pren" +
-	"nent que la révision %[3]d.\x02Aucun exécutant actif ne prend la révisio" +
-	"n %[1]d\u202f: les exécutants actifs de %[2]s ne prennent que les révisi" +
-	"ons %[3]s.\x02Nouvelle tentative à %[1]s — %[2]s.\x02Proposée à partir d" +
-	"e %[1]s — %[2]s.\x02Verrou expiré à %[1]s — en attente d’être proposée d" +
-	"e nouveau.\x02En attente de l’appel de Relais à la destination depuis %[" +
-	"1]s (%[2]s).\x02En attente d’un exécutant depuis %[1]s (%[2]s).\x02(exéc" +
-	"utant %[1]s)\x02Le délai de l’appel (%[1]s) a pris fin %[2]s sans que so" +
-	"n résultat soit enregistré\u202f: la réplique qui l’a passé s’est peut-ê" +
-	"tre arrêtée. Dans ce cas, il échoue en outcome_unknown à %[3]s (%[4]s)" +
-	"\u202f: demandez à la destination s’il a pris effet.\x02Relais appelle l" +
-	"a destination (depuis %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’" +
-	"à %[2]s — %[3]s.\x02Réservée par %[1]s.\x02Différée depuis %[1]s (%[2]s" +
-	")\u202f: un exécutant du même consommateur, ou une interface munie d’un " +
-	"jeton de règlement, la terminera plus tard.\x02Terminée (%[1]s).\x02Son " +
-	"instance est bloquée ici, en attente d’un opérateur.\x02Son instance a c" +
-	"ontinué par le chemin d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée" +
-	"\u202f: l’instance a été arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f»" +
-	".\x02Annulée\u202f: l’instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici" +
-	"\x02consommateur n° %[1]s\x02%[1]s (différée\u202f; réglée avec son jeto" +
-	"n de règlement)\x02%[1]s (différée\u202f; réglée avec son jeton de règle" +
-	"ment, en tant que %[2]s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02" +
-	"en attente\x02HTTP 2xx, corps inutilisable\x02pas de réponse dans le dél" +
-	"ai\x02pas de connexion\x02réponse trop volumineuse\x02inconnue\x02[masqu" +
-	"é]\x02Message de Relais (en anglais)\x02Message de l’exécutant (ses pro" +
-	"pres termes, valeurs protégées masquées)\x02La révision doit être un nom" +
-	"bre entier, 1 ou plus.\x02Une révision est celle d’une définition\u202f:" +
-	" choisissez aussi la définition.\x02Date de clôture\x02Plus de filtres" +
-	"\u202f: instance, révision, consommateur, destination, dates\x02Destinat" +
-	"ion d’appel\x02son nom, exactement\x02identifiant d’instance\x02Décompte" +
-	"s par statut\x02Occurrences, les plus récentes d’abord\x02Message\x02Pro" +
-	"cessus et nœud\x02Erreur\x02Consommateur et exécutant\x02Prochaine tenta" +
-	"tive ou clôture\x02Aucune occurrence ne correspond à ces filtres.\x02Tou" +
-	"s les consommateurs\x02Totaux de la définition %[1]s, sans les autres fi" +
-	"ltres\x02Totaux de toutes les définitions, sans les autres filtres\x14" +
-	"\x01\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrence" +
-	"s\x02au %[1]s (%[2]s)\u202f; les décomptes sont actualisés toutes les 5 " +
-	"secondes environ.\x02révision %[1]d\x02clôturée\x02prochaine tentative" +
-	"\x02disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02diff" +
-	"érée depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première pa" +
-	"ge\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01." +
-	"\x02%[1]s\u202f: le premier jour vient après le dernier.\x02Cette adress" +
-	"e contient un paramètre illisible (un signe pour cent qui n’est pas suiv" +
-	"i de deux chiffres hexadécimaux, ou un point-virgule)\u202f: corrigez l’" +
-	"adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous d" +
-	"ire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]" +
-	"s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f" +
-	": donnez-le une seule fois.\x02Le curseur de page est invalide\u202f: re" +
-	"venez à la première page.\x02Ces réglages sont conservés dans ce navigat" +
-	"eur seulement.\x02Afficher les heures en\x02La console n’exécute aucun s" +
-	"cript et ne peut donc pas lire le fuseau horaire de votre ordinateur" +
-	"\u202f: choisissez son décalage par rapport à UTC. Les décalages ne suiv" +
-	"ent pas l’heure d’été.\x02Recharger les listes et les pages de détail" +
-	"\x02Un rechargement vide ce que vous avez saisi sans l’appliquer (filtre" +
-	"s, champ de recherche) et ramène le focus en haut de la page\u202f: «" +
-	"\u202fSuspendre le rechargement\u202f», sur chaque page qui se recharge," +
-	" l’arrête jusqu’à ce que vous le repreniez. Les pages où vous saisissez " +
-	"un motif (confirmations, et occurrences dont une valeur peut être révélé" +
-	"e) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeur révélée" +
-	".\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UTC (temps " +
-	"universel coordonné)\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1" +
-	"]d secondes\x02Les versions de processus publiées\u202f: leurs nœuds, ro" +
-	"utes et révisions épinglées, dessinés, avec l’emplacement actuel de leur" +
-	"s occurrences.\x02Les versions de processus publiées\u202f: leurs nœuds," +
-	" routes et révisions épinglées, dessinés.\x02Processus par clé\x02Versio" +
-	"ns, les plus récentes d’abord\x02Aucun processus n’est encore publié." +
-	"\x02version %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les " +
-	"colonnes suivent le plus long chemin depuis le nœud de départ. Les flèch" +
-	"es pleines sont les réussites (étiquetées par leur route), les pointillé" +
-	"es les échecs (étiquetées par leurs codes d’erreur). Chaque case indique" +
-	" combien d’occurrences de cette version se trouvent à ce nœud maintenant" +
-	".\x02Nœuds\x02Nœuds de cette version, avec leurs occurrences actuelles" +
-	"\x02Type\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur" +
-	"\x02Occurrences actuelles\x02Instances de cette version\x02Les colonnes " +
-	"suivent le plus long chemin depuis le nœud de départ. Les flèches pleine" +
-	"s sont les réussites (étiquetées par leur route), les pointillées les éc" +
-	"hecs (étiquetées par leurs codes d’erreur).\x02Nœuds de cette version" +
-	"\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner lisiblemen" +
-	"t (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec ses rout" +
-	"es et ses décomptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les" +
-	" dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne chaqu" +
-	"e nœud avec ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%" +
-	"[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœ" +
-	"uds, routes et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
-	"leau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x14\x01" +
-	"\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-desso" +
-	"us reprend les mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %" +
-	"[2]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x02pull" +
-	"\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s" +
-	"\x02→ %[1]s\x02blocage (un incident pour un opérateur)\x02tout autre cod" +
-	"e → %[1]s\x02met l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d t" +
-	"entative, nouvelle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d t" +
-	"entatives, nouvelle tentative après %[2]s, priorité %[3]d\x02échéance %[" +
-	"1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02" +
-	"instances bloquées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; act" +
-	"ualisés toutes les 5 secondes environ.\x02Seuls les administrateurs peuv" +
-	"ent révéler une valeur sensible.\x02Dites pourquoi vous révélez cette va" +
-	"leur\u202f: le motif est consigné avec la révélation dans le journal d’a" +
-	"udit.\x02Révélé par %[1]s le %[2]s\u202f; consigné dans le journal d’aud" +
-	"it.\x02Retour à l’occurrence\x02Révélation impossible\x02Seule une valeu" +
-	"r que cette page affiche masquée (sensible) peut être révélée.\x02Les va" +
-	"leurs secrètes ne peuvent jamais être révélées.\x02Chaque valeur sensibl" +
-	"e qu’un administrateur a révélée\u202f: qui, quand, quel champ et pourqu" +
-	"oi. Les valeurs elles-mêmes ne sont jamais conservées.\x02Révélations, l" +
-	"es plus récentes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (rév" +
-	"élée avant que le motif soit demandé)\x02Méthode non autorisée\x02Cette" +
-	" page n’accepte pas cette requête.\x02Recherche\x02Saisissez un identifi" +
-	"ant d’instance ou d’occurrence (un UUID complet, tel que le titre de sa " +
-	"page l’affiche) ou une clé métier.\x02Rien à chercher\u202f: le champ de" +
-	" recherche est vide.\x02C’est trop long pour être un identifiant ou une " +
-	"clé métier.\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[" +
-	"1]s\u202f», et aucune instance ne l’a pour clé métier.\x02Aucune instanc" +
-	"e ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune instanc" +
-	"e ne l’a pour clé métier. Une instance terminée est supprimée, avec ses " +
-	"occurrences et ses tentatives, une fois la durée de conservation (RELAIS" +
-	"_RETENTION) écoulée\u202f; le journal d’audit garde les actions d’opérat" +
-	"eur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé" +
-	" métier, et ce n’est pas un identifiant entier\u202f: les listes montren" +
-	"t la fin de chaque identifiant. Ouvrez la ligne, ou copiez son lien, pou" +
-	"r l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre session avait " +
-	"pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou redémarrage" +
-	" du serveur)\u202f: votre dernière action n’a pas été appliquée. Reconne" +
-	"ctez-vous, puis refaites-la.\x02Votre session a pris fin (inactivité, dé" +
-	"connexion ailleurs, jeton révoqué ou redémarrage du serveur). Reconnecte" +
-	"z-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de " +
-	"concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une foi" +
-	"s et n’est jamais conservé dans votre navigateur\u202f; un cookie de ses" +
-	"sion le remplace jusqu’à 8 heures d’inactivité.\x02Trop de connexions éc" +
-	"houées depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton " +
-	"est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvr" +
-	"ir la console\u202f: connectez-vous avec un jeton d’opérateur, de concep" +
-	"teur ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
-	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
-	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
-	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
-	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
-	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
-	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
-	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
-	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
-	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
-	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
-	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
-	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
-	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
-	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
-	"oquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requê" +
-	"te sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81" +
-	"\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d c" +
-	"aractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a" +
-	"\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %" +
-	"[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19" +
-	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
-	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
-	"léments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page mon" +
-	"tre les %[2]d premières, le détail de l’API les donne toutes.\x02non fou" +
-	"rni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d élémen" +
-	"ts\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exéc" +
-	"utants connectés par un flux, et ceux qui interrogent par leur dernière " +
-	"demande. Un exécutant est listé tant qu’il s’est manifesté dans les troi" +
-	"s derniers battements de cœur.\x02Exécutants vus dans les trois derniers" +
-	" battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
-	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
-	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
-	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
-	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
-	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
-	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
-	"’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
-	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
-	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
-	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
-	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
-	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
-	"ervie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s" +
-	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
-	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
-	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les rév" +
-	"isions %[1]s sont prises en charge."
+	"ée, ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit" +
+	" garde les actions d’opérateur menées sur elle.\x02Introuvable\x02Formul" +
+	"aire refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de " +
+	"la console, ou il a expiré. Rechargez la page et réessayez.\x02Temporair" +
+	"ement indisponible\x02La base de données est injoignable pour le moment." +
+	" Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La cons" +
+	"ole n’a pas pu afficher cette page. Réessayez\u202f; si le problème pers" +
+	"iste, donnez à votre administrateur l’identifiant de requête %[1]s.\x02A" +
+	"ucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02Les se" +
+	"rvices externes qui prennent des tâches, et les définitions que chacun p" +
+	"eut prendre. Créez les consommateurs, modifiez leurs droits et renouvele" +
+	"z leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont j" +
+	"amais affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID" +
+	"\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02au" +
+	"cun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes se" +
+	"s tâches\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%" +
+	"[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; " +
+	"les décomptes s’afficheront quand vous rechargerez la page.\x02Les décom" +
+	"ptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
+	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
+	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
+	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
+	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
+	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
+	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
+	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
+	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
+	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
+	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
+	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
+	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
+	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
+	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
+	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
+	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
+	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
+	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
+	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
+	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
+	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
+	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
+	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
+	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
+	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
+	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
+	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
+	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
+	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
+	"e de travail, leurs révisions immuables et leurs publications nommées." +
+	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
+	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
+	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
+	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
+	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
+	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
+	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
+	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
+	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02Garder l’instance\x02Dites" +
+	" pourquoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au" +
+	" plus. Il est conservé après l’effacement, quelle que soit la rétention" +
+	"\u202f: écrivez la référence de la demande, pas le nom de la personne." +
+	"\x02Effacer l’instance de processus %[1]s\x02Effacer cette instance main" +
+	"tenant\u202f? Elle est supprimée avec ses occurrences et leurs tentative" +
+	"s, comme la rétention la supprimerait.\x02Ses entrées, ses sorties, sa c" +
+	"lé métier et les messages des workers partent avec elle\u202f; c’est irr" +
+	"éversible. Les enregistrements d’audit qui la nomment restent (qui a fa" +
+	"it quoi, et pourquoi), de même que les sauvegardes jusqu’à leur expirati" +
+	"on.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une i" +
+	"nstance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement" +
+	"\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentat" +
+	"ives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance " +
+	"avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rie" +
+	"n n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée " +
+	"pour un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02f" +
+	"in\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02pu" +
+	"sh %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente" +
+	" et les incidents de chaque définition maintenant, et ce que ses exécuta" +
+	"nts ont terminé dans la dernière heure\u202f: les occurrences terminées " +
+	"avec succès ou en échec. Une occurrence relancée depuis compte là où ell" +
+	"e se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas" +
+	" compté, la page de son occurrence le montre.\x02Réussites et échecs, de" +
+	"rnière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
+	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
+	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
+	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
+	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
+	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
+	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
+	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
+	"ns\x02Réussites et échecs par tranche de 5 min, dernière heure\u202f: %[" +
+	"1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit l" +
+	"e graphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec" +
+	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
+	"n, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02" +
+	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
+	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
+	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
+	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
+	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
+	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
+	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
+	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
+	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
+	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
+	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
+	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
+	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
+	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
+	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
+	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
+	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
+	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
+	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
+	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
+	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
+	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
+	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
+	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
+	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
+	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
+	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
+	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
+	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
+	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
+	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
+	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
+	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
+	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
+	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
+	"— «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud" +
+	"\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au " +
+	"nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bl" +
+	"oquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f" +
+	"%[1]s\u202f».\x02La version doit être un nombre entier à partir de 1." +
+	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
+	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
+	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
+	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
+	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
+	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
+	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
+	"\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée\x02di" +
+	"fférée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
+	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
+	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
+	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
+	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
+	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
+	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
+	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
+	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
+	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
+	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
+	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
+	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
+	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
+	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
+	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
+	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
+	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
+	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
+	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
+	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
+	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
+	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
+	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
+	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
+	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
+	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
+	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
+	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
+	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendu" +
+	"e, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01" +
+	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
+	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
+	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
+	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
+	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
+	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consi" +
+	"gné avec la révélation)\x02Chaque admin le lit, et il est conservé quell" +
+	"e que soit la rétention\u202f: n’y écrivez aucune donnée client.\x02Disp" +
+	"onible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin" +
+	" du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (a" +
+	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
+	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
+	"lisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de " +
+	"l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de rep" +
+	"rendre.\x02La destination n’a pas répondu dans le délai de l’appel\u202f" +
+	": elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance" +
+	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
+	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
+	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
+	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
+	"strer)\u202f: on ignore si la destination a agi, donc elle n’est pas app" +
+	"elée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination é" +
+	"tait injoignable.\x02La réponse de la destination était trop volumineuse" +
+	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
+	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
+	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
+	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
+	" 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée." +
+	"\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pre" +
+	"nd %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pre" +
+	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des" +
+	" entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision " +
+	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision " +
+	"%[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
+	"écutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
+	"le tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
+	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
+	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
+	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
+	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
+	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
+	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
+	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
+	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
+	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
+	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
+	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
+	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
+	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
+	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
+	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
+	"1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1" +
+	"]s (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]" +
+	"s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx" +
+	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
+	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relai" +
+	"s (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs pr" +
+	"otégées masquées)\x02La révision doit être un nombre entier, 1 ou plus." +
+	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
+	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
+	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
+	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
+	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
+	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
+	"ne occurrence ne correspond à ces filtres.\x02Tous les consommateurs\x02" +
+	"Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de tout" +
+	"es les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)" +
+	"\u202f; les décomptes sont actualisés toutes les 5 secondes environ.\x02" +
+	"révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depuis" +
+	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
+	"\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à " +
+	"%[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le pr" +
+	"emier jour vient après le dernier.\x02Cette adresse contient un paramètr" +
+	"e illisible (un signe pour cent qui n’est pas suivi de deux chiffres hex" +
+	"adécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre " +
+	"inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f" +
+	"»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le param" +
+	"ètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seul" +
+	"e fois.\x02Le curseur de page est invalide\u202f: revenez à la première " +
+	"page.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Af" +
+	"ficher les heures en\x02La console n’exécute aucun script et ne peut don" +
+	"c pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son d" +
+	"écalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les version" +
+	"s de processus publiées\u202f: leurs nœuds, routes et révisions épinglée" +
+	"s, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les vers" +
+	"ions de processus publiées\u202f: leurs nœuds, routes et révisions éping" +
+	"lées, dessinés.\x02Processus par clé\x02Versions, les plus récentes d’ab" +
+	"ord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processu" +
+	"s %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long" +
+	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
+	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
+	" leurs codes d’erreur). Chaque case indique combien d’occurrences de cet" +
+	"te version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette " +
+	"version, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
+	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02In" +
+	"stances de cette version\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident " +
+	"pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (p" +
+	"ar défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02D" +
+	"écomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes envir" +
+	"on.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consign" +
+	"é avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le %[" +
+	"2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
+	"rence (un UUID complet, tel que le titre de sa page l’affiche) ou une cl" +
+	"é métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02" +
+	"C’est trop long pour être un identifiant ou une clé métier.\x02Aucune in" +
+	"stance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune in" +
+	"stance ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une inst" +
+	"ance terminée est supprimée, avec ses occurrences et ses tentatives, une" +
+	" fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt q" +
+	"u’un administrateur l’efface\u202f; le journal d’audit garde les actions" +
+	" d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f»" +
+	" pour clé métier, et ce n’est pas un identifiant entier\u202f: les liste" +
+	"s montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son " +
+	"lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre sessi" +
+	"on avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou re" +
+	"démarrage du serveur)\u202f: votre dernière action n’a pas été appliquée" +
+	". Reconnectez-vous, puis refaites-la.\x02Votre session a pris fin (inact" +
+	"ivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). R" +
+	"econnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opéra" +
+	"teur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifi" +
+	"é une fois et n’est jamais conservé dans votre navigateur\u202f; un coo" +
+	"kie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de con" +
+	"nexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
+	"\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne " +
+	"peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérate" +
+	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs voie" +
+	"nt cette page\u202f: les jetons, les consommateurs, les destinations, le" +
+	" journal des révélations et les effacements sont de leur ressort.\x02Jet" +
+	"ons du personnel (administrateurs, concepteurs, opérateurs) non révoqués" +
+	". Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoq" +
+	"uer un jeton refuse sa requête suivante.\x02Jetons du personnel, les plu" +
+	"s anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Exp" +
+	"iration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette se" +
+	"ssion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
+	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
+	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
+	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
+	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
+	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
+	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
+	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
+	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
+	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
+	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
+	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
+	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
+	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
+	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
+	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
+	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
+	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
+	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
+	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
+	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
+	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
+	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
+	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
+	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
+	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
+	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
+	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
+	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
+	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
+	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
+	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
+	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
+	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
+	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
+	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
+	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
+	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
+	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
+	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 71894 bytes (70KiB); checksum: 87CA7C99
+	// Total table size 72074 bytes (70KiB); checksum: 24059EFF

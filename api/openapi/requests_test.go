@@ -224,6 +224,8 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		bulk("a retry of held ones", false, `{"action": "retry", "reason": "doc check", "filter": {"status": "held", "process": "doc_check"}}`),
 		bulk("an abandon of held ones", false, `{"action": "abandon", "reason": "doc check", "filter": {"status": "held"}}`),
 		bulk("a count without reason", false, `{"action": "stop"}`),
+		bulk("a count, reason and bulk_id null", false, `{"action": "stop", "reason": null, "bulk_id": null}`),
+		bulk("applying without reason", true, `{"action": "stop", "filter": {"status": "held"}, "confirm_count": 5}`),
 		bulk("without action", true, `{"reason": "doc check"}`),
 		bulk("an unknown action", true, `{"action": "restart", "reason": "doc check"}`),
 		bulk("action in capitals", true, `{"action": "STOP", "reason": "doc check"}`),
@@ -234,6 +236,7 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		bulk("status blank", true, `{"action": "stop", "reason": "doc check", "filter": {"status": " "}}`),
 
 		start("version null", false, `{"inputs": {}, "version": null}`),
+		start("version -1", true, `{"inputs": {}, "version": -1}`),
 		start("a business key", false, `{"inputs": {}, "business_key": "ACME-7"}`),
 		start("business key blank", true, `{"inputs": {}, "business_key": " "}`),
 		start("business key empty", true, `{"inputs": {}, "business_key": ""}`),
@@ -244,6 +247,9 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		fetch("max_tasks null", false, `, "max_tasks": null`),
 		fetch("max_tasks 0", true, `, "max_tasks": 0`),
 		requestCase{"fetch: no subscriptions", "POST", "/api/v1/pull/fetch-and-lock", consumer, `{"worker_id": "w", "subscriptions": []}`, true, false},
+		requestCase{"fetch: no fields", "POST", "/api/v1/pull/fetch-and-lock", consumer, `{"worker_id": "w", "subscriptions": [{"definition": "add_company_to_crm", "fields": []}]}`, true, false},
+		requestCase{"fetch: definition empty", "POST", "/api/v1/pull/fetch-and-lock", consumer, `{"worker_id": "w", "subscriptions": [{"definition": ""}]}`, true, false},
+		requestCase{"erase: reason blank", "POST", "/api/v1/instances/" + uuid.NewString() + "/erase", env.Admin, `{"reason": "  "}`, true, false},
 
 		fail("message, retryable and attempts_left null", false, `{"worker_id": "w", "error_code": "CRM_DOWN", "message": null, "retryable": null, "attempts_left": null}`),
 		fail("attempts_left -1", true, `{"worker_id": "w", "error_code": "CRM_DOWN", "retryable": true, "attempts_left": -1}`),

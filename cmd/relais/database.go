@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -286,6 +287,9 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 			err = pool.Ping(actx)
 		}
 		cancel()
+		if err != nil {
+			err = withoutTLSAttempt(err)
+		}
 		switch {
 		case err == nil:
 			if time.Since(began) > reportEvery {
@@ -315,6 +319,28 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, pcfg *pgxpool.Conf
 		}
 	}
 }
+
+// withoutTLSAttempt is err without the line of its TLS attempt when a
+// plain attempt followed (sslmode=prefer, the default, against a server
+// without TLS): "server refused TLS connection" above a refused password
+// sends a DBA looking at TLS. errors.As and Is still see err.
+func withoutTLSAttempt(err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	kept := slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.Contains(l, "tls error: server refused TLS connection") })
+	if len(kept) == len(lines) || len(kept) < 2 {
+		return err // no such line, or nothing but it (sslmode=require)
+	}
+	return connectFailure{err: err, msg: strings.Join(kept, "\n")}
+}
+
+// connectFailure is an error said otherwise.
+type connectFailure struct {
+	err error
+	msg string
+}
+
+func (c connectFailure) Error() string { return c.msg }
+func (c connectFailure) Unwrap() error { return c.err }
 
 // worthWaiting reports whether a failed ping may succeed later: a server
 // that is down or starting may come up, a wrong password or database name

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"sort"
 	"strconv"
@@ -516,4 +517,25 @@ func ErrorHandler(logger *slog.Logger, h func(w http.ResponseWriter, r *http.Req
 			WriteError(w, r, logger, err)
 		}
 	})
+}
+
+// QueryProblem says what makes a query string unreadable, or "" when
+// every parameter in it can be read: url.Values drops what it cannot read
+// and goes on, a filter then ignored and a dry run applied for real.
+func QueryProblem(raw string) string {
+	if _, err := url.ParseQuery(raw); err == nil {
+		return ""
+	}
+	for _, part := range strings.Split(raw, "&") {
+		if strings.Contains(part, ";") {
+			return "holds a semicolon: separate parameters with &, and write a semicolon in a value as %3B"
+		}
+		if _, err := url.QueryUnescape(part); err != nil {
+			if len(part) > 60 {
+				part = part[:60] + "…"
+			}
+			return fmt.Sprintf("holds a percent sign not followed by two hexadecimal digits in %q: write a percent sign in a value as %%25", PrintableName(part))
+		}
+	}
+	return "cannot be read as name=value pairs"
 }

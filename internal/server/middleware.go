@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	mathrand "math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"runtime"
@@ -382,7 +381,7 @@ func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if msg := malformedQuery(r.URL.RawQuery); msg != "" {
+			if msg := httpjson.QueryProblem(r.URL.RawQuery); msg != "" {
 				// url.Values drops what it cannot read and goes on: a
 				// ?dry_run=true% would be applied for real, a filter
 				// ignored with the whole list answered.
@@ -415,26 +414,6 @@ func refuseUnstorable(logger *slog.Logger) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
-}
-
-// malformedQuery says what makes a query string unreadable, or "" when
-// every parameter in it can be read.
-func malformedQuery(raw string) string {
-	if _, err := url.ParseQuery(raw); err == nil {
-		return ""
-	}
-	for _, part := range strings.Split(raw, "&") {
-		if strings.Contains(part, ";") {
-			return "holds a semicolon: separate parameters with &, and write a semicolon in a value as %3B"
-		}
-		if _, err := url.QueryUnescape(part); err != nil {
-			if len(part) > 60 {
-				part = part[:60] + "…"
-			}
-			return fmt.Sprintf("holds a percent sign not followed by two hexadecimal digits in %q: write a percent sign in a value as %%25", httpjson.PrintableName(part))
-		}
-	}
-	return "cannot be read as name=value pairs"
 }
 
 // requestIDs names requests: a prefix drawn at start (two replicas' ids
