@@ -430,8 +430,11 @@ func lockRefusal(o queries.Occurrence, ref WorkerRef, now time.Time) error {
 	switch o.Status {
 	case StatusFailed:
 		// The timer's failure, not a worker's report of that code, told
-		// to its holder alone (another learns only that it is settled).
-		holder := o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && o.WorkerID != nil && *o.WorkerID == ref.WorkerID
+		// to its holder alone (another learns only that it is settled);
+		// a deferred occurrence is held by every worker of its consumer,
+		// as any of them may settle it (a failure keeps deferred_at).
+		sameConsumer := o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID
+		holder := sameConsumer && (o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID)
 		if deref(o.ErrorCode) == CodeDeadlineExceeded && pastDeadline(o, now) && holder {
 			return deadlineRefusal(o)
 		}

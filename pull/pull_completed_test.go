@@ -406,6 +406,11 @@ func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
 	if got := observe(t, env, id3); got["error_code"] != "deadline_exceeded" {
 		t.Errorf("deferred past its deadline: %v %v, want failed deadline_exceeded", got["status"], got["error_code"])
 	}
+	// Any worker of the consumer may settle a deferred occurrence: each is
+	// told deadline_exceeded once the timer failed it, as before it did.
+	for _, w := range []string{"w1", "w9"} {
+		wantProblem(t, "complete by "+w+" past the deadline", act(env, consumer, id3, "complete", completeBody(w, created)), 409, "deadline_exceeded")
+	}
 }
 
 // Release hands the reservation back at once without spending an attempt.

@@ -366,6 +366,10 @@ func TestStopAbortsAnInFlightCall(t *testing.T) {
 	if n := d.calls.Load(); n != 1 {
 		t.Errorf("destination called %d times", n)
 	}
+	relaistest.WaitFor(t, 5*time.Second, "the call counted call_aborted", func() (bool, string) {
+		n, _ := env.Metrics().Get("relais_push_calls_total", "result", "call_aborted")
+		return n == 1, fmt.Sprintf("call_aborted %v", n)
+	})
 }
 
 // A destination that echoes a credential past the start of a long error
@@ -643,5 +647,50 @@ func TestOccurrencesByDestination(t *testing.T) {
 	}
 	if r := env.Do("GET", "/api/v1/occurrences?destination=Not%20a%20name", env.Operator, nil); r.Status != 400 || !containsString(r.Body, "must be a destination name") {
 		t.Errorf("a malformed destination: %d %s", r.Status, r.Body)
+	}
+}
+
+// A call its occurrence's deadline cuts short is a failure
+// (deadline_exceeded), counted and logged as one: not call_aborted, which
+// an operator's stop is and failure alerts leave out.
+func TestDeadlineCutsAnInFlightCallShortAsAFailure(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("score_company.yaml")
+	called := make(chan struct{}, 1)
+	aborted := make(chan struct{})
+	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		called <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			close(aborted)
+		case <-time.After(8 * time.Second):
+		}
+	})
+	env.Must(201, "PUT", "/api/v1/destinations/slow", env.Admin, map[string]any{"url": d.URL, "max_timeout": "PT10S"})
+	doc := scoreProcess("slow", "PT9S")
+	doc["nodes"].(map[string]any)["score"].(map[string]any)["policy"] = map[string]any{"deadline": "PT5S"}
+	env.Process("scoring", doc)
+	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the destination was not called")
+	}
+	env.Clock.Advance(6 * time.Second)
+	select {
+	case <-aborted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the deadline did not cut the call short")
+	}
+	relaistest.WaitFor(t, 5*time.Second, "the call counted deadline_exceeded", func() (bool, string) {
+		m := env.Metrics()
+		exceeded, _ := m.Get("relais_push_calls_total", "result", "deadline_exceeded")
+		aborted, _ := m.Get("relais_push_calls_total", "result", "call_aborted")
+		return exceeded == 1 && aborted == 0, fmt.Sprintf("deadline_exceeded %v, call_aborted %v", exceeded, aborted)
+	})
+	got := env.Must(200, "GET", "/api/v1/instances/"+inst["id"].(string), env.Operator, nil).JSON(t)
+	if got["status"] != "failed" || got["error_code"] != "deadline_exceeded" {
+		t.Errorf("instance %v %v, want failed deadline_exceeded", got["status"], got["error_code"])
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/config"
+	"github.com/relais/relais/internal/isoduration"
 	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/internal/outage"
 	"github.com/relais/relais/internal/pgfault"
@@ -53,7 +54,7 @@ type Runner struct {
 	mu        sync.Mutex
 	// inflight maps an occurrence to the cancel of its call, so stopping
 	// the instance aborts the call (ChannelCancel).
-	inflight map[uuid.UUID]context.CancelFunc
+	inflight map[uuid.UUID]context.CancelCauseFunc
 	calls    sync.WaitGroup
 
 	results *prometheus.CounterVec
@@ -64,7 +65,7 @@ type Runner struct {
 func NewRunner(eng *engine.Engine, logger *slog.Logger, cfg config.Push, reg prometheus.Registerer) *Runner {
 	host, _ := os.Hostname()
 	r := &Runner{eng: eng, logger: logger, cfg: cfg, workerID: fmt.Sprintf("relais-push@%s:%d", host, os.Getpid()),
-		wake: make(chan struct{}, 1), draining: make(chan struct{}), inflight: map[uuid.UUID]context.CancelFunc{},
+		wake: make(chan struct{}, 1), draining: make(chan struct{}), inflight: map[uuid.UUID]context.CancelCauseFunc{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_push_calls_total", Help: "Push calls by result code (ok or the error code)."}, []string{"result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_push_call_duration_seconds",
 			Help: "Push call duration by destination and outcome: ok (a 2xx {\"outputs\"} answer, checked against the contract afterwards), " +
@@ -120,7 +121,7 @@ func (r *Runner) poke() {
 // Cancel handles a ChannelCancel payload: it aborts the call of a cancelled
 // occurrence if this replica is making it.
 func (r *Runner) Cancel(payload string) {
-	id, _, ok := engine.ParseCancelPayload(payload)
+	id, reason, ok := engine.ParseCancelPayload(payload)
 	if !ok {
 		return
 	}
@@ -128,7 +129,7 @@ func (r *Runner) Cancel(payload string) {
 	cancel := r.inflight[id]
 	r.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(cancelled{reason: reason})
 	}
 }
 
@@ -203,9 +204,10 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 	}
 	// The call outlives a replica shutdown request for at most its budget:
 	// abandoning it would leave its outcome unknown.
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	base, cancelWhy := context.WithCancelCause(context.WithoutCancel(ctx))
+	callCtx, cancel := context.WithTimeout(base, budget)
 	r.mu.Lock()
-	r.inflight[c.ID] = cancel
+	r.inflight[c.ID] = cancelWhy
 	r.mu.Unlock()
 	r.calls.Go(func() {
 		defer done()
@@ -214,6 +216,7 @@ func (r *Runner) start(ctx context.Context, c engine.PushCall, done func()) {
 			delete(r.inflight, c.ID)
 			r.mu.Unlock()
 			cancel()
+			cancelWhy(nil)
 		}()
 		started := time.Now()
 		res := r.call(callCtx, c, budget)
@@ -547,8 +550,15 @@ func answerOf(data []byte) engine.PushResult {
 func transportFailure(ctx context.Context, err error, budget time.Duration, sent bool) engine.PushResult {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return engine.PushResult{ErrorCode: engine.CodeDeadlineExceeded, Message: fmt.Sprintf("no complete answer within the budget of %s", budget)}
+		return engine.PushResult{ErrorCode: engine.CodeDeadlineExceeded, Message: "no complete answer within the budget of " + isoduration.Format(budget)}
 	case errors.Is(ctx.Err(), context.Canceled):
+		// Cut short by the occurrence's deadline (its timer failed it),
+		// a destination too slow for it: a failure alerts must see, not
+		// an operator's stop.
+		var why cancelled
+		if errors.As(context.Cause(ctx), &why) && why.reason == engine.CancelDeadlineExceeded {
+			return engine.PushResult{ErrorCode: engine.CodeDeadlineExceeded, Message: "the occurrence's deadline passed during the call: its result is not taken"}
+		}
 		return engine.PushResult{ErrorCode: engine.CodeCallAborted, Message: "the call was aborted (instance stopped)"}
 	}
 	// Not the url.Error's text: it quotes the URL, query values included.
@@ -566,6 +576,12 @@ func transportFailure(ctx context.Context, err error, budget time.Duration, sent
 	}
 	return engine.PushResult{ErrorCode: engine.CodeConnectionFailed, Message: "the exchange with the destination failed before the request was sent whole: " + err.Error()}
 }
+
+// cancelled is why a call in flight was cancelled: a ChannelCancel
+// payload's reason (engine.CancelInstanceStopped, CancelDeadlineExceeded).
+type cancelled struct{ reason string }
+
+func (c cancelled) Error() string { return "occurrence cancelled: " + c.reason }
 
 // snippet is an error body as text for diagnosis. It is not cut here: the
 // engine scrubs the whole of it of protected values first, then bounds it,

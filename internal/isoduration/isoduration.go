@@ -118,7 +118,9 @@ func Parse(s string) (time.Duration, error) {
 	if components == 0 {
 		return fail("no components")
 	}
-	if total > math.MaxInt64 {
+	// float64(math.MaxInt64) is 2^63, one past it: a total that rounds to
+	// it would convert to the most negative duration.
+	if math.Round(total) >= math.MaxInt64 {
 		return 0, tooLongError(orig)
 	}
 	return time.Duration(math.Round(total)), nil

@@ -80,6 +80,13 @@ func TestParseRefusesTooLongNamingTheLongest(t *testing.T) {
 	if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "at most P106751D") || strings.Contains(err.Error(), "not an ISO-8601") {
 		t.Errorf("Parse(P106752D) = %v; want a refusal naming P106751D", err)
 	}
+	// Within a float's rounding of 2^63 ns: refused, never read as the
+	// most negative duration (which went under every ceiling).
+	for _, s := range []string{"P106751DT23H47M16.854775807S", "PT9223372036.8547758S", "PT9223372036.854775807S"} {
+		if d, err := Parse(s); err == nil {
+			t.Errorf("Parse(%s) = %v, want refused as too long", s, d)
+		}
+	}
 }
 
 func TestFormatRoundTrip(t *testing.T) {
