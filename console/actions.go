@@ -358,9 +358,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		if !actionAppliesTo(a, now.Status) || fe.Code == "not_retryable" {
 			// Offering the form again would only be refused again; its
 			// question would name no node (the instance is held nowhere).
-			v.Closed = true
-			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
-			v.Cancel = T(ctx, "Back to the instance")
+			v.close(ctx)
 		}
 		// Offered again, the form still carries what the operator saw.
 		v.LastSeen = r.PostFormValue("last_action")
@@ -369,9 +367,7 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 		case "acted_meanwhile":
 			// No form: the operator looks at the instance again (its page
 			// lists the action) before deciding anew.
-			v.Closed = true
-			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
-			v.Cancel = T(ctx, "Back to the instance")
+			v.close(ctx)
 			v.Error = T(ctx, "Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.")
 			if last, err := c.eng.LastAction(ctx, id); err == nil && last != nil {
 				v.Error = actedMeanwhile(ctx, last)
@@ -389,15 +385,8 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 			}
 		case "not_retryable":
 			v.Error = T(ctx, "Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.")
-		case "invalid_request":
-			status = http.StatusBadRequest
-			v.Error, v.ReasonInvalid = reasonRefused(ctx, reason)
-			if !v.ReasonInvalid {
-				v.Detail = fe.Detail
-			}
 		default:
-			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
-			v.Detail = fe.Detail
+			status = v.refuse(ctx, fe, reason)
 		}
 		c.render(w, r, status, actionPage(v))
 		return
@@ -424,6 +413,30 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	}
 	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
 	c.redirectWithFlash(w, r, instanceHref(id), msg)
+}
+
+// close leaves the confirmation without its form: the action can no
+// longer apply, and the reason typed is shown as not recorded.
+func (v *actionView) close(ctx context.Context) {
+	v.Closed = true
+	v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
+	v.Cancel = T(ctx, "Back to the instance")
+}
+
+// refuse says on the confirmation why the engine refused fe that no case
+// of its own explains, and returns the page's status: the reason (400),
+// or a refusal in general words with the engine's detail (409).
+func (v *actionView) refuse(ctx context.Context, fe *fault.Error, reason string) int {
+	if fe.Code == "invalid_request" {
+		v.Error, v.ReasonInvalid = reasonRefused(ctx, reason)
+		if !v.ReasonInvalid {
+			v.Detail = fe.Detail
+		}
+		return http.StatusBadRequest
+	}
+	v.Error = T(ctx, "Relais refused the action. Nothing was done.")
+	v.Detail = fe.Detail
+	return http.StatusConflict
 }
 
 // reasonRefused says why the engine refused an action's request

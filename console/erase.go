@@ -99,21 +99,11 @@ func (c *Console) instanceErase(w http.ResponseWriter, r *http.Request) {
 		v := c.eraseView(r, inst)
 		v.Reason = reason
 		status := http.StatusConflict
-		switch fe.Code {
-		case "instance_not_ended":
-			v.Closed = true
-			v.NotRecorded = T(ctx, "The reason you gave, not recorded:")
-			v.Cancel = T(ctx, "Back to the instance")
+		if fe.Code == "instance_not_ended" {
+			v.close(ctx)
 			v.Error = notErasable(ctx, inst.Status)
-		case "invalid_request":
-			status = http.StatusBadRequest
-			v.Error, v.ReasonInvalid = reasonRefused(ctx, reason)
-			if !v.ReasonInvalid {
-				v.Detail = fe.Detail
-			}
-		default:
-			v.Error = T(ctx, "Relais refused the action. Nothing was done.")
-			v.Detail = fe.Detail
+		} else {
+			status = v.refuse(ctx, fe, reason)
 		}
 		c.render(w, r, status, actionPage(v))
 		return

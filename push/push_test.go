@@ -330,17 +330,7 @@ func TestStopAbortsAnInFlightCall(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
 	env.Definition("score_company.yaml")
-	aborted := make(chan struct{})
-	called := make(chan struct{}, 1)
-	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
-		called <- struct{}{}
-		select {
-		case <-r.Context().Done():
-			close(aborted)
-		case <-time.After(8 * time.Second):
-		}
-	})
-	env.Must(201, "PUT", "/api/v1/destinations/slow", env.Admin, map[string]any{"url": d.URL, "max_timeout": "PT10S"})
+	d, called, aborted := slowDestination(t, env)
 	env.Process("scoring", scoreProcess("slow", "PT9S"))
 	inst := env.Must(201, "POST", "/api/v1/processes/scoring/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)
 	select {
@@ -370,6 +360,24 @@ func TestStopAbortsAnInFlightCall(t *testing.T) {
 		n, _ := env.Metrics().Get("relais_push_calls_total", "result", "call_aborted")
 		return n == 1, fmt.Sprintf("call_aborted %v", n)
 	})
+}
+
+// slowDestination registers destination "slow", which answers after 8 s
+// unless its call is cut short: called is sent each call, aborted closed
+// when one is.
+func slowDestination(t *testing.T, env *relaistest.Env) (d *destination, called chan struct{}, aborted chan struct{}) {
+	t.Helper()
+	called, aborted = make(chan struct{}, 1), make(chan struct{})
+	d = newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		called <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			close(aborted)
+		case <-time.After(8 * time.Second):
+		}
+	})
+	env.Must(201, "PUT", "/api/v1/destinations/slow", env.Admin, map[string]any{"url": d.URL, "max_timeout": "PT10S"})
+	return d, called, aborted
 }
 
 // A destination that echoes a credential past the start of a long error
@@ -657,17 +665,7 @@ func TestDeadlineCutsAnInFlightCallShortAsAFailure(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
 	env.Definition("score_company.yaml")
-	called := make(chan struct{}, 1)
-	aborted := make(chan struct{})
-	d := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
-		called <- struct{}{}
-		select {
-		case <-r.Context().Done():
-			close(aborted)
-		case <-time.After(8 * time.Second):
-		}
-	})
-	env.Must(201, "PUT", "/api/v1/destinations/slow", env.Admin, map[string]any{"url": d.URL, "max_timeout": "PT10S"})
+	_, called, aborted := slowDestination(t, env)
 	doc := scoreProcess("slow", "PT9S")
 	doc["nodes"].(map[string]any)["score"].(map[string]any)["policy"] = map[string]any{"deadline": "PT5S"}
 	env.Process("scoring", doc)
