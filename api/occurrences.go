@@ -212,7 +212,15 @@ func timeFilter(s, path string, errs *[]fault.FieldError) *time.Time {
 			return &t
 		}
 	}
-	*errs = append(*errs, fault.FieldError{Path: path, Message: "must be an RFC 3339 time (2026-12-01T15:04:05Z) or a date (2026-12-01)"})
+	msg := "must be an RFC 3339 time (2026-12-01T15:04:05Z) or a date (2026-12-01)"
+	if i := strings.LastIndexByte(s, ' '); i > 0 {
+		if _, err := time.Parse(time.RFC3339Nano, s[:i]+"+"+s[i+1:]); err == nil {
+			// 2026-12-05T07:01:30+01:00 sent unencoded: its + read as a
+			// space, as every query string's is.
+			msg += "; a + in a query string is read as a space: write it %2B (" + s[:i] + "%2B" + s[i+1:] + ")"
+		}
+	}
+	*errs = append(*errs, fault.FieldError{Path: path, Message: msg})
 	return nil
 }
 

@@ -46,3 +46,15 @@ func TestUnreadableQueryIsRefused(t *testing.T) {
 	// Escapes that are right still pass.
 	env.Must(200, "GET", "/api/v1/instances?business_key=50%25off", env.Operator, nil)
 }
+
+// A time filter's offset sent with an unencoded + (read as a space, as in
+// any query string) is refused with the encoding to use.
+func TestTimeFilterPlusSentUnencodedIsExplained(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	r := env.Do("GET", "/api/v1/occurrences?created_after=2026-12-05T07:01:30+01:00", env.Operator, nil)
+	if r.Status != 400 || !strings.Contains(string(r.Body), "2026-12-05T07:01:30%2B01:00") {
+		t.Errorf("unencoded +: %d %s, want 400 showing %%2B", r.Status, r.Body)
+	}
+	env.Must(200, "GET", "/api/v1/occurrences?created_after=2026-12-05T07:01:30%2B01:00", env.Operator, nil)
+}

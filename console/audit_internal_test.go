@@ -45,14 +45,15 @@ func TestCamundaFailureIsExplained(t *testing.T) {
 }
 
 // An open attempt's "so far" agrees with its reservation's "… ago" on the
-// same page: at 59.6 s both say 59 s, not one 59 s and the other 1 min.
+// same page: at 59.6 s both say 1 min (rounded), not one 59 s and the
+// other 1 min.
 func TestOpenAttemptAgreesWithItsReservationTime(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	reserved := now.Add(-59600 * time.Millisecond)
 	ctx := context.WithValue(context.Background(), prefsKey{}, prefs{utc: true, now: now})
 	row := attemptRowOf(ctx, engine.Attempt{Number: 1, ReservedAt: reserved}, false, nil)
-	if ago := relative(ctx, reserved); row.Duration != "59 s so far" || ago != "59 s ago" {
-		t.Errorf("open attempt: %q beside %q, want 59 s so far beside 59 s ago", row.Duration, ago)
+	if ago := relative(ctx, reserved); row.Duration != "1 min so far" || ago != "1 min ago" {
+		t.Errorf("open attempt: %q beside %q, want 1 min so far beside 1 min ago", row.Duration, ago)
 	}
 }
 

@@ -314,27 +314,30 @@ func relative(ctx context.Context, t time.Time) string {
 	return T(ctx, "just now")
 }
 
-// approxDuration rounds a span for reading at a glance: seconds under a
-// minute, minutes under an hour, hours and minutes under a day, then days
-// and hours ("45 s", "12 min", "1 h 59 min", "3 d 4 h").
+// approxDuration rounds a span for reading at a glance, to the nearest of
+// its last unit: seconds under a minute, minutes under an hour, hours and
+// minutes under a day, then days and hours ("45 s", "12 min", "1 h 59
+// min", "3 d 4 h"). Rounded, not cut: a retry due in 2 min 59 s reads
+// "in 3 min", not earlier than it is.
 func approxDuration(ctx context.Context, d time.Duration) string {
 	// The variables are named as in formatDuration: gotext names a
 	// message's placeholders after them, so both share one message.
-	switch {
-	case d < time.Minute:
-		seconds := int64(d / time.Second)
+	if r := d.Round(time.Second); r < time.Minute {
+		seconds := int64(r / time.Second)
 		return T(ctx, "%d s", seconds)
-	case d < time.Hour:
-		minutes := int64(d / time.Minute)
+	}
+	if r := d.Round(time.Minute); r < time.Hour {
+		minutes := int64(r / time.Minute)
 		return T(ctx, "%d min", minutes)
-	case d < 24*time.Hour:
-		hours, minutes := int64(d/time.Hour), int64(d%time.Hour/time.Minute)
+	} else if r < 24*time.Hour {
+		hours, minutes := int64(r/time.Hour), int64(r%time.Hour/time.Minute)
 		if minutes == 0 {
 			return T(ctx, "%d h", hours)
 		}
 		return T(ctx, "%d h", hours) + " " + T(ctx, "%d min", minutes)
 	}
-	days, hours := int64(d/(24*time.Hour)), int64(d%(24*time.Hour)/time.Hour)
+	r := d.Round(time.Hour)
+	days, hours := int64(r/(24*time.Hour)), int64(r%(24*time.Hour)/time.Hour)
 	if hours == 0 {
 		return T(ctx, "%d d", days)
 	}
