@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/testlog"
@@ -318,5 +319,31 @@ func TestRefusalsLeaveOutTheTLSAttempt(t *testing.T) {
 	alone := errors.New("failed to connect to `user=app database=relais`:\n\t127.0.0.1:5432 (127.0.0.1): tls error: server refused TLS connection")
 	if got := withoutTLSAttempt(alone); got != alone {
 		t.Errorf("require: %q, want it as it was", got)
+	}
+}
+
+// relais migrate status lists what migrate would apply, applying nothing.
+func TestMigrateStatusListsPendingMigrations(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"RELAIS_DATABASE_URL": dbtest.EmptyURL(t)}
+	getenv := func(k string) string { return env[k] }
+	var out testlog.Buffer
+	if err := run(context.Background(), []string{"migrate", "status"}, getenv, &out, &testlog.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	last := engine.Migrations()[len(engine.Migrations())-1].Name
+	if !strings.HasPrefix(out.String(), "schema version 0; relais migrate would apply ") || !strings.Contains(out.String(), "  "+last+"\n") {
+		t.Errorf("status of an empty database: %q", out.String())
+	}
+	out = testlog.Buffer{}
+	if err := run(context.Background(), []string{"migrate", "status"}, getenv, &out, &testlog.Buffer{}); err != nil || !strings.HasPrefix(out.String(), "schema version 0;") {
+		t.Errorf("status again: %q %v; want still nothing applied", out.String(), err)
+	}
+	if err := run(context.Background(), []string{"migrate"}, getenv, &testlog.Buffer{}, &testlog.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	out = testlog.Buffer{}
+	if err := run(context.Background(), []string{"migrate", "status"}, getenv, &out, &testlog.Buffer{}); err != nil || !strings.Contains(out.String(), "up to date") {
+		t.Errorf("status after migrate: %q %v", out.String(), err)
 	}
 }

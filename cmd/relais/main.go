@@ -70,7 +70,7 @@ const usage = `usage: relais <command> [flags]
 
 commands:
   serve          run the API, pull protocol, push runner, timers and console
-  migrate        apply pending database migrations and exit
+  migrate        apply pending database migrations and exit (migrate status: list them, apply nothing)
   token create   create a staff token: relais token create --role ROLE --name NAME [--expires-in P90D]
   token list     list the staff tokens (id, name, role, created, last used, expires)
   token revoke   revoke a staff token at once: relais token revoke ID

@@ -234,9 +234,16 @@ func shutdown(logger *slog.Logger, cfg config.Config, srv *http.Server, drain fu
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, logger, err := loadAdmin("usage: relais migrate [flags]\n\nApplies the pending database migrations and exits.", args, getenv, stderr)
+	status := len(args) > 0 && args[0] == "status"
+	if status {
+		args = args[1:]
+	}
+	cfg, logger, err := loadAdmin("usage: relais migrate [status] [flags]\n\nApplies the pending database migrations and exits; with status, lists them and applies nothing.", args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if status {
+		return migrationStatus(ctx, cfg, logger, stdout)
 	}
 	db, applied, err := openMigrated(ctx, cfg, logger, true)
 	if err != nil {
@@ -252,6 +259,33 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	}
 	fmt.Fprintf(stdout, "schema version %d (%d migrations applied now)\n", schema, len(applied))
+	return nil
+}
+
+// migrationStatus says what relais migrate would apply, applying nothing:
+// what a DBA reads before an upgrade.
+func migrationStatus(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout io.Writer) error {
+	db, err := openDatabase(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	schema, err := engine.SchemaVersion(ctx, db.pool)
+	if err != nil {
+		return err
+	}
+	ms := engine.Migrations()
+	switch {
+	case schema > len(ms):
+		fmt.Fprintf(stdout, "schema version %d, newer than this binary's %d (a newer relais migrated it): nothing to apply\n", schema, len(ms))
+	case schema == len(ms):
+		fmt.Fprintf(stdout, "schema version %d: up to date, nothing to apply\n", schema)
+	default:
+		fmt.Fprintf(stdout, "schema version %d; relais migrate would apply %d migrations, up to version %d:\n", schema, len(ms)-schema, len(ms))
+		for _, m := range ms[schema:] {
+			fmt.Fprintf(stdout, "  %s\n", m.Name)
+		}
+	}
 	return nil
 }
 
