@@ -263,6 +263,23 @@ func isObject(value json.RawMessage) bool {
 	return false
 }
 
+// Protects reports whether c classifies any field, at any depth,
+// sensitive or secret.
+func (c Contract) Protects() bool {
+	var protects func(fs []Field) bool
+	protects = func(fs []Field) bool {
+		for _, f := range fs {
+			for g := &f; g != nil; g = g.Items {
+				if g.Classification.Rank() > ClassNormal.Rank() || protects(g.Fields) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return protects(c.Fields)
+}
+
 // protectedItems reports whether f is a list whose items, possibly through
 // nested lists, are classified at least min as a whole.
 func protectedItems(f Field, class, min Classification) bool {

@@ -26,6 +26,12 @@ const (
 	// masked and sealed until then are shown and stored in clear. Logged at
 	// WARN, for a security team to alert on.
 	EventProtectionLowered = "definition.protection_lowered"
+	// A protected value that broke the contract of the node it was bound
+	// to: which node an instance stops at tells whether it satisfied that
+	// node's constraints, so revisions constraining protected fields can
+	// probe their values. Logged at WARN (never the value), for a security
+	// team to alert on.
+	EventProtectedValueRefused = "occurrence.protected_value_refused"
 )
 
 // logAccess logs an access event of ctx's principal (the API's or the

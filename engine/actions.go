@@ -147,7 +147,7 @@ func (e *Engine) ActSeen(ctx context.Context, actor Actor, action Action, id uui
 func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, action Action, id uuid.UUID, reason string, bulk *uuid.UUID, f InstanceFilter, lastSeen *int64) (applied bool, err error) {
 	row, err := q.InstanceLock(ctx, queries.InstanceLockParams{ID: id, Now: e.at()})
 	if isNoRows(err) {
-		return false, notFound("instance %s", id)
+		return false, notKept("instance %s", id)
 	}
 	if err != nil {
 		return false, err

@@ -344,7 +344,15 @@ func (r *run) nodeInputs(name string, rev *Revision, id uuid.UUID, params *queri
 	}
 	if vs := v.Validate(inputs); len(vs) > 0 {
 		described := protectedUndescribed(rev.Working.Inputs, vs)
-		protected = slices.ContainsFunc(described, func(d contracts.Violation) bool { return d.Message == protectedViolation })
+		// Any failure of a node whose contract protects a value: were a
+		// normal field's failure routed, a designer could make one fail
+		// on purpose and read the protected value's check off the route.
+		protected = rev.Working.Inputs.Protects()
+		if slices.ContainsFunc(described, func(d contracts.Violation) bool { return d.Message == protectedViolation }) {
+			r.e.logger.Warn("protected value refused by its node's contract", "event", EventProtectedValueRefused,
+				"process", r.inst.ProcessKey, "version", r.inst.Version, "instance", r.inst.ID, "node", name,
+				"definition", rev.Key, "revision", rev.Revision)
+		}
 		return "inputs violate the pinned revision: " + describeViolations(described), protected, nil
 	}
 	public, sealed, err := r.e.seal(rev.Working.Inputs, v.Integers(inputs), aadOccurrenceInputs(id))
@@ -441,10 +449,17 @@ func (r *run) stopOnFailure(node, code, message string) error {
 	return r.failAt(node, code)
 }
 
-// unrouted reports whether o failed for a protected value that broke its
-// contract, a failure stopOnFailure did not route.
-func unrouted(o queries.Occurrence) bool {
-	return deref(o.ErrorCode) == CodeInvalidInputs && strings.Contains(deref(o.ErrorMessage), protectedViolation)
+// unrouted reports whether o failed from birth at a node whose contract
+// protects a value, a failure stopOnFailure did not route.
+func (r *run) unrouted(o queries.Occurrence) (bool, error) {
+	if deref(o.ErrorCode) != CodeInvalidInputs || o.Attempts > 0 {
+		return false, nil
+	}
+	rev, err := r.e.revision(r.ctx, r.q, o.DefinitionKey, int(o.Revision))
+	if err != nil {
+		return false, err
+	}
+	return rev.Working.Inputs.Protects(), nil
 }
 
 // failAt ends the instance failed at node with code.
@@ -496,8 +511,11 @@ func (e *Engine) reconcile(ctx context.Context, id uuid.UUID) error {
 				node = next
 			case StatusFailed:
 				next, ok := r.pv.Process.NextOnFailure(node, deref(o.ErrorCode))
-				if !ok || next.Hold || unrouted(o) {
+				if !ok || next.Hold {
 					return nil
+				}
+				if stop, err := r.unrouted(o); err != nil || stop {
+					return err
 				}
 				node = next.Node
 			default:

@@ -126,7 +126,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 	}
 	if !exists {
 		if _, err := conn.Exec(ctx, createMigrationsTable); err != nil {
-			return nil, fmt.Errorf("migrate: create relais_schema_migrations: %w%s", err, privilegeHint(err))
+			return nil, fmt.Errorf("migrate: create relais_schema_migrations: %w%s", err, privilegeHint(ctx, conn.Conn(), err))
 		}
 	}
 	if err := renumberMigrations(ctx, conn.Conn(), logger); err != nil {
@@ -159,7 +159,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, ms []
 		}
 		start := time.Now()
 		if err := applyMigration(ctx, conn.Conn(), logger, m); err != nil {
-			return done, fmt.Errorf("migrate: %s: %w%s", m.Name, err, privilegeHint(err))
+			return done, fmt.Errorf("migrate: %s: %w%s", m.Name, err, privilegeHint(ctx, conn.Conn(), err))
 		}
 		logger.Info("migration applied", "version", m.Version, "name", m.Name, "duration", time.Since(start).Round(time.Millisecond))
 		done = append(done, m.Version)
@@ -263,23 +263,45 @@ func sqlWithoutComments(stmt string) string {
 }
 
 // privilegeHint says what to do about a migration the database role may
-// not run, or nothing for another error.
-func privilegeHint(err error) string {
+// not run, or nothing for another error. The role and schema are named as
+// conn's session sees them (placeholders when it cannot say, inside a
+// failed transaction).
+func privilegeHint(ctx context.Context, conn *pgx.Conn, err error) string {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" && pgErr.Code != "3F000" {
 		return ""
 	}
+	role, schema := sessionNames(ctx, conn)
+	grants := fmt.Sprintf("GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s; "+
+		"ALTER DEFAULT PRIVILEGES IN SCHEMA %[1]s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %[2]s", schema, role)
 	switch {
 	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for"):
 		// A migrated schema the role may not read: a serving role
 		// granted nothing yet.
-		return " (the database role lacks privileges on Relais's tables: as the schema's owner, GRANT USAGE ON SCHEMA s TO role; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA s TO role; and ALTER DEFAULT PRIVILEGES for later migrations, as the README's \"Your own PostgreSQL\" says)"
+		return " (the database role lacks privileges on Relais's tables: as the schema's owner, " + grants + ")"
 	case pgErr.Code == "42501": // insufficient_privilege
-		return " (the database role cannot create tables in its schema: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)"
-	case pgErr.Code == "3F000": // invalid_schema_name: no schema of the search_path to create in
-		return " (no schema of the role's search_path exists, or the role may not use it: create the schema the URL's search_path names, or, as its owner, GRANT USAGE ON SCHEMA s TO role)"
+		return fmt.Sprintf(" (the database role cannot create tables in schema %s: run relais migrate once as the schema's owner, after which serve needs no CREATE right, or grant CREATE on the schema)", schema)
+	default: // 3F000, invalid_schema_name: no schema of the search_path to create in
+		return fmt.Sprintf(" (schema %s does not exist, or the role may not use it: create it, or, a schema migrated by its owner, run as that owner %s)", schema, grants)
 	}
-	return ""
+}
+
+// sessionNames are the role of conn's session and the schema its
+// search_path leads to first ("$user" skipped), as an operator types them.
+func sessionNames(ctx context.Context, conn *pgx.Conn) (role, schema string) {
+	role, schema = "<role>", "<schema>"
+	var path string
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := conn.QueryRow(qctx, "select current_user, current_setting('search_path')").Scan(&role, &path); err != nil {
+		return "<role>", schema
+	}
+	for _, p := range strings.Split(path, ",") {
+		if p = strings.Trim(strings.TrimSpace(p), `"`); p != "" && p != "$user" {
+			return role, p
+		}
+	}
+	return role, schema
 }
 
 // renumbered are the migrations a branch merged into main applied under
@@ -304,7 +326,7 @@ func renumberMigrations(ctx context.Context, conn *pgx.Conn, logger *slog.Logger
 		// nothing.
 		var due bool
 		if err := conn.QueryRow(ctx, "select exists (select 1 from relais_schema_migrations where version = $1 and name = $2)", r.from, r.oldName).Scan(&due); err != nil {
-			return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(err))
+			return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err))
 		}
 		if !due {
 			continue
@@ -328,7 +350,7 @@ func renumberMigrations(ctx context.Context, conn *pgx.Conn, logger *slog.Logger
 func checkMigrationNames(ctx context.Context, conn *pgx.Conn, ms []Migration) error {
 	rows, err := conn.Query(ctx, "select version, name from relais_schema_migrations order by version")
 	if err != nil {
-		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(err))
+		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err))
 	}
 	type applied struct {
 		Version int32
@@ -336,7 +358,7 @@ func checkMigrationNames(ctx context.Context, conn *pgx.Conn, ms []Migration) er
 	}
 	recorded, err := pgx.CollectRows(rows, pgx.RowToStructByPos[applied])
 	if err != nil {
-		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(err))
+		return fmt.Errorf("migrate: read names: %w%s", err, privilegeHint(ctx, conn, err))
 	}
 	for _, a := range recorded {
 		if v := int(a.Version); v >= 1 && v <= len(ms) && ms[v-1].Name != a.Name {

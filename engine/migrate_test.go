@@ -360,7 +360,25 @@ func TestMigrateNamesTheGrantsARoleLacks(t *testing.T) {
 	}
 	defer pool.Close()
 	_, err = Migrate(ctx, pool, slog.New(slog.DiscardHandler))
-	if err == nil || !strings.Contains(err.Error(), "lacks privileges on Relais's tables") || !strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES") {
-		t.Errorf("Migrate as a role granted nothing: %v; want the grants it lacks named", err)
+	if err == nil || !strings.Contains(err.Error(), "lacks privileges on Relais's tables") || !strings.Contains(err.Error(), "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "+role) {
+		t.Errorf("Migrate as a role granted nothing: %v; want the grants it lacks named, with its schema and role", err)
+	}
+	// Its URL naming a schema it may not use: the same grants, on that
+	// schema, rather than "no schema has been selected".
+	private := role + "_schema"
+	if _, err := admin.Exec(ctx, "create schema "+private); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "drop schema "+private) })
+	cfg.ConnConfig.RuntimeParams["search_path"] = private
+	hidden, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hidden.Close()
+	_, err = Migrate(ctx, hidden, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "schema "+private+" does not exist, or the role may not use it") ||
+		!strings.Contains(err.Error(), "GRANT USAGE ON SCHEMA "+private+" TO "+role) {
+		t.Errorf("Migrate into a schema the role may not use: %v; want it and the grants named", err)
 	}
 }

@@ -334,8 +334,23 @@ func TestProtectedValueFailureIsNotRouted(t *testing.T) {
 	}
 	publish("leak", `{"invalid_inputs":"b","*":"done"}`)
 	publish("leak_held", `{"invalid_inputs":"hold","*":"b"}`)
-	for _, c := range []struct{ process, status string }{{"leak", InstanceFailed}, {"leak_held", InstanceHeld}} {
-		inst, _, err := e.StartInstance(context.Background(), StartRequest{ProcessKey: c.process, Inputs: []byte(`{"pin":"PIN-TOP-SECRET"}`)})
+	// A normal field failing on purpose beside the protected one: routed,
+	// whether the node failed would again depend on the protected value.
+	define(t, e, "mixed", `{"name":"Mixed","inputs":{"fields":[{"name":"n","type":"text","required":true,"pattern":"^A"},
+		{"name":"v","type":"text","required":true,"pattern":"^[^A]","classification":"secret"}]},"outputs":{"fields":[]}}`)
+	mixed := `{"inputs":{"fields":[{"name":"pin","type":"text","required":true,"classification":"secret"},{"name":"n","type":"text","required":true}]},"start":"a","nodes":{
+	 "a":{"kind":"pull","definition":"mixed","revision":1,"inputs":{"n":{"from":"input.n"},"v":{"from":"input.pin"}},"next":"done","on_error":{"invalid_inputs":"b"}},
+	 "b":{"kind":"pull","definition":"probe","revision":1,"inputs":{"v":{"from":"input.pin"}},"next":"done"},
+	 "done":{"kind":"end"}}}`
+	if _, _, err := e.PublishProcess(context.Background(), "leak_mixed", []byte(mixed)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ process, status string }{{"leak", InstanceFailed}, {"leak_held", InstanceHeld}, {"leak_mixed", InstanceFailed}} {
+		inputs := `{"pin":"PIN-TOP-SECRET"}`
+		if c.process == "leak_mixed" {
+			inputs = `{"pin":"PIN-TOP-SECRET","n":"x"}`
+		}
+		inst, _, err := e.StartInstance(context.Background(), StartRequest{ProcessKey: c.process, Inputs: []byte(inputs)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -347,3 +347,37 @@ func TestMigrateStatusListsPendingMigrations(t *testing.T) {
 		t.Errorf("status after migrate: %q %v", out.String(), err)
 	}
 }
+
+// The URL's search_path is set on each connection after it opens (PgBouncer
+// refuses it as a startup parameter), and Relais's tables land there.
+func TestSearchPathOfTheURLIsSetAfterConnecting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.EmptyURL(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "create schema relais_here"); err != nil {
+		t.Fatal(err)
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	cfg := config.Default()
+	cfg.DatabaseURL = url + sep + "search_path=relais_here"
+	db, applied, err := openMigrated(ctx, cfg, slog.New(slog.DiscardHandler), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.close()
+	if _, set := db.pool.Config().ConnConfig.RuntimeParams["search_path"]; set || len(applied) == 0 {
+		t.Errorf("search_path still a startup parameter (%v), or nothing migrated (%d)", set, len(applied))
+	}
+	var where string
+	if err := admin.QueryRow(ctx, "select n.nspname from pg_class c join pg_namespace n on n.oid = c.relnamespace where c.relname = 'relais_schema_migrations'").Scan(&where); err != nil || where != "relais_here" {
+		t.Errorf("migrations table in %q (%v), want relais_here", where, err)
+	}
+}

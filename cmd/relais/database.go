@@ -144,6 +144,10 @@ var pinnedSettings = []struct {
 // parameter"), and a server refuses a setting older than itself.
 func pinSettings(pcfg *pgxpool.Config) {
 	given := settingsGiven(pcfg.ConnConfig.RuntimeParams)
+	// The URL's search_path too is set after connecting, not sent at
+	// startup: PgBouncer refuses a search_path startup parameter.
+	searchPath, hasPath := pcfg.ConnConfig.RuntimeParams["search_path"]
+	delete(pcfg.ConnConfig.RuntimeParams, "search_path")
 	then := pcfg.AfterConnect
 	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		if then != nil {
@@ -160,11 +164,15 @@ func pinSettings(pcfg *pgxpool.Config) {
 				sets = append(sets, "set "+p.name+" = "+p.value)
 			}
 		}
-		if len(sets) == 0 {
-			return nil
+		if len(sets) > 0 {
+			if _, err := conn.Exec(ctx, strings.Join(sets, "; "), pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("pin session settings: %w", err)
+			}
 		}
-		if _, err := conn.Exec(ctx, strings.Join(sets, "; "), pgx.QueryExecModeSimpleProtocol); err != nil {
-			return fmt.Errorf("pin session settings: %w", err)
+		if hasPath {
+			if _, err := conn.Exec(ctx, "select set_config('search_path', $1, false)", searchPath); err != nil {
+				return fmt.Errorf("search_path of RELAIS_DATABASE_URL: %w", err)
+			}
 		}
 		return nil
 	}

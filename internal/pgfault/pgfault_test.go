@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -73,5 +74,14 @@ func TestCutShort(t *testing.T) {
 	stop(ErrUnresponsive)
 	if fe, ok := fault.As(CutShort(cut)); !ok || fe.Code != UnavailableCode || fe.RetryAfter <= 0 {
 		t.Errorf("a request cut short: %v, want 503 database_unavailable with Retry-After", CutShort(cut))
+	}
+}
+
+// A read-only server's refusal says so: reachable, nothing written.
+func TestUnavailableOnAStandbySaysNothingWasWritten(t *testing.T) {
+	t.Parallel()
+	fe := Unavailable(fmt.Errorf("insert: %w", &pgconn.PgError{Code: "25006"}))
+	if fe.Code != UnavailableCode || !strings.Contains(fe.Detail, "takes no writes") {
+		t.Errorf("Unavailable(25006) = %+v", fe)
 	}
 }
