@@ -106,7 +106,7 @@ var messageKeyToIndex = map[string]int{
 	"Abandon this instance? It fails with the error code abandoned.": 21,
 	"Abandoned at node":                                              379,
 	"Abandoned by %s at %s — “%s”":                                   371,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
 	"Act on every instance this filter matches": 390,
 	"Action":                              103,
@@ -272,7 +272,7 @@ var messageKeyToIndex = map[string]int{
 	"Its instance is held here, waiting for an operator.":                                                                                                                  535,
 	"Its instance went on along the node’s error path.":                                                                                                                    536,
 	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      689,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     327,
 	"Jul":                     333,
 	"Jun":                     332,
@@ -420,7 +420,7 @@ var messageKeyToIndex = map[string]int{
 	"Relais is calling the destination (since %s).":         530,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 470,
 	"Relais never called the destination: the occurrence ended before any call.": 469,
-	"Relais refused the action. Nothing was done.":                               43,
+	"Relais refused the action. Nothing was done.":                               48,
 	"Release":                             203,
 	"Releases":                            201,
 	"Releases, oldest first":              223,
@@ -434,7 +434,7 @@ var messageKeyToIndex = map[string]int{
 	"Reserved now":                        182,
 	"Resume":                              151,
 	"Retried by %s at %s — “%s”":          372,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
 	"Retries":            477,
 	"Retry %d instances": 62,
 	"Retry at %s — %s.":  523,
@@ -487,7 +487,7 @@ var messageKeyToIndex = map[string]int{
 	"Slot":                 310,
 	"Snapshotted":          226,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 167,
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 676,
 	"Staff tokens, oldest first": 677,
@@ -507,7 +507,7 @@ var messageKeyToIndex = map[string]int{
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
 	"Stopped by %s at %s — “%s”":                              370,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              52,
 	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   369,
 	"Summary": 346,
@@ -546,7 +546,7 @@ var messageKeyToIndex = map[string]int{
 	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  591,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 119,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 50,
-	"The reason you gave, not recorded:":                                                                                                                                                                   38,
+	"The reason you gave, not recorded:":                                                                                                                                                                   43,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            509,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      554,
 	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          694,
@@ -565,7 +565,7 @@ var messageKeyToIndex = map[string]int{
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 276,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
-	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                    40,
 	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 366,
 	"This instance has not reached a task yet.":                                 357,
 	"This instance is %s, not held: there is nothing to abandon.":               36,
@@ -575,9 +575,9 @@ var messageKeyToIndex = map[string]int{
 	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 367,
 	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 368,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
-	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   44,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
+	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   42,
 	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            693,
 	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           692,
 	"This page does not accept that request.": 657,
@@ -791,10 +791,10 @@ var enIndex = []uint32{ // 739 elements
 	0x0000050a, 0x000005b6, 0x000005c8, 0x000005e4,
 	// Entry 20 - 3F
 	0x000005f9, 0x00000680, 0x0000070d, 0x0000079a,
-	0x000007d7, 0x00000816, 0x00000848, 0x0000086b,
-	0x000008da, 0x00000943, 0x0000097e, 0x00000a23,
-	0x00000a50, 0x00000a9d, 0x00000afd, 0x00000b50,
-	0x00000ba9, 0x00000c02, 0x00000c5f, 0x00000cba,
+	0x000007d7, 0x00000816, 0x00000848, 0x000008b7,
+	0x00000920, 0x0000095b, 0x00000a00, 0x00000a4d,
+	0x00000a70, 0x00000ad0, 0x00000b23, 0x00000b7c,
+	0x00000bd5, 0x00000c02, 0x00000c5f, 0x00000cba,
 	0x00000cca, 0x00000d09, 0x00000d4a, 0x00000d51,
 	0x00000d87, 0x00000d98, 0x00000e13, 0x00000e38,
 	0x00000e66, 0x00000ee2, 0x00000f2c, 0x00000f60,
@@ -1022,21 +1022,21 @@ const enData string = "" + // Size: 28943 bytes
 	" someone acted on it after this page was opened (%[2]s by %[3]s, %[4]s)." +
 	" Nothing was done.\x02This instance is %[1]s, not held: there is nothing" +
 	" to retry.\x02This instance is %[1]s, not held: there is nothing to aban" +
-	"don.\x02This instance is %[1]s: there is nothing to stop.\x02The reason " +
-	"you gave, not recorded:\x02Someone acted on this instance after this pag" +
-	"e was opened. Nothing was done: look at it again before deciding.\x02Thi" +
-	"s instance is no longer held (it is %[1]s now): someone may have acted o" +
-	"n it first. Nothing was done.\x02This instance has already ended; there " +
-	"is nothing to stop.\x02Its occurrence failed before any attempt: its inp" +
-	"uts could not be built, so a retry would fail the same way. Abandon or s" +
-	"top the instance instead. Nothing was done.\x02Relais refused the action" +
-	". Nothing was done.\x02This instance was already stopped; nothing change" +
-	"d and nothing was recorded.\x02This instance was already stopped, by %[1" +
-	"]s at %[2]s; nothing changed and nothing was recorded.\x02Retried: the o" +
-	"ccurrence at node %[1]s is offered again. Recorded in the audit log.\x02" +
-	"Abandoned: the instance failed with the error code abandoned. Recorded i" +
-	"n the audit log.\x02Stopped: the instance and its open occurrences are c" +
-	"ancelled. Recorded in the audit log.\x02Give a reason: it is recorded in" +
+	"don.\x02This instance is %[1]s: there is nothing to stop.\x02Someone act" +
+	"ed on this instance after this page was opened. Nothing was done: look a" +
+	"t it again before deciding.\x02This instance is no longer held (it is %[" +
+	"1]s now): someone may have acted on it first. Nothing was done.\x02This " +
+	"instance has already ended; there is nothing to stop.\x02Its occurrence " +
+	"failed before any attempt: its inputs could not be built, so a retry wou" +
+	"ld fail the same way. Abandon or stop the instance instead. Nothing was " +
+	"done.\x02This instance was already stopped; nothing changed and nothing " +
+	"was recorded.\x02The reason you gave, not recorded:\x02This instance was" +
+	" already stopped, by %[1]s at %[2]s; nothing changed and nothing was rec" +
+	"orded.\x02Retried: the occurrence at node %[1]s is offered again. Record" +
+	"ed in the audit log.\x02Abandoned: the instance failed with the error co" +
+	"de abandoned. Recorded in the audit log.\x02Stopped: the instance and it" +
+	"s open occurrences are cancelled. Recorded in the audit log.\x02Relais r" +
+	"efused the action. Nothing was done.\x02Give a reason: it is recorded in" +
 	" the audit log (at most %[1]d characters). Nothing was done.\x02The reas" +
 	"on is too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing" +
 	" was done.\x02Unknown action.\x02Stopping applies to running or held ins" +
@@ -1448,10 +1448,10 @@ var frIndex = []uint32{ // 739 elements
 	0x00000666, 0x00000752, 0x00000769, 0x00000790,
 	// Entry 20 - 3F
 	0x000007a7, 0x0000084d, 0x00000900, 0x000009b4,
-	0x000009fd, 0x00000a47, 0x00000a81, 0x00000ab2,
-	0x00000b3f, 0x00000bc4, 0x00000c09, 0x00000ce1,
-	0x00000d15, 0x00000d72, 0x00000de3, 0x00000e4c,
-	0x00000ec3, 0x00000f2c, 0x00000fa1, 0x0000100c,
+	0x000009fd, 0x00000a47, 0x00000a81, 0x00000b0e,
+	0x00000b93, 0x00000bd8, 0x00000cb0, 0x00000d0d,
+	0x00000d3e, 0x00000daf, 0x00000e18, 0x00000e8f,
+	0x00000ef8, 0x00000f2c, 0x00000fa1, 0x0000100c,
 	0x0000101d, 0x00001078, 0x000010d8, 0x000010df,
 	0x00001120, 0x00001134, 0x000011d2, 0x00001206,
 	0x00001245, 0x000012d6, 0x00001356, 0x00001392,
@@ -1686,23 +1686,23 @@ const frData string = "" + // Size: 37171 bytes
 	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[1]s, pas b" +
 	"loquée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pa" +
 	"s bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
-	"\u202f: il n’y a rien à arrêter.\x02Le motif que vous avez donné, non co" +
-	"nsigné\u202f:\x02Quelqu’un a agi sur cette instance après l’ouverture de" +
-	" cette page. Rien n’a été fait\u202f: regardez-la de nouveau avant de dé" +
-	"cider.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
-	"\u202f: quelqu’un a sans doute agi avant vous. Rien n’a été fait.\x02Cet" +
-	"te instance est déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occ" +
-	"urrence a échoué avant toute tentative\u202f: ses entrées n’ont pas pu ê" +
-	"tre construites, une reprise échouerait donc de la même façon. Abandonne" +
-	"z ou arrêtez plutôt l’instance. Rien n’a été fait.\x02Relais a refusé l’" +
-	"action. Rien n’a été fait.\x02Cette instance était déjà arrêtée\u202f; r" +
-	"ien n’a changé et rien n’a été consigné.\x02Cette instance était déjà ar" +
-	"rêtée, par %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consign" +
-	"é.\x02Reprise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau" +
-	". Consigné dans le journal d’audit.\x02Abandon\u202f: l’instance est pas" +
-	"sée en échec avec le code d’erreur abandoned. Consigné dans le journal d" +
-	"’audit.\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont an" +
-	"nulées. Consigné dans le journal d’audit.\x02Indiquez un motif\u202f: il" +
+	"\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur cette instance a" +
+	"près l’ouverture de cette page. Rien n’a été fait\u202f: regardez-la de " +
+	"nouveau avant de décider.\x02Cette instance n’est plus bloquée (elle est" +
+	" %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a" +
+	" été fait.\x02Cette instance est déjà terminée\u202f; il n’y a rien à ar" +
+	"rêter.\x02Son occurrence a échoué avant toute tentative\u202f: ses entré" +
+	"es n’ont pas pu être construites, une reprise échouerait donc de la même" +
+	" façon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02C" +
+	"ette instance était déjà arrêtée\u202f; rien n’a changé et rien n’a été " +
+	"consigné.\x02Le motif que vous avez donné, non consigné\u202f:\x02Cette " +
+	"instance était déjà arrêtée, par %[1]s le %[2]s\u202f; rien n’a changé e" +
+	"t rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s es" +
+	"t proposée de nouveau. Consigné dans le journal d’audit.\x02Abandon" +
+	"\u202f: l’instance est passée en échec avec le code d’erreur abandoned. " +
+	"Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occu" +
+	"rrences ouvertes sont annulées. Consigné dans le journal d’audit.\x02Rel" +
+	"ais a refusé l’action. Rien n’a été fait.\x02Indiquez un motif\u202f: il" +
 	" est consigné dans le journal d’audit (%[1]d caractères au plus). Rien n" +
 	"’a été fait.\x02Le motif est trop long\u202f: %[1]d caractères, pour %" +
 	"[2]d au plus. Raccourcissez-le. Rien n’a été fait.\x02Action inconnue." +
@@ -2193,4 +2193,4 @@ const frData string = "" + // Size: 37171 bytes
 	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
 	"eules les révisions %[1]s sont prises en charge."
 
-	// Total table size 72074 bytes (70KiB); checksum: 24059EFF
+	// Total table size 72074 bytes (70KiB); checksum: D3A53CAE
