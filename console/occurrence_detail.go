@@ -414,11 +414,17 @@ func (c *Console) lastError(ctx context.Context, o engine.Occurrence) []fact {
 			n = a.Number
 		}
 	}
+	byTimer := n == 0 && code == engine.CodeDeadlineExceeded
 	if n == 0 {
 		n = o.Attempts
 	}
 	label := T(ctx, "Last error (attempt %d)", n)
-	if n == 0 {
+	switch {
+	case byTimer && n > 0:
+		// The timer failed it, not the attempt: that one ended as its
+		// own row says (failed with a retry due, say, or still running).
+		label = T(ctx, "Error (the deadline passed after attempt %d)", n)
+	case n == 0:
 		label = T(ctx, "Error (before any attempt)")
 	}
 	fs := []fact{{Label: label, Value: code, Code: true, TestID: "error-code", Note: occurrenceErrorMeaning(ctx, code, &o)}}

@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             316,
 	"%d (0 lowest, 9 highest)":                 481,
 	"%d attempts":                              485,
-	"%d attempts, retry after %s, priority %d": 638,
+	"%d attempts, retry after %s, priority %d": 639,
 	"%d breaking":                              237,
 	"%d changes":                               236,
 	"%d completed":                             314,
@@ -55,48 +55,48 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     325,
 	"%d held instances match now.":             61,
 	"%d hours":                                 341,
-	"%d items":                                 708,
+	"%d items":                                 709,
 	"%d left":                                  487,
 	"%d min":                                   324,
 	"%d minutes":                               342,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 87,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              706,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              707,
 	"%d ms": 344,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         628,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 627,
-	"%d occurrences":                          572,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         629,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 628,
+	"%d occurrences":                          573,
 	"%d releases":                             256,
 	"%d running instances match now.":         68,
 	"%d running or held instances match now.": 70,
 	"%d s":       323,
 	"%d seconds": 343,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 99,
-	"%s (deferred; settled by %s)":                        544,
-	"%s (deferred; settled with its settle token)":        542,
-	"%s (deferred; settled with its settle token, as %s)": 543,
+	"%s (deferred; settled by %s)":                        545,
+	"%s (deferred; settled with its settle token)":        543,
+	"%s (deferred; settled with its settle token, as %s)": 544,
 	"%s (token #%d, %s)":                                  100,
 	"%s ago":                                              321,
-	"%s so far":                                           540,
-	"%s → %s":                                             633,
+	"%s so far":                                           541,
+	"%s → %s":                                             634,
 	"%s, %s: %s":                                          285,
 	"%s, revision %s":                                     447,
 	"%s, version %s":                                      448,
 	"%s: %s":                                              313,
 	"%s: %s → %s":                                         244,
-	"%s: a date is written 2026-12-01.":                   586,
+	"%s: a date is written 2026-12-01.":                   587,
 	"%s: every revision, present and future":              184,
 	"%s: revisions %s":                                    185,
-	"%s: the first day comes after the last.":             587,
+	"%s: the first day comes after the last.":             588,
 	"%s–%s":                                               312,
-	"(%d characters in all)":                              709,
+	"(%d characters in all)":                              710,
 	"(%d handed back, not counted)":                       486,
-	"(each item)":                                         696,
-	"(worker %s)":                                         528,
+	"(each item)":                                         697,
+	"(worker %s)":                                         529,
 	"0 seconds":                                           339,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           674,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 517,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 597,
-	"A revision is a definition’s: choose the definition too.": 555,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           675,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 518,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 598,
+	"A revision is a definition’s: choose the definition too.": 556,
 	"A version is a process’s: choose the process too.":        385,
 	"Abandon %d instances":                                           65,
 	"Abandon every held instance this filter matches":                63,
@@ -111,13 +111,13 @@ var messageKeyToIndex = map[string]int{
 	"Act on every instance this filter matches": 390,
 	"Action":                              103,
 	"All actions":                         118,
-	"All consumers":                       569,
+	"All consumers":                       570,
 	"All definitions":                     303,
 	"All its tasks":                       183,
 	"All processes":                       396,
 	"All statuses":                        398,
-	"All workers":                         722,
-	"An operator abandoned the instance.": 516,
+	"All workers":                         723,
+	"An operator abandoned the instance.": 517,
 	"Any definition":                      397,
 	"Apply filters":                       115,
 	"Apr":                                 330,
@@ -130,8 +130,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           158,
 	"Back to the instance":             31,
 	"Back to the list":                 56,
-	"Back to the occurrence":           648,
-	"Back without saving":              599,
+	"Back to the occurrence":           649,
+	"Back without saving":              600,
 	"Breaks processes":                 214,
 	"Breaks workers":                   215,
 	"Bulk %s applied to %d instances.": 98,
@@ -143,38 +143,38 @@ var messageKeyToIndex = map[string]int{
 	"By process and error code": 84,
 	"Call timeout":              482,
 	"Calls":                     266,
-	"Camunda 7 facade":          726,
-	"Cancelled: the instance was stopped (%s).":               539,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 538,
+	"Camunda 7 facade":          727,
+	"Cancelled: the instance was stopped (%s).":               540,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 539,
 	"Cannot act on this filter":                               88,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           649,
+	"Cannot reveal":                                           650,
 	"Change":                                                  212,
 	"Changes between the two revisions":                       224,
 	"Changes of the Working copy since revision %d":           233,
 	"Choose two existing revisions to compare.":               234,
 	"Classification":                                          191,
 	"Clear filters":                                           116,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            622,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 613,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            623,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 614,
 	"Compare":              211,
 	"Compare revisions":    207,
 	"Completed":            311,
-	"Completed (%s).":      534,
+	"Completed (%s).":      535,
 	"Completed, last hour": 294,
 	"Completions and failures per 5 minutes, last hour: %s":    304,
 	"Completions and failures per 5-minute slot, oldest first": 309,
 	"Completions and failures, last hour":                      287,
-	"Connected":                                                718,
+	"Connected":                                                719,
 	"Constraints":                                              192,
 	"Consumer":                                                 454,
-	"Consumer and worker":                                      566,
+	"Consumer and worker":                                      567,
 	"Consumers":                                                139,
 	"Consumers, oldest first":                                  172,
 	"Counting the occurrences; the counts appear when you reload the page.": 186,
 	"Counts are unavailable right now.":                                     187,
-	"Counts as of %s (%s); refreshed every few seconds.":                    644,
-	"Counts by status": 561,
+	"Counts as of %s (%s); refreshed every few seconds.":                    645,
+	"Counts by status": 562,
 	"Created":          355,
 	"Created from":     82,
 	"Created on":       176,
@@ -184,13 +184,13 @@ var messageKeyToIndex = map[string]int{
 	"Deadline":         479,
 	"Dec":              338,
 	"Deferred":         501,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 533,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 534,
 	"Definition":                                 289,
 	"Definition %s":                              194,
 	"Definition %s has no revision %d.":          94,
 	"Definitions":                                137,
 	"Definitions by key":                         251,
-	"Definitions served":                         716,
+	"Definitions served":                         717,
 	"Definitions, those needing attention first": 288,
 	"Description":                                193,
 	"Destination":                                466,
@@ -214,20 +214,21 @@ var messageKeyToIndex = map[string]int{
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 271,
 	"Erase this instance…": 365,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 275,
-	"Error":                      565,
-	"Error (before any attempt)": 503,
-	"Error code":                 80,
-	"Error message":              461,
-	"Every %d seconds":           603,
+	"Error":                      566,
+	"Error (before any attempt)": 504,
+	"Error (the deadline passed after attempt %d)": 503,
+	"Error code":       80,
+	"Error message":    461,
+	"Every %d seconds": 604,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 496,
 	"Every attempt, oldest first": 453,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 110,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  652,
-	"Expired token":                        684,
-	"Expires":                              681,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  653,
+	"Expired token":                        685,
+	"Expires":                              682,
 	"External tasks":                       132,
 	"Failed":                               292,
-	"Failed (%s).":                         537,
+	"Failed (%s).":                         538,
 	"Failed at node":                       380,
 	"Failed occurrence":                    376,
 	"Failed, last hour":                    295,
@@ -238,16 +239,16 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 136,
 	"Find an instance or occurrence":       134,
 	"Finished":                             457,
-	"First page":                           584,
+	"First page":                           585,
 	"Follow it in the audit log (new tab)": 58,
 	"Form refused":                         163,
 	"From revision":                        209,
 	"From revision %d to revision %d:":     235,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 49,
 	"Grants":                  175,
-	"Graph":                   612,
-	"Graph of %s":             626,
-	"HTTP 2xx, unusable body": 546,
+	"Graph":                   613,
+	"Graph of %s":             627,
+	"HTTP 2xx, unusable body": 547,
 	"Headers sent":            262,
 	"Health":                  131,
 	"Held at a node of":       81,
@@ -255,7 +256,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                377,
 	"Held instances":          291,
 	"ID":                      173,
-	"In flight":               717,
+	"In flight":               718,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 305,
 	"Inputs":                     217,
 	"Inputs of revision %d":      228,
@@ -264,53 +265,53 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      488,
 	"Instance":                  393,
 	"Instances":                 85,
-	"Instances of this version": 621,
+	"Instances of this version": 622,
 	"Invalid request":           156,
 	"Its calls":                 267,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 272,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  535,
-	"Its instance went on along the node’s error path.":                                                                                                                    536,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      689,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  536,
+	"Its instance went on along the node’s error path.":                                                                                                                    537,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      690,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     327,
 	"Jul":                     333,
 	"Jun":                     332,
-	"Keep it":                 691,
+	"Keep it":                 692,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       268,
 	"Key":                     252,
-	"Kind":                    616,
+	"Kind":                    617,
 	"Language":                128,
 	"Last changed":            264,
 	"Last error (attempt %d)": 502,
 	"Last reserved":           499,
 	"Last saved":              198,
-	"Last seen":               719,
-	"Last used":               680,
+	"Last seen":               720,
+	"Last used":               681,
 	"Latest revision":         253,
 	"Lists every change from one revision to another, and whom it may break.": 208,
-	"Local time at %s": 601,
-	"Lock expired %s — waiting to be offered again.": 525,
+	"Local time at %s": 602,
+	"Lock expired %s — waiting to be offered again.": 526,
 	"Lock expires":                     500,
 	"Longest timeout":                  263,
 	"Main navigation":                  130,
 	"Mar":                              329,
 	"Maximum attempts":                 475,
 	"May":                              331,
-	"Message":                          563,
-	"Message from Relais (in English)": 552,
-	"Message from the service (its own words, protected values masked)": 553,
-	"Method not allowed": 656,
+	"Message":                          564,
+	"Message from Relais (in English)": 553,
+	"Message from the service (its own words, protected values masked)": 554,
+	"Method not allowed": 657,
 	"Mode":               473,
-	"More filters: instance, revision, consumer, destination, dates": 557,
+	"More filters: instance, revision, consumer, destination, dates": 558,
 	"Name":                    174,
-	"Never":                   602,
+	"Never":                   603,
 	"Next attempt":            498,
-	"Next attempt or settled": 567,
+	"Next attempt or settled": 568,
 	"Next node":               354,
-	"Next page":               583,
+	"Next page":               584,
 	"No consumer yet.":        169,
 	"No definition %s has occurrences: check the key, or show all definitions.": 302,
 	"No definition has occurrences yet.":                                        296,
@@ -318,42 +319,42 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        255,
 	"No destination yet.":                                                       257,
 	"No inputs.":                                                                218,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 664,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 665,
 	"No instance matches these filters.": 395,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 662,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 663,
-	"No live worker takes %s now (Workers page).":                                               519,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 520,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           521,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          522,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 663,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 664,
+	"No live worker takes %s now (Workers page).":                                               520,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 521,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           522,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          523,
 	"No more consumers.":                                   170,
 	"No more destinations.":                                258,
-	"No occurrence matches these filters.":                 568,
+	"No occurrence matches these filters.":                 569,
 	"No operator action matches.":                          117,
 	"No operator has acted on this instance.":              359,
 	"No outputs yet: the occurrence has not completed.":    491,
 	"No outputs.":                                          221,
 	"No outputs: the occurrence ended without completing.": 493,
 	"No process has the key “%s”.":                         92,
-	"No process is published yet.":                         608,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             731,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             730,
+	"No process is published yet.":                         609,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             732,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             731,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    74,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 126,
 	"No release yet.": 202,
 	"No revision yet: the Working copy has never been snapshotted.":          200,
 	"No service ever reserved this occurrence: it ended before any attempt.": 465,
 	"No service has reserved this occurrence yet.":                           462,
-	"No token.":              678,
-	"No value was revealed.": 654,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 732,
-	"No worker is connected.":           720,
-	"No worker serves this definition.": 723,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 729,
+	"No token.":              679,
+	"No value was revealed.": 655,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 733,
+	"No worker is connected.":           721,
+	"No worker serves this definition.": 724,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 730,
 	"Node":                  351,
-	"Nodes":                 614,
-	"Nodes of this version": 623,
-	"Nodes of this version, with their occurrences now": 615,
+	"Nodes":                 615,
+	"Nodes of this version": 624,
+	"Nodes of this version, with their occurrences now": 616,
 	"Nodes reached, in order":                           350,
 	"Not allowed":                                       154,
 	"Not found":                                         162,
@@ -361,23 +362,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 160,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 161,
 	"Nothing to do: no instance this action applies to matches the filter.": 73,
-	"Nothing to find: the search box is empty.":                             660,
+	"Nothing to find: the search box is empty.":                             661,
 	"Nothing was done.":         29,
 	"Nov":                       337,
 	"Now":                       471,
 	"Occurrence":                352,
 	"Occurrence %s":             449,
 	"Occurrence offered again":  106,
-	"Occurrences now":           620,
-	"Occurrences, newest first": 562,
+	"Occurrences now":           621,
+	"Occurrences, newest first": 563,
 	"Oct":                       336,
-	"Offered from %s — %s.":     524,
+	"Offered from %s — %s.":     525,
 	"Oldest claimable waits":    293,
-	"On error":                  619,
-	"On success":                618,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         650,
-	"Only administrators may reveal a sensitive value.":                                                           645,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 675,
+	"On error":                  620,
+	"On success":                619,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         651,
+	"Only administrators may reveal a sensitive value.":                                                           646,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 676,
 	"Open":             290,
 	"Operator actions": 347,
 	"Operator actions on this instance, newest first": 360,
@@ -387,29 +388,29 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          229,
 	"Outputs of the working copy":                     222,
 	"Outputs, labelled by revision %d's contract":     490,
-	"Pages":                           581,
+	"Pages":                           582,
 	"Path":                            348,
 	"Pause reloading":                 153,
-	"Pinned revision":                 617,
+	"Pinned revision":                 618,
 	"Policy":                          451,
-	"Previous page":                   582,
+	"Previous page":                   583,
 	"Priority":                        480,
 	"Process":                         76,
-	"Process %s":                      610,
+	"Process %s":                      611,
 	"Process %s has no version %d.":   91,
-	"Process and node":                564,
+	"Process and node":                565,
 	"Process inputs":                  362,
 	"Process instance":                105,
 	"Process instance %s":             345,
 	"Process instances":               388,
 	"Process instances, newest first": 392,
 	"Processes":                       133,
-	"Processes by key":                606,
-	"Protocol":                        715,
+	"Processes by key":                607,
+	"Protocol":                        716,
 	"Published":                       206,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 604,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       605,
-	"Push destination": 558,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 605,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       606,
+	"Push destination": 559,
 	"Reason":           104,
 	"Reason (recorded in the audit log for every instance)": 55,
 	"Reason (recorded in the audit log)":                    13,
@@ -417,27 +418,27 @@ var messageKeyToIndex = map[string]int{
 	"Recorded operator actions":                             358,
 	"Relais console":                                        127,
 	"Relais has not called the destination yet.":            468,
-	"Relais is calling the destination (since %s).":         530,
+	"Relais is calling the destination (since %s).":         531,
 	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 470,
 	"Relais never called the destination: the occurrence ended before any call.": 469,
 	"Relais refused the action. Nothing was done.":                               48,
 	"Release":                             203,
 	"Releases":                            201,
 	"Releases, oldest first":              223,
-	"Reload lists and detail pages":       596,
+	"Reload lists and detail pages":       597,
 	"Reloading paused":                    150,
 	"Replica":                             467,
 	"Required":                            190,
 	"Reserved":                            456,
-	"Reserved by %s.":                     532,
-	"Reserved by %s; lock until %s — %s.": 531,
+	"Reserved by %s.":                     533,
+	"Reserved by %s; lock until %s — %s.": 532,
 	"Reserved now":                        182,
 	"Resume":                              151,
 	"Retried by %s at %s — “%s”":          372,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
 	"Retries":            477,
 	"Retry %d instances": 62,
-	"Retry at %s — %s.":  523,
+	"Retry at %s — %s.":  524,
 	"Retry delay":        476,
 	"Retry every held instance this filter matches": 59,
 	"Retry every held instance…":                    7,
@@ -445,41 +446,41 @@ var messageKeyToIndex = map[string]int{
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 504,
+	"Retryable": 505,
 	"Retrying and abandoning apply to held instances, not %s ones.": 53,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 494,
-	"Revealed by %s at %s; recorded in the audit log.": 647,
+	"Revealed by %s at %s; recorded in the audit log.": 648,
 	"Reveals":               142,
-	"Reveals, newest first": 653,
+	"Reveals, newest first": 654,
 	"Revision":              204,
 	"Revision %d":           225,
 	"Revisions":             199,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 734,
-	"Revoke the %s token “%s”?": 688,
-	"Revoke the token":          690,
-	"Revoke token %d":           687,
-	"Revoke…":                   685,
-	"Role":                      679,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 735,
+	"Revoke the %s token “%s”?": 689,
+	"Revoke the token":          691,
+	"Revoke token %d":           688,
+	"Revoke…":                   686,
+	"Role":                      680,
 	"Route":                     353,
 	"Routing output":            197,
-	"Rows %s–%s":                585,
-	"Save settings":             598,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      646,
+	"Rows %s–%s":                586,
+	"Save settings":             599,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      647,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 269,
-	"Search":                               658,
-	"Secret values can never be revealed.": 651,
+	"Search":                               659,
+	"Secret values can never be revealed.": 652,
 	"Sep":                                  335,
-	"Served by %d workers":                 733,
+	"Served by %d workers":                 734,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              356,
-	"Settlement date":      556,
+	"Settlement date":      557,
 	"Show all definitions": 301,
-	"Show times in":        594,
+	"Show times in":        595,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 122,
-	"Sign in": 668,
-	"Sign in with an operator, designer or administrator token.": 669,
+	"Sign in": 669,
+	"Sign in with an operator, designer or administrator token.": 670,
 	"Sign out":             144,
 	"Signed in as %s (%s)": 143,
 	"Since revision %d:":   231,
@@ -489,9 +490,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 167,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 676,
-	"Staff tokens, oldest first": 677,
-	"Start node":                 611,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 677,
+	"Staff tokens, oldest first": 678,
+	"Start node":                 612,
 	"Started":                    373,
 	"State":                      177,
 	"Status":                     78,
@@ -514,50 +515,50 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 250,
 	"Tasks":                   178,
 	"Temporarily unavailable": 165,
-	"That is too long to be an id or a business key.": 661,
+	"That is too long to be an id or a business key.": 662,
 	"The %d largest groups; the filter matches more.": 86,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    259,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             230,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 510,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 511,
 	"The bulk action must be its id (a UUID).": 120,
-	"The call could not be prepared.":          511,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 529,
+	"The call could not be prepared.":          512,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 530,
 	"The chart’s numbers": 308,
 	"The confirmed count is missing: start again from the list.":                                                                                                            95,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           168,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      595,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      596,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 96,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 166,
-	"The deadline passed before a result arrived.":                                                                                                                          508,
-	"The destination answered HTTP %s.":     518,
-	"The destination could not be reached.": 512,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 506,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      507,
-	"The destination’s answer was too large.": 513,
+	"The deadline passed before a result arrived.":                                                                                                                          509,
+	"The destination answered HTTP %s.":     519,
+	"The destination could not be reached.": 513,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 507,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      508,
+	"The destination’s answer was too large.": 514,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 171,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     157,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           515,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                514,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           516,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                515,
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             391,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 349,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         196,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               592,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               593,
 	"The page size must be between 1 and %d.":                                                                                                                                                              387,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  591,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  592,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 119,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 50,
 	"The reason you gave, not recorded:":                                                                                                                                                                   43,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            509,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      554,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          694,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          671,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            510,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      555,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          695,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          672,
 	"The version must be a whole number from 1.":                                                                                                                                                           384,
 	"These revisions have the same contracts.":                                                                                                                                                             216,
-	"These settings are kept in this browser only.":                                                                                                                                                        593,
-	"They take every revision their consumer is granted.":                                                                                                                                                  735,
-	"They take revision %d only.":                                                                                                                                                                          736,
-	"They take revisions %s only.":                                                                                                                                                                         737,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     588,
+	"These settings are kept in this browser only.":                                                                                                                                                        594,
+	"They take every revision their consumer is granted.":                                                                                                                                                  736,
+	"They take revision %d only.":                                                                                                                                                                          737,
+	"They take revisions %s only.":                                                                                                                                                                         738,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     589,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             97,
 	"This contract has no inputs.":                                                                                                                                                                         489,
 	"This contract has no outputs.":                                                                                                                                                                        492,
@@ -578,166 +579,166 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   42,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            693,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           692,
-	"This page does not accept that request.": 657,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            694,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           693,
+	"This page does not accept that request.": 658,
 	"This page reloads every %d seconds.":     152,
 	"This process takes no inputs.":           364,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 57,
-	"This token is unknown or has been revoked.": 673,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 624,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            625,
+	"This token is unknown or has been revoked.": 674,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 625,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            626,
 	"Times in %s · no auto-reload":    149,
 	"Times in %s · reload every %d s": 148,
 	"Times in %s · reloading paused":  147,
 	"To revision":                     210,
-	"Token":                           670,
+	"Token":                           671,
 	"Tokens":                          141,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 672,
-	"Totals of all definitions, not narrowed by the other filters":         571,
-	"Totals of definition %s, not narrowed by the other filters":           570,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 673,
+	"Totals of all definitions, not narrowed by the other filters":         572,
+	"Totals of definition %s, not narrowed by the other filters":           571,
 	"Type": 189,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 659,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 660,
 	"URL":                              261,
-	"UTC (coordinated universal time)": 600,
+	"UTC (coordinated universal time)": 601,
 	"Unknown action.":                  51,
 	"Unknown consumer.":                89,
 	"Unknown destination “%s”.":        90,
-	"Unknown parameter “%s” (did you mean “%s”?).": 589,
-	"Unknown parameter “%s”.":                      590,
+	"Unknown parameter “%s” (did you mean “%s”?).": 590,
+	"Unknown parameter “%s”.":                      591,
 	"Unknown status “%s”.":                         383,
 	"Value":                                        361,
 	"Version":                                      77,
-	"Versions, newest first":                       607,
-	"Waiting for Relais to call the destination since %s (%s).": 526,
-	"Waiting for a worker since %s (%s).":                       527,
+	"Versions, newest first":                       608,
+	"Waiting for Relais to call the destination since %s (%s).": 527,
+	"Waiting for a worker since %s (%s).":                       528,
 	"When":                                                      101,
 	"Who":                                                       102,
 	"Whole message":                                             464,
 	"Why (recorded with the reveal)":                            495,
-	"Worker":                                                    714,
+	"Worker":                                                    715,
 	"Worker id":                                                 455,
 	"Workers":                                                   138,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        712,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        713,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 713,
-	"Workers serving %s":                   721,
+	"Workers seen within three heartbeats": 714,
+	"Workers serving %s":                   722,
 	"Working copy":                         195,
-	"You are signed out.":                  665,
+	"You are signed out.":                  666,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              155,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 666,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      667,
-	"[redacted]":                          551,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 667,
+	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      668,
+	"[redacted]":                          552,
 	"a token’s name, exact":               112,
 	"abandon":                             4,
 	"active":                              179,
 	"administrator":                       425,
 	"an incident: retry, abandon or stop": 280,
-	"answer too large":                    549,
+	"answer too large":                    550,
 	"any":                                 75,
-	"any other code → %s":                 636,
+	"any other code → %s":                 637,
 	"any other error":                     278,
-	"as of %s (%s); counts are refreshed every few seconds.": 573,
-	"at least %d characters":                                 697,
-	"at least %d items":                                      704,
+	"as of %s (%s); counts are refreshed every few seconds.": 574,
+	"at least %d characters":                                 698,
+	"at least %d items":                                      705,
 	"at most %d":                                             483,
-	"at most %d characters":                                  698,
-	"at most %d items":                                       705,
+	"at most %d characters":                                  699,
+	"at most %d items":                                       706,
 	"at most %d since the last operator retry":               484,
 	"available":                                              399,
 	"boolean":                                                412,
-	"call in progress since":                                 578,
+	"call in progress since":                                 579,
 	"cancelled":                                              402,
 	"choice":                                                 415,
-	"claimable since":                                        577,
+	"claimable since":                                        578,
 	"claimable since %s":                                     298,
 	"classification changed":                                 436,
 	"completed":                                              306,
 	"constraint changed":                                     437,
 	"consumer":                                               428,
-	"consumer #%s":                                           541,
+	"consumer #%s":                                           542,
 	"date":                                                   413,
 	"date and time":                                          414,
-	"deadline %s":                                            639,
+	"deadline %s":                                            640,
 	"deferred":                                               401,
-	"deferred since":                                         580,
+	"deferred since":                                         581,
 	"deleted":                                                108,
 	"designer":                                               427,
 	"disconnected":                                           408,
-	"end (completes)":                                        631,
-	"end (fails)":                                            632,
+	"end (completes)":                                        632,
+	"end (fails)":                                            633,
 	"end: completes the instance":                            281,
 	"end: fails the instance":                                282,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 727,
+	"every revision its consumer is granted":                 728,
 	"exact, case-sensitive":                                  389,
 	"expired":                                                405,
 	"failed":                                                 307,
-	"fails the instance":                                     637,
+	"fails the instance":                                     638,
 	"field added":                                            431,
 	"field removed":                                          432,
 	"format":                                                 442,
-	"format %s":                                              700,
+	"format %s":                                              701,
 	"from":                                                   113,
 	"held":                                                   404,
 	"held for an operator":                                   279,
 	"held, then abandoned by an operator":                    382,
 	"held, then stopped by an operator":                      381,
-	"hold (an incident for an operator)":                     635,
+	"hold (an incident for an operator)":                     636,
 	"id or business key":                                     135,
 	"in %s":                                                  320,
 	"in progress":                                            463,
-	"instance id":                                            560,
-	"instances held":                                         642,
-	"instances held: %s":                                     643,
+	"instance id":                                            561,
+	"instances held":                                         643,
+	"instances held: %s":                                     644,
 	"integer":                                                410,
-	"its name, exactly":                                      559,
+	"its name, exactly":                                      560,
 	"just now":                                               322,
 	"list":                                                   417,
-	"lock until":                                             579,
-	"long polling":                                           725,
+	"lock until":                                             580,
+	"long polling":                                           726,
 	"long wait":                                              299,
 	"maximum":                                                444,
-	"maximum %s":                                             702,
+	"maximum %s":                                             703,
 	"maximum items":                                          446,
 	"maximum length":                                         440,
 	"minimum":                                                443,
-	"minimum %s":                                             701,
+	"minimum %s":                                             702,
 	"minimum items":                                          445,
 	"minimum length":                                         439,
-	"never":                                                  682,
-	"next attempt":                                           576,
+	"never":                                                  683,
+	"next attempt":                                           577,
 	"no":                                                     430,
-	"no answer within the timeout":                           547,
-	"no connection":                                          548,
+	"no answer within the timeout":                           548,
+	"no connection":                                          549,
 	"no grant: it takes nothing":                             181,
 	"no header":                                              265,
 	"no worker":                                              300,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 505,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 506,
 	"none": 249,
-	"none (revealed before reasons were asked for)": 655,
+	"none (revealed before reasons were asked for)": 656,
 	"none yet": 254,
 	"none: a failed call takes the node’s error path": 478,
 	"normal":                          418,
-	"not provided":                    707,
-	"not yet":                         683,
-	"null":                            710,
+	"not provided":                    708,
+	"not yet":                         684,
+	"null":                            711,
 	"number":                          411,
 	"object":                          416,
 	"on error":                        277,
-	"one of: %s":                      703,
+	"one of: %s":                      704,
 	"operator":                        426,
 	"optional %s field of type %s":    246,
 	"optional field of type %s":       248,
 	"optional → required":             239,
 	"pattern":                         441,
-	"pattern %s":                      699,
-	"pull":                            629,
+	"pattern %s":                      700,
+	"pull":                            630,
 	"pull %s":                         284,
 	"pull (the service fetches it)":   423,
 	"push %s":                         283,
 	"push (Relais calls the service)": 424,
-	"push to %s":                      630,
+	"push to %s":                      631,
 	"rejected":                        406,
 	"released":                        407,
 	"required %s field of type %s":    245,
@@ -746,40 +747,40 @@ var messageKeyToIndex = map[string]int{
 	"required → optional":             240,
 	"reserved":                        400,
 	"retry":                           3,
-	"revision %d":                     574,
-	"revisions %s":                    728,
+	"revision %d":                     575,
+	"revisions %s":                    729,
 	"revoked":                         180,
 	"routing changed":                 438,
-	"routing output":                  695,
+	"routing output":                  696,
 	"routing output %s → %s":          238,
 	"running":                         403,
 	"secret":                          420,
 	"sensitive":                       419,
-	"settled":                         575,
+	"settled":                         576,
 	"stop":                            5,
-	"stream":                          724,
+	"stream":                          725,
 	"text":                            409,
 	"the contracts are the same (the name or a description changed).": 232,
-	"this session":             686,
-	"timeout %s":               640,
-	"timeout %s (the default)": 641,
+	"this session":             687,
+	"timeout %s":               641,
+	"timeout %s (the default)": 642,
 	"to":                       114,
 	"type changed":             433,
-	"unexpected value":         711,
-	"unknown":                  550,
+	"unexpected value":         712,
+	"unknown":                  551,
 	"values added: %s":         241,
 	"values changed":           435,
 	"values removed: %s":       242,
 	"values reordered":         243,
-	"version %d":               609,
-	"waiting":                  545,
+	"version %d":               610,
+	"waiting":                  546,
 	"yes":                      429,
 	"••• hidden (secret)":      422,
 	"••• hidden (sensitive)":   421,
-	"→ %s":                     634,
+	"→ %s":                     635,
 }
 
-var enIndex = []uint32{ // 739 elements
+var enIndex = []uint32{ // 740 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -922,76 +923,76 @@ var enIndex = []uint32{ // 739 elements
 	0x00004513, 0x00004531, 0x00004566, 0x00004582,
 	0x000045a1, 0x000045fc, 0x0000460b, 0x00004618,
 	0x00004626, 0x00004633, 0x0000463c, 0x00004657,
-	0x00004672, 0x0000467c, 0x000046cf, 0x0000474d,
-	0x000047c3, 0x000047f0, 0x0000482a, 0x00004909,
+	0x00004687, 0x000046a2, 0x000046ac, 0x000046ff,
+	0x0000477d, 0x000047f3, 0x00004820, 0x0000485a,
 	// Entry 200 - 21F
-	0x00004929, 0x0000494f, 0x00004979, 0x000049b1,
-	0x000049ee, 0x00004a12, 0x00004a8b, 0x00004ab0,
-	0x00004adf, 0x00004b3f, 0x00004b98, 0x00004bf2,
-	0x00004c0c, 0x00004c2a, 0x00004c5e, 0x00004c9e,
-	0x00004cc8, 0x00004cd7, 0x00004da2, 0x00004dd3,
-	0x00004e02, 0x00004e15, 0x00004e8a, 0x00004e9d,
-	0x00004ed1, 0x00004f05, 0x00004f15, 0x00004f5c,
-	0x00004f89, 0x00004f96, 0x00004fa6, 0x00004fd6,
+	0x00004939, 0x00004959, 0x0000497f, 0x000049a9,
+	0x000049e1, 0x00004a1e, 0x00004a42, 0x00004abb,
+	0x00004ae0, 0x00004b0f, 0x00004b6f, 0x00004bc8,
+	0x00004c22, 0x00004c3c, 0x00004c5a, 0x00004c8e,
+	0x00004cce, 0x00004cf8, 0x00004d07, 0x00004dd2,
+	0x00004e03, 0x00004e32, 0x00004e45, 0x00004eba,
+	0x00004ecd, 0x00004f01, 0x00004f35, 0x00004f45,
+	0x00004f8c, 0x00004fb9, 0x00004fc6, 0x00004fd6,
 	// Entry 220 - 23F
-	0x00005010, 0x00005033, 0x0000503b, 0x00005053,
-	0x00005070, 0x0000507e, 0x0000508f, 0x00005097,
-	0x000050a2, 0x000050c3, 0x00005105, 0x00005135,
-	0x00005170, 0x00005180, 0x000051bf, 0x000051d0,
-	0x000051e2, 0x000051ee, 0x000051ff, 0x00005219,
-	0x00005221, 0x00005232, 0x00005238, 0x0000524c,
-	0x00005264, 0x00005289, 0x00005297, 0x000052d5,
-	0x00005312, 0x0000533e, 0x0000537b, 0x0000538a,
+	0x00005006, 0x00005040, 0x00005063, 0x0000506b,
+	0x00005083, 0x000050a0, 0x000050ae, 0x000050bf,
+	0x000050c7, 0x000050d2, 0x000050f3, 0x00005135,
+	0x00005165, 0x000051a0, 0x000051b0, 0x000051ef,
+	0x00005200, 0x00005212, 0x0000521e, 0x0000522f,
+	0x00005249, 0x00005251, 0x00005262, 0x00005268,
+	0x0000527c, 0x00005294, 0x000052b9, 0x000052c7,
+	0x00005305, 0x00005342, 0x0000536e, 0x000053ab,
 	// Entry 240 - 25F
-	0x00005392, 0x0000539f, 0x000053af, 0x000053c6,
-	0x000053d1, 0x000053e0, 0x000053e6, 0x000053f4,
-	0x000053fe, 0x00005409, 0x0000541c, 0x00005441,
-	0x0000546c, 0x000054fd, 0x00005538, 0x00005557,
-	0x00005595, 0x000055cc, 0x000055fa, 0x00005608,
-	0x0000569b, 0x000056b9, 0x00005810, 0x0000581e,
-	0x00005832, 0x00005853, 0x00005867, 0x0000586d,
-	0x00005881, 0x000058f4, 0x00005941, 0x00005952,
+	0x000053ba, 0x000053c2, 0x000053cf, 0x000053df,
+	0x000053f6, 0x00005401, 0x00005410, 0x00005416,
+	0x00005424, 0x0000542e, 0x00005439, 0x0000544c,
+	0x00005471, 0x0000549c, 0x0000552d, 0x00005568,
+	0x00005587, 0x000055c5, 0x000055fc, 0x0000562a,
+	0x00005638, 0x000056cb, 0x000056e9, 0x00005840,
+	0x0000584e, 0x00005862, 0x00005883, 0x00005897,
+	0x0000589d, 0x000058b1, 0x00005924, 0x00005971,
 	// Entry 260 - 27F
-	0x00005969, 0x00005986, 0x00005994, 0x000059a2,
-	0x000059ad, 0x000059b3, 0x00005aa5, 0x00005aab,
-	0x00005add, 0x00005ae2, 0x00005af2, 0x00005afd,
-	0x00005b06, 0x00005b16, 0x00005b30, 0x00005bd5,
-	0x00005beb, 0x00005c70, 0x00005cea, 0x00005cf9,
-	0x00005db3, 0x00005e04, 0x00005e09, 0x00005e17,
-	0x00005e27, 0x00005e33, 0x00005e43, 0x00005e4d,
-	0x00005e70, 0x00005e89, 0x00005e9c, 0x00005f08,
+	0x00005982, 0x00005999, 0x000059b6, 0x000059c4,
+	0x000059d2, 0x000059dd, 0x000059e3, 0x00005ad5,
+	0x00005adb, 0x00005b0d, 0x00005b12, 0x00005b22,
+	0x00005b2d, 0x00005b36, 0x00005b46, 0x00005b60,
+	0x00005c05, 0x00005c1b, 0x00005ca0, 0x00005d1a,
+	0x00005d29, 0x00005de3, 0x00005e34, 0x00005e39,
+	0x00005e47, 0x00005e57, 0x00005e63, 0x00005e73,
+	0x00005e7d, 0x00005ea0, 0x00005eb9, 0x00005ecc,
 	// Entry 280 - 29F
-	0x00005f17, 0x00005f25, 0x00005f41, 0x00005f50,
-	0x00005f66, 0x00005f9f, 0x00005fd1, 0x00006029,
-	0x00006060, 0x00006077, 0x00006085, 0x000060c9,
-	0x000060ee, 0x00006165, 0x0000617b, 0x00006192,
-	0x000061c0, 0x000061d3, 0x000061fb, 0x00006202,
-	0x0000626a, 0x00006294, 0x000062c4, 0x00006322,
-	0x0000645c, 0x000064fc, 0x00006510, 0x000065bb,
-	0x00006631, 0x00006639, 0x00006674, 0x0000667a,
+	0x00005f38, 0x00005f47, 0x00005f55, 0x00005f71,
+	0x00005f80, 0x00005f96, 0x00005fcf, 0x00006001,
+	0x00006059, 0x00006090, 0x000060a7, 0x000060b5,
+	0x000060f9, 0x0000611e, 0x00006195, 0x000061ab,
+	0x000061c2, 0x000061f0, 0x00006203, 0x0000622b,
+	0x00006232, 0x0000629a, 0x000062c4, 0x000062f4,
+	0x00006352, 0x0000648c, 0x0000652c, 0x00006540,
+	0x000065eb, 0x00006661, 0x00006669, 0x000066a4,
 	// Entry 2A0 - 2BF
-	0x000066f6, 0x0000673e, 0x00006769, 0x000067cb,
-	0x00006837, 0x000068de, 0x000068f9, 0x00006903,
-	0x00006908, 0x00006912, 0x0000691a, 0x00006920,
-	0x00006928, 0x00006936, 0x00006940, 0x0000694d,
-	0x00006960, 0x00006984, 0x00006a04, 0x00006a15,
-	0x00006a1d, 0x00006a92, 0x00006ae6, 0x00006b28,
-	0x00006b37, 0x00006b43, 0x00006b7f, 0x00006bb9,
-	0x00006bc7, 0x00006bd4, 0x00006be2, 0x00006bf0,
+	0x000066aa, 0x00006726, 0x0000676e, 0x00006799,
+	0x000067fb, 0x00006867, 0x0000690e, 0x00006929,
+	0x00006933, 0x00006938, 0x00006942, 0x0000694a,
+	0x00006950, 0x00006958, 0x00006966, 0x00006970,
+	0x0000697d, 0x00006990, 0x000069b4, 0x00006a34,
+	0x00006a45, 0x00006a4d, 0x00006ac2, 0x00006b16,
+	0x00006b58, 0x00006b67, 0x00006b73, 0x00006baf,
+	0x00006be9, 0x00006bf7, 0x00006c04, 0x00006c12,
 	// Entry 2C0 - 2DF
-	0x00006bfe, 0x00006c30, 0x00006c60, 0x00006cbc,
-	0x00006cc9, 0x00006ce9, 0x00006d03, 0x00006d08,
-	0x00006d19, 0x00006d9f, 0x00006dc4, 0x00006dcb,
-	0x00006dd4, 0x00006de7, 0x00006df1, 0x00006dfb,
-	0x00006e05, 0x00006e1d, 0x00006e33, 0x00006e3f,
-	0x00006e61, 0x00006e68, 0x00006e75, 0x00006e86,
-	0x00006ead, 0x00006ebd, 0x00006f11, 0x00006f61,
-	0x00006fc1, 0x00007014, 0x0000704c, 0x0000709c,
+	0x00006c20, 0x00006c2e, 0x00006c60, 0x00006c90,
+	0x00006cec, 0x00006cf9, 0x00006d19, 0x00006d33,
+	0x00006d38, 0x00006d49, 0x00006dcf, 0x00006df4,
+	0x00006dfb, 0x00006e04, 0x00006e17, 0x00006e21,
+	0x00006e2b, 0x00006e35, 0x00006e4d, 0x00006e63,
+	0x00006e6f, 0x00006e91, 0x00006e98, 0x00006ea5,
+	0x00006eb6, 0x00006edd, 0x00006eed, 0x00006f41,
+	0x00006f91, 0x00006ff1, 0x00007044, 0x0000707c,
 	// Entry 2E0 - 2FF
-	0x000070d0, 0x000070ef, 0x0000710f,
-} // Size: 2980 bytes
+	0x000070cc, 0x00007100, 0x0000711f, 0x0000713f,
+} // Size: 2984 bytes
 
-const enData string = "" + // Size: 28943 bytes
+const enData string = "" + // Size: 28991 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1270,173 +1271,174 @@ const enData string = "" + // Size: 28943 bytes
 	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
 	"he retention: write no customer data in it.\x02Available from\x02Next at" +
 	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (before any attempt)\x02Retryable\x02no: the service m" +
-	"arked this failure as not retryable (attempts left unused: %[1]d)\x02The" +
-	" destination did not answer within the call’s timeout (%[1]s): it may ha" +
-	"ve acted all the same, so check before retrying.\x02The destination did " +
-	"not answer within the call’s timeout: it may have acted all the same, so" +
-	" check before retrying.\x02The deadline passed before a result arrived." +
-	"\x02The result did not match the revision's outputs contract.\x02The ans" +
-	"wer to the call was lost (the connection broke after the request was sen" +
-	"t, or Relais stopped or could not reach its database before recording it" +
-	"): whether the destination acted is unknown, so it is not called again." +
-	"\x02The call could not be prepared.\x02The destination could not be reac" +
-	"hed.\x02The destination’s answer was too large.\x02The last attempt’s lo" +
-	"ck expired with no attempt left.\x02The inputs could not be built from t" +
-	"he process’s bindings.\x02An operator abandoned the instance.\x02A Camun" +
-	"da 7 worker reported a failure with no retries left (retries: 0, or a bu" +
-	"dget already spent): it is not run again.\x02The destination answered HT" +
-	"TP %[1]s.\x02No live worker takes %[1]s now (Workers page).\x02No live w" +
-	"orker takes revision %[1]d: the live workers of %[2]s declare inputs it " +
-	"does not have.\x02No live worker takes revision %[1]d: the live workers " +
-	"of %[2]s take revision %[3]d only.\x02No live worker takes revision %[1]" +
-	"d: the live workers of %[2]s take revisions %[3]s only.\x02Retry at %[1]" +
-	"s — %[2]s.\x02Offered from %[1]s — %[2]s.\x02Lock expired %[1]s — waitin" +
-	"g to be offered again.\x02Waiting for Relais to call the destination sin" +
-	"ce %[1]s (%[2]s).\x02Waiting for a worker since %[1]s (%[2]s).\x02(worke" +
-	"r %[1]s)\x02The call’s budget (%[1]s) ended %[2]s without its result rec" +
-	"orded: the replica making it may have stopped. If so, it fails outcome_u" +
-	"nknown at %[3]s (%[4]s): ask the destination whether it took effect.\x02" +
-	"Relais is calling the destination (since %[1]s).\x02Reserved by %[1]s; l" +
-	"ock until %[2]s — %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (" +
-	"%[2]s): a worker of the same consumer, or a front end with a settle toke" +
-	"n, completes it later.\x02Completed (%[1]s).\x02Its instance is held her" +
-	"e, waiting for an operator.\x02Its instance went on along the node’s err" +
-	"or path.\x02Failed (%[1]s).\x02Cancelled: the instance was stopped by %[" +
-	"1]s at %[2]s — “%[3]s”.\x02Cancelled: the instance was stopped (%[1]s)." +
-	"\x02%[1]s so far\x02consumer #%[1]s\x02%[1]s (deferred; settled with its" +
-	" settle token)\x02%[1]s (deferred; settled with its settle token, as %[2" +
-	"]s)\x02%[1]s (deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusab" +
-	"le body\x02no answer within the timeout\x02no connection\x02answer too l" +
-	"arge\x02unknown\x02[redacted]\x02Message from Relais (in English)\x02Mes" +
-	"sage from the service (its own words, protected values masked)\x02The re" +
-	"vision must be a whole number, 1 or more.\x02A revision is a definition’" +
-	"s: choose the definition too.\x02Settlement date\x02More filters: instan" +
-	"ce, revision, consumer, destination, dates\x02Push destination\x02its na" +
-	"me, exactly\x02instance id\x02Counts by status\x02Occurrences, newest fi" +
-	"rst\x02Message\x02Process and node\x02Error\x02Consumer and worker\x02Ne" +
-	"xt attempt or settled\x02No occurrence matches these filters.\x02All con" +
-	"sumers\x02Totals of definition %[1]s, not narrowed by the other filters" +
-	"\x02Totals of all definitions, not narrowed by the other filters\x14\x01" +
-	"\x81\x01\x00\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences" +
-	"\x02as of %[1]s (%[2]s); counts are refreshed every few seconds.\x02revi" +
-	"sion %[1]d\x02settled\x02next attempt\x02claimable since\x02call in prog" +
-	"ress since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02" +
-	"Next page\x02First page\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written " +
-	"2026-12-01.\x02%[1]s: the first day comes after the last.\x02This addres" +
-	"s holds a parameter that cannot be read (a percent sign not followed by " +
-	"two hexadecimal digits, or a semicolon): correct the address.\x02Unknown" +
-	" parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”" +
-	".\x02The parameter “%[1]s” is given %[2]d times: give it once.\x02The pa" +
-	"ge cursor is invalid: go back to the first page.\x02These settings are k" +
-	"ept in this browser only.\x02Show times in\x02The console runs no script" +
-	", so it cannot read your computer’s time zone: choose its offset from UT" +
-	"C. Offsets do not follow daylight saving time.\x02Reload lists and detai" +
-	"l pages\x02A reload empties what you typed but did not apply (filters, t" +
-	"he search box) and moves the focus back to the top of the page: “Pause r" +
-	"eloading”, on every page that reloads, stops it until you resume. Pages " +
-	"where you type a reason (confirmations, and occurrences with a value to " +
-	"reveal) never reload on their own, nor does a revealed value.\x02Save se" +
-	"ttings\x02Back without saving\x02UTC (coordinated universal time)\x02Loc" +
-	"al time at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process ve" +
-	"rsions: their nodes, routes and pinned revisions, drawn, with where thei" +
-	"r occurrences are now.\x02Published process versions: their nodes, route" +
-	"s and pinned revisions, drawn.\x02Processes by key\x02Versions, newest f" +
-	"irst\x02No process is published yet.\x02version %[1]d\x02Process %[1]s" +
-	"\x02Start node\x02Graph\x02Columns follow the longest path from the star" +
-	"t node. Solid arrows are successes (labelled with their route), dashed o" +
-	"nes failures (labelled with their error codes). Each box says how many o" +
-	"f this version’s occurrences are at that node now.\x02Nodes\x02Nodes of " +
-	"this version, with their occurrences now\x02Kind\x02Pinned revision\x02O" +
-	"n success\x02On error\x02Occurrences now\x02Instances of this version" +
+	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
+	"fore any attempt)\x02Retryable\x02no: the service marked this failure as" +
+	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
+	"answer within the call’s timeout (%[1]s): it may have acted all the same" +
+	", so check before retrying.\x02The destination did not answer within the" +
+	" call’s timeout: it may have acted all the same, so check before retryin" +
+	"g.\x02The deadline passed before a result arrived.\x02The result did not" +
+	" match the revision's outputs contract.\x02The answer to the call was lo" +
+	"st (the connection broke after the request was sent, or Relais stopped o" +
+	"r could not reach its database before recording it): whether the destina" +
+	"tion acted is unknown, so it is not called again.\x02The call could not " +
+	"be prepared.\x02The destination could not be reached.\x02The destination" +
+	"’s answer was too large.\x02The last attempt’s lock expired with no at" +
+	"tempt left.\x02The inputs could not be built from the process’s bindings" +
+	".\x02An operator abandoned the instance.\x02A Camunda 7 worker reported " +
+	"a failure with no retries left (retries: 0, or a budget already spent): " +
+	"it is not run again.\x02The destination answered HTTP %[1]s.\x02No live " +
+	"worker takes %[1]s now (Workers page).\x02No live worker takes revision " +
+	"%[1]d: the live workers of %[2]s declare inputs it does not have.\x02No " +
+	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
+	"n %[3]d only.\x02No live worker takes revision %[1]d: the live workers o" +
+	"f %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered" +
+	" from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again" +
+	".\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02" +
+	"Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’" +
+	"s budget (%[1]s) ended %[2]s without its result recorded: the replica ma" +
+	"king it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]" +
+	"s): ask the destination whether it took effect.\x02Relais is calling the" +
+	" destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3" +
+	"]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of t" +
+	"he same consumer, or a front end with a settle token, completes it later" +
+	".\x02Completed (%[1]s).\x02Its instance is held here, waiting for an ope" +
+	"rator.\x02Its instance went on along the node’s error path.\x02Failed (%" +
+	"[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s" +
+	"”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02" +
+	"consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[" +
+	"1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferr" +
+	"ed; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
+	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
+	"redacted]\x02Message from Relais (in English)\x02Message from the servic" +
+	"e (its own words, protected values masked)\x02The revision must be a who" +
+	"le number, 1 or more.\x02A revision is a definition’s: choose the defini" +
+	"tion too.\x02Settlement date\x02More filters: instance, revision, consum" +
+	"er, destination, dates\x02Push destination\x02its name, exactly\x02insta" +
+	"nce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pr" +
+	"ocess and node\x02Error\x02Consumer and worker\x02Next attempt or settle" +
+	"d\x02No occurrence matches these filters.\x02All consumers\x02Totals of " +
+	"definition %[1]s, not narrowed by the other filters\x02Totals of all def" +
+	"initions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
+	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
+	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
+	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
+	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
+	" the first day comes after the last.\x02This address holds a parameter t" +
+	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
+	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
+	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
+	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
+	" go back to the first page.\x02These settings are kept in this browser o" +
+	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
+	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
+	"low daylight saving time.\x02Reload lists and detail pages\x02A reload e" +
+	"mpties what you typed but did not apply (filters, the search box) and mo" +
+	"ves the focus back to the top of the page: “Pause reloading”, on every p" +
+	"age that reloads, stops it until you resume. Pages where you type a reas" +
+	"on (confirmations, and occurrences with a value to reveal) never reload " +
+	"on their own, nor does a revealed value.\x02Save settings\x02Back withou" +
+	"t saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02N" +
+	"ever\x02Every %[1]d seconds\x02Published process versions: their nodes, " +
+	"routes and pinned revisions, drawn, with where their occurrences are now" +
+	".\x02Published process versions: their nodes, routes and pinned revision" +
+	"s, drawn.\x02Processes by key\x02Versions, newest first\x02No process is" +
+	" published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
 	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
 	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes).\x02Nodes of this version\x02This version has %[" +
-	"1]d nodes: too many to draw legibly (at most %[2]d). The table below lis" +
-	"ts every node with its routes and counts.\x02This version has %[1]d node" +
-	"s: too many to draw legibly (at most %[2]d). The table below lists every" +
-	" node with its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1" +
-	"]d node, starting at %[2]s. The table below lists the same nodes, routes" +
-	" and counts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lis" +
-	"ts the same nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s." +
-	" The table below lists the same nodes and routes.\x02pull\x02push to %[1" +
-	"]s\x02end (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold" +
-	" (an incident for an operator)\x02any other code → %[1]s\x02fails the in" +
-	"stance\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, pri" +
-	"ority %[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d" +
-	"\x02deadline %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02in" +
-	"stances held\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); ref" +
-	"reshed every few seconds.\x02Only administrators may reveal a sensitive " +
-	"value.\x02Say why you reveal this value: the reason is recorded with the" +
-	" reveal in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the" +
-	" audit log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value t" +
-	"his page shows as hidden (sensitive) can be revealed.\x02Secret values c" +
-	"an never be revealed.\x02Every sensitive value an administrator revealed" +
-	": who, when, which field and why. The values themselves are never kept." +
-	"\x02Reveals, newest first\x02No value was revealed.\x02none (revealed be" +
-	"fore reasons were asked for)\x02Method not allowed\x02This page does not" +
-	" accept that request.\x02Search\x02Type an instance or occurrence id (a " +
-	"whole UUID, as the title of its page shows it), or a business key.\x02No" +
-	"thing to find: the search box is empty.\x02That is too long to be an id " +
-	"or a business key.\x02No instance or occurrence has the id “%[1]s”, and " +
-	"no instance has it as its business key.\x02No instance or occurrence has" +
-	" the id “%[1]s”, and no instance has it as its business key. An ended in" +
-	"stance is deleted, with its occurrences and attempts, once the retention" +
-	" period (RELAIS_RETENTION) has passed, or at once when an administrator " +
-	"erases it; the audit log keeps the operator actions taken on it.\x02No i" +
-	"nstance has “%[1]s” as its business key, and it is not a whole id: the l" +
-	"ists show the end of each id. Open the row, or copy its link, for the wh" +
-	"ole id.\x02You are signed out.\x02Your session had ended (inactivity, a " +
-	"sign-out elsewhere, a revoked token or a restart of the server), so your" +
-	" last action was not applied. Sign in again, then repeat it.\x02Your ses" +
-	"sion has ended (inactivity, a sign-out elsewhere, a revoked token or a r" +
-	"estart of the server). Sign in again.\x02Sign in\x02Sign in with an oper" +
-	"ator, designer or administrator token.\x02Token\x02The token is checked " +
-	"once and never stored in your browser; a session cookie stands for it fo" +
-	"r up to 8 hours of inactivity.\x02Too many failed sign-ins from your add" +
-	"ress. Try again in %[1]d seconds.\x02This token is unknown or has been r" +
-	"evoked.\x02A %[1]s token cannot open the console: sign in with an operat" +
-	"or, designer or administrator token.\x02Only administrators see this pag" +
-	"e: tokens, consumers, destinations, the reveal log and erasures are thei" +
-	"rs.\x02Staff tokens (administrators, designers, operators) that are not " +
-	"revoked. Consumer tokens are managed with their consumers. Revoking a to" +
-	"ken refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
-	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No proc" +
-	"ess uses this definition yet: it needs a worker once a process pulls it." +
-	"\x02No process pulls this definition: Relais calls its destinations (pus" +
-	"h), and it needs no worker.\x02No worker is connected for this definitio" +
-	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
+	"bly (at most %[2]d). The table below lists every node with its routes." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
+	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held\x02in" +
+	"stances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few s" +
+	"econds.\x02Only administrators may reveal a sensitive value.\x02Say why " +
+	"you reveal this value: the reason is recorded with the reveal in the aud" +
+	"it log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Bac" +
+	"k to the occurrence\x02Cannot reveal\x02Only a value this page shows as " +
+	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
+	"ed.\x02Every sensitive value an administrator revealed: who, when, which" +
+	" field and why. The values themselves are never kept.\x02Reveals, newest" +
+	" first\x02No value was revealed.\x02none (revealed before reasons were a" +
+	"sked for)\x02Method not allowed\x02This page does not accept that reques" +
+	"t.\x02Search\x02Type an instance or occurrence id (a whole UUID, as the " +
+	"title of its page shows it), or a business key.\x02Nothing to find: the " +
+	"search box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it; the aud" +
+	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
+	"” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
+	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
+	"r administrator token.\x02Token\x02The token is checked once and never s" +
+	"tored in your browser; a session cookie stands for it for up to 8 hours " +
+	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
+	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
+	"]s token cannot open the console: sign in with an operator, designer or " +
+	"administrator token.\x02Only administrators see this page: tokens, consu" +
+	"mers, destinations, the reveal log and erasures are theirs.\x02Staff tok" +
+	"ens (administrators, designers, operators) that are not revoked. Consume" +
+	"r tokens are managed with their consumers. Revoking a token refuses its " +
+	"next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last" +
+	" used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this" +
+	" session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its" +
+	" next request is refused, and console sessions opened with it end. This " +
+	"cannot be undone: whoever uses it needs a new token.\x02Revoke the token" +
+	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
+	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
+	"he last usable administrator token: create another one before revoking i" +
+	"t.\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
+	"\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at leas" +
+	"t %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
+	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
+	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
+	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
+	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
+	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
+	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
+	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
+	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
+	"nected by a stream, and polling workers by their last fetch. A worker is" +
+	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
+	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
+	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
+	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
+	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
+	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
+	"rences wait until one connects or polls.\x02No process uses this definit" +
+	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
+	"this definition: Relais calls its destinations (push), and it needs no w" +
+	"orker.\x02No worker is connected for this definition; none of its occurr" +
+	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
+	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
+	"e take every revision their consumer is granted.\x02They take every revi" +
+	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
+	"y take revisions %[1]s only."
 
-var frIndex = []uint32{ // 739 elements
+var frIndex = []uint32{ // 740 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1579,76 +1581,76 @@ var frIndex = []uint32{ // 739 elements
 	0x0000592d, 0x0000594d, 0x0000598e, 0x000059ba,
 	0x000059e1, 0x00005a52, 0x00005a6a, 0x00005a7e,
 	0x00005a95, 0x00005aa3, 0x00005aae, 0x00005ad1,
-	0x00005af0, 0x00005b0c, 0x00005b7a, 0x00005bff,
-	0x00005c7c, 0x00005cbc, 0x00005d02, 0x00005e1b,
+	0x00005b0f, 0x00005b2e, 0x00005b4a, 0x00005bb8,
+	0x00005c3d, 0x00005cba, 0x00005cfa, 0x00005d40,
 	// Entry 200 - 21F
-	0x00005e43, 0x00005e66, 0x00005e9d, 0x00005ee4,
-	0x00005f37, 0x00005f60, 0x00006006, 0x0000602c,
-	0x00006073, 0x000060f7, 0x00006172, 0x000061ef,
-	0x00006216, 0x0000623e, 0x00006285, 0x000062cf,
-	0x00006302, 0x00006315, 0x0000641d, 0x0000644b,
-	0x00006487, 0x0000649d, 0x00006531, 0x00006544,
-	0x00006581, 0x000065bd, 0x000065d0, 0x00006624,
-	0x00006659, 0x0000666b, 0x00006682, 0x000066bf,
+	0x00005e59, 0x00005e81, 0x00005ea4, 0x00005edb,
+	0x00005f22, 0x00005f75, 0x00005f9e, 0x00006044,
+	0x0000606a, 0x000060b1, 0x00006135, 0x000061b0,
+	0x0000622d, 0x00006254, 0x0000627c, 0x000062c3,
+	0x0000630d, 0x00006340, 0x00006353, 0x0000645b,
+	0x00006489, 0x000064c5, 0x000064db, 0x0000656f,
+	0x00006582, 0x000065bf, 0x000065fb, 0x0000660e,
+	0x00006662, 0x00006697, 0x000066a9, 0x000066c0,
 	// Entry 220 - 23F
-	0x0000670f, 0x00006739, 0x00006744, 0x00006761,
-	0x00006780, 0x00006791, 0x000067ab, 0x000067b4,
-	0x000067be, 0x000067dd, 0x0000682b, 0x00006860,
-	0x000068b1, 0x000068c2, 0x0000690c, 0x00006922,
-	0x00006936, 0x0000694f, 0x00006965, 0x0000698f,
-	0x00006997, 0x000069aa, 0x000069b1, 0x000069cc,
-	0x000069ec, 0x00006a1c, 0x00006a33, 0x00006a6b,
-	0x00006aa6, 0x00006ad2, 0x00006b26, 0x00006b36,
+	0x000066fd, 0x0000674d, 0x00006777, 0x00006782,
+	0x0000679f, 0x000067be, 0x000067cf, 0x000067e9,
+	0x000067f2, 0x000067fc, 0x0000681b, 0x00006869,
+	0x0000689e, 0x000068ef, 0x00006900, 0x0000694a,
+	0x00006960, 0x00006974, 0x0000698d, 0x000069a3,
+	0x000069cd, 0x000069d5, 0x000069e8, 0x000069ef,
+	0x00006a0a, 0x00006a2a, 0x00006a5a, 0x00006a71,
+	0x00006aa9, 0x00006ae4, 0x00006b10, 0x00006b64,
 	// Entry 240 - 25F
-	0x00006b41, 0x00006b55, 0x00006b67, 0x00006b7d,
-	0x00006b8f, 0x00006ba1, 0x00006ba7, 0x00006bb9,
-	0x00006bc7, 0x00006bd6, 0x00006bec, 0x00006c16,
-	0x00006c49, 0x00006cf1, 0x00006d41, 0x00006d69,
-	0x00006dbb, 0x00006dfd, 0x00006e39, 0x00006e50,
-	0x00006f18, 0x00006f45, 0x000070ff, 0x00007119,
-	0x00007132, 0x00007153, 0x00007169, 0x00007170,
-	0x0000718a, 0x0000721f, 0x00007282, 0x00007295,
+	0x00006b74, 0x00006b7f, 0x00006b93, 0x00006ba5,
+	0x00006bbb, 0x00006bcd, 0x00006bdf, 0x00006be5,
+	0x00006bf7, 0x00006c05, 0x00006c14, 0x00006c2a,
+	0x00006c54, 0x00006c87, 0x00006d2f, 0x00006d7f,
+	0x00006da7, 0x00006df9, 0x00006e3b, 0x00006e77,
+	0x00006e8e, 0x00006f56, 0x00006f83, 0x0000713d,
+	0x00007157, 0x00007170, 0x00007191, 0x000071a7,
+	0x000071ae, 0x000071c8, 0x0000725d, 0x000072c0,
 	// Entry 260 - 27F
-	0x000072bc, 0x000072e4, 0x000072f2, 0x00007302,
-	0x00007313, 0x0000731a, 0x00007450, 0x00007457,
-	0x00007491, 0x00007496, 0x000074ab, 0x000074bf,
-	0x000074d1, 0x000074e7, 0x00007502, 0x000075d7,
-	0x000075ef, 0x00007690, 0x0000771f, 0x0000772f,
-	0x00007809, 0x000078cb, 0x000078d0, 0x000078e0,
-	0x000078ee, 0x000078fe, 0x0000790e, 0x00007918,
-	0x00007941, 0x0000795b, 0x00007976, 0x00007a04,
+	0x000072d3, 0x000072fa, 0x00007322, 0x00007330,
+	0x00007340, 0x00007351, 0x00007358, 0x0000748e,
+	0x00007495, 0x000074cf, 0x000074d4, 0x000074e9,
+	0x000074fd, 0x0000750f, 0x00007525, 0x00007540,
+	0x00007615, 0x0000762d, 0x000076ce, 0x0000775d,
+	0x0000776d, 0x00007847, 0x00007909, 0x0000790e,
+	0x0000791e, 0x0000792c, 0x0000793c, 0x0000794c,
+	0x00007956, 0x0000797f, 0x00007999, 0x000079b4,
 	// Entry 280 - 29F
-	0x00007a15, 0x00007a22, 0x00007a3d, 0x00007a51,
-	0x00007a6f, 0x00007aba, 0x00007afb, 0x00007b71,
-	0x00007bb7, 0x00007bd0, 0x00007be8, 0x00007c3b,
-	0x00007c76, 0x00007d0e, 0x00007d3a, 0x00007d60,
-	0x00007d94, 0x00007dac, 0x00007dd7, 0x00007de1,
-	0x00007e69, 0x00007e9e, 0x00007edf, 0x00007f53,
-	0x000080ce, 0x000081a7, 0x000081c0, 0x00008289,
-	0x00008306, 0x00008313, 0x00008365, 0x0000836b,
+	0x00007a42, 0x00007a53, 0x00007a60, 0x00007a7b,
+	0x00007a8f, 0x00007aad, 0x00007af8, 0x00007b39,
+	0x00007baf, 0x00007bf5, 0x00007c0e, 0x00007c26,
+	0x00007c79, 0x00007cb4, 0x00007d4c, 0x00007d78,
+	0x00007d9e, 0x00007dd2, 0x00007dea, 0x00007e15,
+	0x00007e1f, 0x00007ea7, 0x00007edc, 0x00007f1d,
+	0x00007f91, 0x0000810c, 0x000081e5, 0x000081fe,
+	0x000082c7, 0x00008344, 0x00008351, 0x000083a3,
 	// Entry 2A0 - 2BF
-	0x00008407, 0x0000845b, 0x00008486, 0x00008512,
-	0x000085b9, 0x0000867b, 0x000086ab, 0x000086b8,
-	0x000086be, 0x000086d4, 0x000086df, 0x000086e6,
-	0x000086f1, 0x000086ff, 0x0000870c, 0x0000871a,
-	0x00008733, 0x00008760, 0x00008809, 0x0000881c,
-	0x00008826, 0x000088b5, 0x00008916, 0x00008968,
-	0x0000897a, 0x0000898d, 0x000089cb, 0x00008a07,
-	0x00008a13, 0x00008a20, 0x00008a2e, 0x00008a3c,
+	0x000083a9, 0x00008445, 0x00008499, 0x000084c4,
+	0x00008550, 0x000085f7, 0x000086b9, 0x000086e9,
+	0x000086f6, 0x000086fc, 0x00008712, 0x0000871d,
+	0x00008724, 0x0000872f, 0x0000873d, 0x0000874a,
+	0x00008758, 0x00008771, 0x0000879e, 0x00008847,
+	0x0000885a, 0x00008864, 0x000088f3, 0x00008954,
+	0x000089a6, 0x000089b8, 0x000089cb, 0x00008a09,
+	0x00008a45, 0x00008a51, 0x00008a5e, 0x00008a6c,
 	// Entry 2C0 - 2DF
-	0x00008a4c, 0x00008a88, 0x00008ac2, 0x00008b3f,
-	0x00008b4a, 0x00008b74, 0x00008b90, 0x00008b94,
-	0x00008ba6, 0x00008c68, 0x00008c9b, 0x00008ca6,
-	0x00008cb0, 0x00008cc5, 0x00008cce, 0x00008cd8,
-	0x00008ced, 0x00008d11, 0x00008d2b, 0x00008d40,
-	0x00008d6c, 0x00008d71, 0x00008d86, 0x00008d98,
-	0x00008dcd, 0x00008dde, 0x00008e54, 0x00008edf,
-	0x00008f6e, 0x00008fd5, 0x00009017, 0x0000908a,
+	0x00008a7a, 0x00008a8a, 0x00008ac6, 0x00008b00,
+	0x00008b7d, 0x00008b88, 0x00008bb2, 0x00008bce,
+	0x00008bd2, 0x00008be4, 0x00008ca6, 0x00008cd9,
+	0x00008ce4, 0x00008cee, 0x00008d03, 0x00008d0c,
+	0x00008d16, 0x00008d2b, 0x00008d4f, 0x00008d69,
+	0x00008d7e, 0x00008daa, 0x00008daf, 0x00008dc4,
+	0x00008dd6, 0x00008e0b, 0x00008e1c, 0x00008e92,
+	0x00008f1d, 0x00008fac, 0x00009013, 0x00009055,
 	// Entry 2E0 - 2FF
-	0x000090d2, 0x00009100, 0x00009133,
-} // Size: 2980 bytes
+	0x000090c8, 0x00009110, 0x0000913e, 0x00009171,
+} // Size: 2984 bytes
 
-const frData string = "" + // Size: 37171 bytes
+const frData string = "" + // Size: 37233 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1990,207 +1992,208 @@ const frData string = "" + // Size: 37171 bytes
 	"gné avec la révélation)\x02Chaque admin le lit, et il est conservé quell" +
 	"e que soit la rétention\u202f: n’y écrivez aucune donnée client.\x02Disp" +
 	"onible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin" +
-	" du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (a" +
-	"vant toute tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exé" +
-	"cutant a signalé cet échec comme définitif (tentatives restantes non uti" +
-	"lisées\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de " +
-	"l’appel (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de rep" +
-	"rendre.\x02La destination n’a pas répondu dans le délai de l’appel\u202f" +
-	": elle a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance" +
-	" est passée avant l’arrivée d’un résultat.\x02Le résultat ne respectait " +
-	"pas le contrat de sorties de la révision.\x02La réponse à l’appel a été " +
-	"perdue (la connexion s’est rompue après l’envoi de la requête, ou Relais" +
-	" s’est arrêté ou n’a pas pu joindre sa base de données avant de l’enregi" +
-	"strer)\u202f: on ignore si la destination a agi, donc elle n’est pas app" +
-	"elée de nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination é" +
-	"tait injoignable.\x02La réponse de la destination était trop volumineuse" +
-	".\x02Le verrou de la dernière tentative a expiré sans tentative restante" +
-	".\x02Les entrées n’ont pas pu être construites à partir des liaisons du " +
-	"processus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camun" +
-	"da 7 a signalé un échec sans nouvelle tentative restante (retries\u202f:" +
-	" 0, ou un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée." +
-	"\x02La destination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne pre" +
-	"nd %[1]s en ce moment (page Exécutants).\x02Aucun exécutant actif ne pre" +
-	"nd la révision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des" +
-	" entrées qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision " +
-	"%[1]d\u202f: les exécutants actifs de %[2]s ne prennent que la révision " +
-	"%[3]d.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les ex" +
-	"écutants actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvel" +
-	"le tentative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02" +
-	"Verrou expiré à %[1]s — en attente d’être proposée de nouveau.\x02En att" +
-	"ente de l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En a" +
-	"ttente d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le d" +
-	"élai de l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enr" +
-	"egistré\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans c" +
-	"e cas, il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la" +
-	" destination s’il a pris effet.\x02Relais appelle la destination (depuis" +
-	" %[1]s).\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02R" +
-	"éservée par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant" +
-	" du même consommateur, ou une interface munie d’un jeton de règlement, l" +
-	"a terminera plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée " +
-	"ici, en attente d’un opérateur.\x02Son instance a continué par le chemin" +
-	" d’erreur du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a é" +
-	"té arrêtée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’" +
-	"instance a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[" +
-	"1]s\x02%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1" +
-	"]s (différée\u202f; réglée avec son jeton de règlement, en tant que %[2]" +
-	"s)\x02%[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx" +
-	", corps inutilisable\x02pas de réponse dans le délai\x02pas de connexion" +
-	"\x02réponse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relai" +
-	"s (en anglais)\x02Message de l’exécutant (ses propres termes, valeurs pr" +
-	"otégées masquées)\x02La révision doit être un nombre entier, 1 ou plus." +
-	"\x02Une révision est celle d’une définition\u202f: choisissez aussi la d" +
-	"éfinition.\x02Date de clôture\x02Plus de filtres\u202f: instance, révis" +
-	"ion, consommateur, destination, dates\x02Destination d’appel\x02son nom," +
-	" exactement\x02identifiant d’instance\x02Décomptes par statut\x02Occurre" +
-	"nces, les plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreu" +
-	"r\x02Consommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucu" +
-	"ne occurrence ne correspond à ces filtres.\x02Tous les consommateurs\x02" +
-	"Totaux de la définition %[1]s, sans les autres filtres\x02Totaux de tout" +
-	"es les définitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)" +
-	"\u202f; les décomptes sont actualisés toutes les 5 secondes environ.\x02" +
-	"révision %[1]d\x02clôturée\x02prochaine tentative\x02disponible depuis" +
-	"\x02appel en cours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages" +
-	"\x02Page précédente\x02Page suivante\x02Première page\x02Lignes %[1]s à " +
-	"%[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le pr" +
-	"emier jour vient après le dernier.\x02Cette adresse contient un paramètr" +
-	"e illisible (un signe pour cent qui n’est pas suivi de deux chiffres hex" +
-	"adécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre " +
-	"inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f" +
-	"»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le param" +
-	"ètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seul" +
-	"e fois.\x02Le curseur de page est invalide\u202f: revenez à la première " +
-	"page.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Af" +
-	"ficher les heures en\x02La console n’exécute aucun script et ne peut don" +
-	"c pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son d" +
-	"écalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
-	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
-	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
-	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
-	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
-	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
-	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
-	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
-	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
-	"ure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les version" +
-	"s de processus publiées\u202f: leurs nœuds, routes et révisions épinglée" +
-	"s, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les vers" +
-	"ions de processus publiées\u202f: leurs nœuds, routes et révisions éping" +
-	"lées, dessinés.\x02Processus par clé\x02Versions, les plus récentes d’ab" +
-	"ord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processu" +
-	"s %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long" +
-	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
-	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
-	" leurs codes d’erreur). Chaque case indique combien d’occurrences de cet" +
-	"te version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette " +
-	"version, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
-	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02In" +
-	"stances de cette version\x02Les colonnes suivent le plus long chemin dep" +
-	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
-	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
-	"s d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
-	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
-	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
-	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
-	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
-	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
-	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
-	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
-	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
-	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
-	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
-	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
-	")\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident " +
-	"pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
-	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
-	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
-	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (p" +
-	"ar défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02D" +
-	"écomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes envir" +
-	"on.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
-	"\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consign" +
-	"é avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le %[" +
-	"2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
-	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
-	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
-	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
-	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
-	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
-	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
-	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
-	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
-	"rence (un UUID complet, tel que le titre de sa page l’affiche) ou une cl" +
-	"é métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02" +
-	"C’est trop long pour être un identifiant ou une clé métier.\x02Aucune in" +
-	"stance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune in" +
-	"stance ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une inst" +
-	"ance terminée est supprimée, avec ses occurrences et ses tentatives, une" +
-	" fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt q" +
-	"u’un administrateur l’efface\u202f; le journal d’audit garde les actions" +
-	" d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f»" +
-	" pour clé métier, et ce n’est pas un identifiant entier\u202f: les liste" +
-	"s montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son " +
-	"lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre sessi" +
-	"on avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou re" +
-	"démarrage du serveur)\u202f: votre dernière action n’a pas été appliquée" +
-	". Reconnectez-vous, puis refaites-la.\x02Votre session a pris fin (inact" +
-	"ivité, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur). R" +
-	"econnectez-vous.\x02Se connecter\x02Connectez-vous avec un jeton d’opéra" +
-	"teur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton est vérifi" +
-	"é une fois et n’est jamais conservé dans votre navigateur\u202f; un coo" +
-	"kie de session le remplace jusqu’à 8 heures d’inactivité.\x02Trop de con" +
-	"nexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
-	"\x02Ce jeton est inconnu ou a été révoqué.\x02Un jeton de rôle %[1]s ne " +
-	"peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opérate" +
-	"ur, de concepteur ou d’administrateur.\x02Seuls les administrateurs voie" +
-	"nt cette page\u202f: les jetons, les consommateurs, les destinations, le" +
-	" journal des révélations et les effacements sont de leur ressort.\x02Jet" +
-	"ons du personnel (administrateurs, concepteurs, opérateurs) non révoqués" +
-	". Les jetons des consommateurs se gèrent avec leurs consommateurs. Révoq" +
-	"uer un jeton refuse sa requête suivante.\x02Jetons du personnel, les plu" +
-	"s anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Exp" +
-	"iration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette se" +
-	"ssion\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s" +
-	"\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de con" +
-	"sole ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’uti" +
-	"lise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder" +
-	"\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vou" +
-	"s déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C’" +
-	"est le dernier jeton administrateur utilisable\u202f: créez-en un autre " +
-	"avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa " +
-	"prochaine requête sera refusée.\x02sortie de routage\x02(chaque élément)" +
-	"\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au m" +
-	"oins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d carac" +
-	"tère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s" +
-	"\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01" +
-	"\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élément" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plu" +
-	"s %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la" +
-	" page montre les %[2]d premières, le détail de l’API les donne toutes." +
-	"\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%" +
-	"[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue" +
-	"\x02Les exécutants connectés par un flux, et ceux qui interrogent par le" +
-	"ur dernière demande. Un exécutant est listé tant qu’il s’est manifesté d" +
-	"ans les trois derniers battements de cœur.\x02Exécutants vus dans les tr" +
-	"ois derniers battements\x02Exécutant\x02Protocole\x02Définitions servies" +
-	"\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’e" +
-	"st connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun" +
-	" exécutant ne sert cette définition.\x02flux\x02interrogation longue\x02" +
-	"façade Camunda 7\x02toutes les révisions accordées à son consommateur" +
-	"\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: s" +
-	"es occurrences attendent qu’un exécutant se connecte ou interroge.\x02Au" +
-	"cun processus n’utilise encore cette définition\u202f: elle aura besoin " +
-	"d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pro" +
-	"cessus n’utilise cette définition en mode pull\u202f: Relais appelle ses" +
-	" destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécut" +
-	"ant n’est connecté pour cette définition\u202f; aucune de ses occurrence" +
-	"s n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant" +
-	"\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eules les révisions %[1]s sont prises en charge."
+	" du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l" +
+	"’échéance est passée après la tentative %[1]d)\x02Erreur (avant toute " +
+	"tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a si" +
+	"gnalé cet échec comme définitif (tentatives restantes non utilisées" +
+	"\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l’appe" +
+	"l (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
+	".\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle" +
+	" a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance est p" +
+	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
+	" contrat de sorties de la révision.\x02La réponse à l’appel a été perdue" +
+	" (la connexion s’est rompue après l’envoi de la requête, ou Relais s’est" +
+	" arrêté ou n’a pas pu joindre sa base de données avant de l’enregistrer)" +
+	"\u202f: on ignore si la destination a agi, donc elle n’est pas appelée d" +
+	"e nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
+	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
+	"e verrou de la dernière tentative a expiré sans tentative restante.\x02L" +
+	"es entrées n’ont pas pu être construites à partir des liaisons du proces" +
+	"sus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a" +
+	" signalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou" +
+	" un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La de" +
+	"stination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s " +
+	"en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la rév" +
+	"ision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées " +
+	"qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
+	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
+	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
+	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
+	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
+	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
+	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
+	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
+	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
+	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
+	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
+	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
+	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
+	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
+	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
+	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
+	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
+	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
+	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
+	"%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (dif" +
+	"férée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%" +
+	"[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps" +
+	" inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02rép" +
+	"onse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en a" +
+	"nglais)\x02Message de l’exécutant (ses propres termes, valeurs protégées" +
+	" masquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une " +
+	"révision est celle d’une définition\u202f: choisissez aussi la définitio" +
+	"n.\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, cons" +
+	"ommateur, destination, dates\x02Destination d’appel\x02son nom, exacteme" +
+	"nt\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les" +
+	" plus récentes d’abord\x02Message\x02Processus et nœud\x02Erreur\x02Cons" +
+	"ommateur et exécutant\x02Prochaine tentative ou clôture\x02Aucune occurr" +
+	"ence ne correspond à ces filtres.\x02Tous les consommateurs\x02Totaux de" +
+	" la définition %[1]s, sans les autres filtres\x02Totaux de toutes les dé" +
+	"finitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d " +
+	"occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les d" +
+	"écomptes sont actualisés toutes les 5 secondes environ.\x02révision %[1" +
+	"]d\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en c" +
+	"ours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéd" +
+	"ente\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
+	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
+	"nt après le dernier.\x02Cette adresse contient un paramètre illisible (u" +
+	"n signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou " +
+	"un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f:" +
+	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
+	"Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1" +
+	"]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le cu" +
+	"rseur de page est invalide\u202f: revenez à la première page.\x02Ces rég" +
+	"lages sont conservés dans ce navigateur seulement.\x02Afficher les heure" +
+	"s en\x02La console n’exécute aucun script et ne peut donc pas lire le fu" +
+	"seau horaire de votre ordinateur\u202f: choisissez son décalage par rapp" +
+	"ort à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les " +
+	"listes et les pages de détail\x02Un rechargement vide ce que vous avez s" +
+	"aisi sans l’appliquer (filtres, champ de recherche) et ramène le focus e" +
+	"n haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur ch" +
+	"aque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Le" +
+	"s pages où vous saisissez un motif (confirmations, et occurrences dont u" +
+	"ne valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, pas " +
+	"plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans " +
+	"enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s" +
+	"\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus pub" +
+	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
+	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
+	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
+	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
+	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
+	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
+	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
+	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
+	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
+	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
+	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
+	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
+	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
+	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
+	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
+	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
+	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
+	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
+	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
+	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
+	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
+	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
+	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
+	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
+	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
+	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
+	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
+	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
+	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
+	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
+	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
+	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
+	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
+	"isissez un identifiant d’instance ou d’occurrence (un UUID complet, tel " +
+	"que le titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
+	".\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucun" +
+	"e instance ne l’a pour clé métier. Une instance terminée est supprimée, " +
+	"avec ses occurrences et ses tentatives, une fois la durée de conservatio" +
+	"n (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
+	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
+	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
+	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
+	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
+	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
+	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
+	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
+	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
+	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
+	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
+	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
+	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
+	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
+	"inistrateur.\x02Seuls les administrateurs voient cette page\u202f: les j" +
+	"etons, les consommateurs, les destinations, le journal des révélations e" +
+	"t les effacements sont de leur ressort.\x02Jetons du personnel (administ" +
+	"rateurs, concepteurs, opérateurs) non révoqués. Les jetons des consommat" +
+	"eurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa req" +
+	"uête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun" +
+	" jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas e" +
+	"ncore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton" +
+	" %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requê" +
+	"te suivante est refusée et les sessions de console ouvertes avec lui pre" +
+	"nnent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouv" +
+	"eau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequ" +
+	"el vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête sui" +
+	"vante est refusée. C’est irréversible.\x02C’est le dernier jeton adminis" +
+	"trateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le " +
+	"jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refus" +
+	"ée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
+	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
+	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
+	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
+	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
+	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
+	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
+	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
+	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
+	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
+	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
+	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
+	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
+	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
+	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
+	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
+	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
+	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02Auc" +
+	"un exécutant ne sert cette définition\u202f: ses occurrences attendent q" +
+	"u’un exécutant se connecte ou interroge.\x02Aucun processus n’utilise en" +
+	"core cette définition\u202f: elle aura besoin d’un exécutant quand un pr" +
+	"ocessus l’utilisera en mode pull.\x02Aucun processus n’utilise cette déf" +
+	"inition en mode pull\u202f: Relais appelle ses destinations (push), elle" +
+	" n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
+	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
+	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
+	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
+	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
+	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
+	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
+	"t prises en charge."
 
-	// Total table size 72074 bytes (70KiB); checksum: D3A53CAE
+	// Total table size 72192 bytes (70KiB); checksum: BB8BE482
