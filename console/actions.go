@@ -343,9 +343,8 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	lastSeen := seenID(r.PostFormValue("last_action"))
 	inst, applied, err := c.eng.ActSeen(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, a, id, reason, lastSeen)
 	if err != nil {
-		fe, isFault := fault.As(err)
-		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal || fe.Kind == fault.Unavailable {
-			// An unavailable database is the 503 page, not a refusal.
+		fe, ok := shownRefusal(err)
+		if !ok {
 			c.fail(w, r, err)
 			return
 		}
@@ -413,6 +412,14 @@ func (c *Console) instanceAct(w http.ResponseWriter, r *http.Request) {
 	}
 	c.logger.Info("console: operator action", "action", a, "instance", id, "applied", applied, "status", inst.Status, "by", p.Name)
 	c.redirectWithFlash(w, r, instanceHref(id), msg)
+}
+
+// shownRefusal is err as a refusal a confirmation page says in its own
+// words; ok is false for what the error pages say: not found, a failure of
+// Relais, an unavailable database (the 503 page, not a refusal).
+func shownRefusal(err error) (fe *fault.Error, ok bool) {
+	fe, ok = fault.As(err)
+	return fe, ok && fe.Kind != fault.NotFound && fe.Kind != fault.Internal && fe.Kind != fault.Unavailable
 }
 
 // close leaves the confirmation without its form: the action can no

@@ -9,7 +9,6 @@ import (
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/auth"
-	"github.com/relais/relais/internal/fault"
 )
 
 // Erasing one ended instance (a data subject's request), admins only: a
@@ -86,8 +85,8 @@ func (c *Console) instanceErase(w http.ResponseWriter, r *http.Request) {
 	reason := formReason(r)
 	e, err := c.eng.Erase(ctx, engine.Actor{TokenID: p.TokenID, Name: p.Name}, id, reason)
 	if err != nil {
-		fe, isFault := fault.As(err)
-		if !isFault || fe.Kind == fault.NotFound || fe.Kind == fault.Internal || fe.Kind == fault.Unavailable {
+		fe, ok := shownRefusal(err)
+		if !ok {
 			c.fail(w, r, err)
 			return
 		}

@@ -272,8 +272,7 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error) string {
 		return ""
 	}
 	role, schema := sessionNames(ctx, conn)
-	grants := fmt.Sprintf("GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s; "+
-		"ALTER DEFAULT PRIVILEGES IN SCHEMA %[1]s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %[2]s", schema, role)
+	grants := strings.Join(GrantStatements(role, schema), "; ")
 	switch {
 	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, "permission denied for"):
 		// A migrated schema the role may not read: a serving role
@@ -286,22 +285,45 @@ func privilegeHint(ctx context.Context, conn *pgx.Conn, err error) string {
 	}
 }
 
+// GrantStatements are what the owner of schema runs so that role may
+// serve Relais there, tables of later migrations included; role and
+// schema as SQL takes them (see SQLName).
+func GrantStatements(role, schema string) []string {
+	return []string{
+		fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", schema, role),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s", schema, role),
+		fmt.Sprintf("ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s", schema, role),
+	}
+}
+
+// plainName is an identifier SQL takes unquoted.
+var plainName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// SQLName is an identifier as an operator would type it: bare when it
+// can be, quoted otherwise.
+func SQLName(name string) string {
+	if plainName.MatchString(name) {
+		return name
+	}
+	return pgx.Identifier{name}.Sanitize()
+}
+
 // sessionNames are the role of conn's session and the schema its
-// search_path leads to first ("$user" skipped), as an operator types them.
+// search_path leads to first ("$user" skipped), as an operator types them
+// (placeholders when the session cannot say).
 func sessionNames(ctx context.Context, conn *pgx.Conn) (role, schema string) {
-	role, schema = "<role>", "<schema>"
 	var path string
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := conn.QueryRow(qctx, "select current_user, current_setting('search_path')").Scan(&role, &path); err != nil {
-		return "<role>", schema
+		return "<role>", "<schema>"
 	}
 	for _, p := range strings.Split(path, ",") {
 		if p = strings.Trim(strings.TrimSpace(p), `"`); p != "" && p != "$user" {
-			return role, p
+			return SQLName(role), SQLName(p)
 		}
 	}
-	return role, schema
+	return SQLName(role), "<schema>"
 }
 
 // renumbered are the migrations a branch merged into main applied under

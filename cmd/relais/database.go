@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,12 +231,10 @@ func checkDatabaseRole(ctx context.Context, pool *pgxpool.Pool, logger *slog.Log
 		return false, err
 	}
 	if len(p.Missing) > 0 {
-		role, schema := sqlName(p.Role), sqlName(p.Schema)
-		return false, fmt.Errorf("the database role %s lacks privileges Relais needs on its tables %s: as the schema's owner, grant them, as in\n"+
-			"    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s;\n"+
-			"    ALTER DEFAULT PRIVILEGES IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s;\n"+
-			"(the second gives it the tables of later migrations too; in a schema shared with other applications, grant on Relais's tables by name instead of ALL TABLES)",
-			role, strings.Join(p.Missing, ", "), schema, role, schema, role)
+		role := engine.SQLName(p.Role)
+		return false, fmt.Errorf("the database role %s lacks privileges Relais needs on its tables %s: as the schema's owner, grant them, as in\n    %s;\n"+
+			"(the last gives it the tables of later migrations too; in a schema shared with other applications, grant on Relais's tables by name instead of ALL TABLES)",
+			role, strings.Join(p.Missing, ", "), strings.Join(engine.GrantStatements(role, engine.SQLName(p.Schema)), ";\n    "))
 	}
 	writable, err = engine.Writable(ctx, pool)
 	if err != nil {
@@ -247,18 +244,6 @@ func checkDatabaseRole(ctx context.Context, pool *pgxpool.Pool, logger *slog.Log
 		logger.Warn("PostgreSQL takes no writes here (a standby, or a read-only session): /readyz answers 503 and every write 503 until RELAIS_DATABASE_URL leads to the primary (with several hosts, add target_session_attrs=read-write); the bootstrap token is not ensured")
 	}
 	return writable, nil
-}
-
-// plainName is an identifier SQL takes unquoted.
-var plainName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-
-// sqlName is an identifier as an operator would type it: bare when it
-// can be, quoted otherwise.
-func sqlName(name string) string {
-	if plainName.MatchString(name) {
-		return name
-	}
-	return pgx.Identifier{name}.Sanitize()
 }
 
 // Waiting for the database: each attempt is bounded so that a server that

@@ -84,15 +84,12 @@ func Unreachable(err error) bool {
 // Unavailable returns the 503 database_unavailable fault for err, which
 // it keeps as the cause for the log.
 func Unavailable(err error) *fault.Error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "25006" {
+	detail := "the database cannot be reached right now; try again shortly (a write answered so may or may not have been applied: repeat it as it was, with its Idempotency-Key or request_id, and it is applied once)"
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "25006" {
 		// Reachable, but a standby: nothing was written.
-		fe := fault.New(fault.Unavailable, UnavailableCode, "the database takes no writes right now (a standby, or a failover under way); try again shortly: nothing was written")
-		fe.RetryAfter = RetryAfter
-		fe.Cause = err
-		return fe
+		detail = "the database takes no writes right now (a standby, or a failover under way); try again shortly: nothing was written"
 	}
-	fe := fault.New(fault.Unavailable, UnavailableCode, "the database cannot be reached right now; try again shortly (a write answered so may or may not have been applied: repeat it as it was, with its Idempotency-Key or request_id, and it is applied once)")
+	fe := fault.New(fault.Unavailable, UnavailableCode, "%s", detail)
 	fe.RetryAfter = RetryAfter
 	fe.Cause = err
 	return fe
