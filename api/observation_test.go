@@ -90,6 +90,11 @@ func TestObservationFiltersAndPagination(t *testing.T) {
 	if len(attempts) != 1 || attempts[0].(map[string]any)["outcome"] != "completed" || attempts[0].(map[string]any)["worker_id"] != "w" {
 		t.Errorf("attempts = %v", attempts)
 	}
+	// A settled occurrence holds no lock: the reservation's end is its
+	// attempt's history, not the occurrence's state.
+	if detail["lock_expires_at"] != nil || attempts[0].(map[string]any)["lock_expires_at"] == nil {
+		t.Errorf("a completed occurrence's lock_expires_at %v, its attempt's %v; want null and the attempt's lock", detail["lock_expires_at"], attempts[0].(map[string]any)["lock_expires_at"])
+	}
 	// An occurrence never claimed has no attempts: [], not a missing member.
 	var unclaimed string
 	for _, it := range env.Must(200, "GET", "/api/v1/occurrences?status=available&limit=1", env.Operator, nil).JSON(t)["items"].([]any) {
