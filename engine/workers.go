@@ -186,6 +186,26 @@ func (e *Engine) SeePoller(ctx context.Context, s PollerSighting) {
 	}
 }
 
+// PollerLeft shortens the catalog's window of a poller whose fetch ended
+// before its long-poll wait (the client went away, or too many waiters
+// refused it): SeePoller counted the whole wait, and a killed worker
+// listed live a minute and a half hides a definition nobody serves. The
+// worker stays live LiveHeartbeats heartbeats (heartbeat), as after any
+// fetch; its next fetch is written whatever pollerRefresh says.
+func (e *Engine) PollerLeft(ctx context.Context, consumerID int64, workerID string, heartbeat time.Duration) {
+	e.pollers.mu.Lock()
+	delete(e.pollers.last, pollerKey{consumerID, workerID})
+	e.pollers.mu.Unlock()
+	// The request's context is usually what ended.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := e.q.WorkerPollerLeft(ctx, queries.WorkerPollerLeftParams{ConsumerID: consumerID, WorkerID: workerID, Now: e.at(),
+		LiveFor: LiveHeartbeats * heartbeat})
+	if err != nil {
+		e.logger.Warn("shortening a polling worker's catalog entry failed", "err", err)
+	}
+}
+
 // LogWorker logs a worker's connection or disconnection under its stable
 // event name.
 func (e *Engine) LogWorker(event, protocol string, consumerID int64, workerID, replica string, attrs ...any) {

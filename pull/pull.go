@@ -379,8 +379,12 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		return err
 	}
 	got, err := p.hub.ClaimOrWait(r.Context(), p.eng, claim, wait, still)
-	if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
+	throttled := fault.HasCode(err, longpoll.CodeTooManyWaiters)
+	if throttled {
 		p.fetches.WithLabelValues("too_many_waiters").Inc()
+	}
+	if wait > 0 && err != nil && (throttled || r.Context().Err() != nil) {
+		p.eng.PollerLeft(r.Context(), principal.ConsumerID, req.WorkerID, p.heartbeat)
 	}
 	if err != nil {
 		return 0, err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -117,6 +118,12 @@ func TestLongPollReleasesWaiterOnClientDisconnect(t *testing.T) {
 	if empty, _ := env.Metrics().Get("relais_pull_fetch_duration_seconds_count", "result", "empty"); empty != 0 {
 		t.Errorf("the abandoned fetch counted empty too (%v)", empty)
 	}
+	// Its worker is live as long as after any fetch, not for the whole
+	// wait it asked: a killed worker would hide a definition nobody serves.
+	env.Clock.Advance(engine.LiveHeartbeats*10*time.Second + time.Second)
+	if items := env.Must(200, "GET", "/api/v1/workers", env.Operator, nil).JSON(t)["items"].([]any); len(items) != 0 {
+		t.Errorf("workers 31 s after an abandoned 30 s long poll: %v, want none", items)
+	}
 
 	_, id := start(t, env, "crm_only", "Acme")
 	occ := one(t, fetch(t, env, consumer, fetchBody("w2")), id)
@@ -134,10 +141,17 @@ func TestWaitersAreBounded(t *testing.T) {
 	lp := background(t, env, consumer, fetchBody("w1", "wait", "PT10S"))
 	lp.waiting(t)
 
-	r := env.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2", "wait", "PT1S"))
+	r := env.Do("POST", "/api/v1/pull/fetch-and-lock", consumer, fetchBody("w2", "wait", "PT50S"))
 	wantProblem(t, "second long poll", r, 429, "too_many_waiters")
 	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
 		t.Errorf("Retry-After = %q, want a positive number of seconds", r.Header.Get("Retry-After"))
+	}
+	// Refused, it waits for nothing: live as long as after any fetch.
+	env.Clock.Advance(engine.LiveHeartbeats*10*time.Second + time.Second)
+	for _, it := range env.Must(200, "GET", "/api/v1/workers", env.Operator, nil).JSON(t)["items"].([]any) {
+		if it.(map[string]any)["worker_id"] == "w2" {
+			t.Errorf("w2, refused a 50 s long poll 31 s ago, is listed live: %v", it)
+		}
 	}
 	if occs := fetch(t, env, consumer, fetchBody("w3")); len(occs) != 0 {
 		t.Errorf("fetch without wait got %v, want nothing (and 200)", ids(occs))

@@ -28,6 +28,12 @@ set protocol = excluded.protocol, replica = excluded.replica, subscriptions = ex
     last_seen_at = excluded.last_seen_at, live_until = excluded.live_until
 returning (connected_at = last_seen_at)::boolean as connected;
 
+-- name: WorkerPollerLeft :exec
+-- A poller whose fetch ended before its wait (the client left, or the
+-- fetch was refused) is live only as long as after any fetch.
+update workers set live_until = least(live_until, coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
+where consumer_id = @consumer_id and worker_id = @worker_id and protocol <> 'stream';
+
 -- name: WorkerListLive :many
 -- Live workers (by id, for keyset pagination), each with what it holds now.
 select w.*, c.name as consumer_name,

@@ -191,6 +191,30 @@ func (q *Queries) WorkerListLive(ctx context.Context, arg WorkerListLiveParams) 
 	return items, nil
 }
 
+const workerPollerLeft = `-- name: WorkerPollerLeft :exec
+update workers set live_until = least(live_until, coalesce($1::timestamptz, now()) + $2::interval)
+where consumer_id = $3 and worker_id = $4 and protocol <> 'stream'
+`
+
+type WorkerPollerLeftParams struct {
+	Now        *time.Time
+	LiveFor    time.Duration
+	ConsumerID int64
+	WorkerID   string
+}
+
+// A poller whose fetch ended before its wait (the client left, or the
+// fetch was refused) is live only as long as after any fetch.
+func (q *Queries) WorkerPollerLeft(ctx context.Context, arg WorkerPollerLeftParams) error {
+	_, err := q.db.Exec(ctx, workerPollerLeft,
+		arg.Now,
+		arg.LiveFor,
+		arg.ConsumerID,
+		arg.WorkerID,
+	)
+	return err
+}
+
 const workerPollerSeen = `-- name: WorkerPollerSeen :one
 insert into workers (id, consumer_id, worker_id, protocol, replica, subscriptions, definition_keys,
                      connected_at, last_seen_at, live_until)
