@@ -602,6 +602,50 @@ func TestOutputsTooLargeFailTheTask(t *testing.T) {
 	}
 }
 
+// Outputs Relais refuses as JSON (a json.RawMessage holding an escaped
+// lone surrogate or a duplicate key) fail the task without retry, on a
+// stream as by long polling: left alone, it was held for as long as the
+// stream lived. The word null anywhere in them changes nothing: dropping
+// null members must not decode them into something Relais would take
+// (U+FFFD, the last of the duplicates).
+func TestOutputsRefusedAsJSONFailTheTask(t *testing.T) {
+	outputs := map[string]string{
+		"Surrogate":          `{"result":"created","crm_id":"x \ud800"}`,
+		"Surrogate and null": `{"result":"created","crm_id":"nullable \ud800"}`,
+		"Duplicate and null": `{"result":"created","crm_id":"first","crm_id":"nullable"}`,
+	}
+	for _, protocol := range []Protocol{ProtocolStream, ProtocolLongPoll} {
+		t.Run(string(protocol), func(t *testing.T) {
+			r := newRelais(t, map[string]any{"max_attempts": 3})
+			run := r.run(t, Config{Protocol: protocol, Concurrency: 3, SettleWindow: 50 * time.Millisecond, WorkerID: "raw-" + string(protocol)},
+				func(ctx context.Context, task *Task) (any, error) {
+					var in struct {
+						CompanyName string `json:"company_name"`
+					}
+					if err := task.Decode(&in); err != nil {
+						return nil, err
+					}
+					return json.RawMessage(outputs[in.CompanyName]), nil
+				})
+			for name := range outputs {
+				inst := r.start(t, name)
+				if got := r.env.WaitEnded(inst, 15*time.Second)["status"]; got != "failed" {
+					t.Errorf("%s: instance %v, want failed", name, got)
+					continue
+				}
+				o := r.occurrenceOf(t, inst)
+				if o["error_code"] != "invalid_outputs" || len(o["attempts"].([]any)) != 1 || !strings.Contains(fmt.Sprint(o["error_message"]), "/outputs/crm_id") {
+					t.Errorf("%s: occurrence failed %v (%v) after %d attempts, want invalid_outputs at /outputs/crm_id after one",
+						name, o["error_code"], o["error_message"], len(o["attempts"].([]any)))
+				}
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // A ResourceExhausted the client made itself (an answer over its own
 // limit, an HTTP/2 reset) says nothing of the outcome: retried as a
 // network error, never read as the server refusing the outputs' size.

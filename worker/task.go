@@ -19,6 +19,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // Task is one reserved occurrence, as fetch-and-lock delivered it.
@@ -565,6 +566,13 @@ func (r *run) complete(t *Task, outputs any, log *slog.Logger) {
 		// never the values, so they are safe to log.
 		log.Error("outputs violate the contract; failing the task without retry", "errors", ae.Errors)
 		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: violations(ae.Errors)}, log)
+	case errors.As(err, &ae) && ae.Status == http.StatusBadRequest && aboutOutputs(ae.Errors):
+		// Outputs Relais cannot store as they are (a duplicate key, an
+		// escaped lone surrogate in a json.RawMessage): left alone, the
+		// task would be held until its lock lapsed (on a stream, for as
+		// long as the stream lives) and then run again to the same outputs.
+		log.Error("outputs refused as JSON; failing the task without retry", "code", ae.Code, "errors", ae.Errors)
+		r.settleFail(t, failRequest{ErrorCode: codeInvalidOutputs, Message: "Relais refused the outputs: " + problemList(ae.Errors)}, log)
 	case errors.As(err, &ae) && ae.Status == http.StatusRequestEntityTooLarge:
 		// Left alone, the task would be held until its lock lapsed (on a
 		// stream, for as long as the stream lives) and then run again to
@@ -621,6 +629,9 @@ func (r *run) taskEnded(t *Task, began time.Time, took *atomic.Int64, log *slog.
 	hook(e)
 }
 
+// maxOutputDepth is the deepest JSON Relais reads (its request bodies).
+const maxOutputDepth = 10_000
+
 func encodeOutputs(outputs any) (json.RawMessage, error) {
 	if outputs == nil {
 		return json.RawMessage("{}"), nil
@@ -632,9 +643,12 @@ func encodeOutputs(outputs any) (json.RawMessage, error) {
 	if string(b) == "null" {
 		return json.RawMessage("{}"), nil
 	}
-	if bytes.Contains(b, []byte("null")) {
+	if bytes.Contains(b, []byte("null")) && jsontree.CheckText(b, maxOutputDepth) == nil {
 		return withoutNulls(b)
 	}
+	// Outputs with a duplicate key or an escaped lone surrogate (from a
+	// json.RawMessage) go as they are, for Relais to refuse: decoding
+	// them to drop nulls would keep one of the keys, or store U+FFFD.
 	return b, nil
 }
 
@@ -678,11 +692,28 @@ func withoutNulls(b []byte) (json.RawMessage, error) {
 }
 
 func violations(errs []FieldError) string {
+	return "the outputs violate the contract: " + problemList(errs)
+}
+
+// problemList joins a problem's pointers and messages, which describe the
+// contract or the JSON's form, never the values: safe to log and store.
+func problemList(errs []FieldError) string {
 	parts := make([]string, len(errs))
 	for i, e := range errs {
 		parts[i] = e.Path + ": " + e.Message
 	}
-	return "the outputs violate the contract: " + strings.Join(parts, "; ")
+	return strings.Join(parts, "; ")
+}
+
+// aboutOutputs reports whether a refusal's pointers all lie in the
+// outputs: the handler's doing, which no retry of the report can mend.
+func aboutOutputs(errs []FieldError) bool {
+	for _, e := range errs {
+		if e.Path != "/outputs" && !strings.HasPrefix(e.Path, "/outputs/") {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 // workerRequest is a body that names the worker only (a release, a

@@ -38,8 +38,9 @@ var assemblers = []string{"internal/server", "internal/relaistest", "internal/db
 
 // workerLeaves are what the public SDK may import of the module: it ships
 // to other teams' services, so it stays free of the server. The generated
-// worker protocol is the wire it speaks.
-var workerLeaves = []string{"internal/isoduration", protoPackage, protoPackage + "/workerv1connect"}
+// worker protocol is the wire it speaks; isoduration and jsontree (the
+// strict JSON check its outputs must pass) are standard-library leaves.
+var workerLeaves = []string{"internal/isoduration", "internal/jsontree", protoPackage, protoPackage + "/workerv1connect"}
 
 // protoPackage is the generated worker protocol. It is generated code on
 // the wire format: it imports no other package of the module (the SDK and
