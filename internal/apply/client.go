@@ -576,6 +576,15 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			}
 			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking}, nil
 		}
+		if parsed != nil && pl.putsDestinationOf(parsed) {
+			// The server judged the nodes' timeouts against its
+			// destinations as they are; this run changes one first, and
+			// a lowered max_timeout would refuse the publication halfway
+			// through the real apply.
+			if err := c.checkAgainstPlan(ctx, parsed, pl, nil); err != nil {
+				return Result{}, err
+			}
+		}
 		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking}, nil
 	}
 	var out struct {
@@ -656,6 +665,17 @@ func (pl plan) satisfied(err error, p *process.Process) (rest []apiFieldError, p
 		rest = append(rest, e)
 	}
 	return rest, planned
+}
+
+// putsDestinationOf reports whether the plan puts a destination one of
+// p's nodes calls.
+func (pl plan) putsDestinationOf(p *process.Process) bool {
+	for _, n := range p.Nodes {
+		if _, ok := pl.destinations[n.Destination]; ok && n.Destination != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeAt is the node a problem's pointer is about, and the member of it

@@ -327,3 +327,36 @@ func TestApplySnapshotsOnlyItsOwnWorking(t *testing.T) {
 		t.Errorf("revision 1 was made of the other Working: %d %s", r.Status, r.Body)
 	}
 }
+
+// A destination whose max_timeout this apply lowers below a node's timeout
+// refuses the process in the dry run, which the real apply runs over the
+// whole set first: the server's own dry run judges the node against the
+// destination as it is, and passed, so the real apply stopped halfway
+// with the destination lowered and a revision made.
+func TestALoweredMaxTimeoutRefusesTheProcessInTheDryRun(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	c := &apply.Client{URL: env.URL, Token: env.Admin}
+	docs, problems, err := apply.Load(filepath.Join(relaistest.Root(), "examples"))
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("loading the examples: %v %v", err, problems)
+	}
+	if p := c.Apply(context.Background(), docs, false, func(apply.Result) {}); len(p) > 0 {
+		t.Fatalf("applying the examples: %v", p)
+	}
+	for _, d := range docs {
+		switch {
+		case d.Kind == apply.KindDestination && d.ID == "scoring-api":
+			d.Body["max_timeout"] = "PT2S" // the score node's timeout is PT3S
+		case d.Kind == apply.KindProcess && d.ID == "onboard_company":
+			d.Body["name"] = "Onboard company, renamed"
+		}
+	}
+	p := c.Apply(context.Background(), docs, true, func(apply.Result) {})
+	if len(p) != 1 || !strings.Contains(p[0].String(), "/nodes/score/timeout") || !strings.Contains(p[0].String(), "max_timeout PT2S") {
+		t.Errorf("dry run lowering scoring-api's max_timeout below the score node's timeout: problems %v, want the node's timeout refused", p)
+	}
+	if got := env.Must(200, "GET", "/api/v1/destinations/scoring-api", env.Admin, nil).JSON(t)["max_timeout"]; got != "PT5S" {
+		t.Errorf("the dry run changed the destination: max_timeout %v", got)
+	}
+}
