@@ -216,8 +216,13 @@ func (s DestinationSpec) validate() (validDestination, error) {
 			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k), Message: "is not a valid header name"})
 		case reservedHeaders[ck]:
 			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k), Message: "is set by Relais and cannot be configured"})
-		case strings.ContainsAny(val, "\r\n"):
-			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k), Message: "value must not contain line breaks"})
+		case strings.IndexFunc(val, headerControl) >= 0:
+			// net/http refuses to send them: every call would fail
+			// connection_failed. The character is named, never the value
+			// (a credential).
+			c := val[strings.IndexFunc(val, headerControl)]
+			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k),
+				Message: fmt.Sprintf("value holds the control character U+%04X, which HTTP cannot send (line breaks included)", c)})
 		case slices.Contains(v.names, ck):
 			errs = append(errs, fault.FieldError{Path: jsontree.Pointer("/headers", k),
 				Message: fmt.Sprintf("is the header %s again (header names are case-insensitive); one value each", ck)})
@@ -233,6 +238,10 @@ func (s DestinationSpec) validate() (validDestination, error) {
 	v.rest, v.query = splitQuery(s.URL)
 	return v, nil
 }
+
+// headerControl reports the characters a header value cannot carry: the
+// control characters but tab (RFC 9110 §5.5).
+func headerControl(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }
 
 // shown is the destination as stored and shown: the query's values masked
 // (they are sealed apart).

@@ -185,6 +185,18 @@ func TestDestinationRefusesWhatACallWouldNotSend(t *testing.T) {
 	if len(fe.Errors) != 4 {
 		t.Errorf("refusals %v, want exactly those four", fe.Errors)
 	}
+	// A value net/http would refuse to send (every call failing
+	// connection_failed) names the character, never the value.
+	spec.Headers = map[string]string{"Authorization": "Bearer ok\x01SECRET", "X-Tab": "a\tb", "X-Del": "a\x7f", "X-Nl": "a\nb", "X-Utf8": "café"}
+	_, err = spec.validate()
+	fe, _ = fault.As(err)
+	got = map[string]string{}
+	for _, e := range fe.Errors {
+		got[e.Path] = e.Message
+	}
+	if len(got) != 3 || !strings.Contains(got["/headers/Authorization"], "U+0001") || got["/headers/X-Del"] == "" || got["/headers/X-Nl"] == "" || strings.Contains(fmt.Sprint(fe), "SECRET") {
+		t.Errorf("header values with control characters: %v, want /headers/Authorization (U+0001), X-Del and X-Nl refused, no value named", fe)
+	}
 	for url, ok := range map[string]bool{"http://[::1]:99999/": false, "http://hooks.example:0/": false, "http://hooks.example:8080/in": true} {
 		spec := DestinationSpec{Name: "hook", URL: url, MaxTimeout: time.Second}
 		if _, err := spec.validate(); (err == nil) != ok {

@@ -363,7 +363,8 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 			continue
 		}
 		d.node = &node
-		if ps := controlProblems(d, &node, ""); len(ps) > 0 {
+		kind, _ := v.(map[string]any)["kind"].(string)
+		if ps := controlProblems(d, kind, &node, ""); len(ps) > 0 {
 			problems = append(problems, ps...)
 			continue
 		}
@@ -428,25 +429,25 @@ func syntaxProblem(d Document, err error) Problem {
 }
 
 // controlProblems refuses the double-quoted strings under n (at pointer
-// at) that hold a control character (a tab and line breaks aside):
+// at) of a document of kind that hold a control character (a tab and line breaks aside):
 // "\bACME\b" is a pattern of word boundaries to its author and two
 // backspaces to YAML and JSON, a contract no input ever matches, and a
 // name holding one is shown garbled in every refusal.
-func controlProblems(d Document, n *yaml.Node, at string) []Problem {
+func controlProblems(d Document, kind string, n *yaml.Node, at string) []Problem {
 	var out []Problem
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			out = append(out, controlProblems(d, c, at)...)
+			out = append(out, controlProblems(d, kind, c, at)...)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			out = append(out, controlProblems(d, c, jsontree.Pointer(at, strconv.Itoa(i)))...)
+			out = append(out, controlProblems(d, kind, c, jsontree.Pointer(at, strconv.Itoa(i)))...)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			out = append(out, controlProblems(d, n.Content[i], at)...)
-			out = append(out, controlProblems(d, n.Content[i+1], jsontree.Pointer(at, n.Content[i].Value))...)
+			out = append(out, controlProblems(d, kind, n.Content[i], at)...)
+			out = append(out, controlProblems(d, kind, n.Content[i+1], jsontree.Pointer(at, n.Content[i].Value))...)
 		}
 	case yaml.ScalarNode:
 		if n.Style&yaml.DoubleQuotedStyle == 0 {
@@ -464,7 +465,12 @@ func controlProblems(d Document, n *yaml.Node, at string) []Problem {
 		if r == '\b' {
 			how += `, as \\b for a word boundary`
 		}
-		out = append(out, Problem{Doc: d, Pointer: at, Line: n.Line, Message: fmt.Sprintf("%q holds the control character %U (%s)", n.Value, r, how)})
+		shown := strconv.Quote(n.Value)
+		if kind == KindDestination && (at == "/url" || strings.HasPrefix(at, "/headers/")) {
+			// A credential, printed into a CI log otherwise.
+			shown = "the value"
+		}
+		out = append(out, Problem{Doc: d, Pointer: at, Line: n.Line, Message: fmt.Sprintf("%s holds the control character %U (%s)", shown, r, how)})
 	}
 	return out
 }

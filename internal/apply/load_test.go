@@ -375,6 +375,10 @@ func TestLoadSyntaxProblems(t *testing.T) {
 			`3: /pattern: "\bACME\b" holds the control character U+0008 (in double quotes a backslash starts an escape: write a pattern in single quotes, or double the backslash, as \\b for a word boundary)`},
 		"backspace.json": {"{\"kind\": \"Release\", \"definition\": \"d\",\n \"name\": \"a\\b\", \"revision\": 1}\n",
 			`2: /name: "a\b" holds the control character U+0008 (in JSON a backslash starts an escape: double it, as \\b for a word boundary)`},
+		// A destination's URL and headers carry credentials: never
+		// printed into a CI log.
+		"header.yaml": {"kind: Destination\nname: d\nurl: https://example.com\nmax_timeout: PT1S\nheaders:\n  X-Bad: \"bad\\u0001 SECRET\"\n",
+			`6: /headers/X-Bad: the value holds the control character U+0001 (in double quotes a backslash starts an escape: write a pattern in single quotes, or double the backslash)`},
 		"duplicate.yaml": {"kind: Definition\nkey: d\nname: one\nname: two\n",
 			`4: /: not valid YAML: mapping key "name" already defined at line 3`},
 		"comma.json": {"{\n  \"kind\": \"Definition\",\n  \"key\": \"d\",\n}\n",
