@@ -174,6 +174,16 @@ func TestCompleteValidatesAgainstThePinnedRevision(t *testing.T) {
 		"invalid_outputs", "/result", "/score", "/crm_id is required", "/extra is not a field of the contract")
 	notJSON := map[string]any{"workerId": "w", "variables": map[string]any{"meta": map[string]any{"type": "Json", "value": "{nope"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", notJSON), 400, "InvalidRequestException", "/variables/meta/value")
+	// A document held in a string is as strict as the body: its duplicate
+	// key or lone surrogate would be stored as the last key or U+FFFD.
+	for _, v := range []map[string]any{
+		{"type": "Json", "value": `{"x":"first","x":"second"}`},
+		{"type": "Object", "value": `{"x":"a","x":"b"}`, "valueInfo": map[string]any{"serializationDataFormat": "application/json", "objectTypeName": "java.util.Map"}},
+		{"type": "Json", "value": `{"x":"\ud800"}`},
+	} {
+		loose := map[string]any{"workerId": "w", "variables": map[string]any{"meta": v}}
+		mustException(t, f.call("POST", "/external-task/"+occ+"/complete", loose), 400, "InvalidRequestException", "/variables/meta/value", "strict JSON: /x")
+	}
 	notMidnight := map[string]any{"workerId": "w", "variables": map[string]any{"due": map[string]any{"type": "Date", "value": "2026-12-24T10:00:00.000+0000"}}}
 	mustException(t, f.call("POST", "/external-task/"+occ+"/complete", notMidnight), 400, "InvalidRequestException", "/variables/due/value", "midnight")
 	file := map[string]any{"workerId": "w", "variables": map[string]any{"doc": map[string]any{"type": "File", "value": "aGk="}}}

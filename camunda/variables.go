@@ -2,6 +2,7 @@ package camunda
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -315,11 +316,21 @@ func outputValue(v variableIn, f contracts.Field) (json.RawMessage, bool, error)
 			if err := json.Unmarshal([]byte(s), &doc); err != nil {
 				return nil, false, fmt.Errorf("%s %s value must hold JSON: %v", article(v.Type), v.Type, err)
 			}
+			// Held in a string, the document escaped the body's strict
+			// check: a duplicate key or a lone surrogate would be stored
+			// as the last duplicate or U+FFFD, not as sent.
+			if ps := jsontree.CheckText(doc, maxJSONDepth); len(ps) > 0 {
+				return nil, false, fmt.Errorf("%s %s value must hold strict JSON: %s: %s", article(v.Type), v.Type, cmp.Or(ps[0].Pointer, "/"), ps[0].Message)
+			}
 			return doc, true, nil
 		}
 	}
 	return json.RawMessage(raw), true, nil
 }
+
+// maxJSONDepth bounds the nesting the strict check of a Json value
+// follows, as the body's.
+const maxJSONDepth = 10_000
 
 // typeNamesFor lists the Camunda type names (lower case) a completion may
 // give a field of each contract type; a value without a type name is
