@@ -13,6 +13,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/relais/relais/internal/jsontree"
 )
 
@@ -476,7 +478,8 @@ func sortLongestFirst(s []string) {
 // "[redacted]", as written or as a service quotes it: escaped inside a JSON
 // string (Python's json.dumps writes é as \u00e9, Go's escapes < as
 // \u003c, Gson = as \u003d, PHP / as \/) or percent-encoded in a URL.
-// Letter case is ignored (services lower-case an email address, upper-case
+// Letter case is ignored, and so is how accents are composed (é or e
+// and a combining acute) (services lower-case an email address, upper-case
 // a reference as they quote it), letter by letter (ß and SS, or a final
 // sigma, are not matched). An ASCII value shorter than minInWord
 // characters is redacted only where it stands as a word of its own: inside
@@ -500,6 +503,10 @@ func Scrub(message string, protected []string) string {
 	}
 	for _, p := range protected {
 		add(p)
+		// Composed and decomposed accents read alike: a service may
+		// quote either (macOS and some Java libraries decompose).
+		add(norm.NFC.String(p))
+		add(norm.NFD.String(p))
 		if len(p) >= minEncoded {
 			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 				add(enc.EncodeToString([]byte(p)))

@@ -336,6 +336,11 @@ func TestScrubIgnoresLetterCase(t *testing.T) {
 		// leaves the rest of the message in place.
 		{"\u212a-code, k-code", "k-code", "\u212a-code, [redacted]"},
 		{"bad \xff byte ABC", "abc", "bad \xff byte [redacted]"},
+		// Accents composed or decomposed are one spelling to a reader:
+		// macOS file names, some Java services, write them decomposed.
+		{"who=Zoe\u0308 U\u0308nal, again ZOE\u0308", "Zoë Ünal", "who=[redacted], again ZOE\u0308"},
+		{"who=Zoë Ünal", "Zoe\u0308 U\u0308nal", "who=[redacted]"},
+		{`{"m":"Zoe\u0308 U\u0308nal"}`, "Zoë Ünal", `{"m":"[redacted]"}`},
 	} {
 		if got := Scrub(tc.msg, []string{tc.value}); got != tc.want {
 			t.Errorf("Scrub(%q, %q) = %q, want %q", tc.msg, tc.value, got, tc.want)
