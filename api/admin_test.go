@@ -20,10 +20,16 @@ func TestTokensAndWhoami(t *testing.T) {
 			t.Errorf("whoami = %v, want role %s", got, role)
 		}
 	}
-	created := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "night-shift", "role": "operator"}).JSON(t)
+	created := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "night-shift", "role": "operator", "expires_in": "P1D"}).JSON(t)
 	token, _ := created["token"].(string)
-	if who := env.Must(200, "GET", "/api/v1/whoami", token, nil).JSON(t); who["name"] != "night-shift" || who["role"] != "operator" {
-		t.Errorf("the new token is %v, want night-shift, operator", who)
+	// Its id and expiry too: a pipeline revokes its own token after
+	// rotating it, and warns before it expires.
+	if who := env.Must(200, "GET", "/api/v1/whoami", token, nil).JSON(t); who["name"] != "night-shift" || who["role"] != "operator" ||
+		who["token_id"] != created["id"] || who["expires_at"] == nil || who["expires_at"] != created["expires_at"] {
+		t.Errorf("the new token is %v, want night-shift, operator, token_id %v, expires_at %v", who, created["id"], created["expires_at"])
+	}
+	if who := env.Must(200, "GET", "/api/v1/whoami", env.Admin, nil).JSON(t); who["expires_at"] != nil || who["token_id"] == nil {
+		t.Errorf("a token without expiry: whoami %v, want its id and expires_at null", who)
 	}
 	if r := env.Do("POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "x", "role": "consumer"}); r.Status != 400 {
 		t.Errorf("a consumer token from /tokens: %d, want 400", r.Status)

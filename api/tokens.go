@@ -19,7 +19,13 @@ import (
 func (a *API) whoami() http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		p, _ := auth.FromContext(r.Context())
-		httpjson.Encode(w, http.StatusOK, map[string]any{"name": p.Name, "role": p.Role})
+		// The id and expiry let a pipeline revoke its own token after
+		// rotating it, and warn before it expires.
+		out := map[string]any{"name": p.Name, "role": p.Role, "token_id": p.TokenID, "expires_at": p.ExpiresAt}
+		if p.ConsumerID != 0 {
+			out["consumer_id"] = p.ConsumerID
+		}
+		httpjson.Encode(w, http.StatusOK, out)
 		return nil
 	})
 }

@@ -6,8 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
 // The fast path answers one question, "is this value valid?", straight from
@@ -97,15 +95,15 @@ func compileFastField(f Field) (*fastNode, error) {
 			n.re = re
 		}
 		if f.Format != "" {
-			n.format = jsonschema.Formats[f.Format]
+			n.format = formats[f.Format]
 			if n.format == nil {
 				return nil, fmt.Errorf("unknown format %q", f.Format)
 			}
 		}
 	case TypeDate:
-		n.format = jsonschema.Formats["date"]
+		n.format = formats["date"]
 	case TypeDatetime:
-		n.format = jsonschema.Formats["date-time"]
+		n.format = formats["date-time"]
 	case TypeInteger, TypeNumber:
 		var ok bool
 		if f.Minimum != nil {

@@ -58,9 +58,15 @@ func appendFieldSchema(b []byte, f Field, parent Classification) []byte {
 		b = append(b, `"type":"string"`...)
 		b = appendCount(b, "minLength", f.MinLength)
 		b = appendCount(b, "maxLength", f.MaxLength)
-		if f.Pattern != "" {
+		switch {
+		case f.Pattern != "":
 			b = append(b, `,"pattern":`...)
 			b = appendString(b, f.Pattern)
+		case f.Format == FormatEmail:
+			// What the format leaves to Relais (see trimmedEmail), said
+			// to validators that read the served schema.
+			b = append(b, `,"pattern":`...)
+			b = appendString(b, trimmedPattern)
 		}
 		if f.Format != "" {
 			b = append(b, `,"format":`...)
@@ -76,7 +82,8 @@ func appendFieldSchema(b []byte, f Field, parent Classification) []byte {
 	case TypeDate:
 		b = append(b, `"type":"string","format":"date"`...)
 	case TypeDatetime:
-		b = append(b, `"type":"string","format":"date-time"`...)
+		b = append(b, `"type":"string","format":"date-time","pattern":`...)
+		b = appendString(b, dateTimePattern)
 	case TypeChoice:
 		b = append(b, `"type":"string","enum":[`...)
 		for i, v := range f.Values {

@@ -60,7 +60,7 @@ func TestJSONSchemaDocument(t *testing.T) {
 		{"annual_revenue", map[string]any{"type": "number", "minimum": 0.0, "x-classification": "sensitive"}},
 		{"is_customer", map[string]any{"type": "boolean", "x-classification": "normal"}},
 		{"founded", map[string]any{"type": "string", "format": "date", "x-classification": "normal"}},
-		{"last_contact", map[string]any{"type": "string", "format": "date-time", "x-classification": "normal"}},
+		{"last_contact", map[string]any{"type": "string", "format": "date-time", "pattern": dateTimePattern, "x-classification": "normal"}},
 		{"tier", map[string]any{"type": "string", "enum": []any{"gold", "silver", "bronze"}, "x-classification": "normal"}},
 		{"tags", map[string]any{"type": "array", "maxItems": 10.0, "x-classification": "normal",
 			"items": map[string]any{"type": "string", "maxLength": 30.0, "x-classification": "normal"}}},

@@ -67,6 +67,7 @@ func compileSchema(doc []byte) (s *jsonschema.Schema, err error) {
 	compiler.Draft = jsonschema.Draft2020
 	// Without AssertFormat, 2020-12 treats format as a mere annotation.
 	compiler.AssertFormat = true
+	compiler.Formats = formats
 	// Never reach out to the network or the file system for references.
 	compiler.LoadURL = func(s string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("loading %q is not allowed", s)
@@ -294,6 +295,11 @@ func (v *Validator) collect(ve *jsonschema.ValidationError, doc any, vs *[]Viola
 	case "maxLength":
 		add(fmt.Sprintf("must be at most %s", plural(derefCount(f.MaxLength), "character")))
 	case "pattern":
+		if f.Pattern == "" {
+			// The served schema's own pattern of a datetime or an email
+			// (see formats), whose format check said it already.
+			return
+		}
 		// Quoted as written: %q would double every backslash of \d,
 		// and the message would show a pattern nobody wrote.
 		add(`must match pattern "` + f.Pattern + `"`)
@@ -442,7 +448,7 @@ func formatMessage(f Field) string {
 	case f.Type == TypeDate:
 		return "must be a valid date (YYYY-MM-DD)"
 	case f.Type == TypeDatetime:
-		return "must be a valid RFC 3339 date-time"
+		return "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"
 	case f.Format == FormatEmail:
 		return "must be a valid email address"
 	case f.Format == FormatURI:

@@ -82,6 +82,10 @@ func TestValidateTypesAndOptions(t *testing.T) {
 		{"pattern on escaped", `{"type":"text","pattern":"^a\\nb$"}`, `"a\nb"`, "", ""},
 		{"email valid", `{"type":"text","format":"email"}`, `"jane@example.com"`, "", ""},
 		{"email invalid", `{"type":"text","format":"email"}`, `"jane.example.com"`, "/v", "must be a valid email address"},
+		// net/mail skips white space before an address.
+		{"email leading space", `{"type":"text","format":"email"}`, `" jane@example.com"`, "/v", "must be a valid email address"},
+		{"email leading tab", `{"type":"text","format":"email"}`, `"\tjane@example.com"`, "/v", "must be a valid email address"},
+		{"email and pattern", `{"type":"text","format":"email","pattern":"@example[.]com$"}`, `"jane@example.com"`, "", ""},
 		{"uri valid", `{"type":"text","format":"uri"}`, `"https://example.com/a?b=c"`, "", ""},
 		{"uri invalid", `{"type":"text","format":"uri"}`, `"example.com/relative"`, "/v", "must be a valid absolute URI"},
 		{"uuid valid", `{"type":"text","format":"uuid"}`, `"3f2b8c1e-6a4d-4e7b-9c0a-1d2e3f4a5b6c"`, "", ""},
@@ -122,7 +126,12 @@ func TestValidateTypesAndOptions(t *testing.T) {
 		{"date invalid", `{"type":"date"}`, `"2023-02-29"`, "/v", "must be a valid date (YYYY-MM-DD)"},
 		{"date number", `{"type":"date"}`, `20240101`, "/v", "must be a date string (YYYY-MM-DD), not integer"},
 		{"datetime valid", `{"type":"datetime"}`, `"2024-05-01T09:30:00+02:00"`, "", ""},
-		{"datetime invalid", `{"type":"datetime"}`, `"2024-05-01 09:30"`, "/v", "must be a valid RFC 3339 date-time"},
+		// RFC 3339 takes these, the decoders workers use refuse them.
+		{"datetime leap second", `{"type":"datetime"}`, `"2016-12-31T23:59:60Z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
+		{"datetime lower-case t", `{"type":"datetime"}`, `"2024-01-01t00:00:00Z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
+		{"datetime lower-case z", `{"type":"datetime"}`, `"2024-01-01T00:00:00.5z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
+		{"datetime fraction and offset", `{"type":"datetime"}`, `"2024-01-01T00:00:00.123456789-09:30"`, "", ""},
+		{"datetime invalid", `{"type":"datetime"}`, `"2024-05-01 09:30"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
 
 		{"choice valid", `{"type":"choice","values":["a","b"]}`, `"b"`, "", ""},
 		{"choice invalid", `{"type":"choice","values":["a","b"]}`, `"z"`, "/v", `must be one of "a", "b"`},
@@ -212,7 +221,7 @@ func TestValidateReportsEveryViolationSorted(t *testing.T) {
 		{"/crm_id", `must match pattern "^[A-Z]{3}-[0-9]{6}$"`, Invalid},
 		{"/employees", "must be an integer, not number", Invalid},
 		{"/founded", "must be a valid date (YYYY-MM-DD)", Invalid},
-		{"/last_contact", "must be a valid RFC 3339 date-time", Invalid},
+		{"/last_contact", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59", Invalid},
 		{"/priority", "must be at least 1", Invalid},
 		{"/request_id", "must be a valid UUID", Invalid},
 		{"/scores/0", "number is out of range: 0, or a magnitude from 1e-40 to below 1e41", Invalid},

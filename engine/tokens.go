@@ -64,7 +64,7 @@ func (e *Engine) LookupToken(ctx context.Context, hash []byte) (auth.Principal, 
 	if row.TouchDue {
 		e.touchToken(ctx, row.ID)
 	}
-	p := auth.Principal{TokenID: row.ID, Name: row.Name, Role: auth.Role(row.Role)}
+	p := auth.Principal{TokenID: row.ID, Name: row.Name, Role: auth.Role(row.Role), ExpiresAt: row.ExpiresAt}
 	if row.ConsumerID != nil {
 		p.ConsumerID = *row.ConsumerID
 	}

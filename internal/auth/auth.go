@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/relais/relais/internal/fault"
 )
@@ -64,7 +65,8 @@ type Principal struct {
 	TokenID    int64
 	Name       string
 	Role       Role
-	ConsumerID int64 // zero unless Role is consumer
+	ConsumerID int64      // zero unless Role is consumer
+	ExpiresAt  *time.Time // nil for a token that does not expire
 }
 
 // ErrUnknownToken is returned by a Lookup for a token that does not exist,
