@@ -68,9 +68,15 @@ flags:
 	if err := checkBaseURL(base); err != nil {
 		return err
 	}
-	token := getenv("RELAIS_TOKEN")
+	// A token never holds white space: a secret file's or a variable's
+	// trailing newline is taken off, where it made every request fail
+	// blamed on RELAIS_URL (net/http refuses the header).
+	token := strings.TrimSpace(getenv("RELAIS_TOKEN"))
 	if token == "" {
 		return errors.New("RELAIS_TOKEN is required (a designer or admin token)")
+	}
+	if strings.ContainsFunc(token, func(r rune) bool { return r < ' ' || r == 0x7f || r == ' ' }) {
+		return errors.New("RELAIS_TOKEN holds white space or a control character inside it: it is not a Relais token (rls_…)")
 	}
 	docs, problems, err := apply.Load(paths...)
 	if err != nil {

@@ -308,6 +308,16 @@ func TestApplyChecksTheTokenFirst(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "RELAIS_TOKEN is refused by "+r.base) || errOut.Len() != 0 || out.Len() != 0 {
 		t.Errorf("apply with a refused token: err %v, stdout %q, stderr %q; want one error naming RELAIS_TOKEN", err, out.String(), errOut.String())
 	}
+	// A secret file's trailing newline is taken off; a token with white
+	// space inside is named as RELAIS_TOKEN's problem, not the URL's.
+	env["RELAIS_TOKEN"] = bootstrap + "\n"
+	if err := run(context.Background(), []string{"apply", "-f", "../../examples/definitions", "--dry-run"}, func(k string) string { return env[k] }, &out, &errOut); err != nil {
+		t.Errorf("apply with the token and a newline: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	env["RELAIS_TOKEN"] = "rls_ab\x01cd"
+	if err := run(context.Background(), []string{"apply", "-f", "../../examples/definitions", "--dry-run"}, func(k string) string { return env[k] }, &out, &errOut); err == nil || !strings.HasPrefix(err.Error(), "RELAIS_TOKEN holds") {
+		t.Errorf("apply with a control character in the token: %v, want RELAIS_TOKEN named", err)
+	}
 	// The usual slips in RELAIS_URL, said as such before anything is sent.
 	for base, want := range map[string]string{
 		r.base + "/api/v1":   "must be Relais's base URL, without /api/v1 (apply adds the paths it calls)",

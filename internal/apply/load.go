@@ -201,17 +201,22 @@ func lineOf(n *yaml.Node, pointer string) int {
 }
 
 // otherTools are the YAML and JSON files of other tools that live beside
-// Relais documents (a worker's package, its code generation): a folder's
-// walk skips them, as it skips node_modules and hidden folders.
+// Relais documents (a worker's package, its code generation, a
+// repository's bots): a folder's walk skips them, as it skips
+// node_modules and hidden files and folders (.gitlab-ci.yml, .github).
 var otherTools = map[string]bool{
 	"package.json": true, "package-lock.json": true, "tsconfig.json": true, "jsconfig.json": true,
 	"buf.yaml": true, "buf.gen.yaml": true, "buf.work.yaml": true, "docker-compose.yaml": true, "docker-compose.yml": true,
+	"renovate.json": true, "mkdocs.yml": true, "mkdocs.yaml": true, "codecov.yml": true, "codecov.yaml": true,
 }
 
 // skipped reports whether a folder's walk leaves d out.
 func skipped(d fs.DirEntry) bool {
+	if strings.HasPrefix(d.Name(), ".") {
+		return true
+	}
 	if d.IsDir() {
-		return d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")
+		return d.Name() == "node_modules"
 	}
 	return otherTools[d.Name()]
 }

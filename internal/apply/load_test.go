@@ -393,7 +393,8 @@ func TestLoadSyntaxProblems(t *testing.T) {
 
 // TestLoadSkipsOtherToolsFiles: a folder's walk leaves out the files other
 // tools keep beside documents (a Node.js worker's package.json, its
-// node_modules, buf.gen.yaml, hidden folders); a file named on its own is
+// node_modules, buf.gen.yaml, hidden files and folders, a CI's or a bot's
+// configuration); a file named on its own is
 // read whatever its name.
 func TestLoadSkipsOtherToolsFiles(t *testing.T) {
 	t.Parallel()
@@ -401,6 +402,10 @@ func TestLoadSkipsOtherToolsFiles(t *testing.T) {
 	write(t, dir, "release.yaml", "kind: Release\ndefinition: d\nname: \"1\"\nrevision: 1\n")
 	write(t, dir, "package.json", `{"name": "worker"}`)
 	write(t, dir, "buf.gen.yaml", "version: v2\n")
+	// A repository root's CI and bot files.
+	write(t, dir, ".gitlab-ci.yml", "stages: [apply]\n")
+	write(t, dir, ".yamllint.yaml", "extends: default\n")
+	write(t, dir, "renovate.json", `{"extends": ["config:base"]}`)
 	for _, sub := range []string{"node_modules/pkg", ".github"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)
