@@ -514,6 +514,12 @@ func TestBrowserLongKeysFitAPhone(t *testing.T) {
 	businessKey := "order." + strings.Repeat("with_every_contact_verified_", 3) + "by_hand"
 	env.Must(201, "POST", "/api/v1/processes/vault_flow/instances", env.Operator, map[string]any{"business_key": businessKey,
 		"inputs": map[string]any{"company": "Acme SA", "api_key": canarySecret, "contact": map[string]any{"name": canarySensitive}}})
+	// An operator's reason is often a ticket's URL: its banner wraps it.
+	stopped := env.Must(201, "POST", "/api/v1/processes/vault_flow/instances", env.Operator, map[string]any{
+		"inputs": map[string]any{"company": "Acme SA", "api_key": canarySecret, "contact": map[string]any{"name": canarySensitive}}}).JSON(t)["id"].(string)
+	env.Must(200, "POST", "/api/v1/instances/"+stopped+"/stop", env.Operator, map[string]any{
+		"reason": "See https://support.example.fr/servicedesk/customer/portal/12/INC-2026-004711?selectedTab=com.atlassian.servicedesk:activity-tab"})
+	stoppedOcc := env.Must(200, "GET", "/api/v1/instances/"+stopped, env.Operator, nil).JSON(t)["path"].([]any)[0].(map[string]any)["occurrence_id"].(string)
 	for _, lang := range []string{"en", "fr"} {
 		b := openTab(t, browserPath, phone, "long-keys-"+lang)
 		b.signIn(env.URL, lang, env.Operator)
@@ -533,6 +539,9 @@ func TestBrowserLongKeysFitAPhone(t *testing.T) {
 		b.open(env.URL, "/console/definitions/"+key, 200)
 		b.shot("definition")
 		b.open(env.URL, "/console/occurrences?definition="+key, 200)
+		b.open(env.URL, "/console/instances/"+stopped, 200)
+		b.shot("stopped-with-a-url")
+		b.open(env.URL, "/console/occurrences/"+stoppedOcc, 200)
 	}
 }
 
