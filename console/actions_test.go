@@ -1258,9 +1258,9 @@ values ('`+id+`', 'retry', 'crm back', 'ops-bob', '{}', 900, 300, 2, `+row+`)`);
 	for _, lang := range []string{"en", "fr"} {
 		b := signedIn(t, f.env.URL, lang, f.env.Operator)
 		for id, want := range map[string]map[string][]string{
-			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e01": {"en": {"is running: 302 of the 900", "No progress since"}, "fr": {"est en cours", "Aucun progrès depuis"}},
+			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e01": {"en": {"is running: 302 of the 900", "No progress since"}, "fr": {"en cours — instances comptées\u202f: 900, traitées jusqu’ici\u202f: 302", "Aucun progrès depuis"}},
 			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e02": {"en": {"was stopped by an error after 300 of the 900", "act on the filter again"}, "fr": {"arrêtée par une erreur"}},
-			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e03": {"en": {"is running: 302 of the 900"}, "fr": {"est en cours"}},
+			"0193a5c4-6b2e-7c3d-9e4f-5a6b7c8d9e03": {"en": {"is running: 302 of the 900"}, "fr": {"en cours —"}},
 		} {
 			got := text(b.mustGet("/console/audit?bulk="+id, 200), "bulk-scope")
 			for _, w := range want[lang] {

@@ -90,6 +90,10 @@ func grantLabel(ctx context.Context, g engine.Grant) string {
 	if g.Revisions == nil {
 		return T(ctx, "%s: every revision, present and future", g.Definition)
 	}
+	if len(g.Revisions) == 1 {
+		revision := number(ctx, g.Revisions[0])
+		return T(ctx, "%s: revision %s", g.Definition, revision)
+	}
 	revs := make([]string, len(g.Revisions))
 	for i, n := range g.Revisions {
 		revs[i] = number(ctx, n)

@@ -15,6 +15,8 @@ func TestConsumerListPage(t *testing.T) {
 	revoked := strconv.Itoa(int(res["id"].(float64)))
 	f.env.Must(204, "DELETE", "/api/v1/consumers/"+revoked, f.env.Admin, nil)
 	vault := strconv.FormatInt(f.consumerID, 10)
+	single := strconv.Itoa(int(f.env.Must(201, "POST", "/api/v1/consumers", f.env.Admin, map[string]any{"name": "one-rev",
+		"grants": []any{map[string]any{"definition": "console_vault", "revisions": []int{1}}}}).JSON(t)["id"].(float64)))
 
 	checked := map[string]int{}
 	for _, lang := range []string{"en", "fr"} {
@@ -51,6 +53,12 @@ func TestConsumerListPage(t *testing.T) {
 		if grants != want || row.Find(`[data-testid=consumer-state] .badge`).Text() != wantState {
 			t.Errorf("%s: revoked row: grants %q, state %q", lang, grants, row.Find(`[data-testid=consumer-state]`).Text())
 		}
+		// One revision is named in the singular ("revisions 1" read oddly).
+		row = r.doc.Find(`[data-testid=consumer-row][data-id="` + single + `"]`)
+		grants = strings.Join(strings.Fields(row.Find(`[data-testid=consumer-grants]`).Text()), " ")
+		if want = map[string]string{"en": "console_vault: revision 1", "fr": "console_vault : révision 1"}[lang]; grants != want {
+			t.Errorf("%s: a one-revision grant reads %q, want %q", lang, grants, want)
+		}
 		if strings.Contains(r.body, f.env.Admin) {
 			t.Errorf("%s: the page shows a token", lang)
 		}
@@ -68,7 +76,7 @@ func TestConsumerListPage(t *testing.T) {
 	if r := admin.mustGet("/console/consumers?after=x", 200); text(r, "filter-errors") == "" || count(r, "consumer-row") != 0 {
 		t.Errorf("after=x: %d rows, errors %q", count(r, "consumer-row"), text(r, "filter-errors"))
 	}
-	if r := admin.mustGet("/console/consumers?after="+revoked, 200); count(r, "consumer-row") != 0 || text(r, "empty") != "No more consumers." {
+	if r := admin.mustGet("/console/consumers?after="+single, 200); count(r, "consumer-row") != 0 || text(r, "empty") != "No more consumers." {
 		t.Errorf("after the last: %d rows, %q", count(r, "consumer-row"), text(r, "empty"))
 	}
 	op := signedIn(t, f.env.URL, "en", f.env.Operator)

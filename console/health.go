@@ -220,7 +220,7 @@ func (c *Console) health(w http.ResponseWriter, r *http.Request) {
 		}
 		v.ChartScope = T(ctx, "All definitions")
 	}
-	v.Chart, v.ChartTable = chartOf(ctx, buckets, h.At, v.ChartScope)
+	v.Chart, v.ChartTable = chartOf(ctx, buckets, h.BucketsEnd, v.ChartScope)
 	c.render(w, r, http.StatusOK, healthPage(v))
 }
 

@@ -212,12 +212,13 @@ type occurrenceListView struct {
 	Counts        []statusCount
 
 	TableLabel string
-	// MessageLabel opens a row's error message.
-	MessageLabel string
-	Head         occurrenceHeads
-	Rows         []occurrenceRow
-	Empty        string
-	Pager        pagerView
+	// MessageLabel opens a row's error message; RelaisMessageLabel one
+	// Relais wrote, in English whatever the page's language.
+	MessageLabel, RelaisMessageLabel string
+	Head                             occurrenceHeads
+	Rows                             []occurrenceRow
+	Empty                            string
+	Pager                            pagerView
 }
 
 // occurrenceList is the operations view: occurrences newest first, filtered
@@ -244,7 +245,7 @@ func (c *Console) occurrenceList(w http.ResponseWriter, r *http.Request) {
 		CountsLabel: T(ctx, "Counts by status"),
 		TableLabel:  T(ctx, "Occurrences, newest first"),
 		// TRANSLATORS: under an error code in the list, opens the error's message.
-		MessageLabel: T(ctx, "Message"),
+		MessageLabel: T(ctx, "Message"), RelaisMessageLabel: T(ctx, "Message from Relais (in English)"),
 		Head: occurrenceHeads{ID: T(ctx, "Occurrence"), Definition: T(ctx, "Definition"), Process: T(ctx, "Process and node"),
 			BusinessKey: T(ctx, "Business key"), Status: T(ctx, "Status"), Attempts: T(ctx, "Attempts"), Error: T(ctx, "Error"),
 			Consumer: T(ctx, "Consumer and worker"), When: T(ctx, "Next attempt or settled"), Instance: T(ctx, "Process instance")},

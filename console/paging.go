@@ -100,7 +100,11 @@ func keysetPage(ctx context.Context, cur page, ids []string, limit int, moreOlde
 	from := cur.from()
 	if from > 0 {
 		first, last := number(ctx, int64(from)), number(ctx, int64(from+len(ids)-1))
-		v.Range = T(ctx, "Rows %s–%s", first, last)
+		if len(ids) == 1 {
+			v.Range = T(ctx, "Row %s", first)
+		} else {
+			v.Range = T(ctx, "Rows %s–%s", first, last)
+		}
 	}
 	if moreOlder {
 		next := page{Before: ids[len(ids)-1]}

@@ -64,6 +64,10 @@ func TestRevealControlsOnlyForAdminsOnSensitiveRows(t *testing.T) {
 		if id == "" || label.Length() != 1 || label.HasClass("visually-hidden") || visible != "Why (recorded with the reveal)" {
 			t.Errorf("reason field %q: label %q shown %q, want a visible label", id, collapse(label.Text()), visible)
 		}
+		// Its accessible name says which value, set apart from the reason.
+		if name := label.Text(); !strings.HasPrefix(name, "Why (recorded with the reveal) — ") {
+			t.Errorf("reason field %q: accessible name %q, want the label, a spaced dash and the field", id, name)
+		}
 		if _, ok := s.Attr("placeholder"); ok {
 			t.Errorf("reason field %q still has a placeholder", id)
 		}
@@ -92,7 +96,7 @@ func TestRevealControlsOnlyForAdminsOnSensitiveRows(t *testing.T) {
 		t.Errorf("%d reveal forms on the instance page", n)
 	}
 	fr := signedIn(t, f.env.URL, "fr", f.env.Admin).mustGet("/console/occurrences/"+f.completed, 200)
-	if label := text(fr, "reveal"); !strings.Contains(label, "Révéler — cette action est enregistrée") {
+	if label := text(fr, "reveal"); !strings.Contains(label, "Révéler — cette action est consignée") {
 		t.Errorf("French reveal button %q", label)
 	}
 

@@ -119,8 +119,8 @@ func TestSignInRefusals(t *testing.T) {
 		name, token, lang, message string
 		status                     int
 	}{
-		{"unknown", "rls_not-a-token", "en", "This token is unknown or has been revoked.", http.StatusUnauthorized},
-		{"empty", "", "fr", "Ce jeton est inconnu ou a été révoqué.", http.StatusUnauthorized},
+		{"unknown", "rls_not-a-token", "en", "This token is unknown, revoked or expired.", http.StatusUnauthorized},
+		{"empty", "", "fr", "Ce jeton est inconnu, révoqué ou expiré.", http.StatusUnauthorized},
 	} {
 		b := newBrowser(t, env.URL, tc.lang)
 		r := b.signIn(tc.token)

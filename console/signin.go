@@ -39,7 +39,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Query().Get("ended") == "action":
 		v.SignedOut = T(r.Context(), "Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.")
 	case r.URL.Query().Get("ended") == "1":
-		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.")
+		v.SignedOut = T(r.Context(), "Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.")
 	}
 	c.render(w, r, http.StatusOK, signInPage(v))
 }
@@ -100,7 +100,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			c.throttle.fail(client, c.now())
 			c.logger.Info("console: sign-in refused", "client", client)
 			v := c.signInView(w, r)
-			v.Error = T(ctx, "This token is unknown or has been revoked.")
+			// Expired is said with the rest: an operator whose token
+			// expired asks for a new one rather than suspect a typo.
+			v.Error = T(ctx, "This token is unknown, revoked or expired.")
 			c.render(w, r, http.StatusUnauthorized, signInPage(v))
 			return
 		}

@@ -108,13 +108,17 @@ type DefinitionHealth struct {
 	// definition.
 	Held int64
 	// Buckets are the last hour's settlements, oldest first: Buckets[11]
-	// ends at At.
+	// ends at Health.BucketsEnd.
 	Buckets [HealthBuckets]HealthBucket
 }
 
 // Health is a snapshot of every definition's queue and last hour.
 type Health struct {
-	At          time.Time
+	At time.Time
+	// BucketsEnd is At rounded up to the minute: the buckets' bounds are
+	// whole minutes, as a chart labels them, and reads within a minute
+	// of each other cut the hour alike.
+	BucketsEnd  time.Time
 	Definitions map[string]*DefinitionHealth
 }
 
@@ -179,7 +183,11 @@ func (e *Engine) Health(ctx context.Context) (Health, error) {
 	for _, r := range held {
 		of(r.DefinitionKey).Held += r.Count
 	}
-	buckets, err := e.q.OccurrenceSettledBuckets(ctx, at)
+	h.BucketsEnd = h.At.Truncate(time.Minute)
+	if h.BucketsEnd.Before(h.At) {
+		h.BucketsEnd = h.BucketsEnd.Add(time.Minute)
+	}
+	buckets, err := e.q.OccurrenceSettledBuckets(ctx, &h.BucketsEnd)
 	if err != nil {
 		return h, wrap("health: settlements", err)
 	}

@@ -63,6 +63,10 @@ func TestHealthAndNodeCounts(t *testing.T) {
 	if lag := h.At.Sub(*d.ClaimableSince); lag < time.Minute || lag > 3*time.Minute {
 		t.Errorf("queue lag %v, want about a minute or two", lag)
 	}
+	// The buckets are cut at whole minutes, the latest ending at the next.
+	if end := h.BucketsEnd; end.Truncate(time.Minute) != end || end.Before(h.At) || !end.Before(h.At.Add(time.Minute)) {
+		t.Errorf("buckets end at %v, read at %v; want the next whole minute", end, h.At)
+	}
 	var completed, failed int64
 	for _, bk := range d.Buckets {
 		completed += bk.Completed

@@ -39,101 +39,102 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              318,
-	"%[1]s %[2]s, %[3]s %[4]s":                 319,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          317,
-	"%[1]s; %[2]s":                             316,
-	"%d (0 lowest, 9 highest)":                 481,
-	"%d attempts":                              485,
-	"%d attempts, retry after %s, priority %d": 639,
-	"%d breaking":                              237,
-	"%d changes":                               236,
-	"%d completed":                             314,
-	"%d d":                                     326,
-	"%d days":                                  340,
-	"%d failed":                                315,
-	"%d h":                                     325,
+	"%[1]s %[2]s":                              319,
+	"%[1]s %[2]s, %[3]s %[4]s":                 320,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          318,
+	"%[1]s; %[2]s":                             317,
+	"%d (0 lowest, 9 highest)":                 482,
+	"%d attempts":                              486,
+	"%d attempts, retry after %s, priority %d": 641,
+	"%d breaking":                              238,
+	"%d changes":                               237,
+	"%d completed":                             315,
+	"%d d":                                     327,
+	"%d days":                                  341,
+	"%d failed":                                316,
+	"%d h":                                     326,
 	"%d held instances match now.":             61,
-	"%d hours":                                 341,
-	"%d items":                                 709,
-	"%d left":                                  487,
-	"%d min":                                   324,
-	"%d minutes":                               342,
+	"%d hours":                                 342,
+	"%d items":                                 711,
+	"%d left":                                  488,
+	"%d min":                                   325,
+	"%d minutes":                               343,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 87,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              707,
-	"%d ms": 344,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         629,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 628,
-	"%d occurrences":                          573,
-	"%d releases":                             256,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              709,
+	"%d ms": 345,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         631,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 630,
+	"%d occurrences":                          574,
+	"%d releases":                             257,
 	"%d running instances match now.":         68,
 	"%d running or held instances match now.": 70,
-	"%d s":       323,
-	"%d seconds": 343,
+	"%d s":       324,
+	"%d seconds": 344,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 99,
-	"%s (deferred; settled by %s)":                        545,
-	"%s (deferred; settled with its settle token)":        543,
-	"%s (deferred; settled with its settle token, as %s)": 544,
+	"%s (deferred; settled by %s)":                        546,
+	"%s (deferred; settled with its settle token)":        544,
+	"%s (deferred; settled with its settle token, as %s)": 545,
 	"%s (token #%d, %s)":                                  100,
-	"%s ago":                                              321,
-	"%s so far":                                           541,
-	"%s → %s":                                             634,
-	"%s, %s: %s":                                          285,
-	"%s, revision %s":                                     447,
-	"%s, version %s":                                      448,
-	"%s: %s":                                              313,
-	"%s: %s → %s":                                         244,
-	"%s: a date is written 2026-12-01.":                   587,
+	"%s ago":                                              322,
+	"%s so far":                                           542,
+	"%s → %s":                                             636,
+	"%s, %s: %s":                                          286,
+	"%s, revision %s":                                     448,
+	"%s, version %s":                                      449,
+	"%s: %s":                                              314,
+	"%s: %s → %s":                                         245,
+	"%s: a date is written 2026-12-01.":                   589,
 	"%s: every revision, present and future":              184,
-	"%s: revisions %s":                                    185,
-	"%s: the first day comes after the last.":             588,
-	"%s–%s":                                               312,
-	"(%d characters in all)":                              710,
-	"(%d handed back, not counted)":                       486,
-	"(each item)":                                         697,
-	"(worker %s)":                                         529,
-	"0 seconds":                                           339,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           675,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 518,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 598,
-	"A revision is a definition’s: choose the definition too.": 556,
-	"A version is a process’s: choose the process too.":        385,
+	"%s: revision %s":                                     185,
+	"%s: revisions %s":                                    186,
+	"%s: the first day comes after the last.":             590,
+	"%s–%s":                                               313,
+	"(%d characters in all)":                              712,
+	"(%d handed back, not counted)":                       487,
+	"(each item)":                                         699,
+	"(worker %s)":                                         530,
+	"0 seconds":                                           340,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           677,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 519,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 600,
+	"A revision is a definition’s: choose the definition too.": 557,
+	"A version is a process’s: choose the process too.":        386,
 	"Abandon %d instances":                                           65,
 	"Abandon every held instance this filter matches":                63,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              379,
-	"Abandoned by %s at %s — “%s”":                                   371,
+	"Abandoned at node":                                              380,
+	"Abandoned by %s at %s — “%s”":                                   372,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 390,
+	"Act on every instance this filter matches": 391,
 	"Action":                              103,
 	"All actions":                         118,
-	"All consumers":                       570,
-	"All definitions":                     303,
+	"All consumers":                       571,
+	"All definitions":                     304,
 	"All its tasks":                       183,
-	"All processes":                       396,
-	"All statuses":                        398,
-	"All workers":                         723,
-	"An operator abandoned the instance.": 517,
-	"Any definition":                      397,
+	"All processes":                       397,
+	"All statuses":                        399,
+	"All workers":                         725,
+	"An operator abandoned the instance.": 518,
+	"Any definition":                      398,
 	"Apply filters":                       115,
-	"Apr":                                 330,
-	"As of %s (%s); refreshed every few seconds.": 297,
-	"Attempts":                         452,
+	"Apr":                                 331,
+	"As of %s (%s); refreshed every few seconds.": 298,
+	"Attempts":                         453,
 	"Audit log":                        109,
-	"Aug":                              334,
-	"Available from":                   497,
+	"Aug":                              335,
+	"Available from":                   498,
 	"Back to definitions":              159,
 	"Back to external tasks":           158,
 	"Back to the instance":             31,
 	"Back to the list":                 56,
-	"Back to the occurrence":           649,
-	"Back without saving":              600,
-	"Breaks processes":                 214,
-	"Breaks workers":                   215,
+	"Back to the occurrence":           651,
+	"Back without saving":              602,
+	"Breaks processes":                 215,
+	"Breaks workers":                   216,
 	"Bulk %s applied to %d instances.": 98,
 	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  125,
 	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 124,
@@ -141,359 +142,360 @@ var messageKeyToIndex = map[string]int{
 	"Bulk action":               107,
 	"Business key":              79,
 	"By process and error code": 84,
-	"Call timeout":              482,
-	"Calls":                     266,
-	"Camunda 7 facade":          727,
-	"Cancelled: the instance was stopped (%s).":               540,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 539,
+	"Call timeout":              483,
+	"Calls":                     267,
+	"Camunda 7 facade":          729,
+	"Cancelled: the instance was stopped (%s).":               541,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 540,
 	"Cannot act on this filter":                               88,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           650,
-	"Change":                                                  212,
-	"Changes between the two revisions":                       224,
-	"Changes of the Working copy since revision %d":           233,
-	"Choose two existing revisions to compare.":               234,
-	"Classification":                                          191,
+	"Cannot reveal":                                           652,
+	"Change":                                                  213,
+	"Changes between the two revisions":                       225,
+	"Changes of the Working copy since revision %d":           234,
+	"Choose two existing revisions to compare.":               235,
+	"Classification":                                          192,
 	"Clear filters":                                           116,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            623,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 614,
-	"Compare":              211,
-	"Compare revisions":    207,
-	"Completed":            311,
-	"Completed (%s).":      535,
-	"Completed, last hour": 294,
-	"Completions and failures per 5 minutes, last hour: %s":    304,
-	"Completions and failures per 5-minute slot, oldest first": 309,
-	"Completions and failures, last hour":                      287,
-	"Connected":                                                719,
-	"Constraints":                                              192,
-	"Consumer":                                                 454,
-	"Consumer and worker":                                      567,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            625,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 616,
+	"Compare":              212,
+	"Compare revisions":    208,
+	"Completed":            312,
+	"Completed (%s).":      536,
+	"Completed, last hour": 295,
+	"Completions and failures per 5 minutes, last hour: %s":    305,
+	"Completions and failures per 5-minute slot, oldest first": 310,
+	"Completions and failures, last hour":                      288,
+	"Connected":                                                721,
+	"Constraints":                                              193,
+	"Consumer":                                                 455,
+	"Consumer and worker":                                      568,
 	"Consumers":                                                139,
 	"Consumers, oldest first":                                  172,
-	"Counting the occurrences; the counts appear when you reload the page.": 186,
-	"Counts are unavailable right now.":                                     187,
-	"Counts as of %s (%s); refreshed every few seconds.":                    645,
-	"Counts by status": 562,
-	"Created":          355,
+	"Counting the occurrences; the counts appear when you reload the page.": 187,
+	"Counts are unavailable right now.":                                     188,
+	"Counts as of %s (%s); refreshed every few seconds.":                    647,
+	"Counts by status": 563,
+	"Created":          356,
 	"Created from":     82,
 	"Created on":       176,
 	"Created to":       83,
-	"Creation date":    386,
-	"Dates":            450,
-	"Deadline":         479,
-	"Dec":              338,
-	"Deferred":         501,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 534,
-	"Definition":                                 289,
-	"Definition %s":                              194,
+	"Creation date":    387,
+	"Dates":            451,
+	"Deadline":         480,
+	"Dec":              339,
+	"Deferred":         502,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 535,
+	"Definition":                                 290,
+	"Definition %s":                              195,
 	"Definition %s has no revision %d.":          94,
 	"Definitions":                                137,
-	"Definitions by key":                         251,
-	"Definitions served":                         717,
-	"Definitions, those needing attention first": 288,
-	"Description":                                193,
-	"Destination":                                466,
+	"Definitions by key":                         252,
+	"Definitions served":                         719,
+	"Definitions, those needing attention first": 289,
+	"Description":                                194,
+	"Destination":                                467,
 	"Destinations":                               140,
-	"Destinations by name":                       260,
-	"Destination’s answer":                       459,
-	"Detail":                                     213,
-	"Digest":                                     227,
+	"Destinations by name":                       261,
+	"Destination’s answer":                       460,
+	"Detail":                                     214,
+	"Digest":                                     228,
 	"Display settings":                           145,
 	"Display settings: ":                         146,
-	"Duration":                                   458,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 286,
+	"Duration":                                   459,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 287,
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  71,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     64,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 60,
-	"End node":                  378,
-	"End node or error":         394,
-	"Ended":                     374,
-	"Erase process instance %s": 270,
-	"Erase the instance":        273,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 271,
-	"Erase this instance…": 365,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 275,
-	"Error":                      566,
-	"Error (before any attempt)": 504,
-	"Error (the deadline passed after attempt %d)": 503,
+	"End node":                  379,
+	"End node or error":         395,
+	"Ended":                     375,
+	"Erase process instance %s": 271,
+	"Erase the instance":        274,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 272,
+	"Erase this instance…": 366,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 276,
+	"Error":                      567,
+	"Error (before any attempt)": 505,
+	"Error (the deadline passed after attempt %d)": 504,
 	"Error code":       80,
-	"Error message":    461,
-	"Every %d seconds": 604,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 496,
-	"Every attempt, oldest first": 453,
+	"Error message":    462,
+	"Every %d seconds": 606,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 497,
+	"Every attempt, oldest first": 454,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 110,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  653,
-	"Expired token":                        685,
-	"Expires":                              682,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  655,
+	"Expired token":                        687,
+	"Expires":                              684,
 	"External tasks":                       132,
-	"Failed":                               292,
-	"Failed (%s).":                         538,
-	"Failed at node":                       380,
-	"Failed occurrence":                    376,
-	"Failed, last hour":                    295,
-	"Feb":                                  328,
-	"Field":                                188,
+	"Failed":                               293,
+	"Failed (%s).":                         539,
+	"Failed at node":                       381,
+	"Failed occurrence":                    377,
+	"Failed, last hour":                    296,
+	"Feb":                                  329,
+	"Field":                                189,
 	"Filter":                               54,
 	"Filters":                              111,
 	"Find":                                 136,
 	"Find an instance or occurrence":       134,
-	"Finished":                             457,
-	"First page":                           585,
+	"Finished":                             458,
+	"First page":                           586,
 	"Follow it in the audit log (new tab)": 58,
 	"Form refused":                         163,
-	"From revision":                        209,
-	"From revision %d to revision %d:":     235,
+	"From revision":                        210,
+	"From revision %d to revision %d:":     236,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 49,
 	"Grants":                  175,
-	"Graph":                   613,
-	"Graph of %s":             627,
-	"HTTP 2xx, unusable body": 547,
-	"Headers sent":            262,
+	"Graph":                   615,
+	"Graph of %s":             629,
+	"HTTP 2xx, unusable body": 548,
+	"Headers sent":            263,
 	"Health":                  131,
 	"Held at a node of":       81,
-	"Held at node":            375,
-	"Held for":                377,
-	"Held instances":          291,
+	"Held at node":            376,
+	"Held for":                378,
+	"Held instances":          292,
 	"ID":                      173,
-	"In flight":               718,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 305,
-	"Inputs":                     217,
-	"Inputs of revision %d":      228,
-	"Inputs of the working copy": 219,
-	"Inputs the instance was started with, labelled by process version %d's contract": 363,
-	"Inputs, labelled by revision %d's contract":                                      488,
-	"Instance":                  393,
+	"In flight":               720,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 306,
+	"Inputs":                     218,
+	"Inputs of revision %d":      229,
+	"Inputs of the working copy": 220,
+	"Inputs the instance was started with, labelled by process version %d's contract": 364,
+	"Inputs, labelled by revision %d's contract":                                      489,
+	"Instance":                  394,
 	"Instances":                 85,
-	"Instances of this version": 622,
+	"Instances of this version": 624,
 	"Invalid request":           156,
-	"Its calls":                 267,
+	"Its calls":                 268,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 272,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  536,
-	"Its instance went on along the node’s error path.":                                                                                                                    537,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      690,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 273,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  537,
+	"Its instance went on along the node’s error path.":                                                                                                                    538,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      692,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     327,
-	"Jul":                     333,
-	"Jun":                     332,
-	"Keep it":                 692,
+	"Jan":                     328,
+	"Jul":                     334,
+	"Jun":                     333,
+	"Keep it":                 694,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       268,
-	"Key":                     252,
-	"Kind":                    617,
+	"Keep the instance":       269,
+	"Key":                     253,
+	"Kind":                    619,
 	"Language":                128,
-	"Last changed":            264,
-	"Last error (attempt %d)": 502,
-	"Last reserved":           499,
-	"Last saved":              198,
-	"Last seen":               720,
-	"Last used":               681,
-	"Latest revision":         253,
-	"Lists every change from one revision to another, and whom it may break.": 208,
-	"Local time at %s": 602,
-	"Lock expired %s — waiting to be offered again.": 526,
-	"Lock expires":                     500,
-	"Longest timeout":                  263,
+	"Last changed":            265,
+	"Last error (attempt %d)": 503,
+	"Last reserved":           500,
+	"Last saved":              199,
+	"Last seen":               722,
+	"Last used":               683,
+	"Latest revision":         254,
+	"Lists every change from one revision to another, and whom it may break.": 209,
+	"Local time at %s": 604,
+	"Lock expired %s — waiting to be offered again.": 527,
+	"Lock expires":                     501,
+	"Longest timeout":                  264,
 	"Main navigation":                  130,
-	"Mar":                              329,
-	"Maximum attempts":                 475,
-	"May":                              331,
-	"Message":                          564,
-	"Message from Relais (in English)": 553,
-	"Message from the service (its own words, protected values masked)": 554,
-	"Method not allowed": 657,
-	"Mode":               473,
-	"More filters: instance, revision, consumer, destination, dates": 558,
+	"Mar":                              330,
+	"Maximum attempts":                 476,
+	"May":                              332,
+	"Message":                          565,
+	"Message from Relais (in English)": 554,
+	"Message from the service (its own words, protected values masked)": 555,
+	"Method not allowed": 659,
+	"Mode":               474,
+	"More filters: instance, revision, consumer, destination, dates": 559,
 	"Name":                    174,
-	"Never":                   603,
-	"Next attempt":            498,
-	"Next attempt or settled": 568,
-	"Next node":               354,
-	"Next page":               584,
+	"Never":                   605,
+	"Next attempt":            499,
+	"Next attempt or settled": 569,
+	"Next node":               355,
+	"Next page":               585,
 	"No consumer yet.":        169,
-	"No definition %s has occurrences: check the key, or show all definitions.": 302,
-	"No definition has occurrences yet.":                                        296,
+	"No definition %s has occurrences: check the key, or show all definitions.": 303,
+	"No definition has occurrences yet.":                                        297,
 	"No definition has the key “%s”.":                                           93,
-	"No definition yet.":                                                        255,
-	"No destination yet.":                                                       257,
-	"No inputs.":                                                                218,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 665,
-	"No instance matches these filters.": 395,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 663,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 664,
-	"No live worker takes %s now (Workers page).":                                               520,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 521,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           522,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          523,
+	"No definition yet.":                                                        256,
+	"No destination yet.":                                                       258,
+	"No inputs.":                                                                219,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 667,
+	"No instance matches these filters.": 396,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 665,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 666,
+	"No live worker takes %s now (Workers page).":                                               521,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 522,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           523,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          524,
 	"No more consumers.":                                   170,
-	"No more destinations.":                                258,
-	"No occurrence matches these filters.":                 569,
+	"No more destinations.":                                259,
+	"No occurrence matches these filters.":                 570,
 	"No operator action matches.":                          117,
-	"No operator has acted on this instance.":              359,
-	"No outputs yet: the occurrence has not completed.":    491,
-	"No outputs.":                                          221,
-	"No outputs: the occurrence ended without completing.": 493,
+	"No operator has acted on this instance.":              360,
+	"No outputs yet: the occurrence has not completed.":    492,
+	"No outputs.":                                          222,
+	"No outputs: the occurrence ended without completing.": 494,
 	"No process has the key “%s”.":                         92,
-	"No process is published yet.":                         609,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             732,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             731,
+	"No process is published yet.":                         611,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             734,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             733,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    74,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 126,
-	"No release yet.": 202,
-	"No revision yet: the Working copy has never been snapshotted.":          200,
-	"No service ever reserved this occurrence: it ended before any attempt.": 465,
-	"No service has reserved this occurrence yet.":                           462,
-	"No token.":              679,
-	"No value was revealed.": 655,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 733,
-	"No worker is connected.":           721,
-	"No worker serves this definition.": 724,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 730,
-	"Node":                  351,
-	"Nodes":                 615,
-	"Nodes of this version": 624,
-	"Nodes of this version, with their occurrences now": 616,
-	"Nodes reached, in order":                           350,
+	"No release yet.": 203,
+	"No revision yet: the Working copy has never been snapshotted.":          201,
+	"No service ever reserved this occurrence: it ended before any attempt.": 466,
+	"No service has reserved this occurrence yet.":                           463,
+	"No token.":              681,
+	"No value was revealed.": 657,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 735,
+	"No worker is connected.":           723,
+	"No worker serves this definition.": 726,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 732,
+	"Node":                  352,
+	"Nodes":                 617,
+	"Nodes of this version": 626,
+	"Nodes of this version, with their occurrences now": 618,
+	"Nodes reached, in order":                           351,
 	"Not allowed":                                       154,
 	"Not found":                                         162,
-	"Notes":                                             205,
+	"Notes":                                             206,
 	"Nothing exists at this address, or it is not visible to you.": 160,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 161,
 	"Nothing to do: no instance this action applies to matches the filter.": 73,
-	"Nothing to find: the search box is empty.":                             661,
+	"Nothing to find: the search box is empty.":                             663,
 	"Nothing was done.":         29,
-	"Nov":                       337,
-	"Now":                       471,
-	"Occurrence":                352,
-	"Occurrence %s":             449,
+	"Nov":                       338,
+	"Now":                       472,
+	"Occurrence":                353,
+	"Occurrence %s":             450,
 	"Occurrence offered again":  106,
-	"Occurrences now":           621,
-	"Occurrences, newest first": 563,
-	"Oct":                       336,
-	"Offered from %s — %s.":     525,
-	"Oldest claimable waits":    293,
-	"On error":                  620,
-	"On success":                619,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         651,
-	"Only administrators may reveal a sensitive value.":                                                           646,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 676,
-	"Open":             290,
-	"Operator actions": 347,
-	"Operator actions on this instance, newest first": 360,
+	"Occurrences now":           623,
+	"Occurrences, newest first": 564,
+	"Oct":                       337,
+	"Offered from %s — %s.":     526,
+	"Oldest claimable waits":    294,
+	"On error":                  622,
+	"On success":                621,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         653,
+	"Only administrators may reveal a sensitive value.":                                                           648,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 678,
+	"Open":             291,
+	"Operator actions": 348,
+	"Operator actions on this instance, newest first": 361,
 	"Operator actions, newest first":                  121,
-	"Outcome":                                         460,
-	"Outputs":                                         220,
-	"Outputs of revision %d":                          229,
-	"Outputs of the working copy":                     222,
-	"Outputs, labelled by revision %d's contract":     490,
-	"Pages":                           582,
-	"Path":                            348,
+	"Outcome":                                         461,
+	"Outputs":                                         221,
+	"Outputs of revision %d":                          230,
+	"Outputs of the working copy":                     223,
+	"Outputs, labelled by revision %d's contract":     491,
+	"Pages":                           583,
+	"Path":                            349,
 	"Pause reloading":                 153,
-	"Pinned revision":                 618,
-	"Policy":                          451,
-	"Previous page":                   583,
-	"Priority":                        480,
+	"Pinned revision":                 620,
+	"Policy":                          452,
+	"Previous page":                   584,
+	"Priority":                        481,
 	"Process":                         76,
-	"Process %s":                      611,
+	"Process %s":                      613,
 	"Process %s has no version %d.":   91,
-	"Process and node":                565,
-	"Process inputs":                  362,
+	"Process and node":                566,
+	"Process inputs":                  363,
 	"Process instance":                105,
-	"Process instance %s":             345,
-	"Process instances":               388,
-	"Process instances, newest first": 392,
+	"Process instance %s":             346,
+	"Process instances":               389,
+	"Process instances, newest first": 393,
 	"Processes":                       133,
-	"Processes by key":                607,
-	"Protocol":                        716,
-	"Published":                       206,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 605,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       606,
-	"Push destination": 559,
+	"Processes by key":                609,
+	"Protocol":                        718,
+	"Published":                       207,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 607,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       608,
+	"Push destination": 560,
 	"Reason":           104,
 	"Reason (recorded in the audit log for every instance)": 55,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            474,
-	"Recorded operator actions":                             358,
+	"Reason given by the worker":                            475,
+	"Recorded operator actions":                             359,
 	"Relais console":                                        127,
-	"Relais has not called the destination yet.":            468,
-	"Relais is calling the destination (since %s).":         531,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 470,
-	"Relais never called the destination: the occurrence ended before any call.": 469,
+	"Relais has not called the destination yet.":            469,
+	"Relais is calling the destination (since %s).":         532,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 471,
+	"Relais never called the destination: the occurrence ended before any call.": 470,
 	"Relais refused the action. Nothing was done.":                               48,
-	"Release":                             203,
-	"Releases":                            201,
-	"Releases, oldest first":              223,
-	"Reload lists and detail pages":       597,
+	"Release":                             204,
+	"Releases":                            202,
+	"Releases, oldest first":              224,
+	"Reload lists and detail pages":       599,
 	"Reloading paused":                    150,
-	"Replica":                             467,
-	"Required":                            190,
-	"Reserved":                            456,
-	"Reserved by %s.":                     533,
-	"Reserved by %s; lock until %s — %s.": 532,
+	"Replica":                             468,
+	"Required":                            191,
+	"Reserved":                            457,
+	"Reserved by %s.":                     534,
+	"Reserved by %s; lock until %s — %s.": 533,
 	"Reserved now":                        182,
 	"Resume":                              151,
-	"Retried by %s at %s — “%s”":          372,
+	"Retried by %s at %s — “%s”":          373,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            477,
+	"Retries":            478,
 	"Retry %d instances": 62,
-	"Retry at %s — %s.":  524,
-	"Retry delay":        476,
+	"Retry at %s — %s.":  525,
+	"Retry delay":        477,
 	"Retry every held instance this filter matches": 59,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         472,
+	"Retry or abandon it from its instance":         473,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 505,
+	"Retryable": 506,
 	"Retrying and abandoning apply to held instances, not %s ones.": 53,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 494,
-	"Revealed by %s at %s; recorded in the audit log.": 648,
+	"Reveal — this is recorded": 495,
+	"Revealed by %s at %s; recorded in the audit log.": 650,
 	"Reveals":               142,
-	"Reveals, newest first": 654,
-	"Revision":              204,
-	"Revision %d":           225,
-	"Revisions":             199,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 735,
-	"Revoke the %s token “%s”?": 689,
-	"Revoke the token":          691,
-	"Revoke token %d":           688,
-	"Revoke…":                   686,
-	"Role":                      680,
-	"Route":                     353,
-	"Routing output":            197,
-	"Rows %s–%s":                586,
-	"Save settings":             599,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      647,
+	"Reveals, newest first": 656,
+	"Revision":              205,
+	"Revision %d":           226,
+	"Revisions":             200,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 737,
+	"Revoke the %s token “%s”?": 691,
+	"Revoke the token":          693,
+	"Revoke token %d":           690,
+	"Revoke…":                   688,
+	"Role":                      682,
+	"Route":                     354,
+	"Routing output":            198,
+	"Row %s":                    587,
+	"Rows %s–%s":                588,
+	"Save settings":             601,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      649,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 269,
-	"Search":                               659,
-	"Secret values can never be revealed.": 652,
-	"Sep":                                  335,
-	"Served by %d workers":                 734,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 270,
+	"Search":                               661,
+	"Secret values can never be revealed.": 654,
+	"Sep":                                  336,
+	"Served by %d workers":                 736,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              356,
-	"Settlement date":      557,
-	"Show all definitions": 301,
-	"Show times in":        595,
+	"Settled":              357,
+	"Settlement date":      558,
+	"Show all definitions": 302,
+	"Show times in":        597,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 122,
-	"Sign in": 669,
-	"Sign in with an operator, designer or administrator token.": 670,
+	"Sign in": 671,
+	"Sign in with an operator, designer or administrator token.": 672,
 	"Sign out":             144,
 	"Signed in as %s (%s)": 143,
-	"Since revision %d:":   231,
+	"Since revision %d:":   232,
 	"Skip to content":      129,
-	"Slot":                 310,
-	"Snapshotted":          226,
+	"Slot":                 311,
+	"Snapshotted":          227,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 167,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 677,
-	"Staff tokens, oldest first": 678,
-	"Start node":                 612,
-	"Started":                    373,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 679,
+	"Staff tokens, oldest first": 680,
+	"Start node":                 614,
+	"Started":                    374,
 	"State":                      177,
 	"Status":                     78,
 	"Stop %d instances":          72,
@@ -507,280 +509,280 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              370,
+	"Stopped by %s at %s — “%s”":                              371,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              52,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   369,
-	"Summary": 346,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 250,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   370,
+	"Summary": 347,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 251,
 	"Tasks":                   178,
 	"Temporarily unavailable": 165,
-	"That is too long to be an id or a business key.": 662,
+	"That is too long to be an id or a business key.": 664,
 	"The %d largest groups; the filter matches more.": 86,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    259,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             230,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 511,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    260,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             231,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 512,
 	"The bulk action must be its id (a UUID).": 120,
-	"The call could not be prepared.":          512,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 530,
-	"The chart’s numbers": 308,
+	"The call could not be prepared.":          513,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 531,
+	"The chart’s numbers": 309,
 	"The confirmed count is missing: start again from the list.":                                                                                                            95,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           168,
-	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      596,
+	"The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time.":                      598,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 96,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 166,
-	"The deadline passed before a result arrived.":                                                                                                                          509,
-	"The destination answered HTTP %s.":     519,
-	"The destination could not be reached.": 513,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 507,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      508,
-	"The destination’s answer was too large.": 514,
+	"The deadline passed before a result arrived.":                                                                                                                          510,
+	"The destination answered HTTP %s.":     520,
+	"The destination could not be reached.": 514,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 508,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      509,
+	"The destination’s answer was too large.": 515,
 	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 171,
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     157,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           516,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                515,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             391,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 349,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         196,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               593,
-	"The page size must be between 1 and %d.":                                                                                                                                                              387,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  592,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           517,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                516,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             392,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 350,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         197,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               595,
+	"The page size must be between 1 and %d.":                                                                                                                                                              388,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  594,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 119,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 50,
 	"The reason you gave, not recorded:":                                                                                                                                                                   43,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            510,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      555,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          695,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          672,
-	"The version must be a whole number from 1.":                                                                                                                                                           384,
-	"These revisions have the same contracts.":                                                                                                                                                             216,
-	"These settings are kept in this browser only.":                                                                                                                                                        594,
-	"They take every revision their consumer is granted.":                                                                                                                                                  736,
-	"They take revision %d only.":                                                                                                                                                                          737,
-	"They take revisions %s only.":                                                                                                                                                                         738,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     589,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            511,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      556,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          697,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          674,
+	"The version must be a whole number from 1.":                                                                                                                                                           385,
+	"These revisions have the same contracts.":                                                                                                                                                             217,
+	"These settings are kept in this browser only.":                                                                                                                                                        596,
+	"They take every revision their consumer is granted.":                                                                                                                                                  738,
+	"They take revision %d only.":                                                                                                                                                                          739,
+	"They take revisions %s only.":                                                                                                                                                                         740,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     591,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             97,
-	"This contract has no inputs.":                                                                                                                                                                         489,
-	"This contract has no outputs.":                                                                                                                                                                        492,
+	"This contract has no inputs.":                                                                                                                                                                         490,
+	"This contract has no outputs.":                                                                                                                                                                        493,
 	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  164,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 276,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 277,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    40,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 366,
-	"This instance has not reached a task yet.":                                 357,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 367,
+	"This instance has not reached a task yet.":                                 358,
 	"This instance is %s, not held: there is nothing to abandon.":               36,
 	"This instance is %s, not held: there is nothing to retry.":                 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 274,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 275,
 	"This instance is %s: there is nothing to stop.":                            37,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 367,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 368,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 368,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 369,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   42,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            694,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           693,
-	"This page does not accept that request.": 658,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            696,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           695,
+	"This page does not accept that request.": 660,
 	"This page reloads every %d seconds.":     152,
-	"This process takes no inputs.":           364,
+	"This process takes no inputs.":           365,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 57,
-	"This token is unknown or has been revoked.": 674,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 625,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            626,
+	"This token is unknown, revoked or expired.": 676,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 627,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            628,
 	"Times in %s · no auto-reload":    149,
 	"Times in %s · reload every %d s": 148,
 	"Times in %s · reloading paused":  147,
-	"To revision":                     210,
-	"Token":                           671,
+	"To revision":                     211,
+	"Token":                           673,
 	"Tokens":                          141,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 673,
-	"Totals of all definitions, not narrowed by the other filters":         572,
-	"Totals of definition %s, not narrowed by the other filters":           571,
-	"Type": 189,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 660,
-	"URL":                              261,
-	"UTC (coordinated universal time)": 601,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 675,
+	"Totals of all definitions, not narrowed by the other filters":         573,
+	"Totals of definition %s, not narrowed by the other filters":           572,
+	"Type": 190,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 662,
+	"URL":                              262,
+	"UTC (coordinated universal time)": 603,
 	"Unknown action.":                  51,
 	"Unknown consumer.":                89,
 	"Unknown destination “%s”.":        90,
-	"Unknown parameter “%s” (did you mean “%s”?).": 590,
-	"Unknown parameter “%s”.":                      591,
-	"Unknown status “%s”.":                         383,
-	"Value":                                        361,
+	"Unknown parameter “%s” (did you mean “%s”?).": 592,
+	"Unknown parameter “%s”.":                      593,
+	"Unknown status “%s”.":                         384,
+	"Value":                                        362,
 	"Version":                                      77,
-	"Versions, newest first":                       608,
-	"Waiting for Relais to call the destination since %s (%s).": 527,
-	"Waiting for a worker since %s (%s).":                       528,
+	"Versions, newest first":                       610,
+	"Waiting for Relais to call the destination since %s (%s).": 528,
+	"Waiting for a worker since %s (%s).":                       529,
 	"When":                                                      101,
 	"Who":                                                       102,
-	"Whole message":                                             464,
-	"Why (recorded with the reveal)":                            495,
-	"Worker":                                                    715,
-	"Worker id":                                                 455,
+	"Whole message":                                             465,
+	"Why (recorded with the reveal)":                            496,
+	"Worker":                                                    717,
+	"Worker id":                                                 456,
 	"Workers":                                                   138,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        713,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        715,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 714,
-	"Workers serving %s":                   722,
-	"Working copy":                         195,
-	"You are signed out.":                  666,
+	"Workers seen within three heartbeats": 716,
+	"Workers serving %s":                   724,
+	"Working copy":                         196,
+	"You are signed out.":                  668,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              155,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 667,
-	"Your session has ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server). Sign in again.":                                                      668,
-	"[redacted]":                          552,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 669,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          670,
+	"[redacted]":                          553,
 	"a token’s name, exact":               112,
 	"abandon":                             4,
 	"active":                              179,
-	"administrator":                       425,
-	"an incident: retry, abandon or stop": 280,
-	"answer too large":                    550,
+	"administrator":                       426,
+	"an incident: retry, abandon or stop": 281,
+	"answer too large":                    551,
 	"any":                                 75,
-	"any other code → %s":                 637,
-	"any other error":                     278,
-	"as of %s (%s); counts are refreshed every few seconds.": 574,
-	"at least %d characters":                                 698,
-	"at least %d items":                                      705,
-	"at most %d":                                             483,
-	"at most %d characters":                                  699,
-	"at most %d items":                                       706,
-	"at most %d since the last operator retry":               484,
-	"available":                                              399,
-	"boolean":                                                412,
-	"call in progress since":                                 579,
-	"cancelled":                                              402,
-	"choice":                                                 415,
-	"claimable since":                                        578,
-	"claimable since %s":                                     298,
-	"classification changed":                                 436,
-	"completed":                                              306,
-	"constraint changed":                                     437,
-	"consumer":                                               428,
-	"consumer #%s":                                           542,
-	"date":                                                   413,
-	"date and time":                                          414,
-	"deadline %s":                                            640,
-	"deferred":                                               401,
-	"deferred since":                                         581,
+	"any other code → %s":                 639,
+	"any other error":                     279,
+	"as of %s (%s); counts are refreshed every few seconds.": 575,
+	"at least %d characters":                                 700,
+	"at least %d items":                                      707,
+	"at most %d":                                             484,
+	"at most %d characters":                                  701,
+	"at most %d items":                                       708,
+	"at most %d since the last operator retry":               485,
+	"available":                                              400,
+	"boolean":                                                413,
+	"call in progress since":                                 580,
+	"cancelled":                                              403,
+	"choice":                                                 416,
+	"claimable since":                                        579,
+	"claimable since %s":                                     299,
+	"classification changed":                                 437,
+	"completed":                                              307,
+	"constraint changed":                                     438,
+	"consumer":                                               429,
+	"consumer #%s":                                           543,
+	"date":                                                   414,
+	"date and time":                                          415,
+	"deadline %s":                                            642,
+	"deferred":                                               402,
+	"deferred since":                                         582,
 	"deleted":                                                108,
-	"designer":                                               427,
-	"disconnected":                                           408,
-	"end (completes)":                                        632,
-	"end (fails)":                                            633,
-	"end: completes the instance":                            281,
-	"end: fails the instance":                                282,
+	"designer":                                               428,
+	"disconnected":                                           409,
+	"end (completes)":                                        634,
+	"end (fails)":                                            635,
+	"end: completes the instance":                            282,
+	"end: fails the instance":                                283,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 728,
-	"exact, case-sensitive":                                  389,
-	"expired":                                                405,
-	"failed":                                                 307,
-	"fails the instance":                                     638,
-	"field added":                                            431,
-	"field removed":                                          432,
-	"format":                                                 442,
-	"format %s":                                              701,
+	"every revision its consumer is granted":                 730,
+	"exact, case-sensitive":                                  390,
+	"expired":                                                406,
+	"failed":                                                 308,
+	"fails the instance":                                     640,
+	"field added":                                            432,
+	"field removed":                                          433,
+	"format":                                                 443,
+	"format %s":                                              703,
 	"from":                                                   113,
-	"held":                                                   404,
-	"held for an operator":                                   279,
-	"held, then abandoned by an operator":                    382,
-	"held, then stopped by an operator":                      381,
-	"hold (an incident for an operator)":                     636,
+	"held":                                                   405,
+	"held for an operator":                                   280,
+	"held, then abandoned by an operator":                    383,
+	"held, then stopped by an operator":                      382,
+	"hold (an incident for an operator)":                     638,
 	"id or business key":                                     135,
-	"in %s":                                                  320,
-	"in progress":                                            463,
-	"instance id":                                            561,
-	"instances held":                                         643,
-	"instances held: %s":                                     644,
-	"integer":                                                410,
-	"its name, exactly":                                      560,
-	"just now":                                               322,
-	"list":                                                   417,
-	"lock until":                                             580,
-	"long polling":                                           726,
-	"long wait":                                              299,
-	"maximum":                                                444,
-	"maximum %s":                                             703,
-	"maximum items":                                          446,
-	"maximum length":                                         440,
-	"minimum":                                                443,
-	"minimum %s":                                             702,
-	"minimum items":                                          445,
-	"minimum length":                                         439,
-	"never":                                                  683,
-	"next attempt":                                           577,
-	"no":                                                     430,
-	"no answer within the timeout":                           548,
-	"no connection":                                          549,
+	"in %s":                                                  321,
+	"in progress":                                            464,
+	"instance id":                                            562,
+	"instances held":                                         645,
+	"instances held: %s":                                     646,
+	"integer":                                                411,
+	"its name, exactly":                                      561,
+	"just now":                                               323,
+	"list":                                                   418,
+	"lock until":                                             581,
+	"long polling":                                           728,
+	"long wait":                                              300,
+	"maximum":                                                445,
+	"maximum %s":                                             705,
+	"maximum items":                                          447,
+	"maximum length":                                         441,
+	"minimum":                                                444,
+	"minimum %s":                                             704,
+	"minimum items":                                          446,
+	"minimum length":                                         440,
+	"never":                                                  685,
+	"next attempt":                                           578,
+	"no":                                                     431,
+	"no answer within the timeout":                           549,
+	"no connection":                                          550,
 	"no grant: it takes nothing":                             181,
-	"no header":                                              265,
-	"no worker":                                              300,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 506,
-	"none": 249,
-	"none (revealed before reasons were asked for)": 656,
-	"none yet": 254,
-	"none: a failed call takes the node’s error path": 478,
-	"normal":                          418,
-	"not provided":                    708,
-	"not yet":                         684,
-	"null":                            711,
-	"number":                          411,
-	"object":                          416,
-	"on error":                        277,
-	"one of: %s":                      704,
-	"operator":                        426,
-	"optional %s field of type %s":    246,
-	"optional field of type %s":       248,
-	"optional → required":             239,
-	"pattern":                         441,
-	"pattern %s":                      700,
-	"pull":                            630,
-	"pull %s":                         284,
-	"pull (the service fetches it)":   423,
-	"push %s":                         283,
-	"push (Relais calls the service)": 424,
-	"push to %s":                      631,
-	"rejected":                        406,
-	"released":                        407,
-	"required %s field of type %s":    245,
-	"required changed":                434,
-	"required field of type %s":       247,
-	"required → optional":             240,
-	"reserved":                        400,
+	"no header":                                              266,
+	"no worker":                                              301,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 507,
+	"none": 250,
+	"none (revealed before reasons were asked for)": 658,
+	"none yet": 255,
+	"none: a failed call takes the node’s error path": 479,
+	"normal":                          419,
+	"not provided":                    710,
+	"not yet":                         686,
+	"null":                            713,
+	"number":                          412,
+	"object":                          417,
+	"on error":                        278,
+	"one of: %s":                      706,
+	"operator":                        427,
+	"optional %s field of type %s":    247,
+	"optional field of type %s":       249,
+	"optional → required":             240,
+	"pattern":                         442,
+	"pattern %s":                      702,
+	"pull":                            632,
+	"pull %s":                         285,
+	"pull (the service fetches it)":   424,
+	"push %s":                         284,
+	"push (Relais calls the service)": 425,
+	"push to %s":                      633,
+	"rejected":                        407,
+	"released":                        408,
+	"required %s field of type %s":    246,
+	"required changed":                435,
+	"required field of type %s":       248,
+	"required → optional":             241,
+	"reserved":                        401,
 	"retry":                           3,
-	"revision %d":                     575,
-	"revisions %s":                    729,
+	"revision %d":                     576,
+	"revisions %s":                    731,
 	"revoked":                         180,
-	"routing changed":                 438,
-	"routing output":                  696,
-	"routing output %s → %s":          238,
-	"running":                         403,
-	"secret":                          420,
-	"sensitive":                       419,
-	"settled":                         576,
+	"routing changed":                 439,
+	"routing output":                  698,
+	"routing output %s → %s":          239,
+	"running":                         404,
+	"secret":                          421,
+	"sensitive":                       420,
+	"settled":                         577,
 	"stop":                            5,
-	"stream":                          725,
-	"text":                            409,
-	"the contracts are the same (the name or a description changed).": 232,
-	"this session":             687,
-	"timeout %s":               641,
-	"timeout %s (the default)": 642,
+	"stream":                          727,
+	"text":                            410,
+	"the contracts are the same (the name or a description changed).": 233,
+	"this session":             689,
+	"timeout %s":               643,
+	"timeout %s (the default)": 644,
 	"to":                       114,
-	"type changed":             433,
-	"unexpected value":         712,
-	"unknown":                  551,
-	"values added: %s":         241,
-	"values changed":           435,
-	"values removed: %s":       242,
-	"values reordered":         243,
-	"version %d":               610,
-	"waiting":                  546,
-	"yes":                      429,
-	"••• hidden (secret)":      422,
-	"••• hidden (sensitive)":   421,
-	"→ %s":                     635,
+	"type changed":             434,
+	"unexpected value":         714,
+	"unknown":                  552,
+	"values added: %s":         242,
+	"values changed":           436,
+	"values removed: %s":       243,
+	"values reordered":         244,
+	"version %d":               612,
+	"waiting":                  547,
+	"yes":                      430,
+	"••• hidden (secret)":      423,
+	"••• hidden (sensitive)":   422,
+	"→ %s":                     637,
 }
 
-var enIndex = []uint32{ // 740 elements
+var enIndex = []uint32{ // 742 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -833,166 +835,167 @@ var enIndex = []uint32{ // 740 elements
 	0x000023c8, 0x000023e0, 0x000023e3, 0x000023e8,
 	0x000023ef, 0x000023fa, 0x00002400, 0x00002406,
 	0x0000240d, 0x00002415, 0x00002430, 0x0000243d,
-	0x0000244b, 0x00002475, 0x0000248c, 0x000024d2,
-	0x000024f4, 0x000024fa, 0x000024ff, 0x00002508,
+	0x0000244b, 0x00002475, 0x0000248b, 0x000024a2,
+	0x000024e8, 0x0000250a, 0x00002510, 0x00002515,
 	// Entry C0 - DF
-	0x00002517, 0x00002523, 0x0000252f, 0x00002540,
-	0x0000254d, 0x000025aa, 0x000025b9, 0x000025c4,
-	0x000025ce, 0x0000260c, 0x00002615, 0x00002625,
-	0x0000262d, 0x00002636, 0x0000263c, 0x00002646,
-	0x00002658, 0x000026a0, 0x000026ae, 0x000026ba,
-	0x000026c2, 0x000026c9, 0x000026d0, 0x000026e1,
-	0x000026f0, 0x00002719, 0x00002720, 0x0000272b,
-	0x00002746, 0x0000274e, 0x0000275a, 0x00002776,
+	0x0000251e, 0x0000252d, 0x00002539, 0x00002545,
+	0x00002556, 0x00002563, 0x000025c0, 0x000025cf,
+	0x000025da, 0x000025e4, 0x00002622, 0x0000262b,
+	0x0000263b, 0x00002643, 0x0000264c, 0x00002652,
+	0x0000265c, 0x0000266e, 0x000026b6, 0x000026c4,
+	0x000026d0, 0x000026d8, 0x000026df, 0x000026e6,
+	0x000026f7, 0x00002706, 0x0000272f, 0x00002736,
+	0x00002741, 0x0000275c, 0x00002764, 0x00002770,
 	// Entry E0 - FF
-	0x0000278d, 0x000027af, 0x000027be, 0x000027ca,
-	0x000027d1, 0x000027ea, 0x00002804, 0x000028ad,
-	0x000028c3, 0x00002903, 0x00002934, 0x0000295e,
-	0x00002985, 0x000029a9, 0x000029d0, 0x000029ef,
-	0x00002a05, 0x00002a1b, 0x00002a2f, 0x00002a45,
-	0x00002a56, 0x00002a6d, 0x00002a90, 0x00002ab3,
-	0x00002ad0, 0x00002aed, 0x00002af2, 0x00002b3e,
-	0x00002b51, 0x00002b55, 0x00002b65, 0x00002b6e,
+	0x0000278c, 0x000027a3, 0x000027c5, 0x000027d4,
+	0x000027e0, 0x000027e7, 0x00002800, 0x0000281a,
+	0x000028c3, 0x000028d9, 0x00002919, 0x0000294a,
+	0x00002974, 0x0000299b, 0x000029bf, 0x000029e6,
+	0x00002a05, 0x00002a1b, 0x00002a31, 0x00002a45,
+	0x00002a5b, 0x00002a6c, 0x00002a83, 0x00002aa6,
+	0x00002ac9, 0x00002ae6, 0x00002b03, 0x00002b08,
+	0x00002b54, 0x00002b67, 0x00002b6b, 0x00002b7b,
 	// Entry 100 - 11F
-	0x00002b81, 0x00002ba7, 0x00002bbb, 0x00002bd1,
-	0x00002c8d, 0x00002ca2, 0x00002ca6, 0x00002cb3,
-	0x00002cc3, 0x00002cd0, 0x00002cda, 0x00002ce0,
-	0x00002cea, 0x00002cfc, 0x00002db0, 0x00002dcd,
-	0x00002e3b, 0x00002efb, 0x00002f0e, 0x00002f5b,
-	0x00002fbf, 0x00003023, 0x0000302c, 0x0000303c,
-	0x00003051, 0x00003075, 0x00003091, 0x000030a9,
-	0x000030b4, 0x000030bf, 0x000030d3, 0x000031e9,
+	0x00002b84, 0x00002b97, 0x00002bbd, 0x00002bd1,
+	0x00002be7, 0x00002ca3, 0x00002cb8, 0x00002cbc,
+	0x00002cc9, 0x00002cd9, 0x00002ce6, 0x00002cf0,
+	0x00002cf6, 0x00002d00, 0x00002d12, 0x00002dc6,
+	0x00002de3, 0x00002e51, 0x00002f11, 0x00002f24,
+	0x00002f71, 0x00002fd5, 0x00003039, 0x00003042,
+	0x00003052, 0x00003067, 0x0000308b, 0x000030a7,
+	0x000030bf, 0x000030ca, 0x000030d5, 0x000030e9,
 	// Entry 120 - 13F
-	0x0000320d, 0x00003238, 0x00003243, 0x00003248,
-	0x00003257, 0x0000325e, 0x00003275, 0x0000328a,
-	0x0000329c, 0x000032bf, 0x000032f1, 0x00003307,
-	0x00003311, 0x0000331b, 0x00003330, 0x0000337d,
-	0x0000338d, 0x000033c6, 0x0000341a, 0x00003424,
-	0x0000342b, 0x00003441, 0x0000347a, 0x0000347f,
-	0x00003489, 0x00003497, 0x000034a4, 0x000034cd,
-	0x000034f0, 0x000034fd, 0x0000351d, 0x00003529,
+	0x000031ff, 0x00003223, 0x0000324e, 0x00003259,
+	0x0000325e, 0x0000326d, 0x00003274, 0x0000328b,
+	0x000032a0, 0x000032b2, 0x000032d5, 0x00003307,
+	0x0000331d, 0x00003327, 0x00003331, 0x00003346,
+	0x00003393, 0x000033a3, 0x000033dc, 0x00003430,
+	0x0000343a, 0x00003441, 0x00003457, 0x00003490,
+	0x00003495, 0x0000349f, 0x000034ad, 0x000034ba,
+	0x000034e3, 0x00003506, 0x00003513, 0x00003533,
 	// Entry 140 - 15F
-	0x00003542, 0x0000354b, 0x00003555, 0x0000355e,
-	0x00003566, 0x00003570, 0x00003578, 0x00003580,
-	0x00003584, 0x00003588, 0x0000358c, 0x00003590,
-	0x00003594, 0x00003598, 0x0000359c, 0x000035a0,
-	0x000035a4, 0x000035a8, 0x000035ac, 0x000035b0,
-	0x000035ba, 0x000035d8, 0x000035f8, 0x0000361c,
-	0x00003640, 0x00003649, 0x00003660, 0x00003668,
-	0x00003679, 0x0000367e, 0x000036c3, 0x000036db,
+	0x0000353f, 0x00003558, 0x00003561, 0x0000356b,
+	0x00003574, 0x0000357c, 0x00003586, 0x0000358e,
+	0x00003596, 0x0000359a, 0x0000359e, 0x000035a2,
+	0x000035a6, 0x000035aa, 0x000035ae, 0x000035b2,
+	0x000035b6, 0x000035ba, 0x000035be, 0x000035c2,
+	0x000035c6, 0x000035d0, 0x000035ee, 0x0000360e,
+	0x00003632, 0x00003656, 0x0000365f, 0x00003676,
+	0x0000367e, 0x0000368f, 0x00003694, 0x000036d9,
 	// Entry 160 - 17F
-	0x000036e0, 0x000036eb, 0x000036f1, 0x000036fb,
-	0x00003703, 0x0000370b, 0x00003735, 0x0000374f,
-	0x00003777, 0x000037a7, 0x000037ad, 0x000037bc,
-	0x0000380f, 0x0000382d, 0x00003844, 0x000038f4,
-	0x00003a16, 0x00003ad5, 0x00003b2c, 0x00003b56,
-	0x00003b82, 0x00003bac, 0x00003bb4, 0x00003bba,
-	0x00003bc7, 0x00003bd9, 0x00003be2, 0x00003beb,
-	0x00003bfd, 0x00003c0c, 0x00003c2e, 0x00003c52,
+	0x000036f1, 0x000036f6, 0x00003701, 0x00003707,
+	0x00003711, 0x00003719, 0x00003721, 0x0000374b,
+	0x00003765, 0x0000378d, 0x000037bd, 0x000037c3,
+	0x000037d2, 0x00003825, 0x00003843, 0x0000385a,
+	0x0000390a, 0x00003a2c, 0x00003aeb, 0x00003b42,
+	0x00003b6c, 0x00003b98, 0x00003bc2, 0x00003bca,
+	0x00003bd0, 0x00003bdd, 0x00003bef, 0x00003bf8,
+	0x00003c01, 0x00003c13, 0x00003c22, 0x00003c44,
 	// Entry 180 - 19F
-	0x00003c6e, 0x00003c99, 0x00003ccd, 0x00003cdb,
-	0x00003d06, 0x00003d18, 0x00003d2e, 0x00003d58,
-	0x00003da1, 0x00003dc1, 0x00003dca, 0x00003ddc,
-	0x00003dff, 0x00003e0d, 0x00003e1c, 0x00003e29,
-	0x00003e33, 0x00003e3c, 0x00003e45, 0x00003e4f,
-	0x00003e57, 0x00003e5c, 0x00003e64, 0x00003e6d,
-	0x00003e76, 0x00003e83, 0x00003e88, 0x00003e90,
-	0x00003e97, 0x00003e9f, 0x00003ea4, 0x00003eb2,
+	0x00003c68, 0x00003c84, 0x00003caf, 0x00003ce3,
+	0x00003cf1, 0x00003d1c, 0x00003d2e, 0x00003d44,
+	0x00003d6e, 0x00003db7, 0x00003dd7, 0x00003de0,
+	0x00003df2, 0x00003e15, 0x00003e23, 0x00003e32,
+	0x00003e3f, 0x00003e49, 0x00003e52, 0x00003e5b,
+	0x00003e65, 0x00003e6d, 0x00003e72, 0x00003e7a,
+	0x00003e83, 0x00003e8c, 0x00003e99, 0x00003e9e,
+	0x00003ea6, 0x00003ead, 0x00003eb5, 0x00003eba,
 	// Entry 1A0 - 1BF
-	0x00003eb9, 0x00003ec0, 0x00003ec5, 0x00003ecc,
-	0x00003ed6, 0x00003edd, 0x00003efa, 0x00003f14,
-	0x00003f32, 0x00003f52, 0x00003f60, 0x00003f69,
-	0x00003f72, 0x00003f7b, 0x00003f7f, 0x00003f82,
-	0x00003f8e, 0x00003f9c, 0x00003fa9, 0x00003fba,
-	0x00003fc9, 0x00003fe0, 0x00003ff3, 0x00004003,
-	0x00004012, 0x00004021, 0x00004029, 0x00004030,
-	0x00004038, 0x00004040, 0x0000404e, 0x0000405c,
+	0x00003ec8, 0x00003ecf, 0x00003ed6, 0x00003edb,
+	0x00003ee2, 0x00003eec, 0x00003ef3, 0x00003f10,
+	0x00003f2a, 0x00003f48, 0x00003f68, 0x00003f76,
+	0x00003f7f, 0x00003f88, 0x00003f91, 0x00003f95,
+	0x00003f98, 0x00003fa4, 0x00003fb2, 0x00003fbf,
+	0x00003fd0, 0x00003fdf, 0x00003ff6, 0x00004009,
+	0x00004019, 0x00004028, 0x00004037, 0x0000403f,
+	0x00004046, 0x0000404e, 0x00004056, 0x00004064,
 	// Entry 1C0 - 1DF
-	0x00004072, 0x00004087, 0x00004098, 0x0000409e,
-	0x000040a5, 0x000040ae, 0x000040ca, 0x000040d3,
-	0x000040dd, 0x000040e6, 0x000040ef, 0x000040f8,
-	0x0000410f, 0x00004117, 0x00004125, 0x00004152,
-	0x0000415e, 0x0000416c, 0x000041b3, 0x000041bf,
-	0x000041c7, 0x000041f2, 0x0000423d, 0x000042ff,
-	0x00004303, 0x00004329, 0x0000432e, 0x00004349,
-	0x0000435a, 0x00004366, 0x0000436e, 0x000043a0,
+	0x00004072, 0x00004088, 0x0000409d, 0x000040ae,
+	0x000040b4, 0x000040bb, 0x000040c4, 0x000040e0,
+	0x000040e9, 0x000040f3, 0x000040fc, 0x00004105,
+	0x0000410e, 0x00004125, 0x0000412d, 0x0000413b,
+	0x00004168, 0x00004174, 0x00004182, 0x000041c9,
+	0x000041d5, 0x000041dd, 0x00004208, 0x00004253,
+	0x00004315, 0x00004319, 0x0000433f, 0x00004344,
+	0x0000435f, 0x00004370, 0x0000437c, 0x00004384,
 	// Entry 1E0 - 1FF
-	0x000043a9, 0x000043b2, 0x000043ce, 0x000043db,
-	0x000043e9, 0x00004415, 0x0000443b, 0x0000445c,
-	0x00004467, 0x00004495, 0x000044b2, 0x000044e1,
-	0x00004513, 0x00004531, 0x00004566, 0x00004582,
-	0x000045a1, 0x000045fc, 0x0000460b, 0x00004618,
-	0x00004626, 0x00004633, 0x0000463c, 0x00004657,
-	0x00004687, 0x000046a2, 0x000046ac, 0x000046ff,
-	0x0000477d, 0x000047f3, 0x00004820, 0x0000485a,
+	0x000043b6, 0x000043bf, 0x000043c8, 0x000043e4,
+	0x000043f1, 0x000043ff, 0x0000442b, 0x00004451,
+	0x00004472, 0x0000447d, 0x000044ab, 0x000044c8,
+	0x000044f7, 0x00004529, 0x00004547, 0x0000457c,
+	0x00004598, 0x000045b7, 0x00004612, 0x00004621,
+	0x0000462e, 0x0000463c, 0x00004649, 0x00004652,
+	0x0000466d, 0x0000469d, 0x000046b8, 0x000046c2,
+	0x00004715, 0x00004793, 0x00004809, 0x00004836,
 	// Entry 200 - 21F
-	0x00004939, 0x00004959, 0x0000497f, 0x000049a9,
-	0x000049e1, 0x00004a1e, 0x00004a42, 0x00004abb,
-	0x00004ae0, 0x00004b0f, 0x00004b6f, 0x00004bc8,
-	0x00004c22, 0x00004c3c, 0x00004c5a, 0x00004c8e,
-	0x00004cce, 0x00004cf8, 0x00004d07, 0x00004dd2,
-	0x00004e03, 0x00004e32, 0x00004e45, 0x00004eba,
-	0x00004ecd, 0x00004f01, 0x00004f35, 0x00004f45,
-	0x00004f8c, 0x00004fb9, 0x00004fc6, 0x00004fd6,
+	0x00004870, 0x0000494f, 0x0000496f, 0x00004995,
+	0x000049bf, 0x000049f7, 0x00004a34, 0x00004a58,
+	0x00004ad1, 0x00004af6, 0x00004b25, 0x00004b85,
+	0x00004bde, 0x00004c38, 0x00004c52, 0x00004c70,
+	0x00004ca4, 0x00004ce4, 0x00004d0e, 0x00004d1d,
+	0x00004de8, 0x00004e19, 0x00004e48, 0x00004e5b,
+	0x00004ed0, 0x00004ee3, 0x00004f17, 0x00004f4b,
+	0x00004f5b, 0x00004fa2, 0x00004fcf, 0x00004fdc,
 	// Entry 220 - 23F
-	0x00005006, 0x00005040, 0x00005063, 0x0000506b,
-	0x00005083, 0x000050a0, 0x000050ae, 0x000050bf,
-	0x000050c7, 0x000050d2, 0x000050f3, 0x00005135,
-	0x00005165, 0x000051a0, 0x000051b0, 0x000051ef,
-	0x00005200, 0x00005212, 0x0000521e, 0x0000522f,
-	0x00005249, 0x00005251, 0x00005262, 0x00005268,
-	0x0000527c, 0x00005294, 0x000052b9, 0x000052c7,
-	0x00005305, 0x00005342, 0x0000536e, 0x000053ab,
+	0x00004fec, 0x0000501c, 0x00005056, 0x00005079,
+	0x00005081, 0x00005099, 0x000050b6, 0x000050c4,
+	0x000050d5, 0x000050dd, 0x000050e8, 0x00005109,
+	0x0000514b, 0x0000517b, 0x000051b6, 0x000051c6,
+	0x00005205, 0x00005216, 0x00005228, 0x00005234,
+	0x00005245, 0x0000525f, 0x00005267, 0x00005278,
+	0x0000527e, 0x00005292, 0x000052aa, 0x000052cf,
+	0x000052dd, 0x0000531b, 0x00005358, 0x00005384,
 	// Entry 240 - 25F
-	0x000053ba, 0x000053c2, 0x000053cf, 0x000053df,
-	0x000053f6, 0x00005401, 0x00005410, 0x00005416,
-	0x00005424, 0x0000542e, 0x00005439, 0x0000544c,
-	0x00005471, 0x0000549c, 0x0000552d, 0x00005568,
-	0x00005587, 0x000055c5, 0x000055fc, 0x0000562a,
-	0x00005638, 0x000056cb, 0x000056e9, 0x00005840,
-	0x0000584e, 0x00005862, 0x00005883, 0x00005897,
-	0x0000589d, 0x000058b1, 0x00005924, 0x00005971,
+	0x000053c1, 0x000053d0, 0x000053d8, 0x000053e5,
+	0x000053f5, 0x0000540c, 0x00005417, 0x00005426,
+	0x0000542c, 0x0000543a, 0x00005444, 0x0000544f,
+	0x00005459, 0x0000546c, 0x00005491, 0x000054bc,
+	0x0000554d, 0x00005588, 0x000055a7, 0x000055e5,
+	0x0000561c, 0x0000564a, 0x00005658, 0x000056eb,
+	0x00005709, 0x00005860, 0x0000586e, 0x00005882,
+	0x000058a3, 0x000058b7, 0x000058bd, 0x000058d1,
 	// Entry 260 - 27F
-	0x00005982, 0x00005999, 0x000059b6, 0x000059c4,
-	0x000059d2, 0x000059dd, 0x000059e3, 0x00005ad5,
-	0x00005adb, 0x00005b0d, 0x00005b12, 0x00005b22,
-	0x00005b2d, 0x00005b36, 0x00005b46, 0x00005b60,
-	0x00005c05, 0x00005c1b, 0x00005ca0, 0x00005d1a,
-	0x00005d29, 0x00005de3, 0x00005e34, 0x00005e39,
-	0x00005e47, 0x00005e57, 0x00005e63, 0x00005e73,
-	0x00005e7d, 0x00005ea0, 0x00005eb9, 0x00005ecc,
+	0x00005944, 0x00005991, 0x000059a2, 0x000059b9,
+	0x000059d6, 0x000059e4, 0x000059f2, 0x000059fd,
+	0x00005a03, 0x00005af5, 0x00005afb, 0x00005b2d,
+	0x00005b32, 0x00005b42, 0x00005b4d, 0x00005b56,
+	0x00005b66, 0x00005b80, 0x00005c25, 0x00005c3b,
+	0x00005cc0, 0x00005d3a, 0x00005d49, 0x00005e03,
+	0x00005e54, 0x00005e59, 0x00005e67, 0x00005e77,
+	0x00005e83, 0x00005e93, 0x00005e9d, 0x00005ec0,
 	// Entry 280 - 29F
-	0x00005f38, 0x00005f47, 0x00005f55, 0x00005f71,
-	0x00005f80, 0x00005f96, 0x00005fcf, 0x00006001,
-	0x00006059, 0x00006090, 0x000060a7, 0x000060b5,
-	0x000060f9, 0x0000611e, 0x00006195, 0x000061ab,
-	0x000061c2, 0x000061f0, 0x00006203, 0x0000622b,
-	0x00006232, 0x0000629a, 0x000062c4, 0x000062f4,
-	0x00006352, 0x0000648c, 0x0000652c, 0x00006540,
-	0x000065eb, 0x00006661, 0x00006669, 0x000066a4,
+	0x00005ed9, 0x00005eec, 0x00005f58, 0x00005f67,
+	0x00005f75, 0x00005f91, 0x00005fa0, 0x00005fb6,
+	0x00005fef, 0x00006021, 0x00006079, 0x000060b0,
+	0x000060c7, 0x000060d5, 0x00006119, 0x0000613e,
+	0x000061b5, 0x000061cb, 0x000061e2, 0x00006210,
+	0x00006223, 0x0000624b, 0x00006252, 0x000062ba,
+	0x000062e4, 0x00006314, 0x00006372, 0x000064ac,
+	0x0000654c, 0x00006560, 0x0000660b, 0x0000668d,
 	// Entry 2A0 - 2BF
-	0x000066aa, 0x00006726, 0x0000676e, 0x00006799,
-	0x000067fb, 0x00006867, 0x0000690e, 0x00006929,
-	0x00006933, 0x00006938, 0x00006942, 0x0000694a,
-	0x00006950, 0x00006958, 0x00006966, 0x00006970,
-	0x0000697d, 0x00006990, 0x000069b4, 0x00006a34,
-	0x00006a45, 0x00006a4d, 0x00006ac2, 0x00006b16,
-	0x00006b58, 0x00006b67, 0x00006b73, 0x00006baf,
-	0x00006be9, 0x00006bf7, 0x00006c04, 0x00006c12,
+	0x00006695, 0x000066d0, 0x000066d6, 0x00006752,
+	0x000067ea, 0x00006815, 0x00006877, 0x000068e3,
+	0x0000698a, 0x000069a5, 0x000069af, 0x000069b4,
+	0x000069be, 0x000069c6, 0x000069cc, 0x000069d4,
+	0x000069e2, 0x000069ec, 0x000069f9, 0x00006a0c,
+	0x00006a30, 0x00006ab0, 0x00006ac1, 0x00006ac9,
+	0x00006b3e, 0x00006b92, 0x00006bd4, 0x00006be3,
+	0x00006bef, 0x00006c2b, 0x00006c65, 0x00006c73,
 	// Entry 2C0 - 2DF
-	0x00006c20, 0x00006c2e, 0x00006c60, 0x00006c90,
-	0x00006cec, 0x00006cf9, 0x00006d19, 0x00006d33,
-	0x00006d38, 0x00006d49, 0x00006dcf, 0x00006df4,
-	0x00006dfb, 0x00006e04, 0x00006e17, 0x00006e21,
-	0x00006e2b, 0x00006e35, 0x00006e4d, 0x00006e63,
-	0x00006e6f, 0x00006e91, 0x00006e98, 0x00006ea5,
-	0x00006eb6, 0x00006edd, 0x00006eed, 0x00006f41,
-	0x00006f91, 0x00006ff1, 0x00007044, 0x0000707c,
+	0x00006c80, 0x00006c8e, 0x00006c9c, 0x00006caa,
+	0x00006cdc, 0x00006d0c, 0x00006d68, 0x00006d75,
+	0x00006d95, 0x00006daf, 0x00006db4, 0x00006dc5,
+	0x00006e4b, 0x00006e70, 0x00006e77, 0x00006e80,
+	0x00006e93, 0x00006e9d, 0x00006ea7, 0x00006eb1,
+	0x00006ec9, 0x00006edf, 0x00006eeb, 0x00006f0d,
+	0x00006f14, 0x00006f21, 0x00006f32, 0x00006f59,
+	0x00006f69, 0x00006fbd, 0x0000700d, 0x0000706d,
 	// Entry 2E0 - 2FF
-	0x000070cc, 0x00007100, 0x0000711f, 0x0000713f,
-} // Size: 2984 bytes
+	0x000070c0, 0x000070f8, 0x00007148, 0x0000717c,
+	0x0000719b, 0x000071bb,
+} // Size: 2992 bytes
 
-const enData string = "" + // Size: 28991 bytes
+const enData string = "" + // Size: 29115 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1133,100 +1136,100 @@ const enData string = "" + // Size: 28991 bytes
 	"i/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02I" +
 	"D\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
 	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s" +
-	": every revision, present and future\x02%[1]s: revisions %[2]s\x02Counti" +
-	"ng the occurrences; the counts appear when you reload the page.\x02Count" +
-	"s are unavailable right now.\x02Field\x02Type\x02Required\x02Classificat" +
-	"ion\x02Constraints\x02Description\x02Definition %[1]s\x02Working copy" +
-	"\x02The only mutable part of a definition. Processes never use it direct" +
-	"ly: they pin a revision.\x02Routing output\x02Last saved\x02Revisions" +
-	"\x02No revision yet: the Working copy has never been snapshotted.\x02Rel" +
-	"eases\x02No release yet.\x02Release\x02Revision\x02Notes\x02Published" +
-	"\x02Compare revisions\x02Lists every change from one revision to another" +
-	", and whom it may break.\x02From revision\x02To revision\x02Compare\x02C" +
-	"hange\x02Detail\x02Breaks processes\x02Breaks workers\x02These revisions" +
-	" have the same contracts.\x02Inputs\x02No inputs.\x02Inputs of the worki" +
-	"ng copy\x02Outputs\x02No outputs.\x02Outputs of the working copy\x02Rele" +
-	"ases, oldest first\x02Changes between the two revisions\x02Revision %[1]" +
-	"d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]d\x02Outputs of rev" +
-	"ision %[1]d\x02The Working copy has changes not yet snapshotted: they ar" +
-	"e in no revision (workers and processes use revision %[1]d at most) unti" +
-	"l a snapshot makes them revision %[2]d.\x02Since revision %[1]d:\x02the " +
-	"contracts are the same (the name or a description changed).\x02Changes o" +
-	"f the Working copy since revision %[1]d\x02Choose two existing revisions" +
-	" to compare.\x02From revision %[1]d to revision %[2]d:\x14\x01\x81\x01" +
-	"\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking\x02routing outp" +
-	"ut %[1]s → %[2]s\x02optional → required\x02required → optional\x02values" +
-	" added: %[1]s\x02values removed: %[1]s\x02values reordered\x02%[1]s: %[2" +
-	"]s → %[3]s\x02required %[1]s field of type %[2]s\x02optional %[1]s field" +
-	" of type %[2]s\x02required field of type %[1]s\x02optional field of type" +
-	" %[1]s\x02none\x02Task contracts: their Working copy, immutable revision" +
-	"s and named releases.\x02Definitions by key\x02Key\x02Latest revision" +
-	"\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d " +
-	"release\x00\x0f\x02%[1]d releases\x02No destination yet.\x02No more dest" +
-	"inations.\x02The HTTP endpoints push nodes call. Values of the URL's que" +
-	"ry and of the headers are sealed and never shown. Create, change and del" +
-	"ete destinations through the API (/api/v1/destinations).\x02Destinations" +
-	" by name\x02URL\x02Headers sent\x02Longest timeout\x02Last changed\x02no" +
-	" header\x02Calls\x02Its calls\x02Keep the instance\x02Say why, for whoev" +
-	"er reads the log later: at most %[1]d characters. It is kept after the e" +
-	"rasure, whatever the retention: write the request’s reference, not the p" +
-	"erson’s name.\x02Erase process instance %[1]s\x02Erase this instance now" +
-	"? It is deleted with its occurrences and their attempts, as retention wo" +
-	"uld delete it.\x02Its inputs, outputs, business key and the workers’ mes" +
-	"sages go with it; this cannot be undone. The audit records naming it sta" +
-	"y (who did what, and why), and so do backups until they expire.\x02Erase" +
-	" the instance\x02This instance is %[1]s: only an ended instance can be e" +
-	"rased. Stop it first.\x02Erased: instance %[1]s is deleted (occurrences:" +
-	" %[2]d, attempts: %[3]d). Recorded in the audit log.\x02This instance ha" +
-	"d already been erased, by %[1]s at %[2]s; nothing changed and nothing wa" +
-	"s recorded.\x02on error\x02any other error\x02held for an operator\x02an" +
-	" incident: retry, abandon or stop\x02end: completes the instance\x02end:" +
-	" fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s, %[2]s: %[3]s" +
-	"\x02Each definition’s queue and incidents now, and what its workers fini" +
-	"shed in the last hour: occurrences that ended completed or failed. An oc" +
-	"currence retried since counts where it ends next; a failed attempt with " +
-	"attempts left is not counted, its occurrence’s page lists it.\x02Complet" +
-	"ions and failures, last hour\x02Definitions, those needing attention fir" +
-	"st\x02Definition\x02Open\x02Held instances\x02Failed\x02Oldest claimable" +
-	" waits\x02Completed, last hour\x02Failed, last hour\x02No definition has" +
-	" occurrences yet.\x02As of %[1]s (%[2]s); refreshed every few seconds." +
-	"\x02claimable since %[1]s\x02long wait\x02no worker\x02Show all definiti" +
-	"ons\x02No definition %[1]s has occurrences: check the key, or show all d" +
-	"efinitions.\x02All definitions\x02Completions and failures per 5 minutes" +
-	", last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The table after th" +
-	"e chart gives each 5-minute slot.\x02completed\x02failed\x02The chart’s " +
-	"numbers\x02Completions and failures per 5-minute slot, oldest first\x02S" +
-	"lot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02" +
-	"\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00" +
-	"\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]" +
-	"s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s" +
-	"\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h" +
-	"\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02S" +
-	"ep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]" +
-	"d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour" +
-	"\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00" +
-	"\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00" +
-	"\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summary" +
-	"\x02Operator actions\x02Path\x02The nodes this instance reached, in orde" +
-	"r, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Occur" +
-	"rence\x02Route\x02Next node\x02Created\x02Settled\x02This instance has n" +
-	"ot reached a task yet.\x02Recorded operator actions\x02No operator has a" +
-	"cted on this instance.\x02Operator actions on this instance, newest firs" +
-	"t\x02Value\x02Process inputs\x02Inputs the instance was started with, la" +
-	"belled by process version %[1]d's contract\x02This process takes no inpu" +
-	"ts.\x02Erase this instance…\x02This instance has ended. As an administra" +
-	"tor you may erase it now rather than wait for retention (a data subject’" +
-	"s request): it is deleted with its occurrences and attempts.\x02This ins" +
-	"tance is held at a failed node: an incident. It cannot be retried: its o" +
-	"ccurrence at node %[1]s failed before any attempt (its inputs could not " +
-	"be built), so it would fail the same way. Abandon fails the instance; st" +
-	"op cancels it. Each asks for a reason, recorded in the audit log.\x02Thi" +
-	"s instance is held at a failed node: an incident. Retry offers the faile" +
-	"d occurrence again; abandon fails the instance; stop cancels it. Each as" +
-	"ks for a reason, recorded in the audit log.\x02Stopping cancels the inst" +
-	"ance and its open occurrences. It does not complete anything.\x02Stopped" +
-	" by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
+	": every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s: " +
+	"revisions %[2]s\x02Counting the occurrences; the counts appear when you " +
+	"reload the page.\x02Counts are unavailable right now.\x02Field\x02Type" +
+	"\x02Required\x02Classification\x02Constraints\x02Description\x02Definiti" +
+	"on %[1]s\x02Working copy\x02The only mutable part of a definition. Proce" +
+	"sses never use it directly: they pin a revision.\x02Routing output\x02La" +
+	"st saved\x02Revisions\x02No revision yet: the Working copy has never bee" +
+	"n snapshotted.\x02Releases\x02No release yet.\x02Release\x02Revision\x02" +
+	"Notes\x02Published\x02Compare revisions\x02Lists every change from one r" +
+	"evision to another, and whom it may break.\x02From revision\x02To revisi" +
+	"on\x02Compare\x02Change\x02Detail\x02Breaks processes\x02Breaks workers" +
+	"\x02These revisions have the same contracts.\x02Inputs\x02No inputs.\x02" +
+	"Inputs of the working copy\x02Outputs\x02No outputs.\x02Outputs of the w" +
+	"orking copy\x02Releases, oldest first\x02Changes between the two revisio" +
+	"ns\x02Revision %[1]d\x02Snapshotted\x02Digest\x02Inputs of revision %[1]" +
+	"d\x02Outputs of revision %[1]d\x02The Working copy has changes not yet s" +
+	"napshotted: they are in no revision (workers and processes use revision " +
+	"%[1]d at most) until a snapshot makes them revision %[2]d.\x02Since revi" +
+	"sion %[1]d:\x02the contracts are the same (the name or a description cha" +
+	"nged).\x02Changes of the Working copy since revision %[1]d\x02Choose two" +
+	" existing revisions to compare.\x02From revision %[1]d to revision %[2]d" +
+	":\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d change\x00\x0e\x02%[1]d changes" +
+	"\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d breaking\x00\x0f\x02%[1]d breaking" +
+	"\x02routing output %[1]s → %[2]s\x02optional → required\x02required → op" +
+	"tional\x02values added: %[1]s\x02values removed: %[1]s\x02values reorder" +
+	"ed\x02%[1]s: %[2]s → %[3]s\x02required %[1]s field of type %[2]s\x02opti" +
+	"onal %[1]s field of type %[2]s\x02required field of type %[1]s\x02option" +
+	"al field of type %[1]s\x02none\x02Task contracts: their Working copy, im" +
+	"mutable revisions and named releases.\x02Definitions by key\x02Key\x02La" +
+	"test revision\x02none yet\x02No definition yet.\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d release\x00\x0f\x02%[1]d releases\x02No destination yet." +
+	"\x02No more destinations.\x02The HTTP endpoints push nodes call. Values " +
+	"of the URL's query and of the headers are sealed and never shown. Create" +
+	", change and delete destinations through the API (/api/v1/destinations)." +
+	"\x02Destinations by name\x02URL\x02Headers sent\x02Longest timeout\x02La" +
+	"st changed\x02no header\x02Calls\x02Its calls\x02Keep the instance\x02Sa" +
+	"y why, for whoever reads the log later: at most %[1]d characters. It is " +
+	"kept after the erasure, whatever the retention: write the request’s refe" +
+	"rence, not the person’s name.\x02Erase process instance %[1]s\x02Erase t" +
+	"his instance now? It is deleted with its occurrences and their attempts," +
+	" as retention would delete it.\x02Its inputs, outputs, business key and " +
+	"the workers’ messages go with it; this cannot be undone. The audit recor" +
+	"ds naming it stay (who did what, and why), and so do backups until they " +
+	"expire.\x02Erase the instance\x02This instance is %[1]s: only an ended i" +
+	"nstance can be erased. Stop it first.\x02Erased: instance %[1]s is delet" +
+	"ed (occurrences: %[2]d, attempts: %[3]d). Recorded in the audit log.\x02" +
+	"This instance had already been erased, by %[1]s at %[2]s; nothing change" +
+	"d and nothing was recorded.\x02on error\x02any other error\x02held for a" +
+	"n operator\x02an incident: retry, abandon or stop\x02end: completes the " +
+	"instance\x02end: fails the instance\x02push %[1]s\x02pull %[1]s\x02%[1]s" +
+	", %[2]s: %[3]s\x02Each definition’s queue and incidents now, and what it" +
+	"s workers finished in the last hour: occurrences that ended completed or" +
+	" failed. An occurrence retried since counts where it ends next; a failed" +
+	" attempt with attempts left is not counted, its occurrence’s page lists " +
+	"it.\x02Completions and failures, last hour\x02Definitions, those needing" +
+	" attention first\x02Definition\x02Open\x02Held instances\x02Failed\x02Ol" +
+	"dest claimable waits\x02Completed, last hour\x02Failed, last hour\x02No " +
+	"definition has occurrences yet.\x02As of %[1]s (%[2]s); refreshed every " +
+	"few seconds.\x02claimable since %[1]s\x02long wait\x02no worker\x02Show " +
+	"all definitions\x02No definition %[1]s has occurrences: check the key, o" +
+	"r show all definitions.\x02All definitions\x02Completions and failures p" +
+	"er 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The ta" +
+	"ble after the chart gives each 5-minute slot.\x02completed\x02failed\x02" +
+	"The chart’s numbers\x02Completions and failures per 5-minute slot, oldes" +
+	"t first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81" +
+	"\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01" +
+	"\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %" +
+	"[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %" +
+	"[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
+	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
+	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
+	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
+	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
+	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
+	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
+	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
+	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
+	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
+	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
+	"s acted on this instance.\x02Operator actions on this instance, newest f" +
+	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
+	" labelled by process version %[1]d's contract\x02This process takes no i" +
+	"nputs.\x02Erase this instance…\x02This instance has ended. As an adminis" +
+	"trator you may erase it now rather than wait for retention (a data subje" +
+	"ct’s request): it is deleted with its occurrences and attempts.\x02This " +
+	"instance is held at a failed node: an incident. It cannot be retried: it" +
+	"s occurrence at node %[1]s failed before any attempt (its inputs could n" +
+	"ot be built), so it would fail the same way. Abandon fails the instance;" +
+	" stop cancels it. Each asks for a reason, recorded in the audit log.\x02" +
+	"This instance is held at a failed node: an incident. Retry offers the fa" +
+	"iled occurrence again; abandon fails the instance; stop cancels it. Each" +
+	" asks for a reason, recorded in the audit log.\x02Stopping cancels the i" +
+	"nstance and its open occurrences. It does not complete anything.\x02Stop" +
+	"ped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
 	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
 	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
 	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
@@ -1324,333 +1327,336 @@ const enData string = "" + // Size: 28991 bytes
 	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
 	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
 	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-01.\x02%[1]s:" +
-	" the first day comes after the last.\x02This address holds a parameter t" +
-	"hat cannot be read (a percent sign not followed by two hexadecimal digit" +
-	"s, or a semicolon): correct the address.\x02Unknown parameter “%[1]s” (d" +
-	"id you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The parameter “%" +
-	"[1]s” is given %[2]d times: give it once.\x02The page cursor is invalid:" +
-	" go back to the first page.\x02These settings are kept in this browser o" +
-	"nly.\x02Show times in\x02The console runs no script, so it cannot read y" +
-	"our computer’s time zone: choose its offset from UTC. Offsets do not fol" +
-	"low daylight saving time.\x02Reload lists and detail pages\x02A reload e" +
-	"mpties what you typed but did not apply (filters, the search box) and mo" +
-	"ves the focus back to the top of the page: “Pause reloading”, on every p" +
-	"age that reloads, stops it until you resume. Pages where you type a reas" +
-	"on (confirmations, and occurrences with a value to reveal) never reload " +
-	"on their own, nor does a revealed value.\x02Save settings\x02Back withou" +
-	"t saving\x02UTC (coordinated universal time)\x02Local time at %[1]s\x02N" +
-	"ever\x02Every %[1]d seconds\x02Published process versions: their nodes, " +
-	"routes and pinned revisions, drawn, with where their occurrences are now" +
-	".\x02Published process versions: their nodes, routes and pinned revision" +
-	"s, drawn.\x02Processes by key\x02Versions, newest first\x02No process is" +
-	" published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
-	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
-	"bly (at most %[2]d). The table below lists every node with its routes." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
-	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
-	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
-	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
-	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
-	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
-	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held\x02in" +
-	"stances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few s" +
-	"econds.\x02Only administrators may reveal a sensitive value.\x02Say why " +
-	"you reveal this value: the reason is recorded with the reveal in the aud" +
-	"it log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Bac" +
-	"k to the occurrence\x02Cannot reveal\x02Only a value this page shows as " +
-	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
-	"ed.\x02Every sensitive value an administrator revealed: who, when, which" +
-	" field and why. The values themselves are never kept.\x02Reveals, newest" +
-	" first\x02No value was revealed.\x02none (revealed before reasons were a" +
-	"sked for)\x02Method not allowed\x02This page does not accept that reques" +
-	"t.\x02Search\x02Type an instance or occurrence id (a whole UUID, as the " +
-	"title of its page shows it), or a business key.\x02Nothing to find: the " +
-	"search box is empty.\x02That is too long to be an id or a business key." +
-	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
-	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
-	"nd no instance has it as its business key. An ended instance is deleted," +
-	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
-	"TENTION) has passed, or at once when an administrator erases it; the aud" +
-	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
-	"” as its business key, and it is not a whole id: the lists show the en" +
-	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
-	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
-	"re, a revoked token or a restart of the server), so your last action was" +
-	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
-	"inactivity, a sign-out elsewhere, a revoked token or a restart of the se" +
-	"rver). Sign in again.\x02Sign in\x02Sign in with an operator, designer o" +
-	"r administrator token.\x02Token\x02The token is checked once and never s" +
-	"tored in your browser; a session cookie stands for it for up to 8 hours " +
-	"of inactivity.\x02Too many failed sign-ins from your address. Try again " +
-	"in %[1]d seconds.\x02This token is unknown or has been revoked.\x02A %[1" +
-	"]s token cannot open the console: sign in with an operator, designer or " +
-	"administrator token.\x02Only administrators see this page: tokens, consu" +
-	"mers, destinations, the reveal log and erasures are theirs.\x02Staff tok" +
-	"ens (administrators, designers, operators) that are not revoked. Consume" +
-	"r tokens are managed with their consumers. Revoking a token refuses its " +
-	"next request.\x02Staff tokens, oldest first\x02No token.\x02Role\x02Last" +
-	" used\x02Expires\x02never\x02not yet\x02Expired token\x02Revoke…\x02this" +
-	" session\x02Revoke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its" +
-	" next request is refused, and console sessions opened with it end. This " +
-	"cannot be undone: whoever uses it needs a new token.\x02Revoke the token" +
-	"\x02Keep it\x02This is the token you signed in with: revoking it signs y" +
-	"ou out. Its next request is refused. This cannot be undone.\x02This is t" +
-	"he last usable administrator token: create another one before revoking i" +
-	"t.\x02The token %[1]s (%[2]s) was revoked: its next request is refused." +
-	"\x02routing output\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at leas" +
-	"t %[1]d character\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01" +
-	"\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at most %[1]d charact" +
-	"ers\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s" +
-	"\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00" +
-	"\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]" +
-	"d item\x00\x14\x02at most %[1]d items\x02%[1]d more values not shown: th" +
-	"e page shows the first %[2]d, the API's detail has them all.\x02not prov" +
-	"ided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items" +
-	"\x02(%[1]d characters in all)\x02null\x02unexpected value\x02Workers con" +
-	"nected by a stream, and polling workers by their last fetch. A worker is" +
-	" listed while it was seen within three heartbeats.\x02Workers seen withi" +
-	"n three heartbeats\x02Worker\x02Protocol\x02Definitions served\x02In fli" +
-	"ght\x02Connected\x02Last seen\x02No worker is connected.\x02Workers serv" +
-	"ing %[1]s\x02All workers\x02No worker serves this definition.\x02stream" +
-	"\x02long polling\x02Camunda 7 facade\x02every revision its consumer is g" +
-	"ranted\x02revisions %[1]s\x02No worker serves this definition: its occur" +
-	"rences wait until one connects or polls.\x02No process uses this definit" +
-	"ion yet: it needs a worker once a process pulls it.\x02No process pulls " +
-	"this definition: Relais calls its destinations (push), and it needs no w" +
-	"orker.\x02No worker is connected for this definition; none of its occurr" +
-	"ences waits for one.\x14\x01\x81\x01\x00\x02\x17\x02Served by %[1]d work" +
-	"er\x00\x18\x02Served by %[1]d workers\x02Revisions they take: %[1]s; som" +
-	"e take every revision their consumer is granted.\x02They take every revi" +
-	"sion their consumer is granted.\x02They take revision %[1]d only.\x02The" +
-	"y take revisions %[1]s only."
+	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
+	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
+	"a parameter that cannot be read (a percent sign not followed by two hexa" +
+	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
+	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
+	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
+	"r is invalid: go back to the first page.\x02These settings are kept in t" +
+	"his browser only.\x02Show times in\x02The console runs no script, so it " +
+	"cannot read your computer’s time zone: choose its offset from UTC. Offse" +
+	"ts do not follow daylight saving time.\x02Reload lists and detail pages" +
+	"\x02A reload empties what you typed but did not apply (filters, the sear" +
+	"ch box) and moves the focus back to the top of the page: “Pause reloadin" +
+	"g”, on every page that reloads, stops it until you resume. Pages where y" +
+	"ou type a reason (confirmations, and occurrences with a value to reveal)" +
+	" never reload on their own, nor does a revealed value.\x02Save settings" +
+	"\x02Back without saving\x02UTC (coordinated universal time)\x02Local tim" +
+	"e at %[1]s\x02Never\x02Every %[1]d seconds\x02Published process versions" +
+	": their nodes, routes and pinned revisions, drawn, with where their occu" +
+	"rrences are now.\x02Published process versions: their nodes, routes and " +
+	"pinned revisions, drawn.\x02Processes by key\x02Versions, newest first" +
+	"\x02No process is published yet.\x02version %[1]d\x02Process %[1]s\x02St" +
+	"art node\x02Graph\x02Columns follow the longest path from the start node" +
+	". Solid arrows are successes (labelled with their route), dashed ones fa" +
+	"ilures (labelled with their error codes). Each box says how many of this" +
+	" version’s occurrences are at that node now.\x02Nodes\x02Nodes of this v" +
+	"ersion, with their occurrences now\x02Kind\x02Pinned revision\x02On succ" +
+	"ess\x02On error\x02Occurrences now\x02Instances of this version\x02Colum" +
+	"ns follow the longest path from the start node. Solid arrows are success" +
+	"es (labelled with their route), dashed ones failures (labelled with thei" +
+	"r error codes).\x02Nodes of this version\x02This version has %[1]d nodes" +
+	": too many to draw legibly (at most %[2]d). The table below lists every " +
+	"node with its routes and counts.\x02This version has %[1]d nodes: too ma" +
+	"ny to draw legibly (at most %[2]d). The table below lists every node wit" +
+	"h its routes.\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, " +
+	"starting at %[2]s. The table below lists the same nodes, routes and coun" +
+	"ts.\x00Y\x02%[1]d nodes, starting at %[2]s. The table below lists the sa" +
+	"me nodes, routes and counts.\x02%[1]d nodes, starting at %[2]s. The tabl" +
+	"e below lists the same nodes and routes.\x02pull\x02push to %[1]s\x02end" +
+	" (completes)\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an inci" +
+	"dent for an operator)\x02any other code → %[1]s\x02fails the instance" +
+	"\x14\x01\x81\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority " +
+	"%[3]d\x002\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadl" +
+	"ine %[1]s\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances h" +
+	"eld\x02instances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed ev" +
+	"ery few seconds.\x02Only administrators may reveal a sensitive value." +
+	"\x02Say why you reveal this value: the reason is recorded with the revea" +
+	"l in the audit log.\x02Revealed by %[1]s at %[2]s; recorded in the audit" +
+	" log.\x02Back to the occurrence\x02Cannot reveal\x02Only a value this pa" +
+	"ge shows as hidden (sensitive) can be revealed.\x02Secret values can nev" +
+	"er be revealed.\x02Every sensitive value an administrator revealed: who," +
+	" when, which field and why. The values themselves are never kept.\x02Rev" +
+	"eals, newest first\x02No value was revealed.\x02none (revealed before re" +
+	"asons were asked for)\x02Method not allowed\x02This page does not accept" +
+	" that request.\x02Search\x02Type an instance or occurrence id (a whole U" +
+	"UID, as the title of its page shows it), or a business key.\x02Nothing t" +
+	"o find: the search box is empty.\x02That is too long to be an id or a bu" +
+	"siness key.\x02No instance or occurrence has the id “%[1]s”, and no inst" +
+	"ance has it as its business key.\x02No instance or occurrence has the id" +
+	" “%[1]s”, and no instance has it as its business key. An ended instance " +
+	"is deleted, with its occurrences and attempts, once the retention period" +
+	" (RELAIS_RETENTION) has passed, or at once when an administrator erases " +
+	"it; the audit log keeps the operator actions taken on it.\x02No instance" +
+	" has “%[1]s” as its business key, and it is not a whole id: the lists sh" +
+	"ow the end of each id. Open the row, or copy its link, for the whole id." +
+	"\x02You are signed out.\x02Your session had ended (inactivity, a sign-ou" +
+	"t elsewhere, a revoked token or a restart of the server), so your last a" +
+	"ction was not applied. Sign in again, then repeat it.\x02Your session ha" +
+	"s ended (inactivity, a sign-out elsewhere, a token revoked or expired, o" +
+	"r a restart of the server). Sign in again.\x02Sign in\x02Sign in with an" +
+	" operator, designer or administrator token.\x02Token\x02The token is che" +
+	"cked once and never stored in your browser; a session cookie stands for " +
+	"it for up to 8 hours of inactivity.\x14\x01\x81\x01\x00\x02G\x02Too many" +
+	" failed sign-ins from your address. Try again in %[1]d second.\x00H\x02T" +
+	"oo many failed sign-ins from your address. Try again in %[1]d seconds." +
+	"\x02This token is unknown, revoked or expired.\x02A %[1]s token cannot o" +
+	"pen the console: sign in with an operator, designer or administrator tok" +
+	"en.\x02Only administrators see this page: tokens, consumers, destination" +
+	"s, the reveal log and erasures are theirs.\x02Staff tokens (administrato" +
+	"rs, designers, operators) that are not revoked. Consumer tokens are mana" +
+	"ged with their consumers. Revoking a token refuses its next request.\x02" +
+	"Staff tokens, oldest first\x02No token.\x02Role\x02Last used\x02Expires" +
+	"\x02never\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revo" +
+	"ke token %[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is" +
+	" refused, and console sessions opened with it end. This cannot be undone" +
+	": whoever uses it needs a new token.\x02Revoke the token\x02Keep it\x02T" +
+	"his is the token you signed in with: revoking it signs you out. Its next" +
+	" request is refused. This cannot be undone.\x02This is the last usable a" +
+	"dministrator token: create another one before revoking it.\x02The token " +
+	"%[1]s (%[2]s) was revoked: its next request is refused.\x02routing outpu" +
+	"t\x02(each item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character" +
+	"\x00\x1a\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at " +
+	"most %[1]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]" +
+	"s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14" +
+	"\x01\x81\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]" +
+	"d items\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at " +
+	"most %[1]d items\x02%[1]d more values not shown: the page shows the firs" +
+	"t %[2]d, the API's detail has them all.\x02not provided\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters i" +
+	"n all)\x02null\x02unexpected value\x02Workers connected by a stream, and" +
+	" polling workers by their last fetch. A worker is listed while it was se" +
+	"en within three heartbeats.\x02Workers seen within three heartbeats\x02W" +
+	"orker\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Las" +
+	"t seen\x02No worker is connected.\x02Workers serving %[1]s\x02All worker" +
+	"s\x02No worker serves this definition.\x02stream\x02long polling\x02Camu" +
+	"nda 7 facade\x02every revision its consumer is granted\x02revisions %[1]" +
+	"s\x02No worker serves this definition: its occurrences wait until one co" +
+	"nnects or polls.\x02No process uses this definition yet: it needs a work" +
+	"er once a process pulls it.\x02No process pulls this definition: Relais " +
+	"calls its destinations (push), and it needs no worker.\x02No worker is c" +
+	"onnected for this definition; none of its occurrences waits for one.\x14" +
+	"\x01\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by " +
+	"%[1]d workers\x02Revisions they take: %[1]s; some take every revision th" +
+	"eir consumer is granted.\x02They take every revision their consumer is g" +
+	"ranted.\x02They take revision %[1]d only.\x02They take revisions %[1]s o" +
+	"nly."
 
-var frIndex = []uint32{ // 740 elements
+var frIndex = []uint32{ // 742 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
 	0x00000084, 0x000000b1, 0x000000dc, 0x00000106,
 	0x0000013d, 0x0000020e, 0x0000023a, 0x0000024f,
-	0x00000263, 0x0000028d, 0x0000030f, 0x000003e4,
-	0x000003fb, 0x00000426, 0x0000047c, 0x00000502,
-	0x0000051a, 0x00000543, 0x00000588, 0x00000650,
-	0x00000666, 0x00000752, 0x00000769, 0x00000790,
+	0x00000263, 0x0000028d, 0x0000030f, 0x000003f7,
+	0x0000040e, 0x00000439, 0x0000048f, 0x00000515,
+	0x0000052d, 0x00000556, 0x0000059b, 0x00000663,
+	0x00000679, 0x00000765, 0x0000077c, 0x000007a3,
 	// Entry 20 - 3F
-	0x000007a7, 0x0000084d, 0x00000900, 0x000009b4,
-	0x000009fd, 0x00000a47, 0x00000a81, 0x00000b0e,
-	0x00000b93, 0x00000bd8, 0x00000cb0, 0x00000d0d,
-	0x00000d3e, 0x00000daf, 0x00000e18, 0x00000e8f,
-	0x00000ef8, 0x00000f2c, 0x00000fa1, 0x0000100c,
-	0x0000101d, 0x00001078, 0x000010d8, 0x000010df,
-	0x00001120, 0x00001134, 0x000011d2, 0x00001206,
-	0x00001245, 0x000012d6, 0x00001356, 0x00001392,
+	0x000007ba, 0x00000860, 0x00000913, 0x000009c7,
+	0x00000a10, 0x00000a5a, 0x00000a94, 0x00000b21,
+	0x00000ba6, 0x00000beb, 0x00000cc3, 0x00000d20,
+	0x00000d51, 0x00000dc2, 0x00000e2b, 0x00000ea2,
+	0x00000f0b, 0x00000f3f, 0x00000fb4, 0x0000101f,
+	0x00001030, 0x00001096, 0x00001101, 0x00001108,
+	0x00001149, 0x0000115d, 0x000011fb, 0x0000122f,
+	0x0000126e, 0x000012ff, 0x0000137f, 0x000013bb,
 	// Entry 40 - 5F
-	0x000013d2, 0x0000142b, 0x00001469, 0x000014a7,
-	0x000014e4, 0x00001563, 0x000015ad, 0x00001645,
-	0x000016ae, 0x000016e8, 0x00001749, 0x000017f2,
-	0x000017fe, 0x00001808, 0x00001810, 0x00001817,
-	0x00001824, 0x00001834, 0x0000184c, 0x0000185f,
-	0x00001873, 0x00001894, 0x0000189e, 0x000018e6,
-	0x00001a92, 0x00001ab4, 0x00001aca, 0x00001af0,
-	0x00001b1f, 0x00001b4e, 0x00001b80, 0x00001bb3,
+	0x000013fb, 0x00001454, 0x00001492, 0x000014d0,
+	0x0000150d, 0x0000158c, 0x000015d6, 0x0000166e,
+	0x000016d7, 0x00001711, 0x00001772, 0x0000181b,
+	0x00001827, 0x00001831, 0x00001839, 0x00001840,
+	0x0000184d, 0x0000185d, 0x00001875, 0x00001888,
+	0x0000189c, 0x000018bd, 0x000018c7, 0x0000190f,
+	0x00001abb, 0x00001add, 0x00001af3, 0x00001b19,
+	0x00001b48, 0x00001b77, 0x00001ba9, 0x00001bdc,
 	// Entry 60 - 7F
-	0x00001be8, 0x00001cce, 0x00001d77, 0x00001dec,
-	0x00001ecb, 0x00001eeb, 0x00001ef1, 0x00001ef5,
-	0x00001efc, 0x00001f02, 0x00001f18, 0x00001f2f,
-	0x00001f3f, 0x00001f4a, 0x00001f5c, 0x00002072,
-	0x0000207a, 0x00002095, 0x00002098, 0x0000209b,
-	0x000020b1, 0x000020c5, 0x000020f1, 0x00002104,
-	0x000021d7, 0x00002220, 0x00002256, 0x000022e5,
-	0x000023aa, 0x00002496, 0x00002558, 0x0000260f,
+	0x00001c11, 0x00001cf9, 0x00001da2, 0x00001e17,
+	0x00001efa, 0x00001f1a, 0x00001f20, 0x00001f24,
+	0x00001f2b, 0x00001f31, 0x00001f47, 0x00001f67,
+	0x00001f77, 0x00001f82, 0x00001f94, 0x000020aa,
+	0x000020b2, 0x000020cd, 0x000020d0, 0x000020d3,
+	0x000020e9, 0x000020fd, 0x00002129, 0x0000213c,
+	0x0000220f, 0x00002258, 0x0000228e, 0x0000231d,
+	0x000023e1, 0x000024dc, 0x000025a2, 0x00002659,
 	// Entry 80 - 9F
-	0x0000261e, 0x00002625, 0x00002636, 0x0000264c,
-	0x00002652, 0x00002663, 0x0000266d, 0x00002694,
-	0x000026b0, 0x000026b8, 0x000026c5, 0x000026d1,
-	0x000026df, 0x000026ec, 0x000026f3, 0x00002701,
-	0x00002725, 0x00002735, 0x0000274d, 0x0000276e,
-	0x00002797, 0x000027ca, 0x000027fb, 0x00002811,
-	0x0000281b, 0x0000284d, 0x00002867, 0x00002875,
-	0x00002929, 0x0000293b, 0x000029bb, 0x000029d7,
+	0x00002668, 0x0000266f, 0x00002680, 0x00002696,
+	0x0000269c, 0x000026ad, 0x000026b7, 0x000026de,
+	0x000026fa, 0x00002702, 0x0000270f, 0x0000271b,
+	0x00002729, 0x00002736, 0x0000273d, 0x0000274b,
+	0x0000276f, 0x0000277f, 0x00002797, 0x000027b8,
+	0x000027e1, 0x00002814, 0x00002845, 0x0000285b,
+	0x00002865, 0x00002897, 0x000028b1, 0x000028bf,
+	0x00002973, 0x00002985, 0x00002a05, 0x00002a21,
 	// Entry A0 - BF
-	0x000029ef, 0x00002a32, 0x00002b80, 0x00002b8c,
-	0x00002b9f, 0x00002c1b, 0x00002c37, 0x00002c8e,
-	0x00002ca6, 0x00002d3e, 0x00002d63, 0x00002d7d,
-	0x00002e6e, 0x00002e9c, 0x00002e9f, 0x00002ea3,
-	0x00002eaa, 0x00002eb4, 0x00002eba, 0x00002ec2,
-	0x00002ec8, 0x00002ed2, 0x00002ef3, 0x00002f0c,
-	0x00002f1f, 0x00002f57, 0x00002f72, 0x00002fd8,
-	0x0000300a, 0x00003010, 0x00003015, 0x00003021,
+	0x00002a39, 0x00002a7c, 0x00002bca, 0x00002bd6,
+	0x00002be9, 0x00002c65, 0x00002c81, 0x00002cd8,
+	0x00002cf0, 0x00002d88, 0x00002dad, 0x00002dc7,
+	0x00002eb8, 0x00002ee6, 0x00002ee9, 0x00002eed,
+	0x00002ef4, 0x00002efe, 0x00002f04, 0x00002f0c,
+	0x00002f12, 0x00002f1c, 0x00002f3d, 0x00002f56,
+	0x00002f69, 0x00002fa1, 0x00002fbb, 0x00002fd6,
+	0x0000303c, 0x0000306e, 0x00003074, 0x00003079,
 	// Entry C0 - DF
-	0x00003030, 0x0000303c, 0x00003048, 0x0000305a,
-	0x0000306b, 0x000030ef, 0x00003101, 0x00003118,
-	0x00003123, 0x00003178, 0x00003185, 0x000031aa,
-	0x000031b6, 0x000031c0, 0x000031c6, 0x000031d2,
-	0x000031ea, 0x0000323c, 0x0000324c, 0x0000325c,
-	0x00003265, 0x00003270, 0x00003278, 0x00003298,
-	0x000032ba, 0x000032e2, 0x000032eb, 0x000032fb,
-	0x0000331b, 0x00003323, 0x00003332, 0x00003351,
+	0x00003085, 0x00003094, 0x000030a0, 0x000030ac,
+	0x000030be, 0x000030cf, 0x00003153, 0x00003165,
+	0x0000317c, 0x00003187, 0x000031dc, 0x000031e9,
+	0x0000320e, 0x0000321a, 0x00003224, 0x0000322a,
+	0x00003236, 0x0000324e, 0x000032a0, 0x000032b0,
+	0x000032c0, 0x000032c9, 0x000032d4, 0x000032dc,
+	0x000032fc, 0x0000331e, 0x00003346, 0x0000334f,
+	0x0000335f, 0x0000337f, 0x00003387, 0x00003396,
 	// Entry E0 - FF
-	0x0000337c, 0x000033a2, 0x000033b2, 0x000033bc,
-	0x000033c6, 0x000033e5, 0x00003403, 0x000034db,
-	0x000034f9, 0x0000353d, 0x0000357a, 0x000035ad,
-	0x000035dd, 0x00003609, 0x00003639, 0x0000365b,
-	0x00003676, 0x00003691, 0x000036ad, 0x000036c9,
-	0x000036df, 0x000036f9, 0x00003730, 0x00003766,
-	0x00003786, 0x000037a5, 0x000037ac, 0x00003816,
-	0x0000382c, 0x00003831, 0x00003845, 0x0000385d,
+	0x000033b5, 0x000033e0, 0x00003406, 0x00003416,
+	0x00003420, 0x0000342a, 0x00003449, 0x00003467,
+	0x0000353f, 0x0000355d, 0x000035a1, 0x000035de,
+	0x00003611, 0x00003641, 0x0000366d, 0x0000369d,
+	0x000036bf, 0x000036da, 0x000036f5, 0x00003711,
+	0x0000372d, 0x00003743, 0x0000375d, 0x00003794,
+	0x000037ca, 0x000037ea, 0x00003809, 0x00003810,
+	0x0000387a, 0x00003890, 0x00003895, 0x000038a9,
 	// Entry 100 - 11F
-	0x00003882, 0x000038b0, 0x000038d5, 0x000038ef,
-	0x000039d9, 0x000039ee, 0x000039f2, 0x00003a05,
-	0x00003a14, 0x00003a2b, 0x00003a3a, 0x00003a41,
-	0x00003a4c, 0x00003a60, 0x00003b3e, 0x00003b66,
-	0x00003bef, 0x00003cf5, 0x00003d0a, 0x00003d70,
-	0x00003df5, 0x00003e6a, 0x00003e7c, 0x00003e8f,
-	0x00003eab, 0x00003ed8, 0x00003ef5, 0x00003f18,
-	0x00003f23, 0x00003f2e, 0x00003f45, 0x000040ae,
+	0x000038c1, 0x000038e6, 0x00003914, 0x00003939,
+	0x00003953, 0x00003a3d, 0x00003a52, 0x00003a56,
+	0x00003a69, 0x00003a78, 0x00003a8f, 0x00003a9e,
+	0x00003aa5, 0x00003ab0, 0x00003ac4, 0x00003ba2,
+	0x00003bca, 0x00003c53, 0x00003d59, 0x00003d6e,
+	0x00003dd4, 0x00003e59, 0x00003ece, 0x00003ee0,
+	0x00003ef3, 0x00003f0f, 0x00003f3c, 0x00003f59,
+	0x00003f7c, 0x00003f87, 0x00003f92, 0x00003fa9,
 	// Entry 120 - 13F
-	0x000040d5, 0x00004113, 0x0000411f, 0x00004128,
-	0x0000413c, 0x00004146, 0x0000416d, 0x00004189,
-	0x000041a4, 0x000041d4, 0x00004213, 0x0000422e,
-	0x0000423d, 0x0000424e, 0x0000426f, 0x000042da,
-	0x000042f2, 0x00004338, 0x000043a3, 0x000043ad,
-	0x000043b7, 0x000043d1, 0x0000441a, 0x00004422,
-	0x0000442d, 0x0000443b, 0x0000444b, 0x00004475,
-	0x0000449e, 0x000044ae, 0x000044cd, 0x000044d9,
+	0x00004110, 0x00004137, 0x00004175, 0x00004181,
+	0x0000418a, 0x0000419e, 0x000041a8, 0x000041cf,
+	0x000041eb, 0x00004206, 0x00004236, 0x00004275,
+	0x00004290, 0x0000429f, 0x000042b0, 0x000042d1,
+	0x0000433c, 0x00004354, 0x0000439a, 0x00004405,
+	0x0000440f, 0x00004419, 0x00004433, 0x0000447c,
+	0x00004484, 0x0000448f, 0x0000449d, 0x000044ad,
+	0x000044d7, 0x00004500, 0x00004510, 0x0000452f,
 	// Entry 140 - 15F
-	0x000044f2, 0x000044fd, 0x0000450a, 0x00004519,
-	0x00004521, 0x0000452b, 0x00004533, 0x0000453b,
-	0x00004541, 0x00004548, 0x0000454d, 0x00004552,
-	0x00004556, 0x0000455b, 0x00004561, 0x00004567,
-	0x0000456d, 0x00004572, 0x00004577, 0x0000457d,
-	0x00004587, 0x000045a7, 0x000045c9, 0x000045ed,
-	0x00004613, 0x0000461c, 0x00004638, 0x00004641,
-	0x00004659, 0x00004662, 0x000046b6, 0x000046d6,
+	0x0000453b, 0x00004554, 0x0000455f, 0x0000456c,
+	0x0000457b, 0x00004583, 0x0000458d, 0x00004595,
+	0x0000459d, 0x000045a3, 0x000045aa, 0x000045af,
+	0x000045b4, 0x000045b8, 0x000045bd, 0x000045c3,
+	0x000045c9, 0x000045cf, 0x000045d4, 0x000045d9,
+	0x000045df, 0x000045e9, 0x00004609, 0x0000462b,
+	0x0000464f, 0x00004675, 0x0000467e, 0x0000469a,
+	0x000046a3, 0x000046bb, 0x000046c4, 0x00004718,
 	// Entry 160 - 17F
-	0x000046dc, 0x000046e7, 0x000046ed, 0x000046fb,
-	0x00004706, 0x00004714, 0x00004747, 0x0000476b,
-	0x0000479a, 0x000047e3, 0x000047ea, 0x00004800,
-	0x00004873, 0x00004899, 0x000048b3, 0x0000499b,
-	0x00004b2a, 0x00004c31, 0x00004c81, 0x00004cb2,
-	0x00004ce5, 0x00004d14, 0x00004d22, 0x00004d2f,
-	0x00004d41, 0x00004d56, 0x00004d64, 0x00004d71,
-	0x00004d86, 0x00004d99, 0x00004dc4, 0x00004df1,
+	0x00004738, 0x0000473e, 0x00004749, 0x0000474f,
+	0x0000475d, 0x00004768, 0x00004776, 0x000047a9,
+	0x000047cd, 0x000047fc, 0x00004845, 0x0000484c,
+	0x00004862, 0x000048d5, 0x000048fb, 0x00004915,
+	0x000049fd, 0x00004b8c, 0x00004c93, 0x00004ce3,
+	0x00004d14, 0x00004d47, 0x00004d76, 0x00004d84,
+	0x00004d8b, 0x00004d9d, 0x00004db2, 0x00004dc0,
+	0x00004dcd, 0x00004de2, 0x00004df5, 0x00004e20,
 	// Entry 180 - 19F
-	0x00004e15, 0x00004e4c, 0x00004e96, 0x00004ea8,
-	0x00004ee0, 0x00004ef7, 0x00004f0e, 0x00004f42,
-	0x00004f8c, 0x00004fc1, 0x00004fca, 0x00004fe1,
-	0x0000500f, 0x00005022, 0x00005034, 0x00005045,
-	0x00005050, 0x0000505b, 0x00005066, 0x0000506f,
-	0x00005078, 0x00005081, 0x0000508a, 0x00005093,
-	0x0000509a, 0x000050a8, 0x000050ae, 0x000050b5,
-	0x000050bc, 0x000050c5, 0x000050ca, 0x000050d8,
+	0x00004e4d, 0x00004e71, 0x00004ea8, 0x00004ef2,
+	0x00004f04, 0x00004f3c, 0x00004f53, 0x00004f6a,
+	0x00004f9e, 0x00004fe8, 0x0000501d, 0x00005026,
+	0x0000503d, 0x0000506b, 0x0000507e, 0x00005090,
+	0x000050a1, 0x000050ac, 0x000050b7, 0x000050c2,
+	0x000050cb, 0x000050d4, 0x000050dd, 0x000050e6,
+	0x000050ef, 0x000050f6, 0x00005104, 0x0000510a,
+	0x00005111, 0x00005118, 0x00005121, 0x00005126,
 	// Entry 1A0 - 1BF
-	0x000050de, 0x000050e4, 0x000050ea, 0x000050f2,
-	0x000050fb, 0x00005104, 0x00005121, 0x0000513c,
-	0x0000515f, 0x00005180, 0x0000518f, 0x0000519a,
-	0x000051a5, 0x000051b2, 0x000051b6, 0x000051ba,
-	0x000051c8, 0x000051d6, 0x000051e4, 0x00005204,
-	0x00005217, 0x00005230, 0x00005245, 0x00005256,
-	0x00005268, 0x0000527a, 0x00005280, 0x00005287,
-	0x0000528f, 0x00005297, 0x000052b5, 0x000052d3,
+	0x00005134, 0x0000513a, 0x00005140, 0x00005146,
+	0x0000514e, 0x00005157, 0x00005160, 0x0000517d,
+	0x00005198, 0x000051bb, 0x000051dc, 0x000051eb,
+	0x000051f6, 0x00005201, 0x0000520e, 0x00005212,
+	0x00005216, 0x00005224, 0x00005232, 0x00005240,
+	0x00005260, 0x00005273, 0x0000528c, 0x000052a1,
+	0x000052b2, 0x000052c4, 0x000052d6, 0x000052dc,
+	0x000052e3, 0x000052eb, 0x000052f3, 0x00005311,
 	// Entry 1C0 - 1DF
-	0x000052ea, 0x000052ff, 0x00005310, 0x00005316,
-	0x0000532f, 0x0000533a, 0x0000536e, 0x0000537b,
-	0x00005399, 0x000053a7, 0x000053b0, 0x000053b7,
-	0x000053d2, 0x000053dc, 0x000053ef, 0x00005429,
-	0x00005432, 0x00005441, 0x000054a5, 0x000054b1,
-	0x000054bb, 0x000054eb, 0x00005546, 0x0000562d,
-	0x00005638, 0x0000566b, 0x00005670, 0x00005690,
-	0x000056ad, 0x000056cd, 0x000056e2, 0x00005723,
+	0x0000532f, 0x00005346, 0x0000535b, 0x0000536c,
+	0x00005372, 0x0000538b, 0x00005396, 0x000053ca,
+	0x000053d7, 0x000053f5, 0x00005403, 0x0000540c,
+	0x00005413, 0x0000542e, 0x00005438, 0x0000544b,
+	0x00005485, 0x0000548e, 0x0000549d, 0x00005501,
+	0x0000550d, 0x00005517, 0x00005547, 0x000055a2,
+	0x00005689, 0x00005694, 0x000056c7, 0x000056cc,
+	0x000056ec, 0x00005709, 0x00005729, 0x0000573e,
 	// Entry 1E0 - 1FF
-	0x0000572e, 0x00005738, 0x00005761, 0x00005772,
-	0x00005780, 0x000057bc, 0x000057e6, 0x0000582b,
-	0x00005853, 0x00005892, 0x000058b3, 0x000058f1,
-	0x00005931, 0x00005951, 0x00005992, 0x000059be,
-	0x000059e5, 0x00005a56, 0x00005a6e, 0x00005a82,
-	0x00005a99, 0x00005aa7, 0x00005ab2, 0x00005ad5,
-	0x00005b13, 0x00005b32, 0x00005b4e, 0x00005bbc,
-	0x00005c41, 0x00005cbe, 0x00005cfe, 0x00005d44,
+	0x0000577f, 0x0000578a, 0x00005794, 0x000057bd,
+	0x000057ce, 0x000057dc, 0x00005818, 0x00005842,
+	0x00005887, 0x000058af, 0x000058ee, 0x0000590f,
+	0x0000594d, 0x0000598d, 0x000059ad, 0x000059ee,
+	0x00005a18, 0x00005a3f, 0x00005ac2, 0x00005ada,
+	0x00005aee, 0x00005b05, 0x00005b13, 0x00005b1e,
+	0x00005b41, 0x00005b7f, 0x00005b9e, 0x00005bba,
+	0x00005c28, 0x00005cad, 0x00005d2a, 0x00005d6a,
 	// Entry 200 - 21F
-	0x00005e5d, 0x00005e85, 0x00005ea8, 0x00005edf,
-	0x00005f26, 0x00005f79, 0x00005fa2, 0x00006048,
-	0x0000606e, 0x000060b5, 0x00006139, 0x000061b4,
-	0x00006231, 0x00006258, 0x00006280, 0x000062c7,
-	0x00006311, 0x00006344, 0x00006357, 0x0000645f,
-	0x0000648d, 0x000064c9, 0x000064df, 0x00006573,
-	0x00006586, 0x000065c3, 0x000065ff, 0x00006612,
-	0x00006666, 0x0000669b, 0x000066ad, 0x000066c4,
+	0x00005db0, 0x00005ec9, 0x00005ef1, 0x00005f14,
+	0x00005f4b, 0x00005f92, 0x00005fe5, 0x0000600e,
+	0x000060c0, 0x000060e6, 0x0000612d, 0x000061b1,
+	0x0000622c, 0x000062a9, 0x000062d0, 0x000062f8,
+	0x0000633f, 0x00006389, 0x000063bc, 0x000063cf,
+	0x000064d7, 0x00006505, 0x00006541, 0x00006557,
+	0x000065eb, 0x000065fe, 0x0000663b, 0x00006677,
+	0x0000668a, 0x000066de, 0x00006713, 0x00006725,
 	// Entry 220 - 23F
-	0x00006701, 0x00006751, 0x0000677b, 0x00006786,
-	0x000067a3, 0x000067c2, 0x000067d3, 0x000067ed,
-	0x000067f6, 0x00006800, 0x0000681f, 0x0000686d,
-	0x000068a2, 0x000068f3, 0x00006904, 0x0000694e,
-	0x00006964, 0x00006978, 0x00006991, 0x000069a7,
-	0x000069d1, 0x000069d9, 0x000069ec, 0x000069f3,
-	0x00006a0e, 0x00006a2e, 0x00006a5e, 0x00006a75,
-	0x00006aad, 0x00006ae8, 0x00006b14, 0x00006b68,
+	0x0000673c, 0x0000677b, 0x000067cd, 0x000067f9,
+	0x00006804, 0x00006821, 0x00006840, 0x00006851,
+	0x0000686b, 0x00006874, 0x0000687e, 0x0000689d,
+	0x000068eb, 0x00006920, 0x00006971, 0x00006982,
+	0x000069cc, 0x000069e2, 0x000069f6, 0x00006a0f,
+	0x00006a25, 0x00006a4f, 0x00006a57, 0x00006a6a,
+	0x00006a71, 0x00006a8c, 0x00006aac, 0x00006adc,
+	0x00006af3, 0x00006b2b, 0x00006b66, 0x00006b92,
 	// Entry 240 - 25F
-	0x00006b78, 0x00006b83, 0x00006b97, 0x00006ba9,
-	0x00006bbf, 0x00006bd1, 0x00006be3, 0x00006be9,
-	0x00006bfb, 0x00006c09, 0x00006c18, 0x00006c2e,
-	0x00006c58, 0x00006c8b, 0x00006d33, 0x00006d83,
-	0x00006dab, 0x00006dfd, 0x00006e3f, 0x00006e7b,
-	0x00006e92, 0x00006f5a, 0x00006f87, 0x00007141,
-	0x0000715b, 0x00007174, 0x00007195, 0x000071ab,
-	0x000071b2, 0x000071cc, 0x00007261, 0x000072c4,
+	0x00006be6, 0x00006bf6, 0x00006c01, 0x00006c15,
+	0x00006c27, 0x00006c3d, 0x00006c4f, 0x00006c61,
+	0x00006c67, 0x00006c79, 0x00006c87, 0x00006c96,
+	0x00006ca2, 0x00006cb8, 0x00006ce2, 0x00006d15,
+	0x00006dbd, 0x00006e0d, 0x00006e35, 0x00006e87,
+	0x00006ec9, 0x00006f05, 0x00006f1c, 0x00006fe4,
+	0x00007011, 0x000071cb, 0x000071e5, 0x000071fe,
+	0x0000721f, 0x00007235, 0x0000723c, 0x00007256,
 	// Entry 260 - 27F
-	0x000072d7, 0x000072fe, 0x00007326, 0x00007334,
-	0x00007344, 0x00007355, 0x0000735c, 0x00007492,
-	0x00007499, 0x000074d3, 0x000074d8, 0x000074ed,
-	0x00007501, 0x00007513, 0x00007529, 0x00007544,
-	0x00007619, 0x00007631, 0x000076d2, 0x00007761,
-	0x00007771, 0x0000784b, 0x0000790d, 0x00007912,
-	0x00007922, 0x00007930, 0x00007940, 0x00007950,
-	0x0000795a, 0x00007983, 0x0000799d, 0x000079b8,
+	0x000072eb, 0x0000734e, 0x00007361, 0x00007388,
+	0x000073b0, 0x000073be, 0x000073ce, 0x000073df,
+	0x000073e6, 0x0000751c, 0x00007523, 0x0000755d,
+	0x00007562, 0x00007577, 0x0000758b, 0x0000759d,
+	0x000075b3, 0x000075ce, 0x000076a3, 0x000076bb,
+	0x0000775c, 0x000077eb, 0x000077fb, 0x000078d5,
+	0x00007997, 0x0000799c, 0x000079ac, 0x000079ba,
+	0x000079ca, 0x000079da, 0x000079e4, 0x00007a0d,
 	// Entry 280 - 29F
-	0x00007a46, 0x00007a57, 0x00007a64, 0x00007a7f,
-	0x00007a93, 0x00007ab1, 0x00007afc, 0x00007b3d,
-	0x00007bb3, 0x00007bf9, 0x00007c12, 0x00007c2a,
-	0x00007c7d, 0x00007cb8, 0x00007d50, 0x00007d7c,
-	0x00007da2, 0x00007dd6, 0x00007dee, 0x00007e19,
-	0x00007e23, 0x00007eab, 0x00007ee0, 0x00007f21,
-	0x00007f95, 0x00008110, 0x000081e9, 0x00008202,
-	0x000082cb, 0x00008348, 0x00008355, 0x000083a7,
+	0x00007a27, 0x00007a42, 0x00007ad0, 0x00007ae1,
+	0x00007aee, 0x00007b09, 0x00007b1d, 0x00007b3b,
+	0x00007b86, 0x00007bc7, 0x00007c3d, 0x00007c83,
+	0x00007c9c, 0x00007cb4, 0x00007d07, 0x00007d42,
+	0x00007dda, 0x00007e06, 0x00007e2c, 0x00007e60,
+	0x00007e78, 0x00007ea3, 0x00007ead, 0x00007f35,
+	0x00007f6a, 0x00007fab, 0x0000801f, 0x0000819a,
+	0x00008273, 0x0000828c, 0x00008355, 0x000083de,
 	// Entry 2A0 - 2BF
-	0x000083ad, 0x00008449, 0x0000849d, 0x000084c8,
-	0x00008554, 0x000085fb, 0x000086bd, 0x000086ed,
-	0x000086fa, 0x00008700, 0x00008716, 0x00008721,
-	0x00008728, 0x00008733, 0x00008741, 0x0000874e,
-	0x0000875c, 0x00008775, 0x000087a2, 0x0000884b,
-	0x0000885e, 0x00008868, 0x000088f7, 0x00008958,
-	0x000089aa, 0x000089bc, 0x000089cf, 0x00008a0d,
-	0x00008a49, 0x00008a55, 0x00008a62, 0x00008a70,
+	0x000083eb, 0x0000843d, 0x00008443, 0x000084df,
+	0x0000858f, 0x000085bb, 0x00008647, 0x000086ee,
+	0x000087b0, 0x000087e0, 0x000087ed, 0x000087f3,
+	0x00008809, 0x00008814, 0x0000881b, 0x00008826,
+	0x00008834, 0x00008841, 0x0000884f, 0x00008868,
+	0x00008895, 0x0000893e, 0x00008951, 0x0000895b,
+	0x000089ea, 0x00008a4b, 0x00008a9d, 0x00008aaf,
+	0x00008ac2, 0x00008b00, 0x00008b3c, 0x00008b48,
 	// Entry 2C0 - 2DF
-	0x00008a7e, 0x00008a8e, 0x00008aca, 0x00008b04,
-	0x00008b81, 0x00008b8c, 0x00008bb6, 0x00008bd2,
-	0x00008bd6, 0x00008be8, 0x00008caa, 0x00008cdd,
-	0x00008ce8, 0x00008cf2, 0x00008d07, 0x00008d10,
-	0x00008d1a, 0x00008d2f, 0x00008d53, 0x00008d6d,
-	0x00008d82, 0x00008dae, 0x00008db3, 0x00008dc8,
-	0x00008dda, 0x00008e0f, 0x00008e20, 0x00008e96,
-	0x00008f21, 0x00008fb0, 0x00009017, 0x00009059,
+	0x00008b55, 0x00008b63, 0x00008b71, 0x00008b81,
+	0x00008bbd, 0x00008bf7, 0x00008c74, 0x00008c7f,
+	0x00008ca9, 0x00008cc5, 0x00008cc9, 0x00008cdb,
+	0x00008d9d, 0x00008dd0, 0x00008ddb, 0x00008de5,
+	0x00008dfa, 0x00008e03, 0x00008e0d, 0x00008e22,
+	0x00008e46, 0x00008e60, 0x00008e75, 0x00008ea1,
+	0x00008ea6, 0x00008ebb, 0x00008ecd, 0x00008f02,
+	0x00008f13, 0x00008f89, 0x00009014, 0x000090a3,
 	// Entry 2E0 - 2FF
-	0x000090cc, 0x00009114, 0x00009142, 0x00009175,
-} // Size: 2984 bytes
+	0x0000910a, 0x0000914c, 0x000091bf, 0x00009207,
+	0x00009235, 0x00009268,
+} // Size: 2992 bytes
 
-const frData string = "" + // Size: 37237 bytes
+const frData string = "" + // Size: 37480 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1662,387 +1668,389 @@ const frData string = "" + // Size: 37237 bytes
 	"d’audit)\x02La laisser continuer\x02La laisser bloquée\x02Reprendre l’in" +
 	"stance de processus %[1]s\x02Reprendre cette instance\u202f? Son occurre" +
 	"nce en échec au nœud %[1]s est proposée de nouveau, avec un budget de te" +
-	"ntatives neuf.\x02Les exécutants peuvent la reprendre (une occurrence pu" +
-	"sh rappelle sa destination). Ses tentatives précédentes et sa dernière e" +
-	"rreur restent dans son historique. Rien n’est terminé à la place de quic" +
-	"onque.\x02Reprendre l’instance\x02Abandonner l’instance de processus %[1" +
-	"]s\x02Abandonner cette instance\u202f? Elle passe en échec avec le code " +
-	"d’erreur abandoned.\x02Son occurrence en échec reste telle quelle et rie" +
-	"n n’est terminé à sa place. Une instance abandonnée ne peut pas être rep" +
-	"rise.\x02Abandonner l’instance\x02Arrêter l’instance de processus %[1]s" +
-	"\x02Arrêter cette instance\u202f? Ses occurrences ouvertes sont annulées" +
-	".\x02Les exécutants qui en détiennent une l’apprennent à leur prochain r" +
-	"etour, et leurs résultats sont refusés. Rien n’est terminé à leur place," +
-	" et une instance arrêtée ne peut pas reprendre.\x02Arrêter l’instance" +
-	"\x02Cette instance ne peut pas être reprise\u202f: son occurrence au nœu" +
-	"d %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être co" +
-	"nstruites), une reprise échouerait donc de la même façon. Abandonnez-la " +
-	"ou arrêtez-la.\x02Rien n’a été fait.\x02Impossible d’agir sur cette inst" +
-	"ance\x02Retour à l’instance\x02Quelqu’un a agi sur cette instance après " +
-	"l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien n’a été fait" +
-	"\u202f: regardez-la de nouveau avant de décider.\x02Cette instance est d" +
-	"éjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a agi sur elle" +
-	" après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). Rien n’a été " +
-	"fait.\x02Cette instance n’est plus bloquée (elle est %[1]s désormais)" +
-	"\u202f: quelqu’un a agi sur elle après l’ouverture de cette page (%[2]s " +
-	"par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[1]s, pas b" +
-	"loquée\u202f: il n’y a rien à reprendre.\x02Cette instance est %[1]s, pa" +
-	"s bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance est %[1]s" +
-	"\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur cette instance a" +
-	"près l’ouverture de cette page. Rien n’a été fait\u202f: regardez-la de " +
-	"nouveau avant de décider.\x02Cette instance n’est plus bloquée (elle est" +
-	" %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous. Rien n’a" +
-	" été fait.\x02Cette instance est déjà terminée\u202f; il n’y a rien à ar" +
-	"rêter.\x02Son occurrence a échoué avant toute tentative\u202f: ses entré" +
-	"es n’ont pas pu être construites, une reprise échouerait donc de la même" +
-	" façon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été fait.\x02C" +
-	"ette instance était déjà arrêtée\u202f; rien n’a changé et rien n’a été " +
-	"consigné.\x02Le motif que vous avez donné, non consigné\u202f:\x02Cette " +
-	"instance était déjà arrêtée, par %[1]s le %[2]s\u202f; rien n’a changé e" +
-	"t rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœud %[1]s es" +
-	"t proposée de nouveau. Consigné dans le journal d’audit.\x02Abandon" +
-	"\u202f: l’instance est passée en échec avec le code d’erreur abandoned. " +
-	"Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses occu" +
-	"rrences ouvertes sont annulées. Consigné dans le journal d’audit.\x02Rel" +
-	"ais a refusé l’action. Rien n’a été fait.\x02Indiquez un motif\u202f: il" +
-	" est consigné dans le journal d’audit (%[1]d caractères au plus). Rien n" +
-	"’a été fait.\x02Le motif est trop long\u202f: %[1]d caractères, pour %" +
-	"[2]d au plus. Raccourcissez-le. Rien n’a été fait.\x02Action inconnue." +
-	"\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à celles " +
-	"qui sont %[1]s.\x02La reprise et l’abandon s’appliquent aux instances bl" +
-	"oquées, pas à celles qui sont %[1]s.\x02Filtre\x02Motif (consigné dans l" +
-	"e journal d’audit pour chaque instance)\x02Revenir à la liste\x02Cela pr" +
-	"end environ %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: s" +
-	"i elle cesse d’attendre avant, l’action va tout de même jusqu’au bout." +
-	"\x02La suivre dans le journal d’audit (nouvel onglet)\x02Reprendre toute" +
-	"s les instances bloquées que ce filtre retient\x02L’occurrence en échec " +
-	"de chacune est proposée de nouveau, avec un budget de tentatives neuf. R" +
-	"ien n’est terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%" +
-	"[1]d instance bloquée correspond au filtre maintenant.\x00>\x02%[1]d ins" +
-	"tances bloquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instance" +
-	"s\x02Abandonner toutes les instances bloquées que ce filtre retient\x02C" +
-	"hacune passe en échec avec le code d’erreur abandoned et ne peut plus êt" +
-	"re reprise.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00" +
-	"\x1b\x02Abandonner %[1]d instances\x02Arrêter toutes les instances bloqu" +
-	"ées que ce filtre retient\x02Arrêter toutes les instances en cours que " +
-	"ce filtre retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours co" +
-	"rrespond au filtre maintenant.\x00=\x02%[1]d instances en cours correspo" +
-	"ndent au filtre maintenant.\x02Arrêter toutes les instances en cours ou " +
-	"bloquées que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instanc" +
-	"e en cours ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d ins" +
-	"tances en cours ou bloquées correspondent au filtre maintenant.\x02Chacu" +
-	"ne est annulée avec ses occurrences ouvertes\u202f; une instance arrêtée" +
-	" ne peut pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d " +
-	"instance\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucun" +
-	"e instance à laquelle cette action s’applique ne correspond au filtre." +
-	"\x02Aucun processus, aucune clé métier, aucun code d’erreur ni date de c" +
-	"réation ne restreint ce filtre\u202f: l’action s’applique aux instances " +
-	"de tous les processus.\x02sans filtre\x02Processus\x02Version\x02Statut" +
-	"\x02Clé métier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis" +
-	" le\x02Créées jusqu’au\x02Par processus et code d’erreur\x02Instances" +
-	"\x02Les %[1]d groupes les plus nombreux\u202f; le filtre en trouve d’aut" +
-	"res.\x14\x01\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a é" +
-	"choué avant toute tentative (ses entrées n’ont pas pu être construites)" +
-	"\u202f: elle ne peut pas être reprise et n’est pas comptée. Abandonnez-l" +
-	"a ou arrêtez-la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont écho" +
-	"ué avant toute tentative (leurs entrées n’ont pas pu être construites)" +
-	"\u202f: elles ne peuvent pas être reprises et ne sont pas comptées. Aban" +
-	"donnez-les ou arrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consomm" +
-	"ateur inconnu.\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Le proces" +
-	"sus %[1]s n’a pas de version %[2]d.\x02Aucun processus n’a la clé «" +
-	"\u202f%[1]s\u202f».\x02Aucune définition n’a la clé «\u202f%[1]s\u202f»." +
-	"\x02La définition %[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé" +
-	" manque\u202f: repartez de la liste.\x02Le nombre a changé depuis que vo" +
-	"us l’avez confirmé (il était de %[1]d)\u202f: entre-temps, des instances" +
-	" ont été réglées, reprises ou traitées. Rien n’a été fait\u202f; vérifie" +
-	"z le nouveau nombre et confirmez de nouveau.\x02Cette action groupée a d" +
-	"éjà été appliquée (le formulaire a été envoyé de nouveau)\u202f: ses tr" +
-	"aces sont dans le journal d’audit. Rien de plus n’a été fait.\x14\x02" +
-	"\x80\x01\x026\x02Action groupée (%[1]s) appliquée à %[2]d instance.\x007" +
-	"\x02Action groupée (%[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01" +
-	"\x00\x02h\x02%[1]d ignorée\u202f: elle a changé après le comptage (réglé" +
-	"e, ou traitée par quelqu’un d’autre).\x00n\x02%[1]d ignorées\u202f: elle" +
-	"s ont changé après le comptage (réglées, ou traitées par quelqu’un d’aut" +
-	"re).\x02%[1]s (jeton n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02" +
-	"Motif\x02Instance de processus\x02Occurrence reproposée\x02Action groupé" +
-	"e\x02supprimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt ap" +
-	"pliqué par un opérateur, et chaque effacement fait par un administrateur" +
-	", avec son motif. Les révélations de valeurs sensibles ont leur propre j" +
-	"ournal, que les administrateurs lisent sur la page Révélations (GET /api" +
-	"/v1/audit/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au" +
-	"\x02Appliquer les filtres\x02Effacer les filtres\x02Aucune action d’opér" +
-	"ateur ne correspond.\x02Toutes les actions\x02L’instance de processus do" +
-	"it être un identifiant d’instance complet (un UUID)\u202f: les listes mo" +
-	"ntrent la fin de chaque identifiant\u202f; ouvrez l’instance, ou copiez " +
-	"son lien, pour l’identifiant complet.\x02L’action groupée doit être dési" +
-	"gnée par son identifiant (un UUID).\x02Actions d’opérateurs, les plus ré" +
-	"centes d’abord\x02Voici les %[1]d instances que l’action groupée %[2]s a" +
-	" modifiées. Tant qu’elle s’exécute, chaque rechargement montre où elle e" +
-	"n est.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s\u202f: ap" +
-	"pliquée à %[4]d des %[5]d instances comptées, %[6]d ignorées (elles ont " +
-	"changé après le compte). Elle s’est terminée le %[7]s.\x02Action groupée" +
-	" (%[1]s) par %[2]s, commencée le %[3]s, arrêtée par une erreur après %[4" +
-	"]d des %[5]d instances comptées (%[6]d ignorées). Ce qu’elle a appliqué " +
-	"reste appliqué\u202f; agissez de nouveau sur le filtre pour le reste." +
-	"\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, est en cours" +
-	"\u202f: %[4]d des %[5]d instances comptées traitées jusqu’ici (%[6]d ign" +
-	"orées). Chaque rechargement montre où elle en est.\x02Aucun progrès depu" +
-	"is %[1]s\u202f: le réplica qui l’exécute s’est peut-être arrêté. Ce qu’e" +
-	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
-	"ur le reste.\x02Console Relais\x02Langue\x02Aller au contenu\x02Navigati" +
-	"on principale\x02État\x02Tâches externes\x02Processus\x02Trouver une ins" +
-	"tance ou une occurrence\x02identifiant ou clé métier\x02Trouver\x02Défin" +
-	"itions\x02Exécutants\x02Consommateurs\x02Destinations\x02Jetons\x02Révél" +
-	"ations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconnecter\x02Réglag" +
-	"es d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage\u202f:\x02Heures" +
-	" en %[1]s · rechargement suspendu\x02Heures en %[1]s · rechargement tout" +
-	"es les %[2]d s\x02Heures en %[1]s · sans rechargement automatique\x02Rec" +
-	"hargement suspendu\x02Reprendre\x02Cette page se recharge toutes les %[1" +
-	"]d secondes.\x02Suspendre le rechargement\x02Non autorisé\x02Votre rôle " +
-	"ne permet de lire que les définitions et les processus\u202f: les tâches" +
-	" externes et les instances de processus sont réservées aux opérateurs et" +
-	" aux administrateurs.\x02Requête invalide\x02Le champ «\u202f%[1]s\u202f" +
-	"» contient le caractère NUL ou des octets qui ne sont pas du texte UTF-" +
-	"8\u202f: corrigez-le et réessayez.\x02Retour aux tâches externes\x02Reto" +
-	"ur aux définitions\x02Cette adresse ne mène à rien, ou à rien que vous p" +
-	"uissiez voir.\x02Cette adresse ne mène à rien, ou à rien que vous puissi" +
-	"ez voir. Une instance terminée est supprimée, avec ses occurrences et se" +
-	"s tentatives, une fois la durée de conservation (RELAIS_RETENTION) écoul" +
-	"ée, ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit" +
-	" garde les actions d’opérateur menées sur elle.\x02Introuvable\x02Formul" +
-	"aire refusé\x02Ce formulaire n’a pas été envoyé depuis cette session de " +
-	"la console, ou il a expiré. Rechargez la page et réessayez.\x02Temporair" +
-	"ement indisponible\x02La base de données est injoignable pour le moment." +
-	" Réessayez dans quelques secondes.\x02Une erreur est survenue\x02La cons" +
-	"ole n’a pas pu afficher cette page. Réessayez\u202f; si le problème pers" +
-	"iste, donnez à votre administrateur l’identifiant de requête %[1]s.\x02A" +
-	"ucun consommateur pour l’instant.\x02Aucun autre consommateur.\x02Les se" +
-	"rvices externes qui prennent des tâches, et les définitions que chacun p" +
-	"eut prendre. Créez les consommateurs, modifiez leurs droits et renouvele" +
-	"z leurs jetons par l’API (/api/v1/consumers)\u202f; les jetons ne sont j" +
-	"amais affichés.\x02Consommateurs, du plus ancien au plus récent\x02ID" +
-	"\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif\x02révoqué\x02au" +
-	"cun droit\u202f: il ne prend rien\x02Réservées en ce moment\x02Toutes se" +
-	"s tâches\x02%[1]s\u202f: toutes les révisions, présentes et à venir\x02%" +
-	"[1]s\u202f: révisions %[2]s\x02Décompte des occurrences en cours\u202f; " +
-	"les décomptes s’afficheront quand vous rechargerez la page.\x02Les décom" +
-	"ptes sont indisponibles pour le moment.\x02Champ\x02Type\x02Obligatoire" +
-	"\x02Classification\x02Contraintes\x02Description\x02Définition %[1]s\x02" +
-	"Copie de travail\x02La seule partie modifiable d’une définition. Les pro" +
-	"cessus ne l’utilisent jamais directement\u202f: ils épinglent une révisi" +
-	"on.\x02Sortie de routage\x02Dernier enregistrement\x02Révisions\x02Aucun" +
-	"e révision pour l’instant\u202f: la copie de travail n’a jamais été figé" +
-	"e.\x02Publications\x02Aucune publication pour l’instant.\x02Publication" +
-	"\x02Révision\x02Notes\x02Publiée le\x02Comparer des révisions\x02Liste c" +
-	"haque changement d’une révision à l’autre et ce qu’il peut casser.\x02De" +
-	" la révision\x02À la révision\x02Comparer\x02Changement\x02Détail\x02Inc" +
-	"ompatible avec les processus\x02Incompatible avec les exécutants\x02Ces " +
-	"révisions ont les mêmes contrats.\x02Entrées\x02Aucune entrée.\x02Entrée" +
-	"s de la copie de travail\x02Sorties\x02Aucune sortie.\x02Sorties de la c" +
-	"opie de travail\x02Publications, les plus anciennes d’abord\x02Changemen" +
-	"ts entre les deux révisions\x02Révision %[1]d\x02Figée le\x02Empreinte" +
-	"\x02Entrées de la révision %[1]d\x02Sorties de la révision %[1]d\x02La c" +
-	"opie de travail a des changements pas encore figés\u202f: ils ne sont da" +
-	"ns aucune révision (exécutants et processus utilisent au plus la révisio" +
-	"n %[1]d) tant qu’un figement n’en fait pas la révision %[2]d.\x02Depuis " +
-	"la révision %[1]d\u202f:\x02les contrats sont les mêmes (le nom ou une d" +
-	"escription a changé).\x02Changements de la copie de travail depuis la ré" +
-	"vision %[1]d\x02Choisissez deux révisions existantes à comparer.\x02De l" +
-	"a révision %[1]d à la révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d changement\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00" +
-	"\x02\x13\x02%[1]d incompatible\x00\x14\x02%[1]d incompatibles\x02sortie " +
-	"de routage %[1]s → %[2]s\x02facultatif → obligatoire\x02obligatoire → fa" +
-	"cultatif\x02valeurs ajoutées\u202f: %[1]s\x02valeurs retirées\u202f: %[1" +
-	"]s\x02valeurs réordonnées\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligat" +
-	"oire de type %[2]s (classification %[1]s)\x02champ facultatif de type %[" +
-	"2]s (classification %[1]s)\x02champ obligatoire de type %[1]s\x02champ f" +
-	"acultatif de type %[1]s\x02aucune\x02Contrats de tâches\u202f: leur copi" +
-	"e de travail, leurs révisions immuables et leurs publications nommées." +
-	"\x02Définitions par clé\x02Clé\x02Dernière révision\x02aucune pour l’ins" +
-	"tant\x02Aucune définition pour l’instant.\x14\x01\x81\x01\x00\x02\x12" +
-	"\x02%[1]d publication\x00\x13\x02%[1]d publications\x02Aucune destinatio" +
-	"n pour l’instant.\x02Aucune autre destination.\x02Les points d’accès HTT" +
-	"P qu’appellent les nœuds push. Les valeurs de la requête de l’URL et des" +
-	" en-têtes sont scellées et jamais affichées. Créez, modifiez et supprime" +
-	"z les destinations par l’API (/api/v1/destinations).\x02Destinations par" +
-	" nom\x02URL\x02En-têtes envoyés\x02Délai maximal\x02Dernière modificatio" +
-	"n\x02aucun en-tête\x02Appels\x02Ses appels\x02Garder l’instance\x02Dites" +
-	" pourquoi, pour qui lira le journal plus tard\u202f: %[1]d caractères au" +
-	" plus. Il est conservé après l’effacement, quelle que soit la rétention" +
-	"\u202f: écrivez la référence de la demande, pas le nom de la personne." +
-	"\x02Effacer l’instance de processus %[1]s\x02Effacer cette instance main" +
-	"tenant\u202f? Elle est supprimée avec ses occurrences et leurs tentative" +
-	"s, comme la rétention la supprimerait.\x02Ses entrées, ses sorties, sa c" +
-	"lé métier et les messages des exécutants partent avec elle\u202f; c’est " +
-	"irréversible. Les enregistrements d’audit qui la nomment restent (qui a " +
-	"fait quoi, et pourquoi), de même que les sauvegardes jusqu’à leur expira" +
-	"tion.\x02Effacer l’instance\x02Cette instance est %[1]s\u202f: seule une" +
-	" instance terminée peut être effacée. Arrêtez-la d’abord.\x02Effacement" +
-	"\u202f: l’instance %[1]s est supprimée (occurrences\u202f: %[2]d, tentat" +
-	"ives\u202f: %[3]d). Consigné dans le journal d’audit.\x02Cette instance " +
-	"avait déjà été effacée, par %[1]s le %[2]s\u202f; rien n’a changé et rie" +
-	"n n’a été consigné.\x02en cas d’erreur\x02toute autre erreur\x02bloquée " +
-	"pour un opérateur\x02incident\u202f: reprendre, abandonner, arrêter\x02f" +
-	"in\u202f: termine l’instance\x02fin\u202f: met l’instance en échec\x02pu" +
-	"sh %[1]s\x02pull %[1]s\x02%[1]s, %[2]s\u202f: %[3]s\x02La file d’attente" +
-	" et les incidents de chaque définition maintenant, et ce que ses exécuta" +
-	"nts ont terminé dans la dernière heure\u202f: les occurrences terminées " +
-	"avec succès ou en échec. Une occurrence relancée depuis compte là où ell" +
-	"e se termine ensuite\u202f; un échec qui laisse des tentatives n’est pas" +
-	" compté, la page de son occurrence le montre.\x02Réussites et échecs, de" +
-	"rnière heure\x02Définitions, celles qui demandent de l’attention d’abord" +
-	"\x02Définition\x02Ouvertes\x02Instances bloquées\x02En échec\x02Attente " +
-	"de la plus ancienne disponible\x02Terminées, dernière heure\x02En échec," +
-	" dernière heure\x02Aucune définition n’a encore d’occurrence.\x02Au %[1]" +
-	"s (%[2]s)\u202f; actualisé toutes les 5 secondes environ.\x02disponible " +
-	"depuis le %[1]s\x02attente longue\x02aucun exécutant\x02Afficher toutes " +
-	"les définitions\x02Aucune définition %[1]s n’a d’occurrences\u202f: véri" +
-	"fiez la clé, ou affichez toutes les définitions.\x02Toutes les définitio" +
-	"ns\x02Réussites et échecs par tranche de 5 min, dernière heure\u202f: %[" +
-	"1]s\x02Dans la dernière heure\u202f: %[1]s, %[2]s. Le tableau qui suit l" +
-	"e graphique donne chaque tranche de 5\u00a0min.\x02terminée\x02en échec" +
-	"\x02Les chiffres du graphique\x02Réussites et échecs par tranche de 5 mi" +
-	"n, les plus anciennes d’abord\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02" +
-	"%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11" +
-	"\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00" +
-	"\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s" +
-	" %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y " +
-	"a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02" +
-	"janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil.\x02août\x02sept." +
-	"\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1" +
-	"]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heur" +
-	"e\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute" +
-	"\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde" +
-	"\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance de processus %[1]s" +
-	"\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les nœuds atteints par" +
-	" cette instance, dans l’ordre, chacun avec son occurrence.\x02Nœuds atte" +
-	"ints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02Nœud suivant\x02Cré" +
-	"ée le\x02Clôturée le\x02Cette instance n’a encore atteint aucune tâche." +
-	"\x02Actions d’opérateurs consignées\x02Aucun opérateur n’a agi sur cette" +
-	" instance.\x02Actions d’opérateurs sur cette instance, les plus récentes" +
-	" d’abord\x02Valeur\x02Entrées du processus\x02Entrées avec lesquelles l’" +
-	"instance a démarré, nommées d’après le contrat de la version %[1]d du pr" +
-	"ocessus\x02Ce processus ne prend aucune entrée.\x02Effacer cette instanc" +
-	"e…\x02Cette instance est terminée. En tant qu’administrateur, vous pouve" +
-	"z l’effacer maintenant plutôt qu’attendre la rétention (demande d’une pe" +
-	"rsonne concernée)\u202f: elle est supprimée avec ses occurrences et ses " +
-	"tentatives.\x02Cette instance est bloquée à un nœud en échec\u202f: c’es" +
-	"t un incident. Elle ne peut pas être reprise\u202f: son occurrence au nœ" +
-	"ud %[1]s a échoué avant toute tentative (ses entrées n’ont pas pu être c" +
-	"onstruites), une reprise échouerait donc de la même façon. L’abandon met" +
-	" l’instance en échec\u202f; l’arrêt l’annule. Chacun demande un motif, c" +
-	"onsigné dans le journal d’audit.\x02Cette instance est bloquée à un nœud" +
-	" en échec\u202f: c’est un incident. La reprise propose de nouveau l’occu" +
-	"rrence en échec\u202f; l’abandon met l’instance en échec\u202f; l’arrêt " +
-	"l’annule. Chacune demande un motif, consigné dans le journal d’audit." +
-	"\x02L’arrêt annule l’instance et ses occurrences ouvertes. Il ne termine" +
-	" rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée" +
-	" par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Reprise par %[1]s le %[2]s " +
-	"— «\u202f%[3]s\u202f»\x02Démarrée le\x02Terminée le\x02Bloquée au nœud" +
-	"\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02Abandonnée au " +
-	"nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un opérateur\x02bl" +
-	"oquée, puis abandonnée par un opérateur\x02Statut inconnu\u202f: «\u202f" +
-	"%[1]s\u202f».\x02La version doit être un nombre entier à partir de 1." +
-	"\x02Une version est celle d’un processus\u202f: choisissez aussi le proc" +
-	"essus.\x02Date de création\x02La taille de page doit être comprise entre" +
-	" 1 et %[1]d.\x02Instances de processus\x02exacte, casse comprise\x02Agir" +
-	" sur toutes les instances que ce filtre retient\x02La page suivante les " +
-	"compte et demande un motif avant que rien ne change.\x02Instances de pro" +
-	"cessus, les plus récentes d’abord\x02Instance\x02Nœud de fin ou erreur" +
-	"\x02Aucune instance ne correspond à ces filtres.\x02Tous les processus" +
-	"\x02Toute définition\x02Tous les statuts\x02disponible\x02réservée\x02di" +
-	"fférée\x02annulée\x02en cours\x02bloquée\x02expirée\x02rejetée\x02rendue" +
-	"\x02déconnectée\x02texte\x02entier\x02nombre\x02booléen\x02date\x02date " +
-	"et heure\x02choix\x02objet\x02liste\x02normale\x02sensible\x02secrète" +
-	"\x02••• masqué (sensible)\x02••• masqué (secret)\x02pull (un exécutant l" +
-	"a récupère)\x02push (Relais appelle le service)\x02administrateur\x02opé" +
-	"rateur\x02concepteur\x02consommateur\x02oui\x02non\x02champ ajouté\x02ch" +
-	"amp retiré\x02type modifié\x02caractère obligatoire modifié\x02valeurs m" +
-	"odifiées\x02classification modifiée\x02contrainte modifiée\x02routage mo" +
-	"difié\x02longueur minimale\x02longueur maximale\x02motif\x02format\x02mi" +
-	"nimum\x02maximum\x02nombre minimal d’éléments\x02nombre maximal d’élémen" +
-	"ts\x02%[1]s, révision %[2]s\x02%[1]s, version %[2]s\x02Occurrence %[1]s" +
-	"\x02Dates\x02Politique d’exécution\x02Tentatives\x02Toutes les tentative" +
-	"s, les plus anciennes d’abord\x02Consommateur\x02Identifiant de l’exécut" +
-	"ant\x02Réservée le\x02Finie le\x02Durée\x02Réponse de la destination\x02" +
-	"Résultat\x02Message d’erreur\x02Aucun exécutant n’a encore réservé cette" +
-	" occurrence.\x02en cours\x02Message entier\x02Aucun exécutant n’a jamais" +
-	" réservé cette occurrence\u202f: elle a pris fin avant toute tentative." +
-	"\x02Destination\x02Réplique\x02Relais n’a pas encore appelé la destinati" +
-	"on.\x02Relais n’a jamais appelé la destination\u202f: l’occurrence a pri" +
-	"s fin avant tout appel.\x02Relais ne conserve le code de statut de la de" +
-	"stination que lorsqu’elle a refusé l’appel (destination_http_NNN)\u202f;" +
-	" un appel terminé a reçu une réponse 2xx. La durée va de la prise en cha" +
-	"rge de l’appel à son règlement.\x02Maintenant\x02La reprendre ou l’aband" +
-	"onner depuis son instance\x02Mode\x02Motif donné par l’exécutant\x02Nomb" +
-	"re maximal de tentatives\x02Délai avant nouvelle tentative\x02Nouvelles " +
-	"tentatives\x02aucune\u202f: un appel en échec suit le chemin d’erreur du" +
-	" nœud\x02Échéance\x02Priorité\x02%[1]d (0 la plus basse, 9 la plus haute" +
-	")\x02Délai d’appel\x02au plus %[1]d\x02au plus %[1]d depuis la dernière " +
-	"reprise par un opérateur\x14\x01\x81\x01\x00\x02\x10\x02%[1]d tentative" +
-	"\x00\x11\x02%[1]d tentatives\x14\x01\x81\x01\x00\x02\x1d\x02(%[1]d rendu" +
-	"e, non comptée)\x00\x1f\x02(%[1]d rendues, non comptées)\x14\x01\x81\x01" +
-	"\x00\x02\x0f\x02%[1]d restante\x00\x10\x02%[1]d restantes\x02Entrées, no" +
-	"mmées d’après le contrat de la révision %[1]d\x02Ce contrat n’a aucune e" +
-	"ntrée.\x02Sorties, nommées d’après le contrat de la révision %[1]d\x02Pa" +
-	"s encore de sorties\u202f: l’occurrence n’est pas terminée.\x02Ce contra" +
-	"t n’a aucune sortie.\x02Aucune sortie\u202f: l’occurrence s’est terminée" +
-	" sans aboutir.\x02Révéler — cette action est enregistrée\x02Motif (consi" +
-	"gné avec la révélation)\x02Chaque admin le lit, et il est conservé quell" +
-	"e que soit la rétention\u202f: n’y écrivez aucune donnée client.\x02Disp" +
-	"onible à partir du\x02Prochaine tentative\x02Dernière réservation\x02Fin" +
-	" du verrou\x02Différée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l" +
-	"’échéance est passée après la tentative %[1]d)\x02Erreur (avant toute " +
-	"tentative)\x02Nouvelle tentative possible\x02non\u202f: l’exécutant a si" +
-	"gnalé cet échec comme définitif (tentatives restantes non utilisées" +
-	"\u202f: %[1]d)\x02La destination n’a pas répondu dans le délai de l’appe" +
-	"l (%[1]s)\u202f: elle a pu agir malgré tout, vérifiez avant de reprendre" +
-	".\x02La destination n’a pas répondu dans le délai de l’appel\u202f: elle" +
-	" a pu agir malgré tout, vérifiez avant de reprendre.\x02L’échéance est p" +
-	"assée avant l’arrivée d’un résultat.\x02Le résultat ne respectait pas le" +
-	" contrat de sorties de la révision.\x02La réponse à l’appel a été perdue" +
-	" (la connexion s’est rompue après l’envoi de la requête, ou Relais s’est" +
-	" arrêté ou n’a pas pu joindre sa base de données avant de l’enregistrer)" +
-	"\u202f: on ignore si la destination a agi, donc elle n’est pas appelée d" +
-	"e nouveau.\x02L’appel n’a pas pu être préparé.\x02La destination était i" +
-	"njoignable.\x02La réponse de la destination était trop volumineuse.\x02L" +
-	"e verrou de la dernière tentative a expiré sans tentative restante.\x02L" +
-	"es entrées n’ont pas pu être construites à partir des liaisons du proces" +
-	"sus.\x02Un opérateur a abandonné l’instance.\x02Un exécutant Camunda 7 a" +
-	" signalé un échec sans nouvelle tentative restante (retries\u202f: 0, ou" +
-	" un budget déjà épuisé)\u202f: l’occurrence n’est pas relancée.\x02La de" +
-	"stination a répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s " +
-	"en ce moment (page Exécutants).\x02Aucun exécutant actif ne prend la rév" +
-	"ision %[1]d\u202f: les exécutants actifs de %[2]s déclarent des entrées " +
-	"qu’elle n’a pas.\x02Aucun exécutant actif ne prend la révision %[1]d" +
-	"\u202f: les exécutants actifs de %[2]s ne prennent que la révision %[3]d" +
-	".\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exécuta" +
-	"nts actifs de %[2]s ne prennent que les révisions %[3]s.\x02Nouvelle ten" +
-	"tative à %[1]s — %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou" +
-	" expiré à %[1]s — en attente d’être proposée de nouveau.\x02En attente d" +
-	"e l’appel de Relais à la destination depuis %[1]s (%[2]s).\x02En attente" +
-	" d’un exécutant depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai d" +
-	"e l’appel (%[1]s) a pris fin %[2]s sans que son résultat soit enregistré" +
-	"\u202f: la réplique qui l’a passé s’est peut-être arrêtée. Dans ce cas, " +
-	"il échoue en outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destin" +
-	"ation s’il a pris effet.\x02Relais appelle la destination (depuis %[1]s)" +
-	".\x02Réservée par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée" +
-	" par %[1]s.\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même" +
-	" consommateur, ou une interface munie d’un jeton de règlement, la termin" +
-	"era plus tard.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en " +
-	"attente d’un opérateur.\x02Son instance a continué par le chemin d’erreu" +
-	"r du nœud.\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêt" +
-	"ée par %[1]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instanc" +
-	"e a été arrêtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02" +
-	"%[1]s (différée\u202f; réglée avec son jeton de règlement)\x02%[1]s (dif" +
-	"férée\u202f; réglée avec son jeton de règlement, en tant que %[2]s)\x02%" +
-	"[1]s (différée\u202f; réglée par %[2]s)\x02en attente\x02HTTP 2xx, corps" +
-	" inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02rép" +
-	"onse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en a" +
-	"nglais)\x02Message de l’exécutant (ses propres termes, valeurs protégées" +
-	" masquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une " +
-	"révision est celle d’une définition\u202f: choisissez aussi la définitio" +
+	"ntatives neuf.\x02Les exécutants peuvent de nouveau la prendre en charge" +
+	" (une occurrence push rappelle sa destination). Ses tentatives précédent" +
+	"es et sa dernière erreur restent dans son historique. Rien n’est terminé" +
+	" à la place de quiconque.\x02Reprendre l’instance\x02Abandonner l’instan" +
+	"ce de processus %[1]s\x02Abandonner cette instance\u202f? Elle passe en " +
+	"échec avec le code d’erreur abandoned.\x02Son occurrence en échec reste" +
+	" telle quelle et rien n’est terminé à sa place. Une instance abandonnée " +
+	"ne peut pas être reprise.\x02Abandonner l’instance\x02Arrêter l’instance" +
+	" de processus %[1]s\x02Arrêter cette instance\u202f? Ses occurrences ouv" +
+	"ertes sont annulées.\x02Les exécutants qui en détiennent une l’apprennen" +
+	"t à leur prochain retour, et leurs résultats sont refusés. Rien n’est te" +
+	"rminé à leur place, et une instance arrêtée ne peut pas reprendre.\x02Ar" +
+	"rêter l’instance\x02Cette instance ne peut pas être reprise\u202f: son o" +
+	"ccurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n’on" +
+	"t pas pu être construites), une reprise échouerait donc de la même façon" +
+	". Abandonnez-la ou arrêtez-la.\x02Rien n’a été fait.\x02Impossible d’agi" +
+	"r sur cette instance\x02Retour à l’instance\x02Quelqu’un a agi sur cette" +
+	" instance après l’ouverture de cette page (%[1]s par %[2]s, %[3]s). Rien" +
+	" n’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cette i" +
+	"nstance est déjà terminée (elle est %[1]s désormais)\u202f: quelqu’un a " +
+	"agi sur elle après l’ouverture de cette page (%[2]s par %[3]s, %[4]s). R" +
+	"ien n’a été fait.\x02Cette instance n’est plus bloquée (elle est %[1]s d" +
+	"ésormais)\u202f: quelqu’un a agi sur elle après l’ouverture de cette pa" +
+	"ge (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[" +
+	"1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette instance est" +
+	" %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance" +
+	" est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur cette " +
+	"instance après l’ouverture de cette page. Rien n’a été fait\u202f: regar" +
+	"dez-la de nouveau avant de décider.\x02Cette instance n’est plus bloquée" +
+	" (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous" +
+	". Rien n’a été fait.\x02Cette instance est déjà terminée\u202f; il n’y a" +
+	" rien à arrêter.\x02Son occurrence a échoué avant toute tentative\u202f:" +
+	" ses entrées n’ont pas pu être construites, une reprise échouerait donc " +
+	"de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été " +
+	"fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rie" +
+	"n n’a été consigné.\x02Le motif que vous avez donné, non consigné\u202f:" +
+	"\x02Cette instance était déjà arrêtée, par %[1]s le %[2]s\u202f; rien n’" +
+	"a changé et rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœu" +
+	"d %[1]s est proposée de nouveau. Consigné dans le journal d’audit.\x02Ab" +
+	"andon\u202f: l’instance est passée en échec avec le code d’erreur abando" +
+	"ned. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses" +
+	" occurrences ouvertes sont annulées. Consigné dans le journal d’audit." +
+	"\x02Relais a refusé l’action. Rien n’a été fait.\x02Indiquez un motif" +
+	"\u202f: il est consigné dans le journal d’audit (%[1]d caractères au plu" +
+	"s). Rien n’a été fait.\x02Le motif est trop long\u202f: %[1]d caractères" +
+	", pour %[2]d au plus. Raccourcissez-le. Rien n’a été fait.\x02Action inc" +
+	"onnue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à c" +
+	"elles au statut «\u202f%[1]s\u202f».\x02La reprise et l’abandon s’appliq" +
+	"uent aux instances bloquées, pas à celles au statut «\u202f%[1]s\u202f»." +
+	"\x02Filtre\x02Motif (consigné dans le journal d’audit pour chaque instan" +
+	"ce)\x02Revenir à la liste\x02Cela prend environ %[1]s. Gardez cette page" +
+	" ouverte jusqu’à sa réponse\u202f: si elle cesse d’attendre avant, l’act" +
+	"ion va tout de même jusqu’au bout.\x02La suivre dans le journal d’audit " +
+	"(nouvel onglet)\x02Reprendre toutes les instances bloquées que ce filtre" +
+	" retient\x02L’occurrence en échec de chacune est proposée de nouveau, av" +
+	"ec un budget de tentatives neuf. Rien n’est terminé à la place de quicon" +
+	"que.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au fi" +
+	"ltre maintenant.\x00>\x02%[1]d instances bloquées correspondent au filtr" +
+	"e maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance" +
+	"\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances" +
+	" bloquées que ce filtre retient\x02Chacune passe en échec avec le code d" +
+	"’erreur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00" +
+	"\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instan" +
+	"ces\x02Arrêter toutes les instances bloquées que ce filtre retient\x02Ar" +
+	"rêter toutes les instances en cours que ce filtre retient\x14\x01\x81" +
+	"\x01\x00\x029\x02%[1]d instance en cours correspond au filtre maintenant" +
+	".\x00=\x02%[1]d instances en cours correspondent au filtre maintenant." +
+	"\x02Arrêter toutes les instances en cours ou bloquées que ce filtre reti" +
+	"ent\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée corre" +
+	"spond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées" +
+	" correspondent au filtre maintenant.\x02Chacune est annulée avec ses occ" +
+	"urrences ouvertes\u202f; une instance arrêtée ne peut pas être reprise." +
+	"\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrête" +
+	"r %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle cett" +
+	"e action s’applique ne correspond au filtre.\x02Aucun processus, aucune " +
+	"clé métier, aucun code d’erreur ni date de création ne restreint ce filt" +
+	"re\u202f: l’action s’applique aux instances de tous les processus.\x02sa" +
+	"ns filtre\x02Processus\x02Version\x02Statut\x02Clé métier\x02Code d’erre" +
+	"ur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par" +
+	" processus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus n" +
+	"ombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9" +
+	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
+	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
+	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
+	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
+	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
+	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
+	"sible d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «" +
+	"\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a pas de version %[" +
+	"2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune défini" +
+	"tion n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n’a pas de r" +
+	"évision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la liste" +
+	".\x02Le nombre a changé depuis que vous l’avez confirmé (il était de %[1" +
+	"]d)\u202f: entre-temps, des instances ont été clôturées, reprises ou tra" +
+	"itées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez " +
+	"de nouveau.\x02Cette action groupée a déjà été appliquée (le formulaire " +
+	"a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’audit." +
+	" Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]" +
+	"s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée " +
+	"à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: ell" +
+	"e a changé après le comptage (clôturée, ou traitée par quelqu’un d’autre" +
+	").\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clô" +
+	"turées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]" +
+	"d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
+	"\x02Occurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Jou" +
+	"rnal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérate" +
+	"ur, et chaque effacement fait par un administrateur, avec son motif. Les" +
+	" révélations de valeurs sensibles ont leur propre journal, que les admin" +
+	"istrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
+	"\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les fil" +
+	"tres\x02Effacer les filtres\x02Aucune action d’opérateur ne correspond." +
+	"\x02Toutes les actions\x02L’instance de processus doit être un identifia" +
+	"nt d’instance complet (un UUID)\u202f: les listes montrent la fin de cha" +
+	"que identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’ide" +
+	"ntifiant complet.\x02L’action groupée doit être désignée par son identif" +
+	"iant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Vo" +
+	"ici les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’" +
+	"elle s’exécute, chaque rechargement montre où elle en est.\x02Action gro" +
+	"upée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %" +
+	"[5]d, traitées\u202f: %[4]d, ignorées car changées après le compte\u202f" +
+	": %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2" +
+	"]s, commencée le %[3]s, arrêtée par une erreur — instances comptées" +
+	"\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle " +
+	"a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour l" +
+	"e reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en cou" +
+	"rs — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, i" +
+	"gnorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Aucu" +
+	"n progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être a" +
+	"rrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau su" +
+	"r le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller au conte" +
+	"nu\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02T" +
+	"rouver une instance ou une occurrence\x02identifiant ou clé métier\x02Tr" +
+	"ouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02J" +
+	"etons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconne" +
+	"cter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
+	"\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[1]s · " +
+	"rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement a" +
+	"utomatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se rechar" +
+	"ge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non autori" +
+	"sé\x02Votre rôle ne permet de lire que les définitions et les processus" +
+	"\u202f: les tâches externes et les instances de processus sont réservées" +
+	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
+	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
+	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
+	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
+	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
+	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
+	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
+	"S_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; l" +
+	"e journal d’audit garde les actions d’opérateur menées sur elle.\x02Intr" +
+	"ouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis " +
+	"cette session de la console, ou il a expiré. Rechargez la page et réessa" +
+	"yez.\x02Temporairement indisponible\x02La base de données est injoignabl" +
+	"e pour le moment. Réessayez dans quelques secondes.\x02Une erreur est su" +
+	"rvenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si" +
+	" le problème persiste, donnez à votre administrateur l’identifiant de re" +
+	"quête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consom" +
+	"mateur.\x02Les services externes qui prennent des tâches, et les définit" +
+	"ions que chacun peut prendre. Créez les consommateurs, modifiez leurs dr" +
+	"oits et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les" +
+	" jetons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plu" +
+	"s récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif" +
+	"\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce mo" +
+	"ment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présente" +
+	"s et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[" +
+	"2]s\x02Décompte des occurrences en cours\u202f; les décomptes s’afficher" +
+	"ont quand vous rechargerez la page.\x02Les décomptes sont indisponibles " +
+	"pour le moment.\x02Champ\x02Type\x02Obligatoire\x02Classification\x02Con" +
+	"traintes\x02Description\x02Définition %[1]s\x02Copie de travail\x02La se" +
+	"ule partie modifiable d’une définition. Les processus ne l’utilisent jam" +
+	"ais directement\u202f: ils épinglent une révision.\x02Sortie de routage" +
+	"\x02Dernier enregistrement\x02Révisions\x02Aucune révision pour l’instan" +
+	"t\u202f: la copie de travail n’a jamais été figée.\x02Publications\x02Au" +
+	"cune publication pour l’instant.\x02Publication\x02Révision\x02Notes\x02" +
+	"Publiée le\x02Comparer des révisions\x02Liste chaque changement d’une ré" +
+	"vision à l’autre et ce qu’il peut casser.\x02De la révision\x02À la révi" +
+	"sion\x02Comparer\x02Changement\x02Détail\x02Incompatible avec les proces" +
+	"sus\x02Incompatible avec les exécutants\x02Ces révisions ont les mêmes c" +
+	"ontrats.\x02Entrées\x02Aucune entrée.\x02Entrées de la copie de travail" +
+	"\x02Sorties\x02Aucune sortie.\x02Sorties de la copie de travail\x02Publi" +
+	"cations, les plus anciennes d’abord\x02Changements entre les deux révisi" +
+	"ons\x02Révision %[1]d\x02Figée le\x02Empreinte\x02Entrées de la révision" +
+	" %[1]d\x02Sorties de la révision %[1]d\x02La copie de travail a des chan" +
+	"gements pas encore figés\u202f: ils ne sont dans aucune révision (exécut" +
+	"ants et processus utilisent au plus la révision %[1]d) tant qu’un figeme" +
+	"nt n’en fait pas la révision %[2]d.\x02Depuis la révision %[1]d\u202f:" +
+	"\x02les contrats sont les mêmes (le nom ou une description a changé)." +
+	"\x02Changements de la copie de travail depuis la révision %[1]d\x02Chois" +
+	"issez deux révisions existantes à comparer.\x02De la révision %[1]d à la" +
+	" révision %[2]d\u202f:\x14\x01\x81\x01\x00\x02\x11\x02%[1]d changement" +
+	"\x00\x12\x02%[1]d changements\x14\x01\x81\x01\x00\x02\x13\x02%[1]d incom" +
+	"patible\x00\x14\x02%[1]d incompatibles\x02sortie de routage %[1]s → %[2]" +
+	"s\x02facultatif → obligatoire\x02obligatoire → facultatif\x02valeurs ajo" +
+	"utées\u202f: %[1]s\x02valeurs retirées\u202f: %[1]s\x02valeurs réordonné" +
+	"es\x02%[1]s\u202f: %[2]s → %[3]s\x02champ obligatoire de type %[2]s (cla" +
+	"ssification %[1]s)\x02champ facultatif de type %[2]s (classification %[1" +
+	"]s)\x02champ obligatoire de type %[1]s\x02champ facultatif de type %[1]s" +
+	"\x02aucune\x02Contrats de tâches\u202f: leur copie de travail, leurs rév" +
+	"isions immuables et leurs publications nommées.\x02Définitions par clé" +
+	"\x02Clé\x02Dernière révision\x02aucune pour l’instant\x02Aucune définiti" +
+	"on pour l’instant.\x14\x01\x81\x01\x00\x02\x12\x02%[1]d publication\x00" +
+	"\x13\x02%[1]d publications\x02Aucune destination pour l’instant.\x02Aucu" +
+	"ne autre destination.\x02Les points d’accès HTTP qu’appellent les nœuds " +
+	"push. Les valeurs de la requête de l’URL et des en-têtes sont scellées e" +
+	"t jamais affichées. Créez, modifiez et supprimez les destinations par l’" +
+	"API (/api/v1/destinations).\x02Destinations par nom\x02URL\x02En-têtes e" +
+	"nvoyés\x02Délai maximal\x02Dernière modification\x02aucun en-tête\x02App" +
+	"els\x02Ses appels\x02Garder l’instance\x02Dites pourquoi, pour qui lira " +
+	"le journal plus tard\u202f: %[1]d caractères au plus. Il est conservé ap" +
+	"rès l’effacement, quelle que soit la rétention\u202f: écrivez la référen" +
+	"ce de la demande, pas le nom de la personne.\x02Effacer l’instance de pr" +
+	"ocessus %[1]s\x02Effacer cette instance maintenant\u202f? Elle est suppr" +
+	"imée avec ses occurrences et leurs tentatives, comme la rétention la sup" +
+	"primerait.\x02Ses entrées, ses sorties, sa clé métier et les messages de" +
+	"s exécutants partent avec elle\u202f; c’est irréversible. Les enregistre" +
+	"ments d’audit qui la nomment restent (qui a fait quoi, et pourquoi), de " +
+	"même que les sauvegardes jusqu’à leur expiration.\x02Effacer l’instance" +
+	"\x02Cette instance est %[1]s\u202f: seule une instance terminée peut êtr" +
+	"e effacée. Arrêtez-la d’abord.\x02Effacement\u202f: l’instance %[1]s est" +
+	" supprimée (occurrences\u202f: %[2]d, tentatives\u202f: %[3]d). Consigné" +
+	" dans le journal d’audit.\x02Cette instance avait déjà été effacée, par " +
+	"%[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02en ca" +
+	"s d’erreur\x02toute autre erreur\x02bloquée pour un opérateur\x02inciden" +
+	"t\u202f: reprendre, abandonner, arrêter\x02fin\u202f: termine l’instance" +
+	"\x02fin\u202f: met l’instance en échec\x02push %[1]s\x02pull %[1]s\x02%[" +
+	"1]s, %[2]s\u202f: %[3]s\x02La file d’attente et les incidents de chaque " +
+	"définition maintenant, et ce que ses exécutants ont terminé dans la dern" +
+	"ière heure\u202f: les occurrences achevées, avec succès ou en échec. Une" +
+	" occurrence reprise depuis compte là où elle se termine ensuite\u202f; u" +
+	"n échec qui laisse des tentatives n’est pas compté, la page de son occur" +
+	"rence le montre.\x02Réussites et échecs, dernière heure\x02Définitions, " +
+	"celles qui demandent de l’attention d’abord\x02Définition\x02Ouvertes" +
+	"\x02Instances bloquées\x02En échec\x02Attente de la plus ancienne dispon" +
+	"ible\x02Terminées, dernière heure\x02En échec, dernière heure\x02Aucune " +
+	"définition n’a encore d’occurrence.\x02Au %[1]s (%[2]s)\u202f; actualisé" +
+	" toutes les 5 secondes environ.\x02disponible depuis le %[1]s\x02attente" +
+	" longue\x02aucun exécutant\x02Afficher toutes les définitions\x02Aucune " +
+	"définition %[1]s n’a d’occurrences\u202f: vérifiez la clé, ou affichez t" +
+	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
+	"par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière he" +
+	"ure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque t" +
+	"ranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphiq" +
+	"ue\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abo" +
+	"rd\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
+	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
+	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
+	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
+	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
+	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
+	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
+	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
+	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
+	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
+	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
+	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
+	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
+	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
+	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
+	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
+	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
+	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
+	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
+	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
+	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
+	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
+	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
+	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
+	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
+	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
+	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
+	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
+	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
+	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
+	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
+	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
+	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
+	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
+	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
+	"rrée le\x02Fin le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée p" +
+	"our\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée," +
+	" puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérat" +
+	"eur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit êtr" +
+	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
+	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
+	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
+	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
+	"e retient\x02La page suivante les compte et demande un motif avant que r" +
+	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
+	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
+	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
+	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
+	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
+	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
+	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
+	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
+	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
+	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
+	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
+	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
+	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
+	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
+	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
+	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
+	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
+	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
+	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
+	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
+	"as encore appelé la destination.\x02Relais n’a jamais appelé la destinat" +
+	"ion\u202f: l’occurrence a pris fin avant tout appel.\x02Relais ne conser" +
+	"ve le code de statut de la destination que lorsqu’elle a refusé l’appel " +
+	"(destination_http_NNN)\u202f; un appel terminé a reçu une réponse 2xx. L" +
+	"a durée va de la prise en charge de l’appel à son règlement.\x02Maintena" +
+	"nt\x02La reprendre ou l’abandonner depuis son instance\x02Mode\x02Motif " +
+	"donné par l’exécutant\x02Nombre maximal de tentatives\x02Délai avant nou" +
+	"velle tentative\x02Nouvelles tentatives\x02aucune\u202f: un appel en éch" +
+	"ec suit le chemin d’erreur du nœud\x02Échéance\x02Priorité\x02%[1]d (0 l" +
+	"a plus basse, 9 la plus haute)\x02Délai d’appel\x02au plus %[1]d\x02au p" +
+	"lus %[1]d depuis la dernière reprise par un opérateur\x14\x01\x81\x01" +
+	"\x00\x02\x10\x02%[1]d tentative\x00\x11\x02%[1]d tentatives\x14\x01\x81" +
+	"\x01\x00\x02\x1d\x02(%[1]d rendue, non comptée)\x00\x1f\x02(%[1]d rendue" +
+	"s, non comptées)\x14\x01\x81\x01\x00\x02\x0f\x02%[1]d restante\x00\x10" +
+	"\x02%[1]d restantes\x02Entrées, nommées d’après le contrat de la révisio" +
+	"n %[1]d\x02Ce contrat n’a aucune entrée.\x02Sorties, nommées d’après le " +
+	"contrat de la révision %[1]d\x02Pas encore de sorties\u202f: l’occurrenc" +
+	"e n’est pas terminée.\x02Ce contrat n’a aucune sortie.\x02Aucune sortie" +
+	"\u202f: l’occurrence s’est terminée sans aboutir.\x02Révéler — cette act" +
+	"ion est consignée\x02Motif (consigné avec la révélation)\x02Tous les adm" +
+	"inistrateurs le lisent, et il est conservé quelle que soit la rétention" +
+	"\u202f: n’y écrivez aucune donnée de client.\x02Disponible à partir du" +
+	"\x02Prochaine tentative\x02Dernière réservation\x02Fin du verrou\x02Diff" +
+	"érée\x02Dernière erreur (tentative %[1]d)\x02Erreur (l’échéance est pas" +
+	"sée après la tentative %[1]d)\x02Erreur (avant toute tentative)\x02Nouve" +
+	"lle tentative possible\x02non\u202f: l’exécutant a signalé cet échec com" +
+	"me définitif (tentatives restantes non utilisées\u202f: %[1]d)\x02La des" +
+	"tination n’a pas répondu dans le délai de l’appel (%[1]s)\u202f: elle a " +
+	"pu agir malgré tout, vérifiez avant de reprendre.\x02La destination n’a " +
+	"pas répondu dans le délai de l’appel\u202f: elle a pu agir malgré tout, " +
+	"vérifiez avant de reprendre.\x02L’échéance est passée avant l’arrivée d’" +
+	"un résultat.\x02Le résultat ne respectait pas le contrat de sorties de l" +
+	"a révision.\x02La réponse à l’appel a été perdue (la connexion s’est rom" +
+	"pue après l’envoi de la requête, ou Relais s’est arrêté ou n’a pas pu jo" +
+	"indre sa base de données avant de l’enregistrer)\u202f: on ignore si la " +
+	"destination a agi, donc elle n’est pas appelée de nouveau.\x02L’appel n’" +
+	"a pas pu être préparé.\x02La destination était injoignable.\x02La répons" +
+	"e de la destination était trop volumineuse.\x02Le verrou de la dernière " +
+	"tentative a expiré sans tentative restante.\x02Les entrées n’ont pas pu " +
+	"être construites à partir des liaisons du processus.\x02Un opérateur a " +
+	"abandonné l’instance.\x02Un exécutant Camunda 7 a signalé un échec sans " +
+	"nouvelle tentative restante (retries\u202f: 0, ou un budget déjà épuisé)" +
+	"\u202f: l’occurrence n’est pas exécutée de nouveau.\x02La destination a " +
+	"répondu HTTP %[1]s.\x02Aucun exécutant actif ne prend %[1]s en ce moment" +
+	" (page Exécutants).\x02Aucun exécutant actif ne prend la révision %[1]d" +
+	"\u202f: les exécutants actifs de %[2]s déclarent des entrées qu’elle n’a" +
+	" pas.\x02Aucun exécutant actif ne prend la révision %[1]d\u202f: les exé" +
+	"cutants actifs de %[2]s ne prennent que la révision %[3]d.\x02Aucun exéc" +
+	"utant actif ne prend la révision %[1]d\u202f: les exécutants actifs de %" +
+	"[2]s ne prennent que les révisions %[3]s.\x02Nouvelle tentative à %[1]s " +
+	"— %[2]s.\x02Proposée à partir de %[1]s — %[2]s.\x02Verrou expiré à %[1" +
+	"]s — en attente d’être proposée de nouveau.\x02En attente de l’appel de " +
+	"Relais à la destination depuis %[1]s (%[2]s).\x02En attente d’un exécuta" +
+	"nt depuis %[1]s (%[2]s).\x02(exécutant %[1]s)\x02Le délai de l’appel (%[" +
+	"1]s) a pris fin %[2]s sans que son résultat soit enregistré\u202f: la ré" +
+	"plique qui l’a passé s’est peut-être arrêtée. Dans ce cas, il échoue en " +
+	"outcome_unknown à %[3]s (%[4]s)\u202f: demandez à la destination s’il a " +
+	"pris effet.\x02Relais appelle la destination (depuis %[1]s).\x02Réservée" +
+	" par %[1]s\u202f; verrou jusqu’à %[2]s — %[3]s.\x02Réservée par %[1]s." +
+	"\x02Différée depuis %[1]s (%[2]s)\u202f: un exécutant du même consommate" +
+	"ur, ou une interface munie d’un jeton de règlement, la terminera plus ta" +
+	"rd.\x02Terminée (%[1]s).\x02Son instance est bloquée ici, en attente d’u" +
+	"n opérateur.\x02Son instance a continué par le chemin d’erreur du nœud." +
+	"\x02En échec (%[1]s).\x02Annulée\u202f: l’instance a été arrêtée par %[1" +
+	"]s à %[2]s — «\u202f%[3]s\u202f».\x02Annulée\u202f: l’instance a été arr" +
+	"êtée (%[1]s).\x02%[1]s jusqu’ici\x02consommateur n° %[1]s\x02%[1]s (dif" +
+	"férée\u202f; clôturée avec son jeton de règlement)\x02%[1]s (différée" +
+	"\u202f; clôturée avec son jeton de règlement, en tant que %[2]s)\x02%[1]" +
+	"s (différée\u202f; clôturée par %[2]s)\x02en attente\x02HTTP 2xx, corps " +
+	"inutilisable\x02pas de réponse dans le délai\x02pas de connexion\x02répo" +
+	"nse trop volumineuse\x02inconnue\x02[masqué]\x02Message de Relais (en an" +
+	"glais)\x02Message de l’exécutant (ses propres termes, valeurs protégées " +
+	"masquées)\x02La révision doit être un nombre entier, 1 ou plus.\x02Une r" +
+	"évision est celle d’une définition\u202f: choisissez aussi la définitio" +
 	"n.\x02Date de clôture\x02Plus de filtres\u202f: instance, révision, cons" +
 	"ommateur, destination, dates\x02Destination d’appel\x02son nom, exacteme" +
 	"nt\x02identifiant d’instance\x02Décomptes par statut\x02Occurrences, les" +
@@ -2055,145 +2063,147 @@ const frData string = "" + // Size: 37237 bytes
 	"écomptes sont actualisés toutes les 5 secondes environ.\x02révision %[1" +
 	"]d\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en c" +
 	"ours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéd" +
-	"ente\x02Page suivante\x02Première page\x02Lignes %[1]s à %[2]s\x02%[1]s" +
-	"\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le premier jour vie" +
-	"nt après le dernier.\x02Cette adresse contient un paramètre illisible (u" +
-	"n signe pour cent qui n’est pas suivi de deux chiffres hexadécimaux, ou " +
-	"un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre inconnu\u202f:" +
-	" «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02" +
-	"Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1" +
-	"]s\u202f» est donné %[2]d fois\u202f: donnez-le une seule fois.\x02Le cu" +
-	"rseur de page est invalide\u202f: revenez à la première page.\x02Ces rég" +
-	"lages sont conservés dans ce navigateur seulement.\x02Afficher les heure" +
-	"s en\x02La console n’exécute aucun script et ne peut donc pas lire le fu" +
-	"seau horaire de votre ordinateur\u202f: choisissez son décalage par rapp" +
-	"ort à UTC. Les décalages ne suivent pas l’heure d’été.\x02Recharger les " +
-	"listes et les pages de détail\x02Un rechargement vide ce que vous avez s" +
-	"aisi sans l’appliquer (filtres, champ de recherche) et ramène le focus e" +
-	"n haut de la page\u202f: «\u202fSuspendre le rechargement\u202f», sur ch" +
-	"aque page qui se recharge, l’arrête jusqu’à ce que vous le repreniez. Le" +
-	"s pages où vous saisissez un motif (confirmations, et occurrences dont u" +
-	"ne valeur peut être révélée) ne se rechargent jamais d’elles-mêmes, pas " +
-	"plus qu’une valeur révélée.\x02Enregistrer les réglages\x02Revenir sans " +
-	"enregistrer\x02UTC (temps universel coordonné)\x02Heure locale à %[1]s" +
-	"\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processus pub" +
-	"liées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, avec " +
-	"l’emplacement actuel de leurs occurrences.\x02Les versions de processus " +
-	"publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés." +
-	"\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun pr" +
-	"ocessus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœud" +
-	" de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depuis " +
-	"le nœud de départ. Les flèches pleines sont les réussites (étiquetées pa" +
-	"r leur route), les pointillées les échecs (étiquetées par leurs codes d’" +
-	"erreur). Chaque case indique combien d’occurrences de cette version se t" +
-	"rouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec l" +
-	"eurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de réu" +
-	"ssite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cette " +
-	"version\x02Les colonnes suivent le plus long chemin depuis le nœud de dé" +
-	"part. Les flèches pleines sont les réussites (étiquetées par leur route)" +
-	", les pointillées les échecs (étiquetées par leurs codes d’erreur).\x02N" +
-	"œuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop pour l" +
-	"es dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne cha" +
-	"que nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d nœud" +
-	"s\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau " +
-	"ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14\x01" +
-	"\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessou" +
-	"s reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds, à p" +
-	"artir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes et" +
-	" décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2]s. " +
-	"Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1]d n" +
-	"œuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds " +
-	"et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en échec)" +
-	"\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateur)" +
-	"\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
-	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
-	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
-	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
-	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
-	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
-	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
-	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
-	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
-	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
-	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
-	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
-	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
-	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
-	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
-	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
-	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
-	"isissez un identifiant d’instance ou d’occurrence (un UUID complet, tel " +
-	"que le titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
-	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
-	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
-	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
-	".\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucun" +
-	"e instance ne l’a pour clé métier. Une instance terminée est supprimée, " +
-	"avec ses occurrences et ses tentatives, une fois la durée de conservatio" +
-	"n (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
-	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
-	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
-	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
-	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
-	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
-	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
-	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
-	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
-	", jeton révoqué ou redémarrage du serveur). Reconnectez-vous.\x02Se conn" +
-	"ecter\x02Connectez-vous avec un jeton d’opérateur, de concepteur ou d’ad" +
-	"ministrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais " +
-	"conservé dans votre navigateur\u202f; un cookie de session le remplace j" +
-	"usqu’à 8 heures d’inactivité.\x02Trop de connexions échouées depuis votr" +
-	"e adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est inconnu ou a é" +
-	"té révoqué.\x02Un jeton de rôle %[1]s ne peut pas ouvrir la console" +
-	"\u202f: connectez-vous avec un jeton d’opérateur, de concepteur ou d’adm" +
-	"inistrateur.\x02Seuls les administrateurs voient cette page\u202f: les j" +
-	"etons, les consommateurs, les destinations, le journal des révélations e" +
-	"t les effacements sont de leur ressort.\x02Jetons du personnel (administ" +
-	"rateurs, concepteurs, opérateurs) non révoqués. Les jetons des consommat" +
-	"eurs se gèrent avec leurs consommateurs. Révoquer un jeton refuse sa req" +
-	"uête suivante.\x02Jetons du personnel, les plus anciens d’abord\x02Aucun" +
-	" jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02jamais\x02pas e" +
-	"ncore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révoquer le jeton" +
-	" %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requê" +
-	"te suivante est refusée et les sessions de console ouvertes avec lui pre" +
-	"nnent fin. C’est irréversible\u202f: qui l’utilise aura besoin d’un nouv" +
-	"eau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le jeton avec lequ" +
-	"el vous êtes connecté\u202f: le révoquer vous déconnecte. Sa requête sui" +
-	"vante est refusée. C’est irréversible.\x02C’est le dernier jeton adminis" +
-	"trateur utilisable\u202f: créez-en un autre avant de le révoquer.\x02Le " +
-	"jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requête sera refus" +
-	"ée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81\x01\x00\x02" +
-	"\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d caractères" +
-	"\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a\x02au pl" +
-	"us %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %[1]s\x02m" +
-	"aximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moi" +
-	"ns %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00" +
-	"\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%" +
-	"[1]d autres valeurs ne sont pas affichées\u202f: la page montre les %[2]" +
-	"d premières, le détail de l’API les donne toutes.\x02non fourni\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]" +
-	"d caractères en tout)\x02nul\x02valeur inattendue\x02Les exécutants conn" +
-	"ectés par un flux, et ceux qui interrogent par leur dernière demande. Un" +
-	" exécutant est listé tant qu’il s’est manifesté dans les trois derniers " +
-	"battements de cœur.\x02Exécutants vus dans les trois derniers battements" +
-	"\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours\x02Connexi" +
-	"on\x02Dernier signe de vie\x02Aucun exécutant n’est connecté.\x02Exécuta" +
-	"nts servant %[1]s\x02Tous les exécutants\x02Aucun exécutant ne sert cett" +
-	"e définition.\x02flux\x02interrogation longue\x02façade Camunda 7\x02tou" +
-	"tes les révisions accordées à son consommateur\x02révisions %[1]s\x02Auc" +
-	"un exécutant ne sert cette définition\u202f: ses occurrences attendent q" +
-	"u’un exécutant se connecte ou interroge.\x02Aucun processus n’utilise en" +
-	"core cette définition\u202f: elle aura besoin d’un exécutant quand un pr" +
-	"ocessus l’utilisera en mode pull.\x02Aucun processus n’utilise cette déf" +
-	"inition en mode pull\u202f: Relais appelle ses destinations (push), elle" +
-	" n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est connecté pour ce" +
-	"tte définition\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81" +
-	"\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1" +
-	"]d exécutants\x02Révisions prises en charge\u202f: %[1]s\u202f; certains" +
-	" prennent toutes les révisions accordées à leur consommateur.\x02Toutes " +
-	"les révisions accordées au consommateur sont prises en charge.\x02Seule " +
-	"la révision %[1]d est prise en charge.\x02Seules les révisions %[1]s son" +
-	"t prises en charge."
+	"ente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à " +
+	"%[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le pr" +
+	"emier jour vient après le dernier.\x02Cette adresse contient un paramètr" +
+	"e illisible (un signe pour cent qui n’est pas suivi de deux chiffres hex" +
+	"adécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre " +
+	"inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f" +
+	"»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le param" +
+	"ètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seul" +
+	"e fois.\x02Le curseur de page est invalide\u202f: revenez à la première " +
+	"page.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Af" +
+	"ficher les heures en\x02La console n’exécute aucun script et ne peut don" +
+	"c pas lire le fuseau horaire de votre ordinateur\u202f: choisissez son d" +
+	"écalage par rapport à UTC. Les décalages ne suivent pas l’heure d’été." +
+	"\x02Recharger les listes et les pages de détail\x02Un rechargement vide " +
+	"ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) et" +
+	" ramène le focus en haut de la page\u202f: «\u202fSuspendre le rechargem" +
+	"ent\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vou" +
+	"s le repreniez. Les pages où vous saisissez un motif (confirmations, et " +
+	"occurrences dont une valeur peut être révélée) ne se rechargent jamais d" +
+	"’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les régla" +
+	"ges\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02He" +
+	"ure locale à %[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les version" +
+	"s de processus publiées\u202f: leurs nœuds, routes et révisions épinglée" +
+	"s, dessinés, avec l’emplacement actuel de leurs occurrences.\x02Les vers" +
+	"ions de processus publiées\u202f: leurs nœuds, routes et révisions éping" +
+	"lées, dessinés.\x02Processus par clé\x02Versions, les plus récentes d’ab" +
+	"ord\x02Aucun processus n’est encore publié.\x02version %[1]d\x02Processu" +
+	"s %[1]s\x02Nœud de départ\x02Graphe\x02Les colonnes suivent le plus long" +
+	" chemin depuis le nœud de départ. Les flèches pleines sont les réussites" +
+	" (étiquetées par leur route), les pointillées les échecs (étiquetées par" +
+	" leurs codes d’erreur). Chaque case indique combien d’occurrences de cet" +
+	"te version se trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette " +
+	"version, avec leurs occurrences actuelles\x02Type\x02Révision épinglée" +
+	"\x02En cas de réussite\x02En cas d’erreur\x02Occurrences actuelles\x02In" +
+	"stances de cette version\x02Les colonnes suivent le plus long chemin dep" +
+	"uis le nœud de départ. Les flèches pleines sont les réussites (étiquetée" +
+	"s par leur route), les pointillées les échecs (étiquetées par leurs code" +
+	"s d’erreur).\x02Nœuds de cette version\x02Cette version a %[1]d nœuds" +
+	"\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tableau c" +
+	"i-dessous donne chaque nœud avec ses routes et ses décomptes.\x02Cette v" +
+	"ersion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus " +
+	"%[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes.\x02Grap" +
+	"he de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. L" +
+	"e tableau ci-dessous reprend les mêmes nœuds, routes et décomptes.\x00i" +
+	"\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mê" +
+	"mes nœuds, routes et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds et rou" +
+	"tes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dessous repre" +
+	"nd les mêmes nœuds et routes.\x02pull\x02push vers %[1]s\x02fin (termine" +
+	")\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident " +
+	"pour un opérateur)\x02tout autre code → %[1]s\x02met l’instance en échec" +
+	"\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouvelle tentative après %" +
+	"[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après " +
+	"%[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (p" +
+	"ar défaut)\x02instances bloquées\x02instances bloquées\u202f: %[1]s\x02D" +
+	"écomptes au %[1]s (%[2]s)\u202f; actualisés toutes les 5 secondes envir" +
+	"on.\x02Seuls les administrateurs peuvent révéler une valeur sensible." +
+	"\x02Dites pourquoi vous révélez cette valeur\u202f: le motif est consign" +
+	"é avec la révélation dans le journal d’audit.\x02Révélé par %[1]s le %[" +
+	"2]s\u202f; consigné dans le journal d’audit.\x02Retour à l’occurrence" +
+	"\x02Révélation impossible\x02Seule une valeur que cette page affiche mas" +
+	"quée (sensible) peut être révélée.\x02Les valeurs secrètes ne peuvent ja" +
+	"mais être révélées.\x02Chaque valeur sensible qu’un administrateur a rév" +
+	"élée\u202f: qui, quand, quel champ et pourquoi. Les valeurs elles-mêmes" +
+	" ne sont jamais conservées.\x02Révélations, les plus récentes d’abord" +
+	"\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant que le motif " +
+	"soit demandé)\x02Méthode non autorisée\x02Cette page n’accepte pas cette" +
+	" requête.\x02Recherche\x02Saisissez un identifiant d’instance ou d’occur" +
+	"rence (un UUID complet, tel que le titre de sa page l’affiche) ou une cl" +
+	"é métier.\x02Rien à chercher\u202f: le champ de recherche est vide.\x02" +
+	"C’est trop long pour être un identifiant ou une clé métier.\x02Aucune in" +
+	"stance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f», et aucune in" +
+	"stance ne l’a pour clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant « %[1]s », et aucune instance ne l’a pour clé métier. Une inst" +
+	"ance terminée est supprimée, avec ses occurrences et ses tentatives, une" +
+	" fois la durée de conservation (RELAIS_RETENTION) écoulée, ou aussitôt q" +
+	"u’un administrateur l’efface\u202f; le journal d’audit garde les actions" +
+	" d’opérateur menées sur elle.\x02Aucune instance n’a «\u202f%[1]s\u202f»" +
+	" pour clé métier, et ce n’est pas un identifiant entier\u202f: les liste" +
+	"s montrent la fin de chaque identifiant. Ouvrez la ligne, ou copiez son " +
+	"lien, pour l’identifiant entier.\x02Vous êtes déconnecté.\x02Votre sessi" +
+	"on avait pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou re" +
+	"démarrage du serveur)\u202f: votre dernière action n’a pas été appliquée" +
+	". Reconnectez-vous, puis refaites-la.\x02Votre session a pris fin (inact" +
+	"ivité, déconnexion ailleurs, jeton révoqué ou expiré, ou redémarrage du " +
+	"serveur). Reconnectez-vous.\x02Se connecter\x02Connectez-vous avec un je" +
+	"ton d’opérateur, de concepteur ou d’administrateur.\x02Jeton\x02Le jeton" +
+	" est vérifié une fois et n’est jamais conservé dans votre navigateur" +
+	"\u202f; un cookie de session le remplace jusqu’à 8 heures d’inactivité." +
+	"\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées depuis votre ad" +
+	"resse. Réessayez dans %[1]d seconde.\x00T\x02Trop de connexions échouées" +
+	" depuis votre adresse. Réessayez dans %[1]d secondes.\x02Ce jeton est in" +
+	"connu, révoqué ou expiré.\x02Un jeton de rôle %[1]s ne peut pas ouvrir l" +
+	"a console\u202f: connectez-vous avec un jeton d’opérateur, de concepteur" +
+	" ou d’administrateur.\x02Seuls les administrateurs voient cette page" +
+	"\u202f: les jetons, les consommateurs, les destinations, le journal des " +
+	"révélations et les effacements sont de leur ressort.\x02Jetons du person" +
+	"nel (administrateurs, concepteurs, opérateurs) non révoqués. Les jetons " +
+	"des consommateurs se gèrent avec leurs consommateurs. Révoquer un jeton " +
+	"refuse sa requête suivante.\x02Jetons du personnel, les plus anciens d’a" +
+	"bord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02Expiration\x02ja" +
+	"mais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette session\x02Révo" +
+	"quer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[2]s\u202f»\u202f" +
+	"?\x02Sa requête suivante est refusée et les sessions de console ouvertes" +
+	" avec lui prennent fin. C’est irréversible\u202f: qui l’utilise aura bes" +
+	"oin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garder\x02C’est le je" +
+	"ton avec lequel vous êtes connecté\u202f: le révoquer vous déconnecte. S" +
+	"a requête suivante est refusée. C’est irréversible.\x02C’est le dernier " +
+	"jeton administrateur utilisable\u202f: créez-en un autre avant de le rév" +
+	"oquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: sa prochaine requê" +
+	"te sera refusée.\x02sortie de routage\x02(chaque élément)\x14\x01\x81" +
+	"\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02au moins %[1]d c" +
+	"aractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d caractère\x00\x1a" +
+	"\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1]s\x02minimum %" +
+	"[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d éléments\x14\x01" +
+	"\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au plus %[1]d é" +
+	"léments\x02%[1]d autres valeurs ne sont pas affichées\u202f: la page mon" +
+	"tre les %[2]d premières, le détail de l’API les donne toutes.\x02non fou" +
+	"rni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11\x02%[1]d élémen" +
+	"ts\x02(%[1]d caractères en tout)\x02nul\x02valeur inattendue\x02Les exéc" +
+	"utants connectés par un flux, et ceux qui interrogent par leur dernière " +
+	"demande. Un exécutant est listé tant qu’il s’est manifesté dans les troi" +
+	"s derniers battements de cœur.\x02Exécutants vus dans les trois derniers" +
+	" battements\x02Exécutant\x02Protocole\x02Définitions servies\x02En cours" +
+	"\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant n’est connecté." +
+	"\x02Exécutants servant %[1]s\x02Tous les exécutants\x02Aucun exécutant n" +
+	"e sert cette définition.\x02flux\x02interrogation longue\x02façade Camun" +
+	"da 7\x02toutes les révisions accordées à son consommateur\x02révisions %" +
+	"[1]s\x02Aucun exécutant ne sert cette définition\u202f: ses occurrences " +
+	"attendent qu’un exécutant se connecte ou interroge.\x02Aucun processus n" +
+	"’utilise encore cette définition\u202f: elle aura besoin d’un exécutan" +
+	"t quand un processus l’utilisera en mode pull.\x02Aucun processus n’util" +
+	"ise cette définition en mode pull\u202f: Relais appelle ses destinations" +
+	" (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécutant n’est con" +
+	"necté pour cette définition\u202f; aucune de ses occurrences n’en attend" +
+	".\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02S" +
+	"ervie par %[1]d exécutants\x02Révisions prises en charge\u202f: %[1]s" +
+	"\u202f; certains prennent toutes les révisions accordées à leur consomma" +
+	"teur.\x02Toutes les révisions accordées au consommateur sont prises en c" +
+	"harge.\x02Seule la révision %[1]d est prise en charge.\x02Seules les rév" +
+	"isions %[1]s sont prises en charge."
 
-	// Total table size 72196 bytes (70KiB); checksum: A50258DE
+	// Total table size 72579 bytes (70KiB); checksum: A456F9A7
