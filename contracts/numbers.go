@@ -178,13 +178,17 @@ func validNumberLiteral[S literal](s S) bool {
 // physics and any amount of money.
 const MaxNumberOrder = 40
 
+// MaxNumberLiteral is the longest number literal taken, in characters
+// (whatever its value: 0.1 written with 600 digits is refused).
+const MaxNumberLiteral = 512
+
 // numberInRange rejects literals that validators cannot handle safely or
 // that PostgreSQL would store many times longer: a magnitude outside
 // MaxNumberOrder (which also keeps them within float64 range, and away
 // from the huge exponents big.Rat refuses, which then crash the schema
 // library), or an absurdly long literal.
 func numberInRange[S literal](s S) bool {
-	if len(s) > 512 {
+	if len(s) > MaxNumberLiteral {
 		return false
 	}
 	d, ok := parseDecimal(s)

@@ -188,6 +188,10 @@ var nulEscape = []byte(`\u0000`)
 // outOfRange is the violation of a number outside MaxNumberOrder.
 var outOfRange = fmt.Sprintf("number is out of range: 0, or a magnitude from 1e-%d to below 1e%d", MaxNumberOrder, MaxNumberOrder+1)
 
+// tooLongNumber is the violation of a literal over MaxNumberLiteral, in
+// range or not: said as the range, it read as a wrong value.
+var tooLongNumber = fmt.Sprintf("number is written with more than %d characters", MaxNumberLiteral)
+
 // sanitizeNumbers replaces out-of-range numbers in place.
 func sanitizeNumbers(v any, path []string, vs *[]Violation) any {
 	switch x := v.(type) {
@@ -195,7 +199,11 @@ func sanitizeNumbers(v any, path []string, vs *[]Violation) any {
 		if numberInRange(x) {
 			return x
 		}
-		*vs = append(*vs, Violation{Path: joinPointer(path), Message: outOfRange})
+		msg := outOfRange
+		if len(x) > MaxNumberLiteral {
+			msg = tooLongNumber
+		}
+		*vs = append(*vs, Violation{Path: joinPointer(path), Message: msg})
 		f, _ := strconv.ParseFloat(string(x), 64)
 		switch {
 		case f > 1e308:

@@ -19,6 +19,7 @@ import (
 	"github.com/relais/relais/engine/process"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/jsontree"
 	"github.com/relais/relais/internal/keyring"
 	"github.com/relais/relais/internal/pgfault"
 	"github.com/relais/relais/queries"
@@ -505,8 +506,21 @@ func settledBy(ctx context.Context, q *queries.Queries, o queries.Occurrence, re
 }
 
 // canonicalOutputs is an outputs document in one form for replay
-// detection: equal JSON is equal whatever its formatting.
+// detection: equal JSON is equal whatever its formatting, its numbers
+// compared by value (1, 1.0 and 1e0 alike, as a start's replay compares
+// its inputs: Relais stores an integer field's 1.0 as 1, and a worker
+// resending what it read back must be recognized).
 func canonicalOutputs(outputs json.RawMessage) []byte {
+	if n, err := jsontree.Read(outputs, maxInputsDepth); err == nil {
+		return jsontree.AppendCanonical(nil, n)
+	}
+	return legacyCanonicalOutputs(outputs)
+}
+
+// legacyCanonicalOutputs is canonicalOutputs as it was until numbers were
+// compared by value (their literals as written), which digests of
+// completions made before stored. Both agree on numbers written plainly.
+func legacyCanonicalOutputs(outputs json.RawMessage) []byte {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(outputs))
 	dec.UseNumber()
@@ -622,7 +636,8 @@ func (e *Engine) completeIn(ctx context.Context, q *queries.Queries, ref WorkerR
 		// A deferred occurrence may be completed by any worker of its
 		// consumer: its replay is recognized by the consumer alone.
 		sameWorker := o.DeferredAt != nil || o.WorkerID != nil && *o.WorkerID == ref.WorkerID
-		if o.Status == StatusCompleted && o.OutputsDigest != nil && e.sameDigest(canonical, *o.OutputsDigest) &&
+		if o.Status == StatusCompleted && o.OutputsDigest != nil &&
+			(e.sameDigest(canonical, *o.OutputsDigest) || e.sameDigest(legacyCanonicalOutputs(outputs), *o.OutputsDigest)) &&
 			o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID && sameWorker {
 			// A replay: nothing is settled now (Replayed), but a stream that
 			// never heard of the first answer frees the attempt.

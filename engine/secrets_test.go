@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -55,5 +56,32 @@ func TestReplayDigestsAreKeyed(t *testing.T) {
 		if !strings.HasPrefix(d.stored, "hmac-sha256:") || strings.Contains(d.stored, plain(d.canonical)) {
 			t.Errorf("%s digest %q: want a keyed digest, not a plain hash of the document", name, d.stored)
 		}
+	}
+}
+
+// A completion's replay is recognized by the value of its outputs, not
+// their spelling: Relais stores an integer field's 1.0 as 1, and a worker
+// resending what it read back, or a client writing 1e2 for 100, resends
+// the same completion. Digests made before numbers were compared by value
+// still match (legacyCanonicalOutputs) where the literals are the same.
+func TestCompletionReplaysCompareNumbersByValue(t *testing.T) {
+	t.Parallel()
+	same := [][2]string{
+		{`{"a":1.0,"b":[1e2, 0.50]}`, `{"b":[100,0.5],"a":1}`},
+		{`{"n":-0.0}`, `{"n":0}`},
+		{`{"n":9007199254740993}`, `{"n":9007199254740993.0}`},
+	}
+	for _, p := range same {
+		if a, b := canonicalOutputs(json.RawMessage(p[0])), canonicalOutputs(json.RawMessage(p[1])); !bytes.Equal(a, b) {
+			t.Errorf("%s and %s: canonical %s and %s, want one form", p[0], p[1], a, b)
+		}
+	}
+	for _, p := range [][2]string{{`{"n":9007199254740993}`, `{"n":9007199254740992}`}, {`{"a":"1"}`, `{"a":1}`}} {
+		if bytes.Equal(canonicalOutputs(json.RawMessage(p[0])), canonicalOutputs(json.RawMessage(p[1]))) {
+			t.Errorf("%s and %s: one canonical form, want two", p[0], p[1])
+		}
+	}
+	if plain := `{"a":1,"b":"x"}`; !bytes.Equal(canonicalOutputs(json.RawMessage(plain)), legacyCanonicalOutputs(json.RawMessage(plain))) {
+		t.Errorf("plain outputs: canonical %s, legacy %s, want the same digest as before", canonicalOutputs(json.RawMessage(plain)), legacyCanonicalOutputs(json.RawMessage(plain)))
 	}
 }
