@@ -763,7 +763,7 @@ func pushAnswer(ctx context.Context, a engine.Attempt) string {
 // worker's or destination's own words.
 func errorMessage(ctx context.Context, msg string) string {
 	// TRANSLATORS: stands where a protected value was removed from a worker's error message.
-	return strings.ReplaceAll(msg, contracts.Redacted, T(ctx, "[redacted]"))
+	return visibleBidi(strings.ReplaceAll(msg, contracts.Redacted, T(ctx, "[redacted]")))
 }
 
 func optionalDuration(ctx context.Context, d *time.Duration) string {

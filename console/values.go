@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -266,6 +267,31 @@ func maskedClass(v json.RawMessage) contracts.Classification {
 	return contracts.Classification(c)
 }
 
+// visibleBidi names the characters that reorder text (U+202E, the
+// right-to-left override, shows "invoice \u202efdp.exe" as "invoice
+// exe.pdf"; the isolates and embeddings alike) as ⟨U+202E⟩: a value or a
+// service's message shown as data must read as stored, not reordered.
+func visibleBidi(s string) string {
+	if !strings.ContainsFunc(s, bidiControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if bidiControl(r) {
+			fmt.Fprintf(&b, "⟨U+%04X⟩", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func bidiControl(r rune) bool {
+	// The marks (U+200E, U+200F) that right-to-left text uses around
+	// numbers reorder nothing around them: left as they are.
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
+
 // scalar shows a normal JSON value: strings as they are, numbers as
 // written (they are data, such as identifiers, not quantities to regroup),
 // booleans and null in words.
@@ -286,7 +312,7 @@ func scalar(ctx context.Context, v json.RawMessage) string {
 			}
 			return x[:cut] + "… " + T(ctx, "(%d characters in all)", n)
 		}
-		return x
+		return visibleBidi(x)
 	case json.Number:
 		return x.String()
 	case bool:
