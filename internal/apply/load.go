@@ -429,7 +429,15 @@ func syntaxProblem(d Document, err error) Problem {
 	case strings.Contains(msg, "found character that cannot start any token"):
 		msg += " (YAML indents with spaces, never tabs)"
 	}
-	p.Message = "not valid YAML: " + msg
+	language := "YAML"
+	if strings.EqualFold(filepath.Ext(d.File), ".json") {
+		// A .json file is read as YAML once it passed as JSON: what the
+		// YAML reader still refuses (a duplicate key) is JSON's problem
+		// to its author.
+		language = "JSON"
+		msg = strings.Replace(msg, "mapping key", "key", 1)
+	}
+	p.Message = "not valid " + language + ": " + msg
 	return p
 }
 

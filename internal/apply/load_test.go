@@ -381,6 +381,8 @@ func TestLoadSyntaxProblems(t *testing.T) {
 			`6: /headers/X-Bad: the value holds the control character U+0001 (in double quotes a backslash starts an escape: write a pattern in single quotes, or double the backslash)`},
 		"duplicate.yaml": {"kind: Definition\nkey: d\nname: one\nname: two\n",
 			`4: /: not valid YAML: mapping key "name" already defined at line 3`},
+		"duplicate.json": {"{\"kind\": \"Definition\",\n \"key\": \"d\",\n \"key\": \"e\"}\n",
+			`3: /: not valid JSON: key "key" already defined at line 2`},
 		"comma.json": {"{\n  \"kind\": \"Definition\",\n  \"key\": \"d\",\n}\n",
 			`4: /: not valid JSON: invalid character '}' looking for beginning of object key string`},
 	} {

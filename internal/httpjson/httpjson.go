@@ -62,6 +62,9 @@ var nullLiteral = []byte("null")
 
 func decodeBody[T any](body []byte) (T, error) {
 	var v T
+	if err := byteOrderMark(body); err != nil {
+		return v, err
+	}
 	if err := CheckText(body); err != nil {
 		return v, err
 	}
@@ -197,6 +200,9 @@ func CheckBody(body []byte) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
+	if err := byteOrderMark(body); err != nil {
+		return err
+	}
 	if !json.Valid(body) {
 		var v json.RawMessage
 		err := json.Unmarshal(body, &v)
@@ -294,6 +300,16 @@ func shapeError(body []byte, t reflect.Type) error {
 		return fault.New(fault.BadRequest, "invalid_json", "%d invalid value(s)", len(invalid)).WithErrors(invalid)
 	}
 	return nil
+}
+
+// byteOrderMark refuses a body that starts with U+FEFF, which Windows
+// tools write before UTF-8 text: JSON forbids it (RFC 8259 §8.1), and the
+// decoder's "invalid character 'ï'" did not say what to remove.
+func byteOrderMark(body []byte) error {
+	if !bytes.HasPrefix(body, []byte("\xef\xbb\xbf")) {
+		return nil
+	}
+	return fault.New(fault.BadRequest, "invalid_json", "the body starts with a byte order mark (U+FEFF), which JSON does not allow: send it without (PowerShell's Out-File and Notepad add one; UTF-8 without BOM)")
 }
 
 func decodeError(err error) error {

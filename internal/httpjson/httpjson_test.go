@@ -35,6 +35,7 @@ func TestDecode(t *testing.T) {
 		{`{"name":"a"} {"name":"b"}`, "invalid_json", ""},
 		{`{"count":"three"}`, "invalid_json", "/count"},
 		{`{"name":"` + strings.Repeat("x", 200) + `"}`, "body_too_large", ""},
+		{"\ufeff{\"name\":\"a\"}", "invalid_json", ""},
 	}
 	for _, tt := range tests {
 		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))
@@ -49,6 +50,13 @@ func TestDecode(t *testing.T) {
 		if !ok || fe.Code != tt.wantCode {
 			t.Errorf("%.40s: error %v; want code %s", tt.in, err, tt.wantCode)
 			continue
+		}
+		// A byte order mark is named, not shown as the character 'ï'.
+		if strings.HasPrefix(tt.in, "\ufeff") && !strings.Contains(fe.Detail, "byte order mark") {
+			t.Errorf("a body after a BOM: %q, want the mark named", fe.Detail)
+		}
+		if err := CheckBody([]byte(tt.in)); strings.HasPrefix(tt.in, "\ufeff") && (err == nil || !strings.Contains(err.Error(), "byte order mark")) {
+			t.Errorf("CheckBody of a body after a BOM: %v, want the mark named", err)
 		}
 		if tt.wantPath != "" && (len(fe.Errors) == 0 || fe.Errors[0].Path != tt.wantPath) {
 			t.Errorf("%.40s: errors %v; want path %s", tt.in, fe.Errors, tt.wantPath)
