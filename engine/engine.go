@@ -198,9 +198,10 @@ func wrap(op string, err error) error {
 		return err
 	}
 	err = fmt.Errorf("engine: %s: %w", op, err)
-	if pgfault.Lost(err) || errors.Is(err, errCommitUnknown) {
+	if pgfault.Lost(err) || errors.Is(err, errCommitUnknown) || pgfault.TimedOut(err) {
 		// A COMMIT whose answer never came is the database's absence too:
-		// 503, to be repeated as it was.
+		// 503, to be repeated as it was; so is a statement past its
+		// statement_timeout (a URL may set one): the request was fine.
 		return pgfault.Unavailable(err)
 	}
 	return err

@@ -457,7 +457,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 // anything else.
 func answerable(r *http.Request, logger *slog.Logger, err error) *fault.Error {
 	fe, ok := fault.As(err)
-	if !ok && pgfault.Lost(err) {
+	if !ok && (pgfault.Lost(err) || pgfault.TimedOut(err)) {
 		// The engine turns these into the fault below; an error that
 		// reached here another way (a lookup outside the engine) is
 		// answered alike.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
 )
@@ -87,6 +89,13 @@ func TestWriteError(t *testing.T) {
 	WriteError(rec, httptest.NewRequest("GET", "/", nil), nil, errors.New("pq: secret table detail"))
 	if rec.Code != 500 || strings.Contains(rec.Body.String(), "secret table") {
 		t.Errorf("internal error shown: %d %s", rec.Code, rec.Body)
+	}
+	// A statement its statement_timeout cancelled (a URL may set one) is
+	// the database too slow right now: 503 to retry, not a 500 bug.
+	rec = httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest("GET", "/", nil), nil, fmt.Errorf("lookup: %w", &pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}))
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "database_unavailable") || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a statement past its statement_timeout: %d %s, want 503 database_unavailable with Retry-After", rec.Code, rec.Body)
 	}
 }
 

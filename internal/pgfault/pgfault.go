@@ -66,6 +66,20 @@ func Lost(err error) bool {
 	return strings.Contains(err.Error(), "conn closed")
 }
 
+// TimedOut reports whether err is PostgreSQL cancelling a statement at
+// its statement_timeout (57014, as the server words it) or its
+// lock_timeout (55P03): the database too slow or too contended for the
+// request right now, its transaction rolled back. A statement cancelled
+// because its client left (57014 "due to user request") is not.
+func TimedOut(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok {
+		return false
+	}
+	return pgErr.Code == "55P03" && strings.Contains(pgErr.Message, "lock timeout") ||
+		pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout")
+}
+
 // UnavailableCode is the problem code of a request answered while the
 // database could not be reached.
 const UnavailableCode = "database_unavailable"
@@ -88,6 +102,8 @@ func Unavailable(err error) *fault.Error {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "25006" {
 		// Reachable, but a standby: nothing was written.
 		detail = "the database takes no writes right now (a standby, or a failover under way); try again shortly: nothing was written"
+	} else if TimedOut(err) {
+		detail = "the database did not complete the request in time (its statement_timeout or lock_timeout): nothing was written; try again shortly"
 	}
 	fe := fault.New(fault.Unavailable, UnavailableCode, "%s", detail)
 	fe.RetryAfter = RetryAfter

@@ -85,3 +85,31 @@ func TestUnavailableOnAStandbySaysNothingWasWritten(t *testing.T) {
 		t.Errorf("Unavailable(25006) = %+v", fe)
 	}
 }
+
+// A statement the server cancelled at its statement_timeout or
+// lock_timeout (set in a URL, or a role's default) is the database too
+// slow for the request, answered 503 saying nothing was written; one
+// cancelled because its client left is not.
+func TestTimedOut(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}, true},
+		{fmt.Errorf("engine: start: %w", &pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"}), true},
+		{&pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"}, false},
+		{&pgconn.PgError{Code: "55P03", Message: `could not obtain lock on row in relation "occurrences"`}, false},
+		{errors.New("statement timeout"), false},
+	} {
+		if got := TimedOut(c.err); got != c.want {
+			t.Errorf("TimedOut(%v) = %v, want %v", c.err, got, c.want)
+		}
+		if !c.want {
+			continue
+		}
+		if fe := Unavailable(c.err); fe.Code != UnavailableCode || !strings.Contains(fe.Detail, "nothing was written") || !strings.Contains(fe.Detail, "statement_timeout") {
+			t.Errorf("Unavailable(%v) = %v, want database_unavailable saying nothing was written", c.err, fe)
+		}
+	}
+}
