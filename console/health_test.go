@@ -180,6 +180,21 @@ func TestDisplayPreferences(t *testing.T) {
 			t.Errorf("%s reloads itself: a form would lose what was typed", p)
 		}
 	}
+	// A place: its name in the settings' summary, each time with the
+	// offset of its day (the fixture's times are today's: Paris is UTC+01:00
+	// or UTC+02:00 depending on the season).
+	form.Set("tz", "Europe/Paris")
+	b.do("POST", action, form)
+	paris := b.mustGet("/console/instances/"+f.pullHeld, 200)
+	if got := text(paris, "instance-summary"); !strings.Contains(got, "UTC+01:00") && !strings.Contains(got, "UTC+02:00") {
+		t.Errorf("times not in Paris's offset: %q", got)
+	}
+	if got := paris.body; !strings.Contains(got, "Times in Europe/Paris") {
+		t.Error("the settings' summary does not name Europe/Paris")
+	}
+	if opt := b.mustGet("/console/preferences", 200).doc.Find(`option[value="Europe/Paris"]`); opt.Length() != 1 || !opt.Is("[selected]") {
+		t.Errorf("Europe/Paris offered and selected: %d", opt.Length())
+	}
 	// Forged values: UTC, no refresh.
 	form.Set("tz", "+01:17")
 	form.Set("refresh", "1")

@@ -251,7 +251,7 @@ func formatTime(ctx context.Context, t time.Time) timeView {
 	day := strconv.Itoa(local.Day())
 	year := strconv.Itoa(local.Year()) // not through the printer: no digit grouping in years
 	clock := local.Format("15:04:05")
-	zone := zoneLabel(p.utc, p.offset)
+	zone := p.zoneAt(t)
 	return timeView{
 		Text: T(ctx, "%[1]s %[2]s, %[3]s, %[4]s %[5]s", month, day, year, clock, zone),
 		ISO:  t.UTC().Format(time.RFC3339),
@@ -290,7 +290,7 @@ func clockTime(ctx context.Context, t time.Time) string {
 	loc := p.location()
 	local, today := t.In(loc), p.now.In(loc)
 	clock := local.Format("15:04")
-	zone := zoneLabel(p.utc, p.offset)
+	zone := p.zoneAt(t)
 	if local.Year() == today.Year() && local.YearDay() == today.YearDay() {
 		return T(ctx, "%[1]s %[2]s", clock, zone)
 	}

@@ -142,8 +142,12 @@ func TestSafeNext(t *testing.T) {
 	}
 }
 
-// at is ctx seen from now, with times shown in zone ("UTC" or "+02:00").
+// at is ctx seen from now, with times shown in zone ("UTC", "+02:00" or
+// "Europe/Paris").
 func at(ctx context.Context, now time.Time, zone string) context.Context {
+	if loc := namedZone(zone); loc != nil {
+		return context.WithValue(ctx, prefsKey{}, prefs{named: loc, now: now})
+	}
 	utc, off := parseZone(zone)
 	return context.WithValue(ctx, prefsKey{}, prefs{utc: utc, offset: off, now: now})
 }
@@ -162,6 +166,10 @@ func TestTimesInTheChosenZoneWithRelativeSpans(t *testing.T) {
 		{at(fr, now, "-03:30"), "1 déc. 2026, 11:50:00 UTC−03:30", "dans 1 h 59 min", "11:50 UTC−03:30"},
 		// A zone nobody uses falls back to UTC.
 		{at(en, now, "+01:17"), "Dec 1, 2026, 15:20:00 UTC", "in 1 h 59 min", "15:20 UTC"},
+		// A place follows its daylight saving time: Paris is UTC+01:00 in
+		// December, its offset named with each time.
+		{at(fr, now, "Europe/Paris"), "1 déc. 2026, 16:20:00 UTC+01:00", "dans 1 h 59 min", "16:20 UTC+01:00"},
+		{at(en, now, "America/New_York"), "Dec 1, 2026, 10:20:00 UTC−05:00", "in 1 h 59 min", "10:20 UTC−05:00"},
 	} {
 		got := formatTime(tc.ctx, retry)
 		if got.Text != tc.text || got.Rel != tc.rel || got.ISO != "2026-12-01T15:20:00Z" {
@@ -187,6 +195,11 @@ func TestTimesInTheChosenZoneWithRelativeSpans(t *testing.T) {
 		if got := relative(at(fr, now, "UTC"), now.Add(tc.d)); got != tc.fr {
 			t.Errorf("fr relative %v = %q, want %q", tc.d, got, tc.fr)
 		}
+	}
+	// In July, Paris is UTC+02:00.
+	july := time.Date(2026, time.July, 1, 15, 20, 0, 0, time.UTC)
+	if got := formatTime(at(fr, july, "Europe/Paris"), july).Text; got != "1 juil. 2026, 17:20:00 UTC+02:00" {
+		t.Errorf("Paris in July: %q", got)
 	}
 	// Another day says which.
 	if got := clockTime(at(fr, now, "UTC"), now.Add(24*time.Hour)); got != "2 déc., 13:21 UTC" {

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	// The named zones' rules, on a machine without /usr/share/zoneinfo
+	// (a distroless image) too.
+	_ "time/tzdata"
 )
 
 // Display preferences of one browser, each in a cookie of its own: how
@@ -30,14 +33,57 @@ var zoneChoices = []int{
 	0, 60, 120, 180, 210, 240, 270, 300, 330, 345, 360, 390, 420, 480, 525, 540, 570, 600, 630, 660, 720, 765, 780, 840,
 }
 
+// namedZones are the places offered, whose local time follows their
+// daylight saving rules (an offset would be an hour off half the year):
+// where French- and English-speaking operators mostly are, and the main
+// zones of every continent.
+var namedZones = loadZones(
+	"Africa/Abidjan", "Africa/Algiers", "Africa/Casablanca", "Africa/Dakar", "Africa/Johannesburg", "Africa/Kinshasa", "Africa/Lagos", "Africa/Tunis",
+	"America/Chicago", "America/Denver", "America/Guadeloupe", "America/Cayenne", "America/Los_Angeles", "America/Martinique", "America/Mexico_City",
+	"America/New_York", "America/Sao_Paulo", "America/Toronto", "America/Vancouver",
+	"Asia/Dubai", "Asia/Hong_Kong", "Asia/Kolkata", "Asia/Shanghai", "Asia/Singapore", "Asia/Tokyo",
+	"Australia/Sydney",
+	"Europe/Amsterdam", "Europe/Athens", "Europe/Berlin", "Europe/Brussels", "Europe/Dublin", "Europe/Helsinki", "Europe/Istanbul", "Europe/Lisbon",
+	"Europe/London", "Europe/Luxembourg", "Europe/Madrid", "Europe/Moscow", "Europe/Paris", "Europe/Rome", "Europe/Stockholm", "Europe/Warsaw", "Europe/Zurich",
+	"Indian/Mayotte", "Indian/Reunion", "Pacific/Auckland", "Pacific/Noumea", "Pacific/Tahiti",
+)
+
+// loadZones loads each named zone, in name order; the embedded tzdata has
+// them all, so a missing one is a typo in the list.
+func loadZones(names ...string) []*time.Location {
+	slices.Sort(names)
+	out := make([]*time.Location, len(names))
+	for i, n := range names {
+		loc, err := time.LoadLocation(n)
+		if err != nil {
+			panic(fmt.Sprintf("console: time zone %s: %v", n, err))
+		}
+		out[i] = loc
+	}
+	return out
+}
+
+// namedZone is the offered place called name, or nil.
+func namedZone(name string) *time.Location {
+	for _, loc := range namedZones {
+		if loc.String() == name {
+			return loc
+		}
+	}
+	return nil
+}
+
 // prefs are a request's display preferences and the instant "now" is for
 // every relative time of the page.
 type prefs struct {
 	// offset is the chosen UTC offset in minutes; utc is true when the
 	// operator keeps UTC (the default), which is not the same as +00:00
 	// chosen as a local offset only in its label.
-	offset  int
-	utc     bool
+	offset int
+	utc    bool
+	// named is the place chosen instead of an offset (nil for none): its
+	// offset follows its daylight saving rules.
+	named   *time.Location
 	refresh int
 	now     time.Time
 }
@@ -102,7 +148,12 @@ func (c *Console) withPreferences(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := prefs{utc: true, now: c.eng.Now()}
 		if ck, err := r.Cookie(zoneCookie); err == nil {
-			p.utc, p.offset = parseZone(ck.Value)
+			p.named = namedZone(ck.Value)
+			if p.named == nil {
+				p.utc, p.offset = parseZone(ck.Value)
+			} else {
+				p.utc = false
+			}
 		}
 		if ck, err := r.Cookie(refreshCookie); err == nil {
 			p.refresh = parseRefresh(ck.Value)
@@ -120,10 +171,32 @@ func prefsOf(ctx context.Context) prefs {
 
 // location is where a request's times are shown.
 func (p prefs) location() *time.Location {
-	if p.utc {
+	switch {
+	case p.named != nil:
+		return p.named
+	case p.utc:
 		return time.UTC
 	}
 	return time.FixedZone(zoneLabel(false, p.offset), p.offset*60)
+}
+
+// zoneAt names the zone of instant t as the page writes it: "UTC", or the
+// offset then ("UTC+02:00"; in a named place, its offset on that day).
+func (p prefs) zoneAt(t time.Time) string {
+	if p.named != nil {
+		_, off := t.In(p.named).Zone()
+		return zoneLabel(false, off/60)
+	}
+	return zoneLabel(p.utc, p.offset)
+}
+
+// zoneName names the chosen zone for the settings' summary: the place
+// ("Europe/Paris"), or the offset.
+func (p prefs) zoneName() string {
+	if p.named != nil {
+		return p.named.String()
+	}
+	return zoneLabel(p.utc, p.offset)
 }
 
 // preferencesView is the display settings page.
@@ -148,7 +221,7 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 		Chrome:       c.chrome(r, T(ctx, "Display settings"), ""),
 		Intro:        T(ctx, "These settings are kept in this browser only."),
 		ZoneLabel:    T(ctx, "Show times in"),
-		ZoneHint:     T(ctx, "The console runs no script, so it cannot read your computer’s time zone: choose its offset from UTC. Offsets do not follow daylight saving time."),
+		ZoneHint:     T(ctx, "The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC."),
 		RefreshLabel: T(ctx, "Reload lists and detail pages"),
 		RefreshHint:  T(ctx, "A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value."),
 		Submit:       T(ctx, "Save settings"),
@@ -158,10 +231,14 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 		Cancel:       T(ctx, "Back without saving"),
 	}
 	v.ZoneOptions = append(v.ZoneOptions, option{Value: "UTC", Label: T(ctx, "UTC (coordinated universal time)"), Selected: p.utc})
+	for _, loc := range namedZones {
+		place := loc.String()
+		v.ZoneOptions = append(v.ZoneOptions, option{Value: place, Label: T(ctx, "Local time in %s", place), Selected: p.named == loc})
+	}
 	for _, off := range zoneChoices {
 		label := zoneLabel(false, off)
 		v.ZoneOptions = append(v.ZoneOptions, option{Value: zoneCode(false, off), Label: T(ctx, "Local time at %s", label),
-			Selected: !p.utc && p.offset == off})
+			Selected: !p.utc && p.named == nil && p.offset == off})
 	}
 	for _, s := range refreshChoices {
 		label := T(ctx, "Never")
@@ -178,8 +255,11 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 // the page they were opened from (Post/Redirect/Get).
 func (c *Console) savePreferences(w http.ResponseWriter, r *http.Request) {
 	year := int((365 * 24 * time.Hour).Seconds())
-	utc, offset := parseZone(r.PostFormValue("tz"))
-	http.SetCookie(w, preferenceCookie(r, zoneCookie, zoneCode(utc, offset), year))
+	zone := r.PostFormValue("tz")
+	if namedZone(zone) == nil {
+		zone = zoneCode(parseZone(zone))
+	}
+	http.SetCookie(w, preferenceCookie(r, zoneCookie, zone, year))
 	http.SetCookie(w, preferenceCookie(r, refreshCookie, strconv.Itoa(parseRefresh(r.PostFormValue("refresh"))), year))
 	// Choosing a period again means wanting pages to reload: a pause
 	// ends with it.
