@@ -189,3 +189,20 @@ func TestProcessesAndReleasesAreRead(t *testing.T) {
 		t.Errorf("versions = %v", vs)
 	}
 }
+
+// The probes and the metrics need no token (a load balancer, an
+// orchestrator and Prometheus have none), and answer what the OpenAPI
+// document says.
+func TestProbesAndMetricsNeedNoToken(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	if got := env.Must(200, "GET", "/healthz", "", nil).JSON(t); got["status"] != "ok" {
+		t.Errorf("healthz: %v", got)
+	}
+	if got := env.Must(200, "GET", "/readyz", "", nil).JSON(t); got["status"] != "ready" || got["schema_version"] != got["expected_schema_version"] {
+		t.Errorf("readyz: %v, want ready at the expected schema version", got)
+	}
+	if body := string(env.Must(200, "GET", "/metrics", "", nil).Body); !strings.Contains(body, "relais_database_up") {
+		t.Errorf("metrics without relais_database_up: %.200s", body)
+	}
+}

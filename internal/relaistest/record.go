@@ -38,7 +38,7 @@ type Exchange struct {
 }
 
 // recordedPrefixes are the surfaces the OpenAPI document describes.
-var recordedPrefixes = []string{"/api/v1/", "/api/v1?", "/engine-rest/", "/engine-rest?"}
+var recordedPrefixes = []string{"/api/v1/", "/api/v1?", "/engine-rest/", "/engine-rest?", "/healthz", "/readyz", "/metrics"}
 
 var recording struct {
 	once sync.Once

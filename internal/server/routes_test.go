@@ -20,7 +20,7 @@ import (
 )
 
 // documentedPrefixes are the surfaces the OpenAPI document describes.
-var documentedPrefixes = []string{"/api/v1/", "/engine-rest/"}
+var documentedPrefixes = []string{"/api/v1/", "/engine-rest/", "/healthz/", "/readyz/", "/metrics/"}
 
 // routeParam matches a chi or OpenAPI path parameter; both write {name}.
 var routeParam = regexp.MustCompile(`\{[^}]+\}`)
