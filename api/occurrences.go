@@ -104,6 +104,14 @@ func toOccurrenceJSON(o engine.Occurrence) occurrenceJSON {
 	if o.ConsumerID != nil {
 		out.Consumer = &consumerRef{ID: *o.ConsumerID, Name: o.ConsumerName}
 	}
+	if o.Status != engine.StatusReserved {
+		// The row keeps its last reservation's end; once settled, handed
+		// back or lapsed it is that attempt's history (its own
+		// lock_expires_at), and shown here it read as a lock still held.
+		// (The Camunda facade keeps it, as Camunda keeps an expired
+		// lock's lockExpirationTime.)
+		out.LockExpiresAt = nil
+	}
 	if out.Outputs == nil && out.Inputs != nil {
 		out.Outputs = json.RawMessage("null")
 	}

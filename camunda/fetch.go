@@ -11,7 +11,6 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/jsontree"
-	"github.com/relais/relais/internal/longpoll"
 )
 
 // maxAsyncResponseTimeout is Camunda's own ceiling of a long poll (30
@@ -217,7 +216,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	got, err := f.hub.ClaimOrWait(r.Context(), f.eng, claim, wait, still)
-	if wait > 0 && err != nil && (fault.HasCode(err, longpoll.CodeTooManyWaiters) || r.Context().Err() != nil) {
+	if wait > 0 && err != nil && r.Context().Err() != nil {
 		f.eng.PollerLeft(r.Context(), caller.ConsumerID, req.WorkerID, f.heartbeat)
 	}
 	if err != nil {

@@ -310,7 +310,7 @@ func scalar(ctx context.Context, v json.RawMessage) string {
 				_, size := utf8.DecodeRuneInString(x[cut:])
 				cut += size
 			}
-			return x[:cut] + "… " + T(ctx, "(%d characters in all)", n)
+			return visibleBidi(x[:cut]) + "… " + T(ctx, "(%d characters in all)", n)
 		}
 		return visibleBidi(x)
 	case json.Number:

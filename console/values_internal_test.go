@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +23,11 @@ func TestValuesShowTheCharactersThatReorderText(t *testing.T) {
 		if got := scalar(ctx, json.RawMessage(raw)); got != want {
 			t.Errorf("scalar(%s) = %q, want %q", raw, got, want)
 		}
+	}
+	// A long value is cut: what is shown of it too.
+	long, _ := json.Marshal("\u202e" + strings.Repeat("x", maxValueChars+10))
+	if got := scalar(ctx, long); !strings.HasPrefix(got, "⟨U+202E⟩xxx") {
+		t.Errorf("a long value shows %.20q", got)
 	}
 	if got := errorMessage(ctx, "file \u202efdp.exe refused"); got != "file ⟨U+202E⟩fdp.exe refused" {
 		t.Errorf("errorMessage = %q", got)

@@ -133,6 +133,7 @@ func TestValidateTypesAndOptions(t *testing.T) {
 		{"datetime lower-case t", `{"type":"datetime"}`, `"2024-01-01t00:00:00Z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
 		{"datetime lower-case z", `{"type":"datetime"}`, `"2024-01-01T00:00:00.5z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
 		{"datetime fraction and offset", `{"type":"datetime"}`, `"2024-01-01T00:00:00.123456789-09:30"`, "", ""},
+		{"datetime beyond nanoseconds", `{"type":"datetime"}`, `"2024-01-01T00:00:00.1234567891Z"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
 		{"datetime invalid", `{"type":"datetime"}`, `"2024-05-01 09:30"`, "/v", "must be a valid RFC 3339 date-time, its T and Z upper-case, its seconds at most 59"},
 
 		{"choice valid", `{"type":"choice","values":["a","b"]}`, `"b"`, "", ""},

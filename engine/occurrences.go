@@ -107,12 +107,6 @@ func occurrenceOf(x observed, rev *Revision) Occurrence {
 	if x.lapsed {
 		o.Status, o.AvailableAt = StatusAvailable, *o.LockExpiresAt
 	}
-	if o.Status != StatusReserved {
-		// The row keeps its last reservation's end; once settled, handed
-		// back or lapsed it is that attempt's history (its own
-		// lock_expires_at), and shown here it read as a lock still held.
-		o.LockExpiresAt = nil
-	}
 	out := Occurrence{ID: o.ID, InstanceID: o.InstanceID, Node: o.Node, Definition: o.DefinitionKey, Revision: int(o.Revision),
 		Mode: o.Mode, Status: o.Status, Destination: o.Destination, Timeout: o.Timeout, Attempts: int(o.Attempts),
 		ConsumerID: o.ConsumerID, WorkerID: o.WorkerID, CreatedAt: o.CreatedAt, AvailableAt: o.AvailableAt, ReservedAt: o.ReservedAt,

@@ -512,10 +512,16 @@ func settledBy(ctx context.Context, q *queries.Queries, o queries.Occurrence, re
 // resending what it read back must be recognized).
 func canonicalOutputs(outputs json.RawMessage) []byte {
 	if n, err := jsontree.Read(outputs, maxInputsDepth); err == nil {
-		return jsontree.AppendCanonical(nil, n)
+		// Escaped as encoding/json escapes for HTML (these characters
+		// stand only inside strings), so that outputs whose numbers are
+		// written plainly digest as the legacy form did: a replica of the
+		// previous release recognizes their replays during an upgrade.
+		return []byte(htmlEscaper.Replace(string(jsontree.AppendCanonical(nil, n))))
 	}
 	return legacyCanonicalOutputs(outputs)
 }
+
+var htmlEscaper = strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`)
 
 // legacyCanonicalOutputs is canonicalOutputs as it was until numbers were
 // compared by value (their literals as written), which digests of

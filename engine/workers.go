@@ -186,12 +186,13 @@ func (e *Engine) SeePoller(ctx context.Context, s PollerSighting) {
 	}
 }
 
-// PollerLeft shortens the catalog's window of a poller whose fetch ended
-// before its long-poll wait (the client went away, or too many waiters
-// refused it): SeePoller counted the whole wait, and a killed worker
-// listed live a minute and a half hides a definition nobody serves. The
-// worker stays live LiveHeartbeats heartbeats (heartbeat), as after any
-// fetch; its next fetch is written whatever pollerRefresh says.
+// PollerLeft shortens the catalog's window of a poller whose long poll
+// ended before its wait because the client went away: SeePoller counted
+// the whole wait, and a killed worker listed live a minute and a half
+// hides a definition nobody serves. The worker stays live LiveHeartbeats
+// heartbeats (heartbeat), as after any fetch, unless another replica saw
+// it since (a retry there); its next fetch here is written whatever
+// pollerRefresh says.
 func (e *Engine) PollerLeft(ctx context.Context, consumerID int64, workerID string, heartbeat time.Duration) {
 	e.pollers.mu.Lock()
 	delete(e.pollers.last, pollerKey{consumerID, workerID})
@@ -200,7 +201,7 @@ func (e *Engine) PollerLeft(ctx context.Context, consumerID int64, workerID stri
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := e.q.WorkerPollerLeft(ctx, queries.WorkerPollerLeftParams{ConsumerID: consumerID, WorkerID: workerID, Now: e.at(),
-		LiveFor: LiveHeartbeats * heartbeat})
+		LiveFor: LiveHeartbeats * heartbeat, Replica: e.replica})
 	if err != nil {
 		e.logger.Warn("shortening a polling worker's catalog entry failed", "err", err)
 	}

@@ -379,11 +379,10 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		return err
 	}
 	got, err := p.hub.ClaimOrWait(r.Context(), p.eng, claim, wait, still)
-	throttled := fault.HasCode(err, longpoll.CodeTooManyWaiters)
-	if throttled {
+	if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
 		p.fetches.WithLabelValues("too_many_waiters").Inc()
 	}
-	if wait > 0 && err != nil && (throttled || r.Context().Err() != nil) {
+	if wait > 0 && err != nil && r.Context().Err() != nil {
 		p.eng.PollerLeft(r.Context(), principal.ConsumerID, req.WorkerID, p.heartbeat)
 	}
 	if err != nil {

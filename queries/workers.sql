@@ -29,10 +29,12 @@ set protocol = excluded.protocol, replica = excluded.replica, subscriptions = ex
 returning (connected_at = last_seen_at)::boolean as connected;
 
 -- name: WorkerPollerLeft :exec
--- A poller whose fetch ended before its wait (the client left, or the
--- fetch was refused) is live only as long as after any fetch.
+-- A poller whose fetch ended before its wait (its client left) is live
+-- only as long as after any fetch, unless another replica saw it since
+-- (a retry there, waiting now): the row then names that replica.
 update workers set live_until = least(live_until, coalesce(sqlc.narg('now')::timestamptz, now()) + @live_for::interval)
-where consumer_id = @consumer_id and worker_id = @worker_id and protocol <> 'stream';
+where consumer_id = @consumer_id and worker_id = @worker_id and protocol <> 'stream'
+  and replica = @replica;
 
 -- name: WorkerListLive :many
 -- Live workers (by id, for keyset pagination), each with what it holds now.

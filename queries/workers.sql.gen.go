@@ -194,6 +194,7 @@ func (q *Queries) WorkerListLive(ctx context.Context, arg WorkerListLiveParams) 
 const workerPollerLeft = `-- name: WorkerPollerLeft :exec
 update workers set live_until = least(live_until, coalesce($1::timestamptz, now()) + $2::interval)
 where consumer_id = $3 and worker_id = $4 and protocol <> 'stream'
+  and replica = $5
 `
 
 type WorkerPollerLeftParams struct {
@@ -201,16 +202,19 @@ type WorkerPollerLeftParams struct {
 	LiveFor    time.Duration
 	ConsumerID int64
 	WorkerID   string
+	Replica    string
 }
 
-// A poller whose fetch ended before its wait (the client left, or the
-// fetch was refused) is live only as long as after any fetch.
+// A poller whose fetch ended before its wait (its client left) is live
+// only as long as after any fetch, unless another replica saw it since
+// (a retry there, waiting now): the row then names that replica.
 func (q *Queries) WorkerPollerLeft(ctx context.Context, arg WorkerPollerLeftParams) error {
 	_, err := q.db.Exec(ctx, workerPollerLeft,
 		arg.Now,
 		arg.LiveFor,
 		arg.ConsumerID,
 		arg.WorkerID,
+		arg.Replica,
 	)
 	return err
 }

@@ -368,7 +368,8 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 			continue
 		}
 		d.node = &node
-		kind, _ := v.(map[string]any)["kind"].(string)
+		top, _ := v.(map[string]any)
+		kind, _ := top["kind"].(string)
 		if ps := controlProblems(d, kind, &node, ""); len(ps) > 0 {
 			problems = append(problems, ps...)
 			continue
@@ -479,8 +480,10 @@ func controlProblems(d Document, kind string, n *yaml.Node, at string) []Problem
 			how += `, as \\b for a word boundary`
 		}
 		shown := strconv.Quote(n.Value)
-		if kind == KindDestination && (at == "/url" || strings.HasPrefix(at, "/headers/")) {
-			// A credential, printed into a CI log otherwise.
+		if at == "/url" || strings.HasPrefix(at, "/headers/") {
+			// A destination's credential (whatever the kind says: a
+			// misspelt one is still a destination to its author),
+			// printed into a CI log otherwise.
 			shown = "the value"
 		}
 		out = append(out, Problem{Doc: d, Pointer: at, Line: n.Line, Message: fmt.Sprintf("%s holds the control character %U (%s)", shown, r, how)})

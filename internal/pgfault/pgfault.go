@@ -66,18 +66,17 @@ func Lost(err error) bool {
 	return strings.Contains(err.Error(), "conn closed")
 }
 
-// TimedOut reports whether err is PostgreSQL cancelling a statement at
-// its statement_timeout (57014, as the server words it) or its
-// lock_timeout (55P03): the database too slow or too contended for the
-// request right now, its transaction rolled back. A statement cancelled
-// because its client left (57014 "due to user request") is not.
+// TimedOut reports whether err is PostgreSQL cancelling a statement
+// (57014: its statement_timeout, or an administrator's
+// pg_cancel_backend) or giving up on a lock (55P03: its lock_timeout;
+// Relais asks for no lock NOWAIT): the database too slow or too contended
+// for the request right now, its transaction rolled back. Judged by code,
+// not message: a server's lc_messages may be French. A request whose own
+// context ended never gets here with a server error: pgx answers it with
+// the context's error.
 func TimedOut(err error) bool {
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	if !ok {
-		return false
-	}
-	return pgErr.Code == "55P03" && strings.Contains(pgErr.Message, "lock timeout") ||
-		pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout")
+	return ok && (pgErr.Code == "57014" || pgErr.Code == "55P03") && !errors.Is(err, context.Canceled)
 }
 
 // UnavailableCode is the problem code of a request answered while the
