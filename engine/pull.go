@@ -700,11 +700,8 @@ func (r *run) complete(o queries.Occurrence, rev *Revision, outputs json.RawMess
 		OutputsDigest: r.e.digest(canonical), Route: routePtr, Now: r.now}); err != nil {
 		return err
 	}
-	if o.DeferredAt != nil {
-		if err := r.q.SettleTokenDeleteByOccurrence(r.ctx, o.ID); err != nil {
-			return err
-		}
-	}
+	// A deferred occurrence's settle tokens are kept until they expire:
+	// a second click answers as the first (a replay), or 409.
 	if r.outputs != nil {
 		r.outputs[o.Node] = outputs
 	}
@@ -723,11 +720,6 @@ func (r *run) fail(o queries.Occurrence, outcome, code, message string) error {
 	if o.Status == StatusReserved || o.Status == StatusDeferred {
 		if err := r.q.AttemptEnd(r.ctx, queries.AttemptEndParams{OccurrenceID: o.ID, Number: o.Attempts, Outcome: outcome,
 			ErrorCode: &code, ErrorMessage: &message, Now: &r.now, ReportDigest: r.reportDigest, ReportAnswer: r.reportAnswer}); err != nil {
-			return err
-		}
-	}
-	if o.DeferredAt != nil {
-		if err := r.q.SettleTokenDeleteByOccurrence(r.ctx, o.ID); err != nil {
 			return err
 		}
 	}

@@ -140,7 +140,9 @@ func (e *Engine) IssueSettleToken(ctx context.Context, ref WorkerRef) (SettleTok
 			expires = *o.DeadlineAt
 		}
 		sum := sha256.Sum256([]byte(token))
-		if err := q.SettleTokenInsert(ctx, queries.SettleTokenInsertParams{Hash: sum[:], OccurrenceID: o.ID, ConsumerID: ref.ConsumerID, ExpiresAt: expires}); err != nil {
+		attempt := o.Attempts
+		if err := q.SettleTokenInsert(ctx, queries.SettleTokenInsertParams{Hash: sum[:], OccurrenceID: o.ID, ConsumerID: ref.ConsumerID, ExpiresAt: expires,
+			Attempt: &attempt}); err != nil {
 			return err
 		}
 		out = SettleToken{Token: token, ExpiresAt: expires}
@@ -162,8 +164,10 @@ type SettleScope struct {
 }
 
 // errSettleToken is the one refusal of a settle token, whatever the cause
-// (unknown, expired, settled): it reveals nothing.
-var errSettleToken = fault.New(fault.Unauthorized, "unauthorized", "the settle token is unknown, expired, used (its occurrence is no longer deferred), or revoked with its consumer's tokens")
+// (unknown, expired, its attempt retried): it reveals nothing. A token of
+// a settled attempt is not refused here: the route answers it as it
+// answers the consumer (a replay, already_settled, occurrence_cancelled).
+var errSettleToken = fault.New(fault.Unauthorized, "unauthorized", "the settle token is unknown, expired, for an attempt retried since, or revoked with its consumer's tokens")
 
 // AuthenticateSettleToken resolves a settle token to its scope.
 func (e *Engine) AuthenticateSettleToken(ctx context.Context, token string) (SettleScope, error) {

@@ -320,7 +320,14 @@ func TestDeferAndSettleToken(t *testing.T) {
 	if res["status"] != "completed" || res["route"] != "created" {
 		t.Errorf("complete with the settle token answered %v", res)
 	}
-	wantProblem(t, "settle token reused after settlement", act(env, st, id, "complete", map[string]any{"outputs": created}), 401, "unauthorized")
+	// A second click is told what became of the first: the same answer
+	// for the same outputs, 409 already_settled for others (it was an
+	// opaque 401, the same as a forged token's).
+	if again := act(env, st, id, "complete", map[string]any{"outputs": created}); again.Status != 200 || again.JSON(t)["route"] != "created" {
+		t.Errorf("the settle token's completion sent again: %d %s, want the same 200", again.Status, again.Body)
+	}
+	wantProblem(t, "the settle token with other outputs after settlement", act(env, st, id, "complete", completeBody("", existing)), 409, "already_settled")
+	wantProblem(t, "the settle token failing it after settlement", act(env, st, id, "fail", failBody("")), 409, "already_settled")
 	if s := instanceOf(t, env, inst)["status"]; s != "completed" {
 		t.Errorf("instance %v, want completed", s)
 	}
@@ -385,16 +392,26 @@ func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
 	_, retried := start(t, env, "crm_only", "Retried")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), retried)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+retried+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "waiting for a human"})
+	oldToken := env.Must(201, "POST", "/api/v1/pull/occurrences/"+retried+"/settle-token", consumer, map[string]any{"worker_id": "ui"}).JSON(t)["token"].(string)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+retried+"/fail", consumer, failBody("w9", "retry_delay", "PT1S"))
 	if o := observe(t, env, retried); o["status"] != "available" || o["deferred_at"] != nil || o["defer_reason"] != nil {
 		t.Errorf("deferred then failed for a retry: %v, deferred_at %v, defer_reason %v; want available, neither", o["status"], o["deferred_at"], o["defer_reason"])
 	}
+	// Its next attempt, deferred again, takes none of the first's tokens.
+	env.Clock.Advance(2 * time.Second)
+	one(t, fetch(t, env, consumer, fetchBody("w1")), retried)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+retried+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	wantProblem(t, "the first attempt's settle token on the second", act(env, oldToken, retried, "complete", completeBody("", created)), 401, "unauthorized")
 
 	inst2, id2 := start(t, env, "crm_only", "Stopped")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id2)
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id2+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	stopToken := env.Must(201, "POST", "/api/v1/pull/occurrences/"+id2+"/settle-token", consumer, map[string]any{"worker_id": "ui"}).JSON(t)["token"].(string)
 	env.Must(200, "POST", "/api/v1/instances/"+inst2+"/stop", env.Operator, map[string]any{"reason": "test stop"})
 	wantProblem(t, "complete after stop", act(env, consumer, id2, "complete", completeBody("w1", created)), 409, "occurrence_cancelled")
+	// A front end's click after the stop is told so, as the worker is
+	// (DESIGN §2: a late result for a cancelled occurrence is 409).
+	wantProblem(t, "the settle token after stop", act(env, stopToken, id2, "complete", completeBody("", created)), 409, "occurrence_cancelled")
 
 	inst3, id3 := start(t, env, "crm_only", "Late")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id3)

@@ -36,13 +36,18 @@ where a.occurrence_id = @occurrence_id
 order by a.number;
 
 -- name: SettleTokenInsert :exec
-insert into settle_tokens (hash, occurrence_id, consumer_id, expires_at)
-values (@hash, @occurrence_id, @consumer_id, @expires_at);
+insert into settle_tokens (hash, occurrence_id, consumer_id, expires_at, attempt)
+values (@hash, @occurrence_id, @consumer_id, @expires_at, @attempt);
 
 -- name: SettleTokenGet :one
--- A settle token is good while unexpired and its occurrence deferred.
+-- A settle token is good while unexpired and its attempt is the
+-- occurrence's: deferred (it settles it) or ended (it is told how, as
+-- the consumer would be). One issued before tokens named their attempt
+-- (migration 0028) is good while its occurrence is deferred.
 select t.occurrence_id, t.consumer_id, t.hash,
-       (t.expires_at > coalesce(sqlc.narg('now')::timestamptz, now()) and o.status = 'deferred')::boolean as live
+       (t.expires_at > coalesce(sqlc.narg('now')::timestamptz, now())
+        and (o.status = 'deferred' and (t.attempt is null or t.attempt = o.attempts)
+             or o.status in ('completed', 'failed', 'cancelled') and t.attempt = o.attempts))::boolean as live
 from settle_tokens t join occurrences o on o.id = t.occurrence_id
 where t.hash = @hash;
 

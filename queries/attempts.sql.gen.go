@@ -244,7 +244,9 @@ func (q *Queries) SettleTokenDeleteByOccurrence(ctx context.Context, occurrenceI
 
 const settleTokenGet = `-- name: SettleTokenGet :one
 select t.occurrence_id, t.consumer_id, t.hash,
-       (t.expires_at > coalesce($1::timestamptz, now()) and o.status = 'deferred')::boolean as live
+       (t.expires_at > coalesce($1::timestamptz, now())
+        and (o.status = 'deferred' and (t.attempt is null or t.attempt = o.attempts)
+             or o.status in ('completed', 'failed', 'cancelled') and t.attempt = o.attempts))::boolean as live
 from settle_tokens t join occurrences o on o.id = t.occurrence_id
 where t.hash = $2
 `
@@ -261,7 +263,10 @@ type SettleTokenGetRow struct {
 	Live         bool
 }
 
-// A settle token is good while unexpired and its occurrence deferred.
+// A settle token is good while unexpired and its attempt is the
+// occurrence's: deferred (it settles it) or ended (it is told how, as
+// the consumer would be). One issued before tokens named their attempt
+// (migration 0028) is good while its occurrence is deferred.
 func (q *Queries) SettleTokenGet(ctx context.Context, arg SettleTokenGetParams) (SettleTokenGetRow, error) {
 	row := q.db.QueryRow(ctx, settleTokenGet, arg.Now, arg.Hash)
 	var i SettleTokenGetRow
@@ -275,8 +280,8 @@ func (q *Queries) SettleTokenGet(ctx context.Context, arg SettleTokenGetParams) 
 }
 
 const settleTokenInsert = `-- name: SettleTokenInsert :exec
-insert into settle_tokens (hash, occurrence_id, consumer_id, expires_at)
-values ($1, $2, $3, $4)
+insert into settle_tokens (hash, occurrence_id, consumer_id, expires_at, attempt)
+values ($1, $2, $3, $4, $5)
 `
 
 type SettleTokenInsertParams struct {
@@ -284,6 +289,7 @@ type SettleTokenInsertParams struct {
 	OccurrenceID uuid.UUID
 	ConsumerID   int64
 	ExpiresAt    time.Time
+	Attempt      *int32
 }
 
 func (q *Queries) SettleTokenInsert(ctx context.Context, arg SettleTokenInsertParams) error {
@@ -292,6 +298,7 @@ func (q *Queries) SettleTokenInsert(ctx context.Context, arg SettleTokenInsertPa
 		arg.OccurrenceID,
 		arg.ConsumerID,
 		arg.ExpiresAt,
+		arg.Attempt,
 	)
 	return err
 }

@@ -244,6 +244,7 @@ type SettleToken struct {
 	ConsumerID   int64
 	CreatedAt    time.Time
 	ExpiresAt    time.Time
+	Attempt      *int32
 }
 
 type Token struct {
