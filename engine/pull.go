@@ -342,6 +342,9 @@ type WorkerRef struct {
 	// SettleToken is set when the call came with the occurrence's settle
 	// token rather than the consumer's own.
 	SettleToken bool
+	// handingBack is set by Release: its holder may hand back a
+	// reservation its consumer is no longer granted (see held).
+	handingBack bool
 }
 
 // withHeld runs fn in one transaction holding the instance and occurrence
@@ -416,7 +419,13 @@ func (e *Engine) held(ctx context.Context, q *queries.Queries, ref WorkerRef) (*
 	if err != nil {
 		return nil, o, err
 	}
-	if !ok {
+	// A grant narrowed under a worker's reservation leaves it nothing to
+	// settle, but it may still hand the reservation back, at no attempt's
+	// cost, rather than hold it until its lock lapses (an attempt spent):
+	// it knows the occurrence already.
+	holder := ref.handingBack && o.Status == StatusReserved && o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID &&
+		o.WorkerID != nil && *o.WorkerID == ref.WorkerID
+	if !ok && !holder {
 		return nil, o, notKeptForConsumer(ref.Occurrence)
 	}
 	return r, o, nil

@@ -67,6 +67,7 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 // attempt (graceful shutdown): the occurrence is available again now, the
 // attempt ends released, and waiting fetches are woken.
 func (e *Engine) Release(ctx context.Context, ref WorkerRef) (Settlement, error) {
+	ref.handingBack = true
 	var out Settlement
 	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
 		if o.Status == StatusDeferred {

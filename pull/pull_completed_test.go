@@ -455,6 +455,26 @@ func TestRelease(t *testing.T) {
 	wantProblem(t, "release after release", act(env, consumer, id, "release", map[string]any{"worker_id": "w1"}), 409, "locked_by_other_worker")
 }
 
+// A grant withdrawn under a worker's reservation leaves it nothing to
+// settle (404, as an unknown id), but it may still hand the reservation
+// back at no attempt's cost; holding it until the lock lapsed spent one
+// (and, with one attempt, failed the instance). Another worker of the
+// consumer may not.
+func TestReleaseAfterTheGrantWasWithdrawn(t *testing.T) {
+	t.Parallel()
+	env, consumer := newCRM(t, map[string]any{"max_attempts": 1})
+	_, id := start(t, env, "crm_only", "Acme")
+	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
+	env.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%d/grants", env.ConsumerID("crm-sync")), env.Admin, map[string]any{"grants": []any{}})
+	wantProblem(t, "complete after the grant was withdrawn", act(env, consumer, id, "complete", completeBody("w1", created)), 404, "not_found")
+	wantProblem(t, "release by a worker that does not hold it", act(env, consumer, id, "release", map[string]any{"worker_id": "w2"}), 404, "not_found")
+	res := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/release", consumer, map[string]any{"worker_id": "w1"}).JSON(t)
+	if res["status"] != "available" || res["attempts_left"] != 1.0 {
+		t.Errorf("release after the grant was withdrawn answered %v, want available with its 1 attempt left", res)
+	}
+	wantProblem(t, "release again", act(env, consumer, id, "release", map[string]any{"worker_id": "w1"}), 404, "not_found")
+}
+
 // An identical fail replay answers the same 200; attempts_left lowers the
 // budget and can never raise it.
 func TestFailReplayAndAttemptsLeft(t *testing.T) {

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -184,6 +185,45 @@ func TestPatternPicksUpKeysCreatedLater(t *testing.T) {
 	if a := s.assignment(5 * time.Second); a.GetDefinition() != "crm.add_company" {
 		t.Errorf("assignment of %s", a.GetDefinition())
 	}
+}
+
+// A grant narrowed under a pattern subscription takes away what the stream
+// holds of what is no longer granted: handed back without spending an
+// attempt, the worker told, while the stream lives on for the rest. It
+// kept the task locked (its keep-alives) for as long as the stream lived,
+// though its worker could settle none of it.
+func TestNarrowedPatternGrantHandsBackWhatItNoLongerCovers(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	res := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm", "grants": []any{map[string]any{"definition": "crm.*"}}})
+	consumer, consumerID := res.JSON(t)["token"].(string), res.JSON(t)["id"]
+	doc := relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0]
+	for _, key := range []string{"crm.add_company", "crm.other"} {
+		env.Must(201, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, relaistest.Body(doc, "key"))
+		env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	}
+	proc := relaistest.CRMProcess(nil)
+	proc["nodes"].(map[string]any)["crm"].(map[string]any)["definition"] = "crm.add_company"
+	env.Process("crm_only", proc)
+	s := open(t, newClient(t, "grpc", env.URL), consumer, &workerv1.SubscribeRequest{WorkerId: "w", MaxInFlight: 2,
+		Subscriptions: []*workerv1.Subscription{{Definition: "crm.*"}}})
+	start(t, env, "Acme")
+	held := s.assignment(5 * time.Second)
+	env.Must(200, "PUT", fmt.Sprintf("/api/v1/consumers/%v/grants", consumerID), env.Admin, map[string]any{"grants": []any{map[string]any{"definition": "crm.other", "revisions": "all"}}})
+	var cancelled *workerv1.Cancellation
+	for cancelled == nil {
+		cancelled = s.next(5 * time.Second).GetCancellation()
+	}
+	if cancelled.GetOccurrenceId() != held.GetOccurrenceId() {
+		t.Errorf("cancellation of %s, want the held %s", cancelled.GetOccurrenceId(), held.GetOccurrenceId())
+	}
+	if got := outcomes(t, env, held.GetOccurrenceId()); !slices.Equal(got, []string{"released"}) {
+		t.Errorf("the held occurrence's attempts %q, want [released] (handed back, no attempt spent)", got)
+	}
+	if st := env.Must(200, "GET", "/api/v1/occurrences/"+held.GetOccurrenceId(), env.Operator, nil).JSON(t)["status"]; st != "available" {
+		t.Errorf("the handed back occurrence is %v, want available", st)
+	}
+	s.quiet(time.Second) // the stream lives on, for crm.other
 }
 
 // gRPC health and server reflection are served, so generic tools work.

@@ -93,7 +93,10 @@ type session struct {
 
 	pairs engine.Pairs
 	held  map[uuid.UUID]int // occurrence → the attempt assigned
-	seq   int64             // last heartbeat sent (-1 before the first)
+	// heldOf is each held occurrence's definition and revision: what a
+	// narrowed grant may take away from the stream.
+	heldOf map[uuid.UUID]heldPair
+	seq    int64 // last heartbeat sent (-1 before the first)
 	// Set by the registry under its lock.
 	waiter    *wake.Waiter
 	pairsSeen engine.Pairs
@@ -276,6 +279,7 @@ func (svc *Service) Subscribe(ctx context.Context, req *connect.Request[workerv1
 	}
 	s := &session{id: uuid.Must(uuid.NewV7()), consumerID: principal.ConsumerID, workerID: p.workerID, subs: p.subs,
 		credit: p.credit, lock: p.lock, connectedAt: time.Now(), pairs: pairs, pairsSeen: pairs, held: map[uuid.UUID]int{},
+		heldOf: map[uuid.UUID]heldPair{},
 		signal: make(chan struct{}, 1)}
 	s.token.Store(&token)
 	s.acked.Store(-1)
@@ -560,6 +564,7 @@ func (r *runner) claim(ctx context.Context) error {
 	}
 	for _, g := range got {
 		s.held[g.ID] = g.Attempt
+		s.heldOf[g.ID] = heldPair{g.Definition, g.Revision}
 		svc.reg.hold(s, g.ID)
 	}
 	svc.claimed.Add(float64(len(got)))
@@ -717,6 +722,7 @@ func (r *runner) refilled(ctx context.Context, got []engine.Reservation) error {
 		// Held before it is sent: if a send fails, the stream's end hands
 		// back all it holds.
 		s.held[g.ID] = g.Attempt
+		s.heldOf[g.ID] = heldPair{g.Definition, g.Revision}
 		svc.reg.hold(s, g.ID)
 		take = append(take, g)
 	}
@@ -737,7 +743,14 @@ func (r *runner) refilled(ctx context.Context, got []engine.Reservation) error {
 // empty claim per settlement whenever the queue is empty.
 func (r *runner) forget(id uuid.UUID) {
 	delete(r.s.held, id)
+	delete(r.s.heldOf, id)
 	r.svc.reg.drop(r.s, id)
+}
+
+// heldPair is the definition and revision of a held occurrence.
+type heldPair struct {
+	key      string
+	revision int
 }
 
 // keepAlive extends every held lock in one statement and pushes a
@@ -835,7 +848,44 @@ func (r *runner) resolve(ctx context.Context) (string, error) {
 	s.refill.Store(nil)
 	svc.reg.resolved(s, pairs)
 	r.dirty = true
+	if err := r.handBackUngranted(ctx); err != nil {
+		return endSendFailed, nil
+	}
 	return "", nil
+}
+
+// handBackUngranted hands back, without spending an attempt, what the
+// stream holds of a definition or revision its consumer is no longer
+// granted (a pattern's grant narrowed): its worker could settle none of
+// it (404, as for an unknown id), and the stream's keep-alives would hold
+// it from the workers now granted it for as long as the stream lives.
+// The worker is told each is taken away.
+func (r *runner) handBackUngranted(ctx context.Context) error {
+	s := r.s
+	var gone []engine.Held
+	for id, a := range s.held {
+		if p, ok := s.heldOf[id]; ok && !s.pairs.Matches(p.key, p.revision) {
+			gone = append(gone, engine.Held{Occurrence: id, Attempt: a})
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	handed, err := r.svc.eng.HandBack(ctx, s.consumerID, s.workerID, gone, true)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.svc.logger.Warn("handing back what the stream's consumer is no longer granted failed; the next resolution tries again", "stream", s.id, "err", err)
+		}
+		return nil
+	}
+	for _, h := range handed {
+		r.forget(h.Occurrence)
+		if err := r.cancellation(h.Occurrence, engine.CancelLockLost); err != nil {
+			return err
+		}
+	}
+	r.svc.logger.Info("stream handed back what its consumer is no longer granted", "stream", s.id, "handed_back", len(handed))
+	return nil
 }
 
 func (r *runner) heartbeat() error {
