@@ -24,6 +24,9 @@ type Deferral struct {
 	Status     string
 	DeferredAt time.Time
 	DeadlineAt *time.Time
+	// Reason is the reason stored: the first deferral's, when a second
+	// asked again with another (nil for none).
+	Reason *string
 	// Attempt is the attempt that deferred it: a worker stream frees that
 	// one.
 	Attempt int
@@ -43,7 +46,7 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 	var out Deferral
 	err := e.withHeld(ctx, ref, func(q *queries.Queries, r *run, o queries.Occurrence) error {
 		if o.Status == StatusDeferred && o.ConsumerID != nil && *o.ConsumerID == ref.ConsumerID {
-			out = Deferral{Status: StatusDeferred, DeferredAt: *o.DeferredAt, DeadlineAt: o.DeadlineAt, Attempt: int(o.Attempts)}
+			out = Deferral{Status: StatusDeferred, DeferredAt: *o.DeferredAt, DeadlineAt: o.DeadlineAt, Reason: o.DeferReason, Attempt: int(o.Attempts)}
 			return nil
 		}
 		if err := lockRefusal(o, ref, r.now); err != nil {
@@ -57,7 +60,10 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 		if err := q.OccurrenceDefer(ctx, queries.OccurrenceDeferParams{ID: o.ID, Attempt: o.Attempts, Now: r.now, Reason: &reason}); err != nil {
 			return err
 		}
-		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt, Attempt: int(o.Attempts)}
+		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt, Reason: &reason, Attempt: int(o.Attempts)}
+		if reason == "" {
+			out.Reason = nil
+		}
 		return nil
 	})
 	return out, wrap("defer", err)

@@ -556,7 +556,9 @@ func (p *Protocol) deferOccurrence(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	p.onSettled(ref, d.Attempt)
-	httpjson.Encode(w, http.StatusOK, map[string]any{"status": d.Status, "deferred_at": d.DeferredAt, "deadline_at": d.DeadlineAt})
+	// The reason stored, scrubbed: a deferral asked again with another
+	// keeps the first's, which the worker sees here.
+	httpjson.Encode(w, http.StatusOK, map[string]any{"status": d.Status, "deferred_at": d.DeferredAt, "deadline_at": d.DeadlineAt, "defer_reason": d.Reason})
 	return nil
 }
 

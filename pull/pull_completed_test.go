@@ -275,9 +275,14 @@ func TestDeferAndSettleToken(t *testing.T) {
 	if d["status"] != "deferred" || d["deadline_at"] == nil {
 		t.Errorf("defer answered %v, want deferred with its deadline", d)
 	}
-	again := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"}).JSON(t)
-	if again["deferred_at"] != d["deferred_at"] {
-		t.Errorf("second defer answered %v, want the first %v", again, d)
+	if d["defer_reason"] != "waiting for a signature" {
+		t.Errorf("defer answered the reason %v, want the one stored", d["defer_reason"])
+	}
+	// Asked again, with another reason: the first deferral stands, and
+	// its answer says which reason is kept.
+	again := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "escalated"}).JSON(t)
+	if again["deferred_at"] != d["deferred_at"] || again["defer_reason"] != "waiting for a signature" {
+		t.Errorf("second defer answered %v, want the first %v with its reason", again, d)
 	}
 	obs := observe(t, env, id)
 	if obs["status"] != "deferred" || obs["lock_expires_at"] != nil || obs["defer_reason"] != "waiting for a signature" {
