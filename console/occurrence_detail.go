@@ -238,7 +238,9 @@ func (c *Console) occurrenceSummary(ctx context.Context, o engine.Occurrence, in
 		fs = append(fs, fact{Label: T(ctx, "Route"), Value: *o.Route, Code: true, TestID: "route"})
 	}
 	fs = append(fs, c.lastError(ctx, o)...)
-	if o.DeferReason != nil && o.Status == engine.StatusDeferred {
+	// Kept once settled: who waited for what, and how long, is the
+	// history an operator reads after a person's decision.
+	if o.DeferReason != nil {
 		fs = append(fs, fact{Label: T(ctx, "Reason given by the worker"), Value: *o.DeferReason, TestID: "defer-reason"})
 	}
 	return fs
@@ -374,7 +376,7 @@ func occurrenceDates(ctx context.Context, o engine.Occurrence) []fact {
 	if o.Status == engine.StatusReserved && o.Mode == "pull" && o.LockExpiresAt != nil {
 		fs = append(fs, fact{Label: T(ctx, "Lock expires"), Time: formatTime(ctx, *o.LockExpiresAt), TestID: "lock-expires"})
 	}
-	if o.DeferredAt != nil && o.Status == engine.StatusDeferred {
+	if o.DeferredAt != nil {
 		fs = append(fs, fact{Label: T(ctx, "Deferred"), Time: formatTime(ctx, *o.DeferredAt), TestID: "deferred-at"})
 	}
 	if o.SettledAt != nil && settled(o.Status) {

@@ -101,8 +101,12 @@ func TestOccurrencePageSaysWhatHappens(t *testing.T) {
 	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/complete", consumer, map[string]any{"worker_id": "w3",
 		"outputs": map[string]any{"result": "created", "crm_id": "CRM-1"}})
 	check("completed", want{state: "Completed (", frState: "Terminée ("})
-	if got := text(b.mustGet(path, 200), "dates"); strings.Contains(got, "Lock") || !strings.Contains(got, "Settled") {
-		t.Errorf("dates of a completed occurrence: %q", got)
+	if got := text(b.mustGet(path, 200), "dates"); strings.Contains(got, "Lock") || !strings.Contains(got, "Settled") || !strings.Contains(got, "Deferred") {
+		t.Errorf("dates of a completed occurrence: %q, want its deferral kept", got)
+	}
+	// Settled, it keeps why it was deferred.
+	if got := text(b.mustGet(path, 200), "defer-reason"); got != "waiting for the signed contract" {
+		t.Errorf("defer reason once completed %q", got)
 	}
 }
 
