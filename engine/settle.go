@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"strings"
 	"time"
 
@@ -126,8 +127,10 @@ type SettleToken struct {
 
 // IssueSettleToken returns a token that settles one deferred occurrence of
 // ref's consumer and nothing else: accepted only by that occurrence's
-// complete and fail, until its deadline or MaxSettleTokenLife, and no
-// longer once the occurrence is settled. Only its hash is stored.
+// complete and fail, until its deadline or MaxSettleTokenLife; once the
+// attempt is settled it settles nothing more (see SettleTokenGet). Only
+// its hash is stored; the log names it by its hash's first 12 hex digits,
+// so that a token found in the wrong place can be matched to its issue.
 func (e *Engine) IssueSettleToken(ctx context.Context, ref WorkerRef) (SettleToken, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -158,7 +161,9 @@ func (e *Engine) IssueSettleToken(ctx context.Context, ref WorkerRef) (SettleTok
 	if err != nil {
 		return SettleToken{}, wrap("settle token", err)
 	}
+	sum := sha256.Sum256([]byte(out.Token))
 	e.logAccess(ctx, EventSettleTokenIssued, "occurrence", ref.Occurrence, "consumer", ref.ConsumerID, "worker_id", ref.WorkerID,
+		"token_sha256_prefix", hex.EncodeToString(sum[:6]),
 		"expires_at", out.ExpiresAt.UTC().Format(time.RFC3339))
 	return out, nil
 }

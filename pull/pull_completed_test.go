@@ -5,6 +5,8 @@ package pull_test
 // idempotent fail and attempts_left.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -307,6 +309,12 @@ func TestDeferAndSettleToken(t *testing.T) {
 
 	tok := env.Must(201, "POST", "/api/v1/pull/occurrences/"+id+"/settle-token", consumer, map[string]any{"worker_id": "ui"}).JSON(t)
 	st := tok["token"].(string)
+	// The issue is logged with the token's hash prefix, never the token:
+	// one found in the wrong place is matched to its issue.
+	sum := sha256.Sum256([]byte(st))
+	if logs := env.Logs.String(); !strings.Contains(logs, "event=settle_token.issued") || !strings.Contains(logs, "token_sha256_prefix="+hex.EncodeToString(sum[:6])) || strings.Contains(logs, st) {
+		t.Errorf("settle_token.issued not logged with the token's hash prefix alone")
+	}
 	if tok["expires_at"] != obs["deadline_at"] {
 		t.Errorf("settle token expires %v, want at the deadline %v", tok["expires_at"], obs["deadline_at"])
 	}
