@@ -300,6 +300,11 @@ func (c *Client) definition(ctx context.Context, d Document, dryRun bool) (Resul
 		ifMatch = http.Header{"If-Match": {strconv.Quote(digest)}}
 	}
 	if _, err := c.callWith(ctx, "POST", base+"/revisions", ifMatch, nil, &snap); err != nil {
+		if ae, ok := err.(*apiError); ok && ae.Code == "working_changed" {
+			// Told in apply's terms: the server's advice (read the
+			// Working again, snapshot it) is for an API client.
+			ae.Detail = "another client saved the Working of " + d.ID + " between this apply's save and its snapshot, so no revision was made from this document; run relais apply again (it makes the revision from what the repository says)"
+		}
 		return Result{}, err
 	}
 	return c.expect(d, Result{Doc: d, Action: action, Detail: fmt.Sprintf("revision %d", snap.Revision) + breaking, working: working}, snap.Revision)

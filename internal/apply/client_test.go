@@ -320,7 +320,7 @@ func TestApplySnapshotsOnlyItsOwnWorking(t *testing.T) {
 	mine := map[string]any{"name": "Mine", "inputs": map[string]any{"fields": []any{}}, "outputs": map[string]any{"fields": []any{}}}
 	var results []string
 	p := c.Apply(context.Background(), []apply.Document{{File: "d.yaml", Kind: apply.KindDefinition, ID: key, Body: mine}}, false, func(r apply.Result) { results = append(results, r.String()) })
-	if len(p) != 1 || !strings.Contains(p[0].String(), "working_changed") || len(results) != 0 {
+	if len(p) != 1 || !strings.Contains(p[0].String(), "working_changed") || !strings.Contains(p[0].String(), "run relais apply again") || len(results) != 0 {
 		t.Fatalf("apply raced by another Working: results %q, problems %v; want working_changed", results, p)
 	}
 	if r := env.Do("GET", "/api/v1/definitions/"+key+"/revisions/1", env.Designer, nil); r.Status != 404 {
