@@ -462,6 +462,10 @@ func (c *Client) release(ctx context.Context, d Document, dryRun bool, planned m
 	switch {
 	case err == nil && cur.Revision == int(rev) && cur.Notes == notes:
 		return Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("revision %d", rev)}, nil
+	case err == nil && cur.Revision == int(rev):
+		// Only the notes differ: said so, or the message reads as if the
+		// revision did.
+		return Result{}, &apiError{Code: "release_exists", Detail: fmt.Sprintf("release %s exists with revision %d and other notes; releases cannot be changed, notes included: restore its notes in the document, or publish a new name", d.ID, cur.Revision)}
 	case err == nil:
 		return Result{}, &apiError{Code: "release_exists", Detail: fmt.Sprintf("release %s exists with revision %d; releases cannot be changed: publish a new name", d.ID, cur.Revision)}
 	case !isNotFound(err):

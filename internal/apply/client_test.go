@@ -360,3 +360,26 @@ func TestALoweredMaxTimeoutRefusesTheProcessInTheDryRun(t *testing.T) {
 		t.Errorf("the dry run changed the destination: max_timeout %v", got)
 	}
 }
+
+// A release is immutable, notes included: a document changing only its
+// notes is refused saying so, not as if its revision differed.
+func TestAChangedReleaseSaysWhatDiffers(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	c := &apply.Client{URL: env.URL, Token: env.Designer}
+	docs, problems, err := apply.Load(filepath.Join(relaistest.Root(), "examples", "definitions"))
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("loading the examples' definitions: %v %v", err, problems)
+	}
+	if p := c.Apply(context.Background(), docs, false, func(apply.Result) {}); len(p) > 0 {
+		t.Fatalf("applying them: %v", p)
+	}
+	for _, d := range docs {
+		if d.Kind == apply.KindRelease {
+			d.Body["notes"] = "Reworded."
+		}
+	}
+	if p := c.Apply(context.Background(), docs, true, func(apply.Result) {}); len(p) != 1 || !strings.Contains(p[0].String(), "other notes") {
+		t.Errorf("a release's notes changed: %v, want it refused for its notes", p)
+	}
+}
