@@ -276,6 +276,16 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 				if err != nil {
 					return Pairs{}, err
 				}
+				if len(unpublished) == 1 && unpublished[0].Path == at+"/definition" {
+					// Granted through a pattern, a misspelt key is
+					// named with the published key it meant, among
+					// those the consumer's patterns cover.
+					hint, err := e.grantedKeyHint(ctx, grants, s.Definition)
+					if err != nil {
+						return Pairs{}, err
+					}
+					unpublished[0].Message += hint
+				}
 				if len(unpublished) > 0 {
 					errs = append(errs, unpublished...)
 					continue
@@ -304,6 +314,29 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 		return Pairs{}, fault.New(fault.Forbidden, "not_granted", "the consumer is not granted every subscription").WithErrors(refused)
 	}
 	return p, nil
+}
+
+// grantedKeyHint suggests, for key, the closest published key the
+// consumer's pattern grants covering it also cover ("" for none): only
+// keys it may fetch, nothing learnt of the rest.
+func (e *Engine) grantedKeyHint(ctx context.Context, grants grantSet, key string) (string, error) {
+	var candidates []string
+	for _, gr := range grants {
+		if !IsKeyPattern(gr.Definition) || !keyMatches(gr.Definition, key) {
+			continue
+		}
+		rows, err := e.revisionsWithPrefix(ctx, patternPrefix(gr.Definition))
+		if err != nil {
+			return "", err
+		}
+		for _, r := range rows {
+			if revs, ok := grants.revisions(r.DefinitionKey); ok && (revs == nil || slices.Contains(revs, int(r.Revision))) &&
+				r.DefinitionKey != key && !slices.Contains(candidates, r.DefinitionKey) {
+				candidates = append(candidates, r.DefinitionKey)
+			}
+		}
+	}
+	return suggest.Hint(key, candidates), nil
 }
 
 // unpublished refuses a subscription nothing could ever match: a key

@@ -132,6 +132,11 @@ func TestSubscriptionsThatCanNeverMatchAreRefused(t *testing.T) {
 		if !strings.Contains(fmt.Sprint(p["errors"]), c.path) {
 			t.Errorf("%s: errors %v, want one at %s", name, p["errors"], c.path)
 		}
+		// The misspelt key is named with the granted key it meant, as an
+		// explicit grant's would be.
+		if name == "misspelt key" && !strings.Contains(fmt.Sprint(p["errors"]), `did you mean "crm.add_company"`) {
+			t.Errorf("misspelt key: errors %v, want the granted key suggested", p["errors"])
+		}
 	}
 	// A key outside the grants is still not_granted, whether it exists or
 	// not: nothing is revealed of what the consumer is not granted.
