@@ -200,6 +200,9 @@ func (c *Console) instanceList(w http.ResponseWriter, r *http.Request) {
 				c.render(w, r, http.StatusOK, instanceListPage(v))
 				return
 			}
+			// Nothing matches: no action over all of it to offer (its
+			// confirmation would count 0).
+			v.Bulk = nil
 		}
 		ids := make([]string, len(insts))
 		for i, in := range insts {

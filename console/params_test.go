@@ -72,6 +72,10 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 	if r := b.get("/console/instances?proces=checkout"); count(r, "bulk-actions") != 0 {
 		t.Error("the instances list offers bulk actions over a refused filter")
 	}
+	// Nor over a filter nothing matches: its confirmation would count 0.
+	if r := b.get("/console/instances?business_key=nothing-has-this-key"); count(r, "bulk-actions") != 0 {
+		t.Error("the instances list offers bulk actions over an empty list")
+	}
 	// A very long name is said, cut.
 	long := strings.Repeat("x", 500)
 	if got := text(b.get("/console/audit?"+long+"=1"), "filter-errors"); !strings.Contains(got, strings.Repeat("x", 40)+"…") || strings.Contains(got, strings.Repeat("x", 41)) {
