@@ -70,7 +70,7 @@ func TestDeferredAttemptNamesWhoSettledIt(t *testing.T) {
 		{context.Background(), engine.Attempt{WorkerID: &w1, SettledBy: &w9}, "w1 (deferred; settled by w9)"},
 		{context.Background(), engine.Attempt{WorkerID: &w1, SettledBy: &tok, SettledWithToken: true}, "w1 (deferred; settled with its settle token)"},
 		{context.Background(), engine.Attempt{WorkerID: &w1, SettledBy: &w9, SettledWithToken: true}, "w1 (deferred; settled with its settle token, as w9)"},
-		{fr, engine.Attempt{WorkerID: &w1, SettledBy: &w9}, "w1 (différée\u202f; réglée par w9)"},
+		{fr, engine.Attempt{WorkerID: &w1, SettledBy: &w9}, "w1 (différée\u202f; clôturée par w9)"},
 		{context.Background(), engine.Attempt{WorkerID: &w1}, "w1"},
 	} {
 		if got := attemptRowOf(c.ctx, c.a, false, nil).Worker; got != c.want {

@@ -186,7 +186,7 @@ func TestListsShowCodesWhole(t *testing.T) {
 		}
 		msg := cell.Find(`details[data-testid=occurrence-error-message]`)
 		// Relais's own message says so before it is opened, as on its page.
-		if got, want := collapse(msg.Find("summary").Text()), map[string]string{"": "Message", "en": "Message from Relais (in English)"}[tc.lang]; got != want {
+		if got, want := collapse(msg.Find("summary").Text()), map[string]string{"": "Message", "en": "Message de Relais (en anglais)"}[tc.lang]; got != want {
 			t.Errorf("%s: the message's disclosure says %q, want %q", tc.occ, got, want)
 		}
 		p := msg.Find(`[data-testid=occurrence-error-text]`)
