@@ -361,7 +361,7 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		var v any
 		err := yaml.Unmarshal([]byte(part), &node)
 		if err == nil {
-			err = node.Decode(&v)
+			v, err = nodeValue(&node)
 		}
 		if err != nil {
 			problems = append(problems, syntaxProblem(d, err))
@@ -406,6 +406,83 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		return a.line() < b.line()
 	})
 	return docs, problems
+}
+
+// jsonNumber is a JSON number literal.
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// nodeValue is the value of a YAML node as encoding/json with UseNumber
+// reads JSON: maps, lists, strings, booleans, null, and numbers as
+// json.Number holding their literal as written. Decoding numbers into Go's
+// int and float64, as yaml.v3 does, rounded a contract's bounds
+// (0.1000000000000000000001 became 0.1, a stricter maximum) before the
+// API, which keeps every digit, saw them. A YAML number that is no JSON
+// literal (0x1F, 1_000, .inf) is decoded as YAML reads it.
+func nodeValue(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return nodeValue(n.Content[0])
+	case yaml.AliasNode:
+		return nodeValue(n.Alias)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		lines := make(map[string]int, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.ShortTag() == "!!merge" {
+				// A merge key (<<: *defaults): the mapping's members, those
+				// written beside it winning.
+				merged, err := nodeValue(n.Content[i+1])
+				if err != nil {
+					return nil, err
+				}
+				mm, ok := merged.(map[string]any)
+				if !ok {
+					return nil, fmt.Errorf("line %d: a merge key (<<) takes a mapping", k.Line)
+				}
+				for mk, mv := range mm {
+					if _, set := m[mk]; !set {
+						m[mk] = mv
+					}
+				}
+				continue
+			}
+			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+				// As encoding/json would refuse it: a key that is no string.
+				return nil, fmt.Errorf("line %d: mapping keys must be strings, not %s", k.Line, strings.TrimPrefix(k.ShortTag(), "!!"))
+			}
+			if at, dup := lines[k.Value]; dup {
+				// Worded as yaml.v3's own decoder words it.
+				return nil, fmt.Errorf("line %d: mapping key %q already defined at line %d", k.Line, k.Value, at)
+			}
+			lines[k.Value] = k.Line
+			val, err := nodeValue(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[k.Value] = val
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			val, err := nodeValue(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, val)
+		}
+		return out, nil
+	}
+	if t := n.ShortTag(); (t == "!!int" || t == "!!float") && jsonNumber.MatchString(n.Value) {
+		return json.Number(n.Value), nil
+	}
+	var x any
+	err := n.Decode(&x)
+	return x, err
 }
 
 // yamlLine finds the line yaml.v3 names in its errors ("yaml: line 20:

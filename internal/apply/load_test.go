@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -428,5 +429,46 @@ func TestLoadSkipsOtherToolsFiles(t *testing.T) {
 	}
 	if _, problems, _ := Load(filepath.Join(dir, "package.json")); len(problems) != 1 {
 		t.Errorf("package.json named on its own: %v; want it read (and refused: no kind)", problems)
+	}
+}
+
+// Numbers reach the API as written, every digit kept: decoded into Go's
+// float64, a contract's bounds were rounded (0.1000000000000000000001
+// became 0.1, a stricter maximum) before the API, which keeps them
+// exactly, saw them. YAML's merge keys still merge.
+func TestLoadKeepsNumbersAsWritten(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write(t, dir, "d.yaml", `kind: Definition
+key: d
+name: D
+x-defaults: &bounds
+  minimum: 12345678901234567890.123
+inputs:
+  fields:
+    - name: a
+      type: number
+      maximum: 0.1000000000000000000001
+    - name: b
+      type: number
+      <<: *bounds
+outputs:
+  fields: []
+`)
+	write(t, dir, "e.json", `{"kind": "Definition", "key": "e", "name": "E", "inputs": {"fields": [{"name": "a", "type": "number", "maximum": 1e-7}]}, "outputs": {"fields": []}}`)
+	docs, _, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, d := range docs {
+		b, _ := json.Marshal(d.Body)
+		all = append(all, string(b))
+	}
+	got := strings.Join(all, "\n")
+	for _, want := range []string{`"maximum":0.1000000000000000000001`, `"minimum":12345678901234567890.123`, `"maximum":1e-7`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("bodies %s\nwant %s in them", got, want)
+		}
 	}
 }
