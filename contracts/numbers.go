@@ -2,6 +2,8 @@ package contracts
 
 import (
 	"encoding/json"
+
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // Numbers are compared as exact decimals straight from their JSON literal:
@@ -182,13 +184,21 @@ const MaxNumberOrder = 40
 // (whatever its value: 0.1 written with 600 digits is refused).
 const MaxNumberLiteral = 512
 
+// literalTooLong reports whether s is longer than MaxNumberLiteral even
+// written in its shortest form: PostgreSQL writes a value out with its
+// scale's zeros (1.000…e-40 read back as 0.0000…1000…), and a value taken
+// from one node's outputs must pass the next node's inputs.
+func literalTooLong[S literal](s S) bool {
+	return len(s) > MaxNumberLiteral && len(jsontree.CanonicalNumber(string(s))) > MaxNumberLiteral
+}
+
 // numberInRange rejects literals that validators cannot handle safely or
 // that PostgreSQL would store many times longer: a magnitude outside
 // MaxNumberOrder (which also keeps them within float64 range, and away
 // from the huge exponents big.Rat refuses, which then crash the schema
 // library), or an absurdly long literal.
 func numberInRange[S literal](s S) bool {
-	if len(s) > MaxNumberLiteral {
+	if literalTooLong(s) {
 		return false
 	}
 	d, ok := parseDecimal(s)

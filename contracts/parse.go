@@ -493,6 +493,8 @@ func (o optionReader) bound(key string) *json.Number {
 	switch {
 	case v.Kind != jsontree.Number:
 		o.p.add(at, "%s must be a number, not %s", key, v.Kind)
+	case literalTooLong(v.Num):
+		o.p.add(at, "%s is written with more than %d characters", key, MaxNumberLiteral)
 	case !numberInRange(v.Num):
 		o.p.add(at, "%s %s is out of range", key, v.Num)
 	case o.f.Type == TypeInteger && !isIntegral(v.Num):

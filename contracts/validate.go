@@ -200,7 +200,7 @@ func sanitizeNumbers(v any, path []string, vs *[]Violation) any {
 			return x
 		}
 		msg := outOfRange
-		if len(x) > MaxNumberLiteral {
+		if literalTooLong(x) {
 			msg = tooLongNumber
 		}
 		*vs = append(*vs, Violation{Path: joinPointer(path), Message: msg})

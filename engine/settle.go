@@ -57,14 +57,16 @@ func (e *Engine) Defer(ctx context.Context, ref WorkerRef, reason string) (Defer
 		if err != nil {
 			return err
 		}
-		reason = scrubMessage(reason, protected)
-		if err := q.OccurrenceDefer(ctx, queries.OccurrenceDeferParams{ID: o.ID, Attempt: o.Attempts, Now: r.now, Reason: &reason}); err != nil {
+		// No reason is none (null), never "": the answer, the
+		// observations and a second deferral's answer agree.
+		var stored *string
+		if reason = scrubMessage(reason, protected); reason != "" {
+			stored = &reason
+		}
+		if err := q.OccurrenceDefer(ctx, queries.OccurrenceDeferParams{ID: o.ID, Attempt: o.Attempts, Now: r.now, Reason: stored}); err != nil {
 			return err
 		}
-		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt, Reason: &reason, Attempt: int(o.Attempts)}
-		if reason == "" {
-			out.Reason = nil
-		}
+		out = Deferral{Status: StatusDeferred, DeferredAt: r.now, DeadlineAt: o.DeadlineAt, Reason: stored, Attempt: int(o.Attempts)}
 		return nil
 	})
 	return out, wrap("defer", err)

@@ -390,7 +390,16 @@ func TestDeferredSettledByAnotherWorkerAndStopped(t *testing.T) {
 	env, consumer := newCRM(t, map[string]any{"deadline": "PT1H"})
 	_, id := start(t, env, "crm_only", "Acme")
 	one(t, fetch(t, env, consumer, fetchBody("w1")), id)
-	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"})
+	// Without a reason: none, null wherever it is read, not "".
+	if d := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"}).JSON(t); d["defer_reason"] != nil {
+		t.Errorf("defer without a reason answered %q", d["defer_reason"])
+	}
+	if d := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1"}).JSON(t); d["defer_reason"] != nil {
+		t.Errorf("defer again without a reason answered %q", d["defer_reason"])
+	}
+	if o := observe(t, env, id); o["defer_reason"] != nil {
+		t.Errorf("a deferral without a reason observed with %q", o["defer_reason"])
+	}
 	wantProblem(t, "settle token of a reserved occurrence", func() relaistest.Response {
 		_, other := start(t, env, "crm_only", "Other")
 		one(t, fetch(t, env, consumer, fetchBody("w1")), other)

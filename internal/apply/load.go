@@ -560,8 +560,12 @@ func controlProblems(d Document, kind string, n *yaml.Node, at string) []Problem
 		if at == "/url" || strings.HasPrefix(at, "/headers/") {
 			// A destination's credential (whatever the kind says: a
 			// misspelt one is still a destination to its author),
-			// printed into a CI log otherwise.
+			// printed into a CI log otherwise; no pattern there.
 			shown = "the value"
+			how = "HTTP cannot send it; in double quotes a backslash starts an escape"
+			if strings.EqualFold(filepath.Ext(d.File), ".json") {
+				how = "HTTP cannot send it; in JSON a backslash starts an escape"
+			}
 		}
 		out = append(out, Problem{Doc: d, Pointer: at, Line: n.Line, Message: fmt.Sprintf("%s holds the control character %U (%s)", shown, r, how)})
 	}

@@ -379,11 +379,11 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		// A destination's URL and headers carry credentials: never
 		// printed into a CI log.
 		"header.yaml": {"kind: Destination\nname: d\nurl: https://example.com\nmax_timeout: PT1S\nheaders:\n  X-Bad: \"bad\\u0001 SECRET\"\n",
-			`6: /headers/X-Bad: the value holds the control character U+0001 (in double quotes a backslash starts an escape: write a pattern in single quotes, or double the backslash)`},
+			`6: /headers/X-Bad: the value holds the control character U+0001 (HTTP cannot send it; in double quotes a backslash starts an escape)`},
 		// Whatever the kind says: a misspelt kind is still a destination
 		// to its author.
 		"header-typo.yaml": {"kind: Destinaton\nname: d\nheaders:\n  X-A: \"s\\u0001 SECRET\"\n",
-			`4: /headers/X-A: the value holds the control character U+0001 (in double quotes a backslash starts an escape: write a pattern in single quotes, or double the backslash)`},
+			`4: /headers/X-A: the value holds the control character U+0001 (HTTP cannot send it; in double quotes a backslash starts an escape)`},
 		// A document that is no mapping at all is a problem, not a panic.
 		"list.json":   {"[1, 2]\n", `1: /: a document must be a mapping with a kind`},
 		"list.yaml":   {"- a\n- b\n", `1: /: a document must be a mapping with a kind`},

@@ -306,10 +306,15 @@ func shapeError(body []byte, t reflect.Type) error {
 // tools write before UTF-8 text: JSON forbids it (RFC 8259 §8.1), and the
 // decoder's "invalid character 'ï'" did not say what to remove.
 func byteOrderMark(body []byte) error {
-	if !bytes.HasPrefix(body, []byte("\xef\xbb\xbf")) {
-		return nil
+	// White space before it too: a template's line break, say.
+	body = bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case bytes.HasPrefix(body, []byte("\xef\xbb\xbf")):
+		return fault.New(fault.BadRequest, "invalid_json", "the body starts with a byte order mark (U+FEFF), which JSON does not allow: send it without (PowerShell's Out-File and Notepad add one; UTF-8 without BOM)")
+	case bytes.HasPrefix(body, []byte("\xff\xfe")), bytes.HasPrefix(body, []byte("\xfe\xff")):
+		return fault.New(fault.BadRequest, "invalid_json", "the body is UTF-16 (it starts with UTF-16's byte order mark): send it as UTF-8 (Windows PowerShell 5.1's Out-File writes UTF-16 unless given -Encoding utf8)")
 	}
-	return fault.New(fault.BadRequest, "invalid_json", "the body starts with a byte order mark (U+FEFF), which JSON does not allow: send it without (PowerShell's Out-File and Notepad add one; UTF-8 without BOM)")
+	return nil
 }
 
 func decodeError(err error) error {
