@@ -90,6 +90,9 @@ flags:
 	}
 	c := &apply.Client{URL: base, Token: token}
 	if err := c.Check(ctx); err != nil {
+		if apply.Unreachable(err) {
+			return retryLater{fmt.Errorf("%w; nothing was applied", err)}
+		}
 		return fmt.Errorf("%w; nothing was applied", err)
 	}
 	if refused := c.Permitted(docs); len(refused) > 0 {
@@ -111,7 +114,7 @@ flags:
 				fmt.Fprintln(stderr, p.String())
 			}
 			if problems[0].Unknown {
-				return fmt.Errorf("%s got no answer while checking the set; nothing was applied", problems[0].Doc.Name())
+				return retryLater{fmt.Errorf("%s got no answer while checking the set; nothing was applied", problems[0].Doc.Name())}
 			}
 			return fmt.Errorf("%d problem(s) in %s; nothing was applied (the whole set is checked before any of it is)", len(problems), problems[0].Doc.Name())
 		}
@@ -151,7 +154,7 @@ flags:
 		// The request went out and no answer came: it may have landed.
 		fmt.Fprintf(stderr, "outcome unknown (no answer came; apply again, it is idempotent): %s\n", refused.Name())
 		fmt.Fprintf(stderr, "not %s: %s\n", verb, names(docs[done+1:]))
-		return fmt.Errorf("%s got no answer; %d document(s) applied before it, %d not applied after it", refused.Name(), done, len(docs)-done-1)
+		return retryLater{fmt.Errorf("%s got no answer; %d document(s) applied before it, %d not applied after it", refused.Name(), done, len(docs)-done-1)}
 	}
 	fmt.Fprintf(stderr, "not %s: %s (refused)", verb, refused.Name())
 	if rest := docs[done+1:]; len(rest) > 0 {
@@ -163,6 +166,20 @@ flags:
 	}
 	return fmt.Errorf("%d problem(s) in %s; %d document(s) applied before it, %d not applied", len(problems), refused.Name(), done, len(docs)-done)
 }
+
+// exitRetry is apply's exit status when Relais could not be reached or
+// gave no answer: EX_TEMPFAIL, so that a pipeline retries it later rather
+// than blame the documents (apply is idempotent).
+const exitRetry = 75
+
+// retryLater is an apply that failed for Relais's absence, not its
+// documents: the command exits exitRetry.
+type retryLater struct{ error }
+
+func (e retryLater) Unwrap() error { return e.error }
+
+// ExitCode is the command's exit status.
+func (retryLater) ExitCode() int { return exitRetry }
 
 // names lists documents by name, or says there are none.
 func names(docs []apply.Document) string {

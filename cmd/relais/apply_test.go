@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -336,6 +337,15 @@ func TestApplyChecksTheTokenFirst(t *testing.T) {
 	_, stderr, err := applyRun(t, "http://127.0.0.1:1", "-f", "../../examples")
 	if err == nil || !strings.HasPrefix(err.Error(), "RELAIS_URL http://127.0.0.1:1 does not answer") || stderr != "" {
 		t.Errorf("apply to a server that does not answer: err %v, stderr %q", err, stderr)
+	}
+	// A pipeline tells Relais's absence (retry later) from its documents'
+	// problems by the exit status: 75 (EX_TEMPFAIL) against 1.
+	var ec interface{ ExitCode() int }
+	if !errors.As(err, &ec) || ec.ExitCode() != 75 {
+		t.Errorf("apply to a server that does not answer: %v, want exit status 75", err)
+	}
+	if _, _, err := applyRun(t, r.base+"/api/v1", "-f", "../../examples"); errors.As(err, &ec) {
+		t.Errorf("a misconfigured RELAIS_URL exits %d, want 1 (not worth a retry)", ec.ExitCode())
 	}
 
 	// A designer's token may not apply destinations: said of each, before

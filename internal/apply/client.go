@@ -386,6 +386,15 @@ func (c *Client) serverChecksWorking(ctx context.Context) (bool, error) {
 	return checks, nil
 }
 
+// Unreachable reports whether err (from Check) says Relais could not be
+// reached or could not answer right now (no answer, or 503): the
+// documents are not at fault, and the same apply later may well pass.
+func Unreachable(err error) bool {
+	var ue *unanswered
+	var ae *apiError
+	return errors.As(err, &ue) || errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable
+}
+
 // Check asks the server who the token is, before any document is sent: a
 // token it refuses, or a server that does not answer, is then reported
 // once, as what it is, instead of as the first document's problem.
@@ -403,7 +412,7 @@ func (c *Client) Check(ctx context.Context) error {
 	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
 		return fmt.Errorf("RELAIS_TOKEN is refused by %s: %s (%s)", c.URL, ae.Detail, ae.Code)
 	case errors.As(err, &ue):
-		return fmt.Errorf("RELAIS_URL %s does not answer: %w", c.URL, ue.err)
+		return fmt.Errorf("RELAIS_URL %s does not answer: %w", c.URL, ue)
 	}
 	return err
 }
