@@ -376,7 +376,9 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 		}
 		js, err := json.Marshal(v)
 		if err != nil {
-			problems = append(problems, Problem{Doc: d, Message: "mapping keys must be strings: " + err.Error()})
+			// nodeValue took only string keys: what is left is a value
+			// JSON has no literal for.
+			problems = append(problems, Problem{Doc: d, Message: "holds a value JSON cannot hold (.nan, .inf): " + err.Error()})
 			continue
 		}
 		var m map[string]any

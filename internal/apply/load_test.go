@@ -388,6 +388,7 @@ func TestLoadSyntaxProblems(t *testing.T) {
 		"list.json":   {"[1, 2]\n", `1: /: a document must be a mapping with a kind`},
 		"list.yaml":   {"- a\n- b\n", `1: /: a document must be a mapping with a kind`},
 		"scalar.yaml": {"just words\n", `1: /: a document must be a mapping with a kind`},
+		"nan.yaml":    {"kind: Definition\nkey: d\nx: .nan\n", `1: /: holds a value JSON cannot hold (.nan, .inf): json: unsupported value: NaN`},
 		"duplicate.yaml": {"kind: Definition\nkey: d\nname: one\nname: two\n",
 			`4: /: not valid YAML: mapping key "name" already defined at line 3`},
 		"duplicate.json": {"{\"kind\": \"Definition\",\n \"key\": \"d\",\n \"key\": \"e\"}\n",
