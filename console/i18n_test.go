@@ -145,11 +145,8 @@ func TestSafeNext(t *testing.T) {
 // at is ctx seen from now, with times shown in zone ("UTC", "+02:00" or
 // "Europe/Paris").
 func at(ctx context.Context, now time.Time, zone string) context.Context {
-	if loc := namedZone(zone); loc != nil {
-		return context.WithValue(ctx, prefsKey{}, prefs{named: loc, now: now})
-	}
-	utc, off := parseZone(zone)
-	return context.WithValue(ctx, prefsKey{}, prefs{utc: utc, offset: off, now: now})
+	named, utc, off := readZone(zone)
+	return context.WithValue(ctx, prefsKey{}, prefs{named: named, utc: utc, offset: off, now: now})
 }
 
 func TestTimesInTheChosenZoneWithRelativeSpans(t *testing.T) {

@@ -102,6 +102,16 @@ func zoneCode(utc bool, offset int) string {
 	return fmt.Sprintf("%c%02d:%02d", sign, offset/60, offset%60)
 }
 
+// readZone reads a zone cookie or form value: a place offered (named), or
+// an offset (parseZone).
+func readZone(s string) (named *time.Location, utc bool, offset int) {
+	if named = namedZone(s); named != nil {
+		return named, false, 0
+	}
+	utc, offset = parseZone(s)
+	return nil, utc, offset
+}
+
 // parseZone reads a zone cookie value; anything not offered is UTC.
 func parseZone(s string) (utc bool, offset int) {
 	if len(s) != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':' {
@@ -148,12 +158,7 @@ func (c *Console) withPreferences(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := prefs{utc: true, now: c.eng.Now()}
 		if ck, err := r.Cookie(zoneCookie); err == nil {
-			p.named = namedZone(ck.Value)
-			if p.named == nil {
-				p.utc, p.offset = parseZone(ck.Value)
-			} else {
-				p.utc = false
-			}
+			p.named, p.utc, p.offset = readZone(ck.Value)
 		}
 		if ck, err := r.Cookie(refreshCookie); err == nil {
 			p.refresh = parseRefresh(ck.Value)
@@ -255,9 +260,10 @@ func (c *Console) preferencesPage(w http.ResponseWriter, r *http.Request) {
 // the page they were opened from (Post/Redirect/Get).
 func (c *Console) savePreferences(w http.ResponseWriter, r *http.Request) {
 	year := int((365 * 24 * time.Hour).Seconds())
-	zone := r.PostFormValue("tz")
-	if namedZone(zone) == nil {
-		zone = zoneCode(parseZone(zone))
+	named, utc, offset := readZone(r.PostFormValue("tz"))
+	zone := zoneCode(utc, offset)
+	if named != nil {
+		zone = named.String()
 	}
 	http.SetCookie(w, preferenceCookie(r, zoneCookie, zone, year))
 	http.SetCookie(w, preferenceCookie(r, refreshCookie, strconv.Itoa(parseRefresh(r.PostFormValue("refresh"))), year))
