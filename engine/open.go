@@ -168,3 +168,34 @@ func (e *Engine) ConsumerOccurrence(ctx context.Context, consumerID int64, id uu
 	}
 	return o, nil
 }
+
+// DeferredFilter selects among a consumer's deferred occurrences. Zero
+// fields do not filter.
+type DeferredFilter struct {
+	Definition string
+	WorkerID   string
+	// Before pages: occurrences with a smaller id (an older one).
+	Before *uuid.UUID
+	Limit  int // 1 to MaxOpenList
+}
+
+// ListDeferred returns the occurrences consumerID's workers deferred and
+// nobody has settled yet, newest first, without their values: what a back
+// end that lost track of its approvals needs to find them again (their
+// deferral, deadline and instance; settling needs only the id). Its grants
+// do not narrow it: a deferral it made stays its to settle.
+func (e *Engine) ListDeferred(ctx context.Context, consumerID int64, f DeferredFilter) ([]Occurrence, error) {
+	if f.Limit < 1 || f.Limit > MaxOpenList {
+		return nil, fault.New(fault.BadRequest, "invalid_request", "the limit must be 1 to %d", MaxOpenList)
+	}
+	rows, err := e.q.OccurrenceListDeferredByConsumer(ctx, queries.OccurrenceListDeferredByConsumerParams{ConsumerID: &consumerID,
+		DefinitionKey: strPtr(f.Definition), WorkerID: strPtr(f.WorkerID), Before: f.Before, Max: int32(f.Limit)})
+	if err != nil {
+		return nil, wrap("list deferred occurrences", err)
+	}
+	xs := make([]observed, len(rows))
+	for i, r := range rows {
+		xs[i] = observed{row: queries.Occurrence(r.OccurrenceHead)}
+	}
+	return e.observations(ctx, xs)
+}

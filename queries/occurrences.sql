@@ -612,3 +612,16 @@ update attempts a
 set outcome = 'completed', ended_at = done.at
 from done
 where a.occurrence_id = done.id and a.number = done.attempts and a.ended_at is null;
+
+-- name: OccurrenceListDeferredByConsumer :many
+-- A consumer's deferred occurrences (DESIGN §11), newest first, paged by
+-- id: what its workers handed to a person or a front end, for a back end
+-- that must find them again. Without values, as every list.
+select sqlc.embed(o)
+from occurrence_heads o
+where o.status = 'deferred' and o.consumer_id = @consumer_id
+  and (sqlc.narg('definition_key')::text is null or o.definition_key = sqlc.narg('definition_key'))
+  and (sqlc.narg('worker_id')::text is null or o.worker_id = sqlc.narg('worker_id'))
+  and (sqlc.narg('before')::uuid is null or o.id < sqlc.narg('before'))
+order by o.id desc
+limit @max;

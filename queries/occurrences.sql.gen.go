@@ -1674,6 +1674,96 @@ func (q *Queries) OccurrenceListByInstance(ctx context.Context, instanceID uuid.
 	return items, nil
 }
 
+const occurrenceListDeferredByConsumer = `-- name: OccurrenceListDeferredByConsumer :many
+select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
+from occurrence_heads o
+where o.status = 'deferred' and o.consumer_id = $1
+  and ($2::text is null or o.definition_key = $2)
+  and ($3::text is null or o.worker_id = $3)
+  and ($4::uuid is null or o.id < $4)
+order by o.id desc
+limit $5
+`
+
+type OccurrenceListDeferredByConsumerParams struct {
+	ConsumerID    *int64
+	DefinitionKey *string
+	WorkerID      *string
+	Before        *uuid.UUID
+	Max           int32
+}
+
+type OccurrenceListDeferredByConsumerRow struct {
+	OccurrenceHead OccurrenceHead
+}
+
+// A consumer's deferred occurrences (DESIGN §11), newest first, paged by
+// id: what its workers handed to a person or a front end, for a back end
+// that must find them again. Without values, as every list.
+func (q *Queries) OccurrenceListDeferredByConsumer(ctx context.Context, arg OccurrenceListDeferredByConsumerParams) ([]OccurrenceListDeferredByConsumerRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceListDeferredByConsumer,
+		arg.ConsumerID,
+		arg.DefinitionKey,
+		arg.WorkerID,
+		arg.Before,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceListDeferredByConsumerRow{}
+	for rows.Next() {
+		var i OccurrenceListDeferredByConsumerRow
+		if err := rows.Scan(
+			&i.OccurrenceHead.ID,
+			&i.OccurrenceHead.InstanceID,
+			&i.OccurrenceHead.Node,
+			&i.OccurrenceHead.DefinitionKey,
+			&i.OccurrenceHead.Revision,
+			&i.OccurrenceHead.Mode,
+			&i.OccurrenceHead.Status,
+			&i.OccurrenceHead.Priority,
+			&i.OccurrenceHead.MaxAttempts,
+			&i.OccurrenceHead.RetryDelay,
+			&i.OccurrenceHead.Deadline,
+			&i.OccurrenceHead.DeadlineAt,
+			&i.OccurrenceHead.Destination,
+			&i.OccurrenceHead.Timeout,
+			&i.OccurrenceHead.Attempts,
+			&i.OccurrenceHead.AvailableAt,
+			&i.OccurrenceHead.ClaimableAt,
+			&i.OccurrenceHead.ConsumerID,
+			&i.OccurrenceHead.WorkerID,
+			&i.OccurrenceHead.ReservedAt,
+			&i.OccurrenceHead.LockExpiresAt,
+			&i.OccurrenceHead.Inputs,
+			&i.OccurrenceHead.SealedInputs,
+			&i.OccurrenceHead.Outputs,
+			&i.OccurrenceHead.SealedOutputs,
+			&i.OccurrenceHead.OutputsDigest,
+			&i.OccurrenceHead.Route,
+			&i.OccurrenceHead.ErrorCode,
+			&i.OccurrenceHead.ErrorMessage,
+			&i.OccurrenceHead.CreatedAt,
+			&i.OccurrenceHead.SettledAt,
+			&i.OccurrenceHead.DeferredAt,
+			&i.OccurrenceHead.DeferReason,
+			&i.OccurrenceHead.AttemptCredit,
+			&i.OccurrenceHead.ProcessKey,
+			&i.OccurrenceHead.BusinessKey,
+			&i.OccurrenceHead.ProcessVersion,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrenceListOpenPull = `-- name: OccurrenceListOpenPull :many
 select o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version, relais_lock_lapsed(o.status, o.mode, o.lock_expires_at, o.attempts, o.max_attempts + o.attempt_credit, o.deadline_at, coalesce($1::timestamptz, now())) as lapsed
 from occurrence_heads o

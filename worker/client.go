@@ -41,13 +41,27 @@ func (w *Worker) post(ctx context.Context, path string, body, out any) error {
 	if err != nil {
 		return fmt.Errorf("relais: %w", err)
 	}
+	req.Header.Set("Content-Type", "application/json")
+	return w.send(req, path, out)
+}
+
+// get reads path (with its query) as post does.
+func (w *Worker) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.base+path, nil)
+	if err != nil {
+		return fmt.Errorf("relais: %w", err)
+	}
+	return w.send(req, path, out)
+}
+
+func (w *Worker) send(req *http.Request, path string, out any) error {
+	ctx := req.Context()
 	token, err := w.token(ctx)
 	if err != nil {
 		// Retried as a network error: the next read may succeed.
 		return &networkError{err}
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	req.Header.Set("User-Agent", "relais-worker-go")
 	resp, err := w.cfg.HTTPClient.Do(req)

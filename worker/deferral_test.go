@@ -403,3 +403,65 @@ func TestDeferredCallsThatGetNoAnswerSaySo(t *testing.T) {
 		}
 	}
 }
+
+// A service that lost the ids it deferred finds them again with
+// Deferred, page after page (smaller pages than the default here), and
+// settles them by id; a request left unanswered reaches the loop as its
+// error.
+func TestDeferredListsWhatTheConsumerDeferred(t *testing.T) {
+	r := newRelais(t, nil)
+	ids := make(chan string, 8)
+	run := r.run(t, Config{Protocol: ProtocolLongPoll}, deferring(ids, nil))
+	want := map[string]bool{}
+	for i := range 3 {
+		inst := r.start(t, fmt.Sprint("Acme ", i))
+		want[receive(t, ids)] = true
+		waitStatus(t, r, inst, "deferred")
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	w := r.sideWorker(t)
+	defer func(n int) { deferredPageSize = n }(deferredPageSize)
+	deferredPageSize = 2
+	var got []DeferredOccurrence
+	for o, err := range w.Deferred(context.Background(), DeferredFilter{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o)
+	}
+	if len(got) != 3 {
+		t.Fatalf("listed %d deferred occurrences, want 3: %+v", len(got), got)
+	}
+	for i, o := range got {
+		if !want[o.ID] || o.DeferReason == nil || *o.DeferReason != "waiting for the sales team" || o.DeferredAt.IsZero() || o.WorkerID == "" || o.Attempt != 1 {
+			t.Errorf("item %d: %+v, want one of the deferred occurrences %v with its reason, date, worker and attempt", i, o, want)
+		}
+		if i > 0 && o.ID >= got[i-1].ID {
+			t.Errorf("item %d (%s) listed after %s: want newest first", i, o.ID, got[i-1].ID)
+		}
+	}
+	if err := w.CompleteDeferred(context.Background(), got[0].ID, map[string]any{"result": "created", "crm_id": "CRM-7"}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range w.Deferred(context.Background(), DeferredFilter{WorkerID: got[1].WorkerID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Errorf("after one was completed, %d listed, want 2", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var errs []error
+	for _, err := range w.Deferred(ctx, DeferredFilter{}) {
+		errs = append(errs, err)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], ErrUnanswered) {
+		t.Errorf("listing with its context ended: %v, want one error wrapping ErrUnanswered", errs)
+	}
+}
