@@ -10,10 +10,11 @@ import (
 )
 
 // ExampleWorkerDrill is what every example CRM worker in another language
-// (examples/nodeworker, examples/pythonworker) must do against a real
-// Relais, started by start with the consumer token it is given: subscribe
-// once; run each task while it keeps acknowledging heartbeats (a task five
-// heartbeats long completes, its stream kept); complete through the
+// (examples/nodeworker, examples/pythonworker, examples/pythonpoll) must do
+// against a real Relais, started by start with the consumer token it is
+// given: subscribe once; run each task while it keeps acknowledging
+// heartbeats or extending its lock (a task five heartbeats long completes,
+// a stream kept); complete through the
 // protocol (a company created, then found existing: the instances take
 // their branches); drop a task whose instance is stopped, reporting
 // nothing; and on SIGTERM drain: the task in flight finishes and settles,

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""An example Relais worker in Python over the REST pull protocol (long
+polling), standard library only: the simplest worker to write in any
+language, two HTTP calls and a timer.
+
+It serves the add_company_to_crm definition (examples/definitions) as
+examples/crmworker does in Go with the SDK: it adds companies to a CRM,
+here an in-memory map, and reports whether each was created or already
+there. It does what the README's "A worker in any language" asks:
+
+- fetch-and-lock with a long wait, a worker_id unique to the process and a
+  fresh request_id per fetch (the same one again after a lost answer);
+- run each task in a thread, extending its lock at half its length; a 409
+  to an extension means the task is no longer this worker's (stopped,
+  past its deadline, lock lost): drop it and report nothing;
+- complete it, retrying a settlement that got no answer (an identical
+  replay is answered as the first);
+- back off on 429 and 503 as Retry-After says and on network errors; stop
+  on 400, 401 and 403, which retrying will not change;
+- on SIGINT or SIGTERM, stop fetching (closing the waiting fetch's
+  connection releases what it claimed), finish the tasks in hand, exit 0.
+
+    RELAIS_URL=http://127.0.0.1:8080 RELAIS_TOKEN=<consumer token> python3 worker.py
+
+Delivery is at least once: a task whose lock lapsed (a worker paused
+longer than its lock) is offered again, so the work must be safe to do
+twice. Here the CRM is looked up before a company is created; a service
+that sends an email or charges a card keys what it does by the
+occurrence id. It logs one JSON object a line on stdout.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from urllib.parse import urlparse
+
+DEFINITION = "add_company_to_crm"
+
+url = os.environ.get("RELAIS_URL")
+token = os.environ.get("RELAIS_TOKEN")
+if not url or not token:
+    print("RELAIS_URL and RELAIS_TOKEN (a consumer token granted add_company_to_crm) are required", file=sys.stderr)
+    sys.exit(2)
+base = urlparse(url)
+# Unique to the process: two processes with one worker id would settle each
+# other's tasks.
+worker_id = os.environ.get("WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+concurrency = int(os.environ.get("CONCURRENCY", "4"))
+lock_seconds = int(os.environ.get("LOCK_SECONDS", "30"))
+# Stands in for a slow CRM call, in milliseconds.
+crm_latency = int(os.environ.get("CRM_LATENCY_MS", "0")) / 1000
+
+log_lock = threading.RLock()  # re-entrant: the signal handler may log
+
+
+def log(event, **fields):
+    line = {"time": datetime.now(timezone.utc).isoformat(), "event": event, "worker": worker_id, **fields}
+    with log_lock:
+        print(json.dumps(line), flush=True)
+
+
+class Refused(Exception):
+    """An answer other than 2xx: its status, Relais's problem, and how long
+    Retry-After asks to wait."""
+
+    def __init__(self, status, problem, retry_after):
+        self.status, self.problem, self.retry_after = status, problem, retry_after
+        super().__init__(f"{status} {problem.get('code')}: {problem.get('detail')}")
+
+    def fields(self):
+        return {"status": self.status, "code": self.problem.get("code"), "detail": self.problem.get("detail"),
+                "errors": [f"{e.get('path')}: {e.get('message')}" for e in self.problem.get("errors", [])]}
+
+
+fetching = None  # the connection of the fetch waiting, closed on a signal
+
+
+def post(path, body, timeout=30, hold=False):
+    """POSTs body as JSON; returns the decoded answer or raises Refused
+    (an answer) or OSError/HTTPException (none)."""
+    global fetching
+    cls = http.client.HTTPSConnection if base.scheme == "https" else http.client.HTTPConnection
+    c = cls(base.hostname, base.port, timeout=timeout)
+    if hold:
+        fetching = c
+    try:
+        c.request("POST", "/api/v1/pull" + path, json.dumps(body),
+                  {"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        if hold:
+            fetching = None
+        c.close()
+    answer = json.loads(data or b"{}")
+    if r.status >= 300:
+        raise Refused(r.status, answer, float(r.getheader("Retry-After") or 1))
+    return answer
+
+
+# The CRM: normalised company name → CRM id.
+crm = {}
+crm_lock = threading.Lock()
+
+
+def add_company(inputs):
+    """The task, safe to do twice: a redelivered task finds the company its
+    first attempt created and reports it existing."""
+    time.sleep(crm_latency)
+    key = str(inputs["company_name"]).strip().lower()
+    with crm_lock:
+        if key in crm:
+            return {"result": "existing", "crm_id": crm[key], "matched_on": ["name"]}
+        crm[key] = f"CRM-{len(crm) + 1:04d}"
+        return {"result": "created", "crm_id": crm[key]}
+
+
+slots = threading.BoundedSemaphore(concurrency)  # a slot per task in hand
+stopping = threading.Event()
+
+
+def keep_lock(occurrence, done, lost):
+    """Extends the lock at half its length until done; a refusal sets lost."""
+    while not done.wait(lock_seconds / 2):
+        try:
+            post(f"/occurrences/{occurrence}/extend", {"worker_id": worker_id, "lock_duration": f"PT{lock_seconds}S"})
+        except Refused as err:
+            if err.status == 409:  # stopped, past its deadline, or no longer this worker's
+                lost.append(err)
+                return
+        except (OSError, http.client.HTTPException):
+            pass  # the next one may get through before the lock ends
+
+
+def run(task):
+    occurrence = task["id"]
+    done, lost = threading.Event(), []
+    keeper = threading.Thread(target=keep_lock, args=(occurrence, done, lost), daemon=True)
+    keeper.start()
+    try:
+        outputs = add_company(task["inputs"])
+        done.set()
+        keeper.join()
+        if lost:
+            log("cancelled", occurrence=occurrence, code=lost[0].problem.get("code"))
+            return
+        complete(occurrence, task, outputs)
+    finally:
+        done.set()
+        slots.release()
+
+
+def complete(occurrence, task, outputs):
+    """Completes, retrying what got no answer (or a 5xx, a 429) until the
+    lock would have ended: a replay is answered as the first."""
+    give_up = time.monotonic() + lock_seconds
+    while True:
+        try:
+            res = post(f"/occurrences/{occurrence}/complete", {"worker_id": worker_id, "outputs": outputs})
+            log("completed", occurrence=occurrence, attempt=task["attempt"], result=outputs["result"],
+                crm_id=outputs["crm_id"], route=res.get("route"))
+            return
+        except Refused as err:
+            code = err.problem.get("code")
+            if code in ("occurrence_cancelled", "deadline_exceeded"):
+                log("cancelled", occurrence=occurrence, code=code)  # no longer wanted
+                return
+            if err.status not in (429, 500, 502, 503, 504) or time.monotonic() > give_up:
+                log("refused", occurrence=occurrence, **err.fields())  # its lock lost, invalid outputs…
+                return
+            time.sleep(err.retry_after)
+        except (OSError, http.client.HTTPException) as err:
+            if time.monotonic() > give_up:
+                log("unanswered", occurrence=occurrence, error=str(err))
+                return
+            time.sleep(1)
+
+
+def stop(signum, _frame):
+    log("draining", signal=signal.Signals(signum).name)
+    stopping.set()
+    conn = fetching
+    sock = conn.sock if conn is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # what the fetch claims as it leaves is released
+        except OSError:
+            pass
+
+
+def main():
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log("subscribed", definition=DEFINITION, concurrency=concurrency)
+    request_id, backoff = None, 1
+    while not stopping.is_set():
+        slots.acquire()
+        if stopping.is_set():
+            slots.release()
+            break
+        free = 1
+        while free < concurrency and slots.acquire(blocking=False):
+            free += 1
+        request_id = request_id or str(uuid.uuid4())
+        try:
+            got = post("/fetch-and-lock", {"worker_id": worker_id, "subscriptions": [{"definition": DEFINITION}],
+                                           "max_tasks": free, "lock_duration": f"PT{lock_seconds}S", "wait": "PT20S",
+                                           "request_id": request_id}, timeout=60, hold=True)["occurrences"]
+        except Refused as err:
+            for _ in range(free):
+                slots.release()
+            if err.status in (400, 401, 403):
+                log("refused", **err.fields())
+                sys.exit(1)
+            request_id = None  # answered: nothing was claimed
+            time.sleep(err.retry_after)
+            continue
+        except (OSError, http.client.HTTPException) as err:
+            for _ in range(free):
+                slots.release()
+            if stopping.is_set():
+                break
+            # No answer: the same request_id again returns what it claimed.
+            log("fetch_unanswered", error=str(err), retry_in=backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 30)
+            continue
+        request_id, backoff = None, 1
+        for _ in range(free - len(got)):
+            slots.release()
+        for task in got:
+            threading.Thread(target=run, args=(task,)).start()
+    # Non-daemon task threads finish (and settle) before the interpreter
+    # exits.
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and not t.daemon:
+            t.join()
+    log("stopped")
+
+
+if __name__ == "__main__":
+    main()
