@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -356,10 +357,21 @@ func (e *Engine) CreateRelease(ctx context.Context, key, name string, revision i
 	}
 	row, err := e.q.ReleaseInsert(ctx, queries.ReleaseInsertParams{DefinitionKey: key, Name: name, Revision: int32(revision), Notes: notes})
 	if isUniqueViolation(err, "releases_pkey") {
-		// A name is published once, even with the same content: `relais
-		// apply` reads the release first and reports it unchanged.
-		existing, _ := e.q.ReleaseGet(ctx, queries.ReleaseGetParams{DefinitionKey: key, Name: name})
-		return Release{}, false, fault.New(fault.Conflict, "release_exists", "release %q of %q already exists (revision %d) and cannot be changed", name, key, existing.Revision)
+		// A name is published once. The same release again (a script
+		// retrying after a lost answer) is that release, as a process
+		// version published again is; anything else would change it.
+		existing, gerr := e.q.ReleaseGet(ctx, queries.ReleaseGetParams{DefinitionKey: key, Name: name})
+		if gerr != nil {
+			return Release{}, false, wrap("create release", gerr)
+		}
+		if int(existing.Revision) == revision && existing.Notes == notes {
+			return releaseFromRow(existing), false, nil
+		}
+		what := fmt.Sprintf("revision %d", existing.Revision)
+		if int(existing.Revision) == revision {
+			what = "the same revision, other notes"
+		}
+		return Release{}, false, fault.New(fault.Conflict, "release_exists", "release %q of %q already exists (%s) and cannot be changed: publish another name", name, key, what)
 	}
 	if err != nil {
 		return Release{}, false, wrap("create release", err)

@@ -262,8 +262,8 @@ func TestRequestSchemasMatchTheServer(t *testing.T) {
 		release("without revision", true, `{"name": "doc-3"}`),
 		release("revision 0", true, `{"name": "doc-4", "revision": 0}`),
 		release("a name starting with a dash", true, `{"name": "-doc", "revision": 1}`),
-		// Published before, even the same: 409, which the document says.
-		release("a name published before", false, `{"name": "doc-1", "revision": 1}`),
+		// Published before with other notes: 409, which the document says.
+		release("a name published before", false, `{"name": "doc-1", "revision": 1, "notes": "other"}`),
 	}
 	for _, c := range cases {
 		if strings.Contains(c.path, "{reserved}") {

@@ -484,8 +484,11 @@ func (c *Client) release(ctx context.Context, d Document, dryRun bool, planned m
 		if err := c.revisionExists(ctx, d.Definition, int(rev), planned); err != nil {
 			return Result{}, err
 		}
-	} else if _, err := c.call(ctx, "POST", base, map[string]any{"name": d.ID, "revision": rev, "notes": notes}, nil); err != nil {
+	} else if status, err := c.call(ctx, "POST", base, map[string]any{"name": d.ID, "revision": rev, "notes": notes}, nil); err != nil {
 		return Result{}, atDefinition(err)
+	} else if status == http.StatusOK {
+		// Another run published the same release since it was read.
+		return Result{Doc: d, Action: "unchanged", Detail: fmt.Sprintf("revision %d", rev)}, nil
 	}
 	return Result{Doc: d, Action: "created", Detail: fmt.Sprintf("revision %d", rev)}, nil
 }
