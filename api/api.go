@@ -83,10 +83,11 @@ func (a *API) serve(h func(w http.ResponseWriter, r *http.Request) error, query,
 // located names, in Location, what a 201 created.
 func located(w http.ResponseWriter, path string) { w.Header().Set("Location", path) }
 
-// immutable answers attempts to change revisions and releases.
-func (a *API) immutable(what string) http.Handler {
+// immutable answers attempts to change revisions and releases, saying
+// what to do instead.
+func (a *API) immutable(what, instead string) http.Handler {
 	return a.refusing(func(*http.Request) error {
-		return fault.New(fault.MethodNotAllowed, "immutable", "%s cannot be changed or deleted", what)
+		return fault.New(fault.MethodNotAllowed, "immutable", "%s cannot be changed or deleted: %s", what, instead)
 	})
 }
 

@@ -334,12 +334,14 @@ func TestReleasesAndImmutability(t *testing.T) {
 	if n := len(list["items"].([]any)); n != 1 {
 		t.Errorf("%d releases listed, want 1", n)
 	}
-	for _, c := range []struct{ method, path string }{
-		{"DELETE", base + "/revisions/1"}, {"PUT", base + "/revisions/1"}, {"PATCH", base + "/revisions/1"},
-		{"DELETE", base + "/releases/2026.11"}, {"PUT", base + "/releases/2026.11"},
+	for _, c := range []struct{ method, path, instead string }{
+		{"DELETE", base + "/revisions/1", "snapshot a new revision"}, {"PUT", base + "/revisions/1", "edit the definition's working copy"},
+		{"PATCH", base + "/revisions/1", "PUT /api/v1/definitions/{key}/working"},
+		{"DELETE", base + "/releases/2026.11", "under another name"}, {"PUT", base + "/releases/2026.11", "under another name"},
 	} {
-		if r := env.Do(c.method, c.path, env.Admin, `{}`); r.Status != 405 || r.Code() != "immutable" {
-			t.Errorf("%s %s: %d %s; want 405 immutable", c.method, c.path, r.Status, r.Body)
+		// Refused, saying what to do instead.
+		if r := env.Do(c.method, c.path, env.Admin, `{}`); r.Status != 405 || r.Code() != "immutable" || !strings.Contains(string(r.Body), c.instead) {
+			t.Errorf("%s %s: %d %s; want 405 immutable saying %q", c.method, c.path, r.Status, r.Body, c.instead)
 		}
 	}
 	if _, err := env.Pool.Exec(t.Context(), "update revisions set digest = 'x'"); err == nil {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/relais/relais/internal/relaistest"
@@ -149,5 +150,22 @@ func TestProcessProblemsInOneAnswer(t *testing.T) {
 	res = env.Do("POST", "/api/v1/processes/one_answer/versions?dry_run=true", env.Designer, proc)
 	if got := problemPaths(t, "structural problem", res, 422, "invalid_process"); !slices.Equal(got, []string{"/nodes/crm/policy/retry_delay", "/nodes/crm/routes"}) {
 		t.Errorf("structural problem: pointers %v, want the two parse problems only", got)
+	}
+}
+
+// A start whose inputs were sent at the top level, without "inputs", is
+// told where they go; a misspelt member is told the one it means instead.
+func TestStartInputsOutsideInputsAreToldWhereTheyGo(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	res := env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"name": "Acme"})
+	if res.Status != 400 || res.Code() != "unknown_field" || !strings.Contains(res.JSON(t)["detail"].(string), `the process's inputs go under "inputs"`) {
+		t.Errorf("inputs at the top level: %d %s, want 400 unknown_field saying they go under inputs", res.Status, res.Body)
+	}
+	res = env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"input": map[string]any{"name": "Acme"}})
+	if d := res.JSON(t)["detail"].(string); res.Code() != "unknown_field" || !strings.Contains(d, `did you mean "inputs"`) || strings.Contains(d, "go under") {
+		t.Errorf("a misspelt inputs: %d %s, want its suggestion alone", res.Status, res.Body)
 	}
 }

@@ -103,7 +103,7 @@ func (a *API) startInstance() http.Handler {
 	return a.handleIdempotent(func(w http.ResponseWriter, r *http.Request) error {
 		req, err := httpjson.Decode[startRequest](w, r, a.maxBody)
 		if err != nil {
-			return err
+			return outsideInputs(err)
 		}
 		var idem string
 		switch vs := r.Header.Values("Idempotency-Key"); len(vs) {
@@ -131,6 +131,23 @@ func (a *API) startInstance() http.Handler {
 		}
 		return a.writeInstance(w, r, inst, status)
 	})
+}
+
+// outsideInputs adds to a start's unknown top-level members, none a
+// misspelling of a member a start takes, where they belong: under
+// "inputs", which a first request often leaves out.
+func outsideInputs(err error) error {
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != "unknown_field" {
+		return err
+	}
+	for _, e := range fe.Errors {
+		if strings.Count(e.Path, "/") == 1 && e.Message == "unknown field" {
+			fe.Detail += `: a start takes "inputs", "business_key" and "version"; the process's inputs go under "inputs" ({"inputs": {…}})`
+			return fe
+		}
+	}
+	return err
 }
 
 func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.Instance, status int) error {

@@ -232,6 +232,11 @@ func TestGrantsAreSentWhole(t *testing.T) {
 	if r.Status != 422 || r.Code() != "invalid_grants" || !strings.Contains(string(r.Body), `/grants/0/revisions/1`) {
 		t.Errorf("a revision listed twice: %d %s, want 422 invalid_grants at /grants/0/revisions/1", r.Status, r.Body)
 	}
+	// A misspelt key is told the one it may mean, as a fetch's is.
+	r = env.Do("PUT", path, env.Admin, map[string]any{"grants": []any{map[string]any{"definition": "add_company_to_cmr"}}})
+	if r.Status != 422 || !strings.Contains(string(r.Body), `unknown definition \"add_company_to_cmr\" (did you mean \"add_company_to_crm\"?)`) {
+		t.Errorf("a misspelt grant: %d %s, want 422 suggesting add_company_to_crm", r.Status, r.Body)
+	}
 	got := env.Must(200, "GET", fmt.Sprintf("/api/v1/consumers/%v", c["id"]), env.Admin, nil).JSON(t)
 	if gs, _ := got["grants"].([]any); len(gs) != 1 {
 		t.Errorf("grants after refused changes: %v, want the one granted", got["grants"])

@@ -52,8 +52,8 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		// Writes to immutable resources are refused to readers only: every
 		// route needs a token, so no token is 401, not 405.
 		for _, m := range []string{"PUT", "PATCH", "DELETE", "POST"} {
-			r.With(reader).Method(m, "/{key}/revisions/{n}", a.immutable("a revision"))
-			r.With(reader).Method(m, "/{key}/releases/{name}", a.immutable("a release"))
+			r.With(reader).Method(m, "/{key}/revisions/{n}", a.immutable("a revision", "edit the definition's working copy (PUT /api/v1/definitions/{key}/working) and snapshot a new revision (POST /api/v1/definitions/{key}/revisions)"))
+			r.With(reader).Method(m, "/{key}/releases/{name}", a.immutable("a release", "publish the revision under another name (POST /api/v1/definitions/{key}/releases)"))
 		}
 	})
 	r.Route("/processes", func(r chi.Router) {
@@ -64,7 +64,7 @@ func (a *API) Routes(r chi.Router, lookup auth.Lookup) {
 		r.With(starter).Method("POST", "/{key}/instances", a.startInstance())
 		r.With(starter).Method("POST", "/{key}/instances/batch", a.startInstances())
 		for _, m := range []string{"PUT", "PATCH", "DELETE", "POST"} {
-			r.With(reader).Method(m, "/{key}/versions/{v}", a.immutable("a process version"))
+			r.With(reader).Method(m, "/{key}/versions/{v}", a.immutable("a process version", "publish a new version (POST /api/v1/processes/{key}/versions)"))
 		}
 	})
 	r.Route("/instances", func(r chi.Router) {

@@ -14,6 +14,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/isoduration"
+	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/queries"
 )
 
@@ -49,6 +50,7 @@ func (e *Engine) checkGrants(ctx context.Context, grants []Grant) error {
 func (e *Engine) grantProblems(ctx context.Context, grants []Grant) ([]fault.FieldError, error) {
 	var errs []fault.FieldError
 	seen := map[string]bool{}
+	var keys []string // every definition key, read when a grant names an unknown one
 	for i, g := range grants {
 		at := fmt.Sprintf("/grants/%d", i)
 		if seen[g.Definition] {
@@ -68,7 +70,12 @@ func (e *Engine) grantProblems(ctx context.Context, grants []Grant) ([]fault.Fie
 			continue
 		}
 		if _, err := e.q.DefinitionGet(ctx, g.Definition); isNoRows(err) {
-			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("unknown definition %q", g.Definition)})
+			if keys == nil {
+				if keys, err = e.q.DefinitionKeys(ctx); err != nil {
+					return nil, wrap("check grants", err)
+				}
+			}
+			errs = append(errs, fault.FieldError{Path: at + "/definition", Message: fmt.Sprintf("unknown definition %q%s", g.Definition, suggest.Hint(g.Definition, keys))})
 			continue
 		} else if err != nil {
 			return nil, wrap("check grants", err)

@@ -324,7 +324,14 @@ func decodeError(err error) error {
 	case errors.Is(err, io.EOF):
 		return fault.New(fault.BadRequest, "invalid_json", "the request body is empty")
 	case errors.As(err, &syn):
-		return fault.New(fault.BadRequest, "invalid_json", "malformed JSON at byte %d: %v", syn.Offset, err)
+		msg := err.Error()
+		if strings.Contains(msg, "invalid character 'N'") || strings.Contains(msg, "invalid character 'I'") {
+			// NaN, Infinity: what Python's json.dumps writes for a float
+			// that is not a number; None: a Python value printed, not
+			// encoded.
+			msg += " (NaN, Infinity and None are not JSON: send a number or null; Python's json.dumps writes NaN and Infinity unless given allow_nan=False)"
+		}
+		return fault.New(fault.BadRequest, "invalid_json", "malformed JSON at byte %d: %s", syn.Offset, msg)
 	case errors.As(err, &typ):
 		path := "/" + strings.ReplaceAll(typ.Field, ".", "/")
 		if typ.Field == "" {

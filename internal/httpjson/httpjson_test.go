@@ -330,3 +330,16 @@ func TestEncodeFailureIsAProblem(t *testing.T) {
 		t.Errorf("unencodable answer: %d %q %s (%v)", rec.Code, rec.Header().Get("Content-Type"), rec.Body, err)
 	}
 }
+
+// NaN, Infinity and Python's None are named for what they are, where the
+// decoder said only "invalid character".
+func TestDecodeNamesNaNAndNone(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`{"count":NaN}`, `{"count":-Infinity}`, `{"count":Infinity}`, `{"name":None}`} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(in))
+		_, err := Decode[body](httptest.NewRecorder(), req, 100)
+		if fe, ok := fault.As(err); !ok || fe.Code != "invalid_json" || !strings.Contains(fe.Detail, "NaN, Infinity and None are not JSON") {
+			t.Errorf("%s: %v, want invalid_json naming NaN, Infinity and None", in, err)
+		}
+	}
+}
