@@ -285,20 +285,58 @@ func TestFailureRetries(t *testing.T) {
 
 // A failure without retries is terminal, as in Camunda, whose REST API
 // reads an absent retries as 0: the process's on_error decides (an
-// incident with hold). A retryTimeout above the ceiling and variables are
-// refused.
+// incident with hold). Variables are refused.
 func TestFailureWithoutRetriesIsTerminal(t *testing.T) {
 	t.Parallel()
 	f := setup(t, map[string]any{"max_attempts": 2})
 	_, occ := f.start("Acme")
 	f.fetch("w", 1)
-	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retryTimeout": (48 * time.Hour).Milliseconds()}),
-		400, "InvalidRequestException", "bound_exceeded", "/retryTimeout")
 	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "variables": map[string]any{"x": map[string]any{"value": 1}}}),
 		400, "InvalidRequestException", "not_supported")
 	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "errorMessage": "flaky", "retryTimeout": 0}))
 	if o := f.occurrence(occ); o["status"] != "failed" || o["error_code"] != "external_task_failure" {
 		t.Errorf("after a failure without retries: %v with %v, want failed with external_task_failure", o["status"], o["error_code"])
+	}
+}
+
+// A failure's report is never lost to its form, which a Camunda client
+// would not rewrite (the lock's expiry would then spend the attempt, the
+// message lost): a retryTimeout above Relais's ceiling is the ceiling (as
+// retries above the budget are the budget), and a message cut inside an
+// emoji (an escaped lone surrogate), holding a NUL character or invalid
+// UTF-8 is stored with U+FFFD in their place. Anything else in the body is
+// as strict as ever.
+func TestFailureReportIsRepairedNotRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, map[string]any{"max_attempts": 5})
+	_, occ := f.start("Acme")
+	f.fetch("w", 1)
+	before := f.Clock.Now()
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", map[string]any{"workerId": "w", "retries": 3, "retryTimeout": (48 * time.Hour).Milliseconds()}))
+	o := f.occurrence(occ)
+	at, err := time.Parse(time.RFC3339Nano, o["available_at"].(string))
+	if err != nil || o["status"] != "available" || at.Sub(before) > 24*time.Hour+time.Minute || at.Sub(before) < 24*time.Hour-time.Minute {
+		t.Fatalf("after a 48 h retryTimeout: %v available at %v (%v), want available again in 24 h, the ceiling", o["status"], o["available_at"], err)
+	}
+	f.Clock.Advance(24*time.Hour + time.Second)
+	for i, c := range []struct{ body, want string }{
+		{`{"workerId":"w","retries":2,"errorMessage":"Lieferant \ud83d","errorDetails":"at \u0000 line 1"}`, "Lieferant \uFFFD"},
+		{"{\"workerId\":\"w\",\"retries\":2,\"errorMessage\":\"caf\xe9\"}", "caf\uFFFD"},
+	} {
+		f.fetch("w", 1)
+		mustNoContent(t, f.call("POST", "/external-task/"+occ+"/failure", json.RawMessage(c.body)))
+		if got := f.occurrence(occ)["error_message"]; got != c.want {
+			t.Errorf("report %d stored the message %q, want %q", i, got, c.want)
+		}
+		f.Clock.Advance(11 * time.Second)
+	}
+	// Strict elsewhere: a lone surrogate in the worker id, an unknown member.
+	f.fetch("w", 1)
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", json.RawMessage(`{"workerId":"w\ud83d","retries":1}`)), 400, "InvalidRequestException", "/workerId")
+	mustException(t, f.call("POST", "/external-task/"+occ+"/failure", json.RawMessage(`{"workerId":"w","retries":1,"errorMessage":"\ud83d","colour":"red"}`)), 400, "InvalidRequestException", "colour")
+	mustNoContent(t, f.call("POST", "/external-task/"+occ+"/bpmnError", json.RawMessage(`{"workerId":"w","errorCode":"CRM_DOWN","errorMessage":"down \ud83d"}`)))
+	if got := f.occurrence(occ)["error_message"]; got != "down \uFFFD" {
+		t.Errorf("BPMN error stored the message %q, want it repaired", got)
 	}
 }
 

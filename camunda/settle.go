@@ -2,8 +2,10 @@ package camunda
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -13,6 +15,7 @@ import (
 	"github.com/relais/relais/internal/auth"
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
+	"github.com/relais/relais/internal/jsontree"
 )
 
 // taskID reads the task id of the path: an occurrence id, or no task at
@@ -125,7 +128,7 @@ type failureRequest struct {
 // not its side effects repeated. retryTimeout (ms) delays the next offer,
 // else the node's retry_delay applies.
 func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
-	req, err := httpjson.Decode[failureRequest](w, r, f.body)
+	req, err := decodeReport[failureRequest](w, r, f.body)
 	if err != nil {
 		return err
 	}
@@ -145,7 +148,17 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 	}
 	fl := engine.Failure{ErrorCode: FailureCode, Message: deref(req.ErrorMessage), AttemptsLeft: &retries, ClampAttemptsLeft: true, FinalDelayIgnored: true, Retryable: retries > 0}
 	if req.RetryTimeout != nil {
-		d, err := millis("/retryTimeout", req.RetryTimeout, 0, true, f.bounds.MaxRetryDelay)
+		timeout := *req.RetryTimeout
+		if ceiling := f.bounds.MaxRetryDelay.Milliseconds(); timeout > ceiling {
+			// An exponential backoff's cap above Relais's ceiling: taken
+			// as the ceiling, as retries above the budget are taken as
+			// the budget. Refused, the report would be lost and the
+			// lock's expiry spend the attempt anyway.
+			f.logger.Info("a Camunda failure's retryTimeout is above Relais's ceiling; the ceiling is taken", "occurrence", ref.Occurrence,
+				"retry_timeout_ms", timeout, "ceiling_ms", ceiling)
+			timeout = ceiling
+		}
+		d, err := millis("/retryTimeout", &timeout, 0, true, f.bounds.MaxRetryDelay)
 		if err != nil {
 			return err
 		}
@@ -158,6 +171,62 @@ func (f *Facade) failure(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// reportText are the members of a failure that are a worker's diagnostic
+// prose, which Camunda stores whatever they hold.
+var reportText = []string{"/errorMessage", "/errorDetails"}
+
+// decodeReport decodes a failure or BPMN error as strictly as any body,
+// except that its diagnostic text (reportText) is repaired rather than
+// refused: a JavaScript worker's message cut inside an emoji (an escaped
+// lone surrogate), invalid UTF-8 or a NUL character become U+FFFD. A
+// Camunda client does not rewrite a refused report: the refusal lost the
+// message, and the lock's expiry then spent the attempt all the same.
+func decodeReport[T any](w http.ResponseWriter, r *http.Request, maxBytes int64) (T, error) {
+	body, err := httpjson.ReadBody(w, r, maxBytes)
+	if err != nil {
+		var v T
+		return v, err
+	}
+	v, err := httpjson.DecodeBytes[T](body)
+	fe, ok := fault.As(err)
+	if !ok || fe.Code != "invalid_json" || len(fe.Errors) == 0 || slices.ContainsFunc(fe.Errors, func(e fault.FieldError) bool {
+		return !slices.Contains(reportText, e.Path) || !textProblem(e.Message)
+	}) {
+		return v, err
+	}
+	// Only the text is at fault: encoding/json reads invalid UTF-8 and
+	// lone surrogates as U+FFFD, NUL is replaced here, and the body so
+	// repaired is judged as strictly as any other.
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if dec.Decode(&doc) != nil {
+		return v, err
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return v, err
+	}
+	for _, p := range reportText {
+		if s, ok := obj[p[1:]].(string); ok {
+			obj[p[1:]] = strings.ReplaceAll(s, "\x00", "\uFFFD")
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(obj) != nil {
+		return v, err
+	}
+	return httpjson.DecodeBytes[T](buf.Bytes())
+}
+
+// textProblem says whether a strict-JSON refusal is about a string's
+// characters (what decodeReport repairs), not its structure.
+func textProblem(msg string) bool {
+	return msg == jsontree.MsgLoneSurrogate || msg == jsontree.MsgInvalidUTF8 || msg == jsontree.ErrNUL.Error()
+}
+
 type bpmnErrorRequest struct {
 	WorkerID     string                `json:"workerId"`
 	ErrorCode    string                `json:"errorCode"`
@@ -168,7 +237,7 @@ type bpmnErrorRequest struct {
 // bpmnError fails the occurrence for good with the worker's error code, so
 // the process's on_error map routes it by that code ({"CODE": node}).
 func (f *Facade) bpmnError(w http.ResponseWriter, r *http.Request) error {
-	req, err := httpjson.Decode[bpmnErrorRequest](w, r, f.body)
+	req, err := decodeReport[bpmnErrorRequest](w, r, f.body)
 	if err != nil {
 		return err
 	}

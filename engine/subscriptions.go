@@ -59,7 +59,7 @@ func keyError(s string) string {
 	case strings.Contains(s, "*"):
 		return "a pattern is a namespace followed by .* (crm.*), or * alone"
 	default:
-		return "must be a definition key (dotted segments of lowercase letters, digits and _, such as crm.add_company) or a pattern (crm.*, *)"
+		return "must be a definition key (dotted segments of 2 to 63 lowercase letters, digits and _, each starting with a letter, such as crm.add_company) or a pattern (crm.*, *)"
 	}
 }
 

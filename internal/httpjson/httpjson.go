@@ -60,6 +60,9 @@ func DecodeOrZero[T any](w http.ResponseWriter, r *http.Request, maxBytes int64)
 
 var nullLiteral = []byte("null")
 
+// DecodeBytes is Decode for a body the route has read (ReadBody).
+func DecodeBytes[T any](body []byte) (T, error) { return decodeBody[T](body) }
+
 func decodeBody[T any](body []byte) (T, error) {
 	var v T
 	if err := byteOrderMark(body); err != nil {
