@@ -62,7 +62,9 @@ type Engine struct {
 	// refills numbers the claims made with settlements, each tagged
 	// uniquely (see Engine.refill).
 	refills atomic.Uint64
-	starts  *groupCommit
+	// claims counts claims, whose definitions take turns (see turns).
+	claims atomic.Uint64
+	starts *groupCommit
 	// clock follows the database's clock between reads (see dbClock).
 	clock dbClock
 	// primaryRetired is set once a key rotation retired this replica's

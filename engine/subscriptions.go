@@ -95,6 +95,19 @@ func (p Pairs) DefinitionKeys() []string {
 	return keys
 }
 
+// turns gives the order in which a claim's definitions take their turns
+// (OccurrenceClaimPull): the distinct keys of pairs, rotated by one at each
+// claim, so that successive claims of one task each start with another
+// definition and a backlog on one does not starve the others.
+func (e *Engine) turns(p Pairs) []string {
+	keys := p.DefinitionKeys()
+	if len(keys) < 2 {
+		return keys
+	}
+	n := int(e.claims.Add(1) % uint64(len(keys)))
+	return append(keys[n:], keys[:n]...)
+}
+
 // Matches reports whether (key, revision) is in the pairs.
 func (p Pairs) Matches(key string, revision int) bool {
 	return p.index(key, revision) >= 0

@@ -60,13 +60,18 @@ from occurrence_heads o where o.instance_id = @instance_id order by o.created_at
 -- priority, then the time they became available (available_at, or for a
 -- re-offer its lock expiry), then id. Expired locks are found through their
 -- expiry index and sorted: few wait there, since every claim takes them.
+-- Among definitions of one priority the claim takes turns, so that one
+-- definition's backlog does not starve the others a worker subscribes to:
+-- each definition's first candidate, then each one's second, and so on,
+-- the definitions in the order of @turns (the engine rotates it from one
+-- claim to the next, so that a claim of one task serves each in turn).
 -- Rows locked but not kept are released when the statement commits.
 with subs as (
     select unnest(@definition_keys::text[]) as definition_key,
            unnest(@revisions::integer[])   as revision
 ),
 candidates as (
-    select c.id, c.priority, c.at
+    select c.id, c.priority, c.at, s.definition_key
     from subs s
     cross join lateral (
         select o.id, o.priority, o.available_at as at
@@ -80,7 +85,7 @@ candidates as (
         for update of o skip locked
     ) c
     union all
-    select x.id, x.priority, x.at
+    select x.id, x.priority, x.at, s.definition_key
     from subs s
     cross join lateral (
         select o.id, o.priority, o.lock_expires_at as at
@@ -94,8 +99,12 @@ candidates as (
     ) x
 ),
 locked as (
-    select id from candidates
-    order by priority desc, at, id
+    select id from (
+        select id, priority, at, definition_key,
+               row_number() over (partition by definition_key, priority order by at, id) as turn
+        from candidates
+    ) t
+    order by priority desc, turn, array_position(@turns::text[], definition_key), at, id
     limit @max_tasks
 ),
 claimed as (

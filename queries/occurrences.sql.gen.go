@@ -56,7 +56,7 @@ with subs as (
            unnest($2::integer[])   as revision
 ),
 candidates as (
-    select c.id, c.priority, c.at
+    select c.id, c.priority, c.at, s.definition_key
     from subs s
     cross join lateral (
         select o.id, o.priority, o.available_at as at
@@ -70,7 +70,7 @@ candidates as (
         for update of o skip locked
     ) c
     union all
-    select x.id, x.priority, x.at
+    select x.id, x.priority, x.at, s.definition_key
     from subs s
     cross join lateral (
         select o.id, o.priority, o.lock_expires_at as at
@@ -84,19 +84,23 @@ candidates as (
     ) x
 ),
 locked as (
-    select id from candidates
-    order by priority desc, at, id
+    select id from (
+        select id, priority, at, definition_key,
+               row_number() over (partition by definition_key, priority order by at, id) as turn
+        from candidates
+    ) t
+    order by priority desc, turn, array_position($5::text[], definition_key), at, id
     limit $4
 ),
 claimed as (
     update occurrences o
     set status          = 'reserved',
         attempts        = o.attempts + 1,
-        consumer_id     = $5,
-        worker_id       = $6,
+        consumer_id     = $6,
+        worker_id       = $7,
         reserved_at     = coalesce($3::timestamptz, now()),
-        lock_expires_at = coalesce($3::timestamptz, now()) + $7::interval,
-        claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce($3::timestamptz, now()) + $7::interval end
+        lock_expires_at = coalesce($3::timestamptz, now()) + $8::interval,
+        claimable_at    = case when o.attempts + 1 < o.max_attempts + o.attempt_credit then coalesce($3::timestamptz, now()) + $8::interval end
     from locked
     where o.id = locked.id
     returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
@@ -112,7 +116,7 @@ expired as (
 ),
 inserted as (
     insert into attempts (occurrence_id, number, consumer_id, worker_id, request_id, request_digest, reserved_at, lock_expires_at)
-    select c.id, c.attempts, $5, $6, $8, $9::bytea, c.reserved_at, c.lock_expires_at
+    select c.id, c.attempts, $6, $7, $9, $10::bytea, c.reserved_at, c.lock_expires_at
     from claimed c
 )
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from claimed
@@ -124,6 +128,7 @@ type OccurrenceClaimPullParams struct {
 	Revisions      []int32
 	Now            *time.Time
 	MaxTasks       int32
+	Turns          []string
 	ConsumerID     *int64
 	WorkerID       *string
 	LockDuration   time.Duration
@@ -178,6 +183,11 @@ type OccurrenceClaimPullRow struct {
 // priority, then the time they became available (available_at, or for a
 // re-offer its lock expiry), then id. Expired locks are found through their
 // expiry index and sorted: few wait there, since every claim takes them.
+// Among definitions of one priority the claim takes turns, so that one
+// definition's backlog does not starve the others a worker subscribes to:
+// each definition's first candidate, then each one's second, and so on,
+// the definitions in the order of @turns (the engine rotates it from one
+// claim to the next, so that a claim of one task serves each in turn).
 // Rows locked but not kept are released when the statement commits.
 func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPullParams) ([]OccurrenceClaimPullRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceClaimPull,
@@ -185,6 +195,7 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 		arg.Revisions,
 		arg.Now,
 		arg.MaxTasks,
+		arg.Turns,
 		arg.ConsumerID,
 		arg.WorkerID,
 		arg.LockDuration,
