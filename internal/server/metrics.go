@@ -145,7 +145,7 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	health, _, err := c.eng.CachedHealth(ctx)
+	health, asOf, err := c.eng.CachedHealth(ctx)
 	if err != nil {
 		c.logger.Debug("metrics: held instances unavailable", "err", err)
 		return
@@ -162,8 +162,11 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 				failed += b.Failed
 			}
 			if d.ClaimableSince != nil {
-				// Its age now: the snapshot dates the oldest, not the wait.
-				waited = max(c.eng.Now().Sub(*d.ClaimableSince), 0)
+				// Its age when the snapshot was read, as every figure
+				// from it: brought forward to now, an occurrence claimed
+				// since would read as waiting longer at each scrape until
+				// the next snapshot, an alert on an empty queue.
+				waited = max(asOf.Sub(*d.ClaimableSince), 0)
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held), def)

@@ -282,6 +282,16 @@ func TestLiveWorkersAndQueueAgeGauges(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("fetched %v, want the occurrence", got)
 	}
+	// The first scrape after the claim may answer the snapshot before
+	// it: the age it read then (a minute, and the seconds the scrapes
+	// above took), never brought forward to now.
+	env.Clock.Advance(10 * time.Minute)
+	if got, _ := env.Metrics().Get("relais_oldest_claimable_age_seconds", "definition", crm); got > 300 {
+		t.Errorf("the queue age read %v s after the claim and ten minutes, want what the snapshot saw, about 60 s", got)
+	}
+	// A worker seen after the ten minutes (poller-1 is no longer live).
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "poller-2", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm}}})
 	gauge("relais_workers_live", is(1), "= 1", "definition", crm, "protocol", "long_poll")
 	gauge("relais_oldest_claimable_age_seconds", is(0), "= 0 once claimed", "definition", crm)
 }
