@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,7 +62,8 @@ type PushReservation struct {
 // with HandBackPush once the database answers, rather than leave it for
 // the timers to fail as outcome_unknown.
 func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls []PushCall, unprepared []PushReservation, err error) {
-	rows, err := e.hot.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace})
+	rows, err := e.hot.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace,
+		Turn: int64(e.claims.Add(1) % math.MaxInt32)})
 	if err != nil {
 		return nil, nil, wrap("claim push", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relais/relais/engine"
+	"github.com/relais/relais/internal/config"
 	"github.com/relais/relais/internal/dbtest"
 	"github.com/relais/relais/internal/relaistest"
 )
@@ -690,5 +691,46 @@ func TestDeadlineCutsAnInFlightCallShortAsAFailure(t *testing.T) {
 	got := env.Must(200, "GET", "/api/v1/instances/"+inst["id"].(string), env.Operator, nil).JSON(t)
 	if got["status"] != "failed" || got["error_code"] != "deadline_exceeded" {
 		t.Errorf("instance %v %v, want failed deadline_exceeded", got["status"], got["error_code"])
+	}
+}
+
+// Destinations take turns for the push slots: with one destination's
+// calls queued behind a slow partner, another destination's call is made
+// at the next free slot, not after the whole backlog.
+func TestDestinationsTakeTurns(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var slowOnce sync.Once
+	t.Cleanup(func() { slowOnce.Do(func() { close(release) }) })
+	slow := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-time.After(800 * time.Millisecond):
+		}
+		fmt.Fprint(w, `{"outputs": {"score": 1, "band": "low"}}`)
+	})
+	fast := newDestination(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"outputs": {"score": 2, "band": "low"}}`)
+	})
+	env := relaistest.New(t, func(c *config.Config) { c.Push.Concurrency = 1 })
+	env.Definition("score_company.yaml")
+	for name, d := range map[string]*destination{"slow-partner": slow, "fast-partner": fast} {
+		env.Must(201, "PUT", "/api/v1/destinations/"+name, env.Admin, map[string]any{"url": d.URL + "/score", "max_timeout": "PT5S"})
+		env.Process("scoring_"+strings.TrimSuffix(name, "-partner"), scoreProcess(name, "PT3S"))
+	}
+	start := func(p string) string {
+		return env.Must(201, "POST", "/api/v1/processes/"+p+"/instances", env.Operator, map[string]any{"inputs": map[string]any{"crm_id": "C-1"}}).JSON(t)["id"].(string)
+	}
+	for range 8 {
+		start("scoring_slow")
+	}
+	fastOne := start("scoring_fast")
+	// One slot, 800 ms a slow call: strict FIFO would reach the fast call
+	// after the eight slow ones, 6 s or more.
+	if got := env.WaitEnded(fastOne, 3*time.Second)["status"]; got != "completed" {
+		t.Fatalf("the fast destination's call: %v", got)
+	}
+	if n := slow.calls.Load(); n > 3 {
+		t.Errorf("%d slow calls were made before the fast one ended, want it served within its turn", n)
 	}
 }

@@ -159,13 +159,37 @@ limit 1;
 -- name: OccurrenceClaimPush :many
 -- Past lock_expires_at, the replica that made the call is presumed dead and
 -- the timer fails the occurrence with outcome_unknown: never called again.
-with locked as (
-    select id from occurrences
-    where mode = 'push' and status = 'available' and available_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-      and (deadline_at is null or deadline_at > coalesce(sqlc.narg('now')::timestamptz, now()))
-    order by priority desc, available_at, id
+-- By priority, then the destinations take turns (each one's first ready
+-- call, then each one's second; the first turn going to the destination
+-- @turn places first, which the engine moves on at each claim), then by
+-- available_at and id: one destination's backlog does not hold back the
+-- calls to the others.
+with dests as (
+    select name, (row_number() over (order by name) - 1 + @turn::bigint) % count(*) over () as place
+    from destinations
+),
+candidates as (
+    select c.id, c.priority, c.available_at, d.name as destination, d.place
+    from dests d
+    cross join lateral (
+        select o.id, o.priority, o.available_at
+        from occurrences o
+        where o.destination = d.name and o.mode = 'push' and o.status = 'available'
+          and o.available_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+          and (o.deadline_at is null or o.deadline_at > coalesce(sqlc.narg('now')::timestamptz, now()))
+        order by o.priority desc, o.available_at, o.id
+        limit @max_tasks
+        for update of o skip locked
+    ) c
+),
+locked as (
+    select id from (
+        select id, priority, available_at, place,
+               row_number() over (partition by destination, priority order by available_at, id) as turn
+        from candidates
+    ) t
+    order by priority desc, turn, place, available_at, id
     limit @max_tasks
-    for update skip locked
 ),
 claimed as (
     update occurrences o

@@ -259,34 +259,54 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 }
 
 const occurrenceClaimPush = `-- name: OccurrenceClaimPush :many
-with locked as (
-    select id from occurrences
-    where mode = 'push' and status = 'available' and available_at <= coalesce($1::timestamptz, now())
-      and (deadline_at is null or deadline_at > coalesce($1::timestamptz, now()))
-    order by priority desc, available_at, id
-    limit $2
-    for update skip locked
+with dests as (
+    select name, (row_number() over (order by name) - 1 + $1::bigint) % count(*) over () as place
+    from destinations
+),
+candidates as (
+    select c.id, c.priority, c.available_at, d.name as destination, d.place
+    from dests d
+    cross join lateral (
+        select o.id, o.priority, o.available_at
+        from occurrences o
+        where o.destination = d.name and o.mode = 'push' and o.status = 'available'
+          and o.available_at <= coalesce($2::timestamptz, now())
+          and (o.deadline_at is null or o.deadline_at > coalesce($2::timestamptz, now()))
+        order by o.priority desc, o.available_at, o.id
+        limit $3
+        for update of o skip locked
+    ) c
+),
+locked as (
+    select id from (
+        select id, priority, available_at, place,
+               row_number() over (partition by destination, priority order by available_at, id) as turn
+        from candidates
+    ) t
+    order by priority desc, turn, place, available_at, id
+    limit $3
 ),
 claimed as (
     update occurrences o
     set status          = 'reserved',
         attempts        = o.attempts + 1,
-        worker_id       = $3,
-        reserved_at     = coalesce($1::timestamptz, now()),
+        worker_id       = $4,
+        reserved_at     = coalesce($2::timestamptz, now()),
         claimable_at    = null,
-        lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $4::interval
+        lock_expires_at = coalesce($2::timestamptz, now()) + o.timeout + $5::interval
     from locked
     where o.id = locked.id
     returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
 ),
 inserted as (
     insert into attempts (occurrence_id, number, worker_id, reserved_at, lock_expires_at)
-    select c.id, c.attempts, $3, c.reserved_at, c.lock_expires_at from claimed c
+    select c.id, c.attempts, $4, c.reserved_at, c.lock_expires_at from claimed c
 )
 select id, instance_id, node, definition_key, revision, mode, status, priority, max_attempts, retry_delay, deadline, deadline_at, destination, timeout, attempts, available_at, claimable_at, consumer_id, worker_id, reserved_at, lock_expires_at, inputs, sealed_inputs, outputs, sealed_outputs, outputs_digest, route, error_code, error_message, created_at, settled_at, deferred_at, defer_reason, attempt_credit, process_key, business_key, process_version from claimed
 `
 
 type OccurrenceClaimPushParams struct {
+	Turn     int64
 	Now      *time.Time
 	MaxTasks int32
 	WorkerID *string
@@ -335,8 +355,14 @@ type OccurrenceClaimPushRow struct {
 
 // Past lock_expires_at, the replica that made the call is presumed dead and
 // the timer fails the occurrence with outcome_unknown: never called again.
+// By priority, then the destinations take turns (each one's first ready
+// call, then each one's second; the first turn going to the destination
+// @turn places first, which the engine moves on at each claim), then by
+// available_at and id: one destination's backlog does not hold back the
+// calls to the others.
 func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPushParams) ([]OccurrenceClaimPushRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceClaimPush,
+		arg.Turn,
 		arg.Now,
 		arg.MaxTasks,
 		arg.WorkerID,
