@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -595,7 +596,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 			if err := c.checkAgainstPlan(ctx, parsed, pl, rest); err != nil {
 				return Result{}, err
 			}
-			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking}, nil
+			return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d, checked against the definitions or destinations this apply would create first", latest+1) + breaking + c.unserved(ctx, parsed)}, nil
 		}
 		if parsed != nil && pl.putsDestinationOf(parsed) {
 			// The server judged the nodes' timeouts against its
@@ -606,7 +607,7 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 				return Result{}, err
 			}
 		}
-		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking}, nil
+		return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", plan.Version) + breaking + c.unserved(ctx, parsed)}, nil
 	}
 	var out struct {
 		Version int `json:"version"`
@@ -614,7 +615,93 @@ func (c *Client) process(ctx context.Context, d Document, dryRun bool, pl plan) 
 	if _, err := c.call(ctx, "POST", base+"/versions", d.Body, &out); err != nil {
 		return Result{}, err
 	}
-	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking}, nil
+	return Result{Doc: d, Action: "published", Detail: fmt.Sprintf("version %d", out.Version) + breaking + c.unserved(ctx, parsed)}, nil
+}
+
+// unserved says, for a published version's detail, which of its pull
+// nodes' revisions the live workers of their definition do not take: their
+// occurrences would wait until one does (the usual slip: a process pointed
+// at a new revision before the workers that take it are deployed). A
+// definition no worker serves yet is not named (a first deployment, whose
+// workers come next), nor anything when the token may not read the worker
+// catalog (a designer's) or it cannot be read: a warning, never a refusal.
+func (c *Client) unserved(ctx context.Context, p *process.Process) string {
+	if p == nil {
+		return ""
+	}
+	type pair struct {
+		key string
+		rev int
+	}
+	var pairs []pair
+	for _, name := range slices.Sorted(maps.Keys(p.Nodes)) {
+		n := p.Nodes[name]
+		if n.Kind == process.KindPull && !slices.Contains(pairs, pair{n.Definition, n.Revision}) {
+			pairs = append(pairs, pair{n.Definition, n.Revision})
+		}
+	}
+	var notes []string
+	for _, pr := range pairs {
+		var page struct {
+			Items []struct {
+				Subscriptions []struct {
+					Definition string `json:"definition"`
+					Revisions  []int  `json:"revisions"`
+				} `json:"subscriptions"`
+			} `json:"items"`
+		}
+		if _, err := c.call(ctx, "GET", "/api/v1/definitions/"+esc(pr.key)+"/workers?limit=500", nil, &page); err != nil {
+			return ""
+		}
+		var taken []int
+		served := len(page.Items) == 0
+		for _, w := range page.Items {
+			for _, s := range w.Subscriptions {
+				if !subscriptionCovers(s.Definition, pr.key) {
+					continue
+				}
+				if len(s.Revisions) == 0 {
+					served = true // every revision its consumer is granted
+				}
+				for _, r := range s.Revisions {
+					served = served || r == pr.rev
+					if !slices.Contains(taken, r) {
+						taken = append(taken, r)
+					}
+				}
+			}
+		}
+		if !served {
+			slices.Sort(taken)
+			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (they take %s)", pr.key, pr.rev, revisionList(taken)))
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ") + ": occurrences of it wait until a worker that takes it connects"
+}
+
+// subscriptionCovers reports whether a worker's subscription (a key, or a
+// pattern: crm.*, *) takes key.
+func subscriptionCovers(sub, key string) bool {
+	if prefix, ok := strings.CutSuffix(sub, "*"); ok {
+		return strings.HasPrefix(key, prefix)
+	}
+	return sub == key
+}
+
+// revisionList writes revisions as a person reads them: "revision 1",
+// "revisions 1, 2".
+func revisionList(revs []int) string {
+	s := make([]string, len(revs))
+	for i, r := range revs {
+		s[i] = strconv.Itoa(r)
+	}
+	if len(revs) == 1 {
+		return "revision " + s[0]
+	}
+	return "revisions " + strings.Join(s, ", ")
 }
 
 // document reads the document of a revision or a process version.

@@ -383,3 +383,50 @@ func TestAChangedReleaseSaysWhatDiffers(t *testing.T) {
 		t.Errorf("a release's notes changed: %v, want it refused for its notes", p)
 	}
 }
+
+// A process version published on a revision the live workers of its
+// definition do not take says so: its occurrences would wait for a worker
+// that takes it. Nothing is said while no worker serves the definition (a
+// first deployment), nor to a token that cannot read the worker catalog.
+func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	crm := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
+	crm["description"] = "revision 2"
+	def2 := apply.Document{File: "defs/crm.yaml", Kind: apply.KindDefinition, ID: "add_company_to_crm", Body: crm}
+	process := func(rev int) apply.Document {
+		body := relaistest.CRMProcess(nil)
+		body["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = rev
+		return apply.Document{File: "procs/crm.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: body}
+	}
+	run := func(token string, docs ...apply.Document) []string {
+		t.Helper()
+		var results []string
+		c := &apply.Client{URL: env.URL, Token: token}
+		if problems := c.Apply(context.Background(), docs, false, func(r apply.Result) { results = append(results, r.String()) }); len(problems) != 0 {
+			t.Fatalf("apply: %v", problems)
+		}
+		return results
+	}
+	if got := run(env.Admin, process(1)); len(got) != 1 || strings.Contains(got[0], "no live worker") {
+		t.Errorf("no worker serves the definition yet: %q, want nothing said of workers", got)
+	}
+	// A worker taking revision 1 only, live.
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w1",
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1}}}})
+	got := run(env.Admin, def2, process(2))
+	want := "no live worker takes add_company_to_crm@2 (they take revision 1): occurrences of it wait until a worker that takes it connects"
+	if len(got) != 2 || !strings.Contains(got[1], "published (version 2; "+want+")") {
+		t.Errorf("a version on revision 2 with workers on revision 1: %q, want %q", got, want)
+	}
+	// A designer cannot read the worker catalog: nothing is said.
+	designer := env.Must(201, "POST", "/api/v1/tokens", env.Admin, map[string]any{"name": "ci", "role": "designer"}).JSON(t)["token"].(string)
+	body := relaistest.CRMProcess(nil)
+	body["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = 2
+	body["description"] = "version 3"
+	if got := run(designer, apply.Document{File: "procs/crm.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: body}); len(got) != 1 || strings.Contains(got[0], "no live worker") {
+		t.Errorf("as a designer: %q, want nothing said of workers", got)
+	}
+}
