@@ -171,7 +171,12 @@ type occurrenceRow struct {
 	ErrorCode, ErrorMessage    string
 	// ErrorLang is "en" when Relais wrote ErrorMessage (its own codes),
 	// empty for a worker's or destination's own words.
-	ErrorLang        string
+	ErrorLang string
+	// ErrorBefore labels an error an earlier attempt ended with, on an
+	// occurrence that did not fail (completed after a retry, waiting for
+	// its next attempt): read bare, a completed row's code read as its
+	// outcome. Empty on a failed occurrence, whose error it is.
+	ErrorBefore      string
 	Consumer, Worker string
 	// When says what the occurrence waits for or when it settled.
 	WhenLabel                string
@@ -419,6 +424,10 @@ func occurrenceRowOf(ctx context.Context, o engine.Occurrence) occurrenceRow {
 	}
 	if o.ErrorCode != nil {
 		row.ErrorCode = *o.ErrorCode
+		if o.Status != engine.StatusFailed {
+			// TRANSLATORS: before an error code in the occurrences list, on an occurrence that did not fail: an earlier attempt's error.
+			row.ErrorBefore = T(ctx, "Earlier attempt:")
+		}
 		if o.ErrorMessage != nil {
 			row.ErrorMessage = errorMessage(ctx, *o.ErrorMessage)
 			if relaisCode(row.ErrorCode) {

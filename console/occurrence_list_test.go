@@ -5,8 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"github.com/relais/relais/internal/relaistest"
 )
 
 // rowIDs are the occurrence ids a list page shows, in order.
@@ -184,6 +187,9 @@ func TestListsShowCodesWhole(t *testing.T) {
 		if got := cell.Find(`code.wrap[data-testid=occurrence-error-code]`).Text(); got != tc.code {
 			t.Errorf("%s: error code %q, want %q whole", tc.occ, got, tc.code)
 		}
+		if cell.Find(`[data-testid=occurrence-error-before]`).Length() != 0 {
+			t.Errorf("%s: a failed occurrence's own error is labelled an earlier attempt's", tc.occ)
+		}
 		msg := cell.Find(`details[data-testid=occurrence-error-message]`)
 		// Relais's own message says so before it is opened, as on its page.
 		if got, want := collapse(msg.Find("summary").Text()), map[string]string{"": "Message", "en": "Message de Relais (en anglais)"}[tc.lang]; got != want {
@@ -226,6 +232,41 @@ func TestListsShowCodesWhole(t *testing.T) {
 		got := msg.Find(`[lang]`).AttrOr("lang", "")
 		if got != tc.lang {
 			t.Errorf("%s: the message is marked lang=%q, want %q", tc.path, got, tc.lang)
+		}
+	}
+}
+
+// An occurrence completed after a failed attempt keeps that attempt's
+// error (the API's error_code): its row says whose it is, where a bare
+// code in the Error column read as the completion's.
+func TestAnEarlierAttemptsErrorIsLabelled(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "retry_delay": "PT1S"}))
+	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	fetchOne := func() string {
+		got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
+			"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}}).JSON(t)["occurrences"].([]any)
+		if len(got) != 1 {
+			t.Fatalf("fetched %v", got)
+		}
+		return got[0].(map[string]any)["id"].(string)
+	}
+	occ := fetchOne()
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": "MAIL_UNAVAILABLE", "retryable": true})
+	env.Clock.Advance(2 * time.Second)
+	fetchOne()
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/complete", consumer, map[string]any{"worker_id": "w", "outputs": map[string]any{"result": "created", "crm_id": "CRM-1"}})
+	for lang, want := range map[string]string{"en": "Earlier attempt:", "fr": "Tentative antérieure :"} {
+		r := signedIn(t, env.URL, lang, env.Operator).mustGet("/console/occurrences", 200)
+		cell := r.doc.Find(`[data-testid=occurrence-row][data-id="` + occ + `"] [data-testid=occurrence-error]`)
+		if got := cell.Find(`[data-testid=occurrence-error-before]`).Text(); got != want {
+			t.Errorf("%s: the completed occurrence's earlier error is labelled %q, want %q", lang, got, want)
+		}
+		if got := cell.Find(`[data-testid=occurrence-error-code]`).Text(); got != "MAIL_UNAVAILABLE" {
+			t.Errorf("%s: error code %q, want MAIL_UNAVAILABLE", lang, got)
 		}
 	}
 }

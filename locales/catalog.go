@@ -45,7 +45,7 @@ var messageKeyToIndex = map[string]int{
 	"%[1]s; %[2]s":                             317,
 	"%d (0 lowest, 9 highest)":                 482,
 	"%d attempts":                              486,
-	"%d attempts, retry after %s, priority %d": 642,
+	"%d attempts, retry after %s, priority %d": 643,
 	"%d breaking":                              238,
 	"%d changes":                               237,
 	"%d completed":                             315,
@@ -55,15 +55,15 @@ var messageKeyToIndex = map[string]int{
 	"%d h":                                     326,
 	"%d held instances match now.":             61,
 	"%d hours":                                 342,
-	"%d items":                                 712,
+	"%d items":                                 713,
 	"%d left":                                  488,
 	"%d min":                                   325,
 	"%d minutes":                               343,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 87,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              710,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              711,
 	"%d ms": 345,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         632,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 631,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         633,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 632,
 	"%d occurrences":                          574,
 	"%d releases":                             257,
 	"%d running instances match now.":         68,
@@ -77,26 +77,26 @@ var messageKeyToIndex = map[string]int{
 	"%s (token #%d, %s)":                                  100,
 	"%s ago":                                              322,
 	"%s so far":                                           542,
-	"%s → %s":                                             637,
+	"%s → %s":                                             638,
 	"%s, %s: %s":                                          286,
 	"%s, revision %s":                                     448,
 	"%s, version %s":                                      449,
 	"%s: %s":                                              314,
 	"%s: %s → %s":                                         245,
-	"%s: a date is written 2026-12-01.":                   589,
+	"%s: a date is written 2026-12-01.":                   590,
 	"%s: every revision, present and future":              184,
 	"%s: revision %s":                                     185,
 	"%s: revisions %s":                                    186,
-	"%s: the first day comes after the last.":             590,
+	"%s: the first day comes after the last.":             591,
 	"%s–%s":                                               313,
-	"(%d characters in all)":                              713,
+	"(%d characters in all)":                              714,
 	"(%d handed back, not counted)":                       487,
-	"(each item)":                                         700,
+	"(each item)":                                         701,
 	"(worker %s)":                                         530,
 	"0 seconds":                                           340,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           678,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           679,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 519,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 600,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 601,
 	"A revision is a definition’s: choose the definition too.": 557,
 	"A version is a process’s: choose the process too.":        386,
 	"Abandon %d instances":                                           65,
@@ -117,7 +117,7 @@ var messageKeyToIndex = map[string]int{
 	"All its tasks":                       183,
 	"All processes":                       397,
 	"All statuses":                        399,
-	"All workers":                         726,
+	"All workers":                         727,
 	"An operator abandoned the instance.": 518,
 	"Any definition":                      398,
 	"Apply filters":                       115,
@@ -131,8 +131,8 @@ var messageKeyToIndex = map[string]int{
 	"Back to external tasks":           158,
 	"Back to the instance":             31,
 	"Back to the list":                 56,
-	"Back to the occurrence":           652,
-	"Back without saving":              602,
+	"Back to the occurrence":           653,
+	"Back without saving":              603,
 	"Breaks processes":                 215,
 	"Breaks workers":                   216,
 	"Bulk %s applied to %d instances.": 98,
@@ -144,20 +144,20 @@ var messageKeyToIndex = map[string]int{
 	"By process and error code": 84,
 	"Call timeout":              483,
 	"Calls":                     267,
-	"Camunda 7 facade":          730,
+	"Camunda 7 facade":          731,
 	"Cancelled: the instance was stopped (%s).":               541,
 	"Cancelled: the instance was stopped by %s at %s — “%s”.": 540,
 	"Cannot act on this filter":                               88,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           653,
+	"Cannot reveal":                                           654,
 	"Change":                                                  213,
 	"Changes between the two revisions":                       225,
 	"Changes of the Working copy since revision %d":           234,
 	"Choose two existing revisions to compare.":               235,
 	"Classification":                                          192,
 	"Clear filters":                                           116,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            626,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 617,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            627,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 618,
 	"Compare":              212,
 	"Compare revisions":    208,
 	"Completed":            312,
@@ -166,7 +166,7 @@ var messageKeyToIndex = map[string]int{
 	"Completions and failures per 5 minutes, last hour: %s":    305,
 	"Completions and failures per 5-minute slot, oldest first": 310,
 	"Completions and failures, last hour":                      288,
-	"Connected":                                                722,
+	"Connected":                                                723,
 	"Constraints":                                              193,
 	"Consumer":                                                 455,
 	"Consumer and worker":                                      568,
@@ -174,7 +174,7 @@ var messageKeyToIndex = map[string]int{
 	"Consumers, oldest first":                                  172,
 	"Counting the occurrences; the counts appear when you reload the page.": 187,
 	"Counts are unavailable right now.":                                     188,
-	"Counts as of %s (%s); refreshed every few seconds.":                    648,
+	"Counts as of %s (%s); refreshed every few seconds.":                    649,
 	"Counts by status": 563,
 	"Created":          356,
 	"Created from":     82,
@@ -191,7 +191,7 @@ var messageKeyToIndex = map[string]int{
 	"Definition %s has no revision %d.":          94,
 	"Definitions":                                137,
 	"Definitions by key":                         252,
-	"Definitions served":                         720,
+	"Definitions served":                         721,
 	"Definitions, those needing attention first": 289,
 	"Description":                                194,
 	"Destination":                                467,
@@ -207,6 +207,7 @@ var messageKeyToIndex = map[string]int{
 	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  71,
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     64,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 60,
+	"Earlier attempt:":          577,
 	"End node":                  379,
 	"End node or error":         395,
 	"Ended":                     375,
@@ -220,13 +221,13 @@ var messageKeyToIndex = map[string]int{
 	"Error (the deadline passed after attempt %d)": 504,
 	"Error code":       80,
 	"Error message":    462,
-	"Every %d seconds": 607,
+	"Every %d seconds": 608,
 	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 497,
 	"Every attempt, oldest first": 454,
 	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 110,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  656,
-	"Expired token":                        688,
-	"Expires":                              685,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  657,
+	"Expired token":                        689,
+	"Expires":                              686,
 	"External tasks":                       132,
 	"Failed":                               293,
 	"Failed (%s).":                         539,
@@ -240,15 +241,15 @@ var messageKeyToIndex = map[string]int{
 	"Find":                                 136,
 	"Find an instance or occurrence":       134,
 	"Finished":                             458,
-	"First page":                           586,
+	"First page":                           587,
 	"Follow it in the audit log (new tab)": 58,
 	"Form refused":                         163,
 	"From revision":                        210,
 	"From revision %d to revision %d:":     236,
 	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 49,
 	"Grants":                  175,
-	"Graph":                   616,
-	"Graph of %s":             630,
+	"Graph":                   617,
+	"Graph of %s":             631,
 	"HTTP 2xx, unusable body": 548,
 	"Headers sent":            263,
 	"Health":                  131,
@@ -257,7 +258,7 @@ var messageKeyToIndex = map[string]int{
 	"Held for":                378,
 	"Held instances":          292,
 	"ID":                      173,
-	"In flight":               721,
+	"In flight":               722,
 	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 306,
 	"Inputs":                     218,
 	"Inputs of revision %d":      229,
@@ -266,35 +267,35 @@ var messageKeyToIndex = map[string]int{
 	"Inputs, labelled by revision %d's contract":                                      489,
 	"Instance":                  394,
 	"Instances":                 85,
-	"Instances of this version": 625,
+	"Instances of this version": 626,
 	"Invalid request":           156,
 	"Its calls":                 268,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 273,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  537,
 	"Its instance went on along the node’s error path.":                                                                                                                    538,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      693,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      694,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
 	"Jan":                     328,
 	"Jul":                     334,
 	"Jun":                     333,
-	"Keep it":                 695,
+	"Keep it":                 696,
 	"Keep it held":            15,
 	"Keep it running":         14,
 	"Keep the instance":       269,
 	"Key":                     253,
-	"Kind":                    620,
+	"Kind":                    621,
 	"Language":                128,
 	"Last changed":            265,
 	"Last error (attempt %d)": 503,
 	"Last reserved":           500,
 	"Last saved":              199,
-	"Last seen":               723,
-	"Last used":               684,
+	"Last seen":               724,
+	"Last used":               685,
 	"Latest revision":         254,
 	"Lists every change from one revision to another, and whom it may break.": 209,
-	"Local time at %s": 605,
-	"Local time in %s": 604,
+	"Local time at %s": 606,
+	"Local time in %s": 605,
 	"Lock expired %s — waiting to be offered again.": 527,
 	"Lock expires":                     501,
 	"Longest timeout":                  264,
@@ -305,15 +306,15 @@ var messageKeyToIndex = map[string]int{
 	"Message":                          565,
 	"Message from Relais (in English)": 554,
 	"Message from the service (its own words, protected values masked)": 555,
-	"Method not allowed": 660,
+	"Method not allowed": 661,
 	"Mode":               474,
 	"More filters: instance, revision, consumer, destination, dates": 559,
 	"Name":                    174,
-	"Never":                   606,
+	"Never":                   607,
 	"Next attempt":            499,
 	"Next attempt or settled": 569,
 	"Next node":               355,
-	"Next page":               585,
+	"Next page":               586,
 	"No consumer yet.":        169,
 	"No definition %s has occurrences: check the key, or show all definitions.": 303,
 	"No definition has occurrences yet.":                                        297,
@@ -321,10 +322,10 @@ var messageKeyToIndex = map[string]int{
 	"No definition yet.":                                                        256,
 	"No destination yet.":                                                       258,
 	"No inputs.":                                                                219,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 668,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 669,
 	"No instance matches these filters.": 396,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 666,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 667,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 667,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 668,
 	"No live worker takes %s now (Workers page).":                                               521,
 	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 522,
 	"No live worker takes revision %d: the live workers of %s take revision %d only.":           523,
@@ -338,25 +339,25 @@ var messageKeyToIndex = map[string]int{
 	"No outputs.":                                          222,
 	"No outputs: the occurrence ended without completing.": 494,
 	"No process has the key “%s”.":                         92,
-	"No process is published yet.":                         612,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             735,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             734,
+	"No process is published yet.":                         613,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             736,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             735,
 	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    74,
 	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 126,
 	"No release yet.": 203,
 	"No revision yet: the Working copy has never been snapshotted.":          201,
 	"No service ever reserved this occurrence: it ended before any attempt.": 466,
 	"No service has reserved this occurrence yet.":                           463,
-	"No token.":              682,
-	"No value was revealed.": 658,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 736,
-	"No worker is connected.":           724,
-	"No worker serves this definition.": 727,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 733,
+	"No token.":              683,
+	"No value was revealed.": 659,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 737,
+	"No worker is connected.":           725,
+	"No worker serves this definition.": 728,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 734,
 	"Node":                  352,
-	"Nodes":                 618,
-	"Nodes of this version": 627,
-	"Nodes of this version, with their occurrences now": 619,
+	"Nodes":                 619,
+	"Nodes of this version": 628,
+	"Nodes of this version, with their occurrences now": 620,
 	"Nodes reached, in order":                           351,
 	"Not allowed":                                       154,
 	"Not found":                                         162,
@@ -364,23 +365,23 @@ var messageKeyToIndex = map[string]int{
 	"Nothing exists at this address, or it is not visible to you.": 160,
 	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 161,
 	"Nothing to do: no instance this action applies to matches the filter.": 73,
-	"Nothing to find: the search box is empty.":                             664,
+	"Nothing to find: the search box is empty.":                             665,
 	"Nothing was done.":         29,
 	"Nov":                       338,
 	"Now":                       472,
 	"Occurrence":                353,
 	"Occurrence %s":             450,
 	"Occurrence offered again":  106,
-	"Occurrences now":           624,
+	"Occurrences now":           625,
 	"Occurrences, newest first": 564,
 	"Oct":                       337,
 	"Offered from %s — %s.":     526,
 	"Oldest claimable waits":    294,
-	"On error":                  623,
-	"On success":                622,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         654,
-	"Only administrators may reveal a sensitive value.":                                                           649,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 679,
+	"On error":                  624,
+	"On success":                623,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         655,
+	"Only administrators may reveal a sensitive value.":                                                           650,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 680,
 	"Open":             291,
 	"Operator actions": 348,
 	"Operator actions on this instance, newest first": 361,
@@ -390,15 +391,15 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of revision %d":                          230,
 	"Outputs of the working copy":                     223,
 	"Outputs, labelled by revision %d's contract":     491,
-	"Pages":                           583,
+	"Pages":                           584,
 	"Path":                            349,
 	"Pause reloading":                 153,
-	"Pinned revision":                 621,
+	"Pinned revision":                 622,
 	"Policy":                          452,
-	"Previous page":                   584,
+	"Previous page":                   585,
 	"Priority":                        481,
 	"Process":                         76,
-	"Process %s":                      614,
+	"Process %s":                      615,
 	"Process %s has no version %d.":   91,
 	"Process and node":                566,
 	"Process inputs":                  363,
@@ -407,11 +408,11 @@ var messageKeyToIndex = map[string]int{
 	"Process instances":               389,
 	"Process instances, newest first": 393,
 	"Processes":                       133,
-	"Processes by key":                610,
-	"Protocol":                        719,
+	"Processes by key":                611,
+	"Protocol":                        720,
 	"Published":                       207,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 608,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       609,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 609,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       610,
 	"Push destination": 560,
 	"Reason":           104,
 	"Reason (recorded in the audit log for every instance)": 55,
@@ -427,7 +428,7 @@ var messageKeyToIndex = map[string]int{
 	"Release":                             204,
 	"Releases":                            202,
 	"Releases, oldest first":              224,
-	"Reload lists and detail pages":       599,
+	"Reload lists and detail pages":       600,
 	"Reloading paused":                    150,
 	"Replica":                             468,
 	"Required":                            191,
@@ -452,38 +453,38 @@ var messageKeyToIndex = map[string]int{
 	"Retrying and abandoning apply to held instances, not %s ones.": 53,
 	"Retry…":                    0,
 	"Reveal — this is recorded": 495,
-	"Revealed by %s at %s; recorded in the audit log.": 651,
+	"Revealed by %s at %s; recorded in the audit log.": 652,
 	"Reveals":               142,
-	"Reveals, newest first": 657,
+	"Reveals, newest first": 658,
 	"Revision":              205,
 	"Revision %d":           226,
 	"Revisions":             200,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 738,
-	"Revoke the %s token “%s”?": 692,
-	"Revoke the token":          694,
-	"Revoke token %d":           691,
-	"Revoke…":                   689,
-	"Role":                      683,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 739,
+	"Revoke the %s token “%s”?": 693,
+	"Revoke the token":          695,
+	"Revoke token %d":           692,
+	"Revoke…":                   690,
+	"Role":                      684,
 	"Route":                     354,
 	"Routing output":            198,
-	"Row %s":                    587,
-	"Rows %s–%s":                588,
-	"Save settings":             601,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      650,
+	"Row %s":                    588,
+	"Rows %s–%s":                589,
+	"Save settings":             602,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      651,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 270,
-	"Search":                               662,
-	"Secret values can never be revealed.": 655,
+	"Search":                               663,
+	"Secret values can never be revealed.": 656,
 	"Sep":                                  336,
-	"Served by %d workers":                 737,
+	"Served by %d workers":                 738,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
 	"Settled":              357,
 	"Settlement date":      558,
 	"Show all definitions": 302,
-	"Show times in":        597,
+	"Show times in":        598,
 	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 122,
-	"Sign in": 672,
-	"Sign in with an operator, designer or administrator token.": 673,
+	"Sign in": 673,
+	"Sign in with an operator, designer or administrator token.": 674,
 	"Sign out":             144,
 	"Signed in as %s (%s)": 143,
 	"Since revision %d:":   232,
@@ -493,9 +494,9 @@ var messageKeyToIndex = map[string]int{
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
 	"Something went wrong": 167,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 680,
-	"Staff tokens, oldest first": 681,
-	"Start node":                 615,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 681,
+	"Staff tokens, oldest first": 682,
+	"Start node":                 616,
 	"Started":                    374,
 	"State":                      177,
 	"Status":                     78,
@@ -518,7 +519,7 @@ var messageKeyToIndex = map[string]int{
 	"Task contracts: their Working copy, immutable revisions and named releases.": 251,
 	"Tasks":                   178,
 	"Temporarily unavailable": 165,
-	"That is too long to be an id or a business key.": 665,
+	"That is too long to be an id or a business key.": 666,
 	"The %d largest groups; the filter matches more.": 86,
 	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    260,
 	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             231,
@@ -529,7 +530,7 @@ var messageKeyToIndex = map[string]int{
 	"The chart’s numbers": 309,
 	"The confirmed count is missing: start again from the list.":                                                                                                            95,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           168,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          598,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          599,
 	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 96,
 	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 166,
 	"The deadline passed before a result arrived.":                                                                                                                          510,
@@ -545,23 +546,23 @@ var messageKeyToIndex = map[string]int{
 	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             392,
 	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 350,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         197,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               595,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               596,
 	"The page size must be between 1 and %d.":                                                                                                                                                              388,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  594,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  595,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 119,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 50,
 	"The reason you gave, not recorded:":                                                                                                                                                                   43,
 	"The result did not match the revision's outputs contract.":                                                                                                                                            511,
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      556,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          698,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          675,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          699,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          676,
 	"The version must be a whole number from 1.":                                                                                                                                                           385,
 	"These revisions have the same contracts.":                                                                                                                                                             217,
-	"These settings are kept in this browser only.":                                                                                                                                                        596,
-	"They take every revision their consumer is granted.":                                                                                                                                                  739,
-	"They take revision %d only.":                                                                                                                                                                          740,
-	"They take revisions %s only.":                                                                                                                                                                         741,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     591,
+	"These settings are kept in this browser only.":                                                                                                                                                        597,
+	"They take every revision their consumer is granted.":                                                                                                                                                  740,
+	"They take revision %d only.":                                                                                                                                                                          741,
+	"They take revisions %s only.":                                                                                                                                                                         742,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     592,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             97,
 	"This contract has no inputs.":                                                                                                                                                                         490,
 	"This contract has no outputs.":                                                                                                                                                                        493,
@@ -582,55 +583,55 @@ var messageKeyToIndex = map[string]int{
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
 	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   42,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            697,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           696,
-	"This page does not accept that request.": 661,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            698,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           697,
+	"This page does not accept that request.": 662,
 	"This page reloads every %d seconds.":     152,
 	"This process takes no inputs.":           365,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 57,
-	"This token is unknown, revoked or expired.": 677,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 628,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            629,
+	"This token is unknown, revoked or expired.": 678,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 629,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            630,
 	"Times in %s · no auto-reload":    149,
 	"Times in %s · reload every %d s": 148,
 	"Times in %s · reloading paused":  147,
 	"To revision":                     211,
-	"Token":                           674,
+	"Token":                           675,
 	"Tokens":                          141,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 676,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 677,
 	"Totals of all definitions, not narrowed by the other filters":         573,
 	"Totals of definition %s, not narrowed by the other filters":           572,
 	"Type": 190,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 663,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 664,
 	"URL":                              262,
-	"UTC (coordinated universal time)": 603,
+	"UTC (coordinated universal time)": 604,
 	"Unknown action.":                  51,
 	"Unknown consumer.":                89,
 	"Unknown destination “%s”.":        90,
-	"Unknown parameter “%s” (did you mean “%s”?).": 592,
-	"Unknown parameter “%s”.":                      593,
+	"Unknown parameter “%s” (did you mean “%s”?).": 593,
+	"Unknown parameter “%s”.":                      594,
 	"Unknown status “%s”.":                         384,
 	"Value":                                        362,
 	"Version":                                      77,
-	"Versions, newest first":                       611,
+	"Versions, newest first":                       612,
 	"Waiting for Relais to call the destination since %s (%s).": 528,
 	"Waiting for a worker since %s (%s).":                       529,
 	"When":                                                      101,
 	"Who":                                                       102,
 	"Whole message":                                             465,
 	"Why (recorded with the reveal)":                            496,
-	"Worker":                                                    718,
+	"Worker":                                                    719,
 	"Worker id":                                                 456,
 	"Workers":                                                   138,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        716,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        717,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 717,
-	"Workers serving %s":                   725,
+	"Workers seen within three heartbeats": 718,
+	"Workers serving %s":                   726,
 	"Working copy":                         196,
-	"You are signed out.":                  669,
+	"You are signed out.":                  670,
 	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              155,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 670,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          671,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 671,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          672,
 	"[redacted]":                          553,
 	"a token’s name, exact":               112,
 	"abandon":                             4,
@@ -639,21 +640,21 @@ var messageKeyToIndex = map[string]int{
 	"an incident: retry, abandon or stop": 281,
 	"answer too large":                    551,
 	"any":                                 75,
-	"any other code → %s":                 640,
+	"any other code → %s":                 641,
 	"any other error":                     279,
 	"as of %s (%s); counts are refreshed every few seconds.": 575,
-	"at least %d characters":                                 701,
-	"at least %d items":                                      708,
+	"at least %d characters":                                 702,
+	"at least %d items":                                      709,
 	"at most %d":                                             484,
-	"at most %d characters":                                  702,
-	"at most %d items":                                       709,
+	"at most %d characters":                                  703,
+	"at most %d items":                                       710,
 	"at most %d since the last operator retry":               485,
 	"available":                                              400,
 	"boolean":                                                413,
-	"call in progress since":                                 580,
+	"call in progress since":                                 581,
 	"cancelled":                                              403,
 	"choice":                                                 416,
-	"claimable since":                                        579,
+	"claimable since":                                        580,
 	"claimable since %s":                                     299,
 	"classification changed":                                 437,
 	"completed":                                              307,
@@ -662,55 +663,55 @@ var messageKeyToIndex = map[string]int{
 	"consumer #%s":                                           543,
 	"date":                                                   414,
 	"date and time":                                          415,
-	"deadline %s":                                            643,
+	"deadline %s":                                            644,
 	"deferred":                                               402,
-	"deferred since":                                         582,
+	"deferred since":                                         583,
 	"deleted":                                                108,
 	"designer":                                               428,
 	"disconnected":                                           409,
-	"end (completes)":                                        635,
-	"end (fails)":                                            636,
+	"end (completes)":                                        636,
+	"end (fails)":                                            637,
 	"end: completes the instance":                            282,
 	"end: fails the instance":                                283,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 731,
+	"every revision its consumer is granted":                 732,
 	"exact, case-sensitive":                                  390,
 	"expired":                                                406,
 	"failed":                                                 308,
-	"fails the instance":                                     641,
+	"fails the instance":                                     642,
 	"field added":                                            432,
 	"field removed":                                          433,
 	"format":                                                 443,
-	"format %s":                                              704,
+	"format %s":                                              705,
 	"from":                                                   113,
 	"held":                                                   405,
 	"held for an operator":                                   280,
 	"held, then abandoned by an operator":                    383,
 	"held, then stopped by an operator":                      382,
-	"hold (an incident for an operator)":                     639,
+	"hold (an incident for an operator)":                     640,
 	"id or business key":                                     135,
 	"in %s":                                                  321,
 	"in progress":                                            464,
 	"instance id":                                            562,
-	"instances held":                                         646,
-	"instances held: %s":                                     647,
+	"instances held":                                         647,
+	"instances held: %s":                                     648,
 	"integer":                                                411,
 	"its name, exactly":                                      561,
 	"just now":                                               323,
 	"list":                                                   418,
-	"lock until":                                             581,
-	"long polling":                                           729,
+	"lock until":                                             582,
+	"long polling":                                           730,
 	"long wait":                                              300,
 	"maximum":                                                445,
-	"maximum %s":                                             706,
+	"maximum %s":                                             707,
 	"maximum items":                                          447,
 	"maximum length":                                         441,
 	"minimum":                                                444,
-	"minimum %s":                                             705,
+	"minimum %s":                                             706,
 	"minimum items":                                          446,
 	"minimum length":                                         440,
-	"never":                                                  686,
-	"next attempt":                                           578,
+	"never":                                                  687,
+	"next attempt":                                           579,
 	"no":                                                     431,
 	"no answer within the timeout":                           549,
 	"no connection":                                          550,
@@ -719,29 +720,29 @@ var messageKeyToIndex = map[string]int{
 	"no worker":                                              301,
 	"no: the service marked this failure as not retryable (attempts left unused: %d)": 507,
 	"none": 250,
-	"none (revealed before reasons were asked for)": 659,
+	"none (revealed before reasons were asked for)": 660,
 	"none yet": 255,
 	"none: a failed call takes the node’s error path": 479,
 	"normal":                          419,
-	"not provided":                    711,
-	"not yet":                         687,
-	"null":                            714,
+	"not provided":                    712,
+	"not yet":                         688,
+	"null":                            715,
 	"number":                          412,
 	"object":                          417,
 	"on error":                        278,
-	"one of: %s":                      707,
+	"one of: %s":                      708,
 	"operator":                        427,
 	"optional %s field of type %s":    247,
 	"optional field of type %s":       249,
 	"optional → required":             240,
 	"pattern":                         442,
-	"pattern %s":                      703,
-	"pull":                            633,
+	"pattern %s":                      704,
+	"pull":                            634,
 	"pull %s":                         285,
 	"pull (the service fetches it)":   424,
 	"push %s":                         284,
 	"push (Relais calls the service)": 425,
-	"push to %s":                      634,
+	"push to %s":                      635,
 	"rejected":                        407,
 	"released":                        408,
 	"required %s field of type %s":    246,
@@ -751,39 +752,39 @@ var messageKeyToIndex = map[string]int{
 	"reserved":                        401,
 	"retry":                           3,
 	"revision %d":                     576,
-	"revisions %s":                    732,
+	"revisions %s":                    733,
 	"revoked":                         180,
 	"routing changed":                 439,
-	"routing output":                  699,
+	"routing output":                  700,
 	"routing output %s → %s":          239,
 	"running":                         404,
 	"secret":                          421,
 	"sensitive":                       420,
-	"settled":                         577,
+	"settled":                         578,
 	"stop":                            5,
-	"stream":                          728,
+	"stream":                          729,
 	"text":                            410,
 	"the contracts are the same (the name or a description changed).": 233,
-	"this session":             690,
-	"timeout %s":               644,
-	"timeout %s (the default)": 645,
+	"this session":             691,
+	"timeout %s":               645,
+	"timeout %s (the default)": 646,
 	"to":                       114,
 	"type changed":             434,
-	"unexpected value":         715,
+	"unexpected value":         716,
 	"unknown":                  552,
 	"values added: %s":         242,
 	"values changed":           436,
 	"values removed: %s":       243,
 	"values reordered":         244,
-	"version %d":               613,
+	"version %d":               614,
 	"waiting":                  547,
 	"yes":                      430,
 	"••• hidden (secret)":      423,
 	"••• hidden (sensitive)":   422,
-	"→ %s":                     638,
+	"→ %s":                     639,
 }
 
-var enIndex = []uint32{ // 743 elements
+var enIndex = []uint32{ // 744 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -947,56 +948,56 @@ var enIndex = []uint32{ // 743 elements
 	0x0000527e, 0x00005292, 0x000052aa, 0x000052cf,
 	0x000052dd, 0x0000531b, 0x00005358, 0x00005384,
 	// Entry 240 - 25F
-	0x000053c1, 0x000053d0, 0x000053d8, 0x000053e5,
-	0x000053f5, 0x0000540c, 0x00005417, 0x00005426,
-	0x0000542c, 0x0000543a, 0x00005444, 0x0000544f,
-	0x00005459, 0x0000546c, 0x00005491, 0x000054bc,
-	0x0000554d, 0x00005588, 0x000055a7, 0x000055e5,
-	0x0000561c, 0x0000564a, 0x00005658, 0x000056f7,
-	0x00005715, 0x0000586c, 0x0000587a, 0x0000588e,
-	0x000058af, 0x000058c3, 0x000058d7, 0x000058dd,
+	0x000053c1, 0x000053d0, 0x000053e1, 0x000053e9,
+	0x000053f6, 0x00005406, 0x0000541d, 0x00005428,
+	0x00005437, 0x0000543d, 0x0000544b, 0x00005455,
+	0x00005460, 0x0000546a, 0x0000547d, 0x000054a2,
+	0x000054cd, 0x0000555e, 0x00005599, 0x000055b8,
+	0x000055f6, 0x0000562d, 0x0000565b, 0x00005669,
+	0x00005708, 0x00005726, 0x0000587d, 0x0000588b,
+	0x0000589f, 0x000058c0, 0x000058d4, 0x000058e8,
 	// Entry 260 - 27F
-	0x000058f1, 0x00005964, 0x000059b1, 0x000059c2,
-	0x000059d9, 0x000059f6, 0x00005a04, 0x00005a12,
-	0x00005a1d, 0x00005a23, 0x00005b15, 0x00005b1b,
-	0x00005b4d, 0x00005b52, 0x00005b62, 0x00005b6d,
-	0x00005b76, 0x00005b86, 0x00005ba0, 0x00005c45,
-	0x00005c5b, 0x00005ce0, 0x00005d5a, 0x00005d69,
-	0x00005e23, 0x00005e74, 0x00005e79, 0x00005e87,
-	0x00005e97, 0x00005ea3, 0x00005eb3, 0x00005ebd,
+	0x000058ee, 0x00005902, 0x00005975, 0x000059c2,
+	0x000059d3, 0x000059ea, 0x00005a07, 0x00005a15,
+	0x00005a23, 0x00005a2e, 0x00005a34, 0x00005b26,
+	0x00005b2c, 0x00005b5e, 0x00005b63, 0x00005b73,
+	0x00005b7e, 0x00005b87, 0x00005b97, 0x00005bb1,
+	0x00005c56, 0x00005c6c, 0x00005cf1, 0x00005d6b,
+	0x00005d7a, 0x00005e34, 0x00005e85, 0x00005e8a,
+	0x00005e98, 0x00005ea8, 0x00005eb4, 0x00005ec4,
 	// Entry 280 - 29F
-	0x00005ee0, 0x00005ef9, 0x00005f0c, 0x00005f78,
-	0x00005f87, 0x00005f95, 0x00005fb1, 0x00005fc0,
-	0x00005fd6, 0x0000600f, 0x00006041, 0x00006099,
-	0x000060d0, 0x000060e7, 0x000060f5, 0x00006139,
-	0x0000615e, 0x000061d5, 0x000061eb, 0x00006202,
-	0x00006230, 0x00006243, 0x0000626b, 0x00006272,
-	0x000062da, 0x00006304, 0x00006334, 0x00006392,
-	0x000064cc, 0x0000656c, 0x00006580, 0x0000662b,
+	0x00005ece, 0x00005ef1, 0x00005f0a, 0x00005f1d,
+	0x00005f89, 0x00005f98, 0x00005fa6, 0x00005fc2,
+	0x00005fd1, 0x00005fe7, 0x00006020, 0x00006052,
+	0x000060aa, 0x000060e1, 0x000060f8, 0x00006106,
+	0x0000614a, 0x0000616f, 0x000061e6, 0x000061fc,
+	0x00006213, 0x00006241, 0x00006254, 0x0000627c,
+	0x00006283, 0x000062eb, 0x00006315, 0x00006345,
+	0x000063a3, 0x000064dd, 0x0000657d, 0x00006591,
 	// Entry 2A0 - 2BF
-	0x000066ad, 0x000066b5, 0x000066f0, 0x000066f6,
-	0x00006772, 0x0000680a, 0x00006835, 0x00006897,
-	0x00006903, 0x000069aa, 0x000069c5, 0x000069cf,
-	0x000069d4, 0x000069de, 0x000069e6, 0x000069ec,
-	0x000069f4, 0x00006a02, 0x00006a0c, 0x00006a19,
-	0x00006a2c, 0x00006a50, 0x00006ad0, 0x00006ae1,
-	0x00006ae9, 0x00006b5e, 0x00006bb2, 0x00006bf4,
-	0x00006c03, 0x00006c0f, 0x00006c4b, 0x00006c85,
+	0x0000663c, 0x000066be, 0x000066c6, 0x00006701,
+	0x00006707, 0x00006783, 0x0000681b, 0x00006846,
+	0x000068a8, 0x00006914, 0x000069bb, 0x000069d6,
+	0x000069e0, 0x000069e5, 0x000069ef, 0x000069f7,
+	0x000069fd, 0x00006a05, 0x00006a13, 0x00006a1d,
+	0x00006a2a, 0x00006a3d, 0x00006a61, 0x00006ae1,
+	0x00006af2, 0x00006afa, 0x00006b6f, 0x00006bc3,
+	0x00006c05, 0x00006c14, 0x00006c20, 0x00006c5c,
 	// Entry 2C0 - 2DF
-	0x00006c93, 0x00006ca0, 0x00006cae, 0x00006cbc,
-	0x00006cca, 0x00006cfc, 0x00006d2c, 0x00006d88,
-	0x00006d95, 0x00006db5, 0x00006dcf, 0x00006dd4,
-	0x00006de5, 0x00006e6b, 0x00006e90, 0x00006e97,
-	0x00006ea0, 0x00006eb3, 0x00006ebd, 0x00006ec7,
-	0x00006ed1, 0x00006ee9, 0x00006eff, 0x00006f0b,
-	0x00006f2d, 0x00006f34, 0x00006f41, 0x00006f52,
-	0x00006f79, 0x00006f89, 0x00006fdd, 0x0000702d,
+	0x00006c96, 0x00006ca4, 0x00006cb1, 0x00006cbf,
+	0x00006ccd, 0x00006cdb, 0x00006d0d, 0x00006d3d,
+	0x00006d99, 0x00006da6, 0x00006dc6, 0x00006de0,
+	0x00006de5, 0x00006df6, 0x00006e7c, 0x00006ea1,
+	0x00006ea8, 0x00006eb1, 0x00006ec4, 0x00006ece,
+	0x00006ed8, 0x00006ee2, 0x00006efa, 0x00006f10,
+	0x00006f1c, 0x00006f3e, 0x00006f45, 0x00006f52,
+	0x00006f63, 0x00006f8a, 0x00006f9a, 0x00006fee,
 	// Entry 2E0 - 2FF
-	0x0000708d, 0x000070e0, 0x00007118, 0x00007168,
-	0x0000719c, 0x000071bb, 0x000071db,
-} // Size: 2996 bytes
+	0x0000703e, 0x0000709e, 0x000070f1, 0x00007129,
+	0x00007179, 0x000071ad, 0x000071cc, 0x000071ec,
+} // Size: 3000 bytes
 
-const enData string = "" + // Size: 29147 bytes
+const enData string = "" + // Size: 29164 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1325,126 +1326,126 @@ const enData string = "" + // Size: 29147 bytes
 	"definition %[1]s, not narrowed by the other filters\x02Totals of all def" +
 	"initions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
 	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02settled" +
-	"\x02next attempt\x02claimable since\x02call in progress since\x02lock un" +
-	"til\x02deferred since\x02Pages\x02Previous page\x02Next page\x02First pa" +
-	"ge\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date is written 2026-12-" +
-	"01.\x02%[1]s: the first day comes after the last.\x02This address holds " +
-	"a parameter that cannot be read (a percent sign not followed by two hexa" +
-	"decimal digits, or a semicolon): correct the address.\x02Unknown paramet" +
-	"er “%[1]s” (did you mean “%[2]s”?).\x02Unknown parameter “%[1]s”.\x02The" +
-	" parameter “%[1]s” is given %[2]d times: give it once.\x02The page curso" +
-	"r is invalid: go back to the first page.\x02These settings are kept in t" +
-	"his browser only.\x02Show times in\x02The console runs no script, so it " +
-	"cannot read your computer’s time zone: choose a place, whose daylight sa" +
-	"ving time is followed, or a fixed offset from UTC.\x02Reload lists and d" +
-	"etail pages\x02A reload empties what you typed but did not apply (filter" +
-	"s, the search box) and moves the focus back to the top of the page: “Pau" +
-	"se reloading”, on every page that reloads, stops it until you resume. Pa" +
-	"ges where you type a reason (confirmations, and occurrences with a value" +
-	" to reveal) never reload on their own, nor does a revealed value.\x02Sav" +
-	"e settings\x02Back without saving\x02UTC (coordinated universal time)" +
-	"\x02Local time in %[1]s\x02Local time at %[1]s\x02Never\x02Every %[1]d s" +
-	"econds\x02Published process versions: their nodes, routes and pinned rev" +
-	"isions, drawn, with where their occurrences are now.\x02Published proces" +
-	"s versions: their nodes, routes and pinned revisions, drawn.\x02Processe" +
-	"s by key\x02Versions, newest first\x02No process is published yet.\x02ve" +
-	"rsion %[1]d\x02Process %[1]s\x02Start node\x02Graph\x02Columns follow th" +
-	"e longest path from the start node. Solid arrows are successes (labelled" +
-	" with their route), dashed ones failures (labelled with their error code" +
-	"s). Each box says how many of this version’s occurrences are at that nod" +
-	"e now.\x02Nodes\x02Nodes of this version, with their occurrences now\x02" +
-	"Kind\x02Pinned revision\x02On success\x02On error\x02Occurrences now\x02" +
-	"Instances of this version\x02Columns follow the longest path from the st" +
-	"art node. Solid arrows are successes (labelled with their route), dashed" +
-	" ones failures (labelled with their error codes).\x02Nodes of this versi" +
-	"on\x02This version has %[1]d nodes: too many to draw legibly (at most %[" +
-	"2]d). The table below lists every node with its routes and counts.\x02Th" +
-	"is version has %[1]d nodes: too many to draw legibly (at most %[2]d). Th" +
-	"e table below lists every node with its routes.\x02Graph of %[1]s\x14" +
-	"\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %[2]s. The table below " +
-	"lists the same nodes, routes and counts.\x00Y\x02%[1]d nodes, starting a" +
-	"t %[2]s. The table below lists the same nodes, routes and counts.\x02%[1" +
-	"]d nodes, starting at %[2]s. The table below lists the same nodes and ro" +
-	"utes.\x02pull\x02push to %[1]s\x02end (completes)\x02end (fails)\x02%[1]" +
-	"s → %[2]s\x02→ %[1]s\x02hold (an incident for an operator)\x02any other " +
-	"code → %[1]s\x02fails the instance\x14\x01\x81\x01\x00\x021\x02%[1]d att" +
-	"empt, retry after %[2]s, priority %[3]d\x002\x02%[1]d attempts, retry af" +
-	"ter %[2]s, priority %[3]d\x02deadline %[1]s\x02timeout %[1]s\x02timeout " +
-	"%[1]s (the default)\x02instances held\x02instances held: %[1]s\x02Counts" +
-	" as of %[1]s (%[2]s); refreshed every few seconds.\x02Only administrator" +
-	"s may reveal a sensitive value.\x02Say why you reveal this value: the re" +
-	"ason is recorded with the reveal in the audit log.\x02Revealed by %[1]s " +
-	"at %[2]s; recorded in the audit log.\x02Back to the occurrence\x02Cannot" +
-	" reveal\x02Only a value this page shows as hidden (sensitive) can be rev" +
-	"ealed.\x02Secret values can never be revealed.\x02Every sensitive value " +
-	"an administrator revealed: who, when, which field and why. The values th" +
-	"emselves are never kept.\x02Reveals, newest first\x02No value was reveal" +
-	"ed.\x02none (revealed before reasons were asked for)\x02Method not allow" +
-	"ed\x02This page does not accept that request.\x02Search\x02Type an insta" +
-	"nce or occurrence id (a whole UUID, as the title of its page shows it), " +
-	"or a business key.\x02Nothing to find: the search box is empty.\x02That " +
-	"is too long to be an id or a business key.\x02No instance or occurrence " +
-	"has the id “%[1]s”, and no instance has it as its business key.\x02No in" +
-	"stance or occurrence has the id “%[1]s”, and no instance has it as its b" +
-	"usiness key. An ended instance is deleted, with its occurrences and atte" +
-	"mpts, once the retention period (RELAIS_RETENTION) has passed, or at onc" +
-	"e when an administrator erases it; the audit log keeps the operator acti" +
-	"ons taken on it.\x02No instance has “%[1]s” as its business key, and it " +
-	"is not a whole id: the lists show the end of each id. Open the row, or c" +
-	"opy its link, for the whole id.\x02You are signed out.\x02Your session h" +
-	"ad ended (inactivity, a sign-out elsewhere, a revoked token or a restart" +
-	" of the server), so your last action was not applied. Sign in again, the" +
-	"n repeat it.\x02Your session has ended (inactivity, a sign-out elsewhere" +
-	", a token revoked or expired, or a restart of the server). Sign in again" +
-	".\x02Sign in\x02Sign in with an operator, designer or administrator toke" +
-	"n.\x02Token\x02The token is checked once and never stored in your browse" +
-	"r; a session cookie stands for it for up to 8 hours of inactivity.\x14" +
-	"\x01\x81\x01\x00\x02G\x02Too many failed sign-ins from your address. Try" +
-	" again in %[1]d second.\x00H\x02Too many failed sign-ins from your addre" +
-	"ss. Try again in %[1]d seconds.\x02This token is unknown, revoked or exp" +
-	"ired.\x02A %[1]s token cannot open the console: sign in with an operator" +
-	", designer or administrator token.\x02Only administrators see this page:" +
-	" tokens, consumers, destinations, the reveal log and erasures are theirs" +
-	".\x02Staff tokens (administrators, designers, operators) that are not re" +
-	"voked. Consumer tokens are managed with their consumers. Revoking a toke" +
-	"n refuses its next request.\x02Staff tokens, oldest first\x02No token." +
-	"\x02Role\x02Last used\x02Expires\x02never\x02not yet\x02Expired token" +
-	"\x02Revoke…\x02this session\x02Revoke token %[1]d\x02Revoke the %[1]s to" +
-	"ken “%[2]s”?\x02Its next request is refused, and console sessions opened" +
-	" with it end. This cannot be undone: whoever uses it needs a new token." +
-	"\x02Revoke the token\x02Keep it\x02This is the token you signed in with:" +
-	" revoking it signs you out. Its next request is refused. This cannot be " +
-	"undone.\x02This is the last usable administrator token: create another o" +
-	"ne before revoking it.\x02The token %[1]s (%[2]s) was revoked: its next " +
-	"request is refused.\x02routing output\x02(each item)\x14\x01\x81\x01\x00" +
-	"\x02\x19\x02at least %[1]d character\x00\x1a\x02at least %[1]d character" +
-	"s\x14\x01\x81\x01\x00\x02\x18\x02at most %[1]d character\x00\x19\x02at m" +
-	"ost %[1]d characters\x02pattern %[1]s\x02format %[1]s\x02minimum %[1]s" +
-	"\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81\x01\x00\x02\x14\x02at lea" +
-	"st %[1]d item\x00\x15\x02at least %[1]d items\x14\x01\x81\x01\x00\x02" +
-	"\x13\x02at most %[1]d item\x00\x14\x02at most %[1]d items\x02%[1]d more " +
-	"values not shown: the page shows the first %[2]d, the API's detail has t" +
-	"hem all.\x02not provided\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d item\x00" +
-	"\x0c\x02%[1]d items\x02(%[1]d characters in all)\x02null\x02unexpected v" +
-	"alue\x02Workers connected by a stream, and polling workers by their last" +
-	" fetch. A worker is listed while it was seen within three heartbeats." +
-	"\x02Workers seen within three heartbeats\x02Worker\x02Protocol\x02Defini" +
-	"tions served\x02In flight\x02Connected\x02Last seen\x02No worker is conn" +
-	"ected.\x02Workers serving %[1]s\x02All workers\x02No worker serves this " +
-	"definition.\x02stream\x02long polling\x02Camunda 7 facade\x02every revis" +
-	"ion its consumer is granted\x02revisions %[1]s\x02No worker serves this " +
-	"definition: its occurrences wait until one connects or polls.\x02No proc" +
-	"ess uses this definition yet: it needs a worker once a process pulls it." +
-	"\x02No process pulls this definition: Relais calls its destinations (pus" +
-	"h), and it needs no worker.\x02No worker is connected for this definitio" +
-	"n; none of its occurrences waits for one.\x14\x01\x81\x01\x00\x02\x17" +
-	"\x02Served by %[1]d worker\x00\x18\x02Served by %[1]d workers\x02Revisio" +
-	"ns they take: %[1]s; some take every revision their consumer is granted." +
-	"\x02They take every revision their consumer is granted.\x02They take rev" +
-	"ision %[1]d only.\x02They take revisions %[1]s only."
+	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
+	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
+	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
+	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
+	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
+	"his address holds a parameter that cannot be read (a percent sign not fo" +
+	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
+	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
+	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
+	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
+	"tings are kept in this browser only.\x02Show times in\x02The console run" +
+	"s no script, so it cannot read your computer’s time zone: choose a place" +
+	", whose daylight saving time is followed, or a fixed offset from UTC." +
+	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
+	" did not apply (filters, the search box) and moves the focus back to the" +
+	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
+	"t until you resume. Pages where you type a reason (confirmations, and oc" +
+	"currences with a value to reveal) never reload on their own, nor does a " +
+	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
+	"ted universal time)\x02Local time in %[1]s\x02Local time at %[1]s\x02Nev" +
+	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
+	"utes and pinned revisions, drawn, with where their occurrences are now." +
+	"\x02Published process versions: their nodes, routes and pinned revisions" +
+	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
+	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
+	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
+	"e successes (labelled with their route), dashed ones failures (labelled " +
+	"with their error codes). Each box says how many of this version’s occurr" +
+	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
+	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
+	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
+	"ongest path from the start node. Solid arrows are successes (labelled wi" +
+	"th their route), dashed ones failures (labelled with their error codes)." +
+	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
+	"raw legibly (at most %[2]d). The table below lists every node with its r" +
+	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
+	"bly (at most %[2]d). The table below lists every node with its routes." +
+	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
+	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
+	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
+	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
+	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
+	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
+	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
+	"\x02%[1]d attempts, retry after %[2]s, priority %[3]d\x02deadline %[1]s" +
+	"\x02timeout %[1]s\x02timeout %[1]s (the default)\x02instances held\x02in" +
+	"stances held: %[1]s\x02Counts as of %[1]s (%[2]s); refreshed every few s" +
+	"econds.\x02Only administrators may reveal a sensitive value.\x02Say why " +
+	"you reveal this value: the reason is recorded with the reveal in the aud" +
+	"it log.\x02Revealed by %[1]s at %[2]s; recorded in the audit log.\x02Bac" +
+	"k to the occurrence\x02Cannot reveal\x02Only a value this page shows as " +
+	"hidden (sensitive) can be revealed.\x02Secret values can never be reveal" +
+	"ed.\x02Every sensitive value an administrator revealed: who, when, which" +
+	" field and why. The values themselves are never kept.\x02Reveals, newest" +
+	" first\x02No value was revealed.\x02none (revealed before reasons were a" +
+	"sked for)\x02Method not allowed\x02This page does not accept that reques" +
+	"t.\x02Search\x02Type an instance or occurrence id (a whole UUID, as the " +
+	"title of its page shows it), or a business key.\x02Nothing to find: the " +
+	"search box is empty.\x02That is too long to be an id or a business key." +
+	"\x02No instance or occurrence has the id “%[1]s”, and no instance has it" +
+	" as its business key.\x02No instance or occurrence has the id “%[1]s”, a" +
+	"nd no instance has it as its business key. An ended instance is deleted," +
+	" with its occurrences and attempts, once the retention period (RELAIS_RE" +
+	"TENTION) has passed, or at once when an administrator erases it; the aud" +
+	"it log keeps the operator actions taken on it.\x02No instance has “%[1]s" +
+	"” as its business key, and it is not a whole id: the lists show the en" +
+	"d of each id. Open the row, or copy its link, for the whole id.\x02You a" +
+	"re signed out.\x02Your session had ended (inactivity, a sign-out elsewhe" +
+	"re, a revoked token or a restart of the server), so your last action was" +
+	" not applied. Sign in again, then repeat it.\x02Your session has ended (" +
+	"inactivity, a sign-out elsewhere, a token revoked or expired, or a resta" +
+	"rt of the server). Sign in again.\x02Sign in\x02Sign in with an operator" +
+	", designer or administrator token.\x02Token\x02The token is checked once" +
+	" and never stored in your browser; a session cookie stands for it for up" +
+	" to 8 hours of inactivity.\x14\x01\x81\x01\x00\x02G\x02Too many failed s" +
+	"ign-ins from your address. Try again in %[1]d second.\x00H\x02Too many f" +
+	"ailed sign-ins from your address. Try again in %[1]d seconds.\x02This to" +
+	"ken is unknown, revoked or expired.\x02A %[1]s token cannot open the con" +
+	"sole: sign in with an operator, designer or administrator token.\x02Only" +
+	" administrators see this page: tokens, consumers, destinations, the reve" +
+	"al log and erasures are theirs.\x02Staff tokens (administrators, designe" +
+	"rs, operators) that are not revoked. Consumer tokens are managed with th" +
+	"eir consumers. Revoking a token refuses its next request.\x02Staff token" +
+	"s, oldest first\x02No token.\x02Role\x02Last used\x02Expires\x02never" +
+	"\x02not yet\x02Expired token\x02Revoke…\x02this session\x02Revoke token " +
+	"%[1]d\x02Revoke the %[1]s token “%[2]s”?\x02Its next request is refused," +
+	" and console sessions opened with it end. This cannot be undone: whoever" +
+	" uses it needs a new token.\x02Revoke the token\x02Keep it\x02This is th" +
+	"e token you signed in with: revoking it signs you out. Its next request " +
+	"is refused. This cannot be undone.\x02This is the last usable administra" +
+	"tor token: create another one before revoking it.\x02The token %[1]s (%[" +
+	"2]s) was revoked: its next request is refused.\x02routing output\x02(eac" +
+	"h item)\x14\x01\x81\x01\x00\x02\x19\x02at least %[1]d character\x00\x1a" +
+	"\x02at least %[1]d characters\x14\x01\x81\x01\x00\x02\x18\x02at most %[1" +
+	"]d character\x00\x19\x02at most %[1]d characters\x02pattern %[1]s\x02for" +
+	"mat %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02one of: %[1]s\x14\x01\x81" +
+	"\x01\x00\x02\x14\x02at least %[1]d item\x00\x15\x02at least %[1]d items" +
+	"\x14\x01\x81\x01\x00\x02\x13\x02at most %[1]d item\x00\x14\x02at most %[" +
+	"1]d items\x02%[1]d more values not shown: the page shows the first %[2]d" +
+	", the API's detail has them all.\x02not provided\x14\x01\x81\x01\x00\x02" +
+	"\x0b\x02%[1]d item\x00\x0c\x02%[1]d items\x02(%[1]d characters in all)" +
+	"\x02null\x02unexpected value\x02Workers connected by a stream, and polli" +
+	"ng workers by their last fetch. A worker is listed while it was seen wit" +
+	"hin three heartbeats.\x02Workers seen within three heartbeats\x02Worker" +
+	"\x02Protocol\x02Definitions served\x02In flight\x02Connected\x02Last see" +
+	"n\x02No worker is connected.\x02Workers serving %[1]s\x02All workers\x02" +
+	"No worker serves this definition.\x02stream\x02long polling\x02Camunda 7" +
+	" facade\x02every revision its consumer is granted\x02revisions %[1]s\x02" +
+	"No worker serves this definition: its occurrences wait until one connect" +
+	"s or polls.\x02No process uses this definition yet: it needs a worker on" +
+	"ce a process pulls it.\x02No process pulls this definition: Relais calls" +
+	" its destinations (push), and it needs no worker.\x02No worker is connec" +
+	"ted for this definition; none of its occurrences waits for one.\x14\x01" +
+	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
+	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
+	"consumer is granted.\x02They take every revision their consumer is grant" +
+	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 743 elements
+var frIndex = []uint32{ // 744 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1608,56 +1609,56 @@ var frIndex = []uint32{ // 743 elements
 	0x00006a71, 0x00006a8c, 0x00006aac, 0x00006adc,
 	0x00006af3, 0x00006b2b, 0x00006b66, 0x00006b92,
 	// Entry 240 - 25F
-	0x00006be6, 0x00006bf6, 0x00006c01, 0x00006c15,
-	0x00006c27, 0x00006c3d, 0x00006c4f, 0x00006c61,
-	0x00006c67, 0x00006c79, 0x00006c87, 0x00006c96,
-	0x00006ca2, 0x00006cb8, 0x00006ce2, 0x00006d15,
-	0x00006dbd, 0x00006e0d, 0x00006e35, 0x00006e87,
-	0x00006ec9, 0x00006f05, 0x00006f1c, 0x00006fe6,
-	0x00007013, 0x000071cd, 0x000071e7, 0x00007200,
-	0x00007221, 0x00007237, 0x0000724d, 0x00007254,
+	0x00006be6, 0x00006bf6, 0x00006c10, 0x00006c1b,
+	0x00006c2f, 0x00006c41, 0x00006c57, 0x00006c69,
+	0x00006c7b, 0x00006c81, 0x00006c93, 0x00006ca1,
+	0x00006cb0, 0x00006cbc, 0x00006cd2, 0x00006cfc,
+	0x00006d2f, 0x00006dd7, 0x00006e27, 0x00006e4f,
+	0x00006ea1, 0x00006ee3, 0x00006f1f, 0x00006f36,
+	0x00007000, 0x0000702d, 0x000071e7, 0x00007201,
+	0x0000721a, 0x0000723b, 0x00007251, 0x00007267,
 	// Entry 260 - 27F
-	0x0000726e, 0x00007303, 0x00007366, 0x00007379,
-	0x000073a0, 0x000073c8, 0x000073d6, 0x000073e6,
-	0x000073f7, 0x000073fe, 0x00007534, 0x0000753b,
-	0x00007575, 0x0000757a, 0x0000758f, 0x000075a3,
-	0x000075b5, 0x000075cb, 0x000075e6, 0x000076bb,
-	0x000076d3, 0x00007774, 0x00007803, 0x00007813,
-	0x000078ed, 0x000079af, 0x000079b4, 0x000079c4,
-	0x000079d2, 0x000079e2, 0x000079f2, 0x000079fc,
+	0x0000726e, 0x00007288, 0x0000731d, 0x00007380,
+	0x00007393, 0x000073ba, 0x000073e2, 0x000073f0,
+	0x00007400, 0x00007411, 0x00007418, 0x0000754e,
+	0x00007555, 0x0000758f, 0x00007594, 0x000075a9,
+	0x000075bd, 0x000075cf, 0x000075e5, 0x00007600,
+	0x000076d5, 0x000076ed, 0x0000778e, 0x0000781d,
+	0x0000782d, 0x00007907, 0x000079c9, 0x000079ce,
+	0x000079de, 0x000079ec, 0x000079fc, 0x00007a0c,
 	// Entry 280 - 29F
-	0x00007a25, 0x00007a3f, 0x00007a5a, 0x00007ae8,
-	0x00007af9, 0x00007b06, 0x00007b21, 0x00007b35,
-	0x00007b53, 0x00007b9e, 0x00007bdf, 0x00007c55,
-	0x00007c9b, 0x00007cb4, 0x00007ccc, 0x00007d1f,
-	0x00007d5a, 0x00007df2, 0x00007e1e, 0x00007e44,
-	0x00007e78, 0x00007e90, 0x00007ebb, 0x00007ec5,
-	0x00007f4d, 0x00007f82, 0x00007fc3, 0x00008037,
-	0x000081b2, 0x0000828b, 0x000082a4, 0x0000836d,
+	0x00007a16, 0x00007a3f, 0x00007a59, 0x00007a74,
+	0x00007b02, 0x00007b13, 0x00007b20, 0x00007b3b,
+	0x00007b4f, 0x00007b6d, 0x00007bb8, 0x00007bf9,
+	0x00007c6f, 0x00007cb5, 0x00007cce, 0x00007ce6,
+	0x00007d39, 0x00007d74, 0x00007e0c, 0x00007e38,
+	0x00007e5e, 0x00007e92, 0x00007eaa, 0x00007ed5,
+	0x00007edf, 0x00007f67, 0x00007f9c, 0x00007fdd,
+	0x00008051, 0x000081cc, 0x000082a5, 0x000082be,
 	// Entry 2A0 - 2BF
-	0x000083f6, 0x00008403, 0x00008455, 0x0000845b,
-	0x000084f7, 0x000085a7, 0x000085d3, 0x0000865f,
-	0x00008706, 0x000087c8, 0x000087f8, 0x00008805,
-	0x0000880b, 0x00008821, 0x0000882c, 0x00008833,
-	0x0000883e, 0x0000884c, 0x00008859, 0x00008867,
-	0x00008880, 0x000088ad, 0x00008956, 0x00008969,
-	0x00008973, 0x00008a02, 0x00008a63, 0x00008ab5,
-	0x00008ac7, 0x00008ada, 0x00008b18, 0x00008b54,
+	0x00008387, 0x00008410, 0x0000841d, 0x0000846f,
+	0x00008475, 0x00008511, 0x000085c1, 0x000085ed,
+	0x00008679, 0x00008720, 0x000087e2, 0x00008812,
+	0x0000881f, 0x00008825, 0x0000883b, 0x00008846,
+	0x0000884d, 0x00008858, 0x00008866, 0x00008873,
+	0x00008881, 0x0000889a, 0x000088c7, 0x00008970,
+	0x00008983, 0x0000898d, 0x00008a1c, 0x00008a7d,
+	0x00008acf, 0x00008ae1, 0x00008af4, 0x00008b32,
 	// Entry 2C0 - 2DF
-	0x00008b60, 0x00008b6d, 0x00008b7b, 0x00008b89,
-	0x00008b99, 0x00008bd5, 0x00008c0f, 0x00008c8c,
-	0x00008c97, 0x00008cc1, 0x00008cdd, 0x00008ce1,
-	0x00008cf3, 0x00008db5, 0x00008de8, 0x00008df3,
-	0x00008dfd, 0x00008e12, 0x00008e1b, 0x00008e25,
-	0x00008e3a, 0x00008e5e, 0x00008e78, 0x00008e8d,
-	0x00008eb9, 0x00008ebe, 0x00008ed3, 0x00008ee5,
-	0x00008f1a, 0x00008f2b, 0x00008fa1, 0x0000902c,
+	0x00008b6e, 0x00008b7a, 0x00008b87, 0x00008b95,
+	0x00008ba3, 0x00008bb3, 0x00008bef, 0x00008c29,
+	0x00008ca6, 0x00008cb1, 0x00008cdb, 0x00008cf7,
+	0x00008cfb, 0x00008d0d, 0x00008dcf, 0x00008e02,
+	0x00008e0d, 0x00008e17, 0x00008e2c, 0x00008e35,
+	0x00008e3f, 0x00008e54, 0x00008e78, 0x00008e92,
+	0x00008ea7, 0x00008ed3, 0x00008ed8, 0x00008eed,
+	0x00008eff, 0x00008f34, 0x00008f45, 0x00008fbb,
 	// Entry 2E0 - 2FF
-	0x000090bb, 0x00009122, 0x00009164, 0x000091d7,
-	0x0000921f, 0x0000924d, 0x00009280,
-} // Size: 2996 bytes
+	0x00009046, 0x000090d5, 0x0000913c, 0x0000917e,
+	0x000091f1, 0x00009239, 0x00009267, 0x0000929a,
+} // Size: 3000 bytes
 
-const frData string = "" + // Size: 37504 bytes
+const frData string = "" + // Size: 37530 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2062,149 +2063,150 @@ const frData string = "" + // Size: 37504 bytes
 	"finitions, sans les autres filtres\x14\x01\x81\x01\x00\x02\x11\x02%[1]d " +
 	"occurrence\x00\x12\x02%[1]d occurrences\x02au %[1]s (%[2]s)\u202f; les d" +
 	"écomptes sont actualisés toutes les 5 secondes environ.\x02révision %[1" +
-	"]d\x02clôturée\x02prochaine tentative\x02disponible depuis\x02appel en c" +
-	"ours depuis\x02verrou jusqu’à\x02différée depuis\x02Pages\x02Page précéd" +
-	"ente\x02Page suivante\x02Première page\x02Ligne %[1]s\x02Lignes %[1]s à " +
-	"%[2]s\x02%[1]s\u202f: une date s’écrit 2026-12-01.\x02%[1]s\u202f: le pr" +
-	"emier jour vient après le dernier.\x02Cette adresse contient un paramètr" +
-	"e illisible (un signe pour cent qui n’est pas suivi de deux chiffres hex" +
-	"adécimaux, ou un point-virgule)\u202f: corrigez l’adresse.\x02Paramètre " +
-	"inconnu\u202f: «\u202f%[1]s\u202f» (vouliez-vous dire «\u202f%[2]s\u202f" +
-	"»\u202f?).\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f».\x02Le param" +
-	"ètre «\u202f%[1]s\u202f» est donné %[2]d fois\u202f: donnez-le une seul" +
-	"e fois.\x02Le curseur de page est invalide\u202f: revenez à la première " +
-	"page.\x02Ces réglages sont conservés dans ce navigateur seulement.\x02Af" +
-	"ficher les heures en\x02La console n’exécute aucun script et ne peut don" +
-	"c pas lire le fuseau horaire de votre ordinateur\u202f: choisissez un li" +
-	"eu, dont l’heure d’été est suivie, ou un décalage fixe par rapport à UTC" +
-	".\x02Recharger les listes et les pages de détail\x02Un rechargement vide" +
-	" ce que vous avez saisi sans l’appliquer (filtres, champ de recherche) e" +
-	"t ramène le focus en haut de la page\u202f: «\u202fSuspendre le recharge" +
-	"ment\u202f», sur chaque page qui se recharge, l’arrête jusqu’à ce que vo" +
-	"us le repreniez. Les pages où vous saisissez un motif (confirmations, et" +
-	" occurrences dont une valeur peut être révélée) ne se rechargent jamais " +
-	"d’elles-mêmes, pas plus qu’une valeur révélée.\x02Enregistrer les réglag" +
-	"es\x02Revenir sans enregistrer\x02UTC (temps universel coordonné)\x02Heu" +
-	"re locale à %[1]s\x02Heure locale à %[1]s\x02Jamais\x02Toutes les %[1]d " +
-	"secondes\x02Les versions de processus publiées\u202f: leurs nœuds, route" +
-	"s et révisions épinglées, dessinés, avec l’emplacement actuel de leurs o" +
-	"ccurrences.\x02Les versions de processus publiées\u202f: leurs nœuds, ro" +
-	"utes et révisions épinglées, dessinés.\x02Processus par clé\x02Versions," +
-	" les plus récentes d’abord\x02Aucun processus n’est encore publié.\x02ve" +
-	"rsion %[1]d\x02Processus %[1]s\x02Nœud de départ\x02Graphe\x02Les colonn" +
-	"es suivent le plus long chemin depuis le nœud de départ. Les flèches ple" +
-	"ines sont les réussites (étiquetées par leur route), les pointillées les" +
-	" échecs (étiquetées par leurs codes d’erreur). Chaque case indique combi" +
-	"en d’occurrences de cette version se trouvent à ce nœud maintenant.\x02N" +
-	"œuds\x02Nœuds de cette version, avec leurs occurrences actuelles\x02Typ" +
-	"e\x02Révision épinglée\x02En cas de réussite\x02En cas d’erreur\x02Occur" +
-	"rences actuelles\x02Instances de cette version\x02Les colonnes suivent l" +
-	"e plus long chemin depuis le nœud de départ. Les flèches pleines sont le" +
-	"s réussites (étiquetées par leur route), les pointillées les échecs (éti" +
-	"quetées par leurs codes d’erreur).\x02Nœuds de cette version\x02Cette ve" +
-	"rsion a %[1]d nœuds\u202f: trop pour les dessiner lisiblement (au plus %" +
-	"[2]d). Le tableau ci-dessous donne chaque nœud avec ses routes et ses dé" +
-	"comptes.\x02Cette version a %[1]d nœuds\u202f: trop pour les dessiner li" +
-	"siblement (au plus %[2]d). Le tableau ci-dessous donne chaque nœud avec " +
-	"ses routes.\x02Graphe de %[1]s\x14\x01\x81\x01\x00\x02h\x02%[1]d nœud, à" +
-	" partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, routes " +
-	"et décomptes.\x00i\x02%[1]d nœuds, à partir de %[2]s. Le tableau ci-dess" +
-	"ous reprend les mêmes nœuds, routes et décomptes.\x14\x01\x81\x01\x00" +
-	"\x02\\\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-dessous reprend l" +
-	"es mêmes nœuds et routes.\x00]\x02%[1]d nœuds, à partir de %[2]s. Le tab" +
-	"leau ci-dessous reprend les mêmes nœuds et routes.\x02pull\x02push vers " +
-	"%[1]s\x02fin (termine)\x02fin (en échec)\x02%[1]s → %[2]s\x02→ %[1]s\x02" +
-	"blocage (un incident pour un opérateur)\x02tout autre code → %[1]s\x02me" +
-	"t l’instance en échec\x14\x01\x81\x01\x00\x02B\x02%[1]d tentative, nouve" +
-	"lle tentative après %[2]s, priorité %[3]d\x00C\x02%[1]d tentatives, nouv" +
-	"elle tentative après %[2]s, priorité %[3]d\x02échéance %[1]s\x02délai %[" +
-	"1]s\x02délai %[1]s (par défaut)\x02instances bloquées\x02instances bloqu" +
-	"ées\u202f: %[1]s\x02Décomptes au %[1]s (%[2]s)\u202f; actualisés toutes" +
-	" les 5 secondes environ.\x02Seuls les administrateurs peuvent révéler un" +
-	"e valeur sensible.\x02Dites pourquoi vous révélez cette valeur\u202f: le" +
-	" motif est consigné avec la révélation dans le journal d’audit.\x02Révél" +
-	"é par %[1]s le %[2]s\u202f; consigné dans le journal d’audit.\x02Retour" +
-	" à l’occurrence\x02Révélation impossible\x02Seule une valeur que cette p" +
-	"age affiche masquée (sensible) peut être révélée.\x02Les valeurs secrète" +
-	"s ne peuvent jamais être révélées.\x02Chaque valeur sensible qu’un admin" +
-	"istrateur a révélée\u202f: qui, quand, quel champ et pourquoi. Les valeu" +
-	"rs elles-mêmes ne sont jamais conservées.\x02Révélations, les plus récen" +
-	"tes d’abord\x02Aucune valeur n’a été révélée.\x02aucun (révélée avant qu" +
-	"e le motif soit demandé)\x02Méthode non autorisée\x02Cette page n’accept" +
-	"e pas cette requête.\x02Recherche\x02Saisissez un identifiant d’instance" +
-	" ou d’occurrence (un UUID complet, tel que le titre de sa page l’affiche" +
-	") ou une clé métier.\x02Rien à chercher\u202f: le champ de recherche est" +
-	" vide.\x02C’est trop long pour être un identifiant ou une clé métier." +
-	"\x02Aucune instance ni occurrence n’a l’identifiant «\u202f%[1]s\u202f»," +
-	" et aucune instance ne l’a pour clé métier.\x02Aucune instance ni occurr" +
-	"ence n’a l’identifiant « %[1]s », et aucune instance ne l’a pour clé mét" +
-	"ier. Une instance terminée est supprimée, avec ses occurrences et ses te" +
-	"ntatives, une fois la durée de conservation (RELAIS_RETENTION) écoulée, " +
-	"ou aussitôt qu’un administrateur l’efface\u202f; le journal d’audit gard" +
-	"e les actions d’opérateur menées sur elle.\x02Aucune instance n’a «" +
-	"\u202f%[1]s\u202f» pour clé métier, et ce n’est pas un identifiant entie" +
-	"r\u202f: les listes montrent la fin de chaque identifiant. Ouvrez la lig" +
-	"ne, ou copiez son lien, pour l’identifiant entier.\x02Vous êtes déconnec" +
-	"té.\x02Votre session avait pris fin (inactivité, déconnexion ailleurs, j" +
-	"eton révoqué ou redémarrage du serveur)\u202f: votre dernière action n’a" +
-	" pas été appliquée. Reconnectez-vous, puis refaites-la.\x02Votre session" +
-	" a pris fin (inactivité, déconnexion ailleurs, jeton révoqué ou expiré, " +
-	"ou redémarrage du serveur). Reconnectez-vous.\x02Se connecter\x02Connect" +
-	"ez-vous avec un jeton d’opérateur, de concepteur ou d’administrateur." +
-	"\x02Jeton\x02Le jeton est vérifié une fois et n’est jamais conservé dans" +
-	" votre navigateur\u202f; un cookie de session le remplace jusqu’à 8 heur" +
-	"es d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Trop de connexions échouées" +
-	" depuis votre adresse. Réessayez dans %[1]d seconde.\x00T\x02Trop de con" +
-	"nexions échouées depuis votre adresse. Réessayez dans %[1]d secondes." +
-	"\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un jeton de rôle %[1]s n" +
-	"e peut pas ouvrir la console\u202f: connectez-vous avec un jeton d’opéra" +
-	"teur, de concepteur ou d’administrateur.\x02Seuls les administrateurs vo" +
-	"ient cette page\u202f: les jetons, les consommateurs, les destinations, " +
-	"le journal des révélations et les effacements sont de leur ressort.\x02J" +
-	"etons du personnel (administrateurs, concepteurs, opérateurs) non révoqu" +
-	"és. Les jetons des consommateurs se gèrent avec leurs consommateurs. Ré" +
-	"voquer un jeton refuse sa requête suivante.\x02Jetons du personnel, les " +
-	"plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dernière utilisation\x02" +
-	"Expiration\x02jamais\x02pas encore\x02Jeton expiré\x02Révoquer…\x02cette" +
-	" session\x02Révoquer le jeton %[1]d\x02Révoquer le jeton %[1]s «\u202f%[" +
-	"2]s\u202f»\u202f?\x02Sa requête suivante est refusée et les sessions de " +
-	"console ouvertes avec lui prennent fin. C’est irréversible\u202f: qui l’" +
-	"utilise aura besoin d’un nouveau jeton.\x02Révoquer le jeton\x02Le garde" +
-	"r\x02C’est le jeton avec lequel vous êtes connecté\u202f: le révoquer vo" +
-	"us déconnecte. Sa requête suivante est refusée. C’est irréversible.\x02C" +
-	"’est le dernier jeton administrateur utilisable\u202f: créez-en un aut" +
-	"re avant de le révoquer.\x02Le jeton %[1]s (%[2]s) a été révoqué\u202f: " +
-	"sa prochaine requête sera refusée.\x02sortie de routage\x02(chaque éléme" +
-	"nt)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d caractère\x00\x1b\x02a" +
-	"u moins %[1]d caractères\x14\x01\x81\x01\x00\x02\x19\x02au plus %[1]d ca" +
-	"ractère\x00\x1a\x02au plus %[1]d caractères\x02motif %[1]s\x02format %[1" +
-	"]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi\u202f: %[1]s\x14\x01\x81" +
-	"\x01\x00\x02\x19\x02au moins %[1]d élément\x00\x1a\x02au moins %[1]d élé" +
-	"ments\x14\x01\x81\x01\x00\x02\x18\x02au plus %[1]d élément\x00\x19\x02au" +
-	" plus %[1]d éléments\x02%[1]d autres valeurs ne sont pas affichées\u202f" +
-	": la page montre les %[2]d premières, le détail de l’API les donne toute" +
-	"s.\x02non fourni\x14\x01\x81\x01\x00\x02\x10\x02%[1]d élément\x00\x11" +
-	"\x02%[1]d éléments\x02(%[1]d caractères en tout)\x02nul\x02valeur inatte" +
-	"ndue\x02Les exécutants connectés par un flux, et ceux qui interrogent pa" +
-	"r leur dernière demande. Un exécutant est listé tant qu’il s’est manifes" +
-	"té dans les trois derniers battements de cœur.\x02Exécutants vus dans le" +
-	"s trois derniers battements\x02Exécutant\x02Protocole\x02Définitions ser" +
-	"vies\x02En cours\x02Connexion\x02Dernier signe de vie\x02Aucun exécutant" +
-	" n’est connecté.\x02Exécutants servant %[1]s\x02Tous les exécutants\x02A" +
-	"ucun exécutant ne sert cette définition.\x02flux\x02interrogation longue" +
-	"\x02façade Camunda 7\x02toutes les révisions accordées à son consommateu" +
-	"r\x02révisions %[1]s\x02Aucun exécutant ne sert cette définition\u202f: " +
-	"ses occurrences attendent qu’un exécutant se connecte ou interroge.\x02A" +
-	"ucun processus n’utilise encore cette définition\u202f: elle aura besoin" +
-	" d’un exécutant quand un processus l’utilisera en mode pull.\x02Aucun pr" +
-	"ocessus n’utilise cette définition en mode pull\u202f: Relais appelle se" +
-	"s destinations (push), elle n’a besoin d’aucun exécutant.\x02Aucun exécu" +
-	"tant n’est connecté pour cette définition\u202f; aucune de ses occurrenc" +
-	"es n’en attend.\x14\x01\x81\x01\x00\x02\x1c\x02Servie par %[1]d exécutan" +
-	"t\x00\x1d\x02Servie par %[1]d exécutants\x02Révisions prises en charge" +
-	"\u202f: %[1]s\u202f; certains prennent toutes les révisions accordées à " +
-	"leur consommateur.\x02Toutes les révisions accordées au consommateur son" +
-	"t prises en charge.\x02Seule la révision %[1]d est prise en charge.\x02S" +
-	"eules les révisions %[1]s sont prises en charge."
+	"]d\x02Tentative antérieure\u202f:\x02clôturée\x02prochaine tentative\x02" +
+	"disponible depuis\x02appel en cours depuis\x02verrou jusqu’à\x02différée" +
+	" depuis\x02Pages\x02Page précédente\x02Page suivante\x02Première page" +
+	"\x02Ligne %[1]s\x02Lignes %[1]s à %[2]s\x02%[1]s\u202f: une date s’écrit" +
+	" 2026-12-01.\x02%[1]s\u202f: le premier jour vient après le dernier.\x02" +
+	"Cette adresse contient un paramètre illisible (un signe pour cent qui n’" +
+	"est pas suivi de deux chiffres hexadécimaux, ou un point-virgule)\u202f:" +
+	" corrigez l’adresse.\x02Paramètre inconnu\u202f: «\u202f%[1]s\u202f» (vo" +
+	"uliez-vous dire «\u202f%[2]s\u202f»\u202f?).\x02Paramètre inconnu\u202f:" +
+	" «\u202f%[1]s\u202f».\x02Le paramètre «\u202f%[1]s\u202f» est donné %[2]" +
+	"d fois\u202f: donnez-le une seule fois.\x02Le curseur de page est invali" +
+	"de\u202f: revenez à la première page.\x02Ces réglages sont conservés dan" +
+	"s ce navigateur seulement.\x02Afficher les heures en\x02La console n’exé" +
+	"cute aucun script et ne peut donc pas lire le fuseau horaire de votre or" +
+	"dinateur\u202f: choisissez un lieu, dont l’heure d’été est suivie, ou un" +
+	" décalage fixe par rapport à UTC.\x02Recharger les listes et les pages d" +
+	"e détail\x02Un rechargement vide ce que vous avez saisi sans l’appliquer" +
+	" (filtres, champ de recherche) et ramène le focus en haut de la page" +
+	"\u202f: «\u202fSuspendre le rechargement\u202f», sur chaque page qui se " +
+	"recharge, l’arrête jusqu’à ce que vous le repreniez. Les pages où vous s" +
+	"aisissez un motif (confirmations, et occurrences dont une valeur peut êt" +
+	"re révélée) ne se rechargent jamais d’elles-mêmes, pas plus qu’une valeu" +
+	"r révélée.\x02Enregistrer les réglages\x02Revenir sans enregistrer\x02UT" +
+	"C (temps universel coordonné)\x02Heure locale à %[1]s\x02Heure locale à " +
+	"%[1]s\x02Jamais\x02Toutes les %[1]d secondes\x02Les versions de processu" +
+	"s publiées\u202f: leurs nœuds, routes et révisions épinglées, dessinés, " +
+	"avec l’emplacement actuel de leurs occurrences.\x02Les versions de proce" +
+	"ssus publiées\u202f: leurs nœuds, routes et révisions épinglées, dessiné" +
+	"s.\x02Processus par clé\x02Versions, les plus récentes d’abord\x02Aucun " +
+	"processus n’est encore publié.\x02version %[1]d\x02Processus %[1]s\x02Nœ" +
+	"ud de départ\x02Graphe\x02Les colonnes suivent le plus long chemin depui" +
+	"s le nœud de départ. Les flèches pleines sont les réussites (étiquetées " +
+	"par leur route), les pointillées les échecs (étiquetées par leurs codes " +
+	"d’erreur). Chaque case indique combien d’occurrences de cette version se" +
+	" trouvent à ce nœud maintenant.\x02Nœuds\x02Nœuds de cette version, avec" +
+	" leurs occurrences actuelles\x02Type\x02Révision épinglée\x02En cas de r" +
+	"éussite\x02En cas d’erreur\x02Occurrences actuelles\x02Instances de cet" +
+	"te version\x02Les colonnes suivent le plus long chemin depuis le nœud de" +
+	" départ. Les flèches pleines sont les réussites (étiquetées par leur rou" +
+	"te), les pointillées les échecs (étiquetées par leurs codes d’erreur)." +
+	"\x02Nœuds de cette version\x02Cette version a %[1]d nœuds\u202f: trop po" +
+	"ur les dessiner lisiblement (au plus %[2]d). Le tableau ci-dessous donne" +
+	" chaque nœud avec ses routes et ses décomptes.\x02Cette version a %[1]d " +
+	"nœuds\u202f: trop pour les dessiner lisiblement (au plus %[2]d). Le tabl" +
+	"eau ci-dessous donne chaque nœud avec ses routes.\x02Graphe de %[1]s\x14" +
+	"\x01\x81\x01\x00\x02h\x02%[1]d nœud, à partir de %[2]s. Le tableau ci-de" +
+	"ssous reprend les mêmes nœuds, routes et décomptes.\x00i\x02%[1]d nœuds," +
+	" à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœuds, route" +
+	"s et décomptes.\x14\x01\x81\x01\x00\x02\\\x02%[1]d nœud, à partir de %[2" +
+	"]s. Le tableau ci-dessous reprend les mêmes nœuds et routes.\x00]\x02%[1" +
+	"]d nœuds, à partir de %[2]s. Le tableau ci-dessous reprend les mêmes nœu" +
+	"ds et routes.\x02pull\x02push vers %[1]s\x02fin (termine)\x02fin (en éch" +
+	"ec)\x02%[1]s → %[2]s\x02→ %[1]s\x02blocage (un incident pour un opérateu" +
+	"r)\x02tout autre code → %[1]s\x02met l’instance en échec\x14\x01\x81\x01" +
+	"\x00\x02B\x02%[1]d tentative, nouvelle tentative après %[2]s, priorité %" +
+	"[3]d\x00C\x02%[1]d tentatives, nouvelle tentative après %[2]s, priorité " +
+	"%[3]d\x02échéance %[1]s\x02délai %[1]s\x02délai %[1]s (par défaut)\x02in" +
+	"stances bloquées\x02instances bloquées\u202f: %[1]s\x02Décomptes au %[1]" +
+	"s (%[2]s)\u202f; actualisés toutes les 5 secondes environ.\x02Seuls les " +
+	"administrateurs peuvent révéler une valeur sensible.\x02Dites pourquoi v" +
+	"ous révélez cette valeur\u202f: le motif est consigné avec la révélation" +
+	" dans le journal d’audit.\x02Révélé par %[1]s le %[2]s\u202f; consigné d" +
+	"ans le journal d’audit.\x02Retour à l’occurrence\x02Révélation impossibl" +
+	"e\x02Seule une valeur que cette page affiche masquée (sensible) peut êtr" +
+	"e révélée.\x02Les valeurs secrètes ne peuvent jamais être révélées.\x02C" +
+	"haque valeur sensible qu’un administrateur a révélée\u202f: qui, quand, " +
+	"quel champ et pourquoi. Les valeurs elles-mêmes ne sont jamais conservée" +
+	"s.\x02Révélations, les plus récentes d’abord\x02Aucune valeur n’a été ré" +
+	"vélée.\x02aucun (révélée avant que le motif soit demandé)\x02Méthode non" +
+	" autorisée\x02Cette page n’accepte pas cette requête.\x02Recherche\x02Sa" +
+	"isissez un identifiant d’instance ou d’occurrence (un UUID complet, tel " +
+	"que le titre de sa page l’affiche) ou une clé métier.\x02Rien à chercher" +
+	"\u202f: le champ de recherche est vide.\x02C’est trop long pour être un " +
+	"identifiant ou une clé métier.\x02Aucune instance ni occurrence n’a l’id" +
+	"entifiant «\u202f%[1]s\u202f», et aucune instance ne l’a pour clé métier" +
+	".\x02Aucune instance ni occurrence n’a l’identifiant « %[1]s », et aucun" +
+	"e instance ne l’a pour clé métier. Une instance terminée est supprimée, " +
+	"avec ses occurrences et ses tentatives, une fois la durée de conservatio" +
+	"n (RELAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface" +
+	"\u202f; le journal d’audit garde les actions d’opérateur menées sur elle" +
+	".\x02Aucune instance n’a «\u202f%[1]s\u202f» pour clé métier, et ce n’es" +
+	"t pas un identifiant entier\u202f: les listes montrent la fin de chaque " +
+	"identifiant. Ouvrez la ligne, ou copiez son lien, pour l’identifiant ent" +
+	"ier.\x02Vous êtes déconnecté.\x02Votre session avait pris fin (inactivit" +
+	"é, déconnexion ailleurs, jeton révoqué ou redémarrage du serveur)\u202f" +
+	": votre dernière action n’a pas été appliquée. Reconnectez-vous, puis re" +
+	"faites-la.\x02Votre session a pris fin (inactivité, déconnexion ailleurs" +
+	", jeton révoqué ou expiré, ou redémarrage du serveur). Reconnectez-vous." +
+	"\x02Se connecter\x02Connectez-vous avec un jeton d’opérateur, de concept" +
+	"eur ou d’administrateur.\x02Jeton\x02Le jeton est vérifié une fois et n’" +
+	"est jamais conservé dans votre navigateur\u202f; un cookie de session le" +
+	" remplace jusqu’à 8 heures d’inactivité.\x14\x01\x81\x01\x00\x02S\x02Tro" +
+	"p de connexions échouées depuis votre adresse. Réessayez dans %[1]d seco" +
+	"nde.\x00T\x02Trop de connexions échouées depuis votre adresse. Réessayez" +
+	" dans %[1]d secondes.\x02Ce jeton est inconnu, révoqué ou expiré.\x02Un " +
+	"jeton de rôle %[1]s ne peut pas ouvrir la console\u202f: connectez-vous " +
+	"avec un jeton d’opérateur, de concepteur ou d’administrateur.\x02Seuls l" +
+	"es administrateurs voient cette page\u202f: les jetons, les consommateur" +
+	"s, les destinations, le journal des révélations et les effacements sont " +
+	"de leur ressort.\x02Jetons du personnel (administrateurs, concepteurs, o" +
+	"pérateurs) non révoqués. Les jetons des consommateurs se gèrent avec leu" +
+	"rs consommateurs. Révoquer un jeton refuse sa requête suivante.\x02Jeton" +
+	"s du personnel, les plus anciens d’abord\x02Aucun jeton.\x02Rôle\x02Dern" +
+	"ière utilisation\x02Expiration\x02jamais\x02pas encore\x02Jeton expiré" +
+	"\x02Révoquer…\x02cette session\x02Révoquer le jeton %[1]d\x02Révoquer le" +
+	" jeton %[1]s «\u202f%[2]s\u202f»\u202f?\x02Sa requête suivante est refus" +
+	"ée et les sessions de console ouvertes avec lui prennent fin. C’est irr" +
+	"éversible\u202f: qui l’utilise aura besoin d’un nouveau jeton.\x02Révoq" +
+	"uer le jeton\x02Le garder\x02C’est le jeton avec lequel vous êtes connec" +
+	"té\u202f: le révoquer vous déconnecte. Sa requête suivante est refusée. " +
+	"C’est irréversible.\x02C’est le dernier jeton administrateur utilisable" +
+	"\u202f: créez-en un autre avant de le révoquer.\x02Le jeton %[1]s (%[2]s" +
+	") a été révoqué\u202f: sa prochaine requête sera refusée.\x02sortie de r" +
+	"outage\x02(chaque élément)\x14\x01\x81\x01\x00\x02\x1a\x02au moins %[1]d" +
+	" caractère\x00\x1b\x02au moins %[1]d caractères\x14\x01\x81\x01\x00\x02" +
+	"\x19\x02au plus %[1]d caractère\x00\x1a\x02au plus %[1]d caractères\x02m" +
+	"otif %[1]s\x02format %[1]s\x02minimum %[1]s\x02maximum %[1]s\x02parmi" +
+	"\u202f: %[1]s\x14\x01\x81\x01\x00\x02\x19\x02au moins %[1]d élément\x00" +
+	"\x1a\x02au moins %[1]d éléments\x14\x01\x81\x01\x00\x02\x18\x02au plus %" +
+	"[1]d élément\x00\x19\x02au plus %[1]d éléments\x02%[1]d autres valeurs n" +
+	"e sont pas affichées\u202f: la page montre les %[2]d premières, le détai" +
+	"l de l’API les donne toutes.\x02non fourni\x14\x01\x81\x01\x00\x02\x10" +
+	"\x02%[1]d élément\x00\x11\x02%[1]d éléments\x02(%[1]d caractères en tout" +
+	")\x02nul\x02valeur inattendue\x02Les exécutants connectés par un flux, e" +
+	"t ceux qui interrogent par leur dernière demande. Un exécutant est listé" +
+	" tant qu’il s’est manifesté dans les trois derniers battements de cœur." +
+	"\x02Exécutants vus dans les trois derniers battements\x02Exécutant\x02Pr" +
+	"otocole\x02Définitions servies\x02En cours\x02Connexion\x02Dernier signe" +
+	" de vie\x02Aucun exécutant n’est connecté.\x02Exécutants servant %[1]s" +
+	"\x02Tous les exécutants\x02Aucun exécutant ne sert cette définition.\x02" +
+	"flux\x02interrogation longue\x02façade Camunda 7\x02toutes les révisions" +
+	" accordées à son consommateur\x02révisions %[1]s\x02Aucun exécutant ne s" +
+	"ert cette définition\u202f: ses occurrences attendent qu’un exécutant se" +
+	" connecte ou interroge.\x02Aucun processus n’utilise encore cette défini" +
+	"tion\u202f: elle aura besoin d’un exécutant quand un processus l’utilise" +
+	"ra en mode pull.\x02Aucun processus n’utilise cette définition en mode p" +
+	"ull\u202f: Relais appelle ses destinations (push), elle n’a besoin d’auc" +
+	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
+	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
+	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
+	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
+	"utes les révisions accordées à leur consommateur.\x02Toutes les révision" +
+	"s accordées au consommateur sont prises en charge.\x02Seule la révision " +
+	"%[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises en " +
+	"charge."
 
-	// Total table size 72643 bytes (70KiB); checksum: 7B2F82FB
+	// Total table size 72694 bytes (70KiB); checksum: 1FAADE42
