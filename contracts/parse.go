@@ -149,8 +149,15 @@ func keyHint(k, path string, allowed []string) string {
 	if w, ok := schemaWords[k]; ok && slices.Contains(allowed, w) {
 		return fmt.Sprintf(" (did you mean %q? it is JSON Schema's word for it)", w)
 	}
+	if w, ok := shortWords[k]; ok && slices.Contains(allowed, w) {
+		return fmt.Sprintf(" (did you mean %q?)", w)
+	}
 	return ""
 }
+
+// shortWords are keys written short or with another usual word, too far
+// from the key meant for a misspelling's hint.
+var shortWords = map[string]string{"min": "minimum", "max": "maximum", "mandatory": "required", "enum_values": "values", "choices": "values"}
 
 // str reads an optional string member. JSON null counts as absent because
 // many clients serialise unset optional values that way.

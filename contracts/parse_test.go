@@ -46,6 +46,8 @@ func TestParseWorkingErrors(t *testing.T) {
 		{"misspelt field key", withInput(`{"name":"a","type":"text","requird":true}`), "/inputs/fields/0/requird", `unknown key "requird" (did you mean "required"?)`},
 		{"JSON Schema's enum", withInput(`{"name":"a","type":"choice","enum":["x"]}`), "/inputs/fields/0/enum", `unknown key "enum" (did you mean "values"? it is JSON Schema's word for it)`},
 		{"JSON Schema's properties", withInput(`{"name":"a","type":"object","properties":[]}`), "/inputs/fields/0/properties", `unknown key "properties" (did you mean "fields"? it is JSON Schema's word for it)`},
+		{"min for minimum", withInput(`{"name":"a","type":"integer","min":1}`), "/inputs/fields/0/min", `unknown key "min" (did you mean "minimum"?)`},
+		{"mandatory for required", withInput(`{"name":"a","type":"text","mandatory":true}`), "/inputs/fields/0/mandatory", `unknown key "mandatory" (did you mean "required"?)`},
 		{"an apply file's header", `{"kind":"Definition","name":"Doc","inputs":{"fields":[]},"outputs":{"fields":[]}}`, "/kind", `unknown key "kind"` + ApplyKeysHint},
 		{"YAML 1.1's yes", withInput(`{"name":"a","type":"text","required":"yes"}`), "/inputs/fields/0/required", `required must be a boolean, not string "yes": write true or false (YAML 1.2 reads yes, no, on and off as text)`},
 		{"misspelt top key", `{"name":"Doc","inputs":{"fields":[]},"outputs":{"fields":[]},"routing_ouput":"r"}`, "/routing_ouput", `unknown key "routing_ouput" (did you mean "routing_output"?)`},

@@ -364,7 +364,7 @@ func parseFile(file string, raw []byte) ([]Document, []Problem) {
 			v, err = nodeValue(&node)
 		}
 		if err != nil {
-			problems = append(problems, syntaxProblem(d, err))
+			problems = append(problems, syntaxProblem(d, part, err))
 			continue
 		}
 		d.node = &node
@@ -493,12 +493,24 @@ var yamlLine = regexp.MustCompile(`line (\d+): `)
 
 // syntaxProblem is a document that does not parse, at the line the parser
 // names, with a hint for the YAML mistakes designers make most.
-func syntaxProblem(d Document, err error) Problem {
+func syntaxProblem(d Document, text string, err error) Problem {
 	msg := strings.Join(strings.Fields(strings.TrimPrefix(err.Error(), "yaml: ")), " ")
 	p := Problem{Doc: d}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		p.Line, _ = strconv.Atoi(m[1])
 		msg = strings.Replace(msg, m[0], "", 1)
+	}
+	if strings.Contains(msg, "tab character") && p.Line > 0 {
+		// The parser names the line before the tab's, where the token
+		// it was reading began: name the tab's own.
+		lines := strings.Split(text, "\n")
+		for i := p.Line - 1; i < len(lines); i++ {
+			indent := lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))]
+			if strings.Contains(indent, "\t") {
+				p.Line = i + 1
+				break
+			}
+		}
 	}
 	msg = strings.TrimPrefix(msg, "unmarshal errors: ")
 	switch {
@@ -506,7 +518,7 @@ func syntaxProblem(d Document, err error) Problem {
 		msg += ` (a key or value starting with * or & is an alias or an anchor in YAML: quote it, as "*")`
 	case strings.Contains(msg, "found unknown escape character"):
 		msg += ` (in double quotes a backslash starts an escape: write a pattern in single quotes, as '^CLM-\d{8}$')`
-	case strings.Contains(msg, "found character that cannot start any token"):
+	case strings.Contains(msg, "found character that cannot start any token"), strings.Contains(msg, "tab character"):
 		msg += " (YAML indents with spaces, never tabs)"
 	}
 	language := "YAML"

@@ -370,6 +370,9 @@ func TestLoadSyntaxProblems(t *testing.T) {
 	for name, c := range map[string]struct{ body, want string }{
 		"alias.yaml": {"kind: Process\nkey: p\non_error:\n  *: failed\n",
 			`4: /: not valid YAML: did not find expected alphabetic or numeric character (a key or value starting with * or & is an alias or an anchor in YAML: quote it, as "*")`},
+		// The tab's own line, where the parser names the line before it.
+		"tab.yaml": {"kind: Definition\nkey: d\ninputs:\n  fields:\n    - name: a\n\t  type: text\n",
+			`6: /: not valid YAML: found a tab character that violates indentation (YAML indents with spaces, never tabs)`},
 		"escape.yaml": {"kind: Definition\nkey: d\npattern: \"^CLM-\\d{8}$\"\n",
 			`3: /: not valid YAML: found unknown escape character (in double quotes a backslash starts an escape: write a pattern in single quotes, as '^CLM-\d{8}$')`},
 		"backspace.yaml": {"kind: Definition\nkey: d\npattern: \"\\bACME\\b\"\n",
