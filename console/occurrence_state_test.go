@@ -246,7 +246,7 @@ func TestDeadlineErrorIsNotPinnedOnTheAttempt(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
 	env.Definition("add_company_to_crm.yaml")
-	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "deadline": "PT10M"}))
+	env.Process("crm_only", relaistest.CRMProcess(map[string]any{"max_attempts": 3, "retry_delay": "PT1H", "deadline": "PT10M"}))
 	consumer := env.Consumer("crm-sync", "add_company_to_crm")
 	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
 	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w",
@@ -255,7 +255,7 @@ func TestDeadlineErrorIsNotPinnedOnTheAttempt(t *testing.T) {
 		t.Fatalf("fetched %v", got)
 	}
 	occ := got[0].(map[string]any)["id"].(string)
-	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": "CRM_DOWN", "retryable": true, "retry_delay": "PT1H"})
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+occ+"/fail", consumer, map[string]any{"worker_id": "w", "error_code": "CRM_DOWN", "retryable": true})
 	env.Clock.Advance(11 * time.Minute)
 	env.WaitEnded(inst, 5*time.Second)
 	for lang, want := range map[string]string{"en": "Error (the deadline passed after attempt 1)", "fr": "Erreur (l’échéance est passée après la tentative 1)"} {

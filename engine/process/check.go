@@ -243,16 +243,6 @@ func (k *checker) policy(at string, n *Node) {
 		case k.lim.MaxRetryDelay > 0 && pol.RetryDelay > k.lim.MaxRetryDelay:
 			k.add(jsontree.Pointer(pat, "retry_delay"), "retry_delay %s exceeds the ceiling %s",
 				isoduration.Format(pol.RetryDelay), isoduration.Format(k.lim.MaxRetryDelay))
-		case pol.MaxAttempts > 1 && pol.Deadline > 0 && pol.RetryDelay >= pol.Deadline:
-			// The deadline counts from the occurrence's creation: every
-			// retry would be due after it, so max_attempts would be a
-			// promise the occurrence never keeps.
-			given := ""
-			if pol.RetryDelay == DefaultRetryDelay {
-				given = " (the default when none is given)"
-			}
-			k.add(jsontree.Pointer(pat, "retry_delay"), "retry_delay %s%s is not shorter than the deadline %s: no retry could start before the deadline; shorten retry_delay, lengthen the deadline, or set max_attempts to 1",
-				isoduration.Format(pol.RetryDelay), given, isoduration.Format(pol.Deadline))
 		}
 	}
 	if pol.Deadline < 0 {

@@ -112,13 +112,6 @@ func TestCheckDocument(t *testing.T) {
 			nil, []want{{"/nodes/charge/timeout", "default timeout PT5S (RELAIS_PUSH_DEFAULT_TIMEOUT) exceeds destination slow-api's max_timeout PT2S: set the node's timeout to at most PT2S"}}},
 		{"retry_delay over the ceiling", validDoc, func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_delay"] = "P2D" },
 			nil, []want{{"/nodes/crm/policy/retry_delay", "retry_delay P2D exceeds the ceiling P1D"}}},
-		{"retry_delay as long as the deadline", validDoc, func(m map[string]any) { sub(node(m, "crm"), "policy")["retry_delay"] = "P1D" },
-			nil, []want{{"/nodes/crm/policy/retry_delay", "retry_delay P1D is not shorter than the deadline P1D: no retry could start before the deadline; shorten retry_delay, lengthen the deadline, or set max_attempts to 1"}}},
-		{"deadline within the default retry_delay", validDoc, func(m map[string]any) {
-			p := sub(node(m, "crm"), "policy")
-			delete(p, "retry_delay")
-			p["deadline"] = "PT5S"
-		}, nil, []want{{"/nodes/crm/policy/retry_delay", "retry_delay PT10S (the default when none is given) is not shorter than the deadline PT5S: no retry could start before the deadline; shorten retry_delay, lengthen the deadline, or set max_attempts to 1"}}},
 		{"required input not bound", validDoc, func(m map[string]any) { delete(sub(node(m, "crm"), "inputs"), "country") },
 			nil, []want{{"/nodes/crm/inputs", `required input "country" is not bound`}}},
 		{"binding to an unknown input", validDoc, func(m map[string]any) {
