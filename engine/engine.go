@@ -62,9 +62,10 @@ type Engine struct {
 	// refills numbers the claims made with settlements, each tagged
 	// uniquely (see Engine.refill).
 	refills atomic.Uint64
-	// claims counts claims, whose definitions take turns (see turns).
-	claims atomic.Uint64
-	starts *groupCommit
+	// claims and pushClaims count this replica's pull and push claims,
+	// whose definitions and destinations take turns (see turn).
+	claims, pushClaims atomic.Uint64
+	starts             *groupCommit
 	// clock follows the database's clock between reads (see dbClock).
 	clock dbClock
 	// primaryRetired is set once a key rotation retired this replica's

@@ -492,7 +492,7 @@ func (e *Engine) refill(ctx context.Context, q *queries.Queries, group []*groupW
 			}
 		}
 		rows, err := q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
-			DefinitionKeys: c.req.Pairs.Keys, Revisions: c.req.Pairs.Revisions, Turns: e.turns(c.req.Pairs), Now: e.at(), MaxTasks: int32(len(c.writes)),
+			DefinitionKeys: c.req.Pairs.Keys, Revisions: c.req.Pairs.Revisions, Turn: e.turn(), Now: e.at(), MaxTasks: int32(len(c.writes)),
 			ConsumerID: &c.req.ConsumerID, WorkerID: &c.req.WorkerID, LockDuration: c.req.LockDuration, RequestID: tag})
 		if err != nil {
 			return err

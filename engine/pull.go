@@ -145,7 +145,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) ([]Reservation, er
 	err = e.group.statement(ctx, func(ctx context.Context, q *queries.Queries) error {
 		var err error
 		rows, err = q.OccurrenceClaimPull(ctx, queries.OccurrenceClaimPullParams{
-			DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Turns: e.turns(req.Pairs), Now: e.at(), MaxTasks: int32(req.MaxTasks),
+			DefinitionKeys: req.Pairs.Keys, Revisions: req.Pairs.Revisions, Turn: e.turn(), Now: e.at(), MaxTasks: int32(req.MaxTasks),
 			ConsumerID: &req.ConsumerID, WorkerID: &req.WorkerID, LockDuration: req.LockDuration, RequestID: rid, RequestDigest: digestOf(rid, req.RequestDigest)})
 		return err
 	})

@@ -63,7 +63,7 @@ type PushReservation struct {
 // the timers to fail as outcome_unknown.
 func (e *Engine) ClaimPush(ctx context.Context, workerID string, max int) (calls []PushCall, unprepared []PushReservation, err error) {
 	rows, err := e.hot.OccurrenceClaimPush(ctx, queries.OccurrenceClaimPushParams{Now: e.at(), MaxTasks: int32(max), WorkerID: &workerID, Grace: PushGrace,
-		Turn: int64(e.claims.Add(1) % math.MaxInt32)})
+		Turn: int64(e.pushClaims.Add(1) % math.MaxInt32)})
 	if err != nil {
 		return nil, nil, wrap("claim push", err)
 	}

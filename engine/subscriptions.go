@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -95,18 +96,11 @@ func (p Pairs) DefinitionKeys() []string {
 	return keys
 }
 
-// turns gives the order in which a claim's definitions take their turns
-// (OccurrenceClaimPull): the distinct keys of pairs, rotated by one at each
-// claim, so that successive claims of one task each start with another
-// definition and a backlog on one does not starve the others.
-func (e *Engine) turns(p Pairs) []string {
-	keys := p.DefinitionKeys()
-	if len(keys) < 2 {
-		return keys
-	}
-	n := int(e.claims.Add(1) % uint64(len(keys)))
-	return append(keys[n:], keys[:n]...)
-}
+// turn says which of a claim's definitions with work goes first
+// (OccurrenceClaimPull): moved on by one at each pull claim of this
+// replica, so that successive claims of one task serve each definition in
+// turn and a backlog on one does not starve the others.
+func (e *Engine) turn() int64 { return int64(e.claims.Add(1) % math.MaxInt32) }
 
 // Matches reports whether (key, revision) is in the pairs.
 func (p Pairs) Matches(key string, revision int) bool {

@@ -62,9 +62,11 @@ from occurrence_heads o where o.instance_id = @instance_id order by o.created_at
 -- expiry index and sorted: few wait there, since every claim takes them.
 -- Among definitions of one priority the claim takes turns, so that one
 -- definition's backlog does not starve the others a worker subscribes to:
--- each definition's first candidate, then each one's second, and so on,
--- the definitions in the order of @turns (the engine rotates it from one
--- claim to the next, so that a claim of one task serves each in turn).
+-- each definition's first candidate, then each one's second, and so on.
+-- The definitions with candidates are ranked by key, and @turn rotates
+-- which of them goes first (the engine moves it on at each claim, so that
+-- successive claims of one task serve each in turn; an idle definition
+-- gives no turn to its neighbour).
 -- Rows locked but not kept are released when the statement commits.
 with subs as (
     select unnest(@definition_keys::text[]) as definition_key,
@@ -100,11 +102,15 @@ candidates as (
 ),
 locked as (
     select id from (
-        select id, priority, at, definition_key,
-               row_number() over (partition by definition_key, priority order by at, id) as turn
-        from candidates
+        select id, priority, at, turn, rank, max(rank) over (partition by priority) as ranks
+        from (
+            select id, priority, at,
+                   row_number() over (partition by definition_key, priority order by at, id) as turn,
+                   dense_rank() over (partition by priority order by definition_key) as rank
+            from candidates
+        ) c
     ) t
-    order by priority desc, turn, array_position(@turns::text[], definition_key), at, id
+    order by priority desc, turn, (rank - 1 + @turn::bigint) % ranks, at, id
     limit @max_tasks
 ),
 claimed as (
@@ -160,17 +166,16 @@ limit 1;
 -- Past lock_expires_at, the replica that made the call is presumed dead and
 -- the timer fails the occurrence with outcome_unknown: never called again.
 -- By priority, then the destinations take turns (each one's first ready
--- call, then each one's second; the first turn going to the destination
--- @turn places first, which the engine moves on at each claim), then by
--- available_at and id: one destination's backlog does not hold back the
--- calls to the others.
-with dests as (
-    select name, (row_number() over (order by name) - 1 + @turn::bigint) % count(*) over () as place
-    from destinations
-),
-candidates as (
-    select c.id, c.priority, c.available_at, d.name as destination, d.place
-    from dests d
+-- call, then each one's second; the destinations with ready calls ranked
+-- by name, @turn rotating which goes first, moved on by the engine at each
+-- claim), then by available_at and id: one destination's backlog does not
+-- hold back the calls to the others. The calls are chosen first, then
+-- locked: locking every destination's first max_tasks would write a lock
+-- on rows the claim does not keep. One another replica locked meanwhile
+-- is skipped, and one it claimed meanwhile is read again and left.
+with candidates as (
+    select c.id, c.priority, c.available_at, d.name as destination
+    from destinations d
     cross join lateral (
         select o.id, o.priority, o.available_at
         from occurrences o
@@ -179,17 +184,25 @@ candidates as (
           and (o.deadline_at is null or o.deadline_at > coalesce(sqlc.narg('now')::timestamptz, now()))
         order by o.priority desc, o.available_at, o.id
         limit @max_tasks
-        for update of o skip locked
     ) c
 ),
-locked as (
+chosen as (
     select id from (
-        select id, priority, available_at, place,
-               row_number() over (partition by destination, priority order by available_at, id) as turn
-        from candidates
+        select id, priority, available_at, turn, rank, max(rank) over (partition by priority) as ranks
+        from (
+            select id, priority, available_at,
+                   row_number() over (partition by destination, priority order by available_at, id) as turn,
+                   dense_rank() over (partition by priority order by destination) as rank
+            from candidates
+        ) c
     ) t
-    order by priority desc, turn, place, available_at, id
+    order by priority desc, turn, (rank - 1 + @turn::bigint) % ranks, available_at, id
     limit @max_tasks
+),
+locked as (
+    select o.id from occurrences o
+    where o.id in (select id from chosen) and o.mode = 'push' and o.status = 'available'
+    for update of o skip locked
 ),
 claimed as (
     update occurrences o

@@ -85,11 +85,15 @@ candidates as (
 ),
 locked as (
     select id from (
-        select id, priority, at, definition_key,
-               row_number() over (partition by definition_key, priority order by at, id) as turn
-        from candidates
+        select id, priority, at, turn, rank, max(rank) over (partition by priority) as ranks
+        from (
+            select id, priority, at,
+                   row_number() over (partition by definition_key, priority order by at, id) as turn,
+                   dense_rank() over (partition by priority order by definition_key) as rank
+            from candidates
+        ) c
     ) t
-    order by priority desc, turn, array_position($5::text[], definition_key), at, id
+    order by priority desc, turn, (rank - 1 + $5::bigint) % ranks, at, id
     limit $4
 ),
 claimed as (
@@ -128,7 +132,7 @@ type OccurrenceClaimPullParams struct {
 	Revisions      []int32
 	Now            *time.Time
 	MaxTasks       int32
-	Turns          []string
+	Turn           int64
 	ConsumerID     *int64
 	WorkerID       *string
 	LockDuration   time.Duration
@@ -185,9 +189,11 @@ type OccurrenceClaimPullRow struct {
 // expiry index and sorted: few wait there, since every claim takes them.
 // Among definitions of one priority the claim takes turns, so that one
 // definition's backlog does not starve the others a worker subscribes to:
-// each definition's first candidate, then each one's second, and so on,
-// the definitions in the order of @turns (the engine rotates it from one
-// claim to the next, so that a claim of one task serves each in turn).
+// each definition's first candidate, then each one's second, and so on.
+// The definitions with candidates are ranked by key, and @turn rotates
+// which of them goes first (the engine moves it on at each claim, so that
+// successive claims of one task serve each in turn; an idle definition
+// gives no turn to its neighbour).
 // Rows locked but not kept are released when the statement commits.
 func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPullParams) ([]OccurrenceClaimPullRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceClaimPull,
@@ -195,7 +201,7 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 		arg.Revisions,
 		arg.Now,
 		arg.MaxTasks,
-		arg.Turns,
+		arg.Turn,
 		arg.ConsumerID,
 		arg.WorkerID,
 		arg.LockDuration,
@@ -259,41 +265,45 @@ func (q *Queries) OccurrenceClaimPull(ctx context.Context, arg OccurrenceClaimPu
 }
 
 const occurrenceClaimPush = `-- name: OccurrenceClaimPush :many
-with dests as (
-    select name, (row_number() over (order by name) - 1 + $1::bigint) % count(*) over () as place
-    from destinations
-),
-candidates as (
-    select c.id, c.priority, c.available_at, d.name as destination, d.place
-    from dests d
+with candidates as (
+    select c.id, c.priority, c.available_at, d.name as destination
+    from destinations d
     cross join lateral (
         select o.id, o.priority, o.available_at
         from occurrences o
         where o.destination = d.name and o.mode = 'push' and o.status = 'available'
-          and o.available_at <= coalesce($2::timestamptz, now())
-          and (o.deadline_at is null or o.deadline_at > coalesce($2::timestamptz, now()))
+          and o.available_at <= coalesce($1::timestamptz, now())
+          and (o.deadline_at is null or o.deadline_at > coalesce($1::timestamptz, now()))
         order by o.priority desc, o.available_at, o.id
-        limit $3
-        for update of o skip locked
+        limit $2
     ) c
 ),
-locked as (
+chosen as (
     select id from (
-        select id, priority, available_at, place,
-               row_number() over (partition by destination, priority order by available_at, id) as turn
-        from candidates
+        select id, priority, available_at, turn, rank, max(rank) over (partition by priority) as ranks
+        from (
+            select id, priority, available_at,
+                   row_number() over (partition by destination, priority order by available_at, id) as turn,
+                   dense_rank() over (partition by priority order by destination) as rank
+            from candidates
+        ) c
     ) t
-    order by priority desc, turn, place, available_at, id
-    limit $3
+    order by priority desc, turn, (rank - 1 + $3::bigint) % ranks, available_at, id
+    limit $2
+),
+locked as (
+    select o.id from occurrences o
+    where o.id in (select id from chosen) and o.mode = 'push' and o.status = 'available'
+    for update of o skip locked
 ),
 claimed as (
     update occurrences o
     set status          = 'reserved',
         attempts        = o.attempts + 1,
         worker_id       = $4,
-        reserved_at     = coalesce($2::timestamptz, now()),
+        reserved_at     = coalesce($1::timestamptz, now()),
         claimable_at    = null,
-        lock_expires_at = coalesce($2::timestamptz, now()) + o.timeout + $5::interval
+        lock_expires_at = coalesce($1::timestamptz, now()) + o.timeout + $5::interval
     from locked
     where o.id = locked.id
     returning o.id, o.instance_id, o.node, o.definition_key, o.revision, o.mode, o.status, o.priority, o.max_attempts, o.retry_delay, o.deadline, o.deadline_at, o.destination, o.timeout, o.attempts, o.available_at, o.claimable_at, o.consumer_id, o.worker_id, o.reserved_at, o.lock_expires_at, o.inputs, o.sealed_inputs, o.outputs, o.sealed_outputs, o.outputs_digest, o.route, o.error_code, o.error_message, o.created_at, o.settled_at, o.deferred_at, o.defer_reason, o.attempt_credit, o.process_key, o.business_key, o.process_version
@@ -306,9 +316,9 @@ select id, instance_id, node, definition_key, revision, mode, status, priority, 
 `
 
 type OccurrenceClaimPushParams struct {
-	Turn     int64
 	Now      *time.Time
 	MaxTasks int32
+	Turn     int64
 	WorkerID *string
 	Grace    time.Duration
 }
@@ -356,15 +366,18 @@ type OccurrenceClaimPushRow struct {
 // Past lock_expires_at, the replica that made the call is presumed dead and
 // the timer fails the occurrence with outcome_unknown: never called again.
 // By priority, then the destinations take turns (each one's first ready
-// call, then each one's second; the first turn going to the destination
-// @turn places first, which the engine moves on at each claim), then by
-// available_at and id: one destination's backlog does not hold back the
-// calls to the others.
+// call, then each one's second; the destinations with ready calls ranked
+// by name, @turn rotating which goes first, moved on by the engine at each
+// claim), then by available_at and id: one destination's backlog does not
+// hold back the calls to the others. The calls are chosen first, then
+// locked: locking every destination's first max_tasks would write a lock
+// on rows the claim does not keep. One another replica locked meanwhile
+// is skipped, and one it claimed meanwhile is read again and left.
 func (q *Queries) OccurrenceClaimPush(ctx context.Context, arg OccurrenceClaimPushParams) ([]OccurrenceClaimPushRow, error) {
 	rows, err := q.db.Query(ctx, occurrenceClaimPush,
-		arg.Turn,
 		arg.Now,
 		arg.MaxTasks,
+		arg.Turn,
 		arg.WorkerID,
 		arg.Grace,
 	)

@@ -642,36 +642,51 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 	}
 	var notes []string
 	for _, pr := range pairs {
-		var page struct {
-			Items []struct {
-				Subscriptions []struct {
-					Definition string `json:"definition"`
-					Revisions  []int  `json:"revisions"`
-				} `json:"subscriptions"`
-			} `json:"items"`
+		type subscription struct {
+			Definition string `json:"definition"`
+			Revisions  []int  `json:"revisions"`
 		}
-		if _, err := c.call(ctx, "GET", "/api/v1/definitions/"+esc(pr.key)+"/workers?limit=500", nil, &page); err != nil {
-			return ""
+		var subs []subscription
+		cursor, workers := "", 0
+		for {
+			var page struct {
+				Items []struct {
+					Subscriptions []subscription `json:"subscriptions"`
+				} `json:"items"`
+				NextCursor string `json:"next_cursor"`
+			}
+			path := "/api/v1/definitions/" + esc(pr.key) + "/workers?limit=500"
+			if cursor != "" {
+				path += "&cursor=" + url.QueryEscape(cursor)
+			}
+			if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
+				return ""
+			}
+			workers += len(page.Items)
+			for _, w := range page.Items {
+				subs = append(subs, w.Subscriptions...)
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
 		}
 		var taken []int
-		served := len(page.Items) == 0
-		for _, w := range page.Items {
-			for _, s := range w.Subscriptions {
-				if !subscriptionCovers(s.Definition, pr.key) {
-					continue
-				}
-				if len(s.Revisions) == 0 {
-					served = true // every revision its consumer is granted
-				}
-				for _, r := range s.Revisions {
-					served = served || r == pr.rev
-					if !slices.Contains(taken, r) {
-						taken = append(taken, r)
-					}
+		served := workers == 0
+		for _, s := range subs {
+			if !subscriptionCovers(s.Definition, pr.key) {
+				continue
+			}
+			if len(s.Revisions) == 0 {
+				served = true // every revision its consumer is granted
+			}
+			for _, r := range s.Revisions {
+				served = served || r == pr.rev
+				if !slices.Contains(taken, r) {
+					taken = append(taken, r)
 				}
 			}
 		}
-		if !served {
+		if !served && len(taken) > 0 {
 			slices.Sort(taken)
 			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (they take %s)", pr.key, pr.rev, revisionList(taken)))
 		}
