@@ -62,10 +62,11 @@ type Engine struct {
 	// refills numbers the claims made with settlements, each tagged
 	// uniquely (see Engine.refill).
 	refills atomic.Uint64
-	// claims and pushClaims count this replica's pull and push claims,
-	// whose definitions and destinations take turns (see turn).
-	claims, pushClaims atomic.Uint64
-	starts             *groupCommit
+	// pushClaims counts this replica's push claims, whose destinations
+	// take turns (OccurrenceClaimPush): one runner claims for the
+	// replica, so the count moves on at each of its claims.
+	pushClaims atomic.Uint64
+	starts     *groupCommit
 	// clock follows the database's clock between reads (see dbClock).
 	clock dbClock
 	// primaryRetired is set once a key rotation retired this replica's

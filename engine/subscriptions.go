@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strconv"
@@ -97,10 +97,13 @@ func (p Pairs) DefinitionKeys() []string {
 }
 
 // turn says which of a claim's definitions with work goes first
-// (OccurrenceClaimPull): moved on by one at each pull claim of this
-// replica, so that successive claims of one task serve each definition in
-// turn and a backlog on one does not starve the others.
-func (e *Engine) turn() int64 { return int64(e.claims.Add(1) % math.MaxInt32) }
+// (OccurrenceClaimPull): drawn at random for each claim, so that a claim
+// of one task serves each definition with work as often as the others,
+// and a backlog on one does not starve the rest. A counter moved on at
+// each claim would not do: two workers claiming in lockstep on one
+// replica each see every other value, so a worker subscribed to two
+// definitions would always be served the same one first.
+func (e *Engine) turn() int64 { return int64(rand.Uint32()) }
 
 // Matches reports whether (key, revision) is in the pairs.
 func (p Pairs) Matches(key string, revision int) bool {
