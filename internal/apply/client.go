@@ -641,19 +641,24 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		}
 	}
 	var notes []string
+	grants := map[int64][]grant{}
 	for _, pr := range pairs {
 		type subscription struct {
 			Definition string `json:"definition"`
 			Revisions  []int  `json:"revisions"`
 		}
-		var subs []subscription
-		cursor, workers := "", 0
+		type worker struct {
+			Consumer struct {
+				ID int64 `json:"id"`
+			} `json:"consumer"`
+			Subscriptions []subscription `json:"subscriptions"`
+		}
+		var live []worker
+		cursor := ""
 		for {
 			var page struct {
-				Items []struct {
-					Subscriptions []subscription `json:"subscriptions"`
-				} `json:"items"`
-				NextCursor string `json:"next_cursor"`
+				Items      []worker `json:"items"`
+				NextCursor string   `json:"next_cursor"`
 			}
 			path := "/api/v1/definitions/" + esc(pr.key) + "/workers?limit=500"
 			if cursor != "" {
@@ -662,27 +667,34 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 			if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
 				return ""
 			}
-			workers += len(page.Items)
-			for _, w := range page.Items {
-				subs = append(subs, w.Subscriptions...)
-			}
+			live = append(live, page.Items...)
 			if cursor = page.NextCursor; cursor == "" {
 				break
 			}
 		}
 		var taken []int
-		served := workers == 0
-		for _, s := range subs {
-			if !subscriptionCovers(s.Definition, pr.key) {
-				continue
-			}
-			if len(s.Revisions) == 0 {
-				served = true // every revision its consumer is granted
-			}
-			for _, r := range s.Revisions {
-				served = served || r == pr.rev
-				if !slices.Contains(taken, r) {
-					taken = append(taken, r)
+		served := len(live) == 0
+		for _, w := range live {
+			for _, s := range w.Subscriptions {
+				if !subscriptionCovers(s.Definition, pr.key) {
+					continue
+				}
+				revs := s.Revisions
+				if len(revs) == 0 {
+					// Every revision its consumer is granted: what its
+					// grant says, when this token may read it (an
+					// admin's); taken as every one otherwise.
+					var ok bool
+					if revs, ok = c.grantedRevisions(ctx, grants, w.Consumer.ID, pr.key); !ok {
+						served = true
+						continue
+					}
+				}
+				for _, r := range revs {
+					served = served || r == pr.rev
+					if !slices.Contains(taken, r) {
+						taken = append(taken, r)
+					}
 				}
 			}
 		}
@@ -695,6 +707,42 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		return ""
 	}
 	return "; " + strings.Join(notes, "; ") + ": occurrences of it wait until a worker that takes it connects"
+}
+
+// grant is one of a consumer's grants as the API shows it: revisions a
+// list, or "all".
+type grant struct {
+	Definition string          `json:"definition"`
+	Revisions  json.RawMessage `json:"revisions"`
+}
+
+// grantedRevisions says which revisions of key consumer id is granted,
+// reading its grants once into cache: ok is false when every revision is
+// (a pattern's grant, "all"), or the grants cannot be read (a token that
+// may not read consumers).
+func (c *Client) grantedRevisions(ctx context.Context, cache map[int64][]grant, id int64, key string) (revs []int, ok bool) {
+	gs, read := cache[id]
+	if !read {
+		var consumer struct {
+			Grants []grant `json:"grants"`
+		}
+		if _, err := c.call(ctx, "GET", fmt.Sprintf("/api/v1/consumers/%d", id), nil, &consumer); err != nil {
+			cache[id] = nil
+			return nil, false
+		}
+		gs = consumer.Grants
+		cache[id] = gs
+	}
+	for _, g := range gs {
+		if g.Definition != key {
+			continue
+		}
+		if json.Unmarshal(g.Revisions, &revs) != nil {
+			return nil, false // "all"
+		}
+		return revs, true
+	}
+	return nil, false // through a pattern: every revision
 }
 
 // subscriptionCovers reports whether a worker's subscription (a key, or a

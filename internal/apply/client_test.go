@@ -392,7 +392,10 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
 	env.Definition("add_company_to_crm.yaml")
-	consumer := env.Consumer("crm-sync", "add_company_to_crm")
+	// Granted revision 1 only: its worker subscribes without revisions
+	// (every revision granted), as the SDK's and the examples' do.
+	consumer := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-sync",
+		"grants": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1}}}}).JSON(t)["token"].(string)
 	crm := relaistest.Body(relaistest.ExampleDocs(t, "definitions/add_company_to_crm.yaml")[0], "key")
 	crm["description"] = "revision 2"
 	def2 := apply.Document{File: "defs/crm.yaml", Kind: apply.KindDefinition, ID: "add_company_to_crm", Body: crm}
@@ -415,7 +418,7 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 	}
 	// A worker taking revision 1 only, live.
 	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w1",
-		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm", "revisions": []int{1}}}})
+		"subscriptions": []any{map[string]any{"definition": "add_company_to_crm"}}})
 	got := run(env.Admin, def2, process(2))
 	want := "no live worker takes add_company_to_crm@2 (they take revision 1): occurrences of it wait until a worker that takes it connects"
 	if len(got) != 2 || !strings.Contains(got[1], "published (version 2; "+want+")") {
