@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/fault"
+	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/queries"
 )
 
@@ -188,10 +189,28 @@ func (e *Engine) ListDeferred(ctx context.Context, consumerID int64, f DeferredF
 	if f.Limit < 1 || f.Limit > MaxOpenList {
 		return nil, fault.New(fault.BadRequest, "invalid_request", "the limit must be 1 to %d", MaxOpenList)
 	}
+	if f.Definition != "" && !validDefinitionKey(f.Definition) {
+		return nil, fault.New(fault.BadRequest, "invalid_request", "invalid filter").
+			WithErrors([]fault.FieldError{{Path: "definition", Message: keyError(f.Definition)}})
+	}
 	rows, err := e.q.OccurrenceListDeferredByConsumer(ctx, queries.OccurrenceListDeferredByConsumerParams{ConsumerID: &consumerID,
 		DefinitionKey: strPtr(f.Definition), WorkerID: strPtr(f.WorkerID), Before: f.Before, Max: int32(f.Limit)})
 	if err != nil {
 		return nil, wrap("list deferred occurrences", err)
+	}
+	if len(rows) == 0 && f.Before == nil && f.Definition != "" {
+		// Nothing of a key the consumer is not granted: a misspelling,
+		// which an empty answer would pass off as "none left". Judged
+		// against its own grants only, so that nothing is learnt of the
+		// rest.
+		gs, err := e.grants(ctx, consumerID)
+		if err != nil {
+			return nil, wrap("list deferred occurrences", err)
+		}
+		if _, ok := grantSet(gs).revisions(f.Definition); !ok {
+			return nil, fault.New(fault.BadRequest, "invalid_request", "invalid filter").
+				WithErrors([]fault.FieldError{{Path: "definition", Message: "not granted to this consumer" + suggest.Hint(f.Definition, grantSet(gs).keys())}})
+		}
 	}
 	xs := make([]observed, len(rows))
 	for i, r := range rows {

@@ -2,6 +2,7 @@ package pull_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/relais/relais/internal/relaistest"
@@ -65,9 +66,11 @@ func TestConsumerListsItsDeferredOccurrences(t *testing.T) {
 	if ids, _ := deferredPage(t, env, consumer, "?worker_id=w1"); fmt.Sprint(ids) != fmt.Sprint([]string{deferred[1]}) {
 		t.Errorf("worker w1's: %v, want [%s]", ids, deferred[1])
 	}
-	if ids, _ := deferredPage(t, env, consumer, "?definition=another"); len(ids) != 0 {
-		t.Errorf("another definition's: %v, want none", ids)
+	// A key it is not granted is a misspelling, not "none left".
+	if p := wantProblem(t, "a misspelt definition", env.Do("GET", "/api/v1/pull/deferred?definition=add_company_to_cmr", consumer, nil), 400, "invalid_request"); !strings.Contains(fmt.Sprint(p["errors"]), `did you mean \"add_company_to_crm\"`) && !strings.Contains(fmt.Sprint(p["errors"]), `did you mean "add_company_to_crm"`) {
+		t.Errorf("a misspelt definition: %v, want the granted key suggested", p)
 	}
+	wantProblem(t, "a malformed definition", env.Do("GET", "/api/v1/pull/deferred?definition=Bad..Key", consumer, nil), 400, "invalid_request")
 	if ids, _ := deferredPage(t, env, other, ""); fmt.Sprint(ids) != fmt.Sprint([]string{theirs}) {
 		t.Errorf("the other consumer lists %v, want only its own %s", ids, theirs)
 	}

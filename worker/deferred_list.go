@@ -35,7 +35,7 @@ type DeferredFilter struct {
 var deferredPageSize = 200
 
 // Deferred lists the consumer's deferred occurrences not settled yet,
-// newest first, page after page as the loop asks for them: for a service
+// newest occurrences first (created, not deferred), page after page as the loop asks for them: for a service
 // that lost track of what it handed to people (it stopped between Defer
 // and writing the id down) to settle them by id (CompleteDeferred,
 // FailDeferred) or issue their front end a new token. Any worker of the
