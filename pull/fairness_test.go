@@ -66,4 +66,3 @@ func withMax(body map[string]any, n int) map[string]any {
 	}
 	return out
 }
-
