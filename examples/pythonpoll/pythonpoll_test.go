@@ -3,7 +3,11 @@
 package pythonpoll_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/dbtest"
@@ -22,4 +26,29 @@ func TestPythonPollingWorker(t *testing.T) {
 	relaistest.ExampleWorkerDrill(t, func(env *relaistest.Env, token string) *relaistest.Script {
 		return relaistest.StartScript(t, ".", "python3", "worker.py", "RELAIS_URL="+env.URL, "RELAIS_TOKEN="+token, "CRM_LATENCY_MS=2500", "LOCK_SECONDS=2")
 	})
+}
+
+// A proxy's error page (502, HTML) is not Relais's answer: the worker
+// backs off and asks again, where it died reading the page as JSON.
+func TestPythonPollingWorkerOutlastsAProxysErrorPage(t *testing.T) {
+	t.Parallel()
+	relaistest.RequirePython(t, "the Python long-polling example worker's test")
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+	}))
+	t.Cleanup(proxy.Close)
+	w := relaistest.StartScript(t, ".", "python3", "worker.py", "RELAIS_URL="+proxy.URL, "RELAIS_TOKEN=rls_any")
+	relaistest.WaitFor(t, 20*time.Second, "two refused fetches logged", func() (bool, string) {
+		return len(w.Events("fetch_refused")) >= 2, w.Output()
+	})
+	select {
+	case err := <-w.Exited():
+		t.Fatalf("the worker exited (%v) on a proxy's error page\n%s", err, w.Output())
+	default:
+	}
+	if got := w.Events("fetch_refused")[0]; got["status"] != 502.0 || got["code"] != "http_502" {
+		t.Errorf("logged %v, want the 502 and its code", got)
+	}
 }

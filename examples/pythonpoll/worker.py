@@ -15,8 +15,9 @@ there. It does what the README's "A worker in any language" asks:
   past its deadline, lock lost): drop it and report nothing;
 - complete it, retrying a settlement that got no answer (an identical
   replay is answered as the first);
-- back off on 429 and 503 as Retry-After says and on network errors; stop
-  on 400, 401 and 403, which retrying will not change;
+- back off on 429 and 503 as Retry-After says, on other 5xx (a proxy's
+  error page too) and on network errors; stop on 400, 401, 403 and 404,
+  which retrying will not change;
 - on SIGINT or SIGTERM, stop fetching (closing the waiting fetch's
   connection releases what it claimed), finish the tasks in hand, exit 0.
 
@@ -98,7 +99,13 @@ def post(path, body, timeout=30, hold=False):
         if hold:
             fetching = None
         c.close()
-    answer = json.loads(data or b"{}")
+    try:
+        answer = json.loads(data or b"{}")
+    except ValueError:
+        # Not Relais's answer: a proxy's error page, say.
+        if r.status < 300:
+            raise http.client.HTTPException(f"{r.status} answer that is not JSON")
+        answer = {"code": f"http_{r.status}", "detail": data[:200].decode("utf-8", "replace")}
     if r.status >= 300:
         raise Refused(r.status, answer, float(r.getheader("Retry-After") or 1))
     return answer
@@ -215,10 +222,11 @@ def main():
         except Refused as err:
             for _ in range(free):
                 slots.release()
-            if err.status in (400, 401, 403):
+            if err.status in (400, 401, 403, 404):
                 log("refused", **err.fields())
                 sys.exit(1)
             request_id = None  # answered: nothing was claimed
+            log("fetch_refused", retry_in=err.retry_after, **err.fields())
             time.sleep(err.retry_after)
             continue
         except (OSError, http.client.HTTPException) as err:
