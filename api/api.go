@@ -7,6 +7,10 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/relais/relais/engine"
 	"github.com/relais/relais/internal/fault"
@@ -84,9 +88,10 @@ func (a *API) serve(h func(w http.ResponseWriter, r *http.Request) error, query,
 func located(w http.ResponseWriter, path string) { w.Header().Set("Location", path) }
 
 // immutable answers attempts to change revisions and releases, saying
-// what to do instead.
+// what to do instead ({key} in instead is the path's key).
 func (a *API) immutable(what, instead string) http.Handler {
-	return a.refusing(func(*http.Request) error {
+	return a.refusing(func(r *http.Request) error {
+		instead := strings.ReplaceAll(instead, "{key}", url.PathEscape(chi.URLParam(r, "key")))
 		return fault.New(fault.MethodNotAllowed, "immutable", "%s cannot be changed or deleted: %s", what, instead)
 	})
 }

@@ -336,7 +336,7 @@ func TestReleasesAndImmutability(t *testing.T) {
 	}
 	for _, c := range []struct{ method, path, instead string }{
 		{"DELETE", base + "/revisions/1", "snapshot a new revision"}, {"PUT", base + "/revisions/1", "edit the definition's working copy"},
-		{"PATCH", base + "/revisions/1", "PUT /api/v1/definitions/{key}/working"},
+		{"PATCH", base + "/revisions/1", "PUT /api/v1/definitions/" + key + "/working"},
 		{"DELETE", base + "/releases/2026.11", "under another name"}, {"PUT", base + "/releases/2026.11", "under another name"},
 	} {
 		// Refused, saying what to do instead.

@@ -164,6 +164,15 @@ func TestStartInputsOutsideInputsAreToldWhereTheyGo(t *testing.T) {
 	if res.Status != 400 || res.Code() != "unknown_field" || !strings.Contains(res.JSON(t)["detail"].(string), `the process's inputs go under "inputs"`) {
 		t.Errorf("inputs at the top level: %d %s, want 400 unknown_field saying they go under inputs", res.Status, res.Body)
 	}
+	// The same slips in a batch: a single start's body, an item's inputs.
+	res = env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	if res.Status != 400 || !strings.Contains(res.JSON(t)["detail"].(string), `a batch takes {"items"`) {
+		t.Errorf("a single start's body to the batch route: %d %s, want it told a batch takes items", res.Status, res.Body)
+	}
+	res = env.Do("POST", "/api/v1/processes/crm_only/instances/batch", env.Operator, map[string]any{"items": []any{map[string]any{"name": "Acme"}}})
+	if res.Status != 400 || !strings.Contains(res.JSON(t)["detail"].(string), `go under each item's "inputs"`) {
+		t.Errorf("an item's inputs at its top level: %d %s, want it told they go under the item's inputs", res.Status, res.Body)
+	}
 	res = env.Do("POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"input": map[string]any{"name": "Acme"}})
 	if d := res.JSON(t)["detail"].(string); res.Code() != "unknown_field" || !strings.Contains(d, `did you mean "inputs"`) || strings.Contains(d, "go under") {
 		t.Errorf("a misspelt inputs: %d %s, want its suggestion alone", res.Status, res.Body)

@@ -150,6 +150,29 @@ func outsideInputs(err error) error {
 	return err
 }
 
+// batchOutsideItems is outsideInputs for a batch: a single start's body
+// sent to the batch route, or an item's inputs at the item's top level.
+func batchOutsideItems(err error) error {
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != "unknown_field" {
+		return err
+	}
+	for _, e := range fe.Errors {
+		if e.Message != "unknown field" {
+			continue
+		}
+		switch strings.Count(e.Path, "/") {
+		case 1:
+			fe.Detail += `: a batch takes {"items": [{"inputs": {…}, "business_key": …, "idempotency_key": …}, …]}`
+			return fe
+		case 3:
+			fe.Detail += `: an item takes "inputs", "business_key", "version" and "idempotency_key"; the process's inputs go under each item's "inputs"`
+			return fe
+		}
+	}
+	return err
+}
+
 func (a *API) writeInstance(w http.ResponseWriter, r *http.Request, inst engine.Instance, status int) error {
 	steps := inst.Path
 	if steps == nil {
@@ -648,7 +671,7 @@ func (a *API) startInstances() http.Handler {
 		}
 		req, err := httpjson.Decode[batchStartRequest](w, r, a.maxBody)
 		if err != nil {
-			return err
+			return batchOutsideItems(err)
 		}
 		switch {
 		case len(req.Items) == 0:
