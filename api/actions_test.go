@@ -797,3 +797,71 @@ func TestBulkActionPinnedToTheCountsMoment(t *testing.T) {
 		t.Errorf("unpinned, grown: %d %s, want 409 count_changed naming matched_before", r.Status, r.Body)
 	}
 }
+
+// A batch of a bulk action that PostgreSQL ends as a deadlock's victim (a
+// settlement's transaction locking its instances in another order) is run
+// again, not reported as a 500 with the action stopped halfway. The test's
+// transaction holds the second instance and then asks for the first, which
+// the batch holds; its deadlock_timeout is the longer, so the batch is the
+// victim.
+func TestBulkBatchRunsAgainAfterADeadlock(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	var ids []string
+	for _, name := range []string{"Acme", "Globex"} {
+		ids = append(ids, env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": name}}).JSON(t)["id"].(string))
+	}
+	first, second := min(ids[0], ids[1]), max(ids[0], ids[1])
+	ctx := context.Background()
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "set local deadlock_timeout = '10s'"); err != nil {
+		t.Skipf("deadlock_timeout cannot be set by this role: %v", err)
+	}
+	if _, err := tx.Exec(ctx, "select 1 from instances where id = $1 for update", second); err != nil {
+		t.Fatal(err)
+	}
+	filter := map[string]any{"process": "crm_only", "status": "running"}
+	done := make(chan relaistest.Response, 1)
+	go func() {
+		done <- env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x", "filter": filter, "confirm_count": 2})
+	}()
+	time.Sleep(500 * time.Millisecond) // the batch holds the first, waits for the second
+	if _, err := tx.Exec(ctx, "select 1 from instances where id = $1 for update", first); err != nil {
+		t.Fatalf("the test's transaction was the deadlock's victim: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.Status != 200 || r.JSON(t)["applied_count"] != 2.0 {
+		t.Fatalf("bulk stop answered %d %s, want both stopped", r.Status, r.Body)
+	}
+}
+
+// A replica that stops (SIGTERM) ends the bulk actions under way before
+// their next batch and records how far they got, where the record read
+// "running" for good: the operator is told to act on the filter again.
+func TestBulkActionStopsWithItsReplica(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	env.Drain()
+	bulk := "01a24700-0000-7000-8000-000000000001"
+	r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "stop", "reason": "x",
+		"filter": map[string]any{"process": "crm_only"}, "confirm_count": 1, "bulk_id": bulk})
+	if r.Status != 503 || r.Code() != "replica_stopping" || !strings.Contains(string(r.Body), "act on the same filter again") {
+		t.Fatalf("a bulk action on a stopping replica: %d %s, want 503 replica_stopping", r.Status, r.Body)
+	}
+	rec := env.Must(200, "GET", "/api/v1/audit/bulk/"+bulk, env.Operator, nil).JSON(t)
+	if rec["status"] != "stopped" || rec["ended_at"] == nil {
+		t.Errorf("its record %v, want stopped with its end", rec)
+	}
+}

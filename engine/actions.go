@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/queries"
@@ -561,8 +564,26 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 		return BulkResult{}, bulkExists(id)
 	}
 	for batch := range slices.Chunk(ids, bulkBatch) {
+		select {
+		case <-e.bulkStop:
+			// The replica stops: the record says how far it got while
+			// the database still answers, rather than read "running"
+			// for good, and the operator is told to act again.
+			e.endBulk(id, true)
+			err := fault.New(fault.Unavailable, "replica_stopping",
+				"this replica is stopping: bulk action %s stopped after %d of %d instances (%d applied, %d skipped); act on the same filter again to finish it (what was applied is not applied again)",
+				id, res.Applied+res.Skipped, res.Matched, res.Applied, res.Skipped)
+			e.logBulk(actor, action, f, res, err)
+			return res, err
+		default:
+		}
+		// Instances locked in id order, as settlements lock them: in the
+		// list's order (newest first) a batch and a settlement of two of
+		// its instances each held one the other wanted.
+		batch = slices.Clone(batch)
+		slices.SortFunc(batch, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 		var applied, skipped int64
-		err = e.tx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
+		err = e.bulkTx(ctx, func(q *queries.Queries, tx pgx.Tx) error {
 			applied, skipped = 0, 0
 			for _, instance := range batch {
 				var ok bool
@@ -595,6 +616,30 @@ func (e *Engine) ActOnFilter(ctx context.Context, actor Actor, action Action, f 
 	e.logBulk(actor, action, f, res, nil)
 	return res, nil
 }
+
+// bulkTx runs one batch of a bulk action, again when PostgreSQL ended it
+// as a deadlock's victim: a group commit's transaction locks the
+// instances of its writes in their order, not the batch's, and a batch
+// rolled back whole is run again whole.
+func (e *Engine) bulkTx(ctx context.Context, fn func(q *queries.Queries, tx pgx.Tx) error) error {
+	for try := 1; ; try++ {
+		err := e.tx(ctx, fn)
+		var pgErr *pgconn.PgError
+		if try == bulkTries || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+		e.logger.Info("a bulk action's batch was a deadlock's victim; running it again", "try", try)
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+	}
+}
+
+// bulkTries bounds the runs of one batch of a bulk action.
+const bulkTries = 5
+
+// StopBulkActions makes the bulk actions under way stop before their next
+// batch, their records ended (the replica stops: what they did is
+// recorded while the database still answers).
+func (e *Engine) StopBulkActions() { e.stopBulk.Do(func() { close(e.bulkStop) }) }
 
 // bulkExists refuses a bulk_id another bulk action has.
 func bulkExists(id uuid.UUID) error {

@@ -62,6 +62,10 @@ type Engine struct {
 	// refills numbers the claims made with settlements, each tagged
 	// uniquely (see Engine.refill).
 	refills atomic.Uint64
+	// bulkStop is closed when the replica stops (StopBulkActions): bulk
+	// actions end before their next batch.
+	bulkStop chan struct{}
+	stopBulk sync.Once
 	// pushClaims counts this replica's push claims, whose destinations
 	// take turns (OccurrenceClaimPush): one runner claims for the
 	// replica, so the count moves on at each of its claims.
@@ -119,7 +123,8 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	}
 	schemas := contracts.NewCache()
 	e := &Engine{pool: pool, q: queries.New(pool), hot: hotQueries(pool), logger: opts.Logger, keys: opts.Keys, limits: opts.Limits, now: opts.Now,
-		replica: opts.Replica, origin: newOrigin(), revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo()}
+		replica: opts.Replica, origin: newOrigin(), revisions: revisionCache{schemas: schemas}, schemas: schemas, memo: newMemo(),
+		bulkStop: make(chan struct{})}
 	e.counts = snapshot.New("occurrence counts by definition and status", e.CountOccurrencesByDefinitionStatus, opts.Logger, OccurrenceCountsTTL).
 		StampWith(e.Now)
 	e.health = snapshot.New("health", e.Health, opts.Logger, OccurrenceCountsTTL).StampWith(e.Now)

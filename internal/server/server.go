@@ -54,6 +54,7 @@ type Replica struct {
 	hub     *longpoll.Hub
 	streams *stream.Service
 	runner  *push.Runner
+	eng     *engine.Engine
 	// streamDrain bounds how long stopping waits for worker streams to hand
 	// their assignments back.
 	streamDrain time.Duration
@@ -72,7 +73,7 @@ func Start(ctx context.Context, d Deps) *Replica {
 	hub := longpoll.NewHub(d.Config.Pull.MaxWaiters, d.Registry)
 	lookup := auth.Lookup(d.Engine.LookupToken)
 	streams := stream.New(d.Logger, d.Config, d.Engine, lookup, d.Registry)
-	rep := &Replica{hub: hub, streams: streams, streamDrain: d.Config.ShutdownTimeout, cancel: cancel}
+	rep := &Replica{hub: hub, streams: streams, eng: d.Engine, streamDrain: d.Config.ShutdownTimeout, cancel: cancel}
 	listener := notify.New(d.Engine.Pool(), d.Logger)
 	listener.Handle(engine.ChannelOccurrence, hub.Notify)
 	listener.OnReconnect(hub.WakeAll)
@@ -132,8 +133,10 @@ func Start(ctx context.Context, d Deps) *Replica {
 // a graceful shutdown does not wait for their deadlines; the push runner
 // claims no more calls (the other replicas make them); worker streams end
 // after handing their assignments back (released), and Drain waits for
-// them, up to the shutdown timeout.
+// them, up to the shutdown timeout; bulk actions under way stop before
+// their next batch, their records saying how far they got.
 func (r *Replica) Drain() {
+	r.eng.StopBulkActions()
 	r.runner.Drain()
 	r.hub.Close()
 	// Streams still running past the timeout are cut by the HTTP server's
@@ -146,6 +149,7 @@ func (r *Replica) Drain() {
 // could interrupt a claim whose transaction commits) and waits for the
 // calls in flight.
 func (r *Replica) Stop() {
+	r.eng.StopBulkActions()
 	r.runner.Drain()
 	r.hub.Close()
 	r.streams.Close(r.streamDrain)
