@@ -10,7 +10,7 @@ import (
 
 // retentionBatch bounds one retention statement, so that deleting a long
 // history is many short transactions, never one long one.
-const retentionBatch = 1000
+var retentionBatch int32 = 1000
 
 // DeleteEnded deletes, in batches, the ended instances (completed, failed,
 // cancelled) that ended more than retention ago (those that ended before
@@ -20,6 +20,13 @@ const retentionBatch = 1000
 // may run it: batches skip the rows another is deleting. It returns how
 // many instances it deleted, stopping early when ctx ends.
 func (e *Engine) DeleteEnded(ctx context.Context, retention time.Duration) (int64, error) {
+	return e.deleteEnded(ctx, retention, nil)
+}
+
+// deleteEnded is DeleteEnded telling progress (when set) of each batch's
+// deletions as it commits: a first purge of a long history runs for
+// minutes in one pass, and its metric moves as it goes.
+func (e *Engine) deleteEnded(ctx context.Context, retention time.Duration, progress func(deleted int64)) (int64, error) {
 	cutoff := e.Now().Add(-retention)
 	// History that ended before this database ran a relais with retention
 	// counts as ended then (see migration 0022): until a retention period
@@ -38,7 +45,10 @@ func (e *Engine) DeleteEnded(ctx context.Context, retention time.Duration) (int6
 			return total, wrap("retention", err)
 		}
 		total += n
-		if n < retentionBatch {
+		if progress != nil && n > 0 {
+			progress(n)
+		}
+		if n < int64(retentionBatch) {
 			break
 		}
 	}
@@ -64,11 +74,12 @@ func firstPassDelay(interval time.Duration) time.Duration {
 }
 
 // RunRetentionLoop runs DeleteEnded every interval until ctx ends, telling
-// observe (when set) of each pass; a zero retention (forever) runs nothing.
+// progress (when set) of each batch's deletions as it commits and observe
+// (when set) of each pass; a zero retention (forever) runs nothing.
 // The first pass comes sooner, within firstRetentionPass: a replica
 // restarted more often than every interval would otherwise never delete,
 // and replicas started together spread their first passes.
-func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration, observe func(RetentionPass)) {
+func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.Duration, observe func(RetentionPass), progress func(deleted int64)) {
 	if retention <= 0 {
 		return
 	}
@@ -81,7 +92,7 @@ func (e *Engine) RunRetentionLoop(ctx context.Context, retention, interval time.
 		case <-t.C:
 		}
 		began := time.Now()
-		n, err := e.DeleteEnded(ctx, retention)
+		n, err := e.deleteEnded(ctx, retention, progress)
 		failed := err != nil && ctx.Err() == nil
 		switch {
 		case failed:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -114,7 +115,7 @@ func TestRetentionLoopReportsItsPasses(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.RunRetentionLoop(ctx, time.Hour, 10*time.Millisecond, func(p RetentionPass) { passes <- p })
+		e.RunRetentionLoop(ctx, time.Hour, 10*time.Millisecond, func(p RetentionPass) { passes <- p }, nil)
 	}()
 	first, second := <-passes, <-passes
 	cancel()
@@ -168,5 +169,23 @@ func stopInstances(t *testing.T, e *Engine, n int) {
 		if _, err := e.Act(ctx, Actor{Name: "ops"}, ActionStop, inst.ID, "cleanup"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A pass tells of each batch as it commits: a first purge of a long
+// history, minutes in one pass, shows its progress as it goes.
+func TestRetentionTellsEachBatch(t *testing.T) {
+	clock := &testClock{}
+	pool := dbtest.Pool(t)
+	e := New(pool, clock.options(t))
+	prepare(t, e, "")
+	stopInstances(t, e, 5)
+	clock.advance(2 * time.Hour)
+	defer func(n int32) { retentionBatch = n }(retentionBatch)
+	retentionBatch = 2
+	var batches []int64
+	n, err := e.deleteEnded(context.Background(), time.Hour, func(d int64) { batches = append(batches, d) })
+	if err != nil || n != 5 || fmt.Sprint(batches) != "[2 2 1]" {
+		t.Errorf("deleted %d (%v) in batches %v, want 5 told as 2, 2 and 1", n, err, batches)
 	}
 }

@@ -273,8 +273,11 @@ func newRetentionMetrics(reg prometheus.Registerer) *retentionMetrics {
 	return m
 }
 
+// count records one batch's deletions as it commits.
+func (m *retentionMetrics) count(deleted int64) { m.deleted.Add(float64(deleted)) }
+
+// observe records a pass; its deletions were counted batch by batch.
 func (m *retentionMetrics) observe(p engine.RetentionPass) {
-	m.deleted.Add(float64(p.Deleted))
 	result := "ok"
 	if p.Failed {
 		result = "failed"
