@@ -118,7 +118,9 @@ func Start(ctx context.Context, d Deps) *Replica {
 		})
 	})
 	retention := newRetentionMetrics(d.Registry)
-	rep.done.Go(func() { d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval, retention.observe, retention.count) })
+	rep.done.Go(func() {
+		d.Engine.RunRetentionLoop(ctx, d.Config.Retention, retentionInterval, retention.observe, retention.count)
+	})
 	select {
 	case <-listener.Ready():
 	case <-time.After(10 * time.Second):
