@@ -242,8 +242,8 @@ func chartOf(ctx context.Context, buckets [engine.HealthBuckets]engine.HealthBuc
 		Title:  T(ctx, "Completions and failures per 5 minutes, last hour: %s", scope),
 		Desc:   T(ctx, "In the last hour: %s, %s. The table after the chart gives each 5-minute slot.", completed, failures),
 		AxisX1: strconv.Itoa(chartLeft), AxisX2: strconv.Itoa(chartW - chartRight), AxisY: strconv.Itoa(base),
-		LegendOK:  T(ctx, "completed"),
-		LegendBad: T(ctx, "failed"),
+		LegendOK:  T(ctx, "Completed"),
+		LegendBad: T(ctx, "Failed"),
 	}
 	ct := chartTable{Summary: T(ctx, "The chart’s numbers"), Caption: T(ctx, "Completions and failures per 5-minute slot, oldest first"),
 		HeadSlot: T(ctx, "Slot"), HeadCompleted: T(ctx, "Completed"), HeadFailed: T(ctx, "Failed")}

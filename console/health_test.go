@@ -304,7 +304,7 @@ func TestHealthChartTellsFailuresByMoreThanColour(t *testing.T) {
 		t.Error("completion bars are hatched too")
 	}
 	legend := r.doc.Find(`.legend`)
-	if got := collapse(legend.Text()); got != "completed failed" || legend.Find(".visually-hidden").Length() != 0 || legend.Find(".swatch.ok").Length() != 1 || legend.Find(".swatch.bad").Length() != 1 {
+	if got := collapse(legend.Text()); got != "Completed Failed" || legend.Find(".visually-hidden").Length() != 0 || legend.Find(".swatch.ok").Length() != 1 || legend.Find(".swatch.bad").Length() != 1 {
 		t.Errorf("legend %q: want its two swatches and visible words", got)
 	}
 	_, _, css := schemes(t)

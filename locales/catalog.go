@@ -39,93 +39,93 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              319,
-	"%[1]s %[2]s, %[3]s %[4]s":                 320,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          318,
-	"%[1]s; %[2]s":                             317,
+	"%[1]s %[2]s":                              317,
+	"%[1]s %[2]s, %[3]s %[4]s":                 318,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          316,
+	"%[1]s; %[2]s":                             315,
 	"%d (0 lowest, 9 highest)":                 482,
 	"%d attempts":                              486,
 	"%d attempts, retry after %s, priority %d": 643,
 	"%d breaking":                              238,
 	"%d changes":                               237,
-	"%d completed":                             315,
-	"%d d":                                     327,
-	"%d days":                                  341,
-	"%d failed":                                316,
-	"%d h":                                     326,
+	"%d completed":                             313,
+	"%d d":                                     325,
+	"%d days":                                  339,
+	"%d failed":                                314,
+	"%d h":                                     324,
 	"%d held instances match now.":             61,
-	"%d hours":                                 342,
+	"%d hours":                                 340,
 	"%d items":                                 713,
 	"%d left":                                  488,
-	"%d min":                                   325,
-	"%d minutes":                               343,
+	"%d min":                                   323,
+	"%d minutes":                               341,
 	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 87,
 	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              711,
-	"%d ms": 345,
+	"%d ms": 343,
 	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         633,
 	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 632,
 	"%d occurrences":                          574,
 	"%d releases":                             257,
 	"%d running instances match now.":         68,
 	"%d running or held instances match now.": 70,
-	"%d s":       324,
-	"%d seconds": 344,
+	"%d s":       322,
+	"%d seconds": 342,
 	"%d skipped: they changed after the count (settled, or acted on by someone else).": 99,
 	"%s (deferred; settled by %s)":                        546,
 	"%s (deferred; settled with its settle token)":        544,
 	"%s (deferred; settled with its settle token, as %s)": 545,
 	"%s (token #%d, %s)":                                  100,
-	"%s ago":                                              322,
+	"%s ago":                                              320,
 	"%s so far":                                           542,
 	"%s → %s":                                             638,
 	"%s, %s: %s":                                          286,
 	"%s, revision %s":                                     448,
 	"%s, version %s":                                      449,
-	"%s: %s":                                              314,
+	"%s: %s":                                              312,
 	"%s: %s → %s":                                         245,
 	"%s: a date is written 2026-12-01.":                   590,
 	"%s: every revision, present and future":              184,
 	"%s: revision %s":                                     185,
 	"%s: revisions %s":                                    186,
 	"%s: the first day comes after the last.":             591,
-	"%s–%s":                                               313,
+	"%s–%s":                                               311,
 	"(%d characters in all)":                              714,
 	"(%d handed back, not counted)":                       487,
 	"(each item)":                                         701,
 	"(worker %s)":                                         530,
-	"0 seconds":                                           340,
+	"0 seconds":                                           338,
 	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           679,
 	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 519,
 	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 601,
 	"A revision is a definition’s: choose the definition too.": 557,
-	"A version is a process’s: choose the process too.":        386,
+	"A version is a process’s: choose the process too.":        384,
 	"Abandon %d instances":                                           65,
 	"Abandon every held instance this filter matches":                63,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              380,
-	"Abandoned by %s at %s — “%s”":                                   372,
+	"Abandoned at node":                                              378,
+	"Abandoned by %s at %s — “%s”":                                   370,
 	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 391,
+	"Act on every instance this filter matches": 389,
 	"Action":                              103,
 	"All actions":                         118,
 	"All consumers":                       571,
 	"All definitions":                     304,
 	"All its tasks":                       183,
-	"All processes":                       397,
-	"All statuses":                        399,
+	"All processes":                       395,
+	"All statuses":                        397,
 	"All workers":                         727,
 	"An operator abandoned the instance.": 518,
-	"Any definition":                      398,
+	"Any definition":                      396,
 	"Apply filters":                       115,
-	"Apr":                                 331,
+	"Apr":                                 329,
 	"As of %s (%s); refreshed every few seconds.": 298,
 	"Attempts":                         453,
 	"Audit log":                        109,
-	"Aug":                              335,
+	"Aug":                              333,
 	"Available from":                   498,
 	"Back to definitions":              159,
 	"Back to external tasks":           158,
@@ -160,11 +160,11 @@ var messageKeyToIndex = map[string]int{
 	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 618,
 	"Compare":              212,
 	"Compare revisions":    208,
-	"Completed":            312,
+	"Completed":            307,
 	"Completed (%s).":      536,
 	"Completed, last hour": 295,
 	"Completions and failures per 5 minutes, last hour: %s":    305,
-	"Completions and failures per 5-minute slot, oldest first": 310,
+	"Completions and failures per 5-minute slot, oldest first": 309,
 	"Completions and failures, last hour":                      288,
 	"Connected":                                                723,
 	"Constraints":                                              193,
@@ -176,14 +176,14 @@ var messageKeyToIndex = map[string]int{
 	"Counts are unavailable right now.":                                     188,
 	"Counts as of %s (%s); refreshed every few seconds.":                    649,
 	"Counts by status": 563,
-	"Created":          356,
+	"Created":          354,
 	"Created from":     82,
 	"Created on":       176,
 	"Created to":       83,
-	"Creation date":    387,
+	"Creation date":    385,
 	"Dates":            451,
 	"Deadline":         480,
-	"Dec":              339,
+	"Dec":              337,
 	"Deferred":         502,
 	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 535,
 	"Definition":                                 290,
@@ -208,13 +208,13 @@ var messageKeyToIndex = map[string]int{
 	"Each one fails with the error code abandoned and cannot be resumed.":                                                     64,
 	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 60,
 	"Earlier attempt:":          577,
-	"End node":                  379,
-	"End node or error":         395,
-	"Ended":                     375,
+	"End node":                  377,
+	"End node or error":         393,
+	"Ended":                     373,
 	"Erase process instance %s": 271,
 	"Erase the instance":        274,
 	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 272,
-	"Erase this instance…": 366,
+	"Erase this instance…": 364,
 	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 276,
 	"Error":                      567,
 	"Error (before any attempt)": 505,
@@ -231,10 +231,10 @@ var messageKeyToIndex = map[string]int{
 	"External tasks":                       132,
 	"Failed":                               293,
 	"Failed (%s).":                         539,
-	"Failed at node":                       381,
-	"Failed occurrence":                    377,
+	"Failed at node":                       379,
+	"Failed occurrence":                    375,
 	"Failed, last hour":                    296,
-	"Feb":                                  329,
+	"Feb":                                  327,
 	"Field":                                189,
 	"Filter":                               54,
 	"Filters":                              111,
@@ -254,8 +254,8 @@ var messageKeyToIndex = map[string]int{
 	"Headers sent":            263,
 	"Health":                  131,
 	"Held at a node of":       81,
-	"Held at node":            376,
-	"Held for":                378,
+	"Held at node":            374,
+	"Held for":                376,
 	"Held instances":          292,
 	"ID":                      173,
 	"In flight":               722,
@@ -263,9 +263,9 @@ var messageKeyToIndex = map[string]int{
 	"Inputs":                     218,
 	"Inputs of revision %d":      229,
 	"Inputs of the working copy": 220,
-	"Inputs the instance was started with, labelled by process version %d's contract": 364,
+	"Inputs the instance was started with, labelled by process version %d's contract": 362,
 	"Inputs, labelled by revision %d's contract":                                      489,
-	"Instance":                  394,
+	"Instance":                  392,
 	"Instances":                 85,
 	"Instances of this version": 626,
 	"Invalid request":           156,
@@ -276,9 +276,9 @@ var messageKeyToIndex = map[string]int{
 	"Its instance went on along the node’s error path.":                                                                                                                    538,
 	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      694,
 	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     328,
-	"Jul":                     334,
-	"Jun":                     333,
+	"Jan":                     326,
+	"Jul":                     332,
+	"Jun":                     331,
 	"Keep it":                 696,
 	"Keep it held":            15,
 	"Keep it running":         14,
@@ -300,9 +300,9 @@ var messageKeyToIndex = map[string]int{
 	"Lock expires":                     501,
 	"Longest timeout":                  264,
 	"Main navigation":                  130,
-	"Mar":                              330,
+	"Mar":                              328,
 	"Maximum attempts":                 476,
-	"May":                              332,
+	"May":                              330,
 	"Message":                          565,
 	"Message from Relais (in English)": 554,
 	"Message from the service (its own words, protected values masked)": 555,
@@ -313,7 +313,7 @@ var messageKeyToIndex = map[string]int{
 	"Never":                   607,
 	"Next attempt":            499,
 	"Next attempt or settled": 569,
-	"Next node":               355,
+	"Next node":               353,
 	"Next page":               586,
 	"No consumer yet.":        169,
 	"No definition %s has occurrences: check the key, or show all definitions.": 303,
@@ -323,7 +323,7 @@ var messageKeyToIndex = map[string]int{
 	"No destination yet.":                                                       258,
 	"No inputs.":                                                                219,
 	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 669,
-	"No instance matches these filters.": 396,
+	"No instance matches these filters.": 394,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 667,
 	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 668,
 	"No live worker takes %s now (Workers page).":                                               521,
@@ -334,7 +334,7 @@ var messageKeyToIndex = map[string]int{
 	"No more destinations.":                                259,
 	"No occurrence matches these filters.":                 570,
 	"No operator action matches.":                          117,
-	"No operator has acted on this instance.":              360,
+	"No operator has acted on this instance.":              358,
 	"No outputs yet: the occurrence has not completed.":    492,
 	"No outputs.":                                          222,
 	"No outputs: the occurrence ended without completing.": 494,
@@ -354,11 +354,11 @@ var messageKeyToIndex = map[string]int{
 	"No worker is connected.":           725,
 	"No worker serves this definition.": 728,
 	"No worker serves this definition: its occurrences wait until one connects or polls.": 734,
-	"Node":                  352,
+	"Node":                  350,
 	"Nodes":                 619,
 	"Nodes of this version": 628,
 	"Nodes of this version, with their occurrences now": 620,
-	"Nodes reached, in order":                           351,
+	"Nodes reached, in order":                           349,
 	"Not allowed":                                       154,
 	"Not found":                                         162,
 	"Notes":                                             206,
@@ -367,14 +367,14 @@ var messageKeyToIndex = map[string]int{
 	"Nothing to do: no instance this action applies to matches the filter.": 73,
 	"Nothing to find: the search box is empty.":                             665,
 	"Nothing was done.":         29,
-	"Nov":                       338,
+	"Nov":                       336,
 	"Now":                       472,
-	"Occurrence":                353,
+	"Occurrence":                351,
 	"Occurrence %s":             450,
 	"Occurrence offered again":  106,
 	"Occurrences now":           625,
 	"Occurrences, newest first": 564,
-	"Oct":                       337,
+	"Oct":                       335,
 	"Offered from %s — %s.":     526,
 	"Oldest claimable waits":    294,
 	"On error":                  624,
@@ -383,8 +383,8 @@ var messageKeyToIndex = map[string]int{
 	"Only administrators may reveal a sensitive value.":                                                           650,
 	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 680,
 	"Open":             291,
-	"Operator actions": 348,
-	"Operator actions on this instance, newest first": 361,
+	"Operator actions": 346,
+	"Operator actions on this instance, newest first": 359,
 	"Operator actions, newest first":                  121,
 	"Outcome":                                         461,
 	"Outputs":                                         221,
@@ -392,7 +392,7 @@ var messageKeyToIndex = map[string]int{
 	"Outputs of the working copy":                     223,
 	"Outputs, labelled by revision %d's contract":     491,
 	"Pages":                           584,
-	"Path":                            349,
+	"Path":                            347,
 	"Pause reloading":                 153,
 	"Pinned revision":                 622,
 	"Policy":                          452,
@@ -402,11 +402,11 @@ var messageKeyToIndex = map[string]int{
 	"Process %s":                      615,
 	"Process %s has no version %d.":   91,
 	"Process and node":                566,
-	"Process inputs":                  363,
+	"Process inputs":                  361,
 	"Process instance":                105,
-	"Process instance %s":             346,
-	"Process instances":               389,
-	"Process instances, newest first": 393,
+	"Process instance %s":             344,
+	"Process instances":               387,
+	"Process instances, newest first": 391,
 	"Processes":                       133,
 	"Processes by key":                611,
 	"Protocol":                        720,
@@ -418,7 +418,7 @@ var messageKeyToIndex = map[string]int{
 	"Reason (recorded in the audit log for every instance)": 55,
 	"Reason (recorded in the audit log)":                    13,
 	"Reason given by the worker":                            475,
-	"Recorded operator actions":                             359,
+	"Recorded operator actions":                             357,
 	"Relais console":                                        127,
 	"Relais has not called the destination yet.":            469,
 	"Relais is calling the destination (since %s).":         532,
@@ -437,7 +437,7 @@ var messageKeyToIndex = map[string]int{
 	"Reserved by %s; lock until %s — %s.": 533,
 	"Reserved now":                        182,
 	"Resume":                              151,
-	"Retried by %s at %s — “%s”":          373,
+	"Retried by %s at %s — “%s”":          371,
 	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
 	"Retries":            478,
 	"Retry %d instances": 62,
@@ -465,7 +465,7 @@ var messageKeyToIndex = map[string]int{
 	"Revoke token %d":           692,
 	"Revoke…":                   690,
 	"Role":                      684,
-	"Route":                     354,
+	"Route":                     352,
 	"Routing output":            198,
 	"Row %s":                    588,
 	"Rows %s–%s":                589,
@@ -475,10 +475,10 @@ var messageKeyToIndex = map[string]int{
 	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 270,
 	"Search":                               663,
 	"Secret values can never be revealed.": 656,
-	"Sep":                                  336,
+	"Sep":                                  334,
 	"Served by %d workers":                 738,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              357,
+	"Settled":              355,
 	"Settlement date":      558,
 	"Show all definitions": 302,
 	"Show times in":        598,
@@ -489,7 +489,7 @@ var messageKeyToIndex = map[string]int{
 	"Signed in as %s (%s)": 143,
 	"Since revision %d:":   232,
 	"Skip to content":      129,
-	"Slot":                 311,
+	"Slot":                 310,
 	"Snapshotted":          227,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
 	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
@@ -497,7 +497,7 @@ var messageKeyToIndex = map[string]int{
 	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 681,
 	"Staff tokens, oldest first": 682,
 	"Start node":                 616,
-	"Started":                    374,
+	"Started":                    372,
 	"State":                      177,
 	"Status":                     78,
 	"Stop %d instances":          72,
@@ -511,11 +511,11 @@ var messageKeyToIndex = map[string]int{
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              371,
+	"Stopped by %s at %s — “%s”":                              369,
 	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
 	"Stopping applies to running or held instances, not %s ones.":                              52,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   370,
-	"Summary": 347,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   368,
+	"Summary": 345,
 	"Task contracts: their Working copy, immutable revisions and named releases.": 251,
 	"Tasks":                   178,
 	"Temporarily unavailable": 165,
@@ -527,7 +527,7 @@ var messageKeyToIndex = map[string]int{
 	"The bulk action must be its id (a UUID).": 120,
 	"The call could not be prepared.":          513,
 	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 531,
-	"The chart’s numbers": 309,
+	"The chart’s numbers": 308,
 	"The confirmed count is missing: start again from the list.":                                                                                                            95,
 	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           168,
 	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          599,
@@ -543,11 +543,11 @@ var messageKeyToIndex = map[string]int{
 	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     157,
 	"The inputs could not be built from the process’s bindings.":                                                                                                                                           517,
 	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                516,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             392,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 350,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             390,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 348,
 	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         197,
 	"The page cursor is invalid: go back to the first page.":                                                                                                                                               596,
-	"The page size must be between 1 and %d.":                                                                                                                                                              388,
+	"The page size must be between 1 and %d.":                                                                                                                                                              386,
 	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  595,
 	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 119,
 	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 50,
@@ -556,7 +556,7 @@ var messageKeyToIndex = map[string]int{
 	"The revision must be a whole number, 1 or more.":                                                                                                                                                      556,
 	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          699,
 	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          676,
-	"The version must be a whole number from 1.":                                                                                                                                                           385,
+	"The version must be a whole number from 1.":                                                                                                                                                           383,
 	"These revisions have the same contracts.":                                                                                                                                                             217,
 	"These settings are kept in this browser only.":                                                                                                                                                        597,
 	"They take every revision their consumer is granted.":                                                                                                                                                  740,
@@ -571,14 +571,14 @@ var messageKeyToIndex = map[string]int{
 	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 277,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
 	"This instance has already ended; there is nothing to stop.":                                                                                                                    40,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 367,
-	"This instance has not reached a task yet.":                                 358,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 365,
+	"This instance has not reached a task yet.":                                 356,
 	"This instance is %s, not held: there is nothing to abandon.":               36,
 	"This instance is %s, not held: there is nothing to retry.":                 35,
 	"This instance is %s: only an ended instance can be erased. Stop it first.": 275,
 	"This instance is %s: there is nothing to stop.":                            37,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 368,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 369,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 366,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 367,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
 	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
 	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
@@ -587,7 +587,7 @@ var messageKeyToIndex = map[string]int{
 	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           697,
 	"This page does not accept that request.": 662,
 	"This page reloads every %d seconds.":     152,
-	"This process takes no inputs.":           365,
+	"This process takes no inputs.":           363,
 	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 57,
 	"This token is unknown, revoked or expired.": 678,
 	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 629,
@@ -610,8 +610,8 @@ var messageKeyToIndex = map[string]int{
 	"Unknown destination “%s”.":        90,
 	"Unknown parameter “%s” (did you mean “%s”?).": 593,
 	"Unknown parameter “%s”.":                      594,
-	"Unknown status “%s”.":                         384,
-	"Value":                                        362,
+	"Unknown status “%s”.":                         382,
+	"Value":                                        360,
 	"Version":                                      77,
 	"Versions, newest first":                       612,
 	"Waiting for Relais to call the destination since %s (%s).": 528,
@@ -649,7 +649,7 @@ var messageKeyToIndex = map[string]int{
 	"at most %d characters":                                  703,
 	"at most %d items":                                       710,
 	"at most %d since the last operator retry":               485,
-	"available":                                              400,
+	"available":                                              398,
 	"boolean":                                                413,
 	"call in progress since":                                 581,
 	"cancelled":                                              403,
@@ -657,14 +657,14 @@ var messageKeyToIndex = map[string]int{
 	"claimable since":                                        580,
 	"claimable since %s":                                     299,
 	"classification changed":                                 437,
-	"completed":                                              307,
+	"completed":                                              401,
 	"constraint changed":                                     438,
 	"consumer":                                               429,
 	"consumer #%s":                                           543,
 	"date":                                                   414,
 	"date and time":                                          415,
 	"deadline %s":                                            644,
-	"deferred":                                               402,
+	"deferred":                                               400,
 	"deferred since":                                         583,
 	"deleted":                                                108,
 	"designer":                                               428,
@@ -675,9 +675,9 @@ var messageKeyToIndex = map[string]int{
 	"end: fails the instance":                                283,
 	"erase":                                                  6,
 	"every revision its consumer is granted":                 732,
-	"exact, case-sensitive":                                  390,
+	"exact, case-sensitive":                                  388,
 	"expired":                                                406,
-	"failed":                                                 308,
+	"failed":                                                 402,
 	"fails the instance":                                     642,
 	"field added":                                            432,
 	"field removed":                                          433,
@@ -686,18 +686,18 @@ var messageKeyToIndex = map[string]int{
 	"from":                                                   113,
 	"held":                                                   405,
 	"held for an operator":                                   280,
-	"held, then abandoned by an operator":                    383,
-	"held, then stopped by an operator":                      382,
+	"held, then abandoned by an operator":                    381,
+	"held, then stopped by an operator":                      380,
 	"hold (an incident for an operator)":                     640,
 	"id or business key":                                     135,
-	"in %s":                                                  321,
+	"in %s":                                                  319,
 	"in progress":                                            464,
 	"instance id":                                            562,
 	"instances held":                                         647,
 	"instances held: %s":                                     648,
 	"integer":                                                411,
 	"its name, exactly":                                      561,
-	"just now":                                               323,
+	"just now":                                               321,
 	"list":                                                   418,
 	"lock until":                                             582,
 	"long polling":                                           730,
@@ -749,7 +749,7 @@ var messageKeyToIndex = map[string]int{
 	"required changed":                435,
 	"required field of type %s":       248,
 	"required → optional":             241,
-	"reserved":                        401,
+	"reserved":                        399,
 	"retry":                           3,
 	"revision %d":                     576,
 	"revisions %s":                    733,
@@ -872,33 +872,33 @@ var enIndex = []uint32{ // 744 elements
 	0x000032a0, 0x000032b2, 0x000032d5, 0x00003307,
 	0x0000331d, 0x00003327, 0x00003331, 0x00003346,
 	0x00003393, 0x000033a3, 0x000033dc, 0x00003430,
-	0x0000343a, 0x00003441, 0x00003457, 0x00003490,
-	0x00003495, 0x0000349f, 0x000034ad, 0x000034ba,
-	0x000034e3, 0x00003506, 0x00003513, 0x00003533,
+	0x0000343a, 0x00003450, 0x00003489, 0x0000348e,
+	0x0000349c, 0x000034a9, 0x000034d2, 0x000034f5,
+	0x00003502, 0x00003522, 0x0000352e, 0x00003547,
 	// Entry 140 - 15F
-	0x0000353f, 0x00003558, 0x00003561, 0x0000356b,
-	0x00003574, 0x0000357c, 0x00003586, 0x0000358e,
-	0x00003596, 0x0000359a, 0x0000359e, 0x000035a2,
-	0x000035a6, 0x000035aa, 0x000035ae, 0x000035b2,
-	0x000035b6, 0x000035ba, 0x000035be, 0x000035c2,
-	0x000035c6, 0x000035d0, 0x000035ee, 0x0000360e,
-	0x00003632, 0x00003656, 0x0000365f, 0x00003676,
-	0x0000367e, 0x0000368f, 0x00003694, 0x000036d9,
+	0x00003550, 0x0000355a, 0x00003563, 0x0000356b,
+	0x00003575, 0x0000357d, 0x00003585, 0x00003589,
+	0x0000358d, 0x00003591, 0x00003595, 0x00003599,
+	0x0000359d, 0x000035a1, 0x000035a5, 0x000035a9,
+	0x000035ad, 0x000035b1, 0x000035b5, 0x000035bf,
+	0x000035dd, 0x000035fd, 0x00003621, 0x00003645,
+	0x0000364e, 0x00003665, 0x0000366d, 0x0000367e,
+	0x00003683, 0x000036c8, 0x000036e0, 0x000036e5,
 	// Entry 160 - 17F
-	0x000036f1, 0x000036f6, 0x00003701, 0x00003707,
-	0x00003711, 0x00003719, 0x00003721, 0x0000374b,
-	0x00003765, 0x0000378d, 0x000037bd, 0x000037c3,
-	0x000037d2, 0x00003825, 0x00003843, 0x0000385a,
-	0x0000390a, 0x00003a2c, 0x00003aeb, 0x00003b42,
-	0x00003b6c, 0x00003b98, 0x00003bc2, 0x00003bca,
-	0x00003bd0, 0x00003bdd, 0x00003bef, 0x00003bf8,
-	0x00003c01, 0x00003c13, 0x00003c22, 0x00003c44,
+	0x000036f0, 0x000036f6, 0x00003700, 0x00003708,
+	0x00003710, 0x0000373a, 0x00003754, 0x0000377c,
+	0x000037ac, 0x000037b2, 0x000037c1, 0x00003814,
+	0x00003832, 0x00003849, 0x000038f9, 0x00003a1b,
+	0x00003ada, 0x00003b31, 0x00003b5b, 0x00003b87,
+	0x00003bb1, 0x00003bb9, 0x00003bbf, 0x00003bcc,
+	0x00003bde, 0x00003be7, 0x00003bf0, 0x00003c02,
+	0x00003c11, 0x00003c33, 0x00003c57, 0x00003c73,
 	// Entry 180 - 19F
-	0x00003c68, 0x00003c84, 0x00003caf, 0x00003ce3,
-	0x00003cf1, 0x00003d1c, 0x00003d2e, 0x00003d44,
-	0x00003d6e, 0x00003db7, 0x00003dd7, 0x00003de0,
-	0x00003df2, 0x00003e15, 0x00003e23, 0x00003e32,
-	0x00003e3f, 0x00003e49, 0x00003e52, 0x00003e5b,
+	0x00003c9e, 0x00003cd2, 0x00003ce0, 0x00003d0b,
+	0x00003d1d, 0x00003d33, 0x00003d5d, 0x00003da6,
+	0x00003dc6, 0x00003dcf, 0x00003de1, 0x00003e04,
+	0x00003e12, 0x00003e21, 0x00003e2e, 0x00003e38,
+	0x00003e41, 0x00003e4a, 0x00003e54, 0x00003e5b,
 	0x00003e65, 0x00003e6d, 0x00003e72, 0x00003e7a,
 	0x00003e83, 0x00003e8c, 0x00003e99, 0x00003e9e,
 	0x00003ea6, 0x00003ead, 0x00003eb5, 0x00003eba,
@@ -1200,174 +1200,174 @@ const enData string = "" + // Size: 29164 bytes
 	"all definitions\x02No definition %[1]s has occurrences: check the key, o" +
 	"r show all definitions.\x02All definitions\x02Completions and failures p" +
 	"er 5 minutes, last hour: %[1]s\x02In the last hour: %[1]s, %[2]s. The ta" +
-	"ble after the chart gives each 5-minute slot.\x02completed\x02failed\x02" +
-	"The chart’s numbers\x02Completions and failures per 5-minute slot, oldes" +
-	"t first\x02Slot\x02Completed\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81" +
-	"\x01\x00\x02\x10\x02%[1]d completed\x00\x10\x02%[1]d completed\x14\x01" +
-	"\x81\x01\x00\x02\x0d\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %" +
-	"[2]s\x02%[1]s %[2]s, %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %" +
-	"[3]s %[4]s\x02in %[1]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min" +
-	"\x02%[1]d h\x02%[1]d d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul" +
-	"\x02Aug\x02Sep\x02Oct\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02" +
-	"\x0a\x02%[1]d day\x00\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%" +
-	"[1]d hour\x00\x0c\x02%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d mi" +
-	"nute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d secon" +
-	"d\x00\x0e\x02%[1]d seconds\x02%[1]d ms\x02Process instance %[1]s\x02Summ" +
-	"ary\x02Operator actions\x02Path\x02The nodes this instance reached, in o" +
-	"rder, each with its occurrence.\x02Nodes reached, in order\x02Node\x02Oc" +
-	"currence\x02Route\x02Next node\x02Created\x02Settled\x02This instance ha" +
-	"s not reached a task yet.\x02Recorded operator actions\x02No operator ha" +
-	"s acted on this instance.\x02Operator actions on this instance, newest f" +
-	"irst\x02Value\x02Process inputs\x02Inputs the instance was started with," +
-	" labelled by process version %[1]d's contract\x02This process takes no i" +
-	"nputs.\x02Erase this instance…\x02This instance has ended. As an adminis" +
-	"trator you may erase it now rather than wait for retention (a data subje" +
-	"ct’s request): it is deleted with its occurrences and attempts.\x02This " +
-	"instance is held at a failed node: an incident. It cannot be retried: it" +
-	"s occurrence at node %[1]s failed before any attempt (its inputs could n" +
-	"ot be built), so it would fail the same way. Abandon fails the instance;" +
-	" stop cancels it. Each asks for a reason, recorded in the audit log.\x02" +
-	"This instance is held at a failed node: an incident. Retry offers the fa" +
-	"iled occurrence again; abandon fails the instance; stop cancels it. Each" +
-	" asks for a reason, recorded in the audit log.\x02Stopping cancels the i" +
-	"nstance and its open occurrences. It does not complete anything.\x02Stop" +
-	"ped by %[1]s at %[2]s — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”" +
-	"\x02Retried by %[1]s at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at n" +
-	"ode\x02Failed occurrence\x02Held for\x02End node\x02Abandoned at node" +
-	"\x02Failed at node\x02held, then stopped by an operator\x02held, then ab" +
-	"andoned by an operator\x02Unknown status “%[1]s”.\x02The version must be" +
-	" a whole number from 1.\x02A version is a process’s: choose the process " +
-	"too.\x02Creation date\x02The page size must be between 1 and %[1]d.\x02P" +
-	"rocess instances\x02exact, case-sensitive\x02Act on every instance this " +
-	"filter matches\x02The next page counts them and asks for a reason before" +
-	" anything changes.\x02Process instances, newest first\x02Instance\x02End" +
-	" node or error\x02No instance matches these filters.\x02All processes" +
-	"\x02Any definition\x02All statuses\x02available\x02reserved\x02deferred" +
-	"\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released\x02d" +
-	"isconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date and " +
-	"time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret\x02•••" +
-	" hidden (sensitive)\x02••• hidden (secret)\x02pull (the service fetches " +
-	"it)\x02push (Relais calls the service)\x02administrator\x02operator\x02d" +
-	"esigner\x02consumer\x02yes\x02no\x02field added\x02field removed\x02type" +
-	" changed\x02required changed\x02values changed\x02classification changed" +
-	"\x02constraint changed\x02routing changed\x02minimum length\x02maximum l" +
-	"ength\x02pattern\x02format\x02minimum\x02maximum\x02minimum items\x02max" +
-	"imum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02Occurrenc" +
-	"e %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest first" +
-	"\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02Destina" +
-	"tion’s answer\x02Outcome\x02Error message\x02No service has reserved thi" +
-	"s occurrence yet.\x02in progress\x02Whole message\x02No service ever res" +
-	"erved this occurrence: it ended before any attempt.\x02Destination\x02Re" +
-	"plica\x02Relais has not called the destination yet.\x02Relais never call" +
-	"ed the destination: the occurrence ended before any call.\x02Relais keep" +
-	"s the destination’s status code only when it refused the call (destinati" +
-	"on_http_NNN); a completed call answered 2xx. The duration runs from the " +
-	"claim of the call to its settlement.\x02Now\x02Retry or abandon it from " +
-	"its instance\x02Mode\x02Reason given by the worker\x02Maximum attempts" +
-	"\x02Retry delay\x02Retries\x02none: a failed call takes the node’s error" +
-	" path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call tim" +
-	"eout\x02at most %[1]d\x02at most %[1]d since the last operator retry\x14" +
-	"\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts\x02(" +
-	"%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled by rev" +
-	"ision %[1]d's contract\x02This contract has no inputs.\x02Outputs, label" +
-	"led by revision %[1]d's contract\x02No outputs yet: the occurrence has n" +
-	"ot completed.\x02This contract has no outputs.\x02No outputs: the occurr" +
-	"ence ended without completing.\x02Reveal — this is recorded\x02Why (reco" +
-	"rded with the reveal)\x02Every admin reads it, and it is kept whatever t" +
-	"he retention: write no customer data in it.\x02Available from\x02Next at" +
-	"tempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (attemp" +
-	"t %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Error (be" +
-	"fore any attempt)\x02Retryable\x02no: the service marked this failure as" +
-	" not retryable (attempts left unused: %[1]d)\x02The destination did not " +
-	"answer within the call’s timeout (%[1]s): it may have acted all the same" +
-	", so check before retrying.\x02The destination did not answer within the" +
-	" call’s timeout: it may have acted all the same, so check before retryin" +
-	"g.\x02The deadline passed before a result arrived.\x02The result did not" +
-	" match the revision's outputs contract.\x02The answer to the call was lo" +
-	"st (the connection broke after the request was sent, or Relais stopped o" +
-	"r could not reach its database before recording it): whether the destina" +
-	"tion acted is unknown, so it is not called again.\x02The call could not " +
-	"be prepared.\x02The destination could not be reached.\x02The destination" +
-	"’s answer was too large.\x02The last attempt’s lock expired with no at" +
-	"tempt left.\x02The inputs could not be built from the process’s bindings" +
-	".\x02An operator abandoned the instance.\x02A Camunda 7 worker reported " +
-	"a failure with no retries left (retries: 0, or a budget already spent): " +
-	"it is not run again.\x02The destination answered HTTP %[1]s.\x02No live " +
-	"worker takes %[1]s now (Workers page).\x02No live worker takes revision " +
-	"%[1]d: the live workers of %[2]s declare inputs it does not have.\x02No " +
-	"live worker takes revision %[1]d: the live workers of %[2]s take revisio" +
-	"n %[3]d only.\x02No live worker takes revision %[1]d: the live workers o" +
-	"f %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offered" +
-	" from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered again" +
-	".\x02Waiting for Relais to call the destination since %[1]s (%[2]s).\x02" +
-	"Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The call’" +
-	"s budget (%[1]s) ended %[2]s without its result recorded: the replica ma" +
-	"king it may have stopped. If so, it fails outcome_unknown at %[3]s (%[4]" +
-	"s): ask the destination whether it took effect.\x02Relais is calling the" +
-	" destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s — %[3" +
-	"]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker of t" +
-	"he same consumer, or a front end with a settle token, completes it later" +
-	".\x02Completed (%[1]s).\x02Its instance is held here, waiting for an ope" +
-	"rator.\x02Its instance went on along the node’s error path.\x02Failed (%" +
-	"[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%[3]s" +
-	"”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far\x02" +
-	"consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)\x02%[" +
-	"1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (deferr" +
-	"ed; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no answer" +
-	" within the timeout\x02no connection\x02answer too large\x02unknown\x02[" +
-	"redacted]\x02Message from Relais (in English)\x02Message from the servic" +
-	"e (its own words, protected values masked)\x02The revision must be a who" +
-	"le number, 1 or more.\x02A revision is a definition’s: choose the defini" +
-	"tion too.\x02Settlement date\x02More filters: instance, revision, consum" +
-	"er, destination, dates\x02Push destination\x02its name, exactly\x02insta" +
-	"nce id\x02Counts by status\x02Occurrences, newest first\x02Message\x02Pr" +
-	"ocess and node\x02Error\x02Consumer and worker\x02Next attempt or settle" +
-	"d\x02No occurrence matches these filters.\x02All consumers\x02Totals of " +
-	"definition %[1]s, not narrowed by the other filters\x02Totals of all def" +
-	"initions, not narrowed by the other filters\x14\x01\x81\x01\x00\x02\x11" +
-	"\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s (%[2]s)" +
-	"; counts are refreshed every few seconds.\x02revision %[1]d\x02Earlier a" +
-	"ttempt:\x02settled\x02next attempt\x02claimable since\x02call in progres" +
-	"s since\x02lock until\x02deferred since\x02Pages\x02Previous page\x02Nex" +
-	"t page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: a date i" +
-	"s written 2026-12-01.\x02%[1]s: the first day comes after the last.\x02T" +
-	"his address holds a parameter that cannot be read (a percent sign not fo" +
-	"llowed by two hexadecimal digits, or a semicolon): correct the address." +
-	"\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown parame" +
-	"ter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give it once" +
-	".\x02The page cursor is invalid: go back to the first page.\x02These set" +
-	"tings are kept in this browser only.\x02Show times in\x02The console run" +
-	"s no script, so it cannot read your computer’s time zone: choose a place" +
-	", whose daylight saving time is followed, or a fixed offset from UTC." +
-	"\x02Reload lists and detail pages\x02A reload empties what you typed but" +
-	" did not apply (filters, the search box) and moves the focus back to the" +
-	" top of the page: “Pause reloading”, on every page that reloads, stops i" +
-	"t until you resume. Pages where you type a reason (confirmations, and oc" +
-	"currences with a value to reveal) never reload on their own, nor does a " +
-	"revealed value.\x02Save settings\x02Back without saving\x02UTC (coordina" +
-	"ted universal time)\x02Local time in %[1]s\x02Local time at %[1]s\x02Nev" +
-	"er\x02Every %[1]d seconds\x02Published process versions: their nodes, ro" +
-	"utes and pinned revisions, drawn, with where their occurrences are now." +
-	"\x02Published process versions: their nodes, routes and pinned revisions" +
-	", drawn.\x02Processes by key\x02Versions, newest first\x02No process is " +
-	"published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02Graph" +
-	"\x02Columns follow the longest path from the start node. Solid arrows ar" +
-	"e successes (labelled with their route), dashed ones failures (labelled " +
-	"with their error codes). Each box says how many of this version’s occurr" +
-	"ences are at that node now.\x02Nodes\x02Nodes of this version, with thei" +
-	"r occurrences now\x02Kind\x02Pinned revision\x02On success\x02On error" +
-	"\x02Occurrences now\x02Instances of this version\x02Columns follow the l" +
-	"ongest path from the start node. Solid arrows are successes (labelled wi" +
-	"th their route), dashed ones failures (labelled with their error codes)." +
-	"\x02Nodes of this version\x02This version has %[1]d nodes: too many to d" +
-	"raw legibly (at most %[2]d). The table below lists every node with its r" +
-	"outes and counts.\x02This version has %[1]d nodes: too many to draw legi" +
-	"bly (at most %[2]d). The table below lists every node with its routes." +
-	"\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at %" +
-	"[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02%" +
-	"[1]d nodes, starting at %[2]s. The table below lists the same nodes, rou" +
-	"tes and counts.\x02%[1]d nodes, starting at %[2]s. The table below lists" +
-	" the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
+	"ble after the chart gives each 5-minute slot.\x02Completed\x02The chart’" +
+	"s numbers\x02Completions and failures per 5-minute slot, oldest first" +
+	"\x02Slot\x02%[1]s–%[2]s\x02%[1]s: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
+	"[1]d completed\x00\x10\x02%[1]d completed\x14\x01\x81\x01\x00\x02\x0d" +
+	"\x02%[1]d failed\x00\x0d\x02%[1]d failed\x02%[1]s; %[2]s\x02%[1]s %[2]s," +
+	" %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[1]s %[2]s, %[3]s %[4]s\x02in %[1" +
+	"]s\x02%[1]s ago\x02just now\x02%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d " +
+	"d\x02Jan\x02Feb\x02Mar\x02Apr\x02May\x02Jun\x02Jul\x02Aug\x02Sep\x02Oct" +
+	"\x02Nov\x02Dec\x020 seconds\x14\x01\x81\x01\x00\x02\x0a\x02%[1]d day\x00" +
+	"\x0b\x02%[1]d days\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d hour\x00\x0c\x02" +
+	"%[1]d hours\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d" +
+	" minutes\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d second\x00\x0e\x02%[1]d se" +
+	"conds\x02%[1]d ms\x02Process instance %[1]s\x02Summary\x02Operator actio" +
+	"ns\x02Path\x02The nodes this instance reached, in order, each with its o" +
+	"ccurrence.\x02Nodes reached, in order\x02Node\x02Occurrence\x02Route\x02" +
+	"Next node\x02Created\x02Settled\x02This instance has not reached a task " +
+	"yet.\x02Recorded operator actions\x02No operator has acted on this insta" +
+	"nce.\x02Operator actions on this instance, newest first\x02Value\x02Proc" +
+	"ess inputs\x02Inputs the instance was started with, labelled by process " +
+	"version %[1]d's contract\x02This process takes no inputs.\x02Erase this " +
+	"instance…\x02This instance has ended. As an administrator you may erase " +
+	"it now rather than wait for retention (a data subject’s request): it is " +
+	"deleted with its occurrences and attempts.\x02This instance is held at a" +
+	" failed node: an incident. It cannot be retried: its occurrence at node " +
+	"%[1]s failed before any attempt (its inputs could not be built), so it w" +
+	"ould fail the same way. Abandon fails the instance; stop cancels it. Eac" +
+	"h asks for a reason, recorded in the audit log.\x02This instance is held" +
+	" at a failed node: an incident. Retry offers the failed occurrence again" +
+	"; abandon fails the instance; stop cancels it. Each asks for a reason, r" +
+	"ecorded in the audit log.\x02Stopping cancels the instance and its open " +
+	"occurrences. It does not complete anything.\x02Stopped by %[1]s at %[2]s" +
+	" — “%[3]s”\x02Abandoned by %[1]s at %[2]s — “%[3]s”\x02Retried by %[1]s " +
+	"at %[2]s — “%[3]s”\x02Started\x02Ended\x02Held at node\x02Failed occurre" +
+	"nce\x02Held for\x02End node\x02Abandoned at node\x02Failed at node\x02he" +
+	"ld, then stopped by an operator\x02held, then abandoned by an operator" +
+	"\x02Unknown status “%[1]s”.\x02The version must be a whole number from 1" +
+	".\x02A version is a process’s: choose the process too.\x02Creation date" +
+	"\x02The page size must be between 1 and %[1]d.\x02Process instances\x02e" +
+	"xact, case-sensitive\x02Act on every instance this filter matches\x02The" +
+	" next page counts them and asks for a reason before anything changes." +
+	"\x02Process instances, newest first\x02Instance\x02End node or error\x02" +
+	"No instance matches these filters.\x02All processes\x02Any definition" +
+	"\x02All statuses\x02available\x02reserved\x02deferred\x02completed\x02fa" +
+	"iled\x02cancelled\x02running\x02held\x02expired\x02rejected\x02released" +
+	"\x02disconnected\x02text\x02integer\x02number\x02boolean\x02date\x02date" +
+	" and time\x02choice\x02object\x02list\x02normal\x02sensitive\x02secret" +
+	"\x02••• hidden (sensitive)\x02••• hidden (secret)\x02pull (the service f" +
+	"etches it)\x02push (Relais calls the service)\x02administrator\x02operat" +
+	"or\x02designer\x02consumer\x02yes\x02no\x02field added\x02field removed" +
+	"\x02type changed\x02required changed\x02values changed\x02classification" +
+	" changed\x02constraint changed\x02routing changed\x02minimum length\x02m" +
+	"aximum length\x02pattern\x02format\x02minimum\x02maximum\x02minimum item" +
+	"s\x02maximum items\x02%[1]s, revision %[2]s\x02%[1]s, version %[2]s\x02O" +
+	"ccurrence %[1]s\x02Dates\x02Policy\x02Attempts\x02Every attempt, oldest " +
+	"first\x02Consumer\x02Worker id\x02Reserved\x02Finished\x02Duration\x02De" +
+	"stination’s answer\x02Outcome\x02Error message\x02No service has reserve" +
+	"d this occurrence yet.\x02in progress\x02Whole message\x02No service eve" +
+	"r reserved this occurrence: it ended before any attempt.\x02Destination" +
+	"\x02Replica\x02Relais has not called the destination yet.\x02Relais neve" +
+	"r called the destination: the occurrence ended before any call.\x02Relai" +
+	"s keeps the destination’s status code only when it refused the call (des" +
+	"tination_http_NNN); a completed call answered 2xx. The duration runs fro" +
+	"m the claim of the call to its settlement.\x02Now\x02Retry or abandon it" +
+	" from its instance\x02Mode\x02Reason given by the worker\x02Maximum atte" +
+	"mpts\x02Retry delay\x02Retries\x02none: a failed call takes the node’s e" +
+	"rror path\x02Deadline\x02Priority\x02%[1]d (0 lowest, 9 highest)\x02Call" +
+	" timeout\x02at most %[1]d\x02at most %[1]d since the last operator retry" +
+	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d attempt\x00\x0f\x02%[1]d attempts" +
+	"\x02(%[1]d handed back, not counted)\x02%[1]d left\x02Inputs, labelled b" +
+	"y revision %[1]d's contract\x02This contract has no inputs.\x02Outputs, " +
+	"labelled by revision %[1]d's contract\x02No outputs yet: the occurrence " +
+	"has not completed.\x02This contract has no outputs.\x02No outputs: the o" +
+	"ccurrence ended without completing.\x02Reveal — this is recorded\x02Why " +
+	"(recorded with the reveal)\x02Every admin reads it, and it is kept whate" +
+	"ver the retention: write no customer data in it.\x02Available from\x02Ne" +
+	"xt attempt\x02Last reserved\x02Lock expires\x02Deferred\x02Last error (a" +
+	"ttempt %[1]d)\x02Error (the deadline passed after attempt %[1]d)\x02Erro" +
+	"r (before any attempt)\x02Retryable\x02no: the service marked this failu" +
+	"re as not retryable (attempts left unused: %[1]d)\x02The destination did" +
+	" not answer within the call’s timeout (%[1]s): it may have acted all the" +
+	" same, so check before retrying.\x02The destination did not answer withi" +
+	"n the call’s timeout: it may have acted all the same, so check before re" +
+	"trying.\x02The deadline passed before a result arrived.\x02The result di" +
+	"d not match the revision's outputs contract.\x02The answer to the call w" +
+	"as lost (the connection broke after the request was sent, or Relais stop" +
+	"ped or could not reach its database before recording it): whether the de" +
+	"stination acted is unknown, so it is not called again.\x02The call could" +
+	" not be prepared.\x02The destination could not be reached.\x02The destin" +
+	"ation’s answer was too large.\x02The last attempt’s lock expired with no" +
+	" attempt left.\x02The inputs could not be built from the process’s bindi" +
+	"ngs.\x02An operator abandoned the instance.\x02A Camunda 7 worker report" +
+	"ed a failure with no retries left (retries: 0, or a budget already spent" +
+	"): it is not run again.\x02The destination answered HTTP %[1]s.\x02No li" +
+	"ve worker takes %[1]s now (Workers page).\x02No live worker takes revisi" +
+	"on %[1]d: the live workers of %[2]s declare inputs it does not have.\x02" +
+	"No live worker takes revision %[1]d: the live workers of %[2]s take revi" +
+	"sion %[3]d only.\x02No live worker takes revision %[1]d: the live worker" +
+	"s of %[2]s take revisions %[3]s only.\x02Retry at %[1]s — %[2]s.\x02Offe" +
+	"red from %[1]s — %[2]s.\x02Lock expired %[1]s — waiting to be offered ag" +
+	"ain.\x02Waiting for Relais to call the destination since %[1]s (%[2]s)." +
+	"\x02Waiting for a worker since %[1]s (%[2]s).\x02(worker %[1]s)\x02The c" +
+	"all’s budget (%[1]s) ended %[2]s without its result recorded: the replic" +
+	"a making it may have stopped. If so, it fails outcome_unknown at %[3]s (" +
+	"%[4]s): ask the destination whether it took effect.\x02Relais is calling" +
+	" the destination (since %[1]s).\x02Reserved by %[1]s; lock until %[2]s —" +
+	" %[3]s.\x02Reserved by %[1]s.\x02Deferred since %[1]s (%[2]s): a worker " +
+	"of the same consumer, or a front end with a settle token, completes it l" +
+	"ater.\x02Completed (%[1]s).\x02Its instance is held here, waiting for an" +
+	" operator.\x02Its instance went on along the node’s error path.\x02Faile" +
+	"d (%[1]s).\x02Cancelled: the instance was stopped by %[1]s at %[2]s — “%" +
+	"[3]s”.\x02Cancelled: the instance was stopped (%[1]s).\x02%[1]s so far" +
+	"\x02consumer #%[1]s\x02%[1]s (deferred; settled with its settle token)" +
+	"\x02%[1]s (deferred; settled with its settle token, as %[2]s)\x02%[1]s (" +
+	"deferred; settled by %[2]s)\x02waiting\x02HTTP 2xx, unusable body\x02no " +
+	"answer within the timeout\x02no connection\x02answer too large\x02unknow" +
+	"n\x02[redacted]\x02Message from Relais (in English)\x02Message from the " +
+	"service (its own words, protected values masked)\x02The revision must be" +
+	" a whole number, 1 or more.\x02A revision is a definition’s: choose the " +
+	"definition too.\x02Settlement date\x02More filters: instance, revision, " +
+	"consumer, destination, dates\x02Push destination\x02its name, exactly" +
+	"\x02instance id\x02Counts by status\x02Occurrences, newest first\x02Mess" +
+	"age\x02Process and node\x02Error\x02Consumer and worker\x02Next attempt " +
+	"or settled\x02No occurrence matches these filters.\x02All consumers\x02T" +
+	"otals of definition %[1]s, not narrowed by the other filters\x02Totals o" +
+	"f all definitions, not narrowed by the other filters\x14\x01\x81\x01\x00" +
+	"\x02\x11\x02%[1]d occurrence\x00\x12\x02%[1]d occurrences\x02as of %[1]s" +
+	" (%[2]s); counts are refreshed every few seconds.\x02revision %[1]d\x02E" +
+	"arlier attempt:\x02settled\x02next attempt\x02claimable since\x02call in" +
+	" progress since\x02lock until\x02deferred since\x02Pages\x02Previous pag" +
+	"e\x02Next page\x02First page\x02Row %[1]s\x02Rows %[1]s–%[2]s\x02%[1]s: " +
+	"a date is written 2026-12-01.\x02%[1]s: the first day comes after the la" +
+	"st.\x02This address holds a parameter that cannot be read (a percent sig" +
+	"n not followed by two hexadecimal digits, or a semicolon): correct the a" +
+	"ddress.\x02Unknown parameter “%[1]s” (did you mean “%[2]s”?).\x02Unknown" +
+	" parameter “%[1]s”.\x02The parameter “%[1]s” is given %[2]d times: give " +
+	"it once.\x02The page cursor is invalid: go back to the first page.\x02Th" +
+	"ese settings are kept in this browser only.\x02Show times in\x02The cons" +
+	"ole runs no script, so it cannot read your computer’s time zone: choose " +
+	"a place, whose daylight saving time is followed, or a fixed offset from " +
+	"UTC.\x02Reload lists and detail pages\x02A reload empties what you typed" +
+	" but did not apply (filters, the search box) and moves the focus back to" +
+	" the top of the page: “Pause reloading”, on every page that reloads, sto" +
+	"ps it until you resume. Pages where you type a reason (confirmations, an" +
+	"d occurrences with a value to reveal) never reload on their own, nor doe" +
+	"s a revealed value.\x02Save settings\x02Back without saving\x02UTC (coor" +
+	"dinated universal time)\x02Local time in %[1]s\x02Local time at %[1]s" +
+	"\x02Never\x02Every %[1]d seconds\x02Published process versions: their no" +
+	"des, routes and pinned revisions, drawn, with where their occurrences ar" +
+	"e now.\x02Published process versions: their nodes, routes and pinned rev" +
+	"isions, drawn.\x02Processes by key\x02Versions, newest first\x02No proce" +
+	"ss is published yet.\x02version %[1]d\x02Process %[1]s\x02Start node\x02" +
+	"Graph\x02Columns follow the longest path from the start node. Solid arro" +
+	"ws are successes (labelled with their route), dashed ones failures (labe" +
+	"lled with their error codes). Each box says how many of this version’s o" +
+	"ccurrences are at that node now.\x02Nodes\x02Nodes of this version, with" +
+	" their occurrences now\x02Kind\x02Pinned revision\x02On success\x02On er" +
+	"ror\x02Occurrences now\x02Instances of this version\x02Columns follow th" +
+	"e longest path from the start node. Solid arrows are successes (labelled" +
+	" with their route), dashed ones failures (labelled with their error code" +
+	"s).\x02Nodes of this version\x02This version has %[1]d nodes: too many t" +
+	"o draw legibly (at most %[2]d). The table below lists every node with it" +
+	"s routes and counts.\x02This version has %[1]d nodes: too many to draw l" +
+	"egibly (at most %[2]d). The table below lists every node with its routes" +
+	".\x02Graph of %[1]s\x14\x01\x81\x01\x00\x02X\x02%[1]d node, starting at " +
+	"%[2]s. The table below lists the same nodes, routes and counts.\x00Y\x02" +
+	"%[1]d nodes, starting at %[2]s. The table below lists the same nodes, ro" +
+	"utes and counts.\x02%[1]d nodes, starting at %[2]s. The table below list" +
+	"s the same nodes and routes.\x02pull\x02push to %[1]s\x02end (completes)" +
 	"\x02end (fails)\x02%[1]s → %[2]s\x02→ %[1]s\x02hold (an incident for an " +
 	"operator)\x02any other code → %[1]s\x02fails the instance\x14\x01\x81" +
 	"\x01\x00\x021\x02%[1]d attempt, retry after %[2]s, priority %[3]d\x002" +
@@ -1533,33 +1533,33 @@ var frIndex = []uint32{ // 744 elements
 	0x000041eb, 0x00004206, 0x00004236, 0x00004275,
 	0x00004290, 0x0000429f, 0x000042b0, 0x000042d1,
 	0x0000433c, 0x00004354, 0x0000439a, 0x00004405,
-	0x0000440f, 0x00004419, 0x00004433, 0x0000447c,
-	0x00004484, 0x0000448f, 0x0000449d, 0x000044ad,
-	0x000044d7, 0x00004500, 0x00004510, 0x0000452f,
+	0x00004410, 0x0000442a, 0x00004473, 0x0000447b,
+	0x00004489, 0x00004499, 0x000044c3, 0x000044ec,
+	0x000044fc, 0x0000451b, 0x00004527, 0x00004540,
 	// Entry 140 - 15F
-	0x0000453b, 0x00004554, 0x0000455f, 0x0000456c,
-	0x0000457b, 0x00004583, 0x0000458d, 0x00004595,
-	0x0000459d, 0x000045a3, 0x000045aa, 0x000045af,
-	0x000045b4, 0x000045b8, 0x000045bd, 0x000045c3,
-	0x000045c9, 0x000045cf, 0x000045d4, 0x000045d9,
-	0x000045df, 0x000045e9, 0x00004609, 0x0000462b,
-	0x0000464f, 0x00004675, 0x0000467e, 0x0000469a,
-	0x000046a3, 0x000046bb, 0x000046c4, 0x00004718,
+	0x0000454b, 0x00004558, 0x00004567, 0x0000456f,
+	0x00004579, 0x00004581, 0x00004589, 0x0000458f,
+	0x00004596, 0x0000459b, 0x000045a0, 0x000045a4,
+	0x000045a9, 0x000045af, 0x000045b5, 0x000045bb,
+	0x000045c0, 0x000045c5, 0x000045cb, 0x000045d5,
+	0x000045f5, 0x00004617, 0x0000463b, 0x00004661,
+	0x0000466a, 0x00004686, 0x0000468f, 0x000046a7,
+	0x000046b0, 0x00004704, 0x00004724, 0x0000472a,
 	// Entry 160 - 17F
-	0x00004738, 0x0000473e, 0x00004749, 0x0000474f,
-	0x0000475d, 0x00004768, 0x00004776, 0x000047a9,
-	0x000047cd, 0x000047fc, 0x00004845, 0x0000484c,
-	0x00004862, 0x000048d5, 0x000048fb, 0x00004915,
-	0x000049fd, 0x00004b8c, 0x00004c93, 0x00004ce3,
-	0x00004d14, 0x00004d47, 0x00004d76, 0x00004d84,
-	0x00004d8b, 0x00004d9d, 0x00004db2, 0x00004dc0,
-	0x00004dcd, 0x00004de2, 0x00004df5, 0x00004e20,
+	0x00004735, 0x0000473b, 0x00004749, 0x00004754,
+	0x00004762, 0x00004795, 0x000047b9, 0x000047e8,
+	0x00004831, 0x00004838, 0x0000484e, 0x000048c1,
+	0x000048e7, 0x00004901, 0x000049e9, 0x00004b78,
+	0x00004c7f, 0x00004ccf, 0x00004d00, 0x00004d33,
+	0x00004d62, 0x00004d70, 0x00004d77, 0x00004d89,
+	0x00004d9e, 0x00004dac, 0x00004db9, 0x00004dce,
+	0x00004de1, 0x00004e0c, 0x00004e39, 0x00004e5d,
 	// Entry 180 - 19F
-	0x00004e4d, 0x00004e71, 0x00004ea8, 0x00004ef2,
-	0x00004f04, 0x00004f3c, 0x00004f53, 0x00004f6a,
-	0x00004f9e, 0x00004fe8, 0x0000501d, 0x00005026,
-	0x0000503d, 0x0000506b, 0x0000507e, 0x00005090,
-	0x000050a1, 0x000050ac, 0x000050b7, 0x000050c2,
+	0x00004e94, 0x00004ede, 0x00004ef0, 0x00004f28,
+	0x00004f3f, 0x00004f56, 0x00004f8a, 0x00004fd4,
+	0x00005009, 0x00005012, 0x00005029, 0x00005057,
+	0x0000506a, 0x0000507c, 0x0000508d, 0x00005098,
+	0x000050a3, 0x000050ae, 0x000050b8, 0x000050c2,
 	0x000050cb, 0x000050d4, 0x000050dd, 0x000050e6,
 	0x000050ef, 0x000050f6, 0x00005104, 0x0000510a,
 	0x00005111, 0x00005118, 0x00005121, 0x00005126,
@@ -1911,71 +1911,71 @@ const frData string = "" + // Size: 37530 bytes
 	"outes les définitions.\x02Toutes les définitions\x02Réussites et échecs " +
 	"par tranche de 5 min, dernière heure\u202f: %[1]s\x02Dans la dernière he" +
 	"ure\u202f: %[1]s, %[2]s. Le tableau qui suit le graphique donne chaque t" +
-	"ranche de 5\u00a0min.\x02terminée\x02en échec\x02Les chiffres du graphiq" +
-	"ue\x02Réussites et échecs par tranche de 5 min, les plus anciennes d’abo" +
-	"rd\x02Tranche\x02Terminées\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01" +
-	"\x81\x01\x00\x02\x10\x02%[1]d terminée\x00\x11\x02%[1]d terminées\x14" +
-	"\x01\x81\x01\x00\x02\x10\x02%[1]d en échec\x00\x10\x02%[1]d en échec\x02" +
-	"%[1]s\u202f; %[2]s\x02%[2]s %[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%" +
-	"[2]s %[1]s, %[3]s %[4]s\x02dans %[1]s\x02il y a %[1]s\x02à l’instant\x02" +
-	"%[1]d s\x02%[1]d min\x02%[1]d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02" +
-	"avr.\x02mai\x02juin\x02juil.\x02août\x02sept.\x02oct.\x02nov.\x02déc." +
-	"\x020 seconde\x14\x01\x81\x01\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d" +
-	" jours\x14\x01\x81\x01\x00\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heure" +
-	"s\x14\x01\x81\x01\x00\x02\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes" +
-	"\x14\x01\x81\x01\x00\x02\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes" +
-	"\x02%[1]d ms\x02Instance de processus %[1]s\x02Résumé\x02Actions d’opéra" +
-	"teurs\x02Parcours\x02Les nœuds atteints par cette instance, dans l’ordre" +
-	", chacun avec son occurrence.\x02Nœuds atteints, dans l’ordre\x02Nœud" +
-	"\x02Occurrence\x02Route\x02Nœud suivant\x02Créée le\x02Clôturée le\x02Ce" +
-	"tte instance n’a encore atteint aucune tâche.\x02Actions d’opérateurs co" +
-	"nsignées\x02Aucun opérateur n’a agi sur cette instance.\x02Actions d’opé" +
-	"rateurs sur cette instance, les plus récentes d’abord\x02Valeur\x02Entré" +
-	"es du processus\x02Entrées avec lesquelles l’instance a démarré, nommées" +
-	" d’après le contrat de la version %[1]d du processus\x02Ce processus ne " +
-	"prend aucune entrée.\x02Effacer cette instance…\x02Cette instance est te" +
-	"rminée. En tant qu’administrateur, vous pouvez l’effacer maintenant plut" +
-	"ôt qu’attendre la rétention (demande d’une personne concernée)\u202f: e" +
-	"lle est supprimée avec ses occurrences et ses tentatives.\x02Cette insta" +
-	"nce est bloquée à un nœud en échec\u202f: c’est un incident. Elle ne peu" +
-	"t pas être reprise\u202f: son occurrence au nœud %[1]s a échoué avant to" +
-	"ute tentative (ses entrées n’ont pas pu être construites), une reprise é" +
-	"chouerait donc de la même façon. L’abandon met l’instance en échec\u202f" +
-	"; l’arrêt l’annule. Chacun demande un motif, consigné dans le journal d’" +
-	"audit.\x02Cette instance est bloquée à un nœud en échec\u202f: c’est un " +
-	"incident. La reprise propose de nouveau l’occurrence en échec\u202f; l’a" +
-	"bandon met l’instance en échec\u202f; l’arrêt l’annule. Chacune demande " +
-	"un motif, consigné dans le journal d’audit.\x02L’arrêt annule l’instance" +
-	" et ses occurrences ouvertes. Il ne termine rien.\x02Arrêtée par %[1]s l" +
-	"e %[2]s — «\u202f%[3]s\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f" +
-	"%[3]s\u202f»\x02Reprise par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Déma" +
-	"rrée le\x02Fin le\x02Bloquée au nœud\x02Occurrence en échec\x02Bloquée p" +
-	"our\x02Nœud de fin\x02Abandonnée au nœud\x02En échec au nœud\x02bloquée," +
-	" puis arrêtée par un opérateur\x02bloquée, puis abandonnée par un opérat" +
-	"eur\x02Statut inconnu\u202f: «\u202f%[1]s\u202f».\x02La version doit êtr" +
-	"e un nombre entier à partir de 1.\x02Une version est celle d’un processu" +
-	"s\u202f: choisissez aussi le processus.\x02Date de création\x02La taille" +
-	" de page doit être comprise entre 1 et %[1]d.\x02Instances de processus" +
-	"\x02exacte, casse comprise\x02Agir sur toutes les instances que ce filtr" +
-	"e retient\x02La page suivante les compte et demande un motif avant que r" +
-	"ien ne change.\x02Instances de processus, les plus récentes d’abord\x02I" +
-	"nstance\x02Nœud de fin ou erreur\x02Aucune instance ne correspond à ces " +
-	"filtres.\x02Tous les processus\x02Toute définition\x02Tous les statuts" +
-	"\x02disponible\x02réservée\x02différée\x02annulée\x02en cours\x02bloquée" +
-	"\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02no" +
-	"mbre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02n" +
-	"ormale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (se" +
-	"cret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le serv" +
-	"ice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02oui" +
-	"\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère obl" +
-	"igatoire modifié\x02valeurs modifiées\x02classification modifiée\x02cont" +
-	"rainte modifiée\x02routage modifié\x02longueur minimale\x02longueur maxi" +
-	"male\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’élémen" +
-	"ts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, versi" +
-	"on %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tentat" +
-	"ives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommateu" +
-	"r\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02R" +
-	"éponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
+	"ranche de 5\u00a0min.\x02Terminées\x02Les chiffres du graphique\x02Réuss" +
+	"ites et échecs par tranche de 5 min, les plus anciennes d’abord\x02Tranc" +
+	"he\x02%[1]s–%[2]s\x02%[1]s\u202f: %[2]s\x14\x01\x81\x01\x00\x02\x10\x02%" +
+	"[1]d terminée\x00\x11\x02%[1]d terminées\x14\x01\x81\x01\x00\x02\x10\x02" +
+	"%[1]d en échec\x00\x10\x02%[1]d en échec\x02%[1]s\u202f; %[2]s\x02%[2]s " +
+	"%[1]s %[3]s, %[4]s %[5]s\x02%[1]s %[2]s\x02%[2]s %[1]s, %[3]s %[4]s\x02d" +
+	"ans %[1]s\x02il y a %[1]s\x02à l’instant\x02%[1]d s\x02%[1]d min\x02%[1]" +
+	"d h\x02%[1]d j\x02janv.\x02févr.\x02mars\x02avr.\x02mai\x02juin\x02juil." +
+	"\x02août\x02sept.\x02oct.\x02nov.\x02déc.\x020 seconde\x14\x01\x81\x01" +
+	"\x00\x02\x0b\x02%[1]d jour\x00\x0c\x02%[1]d jours\x14\x01\x81\x01\x00" +
+	"\x02\x0c\x02%[1]d heure\x00\x0d\x02%[1]d heures\x14\x01\x81\x01\x00\x02" +
+	"\x0d\x02%[1]d minute\x00\x0e\x02%[1]d minutes\x14\x01\x81\x01\x00\x02" +
+	"\x0e\x02%[1]d seconde\x00\x0f\x02%[1]d secondes\x02%[1]d ms\x02Instance " +
+	"de processus %[1]s\x02Résumé\x02Actions d’opérateurs\x02Parcours\x02Les " +
+	"nœuds atteints par cette instance, dans l’ordre, chacun avec son occurre" +
+	"nce.\x02Nœuds atteints, dans l’ordre\x02Nœud\x02Occurrence\x02Route\x02N" +
+	"œud suivant\x02Créée le\x02Clôturée le\x02Cette instance n’a encore att" +
+	"eint aucune tâche.\x02Actions d’opérateurs consignées\x02Aucun opérateur" +
+	" n’a agi sur cette instance.\x02Actions d’opérateurs sur cette instance," +
+	" les plus récentes d’abord\x02Valeur\x02Entrées du processus\x02Entrées " +
+	"avec lesquelles l’instance a démarré, nommées d’après le contrat de la v" +
+	"ersion %[1]d du processus\x02Ce processus ne prend aucune entrée.\x02Eff" +
+	"acer cette instance…\x02Cette instance est terminée. En tant qu’administ" +
+	"rateur, vous pouvez l’effacer maintenant plutôt qu’attendre la rétention" +
+	" (demande d’une personne concernée)\u202f: elle est supprimée avec ses o" +
+	"ccurrences et ses tentatives.\x02Cette instance est bloquée à un nœud en" +
+	" échec\u202f: c’est un incident. Elle ne peut pas être reprise\u202f: so" +
+	"n occurrence au nœud %[1]s a échoué avant toute tentative (ses entrées n" +
+	"’ont pas pu être construites), une reprise échouerait donc de la même " +
+	"façon. L’abandon met l’instance en échec\u202f; l’arrêt l’annule. Chacun" +
+	" demande un motif, consigné dans le journal d’audit.\x02Cette instance e" +
+	"st bloquée à un nœud en échec\u202f: c’est un incident. La reprise propo" +
+	"se de nouveau l’occurrence en échec\u202f; l’abandon met l’instance en é" +
+	"chec\u202f; l’arrêt l’annule. Chacune demande un motif, consigné dans le" +
+	" journal d’audit.\x02L’arrêt annule l’instance et ses occurrences ouvert" +
+	"es. Il ne termine rien.\x02Arrêtée par %[1]s le %[2]s — «\u202f%[3]s" +
+	"\u202f»\x02Abandonnée par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Repris" +
+	"e par %[1]s le %[2]s — «\u202f%[3]s\u202f»\x02Démarrée le\x02Fin le\x02B" +
+	"loquée au nœud\x02Occurrence en échec\x02Bloquée pour\x02Nœud de fin\x02" +
+	"Abandonnée au nœud\x02En échec au nœud\x02bloquée, puis arrêtée par un o" +
+	"pérateur\x02bloquée, puis abandonnée par un opérateur\x02Statut inconnu" +
+	"\u202f: «\u202f%[1]s\u202f».\x02La version doit être un nombre entier à " +
+	"partir de 1.\x02Une version est celle d’un processus\u202f: choisissez a" +
+	"ussi le processus.\x02Date de création\x02La taille de page doit être co" +
+	"mprise entre 1 et %[1]d.\x02Instances de processus\x02exacte, casse comp" +
+	"rise\x02Agir sur toutes les instances que ce filtre retient\x02La page s" +
+	"uivante les compte et demande un motif avant que rien ne change.\x02Inst" +
+	"ances de processus, les plus récentes d’abord\x02Instance\x02Nœud de fin" +
+	" ou erreur\x02Aucune instance ne correspond à ces filtres.\x02Tous les p" +
+	"rocessus\x02Toute définition\x02Tous les statuts\x02disponible\x02réserv" +
+	"ée\x02différée\x02terminée\x02en échec\x02annulée\x02en cours\x02bloqué" +
+	"e\x02expirée\x02rejetée\x02rendue\x02déconnectée\x02texte\x02entier\x02n" +
+	"ombre\x02booléen\x02date\x02date et heure\x02choix\x02objet\x02liste\x02" +
+	"normale\x02sensible\x02secrète\x02••• masqué (sensible)\x02••• masqué (s" +
+	"ecret)\x02pull (un exécutant la récupère)\x02push (Relais appelle le ser" +
+	"vice)\x02administrateur\x02opérateur\x02concepteur\x02consommateur\x02ou" +
+	"i\x02non\x02champ ajouté\x02champ retiré\x02type modifié\x02caractère ob" +
+	"ligatoire modifié\x02valeurs modifiées\x02classification modifiée\x02con" +
+	"trainte modifiée\x02routage modifié\x02longueur minimale\x02longueur max" +
+	"imale\x02motif\x02format\x02minimum\x02maximum\x02nombre minimal d’éléme" +
+	"nts\x02nombre maximal d’éléments\x02%[1]s, révision %[2]s\x02%[1]s, vers" +
+	"ion %[2]s\x02Occurrence %[1]s\x02Dates\x02Politique d’exécution\x02Tenta" +
+	"tives\x02Toutes les tentatives, les plus anciennes d’abord\x02Consommate" +
+	"ur\x02Identifiant de l’exécutant\x02Réservée le\x02Finie le\x02Durée\x02" +
+	"Réponse de la destination\x02Résultat\x02Message d’erreur\x02Aucun exécu" +
 	"tant n’a encore réservé cette occurrence.\x02en cours\x02Message entier" +
 	"\x02Aucun exécutant n’a jamais réservé cette occurrence\u202f: elle a pr" +
 	"is fin avant toute tentative.\x02Destination\x02Réplique\x02Relais n’a p" +
@@ -2209,4 +2209,4 @@ const frData string = "" + // Size: 37530 bytes
 	"%[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises en " +
 	"charge."
 
-	// Total table size 72694 bytes (70KiB); checksum: 1FAADE42
+	// Total table size 72694 bytes (70KiB); checksum: CDC819E
