@@ -64,9 +64,9 @@ from occurrence_heads o where o.instance_id = @instance_id order by o.created_at
 -- definition's backlog does not starve the others a worker subscribes to:
 -- each definition's first candidate, then each one's second, and so on.
 -- The definitions with candidates are ranked by key, and @turn rotates
--- which of them goes first (the engine moves it on at each claim, so that
--- successive claims of one task serve each in turn; an idle definition
--- gives no turn to its neighbour).
+-- which of them goes first (the engine draws it at random for each claim,
+-- so that claims of one task serve each as often as the others, whatever
+-- other workers claim meanwhile; an idle definition takes no turn).
 -- Rows locked but not kept are released when the statement commits.
 with subs as (
     select unnest(@definition_keys::text[]) as definition_key,
