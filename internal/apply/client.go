@@ -642,35 +642,15 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 	}
 	var notes []string
 	grants := map[int64][]grant{}
+	workers := map[string][]liveWorker{} // by definition: two nodes' revisions of one read them once
 	for _, pr := range pairs {
-		type subscription struct {
-			Definition string `json:"definition"`
-			Revisions  []int  `json:"revisions"`
-		}
-		type worker struct {
-			Consumer struct {
-				ID int64 `json:"id"`
-			} `json:"consumer"`
-			Subscriptions []subscription `json:"subscriptions"`
-		}
-		var live []worker
-		cursor := ""
-		for {
-			var page struct {
-				Items      []worker `json:"items"`
-				NextCursor string   `json:"next_cursor"`
-			}
-			path := "/api/v1/definitions/" + esc(pr.key) + "/workers?limit=500"
-			if cursor != "" {
-				path += "&cursor=" + url.QueryEscape(cursor)
-			}
-			if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
+		live, read := workers[pr.key]
+		if !read {
+			var err error
+			if live, err = c.liveWorkers(ctx, pr.key); err != nil {
 				return ""
 			}
-			live = append(live, page.Items...)
-			if cursor = page.NextCursor; cursor == "" {
-				break
-			}
+			workers[pr.key] = live
 		}
 		var taken []int
 		served := len(live) == 0
@@ -707,6 +687,41 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 		return ""
 	}
 	return "; " + strings.Join(notes, "; ") + ": occurrences of it wait until a worker that takes it connects"
+}
+
+// liveWorker is a live worker as the catalog lists it, what unserved
+// reads of it.
+type liveWorker struct {
+	Consumer struct {
+		ID int64 `json:"id"`
+	} `json:"consumer"`
+	Subscriptions []struct {
+		Definition string `json:"definition"`
+		Revisions  []int  `json:"revisions"`
+	} `json:"subscriptions"`
+}
+
+// liveWorkers reads every page of the live workers of definition key.
+func (c *Client) liveWorkers(ctx context.Context, key string) ([]liveWorker, error) {
+	var live []liveWorker
+	cursor := ""
+	for {
+		var page struct {
+			Items      []liveWorker `json:"items"`
+			NextCursor string       `json:"next_cursor"`
+		}
+		path := "/api/v1/definitions/" + esc(key) + "/workers?limit=500"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
+			return nil, err
+		}
+		live = append(live, page.Items...)
+		if cursor = page.NextCursor; cursor == "" {
+			return live, nil
+		}
+	}
 }
 
 // grant is one of a consumer's grants as the API shows it: revisions a
