@@ -103,7 +103,7 @@ func (a *API) startInstance() http.Handler {
 	return a.handleIdempotent(func(w http.ResponseWriter, r *http.Request) error {
 		req, err := httpjson.Decode[startRequest](w, r, a.maxBody)
 		if err != nil {
-			return outsideInputs(err)
+			return unknownHint(err, startHints)
 		}
 		var idem string
 		switch vs := r.Header.Values("Idempotency-Key"); len(vs) {
@@ -133,40 +133,28 @@ func (a *API) startInstance() http.Handler {
 	})
 }
 
-// outsideInputs adds to a start's unknown top-level members, none a
-// misspelling of a member a start takes, where they belong: under
-// "inputs", which a first request often leaves out.
-func outsideInputs(err error) error {
-	var fe *fault.Error
-	if !errors.As(err, &fe) || fe.Code != "unknown_field" {
-		return err
+// Where a start's members go, by the depth of an unknown one (its
+// pointer's segments), for a first request that left out "inputs" (or, in
+// a batch, "items"): added to the unknown_field refusal by unknownHint.
+var (
+	startHints = map[int]string{1: `a start takes "inputs", "business_key" and "version"; the process's inputs go under "inputs" ({"inputs": {…}})`}
+	batchHints = map[int]string{
+		1: `a batch takes {"items": [{"inputs": {…}, "business_key": …, "idempotency_key": …}, …]}`,
+		3: `an item takes "inputs", "business_key", "version" and "idempotency_key"; the process's inputs go under each item's "inputs"`,
 	}
-	for _, e := range fe.Errors {
-		if strings.Count(e.Path, "/") == 1 && e.Message == "unknown field" {
-			fe.Detail += `: a start takes "inputs", "business_key" and "version"; the process's inputs go under "inputs" ({"inputs": {…}})`
-			return fe
-		}
-	}
-	return err
-}
+)
 
-// batchOutsideItems is outsideInputs for a batch: a single start's body
-// sent to the batch route, or an item's inputs at the item's top level.
-func batchOutsideItems(err error) error {
+// unknownHint adds to an unknown_field refusal the hint for the depth of
+// its first unknown member that is no misspelling of a member the route
+// takes (those are told the member they mean).
+func unknownHint(err error, hints map[int]string) error {
 	var fe *fault.Error
 	if !errors.As(err, &fe) || fe.Code != "unknown_field" {
 		return err
 	}
 	for _, e := range fe.Errors {
-		if e.Message != "unknown field" {
-			continue
-		}
-		switch strings.Count(e.Path, "/") {
-		case 1:
-			fe.Detail += `: a batch takes {"items": [{"inputs": {…}, "business_key": …, "idempotency_key": …}, …]}`
-			return fe
-		case 3:
-			fe.Detail += `: an item takes "inputs", "business_key", "version" and "idempotency_key"; the process's inputs go under each item's "inputs"`
+		if hint, ok := hints[strings.Count(e.Path, "/")]; ok && e.Message == "unknown field" {
+			fe.Detail += ": " + hint
 			return fe
 		}
 	}
@@ -671,7 +659,7 @@ func (a *API) startInstances() http.Handler {
 		}
 		req, err := httpjson.Decode[batchStartRequest](w, r, a.maxBody)
 		if err != nil {
-			return batchOutsideItems(err)
+			return unknownHint(err, batchHints)
 		}
 		switch {
 		case len(req.Items) == 0:
