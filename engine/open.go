@@ -184,7 +184,8 @@ type DeferredFilter struct {
 // nobody has settled yet, newest first, without their values: what a back
 // end that lost track of its approvals needs to find them again (their
 // deferral, deadline and instance; settling needs only the id). Its grants
-// do not narrow it: a deferral it made stays its to settle.
+// do not narrow it: a deferral whose grant was withdrawn since is listed,
+// though the consumer can no longer settle it.
 func (e *Engine) ListDeferred(ctx context.Context, consumerID int64, f DeferredFilter) ([]Occurrence, error) {
 	if f.Limit < 1 || f.Limit > MaxOpenList {
 		return nil, fault.New(fault.BadRequest, "invalid_request", "the limit must be 1 to %d", MaxOpenList)
@@ -207,9 +208,10 @@ func (e *Engine) ListDeferred(ctx context.Context, consumerID int64, f DeferredF
 		if err != nil {
 			return nil, wrap("list deferred occurrences", err)
 		}
-		if _, ok := grantSet(gs).revisions(f.Definition); !ok {
+		granted := grantSet(gs)
+		if _, ok := granted.revisions(f.Definition); !ok {
 			return nil, fault.New(fault.BadRequest, "invalid_request", "invalid filter").
-				WithErrors([]fault.FieldError{{Path: "definition", Message: "not granted to this consumer" + suggest.Hint(f.Definition, grantSet(gs).keys())}})
+				WithErrors([]fault.FieldError{{Path: "definition", Message: "not granted to this consumer" + suggest.Hint(f.Definition, granted.keys())}})
 		}
 	}
 	xs := make([]observed, len(rows))

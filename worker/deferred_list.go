@@ -35,10 +35,11 @@ type DeferredFilter struct {
 var deferredPageSize = 200
 
 // Deferred lists the consumer's deferred occurrences not settled yet,
-// newest occurrences first (created, not deferred), page after page as the loop asks for them: for a service
-// that lost track of what it handed to people (it stopped between Defer
-// and writing the id down) to settle them by id (CompleteDeferred,
-// FailDeferred) or issue their front end a new token. Any worker of the
+// newest occurrences first (by creation, not deferral), page after page
+// as the loop asks for them: for a service that lost track of what it
+// handed to people (it stopped between Defer and writing the id down) to
+// settle them by id (CompleteDeferred, FailDeferred) or issue their front
+// end a new token. Any worker of the
 // consumer lists them all, whoever deferred them. A request that fails is
 // retried as CompleteDeferred's are, until ctx ends; then, or on a
 // refusal, the loop gets the error and stops.
