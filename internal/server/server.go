@@ -146,15 +146,13 @@ func (r *Replica) Drain() {
 	r.streams.Close(r.streamDrain)
 }
 
-// Stop ends the background work and waits for it. The push runner is
-// drained first: it ends its loop between claims (cancelling its context
-// could interrupt a claim whose transaction commits) and waits for the
-// calls in flight.
+// Stop ends the background work and waits for it. The replica is
+// drained first (Drain, which a graceful shutdown has already called; a
+// second call changes nothing): the push runner ends its loop between claims
+// (cancelling its context could interrupt a claim whose transaction
+// commits) and waits for the calls in flight.
 func (r *Replica) Stop() {
-	r.eng.StopBulkActions()
-	r.runner.Drain()
-	r.hub.Close()
-	r.streams.Close(r.streamDrain)
+	r.Drain()
 	r.cancel()
 	r.done.Wait()
 }
