@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,9 +39,37 @@ type streamClient struct {
 
 func newStreamClient(w *Worker) streamClient {
 	// The stream lives as long as Run: a client timeout would cut it.
-	hc := &http.Client{Transport: w.cfg.HTTPClient.Transport, CheckRedirect: w.cfg.HTTPClient.CheckRedirect, Jar: w.cfg.HTTPClient.Jar}
+	hc := &http.Client{Transport: wholeBodies{next: w.cfg.HTTPClient.Transport}, CheckRedirect: w.cfg.HTTPClient.CheckRedirect, Jar: w.cfg.HTTPClient.Jar}
 	return streamClient{api: workerv1connect.NewWorkerServiceClient(hc, w.base, connect.WithReadMaxBytes(maxResponse),
 		connect.WithInterceptors(bearer{w}))}
+}
+
+// wholeBodies hands net/http each unary call's body as a bytes.Reader.
+// Connect gives its own reader, which net/http cannot tell is in memory:
+// it then flushes the headers and copies the body in writes of their own,
+// two system calls (and as many reads at the server) per settlement where
+// one does.
+type wholeBodies struct{ next http.RoundTripper }
+
+func (t wholeBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 {
+		return next.RoundTrip(req)
+	}
+	body := make([]byte, req.ContentLength)
+	_, err := io.ReadFull(req.Body, body)
+	req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the request's body: %w", err)
+	}
+	// A shallow copy: a RoundTripper may not change the request it is given.
+	r := *req
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return next.RoundTrip(&r)
 }
 
 func request[T any](_ streamClient, m *T) *connect.Request[T] {
@@ -587,13 +616,13 @@ func (s *streamSession) startLocked(t *Task) {
 	// Cancellations nor its end cancel what the handler does after.
 	t.ctl = &taskControl{forget: forget}
 	r.wg.Add(1)
-	go func() {
+	r.goroutines.run(func() {
 		defer r.wg.Done()
 		defer r.freeSlot()
 		defer forget()
 		defer r.assigned.CompareAndDelete(t.ID, t)
 		r.process(t, r.handler(t), ctx, cancel, nil)
-	}()
+	})
 }
 
 // freeSlot passes a finished task's slot to the first waiting task whose

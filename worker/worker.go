@@ -526,6 +526,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slots:      make(chan struct{}, w.cfg.Concurrency),
 		handlerCtx: handlerCtx,
 		settleCtx:  detached,
+		goroutines: newGoroutines(),
 	}
 	protocol := cmp.Or(string(w.cfg.Protocol), "auto")
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "definitions", len(r.subs), "protocol", protocol)
@@ -548,7 +549,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		// tasks in flight are settled or released.
 		r.stream.drain()
 	}
-	err := errors.Join(fatal, r.drain(stopHandlers))
+	drained := r.drain(stopHandlers)
+	r.goroutines.stop(!errors.Is(drained, ErrShutdownTimeout))
+	err := errors.Join(fatal, drained)
 	if r.stream != nil {
 		r.stream.close()
 	}
@@ -624,6 +627,8 @@ type run struct {
 	// handler of it returns (see waitEarlierAttempt), under runningMu.
 	runningMu sync.Mutex
 	running   map[string]chan struct{}
+	// goroutines runs the tasks' handling.
+	goroutines *goroutines
 }
 
 // drain waits for in-flight tasks, cancelling them past the shutdown
@@ -882,11 +887,11 @@ func (r *run) start(t *Task, lock lockState) {
 		r.keepLock(ctx, lose, t, lock, held, r.w.log.With(taskAttrs(t)...))
 	}
 	r.wg.Add(1)
-	go func() {
+	r.goroutines.run(func() {
 		defer r.wg.Done()
 		defer r.release(1)
 		r.process(t, r.handler(t), ctx, cancel, keep)
-	}()
+	})
 }
 
 // handler returns the handler of t's definition.
