@@ -104,6 +104,10 @@ type DefinitionHealth struct {
 	// became claimable (available, or its lock lapsed); nil when none
 	// waits. Now minus it is the queue lag.
 	ClaimableSince *time.Time
+	// DeferredSince is when the oldest deferred occurrence (waiting for a
+	// person or a system to settle it by id) was deferred; nil when none
+	// is.
+	DeferredSince *time.Time
 	// Held is how many instances are held (incidents) at a node of this
 	// definition.
 	Held int64
@@ -174,6 +178,15 @@ func (e *Engine) Health(ctx context.Context) (Health, error) {
 	for _, r := range lapsed {
 		if r.LockExpiresAt != nil {
 			since(r.DefinitionKey, *r.LockExpiresAt)
+		}
+	}
+	deferred, err := e.q.OccurrenceOldestDeferredByDefinition(ctx)
+	if err != nil {
+		return h, wrap("health: oldest deferred", err)
+	}
+	for _, r := range deferred {
+		if r.DeferredAt != nil {
+			of(r.DefinitionKey).DeferredSince = r.DeferredAt
 		}
 	}
 	held, err := e.q.InstanceHeldAt(ctx)

@@ -53,6 +53,18 @@ cross join lateral (
     limit 1
 ) o;
 
+-- name: OccurrenceOldestDeferredByDefinition :many
+-- Per definition, when its oldest deferred occurrence was deferred. One
+-- probe of occurrences_deferred_since per definition.
+select d.key as definition_key, o.deferred_at
+from definitions d
+cross join lateral (
+    select x.deferred_at from occurrences x
+    where x.status = 'deferred' and x.definition_key = d.key and x.deferred_at is not null
+    order by x.deferred_at
+    limit 1
+) o;
+
 -- name: OccurrenceOldestLapsedByRevision :many
 -- Queue lag, part two: per revision, the oldest lock that lapsed with
 -- attempts left (available again though stored reserved). One probe of

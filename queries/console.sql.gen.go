@@ -208,6 +208,44 @@ func (q *Queries) OccurrenceOldestAvailableByDefinition(ctx context.Context, now
 	return items, nil
 }
 
+const occurrenceOldestDeferredByDefinition = `-- name: OccurrenceOldestDeferredByDefinition :many
+select d.key as definition_key, o.deferred_at
+from definitions d
+cross join lateral (
+    select x.deferred_at from occurrences x
+    where x.status = 'deferred' and x.definition_key = d.key and x.deferred_at is not null
+    order by x.deferred_at
+    limit 1
+) o
+`
+
+type OccurrenceOldestDeferredByDefinitionRow struct {
+	DefinitionKey string
+	DeferredAt    *time.Time
+}
+
+// Per definition, when its oldest deferred occurrence was deferred. One
+// probe of occurrences_deferred_since per definition.
+func (q *Queries) OccurrenceOldestDeferredByDefinition(ctx context.Context) ([]OccurrenceOldestDeferredByDefinitionRow, error) {
+	rows, err := q.db.Query(ctx, occurrenceOldestDeferredByDefinition)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OccurrenceOldestDeferredByDefinitionRow{}
+	for rows.Next() {
+		var i OccurrenceOldestDeferredByDefinitionRow
+		if err := rows.Scan(&i.DefinitionKey, &i.DeferredAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const occurrenceOldestLapsedByRevision = `-- name: OccurrenceOldestLapsedByRevision :many
 select r.definition_key, o.lock_expires_at
 from revisions r

@@ -39,13 +39,14 @@ type occurrenceCounts struct {
 	// its reads of the database, which would hold it until its timeout
 	// (Prometheus would drop the whole target, relais_database_up with
 	// it, in the very outage that gauge is there to report).
-	down    func() bool
-	byState *prometheus.Desc
-	at      *prometheus.Desc
-	held    *prometheus.Desc
-	waiting *prometheus.Desc
-	ended   *prometheus.Desc
-	workers *prometheus.Desc
+	down     func() bool
+	byState  *prometheus.Desc
+	at       *prometheus.Desc
+	held     *prometheus.Desc
+	waiting  *prometheus.Desc
+	deferred *prometheus.Desc
+	ended    *prometheus.Desc
+	workers  *prometheus.Desc
 }
 
 // workerProtocols are the protocols relais_workers_live reports for every
@@ -75,6 +76,9 @@ func newOccurrenceCounts(eng countsSource, logger *slog.Logger, down func() bool
 		waiting: prometheus.NewDesc("relais_oldest_claimable_age_seconds",
 			"How long the oldest claimable occurrence of a definition has waited (0: none waits), for a worker (pull) or for Relais's call (push), as the console's health page shows its queue lag; from the health snapshot, refreshed in the background when older than 5 s.",
 			[]string{"definition"}, nil),
+		deferred: prometheus.NewDesc("relais_oldest_deferred_age_seconds",
+			"How long the oldest deferred occurrence of a definition (waiting to be settled by id: an approval, a partner's callback) has been deferred (0: none is); its deadline, if the definition has one, still applies. From the health snapshot, refreshed in the background when older than 5 s.",
+			[]string{"definition"}, nil),
 		ended: prometheus.NewDesc("relais_occurrences_ended_last_hour",
 			"Occurrences of a definition that ended completed or failed in the last hour (a failed attempt with attempts left is not counted), as the console's health page charts them; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
 			[]string{"definition", "status"}, nil),
@@ -89,6 +93,7 @@ func (c *occurrenceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.at
 	ch <- c.held
 	ch <- c.waiting
+	ch <- c.deferred
 	ch <- c.ended
 	ch <- c.workers
 }
@@ -154,7 +159,7 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 	// falls to 0 when its last incident is resolved rather than vanish.
 	for def := range byDefinition {
 		var held, completed, failed int64
-		var waited time.Duration
+		var waited, deferred time.Duration
 		if d := health.Definitions[def]; d != nil {
 			held = d.Held
 			for _, b := range d.Buckets {
@@ -168,9 +173,13 @@ func (c *occurrenceCounts) Collect(ch chan<- prometheus.Metric) {
 				// the next snapshot, an alert on an empty queue.
 				waited = max(asOf.Sub(*d.ClaimableSince), 0)
 			}
+			if d.DeferredSince != nil {
+				deferred = max(asOf.Sub(*d.DeferredSince), 0)
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held), def)
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, waited.Seconds(), def)
+		ch <- prometheus.MustNewConstMetric(c.deferred, prometheus.GaugeValue, deferred.Seconds(), def)
 		ch <- prometheus.MustNewConstMetric(c.ended, prometheus.GaugeValue, float64(completed), def, "completed")
 		ch <- prometheus.MustNewConstMetric(c.ended, prometheus.GaugeValue, float64(failed), def, "failed")
 	}

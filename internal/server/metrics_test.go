@@ -296,6 +296,44 @@ func TestLiveWorkersAndQueueAgeGauges(t *testing.T) {
 	gauge("relais_oldest_claimable_age_seconds", is(0), "= 0 once claimed", "definition", crm)
 }
 
+// relais_oldest_deferred_age_seconds says how long the oldest deferred
+// occurrence of a definition has waited to be settled by id (an approval
+// sitting on someone's desk), 0 once none is deferred.
+func TestOldestDeferredGauge(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", crm)
+	gauge := func(want func(float64) bool, what string) {
+		t.Helper()
+		relaistest.WaitFor(t, 15*time.Second, "relais_oldest_deferred_age_seconds "+what, func() (bool, string) {
+			got, ok := env.Metrics().Get("relais_oldest_deferred_age_seconds", "definition", crm)
+			return ok && want(got), fmt.Sprintf("%v (present %v)", got, ok)
+		})
+	}
+	gauge(func(got float64) bool { return got == 0 }, "= 0 before any deferral")
+
+	env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}})
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w1", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v, want the occurrence", got)
+	}
+	id := got[0].(map[string]any)["id"].(string)
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/defer", consumer, map[string]any{"worker_id": "w1", "reason": "waiting for a signature"})
+	env.Clock.Advance(2 * time.Hour)
+	gauge(func(got float64) bool { return got >= 7200 }, ">= 7200 two hours after the deferral")
+	// Nothing is claimable meanwhile: a deferral is not a queue's lag.
+	if got, _ := env.Metrics().Get("relais_oldest_claimable_age_seconds", "definition", crm); got != 0 {
+		t.Errorf("relais_oldest_claimable_age_seconds = %v with the one occurrence deferred, want 0", got)
+	}
+
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/complete", consumer,
+		map[string]any{"worker_id": "w2", "outputs": map[string]any{"result": "created", "crm_id": "C-1"}})
+	gauge(func(got float64) bool { return got == 0 }, "= 0 once settled")
+}
+
 // The counters alerts take rate() of are there from the start at 0: the
 // first push failure or throttled fetch after a restart is then a rise,
 // not a series appearing at 1 that rate() cannot see.
