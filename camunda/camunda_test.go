@@ -971,3 +971,44 @@ func TestATaskPastItsDeadlineIsGone(t *testing.T) {
 		t.Errorf("unlock once the timer failed it: %d %s, want 404", r.Status, r.Body)
 	}
 }
+
+// The facade's fetches are counted as the pull protocol's are: an operator
+// whose Camunda clients stopped fetching, or fetch nothing, sees it.
+func TestFetchesAreCounted(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	metric := func(name string, labels ...string) float64 {
+		t.Helper()
+		got, ok := f.Metrics().Get(name, labels...)
+		if !ok {
+			t.Fatalf("%s%v missing from /metrics", name, labels)
+		}
+		return got
+	}
+	for _, result := range []string{"claimed", "empty", "too_many_waiters"} {
+		if got := metric("relais_camunda_fetches_total", "result", result); got != 0 {
+			t.Errorf("relais_camunda_fetches_total{result=%q} = %v before any fetch, want 0", result, got)
+		}
+	}
+	if tasks := f.fetch("worker-1", 5); len(tasks) != 0 {
+		t.Fatalf("fetched %v from an empty queue", tasks)
+	}
+	f.start("Acme")
+	f.start("Globex")
+	if tasks := f.fetch("worker-1", 5); len(tasks) != 2 {
+		t.Fatalf("fetched %d tasks, want 2", len(tasks))
+	}
+	if got := metric("relais_camunda_fetches_total", "result", "empty"); got != 1 {
+		t.Errorf("empty fetches = %v, want 1", got)
+	}
+	if got := metric("relais_camunda_fetches_total", "result", "claimed"); got != 1 {
+		t.Errorf("claiming fetches = %v, want 1", got)
+	}
+	if got := metric("relais_camunda_claimed_total"); got != 2 {
+		t.Errorf("relais_camunda_claimed_total = %v, want 2", got)
+	}
+	// The pull protocol's own counters are its own.
+	if got := metric("relais_pull_claimed_total"); got != 0 {
+		t.Errorf("relais_pull_claimed_total = %v after the facade's fetches, want 0", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/jsontree"
+	"github.com/relais/relais/internal/longpoll"
 )
 
 // maxAsyncResponseTimeout is Camunda's own ceiling of a long poll (30
@@ -205,6 +206,9 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if err := f.hub.Refusal(); err != nil {
+		if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
+			f.fetches.WithLabelValues(longpoll.CodeTooManyWaiters).Inc()
+		}
 		return err
 	}
 	// Listed in the worker catalog as the pull protocol's pollers are.
@@ -216,6 +220,9 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	got, err := f.hub.ClaimOrWait(r.Context(), f.eng, claim, wait, still)
+	if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
+		f.fetches.WithLabelValues(longpoll.CodeTooManyWaiters).Inc()
+	}
 	if wait > 0 && err != nil && r.Context().Err() != nil {
 		f.eng.PollerLeft(r.Context(), caller.ConsumerID, req.WorkerID, f.heartbeat)
 	}
@@ -236,6 +243,12 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		out = append(out, task)
+	}
+	f.claimed.Add(float64(len(out)))
+	if len(out) > 0 {
+		f.fetches.WithLabelValues("claimed").Inc()
+	} else {
+		f.fetches.WithLabelValues("empty").Inc()
 	}
 	encode(w, http.StatusOK, out)
 	return nil

@@ -227,7 +227,7 @@ func newHandler(d Deps, hub *longpoll.Hub, streams *stream.Service, gate *databa
 	})
 	r.Route("/engine-rest", func(r chi.Router) {
 		r.Use(gate.guard, noStore, middleware.StripSlashes)
-		camunda.New(d.Logger, d.Config.Polling(), d.Engine, hub).Routes(r, lookup)
+		camunda.New(d.Logger, d.Config.Polling(), d.Engine, hub, d.Registry).Routes(r, lookup)
 	})
 	return r
 }
