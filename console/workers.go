@@ -98,12 +98,13 @@ func (c *Console) workerList(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Pager.NextHref = workersPath + "?" + next.Encode()
 	}
+	fitting := c.fittingRevisions(ctx)
 	for _, wk := range workers {
 		row := workerRow{WorkerID: wk.WorkerID, Consumer: wk.ConsumerName, Protocol: protocolLabel(ctx, wk.Protocol),
 			InFlight: number(ctx, wk.InFlight), Connected: formatTime(ctx, wk.ConnectedAt), LastSeen: formatTime(ctx, wk.LastSeenAt),
 			Replica: wk.Replica}
 		for _, k := range wk.Definitions {
-			every, revs := revisionsTaken(wk.Subscriptions, k)
+			every, revs := revisionsTaken(wk.Subscriptions, k, fitting)
 			row.Definitions = append(row.Definitions, workerDefinition{Key: k, Href: definitionHref(k), Revisions: revisionsText(ctx, every, revs)})
 		}
 		v.Rows = append(v.Rows, row)
@@ -125,23 +126,57 @@ func protocolLabel(ctx context.Context, p string) string {
 
 // revisionsTaken is what a worker's subscriptions take of the definition
 // key: every revision its consumer is granted (a subscription naming no
-// revision, or a pattern), or the revisions listed, in order.
-func revisionsTaken(subs []engine.Subscription, key string) (every bool, revs []int) {
-	for _, s := range subs {
-		if !engine.KeyMatches(s.Definition, key) {
-			continue
-		}
-		if len(s.Revisions) == 0 || engine.IsKeyPattern(s.Definition) {
-			return true, nil
-		}
-		for _, r := range s.Revisions {
+// revision, or a pattern, without declared fields), or the revisions
+// listed, or, for one declaring fields, those whose inputs have them
+// (fitting), in order.
+func revisionsTaken(subs []engine.Subscription, key string, fitting func(key string, fields []string) []int) (every bool, revs []int) {
+	add := func(rs []int) {
+		for _, r := range rs {
 			if !slices.Contains(revs, r) {
 				revs = append(revs, r)
 			}
 		}
 	}
+	for _, s := range subs {
+		if !engine.KeyMatches(s.Definition, key) {
+			continue
+		}
+		switch {
+		case len(s.Revisions) > 0 && !engine.IsKeyPattern(s.Definition):
+			add(s.Revisions)
+		case len(s.Fields) == 0:
+			return true, nil
+		default:
+			add(fitting(key, s.Fields))
+		}
+	}
 	slices.Sort(revs)
 	return false, revs
+}
+
+// fittingRevisions returns a function giving the revisions of a definition
+// whose inputs have every field declared, as a fetch resolves a
+// subscription declaring fields: a worker taking "every revision" takes
+// only those. Each definition's revisions are read once.
+func (c *Console) fittingRevisions(ctx context.Context) func(key string, fields []string) []int {
+	read := map[string][]engine.Revision{}
+	return func(key string, fields []string) []int {
+		revs, ok := read[key]
+		if !ok {
+			var err error
+			if revs, err = c.eng.ListRevisions(ctx, key); err != nil {
+				c.logger.Warn("console: revisions unavailable", "definition", key, "err", err)
+			}
+			read[key] = revs
+		}
+		var fit []int
+		for _, r := range revs {
+			if !slices.ContainsFunc(fields, func(f string) bool { return r.Working.Inputs.FieldPointer(f) != nil }) {
+				fit = append(fit, r.Revision)
+			}
+		}
+		return fit
+	}
 }
 
 // revisionsText says which revisions a worker takes ("revisions 1, 2").
@@ -221,8 +256,9 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 			return servedBy{}, err
 		}
 		every, revs := false, []int{}
+		fitting := c.fittingRevisions(ctx)
 		for _, wk := range workers {
-			e, rs := revisionsTaken(wk.Subscriptions, key)
+			e, rs := revisionsTaken(wk.Subscriptions, key, fitting)
 			every = every || e
 			for _, r := range rs {
 				if !slices.Contains(revs, r) {

@@ -46,6 +46,33 @@ func TestWorkersSayWhichRevisions(t *testing.T) {
 	}
 }
 
+// TestWorkersDeclaringFieldsTakeRevisionsThatHaveThem: a worker that
+// declares the inputs it reads, naming no revision, takes only the
+// revisions whose inputs have them (as its fetches resolve): the pages say
+// so rather than "every revision", which hid a revision nobody took.
+func TestWorkersDeclaringFieldsTakeRevisionsThatHaveThem(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	working := env.Must(200, "GET", "/api/v1/definitions/"+key, env.Designer, nil).JSON(t)["working"].(map[string]any)
+	inputs := working["inputs"].(map[string]any)
+	inputs["fields"] = append(inputs["fields"].([]any), map[string]any{"name": "region", "type": "text"})
+	env.Must(200, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, working)
+	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	consumer := env.Consumer("crm-sync", key)
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "regional", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": key, "fields": []string{"/region"}}}})
+	for i, lang := range []string{"en", "fr"} {
+		b := signedIn(t, env.URL, lang, env.Operator)
+		if got, want := text(b.mustGet("/console/workers", 200), "worker-revisions"), []string{"(revision 2)", "(révision 2)"}[i]; got != want {
+			t.Errorf("%s: workers page: revisions %q, want %q", lang, got, want)
+		}
+		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), []string{"They take revision 2 only.", "Seule la révision 2 est prise en charge."}[i]; got != want {
+			t.Errorf("%s: definition page: %q, want %q", lang, got, want)
+		}
+	}
+}
+
 // TestUnsnapshottedChangesAreShown: a definition page says when its
 // Working copy has changes that no revision has yet, and lists them with
 // whom they may break.

@@ -643,6 +643,28 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 	var notes []string
 	grants := map[int64][]grant{}
 	workers := map[string][]liveWorker{} // by definition: two nodes' revisions of one read them once
+	inputs := map[pair]*contracts.Contract{}
+	// missing says which of fields the inputs of pr lack (none when they
+	// cannot be read: taken as served, rather than warn wrongly).
+	missing := func(pr pair, fields []string) []string {
+		in, read := inputs[pr]
+		if !read {
+			doc, err := c.document(ctx, fmt.Sprintf("/api/v1/definitions/%s/revisions/%d", esc(pr.key), pr.rev))
+			if err == nil {
+				if w, vs := contracts.ParseWorking(doc); len(vs) == 0 {
+					in = &w.Inputs
+				}
+			}
+			inputs[pr] = in
+		}
+		var out []string
+		for _, f := range fields {
+			if in != nil && in.FieldPointer(f) != nil {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
 	for _, pr := range pairs {
 		live, read := workers[pr.key]
 		if !read {
@@ -653,6 +675,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 			workers[pr.key] = live
 		}
 		var taken []int
+		var lacks []string // fields workers declare that pr's inputs lack
 		served := len(live) == 0
 		for _, w := range live {
 			for _, s := range w.Subscriptions {
@@ -660,27 +683,50 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 					continue
 				}
 				revs := s.Revisions
+				every := false
 				if len(revs) == 0 {
 					// Every revision its consumer is granted: what its
 					// grant says, when this token may read it (an
 					// admin's); taken as every one otherwise.
 					var ok bool
-					if revs, ok = c.grantedRevisions(ctx, grants, w.Consumer.ID, pr.key); !ok {
-						served = true
-						continue
+					revs, ok = c.grantedRevisions(ctx, grants, w.Consumer.ID, pr.key)
+					every = !ok
+				}
+				takes := every || slices.Contains(revs, pr.rev)
+				if takes && len(s.Revisions) == 0 {
+					// Naming no revision, a worker declaring fields takes
+					// only the revisions whose inputs have them (listed
+					// revisions were checked when it subscribed).
+					if m := missing(pr, s.Fields); len(m) > 0 {
+						takes = false
+						for _, f := range m {
+							if !slices.Contains(lacks, f) {
+								lacks = append(lacks, f)
+							}
+						}
 					}
 				}
+				served = served || takes
 				for _, r := range revs {
-					served = served || r == pr.rev
-					if !slices.Contains(taken, r) {
+					if !slices.Contains(taken, r) && (r != pr.rev || takes) {
 						taken = append(taken, r)
 					}
 				}
 			}
 		}
-		if !served && len(taken) > 0 {
+		if served {
+			continue
+		}
+		var why []string
+		if len(taken) > 0 {
 			slices.Sort(taken)
-			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (they take %s)", pr.key, pr.rev, revisionList(taken)))
+			why = append(why, "they take "+revisionList(taken))
+		}
+		if len(lacks) > 0 {
+			why = append(why, "its inputs lack "+strings.Join(lacks, ", ")+", which they declare they read")
+		}
+		if len(why) > 0 {
+			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (%s)", pr.key, pr.rev, strings.Join(why, "; ")))
 		}
 	}
 	if len(notes) == 0 {
@@ -696,8 +742,9 @@ type liveWorker struct {
 		ID int64 `json:"id"`
 	} `json:"consumer"`
 	Subscriptions []struct {
-		Definition string `json:"definition"`
-		Revisions  []int  `json:"revisions"`
+		Definition string   `json:"definition"`
+		Revisions  []int    `json:"revisions"`
+		Fields     []string `json:"fields"`
 	} `json:"subscriptions"`
 }
 

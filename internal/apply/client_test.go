@@ -433,3 +433,45 @@ func TestPublishSaysWhenNoLiveWorkerTakesTheRevision(t *testing.T) {
 		t.Errorf("as a designer: %q, want nothing said of workers", got)
 	}
 }
+
+// A worker declaring the inputs it reads, naming no revision, takes only
+// the revisions whose inputs have them: a version pinning one that lacks
+// them is said to have no taker, with the fields it lacks.
+func TestPublishSaysWhenLiveWorkersDeclareFieldsTheRevisionLacks(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	key := env.Definition("add_company_to_crm.yaml")
+	working := env.Must(200, "GET", "/api/v1/definitions/"+key, env.Designer, nil).JSON(t)["working"].(map[string]any)
+	inputs := working["inputs"].(map[string]any)
+	inputs["fields"] = append(inputs["fields"].([]any), map[string]any{"name": "region", "type": "text"})
+	env.Must(200, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, working)
+	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	consumer := env.Consumer("crm-sync", key)
+	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "regional",
+		"subscriptions": []any{map[string]any{"definition": key, "fields": []string{"/region"}}}})
+	process := func(rev int, description string) apply.Document {
+		body := relaistest.CRMProcess(nil)
+		body["nodes"].(map[string]any)["crm"].(map[string]any)["revision"] = rev
+		body["description"] = description
+		return apply.Document{File: "procs/crm.yaml", Kind: apply.KindProcess, ID: "crm_only", Body: body}
+	}
+	run := func(doc apply.Document) string {
+		t.Helper()
+		var results []string
+		c := &apply.Client{URL: env.URL, Token: env.Admin}
+		if problems := c.Apply(context.Background(), []apply.Document{doc}, false, func(r apply.Result) { results = append(results, r.String()) }); len(problems) != 0 {
+			t.Fatalf("apply: %v", problems)
+		}
+		if len(results) != 1 {
+			t.Fatalf("results %q, want one", results)
+		}
+		return results[0]
+	}
+	want := "no live worker takes add_company_to_crm@1 (its inputs lack /region, which they declare they read)"
+	if got := run(process(1, "on revision 1")); !strings.Contains(got, want) {
+		t.Errorf("a version on revision 1 with a worker declaring /region: %q, want %q", got, want)
+	}
+	if got := run(process(2, "on revision 2")); strings.Contains(got, "no live worker") {
+		t.Errorf("a version on revision 2, which has /region: %q, want nothing said of workers", got)
+	}
+}
