@@ -92,6 +92,8 @@ func TestRetryAndAbandonHeldInstances(t *testing.T) {
 	}
 	if r := env.Do("POST", "/api/v1/instances/"+b+"/retry", env.Operator, map[string]any{"reason": "x"}); r.Status != 409 || r.Code() != "not_held" {
 		t.Errorf("retry of an abandoned instance: %d, want 409 not_held", r.Status)
+	} else if msg := r.JSON(t)["detail"].(string); !strings.Contains(msg, "was abandoned") || !strings.Contains(msg, "start it again") {
+		t.Errorf("retry of an abandoned instance: %q, want it to say it was abandoned and to start it again", msg)
 	}
 
 	log := env.Must(200, "GET", "/api/v1/audit/actions", env.Operator, nil).JSON(t)["items"].([]any)
@@ -123,6 +125,35 @@ func TestRetryAndAbandonHeldInstances(t *testing.T) {
 
 // Concurrent retries and abandons of one held instance: exactly one is
 // applied, the others are refused (409 not_held), and the audit log has
+
+// An instance whose failure ended it (its node routes no failure to hold)
+// cannot be retried: the refusal says what would have held it.
+func TestRetryOfAFailedInstanceSaysWhatHolds(t *testing.T) {
+	t.Parallel()
+	env := relaistest.New(t)
+	crm := env.Definition("add_company_to_crm.yaml")
+	env.Process("crm_only", relaistest.CRMProcess(nil))
+	consumer := env.Consumer("crm-sync", crm)
+	inst := env.Must(201, "POST", "/api/v1/processes/crm_only/instances", env.Operator, map[string]any{"inputs": map[string]any{"name": "Acme"}}).JSON(t)["id"].(string)
+	got := env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "w1", "max_tasks": 1,
+		"subscriptions": []any{map[string]any{"definition": crm}}}).JSON(t)["occurrences"].([]any)
+	if len(got) != 1 {
+		t.Fatalf("fetched %v", got)
+	}
+	env.Must(200, "POST", "/api/v1/pull/occurrences/"+got[0].(map[string]any)["id"].(string)+"/fail", consumer,
+		map[string]any{"worker_id": "w1", "error_code": "CRM_DOWN", "message": "CRM down", "retryable": false})
+	if s := env.Must(200, "GET", "/api/v1/instances/"+inst, env.Operator, nil).JSON(t)["status"]; s != "failed" {
+		t.Fatalf("instance %v, want failed", s)
+	}
+	r := env.Do("POST", "/api/v1/instances/"+inst+"/retry", env.Operator, map[string]any{"reason": "CRM is back"})
+	if r.Status != 409 || r.Code() != "not_held" {
+		t.Fatalf("retry of a failed instance: %d %s, want 409 not_held", r.Status, r.Body)
+	}
+	if msg := r.JSON(t)["detail"].(string); !strings.Contains(msg, "on_error leads to hold") {
+		t.Errorf("retry of a failed instance: %q, want it to say a failure is held with on_error: hold", msg)
+	}
+}
+
 // one record.
 func TestConcurrentActionsApplyOnce(t *testing.T) {
 	t.Parallel()

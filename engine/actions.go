@@ -217,6 +217,14 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 			return false, err
 		}
 	case ActionRetry, ActionAbandon:
+		switch {
+		case inst.Status == InstanceFailed && deref(inst.ErrorCode) == AbandonedCode:
+			return false, fault.New(fault.Conflict, "not_held", "instance %s was abandoned: it has ended, and only a held instance can be retried or abandoned; start it again to redo the work", id)
+		case inst.Status == InstanceFailed:
+			// Its failure ended it: only an instance whose process routes
+			// the failure to hold waits for an operator.
+			return false, fault.New(fault.Conflict, "not_held", "instance %s is failed, not held: only a held instance can be retried or abandoned; a failure ends its instance unless the node's on_error leads to hold (an incident waiting for an operator); start it again to redo the work", id)
+		}
 		if inst.Status != InstanceHeld {
 			return false, fault.New(fault.Conflict, "not_held", "instance %s is %s, not held: only a held instance can be retried or abandoned", id, inst.Status)
 		}

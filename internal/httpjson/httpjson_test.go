@@ -200,6 +200,10 @@ func TestDecodeReportsEveryProblemWithItsPointer(t *testing.T) {
 		// A misspelt member is told the one meant.
 		{`{"nmae":"a","lock":"PT1S","grants":[{"Definiton":"x"}]}`, "unknown_field",
 			map[string]string{"/nmae": `unknown field (did you mean "name"?)`, "/grants/0/Definiton": `(did you mean "definition"?)`}},
+		// Another platform's name for a member is told the member, when
+		// the body has it (the top level has no definition).
+		{`{"lock":"PT1S","topicName":"x","grants":[{"topicName":"x"}]}`, "unknown_field",
+			map[string]string{"/topicName": "unknown field", "/grants/0/topicName": `unknown field (did you mean "definition"?)`}},
 	}
 	for _, tt := range tests {
 		req := httptest.NewRequest("POST", "/", strings.NewReader(tt.in))
