@@ -140,6 +140,11 @@ func (t *Task) Decode(v any) error {
 // inputs would only spend the remaining attempts on the same mistake (as
 // outputs Relais refuses do). Fields of the inputs that In lacks are
 // ignored, so that a handler keeps working when a revision adds fields.
+// The other way round is silent too: a field of In that the inputs lack
+// (a revision removed or renamed it) decodes as its zero value. A handler
+// registered for every revision takes a breaking revision the moment an
+// instance reaches it: give Handle the revisions In was written for, or
+// read such fields as pointers and check them.
 func Typed[In, Out any](h func(ctx context.Context, t *Task, in In) (Out, error)) Handler {
 	return func(ctx context.Context, t *Task) (any, error) {
 		var in In

@@ -435,7 +435,9 @@ const defaultSubscribeTimeout = 30 * time.Second
 const maxSettleBatch = 50
 
 // Handle registers h for tasks of definition, in the revisions it
-// understands (nil or empty: every revision granted to the consumer). definition
+// understands (nil or empty: every revision granted to the consumer,
+// revisions published later included, breaking ones too: `relais apply`
+// and the definition's diff say which changes break). definition
 // may be a pattern, as subscriptions accept: "crm.*" (every key under that
 // namespace, keys created later included) or "*", with nil revisions; a
 // task goes to the handler of its own key if there is one, else to that
