@@ -863,7 +863,7 @@ func (r *run) streamLoop(ctx context.Context) (fallback bool, err error) {
 		r.stream = nil
 		ended := apiCode(wireError(s.err))
 		if ended == "stream_replaced" {
-			return false, fmt.Errorf("worker: another process subscribed with worker id %q (two processes must not share one): %w", w.cfg.WorkerID, wireError(s.err))
+			return false, fmt.Errorf("worker: another Worker subscribed with worker id %q (two Workers, in one process or two, must not share one): %w", w.cfg.WorkerID, wireError(s.err))
 		}
 		// A stream that lived a while proved the server healthy: the
 		// failures of the outage before it no longer count, else a second

@@ -1207,3 +1207,51 @@ func cutWhileHandling(t *testing.T, concurrency int, h Handler, started <-chan s
 	close(c.cut)
 	return r, c, inst, logs
 }
+
+// Two Workers of one process left without a WorkerID (one per definition
+// that keeps its slots, as the README suggests) get ids of their own:
+// sharing the default, each stream replaced the other's and both Runs
+// ended with stream_replaced.
+func TestWorkersOfOneProcessGetTheirOwnDefaultIDs(t *testing.T) {
+	r := newRelais(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ids []string
+	done := make(chan error, 2)
+	for range 2 {
+		w, err := New(Config{URL: r.env.URL, Token: r.consumer, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, w.cfg.WorkerID)
+		w.Handle(def, nil, created)
+		go func() { done <- w.Run(ctx) }()
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("two Workers of one process share the default id %q", ids[0])
+	}
+	relaistest.WaitFor(t, 10*time.Second, "both workers connect", func() (bool, string) {
+		items := r.env.Must(200, "GET", "/api/v1/workers", r.env.Operator, nil).JSON(t)["items"].([]any)
+		return len(items) == 2, fmt.Sprint(items)
+	})
+	var insts []string
+	for i := range 6 {
+		insts = append(insts, r.start(t, fmt.Sprint("Acme", i)))
+	}
+	for _, id := range insts {
+		if got := r.env.WaitEnded(id, 10*time.Second)["status"]; got != "completed" {
+			t.Errorf("instance %s %v", id, got)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a Run ended while both should serve: %v", err)
+	default:
+	}
+	cancel()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}

@@ -96,8 +96,10 @@ type Config struct {
 	TokenFunc func(ctx context.Context) (string, error)
 	// WorkerID names this process to Relais (1 to 200 bytes, without
 	// surrounding white space or control characters: New refuses them);
-	// locks belong to it. Default: hostname-pid. Two processes must not share
-	// one, or each could settle the other's tasks.
+	// locks belong to it. Default: hostname-pid, then hostname-pid-2,
+	// hostname-pid-3 for the process's next Workers left without one. Two
+	// Workers, in one process or two, must not share one, or each could
+	// settle the other's tasks (and each stream replaces the other's).
 	WorkerID string
 	// HTTPClient sends the requests. Default: a client whose timeout is
 	// the long-poll wait plus a margin, keeping Concurrency+1 idle
@@ -322,6 +324,9 @@ const settleAttempts = 5
 // settleTimeout bounds one complete, fail or extend request.
 const settleTimeout = 30 * time.Second
 
+// defaultIDs counts the Workers New gave a default WorkerID.
+var defaultIDs atomic.Int64
+
 // New checks cfg, fills in its defaults and returns a Worker.
 func New(cfg Config) (*Worker, error) {
 	u, err := url.Parse(cfg.URL)
@@ -373,6 +378,12 @@ func New(cfg Config) (*Worker, error) {
 			host = "worker"
 		}
 		cfg.WorkerID = host + "-" + strconv.Itoa(os.Getpid())
+		// Several Workers of one process (one per definition that keeps
+		// its slots) would share the id, and each stream replace the
+		// other's: the second and later are told apart.
+		if n := defaultIDs.Add(1); n > 1 {
+			cfg.WorkerID += "-" + strconv.FormatInt(n, 10)
+		}
 	}
 	if len(cfg.WorkerID) > 200 {
 		return nil, errors.New("worker: WorkerID must be at most 200 bytes")
