@@ -246,6 +246,49 @@ func TestStreamHandlerTimeout(t *testing.T) {
 	}
 }
 
+// A definition's own HandlerTimeout bounds its handler instead of
+// Config.HandlerTimeout, longer or shorter.
+func TestHandlerTimeoutOfADefinition(t *testing.T) {
+	r := newRelais(t, map[string]any{"max_attempts": 1})
+	started, causes := make(chan string, 1), make(chan error, 1)
+	run := r.run(t, Config{HandlerTimeout: time.Hour}, blockingHandler(started, causes), func(w *Worker) {
+		w.HandlerTimeout(def, 200*time.Millisecond)
+	})
+	inst := r.start(t, "Acme")
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, ErrHandlerTimeout) {
+			t.Errorf("cause = %v, want ErrHandlerTimeout", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the definition's 200ms timeout did not end its handler (Config's is an hour)")
+	}
+	if o := r.occurrenceOf(t, inst); o["status"] != "failed" || o["error_code"] != "handler_timeout" ||
+		!strings.Contains(fmt.Sprint(o["error_message"]), "200ms") {
+		t.Errorf("occurrence %v %v %q, want failed handler_timeout naming 200ms", o["status"], o["error_code"], o["error_message"])
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Config{URL: r.env.URL, Token: r.consumer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func(){
+		"no handler": func() { w.HandlerTimeout("other", time.Second) },
+		"zero":       func() { w.Handle(def, nil, created); w.HandlerTimeout(def, 0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: HandlerTimeout did not panic", name)
+				}
+			}()
+			call()
+		}()
+	}
+}
+
 // With ProtocolStream, a server without streams is an error; by default
 // the worker falls back to long polling (the fake has no stream: every
 // other test of this package runs so).

@@ -226,7 +226,7 @@ type extendRequest struct {
 // alive by extending the lock, then settles. cancel ends ctx: the lock
 // keeping, a stream's Cancellation and the handler timeout call it with
 // their cause.
-func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.CancelCauseFunc, keep func(context.Context, context.CancelCauseFunc)) {
+func (r *run) process(t *Task, rt route, ctx context.Context, cancel context.CancelCauseFunc, keep func(context.Context, context.CancelCauseFunc)) {
 	log := r.w.log.With(taskAttrs(t)...)
 	defer cancel(nil)
 	if t.ctl == nil {
@@ -255,7 +255,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		defer stopKeep()
 	}
 	// The handler timeout cancels the context first, then fails the task.
-	timeout := time.AfterFunc(r.w.cfg.HandlerTimeout, func() { cancel(ErrHandlerTimeout) })
+	timeout := time.AfterFunc(rt.timeout, func() { cancel(ErrHandlerTimeout) })
 	defer timeout.Stop()
 	finished, ok := r.waitEarlierAttempt(t, ctx, log)
 	if !ok {
@@ -273,7 +273,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 	go func() {
 		defer close(returned)
 		defer r.handling.Add(-1)
-		outputs, err = invoke(ctx, h, t, log)
+		outputs, err = invoke(ctx, rt.h, t, log)
 		took.Store(int64(time.Since(began)))
 		t.ctl.returned.Store(true)
 	}()
@@ -306,7 +306,7 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 				return
 			}
 			log.Error("handler ignored the handler timeout; failing the task and waiting for the handler to return")
-			r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
+			r.settleFail(t, timeoutFailure(rt.timeout), log)
 			// Reported: told now, not once a handler that may never
 			// return does.
 			r.taskEnded(t, began, &took, log)
@@ -346,8 +346,8 @@ func (r *run) process(t *Task, h Handler, ctx context.Context, cancel context.Ca
 		return
 	case errors.Is(cause, ErrHandlerTimeout):
 		// Whatever it returned once cut short is not the work asked for.
-		log.Warn("handler timed out; failing the task", "timeout", r.w.cfg.HandlerTimeout)
-		r.settleFail(t, timeoutFailure(r.w.cfg.HandlerTimeout), log)
+		log.Warn("handler timed out; failing the task", "timeout", rt.timeout)
+		r.settleFail(t, timeoutFailure(rt.timeout), log)
 	case err == nil:
 		r.complete(t, outputs, log)
 	case errors.Is(cause, ErrShutdownTimeout):

@@ -286,6 +286,9 @@ type route struct {
 	// fields are the declared inputs (see Fields); nil means all.
 	fields []string
 	h      Handler
+	// timeout bounds the handler (see HandlerTimeout); 0 is
+	// Config.HandlerTimeout.
+	timeout time.Duration
 }
 
 // configBound names the Config field behind a bound a subscription or a
@@ -471,6 +474,29 @@ func (w *Worker) Handle(definition string, revisions []int, h Handler) {
 		panic(fmt.Sprintf("worker: definition %q is already handled", definition))
 	}
 	w.handlers[definition] = route{revisions: slices.Clone(revisions), h: h}
+}
+
+// HandlerTimeout bounds the handler of definition, instead of
+// Config.HandlerTimeout, as that bounds every other one: a Worker serving
+// both quick tasks and long ones (a 20-minute render) keeps a short
+// default and gives the long definition its own. Call it after Handle for
+// definition and before Run; like Handle, it panics otherwise, and on a
+// timeout not above 0.
+func (w *Worker) HandlerTimeout(definition string, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("worker: HandlerTimeout called after Run")
+	}
+	rt, ok := w.handlers[definition]
+	if !ok {
+		panic(fmt.Sprintf("worker: HandlerTimeout for %q, which has no handler: call Handle first", definition))
+	}
+	if d <= 0 {
+		panic(fmt.Sprintf("worker: HandlerTimeout for %q must be above 0, not %v", definition, d))
+	}
+	rt.timeout = d
+	w.handlers[definition] = rt
 }
 
 // Fields declares the inputs the handler of definition needs, as JSON
@@ -908,7 +934,7 @@ func (r *run) start(t *Task, lock lockState) {
 }
 
 // handler returns the handler of t's definition.
-func (r *run) handler(t *Task) Handler {
+func (r *run) handler(t *Task) route {
 	r.w.mu.Lock()
 	rt, ok := r.w.handlers[t.Definition]
 	if !ok {
@@ -926,11 +952,12 @@ func (r *run) handler(t *Task) Handler {
 	if !ok {
 		// Only a server bug could deliver an unsubscribed definition;
 		// fail it retryably so another worker may take it.
-		return func(context.Context, *Task) (any, error) {
+		rt.h = func(context.Context, *Task) (any, error) {
 			return nil, Retry("no_handler", 0, fmt.Errorf("worker %s has no handler for %s", r.w.cfg.WorkerID, t.Definition))
 		}
 	}
-	return rt.h
+	rt.timeout = cmp.Or(rt.timeout, r.w.cfg.HandlerTimeout)
+	return rt
 }
 
 // giveBack returns a task the server sent beyond max_tasks (it never
