@@ -7,7 +7,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relais/relais/internal/fault"
-	"github.com/relais/relais/internal/suggest"
 	"github.com/relais/relais/queries"
 )
 
@@ -211,7 +210,7 @@ func (e *Engine) ListDeferred(ctx context.Context, consumerID int64, f DeferredF
 		granted := grantSet(gs)
 		if _, ok := granted.revisions(f.Definition); !ok {
 			return nil, fault.New(fault.BadRequest, "invalid_request", "invalid filter").
-				WithErrors([]fault.FieldError{{Path: "definition", Message: "not granted to this consumer" + suggest.Hint(f.Definition, granted.keys())}})
+				WithErrors([]fault.FieldError{{Path: "definition", Message: "not granted to this consumer" + granted.hint(f.Definition)}})
 		}
 	}
 	xs := make([]observed, len(rows))

@@ -184,6 +184,23 @@ func (g grantSet) keys() []string {
 	return out
 }
 
+// hint names the granted key a refused one most likely meant: a typo of
+// it, or the key asked without its namespace (check_credit for
+// loans.check_credit, as a Zeebe job type or a Camunda topic is often
+// written). The consumer's own grants only: nothing learnt of the rest.
+func (g grantSet) hint(asked string) string {
+	keys := g.keys()
+	if h := suggest.Hint(asked, keys); h != "" {
+		return h
+	}
+	for _, k := range keys {
+		if !IsKeyPattern(k) && strings.HasSuffix(k, "."+asked) {
+			return fmt.Sprintf(" (did you mean %q?)", k)
+		}
+	}
+	return ""
+}
+
 // overlaps reports whether some grant may cover a key matched by pattern.
 func (g grantSet) overlaps(pattern string) bool {
 	prefix := patternPrefix(pattern)
@@ -257,7 +274,7 @@ func (e *Engine) resolveSubscriptions(ctx context.Context, consumerID int64, sub
 			if !ok {
 				// A misspelt key is named with the granted key it meant:
 				// the consumer's own grants, nothing learnt of the rest.
-				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + suggest.Hint(s.Definition, grants.keys())})
+				refused = append(refused, fault.FieldError{Path: at + "/definition", Message: "not granted to this consumer" + grants.hint(s.Definition)})
 				continue
 			}
 			revs := s.Revisions

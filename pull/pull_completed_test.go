@@ -138,6 +138,15 @@ func TestSubscriptionsThatCanNeverMatchAreRefused(t *testing.T) {
 			t.Errorf("misspelt key: errors %v, want the granted key suggested", p["errors"])
 		}
 	}
+	// A key asked without its namespace (a Zeebe job type, a Camunda
+	// topic written short) is named with the granted key it meant.
+	explicit := env.Must(201, "POST", "/api/v1/consumers", env.Admin, map[string]any{"name": "crm-explicit",
+		"grants": []any{map[string]any{"definition": "crm.add_company", "revisions": "all"}}}).JSON(t)["token"].(string)
+	p := wantProblem(t, "a key without its namespace", env.Do("POST", "/api/v1/pull/fetch-and-lock", explicit,
+		subscribe("w1", map[string]any{"definition": "add_company"})), 403, "not_granted")
+	if !strings.Contains(fmt.Sprint(p["errors"]), `did you mean "crm.add_company"`) {
+		t.Errorf("a key without its namespace: errors %v, want the granted key suggested", p["errors"])
+	}
 	// A key outside the grants is still not_granted, whether it exists or
 	// not: nothing is revealed of what the consumer is not granted.
 	wantProblem(t, "an ungranted unknown key", env.Do("POST", "/api/v1/pull/fetch-and-lock", token,
