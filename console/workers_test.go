@@ -54,11 +54,9 @@ func TestWorkersDeclaringFieldsTakeRevisionsThatHaveThem(t *testing.T) {
 	t.Parallel()
 	env := relaistest.New(t)
 	key := env.Definition("add_company_to_crm.yaml")
-	working := env.Must(200, "GET", "/api/v1/definitions/"+key, env.Designer, nil).JSON(t)["working"].(map[string]any)
-	inputs := working["inputs"].(map[string]any)
-	inputs["fields"] = append(inputs["fields"].([]any), map[string]any{"name": "region", "type": "text"})
-	env.Must(200, "PUT", "/api/v1/definitions/"+key+"/working", env.Designer, working)
-	env.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", env.Designer, nil)
+	if rev := env.AddInput(key, "region"); rev != 2 {
+		t.Fatalf("revision %d, want 2", rev)
+	}
 	consumer := env.Consumer("crm-sync", key)
 	env.Must(200, "POST", "/api/v1/pull/fetch-and-lock", consumer, map[string]any{"worker_id": "regional", "max_tasks": 1,
 		"subscriptions": []any{map[string]any{"definition": key, "fields": []string{"/region"}}}})

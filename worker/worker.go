@@ -483,19 +483,25 @@ func (w *Worker) Handle(definition string, revisions []int, h Handler) {
 // definition and before Run; like Handle, it panics otherwise, and on a
 // timeout not above 0.
 func (w *Worker) HandlerTimeout(definition string, d time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		panic("worker: HandlerTimeout called after Run")
-	}
-	rt, ok := w.handlers[definition]
-	if !ok {
-		panic(fmt.Sprintf("worker: HandlerTimeout for %q, which has no handler: call Handle first", definition))
-	}
 	if d <= 0 {
 		panic(fmt.Sprintf("worker: HandlerTimeout for %q must be above 0, not %v", definition, d))
 	}
-	rt.timeout = d
+	w.configure("HandlerTimeout", definition, func(rt *route) { rt.timeout = d })
+}
+
+// configure changes the route of definition, which Handle registered,
+// before Run; method names the caller in its panics.
+func (w *Worker) configure(method, definition string, change func(*route)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("worker: " + method + " called after Run")
+	}
+	rt, ok := w.handlers[definition]
+	if !ok {
+		panic(fmt.Sprintf("worker: %s for %q, which has no handler: call Handle first", method, definition))
+	}
+	change(&rt)
 	w.handlers[definition] = rt
 }
 
@@ -509,20 +515,10 @@ func (w *Worker) HandlerTimeout(definition string, d time.Duration) {
 // revision (or one inside a list: declare the list) ends Run with Relais's
 // refusal, an *APIError naming it.
 func (w *Worker) Fields(definition string, pointers ...string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		panic("worker: Fields called after Run")
-	}
-	rt, ok := w.handlers[definition]
-	if !ok {
-		panic(fmt.Sprintf("worker: Fields for %q, which has no handler: call Handle first", definition))
-	}
 	if len(pointers) == 0 {
 		panic(fmt.Sprintf("worker: Fields for %q names no field", definition))
 	}
-	rt.fields = slices.Clone(pointers)
-	w.handlers[definition] = rt
+	w.configure("Fields", definition, func(rt *route) { rt.fields = slices.Clone(pointers) })
 }
 
 // Run fetches and handles tasks until ctx ends, then shuts down

@@ -62,6 +62,17 @@ func (e *Env) Definition(file string) string {
 	return key
 }
 
+// AddInput adds an optional text input named field to key's Working and
+// snapshots it; it returns the new revision's number.
+func (e *Env) AddInput(key, field string) int {
+	e.T.Helper()
+	working := e.Must(200, "GET", "/api/v1/definitions/"+key, e.Designer, nil).JSON(e.T)["working"].(map[string]any)
+	inputs := working["inputs"].(map[string]any)
+	inputs["fields"] = append(inputs["fields"].([]any), map[string]any{"name": field, "type": "text"})
+	e.Must(200, "PUT", "/api/v1/definitions/"+key+"/working", e.Designer, working)
+	return int(e.Must(201, "POST", "/api/v1/definitions/"+key+"/revisions", e.Designer, nil).JSON(e.T)["revision"].(float64))
+}
+
 // Consumer creates a consumer granted every revision of the keys and
 // returns its token.
 func (e *Env) Consumer(name string, keys ...string) string {
