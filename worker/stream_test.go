@@ -263,6 +263,9 @@ func TestHandlerTimeoutOfADefinition(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the definition's 200ms timeout did not end its handler (Config's is an hour)")
 	}
+	if got := r.env.WaitEnded(inst, 5*time.Second)["status"]; got != "failed" {
+		t.Errorf("instance %v, want failed", got)
+	}
 	if o := r.occurrenceOf(t, inst); o["status"] != "failed" || o["error_code"] != "handler_timeout" ||
 		!strings.Contains(fmt.Sprint(o["error_message"]), "200ms") {
 		t.Errorf("occurrence %v %v %q, want failed handler_timeout naming 200ms", o["status"], o["error_code"], o["error_message"])
