@@ -128,6 +128,7 @@ func (s *Service) Handlers() map[string]http.Handler {
 	// compressor's setup each (5 % of a replica's CPU in the bench's cycle).
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)), connect.WithRecover(s.recovered),
 		connect.WithCompressMinBytes(compressMinBytes), connect.WithInterceptors(s.timing())}
+	opts = append(opts, strictJSONCodecs()...)
 	out := map[string]http.Handler{}
 	path, h := workerv1connect.NewWorkerServiceHandler(s, opts...)
 	h = withResponseController(h)

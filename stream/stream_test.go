@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -234,8 +235,9 @@ func TestSubscribeRefusals(t *testing.T) {
 	}
 }
 
-// A message that does not decode is refused as such (unknown fields are
-// ignored, as protobuf decoders do for forward compatibility).
+// A message that does not decode is refused as such; in JSON, so is an
+// unknown member (another platform's name for a field, which protobuf's
+// JSON would drop: a Fail with "retries" became a terminal failure).
 func TestMalformedMessages(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -250,11 +252,23 @@ func TestMalformedMessages(t *testing.T) {
 			t.Errorf("Connect call with body %s: status %d, want 400 (invalid_argument)", body, res.StatusCode)
 		}
 	}
+	// Without the unknown member, this failure would be looked up (404).
+	req, _ := newRawRequest(f.env.URL+workerv1connect.WorkerServiceFailProcedure, f.consumer,
+		`{"occurrenceId": "0198a4b4-5c3e-7000-8000-000000000000", "workerId": "w", "errorCode": "X", "retries": 2}`)
+	res, err := newClient(t, "connect", f.env.URL).http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 400 || !strings.Contains(string(data), "retries") {
+		t.Errorf("Connect JSON Fail with an unknown member: %d %s, want 400 naming it", res.StatusCode, data)
+	}
 	c := newClient(t, "grpc", f.env.URL)
 	// A gRPC frame holding bytes that are no protobuf message.
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+f.consumer)
 	var out []byte
-	err := c.conn.Invoke(ctx, workerv1connect.WorkerServiceCompleteProcedure, []byte{0xff, 0xff, 0xff, 0x01}, &out, grpc.ForceCodecV2(rawCodec{}))
+	err = c.conn.Invoke(ctx, workerv1connect.WorkerServiceCompleteProcedure, []byte{0xff, 0xff, 0xff, 0x01}, &out, grpc.ForceCodecV2(rawCodec{}))
 	wantRefusal(t, "a frame that is no message", err, "invalid_argument", "")
 	_, err = call[workerv1.CompleteRequest, workerv1.CompleteResponse](context.Background(), c, f.consumer, workerv1connect.WorkerServiceCompleteProcedure,
 		&workerv1.CompleteRequest{OccurrenceId: "not-a-uuid", WorkerId: "w", Outputs: []byte(`{}`)})
