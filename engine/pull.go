@@ -802,8 +802,13 @@ func (e *Engine) checkFailure(f Failure) error {
 		// stores no NUL in text.
 		errs = append(errs, fault.FieldError{Path: "/message", Message: "must not hold the NUL character"})
 	}
-	if f.AttemptsLeft != nil && *f.AttemptsLeft < 0 {
+	switch {
+	case f.AttemptsLeft != nil && *f.AttemptsLeft < 0:
 		errs = append(errs, fault.FieldError{Path: "/attempts_left", Message: "must be 0 or more"})
+	case f.AttemptsLeft != nil && *f.AttemptsLeft > 0 && !f.Retryable:
+		// As a delay: a terminal failure would answer "failed" with the
+		// attempts the worker meant to leave, none of them ever run.
+		errs = append(errs, fault.FieldError{Path: "/attempts_left", Message: "above 0 is only taken with retryable true: without it the failure is terminal and no attempt is left (give 0, or leave it out)"})
 	}
 	over := f.RetryDelay != nil && *f.RetryDelay > e.limits.MaxRetryDelay
 	if len(errs) > 0 {

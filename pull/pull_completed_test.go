@@ -536,6 +536,18 @@ func TestFailReplayAndAttemptsLeft(t *testing.T) {
 			t.Errorf("errors %s; want /retry_delay asking for retryable true", errs)
 		}
 	}
+	// So would attempts left on a terminal failure: it answered "failed"
+	// with the attempts the worker meant to leave.
+	for _, retryable := range []any{false, nil} {
+		b := failBody("w1", "attempts_left", 2, "retryable", retryable)
+		if retryable == nil {
+			delete(b, "retryable")
+		}
+		p := wantProblem(t, fmt.Sprintf("attempts left with retryable %v", retryable), act(env, consumer, id, "fail", b), 400, "invalid_request")
+		if errs := fmt.Sprint(p["errors"]); !strings.Contains(errs, "/attempts_left") || !strings.Contains(errs, "retryable true") {
+			t.Errorf("errors %s; want /attempts_left asking for retryable true", errs)
+		}
+	}
 	body := failBody("w1", "attempts_left", 1, "retry_delay", "PT1S")
 	first := env.Must(200, "POST", "/api/v1/pull/occurrences/"+id+"/fail", consumer, body).JSON(t)
 	if first["status"] != "available" || first["attempts_left"] != 1.0 {
