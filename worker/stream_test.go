@@ -292,6 +292,34 @@ func TestHandlerTimeoutOfADefinition(t *testing.T) {
 	}
 }
 
+// A long-polling handler's context ends at its occurrence's deadline, not
+// at the next lock extension (half a lock later), when Relais would say so.
+func TestLongPollHandlerEndsAtTheDeadline(t *testing.T) {
+	r := newRelais(t, map[string]any{"deadline": "PT2S"})
+	started, causes := make(chan string, 1), make(chan error, 1)
+	run := r.run(t, Config{Protocol: ProtocolLongPoll, LockDuration: time.Minute}, blockingHandler(started, causes))
+	inst := r.start(t, "Acme")
+	<-started
+	began := time.Now()
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, ErrCancelled) || !strings.Contains(cause.Error(), "deadline") {
+			t.Errorf("cause = %v, want ErrCancelled (deadline exceeded)", cause)
+		}
+		if d := time.Since(began); d > 5*time.Second {
+			t.Errorf("the handler ended %v after it started, past its 2 s deadline", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler ran on past its deadline (the lock's next extension is 30 s away)")
+	}
+	if got := r.env.WaitEnded(inst, 10*time.Second)["error_code"]; got != "deadline_exceeded" {
+		t.Errorf("instance error_code %v, want deadline_exceeded", got)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // With ProtocolStream, a server without streams is an error; by default
 // the worker falls back to long polling (the fake has no stream: every
 // other test of this package runs so).

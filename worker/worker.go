@@ -921,10 +921,23 @@ func (r *run) start(t *Task, lock lockState) {
 	keep := func(ctx context.Context, lose context.CancelCauseFunc) {
 		r.keepLock(ctx, lose, t, lock, held, r.w.log.With(taskAttrs(t)...))
 	}
+	// Past its deadline Relais fails the occurrence, which a long poll's
+	// handler would learn only at its next extension (half a lock later):
+	// its context ends at the deadline, reckoned on the local clock from
+	// the lock's expiry (the server's two times apart, never the server's
+	// clock against this one).
+	deadline := func() {}
+	if t.DeadlineAt != nil && !t.LockExpiresAt.IsZero() {
+		at := time.AfterFunc(time.Until(lock.expiry.Add(t.DeadlineAt.Sub(t.LockExpiresAt))), func() {
+			cancel(fmt.Errorf("%w (deadline exceeded)", ErrCancelled))
+		})
+		deadline = func() { at.Stop() }
+	}
 	r.wg.Add(1)
 	r.goroutines.run(func() {
 		defer r.wg.Done()
 		defer r.release(1)
+		defer deadline()
 		r.process(t, r.handler(t), ctx, cancel, keep)
 	})
 }
