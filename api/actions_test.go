@@ -208,6 +208,10 @@ func TestBulkActions(t *testing.T) {
 	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": map[string]any{"status": "running"}}); r.Status != 400 {
 		t.Errorf("retry of running instances: %d, want 400", r.Status)
 	}
+	if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "retry", "reason": "x", "filter": map[string]any{"status": "failed"}}); r.Status != 400 ||
+		!strings.Contains(r.JSON(t)["detail"].(string), "on_error leads to hold") {
+		t.Errorf("retry of failed instances: %d %s, want 400 saying what holds a failure", r.Status, r.Body)
+	}
 	for _, bad := range []string{"nope", "00000000-0000-0000-0000-000000000000"} {
 		if r := env.Do("POST", "/api/v1/instances/actions", env.Operator, map[string]any{"action": "abandon", "reason": "cleanup", "filter": filter, "confirm_count": 4, "bulk_id": bad}); r.Status != 400 || !strings.Contains(string(r.Body), `"path":"/bulk_id"`) {
 			t.Errorf("bulk_id %q: %d %s, want 400 at /bulk_id", bad, r.Status, r.Body)

@@ -211,6 +211,15 @@ func TestRetryThenAbandonAHeldInstance(t *testing.T) {
 	if count(page, "instance-actions") != 1 || count(page, "erase-instance") != 1 || count(page, "retry-instance")+count(page, "abandon-instance")+count(page, "stop-instance") != 0 {
 		t.Error("an ended instance offers an admin other actions than its erasure, or not that one")
 	}
+	// A retry of a failed instance (a bookmarked link) is told what would
+	// have held its failure.
+	if r := en.get(inst + "/retry"); r.status != http.StatusSeeOther {
+		t.Errorf("retry confirmation of a failed instance: %d, want a redirect", r.status)
+	}
+	if got := text(en.mustGet(inst, 200), "flash"); !strings.HasPrefix(got, "This instance is failed, not held: there is nothing to retry.") ||
+		!strings.Contains(got, "on_error leads to hold") {
+		t.Errorf("flash = %q, want it to say what holds a failure", got)
+	}
 }
 
 // TestConcurrentActionsOnOneInstanceApplyOnce: operators racing to retry

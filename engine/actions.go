@@ -480,7 +480,12 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 			return nil
 		}
 	}
-	return fault.New(fault.BadRequest, "invalid_request", "%s applies to %s instances, not %s", action, strings.Join(action.appliesTo(), " or "), f.Status).
+	why := ""
+	if f.Status == InstanceFailed && action != ActionStop {
+		// As a single retry of one says.
+		why = ": a failure ends its instance unless the node's on_error leads to hold (an incident waiting for an operator); start failed instances again to redo their work"
+	}
+	return fault.New(fault.BadRequest, "invalid_request", "%s applies to %s instances, not %s%s", action, strings.Join(action.appliesTo(), " or "), f.Status, why).
 		WithErrors([]fault.FieldError{{Path: "/filter/status", Message: "must be " + strings.Join(action.appliesTo(), " or ")}})
 }
 

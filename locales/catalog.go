@@ -39,752 +39,753 @@ func init() {
 }
 
 var messageKeyToIndex = map[string]int{
-	"%[1]s %[2]s":                              317,
-	"%[1]s %[2]s, %[3]s %[4]s":                 318,
-	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          316,
-	"%[1]s; %[2]s":                             315,
-	"%d (0 lowest, 9 highest)":                 482,
-	"%d attempts":                              486,
-	"%d attempts, retry after %s, priority %d": 643,
-	"%d breaking":                              238,
-	"%d changes":                               237,
-	"%d completed":                             313,
-	"%d d":                                     325,
-	"%d days":                                  339,
-	"%d failed":                                314,
-	"%d h":                                     324,
-	"%d held instances match now.":             61,
-	"%d hours":                                 340,
-	"%d items":                                 713,
-	"%d left":                                  488,
-	"%d min":                                   323,
-	"%d minutes":                               341,
-	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 87,
-	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              711,
-	"%d ms": 343,
-	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         633,
-	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 632,
-	"%d occurrences":                          574,
-	"%d releases":                             257,
-	"%d running instances match now.":         68,
-	"%d running or held instances match now.": 70,
-	"%d s":       322,
-	"%d seconds": 342,
-	"%d skipped: they changed after the count (settled, or acted on by someone else).": 99,
-	"%s (deferred; settled by %s)":                        546,
-	"%s (deferred; settled with its settle token)":        544,
-	"%s (deferred; settled with its settle token, as %s)": 545,
-	"%s (token #%d, %s)":                                  100,
-	"%s ago":                                              320,
-	"%s so far":                                           542,
-	"%s → %s":                                             638,
-	"%s, %s: %s":                                          286,
-	"%s, revision %s":                                     448,
-	"%s, version %s":                                      449,
-	"%s: %s":                                              312,
-	"%s: %s → %s":                                         245,
-	"%s: a date is written 2026-12-01.":                   590,
-	"%s: every revision, present and future":              184,
-	"%s: revision %s":                                     185,
-	"%s: revisions %s":                                    186,
-	"%s: the first day comes after the last.":             591,
-	"%s–%s":                                               311,
-	"(%d characters in all)":                              714,
-	"(%d handed back, not counted)":                       487,
-	"(each item)":                                         701,
-	"(worker %s)":                                         530,
-	"0 seconds":                                           338,
-	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           679,
-	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 519,
-	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 601,
-	"A revision is a definition’s: choose the definition too.": 557,
-	"A version is a process’s: choose the process too.":        384,
-	"Abandon %d instances":                                           65,
-	"Abandon every held instance this filter matches":                63,
+	"%[1]s %[2]s":                              318,
+	"%[1]s %[2]s, %[3]s %[4]s":                 319,
+	"%[1]s %[2]s, %[3]s, %[4]s %[5]s":          317,
+	"%[1]s; %[2]s":                             316,
+	"%d (0 lowest, 9 highest)":                 483,
+	"%d attempts":                              487,
+	"%d attempts, retry after %s, priority %d": 644,
+	"%d breaking":                              239,
+	"%d changes":                               238,
+	"%d completed":                             314,
+	"%d d":                                     326,
+	"%d days":                                  340,
+	"%d failed":                                315,
+	"%d h":                                     325,
+	"%d held instances match now.":             62,
+	"%d hours":                                 341,
+	"%d items":                                 714,
+	"%d left":                                  489,
+	"%d min":                                   324,
+	"%d minutes":                               342,
+	"%d more held instances failed before any attempt (their inputs could not be built): they cannot be retried and are left out. Abandon or stop them.": 88,
+	"%d more values not shown: the page shows the first %d, the API's detail has them all.":                                                              712,
+	"%d ms": 344,
+	"%d nodes, starting at %s. The table below lists the same nodes and routes.":         634,
+	"%d nodes, starting at %s. The table below lists the same nodes, routes and counts.": 633,
+	"%d occurrences":                          575,
+	"%d releases":                             258,
+	"%d running instances match now.":         69,
+	"%d running or held instances match now.": 71,
+	"%d s":       323,
+	"%d seconds": 343,
+	"%d skipped: they changed after the count (settled, or acted on by someone else).": 100,
+	"%s (deferred; settled by %s)":                        547,
+	"%s (deferred; settled with its settle token)":        545,
+	"%s (deferred; settled with its settle token, as %s)": 546,
+	"%s (token #%d, %s)":                                  101,
+	"%s ago":                                              321,
+	"%s so far":                                           543,
+	"%s → %s":                                             639,
+	"%s, %s: %s":                                          287,
+	"%s, revision %s":                                     449,
+	"%s, version %s":                                      450,
+	"%s: %s":                                              313,
+	"%s: %s → %s":                                         246,
+	"%s: a date is written 2026-12-01.":                   591,
+	"%s: every revision, present and future":              185,
+	"%s: revision %s":                                     186,
+	"%s: revisions %s":                                    187,
+	"%s: the first day comes after the last.":             592,
+	"%s–%s":                                               312,
+	"(%d characters in all)":                              715,
+	"(%d handed back, not counted)":                       488,
+	"(each item)":                                         702,
+	"(worker %s)":                                         531,
+	"0 seconds":                                           339,
+	"A %s token cannot open the console: sign in with an operator, designer or administrator token.":                           680,
+	"A Camunda 7 worker reported a failure with no retries left (retries: 0, or a budget already spent): it is not run again.": 520,
+	"A reload empties what you typed but did not apply (filters, the search box) and moves the focus back to the top of the page: “Pause reloading”, on every page that reloads, stops it until you resume. Pages where you type a reason (confirmations, and occurrences with a value to reveal) never reload on their own, nor does a revealed value.": 602,
+	"A revision is a definition’s: choose the definition too.": 558,
+	"A version is a process’s: choose the process too.":        385,
+	"Abandon %d instances":                                           66,
+	"Abandon every held instance this filter matches":                64,
 	"Abandon every held instance…":                                   8,
 	"Abandon process instance %s":                                    20,
 	"Abandon the instance":                                           23,
 	"Abandon this instance? It fails with the error code abandoned.": 21,
-	"Abandoned at node":                                              378,
-	"Abandoned by %s at %s — “%s”":                                   370,
-	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 46,
+	"Abandoned at node":                                              379,
+	"Abandoned by %s at %s — “%s”":                                   371,
+	"Abandoned: the instance failed with the error code abandoned. Recorded in the audit log.": 47,
 	"Abandon…": 1,
-	"Act on every instance this filter matches": 389,
-	"Action":                              103,
-	"All actions":                         118,
-	"All consumers":                       571,
-	"All definitions":                     304,
-	"All its tasks":                       183,
-	"All processes":                       395,
-	"All statuses":                        397,
-	"All workers":                         727,
-	"An operator abandoned the instance.": 518,
-	"Any definition":                      396,
-	"Apply filters":                       115,
-	"Apr":                                 329,
-	"As of %s (%s); refreshed every few seconds.": 298,
-	"Attempts":                         453,
-	"Audit log":                        109,
-	"Aug":                              333,
-	"Available from":                   498,
-	"Back to definitions":              159,
-	"Back to external tasks":           158,
+	"Act on every instance this filter matches": 390,
+	"Action":                              104,
+	"All actions":                         119,
+	"All consumers":                       572,
+	"All definitions":                     305,
+	"All its tasks":                       184,
+	"All processes":                       396,
+	"All statuses":                        398,
+	"All workers":                         728,
+	"An operator abandoned the instance.": 519,
+	"Any definition":                      397,
+	"Apply filters":                       116,
+	"Apr":                                 330,
+	"As of %s (%s); refreshed every few seconds.": 299,
+	"Attempts":                         454,
+	"Audit log":                        110,
+	"Aug":                              334,
+	"Available from":                   499,
+	"Back to definitions":              160,
+	"Back to external tasks":           159,
 	"Back to the instance":             31,
-	"Back to the list":                 56,
-	"Back to the occurrence":           653,
-	"Back without saving":              603,
-	"Breaks processes":                 215,
-	"Breaks workers":                   216,
-	"Bulk %s applied to %d instances.": 98,
-	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  125,
-	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 124,
-	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      123,
-	"Bulk action":               107,
-	"Business key":              79,
-	"By process and error code": 84,
-	"Call timeout":              483,
-	"Calls":                     267,
-	"Camunda 7 facade":          731,
-	"Cancelled: the instance was stopped (%s).":               541,
-	"Cancelled: the instance was stopped by %s at %s — “%s”.": 540,
-	"Cannot act on this filter":                               88,
+	"Back to the list":                 57,
+	"Back to the occurrence":           654,
+	"Back without saving":              604,
+	"Breaks processes":                 216,
+	"Breaks workers":                   217,
+	"Bulk %s applied to %d instances.": 99,
+	"Bulk %s by %s, started %s, is running: %d of the %d instances counted done so far (%d skipped). Each reload shows how far it got.":                                  126,
+	"Bulk %s by %s, started %s, was stopped by an error after %d of the %d instances counted (%d skipped). What it applied stays; act on the filter again for the rest.": 125,
+	"Bulk %s by %s, started %s: applied to %d of the %d instances counted, %d skipped (they changed after the count). It ended %s.":                                      124,
+	"Bulk action":               108,
+	"Business key":              80,
+	"By process and error code": 85,
+	"Call timeout":              484,
+	"Calls":                     268,
+	"Camunda 7 facade":          732,
+	"Cancelled: the instance was stopped (%s).":               542,
+	"Cancelled: the instance was stopped by %s at %s — “%s”.": 541,
+	"Cannot act on this filter":                               89,
 	"Cannot act on this instance":                             30,
-	"Cannot reveal":                                           654,
-	"Change":                                                  213,
-	"Changes between the two revisions":                       225,
-	"Changes of the Working copy since revision %d":           234,
-	"Choose two existing revisions to compare.":               235,
-	"Classification":                                          192,
-	"Clear filters":                                           116,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            627,
-	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 618,
-	"Compare":              212,
-	"Compare revisions":    208,
-	"Completed":            307,
-	"Completed (%s).":      536,
-	"Completed, last hour": 295,
-	"Completions and failures per 5 minutes, last hour: %s":    305,
-	"Completions and failures per 5-minute slot, oldest first": 309,
-	"Completions and failures, last hour":                      288,
-	"Connected":                                                723,
-	"Constraints":                                              193,
-	"Consumer":                                                 455,
-	"Consumer and worker":                                      568,
-	"Consumers":                                                139,
-	"Consumers, oldest first":                                  172,
-	"Counting the occurrences; the counts appear when you reload the page.": 187,
-	"Counts are unavailable right now.":                                     188,
-	"Counts as of %s (%s); refreshed every few seconds.":                    649,
-	"Counts by status": 563,
-	"Created":          354,
-	"Created from":     82,
-	"Created on":       176,
-	"Created to":       83,
-	"Creation date":    385,
-	"Dates":            451,
-	"Deadline":         480,
-	"Dec":              337,
-	"Deferred":         502,
-	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 535,
-	"Definition":                                 290,
-	"Definition %s":                              195,
-	"Definition %s has no revision %d.":          94,
-	"Definitions":                                137,
-	"Definitions by key":                         252,
-	"Definitions served":                         721,
-	"Definitions, those needing attention first": 289,
-	"Description":                                194,
-	"Destination":                                467,
-	"Destinations":                               140,
-	"Destinations by name":                       261,
-	"Destination’s answer":                       460,
-	"Detail":                                     214,
-	"Digest":                                     228,
-	"Display settings":                           145,
-	"Display settings: ":                         146,
-	"Duration":                                   459,
-	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 287,
-	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  71,
-	"Each one fails with the error code abandoned and cannot be resumed.":                                                     64,
-	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 60,
-	"Earlier attempt:":          577,
-	"End node":                  377,
-	"End node or error":         393,
-	"Ended":                     373,
-	"Erase process instance %s": 271,
-	"Erase the instance":        274,
-	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 272,
-	"Erase this instance…": 364,
-	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 276,
-	"Error":                      567,
-	"Error (before any attempt)": 505,
-	"Error (the deadline passed after attempt %d)": 504,
-	"Error code":       80,
-	"Error message":    462,
-	"Every %d seconds": 608,
-	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 497,
-	"Every attempt, oldest first": 454,
-	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 110,
-	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  657,
-	"Expired token":                        689,
-	"Expires":                              686,
-	"External tasks":                       132,
-	"Failed":                               293,
-	"Failed (%s).":                         539,
-	"Failed at node":                       379,
-	"Failed occurrence":                    375,
-	"Failed, last hour":                    296,
-	"Feb":                                  327,
-	"Field":                                189,
-	"Filter":                               54,
-	"Filters":                              111,
-	"Find":                                 136,
-	"Find an instance or occurrence":       134,
-	"Finished":                             458,
-	"First page":                           587,
-	"Follow it in the audit log (new tab)": 58,
-	"Form refused":                         163,
-	"From revision":                        210,
-	"From revision %d to revision %d:":     236,
-	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 49,
-	"Grants":                  175,
-	"Graph":                   617,
-	"Graph of %s":             631,
-	"HTTP 2xx, unusable body": 548,
-	"Headers sent":            263,
-	"Health":                  131,
-	"Held at a node of":       81,
-	"Held at node":            374,
-	"Held for":                376,
-	"Held instances":          292,
-	"ID":                      173,
-	"In flight":               722,
-	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 306,
-	"Inputs":                     218,
-	"Inputs of revision %d":      229,
-	"Inputs of the working copy": 220,
-	"Inputs the instance was started with, labelled by process version %d's contract": 362,
-	"Inputs, labelled by revision %d's contract":                                      489,
-	"Instance":                  392,
-	"Instances":                 85,
-	"Instances of this version": 626,
-	"Invalid request":           156,
-	"Its calls":                 268,
+	"Cannot reveal":                                           655,
+	"Change":                                                  214,
+	"Changes between the two revisions":                       226,
+	"Changes of the Working copy since revision %d":           235,
+	"Choose two existing revisions to compare.":               236,
+	"Classification":                                          193,
+	"Clear filters":                                           117,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes).":                                                                            628,
+	"Columns follow the longest path from the start node. Solid arrows are successes (labelled with their route), dashed ones failures (labelled with their error codes). Each box says how many of this version’s occurrences are at that node now.": 619,
+	"Compare":              213,
+	"Compare revisions":    209,
+	"Completed":            308,
+	"Completed (%s).":      537,
+	"Completed, last hour": 296,
+	"Completions and failures per 5 minutes, last hour: %s":    306,
+	"Completions and failures per 5-minute slot, oldest first": 310,
+	"Completions and failures, last hour":                      289,
+	"Connected":                                                724,
+	"Constraints":                                              194,
+	"Consumer":                                                 456,
+	"Consumer and worker":                                      569,
+	"Consumers":                                                140,
+	"Consumers, oldest first":                                  173,
+	"Counting the occurrences; the counts appear when you reload the page.": 188,
+	"Counts are unavailable right now.":                                     189,
+	"Counts as of %s (%s); refreshed every few seconds.":                    650,
+	"Counts by status": 564,
+	"Created":          355,
+	"Created from":     83,
+	"Created on":       177,
+	"Created to":       84,
+	"Creation date":    386,
+	"Dates":            452,
+	"Deadline":         481,
+	"Dec":              338,
+	"Deferred":         503,
+	"Deferred since %s (%s): a worker of the same consumer, or a front end with a settle token, completes it later.": 536,
+	"Definition":                                 291,
+	"Definition %s":                              196,
+	"Definition %s has no revision %d.":          95,
+	"Definitions":                                138,
+	"Definitions by key":                         253,
+	"Definitions served":                         722,
+	"Definitions, those needing attention first": 290,
+	"Description":                                195,
+	"Destination":                                468,
+	"Destinations":                               141,
+	"Destinations by name":                       262,
+	"Destination’s answer":                       461,
+	"Detail":                                     215,
+	"Digest":                                     229,
+	"Display settings":                           146,
+	"Display settings: ":                         147,
+	"Duration":                                   460,
+	"Each definition’s queue and incidents now, and what its workers finished in the last hour: occurrences that ended completed or failed. An occurrence retried since counts where it ends next; a failed attempt with attempts left is not counted, its occurrence’s page lists it.": 288,
+	"Each one and its open occurrences are cancelled; a stopped instance cannot be resumed.":                                  72,
+	"Each one fails with the error code abandoned and cannot be resumed.":                                                     65,
+	"Each one’s failed occurrence is offered again with a fresh budget of attempts. Nothing is completed on anyone’s behalf.": 61,
+	"Earlier attempt:":          578,
+	"End node":                  378,
+	"End node or error":         394,
+	"Ended":                     374,
+	"Erase process instance %s": 272,
+	"Erase the instance":        275,
+	"Erase this instance now? It is deleted with its occurrences and their attempts, as retention would delete it.": 273,
+	"Erase this instance…": 365,
+	"Erased: instance %s is deleted (occurrences: %d, attempts: %d). Recorded in the audit log.": 277,
+	"Error":                      568,
+	"Error (before any attempt)": 506,
+	"Error (the deadline passed after attempt %d)": 505,
+	"Error code":       81,
+	"Error message":    463,
+	"Every %d seconds": 609,
+	"Every admin reads it, and it is kept whatever the retention: write no customer data in it.": 498,
+	"Every attempt, oldest first": 455,
+	"Every retry, abandon and stop an operator applied, and every erasure an administrator made, with its reason. Reveals of sensitive values have their own log, which administrators read on the Reveals page (GET /api/v1/audit/reveals).": 111,
+	"Every sensitive value an administrator revealed: who, when, which field and why. The values themselves are never kept.":                                                                                                                  658,
+	"Expired token":                        690,
+	"Expires":                              687,
+	"External tasks":                       133,
+	"Failed":                               294,
+	"Failed (%s).":                         540,
+	"Failed at node":                       380,
+	"Failed occurrence":                    376,
+	"Failed, last hour":                    297,
+	"Feb":                                  328,
+	"Field":                                190,
+	"Filter":                               55,
+	"Filters":                              112,
+	"Find":                                 137,
+	"Find an instance or occurrence":       135,
+	"Finished":                             459,
+	"First page":                           588,
+	"Follow it in the audit log (new tab)": 59,
+	"Form refused":                         164,
+	"From revision":                        211,
+	"From revision %d to revision %d:":     237,
+	"Give a reason: it is recorded in the audit log (at most %d characters). Nothing was done.": 50,
+	"Grants":                  176,
+	"Graph":                   618,
+	"Graph of %s":             632,
+	"HTTP 2xx, unusable body": 549,
+	"Headers sent":            264,
+	"Health":                  132,
+	"Held at a node of":       82,
+	"Held at node":            375,
+	"Held for":                377,
+	"Held instances":          293,
+	"ID":                      174,
+	"In flight":               723,
+	"In the last hour: %s, %s. The table after the chart gives each 5-minute slot.": 307,
+	"Inputs":                     219,
+	"Inputs of revision %d":      230,
+	"Inputs of the working copy": 221,
+	"Inputs the instance was started with, labelled by process version %d's contract": 363,
+	"Inputs, labelled by revision %d's contract":                                      490,
+	"Instance":                  393,
+	"Instances":                 86,
+	"Instances of this version": 627,
+	"Invalid request":           157,
+	"Its calls":                 269,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
-	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 273,
-	"Its instance is held here, waiting for an operator.":                                                                                                                  537,
-	"Its instance went on along the node’s error path.":                                                                                                                    538,
-	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      694,
-	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 41,
-	"Jan":                     326,
-	"Jul":                     332,
-	"Jun":                     331,
-	"Keep it":                 696,
+	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 274,
+	"Its instance is held here, waiting for an operator.":                                                                                                                  538,
+	"Its instance went on along the node’s error path.":                                                                                                                    539,
+	"Its next request is refused, and console sessions opened with it end. This cannot be undone: whoever uses it needs a new token.":                                      695,
+	"Its occurrence failed before any attempt: its inputs could not be built, so a retry would fail the same way. Abandon or stop the instance instead. Nothing was done.": 42,
+	"Jan":                     327,
+	"Jul":                     333,
+	"Jun":                     332,
+	"Keep it":                 697,
 	"Keep it held":            15,
 	"Keep it running":         14,
-	"Keep the instance":       269,
-	"Key":                     253,
-	"Kind":                    621,
-	"Language":                128,
-	"Last changed":            265,
-	"Last error (attempt %d)": 503,
-	"Last reserved":           500,
-	"Last saved":              199,
-	"Last seen":               724,
-	"Last used":               685,
-	"Latest revision":         254,
-	"Lists every change from one revision to another, and whom it may break.": 209,
-	"Local time at %s": 606,
-	"Local time in %s": 605,
-	"Lock expired %s — waiting to be offered again.": 527,
-	"Lock expires":                     501,
-	"Longest timeout":                  264,
-	"Main navigation":                  130,
-	"Mar":                              328,
-	"Maximum attempts":                 476,
-	"May":                              330,
-	"Message":                          565,
-	"Message from Relais (in English)": 554,
-	"Message from the service (its own words, protected values masked)": 555,
-	"Method not allowed": 661,
-	"Mode":               474,
-	"More filters: instance, revision, consumer, destination, dates": 559,
-	"Name":                    174,
-	"Never":                   607,
-	"Next attempt":            499,
-	"Next attempt or settled": 569,
-	"Next node":               353,
-	"Next page":               586,
-	"No consumer yet.":        169,
-	"No definition %s has occurrences: check the key, or show all definitions.": 303,
-	"No definition has occurrences yet.":                                        297,
-	"No definition has the key “%s”.":                                           93,
-	"No definition yet.":                                                        256,
-	"No destination yet.":                                                       258,
-	"No inputs.":                                                                219,
-	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 669,
-	"No instance matches these filters.": 394,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 667,
-	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 668,
-	"No live worker takes %s now (Workers page).":                                               521,
-	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 522,
-	"No live worker takes revision %d: the live workers of %s take revision %d only.":           523,
-	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          524,
-	"No more consumers.":                                   170,
-	"No more destinations.":                                259,
-	"No occurrence matches these filters.":                 570,
-	"No operator action matches.":                          117,
-	"No operator has acted on this instance.":              358,
-	"No outputs yet: the occurrence has not completed.":    492,
-	"No outputs.":                                          222,
-	"No outputs: the occurrence ended without completing.": 494,
-	"No process has the key “%s”.":                         92,
-	"No process is published yet.":                         613,
-	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             736,
-	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             735,
-	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    74,
-	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 126,
-	"No release yet.": 203,
-	"No revision yet: the Working copy has never been snapshotted.":          201,
-	"No service ever reserved this occurrence: it ended before any attempt.": 466,
-	"No service has reserved this occurrence yet.":                           463,
-	"No token.":              683,
-	"No value was revealed.": 659,
-	"No worker is connected for this definition; none of its occurrences waits for one.": 737,
-	"No worker is connected.":           725,
-	"No worker serves this definition.": 728,
-	"No worker serves this definition: its occurrences wait until one connects or polls.": 734,
-	"Node":                  350,
-	"Nodes":                 619,
-	"Nodes of this version": 628,
-	"Nodes of this version, with their occurrences now": 620,
-	"Nodes reached, in order":                           349,
-	"Not allowed":                                       154,
-	"Not found":                                         162,
-	"Notes":                                             206,
-	"Nothing exists at this address, or it is not visible to you.": 160,
-	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 161,
-	"Nothing to do: no instance this action applies to matches the filter.": 73,
-	"Nothing to find: the search box is empty.":                             665,
+	"Keep the instance":       270,
+	"Key":                     254,
+	"Kind":                    622,
+	"Language":                129,
+	"Last changed":            266,
+	"Last error (attempt %d)": 504,
+	"Last reserved":           501,
+	"Last saved":              200,
+	"Last seen":               725,
+	"Last used":               686,
+	"Latest revision":         255,
+	"Lists every change from one revision to another, and whom it may break.": 210,
+	"Local time at %s": 607,
+	"Local time in %s": 606,
+	"Lock expired %s — waiting to be offered again.": 528,
+	"Lock expires":                     502,
+	"Longest timeout":                  265,
+	"Main navigation":                  131,
+	"Mar":                              329,
+	"Maximum attempts":                 477,
+	"May":                              331,
+	"Message":                          566,
+	"Message from Relais (in English)": 555,
+	"Message from the service (its own words, protected values masked)": 556,
+	"Method not allowed": 662,
+	"Mode":               475,
+	"More filters: instance, revision, consumer, destination, dates": 560,
+	"Name":                    175,
+	"Never":                   608,
+	"Next attempt":            500,
+	"Next attempt or settled": 570,
+	"Next node":               354,
+	"Next page":               587,
+	"No consumer yet.":        170,
+	"No definition %s has occurrences: check the key, or show all definitions.": 304,
+	"No definition has occurrences yet.":                                        298,
+	"No definition has the key “%s”.":                                           94,
+	"No definition yet.":                                                        257,
+	"No destination yet.":                                                       259,
+	"No inputs.":                                                                220,
+	"No instance has “%s” as its business key, and it is not a whole id: the lists show the end of each id. Open the row, or copy its link, for the whole id.": 670,
+	"No instance matches these filters.": 395,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key.": 668,
+	"No instance or occurrence has the id “%s”, and no instance has it as its business key. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 669,
+	"No live worker takes %s now (Workers page).":                                               522,
+	"No live worker takes revision %d: the live workers of %s declare inputs it does not have.": 523,
+	"No live worker takes revision %d: the live workers of %s take revision %d only.":           524,
+	"No live worker takes revision %d: the live workers of %s take revisions %s only.":          525,
+	"No more consumers.":                                   171,
+	"No more destinations.":                                260,
+	"No occurrence matches these filters.":                 571,
+	"No operator action matches.":                          118,
+	"No operator has acted on this instance.":              359,
+	"No outputs yet: the occurrence has not completed.":    493,
+	"No outputs.":                                          223,
+	"No outputs: the occurrence ended without completing.": 495,
+	"No process has the key “%s”.":                         93,
+	"No process is published yet.":                         614,
+	"No process pulls this definition: Relais calls its destinations (push), and it needs no worker.":                             737,
+	"No process uses this definition yet: it needs a worker once a process pulls it.":                                             736,
+	"No process, business key, error code or creation date narrows this filter: it applies to the instances of every process.":    75,
+	"No progress since %s: the replica running it may have stopped. What it applied stays; act on the filter again for the rest.": 127,
+	"No release yet.": 204,
+	"No revision yet: the Working copy has never been snapshotted.":          202,
+	"No service ever reserved this occurrence: it ended before any attempt.": 467,
+	"No service has reserved this occurrence yet.":                           464,
+	"No token.":              684,
+	"No value was revealed.": 660,
+	"No worker is connected for this definition; none of its occurrences waits for one.": 738,
+	"No worker is connected.":           726,
+	"No worker serves this definition.": 729,
+	"No worker serves this definition: its occurrences wait until one connects or polls.": 735,
+	"Node":                  351,
+	"Nodes":                 620,
+	"Nodes of this version": 629,
+	"Nodes of this version, with their occurrences now": 621,
+	"Nodes reached, in order":                           350,
+	"Not allowed":                                       155,
+	"Not found":                                         163,
+	"Notes":                                             207,
+	"Nothing exists at this address, or it is not visible to you.": 161,
+	"Nothing exists at this address, or it is not visible to you. An ended instance is deleted, with its occurrences and attempts, once the retention period (RELAIS_RETENTION) has passed, or at once when an administrator erases it; the audit log keeps the operator actions taken on it.": 162,
+	"Nothing to do: no instance this action applies to matches the filter.": 74,
+	"Nothing to find: the search box is empty.":                             666,
 	"Nothing was done.":         29,
-	"Nov":                       336,
-	"Now":                       472,
-	"Occurrence":                351,
-	"Occurrence %s":             450,
-	"Occurrence offered again":  106,
-	"Occurrences now":           625,
-	"Occurrences, newest first": 564,
-	"Oct":                       335,
-	"Offered from %s — %s.":     526,
-	"Oldest claimable waits":    294,
-	"On error":                  624,
-	"On success":                623,
-	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         655,
-	"Only administrators may reveal a sensitive value.":                                                           650,
-	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 680,
-	"Open":             291,
-	"Operator actions": 346,
-	"Operator actions on this instance, newest first": 359,
-	"Operator actions, newest first":                  121,
-	"Outcome":                                         461,
-	"Outputs":                                         221,
-	"Outputs of revision %d":                          230,
-	"Outputs of the working copy":                     223,
-	"Outputs, labelled by revision %d's contract":     491,
-	"Pages":                           584,
-	"Path":                            347,
-	"Pause reloading":                 153,
-	"Pinned revision":                 622,
-	"Policy":                          452,
-	"Previous page":                   585,
-	"Priority":                        481,
-	"Process":                         76,
-	"Process %s":                      615,
-	"Process %s has no version %d.":   91,
-	"Process and node":                566,
-	"Process inputs":                  361,
-	"Process instance":                105,
-	"Process instance %s":             344,
-	"Process instances":               387,
-	"Process instances, newest first": 391,
-	"Processes":                       133,
-	"Processes by key":                611,
-	"Protocol":                        720,
-	"Published":                       207,
-	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 609,
-	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       610,
-	"Push destination": 560,
-	"Reason":           104,
-	"Reason (recorded in the audit log for every instance)": 55,
+	"Nov":                       337,
+	"Now":                       473,
+	"Occurrence":                352,
+	"Occurrence %s":             451,
+	"Occurrence offered again":  107,
+	"Occurrences now":           626,
+	"Occurrences, newest first": 565,
+	"Oct":                       336,
+	"Offered from %s — %s.":     527,
+	"Oldest claimable waits":    295,
+	"On error":                  625,
+	"On success":                624,
+	"Only a value this page shows as hidden (sensitive) can be revealed.":                                         656,
+	"Only administrators may reveal a sensitive value.":                                                           651,
+	"Only administrators see this page: tokens, consumers, destinations, the reveal log and erasures are theirs.": 681,
+	"Open":             292,
+	"Operator actions": 347,
+	"Operator actions on this instance, newest first": 360,
+	"Operator actions, newest first":                  122,
+	"Outcome":                                         462,
+	"Outputs":                                         222,
+	"Outputs of revision %d":                          231,
+	"Outputs of the working copy":                     224,
+	"Outputs, labelled by revision %d's contract":     492,
+	"Pages":                           585,
+	"Path":                            348,
+	"Pause reloading":                 154,
+	"Pinned revision":                 623,
+	"Policy":                          453,
+	"Previous page":                   586,
+	"Priority":                        482,
+	"Process":                         77,
+	"Process %s":                      616,
+	"Process %s has no version %d.":   92,
+	"Process and node":                567,
+	"Process inputs":                  362,
+	"Process instance":                106,
+	"Process instance %s":             345,
+	"Process instances":               388,
+	"Process instances, newest first": 392,
+	"Processes":                       134,
+	"Processes by key":                612,
+	"Protocol":                        721,
+	"Published":                       208,
+	"Published process versions: their nodes, routes and pinned revisions, drawn, with where their occurrences are now.": 610,
+	"Published process versions: their nodes, routes and pinned revisions, drawn.":                                       611,
+	"Push destination": 561,
+	"Reason":           105,
+	"Reason (recorded in the audit log for every instance)": 56,
 	"Reason (recorded in the audit log)":                    13,
-	"Reason given by the worker":                            475,
-	"Recorded operator actions":                             357,
-	"Relais console":                                        127,
-	"Relais has not called the destination yet.":            469,
-	"Relais is calling the destination (since %s).":         532,
-	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 471,
-	"Relais never called the destination: the occurrence ended before any call.": 470,
-	"Relais refused the action. Nothing was done.":                               48,
-	"Release":                             204,
-	"Releases":                            202,
-	"Releases, oldest first":              224,
-	"Reload lists and detail pages":       600,
-	"Reloading paused":                    150,
-	"Replica":                             468,
-	"Required":                            191,
-	"Reserved":                            457,
-	"Reserved by %s.":                     534,
-	"Reserved by %s; lock until %s — %s.": 533,
-	"Reserved now":                        182,
-	"Resume":                              151,
-	"Retried by %s at %s — “%s”":          371,
-	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 45,
-	"Retries":            478,
-	"Retry %d instances": 62,
-	"Retry at %s — %s.":  525,
-	"Retry delay":        477,
-	"Retry every held instance this filter matches": 59,
+	"Reason given by the worker":                            476,
+	"Recorded operator actions":                             358,
+	"Relais console":                                        128,
+	"Relais has not called the destination yet.":            470,
+	"Relais is calling the destination (since %s).":         533,
+	"Relais keeps the destination’s status code only when it refused the call (destination_http_NNN); a completed call answered 2xx. The duration runs from the claim of the call to its settlement.": 472,
+	"Relais never called the destination: the occurrence ended before any call.": 471,
+	"Relais refused the action. Nothing was done.":                               49,
+	"Release":                             205,
+	"Releases":                            203,
+	"Releases, oldest first":              225,
+	"Reload lists and detail pages":       601,
+	"Reloading paused":                    151,
+	"Replica":                             469,
+	"Required":                            192,
+	"Reserved":                            458,
+	"Reserved by %s.":                     535,
+	"Reserved by %s; lock until %s — %s.": 534,
+	"Reserved now":                        183,
+	"Resume":                              152,
+	"Retried by %s at %s — “%s”":          372,
+	"Retried: the occurrence at node %s is offered again. Recorded in the audit log.": 46,
+	"Retries":            479,
+	"Retry %d instances": 63,
+	"Retry at %s — %s.":  526,
+	"Retry delay":        478,
+	"Retry every held instance this filter matches": 60,
 	"Retry every held instance…":                    7,
-	"Retry or abandon it from its instance":         473,
+	"Retry or abandon it from its instance":         474,
 	"Retry process instance %s":                     16,
 	"Retry the instance":                            19,
 	"Retry this instance? Its failed occurrence at node %s is offered again with a fresh budget of attempts.": 17,
-	"Retryable": 506,
-	"Retrying and abandoning apply to held instances, not %s ones.": 53,
+	"Retryable": 507,
+	"Retrying and abandoning apply to held instances, not %s ones.": 54,
 	"Retry…":                    0,
-	"Reveal — this is recorded": 495,
-	"Revealed by %s at %s; recorded in the audit log.": 652,
-	"Reveals":               142,
-	"Reveals, newest first": 658,
-	"Revision":              205,
-	"Revision %d":           226,
-	"Revisions":             200,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 739,
-	"Revoke the %s token “%s”?": 693,
-	"Revoke the token":          695,
-	"Revoke token %d":           692,
-	"Revoke…":                   690,
-	"Role":                      684,
-	"Route":                     352,
-	"Routing output":            198,
-	"Row %s":                    588,
-	"Rows %s–%s":                589,
-	"Save settings":             602,
-	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      651,
+	"Reveal — this is recorded": 496,
+	"Revealed by %s at %s; recorded in the audit log.": 653,
+	"Reveals":               143,
+	"Reveals, newest first": 659,
+	"Revision":              206,
+	"Revision %d":           227,
+	"Revisions":             201,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 740,
+	"Revoke the %s token “%s”?": 694,
+	"Revoke the token":          696,
+	"Revoke token %d":           693,
+	"Revoke…":                   691,
+	"Role":                      685,
+	"Route":                     353,
+	"Routing output":            199,
+	"Row %s":                    589,
+	"Rows %s–%s":                590,
+	"Save settings":             603,
+	"Say why you reveal this value: the reason is recorded with the reveal in the audit log.":                                                                                      652,
 	"Say why, for whoever reads the log later: at most %d characters. Every operator reads it, and it is kept whatever the retention: write no customer data in it.":               12,
-	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 270,
-	"Search":                               663,
-	"Secret values can never be revealed.": 656,
-	"Sep":                                  334,
-	"Served by %d workers":                 738,
+	"Say why, for whoever reads the log later: at most %d characters. It is kept after the erasure, whatever the retention: write the request’s reference, not the person’s name.": 271,
+	"Search":                               664,
+	"Secret values can never be revealed.": 657,
+	"Sep":                                  335,
+	"Served by %d workers":                 739,
 	"Services that hold one of them learn it when they next report, and their results are refused. Nothing is completed on their behalf, and a stopped instance cannot be resumed.": 26,
-	"Settled":              355,
-	"Settlement date":      558,
-	"Show all definitions": 302,
-	"Show times in":        598,
-	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 122,
-	"Sign in": 673,
-	"Sign in with an operator, designer or administrator token.": 674,
-	"Sign out":             144,
-	"Signed in as %s (%s)": 143,
-	"Since revision %d:":   232,
-	"Skip to content":      129,
-	"Slot":                 310,
-	"Snapshotted":          227,
+	"Settled":              356,
+	"Settlement date":      559,
+	"Show all definitions": 303,
+	"Show times in":        599,
+	"Showing the %d instances bulk action %s changed. While it runs, each reload shows how far it got.": 123,
+	"Sign in": 674,
+	"Sign in with an operator, designer or administrator token.": 675,
+	"Sign out":             145,
+	"Signed in as %s (%s)": 144,
+	"Since revision %d:":   233,
+	"Skip to content":      130,
+	"Slot":                 311,
+	"Snapshotted":          228,
 	"Someone acted on this instance after this page was opened (%s by %s, %s). Nothing was done: look at it again before deciding.": 32,
-	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                38,
-	"Something went wrong": 167,
-	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 681,
-	"Staff tokens, oldest first": 682,
-	"Start node":                 616,
-	"Started":                    372,
-	"State":                      177,
-	"Status":                     78,
-	"Stop %d instances":          72,
-	"Stop every held instance this filter matches":            66,
+	"Someone acted on this instance after this page was opened. Nothing was done: look at it again before deciding.":                39,
+	"Something went wrong": 168,
+	"Staff tokens (administrators, designers, operators) that are not revoked. Consumer tokens are managed with their consumers. Revoking a token refuses its next request.": 682,
+	"Staff tokens, oldest first": 683,
+	"Start node":                 617,
+	"Started":                    373,
+	"State":                      178,
+	"Status":                     79,
+	"Stop %d instances":          73,
+	"Stop every held instance this filter matches":            67,
 	"Stop every held instance…":                               9,
-	"Stop every running instance this filter matches":         67,
+	"Stop every running instance this filter matches":         68,
 	"Stop every running instance…":                            10,
-	"Stop every running or held instance this filter matches": 69,
+	"Stop every running or held instance this filter matches": 70,
 	"Stop every running or held instance…":                    11,
 	"Stop process instance %s":                                24,
 	"Stop the instance":                                       27,
 	"Stop this instance? Its open occurrences are cancelled.": 25,
 	"Stop this instance…":                                     2,
-	"Stopped by %s at %s — “%s”":                              369,
-	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 47,
-	"Stopping applies to running or held instances, not %s ones.":                              52,
-	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   368,
-	"Summary": 345,
-	"Task contracts: their Working copy, immutable revisions and named releases.": 251,
-	"Tasks":                   178,
-	"Temporarily unavailable": 165,
-	"That is too long to be an id or a business key.": 666,
-	"The %d largest groups; the filter matches more.": 86,
-	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    260,
-	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             231,
-	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 512,
-	"The bulk action must be its id (a UUID).": 120,
-	"The call could not be prepared.":          513,
-	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 531,
-	"The chart’s numbers": 308,
-	"The confirmed count is missing: start again from the list.":                                                                                                            95,
-	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           168,
-	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          599,
-	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 96,
-	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 166,
-	"The deadline passed before a result arrived.":                                                                                                                          510,
-	"The destination answered HTTP %s.":     520,
-	"The destination could not be reached.": 514,
-	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 508,
-	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      509,
-	"The destination’s answer was too large.": 515,
-	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 171,
-	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     157,
-	"The inputs could not be built from the process’s bindings.":                                                                                                                                           517,
-	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                516,
-	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             390,
-	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 348,
-	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         197,
-	"The page cursor is invalid: go back to the first page.":                                                                                                                                               596,
-	"The page size must be between 1 and %d.":                                                                                                                                                              386,
-	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  595,
-	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 119,
-	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 50,
-	"The reason you gave, not recorded:":                                                                                                                                                                   43,
-	"The result did not match the revision's outputs contract.":                                                                                                                                            511,
-	"The revision must be a whole number, 1 or more.":                                                                                                                                                      556,
-	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          699,
-	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          676,
-	"The version must be a whole number from 1.":                                                                                                                                                           383,
-	"These revisions have the same contracts.":                                                                                                                                                             217,
-	"These settings are kept in this browser only.":                                                                                                                                                        597,
-	"They take every revision their consumer is granted.":                                                                                                                                                  740,
-	"They take revision %d only.":                                                                                                                                                                          741,
-	"They take revisions %s only.":                                                                                                                                                                         742,
-	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     592,
-	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             97,
-	"This contract has no inputs.":                                                                                                                                                                         490,
-	"This contract has no outputs.":                                                                                                                                                                        493,
-	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  164,
+	"Stopped by %s at %s — “%s”":                              370,
+	"Stopped: the instance and its open occurrences are cancelled. Recorded in the audit log.": 48,
+	"Stopping applies to running or held instances, not %s ones.":                              53,
+	"Stopping cancels the instance and its open occurrences. It does not complete anything.":   369,
+	"Summary": 346,
+	"Task contracts: their Working copy, immutable revisions and named releases.": 252,
+	"Tasks":                   179,
+	"Temporarily unavailable": 166,
+	"That is too long to be an id or a business key.": 667,
+	"The %d largest groups; the filter matches more.": 87,
+	"The HTTP endpoints push nodes call. Values of the URL's query and of the headers are sealed and never shown. Create, change and delete destinations through the API (/api/v1/destinations).":                                    261,
+	"The Working copy has changes not yet snapshotted: they are in no revision (workers and processes use revision %d at most) until a snapshot makes them revision %d.":                                                             232,
+	"The answer to the call was lost (the connection broke after the request was sent, or Relais stopped or could not reach its database before recording it): whether the destination acted is unknown, so it is not called again.": 513,
+	"The bulk action must be its id (a UUID).": 121,
+	"The call could not be prepared.":          514,
+	"The call’s budget (%s) ended %s without its result recorded: the replica making it may have stopped. If so, it fails outcome_unknown at %s (%s): ask the destination whether it took effect.": 532,
+	"The chart’s numbers": 309,
+	"The confirmed count is missing: start again from the list.":                                                                                                            96,
+	"The console could not show this page. Try again; if it persists, give your administrator the request id %s.":                                                           169,
+	"The console runs no script, so it cannot read your computer’s time zone: choose a place, whose daylight saving time is followed, or a fixed offset from UTC.":          600,
+	"The count changed since you confirmed it (it was %d): instances were settled, retried or acted on meanwhile. Nothing was done; check the new count and confirm again.": 97,
+	"The database cannot be reached right now. Try again in a few seconds.":                                                                                                 167,
+	"The deadline passed before a result arrived.":                                                                                                                          511,
+	"The destination answered HTTP %s.":     521,
+	"The destination could not be reached.": 515,
+	"The destination did not answer within the call’s timeout (%s): it may have acted all the same, so check before retrying.": 509,
+	"The destination did not answer within the call’s timeout: it may have acted all the same, so check before retrying.":      510,
+	"The destination’s answer was too large.": 516,
+	"The external services that take tasks, and the definitions each may take. Create consumers, change their grants and rotate their tokens through the API (/api/v1/consumers); tokens are never shown.": 172,
+	"The field “%s” holds a NUL character or bytes that are not UTF-8 text: correct it and try again.":                                                                                                     158,
+	"The inputs could not be built from the process’s bindings.":                                                                                                                                           518,
+	"The last attempt’s lock expired with no attempt left.":                                                                                                                                                517,
+	"The next page counts them and asks for a reason before anything changes.":                                                                                                                             391,
+	"The nodes this instance reached, in order, each with its occurrence.":                                                                                                                                 349,
+	"The only mutable part of a definition. Processes never use it directly: they pin a revision.":                                                                                                         198,
+	"The page cursor is invalid: go back to the first page.":                                                                                                                                               597,
+	"The page size must be between 1 and %d.":                                                                                                                                                              387,
+	"The parameter “%s” is given %d times: give it once.":                                                                                                                                                  596,
+	"The process instance must be a whole instance id (a UUID): the lists show the end of each id; open the instance, or copy its link, for the whole id.":                                                 120,
+	"The reason is too long: %d characters, for at most %d. Shorten it. Nothing was done.":                                                                                                                 51,
+	"The reason you gave, not recorded:":                                                                                                                                                                   44,
+	"The result did not match the revision's outputs contract.":                                                                                                                                            512,
+	"The revision must be a whole number, 1 or more.":                                                                                                                                                      557,
+	"The token %s (%s) was revoked: its next request is refused.":                                                                                                                                          700,
+	"The token is checked once and never stored in your browser; a session cookie stands for it for up to 8 hours of inactivity.":                                                                          677,
+	"The version must be a whole number from 1.":                                                                                                                                                           384,
+	"These revisions have the same contracts.":                                                                                                                                                             218,
+	"These settings are kept in this browser only.":                                                                                                                                                        598,
+	"They take every revision their consumer is granted.":                                                                                                                                                  741,
+	"They take revision %d only.":                                                                                                                                                                          742,
+	"They take revisions %s only.":                                                                                                                                                                         743,
+	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     593,
+	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
+	"This contract has no inputs.":                                                                                                                                                                         491,
+	"This contract has no outputs.":                                                                                                                                                                        494,
+	"This form was not sent from this console session, or it has expired. Reload the page and try again.":                                                                                                  165,
 	"This instance cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon or stop it.":      28,
-	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 277,
+	"This instance had already been erased, by %s at %s; nothing changed and nothing was recorded.":                                                                                 278,
 	"This instance has already ended (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                              33,
-	"This instance has already ended; there is nothing to stop.":                                                                                                                    40,
-	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 365,
-	"This instance has not reached a task yet.":                                 356,
-	"This instance is %s, not held: there is nothing to abandon.":               36,
-	"This instance is %s, not held: there is nothing to retry.":                 35,
-	"This instance is %s: only an ended instance can be erased. Stop it first.": 275,
-	"This instance is %s: there is nothing to stop.":                            37,
-	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 366,
-	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 367,
+	"This instance has already ended; there is nothing to stop.":                                                                                                                    41,
+	"This instance has ended. As an administrator you may erase it now rather than wait for retention (a data subject’s request): it is deleted with its occurrences and attempts.": 366,
+	"This instance has not reached a task yet.":                   357,
+	"This instance is %s, not held: there is nothing to abandon.": 37,
+	"This instance is %s, not held: there is nothing to retry.":   36,
+	"This instance is %s, not held: there is nothing to retry. A failure ends its instance unless the node’s on_error leads to hold (an incident waiting for an operator); start the instance again to redo the work.": 35,
+	"This instance is %s: only an ended instance can be erased. Stop it first.": 276,
+	"This instance is %s: there is nothing to stop.":                            38,
+	"This instance is held at a failed node: an incident. It cannot be retried: its occurrence at node %s failed before any attempt (its inputs could not be built), so it would fail the same way. Abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.": 367,
+	"This instance is held at a failed node: an incident. Retry offers the failed occurrence again; abandon fails the instance; stop cancels it. Each asks for a reason, recorded in the audit log.":                                                                                                 368,
 	"This instance is no longer held (it is %s now): someone acted on it after this page was opened (%s by %s, %s). Nothing was done.":                                                                                                                                                               34,
-	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          39,
-	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      44,
-	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   42,
-	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            698,
-	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           697,
-	"This page does not accept that request.": 662,
-	"This page reloads every %d seconds.":     152,
-	"This process takes no inputs.":           363,
-	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 57,
-	"This token is unknown, revoked or expired.": 678,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 629,
-	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            630,
-	"Times in %s · no auto-reload":    149,
-	"Times in %s · reload every %d s": 148,
-	"Times in %s · reloading paused":  147,
-	"To revision":                     211,
-	"Token":                           675,
-	"Tokens":                          141,
-	"Too many failed sign-ins from your address. Try again in %d seconds.": 677,
-	"Totals of all definitions, not narrowed by the other filters":         573,
-	"Totals of definition %s, not narrowed by the other filters":           572,
-	"Type": 190,
-	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 664,
-	"URL":                              262,
-	"UTC (coordinated universal time)": 604,
-	"Unknown action.":                  51,
-	"Unknown consumer.":                89,
-	"Unknown destination “%s”.":        90,
-	"Unknown parameter “%s” (did you mean “%s”?).": 593,
-	"Unknown parameter “%s”.":                      594,
-	"Unknown status “%s”.":                         382,
-	"Value":                                        360,
-	"Version":                                      77,
-	"Versions, newest first":                       612,
-	"Waiting for Relais to call the destination since %s (%s).": 528,
-	"Waiting for a worker since %s (%s).":                       529,
-	"When":                                                      101,
-	"Who":                                                       102,
-	"Whole message":                                             465,
-	"Why (recorded with the reveal)":                            496,
-	"Worker":                                                    719,
-	"Worker id":                                                 456,
-	"Workers":                                                   138,
-	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        717,
+	"This instance is no longer held (it is %s now): someone may have acted on it first. Nothing was done.":                                                                                                                                                                                          40,
+	"This instance was already stopped, by %s at %s; nothing changed and nothing was recorded.":                                                                                                                                                                                                      45,
+	"This instance was already stopped; nothing changed and nothing was recorded.":                                                                                                                                                                                                                   43,
+	"This is the last usable administrator token: create another one before revoking it.":                                                                                                                                                                                                            699,
+	"This is the token you signed in with: revoking it signs you out. Its next request is refused. This cannot be undone.":                                                                                                                                                                           698,
+	"This page does not accept that request.": 663,
+	"This page reloads every %d seconds.":     153,
+	"This process takes no inputs.":           364,
+	"This takes about %s. Keep this page open until it answers: if it stops waiting first, the action still runs to its end.": 58,
+	"This token is unknown, revoked or expired.": 679,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes and counts.": 630,
+	"This version has %d nodes: too many to draw legibly (at most %d). The table below lists every node with its routes.":            631,
+	"Times in %s · no auto-reload":    150,
+	"Times in %s · reload every %d s": 149,
+	"Times in %s · reloading paused":  148,
+	"To revision":                     212,
+	"Token":                           676,
+	"Tokens":                          142,
+	"Too many failed sign-ins from your address. Try again in %d seconds.": 678,
+	"Totals of all definitions, not narrowed by the other filters":         574,
+	"Totals of definition %s, not narrowed by the other filters":           573,
+	"Type": 191,
+	"Type an instance or occurrence id (a whole UUID, as the title of its page shows it), or a business key.": 665,
+	"URL":                              263,
+	"UTC (coordinated universal time)": 605,
+	"Unknown action.":                  52,
+	"Unknown consumer.":                90,
+	"Unknown destination “%s”.":        91,
+	"Unknown parameter “%s” (did you mean “%s”?).": 594,
+	"Unknown parameter “%s”.":                      595,
+	"Unknown status “%s”.":                         383,
+	"Value":                                        361,
+	"Version":                                      78,
+	"Versions, newest first":                       613,
+	"Waiting for Relais to call the destination since %s (%s).": 529,
+	"Waiting for a worker since %s (%s).":                       530,
+	"When":                                                      102,
+	"Who":                                                       103,
+	"Whole message":                                             466,
+	"Why (recorded with the reveal)":                            497,
+	"Worker":                                                    720,
+	"Worker id":                                                 457,
+	"Workers":                                                   139,
+	"Workers connected by a stream, and polling workers by their last fetch. A worker is listed while it was seen within three heartbeats.":                                        718,
 	"Workers may take it again (a push occurrence calls its destination again). Its earlier attempts and last error stay in its history. Nothing is completed on anyone’s behalf.": 18,
-	"Workers seen within three heartbeats": 718,
-	"Workers serving %s":                   726,
-	"Working copy":                         196,
-	"You are signed out.":                  670,
-	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              155,
-	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 671,
-	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          672,
-	"[redacted]":                          553,
-	"a token’s name, exact":               112,
+	"Workers seen within three heartbeats": 719,
+	"Workers serving %s":                   727,
+	"Working copy":                         197,
+	"You are signed out.":                  671,
+	"Your role can read definitions and processes only: external tasks and process instances are for operators and administrators.":                                              156,
+	"Your session had ended (inactivity, a sign-out elsewhere, a revoked token or a restart of the server), so your last action was not applied. Sign in again, then repeat it.": 672,
+	"Your session has ended (inactivity, a sign-out elsewhere, a token revoked or expired, or a restart of the server). Sign in again.":                                          673,
+	"[redacted]":                          554,
+	"a token’s name, exact":               113,
 	"abandon":                             4,
-	"active":                              179,
-	"administrator":                       426,
-	"an incident: retry, abandon or stop": 281,
-	"answer too large":                    551,
-	"any":                                 75,
-	"any other code → %s":                 641,
-	"any other error":                     279,
-	"as of %s (%s); counts are refreshed every few seconds.": 575,
-	"at least %d characters":                                 702,
-	"at least %d items":                                      709,
-	"at most %d":                                             484,
-	"at most %d characters":                                  703,
-	"at most %d items":                                       710,
-	"at most %d since the last operator retry":               485,
-	"available":                                              398,
-	"boolean":                                                413,
-	"call in progress since":                                 581,
-	"cancelled":                                              403,
-	"choice":                                                 416,
-	"claimable since":                                        580,
-	"claimable since %s":                                     299,
-	"classification changed":                                 437,
-	"completed":                                              401,
-	"constraint changed":                                     438,
-	"consumer":                                               429,
-	"consumer #%s":                                           543,
-	"date":                                                   414,
-	"date and time":                                          415,
-	"deadline %s":                                            644,
-	"deferred":                                               400,
-	"deferred since":                                         583,
-	"deleted":                                                108,
-	"designer":                                               428,
-	"disconnected":                                           409,
-	"end (completes)":                                        636,
-	"end (fails)":                                            637,
-	"end: completes the instance":                            282,
-	"end: fails the instance":                                283,
+	"active":                              180,
+	"administrator":                       427,
+	"an incident: retry, abandon or stop": 282,
+	"answer too large":                    552,
+	"any":                                 76,
+	"any other code → %s":                 642,
+	"any other error":                     280,
+	"as of %s (%s); counts are refreshed every few seconds.": 576,
+	"at least %d characters":                                 703,
+	"at least %d items":                                      710,
+	"at most %d":                                             485,
+	"at most %d characters":                                  704,
+	"at most %d items":                                       711,
+	"at most %d since the last operator retry":               486,
+	"available":                                              399,
+	"boolean":                                                414,
+	"call in progress since":                                 582,
+	"cancelled":                                              404,
+	"choice":                                                 417,
+	"claimable since":                                        581,
+	"claimable since %s":                                     300,
+	"classification changed":                                 438,
+	"completed":                                              402,
+	"constraint changed":                                     439,
+	"consumer":                                               430,
+	"consumer #%s":                                           544,
+	"date":                                                   415,
+	"date and time":                                          416,
+	"deadline %s":                                            645,
+	"deferred":                                               401,
+	"deferred since":                                         584,
+	"deleted":                                                109,
+	"designer":                                               429,
+	"disconnected":                                           410,
+	"end (completes)":                                        637,
+	"end (fails)":                                            638,
+	"end: completes the instance":                            283,
+	"end: fails the instance":                                284,
 	"erase":                                                  6,
-	"every revision its consumer is granted":                 732,
-	"exact, case-sensitive":                                  388,
-	"expired":                                                406,
-	"failed":                                                 402,
-	"fails the instance":                                     642,
-	"field added":                                            432,
-	"field removed":                                          433,
-	"format":                                                 443,
-	"format %s":                                              705,
-	"from":                                                   113,
-	"held":                                                   405,
-	"held for an operator":                                   280,
-	"held, then abandoned by an operator":                    381,
-	"held, then stopped by an operator":                      380,
-	"hold (an incident for an operator)":                     640,
-	"id or business key":                                     135,
-	"in %s":                                                  319,
-	"in progress":                                            464,
-	"instance id":                                            562,
-	"instances held":                                         647,
-	"instances held: %s":                                     648,
-	"integer":                                                411,
-	"its name, exactly":                                      561,
-	"just now":                                               321,
-	"list":                                                   418,
-	"lock until":                                             582,
-	"long polling":                                           730,
-	"long wait":                                              300,
-	"maximum":                                                445,
-	"maximum %s":                                             707,
-	"maximum items":                                          447,
-	"maximum length":                                         441,
-	"minimum":                                                444,
-	"minimum %s":                                             706,
-	"minimum items":                                          446,
-	"minimum length":                                         440,
-	"never":                                                  687,
-	"next attempt":                                           579,
-	"no":                                                     431,
-	"no answer within the timeout":                           549,
-	"no connection":                                          550,
-	"no grant: it takes nothing":                             181,
-	"no header":                                              266,
-	"no worker":                                              301,
-	"no: the service marked this failure as not retryable (attempts left unused: %d)": 507,
-	"none": 250,
-	"none (revealed before reasons were asked for)": 660,
-	"none yet": 255,
-	"none: a failed call takes the node’s error path": 479,
-	"normal":                          419,
-	"not provided":                    712,
-	"not yet":                         688,
-	"null":                            715,
-	"number":                          412,
-	"object":                          417,
-	"on error":                        278,
-	"one of: %s":                      708,
-	"operator":                        427,
-	"optional %s field of type %s":    247,
-	"optional field of type %s":       249,
-	"optional → required":             240,
-	"pattern":                         442,
-	"pattern %s":                      704,
-	"pull":                            634,
-	"pull %s":                         285,
-	"pull (the service fetches it)":   424,
-	"push %s":                         284,
-	"push (Relais calls the service)": 425,
-	"push to %s":                      635,
-	"rejected":                        407,
-	"released":                        408,
-	"required %s field of type %s":    246,
-	"required changed":                435,
-	"required field of type %s":       248,
-	"required → optional":             241,
-	"reserved":                        399,
+	"every revision its consumer is granted":                 733,
+	"exact, case-sensitive":                                  389,
+	"expired":                                                407,
+	"failed":                                                 403,
+	"fails the instance":                                     643,
+	"field added":                                            433,
+	"field removed":                                          434,
+	"format":                                                 444,
+	"format %s":                                              706,
+	"from":                                                   114,
+	"held":                                                   406,
+	"held for an operator":                                   281,
+	"held, then abandoned by an operator":                    382,
+	"held, then stopped by an operator":                      381,
+	"hold (an incident for an operator)":                     641,
+	"id or business key":                                     136,
+	"in %s":                                                  320,
+	"in progress":                                            465,
+	"instance id":                                            563,
+	"instances held":                                         648,
+	"instances held: %s":                                     649,
+	"integer":                                                412,
+	"its name, exactly":                                      562,
+	"just now":                                               322,
+	"list":                                                   419,
+	"lock until":                                             583,
+	"long polling":                                           731,
+	"long wait":                                              301,
+	"maximum":                                                446,
+	"maximum %s":                                             708,
+	"maximum items":                                          448,
+	"maximum length":                                         442,
+	"minimum":                                                445,
+	"minimum %s":                                             707,
+	"minimum items":                                          447,
+	"minimum length":                                         441,
+	"never":                                                  688,
+	"next attempt":                                           580,
+	"no":                                                     432,
+	"no answer within the timeout":                           550,
+	"no connection":                                          551,
+	"no grant: it takes nothing":                             182,
+	"no header":                                              267,
+	"no worker":                                              302,
+	"no: the service marked this failure as not retryable (attempts left unused: %d)": 508,
+	"none": 251,
+	"none (revealed before reasons were asked for)": 661,
+	"none yet": 256,
+	"none: a failed call takes the node’s error path": 480,
+	"normal":                          420,
+	"not provided":                    713,
+	"not yet":                         689,
+	"null":                            716,
+	"number":                          413,
+	"object":                          418,
+	"on error":                        279,
+	"one of: %s":                      709,
+	"operator":                        428,
+	"optional %s field of type %s":    248,
+	"optional field of type %s":       250,
+	"optional → required":             241,
+	"pattern":                         443,
+	"pattern %s":                      705,
+	"pull":                            635,
+	"pull %s":                         286,
+	"pull (the service fetches it)":   425,
+	"push %s":                         285,
+	"push (Relais calls the service)": 426,
+	"push to %s":                      636,
+	"rejected":                        408,
+	"released":                        409,
+	"required %s field of type %s":    247,
+	"required changed":                436,
+	"required field of type %s":       249,
+	"required → optional":             242,
+	"reserved":                        400,
 	"retry":                           3,
-	"revision %d":                     576,
-	"revisions %s":                    733,
-	"revoked":                         180,
-	"routing changed":                 439,
-	"routing output":                  700,
-	"routing output %s → %s":          239,
-	"running":                         404,
-	"secret":                          421,
-	"sensitive":                       420,
-	"settled":                         578,
+	"revision %d":                     577,
+	"revisions %s":                    734,
+	"revoked":                         181,
+	"routing changed":                 440,
+	"routing output":                  701,
+	"routing output %s → %s":          240,
+	"running":                         405,
+	"secret":                          422,
+	"sensitive":                       421,
+	"settled":                         579,
 	"stop":                            5,
-	"stream":                          729,
-	"text":                            410,
-	"the contracts are the same (the name or a description changed).": 233,
-	"this session":             691,
-	"timeout %s":               645,
-	"timeout %s (the default)": 646,
-	"to":                       114,
-	"type changed":             434,
-	"unexpected value":         716,
-	"unknown":                  552,
-	"values added: %s":         242,
-	"values changed":           436,
-	"values removed: %s":       243,
-	"values reordered":         244,
-	"version %d":               614,
-	"waiting":                  547,
-	"yes":                      430,
-	"••• hidden (secret)":      423,
-	"••• hidden (sensitive)":   422,
-	"→ %s":                     639,
+	"stream":                          730,
+	"text":                            411,
+	"the contracts are the same (the name or a description changed).": 234,
+	"this session":             692,
+	"timeout %s":               646,
+	"timeout %s (the default)": 647,
+	"to":                       115,
+	"type changed":             435,
+	"unexpected value":         717,
+	"unknown":                  553,
+	"values added: %s":         243,
+	"values changed":           437,
+	"values removed: %s":       244,
+	"values reordered":         245,
+	"version %d":               615,
+	"waiting":                  548,
+	"yes":                      431,
+	"••• hidden (secret)":      424,
+	"••• hidden (sensitive)":   423,
+	"→ %s":                     640,
 }
 
-var enIndex = []uint32{ // 744 elements
+var enIndex = []uint32{ // 745 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -796,208 +797,209 @@ var enIndex = []uint32{ // 744 elements
 	0x0000050a, 0x000005b6, 0x000005c8, 0x000005e4,
 	// Entry 20 - 3F
 	0x000005f9, 0x00000680, 0x0000070d, 0x0000079a,
-	0x000007d7, 0x00000816, 0x00000848, 0x000008b7,
-	0x00000920, 0x0000095b, 0x00000a00, 0x00000a4d,
-	0x00000a70, 0x00000ad0, 0x00000b23, 0x00000b7c,
-	0x00000bd5, 0x00000c02, 0x00000c5f, 0x00000cba,
-	0x00000cca, 0x00000d09, 0x00000d4a, 0x00000d51,
-	0x00000d87, 0x00000d98, 0x00000e13, 0x00000e38,
-	0x00000e66, 0x00000ee2, 0x00000f2c, 0x00000f60,
+	0x00000870, 0x000008ad, 0x000008ec, 0x0000091e,
+	0x0000098d, 0x000009f6, 0x00000a31, 0x00000ad6,
+	0x00000b23, 0x00000b46, 0x00000ba6, 0x00000bf9,
+	0x00000c52, 0x00000cab, 0x00000cd8, 0x00000d35,
+	0x00000d90, 0x00000da0, 0x00000ddf, 0x00000e20,
+	0x00000e27, 0x00000e5d, 0x00000e6e, 0x00000ee9,
+	0x00000f0e, 0x00000f3c, 0x00000fb8, 0x00001002,
 	// Entry 40 - 5F
-	0x00000f90, 0x00000fd4, 0x0000100c, 0x00001039,
-	0x00001069, 0x000010b9, 0x000010f1, 0x00001151,
-	0x000011a8, 0x000011da, 0x00001220, 0x00001299,
-	0x0000129d, 0x000012a5, 0x000012ad, 0x000012b4,
-	0x000012c1, 0x000012cc, 0x000012de, 0x000012eb,
-	0x000012f6, 0x00001310, 0x0000131a, 0x0000134d,
-	0x0000147c, 0x00001496, 0x000014a8, 0x000014c9,
-	0x000014ed, 0x00001511, 0x00001538, 0x00001560,
+	0x00001036, 0x00001066, 0x000010aa, 0x000010e2,
+	0x0000110f, 0x0000113f, 0x0000118f, 0x000011c7,
+	0x00001227, 0x0000127e, 0x000012b0, 0x000012f6,
+	0x0000136f, 0x00001373, 0x0000137b, 0x00001383,
+	0x0000138a, 0x00001397, 0x000013a2, 0x000013b4,
+	0x000013c1, 0x000013cc, 0x000013e6, 0x000013f0,
+	0x00001423, 0x00001552, 0x0000156c, 0x0000157e,
+	0x0000159f, 0x000015c3, 0x000015e7, 0x0000160e,
 	// Entry 60 - 7F
-	0x0000159b, 0x00001644, 0x000016bd, 0x00001712,
-	0x000017c1, 0x000017dd, 0x000017e2, 0x000017e6,
-	0x000017ed, 0x000017f4, 0x00001805, 0x0000181e,
-	0x0000182a, 0x00001832, 0x0000183c, 0x00001924,
-	0x0000192c, 0x00001944, 0x00001949, 0x0000194c,
-	0x0000195a, 0x00001968, 0x00001984, 0x00001990,
-	0x00001a25, 0x00001a4e, 0x00001a6d, 0x00001ad5,
-	0x00001b68, 0x00001c1d, 0x00001cb1, 0x00001d30,
+	0x00001636, 0x00001671, 0x0000171a, 0x00001793,
+	0x000017e8, 0x00001897, 0x000018b3, 0x000018b8,
+	0x000018bc, 0x000018c3, 0x000018ca, 0x000018db,
+	0x000018f4, 0x00001900, 0x00001908, 0x00001912,
+	0x000019fa, 0x00001a02, 0x00001a1a, 0x00001a1f,
+	0x00001a22, 0x00001a30, 0x00001a3e, 0x00001a5a,
+	0x00001a66, 0x00001afb, 0x00001b24, 0x00001b43,
+	0x00001bab, 0x00001c3e, 0x00001cf3, 0x00001d87,
 	// Entry 80 - 9F
-	0x00001d3f, 0x00001d48, 0x00001d58, 0x00001d68,
-	0x00001d6f, 0x00001d7e, 0x00001d88, 0x00001da7,
-	0x00001dba, 0x00001dbf, 0x00001dcb, 0x00001dd3,
-	0x00001ddd, 0x00001dea, 0x00001df1, 0x00001df9,
-	0x00001e14, 0x00001e1d, 0x00001e2e, 0x00001e45,
-	0x00001e68, 0x00001e8f, 0x00001eb0, 0x00001ec1,
-	0x00001ec8, 0x00001eef, 0x00001eff, 0x00001f0b,
-	0x00001f89, 0x00001f99, 0x00002001, 0x00002018,
+	0x00001e06, 0x00001e15, 0x00001e1e, 0x00001e2e,
+	0x00001e3e, 0x00001e45, 0x00001e54, 0x00001e5e,
+	0x00001e7d, 0x00001e90, 0x00001e95, 0x00001ea1,
+	0x00001ea9, 0x00001eb3, 0x00001ec0, 0x00001ec7,
+	0x00001ecf, 0x00001eea, 0x00001ef3, 0x00001f04,
+	0x00001f1b, 0x00001f3e, 0x00001f65, 0x00001f86,
+	0x00001f97, 0x00001f9e, 0x00001fc5, 0x00001fd5,
+	0x00001fe1, 0x0000205f, 0x0000206f, 0x000020d7,
 	// Entry A0 - BF
-	0x0000202c, 0x00002069, 0x00002182, 0x0000218c,
-	0x00002199, 0x000021fd, 0x00002215, 0x0000225b,
-	0x00002270, 0x000022df, 0x000022f0, 0x00002303,
-	0x000023c8, 0x000023e0, 0x000023e3, 0x000023e8,
-	0x000023ef, 0x000023fa, 0x00002400, 0x00002406,
-	0x0000240d, 0x00002415, 0x00002430, 0x0000243d,
-	0x0000244b, 0x00002475, 0x0000248b, 0x000024a2,
-	0x000024e8, 0x0000250a, 0x00002510, 0x00002515,
+	0x000020ee, 0x00002102, 0x0000213f, 0x00002258,
+	0x00002262, 0x0000226f, 0x000022d3, 0x000022eb,
+	0x00002331, 0x00002346, 0x000023b5, 0x000023c6,
+	0x000023d9, 0x0000249e, 0x000024b6, 0x000024b9,
+	0x000024be, 0x000024c5, 0x000024d0, 0x000024d6,
+	0x000024dc, 0x000024e3, 0x000024eb, 0x00002506,
+	0x00002513, 0x00002521, 0x0000254b, 0x00002561,
+	0x00002578, 0x000025be, 0x000025e0, 0x000025e6,
 	// Entry C0 - DF
-	0x0000251e, 0x0000252d, 0x00002539, 0x00002545,
-	0x00002556, 0x00002563, 0x000025c0, 0x000025cf,
-	0x000025da, 0x000025e4, 0x00002622, 0x0000262b,
-	0x0000263b, 0x00002643, 0x0000264c, 0x00002652,
-	0x0000265c, 0x0000266e, 0x000026b6, 0x000026c4,
-	0x000026d0, 0x000026d8, 0x000026df, 0x000026e6,
-	0x000026f7, 0x00002706, 0x0000272f, 0x00002736,
-	0x00002741, 0x0000275c, 0x00002764, 0x00002770,
+	0x000025eb, 0x000025f4, 0x00002603, 0x0000260f,
+	0x0000261b, 0x0000262c, 0x00002639, 0x00002696,
+	0x000026a5, 0x000026b0, 0x000026ba, 0x000026f8,
+	0x00002701, 0x00002711, 0x00002719, 0x00002722,
+	0x00002728, 0x00002732, 0x00002744, 0x0000278c,
+	0x0000279a, 0x000027a6, 0x000027ae, 0x000027b5,
+	0x000027bc, 0x000027cd, 0x000027dc, 0x00002805,
+	0x0000280c, 0x00002817, 0x00002832, 0x0000283a,
 	// Entry E0 - FF
-	0x0000278c, 0x000027a3, 0x000027c5, 0x000027d4,
-	0x000027e0, 0x000027e7, 0x00002800, 0x0000281a,
-	0x000028c3, 0x000028d9, 0x00002919, 0x0000294a,
-	0x00002974, 0x0000299b, 0x000029bf, 0x000029e6,
-	0x00002a05, 0x00002a1b, 0x00002a31, 0x00002a45,
-	0x00002a5b, 0x00002a6c, 0x00002a83, 0x00002aa6,
-	0x00002ac9, 0x00002ae6, 0x00002b03, 0x00002b08,
-	0x00002b54, 0x00002b67, 0x00002b6b, 0x00002b7b,
+	0x00002846, 0x00002862, 0x00002879, 0x0000289b,
+	0x000028aa, 0x000028b6, 0x000028bd, 0x000028d6,
+	0x000028f0, 0x00002999, 0x000029af, 0x000029ef,
+	0x00002a20, 0x00002a4a, 0x00002a71, 0x00002a95,
+	0x00002abc, 0x00002adb, 0x00002af1, 0x00002b07,
+	0x00002b1b, 0x00002b31, 0x00002b42, 0x00002b59,
+	0x00002b7c, 0x00002b9f, 0x00002bbc, 0x00002bd9,
+	0x00002bde, 0x00002c2a, 0x00002c3d, 0x00002c41,
 	// Entry 100 - 11F
-	0x00002b84, 0x00002b97, 0x00002bbd, 0x00002bd1,
-	0x00002be7, 0x00002ca3, 0x00002cb8, 0x00002cbc,
-	0x00002cc9, 0x00002cd9, 0x00002ce6, 0x00002cf0,
-	0x00002cf6, 0x00002d00, 0x00002d12, 0x00002dc6,
-	0x00002de3, 0x00002e51, 0x00002f11, 0x00002f24,
-	0x00002f71, 0x00002fd5, 0x00003039, 0x00003042,
-	0x00003052, 0x00003067, 0x0000308b, 0x000030a7,
-	0x000030bf, 0x000030ca, 0x000030d5, 0x000030e9,
+	0x00002c51, 0x00002c5a, 0x00002c6d, 0x00002c93,
+	0x00002ca7, 0x00002cbd, 0x00002d79, 0x00002d8e,
+	0x00002d92, 0x00002d9f, 0x00002daf, 0x00002dbc,
+	0x00002dc6, 0x00002dcc, 0x00002dd6, 0x00002de8,
+	0x00002e9c, 0x00002eb9, 0x00002f27, 0x00002fe7,
+	0x00002ffa, 0x00003047, 0x000030ab, 0x0000310f,
+	0x00003118, 0x00003128, 0x0000313d, 0x00003161,
+	0x0000317d, 0x00003195, 0x000031a0, 0x000031ab,
 	// Entry 120 - 13F
-	0x000031ff, 0x00003223, 0x0000324e, 0x00003259,
-	0x0000325e, 0x0000326d, 0x00003274, 0x0000328b,
-	0x000032a0, 0x000032b2, 0x000032d5, 0x00003307,
-	0x0000331d, 0x00003327, 0x00003331, 0x00003346,
-	0x00003393, 0x000033a3, 0x000033dc, 0x00003430,
-	0x0000343a, 0x00003450, 0x00003489, 0x0000348e,
-	0x0000349c, 0x000034a9, 0x000034d2, 0x000034f5,
-	0x00003502, 0x00003522, 0x0000352e, 0x00003547,
+	0x000031bf, 0x000032d5, 0x000032f9, 0x00003324,
+	0x0000332f, 0x00003334, 0x00003343, 0x0000334a,
+	0x00003361, 0x00003376, 0x00003388, 0x000033ab,
+	0x000033dd, 0x000033f3, 0x000033fd, 0x00003407,
+	0x0000341c, 0x00003469, 0x00003479, 0x000034b2,
+	0x00003506, 0x00003510, 0x00003526, 0x0000355f,
+	0x00003564, 0x00003572, 0x0000357f, 0x000035a8,
+	0x000035cb, 0x000035d8, 0x000035f8, 0x00003604,
 	// Entry 140 - 15F
-	0x00003550, 0x0000355a, 0x00003563, 0x0000356b,
-	0x00003575, 0x0000357d, 0x00003585, 0x00003589,
-	0x0000358d, 0x00003591, 0x00003595, 0x00003599,
-	0x0000359d, 0x000035a1, 0x000035a5, 0x000035a9,
-	0x000035ad, 0x000035b1, 0x000035b5, 0x000035bf,
-	0x000035dd, 0x000035fd, 0x00003621, 0x00003645,
-	0x0000364e, 0x00003665, 0x0000366d, 0x0000367e,
-	0x00003683, 0x000036c8, 0x000036e0, 0x000036e5,
+	0x0000361d, 0x00003626, 0x00003630, 0x00003639,
+	0x00003641, 0x0000364b, 0x00003653, 0x0000365b,
+	0x0000365f, 0x00003663, 0x00003667, 0x0000366b,
+	0x0000366f, 0x00003673, 0x00003677, 0x0000367b,
+	0x0000367f, 0x00003683, 0x00003687, 0x0000368b,
+	0x00003695, 0x000036b3, 0x000036d3, 0x000036f7,
+	0x0000371b, 0x00003724, 0x0000373b, 0x00003743,
+	0x00003754, 0x00003759, 0x0000379e, 0x000037b6,
 	// Entry 160 - 17F
-	0x000036f0, 0x000036f6, 0x00003700, 0x00003708,
-	0x00003710, 0x0000373a, 0x00003754, 0x0000377c,
-	0x000037ac, 0x000037b2, 0x000037c1, 0x00003814,
-	0x00003832, 0x00003849, 0x000038f9, 0x00003a1b,
-	0x00003ada, 0x00003b31, 0x00003b5b, 0x00003b87,
-	0x00003bb1, 0x00003bb9, 0x00003bbf, 0x00003bcc,
-	0x00003bde, 0x00003be7, 0x00003bf0, 0x00003c02,
-	0x00003c11, 0x00003c33, 0x00003c57, 0x00003c73,
+	0x000037bb, 0x000037c6, 0x000037cc, 0x000037d6,
+	0x000037de, 0x000037e6, 0x00003810, 0x0000382a,
+	0x00003852, 0x00003882, 0x00003888, 0x00003897,
+	0x000038ea, 0x00003908, 0x0000391f, 0x000039cf,
+	0x00003af1, 0x00003bb0, 0x00003c07, 0x00003c31,
+	0x00003c5d, 0x00003c87, 0x00003c8f, 0x00003c95,
+	0x00003ca2, 0x00003cb4, 0x00003cbd, 0x00003cc6,
+	0x00003cd8, 0x00003ce7, 0x00003d09, 0x00003d2d,
 	// Entry 180 - 19F
-	0x00003c9e, 0x00003cd2, 0x00003ce0, 0x00003d0b,
-	0x00003d1d, 0x00003d33, 0x00003d5d, 0x00003da6,
-	0x00003dc6, 0x00003dcf, 0x00003de1, 0x00003e04,
-	0x00003e12, 0x00003e21, 0x00003e2e, 0x00003e38,
-	0x00003e41, 0x00003e4a, 0x00003e54, 0x00003e5b,
-	0x00003e65, 0x00003e6d, 0x00003e72, 0x00003e7a,
-	0x00003e83, 0x00003e8c, 0x00003e99, 0x00003e9e,
-	0x00003ea6, 0x00003ead, 0x00003eb5, 0x00003eba,
+	0x00003d49, 0x00003d74, 0x00003da8, 0x00003db6,
+	0x00003de1, 0x00003df3, 0x00003e09, 0x00003e33,
+	0x00003e7c, 0x00003e9c, 0x00003ea5, 0x00003eb7,
+	0x00003eda, 0x00003ee8, 0x00003ef7, 0x00003f04,
+	0x00003f0e, 0x00003f17, 0x00003f20, 0x00003f2a,
+	0x00003f31, 0x00003f3b, 0x00003f43, 0x00003f48,
+	0x00003f50, 0x00003f59, 0x00003f62, 0x00003f6f,
+	0x00003f74, 0x00003f7c, 0x00003f83, 0x00003f8b,
 	// Entry 1A0 - 1BF
-	0x00003ec8, 0x00003ecf, 0x00003ed6, 0x00003edb,
-	0x00003ee2, 0x00003eec, 0x00003ef3, 0x00003f10,
-	0x00003f2a, 0x00003f48, 0x00003f68, 0x00003f76,
-	0x00003f7f, 0x00003f88, 0x00003f91, 0x00003f95,
-	0x00003f98, 0x00003fa4, 0x00003fb2, 0x00003fbf,
-	0x00003fd0, 0x00003fdf, 0x00003ff6, 0x00004009,
-	0x00004019, 0x00004028, 0x00004037, 0x0000403f,
-	0x00004046, 0x0000404e, 0x00004056, 0x00004064,
+	0x00003f90, 0x00003f9e, 0x00003fa5, 0x00003fac,
+	0x00003fb1, 0x00003fb8, 0x00003fc2, 0x00003fc9,
+	0x00003fe6, 0x00004000, 0x0000401e, 0x0000403e,
+	0x0000404c, 0x00004055, 0x0000405e, 0x00004067,
+	0x0000406b, 0x0000406e, 0x0000407a, 0x00004088,
+	0x00004095, 0x000040a6, 0x000040b5, 0x000040cc,
+	0x000040df, 0x000040ef, 0x000040fe, 0x0000410d,
+	0x00004115, 0x0000411c, 0x00004124, 0x0000412c,
 	// Entry 1C0 - 1DF
-	0x00004072, 0x00004088, 0x0000409d, 0x000040ae,
-	0x000040b4, 0x000040bb, 0x000040c4, 0x000040e0,
-	0x000040e9, 0x000040f3, 0x000040fc, 0x00004105,
-	0x0000410e, 0x00004125, 0x0000412d, 0x0000413b,
-	0x00004168, 0x00004174, 0x00004182, 0x000041c9,
-	0x000041d5, 0x000041dd, 0x00004208, 0x00004253,
-	0x00004315, 0x00004319, 0x0000433f, 0x00004344,
-	0x0000435f, 0x00004370, 0x0000437c, 0x00004384,
+	0x0000413a, 0x00004148, 0x0000415e, 0x00004173,
+	0x00004184, 0x0000418a, 0x00004191, 0x0000419a,
+	0x000041b6, 0x000041bf, 0x000041c9, 0x000041d2,
+	0x000041db, 0x000041e4, 0x000041fb, 0x00004203,
+	0x00004211, 0x0000423e, 0x0000424a, 0x00004258,
+	0x0000429f, 0x000042ab, 0x000042b3, 0x000042de,
+	0x00004329, 0x000043eb, 0x000043ef, 0x00004415,
+	0x0000441a, 0x00004435, 0x00004446, 0x00004452,
 	// Entry 1E0 - 1FF
-	0x000043b6, 0x000043bf, 0x000043c8, 0x000043e4,
-	0x000043f1, 0x000043ff, 0x0000442b, 0x00004451,
-	0x00004472, 0x0000447d, 0x000044ab, 0x000044c8,
-	0x000044f7, 0x00004529, 0x00004547, 0x0000457c,
-	0x00004598, 0x000045b7, 0x00004612, 0x00004621,
-	0x0000462e, 0x0000463c, 0x00004649, 0x00004652,
-	0x0000466d, 0x0000469d, 0x000046b8, 0x000046c2,
-	0x00004715, 0x00004793, 0x00004809, 0x00004836,
+	0x0000445a, 0x0000448c, 0x00004495, 0x0000449e,
+	0x000044ba, 0x000044c7, 0x000044d5, 0x00004501,
+	0x00004527, 0x00004548, 0x00004553, 0x00004581,
+	0x0000459e, 0x000045cd, 0x000045ff, 0x0000461d,
+	0x00004652, 0x0000466e, 0x0000468d, 0x000046e8,
+	0x000046f7, 0x00004704, 0x00004712, 0x0000471f,
+	0x00004728, 0x00004743, 0x00004773, 0x0000478e,
+	0x00004798, 0x000047eb, 0x00004869, 0x000048df,
 	// Entry 200 - 21F
-	0x00004870, 0x0000494f, 0x0000496f, 0x00004995,
-	0x000049bf, 0x000049f7, 0x00004a34, 0x00004a58,
-	0x00004ad1, 0x00004af6, 0x00004b25, 0x00004b85,
-	0x00004bde, 0x00004c38, 0x00004c52, 0x00004c70,
-	0x00004ca4, 0x00004ce4, 0x00004d0e, 0x00004d1d,
-	0x00004de8, 0x00004e19, 0x00004e48, 0x00004e5b,
-	0x00004ed0, 0x00004ee3, 0x00004f17, 0x00004f4b,
-	0x00004f5b, 0x00004fa2, 0x00004fcf, 0x00004fdc,
+	0x0000490c, 0x00004946, 0x00004a25, 0x00004a45,
+	0x00004a6b, 0x00004a95, 0x00004acd, 0x00004b0a,
+	0x00004b2e, 0x00004ba7, 0x00004bcc, 0x00004bfb,
+	0x00004c5b, 0x00004cb4, 0x00004d0e, 0x00004d28,
+	0x00004d46, 0x00004d7a, 0x00004dba, 0x00004de4,
+	0x00004df3, 0x00004ebe, 0x00004eef, 0x00004f1e,
+	0x00004f31, 0x00004fa6, 0x00004fb9, 0x00004fed,
+	0x00005021, 0x00005031, 0x00005078, 0x000050a5,
 	// Entry 220 - 23F
-	0x00004fec, 0x0000501c, 0x00005056, 0x00005079,
-	0x00005081, 0x00005099, 0x000050b6, 0x000050c4,
-	0x000050d5, 0x000050dd, 0x000050e8, 0x00005109,
-	0x0000514b, 0x0000517b, 0x000051b6, 0x000051c6,
-	0x00005205, 0x00005216, 0x00005228, 0x00005234,
-	0x00005245, 0x0000525f, 0x00005267, 0x00005278,
-	0x0000527e, 0x00005292, 0x000052aa, 0x000052cf,
-	0x000052dd, 0x0000531b, 0x00005358, 0x00005384,
+	0x000050b2, 0x000050c2, 0x000050f2, 0x0000512c,
+	0x0000514f, 0x00005157, 0x0000516f, 0x0000518c,
+	0x0000519a, 0x000051ab, 0x000051b3, 0x000051be,
+	0x000051df, 0x00005221, 0x00005251, 0x0000528c,
+	0x0000529c, 0x000052db, 0x000052ec, 0x000052fe,
+	0x0000530a, 0x0000531b, 0x00005335, 0x0000533d,
+	0x0000534e, 0x00005354, 0x00005368, 0x00005380,
+	0x000053a5, 0x000053b3, 0x000053f1, 0x0000542e,
 	// Entry 240 - 25F
-	0x000053c1, 0x000053d0, 0x000053e1, 0x000053e9,
-	0x000053f6, 0x00005406, 0x0000541d, 0x00005428,
-	0x00005437, 0x0000543d, 0x0000544b, 0x00005455,
-	0x00005460, 0x0000546a, 0x0000547d, 0x000054a2,
-	0x000054cd, 0x0000555e, 0x00005599, 0x000055b8,
-	0x000055f6, 0x0000562d, 0x0000565b, 0x00005669,
-	0x00005708, 0x00005726, 0x0000587d, 0x0000588b,
-	0x0000589f, 0x000058c0, 0x000058d4, 0x000058e8,
+	0x0000545a, 0x00005497, 0x000054a6, 0x000054b7,
+	0x000054bf, 0x000054cc, 0x000054dc, 0x000054f3,
+	0x000054fe, 0x0000550d, 0x00005513, 0x00005521,
+	0x0000552b, 0x00005536, 0x00005540, 0x00005553,
+	0x00005578, 0x000055a3, 0x00005634, 0x0000566f,
+	0x0000568e, 0x000056cc, 0x00005703, 0x00005731,
+	0x0000573f, 0x000057de, 0x000057fc, 0x00005953,
+	0x00005961, 0x00005975, 0x00005996, 0x000059aa,
 	// Entry 260 - 27F
-	0x000058ee, 0x00005902, 0x00005975, 0x000059c2,
-	0x000059d3, 0x000059ea, 0x00005a07, 0x00005a15,
-	0x00005a23, 0x00005a2e, 0x00005a34, 0x00005b26,
-	0x00005b2c, 0x00005b5e, 0x00005b63, 0x00005b73,
-	0x00005b7e, 0x00005b87, 0x00005b97, 0x00005bb1,
-	0x00005c56, 0x00005c6c, 0x00005cf1, 0x00005d6b,
-	0x00005d7a, 0x00005e34, 0x00005e85, 0x00005e8a,
-	0x00005e98, 0x00005ea8, 0x00005eb4, 0x00005ec4,
+	0x000059be, 0x000059c4, 0x000059d8, 0x00005a4b,
+	0x00005a98, 0x00005aa9, 0x00005ac0, 0x00005add,
+	0x00005aeb, 0x00005af9, 0x00005b04, 0x00005b0a,
+	0x00005bfc, 0x00005c02, 0x00005c34, 0x00005c39,
+	0x00005c49, 0x00005c54, 0x00005c5d, 0x00005c6d,
+	0x00005c87, 0x00005d2c, 0x00005d42, 0x00005dc7,
+	0x00005e41, 0x00005e50, 0x00005f0a, 0x00005f5b,
+	0x00005f60, 0x00005f6e, 0x00005f7e, 0x00005f8a,
 	// Entry 280 - 29F
-	0x00005ece, 0x00005ef1, 0x00005f0a, 0x00005f1d,
-	0x00005f89, 0x00005f98, 0x00005fa6, 0x00005fc2,
-	0x00005fd1, 0x00005fe7, 0x00006020, 0x00006052,
-	0x000060aa, 0x000060e1, 0x000060f8, 0x00006106,
-	0x0000614a, 0x0000616f, 0x000061e6, 0x000061fc,
-	0x00006213, 0x00006241, 0x00006254, 0x0000627c,
-	0x00006283, 0x000062eb, 0x00006315, 0x00006345,
-	0x000063a3, 0x000064dd, 0x0000657d, 0x00006591,
+	0x00005f9a, 0x00005fa4, 0x00005fc7, 0x00005fe0,
+	0x00005ff3, 0x0000605f, 0x0000606e, 0x0000607c,
+	0x00006098, 0x000060a7, 0x000060bd, 0x000060f6,
+	0x00006128, 0x00006180, 0x000061b7, 0x000061ce,
+	0x000061dc, 0x00006220, 0x00006245, 0x000062bc,
+	0x000062d2, 0x000062e9, 0x00006317, 0x0000632a,
+	0x00006352, 0x00006359, 0x000063c1, 0x000063eb,
+	0x0000641b, 0x00006479, 0x000065b3, 0x00006653,
 	// Entry 2A0 - 2BF
-	0x0000663c, 0x000066be, 0x000066c6, 0x00006701,
-	0x00006707, 0x00006783, 0x0000681b, 0x00006846,
-	0x000068a8, 0x00006914, 0x000069bb, 0x000069d6,
-	0x000069e0, 0x000069e5, 0x000069ef, 0x000069f7,
-	0x000069fd, 0x00006a05, 0x00006a13, 0x00006a1d,
-	0x00006a2a, 0x00006a3d, 0x00006a61, 0x00006ae1,
-	0x00006af2, 0x00006afa, 0x00006b6f, 0x00006bc3,
-	0x00006c05, 0x00006c14, 0x00006c20, 0x00006c5c,
+	0x00006667, 0x00006712, 0x00006794, 0x0000679c,
+	0x000067d7, 0x000067dd, 0x00006859, 0x000068f1,
+	0x0000691c, 0x0000697e, 0x000069ea, 0x00006a91,
+	0x00006aac, 0x00006ab6, 0x00006abb, 0x00006ac5,
+	0x00006acd, 0x00006ad3, 0x00006adb, 0x00006ae9,
+	0x00006af3, 0x00006b00, 0x00006b13, 0x00006b37,
+	0x00006bb7, 0x00006bc8, 0x00006bd0, 0x00006c45,
+	0x00006c99, 0x00006cdb, 0x00006cea, 0x00006cf6,
 	// Entry 2C0 - 2DF
-	0x00006c96, 0x00006ca4, 0x00006cb1, 0x00006cbf,
-	0x00006ccd, 0x00006cdb, 0x00006d0d, 0x00006d3d,
-	0x00006d99, 0x00006da6, 0x00006dc6, 0x00006de0,
-	0x00006de5, 0x00006df6, 0x00006e7c, 0x00006ea1,
-	0x00006ea8, 0x00006eb1, 0x00006ec4, 0x00006ece,
-	0x00006ed8, 0x00006ee2, 0x00006efa, 0x00006f10,
-	0x00006f1c, 0x00006f3e, 0x00006f45, 0x00006f52,
-	0x00006f63, 0x00006f8a, 0x00006f9a, 0x00006fee,
+	0x00006d32, 0x00006d6c, 0x00006d7a, 0x00006d87,
+	0x00006d95, 0x00006da3, 0x00006db1, 0x00006de3,
+	0x00006e13, 0x00006e6f, 0x00006e7c, 0x00006e9c,
+	0x00006eb6, 0x00006ebb, 0x00006ecc, 0x00006f52,
+	0x00006f77, 0x00006f7e, 0x00006f87, 0x00006f9a,
+	0x00006fa4, 0x00006fae, 0x00006fb8, 0x00006fd0,
+	0x00006fe6, 0x00006ff2, 0x00007014, 0x0000701b,
+	0x00007028, 0x00007039, 0x00007060, 0x00007070,
 	// Entry 2E0 - 2FF
-	0x0000703e, 0x0000709e, 0x000070f1, 0x00007129,
-	0x00007179, 0x000071ad, 0x000071cc, 0x000071ec,
-} // Size: 3000 bytes
+	0x000070c4, 0x00007114, 0x00007174, 0x000071c7,
+	0x000071ff, 0x0000724f, 0x00007283, 0x000072a2,
+	0x000072c2,
+} // Size: 3004 bytes
 
-const enData string = "" + // Size: 29164 bytes
+const enData string = "" + // Size: 29378 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1027,116 +1029,119 @@ const enData string = "" + // Size: 29164 bytes
 	" Nothing was done.\x02This instance is no longer held (it is %[1]s now):" +
 	" someone acted on it after this page was opened (%[2]s by %[3]s, %[4]s)." +
 	" Nothing was done.\x02This instance is %[1]s, not held: there is nothing" +
-	" to retry.\x02This instance is %[1]s, not held: there is nothing to aban" +
-	"don.\x02This instance is %[1]s: there is nothing to stop.\x02Someone act" +
-	"ed on this instance after this page was opened. Nothing was done: look a" +
-	"t it again before deciding.\x02This instance is no longer held (it is %[" +
-	"1]s now): someone may have acted on it first. Nothing was done.\x02This " +
-	"instance has already ended; there is nothing to stop.\x02Its occurrence " +
-	"failed before any attempt: its inputs could not be built, so a retry wou" +
-	"ld fail the same way. Abandon or stop the instance instead. Nothing was " +
-	"done.\x02This instance was already stopped; nothing changed and nothing " +
-	"was recorded.\x02The reason you gave, not recorded:\x02This instance was" +
-	" already stopped, by %[1]s at %[2]s; nothing changed and nothing was rec" +
-	"orded.\x02Retried: the occurrence at node %[1]s is offered again. Record" +
-	"ed in the audit log.\x02Abandoned: the instance failed with the error co" +
-	"de abandoned. Recorded in the audit log.\x02Stopped: the instance and it" +
-	"s open occurrences are cancelled. Recorded in the audit log.\x02Relais r" +
-	"efused the action. Nothing was done.\x02Give a reason: it is recorded in" +
-	" the audit log (at most %[1]d characters). Nothing was done.\x02The reas" +
-	"on is too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing" +
-	" was done.\x02Unknown action.\x02Stopping applies to running or held ins" +
-	"tances, not %[1]s ones.\x02Retrying and abandoning apply to held instanc" +
-	"es, not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for e" +
-	"very instance)\x02Back to the list\x02This takes about %[1]s. Keep this " +
-	"page open until it answers: if it stops waiting first, the action still " +
-	"runs to its end.\x02Follow it in the audit log (new tab)\x02Retry every " +
-	"held instance this filter matches\x02Each one’s failed occurrence is off" +
-	"ered again with a fresh budget of attempts. Nothing is completed on anyo" +
-	"ne’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now" +
-	".\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15" +
-	"\x02Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon eve" +
-	"ry held instance this filter matches\x02Each one fails with the error co" +
-	"de abandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Aband" +
-	"on %[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held " +
-	"instance this filter matches\x02Stop every running instance this filter " +
-	"matches\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now." +
-	"\x00#\x02%[1]d running instances match now.\x02Stop every running or hel" +
-	"d instance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running" +
-	" or held instance matches now.\x00+\x02%[1]d running or held instances m" +
-	"atch now.\x02Each one and its open occurrences are cancelled; a stopped " +
-	"instance cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d in" +
-	"stance\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance thi" +
-	"s action applies to matches the filter.\x02No process, business key, err" +
-	"or code or creation date narrows this filter: it applies to the instance" +
-	"s of every process.\x02any\x02Process\x02Version\x02Status\x02Business k" +
-	"ey\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02B" +
-	"y process and error code\x02Instances\x02The %[1]d largest groups; the f" +
-	"ilter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held i" +
-	"nstance failed before any attempt (its inputs could not be built): it ca" +
-	"nnot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]" +
-	"d more held instances failed before any attempt (their inputs could not " +
-	"be built): they cannot be retried and are left out. Abandon or stop them" +
-	".\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destinati" +
-	"on “%[1]s”.\x02Process %[1]s has no version %[2]d.\x02No process has the" +
-	" key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s " +
-	"has no revision %[2]d.\x02The confirmed count is missing: start again fr" +
-	"om the list.\x02The count changed since you confirmed it (it was %[1]d):" +
-	" instances were settled, retried or acted on meanwhile. Nothing was done" +
-	"; check the new count and confirm again.\x02This bulk action was already" +
-	" applied (the form was sent again): its records are in the audit log. No" +
-	"thing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d" +
-	" instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81" +
-	"\x01\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or " +
-	"acted on by someone else).\x00T\x02%[1]d skipped: they changed after the" +
-	" count (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %" +
-	"[3]s)\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurren" +
-	"ce offered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, " +
-	"abandon and stop an operator applied, and every erasure an administrator" +
-	" made, with its reason. Reveals of sensitive values have their own log, " +
-	"which administrators read on the Reveals page (GET /api/v1/audit/reveals" +
-	").\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply filters" +
-	"\x02Clear filters\x02No operator action matches.\x02All actions\x02The p" +
-	"rocess instance must be a whole instance id (a UUID): the lists show the" +
-	" end of each id; open the instance, or copy its link, for the whole id." +
-	"\x02The bulk action must be its id (a UUID).\x02Operator actions, newest" +
-	" first\x02Showing the %[1]d instances bulk action %[2]s changed. While i" +
-	"t runs, each reload shows how far it got.\x02Bulk %[1]s by %[2]s, starte" +
-	"d %[3]s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped " +
-	"(they changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, " +
-	"started %[3]s, was stopped by an error after %[4]d of the %[5]d instance" +
-	"s counted (%[6]d skipped). What it applied stays; act on the filter agai" +
-	"n for the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d" +
-	" of the %[5]d instances counted done so far (%[6]d skipped). Each reload" +
-	" shows how far it got.\x02No progress since %[1]s: the replica running i" +
-	"t may have stopped. What it applied stays; act on the filter again for t" +
-	"he rest.\x02Relais console\x02Language\x02Skip to content\x02Main naviga" +
-	"tion\x02Health\x02External tasks\x02Processes\x02Find an instance or occ" +
-	"urrence\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consu" +
-	"mers\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)" +
-	"\x02Sign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:" +
-	"\x02Times in %[1]s · reloading paused\x02Times in %[1]s · reload every %" +
-	"[2]d s\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume" +
-	"\x02This page reloads every %[1]d seconds.\x02Pause reloading\x02Not all" +
-	"owed\x02Your role can read definitions and processes only: external task" +
-	"s and process instances are for operators and administrators.\x02Invalid" +
-	" request\x02The field “%[1]s” holds a NUL character or bytes that are no" +
-	"t UTF-8 text: correct it and try again.\x02Back to external tasks\x02Bac" +
-	"k to definitions\x02Nothing exists at this address, or it is not visible" +
-	" to you.\x02Nothing exists at this address, or it is not visible to you." +
-	" An ended instance is deleted, with its occurrences and attempts, once t" +
-	"he retention period (RELAIS_RETENTION) has passed, or at once when an ad" +
-	"ministrator erases it; the audit log keeps the operator actions taken on" +
-	" it.\x02Not found\x02Form refused\x02This form was not sent from this co" +
-	"nsole session, or it has expired. Reload the page and try again.\x02Temp" +
-	"orarily unavailable\x02The database cannot be reached right now. Try aga" +
-	"in in a few seconds.\x02Something went wrong\x02The console could not sh" +
-	"ow this page. Try again; if it persists, give your administrator the req" +
-	"uest id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The external" +
-	" services that take tasks, and the definitions each may take. Create con" +
-	"sumers, change their grants and rotate their tokens through the API (/ap" +
-	"i/v1/consumers); tokens are never shown.\x02Consumers, oldest first\x02I" +
-	"D\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
+	" to retry. A failure ends its instance unless the node’s on_error leads " +
+	"to hold (an incident waiting for an operator); start the instance again " +
+	"to redo the work.\x02This instance is %[1]s, not held: there is nothing " +
+	"to retry.\x02This instance is %[1]s, not held: there is nothing to aband" +
+	"on.\x02This instance is %[1]s: there is nothing to stop.\x02Someone acte" +
+	"d on this instance after this page was opened. Nothing was done: look at" +
+	" it again before deciding.\x02This instance is no longer held (it is %[1" +
+	"]s now): someone may have acted on it first. Nothing was done.\x02This i" +
+	"nstance has already ended; there is nothing to stop.\x02Its occurrence f" +
+	"ailed before any attempt: its inputs could not be built, so a retry woul" +
+	"d fail the same way. Abandon or stop the instance instead. Nothing was d" +
+	"one.\x02This instance was already stopped; nothing changed and nothing w" +
+	"as recorded.\x02The reason you gave, not recorded:\x02This instance was " +
+	"already stopped, by %[1]s at %[2]s; nothing changed and nothing was reco" +
+	"rded.\x02Retried: the occurrence at node %[1]s is offered again. Recorde" +
+	"d in the audit log.\x02Abandoned: the instance failed with the error cod" +
+	"e abandoned. Recorded in the audit log.\x02Stopped: the instance and its" +
+	" open occurrences are cancelled. Recorded in the audit log.\x02Relais re" +
+	"fused the action. Nothing was done.\x02Give a reason: it is recorded in " +
+	"the audit log (at most %[1]d characters). Nothing was done.\x02The reaso" +
+	"n is too long: %[1]d characters, for at most %[2]d. Shorten it. Nothing " +
+	"was done.\x02Unknown action.\x02Stopping applies to running or held inst" +
+	"ances, not %[1]s ones.\x02Retrying and abandoning apply to held instance" +
+	"s, not %[1]s ones.\x02Filter\x02Reason (recorded in the audit log for ev" +
+	"ery instance)\x02Back to the list\x02This takes about %[1]s. Keep this p" +
+	"age open until it answers: if it stops waiting first, the action still r" +
+	"uns to its end.\x02Follow it in the audit log (new tab)\x02Retry every h" +
+	"eld instance this filter matches\x02Each one’s failed occurrence is offe" +
+	"red again with a fresh budget of attempts. Nothing is completed on anyon" +
+	"e’s behalf.\x14\x01\x81\x01\x00\x02!\x02%[1]d held instance matches now." +
+	"\x00 \x02%[1]d held instances match now.\x14\x01\x81\x01\x00\x02\x15\x02" +
+	"Retry %[1]d instance\x00\x16\x02Retry %[1]d instances\x02Abandon every h" +
+	"eld instance this filter matches\x02Each one fails with the error code a" +
+	"bandoned and cannot be resumed.\x14\x01\x81\x01\x00\x02\x17\x02Abandon %" +
+	"[1]d instance\x00\x18\x02Abandon %[1]d instances\x02Stop every held inst" +
+	"ance this filter matches\x02Stop every running instance this filter matc" +
+	"hes\x14\x01\x81\x01\x00\x02$\x02%[1]d running instance matches now.\x00#" +
+	"\x02%[1]d running instances match now.\x02Stop every running or held ins" +
+	"tance this filter matches\x14\x01\x81\x01\x00\x02,\x02%[1]d running or h" +
+	"eld instance matches now.\x00+\x02%[1]d running or held instances match " +
+	"now.\x02Each one and its open occurrences are cancelled; a stopped insta" +
+	"nce cannot be resumed.\x14\x01\x81\x01\x00\x02\x14\x02Stop %[1]d instanc" +
+	"e\x00\x15\x02Stop %[1]d instances\x02Nothing to do: no instance this act" +
+	"ion applies to matches the filter.\x02No process, business key, error co" +
+	"de or creation date narrows this filter: it applies to the instances of " +
+	"every process.\x02any\x02Process\x02Version\x02Status\x02Business key" +
+	"\x02Error code\x02Held at a node of\x02Created from\x02Created to\x02By " +
+	"process and error code\x02Instances\x02The %[1]d largest groups; the fil" +
+	"ter matches more.\x14\x01\x81\x01\x00\x02\x8e\x01\x02%[1]d more held ins" +
+	"tance failed before any attempt (its inputs could not be built): it cann" +
+	"ot be retried and is left out. Abandon or stop it.\x00\x96\x01\x02%[1]d " +
+	"more held instances failed before any attempt (their inputs could not be" +
+	" built): they cannot be retried and are left out. Abandon or stop them." +
+	"\x02Cannot act on this filter\x02Unknown consumer.\x02Unknown destinatio" +
+	"n “%[1]s”.\x02Process %[1]s has no version %[2]d.\x02No process has the " +
+	"key “%[1]s”.\x02No definition has the key “%[1]s”.\x02Definition %[1]s h" +
+	"as no revision %[2]d.\x02The confirmed count is missing: start again fro" +
+	"m the list.\x02The count changed since you confirmed it (it was %[1]d): " +
+	"instances were settled, retried or acted on meanwhile. Nothing was done;" +
+	" check the new count and confirm again.\x02This bulk action was already " +
+	"applied (the form was sent again): its records are in the audit log. Not" +
+	"hing more was done.\x14\x02\x80\x01\x02&\x02Bulk %[1]s applied to %[2]d " +
+	"instance.\x00'\x02Bulk %[1]s applied to %[2]d instances.\x14\x01\x81\x01" +
+	"\x00\x02R\x02%[1]d skipped: it changed after the count (settled, or acte" +
+	"d on by someone else).\x00T\x02%[1]d skipped: they changed after the cou" +
+	"nt (settled, or acted on by someone else).\x02%[1]s (token #%[2]d, %[3]s" +
+	")\x02When\x02Who\x02Action\x02Reason\x02Process instance\x02Occurrence o" +
+	"ffered again\x02Bulk action\x02deleted\x02Audit log\x02Every retry, aban" +
+	"don and stop an operator applied, and every erasure an administrator mad" +
+	"e, with its reason. Reveals of sensitive values have their own log, whic" +
+	"h administrators read on the Reveals page (GET /api/v1/audit/reveals)." +
+	"\x02Filters\x02a token’s name, exact\x02from\x02to\x02Apply filters\x02C" +
+	"lear filters\x02No operator action matches.\x02All actions\x02The proces" +
+	"s instance must be a whole instance id (a UUID): the lists show the end " +
+	"of each id; open the instance, or copy its link, for the whole id.\x02Th" +
+	"e bulk action must be its id (a UUID).\x02Operator actions, newest first" +
+	"\x02Showing the %[1]d instances bulk action %[2]s changed. While it runs" +
+	", each reload shows how far it got.\x02Bulk %[1]s by %[2]s, started %[3]" +
+	"s: applied to %[4]d of the %[5]d instances counted, %[6]d skipped (they " +
+	"changed after the count). It ended %[7]s.\x02Bulk %[1]s by %[2]s, starte" +
+	"d %[3]s, was stopped by an error after %[4]d of the %[5]d instances coun" +
+	"ted (%[6]d skipped). What it applied stays; act on the filter again for " +
+	"the rest.\x02Bulk %[1]s by %[2]s, started %[3]s, is running: %[4]d of th" +
+	"e %[5]d instances counted done so far (%[6]d skipped). Each reload shows" +
+	" how far it got.\x02No progress since %[1]s: the replica running it may " +
+	"have stopped. What it applied stays; act on the filter again for the res" +
+	"t.\x02Relais console\x02Language\x02Skip to content\x02Main navigation" +
+	"\x02Health\x02External tasks\x02Processes\x02Find an instance or occurre" +
+	"nce\x02id or business key\x02Find\x02Definitions\x02Workers\x02Consumers" +
+	"\x02Destinations\x02Tokens\x02Reveals\x02Signed in as %[1]s (%[2]s)\x02S" +
+	"ign out\x02Display settings\x04\x00\x01 \x12\x02Display settings:\x02Tim" +
+	"es in %[1]s · reloading paused\x02Times in %[1]s · reload every %[2]d s" +
+	"\x02Times in %[1]s · no auto-reload\x02Reloading paused\x02Resume\x02Thi" +
+	"s page reloads every %[1]d seconds.\x02Pause reloading\x02Not allowed" +
+	"\x02Your role can read definitions and processes only: external tasks an" +
+	"d process instances are for operators and administrators.\x02Invalid req" +
+	"uest\x02The field “%[1]s” holds a NUL character or bytes that are not UT" +
+	"F-8 text: correct it and try again.\x02Back to external tasks\x02Back to" +
+	" definitions\x02Nothing exists at this address, or it is not visible to " +
+	"you.\x02Nothing exists at this address, or it is not visible to you. An " +
+	"ended instance is deleted, with its occurrences and attempts, once the r" +
+	"etention period (RELAIS_RETENTION) has passed, or at once when an admini" +
+	"strator erases it; the audit log keeps the operator actions taken on it." +
+	"\x02Not found\x02Form refused\x02This form was not sent from this consol" +
+	"e session, or it has expired. Reload the page and try again.\x02Temporar" +
+	"ily unavailable\x02The database cannot be reached right now. Try again i" +
+	"n a few seconds.\x02Something went wrong\x02The console could not show t" +
+	"his page. Try again; if it persists, give your administrator the request" +
+	" id %[1]s.\x02No consumer yet.\x02No more consumers.\x02The external ser" +
+	"vices that take tasks, and the definitions each may take. Create consume" +
+	"rs, change their grants and rotate their tokens through the API (/api/v1" +
+	"/consumers); tokens are never shown.\x02Consumers, oldest first\x02ID" +
+	"\x02Name\x02Grants\x02Created on\x02State\x02Tasks\x02active\x02revoked" +
 	"\x02no grant: it takes nothing\x02Reserved now\x02All its tasks\x02%[1]s" +
 	": every revision, present and future\x02%[1]s: revision %[2]s\x02%[1]s: " +
 	"revisions %[2]s\x02Counting the occurrences; the counts appear when you " +
@@ -1445,7 +1450,7 @@ const enData string = "" + // Size: 29164 bytes
 	"consumer is granted.\x02They take every revision their consumer is grant" +
 	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 744 elements
+var frIndex = []uint32{ // 745 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1457,208 +1462,209 @@ var frIndex = []uint32{ // 744 elements
 	0x00000679, 0x00000765, 0x0000077c, 0x000007a3,
 	// Entry 20 - 3F
 	0x000007ba, 0x00000860, 0x00000913, 0x000009c7,
-	0x00000a10, 0x00000a5a, 0x00000a94, 0x00000b21,
-	0x00000ba6, 0x00000beb, 0x00000cc3, 0x00000d20,
-	0x00000d51, 0x00000dc2, 0x00000e2b, 0x00000ea2,
-	0x00000f0b, 0x00000f3f, 0x00000fb4, 0x0000101f,
-	0x00001030, 0x00001096, 0x00001101, 0x00001108,
-	0x00001149, 0x0000115d, 0x000011fb, 0x0000122f,
-	0x0000126e, 0x000012ff, 0x0000137f, 0x000013bb,
+	0x00000ac1, 0x00000b0a, 0x00000b54, 0x00000b8e,
+	0x00000c1b, 0x00000ca0, 0x00000ce5, 0x00000dbd,
+	0x00000e1a, 0x00000e4b, 0x00000ebc, 0x00000f25,
+	0x00000f9c, 0x00001005, 0x00001039, 0x000010ae,
+	0x00001119, 0x0000112a, 0x00001190, 0x000011fb,
+	0x00001202, 0x00001243, 0x00001257, 0x000012f5,
+	0x00001329, 0x00001368, 0x000013f9, 0x00001479,
 	// Entry 40 - 5F
-	0x000013fb, 0x00001454, 0x00001492, 0x000014d0,
-	0x0000150d, 0x0000158c, 0x000015d6, 0x0000166e,
-	0x000016d7, 0x00001711, 0x00001772, 0x0000181b,
-	0x00001827, 0x00001831, 0x00001839, 0x00001840,
-	0x0000184d, 0x0000185d, 0x00001875, 0x00001888,
-	0x0000189c, 0x000018bd, 0x000018c7, 0x0000190f,
-	0x00001abb, 0x00001add, 0x00001af3, 0x00001b19,
-	0x00001b48, 0x00001b77, 0x00001ba9, 0x00001bdc,
+	0x000014b5, 0x000014f5, 0x0000154e, 0x0000158c,
+	0x000015ca, 0x00001607, 0x00001686, 0x000016d0,
+	0x00001768, 0x000017d1, 0x0000180b, 0x0000186c,
+	0x00001915, 0x00001921, 0x0000192b, 0x00001933,
+	0x0000193a, 0x00001947, 0x00001957, 0x0000196f,
+	0x00001982, 0x00001996, 0x000019b7, 0x000019c1,
+	0x00001a09, 0x00001bb5, 0x00001bd7, 0x00001bed,
+	0x00001c13, 0x00001c42, 0x00001c71, 0x00001ca3,
 	// Entry 60 - 7F
-	0x00001c11, 0x00001cf9, 0x00001da2, 0x00001e17,
-	0x00001efa, 0x00001f1a, 0x00001f20, 0x00001f24,
-	0x00001f2b, 0x00001f31, 0x00001f47, 0x00001f67,
-	0x00001f77, 0x00001f82, 0x00001f94, 0x000020aa,
-	0x000020b2, 0x000020cd, 0x000020d0, 0x000020d3,
-	0x000020e9, 0x000020fd, 0x00002129, 0x0000213c,
-	0x0000220f, 0x00002258, 0x0000228e, 0x0000231d,
-	0x000023e1, 0x000024dc, 0x000025a2, 0x00002659,
+	0x00001cd6, 0x00001d0b, 0x00001df3, 0x00001e9c,
+	0x00001f11, 0x00001ff4, 0x00002014, 0x0000201a,
+	0x0000201e, 0x00002025, 0x0000202b, 0x00002041,
+	0x00002061, 0x00002071, 0x0000207c, 0x0000208e,
+	0x000021a4, 0x000021ac, 0x000021c7, 0x000021ca,
+	0x000021cd, 0x000021e3, 0x000021f7, 0x00002223,
+	0x00002236, 0x00002309, 0x00002352, 0x00002388,
+	0x00002417, 0x000024db, 0x000025d6, 0x0000269c,
 	// Entry 80 - 9F
-	0x00002668, 0x0000266f, 0x00002680, 0x00002696,
-	0x0000269c, 0x000026ad, 0x000026b7, 0x000026de,
-	0x000026fa, 0x00002702, 0x0000270f, 0x0000271b,
-	0x00002729, 0x00002736, 0x0000273d, 0x0000274b,
-	0x0000276f, 0x0000277f, 0x00002797, 0x000027b8,
-	0x000027e1, 0x00002814, 0x00002845, 0x0000285b,
-	0x00002865, 0x00002897, 0x000028b1, 0x000028bf,
-	0x00002973, 0x00002985, 0x00002a05, 0x00002a21,
+	0x00002753, 0x00002762, 0x00002769, 0x0000277a,
+	0x00002790, 0x00002796, 0x000027a7, 0x000027b1,
+	0x000027d8, 0x000027f4, 0x000027fc, 0x00002809,
+	0x00002815, 0x00002823, 0x00002830, 0x00002837,
+	0x00002845, 0x00002869, 0x00002879, 0x00002891,
+	0x000028b2, 0x000028db, 0x0000290e, 0x0000293f,
+	0x00002955, 0x0000295f, 0x00002991, 0x000029ab,
+	0x000029b9, 0x00002a6d, 0x00002a7f, 0x00002aff,
 	// Entry A0 - BF
-	0x00002a39, 0x00002a7c, 0x00002bca, 0x00002bd6,
-	0x00002be9, 0x00002c65, 0x00002c81, 0x00002cd8,
-	0x00002cf0, 0x00002d88, 0x00002dad, 0x00002dc7,
-	0x00002eb8, 0x00002ee6, 0x00002ee9, 0x00002eed,
-	0x00002ef4, 0x00002efe, 0x00002f04, 0x00002f0c,
-	0x00002f12, 0x00002f1c, 0x00002f3d, 0x00002f56,
-	0x00002f69, 0x00002fa1, 0x00002fbb, 0x00002fd6,
-	0x0000303c, 0x0000306e, 0x00003074, 0x00003079,
+	0x00002b1b, 0x00002b33, 0x00002b76, 0x00002cc4,
+	0x00002cd0, 0x00002ce3, 0x00002d5f, 0x00002d7b,
+	0x00002dd2, 0x00002dea, 0x00002e82, 0x00002ea7,
+	0x00002ec1, 0x00002fb2, 0x00002fe0, 0x00002fe3,
+	0x00002fe7, 0x00002fee, 0x00002ff8, 0x00002ffe,
+	0x00003006, 0x0000300c, 0x00003016, 0x00003037,
+	0x00003050, 0x00003063, 0x0000309b, 0x000030b5,
+	0x000030d0, 0x00003136, 0x00003168, 0x0000316e,
 	// Entry C0 - DF
-	0x00003085, 0x00003094, 0x000030a0, 0x000030ac,
-	0x000030be, 0x000030cf, 0x00003153, 0x00003165,
-	0x0000317c, 0x00003187, 0x000031dc, 0x000031e9,
-	0x0000320e, 0x0000321a, 0x00003224, 0x0000322a,
-	0x00003236, 0x0000324e, 0x000032a0, 0x000032b0,
-	0x000032c0, 0x000032c9, 0x000032d4, 0x000032dc,
-	0x000032fc, 0x0000331e, 0x00003346, 0x0000334f,
-	0x0000335f, 0x0000337f, 0x00003387, 0x00003396,
+	0x00003173, 0x0000317f, 0x0000318e, 0x0000319a,
+	0x000031a6, 0x000031b8, 0x000031c9, 0x0000324d,
+	0x0000325f, 0x00003276, 0x00003281, 0x000032d6,
+	0x000032e3, 0x00003308, 0x00003314, 0x0000331e,
+	0x00003324, 0x00003330, 0x00003348, 0x0000339a,
+	0x000033aa, 0x000033ba, 0x000033c3, 0x000033ce,
+	0x000033d6, 0x000033f6, 0x00003418, 0x00003440,
+	0x00003449, 0x00003459, 0x00003479, 0x00003481,
 	// Entry E0 - FF
-	0x000033b5, 0x000033e0, 0x00003406, 0x00003416,
-	0x00003420, 0x0000342a, 0x00003449, 0x00003467,
-	0x0000353f, 0x0000355d, 0x000035a1, 0x000035de,
-	0x00003611, 0x00003641, 0x0000366d, 0x0000369d,
-	0x000036bf, 0x000036da, 0x000036f5, 0x00003711,
-	0x0000372d, 0x00003743, 0x0000375d, 0x00003794,
-	0x000037ca, 0x000037ea, 0x00003809, 0x00003810,
-	0x0000387a, 0x00003890, 0x00003895, 0x000038a9,
+	0x00003490, 0x000034af, 0x000034da, 0x00003500,
+	0x00003510, 0x0000351a, 0x00003524, 0x00003543,
+	0x00003561, 0x00003639, 0x00003657, 0x0000369b,
+	0x000036d8, 0x0000370b, 0x0000373b, 0x00003767,
+	0x00003797, 0x000037b9, 0x000037d4, 0x000037ef,
+	0x0000380b, 0x00003827, 0x0000383d, 0x00003857,
+	0x0000388e, 0x000038c4, 0x000038e4, 0x00003903,
+	0x0000390a, 0x00003974, 0x0000398a, 0x0000398f,
 	// Entry 100 - 11F
-	0x000038c1, 0x000038e6, 0x00003914, 0x00003939,
-	0x00003953, 0x00003a3d, 0x00003a52, 0x00003a56,
-	0x00003a69, 0x00003a78, 0x00003a8f, 0x00003a9e,
-	0x00003aa5, 0x00003ab0, 0x00003ac4, 0x00003ba2,
-	0x00003bca, 0x00003c53, 0x00003d59, 0x00003d6e,
-	0x00003dd4, 0x00003e59, 0x00003ece, 0x00003ee0,
-	0x00003ef3, 0x00003f0f, 0x00003f3c, 0x00003f59,
-	0x00003f7c, 0x00003f87, 0x00003f92, 0x00003fa9,
+	0x000039a3, 0x000039bb, 0x000039e0, 0x00003a0e,
+	0x00003a33, 0x00003a4d, 0x00003b37, 0x00003b4c,
+	0x00003b50, 0x00003b63, 0x00003b72, 0x00003b89,
+	0x00003b98, 0x00003b9f, 0x00003baa, 0x00003bbe,
+	0x00003c9c, 0x00003cc4, 0x00003d4d, 0x00003e53,
+	0x00003e68, 0x00003ece, 0x00003f53, 0x00003fc8,
+	0x00003fda, 0x00003fed, 0x00004009, 0x00004036,
+	0x00004053, 0x00004076, 0x00004081, 0x0000408c,
 	// Entry 120 - 13F
-	0x00004110, 0x00004137, 0x00004175, 0x00004181,
-	0x0000418a, 0x0000419e, 0x000041a8, 0x000041cf,
-	0x000041eb, 0x00004206, 0x00004236, 0x00004275,
-	0x00004290, 0x0000429f, 0x000042b0, 0x000042d1,
-	0x0000433c, 0x00004354, 0x0000439a, 0x00004405,
-	0x00004410, 0x0000442a, 0x00004473, 0x0000447b,
-	0x00004489, 0x00004499, 0x000044c3, 0x000044ec,
-	0x000044fc, 0x0000451b, 0x00004527, 0x00004540,
+	0x000040a3, 0x0000420a, 0x00004231, 0x0000426f,
+	0x0000427b, 0x00004284, 0x00004298, 0x000042a2,
+	0x000042c9, 0x000042e5, 0x00004300, 0x00004330,
+	0x0000436f, 0x0000438a, 0x00004399, 0x000043aa,
+	0x000043cb, 0x00004436, 0x0000444e, 0x00004494,
+	0x000044ff, 0x0000450a, 0x00004524, 0x0000456d,
+	0x00004575, 0x00004583, 0x00004593, 0x000045bd,
+	0x000045e6, 0x000045f6, 0x00004615, 0x00004621,
 	// Entry 140 - 15F
-	0x0000454b, 0x00004558, 0x00004567, 0x0000456f,
-	0x00004579, 0x00004581, 0x00004589, 0x0000458f,
-	0x00004596, 0x0000459b, 0x000045a0, 0x000045a4,
-	0x000045a9, 0x000045af, 0x000045b5, 0x000045bb,
-	0x000045c0, 0x000045c5, 0x000045cb, 0x000045d5,
-	0x000045f5, 0x00004617, 0x0000463b, 0x00004661,
-	0x0000466a, 0x00004686, 0x0000468f, 0x000046a7,
-	0x000046b0, 0x00004704, 0x00004724, 0x0000472a,
+	0x0000463a, 0x00004645, 0x00004652, 0x00004661,
+	0x00004669, 0x00004673, 0x0000467b, 0x00004683,
+	0x00004689, 0x00004690, 0x00004695, 0x0000469a,
+	0x0000469e, 0x000046a3, 0x000046a9, 0x000046af,
+	0x000046b5, 0x000046ba, 0x000046bf, 0x000046c5,
+	0x000046cf, 0x000046ef, 0x00004711, 0x00004735,
+	0x0000475b, 0x00004764, 0x00004780, 0x00004789,
+	0x000047a1, 0x000047aa, 0x000047fe, 0x0000481e,
 	// Entry 160 - 17F
-	0x00004735, 0x0000473b, 0x00004749, 0x00004754,
-	0x00004762, 0x00004795, 0x000047b9, 0x000047e8,
-	0x00004831, 0x00004838, 0x0000484e, 0x000048c1,
-	0x000048e7, 0x00004901, 0x000049e9, 0x00004b78,
-	0x00004c7f, 0x00004ccf, 0x00004d00, 0x00004d33,
-	0x00004d62, 0x00004d70, 0x00004d77, 0x00004d89,
-	0x00004d9e, 0x00004dac, 0x00004db9, 0x00004dce,
-	0x00004de1, 0x00004e0c, 0x00004e39, 0x00004e5d,
+	0x00004824, 0x0000482f, 0x00004835, 0x00004843,
+	0x0000484e, 0x0000485c, 0x0000488f, 0x000048b3,
+	0x000048e2, 0x0000492b, 0x00004932, 0x00004948,
+	0x000049bb, 0x000049e1, 0x000049fb, 0x00004ae3,
+	0x00004c72, 0x00004d79, 0x00004dc9, 0x00004dfa,
+	0x00004e2d, 0x00004e5c, 0x00004e6a, 0x00004e71,
+	0x00004e83, 0x00004e98, 0x00004ea6, 0x00004eb3,
+	0x00004ec8, 0x00004edb, 0x00004f06, 0x00004f33,
 	// Entry 180 - 19F
-	0x00004e94, 0x00004ede, 0x00004ef0, 0x00004f28,
-	0x00004f3f, 0x00004f56, 0x00004f8a, 0x00004fd4,
-	0x00005009, 0x00005012, 0x00005029, 0x00005057,
-	0x0000506a, 0x0000507c, 0x0000508d, 0x00005098,
-	0x000050a3, 0x000050ae, 0x000050b8, 0x000050c2,
-	0x000050cb, 0x000050d4, 0x000050dd, 0x000050e6,
-	0x000050ef, 0x000050f6, 0x00005104, 0x0000510a,
-	0x00005111, 0x00005118, 0x00005121, 0x00005126,
+	0x00004f57, 0x00004f8e, 0x00004fd8, 0x00004fea,
+	0x00005022, 0x00005039, 0x00005050, 0x00005084,
+	0x000050ce, 0x00005103, 0x0000510c, 0x00005123,
+	0x00005151, 0x00005164, 0x00005176, 0x00005187,
+	0x00005192, 0x0000519d, 0x000051a8, 0x000051b2,
+	0x000051bc, 0x000051c5, 0x000051ce, 0x000051d7,
+	0x000051e0, 0x000051e9, 0x000051f0, 0x000051fe,
+	0x00005204, 0x0000520b, 0x00005212, 0x0000521b,
 	// Entry 1A0 - 1BF
-	0x00005134, 0x0000513a, 0x00005140, 0x00005146,
-	0x0000514e, 0x00005157, 0x00005160, 0x0000517d,
-	0x00005198, 0x000051bb, 0x000051dc, 0x000051eb,
-	0x000051f6, 0x00005201, 0x0000520e, 0x00005212,
-	0x00005216, 0x00005224, 0x00005232, 0x00005240,
-	0x00005260, 0x00005273, 0x0000528c, 0x000052a1,
-	0x000052b2, 0x000052c4, 0x000052d6, 0x000052dc,
-	0x000052e3, 0x000052eb, 0x000052f3, 0x00005311,
+	0x00005220, 0x0000522e, 0x00005234, 0x0000523a,
+	0x00005240, 0x00005248, 0x00005251, 0x0000525a,
+	0x00005277, 0x00005292, 0x000052b5, 0x000052d6,
+	0x000052e5, 0x000052f0, 0x000052fb, 0x00005308,
+	0x0000530c, 0x00005310, 0x0000531e, 0x0000532c,
+	0x0000533a, 0x0000535a, 0x0000536d, 0x00005386,
+	0x0000539b, 0x000053ac, 0x000053be, 0x000053d0,
+	0x000053d6, 0x000053dd, 0x000053e5, 0x000053ed,
 	// Entry 1C0 - 1DF
-	0x0000532f, 0x00005346, 0x0000535b, 0x0000536c,
-	0x00005372, 0x0000538b, 0x00005396, 0x000053ca,
-	0x000053d7, 0x000053f5, 0x00005403, 0x0000540c,
-	0x00005413, 0x0000542e, 0x00005438, 0x0000544b,
-	0x00005485, 0x0000548e, 0x0000549d, 0x00005501,
-	0x0000550d, 0x00005517, 0x00005547, 0x000055a2,
-	0x00005689, 0x00005694, 0x000056c7, 0x000056cc,
-	0x000056ec, 0x00005709, 0x00005729, 0x0000573e,
+	0x0000540b, 0x00005429, 0x00005440, 0x00005455,
+	0x00005466, 0x0000546c, 0x00005485, 0x00005490,
+	0x000054c4, 0x000054d1, 0x000054ef, 0x000054fd,
+	0x00005506, 0x0000550d, 0x00005528, 0x00005532,
+	0x00005545, 0x0000557f, 0x00005588, 0x00005597,
+	0x000055fb, 0x00005607, 0x00005611, 0x00005641,
+	0x0000569c, 0x00005783, 0x0000578e, 0x000057c1,
+	0x000057c6, 0x000057e6, 0x00005803, 0x00005823,
 	// Entry 1E0 - 1FF
-	0x0000577f, 0x0000578a, 0x00005794, 0x000057bd,
-	0x000057ce, 0x000057dc, 0x00005818, 0x00005842,
-	0x00005887, 0x000058af, 0x000058ee, 0x0000590f,
-	0x0000594d, 0x0000598d, 0x000059ad, 0x000059ee,
-	0x00005a18, 0x00005a3f, 0x00005ac2, 0x00005ada,
-	0x00005aee, 0x00005b05, 0x00005b13, 0x00005b1e,
-	0x00005b41, 0x00005b7f, 0x00005b9e, 0x00005bba,
-	0x00005c28, 0x00005cad, 0x00005d2a, 0x00005d6a,
+	0x00005838, 0x00005879, 0x00005884, 0x0000588e,
+	0x000058b7, 0x000058c8, 0x000058d6, 0x00005912,
+	0x0000593c, 0x00005981, 0x000059a9, 0x000059e8,
+	0x00005a09, 0x00005a47, 0x00005a87, 0x00005aa7,
+	0x00005ae8, 0x00005b12, 0x00005b39, 0x00005bbc,
+	0x00005bd4, 0x00005be8, 0x00005bff, 0x00005c0d,
+	0x00005c18, 0x00005c3b, 0x00005c79, 0x00005c98,
+	0x00005cb4, 0x00005d22, 0x00005da7, 0x00005e24,
 	// Entry 200 - 21F
-	0x00005db0, 0x00005ec9, 0x00005ef1, 0x00005f14,
-	0x00005f4b, 0x00005f92, 0x00005fe5, 0x0000600e,
-	0x000060c0, 0x000060e6, 0x0000612d, 0x000061b1,
-	0x0000622c, 0x000062a9, 0x000062d0, 0x000062f8,
-	0x0000633f, 0x00006389, 0x000063bc, 0x000063cf,
-	0x000064d7, 0x00006505, 0x00006541, 0x00006557,
-	0x000065eb, 0x000065fe, 0x0000663b, 0x00006677,
-	0x0000668a, 0x000066de, 0x00006713, 0x00006725,
+	0x00005e64, 0x00005eaa, 0x00005fc3, 0x00005feb,
+	0x0000600e, 0x00006045, 0x0000608c, 0x000060df,
+	0x00006108, 0x000061ba, 0x000061e0, 0x00006227,
+	0x000062ab, 0x00006326, 0x000063a3, 0x000063ca,
+	0x000063f2, 0x00006439, 0x00006483, 0x000064b6,
+	0x000064c9, 0x000065d1, 0x000065ff, 0x0000663b,
+	0x00006651, 0x000066e5, 0x000066f8, 0x00006735,
+	0x00006771, 0x00006784, 0x000067d8, 0x0000680d,
 	// Entry 220 - 23F
-	0x0000673c, 0x0000677b, 0x000067cd, 0x000067f9,
-	0x00006804, 0x00006821, 0x00006840, 0x00006851,
-	0x0000686b, 0x00006874, 0x0000687e, 0x0000689d,
-	0x000068eb, 0x00006920, 0x00006971, 0x00006982,
-	0x000069cc, 0x000069e2, 0x000069f6, 0x00006a0f,
-	0x00006a25, 0x00006a4f, 0x00006a57, 0x00006a6a,
-	0x00006a71, 0x00006a8c, 0x00006aac, 0x00006adc,
-	0x00006af3, 0x00006b2b, 0x00006b66, 0x00006b92,
+	0x0000681f, 0x00006836, 0x00006875, 0x000068c7,
+	0x000068f3, 0x000068fe, 0x0000691b, 0x0000693a,
+	0x0000694b, 0x00006965, 0x0000696e, 0x00006978,
+	0x00006997, 0x000069e5, 0x00006a1a, 0x00006a6b,
+	0x00006a7c, 0x00006ac6, 0x00006adc, 0x00006af0,
+	0x00006b09, 0x00006b1f, 0x00006b49, 0x00006b51,
+	0x00006b64, 0x00006b6b, 0x00006b86, 0x00006ba6,
+	0x00006bd6, 0x00006bed, 0x00006c25, 0x00006c60,
 	// Entry 240 - 25F
-	0x00006be6, 0x00006bf6, 0x00006c10, 0x00006c1b,
-	0x00006c2f, 0x00006c41, 0x00006c57, 0x00006c69,
-	0x00006c7b, 0x00006c81, 0x00006c93, 0x00006ca1,
-	0x00006cb0, 0x00006cbc, 0x00006cd2, 0x00006cfc,
-	0x00006d2f, 0x00006dd7, 0x00006e27, 0x00006e4f,
-	0x00006ea1, 0x00006ee3, 0x00006f1f, 0x00006f36,
-	0x00007000, 0x0000702d, 0x000071e7, 0x00007201,
-	0x0000721a, 0x0000723b, 0x00007251, 0x00007267,
+	0x00006c8c, 0x00006ce0, 0x00006cf0, 0x00006d0a,
+	0x00006d15, 0x00006d29, 0x00006d3b, 0x00006d51,
+	0x00006d63, 0x00006d75, 0x00006d7b, 0x00006d8d,
+	0x00006d9b, 0x00006daa, 0x00006db6, 0x00006dcc,
+	0x00006df6, 0x00006e29, 0x00006ed1, 0x00006f21,
+	0x00006f49, 0x00006f9b, 0x00006fdd, 0x00007019,
+	0x00007030, 0x000070fa, 0x00007127, 0x000072e1,
+	0x000072fb, 0x00007314, 0x00007335, 0x0000734b,
 	// Entry 260 - 27F
-	0x0000726e, 0x00007288, 0x0000731d, 0x00007380,
-	0x00007393, 0x000073ba, 0x000073e2, 0x000073f0,
-	0x00007400, 0x00007411, 0x00007418, 0x0000754e,
-	0x00007555, 0x0000758f, 0x00007594, 0x000075a9,
-	0x000075bd, 0x000075cf, 0x000075e5, 0x00007600,
-	0x000076d5, 0x000076ed, 0x0000778e, 0x0000781d,
-	0x0000782d, 0x00007907, 0x000079c9, 0x000079ce,
-	0x000079de, 0x000079ec, 0x000079fc, 0x00007a0c,
+	0x00007361, 0x00007368, 0x00007382, 0x00007417,
+	0x0000747a, 0x0000748d, 0x000074b4, 0x000074dc,
+	0x000074ea, 0x000074fa, 0x0000750b, 0x00007512,
+	0x00007648, 0x0000764f, 0x00007689, 0x0000768e,
+	0x000076a3, 0x000076b7, 0x000076c9, 0x000076df,
+	0x000076fa, 0x000077cf, 0x000077e7, 0x00007888,
+	0x00007917, 0x00007927, 0x00007a01, 0x00007ac3,
+	0x00007ac8, 0x00007ad8, 0x00007ae6, 0x00007af6,
 	// Entry 280 - 29F
-	0x00007a16, 0x00007a3f, 0x00007a59, 0x00007a74,
-	0x00007b02, 0x00007b13, 0x00007b20, 0x00007b3b,
-	0x00007b4f, 0x00007b6d, 0x00007bb8, 0x00007bf9,
-	0x00007c6f, 0x00007cb5, 0x00007cce, 0x00007ce6,
-	0x00007d39, 0x00007d74, 0x00007e0c, 0x00007e38,
-	0x00007e5e, 0x00007e92, 0x00007eaa, 0x00007ed5,
-	0x00007edf, 0x00007f67, 0x00007f9c, 0x00007fdd,
-	0x00008051, 0x000081cc, 0x000082a5, 0x000082be,
+	0x00007b06, 0x00007b10, 0x00007b39, 0x00007b53,
+	0x00007b6e, 0x00007bfc, 0x00007c0d, 0x00007c1a,
+	0x00007c35, 0x00007c49, 0x00007c67, 0x00007cb2,
+	0x00007cf3, 0x00007d69, 0x00007daf, 0x00007dc8,
+	0x00007de0, 0x00007e33, 0x00007e6e, 0x00007f06,
+	0x00007f32, 0x00007f58, 0x00007f8c, 0x00007fa4,
+	0x00007fcf, 0x00007fd9, 0x00008061, 0x00008096,
+	0x000080d7, 0x0000814b, 0x000082c6, 0x0000839f,
 	// Entry 2A0 - 2BF
-	0x00008387, 0x00008410, 0x0000841d, 0x0000846f,
-	0x00008475, 0x00008511, 0x000085c1, 0x000085ed,
-	0x00008679, 0x00008720, 0x000087e2, 0x00008812,
-	0x0000881f, 0x00008825, 0x0000883b, 0x00008846,
-	0x0000884d, 0x00008858, 0x00008866, 0x00008873,
-	0x00008881, 0x0000889a, 0x000088c7, 0x00008970,
-	0x00008983, 0x0000898d, 0x00008a1c, 0x00008a7d,
-	0x00008acf, 0x00008ae1, 0x00008af4, 0x00008b32,
+	0x000083b8, 0x00008481, 0x0000850a, 0x00008517,
+	0x00008569, 0x0000856f, 0x0000860b, 0x000086bb,
+	0x000086e7, 0x00008773, 0x0000881a, 0x000088dc,
+	0x0000890c, 0x00008919, 0x0000891f, 0x00008935,
+	0x00008940, 0x00008947, 0x00008952, 0x00008960,
+	0x0000896d, 0x0000897b, 0x00008994, 0x000089c1,
+	0x00008a6a, 0x00008a7d, 0x00008a87, 0x00008b16,
+	0x00008b77, 0x00008bc9, 0x00008bdb, 0x00008bee,
 	// Entry 2C0 - 2DF
-	0x00008b6e, 0x00008b7a, 0x00008b87, 0x00008b95,
-	0x00008ba3, 0x00008bb3, 0x00008bef, 0x00008c29,
-	0x00008ca6, 0x00008cb1, 0x00008cdb, 0x00008cf7,
-	0x00008cfb, 0x00008d0d, 0x00008dcf, 0x00008e02,
-	0x00008e0d, 0x00008e17, 0x00008e2c, 0x00008e35,
-	0x00008e3f, 0x00008e54, 0x00008e78, 0x00008e92,
-	0x00008ea7, 0x00008ed3, 0x00008ed8, 0x00008eed,
-	0x00008eff, 0x00008f34, 0x00008f45, 0x00008fbb,
+	0x00008c2c, 0x00008c68, 0x00008c74, 0x00008c81,
+	0x00008c8f, 0x00008c9d, 0x00008cad, 0x00008ce9,
+	0x00008d23, 0x00008da0, 0x00008dab, 0x00008dd5,
+	0x00008df1, 0x00008df5, 0x00008e07, 0x00008ec9,
+	0x00008efc, 0x00008f07, 0x00008f11, 0x00008f26,
+	0x00008f2f, 0x00008f39, 0x00008f4e, 0x00008f72,
+	0x00008f8c, 0x00008fa1, 0x00008fcd, 0x00008fd2,
+	0x00008fe7, 0x00008ff9, 0x0000902e, 0x0000903f,
 	// Entry 2E0 - 2FF
-	0x00009046, 0x000090d5, 0x0000913c, 0x0000917e,
-	0x000091f1, 0x00009239, 0x00009267, 0x0000929a,
-} // Size: 3000 bytes
+	0x000090b5, 0x00009140, 0x000091cf, 0x00009236,
+	0x00009278, 0x000092eb, 0x00009333, 0x00009361,
+	0x00009394,
+} // Size: 3004 bytes
 
-const frData string = "" + // Size: 37530 bytes
+const frData string = "" + // Size: 37780 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -1694,144 +1700,147 @@ const frData string = "" + // Size: 37530 bytes
 	"ien n’a été fait.\x02Cette instance n’est plus bloquée (elle est %[1]s d" +
 	"ésormais)\u202f: quelqu’un a agi sur elle après l’ouverture de cette pa" +
 	"ge (%[2]s par %[3]s, %[4]s). Rien n’a été fait.\x02Cette instance est %[" +
-	"1]s, pas bloquée\u202f: il n’y a rien à reprendre.\x02Cette instance est" +
-	" %[1]s, pas bloquée\u202f: il n’y a rien à abandonner.\x02Cette instance" +
-	" est %[1]s\u202f: il n’y a rien à arrêter.\x02Quelqu’un a agi sur cette " +
-	"instance après l’ouverture de cette page. Rien n’a été fait\u202f: regar" +
-	"dez-la de nouveau avant de décider.\x02Cette instance n’est plus bloquée" +
-	" (elle est %[1]s désormais)\u202f: quelqu’un a sans doute agi avant vous" +
-	". Rien n’a été fait.\x02Cette instance est déjà terminée\u202f; il n’y a" +
-	" rien à arrêter.\x02Son occurrence a échoué avant toute tentative\u202f:" +
-	" ses entrées n’ont pas pu être construites, une reprise échouerait donc " +
-	"de la même façon. Abandonnez ou arrêtez plutôt l’instance. Rien n’a été " +
-	"fait.\x02Cette instance était déjà arrêtée\u202f; rien n’a changé et rie" +
-	"n n’a été consigné.\x02Le motif que vous avez donné, non consigné\u202f:" +
-	"\x02Cette instance était déjà arrêtée, par %[1]s le %[2]s\u202f; rien n’" +
-	"a changé et rien n’a été consigné.\x02Reprise\u202f: l’occurrence du nœu" +
-	"d %[1]s est proposée de nouveau. Consigné dans le journal d’audit.\x02Ab" +
-	"andon\u202f: l’instance est passée en échec avec le code d’erreur abando" +
-	"ned. Consigné dans le journal d’audit.\x02Arrêt\u202f: l’instance et ses" +
-	" occurrences ouvertes sont annulées. Consigné dans le journal d’audit." +
-	"\x02Relais a refusé l’action. Rien n’a été fait.\x02Indiquez un motif" +
-	"\u202f: il est consigné dans le journal d’audit (%[1]d caractères au plu" +
-	"s). Rien n’a été fait.\x02Le motif est trop long\u202f: %[1]d caractères" +
-	", pour %[2]d au plus. Raccourcissez-le. Rien n’a été fait.\x02Action inc" +
-	"onnue.\x02L’arrêt s’applique aux instances en cours ou bloquées, pas à c" +
-	"elles au statut «\u202f%[1]s\u202f».\x02La reprise et l’abandon s’appliq" +
-	"uent aux instances bloquées, pas à celles au statut «\u202f%[1]s\u202f»." +
-	"\x02Filtre\x02Motif (consigné dans le journal d’audit pour chaque instan" +
-	"ce)\x02Revenir à la liste\x02Cela prend environ %[1]s. Gardez cette page" +
-	" ouverte jusqu’à sa réponse\u202f: si elle cesse d’attendre avant, l’act" +
-	"ion va tout de même jusqu’au bout.\x02La suivre dans le journal d’audit " +
-	"(nouvel onglet)\x02Reprendre toutes les instances bloquées que ce filtre" +
-	" retient\x02L’occurrence en échec de chacune est proposée de nouveau, av" +
-	"ec un budget de tentatives neuf. Rien n’est terminé à la place de quicon" +
-	"que.\x14\x01\x81\x01\x00\x029\x02%[1]d instance bloquée correspond au fi" +
-	"ltre maintenant.\x00>\x02%[1]d instances bloquées correspondent au filtr" +
-	"e maintenant.\x14\x01\x81\x01\x00\x02\x19\x02Reprendre %[1]d instance" +
-	"\x00\x1a\x02Reprendre %[1]d instances\x02Abandonner toutes les instances" +
-	" bloquées que ce filtre retient\x02Chacune passe en échec avec le code d" +
-	"’erreur abandoned et ne peut plus être reprise.\x14\x01\x81\x01\x00" +
-	"\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02Abandonner %[1]d instan" +
-	"ces\x02Arrêter toutes les instances bloquées que ce filtre retient\x02Ar" +
-	"rêter toutes les instances en cours que ce filtre retient\x14\x01\x81" +
-	"\x01\x00\x029\x02%[1]d instance en cours correspond au filtre maintenant" +
-	".\x00=\x02%[1]d instances en cours correspondent au filtre maintenant." +
-	"\x02Arrêter toutes les instances en cours ou bloquées que ce filtre reti" +
-	"ent\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cours ou bloquée corre" +
-	"spond au filtre maintenant.\x00J\x02%[1]d instances en cours ou bloquées" +
-	" correspondent au filtre maintenant.\x02Chacune est annulée avec ses occ" +
-	"urrences ouvertes\u202f; une instance arrêtée ne peut pas être reprise." +
-	"\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance\x00\x19\x02Arrête" +
-	"r %[1]d instances\x02Rien à faire\u202f: aucune instance à laquelle cett" +
-	"e action s’applique ne correspond au filtre.\x02Aucun processus, aucune " +
-	"clé métier, aucun code d’erreur ni date de création ne restreint ce filt" +
-	"re\u202f: l’action s’applique aux instances de tous les processus.\x02sa" +
-	"ns filtre\x02Processus\x02Version\x02Statut\x02Clé métier\x02Code d’erre" +
-	"ur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créées jusqu’au\x02Par" +
-	" processus et code d’erreur\x02Instances\x02Les %[1]d groupes les plus n" +
-	"ombreux\u202f; le filtre en trouve d’autres.\x14\x01\x81\x01\x00\x02\xc9" +
-	"\x01\x02%[1]d autre instance bloquée a échoué avant toute tentative (ses" +
-	" entrées n’ont pas pu être construites)\u202f: elle ne peut pas être rep" +
-	"rise et n’est pas comptée. Abandonnez-la ou arrêtez-la.\x00\xd8\x01\x02%" +
-	"[1]d autres instances bloquées ont échoué avant toute tentative (leurs e" +
-	"ntrées n’ont pas pu être construites)\u202f: elles ne peuvent pas être r" +
-	"eprises et ne sont pas comptées. Abandonnez-les ou arrêtez-les.\x02Impos" +
-	"sible d’agir sur ce filtre\x02Consommateur inconnu.\x02Destination «" +
-	"\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a pas de version %[" +
-	"2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f».\x02Aucune défini" +
-	"tion n’a la clé «\u202f%[1]s\u202f».\x02La définition %[1]s n’a pas de r" +
-	"évision %[2]d.\x02Le nombre confirmé manque\u202f: repartez de la liste" +
-	".\x02Le nombre a changé depuis que vous l’avez confirmé (il était de %[1" +
-	"]d)\u202f: entre-temps, des instances ont été clôturées, reprises ou tra" +
-	"itées. Rien n’a été fait\u202f; vérifiez le nouveau nombre et confirmez " +
-	"de nouveau.\x02Cette action groupée a déjà été appliquée (le formulaire " +
-	"a été envoyé de nouveau)\u202f: ses traces sont dans le journal d’audit." +
-	" Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Action groupée (%[1]" +
-	"s) appliquée à %[2]d instance.\x007\x02Action groupée (%[1]s) appliquée " +
-	"à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ignorée\u202f: ell" +
-	"e a changé après le comptage (clôturée, ou traitée par quelqu’un d’autre" +
-	").\x00p\x02%[1]d ignorées\u202f: elles ont changé après le comptage (clô" +
-	"turées, ou traitées par quelqu’un d’autre).\x02%[1]s (jeton n°\u00a0%[2]" +
-	"d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance de processus" +
-	"\x02Occurrence proposée de nouveau\x02Action groupée\x02supprimée\x02Jou" +
-	"rnal d’audit\x02Chaque reprise, abandon et arrêt appliqué par un opérate" +
-	"ur, et chaque effacement fait par un administrateur, avec son motif. Les" +
-	" révélations de valeurs sensibles ont leur propre journal, que les admin" +
-	"istrateurs lisent sur la page Révélations (GET /api/v1/audit/reveals)." +
-	"\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliquer les fil" +
-	"tres\x02Effacer les filtres\x02Aucune action d’opérateur ne correspond." +
-	"\x02Toutes les actions\x02L’instance de processus doit être un identifia" +
-	"nt d’instance complet (un UUID)\u202f: les listes montrent la fin de cha" +
-	"que identifiant\u202f; ouvrez l’instance, ou copiez son lien, pour l’ide" +
-	"ntifiant complet.\x02L’action groupée doit être désignée par son identif" +
-	"iant (un UUID).\x02Actions d’opérateurs, les plus récentes d’abord\x02Vo" +
-	"ici les %[1]d instances que l’action groupée %[2]s a modifiées. Tant qu’" +
-	"elle s’exécute, chaque rechargement montre où elle en est.\x02Action gro" +
-	"upée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées\u202f: %" +
-	"[5]d, traitées\u202f: %[4]d, ignorées car changées après le compte\u202f" +
-	": %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s) par %[2" +
-	"]s, commencée le %[3]s, arrêtée par une erreur — instances comptées" +
-	"\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’elle " +
-	"a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre pour l" +
-	"e reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en cou" +
-	"rs — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]d, i" +
-	"gnorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02Aucu" +
-	"n progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-être a" +
-	"rrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouveau su" +
-	"r le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller au conte" +
-	"nu\x02Navigation principale\x02État\x02Tâches externes\x02Processus\x02T" +
-	"rouver une instance ou une occurrence\x02identifiant ou clé métier\x02Tr" +
-	"ouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destinations\x02J" +
-	"etons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se déconne" +
-	"cter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affichage" +
-	"\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[1]s · " +
-	"rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargement a" +
-	"utomatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se rechar" +
-	"ge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non autori" +
-	"sé\x02Votre rôle ne permet de lire que les définitions et les processus" +
-	"\u202f: les tâches externes et les instances de processus sont réservées" +
-	" aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le champ " +
-	"«\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne sont" +
-	" pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâche" +
-	"s externes\x02Retour aux définitions\x02Cette adresse ne mène à rien, ou" +
-	" à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à ri" +
-	"en que vous puissiez voir. Une instance terminée est supprimée, avec ses" +
-	" occurrences et ses tentatives, une fois la durée de conservation (RELAI" +
-	"S_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f; l" +
-	"e journal d’audit garde les actions d’opérateur menées sur elle.\x02Intr" +
-	"ouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depuis " +
-	"cette session de la console, ou il a expiré. Rechargez la page et réessa" +
-	"yez.\x02Temporairement indisponible\x02La base de données est injoignabl" +
-	"e pour le moment. Réessayez dans quelques secondes.\x02Une erreur est su" +
-	"rvenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f; si" +
-	" le problème persiste, donnez à votre administrateur l’identifiant de re" +
-	"quête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre consom" +
-	"mateur.\x02Les services externes qui prennent des tâches, et les définit" +
-	"ions que chacun peut prendre. Créez les consommateurs, modifiez leurs dr" +
-	"oits et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; les" +
-	" jetons ne sont jamais affichés.\x02Consommateurs, du plus ancien au plu" +
-	"s récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif" +
+	"1]s, pas bloquée\u202f: il n’y a rien à reprendre. Un échec termine son " +
+	"instance, sauf si le on_error du nœud mène à hold (un incident qui atten" +
+	"d un opérateur)\u202f; démarrez l’instance à nouveau pour refaire le tra" +
+	"vail.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à re" +
+	"prendre.\x02Cette instance est %[1]s, pas bloquée\u202f: il n’y a rien à" +
+	" abandonner.\x02Cette instance est %[1]s\u202f: il n’y a rien à arrêter." +
+	"\x02Quelqu’un a agi sur cette instance après l’ouverture de cette page. " +
+	"Rien n’a été fait\u202f: regardez-la de nouveau avant de décider.\x02Cet" +
+	"te instance n’est plus bloquée (elle est %[1]s désormais)\u202f: quelqu’" +
+	"un a sans doute agi avant vous. Rien n’a été fait.\x02Cette instance est" +
+	" déjà terminée\u202f; il n’y a rien à arrêter.\x02Son occurrence a échou" +
+	"é avant toute tentative\u202f: ses entrées n’ont pas pu être construite" +
+	"s, une reprise échouerait donc de la même façon. Abandonnez ou arrêtez p" +
+	"lutôt l’instance. Rien n’a été fait.\x02Cette instance était déjà arrêté" +
+	"e\u202f; rien n’a changé et rien n’a été consigné.\x02Le motif que vous " +
+	"avez donné, non consigné\u202f:\x02Cette instance était déjà arrêtée, pa" +
+	"r %[1]s le %[2]s\u202f; rien n’a changé et rien n’a été consigné.\x02Rep" +
+	"rise\u202f: l’occurrence du nœud %[1]s est proposée de nouveau. Consigné" +
+	" dans le journal d’audit.\x02Abandon\u202f: l’instance est passée en éch" +
+	"ec avec le code d’erreur abandoned. Consigné dans le journal d’audit." +
+	"\x02Arrêt\u202f: l’instance et ses occurrences ouvertes sont annulées. C" +
+	"onsigné dans le journal d’audit.\x02Relais a refusé l’action. Rien n’a é" +
+	"té fait.\x02Indiquez un motif\u202f: il est consigné dans le journal d’a" +
+	"udit (%[1]d caractères au plus). Rien n’a été fait.\x02Le motif est trop" +
+	" long\u202f: %[1]d caractères, pour %[2]d au plus. Raccourcissez-le. Rie" +
+	"n n’a été fait.\x02Action inconnue.\x02L’arrêt s’applique aux instances " +
+	"en cours ou bloquées, pas à celles au statut «\u202f%[1]s\u202f».\x02La " +
+	"reprise et l’abandon s’appliquent aux instances bloquées, pas à celles a" +
+	"u statut «\u202f%[1]s\u202f».\x02Filtre\x02Motif (consigné dans le journ" +
+	"al d’audit pour chaque instance)\x02Revenir à la liste\x02Cela prend env" +
+	"iron %[1]s. Gardez cette page ouverte jusqu’à sa réponse\u202f: si elle " +
+	"cesse d’attendre avant, l’action va tout de même jusqu’au bout.\x02La su" +
+	"ivre dans le journal d’audit (nouvel onglet)\x02Reprendre toutes les ins" +
+	"tances bloquées que ce filtre retient\x02L’occurrence en échec de chacun" +
+	"e est proposée de nouveau, avec un budget de tentatives neuf. Rien n’est" +
+	" terminé à la place de quiconque.\x14\x01\x81\x01\x00\x029\x02%[1]d inst" +
+	"ance bloquée correspond au filtre maintenant.\x00>\x02%[1]d instances bl" +
+	"oquées correspondent au filtre maintenant.\x14\x01\x81\x01\x00\x02\x19" +
+	"\x02Reprendre %[1]d instance\x00\x1a\x02Reprendre %[1]d instances\x02Aba" +
+	"ndonner toutes les instances bloquées que ce filtre retient\x02Chacune p" +
+	"asse en échec avec le code d’erreur abandoned et ne peut plus être repri" +
+	"se.\x14\x01\x81\x01\x00\x02\x1a\x02Abandonner %[1]d instance\x00\x1b\x02" +
+	"Abandonner %[1]d instances\x02Arrêter toutes les instances bloquées que " +
+	"ce filtre retient\x02Arrêter toutes les instances en cours que ce filtre" +
+	" retient\x14\x01\x81\x01\x00\x029\x02%[1]d instance en cours correspond " +
+	"au filtre maintenant.\x00=\x02%[1]d instances en cours correspondent au " +
+	"filtre maintenant.\x02Arrêter toutes les instances en cours ou bloquées " +
+	"que ce filtre retient\x14\x01\x81\x01\x00\x02E\x02%[1]d instance en cour" +
+	"s ou bloquée correspond au filtre maintenant.\x00J\x02%[1]d instances en" +
+	" cours ou bloquées correspondent au filtre maintenant.\x02Chacune est an" +
+	"nulée avec ses occurrences ouvertes\u202f; une instance arrêtée ne peut " +
+	"pas être reprise.\x14\x01\x81\x01\x00\x02\x18\x02Arrêter %[1]d instance" +
+	"\x00\x19\x02Arrêter %[1]d instances\x02Rien à faire\u202f: aucune instan" +
+	"ce à laquelle cette action s’applique ne correspond au filtre.\x02Aucun " +
+	"processus, aucune clé métier, aucun code d’erreur ni date de création ne" +
+	" restreint ce filtre\u202f: l’action s’applique aux instances de tous le" +
+	"s processus.\x02sans filtre\x02Processus\x02Version\x02Statut\x02Clé mét" +
+	"ier\x02Code d’erreur\x02Bloquée à un nœud de\x02Créées depuis le\x02Créé" +
+	"es jusqu’au\x02Par processus et code d’erreur\x02Instances\x02Les %[1]d " +
+	"groupes les plus nombreux\u202f; le filtre en trouve d’autres.\x14\x01" +
+	"\x81\x01\x00\x02\xc9\x01\x02%[1]d autre instance bloquée a échoué avant " +
+	"toute tentative (ses entrées n’ont pas pu être construites)\u202f: elle " +
+	"ne peut pas être reprise et n’est pas comptée. Abandonnez-la ou arrêtez-" +
+	"la.\x00\xd8\x01\x02%[1]d autres instances bloquées ont échoué avant tout" +
+	"e tentative (leurs entrées n’ont pas pu être construites)\u202f: elles n" +
+	"e peuvent pas être reprises et ne sont pas comptées. Abandonnez-les ou a" +
+	"rrêtez-les.\x02Impossible d’agir sur ce filtre\x02Consommateur inconnu." +
+	"\x02Destination «\u202f%[1]s\u202f» inconnue.\x02Le processus %[1]s n’a " +
+	"pas de version %[2]d.\x02Aucun processus n’a la clé «\u202f%[1]s\u202f»." +
+	"\x02Aucune définition n’a la clé «\u202f%[1]s\u202f».\x02La définition %" +
+	"[1]s n’a pas de révision %[2]d.\x02Le nombre confirmé manque\u202f: repa" +
+	"rtez de la liste.\x02Le nombre a changé depuis que vous l’avez confirmé " +
+	"(il était de %[1]d)\u202f: entre-temps, des instances ont été clôturées," +
+	" reprises ou traitées. Rien n’a été fait\u202f; vérifiez le nouveau nomb" +
+	"re et confirmez de nouveau.\x02Cette action groupée a déjà été appliquée" +
+	" (le formulaire a été envoyé de nouveau)\u202f: ses traces sont dans le " +
+	"journal d’audit. Rien de plus n’a été fait.\x14\x02\x80\x01\x026\x02Acti" +
+	"on groupée (%[1]s) appliquée à %[2]d instance.\x007\x02Action groupée (%" +
+	"[1]s) appliquée à %[2]d instances.\x14\x01\x81\x01\x00\x02j\x02%[1]d ign" +
+	"orée\u202f: elle a changé après le comptage (clôturée, ou traitée par qu" +
+	"elqu’un d’autre).\x00p\x02%[1]d ignorées\u202f: elles ont changé après l" +
+	"e comptage (clôturées, ou traitées par quelqu’un d’autre).\x02%[1]s (jet" +
+	"on n°\u00a0%[2]d, %[3]s)\x02Quand\x02Qui\x02Action\x02Motif\x02Instance " +
+	"de processus\x02Occurrence proposée de nouveau\x02Action groupée\x02supp" +
+	"rimée\x02Journal d’audit\x02Chaque reprise, abandon et arrêt appliqué pa" +
+	"r un opérateur, et chaque effacement fait par un administrateur, avec so" +
+	"n motif. Les révélations de valeurs sensibles ont leur propre journal, q" +
+	"ue les administrateurs lisent sur la page Révélations (GET /api/v1/audit" +
+	"/reveals).\x02Filtres\x02le nom d’un jeton, exact\x02du\x02au\x02Appliqu" +
+	"er les filtres\x02Effacer les filtres\x02Aucune action d’opérateur ne co" +
+	"rrespond.\x02Toutes les actions\x02L’instance de processus doit être un " +
+	"identifiant d’instance complet (un UUID)\u202f: les listes montrent la f" +
+	"in de chaque identifiant\u202f; ouvrez l’instance, ou copiez son lien, p" +
+	"our l’identifiant complet.\x02L’action groupée doit être désignée par so" +
+	"n identifiant (un UUID).\x02Actions d’opérateurs, les plus récentes d’ab" +
+	"ord\x02Voici les %[1]d instances que l’action groupée %[2]s a modifiées." +
+	" Tant qu’elle s’exécute, chaque rechargement montre où elle en est.\x02A" +
+	"ction groupée (%[1]s) par %[2]s, commencée le %[3]s — instances comptées" +
+	"\u202f: %[5]d, traitées\u202f: %[4]d, ignorées car changées après le com" +
+	"pte\u202f: %[6]d. Elle s’est terminée le %[7]s.\x02Action groupée (%[1]s" +
+	") par %[2]s, commencée le %[3]s, arrêtée par une erreur — instances comp" +
+	"tées\u202f: %[5]d, traitées\u202f: %[4]d, ignorées\u202f: %[6]d. Ce qu’e" +
+	"lle a appliqué reste appliqué\u202f; agissez de nouveau sur le filtre po" +
+	"ur le reste.\x02Action groupée (%[1]s) par %[2]s, commencée le %[3]s, en" +
+	" cours — instances comptées\u202f: %[5]d, traitées jusqu’ici\u202f: %[4]" +
+	"d, ignorées\u202f: %[6]d. Chaque rechargement montre où elle en est.\x02" +
+	"Aucun progrès depuis %[1]s\u202f: le réplica qui l’exécute s’est peut-êt" +
+	"re arrêté. Ce qu’elle a appliqué reste appliqué\u202f; agissez de nouvea" +
+	"u sur le filtre pour le reste.\x02Console Relais\x02Langue\x02Aller au c" +
+	"ontenu\x02Navigation principale\x02État\x02Tâches externes\x02Processus" +
+	"\x02Trouver une instance ou une occurrence\x02identifiant ou clé métier" +
+	"\x02Trouver\x02Définitions\x02Exécutants\x02Consommateurs\x02Destination" +
+	"s\x02Jetons\x02Révélations\x02Connecté en tant que %[1]s (%[2]s)\x02Se d" +
+	"éconnecter\x02Réglages d’affichage\x04\x00\x01 \x1c\x02Réglages d’affic" +
+	"hage\u202f:\x02Heures en %[1]s · rechargement suspendu\x02Heures en %[1]" +
+	"s · rechargement toutes les %[2]d s\x02Heures en %[1]s · sans rechargeme" +
+	"nt automatique\x02Rechargement suspendu\x02Reprendre\x02Cette page se re" +
+	"charge toutes les %[1]d secondes.\x02Suspendre le rechargement\x02Non au" +
+	"torisé\x02Votre rôle ne permet de lire que les définitions et les proces" +
+	"sus\u202f: les tâches externes et les instances de processus sont réserv" +
+	"ées aux opérateurs et aux administrateurs.\x02Requête invalide\x02Le ch" +
+	"amp «\u202f%[1]s\u202f» contient le caractère NUL ou des octets qui ne s" +
+	"ont pas du texte UTF-8\u202f: corrigez-le et réessayez.\x02Retour aux tâ" +
+	"ches externes\x02Retour aux définitions\x02Cette adresse ne mène à rien," +
+	" ou à rien que vous puissiez voir.\x02Cette adresse ne mène à rien, ou à" +
+	" rien que vous puissiez voir. Une instance terminée est supprimée, avec " +
+	"ses occurrences et ses tentatives, une fois la durée de conservation (RE" +
+	"LAIS_RETENTION) écoulée, ou aussitôt qu’un administrateur l’efface\u202f" +
+	"; le journal d’audit garde les actions d’opérateur menées sur elle.\x02I" +
+	"ntrouvable\x02Formulaire refusé\x02Ce formulaire n’a pas été envoyé depu" +
+	"is cette session de la console, ou il a expiré. Rechargez la page et rée" +
+	"ssayez.\x02Temporairement indisponible\x02La base de données est injoign" +
+	"able pour le moment. Réessayez dans quelques secondes.\x02Une erreur est" +
+	" survenue\x02La console n’a pas pu afficher cette page. Réessayez\u202f;" +
+	" si le problème persiste, donnez à votre administrateur l’identifiant de" +
+	" requête %[1]s.\x02Aucun consommateur pour l’instant.\x02Aucun autre con" +
+	"sommateur.\x02Les services externes qui prennent des tâches, et les défi" +
+	"nitions que chacun peut prendre. Créez les consommateurs, modifiez leurs" +
+	" droits et renouvelez leurs jetons par l’API (/api/v1/consumers)\u202f; " +
+	"les jetons ne sont jamais affichés.\x02Consommateurs, du plus ancien au " +
+	"plus récent\x02ID\x02Nom\x02Droits\x02Créé le\x02État\x02Tâches\x02actif" +
 	"\x02révoqué\x02aucun droit\u202f: il ne prend rien\x02Réservées en ce mo" +
 	"ment\x02Toutes ses tâches\x02%[1]s\u202f: toutes les révisions, présente" +
 	"s et à venir\x02%[1]s\u202f: révision %[2]s\x02%[1]s\u202f: révisions %[" +
@@ -2209,4 +2218,4 @@ const frData string = "" + // Size: 37530 bytes
 	"%[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises en " +
 	"charge."
 
-	// Total table size 72694 bytes (70KiB); checksum: CDC819E
+	// Total table size 73166 bytes (71KiB); checksum: EEBC4EB9

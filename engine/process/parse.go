@@ -142,7 +142,10 @@ func keyHint(k, path string, allowed []string) string {
 	if path == "" && (k == "kind" || k == "key") {
 		return contracts.ApplyKeysHint
 	}
-	return suggest.Hint(k, allowed)
+	if h := suggest.Hint(k, allowed); h != "" {
+		return h
+	}
+	return suggest.Synonym(k, allowed)
 }
 
 // member returns an optional member; JSON null counts as absent because

@@ -136,7 +136,7 @@ func (s *shaper) object(v any, t reflect.Type, at string) {
 				// member meant is named.
 				hint := suggest.Hint(k, slices.Sorted(maps.Keys(fields)))
 				if hint == "" {
-					hint = synonymHint(k, fields)
+					hint = suggest.Synonym(k, slices.Sorted(maps.Keys(fields)))
 				}
 				s.unknown = append(s.unknown, fault.FieldError{Path: jsontree.Pointer(at, k), Message: "unknown field" + hint})
 				continue
@@ -299,39 +299,4 @@ func jsonMember(f reflect.StructField) (name string, promoted, ok bool) {
 		return f.Name, false, true
 	}
 	return name, false, true
-}
-
-// synonyms are members other task platforms' clients and docs use (Zeebe,
-// Camunda, Temporal) for members of Relais's, too far from them to be read
-// as typos: each is told the member it most likely means, when the body's
-// type has it.
-var synonyms = map[string][]string{
-	"error_message":     {"message"},
-	"errorMessage":      {"message"},
-	"error":             {"error_code"},
-	"retries":           {"attempts_left", "max_attempts"},
-	"retry_backoff":     {"retry_delay"},
-	"retryBackOff":      {"retry_delay"},
-	"retryBackoff":      {"retry_delay"},
-	"backoff":           {"retry_delay"},
-	"retryTimeout":      {"retry_delay"},
-	"variables":         {"outputs", "inputs"},
-	"fetchVariables":    {"fields"},
-	"fetch_variables":   {"fields"},
-	"timeout":           {"lock_duration"},
-	"maxJobsToActivate": {"max_tasks"},
-	"requestTimeout":    {"wait"},
-	"jobType":           {"definition"},
-	"topicName":         {"definition"},
-}
-
-// synonymHint returns ` (did you mean "x"?)` for the first member name
-// stands for in synonyms that fields has, or "".
-func synonymHint(name string, fields fieldSet) string {
-	for _, meant := range synonyms[name] {
-		if _, ok := fields.lookup(meant); ok {
-			return fmt.Sprintf(" (did you mean %q?)", meant)
-		}
-	}
-	return ""
 }

@@ -58,3 +58,43 @@ func distance(a, b string) int {
 	}
 	return prev[len(y)]
 }
+
+// synonyms are names other task platforms' clients, APIs and docs use
+// (Zeebe, Camunda, Temporal) for Relais's, too far from them to be read as
+// typos.
+var synonyms = map[string][]string{
+	"error_message":        {"message"},
+	"errorMessage":         {"message"},
+	"error":                {"error_code"},
+	"retries":              {"attempts_left", "max_attempts"},
+	"retry_backoff":        {"retry_delay"},
+	"retryBackOff":         {"retry_delay"},
+	"retryBackoff":         {"retry_delay"},
+	"backoff":              {"retry_delay"},
+	"retryTimeout":         {"retry_delay"},
+	"variables":            {"outputs", "inputs"},
+	"fetchVariables":       {"fields"},
+	"fetchVariable":        {"fields"},
+	"fetch_variables":      {"fields"},
+	"timeout":              {"lock_duration"},
+	"maxJobsToActivate":    {"max_tasks"},
+	"requestTimeout":       {"wait"},
+	"asyncResponseTimeout": {"wait"},
+	"jobType":              {"definition"},
+	"topicName":            {"definition"},
+	"topics":               {"subscriptions"},
+	"worker":               {"worker_id"},
+}
+
+// Synonym returns ` (did you mean "x"?)` for the first of candidates that
+// name stands for on another platform, or "".
+func Synonym(name string, candidates []string) string {
+	for _, meant := range synonyms[name] {
+		for _, c := range candidates {
+			if c == meant {
+				return fmt.Sprintf(" (did you mean %q?)", meant)
+			}
+		}
+	}
+	return ""
+}

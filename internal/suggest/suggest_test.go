@@ -26,3 +26,21 @@ func TestHint(t *testing.T) {
 		}
 	}
 }
+
+func TestSynonym(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		candidates []string
+		want       string
+	}{
+		{"retries", []string{"worker_id", "error_code", "message", "retryable", "retry_delay", "attempts_left"}, ` (did you mean "attempts_left"?)`},
+		{"retries", []string{"max_attempts", "retry_delay", "deadline", "priority"}, ` (did you mean "max_attempts"?)`},
+		{"retryBackOff", []string{"retry_delay"}, ` (did you mean "retry_delay"?)`},
+		{"retries", []string{"name", "grants"}, ""}, // the body has nothing it stands for
+		{"colour", []string{"color"}, ""},           // no other platform's name
+	} {
+		if got := Synonym(c.name, c.candidates); got != c.want {
+			t.Errorf("Synonym(%q, %v) = %q, want %q", c.name, c.candidates, got, c.want)
+		}
+	}
+}
