@@ -37,7 +37,7 @@ func TestSynonym(t *testing.T) {
 		{"retries", []string{"max_attempts", "retry_delay", "deadline", "priority"}, ` (did you mean "max_attempts"?)`},
 		{"retryBackOff", []string{"retry_delay"}, ` (did you mean "retry_delay"?)`},
 		{"retries", []string{"name", "grants"}, ""}, // the body has nothing it stands for
-		{"colour", []string{"color"}, ""},           // no other platform's name
+		{"colour", []string{"color"}, ""}, // no other platform's name
 	} {
 		if got := Synonym(c.name, c.candidates); got != c.want {
 			t.Errorf("Synonym(%q, %v) = %q, want %q", c.name, c.candidates, got, c.want)
