@@ -499,7 +499,7 @@ func (w *Worker) configure(method, definition string, change func(*route)) {
 	}
 	rt, ok := w.handlers[definition]
 	if !ok {
-		panic(fmt.Sprintf("worker: %s for %q, which has no handler: call Handle first", method, definition))
+		panic(fmt.Sprintf("worker: %s for %q, which has no handler: call Handle first (a pattern's handler is configured by the pattern given to Handle)", method, definition))
 	}
 	change(&rt)
 	w.handlers[definition] = rt

@@ -77,7 +77,7 @@ func newOccurrenceCounts(eng countsSource, logger *slog.Logger, down func() bool
 			"How long the oldest claimable occurrence of a definition has waited (0: none waits), for a worker (pull) or for Relais's call (push), as the console's health page shows its queue lag; from the health snapshot, refreshed in the background when older than 5 s.",
 			[]string{"definition"}, nil),
 		deferred: prometheus.NewDesc("relais_oldest_deferred_age_seconds",
-			"How long the oldest deferred occurrence of a definition (waiting to be settled by id: an approval, a partner's callback) has been deferred (0: none is); its deadline, if the definition has one, still applies. From the health snapshot, refreshed in the background when older than 5 s.",
+			"How long the oldest deferred occurrence of a definition (waiting to be settled by id: an approval, a partner's callback) has been deferred (0: none is); its node's policy deadline, if it has one, still applies. From the health snapshot, refreshed in the background when older than 5 s.",
 			[]string{"definition"}, nil),
 		ended: prometheus.NewDesc("relais_occurrences_ended_last_hour",
 			"Occurrences of a definition that ended completed or failed in the last hour (a failed attempt with attempts left is not counted), as the console's health page charts them; from the health snapshot, refreshed in the background when older than 5 s. Every replica counts the whole database.",
