@@ -268,14 +268,22 @@ func (c *Console) workersServing(ctx context.Context, key string, operator bool)
 		}
 		slices.Sort(revs)
 		revisions := joinInts(revs)
+		one := n == 1
 		switch {
+		case every && one:
+			s.Revisions = T(ctx, "It takes every revision its consumer is granted.")
 		case every && len(revs) > 0:
 			s.Revisions = T(ctx, "Revisions they take: %s; some take every revision their consumer is granted.", revisions)
 		case every:
 			s.Revisions = T(ctx, "They take every revision their consumer is granted.")
+		case len(revs) == 1 && one:
+			revision := revs[0]
+			s.Revisions = T(ctx, "It takes revision %d only.", revision)
 		case len(revs) == 1:
 			revision := revs[0]
 			s.Revisions = T(ctx, "They take revision %d only.", revision)
+		case one:
+			s.Revisions = T(ctx, "It takes revisions %s only.", revisions)
 		default:
 			s.Revisions = T(ctx, "They take revisions %s only.", revisions)
 		}

@@ -35,7 +35,7 @@ func TestWorkersSayWhichRevisions(t *testing.T) {
 		if got, want := text(b.mustGet("/console/workers", 200), "worker-revisions"), []string{"(revision 1)", "(révision 1)"}[i]; got != want {
 			t.Errorf("%s: workers page: revisions %q, want %q", lang, got, want)
 		}
-		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), []string{"They take revision 1 only.", "Seule la révision 1 est prise en charge."}[i]; got != want {
+		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), []string{"It takes revision 1 only.", "Seule la révision 1 est prise en charge."}[i]; got != want {
 			t.Errorf("%s: definition page: %q, want %q", lang, got, want)
 		}
 	}
@@ -65,7 +65,7 @@ func TestWorkersDeclaringFieldsTakeRevisionsThatHaveThem(t *testing.T) {
 		if got, want := text(b.mustGet("/console/workers", 200), "worker-revisions"), []string{"(revision 2)", "(révision 2)"}[i]; got != want {
 			t.Errorf("%s: workers page: revisions %q, want %q", lang, got, want)
 		}
-		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), []string{"They take revision 2 only.", "Seule la révision 2 est prise en charge."}[i]; got != want {
+		if got, want := text(b.mustGet("/console/definitions/"+key, 200), "served-revisions"), []string{"It takes revision 2 only.", "Seule la révision 2 est prise en charge."}[i]; got != want {
 			t.Errorf("%s: definition page: %q, want %q", lang, got, want)
 		}
 	}

@@ -269,7 +269,10 @@ var messageKeyToIndex = map[string]int{
 	"Instances":                 86,
 	"Instances of this version": 627,
 	"Invalid request":           157,
-	"Its calls":                 269,
+	"It takes every revision its consumer is granted.": 740,
+	"It takes revision %d only.":                       743,
+	"It takes revisions %s only.":                      745,
+	"Its calls":                                        269,
 	"Its failed occurrence stays as it is and nothing is completed on its behalf. An abandoned instance cannot be resumed.":                                                                         22,
 	"Its inputs, outputs, business key and the workers’ messages go with it; this cannot be undone. The audit records naming it stay (who did what, and why), and so do backups until they expire.": 274,
 	"Its instance is held here, waiting for an operator.":                                                                                                                  538,
@@ -459,7 +462,7 @@ var messageKeyToIndex = map[string]int{
 	"Revision":              206,
 	"Revision %d":           227,
 	"Revisions":             201,
-	"Revisions they take: %s; some take every revision their consumer is granted.": 740,
+	"Revisions they take: %s; some take every revision their consumer is granted.": 741,
 	"Revoke the %s token “%s”?": 694,
 	"Revoke the token":          696,
 	"Revoke token %d":           693,
@@ -559,9 +562,9 @@ var messageKeyToIndex = map[string]int{
 	"The version must be a whole number from 1.":                                                                                                                                                           384,
 	"These revisions have the same contracts.":                                                                                                                                                             218,
 	"These settings are kept in this browser only.":                                                                                                                                                        598,
-	"They take every revision their consumer is granted.":                                                                                                                                                  741,
-	"They take revision %d only.":                                                                                                                                                                          742,
-	"They take revisions %s only.":                                                                                                                                                                         743,
+	"They take every revision their consumer is granted.":                                                                                                                                                  742,
+	"They take revision %d only.":                                                                                                                                                                          744,
+	"They take revisions %s only.":                                                                                                                                                                         746,
 	"This address holds a parameter that cannot be read (a percent sign not followed by two hexadecimal digits, or a semicolon): correct the address.":                                                     593,
 	"This bulk action was already applied (the form was sent again): its records are in the audit log. Nothing more was done.":                                                                             98,
 	"This contract has no inputs.":                                                                                                                                                                         491,
@@ -785,7 +788,7 @@ var messageKeyToIndex = map[string]int{
 	"→ %s":                     640,
 }
 
-var enIndex = []uint32{ // 745 elements
+var enIndex = []uint32{ // 748 elements
 	// Entry 0 - 1F
 	0x00000000, 0x00000009, 0x00000014, 0x0000002a,
 	0x00000030, 0x00000038, 0x0000003d, 0x00000043,
@@ -995,11 +998,11 @@ var enIndex = []uint32{ // 745 elements
 	0x00007028, 0x00007039, 0x00007060, 0x00007070,
 	// Entry 2E0 - 2FF
 	0x000070c4, 0x00007114, 0x00007174, 0x000071c7,
-	0x000071ff, 0x0000724f, 0x00007283, 0x000072a2,
-	0x000072c2,
-} // Size: 3004 bytes
+	0x000071ff, 0x00007230, 0x00007280, 0x000072b4,
+	0x000072d2, 0x000072f1, 0x00007310, 0x00007330,
+} // Size: 3016 bytes
 
-const enData string = "" + // Size: 29378 bytes
+const enData string = "" + // Size: 29488 bytes
 	"\x02Retry…\x02Abandon…\x02Stop this instance…\x02retry\x02abandon\x02sto" +
 	"p\x02erase\x02Retry every held instance…\x02Abandon every held instance…" +
 	"\x02Stop every held instance…\x02Stop every running instance…\x02Stop ev" +
@@ -1446,11 +1449,13 @@ const enData string = "" + // Size: 29378 bytes
 	" its destinations (push), and it needs no worker.\x02No worker is connec" +
 	"ted for this definition; none of its occurrences waits for one.\x14\x01" +
 	"\x81\x01\x00\x02\x17\x02Served by %[1]d worker\x00\x18\x02Served by %[1]" +
-	"d workers\x02Revisions they take: %[1]s; some take every revision their " +
-	"consumer is granted.\x02They take every revision their consumer is grant" +
-	"ed.\x02They take revision %[1]d only.\x02They take revisions %[1]s only."
+	"d workers\x02It takes every revision its consumer is granted.\x02Revisio" +
+	"ns they take: %[1]s; some take every revision their consumer is granted." +
+	"\x02They take every revision their consumer is granted.\x02It takes revi" +
+	"sion %[1]d only.\x02They take revision %[1]d only.\x02It takes revisions" +
+	" %[1]s only.\x02They take revisions %[1]s only."
 
-var frIndex = []uint32{ // 745 elements
+var frIndex = []uint32{ // 748 elements
 	// Entry 0 - 1F
 	0x00000000, 0x0000000d, 0x0000001b, 0x00000036,
 	0x0000003e, 0x00000046, 0x0000004d, 0x00000058,
@@ -1660,11 +1665,11 @@ var frIndex = []uint32{ // 745 elements
 	0x00008fe7, 0x00008ff9, 0x0000902e, 0x0000903f,
 	// Entry 2E0 - 2FF
 	0x000090b5, 0x00009140, 0x000091cf, 0x00009236,
-	0x00009278, 0x000092eb, 0x00009333, 0x00009361,
-	0x00009394,
-} // Size: 3004 bytes
+	0x00009278, 0x000092c0, 0x00009333, 0x0000937b,
+	0x000093a9, 0x000093d7, 0x0000940a, 0x0000943d,
+} // Size: 3016 bytes
 
-const frData string = "" + // Size: 37780 bytes
+const frData string = "" + // Size: 37949 bytes
 	"\x02Reprendre…\x02Abandonner…\x02Arrêter cette instance…\x02reprise\x02a" +
 	"bandon\x02arrêt\x02effacement\x02Reprendre toutes les instances bloquées" +
 	"…\x02Abandonner toutes les instances bloquées…\x02Arrêter toutes les i" +
@@ -2212,10 +2217,12 @@ const frData string = "" + // Size: 37780 bytes
 	"un exécutant.\x02Aucun exécutant n’est connecté pour cette définition" +
 	"\u202f; aucune de ses occurrences n’en attend.\x14\x01\x81\x01\x00\x02" +
 	"\x1c\x02Servie par %[1]d exécutant\x00\x1d\x02Servie par %[1]d exécutant" +
-	"s\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent to" +
-	"utes les révisions accordées à leur consommateur.\x02Toutes les révision" +
-	"s accordées au consommateur sont prises en charge.\x02Seule la révision " +
-	"%[1]d est prise en charge.\x02Seules les révisions %[1]s sont prises en " +
-	"charge."
+	"s\x02Toutes les révisions accordées au consommateur sont prises en charg" +
+	"e.\x02Révisions prises en charge\u202f: %[1]s\u202f; certains prennent t" +
+	"outes les révisions accordées à leur consommateur.\x02Toutes les révisio" +
+	"ns accordées au consommateur sont prises en charge.\x02Seule la révision" +
+	" %[1]d est prise en charge.\x02Seule la révision %[1]d est prise en char" +
+	"ge.\x02Seules les révisions %[1]s sont prises en charge.\x02Seules les r" +
+	"évisions %[1]s sont prises en charge."
 
-	// Total table size 73166 bytes (71KiB); checksum: EEBC4EB9
+	// Total table size 73469 bytes (71KiB); checksum: 7E4D5E61
