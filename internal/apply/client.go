@@ -723,7 +723,7 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 			why = append(why, "they take "+revisionList(taken))
 		}
 		if len(lacks) > 0 {
-			why = append(why, "its inputs lack "+strings.Join(lacks, ", ")+", which they declare they read")
+			why = append(why, "its inputs lack "+strings.Join(lacks, ", ")+", which a live worker declares it reads")
 		}
 		if len(why) > 0 {
 			notes = append(notes, fmt.Sprintf("no live worker takes %s@%d (%s)", pr.key, pr.rev, strings.Join(why, "; ")))

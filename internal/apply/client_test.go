@@ -465,7 +465,7 @@ func TestPublishSaysWhenLiveWorkersDeclareFieldsTheRevisionLacks(t *testing.T) {
 		}
 		return results[0]
 	}
-	want := "no live worker takes add_company_to_crm@1 (its inputs lack /region, which they declare they read)"
+	want := "no live worker takes add_company_to_crm@1 (its inputs lack /region, which a live worker declares it reads)"
 	if got := run(process(1, "on revision 1")); !strings.Contains(got, want) {
 		t.Errorf("a version on revision 1 with a worker declaring /region: %q, want %q", got, want)
 	}
