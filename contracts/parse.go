@@ -137,8 +137,8 @@ var schemaWords = map[string]string{"enum": "values", "properties": "fields", "m
 const ApplyKeysHint = " (kind and key head a relais apply file; over the API the route's path names the key, and the body is the document without them)"
 
 // keyHint names the allowed key k most likely meant: a misspelling of it,
-// or JSON Schema's word for it; at the root, kind and key are an apply
-// file's.
+// JSON Schema's word for it, or another usual word (suggest.Synonym: min
+// for minimum); at the root, kind and key are an apply file's.
 func keyHint(k, path string, allowed []string) string {
 	if path == "" && (k == "kind" || k == "key") {
 		return ApplyKeysHint
@@ -149,15 +149,8 @@ func keyHint(k, path string, allowed []string) string {
 	if w, ok := schemaWords[k]; ok && slices.Contains(allowed, w) {
 		return fmt.Sprintf(" (did you mean %q? it is JSON Schema's word for it)", w)
 	}
-	if w, ok := shortWords[k]; ok && slices.Contains(allowed, w) {
-		return fmt.Sprintf(" (did you mean %q?)", w)
-	}
-	return ""
+	return suggest.Synonym(k, allowed)
 }
-
-// shortWords are keys written short or with another usual word, too far
-// from the key meant for a misspelling's hint.
-var shortWords = map[string]string{"min": "minimum", "max": "maximum", "mandatory": "required", "enum_values": "values", "choices": "values"}
 
 // str reads an optional string member. JSON null counts as absent because
 // many clients serialise unset optional values that way.

@@ -195,7 +195,7 @@ func (g grantSet) hint(asked string) string {
 	}
 	for _, k := range keys {
 		if !IsKeyPattern(k) && strings.HasSuffix(k, "."+asked) {
-			return fmt.Sprintf(" (did you mean %q?)", k)
+			return suggest.Meant(k)
 		}
 	}
 	return ""

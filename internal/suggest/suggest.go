@@ -11,8 +11,11 @@ func Hint(name string, candidates []string) string {
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return Meant(best)
 }
+
+// Meant is the hint naming the name meant: ` (did you mean "x"?)`.
+func Meant(name string) string { return fmt.Sprintf(" (did you mean %q?)", name) }
 
 // Closest returns the candidate closest to name when it is close enough to
 // be a typo of it: at most two edits (a swap of two neighbours is one) and
@@ -60,9 +63,15 @@ func distance(a, b string) int {
 }
 
 // synonyms are names other task platforms' clients, APIs and docs use
-// (Zeebe, Camunda, Temporal) for Relais's, too far from them to be read as
-// typos.
+// (Zeebe, Camunda, Temporal) for Relais's, and a contract's keys written
+// short or with another usual word: too far from the name meant to be
+// read as typos.
 var synonyms = map[string][]string{
+	"min":                  {"minimum"},
+	"max":                  {"maximum"},
+	"mandatory":            {"required"},
+	"enum_values":          {"values"},
+	"choices":              {"values"},
 	"error_message":        {"message"},
 	"errorMessage":         {"message"},
 	"error":                {"error_code"},
@@ -87,12 +96,12 @@ var synonyms = map[string][]string{
 }
 
 // Synonym returns ` (did you mean "x"?)` for the first of candidates that
-// name stands for on another platform, or "".
+// name stands for (see synonyms), or "".
 func Synonym(name string, candidates []string) string {
 	for _, meant := range synonyms[name] {
 		for _, c := range candidates {
 			if c == meant {
-				return fmt.Sprintf(" (did you mean %q?)", meant)
+				return Meant(meant)
 			}
 		}
 	}
