@@ -223,7 +223,7 @@ func (e *Engine) actIn(ctx context.Context, q *queries.Queries, actor Actor, act
 		case inst.Status == InstanceFailed:
 			// Its failure ended it: only an instance whose process routes
 			// the failure to hold waits for an operator.
-			return false, fault.New(fault.Conflict, "not_held", "instance %s is failed, not held: only a held instance can be retried or abandoned; a failure ends its instance unless the node's on_error leads to hold (an incident waiting for an operator); start it again to redo the work", id)
+			return false, fault.New(fault.Conflict, "not_held", "instance %s is failed, not held: only a held instance can be retried or abandoned; %s; start it again to redo the work", id, failureEnds)
 		}
 		if inst.Status != InstanceHeld {
 			return false, fault.New(fault.Conflict, "not_held", "instance %s is %s, not held: only a held instance can be retried or abandoned", id, inst.Status)
@@ -471,6 +471,10 @@ func (e *Engine) BreakdownForAction(ctx context.Context, action Action, f Instan
 	return b, nil
 }
 
+// failureEnds says why a failed instance cannot be retried, to an operator
+// who tries (one instance, or a filter's).
+const failureEnds = "a failure ends its instance unless the node's on_error leads to hold (an incident waiting for an operator)"
+
 func checkBulkFilter(action Action, f InstanceFilter) error {
 	if f.Status == "" {
 		return nil
@@ -483,7 +487,7 @@ func checkBulkFilter(action Action, f InstanceFilter) error {
 	why := ""
 	if f.Status == InstanceFailed && action != ActionStop {
 		// As a single retry of one says.
-		why = ": a failure ends its instance unless the node's on_error leads to hold (an incident waiting for an operator); start failed instances again to redo their work"
+		why = ": " + failureEnds + "; start failed instances again to redo their work"
 	}
 	return fault.New(fault.BadRequest, "invalid_request", "%s applies to %s instances, not %s%s", action, strings.Join(action.appliesTo(), " or "), f.Status, why).
 		WithErrors([]fault.FieldError{{Path: "/filter/status", Message: "must be " + strings.Join(action.appliesTo(), " or ")}})
