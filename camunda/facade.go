@@ -41,27 +41,19 @@ type Facade struct {
 	// heartbeat is the worker streams' heartbeat: a poller stays live in
 	// the worker catalog for its wait plus engine.LiveHeartbeats of them.
 	heartbeat time.Duration
-	// claimed and fetches count what relais_pull_claimed_total and
+	// fetches count what relais_pull_claimed_total and
 	// relais_pull_fetches_total count of the pull protocol's fetches: an
 	// operator whose Camunda clients stopped fetching sees it.
-	claimed prometheus.Counter
-	fetches *prometheus.CounterVec
+	fetches *longpoll.FetchCounters
 }
 
 // New returns the facade on eng, waking long polls through hub (the one the
 // pull protocol shares); reg, when not nil, registers its metrics.
 func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Facade {
 	f := &Facade{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, eng: eng, lookup: eng.LookupToken, hub: hub, heartbeat: cfg.Heartbeat,
-		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_camunda_claimed_total", Help: "Occurrences locked by the Camunda facade's fetchAndLock."}),
-		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_camunda_fetches_total",
-			Help: "The Camunda facade's fetchAndLock requests that asked for tasks, by result: claimed, empty, too_many_waiters."}, []string{"result"}),
-	}
-	// Present from the start at 0, as the pull protocol's.
-	for _, result := range []string{"claimed", "empty", longpoll.CodeTooManyWaiters} {
-		f.fetches.WithLabelValues(result)
-	}
-	if reg != nil {
-		reg.MustRegister(f.claimed, f.fetches)
+		fetches: longpoll.NewFetchCounters(prometheus.CounterOpts{Name: "relais_camunda_claimed_total", Help: "Occurrences locked by the Camunda facade's fetchAndLock."},
+			prometheus.CounterOpts{Name: "relais_camunda_fetches_total",
+				Help: "The Camunda facade's fetchAndLock requests that asked for tasks, by result: claimed, empty, too_many_waiters."}, reg),
 	}
 	return f
 }

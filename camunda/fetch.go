@@ -11,7 +11,6 @@ import (
 	"github.com/relais/relais/internal/fault"
 	"github.com/relais/relais/internal/httpjson"
 	"github.com/relais/relais/internal/jsontree"
-	"github.com/relais/relais/internal/longpoll"
 )
 
 // maxAsyncResponseTimeout is Camunda's own ceiling of a long poll (30
@@ -206,9 +205,6 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if err := f.hub.Refusal(); err != nil {
-		if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
-			f.fetches.WithLabelValues(longpoll.CodeTooManyWaiters).Inc()
-		}
 		return err
 	}
 	// Listed in the worker catalog as the pull protocol's pollers are.
@@ -220,9 +216,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	got, err := f.hub.ClaimOrWait(r.Context(), f.eng, claim, wait, still)
-	if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
-		f.fetches.WithLabelValues(longpoll.CodeTooManyWaiters).Inc()
-	}
+	f.fetches.Waited(err)
 	if wait > 0 && err != nil && r.Context().Err() != nil {
 		f.eng.PollerLeft(r.Context(), caller.ConsumerID, req.WorkerID, f.heartbeat)
 	}
@@ -244,12 +238,7 @@ func (f *Facade) fetchAndLock(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, task)
 	}
-	f.claimed.Add(float64(len(out)))
-	if len(out) > 0 {
-		f.fetches.WithLabelValues("claimed").Inc()
-	} else {
-		f.fetches.WithLabelValues("empty").Inc()
-	}
+	f.fetches.Answered(len(out), len(out))
 	encode(w, http.StatusOK, out)
 	return nil
 }

@@ -50,8 +50,8 @@ type Protocol struct {
 	// (see OnSettled).
 	settled func(ref engine.WorkerRef, attempt int)
 
-	claimed prometheus.Counter
-	fetches *prometheus.CounterVec
+	// fetches counts fetch-and-lock's answers and claims.
+	fetches *longpoll.FetchCounters
 	// fetchTime is the duration of fetch-and-lock by result (a long poll's
 	// wait included); settleTime that of the settling routes by action
 	// and result. Results are a fixed vocabulary (see resultOf).
@@ -66,8 +66,8 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 // New returns the protocol on eng, waking long polls through hub.
 func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longpoll.Hub, reg prometheus.Registerer) *Protocol {
 	p := &Protocol{logger: logger, bounds: cfg.Pull, body: cfg.MaxBodyBytes, heartbeat: cfg.Heartbeat, eng: eng, lookup: eng.LookupToken, hub: hub,
-		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."}),
-		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, []string{"result"}),
+		fetches: longpoll.NewFetchCounters(prometheus.CounterOpts{Name: "relais_pull_claimed_total", Help: "Occurrences reserved by fetch-and-lock."},
+			prometheus.CounterOpts{Name: "relais_pull_fetches_total", Help: "Fetch-and-lock requests by result."}, reg),
 		fetchTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "relais_pull_fetch_duration_seconds",
 			Help: "Fetch-and-lock duration, long-poll wait included, by result: claimed, empty, throttled (too_many_waiters), " +
 				"refused (4xx), unavailable (database_unavailable), error, abandoned (the client left).",
@@ -78,13 +78,8 @@ func New(logger *slog.Logger, cfg config.Polling, eng *engine.Engine, hub *longp
 				"ok, conflict (409: a stale lock, already settled, cancelled), refused (other 4xx), unavailable, error, abandoned.",
 			Buckets: durationBuckets}, []string{"action", "result"}),
 	}
-	// Present from the start at 0: the first throttled fetch after a
-	// restart is then a rise that rate() and increase() see.
-	for _, result := range []string{"claimed", "empty", longpoll.CodeTooManyWaiters} {
-		p.fetches.WithLabelValues(result)
-	}
 	if reg != nil {
-		reg.MustRegister(p.claimed, p.fetches, p.fetchTime, p.settleTime)
+		reg.MustRegister(p.fetchTime, p.settleTime)
 	}
 	return p
 }
@@ -379,9 +374,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 		return err
 	}
 	got, err := p.hub.ClaimOrWait(r.Context(), p.eng, claim, wait, still)
-	if fault.HasCode(err, longpoll.CodeTooManyWaiters) {
-		p.fetches.WithLabelValues("too_many_waiters").Inc()
-	}
+	p.fetches.Waited(err)
 	if wait > 0 && err != nil && r.Context().Err() != nil {
 		p.eng.PollerLeft(r.Context(), principal.ConsumerID, req.WorkerID, p.heartbeat)
 	}
@@ -402,12 +395,7 @@ func (p *Protocol) fetch(w http.ResponseWriter, r *http.Request) (int, error) {
 			claimed++
 		}
 	}
-	p.claimed.Add(float64(claimed))
-	if len(got) > 0 {
-		p.fetches.WithLabelValues("claimed").Inc()
-	} else {
-		p.fetches.WithLabelValues("empty").Inc()
-	}
+	p.fetches.Answered(len(got), claimed)
 	httpjson.Encode(w, http.StatusOK, out)
 	return len(got), nil
 }
