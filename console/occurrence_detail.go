@@ -577,7 +577,7 @@ func (c *Console) nobodyTakes(ctx context.Context, o engine.Occurrence, rev *eng
 				}
 				continue
 			}
-			if rev == nil || !slices.ContainsFunc(s.Fields, func(f string) bool { return rev.Working.Inputs.FieldPointer(f) != nil }) {
+			if rev == nil || len(rev.Working.Inputs.LacksFields(s.Fields)) == 0 {
 				return "" // every revision, or every one with its fields, this one's included
 			}
 		}

@@ -171,7 +171,7 @@ func (c *Console) fittingRevisions(ctx context.Context) func(key string, fields 
 		}
 		var fit []int
 		for _, r := range revs {
-			if !slices.ContainsFunc(fields, func(f string) bool { return r.Working.Inputs.FieldPointer(f) != nil }) {
+			if len(r.Working.Inputs.LacksFields(fields)) == 0 {
 				fit = append(fit, r.Revision)
 			}
 		}

@@ -800,6 +800,19 @@ func (c Contract) FieldPointer(pointer string) error {
 	return nil
 }
 
+// LacksFields returns those of pointers FieldPointer refuses: of the
+// fields a worker declares it reads, those these inputs do not have (a
+// worker naming no revision takes only revisions that have them all).
+func (c Contract) LacksFields(pointers []string) []string {
+	var lacks []string
+	for _, p := range pointers {
+		if c.FieldPointer(p) != nil {
+			lacks = append(lacks, p)
+		}
+	}
+	return lacks
+}
+
 // Project returns the members of value at pointers (checked with
 // FieldPointer) with their parents, and nothing else: what a worker that
 // declared those fields receives. Absent members stay absent.

@@ -378,3 +378,17 @@ func TestScrubShortValuesOnlyAsWords(t *testing.T) {
 		}
 	}
 }
+
+// LacksFields names the declared pointers the inputs do not have, in the
+// order given: a missing member, a member of a scalar, one inside a list.
+func TestLacksFields(t *testing.T) {
+	t.Parallel()
+	c := mustParseWorking(t, richWorking).Inputs
+	got := c.LacksFields([]string{"/company_name", "/address/city", "/region", "/company_name/first", "/contacts/name"})
+	if want := []string{"/region", "/company_name/first", "/contacts/name"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("LacksFields = %v, want %v", got, want)
+	}
+	if got := c.LacksFields([]string{"/company_name", "/address"}); got != nil {
+		t.Errorf("LacksFields of present fields = %v, want none", got)
+	}
+}

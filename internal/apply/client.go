@@ -657,13 +657,10 @@ func (c *Client) unserved(ctx context.Context, p *process.Process) string {
 			}
 			inputs[pr] = in
 		}
-		var out []string
-		for _, f := range fields {
-			if in != nil && in.FieldPointer(f) != nil {
-				out = append(out, f)
-			}
+		if in == nil {
+			return nil
 		}
-		return out
+		return in.LacksFields(fields)
 	}
 	for _, pr := range pairs {
 		live, read := workers[pr.key]
